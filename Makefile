@@ -1,0 +1,44 @@
+# offsetlake: `make run` rebuilds the bundled sample end to end; `make test` runs the whole suite.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+PIP := $(VENV)/bin/pip
+OFFSETLAKE := $(VENV)/bin/offsetlake
+export PYSPARK_PYTHON := $(abspath $(PY))
+export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
+SAMPLE_DIR ?= sample/dump
+WAREHOUSE ?= warehouse
+
+.PHONY: setup run test test-fast bench bench-decode dist clean
+
+$(VENV)/.installed: setup.cfg setup.py
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+	$(PIP) install -q -e ".[test]"
+	touch $@
+
+setup: $(VENV)/.installed
+
+run: setup
+	$(OFFSETLAKE) sample $(SAMPLE_DIR) --records 20000 --groups 200 --partitions 8 --seed 7
+	$(OFFSETLAKE) rebuild --input $(SAMPLE_DIR) --warehouse $(WAREHOUSE) --snapshot-id sample
+	$(OFFSETLAKE) describe --warehouse $(WAREHOUSE) --all-groups --state | head -20
+
+test: setup
+	$(PY) -m pytest -q
+
+test-fast: setup
+	$(PY) -m pytest -q -m "not spark and not integration"
+
+bench: setup
+	$(PY) -m pytest -q -m bench -p no:cacheprovider benchmarks -s
+
+bench-decode: setup
+	$(PY) benchmarks/bench_decode.py
+
+dist: setup
+	$(PIP) install -q build
+	$(PY) -m build --wheel --outdir dist .
+
+clean:
+	rm -rf $(VENV) dist build *.egg-info warehouse sample .pytest_cache

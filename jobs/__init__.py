@@ -1,0 +1,1 @@
+"""Edges: the click CLI, the spark-submit entry point and the HTTP API."""

@@ -1,0 +1,79 @@
+"""Settings: the only reader of conf/ and of environment variables. Loaded once at the edge, passed down."""
+from __future__ import annotations
+
+import copy
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
+ENV_VAR = "OFFSETLAKE_ENV"
+CONF_DIR_VAR = "OFFSETLAKE_CONF_DIR"
+
+
+class ConfigError(ValueError):
+    """A settings file or override is malformed (a usage error: exit 2)."""
+
+
+def _merge(base: dict, overlay: dict) -> dict:
+    out = copy.deepcopy(base)
+    for k, v in (overlay or {}).items():
+        if isinstance(v, dict) and isinstance(out.get(k), dict):
+            out[k] = _merge(out[k], v)
+        else:
+            out[k] = v
+    return out
+
+
+def _read_yaml(path: Path) -> dict:
+    if not path.exists():
+        return {}
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{path}: not valid YAML: {e}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping at the top level")
+    return data
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Every setting a run uses. `raw` keeps the merged YAML for sections other layers own."""
+
+    env: str
+    raw: dict[str, Any] = field(default_factory=dict)
+
+    def section(self, name: str) -> dict[str, Any]:
+        return dict(self.raw.get(name) or {})
+
+    @property
+    def spark_conf(self) -> dict[str, str]:
+        return {k: str(v) for k, v in self.section("spark").items() if v is not None}
+
+    @property
+    def spark_master_from_env(self) -> str | None:
+        return os.environ.get("OFFSETLAKE_SPARK_MASTER")
+
+    @property
+    def python_executable(self) -> str | None:
+        return os.environ.get("PYSPARK_PYTHON")
+
+
+def load_settings(env: str | None = None, overrides: dict[str, Any] | None = None,
+                  conf_dir: str | Path | None = None) -> Settings:
+    """Base file, then the environment overlay, then command-line overrides (nested dicts)."""
+    env = env or os.environ.get(ENV_VAR) or "local"
+    root = Path(conf_dir or os.environ.get(CONF_DIR_VAR) or CONF_DIR)
+    merged = _read_yaml(root / "base" / "offsetlake.yml")
+    if not merged:
+        raise ConfigError(f"no base settings at {root / 'base' / 'offsetlake.yml'}")
+    env_dir = root / env
+    if env != "base" and not env_dir.is_dir():
+        raise ConfigError(f"unknown environment {env!r}: no folder {env_dir}")
+    merged = _merge(merged, _read_yaml(env_dir / "offsetlake.yml"))
+    merged = _merge(merged, overrides or {})
+    return Settings(env=env, raw=merged)

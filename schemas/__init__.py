@@ -1,0 +1,1 @@
+"""Contracts only: records, decoded rows, table schemas. No Spark session, no IO."""
