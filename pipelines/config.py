@@ -59,6 +59,11 @@ class Settings:
         return os.environ.get("OFFSETLAKE_SPARK_MASTER")
 
     @property
+    def launched_by_spark_submit(self) -> bool:
+        # spark-submit starts the Python driver with a gateway to its JVM already running.
+        return "PYSPARK_GATEWAY_PORT" in os.environ
+
+    @property
     def python_executable(self) -> str | None:
         return os.environ.get("PYSPARK_PYTHON")
 

@@ -19,7 +19,8 @@ def spark_builder(settings: Settings, app_name: str | None = None):
     conf = settings.spark_conf
     master = settings.spark_master_from_env or conf.pop("spark.master", None)
     conf.pop("spark.master", None)
-    if master:
+    # Under spark-submit the master (and resources) come from the submit command: never override them.
+    if master and not settings.launched_by_spark_submit:
         builder = builder.master(master)
     for k, v in conf.items():
         builder = builder.config(k, v)

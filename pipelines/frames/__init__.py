@@ -1,0 +1,1 @@
+"""The one Spark<->Python boundary for decoding: files in, Arrow batches of decoded rows out (mapInArrow)."""

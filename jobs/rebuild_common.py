@@ -1,0 +1,89 @@
+"""What `offsetlake rebuild` and `spark-submit jobs/rebuild_job.py` share: options, settings, exit codes."""
+from __future__ import annotations
+
+import sys
+
+import click
+
+EXIT_OK, EXIT_VALIDATION, EXIT_USAGE = 0, 1, 2
+
+
+def rebuild_options(f):
+    """The rebuild flags (CONTRACT.md), shared by the CLI and the spark-submit job."""
+    opts = [
+        click.option("--input", "inputs", multiple=True, required=True, type=click.Path(),
+                     help="Broker log dir, __consumer_offsets-N dir, .log file, or a Parquet/JSON/CSV dump. Repeatable."),
+        click.option("--warehouse", required=True, type=click.Path(file_okay=False), help="Warehouse directory."),
+        click.option("--snapshot-id", default=None, help="Snapshot id (default: a new time-based id)."),
+        click.option("--as-of", default=None, help="ISO-8601 time (UTC if no zone) or 'now'; default: newest record."),
+        click.option("--retention-minutes", type=int, default=None, help="offsets.retention.minutes (default 10080)."),
+        click.option("--no-expiry", is_flag=True, help="Skip retention expiry."),
+        click.option("--semantics", type=click.Choice(["legacy", "modern"]), default=None,
+                     help="legacy: GroupMetadataManager (<=3.9, default); modern: the new coordinator (3.8+/4.x)."),
+        click.option("--until-time", default=None, help="Replay only records with timestamp <= TIME."),
+        click.option("--until-offset", type=int, default=None, help="Replay only records with offset <= N."),
+        click.option("--incremental", is_flag=True, help="Start from the previous snapshot's checkpoint."),
+        click.option("--strict", is_flag=True, help="Fail on the first quarantined record."),
+        click.option("--num-partitions", type=int, default=None,
+                     help="Partitions of __consumer_offsets (default: from the input, at least 50)."),
+        click.option("--kafka-version", default=None, help="Emulated broker version for expiry rules (default 3.9)."),
+        click.option("--env", default=None, help="Settings overlay conf/<env>/ (default OFFSETLAKE_ENV or local)."),
+        click.option("--conf", "conf_overrides", multiple=True, help="Override a setting: section.key=value."),
+        click.option("--json", "as_json", is_flag=True, help="Print the machine-readable summary."),
+        click.option("--quiet", is_flag=True, help="No progress lines."),
+    ]
+    for o in reversed(opts):
+        f = o(f)
+    return f
+
+
+def parse_overrides(items) -> dict:
+    import yaml
+
+    out: dict = {}
+    for item in items:
+        if "=" not in item or "." not in item.split("=", 1)[0]:
+            raise click.UsageError(f"--conf {item!r}: expected section.key=value")
+        path, value = item.split("=", 1)
+        section, key = path.split(".", 1)
+        out.setdefault(section, {})[key] = yaml.safe_load(value)
+    return out
+
+
+def run_from_cli(**kw) -> int:
+    """Parse, load settings, call the pipeline, print, map errors to exit codes (no stack trace for users)."""
+    from pipelines.config import ConfigError, load_settings
+    from pipelines.rebuild import RebuildRequest, StrictModeError, UsageError, run_rebuild
+
+    as_json, quiet = kw.pop("as_json"), kw.pop("quiet")
+    try:
+        settings = load_settings(env=kw.pop("env"), overrides=parse_overrides(kw.pop("conf_overrides")))
+    except (ConfigError, click.UsageError) as e:
+        click.echo(f"error: {e}", err=True)
+        return EXIT_USAGE
+    req = RebuildRequest(inputs=tuple(kw.pop("inputs")), **kw)
+    emit = None if quiet else (lambda m: click.echo(m, err=True))
+    from pipelines.session import get_spark
+
+    spark = None
+    try:
+        spark = get_spark(settings, app_name="offsetlake-rebuild")
+        summary = run_rebuild(spark, settings, req, emit=emit)
+    except UsageError as e:
+        click.echo(f"error: {e}", err=True)
+        return EXIT_USAGE
+    except StrictModeError as e:
+        click.echo(f"error: {e}", err=True)
+        return EXIT_VALIDATION
+    if as_json:
+        click.echo(summary.to_json())
+    else:
+        from jobs.summary_text import format_summary
+
+        click.echo(format_summary(summary))
+    return EXIT_OK if summary.status == "succeeded" else EXIT_VALIDATION
+
+
+def exit_with(code: int):
+    sys.stdout.flush()
+    sys.exit(code)

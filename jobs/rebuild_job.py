@@ -1,0 +1,25 @@
+"""spark-submit entry point: `spark-submit jobs/rebuild_job.py --input ... --warehouse ...` runs the same code as
+`offsetlake rebuild` (the master and resources come from spark-submit; conf/ supplies the rest)."""
+from __future__ import annotations
+
+import os
+import sys
+
+# When submitted as a plain file, make the checkout importable (a wheel or --py-files archive does this on clusters).
+_here = os.path.dirname(os.path.abspath(__file__))
+if os.path.dirname(_here) not in sys.path:
+    sys.path.insert(0, os.path.dirname(_here))
+
+import click  # noqa: E402
+
+from jobs.rebuild_common import exit_with, rebuild_options, run_from_cli  # noqa: E402
+
+
+@click.command()
+@rebuild_options
+def main(**kw):
+    exit_with(run_from_cli(**kw))
+
+
+if __name__ == "__main__":
+    main()

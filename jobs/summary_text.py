@@ -1,0 +1,31 @@
+"""The human summary printed at the end of a rebuild."""
+from __future__ import annotations
+
+
+def format_summary(s) -> str:
+    lines = [
+        f"snapshot {s.snapshot_id}: {s.status}",
+        f"  inputs            {', '.join(s.inputs)}",
+        f"  read              {s.segments} segment file(s), {s.tabular_files} table file(s), {s.bytes_in / 1e6:.1f} MB",
+        f"  records in        {s.records_in:,}  (used {s.records_out:,}, skipped {s.records_skipped:,}, "
+        f"quarantined {s.records_quarantined:,})",
+    ]
+    for label, n in sorted(s.record_type_counts.items()):
+        lines.append(f"    {label:<28} {n:>12,}")
+    lines += [
+        f"  semantics         {s.semantics}",
+        f"  as of             {s.as_of}  (retention {s.retention_minutes} min{'' if s.expiry else ', expiry off'})",
+        f"  groups            {s.groups:,} live, {s.removed_groups:,} removed, {s.expired_groups:,} expired now"
+        + (f", {s.misplaced_groups:,} in the wrong offsets partition" if s.misplaced_groups else ""),
+        f"  offsets           {s.offsets:,} committed ({s.empty_group_offsets:,} of groups without a group record), "
+        f"{s.expired_offsets:,} expired now",
+        f"  transactions      {s.pending_transactions:,} open, {s.pending_offsets:,} pending offsets",
+        f"  validation        {'passed' if s.validation.get('success', True) else 'FAILED'}"
+        + (f" ({s.validation.get('failed', 0)} expectation(s) failed)" if not s.validation.get('success', True) else ""),
+    ]
+    if s.incremental:
+        lines.append(f"  incremental       {s.incremental}")
+    for w in s.warnings:
+        lines.append(f"  warning           {w}")
+    lines.append("  time              " + ", ".join(f"{k} {v:.1f}s" for k, v in s.stage_seconds.items()))
+    return "\n".join(lines)

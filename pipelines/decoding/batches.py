@@ -1,0 +1,590 @@
+"""Framing and decoding of log entries: magic 2 record batches and legacy magic 0/1 message sets, into records.
+
+Mirrors `FileLogInputStream.nextBatch` / `ByteBufferLogInputStream.nextBatch` (framing), `DefaultRecordBatch` +
+`DefaultRecord.readFrom` (magic 2) and `LegacyRecord` + `AbstractLegacyRecordBatch.DeepRecordsIterator`
+(magic 0/1), Kafka 0.10-4.x (spec §1.1-1.5).
+
+Every entry starts ``int64 offset | int32 size`` and its magic byte sits at byte 16 in both layouts.
+
+Magic 2 batch (61-byte header, big-endian)::
+
+    0  baseOffset int64 | 8 batchLength int32 | 12 partitionLeaderEpoch int32 | 16 magic int8
+    17 crc uint32 (CRC-32C of [21, end)) | 21 attributes int16 | 23 lastOffsetDelta int32
+    27 baseTimestamp int64 | 35 maxTimestamp int64 | 43 producerId int64 | 51 producerEpoch int16
+    53 baseSequence int32 | 57 recordsCount int32 | 61 records (compressed as one stream when codec != 0)
+
+    attributes: bits 0-2 codec, bit 3 timestampType (1 = LogAppendTime), bit 4 isTransactional,
+                bit 5 isControl, bit 6 hasDeleteHorizonMs
+
+Magic 2 record (zig-zag varints)::
+
+    length varint | attributes int8 | timestampDelta varlong | offsetDelta varint | keyLength varint | key
+    | valueLength varint | value | headerCount varint | (headerKeyLength varint | key | headerValueLength varint
+    | value)*
+
+Legacy message (magic 0/1)::
+
+    0 offset int64 | 8 size int32 | 12 crc uint32 (CRC-32 of [16, end)) | 16 magic int8 | 17 attributes int8
+    | [18 timestamp int64, v1 only] | keyLength int32 | key | valueLength int32 | value
+
+Choices where Kafka has none to copy:
+
+* CRC. Kafka's loaders do not verify CRCs on load. A batch whose CRC does not verify is still decoded and
+  yielded (its header has ``crc_valid=False``), preceded by a ``crc_mismatch`` ReadProblem, so the caller can
+  quarantine it or not.
+* A batch that cannot be decoded (bad record framing, failed decompression) yields one ``corrupt_batch`` /
+  ``decompress_failed`` ReadProblem and none of its records (a batch is atomic); reading resumes at the next
+  entry because the size field framed this one. A size field that cannot frame an entry stops the read.
+* A tail Kafka's file reader would silently stop at (<= 17 bytes left, or an entry running past the end) yields
+  ``torn_tail``; a tail of zero bytes (preallocated segment) yields ``zero_tail``.
+"""
+from __future__ import annotations
+
+import os
+import struct
+import zlib
+from collections.abc import Iterator
+
+import crc32c as _crc32c_mod
+
+from pipelines.decoding import codecs
+from pipelines.decoding.errors import DecodeError
+from schemas.records import (
+    CODEC_NAMES,
+    CREATE_TIME,
+    LOG_APPEND_TIME,
+    NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
+    NO_SEQUENCE,
+    NO_TIMESTAMP_TYPE,
+    LogRecord,
+    ReadProblem,
+    RecordBatchHeader,
+)
+
+__all__ = [
+    "BatchItem",
+    "HEADER_SIZE_UP_TO_MAGIC",
+    "LOG_OVERHEAD",
+    "RECORD_BATCH_OVERHEAD",
+    "decode_entry",
+    "read_batches",
+    "read_batches_from_file",
+]
+
+LOG_OVERHEAD = 12  # offset + size
+HEADER_SIZE_UP_TO_MAGIC = 17  # LOG_OVERHEAD + partitionLeaderEpoch/crc + magic
+RECORD_BATCH_OVERHEAD = 61
+LEGACY_RECORD_OVERHEAD_V0 = 14  # crc + magic + attributes + keyLength + valueLength
+LEGACY_RECORD_OVERHEAD_V1 = 22
+NO_PARTITION_LEADER_EPOCH = -1
+INT32_MAX = 0x7FFFFFFF
+
+COMPRESSION_CODEC_MASK = 0x07
+TIMESTAMP_TYPE_MASK = 0x08
+TRANSACTIONAL_FLAG_MASK = 0x10
+CONTROL_FLAG_MASK = 0x20
+DELETE_HORIZON_FLAG_MASK = 0x40
+
+_ENTRY_HEAD = struct.Struct(">qi")  # offset, size
+_V2_HEADER = struct.Struct(">qiibIhiqqqhii")
+_LEGACY_HEAD = struct.Struct(">qiIbb")  # offset, size, crc, magic, attributes
+_I64 = struct.Struct(">q")
+_I32 = struct.Struct(">i")
+
+_crc32c = _crc32c_mod.crc32c
+_crc32 = zlib.crc32
+
+BatchItem = tuple[RecordBatchHeader, list[LogRecord]]
+
+
+class _RecordError(Exception):
+    """Internal: a record inside a batch is malformed; carries the byte position within the decoded section."""
+
+    def __init__(self, message: str, position: int):
+        super().__init__(message)
+        self.position = position
+
+
+# ================================================================================================================
+# public API
+# ================================================================================================================
+def read_batches(
+    buf: bytes | bytearray | memoryview,
+    *,
+    source: str,
+    offsets_partition: int,
+    base_position: int = 0,
+) -> Iterator[BatchItem | ReadProblem]:
+    """Iterate the entries of a log buffer: ``(header, records)`` per batch, ``ReadProblem`` for what is unusable.
+
+    Mirrors `ByteBufferLogInputStream.nextBatch` / `FileLogInputStream.nextBatch` framing (Kafka 0.11-4.x) with
+    the decoding of `DefaultRecordBatch`/`AbstractLegacyRecordBatch`. ``base_position`` is the byte position of
+    ``buf[0]`` in ``source`` (positions in headers and problems are file positions).
+    """
+    data = buf if type(buf) is bytes else bytes(buf)
+    end = len(data)
+    pos = 0
+    unpack_head = _ENTRY_HEAD.unpack_from
+    while True:
+        remaining = end - pos
+        if remaining <= HEADER_SIZE_UP_TO_MAGIC:
+            if remaining > 0:
+                yield _tail_problem(data, pos, end, source, offsets_partition, base_position)
+            return
+        _offset, size = unpack_head(data, pos)
+        if size < LEGACY_RECORD_OVERHEAD_V0:
+            yield _small_size_problem(data, pos, end, size, source, offsets_partition, base_position)
+            return
+        entry_end = pos + LOG_OVERHEAD + size
+        if entry_end > end:
+            yield ReadProblem(
+                source=source, offsets_partition=offsets_partition, position=base_position + pos, kind="torn_tail",
+                reason=f"entry of {LOG_OVERHEAD + size} bytes at position {base_position + pos} runs past the end "
+                       f"({end - pos} bytes left)", offset=_offset)
+            return
+        yield from decode_entry(data, pos, entry_end, source=source, offsets_partition=offsets_partition,
+                                position=base_position + pos)
+        pos = entry_end
+
+
+def read_batches_from_file(
+    path: str | os.PathLike,
+    *,
+    offsets_partition: int,
+    source: str | None = None,
+) -> Iterator[BatchItem | ReadProblem]:
+    """Stream the entries of one segment file, holding one entry in memory at a time.
+
+    Mirrors `FileLogInputStream.nextBatch` (Kafka 0.11-4.x): read the 17-byte head, then the whole entry.
+    """
+    src = source if source is not None else os.fspath(path)
+    with open(path, "rb") as f:
+        end = os.fstat(f.fileno()).st_size
+        pos = 0
+        while True:
+            remaining = end - pos
+            if remaining <= HEADER_SIZE_UP_TO_MAGIC:
+                if remaining > 0:
+                    f.seek(pos)
+                    tail = f.read(remaining)
+                    yield _tail_problem(tail, 0, len(tail), src, offsets_partition, pos)
+                return
+            f.seek(pos)
+            head = f.read(HEADER_SIZE_UP_TO_MAGIC)
+            if len(head) < HEADER_SIZE_UP_TO_MAGIC:  # file shrank under us
+                yield ReadProblem(source=src, offsets_partition=offsets_partition, position=pos, kind="torn_tail",
+                                  reason="file ended while reading an entry header")
+                return
+            _offset, size = _ENTRY_HEAD.unpack_from(head, 0)
+            if size < LEGACY_RECORD_OVERHEAD_V0:
+                if _offset == 0 and size == 0 and _file_zero_from(f, pos, end):
+                    yield ReadProblem(source=src, offsets_partition=offsets_partition, position=pos,
+                                      kind="zero_tail", reason=f"{end - pos} zero bytes at the end of the file "
+                                                               f"(preallocated tail)")
+                else:
+                    yield ReadProblem(source=src, offsets_partition=offsets_partition, position=pos,
+                                      kind="corrupt_batch", offset=_offset,
+                                      reason=f"entry size {size} is smaller than the minimum record overhead "
+                                             f"({LEGACY_RECORD_OVERHEAD_V0}); {end - pos} bytes not read")
+                return
+            total = LOG_OVERHEAD + size
+            if pos + total > end:
+                yield ReadProblem(source=src, offsets_partition=offsets_partition, position=pos, kind="torn_tail",
+                                  offset=_offset,
+                                  reason=f"entry of {total} bytes at position {pos} runs past the end "
+                                         f"({end - pos} bytes left)")
+                return
+            entry = head + f.read(total - HEADER_SIZE_UP_TO_MAGIC)
+            if len(entry) < total:
+                yield ReadProblem(source=src, offsets_partition=offsets_partition, position=pos, kind="torn_tail",
+                                  offset=_offset, reason="file ended while reading an entry")
+                return
+            yield from decode_entry(entry, 0, total, source=src, offsets_partition=offsets_partition, position=pos)
+            pos += total
+
+
+def decode_entry(
+    data: bytes,
+    start: int,
+    end: int,
+    *,
+    source: str,
+    offsets_partition: int,
+    position: int,
+) -> Iterator[BatchItem | ReadProblem]:
+    """Decode one framed entry ``data[start:end]`` (already known to fit): a v2 batch or a legacy entry.
+
+    ``position`` is the entry's byte position in ``source``. Yields at most one ``(header, records)`` plus
+    ReadProblems; never raises for bad bytes.
+    """
+    magic = data[start + 16]
+    if magic == 2:
+        yield from _decode_v2(data, start, end, source, offsets_partition, position)
+    elif magic == 0 or magic == 1:
+        yield from _decode_legacy(data, start, end, source, offsets_partition, position)
+    else:
+        yield ReadProblem(source=source, offsets_partition=offsets_partition, position=position,
+                          kind="corrupt_batch", offset=_I64.unpack_from(data, start)[0],
+                          reason=f"unknown magic {magic} at byte {position + 16}")
+
+
+# ================================================================================================================
+# tails
+# ================================================================================================================
+def _tail_problem(data, pos, end, source, partition, base_position) -> ReadProblem:
+    n = end - pos
+    if data.count(0, pos, end) == n:
+        return ReadProblem(source=source, offsets_partition=partition, position=base_position + pos,
+                           kind="zero_tail", reason=f"{n} zero bytes at the end (preallocated tail)")
+    return ReadProblem(source=source, offsets_partition=partition, position=base_position + pos, kind="torn_tail",
+                       reason=f"{n} bytes left, too few for an entry header ({HEADER_SIZE_UP_TO_MAGIC + 1} needed)")
+
+
+def _small_size_problem(data, pos, end, size, source, partition, base_position) -> ReadProblem:
+    (offset,) = _I64.unpack_from(data, pos)
+    if offset == 0 and size == 0 and data.count(0, pos, end) == end - pos:
+        return ReadProblem(source=source, offsets_partition=partition, position=base_position + pos,
+                           kind="zero_tail", reason=f"{end - pos} zero bytes at the end (preallocated tail)")
+    return ReadProblem(source=source, offsets_partition=partition, position=base_position + pos,
+                       kind="corrupt_batch", offset=offset,
+                       reason=f"entry size {size} is smaller than the minimum record overhead "
+                              f"({LEGACY_RECORD_OVERHEAD_V0}); {end - pos} bytes not read")
+
+
+def _file_zero_from(f, pos: int, end: int) -> bool:
+    f.seek(pos)
+    while pos < end:
+        chunk = f.read(min(1 << 20, end - pos))
+        if not chunk:
+            return False
+        if chunk.count(0) != len(chunk):
+            return False
+        pos += len(chunk)
+    return True
+
+
+# ================================================================================================================
+# magic 2
+# ================================================================================================================
+def _decode_v2(data: bytes, start: int, end: int, source: str, partition: int, position: int):
+    """`DefaultRecordBatch` (Kafka 0.11-4.x): header, CRC-32C check, then `DefaultRecord.readFrom` per record."""
+    size = end - start
+    if size < RECORD_BATCH_OVERHEAD:
+        yield ReadProblem(source=source, offsets_partition=partition, position=position, kind="corrupt_batch",
+                          offset=_I64.unpack_from(data, start)[0],
+                          reason=f"record batch size {size} is smaller than the batch overhead "
+                                 f"({RECORD_BATCH_OVERHEAD})")
+        return
+    (base_offset, _length, leader_epoch, magic, crc, attributes, last_offset_delta, base_ts, max_ts,
+     producer_id, producer_epoch, base_sequence, count) = _V2_HEADER.unpack_from(data, start)
+    crc_valid = _crc32c(data[start + 21:end]) == crc
+    codec_id = attributes & COMPRESSION_CODEC_MASK
+    log_append = bool(attributes & TIMESTAMP_TYPE_MASK)
+    has_horizon = bool(attributes & DELETE_HORIZON_FLAG_MASK)
+    header = RecordBatchHeader(
+        source=source, offsets_partition=partition, position=position, base_offset=base_offset,
+        last_offset=base_offset + last_offset_delta, size=size, magic=magic, crc=crc, crc_valid=crc_valid,
+        attributes=attributes, codec=CODEC_NAMES.get(codec_id, f"unknown({codec_id})"),
+        timestamp_type=LOG_APPEND_TIME if log_append else CREATE_TIME,
+        is_transactional=bool(attributes & TRANSACTIONAL_FLAG_MASK),
+        is_control=bool(attributes & CONTROL_FLAG_MASK),
+        delete_horizon_ms=base_ts if has_horizon else None,
+        base_timestamp=base_ts, max_timestamp=max_ts, producer_id=producer_id, producer_epoch=producer_epoch,
+        base_sequence=base_sequence, partition_leader_epoch=leader_epoch, records_count=count,
+    )
+    if not crc_valid:
+        yield ReadProblem(source=source, offsets_partition=partition, position=position, kind="crc_mismatch",
+                          offset=base_offset,
+                          reason=f"stored CRC-32C {crc} != computed {_crc32c(data[start + 21:end])} "
+                                 f"(batch decoded anyway; Kafka does not verify CRCs on load)")
+    if count < 0:
+        yield ReadProblem(source=source, offsets_partition=partition, position=position, kind="corrupt_batch",
+                          offset=base_offset, reason=f"invalid record count {count} at byte {position + 57}")
+        return
+    if codec_id == 0:
+        section, sec_start, sec_end, sec_pos = data, start + RECORD_BATCH_OVERHEAD, end, position
+    else:
+        try:
+            section = codecs.decompress(codec_id, data[start + RECORD_BATCH_OVERHEAD:end], magic=2)
+        except DecodeError as e:
+            yield ReadProblem(source=source, offsets_partition=partition, position=position,
+                              kind="decompress_failed", offset=base_offset,
+                              reason=f"{header.codec} record section at byte {position + RECORD_BATCH_OVERHEAD}: {e}")
+            return
+        sec_start, sec_end, sec_pos = 0, len(section), None
+    try:
+        records = _read_v2_records(section, sec_start, sec_end, count, header, base_offset,
+                                   max_ts if log_append else None, base_ts, base_sequence)
+    except _RecordError as e:
+        if sec_pos is None:
+            where = f"byte {e.position} of the decompressed record section"
+        else:
+            where = f"byte {sec_pos + (e.position - start)}"
+        yield ReadProblem(source=source, offsets_partition=partition, position=position, kind="corrupt_batch",
+                          offset=base_offset, reason=f"{e} at {where}")
+        return
+    yield header, records
+
+
+def _read_v2_records(buf: bytes, pos: int, end: int, count: int, header: RecordBatchHeader, base_offset: int,
+                     log_append_time: int | None, base_ts: int, base_sequence: int) -> list[LogRecord]:
+    """`DefaultRecord.readFrom` x recordsCount, then Kafka's "records still remaining" check (0.11-4.x)."""
+    out: list[LogRecord] = []
+    append = out.append
+    first_offset = None
+    make = LogRecord
+    empty = ()
+    try:
+        for _ in range(count):
+            if pos >= end:
+                raise _RecordError(f"batch declares {count} records but holds {len(out)}", pos)
+            rec_start = pos
+            # length (zig-zag varint), 1-byte fast path
+            b = buf[pos]
+            if b < 0x80:
+                length = (b >> 1) ^ -(b & 1)
+                pos += 1
+            else:
+                length, pos = _varint(buf, pos, 5)
+            if length < 0:
+                raise _RecordError(f"negative record length {length}", rec_start)
+            rec_end = pos + length
+            if rec_end > end:
+                raise _RecordError(f"record of {length} bytes runs past the batch end", rec_start)
+            pos += 1  # attributes (unused)
+            b = buf[pos]
+            if b < 0x80:
+                ts_delta = (b >> 1) ^ -(b & 1)
+                pos += 1
+            else:
+                ts_delta, pos = _varint(buf, pos, 10)
+            b = buf[pos]
+            if b < 0x80:
+                off_delta = (b >> 1) ^ -(b & 1)
+                pos += 1
+            else:
+                off_delta, pos = _varint(buf, pos, 5)
+            b = buf[pos]
+            if b < 0x80:
+                klen = (b >> 1) ^ -(b & 1)
+                pos += 1
+            else:
+                klen, pos = _varint(buf, pos, 5)
+            if klen >= 0:
+                key = buf[pos:pos + klen]
+                pos += klen
+            else:
+                key = None
+            b = buf[pos]
+            if b < 0x80:
+                vlen = (b >> 1) ^ -(b & 1)
+                pos += 1
+            else:
+                vlen, pos = _varint(buf, pos, 5)
+            if vlen >= 0:
+                value = buf[pos:pos + vlen]
+                pos += vlen
+            else:
+                value = None
+            b = buf[pos]
+            if b == 0:
+                pos += 1
+                hkeys = empty
+            else:
+                hkeys, pos = _headers(buf, pos, rec_end)
+            if pos != rec_end:
+                raise _RecordError(f"invalid record size: expected to read {length} bytes in record payload, "
+                                   f"but instead read {pos - (rec_end - length)}", rec_start)
+            offset = base_offset + off_delta
+            if first_offset is None:
+                first_offset = offset
+            if base_sequence >= 0:
+                seq = base_sequence + off_delta if base_sequence <= INT32_MAX - off_delta \
+                    else off_delta - (INT32_MAX - base_sequence) - 1
+            else:
+                seq = NO_SEQUENCE
+            append(make(batch=header, offset=offset,
+                        timestamp=log_append_time if log_append_time is not None else base_ts + ts_delta,
+                        first_offset_in_batch=first_offset, sequence=seq, key=key, value=value,
+                        header_keys=hkeys))
+    except IndexError:
+        raise _RecordError("record runs past the end of the batch", pos) from None
+    if pos != end:
+        raise _RecordError(f"incorrect declared batch size: {end - pos} bytes remain after {count} records", pos)
+    return out
+
+
+def _varint(buf: bytes, pos: int, max_bytes: int) -> tuple[int, int]:
+    """Zig-zag varint/varlong (`ByteUtils.readVarint`/`readVarlong`): at most 5 / 10 bytes."""
+    raw = 0
+    shift = 0
+    start = pos
+    while True:
+        b = buf[pos]
+        pos += 1
+        raw |= (b & 0x7F) << shift
+        if b < 0x80:
+            return (raw >> 1) ^ -(raw & 1), pos
+        shift += 7
+        if pos - start >= max_bytes:
+            raise _RecordError(f"varint longer than {max_bytes} bytes", start)
+
+
+def _headers(buf: bytes, pos: int, rec_end: int) -> tuple[tuple[str, ...], int]:
+    """Record headers (`DefaultRecord.readHeaders`): keys kept (UTF-8), values skipped."""
+    start = pos
+    n, pos = _varint(buf, pos, 5)
+    if n < 0:
+        raise _RecordError(f"found invalid number of record headers {n}", start)
+    keys = []
+    for _ in range(n):
+        if pos >= rec_end:
+            raise _RecordError("record headers run past the record end", pos)
+        klen, pos = _varint(buf, pos, 5)
+        if klen < 0:
+            raise _RecordError(f"invalid negative header key size {klen}", pos)
+        keys.append(buf[pos:pos + klen].decode("utf-8", "replace"))
+        pos += klen
+        vlen, pos = _varint(buf, pos, 5)
+        if vlen > 0:
+            pos += vlen
+    return tuple(keys), pos
+
+
+# ================================================================================================================
+# magic 0 / 1
+# ================================================================================================================
+def _decode_legacy(data: bytes, start: int, end: int, source: str, partition: int, position: int):
+    """`AbstractLegacyRecordBatch` (Kafka 0.10-4.x): a plain message, or a compressed wrapper and its inner set."""
+    (offset, _size, crc, magic, attributes) = _LEGACY_HEAD.unpack_from(data, start)
+    try:
+        msg = _parse_legacy_message(data, start, end)
+    except _RecordError as e:
+        yield ReadProblem(source=source, offsets_partition=partition, position=position, kind="corrupt_batch",
+                          offset=offset, reason=f"{e} at byte {position + (e.position - start)}")
+        return
+    timestamp, key, value = msg
+    crc_valid = _crc32(data[start + 16:end]) == crc
+    codec_id = attributes & COMPRESSION_CODEC_MASK
+    log_append = magic == 1 and bool(attributes & TIMESTAMP_TYPE_MASK)
+    ts_type = NO_TIMESTAMP_TYPE if magic == 0 else (LOG_APPEND_TIME if log_append else CREATE_TIME)
+    if not crc_valid:
+        yield ReadProblem(source=source, offsets_partition=partition, position=position, kind="crc_mismatch",
+                          offset=offset,
+                          reason=f"stored CRC-32 {crc} != computed {_crc32(data[start + 16:end])} "
+                                 f"(entry decoded anyway; Kafka does not verify CRCs on load)")
+
+    def make_header(base_offset: int, n: int) -> RecordBatchHeader:
+        return RecordBatchHeader(
+            source=source, offsets_partition=partition, position=position, base_offset=base_offset,
+            last_offset=offset, size=end - start, magic=magic, crc=crc, crc_valid=crc_valid, attributes=attributes,
+            codec=CODEC_NAMES.get(codec_id, f"unknown({codec_id})"), timestamp_type=ts_type,
+            is_transactional=False, is_control=False, delete_horizon_ms=None, base_timestamp=timestamp,
+            max_timestamp=timestamp, producer_id=NO_PRODUCER_ID, producer_epoch=NO_PRODUCER_EPOCH,
+            base_sequence=NO_SEQUENCE, partition_leader_epoch=NO_PARTITION_LEADER_EPOCH, records_count=n)
+
+    if codec_id == 0:
+        header = make_header(offset, 1)
+        yield header, [LogRecord(batch=header, offset=offset, timestamp=timestamp, first_offset_in_batch=offset,
+                                 sequence=NO_SEQUENCE, key=key, value=value)]
+        return
+    if value is None:
+        yield ReadProblem(source=source, offsets_partition=partition, position=position, kind="corrupt_batch",
+                          offset=offset, reason="compressed wrapper message has a null value")
+        return
+    try:
+        inner = codecs.decompress(codec_id, value, magic=magic)
+    except DecodeError as e:
+        yield ReadProblem(source=source, offsets_partition=partition, position=position, kind="decompress_failed",
+                          offset=offset, reason=f"wrapper value ({CODEC_NAMES.get(codec_id, codec_id)}): {e}")
+        return
+    try:
+        inner_msgs = _parse_inner_set(inner)
+    except _RecordError as e:
+        yield ReadProblem(source=source, offsets_partition=partition, position=position, kind="corrupt_batch",
+                          offset=offset, reason=f"{e} at byte {e.position} of the decompressed inner message set")
+        return
+    if magic >= 1 and offset != 0:
+        # v1 inner offsets are relative; absolute = wrapperOffset - lastInnerRelative + innerRelative
+        delta = offset - inner_msgs[-1][0]
+    else:
+        delta = 0  # v0: absolute; v1 wrapper offset 0 (librdkafka produce quirk): base 0
+    first = inner_msgs[0][0] + delta
+    header = make_header(first, len(inner_msgs))
+    records = []
+    for inner_offset, inner_magic, inner_ts, ikey, ivalue in inner_msgs:
+        if log_append:
+            ts = timestamp
+        else:
+            ts = inner_ts if inner_magic >= 1 else -1
+        records.append(LogRecord(batch=header, offset=inner_offset + delta, timestamp=ts,
+                                 first_offset_in_batch=first, sequence=NO_SEQUENCE, key=ikey, value=ivalue))
+    yield header, records
+
+
+def _parse_legacy_message(data: bytes, start: int, end: int) -> tuple[int, bytes | None, bytes | None]:
+    """`LegacyRecord` fields of the entry ``data[start:end]``: (timestamp, key, value). Raises `_RecordError`."""
+    magic = data[start + 16]
+    size = end - start - LOG_OVERHEAD
+    minimum = LEGACY_RECORD_OVERHEAD_V1 if magic == 1 else LEGACY_RECORD_OVERHEAD_V0
+    if size < minimum:
+        raise _RecordError(f"message size {size} is less than the minimum record overhead {minimum} "
+                           f"for magic {magic}", start + 8)
+    pos = start + 18
+    if magic == 1:
+        (timestamp,) = _I64.unpack_from(data, pos)
+        pos += 8
+    else:
+        timestamp = -1
+    (klen,) = _I32.unpack_from(data, pos)
+    pos += 4
+    if klen >= 0:
+        if pos + klen + 4 > end:
+            raise _RecordError(f"key length {klen} overruns the message", pos - 4)
+        key = data[pos:pos + klen]
+        pos += klen
+    elif klen == -1:
+        key = None
+    else:
+        raise _RecordError(f"invalid key length {klen}", pos - 4)
+    (vlen,) = _I32.unpack_from(data, pos)
+    pos += 4
+    if vlen >= 0:
+        if pos + vlen > end:
+            raise _RecordError(f"value length {vlen} overruns the message", pos - 4)
+        value = data[pos:pos + vlen]
+        pos += vlen
+    elif vlen == -1:
+        value = None
+    else:
+        raise _RecordError(f"invalid value length {vlen}", pos - 4)
+    if pos != end:
+        raise _RecordError(f"{end - pos} bytes remain after the message value", pos)
+    return timestamp, key, value
+
+
+def _parse_inner_set(inner: bytes) -> list[tuple[int, int, int, bytes | None, bytes | None]]:
+    """`DeepRecordsIterator`: the uncompressed inner messages of a wrapper, as (offset, magic, ts, key, value)."""
+    out = []
+    pos = 0
+    n = len(inner)
+    while pos < n:
+        if n - pos < LOG_OVERHEAD + LEGACY_RECORD_OVERHEAD_V0:
+            raise _RecordError(f"{n - pos} trailing bytes in the inner message set", pos)
+        inner_offset, size = _ENTRY_HEAD.unpack_from(inner, pos)
+        entry_end = pos + LOG_OVERHEAD + size
+        if size < LEGACY_RECORD_OVERHEAD_V0 or entry_end > n:
+            raise _RecordError(f"inner message size {size} invalid", pos + 8)
+        magic = inner[pos + 16]
+        if magic > 1:
+            raise _RecordError(f"inner message has magic {magic}", pos + 16)
+        if inner[pos + 17] & COMPRESSION_CODEC_MASK:
+            raise _RecordError("inner message is itself compressed", pos + 17)
+        ts, key, value = _parse_legacy_message(inner, pos, entry_end)
+        out.append((inner_offset, magic, ts, key, value))
+        pos = entry_end
+    if not out:
+        raise _RecordError("found invalid compressed record set with no inner records", 0)
+    return out
+

@@ -1,0 +1,56 @@
+"""Every input (segment files, tabular dumps) as decoded rows in log order: the pure-Python decoding pipeline."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterable, Iterator
+
+from schemas.records import LogRecord, ReadProblem
+
+TABULAR_SUFFIXES = (".parquet", ".json", ".jsonl", ".ndjson", ".csv")
+
+
+def is_tabular(path: str | Path) -> bool:
+    p = Path(path)
+    if p.is_dir():
+        return any(f.suffix.lower() in TABULAR_SUFFIXES for f in p.iterdir() if f.is_file()) and not any(
+            f.suffix == ".log" or f.name.startswith("__consumer_offsets-") for f in p.iterdir()
+        )
+    return p.suffix.lower() in TABULAR_SUFFIXES
+
+
+def iter_segment_items(segment) -> Iterator[LogRecord | ReadProblem]:
+    """Records and problems of one segment file, in file order."""
+    from pipelines.decoding.batches import read_batches_from_file
+
+    for item in read_batches_from_file(segment.path, offsets_partition=segment.offsets_partition):
+        if isinstance(item, ReadProblem):
+            yield item
+        else:
+            _header, records = item
+            yield from records
+
+
+def iter_decoded_rows(paths: Iterable[str | Path]) -> Iterator[dict]:
+    """All records of all inputs as DECODED rows (segments: per partition, in base-offset order).
+
+    Problems found while discovering or reading (torn tails, bad CRCs, foreign data) come out as rows of
+    record_kind `error`, so that every byte range is accounted for.
+    """
+    from pipelines.decoding.rows import problem_to_row, to_decoded_row
+    from pipelines.decoding.segments import discover_segments
+
+    paths = [Path(p) for p in paths]
+    segment_paths = [p for p in paths if not is_tabular(p)]
+    tabular_paths = [p for p in paths if is_tabular(p)]
+    if segment_paths:
+        segments, problems = discover_segments(segment_paths)
+        for problem in problems:
+            yield problem_to_row(problem)
+        for segment in segments:
+            for item in iter_segment_items(segment):
+                yield problem_to_row(item) if isinstance(item, ReadProblem) else to_decoded_row(item)
+    for tp in tabular_paths:
+        from pipelines.decoding.tabular import read_tabular_dump
+
+        for item in read_tabular_dump(tp).records():
+            yield problem_to_row(item) if isinstance(item, ReadProblem) else to_decoded_row(item)

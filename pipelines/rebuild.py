@@ -1,0 +1,276 @@
+"""Composition only: read -> decode -> replay -> expire -> validate -> write. Transforms live in their layers."""
+from __future__ import annotations
+
+import datetime as dt
+import json
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from pipelines.config import Settings
+
+
+class UsageError(Exception):
+    """Bad usage or unreadable input: exit code 2, with a message naming what and where."""
+
+
+class StrictModeError(Exception):
+    """`--strict` and a quarantined record: the run stops (exit 1)."""
+
+
+@dataclass(frozen=True)
+class RebuildRequest:
+    inputs: tuple[str, ...]
+    warehouse: str
+    snapshot_id: str | None = None
+    as_of: str | None = None  # ISO-8601 (UTC if no zone) or "now"; None = newest record timestamp
+    retention_minutes: int | None = None
+    no_expiry: bool = False
+    semantics: str | None = None
+    until_time: str | None = None
+    until_offset: int | None = None
+    incremental: bool = False
+    strict: bool = False
+    num_partitions: int | None = None
+    kafka_version: str | None = None
+
+
+@dataclass
+class RunSummary:
+    snapshot_id: str
+    status: str = "running"
+    inputs: list[str] = field(default_factory=list)
+    semantics: str = "legacy"
+    as_of: str | None = None
+    retention_minutes: int = 10080
+    expiry: bool = True
+    records_in: int = 0
+    records_out: int = 0
+    records_quarantined: int = 0
+    records_skipped: int = 0
+    record_type_counts: dict[str, int] = field(default_factory=dict)
+    bytes_in: int = 0
+    segments: int = 0
+    tabular_files: int = 0
+    groups: int = 0
+    removed_groups: int = 0
+    offsets: int = 0
+    empty_group_offsets: int = 0
+    pending_offsets: int = 0
+    pending_transactions: int = 0
+    expired_offsets: int = 0
+    expired_groups: int = 0
+    misplaced_groups: int = 0
+    warnings: list[str] = field(default_factory=list)
+    validation: dict = field(default_factory=dict)
+    stage_seconds: dict[str, float] = field(default_factory=dict)
+    incremental: dict = field(default_factory=dict)
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True, default=str)
+
+
+def parse_time_ms(text: str, *, what: str) -> int:
+    """ISO-8601 (UTC when no zone) or `now` -> epoch ms."""
+    if text == "now":
+        return int(time.time() * 1000)
+    try:
+        t = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise UsageError(f"{what}: {text!r} is not an ISO-8601 time (e.g. 2026-11-21T20:52:00Z) or 'now'") from None
+    if t.tzinfo is None:
+        t = t.replace(tzinfo=dt.timezone.utc)
+    return int(t.timestamp() * 1000)
+
+
+def ms_to_iso(ms: int | None) -> str | None:
+    if ms is None:
+        return None
+    return dt.datetime.fromtimestamp(ms / 1000, tz=dt.timezone.utc).isoformat(timespec="milliseconds")
+
+
+class Progress:
+    """Stage timing and progress lines (stage, records, MB, time) on a callback (stderr by default)."""
+
+    def __init__(self, emit: Callable[[str], None] | None):
+        self.emit = emit or (lambda _m: None)
+        self.t0 = time.monotonic()
+        self.stage_seconds: dict[str, float] = {}
+        self._stage: str | None = None
+        self._start = 0.0
+
+    def stage(self, name: str, detail: str = ""):
+        self.end()
+        self._stage, self._start = name, time.monotonic()
+        self.emit(f"[{time.monotonic() - self.t0:7.1f}s] {name}{(': ' + detail) if detail else ''}")
+
+    def end(self):
+        if self._stage:
+            self.stage_seconds[self._stage] = round(time.monotonic() - self._start, 3)
+            self._stage = None
+
+
+def resolve_settings(settings: Settings, req: RebuildRequest) -> dict:
+    r = settings.section("rebuild")
+    semantics = req.semantics or r.get("semantics", "legacy")
+    if semantics not in ("legacy", "modern"):
+        raise UsageError(f"--semantics must be legacy or modern, not {semantics!r}")
+    retention = req.retention_minutes if req.retention_minutes is not None else int(r.get("retention_minutes", 10080))
+    if retention < 1:
+        raise UsageError("--retention-minutes must be at least 1")
+    return dict(
+        semantics=semantics,
+        retention_minutes=retention,
+        expiry=not req.no_expiry and bool(r.get("expiry", True)),
+        kafka_version=str(req.kafka_version or r.get("kafka_version", "3.9")),
+        num_partitions=req.num_partitions or r.get("num_offsets_partitions"),
+        strict=req.strict or bool(r.get("strict", False)),
+    )
+
+
+def new_snapshot_id() -> str:
+    return dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + uuid.uuid4().hex[:6]
+
+
+def check_inputs(inputs) -> list[str]:
+    if not inputs:
+        raise UsageError("no --input given")
+    out = []
+    for p in inputs:
+        path = Path(p)
+        if not path.exists():
+            raise UsageError(f"input {p}: no such file or directory")
+        out.append(str(path.resolve()))
+    return out
+
+
+def count_by_type(decoded) -> dict[str, int]:
+    """records in per record type: `offset_commit:1`, `group_metadata:2`, `control:COMMIT`, `error`, ..."""
+    from pipelines.state.accounting_frames import record_type_label
+
+    rows = decoded.groupBy(record_type_label(decoded).alias("t")).count().collect()
+    return {r["t"]: int(r["count"]) for r in rows}
+
+
+def run_rebuild(spark, settings: Settings, req: RebuildRequest, emit: Callable[[str], None] | None = None) -> RunSummary:
+    """The whole pipeline for one snapshot. Raises UsageError (exit 2) for bad usage or unreadable input."""
+    from pyspark import StorageLevel
+
+    from pipelines.frames.decode import decoded_frame_from_plan, plan_inputs
+    from pipelines.io.warehouse import Warehouse
+    from pipelines.state import accounting_frames as acct
+    from pipelines.state.expiry import ExpiryOptions, apply_expiry
+    from pipelines.state.options import ReplayOptions
+    from pipelines.state.quarantine import quarantine_table
+    from pipelines.state.replay import replay
+    from pipelines.validation.runner import run_validation
+
+    conf = resolve_settings(settings, req)
+    inputs = check_inputs(req.inputs)
+    snapshot_id = req.snapshot_id or new_snapshot_id()
+    until_time_ms = parse_time_ms(req.until_time, what="--until-time") if req.until_time else None
+    progress = Progress(emit)
+    summary = RunSummary(snapshot_id=snapshot_id, inputs=inputs, semantics=conf["semantics"],
+                         retention_minutes=conf["retention_minutes"], expiry=conf["expiry"])
+    started_ms = int(time.time() * 1000)
+    warehouse = Warehouse(req.warehouse)
+
+    progress.stage("plan", f"{len(inputs)} input path(s)")
+    try:
+        plan = plan_inputs(inputs)
+    except (FileNotFoundError, PermissionError, NotADirectoryError) as e:
+        raise UsageError(f"cannot read input: {e}") from None
+    if not plan.items:
+        raise UsageError(f"no __consumer_offsets data found under {', '.join(inputs)}")
+    summary.bytes_in, summary.segments, summary.tabular_files = plan.total_bytes, plan.num_segments, plan.num_tabular
+    for path in plan.tabular_without_batch_facts:
+        summary.warnings.append(
+            f"{path}: no producer_id/is_transactional/is_control columns: transactional offset commits "
+            "cannot be resolved; every commit is treated as non-transactional")
+    warehouse.mark_run(snapshot_id, dict(status="running", started_at_ms=started_ms, inputs=inputs,
+                                         semantics=conf["semantics"], retention_minutes=conf["retention_minutes"]))
+
+    progress.stage("decode", f"{plan.num_segments} segment(s), {plan.num_tabular} table(s), "
+                             f"{plan.total_bytes / 1e6:.1f} MB")
+    decoded = decoded_frame_from_plan(spark, plan).persist(StorageLevel.MEMORY_AND_DISK)
+    counts = count_by_type(decoded)
+    summary.record_type_counts = counts
+    summary.records_in = sum(counts.values())
+    summary.records_quarantined = sum(v for k, v in counts.items() if k.startswith("error"))
+    progress.emit(f"          decoded {summary.records_in:,} records "
+                  f"({summary.records_quarantined:,} quarantined)")
+    if conf["strict"] and summary.records_quarantined:
+        first = quarantine_table(decoded, snapshot_id).limit(1).collect()[0]
+        raise StrictModeError(f"--strict: quarantined record at {first['source']} position {first['position']}: "
+                              f"{first['reason']}")
+
+    max_ts = acct.max_record_timestamp(decoded)
+    num_partitions = conf["num_partitions"] or max(50, plan.max_partition + 1, acct.max_partition(decoded) + 1)
+    options = ReplayOptions(semantics=conf["semantics"], until_offset=req.until_offset, until_time_ms=until_time_ms,
+                            num_partitions=num_partitions, snapshot_id=snapshot_id, load_time_ms=max_ts)
+
+    progress.stage("replay", f"semantics {conf['semantics']}")
+    tables = replay(decoded, options)
+    for name in list(tables):
+        tables[name] = tables[name].persist(StorageLevel.MEMORY_AND_DISK)
+
+    if req.as_of:
+        as_of_ms = parse_time_ms(req.as_of, what="--as-of")
+    else:
+        as_of_ms = max_ts if max_ts is not None else started_ms
+    summary.as_of = ms_to_iso(as_of_ms)
+    if conf["expiry"]:
+        progress.stage("expire", f"as of {summary.as_of}, retention {conf['retention_minutes']} min")
+        tables = apply_expiry(tables, ExpiryOptions(as_of_ms=as_of_ms, retention_minutes=conf["retention_minutes"],
+                                                    semantics=conf["semantics"],
+                                                    kafka_version=conf["kafka_version"]))
+    else:
+        tables = acct.with_empty_expiry_tables(spark, tables)
+    tables["quarantine"] = quarantine_table(decoded, snapshot_id)
+
+    progress.stage("validate")
+    accounting = acct.accounting(decoded, options)
+    markers = acct.markers(decoded)
+    result = run_validation(spark, tables, as_of_ms=as_of_ms, num_partitions=num_partitions, settings=settings,
+                            markers=markers, accounting=accounting)
+    summary.validation = result.summary()
+
+    progress.stage("summarize")
+    stats = acct.table_counts(tables)
+    summary.groups = stats["loaded_groups"]
+    summary.removed_groups = stats["removed_groups"]
+    summary.offsets = stats["loaded_offsets"]
+    summary.empty_group_offsets = stats["empty_group_offsets"]
+    summary.pending_offsets = stats["pending_offsets"]
+    summary.pending_transactions = acct.open_transactions(tables["pending_offsets"])
+    summary.expired_offsets = stats["expired_offsets"]
+    summary.expired_groups = stats["expired_groups"]
+    summary.records_skipped = accounting.total_skipped
+    summary.records_out = accounting.total_used
+    summary.misplaced_groups = acct.misplaced_count(tables["loaded_groups"])
+
+    failed = result.should_fail_run
+    summary.status = "validation_failed" if failed else "succeeded"
+    progress.stage("write", f"snapshot {snapshot_id} -> {req.warehouse}")
+    run_row = dict(status=summary.status, started_at_ms=started_ms, as_of_ms=as_of_ms,
+                   retention_minutes=conf["retention_minutes"], semantics=conf["semantics"], inputs=inputs,
+                   records_in=summary.records_in, records_out=summary.records_out,
+                   records_quarantined=summary.records_quarantined, record_type_counts=counts,
+                   validation=json.dumps(summary.validation, default=str))
+    report_dir = Path(req.warehouse) / "_reports"
+    report_dir.mkdir(parents=True, exist_ok=True)
+    from pipelines.validation.report import write_report
+
+    write_report(result, report_dir / f"{snapshot_id}.html")
+    (report_dir / f"{snapshot_id}.json").write_text(result.to_json())
+    progress.end()
+    summary.stage_seconds = progress.stage_seconds
+    run_row["summary"] = summary.to_json()
+    warehouse.write_snapshot(spark, snapshot_id, tables, run_row)
+    keep = settings.section("warehouse").get("keep_snapshots")
+    if keep:
+        warehouse.retain(int(keep))
+    decoded.unpersist()
+    return summary
