@@ -353,12 +353,21 @@ TOPIC_METADATA = ("struct", (F("topicId", "uuid"), F("topicName", "string"), F("
                              F("partitionMetadata", ("array", PARTITION_METADATA))))
 CLASSIC_MEMBER_METADATA = ("nstruct", (F("sessionTimeoutMs", "int32"),
                                        F("supportedProtocols", ("array", ("struct", (F("name", "string"),
-                                                                                      F("metadata", "bytes"))))))))
+                                                                                      F("metadata", "bytes")))))))
+ASSIGNOR = ("struct", (F("name", "string"), F("minimumVersion", "int16"), F("maximumVersion", "int16"),
+                       F("reason", "int8"), F("version", "int16"), F("metadata", "bytes")))
 TASK_IDS = ("struct", (F("subtopologyId", "string"), F("partitions", ("array", "int32")),
                        F("assignmentEpochs", ("narray", "int32"), 0, None)))
 KEY_VALUE = ("struct", (F("key", "string"), F("value", "string")))
 TOPIC_INFO = ("struct", (F("name", "string"), F("partitions", "int32"), F("replicationFactor", "int16"),
                          F("topicConfigs", ("array", KEY_VALUE))))
+COPARTITION_GROUP = ("struct", (F("sourceTopics", ("array", "int16")), F("sourceTopicRegex", ("array", "int16")),
+                                 F("repartitionSourceTopics", ("array", "int16"))))
+SUBTOPOLOGY = ("struct", (F("subtopologyId", "string"), F("sourceTopics", ("array", "string")),
+                          F("sourceTopicRegex", ("array", "string")), F("stateChangelogTopics", ("array", TOPIC_INFO)),
+                          F("repartitionSinkTopics", ("array", "string")),
+                          F("repartitionSourceTopics", ("array", TOPIC_INFO)),
+                          F("copartitionGroups", ("array", COPARTITION_GROUP))))
 STATE_TOPIC = ("struct", (F("topicId", "uuid"), F("topicName", "string"), F("partitions", ("array", "int32"))))
 
 # key type -> ((layout, schema), ...) in the order they are tried.
@@ -377,9 +386,7 @@ GROUP_RECORD_SCHEMAS: dict[int, tuple[tuple[str, tuple], ...]] = {
                  F("clientHost", "string"), F("subscribedTopicNames", ("array", "string")),
                  F("subscribedTopicRegex", "nstring"), F("rebalanceTimeoutMs", "int32"),
                  F("serverAssignor", "nstring"),
-                 F("assignors", ("array", ("struct", (F("name", "string"), F("minimumVersion", "int16"),
-                                                      F("maximumVersion", "int16"), F("reason", "int8"),
-                                                      F("version", "int16"), F("metadata", "bytes")))))))),
+                 F("assignors", ("array", ASSIGNOR))))),
     # ConsumerGroupTargetAssignmentMetadataValue.json
     6: (("3.8+", (F("assignmentEpoch", "int32"),)),),
     # ConsumerGroupTargetAssignmentMemberValue.json; 3.6/3.7: Error, TopicPartitions, MetadataVersion, MetadataBytes
@@ -430,16 +437,7 @@ GROUP_RECORD_SCHEMAS: dict[int, tuple[tuple[str, tuple], ...]] = {
                    F("warmupTasks", ("array", TASK_IDS)), F("activeTasksPendingRevocation", ("array", TASK_IDS)),
                    F("standbyTasksPendingRevocation", ("array", TASK_IDS)),
                    F("warmupTasksPendingRevocation", ("array", TASK_IDS)))),),
-    23: (("4.1+", (F("epoch", "int32"),
-                   F("subtopologies", ("array", ("struct", (
-                       F("subtopologyId", "string"), F("sourceTopics", ("array", "string")),
-                       F("sourceTopicRegex", ("array", "string")),
-                       F("stateChangelogTopics", ("array", TOPIC_INFO)),
-                       F("repartitionSinkTopics", ("array", "string")),
-                       F("repartitionSourceTopics", ("array", TOPIC_INFO)),
-                       F("copartitionGroups", ("array", ("struct", (
-                           F("sourceTopics", ("array", "int16")), F("sourceTopicRegex", ("array", "int16")),
-                           F("repartitionSourceTopics", ("array", "int16"))))))))))),),
+    23: (("4.1+", (F("epoch", "int32"), F("subtopologies", ("array", SUBTOPOLOGY)))),),
 }
 
 _SCALARS = {"int8": read_int8, "int16": read_int16, "uint16": read_uint16, "int32": read_int32,
