@@ -40,6 +40,7 @@ Choices where Kafka has none to copy:
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import struct
 import zlib
@@ -97,6 +98,44 @@ _crc32 = zlib.crc32
 
 BatchItem = tuple[RecordBatchHeader, list[LogRecord]]
 
+_CODEC_LABELS = tuple(CODEC_NAMES.get(i, f"unknown({i})") for i in range(8))
+_V2_UNPACK = _V2_HEADER.unpack_from
+
+
+def _positional_constructor(cls, expected: tuple[str, ...]):
+    """A positional constructor for a frozen, slotted dataclass that sets its slots directly.
+
+    Frozen dataclasses assign every field through `object.__setattr__` in `__init__`, which costs ~3x more than
+    the slot descriptors' own setters; the readers build one header per batch and one record per record, so
+    they use this. Only valid for classes without `__post_init__` whose fields are exactly ``expected`` (in
+    order); otherwise it falls back to the class itself called with keywords.
+    """
+    names = tuple(f.name for f in dataclasses.fields(cls))
+    if names != expected:
+        raise RuntimeError(f"{cls.__name__} fields changed: {names} != {expected}; update batches.py")
+    slots = getattr(cls, "__slots__", ())
+    if hasattr(cls, "__post_init__") or set(slots) != set(names):
+        def make(*args):
+            return cls(**dict(zip(names, args)))
+        return make
+    env = {"_new": object.__new__, "_cls": cls}
+    body = []
+    for i, n in enumerate(names):
+        env[f"_s{i}"] = cls.__dict__[n].__set__
+        body.append(f"    _s{i}(o, {n})")
+    src = f"def make({', '.join(names)}):\n    o = _new(_cls)\n" + "\n".join(body) + "\n    return o\n"
+    exec(src, env)  # noqa: S102 - generated from dataclass field names only
+    return env["make"]
+
+
+_new_header = _positional_constructor(RecordBatchHeader, (
+    "source", "offsets_partition", "position", "base_offset", "last_offset", "size", "magic", "crc", "crc_valid",
+    "attributes", "codec", "timestamp_type", "is_transactional", "is_control", "delete_horizon_ms",
+    "base_timestamp", "max_timestamp", "producer_id", "producer_epoch", "base_sequence", "partition_leader_epoch",
+    "records_count"))
+_new_record = _positional_constructor(LogRecord, (
+    "batch", "offset", "timestamp", "first_offset_in_batch", "sequence", "key", "value", "header_keys"))
+
 
 class _RecordError(Exception):
     """Internal: a record inside a batch is malformed; carries the byte position within the decoded section."""
@@ -126,6 +165,7 @@ def read_batches(
     end = len(data)
     pos = 0
     unpack_head = _ENTRY_HEAD.unpack_from
+    decode_v2 = _decode_v2
     while True:
         remaining = end - pos
         if remaining <= HEADER_SIZE_UP_TO_MAGIC:
@@ -143,8 +183,15 @@ def read_batches(
                 reason=f"entry of {LOG_OVERHEAD + size} bytes at position {base_position + pos} runs past the end "
                        f"({end - pos} bytes left)", offset=_offset)
             return
-        yield from decode_entry(data, pos, entry_end, source=source, offsets_partition=offsets_partition,
-                                position=base_position + pos)
+        if data[pos + 16] == 2:  # fast path: no keyword call, single-item list unpacked
+            items = decode_v2(data, pos, entry_end, source, offsets_partition, base_position + pos)
+        else:
+            items = decode_entry(data, pos, entry_end, source=source, offsets_partition=offsets_partition,
+                                 position=base_position + pos)
+        if len(items) == 1:
+            yield items[0]
+        else:
+            yield from items
         pos = entry_end
 
 
@@ -212,21 +259,20 @@ def decode_entry(
     source: str,
     offsets_partition: int,
     position: int,
-) -> Iterator[BatchItem | ReadProblem]:
+) -> list[BatchItem | ReadProblem]:
     """Decode one framed entry ``data[start:end]`` (already known to fit): a v2 batch or a legacy entry.
 
-    ``position`` is the entry's byte position in ``source``. Yields at most one ``(header, records)`` plus
+    ``position`` is the entry's byte position in ``source``. Returns at most one ``(header, records)`` plus
     ReadProblems; never raises for bad bytes.
     """
     magic = data[start + 16]
     if magic == 2:
-        yield from _decode_v2(data, start, end, source, offsets_partition, position)
-    elif magic == 0 or magic == 1:
-        yield from _decode_legacy(data, start, end, source, offsets_partition, position)
-    else:
-        yield ReadProblem(source=source, offsets_partition=offsets_partition, position=position,
-                          kind="corrupt_batch", offset=_I64.unpack_from(data, start)[0],
-                          reason=f"unknown magic {magic} at byte {position + 16}")
+        return _decode_v2(data, start, end, source, offsets_partition, position)
+    if magic == 0 or magic == 1:
+        return _decode_legacy(data, start, end, source, offsets_partition, position)
+    return [ReadProblem(source=source, offsets_partition=offsets_partition, position=position,
+                        kind="corrupt_batch", offset=_I64.unpack_from(data, start)[0],
+                        reason=f"unknown magic {magic} at byte {position + 16}")]
 
 
 # ================================================================================================================
@@ -267,51 +313,51 @@ def _file_zero_from(f, pos: int, end: int) -> bool:
 # ================================================================================================================
 # magic 2
 # ================================================================================================================
-def _decode_v2(data: bytes, start: int, end: int, source: str, partition: int, position: int):
-    """`DefaultRecordBatch` (Kafka 0.11-4.x): header, CRC-32C check, then `DefaultRecord.readFrom` per record."""
+def _decode_v2(data: bytes, start: int, end: int, source: str, partition: int, position: int) -> list:
+    """`DefaultRecordBatch` (Kafka 0.11-4.x): header, CRC-32C check, then `DefaultRecord.readFrom` per record.
+
+    Returns the items for this entry: ``[(header, records)]`` in the common case, ReadProblems before it or
+    instead of it otherwise.
+    """
     size = end - start
     if size < RECORD_BATCH_OVERHEAD:
-        yield ReadProblem(source=source, offsets_partition=partition, position=position, kind="corrupt_batch",
-                          offset=_I64.unpack_from(data, start)[0],
-                          reason=f"record batch size {size} is smaller than the batch overhead "
-                                 f"({RECORD_BATCH_OVERHEAD})")
-        return
+        return [ReadProblem(source=source, offsets_partition=partition, position=position, kind="corrupt_batch",
+                            offset=_I64.unpack_from(data, start)[0],
+                            reason=f"record batch size {size} is smaller than the batch overhead "
+                                   f"({RECORD_BATCH_OVERHEAD})")]
     (base_offset, _length, leader_epoch, magic, crc, attributes, last_offset_delta, base_ts, max_ts,
-     producer_id, producer_epoch, base_sequence, count) = _V2_HEADER.unpack_from(data, start)
-    crc_valid = _crc32c(data[start + 21:end]) == crc
+     producer_id, producer_epoch, base_sequence, count) = _V2_UNPACK(data, start)
+    computed = _crc32c(data[start + 21:end])
+    crc_valid = computed == crc
     codec_id = attributes & COMPRESSION_CODEC_MASK
-    log_append = bool(attributes & TIMESTAMP_TYPE_MASK)
-    has_horizon = bool(attributes & DELETE_HORIZON_FLAG_MASK)
-    header = RecordBatchHeader(
-        source=source, offsets_partition=partition, position=position, base_offset=base_offset,
-        last_offset=base_offset + last_offset_delta, size=size, magic=magic, crc=crc, crc_valid=crc_valid,
-        attributes=attributes, codec=CODEC_NAMES.get(codec_id, f"unknown({codec_id})"),
-        timestamp_type=LOG_APPEND_TIME if log_append else CREATE_TIME,
-        is_transactional=bool(attributes & TRANSACTIONAL_FLAG_MASK),
-        is_control=bool(attributes & CONTROL_FLAG_MASK),
-        delete_horizon_ms=base_ts if has_horizon else None,
-        base_timestamp=base_ts, max_timestamp=max_ts, producer_id=producer_id, producer_epoch=producer_epoch,
-        base_sequence=base_sequence, partition_leader_epoch=leader_epoch, records_count=count,
-    )
+    log_append = attributes & TIMESTAMP_TYPE_MASK
+    header = _new_header(
+        source, partition, position, base_offset, base_offset + last_offset_delta, size, magic, crc, crc_valid,
+        attributes, _CODEC_LABELS[codec_id], LOG_APPEND_TIME if log_append else CREATE_TIME,
+        (attributes & TRANSACTIONAL_FLAG_MASK) != 0, (attributes & CONTROL_FLAG_MASK) != 0,
+        base_ts if attributes & DELETE_HORIZON_FLAG_MASK else None, base_ts, max_ts, producer_id, producer_epoch,
+        base_sequence, leader_epoch, count)
+    out: list = []
     if not crc_valid:
-        yield ReadProblem(source=source, offsets_partition=partition, position=position, kind="crc_mismatch",
-                          offset=base_offset,
-                          reason=f"stored CRC-32C {crc} != computed {_crc32c(data[start + 21:end])} "
-                                 f"(batch decoded anyway; Kafka does not verify CRCs on load)")
+        out.append(ReadProblem(source=source, offsets_partition=partition, position=position, kind="crc_mismatch",
+                               offset=base_offset,
+                               reason=f"stored CRC-32C {crc} != computed {computed} "
+                                      f"(batch decoded anyway; Kafka does not verify CRCs on load)"))
     if count < 0:
-        yield ReadProblem(source=source, offsets_partition=partition, position=position, kind="corrupt_batch",
-                          offset=base_offset, reason=f"invalid record count {count} at byte {position + 57}")
-        return
+        out.append(ReadProblem(source=source, offsets_partition=partition, position=position, kind="corrupt_batch",
+                               offset=base_offset, reason=f"invalid record count {count} at byte {position + 57}"))
+        return out
     if codec_id == 0:
         section, sec_start, sec_end, sec_pos = data, start + RECORD_BATCH_OVERHEAD, end, position
     else:
         try:
             section = codecs.decompress(codec_id, data[start + RECORD_BATCH_OVERHEAD:end], magic=2)
         except DecodeError as e:
-            yield ReadProblem(source=source, offsets_partition=partition, position=position,
-                              kind="decompress_failed", offset=base_offset,
-                              reason=f"{header.codec} record section at byte {position + RECORD_BATCH_OVERHEAD}: {e}")
-            return
+            out.append(ReadProblem(source=source, offsets_partition=partition, position=position,
+                                   kind="decompress_failed", offset=base_offset,
+                                   reason=f"{header.codec} record section at byte "
+                                          f"{position + RECORD_BATCH_OVERHEAD}: {e}"))
+            return out
         sec_start, sec_end, sec_pos = 0, len(section), None
     try:
         records = _read_v2_records(section, sec_start, sec_end, count, header, base_offset,
@@ -321,32 +367,48 @@ def _decode_v2(data: bytes, start: int, end: int, source: str, partition: int, p
             where = f"byte {e.position} of the decompressed record section"
         else:
             where = f"byte {sec_pos + (e.position - start)}"
-        yield ReadProblem(source=source, offsets_partition=partition, position=position, kind="corrupt_batch",
-                          offset=base_offset, reason=f"{e} at {where}")
-        return
-    yield header, records
+        out.append(ReadProblem(source=source, offsets_partition=partition, position=position, kind="corrupt_batch",
+                               offset=base_offset, reason=f"{e} at {where}"))
+        return out
+    out.append((header, records))
+    return out
 
 
 def _read_v2_records(buf: bytes, pos: int, end: int, count: int, header: RecordBatchHeader, base_offset: int,
                      log_append_time: int | None, base_ts: int, base_sequence: int) -> list[LogRecord]:
-    """`DefaultRecord.readFrom` x recordsCount, then Kafka's "records still remaining" check (0.11-4.x)."""
+    """`DefaultRecord.readFrom` x recordsCount, then Kafka's "records still remaining" check (0.11-4.x).
+
+    Hot path: zig-zag varints are inlined for 1 byte (and 2 bytes for the record length and timestamp delta,
+    which usually need them); longer ones go through `_varint`. Bounds are checked once per record
+    (``pos == rec_end``); reads past the buffer surface as IndexError and become `_RecordError`.
+    """
     out: list[LogRecord] = []
     append = out.append
     first_offset = None
-    make = LogRecord
+    make = _new_record
+    varint = _varint
     empty = ()
+    # LogAppendTime: every record carries maxTimestamp (DefaultRecordBatch.iterator's logAppendTime)
+    if log_append_time is not None:
+        ts_base, ts_scale = log_append_time, 0
+    else:
+        ts_base, ts_scale = base_ts, 1
+    has_seq = base_sequence >= 0
     try:
         for _ in range(count):
             if pos >= end:
                 raise _RecordError(f"batch declares {count} records but holds {len(out)}", pos)
             rec_start = pos
-            # length (zig-zag varint), 1-byte fast path
             b = buf[pos]
             if b < 0x80:
                 length = (b >> 1) ^ -(b & 1)
                 pos += 1
+            elif buf[pos + 1] < 0x80:
+                raw = (b & 0x7F) | (buf[pos + 1] << 7)
+                length = (raw >> 1) ^ -(raw & 1)
+                pos += 2
             else:
-                length, pos = _varint(buf, pos, 5)
+                length, pos = varint(buf, pos, 5)
             if length < 0:
                 raise _RecordError(f"negative record length {length}", rec_start)
             rec_end = pos + length
@@ -357,20 +419,24 @@ def _read_v2_records(buf: bytes, pos: int, end: int, count: int, header: RecordB
             if b < 0x80:
                 ts_delta = (b >> 1) ^ -(b & 1)
                 pos += 1
+            elif buf[pos + 1] < 0x80:
+                raw = (b & 0x7F) | (buf[pos + 1] << 7)
+                ts_delta = (raw >> 1) ^ -(raw & 1)
+                pos += 2
             else:
-                ts_delta, pos = _varint(buf, pos, 10)
+                ts_delta, pos = varint(buf, pos, 10)
             b = buf[pos]
             if b < 0x80:
                 off_delta = (b >> 1) ^ -(b & 1)
                 pos += 1
             else:
-                off_delta, pos = _varint(buf, pos, 5)
+                off_delta, pos = varint(buf, pos, 5)
             b = buf[pos]
             if b < 0x80:
                 klen = (b >> 1) ^ -(b & 1)
                 pos += 1
             else:
-                klen, pos = _varint(buf, pos, 5)
+                klen, pos = varint(buf, pos, 5)
             if klen >= 0:
                 key = buf[pos:pos + klen]
                 pos += klen
@@ -381,14 +447,13 @@ def _read_v2_records(buf: bytes, pos: int, end: int, count: int, header: RecordB
                 vlen = (b >> 1) ^ -(b & 1)
                 pos += 1
             else:
-                vlen, pos = _varint(buf, pos, 5)
+                vlen, pos = varint(buf, pos, 5)
             if vlen >= 0:
                 value = buf[pos:pos + vlen]
                 pos += vlen
             else:
                 value = None
-            b = buf[pos]
-            if b == 0:
+            if buf[pos] == 0:
                 pos += 1
                 hkeys = empty
             else:
@@ -399,15 +464,13 @@ def _read_v2_records(buf: bytes, pos: int, end: int, count: int, header: RecordB
             offset = base_offset + off_delta
             if first_offset is None:
                 first_offset = offset
-            if base_sequence >= 0:
-                seq = base_sequence + off_delta if base_sequence <= INT32_MAX - off_delta \
-                    else off_delta - (INT32_MAX - base_sequence) - 1
+            if has_seq:
+                seq = base_sequence + off_delta  # DefaultRecordBatch.incrementSequence: wraps past Int32.MAX
+                if seq > INT32_MAX:
+                    seq -= 0x80000000
             else:
                 seq = NO_SEQUENCE
-            append(make(batch=header, offset=offset,
-                        timestamp=log_append_time if log_append_time is not None else base_ts + ts_delta,
-                        first_offset_in_batch=first_offset, sequence=seq, key=key, value=value,
-                        header_keys=hkeys))
+            append(make(header, offset, ts_base + ts_delta * ts_scale, first_offset, seq, key, value, hkeys))
     except IndexError:
         raise _RecordError("record runs past the end of the batch", pos) from None
     if pos != end:
@@ -455,25 +518,26 @@ def _headers(buf: bytes, pos: int, rec_end: int) -> tuple[tuple[str, ...], int]:
 # ================================================================================================================
 # magic 0 / 1
 # ================================================================================================================
-def _decode_legacy(data: bytes, start: int, end: int, source: str, partition: int, position: int):
+def _decode_legacy(data: bytes, start: int, end: int, source: str, partition: int, position: int) -> list:
     """`AbstractLegacyRecordBatch` (Kafka 0.10-4.x): a plain message, or a compressed wrapper and its inner set."""
     (offset, _size, crc, magic, attributes) = _LEGACY_HEAD.unpack_from(data, start)
+    out: list = []
     try:
         msg = _parse_legacy_message(data, start, end)
     except _RecordError as e:
-        yield ReadProblem(source=source, offsets_partition=partition, position=position, kind="corrupt_batch",
-                          offset=offset, reason=f"{e} at byte {position + (e.position - start)}")
-        return
+        out.append(ReadProblem(source=source, offsets_partition=partition, position=position, kind="corrupt_batch",
+                               offset=offset, reason=f"{e} at byte {position + (e.position - start)}"))
+        return out
     timestamp, key, value = msg
     crc_valid = _crc32(data[start + 16:end]) == crc
     codec_id = attributes & COMPRESSION_CODEC_MASK
     log_append = magic == 1 and bool(attributes & TIMESTAMP_TYPE_MASK)
     ts_type = NO_TIMESTAMP_TYPE if magic == 0 else (LOG_APPEND_TIME if log_append else CREATE_TIME)
     if not crc_valid:
-        yield ReadProblem(source=source, offsets_partition=partition, position=position, kind="crc_mismatch",
-                          offset=offset,
-                          reason=f"stored CRC-32 {crc} != computed {_crc32(data[start + 16:end])} "
-                                 f"(entry decoded anyway; Kafka does not verify CRCs on load)")
+        out.append(ReadProblem(source=source, offsets_partition=partition, position=position, kind="crc_mismatch",
+                               offset=offset,
+                               reason=f"stored CRC-32 {crc} != computed {_crc32(data[start + 16:end])} "
+                                      f"(entry decoded anyway; Kafka does not verify CRCs on load)"))
 
     def make_header(base_offset: int, n: int) -> RecordBatchHeader:
         return RecordBatchHeader(
@@ -486,25 +550,27 @@ def _decode_legacy(data: bytes, start: int, end: int, source: str, partition: in
 
     if codec_id == 0:
         header = make_header(offset, 1)
-        yield header, [LogRecord(batch=header, offset=offset, timestamp=timestamp, first_offset_in_batch=offset,
-                                 sequence=NO_SEQUENCE, key=key, value=value)]
-        return
+        out.append((header, [LogRecord(batch=header, offset=offset, timestamp=timestamp,
+                                       first_offset_in_batch=offset, sequence=NO_SEQUENCE, key=key, value=value)]))
+        return out
     if value is None:
-        yield ReadProblem(source=source, offsets_partition=partition, position=position, kind="corrupt_batch",
-                          offset=offset, reason="compressed wrapper message has a null value")
-        return
+        out.append(ReadProblem(source=source, offsets_partition=partition, position=position, kind="corrupt_batch",
+                               offset=offset, reason="compressed wrapper message has a null value"))
+        return out
     try:
         inner = codecs.decompress(codec_id, value, magic=magic)
     except DecodeError as e:
-        yield ReadProblem(source=source, offsets_partition=partition, position=position, kind="decompress_failed",
-                          offset=offset, reason=f"wrapper value ({CODEC_NAMES.get(codec_id, codec_id)}): {e}")
-        return
+        out.append(ReadProblem(source=source, offsets_partition=partition, position=position,
+                               kind="decompress_failed", offset=offset,
+                               reason=f"wrapper value ({CODEC_NAMES.get(codec_id, codec_id)}): {e}"))
+        return out
     try:
         inner_msgs = _parse_inner_set(inner)
     except _RecordError as e:
-        yield ReadProblem(source=source, offsets_partition=partition, position=position, kind="corrupt_batch",
-                          offset=offset, reason=f"{e} at byte {e.position} of the decompressed inner message set")
-        return
+        out.append(ReadProblem(source=source, offsets_partition=partition, position=position, kind="corrupt_batch",
+                               offset=offset,
+                               reason=f"{e} at byte {e.position} of the decompressed inner message set"))
+        return out
     if magic >= 1 and offset != 0:
         # v1 inner offsets are relative; absolute = wrapperOffset - lastInnerRelative + innerRelative
         delta = offset - inner_msgs[-1][0]
@@ -520,7 +586,8 @@ def _decode_legacy(data: bytes, start: int, end: int, source: str, partition: in
             ts = inner_ts if inner_magic >= 1 else -1
         records.append(LogRecord(batch=header, offset=inner_offset + delta, timestamp=ts,
                                  first_offset_in_batch=first, sequence=NO_SEQUENCE, key=ikey, value=ivalue))
-    yield header, records
+    out.append((header, records))
+    return out
 
 
 def _parse_legacy_message(data: bytes, start: int, end: int) -> tuple[int, bytes | None, bytes | None]:

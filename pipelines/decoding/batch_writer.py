@@ -1,0 +1,203 @@
+"""Encoding records into log entries: magic 2 record batches, legacy magic 0/1 message sets, control and empty batches.
+
+The inverse of `batches.py`, for tests, property round trips and the sample generator. Mirrors
+`MemoryRecordsBuilder` / `DefaultRecordBatch.writeHeader` / `DefaultRecord.writeTo` (magic 2),
+`LegacyRecord.write` with `AbstractLegacyRecordBatch` wrappers (magic 0/1),
+`MemoryRecords.writeEndTransactionalMarker` and `DefaultRecordBatch.writeEmptyHeader` (Kafka 0.11-4.x).
+Only frames bytes: keys and values come from the message encoder.
+"""
+from __future__ import annotations
+
+import struct
+import zlib
+from collections.abc import Sequence
+
+import crc32c as _crc32c_mod
+
+from pipelines.decoding import codecs
+from pipelines.decoding.errors import InvalidFieldError
+from schemas.records import CREATE_TIME, LOG_APPEND_TIME
+
+__all__ = ["encode_varint", "write_control_batch", "write_empty_batch", "write_record_batch"]
+
+_V2_HEADER = struct.Struct(">qiibIhiqqqhii")
+_V2_AFTER_CRC = struct.Struct(">hiqqqhii")  # attributes .. recordsCount (CRC-covered header part)
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+_ENTRY_HEAD = struct.Struct(">qi")
+
+ControlType = int
+ABORT, COMMIT = 0, 1
+
+Record = tuple[bytes | None, bytes | None, int]  # (key, value, timestamp)
+
+
+def encode_varint(n: int) -> bytes:
+    """Zig-zag LEB128 (`ByteUtils.writeVarint`/`writeVarlong`): works for int and long ranges alike."""
+    z = (n << 1) ^ (n >> 63)
+    z &= 0xFFFFFFFFFFFFFFFF
+    out = bytearray()
+    while z >= 0x80:
+        out.append((z & 0x7F) | 0x80)
+        z >>= 7
+    out.append(z)
+    return bytes(out)
+
+
+def _codec_id(codec: str) -> int:
+    try:
+        return codecs.CODEC_IDS[codec]
+    except KeyError:
+        raise InvalidFieldError(f"unknown codec {codec!r}", field="codec") from None
+
+
+def _v2_record(key: bytes | None, value: bytes | None, ts_delta: int, offset_delta: int,
+               headers: Sequence[tuple[str, bytes | None]] = ()) -> bytes:
+    """`DefaultRecord.writeTo` (magic 2)."""
+    body = bytearray(b"\x00")  # attributes
+    body += encode_varint(ts_delta)
+    body += encode_varint(offset_delta)
+    if key is None:
+        body += encode_varint(-1)
+    else:
+        body += encode_varint(len(key))
+        body += key
+    if value is None:
+        body += encode_varint(-1)
+    else:
+        body += encode_varint(len(value))
+        body += value
+    body += encode_varint(len(headers))
+    for hk, hv in headers:
+        kb = hk.encode("utf-8")
+        body += encode_varint(len(kb))
+        body += kb
+        if hv is None:
+            body += encode_varint(-1)
+        else:
+            body += encode_varint(len(hv))
+            body += hv
+    return encode_varint(len(body)) + bytes(body)
+
+
+def _v2_batch(*, base_offset: int, last_offset_delta: int, partition_leader_epoch: int, attributes: int,
+              base_timestamp: int, max_timestamp: int, producer_id: int, producer_epoch: int, base_sequence: int,
+              records_count: int, section: bytes) -> bytes:
+    """`DefaultRecordBatch.writeHeader` + CRC-32C over attributes..end."""
+    after_crc = _V2_AFTER_CRC.pack(attributes, last_offset_delta, base_timestamp, max_timestamp, producer_id,
+                                   producer_epoch, base_sequence, records_count) + section
+    crc = _crc32c_mod.crc32c(after_crc)
+    batch_length = 4 + 1 + 4 + len(after_crc)  # partitionLeaderEpoch + magic + crc + rest
+    return (_ENTRY_HEAD.pack(base_offset, batch_length) + _I32.pack(partition_leader_epoch) + b"\x02"
+            + struct.pack(">I", crc) + after_crc)
+
+
+def write_record_batch(
+    records: Sequence[Record],
+    base_offset: int,
+    *,
+    magic: int = 2,
+    codec: str = "none",
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+    is_transactional: bool = False,
+    is_control: bool = False,
+    timestamp_type: str = CREATE_TIME,
+    partition_leader_epoch: int = 0,
+    offset_deltas: Sequence[int] | None = None,
+    delete_horizon_ms: int | None = None,
+    snappy_framing: str = "xerial",
+    log_append_time: int | None = None,
+    headers: Sequence[Sequence[tuple[str, bytes | None]]] | None = None,
+) -> bytes:
+    """Encode records as one magic 2 batch, or (magic 0/1) as plain messages / one compressed wrapper entry.
+
+    Mirrors `MemoryRecordsBuilder` (Kafka 0.11-4.x): baseTimestamp = first record's timestamp (or the delete
+    horizon when ``delete_horizon_ms`` is set, KIP-534), deltas relative to it; maxTimestamp = the largest record
+    timestamp, or ``log_append_time`` for LogAppendTime. Offsets are ``base_offset + offset_deltas[i]``
+    (default 0..n-1; gaps model compaction).
+    """
+    n = len(records)
+    deltas = list(offset_deltas) if offset_deltas is not None else list(range(n))
+    if len(deltas) != n:
+        raise InvalidFieldError("offset_deltas must have one entry per record", field="offset_deltas")
+    codec_id = _codec_id(codec)
+    if timestamp_type not in (CREATE_TIME, LOG_APPEND_TIME):
+        raise InvalidFieldError(f"timestamp type {timestamp_type!r}", field="timestamp_type")
+    log_append = timestamp_type == LOG_APPEND_TIME
+    if magic == 2:
+        if n == 0:
+            raise InvalidFieldError("use write_empty_batch for a batch without records", field="records")
+        first_ts = records[0][2]
+        base_ts = delete_horizon_ms if delete_horizon_ms is not None else first_ts
+        max_ts = max(r[2] for r in records)
+        if log_append:
+            max_ts = log_append_time if log_append_time is not None else max_ts
+        hdrs = headers if headers is not None else [()] * n
+        body = b"".join(_v2_record(k, v, ts - base_ts, d, h) for (k, v, ts), d, h in zip(records, deltas, hdrs))
+        section = codecs.compress(codec_id, body, magic=2, snappy_framing=snappy_framing) if codec_id else body
+        attributes = (codec_id | (0x08 if log_append else 0) | (0x10 if is_transactional else 0)
+                      | (0x20 if is_control else 0) | (0x40 if delete_horizon_ms is not None else 0))
+        return _v2_batch(base_offset=base_offset, last_offset_delta=max(deltas), attributes=attributes,
+                         partition_leader_epoch=partition_leader_epoch, base_timestamp=base_ts,
+                         max_timestamp=max_ts, producer_id=producer_id, producer_epoch=producer_epoch,
+                         base_sequence=base_sequence, records_count=n, section=section)
+    if magic not in (0, 1):
+        raise InvalidFieldError(f"unknown magic {magic}", field="magic")
+    if is_transactional or is_control or producer_id != -1:
+        raise InvalidFieldError("legacy message sets carry no producer/transaction fields", field="magic")
+    if n == 0:
+        raise InvalidFieldError("a legacy message set needs at least one message", field="records")
+    ts_attr = 0x08 if (log_append and magic == 1) else 0
+    if codec_id == 0:
+        return b"".join(_legacy_message(base_offset + d, magic, ts_attr, ts, k, v)
+                        for (k, v, ts), d in zip(records, deltas))
+    # compressed wrapper: v0 inner offsets absolute, v1 relative (deltas)
+    inner = b"".join(_legacy_message(base_offset + d if magic == 0 else d, magic, 0, ts, k, v)
+                     for (k, v, ts), d in zip(records, deltas))
+    value = codecs.compress(codec_id, inner, magic=magic, snappy_framing=snappy_framing)
+    wrapper_ts = max(r[2] for r in records)
+    if log_append and log_append_time is not None:
+        wrapper_ts = log_append_time
+    return _legacy_message(base_offset + max(deltas), magic, codec_id | ts_attr, wrapper_ts, None, value)
+
+
+def _legacy_message(offset: int, magic: int, attributes: int, timestamp: int, key: bytes | None,
+                    value: bytes | None) -> bytes:
+    """`LegacyRecord.write` with its log-entry head (offset, size); CRC-32 over magic..end."""
+    body = bytearray()
+    body.append(magic)
+    body.append(attributes)
+    if magic == 1:
+        body += struct.pack(">q", timestamp)
+    body += _I32.pack(-1) if key is None else _I32.pack(len(key)) + key
+    body += _I32.pack(-1) if value is None else _I32.pack(len(value)) + value
+    crc = zlib.crc32(body)
+    return _ENTRY_HEAD.pack(offset, 4 + len(body)) + struct.pack(">I", crc) + bytes(body)
+
+
+def write_control_batch(control_type: ControlType, coordinator_epoch: int, offset: int, producer_id: int,
+                        producer_epoch: int, timestamp: int, *, partition_leader_epoch: int = 0) -> bytes:
+    """`MemoryRecords.writeEndTransactionalMarker`: one control record, key = version 0 + type, value =
+    `EndTxnMarker` v0 (int16 version, int32 coordinatorEpoch); transactional + control, baseSequence -1."""
+    key = _I16.pack(0) + _I16.pack(control_type)
+    value = _I16.pack(0) + _I32.pack(coordinator_epoch)
+    return write_record_batch([(key, value, timestamp)], offset, producer_id=producer_id,
+                              producer_epoch=producer_epoch, base_sequence=-1, is_transactional=True,
+                              is_control=True, partition_leader_epoch=partition_leader_epoch)
+
+
+def write_empty_batch(base_offset: int, last_offset: int, *, producer_id: int = -1, producer_epoch: int = -1,
+                      base_sequence: int = -1, is_transactional: bool = False, is_control: bool = False,
+                      max_timestamp: int = -1, partition_leader_epoch: int = 0,
+                      delete_horizon_ms: int | None = None) -> bytes:
+    """`DefaultRecordBatch.writeEmptyHeader` (what the log cleaner keeps for producer state): no records,
+    baseTimestamp -1 (or the delete horizon), lastOffsetDelta kept."""
+    attributes = (0x10 if is_transactional else 0) | (0x20 if is_control else 0) | (
+        0x40 if delete_horizon_ms is not None else 0)
+    return _v2_batch(base_offset=base_offset, last_offset_delta=last_offset - base_offset, attributes=attributes,
+                     partition_leader_epoch=partition_leader_epoch,
+                     base_timestamp=delete_horizon_ms if delete_horizon_ms is not None else -1,
+                     max_timestamp=max_timestamp, producer_id=producer_id, producer_epoch=producer_epoch,
+                     base_sequence=base_sequence, records_count=0, section=b"")

@@ -1,0 +1,188 @@
+"""Codecs: real Kafka 4.0 compressed sections, framing quirks (xerial, LZ4 header checksum), round trips."""
+from __future__ import annotations
+
+import gzip
+import struct
+
+import cramjam
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pipelines.decoding import codecs
+from pipelines.decoding.batches import read_batches_from_file
+from pipelines.decoding.codecs import compress, decompress, xxhash32
+from pipelines.decoding.errors import CorruptBatchError
+from schemas.records import ReadProblem
+
+CODECS = {"gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+
+
+def test_xxhash32_reference_vectors():
+    # reference values from the xxHash project (XXH32, seed 0 / seed 1)
+    assert xxhash32(b"") == 0x02CC5D05
+    assert xxhash32(b"a") == 0x550D7456
+    assert xxhash32(b"abc") == 0x32D153FF
+    assert xxhash32(b"Nobody inspects the spammish repetition") == 0xE2293B2F
+    assert xxhash32(b"", 1) == 0x0B2CB792
+
+
+@pytest.mark.parametrize("codec", sorted(CODECS))
+def test_real_kafka_sections_decompress_and_recompress(brokerdata, codec):
+    """Take every compressed record section Kafka 4.0 wrote, decompress it with the codec alone, and check that
+    our own compression of the result decompresses to the same bytes."""
+    logs = sorted(p for p in (brokerdata / f"compression-{codec}/data").glob("*/*.log") if p.stat().st_size)
+    n = 0
+    for p in logs:
+        data = p.read_bytes()
+        for item in read_batches_from_file(p, offsets_partition=0):
+            assert not isinstance(item, ReadProblem)
+            hdr, recs = item
+            if hdr.codec != codec:
+                continue
+            section = data[hdr.position + 61: hdr.position + hdr.size]
+            plain = decompress(CODECS[codec], section, magic=2)
+            assert len(plain) >= sum(len(r.key) + len(r.value or b"") for r in recs)
+            assert recs[-1].key in plain
+            assert decompress(CODECS[codec], compress(CODECS[codec], plain, magic=2), magic=2) == plain
+            if codec == "snappy":
+                assert section.startswith(codecs.XERIAL_MAGIC)  # Kafka writes xerial framing
+            if codec == "lz4":
+                assert section[4:6] == b"\x60\x40"  # FLG/BD as Lz4BlockOutputStream writes them
+            n += 1
+    assert n >= 60
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.binary(max_size=70_000), st.sampled_from(sorted(CODECS)), st.sampled_from([0, 1, 2]))
+def test_round_trip_every_codec_and_magic(data, codec, magic):
+    cid = CODECS[codec]
+    if cid == 4 and magic < 2:
+        with pytest.raises(CorruptBatchError):
+            compress(cid, data, magic=magic)
+        return
+    assert decompress(cid, compress(cid, data, magic=magic), magic=magic) == data
+
+
+def test_lz4_magic0_header_checksum_quirk():
+    """Magic 0: Kafka writes HC over magic+FLG+BD and never checks it; magic 1/2 verify the correct HC."""
+    data = b"consumer offsets " * 300
+    v0 = compress(3, data, magic=0)
+    v1 = compress(3, data, magic=1)
+    assert v0[:6] == v1[:6] and v0[7:] == v1[7:]
+    assert v0[6] == (xxhash32(v0[:6]) >> 8) & 0xFF  # the broken one
+    assert v1[6] == (xxhash32(v1[4:6]) >> 8) & 0xFF
+    assert v0[6] != v1[6]
+    assert decompress(3, v0, magic=0) == data
+    assert decompress(3, v1, magic=0) == data  # not verified for magic 0
+    with pytest.raises(CorruptBatchError, match="checksum"):
+        decompress(3, v0, magic=1)
+    assert decompress(3, v1, magic=2) == data
+
+
+def _lz4_frame(blocks: list[bytes], *, content_size: int | None, block_checksum: bool, content_checksum: bool,
+               bd: int = 0x40) -> bytes:
+    flg = 0x60 | (0x10 if block_checksum else 0) | (0x08 if content_size is not None else 0) | (
+        0x04 if content_checksum else 0)
+    desc = bytes((flg, bd)) + (struct.pack("<Q", content_size) if content_size is not None else b"")
+    out = struct.pack("<I", 0x184D2204) + desc + bytes(((xxhash32(desc) >> 8) & 0xFF,))
+    for b in blocks:
+        packed = bytes(cramjam.lz4.compress_block(b, store_size=False))
+        out += struct.pack("<I", len(packed)) + packed
+        if block_checksum:
+            out += struct.pack("<I", xxhash32(packed))
+    out += b"\x00\x00\x00\x00"
+    if content_checksum:
+        out += struct.pack("<I", xxhash32(b"".join(blocks)))
+    return out
+
+
+def test_lz4_accepts_content_size_and_checksums():
+    blocks = [b"a" * 1000 + bytes(range(256)), b"tail" * 50]
+    frame = _lz4_frame(blocks, content_size=sum(map(len, blocks)), block_checksum=True, content_checksum=True,
+                       bd=0x70)
+    assert decompress(3, frame, magic=2) == b"".join(blocks)
+
+
+def test_lz4_uncompressed_block_flag():
+    payload = bytes(range(256)) * 4
+    frame = (struct.pack("<I", 0x184D2204) + b"\x60\x40" + bytes(((xxhash32(b"\x60\x40") >> 8) & 0xFF,))
+             + struct.pack("<I", len(payload) | 0x80000000) + payload + b"\x00" * 4)
+    assert decompress(3, frame, magic=2) == payload
+
+
+@pytest.mark.parametrize("frame,msg", [
+    (b"\x04\x22\x4d\x18", "truncated"),
+    (b"\x00\x22\x4d\x18\x60\x40\x82\x00\x00\x00\x00", "magic"),
+    (b"\x04\x22\x4d\x18\xa0\x40\x82\x00\x00\x00\x00", "FLG"),
+    (b"\x04\x22\x4d\x18\x60\x40\x83\x00\x00\x00\x00", "checksum"),
+    (b"\x04\x22\x4d\x18\x60\x40\x82\x05\x00\x00\x00abc", "block size 5"),
+])
+def test_lz4_bad_frames(frame, msg):
+    with pytest.raises(CorruptBatchError, match=msg):
+        decompress(3, frame, magic=2)
+
+
+def test_lz4_missing_end_mark_and_oversized_block():
+    good = compress(3, b"x" * 5000, magic=2)
+    with pytest.raises(CorruptBatchError, match="end mark"):
+        decompress(3, good[:-4], magic=2)
+    big = bytearray(good)
+    struct.pack_into("<I", big, 7, 70_000)
+    with pytest.raises(CorruptBatchError):
+        decompress(3, bytes(big), magic=2)
+
+
+def test_snappy_raw_block_fallback_and_le_version_ints():
+    data = b"offsets" * 1000
+    assert decompress(2, compress(2, data, magic=2, snappy_framing="raw"), magic=2) == data
+    # a producer writing the xerial version ints little-endian: only the magic matters
+    raw = bytes(cramjam.snappy.compress_raw(data))
+    le = codecs.XERIAL_MAGIC + struct.pack("<ii", 1, 1) + struct.pack(">i", len(raw)) + raw
+    assert decompress(2, le, magic=1) == data
+
+
+def test_snappy_xerial_multi_block_and_concatenated_streams():
+    data = bytes(range(256)) * 400  # > 32 KiB → several blocks
+    framed = compress(2, data, magic=2)
+    assert framed.count(b"\x82SNAPPY\x00") == 1
+    assert decompress(2, framed, magic=2) == data
+    assert decompress(2, framed + framed, magic=2) == data + data
+
+
+def test_snappy_bad_block_length():
+    framed = bytearray(compress(2, b"abc" * 100, magic=2))
+    struct.pack_into(">i", framed, 16, 10_000)
+    with pytest.raises(CorruptBatchError, match="overruns"):
+        decompress(2, bytes(framed), magic=2)
+
+
+def test_gzip_concatenated_members_and_truncation():
+    a, b = b"first member ", b"second member"
+    assert decompress(1, gzip.compress(a) + gzip.compress(b), magic=1) == a + b
+    with pytest.raises(CorruptBatchError):
+        decompress(1, gzip.compress(a * 100)[:-12], magic=2)
+
+
+def test_zstd_frame_without_content_size():
+    c = cramjam.zstd.Compressor()
+    c.compress(b"streamed " * 1000)
+    frame = bytes(c.finish())
+    assert frame[4] & 0xC0 == 0 and not frame[4] & 0x20  # no Frame_Content_Size field
+    assert decompress(4, frame, magic=2) == b"streamed " * 1000
+
+
+def test_zstd_not_valid_for_legacy_and_unknown_codec():
+    with pytest.raises(CorruptBatchError, match="zstd"):
+        decompress(4, compress(4, b"x", magic=2), magic=1)
+    with pytest.raises(CorruptBatchError, match="unknown compression codec id 6"):
+        decompress(6, b"x", magic=2)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 4), st.binary(max_size=200), st.sampled_from([0, 1, 2]))
+def test_garbage_raises_only_corrupt_batch_error(cid, data, magic):
+    try:
+        decompress(cid, data, magic=magic)
+    except CorruptBatchError:
+        pass

@@ -1,0 +1,169 @@
+"""Segment discovery on disk and reading a whole log in order."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from pipelines.decoding.batch_writer import write_record_batch
+from pipelines.decoding.segments import InputError, SegmentFile, discover_segments, read_log, read_segment_batches
+from schemas.records import LogRecord, ReadProblem
+
+
+def _seg(d: Path, base: int, n: int = 1, suffix: str = ".log") -> Path:
+    d.mkdir(parents=True, exist_ok=True)
+    p = d / f"{base:020d}{suffix}"
+    p.write_bytes(b"".join(write_record_batch([(b"k%d" % i, b"v", 1000 + i)], base + i) for i in range(n)))
+    return p
+
+
+@pytest.fixture
+def logdir(tmp_path: Path) -> Path:
+    root = tmp_path / "kafka-logs"
+    p3 = root / "__consumer_offsets-3"
+    _seg(p3, 0, 2)
+    _seg(p3, 100, 1)
+    _seg(p3, 20, 3)  # numerically before 100, lexically after "100"? both 20-digit: order by number anyway
+    _seg(p3, 9, 1, suffix=".log.deleted")
+    _seg(p3, 50, 1, suffix=".log.cleaned")
+    _seg(p3, 30, 1, suffix=".log.swap")
+    for name in ("00000000000000000000.index", "00000000000000000000.timeindex", "00000000000000000000.txnindex",
+                 "00000000000000000123.snapshot", "leader-epoch-checkpoint", "partition.metadata"):
+        (p3 / name).write_bytes(b"\x00" * 64)
+    _seg(root / "__consumer_offsets-12", 7, 2)
+    (root / "__consumer_offsets-1").mkdir()
+    (root / "__consumer_offsets-1" / "00000000000000000000.log").write_bytes(b"")  # empty partition
+    _seg(root / "__transaction_state-0", 0, 1)
+    _seg(root / "orders-0", 0, 1)
+    _seg(root / "__consumer_offsets-5.0123456789abcdef0123456789abcdef-delete", 0, 1)
+    _seg(root / "__consumer_offsets-6.0123456789abcdef0123456789abcdef-future", 0, 1)
+    _seg(root / "__consumer_offsets-8-stray", 0, 1)
+    for name in ("replication-offset-checkpoint", "recovery-point-offset-checkpoint", "meta.properties",
+                 "cleaner-offset-checkpoint", ".kafka_cleanshutdown"):
+        (root / name).write_text("0\n0\n")
+    return root
+
+
+def test_discover_log_dir(logdir):
+    segs, problems = discover_segments(logdir)
+    assert [(s.offsets_partition, s.base_offset) for s in segs] == [(3, 0), (3, 20), (3, 100), (12, 7)]
+    assert all(s.path.endswith(".log") and s.size > 0 for s in segs)
+    kinds = sorted((p.kind, Path(p.source).name) for p in problems)
+    assert kinds == [("not_offsets_data", "__transaction_state-0"), ("not_offsets_data", "orders-0"),
+                     ("swap_file", "00000000000000000030.log.swap")]
+    assert all(p.reason for p in problems)
+
+
+def test_numeric_not_lexical_order(tmp_path):
+    d = tmp_path / "__consumer_offsets-0"
+    _seg(d, 9, 1)
+    _seg(d, 10, 1)
+    (d / "00000000000000000009.log").rename(d / "9.log")  # unpadded names still sort numerically
+    (d / "00000000000000000010.log").rename(d / "10.log")
+    segs, _ = discover_segments(d)
+    assert [s.base_offset for s in segs] == [9, 10]
+    assert [r.offset for r in read_log(d)] == [9, 10]
+
+
+def test_partition_dir_and_single_file_and_several_paths(logdir):
+    segs, problems = discover_segments(logdir / "__consumer_offsets-12")
+    assert [(s.offsets_partition, s.base_offset) for s in segs] == [(12, 7)] and problems == []
+    one = logdir / "__consumer_offsets-3" / "00000000000000000020.log"
+    segs, problems = discover_segments(one)
+    assert segs == [SegmentFile(path=str(one), offsets_partition=3, base_offset=20, size=one.stat().st_size)]
+    segs, problems = discover_segments([logdir / "__consumer_offsets-12", str(one)])
+    assert [(s.offsets_partition, s.base_offset) for s in segs] == [(3, 20), (12, 7)]
+    # the same file reached twice is read once
+    segs, problems = discover_segments([logdir, one])
+    assert len(segs) == 4 and problems == [p for p in problems if p.kind != "duplicate_segment"]
+
+
+def test_swap_and_foreign_files_given_directly(logdir):
+    _, problems = discover_segments(logdir / "__consumer_offsets-3" / "00000000000000000030.log.swap")
+    assert [p.kind for p in problems] == ["swap_file"]
+    _, problems = discover_segments(logdir / "__transaction_state-0")
+    assert [p.kind for p in problems] == ["not_offsets_data"]
+    _, problems = discover_segments(logdir / "__transaction_state-0" / "00000000000000000000.log")
+    assert [p.kind for p in problems] == ["not_offsets_data"]
+    _, problems = discover_segments(logdir / "__consumer_offsets-3" / "00000000000000000000.index")
+    assert [p.kind for p in problems] == ["not_offsets_data"]
+
+
+def test_missing_path_raises_input_error(tmp_path):
+    with pytest.raises(InputError, match="does not exist"):
+        discover_segments([tmp_path / "nope"])
+    with pytest.raises(FileNotFoundError):
+        read_log(tmp_path / "nope")  # raised at call time, not on first next()
+
+
+def test_unreadable_segment_reported(tmp_path):
+    d = tmp_path / "__consumer_offsets-2"
+    _seg(d, 0, 1)
+    os.symlink(d / "missing.bin", d / "00000000000000000005.log")  # dangling: cannot be stat'ed
+    segs, problems = discover_segments(d)
+    assert [s.base_offset for s in segs] == [0]
+    assert [(p.kind, Path(p.source).name) for p in problems] == [("unreadable", "00000000000000000005.log")]
+
+
+def test_unreadable_at_read_time(tmp_path):
+    gone = SegmentFile(path=str(tmp_path / "x.log"), offsets_partition=4, base_offset=0, size=10)
+    (p,) = read_segment_batches(gone)
+    assert p.kind == "unreadable" and p.offsets_partition == 4
+
+
+def test_directory_without_offsets_data(tmp_path):
+    (tmp_path / "empty").mkdir()
+    segs, problems = discover_segments(tmp_path / "empty")
+    assert segs == [] and [p.kind for p in problems] == ["not_offsets_data"]
+
+
+def test_bare_log_files_directory(tmp_path):
+    d = tmp_path / "copied"
+    _seg(d, 40, 1)
+    _seg(d, 3, 2)
+    segs, problems = discover_segments(d)
+    assert [(s.offsets_partition, s.base_offset) for s in segs] == [(-1, 3), (-1, 40)] and problems == []
+
+
+def test_read_log_order_and_problems_first(logdir):
+    items = list(read_log(logdir))
+    problems = [i for i in items if isinstance(i, ReadProblem)]
+    records = [i for i in items if isinstance(i, LogRecord)]
+    assert items[: len(problems)] == problems
+    assert [(r.offsets_partition, r.offset) for r in records] == [
+        (3, 0), (3, 1), (3, 20), (3, 21), (3, 22), (3, 100), (12, 7), (12, 8)]
+
+
+def test_read_log_torn_tail_in_middle_segment(tmp_path):
+    d = tmp_path / "__consumer_offsets-0"
+    _seg(d, 0, 2)
+    p = _seg(d, 2, 2)
+    _seg(d, 4, 1)
+    p.write_bytes(p.read_bytes()[:-5])
+    items = list(read_log(d))
+    assert [getattr(i, "offset", None) for i in items if isinstance(i, LogRecord)] == [0, 1, 2, 4]
+    (prob,) = [i for i in items if isinstance(i, ReadProblem)]
+    assert prob.kind == "torn_tail" and prob.source == str(p) and prob.position > 0
+
+
+def test_realdata_log_dirs_read_clean(realdata):
+    roots = sorted(m.parent for m in realdata.glob("seg_*/**/meta.properties"))
+    assert len(roots) == 12
+    total = 0
+    for root in roots:
+        segs, problems = discover_segments(root)
+        assert problems == [], root
+        assert all(0 <= s.offsets_partition < 50 for s in segs)
+        items = list(read_log(root))
+        assert not [i for i in items if isinstance(i, ReadProblem)]
+        total += len(items)
+    assert total == 6330
+
+
+def test_brokerdata_log_dirs_read_clean(brokerdata):
+    for scen in sorted(p for p in brokerdata.iterdir() if (p / "data").is_dir()):
+        segs, problems = discover_segments(scen / "data")
+        assert problems == [] and segs, scen
+        dumped = sum(f.read_text().count("| offset:") for f in (scen / "dump_log").glob("*.txt"))
+        assert sum(1 for i in read_log(scen / "data") if isinstance(i, LogRecord)) == dumped
