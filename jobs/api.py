@@ -1,0 +1,340 @@
+"""The read-only HTTP JSON API over a warehouse's snapshots (`offsetlake serve`), routes as in CONTRACT.md.
+
+Every route takes `?snapshot=ID` (default: the latest succeeded snapshot). A request resolves its snapshot once
+(see pipelines/serving/catalog.py) and answers from that snapshot's in-memory index; the answer names the
+snapshot in its body (or, for the bare list of `/groups/{id}/offsets`, in the `X-Offsetlake-Snapshot` header).
+"""
+from __future__ import annotations
+
+import contextlib
+import secrets
+from pathlib import Path
+from typing import Any
+
+from fastapi import Depends, FastAPI, Path as PathParam, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.openapi.utils import get_openapi
+from fastapi.responses import FileResponse, JSONResponse
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from pydantic import BaseModel, ConfigDict
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from pipelines.lookup import GroupNotFound, SnapshotNotFound, SnapshotReader, run_summary
+from pipelines.serving import views
+from pipelines.serving.catalog import SnapshotCatalog
+
+STATIC_DIR = Path(__file__).resolve().parent / "static"
+SNAPSHOT_HEADER = "X-Offsetlake-Snapshot"
+
+
+# --- response models (documentation and schema checks; answers are built as plain JSON) ----------------------
+class _Open(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+class ErrorOut(BaseModel):
+    detail: str
+
+
+class HealthOut(_Open):
+    status: str
+    snapshot_id: str | None
+    latest_snapshot_id: str | None
+    indexing: list[str]
+
+
+class SnapshotOut(_Open):
+    snapshot_id: str
+    status: str | None
+    started_at: str | None
+    finished_at: str | None
+    as_of: str | None
+
+
+class SnapshotsOut(BaseModel):
+    latest_snapshot_id: str | None
+    snapshots: list[SnapshotOut]
+
+
+class GroupSummaryOut(_Open):
+    group_id: str
+    group_type: str | None
+    protocol_type: str | None
+    state: str | None
+    generation: int | None
+    member_count: int | None
+    offset_count: int
+
+
+class GroupsPageOut(BaseModel):
+    snapshot_id: str
+    groups: list[GroupSummaryOut]
+    next_cursor: str | None
+
+
+class OffsetOut(BaseModel):
+    topic: str
+    partition: int
+    committed_offset: int | None
+    leader_epoch: int | None
+    metadata: str | None
+    commit_timestamp: str | None
+
+
+class GroupMetadataOut(_Open):
+    group_id: str
+    group_type: str | None
+    protocol_type: str | None
+    state: str | None
+    generation: int | None
+    protocol: str | None
+    leader: str | None
+    member_count: int | None
+    offset_count: int
+
+
+class ExpiredOut(BaseModel):
+    offsets: list[dict[str, Any]]
+    group: dict[str, Any] | None
+
+
+class GroupDetailOut(BaseModel):
+    snapshot_id: str
+    group: GroupMetadataOut
+    members: list[dict[str, Any]]
+    offsets: list[dict[str, Any]]
+    pending: list[dict[str, Any]]
+    expired: ExpiredOut
+    removed: dict[str, Any] | None
+
+
+class TopicGroupOut(GroupSummaryOut):
+    offsets: list[dict[str, Any]]
+
+
+class TopicGroupsOut(BaseModel):
+    snapshot_id: str
+    topic: str
+    groups: list[TopicGroupOut]
+    next_cursor: str | None
+
+
+class CommitOut(_Open):
+    topic: str | None
+    partition: int | None
+    committed_offset: int | None
+    commit_timestamp: str | None
+
+
+class CommitsOut(BaseModel):
+    snapshot_id: str
+    group_id: str
+    commits: list[CommitOut]
+    truncated: bool
+
+
+ERRORS = {400: {"model": ErrorOut, "description": "bad parameter"}, 404: {"model": ErrorOut, "description": "not found"}}
+AUTH_ERRORS = {401: {"model": ErrorOut, "description": "missing or wrong bearer token"}}
+
+SnapshotQ = Query(None, min_length=1, max_length=512, description="snapshot id (default: the latest succeeded)")
+
+
+def _json(content: Any, snapshot_id: str | None = None, status_code: int = 200) -> JSONResponse:
+    headers = {SNAPSHOT_HEADER: snapshot_id} if snapshot_id and snapshot_id.isascii() else None
+    return JSONResponse(content, status_code=status_code, headers=headers)
+
+
+def _first_error(exc: RequestValidationError) -> str:
+    msgs = []
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err.get("loc", ()) if p not in ("query", "path"))
+        msgs.append(f"{loc}: {err.get('msg')}" if loc else str(err.get("msg")))
+    return "; ".join(msgs) or "bad request"
+
+
+def create_app(reader: SnapshotReader, *, token: str | None = None, refresh_interval: float = 1.0) -> FastAPI:
+    catalog = SnapshotCatalog(reader, refresh_interval=refresh_interval)
+    bearer = HTTPBearer(auto_error=False, description="`offsetlake serve --token`")
+
+    def check_token(creds: HTTPAuthorizationCredentials | None = Depends(bearer)) -> None:
+        if token is None:
+            return
+        if creds is None or not secrets.compare_digest(creds.credentials.encode(), token.encode()):
+            raise StarletteHTTPException(401, "missing or wrong bearer token", headers={"WWW-Authenticate": "Bearer"})
+
+    guarded = [Depends(check_token)] if token is not None else []
+    responses = {**ERRORS, **(AUTH_ERRORS if token is not None else {})}
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI):
+        catalog.warm()  # index the latest snapshot in the background right away
+        yield
+
+    app = FastAPI(
+        lifespan=lifespan,
+        title="offsetlake",
+        summary="Kafka consumer-group coordinator state rebuilt from __consumer_offsets, per snapshot (read-only).",
+        version="1",
+        docs_url=None,
+        redoc_url=None,
+    )
+    app.state.catalog = catalog
+
+    # --- errors: bad parameters are 400 with a message; unknown things are 404 ---------------------------
+    @app.exception_handler(RequestValidationError)
+    async def _bad_request(request: Request, exc: RequestValidationError):
+        return _json({"detail": _first_error(exc)}, status_code=400)
+
+    @app.exception_handler(views.BadParameter)
+    async def _bad_param(request: Request, exc: views.BadParameter):
+        return _json({"detail": str(exc)}, status_code=400)
+
+    @app.exception_handler(GroupNotFound)
+    @app.exception_handler(SnapshotNotFound)
+    @app.exception_handler(views.NotFound)
+    async def _not_found(request: Request, exc: Exception):
+        return _json({"detail": str(exc.args[0]) if exc.args else "not found"}, status_code=404)
+
+    # --- routes ----------------------------------------------------------------------------------------------
+    @app.get("/", include_in_schema=False)
+    def index_page():
+        return FileResponse(STATIC_DIR / "index.html", media_type="text/html")
+
+    @app.get("/static/{name}", include_in_schema=False)
+    def static_file(name: str):
+        p = (STATIC_DIR / name).resolve()
+        if p.parent != STATIC_DIR or not p.is_file():
+            raise StarletteHTTPException(404, "Not Found")
+        return FileResponse(p)
+
+    @app.get("/health", response_model=HealthOut, responses=ERRORS, tags=["meta"])
+    def health(snapshot: str | None = SnapshotQ):
+        """Status and the snapshot being served (`loading` while the first index is built)."""
+        st = catalog.status()
+        serving, latest = st["serving"], st["latest"]
+        sid = serving.snapshot_id if serving else None
+        if snapshot is not None:
+            sid = catalog.resolve(snapshot).snapshot.snapshot_id
+        status = "ok" if serving is not None else ("empty" if latest is None else "loading")
+        body = {
+            "status": status,
+            "snapshot_id": sid,
+            "latest_snapshot_id": latest.snapshot_id if latest else None,
+            "indexing": st["indexing"],
+            "cached": st["cached"],
+        }
+        if st["error"]:
+            body["error"] = st["error"]
+        return _json(body, sid)
+
+    @app.get("/snapshots", response_model=SnapshotsOut, responses=responses, dependencies=guarded, tags=["snapshots"])
+    def snapshots(snapshot: str | None = SnapshotQ):
+        """Snapshots (oldest first) with their `runs` row; `?snapshot=` narrows the list to that one."""
+        snaps = catalog.snapshots()
+        latest = next((s.snapshot_id for s in reversed(snaps) if s.readable), None)
+        if snapshot is not None:
+            snaps = [s for s in snaps if s.snapshot_id == snapshot]
+            if not snaps:
+                raise SnapshotNotFound(f"snapshot {snapshot!r} does not exist")
+        return _json({"latest_snapshot_id": latest, "snapshots": [run_summary(s) for s in snaps]})
+
+    @app.get("/groups", response_model=GroupsPageOut, responses=responses, dependencies=guarded, tags=["groups"])
+    def groups(
+        snapshot: str | None = SnapshotQ,
+        state: str | None = Query(None, max_length=200, description="comma list of states, e.g. Stable,Empty"),
+        type: str | None = Query(None, max_length=200, description="comma list of group types (classic, consumer, …)"),
+        protocol_type: str | None = Query(None, max_length=249),
+        prefix: str | None = Query(None, max_length=1000, description="group id prefix"),
+        topic: str | None = Query(None, max_length=249, description="groups with committed offsets on this topic"),
+        limit: int = Query(views.DEFAULT_PAGE, ge=1, le=views.MAX_PAGE),
+        cursor: str | None = Query(None, max_length=4000, description="`next_cursor` of the previous page"),
+    ):
+        """Live groups in group-id order, `limit` per page; follow `next_cursor` until it is null."""
+        idx = catalog.resolve(snapshot)
+        page = views.list_groups(
+            idx, state=state, type=type, protocol_type=protocol_type, prefix=prefix, topic=topic, limit=limit, cursor=cursor
+        )
+        return _json(page, idx.snapshot.snapshot_id)
+
+    @app.get(
+        "/groups/{group_id:path}/offsets",
+        response_model=list[OffsetOut],
+        responses=responses,
+        dependencies=guarded,
+        tags=["groups"],
+    )
+    def group_offsets(
+        group_id: str = PathParam(..., description="group id"),
+        snapshot: str | None = SnapshotQ,
+        topic: str | None = Query(None, max_length=249),
+        partition: int | None = Query(None, ge=0, le=2**31 - 1),
+    ):
+        """The group's committed offsets: `{topic, partition, committed_offset, leader_epoch, metadata,
+        commit_timestamp}` in topic, partition order. The snapshot is in the X-Offsetlake-Snapshot header."""
+        idx = catalog.resolve(snapshot)
+        return _json(views.group_offsets(idx, group_id, topic, partition), idx.snapshot.snapshot_id)
+
+    @app.get(
+        "/groups/{group_id:path}/commits",
+        response_model=CommitsOut,
+        responses=responses,
+        dependencies=guarded,
+        tags=["groups"],
+    )
+    def group_commits(
+        group_id: str = PathParam(..., description="group id"),
+        snapshot: str | None = SnapshotQ,
+        topic: str | None = Query(None, max_length=249),
+        partition: int | None = Query(None, ge=0, le=2**31 - 1),
+        limit: int = Query(views.DEFAULT_COMMITS, ge=1, le=views.MAX_COMMITS),
+    ):
+        """The group's offset-commit history (`offset_commits`) up to the snapshot's as_of, oldest first."""
+        idx = catalog.resolve(snapshot)
+        body = views.group_commits(reader, idx, group_id, topic=topic, partition=partition, limit=limit)
+        return _json(body, idx.snapshot.snapshot_id)
+
+    @app.get(
+        "/groups/{group_id:path}",
+        response_model=GroupDetailOut,
+        responses=responses,
+        dependencies=guarded,
+        tags=["groups"],
+    )
+    def group(group_id: str = PathParam(..., description="group id"), snapshot: str | None = SnapshotQ):
+        """The group: metadata, members, committed offsets, open transactional offsets, what expired at as_of."""
+        idx = catalog.resolve(snapshot)
+        return _json(views.group_detail(idx, group_id), idx.snapshot.snapshot_id)
+
+    @app.get(
+        "/topics/{topic}/groups",
+        response_model=TopicGroupsOut,
+        responses=responses,
+        dependencies=guarded,
+        tags=["topics"],
+    )
+    def topic_groups(
+        topic: str = PathParam(..., max_length=249),
+        snapshot: str | None = SnapshotQ,
+        limit: int = Query(views.DEFAULT_PAGE, ge=1, le=views.MAX_PAGE),
+        cursor: str | None = Query(None, max_length=4000),
+    ):
+        """Groups with committed offsets on the topic (group-id order, paginated), each with those offsets."""
+        idx = catalog.resolve(snapshot)
+        return _json(views.topic_groups(idx, topic, limit=limit, cursor=cursor), idx.snapshot.snapshot_id)
+
+    def openapi():
+        """FastAPI documents 422 for validation errors; this API answers 400 (CONTRACT.md)."""
+        if app.openapi_schema:
+            return app.openapi_schema
+        schema = get_openapi(title=app.title, version=app.version, summary=app.summary, routes=app.routes)
+        for item in schema.get("paths", {}).values():
+            for op in item.values():
+                op.get("responses", {}).pop("422", None)
+        comps = schema.get("components", {}).get("schemas", {})
+        comps.pop("HTTPValidationError", None)
+        comps.pop("ValidationError", None)
+        app.openapi_schema = schema
+        return schema
+
+    app.openapi = openapi
+    return app

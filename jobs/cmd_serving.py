@@ -1,0 +1,219 @@
+"""Serving commands — describe, lookup, serve, diff, reset-plan, sql — over a warehouse's snapshots, no Spark.
+
+Exit codes: 0 ok; 1 the thing asked about does not exist (group, offsets); 2 bad usage or unreadable input
+(warehouse, snapshot id, option values, SQL).
+"""
+from __future__ import annotations
+
+import ipaddress
+import json
+import sys
+
+import click
+
+from pipelines.lookup import DeltaWarehouseReader, GroupNotFound, LookupError_, SnapshotNotFound, WarehouseError, resolve_snapshot
+
+warehouse_opt = click.option(
+    "--warehouse", "warehouse", required=True, type=click.Path(file_okay=False), help="warehouse directory"
+)
+snapshot_opt = click.option("--snapshot", "snapshot_id", default=None, help="snapshot id (default: latest succeeded)")
+
+
+def _fail(message: str, code: int) -> None:
+    click.echo(f"Error: {message}", err=True)
+    sys.exit(code)
+
+
+def _open(warehouse: str, snapshot_id: str | None):
+    try:
+        reader = DeltaWarehouseReader(warehouse)
+        return reader, resolve_snapshot(reader, snapshot_id)
+    except (WarehouseError, SnapshotNotFound) as e:
+        _fail(str(e), 2)
+
+
+def _index(reader, snap, **kw):
+    from pipelines.serving.index import load_index
+
+    return load_index(reader, snap, **kw)
+
+
+@click.command()
+@warehouse_opt
+@click.argument("group", required=False)
+@click.option("--members", "mode", flag_value="members", help="members: consumer id, host, client id, #partitions")
+@click.option("--state", "mode", flag_value="state", help="state, assignment strategy, #members")
+@click.option("--offsets", "mode", flag_value="offsets", default=True, help="offsets per partition (the default)")
+@click.option("--all-groups", is_flag=True, help="every consumer group of the snapshot")
+@click.option("--end-offsets", "end_offsets", type=click.File("r"), default=None,
+              help="CSV topic,partition,end_offset giving LOG-END-OFFSET (and so LAG)")
+@click.option("--verbose", is_flag=True, help="Kafka 4.0's --verbose columns")
+@snapshot_opt
+def describe(warehouse, group, mode, all_groups, end_offsets, verbose, snapshot_id):
+    """A group as `kafka-consumer-groups --describe` shows it (offsets, --members or --state)."""
+    from pipelines.serving.describe import OUT, consumer_group_ids, describe as render, parse_end_offsets
+
+    if all_groups and group:
+        raise click.UsageError("give either GROUP or --all-groups, not both")
+    if not all_groups and group is None:
+        raise click.UsageError("missing GROUP (or --all-groups)")
+    leo = None
+    if end_offsets is not None:
+        if mode != "offsets":
+            raise click.UsageError("--end-offsets goes with the offsets view only")
+        try:
+            leo = parse_end_offsets(end_offsets.read(), getattr(end_offsets, "name", "end offsets"))
+        except ValueError as e:
+            raise click.UsageError(str(e)) from None
+    reader, snap = _open(warehouse, snapshot_id)
+    idx = _index(reader, snap, group_ids=None if all_groups else [group])
+    groups = consumer_group_ids(idx) if all_groups else [group]
+    r = render(idx, groups, mode=mode, end_offsets=leo, verbose=verbose)
+    for stream, text in r.chunks:
+        click.echo(text, nl=False, err=stream != OUT)
+    if r.missing and not all_groups:
+        sys.exit(1)
+
+
+@click.command()
+@warehouse_opt
+@click.option("--group", default=None, help="group id")
+@click.option("--topic", default=None, help="topic")
+@click.option("--partition", type=click.IntRange(min=0), default=None, help="partition (needs --topic)")
+@snapshot_opt
+def lookup(warehouse, group, topic, partition, snapshot_id):
+    """Committed offsets by group / topic / partition, as JSON (the API's answers)."""
+    from pipelines.serving import views
+
+    if group is None and topic is None:
+        raise click.UsageError("give --group and/or --topic")
+    if partition is not None and topic is None:
+        raise click.UsageError("--partition needs --topic")
+    reader, snap = _open(warehouse, snapshot_id)
+    idx = _index(reader, snap, group_ids=[group] if group is not None else None, topic=topic if group is None else None)
+    try:
+        out = views.lookup(idx, group=group, topic=topic, partition=partition)
+    except GroupNotFound as e:
+        _fail(str(e), 1)
+    click.echo(json.dumps(out, ensure_ascii=False, indent=2))
+    if not out["offsets"] and group is None:
+        sys.exit(1)
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+@click.command()
+@warehouse_opt
+@click.option("--host", default="127.0.0.1", show_default=True, help="address to bind (loopback unless told)")
+@click.option("--port", type=click.IntRange(0, 65535), default=8765, show_default=True)
+@click.option("--token", default=None, help="require `Authorization: Bearer TOKEN` on the API routes")
+@click.option("--refresh-interval", type=click.FloatRange(0.0, 3600.0), default=1.0, show_default=True,
+              help="seconds between checks of the runs table for a new snapshot")
+@click.option("--log-level", type=click.Choice(["critical", "error", "warning", "info", "debug"]), default="info")
+def serve(warehouse, host, port, token, refresh_interval, log_level):
+    """The read-only HTTP JSON API (routes in CONTRACT.md) and a small web page at /."""
+    import uvicorn
+
+    from jobs.api import create_app
+
+    try:
+        reader = DeltaWarehouseReader(warehouse)
+    except WarehouseError as e:
+        _fail(str(e), 2)
+    if token is not None and not token.strip():
+        raise click.UsageError("--token must not be empty")
+    if not _is_loopback(host) and token is None:
+        click.echo(f"Warning: serving on {host} without --token: anyone who can reach it can read the snapshots.", err=True)
+    app = create_app(reader, token=token, refresh_interval=refresh_interval)
+    uvicorn.run(app, host=host, port=port, log_level=log_level, workers=1, access_log=log_level == "debug")
+
+
+@click.command()
+@warehouse_opt
+@click.argument("snap_a")
+@click.argument("snap_b")
+@click.option("--json", "as_json", is_flag=True, help="machine-readable output")
+@click.option("--fail-on-regression", is_flag=True, help="exit 1 when a committed offset went backwards")
+def diff(warehouse, snap_a, snap_b, as_json, fail_on_regression):
+    """What changed from SNAP_A to SNAP_B: offsets advanced / regressed / appeared / disappeared / expired, groups
+    created / deleted / changed."""
+    from pipelines.serving.diff import diff_snapshots, render_text
+
+    reader, a = _open(warehouse, snap_a)
+    _, b = _open(warehouse, snap_b)
+    d = diff_snapshots(_index(reader, a), _index(reader, b))
+    click.echo(json.dumps(d, ensure_ascii=False) if as_json else render_text(d), nl=as_json)
+    if fail_on_regression and d["summary"]["regressed"]:
+        sys.exit(1)
+
+
+@click.command("reset-plan")
+@warehouse_opt
+@click.option("--group", required=True, help="group id")
+@snapshot_opt
+def reset_plan(warehouse, group, snapshot_id):
+    """The `kafka-consumer-groups --reset-offsets --from-file` CSV (topic,partition,offset) that puts GROUP back
+    where the snapshot says it was. Notes go to stderr, the plan to stdout."""
+    from pipelines.serving.reset_plan import reset_plan as plan
+
+    reader, snap = _open(warehouse, snapshot_id)
+    idx = _index(reader, snap, group_ids=[group])
+    try:
+        text, warnings = plan(idx, group)
+    except (GroupNotFound, ValueError) as e:
+        _fail(str(e), 1)
+    click.echo(text, nl=False)
+    for w in warnings:
+        click.echo(f"Warning: {w}", err=True)
+    click.echo(
+        f"# {text.count(chr(10))} partitions of group '{group}' as of snapshot {snap.snapshot_id}. Apply with:\n"
+        f"#   kafka-consumer-groups.sh --bootstrap-server HOST:PORT --group '{group}' --reset-offsets "
+        "--from-file PLAN.csv --dry-run   (then --execute)",
+        err=True,
+    )
+
+
+@click.command()
+@warehouse_opt
+@click.argument("query")
+@snapshot_opt
+@click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table", show_default=True)
+def sql(warehouse, query, snapshot_id, fmt):
+    """Run QUERY in DuckDB over views named after the tables (snapshot tables restricted to the snapshot)."""
+    import duckdb
+
+    from pipelines.serving import sql as sqlmod
+
+    reader, snap = _open(warehouse, snapshot_id)
+    con = sqlmod.connect(reader, snap)
+    try:
+        cols, rows = sqlmod.run(con, query)
+    except duckdb.Error as e:
+        _fail(str(e).strip(), 2)
+    click.echo(sqlmod.render(cols, rows, fmt), nl=False)
+
+
+# Catch-all: a serving error that escaped a command is a message, not a stack trace.
+for _cmd in (describe, lookup, diff, reset_plan, sql):
+    _inner = _cmd.callback
+
+    def _wrapped(*args, __inner=_inner, **kwargs):
+        try:
+            return __inner(*args, **kwargs)
+        except LookupError_ as e:
+            _fail(str(e), 2)
+        except OSError as e:
+            _fail(f"cannot read the warehouse: {e}", 2)
+        except Exception as e:  # delta-rs errors on a damaged table
+            if type(e).__module__.startswith("deltalake"):
+                _fail(f"cannot read the warehouse: {e}", 2)
+            raise
+
+    _cmd.callback = _wrapped

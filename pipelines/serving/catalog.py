@@ -1,0 +1,153 @@
+"""The server's view of a warehouse over time: which snapshots exist, which one is served by default, and the
+in-memory indexes of the snapshots being asked for.
+
+A new snapshot is noticed by watching the `runs` table's commit number (a directory listing, at most once per
+`refresh_interval`). Its index is built in the background while the previous latest keeps answering, then the
+default switches over in one assignment: each request resolves its snapshot once and answers from one index.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import OrderedDict
+
+from pipelines.lookup import Snapshot, SnapshotNotFound, SnapshotReader, pick_snapshot, snapshots_from_runs
+from pipelines.serving.index import SnapshotIndex, load_index
+
+log = logging.getLogger(__name__)
+
+
+class SnapshotCatalog:
+    def __init__(self, reader: SnapshotReader, *, refresh_interval: float = 1.0, max_indexes: int = 3):
+        self.reader = reader
+        self.refresh_interval = refresh_interval
+        self.max_indexes = max(2, max_indexes)
+        self._lock = threading.Lock()  # guards the fields below
+        self._runs_version: object = object()
+        self._checked_at = 0.0
+        self._snapshots: list[Snapshot] = []
+        self._indexes: OrderedDict[tuple, SnapshotIndex] = OrderedDict()
+        self._building: dict[tuple, threading.Event] = {}
+        self._serving: Snapshot | None = None  # the default snapshot whose index is ready
+        self._latest: Snapshot | None = None
+        self.last_error: str | None = None
+
+    # --- runs ----------------------------------------------------------------------------------------------
+    def refresh(self, force: bool = False) -> None:
+        now = time.monotonic()
+        if not force and now - self._checked_at < self.refresh_interval:
+            return
+        version = self.reader.runs_version()
+        with self._lock:
+            self._checked_at = now
+            if version == self._runs_version and not force:
+                return
+        snaps = snapshots_from_runs(self.reader.runs())
+        with self._lock:
+            self._runs_version = version
+            self._snapshots = snaps
+            try:
+                latest = pick_snapshot(snaps, None)
+            except SnapshotNotFound:
+                latest = None
+            self._latest = latest
+            if latest is not None and self._serving is not None and latest.cache_key != self._serving.cache_key:
+                if latest.cache_key in self._indexes:
+                    self._serving = latest
+                else:
+                    self._start_build(latest)
+
+    def snapshots(self) -> list[Snapshot]:
+        self.refresh()
+        return list(self._snapshots)
+
+    # --- indexes -------------------------------------------------------------------------------------------
+    def _start_build(self, snap: Snapshot) -> threading.Event:
+        """Build `snap`'s index in a thread (lock held by the caller); one build per snapshot at a time."""
+        ev = self._building.get(snap.cache_key)
+        if ev is not None:
+            return ev
+        ev = self._building[snap.cache_key] = threading.Event()
+        threading.Thread(target=self._build, args=(snap, ev), name=f"index-{snap.snapshot_id}", daemon=True).start()
+        return ev
+
+    def _build(self, snap: Snapshot, ev: threading.Event) -> None:
+        try:
+            started = time.perf_counter()
+            idx = load_index(self.reader, snap)
+            log.info("indexed snapshot %s in %.2fs", snap.snapshot_id, time.perf_counter() - started)
+            with self._lock:
+                self._indexes[snap.cache_key] = idx
+                self._indexes.move_to_end(snap.cache_key)
+                latest = self._latest
+                if latest is not None and latest.cache_key == snap.cache_key:
+                    self._serving = snap
+                self._evict()
+                self.last_error = None
+        except Exception as e:  # keep serving the previous snapshot; the request that waits sees the error
+            log.exception("indexing snapshot %s failed", snap.snapshot_id)
+            with self._lock:
+                self.last_error = f"indexing snapshot {snap.snapshot_id!r} failed: {e}"
+        finally:
+            with self._lock:
+                self._building.pop(snap.cache_key, None)
+            ev.set()
+
+    def _evict(self) -> None:
+        keep = {s.cache_key for s in (self._serving, self._latest) if s is not None}
+        while len(self._indexes) > self.max_indexes:
+            for key in self._indexes:
+                if key not in keep:
+                    del self._indexes[key]
+                    break
+            else:
+                return
+
+    def index_for(self, snap: Snapshot, timeout: float = 300.0) -> SnapshotIndex:
+        while True:
+            with self._lock:
+                idx = self._indexes.get(snap.cache_key)
+                if idx is not None:
+                    self._indexes.move_to_end(snap.cache_key)
+                    return idx
+                ev = self._start_build(snap)
+            if not ev.wait(timeout):
+                raise TimeoutError(f"indexing snapshot {snap.snapshot_id!r} takes longer than {timeout}s")
+            with self._lock:
+                if snap.cache_key not in self._indexes and self.last_error:
+                    raise RuntimeError(self.last_error)
+
+    def resolve(self, snapshot_id: str | None = None) -> SnapshotIndex:
+        """The index that answers a request: the named snapshot, or the default (latest ready) one."""
+        self.refresh()
+        if snapshot_id is not None:
+            return self.index_for(pick_snapshot(self._snapshots, snapshot_id))
+        with self._lock:
+            serving = self._serving
+        if serving is None:  # first request: wait for the latest snapshot
+            snap = pick_snapshot(self._snapshots, None)
+            idx = self.index_for(snap)
+            with self._lock:
+                if self._serving is None:
+                    self._serving = snap
+            return idx
+        return self.index_for(serving)
+
+    def status(self) -> dict:
+        self.refresh()
+        with self._lock:
+            return {
+                "serving": self._serving,
+                "latest": self._latest,
+                "indexing": [k[0] for k in self._building],
+                "cached": [k[0] for k in self._indexes],
+                "error": self.last_error,
+            }
+
+    def warm(self) -> None:
+        """Start indexing the latest snapshot right away (the server calls this at startup)."""
+        self.refresh(force=True)
+        with self._lock:
+            if self._latest is not None and self._serving is None:
+                self._start_build(self._latest)

@@ -1,0 +1,247 @@
+"""`offsetlake describe`: a group laid out the way `kafka-consumer-groups.sh --describe` prints it
+(ConsumerGroupCommand.java, Kafka 3.9/4.0: `printOffsets`, `printMembers`, `printStates`,
+`shouldPrintMemberState`; spec/offsets-topic.md §7.3).
+
+Rendering returns a list of (stream, text) chunks so the CLI can interleave stdout and stderr in Kafka's order.
+The coordinator (broker host:port) is not in the offsets topic, so COORDINATOR (ID) prints `-`.
+"""
+from __future__ import annotations
+
+import csv
+import io
+from dataclasses import dataclass, field
+
+from pipelines.serving.index import REBALANCING_STATES, SnapshotIndex
+
+MISSING = "-"
+OUT, ERR = "out", "err"
+
+
+@dataclass
+class Rendered:
+    chunks: list[tuple[str, str]] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)  # groups that do not exist (Kafka's "does not exist")
+
+    def out(self, text: str) -> None:
+        self.chunks.append((OUT, text))
+
+    def err(self, text: str) -> None:
+        self.chunks.append((ERR, text))
+
+    def text(self, stream: str) -> str:
+        return "".join(t for s, t in self.chunks if s == stream)
+
+
+def parse_end_offsets(text: str, source: str = "end offsets") -> dict[tuple[str, int], int]:
+    """`topic,partition,end_offset` lines (an optional header line with those names; `#` comments)."""
+    out: dict[tuple[str, int], int] = {}
+    for n, row in enumerate(csv.reader(io.StringIO(text)), start=1):
+        if not row or (len(row) == 1 and not row[0].strip()) or row[0].lstrip().startswith("#"):
+            continue
+        cells = [c.strip() for c in row]
+        if n == 1 and [c.lower() for c in cells] == ["topic", "partition", "end_offset"]:
+            continue
+        if len(cells) != 3:
+            raise ValueError(f"{source}:{n}: expected topic,partition,end_offset, got {len(cells)} fields")
+        topic, p, e = cells
+        try:
+            partition, end = int(p), int(e)
+        except ValueError:
+            raise ValueError(f"{source}:{n}: partition and end_offset must be integers, got {p!r}, {e!r}") from None
+        if partition < 0 or end < 0:
+            raise ValueError(f"{source}:{n}: partition and end_offset must not be negative")
+        out[(topic, partition)] = end
+    return out
+
+
+def _state_check(r: Rendered, gid: str, state: str | None, num_rows: int, exists: bool) -> bool:
+    """shouldPrintMemberState: messages for Dead/missing, Empty and rebalancing groups; True if rows follow."""
+    if not exists or state == "Dead":
+        r.err(f"\nError: Consumer group '{gid}' does not exist.\n")
+        r.missing.append(gid)
+        return False
+    if state == "Empty":
+        r.err(f"\nConsumer group '{gid}' has no active members.\n")
+    elif state in REBALANCING_STATES:
+        r.err(f"\nWarning: Consumer group '{gid}' is rebalancing.\n")
+    return num_rows > 0
+
+
+def _assigned(member: dict) -> list[tuple[str, int]]:
+    return sorted({(a["topic"], a["partition"]) for a in (member.get("assigned_partitions") or [])})
+
+
+def offset_rows(idx: SnapshotIndex, gid: str, end_offsets: dict | None) -> list[dict]:
+    """collectGroupsOffsets: members with more partitions first, each member's partitions by topic then
+    partition, then committed-but-unassigned partitions with `-` consumer/host/client."""
+    committed = {(o["topic"], o["partition"]): o for o in idx.group_offsets(gid)}
+    members = [m for m in idx.group_members(gid) if m.get("assigned_partitions")]
+    members.sort(key=lambda m: -len(_assigned(m)))  # stable: ties keep member order
+    rows, seen = [], set()
+
+    def row(tp, consumer, host, client):
+        o = committed.get(tp)
+        off = o["committed_offset"] if o else None
+        leo = end_offsets.get(tp) if end_offsets is not None else None
+        lag = leo - off if (off is not None and off != -1 and leo is not None) else None
+        return {
+            "topic": tp[0],
+            "partition": tp[1],
+            "leader_epoch": o.get("leader_epoch") if o else None,
+            "offset": off,
+            "log_end_offset": leo,
+            "lag": lag,
+            "consumer_id": consumer,
+            "host": host,
+            "client_id": client,
+        }
+
+    for m in members:
+        for tp in _assigned(m):
+            seen.add(tp)
+            rows.append(row(tp, m.get("member_id") or MISSING, m.get("client_host") or MISSING, m.get("client_id") or MISSING))
+    for tp in sorted(tp for tp in committed if tp not in seen):
+        rows.append(row(tp, MISSING, MISSING, MISSING))
+    return rows
+
+
+def _s(v) -> str:
+    return MISSING if v is None else str(v)
+
+
+def render_offsets(r: Rendered, idx: SnapshotIndex, gid: str, end_offsets: dict | None, verbose: bool) -> None:
+    g = idx.group(gid)
+    rows = offset_rows(idx, gid, end_offsets) if idx.exists(gid) else []
+    if not _state_check(r, gid, g.get("state") if g else None, len(rows), idx.exists(gid)):
+        return
+    wg = max([15, len(gid)])
+    wt = max([15] + [len(x["topic"]) for x in rows])
+    wc = max([15] + [len(x["consumer_id"]) for x in rows])
+    wh = max([15] + [len(x["host"]) for x in rows])
+    if verbose:
+        fmt = f"\n{{:<{wg}}} {{:<{wt}}} {{:<10}} {{:<15}} {{:<15}} {{:<15}} {{:<15}} {{:<{wc}}} {{:<{wh}}} {{}}"
+        head = ("GROUP", "TOPIC", "PARTITION", "LEADER-EPOCH", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID", "HOST", "CLIENT-ID")
+    else:
+        fmt = f"\n{{:<{wg}}} {{:<{wt}}} {{:<10}} {{:<15}} {{:<15}} {{:<15}} {{:<{wc}}} {{:<{wh}}} {{}}"
+        head = ("GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID", "HOST", "CLIENT-ID")
+    parts = [fmt.format(*head)]
+    for x in rows:
+        vals = [gid, x["topic"], str(x["partition"])]
+        if verbose:
+            vals.append(_s(x["leader_epoch"]))
+        vals += [_s(x["offset"]), _s(x["log_end_offset"]), _s(x["lag"]), x["consumer_id"], x["host"], x["client_id"]]
+        parts.append(fmt.format(*vals))
+    parts.append("\n")
+    r.out("".join(parts))
+
+
+def _assignment_string(tps: list[tuple[str, int]]) -> str:
+    """getAssignmentString (4.0+): `topicA:0,1;topicB:2`, topics and partitions sorted."""
+    by_topic: dict[str, list[int]] = {}
+    for t, p in tps:
+        by_topic.setdefault(t, []).append(p)
+    return ";".join(sorted(f"{t}:" + ",".join(str(p) for p in sorted(ps)) for t, ps in by_topic.items()))
+
+
+def render_members(r: Rendered, idx: SnapshotIndex, gid: str, verbose: bool) -> None:
+    g = idx.group(gid)
+    exists = idx.exists(gid)
+    members = idx.group_members(gid) if exists else []
+    consumer_type = (g or {}).get("group_type") == "consumer"
+    rows = []
+    for m in members:
+        cur = _assigned(m)
+        tgt = sorted({(a["topic"], a["partition"]) for a in (m.get("target_partitions") or [])})
+        rows.append({
+            "consumer_id": m.get("member_id") or "",
+            "instance": m.get("group_instance_id") or "",
+            "host": m.get("client_host") or "",
+            "client_id": m.get("client_id") or "",
+            "n": len(cur),
+            "cur_epoch": _s(m.get("member_epoch")) if consumer_type else MISSING,
+            "cur": _assignment_string(cur) if cur else MISSING,
+            "tgt_epoch": _s(g.get("assignment_epoch")) if consumer_type else MISSING,
+            "tgt": _assignment_string(tgt) if (tgt and consumer_type) else MISSING,
+        })
+    wg, wc, wi, wh, wcl, wca, wta = 15, 15, 17, 15, 15, 20, 20
+    with_instance = False
+    if _state_check(r, gid, g.get("state") if g else None, len(rows), exists):
+        for x in rows:
+            wg = max(wg, len(gid))
+            wc, wi = max(wc, len(x["consumer_id"])), max(wi, len(x["instance"]))
+            wh, wcl = max(wh, len(x["host"])), max(wcl, len(x["client_id"]))
+            wca, wta = max(wca, len(x["cur"])), max(wta, len(x["tgt"]))
+            with_instance = with_instance or x["instance"] != ""
+    elif not exists or (g and g.get("state") == "Dead"):
+        return
+    if with_instance:
+        fmt = f"{{:<{wg}}} {{:<{wc}}} {{:<{wi}}} {{:<{wh}}} {{:<{wcl}}} {{:<15}} "
+        head = ("GROUP", "CONSUMER-ID", "GROUP-INSTANCE-ID", "HOST", "CLIENT-ID", "#PARTITIONS")
+    else:
+        fmt = f"{{:<{wg}}} {{:<{wc}}} {{:<{wh}}} {{:<{wcl}}} {{:<15}} "
+        head = ("GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS")
+    vfmt = f"{{:<15}} {{:<{wca}}} {{:<15}} {{:<{wta}}}"
+    parts = ["\n" + fmt.format(*head)]
+    if verbose:
+        parts.append(vfmt.format("CURRENT-EPOCH", "CURRENT-ASSIGNMENT", "TARGET-EPOCH", "TARGET-ASSIGNMENT"))
+    parts.append("\n")
+    for x in rows:
+        vals = [gid, x["consumer_id"]] + ([x["instance"]] if with_instance else []) + [x["host"], x["client_id"], str(x["n"])]
+        parts.append(fmt.format(*vals))
+        if verbose:
+            parts.append(vfmt.format(x["cur_epoch"], x["cur"], x["tgt_epoch"], x["tgt"]))
+        parts.append("\n")
+    r.out("".join(parts))
+
+
+def render_state(r: Rendered, idx: SnapshotIndex, gid: str, verbose: bool) -> None:
+    g = idx.group(gid)
+    if not _state_check(r, gid, g.get("state") if g else None, 1, idx.exists(gid)):
+        return
+    coordinator = MISSING  # host:port  (id) of the partition leader: not in the offsets topic
+    wco, wg = max(25, len(coordinator)), max(15, len(gid))
+    strategy = g.get("protocol") or MISSING
+    n_members = len(idx.group_members(gid)) or (g.get("member_count") or 0)
+    consumer_type = g.get("group_type") == "consumer"
+    if verbose:
+        fmt = f"\n{{:<{wg}}} {{:<{wco}}} {{:<20}} {{:<20}} {{:<15}} {{:<25}} {{}}"
+        head = ("GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "GROUP-EPOCH", "TARGET-ASSIGNMENT-EPOCH", "#MEMBERS")
+        vals = (gid, coordinator, strategy, g.get("state"),
+                _s(g.get("generation")) if consumer_type else MISSING,
+                _s(g.get("assignment_epoch")) if consumer_type else MISSING, n_members)
+    else:
+        fmt = f"\n{{:<{wg}}} {{:<{wco}}} {{:<20}} {{:<20}} {{}}"
+        head = ("GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS")
+        vals = (gid, coordinator, strategy, g.get("state"), n_members)
+    r.out(fmt.format(*head) + fmt.format(*[str(v) for v in vals]) + "\n")
+
+
+def consumer_group_ids(idx: SnapshotIndex) -> list[str]:
+    """The groups `--all-groups` lists (ListGroupsOptions.forConsumerGroups): consumer groups and classic groups
+    with protocol type `consumer` or none (simple consumers), in group-id order."""
+    out = []
+    for gid in idx.group_ids:
+        g = idx.groups[gid]
+        if g.get("group_type") == "consumer" or (g.get("group_type") in (None, "classic") and g.get("protocol_type") in (None, "", "consumer")):
+            out.append(gid)
+    return out
+
+
+def describe(
+    idx: SnapshotIndex,
+    group_ids: list[str],
+    *,
+    mode: str = "offsets",
+    end_offsets: dict | None = None,
+    verbose: bool = False,
+) -> Rendered:
+    """Render `--describe [--offsets | --members | --state]` for each group, in group-id order (Kafka's TreeMap)."""
+    r = Rendered()
+    for gid in sorted(group_ids):
+        if mode == "members":
+            render_members(r, idx, gid, verbose)
+        elif mode == "state":
+            render_state(r, idx, gid, verbose)
+        else:
+            render_offsets(r, idx, gid, end_offsets, verbose)
+    return r

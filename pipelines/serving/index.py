@@ -1,0 +1,270 @@
+"""One snapshot held in memory for O(1) point lookups: Arrow tables sorted by group id plus a
+group id -> row range map, and the group metadata as small dicts.
+
+An index is immutable once built, so one request answered from one index never mixes two snapshots.
+"""
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from pipelines.lookup import Snapshot, SnapshotReader
+
+# The contract's shape of one committed offset (`GET /groups/{id}/offsets`).
+OFFSET_FIELDS = ["topic", "partition", "committed_offset", "leader_epoch", "metadata", "commit_timestamp"]
+
+# Group states as Kafka names them (GroupState): classic, consumer, streams, share groups.
+GROUP_STATES = (
+    "Empty",
+    "PreparingRebalance",
+    "CompletingRebalance",
+    "Stable",
+    "Dead",
+    "Assigning",
+    "Reconciling",
+    "NotReady",
+)
+GROUP_TYPES = ("classic", "consumer", "share", "streams")
+REBALANCING_STATES = frozenset({"PreparingRebalance", "CompletingRebalance", "Assigning", "Reconciling"})
+
+
+class Grouped:
+    """An Arrow table sorted by `key` (then `order`), with key -> (start, stop) row ranges."""
+
+    def __init__(self, table: pa.Table | None, key: str, order: list[str]):
+        self.ranges: dict = {}
+        self.table = None
+        if table is None or table.num_rows == 0:
+            return
+        drop = [c for c in ("snapshot_id",) if c in table.column_names and c != key]
+        table = table.drop_columns(drop)
+        sort_keys = [(c, "ascending") for c in [key, *order] if c in table.column_names]
+        table = table.sort_by(sort_keys)
+        ree = pc.run_end_encode(table.column(key).combine_chunks())
+        start = 0
+        for value, end in zip(ree.values.to_pylist(), ree.run_ends.to_pylist()):
+            self.ranges[value] = (start, end)
+            start = end
+        self.table = table
+
+    def __contains__(self, k) -> bool:
+        return k in self.ranges
+
+    def count(self, k) -> int:
+        r = self.ranges.get(k)
+        return 0 if r is None else r[1] - r[0]
+
+    def slice(self, k) -> pa.Table | None:
+        r = self.ranges.get(k)
+        if r is None:
+            return None
+        return self.table.slice(r[0], r[1] - r[0])
+
+    def rows(self, k, columns: list[str] | None = None) -> list[dict]:
+        t = self.slice(k)
+        if t is None:
+            return []
+        if columns is not None:
+            t = t.select([c for c in columns if c in t.column_names])
+        return t.to_pylist()
+
+
+def _dedupe_offsets(loaded: pa.Table | None, empty: pa.Table | None) -> pa.Table | None:
+    """loaded_offsets ∪ empty_group_offsets, one row per (group, topic, partition), loaded_offsets winning.
+
+    Kafka serves both maps (`GroupMetadataManager.loadGroupsAndOffsets` splits the loaded offsets into those of
+    groups with a group record and `emptyGroupOffsets`); whether the pipeline repeats the latter in
+    loaded_offsets or not, the union answers the same."""
+    parts = [t for t in (loaded, empty) if t is not None and t.num_rows]
+    if not parts:
+        return loaded if loaded is not None else empty
+    if len(parts) == 1:
+        return parts[0]
+    a, b = parts
+    b = b.select([c for c in a.column_names if c in b.column_names])
+    both = pa.concat_tables(
+        [
+            a.append_column("_src", pa.array([0] * a.num_rows, pa.int8())),
+            b.append_column("_src", pa.array([1] * b.num_rows, pa.int8())),
+        ],
+        promote_options="default",
+    )
+    both = both.sort_by([("group_id", "ascending"), ("topic", "ascending"), ("partition", "ascending"), ("_src", "ascending")])
+    g, t, p = (both.column(c).combine_chunks() for c in ("group_id", "topic", "partition"))
+    n = both.num_rows
+    differs = pc.or_(
+        pc.or_(pc.not_equal(g.slice(1), g.slice(0, n - 1)), pc.not_equal(t.slice(1), t.slice(0, n - 1))),
+        pc.not_equal(p.slice(1), p.slice(0, n - 1)),
+    )
+    keep = pa.concat_arrays([pa.array([True]), pc.fill_null(differs, True)])
+    return both.filter(keep).drop_columns(["_src"])
+
+
+def _simple_group(group_id: str, offsets_partition) -> dict:
+    """The Empty group Kafka creates for offsets without a group record (simple consumers), generation 0."""
+    return {
+        "group_id": group_id,
+        "offsets_partition": offsets_partition,
+        "group_type": "classic",
+        "protocol_type": None,
+        "generation": 0,
+        "protocol": None,
+        "leader": None,
+        "state": "Empty",
+        "current_state_timestamp": None,
+        "member_count": 0,
+        "record_offset": None,
+        "assignment_epoch": None,
+        "subscribed_topics": None,
+        "is_simple": True,
+        "expected_offsets_partition": None,
+        "unresolved_topic_ids": None,
+    }
+
+
+@dataclass
+class TopicEntry:
+    group_ids: list  # sorted
+    partitions: dict  # group_id -> number of committed partitions on the topic
+
+
+class SnapshotIndex:
+    """Everything the serving side answers about one snapshot."""
+
+    def __init__(self, snapshot: Snapshot, tables: dict[str, pa.Table | None]):
+        self.snapshot = snapshot
+        self.offsets = Grouped(
+            _dedupe_offsets(tables.get("loaded_offsets"), tables.get("empty_group_offsets")),
+            "group_id",
+            ["topic", "partition"],
+        )
+        self.members = Grouped(tables.get("group_members"), "group_id", ["member_id"])
+        self.pending = Grouped(tables.get("pending_offsets"), "group_id", ["topic", "partition", "producer_id"])
+        self.expired = Grouped(tables.get("expired_offsets"), "group_id", ["topic", "partition"])
+        self.expired_groups = _by_group(tables.get("expired_groups"))
+        self.removed_groups = _by_group(tables.get("removed_groups"))
+
+        groups = {}
+        lg = tables.get("loaded_groups")
+        if lg is not None:
+            for row in lg.drop_columns([c for c in ("snapshot_id",) if c in lg.column_names]).to_pylist():
+                groups[row["group_id"]] = row
+        for source in (self.offsets, self.pending):  # offsets (or open transactions) without a group record
+            if source.table is None:
+                continue
+            op = source.table.column("offsets_partition") if "offsets_partition" in source.table.column_names else None
+            for gid, (start, _) in source.ranges.items():
+                if gid not in groups:
+                    groups[gid] = _simple_group(gid, op[start].as_py() if op is not None else None)
+        self.groups: dict[str, dict] = groups
+        # Live groups only: a Dead group (if the pipeline keeps one) is not listed, as ListGroups would not.
+        self.group_ids: list[str] = sorted(g for g, row in groups.items() if row.get("state") != "Dead")
+
+        self.topics: dict[str, TopicEntry] = {}
+        if self.offsets.table is not None:
+            pairs = self.offsets.table.group_by(["topic", "group_id"]).aggregate([("partition", "count")])
+            for topic, gid, n in zip(
+                pairs.column("topic").to_pylist(),
+                pairs.column("group_id").to_pylist(),
+                pairs.column("partition_count").to_pylist(),
+            ):
+                e = self.topics.get(topic)
+                if e is None:
+                    e = self.topics[topic] = TopicEntry([], {})
+                e.group_ids.append(gid)
+                e.partitions[gid] = n
+            for e in self.topics.values():
+                e.group_ids.sort()
+
+    # --- point lookups -------------------------------------------------------------------------------------
+    def exists(self, group_id: str) -> bool:
+        row = self.groups.get(group_id)
+        return row is not None and row.get("state") != "Dead"
+
+    def group(self, group_id: str) -> dict | None:
+        return self.groups.get(group_id)
+
+    def group_members(self, group_id: str) -> list[dict]:
+        return self.members.rows(group_id)
+
+    def group_offsets(self, group_id: str, columns: list[str] | None = None) -> list[dict]:
+        return self.offsets.rows(group_id, columns)
+
+    def absent_reason(self, group_id: str) -> str:
+        """Why a group is not live, in words (for 404 messages and `describe`)."""
+        sid = self.snapshot.snapshot_id
+        if group_id in self.groups:  # kept as Dead
+            return f"group {group_id!r} is Dead in snapshot {sid!r}"
+        if group_id in self.expired_groups:
+            return f"group {group_id!r} does not exist in snapshot {sid!r} (expired: {self.expired_groups[group_id].get('reason')})"
+        if group_id in self.removed_groups:
+            return f"group {group_id!r} does not exist in snapshot {sid!r} (deleted by a group tombstone)"
+        return f"group {group_id!r} does not exist in snapshot {sid!r}"
+
+    def groups_after(self, candidates: list[str], after: str | None, prefix: str | None):
+        """Iterate candidate group ids (sorted) strictly after `after`, restricted to `prefix`."""
+        lo = 0
+        if after is not None:
+            lo = bisect.bisect_right(candidates, after)
+        if prefix:
+            lo = max(lo, bisect.bisect_left(candidates, prefix))
+        for i in range(lo, len(candidates)):
+            gid = candidates[i]
+            if prefix and not gid.startswith(prefix):
+                return
+            yield gid
+
+
+def _by_group(t: pa.Table | None) -> dict[str, dict]:
+    if t is None:
+        return {}
+    return {r["group_id"]: r for r in t.drop_columns([c for c in ("snapshot_id",) if c in t.column_names]).to_pylist()}
+
+
+SNAPSHOT_INDEX_TABLES = (
+    "loaded_offsets",
+    "empty_group_offsets",
+    "loaded_groups",
+    "group_members",
+    "pending_offsets",
+    "expired_offsets",
+    "expired_groups",
+    "removed_groups",
+)
+
+
+def load_index(
+    reader: SnapshotReader,
+    snapshot: Snapshot,
+    *,
+    group_ids: list[str] | None = None,
+    topic: str | None = None,
+) -> SnapshotIndex:
+    """Read the snapshot tables of `snapshot` (only the given groups / topic if asked: the filters are pushed
+    down to the Parquet files, which keeps `describe` and `lookup` fast on a big snapshot) and index them."""
+    sid = snapshot.snapshot_id
+    tables: dict[str, pa.Table | None] = {}
+    if group_ids is None and topic is not None:
+        flt = [("topic", "=", topic)]
+        for t in ("loaded_offsets", "empty_group_offsets"):
+            tables[t] = reader.snapshot_table(t, sid, filters=flt)
+        found = set()
+        for t in ("loaded_offsets", "empty_group_offsets"):
+            if tables[t] is not None:
+                found.update(tables[t].column("group_id").to_pylist())
+        group_ids = sorted(found)
+        if not group_ids:
+            return SnapshotIndex(snapshot, tables)
+        gflt = [("group_id", "in", group_ids)]
+        for t in ("loaded_groups", "group_members", "expired_groups", "removed_groups"):
+            tables[t] = reader.snapshot_table(t, sid, filters=gflt)
+        for t in ("pending_offsets", "expired_offsets"):
+            tables[t] = reader.snapshot_table(t, sid, filters=gflt + flt)
+        return SnapshotIndex(snapshot, tables)
+    flt = [("group_id", "in", list(group_ids))] if group_ids is not None else None
+    for t in SNAPSHOT_INDEX_TABLES:
+        tables[t] = reader.snapshot_table(t, sid, filters=flt)
+    return SnapshotIndex(snapshot, tables)

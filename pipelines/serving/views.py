@@ -1,0 +1,296 @@
+"""The JSON answers (HTTP API and `offsetlake lookup` alike), built from one SnapshotIndex.
+
+Each function takes an already resolved index, so an answer never mixes two snapshots.
+"""
+from __future__ import annotations
+
+import base64
+import binascii
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from pipelines.lookup import GroupNotFound, SnapshotReader, iso, jsonable
+from pipelines.serving.index import GROUP_STATES, GROUP_TYPES, OFFSET_FIELDS, SnapshotIndex
+
+MAX_PAGE = 1000
+DEFAULT_PAGE = 100
+MAX_COMMITS = 100_000
+DEFAULT_COMMITS = 10_000
+
+GROUP_FIELDS = [
+    "group_id",
+    "group_type",
+    "protocol_type",
+    "state",
+    "generation",
+    "protocol",
+    "leader",
+    "current_state_timestamp",
+    "member_count",
+    "offsets_partition",
+    "record_offset",
+    "assignment_epoch",
+    "subscribed_topics",
+    "is_simple",
+    "expected_offsets_partition",
+    "unresolved_topic_ids",
+]
+
+
+class BadParameter(ValueError):
+    """A query parameter the caller got wrong (HTTP 400, CLI exit 2)."""
+
+
+class NotFound(LookupError):
+    """A resource (topic, ...) that is not in the snapshot (HTTP 404)."""
+
+
+def _row(row: dict, fields: list[str] | None = None) -> dict:
+    if fields is None:
+        return {k: jsonable(v) for k, v in row.items()}
+    return {f: jsonable(row.get(f)) for f in fields}
+
+
+def group_metadata(idx: SnapshotIndex, gid: str) -> dict:
+    row = idx.group(gid)
+    out = _row(row, GROUP_FIELDS)
+    out["offset_count"] = idx.offsets.count(gid)
+    return out
+
+
+def _require(idx: SnapshotIndex, gid: str) -> None:
+    if not idx.exists(gid):
+        raise GroupNotFound(idx.absent_reason(gid))
+
+
+def group_detail(idx: SnapshotIndex, gid: str) -> dict:
+    """`GET /groups/{id}`: metadata, members, committed offsets, open transactional offsets, what expired."""
+    _require(idx, gid)
+    return {
+        "snapshot_id": idx.snapshot.snapshot_id,
+        "group": group_metadata(idx, gid),
+        "members": [_row({k: v for k, v in m.items() if k != "group_id"}) for m in idx.group_members(gid)],
+        "offsets": [_row({k: v for k, v in o.items() if k != "group_id"}) for o in idx.group_offsets(gid)],
+        "pending": [_row({k: v for k, v in p.items() if k != "group_id"}) for p in idx.pending.rows(gid)],
+        "expired": {
+            "offsets": [_row({k: v for k, v in e.items() if k != "group_id"}) for e in idx.expired.rows(gid)],
+            "group": _row(idx.expired_groups[gid]) if gid in idx.expired_groups else None,
+        },
+        "removed": _row(idx.removed_groups[gid]) if gid in idx.removed_groups else None,
+    }
+
+
+def group_offsets(idx: SnapshotIndex, gid: str, topic: str | None = None, partition: int | None = None) -> list[dict]:
+    """`GET /groups/{id}/offsets`: `{topic, partition, committed_offset, leader_epoch, metadata, commit_timestamp}`."""
+    _require(idx, gid)
+    rows = idx.group_offsets(gid, OFFSET_FIELDS)
+    if topic is not None:
+        rows = [r for r in rows if r["topic"] == topic]
+    if partition is not None:
+        rows = [r for r in rows if r["partition"] == partition]
+    for r in rows:
+        ts = r["commit_timestamp"]
+        if ts is not None:
+            r["commit_timestamp"] = iso(ts)
+    return rows
+
+
+# --- pagination ---------------------------------------------------------------------------------------------
+def encode_cursor(group_id: str) -> str:
+    return base64.urlsafe_b64encode(b"g:" + group_id.encode("utf-8")).decode("ascii").rstrip("=")
+
+
+def decode_cursor(cursor: str | None) -> str | None:
+    if cursor is None or cursor == "":
+        return None
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        if not raw.startswith(b"g:"):
+            raise ValueError
+        return raw[2:].decode("utf-8")
+    except (ValueError, binascii.Error, UnicodeDecodeError):
+        raise BadParameter(f"cursor {cursor!r} is not a cursor this API returned") from None
+
+
+def check_limit(limit: int | None, default: int = DEFAULT_PAGE, maximum: int = MAX_PAGE) -> int:
+    if limit is None:
+        return default
+    if not 1 <= limit <= maximum:
+        raise BadParameter(f"limit must be between 1 and {maximum}, got {limit}")
+    return limit
+
+
+def _parse_choices(value: str | None, allowed: tuple[str, ...], what: str) -> set[str] | None:
+    """A comma list matched case-insensitively against Kafka's names, like `kafka-consumer-groups --list --state`."""
+    if value is None or value.strip() == "":
+        return None
+    by_lower = {a.lower(): a for a in allowed}
+    out = set()
+    for part in value.split(","):
+        p = part.strip().lower()
+        if p not in by_lower:
+            raise BadParameter(f"invalid {what} {part.strip()!r}; valid: {', '.join(allowed)}")
+        out.add(by_lower[p])
+    return out
+
+
+def list_groups(
+    idx: SnapshotIndex,
+    *,
+    state: str | None = None,
+    type: str | None = None,
+    protocol_type: str | None = None,
+    prefix: str | None = None,
+    topic: str | None = None,
+    limit: int | None = None,
+    cursor: str | None = None,
+) -> dict:
+    """`GET /groups`: live groups in group-id order, keyset-paginated (the cursor is the last group id)."""
+    states = _parse_choices(state, GROUP_STATES, "state")
+    types = _parse_choices(type, GROUP_TYPES, "type")
+    limit = check_limit(limit)
+    after = decode_cursor(cursor)
+    if topic is not None and topic != "":
+        entry = idx.topics.get(topic)
+        candidates = entry.group_ids if entry else []
+    else:
+        candidates = idx.group_ids
+    page, more = [], False
+    for gid in idx.groups_after(candidates, after, prefix or None):
+        row = idx.groups[gid]
+        if row.get("state") == "Dead":
+            continue
+        if states is not None and row.get("state") not in states:
+            continue
+        if types is not None and row.get("group_type") not in types:
+            continue
+        if protocol_type not in (None, "") and row.get("protocol_type") != protocol_type:
+            continue
+        if len(page) == limit:
+            more = True
+            break
+        page.append(gid)
+    return {
+        "snapshot_id": idx.snapshot.snapshot_id,
+        "groups": [group_summary(idx, g) for g in page],
+        "next_cursor": encode_cursor(page[-1]) if more else None,
+    }
+
+
+def group_summary(idx: SnapshotIndex, gid: str) -> dict:
+    row = idx.groups[gid]
+    return {
+        "group_id": gid,
+        "group_type": row.get("group_type"),
+        "protocol_type": row.get("protocol_type"),
+        "state": row.get("state"),
+        "generation": row.get("generation"),
+        "member_count": row.get("member_count"),
+        "offset_count": idx.offsets.count(gid),
+    }
+
+
+def topic_groups(idx: SnapshotIndex, topic: str, *, limit: int | None = None, cursor: str | None = None) -> dict:
+    """`GET /topics/{topic}/groups`: the groups with committed offsets on `topic`, each with those offsets."""
+    limit = check_limit(limit)
+    after = decode_cursor(cursor)
+    entry = idx.topics.get(topic)
+    if entry is None:
+        raise NotFound(f"no group has a committed offset on topic {topic!r} in snapshot {idx.snapshot.snapshot_id!r}")
+    page, more = [], False
+    for gid in idx.groups_after(entry.group_ids, after, None):
+        if len(page) == limit:
+            more = True
+            break
+        page.append(gid)
+    groups = []
+    for gid in page:
+        item = group_summary(idx, gid)
+        item["offsets"] = [
+            {"partition": r["partition"], "committed_offset": r["committed_offset"],
+             "commit_timestamp": jsonable(r["commit_timestamp"])}
+            for r in idx.group_offsets(gid, ["topic", "partition", "committed_offset", "commit_timestamp"])
+            if r["topic"] == topic
+        ]
+        groups.append(item)
+    return {
+        "snapshot_id": idx.snapshot.snapshot_id,
+        "topic": topic,
+        "groups": groups,
+        "next_cursor": encode_cursor(page[-1]) if more else None,
+    }
+
+
+COMMIT_FIELDS = [
+    "topic",
+    "partition",
+    "committed_offset",
+    "commit_timestamp",
+    "record_timestamp",
+    "is_tombstone",
+    "txn_outcome",
+    "producer_id",
+    "offsets_partition",
+    "record_offset",
+]
+
+
+def group_commits(
+    reader: SnapshotReader,
+    idx: SnapshotIndex,
+    gid: str,
+    *,
+    topic: str | None = None,
+    partition: int | None = None,
+    limit: int | None = None,
+) -> dict:
+    """`GET /groups/{id}/commits`: the group's offset-commit history from `offset_commits`, up to the snapshot's
+    `as_of` (a commit the snapshot could not have seen is left out), oldest first, at most `limit` newest."""
+    limit = check_limit(limit, DEFAULT_COMMITS, MAX_COMMITS)
+    if partition is not None and topic is None:
+        raise BadParameter("partition needs topic")
+    flt = [("group_id", "=", gid)]
+    if topic is not None:
+        flt.append(("topic", "=", topic))
+    if partition is not None:
+        flt.append(("partition", "=", partition))
+    t = reader.history_table("offset_commits", filters=flt, columns=COMMIT_FIELDS + ["group_id"])
+    if (t is None or t.num_rows == 0) and not idx.exists(gid):
+        raise GroupNotFound(idx.absent_reason(gid))
+    rows: list[dict] = []
+    truncated = False
+    if t is not None and t.num_rows:
+        as_of = idx.snapshot.as_of
+        if as_of is not None:
+            ts = t.column("record_timestamp") if "record_timestamp" in t.column_names else t.column("commit_timestamp")
+            ts = pc.coalesce(ts, t.column("commit_timestamp"))
+            t = t.filter(pc.fill_null(pc.less_equal(ts, pa.scalar(as_of, ts.type)), True))
+        order = [("commit_timestamp", "ascending"), ("offsets_partition", "ascending"), ("record_offset", "ascending")]
+        t = t.sort_by(order)
+        if t.num_rows > limit:
+            truncated = True
+            t = t.slice(t.num_rows - limit)
+        rows = [_row(r, COMMIT_FIELDS) for r in t.select([c for c in COMMIT_FIELDS if c in t.column_names]).to_pylist()]
+    return {"snapshot_id": idx.snapshot.snapshot_id, "group_id": gid, "commits": rows, "truncated": truncated}
+
+
+def lookup(idx: SnapshotIndex, *, group: str | None, topic: str | None, partition: int | None) -> dict:
+    """`offsetlake lookup`: committed offsets by group / topic / partition (and the group, when one is named)."""
+    out: dict = {"snapshot_id": idx.snapshot.snapshot_id}
+    if group is not None:
+        _require(idx, group)
+        out["group"] = group_metadata(idx, group)
+        gids = [group]
+    else:
+        entry = idx.topics.get(topic)
+        gids = entry.group_ids if entry else []
+    offsets = []
+    for gid in gids:
+        for r in idx.group_offsets(gid, ["group_id", *OFFSET_FIELDS]):
+            if topic is not None and r["topic"] != topic:
+                continue
+            if partition is not None and r["partition"] != partition:
+                continue
+            offsets.append(_row(r))
+    out["offsets"] = offsets
+    return out

@@ -1,0 +1,215 @@
+"""The HTTP API against a real `offsetlake serve` process on loopback (CONTRACT.md "HTTP API")."""
+from __future__ import annotations
+
+import threading
+import time
+from urllib.parse import quote
+
+import httpx
+import pytest
+
+from .conftest import running_server
+from .warehouse_kit import WarehouseKit, group, member, offset
+
+pytestmark = pytest.mark.integration
+
+OFFSET_KEYS = {"topic", "partition", "committed_offset", "leader_epoch", "metadata", "commit_timestamp"}
+
+
+def get(base, path, **params):
+    return httpx.get(base + path, params=params, timeout=10)
+
+
+def test_health_and_snapshots(server):
+    h = get(server, "/health").json()
+    assert h["status"] == "ok" and h["snapshot_id"] == "s2" and h["latest_snapshot_id"] == "s2"
+    s = get(server, "/snapshots").json()
+    assert s["latest_snapshot_id"] == "s2"
+    assert [(x["snapshot_id"], x["status"]) for x in s["snapshots"]] == [("s1", "succeeded"), ("s2", "succeeded"), ("s3", "failed")]
+    assert s["snapshots"][0]["as_of"] == "2026-01-01T00:00:20Z"
+    assert get(server, "/snapshots", snapshot="s1").json()["snapshots"][0]["snapshot_id"] == "s1"
+
+
+def test_group_detail(server):
+    r = get(server, "/groups/payments", snapshot="s1")
+    assert r.status_code == 200 and r.headers["x-offsetlake-snapshot"] == "s1"
+    d = r.json()
+    assert d["snapshot_id"] == "s1"
+    assert d["group"]["state"] == "Stable" and d["group"]["generation"] == 5 and d["group"]["offset_count"] == 4
+    assert [m["member_id"] for m in d["members"]] == ["c-1", "c-2"]
+    assert d["members"][0]["assigned_partitions"] == [{"topic": "orders", "partition": 0}, {"topic": "orders", "partition": 1}]
+    assert [(o["topic"], o["partition"]) for o in d["offsets"]] == [("audit", 0), ("orders", 0), ("orders", 1), ("refunds", 0)]
+    assert d["pending"] == [] and d["expired"] == {"offsets": [], "group": None}
+    d2 = get(server, "/groups/payments").json()  # default: latest
+    assert d2["snapshot_id"] == "s2" and [e["topic"] for e in d2["expired"]["offsets"]] == ["audit"]
+    txn = get(server, "/groups/txn", snapshot="s1").json()
+    assert [(p["producer_id"], p["committed_offset"]) for p in txn["pending"]] == [(7, 60)]
+
+
+def test_group_offsets_shape(server):
+    r = get(server, "/groups/payments/offsets", snapshot="s1")
+    assert r.status_code == 200
+    rows = r.json()
+    assert isinstance(rows, list) and all(set(o) == OFFSET_KEYS for o in rows)
+    assert rows[1] == {"topic": "orders", "partition": 0, "committed_offset": 1200, "leader_epoch": 3, "metadata": "",
+                       "commit_timestamp": "2026-01-01T00:00:10Z"}
+    assert [o["partition"] for o in get(server, "/groups/payments/offsets", snapshot="s1", topic="orders").json()] == [0, 1]
+
+
+def test_simple_consumer_group_is_an_empty_group(server):
+    d = get(server, "/groups/simple", snapshot="s1").json()
+    assert d["group"]["state"] == "Empty" and d["group"]["is_simple"] is True and d["group"]["protocol_type"] is None
+    assert d["offsets"][0]["committed_offset"] == 300
+
+
+def test_unknown_things_are_404_with_a_message(server):
+    r = get(server, "/groups/nope")
+    assert r.status_code == 404 and "does not exist" in r.json()["detail"]
+    r = get(server, "/groups/batch")  # expired in s2
+    assert r.status_code == 404 and "expired" in r.json()["detail"]
+    assert get(server, "/groups/simple/offsets").status_code == 404  # deleted in s2
+    r = get(server, "/groups", snapshot="nope")
+    assert r.status_code == 404 and "nope" in r.json()["detail"]
+    r = get(server, "/groups", snapshot="s3")
+    assert r.status_code == 404 and "not readable" in r.json()["detail"]
+    assert get(server, "/topics/none/groups").status_code == 404
+
+
+@pytest.mark.parametrize("params, needle", [
+    ({"limit": 0}, "limit"), ({"limit": 100000}, "limit"), ({"limit": "x"}, "limit"),
+    ({"state": "Sleeping"}, "invalid state"), ({"type": "weird"}, "invalid type"), ({"cursor": "!!"}, "cursor"),
+])
+def test_bad_parameters_are_400_with_a_message(server, params, needle):
+    r = get(server, "/groups", **params)
+    assert r.status_code == 400 and needle in r.json()["detail"]
+
+
+def test_bad_partition_is_400(server):
+    r = get(server, "/groups/payments/offsets", partition=-1)
+    assert r.status_code == 400 and "partition" in r.json()["detail"]
+
+
+def test_groups_filters_and_pagination(server):
+    def walk(**params):
+        seen, cursor = [], None
+        while True:
+            page = get(server, "/groups", limit=1, **({"cursor": cursor} if cursor else {}), **params).json()
+            seen += [g["group_id"] for g in page["groups"]]
+            cursor = page["next_cursor"]
+            if cursor is None:
+                return seen
+
+    assert walk(snapshot="s1") == ["batch", "payments", "simple", "txn"]
+    assert walk() == ["fresh", "payments", "txn"]
+    assert walk(snapshot="s1", state="empty") == ["batch", "simple", "txn"]
+    assert walk(snapshot="s1", state="Stable,Empty", prefix="pa") == ["payments"]
+    assert walk(snapshot="s1", topic="refunds") == ["payments"]
+    assert walk(snapshot="s1", protocol_type="consumer") == ["batch", "payments", "txn"]
+    assert walk(type="consumer") == []
+    page = get(server, "/groups", snapshot="s1").json()
+    assert page["next_cursor"] is None
+    assert page["groups"][1] == {"group_id": "payments", "group_type": "classic", "protocol_type": "consumer",
+                                 "state": "Stable", "generation": 5, "member_count": 2, "offset_count": 4}
+
+
+def test_topic_groups(server):
+    d = get(server, "/topics/orders/groups", snapshot="s1").json()
+    assert [g["group_id"] for g in d["groups"]] == ["batch", "payments", "simple", "txn"]
+    assert d["groups"][1]["offsets"] == [
+        {"partition": 0, "committed_offset": 1200, "commit_timestamp": "2026-01-01T00:00:10Z"},
+        {"partition": 1, "committed_offset": 900, "commit_timestamp": "2026-01-01T00:00:10Z"}]
+    p1 = get(server, "/topics/orders/groups", snapshot="s1", limit=2).json()
+    p2 = get(server, "/topics/orders/groups", snapshot="s1", limit=2, cursor=p1["next_cursor"]).json()
+    assert [g["group_id"] for g in p1["groups"] + p2["groups"]] == ["batch", "payments", "simple", "txn"]
+    assert p2["next_cursor"] is None
+
+
+def test_commits_history_bounded_by_as_of(server):
+    d = get(server, "/groups/payments/commits", snapshot="s1", topic="orders", partition=0).json()
+    assert [c["committed_offset"] for c in d["commits"]] == [1000, 1100, 1200]  # the t=30 commit is after s1's as_of
+    d = get(server, "/groups/payments/commits", topic="orders", partition=0).json()
+    assert [c["committed_offset"] for c in d["commits"]] == [1000, 1100, 1200, 17]
+    d = get(server, "/groups/payments/commits", topic="orders", partition=0, limit=1).json()
+    assert d["truncated"] is True and [c["committed_offset"] for c in d["commits"]] == [17]
+    assert get(server, "/groups/nope/commits").status_code == 404
+
+
+def test_page_and_openapi(server):
+    r = get(server, "/")
+    assert r.status_code == 200 and "text/html" in r.headers["content-type"]
+    for el in ("snapshot-select", "group-search", "group-list", "offsets-table", "members-table", "commits-chart"):
+        assert f'id="{el}"' in r.text
+    spec = get(server, "/openapi.json").json()
+    assert set(spec["paths"]) >= {"/health", "/snapshots", "/groups", "/groups/{group_id}", "/groups/{group_id}/offsets",
+                                  "/topics/{topic}/groups", "/groups/{group_id}/commits"}
+    assert "422" not in str(spec) and "400" in spec["paths"]["/groups"]["get"]["responses"]
+
+
+def test_group_ids_with_slashes_and_unicode(tmp_path):
+    k = WarehouseKit(tmp_path)
+    k.snapshot("a", groups=[group("team/app", members=0, state="Empty"), group("café ☕", members=0, state="Empty")],
+               offsets=[offset("team/app", "t", 0, 1), offset("café ☕", "t", 0, 2)])
+    with running_server(tmp_path) as base:
+        assert get(base, "/groups/team/app/offsets").json()[0]["committed_offset"] == 1
+        assert get(base, "/groups/" + quote("café ☕")).json()["group"]["group_id"] == "café ☕"
+
+
+def test_bearer_token(story):
+    with running_server(story, "--token", "s3cret") as base:
+        assert get(base, "/health").status_code == 200  # liveness stays open
+        r = get(base, "/groups")
+        assert r.status_code == 401 and r.headers["www-authenticate"] == "Bearer"
+        assert httpx.get(base + "/groups", headers={"Authorization": "Bearer wrong"}).status_code == 401
+        assert httpx.get(base + "/groups", headers={"Authorization": "Bearer s3cret"}).status_code == 200
+
+
+def _hot_snapshot(k: WarehouseKit, n: int) -> None:
+    """Every value of snapshot gen-n carries n, so a response mixing two snapshots shows at once."""
+    k.snapshot(
+        f"gen-{n}",
+        groups=[group("hot", members=2, generation=n)],
+        members=[member("hot", f"m{i}-{n}", [("t", i)], client_id=f"c-{n}") for i in range(2)],
+        offsets=[offset("hot", "t", p, n * 1000 + p) for p in range(20)],
+    )
+
+
+def test_new_snapshot_while_requests_are_in_flight_never_mixes(tmp_path):
+    k = WarehouseKit(tmp_path)
+    _hot_snapshot(k, 0)
+    with running_server(tmp_path, "--refresh-interval", "0.05") as base:
+        stop = threading.Event()
+        seen, errors = set(), []
+
+        def client():
+            with httpx.Client(base_url=base, timeout=20) as c:
+                while not stop.is_set():
+                    d = c.get("/groups/hot").json()
+                    n = int(d["snapshot_id"].split("-")[1])
+                    seen.add(n)
+                    ok = (d["group"]["generation"] == n
+                          and [o["committed_offset"] for o in d["offsets"]] == [n * 1000 + p for p in range(20)]
+                          and {m["client_id"] for m in d["members"]} == {f"c-{n}"})
+                    r = c.get("/groups/hot/offsets")
+                    n2 = int(r.headers["x-offsetlake-snapshot"].split("-")[1])
+                    ok = ok and [o["committed_offset"] for o in r.json()] == [n2 * 1000 + p for p in range(20)]
+                    pinned = c.get("/groups/hot", params={"snapshot": "gen-0"}).json()
+                    ok = ok and pinned["group"]["generation"] == 0
+                    if not ok:
+                        errors.append((d, r.headers, r.json()))
+
+        threads = [threading.Thread(target=client) for _ in range(3)]
+        for t in threads:
+            t.start()
+        for n in range(1, 5):
+            _hot_snapshot(k, n)
+            time.sleep(0.2)
+        deadline = time.monotonic() + 20
+        while get(base, "/health").json()["snapshot_id"] != "gen-4" and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.3)
+        stop.set()
+        for t in threads:
+            t.join()
+        assert not errors, errors[:1]
+        assert get(base, "/health").json()["snapshot_id"] == "gen-4"  # picked up without a restart
+        assert len(seen) >= 2 and 4 in seen

@@ -1,0 +1,197 @@
+"""describe / lookup / diff / reset-plan / sql through click's CliRunner on a built warehouse."""
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from jobs.cli import main
+
+
+@pytest.fixture()
+def run(story):
+    def _run(*args, input=None):
+        runner = CliRunner()
+        return runner.invoke(main, [args[0], "--warehouse", str(story), *args[1:]], input=input, catch_exceptions=False)
+
+    return _run
+
+
+HEADER = ("GROUP           TOPIC           PARTITION  CURRENT-OFFSET  LOG-END-OFFSET  LAG             "
+          "CONSUMER-ID     HOST            CLIENT-ID")
+
+
+def test_describe_offsets_layout_like_kafka_consumer_groups(run):
+    r = run("describe", "payments", "--snapshot", "s1")
+    assert r.exit_code == 0, r.output
+    assert r.stdout == "\n".join([
+        "",
+        HEADER,
+        # members with more partitions first, then committed-but-unassigned partitions
+        "payments        orders          0          1200            -               -               c-1             /10.0.0.1       pay-1",
+        "payments        orders          1          900             -               -               c-1             /10.0.0.1       pay-1",
+        "payments        refunds         0          40              -               -               c-2             /10.0.0.2       pay-2",
+        "payments        audit           0          7               -               -               -               -               -",
+        "",
+    ])
+    assert r.stderr == ""
+
+
+def test_describe_end_offsets_give_lag(run, tmp_path):
+    f = tmp_path / "leo.csv"
+    f.write_text("topic,partition,end_offset\norders,0,1250\norders,1,900\n")
+    r = run("describe", "payments", "--snapshot", "s1", "--end-offsets", str(f))
+    assert r.exit_code == 0
+    lines = r.stdout.splitlines()
+    assert lines[2].split()[3:6] == ["1200", "1250", "50"]
+    assert lines[3].split()[3:6] == ["900", "900", "0"]
+    assert lines[4].split()[3:6] == ["40", "-", "-"]
+
+
+def test_describe_bad_end_offsets_is_usage_error(run, tmp_path):
+    f = tmp_path / "leo.csv"
+    f.write_text("orders,zero,1\n")
+    r = run("describe", "payments", "--end-offsets", str(f))
+    assert r.exit_code == 2
+    assert "must be integers" in r.stderr and "Traceback" not in r.output
+
+
+def test_describe_verbose_has_leader_epoch(run):
+    r = run("describe", "payments", "--snapshot", "s1", "--verbose")
+    lines = r.stdout.splitlines()
+    assert lines[1].split()[:5] == ["GROUP", "TOPIC", "PARTITION", "LEADER-EPOCH", "CURRENT-OFFSET"]
+    assert lines[2].split()[3:5] == ["3", "1200"]
+    assert lines[5].split()[3:5] == ["-", "7"]
+
+
+def test_describe_empty_group_says_no_active_members(run):
+    r = run("describe", "batch", "--snapshot", "s1")
+    assert r.exit_code == 0
+    assert r.stderr == "\nConsumer group 'batch' has no active members.\n"
+    assert r.stdout.splitlines()[2].split() == ["batch", "orders", "0", "100", "-", "-", "-", "-", "-"]
+
+
+def test_describe_missing_group_does_not_exist(run):
+    r = run("describe", "nope")
+    assert r.exit_code == 1
+    assert "Consumer group 'nope' does not exist." in r.stderr
+    assert r.stdout == ""
+    r = run("describe", "batch", "--snapshot", "s2")  # expired in s2
+    assert r.exit_code == 1 and "does not exist" in r.stderr
+
+
+def test_describe_members_and_state(run):
+    r = run("describe", "payments", "--members", "--snapshot", "s1")
+    assert r.exit_code == 0
+    lines = r.stdout.splitlines()
+    assert lines[1] == ("GROUP           CONSUMER-ID     GROUP-INSTANCE-ID HOST            CLIENT-ID       #PARTITIONS     ")
+    assert lines[2].split() == ["payments", "c-1", "/10.0.0.1", "pay-1", "2"]
+    assert lines[3].split() == ["payments", "c-2", "pay-static-2", "/10.0.0.2", "pay-2", "1"]
+    r = run("describe", "payments", "--state", "--snapshot", "s1")
+    assert r.stdout == (
+        "\nGROUP           COORDINATOR (ID)          ASSIGNMENT-STRATEGY  STATE                #MEMBERS"
+        "\npayments        -                         range                Stable               2\n"
+    )
+
+
+def test_describe_all_groups_in_group_order(run):
+    r = run("describe", "--all-groups", "--state", "--snapshot", "s1")
+    assert r.exit_code == 0
+    groups = [l.split()[0] for l in r.stdout.splitlines() if l and not l.startswith("GROUP")]
+    assert groups == ["batch", "payments", "simple", "txn"]
+
+
+def test_describe_usage_errors(run):
+    assert run("describe").exit_code == 2
+    r = run("describe", "g", "--snapshot", "nope")
+    assert r.exit_code == 2 and "does not exist" in r.stderr
+    r = run("describe", "g", "--snapshot", "s3")
+    assert r.exit_code == 2 and "not readable" in r.stderr
+    r = CliRunner().invoke(main, ["describe", "--warehouse", "/nonexistent/wh", "g"])
+    assert r.exit_code == 2 and "not a directory" in r.stderr and "Traceback" not in r.output
+
+
+def test_lookup_by_group_topic_partition(run):
+    r = run("lookup", "--group", "payments", "--snapshot", "s1")
+    assert r.exit_code == 0
+    d = json.loads(r.stdout)
+    assert d["snapshot_id"] == "s1" and d["group"]["state"] == "Stable"
+    assert [(o["topic"], o["partition"], o["committed_offset"]) for o in d["offsets"]] == [
+        ("audit", 0, 7), ("orders", 0, 1200), ("orders", 1, 900), ("refunds", 0, 40)]
+    d = json.loads(run("lookup", "--topic", "orders", "--partition", "0").stdout)  # latest: s2
+    assert d["snapshot_id"] == "s2"
+    assert {(o["group_id"], o["committed_offset"]) for o in d["offsets"]} == {("payments", 17), ("fresh", 5)}
+    r = run("lookup", "--group", "nope")
+    assert r.exit_code == 1 and "does not exist" in r.stderr
+    assert run("lookup").exit_code == 2
+    assert run("lookup", "--group", "payments", "--partition", "0").exit_code == 2
+
+
+def test_diff_finds_the_rewound_group(run):
+    r = run("diff", "s1", "s2", "--json")
+    assert r.exit_code == 0
+    d = json.loads(r.stdout)
+    assert d["offsets"]["regressed"] == [
+        {"group_id": "payments", "topic": "orders", "partition": 0, "before": 1200, "after": 17, "delta": -1183}]
+    assert d["offsets"]["advanced"] == [
+        {"group_id": "payments", "topic": "orders", "partition": 1, "before": 900, "after": 950, "delta": 50}]
+    assert {(r["group_id"], r["topic"]) for r in d["offsets"]["expired"]} == {("payments", "audit"), ("batch", "orders")}
+    assert [(r["group_id"], r["topic"]) for r in d["offsets"]["disappeared"]] == [("simple", "orders")]
+    assert [(r["group_id"], r["topic"]) for r in d["offsets"]["appeared"]] == [("fresh", "orders")]
+    assert d["groups"]["created"] == [{"group_id": "fresh", "state": "Stable", "group_type": "classic"}]
+    assert {g["group_id"]: g["reason"] for g in d["groups"]["deleted"]} == {"batch": "expired", "simple": "deleted"}
+    assert [g["group_id"] for g in d["groups"]["changed"]] == ["payments"]
+    assert d["summary"]["unchanged"] == 2
+    text = run("diff", "s1", "s2")
+    assert "REGRESSED" in text.stdout and "payments  orders  0          1200    17     -1183" in text.stdout
+    assert run("diff", "s1", "s2", "--fail-on-regression").exit_code == 1
+    assert run("diff", "s2", "s2", "--fail-on-regression").exit_code == 0
+    assert run("diff", "s1", "missing").exit_code == 2
+
+
+def _parse_reset_plan(text: str) -> dict:
+    """ConsumerGroupCommand.parseResetPlan (single group): split lines, split on ',', trim, int/long."""
+    out = {}
+    for line in text.split("\n"):
+        if line == "":
+            continue
+        topic, partition, off = (x.strip() for x in line.split(","))
+        out[(topic, int(partition))] = int(off)
+    return out
+
+
+def test_reset_plan_is_kafkas_from_file_csv(run):
+    r = run("reset-plan", "--group", "payments", "--snapshot", "s1")
+    assert r.exit_code == 0
+    assert r.stdout == "audit,0,7\norders,0,1200\norders,1,900\nrefunds,0,40\n"
+    assert _parse_reset_plan(r.stdout) == {("audit", 0): 7, ("orders", 0): 1200, ("orders", 1): 900, ("refunds", 0): 40}
+    assert "inactive" in r.stderr and "--reset-offsets --from-file" in r.stderr
+    r = run("reset-plan", "--group", "nope")
+    assert r.exit_code == 1 and "does not exist" in r.stderr
+    r = run("reset-plan", "--group", "simple", "--snapshot", "s1")
+    assert r.stdout == "orders,0,300\n"
+
+
+def test_sql_views_restricted_to_snapshot(run):
+    r = run("sql", "SELECT group_id, committed_offset FROM loaded_offsets WHERE topic='orders' AND partition=0 ORDER BY 1",
+            "--format", "json")
+    assert r.exit_code == 0
+    assert json.loads(r.stdout) == [{"group_id": "fresh", "committed_offset": 5}, {"group_id": "payments", "committed_offset": 17}]
+    r = run("sql", "SELECT count(*) AS n FROM loaded_offsets", "--snapshot", "s1", "--format", "csv")
+    assert r.stdout == "n\n6\n"
+    r = run("sql", "SELECT count(DISTINCT snapshot_id) AS n FROM runs", "--format", "csv")  # runs: whole table
+    assert r.stdout == "n\n3\n"
+    r = run("sql", "SELECT count(*) AS n FROM offset_commits", "--format", "csv")
+    assert r.stdout == "n\n4\n"
+    r = run("sql", "SELECT snapshot_id, status FROM runs ORDER BY finished_at")
+    assert r.exit_code == 0 and "| s1          | succeeded |" in r.stdout and "(3 rows)" in r.stdout
+
+
+def test_sql_errors_and_no_file_access(run):
+    r = run("sql", "SELEC 1")
+    assert r.exit_code == 2 and "syntax error" in r.stderr
+    r = run("sql", "SELECT * FROM read_csv('/etc/passwd')")
+    assert r.exit_code == 2 and "disabled" in r.stderr
+    r = run("sql", "SET enable_external_access = true")
+    assert r.exit_code == 2
