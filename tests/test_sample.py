@@ -1,0 +1,449 @@
+"""`offsetlake sample` / `generate_sample`: determinism, layout, the broker's write patterns, and a clean decode."""
+from __future__ import annotations
+
+import hashlib
+import re
+from collections import Counter, defaultdict
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from jobs.cli import main
+from pipelines.decoding.batch_writer import write_control_batch, write_record_batch
+from pipelines.decoding.batches import read_batches_from_file
+from pipelines.decoding.message_writer import write_offset_commit_value
+from pipelines.decoding.partitioner import partition_for
+from pipelines.decoding.reader import iter_decoded_rows
+from pipelines.sample import (
+    BASE_TIME_MS,
+    CODECS,
+    encode_batch,
+    encode_control_batch,
+    generate_sample,
+    offset_commit_value,
+)
+
+ARGS = dict(records=12_000, groups=80, partitions=6, seed=7, segment_bytes=64 * 1024)
+
+
+def _tree_digest(root: Path) -> dict[str, str]:
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def _logs(root: Path) -> dict[int, list[Path]]:
+    out = {}
+    for d in sorted(root.glob("__consumer_offsets-*")):
+        out[int(d.name.rsplit("-", 1)[1])] = sorted(d.glob("*.log"), key=lambda p: int(p.stem))
+    return out
+
+
+@pytest.fixture(scope="module")
+def sample(tmp_path_factory):
+    root = tmp_path_factory.mktemp("sample")
+    stats = generate_sample(root, **ARGS)
+    return root, stats
+
+
+@pytest.fixture(scope="module")
+def batches(sample):
+    """(partition, segment path, header, records) for every batch, in log order."""
+    root, _ = sample
+    out = []
+    for part, files in _logs(root).items():
+        for f in files:
+            for item in read_batches_from_file(f, offsets_partition=part):
+                assert isinstance(item, tuple), f"read problem in {f}: {item}"
+                header, records = item
+                out.append((part, f, header, records))
+    return out
+
+
+@pytest.fixture(scope="module")
+def rows(sample):
+    root, _ = sample
+    return list(iter_decoded_rows([root]))
+
+
+# ---------------------------------------------------------------------------------------------------- encoders
+@pytest.mark.parametrize("codec", CODECS)
+@pytest.mark.parametrize("txn", [False, True])
+def test_encode_batch_is_byte_identical_to_batch_writer(codec, txn):
+    records = [(b"\x00\x01key-%d" % i, None if i == 2 else b"value" * i, BASE_TIME_MS + i * 3) for i in range(5)]
+    records.append((b"k" * 300, b"v" * 20000, BASE_TIME_MS + 20000))  # multi-byte varints
+    kw = dict(codec=codec, producer_id=4242 if txn else -1, producer_epoch=3 if txn else -1, base_sequence=0,
+              is_transactional=txn, partition_leader_epoch=2)
+    assert encode_batch(records, 1234, **kw) == write_record_batch(records, 1234, **kw)
+
+
+def test_control_batch_is_byte_identical_to_batch_writer():
+    for ctype in (0, 1):
+        assert (encode_control_batch(ctype, 5, 77, 1001, 4, BASE_TIME_MS, 2)
+                == write_control_batch(ctype, 5, 77, 1001, 4, BASE_TIME_MS, partition_leader_epoch=2))
+
+
+@pytest.mark.parametrize("metadata", ["", "x\u0000", "répertoire-42", "m" * 300])
+def test_offset_commit_values_match_message_writer(metadata):
+    raw = metadata.encode()
+    tid = bytes(range(16))
+    import base64
+    tid_s = base64.urlsafe_b64encode(tid).rstrip(b"=").decode()
+    assert offset_commit_value(3, 99, 4, raw, 1000) == write_offset_commit_value(
+        3, offset=99, metadata=metadata, commit_timestamp=1000, leader_epoch=4)
+    assert offset_commit_value(4, 99, -1, raw, 1000, topic_id_raw=tid) == write_offset_commit_value(
+        4, offset=99, metadata=metadata, commit_timestamp=1000, leader_epoch=-1, topic_id=tid_s)
+    assert offset_commit_value(4, 99, 2, raw, 1000) == write_offset_commit_value(
+        4, offset=99, metadata=metadata, commit_timestamp=1000, leader_epoch=2)
+    assert offset_commit_value(1, 99, -1, raw, 1000, 5000) == write_offset_commit_value(
+        1, offset=99, metadata=metadata, commit_timestamp=1000, expire_timestamp=5000)
+
+
+# -------------------------------------------------------------------------------------------------- determinism
+def test_same_seed_same_bytes_other_seed_other_bytes(tmp_path):
+    args = dict(records=3000, groups=30, partitions=4, segment_bytes=20_000)
+    a = _tree_digest_of(tmp_path / "a", seed=11, **args)
+    b = _tree_digest_of(tmp_path / "b", seed=11, **args)
+    c = _tree_digest_of(tmp_path / "c", seed=12, **args)
+    assert a == b
+    assert len(a) > 4 * 3  # several segments per partition plus the metadata files
+    logs_a = {k: v for k, v in a.items() if k.endswith(".log")}
+    logs_c = {k: v for k, v in c.items() if k.endswith(".log")}
+    assert logs_a != logs_c
+    assert set(logs_a.values()).isdisjoint(logs_c.values())
+
+
+def test_bytes_do_not_depend_on_the_string_hash_seed(tmp_path):
+    """Set iteration order of str varies with PYTHONHASHSEED; the output must not."""
+    import os
+    import subprocess
+    import sys
+
+    digests = []
+    for hs in ("1", "2"):
+        out = tmp_path / hs
+        env = dict(os.environ, PYTHONHASHSEED=hs)
+        subprocess.run([sys.executable, "-m", "jobs.cli", "sample", str(out), "--records", "2500", "--groups", "25",
+                        "--partitions", "3", "--seed", "9"], check=True, env=env, capture_output=True,
+                       cwd=Path(__file__).resolve().parent.parent)
+        digests.append(_tree_digest(out))
+    assert digests[0] == digests[1]
+
+
+def test_the_smallest_budget_still_creates_every_group(tmp_path):
+    stats = generate_sample(tmp_path, records=80, groups=10, partitions=2, seed=3)
+    rows = list(iter_decoded_rows([tmp_path]))
+    assert {r["group_id"] for r in rows if r["group_id"] is not None} == set(stats.group_partitions)
+    assert not [r for r in rows if r["record_kind"] == "error"]
+
+
+def _tree_digest_of(root: Path, **kw) -> dict[str, str]:
+    generate_sample(root, **kw)
+    return _tree_digest(root)
+
+
+# ------------------------------------------------------------------------------------------------------- layout
+def test_every_partition_dir_exists_with_contiguous_offsets_and_rolled_segments(sample, batches):
+    root, stats = sample
+    logs = _logs(root)
+    assert sorted(logs) == list(range(ARGS["partitions"]))
+    for part, files in logs.items():
+        assert files, f"partition {part} has no .log file"
+        assert (root / f"__consumer_offsets-{part}" / "partition.metadata").read_text().startswith("version: 0\n")
+        for f in files:
+            assert re.fullmatch(r"\d{20}\.log", f.name)
+    expected_next: dict[int, int] = defaultdict(int)
+    first_in_file: dict[Path, int] = {}
+    last_ts: dict[int, int] = defaultdict(int)
+    for part, f, h, recs in batches:
+        assert h.base_offset == expected_next[part], (part, h.base_offset)
+        assert [r.offset for r in recs] == list(range(h.base_offset, h.last_offset + 1))
+        expected_next[part] = h.last_offset + 1
+        first_in_file.setdefault(f, h.base_offset)
+        assert h.crc_valid and h.magic == 2 and h.timestamp_type == "CreateTime"
+        assert h.max_timestamp >= last_ts[part] >= 0
+        last_ts[part] = h.max_timestamp
+        assert all(r.timestamp >= BASE_TIME_MS for r in recs)
+    for part, files in logs.items():
+        sizes = [f.stat().st_size for f in files]
+        assert len(files) > 1, "the sample is large enough to roll segments"
+        for f, size in zip(files, sizes):
+            if f in first_in_file:
+                assert int(f.stem) == first_in_file[f]
+            n_batches = sum(1 for b in batches if b[1] == f)
+            assert size <= ARGS["segment_bytes"] or n_batches == 1
+    assert stats.files == sum(len(v) for v in logs.values())
+    assert stats.bytes == sum(f.stat().st_size for v in logs.values() for f in v)
+    assert stats.records == sum(len(b[3]) for b in batches)
+
+
+def test_empty_partitions_get_an_empty_first_segment(tmp_path):
+    stats = generate_sample(tmp_path, records=200, groups=2, partitions=12, seed=1)
+    logs = _logs(tmp_path)
+    assert sorted(logs) == list(range(12))
+    used = set(stats.group_partitions.values())
+    for part, files in logs.items():
+        if part not in used:
+            assert [f.name for f in files] == ["0" * 20 + ".log"] and files[0].stat().st_size == 0
+    assert not [r for r in iter_decoded_rows([tmp_path]) if r["record_kind"] == "error"]
+
+
+# --------------------------------------------------------------------------------------------------- contents
+def test_decodes_with_zero_error_rows(sample, rows):
+    _, stats = sample
+    kinds = Counter(r["record_kind"] for r in rows)
+    assert kinds["error"] == 0 and kinds["unknown"] == 0, [r["error"] for r in rows if r["error"]][:5]
+    assert len(rows) == stats.records
+    assert set(kinds) == {"offset_commit", "group_metadata", "consumer_group", "control"}
+
+
+def test_every_group_lives_in_its_partition(sample, rows):
+    _, stats = sample
+    seen = set()
+    for r in rows:
+        if r["record_kind"] == "control":
+            continue
+        assert r["offsets_partition"] == partition_for(r["group_id"], ARGS["partitions"]), r["group_id"]
+        seen.add(r["group_id"])
+    assert seen == set(stats.group_partitions)
+    assert all(stats.group_partitions[g] == partition_for(g, ARGS["partitions"]) for g in seen)
+    assert any(ord(c) > 0xFFFF for g in seen for c in g) or any(ord(c) > 127 for g in seen for c in g)
+
+
+@pytest.mark.parametrize("records,groups,partitions", [(2_000, 20, 3), (12_000, 80, 6), (40_000, 300, 16)])
+def test_record_count_is_within_tolerance(tmp_path, records, groups, partitions):
+    stats = generate_sample(tmp_path, records=records, groups=groups, partitions=partitions, seed=5)
+    assert abs(stats.records - records) <= 0.03 * records, stats.records
+    assert stats.groups == groups == sum(stats.groups_by_kind.values())
+
+
+def test_group_mix(sample):
+    _, stats = sample
+    g = stats.groups_by_kind
+    assert g == {"classic": 48, "simple": 12, "kip848": 12, "connect": 4, "deleted": 4}
+    assert len(stats.deleted_groups) == 4
+
+
+def test_every_codec_is_used_and_markers_stay_uncompressed(sample, batches):
+    codecs = Counter(h.codec for _, _, h, _ in batches)
+    assert set(codecs) == set(CODECS)
+    assert codecs["none"] > max(codecs[c] for c in CODECS if c != "none")
+    assert all(h.codec == "none" for _, _, h, _ in batches if h.is_control)
+    _, stats = sample
+    assert stats.batches_by_codec == {c: codecs[c] for c in CODECS}
+
+
+def test_producer_fields_follow_the_coordinator_runtime(batches):
+    for _, _, h, recs in batches:
+        if h.is_control:
+            assert h.is_transactional and h.base_sequence == -1 and len(recs) == 1 and h.producer_id >= 1000
+        elif h.is_transactional:
+            assert h.producer_id >= 1000 and h.producer_epoch >= 0 and h.base_sequence == 0
+        else:
+            assert (h.producer_id, h.producer_epoch, h.base_sequence) == (-1, -1, 0)
+
+
+def test_multi_record_batches_mix_groups(sample, batches):
+    from pipelines.decoding.messages import read_message_key
+
+    sizes = Counter(min(len(r), 3) for *_, r in batches)
+    assert sizes[1] and sizes[2] and sizes[3]
+    mixed = 0
+    def group_of(key):
+        k = read_message_key(key)
+        return getattr(k, "group", None) or k.group_id
+
+    for _, _, h, recs in batches:
+        if not h.is_control and len({group_of(r.key) for r in recs}) > 1:
+            mixed += 1
+    assert mixed > 0
+
+
+def test_transactions_committed_aborted_and_open(sample, rows):
+    _, stats = sample
+    open_txn: dict[tuple[int, int], int] = {}
+    outcomes = Counter()
+    for r in rows:
+        key = (r["offsets_partition"], r["producer_id"])
+        if r["is_control"]:
+            assert key in open_txn, f"marker without a transaction {key}"
+            del open_txn[key]
+            outcomes[r["control_type"]] += 1
+        elif r["is_transactional"]:
+            assert r["record_kind"] == "offset_commit" and r["value_version"] in (3, 4)
+            assert r["leader_epoch"] == -1
+            open_txn[key] = open_txn.get(key, 0) + 1
+    assert outcomes["COMMIT"] == stats.transactions_committed > 0
+    assert outcomes["ABORT"] == stats.transactions_aborted > 0
+    assert len(open_txn) == stats.transactions_open >= 1
+    # plain commits interleave with transactional ones on the same partitions
+    txn_keys = {(r["group_id"], r["topic"], r["partition"]) for r in rows if r["is_transactional"] and not r["is_control"]}
+    plain_keys = {(r["group_id"], r["topic"], r["partition"]) for r in rows
+                  if r["record_kind"] == "offset_commit" and not r["is_transactional"]}
+    assert txn_keys & plain_keys
+
+
+def test_offset_commit_value_versions(sample, rows):
+    _, stats = sample
+    commits = [r for r in rows if r["record_kind"] == "offset_commit" and not r["is_tombstone"]]
+    versions = Counter(r["value_version"] for r in commits)
+    assert set(versions) == {1, 3, 4} and versions[3] > versions[4] and versions[3] > versions[1]
+    assert versions == Counter(stats.offset_commit_value_versions)
+    for r in commits:
+        if r["value_version"] == 1:
+            assert r["expire_timestamp"] > r["commit_timestamp"]
+        if r["value_version"] == 4:
+            assert r["topic_id"]
+    # v4 (the 4.1 upgrade) comes after every v3 in each partition
+    last_v3 = defaultdict(int)
+    first_v4 = {}
+    for r in commits:
+        if r["value_version"] == 3:
+            last_v3[r["offsets_partition"]] = r["offset"]
+        elif r["value_version"] == 4:
+            first_v4.setdefault(r["offsets_partition"], r["offset"])
+    assert all(first_v4[p] > last_v3[p] for p in first_v4)
+    assert {r["metadata"] for r in commits} > {""}
+
+
+def test_classic_groups_rebalance_and_go_empty(rows):
+    gm = [r for r in rows if r["record_kind"] == "group_metadata" and not r["is_tombstone"]]
+    assert {r["value_version"] for r in gm} == {3}
+    assert {r["protocol_type"] for r in gm} == {"", "consumer", "connect"}
+    consumer = [r for r in gm if r["protocol_type"] == "consumer"]
+    assert {r["protocol"] for r in consumer} == {"range", "roundrobin", "sticky", "cooperative-sticky", None}
+    last_gen: dict[str, int] = {}
+    empties = 0
+    for r in gm:
+        g = r["group_id"]
+        if r["protocol_type"] == "":  # creation by the new coordinator: generation 0, nothing else
+            assert r["generation"] == 0 and r["members"] == [] and g not in last_gen
+        else:
+            assert r["generation"] >= last_gen.get(g, 0)
+        last_gen[g] = r["generation"]
+        if r["members"] == []:
+            assert r["protocol"] is None and r["leader"] is None
+            empties += r["protocol_type"] != ""
+        else:
+            assert r["leader"] in {m["member_id"] for m in r["members"]}
+    assert empties > 0
+    members = [m for r in consumer for m in r["members"]]
+    assert {m["subscription_version"] for m in members} == {1, 2, 3}
+    assert all(m["subscribed_topics"] and m["assigned_partitions"] is not None for m in members)
+    assert any(m["group_instance_id"] for m in members)
+    assert any(m["owned_partitions"] for m in members)  # cooperative members report what they own
+
+
+def test_simple_groups_write_no_group_metadata(sample, rows):
+    _, stats = sample
+    with_gm = {r["group_id"] for r in rows if r["record_kind"] == "group_metadata" and not r["is_tombstone"]}
+    with_offsets = {r["group_id"] for r in rows if r["record_kind"] == "offset_commit"}
+    kip848 = {r["group_id"] for r in rows if r["record_kind"] == "consumer_group"}
+    simple = with_offsets - with_gm - kip848
+    assert len(simple) >= stats.groups_by_kind["simple"]
+
+
+def test_kip848_records_replay_under_the_new_coordinator_preconditions(rows):
+    """§2.9: 5 only after 8 and 7 of that member, 6 only with no target left, 3 only with nothing left."""
+    kinds = Counter((r["key_type"], r["is_tombstone"]) for r in rows if r["record_kind"] == "consumer_group")
+    for t in (3, 4, 5, 6, 7, 8):
+        assert kinds[(t, False)] > 0, t
+    for t in (3, 4, 5, 6, 7, 8):
+        assert kinds[(t, True)] > 0, t
+    assert kinds[(16, False)] > 0 or kinds[(16, True)] >= 0
+    members: dict[str, set] = defaultdict(set)
+    current: dict[str, set] = defaultdict(set)
+    target: dict[str, set] = defaultdict(set)
+    assignment_epoch: dict[str, int] = {}
+    group_epoch: dict[str, int] = {}
+    deleted = set()
+    for r in rows:
+        if r["record_kind"] != "consumer_group":
+            continue
+        g, t, mid, tomb = r["group_id"], r["key_type"], r["member_id"], r["is_tombstone"]
+        assert g not in deleted, f"record after the deletion of {g}"
+        if t == 5:
+            if tomb:
+                assert mid not in current[g] and mid not in target[g], (g, mid)
+                members[g].discard(mid)
+            else:
+                members[g].add(mid)
+        elif t == 8:
+            (current[g].discard if tomb else current[g].add)(mid)
+            if not tomb:
+                assert mid in members[g]
+                assert r["member_epoch"] <= assignment_epoch[g] <= group_epoch[g]
+        elif t == 7:
+            (target[g].discard if tomb else target[g].add)(mid)
+        elif t == 6:
+            if tomb:
+                assert not target[g]
+                assignment_epoch[g] = -1
+            else:
+                assignment_epoch[g] = r["assignment_epoch"]
+                assert r["assignment_epoch"] == group_epoch[g]
+        elif t == 3:
+            if tomb:
+                assert not members[g] and not target[g] and assignment_epoch[g] == -1
+                deleted.add(g)
+            else:
+                assert r["group_epoch"] == group_epoch.get(g, 0) + 1
+                group_epoch[g] = r["group_epoch"]
+    assert deleted
+
+
+def test_deleted_groups_end_with_offset_tombstones_then_the_group_tombstone(sample, rows):
+    _, stats = sample
+    by_group = defaultdict(list)
+    for r in rows:
+        if r["group_id"] is not None:
+            by_group[r["group_id"]].append(r)
+    assert stats.deleted_groups
+    for g in stats.deleted_groups:
+        recs = by_group[g]
+        last = recs[-1]
+        assert last["is_tombstone"] and last["key_type"] in (2, 3)
+        tail = [r for r in recs if r["batch_base_offset"] == last["batch_base_offset"]]
+        assert all(r["is_tombstone"] for r in tail)
+        kinds = [r["key_type"] for r in tail]
+        n_off = kinds.count(1)
+        assert kinds[:n_off] == [1] * n_off
+        assert kinds[n_off:] in ([2], [6, 4, 3], [6, 16, 4, 3], [6, 3], [6, 16, 3])
+        live = {}
+        for r in recs:
+            if r["record_kind"] == "offset_commit" and not r["is_transactional"]:
+                live[(r["topic"], r["partition"])] = not r["is_tombstone"]
+        assert not any(live.values()), f"{g} keeps offsets after its deletion"
+
+
+def test_offset_delete_tombstones_on_live_groups(sample, rows):
+    _, stats = sample
+    deleted = set(stats.deleted_groups)
+    assert any(r["is_tombstone"] and r["record_kind"] == "offset_commit" and r["group_id"] not in deleted
+               for r in rows)
+
+
+# -------------------------------------------------------------------------------------------------------- CLI
+def test_cli_writes_the_sample_and_prints_a_summary(tmp_path):
+    out = tmp_path / "dump"
+    res = CliRunner().invoke(main, ["sample", str(out), "--records", "1500", "--groups", "12", "--partitions", "3",
+                                    "--seed", "4", "--segment-bytes", "30000"])
+    assert res.exit_code == 0, res.output
+    line = res.stderr.strip().splitlines()[-1]
+    assert re.search(r"records=\d+ groups=12 partitions=3 bytes=\d+ files=\d+", line), line
+    assert sorted(p.name for p in out.iterdir()) == [f"__consumer_offsets-{i}" for i in range(3)]
+    again = CliRunner().invoke(main, ["sample", str(out), "--records", "1500", "--groups", "12"])
+    assert again.exit_code == 2 and "--force" in again.output
+    forced = CliRunner().invoke(main, ["sample", str(out), "--records", "1500", "--groups", "12", "--force",
+                                       "--partitions", "2"])
+    assert forced.exit_code == 0, forced.output
+    assert sorted(p.name for p in out.iterdir()) == ["__consumer_offsets-0", "__consumer_offsets-1"]
+
+
+@pytest.mark.parametrize("argv", [
+    ["--partitions", "0"], ["--records", "0"], ["--groups", "-1"], ["--records", "70", "--groups", "9"],
+    ["--segment-bytes", "0"], ["--seed", "x"],
+])
+def test_cli_bad_arguments_are_usage_errors(tmp_path, argv):
+    res = CliRunner().invoke(main, ["sample", str(tmp_path / "o"), *argv])
+    assert res.exit_code == 2, res.output
