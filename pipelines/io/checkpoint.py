@@ -1,0 +1,82 @@
+"""Incremental-run checkpoints: one JSON file per snapshot at `<warehouse>/_checkpoints/<snapshot_id>.json`.
+
+The content (last offset per offsets partition, input fingerprint, semantics, …) belongs to the incremental
+logic; this module only stores it atomically: write a temporary file in the same directory, fsync, then
+`os.replace` it over the target, so a reader sees the old checkpoint or the new one, never a torn file.
+The `_` prefix keeps the directory out of every Delta table and out of vacuum's reach.
+"""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+
+from pipelines.io.delta import check_partition_value
+
+CHECKPOINT_DIR = "_checkpoints"
+
+
+def _warehouse_path(warehouse) -> Path:
+    return Path(getattr(warehouse, "path", warehouse))
+
+
+def checkpoint_path(warehouse, snapshot_id: str) -> Path:
+    """Where the checkpoint of `snapshot_id` lives (`warehouse`: a Warehouse or its directory)."""
+    return _warehouse_path(warehouse) / CHECKPOINT_DIR / f"{check_partition_value(snapshot_id)}.json"
+
+
+def write_checkpoint(warehouse, snapshot_id: str, checkpoint: dict) -> Path:
+    """Store `checkpoint` (JSON-serialisable; datetimes are written as ISO strings) atomically."""
+    if not isinstance(checkpoint, dict):
+        raise TypeError(f"checkpoint must be a dict, got {type(checkpoint).__name__}")
+    target = checkpoint_path(warehouse, snapshot_id)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    text = json.dumps(checkpoint, sort_keys=True, indent=2, default=_default)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+    _fsync_dir(target.parent)
+    return target
+
+
+def read_checkpoint(warehouse, snapshot_id: str) -> dict | None:
+    """The checkpoint stored for `snapshot_id`, or None if there is none."""
+    target = checkpoint_path(warehouse, snapshot_id)
+    try:
+        return json.loads(target.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+
+
+def _default(value):
+    iso = getattr(value, "isoformat", None)
+    if iso is not None:
+        return iso()
+    if isinstance(value, (set, frozenset, tuple)):
+        return sorted(value) if isinstance(value, (set, frozenset)) else list(value)
+    raise TypeError(f"checkpoint value of type {type(value).__name__} is not JSON-serialisable")
+
+
+def _fsync_dir(path: Path) -> None:
+    """Make the rename durable (POSIX); a no-op where directories cannot be opened."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

@@ -1,0 +1,432 @@
+"""The snapshot warehouse: one Delta table per contract table, every run kept as a `snapshot_id` partition.
+
+Layout (CONTRACT.md "Snapshots"):
+    <warehouse>/<table>/             one Delta table per `schemas.tables.TABLES` entry
+        snapshot_id=<id>/w-…/*.parquet   snapshot tables, partitioned by snapshot_id
+    <warehouse>/offset_commits/      history, one row per (offsets_partition, record_offset), unpartitioned
+    <warehouse>/runs/                one row per snapshot_id, written by delta-rs from Arrow
+    <warehouse>/_checkpoints/        incremental-run checkpoints (see `checkpoint.py`)
+
+Snapshot rules: a snapshot table write replaces exactly that snapshot's partition in ONE Delta commit
+(remove old files + add new ones); the `runs` row says `running` while tables are written and becomes
+`succeeded` last, so a reader taking the latest succeeded snapshot never sees a half-written one.
+Single writer per warehouse: runs are not meant to overlap (a concurrent `retain` could vacuum files
+another run has written but not committed yet).
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import json
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlparse
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from deltalake import write_deltalake
+from deltalake.transaction import CommitProperties
+
+from pipelines.io import delta
+from schemas.tables import SNAPSHOT_TABLES, TABLES
+from schemas.tables import columns as table_columns
+
+RUN_STATUSES = ("running", "succeeded", "failed", "validation_failed")
+# Final statuses `write_snapshot` may record; a snapshot with `validation_failed` is kept but not served.
+_FINAL_WRITE_STATUSES = ("succeeded", "validation_failed")
+_OFFSET_KEYS = ("offsets_partition", "record_offset")
+# Outcomes a transaction marker decides once and for all: never replaced by `pending` or null.
+_FINAL_OUTCOMES = ("committed", "aborted")
+_EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
+
+
+class WarehouseError(RuntimeError):
+    """The warehouse cannot do what was asked (bad input tables, unknown table, …)."""
+
+
+class NoSnapshotError(LookupError):
+    """No snapshot with the wanted status exists (yet) in this warehouse."""
+
+
+def _utcnow() -> _dt.datetime:
+    return _dt.datetime.now(_dt.timezone.utc)
+
+
+def _to_utc(value) -> _dt.datetime | None:
+    """UTC-aware datetime from a datetime (naive = UTC) or an ISO-8601 string (no zone = UTC)."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        value = _dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    if not isinstance(value, _dt.datetime):
+        raise WarehouseError(f"expected a datetime or ISO-8601 string, got {value!r}")
+    if value.tzinfo is None:
+        return value.replace(tzinfo=_dt.timezone.utc)
+    return value.astimezone(_dt.timezone.utc)
+
+
+def _json_text(value) -> str | None:
+    if value is None or isinstance(value, str):
+        return value
+    return json.dumps(value, sort_keys=True, default=str)
+
+
+def conform(df, table: str, snapshot_id: str | None = None):
+    """`df` as the contract's columns of `table`, in order and with the contract types.
+
+    A missing or unknown column is an error (the contract lives in `schemas/tables.py`). When
+    `snapshot_id` is given the `snapshot_id` column is set to it (it may be absent from `df`).
+    """
+    from pyspark.sql import functions as F
+
+    struct = TABLES[table]
+    wanted = table_columns(table)
+    have = set(df.columns)
+    missing = [c for c in wanted if c not in have and not (c == "snapshot_id" and snapshot_id is not None)]
+    extra = [c for c in df.columns if c not in set(wanted)]
+    if missing or extra:
+        raise WarehouseError(
+            f"{table}: DataFrame does not match the contract"
+            + (f"; missing {missing}" if missing else "") + (f"; unknown {extra}" if extra else ""))
+    exprs = []
+    for f in struct.fields:
+        if f.name == "snapshot_id" and snapshot_id is not None:
+            exprs.append(F.lit(snapshot_id).cast(f.dataType).alias(f.name))
+        else:
+            exprs.append(F.col(f.name).cast(f.dataType).alias(f.name))
+    return df.select(*exprs)
+
+
+class Warehouse:
+    """A warehouse directory of Delta tables (see the module docstring for layout and rules)."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path).expanduser().absolute()
+
+    def __repr__(self) -> str:
+        return f"Warehouse({str(self.path)!r})"
+
+    # ------------------------------------------------------------------ layout
+    def table_path(self, table: str) -> Path:
+        if table not in TABLES:
+            raise WarehouseError(f"unknown table {table!r}; tables: {', '.join(TABLES)}")
+        return self.path / table
+
+    def table_version(self, table: str) -> int | None:
+        """Current Delta version of `table`, None if it was never written."""
+        dt = delta.open_table(self.table_path(table))
+        return None if dt is None else dt.version()
+
+    # ------------------------------------------------------------------ writes
+    def write_snapshot(self, spark, snapshot_id: str, tables: dict[str, Any], run_row: dict) -> None:
+        """Write one snapshot: every snapshot table, the offset_commits merge, then the `runs` row.
+
+        `tables` holds one DataFrame per `SNAPSHOT_TABLES` entry (all required) and optionally
+        `offset_commits`. Each snapshot table's partition `snapshot_id` is replaced in one Delta commit,
+        so a re-run of the same id is idempotent. The run row is first written as `running` (a re-run
+        of a served snapshot is thereby withdrawn from readers while it is rewritten) and last as
+        `run_row["status"]` (default `succeeded`; `validation_failed` keeps the snapshot unserved). On
+        any error the row becomes `failed` and the error propagates; the previous succeeded snapshot
+        is untouched and the next run (same id or new) succeeds.
+        """
+        delta.check_partition_value(snapshot_id)
+        unknown = [t for t in tables if t not in SNAPSHOT_TABLES and t != "offset_commits"]
+        missing = [t for t in SNAPSHOT_TABLES if tables.get(t) is None]
+        if unknown or missing:
+            raise WarehouseError(
+                f"write_snapshot({snapshot_id}): "
+                + (f"missing tables {missing}" if missing else "")
+                + ("; " if missing and unknown else "")
+                + (f"unknown tables {unknown} (runs is written from run_row)" if unknown else ""))
+        final_status = run_row.get("status") or "succeeded"
+        if final_status not in _FINAL_WRITE_STATUSES:
+            raise WarehouseError(f"write_snapshot ends a run as one of {_FINAL_WRITE_STATUSES}, not {final_status!r}")
+        row = dict(run_row)
+        row["started_at"] = _to_utc(row.get("started_at")) or _utcnow()
+        self.mark_run(snapshot_id, {**row, "status": "running", "finished_at": None})
+        try:
+            for table in SNAPSHOT_TABLES:
+                self._write_table(spark, table, snapshot_id, tables[table])
+            if tables.get("offset_commits") is not None:
+                self._merge_offset_commits(spark, snapshot_id, tables["offset_commits"])
+        except BaseException as exc:
+            failed = {**row, "status": "failed", "finished_at": _utcnow()}
+            if failed.get("summary") is None:
+                failed["summary"] = {"error": f"{type(exc).__name__}: {exc}"[:2000]}
+            try:
+                self.mark_run(snapshot_id, failed)
+            except Exception as mark_exc:  # keep the original error; the row stays `running`
+                exc.add_note(f"could not mark run {snapshot_id} failed: {mark_exc}")
+            raise
+        self.mark_run(snapshot_id, {**row, "status": final_status,
+                                    "finished_at": _to_utc(row.get("finished_at")) or _utcnow()})
+
+    def _write_table(self, spark, table: str, snapshot_id: str, df) -> int:
+        """Replace partition `snapshot_id` of `table` with `df` in one Delta commit; returns the version."""
+        struct = TABLES[table]
+        path = self.table_path(table)
+        data = conform(df, table, snapshot_id).drop("snapshot_id")  # partition values live in the log
+        rel = f"snapshot_id={snapshot_id}/{delta.new_write_dir()}"
+        try:
+            delta.spark_write_files(data, path, rel)
+            adds = delta.collect_add_actions(path, rel, struct, {"snapshot_id": snapshot_id})
+            dt = delta.ensure_table(path, struct, partition_by=["snapshot_id"])
+            # mode=overwrite + partition filter: delta-rs removes the partition's current files and adds
+            # ours in the same commit, so readers see the old partition or the new one, never a mix.
+            return delta.commit(dt, struct, adds, mode="overwrite", partition_by=["snapshot_id"],
+                                partition_filters=[("snapshot_id", "=", snapshot_id)],
+                                metadata={"offsetlake.operation": "write_snapshot",
+                                          "offsetlake.snapshot_id": snapshot_id})
+        except BaseException:
+            delta.discard_dir(path, rel)
+            raise
+
+    def _merge_offset_commits(self, spark, snapshot_id: str, df) -> int | None:
+        """Merge a run's decoded offset-commit records into the history (copy-on-write, one commit).
+
+        Each (offsets_partition, record_offset) is stored once. New records are added with this
+        snapshot as `snapshot_id` (the first snapshot that saw them). A known record only changes its
+        `txn_outcome`, and only towards a decision: pending/null → committed/aborted, null → pending;
+        a decided outcome is never replaced (a later run over a truncated log may not see the marker).
+        Files holding updated records are rewritten and swapped in the same commit as the new records.
+        Returns the new table version, None when nothing changed.
+        """
+        from pyspark.sql import Window
+        from pyspark.sql import functions as F
+
+        table = "offset_commits"
+        struct = TABLES[table]
+        path = self.table_path(table)
+        keys = list(_OFFSET_KEYS)
+        incoming = conform(df, table, snapshot_id)
+        # One row per key within the batch (overlapping input files): the most decided outcome wins,
+        # then the remaining columns break ties so the choice does not depend on partitioning.
+        decided = (F.when(F.col("txn_outcome").isin(*_FINAL_OUTCOMES), 2)
+                   .when(F.col("txn_outcome").isNotNull(), 1).otherwise(0))
+        others = [c for c in table_columns(table) if c not in keys]
+        w = Window.partitionBy(*keys).orderBy(decided.desc(), *[F.col(c).asc_nulls_last() for c in others])
+        incoming = incoming.withColumn("_rn", F.row_number().over(w)).filter("_rn = 1").drop("_rn")
+
+        dt = delta.ensure_table(path, struct)
+        current = delta.active_files(dt)
+        touched: list[str] = []
+        if current:
+            existing = (spark.read.schema(struct).parquet(*[str(path / f["path"]) for f in current])
+                        .select(*keys, F.col("txn_outcome").alias("_old"), F.col("_metadata.file_path").alias("_file")))
+            joined = incoming.join(existing, keys, "left")
+            new, old = F.col("txn_outcome"), F.col("_old")
+            upgrade = (F.col("_file").isNotNull() & new.isNotNull() & ~old.eqNullSafe(new)
+                       & (old.isNull() | ((old == "pending") & new.isin(*_FINAL_OUTCOMES))))
+            updates = joined.filter(upgrade).select(*keys, F.col("txn_outcome").alias("_new"), "_file")
+            new_rows = joined.filter(F.col("_file").isNull()).select(*table_columns(table))
+            by_uri = {self._file_key(path / f["path"]): f["path"] for f in current}
+            touched_uris = [r["_file"] for r in updates.select("_file").distinct().collect()]
+            touched = [by_uri[self._file_key(u)] for u in touched_uris]
+            out = new_rows
+            if touched:
+                rewritten = (spark.read.schema(struct).parquet(*[str(path / p) for p in touched])
+                             .join(updates.select(*keys, "_new"), keys, "left")
+                             .withColumn("txn_outcome", F.coalesce(F.col("_new"), F.col("txn_outcome")))
+                             .select(*table_columns(table)))
+                out = rewritten.unionByName(new_rows)
+        else:
+            out = incoming
+        rel = delta.new_write_dir()
+        try:
+            delta.spark_write_files(out.sortWithinPartitions(*keys), path, rel)
+            adds = delta.collect_add_actions(path, rel, struct)
+            removes = delta.remove_actions(dt, paths=touched)
+            if not adds and not removes:
+                delta.discard_dir(path, rel)
+                return None
+            return delta.commit(dt, struct, [*adds, *removes], mode="append",
+                                metadata={"offsetlake.operation": "merge_offset_commits",
+                                          "offsetlake.snapshot_id": snapshot_id})
+        except BaseException:
+            delta.discard_dir(path, rel)
+            raise
+
+    @staticmethod
+    def _file_key(path_or_uri) -> str:
+        s = str(path_or_uri)
+        if "://" in s or s.startswith("file:"):
+            s = unquote(urlparse(s).path)
+        return str(Path(s))
+
+    def mark_run(self, snapshot_id: str, run_row: dict) -> None:
+        """Insert or replace the `runs` row of `snapshot_id` (one Delta commit, predicate overwrite).
+
+        Accepted values: timestamps as datetimes (naive = UTC) or ISO-8601 strings; `validation` and
+        `summary` as JSON text or JSON-able objects; `inputs` a list of strings; `record_type_counts`
+        a dict. Unknown keys are an error.
+        """
+        delta.check_partition_value(snapshot_id)
+        status = run_row.get("status")
+        if status not in RUN_STATUSES:
+            raise WarehouseError(f"run status must be one of {RUN_STATUSES}, not {status!r}")
+        unknown = [k for k in run_row if k not in table_columns("runs")]
+        if unknown:
+            raise WarehouseError(f"runs row: unknown column(s) {unknown}")
+        row = {c: run_row.get(c) for c in table_columns("runs")}
+        row["snapshot_id"] = snapshot_id
+        for c in ("started_at", "finished_at", "as_of"):
+            row[c] = _to_utc(row[c])
+        for c in ("validation", "summary"):
+            row[c] = _json_text(row[c])
+        if row["inputs"] is not None:
+            row["inputs"] = [str(x) for x in row["inputs"]]
+        if row["record_type_counts"] is not None:
+            row["record_type_counts"] = [(str(k), int(v)) for k, v in dict(row["record_type_counts"]).items()]
+        batch = pa.Table.from_pylist([row], schema=delta.arrow_schema(TABLES["runs"]))
+        path = self.table_path("runs")
+        delta.ensure_table(path, TABLES["runs"])
+        write_deltalake(str(path), batch, mode="overwrite", predicate=f"snapshot_id = '{snapshot_id}'",
+                        commit_properties=CommitProperties(custom_metadata={
+                            "offsetlake.operation": "mark_run", "offsetlake.snapshot_id": snapshot_id,
+                            "offsetlake.status": status}))
+
+    # ------------------------------------------------------------------ reads
+    def snapshots(self) -> list[dict]:
+        """Every `runs` row, oldest first (by finished_at, else started_at, then snapshot_id)."""
+        dt = delta.open_table(self.table_path("runs"))
+        if dt is None:
+            return []
+        rows = dt.to_pyarrow_table().cast(delta.arrow_schema(TABLES["runs"])).to_pylist()
+        for r in rows:
+            if r["record_type_counts"] is not None:
+                r["record_type_counts"] = dict(r["record_type_counts"])
+        return sorted(rows, key=self._run_order)
+
+    @staticmethod
+    def _run_order(row: dict):
+        return (row.get("finished_at") or row.get("started_at") or _EPOCH, row["snapshot_id"])
+
+    def latest_snapshot_id(self, status: str = "succeeded") -> str | None:
+        """The most recently finished snapshot with `status` (readers: the default `succeeded`)."""
+        matching = [r for r in self.snapshots() if r["status"] == status]
+        return matching[-1]["snapshot_id"] if matching else None
+
+    def _resolve(self, table: str, snapshot_id: str | None) -> str:
+        if snapshot_id is not None:
+            return delta.check_partition_value(snapshot_id)
+        sid = self.latest_snapshot_id()
+        if sid is None:
+            raise NoSnapshotError(f"{self.path}: no succeeded snapshot to read {table} from")
+        return sid
+
+    def read_table(self, table: str, snapshot_id: str | None = None, columns: list[str] | None = None,
+                   filters=None) -> pa.Table:
+        """Rows of `table` through delta-rs as Arrow, with the contract's Arrow types.
+
+        Snapshot tables: one snapshot (default: the latest succeeded), read from its partition only.
+        `offset_commits` / `runs`: all rows, or those whose `snapshot_id` column equals `snapshot_id`.
+        `filters`: delta-rs filters (DNF tuples or a pyarrow Expression), used to prune files by their
+        statistics and to filter rows.
+        """
+        path = self.table_path(table)
+        wanted = list(columns) if columns else table_columns(table)
+        target = pa.schema([delta.arrow_schema(TABLES[table]).field(c) for c in wanted])
+        partitioned = table in SNAPSHOT_TABLES
+        sid = self._resolve(table, snapshot_id) if partitioned else snapshot_id
+        dt = delta.open_table(path)
+        if dt is None:
+            return target.empty_table()
+        row_filter = filters
+        if filters is not None and not isinstance(filters, pc.Expression):
+            row_filter = pq.filters_to_expression(filters)
+        if partitioned:
+            # the partition predicate prunes during log replay: other snapshots' files are never opened
+            ds = dt.to_pyarrow_dataset(file_pruning_predicate=[("snapshot_id", "=", sid)])
+        else:
+            ds = dt.to_pyarrow_dataset()
+            if sid is not None:
+                by_id = pc.field("snapshot_id") == sid
+                row_filter = by_id if row_filter is None else (row_filter & by_id)
+        return ds.to_table(columns=wanted, filter=row_filter).select(wanted).cast(target)
+
+    def spark_read(self, spark, table: str, snapshot_id: str | None = None):
+        """`table` as a Spark DataFrame from the Delta table's ACTIVE files (Spark has no Delta jars).
+
+        Same selection as `read_table`. The partition column is not in the files (Delta keeps it in
+        the log); it is added back as a literal.
+        """
+        from pyspark.sql import functions as F
+
+        path = self.table_path(table)
+        struct = TABLES[table]
+        partitioned = table in SNAPSHOT_TABLES
+        sid = self._resolve(table, snapshot_id) if partitioned else snapshot_id
+        dt = delta.open_table(path)
+        if partitioned:
+            file_struct = type(struct)([f for f in struct.fields if f.name != "snapshot_id"])
+            uris = dt.file_uris(file_pruning_predicate=[("snapshot_id", "=", sid)]) if dt else []
+            df = (spark.read.schema(file_struct).parquet(*uris) if uris
+                  else spark.createDataFrame([], file_struct))
+            return df.withColumn("snapshot_id", F.lit(sid)).select(*table_columns(table))
+        uris = dt.file_uris() if dt else []
+        df = spark.read.schema(struct).parquet(*uris) if uris else spark.createDataFrame([], struct)
+        if sid is not None:
+            df = df.filter(F.col("snapshot_id") == sid)
+        return df.select(*table_columns(table))
+
+    def snapshot_ids_in(self, table: str) -> set[str]:
+        """Snapshot ids that currently have files in a snapshot table."""
+        dt = delta.open_table(self.table_path(table))
+        if dt is None:
+            return set()
+        return {f["partition_values"].get("snapshot_id") for f in delta.active_files(dt)}
+
+    # ------------------------------------------------------------------ retention
+    def retain(self, keep: int, retention_hours: int = 0) -> dict:
+        """Keep the newest `keep` succeeded snapshots; delete the others, then vacuum every table.
+
+        Deleted: every other snapshot id found in `runs` or in a snapshot table's partitions (failed,
+        validation_failed and orphan partitions included), except `running` rows newer than the oldest
+        kept snapshot (a run may be in progress). The `runs` rows go first, so a reader never picks a
+        snapshot whose data is being deleted; partitions are dropped as metadata-only Delta commits
+        (remove actions, no rewrite). `offset_commits` is history and keeps its rows.
+        The vacuum uses `retention_hours` (default 0, with delta-rs' retention check disabled) and
+        `full=True`, so it also deletes files of writes that failed before committing. With 0, a reader
+        still holding an older table version, or a concurrent writer, would lose files: fine for a
+        single-writer warehouse read through the latest version; pass e.g. 168 on shared storage.
+        """
+        if keep < 1:
+            raise WarehouseError(f"retain(keep={keep}): keep at least one snapshot")
+        runs = self.snapshots()
+        succeeded = [r for r in runs if r["status"] == "succeeded"]
+        kept = succeeded[-keep:]
+        keep_ids = {r["snapshot_id"] for r in kept}
+        oldest_kept = self._run_order(kept[0]) if kept else None
+        protected = {r["snapshot_id"] for r in runs if r["status"] == "running"
+                     and (oldest_kept is None or self._run_order(r) > oldest_kept)}
+        if not kept:
+            protected |= {r["snapshot_id"] for r in runs}  # nothing succeeded yet: delete nothing
+        present = {r["snapshot_id"] for r in runs}
+        for table in SNAPSHOT_TABLES:
+            present |= self.snapshot_ids_in(table)
+        drop = sorted(present - keep_ids - protected)
+
+        if drop and delta.is_table(self.table_path("runs")):
+            from deltalake import DeltaTable
+
+            literals = ", ".join(f"'{delta.check_partition_value(s)}'" for s in drop)
+            DeltaTable(str(self.table_path("runs"))).delete(
+                f"snapshot_id IN ({literals})",
+                commit_properties=CommitProperties(custom_metadata={"offsetlake.operation": "retain"}))
+        for table in SNAPSHOT_TABLES:
+            dt = delta.open_table(self.table_path(table))
+            if dt is None or not drop:
+                continue
+            removes = delta.remove_actions(dt, partition=("snapshot_id", drop))
+            if removes:
+                delta.commit(dt, TABLES[table], removes, mode="append", partition_by=["snapshot_id"],
+                             metadata={"offsetlake.operation": "retain"})
+        vacuumed: dict[str, int] = {}
+        for table in TABLES:
+            dt = delta.open_table(self.table_path(table))
+            if dt is None:
+                continue
+            vacuumed[table] = len(delta.vacuum(dt, retention_hours))
+            delta.remove_empty_dirs(self.table_path(table))
+        return {"kept": sorted(keep_ids), "deleted": drop, "vacuumed_files": vacuumed}
+

@@ -1,0 +1,37 @@
+"""Fixtures of the warehouse tests: tiny contract-typed DataFrames and DuckDB with the delta extension."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from .io_warehouse_data import contract_rows, offset_commit_rows
+from schemas.tables import SNAPSHOT_TABLES, TABLES
+
+
+@pytest.fixture(scope="session")
+def make_snapshot(spark):
+    """DataFrames for every snapshot table (+ offset_commits) of one run; `salt` varies the content."""
+
+    def build(snapshot_id: str, salt: int = 0, commits=None, n: int = 3) -> dict:
+        frames = {t: spark.createDataFrame(contract_rows(t, n, salt, snapshot_id), TABLES[t]) for t in SNAPSHOT_TABLES}
+        if commits is not None:
+            frames["offset_commits"] = spark.createDataFrame(offset_commit_rows(commits, salt), TABLES["offset_commits"])
+        return frames
+
+    return build
+
+
+@pytest.fixture(scope="session")
+def duck():
+    """DuckDB with the delta extension loaded from the duckdb-extension-delta wheel (offline)."""
+    duckdb = pytest.importorskip("duckdb")
+    import duckdb_extension_delta
+
+    ext = Path(duckdb_extension_delta.__file__).parent / "extensions" / f"v{duckdb.__version__}" / "delta.duckdb_extension"
+    assert ext.exists(), ext
+    con = duckdb.connect()
+    con.execute(f"LOAD '{ext}'")
+    con.execute("SET TimeZone = 'UTC'")
+    yield con
+    con.close()

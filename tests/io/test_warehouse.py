@@ -1,0 +1,289 @@
+"""The snapshot warehouse: Spark-written Parquet committed by delta-rs, read back by three independent readers
+(delta-rs, DuckDB's delta_scan, Spark over the active file list)."""
+from __future__ import annotations
+
+import datetime as dt
+from collections import Counter
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable
+
+from pipelines.io import delta
+from pipelines.io.warehouse import NoSnapshotError, Warehouse, WarehouseError
+from schemas.tables import SNAPSHOT_TABLES, TABLES, columns
+
+from .io_warehouse_data import contract_rows, duck_read, expected_rows, normalized, offset_commit_rows, run_row
+
+pytestmark = pytest.mark.spark
+
+# Two overlapping runs over the same offsets partition: record 2 is pending in run 1 and committed in run 2.
+COMMITS_1 = [(0, 1, None), (0, 2, "pending"), (0, 3, None), (1, 1, "aborted")]
+COMMITS_2 = [(0, 2, "committed"), (0, 3, None), (0, 4, "pending"), (1, 1, "aborted"), (1, 2, None)]
+
+
+def parquet_files(table_dir: Path) -> set[str]:
+    return {str(p.relative_to(table_dir)) for p in table_dir.rglob("*.parquet") if "_delta_log" not in p.parts}
+
+
+def active_paths(table_dir: Path) -> set[str]:
+    return {f["path"] for f in delta.active_files(DeltaTable(str(table_dir)))}
+
+
+def state(wh: Warehouse, snapshot_id: str) -> dict[str, list[dict]]:
+    return {t: normalized(wh.read_table(t, snapshot_id)) for t in SNAPSHOT_TABLES}
+
+
+def versions(wh: Warehouse) -> dict[str, int | None]:
+    return {t: wh.table_version(t) for t in TABLES}
+
+
+class Scenario:
+    pass
+
+
+@pytest.fixture(scope="module")
+def scenario(spark, make_snapshot, tmp_path_factory):
+    """s1, the same s1 again, then s2 (overlapping offset commits, one empty table)."""
+    s = Scenario()
+    s.wh = wh = Warehouse(tmp_path_factory.mktemp("wh") / "warehouse")
+    wh.write_snapshot(spark, "s1", make_snapshot("s1", 0, COMMITS_1), run_row(0))
+    s.state_1, s.versions_1, s.runs_1 = state(wh, "s1"), versions(wh), wh.snapshots()
+    s.active_1 = {t: active_paths(wh.table_path(t)) for t in SNAPSHOT_TABLES}
+    s.commits_1 = normalized(wh.read_table("offset_commits"))
+
+    wh.write_snapshot(spark, "s1", make_snapshot("s1", 0, COMMITS_1), run_row(0))
+    s.state_1b, s.versions_1b, s.runs_1b = state(wh, "s1"), versions(wh), wh.snapshots()
+    s.active_1b = {t: active_paths(wh.table_path(t)) for t in SNAPSHOT_TABLES}
+    s.commits_1b = normalized(wh.read_table("offset_commits"))
+
+    frames = make_snapshot("s2", 1, COMMITS_2)
+    frames["expired_groups"] = frames["expired_groups"].limit(0)
+    wh.write_snapshot(spark, "s2", frames, run_row(1))
+    return s
+
+
+def test_snapshot_tables_read_back_identically_through_three_readers(scenario, spark, duck):
+    wh = scenario.wh
+    for sid, salt in (("s1", 0), ("s2", 1)):
+        for table in SNAPSHOT_TABLES:
+            empty = (sid, table) == ("s2", "expired_groups")  # an empty DataFrame is an empty partition
+            want = [] if empty else expected_rows(table, contract_rows(table, 3, salt, sid))
+            by_delta_rs = normalized(wh.read_table(table, sid))
+            by_duckdb = normalized(duck_read(duck, wh.table_path(table), sid))
+            by_spark = normalized(wh.spark_read(spark, table, sid).toArrow())
+            assert by_delta_rs == want, (sid, table)
+            assert by_duckdb == want, (sid, table)
+            assert by_spark == want, (sid, table)
+
+
+def test_readers_keep_contract_types_and_microsecond_utc_timestamps(scenario, spark, duck):
+    wh = scenario.wh
+    table = "loaded_offsets"
+    arrow = wh.read_table(table, "s1")
+    assert arrow.schema == delta.arrow_schema(TABLES[table])
+    assert arrow.schema.field("commit_timestamp").type == pa.timestamp("us", tz="UTC")
+    assert {f.name: f.dataType for f in wh.spark_read(spark, table, "s1").schema.fields} == {
+        f.name: f.dataType for f in TABLES[table].fields}
+    # the Delta log itself declares the contract schema, partitioned by snapshot_id
+    dt_ = DeltaTable(str(wh.table_path(table)))
+    assert dt_.metadata().partition_columns == ["snapshot_id"]
+    assert [f.name for f in dt_.schema().fields] == columns(table)
+    ts = duck.execute(f"SELECT max(commit_timestamp) FROM delta_scan('{wh.table_path(table)}') "
+                      "WHERE snapshot_id = 's1'").fetch_arrow_table().column(0)[0].as_py()
+    assert ts.microsecond == 123457 and ts.utcoffset() == dt.timedelta(0)
+
+
+def test_committed_files_carry_statistics(scenario):
+    adds = pa.table(DeltaTable(str(scenario.wh.table_path("loaded_groups"))).get_add_actions(flatten=True))
+    rows = adds.to_pylist()
+    assert sum(r["num_records"] for r in rows if r["partition.snapshot_id"] == "s1") == 3
+    with_rows = [r for r in rows if r["num_records"]]
+    assert with_rows and all(r["min.group_id"] is not None and r["null_count.generation"] is not None
+                             for r in with_rows)
+
+
+def test_same_input_same_snapshot_id_twice_is_idempotent(scenario):
+    s = scenario
+    assert s.state_1b == s.state_1
+    assert [r["snapshot_id"] for r in s.runs_1b] == ["s1"] and s.runs_1b[0]["status"] == "succeeded"
+    for t in SNAPSHOT_TABLES:
+        # exactly one commit replaced the partition: new files in, every old file out
+        assert s.versions_1b[t] == s.versions_1[t] + 1, t
+        assert s.active_1b[t] and not (s.active_1b[t] & s.active_1[t]), t
+    assert s.commits_1b == s.commits_1
+    assert s.versions_1b["offset_commits"] == s.versions_1["offset_commits"]  # nothing new: no commit
+
+
+def test_new_snapshot_id_adds_a_second_snapshot(scenario):
+    wh = scenario.wh
+    runs = wh.snapshots()
+    assert [(r["snapshot_id"], r["status"]) for r in runs] == [("s1", "succeeded"), ("s2", "succeeded")]
+    assert wh.latest_snapshot_id() == "s2"
+    assert normalized(wh.read_table("loaded_groups")) == normalized(wh.read_table("loaded_groups", "s2"))
+    assert wh.read_table("expired_groups").num_rows == 0
+    assert state(wh, "s1") == scenario.state_1  # the older snapshot is untouched
+    r = runs[1]
+    assert r["record_type_counts"] == {"offset_commit": 7, "group_metadata": 2}
+    assert r["inputs"] == ["/dumps/1/00000000000000000000.log"] and r["validation"] == '{"success": true}'
+    assert r["finished_at"].tzinfo is not None and r["finished_at"] >= r["started_at"]
+
+
+def test_offset_commits_has_each_record_once_across_overlapping_runs(scenario, spark, duck):
+    wh = scenario.wh
+    rows = normalized(wh.read_table("offset_commits"))
+    keys = Counter((r["offsets_partition"], r["record_offset"]) for r in rows)
+    assert sorted(keys) == [(0, 1), (0, 2), (0, 3), (0, 4), (1, 1), (1, 2)]
+    assert set(keys.values()) == {1}
+    by_key = {(r["offsets_partition"], r["record_offset"]): r for r in rows}
+    assert by_key[(0, 2)]["txn_outcome"] == "committed"  # pending -> committed by the later run
+    assert by_key[(0, 2)]["snapshot_id"] == "s1"  # first seen by s1
+    assert by_key[(0, 2)]["metadata"] == "m-0"  # the record itself is not rewritten, only its outcome
+    assert by_key[(0, 4)]["snapshot_id"] == "s2" and by_key[(0, 4)]["txn_outcome"] == "pending"
+    assert normalized(duck_read(duck, wh.table_path("offset_commits"))) == rows
+    assert normalized(wh.spark_read(spark, "offset_commits").toArrow()) == rows
+    assert normalized(wh.read_table("offset_commits", "s2")) == [r for r in rows if r["snapshot_id"] == "s2"]
+
+
+def test_decided_outcome_is_never_downgraded(spark, make_snapshot, tmp_path):
+    wh = Warehouse(tmp_path / "wh")
+    wh._merge_offset_commits(spark, "a", spark.createDataFrame(
+        offset_commit_rows([(0, 5, "committed"), (0, 6, None)]), TABLES["offset_commits"]))
+    v = wh.table_version("offset_commits")
+    # a later, truncated view sees the record but not its marker; a duplicated input record too
+    assert wh._merge_offset_commits(spark, "b", spark.createDataFrame(
+        offset_commit_rows([(0, 5, "pending"), (0, 6, None), (0, 6, None)]), TABLES["offset_commits"])) is None
+    assert wh.table_version("offset_commits") == v
+    rows = wh.read_table("offset_commits").to_pylist()
+    assert [(r["record_offset"], r["txn_outcome"], r["snapshot_id"]) for r in rows] == [
+        (5, "committed", "a"), (6, None, "a")]
+
+
+def test_read_table_columns_filters_and_defaults(scenario, tmp_path):
+    wh = scenario.wh
+    t = wh.read_table("loaded_offsets", columns=["group_id", "committed_offset"],
+                      filters=[("group_id", "=", "group_id-1-1")])
+    assert t.column_names == ["group_id", "committed_offset"]
+    assert t.to_pylist() == [{"group_id": "group_id-1-1", "committed_offset": 1_000_000_001_001}]
+    assert wh.read_table("runs", "s1").column("status").to_pylist() == ["succeeded"]
+    with pytest.raises(WarehouseError):
+        wh.read_table("nope")
+    empty = Warehouse(tmp_path / "empty")
+    assert empty.latest_snapshot_id() is None and empty.snapshots() == []
+    with pytest.raises(NoSnapshotError):
+        empty.read_table("loaded_offsets")
+    assert empty.read_table("offset_commits").num_rows == 0
+    assert empty.table_version("runs") is None
+
+
+def test_failure_midway_keeps_last_snapshot_and_next_run_succeeds(spark, make_snapshot, tmp_path, duck, monkeypatch):
+    wh = Warehouse(tmp_path / "wh")
+    wh.write_snapshot(spark, "s1", make_snapshot("s1", 0, COMMITS_1), run_row(0))
+    before = state(wh, "s1")
+    before_duck = {t: normalized(duck_read(duck, wh.table_path(t), "s1")) for t in SNAPSHOT_TABLES}
+    commits_before = normalized(wh.read_table("offset_commits"))
+
+    real = Warehouse._write_table
+
+    def failing(self, spark_, table, snapshot_id, df):
+        if table == "group_members":
+            raise OSError("disk full (injected)")
+        return real(self, spark_, table, snapshot_id, df)
+
+    monkeypatch.setattr(Warehouse, "_write_table", failing)
+    with pytest.raises(OSError, match="injected"):
+        wh.write_snapshot(spark, "s2", make_snapshot("s2", 1, COMMITS_2), run_row(1))
+    # some tables already hold s2 rows, but readers follow the succeeded runs row
+    assert "s2" in wh.snapshot_ids_in("loaded_offsets") and "s2" not in wh.snapshot_ids_in("group_members")
+    assert wh.latest_snapshot_id() == "s1"
+    failed = {r["snapshot_id"]: r for r in wh.snapshots()}["s2"]
+    assert failed["status"] == "failed" and "disk full" in failed["summary"]
+    assert state(wh, wh.latest_snapshot_id()) == before
+    assert {t: normalized(duck_read(duck, wh.table_path(t), "s1")) for t in SNAPSHOT_TABLES} == before_duck
+    assert normalized(wh.read_table("offset_commits")) == commits_before  # merge never ran
+
+    monkeypatch.undo()
+    wh.write_snapshot(spark, "s2", make_snapshot("s2", 1, COMMITS_2), run_row(1))
+    assert wh.latest_snapshot_id() == "s2"
+    assert [(r["snapshot_id"], r["status"]) for r in wh.snapshots()] == [("s1", "succeeded"), ("s2", "succeeded")]
+    for table in SNAPSHOT_TABLES:  # the half-written s2 partitions were replaced, not appended to
+        assert normalized(wh.read_table(table)) == expected_rows(table, contract_rows(table, 3, 1, "s2")), table
+    assert state(wh, "s1") == before
+
+
+def test_retain_keeps_newest_snapshot_and_vacuum_removes_files(spark, make_snapshot, tmp_path, duck, monkeypatch):
+    wh = Warehouse(tmp_path / "wh")
+    wh.write_snapshot(spark, "s1", make_snapshot("s1", 0, COMMITS_1), run_row(0))
+    wh.write_snapshot(spark, "s2", make_snapshot("s2", 1, COMMITS_2), run_row(1))
+
+    # s3 fails while committing loaded_groups: its staged files must not be left behind
+    real_commit = delta.commit
+
+    def failing_commit(dt_, struct, actions, **kw):
+        if struct is TABLES["loaded_groups"]:
+            raise RuntimeError("commit conflict (injected)")
+        return real_commit(dt_, struct, actions, **kw)
+
+    monkeypatch.setattr(delta, "commit", failing_commit)
+    with pytest.raises(RuntimeError, match="injected"):
+        wh.write_snapshot(spark, "s3", make_snapshot("s3", 2), run_row(2))
+    monkeypatch.undo()
+    lg = wh.table_path("loaded_groups")
+    assert parquet_files(lg) == active_paths(lg)  # the failed write discarded its files
+    assert "s3" in wh.snapshot_ids_in("loaded_offsets")
+
+    on_disk_before = {t: parquet_files(wh.table_path(t)) for t in SNAPSHOT_TABLES}
+    commits = normalized(wh.read_table("offset_commits"))
+    report = wh.retain(keep=1)
+    assert report["kept"] == ["s2"] and report["deleted"] == ["s1", "s3"]
+    assert [(r["snapshot_id"], r["status"]) for r in wh.snapshots()] == [("s2", "succeeded")]
+    for table in SNAPSHOT_TABLES:
+        path = wh.table_path(table)
+        assert wh.snapshot_ids_in(table) == {"s2"}, table
+        on_disk = parquet_files(path)
+        assert on_disk == active_paths(path), table  # vacuum removed every unreferenced file
+        assert on_disk < on_disk_before[table], table
+        assert not (path / "snapshot_id=s1").exists() and not (path / "snapshot_id=s3").exists()
+        want = expected_rows(table, contract_rows(table, 3, 1, "s2"))
+        assert normalized(wh.read_table(table)) == want, table
+        assert normalized(duck_read(duck, path)) == want, table
+        assert normalized(wh.spark_read(spark, table).toArrow()) == want, table
+    assert report["vacuumed_files"]["loaded_offsets"] > 0
+    assert normalized(wh.read_table("offset_commits")) == commits  # history is kept
+    with pytest.raises(WarehouseError):
+        wh.retain(keep=0)
+
+
+def test_bad_input_is_rejected_before_anything_is_written(spark, make_snapshot, tmp_path):
+    wh = Warehouse(tmp_path / "wh")
+    frames = make_snapshot("x", 0)
+    with pytest.raises(ValueError, match="invalid snapshot id"):
+        wh.write_snapshot(spark, "../evil", frames, run_row())
+    with pytest.raises(WarehouseError, match="missing tables"):
+        wh.write_snapshot(spark, "x", {k: v for k, v in frames.items() if k != "quarantine"}, run_row())
+    with pytest.raises(WarehouseError, match="unknown tables"):
+        wh.write_snapshot(spark, "x", {**frames, "runs": frames["quarantine"]}, run_row())
+    with pytest.raises(WarehouseError, match="ends a run"):
+        wh.write_snapshot(spark, "x", frames, run_row(status="running"))
+    with pytest.raises(WarehouseError, match="unknown column"):
+        wh.mark_run("x", {"status": "running", "colour": "blue"})
+    assert wh.snapshots() == [] and not wh.path.exists()
+
+
+def test_contract_violations_fail_the_run_without_leaving_files(spark, make_snapshot, tmp_path):
+    from pyspark.sql import functions as F
+
+    wh = Warehouse(tmp_path / "wh")
+    frames = make_snapshot("x", 0)
+    frames["loaded_offsets"] = frames["loaded_offsets"].withColumn("colour", F.lit("blue"))
+    with pytest.raises(WarehouseError, match="unknown"):
+        wh.write_snapshot(spark, "x", frames, run_row())
+    frames = make_snapshot("x", 0)
+    frames["loaded_offsets"] = frames["loaded_offsets"].withColumn(
+        "group_id", F.when(F.col("partition") == 1, F.lit(None)).otherwise(F.col("group_id")))
+    with pytest.raises(delta.DeltaWriteError, match="group_id"):
+        wh.write_snapshot(spark, "x", frames, run_row())
+    assert [(r["snapshot_id"], r["status"]) for r in wh.snapshots()] == [("x", "failed")]
+    assert wh.latest_snapshot_id() is None
+    assert parquet_files(wh.table_path("loaded_offsets")) == set()
