@@ -7,7 +7,13 @@ measures records per second per core (CPU time of this one process) for:
   (a)  `read_batches` over the in-memory segment bytes (the same input aiokafka gets),
   (a') `read_batches_from_file` streaming each segment from disk,
   (b)  aiokafka's Cython `MemoryRecords`/`DefaultRecordBatch` iterating the same bytes, touching key/value/offset,
-  (c)  (a) + `pipelines.decoding.rows.to_decoded_row` per record, when that module exists.
+  (c)  (a) + `pipelines.decoding.rows.to_decoded_row` per record, when that module exists,
+  (c') the slow full decode as the executors ran it before the fast path: `iter_segment_items` (file) +
+       `to_decoded_row` + `rows_to_arrow` every 20k rows,
+  (d)  the columnar fast path `pipelines.decoding.columnar.decode_segment_to_arrow` (file -> Arrow batches):
+       pure Python, and with the optional `_fastdecode` C walker when it is built.
+
+``--path columnar`` runs only the floor (b) and the columnar path (d).
 
 Run: ``.venv/bin/python benchmarks/bench_decode.py [--mb 100] [--keep DIR]``.
 """
@@ -99,7 +105,7 @@ def _cpu(fn) -> tuple[int, float]:
     return n, time.process_time() - t0
 
 
-def bench(out_dir: Path) -> list[tuple[str, int, float]]:
+def bench(out_dir: Path, path: str = "all") -> list[tuple[str, int, float]]:
     segs = sorted((out_dir / "__consumer_offsets-0").glob("*.log"))
     blobs = [p.read_bytes() for p in segs]
     results = []
@@ -120,8 +126,9 @@ def bench(out_dir: Path) -> list[tuple[str, int, float]]:
                 n += len(item[1])
         return n
 
-    results.append(("(a) offsetlake read_batches (bytes)", *_cpu(ours_mem)))
-    results.append(("(a') offsetlake read_batches_from_file", *_cpu(ours_file)))
+    if path != "columnar":
+        results.append(("(a) offsetlake read_batches (bytes)", *_cpu(ours_mem)))
+        results.append(("(a') offsetlake read_batches_from_file", *_cpu(ours_file)))
 
     try:
         from aiokafka.record._crecords import MemoryRecords
@@ -157,7 +164,48 @@ def bench(out_dir: Path) -> list[tuple[str, int, float]]:
                         n += 1
             return n
 
-        results.append(("(c) read_batches + to_decoded_row", *_cpu(full)))
+        if path != "columnar":
+            results.append(("(c) read_batches + to_decoded_row", *_cpu(full)))
+
+        def full_arrow():
+            from pipelines.decoding.reader import iter_segment_items
+            from pipelines.decoding.rows import problem_to_row, rows_to_arrow
+            from pipelines.decoding.segments import SegmentFile
+            from schemas.records import ReadProblem
+
+            n = 0
+            for p in segs:
+                rows = []
+                seg = SegmentFile(path=p, offsets_partition=0, base_offset=int(p.stem), size=p.stat().st_size)
+                for rec in iter_segment_items(seg):
+                    rows.append(problem_to_row(rec) if isinstance(rec, ReadProblem) else to_decoded_row(rec))
+                    if len(rows) >= 20_000:
+                        n += rows_to_arrow(rows).num_rows
+                        rows = []
+                if rows:
+                    n += rows_to_arrow(rows).num_rows
+            return n
+
+        if path != "columnar":
+            results.append(("(c') slow full decode -> Arrow (file)", *_cpu(full_arrow)))
+
+    try:
+        from pipelines.decoding import columnar
+    except ImportError:  # pragma: no cover
+        columnar = None
+    if columnar is not None:
+        def columnar_run(use_c):
+            def run():
+                n = 0
+                for p in segs:
+                    for b in columnar.decode_segment_to_arrow(p, offsets_partition=0, use_c=use_c):
+                        n += b.num_rows
+                return n
+            return run
+
+        results.append(("(d) columnar fast path, pure Python", *_cpu(columnar_run(False))))
+        if columnar.HAVE_C_EXTENSION:
+            results.append(("(d) columnar fast path, C walker", *_cpu(columnar_run(True))))
     return results
 
 
@@ -165,6 +213,9 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--mb", type=int, default=100, help="size of the generated dump in MiB (default 100)")
     ap.add_argument("--keep", type=Path, default=None, help="write the dump here and keep it")
+    ap.add_argument("--path", choices=("all", "columnar"), default="all",
+                    help="columnar: only the floor (b) and the columnar fast path (d)")
+    ap.add_argument("--reuse", action="store_true", help="with --keep: reuse a dump already there")
     args = ap.parse_args(argv)
     tmp = None
     if args.keep is None:
@@ -174,11 +225,15 @@ def main(argv=None) -> int:
         out_dir = args.keep
     try:
         t0 = time.perf_counter()
-        size, records = generate(out_dir, args.mb)
+        if args.reuse and args.keep is not None and (out_dir / "records.txt").exists():
+            size, records = map(int, (out_dir / "records.txt").read_text().split())
+        else:
+            size, records = generate(out_dir, args.mb)
+            (out_dir / "records.txt").write_text(f"{size} {records}")
         print(f"generated {size / 2**20:.1f} MiB, {records:,} records "
               f"(codecs {', '.join(f'{c} {int(w * 100)}%' for c, w in CODEC_MIX)}) "
               f"in {time.perf_counter() - t0:.1f}s")
-        results = bench(out_dir)
+        results = bench(out_dir, args.path)
         floor = next((n / t for name, n, t in results if name.startswith("(b)")), None)
         print(f"{'reader':45} {'records':>12} {'cpu s':>8} {'records/s/core':>15} {'vs floor':>9}")
         for name, n, t in results:

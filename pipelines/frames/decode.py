@@ -86,7 +86,6 @@ def plan_inputs(paths: Iterable[str | Path]) -> DecodePlan:
 
 def _decode_items(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """Executor side: decode every work item in the incoming batches, streaming Arrow batches out."""
-    from pipelines.decoding.reader import iter_segment_items
     from pipelines.decoding.rows import problem_to_row, rows_to_arrow, to_decoded_row
     from pipelines.decoding.segments import SegmentFile
     from schemas.records import ReadProblem
@@ -98,9 +97,14 @@ def _decode_items(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]
         for item in batch.to_pylist():
             rows: list[dict] = []
             if item["kind"] == "segment":
+                # fast path: segment bytes straight to Arrow columns (same rows as the reference path)
+                from pipelines.decoding.columnar import decode_segment_to_arrow
+
                 seg = SegmentFile(path=Path(item["path"]), offsets_partition=item["offsets_partition"],
                                   base_offset=item["base_offset"], size=item["size"])
-                source = iter_segment_items(seg)
+                yield from decode_segment_to_arrow(seg.path, offsets_partition=seg.offsets_partition,
+                                                   batch_rows=ARROW_BATCH_ROWS)
+                continue
             elif item["kind"] == "tabular":
                 from pipelines.decoding.tabular import read_tabular_dump
 

@@ -1,0 +1,317 @@
+"""Differential tests: `columnar.decode_segment_to_arrow` == the reference path, row for row.
+
+Reference = `read_batches_from_file` -> `to_decoded_row` / `problem_to_row` -> `rows_to_arrow`. Every test runs
+against the pure-Python walker and, when it is built, the `_fastdecode` C walker.
+"""
+from __future__ import annotations
+
+import glob
+import os
+import random
+import re
+import struct
+import tempfile
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from pipelines.decoding import columnar
+from pipelines.decoding.batch_writer import write_control_batch, write_empty_batch, write_record_batch
+from pipelines.decoding.batches import read_batches_from_file
+from pipelines.decoding.message_writer import (
+    write_control_record,
+    write_group_metadata_key,
+    write_group_metadata_value,
+    write_offset_commit_key,
+    write_offset_commit_value,
+)
+from pipelines.decoding.rows import problem_to_row, rows_to_arrow, to_decoded_row
+from schemas.decoded import DECODED_RECORD_SCHEMA
+from schemas.records import LOG_APPEND_TIME, ReadProblem
+
+WALKERS = ["python"] + (["c"] if columnar.HAVE_C_EXTENSION else [])
+CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
+
+
+def reference(path, partition: int) -> list[dict]:
+    rows = []
+    for item in read_batches_from_file(path, offsets_partition=partition):
+        if isinstance(item, ReadProblem):
+            rows.append(problem_to_row(item))
+        else:
+            rows.extend(to_decoded_row(r) for r in item[1])
+    return rows_to_arrow(rows).to_pylist() if rows else []
+
+
+def fast(path, partition: int, walker: str, batch_rows: int = 20000) -> list[dict]:
+    out = []
+    for b in columnar.decode_segment_to_arrow(path, offsets_partition=partition, batch_rows=batch_rows,
+                                              use_c=walker == "c"):
+        assert b.schema == DECODED_RECORD_SCHEMA
+        assert b.num_rows <= batch_rows or b.num_rows > 0
+        out.extend(b.to_pylist())
+    return out
+
+
+def assert_same(path, partition: int, walker: str, batch_rows: int = 20000) -> int:
+    exp = reference(path, partition)
+    got = fast(path, partition, walker, batch_rows)
+    assert len(got) == len(exp), path
+    for i, (a, b) in enumerate(zip(exp, got)):
+        assert a == b, (path, i, {k: (a[k], b[k]) for k in a if a[k] != b[k]})
+    return len(exp)
+
+
+def partition_of(path: str) -> int:
+    m = re.search(r"-(\d+)$", os.path.basename(os.path.dirname(path)))
+    return int(m.group(1)) if m else 0
+
+
+# ---------------------------------------------------------------------------------------------- real data
+@pytest.mark.parametrize("walker", WALKERS)
+def test_realdata_segments(realdata, walker):
+    logs = sorted(glob.glob(str(realdata / "seg_*" / "**" / "*.log"), recursive=True))
+    if not logs:
+        pytest.skip("no realdata segments")
+    for p in logs:
+        assert_same(p, partition_of(p), walker)
+        assert_same(p, partition_of(p), walker, batch_rows=3)
+
+
+@pytest.mark.parametrize("walker", WALKERS)
+def test_brokerdata_segments(brokerdata, walker):
+    logs = sorted(glob.glob(str(brokerdata / "*" / "data" / "**" / "*.log"), recursive=True))
+    if not logs:
+        pytest.skip("no brokerdata segments")
+    for p in logs:
+        assert_same(p, partition_of(p), walker)
+
+
+# ---------------------------------------------------------------------------------------------- generated
+TS = 1_700_000_000_000
+TOPIC_ID = "AAECAwQFBgcICQoLDA0ODw"
+
+
+def oc(group="g", topic="t", partition=0, *, version=3, offset=42, metadata="", ts=TS, key_type=1, **kw):
+    return (write_offset_commit_key(group, topic, partition, key_type=key_type),
+            write_offset_commit_value(version, offset=offset, metadata=metadata, commit_timestamp=ts, **kw), ts)
+
+
+def tomb(group="g", topic="t", partition=0, ts=TS):
+    return (write_offset_commit_key(group, topic, partition), None, ts)
+
+
+def gm(group="g", ts=TS):
+    member = dict(member_id="m-1", client_id="c", client_host="/h", rebalance_timeout_ms=300000,
+                  session_timeout_ms=10000, subscription=b"\x00\x00\x00\x00\x00\x00", assignment=b"")
+    return (write_group_metadata_key(group),
+            write_group_metadata_value(3, protocol_type="consumer", generation=3, protocol="range", leader="m-1",
+                                       current_state_timestamp=ts, members=[member]), ts)
+
+
+def mixed_records(rng: random.Random, n: int) -> list:
+    out = []
+    for i in range(n):
+        r = rng.random()
+        g, t, p = f"grp-{rng.randrange(4)}", f"topic-{rng.randrange(3)}", rng.randrange(3)
+        ts = TS + i * rng.randrange(1, 70000)
+        if r < 0.5:
+            out.append(oc(g, t, p, version=rng.choice([0, 1, 2, 3, 4]), offset=rng.randrange(1 << 45),
+                          metadata=rng.choice(["", "", "meta", "ünï", "x" * 200]), ts=ts,
+                          leader_epoch=rng.randrange(-1, 9), expire_timestamp=rng.choice([-1, ts + 5]),
+                          topic_id=rng.choice([None, TOPIC_ID]), key_type=rng.choice([1, 1, 0])))
+        elif r < 0.65:
+            out.append(tomb(g, t, p, ts))
+        elif r < 0.75:
+            out.append(gm(g, ts))
+        elif r < 0.8:
+            out.append((struct.pack(">h", 99) + b"whatever", b"\x00\x00zz", ts))  # unknown type
+        elif r < 0.85:
+            k, v, _ = oc(g, t, p)
+            out.append((k, struct.pack(">h", 7) + v[2:], ts))  # unknown value version
+        elif r < 0.9:
+            k, v, _ = oc(g, t, p)
+            out.append((k, v[:-3], ts))  # truncated value
+        elif r < 0.93:
+            out.append((k[:-1] if (k := oc(g, t, p)[0]) else k, oc()[1], ts))  # truncated key
+        elif r < 0.96:
+            out.append((None, oc()[1], ts))  # no key
+        else:
+            k = write_offset_commit_key(g, t, p)
+            bad = struct.pack(">hqh", 3, 5, 2) + b"\xff\xfe" + struct.pack(">q", ts)  # invalid UTF-8 metadata
+            out.append((k, bad[:2] + bad[2:10] + struct.pack(">i", 0) + bad[10:], ts))
+    return out
+
+
+def build_log(rng: random.Random, n_batches: int) -> bytes:
+    out = bytearray()
+    offset = 0
+    pid = 1000
+    for _ in range(n_batches):
+        kind = rng.random()
+        if kind < 0.6:
+            n = rng.randrange(1, 12)
+            recs = mixed_records(rng, n)
+            codec = rng.choice(CODECS)
+            txn = rng.random() < 0.15
+            kw = {}
+            if rng.random() < 0.15:
+                kw = dict(timestamp_type=LOG_APPEND_TIME, log_append_time=TS + 999)
+            if rng.random() < 0.1:
+                kw["delete_horizon_ms"] = TS - 5
+            if rng.random() < 0.2:
+                kw["offset_deltas"] = sorted(rng.sample(range(n * 3), n))
+            out += write_record_batch(recs, offset, codec=codec, base_sequence=rng.choice([-1, 0, 0x7FFFFFFE]),
+                                      producer_id=pid if txn else -1, producer_epoch=2 if txn else -1,
+                                      is_transactional=txn, **kw)
+            offset += 3 * n
+        elif kind < 0.7:
+            out += write_control_batch(rng.choice([0, 1]), rng.randrange(50), offset, pid, 2, TS)
+            offset += 1
+        elif kind < 0.75:
+            # control record of another type, and a malformed marker
+            key = struct.pack(">hh", 0, rng.choice([2, 3, 77]))
+            val = rng.choice([b"\x00\x00\x00\x00\x00\x05", None, b"\x00"])
+            out += write_record_batch([(key, val, TS)], offset, is_control=True, is_transactional=True,
+                                      producer_id=pid, producer_epoch=1)
+            offset += 1
+        elif kind < 0.8:
+            out += write_empty_batch(offset, offset + 4, producer_id=pid, producer_epoch=1)
+            offset += 5
+        elif kind < 0.85:
+            recs = [oc(offset=i) for i in range(rng.randrange(1, 4))]
+            out += write_record_batch(recs, offset, codec="none", headers=[[("h", b"v")]] * len(recs))
+            offset += len(recs)
+        elif kind < 0.95:
+            magic = rng.choice([0, 1])
+            codec = rng.choice(["none", "gzip", "snappy", "lz4"])
+            recs = [oc(offset=i, version=rng.choice([1, 3])) for i in range(rng.randrange(1, 4))] + [tomb()]
+            out += write_record_batch(recs, offset, magic=magic, codec=codec)
+            offset += len(recs)
+        else:
+            blob = bytearray(write_record_batch(mixed_records(rng, 3), offset, codec=rng.choice(CODECS)))
+            i = rng.randrange(len(blob))
+            blob[i] ^= 1 << rng.randrange(8)  # flipped bit anywhere: CRC mismatch / bad framing / bad header
+            out += blob
+            offset += 3
+    return bytes(out)
+
+
+def write_tmp(tmp_path: Path, data: bytes, name: str = "00000000000000000000.log") -> Path:
+    d = tmp_path / "__consumer_offsets-7"
+    d.mkdir(exist_ok=True)
+    p = d / name
+    p.write_bytes(data)
+    return p
+
+
+@pytest.mark.parametrize("walker", WALKERS)
+@pytest.mark.parametrize("codec", CODECS)
+def test_every_codec(tmp_path, walker, codec):
+    recs = [oc("g1", "t1", i, offset=100 + i) for i in range(15)] + [tomb("g1", "t1", 3)]
+    data = b"".join(write_record_batch(recs, 16 * i, codec=codec, base_sequence=0) for i in range(40))
+    assert assert_same(write_tmp(tmp_path, data), 7, walker) == 40 * 16
+
+
+@pytest.mark.parametrize("walker", WALKERS)
+@pytest.mark.parametrize("version", [0, 1, 2, 3, 4])
+def test_value_versions(tmp_path, walker, version):
+    recs = [oc(version=version, metadata=m, leader_epoch=5, expire_timestamp=TS + 1, topic_id=tid)
+            for m in ("", "m", "ünïcode") for tid in (None, TOPIC_ID)]
+    assert assert_same(write_tmp(tmp_path, write_record_batch(recs, 0)), 7, walker) == len(recs)
+
+
+@pytest.mark.parametrize("walker", WALKERS)
+def test_special_batches(tmp_path, walker):
+    data = (write_record_batch([oc(), gm(), tomb()], 0)
+            + write_control_batch(1, 7, 3, 555, 1, TS)
+            + write_control_batch(0, 8, 4, 556, 1, TS)
+            + write_record_batch([oc(offset=9)], 5, producer_id=555, producer_epoch=1, is_transactional=True,
+                                 base_sequence=0)
+            + write_empty_batch(6, 9)
+            + write_record_batch([oc(), oc(version=1)], 10, timestamp_type=LOG_APPEND_TIME, log_append_time=TS + 7)
+            + write_record_batch([oc(), tomb()], 12, delete_horizon_ms=TS - 100)
+            + write_record_batch([oc(), tomb()], 14, magic=0)
+            + write_record_batch([oc(), tomb()], 16, magic=1, codec="gzip")
+            + write_record_batch([oc(), tomb()], 18, magic=0, codec="snappy")
+            + write_record_batch([oc()], 20, headers=[[("k", None)]]))
+    p = write_tmp(tmp_path, data)
+    n = assert_same(p, 7, walker)
+    assert n >= 15
+    assert_same(p, 7, walker, batch_rows=1)
+
+
+@pytest.mark.parametrize("walker", WALKERS)
+@pytest.mark.parametrize("tail", ["torn", "short", "zero", "small_size", "flip"])
+def test_damaged(tmp_path, walker, tail):
+    good = b"".join(write_record_batch([oc(offset=i), tomb()], 2 * i, codec=c) for i, c in enumerate(CODECS))
+    if tail == "torn":
+        data = good + write_record_batch([oc()], 100)[:-5]
+    elif tail == "short":
+        data = good + b"\x01\x02\x03"
+    elif tail == "zero":
+        data = good + bytes(4096)
+    elif tail == "small_size":
+        data = good + struct.pack(">qi", 5, 3) + b"x" * 30
+    else:
+        data = bytearray(good)
+        for i in (30, 70, 200, 333, len(good) - 4):
+            data[i] ^= 0x40
+        data = bytes(data)
+    assert_same(write_tmp(tmp_path, data), 7, walker)
+
+
+@pytest.mark.parametrize("walker", WALKERS)
+def test_every_byte_flipped_in_a_small_log(tmp_path, walker):
+    good = (write_record_batch([oc(), tomb(), gm()], 0)
+            + write_record_batch([oc(version=4, topic_id=TOPIC_ID)], 3, codec="lz4")
+            + write_control_batch(1, 3, 4, 9, 0, TS))
+    for i in range(0, len(good), 3):
+        data = bytearray(good)
+        data[i] ^= 0xFF
+        assert_same(write_tmp(tmp_path, bytes(data)), 7, walker)
+
+
+@pytest.mark.parametrize("walker", WALKERS)
+def test_empty_file(tmp_path, walker):
+    assert fast(write_tmp(tmp_path, b""), 7, walker) == []
+
+
+@pytest.mark.parametrize("walker", WALKERS)
+def test_random_mixed_logs(tmp_path, walker):
+    for seed in range(12):
+        p = write_tmp(tmp_path, build_log(random.Random(seed), 60), f"{seed:020d}.log")
+        assert_same(p, 7, walker, batch_rows=random.Random(seed).choice([1, 7, 20000]))
+
+
+@pytest.mark.parametrize("walker", WALKERS)
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(0, 25), cut=st.integers(0, 64), batch_rows=st.integers(1, 50))
+def test_property_random_logs(walker, seed, n, cut, batch_rows):
+    data = build_log(random.Random(seed), n)
+    if cut and data:
+        data = data[:-cut]  # often a torn tail
+    with tempfile.TemporaryDirectory() as d:
+        assert_same(write_tmp(Path(d), data), 7, walker, batch_rows)
+
+
+def test_c_extension_matches_python_when_built(tmp_path):
+    if not columnar.HAVE_C_EXTENSION:
+        pytest.skip("_fastdecode not built")
+    p = write_tmp(tmp_path, build_log(random.Random(99), 120))
+    assert fast(p, 7, "c") == fast(p, 7, "python")
+
+
+@pytest.mark.parametrize("walker", WALKERS)
+def test_clean_batches_take_the_fast_path(tmp_path, walker, monkeypatch):
+    """Guard against a silent fallback: plain offset-commit batches never reach the reference path."""
+    calls = []
+    monkeypatch.setattr(columnar, "decode_entry", lambda *a, **k: calls.append(1) or [])
+    monkeypatch.setattr(columnar, "to_decoded_row", lambda *a, **k: calls.append(2) or {})
+    recs = [oc("g", "t", i % 3, version=v, ts=TS + 70000 * i) for i, v in enumerate([0, 1, 2, 3, 4] * 3)]
+    data = b"".join(write_record_batch(recs + [tomb()], 16 * i, codec=c) for i, c in enumerate(CODECS))
+    data += write_control_batch(1, 3, 200, 9, 0, TS)
+    rows = fast(write_tmp(tmp_path, data), 7, walker)
+    assert calls == [] and len(rows) == 5 * 16 + 1
