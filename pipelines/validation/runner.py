@@ -1,0 +1,381 @@
+"""Runs the suites on a snapshot's DataFrames before the commit and turns GX results into a `ValidationResult`.
+
+One ephemeral GX context (analytics and progress bars off) serves a process; each suite validates one prepared,
+cached frame through a Spark data source on in-memory DataFrames. The result carries the run policy: `fail` makes
+a failed expectation fail the run, `warn` only reports it.
+"""
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field
+from datetime import date, datetime, timezone
+from decimal import Decimal
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from pipelines.config import ConfigError, Settings
+from pipelines.validation.accounting import Accounting
+from pipelines.validation.suites import SuiteSpec, build_suites
+
+POLICIES = ("fail", "warn")
+DATASOURCE = "offsetlake_validation"
+BATCH_DEFINITION = "whole_dataframe"
+EXAMPLES = 5  # unexpected rows kept per expectation
+RESULT_FORMAT_BASE = {"result_format": "SUMMARY", "partial_unexpected_count": EXAMPLES}
+
+_CONTEXT = None
+
+
+def new_context():
+    """An in-memory GX context: nothing on disk, no usage statistics sent, no progress bars on the console."""
+    import great_expectations as gx
+    from great_expectations.data_context.types.base import (
+        DataContextConfig,
+        InMemoryStoreBackendDefaults,
+        ProgressBarsConfig,
+    )
+
+    config = DataContextConfig(
+        analytics_enabled=False,
+        progress_bars=ProgressBarsConfig(globally=False, metric_calculations=False),
+        store_backend_defaults=InMemoryStoreBackendDefaults(),
+    )
+    return gx.get_context(mode="ephemeral", project_config=config)
+
+
+def default_context():
+    """The process's GX context, built on first use (never at import)."""
+    global _CONTEXT
+    if _CONTEXT is None:
+        _CONTEXT = new_context()
+    return _CONTEXT
+
+
+def markers_from_decoded(decoded: DataFrame) -> DataFrame:
+    """Transaction markers of the decoded rows: (offsets_partition, producer_id, offset, control_type)."""
+    return decoded.where(F.col("record_kind") == "control").select(
+        "offsets_partition", "producer_id", "offset", "control_type"
+    )
+
+
+# -- results -------------------------------------------------------------------------------------------------------
+
+
+def _jsonable(v: Any) -> Any:
+    if isinstance(v, datetime):
+        if v.tzinfo is None:
+            v = v.replace(tzinfo=timezone.utc)
+        return v.astimezone(timezone.utc).isoformat().replace("+00:00", "Z")
+    if isinstance(v, date):
+        return v.isoformat()
+    if isinstance(v, Decimal):
+        return float(v)
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    if isinstance(v, Mapping):
+        return {str(k): _jsonable(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple, set, frozenset)):
+        return [_jsonable(x) for x in v]
+    if isinstance(v, (str, int, float, bool)) or v is None:
+        return v
+    return str(v)
+
+
+@dataclass(frozen=True)
+class ExpectationOutcome:
+    """One expectation's result, in the shape reports and `runs.validation` use."""
+
+    id: str  # <suite>.<check>
+    expectation_type: str
+    description: str
+    why: str
+    column: str | None
+    success: bool
+    observed_value: Any = None
+    element_count: int | None = None
+    unexpected_count: int | None = None
+    unexpected_percent: float | None = None
+    examples: tuple[Any, ...] = ()
+    exception: str | None = None
+
+    def to_dict(self) -> dict:
+        return {
+            "id": self.id,
+            "expectation_type": self.expectation_type,
+            "description": self.description,
+            "why": self.why,
+            "column": self.column,
+            "success": self.success,
+            "observed_value": _jsonable(self.observed_value),
+            "element_count": self.element_count,
+            "unexpected_count": self.unexpected_count,
+            "unexpected_percent": _jsonable(self.unexpected_percent),
+            "examples": _jsonable(list(self.examples)),
+            "exception": self.exception,
+        }
+
+
+@dataclass(frozen=True)
+class SuiteOutcome:
+    name: str
+    rows: int
+    seconds: float
+    expectations: tuple[ExpectationOutcome, ...]
+
+    @property
+    def success(self) -> bool:
+        return all(e.success for e in self.expectations)
+
+    @property
+    def failed(self) -> list[ExpectationOutcome]:
+        return [e for e in self.expectations if not e.success]
+
+    def to_dict(self) -> dict:
+        return {
+            "name": self.name,
+            "success": self.success,
+            "rows": self.rows,
+            "seconds": round(self.seconds, 3),
+            "expectations": [e.to_dict() for e in self.expectations],
+        }
+
+
+@dataclass(frozen=True)
+class ValidationResult:
+    """Every suite's outcome for one snapshot, with the policy that decides whether the run fails."""
+
+    policy: str
+    as_of_ms: int
+    num_partitions: int
+    suites: tuple[SuiteOutcome, ...]
+    skipped: tuple[tuple[str, str], ...] = ()  # (suite or check id, reason)
+    seconds: float = 0.0
+    snapshot_id: str | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def success(self) -> bool:
+        return all(s.success for s in self.suites)
+
+    @property
+    def should_fail_run(self) -> bool:
+        """`fail` policy: any failed expectation fails the run (exit 1); `warn`: reported only."""
+        return self.policy == "fail" and not self.success
+
+    @property
+    def expectations(self) -> list[ExpectationOutcome]:
+        return [e for s in self.suites for e in s.expectations]
+
+    @property
+    def failed(self) -> list[ExpectationOutcome]:
+        return [e for e in self.expectations if not e.success]
+
+    def outcome(self, check_id: str) -> ExpectationOutcome:
+        for e in self.expectations:
+            if e.id == check_id:
+                return e
+        raise KeyError(check_id)
+
+    def to_dict(self) -> dict:
+        return {
+            "snapshot_id": self.snapshot_id,
+            "success": self.success,
+            "policy": self.policy,
+            "should_fail_run": self.should_fail_run,
+            "as_of": _jsonable(datetime.fromtimestamp(self.as_of_ms / 1000, tz=timezone.utc)),
+            "num_partitions": self.num_partitions,
+            "seconds": round(self.seconds, 3),
+            "suites": [s.to_dict() for s in self.suites],
+            "skipped": [{"id": i, "reason": r} for i, r in self.skipped],
+        }
+
+    def to_json(self, indent: int | None = None) -> str:
+        """Per suite, per expectation: success, observed value, unexpected count, a few unexpected examples."""
+        return json.dumps(self.to_dict(), indent=indent, sort_keys=False)
+
+    def summary(self) -> dict:
+        """The short form stored in `runs.validation`."""
+        return {
+            "success": self.success,
+            "policy": self.policy,
+            "should_fail_run": self.should_fail_run,
+            "evaluated": len(self.expectations),
+            "failed": len(self.failed),
+            "failed_ids": [e.id for e in self.failed][:50],
+            "unexpected_rows": sum(e.unexpected_count or 0 for e in self.failed),
+            "skipped": len(self.skipped),
+            "suites": {s.name: {"rows": s.rows, "evaluated": len(s.expectations), "failed": len(s.failed)}
+                       for s in self.suites},
+            "seconds": round(self.seconds, 3),
+        }
+
+
+def _outcome(spec: SuiteSpec, gx_result) -> ExpectationOutcome:
+    cfg = gx_result.expectation_config
+    meta = cfg.meta or {}
+    check_id = meta.get("check_id", cfg.type)
+    check = next((c for c in spec.checks if spec.check_id(c) == check_id), None)
+    r = gx_result.result or {}
+    examples = r.get("partial_unexpected_index_list") or r.get("partial_unexpected_list") or []
+    exc = gx_result.exception_info or {}
+    exc_message = None
+    if exc.get("raised_exception"):
+        exc_message = exc.get("exception_message") or "expectation raised"
+    else:  # a suite-level dict of exceptions keyed by metric id
+        for v in exc.values() if isinstance(exc, dict) else []:
+            if isinstance(v, dict) and v.get("raised_exception"):
+                exc_message = v.get("exception_message") or "expectation raised"
+                break
+    return ExpectationOutcome(
+        id=check_id,
+        expectation_type=cfg.type,
+        description=cfg.description or "",
+        why=meta.get("why", ""),
+        column=check.column if check else None,
+        success=bool(gx_result.success) and exc_message is None,
+        observed_value=r.get("observed_value"),
+        element_count=r.get("element_count"),
+        unexpected_count=r.get("unexpected_count"),
+        unexpected_percent=r.get("unexpected_percent"),
+        examples=tuple(examples[:EXAMPLES]),
+        exception=exc_message,
+    )
+
+
+def _batch_definition(context, name: str):
+    """Get or add the Spark data source, the suite's DataFrame asset and its whole-frame batch definition."""
+    try:
+        ds = context.data_sources.get(DATASOURCE)
+    except LookupError:  # GX raises KeyError / LookupError for an absent name
+        # persist=False: the runner caches the prepared frame itself and unpersists it after the suite
+        ds = context.data_sources.add_spark(DATASOURCE, persist=False)
+    try:
+        asset = ds.get_asset(name)
+    except LookupError:
+        asset = ds.add_dataframe_asset(name)
+    try:
+        return asset.get_batch_definition(BATCH_DEFINITION)
+    except LookupError:
+        return asset.add_batch_definition_whole_dataframe(BATCH_DEFINITION)
+
+
+def _validate_suite(context, spec: SuiteSpec, inputs: Mapping[str, DataFrame]) -> SuiteOutcome:
+    """Two passes over the cached, prepared frame: every check as BOOLEAN_ONLY (GX bundles those aggregates into
+    a few Spark jobs), then only the failed checks again as SUMMARY for counts and offending rows. A clean table
+    never pays for example collection, which is most of GX's per-expectation cost on Spark."""
+    started = time.perf_counter()
+    prepared = spec.prepare(inputs).cache()
+    try:
+        rows = prepared.count()
+        batch = _batch_definition(context, spec.name).get_batch(batch_parameters={"dataframe": prepared})
+        first = batch.validate(spec.expectation_suite(), result_format={"result_format": "BOOLEAN_ONLY"})
+        failed_ids = {
+            (r.expectation_config.meta or {}).get("check_id") for r in first.results
+            if not (r.success and not (r.exception_info or {}).get("raised_exception"))
+        }
+        detailed: dict[str, ExpectationOutcome] = {}
+        if failed_ids:
+            again = SuiteSpec(
+                name=spec.name, table=spec.table, index_columns=spec.index_columns,
+                checks=tuple(c for c in spec.checks if spec.check_id(c) in failed_ids),
+            )
+            result_format = dict(RESULT_FORMAT_BASE)
+            if spec.index_columns:
+                result_format["unexpected_index_column_names"] = list(spec.index_columns)
+            second = batch.validate(again.expectation_suite(), result_format=result_format)
+            detailed = {o.id: o for o in (_outcome(spec, r) for r in second.results)}
+        outcomes = []
+        for r in first.results:
+            o = _outcome(spec, r)
+            if o.id in detailed:
+                d = detailed[o.id]
+                # the verdict is the first pass's; the second only adds counts and examples
+                o = ExpectationOutcome(**{**d.__dict__, "success": o.success,
+                                          "exception": o.exception or d.exception})
+            elif o.success:
+                # every check is a map expectation without `mostly`: success means no unexpected row
+                o = ExpectationOutcome(**{**o.__dict__, "element_count": rows, "unexpected_count": 0,
+                                          "unexpected_percent": 0.0})
+            outcomes.append(o)
+    finally:
+        prepared.unpersist()
+    order = {spec.check_id(c): i for i, c in enumerate(spec.checks)}
+    outcomes.sort(key=lambda o: order.get(o.id, len(order)))
+    return SuiteOutcome(name=spec.name, rows=rows, seconds=time.perf_counter() - started,
+                        expectations=tuple(outcomes))
+
+
+def validation_settings(settings: Settings) -> tuple[str, float, str]:
+    """(policy, timestamp_skew_minutes, semantics) from `validation:` and `rebuild:`; a bad value is a usage error."""
+    v = settings.section("validation")
+    policy = str(v.get("policy", "fail")).lower()
+    if policy not in POLICIES:
+        raise ConfigError(f"validation.policy must be one of {', '.join(POLICIES)}, got {policy!r}")
+    try:
+        skew = float(v.get("timestamp_skew_minutes", 60))
+    except (TypeError, ValueError):
+        raise ConfigError(f"validation.timestamp_skew_minutes must be a number, got {v.get('timestamp_skew_minutes')!r}") from None
+    if skew < 0:
+        raise ConfigError("validation.timestamp_skew_minutes must be >= 0")
+    semantics = str(settings.section("rebuild").get("semantics", "legacy"))
+    return policy, skew, semantics
+
+
+def run_validation(
+    spark: SparkSession,
+    tables: Mapping[str, DataFrame],
+    *,
+    as_of_ms: int,
+    num_partitions: int,
+    settings: Settings,
+    markers: DataFrame | None = None,
+    accounting: Accounting | None = None,
+    suites: Collection[str] | None = None,
+    context=None,
+    snapshot_id: str | None = None,
+) -> ValidationResult:
+    """Validate a snapshot's tables (before the commit) with one GX suite per table.
+
+    `tables` maps contract table names to DataFrames; a table not given is listed in `skipped`, as is a check
+    whose other input is missing (`markers` for pending offsets, `accounting` for the record accounting).
+    `suites` restricts the run to those suite names. `context` defaults to the process's ephemeral GX context.
+    """
+    policy, skew, semantics = validation_settings(settings)
+    started = time.perf_counter()
+    inputs: dict[str, DataFrame] = dict(tables)
+    if markers is not None:
+        inputs["markers"] = markers
+    if accounting is not None:
+        inputs["accounting"] = accounting.to_dataframe(spark)
+    specs = build_suites(
+        as_of_ms=as_of_ms,
+        num_partitions=num_partitions,
+        timestamp_skew_minutes=skew,
+        semantics=semantics,
+        available=frozenset(inputs),
+    )
+    context = context or default_context()
+    outcomes: list[SuiteOutcome] = []
+    skipped: list[tuple[str, str]] = []
+    for spec in specs:
+        if suites is not None and spec.name not in suites:
+            continue
+        if spec.table not in inputs:
+            skipped.append((spec.name, "not given"))
+            continue
+        skipped.extend(spec.skipped)
+        outcomes.append(_validate_suite(context, spec, inputs))
+    return ValidationResult(
+        policy=policy,
+        as_of_ms=as_of_ms,
+        num_partitions=num_partitions,
+        suites=tuple(outcomes),
+        skipped=tuple(skipped),
+        seconds=time.perf_counter() - started,
+        snapshot_id=snapshot_id,
+    )

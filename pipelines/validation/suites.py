@@ -1,0 +1,511 @@
+"""The data-quality suites: one great-expectations suite per output table, built in code for one run.
+
+Each `SuiteSpec` names the table it validates, the inputs it reads, how to prepare the frame (relational invariants
+GX cannot express are computed with Spark into a per-row `chk_*` column first, so a violation still shows up as an
+ordinary GX result with the offending rows), and its `Check`s. A check id (`<suite>.<name>`) is stable: reports,
+`runs.validation` and the tests refer to it. Invariants come from spec/offsets-topic.md §4 (group → partition) and
+§5 (replay); the `Check.why` of each says which rule it guards.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+import great_expectations as gx
+import great_expectations.expectations as gxe
+
+UTC = timezone.utc
+
+# Kafka was open-sourced in 2011 and `__consumer_offsets` appeared in 0.8.2 (2015): an earlier timestamp is a
+# decoding or unit bug (seconds for ms, a sentinel leaking through), never a real commit.
+EARLIEST_PLAUSIBLE = datetime(2011, 1, 1, tzinfo=UTC)
+
+# A committed offset of -1 is legitimate: it is Kafka's INVALID_OFFSET sentinel, and the broker stores whatever
+# offset the client sends (OffsetCommit only validates metadata size), so clients that "reset" a position commit -1.
+# Anything below -1 has no meaning in any Kafka version and is treated as corrupt.
+MIN_COMMITTED_OFFSET = -1
+
+# Control types that end a transaction under the new coordinator (`replayEndTransactionMarker`, spec §5.3); the
+# old loader drops a producer's pending offsets on *any* control batch (spec §5.1 step 1, §5.5 #5).
+ENDING_CONTROL_TYPES = ("COMMIT", "ABORT")
+
+# Row keys, CONTRACT.md order, without snapshot_id: the writer stamps that partition column with one literal after
+# validation, so it is neither null nor a distinguishing part of the key in the frames validated here.
+KEYS: dict[str, tuple[str, ...]] = {
+    "loaded_offsets": ("group_id", "topic", "partition"),
+    "empty_group_offsets": ("group_id", "topic", "partition"),
+    "expired_offsets": ("group_id", "topic", "partition"),
+    "pending_offsets": ("producer_id", "group_id", "topic", "partition"),
+    "loaded_groups": ("group_id",),
+    "group_members": ("group_id", "member_id"),
+    "removed_groups": ("group_id",),
+    "expired_groups": ("group_id",),
+    "offset_commits": ("offsets_partition", "record_offset"),
+    "quarantine": (),
+    "accounting": ("offsets_partition",),
+}
+
+
+@dataclass(frozen=True)
+class Check:
+    """One expectation and why it holds. `kind` and `column` say what breaks it (used by tests and the report)."""
+
+    name: str
+    kind: str  # not_null | unique | at_least | ts_range | ts_min | partition | relation
+    expectation: gxe.Expectation
+    why: str
+    column: str | None = None
+    needs: tuple[str, ...] = ()  # inputs besides the suite's own table
+    derive: Callable[[DataFrame, Mapping[str, DataFrame]], DataFrame] | None = None
+    minimum: object = None  # at_least / ts_*: the lower bound; ts_range: (lower, upper)
+
+
+@dataclass(frozen=True)
+class SuiteSpec:
+    """A table's suite for one run: `prepare` the frame, then validate every check on it."""
+
+    name: str
+    table: str  # the input it validates (a table, or "accounting")
+    index_columns: tuple[str, ...]  # identify an offending row in unexpected examples
+    checks: tuple[Check, ...]
+    skipped: tuple[tuple[str, str], ...] = field(default=())  # (check id, reason) of checks whose inputs are absent
+
+    def check_id(self, check: Check) -> str:
+        return f"{self.name}.{check.name}"
+
+    @property
+    def inputs(self) -> frozenset[str]:
+        """Every input this suite's prepared frame reads."""
+        return frozenset((self.table, *(n for c in self.checks for n in c.needs)))
+
+    def prepare(self, inputs: Mapping[str, DataFrame]) -> DataFrame:
+        df = inputs[self.table]
+        for check in self.checks:
+            if check.derive is not None:
+                df = check.derive(df, inputs)
+        return df
+
+    def expectation_suite(self) -> gx.ExpectationSuite:
+        suite = gx.ExpectationSuite(name=self.name)
+        for check in self.checks:
+            suite.add_expectation(check.expectation)
+        return suite
+
+
+# -- group → partition (spec §4), as a native Spark expression --------------------------------------------------
+
+
+def java_partition_for(group_id: str, num_partitions: int) -> Column:
+    """`Utils.abs(groupId.hashCode()) % numPartitions` over the column named `group_id`; null for a null id.
+
+    Mirrors `pipelines.decoding.partitioner.partition_for` (the tests cross-check the two) as a native Spark
+    expression, so 1M rows need no Python worker. Java's hash runs over UTF-16 code units: a code point above
+    U+FFFF contributes its surrogate pair. The running hash stays unsigned in a bigint (mod 2^32, so no ANSI
+    overflow) and is read back as an int32 at the end: Integer.MIN_VALUE is the one value `Utils.abs` maps to 0.
+    """
+    if num_partitions <= 0:
+        raise ValueError(f"num_partitions must be positive, got {num_partitions}")
+    g = "`" + group_id.replace("`", "``") + "`"
+    cp = f"ascii(substr({g}, i, 1))"  # Spark strings index by code point; ascii() returns the code point
+    step = (
+        f"CASE WHEN {cp} >= 65536 THEN "
+        f"((h * 31 + (55296 + shiftright({cp} - 65536, 10))) % 4294967296 * 31 "
+        f"+ (56320 + (({cp} - 65536) & 1023))) % 4294967296 "
+        f"ELSE (h * 31 + {cp}) % 4294967296 END"
+    )
+    unsigned = (
+        f"(CASE WHEN char_length({g}) = 0 THEN 0L "
+        f"ELSE aggregate(sequence(1, char_length({g})), 0L, (h, i) -> {step}) END)"
+    )
+    # signed = ((u + 2^31) mod 2^32) - 2^31; |MIN_VALUE| = 2^31, and `mod 2^31` sends exactly that one to 0
+    absolute = f"(abs((({unsigned} + 2147483648) % 4294967296) - 2147483648) % 2147483648)"
+    return F.expr(f"CAST({absolute} % {int(num_partitions)} AS INT)")
+
+
+# -- expectation builders ------------------------------------------------------------------------------------------
+
+
+def _meta(check_id: str, why: str) -> dict:
+    return {"check_id": check_id, "why": why}
+
+
+def _not_null(suite: str, column: str, why: str) -> Check:
+    name = f"{column}_not_null"
+    return Check(
+        name=name,
+        kind="not_null",
+        column=column,
+        why=why,
+        expectation=gxe.ExpectColumnValuesToNotBeNull(
+            column=column, description=f"`{column}` is never null", meta=_meta(f"{suite}.{name}", why)
+        ),
+    )
+
+
+def _unique(suite: str, columns: tuple[str, ...], why: str) -> Check:
+    name = "key_unique"
+    desc = f"({', '.join(columns)}) is unique"
+    if len(columns) == 1:
+        exp = gxe.ExpectColumnValuesToBeUnique(column=columns[0], description=desc, meta=_meta(f"{suite}.{name}", why))
+    else:
+        exp = gxe.ExpectCompoundColumnsToBeUnique(
+            column_list=list(columns), description=desc, meta=_meta(f"{suite}.{name}", why)
+        )
+    return Check(name=name, kind="unique", column=",".join(columns), why=why, expectation=exp)
+
+
+def _at_least(suite: str, column: str, minimum: int, why: str) -> Check:
+    name = f"{column}_at_least_{minimum}".replace("-", "minus_")
+    return Check(
+        name=name,
+        kind="at_least",
+        column=column,
+        minimum=minimum,
+        why=why,
+        expectation=gxe.ExpectColumnValuesToBeBetween(
+            column=column, min_value=minimum, description=f"`{column}` >= {minimum}",
+            meta=_meta(f"{suite}.{name}", why),
+        ),
+    )
+
+
+def _timestamp(suite: str, column: str, upper: datetime | None, why: str) -> Check:
+    name = f"{column}_plausible"
+    if upper is None:
+        desc = f"`{column}` is after {EARLIEST_PLAUSIBLE:%Y-%m-%d}"
+        exp = gxe.ExpectColumnValuesToBeBetween(
+            column=column, min_value=EARLIEST_PLAUSIBLE, description=desc, meta=_meta(f"{suite}.{name}", why)
+        )
+        return Check(name=name, kind="ts_min", column=column, minimum=EARLIEST_PLAUSIBLE, why=why, expectation=exp)
+    desc = f"`{column}` is between {EARLIEST_PLAUSIBLE:%Y-%m-%d} and {upper:%Y-%m-%dT%H:%M:%SZ} (as_of + skew)"
+    exp = gxe.ExpectColumnValuesToBeBetween(
+        column=column, min_value=EARLIEST_PLAUSIBLE, max_value=upper, description=desc,
+        meta=_meta(f"{suite}.{name}", why),
+    )
+    return Check(
+        name=name, kind="ts_range", column=column, minimum=(EARLIEST_PLAUSIBLE, upper), why=why, expectation=exp
+    )
+
+
+def _partition(suite: str, num_partitions: int) -> Check:
+    name = "offsets_partition_matches_group"
+    why = (
+        "spec §4: every record of a group is written to partition Utils.abs(javaHashCode(group_id)) % n; "
+        "a mismatch means a wrong partition count or a misread partition directory"
+    )
+    out = "chk_expected_offsets_partition"
+    return Check(
+        name=name,
+        kind="partition",
+        column="offsets_partition",
+        why=why,
+        # a null group id is the key check's business: nothing to compare, so the row compares with itself;
+        # a null offsets_partition next to a real group id is a mismatch like any other
+        derive=lambda df, _inputs: df.withColumn(
+            out,
+            F.when(F.col("group_id").isNull(), F.col("offsets_partition")).otherwise(
+                java_partition_for("group_id", num_partitions)
+            ),
+        ),
+        expectation=gxe.ExpectColumnPairValuesToBeEqual(
+            column_A="offsets_partition",
+            column_B=out,
+            ignore_row_if="both_values_are_missing",
+            description=f"`offsets_partition` is set and = abs(javaHashCode(group_id)) % {num_partitions}",
+            meta=_meta(f"{suite}.{name}", why),
+        ),
+    )
+
+
+def _flag(suite: str, name: str, out: str, description: str, why: str, needs: tuple[str, ...],
+          derive: Callable[[DataFrame, Mapping[str, DataFrame]], DataFrame]) -> Check:
+    """A relational invariant: `derive` adds boolean column `out` (null = not applicable); it must be true."""
+    return Check(
+        name=name,
+        kind="relation",
+        column=out,
+        needs=needs,
+        why=why,
+        derive=derive,
+        expectation=gxe.ExpectColumnValuesToBeInSet(
+            column=out, value_set=[True], description=description, meta=_meta(f"{suite}.{name}", why)
+        ),
+    )
+
+
+def _keys_flag(df: DataFrame, keys: tuple[str, ...], other: DataFrame, out: str, *, present: bool) -> DataFrame:
+    """`out` = whether the row's key is (present=True) / is not (present=False) in `other`; null if a key is null."""
+    marker = "__chk_hit"
+    any_null = F.lit(False)
+    for k in keys:
+        any_null = any_null | F.col(k).isNull()
+    hits = other.select(*keys).where(~any_null).distinct().withColumn(marker, F.lit(True))
+    joined = df.join(hits, on=list(keys), how="left")
+    hit = F.coalesce(F.col(marker), F.lit(False))
+    return joined.withColumn(out, F.when(any_null, F.lit(None)).otherwise(hit if present else ~hit)).drop(marker)
+
+
+# -- relational checks ---------------------------------------------------------------------------------------------
+
+
+def _assigned_within_subscription(suite: str) -> Check:
+    out = "chk_assigned_within_subscription"
+
+    def derive(df: DataFrame, inputs: Mapping[str, DataFrame]) -> DataFrame:
+        groups = inputs["loaded_groups"].select(
+            "group_id",
+            F.col("protocol_type").alias("__chk_protocol_type"),
+            F.col("group_type").alias("__chk_group_type"),
+            F.col("state").alias("__chk_state"),
+        ).dropDuplicates(["group_id"])
+        j = df.join(groups, on="group_id", how="left")
+        member_type = F.coalesce(F.col("group_type"), F.col("__chk_group_type"))
+        classic_consumer = (member_type == "classic") & (F.col("__chk_protocol_type") == "consumer")
+        # KIP-848: only a Stable group has every member's assignment reconciled to the target computed from the
+        # current subscriptions (spec §5.3); a regex subscriber's topics are not in its name list.
+        stable_consumer = (
+            (member_type == "consumer")
+            & (F.lower(F.col("__chk_state")) == "stable")
+            & F.col("subscribed_topic_regex").isNull()
+        )
+        applies = (classic_consumer | stable_consumer) & F.col("subscribed_topics").isNotNull()
+        within = F.forall(
+            F.coalesce(F.col("assigned_partitions"), F.array()),
+            lambda tp: F.array_contains(F.col("subscribed_topics"), tp["topic"]),
+        )
+        return j.withColumn(out, F.when(applies, within)).drop("__chk_protocol_type", "__chk_group_type", "__chk_state")
+
+    return _flag(
+        suite,
+        "assigned_within_subscription",
+        out,
+        "consumer-protocol members are assigned only partitions of topics they subscribe to",
+        "classic consumer groups store subscription and assignment of the same generation (spec §3, §5.2), and "
+        "the standard assignors only hand out subscribed topics; for KIP-848 groups checked when the group is "
+        "Stable and the member subscribes by name (target assignment = current subscription)",
+        ("loaded_groups",),
+        derive,
+    )
+
+
+def _member_of_loaded_group(suite: str) -> Check:
+    out = "chk_group_is_loaded"
+    return _flag(
+        suite,
+        "member_of_loaded_group",
+        out,
+        "every member belongs to a group in `loaded_groups`",
+        "group_members holds the members of live groups only (CONTRACT.md)",
+        ("loaded_groups",),
+        lambda df, inputs: _keys_flag(df, ("group_id",), inputs["loaded_groups"], out, present=True),
+    )
+
+
+def _removed_not_loaded(suite: str) -> Check:
+    out = "chk_not_in_loaded_groups"
+    return _flag(
+        suite,
+        "disjoint_from_loaded_groups",
+        out,
+        "no group is both removed and loaded",
+        "a GroupMetadata value after a tombstone takes the group out of removedGroups, a tombstone takes it out "
+        "of loadedGroups (spec §5.1 step 2, §5.3)",
+        ("loaded_groups",),
+        lambda df, inputs: _keys_flag(df, ("group_id",), inputs["loaded_groups"], out, present=False),
+    )
+
+
+def _empty_group_offset_served(suite: str) -> Check:
+    out = "chk_in_loaded_offsets"
+    keys = KEYS["loaded_offsets"]
+    return _flag(
+        suite,
+        "subset_of_loaded_offsets",
+        out,
+        "every (group_id, topic, partition) of `empty_group_offsets` is in `loaded_offsets`",
+        "emptyGroupOffsets is a split of loadedOffsets (spec §5.1 'After the scan'); in this project "
+        "loaded_offsets holds every served offset, with or without a group record",
+        ("loaded_offsets",),
+        lambda df, inputs: _keys_flag(df, keys, inputs["loaded_offsets"], out, present=True),
+    )
+
+
+def _pending_after_last_marker(suite: str, semantics: str) -> Check:
+    out = "chk_after_last_marker"
+
+    def derive(df: DataFrame, inputs: Mapping[str, DataFrame]) -> DataFrame:
+        markers = inputs["markers"]
+        if semantics == "modern":
+            markers = markers.where(F.upper(F.col("control_type")).isin(*ENDING_CONTROL_TYPES))
+        last = markers.groupBy("offsets_partition", "producer_id").agg(
+            F.max("offset").alias("chk_last_marker_offset")
+        )
+        j = df.join(last, on=["offsets_partition", "producer_id"], how="left")
+        flag = (
+            # an impossible position is record_offset_at_least_0's finding, not an ordering one
+            F.when(F.col("record_offset").isNull() | (F.col("record_offset") < 0), F.lit(None))
+            .when(F.col("chk_last_marker_offset").isNull(), F.lit(True))
+            .otherwise(F.col("record_offset") > F.col("chk_last_marker_offset"))
+        )
+        return j.withColumn(out, flag)
+
+    control = "COMMIT/ABORT marker" if semantics == "modern" else "control record"
+    return _flag(
+        suite,
+        "after_last_marker",
+        out,
+        f"a pending offset comes after its producer's last {control} in its offsets partition",
+        "a marker ends the producer's transaction: everything it wrote before is committed or aborted, so only "
+        "records after its last marker can still be pending (spec §5.1 step 1; modern: COMMIT/ABORT only, §5.5 #5)",
+        ("markers",),
+        derive,
+    )
+
+
+def _accounting_balanced(suite: str) -> Check:
+    name = "records_accounted"
+    why = "every record read is used, skipped with a reason (unknown key type, spec §5.4) or quarantined"
+    out = "chk_records_accounted"
+    return Check(
+        name=name,
+        kind="relation",
+        column="records_in",
+        why=why,
+        derive=lambda df, _inputs: df.withColumn(
+            out, F.col("records_used") + F.col("records_skipped") + F.col("records_quarantined")
+        ),
+        expectation=gxe.ExpectColumnPairValuesToBeEqual(
+            column_A="records_in",
+            column_B=out,
+            description="records_in = used + skipped + quarantined, per offsets partition",
+            meta=_meta(f"{suite}.{name}", why),
+        ),
+    )
+
+
+# -- the suites ----------------------------------------------------------------------------------------------------
+
+_KEY_WHY = "a row key of the contract (CONTRACT.md): null means a decoding or join bug"
+_UNIQUE_WHY = "one row per key (CONTRACT.md); the replay keeps the latest record per key (spec §5.1)"
+_OFFSET_WHY = "committed offsets are >= 0, or -1 (Kafka's INVALID_OFFSET, stored as sent); below -1 is corrupt"
+_POSITION_WHY = "a position in __consumer_offsets is a log offset, never negative"
+_TS_WHY = "after 2011-01-01 (before Kafka) and not after as_of plus the allowed clock skew"
+
+
+def _keyed(suite: str, table: str) -> list[Check]:
+    keys = KEYS[table]
+    checks = [_not_null(suite, k, _KEY_WHY) for k in keys]
+    if keys:
+        checks.append(_unique(suite, keys, _UNIQUE_WHY))
+    return checks
+
+
+def build_suites(*, as_of_ms: int, num_partitions: int, timestamp_skew_minutes: float = 60,
+                 semantics: str = "legacy", available: frozenset[str] | set[str] | None = None) -> list[SuiteSpec]:
+    """Every suite for a run `as_of_ms` over an offsets topic of `num_partitions` partitions.
+
+    `available` names the inputs present (tables, "markers", "accounting"); a check needing an absent input is
+    left out and listed in `SuiteSpec.skipped`. `semantics` (legacy | modern) picks which control records end a
+    transaction (spec §5.5 #5).
+    """
+    if semantics not in ("legacy", "modern"):
+        raise ValueError(f"semantics must be legacy or modern, got {semantics!r}")
+    upper = datetime.fromtimestamp(as_of_ms / 1000, tz=UTC) + timedelta(minutes=timestamp_skew_minutes)
+    n = num_partitions
+
+    def offsets(suite: str, *, expire: bool = True) -> list[Check]:
+        checks = _keyed(suite, suite) + [
+            _partition(suite, n),
+            _at_least(suite, "committed_offset", MIN_COMMITTED_OFFSET, _OFFSET_WHY),
+            _at_least(suite, "record_offset", 0, _POSITION_WHY),
+            _timestamp(suite, "commit_timestamp", upper, _TS_WHY),
+        ]
+        if expire:
+            # expireTimestamp is commit time plus a client-requested retention: the future is legitimate
+            checks.append(_timestamp(suite, "expire_timestamp", None, "an explicit expiry is after 2011"))
+        return checks
+
+    specs: list[tuple[str, tuple[str, ...], list[Check]]] = [
+        ("loaded_offsets", KEYS["loaded_offsets"], offsets("loaded_offsets")),
+        (
+            "empty_group_offsets",
+            KEYS["empty_group_offsets"],
+            offsets("empty_group_offsets") + [_empty_group_offset_served("empty_group_offsets")],
+        ),
+        (
+            "expired_offsets",
+            KEYS["expired_offsets"],
+            offsets("expired_offsets")
+            + [_timestamp("expired_offsets", "expiry_base_timestamp", upper, _TS_WHY)],
+        ),
+        (
+            "pending_offsets",
+            KEYS["pending_offsets"],
+            offsets("pending_offsets", expire=False) + [_pending_after_last_marker("pending_offsets", semantics)],
+        ),
+        (
+            "loaded_groups",
+            KEYS["loaded_groups"],
+            _keyed("loaded_groups", "loaded_groups")
+            + [
+                _partition("loaded_groups", n),
+                _timestamp("loaded_groups", "current_state_timestamp", upper, _TS_WHY),
+                _at_least("loaded_groups", "record_offset", 0, _POSITION_WHY),
+            ],
+        ),
+        (
+            "group_members",
+            KEYS["group_members"],
+            _keyed("group_members", "group_members")
+            + [_member_of_loaded_group("group_members"), _assigned_within_subscription("group_members")],
+        ),
+        (
+            "removed_groups",
+            KEYS["removed_groups"],
+            _keyed("removed_groups", "removed_groups")
+            + [
+                _partition("removed_groups", n),
+                _at_least("removed_groups", "tombstone_record_offset", 0, _POSITION_WHY),
+                _timestamp("removed_groups", "tombstone_timestamp", upper, _TS_WHY),
+                _removed_not_loaded("removed_groups"),
+            ],
+        ),
+        (
+            "expired_groups",
+            KEYS["expired_groups"],
+            _keyed("expired_groups", "expired_groups") + [_partition("expired_groups", n)],
+        ),
+        (
+            "offset_commits",
+            KEYS["offset_commits"],
+            _keyed("offset_commits", "offset_commits")
+            + [
+                _at_least("offset_commits", "committed_offset", MIN_COMMITTED_OFFSET, _OFFSET_WHY),
+                _timestamp("offset_commits", "commit_timestamp", upper, _TS_WHY),
+            ],
+        ),
+        (
+            "quarantine",
+            ("source", "offsets_partition", "position"),
+            [
+                _not_null("quarantine", "reason", "a quarantined input always says why"),
+            ],
+        ),
+        ("accounting", KEYS["accounting"], [_accounting_balanced("accounting")]),
+    ]
+
+    out: list[SuiteSpec] = []
+    for name, index, checks in specs:
+        kept, skipped = [], []
+        for c in checks:
+            missing = [x for x in c.needs if available is not None and x not in available]
+            if missing:
+                skipped.append((f"{name}.{c.name}", f"input not given: {', '.join(missing)}"))
+            else:
+                kept.append(c)
+        out.append(SuiteSpec(name=name, table=name, index_columns=index, checks=tuple(kept), skipped=tuple(skipped)))
+    return out

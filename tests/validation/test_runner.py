@@ -1,0 +1,162 @@
+"""The runner's edges: the Spark partition expression vs the partitioner, accounting, policy, JSON and the report."""
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+
+from pipelines.config import ConfigError, load_settings
+from pipelines.decoding.partitioner import java_string_hash, partition_for
+from pipelines.validation.accounting import SKIP_UNKNOWN_KEY, Accounting, PartitionCounts
+from pipelines.validation.runner import validation_settings
+from .validation_rows import AS_OF_MS, N, p
+
+# ids whose hash hits every branch: "" (0), Integer.MIN_VALUE (Utils.abs → 0), negative hashes, BMP non-ASCII,
+# supplementary characters (a surrogate pair each), long ids (many wrap-arounds), the classic "Aa"/"BB" collision
+TRICKY_IDS = ["", "a", "Aa", "BB", "polygenelubricants", "consumer-group-1", "日本語グループ", "😀", "g😀x€",
+              "x" * 300, "connect-cluster", "_confluent-ksql-default_query_CSAS_1"]
+
+
+def test_tricky_ids_cover_the_edge_cases():
+    hashes = {g: java_string_hash(g) for g in TRICKY_IDS}
+    assert hashes["polygenelubricants"] == -(2 ** 31)
+    assert hashes[""] == 0 and hashes["Aa"] == hashes["BB"]
+    assert any(h < 0 and h != -(2 ** 31) for h in hashes.values())
+
+
+@pytest.mark.spark
+def test_spark_partition_expression_matches_partitioner(spark):
+    from pipelines.validation.suites import java_partition_for
+
+    df = spark.createDataFrame([(g,) for g in TRICKY_IDS] + [(None,)], "group_id string")
+    for n in (1, 7, 50):
+        got = {r["group_id"]: r["p"] for r in df.select("group_id", java_partition_for("group_id", n).alias("p"))
+               .collect()}
+        assert got == {**{g: partition_for(g, n) for g in TRICKY_IDS}, None: None}, n
+
+
+def test_partition_expression_rejects_bad_count():
+    from pipelines.validation.suites import java_partition_for
+
+    with pytest.raises(ValueError):
+        java_partition_for("group_id", 0)
+
+
+# -- settings ---------------------------------------------------------------------------------------------------
+
+
+def test_validation_settings_per_environment():
+    assert validation_settings(load_settings(env="ci"))[:2] == ("fail", 60.0)
+    assert validation_settings(load_settings(env="local"))[0] == "warn"
+    assert validation_settings(load_settings(env="ci", overrides={"rebuild": {"semantics": "modern"}}))[2] == "modern"
+
+
+@pytest.mark.parametrize("bad", [{"policy": "ignore"}, {"timestamp_skew_minutes": "soon"},
+                                 {"timestamp_skew_minutes": -5}])
+def test_bad_validation_settings_are_usage_errors(bad):
+    with pytest.raises(ConfigError):
+        validation_settings(load_settings(env="ci", overrides={"validation": bad}))
+
+
+# -- accounting -------------------------------------------------------------------------------------------------
+
+
+def _decoded(spark, kinds_by_partition):
+    rows = [(part, i, kind) for part, kinds in kinds_by_partition.items() for i, kind in enumerate(kinds)]
+    return spark.createDataFrame(rows, "offsets_partition int, offset long, record_kind string")
+
+
+@pytest.mark.spark
+def test_accounting_from_decoded_classifies_every_record(spark):
+    decoded = _decoded(spark, {
+        0: ["offset_commit", "group_metadata", "control", "error", "unknown", "unknown"],
+        3: ["offset_commit", "consumer_group"],
+    })
+    acc = Accounting.from_decoded(decoded)
+    assert acc.partitions[0] == PartitionCounts(records_in=6, records_used=3, records_quarantined=1,
+                                                records_skipped={SKIP_UNKNOWN_KEY: 2})
+    assert acc.partitions[3] == PartitionCounts(records_in=2, records_used=2)
+    assert acc.unbalanced() == []
+    assert acc.totals.records_in == 8 and acc.totals.skipped_total == 2
+
+    # the reader read one record more in partition 3 than decoding produced, and saw partition 5 decode to nothing
+    off = Accounting.from_decoded(decoded, records_in={0: 6, 3: 3, 5: 4})
+    assert off.unbalanced() == [3, 5]
+    assert Accounting.from_dict(json.loads(json.dumps(off.to_dict()))) == off
+
+
+@pytest.mark.spark
+def test_markers_from_decoded(spark):
+    from pipelines.validation.runner import markers_from_decoded
+
+    decoded = spark.createDataFrame(
+        [(1, 10, 7, "offset_commit", None), (1, 11, 7, "control", "COMMIT"), (2, 4, 9, "control", "ABORT")],
+        "offsets_partition int, offset long, producer_id long, record_kind string, control_type string",
+    )
+    got = sorted(tuple(r) for r in markers_from_decoded(decoded).collect())
+    assert got == [(1, 7, 11, "COMMIT"), (2, 9, 4, "ABORT")]
+
+
+# -- result, policy, report -------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def broken_result(spark, settings, gx_context):
+    """loaded_groups with a duplicate and a misplaced group whose id needs HTML escaping; a clean quarantine."""
+    from pipelines.validation.runner import run_validation
+    from .validation_rows import build_inputs, clean_rows
+
+    rows = clean_rows()
+    evil = "<script>alert(1)</script>"
+    g = dict(rows["loaded_groups"][0], group_id=evil, offsets_partition=(p(evil) + 1) % N)
+    rows["loaded_groups"] += [g, dict(rows["loaded_groups"][1])]
+    inputs = build_inputs(spark, rows)
+    return run_validation(spark, {t: inputs["tables"][t] for t in ("loaded_groups", "quarantine")},
+                          as_of_ms=AS_OF_MS, num_partitions=N, settings=settings, context=gx_context,
+                          snapshot_id="snap-broken")
+
+
+@pytest.mark.spark
+def test_policy_decides_whether_the_run_fails(broken_result):
+    assert not broken_result.success
+    assert broken_result.policy == "fail" and broken_result.should_fail_run
+    warned = dataclasses.replace(broken_result, policy="warn")
+    assert not warned.success and not warned.should_fail_run
+    assert warned.summary()["failed"] == 2
+
+
+@pytest.mark.spark
+def test_json_and_summary(broken_result):
+    doc = json.loads(broken_result.to_json())
+    suites = {s["name"]: s for s in doc["suites"]}
+    assert set(suites) == {"loaded_groups", "quarantine"}
+    exps = {e["id"]: e for e in suites["loaded_groups"]["expectations"]}
+    misplaced = exps["loaded_groups.offsets_partition_matches_group"]
+    assert misplaced["success"] is False and misplaced["unexpected_count"] == 1
+    assert misplaced["examples"][0]["group_id"] == "<script>alert(1)</script>"
+    dup = exps["loaded_groups.key_unique"]
+    assert dup["unexpected_count"] == 2 and {x["group_id"] for x in dup["examples"]} == {"g-classic"}
+    assert exps["loaded_groups.group_id_not_null"] == {**exps["loaded_groups.group_id_not_null"], "success": True,
+                                                        "unexpected_count": 0}
+    summary = broken_result.summary()
+    assert summary["failed_ids"] == ["loaded_groups.key_unique", "loaded_groups.offsets_partition_matches_group"]
+    assert summary["suites"]["quarantine"] == {"rows": 1, "evaluated": 1, "failed": 0}
+    assert {s["id"] for s in doc["skipped"]} >= {"loaded_offsets", "accounting"}
+    json.dumps(summary)  # the runs.validation column
+
+
+@pytest.mark.spark
+def test_report_is_a_self_contained_page(broken_result, tmp_path):
+    from pipelines.validation.report import write_report
+
+    path = write_report(broken_result, tmp_path / "reports" / "snap-broken.html")
+    html = path.read_text(encoding="utf-8")
+    assert html.startswith("<!DOCTYPE html>") and html.rstrip().endswith("</html>")
+    assert "<script" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html  # escaped, never executed
+    assert "http://" not in html and "https://" not in html and "<link" not in html  # no external assets
+    assert html.count('<tr class="fail">') == 2
+    assert html.count('<tr class="pass">') == len(broken_result.expectations) - 2
+    assert "loaded_groups.key_unique" in html and "g-classic" in html
+    assert 'policy "fail"' in html and "snap-broken" in html
+    assert "Not evaluated" in html

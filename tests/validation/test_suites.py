@@ -1,0 +1,213 @@
+"""Every check fails on a table broken in exactly its way, and only that check; the clean snapshot passes them all.
+
+Each breaker mutates one input, then validates every suite that reads that input (`SuiteSpec.inputs`), so a
+cascade into another table's suite would show up as an extra failure.
+"""
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Callable
+from datetime import datetime, timedelta
+
+import pytest
+
+from .validation_rows import AS_OF_MS, N, UTC, clean_rows, p, tp
+from pipelines.validation.suites import KEYS, build_suites
+
+pytestmark = pytest.mark.spark
+
+SKEW_MINUTES = 60  # conf/base validation.timestamp_skew_minutes (the ci env keeps it)
+SPECS = build_suites(as_of_ms=AS_OF_MS, num_partitions=N, timestamp_skew_minutes=SKEW_MINUTES)
+ALL_IDS = {s.check_id(c) for s in SPECS for c in s.checks}
+UPPER = datetime.fromtimestamp(AS_OF_MS / 1000, tz=UTC) + timedelta(minutes=SKEW_MINUTES)
+
+
+class Breaker:
+    """Break `table` in `rows` with `mutate`; `check_id` must then be the only failed check."""
+
+    def __init__(self, check_id: str, variant: str, table: str, mutate: Callable[[dict], None]):
+        self.check_id, self.variant, self.table, self.mutate = check_id, variant, table, mutate
+
+    @property
+    def test_id(self) -> str:
+        return f"{self.check_id}[{self.variant}]"
+
+
+def _set(table: str, column: str, value) -> Callable[[dict], None]:
+    def mutate(rows):
+        rows[table][0][column] = value
+
+    return mutate
+
+
+def _generic(suite, check) -> list[Breaker]:
+    cid, t = suite.check_id(check), suite.table
+    if check.kind == "not_null":
+        return [Breaker(cid, "null", t, _set(t, check.column, None))]
+    if check.kind == "unique":
+        return [Breaker(cid, "duplicate key", t, lambda rows: rows[t].append(copy.deepcopy(rows[t][0])))]
+    if check.kind == "at_least":
+        return [Breaker(cid, f"{check.minimum - 1}", t, _set(t, check.column, check.minimum - 1))]
+    if check.kind in ("ts_range", "ts_min"):
+        out = [Breaker(cid, "2009", t, _set(t, check.column, datetime(2009, 6, 1, tzinfo=UTC)))]
+        if check.kind == "ts_range":
+            out.append(Breaker(cid, "future", t, _set(t, check.column, UPPER + timedelta(minutes=5))))
+        return out
+    if check.kind == "partition":
+        def misplace(rows):
+            rows[t][0]["offsets_partition"] = (rows[t][0]["offsets_partition"] + N // 2) % N
+
+        return [Breaker(cid, "misplaced group", t, misplace),
+                Breaker(cid, "null offsets_partition", t, _set(t, "offsets_partition", None))]
+    return []
+
+
+def _assigned_unsubscribed(rows):
+    m = copy.deepcopy(rows["group_members"][1])  # g-classic, a classic consumer group
+    m.update(member_id="m3", subscribed_topics=["orders"], assigned_partitions=[tp("orders", 1), tp("payments", 0)])
+    rows["group_members"].append(m)
+
+
+def _kip848_assigned_unsubscribed(rows):
+    m = copy.deepcopy(rows["group_members"][3])  # g-kip848, Stable, subscribes by name
+    m.update(member_id="k9", subscribed_topics=["orders"], assigned_partitions=[tp("payments", 2)])
+    rows["group_members"].append(m)
+
+
+def _member_of_ghost(rows):
+    m = copy.deepcopy(rows["group_members"][0])
+    m.update(group_id="g-ghost", offsets_partition=p("g-ghost"))
+    rows["group_members"].append(m)
+
+
+def _removed_and_loaded(rows):
+    g = copy.deepcopy(rows["removed_groups"][0])
+    g.update(group_id="g-connect", offsets_partition=p("g-connect"))
+    rows["removed_groups"].append(g)
+
+
+def _empty_offset_not_served(rows):
+    o = copy.deepcopy(rows["empty_group_offsets"][0])
+    o.update(group_id="simple-2", offsets_partition=p("simple-2"), partition=1)
+    rows["empty_group_offsets"].append(o)
+
+
+def _marker_after_pending(rows):
+    pend = rows["pending_offsets"][0]
+    rows["markers"].append({"offsets_partition": pend["offsets_partition"], "producer_id": pend["producer_id"],
+                            "offset": pend["record_offset"] + 30, "control_type": "COMMIT"})
+
+
+def _accounting_off_by_one(rows):
+    rows["accounting"]["partitions"]["0"]["records_in"] = 11
+
+
+RELATIONS = [
+    Breaker("group_members.assigned_within_subscription", "classic member assigned unsubscribed topic",
+            "group_members", _assigned_unsubscribed),
+    Breaker("group_members.assigned_within_subscription", "stable consumer member assigned unsubscribed topic",
+            "group_members", _kip848_assigned_unsubscribed),
+    Breaker("group_members.member_of_loaded_group", "member of unknown group", "group_members", _member_of_ghost),
+    Breaker("removed_groups.disjoint_from_loaded_groups", "removed and loaded", "removed_groups",
+            _removed_and_loaded),
+    Breaker("empty_group_offsets.subset_of_loaded_offsets", "empty-group offset not in loaded_offsets",
+            "empty_group_offsets", _empty_offset_not_served),
+    Breaker("pending_offsets.after_last_marker", "pending before its producer's marker", "markers",
+            _marker_after_pending),
+    Breaker("accounting.records_accounted", "records_in off by one", "accounting", _accounting_off_by_one),
+]
+
+BREAKERS = [b for s in SPECS for c in s.checks for b in _generic(s, c)] + RELATIONS
+
+
+def _suites_reading(table: str) -> list[str]:
+    return [s.name for s in SPECS if table in s.inputs]
+
+
+def test_every_check_has_a_breaker():
+    assert {b.check_id for b in BREAKERS} == ALL_IDS
+
+
+def test_clean_snapshot_passes_every_check(validate, rows):
+    result = validate(rows)
+    assert [e.id for e in result.failed] == []
+    assert result.success and not result.should_fail_run
+    assert {e.id for e in result.expectations} == ALL_IDS
+    assert result.skipped == ()
+    assert all(e.unexpected_count == 0 for e in result.expectations)
+    rows_by_suite = {s.name: s.rows for s in result.suites}
+    assert rows_by_suite["loaded_offsets"] == len(clean_rows()["loaded_offsets"])
+    summary = result.summary()
+    assert summary["evaluated"] == len(ALL_IDS) and summary["failed"] == 0 and summary["success"] is True
+    doc = json.loads(result.to_json())
+    assert doc["success"] is True and len(doc["suites"]) == len(SPECS)
+
+
+@pytest.mark.parametrize("breaker", BREAKERS, ids=lambda b: b.test_id)
+def test_broken_table_fails_exactly_its_check(validate, rows, breaker):
+    breaker.mutate(rows)
+    result = validate(rows, suites=_suites_reading(breaker.table))
+    assert [e.id for e in result.failed] == [breaker.check_id]
+    failed = result.outcome(breaker.check_id)
+    assert failed.unexpected_count and failed.unexpected_count >= 1
+    assert failed.examples, "a failure must show the offending rows"
+    assert result.should_fail_run  # ci settings: policy fail
+
+
+def test_unexpected_examples_name_the_offending_row(validate, rows):
+    _assigned_unsubscribed(rows)
+    result = validate(rows, suites=["group_members"])
+    e = result.outcome("group_members.assigned_within_subscription")
+    assert e.unexpected_count == 1
+    assert [(x["group_id"], x["member_id"]) for x in e.examples] == [("g-classic", "m3")]
+
+    rows = clean_rows()
+    rows["loaded_offsets"].append(copy.deepcopy(rows["loaded_offsets"][0]))
+    result = validate(rows, suites=["loaded_offsets"])
+    e = result.outcome("loaded_offsets.key_unique")
+    assert e.unexpected_count == 2
+    assert {(x["group_id"], x["topic"], x["partition"]) for x in e.examples} == {("g-classic", "orders", 0)}
+
+
+def test_committed_offset_minus_one_is_valid_minus_two_is_not(validate, rows):
+    rows["loaded_offsets"][0]["committed_offset"] = -1
+    rows["loaded_offsets"][2]["committed_offset"] = -2
+    result = validate(rows, suites=["loaded_offsets"])
+    e = result.outcome("loaded_offsets.committed_offset_at_least_minus_1")
+    assert e.unexpected_count == 1 and e.examples[0]["committed_offset"] == -2
+
+
+def test_timestamp_within_skew_passes(validate, rows):
+    rows["loaded_offsets"][0]["commit_timestamp"] = UPPER - timedelta(minutes=1)  # a broker clock 59 min ahead
+    assert validate(rows, suites=["loaded_offsets"]).success
+
+
+def test_modern_semantics_ignores_non_ending_control_records(validate, rows, settings):
+    from pipelines.config import load_settings
+
+    pend = rows["pending_offsets"][0]
+    rows["markers"].append({"offsets_partition": pend["offsets_partition"], "producer_id": pend["producer_id"],
+                            "offset": pend["record_offset"] + 1, "control_type": "UNKNOWN(7)"})
+    # the old loader drops a producer's pending offsets on any control batch (spec §5.1 step 1)
+    legacy = validate(rows, suites=["pending_offsets"])
+    assert [e.id for e in legacy.failed] == ["pending_offsets.after_last_marker"]
+    # the new coordinator only ends a transaction on COMMIT/ABORT (spec §5.5 #5)
+    modern = load_settings(env="ci", overrides={"rebuild": {"semantics": "modern"}})
+    assert validate(rows, suites=["pending_offsets"], settings_=modern).success
+
+
+def test_missing_inputs_are_listed_not_silently_passed(validate, rows):
+    result = validate(rows, suites=["pending_offsets", "accounting"], with_markers=False, with_accounting=False)
+    assert ("pending_offsets.after_last_marker", "input not given: markers") in result.skipped
+    assert ("accounting", "not given") in result.skipped
+    assert [s.name for s in result.suites] == ["pending_offsets"]
+    assert "pending_offsets.after_last_marker" not in {e.id for e in result.expectations}
+
+
+def test_keys_match_the_contract():
+    from schemas.tables import columns
+
+    for table, keys in KEYS.items():
+        if table != "accounting":
+            assert set(keys) <= set(columns(table)), table
