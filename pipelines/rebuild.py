@@ -156,20 +156,18 @@ def count_by_type(decoded) -> dict[str, int]:
 
 def run_rebuild(spark, settings: Settings, req: RebuildRequest, emit: Callable[[str], None] | None = None) -> RunSummary:
     """The whole pipeline for one snapshot. Raises UsageError (exit 2) for bad usage or unreadable input."""
-    from pyspark import StorageLevel
-
-    from pipelines.frames.decode import decoded_frame_from_plan, plan_inputs
+    from pipelines.frames.decode import plan_inputs
     from pipelines.io.warehouse import Warehouse
-    from pipelines.state import accounting_frames as acct
-    from pipelines.state.expiry import ExpiryOptions, apply_expiry
-    from pipelines.state.options import ReplayOptions
-    from pipelines.state.quarantine import quarantine_table
-    from pipelines.state.replay import replay
-    from pipelines.validation.runner import run_validation
 
     conf = resolve_settings(settings, req)
     inputs = check_inputs(req.inputs)
     snapshot_id = req.snapshot_id or new_snapshot_id()
+    from pipelines.io import delta as _delta
+
+    try:
+        _delta.check_partition_value(snapshot_id)
+    except Exception as e:
+        raise UsageError(f"--snapshot-id {snapshot_id!r}: {e}") from None
     until_time_ms = parse_time_ms(req.until_time, what="--until-time") if req.until_time else None
     progress = Progress(emit)
     summary = RunSummary(snapshot_id=snapshot_id, inputs=inputs, semantics=conf["semantics"],
@@ -189,9 +187,32 @@ def run_rebuild(spark, settings: Settings, req: RebuildRequest, emit: Callable[[
         summary.warnings.append(
             f"{path}: no producer_id/is_transactional/is_control columns: transactional offset commits "
             "cannot be resolved; every commit is treated as non-transactional")
-    warehouse.mark_run(snapshot_id, dict(status="running", started_at_ms=started_ms, inputs=inputs,
+    warehouse.mark_run(snapshot_id, dict(status="running", started_at=ms_to_iso(started_ms), inputs=inputs,
                                          semantics=conf["semantics"], retention_minutes=conf["retention_minutes"]))
 
+    try:
+        return _run_planned(spark, settings, req, conf, plan, summary, progress, warehouse, started_ms,
+                            until_time_ms)
+    except Exception as e:
+        warehouse.mark_run(snapshot_id, dict(status="failed", started_at=ms_to_iso(started_ms), inputs=inputs,
+                                             semantics=conf["semantics"], retention_minutes=conf["retention_minutes"],
+                                             summary={"error": f"{type(e).__name__}: {e}"}))
+        raise
+
+
+def _run_planned(spark, settings, req, conf, plan, summary, progress, warehouse, started_ms, until_time_ms):
+    from pyspark import StorageLevel
+
+    from pipelines.frames.decode import decoded_frame_from_plan
+    from pipelines.state import accounting_frames as acct
+    from pipelines.state.expiry import ExpiryOptions, apply_expiry
+    from pipelines.state.options import ReplayOptions
+    from pipelines.state.quarantine import quarantine_table
+    from pipelines.state.replay import replay
+    from pipelines.validation.accounting import Accounting
+    from pipelines.validation.runner import markers_from_decoded, run_validation
+
+    snapshot_id = summary.snapshot_id
     progress.stage("decode", f"{plan.num_segments} segment(s), {plan.num_tabular} table(s), "
                              f"{plan.total_bytes / 1e6:.1f} MB")
     decoded = decoded_frame_from_plan(spark, plan).persist(StorageLevel.MEMORY_AND_DISK)
@@ -213,8 +234,7 @@ def run_rebuild(spark, settings: Settings, req: RebuildRequest, emit: Callable[[
 
     progress.stage("replay", f"semantics {conf['semantics']}")
     tables = replay(decoded, options)
-    for name in list(tables):
-        tables[name] = tables[name].persist(StorageLevel.MEMORY_AND_DISK)
+    acct.materialize(tables)
 
     if req.as_of:
         as_of_ms = parse_time_ms(req.as_of, what="--as-of")
@@ -230,15 +250,19 @@ def run_rebuild(spark, settings: Settings, req: RebuildRequest, emit: Callable[[
         tables = acct.with_empty_expiry_tables(spark, tables)
     tables["quarantine"] = quarantine_table(decoded, snapshot_id)
 
+    # Materialize every table once: validation, counts and the write then read cached rows instead of
+    # re-running replay and expiry for each of them.
+    progress.stage("materialize")
+    stats = acct.materialize(tables)
+
     progress.stage("validate")
-    accounting = acct.accounting(decoded, options)
-    markers = acct.markers(decoded)
+    accounting = Accounting.from_decoded(decoded)
+    markers = markers_from_decoded(decoded)
     result = run_validation(spark, tables, as_of_ms=as_of_ms, num_partitions=num_partitions, settings=settings,
-                            markers=markers, accounting=accounting)
+                            markers=markers, accounting=accounting, snapshot_id=snapshot_id)
     summary.validation = result.summary()
 
     progress.stage("summarize")
-    stats = acct.table_counts(tables)
     summary.groups = stats["loaded_groups"]
     summary.removed_groups = stats["removed_groups"]
     summary.offsets = stats["loaded_offsets"]
@@ -254,11 +278,11 @@ def run_rebuild(spark, settings: Settings, req: RebuildRequest, emit: Callable[[
     failed = result.should_fail_run
     summary.status = "validation_failed" if failed else "succeeded"
     progress.stage("write", f"snapshot {snapshot_id} -> {req.warehouse}")
-    run_row = dict(status=summary.status, started_at_ms=started_ms, as_of_ms=as_of_ms,
-                   retention_minutes=conf["retention_minutes"], semantics=conf["semantics"], inputs=inputs,
+    run_row = dict(status=summary.status, started_at=ms_to_iso(started_ms), as_of=ms_to_iso(as_of_ms),
+                   retention_minutes=conf["retention_minutes"], semantics=conf["semantics"], inputs=summary.inputs,
                    records_in=summary.records_in, records_out=summary.records_out,
                    records_quarantined=summary.records_quarantined, record_type_counts=counts,
-                   validation=json.dumps(summary.validation, default=str))
+                   validation=summary.validation)
     report_dir = Path(req.warehouse) / "_reports"
     report_dir.mkdir(parents=True, exist_ok=True)
     from pipelines.validation.report import write_report
@@ -269,6 +293,8 @@ def run_rebuild(spark, settings: Settings, req: RebuildRequest, emit: Callable[[
     summary.stage_seconds = progress.stage_seconds
     run_row["summary"] = summary.to_json()
     warehouse.write_snapshot(spark, snapshot_id, tables, run_row)
+    progress.end()
+    summary.stage_seconds = progress.stage_seconds
     keep = settings.section("warehouse").get("keep_snapshots")
     if keep:
         warehouse.retain(int(keep))

@@ -30,12 +30,6 @@ def max_partition(decoded: DataFrame) -> int:
     return -1 if row["m"] is None else int(row["m"])
 
 
-def markers(decoded: DataFrame) -> DataFrame:
-    """Control records: (offsets_partition, producer_id, offset, control_type)."""
-    return decoded.where(F.col("record_kind") == KIND_CONTROL).select(
-        "offsets_partition", "producer_id", "offset", "control_type")
-
-
 def with_empty_expiry_tables(spark, tables: dict[str, DataFrame]) -> dict[str, DataFrame]:
     """`--no-expiry`: the expiry tables exist, empty, so every snapshot has every table."""
     out = dict(tables)
@@ -44,8 +38,18 @@ def with_empty_expiry_tables(spark, tables: dict[str, DataFrame]) -> dict[str, D
     return out
 
 
-def table_counts(tables: dict[str, DataFrame]) -> dict[str, int]:
-    return {name: df.count() for name, df in tables.items()}
+def materialize(tables: dict[str, DataFrame]) -> dict[str, int]:
+    """Compute every table once and cut its lineage (an eager local checkpoint), in place; returns row counts.
+
+    Replay and expiry build deep plans (windows, joins, unions per collection); planning the next step on top
+    of them again and again costs far more than the data on small inputs. After this, each table is a plain
+    scan of its materialized rows, so expiry, validation and the write never re-plan or re-run replay.
+    """
+    counts = {}
+    for name in list(tables):
+        tables[name] = tables[name].localCheckpoint(eager=True)
+        counts[name] = tables[name].count()
+    return counts
 
 
 def open_transactions(pending_offsets: DataFrame) -> int:
