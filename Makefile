@@ -30,8 +30,13 @@ test: setup
 test-fast: setup
 	$(PY) -m pytest -q -m "not spark and not integration"
 
+# Benchmarks print figures; they are never part of `make test`.
 bench: setup
-	$(PY) -m pytest -q -m bench -p no:cacheprovider benchmarks -s
+	$(PY) benchmarks/bench_decode.py --mb 100
+	$(PY) benchmarks/bench_rebuild.py
+	$(PY) benchmarks/bench_replay.py
+	$(PY) benchmarks/bench_validation.py
+	$(PY) benchmarks/bench_serving.py
 
 bench-decode: setup
 	$(PY) benchmarks/bench_decode.py

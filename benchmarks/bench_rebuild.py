@@ -1,0 +1,112 @@
+"""End-to-end rebuild benchmark: records/s, time per stage, peak memory of the driver and the workers.
+
+    python benchmarks/bench_rebuild.py [--records 10000000] [--groups 10000] [--partitions 50] [--dir /tmp/ol-bench]
+
+Generates (or reuses) a sample dump with mixed codecs, warms the JVM on a small run, then times a full rebuild
+in this process. Memory is the peak resident set of each role, sampled from /proc every 0.2 s: the Python
+driver, the driver JVM, and the Python workers (summed at each sample).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+
+def _rss_kb(pid: int) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        pass
+    return 0
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            out += [int(c) for c in (task / "children").read_text().split()]
+        except FileNotFoundError:
+            pass
+    return out
+
+
+class MemorySampler(threading.Thread):
+    def __init__(self):
+        super().__init__(daemon=True)
+        self.peak = {"python_driver": 0, "driver_jvm": 0, "python_workers": 0}
+        self.stop = threading.Event()
+
+    def run(self):
+        me = os.getpid()
+        while not self.stop.is_set():
+            self.peak["python_driver"] = max(self.peak["python_driver"], _rss_kb(me))
+            workers = 0
+            for child in _children(me):
+                cmd = Path(f"/proc/{child}/cmdline").read_bytes() if Path(f"/proc/{child}/cmdline").exists() else b""
+                if b"java" in cmd:
+                    self.peak["driver_jvm"] = max(self.peak["driver_jvm"], _rss_kb(child))
+                    stack = _children(child)
+                    while stack:
+                        p = stack.pop()
+                        workers += _rss_kb(p)
+                        stack += _children(p)
+            self.peak["python_workers"] = max(self.peak["python_workers"], workers)
+            time.sleep(0.2)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--records", type=int, default=10_000_000)
+    ap.add_argument("--groups", type=int, default=10_000)
+    ap.add_argument("--partitions", type=int, default=50)
+    ap.add_argument("--dir", type=Path, default=Path("/tmp/offsetlake-bench"))
+    ap.add_argument("--semantics", default="legacy")
+    ap.add_argument("--env", default="local")
+    args = ap.parse_args()
+
+    from pipelines.config import load_settings
+    from pipelines.rebuild import RebuildRequest, run_rebuild
+    from pipelines.sample import generate_sample
+    from pipelines.session import get_spark
+
+    dump = args.dir / f"dump-{args.records}-{args.groups}-{args.partitions}"
+    if not dump.exists():
+        t = time.monotonic()
+        generate_sample(dump, records=args.records, groups=args.groups, partitions=args.partitions, seed=1)
+        print(f"generated {dump} in {time.monotonic() - t:.0f}s", file=sys.stderr)
+    warm = args.dir / "warm"
+    if not warm.exists():
+        generate_sample(warm, records=5000, groups=50, partitions=4, seed=2)
+    settings = load_settings(env=args.env)
+    spark = get_spark(settings, app_name="offsetlake-bench")
+    wh = args.dir / "warehouse"
+    run_rebuild(spark, settings, RebuildRequest(inputs=(str(warm),), warehouse=str(wh), snapshot_id="warm",
+                                                semantics=args.semantics))
+    sampler = MemorySampler()
+    sampler.start()
+    t = time.monotonic()
+    summary = run_rebuild(spark, settings, RebuildRequest(inputs=(str(dump),), warehouse=str(wh), snapshot_id="full",
+                                                          semantics=args.semantics))
+    wall = time.monotonic() - t
+    sampler.stop.set()
+    result = {
+        "records": summary.records_in, "mb": round(summary.bytes_in / 1e6, 1), "wall_s": round(wall, 1),
+        "records_per_s": round(summary.records_in / wall), "stage_seconds": summary.stage_seconds,
+        "peak_rss_mb": {k: round(v / 1024) for k, v in sampler.peak.items()},
+        "cores": os.cpu_count(), "load_avg": os.getloadavg(),
+    }
+    print(json.dumps(result, indent=1))
+
+
+if __name__ == "__main__":
+    main()
