@@ -1,0 +1,44 @@
+"""Replay options: which coordinator generation to emulate and where in the log to stop (shared by Spark and reference)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+LEGACY = "legacy"
+MODERN = "modern"
+SEMANTICS = (LEGACY, MODERN)
+
+#: offsets.topic.num.partitions default in every Kafka version (spec §4); the floor for the placement check.
+DEFAULT_NUM_OFFSETS_PARTITIONS = 50
+
+
+@dataclass(frozen=True)
+class ReplayOptions:
+    """How to replay `__consumer_offsets`.
+
+    * `semantics`: ``legacy`` = the old `GroupMetadataManager.doLoadGroupsAndOffsets` (Kafka <= 3.9);
+      ``modern`` = the new coordinator's `OffsetMetadataManager` / `GroupMetadataManager.replay` (3.8+/4.x). Spec §5.5.
+    * `until_offset`: replay only records with `offset <= until_offset` (in every offsets partition).
+    * `until_time_ms`: replay only records with `timestamp <= until_time_ms` (record timestamp, ms).
+    * `num_partitions`: the offsets topic's partition count for the placement check; default: highest partition
+      seen + 1, at least 50.
+    * `snapshot_id`: written into every snapshot table.
+    * `load_time_ms`: `currentStateTimestamp` Kafka gives groups it synthesizes for offsets (Kafka: the load time);
+      null when not given, so a replay is reproducible.
+    """
+
+    semantics: str = LEGACY
+    until_offset: int | None = None
+    until_time_ms: int | None = None
+    num_partitions: int | None = None
+    snapshot_id: str = "adhoc"
+    load_time_ms: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.semantics not in SEMANTICS:
+            raise ValueError(f"semantics must be one of {SEMANTICS}, not {self.semantics!r}")
+        if self.num_partitions is not None and self.num_partitions <= 0:
+            raise ValueError("num_partitions must be positive")
+
+    @property
+    def is_modern(self) -> bool:
+        return self.semantics == MODERN

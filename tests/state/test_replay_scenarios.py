@@ -1,0 +1,574 @@
+"""Scenario tests named after Kafka's `GroupMetadataManagerTest` / `OffsetMetadataManagerTest`, on tiny inline logs.
+
+Every scenario is a small log on its own offsets partition; all of them are replayed in ONE Spark job per
+semantics (module fixture), and each test checks its partition: Spark == the sequential reference, and the
+reference (hence Spark) == the outcome Kafka produces.
+"""
+from __future__ import annotations
+
+import pytest
+
+from pipelines.state.options import ReplayOptions
+from pipelines.state.reference import partition_for, replay_reference
+from tests.state.harness import assert_same, by_partition, spark_tables
+from tests.state.rowkit import Log, member
+
+pytestmark = pytest.mark.spark
+
+SCENARIOS: dict[str, callable] = {}
+
+
+def scenario(fn):
+    SCENARIOS[fn.__name__] = fn
+    return fn
+
+
+def _partition(name: str) -> int:
+    return sorted(SCENARIOS).index(name)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Logs
+# ----------------------------------------------------------------------------------------------------------------
+@scenario
+def offsets_without_group(log: Log):
+    log.commit("g", "foo", 0, 23)
+    log.commit("g", "foo", 1, 455)
+    log.commit("g", "bar", 0, 8992)
+
+
+@scenario
+def offsets_with_tombstones(log: Log):
+    log.commit("g", "foo", 0, 23)
+    log.commit("g", "foo", 1, 455)
+    log.offset_tombstone("g", "foo", 1)
+    log.commit("g", "bar", 0, 8992)
+
+
+@scenario
+def txn_commit_marker(log: Log):
+    with log.batch(pid=1000, epoch=2, txn=True):
+        log.commit("g", "foo", 0, 23)
+        log.commit("g", "foo", 1, 455)
+    log.marker(1000, "COMMIT")
+
+
+@scenario
+def txn_abort_marker(log: Log):
+    with log.batch(pid=1000, epoch=2, txn=True):
+        log.commit("g", "foo", 0, 23)
+        log.commit("g", "foo", 1, 455)
+    log.marker(1000, "ABORT")
+
+
+@scenario
+def consumer_wins(log: Log):
+    # txn offset, then a plain commit of the same partition, then the COMMIT marker: the later record wins
+    log.commit("g", "foo", 0, 100, pid=1000)
+    log.commit("g", "foo", 0, 200)
+    log.marker(1000, "COMMIT")
+    log.group("g", [member("m1", topics=["foo"], assigned=[("foo", [0])])])
+
+
+@scenario
+def transaction_wins(log: Log):
+    log.commit("g", "foo", 0, 200)
+    log.commit("g", "foo", 0, 100, pid=1000)
+    log.marker(1000, "COMMIT")
+    log.group("g", [member("m1", topics=["foo"], assigned=[("foo", [0])])])
+
+
+@scenario
+def committed_and_aborted(log: Log):
+    log.commit("g", "foo", 0, 10, pid=1, epoch=0)
+    log.commit("g", "foo", 1, 20, pid=2, epoch=0)
+    log.commit("g", "foo", 0, 11, pid=2, epoch=0)
+    log.marker(1, "COMMIT")
+    log.marker(2, "ABORT")
+    log.commit("g", "foo", 2, 30, pid=3, epoch=7)  # still open at the end of the log
+
+
+@scenario
+def group_with_tombstone(log: Log):
+    log.group("g", [member("m1")], generation=15)
+    log.group_tombstone("g")
+
+
+@scenario
+def corrupted_log(log: Log):
+    log.commit("g", "foo", 0, 23)
+    log.error("value: truncated OffsetCommitValue")
+    log.unknown(key_type=99)
+    log.group("g", [member("m1", topics=["foo"], assigned=[("foo", [0])])], generation=3)
+    log.error("key: unknown key version")
+    log.commit("g", "foo", 1, 45)
+
+
+@scenario
+def offsets_and_group(log: Log):
+    log.commit("g", "foo", 0, 23, leader_epoch=5, metadata="meta", expire=1_700_000_999_999, version=1)
+    log.group("g", [member("m1", topics=["foo", "bar"], assigned=[("foo", [0]), ("bar", [1, 0])]),
+                    member("m2", topics=["foo", "bar"], assigned=[("foo", [1])])],
+              generation=7, protocol="range", state_ts=1_700_000_000_500)
+
+
+@scenario
+def large_group_metadata(log: Log):
+    members = [member(f"consumer-{i:04d}-" + "x" * 200, topics=[f"topic-{j}" for j in range(20)],
+                      assigned=[(f"topic-{i % 20}", list(range(8)))]) for i in range(300)]
+    log.group("big", members, generation=42)
+    log.commit("big", "topic-0", 0, 1)
+
+
+@scenario
+def tombstone_during_open_txn(log: Log):
+    log.group("g", [member("m1", topics=["foo"], assigned=[("foo", [0])])])
+    log.commit("g", "foo", 0, 5)
+    log.commit("g", "foo", 0, 10, pid=7, epoch=1)
+    log.offset_tombstone("g", "foo", 0)
+    log.marker(7, "COMMIT")
+
+
+@scenario
+def leader_change_control_batch(log: Log):
+    log.commit("g", "foo", 0, 10, pid=7, epoch=1)
+    log.marker(7, "LEADER_CHANGE")
+    log.marker(7, "COMMIT")
+
+
+@scenario
+def only_first_control_record_legacy(log: Log):
+    log.commit("g", "foo", 0, 10, pid=7, epoch=1)
+    log.control_batch(7, ("ABORT", "COMMIT"))
+
+
+@scenario
+def pid_without_txn_bit(log: Log):
+    log.commit("g", "foo", 0, 10, pid=33, txn=False)
+
+
+@scenario
+def group_tombstone_after_offsets(log: Log):
+    log.group("g", [member("m1")], generation=2)
+    log.commit("g", "foo", 0, 10)
+    log.group("g", [], generation=3, protocol_type="consumer")
+    log.group_tombstone("g")
+
+
+@scenario
+def v0_members_and_null_leader(log: Log):
+    log.group("g", [member("m1", rebalance=None, session=6000), member("m2", rebalance=None, session=7000)],
+              leader=None, version=0, generation=1)
+
+
+@scenario
+def misplaced_group(log: Log):
+    log.group("placed-elsewhere", [member("m1")])
+
+
+@scenario
+def consumer_group_stable(log: Log):
+    log.cg_topics("cg", [("TOPIC-A", "a", 3), ("TOPIC-B", "b", 1)])
+    log.cg_member("cg", "m1", topics=["a"], assignor="uniform")
+    log.cg_member("cg", "m2", topics=["a", "b"], assignor="uniform", instance_id="static-2", rack="r1")
+    log.cg_epoch("cg", 3)
+    log.cg_target("cg", "m1", [("TOPIC-A", [0, 1])])
+    log.cg_target("cg", "m2", [("TOPIC-A", [2]), ("TOPIC-B", [0])])
+    log.cg_assignment_epoch("cg", 3)
+    log.cg_current("cg", "m1", 3, [("TOPIC-A", [1, 0])])
+    log.cg_current("cg", "m2", 3, [("TOPIC-A", [2]), ("TOPIC-B", [0])])
+    log.cg_regex("cg", "a.*", ["a", "aa"])
+    log.commit("cg", "a", 0, 99)
+
+
+@scenario
+def consumer_group_reconciling_and_unresolved(log: Log):
+    log.cg_member("cg", "m1", topics=["a"], assignor="range")
+    log.cg_epoch("cg", 5)
+    log.cg_assignment_epoch("cg", 5)
+    log.cg_target("cg", "m1", [("UNKNOWN-ID", [0])])
+    log.cg_current("cg", "m1", 4, [("UNKNOWN-ID", [0])], state=1, revoking=[("UNKNOWN-ID", [1])])
+
+
+@scenario
+def consumer_group_assigning(log: Log):
+    log.cg_member("cg", "m1", topics=["a"])
+    log.cg_epoch("cg", 6)
+    log.cg_assignment_epoch("cg", 5)
+    log.cg_current("cg", "m1", 5, [])
+
+
+@scenario
+def consumer_group_member_left(log: Log):
+    log.cg_member("cg", "m1")
+    log.cg_member("cg", "m2")
+    log.cg_epoch("cg", 2)
+    log.cg_assignment_epoch("cg", 2)
+    log.cg_current("cg", "m1", 2)
+    log.cg_current("cg", "m2", 2)
+    log.cg_current_tombstone("cg", "m2")
+    log.cg_target_tombstone("cg", "m2")
+    log.cg_member_tombstone("cg", "m2")
+    log.cg_epoch("cg", 3)
+    log.cg_assignment_epoch("cg", 3)
+    log.cg_current("cg", "m1", 3)
+
+
+@scenario
+def consumer_group_deleted(log: Log):
+    log.commit("cg", "a", 0, 5)
+    log.cg_member("cg", "m1")
+    log.cg_epoch("cg", 1)
+    log.cg_assignment_epoch("cg", 1)
+    log.cg_current("cg", "m1", 1)
+    log.cg_current_tombstone("cg", "m1")
+    log.cg_target_tombstone("cg", "m1")
+    log.cg_assignment_epoch_tombstone("cg")
+    log.cg_member_tombstone("cg", "m1")
+    log.cg_topics_tombstone("cg")
+    log.cg_tombstone("cg")
+
+
+@scenario
+def consumer_replaces_simple_group(log: Log):
+    log.commit("g", "a", 0, 1)
+    log.cg_member("g", "m1")
+    log.cg_epoch("g", 1)
+
+
+@scenario
+def classic_to_consumer_migration(log: Log):
+    log.group("g", [member("m1")], generation=4)
+    log.commit("g", "a", 0, 10)
+    log.group_tombstone("g")
+    log.cg_member("g", "m1", topics=["a"])
+    log.cg_epoch("g", 5)
+    log.cg_assignment_epoch("g", 5)
+    log.cg_current("g", "m1", 5)
+
+
+@scenario
+def empty_consumer_group_after_members_left(log: Log):
+    log.cg_member("cg", "m1")
+    log.cg_epoch("cg", 1)
+    log.cg_current("cg", "m1", 1)
+    log.cg_current_tombstone("cg", "m1")
+    log.cg_member_tombstone("cg", "m1")
+    log.cg_epoch("cg", 2)
+    log.cg_assignment_epoch("cg", 2)
+
+
+@scenario
+def point_in_time(log: Log):
+    log.commit("g", "a", 0, 1)                       # offset 0
+    log.commit("g", "a", 0, 2, pid=5, epoch=0)       # offset 1
+    log.commit("g", "a", 1, 7)                       # offset 2
+    log.marker(5, "COMMIT")                          # offset 3: after the bound below
+
+
+def _build(name: str) -> Log:
+    log = Log(partition=_partition(name), start=0)
+    SCENARIOS[name](log)
+    return log
+
+
+UNTIL_OFFSET = 2  # only for point_in_time (a separate replay)
+
+
+@pytest.fixture(scope="module")
+def replayed(spark):
+    """Both semantics, all scenarios in one DataFrame each: {semantics: {scenario: (spark_tables, ref_tables)}}."""
+    logs = {name: _build(name) for name in SCENARIOS}
+    all_rows = [r for log in logs.values() for r in log.rows]
+    out = {}
+    for semantics in ("legacy", "modern"):
+        opts = ReplayOptions(semantics=semantics, snapshot_id="s1", load_time_ms=1_800_000_000_000)
+        parts = by_partition(spark_tables(spark, all_rows, opts))
+        out[semantics] = {}
+        for name, log in logs.items():
+            ref = replay_reference(log.rows, opts)
+            assert_same(parts[log.partition], ref, f"{semantics}/{name}")
+            out[semantics][name] = ref
+    return out
+
+
+def offsets(tables, table="loaded_offsets"):
+    return {(r["group_id"], r["topic"], r["partition"]): r["committed_offset"] for r in tables[table]}
+
+
+def groups(tables):
+    return {r["group_id"]: r for r in tables["loaded_groups"]}
+
+
+BOTH = pytest.mark.parametrize("semantics", ["legacy", "modern"])
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Tests
+# ----------------------------------------------------------------------------------------------------------------
+@BOTH
+def test_load_offsets_without_group(replayed, semantics):
+    t = replayed[semantics]["offsets_without_group"]
+    assert offsets(t) == {}
+    assert offsets(t, "empty_group_offsets") == {("g", "foo", 0): 23, ("g", "foo", 1): 455, ("g", "bar", 0): 8992}
+    assert all(r["has_group_metadata"] is False for r in t["empty_group_offsets"])
+    g = groups(t)["g"]
+    assert (g["group_type"], g["state"], g["generation"], g["protocol_type"], g["is_simple"], g["member_count"]) == (
+        "classic", "Empty", 0, None, True, 0)
+    assert g["current_state_timestamp"] == 1_800_000_000_000  # the load time, as Kafka sets it
+
+
+@BOTH
+def test_load_offsets_with_tombstones(replayed, semantics):
+    t = replayed[semantics]["offsets_with_tombstones"]
+    assert offsets(t, "empty_group_offsets") == {("g", "foo", 0): 23, ("g", "bar", 0): 8992}
+    assert sorted(r["is_tombstone"] for r in t["offset_commits"]) == [False, False, False, True]
+
+
+@BOTH
+def test_load_transactional_offset_commits_with_commit_marker(replayed, semantics):
+    t = replayed[semantics]["txn_commit_marker"]
+    assert offsets(t, "empty_group_offsets") == {("g", "foo", 0): 23, ("g", "foo", 1): 455}
+    assert {r["producer_id"] for r in t["empty_group_offsets"]} == {1000}
+    assert t["pending_offsets"] == []
+    assert {r["txn_outcome"] for r in t["offset_commits"]} == {"committed"}
+
+
+def test_load_transactional_offset_commits_with_abort_marker_legacy(replayed):
+    t = replayed["legacy"]["txn_abort_marker"]
+    assert offsets(t) == {} and offsets(t, "empty_group_offsets") == {}
+    assert t["loaded_groups"] == []  # no group for an aborted transaction (spec §5.5 #3)
+    assert {r["txn_outcome"] for r in t["offset_commits"]} == {"aborted"}
+
+
+def test_load_transactional_offset_commits_with_abort_marker_modern(replayed):
+    t = replayed["modern"]["txn_abort_marker"]
+    assert offsets(t) == {} and offsets(t, "empty_group_offsets") == {}
+    # OffsetMetadataManager.replay created a simple group before the ABORT (spec §5.5 #3)
+    assert [(g["group_id"], g["is_simple"], g["state"]) for g in t["loaded_groups"]] == [("g", True, "Empty")]
+
+
+@BOTH
+def test_group_load_with_consumer_and_transactional_offset_commits_consumer_wins(replayed, semantics):
+    t = replayed[semantics]["consumer_wins"]
+    assert offsets(t) == {("g", "foo", 0): 200}
+    assert t["loaded_offsets"][0]["producer_id"] == -1 and t["loaded_offsets"][0]["has_group_metadata"]
+
+
+@BOTH
+def test_group_load_with_consumer_and_transactional_offset_commits_transaction_wins(replayed, semantics):
+    t = replayed[semantics]["transaction_wins"]
+    assert offsets(t) == {("g", "foo", 0): 100}
+    assert t["loaded_offsets"][0]["producer_id"] == 1000
+
+
+@BOTH
+def test_load_with_committed_and_aborted_transactional_offset_commits(replayed, semantics):
+    t = replayed[semantics]["committed_and_aborted"]
+    assert offsets(t, "empty_group_offsets") == {("g", "foo", 0): 10}
+    assert [(r["producer_id"], r["topic"], r["partition"], r["committed_offset"], r["producer_epoch"])
+            for r in t["pending_offsets"]] == [(3, "foo", 2, 30, 7)]
+    outcome = {(r["producer_id"], r["committed_offset"]): r["txn_outcome"] for r in t["offset_commits"]}
+    assert outcome == {(1, 10): "committed", (2, 20): "aborted", (2, 11): "aborted", (3, 30): "pending"}
+
+
+@BOTH
+def test_load_group_with_tombstone(replayed, semantics):
+    t = replayed[semantics]["group_with_tombstone"]
+    assert t["loaded_groups"] == [] and t["group_members"] == []
+    [r] = t["removed_groups"]
+    assert (r["group_id"], r["group_type"], r["tombstone_record_offset"]) == ("g", "classic", 1)
+
+
+@BOTH
+def test_load_group_and_offsets_with_corrupted_log(replayed, semantics):
+    t = replayed[semantics]["corrupted_log"]
+    assert offsets(t) == {("g", "foo", 0): 23, ("g", "foo", 1): 45}
+    assert groups(t)["g"]["generation"] == 3
+    assert len(t["offset_commits"]) == 2  # error / unknown rows are not offset commits
+
+
+@BOTH
+def test_load_offsets_and_group(replayed, semantics):
+    t = replayed[semantics]["offsets_and_group"]
+    [o] = t["loaded_offsets"]
+    assert (o["committed_offset"], o["leader_epoch"], o["metadata"], o["expire_timestamp"], o["has_group_metadata"]) \
+        == (23, 5, "meta", 1_700_000_999_999, True)
+    g = groups(t)["g"]
+    assert (g["state"], g["generation"], g["protocol"], g["protocol_type"], g["leader"], g["member_count"]) == (
+        "Stable", 7, "range", "consumer", "m1", 2)
+    assert g["current_state_timestamp"] == 1_700_000_000_500
+    assert g["subscribed_topics"] == ["bar", "foo"]
+    m1 = next(m for m in t["group_members"] if m["member_id"] == "m1")
+    assert m1["assigned_partitions"] == [("bar", 0), ("bar", 1), ("foo", 0)] and m1["is_leader"]
+    assert t["empty_group_offsets"] == []
+
+
+@BOTH
+def test_load_group_with_large_group_metadata_record(replayed, semantics):
+    t = replayed[semantics]["large_group_metadata"]
+    g = groups(t)["big"]
+    assert g["member_count"] == 300 and g["state"] == "Stable"
+    assert len(t["group_members"]) == 300
+    assert len(g["subscribed_topics"]) == 20
+    assert offsets(t) == {("big", "topic-0", 0): 1}
+
+
+def test_offset_tombstone_during_open_transaction_legacy_resurrects(replayed):
+    t = replayed["legacy"]["tombstone_during_open_txn"]
+    assert offsets(t) == {("g", "foo", 0): 10}  # spec §5.5 #1
+
+
+def test_offset_tombstone_during_open_transaction_modern_stays_deleted(replayed):
+    t = replayed["modern"]["tombstone_during_open_txn"]
+    assert offsets(t) == {}
+
+
+def test_non_transactional_control_type_ends_transaction_legacy(replayed):
+    t = replayed["legacy"]["leader_change_control_batch"]
+    assert offsets(t, "empty_group_offsets") == {}  # pending map dropped by the LEADER_CHANGE batch (§5.5 #5)
+    assert t["offset_commits"][0]["txn_outcome"] == "aborted"
+
+
+def test_non_transactional_control_type_ignored_modern(replayed):
+    t = replayed["modern"]["leader_change_control_batch"]
+    assert offsets(t, "empty_group_offsets") == {("g", "foo", 0): 10}
+
+
+def test_only_first_record_of_control_batch_read_legacy(replayed):
+    assert offsets(replayed["legacy"]["only_first_control_record_legacy"], "empty_group_offsets") == {}
+
+
+def test_every_control_record_read_modern(replayed):
+    # ABORT ends the transaction first; the COMMIT then finds no pending map
+    assert offsets(replayed["modern"]["only_first_control_record_legacy"], "empty_group_offsets") == {}
+
+
+def test_producer_id_without_transactional_bit(replayed):
+    legacy, modern = replayed["legacy"]["pid_without_txn_bit"], replayed["modern"]["pid_without_txn_bit"]
+    assert offsets(legacy, "empty_group_offsets") == {("g", "foo", 0): 10} and legacy["pending_offsets"] == []
+    assert offsets(modern, "empty_group_offsets") == {}  # pending transactional in the new coordinator (§5.5 #6)
+    assert [r["producer_id"] for r in modern["pending_offsets"]] == [33]
+
+
+def test_group_tombstone_after_offsets_legacy_recreates_simple_group(replayed):
+    t = replayed["legacy"]["group_tombstone_after_offsets"]
+    assert offsets(t, "empty_group_offsets") == {("g", "foo", 0): 10}
+    assert groups(t)["g"]["is_simple"] and [r["group_id"] for r in t["removed_groups"]] == ["g"]
+
+
+def test_group_tombstone_after_offsets_modern_hides_offsets(replayed):
+    t = replayed["modern"]["group_tombstone_after_offsets"]
+    assert offsets(t) == {} and offsets(t, "empty_group_offsets") == {} and t["loaded_groups"] == []
+    assert [r["group_id"] for r in t["removed_groups"]] == ["g"]  # §5.5 #4
+
+
+@BOTH
+def test_v0_member_rebalance_timeout_and_null_leader(replayed, semantics):
+    t = replayed[semantics]["v0_members_and_null_leader"]
+    assert groups(t)["g"]["leader"] == "m1"
+    assert {m["member_id"]: (m["rebalance_timeout_ms"], m["is_leader"]) for m in t["group_members"]} == {
+        "m1": (6000, True), "m2": (7000, False)}
+
+
+@BOTH
+def test_expected_offsets_partition(replayed, semantics):
+    g = groups(replayed[semantics]["misplaced_group"])["placed-elsewhere"]
+    assert g["expected_offsets_partition"] == partition_for("placed-elsewhere", 50)
+    assert g["expected_offsets_partition"] != g["offsets_partition"]
+
+
+@BOTH
+def test_load_consumer_group_stable(replayed, semantics):
+    t = replayed[semantics]["consumer_group_stable"]
+    g = groups(t)["cg"]
+    assert (g["group_type"], g["state"], g["generation"], g["assignment_epoch"], g["protocol"], g["member_count"],
+            g["unresolved_topic_ids"]) == ("consumer", "Stable", 3, 3, "uniform", 2, 0)
+    assert g["subscribed_topics"] == ["a", "aa", "b"]  # members' topics ∪ resolved regex topics
+    m = {r["member_id"]: r for r in t["group_members"]}
+    assert m["m1"]["assigned_partitions"] == [("a", 0), ("a", 1)] == m["m1"]["target_partitions"]
+    assert m["m2"]["assigned_partitions"] == [("a", 2), ("b", 0)]
+    assert (m["m2"]["group_instance_id"], m["m2"]["rack_id"], m["m2"]["member_state"]) == ("static-2", "r1", "STABLE")
+    assert offsets(t) == {("cg", "a", 0): 99}
+
+
+@BOTH
+def test_load_consumer_group_reconciling_with_unresolved_topic(replayed, semantics):
+    t = replayed[semantics]["consumer_group_reconciling_and_unresolved"]
+    g = groups(t)["cg"]
+    assert (g["state"], g["unresolved_topic_ids"], g["protocol"]) == ("Reconciling", 1, "range")
+    [m] = t["group_members"]
+    assert m["assigned_partitions"] == [("UNKNOWN-ID", 0)]
+    assert m["partitions_pending_revocation"] == [("UNKNOWN-ID", 1)]
+    assert m["member_state"] == "UNREVOKED_PARTITIONS"
+
+
+@BOTH
+def test_load_consumer_group_assigning(replayed, semantics):
+    assert groups(replayed[semantics]["consumer_group_assigning"])["cg"]["state"] == "Assigning"
+
+
+@BOTH
+def test_load_consumer_group_member_left(replayed, semantics):
+    t = replayed[semantics]["consumer_group_member_left"]
+    assert [m["member_id"] for m in t["group_members"]] == ["m1"]
+    assert groups(t)["cg"]["state"] == "Stable" and groups(t)["cg"]["generation"] == 3
+
+
+@BOTH
+def test_load_consumer_group_deleted(replayed, semantics):
+    t = replayed[semantics]["consumer_group_deleted"]
+    assert t["group_members"] == []
+    [r] = t["removed_groups"]
+    assert r["group_type"] == "consumer"
+    if semantics == "modern":
+        assert t["loaded_groups"] == [] and offsets(t, "empty_group_offsets") == {}  # group gone, offsets hidden
+    else:
+        assert groups(t)["cg"]["is_simple"] and offsets(t, "empty_group_offsets") == {("cg", "a", 0): 5}
+
+
+@BOTH
+def test_consumer_records_replace_simple_group(replayed, semantics):
+    t = replayed[semantics]["consumer_replaces_simple_group"]
+    g = groups(t)["g"]
+    assert (g["group_type"], g["is_simple"]) == ("consumer", False)
+    assert offsets(t) == {("g", "a", 0): 1} and t["loaded_offsets"][0]["has_group_metadata"]
+
+
+@BOTH
+def test_classic_to_consumer_migration(replayed, semantics):
+    t = replayed[semantics]["classic_to_consumer_migration"]
+    g = groups(t)["g"]
+    assert (g["group_type"], g["state"], g["generation"]) == ("consumer", "Stable", 5)
+    assert offsets(t) == {("g", "a", 0): 10}
+    assert t["removed_groups"] == []
+
+
+@BOTH
+def test_consumer_group_empty_after_members_left(replayed, semantics):
+    g = groups(replayed[semantics]["empty_consumer_group_after_members_left"])["cg"]
+    assert (g["state"], g["member_count"], g["generation"]) == ("Empty", 0, 2)
+
+
+@BOTH
+def test_point_in_time_until_offset(spark, semantics):
+    log = Log(partition=0)
+    SCENARIOS["point_in_time"](log)
+    opts = ReplayOptions(semantics=semantics, until_offset=UNTIL_OFFSET)
+    ref = replay_reference(log.rows, opts)
+    assert offsets(ref, "empty_group_offsets") == {("g", "a", 0): 1, ("g", "a", 1): 7}
+    assert [(r["producer_id"], r["committed_offset"]) for r in ref["pending_offsets"]] == [(5, 2)]
+    until_time = ReplayOptions(semantics=semantics, until_time_ms=log.rows[2]["timestamp"])
+    assert replay_reference(log.rows, until_time)["pending_offsets"] == ref["pending_offsets"]
+    assert_same(spark_tables(spark, log.rows, opts), ref, "until_offset")
+
+
+def test_misplaced_groups(spark):
+    from pipelines.state.replay import misplaced_groups, replay
+    from tests.state.rowkit import to_frame
+
+    log = Log(partition=partition_for("here", 50))
+    log.group("here", [member("m1")])
+    log.group("elsewhere", [member("m1")]) if partition_for("elsewhere", 50) != log.partition else None
+    res = replay(to_frame(spark, log.rows), ReplayOptions())
+    assert [r.group_id for r in misplaced_groups(res["loaded_groups"]).collect()] == ["elsewhere"]
