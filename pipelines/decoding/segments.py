@@ -228,3 +228,21 @@ def _add_segment(path: str, partition: int, base_offset: int, segments: list[Seg
         problems.append(_problem(path, partition, "unreadable", "segment is not readable (permission denied)"))
         return
     segments.append(SegmentFile(path=path, offsets_partition=partition, base_offset=base_offset, size=st.st_size))
+
+
+def partition_count(paths: PathArg | Iterable[PathArg]) -> int | None:
+    """The `__consumer_offsets` partition count a broker log dir shows: max N + 1 over its `__consumer_offsets-N`
+    directories (a broker keeps every partition's directory, empty ones included). None when the input names no
+    log dir (single partition dirs or files say nothing about the topic's partition count)."""
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [paths]
+    best = None
+    for p in paths:
+        p = os.fspath(p)
+        if not os.path.isdir(p) or _OFFSETS_DIR.match(os.path.basename(os.path.normpath(p))):
+            continue
+        for name in os.listdir(p):
+            m = _OFFSETS_DIR.match(name)
+            if m and os.path.isdir(os.path.join(p, name)):
+                best = max(best or 0, int(m.group(1)) + 1)
+    return best
