@@ -7,6 +7,7 @@ snapshot in its body (or, for the bare list of `/groups/{id}/offsets`, in the `X
 from __future__ import annotations
 
 import contextlib
+import json
 import secrets
 from pathlib import Path
 from typing import Any
@@ -14,9 +15,10 @@ from typing import Any
 from fastapi import Depends, FastAPI, Path as PathParam, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
-from fastapi.responses import FileResponse, JSONResponse
+from fastapi.responses import FileResponse, JSONResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, ConfigDict
+from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from pipelines.lookup import GroupNotFound, SnapshotNotFound, SnapshotReader, run_summary
@@ -144,6 +146,73 @@ def _json(content: Any, snapshot_id: str | None = None, status_code: int = 200) 
     return JSONResponse(content, status_code=status_code, headers=headers)
 
 
+def _dumps(content: Any) -> bytes:
+    """The bytes JSONResponse would send."""
+    return json.dumps(content, ensure_ascii=False, allow_nan=False, indent=None, separators=(",", ":")).encode("utf-8")
+
+
+def _bytes_response(body: bytes, snapshot_id: str) -> Response:
+    headers = {SNAPSHOT_HEADER: snapshot_id} if snapshot_id.isascii() else None
+    return Response(body, media_type="application/json", headers=headers)
+
+
+class CachedLookups:
+    """Pure-ASGI front of the app for the point lookups: a GET of `/groups/{id}` or `/groups/{id}/offsets`
+    (no query, or only `?snapshot=ID`) whose answer is already in the snapshot index's response cache is sent
+    straight from those bytes, without routing, validation, dependencies or a thread hop. Anything else (a miss,
+    other parameters, a missing or wrong token, an index still building) goes to the FastAPI app, which answers
+    exactly as without this layer and fills the cache. Keys are built from the decoded path the same way the
+    routes see it, so a cached answer is only ever served for the route that produced it."""
+
+    def __init__(self, app, catalog: SnapshotCatalog, token: str | None):
+        self.app = app
+        self.catalog = catalog
+        self.auth = None if token is None else token.encode()
+
+    def _hit(self, scope) -> tuple[bytes, str] | None:
+        path: str = scope["path"]
+        if path.endswith("/offsets"):
+            key = ("offsets", path[8:-8], None, None)
+        elif path.endswith("/commits"):
+            return None
+        else:
+            key = ("group", path[8:])
+        snapshot = None
+        qs: bytes = scope.get("query_string") or b""
+        if qs:
+            if not qs.startswith(b"snapshot=") or b"&" in qs or b"%" in qs or b"+" in qs:
+                return None
+            snapshot = qs[9:].decode("latin-1")
+            if not 1 <= len(snapshot) <= 512:
+                return None
+        if self.auth is not None:
+            given = None
+            for name, value in scope["headers"]:
+                if name == b"authorization":
+                    given = value
+                    break
+            if given is None or given[:7].lower() != b"bearer " or not secrets.compare_digest(given[7:], self.auth):
+                return None
+        idx = self.catalog.ready_index(snapshot)
+        if idx is None:
+            return None
+        body = idx.responses.get(key)
+        return None if body is None else (body, idx.snapshot.snapshot_id)
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "http" and scope["method"] == "GET" and scope["path"].startswith("/groups/"):
+            hit = self._hit(scope)
+            if hit is not None:
+                body, sid = hit
+                headers = [(b"content-length", str(len(body)).encode()), (b"content-type", b"application/json")]
+                if sid.isascii():
+                    headers.append((SNAPSHOT_HEADER.lower().encode(), sid.encode()))
+                await send({"type": "http.response.start", "status": 200, "headers": headers})
+                await send({"type": "http.response.body", "body": body})
+                return
+        await self.app(scope, receive, send)
+
+
 def _first_error(exc: RequestValidationError) -> str:
     msgs = []
     for err in exc.errors():
@@ -156,7 +225,7 @@ def create_app(reader: SnapshotReader, *, token: str | None = None, refresh_inte
     catalog = SnapshotCatalog(reader, refresh_interval=refresh_interval)
     bearer = HTTPBearer(auto_error=False, description="`offsetlake serve --token`")
 
-    def check_token(creds: HTTPAuthorizationCredentials | None = Depends(bearer)) -> None:
+    async def check_token(creds: HTTPAuthorizationCredentials | None = Depends(bearer)) -> None:
         if token is None:
             return
         if creds is None or not secrets.compare_digest(creds.credentials.encode(), token.encode()):
@@ -167,8 +236,9 @@ def create_app(reader: SnapshotReader, *, token: str | None = None, refresh_inte
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI):
-        catalog.warm()  # index the latest snapshot in the background right away
+        catalog.warm()  # index the latest snapshot in the background right away; watch `runs` from now on
         yield
+        catalog.stop()
 
     app = FastAPI(
         lifespan=lifespan,
@@ -179,6 +249,18 @@ def create_app(reader: SnapshotReader, *, token: str | None = None, refresh_inte
         redoc_url=None,
     )
     app.state.catalog = catalog
+
+    async def cached(snapshot: str | None, key: tuple, build) -> Response:
+        """Point lookups: the serialized answer of (snapshot index, key), built once in the thread pool (the
+        first request may wait for an index or read nothing at all) and then served from the index's LRU."""
+        idx = catalog.ready_index(snapshot)
+        if idx is None:
+            idx = await run_in_threadpool(catalog.resolve, snapshot)
+        body = idx.responses.get(key)
+        if body is None:
+            body = await run_in_threadpool(lambda: _dumps(build(idx)))
+            idx.responses.put(key, body)
+        return _bytes_response(body, idx.snapshot.snapshot_id)
 
     # --- errors: bad parameters are 400 with a message; unknown things are 404 ---------------------------
     @app.exception_handler(RequestValidationError)
@@ -263,7 +345,7 @@ def create_app(reader: SnapshotReader, *, token: str | None = None, refresh_inte
         dependencies=guarded,
         tags=["groups"],
     )
-    def group_offsets(
+    async def group_offsets(
         group_id: str = PathParam(..., description="group id"),
         snapshot: str | None = SnapshotQ,
         topic: str | None = Query(None, max_length=249),
@@ -271,8 +353,9 @@ def create_app(reader: SnapshotReader, *, token: str | None = None, refresh_inte
     ):
         """The group's committed offsets: `{topic, partition, committed_offset, leader_epoch, metadata,
         commit_timestamp}` in topic, partition order. The snapshot is in the X-Offsetlake-Snapshot header."""
-        idx = catalog.resolve(snapshot)
-        return _json(views.group_offsets(idx, group_id, topic, partition), idx.snapshot.snapshot_id)
+        return await cached(
+            snapshot, ("offsets", group_id, topic, partition), lambda idx: views.group_offsets(idx, group_id, topic, partition)
+        )
 
     @app.get(
         "/groups/{group_id:path}/commits",
@@ -300,10 +383,9 @@ def create_app(reader: SnapshotReader, *, token: str | None = None, refresh_inte
         dependencies=guarded,
         tags=["groups"],
     )
-    def group(group_id: str = PathParam(..., description="group id"), snapshot: str | None = SnapshotQ):
+    async def group(group_id: str = PathParam(..., description="group id"), snapshot: str | None = SnapshotQ):
         """The group: metadata, members, committed offsets, open transactional offsets, what expired at as_of."""
-        idx = catalog.resolve(snapshot)
-        return _json(views.group_detail(idx, group_id), idx.snapshot.snapshot_id)
+        return await cached(snapshot, ("group", group_id), lambda idx: views.group_detail(idx, group_id))
 
     @app.get(
         "/topics/{topic}/groups",
@@ -337,4 +419,5 @@ def create_app(reader: SnapshotReader, *, token: str | None = None, refresh_inte
         return schema
 
     app.openapi = openapi
+    app.add_middleware(CachedLookups, catalog=catalog, token=token)
     return app

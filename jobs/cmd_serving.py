@@ -90,7 +90,8 @@ def lookup(warehouse, group, topic, partition, snapshot_id):
     if partition is not None and topic is None:
         raise click.UsageError("--partition needs --topic")
     reader, snap = _open(warehouse, snapshot_id)
-    idx = _index(reader, snap, group_ids=[group] if group is not None else None, topic=topic if group is None else None)
+    idx = _index(reader, snap, group_ids=[group] if group is not None else None, topic=topic if group is None else None,
+                 partition=partition if group is None else None)
     try:
         out = views.lookup(idx, group=group, topic=topic, partition=partition)
     except GroupNotFound as e:

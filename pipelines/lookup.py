@@ -6,7 +6,10 @@ Everything on the serving side (describe, lookup, diff, reset-plan, sql, the HTT
 """
 from __future__ import annotations
 
+import atexit
 import os
+import threading
+import weakref
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -72,20 +75,132 @@ def _delta_log_version(path: Path) -> int | None:
     return best
 
 
-class DeltaWarehouseReader:
-    """`<warehouse>/<table>/` Delta tables read with delta-rs; snapshot tables are pruned by the `snapshot_id`
-    partition, other filters are pushed down to the Parquet row groups."""
+def _sql_literal(value: Any) -> str:
+    """A SQL literal for DuckDB (values are inlined: binding a Python list would import numpy and pandas)."""
+    if value is None:
+        return "NULL"
+    if isinstance(value, bool):
+        return "TRUE" if value else "FALSE"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, str):
+        return "'" + value.replace("'", "''") + "'"
+    raise TypeError(f"unsupported filter value {value!r}")
 
-    def __init__(self, warehouse: str | os.PathLike):
+
+def _sql_where(filters: Filters) -> str:
+    """DNF conjunction [(col, op, value)] -> a WHERE clause (ops: =, !=, <, <=, >, >=, in, not in)."""
+    parts = []
+    for col, op, value in filters:
+        ident = '"' + col.replace('"', '""') + '"'
+        op = op.lower()
+        if op in ("in", "not in"):
+            values = list(value)
+            if not values:
+                parts.append("FALSE" if op == "in" else "TRUE")
+                continue
+            parts.append(f"{ident} {op.upper()} ({', '.join(_sql_literal(v) for v in values)})")
+        elif op in ("=", "==", "!=", "<", "<=", ">", ">="):
+            if value is None:
+                parts.append(f"{ident} IS {'NOT ' if op == '!=' else ''}NULL")
+            else:
+                parts.append(f"{ident} {'=' if op == '==' else op} {_sql_literal(value)}")
+        else:
+            raise ValueError(f"unsupported filter operator {op!r}")
+    return " AND ".join(parts) if parts else "TRUE"
+
+
+def _close_reader(ref) -> None:
+    reader = ref()
+    if reader is not None:
+        reader.close()
+
+
+class _FastPathUnavailable(Exception):
+    """The table needs a full Delta reader (deletion vectors, column mapping, ...): use delta-rs' dataset."""
+
+
+class DeltaWarehouseReader:
+    """`<warehouse>/<table>/` Delta tables. delta-rs replays the log (which Parquet files are live, pruned by
+    the `snapshot_id` partition); the files are then read by DuckDB with the other filters in a WHERE, so a
+    one-group read decodes only the vectors that hold the group instead of the whole snapshot, and nothing
+    imports pyarrow.dataset/numpy/pandas on the CLI path. Tables whose protocol needs more than plain Parquet
+    files (reader features such as deletion vectors or column mapping) are read through delta-rs' pyarrow
+    dataset instead, as is anything the fast path cannot express."""
+
+    def __init__(self, warehouse: str | os.PathLike, *, fast_path: bool = True):
         self.root = Path(warehouse)
         if not self.root.is_dir():
             raise WarehouseError(f"warehouse {str(self.root)!r} is not a directory")
         if not (self.root / "runs" / "_delta_log").is_dir():
             raise WarehouseError(f"{str(self.root)!r} is not an offsetlake warehouse (no runs table)")
+        self.fast_path = fast_path
+        self._duck = None
+        self._duck_lock = threading.Lock()
 
     def table_path(self, table: str) -> Path | None:
         p = self.root / table
         return p if (p / "_delta_log").is_dir() else None
+
+    def _cursor(self):
+        import duckdb
+
+        with self._duck_lock:
+            if self._duck is None:
+                self._duck = duckdb.connect(
+                    ":memory:", config={"autoinstall_known_extensions": False, "autoload_known_extensions": False}
+                )
+                # Closed before interpreter teardown: a DuckDB database destroyed during finalization can
+                # abort the process ("terminate called without an active exception").
+                atexit.register(_close_reader, weakref.ref(self))
+            return self._duck.cursor()  # one cursor per read: DuckDB connections are not shared across threads
+
+    def close(self) -> None:
+        with self._duck_lock:
+            if self._duck is not None:
+                self._duck.close()
+                self._duck = None
+
+    def _read_fast(self, dt, partitions, filters, columns) -> pa.Table:
+        proto = dt.protocol()
+        if proto.min_reader_version > 1 and (proto.min_reader_version != 3 or proto.reader_features):
+            raise _FastPathUnavailable(f"reader protocol {proto}")
+        part_cols = list(dt.metadata().partition_columns)
+        part_values = {}
+        for col, op, value in partitions or ():
+            if op != "=" or col not in part_cols:
+                raise _FastPathUnavailable("partition filter")
+            part_values[col] = value
+        if set(part_cols) - set(part_values):
+            raise _FastPathUnavailable("unbound partition column")
+        schema = pa.schema(dt.schema().to_arrow())
+        if filters and any(c in part_cols for c, _, _ in filters):
+            raise _FastPathUnavailable("filter on a partition column")
+        wanted = [f.name for f in schema] if columns is None else columns
+        target = pa.schema([schema.field(c) for c in wanted])
+        files = dt.file_uris(file_pruning_predicate=list(partitions)) if partitions else dt.file_uris()
+        files = [f[len("file://"):] if f.startswith("file://") else f for f in files]
+        if any("://" in f for f in files):
+            raise _FastPathUnavailable("remote files")
+        if not files:
+            return target.empty_table()
+        file_list = "[" + ", ".join(_sql_literal(f) for f in files) + "]"
+        sql = (f"SELECT * FROM read_parquet({file_list}, union_by_name = true, hive_partitioning = false)"
+               f" WHERE {_sql_where(filters or ())}")
+        cur = self._cursor()
+        try:
+            got = cur.execute(sql).to_arrow_table()
+        finally:
+            cur.close()
+        arrays = []
+        for f in target:
+            if f.name in part_values:
+                arrays.append(pa.array([part_values[f.name]] * got.num_rows, f.type))
+            elif f.name in got.column_names:
+                arrays.append(got.column(f.name).cast(f.type))
+            else:  # a column added after these files were written
+                arrays.append(pa.nulls(got.num_rows, f.type))
+        return pa.Table.from_arrays(arrays, schema=target)
 
     def _read(self, table: str, partitions, filters, columns) -> pa.Table | None:
         from deltalake import DeltaTable
@@ -94,9 +209,16 @@ class DeltaWarehouseReader:
         if path is None:
             return None
         dt = DeltaTable(str(path))
+        present = dt.schema().to_arrow().names if columns is not None else None
         if columns is not None:
-            present = set(dt.schema().to_arrow().names)
             columns = [c for c in columns if c in present]
+        if self.fast_path:
+            import duckdb
+
+            try:
+                return self._read_fast(dt, partitions, filters, columns)
+            except (_FastPathUnavailable, duckdb.Error, TypeError, ValueError, pa.ArrowException):
+                pass
         return dt.to_pyarrow_table(partitions=partitions, filters=list(filters) if filters else None, columns=columns)
 
     def runs(self) -> pa.Table | None:

@@ -31,7 +31,10 @@ class SnapshotCatalog:
         self._building: dict[tuple, threading.Event] = {}
         self._serving: Snapshot | None = None  # the default snapshot whose index is ready
         self._latest: Snapshot | None = None
+        self._by_id: dict[str, Snapshot] = {}
         self.last_error: str | None = None
+        self._refresher: threading.Thread | None = None
+        self._stop = threading.Event()
 
     # --- runs ----------------------------------------------------------------------------------------------
     def refresh(self, force: bool = False) -> None:
@@ -47,6 +50,7 @@ class SnapshotCatalog:
         with self._lock:
             self._runs_version = version
             self._snapshots = snaps
+            self._by_id = {x.snapshot_id: x for x in snaps}
             try:
                 latest = pick_snapshot(snaps, None)
             except SnapshotNotFound:
@@ -58,9 +62,46 @@ class SnapshotCatalog:
                 else:
                     self._start_build(latest)
 
+    def _maybe_refresh(self) -> None:
+        """Requests do not look at the Delta log while the background refresher runs (warm() starts it)."""
+        if self._refresher is None:
+            self.refresh()
+
+    def _refresh_loop(self) -> None:
+        while not self._stop.wait(max(self.refresh_interval, 0.05)):
+            try:
+                self.refresh(force=False)
+            except Exception:  # a half-written runs commit, a transient I/O error: try again next tick
+                log.exception("checking the runs table failed")
+
+    def start_refresher(self) -> None:
+        with self._lock:
+            if self._refresher is not None:
+                return
+            self._refresher = threading.Thread(target=self._refresh_loop, name="runs-refresher", daemon=True)
+        self._refresher.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+
     def snapshots(self) -> list[Snapshot]:
-        self.refresh()
+        self._maybe_refresh()
         return list(self._snapshots)
+
+    def ready_index(self, snapshot_id: str | None = None) -> SnapshotIndex | None:
+        """The index that answers a request if it is already built, without blocking or reading anything;
+        None when the caller must take the slow path (resolve(), which may wait for a build or raise)."""
+        if self._refresher is None:
+            return None
+        if snapshot_id is None:
+            snap = self._serving
+        else:
+            snap = self._by_id.get(snapshot_id)
+            if snap is None or not snap.readable:
+                return None
+        if snap is None:
+            return None
+        return self._indexes.get(snap.cache_key)  # dict read: atomic under the GIL
 
     # --- indexes -------------------------------------------------------------------------------------------
     def _start_build(self, snap: Snapshot) -> threading.Event:
@@ -120,7 +161,7 @@ class SnapshotCatalog:
 
     def resolve(self, snapshot_id: str | None = None) -> SnapshotIndex:
         """The index that answers a request: the named snapshot, or the default (latest ready) one."""
-        self.refresh()
+        self._maybe_refresh()
         if snapshot_id is not None:
             return self.index_for(pick_snapshot(self._snapshots, snapshot_id))
         with self._lock:
@@ -135,7 +176,7 @@ class SnapshotCatalog:
         return self.index_for(serving)
 
     def status(self) -> dict:
-        self.refresh()
+        self._maybe_refresh()
         with self._lock:
             return {
                 "serving": self._serving,
@@ -151,3 +192,4 @@ class SnapshotCatalog:
         with self._lock:
             if self._latest is not None and self._serving is None:
                 self._start_build(self._latest)
+        self.start_refresher()

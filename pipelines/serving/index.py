@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipelines.lookup import Snapshot, SnapshotReader
+from pipelines.serving.cache import ResponseCache
 
 # The contract's shape of one committed offset (`GET /groups/{id}/offsets`).
 OFFSET_FIELDS = ["topic", "partition", "committed_offset", "leader_epoch", "metadata", "commit_timestamp"]
@@ -43,11 +44,8 @@ class Grouped:
         table = table.drop_columns(drop)
         sort_keys = [(c, "ascending") for c in [key, *order] if c in table.column_names]
         table = table.sort_by(sort_keys)
-        ree = pc.run_end_encode(table.column(key).combine_chunks())
-        start = 0
-        for value, end in zip(ree.values.to_pylist(), ree.run_ends.to_pylist()):
-            self.ranges[value] = (start, end)
-            start = end
+        values, starts, ends = _runs(table, [key])
+        self.ranges = dict(zip(values.column(0).to_pylist(), zip(starts, ends)))
         self.table = table
 
     def __contains__(self, k) -> bool:
@@ -63,13 +61,89 @@ class Grouped:
             return None
         return self.table.slice(r[0], r[1] - r[0])
 
-    def rows(self, k, columns: list[str] | None = None) -> list[dict]:
+    def rows(self, k, columns: list[str] | None = None, iso_time: bool = False) -> list[dict]:
+        """The rows of key k (columns in table order); iso_time: timestamps as ISO strings, not datetimes."""
         t = self.slice(k)
         if t is None:
             return []
         if columns is not None:
             t = t.select([c for c in columns if c in t.column_names])
-        return t.to_pylist()
+        if not iso_time:
+            return t.to_pylist()
+        names = t.column_names
+        cols = [
+            iso_strings(t.column(c)).to_pylist() if pa.types.is_timestamp(t.schema.field(c).type) else t.column(c).to_pylist()
+            for c in names
+        ]
+        return [dict(zip(names, vals)) for vals in zip(*cols)]
+
+
+def iso_strings(col) -> pa.ChunkedArray:
+    """Timestamps -> `pipelines.lookup.iso` strings (UTC, `Z`, `.ffffff` only when the microseconds are not zero),
+    vectorized from the epoch values with integer arithmetic (Arrow's strftime is ~100x slower)."""
+    from pipelines.lookup import iso
+
+    if isinstance(col, pa.ChunkedArray):
+        col = col.combine_chunks()
+    t = col.type
+    if not pa.types.is_timestamp(t):
+        raise TypeError(f"not a timestamp column: {t}")
+    # the epoch value is UTC whatever the zone; drop the zone (a relabel) and normalize the unit to us
+    col = col.cast(pa.timestamp(t.unit)).cast(pa.timestamp("us"), safe=False)
+    epoch = col.cast(pa.int64())
+    if pc.any(pc.less(epoch, 0)).as_py():  # before 1970: not worth vectorizing, keep it exact
+        return pa.chunked_array([pa.array([None if v is None else iso(v) for v in col.cast(pa.timestamp("us", tz="UTC")).to_pylist()], pa.string())])
+
+    def pad(a, width):
+        return pc.utf8_lpad(a.cast(pa.string()), width=width, padding="0")
+
+    micros = pc.subtract(epoch, pc.multiply(pc.divide(epoch, 1_000_000), 1_000_000))
+    frac = pc.if_else(pc.equal(micros, 0), pa.scalar(""),
+                      pc.binary_join_element_wise(pa.scalar("."), pad(micros, 6), ""))
+    text = pc.binary_join_element_wise(
+        pad(pc.year(col), 4), "-", pad(pc.month(col), 2), "-", pad(pc.day(col), 2), "T",
+        pad(pc.hour(col), 2), ":", pad(pc.minute(col), 2), ":", pad(pc.second(col), 2), frac, "Z", "",
+    )
+    return pa.chunked_array([text])
+
+
+def _runs(table: pa.Table, keys: list[str]) -> tuple[pa.Table, list[int], list[int]]:
+    """Run boundaries of a table sorted by `keys`: the first row of each run (key columns only), and each run's
+    [start, end) row range. Arrow compute only; no Python loop over rows."""
+    n = table.num_rows
+    cols = [table.column(k).combine_chunks() for k in keys]
+    if n == 0:
+        return table.select(keys).slice(0, 0), [], []
+    differs = None
+    for c in cols:
+        d = pc.fill_null(pc.not_equal(c.slice(1), c.slice(0, n - 1)), True)
+        # a null next to a non-null (or two nulls) counts as a boundary unless both are null
+        both_null = pc.and_(pc.is_null(c.slice(1)), pc.is_null(c.slice(0, n - 1)))
+        d = pc.and_(d, pc.invert(both_null))
+        differs = d if differs is None else pc.or_(differs, d)
+    starts_mask = pa.concat_arrays([pa.array([True]), differs])
+    starts = pc.indices_nonzero(starts_mask)
+    start_list = starts.to_pylist()
+    end_list = start_list[1:] + [n]
+    firsts = table.select(keys).take(starts)
+    return firsts, start_list, end_list
+
+
+def _topic_entries(offsets: pa.Table | None) -> dict[str, "TopicEntry"]:
+    """topic -> groups with committed offsets on it (sorted) and their partition counts, from the offsets sorted
+    by (group, topic, partition): (group, topic) runs, re-sorted by (topic, group), then topic runs."""
+    if offsets is None or offsets.num_rows == 0:
+        return {}
+    pairs, starts, ends = _runs(offsets, ["group_id", "topic"])
+    counts = pc.subtract(pa.array(ends, pa.int64()), pa.array(starts, pa.int64()))
+    pairs = pairs.append_column("n", counts).sort_by([("topic", "ascending"), ("group_id", "ascending")])
+    topics, t_starts, t_ends = _runs(pairs, ["topic"])
+    gids, ns = pairs.column("group_id").to_pylist(), pairs.column("n").to_pylist()
+    out = {}
+    for topic, a, b in zip(topics.column(0).to_pylist(), t_starts, t_ends):
+        g = gids[a:b]
+        out[topic] = TopicEntry(g, dict(zip(g, ns[a:b])))
+    return out
 
 
 def _dedupe_offsets(loaded: pa.Table | None, empty: pa.Table | None) -> pa.Table | None:
@@ -87,8 +161,8 @@ def _dedupe_offsets(loaded: pa.Table | None, empty: pa.Table | None) -> pa.Table
     b = b.select([c for c in a.column_names if c in b.column_names])
     both = pa.concat_tables(
         [
-            a.append_column("_src", pa.array([0] * a.num_rows, pa.int8())),
-            b.append_column("_src", pa.array([1] * b.num_rows, pa.int8())),
+            a.append_column("_src", pa.repeat(pa.scalar(0, pa.int8()), a.num_rows)),
+            b.append_column("_src", pa.repeat(pa.scalar(1, pa.int8()), b.num_rows)),
         ],
         promote_options="default",
     )
@@ -163,21 +237,9 @@ class SnapshotIndex:
         # Live groups only: a Dead group (if the pipeline keeps one) is not listed, as ListGroups would not.
         self.group_ids: list[str] = sorted(g for g, row in groups.items() if row.get("state") != "Dead")
 
-        self.topics: dict[str, TopicEntry] = {}
-        if self.offsets.table is not None:
-            pairs = self.offsets.table.group_by(["topic", "group_id"]).aggregate([("partition", "count")])
-            for topic, gid, n in zip(
-                pairs.column("topic").to_pylist(),
-                pairs.column("group_id").to_pylist(),
-                pairs.column("partition_count").to_pylist(),
-            ):
-                e = self.topics.get(topic)
-                if e is None:
-                    e = self.topics[topic] = TopicEntry([], {})
-                e.group_ids.append(gid)
-                e.partitions[gid] = n
-            for e in self.topics.values():
-                e.group_ids.sort()
+        self.topics: dict[str, TopicEntry] = _topic_entries(self.offsets.table)
+        # Serialized answers of the HTTP API, filled lazily (see pipelines/serving/cache.py).
+        self.responses = ResponseCache()
 
     # --- point lookups -------------------------------------------------------------------------------------
     def exists(self, group_id: str) -> bool:
@@ -190,8 +252,8 @@ class SnapshotIndex:
     def group_members(self, group_id: str) -> list[dict]:
         return self.members.rows(group_id)
 
-    def group_offsets(self, group_id: str, columns: list[str] | None = None) -> list[dict]:
-        return self.offsets.rows(group_id, columns)
+    def group_offsets(self, group_id: str, columns: list[str] | None = None, iso_time: bool = False) -> list[dict]:
+        return self.offsets.rows(group_id, columns, iso_time)
 
     def absent_reason(self, group_id: str) -> str:
         """Why a group is not live, in words (for 404 messages and `describe`)."""
@@ -242,13 +304,14 @@ def load_index(
     *,
     group_ids: list[str] | None = None,
     topic: str | None = None,
+    partition: int | None = None,
 ) -> SnapshotIndex:
     """Read the snapshot tables of `snapshot` (only the given groups / topic if asked: the filters are pushed
     down to the Parquet files, which keeps `describe` and `lookup` fast on a big snapshot) and index them."""
     sid = snapshot.snapshot_id
     tables: dict[str, pa.Table | None] = {}
     if group_ids is None and topic is not None:
-        flt = [("topic", "=", topic)]
+        flt = [("topic", "=", topic)] + ([("partition", "=", partition)] if partition is not None else [])
         for t in ("loaded_offsets", "empty_group_offsets"):
             tables[t] = reader.snapshot_table(t, sid, filters=flt)
         found = set()

@@ -70,10 +70,10 @@ def group_detail(idx: SnapshotIndex, gid: str) -> dict:
         "snapshot_id": idx.snapshot.snapshot_id,
         "group": group_metadata(idx, gid),
         "members": [_row({k: v for k, v in m.items() if k != "group_id"}) for m in idx.group_members(gid)],
-        "offsets": [_row({k: v for k, v in o.items() if k != "group_id"}) for o in idx.group_offsets(gid)],
-        "pending": [_row({k: v for k, v in p.items() if k != "group_id"}) for p in idx.pending.rows(gid)],
+        "offsets": [_row({k: v for k, v in o.items() if k != "group_id"}) for o in idx.group_offsets(gid, iso_time=True)],
+        "pending": [_row({k: v for k, v in p.items() if k != "group_id"}) for p in idx.pending.rows(gid, iso_time=True)],
         "expired": {
-            "offsets": [_row({k: v for k, v in e.items() if k != "group_id"}) for e in idx.expired.rows(gid)],
+            "offsets": [_row({k: v for k, v in e.items() if k != "group_id"}) for e in idx.expired.rows(gid, iso_time=True)],
             "group": _row(idx.expired_groups[gid]) if gid in idx.expired_groups else None,
         },
         "removed": _row(idx.removed_groups[gid]) if gid in idx.removed_groups else None,
@@ -83,15 +83,11 @@ def group_detail(idx: SnapshotIndex, gid: str) -> dict:
 def group_offsets(idx: SnapshotIndex, gid: str, topic: str | None = None, partition: int | None = None) -> list[dict]:
     """`GET /groups/{id}/offsets`: `{topic, partition, committed_offset, leader_epoch, metadata, commit_timestamp}`."""
     _require(idx, gid)
-    rows = idx.group_offsets(gid, OFFSET_FIELDS)
+    rows = idx.group_offsets(gid, OFFSET_FIELDS, iso_time=True)
     if topic is not None:
         rows = [r for r in rows if r["topic"] == topic]
     if partition is not None:
         rows = [r for r in rows if r["partition"] == partition]
-    for r in rows:
-        ts = r["commit_timestamp"]
-        if ts is not None:
-            r["commit_timestamp"] = iso(ts)
     return rows
 
 
@@ -281,9 +277,17 @@ def lookup(idx: SnapshotIndex, *, group: str | None, topic: str | None, partitio
         _require(idx, group)
         out["group"] = group_metadata(idx, group)
         gids = [group]
-    else:
-        entry = idx.topics.get(topic)
-        gids = entry.group_ids if entry else []
+    else:  # one pass over the whole (group, topic, partition)-sorted table instead of a slice per group
+        t = idx.offsets.table
+        if t is None:
+            out["offsets"] = []
+            return out
+        mask = pc.equal(t.column("topic"), topic)
+        if partition is not None:
+            mask = pc.and_(mask, pc.equal(t.column("partition"), partition))
+        t = t.filter(mask).select([c for c in ["group_id", *OFFSET_FIELDS] if c in t.column_names])
+        out["offsets"] = [_row(r) for r in t.to_pylist()]
+        return out
     offsets = []
     for gid in gids:
         for r in idx.group_offsets(gid, ["group_id", *OFFSET_FIELDS]):

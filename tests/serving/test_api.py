@@ -213,3 +213,25 @@ def test_new_snapshot_while_requests_are_in_flight_never_mixes(tmp_path):
         assert not errors, errors[:1]
         assert get(base, "/health").json()["snapshot_id"] == "gen-4"  # picked up without a restart
         assert len(seen) >= 2 and 4 in seen
+
+
+def test_cached_point_lookups_keep_auth_and_parameters(story):
+    """The response cache in front of the app never bypasses the token, the snapshot or the other parameters."""
+    with running_server(story, "--token", "s3cret") as base:
+        ok = {"Authorization": "Bearer s3cret"}
+        first = httpx.get(base + "/groups/payments/offsets", headers=ok)
+        again = httpx.get(base + "/groups/payments/offsets", headers=ok)  # served from the cache
+        assert first.status_code == again.status_code == 200 and first.content == again.content
+        assert again.headers["content-type"] == "application/json" and again.headers["x-offsetlake-snapshot"] == "s2"
+        for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": "Bearer s3cret2"}):
+            assert httpx.get(base + "/groups/payments/offsets", headers=headers).status_code == 401
+        s1 = httpx.get(base + "/groups/payments/offsets", params={"snapshot": "s1"}, headers=ok).json()
+        assert [o["committed_offset"] for o in s1] == [7, 1200, 900, 40]
+        s1 = httpx.get(base + "/groups/payments/offsets", params={"snapshot": "s1"}, headers=ok).json()
+        assert [o["committed_offset"] for o in s1] == [7, 1200, 900, 40]
+        orders = httpx.get(base + "/groups/payments/offsets", params={"topic": "orders"}, headers=ok).json()
+        assert [o["partition"] for o in orders] == [0, 1]
+        d1 = httpx.get(base + "/groups/payments", headers=ok)
+        d2 = httpx.get(base + "/groups/payments", headers=ok)
+        assert d1.json() == d2.json() and d2.json()["snapshot_id"] == "s2"
+        assert httpx.get(base + "/groups/payments", params={"snapshot": "s3"}, headers=ok).status_code == 404
