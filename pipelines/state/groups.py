@@ -31,11 +31,15 @@ def _simple_like() -> Column:
     return (F.coalesce(F.col("protocol_type"), F.lit("")) == "") & (F.coalesce(F.size("members"), F.lit(0)) <= 0)
 
 
-def group_timeline(rows: DataFrame, options: ReplayOptions) -> DataFrame:
+def group_timeline(rows: DataFrame, offsets: DataFrame, options: ReplayOptions) -> DataFrame:
     """One row per (offsets_partition, group_id) with `group_state` (classic / consumer / simple / null) and the
     positions later steps need: `c_offset` (last type-2 record), `kip_after_c` (last KIP-848 record after it),
-    `kip_boundary` (where the live consumer group's history may start), and the last type-2/3 record."""
-    ev = rows.filter(_is("group_metadata") | _is("consumer_group") | _is("offset_commit")).select(
+    `kip_boundary` (where the live consumer group's history may start), and the last type-2/3 record.
+
+    `rows`: the GroupMetadata and KIP-848 records (a small part of the log); `offsets`: the offset-commit rows,
+    which only count for modern semantics (an offset value creates a simple group), through one hash aggregate.
+    Ids with offset commits only have no state under legacy semantics and are left out there."""
+    ev = rows.filter(_is("group_metadata") | _is("consumer_group")).select(
         PART, "group_id", "offset", "timestamp", "record_kind", "key_type", "is_tombstone",
         (_is("group_metadata") & ~F.col("is_tombstone") & _simple_like()).alias("simple_like"))
     # Unordered window: the position of the group's last GroupMetadata record, which wipes everything before it.
@@ -52,7 +56,6 @@ def group_timeline(rows: DataFrame, options: ReplayOptions) -> DataFrame:
         F.max_by(kv, F.when(k_event, F.col("offset"))).alias("k_is_value"),
         F.max(F.when(after_c & k3t, F.col("offset"))).alias("k3t_offset"),
         F.max(F.when(after_c & _is("consumer_group"), F.col("offset"))).alias("kip_after_c"),
-        F.max(F.when(_is("offset_commit") & ~F.col("is_tombstone"), F.col("offset"))).alias("ov_offset"),
         F.max_by(F.struct(F.col("offset").alias("tombstone_record_offset"), "is_tombstone",
                           F.col("timestamp").alias("tombstone_timestamp"), "key_type"),
                  F.when(_is("group_metadata") | (_is("consumer_group") & (F.col("key_type") == 3)),
@@ -66,6 +69,8 @@ def group_timeline(rows: DataFrame, options: ReplayOptions) -> DataFrame:
         .when(F.col("k_offset").isNull() & simple_classic, F.lit(CLASSIC))
     )
     if options.is_modern:
+        ov = offsets.filter(~F.col("is_tombstone")).groupBy(*GROUP_KEY).agg(F.max("offset").alias("ov_offset"))
+        g = g.join(ov, GROUP_KEY, "full")
         last_removal = F.greatest(F.coalesce("c_offset", F.lit(-1)), F.coalesce("k_offset", F.lit(-1)))
         state = state.when(F.col("ov_offset") > last_removal, F.lit(SIMPLE))
     return g.select(

@@ -6,6 +6,9 @@ ordered by log position, and ends in a select of the contract's columns (`schema
 """
 from __future__ import annotations
 
+from typing import Callable
+
+from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
@@ -107,11 +110,15 @@ def replay(decoded: DataFrame, options: ReplayOptions) -> dict[str, DataFrame]:
     `OffsetMetadataManager.replay/replayEndTransactionMarker` + `GroupMetadataManager.replay` (3.8+/4.x).
     """
     rows = filter_replayable(decoded, options)
-    offset_rows = off.with_txn_flag(rows.filter(F.col("record_kind") == "offset_commit"), options)
-    history = off.with_txn_outcome(offset_rows, off.filter_end_markers(rows, options))
-    committed = off.committed_offsets(history, options)
-    pending = off.pending_offsets(history, options)
-    timeline = gr.group_timeline(rows, options)
+    # Each record kind is cut down to what its steps read, once: offset commits (most of the log) to
+    # `OFFSET_COLUMNS`; transactional records are the only offset rows that get sorted.
+    offsets = off.offset_rows(rows, options)
+    group_rows = rows.filter(F.col("record_kind").isin("group_metadata", "consumer_group"))
+    txn = off.txn_outcomes(offsets, off.filter_end_markers(rows, options))
+    history = off.with_txn_outcome(offsets, txn)
+    committed = off.committed_offsets(offsets, txn, options)
+    pending = off.pending_offsets(offsets, txn, options)
+    timeline = gr.group_timeline(group_rows, offsets, options)
 
     # Offsets are split by the group their id holds at the end: a live group record ⇒ the group's offsets;
     # otherwise `emptyGroupOffsets` (modern: only while a simple group exists; a removed group hides them).
@@ -124,8 +131,8 @@ def replay(decoded: DataFrame, options: ReplayOptions) -> dict[str, DataFrame]:
         empty = empty.filter(F.col("group_state") == gr.SIMPLE)
     empty_group_offsets = empty.select(*_offset_columns(False))
 
-    classic, classic_members = gr.classic_groups(rows, timeline, options)
-    consumer, consumer_members = cg.consumer_groups(rows, timeline)
+    classic, classic_members = gr.classic_groups(group_rows, timeline, options)
+    consumer, consumer_members = cg.consumer_groups(group_rows, timeline)
     if options.is_modern:
         simple_ids = timeline.filter(F.col("group_state") == gr.SIMPLE).select(*GROUP_KEY)
     else:
@@ -171,4 +178,33 @@ def replay(decoded: DataFrame, options: ReplayOptions) -> dict[str, DataFrame]:
     result = {t: _contract(df, t, options) for t, df in out.items()}
     for t, df in result.items():
         assert df.columns == columns(t), t
+    # Steps several tables read: computed once per table otherwise when tables are computed one job each.
+    shared = (txn, committed, pending, timeline)
+    for df in result.values():
+        df.__dict__[_SHARED_ATTR] = shared
     return result
+
+
+_SHARED_ATTR = "_replay_shared"
+
+
+def persist_shared(tables: dict[str, DataFrame]) -> Callable[[], None]:
+    """Caches the intermediate steps `replay` output tables share (transaction outcomes, committed and pending
+    offsets, the group timeline; all keyed and small next to the log), so computing the tables one job each
+    (`accounting_frames.materialize`) computes them once. Call before any of the tables is computed (Spark picks
+    up a cache when a query is first planned); returns the release hook that unpersists them. Tables that don't
+    come from `replay` have nothing to share: the hook does nothing then.
+
+    Nothing is cached by `replay` itself: one job over all tables (the tests' harness) reuses the shared
+    exchanges anyway, and a cache nobody releases would outlive the replay."""
+    shared: dict[int, DataFrame] = {}
+    for df in tables.values():
+        for s in df.__dict__.get(_SHARED_ATTR, ()):
+            shared.setdefault(id(s), s)
+    cached = [s.persist(StorageLevel.MEMORY_AND_DISK) for s in shared.values()]
+
+    def release() -> None:
+        for s in cached:
+            s.unpersist()
+
+    return release
