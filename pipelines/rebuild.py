@@ -203,16 +203,25 @@ def run_rebuild(spark, settings: Settings, req: RebuildRequest, emit: Callable[[
 def _run_planned(spark, settings, req, conf, plan, summary, progress, warehouse, started_ms, until_time_ms):
     from pyspark import StorageLevel
 
-    from pipelines.frames.decode import decoded_frame_from_plan
+    from pipelines.frames.decode import decoded_frame_from_plan, reader_counts
     from pipelines.state import accounting_frames as acct
     from pipelines.state.expiry import ExpiryOptions, apply_expiry
     from pipelines.state.options import ReplayOptions
     from pipelines.state.quarantine import quarantine_table
     from pipelines.state.replay import replay
+    from pipelines.state.served import with_served_offsets
     from pipelines.validation.accounting import Accounting
     from pipelines.validation.runner import markers_from_decoded, run_validation
 
     snapshot_id = summary.snapshot_id
+    # --incremental: decode only the bytes after the previous snapshot's checkpoint (pipelines/incremental.py);
+    # from here on `plan` is what this run decodes, `input_plan` the whole input (for the checkpoint).
+    from pipelines import incremental
+
+    input_plan = plan
+    inc = incremental.start(warehouse, req, conf, plan, snapshot_id)
+    plan = inc.decode_plan
+    progress.emit(f"          {inc.progress_line()}")
     progress.stage("decode", f"{plan.num_segments} segment(s), {plan.num_tabular} table(s), "
                              f"{plan.total_bytes / 1e6:.1f} MB")
     decoded = decoded_frame_from_plan(spark, plan).persist(StorageLevel.MEMORY_AND_DISK)
@@ -226,14 +235,26 @@ def _run_planned(spark, settings, req, conf, plan, summary, progress, warehouse,
         first = quarantine_table(decoded, snapshot_id).limit(1).collect()[0]
         raise StrictModeError(f"--strict: quarantined record at {first['source']} position {first['position']}: "
                               f"{first['reason']}")
+    inc.new_records = summary.records_in
+    summary.incremental = inc.summary()
+    # the rows replay reads (incremental: new rows ∪ the previous state); counts above are the new rows only
+    replayed = inc.replayable(spark, decoded)
+    if inc.is_incremental:
+        replayed = replayed.persist(StorageLevel.MEMORY_AND_DISK)
 
-    max_ts = acct.max_record_timestamp(decoded)
-    num_partitions = conf["num_partitions"] or max(50, plan.max_partition + 1, acct.max_partition(decoded) + 1)
+    max_ts = inc.max_timestamp(acct.max_record_timestamp(decoded))
+    max_part = inc.max_partition(acct.max_partition(decoded))
+    # The topic's partition count: the setting, else the partition dirs of the input's log dir (a broker keeps
+    # them all), else Kafka's default of 50; never fewer than the highest partition seen.
+    from pipelines.decoding.segments import partition_count
+
+    num_partitions = conf["num_partitions"] or max(partition_count(summary.inputs) or 50, plan.max_partition + 1,
+                                                   max_part + 1)
     options = ReplayOptions(semantics=conf["semantics"], until_offset=req.until_offset, until_time_ms=until_time_ms,
                             num_partitions=num_partitions, snapshot_id=snapshot_id, load_time_ms=max_ts)
 
     progress.stage("replay", f"semantics {conf['semantics']}")
-    tables = replay(decoded, options)
+    tables = replay(replayed, options)
     acct.materialize(tables)
 
     if req.as_of:
@@ -248,6 +269,7 @@ def _run_planned(spark, settings, req, conf, plan, summary, progress, warehouse,
                                                     kafka_version=conf["kafka_version"]))
     else:
         tables = acct.with_empty_expiry_tables(spark, tables)
+    tables = with_served_offsets(tables)
     tables["quarantine"] = quarantine_table(decoded, snapshot_id)
 
     # Materialize every table once: validation, counts and the write then read cached rows instead of
@@ -256,8 +278,11 @@ def _run_planned(spark, settings, req, conf, plan, summary, progress, warehouse,
     stats = acct.materialize(tables)
 
     progress.stage("validate")
-    accounting = Accounting.from_decoded(decoded)
-    markers = markers_from_decoded(decoded)
+    # records_in: the reader's own count from batch headers (frames.decode.reader_counts), independent of the
+    # decoded rows, so `accounting.records_accounted` fails when records go missing in decoding.
+    accounting = Accounting.from_decoded(decoded, reader_counts(spark, plan), until_offset=req.until_offset,
+                                         until_time_ms=until_time_ms)
+    markers = markers_from_decoded(replayed)
     result = run_validation(spark, tables, as_of_ms=as_of_ms, num_partitions=num_partitions, settings=settings,
                             markers=markers, accounting=accounting, snapshot_id=snapshot_id)
     summary.validation = result.summary()
@@ -277,6 +302,9 @@ def _run_planned(spark, settings, req, conf, plan, summary, progress, warehouse,
 
     failed = result.should_fail_run
     summary.status = "validation_failed" if failed else "succeeded"
+    progress.stage("checkpoint", f"state for --incremental -> {req.warehouse}/_state/{snapshot_id}")
+    incremental.save_checkpoint(spark, warehouse, snapshot_id, replayed, input_plan, inc, conf=conf, req=req,
+                                max_timestamp=max_ts, max_partition=max_part)
     progress.stage("write", f"snapshot {snapshot_id} -> {req.warehouse}")
     run_row = dict(status=summary.status, started_at=ms_to_iso(started_ms), as_of=ms_to_iso(as_of_ms),
                    retention_minutes=conf["retention_minutes"], semantics=conf["semantics"], inputs=summary.inputs,
@@ -298,5 +326,8 @@ def _run_planned(spark, settings, req, conf, plan, summary, progress, warehouse,
     keep = settings.section("warehouse").get("keep_snapshots")
     if keep:
         warehouse.retain(int(keep))
+        incremental.clean_state(warehouse, progress.emit)
+    if inc.is_incremental:
+        replayed.unpersist()
     decoded.unpersist()
     return summary

@@ -20,6 +20,7 @@ def cut_log_dir(src: Path, dst: Path, *, fraction: float | None = None,
     segments, _ = discover_segments([src])
     by_part: dict[int, list] = {}
     for s in segments:
+        s = type(s)(path=Path(s.path), offsets_partition=s.offsets_partition, base_offset=s.base_offset, size=s.size)
         by_part.setdefault(s.offsets_partition, []).append(s)
     dst.mkdir(parents=True, exist_ok=True)
     # Empty partitions and non-segment files come along unchanged.

@@ -200,15 +200,20 @@ def read_batches_from_file(
     *,
     offsets_partition: int,
     source: str | None = None,
+    start_position: int = 0,
 ) -> Iterator[BatchItem | ReadProblem]:
     """Stream the entries of one segment file, holding one entry in memory at a time.
 
     Mirrors `FileLogInputStream.nextBatch` (Kafka 0.11-4.x): read the 17-byte head, then the whole entry.
+    ``start_position``: the byte position of an entry boundary to start reading at (an incremental run resumes
+    where the previous run stopped); positions in headers and problems stay absolute file positions.
     """
+    if start_position < 0:
+        raise ValueError(f"start_position must be >= 0, not {start_position}")
     src = source if source is not None else os.fspath(path)
     with open(path, "rb") as f:
         end = os.fstat(f.fileno()).st_size
-        pos = 0
+        pos = start_position
         while True:
             remaining = end - pos
             if remaining <= HEADER_SIZE_UP_TO_MAGIC:

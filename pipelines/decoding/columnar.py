@@ -428,13 +428,18 @@ def decode_segment_to_arrow(
     source: str | None = None,
     batch_rows: int = 20000,
     use_c: bool | None = None,
+    start_position: int = 0,
 ) -> Iterator[pa.RecordBatch]:
     """Decoded Arrow batches (`DECODED_RECORD_SCHEMA`) of one segment file: the rows of
     ``read_batches_from_file`` + ``to_decoded_row`` / ``problem_to_row``, in order, ``batch_rows`` at most per
     batch (a log batch never straddles two Arrow batches unless it alone exceeds ``batch_rows``).
 
     ``use_c``: None = the C walker when built, True = require it, False = pure Python.
+    ``start_position``: an entry boundary to start at (incremental runs: where the previous run stopped); the
+    rows are those ``read_batches_from_file(..., start_position=)`` gives, positions stay absolute.
     """
+    if start_position < 0:
+        raise ValueError(f"start_position must be >= 0, not {start_position}")
     if use_c is None:
         walk = _c_walk_v2 or _walk_v2
     elif use_c:
@@ -446,12 +451,12 @@ def decode_segment_to_arrow(
     src = source if source is not None else os.fspath(path)
     with open(path, "rb") as f:
         size = os.fstat(f.fileno()).st_size
-        if size == 0:
+        if size == 0 or start_position >= size:
             return
         mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
         try:
             yield from _without_gc(_decode_buffer(mm, min(size, len(mm)), src, offsets_partition,
-                                                  max(1, batch_rows), walk))
+                                                  max(1, batch_rows), walk, start_position))
         finally:
             mm.close()
 
@@ -484,7 +489,8 @@ def _without_gc(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
             close()
 
 
-def _decode_buffer(mm, end: int, src: str, part: int, batch_rows: int, walk) -> Iterator[pa.RecordBatch]:
+def _decode_buffer(mm, end: int, src: str, part: int, batch_rows: int, walk,
+                   start: int = 0) -> Iterator[pa.RecordBatch]:
     chunk = _Chunk()
     rows = chunk.rows
     kcache = chunk.kcache
@@ -499,7 +505,7 @@ def _decode_buffer(mm, end: int, src: str, part: int, batch_rows: int, walk) -> 
     crc32c = _crc32c
     labels = _CODEC_LABELS
     decompress = codecs.decompress
-    pos = 0
+    pos = start
     while True:
         remaining = end - pos
         if remaining <= HEADER_SIZE_UP_TO_MAGIC:

@@ -2,6 +2,10 @@
 
 The driver only lists files; each task opens its own files and streams decoded rows back as Arrow batches
 through `mapInArrow` (the single Spark<->Python boundary). Nothing is collected to the driver.
+
+`reader_counts` is the run's independent record count (the `records_in` of the accounting): a second, cheap
+`mapInArrow` over the same work items that walks entry heads only (framing + CRC, no record decoding) and returns a
+few numbers per offsets partition — see its docstring for exactly what is counted.
 """
 from __future__ import annotations
 
@@ -25,6 +29,9 @@ WORK_SCHEMA = pa.schema(
         ("size", pa.int64()),
         ("problem_kind", pa.string()),
         ("problem_reason", pa.string()),
+        # segment: the byte position (an entry boundary) to start reading at; null/0 = the whole file. An
+        # incremental run (`pipelines.incremental`) resumes files it read before where the previous run stopped.
+        ("start_position", pa.int64()),
     ]
 )
 
@@ -41,24 +48,41 @@ class DecodePlan:
     max_partition: int
 
 
+class NoOffsetsDataError(FileNotFoundError):
+    """The inputs hold no `__consumer_offsets` segment and no tabular dump at all (the CLI: exit 2)."""
+
+
 def plan_inputs(paths: Iterable[str | Path]) -> DecodePlan:
-    """Discover segment files and tabular dumps; discovery problems become work items too (never dropped)."""
+    """Discover segment files and tabular dumps; discovery problems become work items too (never dropped).
+
+    A tabular input that is a directory is ONE dump (`read_tabular_dump` reads its part files together), so two
+    part files holding the same (partition, offset) with different bytes give a `duplicate_conflict` row. A
+    "segment" that is not a regular file (e.g. a directory named `00000000000000000000.log`) becomes an
+    `unreadable` problem item. Raises `NoOffsetsDataError` when there is no segment and no dump at all (an empty
+    directory, only 0-byte segments, only other topics' directories): there is nothing to rebuild from.
+    """
     from pipelines.decoding.reader import is_tabular
     from pipelines.decoding.segments import discover_segments
 
     paths = [Path(p) for p in paths]
     items: list[dict] = []
     seg_paths = [p for p in paths if not is_tabular(p)]
-    tab_paths: list[Path] = []
+    tab_inputs: list[tuple[Path, list[Path]]] = []  # (the dump as read, its files)
     for p in paths:
         if is_tabular(p):
-            tab_paths.extend(sorted(f for f in p.iterdir() if f.is_file()) if p.is_dir() else [p])
+            tab_inputs.append((p, sorted(f for f in p.iterdir() if f.is_file()) if p.is_dir() else [p]))
     max_partition = -1
     total = 0
     nseg = 0
+    problems = []
     if seg_paths:
         segments, problems = discover_segments(seg_paths)
         for s in segments:
+            if not Path(s.path).is_file():
+                items.append(dict(kind="problem", path=str(s.path), offsets_partition=s.offsets_partition,
+                                  base_offset=-1, size=0, problem_kind="unreadable",
+                                  problem_reason=f"cannot read segment: {s.path} is not a regular file"))
+                continue
             items.append(dict(kind="segment", path=str(s.path), offsets_partition=s.offsets_partition,
                               base_offset=s.base_offset, size=s.size, problem_kind=None, problem_reason=None))
             total += s.size
@@ -67,21 +91,26 @@ def plan_inputs(paths: Iterable[str | Path]) -> DecodePlan:
         for pr in problems:
             items.append(dict(kind="problem", path=pr.source, offsets_partition=pr.offsets_partition,
                               base_offset=pr.position, size=0, problem_kind=pr.kind, problem_reason=pr.reason))
-    for tp in tab_paths:
-        size = tp.stat().st_size
-        items.append(dict(kind="tabular", path=str(tp), offsets_partition=-1, base_offset=0, size=size,
+    ntab = sum(len(files) for _, files in tab_inputs)
+    if nseg == 0 and ntab == 0:
+        found = f" ({len(problems)} path(s) not read: {problems[0].reason}{', ...' if len(problems) > 1 else ''})" \
+            if problems else ""
+        raise NoOffsetsDataError(f"no __consumer_offsets data found under {', '.join(map(str, paths))}{found}")
+    for dump_path, files in tab_inputs:
+        size = sum(f.stat().st_size for f in files)
+        items.append(dict(kind="tabular", path=str(dump_path), offsets_partition=-1, base_offset=0, size=size,
                           problem_kind=None, problem_reason=None))
         total += size
     without_facts = []
-    if tab_paths:
+    if tab_inputs:
         from pipelines.decoding.tabular import read_tabular_dump
 
-        for tp in tab_paths:
-            dump = read_tabular_dump(tp)
+        for dump_path, _files in tab_inputs:
+            dump = read_tabular_dump(dump_path)
             if not dump.has_batch_facts:
-                without_facts.append(str(tp))
+                without_facts.append(str(dump_path))
             max_partition = max(max_partition, getattr(dump, "max_partition", -1) or -1)
-    return DecodePlan(items, total, nseg, len(tab_paths), without_facts, max_partition)
+    return DecodePlan(items, total, nseg, ntab, without_facts, max_partition)
 
 
 def _decode_items(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -102,8 +131,14 @@ def _decode_items(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]
 
                 seg = SegmentFile(path=Path(item["path"]), offsets_partition=item["offsets_partition"],
                                   base_offset=item["base_offset"], size=item["size"])
-                yield from decode_segment_to_arrow(seg.path, offsets_partition=seg.offsets_partition,
-                                                   batch_rows=ARROW_BATCH_ROWS)
+                try:
+                    yield from decode_segment_to_arrow(seg.path, offsets_partition=seg.offsets_partition,
+                                                       batch_rows=ARROW_BATCH_ROWS,
+                                                       start_position=item.get("start_position") or 0)
+                except OSError as e:  # vanished, turned into a directory, I/O error: one row, not a failed task
+                    yield flush([problem_to_row(ReadProblem(
+                        source=item["path"], offsets_partition=item["offsets_partition"], position=-1,
+                        kind="unreadable", reason=f"cannot read segment: {e}"))])
                 continue
             elif item["kind"] == "tabular":
                 from pipelines.decoding.tabular import read_tabular_dump
@@ -130,18 +165,227 @@ def decoded_spark_schema():
 
 def decoded_frame_from_plan(spark, plan: DecodePlan):
     """The decoded-records DataFrame for a plan: one task per group of files, balanced by size."""
-    items = sorted(plan.items, key=lambda i: -(i["size"] or 0))
+    work = _work_frame(spark, plan)
+    if work is None:
+        return spark.createDataFrame([], decoded_spark_schema())
+    return work.mapInArrow(_decode_items, decoded_spark_schema())
+
+
+def _work_frame(spark, plan: DecodePlan):
+    """The work items as a DataFrame spread over the cluster (None when there are none)."""
+    items = sorted((dict(i) for i in plan.items), key=lambda i: -(i["size"] or 0))
     parallelism = max(1, min(len(items), spark.sparkContext.defaultParallelism * 4))
     # Greedy size balancing: each slice gets the next-largest file; tasks then do similar work.
     for i, item in enumerate(items):
         item["slot"] = i % parallelism
+        if item.get("start_position") is None:
+            item["start_position"] = 0  # never null: pandas would turn an all-null int column into NaN floats
     table = pa.Table.from_pylist(items, schema=WORK_SCHEMA.append(pa.field("slot", pa.int32())))
     if table.num_rows == 0:
-        return spark.createDataFrame([], decoded_spark_schema())
-    work = spark.createDataFrame(table.to_pandas()).repartition(parallelism, "slot").drop("slot")
-    return work.mapInArrow(_decode_items, decoded_spark_schema())
+        return None
+    return spark.createDataFrame(table.to_pandas()).repartition(parallelism, "slot").drop("slot")
 
 
 def decoded_frame(spark, paths: Iterable[str | Path]):
     """Inputs -> DataFrame of decoded rows (errors and problems included as record_kind 'error')."""
     return decoded_frame_from_plan(spark, plan_inputs(paths))
+
+
+# ================================================================================================================
+# the reader's own record count (accounting `records_in`)
+# ================================================================================================================
+READ_COUNT_FIELDS = ("records_in", "flag_rows", "lost_batches", "lost_records", "collapsed_duplicates")
+READ_COUNT_DDL = "offsets_partition int, " + ", ".join(f"{f} long" for f in READ_COUNT_FIELDS)
+
+
+def reader_counts(spark, plan: DecodePlan) -> dict[int | None, dict[str, int]]:
+    """Records per offsets partition as the reader's framing sees them, independently of record decoding.
+
+    One small `mapInArrow` over the plan's work items (the same files the decode reads), then one aggregation of a
+    few rows per task; the result (one dict per partition) is collected to the driver. Per partition:
+
+    * ``records_in`` — a magic 2 batch counts its header's ``recordsCount`` (a record section is never walked);
+      an uncompressed legacy entry counts 1; a tail that cannot be framed (torn tail, zero tail, a size below
+      the minimum), an unreadable file and every discovery problem count 1 (one quarantine row each); a tabular
+      dump counts its rows (rows of another topic: 1 per topic, as the dump reader reports them).
+    * An entry whose checksum does not verify (or with a negative count, an unknown magic, a legacy compressed
+      wrapper) is the rare case: it is given to the reference `decode_entry` to learn what the quarantine will
+      hold for it. Decoded anyway: it counts its records, and each problem row beside them (``crc_mismatch``) is
+      a ``flag_rows`` — quarantined evidence, not a record. Not decodable: it counts its declared records
+      (at least 1) as ``lost_records``, carried by one quarantine row (``lost_batches``); further problem rows of
+      that entry are ``flag_rows``.
+    * ``collapsed_duplicates`` — tabular rows identical to an earlier row at the same (partition, offset), which
+      the dump reader drops silently: skipped with a reason.
+
+    Cost: framing reads each entry's 17-byte head and CRC-32C over its bytes (C, from the page cache the decode
+    just filled); no record is decoded on the normal path. A batch whose CRC verifies but whose records cannot
+    be framed is counted by its header only, so the accounting reports it as unbalanced (only a writer bug
+    produces one).
+    """
+    work = _work_frame(spark, plan)
+    if work is None:
+        return {}
+    from pyspark.sql import functions as F
+
+    rows = (work.mapInArrow(_count_items, READ_COUNT_DDL)
+            .groupBy("offsets_partition")
+            .agg(*[F.sum(f).alias(f) for f in READ_COUNT_FIELDS])
+            .collect())
+    return {r["offsets_partition"]: {f: int(r[f] or 0) for f in READ_COUNT_FIELDS} for r in rows}
+
+
+def _count_items(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """Executor side of `reader_counts`: one output row per (work batch, offsets partition)."""
+    schema = pa.schema([("offsets_partition", pa.int32())] + [(f, pa.int64()) for f in READ_COUNT_FIELDS])
+    for batch in batches:
+        acc: dict[int | None, dict[str, int]] = {}
+        for item in batch.to_pylist():
+            if item["kind"] == "segment":
+                count_segment(item["path"], item["offsets_partition"], acc,
+                              start_position=item.get("start_position") or 0)
+            elif item["kind"] == "tabular":
+                count_tabular(item["path"], acc)
+            else:
+                _bump(acc, item["offsets_partition"], records_in=1)
+        if acc:
+            parts = list(acc)
+            yield pa.RecordBatch.from_arrays(
+                [pa.array(parts, pa.int32())] + [pa.array([acc[p][f] for p in parts], pa.int64())
+                                                 for f in READ_COUNT_FIELDS], schema=schema)
+
+
+def _bump(acc: dict, partition: int | None, **deltas: int) -> None:
+    c = acc.get(partition)
+    if c is None:
+        c = acc[partition] = dict.fromkeys(READ_COUNT_FIELDS, 0)
+    for k, v in deltas.items():
+        c[k] += v
+
+
+def count_segment(path: str, partition: int, acc: dict | None = None, *, start_position: int = 0) -> dict:
+    """`reader_counts` for one segment file, added into ``acc`` (partition -> counters), which is returned.
+
+    Framing mirrors `batches.read_batches_from_file` (`FileLogInputStream.nextBatch`): the same entries, the same
+    place where reading stops.
+    """
+    import mmap
+    import os
+    import struct
+
+    import crc32c
+
+    from pipelines.decoding.batches import (
+        HEADER_SIZE_UP_TO_MAGIC,
+        LEGACY_RECORD_OVERHEAD_V0,
+        LOG_OVERHEAD,
+        RECORD_BATCH_OVERHEAD,
+    )
+
+    acc = {} if acc is None else acc
+    head = struct.Struct(">qi").unpack_from
+    u32 = struct.Struct(">I").unpack_from
+    i32 = struct.Struct(">i").unpack_from
+    crc = crc32c.crc32c
+    n_in = 0
+    try:
+        with open(path, "rb") as f:
+            end = os.fstat(f.fileno()).st_size
+            if end == 0 or start_position >= end:
+                return acc
+            mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+            try:
+                end = min(end, len(mm))
+                pos = start_position  # an incremental run's resume point (an entry boundary)
+                while True:
+                    if end - pos <= HEADER_SIZE_UP_TO_MAGIC:
+                        if end > pos:
+                            n_in += 1  # torn or zero tail: one problem row
+                        break
+                    _off, size = head(mm, pos)
+                    total = LOG_OVERHEAD + size
+                    if size < LEGACY_RECORD_OVERHEAD_V0 or pos + total > end:
+                        n_in += 1  # zero tail, unframeable size, torn tail: one problem row, reading stops
+                        break
+                    magic = mm[pos + 16]
+                    if magic == 2 and total >= RECORD_BATCH_OVERHEAD:
+                        count = i32(mm, pos + 57)[0]
+                        if count >= 0 and crc(mm[pos + 21:pos + total]) == u32(mm, pos + 17)[0]:
+                            n_in += count
+                            pos += total
+                            continue
+                    elif magic in (0, 1) and (mm[pos + 17] & 0x07) == 0 and _legacy_crc_ok(mm, pos, total):
+                        n_in += 1
+                        pos += total
+                        continue
+                    _count_suspicious(bytes(mm[pos:pos + total]), path, partition, pos, acc)
+                    pos += total
+            finally:
+                mm.close()
+    except OSError:
+        n_in += 1  # the decode side turns the same error into one `unreadable` row
+    if n_in:
+        _bump(acc, partition, records_in=n_in)
+    return acc
+
+
+def _legacy_crc_ok(mm, pos: int, total: int) -> bool:
+    import zlib
+
+    return zlib.crc32(mm[pos + 16:pos + total]) == int.from_bytes(mm[pos + 12:pos + 16], "big")
+
+
+def _count_suspicious(entry: bytes, path: str, partition: int, pos: int, acc: dict) -> None:
+    """An entry the header walk cannot vouch for: what the reference reader makes of it (see `reader_counts`)."""
+    from pipelines.decoding.batches import RECORD_BATCH_OVERHEAD, decode_entry
+
+    items = decode_entry(entry, 0, len(entry), source=path, offsets_partition=partition, position=pos)
+    decoded = [it for it in items if isinstance(it, tuple)]
+    problems = len(items) - len(decoded)
+    if decoded:
+        _bump(acc, partition, records_in=sum(len(recs) for _h, recs in decoded), flag_rows=problems)
+        return
+    declared = 1
+    if entry[16] == 2 and len(entry) >= RECORD_BATCH_OVERHEAD:
+        declared = max(1, int.from_bytes(entry[57:61], "big", signed=True))
+    _bump(acc, partition, records_in=declared, lost_records=declared, lost_batches=1,
+          flag_rows=max(0, problems - 1))
+
+
+def count_tabular(path: str, acc: dict | None = None) -> dict:
+    """`reader_counts` for one tabular dump: its rows per partition, mirroring `tabular._iter_records`' folds."""
+    import pyarrow.compute as pc
+
+    from pipelines.decoding.tabular import OFFSETS_TOPIC, _decoder, read_tabular_dump
+
+    acc = {} if acc is None else acc
+    dump = read_tabular_dump(path)
+    table = dump._table
+    if "topic" in table.column_names:
+        is_offsets = pc.fill_null(pc.equal(table.column("topic"), OFFSETS_TOPIC), True)
+        others = table.filter(pc.invert(is_offsets))
+        first_part: dict = {}
+        for t, part in zip(others.column("topic").to_pylist(), others.column("partition").to_pylist()):
+            first_part.setdefault(t, part if part is not None else -1)
+        for part in first_part.values():
+            _bump(acc, part, records_in=1)  # one `not_offsets_data` row per other topic
+        table = table.filter(is_offsets)
+    parts = table.column("partition").to_pylist()
+    offs = table.column("offset").to_pylist()
+    keys = table.column("key").to_pylist()
+    vals = table.column("value").to_pylist()
+    tss = table.column("timestamp").to_pylist() if "timestamp" in table.column_names else [None] * len(parts)
+    decode = _decoder(dump.encoding)
+    first: dict[tuple, tuple] = {}
+    for part, off, k, v, ts in zip(parts, offs, keys, vals, tss):
+        if part is None or off is None:
+            _bump(acc, -1 if part is None else part, records_in=1)
+            continue
+        _bump(acc, part, records_in=1)
+        try:
+            content = (decode(k) if k is not None else None, decode(v) if v is not None else None, ts)
+        except Exception:  # noqa: BLE001 - an `invalid_row` problem on the decode side: one row, no fold
+            continue
+        kept = first.setdefault((part, off), content)
+        if kept is not content and kept == content:
+            _bump(acc, part, collapsed_duplicates=1)
+    return acc

@@ -1,13 +1,20 @@
 """Record accounting per offsets partition: every record read is used, skipped with a reason, or quarantined.
 
 Built from the decoded rows (`schemas.decoded`): record_kind `error` → quarantined, `unknown` → skipped with reason
-"unknown key type" (Kafka 3.4.1+/3.6+ skip those with a warning, spec §5.4), everything else (control records
-included) → used. `records_in` should come from the reader's own count where there is one (records iterated in the
-segment files), so the `accounting.records_accounted` check compares two independent numbers.
+"unknown key type" (Kafka 3.4.1+/3.6+ skip those with a warning, spec §5.4), records past `--until-offset` /
+`--until-time` → skipped with that reason, everything else (control records included) → used.
+
+`records_in` comes from the reader's own count (`pipelines.frames.decode.reader_counts`: batch headers' record
+counts, no record decoding), so the `accounting.records_accounted` check compares two independent numbers and
+fails when records go missing between the segment bytes and the decoded rows. Quarantined counts *records*: one
+quarantine row per undecodable record or unreadable range, except that a batch the reader could frame but not
+decode is one row standing for its declared records, and a `crc_mismatch` row beside records that were decoded
+anyway is evidence, not a record (the reader counts reports both, see `reader_counts`).
 """
 from __future__ import annotations
 
 from collections.abc import Mapping
+import dataclasses
 from dataclasses import dataclass, field
 
 from pyspark.sql import DataFrame, SparkSession
@@ -15,6 +22,18 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
 
 SKIP_UNKNOWN_KEY = "unknown key type"
+SKIP_DUPLICATE_ROW = "identical duplicate row in a tabular dump"
+
+
+def skip_until_offset(n: int) -> str:
+    return f"after --until-offset {n}"
+
+
+def skip_until_time(ms: int) -> str:
+    import datetime as _dt
+
+    t = _dt.datetime.fromtimestamp(ms / 1000, tz=_dt.timezone.utc).isoformat(timespec="milliseconds")
+    return f"after --until-time {t}"
 
 ACCOUNTING_SCHEMA = StructType(
     [
@@ -68,26 +87,55 @@ class Accounting:
     partitions: Mapping[int | None, PartitionCounts]
 
     @classmethod
-    def from_decoded(cls, decoded: DataFrame, records_in: Mapping[int | None, int] | None = None) -> Accounting:
+    def from_decoded(
+        cls,
+        decoded: DataFrame,
+        records_in: Mapping[int | None, int | Mapping[str, int]] | None = None,
+        *,
+        until_offset: int | None = None,
+        until_time_ms: int | None = None,
+    ) -> Accounting:
         """Classify decoded rows (one small aggregation, collected to the driver).
 
         `records_in` (partition → records read, from the reader) replaces the decoded row count per partition;
-        a partition the reader saw but that decoded to nothing shows up with zero used records.
+        a partition the reader saw but that decoded to nothing shows up with zero used records. A value may be
+        the reader's counters (`reader_counts`: records_in, flag_rows, lost_batches, lost_records,
+        collapsed_duplicates), which also turn quarantine rows into quarantined records and add the rows a
+        tabular dump folded as skipped. `until_offset` / `until_time_ms` mirror the replay's cut-off
+        (`state.replay`): records after it are skipped with that reason instead of used.
         """
         kind = F.col("record_kind")
-        rows = (
-            decoded.groupBy("offsets_partition")
-            .agg(
-                F.count(F.lit(1)).alias("n"),
-                F.sum(F.when(kind == "error", 1).otherwise(0)).alias("quarantined"),
-                F.sum(F.when(kind == "unknown", 1).otherwise(0)).alias("unknown"),
-            )
-            .collect()
-        )
+        usable = (kind != "error") & (kind != "unknown")
+        late = F.lit(False)
+        late_offset = late_time = None
+        if until_offset is not None:
+            late_offset = F.coalesce(F.col("offset") > F.lit(until_offset), F.lit(False))
+            late = late | late_offset
+        if until_time_ms is not None:
+            late_time = F.coalesce(F.col("timestamp") > F.lit(until_time_ms), F.lit(False))
+            if late_offset is not None:
+                late_time = late_time & ~late_offset  # one reason per record: the offset cut-off first
+            late = late | late_time
+        aggs = [
+            F.count(F.lit(1)).alias("n"),
+            F.sum(F.when(kind == "error", 1).otherwise(0)).alias("quarantined"),
+            F.sum(F.when(kind == "unknown", 1).otherwise(0)).alias("unknown"),
+            F.sum(F.when(usable & late_offset, 1).otherwise(0)).alias("late_offset") if late_offset is not None
+            else F.lit(0).alias("late_offset"),
+            F.sum(F.when(usable & late_time, 1).otherwise(0)).alias("late_time") if late_time is not None
+            else F.lit(0).alias("late_time"),
+        ]
+        rows = decoded.groupBy("offsets_partition").agg(*aggs).collect()
         parts: dict[int | None, PartitionCounts] = {}
         for r in rows:
-            used = r["n"] - r["quarantined"] - r["unknown"]
-            skipped = {SKIP_UNKNOWN_KEY: int(r["unknown"])} if r["unknown"] else {}
+            skipped = {}
+            if r["unknown"]:
+                skipped[SKIP_UNKNOWN_KEY] = int(r["unknown"])
+            if r["late_offset"]:
+                skipped[skip_until_offset(until_offset)] = int(r["late_offset"])
+            if r["late_time"]:
+                skipped[skip_until_time(until_time_ms)] = int(r["late_time"])
+            used = r["n"] - r["quarantined"] - sum(skipped.values())
             parts[r["offsets_partition"]] = PartitionCounts(
                 records_in=int(r["n"]), records_used=int(used), records_quarantined=int(r["quarantined"]),
                 records_skipped=skipped,
@@ -95,10 +143,22 @@ class Accounting:
         if records_in is not None:
             for p, n in records_in.items():
                 base = parts.get(p, PartitionCounts())
+                quarantined = base.records_quarantined
+                skipped = dict(base.records_skipped)
+                if isinstance(n, Mapping):
+                    # quarantine rows -> quarantined records (see `reader_counts`)
+                    quarantined += (int(n.get("lost_records", 0)) - int(n.get("lost_batches", 0))
+                                    - int(n.get("flag_rows", 0)))
+                    if n.get("collapsed_duplicates"):
+                        skipped[SKIP_DUPLICATE_ROW] = int(n["collapsed_duplicates"])
+                    n = n.get("records_in", 0)
                 parts[p] = PartitionCounts(
                     records_in=int(n), records_used=base.records_used,
-                    records_quarantined=base.records_quarantined, records_skipped=base.records_skipped,
+                    records_quarantined=quarantined, records_skipped=skipped,
                 )
+            for p in set(parts) - set(records_in):
+                # decoded rows of a partition the reader never saw: nothing was read there
+                parts[p] = dataclasses.replace(parts[p], records_in=0)
         return cls(partitions=parts)
 
     @property

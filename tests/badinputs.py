@@ -1,0 +1,241 @@
+"""Builders of bad `__consumer_offsets` inputs for the rebuild tests: real encoders, one defect each, good records
+around it so a test can check both the quarantine row and that what surrounds it still made the snapshot.
+
+Every group name is chosen so that Kafka's partitioner puts it in the offsets partition it is written to
+(`partition_for(group, 50)`), so the placement checks of the validation have nothing to say about these inputs.
+"""
+from __future__ import annotations
+
+import json
+import os
+import struct
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pipelines.decoding import batch_writer as bw
+from pipelines.decoding import message_writer as mw
+from pipelines.decoding.partitioner import partition_for
+
+NUM_PARTITIONS = 50
+T0 = 1_793_491_200_000  # 2026-11-01T00:00:00Z
+TOPIC = "orders"
+METADATA = "meta-ok"
+
+
+def group_in(partition: int, stem: str) -> str:
+    """A group id that `partition_for(_, 50)` maps to `partition`."""
+    for i in range(100_000):
+        g = f"{stem}-{i}"
+        if partition_for(g, NUM_PARTITIONS) == partition:
+            return g
+    raise AssertionError(f"no group for partition {partition}")
+
+
+def commit(group: str, partition: int, offset: int, ts: int, *, version: int = 3, topic: str = TOPIC):
+    """(key, value, timestamp) of an OffsetCommit record."""
+    key = mw.write_offset_commit_key(group, topic, partition)
+    value = mw.write_offset_commit_value(version, offset=offset, metadata=METADATA, commit_timestamp=ts,
+                                         leader_epoch=0 if version >= 3 else -1)
+    return key, value, ts
+
+
+def commit_unknown_version(group: str, partition: int, offset: int, ts: int, version: int = 9):
+    """An OffsetCommit whose value says version `version` (a v3 body): Kafka fails the load on it."""
+    key, value, ts = commit(group, partition, offset, ts)
+    return key, struct.pack(">h", version) + value[2:], ts
+
+
+def unknown_key_record(key_type: int, ts: int):
+    """A record of a key type this topic never carries (Kafka 3.4.1+ skips it with a warning)."""
+    key = struct.pack(">h", key_type) + struct.pack(">h", 5) + b"thing"
+    return key, b"\x00\x00opaque", ts
+
+
+def batch(records, base_offset: int) -> bytes:
+    return bw.write_record_batch(list(records), base_offset)
+
+
+def write_segment(part_dir: Path, base_offset: int, data: bytes) -> Path:
+    part_dir.mkdir(parents=True, exist_ok=True)
+    p = part_dir / f"{base_offset:020d}.log"
+    p.write_bytes(data)
+    return p
+
+
+def flip_byte(data: bytes, at: int, mask: int = 0x01) -> bytes:
+    return data[:at] + bytes([data[at] ^ mask]) + data[at + 1:]
+
+
+def set_int32(data: bytes, at: int, value: int) -> bytes:
+    return data[:at] + struct.pack(">i", value) + data[at + 4:]
+
+
+@dataclass
+class Expect:
+    """What one bad-input kind must produce: the quarantine rows and the good offsets around them."""
+
+    kind: str
+    offsets_partition: int | None = None
+    group: str | None = None
+    source: str | None = None  # a path (a quarantine row's source must equal or contain it)
+    reasons: list[str] = field(default_factory=list)  # one substring per expected quarantine row
+    positions: list[int] = field(default_factory=list)  # expected quarantine positions (same order)
+    committed: dict[int, int] = field(default_factory=dict)  # topic partition -> committed offset in the snapshot
+    absent: list[int] = field(default_factory=list)  # topic partitions that must have no committed offset
+
+
+def group_record(group: str, ts: int):
+    """(key, value, timestamp) of a classic consumer group's GroupMetadata (v3, Empty, generation 1): gives the
+    group a live group record, so its offsets are served (`loaded_offsets`) under both semantics."""
+    key = mw.write_group_metadata_key(group)
+    value = mw.write_group_metadata_value(3, protocol_type="consumer", generation=1, protocol=None, leader=None,
+                                          current_state_timestamp=ts, members=[])
+    return key, value, ts
+
+
+def build_combined(root: Path) -> tuple[list[str], dict[str, Expect]]:
+    """One log dir + one tabular dump dir holding every kind of bad input beside good data.
+
+    Each offsets partition starts with its group's GroupMetadata record at offset 0; the defect and the good
+    commits around it follow. Returns the `--input` paths and, per kind, what the rebuild must produce for it.
+    """
+    logdir = root / "logs"
+    logdir.mkdir(parents=True)
+    ex: dict[str, Expect] = {}
+
+    def pdir(n: int) -> Path:
+        return logdir / f"__consumer_offsets-{n}"
+
+    def head(g: str) -> bytes:
+        return batch([group_record(g, T0)], 0)
+
+    # -- p0: a flipped byte inside a record value -> crc_mismatch; the batch is still decoded (Kafka does not
+    #    check CRCs on load), so its record is used and the quarantine row is evidence of the damage.
+    g = group_in(0, "crc")
+    bad = batch([commit(g, 1, 20, T0 + 2)], 2)
+    bad = flip_byte(bad, bad.index(METADATA.encode()) + 1)  # "meta-ok" -> "mdta-ok": still decodable
+    seg = write_segment(pdir(0), 0, head(g) + batch([commit(g, 0, 10, T0 + 1)], 1) + bad
+                        + batch([commit(g, 2, 30, T0 + 3)], 3))
+    ex["crc_mismatch"] = Expect("crc_mismatch", 0, g, str(seg), ["CRC-32C"], [2], {0: 10, 1: 20, 2: 30})
+
+    # -- p1: a garbled entry size (3, below the 14-byte minimum) -> corrupt_batch; reading of that file stops,
+    #    the next segment file of the partition is read as usual.
+    g = group_in(1, "size")
+    bad = set_int32(batch([commit(g, 1, 101, T0 + 2)], 2), 8, 3)
+    seg = write_segment(pdir(1), 0, head(g) + batch([commit(g, 0, 100, T0 + 1)], 1) + bad)
+    write_segment(pdir(1), 6, batch([commit(g, 2, 106, T0 + 6)], 6))
+    ex["corrupt_size"] = Expect("corrupt_size", 1, g, str(seg), ["entry size 3 is smaller"], [2],
+                                {0: 100, 2: 106}, absent=[1])
+
+    # -- p8: a garbled recordsCount (7 for 2 records) -> crc_mismatch + corrupt_batch for that batch only;
+    #    framing is intact, so the batch after it in the same file is read.
+    g = group_in(8, "count")
+    bad = set_int32(batch([commit(g, 1, 802, T0 + 2), commit(g, 2, 803, T0 + 2)], 2), 57, 7)
+    seg = write_segment(pdir(8), 0, head(g) + batch([commit(g, 0, 801, T0 + 1)], 1) + bad
+                        + batch([commit(g, 3, 804, T0 + 4)], 4))
+    ex["corrupt_count"] = Expect("corrupt_count", 8, g, str(seg), ["CRC-32C", "batch declares 7 records but holds 2"],
+                                 [2, 2], {0: 801, 3: 804}, absent=[1, 2])
+
+    # -- p2: a torn tail (the last batch cut in half, as a crash mid-append leaves it)
+    g = group_in(2, "torn")
+    last = batch([commit(g, 2, 203, T0 + 3)], 3)
+    seg = write_segment(pdir(2), 0, head(g) + batch([commit(g, 0, 201, T0 + 1)], 1)
+                        + batch([commit(g, 1, 202, T0 + 2)], 2) + last[: len(last) // 2])
+    ex["torn_tail"] = Expect("torn_tail", 2, g, str(seg), ["runs past the end"], [3], {0: 201, 1: 202}, absent=[2])
+
+    # -- p3: an OffsetCommit value of version 9 -> quarantined (Kafka would fail the load); the commits before
+    #    and after it are used.
+    g = group_in(3, "ver")
+    seg = write_segment(pdir(3), 0, head(g) + batch([commit(g, 0, 301, T0 + 1)], 1)
+                        + batch([commit_unknown_version(g, 0, 999, T0 + 2)], 2)
+                        + batch([commit(g, 1, 303, T0 + 3)], 3))
+    ex["unknown_version"] = Expect("unknown_version", 3, g, str(seg), ["unknown OffsetCommitValue version 9"], [2],
+                                   {0: 301, 1: 303})
+
+    # -- p4: a record of key type 42 -> skipped with a reason (accounting), never quarantined
+    g = group_in(4, "key")
+    write_segment(pdir(4), 0, head(g) + batch([commit(g, 0, 401, T0 + 1)], 1)
+                  + batch([unknown_key_record(42, T0 + 2)], 2) + batch([commit(g, 1, 403, T0 + 3)], 3))
+    ex["unknown_key_type"] = Expect("unknown_key_type", 4, g, None, [], [], {0: 401, 1: 403})
+
+    # -- p5: a 0-byte active segment beside data: normal, nothing to quarantine
+    g = group_in(5, "empty")
+    write_segment(pdir(5), 0, head(g) + batch([commit(g, 0, 501, T0 + 1)], 1))
+    empty = write_segment(pdir(5), 2, b"")
+    ex["empty_segment"] = Expect("empty_segment", 5, g, str(empty), [], [], {0: 501})
+
+    # -- p6: unreadable segments: a directory named like a segment, a dangling symlink; a readable one between
+    g = group_in(6, "unread")
+    (pdir(6) / f"{0:020d}.log").mkdir(parents=True)
+    os.symlink(logdir / "nowhere" / "gone.log", pdir(6) / f"{7:020d}.log")
+    write_segment(pdir(6), 3, batch([group_record(g, T0 + 3)], 3) + batch([commit(g, 0, 604, T0 + 4)], 4))
+    ex["unreadable_dir"] = Expect("unreadable_dir", 6, g, str(pdir(6) / f"{0:020d}.log"), ["not a regular file"],
+                                  [-1], {0: 604})
+    ex["unreadable_symlink"] = Expect("unreadable_symlink", 6, g, str(pdir(6) / f"{7:020d}.log"),
+                                      ["cannot stat segment"], [-1], {0: 604})
+
+    # -- other topics' partition dirs beside the offsets partitions: reported, not read
+    txn = logdir / "__transaction_state-3"
+    write_segment(txn, 0, batch([(b"txn-id", b"\x00\x01state", T0)], 0))
+    orders = logdir / "orders-0"
+    write_segment(orders, 0, batch([(None, b"order-1", T0)], 0))
+    ex["not_offsets_txn"] = Expect("not_offsets_txn", -1, None, str(txn), ["partition directory of another topic"],
+                                   [-1])
+    ex["not_offsets_orders"] = Expect("not_offsets_orders", -1, None, str(orders),
+                                      ["partition directory of another topic"], [-1])
+
+    # -- p9: a tabular dump in two part files that disagree on offset 2 (and repeat offset 3 identically)
+    dumps = root / "dump"
+    dumps.mkdir()
+    g = group_in(9, "dup")
+    rows_a = [group_record(g, T0), commit(g, 0, 901, T0 + 1), commit(g, 1, 902, T0 + 2), commit(g, 2, 903, T0 + 3)]
+    rows_b = [commit(g, 1, 9999, T0 + 2), commit(g, 2, 903, T0 + 3)]
+    write_kafka_source_parquet(dumps / "part-0000.parquet", 9, [0, 1, 2, 3], rows_a)
+    write_kafka_source_parquet(dumps / "part-0001.parquet", 9, [2, 3], rows_b)
+    ex["duplicate_conflict"] = Expect("duplicate_conflict", 9, g, str(dumps), ["appears twice with different content"],
+                                      [2], {0: 901, 1: 902, 2: 903})
+    return [str(logdir), str(dumps)], ex
+
+
+def write_kafka_source_parquet(path: Path, partition: int, offsets: list[int], records) -> None:
+    """Rows as the Spark Kafka source gives them (key, value, topic, partition, offset, timestamp, timestampType)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pa.table({
+        "key": pa.array([k for k, _v, _t in records], pa.binary()),
+        "value": pa.array([v for _k, v, _t in records], pa.binary()),
+        "topic": pa.array(["__consumer_offsets"] * len(records)),
+        "partition": pa.array([partition] * len(records), pa.int32()),
+        "offset": pa.array(offsets, pa.int64()),
+        "timestamp": pa.array([t for _k, _v, t in records], pa.timestamp("ms", tz="UTC")),
+        "timestampType": pa.array([0] * len(records), pa.int32()),
+    })
+    pq.write_table(table, path)
+
+
+def torn_only(root: Path) -> Path:
+    """A small log dir whose only defect is a torn tail at offset 2 of partition 2 (for `--strict`)."""
+    g = group_in(2, "strict")
+    last = batch([commit(g, 2, 2, T0 + 2)], 2)
+    write_segment(root / "__consumer_offsets-2", 0, batch([commit(g, 0, 0, T0)], 0)
+                  + batch([commit(g, 1, 1, T0 + 1)], 1) + last[: len(last) // 2])
+    return root
+
+
+def parse_summary(stdout: str) -> dict:
+    """The `--json` summary: the last line of stdout that parses as a JSON object."""
+    for line in reversed(stdout.strip().splitlines()):
+        line = line.strip()
+        if line.startswith("{"):
+            return json.loads(line)
+    raise AssertionError(f"no JSON summary in output:\n{stdout[-2000:]}")
+
+
+def clean_small(root: Path) -> tuple[Path, str]:
+    """A tiny healthy log dir: partition 0 with its group record and five commits (offsets 0-5)."""
+    g = group_in(0, "clean")
+    write_segment(root / "__consumer_offsets-0", 0,
+                  batch([group_record(g, T0)], 0)
+                  + b"".join(batch([commit(g, i, 100 + i, T0 + i + 1)], i + 1) for i in range(5)))
+    return root, g

@@ -1,0 +1,168 @@
+"""Mutation fuzzing of the segment readers over real segments (`../shared/realdata`): they never raise, never hang.
+
+Each case takes one real segment, applies one seeded mutation (byte flips, a truncation, an insertion, a zeroed
+range, or a corrupted length field: entry size, batch length, recordsCount, a record's length varint), then runs
+both readers the pipeline has:
+
+* the reference path, `batches.read_batches` + `rows.to_decoded_row` / `rows.problem_to_row`;
+* the executor fast path, `columnar.decode_segment_to_arrow` (the C walker when built, every fourth case the
+  pure-Python walker);
+* the accounting's header walk, `frames.decode.count_segment`, whose prediction of the row count must match.
+
+Neither may raise — not even the typed `DecodeError`s (readers turn bad bytes into problem / error rows) — and
+each case must finish within `CASE_SECONDS` (a timer for Python code, `faulthandler` for a hang inside C). The
+seeds are fixed (case number), so a failure names a reproducible case. 5 kinds x 2 000 cases; about 20-40 s.
+"""
+from __future__ import annotations
+
+import faulthandler
+import random
+import signal
+import struct
+from pathlib import Path
+
+import pytest
+
+from pipelines.decoding.batches import read_batches
+from pipelines.decoding.columnar import HAVE_C_EXTENSION, decode_segment_to_arrow
+from pipelines.decoding.errors import DecodeError
+from pipelines.decoding.rows import problem_to_row, to_decoded_row
+from pipelines.frames.decode import count_segment
+from schemas.records import ReadProblem
+
+pytestmark = pytest.mark.shared
+
+CASES_PER_KIND = 2000
+CASE_SECONDS = 5.0
+MAX_SEGMENT_BYTES = 48 * 1024  # keeps a case in the low milliseconds; the large segments add no new layouts
+KINDS = ("flip", "truncate", "insert", "zero", "length")
+
+
+class CaseTimeout(Exception):
+    pass
+
+
+@pytest.fixture(scope="module")
+def segments(realdata) -> list[bytes]:
+    paths = sorted(p for p in Path(realdata).rglob("*.log") if 0 < p.stat().st_size <= MAX_SEGMENT_BYTES)
+    if not paths:
+        pytest.skip("no real segments")
+    return [p.read_bytes() for p in paths]
+
+
+def entry_starts(data: bytes) -> list[int]:
+    """Byte positions of the entries of an intact segment (offset int64, size int32 framing)."""
+    out, pos = [], 0
+    while pos + 17 <= len(data):
+        (size,) = struct.unpack_from(">i", data, pos + 8)
+        if size < 14 or pos + 12 + size > len(data):
+            break
+        out.append(pos)
+        pos += 12 + size
+    return out
+
+
+INTERESTING_INT32 = (0, 1, -1, 13, 14, 17, 48, 49, 60, 61, 0x7FFFFFFF, -0x80000000, 0x10000, 1 << 30)
+
+
+def mutate(data: bytes, kind: str, rng: random.Random) -> bytes:
+    n = len(data)
+    buf = bytearray(data)
+    if kind == "flip":
+        for _ in range(rng.choice((1, 1, 2, 3, 8))):
+            i = rng.randrange(n)
+            buf[i] ^= 1 << rng.randrange(8) if rng.random() < 0.5 else rng.randrange(1, 256)
+    elif kind == "truncate":
+        del buf[rng.randrange(n):]
+    elif kind == "insert":
+        i = rng.randrange(n + 1)
+        buf[i:i] = bytes(rng.randrange(256) for _ in range(rng.choice((1, 2, 4, 7, 16, 61))))
+    elif kind == "zero":
+        i = rng.randrange(n)
+        j = min(n, i + rng.choice((1, 4, 12, 61, 200, n)))
+        buf[i:j] = bytes(j - i)
+    else:  # length fields
+        starts = entry_starts(data) or [0]
+        pos = rng.choice(starts)
+        field = rng.choice(("size", "size", "records_count", "record_length", "varint"))
+        value = rng.choice(INTERESTING_INT32) if rng.random() < 0.6 else rng.randrange(-(1 << 31), 1 << 31)
+        if field == "size" and pos + 12 <= n:
+            if rng.random() < 0.3:
+                (old,) = struct.unpack_from(">i", data, pos + 8)
+                value = max(-(1 << 31), min((1 << 31) - 1, old + rng.choice((-3, -1, 1, 2, 100))))
+            struct.pack_into(">i", buf, pos + 8, value)
+        elif field == "records_count" and pos + 61 <= n:
+            struct.pack_into(">i", buf, pos + 57, value)
+        elif field == "record_length" and pos + 62 <= n:
+            buf[pos + 61] = rng.randrange(256)  # first record's zig-zag length varint (uncompressed batches)
+        elif pos + 70 <= n:
+            # a run of continuation bytes: an over-long varint somewhere in the first record
+            i = pos + 61 + rng.randrange(8)
+            buf[i:i + 6] = b"\xff" * 6
+    return bytes(buf)
+
+
+def _alarm(_signum, _frame):
+    raise CaseTimeout
+
+
+def run_readers(buf: bytes, path: Path, *, use_c: bool | None) -> None:
+    """Both readers over one buffer; returns only when neither raised."""
+    n_ref = 0
+    for item in read_batches(buf, source="fuzz", offsets_partition=3):
+        if isinstance(item, ReadProblem):
+            problem_to_row(item)
+            n_ref += 1
+        else:
+            for rec in item[1]:
+                to_decoded_row(rec)
+                n_ref += 1
+    path.write_bytes(buf)
+    n_col = sum(b.num_rows for b in decode_segment_to_arrow(path, offsets_partition=3, use_c=use_c,
+                                                            batch_rows=512))
+    # one row per record or problem on both paths (file and buffer framing agree, save the zero-tail wording)
+    assert n_col == n_ref, ("rows", n_col, n_ref)
+    # and the accounting's header walk predicts that many rows (records_in + flags + lost batches - lost records)
+    c = count_segment(str(path), 3).get(3, {})
+    predicted = (c.get("records_in", 0) + c.get("flag_rows", 0) + c.get("lost_batches", 0)
+                 - c.get("lost_records", 0))
+    assert predicted == n_col, ("reader_counts", predicted, n_col, c)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_mutated_real_segments_never_raise_nor_hang(segments, kind, tmp_path):
+    path = tmp_path / f"{0:020d}.log"
+    failures: list[str] = []
+    previous = signal.signal(signal.SIGALRM, _alarm)
+    try:
+        for case in range(CASES_PER_KIND):
+            rng = random.Random(f"{kind}-{case}")
+            original = segments[rng.randrange(len(segments))]
+            buf = mutate(original, kind, rng)
+            use_c = None if case % 4 else False
+            faulthandler.dump_traceback_later(CASE_SECONDS * 4, exit=True)  # a hang inside C: abort loudly
+            signal.setitimer(signal.ITIMER_REAL, CASE_SECONDS)
+            try:
+                run_readers(buf, path, use_c=use_c)
+            except CaseTimeout:
+                failures.append(f"{kind}-{case}: no result within {CASE_SECONDS}s")
+            except DecodeError as e:
+                failures.append(f"{kind}-{case}: typed {type(e).__name__}: {e}")
+            except AssertionError as e:
+                failures.append(f"{kind}-{case}: counts disagree {e}")
+            except Exception as e:  # noqa: BLE001 - the point of the test
+                failures.append(f"{kind}-{case}: {type(e).__name__}: {e}")
+            finally:
+                signal.setitimer(signal.ITIMER_REAL, 0)
+                faulthandler.cancel_dump_traceback_later()
+            if len(failures) >= 20:
+                break
+    finally:
+        signal.signal(signal.SIGALRM, previous)
+    assert not failures, "\n".join(failures)
+
+
+def test_fuzz_covers_the_c_walker_when_built():
+    """The fast path fuzzed above is the one executors run: the C walker when the extension is built."""
+    if not HAVE_C_EXTENSION:
+        pytest.skip("C extension not built; the pure-Python walker was fuzzed")

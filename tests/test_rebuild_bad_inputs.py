@@ -1,0 +1,216 @@
+"""Bad inputs through `offsetlake rebuild`: the exit code, the quarantine rows (reason, source, position), and the
+good records around each defect in the snapshot. Never a traceback.
+
+One combined input (every kind of defect beside good data, `tests/badinputs.py`) is rebuilt once for the module;
+each kind has its own test over that run. Usage errors (exit 2) fail before any Spark work and run on their own.
+"""
+from __future__ import annotations
+
+import pytest
+from click.testing import CliRunner
+
+from tests import badinputs as bi
+
+pytestmark = pytest.mark.spark
+
+SNAPSHOT = "bad-inputs"
+
+
+def invoke(args: list[str]):
+    from jobs.cli import main
+
+    result = CliRunner().invoke(main, ["rebuild", "--env", "ci", *args], catch_exceptions=True)
+    output = result.output + (result.stderr if result.stderr_bytes is not None else "")
+    assert "Traceback" not in output, output[-3000:]
+    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
+    return result
+
+
+@pytest.fixture(scope="module")
+def combined(spark, tmp_path_factory):
+    """The combined bad input, rebuilt once (legacy semantics, the default)."""
+    from pipelines.io.warehouse import Warehouse
+
+    root = tmp_path_factory.mktemp("bad-inputs")
+    inputs, expect = bi.build_combined(root)
+    warehouse = root / "warehouse"
+    args = [a for p in inputs for a in ("--input", p)]
+    result = invoke([*args, "--warehouse", str(warehouse), "--snapshot-id", SNAPSHOT, "--json", "--quiet"])
+    wh = Warehouse(str(warehouse))
+    quarantine = wh.read_table("quarantine", SNAPSHOT).to_pylist()
+    offsets = wh.read_table("loaded_offsets", SNAPSHOT).to_pylist()
+    return dict(result=result, summary=bi.parse_summary(result.stdout), expect=expect, quarantine=quarantine,
+                offsets=offsets)
+
+
+def test_combined_bad_input_exits_zero_with_balanced_accounting(combined):
+    """Every defect is quarantined or skipped with a reason: the run succeeds and the accounting balances."""
+    s = combined["summary"]
+    assert combined["result"].exit_code == 0, combined["result"].output[-3000:]
+    assert s["status"] == "succeeded"
+    assert s["validation"]["failed"] == 0, s["validation"]
+    assert s["records_quarantined"] == len(combined["quarantine"])
+
+
+def _rows_for(combined, e: bi.Expect):
+    return [q for q in combined["quarantine"] if e.source is not None and q["source"] == e.source]
+
+
+def _check_kind(combined, kind: str):
+    e = combined["expect"][kind]
+    assert combined["result"].exit_code == 0
+    rows = _rows_for(combined, e)
+    assert len(rows) == len(e.reasons), rows
+    unmatched = list(rows)
+    for reason, position in zip(e.reasons, e.positions):
+        row = next((r for r in unmatched if reason in r["reason"]), None)
+        assert row is not None, (reason, unmatched)
+        unmatched.remove(row)
+        assert row["position"] == position, row
+        assert row["offsets_partition"] == e.offsets_partition, row
+    if e.group is not None:
+        got = {o["partition"]: o["committed_offset"] for o in combined["offsets"] if o["group_id"] == e.group}
+        for tp, committed in e.committed.items():
+            assert got.get(tp) == committed, (e.group, got)
+        for tp in e.absent:
+            assert tp not in got, (e.group, got)
+    return rows
+
+
+def test_flipped_byte_is_a_crc_mismatch_and_the_batch_is_still_used(combined):
+    rows = _check_kind(combined, "crc_mismatch")
+    assert "decoded anyway" in rows[0]["reason"]
+
+
+def test_garbled_entry_size_is_a_corrupt_batch_and_the_next_segment_is_read(combined):
+    _check_kind(combined, "corrupt_size")
+
+
+def test_garbled_record_count_quarantines_only_that_batch(combined):
+    _check_kind(combined, "corrupt_count")
+
+
+def test_torn_tail_is_quarantined_with_its_offset(combined):
+    _check_kind(combined, "torn_tail")
+
+
+def test_unknown_value_version_is_quarantined_with_the_reason(combined):
+    (row,) = _check_kind(combined, "unknown_version")
+    assert row["reason"].startswith("UnknownVersionError")
+    assert row["value_hex"].startswith("0009")
+
+
+def test_unknown_key_type_is_skipped_with_a_reason_not_quarantined(combined):
+    e = combined["expect"]["unknown_key_type"]
+    _check_kind(combined, "unknown_key_type")
+    assert not [q for q in combined["quarantine"] if q["offsets_partition"] == e.offsets_partition]
+    s = combined["summary"]
+    assert s["record_type_counts"].get("unknown:42") == 1
+    # skipped: the unknown key and the identical duplicate row of the tabular dump, nothing else
+    assert s["records_skipped"] == 2
+    assert "accounting.records_accounted" not in " ".join(s["validation"].get("failed_ids", []))
+
+
+def test_empty_segment_file_is_not_quarantined(combined):
+    e = combined["expect"]["empty_segment"]
+    assert not [q for q in combined["quarantine"] if q["offsets_partition"] == e.offsets_partition]
+    _check_kind(combined, "empty_segment")
+
+
+def test_directory_named_like_a_segment_is_quarantined_as_unreadable(combined):
+    _check_kind(combined, "unreadable_dir")
+
+
+def test_dangling_symlink_segment_is_quarantined_as_unreadable(combined):
+    _check_kind(combined, "unreadable_symlink")
+
+
+@pytest.mark.parametrize("kind", ["not_offsets_txn", "not_offsets_orders"])
+def test_other_topics_partition_dirs_are_reported_not_read(combined, kind):
+    _check_kind(combined, kind)
+
+
+def test_tabular_dumps_that_disagree_give_a_duplicate_conflict(combined):
+    (row,) = _check_kind(combined, "duplicate_conflict")
+    assert row["value_hex"]  # the conflicting row's bytes are kept for inspection
+
+
+# ---------------------------------------------------------------------------------------------- exit codes
+def test_nonexistent_input_exits_2_naming_it(spark, tmp_path):
+    missing = tmp_path / "no-such-dir"
+    r = invoke(["--input", str(missing), "--warehouse", str(tmp_path / "wh")])
+    assert r.exit_code == 2
+    assert str(missing) in r.output + r.stderr
+
+
+def test_directory_without_data_exits_2_with_a_message(spark, tmp_path):
+    (tmp_path / "in").mkdir()
+    r = invoke(["--input", str(tmp_path / "in"), "--warehouse", str(tmp_path / "wh")])
+    assert r.exit_code == 2
+    assert "no __consumer_offsets data found" in r.stderr
+
+
+def test_only_empty_segments_exits_2(spark, tmp_path):
+    bi.write_segment(tmp_path / "in" / "__consumer_offsets-0", 0, b"")
+    r = invoke(["--input", str(tmp_path / "in"), "--warehouse", str(tmp_path / "wh")])
+    assert r.exit_code == 2
+    assert "no __consumer_offsets data found" in r.stderr
+
+
+def test_strict_exits_1_on_the_first_quarantined_record(spark, tmp_path):
+    src = bi.torn_only(tmp_path / "in")
+    r = invoke(["--input", str(src), "--warehouse", str(tmp_path / "wh"), "--strict", "--semantics", "modern"])
+    assert r.exit_code == 1
+    assert "--strict: quarantined record at" in r.stderr
+    assert "position 2" in r.stderr and "runs past the end" in r.stderr
+
+
+# ---------------------------------------------------------------------------------------------- accounting
+def test_reader_counts_predict_the_decoded_rows_of_every_real_segment(shared_dir):
+    """The header walk (no record decoding) and the decoder agree on every real and broker segment."""
+    from pipelines.decoding.columnar import decode_segment_to_arrow
+    from pipelines.frames.decode import count_segment
+
+    paths = sorted(shared_dir.glob("realdata/**/*.log")) + sorted(shared_dir.glob("brokerdata/*/data/**/*.log"))
+    if not paths:
+        pytest.skip("no real segments")
+    for p in paths:
+        c = count_segment(str(p), 0).get(0, {})
+        rows = sum(b.num_rows for b in decode_segment_to_arrow(p, offsets_partition=0))
+        assert c.get("records_in", 0) + c.get("flag_rows", 0) + c.get("lost_batches", 0) - c.get(
+            "lost_records", 0) == rows, (p, c, rows)
+
+
+def test_records_after_until_offset_are_skipped_with_a_reason(spark, tmp_path):
+    from pipelines.frames.decode import decoded_frame_from_plan, plan_inputs, reader_counts
+    from pipelines.validation.accounting import Accounting
+
+    src, _g = bi.clean_small(tmp_path / "in")
+    plan = plan_inputs([src])
+    acc = Accounting.from_decoded(decoded_frame_from_plan(spark, plan), reader_counts(spark, plan), until_offset=3)
+    c = acc.partitions[0]
+    assert c.records_in == 6 and c.records_used == 4
+    assert c.records_skipped == {"after --until-offset 3": 2}
+    assert acc.unbalanced() == []
+
+
+def test_a_record_lost_in_decoding_fails_the_accounting(spark, settings, tmp_path, monkeypatch):
+    """The decoder drops one offset commit: records_in (from batch headers) no longer balances -> exit 1."""
+    import pyarrow.compute as pc
+
+    from pipelines.frames import decode
+    from pipelines.rebuild import RebuildRequest, run_rebuild
+
+    original = decode._decode_items
+
+    def dropping(batches):  # pickled by value to the Python workers
+        for b in original(batches):
+            hit = pc.and_(pc.equal(b.column("offset"), 3), pc.equal(b.column("record_kind"), "offset_commit"))
+            yield b.filter(pc.invert(pc.fill_null(hit, False)))
+
+    monkeypatch.setattr(decode, "_decode_items", dropping)
+    src, _g = bi.clean_small(tmp_path / "in")
+    summary = run_rebuild(spark, settings, RebuildRequest(inputs=(str(src),), warehouse=str(tmp_path / "wh"),
+                                                          snapshot_id="lossy"))
+    assert summary.status == "validation_failed"
+    assert "accounting.records_accounted" in summary.validation["failed_ids"], summary.validation
