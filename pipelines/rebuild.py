@@ -317,12 +317,13 @@ def _run_planned(spark, settings, req, conf, plan, summary, progress, warehouse,
 
     write_report(result, report_dir / f"{snapshot_id}.html")
     (report_dir / f"{snapshot_id}.json").write_text(result.to_json())
-    progress.end()
-    summary.stage_seconds = progress.stage_seconds
+    # The summary stored in `runs` is written with the snapshot, so it holds the stages before the write;
+    # the printed summary adds the write's own time once it is done.
+    summary.stage_seconds = dict(progress.stage_seconds)
     run_row["summary"] = summary.to_json()
     warehouse.write_snapshot(spark, snapshot_id, tables, run_row)
     progress.end()
-    summary.stage_seconds = progress.stage_seconds
+    summary.stage_seconds = dict(progress.stage_seconds)
     keep = settings.section("warehouse").get("keep_snapshots")
     if keep:
         warehouse.retain(int(keep))
