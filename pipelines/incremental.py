@@ -37,16 +37,15 @@ from __future__ import annotations
 
 import hashlib
 import os
-import shutil
-import uuid
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Iterator
 
 import pyarrow as pa
 
+from pipelines.io.checkpoint import remove_orphaned_state, state_dir, write_state_rows
+
 CHECKPOINT_FORMAT = 1
-STATE_DIR = "_state"
 HEAD_BYTES = 64 * 1024
 LOG_START_MOVED = "log start moved / segments deleted or compacted"
 NO_PREVIOUS = "no previous snapshot with a checkpoint"
@@ -105,12 +104,6 @@ class IncrementalStart:
             return rows
         previous = spark.read.schema(decoded.schema).parquet(self.previous_state)
         return rows.unionByName(previous)
-
-
-def state_dir(warehouse, snapshot_id: str) -> Path:
-    from pipelines.io.delta import check_partition_value
-
-    return Path(getattr(warehouse, "path", warehouse)) / STATE_DIR / check_partition_value(snapshot_id)
 
 
 def _full(reason: str, plan, previous_snapshot: str | None = None) -> IncrementalStart:
@@ -317,14 +310,7 @@ def save_checkpoint(spark, warehouse, snapshot_id: str, replayed, plan, inc: Inc
     from pipelines.frames.decode import DecodePlan, _work_frame
     from pipelines.io.checkpoint import write_checkpoint
 
-    target = state_dir(warehouse, snapshot_id)
-    target.mkdir(parents=True, exist_ok=True)
-    tmp = target / f".decoded-{uuid.uuid4().hex[:8]}.tmp"
-    replayed.write.mode("overwrite").parquet(str(tmp))
-    final = target / "decoded"
-    if final.exists():
-        shutil.rmtree(final)
-    os.replace(tmp, final)
+    final = write_state_rows(warehouse, snapshot_id, replayed)
 
     # How far every segment file has been read: files decoded from a resume point are walked from there only;
     # files with nothing new keep their previous entry.
@@ -380,22 +366,7 @@ def save_checkpoint(spark, warehouse, snapshot_id: str, replayed, plan, inc: Inc
 
 def clean_state(warehouse, emit: Callable[[str], None] | None = None) -> list[str]:
     """Remove `_state/<id>` and `_checkpoints/<id>.json` of snapshots that no longer exist (after `retain`)."""
-    from pipelines.io.checkpoint import CHECKPOINT_DIR
-
-    root = Path(getattr(warehouse, "path", warehouse))
-    existing = {r["snapshot_id"] for r in warehouse.snapshots()}
-    removed = []
-    state_root = root / STATE_DIR
-    if state_root.is_dir():
-        for d in state_root.iterdir():
-            if d.is_dir() and d.name not in existing:
-                shutil.rmtree(d, ignore_errors=True)
-                removed.append(d.name)
-    cp_root = root / CHECKPOINT_DIR
-    if cp_root.is_dir():
-        for f in cp_root.glob("*.json"):
-            if f.stem not in existing:
-                f.unlink(missing_ok=True)
+    removed = remove_orphaned_state(warehouse, (r["snapshot_id"] for r in warehouse.snapshots()))
     if removed and emit:
         emit(f"          removed the incremental state of {len(removed)} deleted snapshot(s)")
-    return sorted(removed)
+    return removed

@@ -80,3 +80,53 @@ def _fsync_dir(path: Path) -> None:
         pass
     finally:
         os.close(fd)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The saved state of a run (the rows it replayed), read back by `--incremental` runs.
+# ---------------------------------------------------------------------------------------------------------------
+STATE_DIR = "_state"
+
+
+def state_dir(warehouse, snapshot_id: str) -> Path:
+    """`<warehouse>/_state/<snapshot_id>`."""
+    return _warehouse_path(warehouse) / STATE_DIR / check_partition_value(snapshot_id)
+
+
+def write_state_rows(warehouse, snapshot_id: str, rows) -> Path:
+    """Write the DataFrame `rows` as Parquet at `_state/<id>/decoded`: into a temporary directory first, then
+    renamed into place, so a reader never sees a half-written state."""
+    import shutil
+    import uuid
+
+    target = state_dir(warehouse, snapshot_id)
+    target.mkdir(parents=True, exist_ok=True)
+    tmp = target / f".decoded-{uuid.uuid4().hex[:8]}.tmp"
+    rows.write.mode("overwrite").parquet(str(tmp))
+    final = target / "decoded"
+    if final.exists():
+        shutil.rmtree(final)
+    os.replace(tmp, final)
+    return final
+
+
+def remove_orphaned_state(warehouse, existing_snapshot_ids) -> list[str]:
+    """Delete `_state/<id>` and `_checkpoints/<id>.json` of snapshots not in `existing_snapshot_ids`; returns the
+    ids whose state was removed, sorted."""
+    import shutil
+
+    root = _warehouse_path(warehouse)
+    existing = set(existing_snapshot_ids)
+    removed = []
+    state_root = root / STATE_DIR
+    if state_root.is_dir():
+        for d in state_root.iterdir():
+            if d.is_dir() and d.name not in existing:
+                shutil.rmtree(d, ignore_errors=True)
+                removed.append(d.name)
+    cp_root = root / CHECKPOINT_DIR
+    if cp_root.is_dir():
+        for f in cp_root.glob("*.json"):
+            if f.stem not in existing:
+                f.unlink(missing_ok=True)
+    return sorted(removed)
