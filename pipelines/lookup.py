@@ -11,7 +11,7 @@ import os
 import threading
 import weakref
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Protocol, Sequence
 
@@ -88,8 +88,14 @@ def _sql_literal(value: Any) -> str:
     raise TypeError(f"unsupported filter value {value!r}")
 
 
-def _sql_where(filters: Filters) -> str:
-    """DNF conjunction [(col, op, value)] -> a WHERE clause (ops: =, !=, <, <=, >, >=, in, not in)."""
+# An `in` filter with more values than this is matched against a registered Arrow table (a semi-join) instead
+# of a literal list, which DuckDB plans and evaluates slowly once it has thousands of entries.
+INLINE_IN_MAX = 64
+
+
+def _sql_where(filters: Filters, register=None) -> str:
+    """DNF conjunction [(col, op, value)] -> a WHERE clause (ops: =, !=, <, <=, >, >=, in, not in).
+    `register(values) -> name`, when given, makes a long `in` list a table the clause selects from."""
     parts = []
     for col, op, value in filters:
         ident = '"' + col.replace('"', '""') + '"'
@@ -98,6 +104,9 @@ def _sql_where(filters: Filters) -> str:
             values = list(value)
             if not values:
                 parts.append("FALSE" if op == "in" else "TRUE")
+                continue
+            if register is not None and len(values) > INLINE_IN_MAX:
+                parts.append(f"{ident} {op.upper()} (SELECT v FROM {register(values)})")
                 continue
             parts.append(f"{ident} {op.upper()} ({', '.join(_sql_literal(v) for v in values)})")
         elif op in ("=", "==", "!=", "<", "<=", ">", ">="):
@@ -185,12 +194,22 @@ class DeltaWarehouseReader:
         if not files:
             return target.empty_table()
         file_list = "[" + ", ".join(_sql_literal(f) for f in files) + "]"
-        sql = (f"SELECT * FROM read_parquet({file_list}, union_by_name = true, hive_partitioning = false)"
-               f" WHERE {_sql_where(filters or ())}")
         cur = self._cursor()
+        registered: list[str] = []
+
+        def register(values: list) -> str:
+            name = f"_offsetlake_in_{len(registered)}"
+            cur.register(name, pa.table({"v": pa.array(values)}))
+            registered.append(name)
+            return name
+
         try:
+            sql = (f"SELECT * FROM read_parquet({file_list}, union_by_name = true, hive_partitioning = false)"
+                   f" WHERE {_sql_where(filters or (), register)}")
             got = cur.execute(sql).to_arrow_table()
         finally:
+            for name in registered:
+                cur.unregister(name)
             cur.close()
         arrays = []
         for f in target:
@@ -261,6 +280,26 @@ class Snapshot:
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 
+def column_values(col: pa.Array | pa.ChunkedArray) -> list:
+    """`col.to_pylist()`, except that timestamps become UTC datetimes computed here: pyarrow's own conversion
+    imports pandas (~0.25 s), which would be most of a `describe`'s wall time."""
+    t = col.type
+    if not pa.types.is_timestamp(t):
+        return col.to_pylist()
+    micros = col.cast(pa.timestamp(t.unit)).cast(pa.timestamp("us"), safe=False).cast(pa.int64()).to_pylist()
+    tz = timezone.utc if t.tz is not None else None
+    base = _EPOCH if tz is not None else _EPOCH.replace(tzinfo=None)
+    return [None if v is None else base + timedelta(microseconds=v) for v in micros]
+
+
+def table_rows(t: pa.Table) -> list[dict]:
+    """`t.to_pylist()` through column_values (no pandas import for timestamp columns)."""
+    names = t.column_names
+    return [dict(zip(names, vals)) for vals in zip(*(column_values(c) for c in t.columns))] if names else [
+        {} for _ in range(t.num_rows)
+    ]
+
+
 def _ts_key(t: datetime | None) -> datetime:
     return t if t is not None else _EPOCH
 
@@ -270,7 +309,7 @@ def snapshots_from_runs(runs: pa.Table | None) -> list[Snapshot]:
     if runs is None or runs.num_rows == 0:
         return []
     latest: dict[str, dict] = {}
-    for row in runs.to_pylist():
+    for row in table_rows(runs):
         sid = row.get("snapshot_id")
         if sid is None:
             continue

@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipelines.lookup import GroupNotFound, SnapshotReader, iso, jsonable
-from pipelines.serving.index import GROUP_STATES, GROUP_TYPES, OFFSET_FIELDS, SnapshotIndex
+from pipelines.serving.index import GROUP_STATES, GROUP_TYPES, OFFSET_FIELDS, SnapshotIndex, json_rows
 
 MAX_PAGE = 1000
 DEFAULT_PAGE = 100
@@ -69,11 +69,11 @@ def group_detail(idx: SnapshotIndex, gid: str) -> dict:
     return {
         "snapshot_id": idx.snapshot.snapshot_id,
         "group": group_metadata(idx, gid),
-        "members": [_row({k: v for k, v in m.items() if k != "group_id"}) for m in idx.group_members(gid)],
-        "offsets": [_row({k: v for k, v in o.items() if k != "group_id"}) for o in idx.group_offsets(gid, iso_time=True)],
-        "pending": [_row({k: v for k, v in p.items() if k != "group_id"}) for p in idx.pending.rows(gid, iso_time=True)],
+        "members": idx.members.json_rows(gid),
+        "offsets": idx.offsets.json_rows(gid),
+        "pending": idx.pending.json_rows(gid),
         "expired": {
-            "offsets": [_row({k: v for k, v in e.items() if k != "group_id"}) for e in idx.expired.rows(gid, iso_time=True)],
+            "offsets": idx.expired.json_rows(gid),
             "group": _row(idx.expired_groups[gid]) if gid in idx.expired_groups else None,
         },
         "removed": _row(idx.removed_groups[gid]) if gid in idx.removed_groups else None,
@@ -286,15 +286,15 @@ def lookup(idx: SnapshotIndex, *, group: str | None, topic: str | None, partitio
         if partition is not None:
             mask = pc.and_(mask, pc.equal(t.column("partition"), partition))
         t = t.filter(mask).select([c for c in ["group_id", *OFFSET_FIELDS] if c in t.column_names])
-        out["offsets"] = [_row(r) for r in t.to_pylist()]
+        out["offsets"] = json_rows(t)
         return out
     offsets = []
     for gid in gids:
-        for r in idx.group_offsets(gid, ["group_id", *OFFSET_FIELDS]):
+        for r in idx.group_offsets(gid, ["group_id", *OFFSET_FIELDS], iso_time=True):
             if topic is not None and r["topic"] != topic:
                 continue
             if partition is not None and r["partition"] != partition:
                 continue
-            offsets.append(_row(r))
+            offsets.append(r)
     out["offsets"] = offsets
     return out

@@ -195,3 +195,52 @@ def test_sql_errors_and_no_file_access(run):
     assert r.exit_code == 2 and "disabled" in r.stderr
     r = run("sql", "SET enable_external_access = true")
     assert r.exit_code == 2
+
+
+QUICK = [
+    ["describe", "payments", "--snapshot", "s1"],
+    ["describe", "payments", "--members", "--verbose"],
+    ["describe", "--all-groups", "--state"],
+    ["lookup", "--group", "payments", "--snapshot", "s1"],
+    ["lookup", "--topic", "orders"],
+    ["lookup", "--topic", "orders", "--partition", "0"],
+    ["diff", "s1", "s2", "--json"],
+    ["reset-plan", "--group", "payments", "--snapshot", "s1"],
+    ["describe", "nope"],
+]
+
+
+@pytest.mark.parametrize("args", QUICK, ids=lambda a: " ".join(a))
+def test_program_prints_what_the_command_prints(story, args):
+    """`python -m jobs.cli` (the console script's path) keeps pandas and numpy out of the quick commands for
+    start-up time; the answer must be the very text the command gives in a process that has them."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    full = [args[0], "--warehouse", str(story), *args[1:]]
+    want = CliRunner().invoke(main, full, catch_exceptions=False)
+    probe = ("import sys, runpy; sys.argv = ['offsetlake'] + sys.argv[1:]\n"
+             "try:\n    runpy.run_module('jobs.cli', run_name='__main__')\n"
+             "finally:\n    sys.stderr.write('\\nLOADED ' + ' '.join(m for m in ('pandas', 'numpy') if m in sys.modules))\n")
+    got = subprocess.run([sys.executable, "-c", probe, *full], cwd=Path(__file__).resolve().parents[2],
+                         capture_output=True, text=True, timeout=120)
+    err, _, loaded = got.stderr.rpartition("\nLOADED ")
+    assert (got.returncode, got.stdout, err) == (want.exit_code, want.stdout, want.stderr)
+    assert loaded.strip() == ""  # neither was imported
+
+
+def test_long_in_filters_read_the_same_rows(story):
+    """A long `in` list is a semi-join on a registered table instead of literals: same rows either way."""
+    from pipelines import lookup as lk
+
+    reader = lk.DeltaWarehouseReader(story)
+    snap = lk.resolve_snapshot(reader, "s1")
+    all_ids = sorted(set(reader.snapshot_table("loaded_offsets", "s1").column("group_id").to_pylist()))
+    assert all_ids[::2]
+    wanted = all_ids[::2] + [f"absent-{i}" for i in range(lk.INLINE_IN_MAX + 5)]  # long enough for the semi-join
+    got = reader.snapshot_table("loaded_offsets", snap.snapshot_id, filters=[("group_id", "in", wanted)])
+    assert sorted(set(got.column("group_id").to_pylist())) == all_ids[::2]
+    rest = reader.snapshot_table("loaded_offsets", snap.snapshot_id, filters=[("group_id", "not in", wanted)])
+    assert got.num_rows + rest.num_rows == reader.snapshot_table("loaded_offsets", "s1").num_rows
+    assert set(rest.column("group_id").to_pylist()).isdisjoint(wanted)
