@@ -1,10 +1,15 @@
 """End-to-end rebuild benchmark: records/s, time per stage, peak memory of the driver and the workers.
 
     python benchmarks/bench_rebuild.py [--records 10000000] [--groups 10000] [--partitions 50] [--dir /tmp/ol-bench]
+                                       [--incremental-percent 1] [--json]
 
 Generates (or reuses) a sample dump with mixed codecs, warms the JVM on a small run, then times a full rebuild
 in this process. Memory is the peak resident set of each role, sampled from /proc every 0.2 s: the Python
 driver, the driver JVM, and the Python workers (summed at each sample).
+
+With --incremental-percent P (default 1): "yesterday's dump" is the same log with the last P % of every
+partition cut off (at a batch boundary, tests/logtools.py); it is rebuilt first, then `--incremental` runs over
+the whole dump (the P % of new records), and the full rebuild of the whole dump is the baseline.
 """
 from __future__ import annotations
 
@@ -72,6 +77,8 @@ def main():
     ap.add_argument("--dir", type=Path, default=Path("/tmp/offsetlake-bench"))
     ap.add_argument("--semantics", default="legacy")
     ap.add_argument("--env", default="local")
+    ap.add_argument("--incremental-percent", type=float, default=1.0,
+                    help="also time --incremental over this %% of new records (0: full run only)")
     args = ap.parse_args()
 
     from pipelines.config import load_settings
@@ -92,19 +99,45 @@ def main():
     wh = args.dir / "warehouse"
     run_rebuild(spark, settings, RebuildRequest(inputs=(str(warm),), warehouse=str(wh), snapshot_id="warm",
                                                 semantics=args.semantics))
-    sampler = MemorySampler()
-    sampler.start()
-    t = time.monotonic()
-    summary = run_rebuild(spark, settings, RebuildRequest(inputs=(str(dump),), warehouse=str(wh), snapshot_id="full",
-                                                          semantics=args.semantics))
-    wall = time.monotonic() - t
-    sampler.stop.set()
-    result = {
-        "records": summary.records_in, "mb": round(summary.bytes_in / 1e6, 1), "wall_s": round(wall, 1),
-        "records_per_s": round(summary.records_in / wall), "stage_seconds": summary.stage_seconds,
-        "peak_rss_mb": {k: round(v / 1024) for k, v in sampler.peak.items()},
-        "cores": os.cpu_count(), "load_avg": os.getloadavg(),
-    }
+    result = {"cores": os.cpu_count(), "load_avg_start": [round(x, 2) for x in os.getloadavg()]}
+
+    def timed(name: str, inputs: Path, snapshot_id: str, incremental: bool = False) -> dict:
+        sampler = MemorySampler()
+        sampler.start()
+        t = time.monotonic()
+        summary = run_rebuild(spark, settings, RebuildRequest(inputs=(str(inputs),), warehouse=str(wh),
+                                                              snapshot_id=snapshot_id, semantics=args.semantics,
+                                                              incremental=incremental))
+        wall = time.monotonic() - t
+        sampler.stop.set()
+        out = {
+            "records": summary.records_in, "mb": round(summary.bytes_in / 1e6, 1), "wall_s": round(wall, 1),
+            "records_per_s": round(summary.records_in / wall),
+            "stage_seconds": {k: round(v, 1) for k, v in summary.stage_seconds.items()},
+            "peak_rss_mb": {k: round(v / 1024) for k, v in sampler.peak.items()},
+            "load_avg_end": [round(x, 2) for x in os.getloadavg()],
+        }
+        if incremental:
+            out["incremental"] = summary.incremental
+        result[name] = out
+        print(f"{name}: {json.dumps(out)}", file=sys.stderr)
+        return out
+
+    if args.incremental_percent:
+        sys.path.insert(0, str(ROOT / "tests"))
+        from logtools import cut_log_dir
+
+        base = args.dir / f"{dump.name}-minus-{args.incremental_percent}pct"
+        if not base.exists():
+            cut_log_dir(dump, base, fraction=1 - args.incremental_percent / 100)
+        timed("previous_full", base, "previous")
+        inc = timed("incremental", dump, "incremental", incremental=True)
+        full = timed("full", dump, "full")
+        state = wh / "_state" / "full" / "decoded"
+        result["state_mb"] = round(sum(f.stat().st_size for f in state.rglob("*.parquet")) / 1e6, 1)
+        result["incremental_fraction_of_full"] = round(inc["wall_s"] / full["wall_s"], 3)
+    else:
+        timed("full", dump, "full")
     print(json.dumps(result, indent=1))
 
 

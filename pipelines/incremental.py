@@ -2,9 +2,13 @@
 
 Exact by construction. Every run (incremental or not) saves, next to its snapshot:
 
-* ``<warehouse>/_state/<snapshot_id>/decoded/`` — the decoded rows the replay used (Parquet, Spark write): every
-  decoded row except ``error`` (quarantined) and ``unknown`` (skipped) ones, which `state.replay.filter_replayable`
-  drops anyway. No ``--until-*`` cut is applied to them (a run with until bounds is never resumed, see below).
+* ``<warehouse>/_state/<snapshot_id>/decoded/`` — the decoded rows the next run needs (Parquet, Spark write): the
+  state-equivalent subset of the rows the replay used (`state.retained`: installed offsets, last plain writes and
+  tombstones per key, open transactions, the markers of kept transactional rows, each group's last GroupMetadata
+  record and its live KIP-848 incarnation, the records naming topic ids), never ``error`` (quarantined) or
+  ``unknown`` (skipped) rows. Its size follows the coordinator's state, not the log. A state written by an older
+  version holds every replayed row, which is a superset and resumes the same way. (A run with ``--until-*``
+  bounds is never resumed, see below.)
 * ``<warehouse>/_checkpoints/<snapshot_id>.json`` (`io.checkpoint.write_checkpoint`, atomic) — what was read:
   semantics, the ``num_partitions`` setting, until bounds, the newest record timestamp and the highest offsets
   partition of ALL rows seen so far (error/unknown rows included, as a full run counts them), and per offsets
@@ -17,10 +21,11 @@ head and last-entry bytes, at least ``consumed`` bytes long; no file before the 
 file overlapping offsets already read; same semantics, same ``num_partitions`` setting, no until bounds now or
 then, no tabular dump now or then — and otherwise falls back to a full rebuild with the reason. It then decodes
 only the new bytes (a checkpointed file from its ``consumed`` position, a new file from 0: work items carry a
-``start_position``, reported positions stay absolute) and replays ``new rows ∪ previous state``. The replay is a
-pure function of the replayable row set; that set equals the full run's because the framing walk is the decoder's
+``start_position``, reported positions stay absolute) and replays ``new rows ∪ previous state``. The new rows are
+exactly the full run's rows after the checkpoint because the framing walk is the decoder's
 (`FileLogInputStream.nextBatch`: an entry is read or not, reading resumes at an entry boundary, nothing is read
-twice or skipped). The newest timestamp (default ``as_of`` and the load time) and the highest partition come from
+twice or skipped), and replaying the previous state with any later rows gives what replaying all earlier rows
+with them gives (the defining property of `state.retained`, tested on generated logs cut at batch boundaries). The newest timestamp (default ``as_of`` and the load time) and the highest partition come from
 the checkpoint's totals combined with the new rows, so rows not kept in the state still count. Expiry, validation
 and the write then run as usual on the union: the snapshot tables are the full run's.
 

@@ -200,6 +200,9 @@ def run_rebuild(spark, settings: Settings, req: RebuildRequest, emit: Callable[[
         raise
 
 
+RETAINED = "_retained_positions"
+
+
 def _run_planned(spark, settings, req, conf, plan, summary, progress, warehouse, started_ms, until_time_ms):
     from pyspark import StorageLevel
 
@@ -208,7 +211,8 @@ def _run_planned(spark, settings, req, conf, plan, summary, progress, warehouse,
     from pipelines.state.expiry import ExpiryOptions, apply_expiry
     from pipelines.state.options import ReplayOptions
     from pipelines.state.quarantine import quarantine_table
-    from pipelines.state.replay import replay
+    from pipelines.state.replay import replay, replay_steps
+    from pipelines.state.retained import retained_positions, retained_rows
     from pipelines.state.served import with_served_offsets
     from pipelines.validation.accounting import Accounting
     from pipelines.validation.runner import markers_from_decoded, run_validation
@@ -255,7 +259,11 @@ def _run_planned(spark, settings, req, conf, plan, summary, progress, warehouse,
 
     progress.stage("replay", f"semantics {conf['semantics']}")
     tables = replay(replayed, options)
+    # What the next --incremental run needs of this log (pipelines/state/retained.py), computed while the
+    # replay's shared steps are cached.
+    tables[RETAINED] = retained_positions(replayed, options, replay_steps(tables))
     acct.materialize(tables)
+    retained = tables.pop(RETAINED)
 
     if req.as_of:
         as_of_ms = parse_time_ms(req.as_of, what="--as-of")
@@ -303,8 +311,8 @@ def _run_planned(spark, settings, req, conf, plan, summary, progress, warehouse,
     failed = result.should_fail_run
     summary.status = "validation_failed" if failed else "succeeded"
     progress.stage("checkpoint", f"state for --incremental -> {req.warehouse}/_state/{snapshot_id}")
-    incremental.save_checkpoint(spark, warehouse, snapshot_id, replayed, input_plan, inc, conf=conf, req=req,
-                                max_timestamp=max_ts, max_partition=max_part)
+    incremental.save_checkpoint(spark, warehouse, snapshot_id, retained_rows(replayed, retained), input_plan, inc,
+                                conf=conf, req=req, max_timestamp=max_ts, max_partition=max_part)
     progress.stage("write", f"snapshot {snapshot_id} -> {req.warehouse}")
     run_row = dict(status=summary.status, started_at=ms_to_iso(started_ms), as_of=ms_to_iso(as_of_ms),
                    retention_minutes=conf["retention_minutes"], semantics=conf["semantics"], inputs=summary.inputs,

@@ -6,7 +6,7 @@ ordered by log position, and ends in a select of the contract's columns (`schema
 """
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, NamedTuple
 
 from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame
@@ -179,13 +179,31 @@ def replay(decoded: DataFrame, options: ReplayOptions) -> dict[str, DataFrame]:
     for t, df in result.items():
         assert df.columns == columns(t), t
     # Steps several tables read: computed once per table otherwise when tables are computed one job each.
-    shared = (txn, committed, pending, timeline)
+    shared = ReplaySteps(txn, committed, pending, timeline)
     for df in result.values():
         df.__dict__[_SHARED_ATTR] = shared
     return result
 
 
 _SHARED_ATTR = "_replay_shared"
+
+
+class ReplaySteps(NamedTuple):
+    """The intermediate steps `replay`'s tables share (and `retained.retained_positions` reads)."""
+
+    txn: DataFrame  # transactional offset rows with their marker and outcome
+    committed: DataFrame  # the installed offset per GroupTopicPartition (any group state)
+    pending: DataFrame  # open transactional entries
+    timeline: DataFrame  # per group: what the id holds at the end, and the positions that decide it
+
+
+def replay_steps(tables: dict[str, DataFrame]) -> ReplaySteps | None:
+    """The `ReplaySteps` behind tables `replay` returned (None for tables from elsewhere)."""
+    for df in tables.values():
+        steps = df.__dict__.get(_SHARED_ATTR)
+        if steps is not None:
+            return steps
+    return None
 
 
 def persist_shared(tables: dict[str, DataFrame]) -> Callable[[], None]:
