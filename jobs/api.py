@@ -11,6 +11,7 @@ import json
 import secrets
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote, unquote
 
 import orjson
 
@@ -195,7 +196,9 @@ class CachedLookups:
 
     def _key(self, scope):
         path: str = scope["path"]
-        if path.endswith("/offsets"):
+        if path.startswith(DETAIL_BY_ID):
+            key = ("group", path[len(DETAIL_BY_ID):])
+        elif path.endswith("/offsets"):
             key = ("offsets", path[8:-8], None, None)
         elif path.endswith("/commits"):
             return None
@@ -223,7 +226,12 @@ class CachedLookups:
         return idx, key
 
     async def __call__(self, scope, receive, send):
-        if scope["type"] == "http" and scope["method"] == "GET" and scope["path"].startswith("/groups/"):
+        if scope["type"] == "http" and scope["path"].startswith("/groups/"):
+            gid = _encoded_detail_id(scope)
+            if gid is not None:  # the router would take it for /offsets or /commits of another group
+                scope = {**scope, "path": DETAIL_BY_ID + gid,
+                         "raw_path": (DETAIL_BY_ID + quote(gid, safe="")).encode("ascii")}
+        if scope["type"] == "http" and scope["method"] == "GET" and scope["path"].startswith(("/groups/", DETAIL_BY_ID)):
             hit = self._hit(scope)
             if hit is not None:
                 body, sid = hit
@@ -234,6 +242,28 @@ class CachedLookups:
                 await send({"type": "http.response.body", "body": body})
                 return
         await self.app(scope, receive, send)
+
+
+# `GET /groups/{id}` of an id that ends in "/offsets" or "/commits" (legal in Kafka), sent percent-encoded
+# (`/groups/a%2Foffsets`): the server decodes the path before routing, so the router alone would answer the offsets
+# of group "a". The front sees the raw path and hands such a request to this unlisted route instead.
+DETAIL_BY_ID = "/_group_detail/"
+
+
+def _encoded_detail_id(scope) -> str | None:
+    """The group id of a `/groups/{id}` request whose raw path holds the id as one percent-encoded segment that
+    decodes to something ending in /offsets or /commits; None for every other request."""
+    raw = scope.get("raw_path")
+    if not raw:
+        return None
+    seg = raw.split(b"?", 1)[0][len(b"/groups/"):]
+    if not raw.startswith(b"/groups/") or b"/" in seg or b"%2f" not in seg.lower():
+        return None
+    try:
+        gid = unquote(seg.decode("ascii"), errors="strict")
+    except UnicodeError:
+        return None
+    return gid if gid.endswith(("/offsets", "/commits")) else None
 
 
 def _first_error(exc: RequestValidationError) -> str:
@@ -411,6 +441,10 @@ def create_app(reader: SnapshotReader, *, token: str | None = None, refresh_inte
     async def group(group_id: str = PathParam(..., description="group id"), snapshot: str | None = SnapshotQ):
         """The group: metadata, members, committed offsets, open transactional offsets, what expired at as_of."""
         return await cached(snapshot, ("group", group_id), lambda idx: views.group_detail(idx, group_id))
+
+    # the same answer, for ids the router would misread (see DETAIL_BY_ID); not part of the documented API
+    app.get(DETAIL_BY_ID + "{group_id:path}", include_in_schema=False, dependencies=guarded,
+            response_model=GroupDetailOut)(group)
 
     @app.get(
         "/topics/{topic}/groups",

@@ -154,6 +154,27 @@ def test_group_ids_with_slashes_and_unicode(tmp_path):
         assert get(base, "/groups/" + quote("café ☕")).json()["group"]["group_id"] == "café ☕"
 
 
+def test_group_ids_ending_in_a_route_word(tmp_path):
+    """Ids like "x/offsets" are legal in Kafka. Sent percent-encoded, the detail of "x/offsets" is that group,
+    not the offsets of "x" (the server decodes the path before routing; the front reads the raw path)."""
+    k = WarehouseKit(tmp_path)
+    ids = ["x", "x/offsets", "x/commits", "x/offsets/offsets"]
+    k.snapshot("a", groups=[group(g, members=0, state="Empty") for g in ids],
+               offsets=[offset(g, "t", 0, i) for i, g in enumerate(ids)])
+    with running_server(tmp_path) as base:
+        for _ in range(2):  # built from the index, then from the response cache
+            for i, g in enumerate(ids):
+                enc = quote(g, safe="")
+                detail = get(base, f"/groups/{enc}")
+                assert detail.status_code == 200 and detail.json()["group"]["group_id"] == g, (g, detail.text)
+                assert [o["committed_offset"] for o in detail.json()["offsets"]] == [i]
+                assert [o["committed_offset"] for o in get(base, f"/groups/{enc}/offsets").json()] == [i]
+                assert get(base, f"/groups/{enc}/commits").json()["group_id"] == g
+        r = get(base, "/groups/" + quote("nope/offsets", safe=""))
+        assert r.status_code == 404 and "nope/offsets" in r.json()["detail"]
+        assert "/_group_detail/{group_id}" not in get(base, "/openapi.json").json()["paths"]
+
+
 def test_bearer_token(story):
     with running_server(story, "--token", "s3cret") as base:
         assert get(base, "/health").status_code == 200  # liveness stays open
