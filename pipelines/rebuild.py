@@ -228,7 +228,9 @@ def _run_planned(spark, settings, req, conf, plan, summary, progress, warehouse,
     progress.emit(f"          {inc.progress_line()}")
     progress.stage("decode", f"{plan.num_segments} segment(s), {plan.num_tabular} table(s), "
                              f"{plan.total_bytes / 1e6:.1f} MB")
-    decoded = decoded_frame_from_plan(spark, plan).persist(StorageLevel.MEMORY_AND_DISK)
+    # Kept on local disk, not in the JVM heap: the decoded log is the one frame that grows with the input (10 M
+    # records are several GB deserialized), and every later step reads it once or twice.
+    decoded = decoded_frame_from_plan(spark, plan).persist(StorageLevel.DISK_ONLY)
     counts = count_by_type(decoded)
     summary.record_type_counts = counts
     summary.records_in = sum(counts.values())

@@ -35,6 +35,8 @@ RUN_STATUSES = ("running", "succeeded", "failed", "validation_failed")
 # Final statuses `write_snapshot` may record; a snapshot with `validation_failed` is kept but not served.
 _FINAL_WRITE_STATUSES = ("succeeded", "validation_failed")
 _OFFSET_KEYS = ("offsets_partition", "record_offset")
+# Up to this many incoming offset_commits rows, the history is pruned to their keys by a broadcast semi join.
+_BROADCAST_KEYS_MAX = 1_000_000
 # Outcomes a transaction marker decides once and for all: never replaced by `pending` or null.
 _FINAL_OUTCOMES = ("committed", "aborted")
 _EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
@@ -191,6 +193,7 @@ class Warehouse:
         Files holding updated records are rewritten and swapped in the same commit as the new records.
         Returns the new table version, None when nothing changed.
         """
+        from pyspark import StorageLevel
         from pyspark.sql import Window
         from pyspark.sql import functions as F
 
@@ -210,10 +213,16 @@ class Warehouse:
         dt = delta.ensure_table(path, struct)
         current = delta.active_files(dt)
         touched: list[str] = []
+        joined = None
         if current:
             existing = (spark.read.schema(struct).parquet(*[str(path / f["path"]) for f in current])
                         .select(*keys, F.col("txn_outcome").alias("_old"), F.col("_metadata.file_path").alias("_file")))
-            joined = incoming.join(existing, keys, "left")
+            if df.count() <= _BROADCAST_KEYS_MAX:  # df: the run's materialized rows (a cheap count)
+                # an incremental run's few rows against a long history: one scan of the history's key columns
+                # through a broadcast hash of the incoming keys instead of shuffling the whole history
+                existing = existing.join(F.broadcast(incoming.select(*keys)), keys, "left_semi")
+            # read twice (the files to rewrite, then the rows to write): computed once
+            joined = incoming.join(existing, keys, "left").persist(StorageLevel.MEMORY_AND_DISK)
             new, old = F.col("txn_outcome"), F.col("_old")
             upgrade = (F.col("_file").isNotNull() & new.isNotNull() & ~old.eqNullSafe(new)
                        & (old.isNull() | ((old == "pending") & new.isin(*_FINAL_OUTCOMES))))
@@ -245,6 +254,9 @@ class Warehouse:
         except BaseException:
             delta.discard_dir(path, rel)
             raise
+        finally:
+            if joined is not None:
+                joined.unpersist()
 
     @staticmethod
     def _file_key(path_or_uri) -> str:
