@@ -36,11 +36,16 @@ def _rss_kb(pid: int) -> int:
 
 
 def _children(pid: int) -> list[int]:
+    """Child pids of `pid` (a process may exit while it is read: it then has none)."""
     out = []
-    for task in Path(f"/proc/{pid}/task").glob("*"):
+    try:
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
+    except OSError:
+        return out
+    for task in tasks:
         try:
             out += [int(c) for c in (task / "children").read_text().split()]
-        except FileNotFoundError:
+        except OSError:
             pass
     return out
 
@@ -57,7 +62,10 @@ class MemorySampler(threading.Thread):
             self.peak["python_driver"] = max(self.peak["python_driver"], _rss_kb(me))
             workers = 0
             for child in _children(me):
-                cmd = Path(f"/proc/{child}/cmdline").read_bytes() if Path(f"/proc/{child}/cmdline").exists() else b""
+                try:
+                    cmd = Path(f"/proc/{child}/cmdline").read_bytes()
+                except OSError:
+                    continue
                 if b"java" in cmd:
                     self.peak["driver_jvm"] = max(self.peak["driver_jvm"], _rss_kb(child))
                     stack = _children(child)
