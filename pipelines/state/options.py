@@ -7,6 +7,17 @@ LEGACY = "legacy"
 MODERN = "modern"
 SEMANTICS = (LEGACY, MODERN)
 
+#: The collections a replay produces, in this order (Spark `replay.replay` and `reference.replay_reference` alike).
+REPLAY_TABLES = (
+    "loaded_offsets",
+    "empty_group_offsets",
+    "loaded_groups",
+    "group_members",
+    "removed_groups",
+    "pending_offsets",
+    "offset_commits",
+)
+
 #: offsets.topic.num.partitions default in every Kafka version (spec §4); the floor for the placement check.
 DEFAULT_NUM_OFFSETS_PARTITIONS = 50
 

@@ -31,20 +31,11 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from pipelines.state.options import DEFAULT_NUM_OFFSETS_PARTITIONS, ReplayOptions
+from pipelines.state.options import DEFAULT_NUM_OFFSETS_PARTITIONS, REPLAY_TABLES, ReplayOptions
 
 Row = dict[str, Any]
 Key = tuple[str, str, int]  # GroupTopicPartition: (group, topic, partition)
 
-TABLES = (
-    "loaded_offsets",
-    "empty_group_offsets",
-    "loaded_groups",
-    "group_members",
-    "removed_groups",
-    "pending_offsets",
-    "offset_commits",
-)
 
 MEMBER_STATES = {0: "STABLE", 1: "UNREVOKED_PARTITIONS", 2: "UNRELEASED_PARTITIONS", 127: "UNKNOWN"}
 SKIPPED_KINDS = ("error", "unknown")
@@ -549,7 +540,7 @@ def replay_reference(rows: Iterable[Row], options: ReplayOptions) -> dict[str, l
     for r in kept:
         by_partition[r["offsets_partition"]].append(r)
     sid = options.snapshot_id
-    out: dict[str, list[Row]] = {t: [] for t in TABLES}
+    out: dict[str, list[Row]] = {t: [] for t in REPLAY_TABLES}
     for part in sorted(by_partition):
         load = replay_coordinator_shard if options.is_modern else do_load_groups_and_offsets
         st = load(part, by_partition[part])

@@ -20,15 +20,6 @@ from schemas.tables import TABLES, columns
 
 PART = "offsets_partition"
 GROUP_KEY = [PART, "group_id"]
-REPLAY_TABLES = (
-    "loaded_offsets",
-    "empty_group_offsets",
-    "loaded_groups",
-    "group_members",
-    "removed_groups",
-    "pending_offsets",
-    "offset_commits",
-)
 
 
 def filter_replayable(decoded: DataFrame, options: ReplayOptions) -> DataFrame:

@@ -17,7 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from .conftest import free_port, running_server
+from .conftest import free_port, running_server, stop_process
 
 pytestmark = [pytest.mark.browser, pytest.mark.integration]
 
@@ -116,12 +116,7 @@ def chromium(tmp_path: Path):
             with contextlib.suppress(httpx.HTTPError):
                 http.delete(f"/session/{sid}")
         http.close()
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc)
 
 
 def _png_size(png: bytes) -> tuple[int, int]:

@@ -5,9 +5,9 @@ import calendar
 import datetime as dt
 from collections import defaultdict
 
-from pipelines.state.options import ReplayOptions
+from pipelines.state.options import REPLAY_TABLES, ReplayOptions
 from pipelines.state.reference import replay_reference
-from pipelines.state.replay import REPLAY_TABLES, replay
+from pipelines.state.replay import replay
 from tests.state.rowkit import to_frame
 
 

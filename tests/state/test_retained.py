@@ -15,9 +15,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pipelines.state.options import ReplayOptions
+from pipelines.state.options import REPLAY_TABLES, ReplayOptions
 from pipelines.state.reference import replay_reference
-from pipelines.state.replay import REPLAY_TABLES
 from pipelines.state.retained import retained_positions
 from tests.state.harness import canon
 from tests.state.rowkit import to_frame
