@@ -240,19 +240,28 @@ class Warehouse:
                 out = rewritten.unionByName(new_rows)
         else:
             out = incoming
-        rel = delta.new_write_dir()
+        # Rows of transactions still open are the only ones a later run upgrades (pending → committed/aborted):
+        # they go to files of their own, so the next run's upgrade rewrites those few rows, not the history
+        # files around them (copy-on-write).
+        is_pending = F.coalesce(F.col("txn_outcome") == "pending", F.lit(False))
+        parts = [(delta.new_write_dir(), out.filter(~is_pending).sortWithinPartitions(*keys)),
+                 (delta.new_write_dir("pending-"), out.filter(is_pending).coalesce(1).sortWithinPartitions(*keys))]
         try:
-            delta.spark_write_files(out.sortWithinPartitions(*keys), path, rel)
-            adds = delta.collect_add_actions(path, rel, struct)
+            adds = []
+            for rel, part in parts:
+                delta.spark_write_files(part, path, rel)
+                adds += delta.collect_add_actions(path, rel, struct)
             removes = delta.remove_actions(dt, paths=touched)
             if not adds and not removes:
-                delta.discard_dir(path, rel)
+                for rel, _ in parts:
+                    delta.discard_dir(path, rel)
                 return None
             return delta.commit(dt, struct, [*adds, *removes], mode="append",
                                 metadata={"offsetlake.operation": "merge_offset_commits",
                                           "offsetlake.snapshot_id": snapshot_id})
         except BaseException:
-            delta.discard_dir(path, rel)
+            for rel, _ in parts:
+                delta.discard_dir(path, rel)
             raise
         finally:
             if joined is not None:

@@ -160,6 +160,43 @@ def test_decided_outcome_is_never_downgraded(spark, make_snapshot, tmp_path):
         (5, "committed", "a"), (6, None, "a")]
 
 
+def test_outcome_upgrade_rewrites_only_the_open_transactions_files(spark, tmp_path):
+    """Rows of open transactions are written to files of their own: a later run that decides them rewrites
+    those rows, not the history files around them."""
+    wh = Warehouse(tmp_path / "wh")
+
+    def merge(sid, records):
+        return wh._merge_offset_commits(spark, sid, spark.createDataFrame(
+            offset_commit_rows(records), TABLES["offset_commits"]).repartition(3))
+
+    def active():
+        files = [f["path"] for f in delta.active_files(DeltaTable(str(wh.table_path("offset_commits"))))]
+        return {f: [r["txn_outcome"] for r in pq_rows(wh.table_path("offset_commits") / f)] for f in files}
+
+    merge("a", [(0, o, None) for o in range(1, 200)] + [(0, 200, "pending"), (0, 201, "pending"), (1, 7, "aborted")])
+    first = active()
+    plain_a = {f for f, outcomes in first.items() if "pending" not in outcomes}
+    assert plain_a and all(set(first[f]) == {"pending"} for f in first if f not in plain_a)
+    assert sum(len(v) for v in first.values()) == 202
+
+    merge("b", [(0, 200, "committed"), (0, 201, "pending"), (0, 202, None)])
+    second = active()
+    assert plain_a <= set(second)  # the plain history files were not rewritten
+    for f, outcomes in second.items():
+        assert ("pending" in outcomes) == (f.startswith("pending-")), f
+        assert f.startswith("pending-") <= (set(outcomes) == {"pending"}), f
+    rows = {(r["offsets_partition"], r["record_offset"]): r for r in wh.read_table("offset_commits").to_pylist()}
+    assert len(rows) == 203
+    assert (rows[(0, 200)]["txn_outcome"], rows[(0, 200)]["snapshot_id"]) == ("committed", "a")
+    assert (rows[(0, 201)]["txn_outcome"], rows[(0, 202)]["snapshot_id"]) == ("pending", "b")
+
+
+def pq_rows(path: Path) -> list[dict]:
+    import pyarrow.parquet as pq
+
+    return pq.read_table(path).to_pylist()
+
+
 def test_read_table_columns_filters_and_defaults(scenario, tmp_path):
     wh = scenario.wh
     t = wh.read_table("loaded_offsets", columns=["group_id", "committed_offset"],
