@@ -127,7 +127,18 @@ def resolve_settings(settings: Settings, req: RebuildRequest) -> dict:
         kafka_version=str(req.kafka_version or r.get("kafka_version", "3.9")),
         num_partitions=req.num_partitions or r.get("num_offsets_partitions"),
         strict=req.strict or bool(r.get("strict", False)),
+        local_replay_max_rows=_non_negative_int(r.get("local_replay_max_rows", 0), "rebuild.local_replay_max_rows"),
     )
+
+
+def _non_negative_int(value, what: str) -> int:
+    try:
+        n = int(value or 0)
+    except (TypeError, ValueError):
+        raise UsageError(f"{what} must be a whole number, not {value!r}") from None
+    if n < 0:
+        raise UsageError(f"{what} must be 0 or more, not {n}")
+    return n
 
 
 def new_snapshot_id() -> str:
@@ -245,7 +256,8 @@ def _run_planned(spark, settings, req, conf, plan, summary, progress, warehouse,
     summary.incremental = inc.summary()
     # the rows replay reads (incremental: new rows ∪ the previous state); counts above are the new rows only
     replayed = inc.replayable(spark, decoded)
-    if inc.is_incremental:
+    local = inc.local_replay_rows(summary.records_in, conf["local_replay_max_rows"])
+    if inc.is_incremental and local is None:
         replayed = replayed.persist(StorageLevel.MEMORY_AND_DISK)
 
     max_ts = inc.max_timestamp(acct.max_record_timestamp(decoded))
@@ -259,26 +271,35 @@ def _run_planned(spark, settings, req, conf, plan, summary, progress, warehouse,
     options = ReplayOptions(semantics=conf["semantics"], until_offset=req.until_offset, until_time_ms=until_time_ms,
                             num_partitions=num_partitions, snapshot_id=snapshot_id, load_time_ms=max_ts)
 
-    progress.stage("replay", f"semantics {conf['semantics']}")
-    tables = replay(replayed, options)
-    # What the next --incremental run needs of this log (pipelines/state/retained.py), computed while the
-    # replay's shared steps are cached.
-    tables[RETAINED] = retained_positions(replayed, options, replay_steps(tables))
-    acct.materialize(tables)
-    retained = tables.pop(RETAINED)
-
     if req.as_of:
         as_of_ms = parse_time_ms(req.as_of, what="--as-of")
     else:
         as_of_ms = max_ts if max_ts is not None else started_ms
     summary.as_of = ms_to_iso(as_of_ms)
-    if conf["expiry"]:
-        progress.stage("expire", f"as of {summary.as_of}, retention {conf['retention_minutes']} min")
-        tables = apply_expiry(tables, ExpiryOptions(as_of_ms=as_of_ms, retention_minutes=conf["retention_minutes"],
-                                                    semantics=conf["semantics"],
-                                                    kafka_version=conf["kafka_version"]))
+    expiry = ExpiryOptions(as_of_ms=as_of_ms, retention_minutes=conf["retention_minutes"],
+                           semantics=conf["semantics"], kafka_version=conf["kafka_version"]) if conf["expiry"] else None
+    if local is not None:
+        # a small incremental run: replayed in this process by the sequential loaders (state/local_replay.py)
+        progress.stage("replay", f"semantics {conf['semantics']}, {local:,} rows in this process"
+                                 + (f", expiry as of {summary.as_of}" if expiry else ""))
+        from pipelines.state.local_replay import replay_locally
+        from schemas.tables import TABLES
+
+        arrow_tables, retained = replay_locally(inc.replayable_arrow(decoded), options, expiry)
+        tables = {t: spark.createDataFrame(a, schema=TABLES[t]) for t, a in arrow_tables.items()}
     else:
-        tables = acct.with_empty_expiry_tables(spark, tables)
+        progress.stage("replay", f"semantics {conf['semantics']}")
+        tables = replay(replayed, options)
+        # What the next --incremental run needs of this log (pipelines/state/retained.py), computed while the
+        # replay's shared steps are cached.
+        tables[RETAINED] = retained_positions(replayed, options, replay_steps(tables))
+        acct.materialize(tables)
+        retained = retained_rows(replayed, tables.pop(RETAINED))
+        if expiry is not None:
+            progress.stage("expire", f"as of {summary.as_of}, retention {conf['retention_minutes']} min")
+            tables = apply_expiry(tables, expiry)
+        else:
+            tables = acct.with_empty_expiry_tables(spark, tables)
     tables = with_served_offsets(tables)
     tables["quarantine"] = quarantine_table(decoded, snapshot_id)
 
@@ -313,7 +334,7 @@ def _run_planned(spark, settings, req, conf, plan, summary, progress, warehouse,
     failed = result.should_fail_run
     summary.status = "validation_failed" if failed else "succeeded"
     progress.stage("checkpoint", f"state for --incremental -> {req.warehouse}/_state/{snapshot_id}")
-    incremental.save_checkpoint(spark, warehouse, snapshot_id, retained_rows(replayed, retained), input_plan, inc,
+    incremental.save_checkpoint(spark, warehouse, snapshot_id, retained, input_plan, inc,
                                 conf=conf, req=req, max_timestamp=max_ts, max_partition=max_part)
     progress.stage("write", f"snapshot {snapshot_id} -> {req.warehouse}")
     run_row = dict(status=summary.status, started_at=ms_to_iso(started_ms), as_of=ms_to_iso(as_of_ms),
@@ -338,7 +359,7 @@ def _run_planned(spark, settings, req, conf, plan, summary, progress, warehouse,
     if keep:
         warehouse.retain(int(keep))
         incremental.clean_state(warehouse, progress.emit)
-    if inc.is_incremental:
+    if inc.is_incremental and local is None:
         replayed.unpersist()
     decoded.unpersist()
     return summary

@@ -84,14 +84,26 @@ def assert_same_snapshot(full_wh, full_id, inc_wh, inc_id):
     assert any(full[t] for t in ("loaded_offsets", "loaded_groups")), "a trivial comparison"
 
 
+def spark_replay_settings(settings):
+    """`settings` with the in-process replay of small incremental runs turned off: every run replays on Spark."""
+    from dataclasses import replace
+
+    return replace(settings, raw={**settings.raw, "rebuild": {**settings.section("rebuild"),
+                                                               "local_replay_max_rows": 0}})
+
+
 def assert_incremental_exact(spark, warn_settings, tmp: Path, full_input: Path, cut_input: Path, full_wh, full_id,
-                             full_summary, **kw):
-    """base run on `cut_input` + incremental run on `full_input` == the full run; returns the incremental summary."""
+                             full_summary, engine: str = "local", **kw):
+    """base run on `cut_input` + incremental run on `full_input` == the full run (always on Spark); returns the
+    base and incremental summaries. `engine`: how the incremental run replays, `local` (in-process, the default
+    for small runs) or `spark`."""
     wh = tmp / "wh"
     base = rebuild(spark, warn_settings, [cut_input], wh, "base", **kw)
     assert base.incremental["mode"] == "full"
-    inc = rebuild(spark, warn_settings, [full_input], wh, "inc", incremental=True, **kw)
+    inc_settings = spark_replay_settings(warn_settings) if engine == "spark" else warn_settings
+    inc = rebuild(spark, inc_settings, [full_input], wh, "inc", incremental=True, **kw)
     assert inc.incremental["mode"] == "incremental", inc.incremental
+    assert any("rows in this process" in line for line in inc.lines) == (engine == "local"), inc.lines
     assert inc.incremental["previous_snapshot"] == "base"
     assert 0 < inc.incremental["new_bytes"] < full_summary.bytes_in
     assert any("incremental from snapshot base" in line for line in inc.lines)
@@ -122,13 +134,13 @@ def sample_full(spark, warn_settings, sample, tmp_path_factory):
     return wh, rebuild(spark, warn_settings, [sample], wh, "full", **SAMPLE_KW)
 
 
-@pytest.mark.parametrize("fraction", [0.35, 0.8])
-def test_sample_incremental_equals_full(spark, warn_settings, sample, sample_full, tmp_path, fraction):
+@pytest.mark.parametrize("fraction,engine", [(0.35, "local"), (0.8, "local"), (0.35, "spark")])
+def test_sample_incremental_equals_full(spark, warn_settings, sample, sample_full, tmp_path, fraction, engine):
     full_wh, full = sample_full
     cut = tmp_path / "cut"
     cut_log_dir(sample, cut, fraction=fraction)
     base, inc = assert_incremental_exact(spark, warn_settings, tmp_path, sample, cut, full_wh, "full", full,
-                                         **SAMPLE_KW)
+                                         engine=engine, **SAMPLE_KW)
     print(f"\nsample cut at {fraction}: full {full.elapsed:.1f}s, base {base.elapsed:.1f}s, "
           f"incremental {inc.elapsed:.1f}s ({inc.incremental['new_bytes']:,} of {full.bytes_in:,} bytes); "
           f"stages full {full.stage_seconds} incremental {inc.stage_seconds}")
@@ -144,6 +156,28 @@ def test_sample_incremental_equals_full(spark, warn_settings, sample, sample_ful
     assert {p: v["next_offset"] for p, v in cp["partitions"].items()} == \
         {p: v["next_offset"] for p, v in full_cp["partitions"].items()}
     assert cp["max_timestamp"] == full_cp["max_timestamp"]
+
+
+def test_chain_of_incremental_runs_equals_full(spark, warn_settings, sample, sample_full, tmp_path):
+    """Nightly: full, then two incremental runs, each resuming from the state the previous one kept (the second
+    from the state the in-process replay computed)."""
+    full_wh, full = sample_full
+    wh = tmp_path / "wh"
+    for i, fraction in enumerate((0.3, 0.7)):
+        cut_log_dir(sample, tmp_path / f"cut{i}", fraction=fraction)
+    first = rebuild(spark, warn_settings, [tmp_path / "cut0"], wh, "d0", **SAMPLE_KW)
+    second = rebuild(spark, warn_settings, [tmp_path / "cut1"], wh, "d1", incremental=True, **SAMPLE_KW)
+    third = rebuild(spark, warn_settings, [sample], wh, "d2", incremental=True, **SAMPLE_KW)
+    assert [s.incremental["mode"] for s in (first, second, third)] == ["full", "incremental", "incremental"]
+    assert third.incremental["previous_snapshot"] == "d1"
+    assert first.records_in + second.records_in + third.records_in == full.records_in
+    assert second.records_in and third.records_in
+    assert_same_snapshot(full_wh, "full", wh, "d2")
+    # the state an in-process run keeps follows the coordinator's state, not the log
+    import pyarrow.parquet as pq
+
+    state_rows = pq.read_table(wh / "_state" / "d2" / "decoded").num_rows
+    assert state_rows < full.records_in - full.records_quarantined
 
 
 def test_fallback_log_start_moved(spark, warn_settings, sample, tmp_path):

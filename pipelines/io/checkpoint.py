@@ -12,6 +12,9 @@ import os
 import tempfile
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
+
 from pipelines.io.delta import check_partition_value
 
 CHECKPOINT_DIR = "_checkpoints"
@@ -94,7 +97,7 @@ def state_dir(warehouse, snapshot_id: str) -> Path:
 
 
 def write_state_rows(warehouse, snapshot_id: str, rows) -> Path:
-    """Write the DataFrame `rows` as Parquet at `_state/<id>/decoded`: into a temporary directory first, then
+    """Write `rows` (a DataFrame or an Arrow table) as Parquet at `_state/<id>/decoded`: into a temporary directory first, then
     renamed into place, so a reader never sees a half-written state."""
     import shutil
     import uuid
@@ -102,7 +105,11 @@ def write_state_rows(warehouse, snapshot_id: str, rows) -> Path:
     target = state_dir(warehouse, snapshot_id)
     target.mkdir(parents=True, exist_ok=True)
     tmp = target / f".decoded-{uuid.uuid4().hex[:8]}.tmp"
-    rows.write.mode("overwrite").parquet(str(tmp))
+    if isinstance(rows, pa.Table):  # the in-process replay's rows (state/local_replay.py)
+        tmp.mkdir()
+        pq.write_table(rows, tmp / "part-00000.snappy.parquet", compression="snappy")
+    else:
+        rows.write.mode("overwrite").parquet(str(tmp))
     final = target / "decoded"
     if final.exists():
         shutil.rmtree(final)

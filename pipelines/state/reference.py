@@ -530,8 +530,10 @@ def _commit_out(sid: str, part: int, r: Row, outcome: str | None) -> Row:
     }
 
 
-def replay_reference(rows: Iterable[Row], options: ReplayOptions) -> dict[str, list[Row]]:
-    """Replay decoded rows (log order within each offsets partition) into the snapshot tables, sequentially."""
+def replay_reference(rows: Iterable[Row], options: ReplayOptions,
+                     states: dict[int, PartitionState] | None = None) -> dict[str, list[Row]]:
+    """Replay decoded rows (log order within each offsets partition) into the snapshot tables, sequentially.
+    `states`, when given, receives each offsets partition's `PartitionState` (the loaders' maps at the end)."""
     rows = list(rows)
     n = num_offsets_partitions(rows, options)
     kept = list(_replayable(rows, options))
@@ -544,6 +546,8 @@ def replay_reference(rows: Iterable[Row], options: ReplayOptions) -> dict[str, l
     for part in sorted(by_partition):
         load = replay_coordinator_shard if options.is_modern else do_load_groups_and_offsets
         st = load(part, by_partition[part])
+        if states is not None:
+            states[part] = st
         live = st.groups.groups
         # offsets: split into the groups' offsets and emptyGroupOffsets; modern hides offsets of missing groups
         offsets_groups: set[str] = set()

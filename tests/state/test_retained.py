@@ -1,7 +1,8 @@
 """The incremental state (`pipelines/state/retained.py`) is state-equivalent: for a log cut at a batch boundary,
 replay(retained(prefix) ∪ rest) == replay(prefix ∪ rest), every table, both semantics.
 
-The subset is chosen by the Spark code; both replays are the sequential reference (an oracle independent of the
+The subset is chosen by the Spark code, and the in-process port of its rules (`local_replay`) must choose the
+same positions; both replays are the sequential reference (an oracle independent of the
 Spark replay the subset's rules were read from). Each example is a batch of generated logs (the differential
 tests' generator: interleaved groups, plain and transactional commits of several producers, markers and open
 ends, tombstones, classic and KIP-848 records, multi-record batches, gaps, junk), every log cut at three batch
@@ -15,6 +16,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from pipelines.state.local_replay import retained_positions_local
 from pipelines.state.options import REPLAY_TABLES, ReplayOptions
 from pipelines.state.reference import replay_reference
 from pipelines.state.retained import retained_positions
@@ -23,6 +25,15 @@ from tests.state.rowkit import to_frame
 from tests.state.test_replay_differential import HYPO, build_log, kafka_like_log, log_ops
 
 CUTS_PER_LOG = 3
+
+
+def local_positions(rows, opts: ReplayOptions) -> set[tuple[int, int]]:
+    """`local_replay.retained_positions_local` over `rows` (error/unknown rows dropped, as a run does)."""
+    rows = sorted((r for r in rows if r["record_kind"] not in ("error", "unknown")),
+                  key=lambda r: (r["offsets_partition"], r["offset"]))
+    states: dict = {}
+    replay_reference(rows, opts, states)
+    return retained_positions_local(rows, opts, states)
 
 
 def _batch_starts(rows) -> list[int]:
@@ -51,6 +62,7 @@ def _check(spark, semantics: str, batch, seed: int) -> None:
                 .collect()}
     kept = [r for r in replayable if (r["offsets_partition"], r["offset"]) in keep]
     assert len(kept) == len(keep)  # every position names one replayable row
+    assert local_positions(replayable, opts) == keep  # the in-process runs' port of the rules
     full = replay_reference(prefix + rest, opts)
     resumed = replay_reference(kept + rest, opts)
     for t in REPLAY_TABLES:
@@ -102,6 +114,7 @@ def _resumes_like_full(spark, log, cut: int, semantics: str) -> None:
     prefix, rest = rows[:cut], rows[cut:]
     opts = ReplayOptions(semantics=semantics, snapshot_id="ret", load_time_ms=5, num_partitions=50)
     keep = {r["offset"] for r in retained_positions(to_frame(spark, prefix), opts).collect()}
+    assert {o for _p, o in local_positions(prefix, opts)} == keep
     kept = [r for r in prefix if r["offset"] in keep]
     assert len(kept) < len(prefix)  # something was dropped, or the scenario proves nothing
     full, resumed = replay_reference(prefix + rest, opts), replay_reference(kept + rest, opts)
