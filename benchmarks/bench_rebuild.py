@@ -5,17 +5,21 @@
 
 Generates (or reuses) a sample dump with mixed codecs, warms the JVM on a small run, then times a full rebuild
 in this process. Memory is the peak resident set of each role, sampled from /proc every 0.2 s: the Python
-driver, the driver JVM, and the Python workers (summed at each sample).
+driver, the driver JVM, and the Python workers (their proportional set sizes summed at each sample, so pages
+the forked workers share are counted once; with how many workers were alive then). The driver's figure is the
+process's peak so far: a run after an incremental run reports at least that run's peak.
 
 With --incremental-percent P (default 1): "yesterday's dump" is the same log with the last P % of every
 partition cut off (at a batch boundary, tests/logtools.py); it is rebuilt first, then `--incremental` runs over
-the whole dump (the P % of new records), and the full rebuild of the whole dump is the baseline.
+the whole dump (the P % of new records), and the full rebuild of the whole dump (timed first, in a warehouse of
+its own) is the baseline.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import shutil
 import sys
 import threading
 import time
@@ -33,6 +37,18 @@ def _rss_kb(pid: int) -> int:
     except (FileNotFoundError, ProcessLookupError, PermissionError):
         pass
     return 0
+
+
+def _pss_kb(pid: int) -> int:
+    """Proportional set size: pages shared by forked Python workers are split between them, not counted per
+    worker (summing RSS over a fork tree counts the shared pages once per process)."""
+    try:
+        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+            if line.startswith("Pss:"):
+                return int(line.split()[1])
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        pass
+    return _rss_kb(pid)
 
 
 def _children(pid: int) -> list[int]:
@@ -53,14 +69,14 @@ def _children(pid: int) -> list[int]:
 class MemorySampler(threading.Thread):
     def __init__(self):
         super().__init__(daemon=True)
-        self.peak = {"python_driver": 0, "driver_jvm": 0, "python_workers": 0}
+        self.peak = {"python_driver": 0, "driver_jvm": 0, "python_workers": 0, "python_workers_count": 0}
         self.stop = threading.Event()
 
     def run(self):
         me = os.getpid()
         while not self.stop.is_set():
             self.peak["python_driver"] = max(self.peak["python_driver"], _rss_kb(me))
-            workers = 0
+            workers = count = 0
             for child in _children(me):
                 try:
                     cmd = Path(f"/proc/{child}/cmdline").read_bytes()
@@ -71,9 +87,11 @@ class MemorySampler(threading.Thread):
                     stack = _children(child)
                     while stack:
                         p = stack.pop()
-                        workers += _rss_kb(p)
+                        workers += _pss_kb(p)
+                        count += 1
                         stack += _children(p)
-            self.peak["python_workers"] = max(self.peak["python_workers"], workers)
+            if workers > self.peak["python_workers"]:
+                self.peak["python_workers"], self.peak["python_workers_count"] = workers, count
             time.sleep(0.2)
 
 
@@ -104,12 +122,16 @@ def main():
         generate_sample(warm, records=5000, groups=50, partitions=4, seed=2)
     settings = load_settings(env=args.env)
     spark = get_spark(settings, app_name="offsetlake-bench")
-    wh = args.dir / "warehouse"
-    run_rebuild(spark, settings, RebuildRequest(inputs=(str(warm),), warehouse=str(wh), snapshot_id="warm",
-                                                semantics=args.semantics))
+    # fresh warehouses: the full rebuild in one, yesterday's run and the incremental run in another (so the
+    # incremental run's history merge meets exactly yesterday's history)
+    wh, wh_full = args.dir / "warehouse", args.dir / "warehouse-full"
+    for d in (wh, wh_full, args.dir / "warehouse-warm"):
+        shutil.rmtree(d, ignore_errors=True)
+    run_rebuild(spark, settings, RebuildRequest(inputs=(str(warm),), warehouse=str(args.dir / "warehouse-warm"),
+                                                snapshot_id="warm", semantics=args.semantics))
     result = {"cores": os.cpu_count(), "load_avg_start": [round(x, 2) for x in os.getloadavg()]}
 
-    def timed(name: str, inputs: Path, snapshot_id: str, incremental: bool = False) -> dict:
+    def timed(name: str, inputs: Path, snapshot_id: str, incremental: bool = False, wh: Path = wh) -> dict:
         sampler = MemorySampler()
         sampler.start()
         t = time.monotonic()
@@ -122,7 +144,8 @@ def main():
             "records": summary.records_in, "mb": round(summary.bytes_in / 1e6, 1), "wall_s": round(wall, 1),
             "records_per_s": round(summary.records_in / wall),
             "stage_seconds": {k: round(v, 1) for k, v in summary.stage_seconds.items()},
-            "peak_rss_mb": {k: round(v / 1024) for k, v in sampler.peak.items()},
+            "peak_rss_mb": {k: round(v / 1024) for k, v in sampler.peak.items() if not k.endswith("_count")},
+            "python_workers_at_peak": sampler.peak["python_workers_count"],
             "load_avg_end": [round(x, 2) for x in os.getloadavg()],
         }
         if incremental:
@@ -138,14 +161,14 @@ def main():
         base = args.dir / f"{dump.name}-minus-{args.incremental_percent}pct"
         if not base.exists():
             cut_log_dir(dump, base, fraction=1 - args.incremental_percent / 100)
+        full = timed("full", dump, "full", wh=wh_full)
         timed("previous_full", base, "previous")
         inc = timed("incremental", dump, "incremental", incremental=True)
-        full = timed("full", dump, "full")
-        state = wh / "_state" / "full" / "decoded"
+        state = wh_full / "_state" / "full" / "decoded"
         result["state_mb"] = round(sum(f.stat().st_size for f in state.rglob("*.parquet")) / 1e6, 1)
         result["incremental_fraction_of_full"] = round(inc["wall_s"] / full["wall_s"], 3)
     else:
-        timed("full", dump, "full")
+        timed("full", dump, "full", wh=wh_full)
     print(json.dumps(result, indent=1))
 
 

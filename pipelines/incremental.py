@@ -25,7 +25,10 @@ only the new bytes (a checkpointed file from its ``consumed`` position, a new fi
 exactly the full run's rows after the checkpoint because the framing walk is the decoder's
 (`FileLogInputStream.nextBatch`: an entry is read or not, reading resumes at an entry boundary, nothing is read
 twice or skipped), and replaying the previous state with any later rows gives what replaying all earlier rows
-with them gives (the defining property of `state.retained`, tested on generated logs cut at batch boundaries). The newest timestamp (default ``as_of`` and the load time) and the highest partition come from
+with them gives (the defining property of `state.retained`, tested on generated logs cut at batch boundaries). When the previous state plus the new rows are at most ``rebuild.local_replay_max_rows``, that replay runs in
+the driver process (`state.local_replay`: the sequential loaders, and the same retained rules ported to them)
+rather than on Spark, whose fixed per-job cost dominates at that size. The newest timestamp (default ``as_of``
+and the load time) and the highest partition come from
 the checkpoint's totals combined with the new rows, so rows not kept in the state still count. Expiry, validation
 and the write then run as usual on the union: the snapshot tables are the full run's.
 
