@@ -167,13 +167,11 @@ def contract_table(rows: list[Row], table: str) -> pa.Table:
     from schemas.tables import TABLES
 
     schema = arrow_schema(TABLES[table])
-    ts = [f.name for f in schema if pa.types.is_timestamp(f.type)]
-    plain = pa.schema([pa.field(f.name, pa.int64()) if f.name in ts else f for f in schema])
-    t = pa.Table.from_pylist([{c: r.get(c) for c in plain.names} for r in rows], schema=plain)
-    for name in ts:
-        i = t.schema.get_field_index(name)
-        t = t.set_column(i, schema.field(name), _timestamps(t.column(name).to_pylist()))
-    return t.cast(schema)
+    arrays = []
+    for f in schema:
+        values = [r.get(f.name) for r in rows]
+        arrays.append(_timestamps(values) if pa.types.is_timestamp(f.type) else pa.array(values, f.type))
+    return pa.Table.from_arrays(arrays, schema=schema)
 
 
 def replay_locally(table: pa.Table, options: ReplayOptions, expiry=None) -> tuple[dict[str, pa.Table], pa.Table]:
