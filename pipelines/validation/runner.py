@@ -56,16 +56,6 @@ def default_context():
     return _CONTEXT
 
 
-_POOL: list = []  # GX contexts for suites validated side by side, one per thread at a time
-
-
-def _pooled_contexts(n: int) -> list:
-    """`n` GX contexts of their own (data sources, execution engines), built on first use and kept."""
-    while len(_POOL) < n:
-        _POOL.append(new_context())
-    return _POOL[:n]
-
-
 def markers_from_decoded(decoded: DataFrame) -> DataFrame:
     """Transaction markers of the decoded rows: (offsets_partition, producer_id, offset, control_type)."""
     return decoded.where(F.col("record_kind") == "control").select(
@@ -336,18 +326,6 @@ def validation_settings(settings: Settings) -> tuple[str, float, str]:
     return policy, skew, semantics
 
 
-def validation_parallelism(settings: Settings) -> int:
-    """`validation.parallelism`: how many suites run side by side (default 2; 1 = one after the other)."""
-    value = settings.section("validation").get("parallelism", 2)
-    try:
-        n = int(value)
-    except (TypeError, ValueError):
-        raise ConfigError(f"validation.parallelism must be a whole number, got {value!r}") from None
-    if n < 1:
-        raise ConfigError("validation.parallelism must be at least 1")
-    return n
-
-
 def run_validation(
     spark: SparkSession,
     tables: Mapping[str, DataFrame],
@@ -365,11 +343,9 @@ def run_validation(
 
     `tables` maps contract table names to DataFrames; a table not given is listed in `skipped`, as is a check
     whose other input is missing (`markers` for pending offsets, `accounting` for the record accounting).
-    `suites` restricts the run to those suite names. `context` (one GX context for every suite, one after the
-    other) defaults to `validation.parallelism` suites side by side, each on a pooled context of its own.
+    `suites` restricts the run to those suite names. `context` defaults to the process's ephemeral GX context.
     """
     policy, skew, semantics = validation_settings(settings)
-    parallelism = validation_parallelism(settings)
     started = time.perf_counter()
     inputs: dict[str, DataFrame] = dict(tables)
     if markers is not None:
@@ -383,8 +359,9 @@ def run_validation(
         semantics=semantics,
         available=frozenset(inputs),
     )
+    context = context or default_context()
+    outcomes: list[SuiteOutcome] = []
     skipped: list[tuple[str, str]] = []
-    todo: list[SuiteSpec] = []
     for spec in specs:
         if suites is not None and spec.name not in suites:
             continue
@@ -392,30 +369,7 @@ def run_validation(
             skipped.append((spec.name, "not given"))
             continue
         skipped.extend(spec.skipped)
-        todo.append(spec)
-    workers = min(parallelism, len(todo)) if context is None else 1
-    if workers <= 1:
-        context = context or default_context()
-        outcomes = [_validate_suite(context, spec, inputs) for spec in todo]
-    else:
-        # Suites are independent: on small tables each is a handful of short Spark jobs, mostly waiting on the
-        # driver, so a few run side by side, each thread with a GX context of its own.
-        import queue
-        from concurrent.futures import ThreadPoolExecutor
-
-        free: queue.Queue = queue.Queue()
-        for c in _pooled_contexts(workers):
-            free.put(c)
-
-        def one(spec: SuiteSpec) -> SuiteOutcome:
-            ctx = free.get()
-            try:
-                return _validate_suite(ctx, spec, inputs)
-            finally:
-                free.put(ctx)
-
-        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="validate") as pool:
-            outcomes = list(pool.map(one, todo))
+        outcomes.append(_validate_suite(context, spec, inputs))
     return ValidationResult(
         policy=policy,
         as_of_ms=as_of_ms,

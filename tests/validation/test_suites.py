@@ -155,41 +155,6 @@ def test_broken_table_fails_exactly_its_check(validate, rows, breaker):
     assert result.should_fail_run  # ci settings: policy fail
 
 
-def test_suites_side_by_side_give_what_one_at_a_time_gives(spark, settings, gx_context, rows):
-    """`validation.parallelism` (pooled GX contexts, one per thread) changes nothing in the result: one breaker
-    per suite, so every suite has a failure with its counts and examples to get right."""
-    from dataclasses import replace
-
-    from pipelines.validation.runner import run_validation
-
-    from .validation_rows import SID, build_inputs
-
-    seen = set()
-    for b in BREAKERS:
-        suite = b.check_id.split(".")[0]
-        if suite not in seen and b.table == suite:
-            seen.add(suite)
-            b.mutate(rows)
-    assert len(seen) >= 8
-    inputs = build_inputs(spark, rows)
-
-    def run(context, parallelism):
-        s = replace(settings, raw={**settings.raw, "validation": {**settings.section("validation"),
-                                                                  "parallelism": parallelism}})
-        result = run_validation(spark, inputs["tables"], as_of_ms=AS_OF_MS, num_partitions=N, settings=s,
-                                markers=inputs["markers"], accounting=inputs["accounting"], context=context,
-                                snapshot_id=SID)
-        doc = result.to_dict()
-        doc.pop("seconds")
-        for suite in doc["suites"]:
-            suite.pop("seconds")
-        return doc
-
-    one_at_a_time = run(gx_context, 1)
-    assert {s["name"] for s in one_at_a_time["suites"] if not s["success"]} >= seen
-    assert run(None, 3) == one_at_a_time
-
-
 def test_unexpected_examples_name_the_offending_row(validate, rows):
     _assigned_unsubscribed(rows)
     result = validate(rows, suites=["group_members"])
