@@ -29,26 +29,26 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 
-def _rss_kb(pid: int) -> int:
+def _proc_kb(pid: int, file: str, field: str) -> int | None:
+    """A `field:` line (kB) of /proc/<pid>/<file>; None when the process is gone or the file has no such line."""
     try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
+        for line in Path(f"/proc/{pid}/{file}").read_text().splitlines():
+            if line.startswith(field + ":"):
                 return int(line.split()[1])
     except (FileNotFoundError, ProcessLookupError, PermissionError):
         pass
-    return 0
+    return None
+
+
+def _rss_kb(pid: int) -> int:
+    return _proc_kb(pid, "status", "VmRSS") or 0
 
 
 def _pss_kb(pid: int) -> int:
     """Proportional set size: pages shared by forked Python workers are split between them, not counted per
     worker (summing RSS over a fork tree counts the shared pages once per process)."""
-    try:
-        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
-            if line.startswith("Pss:"):
-                return int(line.split()[1])
-    except (FileNotFoundError, ProcessLookupError, PermissionError):
-        pass
-    return _rss_kb(pid)
+    pss = _proc_kb(pid, "smaps_rollup", "Pss")
+    return _rss_kb(pid) if pss is None else pss
 
 
 def _children(pid: int) -> list[int]:
