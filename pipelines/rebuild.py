@@ -257,6 +257,8 @@ def _run_planned(spark, settings, req, conf, plan, summary, progress, warehouse,
     # the rows replay reads (incremental: new rows ∪ the previous state); counts above are the new rows only
     replayed = inc.replayable(spark, decoded)
     local = inc.local_replay_rows(summary.records_in, conf["local_replay_max_rows"])
+    if inc.is_incremental:
+        summary.incremental["replay"] = "spark" if local is None else "in-process"
     if inc.is_incremental and local is None:
         replayed = replayed.persist(StorageLevel.MEMORY_AND_DISK)
 
@@ -306,7 +308,9 @@ def _run_planned(spark, settings, req, conf, plan, summary, progress, warehouse,
     # Materialize every table once: validation, counts and the write then read cached rows instead of
     # re-running replay and expiry for each of them.
     progress.stage("materialize")
-    stats = acct.materialize(tables)
+    # the in-process replay's tables are rows in memory already; only what Spark computes is checkpointed
+    stats = acct.materialize(tables, in_memory=frozenset(t for t in tables if t != "quarantine")
+                             if local is not None else frozenset())
 
     progress.stage("validate")
     # records_in: the reader's own count from batch headers (frames.decode.reader_counts), independent of the

@@ -104,6 +104,7 @@ def assert_incremental_exact(spark, warn_settings, tmp: Path, full_input: Path, 
     inc = rebuild(spark, inc_settings, [full_input], wh, "inc", incremental=True, **kw)
     assert inc.incremental["mode"] == "incremental", inc.incremental
     assert any("rows in this process" in line for line in inc.lines) == (engine == "local"), inc.lines
+    assert inc.incremental["replay"] == {"local": "in-process", "spark": "spark"}[engine]
     assert inc.incremental["previous_snapshot"] == "base"
     assert 0 < inc.incremental["new_bytes"] < full_summary.bytes_in
     assert any("incremental from snapshot base" in line for line in inc.lines)
