@@ -226,7 +226,7 @@ def _run_planned(spark, settings, req, conf, plan, summary, progress, warehouse,
     from pipelines.state.retained import retained_positions, retained_rows
     from pipelines.state.served import with_served_offsets
     from pipelines.validation.accounting import Accounting
-    from pipelines.validation.runner import markers_from_decoded, run_validation
+    from pipelines.validation.runner import markers_from_arrow, markers_from_decoded, run_validation
 
     snapshot_id = summary.snapshot_id
     # --incremental: decode only the bytes after the previous snapshot's checkpoint (pipelines/incremental.py);
@@ -287,8 +287,12 @@ def _run_planned(spark, settings, req, conf, plan, summary, progress, warehouse,
         from pipelines.state.local_replay import replay_locally
         from schemas.tables import TABLES
 
-        arrow_tables, retained = replay_locally(inc.replayable_arrow(decoded), options, expiry)
+        rows = inc.replayable_arrow(decoded)
+        arrow_tables, retained = replay_locally(rows, options, expiry)
         tables = {t: spark.createDataFrame(a, schema=TABLES[t]) for t, a in arrow_tables.items()}
+        # the transaction markers validation reads, from the rows in hand rather than a scan of the state files
+        markers = spark.createDataFrame(markers_from_arrow(rows))
+        del rows
     else:
         progress.stage("replay", f"semantics {conf['semantics']}")
         tables = replay(replayed, options)
@@ -317,7 +321,8 @@ def _run_planned(spark, settings, req, conf, plan, summary, progress, warehouse,
     # decoded rows, so `accounting.records_accounted` fails when records go missing in decoding.
     accounting = Accounting.from_decoded(decoded, reader_counts(spark, plan), until_offset=req.until_offset,
                                          until_time_ms=until_time_ms)
-    markers = markers_from_decoded(replayed)
+    if local is None:
+        markers = markers_from_decoded(replayed)
     result = run_validation(spark, tables, as_of_ms=as_of_ms, num_partitions=num_partitions, settings=settings,
                             markers=markers, accounting=accounting, snapshot_id=snapshot_id)
     summary.validation = result.summary()

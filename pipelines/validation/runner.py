@@ -56,11 +56,19 @@ def default_context():
     return _CONTEXT
 
 
+MARKER_COLUMNS = ("offsets_partition", "producer_id", "offset", "control_type")
+
+
 def markers_from_decoded(decoded: DataFrame) -> DataFrame:
     """Transaction markers of the decoded rows: (offsets_partition, producer_id, offset, control_type)."""
-    return decoded.where(F.col("record_kind") == "control").select(
-        "offsets_partition", "producer_id", "offset", "control_type"
-    )
+    return decoded.where(F.col("record_kind") == "control").select(*MARKER_COLUMNS)
+
+
+def markers_from_arrow(decoded):
+    """`markers_from_decoded` for decoded rows held as an Arrow table (an Arrow table)."""
+    import pyarrow.compute as pc
+
+    return decoded.filter(pc.equal(decoded.column("record_kind"), "control")).select(list(MARKER_COLUMNS))
 
 
 # -- results -------------------------------------------------------------------------------------------------------
