@@ -51,7 +51,13 @@ from typing import Callable, Iterator
 
 import pyarrow as pa
 
-from pipelines.io.checkpoint import remove_orphaned_state, state_dir, write_state_rows
+from pipelines.io.checkpoint import (
+    count_state_rows,
+    read_state_rows,
+    remove_orphaned_state,
+    state_dir,
+    write_state_rows,
+)
 
 CHECKPOINT_FORMAT = 1
 HEAD_BYTES = 64 * 1024
@@ -115,30 +121,23 @@ class IncrementalStart:
 
 
     # -- the in-process replay of a small incremental run (state/local_replay.py) ---------------------------------
-    def previous_state_rows(self) -> int:
-        """Rows in the previous state (Parquet footers only)."""
-        import pyarrow.dataset as ds
-
-        return sum(f.metadata.num_rows for f in ds.dataset(self.previous_state, format="parquet").get_fragments())
-
     def local_replay_rows(self, new_records: int, max_rows: int) -> int | None:
         """The rows to replay when this run replays in-process (incremental, at most `max_rows` rows: previous
         state + new records), else None (the Spark replay)."""
         if not self.is_incremental or max_rows <= 0 or new_records > max_rows:
             return None
-        total = self.previous_state_rows() + new_records
+        total = count_state_rows(self.previous_state) + new_records
         return total if total <= max_rows else None
 
     def replayable_arrow(self, decoded) -> pa.Table:
         """`replayable` as one Arrow table on the driver: this run's decoded rows (through Spark's Arrow) and the
         previous state (read directly)."""
-        import pyarrow.dataset as ds
         from pyspark.sql import functions as F
 
         from pipelines.state.local_replay import conform_decoded
 
         new = conform_decoded(decoded.filter(~F.col("record_kind").isin("error", "unknown")).toArrow())
-        previous = conform_decoded(ds.dataset(self.previous_state, format="parquet").to_table())
+        previous = conform_decoded(read_state_rows(self.previous_state))
         return pa.concat_tables([previous, new])
 
 

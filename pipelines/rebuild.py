@@ -301,6 +301,7 @@ def _run_planned(spark, settings, req, conf, plan, summary, progress, warehouse,
         tables[RETAINED] = retained_positions(replayed, options, replay_steps(tables))
         acct.materialize(tables)
         retained = retained_rows(replayed, tables.pop(RETAINED))
+        markers = markers_from_decoded(replayed)
         if expiry is not None:
             progress.stage("expire", f"as of {summary.as_of}, retention {conf['retention_minutes']} min")
             tables = apply_expiry(tables, expiry)
@@ -312,17 +313,15 @@ def _run_planned(spark, settings, req, conf, plan, summary, progress, warehouse,
     # Materialize every table once: validation, counts and the write then read cached rows instead of
     # re-running replay and expiry for each of them.
     progress.stage("materialize")
-    # the in-process replay's tables are rows in memory already; only what Spark computes is checkpointed
-    stats = acct.materialize(tables, in_memory=frozenset(t for t in tables if t != "quarantine")
-                             if local is not None else frozenset())
+    # (the in-process replay's tables too: a frame built from Arrow ships its rows from the driver again for
+    # every job that reads it, and validation and the write run dozens)
+    stats = acct.materialize(tables)
 
     progress.stage("validate")
     # records_in: the reader's own count from batch headers (frames.decode.reader_counts), independent of the
     # decoded rows, so `accounting.records_accounted` fails when records go missing in decoding.
     accounting = Accounting.from_decoded(decoded, reader_counts(spark, plan), until_offset=req.until_offset,
                                          until_time_ms=until_time_ms)
-    if local is None:
-        markers = markers_from_decoded(replayed)
     result = run_validation(spark, tables, as_of_ms=as_of_ms, num_partitions=num_partitions, settings=settings,
                             markers=markers, accounting=accounting, snapshot_id=snapshot_id)
     summary.validation = result.summary()

@@ -117,6 +117,20 @@ def write_state_rows(warehouse, snapshot_id: str, rows) -> Path:
     return final
 
 
+def read_state_rows(path) -> pa.Table:
+    """The state rows `write_state_rows` wrote at `path` (its `decoded` directory), as one Arrow table."""
+    import pyarrow.dataset as ds
+
+    return ds.dataset(str(path), format="parquet").to_table()
+
+
+def count_state_rows(path) -> int:
+    """How many state rows are at `path`, from the Parquet footers only."""
+    import pyarrow.dataset as ds
+
+    return sum(f.metadata.num_rows for f in ds.dataset(str(path), format="parquet").get_fragments())
+
+
 def remove_orphaned_state(warehouse, existing_snapshot_ids) -> list[str]:
     """Delete `_state/<id>` and `_checkpoints/<id>.json` of snapshots not in `existing_snapshot_ids`; returns the
     ids whose state was removed, sorted."""

@@ -24,7 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipelines.state.options import ReplayOptions
-from pipelines.state.reference import PartitionState, replay_reference
+from pipelines.state.reference import PartitionState, _is_first_record_of_batch, _pid, replay_reference
 from schemas.decoded import DECODED_RECORD_SCHEMA
 
 Row = dict[str, Any]
@@ -37,7 +37,6 @@ OFFSET_ROW_COLUMNS = (PART, "offset", "record_kind", "key_type", "batch_first_of
                       "committed_offset", "leader_epoch", "metadata", "commit_timestamp", "expire_timestamp",
                       "topic_id")
 UNREAD_COLUMNS = ("key", "value", "source", "error", "batch_position", "codec", "magic", "timestamp_type")
-REPLAYED_KINDS = ("offset_commit", "group_metadata", "consumer_group", "control")
 
 
 def conform_decoded(table: pa.Table) -> pa.Table:
@@ -60,18 +59,12 @@ def rows_in_log_order(table: pa.Table) -> list[Row]:
 # ---------------------------------------------------------------------------------------------------------------
 # the retained rows, read off the loaders' end state (same rules as `retained.retained_positions`)
 # ---------------------------------------------------------------------------------------------------------------
-def _pid(row: Row) -> int:
-    p = row.get("producer_id")
-    return -1 if p is None else p
-
-
 def _is_end_marker(row: Row, modern: bool) -> bool:
     """`offsets.filter_end_markers`: modern reads every control record, only COMMIT/ABORT end a transaction;
     legacy reads the first record of a control batch, any control type ends it."""
     if modern:
         return row.get("control_type") in ("COMMIT", "ABORT")
-    first = row.get("batch_first_offset")
-    return row["offset"] == (row["offset"] if first is None else first)
+    return _is_first_record_of_batch(row)
 
 
 def retained_positions_local(rows: list[Row], options: ReplayOptions,
