@@ -117,6 +117,15 @@ def resolve_settings(settings: Settings, req: RebuildRequest) -> dict:
     semantics = req.semantics or r.get("semantics", "legacy")
     if semantics not in ("legacy", "modern"):
         raise UsageError(f"--semantics must be legacy or modern, not {semantics!r}")
+    # the validation settings are read after the replay: a bad one is reported now, not minutes into the run
+    from pipelines.config import ConfigError
+    from pipelines.validation.runner import pandas_max_rows, validation_settings
+
+    try:
+        validation_settings(settings)
+        pandas_max_rows(settings)
+    except ConfigError as e:
+        raise UsageError(str(e)) from None
     retention = req.retention_minutes if req.retention_minutes is not None else int(r.get("retention_minutes", 10080))
     if retention < 1:
         raise UsageError("--retention-minutes must be at least 1")

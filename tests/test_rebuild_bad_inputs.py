@@ -143,6 +143,19 @@ def test_nonexistent_input_exits_2_naming_it(spark, tmp_path):
     assert str(missing) in r.output + r.stderr
 
 
+@pytest.mark.parametrize("setting, message", [
+    ("validation.policy=ignore", "validation.policy must be one of fail, warn"),
+    ("validation.pandas_max_rows=-1", "validation.pandas_max_rows must be >= 0"),
+    ("rebuild.local_replay_max_rows=lots", "rebuild.local_replay_max_rows must be a whole number"),
+])
+def test_bad_setting_exits_2_before_any_work(spark, tmp_path, setting, message):
+    src = bi.torn_only(tmp_path / "in")
+    r = invoke(["--input", str(src), "--warehouse", str(tmp_path / "wh"), "--conf", setting])
+    assert r.exit_code == 2
+    assert message in r.stderr
+    assert not (tmp_path / "wh").exists()  # refused before the run was recorded
+
+
 def test_directory_without_data_exits_2_with_a_message(spark, tmp_path):
     (tmp_path / "in").mkdir()
     r = invoke(["--input", str(tmp_path / "in"), "--warehouse", str(tmp_path / "wh")])

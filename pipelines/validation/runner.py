@@ -1,8 +1,13 @@
 """Runs the suites on a snapshot's DataFrames before the commit and turns GX results into a `ValidationResult`.
 
-One ephemeral GX context (analytics and progress bars off) serves a process; each suite validates one prepared,
-cached frame through a Spark data source on in-memory DataFrames. The result carries the run policy: `fail` makes
-a failed expectation fail the run, `warn` only reports it.
+One ephemeral GX context (analytics and progress bars off) serves a process. Each suite's frame is prepared with
+Spark (the relational `chk_*` columns), then validated by GX on one of two engines:
+- pandas, when the table has at most `validation.pandas_max_rows` rows: the columns the expectations read are
+  collected once through Arrow and every expectation runs in this process. A state table (loaded offsets, groups,
+  members) is sized by the coordinator's state, and on Spark its ~10 expectations cost ~15 small jobs each.
+- Spark otherwise (the history of a full run, millions of rows): a cached frame through a Spark data source.
+Both engines give the same outcomes, failures, counts and examples included (tests/validation runs every breaker
+on both). The result carries the run policy: `fail` makes a failed expectation fail the run, `warn` only reports it.
 """
 from __future__ import annotations
 
@@ -24,6 +29,8 @@ from pipelines.validation.suites import SuiteSpec, build_suites
 
 POLICIES = ("fail", "warn")
 DATASOURCE = "offsetlake_validation"
+PANDAS_DATASOURCE = "offsetlake_validation_pandas"
+PANDAS_MAX_ROWS = 2_000_000  # validation.pandas_max_rows when unset
 BATCH_DEFINITION = "whole_dataframe"
 EXAMPLES = 5  # unexpected rows kept per expectation
 RESULT_FORMAT_BASE = {"result_format": "SUMMARY", "partial_unexpected_count": EXAMPLES}
@@ -75,6 +82,8 @@ def markers_from_arrow(decoded):
 
 
 def _jsonable(v: Any) -> Any:
+    if type(v).__module__ == "numpy" and hasattr(v, "item"):  # a pandas-engine scalar (numpy.int64, numpy.bool_)
+        v = v.item()
     if isinstance(v, datetime):
         if v.tzinfo is None:
             v = v.replace(tzinfo=timezone.utc)
@@ -255,13 +264,15 @@ def _outcome(spec: SuiteSpec, gx_result) -> ExpectationOutcome:
     )
 
 
-def _batch_definition(context, name: str):
-    """Get or add the Spark data source, the suite's DataFrame asset and its whole-frame batch definition."""
+def _batch_definition(context, name: str, *, pandas: bool = False):
+    """Get or add the data source (Spark, or pandas), the suite's DataFrame asset and its whole-frame batch
+    definition."""
+    source = PANDAS_DATASOURCE if pandas else DATASOURCE
     try:
-        ds = context.data_sources.get(DATASOURCE)
+        ds = context.data_sources.get(source)
     except LookupError:  # GX raises KeyError / LookupError for an absent name
         # persist=False: the runner caches the prepared frame itself and unpersists it after the suite
-        ds = context.data_sources.add_spark(DATASOURCE, persist=False)
+        ds = context.data_sources.add_pandas(source) if pandas else context.data_sources.add_spark(source, persist=False)
     try:
         asset = ds.get_asset(name)
     except LookupError:
@@ -272,15 +283,31 @@ def _batch_definition(context, name: str):
         return asset.add_batch_definition_whole_dataframe(BATCH_DEFINITION)
 
 
-def _validate_suite(context, spec: SuiteSpec, inputs: Mapping[str, DataFrame]) -> SuiteOutcome:
-    """Two passes over the cached, prepared frame: every check as BOOLEAN_ONLY (GX bundles those aggregates into
-    a few Spark jobs), then only the failed checks again as SUMMARY for counts and offending rows. A clean table
-    never pays for example collection, which is most of GX's per-expectation cost on Spark."""
+def to_validation_pandas(table):
+    """An Arrow table as the pandas frame GX validates: integers that hold nulls as Python ints (not floats, which
+    would round ids above 2^53), timestamps at their Arrow resolution (microseconds: any year Spark holds fits,
+    where nanoseconds end in 2262)."""
+    return table.to_pandas(integer_object_nulls=True, date_as_object=True, coerce_temporal_nanoseconds=False)
+
+
+def _validate_suite(context, spec: SuiteSpec, inputs: Mapping[str, DataFrame], pandas_max_rows: int = 0
+                    ) -> SuiteOutcome:
+    """Two passes over the prepared frame: every check as BOOLEAN_ONLY (on Spark GX bundles those aggregates into
+    a few jobs), then only the failed checks again as SUMMARY for counts and offending rows. A clean table never
+    pays for example collection, which is most of GX's per-expectation cost on Spark. Up to `pandas_max_rows` rows
+    the frame is collected (only the columns the expectations read) and validated on pandas."""
     started = time.perf_counter()
-    prepared = spec.prepare(inputs).cache()
+    prepared = spec.prepare(inputs)
+    pandas = pandas_max_rows > 0 and inputs[spec.table].count() <= pandas_max_rows
+    if pandas:
+        frame = to_validation_pandas(prepared.select(*spec.columns_read).toArrow())
+        rows = len(frame)
+    else:
+        frame = prepared = prepared.cache()
     try:
-        rows = prepared.count()
-        batch = _batch_definition(context, spec.name).get_batch(batch_parameters={"dataframe": prepared})
+        if not pandas:
+            rows = prepared.count()
+        batch = _batch_definition(context, spec.name, pandas=pandas).get_batch(batch_parameters={"dataframe": frame})
         first = batch.validate(spec.expectation_suite(), result_format={"result_format": "BOOLEAN_ONLY"})
         failed_ids = {
             (r.expectation_config.meta or {}).get("check_id") for r in first.results
@@ -311,7 +338,8 @@ def _validate_suite(context, spec: SuiteSpec, inputs: Mapping[str, DataFrame]) -
                                           "unexpected_percent": 0.0})
             outcomes.append(o)
     finally:
-        prepared.unpersist()
+        if not pandas:
+            prepared.unpersist()
     order = {spec.check_id(c): i for i, c in enumerate(spec.checks)}
     outcomes.sort(key=lambda o: order.get(o.id, len(order)))
     return SuiteOutcome(name=spec.name, rows=rows, seconds=time.perf_counter() - started,
@@ -334,6 +362,18 @@ def validation_settings(settings: Settings) -> tuple[str, float, str]:
     return policy, skew, semantics
 
 
+def pandas_max_rows(settings: Settings) -> int:
+    """`validation.pandas_max_rows`: tables up to this many rows validate on pandas (0: always Spark)."""
+    value = settings.section("validation").get("pandas_max_rows", PANDAS_MAX_ROWS)
+    try:
+        n = int(PANDAS_MAX_ROWS if value is None else value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"validation.pandas_max_rows must be a whole number, got {value!r}") from None
+    if n < 0:
+        raise ConfigError("validation.pandas_max_rows must be >= 0")
+    return n
+
+
 def run_validation(
     spark: SparkSession,
     tables: Mapping[str, DataFrame],
@@ -354,6 +394,7 @@ def run_validation(
     `suites` restricts the run to those suite names. `context` defaults to the process's ephemeral GX context.
     """
     policy, skew, semantics = validation_settings(settings)
+    max_pandas = pandas_max_rows(settings)
     started = time.perf_counter()
     inputs: dict[str, DataFrame] = dict(tables)
     if markers is not None:
@@ -377,7 +418,7 @@ def run_validation(
             skipped.append((spec.name, "not given"))
             continue
         skipped.extend(spec.skipped)
-        outcomes.append(_validate_suite(context, spec, inputs))
+        outcomes.append(_validate_suite(context, spec, inputs, max_pandas))
     return ValidationResult(
         policy=policy,
         as_of_ms=as_of_ms,

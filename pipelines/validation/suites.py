@@ -82,6 +82,17 @@ class SuiteSpec:
         """Every input this suite's prepared frame reads."""
         return frozenset((self.table, *(n for c in self.checks for n in c.needs)))
 
+    @property
+    def columns_read(self) -> tuple[str, ...]:
+        """The prepared frame's columns the expectations and their examples read: index columns first."""
+        cols = list(self.index_columns)
+        for check in self.checks:
+            kw = check.expectation.configuration.kwargs
+            for c in (kw.get("column"), kw.get("column_A"), kw.get("column_B"), *(kw.get("column_list") or ())):
+                if c and c not in cols:
+                    cols.append(c)
+        return tuple(cols)
+
     def prepare(self, inputs: Mapping[str, DataFrame]) -> DataFrame:
         df = inputs[self.table]
         for check in self.checks:

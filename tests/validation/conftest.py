@@ -21,19 +21,36 @@ def rows():
     return copy.deepcopy(clean_rows())
 
 
+def on_engine(settings, engine: str):
+    """`settings` with validation on `engine`: "pandas" (every table collected) or "spark" (never)."""
+    import dataclasses
+
+    from pipelines.config import _merge
+
+    limit = 0 if engine == "spark" else 10**9
+    return dataclasses.replace(settings, raw=_merge(settings.raw, {"validation": {"pandas_max_rows": limit}}))
+
+
+@pytest.fixture(scope="session", params=["pandas", "spark"])
+def engine(request):
+    """Every validation test runs on both GX engines: they must give the same outcomes."""
+    return request.param
+
+
 @pytest.fixture(scope="session")
-def validate(spark, settings, gx_context):
-    """validate(rows, suites=None, settings=None, with_markers=True) → ValidationResult on fresh frames."""
+def validator(spark, settings, gx_context):
+    """validator(rows, engine, suites=None, settings_=None, with_markers=True, with_accounting=True)
+    → ValidationResult on fresh frames, validated on `engine`."""
     from pipelines.validation.runner import run_validation
 
-    def _run(rows, *, suites=None, settings_=None, with_markers=True, with_accounting=True):
+    def _run(rows, engine, *, suites=None, settings_=None, with_markers=True, with_accounting=True):
         inputs = build_inputs(spark, rows)
         return run_validation(
             spark,
             inputs["tables"],
             as_of_ms=AS_OF_MS,
             num_partitions=N,
-            settings=settings_ or settings,
+            settings=on_engine(settings_ or settings, engine),
             markers=inputs["markers"] if with_markers else None,
             accounting=inputs["accounting"] if with_accounting else None,
             suites=suites,
@@ -42,3 +59,9 @@ def validate(spark, settings, gx_context):
         )
 
     return _run
+
+
+@pytest.fixture(scope="session")
+def validate(validator, engine):
+    """`validator` on the test's engine: validate(rows, suites=None, settings_=None, with_markers=True, …)."""
+    return lambda rows, **kw: validator(rows, engine, **kw)

@@ -9,7 +9,7 @@ import pytest
 from pipelines.config import ConfigError, load_settings
 from pipelines.decoding.partitioner import java_string_hash, partition_for
 from pipelines.validation.accounting import SKIP_UNKNOWN_KEY, Accounting, PartitionCounts
-from pipelines.validation.runner import validation_settings
+from pipelines.validation.runner import pandas_max_rows, validation_settings
 from .validation_rows import AS_OF_MS, N, p
 
 # ids whose hash hits every branch: "" (0), Integer.MIN_VALUE (Utils.abs → 0), negative hashes, BMP non-ASCII,
@@ -53,10 +53,13 @@ def test_validation_settings_per_environment():
 
 
 @pytest.mark.parametrize("bad", [{"policy": "ignore"}, {"timestamp_skew_minutes": "soon"},
-                                 {"timestamp_skew_minutes": -5}])
+                                 {"timestamp_skew_minutes": -5}, {"pandas_max_rows": -1},
+                                 {"pandas_max_rows": "many"}])
 def test_bad_validation_settings_are_usage_errors(bad):
+    settings = load_settings(env="ci", overrides={"validation": bad})
     with pytest.raises(ConfigError):
-        validation_settings(load_settings(env="ci", overrides={"validation": bad}))
+        validation_settings(settings)
+        pandas_max_rows(settings)
 
 
 # -- accounting -------------------------------------------------------------------------------------------------

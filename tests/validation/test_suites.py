@@ -144,15 +144,29 @@ def test_clean_snapshot_passes_every_check(validate, rows):
     assert doc["success"] is True and len(doc["suites"]) == len(SPECS)
 
 
+def comparable(result) -> dict:
+    """A result's JSON without timings, examples in a stable order: what must not depend on the GX engine."""
+    doc = result.to_dict()
+    doc.pop("seconds")
+    for s in doc["suites"]:
+        s.pop("seconds")
+        for e in s["expectations"]:
+            e["examples"] = sorted(json.dumps(x, sort_keys=True) for x in e["examples"])
+    return doc
+
+
 @pytest.mark.parametrize("breaker", BREAKERS, ids=lambda b: b.test_id)
-def test_broken_table_fails_exactly_its_check(validate, rows, breaker):
+def test_broken_table_fails_exactly_its_check(validator, rows, breaker):
+    """On both engines, with the same outcome to the last example."""
     breaker.mutate(rows)
-    result = validate(rows, suites=_suites_reading(breaker.table))
-    assert [e.id for e in result.failed] == [breaker.check_id]
-    failed = result.outcome(breaker.check_id)
-    assert failed.unexpected_count and failed.unexpected_count >= 1
-    assert failed.examples, "a failure must show the offending rows"
-    assert result.should_fail_run  # ci settings: policy fail
+    results = {e: validator(rows, e, suites=_suites_reading(breaker.table)) for e in ("pandas", "spark")}
+    for result in results.values():
+        assert [e.id for e in result.failed] == [breaker.check_id]
+        failed = result.outcome(breaker.check_id)
+        assert failed.unexpected_count and failed.unexpected_count >= 1
+        assert failed.examples, "a failure must show the offending rows"
+        assert result.should_fail_run  # ci settings: policy fail
+    assert comparable(results["pandas"]) == comparable(results["spark"])
 
 
 def test_unexpected_examples_name_the_offending_row(validate, rows):
@@ -176,6 +190,15 @@ def test_committed_offset_minus_one_is_valid_minus_two_is_not(validate, rows):
     result = validate(rows, suites=["loaded_offsets"])
     e = result.outcome("loaded_offsets.committed_offset_at_least_minus_1")
     assert e.unexpected_count == 1 and e.examples[0]["committed_offset"] == -2
+
+
+def test_timestamp_beyond_pandas_range_is_a_finding_not_a_crash(validate, rows):
+    """Year 3000 is outside pandas' nanosecond timestamps: the pandas engine falls back to datetimes."""
+    rows["loaded_offsets"][0]["commit_timestamp"] = datetime(3000, 1, 1, tzinfo=UTC)
+    rows["loaded_offsets"][1]["expire_timestamp"] = datetime(3000, 1, 1, tzinfo=UTC)  # explicit expiry: may be late
+    result = validate(rows, suites=["loaded_offsets"])
+    assert [e.id for e in result.failed] == ["loaded_offsets.commit_timestamp_plausible"]
+    assert result.failed[0].examples[0]["commit_timestamp"].year == 3000
 
 
 def test_timestamp_within_skew_passes(validate, rows):
