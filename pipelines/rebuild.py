@@ -289,15 +289,19 @@ def _run_planned(spark, settings, req, conf, plan, summary, progress, warehouse,
     summary.as_of = ms_to_iso(as_of_ms)
     expiry = ExpiryOptions(as_of_ms=as_of_ms, retention_minutes=conf["retention_minutes"],
                            semantics=conf["semantics"], kafka_version=conf["kafka_version"]) if conf["expiry"] else None
+    in_hand: dict = {}  # snapshot tables held as Arrow (the in-process replay's), written as they are
     if local is not None:
         # a small incremental run: replayed in this process by the sequential loaders (state/local_replay.py)
         progress.stage("replay", f"semantics {conf['semantics']}, {local:,} rows in this process"
                                  + (f", expiry as of {summary.as_of}" if expiry else ""))
         from pipelines.state.local_replay import replay_locally
-        from schemas.tables import TABLES
+        from pipelines.state.served import with_served_offsets_arrow
+        from schemas.tables import SNAPSHOT_TABLES, TABLES
 
         rows = inc.replayable_arrow(decoded)
         arrow_tables, retained = replay_locally(rows, options, expiry)
+        # the snapshot tables are written from these rows as they are (pyarrow), not through Spark again
+        in_hand = with_served_offsets_arrow({t: a for t, a in arrow_tables.items() if t in SNAPSHOT_TABLES})
         tables = {t: spark.createDataFrame(a, schema=TABLES[t]) for t, a in arrow_tables.items()}
         # the transaction markers validation reads, from the rows in hand rather than a scan of the state files
         markers = spark.createDataFrame(markers_from_arrow(rows))
@@ -369,7 +373,7 @@ def _run_planned(spark, settings, req, conf, plan, summary, progress, warehouse,
     # the printed summary adds the write's own time once it is done.
     summary.stage_seconds = dict(progress.stage_seconds)
     run_row["summary"] = summary.to_json()
-    warehouse.write_snapshot(spark, snapshot_id, tables, run_row)
+    warehouse.write_snapshot(spark, snapshot_id, {**tables, **in_hand}, run_row)
     progress.end()
     summary.stage_seconds = dict(progress.stage_seconds)
     keep = settings.section("warehouse").get("keep_snapshots")

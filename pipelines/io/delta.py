@@ -109,6 +109,16 @@ def spark_write_files(df, table_path: str | Path, rel_dir: str) -> None:
         )
 
 
+def arrow_write_files(table: pa.Table, table_path: str | Path, rel_dir: str) -> None:
+    """`spark_write_files` for rows already in this process: one Parquet file into `<table_path>/<rel_dir>` (a
+    directory that must not exist yet), written by pyarrow with what Spark's write is configured for: snappy,
+    int64 microsecond UTC timestamps, standard 3-level lists."""
+    target = Path(table_path) / rel_dir
+    target.mkdir(parents=True, exist_ok=False)
+    pq.write_table(table, str(target / f"part-00000-{uuid.uuid4()}-c000.snappy.parquet"), compression="snappy",
+                   coerce_timestamps="us", use_compliant_nested_type=True)
+
+
 _MINMAX_TYPES = ("byte", "short", "integer", "long", "boolean", "string")
 
 

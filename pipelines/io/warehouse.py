@@ -99,6 +99,22 @@ def conform(df, table: str, snapshot_id: str | None = None):
     return df.select(*exprs)
 
 
+def conform_arrow(data: pa.Table, table: str) -> pa.Table:
+    """`conform` for an Arrow table, without the `snapshot_id` partition column (its value lives in the log)."""
+    wanted = [c for c in table_columns(table) if c != "snapshot_id"]
+    missing = [c for c in wanted if c not in data.column_names]
+    extra = [c for c in data.column_names if c not in wanted and c != "snapshot_id"]
+    if missing or extra:
+        raise WarehouseError(
+            f"{table}: Arrow table does not match the contract"
+            + (f"; missing {missing}" if missing else "") + (f"; unknown {extra}" if extra else ""))
+    schema = pa.schema([delta.arrow_schema(TABLES[table]).field(c) for c in wanted])
+    bad = [f.name for f in schema if not f.nullable and data.column(f.name).null_count]
+    if bad:
+        raise delta.DeltaWriteError(f"{table}: nulls in non-nullable column(s) {', '.join(bad)}")
+    return data.select(wanted).cast(schema)
+
+
 class Warehouse:
     """A warehouse directory of Delta tables (see the module docstring for layout and rules)."""
 
@@ -123,8 +139,8 @@ class Warehouse:
     def write_snapshot(self, spark, snapshot_id: str, tables: dict[str, Any], run_row: dict) -> None:
         """Write one snapshot: every snapshot table, the offset_commits merge, then the `runs` row.
 
-        `tables` holds one DataFrame per `SNAPSHOT_TABLES` entry (all required) and optionally
-        `offset_commits`. Each snapshot table's partition `snapshot_id` is replaced in one Delta commit,
+        `tables` holds one DataFrame per `SNAPSHOT_TABLES` entry (all required; an Arrow table instead for
+        rows already in this process, written by pyarrow) and optionally `offset_commits` (a DataFrame). Each snapshot table's partition `snapshot_id` is replaced in one Delta commit,
         so a re-run of the same id is idempotent. The run row is first written as `running` (a re-run
         of a served snapshot is thereby withdrawn from readers while it is rewritten) and last as
         `run_row["status"]` (default `succeeded`; `validation_failed` keeps the snapshot unserved). On
@@ -164,13 +180,16 @@ class Warehouse:
                                     "finished_at": _to_utc(row.get("finished_at")) or _utcnow()})
 
     def _write_table(self, spark, table: str, snapshot_id: str, df) -> int:
-        """Replace partition `snapshot_id` of `table` with `df` in one Delta commit; returns the version."""
+        """Replace partition `snapshot_id` of `table` with `df` (a Spark DataFrame, or an Arrow table of rows
+        already in this process) in one Delta commit; returns the version."""
         struct = TABLES[table]
         path = self.table_path(table)
-        data = conform(df, table, snapshot_id).drop("snapshot_id")  # partition values live in the log
         rel = f"snapshot_id={snapshot_id}/{delta.new_write_dir()}"
         try:
-            delta.spark_write_files(data, path, rel)
+            if isinstance(df, pa.Table):
+                delta.arrow_write_files(conform_arrow(df, table), path, rel)
+            else:  # partition values live in the log
+                delta.spark_write_files(conform(df, table, snapshot_id).drop("snapshot_id"), path, rel)
             adds = delta.collect_add_actions(path, rel, struct, {"snapshot_id": snapshot_id})
             dt = delta.ensure_table(path, struct, partition_by=["snapshot_id"])
             # mode=overwrite + partition filter: delta-rs removes the partition's current files and adds

@@ -16,7 +16,9 @@ off the loaders' end state), so the run's own state for the next incremental run
 """
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+import gc
 from collections import defaultdict
 from typing import Any
 
@@ -167,9 +169,29 @@ def contract_table(rows: list[Row], table: str) -> pa.Table:
     return pa.Table.from_arrays(arrays, schema=schema)
 
 
+@contextlib.contextmanager
+def gc_paused():
+    """Python's cyclic garbage collector off meanwhile. The loaders build a few million small objects that hold no
+    cycles; each full collection walks every live object, and those collections took ~40 % of the replay (9.3 s
+    against 5.3 s for the 10 M benchmark's state). Reference counting still frees everything; the collector is
+    back on afterwards."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
 def replay_locally(table: pa.Table, options: ReplayOptions, expiry=None) -> tuple[dict[str, pa.Table], pa.Table]:
     """Replay the decoded rows `table` (no error/unknown rows) in this process: the snapshot tables (expiry applied
     with `expiry`, an `ExpiryOptions`, else empty expiry tables) and the rows to keep for the next run."""
+    with gc_paused():
+        return _replay_locally(table, options, expiry)
+
+
+def _replay_locally(table: pa.Table, options: ReplayOptions, expiry) -> tuple[dict[str, pa.Table], pa.Table]:
     from pipelines.state.reference_expiry import reference_apply_expiry
 
     table = conform_decoded(table)

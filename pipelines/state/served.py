@@ -20,3 +20,14 @@ def with_served_offsets(tables: dict[str, DataFrame]) -> dict[str, DataFrame]:
     out["loaded_offsets"] = tables["loaded_offsets"].select(*cols).unionByName(
         tables["empty_group_offsets"].select(*cols))
     return out
+
+
+def with_served_offsets_arrow(tables: dict):
+    """`with_served_offsets` for Arrow tables (the in-process replay's)."""
+    import pyarrow as pa
+
+    out = dict(tables)
+    cols = columns("loaded_offsets")
+    out["loaded_offsets"] = pa.concat_tables([tables["loaded_offsets"].select(cols),
+                                              tables["empty_group_offsets"].select(cols)])
+    return out

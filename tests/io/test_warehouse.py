@@ -60,6 +60,8 @@ def scenario(spark, make_snapshot, tmp_path_factory):
 
     frames = make_snapshot("s2", 1, COMMITS_2)
     frames["expired_groups"] = frames["expired_groups"].limit(0)
+    # s2's snapshot tables arrive as Arrow tables (the in-process replay's path), written by pyarrow
+    frames = {t: f if t == "offset_commits" else f.toArrow() for t, f in frames.items()}
     wh.write_snapshot(spark, "s2", frames, run_row(1))
     return s
 
@@ -78,20 +80,21 @@ def test_snapshot_tables_read_back_identically_through_three_readers(scenario, s
             assert by_spark == want, (sid, table)
 
 
-def test_readers_keep_contract_types_and_microsecond_utc_timestamps(scenario, spark, duck):
+@pytest.mark.parametrize("sid", ["s1", "s2"], ids=["written by Spark", "written from Arrow"])
+def test_readers_keep_contract_types_and_microsecond_utc_timestamps(scenario, spark, duck, sid):
     wh = scenario.wh
     table = "loaded_offsets"
-    arrow = wh.read_table(table, "s1")
+    arrow = wh.read_table(table, sid)
     assert arrow.schema == delta.arrow_schema(TABLES[table])
     assert arrow.schema.field("commit_timestamp").type == pa.timestamp("us", tz="UTC")
-    assert {f.name: f.dataType for f in wh.spark_read(spark, table, "s1").schema.fields} == {
+    assert {f.name: f.dataType for f in wh.spark_read(spark, table, sid).schema.fields} == {
         f.name: f.dataType for f in TABLES[table].fields}
     # the Delta log itself declares the contract schema, partitioned by snapshot_id
     dt_ = DeltaTable(str(wh.table_path(table)))
     assert dt_.metadata().partition_columns == ["snapshot_id"]
     assert [f.name for f in dt_.schema().fields] == columns(table)
     ts = duck.execute(f"SELECT max(commit_timestamp) FROM delta_scan('{wh.table_path(table)}') "
-                      "WHERE snapshot_id = 's1'").fetch_arrow_table().column(0)[0].as_py()
+                      f"WHERE snapshot_id = '{sid}'").fetch_arrow_table().column(0)[0].as_py()
     assert ts.microsecond == 123457 and ts.utcoffset() == dt.timedelta(0)
 
 
@@ -99,6 +102,7 @@ def test_committed_files_carry_statistics(scenario):
     adds = pa.table(DeltaTable(str(scenario.wh.table_path("loaded_groups"))).get_add_actions(flatten=True))
     rows = adds.to_pylist()
     assert sum(r["num_records"] for r in rows if r["partition.snapshot_id"] == "s1") == 3
+    assert sum(r["num_records"] for r in rows if r["partition.snapshot_id"] == "s2") == 3  # the Arrow write
     with_rows = [r for r in rows if r["num_records"]]
     assert with_rows and all(r["min.group_id"] is not None and r["null_count.generation"] is not None
                              for r in with_rows)
@@ -321,6 +325,13 @@ def test_contract_violations_fail_the_run_without_leaving_files(spark, make_snap
         "group_id", F.when(F.col("partition") == 1, F.lit(None)).otherwise(F.col("group_id")))
     with pytest.raises(delta.DeltaWriteError, match="group_id"):
         wh.write_snapshot(spark, "x", frames, run_row())
+    # the same through the Arrow write
+    arrow = frames["loaded_offsets"].toArrow()
+    with pytest.raises(delta.DeltaWriteError, match="group_id"):
+        wh.write_snapshot(spark, "x", {**frames, "loaded_offsets": arrow}, run_row())
+    with pytest.raises(WarehouseError, match="unknown"):
+        wh.write_snapshot(spark, "x", {**frames, "loaded_offsets": arrow.append_column("colour", pa.array(
+            ["blue"] * arrow.num_rows))}, run_row())
     assert [(r["snapshot_id"], r["status"]) for r in wh.snapshots()] == [("x", "failed")]
     assert wh.latest_snapshot_id() is None
     assert parquet_files(wh.table_path("loaded_offsets")) == set()
