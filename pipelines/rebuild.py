@@ -336,7 +336,7 @@ def _run_planned(spark, settings, req, conf, plan, summary, progress, warehouse,
     accounting = Accounting.from_decoded(decoded, reader_counts(spark, plan), until_offset=req.until_offset,
                                          until_time_ms=until_time_ms)
     result = run_validation(spark, tables, as_of_ms=as_of_ms, num_partitions=num_partitions, settings=settings,
-                            markers=markers, accounting=accounting, snapshot_id=snapshot_id)
+                            markers=markers, accounting=accounting, snapshot_id=snapshot_id, row_counts=stats)
     summary.validation = result.summary()
 
     progress.stage("summarize")

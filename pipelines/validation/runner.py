@@ -143,6 +143,7 @@ class SuiteOutcome:
     rows: int
     seconds: float
     expectations: tuple[ExpectationOutcome, ...]
+    engine: str = "spark"  # the GX execution engine that validated it: pandas | spark
 
     @property
     def success(self) -> bool:
@@ -157,6 +158,7 @@ class SuiteOutcome:
             "name": self.name,
             "success": self.success,
             "rows": self.rows,
+            "engine": self.engine,
             "seconds": round(self.seconds, 3),
             "expectations": [e.to_dict() for e in self.expectations],
         }
@@ -290,15 +292,17 @@ def to_validation_pandas(table):
     return table.to_pandas(integer_object_nulls=True, date_as_object=True, coerce_temporal_nanoseconds=False)
 
 
-def _validate_suite(context, spec: SuiteSpec, inputs: Mapping[str, DataFrame], pandas_max_rows: int = 0
-                    ) -> SuiteOutcome:
+def _validate_suite(context, spec: SuiteSpec, inputs: Mapping[str, DataFrame], pandas_max_rows: int = 0,
+                    table_rows: int | None = None) -> SuiteOutcome:
     """Two passes over the prepared frame: every check as BOOLEAN_ONLY (on Spark GX bundles those aggregates into
     a few jobs), then only the failed checks again as SUMMARY for counts and offending rows. A clean table never
     pays for example collection, which is most of GX's per-expectation cost on Spark. Up to `pandas_max_rows` rows
     the frame is collected (only the columns the expectations read) and validated on pandas."""
     started = time.perf_counter()
     prepared = spec.prepare(inputs)
-    pandas = pandas_max_rows > 0 and inputs[spec.table].count() <= pandas_max_rows
+    if pandas_max_rows > 0 and table_rows is None:
+        table_rows = inputs[spec.table].count()
+    pandas = pandas_max_rows > 0 and table_rows <= pandas_max_rows
     if pandas:
         frame = to_validation_pandas(prepared.select(*spec.columns_read).toArrow())
         rows = len(frame)
@@ -343,7 +347,7 @@ def _validate_suite(context, spec: SuiteSpec, inputs: Mapping[str, DataFrame], p
     order = {spec.check_id(c): i for i, c in enumerate(spec.checks)}
     outcomes.sort(key=lambda o: order.get(o.id, len(order)))
     return SuiteOutcome(name=spec.name, rows=rows, seconds=time.perf_counter() - started,
-                        expectations=tuple(outcomes))
+                        expectations=tuple(outcomes), engine="pandas" if pandas else "spark")
 
 
 def validation_settings(settings: Settings) -> tuple[str, float, str]:
@@ -386,12 +390,14 @@ def run_validation(
     suites: Collection[str] | None = None,
     context=None,
     snapshot_id: str | None = None,
+    row_counts: Mapping[str, int] | None = None,
 ) -> ValidationResult:
     """Validate a snapshot's tables (before the commit) with one GX suite per table.
 
     `tables` maps contract table names to DataFrames; a table not given is listed in `skipped`, as is a check
     whose other input is missing (`markers` for pending offsets, `accounting` for the record accounting).
     `suites` restricts the run to those suite names. `context` defaults to the process's ephemeral GX context.
+    `row_counts`: the tables' row counts when already known (they pick the engine; counted otherwise).
     """
     policy, skew, semantics = validation_settings(settings)
     max_pandas = pandas_max_rows(settings)
@@ -418,7 +424,7 @@ def run_validation(
             skipped.append((spec.name, "not given"))
             continue
         skipped.extend(spec.skipped)
-        outcomes.append(_validate_suite(context, spec, inputs, max_pandas))
+        outcomes.append(_validate_suite(context, spec, inputs, max_pandas, (row_counts or {}).get(spec.table)))
     return ValidationResult(
         policy=policy,
         as_of_ms=as_of_ms,

@@ -150,6 +150,7 @@ def comparable(result) -> dict:
     doc.pop("seconds")
     for s in doc["suites"]:
         s.pop("seconds")
+        s.pop("engine")
         for e in s["expectations"]:
             e["examples"] = sorted(json.dumps(x, sort_keys=True) for x in e["examples"])
     return doc
@@ -166,7 +167,27 @@ def test_broken_table_fails_exactly_its_check(validator, rows, breaker):
         assert failed.unexpected_count and failed.unexpected_count >= 1
         assert failed.examples, "a failure must show the offending rows"
         assert result.should_fail_run  # ci settings: policy fail
+    assert {s.engine for s in results["pandas"].suites} == {"pandas"}
+    assert {s.engine for s in results["spark"].suites} == {"spark"}
     assert comparable(results["pandas"]) == comparable(results["spark"])
+
+
+def test_engine_is_chosen_by_the_tables_row_count(spark, rows):
+    """validation.pandas_max_rows: a table with more rows validates on Spark; known counts are used as given."""
+    from pipelines.config import load_settings
+    from pipelines.validation.runner import run_validation
+
+    from .validation_rows import AS_OF_MS, N, build_inputs
+
+    assert len(rows["loaded_offsets"]) < len(rows["loaded_groups"])
+    limited = load_settings(env="ci", overrides={"validation": {"pandas_max_rows": len(rows["loaded_offsets"])}})
+    inputs = build_inputs(spark, rows)
+    engines = lambda **kw: {s.name: s.engine for s in run_validation(  # noqa: E731
+        spark, inputs["tables"], as_of_ms=AS_OF_MS, num_partitions=N, settings=limited,
+        suites=["loaded_offsets", "loaded_groups"], **kw).suites}
+    assert engines() == {"loaded_offsets": "pandas", "loaded_groups": "spark"}
+    assert engines(row_counts={"loaded_offsets": 10**9, "loaded_groups": 1}) == {
+        "loaded_offsets": "spark", "loaded_groups": "pandas"}
 
 
 def test_unexpected_examples_name_the_offending_row(validate, rows):
