@@ -140,8 +140,9 @@ class Warehouse:
         """Write one snapshot: every snapshot table, the offset_commits merge, then the `runs` row.
 
         `tables` holds one DataFrame per `SNAPSHOT_TABLES` entry (all required; an Arrow table instead for
-        rows already in this process, written by pyarrow) and optionally `offset_commits` (a DataFrame). Each snapshot table's partition `snapshot_id` is replaced in one Delta commit,
-        so a re-run of the same id is idempotent. The run row is first written as `running` (a re-run
+        rows already in this process, written by pyarrow) and optionally `offset_commits` (a DataFrame).
+        Each snapshot table's partition `snapshot_id` is replaced in one Delta commit, so a re-run of the
+        same id is idempotent. The run row is first written as `running` (a re-run
         of a served snapshot is thereby withdrawn from readers while it is rewritten) and last as
         `run_row["status"]` (default `succeeded`; `validation_failed` keeps the snapshot unserved). On
         any error the row becomes `failed` and the error propagates; the previous succeeded snapshot

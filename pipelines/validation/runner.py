@@ -274,7 +274,8 @@ def _batch_definition(context, name: str, *, pandas: bool = False):
         ds = context.data_sources.get(source)
     except LookupError:  # GX raises KeyError / LookupError for an absent name
         # persist=False: the runner caches the prepared frame itself and unpersists it after the suite
-        ds = context.data_sources.add_pandas(source) if pandas else context.data_sources.add_spark(source, persist=False)
+        ds = (context.data_sources.add_pandas(source) if pandas
+              else context.data_sources.add_spark(source, persist=False))
     try:
         asset = ds.get_asset(name)
     except LookupError:
