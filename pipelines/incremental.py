@@ -111,9 +111,7 @@ class IncrementalStart:
     def replayable(self, spark, decoded):
         """The rows the replay reads: this run's decoded rows without error/unknown rows (`filter_replayable`
         drops them anyway), plus the previous state when incremental."""
-        from pyspark.sql import functions as F
-
-        rows = decoded.filter(~F.col("record_kind").isin("error", "unknown"))
+        rows = _replayable_new_rows(decoded)
         if not self.is_incremental:
             return rows
         previous = spark.read.schema(decoded.schema).parquet(self.previous_state)
@@ -132,13 +130,18 @@ class IncrementalStart:
     def replayable_arrow(self, decoded) -> pa.Table:
         """`replayable` as one Arrow table on the driver: this run's decoded rows (through Spark's Arrow) and the
         previous state (read directly)."""
-        from pyspark.sql import functions as F
-
         from pipelines.state.local_replay import conform_decoded
 
-        new = conform_decoded(decoded.filter(~F.col("record_kind").isin("error", "unknown")).toArrow())
+        new = conform_decoded(_replayable_new_rows(decoded).toArrow())
         previous = conform_decoded(read_state_rows(self.previous_state))
         return pa.concat_tables([previous, new])
+
+
+def _replayable_new_rows(decoded):
+    """This run's decoded rows without error/unknown rows (`filter_replayable` drops them anyway)."""
+    from pyspark.sql import functions as F
+
+    return decoded.filter(~F.col("record_kind").isin("error", "unknown"))
 
 
 def _full(reason: str, plan, previous_snapshot: str | None = None) -> IncrementalStart:

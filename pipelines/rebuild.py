@@ -295,13 +295,12 @@ def _run_planned(spark, settings, req, conf, plan, summary, progress, warehouse,
         progress.stage("replay", f"semantics {conf['semantics']}, {local:,} rows in this process"
                                  + (f", expiry as of {summary.as_of}" if expiry else ""))
         from pipelines.state.local_replay import replay_locally
-        from pipelines.state.served import with_served_offsets_arrow
         from schemas.tables import SNAPSHOT_TABLES, TABLES
 
         rows = inc.replayable_arrow(decoded)
         arrow_tables, retained = replay_locally(rows, options, expiry)
         # the snapshot tables are written from these rows as they are (pyarrow), not through Spark again
-        in_hand = with_served_offsets_arrow({t: a for t, a in arrow_tables.items() if t in SNAPSHOT_TABLES})
+        in_hand = with_served_offsets({t: a for t, a in arrow_tables.items() if t in SNAPSHOT_TABLES})
         tables = {t: spark.createDataFrame(a, schema=TABLES[t]) for t, a in arrow_tables.items()}
         # the transaction markers validation reads, from the rows in hand rather than a scan of the state files
         markers = spark.createDataFrame(markers_from_arrow(rows))

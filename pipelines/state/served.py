@@ -8,26 +8,17 @@ Kafka 0.11-3.9; the new coordinator's simple groups likewise).
 """
 from __future__ import annotations
 
-from pyspark.sql import DataFrame
-
 from schemas.tables import columns
 
 
-def with_served_offsets(tables: dict[str, DataFrame]) -> dict[str, DataFrame]:
-    """`loaded_offsets` := group offsets ∪ empty-group offsets; `empty_group_offsets` unchanged."""
-    out = dict(tables)
-    cols = columns("loaded_offsets")
-    out["loaded_offsets"] = tables["loaded_offsets"].select(*cols).unionByName(
-        tables["empty_group_offsets"].select(*cols))
-    return out
-
-
-def with_served_offsets_arrow(tables: dict):
-    """`with_served_offsets` for Arrow tables (the in-process replay's)."""
+def with_served_offsets(tables: dict) -> dict:
+    """`loaded_offsets` := group offsets ∪ empty-group offsets; `empty_group_offsets` unchanged. The tables are
+    Spark DataFrames, or Arrow tables (the in-process replay's)."""
     import pyarrow as pa
 
     out = dict(tables)
     cols = columns("loaded_offsets")
-    out["loaded_offsets"] = pa.concat_tables([tables["loaded_offsets"].select(cols),
-                                              tables["empty_group_offsets"].select(cols)])
+    group, empty = tables["loaded_offsets"].select(cols), tables["empty_group_offsets"].select(cols)
+    out["loaded_offsets"] = (pa.concat_tables([group, empty]) if isinstance(group, pa.Table)
+                             else group.unionByName(empty))
     return out
