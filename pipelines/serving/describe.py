@@ -11,7 +11,7 @@ import csv
 import io
 from dataclasses import dataclass, field
 
-from pipelines.serving.index import REBALANCING_STATES, SnapshotIndex
+from pipelines.serving.index import REBALANCING_STATES, SnapshotIndex, assignment_strategy
 
 MISSING = "-"
 OUT, ERR = "out", "err"
@@ -200,7 +200,7 @@ def render_state(r: Rendered, idx: SnapshotIndex, gid: str, verbose: bool) -> No
         return
     coordinator = MISSING  # host:port  (id) of the partition leader: not in the offsets topic
     wco, wg = max(25, len(coordinator)), max(15, len(gid))
-    strategy = g.get("protocol") or MISSING
+    strategy = assignment_strategy(g) or MISSING
     n_members = len(idx.group_members(gid)) or (g.get("member_count") or 0)
     consumer_type = g.get("group_type") == "consumer"
     if verbose:

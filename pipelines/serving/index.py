@@ -30,6 +30,20 @@ GROUP_STATES = (
 )
 GROUP_TYPES = ("classic", "consumer", "share", "streams")
 REBALANCING_STATES = frozenset({"PreparingRebalance", "CompletingRebalance", "Assigning", "Reconciling"})
+# The new coordinator's default server assignor: the first of `group.consumer.assignors` (default `uniform,range`).
+DEFAULT_CONSUMER_ASSIGNOR = "uniform"
+
+
+def assignment_strategy(group: dict) -> str | None:
+    """ASSIGNMENT-STRATEGY as the broker describes the group.
+
+    Classic groups: the protocol the generation chose. Consumer (KIP-848) groups: the server assignor most of
+    the members name (`loaded_groups.protocol`), else the coordinator's default, as
+    `ConsumerGroup.asDescribedGroup` does with `preferredServerAssignor().orElse(defaultAssignor)` (Kafka 3.7+).
+    """
+    if group.get("group_type") == "consumer":
+        return group.get("protocol") or DEFAULT_CONSUMER_ASSIGNOR
+    return group.get("protocol") or None
 
 
 class Grouped:

@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipelines.lookup import GroupNotFound, SnapshotReader, iso, jsonable
-from pipelines.serving.index import GROUP_STATES, GROUP_TYPES, OFFSET_FIELDS, SnapshotIndex, json_rows
+from pipelines.serving.index import GROUP_STATES, GROUP_TYPES, OFFSET_FIELDS, SnapshotIndex, assignment_strategy, json_rows
 
 MAX_PAGE = 1000
 DEFAULT_PAGE = 100
@@ -54,6 +54,7 @@ def _row(row: dict, fields: list[str] | None = None) -> dict:
 def group_metadata(idx: SnapshotIndex, gid: str) -> dict:
     row = idx.group(gid)
     out = _row(row, GROUP_FIELDS)
+    out["assignment_strategy"] = assignment_strategy(row)
     out["offset_count"] = idx.offsets.count(gid)
     return out
 

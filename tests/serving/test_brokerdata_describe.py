@@ -1,5 +1,5 @@
 """`offsetlake describe` on a snapshot the real pipeline rebuilt from a real broker's `__consumer_offsets`
-(brokerdata scenario `classic-basic`, Kafka 4.0.0), checked against what that broker answered
+(brokerdata scenarios `classic-basic` and `kip848`, Kafka 4.0.0), checked against what that broker answered
 (`expected_state.json` -> `summary`: ListGroups state, DescribeGroups members, OffsetFetch committed offsets).
 
 Every expectation is derived from the JSON; nothing about the scenario is hard-coded here.
@@ -149,3 +149,36 @@ def test_describe_state_matches_the_broker(warehouse, summary):
             assert r.stderr == f"\nConsumer group '{gid}' has no active members.\n"
         else:
             assert r.stderr == ""
+
+
+@pytest.fixture(scope="module")
+def kip848(brokerdata, spark, settings, tmp_path_factory):
+    """The `kip848` scenario (KIP-848 groups next to one classic group) rebuilt once, with the broker's summary."""
+    from pipelines.rebuild import RebuildRequest, run_rebuild
+
+    path = brokerdata / "kip848" / "expected_state.json"
+    if not path.is_file():
+        pytest.skip(f"{path} not present")
+    wh = tmp_path_factory.mktemp("brokerdata-kip848")
+    res = run_rebuild(spark, settings, RebuildRequest(
+        inputs=(str(brokerdata / "kip848" / "data"),), warehouse=str(wh), snapshot_id=SNAPSHOT, semantics="modern"))
+    assert res.status == "succeeded", res
+    return wh, json.loads(path.read_text())["summary"]
+
+
+def test_describe_state_of_consumer_groups_matches_the_broker(kip848):
+    """ASSIGNMENT-STRATEGY of a KIP-848 group is the assignor ConsumerGroupDescribe reports: the members' server
+    assignor, else the coordinator's default (`uniform`), also for a group whose members had named `range` and left."""
+    wh, summary = kip848
+    listed = {gid: g for gid, g in summary.items() if g.get("listed")}
+    assert {g["list_groups"]["group_type"] for g in listed.values()} == {"classic", "consumer"}, "scenario changed"
+    for gid, g in sorted(listed.items()):
+        r = describe(wh, gid, "--state")
+        head, rows = data_rows(r.stdout)
+        assert head == ["GROUP", "COORDINATOR", "(ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"], gid
+        if g["list_groups"]["group_type"] == "consumer":
+            cgd = g["consumer_group_describe"]
+            strategy, members = cgd["assignor_name"], cgd["members"]
+        else:
+            strategy, members = g["describe_groups"].get("protocol") or MISSING, live_members(g)
+        assert rows == [[gid, MISSING, strategy, state_of(g), str(len(members))]], gid
