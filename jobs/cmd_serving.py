@@ -57,12 +57,14 @@ def _index(reader, snap, **kw):
 @click.option("--offsets", "mode", flag_value="offsets", default=True, help="offsets per partition (the default)")
 @click.option("--all-groups", is_flag=True, help="every consumer group of the snapshot")
 @click.option("--end-offsets", "end_offsets", type=click.File("r"), default=None,
-              help="CSV topic,partition,end_offset giving LOG-END-OFFSET (and so LAG)")
+              help="end offsets giving LOG-END-OFFSET and LAG, instead of the snapshot's own: kafka-get-offsets "
+                   "output (topic:partition:offset) or CSV topic,partition,end_offset")
 @click.option("--verbose", is_flag=True, help="Kafka 4.0's --verbose columns")
 @snapshot_opt
 def describe(warehouse, group, mode, all_groups, end_offsets, verbose, snapshot_id):
     """A group as `kafka-consumer-groups --describe` shows it (offsets, --members or --state)."""
-    from pipelines.serving.describe import OUT, consumer_group_ids, describe as render, parse_end_offsets
+    from pipelines.decoding.log_end_offsets import parse_end_offsets_text
+    from pipelines.serving.describe import OUT, consumer_group_ids, describe as render
 
     if all_groups and group:
         raise click.UsageError("give either GROUP or --all-groups, not both")
@@ -73,7 +75,7 @@ def describe(warehouse, group, mode, all_groups, end_offsets, verbose, snapshot_
         if mode != "offsets":
             raise click.UsageError("--end-offsets goes with the offsets view only")
         try:
-            leo = parse_end_offsets(end_offsets.read(), getattr(end_offsets, "name", "end offsets"))
+            leo = parse_end_offsets_text(end_offsets.read(), getattr(end_offsets, "name", "end offsets"))
         except ValueError as e:
             raise click.UsageError(str(e)) from None
     reader, snap = _open(warehouse, snapshot_id)

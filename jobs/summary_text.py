@@ -20,6 +20,8 @@ def format_summary(s) -> str:
         f"  offsets           {s.offsets:,} committed ({s.empty_group_offsets:,} of groups without a group record), "
         f"{s.expired_offsets:,} expired now",
         f"  transactions      {s.pending_transactions:,} open, {s.pending_offsets:,} pending offsets",
+        f"  end offsets       {s.log_end_offsets:,} data-topic partition(s) in the log dirs"
+        + ("" if s.log_end_offsets else " (LAG unknown: give describe --end-offsets)"),
         f"  validation        {'passed' if s.validation.get('success', True) else 'FAILED'}"
         + (f" ({s.validation.get('failed', 0)} expectation(s) failed)" if not s.validation.get('success', True) else ""),
     ]

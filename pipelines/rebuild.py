@@ -63,6 +63,7 @@ class RunSummary:
     expired_offsets: int = 0
     expired_groups: int = 0
     misplaced_groups: int = 0
+    log_end_offsets: int = 0  # data-topic partitions whose end offset the input's log dirs gave (for LAG)
     warnings: list[str] = field(default_factory=list)
     validation: dict = field(default_factory=dict)
     stage_seconds: dict[str, float] = field(default_factory=dict)
@@ -223,6 +224,16 @@ def run_rebuild(spark, settings: Settings, req: RebuildRequest, emit: Callable[[
 RETAINED = "_retained_positions"
 
 
+def _log_end_offsets(summary: RunSummary):
+    """The data-topic partitions' end offsets the input's broker log dirs hold (LAG as of the dump)."""
+    from pipelines.decoding.log_end_offsets import log_end_offsets, log_end_offsets_table
+
+    rows, warnings = log_end_offsets(summary.inputs)
+    summary.warnings.extend(warnings)
+    summary.log_end_offsets = len(rows)
+    return log_end_offsets_table(rows, summary.snapshot_id)
+
+
 def _run_planned(spark, settings, req, conf, plan, summary, progress, warehouse, started_ms, until_time_ms):
     from pyspark import StorageLevel
 
@@ -321,6 +332,7 @@ def _run_planned(spark, settings, req, conf, plan, summary, progress, warehouse,
             tables = acct.with_empty_expiry_tables(spark, tables)
     tables = with_served_offsets(tables)
     tables["quarantine"] = quarantine_table(decoded, snapshot_id)
+    in_hand["log_end_offsets"] = _log_end_offsets(summary)
 
     # Materialize every table once: validation, counts and the write then read cached rows instead of
     # re-running replay and expiry for each of them.

@@ -453,9 +453,12 @@ class _Group:
         upgraded = gen.upgraded
         version = 1 if self.explicit_retention_ms else (4 if upgraded else 3)
         out = []
+        newest = gen.newest_commit
         for tp in tps:
             off = committed.get(tp, 0) + 1 + int(rand() * 400)
             committed[tp] = off
+            if off > newest.get(tp, -1):
+                newest[tp] = off
             t = topics[tp[0]]
             epoch = t.leader_epoch if leader_epoch else -1
             if version == 3:
@@ -1150,6 +1153,7 @@ class _Generator:
         self.leader_epoch = 0
         self.upgraded = False
         self.txn_coordinator_epoch = self.rng.randint(0, 3)
+        self.newest_commit: dict[tuple[int, int], int] = {}  # (topic idx, partition) -> highest offset committed
         self.stats = SampleStats(out_dir=str(out), seed=seed, partitions=partitions, segment_bytes=segment_bytes)
         s = self.stats
         s.records_by_key_type = Counter()
@@ -1370,6 +1374,20 @@ class _Generator:
         self.finish(groups)
         return stats
 
+    def write_high_watermarks(self) -> None:
+        """`replication-offset-checkpoint` as the broker leaves it in its log dir: every data partition's high
+        watermark at or past the groups' newest commit (consumers trail producers), and every offsets partition's.
+        Its own seeded generator, so the segments stay byte for byte what they were."""
+        rng = Random(self.rng.random())
+        newest = self.newest_commit
+        lines = []
+        for t in self.topics:
+            for p in range(t.partitions):
+                lag = 0 if rng.random() < 0.4 else int(rng.expovariate(1 / 500))
+                lines.append(f"{t.name} {p} {newest.get((t.idx, p), 0) + lag}")
+        lines += [f"__consumer_offsets {log.index} {log.next_offset}" for log in self.logs]
+        (self.out / "replication-offset-checkpoint").write_text(f"0\n{len(lines)}\n" + "\n".join(lines) + "\n")
+
     def upgrade(self) -> None:
         """Rolling upgrade to 4.1: the leader epoch of every partition moves on, v4 commits, KIP-1101."""
         self.upgraded = True
@@ -1410,6 +1428,7 @@ class _Generator:
             g.finish()
         for log in self.logs:
             log.close()
+        self.write_high_watermarks()
         s = self.stats
         s.groups = len(groups)
         s.producer_ids = len(self.producers)

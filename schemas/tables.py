@@ -170,6 +170,17 @@ QUARANTINE = StructType(
     ]
 )
 
+LOG_END_OFFSETS = StructType(
+    [
+        _f("snapshot_id", StringType(), False),
+        _f("topic", StringType(), False),
+        _f("partition", IntegerType(), False),
+        _f("log_end_offset", LongType(), False),
+        _f("source", StringType(), False),  # replication-offset-checkpoint, segment, file
+        _f("observed_at", TimestampType()),  # when that source was written (file mtime); null if unknown
+    ]
+)
+
 RUNS = StructType(
     [
         _f("snapshot_id", StringType(), False),
@@ -200,6 +211,7 @@ TABLES: dict[str, StructType] = {
     "expired_groups": EXPIRED_GROUPS,
     "offset_commits": OFFSET_COMMITS,
     "quarantine": QUARANTINE,
+    "log_end_offsets": LOG_END_OFFSETS,
     "runs": RUNS,
 }
 

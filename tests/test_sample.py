@@ -177,6 +177,27 @@ def test_every_partition_dir_exists_with_contiguous_offsets_and_rolled_segments(
     assert stats.records == sum(len(b[3]) for b in batches)
 
 
+def test_high_watermarks_cover_every_commit_and_every_offsets_partition(sample, batches, rows):
+    """The sample's log dir carries a `replication-offset-checkpoint` (what `rebuild` reads LAG from): each data
+    partition's high watermark is at or past every offset a group committed there, and each offsets partition's
+    is its log end."""
+    from pipelines.decoding.log_end_offsets import read_offset_checkpoint
+
+    root, _ = sample
+    hw = read_offset_checkpoint(root / "replication-offset-checkpoint")
+    ends: dict[int, int] = defaultdict(int)
+    for part, _f, h, _recs in batches:
+        ends[part] = h.last_offset + 1
+    assert {p: o for (t, p), o in hw.items() if t == "__consumer_offsets"} == {
+        p: ends[p] for p in range(ARGS["partitions"])}
+    commits = [r for r in rows if r["key_type"] in (0, 1) and r.get("committed_offset") is not None]
+    assert commits
+    for r in commits:
+        assert hw[(r["topic"], r["partition"])] >= r["committed_offset"], r
+    lags = [hw[tp] - o for tp, o in {(r["topic"], r["partition"]): r["committed_offset"] for r in commits}.items()]
+    assert 0 in lags and max(lags) > 0  # some groups caught up, some behind
+
+
 def test_empty_partitions_get_an_empty_first_segment(tmp_path):
     stats = generate_sample(tmp_path, records=200, groups=2, partitions=12, seed=1)
     logs = _logs(tmp_path)
@@ -431,13 +452,15 @@ def test_cli_writes_the_sample_and_prints_a_summary(tmp_path):
     assert res.exit_code == 0, res.output
     line = res.stderr.strip().splitlines()[-1]
     assert re.search(r"records=\d+ groups=12 partitions=3 bytes=\d+ files=\d+", line), line
-    assert sorted(p.name for p in out.iterdir()) == [f"__consumer_offsets-{i}" for i in range(3)]
+    assert sorted(p.name for p in out.iterdir()) == [f"__consumer_offsets-{i}" for i in range(3)] + [
+        "replication-offset-checkpoint"]
     again = CliRunner().invoke(main, ["sample", str(out), "--records", "1500", "--groups", "12"])
     assert again.exit_code == 2 and "--force" in again.output
     forced = CliRunner().invoke(main, ["sample", str(out), "--records", "1500", "--groups", "12", "--force",
                                        "--partitions", "2"])
     assert forced.exit_code == 0, forced.output
-    assert sorted(p.name for p in out.iterdir()) == ["__consumer_offsets-0", "__consumer_offsets-1"]
+    assert sorted(p.name for p in out.iterdir()) == ["__consumer_offsets-0", "__consumer_offsets-1",
+                                                     "replication-offset-checkpoint"]
 
 
 @pytest.mark.parametrize("argv", [

@@ -7,11 +7,9 @@ The coordinator (broker host:port) is not in the offsets topic, so COORDINATOR (
 """
 from __future__ import annotations
 
-import csv
-import io
 from dataclasses import dataclass, field
 
-from pipelines.serving.index import REBALANCING_STATES, SnapshotIndex, assignment_strategy
+from pipelines.serving.index import REBALANCING_STATES, SnapshotIndex, assignment_strategy, consumer_lag
 
 MISSING = "-"
 OUT, ERR = "out", "err"
@@ -30,28 +28,6 @@ class Rendered:
 
     def text(self, stream: str) -> str:
         return "".join(t for s, t in self.chunks if s == stream)
-
-
-def parse_end_offsets(text: str, source: str = "end offsets") -> dict[tuple[str, int], int]:
-    """`topic,partition,end_offset` lines (an optional header line with those names; `#` comments)."""
-    out: dict[tuple[str, int], int] = {}
-    for n, row in enumerate(csv.reader(io.StringIO(text)), start=1):
-        if not row or (len(row) == 1 and not row[0].strip()) or row[0].lstrip().startswith("#"):
-            continue
-        cells = [c.strip() for c in row]
-        if n == 1 and [c.lower() for c in cells] == ["topic", "partition", "end_offset"]:
-            continue
-        if len(cells) != 3:
-            raise ValueError(f"{source}:{n}: expected topic,partition,end_offset, got {len(cells)} fields")
-        topic, p, e = cells
-        try:
-            partition, end = int(p), int(e)
-        except ValueError:
-            raise ValueError(f"{source}:{n}: partition and end_offset must be integers, got {p!r}, {e!r}") from None
-        if partition < 0 or end < 0:
-            raise ValueError(f"{source}:{n}: partition and end_offset must not be negative")
-        out[(topic, partition)] = end
-    return out
 
 
 def _state_check(r: Rendered, gid: str, state: str | None, num_rows: int, exists: bool) -> bool:
@@ -82,8 +58,8 @@ def offset_rows(idx: SnapshotIndex, gid: str, end_offsets: dict | None) -> list[
     def row(tp, consumer, host, client):
         o = committed.get(tp)
         off = o["committed_offset"] if o else None
-        leo = end_offsets.get(tp) if end_offsets is not None else None
-        lag = leo - off if (off is not None and off != -1 and leo is not None) else None
+        leo = (end_offsets if end_offsets is not None else idx.end_offsets).get(tp)
+        lag = consumer_lag(leo, off)
         return {
             "topic": tp[0],
             "partition": tp[1],

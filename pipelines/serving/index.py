@@ -6,6 +6,7 @@ An index is immutable once built, so one request answered from one index never m
 from __future__ import annotations
 
 import bisect
+import functools
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -32,6 +33,14 @@ GROUP_TYPES = ("classic", "consumer", "share", "streams")
 REBALANCING_STATES = frozenset({"PreparingRebalance", "CompletingRebalance", "Assigning", "Reconciling"})
 # The new coordinator's default server assignor: the first of `group.consumer.assignors` (default `uniform,range`).
 DEFAULT_CONSUMER_ASSIGNOR = "uniform"
+
+
+def consumer_lag(log_end_offset: int | None, committed_offset: int | None) -> int | None:
+    """LAG as `ConsumerGroupCommand.getLag` computes it: unknown without an end offset or a committed offset (-1
+    is none). Like the tool, a commit past the end offset (an end offset older than the commit) shows negative."""
+    if log_end_offset is None or committed_offset is None or committed_offset == -1:
+        return None
+    return log_end_offset - committed_offset
 
 
 def assignment_strategy(group: dict) -> str | None:
@@ -313,8 +322,18 @@ class SnapshotIndex:
         self.group_ids: list[str] = sorted(g for g, row in groups.items() if row.get("state") != "Dead")
 
         self.topics: dict[str, TopicEntry] = _topic_entries(self.offsets.table)
+        self._log_end_offsets = tables.get("log_end_offsets")
         # Serialized answers of the HTTP API, filled lazily (see pipelines/serving/cache.py).
         self.responses = ResponseCache()
+
+    @functools.cached_property
+    def end_offsets(self) -> dict[tuple[str, int], int]:
+        """(topic, partition) -> log end offset, from the snapshot's `log_end_offsets` table (empty if none)."""
+        t = self._log_end_offsets
+        if t is None or t.num_rows == 0:
+            return {}
+        return dict(zip(zip(t.column("topic").to_pylist(), t.column("partition").to_pylist()),
+                        t.column("log_end_offset").to_pylist()))
 
     # --- point lookups -------------------------------------------------------------------------------------
     def exists(self, group_id: str) -> bool:
@@ -389,10 +408,12 @@ def load_index(
     if group_ids is None and topic is not None:
         flt = [("topic", "=", topic)] + ([("partition", "=", partition)] if partition is not None else [])
         # The committed offsets on the topic (or partition) and nothing else: what `lookup --topic` answers.
-        for t in ("loaded_offsets", "empty_group_offsets"):
+        for t in ("loaded_offsets", "empty_group_offsets", "log_end_offsets"):
             tables[t] = reader.snapshot_table(t, sid, filters=flt)
         return SnapshotIndex(snapshot, tables)
     flt = [("group_id", "in", list(group_ids))] if group_ids is not None else None
     for t in SNAPSHOT_INDEX_TABLES:
         tables[t] = reader.snapshot_table(t, sid, filters=flt)
+    # one row per data partition of the dump's log dirs: small, read whole (older snapshots have none)
+    tables["log_end_offsets"] = reader.snapshot_table("log_end_offsets", sid)
     return SnapshotIndex(snapshot, tables)

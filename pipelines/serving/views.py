@@ -10,7 +10,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipelines.lookup import GroupNotFound, SnapshotReader, iso, jsonable
-from pipelines.serving.index import GROUP_STATES, GROUP_TYPES, OFFSET_FIELDS, SnapshotIndex, assignment_strategy, json_rows
+from pipelines.serving.index import (GROUP_STATES, GROUP_TYPES, OFFSET_FIELDS, SnapshotIndex, assignment_strategy,
+                                     consumer_lag, json_rows)
 
 MAX_PAGE = 1000
 DEFAULT_PAGE = 100
@@ -71,7 +72,7 @@ def group_detail(idx: SnapshotIndex, gid: str) -> dict:
         "snapshot_id": idx.snapshot.snapshot_id,
         "group": group_metadata(idx, gid),
         "members": idx.members.json_rows(gid),
-        "offsets": idx.offsets.json_rows(gid),
+        "offsets": with_lag(idx, idx.offsets.json_rows(gid)),
         "pending": idx.pending.json_rows(gid),
         "expired": {
             "offsets": idx.expired.json_rows(gid),
@@ -82,13 +83,24 @@ def group_detail(idx: SnapshotIndex, gid: str) -> dict:
 
 
 def group_offsets(idx: SnapshotIndex, gid: str, topic: str | None = None, partition: int | None = None) -> list[dict]:
-    """`GET /groups/{id}/offsets`: `{topic, partition, committed_offset, leader_epoch, metadata, commit_timestamp}`."""
+    """`GET /groups/{id}/offsets`: `{topic, partition, committed_offset, leader_epoch, metadata, commit_timestamp,
+    log_end_offset, lag}`."""
     _require(idx, gid)
     rows = idx.group_offsets(gid, OFFSET_FIELDS, iso_time=True)
     if topic is not None:
         rows = [r for r in rows if r["topic"] == topic]
     if partition is not None:
         rows = [r for r in rows if r["partition"] == partition]
+    return with_lag(idx, rows)
+
+
+def with_lag(idx: SnapshotIndex, rows: list[dict]) -> list[dict]:
+    """Each offset row with `log_end_offset` and `lag` (null when the snapshot has no end offset for it)."""
+    leo = idx.end_offsets
+    for r in rows:
+        end = leo.get((r["topic"], r["partition"]))
+        r["log_end_offset"] = end
+        r["lag"] = consumer_lag(end, r.get("committed_offset"))
     return rows
 
 

@@ -70,6 +70,9 @@ def build_story(root: Path) -> WarehouseKit:
         expired_groups=[{"group_id": "batch", "reason": "all offsets expired", "group_type": "classic"}],
         removed_groups=[{"group_id": "simple", "tombstone_record_offset": 99}],
         commits=[commit("payments", "orders", 0, 17, t=30)],
+        # the dump's log dir left high watermarks for orders (not refunds)
+        log_end_offsets=[{"topic": "orders", "partition": p, "log_end_offset": o, "observed_at": ts(39)}
+                         for p, o in ((0, 1300), (1, 950), (2, 60))],
         as_of=ts(40),
     )
     k.snapshot("s3", status="failed", groups=[group("ghost")])

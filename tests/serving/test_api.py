@@ -13,7 +13,8 @@ from .warehouse_kit import WarehouseKit, group, member, offset
 
 pytestmark = pytest.mark.integration
 
-OFFSET_KEYS = {"topic", "partition", "committed_offset", "leader_epoch", "metadata", "commit_timestamp"}
+OFFSET_KEYS = {"topic", "partition", "committed_offset", "leader_epoch", "metadata", "commit_timestamp",
+               "log_end_offset", "lag"}
 
 
 def get(base, path, **params):
@@ -52,8 +53,18 @@ def test_group_offsets_shape(server):
     rows = r.json()
     assert isinstance(rows, list) and all(set(o) == OFFSET_KEYS for o in rows)
     assert rows[1] == {"topic": "orders", "partition": 0, "committed_offset": 1200, "leader_epoch": 3, "metadata": "",
-                       "commit_timestamp": "2026-01-01T00:00:10Z"}
+                       "commit_timestamp": "2026-01-01T00:00:10Z", "log_end_offset": None, "lag": None}
     assert [o["partition"] for o in get(server, "/groups/payments/offsets", snapshot="s1", topic="orders").json()] == [0, 1]
+
+
+def test_offsets_carry_lag_from_the_snapshots_end_offsets(server):
+    """s2's dump left high watermarks for `orders` only: LAG where the end offset is known, null elsewhere."""
+    rows = {(o["topic"], o["partition"]): (o["log_end_offset"], o["lag"])
+            for o in get(server, "/groups/payments/offsets", snapshot="s2").json()}
+    assert rows == {("orders", 0): (1300, 1283), ("orders", 1): (950, 0), ("refunds", 0): (None, None)}
+    detail = get(server, "/groups/payments", snapshot="s2").json()
+    assert {(o["topic"], o["partition"]): o["lag"] for o in detail["offsets"]} == {
+        ("orders", 0): 1283, ("orders", 1): 0, ("refunds", 0): None}
 
 
 def test_simple_consumer_group_is_an_empty_group(server):

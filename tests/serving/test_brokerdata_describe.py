@@ -75,7 +75,23 @@ def test_scenario_has_groups_in_both_states(summary):
     assert {"Stable", "Empty"} <= states, states  # the checks below cover members and no-member groups
 
 
-def test_describe_offsets_matches_the_broker(warehouse, summary):
+def _timeline_topics(brokerdata) -> tuple[dict[str, int], dict[str, int]]:
+    """(records produced per topic, partitions per topic) as the scenario's timeline.tsv tells them."""
+    import ast
+    import re
+
+    produced: dict[str, int] = {}
+    partitions: dict[str, int] = {}
+    for line in (brokerdata / SCENARIO / "timeline.tsv").read_text().splitlines():
+        if m := re.search(r"\tproduced (\d+) records to ([\w.-]+)$", line):
+            produced[m.group(2)] = produced.get(m.group(2), 0) + int(m.group(1))
+        if m := re.search(r"\tcreated topics (\{.*\})$", line):
+            partitions.update(ast.literal_eval(m.group(1)))
+    return produced, partitions
+
+
+def test_describe_offsets_matches_the_broker(warehouse, summary, brokerdata):
+    leo_seen: dict[tuple[str, int], int] = {}
     for gid, g in sorted(summary.items()):
         r = describe(warehouse, gid)
         head, rows = data_rows(r.stdout)
@@ -87,12 +103,17 @@ def test_describe_offsets_matches_the_broker(warehouse, summary):
         for tp in set(offsets) | set(owner):
             m = owner.get(tp)
             off = offsets.get(tp)
-            expected[tp] = [gid, tp[0], str(tp[1]), MISSING if off is None else str(off), MISSING, MISSING,
+            expected[tp] = [gid, tp[0], str(tp[1]), MISSING if off is None else str(off),
                             m["member_id"] if m else MISSING, m["client_host"] if m else MISSING,
                             m["client_id"] if m else MISSING]
-        got = {(row[1], int(row[2])): row for row in rows}
+        got = {(row[1], int(row[2])): row[:4] + row[6:] for row in rows}
         assert len(got) == len(rows), (gid, "a partition printed twice", rows)
         assert got == expected, gid
+        # LOG-END-OFFSET from the log dir's own high watermarks; LAG = LOG-END-OFFSET - CURRENT-OFFSET
+        for row in rows:
+            tp, leo = (row[1], int(row[2])), int(row[4])
+            assert leo_seen.setdefault(tp, leo) == leo, (gid, tp)
+            assert row[5] == (MISSING if row[3] == MISSING else str(leo - int(row[3]))), (gid, row)
 
         # Kafka's order: members with more partitions first, each member's partitions by topic then partition,
         # then the committed-but-unassigned partitions (sorted).
@@ -113,6 +134,11 @@ def test_describe_offsets_matches_the_broker(warehouse, summary):
             assert r.stderr == f"\nConsumer group '{gid}' has no active members.\n"
         else:
             assert r.stderr == "", (gid, r.stderr)
+    produced, partitions = _timeline_topics(brokerdata)
+    whole = [t for t in produced if sum(1 for tp in leo_seen if tp[0] == t) == partitions[t]]
+    assert whole, "no topic with every partition described"
+    for t in whole:  # every partition of the topic shown: its end offsets add up to what the producers wrote
+        assert sum(v for tp, v in leo_seen.items() if tp[0] == t) == produced[t], t
 
 
 def test_describe_members_matches_the_broker(warehouse, summary):

@@ -49,6 +49,20 @@ def test_describe_end_offsets_give_lag(run, tmp_path):
     assert lines[4].split()[3:6] == ["40", "-", "-"]
 
 
+def test_describe_shows_lag_from_the_snapshots_end_offsets(run, tmp_path):
+    """s2 holds the dump's high watermarks: LOG-END-OFFSET and LAG without --end-offsets; a file given wins."""
+    r = run("describe", "payments", "--snapshot", "s2")
+    assert r.exit_code == 0, r.output
+    lines = r.stdout.splitlines()
+    assert [ln.split()[1:6] for ln in lines[2:5]] == [["orders", "0", "17", "1300", "1283"],
+                                                       ["orders", "1", "950", "950", "0"],
+                                                       ["refunds", "0", "40", "-", "-"]]
+    f = tmp_path / "get-offsets.txt"
+    f.write_text("orders:0:17\nrefunds:0:45\n")  # kafka-get-offsets output
+    lines = run("describe", "payments", "--snapshot", "s2", "--end-offsets", str(f)).stdout.splitlines()
+    assert [ln.split()[3:6] for ln in lines[2:5]] == [["17", "17", "0"], ["950", "-", "-"], ["40", "45", "5"]]
+
+
 def test_describe_bad_end_offsets_is_usage_error(run, tmp_path):
     f = tmp_path / "leo.csv"
     f.write_text("orders,zero,1\n")

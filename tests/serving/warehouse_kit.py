@@ -134,6 +134,7 @@ class WarehouseKit:
         expired_groups=(),
         removed_groups=(),
         quarantine=(),
+        log_end_offsets=(),
         commits=(),
         status: str = "succeeded",
         as_of: datetime | None = None,
@@ -152,6 +153,7 @@ class WarehouseKit:
             "expired_groups": expired_groups,
             "removed_groups": removed_groups,
             "quarantine": quarantine,
+            "log_end_offsets": [{"source": "replication-offset-checkpoint", **r} for r in log_end_offsets],
         }
         tables = tables or {}
         for table in SNAPSHOT_TABLES:

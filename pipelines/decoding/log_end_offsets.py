@@ -1,0 +1,258 @@
+"""Where each data-topic partition's log ended, read from what a broker left in its log dirs (for LAG offline).
+
+Two sources per log dir (spec §1.1 for the dir layout):
+- `replication-offset-checkpoint`: the high watermark of every partition the broker hosted, as `ReplicaManager`
+  last checkpointed it (every `replica.high.watermark.checkpoint.interval.ms`, 5 s by default, and at a clean
+  shutdown). The high watermark is what `kafka-consumer-groups` shows as LOG-END-OFFSET (ListOffsets latest,
+  read_uncommitted).
+- the tail of the partition's own segments (`<topic>-<N>/<base>.log`): the offset after the last whole entry of
+  the newest segment, i.e. the log end offset `LogLoader` would recover.
+Several log dirs (one broker's JBOD dirs, or several brokers' copies) are combined per partition by taking the
+highest end offset; the row says which source gave it.
+"""
+from __future__ import annotations
+
+import os
+import re
+import struct
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+__all__ = ["CheckpointError", "LogEndOffset", "log_end_offsets", "log_end_offsets_table", "parse_end_offsets_text",
+           "read_offset_checkpoint", "segment_log_end_offset"]
+
+REPLICATION_CHECKPOINT = "replication-offset-checkpoint"
+SOURCE_CHECKPOINT = "replication-offset-checkpoint"
+SOURCE_SEGMENT = "segment"
+SOURCE_FILE = "file"
+
+_CHECKPOINT_VERSION = 0  # OffsetCheckpointFile.CurrentVersion (Kafka 0.9-4.x)
+_PARTITION_DIR = re.compile(r"^(.+)-(\d+)$")
+_SKIPPED_DIR = re.compile(r"-(delete|future|stray)$")
+_SEGMENT_NAME = re.compile(r"^(\d+)\.log$")
+# Not a topic a consumer group reads: KRaft's metadata log.
+_NOT_DATA_TOPICS = frozenset({"__cluster_metadata"})
+
+_ENTRY_HEAD = struct.Struct(">qi")  # offset, size (LOG_OVERHEAD = 12)
+_LAST_OFFSET_DELTA = struct.Struct(">i")  # v2 batch: at byte 23 (offset 8, size 4, epoch 4, magic 1, crc 4, attrs 2)
+_LOG_OVERHEAD = 12
+_V2_HEAD = 27
+_MIN_ENTRY_SIZE = 14  # LegacyRecord.RECORD_OVERHEAD_V0
+
+
+class CheckpointError(ValueError):
+    """A checkpoint file that is not in `OffsetCheckpointFile`'s format; names the file and the line."""
+
+
+@dataclass(frozen=True, slots=True)
+class LogEndOffset:
+    """One data-topic partition's end offset, where it came from, and when that source was written (ms)."""
+
+    topic: str
+    partition: int
+    log_end_offset: int
+    source: str
+    observed_at_ms: int | None
+
+
+def read_offset_checkpoint(path: str | os.PathLike) -> dict[tuple[str, int], int]:
+    """`CheckpointFile.read` for `OffsetCheckpointFile`: a version line (0), a count line, then `topic partition
+    offset` per line. Raises `CheckpointError` on any other shape, as Kafka does."""
+    name = os.fspath(path)
+    with open(name, encoding="utf-8") as f:
+        lines = f.read().splitlines()
+
+    def bad(line_no: int, why: str) -> CheckpointError:
+        return CheckpointError(f"{name}: line {line_no}: {why}")
+
+    if not lines:
+        raise bad(1, "empty file (expected the version line)")
+    if lines[0].strip() != str(_CHECKPOINT_VERSION):
+        raise bad(1, f"unrecognized version {lines[0].strip()!r} (expected {_CHECKPOINT_VERSION})")
+    if len(lines) < 2 or not lines[1].strip().isdigit():
+        raise bad(2, "expected the entry count")
+    expected = int(lines[1])
+    out: dict[tuple[str, int], int] = {}
+    entries = [ln for ln in lines[2:] if ln.strip()]
+    for i, line in enumerate(entries, start=3):
+        parts = line.split()
+        if len(parts) != 3:
+            raise bad(i, f"expected 'topic partition offset', got {line!r}")
+        topic, partition, offset = parts
+        try:
+            p, o = int(partition), int(offset)
+        except ValueError:
+            raise bad(i, f"partition and offset must be whole numbers, got {line!r}") from None
+        if p < 0 or o < 0:
+            raise bad(i, f"negative partition or offset in {line!r}")
+        out[(topic, p)] = o
+    if len(entries) != expected:
+        raise bad(2, f"says {expected} entries, the file holds {len(entries)}")
+    return out
+
+
+def segment_log_end_offset(partition_dir: str | os.PathLike) -> int | None:
+    """The offset after the last whole entry of the partition's newest segment (its log end offset).
+
+    Walks the newest segment's entry heads only (`FileLogInputStream` framing): a v2 batch ends at
+    baseOffset + lastOffsetDelta, a legacy entry (magic 0/1, compressed wrapper or not) at its own offset.
+    The walk stops at the first entry that can't be framed (a torn tail is not part of the log, as recovery
+    truncates it). An empty newest segment ends where its name says. None when there is no segment.
+    """
+    d = os.fspath(partition_dir)
+    segments = sorted((int(m.group(1)), e.path) for e in os.scandir(d)
+                      if (m := _SEGMENT_NAME.match(e.name)) and e.is_file())
+    if not segments:
+        return None
+    base, path = segments[-1]
+    end_offset = base
+    with open(path, "rb") as f:
+        size_of_file = os.fstat(f.fileno()).st_size
+        pos = 0
+        while size_of_file - pos >= _V2_HEAD:
+            f.seek(pos)
+            head = f.read(_V2_HEAD)
+            if len(head) < _V2_HEAD:
+                break
+            offset, size = _ENTRY_HEAD.unpack_from(head, 0)
+            total = _LOG_OVERHEAD + size
+            if size < _MIN_ENTRY_SIZE or pos + total > size_of_file or offset < 0:
+                break
+            magic = head[16]
+            if magic == 2:
+                last = offset + _LAST_OFFSET_DELTA.unpack_from(head, 23)[0]
+            elif magic in (0, 1):
+                last = offset
+            else:
+                break
+            end_offset = max(end_offset, last + 1)
+            pos += total
+    return end_offset
+
+
+def _mtime_ms(path: str) -> int | None:
+    try:
+        return int(os.stat(path).st_mtime * 1000)
+    except OSError:
+        return None
+
+
+def _log_dirs(paths: Iterable[str | os.PathLike]) -> list[str]:
+    """The broker log dirs among the inputs: a dir holding partition dirs or a replication checkpoint, or the
+    parent of a given `__consumer_offsets-N` dir when that parent holds the checkpoint."""
+    out: list[str] = []
+    for p in paths:
+        p = os.path.abspath(os.fspath(p))
+        if not os.path.isdir(p):
+            continue
+        if _PARTITION_DIR.match(os.path.basename(p)) and not os.path.isfile(os.path.join(p, REPLICATION_CHECKPOINT)):
+            parent = os.path.dirname(p)
+            if os.path.isfile(os.path.join(parent, REPLICATION_CHECKPOINT)):
+                p = parent
+            else:
+                continue
+        if p not in out:
+            out.append(p)
+    return out
+
+
+def log_end_offsets(paths: Iterable[str | os.PathLike]) -> tuple[list[LogEndOffset], list[str]]:
+    """Every data-topic partition's end offset found in the inputs' broker log dirs, and warnings for what could
+    not be read (a bad checkpoint, an unreadable segment): those never fail a rebuild, they only leave LAG unknown.
+    """
+    best: dict[tuple[str, int], LogEndOffset] = {}
+    warnings: list[str] = []
+
+    def offer(row: LogEndOffset) -> None:
+        key = (row.topic, row.partition)
+        cur = best.get(key)
+        if cur is None or row.log_end_offset > cur.log_end_offset:
+            best[key] = row
+
+    for log_dir in _log_dirs(paths):
+        cp = os.path.join(log_dir, REPLICATION_CHECKPOINT)
+        if os.path.isfile(cp):
+            try:
+                hw = read_offset_checkpoint(cp)
+            except (OSError, UnicodeDecodeError, CheckpointError) as e:
+                warnings.append(f"high watermarks not read: {e}")
+            else:
+                observed = _mtime_ms(cp)
+                for (topic, partition), offset in hw.items():
+                    if topic not in _NOT_DATA_TOPICS:
+                        offer(LogEndOffset(topic, partition, offset, SOURCE_CHECKPOINT, observed))
+        try:
+            entries = list(os.scandir(log_dir))
+        except OSError as e:
+            warnings.append(f"{log_dir}: cannot list directory: {e}")
+            continue
+        for e in entries:
+            m = _PARTITION_DIR.match(e.name)
+            if not m or _SKIPPED_DIR.search(e.name) or m.group(1) in _NOT_DATA_TOPICS or not e.is_dir():
+                continue
+            try:
+                leo = segment_log_end_offset(e.path)
+                newest = max((x.path for x in os.scandir(e.path) if _SEGMENT_NAME.match(x.name)), default=None,
+                             key=lambda s: int(_SEGMENT_NAME.match(os.path.basename(s)).group(1)))
+            except OSError as err:
+                warnings.append(f"{e.path}: log end offset not read: {err}")
+                continue
+            if leo is not None:
+                offer(LogEndOffset(m.group(1), int(m.group(2)), leo, SOURCE_SEGMENT,
+                                   _mtime_ms(newest) if newest else None))
+    return sorted(best.values(), key=lambda r: (r.topic, r.partition)), warnings
+
+
+def _is_int(text: str) -> bool:
+    try:
+        int(text)
+    except ValueError:
+        return False
+    return True
+
+
+def parse_end_offsets_text(text: str, source: str = "end offsets") -> dict[tuple[str, int], int]:
+    """End offsets a user gives: `kafka-get-offsets` output (`topic:partition:offset`, Kafka 3.0+) or whitespace /
+    comma separated `topic partition offset` lines (a header line and `#` comments are skipped).
+
+    Raises ValueError naming the line for anything else. A topic name can't hold `:` or whitespace, so a line
+    splits unambiguously from the right.
+    """
+    out: dict[tuple[str, int], int] = {}
+    for n, raw in enumerate(text.splitlines(), start=1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        if ":" in line and len(line.split()) == 1:
+            parts = line.rsplit(":", 2)
+        else:
+            parts = line.replace(",", " ").split()
+        if len(parts) != 3:
+            raise ValueError(f"{source}: line {n}: expected 'topic:partition:offset' or 'topic partition offset', "
+                             f"got {raw!r}")
+        topic, partition, offset = parts
+        if n == 1 and not _is_int(partition) and not _is_int(offset):
+            continue  # a header line (`topic,partition,end_offset`)
+        try:
+            p, o = int(partition), int(offset)
+        except ValueError:
+            raise ValueError(f"{source}: line {n}: partition and offset must be integers, got {raw!r}") from None
+        if p < 0 or o < 0:
+            raise ValueError(f"{source}: line {n}: partition and offset must not be negative, got {raw!r}")
+        out[(topic, p)] = o
+    return out
+
+
+def log_end_offsets_table(rows: list[LogEndOffset], snapshot_id: str):
+    """The `log_end_offsets` rows of one snapshot as Arrow (the contract's columns, schemas/tables.py)."""
+    import pyarrow as pa
+
+    return pa.table({
+        "snapshot_id": pa.array([snapshot_id] * len(rows), pa.string()),
+        "topic": pa.array([r.topic for r in rows], pa.string()),
+        "partition": pa.array([r.partition for r in rows], pa.int32()),
+        "log_end_offset": pa.array([r.log_end_offset for r in rows], pa.int64()),
+        "source": pa.array([r.source for r in rows], pa.string()),
+        "observed_at": pa.array([None if r.observed_at_ms is None else r.observed_at_ms * 1000 for r in rows],
+                                pa.timestamp("us", tz="UTC")),
+    })

@@ -1,0 +1,137 @@
+"""Data-topic end offsets from a broker's log dirs (LAG offline), checked against what the brokerdata scenarios'
+clients produced (`timeline.tsv`), and against segment tails written by the project's own encoder."""
+from __future__ import annotations
+
+import collections
+import re
+
+import pytest
+
+from pipelines.decoding.log_end_offsets import (
+    SOURCE_CHECKPOINT,
+    SOURCE_SEGMENT,
+    CheckpointError,
+    log_end_offsets,
+    parse_end_offsets_text,
+    read_offset_checkpoint,
+    segment_log_end_offset,
+)
+from pipelines.sample import encode_batch, encode_control_batch
+
+_PRODUCED = re.compile(r"\tproduced (\d+) records to ([\w.-]+)$")
+_DELETED = re.compile(r"AdminClient\.delete_topics\(\[([^\]]*)\]\) -> ok")
+
+
+def _scenarios(brokerdata):
+    return sorted(p for p in brokerdata.iterdir() if (p / "timeline.tsv").is_file() and (p / "data").is_dir())
+
+
+@pytest.mark.shared
+def test_high_watermarks_add_up_to_what_the_clients_produced(brokerdata):
+    """Every topic a scenario's clients produced to (and did not delete) ends, summed over its partitions, exactly
+    where the producers left it; a deleted topic has no end offset."""
+    scenarios = _scenarios(brokerdata)
+    if not scenarios:
+        pytest.skip("no brokerdata scenarios")
+    checked = 0
+    for s in scenarios:
+        produced: collections.Counter = collections.Counter()
+        deleted: set[str] = set()
+        for line in (s / "timeline.tsv").read_text().splitlines():
+            if m := _PRODUCED.search(line):
+                produced[m.group(2)] += int(m.group(1))
+            if m := _DELETED.search(line):
+                deleted |= {t.strip().strip("'\"") for t in m.group(1).split(",")}
+        rows, warnings = log_end_offsets([s / "data"])
+        assert warnings == [], (s.name, warnings)
+        ends: collections.Counter = collections.Counter()
+        for r in rows:
+            assert r.source == SOURCE_CHECKPOINT, (s.name, r)  # the scenarios keep no data-topic segments
+            assert r.observed_at_ms and r.log_end_offset >= 0
+            ends[r.topic] += r.log_end_offset
+        for topic, n in produced.items():
+            if topic in deleted:
+                assert topic not in ends, (s.name, topic)
+            else:
+                assert ends[topic] == n, (s.name, topic, ends[topic], n)
+                checked += 1
+    assert checked >= 20
+
+
+@pytest.mark.shared
+def test_a_partition_dir_input_finds_its_log_dirs_checkpoint(brokerdata):
+    s = brokerdata / "kip848" / "data"
+    if not s.is_dir():
+        pytest.skip("kip848 not present")
+    whole, _ = log_end_offsets([s])
+    one, _ = log_end_offsets([s / "__consumer_offsets-0"])
+    assert one == whole and whole
+
+
+def _segment(path, batches):
+    path.write_bytes(b"".join(batches))
+
+
+def _records(n, ts=1_000):
+    return [(b"k%d" % i, b"v%d" % i, ts + i) for i in range(n)]
+
+
+def test_segment_tail_is_the_offset_after_the_last_whole_batch(tmp_path):
+    d = tmp_path / "orders-3"
+    d.mkdir()
+    _segment(d / "00000000000000000000.log", [encode_batch(_records(5), 0)])
+    _segment(d / "00000000000000000005.log", [
+        encode_batch(_records(3), 5, codec="zstd"),
+        encode_batch(_records(2), 8, producer_id=7, producer_epoch=0, is_transactional=True),
+        encode_control_batch(0, 0, 10, 7, 0, 2_000),
+    ])
+    assert segment_log_end_offset(d) == 11
+    # a torn tail is not part of the log (recovery truncates it)
+    with open(d / "00000000000000000005.log", "ab") as f:
+        f.write(encode_batch(_records(4), 11)[:-9])
+    assert segment_log_end_offset(d) == 11
+    # an empty active segment: the log ends where its name says
+    (d / "00000000000000000011.log").write_bytes(b"")
+    assert segment_log_end_offset(d) == 11
+    (d / "00000000000000000042.log").write_bytes(b"")
+    assert segment_log_end_offset(d) == 42
+
+
+def test_log_dirs_combine_to_the_highest_end_offset(tmp_path):
+    a, b = tmp_path / "broker-1", tmp_path / "broker-2"
+    for root, hw in ((a, 7), (b, 12)):
+        (root / "orders-0").mkdir(parents=True)
+        (root / "replication-offset-checkpoint").write_text(f"0\n2\norders 0 {hw}\n__cluster_metadata 0 99\n")
+    _segment(a / "orders-0" / "00000000000000000000.log", [encode_batch(_records(9), 0)])
+    rows, warnings = log_end_offsets([a, b])
+    assert warnings == []
+    assert [(r.topic, r.partition, r.log_end_offset, r.source) for r in rows] == [("orders", 0, 12, SOURCE_CHECKPOINT)]
+    rows, _ = log_end_offsets([a])
+    assert [(r.log_end_offset, r.source) for r in rows] == [(9, SOURCE_SEGMENT)]  # segment tail past the checkpoint
+
+
+@pytest.mark.parametrize("text, why", [
+    ("", "empty file"),
+    ("1\n0\n", "unrecognized version"),
+    ("0\nx\n", "entry count"),
+    ("0\n2\norders 0 5\n", "says 2 entries"),
+    ("0\n1\norders zero 5\n", "whole numbers"),
+    ("0\n1\norders 0 -5\n", "negative"),
+    ("0\n1\norders 0\n", "expected 'topic partition offset'"),
+])
+def test_a_bad_checkpoint_is_named_and_never_fails_the_run(tmp_path, text, why):
+    (tmp_path / "replication-offset-checkpoint").write_text(text)
+    with pytest.raises(CheckpointError, match=why):
+        read_offset_checkpoint(tmp_path / "replication-offset-checkpoint")
+    rows, warnings = log_end_offsets([tmp_path])
+    assert rows == [] and len(warnings) == 1 and "replication-offset-checkpoint" in warnings[0]
+
+
+def test_end_offsets_text_takes_kafka_get_offsets_and_csv():
+    assert parse_end_offsets_text("orders:0:1250\norders:1:900\nmy.topic-x:12:0\n") == {
+        ("orders", 0): 1250, ("orders", 1): 900, ("my.topic-x", 12): 0}
+    assert parse_end_offsets_text("topic,partition,end_offset\n# note\norders,0,1250\n\norders 1 900\n") == {
+        ("orders", 0): 1250, ("orders", 1): 900}
+    for bad in ("orders:0\n", "orders,zero,1\n", "orders:0:-1\n", "x,0,1\norders,zero,1\n"):
+        with pytest.raises(ValueError, match="line"):
+            parse_end_offsets_text(bad)
