@@ -274,8 +274,13 @@ def _first_error(exc: RequestValidationError) -> str:
     return "; ".join(msgs) or "bad request"
 
 
-def create_app(reader: SnapshotReader, *, token: str | None = None, refresh_interval: float = 1.0) -> FastAPI:
+def create_app(reader: SnapshotReader, *, token: str | None = None, refresh_interval: float = 1.0,
+               metrics_max_series: int | None = None) -> FastAPI:
+    from pipelines.serving import metrics as prom
+
     catalog = SnapshotCatalog(reader, refresh_interval=refresh_interval)
+    metrics_cache: dict = {}
+    max_series = prom.DEFAULT_MAX_SERIES if metrics_max_series is None else metrics_max_series
     bearer = HTTPBearer(auto_error=False, description="`offsetlake serve --token`")
 
     async def check_token(creds: HTTPAuthorizationCredentials | None = Depends(bearer)) -> None:
@@ -363,6 +368,16 @@ def create_app(reader: SnapshotReader, *, token: str | None = None, refresh_inte
         if st["error"]:
             body["error"] = st["error"]
         return _json(body, sid)
+
+    @app.get("/metrics", response_class=Response, dependencies=guarded, tags=["meta"],
+             responses={**responses, 200: {"content": {prom.CONTENT_TYPE: {"schema": {"type": "string"}}},
+                                           "description": "Prometheus text format"}})
+    def metrics(snapshot: str | None = SnapshotQ):
+        """Prometheus metrics: the served snapshot's age and as-of, the last run's status, duration and counts,
+        groups by type and state, committed offsets and lag per group/topic/partition (bounded: see the README),
+        offset regressions against the previous snapshot. `?snapshot=` describes that snapshot instead."""
+        body = prom.render(prom.catalog_families(catalog, max_series, metrics_cache, snapshot_id=snapshot))
+        return Response(body, media_type=prom.CONTENT_TYPE)
 
     @app.get("/snapshots", response_model=SnapshotsOut, responses=responses, dependencies=guarded, tags=["snapshots"])
     def snapshots(snapshot: str | None = SnapshotQ):

@@ -131,7 +131,9 @@ def _is_loopback(host: str) -> bool:
 @click.option("--refresh-interval", type=click.FloatRange(0.0, 3600.0), default=1.0, show_default=True,
               help="seconds between checks of the runs table for a new snapshot")
 @click.option("--log-level", type=click.Choice(["critical", "error", "warning", "info", "debug"]), default="info")
-def serve(warehouse, host, port, token, refresh_interval, log_level):
+@click.option("--metrics-max-series", type=click.IntRange(min=0), default=10_000, show_default=True,
+              help="/metrics: per-partition series only up to this many committed offsets, else per group and topic")
+def serve(warehouse, host, port, token, refresh_interval, log_level, metrics_max_series):
     """The read-only HTTP JSON API (routes in CONTRACT.md) and a small web page at /."""
     import uvicorn
 
@@ -145,7 +147,7 @@ def serve(warehouse, host, port, token, refresh_interval, log_level):
         raise click.UsageError("--token must not be empty")
     if not _is_loopback(host) and token is None:
         click.echo(f"Warning: serving on {host} without --token: anyone who can reach it can read the snapshots.", err=True)
-    app = create_app(reader, token=token, refresh_interval=refresh_interval)
+    app = create_app(reader, token=token, refresh_interval=refresh_interval, metrics_max_series=metrics_max_series)
     uvicorn.run(app, host=host, port=port, log_level=log_level, workers=1, access_log=log_level == "debug")
 
 

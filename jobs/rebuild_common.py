@@ -31,6 +31,9 @@ def rebuild_options(f):
         click.option("--conf", "conf_overrides", multiple=True, help="Override a setting: section.key=value."),
         click.option("--json", "as_json", is_flag=True, help="Print the machine-readable summary."),
         click.option("--quiet", is_flag=True, help="No progress lines."),
+        click.option("--metrics-textfile", default=None, type=click.Path(dir_okay=False),
+                     help="Also write the run's metrics here (Prometheus text, for node_exporter's textfile "
+                          "collector; written atomically)."),
     ]
     for o in reversed(opts):
         f = o(f)
@@ -55,7 +58,7 @@ def run_from_cli(**kw) -> int:
     from pipelines.config import ConfigError, load_settings
     from pipelines.rebuild import RebuildRequest, StrictModeError, UsageError, run_rebuild
 
-    as_json, quiet = kw.pop("as_json"), kw.pop("quiet")
+    as_json, quiet, textfile = kw.pop("as_json"), kw.pop("quiet"), kw.pop("metrics_textfile")
     try:
         settings = load_settings(env=kw.pop("env"), overrides=parse_overrides(kw.pop("conf_overrides")))
     except (ConfigError, click.UsageError) as e:
@@ -75,6 +78,8 @@ def run_from_cli(**kw) -> int:
     except StrictModeError as e:
         click.echo(f"error: {e}", err=True)
         return EXIT_VALIDATION
+    if textfile:
+        _write_metrics(textfile, summary)
     if as_json:
         click.echo(summary.to_json())
     else:
@@ -82,6 +87,15 @@ def run_from_cli(**kw) -> int:
 
         click.echo(format_summary(summary))
     return EXIT_OK if summary.status == "succeeded" else EXIT_VALIDATION
+
+
+def _write_metrics(path: str, summary) -> None:
+    from pipelines.serving.metrics import rebuild_families, write_textfile
+
+    try:
+        write_textfile(path, rebuild_families(summary))
+    except OSError as e:  # the snapshot is written: say so, and that the textfile is not
+        click.echo(f"warning: --metrics-textfile {path}: {e.strerror or e}", err=True)
 
 
 def exit_with(code: int):

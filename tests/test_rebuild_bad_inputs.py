@@ -35,12 +35,14 @@ def combined(spark, tmp_path_factory):
     inputs, expect = bi.build_combined(root)
     warehouse = root / "warehouse"
     args = [a for p in inputs for a in ("--input", p)]
-    result = invoke([*args, "--warehouse", str(warehouse), "--snapshot-id", SNAPSHOT, "--json", "--quiet"])
+    textfile = root / "offsetlake.prom"
+    result = invoke([*args, "--warehouse", str(warehouse), "--snapshot-id", SNAPSHOT, "--json", "--quiet",
+                     "--metrics-textfile", str(textfile)])
     wh = Warehouse(str(warehouse))
     quarantine = wh.read_table("quarantine", SNAPSHOT).to_pylist()
     offsets = wh.read_table("loaded_offsets", SNAPSHOT).to_pylist()
     return dict(result=result, summary=bi.parse_summary(result.stdout), expect=expect, quarantine=quarantine,
-                offsets=offsets)
+                offsets=offsets, textfile=textfile)
 
 
 def test_combined_bad_input_exits_zero_with_balanced_accounting(combined):
@@ -50,6 +52,23 @@ def test_combined_bad_input_exits_zero_with_balanced_accounting(combined):
     assert s["status"] == "succeeded"
     assert s["validation"]["failed"] == 0, s["validation"]
     assert s["records_quarantined"] == len(combined["quarantine"])
+
+
+def test_metrics_textfile_tells_what_the_summary_says(combined):
+    """`--metrics-textfile`: the run's metrics for node_exporter, parsed by Prometheus' own parser."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    s = combined["summary"]
+    samples = {(m.name, tuple(sorted(m.labels.items()))): m.value
+               for f in text_string_to_metric_families(combined["textfile"].read_text()) for m in f.samples}
+    assert samples[("offsetlake_last_run_status", (("status", "succeeded"),))] == 1
+    assert samples[("offsetlake_last_run_status", (("status", "failed"),))] == 0
+    assert samples[("offsetlake_last_run_records_in", ())] == s["records_in"]
+    assert samples[("offsetlake_last_run_records_quarantined", ())] == s["records_quarantined"] > 0
+    assert samples[("offsetlake_last_run_offsets", ())] == s["offsets"]
+    assert samples[("offsetlake_last_run_snapshot", (("snapshot_id", SNAPSHOT),))] == 1
+    assert samples[("offsetlake_last_run_duration_seconds", ())] > 0
+    assert not list(combined["textfile"].parent.glob(".offsetlake-*"))  # written through a renamed temp file
 
 
 def _rows_for(combined, e: bi.Expect):
