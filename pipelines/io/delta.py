@@ -186,7 +186,7 @@ def _timestamp_stat(micros: int) -> str | None:
     return t.strftime("%Y-%m-%dT%H:%M:%S.") + f"{t.microsecond // 1000:03d}Z"
 
 
-def _minmax(kind: str, lo, hi, column) -> tuple | None:
+def stat_bounds(kind: str, lo, hi) -> tuple | None:
     """Delta's (min, max) statistics for a column's exact footer min/max, widened where Delta keeps less
     precision so that min <= every value <= max still holds; None when they cannot be given."""
     if kind == "string":
@@ -196,15 +196,45 @@ def _minmax(kind: str, lo, hi, column) -> tuple | None:
         return None if hi is None else (truncate_min_string(lo), hi)
     if kind == "timestamp":
         # Delta keeps milliseconds: the min floored and the max ceiled keep the bounds true.
-        per = _timestamp_micros(column)
-        if per is None or not isinstance(lo, int) or not isinstance(hi, int):
-            return None
-        lo_us, hi_us = lo * per, hi * per
-        lo_s, hi_s = _timestamp_stat(int(lo_us // 1000 * 1000)), _timestamp_stat(int(-(-hi_us // 1000) * 1000))
+        lo_s, hi_s = _timestamp_stat(int(lo // 1000 * 1000)), _timestamp_stat(int(-(-hi // 1000) * 1000))
         return None if lo_s is None or hi_s is None else (lo_s, hi_s)
-    if isinstance(lo, bytes) or isinstance(hi, bytes):
-        return None
     return lo, hi
+
+
+def footer_bounds(path: str | Path, struct, partition_columns: Iterable[str] = ()) -> tuple[int, dict]:
+    """A Parquet file's row count and, per top-level primitive column whose footer has statistics, its exact
+    (null count, min, max) over all row groups: min/max None when the footer cannot give them, timestamps as
+    microseconds since the epoch (UTC)."""
+    md = pq.read_metadata(str(path))
+    parts = set(partition_columns)
+    index = {md.schema.column(i).path: i for i in range(md.num_columns)}
+    out: dict = {}
+    for field in struct.fields:
+        i = index.get(field.name)  # nested leaves have dotted paths: not top-level primitives
+        if field.name in parts or i is None or md.num_row_groups == 0:
+            continue
+        kind = field.dataType.typeName()
+        per = _timestamp_micros(md.schema.column(i)) if kind == "timestamp" else 1
+        complete, minmax_ok, nc, lo, hi = True, kind in _MINMAX_TYPES and per is not None, 0, None, None
+        for rg in range(md.num_row_groups):
+            st = md.row_group(rg).column(i).statistics
+            if st is None or not st.has_null_count:
+                complete = False
+                break
+            nc += st.null_count
+            if st.has_min_max:
+                if minmax_ok:
+                    a, b = (st.min_raw * per, st.max_raw * per) if kind == "timestamp" else (st.min, st.max)
+                    lo = a if lo is None else min(lo, a)
+                    hi = b if hi is None else max(hi, b)
+            elif st.null_count != md.row_group(rg).num_rows:
+                minmax_ok = False  # values present but no min/max in the footer
+        if not complete:
+            continue
+        if not minmax_ok or isinstance(lo, bytes) or isinstance(hi, bytes):
+            lo = hi = None
+        out[field.name] = (nc, lo, hi)
+    return md.num_rows, out
 
 
 def file_stats(path: str | Path, struct, partition_columns: Iterable[str] = ()) -> tuple[str, int]:
@@ -216,42 +246,20 @@ def file_stats(path: str | Path, struct, partition_columns: Iterable[str] = ()) 
     `truncate_max_string`), timestamps kept to the millisecond (min floored, max ceiled). A column gets both
     or neither (delta-rs reads a missing max as "below everything"), and none when its footer lacks them.
     """
-    md = pq.read_metadata(str(path))
-    parts = set(partition_columns)
-    index = {md.schema.column(i).path: i for i in range(md.num_columns)}
+    rows, bounds = footer_bounds(path, struct, partition_columns)
+    kinds = {f.name: f.dataType.typeName() for f in struct.fields}
     mins: dict = {}
     maxs: dict = {}
     nulls: dict = {}
-    for field in struct.fields:
-        i = index.get(field.name)  # nested leaves have dotted paths: not top-level primitives
-        if field.name in parts or i is None or md.num_row_groups == 0:
-            continue
-        kind = field.dataType.typeName()
-        complete, minmax_ok, nc, lo, hi = True, kind in _MINMAX_TYPES, 0, None, None
-        for rg in range(md.num_row_groups):
-            st = md.row_group(rg).column(i).statistics
-            if st is None or not st.has_null_count:
-                complete = False
-                break
-            nc += st.null_count
-            if st.has_min_max:
-                if minmax_ok:
-                    # raw values: ints for timestamps (converted by `_minmax`), str for strings
-                    a, b = (st.min_raw, st.max_raw) if kind == "timestamp" else (st.min, st.max)
-                    lo = a if lo is None else min(lo, a)
-                    hi = b if hi is None else max(hi, b)
-            elif st.null_count != md.row_group(rg).num_rows:
-                minmax_ok = False  # values present but no min/max in the footer
-        if not complete:
-            continue
-        nulls[field.name] = nc
-        if not minmax_ok or lo is None:
-            continue
-        bounds = _minmax(kind, lo, hi, md.schema.column(i))
-        if bounds is not None:
-            mins[field.name], maxs[field.name] = bounds
-    stats = {"numRecords": md.num_rows, "minValues": mins, "maxValues": maxs, "nullCount": nulls}
-    return json.dumps(stats, separators=(",", ":")), md.num_rows
+    for name, (nc, lo, hi) in bounds.items():
+        nulls[name] = nc
+        minmax = None if lo is None else stat_bounds(kinds[name], lo, hi)
+        if minmax is not None:
+            mins[name], maxs[name] = minmax
+    stats = {"numRecords": rows, "minValues": mins, "maxValues": maxs, "nullCount": nulls}
+    # UTF-8, not \u escapes: delta-rs decodes the escaped surrogate pair of U+10FFFF (the max's tie-breaker) as
+    # U+FFFFF, a smaller max than the one written.
+    return json.dumps(stats, separators=(",", ":"), ensure_ascii=False), rows
 
 
 def _not_null_violations(stats_json: str, struct, partition_columns: Iterable[str]) -> list[str]:

@@ -7,11 +7,16 @@ straddling the 32nd UTF-16 unit), timestamps with sub-millisecond parts, nulls, 
 from __future__ import annotations
 
 import datetime as dt
+import json
+from pathlib import Path
 from typing import Any
+
+import pyarrow as pa
 
 from schemas.tables import TABLES
 
 UTC = dt.timezone.utc
+PROBED = ("loaded_offsets", "loaded_groups")  # the tables filled with these rows
 T0 = dt.datetime(2024, 5, 17, 8, 30, 0, tzinfo=UTC)
 P32 = "alerts-etl-consumer-group-prod-e"  # exactly 32 characters
 assert len(P32) == 32
@@ -19,10 +24,11 @@ assert len(P32) == 32
 GROUP_IDS = [
     "a", "alerts", "alerts-etl-7", "alerts-etl-76", "alerts-etl-760", P32[:31], P32,
     P32 + "u-west-1-orders", P32 + "u-west-2-orders", P32 + "a", P32 + "~~~", P32 + "\x7f", P32 + "\x7f\x7fb",
-    P32 + "ü-north", P32 + "\uffff" + "q", P32 + "\U0010ffff" + "a", P32 + "\U0010ffff" * 3 + "z",
+    P32 + "ü-north", P32 + "\uffff" + "q", P32 + "\U0010ffff" + "a", P32 + "\U0010fffe" + "a", P32 + "\U00100000",
+    P32 + "\U0010ffff" * 3 + "z",
     "b" * 31 + "😀", "b" * 31 + "😀" + "tail", "b" * 31 + "x" + "😀",
     "消费者组" * 8, "消费者组" * 8 + "乙", "消费者组" * 10,
-    "🚀" * 16, "🚀" * 17, "🚀" * 20 + "x",
+    "🚀" * 16, "🚀" * 17, "🚀" * 33 + "x",
     "zz-last-" + "z" * 40,
 ]
 STATES = ["Empty", "Stable", "PreparingRebalance", "Dead", "CompletingRebalance"]
@@ -88,6 +94,14 @@ def table_rows(table: str) -> dict[str, list[dict]]:
     """Rows per snapshot id (without the snapshot_id column)."""
     make = {"loaded_offsets": offsets_rows, "loaded_groups": groups_rows}[table]
     return {s: make(i + 1, g) for i, (s, g) in enumerate(SNAPSHOT_GROUPS.items())}
+
+
+def arrow_table(table: str, tuples: list[tuple]) -> pa.Table:
+    """Rows in contract order as the Arrow table the in-process write path hands the warehouse."""
+    from pipelines.io.delta import arrow_schema
+
+    names = [f.name for f in TABLES[table].fields]
+    return pa.Table.from_pylist([dict(zip(names, t)) for t in tuples], schema=arrow_schema(TABLES[table]))
 
 
 def as_tuples(table: str, rows: list[dict], snapshot_id: str) -> list[tuple]:
@@ -175,3 +189,16 @@ def sql_condition(pred, qualifier: str = "") -> str:
             return f"starts_with({c}, {sql_literal(v)})"
         return f"{c} LIKE {sql_literal(v + '%')}"
     return f"{c} {op} {sql_literal(v)}"
+
+
+def active_stats(table_path) -> dict[str, dict]:
+    """path -> stats of the table's active files, replayed from the JSON commits of its log."""
+    out: dict[str, dict] = {}
+    for commit in sorted(Path(table_path, "_delta_log").glob("*.json")):
+        for line in commit.read_text().splitlines():
+            action = json.loads(line)
+            if "add" in action:
+                out[action["add"]["path"]] = json.loads(action["add"]["stats"])
+            elif "remove" in action:
+                out.pop(action["remove"]["path"], None)
+    return out

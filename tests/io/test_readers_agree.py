@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -22,14 +21,14 @@ from deltalake import DeltaTable, QueryBuilder
 
 from pipelines.io import delta
 from pipelines.io.warehouse import Warehouse
-from schemas.tables import TABLES
+from schemas.tables import SNAPSHOT_TABLES, TABLES
 
-from .io_warehouse_data import run_row
-from .stats_data import (SNAPSHOT_GROUPS, as_tuples, holds, predicates, sql_condition, table_rows)
+from .io_warehouse_data import contract_rows, run_row
+from .stats_data import (PROBED, SNAPSHOT_GROUPS, active_stats, arrow_table, as_tuples, holds, predicates,
+                         sql_condition, table_rows)
 
 pytestmark = pytest.mark.spark
 
-PROBED = ("loaded_offsets", "loaded_groups")
 SIDS = list(SNAPSHOT_GROUPS)
 JOIN_PREDS = [("state", "=", "Empty"), ("state", "in", ("Stable", "Dead")), ("leader", "prefix", "consumer-alerts"),
               ("group_id", "=", "alerts-etl-76"), ("group_id", "prefix", "alerts-etl-consumer-group-prod-eu-"),
@@ -47,18 +46,14 @@ def written(spark, make_snapshot, tmp_path_factory) -> Written:
     w.wh = wh = Warehouse(tmp_path_factory.mktemp("agree") / "warehouse")
     w.rows = {t: table_rows(t) for t in PROBED}
     for i, sid in enumerate(SIDS):
-        frames = make_snapshot(sid, i)
-        for t in PROBED:
-            data = as_tuples(t, w.rows[t][sid], sid)
-            if sid == "s1":  # Spark: several files, disjoint group_id ranges in one, overlapping in the other
-                df = spark.createDataFrame(data, TABLES[t])
+        if sid == "s1":  # Spark: several files, disjoint group_id ranges in one table, overlapping in the other
+            frames = make_snapshot(sid, i)
+            for t in PROBED:
+                df = spark.createDataFrame(as_tuples(t, w.rows[t][sid], sid), TABLES[t])
                 frames[t] = df.repartitionByRange(3, "group_id") if t == "loaded_offsets" else df.repartition(3)
-            else:
-                frames[t] = pa.Table.from_pylist(
-                    [dict(zip([f.name for f in TABLES[t].fields], r)) for r in data],
-                    schema=delta.arrow_schema(TABLES[t]))
-        if sid != "s1":
-            frames = {t: f if isinstance(f, pa.Table) else f.toArrow() for t, f in frames.items()}
+        else:  # the Arrow write: one file per snapshot
+            frames = {t: arrow_table(t, contract_rows(t, 3, i, sid)) for t in SNAPSHOT_TABLES}
+            frames.update({t: arrow_table(t, as_tuples(t, w.rows[t][sid], sid)) for t in PROBED})
         wh.write_snapshot(spark, sid, frames, run_row(i))
     # every row with its snapshot id: what a whole-table read returns
     w.all_rows = {t: [{**r, "snapshot_id": s} for s in SIDS for r in w.rows[t][s]] for t in PROBED}
@@ -89,19 +84,6 @@ def test_every_file_statistic_bounds_its_rows(written):
                     continue
                 lo, hi = _stat_value(lo, vals[0]), _stat_value(hi, vals[0])
                 assert lo <= min(vals) and max(vals) <= hi, (t, file, col, lo, min(vals), max(vals), hi)
-
-
-def active_stats(table_path) -> dict[str, dict]:
-    """path -> stats of the table's active files, replayed from the JSON commits of its log."""
-    out: dict[str, dict] = {}
-    for commit in sorted(Path(table_path, "_delta_log").glob("*.json")):
-        for line in commit.read_text().splitlines():
-            action = json.loads(line)
-            if "add" in action:
-                out[action["add"]["path"]] = json.loads(action["add"]["stats"])
-            elif "remove" in action:
-                out.pop(action["remove"]["path"], None)
-    return out
 
 
 def _stat_value(stat, like):
@@ -141,7 +123,8 @@ def _offsets(table: pa.Table) -> list[int]:
 
 
 def _check(reader: str, got: dict, want: dict) -> list[str]:
-    return [f"{reader}: {key}: got {len(got[key])} rows, want {len(want[key])}" for key in want if got[key] != want[key]]
+    return [f"{reader}: {key}: got {len(got[key])} rows, want {len(want[key])}"
+            for key in want if got[key] != want[key]]
 
 
 def _run(written, reader, read_one, filter_pred=lambda t, p: True):
@@ -195,7 +178,8 @@ def test_duckdb_delta_scan(written, duck):
         return f"delta_scan('{written.wh.table_path(t)}')"
 
     def one(t, p):
-        return _offsets(duck.execute(f"SELECT record_offset FROM {src(t)} WHERE {sql_condition(p)}").fetch_arrow_table())
+        query = f"SELECT record_offset FROM {src(t)} WHERE {sql_condition(p)}"
+        return _offsets(duck.execute(query).fetch_arrow_table())
 
     wrong = _run(written, "duckdb delta_scan", one)
     wrong += _joins(written, "duckdb delta_scan", lambda q: _offsets(duck.execute(q).fetch_arrow_table()), src)
@@ -248,7 +232,7 @@ def test_spark_over_the_active_files(written, spark):
         return sorted(r[0] for r in frames[t].filter(cond(p)).select("record_offset").collect())
 
     # a sample: Spark reads Parquet itself (no Delta statistics), one job per predicate
-    every = {"loaded_offsets": 9, "loaded_groups": 5}
+    every = {"loaded_offsets": 23, "loaded_groups": 11}
     keep = {t: set(predicates(t, written.all_rows[t])[:: every[t]]) for t in PROBED}
     _report(_run(written, "spark", one, lambda t, p: p in keep[t]))
 
@@ -318,7 +302,8 @@ def test_offsetlake_sql_command_answers_the_reported_queries(written):
     since = dt.datetime(2024, 5, 17, 8, 32, 0, 1, tzinfo=dt.timezone.utc)
     cases = {
         "SELECT count(*) FROM loaded_groups WHERE group_id = 'alerts-etl-76'": 1,
-        "SELECT count(*) FROM loaded_groups WHERE group_id LIKE 'a%'": sum(g["group_id"].startswith("a") for g in groups),
+        "SELECT count(*) FROM loaded_groups WHERE group_id LIKE 'a%'":
+            sum(g["group_id"].startswith("a") for g in groups),
         "SELECT count(*) FROM loaded_offsets o JOIN loaded_groups g ON o.group_id = g.group_id "
         "WHERE g.state = 'Empty'": sum(o["group_id"] in empty for o in offsets),
         "SELECT count(*) FROM loaded_offsets WHERE commit_timestamp >= TIMESTAMPTZ '2024-05-17 08:32:00.000001+00'":
@@ -336,7 +321,7 @@ def test_offsetlake_sql_command_answers_the_reported_queries(written):
 
 def test_warehouse_read_table_filters(written):
     wrong = []
-    for sid in SIDS:
+    for sid in ("s1", "s2"):  # a snapshot written by Spark, one by the Arrow write
         for t in PROBED:
             rows = [{**r, "snapshot_id": sid} for r in written.rows[t][sid]]
             for p in predicates(t, rows):
