@@ -183,7 +183,7 @@ def _timestamp_stat(micros: int) -> str | None:
         t = _EPOCH + _dt.timedelta(microseconds=micros)
     except OverflowError:
         return None
-    return t.strftime("%Y-%m-%dT%H:%M:%S.") + f"{t.microsecond // 1000:03d}Z"
+    return f"{t.year:04d}-{t:%m-%dT%H:%M:%S}.{t.microsecond // 1000:03d}Z"
 
 
 def stat_bounds(kind: str, lo, hi) -> tuple | None:
