@@ -35,8 +35,8 @@ _PARQUET_WRITE_CONF = {
     "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
     "spark.sql.parquet.writeLegacyFormat": "false",
 }
-# Delta truncates string statistics to a prefix; a truncated *max* would be smaller than the real max
-# and make readers skip files wrongly, so longer max values are left out of the stats instead.
+# Delta keeps string statistics to a prefix of this many UTF-16 code units (Delta Spark's default
+# `delta.dataSkippingStringPrefixLength`).
 _STATS_STRING_PREFIX = 32
 
 
@@ -119,28 +119,103 @@ def arrow_write_files(table: pa.Table, table_path: str | Path, rel_dir: str) -> 
                    coerce_timestamps="us", use_compliant_nested_type=True)
 
 
-_MINMAX_TYPES = ("byte", "short", "integer", "long", "boolean", "string")
+_MINMAX_TYPES = ("byte", "short", "integer", "long", "boolean", "string", "timestamp")
+_ASCII_MAX = "\x7f"
+_UNICODE_MAX = "\U0010ffff"
+_EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
+_MICROS_PER_UNIT = {"milliseconds": 1000, "microseconds": 1, "nanoseconds": 0.001}
 
 
-def file_stats(path: str | Path, struct, partition_columns: Iterable[str] = ()) -> tuple[str, int]:
-    """Delta `stats` JSON of one Parquet file from its footer (no data read) and its row count.
+def _utf16_units(ch: str) -> int:
+    return 2 if ord(ch) > 0xFFFF else 1
 
-    Null counts for every top-level primitive column; min/max for integers, booleans and strings (a
-    string max only when it fits Delta's 32-character prefix). Timestamps get null counts only: Delta
-    keeps them at millisecond precision and a truncated max would let readers skip a file holding the row.
-    A column whose footer lacks statistics gets none (readers then never skip on it).
-    """
+
+def _prefix_chars(value: str, prefix_len: int) -> int:
+    """How many characters of `value` make its first `prefix_len` UTF-16 code units (Java's String
+    length, which Delta Spark counts in), one more unit when the cut would split a surrogate pair."""
+    units = 0
+    for i, ch in enumerate(value):
+        if units >= prefix_len:
+            return i
+        units += _utf16_units(ch)
+    return len(value)
+
+
+def truncate_min_string(value: str, prefix_len: int = _STATS_STRING_PREFIX) -> str:
+    """A lower bound of `value` of at most `prefix_len` UTF-16 units (+1 for a whole surrogate pair)."""
+    return value[:_prefix_chars(value, prefix_len)]
+
+
+def truncate_max_string(value: str, prefix_len: int = _STATS_STRING_PREFIX) -> str | None:
+    """An upper bound of `value` (in UTF-8 byte order, which every reader compares in) cut near `prefix_len`
+    UTF-16 units, as Delta Spark's `truncateMaxStringAgg` makes it: the prefix plus a tie-breaker greater than
+    the first character cut off (ASCII DEL when that character is below it, else U+10FFFF); the prefix grows
+    past characters that are U+10FFFF themselves, up to twice `prefix_len`. None when no such bound exists
+    within that length: the column then gets no min/max at all."""
+    i = _prefix_chars(value, prefix_len)
+    if i == len(value):
+        return value
+    units = sum(_utf16_units(ch) for ch in value[:i])
+    while units <= 2 * prefix_len:
+        if i >= len(value):
+            return value
+        ch = value[i]
+        if ch == _UNICODE_MAX:
+            i, units = i + 1, units + 2
+            continue
+        return value[:i] + (_ASCII_MAX if ch < _ASCII_MAX else _UNICODE_MAX)
+    return None
+
+
+def _timestamp_micros(column) -> float | None:
+    """Microseconds per stored unit of a UTC-adjusted Parquet timestamp column, else None (no statistics)."""
+    if column.physical_type != "INT64":
+        return None
+    logical = json.loads(column.logical_type.to_json())
+    if logical.get("Type") != "Timestamp" or not logical.get("isAdjustedToUTC"):
+        return None
+    return _MICROS_PER_UNIT.get(logical.get("timeUnit"))
+
+
+def _timestamp_stat(micros: int) -> str | None:
+    """Delta's statistics format for a timestamp: ISO 8601, UTC, milliseconds."""
+    try:
+        t = _EPOCH + _dt.timedelta(microseconds=micros)
+    except OverflowError:
+        return None
+    return f"{t.year:04d}-{t:%m-%dT%H:%M:%S}.{t.microsecond // 1000:03d}Z"
+
+
+def stat_bounds(kind: str, lo, hi) -> tuple | None:
+    """Delta's (min, max) statistics for a column's exact footer min/max, widened where Delta keeps less
+    precision so that min <= every value <= max still holds; None when they cannot be given."""
+    if kind == "string":
+        if not isinstance(lo, str) or not isinstance(hi, str):
+            return None
+        hi = truncate_max_string(hi)
+        return None if hi is None else (truncate_min_string(lo), hi)
+    if kind == "timestamp":
+        # Delta keeps milliseconds: the min floored and the max ceiled keep the bounds true.
+        lo_s, hi_s = _timestamp_stat(int(lo // 1000 * 1000)), _timestamp_stat(int(-(-hi // 1000) * 1000))
+        return None if lo_s is None or hi_s is None else (lo_s, hi_s)
+    return lo, hi
+
+
+def footer_bounds(path: str | Path, struct, partition_columns: Iterable[str] = ()) -> tuple[int, dict]:
+    """A Parquet file's row count and, per top-level primitive column whose footer has statistics, its exact
+    (null count, min, max) over all row groups: min/max None when the footer cannot give them, timestamps as
+    microseconds since the epoch (UTC)."""
     md = pq.read_metadata(str(path))
     parts = set(partition_columns)
     index = {md.schema.column(i).path: i for i in range(md.num_columns)}
-    mins: dict = {}
-    maxs: dict = {}
-    nulls: dict = {}
+    out: dict = {}
     for field in struct.fields:
         i = index.get(field.name)  # nested leaves have dotted paths: not top-level primitives
         if field.name in parts or i is None or md.num_row_groups == 0:
             continue
-        complete, minmax_ok, nc, lo, hi = True, field.dataType.typeName() in _MINMAX_TYPES, 0, None, None
+        kind = field.dataType.typeName()
+        per = _timestamp_micros(md.schema.column(i)) if kind == "timestamp" else 1
+        complete, minmax_ok, nc, lo, hi = True, kind in _MINMAX_TYPES and per is not None, 0, None, None
         for rg in range(md.num_row_groups):
             st = md.row_group(rg).column(i).statistics
             if st is None or not st.has_null_count:
@@ -149,23 +224,42 @@ def file_stats(path: str | Path, struct, partition_columns: Iterable[str] = ()) 
             nc += st.null_count
             if st.has_min_max:
                 if minmax_ok:
-                    lo = st.min if lo is None else min(lo, st.min)
-                    hi = st.max if hi is None else max(hi, st.max)
+                    a, b = (st.min_raw * per, st.max_raw * per) if kind == "timestamp" else (st.min, st.max)
+                    lo = a if lo is None else min(lo, a)
+                    hi = b if hi is None else max(hi, b)
             elif st.null_count != md.row_group(rg).num_rows:
                 minmax_ok = False  # values present but no min/max in the footer
         if not complete:
             continue
-        nulls[field.name] = nc
-        if not minmax_ok or lo is None or isinstance(lo, bytes):
-            continue
-        if isinstance(lo, str):
-            mins[field.name] = lo[:_STATS_STRING_PREFIX]
-            if len(hi) <= _STATS_STRING_PREFIX:
-                maxs[field.name] = hi
-        else:
-            mins[field.name], maxs[field.name] = lo, hi
-    stats = {"numRecords": md.num_rows, "minValues": mins, "maxValues": maxs, "nullCount": nulls}
-    return json.dumps(stats, separators=(",", ":")), md.num_rows
+        if not minmax_ok or isinstance(lo, bytes) or isinstance(hi, bytes):
+            lo = hi = None
+        out[field.name] = (nc, lo, hi)
+    return md.num_rows, out
+
+
+def file_stats(path: str | Path, struct, partition_columns: Iterable[str] = ()) -> tuple[str, int]:
+    """Delta `stats` JSON of one Parquet file from its footer (no data read) and its row count.
+
+    Null counts for every top-level primitive column; min/max for integers, booleans, strings and
+    timestamps. Every min/max is a true bound of the file's values, as the Delta protocol requires and
+    readers rely on to skip files: strings are cut to Delta's 32-character prefix (the max rounded up, see
+    `truncate_max_string`), timestamps kept to the millisecond (min floored, max ceiled). A column gets both
+    or neither (delta-rs reads a missing max as "below everything"), and none when its footer lacks them.
+    """
+    rows, bounds = footer_bounds(path, struct, partition_columns)
+    kinds = {f.name: f.dataType.typeName() for f in struct.fields}
+    mins: dict = {}
+    maxs: dict = {}
+    nulls: dict = {}
+    for name, (nc, lo, hi) in bounds.items():
+        nulls[name] = nc
+        minmax = None if lo is None else stat_bounds(kinds[name], lo, hi)
+        if minmax is not None:
+            mins[name], maxs[name] = minmax
+    stats = {"numRecords": rows, "minValues": mins, "maxValues": maxs, "nullCount": nulls}
+    # UTF-8, not \u escapes: delta-rs decodes the escaped surrogate pair of U+10FFFF (the max's tie-breaker) as
+    # U+FFFFF, a smaller max than the one written.
+    return json.dumps(stats, separators=(",", ":"), ensure_ascii=False), rows
 
 
 def _not_null_violations(stats_json: str, struct, partition_columns: Iterable[str]) -> list[str]:

@@ -1,0 +1,37 @@
+"""`offsetlake repair-stats`: rewrite the Delta statistics of a warehouse written by an older version (no Spark).
+
+Exit codes: 0 ok (whether or not anything needed fixing); 2 unreadable warehouse or a table that could not be
+repaired.
+"""
+from __future__ import annotations
+
+import sys
+
+import click
+
+
+@click.command("repair-stats")
+@click.option("--warehouse", "warehouse", required=True, type=click.Path(file_okay=False), help="warehouse directory")
+def repair_stats(warehouse):
+    """Recompute every active file's Delta statistics from its Parquet footer and commit, per table whose
+    statistics were wrong, one transaction that re-adds those files with the right ones. Rows are unchanged;
+    running it again changes nothing. Run it while no rebuild writes to the warehouse."""
+    from pipelines.io.stats_repair import StatsRepairError, repair_warehouse
+
+    try:
+        reports = repair_warehouse(warehouse)
+    except (StatsRepairError, OSError) as e:
+        click.echo(f"Error: {e}", err=True)
+        sys.exit(2)
+    except Exception as e:  # delta-rs errors on a damaged table
+        if type(e).__module__.startswith("deltalake"):
+            click.echo(f"Error: cannot repair the warehouse: {e}", err=True)
+            sys.exit(2)
+        raise
+    if not reports:
+        click.echo(f"{warehouse}: no Delta tables found")
+    for r in reports:
+        if r.version is None:
+            click.echo(f"{r.table}: statistics of {r.files} file(s) correct, nothing to fix")
+        else:
+            click.echo(f"{r.table}: fixed the statistics of {len(r.fixed)} of {r.files} file(s) (version {r.version})")

@@ -1,0 +1,119 @@
+"""Repair of the per-file statistics in a warehouse's Delta logs.
+
+Earlier versions wrote statistics that did not bound their files (a long string's max left out, timestamps with a
+null count but no min/max), and delta-rs then skips files that hold matching rows. A repair checks every active
+file's logged statistics against the exact bounds in its Parquet footer and, per table with files whose statistics
+can make a reader skip them wrongly, commits ONE transaction that re-adds those files (same path, size, partition
+values; `dataChange=false`) with statistics from `delta.file_stats`, as Delta Spark's statistics recomputation
+does: in Delta a later add of an active path replaces its statistics. The rows are untouched. A table whose
+statistics are sound gets no commit, so a second repair changes nothing.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pyarrow as pa
+from deltalake import DeltaTable
+from deltalake.transaction import AddAction
+
+from pipelines.io import delta
+
+_EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
+
+
+class StatsRepairError(RuntimeError):
+    """A table could not be repaired (nothing was committed to it)."""
+
+
+@dataclass
+class TableRepair:
+    table: str
+    files: int = 0
+    fixed: list[str] = field(default_factory=list)  # relative paths whose statistics were replaced
+    version: int | None = None  # the repair commit, None when nothing needed fixing
+
+
+def _spark_struct(dt: DeltaTable):
+    from pyspark.sql.types import StructType  # type classes only; no JVM
+
+    return StructType.fromJson(json.loads(dt.schema().to_json()))
+
+
+def _micros(v: _dt.datetime) -> int:
+    v = v if v.tzinfo else v.replace(tzinfo=_dt.timezone.utc)
+    return (v - _EPOCH) // _dt.timedelta(microseconds=1)
+
+
+def _wrong_column(kind: str, logged: tuple, footer: tuple) -> bool:
+    """Whether a column's logged (null count, min, max) can make a reader skip this file wrongly, judged against
+    the footer's exact (null count, min, max)."""
+    nc_l, lo_l, hi_l = logged
+    nc, lo, hi = footer
+    if nc_l is not None and nc_l != nc:
+        return True
+    if (lo_l is None) != (hi_l is None):
+        return True  # delta-rs reads the missing one as "nothing matches"
+    if lo_l is None:  # a null count without min/max: delta-rs skips the file for every comparison
+        return nc_l is not None and lo is not None and delta.stat_bounds(kind, lo, hi) is not None
+    if lo is None:
+        return False  # nothing to check it against
+    if kind == "timestamp":
+        # the protocol lets a writer truncate timestamps to milliseconds; readers widen a max by 1 ms for it
+        return _micros(lo_l) > lo or _micros(hi_l) < hi // 1000 * 1000
+    return lo_l > lo or hi_l < hi
+
+
+def _wrong_file(row: dict, rows: int, bounds: dict, kinds: dict) -> bool:
+    if row.get("num_records") != rows:
+        return True
+    return any(_wrong_column(kinds[c], (row.get(f"null_count.{c}"), row.get(f"min.{c}"), row.get(f"max.{c}")), b)
+               for c, b in bounds.items())
+
+
+def repair_table(path: str | Path, name: str | None = None) -> TableRepair:
+    """Recompute the statistics of the active files of the Delta table at `path`; commit if any differ."""
+    path = Path(path)
+    dt = delta.open_table(path)
+    report = TableRepair(name or path.name)
+    if dt is None:
+        return report
+    version = dt.version()
+    struct = _spark_struct(dt)
+    parts = list(dt.metadata().partition_columns)
+    kinds = {f.name: f.dataType.typeName() for f in struct.fields}
+    rows = pa.table(dt.get_add_actions(flatten=True)).to_pylist()
+    files = {f["path"]: f for f in delta.active_files(dt)}
+    adds = []
+    for row in rows:
+        rel = row["path"]
+        local = path / rel
+        if not local.is_file():
+            raise StatsRepairError(f"{report.table}: active file {rel} is missing from {path}")
+        if not _wrong_file(row, *delta.footer_bounds(local, struct, parts), kinds):
+            continue
+        stats, _ = delta.file_stats(local, struct, parts)
+        report.fixed.append(rel)
+        adds.append(AddAction(path=rel, size=row["size_bytes"],
+                              partition_values=files[rel]["partition_values"],
+                              modification_time=row["modification_time"], data_change=False, stats=stats))
+    report.files = len(rows)
+    if not adds:
+        return report
+    if DeltaTable(str(path)).version() != version:
+        raise StatsRepairError(f"{report.table}: the table changed while it was being repaired; run the repair again")
+    report.version = delta.commit(dt, struct, adds, mode="append", partition_by=parts or None,
+                                  metadata={"offsetlake.operation": "repair_stats"})
+    return report
+
+
+def repair_warehouse(warehouse: str | Path) -> list[TableRepair]:
+    """`repair_table` for every table of the warehouse (tables never written are left out)."""
+    from schemas.tables import TABLES
+
+    root = Path(warehouse)
+    if not root.is_dir():
+        raise StatsRepairError(f"{root}: no such warehouse directory")
+    return [repair_table(root / t, t) for t in TABLES if delta.is_table(root / t)]
