@@ -239,3 +239,115 @@ def clean_small(root: Path) -> tuple[Path, str]:
                   batch([group_record(g, T0)], 0)
                   + b"".join(batch([commit(g, i, 100 + i, T0 + i + 1)], i + 1) for i in range(5)))
     return root, g
+
+
+# ---------------------------------------------------------------------------------------------- attacks on real data
+REAL_PARTITION_DIR = "realdata/seg_DanielMorales9_kafkafun/data/kafka/__consumer_offsets-13"
+REAL_PARTITION_DIR_2 = "realdata/seg_DanielMorales9_kafkafun/data/kafka/__consumer_offsets-39"
+
+
+@dataclass
+class Flipped:
+    """A real segment with one bit flipped inside the committed offset of its newest commit for one key."""
+
+    data: bytes
+    batch_position: int
+    record_offset: int
+    group: str
+    topic: str
+    partition: int
+    good_offset: int
+    corrupt_offset: int
+
+
+def flip_committed_offset(data: bytes, bit: int = 28) -> Flipped:
+    """Flip `bit` of the committed offset (OffsetCommitValue v1/v3 bytes 2-9) of the last commit in `data` that
+    is the newest of its (group, topic, partition) and sits in an uncompressed batch: the offset a reader would
+    serve. Bit 28 turns 1010 into 268436466."""
+    from pipelines.decoding.batches import read_batches
+    from pipelines.decoding.rows import to_decoded_row
+    from schemas.records import ReadProblem
+
+    newest: dict[tuple, tuple] = {}
+    for item in read_batches(data, source="x", offsets_partition=0):
+        if isinstance(item, ReadProblem):
+            continue
+        hdr, recs = item
+        for rec in recs:
+            row = to_decoded_row(rec)
+            if row["record_kind"] != "offset_commit":
+                continue
+            key = (row["group_id"], row["topic"], row["partition"])
+            newest[key] = (hdr, rec, row)
+    for (group, topic, part), (hdr, rec, row) in sorted(newest.items(), key=lambda kv: -kv[1][1].offset):
+        if hdr.codec != "none" or row["is_tombstone"] or row["value_version"] not in (1, 3):
+            continue
+        at = data.find(rec.value, hdr.position, hdr.position + hdr.size)
+        if at < 0 or data.find(rec.value, at + 1, hdr.position + hdr.size) >= 0:
+            continue
+        byte = at + 2 + (7 - bit // 8)
+        flipped = flip_byte(data, byte, 1 << (bit % 8))
+        return Flipped(flipped, hdr.position, rec.offset, group, topic, part, row["committed_offset"],
+                       row["committed_offset"] ^ (1 << bit))
+    raise AssertionError("no uncompressed offset commit to flip")
+
+
+def entry_positions(data: bytes) -> list[int]:
+    """Byte positions of the entries of an intact segment."""
+    out, pos = [], 0
+    while pos + 17 <= len(data):
+        (size,) = struct.unpack_from(">i", data, pos + 8)
+        if size < 14 or pos + 12 + size > len(data):
+            break
+        out.append(pos)
+        pos += 12 + size
+    return out
+
+
+def records_before(data: bytes, position: int) -> int:
+    """Records of the batches of an intact segment that start before `position`."""
+    from pipelines.decoding.batches import read_batches
+    from schemas.records import ReadProblem
+
+    return sum(len(it[1]) for it in read_batches(data[:position], source="x", offsets_partition=0)
+               if not isinstance(it, ReadProblem))
+
+
+def zstd_bomb_segment(uncompressed: int = 256 << 20) -> bytes:
+    """One magic 2 batch, one record whose zstd-compressed value is `uncompressed` zero bytes: a few KB on disk.
+    The record section is compressed by the real codec; the batch's CRC is valid."""
+    import crc32c
+
+    from pipelines.decoding import codecs
+
+    value_len = uncompressed - 16
+    def varint(n: int) -> bytes:
+        z = (n << 1) ^ (n >> 63)
+        out = bytearray()
+        while True:
+            b = z & 0x7F
+            z >>= 7
+            if z:
+                out.append(b | 0x80)
+            else:
+                out.append(b)
+                return bytes(out)
+    body = b"\x00" + varint(0) + varint(0) + varint(-1) + varint(value_len)
+    rec_len = len(body) + value_len + 1
+    head = varint(rec_len) + body
+    import cramjam
+    comp = cramjam.zstd.Compressor()
+    comp.compress(head)
+    chunk = bytes(1 << 20)
+    left = value_len
+    while left:
+        n = min(left, len(chunk))
+        comp.compress(chunk[:n])
+        left -= n
+    comp.compress(b"\x00")
+    section = bytes(comp.finish())
+    assert codecs.ZSTD == 4
+    after_crc = struct.pack(">hiqqqhii", 4, 0, T0, T0, -1, -1, -1, 1) + section
+    crc = crc32c.crc32c(after_crc)
+    batch = struct.pack(">qiib", 0, 9 + len(after_crc), 0, 2) + struct.pack(">I", crc) + after_crc
+    return batch

@@ -216,8 +216,8 @@ def test_a_record_lost_in_decoding_fails_the_accounting(spark, settings, tmp_pat
 
     original = decode._decode_items
 
-    def dropping(batches):  # pickled by value to the Python workers
-        for b in original(batches):
+    def dropping(batches, *args):  # pickled by value to the Python workers
+        for b in original(batches, *args):
             hit = pc.and_(pc.equal(b.column("offset"), 3), pc.equal(b.column("record_kind"), "offset_commit"))
             yield b.filter(pc.invert(pc.fill_null(hit, False)))
 

@@ -133,7 +133,7 @@ def decompress(codec_id: int, data: bytes, *, magic: int, max_bytes: int | None 
 
 
 def _too_large(codec_id: int, limit: int) -> DecompressionTooLargeError:
-    return DecompressionTooLargeError(f"{_name(codec_id)} record section decompresses to more than {limit} bytes "
+    return DecompressionTooLargeError(f"{_name(codec_id)} data decompresses to more than {limit} bytes "
                                       f"(decode.max_batch_bytes)", field="records")
 
 
