@@ -62,11 +62,13 @@ def _check_kind(combined, kind: str):
     rows = _rows_for(combined, e)
     assert len(rows) == len(e.reasons), rows
     unmatched = list(rows)
-    for reason, position in zip(e.reasons, e.positions):
+    for i, (reason, position) in enumerate(zip(e.reasons, e.positions)):
         row = next((r for r in unmatched if reason in r["reason"]), None)
         assert row is not None, (reason, unmatched)
         unmatched.remove(row)
         assert row["position"] == position, row
+        if e.kinds:
+            assert row["kind"] == e.kinds[i], row
         assert row["offsets_partition"] == e.offsets_partition, row
     if e.group is not None:
         got = {o["partition"]: o["committed_offset"] for o in combined["offsets"] if o["group_id"] == e.group}
@@ -77,12 +79,12 @@ def _check_kind(combined, kind: str):
     return rows
 
 
-def test_flipped_byte_is_a_crc_mismatch_and_the_batch_is_still_used(combined):
-    rows = _check_kind(combined, "crc_mismatch")
-    assert "decoded anyway" in rows[0]["reason"]
+def test_flipped_byte_is_a_crc_mismatch_and_its_record_is_not_state(combined):
+    (row,) = _check_kind(combined, "crc_mismatch")
+    assert row["offset"] == 2 and "not replayed" in row["reason"] and row["value_hex"]
 
 
-def test_garbled_entry_size_is_a_corrupt_batch_and_the_next_segment_is_read(combined):
+def test_garbled_entry_size_is_unframeable_and_the_next_segment_is_read(combined):
     _check_kind(combined, "corrupt_size")
 
 
@@ -175,7 +177,9 @@ def test_strict_exits_1_on_the_first_quarantined_record(spark, tmp_path):
     r = invoke(["--input", str(src), "--warehouse", str(tmp_path / "wh"), "--strict", "--semantics", "modern"])
     assert r.exit_code == 1
     assert "--strict: quarantined record at" in r.stderr
-    assert "position 2" in r.stderr and "runs past the end" in r.stderr
+    g = bi.group_in(2, "strict")
+    torn_at = len(bi.batch([bi.commit(g, 0, 0, bi.T0)], 0) + bi.batch([bi.commit(g, 1, 1, bi.T0 + 1)], 1))
+    assert f"position {torn_at}:" in r.stderr and "runs past the end" in r.stderr
 
 
 # ---------------------------------------------------------------------------------------------- accounting
