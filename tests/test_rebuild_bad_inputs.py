@@ -184,7 +184,10 @@ def test_strict_exits_1_on_the_first_quarantined_record(spark, tmp_path):
 
 # ---------------------------------------------------------------------------------------------- accounting
 def test_reader_counts_predict_the_decoded_rows_of_every_real_segment(shared_dir):
-    """The header walk (no record decoding) and the decoder agree on every real and broker segment."""
+    """The header walk (no record decoding) and the decoder agree on every real and broker segment: records in =
+    records decoded + records the quarantine rows stand for; the same bytes unread."""
+    import pyarrow.compute as pc
+
     from pipelines.decoding.columnar import decode_segment_to_arrow
     from pipelines.frames.decode import count_segment
 
@@ -193,9 +196,15 @@ def test_reader_counts_predict_the_decoded_rows_of_every_real_segment(shared_dir
         pytest.skip("no real segments")
     for p in paths:
         c = count_segment(str(p), 0).get(0, {})
-        rows = sum(b.num_rows for b in decode_segment_to_arrow(p, offsets_partition=0))
-        assert c.get("records_in", 0) + c.get("flag_rows", 0) + c.get("lost_batches", 0) - c.get(
-            "lost_records", 0) == rows, (p, c, rows)
+        used = quarantined = unread = 0
+        for b in decode_segment_to_arrow(p, offsets_partition=0):
+            err = pc.fill_null(pc.equal(b.column("record_kind"), "error"), False)
+            used += b.num_rows - pc.sum(err.cast("int64")).as_py()
+            quarantined += pc.sum(b.filter(err).column("error_records")).as_py() or 0
+            nonzero = b.filter(pc.and_(err, pc.not_equal(b.column("error_kind"), "zero_tail")))
+            unread += pc.sum(nonzero.column("unread_bytes")).as_py() or 0
+        assert c.get("records_in", 0) == used + quarantined, (p, c, used, quarantined)
+        assert c.get("bytes_unread", 0) == unread, (p, c, unread)
 
 
 def test_records_after_until_offset_are_skipped_with_a_reason(spark, tmp_path):
