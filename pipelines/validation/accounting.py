@@ -113,6 +113,8 @@ class Accounting:
         (`state.replay`): records after it are skipped with that reason instead of used.
         """
         kind = F.col("record_kind")
+        # rows without the column (a frame built by hand) count one record per quarantine row
+        weight = F.col("error_records") if "error_records" in decoded.columns else F.lit(None)
         usable = (kind != "error") & (kind != "unknown")
         late = F.lit(False)
         late_offset = late_time = None
@@ -127,8 +129,7 @@ class Accounting:
         aggs = [
             F.count(F.lit(1)).alias("n"),
             # a quarantine row stands for `error_records` records (see the module docstring)
-            F.sum(F.when(kind == "error", F.coalesce(F.col("error_records"), F.lit(1))).otherwise(0))
-            .alias("quarantined"),
+            F.sum(F.when(kind == "error", F.coalesce(weight, F.lit(1))).otherwise(0)).alias("quarantined"),
             F.sum(F.when(kind == "error", 1).otherwise(0)).alias("error_rows"),
             F.sum(F.when(kind == "unknown", 1).otherwise(0)).alias("unknown"),
             F.sum(F.when(usable & late_offset, 1).otherwise(0)).alias("late_offset") if late_offset is not None
