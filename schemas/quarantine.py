@@ -1,7 +1,7 @@
 """The fixed list of quarantine kinds: why a piece of input is not state. One value per `quarantine.kind`.
 
 Every reader (segments, tabular dumps, record decoding) names what it found with one of these; nothing else may
-appear in the `kind` column (`QUARANTINE_KINDS` is checked by the tests and the quarantine suite).
+appear in the `kind` column (the fuzz and attack tests check every row they see against `QUARANTINE_KINDS`).
 `records` in the docs below is what one row of that kind stands for in the accounting
 (records_in = used + skipped + quarantined), and whether its bytes are reported unread.
 """
