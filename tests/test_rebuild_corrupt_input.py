@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import json
 import random
-import shutil
-import struct
 from pathlib import Path
 
 import pytest

@@ -109,8 +109,9 @@ class Accounting:
         `records_in` (partition → records read, from the reader) replaces the decoded row count per partition;
         a partition the reader saw but that decoded to nothing shows up with zero used records. A value may be
         the reader's counters (`reader_counts`: records_in, bytes_unread, unread_ranges, collapsed_duplicates),
-        which also add the rows a tabular dump folded as skipped and the bytes that were not read. `until_offset` / `until_time_ms` mirror the replay's cut-off
-        (`state.replay`): records after it are skipped with that reason instead of used.
+        which also add the rows a tabular dump folded as skipped and the bytes that were not read.
+        `until_offset` / `until_time_ms` mirror the replay's cut-off (`state.replay`): records after it are
+        skipped with that reason instead of used.
         """
         kind = F.col("record_kind")
         # rows without the column (a frame built by hand) count one record per quarantine row
