@@ -24,6 +24,8 @@ def rebuild_options(f):
         click.option("--until-offset", type=int, default=None, help="Replay only records with offset <= N."),
         click.option("--incremental", is_flag=True, help="Start from the previous snapshot's checkpoint."),
         click.option("--strict", is_flag=True, help="Fail on the first quarantined record."),
+        click.option("--replay-corrupt-batches", is_flag=True, default=False,
+                     help="Replay batches whose CRC fails (quarantined by default; rebuild.replay_corrupt_batches)."),
         click.option("--num-partitions", type=int, default=None,
                      help="Partitions of __consumer_offsets (default: from the input, at least 50)."),
         click.option("--kafka-version", default=None, help="Emulated broker version for expiry rules (default 3.9)."),

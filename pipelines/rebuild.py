@@ -35,6 +35,7 @@ class RebuildRequest:
     strict: bool = False
     num_partitions: int | None = None
     kafka_version: str | None = None
+    replay_corrupt_batches: bool = False
 
 
 @dataclass
@@ -52,6 +53,8 @@ class RunSummary:
     records_skipped: int = 0
     record_type_counts: dict[str, int] = field(default_factory=dict)
     bytes_in: int = 0
+    bytes_unread: int = 0  # bytes no record was read from (zero tails apart): see unread_ranges
+    unread_ranges: list = field(default_factory=list)  # [source, from, to, kind] per unread byte range
     segments: int = 0
     tabular_files: int = 0
     groups: int = 0
@@ -120,12 +123,20 @@ def resolve_settings(settings: Settings, req: RebuildRequest) -> dict:
         raise UsageError(f"--semantics must be legacy or modern, not {semantics!r}")
     # the validation settings are read after the replay: a bad one is reported now, not minutes into the run
     from pipelines.config import ConfigError
-    from pipelines.validation.runner import pandas_max_rows, validation_settings
+    from pipelines.decoding.policy import ReadPolicy
+    from pipelines.validation.runner import max_unread_bytes, pandas_max_rows, validation_settings
 
     try:
         validation_settings(settings)
         pandas_max_rows(settings)
+        max_unread_bytes(settings)
     except ConfigError as e:
+        raise UsageError(str(e)) from None
+    try:
+        policy = ReadPolicy(
+            replay_corrupt_batches=req.replay_corrupt_batches or bool(r.get("replay_corrupt_batches", False)),
+            max_batch_bytes=settings.section("decode").get("max_batch_bytes", ReadPolicy().max_batch_bytes))
+    except ValueError as e:
         raise UsageError(str(e)) from None
     retention = req.retention_minutes if req.retention_minutes is not None else int(r.get("retention_minutes", 10080))
     if retention < 1:
@@ -138,6 +149,7 @@ def resolve_settings(settings: Settings, req: RebuildRequest) -> dict:
         num_partitions=req.num_partitions or r.get("num_offsets_partitions"),
         strict=req.strict or bool(r.get("strict", False)),
         local_replay_max_rows=_non_negative_int(r.get("local_replay_max_rows", 0), "rebuild.local_replay_max_rows"),
+        read_policy=policy,
     )
 
 
@@ -203,6 +215,9 @@ def run_rebuild(spark, settings: Settings, req: RebuildRequest, emit: Callable[[
         raise UsageError(f"cannot read input: {e}") from None
     if not plan.items:
         raise UsageError(f"no __consumer_offsets data found under {', '.join(inputs)}")
+    from dataclasses import replace as _replace
+
+    plan = _replace(plan, policy=conf["read_policy"])
     summary.bytes_in, summary.segments, summary.tabular_files = plan.total_bytes, plan.num_segments, plan.num_tabular
     for path in plan.tabular_without_batch_facts:
         summary.warnings.append(
@@ -349,6 +364,8 @@ def _run_planned(spark, settings, req, conf, plan, summary, progress, warehouse,
     result = run_validation(spark, tables, as_of_ms=as_of_ms, num_partitions=num_partitions, settings=settings,
                             markers=markers, accounting=accounting, snapshot_id=snapshot_id, row_counts=stats)
     summary.validation = result.summary()
+    summary.bytes_unread = accounting.totals.bytes_unread
+    summary.unread_ranges = [list(r) for r in accounting.totals.unread_ranges]
 
     progress.stage("summarize")
     summary.groups = stats["loaded_groups"]

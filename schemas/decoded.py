@@ -71,6 +71,9 @@ DECODED_RECORD_SCHEMA = pa.schema(
         ("value_version", pa.int16()),  # null for tombstones and control records
         ("is_tombstone", pa.bool_()),
         ("error", pa.string()),  # why the record is undecodable (record_kind = error)
+        ("error_kind", pa.string()),  # one of schemas.quarantine.QUARANTINE_KINDS (record_kind = error)
+        ("error_records", pa.int64()),  # records an error row stands for in the accounting (0, 1, or a batch's)
+        ("unread_bytes", pa.int64()),  # bytes from batch_position on that were not read into records
         ("key", pa.binary()),  # raw bytes, kept only for error / unknown records
         ("value", pa.binary()),
         # -- control records -------------------------------------------------------------------------

@@ -74,9 +74,10 @@ class LogRecord:
 class ReadProblem:
     """Something a reader could not use: a torn tail, a bad CRC, an undecodable entry. Never fatal.
 
-    `kind` is a short stable code (`torn_tail`, `zero_tail`, `crc_mismatch`, `corrupt_batch`, `decompress_failed`,
-    `swap_file`, `not_offsets_data`, `empty_file`, `unreadable`, `duplicate_conflict`, ...);
-    `position` is a byte position in `source` (segment files) or a log offset (tables).
+    `kind` is one of `schemas.quarantine.QUARANTINE_KINDS`; `position` is a byte position in `source` (segment
+    files) or a row number (tables); `offset` the log offset when known. `records`: how many records this row
+    stands for in the accounting (0: evidence, or bytes whose records cannot be counted); `unread_to`: when set,
+    the bytes [position, unread_to) of `source` were not read into records.
     """
 
     source: str
@@ -87,3 +88,5 @@ class ReadProblem:
     offset: int | None = None
     key: bytes | None = None
     value: bytes | None = None
+    records: int = 0
+    unread_to: int | None = None

@@ -79,9 +79,10 @@ class Expect:
     group: str | None = None
     source: str | None = None  # a path (a quarantine row's source must equal or contain it)
     reasons: list[str] = field(default_factory=list)  # one substring per expected quarantine row
-    positions: list[int] = field(default_factory=list)  # expected quarantine positions (same order)
+    positions: list[int] = field(default_factory=list)  # expected byte positions (row numbers for dumps)
     committed: dict[int, int] = field(default_factory=dict)  # topic partition -> committed offset in the snapshot
     absent: list[int] = field(default_factory=list)  # topic partitions that must have no committed offset
+    kinds: list[str] = field(default_factory=list)  # expected quarantine kinds (same order as reasons)
 
 
 def group_record(group: str, ts: int):
@@ -109,48 +110,51 @@ def build_combined(root: Path) -> tuple[list[str], dict[str, Expect]]:
     def head(g: str) -> bytes:
         return batch([group_record(g, T0)], 0)
 
-    # -- p0: a flipped byte inside a record value -> crc_mismatch; the batch is still decoded (Kafka does not
-    #    check CRCs on load), so its record is used and the quarantine row is evidence of the damage.
+    # -- p0: a flipped byte inside a record value -> crc_mismatch; the record still parses but is not state
+    #    (rebuild.replay_corrupt_batches is off): one quarantine row at the batch's byte position.
     g = group_in(0, "crc")
     bad = batch([commit(g, 1, 20, T0 + 2)], 2)
     bad = flip_byte(bad, bad.index(METADATA.encode()) + 1)  # "meta-ok" -> "mdta-ok": still decodable
-    seg = write_segment(pdir(0), 0, head(g) + batch([commit(g, 0, 10, T0 + 1)], 1) + bad
-                        + batch([commit(g, 2, 30, T0 + 3)], 3))
-    ex["crc_mismatch"] = Expect("crc_mismatch", 0, g, str(seg), ["CRC-32C"], [2], {0: 10, 1: 20, 2: 30})
+    before = head(g) + batch([commit(g, 0, 10, T0 + 1)], 1)
+    seg = write_segment(pdir(0), 0, before + bad + batch([commit(g, 2, 30, T0 + 3)], 3))
+    ex["crc_mismatch"] = Expect("crc_mismatch", 0, g, str(seg), ["CRC-32C"], [len(before)], {0: 10, 2: 30},
+                                absent=[1], kinds=["crc_mismatch"])
 
     # -- p1: a garbled entry size (3, below the 14-byte minimum) -> corrupt_batch; reading of that file stops,
     #    the next segment file of the partition is read as usual.
     g = group_in(1, "size")
     bad = set_int32(batch([commit(g, 1, 101, T0 + 2)], 2), 8, 3)
-    seg = write_segment(pdir(1), 0, head(g) + batch([commit(g, 0, 100, T0 + 1)], 1) + bad)
+    before = head(g) + batch([commit(g, 0, 100, T0 + 1)], 1)
+    seg = write_segment(pdir(1), 0, before + bad)
     write_segment(pdir(1), 6, batch([commit(g, 2, 106, T0 + 6)], 6))
-    ex["corrupt_size"] = Expect("corrupt_size", 1, g, str(seg), ["entry size 3 is smaller"], [2],
-                                {0: 100, 2: 106}, absent=[1])
+    ex["corrupt_size"] = Expect("corrupt_size", 1, g, str(seg), [f"bytes [{len(before)}, {len(before + bad)})"],
+                                [len(before)], {0: 100, 2: 106}, absent=[1], kinds=["unframeable"])
 
-    # -- p8: a garbled recordsCount (7 for 2 records) -> crc_mismatch + corrupt_batch for that batch only;
-    #    framing is intact, so the batch after it in the same file is read.
+    # -- p8: a garbled recordsCount (7 for 2 records) -> one crc_mismatch for that batch, its bytes unread (the
+    #    count is unverified); framing is intact, so the batch after it in the same file is read.
     g = group_in(8, "count")
     bad = set_int32(batch([commit(g, 1, 802, T0 + 2), commit(g, 2, 803, T0 + 2)], 2), 57, 7)
-    seg = write_segment(pdir(8), 0, head(g) + batch([commit(g, 0, 801, T0 + 1)], 1) + bad
-                        + batch([commit(g, 3, 804, T0 + 4)], 4))
-    ex["corrupt_count"] = Expect("corrupt_count", 8, g, str(seg), ["CRC-32C", "batch declares 7 records but holds 2"],
-                                 [2, 2], {0: 801, 3: 804}, absent=[1, 2])
+    before = head(g) + batch([commit(g, 0, 801, T0 + 1)], 1)
+    seg = write_segment(pdir(8), 0, before + bad + batch([commit(g, 3, 804, T0 + 4)], 4))
+    ex["corrupt_count"] = Expect("corrupt_count", 8, g, str(seg), ["batch declares 7 records but holds 2"],
+                                 [len(before)], {0: 801, 3: 804}, absent=[1, 2], kinds=["crc_mismatch"])
 
     # -- p2: a torn tail (the last batch cut in half, as a crash mid-append leaves it)
     g = group_in(2, "torn")
     last = batch([commit(g, 2, 203, T0 + 3)], 3)
-    seg = write_segment(pdir(2), 0, head(g) + batch([commit(g, 0, 201, T0 + 1)], 1)
-                        + batch([commit(g, 1, 202, T0 + 2)], 2) + last[: len(last) // 2])
-    ex["torn_tail"] = Expect("torn_tail", 2, g, str(seg), ["runs past the end"], [3], {0: 201, 1: 202}, absent=[2])
+    before = head(g) + batch([commit(g, 0, 201, T0 + 1)], 1) + batch([commit(g, 1, 202, T0 + 2)], 2)
+    seg = write_segment(pdir(2), 0, before + last[: len(last) // 2])
+    ex["torn_tail"] = Expect("torn_tail", 2, g, str(seg), ["runs past the end"], [len(before)], {0: 201, 1: 202},
+                             absent=[2], kinds=["torn_tail"])
 
     # -- p3: an OffsetCommit value of version 9 -> quarantined (Kafka would fail the load); the commits before
     #    and after it are used.
     g = group_in(3, "ver")
-    seg = write_segment(pdir(3), 0, head(g) + batch([commit(g, 0, 301, T0 + 1)], 1)
-                        + batch([commit_unknown_version(g, 0, 999, T0 + 2)], 2)
+    before = head(g) + batch([commit(g, 0, 301, T0 + 1)], 1)
+    seg = write_segment(pdir(3), 0, before + batch([commit_unknown_version(g, 0, 999, T0 + 2)], 2)
                         + batch([commit(g, 1, 303, T0 + 3)], 3))
-    ex["unknown_version"] = Expect("unknown_version", 3, g, str(seg), ["unknown OffsetCommitValue version 9"], [2],
-                                   {0: 301, 1: 303})
+    ex["unknown_version"] = Expect("unknown_version", 3, g, str(seg), ["unknown OffsetCommitValue version 9"],
+                                   [len(before)], {0: 301, 1: 303}, kinds=["unknown_version"])
 
     # -- p4: a record of key type 42 -> skipped with a reason (accounting), never quarantined
     g = group_in(4, "key")
@@ -170,9 +174,9 @@ def build_combined(root: Path) -> tuple[list[str], dict[str, Expect]]:
     os.symlink(logdir / "nowhere" / "gone.log", pdir(6) / f"{7:020d}.log")
     write_segment(pdir(6), 3, batch([group_record(g, T0 + 3)], 3) + batch([commit(g, 0, 604, T0 + 4)], 4))
     ex["unreadable_dir"] = Expect("unreadable_dir", 6, g, str(pdir(6) / f"{0:020d}.log"), ["not a regular file"],
-                                  [-1], {0: 604})
+                                  [-1], {0: 604}, kinds=["unreadable"])
     ex["unreadable_symlink"] = Expect("unreadable_symlink", 6, g, str(pdir(6) / f"{7:020d}.log"),
-                                      ["cannot stat segment"], [-1], {0: 604})
+                                      ["cannot stat segment"], [-1], {0: 604}, kinds=["unreadable"])
 
     # -- other topics' partition dirs beside the offsets partitions: reported, not read
     txn = logdir / "__transaction_state-3"
@@ -180,9 +184,9 @@ def build_combined(root: Path) -> tuple[list[str], dict[str, Expect]]:
     orders = logdir / "orders-0"
     write_segment(orders, 0, batch([(None, b"order-1", T0)], 0))
     ex["not_offsets_txn"] = Expect("not_offsets_txn", -1, None, str(txn), ["partition directory of another topic"],
-                                   [-1])
+                                   [-1], kinds=["not_offsets_data"])
     ex["not_offsets_orders"] = Expect("not_offsets_orders", -1, None, str(orders),
-                                      ["partition directory of another topic"], [-1])
+                                      ["partition directory of another topic"], [-1], kinds=["not_offsets_data"])
 
     # -- p9: a tabular dump in two part files that disagree on offset 2 (and repeat offset 3 identically)
     dumps = root / "dump"
@@ -192,8 +196,9 @@ def build_combined(root: Path) -> tuple[list[str], dict[str, Expect]]:
     rows_b = [commit(g, 1, 9999, T0 + 2), commit(g, 2, 903, T0 + 3)]
     write_kafka_source_parquet(dumps / "part-0000.parquet", 9, [0, 1, 2, 3], rows_a)
     write_kafka_source_parquet(dumps / "part-0001.parquet", 9, [2, 3], rows_b)
+    # the conflicting row is row 4 of the dump (the first of part-0001, after part-0000's four rows)
     ex["duplicate_conflict"] = Expect("duplicate_conflict", 9, g, str(dumps), ["appears twice with different content"],
-                                      [2], {0: 901, 1: 902, 2: 903})
+                                      [4], {0: 901, 1: 902, 2: 903}, kinds=["duplicate_conflict"])
     return [str(logdir), str(dumps)], ex
 
 
@@ -239,3 +244,115 @@ def clean_small(root: Path) -> tuple[Path, str]:
                   batch([group_record(g, T0)], 0)
                   + b"".join(batch([commit(g, i, 100 + i, T0 + i + 1)], i + 1) for i in range(5)))
     return root, g
+
+
+# ---------------------------------------------------------------------------------------------- attacks on real data
+REAL_PARTITION_DIR = "realdata/seg_DanielMorales9_kafkafun/data/kafka/__consumer_offsets-13"
+REAL_PARTITION_DIR_2 = "realdata/seg_DanielMorales9_kafkafun/data/kafka/__consumer_offsets-39"
+
+
+@dataclass
+class Flipped:
+    """A real segment with one bit flipped inside the committed offset of its newest commit for one key."""
+
+    data: bytes
+    batch_position: int
+    record_offset: int
+    group: str
+    topic: str
+    partition: int
+    good_offset: int
+    corrupt_offset: int
+
+
+def flip_committed_offset(data: bytes, bit: int = 28) -> Flipped:
+    """Flip `bit` of the committed offset (OffsetCommitValue v1/v3 bytes 2-9) of the last commit in `data` that
+    is the newest of its (group, topic, partition) and sits in an uncompressed batch: the offset a reader would
+    serve. Bit 28 turns 1010 into 268436466."""
+    from pipelines.decoding.batches import read_batches
+    from pipelines.decoding.rows import to_decoded_row
+    from schemas.records import ReadProblem
+
+    newest: dict[tuple, tuple] = {}
+    for item in read_batches(data, source="x", offsets_partition=0):
+        if isinstance(item, ReadProblem):
+            continue
+        hdr, recs = item
+        for rec in recs:
+            row = to_decoded_row(rec)
+            if row["record_kind"] != "offset_commit":
+                continue
+            key = (row["group_id"], row["topic"], row["partition"])
+            newest[key] = (hdr, rec, row)
+    for (group, topic, part), (hdr, rec, row) in sorted(newest.items(), key=lambda kv: -kv[1][1].offset):
+        if hdr.codec != "none" or row["is_tombstone"] or row["value_version"] not in (1, 3):
+            continue
+        at = data.find(rec.value, hdr.position, hdr.position + hdr.size)
+        if at < 0 or data.find(rec.value, at + 1, hdr.position + hdr.size) >= 0:
+            continue
+        byte = at + 2 + (7 - bit // 8)
+        flipped = flip_byte(data, byte, 1 << (bit % 8))
+        return Flipped(flipped, hdr.position, rec.offset, group, topic, part, row["committed_offset"],
+                       row["committed_offset"] ^ (1 << bit))
+    raise AssertionError("no uncompressed offset commit to flip")
+
+
+def entry_positions(data: bytes) -> list[int]:
+    """Byte positions of the entries of an intact segment."""
+    out, pos = [], 0
+    while pos + 17 <= len(data):
+        (size,) = struct.unpack_from(">i", data, pos + 8)
+        if size < 14 or pos + 12 + size > len(data):
+            break
+        out.append(pos)
+        pos += 12 + size
+    return out
+
+
+def records_before(data: bytes, position: int) -> int:
+    """Records of the batches of an intact segment that start before `position`."""
+    from pipelines.decoding.batches import read_batches
+    from schemas.records import ReadProblem
+
+    return sum(len(it[1]) for it in read_batches(data[:position], source="x", offsets_partition=0)
+               if not isinstance(it, ReadProblem))
+
+
+def zstd_bomb_segment(uncompressed: int = 256 << 20) -> bytes:
+    """One magic 2 batch, one record whose zstd-compressed value is `uncompressed` zero bytes: a few KB on disk.
+    The record section is compressed by the real codec; the batch's CRC is valid."""
+    import crc32c
+
+    from pipelines.decoding import codecs
+
+    value_len = uncompressed - 16
+    def varint(n: int) -> bytes:
+        z = (n << 1) ^ (n >> 63)
+        out = bytearray()
+        while True:
+            b = z & 0x7F
+            z >>= 7
+            if z:
+                out.append(b | 0x80)
+            else:
+                out.append(b)
+                return bytes(out)
+    body = b"\x00" + varint(0) + varint(0) + varint(-1) + varint(value_len)
+    rec_len = len(body) + value_len + 1
+    head = varint(rec_len) + body
+    import cramjam
+    comp = cramjam.zstd.Compressor()
+    comp.compress(head)
+    chunk = bytes(1 << 20)
+    left = value_len
+    while left:
+        n = min(left, len(chunk))
+        comp.compress(chunk[:n])
+        left -= n
+    comp.compress(b"\x00")
+    section = bytes(comp.finish())
+    assert codecs.ZSTD == 4
+    after_crc = struct.pack(">hiqqqhii", 4, 0, T0, T0, -1, -1, -1, 1) + section
+    crc = crc32c.crc32c(after_crc)
+    batch = struct.pack(">qiib", 0, 9 + len(after_crc), 0, 2) + struct.pack(">I", crc) + after_crc
+    return batch

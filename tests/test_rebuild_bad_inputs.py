@@ -81,11 +81,13 @@ def _check_kind(combined, kind: str):
     rows = _rows_for(combined, e)
     assert len(rows) == len(e.reasons), rows
     unmatched = list(rows)
-    for reason, position in zip(e.reasons, e.positions):
+    for i, (reason, position) in enumerate(zip(e.reasons, e.positions)):
         row = next((r for r in unmatched if reason in r["reason"]), None)
         assert row is not None, (reason, unmatched)
         unmatched.remove(row)
         assert row["position"] == position, row
+        if e.kinds:
+            assert row["kind"] == e.kinds[i], row
         assert row["offsets_partition"] == e.offsets_partition, row
     if e.group is not None:
         got = {o["partition"]: o["committed_offset"] for o in combined["offsets"] if o["group_id"] == e.group}
@@ -96,12 +98,12 @@ def _check_kind(combined, kind: str):
     return rows
 
 
-def test_flipped_byte_is_a_crc_mismatch_and_the_batch_is_still_used(combined):
-    rows = _check_kind(combined, "crc_mismatch")
-    assert "decoded anyway" in rows[0]["reason"]
+def test_flipped_byte_is_a_crc_mismatch_and_its_record_is_not_state(combined):
+    (row,) = _check_kind(combined, "crc_mismatch")
+    assert row["offset"] == 2 and "not replayed" in row["reason"] and row["value_hex"]
 
 
-def test_garbled_entry_size_is_a_corrupt_batch_and_the_next_segment_is_read(combined):
+def test_garbled_entry_size_is_unframeable_and_the_next_segment_is_read(combined):
     _check_kind(combined, "corrupt_size")
 
 
@@ -194,12 +196,17 @@ def test_strict_exits_1_on_the_first_quarantined_record(spark, tmp_path):
     r = invoke(["--input", str(src), "--warehouse", str(tmp_path / "wh"), "--strict", "--semantics", "modern"])
     assert r.exit_code == 1
     assert "--strict: quarantined record at" in r.stderr
-    assert "position 2" in r.stderr and "runs past the end" in r.stderr
+    g = bi.group_in(2, "strict")
+    torn_at = len(bi.batch([bi.commit(g, 0, 0, bi.T0)], 0) + bi.batch([bi.commit(g, 1, 1, bi.T0 + 1)], 1))
+    assert f"position {torn_at}:" in r.stderr and "runs past the end" in r.stderr
 
 
 # ---------------------------------------------------------------------------------------------- accounting
 def test_reader_counts_predict_the_decoded_rows_of_every_real_segment(shared_dir):
-    """The header walk (no record decoding) and the decoder agree on every real and broker segment."""
+    """The header walk (no record decoding) and the decoder agree on every real and broker segment: records in =
+    records decoded + records the quarantine rows stand for; the same bytes unread."""
+    import pyarrow.compute as pc
+
     from pipelines.decoding.columnar import decode_segment_to_arrow
     from pipelines.frames.decode import count_segment
 
@@ -208,9 +215,15 @@ def test_reader_counts_predict_the_decoded_rows_of_every_real_segment(shared_dir
         pytest.skip("no real segments")
     for p in paths:
         c = count_segment(str(p), 0).get(0, {})
-        rows = sum(b.num_rows for b in decode_segment_to_arrow(p, offsets_partition=0))
-        assert c.get("records_in", 0) + c.get("flag_rows", 0) + c.get("lost_batches", 0) - c.get(
-            "lost_records", 0) == rows, (p, c, rows)
+        used = quarantined = unread = 0
+        for b in decode_segment_to_arrow(p, offsets_partition=0):
+            err = pc.fill_null(pc.equal(b.column("record_kind"), "error"), False)
+            used += b.num_rows - pc.sum(err.cast("int64")).as_py()
+            quarantined += pc.sum(b.filter(err).column("error_records")).as_py() or 0
+            nonzero = b.filter(pc.and_(err, pc.not_equal(b.column("error_kind"), "zero_tail")))
+            unread += pc.sum(nonzero.column("unread_bytes")).as_py() or 0
+        assert c.get("records_in", 0) == used + quarantined, (p, c, used, quarantined)
+        assert c.get("bytes_unread", 0) == unread, (p, c, unread)
 
 
 def test_records_after_until_offset_are_skipped_with_a_reason(spark, tmp_path):
@@ -235,8 +248,8 @@ def test_a_record_lost_in_decoding_fails_the_accounting(spark, settings, tmp_pat
 
     original = decode._decode_items
 
-    def dropping(batches):  # pickled by value to the Python workers
-        for b in original(batches):
+    def dropping(batches, *args):  # pickled by value to the Python workers
+        for b in original(batches, *args):
             hit = pc.and_(pc.equal(b.column("offset"), 3), pc.equal(b.column("record_kind"), "offset_commit"))
             yield b.filter(pc.invert(pc.fill_null(hit, False)))
 

@@ -29,14 +29,20 @@ Legacy message (magic 0/1)::
 
 Choices where Kafka has none to copy:
 
-* CRC. Kafka's loaders do not verify CRCs on load. A batch whose CRC does not verify is still decoded and
-  yielded (its header has ``crc_valid=False``), preceded by a ``crc_mismatch`` ReadProblem, so the caller can
-  quarantine it or not.
-* A batch that cannot be decoded (bad record framing, failed decompression) yields one ``corrupt_batch`` /
-  ``decompress_failed`` ReadProblem and none of its records (a batch is atomic); reading resumes at the next
-  entry because the size field framed this one. A size field that cannot frame an entry stops the read.
-* A tail Kafka's file reader would silently stop at (<= 17 bytes left, or an entry running past the end) yields
-  ``torn_tail``; a tail of zero bytes (preallocated segment) yields ``zero_tail``.
+* CRC. Kafka's recovery truncates a log at its first batch whose CRC does not verify; its loaders then read
+  without checks. Here a batch whose CRC fails is never state by default (`policy.ReadPolicy`): each record that
+  still parses becomes a ``crc_mismatch`` ReadProblem carrying its key and value (``records=1``); a batch whose
+  records do not parse is one ``crc_mismatch`` whose bytes are unread (its header's count is unverified, so it
+  counts no records). ``replay_corrupt_batches`` yields the batch (``crc_valid=False``) after one evidence row.
+* A batch whose CRC verifies but that cannot be decoded (record framing, codec, decompression, the decompressed
+  size cap) yields one ReadProblem of that kind standing for its verified record count, and none of its records
+  (a batch is atomic); reading resumes at the next entry because the size field framed this one.
+* A size field that cannot frame an entry (``unframeable``), a tail too short for an entry header or an entry
+  running past the end (``torn_tail``), a tail of zero bytes (``zero_tail``, a preallocated segment): reading
+  of the file stops there and the rest of the file is an unread byte range (``unread_to``).
+
+Every ReadProblem says how many records it stands for (``records``) and which bytes were not read
+(``[position, unread_to)``), so the accounting counts what was verified and reports every byte.
 """
 from __future__ import annotations
 
@@ -50,6 +56,7 @@ import crc32c as _crc32c_mod
 
 from pipelines.decoding import codecs
 from pipelines.decoding.errors import DecodeError
+from pipelines.decoding.policy import DEFAULT_POLICY, ReadPolicy
 from schemas.records import (
     CODEC_NAMES,
     CREATE_TIME,
@@ -154,6 +161,7 @@ def read_batches(
     source: str,
     offsets_partition: int,
     base_position: int = 0,
+    policy: ReadPolicy = DEFAULT_POLICY,
 ) -> Iterator[BatchItem | ReadProblem]:
     """Iterate the entries of a log buffer: ``(header, records)`` per batch, ``ReadProblem`` for what is unusable.
 
@@ -178,16 +186,14 @@ def read_batches(
             return
         entry_end = pos + LOG_OVERHEAD + size
         if entry_end > end:
-            yield ReadProblem(
-                source=source, offsets_partition=offsets_partition, position=base_position + pos, kind="torn_tail",
-                reason=f"entry of {LOG_OVERHEAD + size} bytes at position {base_position + pos} runs past the end "
-                       f"({end - pos} bytes left)", offset=_offset)
+            yield torn_entry_problem(source, offsets_partition, base_position + pos, LOG_OVERHEAD + size,
+                                     base_position + end, _offset)
             return
         if data[pos + 16] == 2:  # fast path: no keyword call, single-item list unpacked
-            items = decode_v2(data, pos, entry_end, source, offsets_partition, base_position + pos)
+            items = decode_v2(data, pos, entry_end, source, offsets_partition, base_position + pos, policy)
         else:
             items = decode_entry(data, pos, entry_end, source=source, offsets_partition=offsets_partition,
-                                 position=base_position + pos)
+                                 position=base_position + pos, policy=policy)
         if len(items) == 1:
             yield items[0]
         else:
@@ -201,6 +207,7 @@ def read_batches_from_file(
     offsets_partition: int,
     source: str | None = None,
     start_position: int = 0,
+    policy: ReadPolicy = DEFAULT_POLICY,
 ) -> Iterator[BatchItem | ReadProblem]:
     """Stream the entries of one segment file, holding one entry in memory at a time.
 
@@ -226,33 +233,26 @@ def read_batches_from_file(
             head = f.read(HEADER_SIZE_UP_TO_MAGIC)
             if len(head) < HEADER_SIZE_UP_TO_MAGIC:  # file shrank under us
                 yield ReadProblem(source=src, offsets_partition=offsets_partition, position=pos, kind="torn_tail",
-                                  reason="file ended while reading an entry header")
+                                  reason=f"file ended while reading an entry header; {_range(pos, end)}",
+                                  unread_to=end)
                 return
             _offset, size = _ENTRY_HEAD.unpack_from(head, 0)
             if size < LEGACY_RECORD_OVERHEAD_V0:
-                if _offset == 0 and size == 0 and _file_zero_from(f, pos, end):
-                    yield ReadProblem(source=src, offsets_partition=offsets_partition, position=pos,
-                                      kind="zero_tail", reason=f"{end - pos} zero bytes at the end of the file "
-                                                               f"(preallocated tail)")
-                else:
-                    yield ReadProblem(source=src, offsets_partition=offsets_partition, position=pos,
-                                      kind="corrupt_batch", offset=_offset,
-                                      reason=f"entry size {size} is smaller than the minimum record overhead "
-                                             f"({LEGACY_RECORD_OVERHEAD_V0}); {end - pos} bytes not read")
+                yield small_size_problem(src, offsets_partition, pos, end, _offset, size,
+                                         _offset == 0 and size == 0 and _file_zero_from(f, pos, end))
                 return
             total = LOG_OVERHEAD + size
             if pos + total > end:
-                yield ReadProblem(source=src, offsets_partition=offsets_partition, position=pos, kind="torn_tail",
-                                  offset=_offset,
-                                  reason=f"entry of {total} bytes at position {pos} runs past the end "
-                                         f"({end - pos} bytes left)")
+                yield torn_entry_problem(src, offsets_partition, pos, total, end, _offset)
                 return
             entry = head + f.read(total - HEADER_SIZE_UP_TO_MAGIC)
             if len(entry) < total:
                 yield ReadProblem(source=src, offsets_partition=offsets_partition, position=pos, kind="torn_tail",
-                                  offset=_offset, reason="file ended while reading an entry")
+                                  offset=_offset, reason=f"file ended while reading an entry; {_range(pos, end)}",
+                                  unread_to=end)
                 return
-            yield from decode_entry(entry, 0, total, source=src, offsets_partition=offsets_partition, position=pos)
+            yield from decode_entry(entry, 0, total, source=src, offsets_partition=offsets_partition, position=pos,
+                                    policy=policy)
             pos += total
 
 
@@ -264,6 +264,7 @@ def decode_entry(
     source: str,
     offsets_partition: int,
     position: int,
+    policy: ReadPolicy = DEFAULT_POLICY,
 ) -> list[BatchItem | ReadProblem]:
     """Decode one framed entry ``data[start:end]`` (already known to fit): a v2 batch or a legacy entry.
 
@@ -272,35 +273,62 @@ def decode_entry(
     """
     magic = data[start + 16]
     if magic == 2:
-        return _decode_v2(data, start, end, source, offsets_partition, position)
+        return _decode_v2(data, start, end, source, offsets_partition, position, policy)
     if magic == 0 or magic == 1:
-        return _decode_legacy(data, start, end, source, offsets_partition, position)
+        return _decode_legacy(data, start, end, source, offsets_partition, position, policy)
+    stop = position + end - start
     return [ReadProblem(source=source, offsets_partition=offsets_partition, position=position,
-                        kind="corrupt_batch", offset=_I64.unpack_from(data, start)[0],
-                        reason=f"unknown magic {magic} at byte {position + 16}")]
+                        kind="unknown_magic", offset=_I64.unpack_from(data, start)[0],
+                        reason=f"unknown magic {magic} at byte {position + 16}; {_range(position, stop)}",
+                        unread_to=stop)]
 
 
 # ================================================================================================================
 # tails
 # ================================================================================================================
+def _range(start: int, stop: int) -> str:
+    """The unread-range wording every reader uses (the quarantine reason carries it)."""
+    return f"bytes [{start}, {stop}) not read ({stop - start} bytes)"
+
+
 def _tail_problem(data, pos, end, source, partition, base_position) -> ReadProblem:
     n = end - pos
+    start, stop = base_position + pos, base_position + end
     if data.count(0, pos, end) == n:
-        return ReadProblem(source=source, offsets_partition=partition, position=base_position + pos,
-                           kind="zero_tail", reason=f"{n} zero bytes at the end (preallocated tail)")
-    return ReadProblem(source=source, offsets_partition=partition, position=base_position + pos, kind="torn_tail",
-                       reason=f"{n} bytes left, too few for an entry header ({HEADER_SIZE_UP_TO_MAGIC + 1} needed)")
+        return ReadProblem(source=source, offsets_partition=partition, position=start, kind="zero_tail",
+                           reason=f"{n} zero bytes at the end of the file (preallocated tail); {_range(start, stop)}",
+                           unread_to=stop)
+    return ReadProblem(source=source, offsets_partition=partition, position=start, kind="torn_tail",
+                       reason=f"{n} bytes left, too few for an entry header ({HEADER_SIZE_UP_TO_MAGIC + 1} needed); "
+                              f"{_range(start, stop)}", unread_to=stop)
 
 
 def _small_size_problem(data, pos, end, size, source, partition, base_position) -> ReadProblem:
     (offset,) = _I64.unpack_from(data, pos)
-    if offset == 0 and size == 0 and data.count(0, pos, end) == end - pos:
-        return ReadProblem(source=source, offsets_partition=partition, position=base_position + pos,
-                           kind="zero_tail", reason=f"{end - pos} zero bytes at the end (preallocated tail)")
-    return ReadProblem(source=source, offsets_partition=partition, position=base_position + pos,
-                       kind="corrupt_batch", offset=offset,
+    zero = offset == 0 and size == 0 and data.count(0, pos, end) == end - pos
+    return small_size_problem(source, partition, base_position + pos, base_position + end, offset, size, zero)
+
+
+def small_size_problem(source: str, partition: int, start: int, stop: int, offset: int, size: int,
+                       all_zero: bool) -> ReadProblem:
+    """An entry size below the minimum at file position ``start``: a zero tail, else the file is unframeable
+    from there on (``stop``: the file's end)."""
+    if all_zero:
+        return ReadProblem(source=source, offsets_partition=partition, position=start, kind="zero_tail",
+                           reason=f"{stop - start} zero bytes at the end of the file (preallocated tail); "
+                                  f"{_range(start, stop)}", unread_to=stop)
+    return ReadProblem(source=source, offsets_partition=partition, position=start, kind="unframeable",
+                       offset=offset,
                        reason=f"entry size {size} is smaller than the minimum record overhead "
-                              f"({LEGACY_RECORD_OVERHEAD_V0}); {end - pos} bytes not read")
+                              f"({LEGACY_RECORD_OVERHEAD_V0}): the rest of the file cannot be framed; "
+                              f"{_range(start, stop)}", unread_to=stop)
+
+
+def torn_entry_problem(source: str, partition: int, start: int, total: int, stop: int, offset: int) -> ReadProblem:
+    """An entry of ``total`` bytes at ``start`` running past the file's end ``stop``."""
+    return ReadProblem(source=source, offsets_partition=partition, position=start, kind="torn_tail", offset=offset,
+                       reason=f"entry of {total} bytes at position {start} runs past the end "
+                              f"({stop - start} bytes left); {_range(start, stop)}", unread_to=stop)
 
 
 def _file_zero_from(f, pos: int, end: int) -> bool:
@@ -318,18 +346,20 @@ def _file_zero_from(f, pos: int, end: int) -> bool:
 # ================================================================================================================
 # magic 2
 # ================================================================================================================
-def _decode_v2(data: bytes, start: int, end: int, source: str, partition: int, position: int) -> list:
+def _decode_v2(data: bytes, start: int, end: int, source: str, partition: int, position: int,
+               policy: ReadPolicy = DEFAULT_POLICY) -> list:
     """`DefaultRecordBatch` (Kafka 0.11-4.x): header, CRC-32C check, then `DefaultRecord.readFrom` per record.
 
     Returns the items for this entry: ``[(header, records)]`` in the common case, ReadProblems before it or
-    instead of it otherwise.
+    instead of it otherwise (see the module docstring for what a failed check gives).
     """
     size = end - start
+    stop = position + size
     if size < RECORD_BATCH_OVERHEAD:
-        return [ReadProblem(source=source, offsets_partition=partition, position=position, kind="corrupt_batch",
-                            offset=_I64.unpack_from(data, start)[0],
+        return [ReadProblem(source=source, offsets_partition=partition, position=position, kind="unframeable",
+                            offset=_I64.unpack_from(data, start)[0], unread_to=stop,
                             reason=f"record batch size {size} is smaller than the batch overhead "
-                                   f"({RECORD_BATCH_OVERHEAD})")]
+                                   f"({RECORD_BATCH_OVERHEAD}); {_range(position, stop)}")]
     (base_offset, _length, leader_epoch, magic, crc, attributes, last_offset_delta, base_ts, max_ts,
      producer_id, producer_epoch, base_sequence, count) = _V2_UNPACK(data, start)
     computed = _crc32c(data[start + 21:end])
@@ -342,27 +372,33 @@ def _decode_v2(data: bytes, start: int, end: int, source: str, partition: int, p
         (attributes & TRANSACTIONAL_FLAG_MASK) != 0, (attributes & CONTROL_FLAG_MASK) != 0,
         base_ts if attributes & DELETE_HORIZON_FLAG_MASK else None, base_ts, max_ts, producer_id, producer_epoch,
         base_sequence, leader_epoch, count)
-    out: list = []
-    if not crc_valid:
-        out.append(ReadProblem(source=source, offsets_partition=partition, position=position, kind="crc_mismatch",
-                               offset=base_offset,
-                               reason=f"stored CRC-32C {crc} != computed {computed} "
-                                      f"(batch decoded anyway; Kafka does not verify CRCs on load)"))
     if count < 0:
-        out.append(ReadProblem(source=source, offsets_partition=partition, position=position, kind="corrupt_batch",
-                               offset=base_offset, reason=f"invalid record count {count} at byte {position + 57}"))
-        return out
+        records, kind, why = None, "corrupt_batch", f"invalid record count {count} at byte {position + 57}"
+    else:
+        records, kind, why = _v2_records(data, start, end, count, header, position, codec_id, log_append, max_ts,
+                                         base_ts, base_offset, base_sequence, policy)
+    if not crc_valid:
+        return _crc_failed(header, records, why, f"stored CRC-32C {crc} != computed {computed}", policy)
+    if records is None:
+        # the header is verified: its record count is what this batch held (a negative one counts none)
+        return [ReadProblem(source=source, offsets_partition=partition, position=position, kind=kind,
+                            offset=base_offset, records=max(count, 0), reason=why,
+                            unread_to=stop if count < 0 else None)]
+    return [(header, records)]
+
+
+def _v2_records(data, start, end, count, header, position, codec_id, log_append, max_ts, base_ts, base_offset,
+                base_sequence, policy) -> tuple[list | None, str | None, str | None]:
+    """The records of a framed v2 batch: ``(records, None, None)`` or ``(None, kind, reason)``."""
     if codec_id == 0:
         section, sec_start, sec_end, sec_pos = data, start + RECORD_BATCH_OVERHEAD, end, position
     else:
         try:
-            section = codecs.decompress(codec_id, data[start + RECORD_BATCH_OVERHEAD:end], magic=2)
+            section = codecs.decompress(codec_id, data[start + RECORD_BATCH_OVERHEAD:end], magic=2,
+                                        max_bytes=policy.max_batch_bytes)
         except DecodeError as e:
-            out.append(ReadProblem(source=source, offsets_partition=partition, position=position,
-                                   kind="decompress_failed", offset=base_offset,
-                                   reason=f"{header.codec} record section at byte "
-                                          f"{position + RECORD_BATCH_OVERHEAD}: {e}"))
-            return out
+            kind = e.kind if e.kind in ("bad_codec", "decompression_too_large") else "decompress_failed"
+            return None, kind, f"{header.codec} record section at byte {position + RECORD_BATCH_OVERHEAD}: {e}"
         sec_start, sec_end, sec_pos = 0, len(section), None
     try:
         records = _read_v2_records(section, sec_start, sec_end, count, header, base_offset,
@@ -372,11 +408,33 @@ def _decode_v2(data: bytes, start: int, end: int, source: str, partition: int, p
             where = f"byte {e.position} of the decompressed record section"
         else:
             where = f"byte {sec_pos + (e.position - start)}"
-        out.append(ReadProblem(source=source, offsets_partition=partition, position=position, kind="corrupt_batch",
-                               offset=base_offset, reason=f"{e} at {where}"))
-        return out
-    out.append((header, records))
-    return out
+        return None, "corrupt_batch", f"{e} at {where}"
+    return records, None, None
+
+
+def _crc_failed(header: RecordBatchHeader, records: list | None, why: str | None, mismatch: str,
+                policy: ReadPolicy) -> list:
+    """A batch (or legacy entry) whose checksum does not verify: never state unless the policy says so."""
+    src, part, pos = header.source, header.offsets_partition, header.position
+    stop = pos + header.size
+    if records is None:
+        return [ReadProblem(source=src, offsets_partition=part, position=pos, kind="crc_mismatch",
+                            offset=header.base_offset, unread_to=stop,
+                            reason=f"{mismatch}; its records cannot be read either ({why}), so its record count is "
+                                   f"unverified; {_range(pos, stop)}")]
+    if not records:
+        return [ReadProblem(source=src, offsets_partition=part, position=pos, kind="crc_mismatch",
+                            offset=header.base_offset, reason=f"{mismatch}; the batch holds no records")]
+    if policy.replay_corrupt_batches:
+        return [ReadProblem(source=src, offsets_partition=part, position=pos, kind="crc_mismatch",
+                            offset=header.base_offset,
+                            reason=f"{mismatch} (batch replayed anyway: rebuild.replay_corrupt_batches)"),
+                (header, records)]
+    return [ReadProblem(source=src, offsets_partition=part, position=pos, kind="crc_mismatch", offset=r.offset,
+                        key=r.key, value=r.value, records=1,
+                        reason=f"{mismatch}: record at offset {r.offset} of a batch that fails its checksum; "
+                               f"not replayed (rebuild.replay_corrupt_batches)")
+            for r in records]
 
 
 def _read_v2_records(buf: bytes, pos: int, end: int, count: int, header: RecordBatchHeader, base_offset: int,
@@ -523,28 +581,17 @@ def _headers(buf: bytes, pos: int, rec_end: int) -> tuple[tuple[str, ...], int]:
 # ================================================================================================================
 # magic 0 / 1
 # ================================================================================================================
-def _decode_legacy(data: bytes, start: int, end: int, source: str, partition: int, position: int) -> list:
+def _decode_legacy(data: bytes, start: int, end: int, source: str, partition: int, position: int,
+                   policy: ReadPolicy = DEFAULT_POLICY) -> list:
     """`AbstractLegacyRecordBatch` (Kafka 0.10-4.x): a plain message, or a compressed wrapper and its inner set."""
     (offset, _size, crc, magic, attributes) = _LEGACY_HEAD.unpack_from(data, start)
-    out: list = []
-    try:
-        msg = _parse_legacy_message(data, start, end)
-    except _RecordError as e:
-        out.append(ReadProblem(source=source, offsets_partition=partition, position=position, kind="corrupt_batch",
-                               offset=offset, reason=f"{e} at byte {position + (e.position - start)}"))
-        return out
-    timestamp, key, value = msg
-    crc_valid = _crc32(data[start + 16:end]) == crc
+    computed = _crc32(data[start + 16:end])
+    crc_valid = computed == crc
     codec_id = attributes & COMPRESSION_CODEC_MASK
     log_append = magic == 1 and bool(attributes & TIMESTAMP_TYPE_MASK)
     ts_type = NO_TIMESTAMP_TYPE if magic == 0 else (LOG_APPEND_TIME if log_append else CREATE_TIME)
-    if not crc_valid:
-        out.append(ReadProblem(source=source, offsets_partition=partition, position=position, kind="crc_mismatch",
-                               offset=offset,
-                               reason=f"stored CRC-32 {crc} != computed {_crc32(data[start + 16:end])} "
-                                      f"(entry decoded anyway; Kafka does not verify CRCs on load)"))
 
-    def make_header(base_offset: int, n: int) -> RecordBatchHeader:
+    def make_header(base_offset: int, n: int, timestamp: int) -> RecordBatchHeader:
         return RecordBatchHeader(
             source=source, offsets_partition=partition, position=position, base_offset=base_offset,
             last_offset=offset, size=end - start, magic=magic, crc=crc, crc_valid=crc_valid, attributes=attributes,
@@ -553,36 +600,47 @@ def _decode_legacy(data: bytes, start: int, end: int, source: str, partition: in
             max_timestamp=timestamp, producer_id=NO_PRODUCER_ID, producer_epoch=NO_PRODUCER_EPOCH,
             base_sequence=NO_SEQUENCE, partition_leader_epoch=NO_PARTITION_LEADER_EPOCH, records_count=n)
 
-    if codec_id == 0:
-        header = make_header(offset, 1)
-        out.append((header, [LogRecord(batch=header, offset=offset, timestamp=timestamp,
-                                       first_offset_in_batch=offset, sequence=NO_SEQUENCE, key=key, value=value)]))
-        return out
-    if value is None:
-        out.append(ReadProblem(source=source, offsets_partition=partition, position=position, kind="corrupt_batch",
-                               offset=offset, reason="compressed wrapper message has a null value"))
-        return out
+    header, records, kind, why = _legacy_records(data, start, end, offset, magic, codec_id, log_append, policy,
+                                                 position, make_header)
+    if not crc_valid:
+        if header is None:
+            header = make_header(offset, 0, -1)
+        return _crc_failed(header, records, why, f"stored CRC-32 {crc} != computed {computed}", policy)
+    if records is None:
+        # a verified entry is one message (a wrapper: one entry of the log) whatever it held
+        return [ReadProblem(source=source, offsets_partition=partition, position=position, kind=kind,
+                            offset=offset, records=1, reason=why)]
+    return [(header, records)]
+
+
+def _legacy_records(data, start, end, offset, magic, codec_id, log_append, policy, position, make_header):
+    """``(header, records, None, None)`` of a legacy entry, or ``(None, None, kind, reason)``."""
     try:
-        inner = codecs.decompress(codec_id, value, magic=magic)
+        timestamp, key, value = _parse_legacy_message(data, start, end)
+    except _RecordError as e:
+        return None, None, "corrupt_batch", f"{e} at byte {position + (e.position - start)}"
+    if codec_id == 0:
+        header = make_header(offset, 1, timestamp)
+        return header, [LogRecord(batch=header, offset=offset, timestamp=timestamp, first_offset_in_batch=offset,
+                                  sequence=NO_SEQUENCE, key=key, value=value)], None, None
+    if value is None:
+        return None, None, "corrupt_batch", "compressed wrapper message has a null value"
+    try:
+        inner = codecs.decompress(codec_id, value, magic=magic, max_bytes=policy.max_batch_bytes)
     except DecodeError as e:
-        out.append(ReadProblem(source=source, offsets_partition=partition, position=position,
-                               kind="decompress_failed", offset=offset,
-                               reason=f"wrapper value ({CODEC_NAMES.get(codec_id, codec_id)}): {e}"))
-        return out
+        kind = e.kind if e.kind in ("bad_codec", "decompression_too_large") else "decompress_failed"
+        return None, None, kind, f"wrapper value ({CODEC_NAMES.get(codec_id, codec_id)}): {e}"
     try:
         inner_msgs = _parse_inner_set(inner)
     except _RecordError as e:
-        out.append(ReadProblem(source=source, offsets_partition=partition, position=position, kind="corrupt_batch",
-                               offset=offset,
-                               reason=f"{e} at byte {e.position} of the decompressed inner message set"))
-        return out
+        return None, None, "corrupt_batch", f"{e} at byte {e.position} of the decompressed inner message set"
     if magic >= 1 and offset != 0:
         # v1 inner offsets are relative; absolute = wrapperOffset - lastInnerRelative + innerRelative
         delta = offset - inner_msgs[-1][0]
     else:
         delta = 0  # v0: absolute; v1 wrapper offset 0 (librdkafka produce quirk): base 0
     first = inner_msgs[0][0] + delta
-    header = make_header(first, len(inner_msgs))
+    header = make_header(first, len(inner_msgs), timestamp)
     records = []
     for inner_offset, inner_magic, inner_ts, ikey, ivalue in inner_msgs:
         if log_append:
@@ -591,8 +649,7 @@ def _decode_legacy(data: bytes, start: int, end: int, source: str, partition: in
             ts = inner_ts if inner_magic >= 1 else -1
         records.append(LogRecord(batch=header, offset=inner_offset + delta, timestamp=ts,
                                  first_offset_in_batch=first, sequence=NO_SEQUENCE, key=ikey, value=ivalue))
-    out.append((header, records))
-    return out
+    return header, records, None, None
 
 
 def _parse_legacy_message(data: bytes, start: int, end: int) -> tuple[int, bytes | None, bytes | None]:

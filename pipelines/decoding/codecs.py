@@ -27,7 +27,7 @@ import zlib
 
 import cramjam
 
-from pipelines.decoding.errors import CorruptBatchError
+from pipelines.decoding.errors import BadCodecError, CorruptBatchError, DecompressionTooLargeError
 
 NONE, GZIP, SNAPPY, LZ4, ZSTD = 0, 1, 2, 3, 4
 CODEC_IDS = {"none": NONE, "gzip": GZIP, "snappy": SNAPPY, "lz4": LZ4, "zstd": ZSTD}
@@ -98,52 +98,93 @@ def _lz4_header_checksum(descriptor: bytes) -> int:
 # ================================================================================================================
 # decompression
 # ================================================================================================================
-def decompress(codec_id: int, data: bytes, *, magic: int) -> bytes:
+#: Default cap on the decompressed bytes of one batch (Kafka's own batches stay below max.message.bytes, 1 MiB by
+#: default, times the codec's ratio): a 64 MiB section is far beyond any producer's, far below a bomb's.
+DEFAULT_MAX_BATCH_BYTES = 64 << 20
+
+
+def decompress(codec_id: int, data: bytes, *, magic: int, max_bytes: int | None = None) -> bytes:
     """Decompress one compressed unit: a v2 batch's record section, or a legacy wrapper's value.
 
     Mirrors `CompressionType.wrapForInput` (Kafka 0.10-4.x). zstd is valid only for magic 2 and any codec above 4
-    is unknown (`CompressionType.forId` throws); both raise `CorruptBatchError`.
+    is unknown (`CompressionType.forId` throws); both raise `BadCodecError`. ``max_bytes`` (default
+    `DEFAULT_MAX_BATCH_BYTES`) caps the output: more raises `DecompressionTooLargeError`, and no codec produces
+    more than about that many bytes on the way (streamed or sized from the format's own length fields).
     """
+    limit = DEFAULT_MAX_BATCH_BYTES if max_bytes is None else int(max_bytes)
     try:
         if codec_id == GZIP:
-            return _gunzip(data)
+            return _gunzip(data, limit)
         if codec_id == SNAPPY:
-            return _unsnappy(data)
+            return _unsnappy(data, limit)
         if codec_id == LZ4:
-            return _lz4_frame_decompress(data, verify_header_checksum=magic >= 1)
+            return _lz4_frame_decompress(data, verify_header_checksum=magic >= 1, limit=limit)
         if codec_id == ZSTD:
             if magic < 2:
-                raise CorruptBatchError(f"zstd compression is not allowed for magic {magic}", field="attributes")
-            return bytes(cramjam.zstd.decompress(data))
+                raise BadCodecError(f"zstd compression is not allowed for magic {magic}", field="attributes")
+            return _unzstd(data, limit)
         if codec_id == NONE:
             return bytes(data)
     except CorruptBatchError:
         raise
     except (cramjam.DecompressionError, zlib.error, ValueError, struct.error, IndexError, EOFError) as e:
         raise CorruptBatchError(f"cannot decompress {_name(codec_id)} data: {e}", field="records") from None
-    raise CorruptBatchError(f"unknown compression codec id {codec_id}", field="attributes")
+    raise BadCodecError(f"unknown compression codec id {codec_id}", field="attributes")
+
+
+def _too_large(codec_id: int, limit: int) -> DecompressionTooLargeError:
+    return DecompressionTooLargeError(f"{_name(codec_id)} data decompresses to more than {limit} bytes "
+                                      f"(decode.max_batch_bytes)", field="records")
+
+
+def _unzstd(data: bytes, limit: int) -> bytes:
+    """zstd into a bounded buffer, grown x8 while the output does not fit, never past ``limit + 1`` bytes.
+
+    Kafka's zstd-jni stream writes no content size, so the size is found by trying: a normal batch fits the first
+    buffer; a bomb costs a few attempts and at most ``limit`` bytes of memory.
+    """
+    size = min(limit + 1, max(1 << 16, 16 * len(data)))
+    while True:
+        buf = bytearray(size)
+        try:
+            n = cramjam.zstd.decompress_into(data, buf)
+        except cramjam.DecompressionError as e:
+            if "whole buffer" not in str(e):
+                raise
+            if size > limit:
+                raise _too_large(ZSTD, limit) from None
+            size = min(limit + 1, size * 8)
+            continue
+        if n > limit:
+            raise _too_large(ZSTD, limit)
+        return bytes(memoryview(buf)[:n])
 
 
 def _name(codec_id: int) -> str:
     return {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}.get(codec_id, str(codec_id))
 
 
-def _gunzip(data: bytes) -> bytes:
+def _gunzip(data: bytes, limit: int) -> bytes:
     """RFC 1952 stream; concatenated members are read in sequence like `java.util.zip.GZIPInputStream`."""
     out = []
+    total = 0
     rest = bytes(data)
     if not rest:
         raise CorruptBatchError("empty gzip stream", field="records", position=0)
     while rest:
         d = zlib.decompressobj(16 + zlib.MAX_WBITS)
-        out.append(d.decompress(rest))
+        chunk = d.decompress(rest, limit + 1 - total)
+        total += len(chunk)
+        if total > limit or d.unconsumed_tail:
+            raise _too_large(GZIP, limit)
+        out.append(chunk)
         if not d.eof:
             raise CorruptBatchError("truncated gzip stream", field="records")
         rest = d.unused_data
     return b"".join(out)
 
 
-def _unsnappy(data: bytes) -> bytes:
+def _unsnappy(data: bytes, limit: int) -> bytes:
     """snappy-java `SnappyInputStream`: xerial framing when the 8-byte magic is present, else one raw block.
 
     Only the magic is checked, not the version ints (some producers write them little-endian). Concatenated
@@ -151,8 +192,11 @@ def _unsnappy(data: bytes) -> bytes:
     """
     data = bytes(data)
     if not data.startswith(XERIAL_MAGIC):
+        if _snappy_raw_len(data) > limit:
+            raise _too_large(SNAPPY, limit)
         return bytes(cramjam.snappy.decompress_raw(data))
     out = []
+    total = 0
     pos = XERIAL_HEADER_SIZE
     n = len(data)
     if n < XERIAL_HEADER_SIZE:
@@ -168,9 +212,21 @@ def _unsnappy(data: bytes) -> bytes:
         if length < 0 or pos + length > n:
             raise CorruptBatchError(f"xerial snappy block length {length} overruns the stream", field="records",
                                     position=pos - 4)
-        out.append(bytes(cramjam.snappy.decompress_raw(data[pos:pos + length])))
+        block = data[pos:pos + length]
+        total += _snappy_raw_len(block)
+        if total > limit:
+            raise _too_large(SNAPPY, limit)
+        out.append(bytes(cramjam.snappy.decompress_raw(block)))
         pos += length
     return b"".join(out)
+
+
+def _snappy_raw_len(block: bytes) -> int:
+    """The uncompressed length a raw snappy block declares (its leading varint), before decompressing it."""
+    try:
+        return int(cramjam.snappy.decompress_raw_len(block))
+    except cramjam.DecompressionError as e:
+        raise CorruptBatchError(f"cannot decompress snappy data: {e}", field="records") from None
 
 
 _local = threading.local()
@@ -184,7 +240,8 @@ def _scratch(size: int) -> bytearray:
     return buf
 
 
-def _lz4_frame_decompress(data: bytes, *, verify_header_checksum: bool) -> bytes:
+def _lz4_frame_decompress(data: bytes, *, verify_header_checksum: bool, limit: int = DEFAULT_MAX_BATCH_BYTES
+                          ) -> bytes:
     """`Lz4BlockInputStream.readHeader` + `readBlock` (Kafka 0.10+): header checksum verified unless magic 0."""
     data = bytes(data)
     n = len(data)
@@ -213,6 +270,7 @@ def _lz4_frame_decompress(data: bytes, *, verify_header_checksum: bool) -> bytes
                 field="records", position=pos)
     pos += 1
     out = []
+    total = 0
     scratch = _scratch(max_block)
     while True:
         if pos + 4 > n:
@@ -232,6 +290,9 @@ def _lz4_frame_decompress(data: bytes, *, verify_header_checksum: bool) -> bytes
         else:
             written = cramjam.lz4.decompress_block_into(block, scratch)
             out.append(bytes(memoryview(scratch)[:written]))
+        total += len(out[-1])
+        if total > limit:
+            raise _too_large(LZ4, limit)
         if block_checksum:
             pos += 4
     return b"".join(out)

@@ -46,7 +46,10 @@ from pipelines.decoding.batches import (
     _tail_problem,
     _varint,
     decode_entry,
+    small_size_problem,
+    torn_entry_problem,
 )
+from pipelines.decoding.policy import DEFAULT_POLICY, ReadPolicy
 from pipelines.decoding.primitives import uuid_to_str
 from pipelines.decoding.rows import problem_to_row, to_decoded_row
 from schemas.decoded import DECODED_COLUMNS, DECODED_RECORD_SCHEMA, KIND_CONTROL, KIND_OFFSET_COMMIT
@@ -429,6 +432,7 @@ def decode_segment_to_arrow(
     batch_rows: int = 20000,
     use_c: bool | None = None,
     start_position: int = 0,
+    policy: ReadPolicy = DEFAULT_POLICY,
 ) -> Iterator[pa.RecordBatch]:
     """Decoded Arrow batches (`DECODED_RECORD_SCHEMA`) of one segment file: the rows of
     ``read_batches_from_file`` + ``to_decoded_row`` / ``problem_to_row``, in order, ``batch_rows`` at most per
@@ -456,7 +460,7 @@ def decode_segment_to_arrow(
         mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
         try:
             yield from _without_gc(_decode_buffer(mm, min(size, len(mm)), src, offsets_partition,
-                                                  max(1, batch_rows), walk, start_position))
+                                                  max(1, batch_rows), walk, start_position, policy))
         finally:
             mm.close()
 
@@ -490,7 +494,7 @@ def _without_gc(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
 
 
 def _decode_buffer(mm, end: int, src: str, part: int, batch_rows: int, walk,
-                   start: int = 0) -> Iterator[pa.RecordBatch]:
+                   start: int = 0, policy: ReadPolicy = DEFAULT_POLICY) -> Iterator[pa.RecordBatch]:
     chunk = _Chunk()
     rows = chunk.rows
     kcache = chunk.kcache
@@ -514,22 +518,13 @@ def _decode_buffer(mm, end: int, src: str, part: int, batch_rows: int, walk,
                 chunk.add_row(problem_to_row(_tail_problem(tail, 0, len(tail), src, part, pos)), True)
             break
         offset0, size = _ENTRY_HEAD(mm, pos)
-        if size < LEGACY_RECORD_OVERHEAD_V0:  # read_batches_from_file's texts
-            if offset0 == 0 and size == 0 and mm[pos:end].count(0) == end - pos:
-                p = ReadProblem(source=src, offsets_partition=part, position=pos, kind="zero_tail",
-                                reason=f"{end - pos} zero bytes at the end of the file (preallocated tail)")
-            else:
-                p = ReadProblem(source=src, offsets_partition=part, position=pos, kind="corrupt_batch",
-                                offset=offset0,
-                                reason=f"entry size {size} is smaller than the minimum record overhead "
-                                       f"({LEGACY_RECORD_OVERHEAD_V0}); {end - pos} bytes not read")
-            chunk.add_row(problem_to_row(p), True)
+        if size < LEGACY_RECORD_OVERHEAD_V0:  # read_batches_from_file's problems
+            zero = offset0 == 0 and size == 0 and mm[pos:end].count(0) == end - pos
+            chunk.add_row(problem_to_row(small_size_problem(src, part, pos, end, offset0, size, zero)), True)
             break
         total = LOG_OVERHEAD + size
         if pos + total > end:
-            chunk.add_row(problem_to_row(ReadProblem(
-                source=src, offsets_partition=part, position=pos, kind="torn_tail", offset=offset0,
-                reason=f"entry of {total} bytes at position {pos} runs past the end ({end - pos} bytes left)")), True)
+            chunk.add_row(problem_to_row(torn_entry_problem(src, part, pos, total, end, offset0)), True)
             break
         entry = mm[pos:pos + total]
         fast = False
@@ -545,7 +540,8 @@ def _decode_buffer(mm, end: int, src: str, part: int, batch_rows: int, walk,
                     if codec_id == 0:
                         buf, start, stop = entry, RECORD_BATCH_OVERHEAD, total
                     else:
-                        buf = decompress(codec_id, entry[RECORD_BATCH_OVERHEAD:], magic=2)
+                        buf = decompress(codec_id, entry[RECORD_BATCH_OVERHEAD:], magic=2,
+                                         max_bytes=policy.max_batch_bytes)
                         start, stop = 0, len(buf)
                     if log_append:
                         first = walk(buf, start, stop, count, base_offset, max_ts, 0, is_control, rows, kcache,
@@ -579,7 +575,8 @@ def _decode_buffer(mm, end: int, src: str, part: int, batch_rows: int, walk,
                                      LOG_APPEND_TIME if log_append else CREATE_TIME, producer_id, producer_epoch,
                                      (attributes & 0x10) != 0, is_control, 2, labels[codec_id]))
         if not fast:
-            for item in decode_entry(entry, 0, total, source=src, offsets_partition=part, position=pos):
+            for item in decode_entry(entry, 0, total, source=src, offsets_partition=part, position=pos,
+                                     policy=policy):
                 if isinstance(item, ReadProblem):
                     chunk.add_row(problem_to_row(item), True)
                 else:

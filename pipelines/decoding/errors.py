@@ -52,3 +52,15 @@ class CorruptBatchError(DecodeError):
     """A record batch or legacy entry cannot be framed or decompressed."""
 
     kind = "corrupt_batch"
+
+
+class BadCodecError(CorruptBatchError):
+    """A compression codec id Kafka does not define, or zstd in a magic 0/1 entry (`CompressionType.forId`)."""
+
+    kind = "bad_codec"
+
+
+class DecompressionTooLargeError(CorruptBatchError):
+    """A record section that decompresses to more than the configured cap (`decode.max_batch_bytes`)."""
+
+    kind = "decompression_too_large"

@@ -12,7 +12,7 @@ from typing import Any
 import pyarrow as pa
 
 from pipelines.decoding.consumer_protocol import read_assignment, read_subscription
-from pipelines.decoding.errors import DecodeError
+from pipelines.decoding.errors import DecodeError, UnknownVersionError
 from pipelines.decoding.messages import (
     CONSUMER_GROUP_KEY_TYPES,
     SHARE_GROUP_KEY_TYPES,
@@ -43,6 +43,7 @@ from schemas.messages import (
     OffsetCommitValue,
     UnknownKey,
 )
+from schemas.quarantine import UNDECODABLE_KEY, UNDECODABLE_VALUE, UNKNOWN_VERSION
 from schemas.records import LogRecord, ReadProblem
 
 _TEMPLATE: dict[str, Any] = dict.fromkeys(DECODED_COLUMNS)
@@ -157,6 +158,7 @@ def to_decoded_row(record: LogRecord) -> dict[str, Any]:
 
 
 def _control_row(k: bytes | None, v: bytes | None, row: dict[str, Any]) -> dict[str, Any]:
+    ck = None
     try:
         ck = read_control_record_key(k)
         row["record_kind"] = KIND_CONTROL
@@ -164,16 +166,21 @@ def _control_row(k: bytes | None, v: bytes | None, row: dict[str, Any]) -> dict[
         if ck.type in (0, 1):
             row["coordinator_epoch"] = read_end_txn_marker(v).coordinator_epoch
     except DecodeError as e:
-        return _error_row(row, e, None, k, v)
+        return _error_row(row, e, None, k, v, key_read=ck is not None)
     row["is_tombstone"] = v is None
     return row
 
 
-def _error_row(row, err: DecodeError, key, k, v) -> dict[str, Any]:
+def _error_row(row, err: DecodeError, key, k, v, key_read: bool | None = None) -> dict[str, Any]:
     if key is not None:
         _fill_key(row, key)
+    if key_read is None:
+        key_read = key is not None
     row["record_kind"] = KIND_ERROR
     row["error"] = f"{type(err).__name__}: {err}"
+    row["error_kind"] = (UNKNOWN_VERSION if isinstance(err, UnknownVersionError)
+                         else UNDECODABLE_VALUE if key_read else UNDECODABLE_KEY)
+    row["error_records"] = 1
     row["key"] = k
     row["value"] = v
     row["is_tombstone"] = v is None
@@ -305,6 +312,9 @@ def problem_to_row(problem: ReadProblem) -> dict[str, Any]:
     row["batch_position"] = problem.position
     row["record_kind"] = KIND_ERROR
     row["error"] = problem.reason
+    row["error_kind"] = problem.kind
+    row["error_records"] = problem.records
+    row["unread_bytes"] = None if problem.unread_to is None else problem.unread_to - problem.position
     row["key"] = problem.key
     row["value"] = problem.value
     return row

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from pipelines.decoding.batches import BatchItem, read_batches_from_file
+from pipelines.decoding.policy import DEFAULT_POLICY, ReadPolicy
 from schemas.records import LogRecord, ReadProblem
 
 __all__ = ["InputError", "SegmentFile", "discover_segments", "read_log", "read_segment_batches"]
@@ -81,10 +82,10 @@ def discover_segments(paths: PathArg | Iterable[PathArg]) -> tuple[list[SegmentF
     return unique, problems
 
 
-def read_segment_batches(seg: SegmentFile) -> Iterator[BatchItem | ReadProblem]:
+def read_segment_batches(seg: SegmentFile, policy: ReadPolicy = DEFAULT_POLICY) -> Iterator[BatchItem | ReadProblem]:
     """All entries of one segment, as `read_batches_from_file` yields them; an OS error becomes `unreadable`."""
     try:
-        yield from read_batches_from_file(seg.path, offsets_partition=seg.offsets_partition)
+        yield from read_batches_from_file(seg.path, offsets_partition=seg.offsets_partition, policy=policy)
     except OSError as e:
         yield _problem(seg.path, seg.offsets_partition, "unreadable", f"cannot read segment: {e}")
 

@@ -9,12 +9,17 @@ is_transactional, is_control, batch_base_offset`` are present (`TabularDump.has_
 Each row becomes a `LogRecord` with a synthetic `RecordBatchHeader` (position -1, codec "none", crc -1): rows
 sharing (partition, batch_base_offset) form one batch, otherwise each row is its own batch. Rows are replayed in
 (partition, offset) order whatever order the file holds them in. In text formats key and value are base64 or hex
-(detected from the keys, or ``encoding=``). ReadProblem positions are log offsets.
+(detected from the keys, or ``encoding=``). ReadProblem positions are row numbers of the dump (0-based, in part
+file order, malformed lines included); each stands for one record (`ReadProblem.records`).
 
 * Same (partition, offset) twice: collapsed when identical; otherwise the first row is kept and
   ``duplicate_conflict`` reports the other one.
 * Rows of another topic: one ``not_offsets_data`` problem per topic (with the row count), not read.
-* Rows with a null partition/offset or undecodable key/value text: ``invalid_row``.
+* Rows with a null partition/offset or undecodable key/value text: ``invalid_row``; a negative offset or
+  partition: ``negative_offset``.
+* A JSON line that does not parse, a CSV row with the wrong number of fields, a partition/offset that is not a
+  whole number: ``malformed_row``; the other rows are read (the file is parsed line by line when Arrow's reader
+  refuses it).
 """
 from __future__ import annotations
 
@@ -54,7 +59,8 @@ class TabularDump:
     encoding: str | None  # "base64" | "hex" for text key/value columns; None for binary columns
     columns: tuple[str, ...]
     has_batch_facts: bool
-    _table: pa.Table = field(repr=False)
+    _table: pa.Table = field(repr=False)  # the rows read, with their row number in ROW_COLUMN
+    malformed: list[tuple[int, str]] = field(default_factory=list)  # (row number, reason) of unparsable lines
 
     def __iter__(self) -> Iterator[LogRecord | ReadProblem]:
         return self.records()
@@ -88,7 +94,19 @@ def read_tabular_dump(path: str | os.PathLike, *, fmt: str | None = None, encodi
         raise InvalidFieldError(f"unknown dump format {fmt!r}", field="fmt")
     if encoding not in (None, "base64", "hex"):
         raise InvalidFieldError(f"unknown key/value encoding {encoding!r}", field="encoding")
-    tables = [_read_file(f, fmt) for f in files]
+    tables = []
+    malformed: list[tuple[int, str]] = []
+    first_row = 0
+    for f in files:
+        t, bad, n_rows = _read_file(f, fmt)
+        if ROW_COLUMN in t.column_names:  # parsed line by line: its rows' numbers in the file
+            rows = pc.add(t.column(ROW_COLUMN), pa.scalar(first_row, pa.int64()))
+            t = t.set_column(t.column_names.index(ROW_COLUMN), ROW_COLUMN, rows)
+        else:
+            t = t.append_column(ROW_COLUMN, pa.array(range(first_row, first_row + t.num_rows), pa.int64()))
+        tables.append(t)
+        malformed.extend((first_row + i, f"{os.path.basename(f)}: {why}") for i, why in bad)
+        first_row += n_rows
     try:
         table = pa.concat_tables(tables, promote_options="permissive") if len(tables) > 1 else tables[0]
     except (pa.ArrowInvalid, pa.ArrowTypeError) as e:
@@ -103,8 +121,9 @@ def read_tabular_dump(path: str | os.PathLike, *, fmt: str | None = None, encodi
     elif not text:
         encoding = None
     facts = all(c in table.column_names for c in ("producer_id", "is_transactional", "is_control"))
-    return TabularDump(path=p, fmt=fmt, encoding=encoding, columns=tuple(table.column_names),
-                       has_batch_facts=facts, _table=table)
+    return TabularDump(path=p, fmt=fmt, encoding=encoding,
+                       columns=tuple(c for c in table.column_names if c != ROW_COLUMN),
+                       has_batch_facts=facts, _table=table, malformed=malformed)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -138,25 +157,129 @@ def _detect_format(path: str) -> str:
     return "csv"
 
 
-def _read_file(path: str, fmt: str) -> pa.Table:
+ROW_COLUMN = "__row"  # the row number of each row in the dump (a quarantine row's position)
+
+
+def _read_file(path: str, fmt: str) -> tuple[pa.Table, list[tuple[int, str]], int]:
+    """(rows, malformed (row number in the file, reason), rows in the file) of one part file.
+
+    Arrow reads a well-formed file; a text file it refuses (one bad line fails the whole file) is parsed line
+    by line instead, so one bad line costs one quarantine row, not the dump.
+    """
     try:
         if fmt == "parquet":
             import pyarrow.parquet as pq
 
-            return pq.read_table(path)
+            t = pq.read_table(path)
+            return t, [], t.num_rows
         if fmt == "json":
             import pyarrow.json as pj
 
             schema = pa.schema([("key", pa.string()), ("value", pa.string()), ("topic", pa.string())])
-            return pj.read_json(path, parse_options=pj.ParseOptions(explicit_schema=schema,
-                                                                    unexpected_field_behavior="infer"))
+            t = pj.read_json(path, parse_options=pj.ParseOptions(explicit_schema=schema,
+                                                                 unexpected_field_behavior="infer"))
+            return t, [], t.num_rows
         import pyarrow.csv as pcsv
 
+        refused = []
         types = {"key": pa.string(), "value": pa.string(), "topic": pa.string(), "timestamp": pa.string()}
-        return pcsv.read_csv(path, convert_options=pcsv.ConvertOptions(
+        t = pcsv.read_csv(path, parse_options=pcsv.ParseOptions(
+            invalid_row_handler=lambda row: refused.append(row) or "skip"), convert_options=pcsv.ConvertOptions(
             column_types=types, strings_can_be_null=True, quoted_strings_can_be_null=False, null_values=[""]))
-    except (pa.ArrowInvalid, OSError) as e:
+        if not refused:
+            return t, [], t.num_rows
+    except OSError as e:
         raise InvalidFieldError(f"cannot read {fmt} dump {path}: {e}", field="file") from None
+    except pa.ArrowInvalid as e:
+        if fmt == "parquet":
+            raise InvalidFieldError(f"cannot read {fmt} dump {path}: {e}", field="file") from None
+    return _read_lines(path, fmt)
+
+
+_INT_COLUMNS = ("partition", "offset")
+
+
+def _read_lines(path: str, fmt: str) -> tuple[pa.Table, list[tuple[int, str]], int]:
+    """A JSON-lines or CSV file, one line at a time: good rows as a table, the others as (row, reason)."""
+    import csv
+    import json
+
+    rows: list[dict] = []
+    bad: list[tuple[int, str]] = []
+    with open(path, newline="", encoding="utf-8", errors="replace") as f:
+        if fmt == "json":
+            lines = ((i, line) for i, line in enumerate(ln for ln in f if ln.strip()))
+            for i, line in lines:
+                try:
+                    obj = json.loads(line)
+                except ValueError as e:
+                    bad.append((i, f"line is not JSON: {e}"))
+                    continue
+                if not isinstance(obj, dict):
+                    bad.append((i, "line is not a JSON object"))
+                    continue
+                rows.append((i, obj))
+            n = len(rows) + len(bad)
+        else:
+            reader = csv.reader(f)
+            header = next(reader, None) or []
+            n = 0
+            for i, fields in enumerate(reader):
+                n += 1
+                if len(fields) != len(header):
+                    bad.append((i, f"CSV row has {len(fields)} field(s), the header {len(header)}"))
+                    continue
+                rows.append((i, {h: (_csv_value(v) if h not in ("key", "value", "topic", "timestamp") else v)
+                                 if v != "" else None for h, v in zip(header, fields)}))
+    good = []
+    for i, obj in rows:
+        why = _malformed(obj)
+        if why:
+            bad.append((i, why))
+            continue
+        obj = {k: (str(v) if k in ("key", "value", "topic", "timestamp") and v is not None else v)
+               for k, v in obj.items()}
+        obj[ROW_COLUMN] = i
+        good.append(obj)
+    bad.sort()
+    names = list(dict.fromkeys(k for o in good for k in o)) or ["key", "value", "partition", "offset", ROW_COLUMN]
+    cols = {}
+    for name in names:
+        vals = [o.get(name) for o in good]
+        typ = {"key": pa.string(), "value": pa.string(), "topic": pa.string(), "timestamp": pa.string(),
+               "partition": pa.int32(), "offset": pa.int64(), ROW_COLUMN: pa.int64()}.get(name)
+        try:
+            cols[name] = pa.array(vals, typ)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
+            cols[name] = pa.array([None if v is None else str(v) for v in vals], pa.string())
+    return pa.table(cols), bad, n
+
+
+def _csv_value(v: str):
+    if v in ("true", "false"):
+        return v == "true"
+    try:
+        return int(v)
+    except ValueError:
+        return v
+
+
+def _malformed(obj: dict) -> str | None:
+    for c in _INT_COLUMNS:
+        v = obj.get(c)
+        if v is None:
+            continue
+        if isinstance(v, bool) or not isinstance(v, int):
+            if isinstance(v, str) and re.fullmatch(r"-?\d+", v.strip()):
+                obj[c] = int(v)
+            else:
+                return f"{c} {v!r} is not a whole number"
+        if not -(1 << 63) <= obj[c] < (1 << 63) or (c == "partition" and not -(1 << 31) <= obj[c] < (1 << 31)):
+            return f"{c} {obj[c]} is out of range"
+    for c in ("key", "value"):
+        if obj.get(c) is not None and not isinstance(obj[c], str):
+            return f"{c} is not a string"
+    return None
 
 
 def _detect_encoding(table: pa.Table) -> str:
@@ -217,6 +340,9 @@ def _col(table: pa.Table, name: str, n: int, default):
 def _iter_records(dump: TabularDump) -> Iterator[LogRecord | ReadProblem]:
     table = dump._table
     src = dump.path
+    for row, why in dump.malformed:
+        yield ReadProblem(source=src, offsets_partition=-1, position=row, kind="malformed_row", records=1,
+                          reason=f"row {row}: {why}")
     n = table.num_rows
     # other topics: reported once per topic, not read
     if "topic" in table.column_names:
@@ -225,24 +351,34 @@ def _iter_records(dump: TabularDump) -> Iterator[LogRecord | ReadProblem]:
         others = table.filter(pc.invert(is_offsets))
         if others.num_rows:
             counts = {}
-            for t, off, part in zip(others.column("topic").to_pylist(), others.column("offset").to_pylist(),
-                                    others.column("partition").to_pylist()):
-                c = counts.setdefault(t, [0, off, part])
+            for t, off, part, row in zip(others.column("topic").to_pylist(), others.column("offset").to_pylist(),
+                                         others.column("partition").to_pylist(),
+                                         others.column(ROW_COLUMN).to_pylist()):
+                c = counts.setdefault(t, [0, off, part, row])
                 c[0] += 1
-            for t, (cnt, off, part) in counts.items():
+            for t, (cnt, off, part, row) in counts.items():
                 yield ReadProblem(source=src, offsets_partition=part if part is not None else -1,
-                                  position=off if off is not None else -1, kind="not_offsets_data",
+                                  position=row, offset=off, kind="not_offsets_data", records=1,
                                   reason=f"{cnt} row(s) of topic {t!r}, not {OFFSETS_TOPIC}; not read")
             table = table.filter(is_offsets)
             n = table.num_rows
     # null partition / offset
     valid = pc.and_(pc.is_valid(table.column("partition")), pc.is_valid(table.column("offset")))
     bad = table.filter(pc.invert(valid))
-    for off, part in zip(bad.column("offset").to_pylist(), bad.column("partition").to_pylist()):
-        yield ReadProblem(source=src, offsets_partition=part if part is not None else -1,
-                          position=off if off is not None else -1, kind="invalid_row",
-                          reason="row without a partition or an offset")
+    for off, part, row in zip(bad.column("offset").to_pylist(), bad.column("partition").to_pylist(),
+                              bad.column(ROW_COLUMN).to_pylist()):
+        yield ReadProblem(source=src, offsets_partition=part if part is not None else -1, position=row,
+                          offset=off, kind="invalid_row", records=1, reason="row without a partition or an offset")
     table = table.filter(valid)
+    # no log position is negative: such a row is never state
+    negative = pc.or_(pc.less(table.column("offset"), 0), pc.less(table.column("partition"), 0))
+    neg = table.filter(negative)
+    for off, part, row in zip(neg.column("offset").to_pylist(), neg.column("partition").to_pylist(),
+                              neg.column(ROW_COLUMN).to_pylist()):
+        yield ReadProblem(source=src, offsets_partition=max(part, -1), position=row, offset=off,
+                          kind="negative_offset", records=1,
+                          reason=f"row {row}: offset {off} of partition {part}: a log position is never negative")
+    table = table.filter(pc.invert(negative))
     n = table.num_rows
     if n == 0:
         return
@@ -261,6 +397,7 @@ def _iter_records(dump: TabularDump) -> Iterator[LogRecord | ReadProblem]:
     ctls = _col(table, "is_control", n, False)
     bases = _col(table, "batch_base_offset", n, None)
     decode = _decoder(dump.encoding)
+    row_numbers = table.column(ROW_COLUMN).to_pylist()
 
     rows: list[tuple] = []  # decoded rows of the batch being built
     prev: tuple | None = None  # (partition, offset, key, value, ts) of the last kept row
@@ -270,14 +407,14 @@ def _iter_records(dump: TabularDump) -> Iterator[LogRecord | ReadProblem]:
             key = decode(keys[i]) if keys[i] is not None else None
             value = decode(vals[i]) if vals[i] is not None else None
         except (ValueError, binascii.Error, TypeError) as e:
-            yield ReadProblem(source=src, offsets_partition=part, position=off, offset=off, kind="invalid_row",
-                              reason=f"key/value not valid {dump.encoding}: {e}")
+            yield ReadProblem(source=src, offsets_partition=part, position=row_numbers[i], offset=off,
+                              kind="invalid_row", records=1, reason=f"key/value not valid {dump.encoding}: {e}")
             continue
         ts = tss[i] if tss[i] is not None else -1
         if prev is not None and prev[0] == part and prev[1] == off:
             if (key, value, ts) != prev[2:]:
-                yield ReadProblem(source=src, offsets_partition=part, position=off, offset=off, key=key,
-                                  value=value, kind="duplicate_conflict",
+                yield ReadProblem(source=src, offsets_partition=part, position=row_numbers[i], offset=off, key=key,
+                                  value=value, kind="duplicate_conflict", records=1,
                                   reason=f"offset {off} of partition {part} appears twice with different "
                                          f"content; the first row is kept")
             continue

@@ -9,12 +9,13 @@ few numbers per offsets partition — see its docstring for exactly what is coun
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator
 
 import pyarrow as pa
 
+from pipelines.decoding.policy import DEFAULT_POLICY, ReadPolicy
 from schemas.decoded import DECODED_RECORD_SCHEMA
 
 ARROW_BATCH_ROWS = 20_000
@@ -46,10 +47,15 @@ class DecodePlan:
     num_tabular: int
     tabular_without_batch_facts: list[str]
     max_partition: int
+    policy: ReadPolicy = field(default=DEFAULT_POLICY)  # what the readers do with corrupt batches and bombs
 
 
 class NoOffsetsDataError(FileNotFoundError):
     """The inputs hold no `__consumer_offsets` segment and no tabular dump at all (the CLI: exit 2)."""
+
+
+class UnreadableDumpError(FileNotFoundError):
+    """A tabular dump that cannot be read at all: no key/value/partition/offset columns, not Parquet (exit 2)."""
 
 
 def plan_inputs(paths: Iterable[str | Path]) -> DecodePlan:
@@ -105,15 +111,28 @@ def plan_inputs(paths: Iterable[str | Path]) -> DecodePlan:
     if tab_inputs:
         from pipelines.decoding.tabular import read_tabular_dump
 
+        from pipelines.decoding.errors import DecodeError
+
         for dump_path, _files in tab_inputs:
-            dump = read_tabular_dump(dump_path)
+            try:
+                dump = read_tabular_dump(dump_path)
+            except DecodeError as e:
+                raise UnreadableDumpError(str(e)) from None
             if not dump.has_batch_facts:
                 without_facts.append(str(dump_path))
             max_partition = max(max_partition, getattr(dump, "max_partition", -1) or -1)
     return DecodePlan(items, total, nseg, ntab, without_facts, max_partition)
 
 
-def _decode_items(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+def _decoder_for(policy: ReadPolicy):
+    """The executor function of `mapInArrow` for ``policy`` (a picklable closure over plain values)."""
+    def decode_items(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        return _decode_items(batches, policy)
+    return decode_items
+
+
+def _decode_items(batches: Iterator[pa.RecordBatch], policy: ReadPolicy = DEFAULT_POLICY
+                  ) -> Iterator[pa.RecordBatch]:
     """Executor side: decode every work item in the incoming batches, streaming Arrow batches out."""
     from pipelines.decoding.rows import problem_to_row, rows_to_arrow, to_decoded_row
     from pipelines.decoding.segments import SegmentFile
@@ -134,7 +153,8 @@ def _decode_items(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]
                 try:
                     yield from decode_segment_to_arrow(seg.path, offsets_partition=seg.offsets_partition,
                                                        batch_rows=ARROW_BATCH_ROWS,
-                                                       start_position=item.get("start_position") or 0)
+                                                       start_position=item.get("start_position") or 0,
+                                                       policy=policy)
                 except OSError as e:  # vanished, turned into a directory, I/O error: one row, not a failed task
                     yield flush([problem_to_row(ReadProblem(
                         source=item["path"], offsets_partition=item["offsets_partition"], position=-1,
@@ -168,7 +188,7 @@ def decoded_frame_from_plan(spark, plan: DecodePlan):
     work = _work_frame(spark, plan)
     if work is None:
         return spark.createDataFrame([], decoded_spark_schema())
-    return work.mapInArrow(_decode_items, decoded_spark_schema())
+    return work.mapInArrow(_decoder_for(plan.policy), decoded_spark_schema())
 
 
 def _work_frame(spark, plan: DecodePlan):
@@ -194,75 +214,101 @@ def decoded_frame(spark, paths: Iterable[str | Path]):
 # ================================================================================================================
 # the reader's own record count (accounting `records_in`)
 # ================================================================================================================
-READ_COUNT_FIELDS = ("records_in", "flag_rows", "lost_batches", "lost_records", "collapsed_duplicates")
-READ_COUNT_DDL = "offsets_partition int, " + ", ".join(f"{f} long" for f in READ_COUNT_FIELDS)
+READ_COUNT_FIELDS = ("records_in", "bytes_unread", "bytes_zero_tail", "collapsed_duplicates")
+READ_COUNT_DDL = ("offsets_partition int, " + ", ".join(f"{f} long" for f in READ_COUNT_FIELDS)
+                  + ", unread_ranges string")
+UNREAD_RANGES = "unread_ranges"  # per partition: [(source, from, to, kind)] of the bytes not read into records
 
 
-def reader_counts(spark, plan: DecodePlan) -> dict[int | None, dict[str, int]]:
+def reader_counts(spark, plan: DecodePlan) -> dict[int | None, dict]:
     """Records per offsets partition as the reader's framing sees them, independently of record decoding.
 
-    One small `mapInArrow` over the plan's work items (the same files the decode reads), then one aggregation of a
-    few rows per task; the result (one dict per partition) is collected to the driver. Per partition:
+    One small `mapInArrow` over the plan's work items (the same files the decode reads); its few rows per task
+    are collected to the driver and summed there. Per partition:
 
-    * ``records_in`` — a magic 2 batch counts its header's ``recordsCount`` (a record section is never walked);
-      an uncompressed legacy entry counts 1; a tail that cannot be framed (torn tail, zero tail, a size below
-      the minimum), an unreadable file and every discovery problem count 1 (one quarantine row each); a tabular
-      dump counts its rows (rows of another topic: 1 per topic, as the dump reader reports them).
-    * An entry whose checksum does not verify (or with a negative count, an unknown magic, a legacy compressed
-      wrapper) is the rare case: it is given to the reference `decode_entry` to learn what the quarantine will
-      hold for it. Decoded anyway: it counts its records, and each problem row beside them (``crc_mismatch``) is
-      a ``flag_rows`` — quarantined evidence, not a record. Not decodable: it counts its declared records
-      (at least 1) as ``lost_records``, carried by one quarantine row (``lost_batches``); further problem rows of
-      that entry are ``flag_rows``.
+    * ``records_in`` — only what can be verified: a magic 2 batch whose CRC verifies counts its header's
+      ``recordsCount`` (its record section is never walked); a legacy entry whose CRC verifies counts 1. An entry
+      that fails a check (CRC, count, magic, a legacy compressed wrapper) is given to the reference
+      `decode_entry` and counts what it yields: records that parsed (replayed or quarantined one per row) and the
+      records its quarantine rows stand for (`ReadProblem.records`) — never an unverified header's count.
+      Tails and unframeable sizes count no records; a tabular dump counts its rows (rows of another topic: 1
+      per topic, as the dump reader reports them; malformed lines: 1 each).
+    * ``bytes_unread`` / ``bytes_zero_tail`` and ``unread_ranges`` — the byte ranges no record was read from:
+      unframeable sizes, torn tails, batches that fail their CRC and do not parse (zero tails apart: they hold
+      no data).
     * ``collapsed_duplicates`` — tabular rows identical to an earlier row at the same (partition, offset), which
       the dump reader drops silently: skipped with a reason.
 
     Cost: framing reads each entry's 17-byte head and CRC-32C over its bytes (C, from the page cache the decode
-    just filled); no record is decoded on the normal path. A batch whose CRC verifies but whose records cannot
-    be framed is counted by its header only, so the accounting reports it as unbalanced (only a writer bug
-    produces one).
+    just filled); no record is decoded on the normal path.
     """
     work = _work_frame(spark, plan)
     if work is None:
         return {}
-    from pyspark.sql import functions as F
+    import json
 
-    rows = (work.mapInArrow(_count_items, READ_COUNT_DDL)
-            .groupBy("offsets_partition")
-            .agg(*[F.sum(f).alias(f) for f in READ_COUNT_FIELDS])
-            .collect())
-    return {r["offsets_partition"]: {f: int(r[f] or 0) for f in READ_COUNT_FIELDS} for r in rows}
+    policy = plan.policy
+
+    def count_items(batches):
+        return _count_items(batches, policy)
+
+    out: dict[int | None, dict] = {}
+    for r in work.mapInArrow(count_items, READ_COUNT_DDL).collect():
+        c = out.setdefault(r["offsets_partition"], {**dict.fromkeys(READ_COUNT_FIELDS, 0), UNREAD_RANGES: []})
+        for f in READ_COUNT_FIELDS:
+            c[f] += int(r[f] or 0)
+        c[UNREAD_RANGES].extend(tuple(x) for x in json.loads(r[UNREAD_RANGES] or "[]"))
+    for c in out.values():
+        c[UNREAD_RANGES].sort(key=lambda x: (x[0], x[1]))
+    return out
 
 
-def _count_items(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+def _count_items(batches: Iterator[pa.RecordBatch], policy: ReadPolicy = DEFAULT_POLICY
+                 ) -> Iterator[pa.RecordBatch]:
     """Executor side of `reader_counts`: one output row per (work batch, offsets partition)."""
-    schema = pa.schema([("offsets_partition", pa.int32())] + [(f, pa.int64()) for f in READ_COUNT_FIELDS])
+    import json
+
+    schema = pa.schema([("offsets_partition", pa.int32())] + [(f, pa.int64()) for f in READ_COUNT_FIELDS]
+                       + [(UNREAD_RANGES, pa.string())])
     for batch in batches:
-        acc: dict[int | None, dict[str, int]] = {}
+        acc: dict[int | None, dict] = {}
         for item in batch.to_pylist():
             if item["kind"] == "segment":
                 count_segment(item["path"], item["offsets_partition"], acc,
-                              start_position=item.get("start_position") or 0)
+                              start_position=item.get("start_position") or 0, policy=policy)
             elif item["kind"] == "tabular":
                 count_tabular(item["path"], acc)
             else:
-                _bump(acc, item["offsets_partition"], records_in=1)
+                _bump(acc, item["offsets_partition"])  # a discovery problem: one row, no records
         if acc:
             parts = list(acc)
             yield pa.RecordBatch.from_arrays(
-                [pa.array(parts, pa.int32())] + [pa.array([acc[p][f] for p in parts], pa.int64())
-                                                 for f in READ_COUNT_FIELDS], schema=schema)
+                [pa.array(parts, pa.int32())]
+                + [pa.array([acc[p][f] for p in parts], pa.int64()) for f in READ_COUNT_FIELDS]
+                + [pa.array([json.dumps(acc[p].get(UNREAD_RANGES, [])) for p in parts], pa.string())],
+                schema=schema)
 
 
-def _bump(acc: dict, partition: int | None, **deltas: int) -> None:
+def _bump(acc: dict, partition: int | None, **deltas: int) -> dict:
     c = acc.get(partition)
     if c is None:
-        c = acc[partition] = dict.fromkeys(READ_COUNT_FIELDS, 0)
+        c = acc[partition] = {**dict.fromkeys(READ_COUNT_FIELDS, 0), UNREAD_RANGES: []}
     for k, v in deltas.items():
         c[k] += v
+    return c
 
 
-def count_segment(path: str, partition: int, acc: dict | None = None, *, start_position: int = 0) -> dict:
+def _unread(acc: dict, partition: int, path: str, start: int, stop: int, kind: str) -> None:
+    c = _bump(acc, partition)
+    if kind == "zero_tail":
+        c["bytes_zero_tail"] += stop - start
+    else:
+        c["bytes_unread"] += stop - start
+    c[UNREAD_RANGES].append((path, start, stop, kind))
+
+
+def count_segment(path: str, partition: int, acc: dict | None = None, *, start_position: int = 0,
+                  policy: ReadPolicy = DEFAULT_POLICY) -> dict:
     """`reader_counts` for one segment file, added into ``acc`` (partition -> counters), which is returned.
 
     Framing mirrors `batches.read_batches_from_file` (`FileLogInputStream.nextBatch`): the same entries, the same
@@ -298,13 +344,18 @@ def count_segment(path: str, partition: int, acc: dict | None = None, *, start_p
                 pos = start_position  # an incremental run's resume point (an entry boundary)
                 while True:
                     if end - pos <= HEADER_SIZE_UP_TO_MAGIC:
-                        if end > pos:
-                            n_in += 1  # torn or zero tail: one problem row
+                        if end > pos:  # torn or zero tail: no records, the bytes unread
+                            zero = mm[pos:end].count(0) == end - pos
+                            _unread(acc, partition, path, pos, end, "zero_tail" if zero else "torn_tail")
                         break
                     _off, size = head(mm, pos)
                     total = LOG_OVERHEAD + size
-                    if size < LEGACY_RECORD_OVERHEAD_V0 or pos + total > end:
-                        n_in += 1  # zero tail, unframeable size, torn tail: one problem row, reading stops
+                    if size < LEGACY_RECORD_OVERHEAD_V0:
+                        zero = _off == 0 and size == 0 and mm[pos:end].count(0) == end - pos
+                        _unread(acc, partition, path, pos, end, "zero_tail" if zero else "unframeable")
+                        break
+                    if pos + total > end:
+                        _unread(acc, partition, path, pos, end, "torn_tail")
                         break
                     magic = mm[pos + 16]
                     if magic == 2 and total >= RECORD_BATCH_OVERHEAD:
@@ -317,14 +368,13 @@ def count_segment(path: str, partition: int, acc: dict | None = None, *, start_p
                         n_in += 1
                         pos += total
                         continue
-                    _count_suspicious(bytes(mm[pos:pos + total]), path, partition, pos, acc)
+                    _count_suspicious(bytes(mm[pos:pos + total]), path, partition, pos, acc, policy)
                     pos += total
             finally:
                 mm.close()
     except OSError:
-        n_in += 1  # the decode side turns the same error into one `unreadable` row
-    if n_in:
-        _bump(acc, partition, records_in=n_in)
+        pass  # the decode side turns the same error into one `unreadable` row (no records)
+    _bump(acc, partition, records_in=n_in)
     return acc
 
 
@@ -334,21 +384,21 @@ def _legacy_crc_ok(mm, pos: int, total: int) -> bool:
     return zlib.crc32(mm[pos + 16:pos + total]) == int.from_bytes(mm[pos + 12:pos + 16], "big")
 
 
-def _count_suspicious(entry: bytes, path: str, partition: int, pos: int, acc: dict) -> None:
+def _count_suspicious(entry: bytes, path: str, partition: int, pos: int, acc: dict, policy: ReadPolicy) -> None:
     """An entry the header walk cannot vouch for: what the reference reader makes of it (see `reader_counts`)."""
-    from pipelines.decoding.batches import RECORD_BATCH_OVERHEAD, decode_entry
+    from pipelines.decoding.batches import decode_entry
+    from schemas.records import ReadProblem
 
-    items = decode_entry(entry, 0, len(entry), source=path, offsets_partition=partition, position=pos)
-    decoded = [it for it in items if isinstance(it, tuple)]
-    problems = len(items) - len(decoded)
-    if decoded:
-        _bump(acc, partition, records_in=sum(len(recs) for _h, recs in decoded), flag_rows=problems)
-        return
-    declared = 1
-    if entry[16] == 2 and len(entry) >= RECORD_BATCH_OVERHEAD:
-        declared = max(1, int.from_bytes(entry[57:61], "big", signed=True))
-    _bump(acc, partition, records_in=declared, lost_records=declared, lost_batches=1,
-          flag_rows=max(0, problems - 1))
+    n = 0
+    for it in decode_entry(entry, 0, len(entry), source=path, offsets_partition=partition, position=pos,
+                           policy=policy):
+        if isinstance(it, ReadProblem):
+            n += it.records
+            if it.unread_to is not None:
+                _unread(acc, partition, path, it.position, it.unread_to, it.kind)
+        else:
+            n += len(it[1])
+    _bump(acc, partition, records_in=n)
 
 
 def count_tabular(path: str, acc: dict | None = None) -> dict:
@@ -360,6 +410,8 @@ def count_tabular(path: str, acc: dict | None = None) -> dict:
     acc = {} if acc is None else acc
     dump = read_tabular_dump(path)
     table = dump._table
+    if dump.malformed:
+        _bump(acc, -1, records_in=len(dump.malformed))  # one `malformed_row` row (one record) per bad line
     if "topic" in table.column_names:
         is_offsets = pc.fill_null(pc.equal(table.column("topic"), OFFSETS_TOPIC), True)
         others = table.filter(pc.invert(is_offsets))
@@ -379,6 +431,9 @@ def count_tabular(path: str, acc: dict | None = None) -> dict:
     for part, off, k, v, ts in zip(parts, offs, keys, vals, tss):
         if part is None or off is None:
             _bump(acc, -1 if part is None else part, records_in=1)
+            continue
+        if part < 0 or off < 0:  # a `negative_offset` row: one record, no fold
+            _bump(acc, max(part, -1), records_in=1)
             continue
         _bump(acc, part, records_in=1)
         try:

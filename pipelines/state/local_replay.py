@@ -43,8 +43,10 @@ UNREAD_COLUMNS = ("key", "value", "source", "error", "batch_position", "codec", 
 
 def conform_decoded(table: pa.Table) -> pa.Table:
     """`table` with exactly the decoded schema's columns and types (Spark's Arrow and Parquet files differ in
-    nullability and metadata only)."""
-    return pa.table([table.column(f.name).cast(f.type) for f in DECODED_RECORD_SCHEMA], schema=DECODED_RECORD_SCHEMA)
+    nullability and metadata only; state rows written before a column was added get it as nulls)."""
+    columns = [table.column(f.name).cast(f.type) if f.name in table.column_names else pa.nulls(table.num_rows, f.type)
+               for f in DECODED_RECORD_SCHEMA]
+    return pa.table(columns, schema=DECODED_RECORD_SCHEMA)
 
 
 def rows_in_log_order(table: pa.Table) -> list[Row]:

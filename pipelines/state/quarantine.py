@@ -1,4 +1,4 @@
-"""Decoded rows the pipeline could not use -> the `quarantine` table (reason, source, position, bytes)."""
+"""Decoded rows the pipeline could not use -> the `quarantine` table (kind, source, byte position, offset, bytes)."""
 from __future__ import annotations
 
 from pyspark.sql import DataFrame
@@ -15,18 +15,21 @@ def filter_quarantined(decoded: DataFrame) -> DataFrame:
 
 
 def quarantine_table(decoded: DataFrame, snapshot_id: str) -> DataFrame:
-    """One row per undecodable record or unreadable byte range, with the reason Kafka (or we) could not use it."""
+    """One row per undecodable record or unread byte range, with the reason Kafka (or we) could not use it.
+
+    `kind` is the reader's own (`schemas.quarantine.QUARANTINE_KINDS`); `position` the byte position of the
+    batch or entry in its file (a row number for a tabular dump, -1 for a file that was not opened); `offset` the
+    log offset when known. An unread range starts at `position`; its end is in the reason.
+    """
     q = filter_quarantined(decoded)
-    # Position: the record's log offset when it has one, else the byte position in its file.
-    position = F.coalesce(F.col("offset"), F.col("batch_position"))
     return q.select(
         F.lit(snapshot_id).alias("snapshot_id"),
         F.col("source"),
         F.col("offsets_partition"),
-        position.cast("long").alias("position"),
+        F.col("batch_position").cast("long").alias("position"),
         F.col("error").alias("reason"),
         F.substring(F.lower(F.hex(F.col("key"))), 1, HEX_CHARS).alias("key_hex"),
         F.substring(F.lower(F.hex(F.col("value"))), 1, HEX_CHARS).alias("value_hex"),
-        F.regexp_extract(F.col("error"), r"^([A-Za-z_]+)", 1).alias("kind"),
+        F.col("error_kind").alias("kind"),
         F.col("offset"),
     ).select(*columns("quarantine"))

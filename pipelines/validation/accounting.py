@@ -4,12 +4,16 @@ Built from the decoded rows (`schemas.decoded`): record_kind `error` → quarant
 "unknown key type" (Kafka 3.4.1+/3.6+ skip those with a warning, spec §5.4), records past `--until-offset` /
 `--until-time` → skipped with that reason, everything else (control records included) → used.
 
-`records_in` comes from the reader's own count (`pipelines.frames.decode.reader_counts`: batch headers' record
-counts, no record decoding), so the `accounting.records_accounted` check compares two independent numbers and
-fails when records go missing between the segment bytes and the decoded rows. Quarantined counts *records*: one
-quarantine row per undecodable record or unreadable range, except that a batch the reader could frame but not
-decode is one row standing for its declared records, and a `crc_mismatch` row beside records that were decoded
-anyway is evidence, not a record (the reader counts reports both, see `reader_counts`).
+`records_in` comes from the reader's own count (`pipelines.frames.decode.reader_counts`: verified batch headers'
+record counts, no record decoding), so the `accounting.records_accounted` check compares two independent numbers
+and fails when records go missing between the segment bytes and the decoded rows. Quarantined counts *records*:
+each quarantine row says how many it stands for (decoded column `error_records`: 1 for a record, a verified
+batch's count for a batch that could not be decoded, 0 for evidence and for unread byte ranges).
+
+Bytes no record was read from (unframeable sizes, torn tails, batches that fail their CRC and do not parse) are
+`bytes_unread` per partition, with their ranges (`unread_ranges`: source, from, to, kind); zero tails apart.
+The `accounting.bytes_all_read` check (`validation.max_unread_bytes`, 0 in conf/prod) fails a run that left
+more unread.
 """
 from __future__ import annotations
 
@@ -43,6 +47,7 @@ ACCOUNTING_SCHEMA = StructType(
         StructField("records_skipped", LongType()),
         StructField("records_quarantined", LongType()),
         StructField("skipped_by_reason", StringType()),  # "reason=count; …", readable in reports
+        StructField("bytes_unread", LongType()),  # bytes no record was read from (zero tails apart)
     ]
 )
 
@@ -53,6 +58,8 @@ class PartitionCounts:
     records_used: int = 0
     records_quarantined: int = 0
     records_skipped: Mapping[str, int] = field(default_factory=dict)  # reason → count
+    bytes_unread: int = 0
+    unread_ranges: tuple[tuple[str, int, int, str], ...] = ()  # (source, from, to, kind), zero tails included
 
     @property
     def skipped_total(self) -> int:
@@ -68,6 +75,7 @@ class PartitionCounts:
             "records_used": self.records_used,
             "records_skipped": dict(self.records_skipped),
             "records_quarantined": self.records_quarantined,
+            "bytes_unread": self.bytes_unread,
         }
 
     @classmethod
@@ -77,6 +85,7 @@ class PartitionCounts:
             records_used=int(d.get("records_used", 0)),
             records_quarantined=int(d.get("records_quarantined", 0)),
             records_skipped={str(k): int(v) for k, v in (d.get("records_skipped") or {}).items()},
+            bytes_unread=int(d.get("bytes_unread", 0)),
         )
 
 
@@ -99,12 +108,14 @@ class Accounting:
 
         `records_in` (partition → records read, from the reader) replaces the decoded row count per partition;
         a partition the reader saw but that decoded to nothing shows up with zero used records. A value may be
-        the reader's counters (`reader_counts`: records_in, flag_rows, lost_batches, lost_records,
-        collapsed_duplicates), which also turn quarantine rows into quarantined records and add the rows a
-        tabular dump folded as skipped. `until_offset` / `until_time_ms` mirror the replay's cut-off
-        (`state.replay`): records after it are skipped with that reason instead of used.
+        the reader's counters (`reader_counts`: records_in, bytes_unread, unread_ranges, collapsed_duplicates),
+        which also add the rows a tabular dump folded as skipped and the bytes that were not read.
+        `until_offset` / `until_time_ms` mirror the replay's cut-off (`state.replay`): records after it are
+        skipped with that reason instead of used.
         """
         kind = F.col("record_kind")
+        # rows without the column (a frame built by hand) count one record per quarantine row
+        weight = F.col("error_records") if "error_records" in decoded.columns else F.lit(None)
         usable = (kind != "error") & (kind != "unknown")
         late = F.lit(False)
         late_offset = late_time = None
@@ -118,7 +129,9 @@ class Accounting:
             late = late | late_time
         aggs = [
             F.count(F.lit(1)).alias("n"),
-            F.sum(F.when(kind == "error", 1).otherwise(0)).alias("quarantined"),
+            # a quarantine row stands for `error_records` records (see the module docstring)
+            F.sum(F.when(kind == "error", F.coalesce(weight, F.lit(1))).otherwise(0)).alias("quarantined"),
+            F.sum(F.when(kind == "error", 1).otherwise(0)).alias("error_rows"),
             F.sum(F.when(kind == "unknown", 1).otherwise(0)).alias("unknown"),
             F.sum(F.when(usable & late_offset, 1).otherwise(0)).alias("late_offset") if late_offset is not None
             else F.lit(0).alias("late_offset"),
@@ -135,7 +148,7 @@ class Accounting:
                 skipped[skip_until_offset(until_offset)] = int(r["late_offset"])
             if r["late_time"]:
                 skipped[skip_until_time(until_time_ms)] = int(r["late_time"])
-            used = r["n"] - r["quarantined"] - sum(skipped.values())
+            used = r["n"] - r["error_rows"] - sum(skipped.values())
             parts[r["offsets_partition"]] = PartitionCounts(
                 records_in=int(r["n"]), records_used=int(used), records_quarantined=int(r["quarantined"]),
                 records_skipped=skipped,
@@ -143,18 +156,18 @@ class Accounting:
         if records_in is not None:
             for p, n in records_in.items():
                 base = parts.get(p, PartitionCounts())
-                quarantined = base.records_quarantined
                 skipped = dict(base.records_skipped)
+                unread, ranges = 0, ()
                 if isinstance(n, Mapping):
-                    # quarantine rows -> quarantined records (see `reader_counts`)
-                    quarantined += (int(n.get("lost_records", 0)) - int(n.get("lost_batches", 0))
-                                    - int(n.get("flag_rows", 0)))
                     if n.get("collapsed_duplicates"):
                         skipped[SKIP_DUPLICATE_ROW] = int(n["collapsed_duplicates"])
+                    unread = int(n.get("bytes_unread", 0))
+                    ranges = tuple(tuple(r) for r in n.get("unread_ranges", ()))
                     n = n.get("records_in", 0)
                 parts[p] = PartitionCounts(
                     records_in=int(n), records_used=base.records_used,
-                    records_quarantined=quarantined, records_skipped=skipped,
+                    records_quarantined=base.records_quarantined, records_skipped=skipped,
+                    bytes_unread=unread, unread_ranges=ranges,
                 )
             for p in set(parts) - set(records_in):
                 # decoded rows of a partition the reader never saw: nothing was read there
@@ -172,6 +185,8 @@ class Accounting:
             records_used=sum(c.records_used for c in self.partitions.values()),
             records_quarantined=sum(c.records_quarantined for c in self.partitions.values()),
             records_skipped=skipped,
+            bytes_unread=sum(c.bytes_unread for c in self.partitions.values()),
+            unread_ranges=tuple(sorted(r for c in self.partitions.values() for r in c.unread_ranges)),
         )
 
     @property
@@ -219,6 +234,7 @@ class Accounting:
                 c.skipped_total,
                 c.records_quarantined,
                 "; ".join(f"{k}={v}" for k, v in sorted(c.records_skipped.items())),
+                c.bytes_unread,
             )
             for p, c in self._sorted()
         ]

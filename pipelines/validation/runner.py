@@ -367,6 +367,20 @@ def validation_settings(settings: Settings) -> tuple[str, float, str]:
     return policy, skew, semantics
 
 
+def max_unread_bytes(settings: Settings) -> int | None:
+    """`validation.max_unread_bytes`: the unread bytes per offsets partition a run tolerates (null: not checked)."""
+    value = settings.section("validation").get("max_unread_bytes")
+    if value is None:
+        return None
+    try:
+        n = int(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"validation.max_unread_bytes must be a whole number or null, got {value!r}") from None
+    if n < 0:
+        raise ConfigError("validation.max_unread_bytes must be >= 0")
+    return n
+
+
 def pandas_max_rows(settings: Settings) -> int:
     """`validation.pandas_max_rows`: tables up to this many rows validate on pandas (0: always Spark)."""
     value = settings.section("validation").get("pandas_max_rows", PANDAS_MAX_ROWS)
@@ -414,6 +428,7 @@ def run_validation(
         timestamp_skew_minutes=skew,
         semantics=semantics,
         available=frozenset(inputs),
+        max_unread_bytes=max_unread_bytes(settings),
     )
     context = context or default_context()
     outcomes: list[SuiteOutcome] = []

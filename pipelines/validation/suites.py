@@ -55,13 +55,13 @@ class Check:
     """One expectation and why it holds. `kind` and `column` say what breaks it (used by tests and the report)."""
 
     name: str
-    kind: str  # not_null | unique | at_least | ts_range | ts_min | partition | relation
+    kind: str  # not_null | unique | at_least | at_most | ts_range | ts_min | partition | relation
     expectation: gxe.Expectation
     why: str
     column: str | None = None
     needs: tuple[str, ...] = ()  # inputs besides the suite's own table
     derive: Callable[[DataFrame, Mapping[str, DataFrame]], DataFrame] | None = None
-    minimum: object = None  # at_least / ts_*: the lower bound; ts_range: (lower, upper)
+    minimum: object = None  # at_least / ts_*: the lower bound (at_most: the upper); ts_range: (lower, upper)
 
 
 @dataclass(frozen=True)
@@ -404,6 +404,24 @@ def _accounting_balanced(suite: str) -> Check:
     )
 
 
+def _bytes_all_read(suite: str, max_unread: int) -> Check:
+    name = "bytes_all_read"
+    why = ("every byte of every segment is read into records, or the run says which bytes were not (unframeable "
+           "sizes, torn tails, batches failing their CRC); a policy that tolerates no loss fails such a run")
+    return Check(
+        name=name,
+        kind="at_most",
+        column="bytes_unread",
+        minimum=max_unread,
+        why=why,
+        expectation=gxe.ExpectColumnValuesToBeBetween(
+            column="bytes_unread", max_value=max_unread,
+            description=f"`bytes_unread` <= {max_unread} per offsets partition (validation.max_unread_bytes)",
+            meta=_meta(f"{suite}.{name}", why),
+        ),
+    )
+
+
 # -- the suites ----------------------------------------------------------------------------------------------------
 
 _KEY_WHY = "a row key of the contract (CONTRACT.md): null means a decoding or join bug"
@@ -422,7 +440,8 @@ def _keyed(suite: str, table: str) -> list[Check]:
 
 
 def build_suites(*, as_of_ms: int, num_partitions: int, timestamp_skew_minutes: float = 60,
-                 semantics: str = "legacy", available: frozenset[str] | set[str] | None = None) -> list[SuiteSpec]:
+                 semantics: str = "legacy", available: frozenset[str] | set[str] | None = None,
+                 max_unread_bytes: int | None = None) -> list[SuiteSpec]:
     """Every suite for a run `as_of_ms` over an offsets topic of `num_partitions` partitions.
 
     `available` names the inputs present (tables, "markers", "accounting"); a check needing an absent input is
@@ -512,7 +531,8 @@ def build_suites(*, as_of_ms: int, num_partitions: int, timestamp_skew_minutes: 
                 _not_null("quarantine", "reason", "a quarantined input always says why"),
             ],
         ),
-        ("accounting", KEYS["accounting"], [_accounting_balanced("accounting")]),
+        ("accounting", KEYS["accounting"], [_accounting_balanced("accounting")]
+         + ([_bytes_all_read("accounting", max_unread_bytes)] if max_unread_bytes is not None else [])),
     ]
 
     out: list[SuiteSpec] = []

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from pipelines.decoding.batch_writer import write_control_batch, write_empty_batch, write_record_batch
 from pipelines.decoding.batches import read_batches, read_batches_from_file
+from pipelines.decoding.policy import ReadPolicy
 from schemas.records import ReadProblem
 
 SCENARIOS = ["classic-basic", "compacted", "compression-gzip", "compression-lz4", "compression-snappy",
@@ -223,8 +224,14 @@ def test_kafka_python_legacy(kp_vectors, realdata, name, magic):
 
 def test_kafka_python_control_batch_bad_crc(kp_vectors, realdata):
     data = (realdata / "kafka-python_record_batches/control_batch_data_v2.bin").read_bytes()
-    items = list(read_batches(data, source="ctl", offsets_partition=-1))
+    # by default a batch that fails its CRC is not state: its one record is a quarantine row with its bytes
+    (q,) = read_batches(data, source="ctl", offsets_partition=-1)
+    assert (q.kind, q.position, q.records, q.unread_to) == ("crc_mismatch", 0, 1, None)
+    assert struct.unpack(">hh", q.key) == (0, 0)
+    items = list(read_batches(data, source="ctl", offsets_partition=-1,
+                              policy=ReadPolicy(replay_corrupt_batches=True)))
     assert isinstance(items[0], ReadProblem) and items[0].kind == "crc_mismatch" and items[0].position == 0
+    assert items[0].records == 0  # evidence beside the replayed records
     hdr, recs = items[1]
     assert hdr.is_control and not hdr.crc_valid and len(recs) == 1
     version, ctype = struct.unpack(">hh", recs[0].key)
@@ -242,7 +249,8 @@ def test_kafka_python_corrupt_vectors(kp_vectors):
     assert p.kind == "torn_tail" and p.position == 0
     # once it can be framed, a size of 3 < 14 is Kafka's CorruptRecordException
     (p,) = read_batches(by["offset3_len3_random"] + b"\x01" * 8, source="r", offsets_partition=-1)
-    assert p.kind == "corrupt_batch" and p.position == 0 and p.offset == 3
+    assert p.kind == "unframeable" and p.position == 0 and p.offset == 3
+    assert (p.unread_to, p.records) == (len(by["offset3_len3_random"]) + 8, 0)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -286,6 +294,13 @@ def test_flipped_value_byte_is_crc_mismatch_and_rest_reads(real_segment):
     data[hdr.position + hdr.size - 3] ^= 0xFF  # inside the last record's value bytes
     items = list(read_batches(bytes(data), source="s", offsets_partition=0))
     batches, problems = _items(items)
+    # not state: one quarantine row per record of the batch, each with its offset, bytes and the batch position
+    assert [(p.kind, p.position, p.records, p.offset, p.key) for p in problems] == [
+        ("crc_mismatch", hdr.position, 1, r.offset, r.key) for r in recs]
+    assert batches == clean[:2] + clean[3:]
+    items = list(read_batches(bytes(data), source="s", offsets_partition=0,
+                              policy=ReadPolicy(replay_corrupt_batches=True)))
+    batches, problems = _items(items)
     assert [(p.kind, p.position) for p in problems] == [("crc_mismatch", hdr.position)]
     assert len(batches) == len(clean)
     bad_hdr, bad_recs = batches[2]
@@ -299,9 +314,11 @@ def test_flipped_record_length_is_corrupt_batch_and_reading_continues(real_segme
     data = bytearray(real_segment)
     data[hdr.position + 61] = 0x7E  # first record's length varint: 63 ≠ real length
     batches, problems = _items(list(read_batches(bytes(data), source="s", offsets_partition=0)))
-    kinds = [(p.kind, p.position) for p in problems]
-    assert ("crc_mismatch", hdr.position) in kinds and ("corrupt_batch", hdr.position) in kinds
-    corrupt = next(p for p in problems if p.kind == "corrupt_batch")
+    # the CRC fails and the records do not parse: the header's count is unverified, so the batch counts no
+    # records and its bytes are reported unread
+    (corrupt,) = problems
+    assert (corrupt.kind, corrupt.position, corrupt.records) == ("crc_mismatch", hdr.position, 0)
+    assert corrupt.unread_to == hdr.position + hdr.size
     assert f"byte {hdr.position + 61}" in corrupt.reason
     assert batches == [clean[0]] + clean[2:]
 
@@ -311,11 +328,12 @@ def test_unknown_magic_and_short_v2_batch():
     bad = bytearray(good)
     bad[16] = 9
     items = list(read_batches(bytes(bad) + good, source="m", offsets_partition=1))
-    assert isinstance(items[0], ReadProblem) and items[0].kind == "corrupt_batch" and "magic 9" in items[0].reason
+    assert isinstance(items[0], ReadProblem) and items[0].kind == "unknown_magic" and "magic 9" in items[0].reason
+    assert items[0].unread_to == len(good)
     assert items[1][1][0].offset == 7
     short = struct.pack(">qi", 4, 20) + bytes([0, 0, 0, 0, 2]) + b"\x00" * 15
     (p,) = read_batches(short, source="m", offsets_partition=1)
-    assert p.kind == "corrupt_batch" and p.offset == 4
+    assert p.kind == "unframeable" and p.offset == 4 and p.unread_to == len(short)
 
 
 def test_corrupt_compressed_section_is_decompress_failed():
@@ -323,8 +341,8 @@ def test_corrupt_compressed_section_is_decompress_failed():
     bad = bytearray(good)
     bad[70:80] = b"\xAA" * 10
     items = list(read_batches(bytes(bad) + good, source="g", offsets_partition=1))
-    kinds = [i.kind for i in items if isinstance(i, ReadProblem)]
-    assert kinds == ["crc_mismatch", "decompress_failed"]
+    (p,) = [i for i in items if isinstance(i, ReadProblem)]
+    assert p.kind == "crc_mismatch" and "cannot decompress gzip" in p.reason and p.unread_to == len(bad)
     assert items[-1][1][0].value == b"v" * 100
 
 

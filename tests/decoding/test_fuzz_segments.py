@@ -7,11 +7,13 @@ both readers the pipeline has:
 * the reference path, `batches.read_batches` + `rows.to_decoded_row` / `rows.problem_to_row`;
 * the executor fast path, `columnar.decode_segment_to_arrow` (the C walker when built, every fourth case the
   pure-Python walker);
-* the accounting's header walk, `frames.decode.count_segment`, whose prediction of the row count must match.
+* the accounting's header walk, `frames.decode.count_segment`, which must balance every case: records in =
+  records decoded + records quarantined (each quarantine row says how many it stands for), the same bytes
+  reported unread by both walks, and never more records than the bytes could hold (no unverified header count).
 
 Neither may raise — not even the typed `DecodeError`s (readers turn bad bytes into problem / error rows) — and
 each case must finish within `CASE_SECONDS` (a timer for Python code, `faulthandler` for a hang inside C). The
-seeds are fixed (case number), so a failure names a reproducible case. 5 kinds x 2 000 cases; about 20-40 s.
+seeds are fixed (case number), so a failure names a reproducible case. 5 kinds x 2 000 cases.
 """
 from __future__ import annotations
 
@@ -21,6 +23,8 @@ import signal
 import struct
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 
 from pipelines.decoding.batches import read_batches
@@ -28,6 +32,8 @@ from pipelines.decoding.columnar import HAVE_C_EXTENSION, decode_segment_to_arro
 from pipelines.decoding.errors import DecodeError
 from pipelines.decoding.rows import problem_to_row, to_decoded_row
 from pipelines.frames.decode import count_segment
+from schemas.decoded import DECODED_RECORD_SCHEMA
+from schemas.quarantine import QUARANTINE_KINDS
 from schemas.records import ReadProblem
 
 pytestmark = pytest.mark.shared
@@ -106,27 +112,48 @@ def _alarm(_signum, _frame):
     raise CaseTimeout
 
 
+MIN_V2_RECORD_BYTES = 7  # length, attributes, timestamp/offset deltas, key/value lengths, header count: 1 byte each
+
+
 def run_readers(buf: bytes, path: Path, *, use_c: bool | None) -> None:
-    """Both readers over one buffer; returns only when neither raised."""
+    """Both readers over one buffer; returns only when neither raised and the accounting balances."""
     n_ref = 0
+    ref_records = ref_unread = 0
     for item in read_batches(buf, source="fuzz", offsets_partition=3):
         if isinstance(item, ReadProblem):
             problem_to_row(item)
             n_ref += 1
+            ref_records += item.records
+            if item.unread_to is not None and item.kind != "zero_tail":
+                ref_unread += item.unread_to - item.position
         else:
             for rec in item[1]:
                 to_decoded_row(rec)
                 n_ref += 1
+                ref_records += 1
     path.write_bytes(buf)
-    n_col = sum(b.num_rows for b in decode_segment_to_arrow(path, offsets_partition=3, use_c=use_c,
-                                                            batch_rows=512))
-    # one row per record or problem on both paths (file and buffer framing agree, save the zero-tail wording)
+    table = pa.Table.from_batches(list(decode_segment_to_arrow(path, offsets_partition=3, use_c=use_c,
+                                                                batch_rows=512)), schema=DECODED_RECORD_SCHEMA)
+    n_col = table.num_rows
+    # one row per record or problem on both paths (file and buffer framing agree)
     assert n_col == n_ref, ("rows", n_col, n_ref)
-    # and the accounting's header walk predicts that many rows (records_in + flags + lost batches - lost records)
+    errors = pc.equal(table.column("record_kind"), "error")
+    used = n_col - (pc.sum(errors.cast("int64")).as_py() or 0)
+    quarantined = pc.sum(table.filter(errors).column("error_records")).as_py() or 0
+    unread_rows = table.filter(pc.and_(errors, pc.not_equal(table.column("error_kind"), "zero_tail")))
+    col_unread = pc.sum(unread_rows.column("unread_bytes")).as_py() or 0
+    # the accounting's header walk: records in = decoded + quarantined; the same bytes unread
     c = count_segment(str(path), 3).get(3, {})
-    predicted = (c.get("records_in", 0) + c.get("flag_rows", 0) + c.get("lost_batches", 0)
-                 - c.get("lost_records", 0))
-    assert predicted == n_col, ("reader_counts", predicted, n_col, c)
+    assert c.get("records_in", 0) == used + quarantined == ref_records, (
+        "records_in", c.get("records_in"), used, quarantined, ref_records)
+    assert c.get("bytes_unread", 0) == col_unread == ref_unread, ("bytes_unread", c, col_unread, ref_unread)
+    ranges = sorted(r[1:3] for r in c.get("unread_ranges", []))
+    assert all(0 <= a < b <= len(buf) for a, b in ranges) and all(
+        b1 <= a2 for (_a1, b1), (a2, _b2) in zip(ranges, ranges[1:])), ranges
+    # no record count is taken from an unverified header: the bytes bound what the records can be
+    assert c.get("records_in", 0) * MIN_V2_RECORD_BYTES <= len(buf), ("records_in", c.get("records_in"), len(buf))
+    kinds = set(pc.unique(table.filter(errors).column("error_kind")).to_pylist())
+    assert kinds <= set(QUARANTINE_KINDS), kinds
 
 
 @pytest.mark.parametrize("kind", KINDS)

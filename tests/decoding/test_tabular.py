@@ -115,7 +115,9 @@ def test_explicit_encoding_and_bad_text(tmp_path):
     p = tmp_path / "d.jsonl"
     p.write_text("\n".join(json.dumps(r) for r in rows))
     out = list(read_tabular_dump(p, encoding="hex"))
-    assert isinstance(out[0], ReadProblem) and out[0].kind == "invalid_row" and out[0].position == 1
+    # position: the row number in the dump; offset: the row's log offset
+    assert isinstance(out[0], ReadProblem) and out[0].kind == "invalid_row" and out[0].position == 0
+    assert out[0].offset == 1
     assert out[1].key == b"\x00\x01" and out[1].value == b"\x00" and out[1].batch.timestamp_type == "CreateTime"
 
 
@@ -131,7 +133,8 @@ def test_duplicates_and_other_topics(tmp_path):
     pq.write_table(pa.Table.from_pylist(rows), tmp_path / "x.parquet")
     out = list(read_tabular_dump(tmp_path / "x.parquet"))
     probs = [(o.kind, o.position) for o in out if isinstance(o, ReadProblem)]
-    assert ("not_offsets_data", 3) in probs and ("invalid_row", -1) in probs and ("duplicate_conflict", 8) in probs
+    # positions are row numbers of the dump
+    assert ("not_offsets_data", 4) in probs and ("invalid_row", 6) in probs and ("duplicate_conflict", 3) in probs
     assert len(probs) == 3
     recs = [o for o in out if isinstance(o, LogRecord)]
     assert [(r.offset, r.value) for r in recs] == [(7, b"v1"), (8, b"v2")]

@@ -1,0 +1,72 @@
+"""The fixed list of quarantine kinds: why a piece of input is not state. One value per `quarantine.kind`.
+
+Every reader (segments, tabular dumps, record decoding) names what it found with one of these; nothing else may
+appear in the `kind` column (the fuzz and attack tests check every row they see against `QUARANTINE_KINDS`).
+`records` in the docs below is what one row of that kind stands for in the accounting
+(records_in = used + skipped + quarantined), and whether its bytes are reported unread.
+"""
+from __future__ import annotations
+
+# -- a batch or entry of a segment file -----------------------------------------------------------------------------
+CRC_MISMATCH = "crc_mismatch"
+"""The batch's stored CRC (CRC-32C, legacy CRC-32) does not match its bytes. Not replayed by default
+(`rebuild.replay_corrupt_batches`): one row per record whose bytes still parse (1 record each); when its records
+cannot be parsed, one row for the batch, its bytes reported unread (0 records: an unverified header's count is
+never taken). With the option on, the records are replayed and one row (0 records) is the evidence."""
+TORN_TAIL = "torn_tail"
+"""The file ends inside an entry (a crash mid-append): the rest of the file is an unread byte range."""
+ZERO_TAIL = "zero_tail"
+"""Zero bytes to the end of the file (a preallocated segment): an unread range that holds no data."""
+UNFRAMEABLE = "unframeable"
+"""An entry size that cannot frame an entry (below the 14-byte minimum, negative): reading of the file stops and
+the rest of it, from the bad entry on, is an unread byte range (Kafka's recovery truncates the log there)."""
+UNKNOWN_MAGIC = "unknown_magic"
+"""An entry with a magic byte other than 0, 1, 2 and a verified size: its bytes are an unread range."""
+CORRUPT_BATCH = "corrupt_batch"
+"""A batch whose CRC verifies but whose records cannot be parsed (a writer bug), or whose record count is
+negative: one row for the batch; its verified header count is quarantined (negative count: bytes unread)."""
+BAD_CODEC = "bad_codec"
+"""A compression codec id Kafka does not define (or zstd in a magic 0/1 entry): one row, the batch's records."""
+DECOMPRESS_FAILED = "decompress_failed"
+"""The record section does not decompress with its codec: one row, the batch's records."""
+DECOMPRESSION_TOO_LARGE = "decompression_too_large"
+"""The record section decompresses to more than `decode.max_batch_bytes`: one row, the batch's records; never
+decompressed past the cap."""
+
+# -- a record of a readable batch -----------------------------------------------------------------------------------
+UNKNOWN_VERSION = "unknown_version"
+"""A value version no Kafka release defines for its key type (Kafka fails the load): one record."""
+UNDECODABLE_KEY = "undecodable_key"
+"""A record key that cannot be parsed (truncated, bad lengths, bad UTF-8): one record."""
+UNDECODABLE_VALUE = "undecodable_value"
+"""A record value that cannot be parsed for its key type: one record."""
+
+# -- files and directories ----------------------------------------------------------------------------------------
+UNREADABLE = "unreadable"
+"""A segment that cannot be opened or read (permissions, a directory named like a segment, a dangling link)."""
+NOT_OFFSETS_DATA = "not_offsets_data"
+"""Another topic's partition directory or rows, or a directory without segments: not read."""
+SWAP_FILE = "swap_file"
+"""A `.swap` file (a cleaned segment awaiting rename): not read."""
+DUPLICATE_SEGMENT = "duplicate_segment"
+"""Two files claiming the same (partition, base offset): the second is not read."""
+
+# -- rows of a tabular dump (position: the row number in the dump, 0-based) ---------------------------------------
+MALFORMED_ROW = "malformed_row"
+"""A JSON line that does not parse, a CSV row with the wrong number of fields, a partition or offset that is not a
+whole number: one record."""
+INVALID_ROW = "invalid_row"
+"""A row without a partition or an offset, or a key/value that is not valid base64/hex: one record."""
+NEGATIVE_OFFSET = "negative_offset"
+"""A row whose offset or partition is below 0 (no log position is negative): one record."""
+DUPLICATE_CONFLICT = "duplicate_conflict"
+"""The same (partition, offset) twice with different content: the first row is kept, this one is one record."""
+
+QUARANTINE_KINDS: tuple[str, ...] = (
+    CRC_MISMATCH, TORN_TAIL, ZERO_TAIL, UNFRAMEABLE, UNKNOWN_MAGIC, CORRUPT_BATCH, BAD_CODEC, DECOMPRESS_FAILED,
+    DECOMPRESSION_TOO_LARGE, UNKNOWN_VERSION, UNDECODABLE_KEY, UNDECODABLE_VALUE, UNREADABLE, NOT_OFFSETS_DATA,
+    SWAP_FILE, DUPLICATE_SEGMENT, MALFORMED_ROW, INVALID_ROW, NEGATIVE_OFFSET, DUPLICATE_CONFLICT,
+)
+
+#: kinds whose unread range holds data that was lost (a zero tail holds none): these fail a run under `fail`
+DATA_LOSS_KINDS = frozenset({CRC_MISMATCH, TORN_TAIL, UNFRAMEABLE, UNKNOWN_MAGIC, CORRUPT_BATCH})
