@@ -1,6 +1,7 @@
 """The read-only HTTP JSON API over a warehouse's snapshots (`offsetlake serve`), routes as in CONTRACT.md.
 
-Every route takes `?snapshot=ID` (default: the latest succeeded snapshot). A request resolves its snapshot once
+Every route takes `?snapshot=ID` (default: the latest succeeded scheduled snapshot; a what-if run is read by
+id). A request resolves its snapshot once
 (see pipelines/serving/catalog.py) and answers from that snapshot's in-memory index; the answer names the
 snapshot in its body (or, for the bare list of `/groups/{id}/offsets`, in the `X-Offsetlake-Snapshot` header).
 """
@@ -54,6 +55,7 @@ class SnapshotOut(_Open):
     started_at: str | None
     finished_at: str | None
     as_of: str | None
+    kind: str  # scheduled or what-if (a run with --as-of/--until-*: served by id only)
 
 
 class SnapshotsOut(BaseModel):
@@ -141,7 +143,7 @@ class CommitsOut(BaseModel):
 ERRORS = {400: {"model": ErrorOut, "description": "bad parameter"}, 404: {"model": ErrorOut, "description": "not found"}}
 AUTH_ERRORS = {401: {"model": ErrorOut, "description": "missing or wrong bearer token"}}
 
-SnapshotQ = Query(None, min_length=1, max_length=512, description="snapshot id (default: the latest succeeded)")
+SnapshotQ = Query(None, min_length=1, max_length=512, description="snapshot id (default: the latest succeeded scheduled one)")
 
 
 def _json(content: Any, snapshot_id: str | None = None, status_code: int = 200) -> JSONResponse:
@@ -381,9 +383,10 @@ def create_app(reader: SnapshotReader, *, token: str | None = None, refresh_inte
 
     @app.get("/snapshots", response_model=SnapshotsOut, responses=responses, dependencies=guarded, tags=["snapshots"])
     def snapshots(snapshot: str | None = SnapshotQ):
-        """Snapshots (oldest first) with their `runs` row; `?snapshot=` narrows the list to that one."""
+        """Snapshots of every kind (oldest first) with their `runs` row and `kind`; `?snapshot=` narrows the list to
+        that one. `latest_snapshot_id` is the default snapshot: the latest succeeded scheduled one."""
         snaps = catalog.snapshots()
-        latest = next((s.snapshot_id for s in reversed(snaps) if s.readable), None)
+        latest = next((s.snapshot_id for s in reversed(snaps) if s.is_default_candidate), None)
         if snapshot is not None:
             snaps = [s for s in snaps if s.snapshot_id == snapshot]
             if not snaps:

@@ -16,7 +16,7 @@ from pipelines.lookup import DeltaWarehouseReader, GroupNotFound, LookupError_, 
 warehouse_opt = click.option(
     "--warehouse", "warehouse", required=True, type=click.Path(file_okay=False), help="warehouse directory"
 )
-snapshot_opt = click.option("--snapshot", "snapshot_id", default=None, help="snapshot id (default: latest succeeded)")
+snapshot_opt = click.option("--snapshot", "snapshot_id", default=None, help="snapshot id (default: the latest succeeded scheduled one; what-if runs by id)")
 
 
 def _fail(message: str, code: int) -> None:

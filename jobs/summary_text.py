@@ -4,7 +4,9 @@ from __future__ import annotations
 
 def format_summary(s) -> str:
     lines = [
-        f"snapshot {s.snapshot_id}: {s.status}",
+        f"snapshot {s.snapshot_id}: {s.status}"
+        + (" (what-if: read it by id; the default snapshot and the incremental chain stay on the scheduled runs)"
+           if getattr(s, "kind", "scheduled") == "what-if" else ""),
         f"  inputs            {', '.join(s.inputs)}",
         f"  read              {s.segments} segment file(s), {s.tabular_files} table file(s), {s.bytes_in / 1e6:.1f} MB",
         f"  records in        {s.records_in:,}  (used {s.records_out:,}, skipped {s.records_skipped:,}, "

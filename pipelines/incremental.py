@@ -1,4 +1,4 @@
-"""`rebuild --incremental`: start from the previous succeeded snapshot's checkpoint, decode only the new bytes.
+"""`rebuild --incremental`: start from the latest succeeded scheduled snapshot's checkpoint, decode only the new bytes.
 
 Exact by construction. Every run (incremental or not) saves, next to its snapshot:
 
@@ -7,8 +7,9 @@ Exact by construction. Every run (incremental or not) saves, next to its snapsho
   tombstones per key, open transactions, the markers of kept transactional rows, each group's last GroupMetadata
   record and its live KIP-848 incarnation, the records naming topic ids), never ``error`` (quarantined) or
   ``unknown`` (skipped) rows. Its size follows the coordinator's state, not the log. A state written by an older
-  version holds every replayed row, which is a superset and resumes the same way. (A run with ``--until-*``
-  bounds is never resumed, see below.)
+  version holds every replayed row, which is a superset and resumes the same way. A what-if run (``--as-of``,
+  ``--until-*``) saves none: it is always a full run, and the chain goes on from the latest scheduled snapshot
+  as if it had not happened.
 * ``<warehouse>/_checkpoints/<snapshot_id>.json`` (`io.checkpoint.write_checkpoint`, atomic) — what was read:
   semantics, the ``num_partitions`` setting, until bounds, the newest record timestamp and the highest offsets
   partition of ALL rows seen so far (error/unknown rows included, as a full run counts them), and per offsets
@@ -149,17 +150,23 @@ def _full(reason: str, plan, previous_snapshot: str | None = None) -> Incrementa
                             new_bytes=plan.total_bytes)
 
 
+def is_what_if(req) -> bool:
+    """A point-in-time or as-of run: recorded as `what-if`, neither extending nor breaking the incremental chain."""
+    return req.as_of is not None or req.until_offset is not None or req.until_time is not None
+
+
 def start(warehouse, req, conf: dict, plan, snapshot_id: str) -> IncrementalStart:
     """Decide full vs incremental for this run and build the plan of what to decode (see the module docstring)."""
     from pipelines.io.checkpoint import read_checkpoint
 
     if not req.incremental:
         return _full("--incremental not given", plan)
-    if req.until_offset is not None or req.until_time is not None:
-        return _full("--until-offset/--until-time given: incremental runs replay the whole log", plan)
+    if is_what_if(req):
+        return _full("--as-of/--until-offset/--until-time given: a what-if run replays the whole log and stays "
+                     "out of the incremental chain", plan)
     if plan.num_tabular:
         return _full("tabular input: incremental runs need segment files (byte positions to resume at)", plan)
-    prev_id = warehouse.latest_snapshot_id()
+    prev_id = warehouse.latest_snapshot_id()  # the latest succeeded scheduled snapshot: what-if runs are skipped
     prev = read_checkpoint(warehouse, prev_id) if prev_id else None
     if prev is None or prev.get("format") != CHECKPOINT_FORMAT:
         return _full(NO_PREVIOUS, plan, prev_id)

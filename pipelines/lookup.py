@@ -21,6 +21,9 @@ import pyarrow as pa
 Filters = Sequence[tuple[str, str, Any]]
 
 READABLE_STATUS = "succeeded"
+# Runs of this kind are the default snapshot; `what-if` runs (--as-of/--until-*) are read by id only. A runs row
+# without a kind (written before the column existed) is scheduled.
+SCHEDULED = "scheduled"
 
 
 class LookupError_(Exception):
@@ -272,6 +275,15 @@ class Snapshot:
         return self.status == READABLE_STATUS
 
     @property
+    def kind(self) -> str:
+        return self.run.get("kind") or SCHEDULED
+
+    @property
+    def is_default_candidate(self) -> bool:
+        """Readable and scheduled: what a reader without a snapshot id may be given."""
+        return self.readable and self.kind == SCHEDULED
+
+    @property
     def cache_key(self) -> tuple:
         """Changes when the snapshot is rebuilt under the same id (a rerun replaces it)."""
         return (self.snapshot_id, self.started_at, self.finished_at)
@@ -326,11 +338,12 @@ def snapshots_from_runs(runs: pa.Table | None) -> list[Snapshot]:
 
 
 def pick_snapshot(snaps: list[Snapshot], snapshot_id: str | None) -> Snapshot:
-    """The requested snapshot, or the latest succeeded one (by finished_at). Raises SnapshotNotFound."""
+    """The requested snapshot (any kind), or the latest succeeded scheduled one (by finished_at): a what-if run is
+    reached by its id only. Raises SnapshotNotFound."""
     if snapshot_id is None:
-        readable = [s for s in snaps if s.readable]
+        readable = [s for s in snaps if s.is_default_candidate]
         if not readable:
-            raise SnapshotNotFound("the warehouse has no succeeded snapshot yet")
+            raise SnapshotNotFound("the warehouse has no succeeded scheduled snapshot yet")
         return readable[-1]
     for s in snaps:
         if s.snapshot_id == snapshot_id:
@@ -369,8 +382,9 @@ def jsonable(value: Any) -> Any:
 
 
 def run_summary(s: Snapshot) -> dict:
-    """A snapshot as the API and the CLI list it: its id, status, times and the whole runs row."""
+    """A snapshot as the API and the CLI list it: its id, status, times, kind and the whole runs row."""
     run = {k: v for k, v in s.run.items() if k != "snapshot_id"}
+    run["kind"] = s.kind
     counts = run.get("record_type_counts")
     if isinstance(counts, list):  # Arrow map -> list of (key, value)
         run["record_type_counts"] = {str(k): v for k, v in counts}

@@ -25,7 +25,7 @@ class RebuildRequest:
     inputs: tuple[str, ...]
     warehouse: str
     snapshot_id: str | None = None
-    as_of: str | None = None  # ISO-8601 (UTC if no zone) or "now"; None = newest record timestamp
+    as_of: str | None = None  # ISO-8601 (UTC if no zone) or "now"; None = newest record timestamp (at the cut)
     retention_minutes: int | None = None
     no_expiry: bool = False
     semantics: str | None = None
@@ -71,6 +71,7 @@ class RunSummary:
     validation: dict = field(default_factory=dict)
     stage_seconds: dict[str, float] = field(default_factory=dict)
     incremental: dict = field(default_factory=dict)
+    kind: str = "scheduled"  # or what-if: --as-of/--until-* (runs.kind)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True, default=str)
@@ -203,8 +204,11 @@ def run_rebuild(spark, settings: Settings, req: RebuildRequest, emit: Callable[[
         raise UsageError(f"--snapshot-id {snapshot_id!r}: {e}") from None
     until_time_ms = parse_time_ms(req.until_time, what="--until-time") if req.until_time else None
     progress = Progress(emit)
+    from pipelines.incremental import is_what_if
+
     summary = RunSummary(snapshot_id=snapshot_id, inputs=inputs, semantics=conf["semantics"],
-                         retention_minutes=conf["retention_minutes"], expiry=conf["expiry"])
+                         retention_minutes=conf["retention_minutes"], expiry=conf["expiry"],
+                         kind="what-if" if is_what_if(req) else "scheduled")
     started_ms = int(time.time() * 1000)
     warehouse = Warehouse(req.warehouse)
 
@@ -224,7 +228,8 @@ def run_rebuild(spark, settings: Settings, req: RebuildRequest, emit: Callable[[
             f"{path}: no producer_id/is_transactional/is_control columns: transactional offset commits "
             "cannot be resolved; every commit is treated as non-transactional")
     warehouse.mark_run(snapshot_id, dict(status="running", started_at=ms_to_iso(started_ms), inputs=inputs,
-                                         semantics=conf["semantics"], retention_minutes=conf["retention_minutes"]))
+                                         semantics=conf["semantics"], retention_minutes=conf["retention_minutes"],
+                                         kind=summary.kind))
 
     try:
         return _run_planned(spark, settings, req, conf, plan, summary, progress, warehouse, started_ms,
@@ -232,7 +237,7 @@ def run_rebuild(spark, settings: Settings, req: RebuildRequest, emit: Callable[[
     except Exception as e:
         warehouse.mark_run(snapshot_id, dict(status="failed", started_at=ms_to_iso(started_ms), inputs=inputs,
                                              semantics=conf["semantics"], retention_minutes=conf["retention_minutes"],
-                                             summary={"error": f"{type(e).__name__}: {e}"}))
+                                             summary={"error": f"{type(e).__name__}: {e}"}, kind=summary.kind))
         raise
 
 
@@ -298,6 +303,15 @@ def _run_planned(spark, settings, req, conf, plan, summary, progress, warehouse,
         replayed = replayed.persist(StorageLevel.MEMORY_AND_DISK)
 
     max_ts = inc.max_timestamp(acct.max_record_timestamp(decoded))
+    # A point-in-time run is as of its cut: --until-time T, else the newest record at or before --until-offset.
+    # It is also the load time of the groups the replay synthesizes (a broker loading the log at that point).
+    cut_ms = max_ts
+    if until_time_ms is not None:
+        cut_ms = until_time_ms
+    elif req.until_offset is not None:
+        from pyspark.sql import functions as F
+
+        cut_ms = acct.max_record_timestamp(decoded.where(F.col("offset") <= F.lit(req.until_offset)))
     max_part = inc.max_partition(acct.max_partition(decoded))
     # The topic's partition count: the setting, else the partition dirs of the input's log dir (a broker keeps
     # them all), else Kafka's default of 50; never fewer than the highest partition seen.
@@ -306,12 +320,12 @@ def _run_planned(spark, settings, req, conf, plan, summary, progress, warehouse,
     num_partitions = conf["num_partitions"] or max(partition_count(summary.inputs) or 50, plan.max_partition + 1,
                                                    max_part + 1)
     options = ReplayOptions(semantics=conf["semantics"], until_offset=req.until_offset, until_time_ms=until_time_ms,
-                            num_partitions=num_partitions, snapshot_id=snapshot_id, load_time_ms=max_ts)
+                            num_partitions=num_partitions, snapshot_id=snapshot_id, load_time_ms=cut_ms)
 
     if req.as_of:
         as_of_ms = parse_time_ms(req.as_of, what="--as-of")
     else:
-        as_of_ms = max_ts if max_ts is not None else started_ms
+        as_of_ms = cut_ms if cut_ms is not None else started_ms
     summary.as_of = ms_to_iso(as_of_ms)
     expiry = ExpiryOptions(as_of_ms=as_of_ms, retention_minutes=conf["retention_minutes"],
                            semantics=conf["semantics"], kafka_version=conf["kafka_version"]) if conf["expiry"] else None
@@ -329,17 +343,19 @@ def _run_planned(spark, settings, req, conf, plan, summary, progress, warehouse,
         in_hand = with_served_offsets({t: a for t, a in arrow_tables.items() if t in SNAPSHOT_TABLES})
         tables = {t: spark.createDataFrame(a, schema=TABLES[t]) for t, a in arrow_tables.items()}
         # the transaction markers validation reads, from the rows in hand rather than a scan of the state files
-        markers = spark.createDataFrame(markers_from_arrow(rows))
+        markers = spark.createDataFrame(markers_from_arrow(rows, until_offset=req.until_offset,
+                                                           until_time_ms=until_time_ms))
         del rows
     else:
         progress.stage("replay", f"semantics {conf['semantics']}")
         tables = replay(replayed, options)
         # What the next --incremental run needs of this log (pipelines/state/retained.py), computed while the
-        # replay's shared steps are cached.
-        tables[RETAINED] = retained_positions(replayed, options, replay_steps(tables))
+        # replay's shared steps are cached; a what-if run saves no checkpoint, so it needs none.
+        if summary.kind == "scheduled":
+            tables[RETAINED] = retained_positions(replayed, options, replay_steps(tables))
         acct.materialize(tables)
-        retained = retained_rows(replayed, tables.pop(RETAINED))
-        markers = markers_from_decoded(replayed)
+        retained = retained_rows(replayed, tables.pop(RETAINED)) if RETAINED in tables else None
+        markers = markers_from_decoded(replayed, until_offset=req.until_offset, until_time_ms=until_time_ms)
         if expiry is not None:
             progress.stage("expire", f"as of {summary.as_of}, retention {conf['retention_minutes']} min")
             tables = apply_expiry(tables, expiry)
@@ -382,15 +398,16 @@ def _run_planned(spark, settings, req, conf, plan, summary, progress, warehouse,
 
     failed = result.should_fail_run
     summary.status = "validation_failed" if failed else "succeeded"
-    progress.stage("checkpoint", f"state for --incremental -> {req.warehouse}/_state/{snapshot_id}")
-    incremental.save_checkpoint(spark, warehouse, snapshot_id, retained, input_plan, inc,
-                                conf=conf, req=req, max_timestamp=max_ts, max_partition=max_part)
+    if summary.kind == "scheduled":  # a what-if run is never resumed from: no state for the chain to pick
+        progress.stage("checkpoint", f"state for --incremental -> {req.warehouse}/_state/{snapshot_id}")
+        incremental.save_checkpoint(spark, warehouse, snapshot_id, retained, input_plan, inc,
+                                    conf=conf, req=req, max_timestamp=max_ts, max_partition=max_part)
     progress.stage("write", f"snapshot {snapshot_id} -> {req.warehouse}")
     run_row = dict(status=summary.status, started_at=ms_to_iso(started_ms), as_of=ms_to_iso(as_of_ms),
                    retention_minutes=conf["retention_minutes"], semantics=conf["semantics"], inputs=summary.inputs,
                    records_in=summary.records_in, records_out=summary.records_out,
                    records_quarantined=summary.records_quarantined, record_type_counts=counts,
-                   validation=summary.validation)
+                   validation=summary.validation, kind=summary.kind)
     report_dir = Path(req.warehouse) / "_reports"
     report_dir.mkdir(parents=True, exist_ok=True)
     from pipelines.validation.report import write_report

@@ -197,6 +197,9 @@ RUNS = StructType(
         _f("record_type_counts", MapType(StringType(), LongType())),
         _f("validation", StringType()),  # JSON summary of the validation results
         _f("summary", StringType()),  # JSON of the run summary (`rebuild --json`)
+        # scheduled, or what-if (a run with --as-of/--until-*): readers default to the latest succeeded scheduled
+        # snapshot; null (a row written before this column existed) reads as scheduled
+        _f("kind", StringType()),
     ]
 )
 

@@ -9,7 +9,7 @@ Layout (CONTRACT.md "Snapshots"):
 
 Snapshot rules: a snapshot table write replaces exactly that snapshot's partition in ONE Delta commit
 (remove old files + add new ones); the `runs` row says `running` while tables are written and becomes
-`succeeded` last, so a reader taking the latest succeeded snapshot never sees a half-written one.
+`succeeded` last, so a reader taking the latest succeeded (scheduled) snapshot never sees a half-written one.
 Single writer per warehouse: runs are not meant to overlap (a concurrent `retain` could vacuum files
 another run has written but not committed yet).
 """
@@ -32,6 +32,10 @@ from schemas.tables import SNAPSHOT_TABLES, TABLES
 from schemas.tables import columns as table_columns
 
 RUN_STATUSES = ("running", "succeeded", "failed", "validation_failed")
+# `scheduled` runs form the served history and the incremental chain; `what-if` runs (--as-of/--until-*) are
+# kept apart, read by id only. A row without a kind (written before the column existed) is `scheduled`.
+RUN_KINDS = ("scheduled", "what-if")
+SCHEDULED = "scheduled"
 # Final statuses `write_snapshot` may record; a snapshot with `validation_failed` is kept but not served.
 _FINAL_WRITE_STATUSES = ("succeeded", "validation_failed")
 _OFFSET_KEYS = ("offsets_partition", "record_offset")
@@ -113,6 +117,16 @@ def conform_arrow(data: pa.Table, table: str) -> pa.Table:
     if bad:
         raise delta.DeltaWriteError(f"{table}: nulls in non-nullable column(s) {', '.join(bad)}")
     return data.select(wanted).cast(schema)
+
+
+def _with_contract_columns(data: pa.Table, table: str, wanted: list[str] | None = None) -> pa.Table:
+    """`data` as the contract's `wanted` columns (default: all) and Arrow types; a column the stored table lacks
+    (added to the contract after it was written) reads as nulls."""
+    schema = delta.arrow_schema(TABLES[table])
+    fields = [schema.field(c) for c in (wanted or table_columns(table))]
+    cols = [data.column(f.name).cast(f.type) if f.name in data.column_names else pa.nulls(data.num_rows, f.type)
+            for f in fields]
+    return pa.Table.from_arrays(cols, schema=pa.schema(fields))
 
 
 class Warehouse:
@@ -305,11 +319,14 @@ class Warehouse:
         status = run_row.get("status")
         if status not in RUN_STATUSES:
             raise WarehouseError(f"run status must be one of {RUN_STATUSES}, not {status!r}")
+        if run_row.get("kind") not in (None, *RUN_KINDS):
+            raise WarehouseError(f"run kind must be one of {RUN_KINDS}, not {run_row.get('kind')!r}")
         unknown = [k for k in run_row if k not in table_columns("runs")]
         if unknown:
             raise WarehouseError(f"runs row: unknown column(s) {unknown}")
         row = {c: run_row.get(c) for c in table_columns("runs")}
         row["snapshot_id"] = snapshot_id
+        row["kind"] = row["kind"] or SCHEDULED
         for c in ("started_at", "finished_at", "as_of"):
             row[c] = _to_utc(row[c])
         for c in ("validation", "summary"):
@@ -321,8 +338,10 @@ class Warehouse:
         batch = pa.Table.from_pylist([row], schema=delta.arrow_schema(TABLES["runs"]))
         path = self.table_path("runs")
         delta.ensure_table(path, TABLES["runs"])
+        # schema_mode merge: a runs table written before a column was added (e.g. `kind`) gets it in this
+        # same commit, its old rows reading null there
         write_deltalake(str(path), batch, mode="overwrite", predicate=f"snapshot_id = '{snapshot_id}'",
-                        commit_properties=CommitProperties(custom_metadata={
+                        schema_mode="merge", commit_properties=CommitProperties(custom_metadata={
                             "offsetlake.operation": "mark_run", "offsetlake.snapshot_id": snapshot_id,
                             "offsetlake.status": status}))
 
@@ -332,19 +351,21 @@ class Warehouse:
         dt = delta.open_table(self.table_path("runs"))
         if dt is None:
             return []
-        rows = dt.to_pyarrow_table().cast(delta.arrow_schema(TABLES["runs"])).to_pylist()
+        rows = _with_contract_columns(dt.to_pyarrow_table(), "runs").to_pylist()
         for r in rows:
             if r["record_type_counts"] is not None:
                 r["record_type_counts"] = dict(r["record_type_counts"])
+            r["kind"] = r["kind"] or SCHEDULED
         return sorted(rows, key=self._run_order)
 
     @staticmethod
     def _run_order(row: dict):
         return (row.get("finished_at") or row.get("started_at") or _EPOCH, row["snapshot_id"])
 
-    def latest_snapshot_id(self, status: str = "succeeded") -> str | None:
-        """The most recently finished snapshot with `status` (readers: the default `succeeded`)."""
-        matching = [r for r in self.snapshots() if r["status"] == status]
+    def latest_snapshot_id(self, status: str = "succeeded", kind: str | None = SCHEDULED) -> str | None:
+        """The most recently finished snapshot with `status` and `kind` (None: any kind). Readers and the
+        incremental chain take the default, the latest succeeded scheduled snapshot: what-if runs are read by id."""
+        matching = [r for r in self.snapshots() if r["status"] == status and (kind is None or r["kind"] == kind)]
         return matching[-1]["snapshot_id"] if matching else None
 
     def _resolve(self, table: str, snapshot_id: str | None) -> str:
@@ -352,14 +373,14 @@ class Warehouse:
             return delta.check_partition_value(snapshot_id)
         sid = self.latest_snapshot_id()
         if sid is None:
-            raise NoSnapshotError(f"{self.path}: no succeeded snapshot to read {table} from")
+            raise NoSnapshotError(f"{self.path}: no succeeded scheduled snapshot to read {table} from")
         return sid
 
     def read_table(self, table: str, snapshot_id: str | None = None, columns: list[str] | None = None,
                    filters=None) -> pa.Table:
         """Rows of `table` through delta-rs as Arrow, with the contract's Arrow types.
 
-        Snapshot tables: one snapshot (default: the latest succeeded), read from its partition only.
+        Snapshot tables: one snapshot (default: the latest succeeded scheduled one), read from its partition only.
         `offset_commits` / `runs`: all rows, or those whose `snapshot_id` column equals `snapshot_id`.
         `filters`: delta-rs filters (DNF tuples or a pyarrow Expression), used to prune files by their
         statistics and to filter rows.
@@ -383,7 +404,9 @@ class Warehouse:
             if sid is not None:
                 by_id = pc.field("snapshot_id") == sid
                 row_filter = by_id if row_filter is None else (row_filter & by_id)
-        return ds.to_table(columns=wanted, filter=row_filter).select(wanted).cast(target)
+        present = [c for c in wanted if c in ds.schema.names]  # a column added after the table was written
+        got = ds.to_table(columns=present, filter=row_filter)
+        return _with_contract_columns(got, table, wanted)
 
     def spark_read(self, spark, table: str, snapshot_id: str | None = None):
         """`table` as a Spark DataFrame from the Delta table's ACTIVE files (Spark has no Delta jars).
@@ -419,7 +442,8 @@ class Warehouse:
 
     # ------------------------------------------------------------------ retention
     def retain(self, keep: int, retention_hours: int = 0) -> dict:
-        """Keep the newest `keep` succeeded snapshots; delete the others, then vacuum every table.
+        """Keep the newest `keep` succeeded snapshots (and the latest succeeded scheduled one, when what-if runs
+        are newer); delete the others, then vacuum every table.
 
         Deleted: every other snapshot id found in `runs` or in a snapshot table's partitions (failed,
         validation_failed and orphan partitions included), except `running` rows newer than the oldest
@@ -436,6 +460,11 @@ class Warehouse:
         runs = self.snapshots()
         succeeded = [r for r in runs if r["status"] == "succeeded"]
         kept = succeeded[-keep:]
+        # what-if runs count among the newest, but the snapshot readers and the incremental chain default to (the
+        # latest succeeded scheduled one) is kept besides them
+        scheduled = [r for r in succeeded if r["kind"] == SCHEDULED]
+        if scheduled and scheduled[-1] not in kept:
+            kept = [scheduled[-1], *kept]
         keep_ids = {r["snapshot_id"] for r in kept}
         oldest_kept = self._run_order(kept[0]) if kept else None
         protected = {r["snapshot_id"] for r in runs if r["status"] == "running"

@@ -66,16 +66,32 @@ def default_context():
 MARKER_COLUMNS = ("offsets_partition", "producer_id", "offset", "control_type")
 
 
-def markers_from_decoded(decoded: DataFrame) -> DataFrame:
-    """Transaction markers of the decoded rows: (offsets_partition, producer_id, offset, control_type)."""
-    return decoded.where(F.col("record_kind") == "control").select(*MARKER_COLUMNS)
+def markers_from_decoded(decoded: DataFrame, *, until_offset: int | None = None,
+                         until_time_ms: int | None = None) -> DataFrame:
+    """Transaction markers of the decoded rows: (offsets_partition, producer_id, offset, control_type).
+
+    A point-in-time run (`until_offset` in every offsets partition, `until_time_ms`) keeps the markers the replay
+    read, those at or before the cut (`state.replay.filter_replayable`'s rule): a transaction whose marker comes
+    later is pending at the cut, and is checked against the markers before it."""
+    markers = decoded.where(F.col("record_kind") == "control")
+    if until_offset is not None:
+        markers = markers.where(F.col("offset") <= F.lit(until_offset))
+    if until_time_ms is not None:
+        markers = markers.where(F.col("timestamp").isNull() | (F.col("timestamp") <= F.lit(until_time_ms)))
+    return markers.select(*MARKER_COLUMNS)
 
 
-def markers_from_arrow(decoded):
+def markers_from_arrow(decoded, *, until_offset: int | None = None, until_time_ms: int | None = None):
     """`markers_from_decoded` for decoded rows held as an Arrow table (an Arrow table)."""
     import pyarrow.compute as pc
 
-    return decoded.filter(pc.equal(decoded.column("record_kind"), "control")).select(list(MARKER_COLUMNS))
+    keep = pc.equal(decoded.column("record_kind"), "control")
+    if until_offset is not None:
+        keep = pc.and_(keep, pc.less_equal(decoded.column("offset"), until_offset))
+    if until_time_ms is not None:
+        ts = decoded.column("timestamp")
+        keep = pc.and_(keep, pc.or_kleene(pc.is_null(ts), pc.less_equal(ts, until_time_ms)))
+    return decoded.filter(keep).select(list(MARKER_COLUMNS))
 
 
 # -- results -------------------------------------------------------------------------------------------------------

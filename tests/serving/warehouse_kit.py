@@ -141,6 +141,7 @@ class WarehouseKit:
         finished_at: datetime | None = None,
         replace: bool = False,
         tables: dict[str, pa.Table] | None = None,
+        kind: str | None = None,
     ) -> str:
         """Write one snapshot: every snapshot table, the history, then its runs row (last, as the pipeline does)."""
         given = {
@@ -189,6 +190,7 @@ class WarehouseKit:
                     "record_type_counts": [("offset_commit", 10)],
                     "validation": "{}",
                     "summary": "{}",
+                    "kind": kind,
                 }
             ],
         )
