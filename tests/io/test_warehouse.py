@@ -225,18 +225,19 @@ def test_failure_midway_keeps_last_snapshot_and_next_run_succeeds(spark, make_sn
     before_duck = {t: normalized(duck_read(duck, wh.table_path(t), "s1")) for t in SNAPSHOT_TABLES}
     commits_before = normalized(wh.read_table("offset_commits"))
 
-    real = Warehouse._write_table
+    real = Warehouse._stage_table
 
     def failing(self, spark_, table, snapshot_id, df):
         if table == "group_members":
             raise OSError("disk full (injected)")
         return real(self, spark_, table, snapshot_id, df)
 
-    monkeypatch.setattr(Warehouse, "_write_table", failing)
+    monkeypatch.setattr(Warehouse, "_stage_table", failing)
     with pytest.raises(OSError, match="injected"):
         wh.write_snapshot(spark, "s2", make_snapshot("s2", 1, COMMITS_2), run_row(1))
-    # some tables already hold s2 rows, but readers follow the succeeded runs row
-    assert "s2" in wh.snapshot_ids_in("loaded_offsets") and "s2" not in wh.snapshot_ids_in("group_members")
+    # every table is staged before any is committed: no table holds s2 rows, and no staged file is left
+    assert not any("s2" in wh.snapshot_ids_in(t) for t in SNAPSHOT_TABLES)
+    assert not any(list(wh.table_path(t).glob("snapshot_id=s2/*/*.parquet")) for t in SNAPSHOT_TABLES)
     assert wh.latest_snapshot_id() == "s1"
     failed = {r["snapshot_id"]: r for r in wh.snapshots()}["s2"]
     assert failed["status"] == "failed" and "disk full" in failed["summary"]
