@@ -196,8 +196,9 @@ class Warehouse:
                 if table not in committed:
                     delta.discard_dir(self.table_path(table), rel)
             failed = {**row, "finished_at": _utcnow()}
-            if failed.get("summary") is None:
-                failed["summary"] = {"error": f"{type(exc).__name__}: {exc}"[:2000]}
+            summary = failed.get("summary")
+            summary = json.loads(summary) if isinstance(summary, str) else dict(summary or {})
+            failed["summary"] = {**summary, "status": "failed", "error": f"{type(exc).__name__}: {exc}"[:2000]}
             try:
                 self.record_failure(snapshot_id, failed, partial=bool(committed))
                 exc.offsetlake_failure_recorded = True
