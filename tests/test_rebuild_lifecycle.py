@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -167,7 +168,10 @@ def test_killed_reruns_of_the_served_id_leave_it_served(spark, settings, tmp_pat
     assert all(json.loads(a.read_text())["status"] == "failed" and "abandoned" in a.read_text() for a in attempts)
 
     lines: list[str] = []
-    summary = run_rebuild(spark, settings, RebuildRequest(inputs=(str(new_src),), warehouse=str(wh),
+    # retention off for this run: it would delete `s` once failed (retain drops every snapshot not succeeded)
+    keep_all = replace(settings, raw={**settings.raw, "warehouse": {**settings.section("warehouse"),
+                                                                    "keep_snapshots": None}})
+    summary = run_rebuild(spark, keep_all, RebuildRequest(inputs=(str(new_src),), warehouse=str(wh),
                                                           snapshot_id="next"), emit=lines.append)
     assert any("took over a stale writer lock: run s abandoned" in ln and "stage commit" in ln for ln in lines), lines
     s = runs(wh)["s"]
@@ -207,13 +211,12 @@ def test_disk_full_mid_run_is_one_line_and_exit_1(tmp_path):
         seen.append(line.rstrip())
         if "] decode:" in line:
             # the run's own view of its warehouse (its mount namespace), filled to the last byte
-            with open(f"/proc/{proc.pid}/root{wh}/filler", "wb") as f:
-                try:
+            try:
+                with open(f"/proc/{proc.pid}/root{wh}/filler", "wb", buffering=0) as f:
                     while True:
-                        f.write(b"\0" * (1 << 20))
-                        f.flush()
-                except OSError:
-                    pass
+                        f.write(b"\0" * (1 << 16))
+            except OSError as e:
+                assert e.errno == 28, e  # ENOSPC: full
             break
     rest = proc.stderr.read()
     proc.wait(600)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 from collections import Counter
 from pathlib import Path
 
@@ -336,3 +337,40 @@ def test_contract_violations_fail_the_run_without_leaving_files(spark, make_snap
     assert [(r["snapshot_id"], r["status"]) for r in wh.snapshots()] == [("x", "failed")]
     assert wh.latest_snapshot_id() is None
     assert parquet_files(wh.table_path("loaded_offsets")) == set()
+
+
+def test_failed_rerun_of_a_served_id_leaves_it_served(spark, make_snapshot, tmp_path, monkeypatch):
+    """A rerun of the served id that fails before committing keeps the old row and rows; the attempt is kept
+    aside. One that fails after replacing some of the id's tables withdraws the id instead of serving a mix."""
+    wh = Warehouse(tmp_path / "wh")
+    wh.write_snapshot(spark, "s1", make_snapshot("s1", 0), run_row(0))
+    before = state(wh, "s1")
+    real_stage = Warehouse._stage_table
+
+    def failing_stage(self, spark_, table, snapshot_id, df):
+        if table == "quarantine":
+            raise OSError("disk full (injected)")
+        return real_stage(self, spark_, table, snapshot_id, df)
+
+    monkeypatch.setattr(Warehouse, "_stage_table", failing_stage)
+    with pytest.raises(OSError, match="injected"):
+        wh.write_snapshot(spark, "s1", make_snapshot("s1", 1), run_row(1))
+    monkeypatch.undo()
+    assert [(r["snapshot_id"], r["status"]) for r in wh.snapshots()] == [("s1", "succeeded")]
+    assert wh.latest_snapshot_id() == "s1" and state(wh, "s1") == before
+    (attempt,) = (wh.path / "_attempts").glob("s1.*.json")
+    assert json.loads(attempt.read_text())["status"] == "failed" and "disk full" in attempt.read_text()
+
+    real_commit = delta.commit
+
+    def failing_commit(dt_, struct, actions, **kw):
+        if struct is TABLES["loaded_groups"]:
+            raise RuntimeError("commit conflict (injected)")
+        return real_commit(dt_, struct, actions, **kw)
+
+    monkeypatch.setattr(delta, "commit", failing_commit)
+    with pytest.raises(RuntimeError, match="injected"):
+        wh.write_snapshot(spark, "s1", make_snapshot("s1", 1), run_row(1))
+    monkeypatch.undo()
+    (row,) = wh.snapshots()
+    assert row["status"] == "failed" and "partial" in row["summary"] and wh.latest_snapshot_id() is None
