@@ -344,12 +344,15 @@ def create_app(reader: SnapshotReader, *, token: str | None = None, refresh_inte
     def index_page():
         return FileResponse(STATIC_DIR / "index.html", media_type="text/html")
 
+    static_files = frozenset(p.name for p in STATIC_DIR.iterdir() if p.is_file())
+
     @app.get("/static/{name}", include_in_schema=False)
     def static_file(name: str):
-        p = (STATIC_DIR / name).resolve()
-        if p.parent != STATIC_DIR or not p.is_file():
+        # looked up among the files shipped, never turned into a path: a NUL byte, a name longer than the file
+        # system allows or `..` is simply not one of them (404, not an OSError)
+        if name not in static_files:
             raise StarletteHTTPException(404, "Not Found")
-        return FileResponse(p)
+        return FileResponse(STATIC_DIR / name)
 
     @app.get("/health", response_model=HealthOut, responses=ERRORS, tags=["meta"])
     def health(snapshot: str | None = SnapshotQ):

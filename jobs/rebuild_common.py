@@ -5,6 +5,7 @@ import sys
 
 import click
 
+# 1: the snapshot is not served (validation failed, --strict, or the run failed and was recorded as failed)
 EXIT_OK, EXIT_VALIDATION, EXIT_USAGE = 0, 1, 2
 
 
@@ -51,14 +52,17 @@ def parse_overrides(items) -> dict:
             raise click.UsageError(f"--conf {item!r}: expected section.key=value")
         path, value = item.split("=", 1)
         section, key = path.split(".", 1)
+        if section == "spark" and not key.startswith("spark."):
+            key = path  # `--conf spark.sql.shuffle.partitions=4`: Spark's own key, under `spark:`
         out.setdefault(section, {})[key] = yaml.safe_load(value)
     return out
 
 
 def run_from_cli(**kw) -> int:
-    """Parse, load settings, call the pipeline, print, map errors to exit codes (no stack trace for users)."""
+    """Parse, load settings, check the request (before Spark starts), call the pipeline, print, map errors to exit
+    codes (no stack trace for users)."""
     from pipelines.config import ConfigError, load_settings
-    from pipelines.rebuild import RebuildRequest, StrictModeError, UsageError, run_rebuild
+    from pipelines.rebuild import RebuildRequest, RunFailed, StrictModeError, UsageError, run_rebuild
 
     as_json, quiet, textfile = kw.pop("as_json"), kw.pop("quiet"), kw.pop("metrics_textfile")
     try:
@@ -68,16 +72,26 @@ def run_from_cli(**kw) -> int:
         return EXIT_USAGE
     req = RebuildRequest(inputs=tuple(kw.pop("inputs")), **kw)
     emit = None if quiet else (lambda m: click.echo(m, err=True))
-    from pipelines.session import get_spark
+    from pipelines.preflight import prepare_run
 
-    spark = None
     try:
-        spark = get_spark(settings, app_name="offsetlake-rebuild")
-        summary = run_rebuild(spark, settings, req, emit=emit)
+        prepared = prepare_run(settings, req)  # every usage error is found here, before a JVM starts
     except UsageError as e:
         click.echo(f"error: {e}", err=True)
         return EXIT_USAGE
-    except StrictModeError as e:
+    from pipelines.session import get_spark
+
+    try:
+        try:
+            spark = get_spark(settings, app_name="offsetlake-rebuild")
+        except BaseException:
+            prepared.release()
+            raise
+        summary = run_rebuild(spark, settings, req, emit=emit, prepared=prepared)
+    except UsageError as e:
+        click.echo(f"error: {e}", err=True)
+        return EXIT_USAGE
+    except (StrictModeError, RunFailed) as e:
         click.echo(f"error: {e}", err=True)
         return EXIT_VALIDATION
     if textfile:

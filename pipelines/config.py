@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import copy
+import difflib
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,6 +39,29 @@ def _read_yaml(path: Path) -> dict:
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping at the top level")
     return data
+
+
+# A section whose keys belong to another program and are passed through unchecked.
+PASS_THROUGH_SECTIONS = ("spark",)
+
+
+def _check_known(known: dict, overlay: dict, where: str) -> None:
+    """Every section and key of `overlay` is one the base file has: a typo (`rebuild.semantix`) is an error
+    with the nearest known name, not a setting silently ignored."""
+    for section, values in (overlay or {}).items():
+        if section not in known:
+            raise ConfigError(f"{where}: unknown settings section {section!r}{_did_you_mean(section, known)}")
+        if section in PASS_THROUGH_SECTIONS or not isinstance(values, dict):
+            continue
+        for key in values:
+            if key not in (known[section] or {}):
+                raise ConfigError(f"{where}: unknown setting {section}.{key}"
+                                  f"{_did_you_mean(key, known[section] or {}, section + '.')}")
+
+
+def _did_you_mean(name, choices, prefix: str = "") -> str:
+    close = difflib.get_close_matches(str(name), [str(c) for c in choices], n=1, cutoff=0.6)
+    return f" (did you mean {prefix}{close[0]}?)" if close else f" (known: {', '.join(prefix + str(c) for c in choices)})"
 
 
 @dataclass(frozen=True)
@@ -79,6 +103,9 @@ def load_settings(env: str | None = None, overrides: dict[str, Any] | None = Non
     env_dir = root / env
     if env != "base" and not env_dir.is_dir():
         raise ConfigError(f"unknown environment {env!r}: no folder {env_dir}")
-    merged = _merge(merged, _read_yaml(env_dir / "offsetlake.yml"))
+    overlay = _read_yaml(env_dir / "offsetlake.yml")
+    _check_known(merged, overlay, str(env_dir / "offsetlake.yml"))
+    _check_known(merged, overrides or {}, "--conf")
+    merged = _merge(merged, overlay)
     merged = _merge(merged, overrides or {})
     return Settings(env=env, raw=merged)

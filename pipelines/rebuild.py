@@ -20,6 +20,11 @@ class StrictModeError(Exception):
     """`--strict` and a quarantined record: the run stops (exit 1)."""
 
 
+class RunFailed(Exception):
+    """The run failed after it started (a full disk, a file system gone read-only): recorded as failed where
+    that was possible; one line for the user, exit 1."""
+
+
 @dataclass(frozen=True)
 class RebuildRequest:
     inputs: tuple[str, ...]
@@ -99,8 +104,9 @@ def ms_to_iso(ms: int | None) -> str | None:
 class Progress:
     """Stage timing and progress lines (stage, records, MB, time) on a callback (stderr by default)."""
 
-    def __init__(self, emit: Callable[[str], None] | None):
+    def __init__(self, emit: Callable[[str], None] | None, on_stage: Callable[[str], None] | None = None):
         self.emit = emit or (lambda _m: None)
+        self.on_stage = on_stage or (lambda _s: None)
         self.t0 = time.monotonic()
         self.stage_seconds: dict[str, float] = {}
         self._stage: str | None = None
@@ -109,6 +115,7 @@ class Progress:
     def stage(self, name: str, detail: str = ""):
         self.end()
         self._stage, self._start = name, time.monotonic()
+        self.on_stage(name)
         self.emit(f"[{time.monotonic() - self.t0:7.1f}s] {name}{(': ' + detail) if detail else ''}")
 
     def end(self):
@@ -122,17 +129,8 @@ def resolve_settings(settings: Settings, req: RebuildRequest) -> dict:
     semantics = req.semantics or r.get("semantics", "legacy")
     if semantics not in ("legacy", "modern"):
         raise UsageError(f"--semantics must be legacy or modern, not {semantics!r}")
-    # the validation settings are read after the replay: a bad one is reported now, not minutes into the run
-    from pipelines.config import ConfigError
     from pipelines.decoding.policy import ReadPolicy
-    from pipelines.validation.runner import max_unread_bytes, pandas_max_rows, validation_settings
 
-    try:
-        validation_settings(settings)
-        pandas_max_rows(settings)
-        max_unread_bytes(settings)
-    except ConfigError as e:
-        raise UsageError(str(e)) from None
     try:
         policy = ReadPolicy(
             replay_corrupt_batches=req.replay_corrupt_batches or bool(r.get("replay_corrupt_batches", False)),
@@ -168,18 +166,6 @@ def new_snapshot_id() -> str:
     return dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + uuid.uuid4().hex[:6]
 
 
-def check_inputs(inputs) -> list[str]:
-    if not inputs:
-        raise UsageError("no --input given")
-    out = []
-    for p in inputs:
-        path = Path(p)
-        if not path.exists():
-            raise UsageError(f"input {p}: no such file or directory")
-        out.append(str(path.resolve()))
-    return out
-
-
 def count_by_type(decoded) -> dict[str, int]:
     """records in per record type: `offset_commit:1`, `group_metadata:2`, `control:COMMIT`, `error`, ..."""
     from pipelines.state.accounting_frames import record_type_label
@@ -188,57 +174,133 @@ def count_by_type(decoded) -> dict[str, int]:
     return {r["t"]: int(r["count"]) for r in rows}
 
 
-def run_rebuild(spark, settings: Settings, req: RebuildRequest, emit: Callable[[str], None] | None = None) -> RunSummary:
-    """The whole pipeline for one snapshot. Raises UsageError (exit 2) for bad usage or unreadable input."""
-    from pipelines.frames.decode import plan_inputs
+def run_rebuild(spark, settings: Settings, req: RebuildRequest, emit: Callable[[str], None] | None = None,
+                prepared=None) -> RunSummary:
+    """The whole pipeline for one snapshot. Raises UsageError (exit 2) for bad usage or unreadable input.
+
+    `prepared` is `pipelines.preflight.prepare_run`'s result when the caller checked the request before starting
+    Spark (the CLI does); this function releases its writer lock when it returns or raises."""
+    from pipelines.preflight import prepare_run
+
+    prepared = prepared or prepare_run(settings, req)
+    try:
+        return _run_locked(spark, settings, req, emit, prepared)
+    finally:
+        prepared.release()
+
+
+# Text of the errors a full or read-only file system gives in Python, Spark (Java) and delta-rs (Rust).
+_DISK_FULL = ("No space left on device", "os error 28", "Disk quota exceeded", "os error 122")
+_NOT_WRITABLE = ("Read-only file system", "os error 30", "Permission denied", "os error 13")
+
+
+def _storage_error(exc: BaseException) -> str | None:
+    """'disk full' / 'not writable' when `exc` (or what it wraps) is the file system refusing a write."""
+    import errno
+
+    seen = 0
+    while exc is not None and seen < 10:
+        if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            return "disk full"
+        if isinstance(exc, OSError) and exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+            return "not writable"
+        text = str(exc)
+        if any(t in text for t in _DISK_FULL):
+            return "disk full"
+        if any(t in text for t in _NOT_WRITABLE):
+            return "not writable"
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return None
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    return f"{type(exc).__name__}: {lines[0][:300] if lines else ''}"
+
+
+def _run_locked(spark, settings: Settings, req: RebuildRequest, emit, prepared) -> RunSummary:
     from pipelines.io.warehouse import Warehouse
 
-    conf = resolve_settings(settings, req)
-    inputs = check_inputs(req.inputs)
-    snapshot_id = req.snapshot_id or new_snapshot_id()
-    from pipelines.io import delta as _delta
+    from dataclasses import replace
 
-    try:
-        _delta.check_partition_value(snapshot_id)
-    except Exception as e:
-        raise UsageError(f"--snapshot-id {snapshot_id!r}: {e}") from None
-    until_time_ms = parse_time_ms(req.until_time, what="--until-time") if req.until_time else None
-    progress = Progress(emit)
     from pipelines.incremental import is_what_if
 
+    conf, inputs, snapshot_id = prepared.conf, prepared.inputs, prepared.snapshot_id
+    plan = replace(prepared.plan, policy=conf["read_policy"])
+    warehouse = Warehouse(req.warehouse)
+    progress = Progress(emit, on_stage=lambda name: prepared.lock.update(stage=name))
+    if prepared.abandoned is not None:
+        _record_abandoned(warehouse, prepared.abandoned, progress.emit)
     summary = RunSummary(snapshot_id=snapshot_id, inputs=inputs, semantics=conf["semantics"],
                          retention_minutes=conf["retention_minutes"], expiry=conf["expiry"],
                          kind="what-if" if is_what_if(req) else "scheduled")
     started_ms = int(time.time() * 1000)
-    warehouse = Warehouse(req.warehouse)
 
     progress.stage("plan", f"{len(inputs)} input path(s)")
-    try:
-        plan = plan_inputs(inputs)
-    except (FileNotFoundError, PermissionError, NotADirectoryError) as e:
-        raise UsageError(f"cannot read input: {e}") from None
-    if not plan.items:
-        raise UsageError(f"no __consumer_offsets data found under {', '.join(inputs)}")
-    from dataclasses import replace as _replace
-
-    plan = _replace(plan, policy=conf["read_policy"])
     summary.bytes_in, summary.segments, summary.tabular_files = plan.total_bytes, plan.num_segments, plan.num_tabular
     for path in plan.tabular_without_batch_facts:
         summary.warnings.append(
             f"{path}: no producer_id/is_transactional/is_control columns: transactional offset commits "
             "cannot be resolved; every commit is treated as non-transactional")
-    warehouse.mark_run(snapshot_id, dict(status="running", started_at=ms_to_iso(started_ms), inputs=inputs,
-                                         semantics=conf["semantics"], retention_minutes=conf["retention_minutes"],
-                                         kind=summary.kind))
 
     try:
         return _run_planned(spark, settings, req, conf, plan, summary, progress, warehouse, started_ms,
-                            until_time_ms)
-    except Exception as e:
-        warehouse.mark_run(snapshot_id, dict(status="failed", started_at=ms_to_iso(started_ms), inputs=inputs,
-                                             semantics=conf["semantics"], retention_minutes=conf["retention_minutes"],
-                                             summary={"error": f"{type(e).__name__}: {e}"}, kind=summary.kind))
+                            prepared.until_time_ms, prepared)
+    except BaseException as e:
+        if isinstance(e, (KeyboardInterrupt, SystemExit)):
+            raise
+        stage = progress._stage or "end"
+        storage = _storage_error(e)
+        recorded = getattr(e, "offsetlake_failure_recorded", False)
+        if not recorded:
+            try:
+                warehouse.record_failure(snapshot_id, dict(
+                    started_at=ms_to_iso(started_ms), inputs=inputs, semantics=conf["semantics"],
+                    retention_minutes=conf["retention_minutes"],
+                    summary={"error": _first_line(e), "stage": stage}, kind=summary.kind))
+            except Exception as mark_exc:
+                if storage is None and _storage_error(mark_exc) is None:
+                    raise
+                raise RunFailed(f"run {snapshot_id} failed in stage {stage}: {storage or 'storage error'}: "
+                                f"{_first_line(e)}; its failure could not be recorded either "
+                                f"({_first_line(mark_exc)})") from None
+        if storage == "not writable":
+            raise UsageError(f"--warehouse {req.warehouse}: cannot write ({_first_line(e)}); "
+                             f"run {snapshot_id} recorded as failed") from None
+        if storage == "disk full" or type(e).__name__ == "PanicException":
+            raise RunFailed(f"run {snapshot_id} failed in stage {stage}: {storage or 'delta-rs panic'}: "
+                            f"{_first_line(e)}; recorded as failed") from None
+        from pipelines.io.delta import DeltaWriteError
+        from pipelines.io.warehouse import WarehouseError
+
+        if isinstance(e, (WarehouseError, DeltaWriteError)):  # the write refused what it was given: said in full
+            raise RunFailed(f"run {snapshot_id} failed in stage {stage}: {e}; recorded as failed") from None
         raise
+
+
+def _committing(prepared, progress) -> None:
+    # recorded in the lock first: a run killed from here on may have replaced some of the id's tables
+    prepared.lock.update(stage="commit")
+    progress.emit("          commit: every table staged, committing")
+
+
+def _record_abandoned(warehouse, holder: dict, emit) -> None:
+    """A run whose lock this run took over died (killed, crashed, host lost): record it as failed."""
+    sid = holder.get("snapshot_id")
+    stage = holder.get("stage") or "start"
+    reason = (f"abandoned: process {holder.get('pid')} on {holder.get('host')} stopped during stage {stage} "
+              f"(its lock, taken {holder.get('since')}, was stale)")
+    emit(f"          took over a stale writer lock: run {sid} {reason}")
+    if not sid:
+        return
+    from pipelines.io import delta
+
+    try:
+        delta.check_partition_value(sid)
+    except ValueError:
+        return
+    warehouse.record_failure(sid, dict(started_at=holder.get("since"), summary={"error": reason, "stage": stage}),
+                             partial=stage == "commit")
 
 
 RETAINED = "_retained_positions"
@@ -254,7 +316,8 @@ def _log_end_offsets(summary: RunSummary):
     return log_end_offsets_table(rows, summary.snapshot_id)
 
 
-def _run_planned(spark, settings, req, conf, plan, summary, progress, warehouse, started_ms, until_time_ms):
+def _run_planned(spark, settings, req, conf, plan, summary, progress, warehouse, started_ms, until_time_ms,
+                 prepared):
     from pyspark import StorageLevel
 
     from pipelines.frames.decode import decoded_frame_from_plan, reader_counts
@@ -322,8 +385,8 @@ def _run_planned(spark, settings, req, conf, plan, summary, progress, warehouse,
     options = ReplayOptions(semantics=conf["semantics"], until_offset=req.until_offset, until_time_ms=until_time_ms,
                             num_partitions=num_partitions, snapshot_id=snapshot_id, load_time_ms=cut_ms)
 
-    if req.as_of:
-        as_of_ms = parse_time_ms(req.as_of, what="--as-of")
+    if prepared.as_of_ms is not None:
+        as_of_ms = prepared.as_of_ms
     else:
         as_of_ms = cut_ms if cut_ms is not None else started_ms
     summary.as_of = ms_to_iso(as_of_ms)
@@ -418,12 +481,15 @@ def _run_planned(spark, settings, req, conf, plan, summary, progress, warehouse,
     # the printed summary adds the write's own time once it is done.
     summary.stage_seconds = dict(progress.stage_seconds)
     run_row["summary"] = summary.to_json()
-    warehouse.write_snapshot(spark, snapshot_id, {**tables, **in_hand}, run_row)
+    expected = dict(stats)
+    expected.update({t: a.num_rows for t, a in in_hand.items()})
+    warehouse.write_snapshot(spark, snapshot_id, {**tables, **in_hand}, run_row, expected_rows=expected,
+                             before_commit=lambda: _committing(prepared, progress))
     progress.end()
     summary.stage_seconds = dict(progress.stage_seconds)
     keep = settings.section("warehouse").get("keep_snapshots")
     if keep:
-        warehouse.retain(int(keep))
+        warehouse.retain(int(keep), lock=prepared.lock)
         incremental.clean_state(warehouse, progress.emit)
     if inc.is_incremental and local is None:
         replayed.unpersist()

@@ -280,6 +280,8 @@ def collect_add_actions(table_path: str | Path, rel_dir: str, struct,
     base = root / rel_dir
     partition_values = dict(partition_values or {})
     actions: list[AddAction] = []
+    if not base.is_dir():
+        return actions  # nothing written, or deleted since: the caller's row check says which
     for entry in sorted(base.iterdir()):
         name = entry.name
         if name.startswith((".", "_")):

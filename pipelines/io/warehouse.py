@@ -6,12 +6,15 @@ Layout (CONTRACT.md "Snapshots"):
     <warehouse>/offset_commits/      history, one row per (offsets_partition, record_offset), unpartitioned
     <warehouse>/runs/                one row per snapshot_id, written by delta-rs from Arrow
     <warehouse>/_checkpoints/        incremental-run checkpoints (see `checkpoint.py`)
+    <warehouse>/_lock                the writer lock of the run in flight (see `lock.py`)
+    <warehouse>/_attempts/           failed reruns of a served snapshot id (the served row stays as it was)
 
 Snapshot rules: a snapshot table write replaces exactly that snapshot's partition in ONE Delta commit
-(remove old files + add new ones); the `runs` row says `running` while tables are written and becomes
-`succeeded` last, so a reader taking the latest succeeded (scheduled) snapshot never sees a half-written one.
-Single writer per warehouse: runs are not meant to overlap (a concurrent `retain` could vacuum files
-another run has written but not committed yet).
+(remove old files + add new ones); every table is staged before the first commit, and the `runs` row is
+written only when the run ends (`succeeded`, `validation_failed` or `failed`), so a reader taking the latest
+succeeded (scheduled) snapshot never sees a half-written one, and a rerun of a served id leaves it served until the rerun
+commits. Single writer per warehouse: the run holds `_lock`, and `retain` (whose vacuum deletes every file no
+commit references) refuses to run while another live run holds it.
 """
 from __future__ import annotations
 
@@ -52,6 +55,10 @@ class WarehouseError(RuntimeError):
 
 class NoSnapshotError(LookupError):
     """No snapshot with the wanted status exists (yet) in this warehouse."""
+
+
+def _add_rows(adds: list) -> int:
+    return sum(json.loads(a.stats)["numRecords"] for a in adds)
 
 
 def _utcnow() -> _dt.datetime:
@@ -150,17 +157,22 @@ class Warehouse:
         return None if dt is None else dt.version()
 
     # ------------------------------------------------------------------ writes
-    def write_snapshot(self, spark, snapshot_id: str, tables: dict[str, Any], run_row: dict) -> None:
+    def write_snapshot(self, spark, snapshot_id: str, tables: dict[str, Any], run_row: dict,
+                       expected_rows: dict[str, int] | None = None, before_commit=None) -> None:
         """Write one snapshot: every snapshot table, the offset_commits merge, then the `runs` row.
 
         `tables` holds one DataFrame per `SNAPSHOT_TABLES` entry (all required; an Arrow table instead for
         rows already in this process, written by pyarrow) and optionally `offset_commits` (a DataFrame).
-        Each snapshot table's partition `snapshot_id` is replaced in one Delta commit, so a re-run of the
-        same id is idempotent. The run row is first written as `running` (a re-run
-        of a served snapshot is thereby withdrawn from readers while it is rewritten) and last as
-        `run_row["status"]` (default `succeeded`; `validation_failed` keeps the snapshot unserved). On
-        any error the row becomes `failed` and the error propagates; the previous succeeded snapshot
-        is untouched and the next run (same id or new) succeeds.
+        Every table's files are staged (written, not committed) first; then each table's partition
+        `snapshot_id` is replaced in one Delta commit per table, the commits back to back, and the `runs` row
+        (`run_row["status"]`: `succeeded`, or `validation_failed` which keeps the snapshot unserved) is
+        written last. Until then a rerun of a served id leaves the served rows and `runs` row as they were.
+        `expected_rows` (table -> rows the run counted) is checked against the staged files' and then the
+        committed add actions' `numRecords`: a snapshot never holds fewer (or more) rows than the run reported.
+        On any error the staged files are deleted, the failure is recorded (`record_failure`) and the error
+        propagates (marked `offsetlake_failure_recorded`). `before_commit` is called once everything is staged,
+        before the first commit (the run records the stage in its lock: a kill from here on may leave the id's
+        tables partly replaced).
         """
         delta.check_partition_value(snapshot_id)
         unknown = [t for t in tables if t not in SNAPSHOT_TABLES and t != "offset_commits"]
@@ -176,27 +188,88 @@ class Warehouse:
             raise WarehouseError(f"write_snapshot ends a run as one of {_FINAL_WRITE_STATUSES}, not {final_status!r}")
         row = dict(run_row)
         row["started_at"] = _to_utc(row.get("started_at")) or _utcnow()
-        self.mark_run(snapshot_id, {**row, "status": "running", "finished_at": None})
+        expected = {t: int(n) for t, n in (expected_rows or {}).items() if t in SNAPSHOT_TABLES}
+        staged: dict[str, tuple[str, list]] = {}
+        committed: list[str] = []
         try:
             for table in SNAPSHOT_TABLES:
-                self._write_table(spark, table, snapshot_id, tables[table])
+                staged[table] = self._stage_table(spark, table, snapshot_id, tables[table])
+            for table, (_rel, adds) in staged.items():
+                self._check_rows(table, snapshot_id, expected, _add_rows(adds), "staged")
             if tables.get("offset_commits") is not None:
                 self._merge_offset_commits(spark, snapshot_id, tables["offset_commits"])
+            if before_commit is not None:
+                before_commit()
+            for table in SNAPSHOT_TABLES:
+                self._commit_staged(table, snapshot_id, staged[table][1])
+                committed.append(table)
+            for table in SNAPSHOT_TABLES:
+                self._check_rows(table, snapshot_id, expected, self.committed_rows(table, snapshot_id), "committed")
         except BaseException as exc:
-            failed = {**row, "status": "failed", "finished_at": _utcnow()}
-            if failed.get("summary") is None:
-                failed["summary"] = {"error": f"{type(exc).__name__}: {exc}"[:2000]}
+            for table, (rel, _adds) in staged.items():
+                if table not in committed:
+                    delta.discard_dir(self.table_path(table), rel)
+            failed = {**row, "finished_at": _utcnow()}
+            summary = failed.get("summary")
+            summary = json.loads(summary) if isinstance(summary, str) else dict(summary or {})
+            failed["summary"] = {**summary, "status": "failed", "error": f"{type(exc).__name__}: {exc}"[:2000]}
             try:
-                self.mark_run(snapshot_id, failed)
-            except Exception as mark_exc:  # keep the original error; the row stays `running`
-                exc.add_note(f"could not mark run {snapshot_id} failed: {mark_exc}")
+                self.record_failure(snapshot_id, failed, partial=bool(committed))
+                exc.offsetlake_failure_recorded = True
+            except Exception as mark_exc:  # keep the original error
+                exc.add_note(f"could not record the failure of run {snapshot_id}: {mark_exc}")
             raise
         self.mark_run(snapshot_id, {**row, "status": final_status,
                                     "finished_at": _to_utc(row.get("finished_at")) or _utcnow()})
 
-    def _write_table(self, spark, table: str, snapshot_id: str, df) -> int:
-        """Replace partition `snapshot_id` of `table` with `df` (a Spark DataFrame, or an Arrow table of rows
-        already in this process) in one Delta commit; returns the version."""
+    @staticmethod
+    def _check_rows(table: str, snapshot_id: str, expected: dict[str, int], got: int, what: str) -> None:
+        if table in expected and got != expected[table]:
+            raise WarehouseError(f"snapshot {snapshot_id}: {table} has {got:,} {what} rows, the run counted "
+                                 f"{expected[table]:,} (files lost between the write and the commit?)")
+
+    def committed_rows(self, table: str, snapshot_id: str) -> int:
+        """Rows of partition `snapshot_id` of `table` as the Delta log says (the add actions' numRecords); a file
+        the log references but the storage no longer has (or has with another size) is an error."""
+        dt = delta.open_table(self.table_path(table))
+        if dt is None:
+            return 0
+        t = pa.table(dt.get_add_actions(flatten=True))
+        if t.num_rows == 0:
+            return 0
+        t = t.filter(pc.equal(t.column("partition.snapshot_id").cast(pa.string()), snapshot_id))
+        for rel, size in zip(t.column("path").to_pylist(), t.column("size_bytes").to_pylist()):
+            f = self.table_path(table) / unquote(rel)
+            if not f.is_file() or f.stat().st_size != size:
+                raise WarehouseError(f"snapshot {snapshot_id}: {table} commits {rel}, which is missing or changed "
+                                     "on storage (deleted between the write and the commit?)")
+        return int(pc.sum(t.column("num_records")).as_py() or 0)
+
+    def record_failure(self, snapshot_id: str, run_row: dict, *, partial: bool = False) -> str:
+        """Record a run that failed (or was abandoned) without taking a served snapshot away.
+
+        A new id gets a `failed` runs row. An id whose runs row is `succeeded` keeps it (the rerun replaced
+        nothing, the old snapshot stays served) and the attempt is written to `_attempts/<id>.<time>.json`;
+        unless `partial`: the rerun had already replaced some of the id's tables, so the id is marked `failed`
+        too. Returns where the failure went (`runs` or the attempt file's path).
+        """
+        row = {**run_row, "status": "failed"}
+        current = {r["snapshot_id"]: r for r in self.snapshots()}.get(snapshot_id)
+        if current is not None and current["status"] == "succeeded" and not partial:
+            attempts = self.path / "_attempts"
+            attempts.mkdir(parents=True, exist_ok=True)
+            stamp = _utcnow().strftime("%Y%m%dT%H%M%S%fZ")
+            out = attempts / f"{snapshot_id}.{stamp}.json"
+            out.write_text(json.dumps({k: v for k, v in row.items()}, default=str, sort_keys=True))
+            return str(out)
+        if partial and isinstance(row.get("summary"), dict):
+            row["summary"] = {**row["summary"], "partial": "some tables of this id were replaced before the failure"}
+        self.mark_run(snapshot_id, row)
+        return "runs"
+
+    def _stage_table(self, spark, table: str, snapshot_id: str, df) -> tuple[str, list]:
+        """Write `df` (a Spark DataFrame, or an Arrow table of rows already in this process) as the files of
+        partition `snapshot_id` of `table`, uncommitted; returns their directory and add actions."""
         struct = TABLES[table]
         path = self.table_path(table)
         rel = f"snapshot_id={snapshot_id}/{delta.new_write_dir()}"
@@ -205,17 +278,20 @@ class Warehouse:
                 delta.arrow_write_files(conform_arrow(df, table), path, rel)
             else:  # partition values live in the log
                 delta.spark_write_files(conform(df, table, snapshot_id).drop("snapshot_id"), path, rel)
-            adds = delta.collect_add_actions(path, rel, struct, {"snapshot_id": snapshot_id})
-            dt = delta.ensure_table(path, struct, partition_by=["snapshot_id"])
-            # mode=overwrite + partition filter: delta-rs removes the partition's current files and adds
-            # ours in the same commit, so readers see the old partition or the new one, never a mix.
-            return delta.commit(dt, struct, adds, mode="overwrite", partition_by=["snapshot_id"],
-                                partition_filters=[("snapshot_id", "=", snapshot_id)],
-                                metadata={"offsetlake.operation": "write_snapshot",
-                                          "offsetlake.snapshot_id": snapshot_id})
+            return rel, delta.collect_add_actions(path, rel, struct, {"snapshot_id": snapshot_id})
         except BaseException:
             delta.discard_dir(path, rel)
             raise
+
+    def _commit_staged(self, table: str, snapshot_id: str, adds: list) -> int:
+        struct = TABLES[table]
+        dt = delta.ensure_table(self.table_path(table), struct, partition_by=["snapshot_id"])
+        # mode=overwrite + partition filter: delta-rs removes the partition's current files and adds
+        # ours in the same commit, so readers see the old partition or the new one, never a mix.
+        return delta.commit(dt, struct, adds, mode="overwrite", partition_by=["snapshot_id"],
+                            partition_filters=[("snapshot_id", "=", snapshot_id)],
+                            metadata={"offsetlake.operation": "write_snapshot",
+                                      "offsetlake.snapshot_id": snapshot_id})
 
     def _merge_offset_commits(self, spark, snapshot_id: str, df) -> int | None:
         """Merge a run's decoded offset-commit records into the history (copy-on-write, one commit).
@@ -441,7 +517,19 @@ class Warehouse:
         return {f["partition_values"].get("snapshot_id") for f in delta.active_files(dt)}
 
     # ------------------------------------------------------------------ retention
-    def retain(self, keep: int, retention_hours: int = 0) -> dict:
+    def _check_no_other_writer(self, lock) -> None:
+        """A vacuum deletes every file no commit references, so it must never run while another run has files
+        staged: refused while a live writer lock (`pipelines/io/lock.py`) other than `lock` is held."""
+        from pipelines.io.lock import WriterLock, describe_holder
+
+        probe = WriterLock(self.path)
+        holder = probe.holder()
+        if holder is None or (lock is not None and holder.get("token") == lock.token) or probe.is_stale(holder):
+            return
+        raise WarehouseError(f"{self.path}: not deleting or vacuuming while another run writes it "
+                             f"({describe_holder(holder)})")
+
+    def retain(self, keep: int, retention_hours: int = 0, lock=None) -> dict:
         """Keep the newest `keep` succeeded snapshots (and the latest succeeded scheduled one, when what-if runs
         are newer); delete the others, then vacuum every table.
 
@@ -457,6 +545,7 @@ class Warehouse:
         """
         if keep < 1:
             raise WarehouseError(f"retain(keep={keep}): keep at least one snapshot")
+        self._check_no_other_writer(lock)
         runs = self.snapshots()
         succeeded = [r for r in runs if r["status"] == "succeeded"]
         kept = succeeded[-keep:]

@@ -23,14 +23,14 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from pipelines.config import ConfigError, Settings
+from pipelines.config import Settings
 from pipelines.validation.accounting import Accounting
+from pipelines.validation.settings import (  # noqa: F401
+    PANDAS_MAX_ROWS, POLICIES, max_unread_bytes, pandas_max_rows, validation_settings)
 from pipelines.validation.suites import SuiteSpec, build_suites
 
-POLICIES = ("fail", "warn")
 DATASOURCE = "offsetlake_validation"
 PANDAS_DATASOURCE = "offsetlake_validation_pandas"
-PANDAS_MAX_ROWS = 2_000_000  # validation.pandas_max_rows when unset
 BATCH_DEFINITION = "whole_dataframe"
 EXAMPLES = 5  # unexpected rows kept per expectation
 RESULT_FORMAT_BASE = {"result_format": "SUMMARY", "partial_unexpected_count": EXAMPLES}
@@ -365,48 +365,6 @@ def _validate_suite(context, spec: SuiteSpec, inputs: Mapping[str, DataFrame], p
     outcomes.sort(key=lambda o: order.get(o.id, len(order)))
     return SuiteOutcome(name=spec.name, rows=rows, seconds=time.perf_counter() - started,
                         expectations=tuple(outcomes), engine="pandas" if pandas else "spark")
-
-
-def validation_settings(settings: Settings) -> tuple[str, float, str]:
-    """(policy, timestamp_skew_minutes, semantics) from `validation:` and `rebuild:`; a bad value is a usage error."""
-    v = settings.section("validation")
-    policy = str(v.get("policy", "fail")).lower()
-    if policy not in POLICIES:
-        raise ConfigError(f"validation.policy must be one of {', '.join(POLICIES)}, got {policy!r}")
-    try:
-        skew = float(v.get("timestamp_skew_minutes", 60))
-    except (TypeError, ValueError):
-        raise ConfigError(f"validation.timestamp_skew_minutes must be a number, got {v.get('timestamp_skew_minutes')!r}") from None
-    if skew < 0:
-        raise ConfigError("validation.timestamp_skew_minutes must be >= 0")
-    semantics = str(settings.section("rebuild").get("semantics", "legacy"))
-    return policy, skew, semantics
-
-
-def max_unread_bytes(settings: Settings) -> int | None:
-    """`validation.max_unread_bytes`: the unread bytes per offsets partition a run tolerates (null: not checked)."""
-    value = settings.section("validation").get("max_unread_bytes")
-    if value is None:
-        return None
-    try:
-        n = int(value)
-    except (TypeError, ValueError):
-        raise ConfigError(f"validation.max_unread_bytes must be a whole number or null, got {value!r}") from None
-    if n < 0:
-        raise ConfigError("validation.max_unread_bytes must be >= 0")
-    return n
-
-
-def pandas_max_rows(settings: Settings) -> int:
-    """`validation.pandas_max_rows`: tables up to this many rows validate on pandas (0: always Spark)."""
-    value = settings.section("validation").get("pandas_max_rows", PANDAS_MAX_ROWS)
-    try:
-        n = int(PANDAS_MAX_ROWS if value is None else value)
-    except (TypeError, ValueError):
-        raise ConfigError(f"validation.pandas_max_rows must be a whole number, got {value!r}") from None
-    if n < 0:
-        raise ConfigError("validation.pandas_max_rows must be >= 0")
-    return n
 
 
 def run_validation(

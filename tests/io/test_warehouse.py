@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 from collections import Counter
 from pathlib import Path
 
@@ -225,18 +226,19 @@ def test_failure_midway_keeps_last_snapshot_and_next_run_succeeds(spark, make_sn
     before_duck = {t: normalized(duck_read(duck, wh.table_path(t), "s1")) for t in SNAPSHOT_TABLES}
     commits_before = normalized(wh.read_table("offset_commits"))
 
-    real = Warehouse._write_table
+    real = Warehouse._stage_table
 
     def failing(self, spark_, table, snapshot_id, df):
         if table == "group_members":
             raise OSError("disk full (injected)")
         return real(self, spark_, table, snapshot_id, df)
 
-    monkeypatch.setattr(Warehouse, "_write_table", failing)
+    monkeypatch.setattr(Warehouse, "_stage_table", failing)
     with pytest.raises(OSError, match="injected"):
         wh.write_snapshot(spark, "s2", make_snapshot("s2", 1, COMMITS_2), run_row(1))
-    # some tables already hold s2 rows, but readers follow the succeeded runs row
-    assert "s2" in wh.snapshot_ids_in("loaded_offsets") and "s2" not in wh.snapshot_ids_in("group_members")
+    # every table is staged before any is committed: no table holds s2 rows, and no staged file is left
+    assert not any("s2" in wh.snapshot_ids_in(t) for t in SNAPSHOT_TABLES)
+    assert not any(list(wh.table_path(t).glob("snapshot_id=s2/*/*.parquet")) for t in SNAPSHOT_TABLES)
     assert wh.latest_snapshot_id() == "s1"
     failed = {r["snapshot_id"]: r for r in wh.snapshots()}["s2"]
     assert failed["status"] == "failed" and "disk full" in failed["summary"]
@@ -335,3 +337,40 @@ def test_contract_violations_fail_the_run_without_leaving_files(spark, make_snap
     assert [(r["snapshot_id"], r["status"]) for r in wh.snapshots()] == [("x", "failed")]
     assert wh.latest_snapshot_id() is None
     assert parquet_files(wh.table_path("loaded_offsets")) == set()
+
+
+def test_failed_rerun_of_a_served_id_leaves_it_served(spark, make_snapshot, tmp_path, monkeypatch):
+    """A rerun of the served id that fails before committing keeps the old row and rows; the attempt is kept
+    aside. One that fails after replacing some of the id's tables withdraws the id instead of serving a mix."""
+    wh = Warehouse(tmp_path / "wh")
+    wh.write_snapshot(spark, "s1", make_snapshot("s1", 0), run_row(0))
+    before = state(wh, "s1")
+    real_stage = Warehouse._stage_table
+
+    def failing_stage(self, spark_, table, snapshot_id, df):
+        if table == "quarantine":
+            raise OSError("disk full (injected)")
+        return real_stage(self, spark_, table, snapshot_id, df)
+
+    monkeypatch.setattr(Warehouse, "_stage_table", failing_stage)
+    with pytest.raises(OSError, match="injected"):
+        wh.write_snapshot(spark, "s1", make_snapshot("s1", 1), run_row(1))
+    monkeypatch.undo()
+    assert [(r["snapshot_id"], r["status"]) for r in wh.snapshots()] == [("s1", "succeeded")]
+    assert wh.latest_snapshot_id() == "s1" and state(wh, "s1") == before
+    (attempt,) = (wh.path / "_attempts").glob("s1.*.json")
+    assert json.loads(attempt.read_text())["status"] == "failed" and "disk full" in attempt.read_text()
+
+    real_commit = delta.commit
+
+    def failing_commit(dt_, struct, actions, **kw):
+        if struct is TABLES["loaded_groups"]:
+            raise RuntimeError("commit conflict (injected)")
+        return real_commit(dt_, struct, actions, **kw)
+
+    monkeypatch.setattr(delta, "commit", failing_commit)
+    with pytest.raises(RuntimeError, match="injected"):
+        wh.write_snapshot(spark, "s1", make_snapshot("s1", 1), run_row(1))
+    monkeypatch.undo()
+    (row,) = wh.snapshots()
+    assert row["status"] == "failed" and "partial" in row["summary"] and wh.latest_snapshot_id() is None

@@ -1,0 +1,213 @@
+"""What a rebuild checks before Spark starts, so that bad usage costs a second, not a JVM start: settings, times and
+numbers, the snapshot id, the inputs (present, readable, holding `__consumer_offsets` data), the warehouse
+(not inside an input, writable) — and then it takes the warehouse's writer lock (`pipelines/io/lock.py`)."""
+from __future__ import annotations
+
+import errno
+import os
+import struct
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+from pipelines.config import Settings
+from pipelines.rebuild import RebuildRequest, UsageError, new_snapshot_id, parse_time_ms, resolve_settings
+
+# The head every log entry starts with (`LogEntry`: offset int64, size int32, then partitionLeaderEpoch (v2) or
+# crc (v0/v1) int32, magic int8): the same 17 bytes for every message format Kafka ever wrote.
+_HEAD = struct.Struct(">qiib")
+_MIN_ENTRY_SIZE = 14  # a v0 message with no key and no value
+
+
+@dataclass
+class PreparedRun:
+    """A request checked and planned: what `run_rebuild` needs besides Spark, and the lock it holds."""
+
+    conf: dict
+    inputs: list[str]
+    snapshot_id: str
+    until_time_ms: int | None
+    as_of_ms: int | None
+    plan: object  # pipelines.frames.decode.DecodePlan
+    lock: object  # pipelines.io.lock.WriterLock
+    abandoned: dict | None  # the record of a stale lock this run took over
+
+    def release(self) -> None:
+        self.lock.release()
+
+
+def prepare_run(settings: Settings, req: RebuildRequest) -> PreparedRun:
+    """Every check that needs no Spark; raises UsageError (exit 2) with one line. Takes the writer lock last."""
+    conf = resolve_settings(settings, req)
+    snapshot_id = req.snapshot_id or new_snapshot_id()
+    from pipelines.io import delta
+
+    try:
+        delta.check_partition_value(snapshot_id)
+    except ValueError as e:
+        raise UsageError(f"--snapshot-id: {e}") from None
+    until_time_ms = parse_time_ms(req.until_time, what="--until-time") if req.until_time else None
+    as_of_ms = parse_time_ms(req.as_of, what="--as-of") if req.as_of else None
+    if req.until_offset is not None and req.until_offset < 0:
+        raise UsageError(f"--until-offset must be 0 or more, not {req.until_offset}")
+    if req.num_partitions is not None and req.num_partitions < 1:
+        raise UsageError(f"--num-partitions must be at least 1, not {req.num_partitions}")
+    inputs = check_inputs(req.inputs)
+    warehouse = Path(req.warehouse).expanduser().absolute()
+    check_not_nested(inputs, warehouse)
+    plan = plan_and_check(inputs)
+    check_validation_settings(settings)
+    lock_settings(settings)
+    probe_writable(warehouse)
+    lock, abandoned = take_lock(settings, warehouse, snapshot_id)
+    return PreparedRun(conf=conf, inputs=inputs, snapshot_id=snapshot_id, until_time_ms=until_time_ms,
+                       as_of_ms=as_of_ms, plan=plan, lock=lock, abandoned=abandoned)
+
+
+def check_validation_settings(settings: Settings) -> None:
+    """The validation settings are read after the replay: a bad one is reported now, not minutes into the run."""
+    from pipelines.config import ConfigError
+    from pipelines.validation.settings import max_unread_bytes, pandas_max_rows, validation_settings
+
+    try:
+        validation_settings(settings)
+        pandas_max_rows(settings)
+        max_unread_bytes(settings)
+    except ConfigError as e:
+        raise UsageError(str(e)) from None
+
+
+def check_inputs(inputs) -> list[str]:
+    """Each input exists and can be read (a directory: listed and entered) by this process."""
+    if not inputs:
+        raise UsageError("no --input given")
+    out = []
+    for p in inputs:
+        path = Path(p)
+        if not os.path.lexists(path):
+            raise UsageError(f"input {p}: no such file or directory")
+        if not path.exists():
+            raise UsageError(f"input {p}: a symbolic link to nothing")
+        _check_readable(path)
+        out.append(str(path.resolve()))
+    return out
+
+
+def _check_readable(path: Path) -> None:
+    if path.is_dir():
+        if not os.access(path, os.R_OK | os.X_OK):
+            raise UsageError(f"input {path}: directory cannot be listed (permission denied)")
+    elif not os.access(path, os.R_OK):
+        raise UsageError(f"input {path}: file cannot be read (permission denied)")
+
+
+def check_not_nested(inputs: list[str], warehouse: Path) -> None:
+    """The warehouse is neither an input, nor inside one, nor holding one: a run would read its own output (or
+    write tables among a broker's partition directories)."""
+    wh = Path(os.path.realpath(warehouse))
+    for p in inputs:
+        inp = Path(os.path.realpath(p))
+        if wh == inp or inp in wh.parents:
+            raise UsageError(f"--warehouse {warehouse} is inside the input {p}: choose a directory outside it")
+        if wh in inp.parents:
+            raise UsageError(f"input {p} is inside the warehouse {warehouse}: a warehouse is not an input")
+
+
+def plan_and_check(inputs: list[str]):
+    """The decode plan (which files hold what), refused when it reads nothing Kafka wrote or cannot read some of
+    it: a snapshot of part of the log would be served as if it were the whole."""
+    from pipelines.decoding.errors import DecodeError
+    from pipelines.frames.decode import NoOffsetsDataError, plan_inputs
+
+    try:
+        plan = plan_inputs(inputs)
+    except NoOffsetsDataError as e:
+        raise UsageError(str(e)) from None
+    except (OSError, DecodeError) as e:
+        raise UsageError(f"cannot read input: {e}") from None
+    for item in plan.items:
+        path = Path(item["path"])
+        if item["kind"] == "problem" and item["problem_kind"] == "unreadable" and path.exists():
+            # a file or directory the process may not read; a dangling link or a directory named like a segment
+            # is damage, and stays a quarantine row
+            if not os.access(path, os.R_OK | (os.X_OK if path.is_dir() else 0)):
+                raise UsageError(f"cannot read input: {item['problem_reason']} ({path})")
+        elif item["kind"] in ("segment", "tabular"):
+            if not os.access(path, os.R_OK) or not os.access(path.parent, os.R_OK | os.X_OK):
+                raise UsageError(f"cannot read input: {path} (permission denied)")
+    segments = [i for i in plan.items if i["kind"] == "segment"]
+    if segments and not plan.num_tabular and not any(_starts_like_a_log(i["path"], i["size"]) for i in segments):
+        raise UsageError(f"no __consumer_offsets data found under {', '.join(inputs)}: none of the "
+                         f"{len(segments)} .log file(s) starts with a Kafka log entry (e.g. {segments[0]['path']})")
+    return plan
+
+
+def _starts_like_a_log(path: str, size: int) -> bool:
+    try:
+        with open(path, "rb") as f:
+            head = f.read(_HEAD.size)
+    except OSError as e:
+        raise UsageError(f"cannot read input: {path}: {e.strerror}") from None
+    if len(head) < _HEAD.size:
+        return False
+    offset, entry_size, _epoch_or_crc, magic = _HEAD.unpack(head)
+    return offset >= 0 and magic in (0, 1, 2) and _MIN_ENTRY_SIZE <= entry_size <= size - 12
+
+
+def probe_writable(warehouse: Path) -> None:
+    """Create the warehouse if needed and write (then delete) a probe file: a read-only, full or foreign
+    warehouse is reported now, in one line, not by a failed write after minutes of work."""
+    if warehouse.exists() and not warehouse.is_dir():
+        raise UsageError(f"--warehouse {warehouse} is a file, not a directory")
+    probe = warehouse / f".offsetlake-probe-{uuid.uuid4().hex[:8]}"
+    try:
+        warehouse.mkdir(parents=True, exist_ok=True)
+        fd = os.open(probe, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        try:
+            os.write(fd, b"offsetlake" * 410)  # 4 KB: a full disk fails here, not only on metadata
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except OSError as e:
+        raise UsageError(f"--warehouse {warehouse}: {os_error_text(e)}") from None
+    finally:
+        try:
+            probe.unlink()
+        except OSError:
+            pass
+
+
+def os_error_text(e: OSError) -> str:
+    """One line for the file system errors a user can act on."""
+    reason = {errno.EROFS: "read-only file system", errno.EACCES: "permission denied",
+              errno.EPERM: "operation not permitted", errno.ENOSPC: "no space left on device",
+              errno.EDQUOT: "disk quota exceeded"}.get(e.errno, e.strerror or str(e))
+    where = f" ({e.filename})" if e.filename else ""
+    return f"cannot write: {reason}{where}"
+
+
+def lock_settings(settings: Settings) -> tuple[float, float]:
+    """(wait seconds, stale seconds) of the writer lock, from `warehouse:`."""
+    w = settings.section("warehouse")
+    try:
+        wait = float(w.get("lock_wait_seconds") or 0)
+        stale = float(w.get("lock_stale_minutes") or 10) * 60
+    except (TypeError, ValueError):
+        raise UsageError("warehouse.lock_wait_seconds and warehouse.lock_stale_minutes must be numbers") from None
+    if wait < 0 or stale <= 0:
+        raise UsageError("warehouse.lock_wait_seconds must be >= 0 and warehouse.lock_stale_minutes > 0")
+    return wait, stale
+
+
+def take_lock(settings: Settings, warehouse: Path, snapshot_id: str):
+    from pipelines.io.lock import LockHeldError, WriterLock
+
+    wait, stale = lock_settings(settings)
+    lock = WriterLock(warehouse, stale_seconds=stale)
+    try:
+        abandoned = lock.acquire(snapshot_id, wait_seconds=wait)
+    except LockHeldError as e:
+        raise UsageError(str(e)) from None
+    except OSError as e:
+        raise UsageError(f"--warehouse {warehouse}: {os_error_text(e)}") from None
+    return lock, abandoned

@@ -1,0 +1,129 @@
+"""The writer lock: one run per warehouse, a clear refusal naming the holder, stale locks taken over (dead pid on
+this host, old heartbeat from another host), and a vacuum that refuses to run under another writer."""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from pipelines.io.lock import LOCK_NAME, LockHeldError, WriterLock, _proc_start
+
+
+def _dead_pid() -> int:
+    p = subprocess.Popen([sys.executable, "-c", "pass"])
+    p.wait()
+    return p.pid
+
+
+def _plant(wh, **record):
+    wh.mkdir(parents=True, exist_ok=True)
+    (wh / LOCK_NAME).write_text(json.dumps({"since": "2026-11-23T00:00:00Z", "stage": "replay", **record}))
+
+
+def test_second_writer_is_refused_with_the_holder_named(tmp_path):
+    first = WriterLock(tmp_path)
+    assert first.acquire("s1") is None
+    first.update(stage="decode")
+    t0 = time.monotonic()
+    with pytest.raises(LockHeldError) as e:
+        WriterLock(tmp_path).acquire("s2")
+    assert time.monotonic() - t0 < 1
+    msg = str(e.value)
+    assert f"host {socket.gethostname()} pid {os.getpid()} snapshot s1 since " in msg and "stage decode" in msg
+    first.release()
+    assert not (tmp_path / LOCK_NAME).exists()
+    second = WriterLock(tmp_path)
+    assert second.acquire("s2") is None
+    second.release()
+
+
+def test_a_waiting_writer_gets_the_lock_when_the_holder_leaves(tmp_path):
+    first = WriterLock(tmp_path)
+    first.acquire("s1")
+    threading.Timer(0.5, first.release).start()
+    second = WriterLock(tmp_path)
+    t0 = time.monotonic()
+    second.acquire("s2", wait_seconds=10, poll_seconds=0.05)
+    assert 0.4 < time.monotonic() - t0 < 5
+    assert json.loads((tmp_path / LOCK_NAME).read_text())["snapshot_id"] == "s2"
+    second.release()
+    with pytest.raises(LockHeldError, match="after waiting 0.2 s"):
+        held = WriterLock(tmp_path)
+        held.acquire("s3")
+        WriterLock(tmp_path).acquire("s4", wait_seconds=0.2, poll_seconds=0.05)
+
+
+def test_lock_of_a_dead_process_on_this_host_is_taken_over(tmp_path):
+    pid = _dead_pid()
+    _plant(tmp_path, host=socket.gethostname(), pid=pid, snapshot_id="killed")
+    lock = WriterLock(tmp_path)
+    broken = lock.acquire("next")
+    assert broken["pid"] == pid and broken["snapshot_id"] == "killed" and broken["stage"] == "replay"
+    assert lock.owned()
+    assert not list(tmp_path.glob(LOCK_NAME + ".stale-*"))
+    lock.release()
+
+
+def test_a_reused_pid_does_not_keep_a_dead_runs_lock(tmp_path):
+    # our own (live) pid, but recorded with another start time: the process that took the lock is gone
+    _plant(tmp_path, host=socket.gethostname(), pid=os.getpid(), pid_start="1", snapshot_id="old")
+    if _proc_start(os.getpid()) is None:
+        pytest.skip("no /proc")
+    lock = WriterLock(tmp_path)
+    assert lock.acquire("next")["snapshot_id"] == "old"
+    lock.release()
+
+
+def test_another_hosts_lock_is_stale_only_after_its_heartbeat_stops(tmp_path):
+    _plant(tmp_path, host="elsewhere.example", pid=1, snapshot_id="remote")
+    with pytest.raises(LockHeldError, match="host elsewhere.example pid 1 snapshot remote"):
+        WriterLock(tmp_path, stale_seconds=600).acquire("mine")
+    old = time.time() - 601
+    os.utime(tmp_path / LOCK_NAME, (old, old))
+    lock = WriterLock(tmp_path, stale_seconds=600)
+    assert lock.acquire("mine")["snapshot_id"] == "remote"
+    lock.release()
+
+
+def test_heartbeat_keeps_a_long_run_fresh(tmp_path):
+    lock = WriterLock(tmp_path, heartbeat_seconds=0.1)
+    lock.acquire("long")
+    old = time.time() - 10_000
+    os.utime(tmp_path / LOCK_NAME, (old, old))
+    time.sleep(0.5)
+    assert lock.holder()["age_seconds"] < 5
+    lock.release()
+
+
+def test_only_the_owner_releases(tmp_path):
+    a = WriterLock(tmp_path)
+    a.acquire("a")
+    b = WriterLock(tmp_path)
+    with pytest.raises(LockHeldError):
+        b.acquire("b")
+    b.release()  # not its lock: nothing happens
+    assert (tmp_path / LOCK_NAME).exists()
+    a.release()
+
+
+def test_vacuum_refuses_to_run_under_another_writer(tmp_path):
+    from pipelines.io.warehouse import Warehouse, WarehouseError
+
+    wh = Warehouse(tmp_path)
+    other = WriterLock(tmp_path)
+    other.acquire("in-flight")
+    with pytest.raises(WarehouseError, match="snapshot in-flight"):
+        wh.retain(keep=1)
+    mine = WriterLock(tmp_path)
+    with pytest.raises(LockHeldError):
+        mine.acquire("x")
+    other.release()
+    mine.acquire("x")
+    assert wh.retain(keep=1, lock=mine)["deleted"] == []  # its own lock: allowed
+    mine.release()

@@ -1,0 +1,28 @@
+"""Hostile paths against a real `offsetlake serve`: whatever the client sends, the answer is a 4xx, never a 5xx
+(the attack that found `/static/%00` and names over 255 bytes answering 500)."""
+from __future__ import annotations
+
+import httpx
+import pytest
+
+LONG = "a" * 300  # over the 255 bytes a file name may have
+HOSTILE = [
+    "/static/%00", "/static/" + LONG, "/static/" + "é" * 200, "/static/..%2f..%2fetc%2fpasswd", "/static/%2e%2e",
+    "/static/%ff", "/static/index.html%00", "/static/.", "/%00", "/" + LONG,
+    "/groups/%00", "/groups/%00/offsets", "/groups/%00/commits", "/groups/" + LONG, "/groups/" + LONG + "/offsets",
+    "/groups/" + LONG + "/commits", "/groups/" + "é" * 200, "/groups/a%2F..%2F..%2Fx", "/_group_detail/%00",
+    "/_group_detail/" + LONG, "/topics/%00/groups", "/topics/" + LONG + "/groups",
+    "/groups?snapshot=%00", "/groups?snapshot=" + "s" * 300, "/health?snapshot=%00", "/snapshots?snapshot=" + "x" * 600,
+    "/groups/payments?snapshot=../x", "/groups/payments/offsets?snapshot=" + LONG,
+]
+
+
+@pytest.mark.parametrize("path", HOSTILE, ids=lambda p: p[:40])
+def test_hostile_path_is_a_client_error(server, path):
+    r = httpx.get(server + path, timeout=20)
+    assert r.status_code in (400, 404), (path, r.status_code, r.text[:300])
+
+
+def test_the_shipped_page_is_still_served(server):
+    r = httpx.get(server + "/static/index.html", timeout=20)
+    assert r.status_code == 200 and "<html" in r.text.lower()

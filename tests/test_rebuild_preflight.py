@@ -1,0 +1,249 @@
+"""Bad usage of `offsetlake rebuild`, each as the attack that found it answered late (18-50 s, after the JVM started)
+or not at all: now exit 2 with one line, before Spark starts. Each case runs the real CLI in a subprocess and
+asserts the wall time generously (< 15 s; a JVM start alone is more); the real figures are printed (`-s`).
+
+Unreadable inputs cannot be made with chmod when the tests run as root (root reads anything): those cases patch
+`os.access` — the check the run itself makes — in-process, through click's runner.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests import badinputs as bi
+
+ROOT = Path(__file__).resolve().parent.parent
+LIMIT_S = 15.0
+
+
+def rebuild(*args: str, env_extra: dict | None = None, wrap: list[str] | None = None):
+    env = {**os.environ, "PYTHONPATH": str(ROOT), **(env_extra or {})}
+    cmd = [*(wrap or []), sys.executable, "-m", "jobs.cli", "rebuild", "--env", "ci", "--quiet", *args]
+    t0 = time.monotonic()
+    p = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    took = time.monotonic() - t0
+    print(f"\n{took:5.2f} s  exit {p.returncode}  {p.stderr.strip()[:160]}")
+    return p, took
+
+
+def assert_usage_error(p, took, *needles: str):
+    assert p.returncode == 2, (p.returncode, p.stderr[-2000:])
+    lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: "), p.stderr[-2000:]
+    for n in needles:
+        assert n in lines[0], lines[0]
+    assert "Traceback" not in p.stderr + p.stdout
+    assert took < LIMIT_S, took
+
+
+@pytest.fixture
+def good(tmp_path) -> Path:
+    return bi.clean_small(tmp_path / "in")[0]
+
+
+@pytest.mark.parametrize("extra, needles", [
+    (["--as-of", "garbage"], ["--as-of", "'garbage' is not an ISO-8601 time"]),
+    (["--until-time", "yesterday"], ["--until-time", "'yesterday'"]),
+    (["--retention-minutes", "-5"], ["--retention-minutes must be at least 1"]),
+    (["--until-offset", "-1"], ["--until-offset must be 0 or more"]),
+    (["--num-partitions", "0"], ["--num-partitions must be at least 1"]),
+    (["--snapshot-id", "../evil"], ["--snapshot-id", "invalid snapshot id '../evil'"]),
+    (["--snapshot-id", "a" * 200], ["invalid snapshot id"]),
+    (["--conf", "rebuild.semantix=modern"], ["unknown setting rebuild.semantix", "did you mean rebuild.semantics?"]),
+    (["--conf", "warehouse.keep_snapshot=3"], ["did you mean warehouse.keep_snapshots?"]),
+    (["--conf", "rebuld.semantics=modern"], ["unknown settings section 'rebuld'", "did you mean rebuild?"]),
+    (["--conf", "validation.policy=ignore"], ["validation.policy must be one of fail, warn"]),
+    (["--conf", "warehouse.lock_wait_seconds=-1"], ["warehouse.lock_wait_seconds must be >= 0"]),
+])
+def test_bad_option_exits_2_before_spark(good, tmp_path, extra, needles):
+    p, took = rebuild("--input", str(good), "--warehouse", str(tmp_path / "wh"), *extra)
+    assert_usage_error(p, took, *needles)
+    assert not (tmp_path / "wh").exists()  # refused before anything was written
+
+
+def test_spark_settings_pass_through_the_key_check():
+    from jobs.rebuild_common import parse_overrides
+    from pipelines.config import load_settings
+
+    s = load_settings(env="ci", overrides=parse_overrides(["spark.sql.shuffle.partitions=3", "spark.foo.bar=x"]))
+    assert s.spark_conf["spark.sql.shuffle.partitions"] == "3" and s.spark_conf["spark.foo.bar"] == "x"
+
+
+def test_unknown_key_in_an_env_overlay_exits_2(good, tmp_path):
+    conf = tmp_path / "conf"
+    shutil.copytree(ROOT / "conf", conf)
+    (conf / "ci" / "offsetlake.yml").write_text("rebuild:\n  retention_minuts: 5\n")
+    p, took = rebuild("--input", str(good), "--warehouse", str(tmp_path / "wh"),
+                      env_extra={"OFFSETLAKE_CONF_DIR": str(conf)})
+    assert_usage_error(p, took, "ci/offsetlake.yml: unknown setting rebuild.retention_minuts",
+                       "did you mean rebuild.retention_minutes?")
+
+
+def test_missing_input_exits_2(tmp_path):
+    p, took = rebuild("--input", str(tmp_path / "nope"), "--warehouse", str(tmp_path / "wh"))
+    assert_usage_error(p, took, "no such file or directory", str(tmp_path / "nope"))
+
+
+def test_empty_dir_exits_2(tmp_path):
+    (tmp_path / "in").mkdir()
+    p, took = rebuild("--input", str(tmp_path / "in"), "--warehouse", str(tmp_path / "wh"))
+    assert_usage_error(p, took, "no __consumer_offsets data found")
+
+
+@pytest.mark.parametrize("name", ["notes.log", "00000000000000000000.log", "notes.txt"])
+def test_plain_text_file_exits_2(tmp_path, name):
+    """A text file is not a log: before, `notes.log` gave a `succeeded` empty snapshot that became the served one."""
+    f = tmp_path / name
+    f.write_text("hello, this is a plain text file\nand not a Kafka log segment at all\n" * 20)
+    p, took = rebuild("--input", str(f), "--warehouse", str(tmp_path / "wh"))
+    assert_usage_error(p, took, "no __consumer_offsets data found")
+
+
+def test_plain_text_partition_dir_exits_2(tmp_path):
+    d = tmp_path / "logs" / "__consumer_offsets-3"
+    d.mkdir(parents=True)
+    (d / "00000000000000000000.log").write_text("not a segment\n" * 50)
+    p, took = rebuild("--input", str(tmp_path / "logs"), "--warehouse", str(tmp_path / "wh"))
+    assert_usage_error(p, took, "none of the 1 .log file(s) starts with a Kafka log entry")
+
+
+def test_text_csv_exits_2(tmp_path):
+    f = tmp_path / "dump.csv"
+    f.write_text("hello,world\n1,2\n")
+    p, took = rebuild("--input", str(f), "--warehouse", str(tmp_path / "wh"))
+    assert_usage_error(p, took, "cannot read input", "lacks column(s)")
+
+
+def test_warehouse_inside_the_input_log_dir_exits_2(good):
+    p, took = rebuild("--input", str(good), "--warehouse", str(good / "warehouse"))
+    assert_usage_error(p, took, "is inside the input")
+    assert not (good / "warehouse").exists()
+
+
+def test_input_inside_the_warehouse_exits_2(tmp_path):
+    wh = tmp_path / "wh"
+    src = bi.clean_small(wh / "dump")[0]
+    p, took = rebuild("--input", str(src), "--warehouse", str(wh))
+    assert_usage_error(p, took, "is inside the warehouse")
+
+
+def test_warehouse_that_is_a_file_exits_2(good, tmp_path):
+    (tmp_path / "wh").write_text("x")
+    p, took = rebuild("--input", str(good), "--warehouse", str(tmp_path / "wh"))
+    assert p.returncode == 2 and "is a file" in p.stderr and "Traceback" not in p.stderr  # click's own check
+    assert took < LIMIT_S
+
+
+def _unshare_ok() -> bool:
+    if not shutil.which("unshare") or os.geteuid() != 0:
+        return False
+    return subprocess.run(["unshare", "-m", "sh", "-c", "mount -t tmpfs -o size=64k tmpfs /mnt"],
+                          capture_output=True).returncode == 0
+
+
+needs_mount = pytest.mark.skipif(not _unshare_ok(), reason="needs root and mount namespaces (unshare -m)")
+
+
+@needs_mount
+def test_read_only_warehouse_exits_2(good, tmp_path):
+    """A real read-only file system (a tmpfs mounted ro in a private mount namespace): before, a Rust panic and
+    a traceback."""
+    wh = tmp_path / "wh"
+    wh.mkdir()
+    p, took = rebuild("--input", str(good), "--warehouse", str(wh),
+                      wrap=["unshare", "-m", "sh", "-c", f'mount -t tmpfs -o ro tmpfs "{wh}" && exec "$@"', "sh"])
+    assert_usage_error(p, took, f"--warehouse {wh}", "read-only file system")
+
+
+@needs_mount
+def test_full_warehouse_exits_2(good, tmp_path):
+    wh = tmp_path / "wh"
+    wh.mkdir()
+    fill = f'mount -t tmpfs -o size=16k tmpfs "{wh}" && (cat /dev/zero > "{wh}/fill" 2>/dev/null; true) && exec "$@"'
+    p, took = rebuild("--input", str(good), "--warehouse", str(wh), wrap=["unshare", "-m", "sh", "-c", fill, "sh"])
+    assert_usage_error(p, took, "no space left on device")
+
+
+def test_warehouse_held_by_another_run_exits_2_naming_it(good, tmp_path):
+    from pipelines.io.lock import WriterLock
+
+    lock = WriterLock(tmp_path / "wh")
+    lock.acquire("nightly-1")
+    try:
+        p, took = rebuild("--input", str(good), "--warehouse", str(tmp_path / "wh"))
+    finally:
+        lock.release()
+    assert_usage_error(p, took, "is being written by another run", f"pid {os.getpid()} snapshot nightly-1 since ")
+
+
+# ------------------------------------------------------------------------------ unreadable inputs (as root: patched)
+def invoke(args: list[str]):
+    from click.testing import CliRunner
+
+    from jobs.cli import main
+
+    t0 = time.monotonic()
+    r = CliRunner().invoke(main, ["rebuild", "--env", "ci", "--quiet", *args], catch_exceptions=True)
+    return r, time.monotonic() - t0
+
+
+def deny(monkeypatch, *denied: Path):
+    real = os.access
+    denied_s = {str(d) for d in denied}
+
+    def access(path, mode, *a, **kw):
+        return False if str(path) in denied_s else real(path, mode, *a, **kw)
+
+    monkeypatch.setattr(os, "access", access)
+
+
+def two_partitions(root: Path) -> Path:
+    bi.clean_small(root)
+    g = bi.group_in(1, "other")
+    bi.write_segment(root / "__consumer_offsets-1", 0, bi.batch([bi.commit(g, 0, 5, bi.T0)], 0))
+    return root
+
+
+def test_unreadable_segment_exits_2(tmp_path, monkeypatch):
+    """Before: exit 0, a `succeeded` snapshot holding the groups of the other segments only."""
+    src = two_partitions(tmp_path / "in")
+    seg = src / "__consumer_offsets-1" / f"{0:020d}.log"
+    deny(monkeypatch, seg)
+    r, took = invoke(["--input", str(src), "--warehouse", str(tmp_path / "wh")])
+    assert r.exit_code == 2, r.output
+    assert "cannot read input" in r.stderr and str(seg) in r.stderr and "permission denied" in r.stderr
+    assert took < LIMIT_S and not (tmp_path / "wh").exists()
+
+
+def test_unlistable_partition_dir_exits_2(tmp_path, monkeypatch):
+    src = two_partitions(tmp_path / "in")
+    deny(monkeypatch, src / "__consumer_offsets-1")
+    r, took = invoke(["--input", str(src), "--warehouse", str(tmp_path / "wh")])
+    assert r.exit_code == 2, r.output
+    assert "cannot read input" in r.stderr and "__consumer_offsets-1" in r.stderr
+    assert took < LIMIT_S
+
+
+def test_unreadable_input_dir_exits_2(tmp_path, monkeypatch):
+    src = two_partitions(tmp_path / "in")
+    deny(monkeypatch, src)
+    r, _ = invoke(["--input", str(src), "--warehouse", str(tmp_path / "wh")])
+    # click's own check of the option may see it first
+    assert r.exit_code == 2 and ("directory cannot be listed" in r.stderr or "is not readable" in r.stderr), r.output
+
+
+def test_unreadable_segment_as_a_plain_user_is_refused_by_the_check_itself(tmp_path):
+    """Without the patch, for a non-root run: the process' own `os.access` says no (skipped as root)."""
+    if os.geteuid() == 0:
+        pytest.skip("root reads files whatever their mode")
+    src = two_partitions(tmp_path / "in")
+    seg = src / "__consumer_offsets-1" / f"{0:020d}.log"
+    seg.chmod(0)
+    p, took = rebuild("--input", str(src), "--warehouse", str(tmp_path / "wh"))
+    assert_usage_error(p, took, "cannot read input")
