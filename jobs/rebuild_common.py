@@ -93,6 +93,8 @@ def run_from_cli(**kw) -> int:
         return EXIT_USAGE
     except (StrictModeError, RunFailed) as e:
         click.echo(f"error: {e}", err=True)
+        if textfile:
+            _write_metrics(textfile, None)
         return EXIT_VALIDATION
     if textfile:
         _write_metrics(textfile, summary)
@@ -106,10 +108,11 @@ def run_from_cli(**kw) -> int:
 
 
 def _write_metrics(path: str, summary) -> None:
-    from pipelines.serving.metrics import rebuild_families, write_textfile
+    """The run's metrics for node_exporter; a run that stopped with an error (no summary) says `failed`."""
+    from pipelines.serving.metrics import rebuild_families, run_families, write_textfile
 
     try:
-        write_textfile(path, rebuild_families(summary))
+        write_textfile(path, rebuild_families(summary) if summary is not None else run_families({"status": "failed"}))
     except OSError as e:  # the snapshot is written: say so, and that the textfile is not
         click.echo(f"warning: --metrics-textfile {path}: {e.strerror or e}", err=True)
 
