@@ -57,6 +57,7 @@ def prepare_run(settings: Settings, req: RebuildRequest) -> PreparedRun:
     check_not_nested(inputs, warehouse)
     plan = plan_and_check(inputs)
     check_validation_settings(settings)
+    check_log_level(settings)
     lock_settings(settings)
     probe_writable(warehouse)
     lock, abandoned = take_lock(settings, warehouse, snapshot_id)
@@ -73,6 +74,16 @@ def check_validation_settings(settings: Settings) -> None:
         validation_settings(settings)
         pandas_max_rows(settings)
         max_unread_bytes(settings)
+    except ConfigError as e:
+        raise UsageError(str(e)) from None
+
+
+def check_log_level(settings: Settings) -> None:
+    from pipelines.config import ConfigError
+    from pipelines.session import spark_log_level
+
+    try:
+        spark_log_level(settings)
     except ConfigError as e:
         raise UsageError(str(e)) from None
 

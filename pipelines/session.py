@@ -7,6 +7,48 @@ import sys
 from pipelines.config import Settings
 
 
+# Spark's console log at `log.spark_level` (log4j2), set before the driver JVM starts: the progress lines and the
+# summary are offsetlake's; Spark's WARN/INFO lines show only when asked for.
+_LOG4J2 = """status = error
+rootLogger.level = {level}
+rootLogger.appenderRef.stderr.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{{yy/MM/dd HH:mm:ss}} %p %c{{1}}: %m%n%ex
+# the logger of PySpark's gateway, given its level, keeps Spark from announcing a default level of its own
+logger.gateway.name = org.apache.spark.api.python.PythonGatewayServer
+logger.gateway.level = {level}
+"""
+_LEVELS = ("OFF", "FATAL", "ERROR", "WARN", "INFO", "DEBUG", "TRACE")
+
+
+def spark_log_level(settings: Settings) -> str:
+    """`log.spark_level`, checked: one of log4j's levels."""
+    from pipelines.config import ConfigError
+
+    level = str(settings.section("log").get("spark_level") or "ERROR").upper()
+    if level not in _LEVELS:
+        raise ConfigError(f"log.spark_level must be one of {', '.join(_LEVELS)}, got {level!r}")
+    return level
+
+
+def _log4j2_file(level: str) -> str:
+    import hashlib
+    import tempfile
+
+    body = _LOG4J2.format(level=level.lower())
+    digest = hashlib.sha1(body.encode()).hexdigest()[:12]
+    path = os.path.join(tempfile.gettempdir(), f"offsetlake-log4j2-{digest}.properties")
+    if not os.path.exists(path):
+        tmp = f"{path}.{os.getpid()}"
+        with open(tmp, "w") as f:
+            f.write(body)
+        os.replace(tmp, path)
+    return path
+
+
 def spark_builder(settings: Settings, app_name: str | None = None):
     """A SparkSession builder carrying every `spark:` setting of `settings`."""
     from pyspark.sql import SparkSession  # imported here: importing pipelines never starts a JVM
@@ -22,6 +64,11 @@ def spark_builder(settings: Settings, app_name: str | None = None):
     # Under spark-submit the master (and resources) come from the submit command: never override them.
     if master and not settings.launched_by_spark_submit:
         builder = builder.master(master)
+    if not settings.launched_by_spark_submit:  # under spark-submit the driver JVM is already running
+        opts = conf.get("spark.driver.extraJavaOptions", "")
+        if "log4j2.configurationFile" not in opts and "log4j.configurationFile" not in opts:
+            conf["spark.driver.extraJavaOptions"] = (
+                f"{opts} -Dlog4j2.configurationFile=file:{_log4j2_file(spark_log_level(settings))}").strip()
     for k, v in conf.items():
         builder = builder.config(k, v)
     if app_name:
@@ -32,5 +79,5 @@ def spark_builder(settings: Settings, app_name: str | None = None):
 def get_spark(settings: Settings, app_name: str | None = None):
     """Get or create the session for a run; quiet logs so progress lines stay readable."""
     spark = spark_builder(settings, app_name).getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
+    spark.sparkContext.setLogLevel(spark_log_level(settings))
     return spark

@@ -155,6 +155,9 @@ def test_killed_reruns_of_the_served_id_leave_it_served(spark, settings, tmp_pat
 
     for marker in ("] decode:", "] write:", "commit: every table staged"):
         seen = kill_at(start_rebuild(new_src, wh, "s"), marker)
+        # the console is offsetlake's: progress lines only, Spark's own log stays off it (log.spark_level)
+        noise = [ln for ln in seen if ln and not ln.startswith(("[", " ", "WARNING: Using incubator modules"))]
+        assert noise == [], noise
         holder = WriterLock(wh).holder()
         assert holder is not None and holder["snapshot_id"] == "s", holder
         assert WriterLock(wh).is_stale(holder)  # its pid is gone
