@@ -30,8 +30,12 @@ _CHECKPOINT_VERSION = 0  # OffsetCheckpointFile.CurrentVersion (Kafka 0.9-4.x)
 _PARTITION_DIR = re.compile(r"^(.+)-(\d+)$")
 _SKIPPED_DIR = re.compile(r"-(delete|future|stray)$")
 _SEGMENT_NAME = re.compile(r"^(\d+)\.log$")
-# Not a topic a consumer group reads: KRaft's metadata log.
-_NOT_DATA_TOPICS = frozenset({"__cluster_metadata"})
+
+
+def _is_data_topic(topic: str) -> bool:
+    """Kafka's internal topics (`__consumer_offsets`, `__transaction_state`, `__cluster_metadata`, …) are not
+    what consumer groups lag on."""
+    return not topic.startswith("__")
 
 _ENTRY_HEAD = struct.Struct(">qi")  # offset, size (LOG_OVERHEAD = 12)
 _LAST_OFFSET_DELTA = struct.Struct(">i")  # v2 batch: at byte 23 (offset 8, size 4, epoch 4, magic 1, crc 4, attrs 2)
@@ -179,7 +183,7 @@ def log_end_offsets(paths: Iterable[str | os.PathLike]) -> tuple[list[LogEndOffs
             else:
                 observed = _mtime_ms(cp)
                 for (topic, partition), offset in hw.items():
-                    if topic not in _NOT_DATA_TOPICS:
+                    if _is_data_topic(topic):
                         offer(LogEndOffset(topic, partition, offset, SOURCE_CHECKPOINT, observed))
         try:
             entries = list(os.scandir(log_dir))
@@ -188,7 +192,7 @@ def log_end_offsets(paths: Iterable[str | os.PathLike]) -> tuple[list[LogEndOffs
             continue
         for e in entries:
             m = _PARTITION_DIR.match(e.name)
-            if not m or _SKIPPED_DIR.search(e.name) or m.group(1) in _NOT_DATA_TOPICS or not e.is_dir():
+            if not m or _SKIPPED_DIR.search(e.name) or not _is_data_topic(m.group(1)) or not e.is_dir():
                 continue
             try:
                 leo = segment_log_end_offset(e.path)
