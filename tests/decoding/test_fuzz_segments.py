@@ -35,6 +35,7 @@ from pipelines.frames.decode import count_segment
 from schemas.decoded import DECODED_RECORD_SCHEMA
 from schemas.quarantine import QUARANTINE_KINDS
 from schemas.records import ReadProblem
+from tests.badinputs import entry_positions as entry_starts
 
 pytestmark = pytest.mark.shared
 
@@ -56,16 +57,6 @@ def segments(realdata) -> list[bytes]:
     return [p.read_bytes() for p in paths]
 
 
-def entry_starts(data: bytes) -> list[int]:
-    """Byte positions of the entries of an intact segment (offset int64, size int32 framing)."""
-    out, pos = [], 0
-    while pos + 17 <= len(data):
-        (size,) = struct.unpack_from(">i", data, pos + 8)
-        if size < 14 or pos + 12 + size > len(data):
-            break
-        out.append(pos)
-        pos += 12 + size
-    return out
 
 
 INTERESTING_INT32 = (0, 1, -1, 13, 14, 17, 48, 49, 60, 61, 0x7FFFFFFF, -0x80000000, 0x10000, 1 << 30)

@@ -255,20 +255,25 @@ def test_failure_midway_keeps_last_snapshot_and_next_run_succeeds(spark, make_sn
     assert state(wh, "s1") == before
 
 
+def fail_commit_of(monkeypatch, table: str) -> None:
+    """The Delta commit of `table` fails (as a commit conflict would); every other table commits."""
+    real_commit = delta.commit
+
+    def failing_commit(dt_, struct, actions, **kw):
+        if struct is TABLES[table]:
+            raise RuntimeError("commit conflict (injected)")
+        return real_commit(dt_, struct, actions, **kw)
+
+    monkeypatch.setattr(delta, "commit", failing_commit)
+
+
 def test_retain_keeps_newest_snapshot_and_vacuum_removes_files(spark, make_snapshot, tmp_path, duck, monkeypatch):
     wh = Warehouse(tmp_path / "wh")
     wh.write_snapshot(spark, "s1", make_snapshot("s1", 0, COMMITS_1), run_row(0))
     wh.write_snapshot(spark, "s2", make_snapshot("s2", 1, COMMITS_2), run_row(1))
 
     # s3 fails while committing loaded_groups: its staged files must not be left behind
-    real_commit = delta.commit
-
-    def failing_commit(dt_, struct, actions, **kw):
-        if struct is TABLES["loaded_groups"]:
-            raise RuntimeError("commit conflict (injected)")
-        return real_commit(dt_, struct, actions, **kw)
-
-    monkeypatch.setattr(delta, "commit", failing_commit)
+    fail_commit_of(monkeypatch, "loaded_groups")
     with pytest.raises(RuntimeError, match="injected"):
         wh.write_snapshot(spark, "s3", make_snapshot("s3", 2), run_row(2))
     monkeypatch.undo()
@@ -361,14 +366,7 @@ def test_failed_rerun_of_a_served_id_leaves_it_served(spark, make_snapshot, tmp_
     (attempt,) = (wh.path / "_attempts").glob("s1.*.json")
     assert json.loads(attempt.read_text())["status"] == "failed" and "disk full" in attempt.read_text()
 
-    real_commit = delta.commit
-
-    def failing_commit(dt_, struct, actions, **kw):
-        if struct is TABLES["loaded_groups"]:
-            raise RuntimeError("commit conflict (injected)")
-        return real_commit(dt_, struct, actions, **kw)
-
-    monkeypatch.setattr(delta, "commit", failing_commit)
+    fail_commit_of(monkeypatch, "loaded_groups")
     with pytest.raises(RuntimeError, match="injected"):
         wh.write_snapshot(spark, "s1", make_snapshot("s1", 1), run_row(1))
     monkeypatch.undo()
