@@ -1,7 +1,7 @@
 """Mutated real segments through the real `offsetlake rebuild`: whatever the damage, the run's accounting balances
 (records in = used + skipped + quarantined, per offsets partition) and every unread byte is reported.
 
-48 mutants (the mutations of `tests/decoding/test_fuzz_segments.py`, fixed seeds), each the only segment of its
+300 mutants (the mutations of `tests/decoding/test_fuzz_segments.py`, fixed seeds), each the only segment of its
 own `__consumer_offsets-N` directory, rebuilt in one run; the decoding-level fuzz runs thousands more.
 """
 from __future__ import annotations
@@ -17,7 +17,7 @@ from tests.decoding.test_fuzz_segments import KINDS, MAX_SEGMENT_BYTES, mutate
 
 pytestmark = pytest.mark.spark
 
-MUTANTS = 48
+MUTANTS = 300
 
 
 def test_mutated_segments_through_rebuild_balance_and_report_every_unread_byte(spark, realdata, tmp_path):
@@ -39,7 +39,7 @@ def test_mutated_segments_through_rebuild_balance_and_report_every_unread_byte(s
     assert expected_unread > 0  # the seeds damage framing in most mutants
     # placement checks have nothing to say about mutants moved between partitions: report them, do not fail
     r = CliRunner().invoke(main, ["rebuild", "--env", "ci", "--input", str(logdir), "--warehouse",
-                                  str(tmp_path / "wh"), "--num-partitions", "50", "--json", "--quiet",
+                                  str(tmp_path / "wh"), "--num-partitions", str(MUTANTS), "--json", "--quiet",
                                   "--conf", "validation.policy=warn"], catch_exceptions=False)
     assert r.exit_code == 0, r.output[-3000:]
     s = bi.parse_summary(r.stdout)
