@@ -226,14 +226,7 @@ def test_failure_midway_keeps_last_snapshot_and_next_run_succeeds(spark, make_sn
     before_duck = {t: normalized(duck_read(duck, wh.table_path(t), "s1")) for t in SNAPSHOT_TABLES}
     commits_before = normalized(wh.read_table("offset_commits"))
 
-    real = Warehouse._stage_table
-
-    def failing(self, spark_, table, snapshot_id, df):
-        if table == "group_members":
-            raise OSError("disk full (injected)")
-        return real(self, spark_, table, snapshot_id, df)
-
-    monkeypatch.setattr(Warehouse, "_stage_table", failing)
+    fail_stage_of(monkeypatch, "group_members")
     with pytest.raises(OSError, match="injected"):
         wh.write_snapshot(spark, "s2", make_snapshot("s2", 1, COMMITS_2), run_row(1))
     # every table is staged before any is committed: no table holds s2 rows, and no staged file is left
@@ -253,6 +246,18 @@ def test_failure_midway_keeps_last_snapshot_and_next_run_succeeds(spark, make_sn
     for table in SNAPSHOT_TABLES:  # the half-written s2 partitions were replaced, not appended to
         assert normalized(wh.read_table(table)) == expected_rows(table, contract_rows(table, 3, 1, "s2")), table
     assert state(wh, "s1") == before
+
+
+def fail_stage_of(monkeypatch, failing_table: str) -> None:
+    """Staging `failing_table`'s files fails as a full disk would; every other table stages."""
+    real_stage = Warehouse._stage_table
+
+    def failing_stage(self, spark_, table, snapshot_id, df):
+        if table == failing_table:
+            raise OSError("disk full (injected)")
+        return real_stage(self, spark_, table, snapshot_id, df)
+
+    monkeypatch.setattr(Warehouse, "_stage_table", failing_stage)
 
 
 def fail_commit_of(monkeypatch, table: str) -> None:
@@ -350,14 +355,7 @@ def test_failed_rerun_of_a_served_id_leaves_it_served(spark, make_snapshot, tmp_
     wh = Warehouse(tmp_path / "wh")
     wh.write_snapshot(spark, "s1", make_snapshot("s1", 0), run_row(0))
     before = state(wh, "s1")
-    real_stage = Warehouse._stage_table
-
-    def failing_stage(self, spark_, table, snapshot_id, df):
-        if table == "quarantine":
-            raise OSError("disk full (injected)")
-        return real_stage(self, spark_, table, snapshot_id, df)
-
-    monkeypatch.setattr(Warehouse, "_stage_table", failing_stage)
+    fail_stage_of(monkeypatch, "quarantine")
     with pytest.raises(OSError, match="injected"):
         wh.write_snapshot(spark, "s1", make_snapshot("s1", 1), run_row(1))
     monkeypatch.undo()
