@@ -109,10 +109,12 @@ def run_from_cli(**kw) -> int:
 
 def _write_metrics(path: str, summary) -> None:
     """The run's metrics for node_exporter; a run that stopped with an error (no summary) says `failed`."""
-    from pipelines.serving.metrics import rebuild_families, run_families, write_textfile
+    from pipelines.io.textfile import write_atomically
+    from pipelines.serving.metrics import rebuild_families, render, run_families
 
+    families = rebuild_families(summary) if summary is not None else run_families({"status": "failed"})
     try:
-        write_textfile(path, rebuild_families(summary) if summary is not None else run_families({"status": "failed"}))
+        write_atomically(path, render(families))
     except OSError as e:  # the snapshot is written: say so, and that the textfile is not
         click.echo(f"warning: --metrics-textfile {path}: {e.strerror or e}", err=True)
 

@@ -9,8 +9,6 @@ the summed lag, the `max_series` largest; regressions per group likewise capped;
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 import time
 from collections.abc import Iterable
 from datetime import datetime, timezone
@@ -22,7 +20,7 @@ from pipelines.lookup import Snapshot
 from pipelines.serving.index import GROUP_STATES, GROUP_TYPES, SnapshotIndex, consumer_lag
 
 __all__ = ["CONTENT_TYPE", "DEFAULT_MAX_SERIES", "RUN_STATUSES", "render", "run_families",
-           "snapshot_families", "state_families", "write_textfile"]
+           "snapshot_families", "state_families"]
 
 DEFAULT_MAX_SERIES = 10_000
 # The classic text format (0.0.4): every Prometheus server and node_exporter reads it.
@@ -186,38 +184,13 @@ def state_families(idx: SnapshotIndex, previous: SnapshotIndex | None, max_serie
 
 
 def _regressions(before: SnapshotIndex, after: SnapshotIndex) -> dict[str, int]:
-    """Per group: partitions whose committed offset is lower in `after` than in `before`."""
-    import pyarrow.compute as pc
+    """Per group: partitions whose committed offset went backwards (`offsetlake diff`'s `regressed`)."""
+    from pipelines.serving.diff import diff_snapshots
 
-    a, b = before.offsets.table, after.offsets.table
-    if a is None or b is None or a.num_rows == 0 or b.num_rows == 0:
-        return {}
-    key = ["group_id", "topic", "partition"]
-    j = a.select(key + ["committed_offset"]).rename_columns(key + ["before"]).join(
-        b.select(key + ["committed_offset"]).rename_columns(key + ["after"]), keys=key, join_type="inner")
-    back = j.filter(pc.less(j.column("after"), j.column("before")))
     out: dict[str, int] = {}
-    for g in back.column("group_id").to_pylist():
-        out[g] = out.get(g, 0) + 1
+    for r in diff_snapshots(before, after)["offsets"]["regressed"]:
+        out[r["group_id"]] = out.get(r["group_id"], 0) + 1
     return out
-
-
-def write_textfile(path: str | os.PathLike, families: Iterable) -> None:
-    """The node_exporter textfile collector's way: write beside the target, then rename over it (atomic)."""
-    target = os.fspath(path)
-    body = render(families)
-    d = os.path.dirname(os.path.abspath(target)) or "."
-    fd, tmp = tempfile.mkstemp(prefix=".offsetlake-", suffix=".prom.tmp", dir=d)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(body)
-        os.replace(tmp, target)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
 
 
 def _is_scheduled(s: Snapshot) -> bool:
