@@ -1,4 +1,5 @@
-"""Benchmark: replay N synthetic decoded rows (spark.range-based, no decoding), timed per output table.
+"""Benchmark: the replay engine over N synthetic decoded rows (spark.range-based, no decoding), one Spark task per
+offsets partition, timed per output table.
 
     PYSPARK_PYTHON=$PWD/.venv/bin/python .venv/bin/python benchmarks/bench_replay.py --rows 10000000
 
@@ -10,10 +11,10 @@ The rows resemble `pipelines/sample.py`'s mix (spark.range-based, so 10M rows co
   ~5% of the groups also get GroupMetadata tombstones (deleted groups, some re-created);
 * ~1% KIP-848 records (types 3, 4, 5, 6, 7, 8) of the ~15% KIP-848 groups (3 members each).
 
-`--mode materialize` (default) does what `pipelines/rebuild.py` does: the decoded rows are persisted first, then
-`replay`, then every table is materialized with `accounting_frames.materialize` (an eager local checkpoint per
-table); the time per table is the time of its checkpoint, in that order. `--mode noop` writes each table to the
-`noop` sink instead (no persisted input, no shared state kept between tables).
+`--mode materialize` (default) does what `pipelines/rebuild.py` does: the decoded rows are persisted first, then the
+engine runs one task per offsets partition (`frames.shards.replay_on_spark`, timed as `replay (shards)`), then
+every table is materialized (an eager local checkpoint per table), timed per table. `--mode noop` writes each table
+to the `noop` sink instead.
 """
 from __future__ import annotations
 
@@ -28,8 +29,8 @@ from pyspark.sql.pandas.types import from_arrow_schema
 
 from pipelines.config import load_settings
 from pipelines.session import get_spark
-from pipelines.state.options import ReplayOptions
-from pipelines.state import replay as replay_module
+from pipelines.coordinator.options import ReplayOptions
+from pipelines.frames.shards import replay_on_spark, topic_names_on_spark
 from schemas.decoded import DECODED_RECORD_SCHEMA
 
 PARTITIONS = 50
@@ -170,22 +171,22 @@ def main() -> None:
         decoded = decoded.persist(StorageLevel.MEMORY_AND_DISK)
         _time("decode (persist)", lambda: decoded.count(), timings)
     t0 = time.perf_counter()
-    tables = replay_module.replay(decoded, ReplayOptions(semantics=args.semantics, snapshot_id="bench"))
+    options = ReplayOptions(semantics=args.semantics, snapshot_id="bench", num_partitions=PARTITIONS)
+    tables, _, release = replay_on_spark(spark, decoded, options, None, topic_names_on_spark(decoded), False)
     timings["replay (plan)"] = time.perf_counter() - t0
     counts = {}
+    first = next(iter(tables))
     if args.mode == "materialize":
-        # `accounting_frames.materialize`, one table at a time so each is timed
-        persist_shared = getattr(replay_module, "persist_shared", lambda _: (lambda: None))
-        release = persist_shared(tables)
         for name in list(tables):
             def run(name=name):
                 tables[name] = tables[name].localCheckpoint(eager=True)
                 counts[name] = tables[name].count()
-            _time(name, run, timings)
-        release()
+            # the first table's job runs the shards; the others read the kept envelope
+            _time("replay (shards)" if name == first else name, run, timings)
     else:
         for name, df in list(tables.items()):
             _time(name, lambda df=df: df.write.format("noop").mode("overwrite").save(), timings)
+    release()
     total = time.perf_counter() - t0
     print(f"counts {counts}")
     print(f"replay of {args.rows:,} rows ({args.semantics}, {args.mode}), all tables: {total:.1f} s "

@@ -3,7 +3,7 @@
 Exact by construction. Every run (incremental or not) saves, next to its snapshot:
 
 * ``<warehouse>/_state/<snapshot_id>/decoded/`` — the decoded rows the next run needs (Parquet, Spark write): the
-  state-equivalent subset of the rows the replay used (`state.retained`: installed offsets, last plain writes and
+  state-equivalent subset of the rows the replay used (`coordinator.retained`: installed offsets, last plain writes and
   tombstones per key, open transactions, the markers of kept transactional rows, each group's last GroupMetadata
   record and its live KIP-848 incarnation, the records naming topic ids), never ``error`` (quarantined) or
   ``unknown`` (skipped) rows. Its size follows the coordinator's state, not the log. A state written by an older
@@ -26,9 +26,9 @@ only the new bytes (a checkpointed file from its ``consumed`` position, a new fi
 exactly the full run's rows after the checkpoint because the framing walk is the decoder's
 (`FileLogInputStream.nextBatch`: an entry is read or not, reading resumes at an entry boundary, nothing is read
 twice or skipped), and replaying the previous state with any later rows gives what replaying all earlier rows
-with them gives (the defining property of `state.retained`, tested on generated logs cut at batch boundaries). When the previous state plus the new rows are at most ``rebuild.local_replay_max_rows``, that replay runs in
-the driver process (`state.local_replay`: the sequential loaders, and the same retained rules ported to them)
-rather than on Spark, whose fixed per-job cost dominates at that size. The newest timestamp (default ``as_of``
+with them gives (the defining property of `coordinator.retained`, tested on generated logs cut at batch
+boundaries). The replay is the engine's, as in a full run (in-process when the rows are at most
+``rebuild.local_replay_max_rows``). The newest timestamp (default ``as_of``
 and the load time) and the highest partition come from
 the checkpoint's totals combined with the new rows, so rows not kept in the state still count. Expiry, validation
 and the write then run as usual on the union: the snapshot tables are the full run's.
@@ -119,21 +119,23 @@ class IncrementalStart:
         return rows.unionByName(previous)
 
 
-    # -- the in-process replay of a small incremental run (state/local_replay.py) ---------------------------------
+    # -- the in-process replay of a small run (coordinator.shard, without Spark) ---------------------------------
     def local_replay_rows(self, new_records: int, max_rows: int) -> int | None:
-        """The rows to replay when this run replays in-process (incremental, at most `max_rows` rows: previous
-        state + new records), else None (the Spark replay)."""
-        if not self.is_incremental or max_rows <= 0 or new_records > max_rows:
+        """The rows to replay when this run replays in-process (at most `max_rows` rows: the new records, plus the
+        previous state when incremental), else None (one Spark task per offsets partition)."""
+        if max_rows <= 0 or new_records > max_rows:
             return None
-        total = count_state_rows(self.previous_state) + new_records
+        total = new_records + (count_state_rows(self.previous_state) if self.is_incremental else 0)
         return total if total <= max_rows else None
 
     def replayable_arrow(self, decoded) -> pa.Table:
-        """`replayable` as one Arrow table on the driver: this run's decoded rows (through Spark's Arrow) and the
-        previous state (read directly)."""
-        from pipelines.state.local_replay import conform_decoded
+        """`replayable` as one Arrow table on the driver: this run's decoded rows (through Spark's Arrow) and, when
+        incremental, the previous state (read directly)."""
+        from pipelines.coordinator.shard import REPLAY_COLUMNS, conform_decoded
 
-        new = conform_decoded(_replayable_new_rows(decoded).toArrow())
+        new = conform_decoded(_replayable_new_rows(decoded).select(*REPLAY_COLUMNS).toArrow())
+        if not self.is_incremental:
+            return new
         previous = conform_decoded(read_state_rows(self.previous_state))
         return pa.concat_tables([previous, new])
 

@@ -303,9 +303,6 @@ def _record_abandoned(warehouse, holder: dict, emit) -> None:
                              partial=stage == "commit")
 
 
-RETAINED = "_retained_positions"
-
-
 def _log_end_offsets(summary: RunSummary):
     """The data-topic partitions' end offsets the input's broker log dirs hold (LAG as of the dump)."""
     from pipelines.decoding.log_end_offsets import log_end_offsets, log_end_offsets_table
@@ -322,11 +319,9 @@ def _run_planned(spark, settings, req, conf, plan, summary, progress, warehouse,
 
     from pipelines.frames.decode import decoded_frame_from_plan, reader_counts
     from pipelines.state import accounting_frames as acct
-    from pipelines.state.expiry import ExpiryOptions, apply_expiry
-    from pipelines.state.options import ReplayOptions
+    from pipelines.coordinator.expiry import ExpiryOptions
+    from pipelines.coordinator.options import ReplayOptions
     from pipelines.state.quarantine import quarantine_table
-    from pipelines.state.replay import replay, replay_steps
-    from pipelines.state.retained import retained_positions, retained_rows
     from pipelines.state.served import with_served_offsets
     from pipelines.validation.accounting import Accounting
     from pipelines.validation.runner import markers_from_arrow, markers_from_decoded, run_validation
@@ -393,37 +388,34 @@ def _run_planned(spark, settings, req, conf, plan, summary, progress, warehouse,
     expiry = ExpiryOptions(as_of_ms=as_of_ms, retention_minutes=conf["retention_minutes"],
                            semantics=conf["semantics"], kafka_version=conf["kafka_version"]) if conf["expiry"] else None
     in_hand: dict = {}  # snapshot tables held as Arrow (the in-process replay's), written as they are
+    retain = summary.kind == "scheduled"  # a what-if run saves no checkpoint, so it needs no retained rows
+    release = None
     if local is not None:
-        # a small incremental run: replayed in this process by the sequential loaders (state/local_replay.py)
+        # a small run: the engine runs in this process, over the rows as Arrow
         progress.stage("replay", f"semantics {conf['semantics']}, {local:,} rows in this process"
                                  + (f", expiry as of {summary.as_of}" if expiry else ""))
-        from pipelines.state.local_replay import replay_locally
+        from pipelines.coordinator.shard import replay_shards
         from schemas.tables import SNAPSHOT_TABLES, TABLES
 
         rows = inc.replayable_arrow(decoded)
-        arrow_tables, retained = replay_locally(rows, options, expiry)
+        result = replay_shards(rows, options, expiry, retain=retain)
+        retained = result.retained
         # the snapshot tables are written from these rows as they are (pyarrow), not through Spark again
-        in_hand = with_served_offsets({t: a for t, a in arrow_tables.items() if t in SNAPSHOT_TABLES})
-        tables = {t: spark.createDataFrame(a, schema=TABLES[t]) for t, a in arrow_tables.items()}
+        in_hand = with_served_offsets({t: a for t, a in result.tables.items() if t in SNAPSHOT_TABLES})
+        tables = {t: spark.createDataFrame(a, schema=TABLES[t]) for t, a in result.tables.items()}
         # the transaction markers validation reads, from the rows in hand rather than a scan of the state files
         markers = spark.createDataFrame(markers_from_arrow(rows, until_offset=req.until_offset,
                                                            until_time_ms=until_time_ms))
-        del rows
+        del rows, result
     else:
-        progress.stage("replay", f"semantics {conf['semantics']}")
-        tables = replay(replayed, options)
-        # What the next --incremental run needs of this log (pipelines/state/retained.py), computed while the
-        # replay's shared steps are cached; a what-if run saves no checkpoint, so it needs none.
-        if summary.kind == "scheduled":
-            tables[RETAINED] = retained_positions(replayed, options, replay_steps(tables))
-        acct.materialize(tables)
-        retained = retained_rows(replayed, tables.pop(RETAINED)) if RETAINED in tables else None
+        # one Spark task per offsets partition runs the same engine (pipelines/frames/shards.py)
+        progress.stage("replay", f"semantics {conf['semantics']}, one task per offsets partition"
+                                 + (f", expiry as of {summary.as_of}" if expiry else ""))
+        from pipelines.frames.shards import replay_on_spark, topic_names_on_spark
+
+        tables, retained, release = replay_on_spark(spark, replayed, options, expiry,
+                                                    topic_names_on_spark(replayed), retain)
         markers = markers_from_decoded(replayed, until_offset=req.until_offset, until_time_ms=until_time_ms)
-        if expiry is not None:
-            progress.stage("expire", f"as of {summary.as_of}, retention {conf['retention_minutes']} min")
-            tables = apply_expiry(tables, expiry)
-        else:
-            tables = acct.with_empty_expiry_tables(spark, tables)
     tables = with_served_offsets(tables)
     tables["quarantine"] = quarantine_table(decoded, snapshot_id)
     in_hand["log_end_offsets"] = _log_end_offsets(summary)
@@ -491,6 +483,8 @@ def _run_planned(spark, settings, req, conf, plan, summary, progress, warehouse,
     if keep:
         warehouse.retain(int(keep), lock=prepared.lock)
         incremental.clean_state(warehouse, progress.emit)
+    if release is not None:
+        release()
     if inc.is_incremental and local is None:
         replayed.unpersist()
     decoded.unpersist()

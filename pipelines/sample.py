@@ -37,7 +37,7 @@ import crc32c as _crc32c_mod
 
 from pipelines.decoding import message_writer as mw
 from pipelines.decoding.codecs import CODEC_IDS, compress
-from pipelines.decoding.partitioner import partition_for
+from pipelines.coordinator.partitioner import partition_for
 
 __all__ = ["BASE_TIME_MS", "DEFAULT_SEGMENT_BYTES", "SampleStats", "generate_sample"]
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from pipelines.decoding import batch_writer as bw
 from pipelines.decoding import message_writer as mw
-from pipelines.decoding.partitioner import partition_for
+from pipelines.coordinator.partitioner import partition_for
 
 NUM_PARTITIONS = 50
 T0 = 1_793_491_200_000  # 2026-11-01T00:00:00Z

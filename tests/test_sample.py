@@ -13,7 +13,7 @@ from jobs.cli import main
 from pipelines.decoding.batch_writer import write_control_batch, write_record_batch
 from pipelines.decoding.batches import read_batches_from_file
 from pipelines.decoding.message_writer import write_offset_commit_value
-from pipelines.decoding.partitioner import partition_for
+from pipelines.coordinator.partitioner import partition_for
 from pipelines.decoding.reader import iter_decoded_rows
 from pipelines.sample import (
     BASE_TIME_MS,

@@ -105,7 +105,7 @@ def write_state_rows(warehouse, snapshot_id: str, rows) -> Path:
     target = state_dir(warehouse, snapshot_id)
     target.mkdir(parents=True, exist_ok=True)
     tmp = target / f".decoded-{uuid.uuid4().hex[:8]}.tmp"
-    if isinstance(rows, pa.Table):  # the in-process replay's rows (state/local_replay.py)
+    if isinstance(rows, pa.Table):  # the in-process replay's retained rows (coordinator.shard)
         tmp.mkdir()
         pq.write_table(rows, tmp / "part-00000.snappy.parquet", compression="snappy")
     else:

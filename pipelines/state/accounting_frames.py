@@ -40,23 +40,11 @@ def with_empty_expiry_tables(spark, tables: dict[str, DataFrame]) -> dict[str, D
 
 def materialize(tables: dict[str, DataFrame]) -> dict[str, int]:
     """Compute every table once and cut its lineage (an eager local checkpoint), in place; returns row counts.
-
-    Replay and expiry build deep plans (windows, joins, unions per collection); planning the next step on top
-    of them again and again costs far more than the data on small inputs. After this, each table is a plain
-    scan of its materialized rows, so expiry, validation and the write never re-plan or re-run replay.
-    The steps `replay`'s tables share are cached meanwhile (`replay.persist_shared`), so each is computed once,
-    not once per table, and released as soon as every table is checkpointed.
-    """
-    from pipelines.state.replay import persist_shared
-
-    release = persist_shared(tables)
+    Validation, counts and the write then read materialized rows instead of re-running the replay's task."""
     counts = {}
-    try:
-        for name in list(tables):
-            tables[name] = tables[name].localCheckpoint(eager=True)
-            counts[name] = tables[name].count()
-    finally:
-        release()
+    for name in list(tables):
+        tables[name] = tables[name].localCheckpoint(eager=True)
+        counts[name] = tables[name].count()
     return counts
 
 

@@ -110,7 +110,7 @@ class Accounting:
         a partition the reader saw but that decoded to nothing shows up with zero used records. A value may be
         the reader's counters (`reader_counts`: records_in, bytes_unread, unread_ranges, collapsed_duplicates),
         which also add the rows a tabular dump folded as skipped and the bytes that were not read.
-        `until_offset` / `until_time_ms` mirror the replay's cut-off (`state.replay`): records after it are
+        `until_offset` / `until_time_ms` mirror the replay's cut-off (`coordinator.loader.replayable`): records after it are
         skipped with that reason instead of used.
         """
         kind = F.col("record_kind")

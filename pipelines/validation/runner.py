@@ -71,7 +71,7 @@ def markers_from_decoded(decoded: DataFrame, *, until_offset: int | None = None,
     """Transaction markers of the decoded rows: (offsets_partition, producer_id, offset, control_type).
 
     A point-in-time run (`until_offset` in every offsets partition, `until_time_ms`) keeps the markers the replay
-    read, those at or before the cut (`state.replay.filter_replayable`'s rule): a transaction whose marker comes
+    read, those at or before the cut (`coordinator.loader.replayable`'s rule): a transaction whose marker comes
     later is pending at the cut, and is checked against the markers before it."""
     markers = decoded.where(F.col("record_kind") == "control")
     if until_offset is not None:

@@ -113,7 +113,7 @@ class SuiteSpec:
 def java_partition_for(group_id: str, num_partitions: int) -> Column:
     """`Utils.abs(groupId.hashCode()) % numPartitions` over the column named `group_id`; null for a null id.
 
-    Mirrors `pipelines.decoding.partitioner.partition_for` (the tests cross-check the two) as a native Spark
+    Mirrors `pipelines.coordinator.partitioner.partition_for` (the tests cross-check the two) as a native Spark
     expression, so 1M rows need no Python worker. Java's hash runs over UTF-16 code units: a code point above
     U+FFFF contributes its surrogate pair. The running hash stays unsigned in a bigint (mod 2^32, so no ANSI
     overflow) and is read back as an int32 at the end: Integer.MIN_VALUE is the one value `Utils.abs` maps to 0.

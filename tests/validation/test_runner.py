@@ -7,7 +7,7 @@ import json
 import pytest
 
 from pipelines.config import ConfigError, load_settings
-from pipelines.decoding.partitioner import java_string_hash, partition_for
+from pipelines.coordinator.partitioner import java_string_hash, partition_for
 from pipelines.validation.accounting import SKIP_UNKNOWN_KEY, Accounting, PartitionCounts
 from pipelines.validation.runner import pandas_max_rows, validation_settings
 from .validation_rows import AS_OF_MS, N, p
@@ -113,7 +113,7 @@ CUT_DDL = ("offsets_partition int, offset long, timestamp long, producer_id long
 @pytest.mark.spark
 def test_markers_up_to_the_cut(spark):
     """A point-in-time run judges pending offsets against the markers the replay read: at or before the cut (null
-    timestamps kept, as `state.replay.filter_replayable` keeps them)."""
+    timestamps kept, as `coordinator.loader.replayable` keeps them)."""
     import pyarrow as pa
 
     from pipelines.validation.runner import markers_from_arrow, markers_from_decoded

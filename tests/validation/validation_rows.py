@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
-from pipelines.decoding.partitioner import partition_for
+from pipelines.coordinator.partitioner import partition_for
 from schemas.tables import TABLES
 
 UTC = timezone.utc

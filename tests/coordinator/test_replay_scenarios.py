@@ -1,17 +1,18 @@
 """Scenario tests named after Kafka's `GroupMetadataManagerTest` / `OffsetMetadataManagerTest`, on tiny inline logs.
 
 Every scenario is a small log on its own offsets partition; all of them are replayed in ONE Spark job per
-semantics (module fixture), and each test checks its partition: Spark == the sequential reference, and the
-reference (hence Spark) == the outcome Kafka produces.
+semantics (module fixture) through the engine's Spark boundary and in-process; each test checks its partition: the
+two agree, and the engine gives the outcome Kafka produces.
 """
 from __future__ import annotations
 
 import pytest
 
-from pipelines.state.options import ReplayOptions
-from pipelines.state.reference import partition_for, replay_reference
-from tests.state.harness import assert_same, by_partition, spark_tables
-from tests.state.rowkit import Log, member
+from pipelines.coordinator.options import ReplayOptions
+from pipelines.coordinator.partitioner import partition_for
+from pipelines.coordinator.shard import replay_rows
+from tests.coordinator.harness import assert_same, by_partition, spark_tables
+from tests.coordinator.rowkit import Log, member
 
 pytestmark = pytest.mark.spark
 
@@ -277,7 +278,7 @@ UNTIL_OFFSET = 2  # only for point_in_time (a separate replay)
 
 @pytest.fixture(scope="module")
 def replayed(spark):
-    """Both semantics, all scenarios in one DataFrame each: {semantics: {scenario: (spark_tables, ref_tables)}}."""
+    """Both semantics, all scenarios in one DataFrame each: {semantics: {scenario: tables}}."""
     logs = {name: _build(name) for name in SCENARIOS}
     all_rows = [r for log in logs.values() for r in log.rows]
     out = {}
@@ -286,7 +287,7 @@ def replayed(spark):
         parts = by_partition(spark_tables(spark, all_rows, opts))
         out[semantics] = {}
         for name, log in logs.items():
-            ref = replay_reference(log.rows, opts)
+            ref = replay_rows(log.rows, opts)
             assert_same(parts[log.partition], ref, f"{semantics}/{name}")
             out[semantics][name] = ref
     return out
@@ -555,20 +556,18 @@ def test_point_in_time_until_offset(spark, semantics):
     log = Log(partition=0)
     SCENARIOS["point_in_time"](log)
     opts = ReplayOptions(semantics=semantics, until_offset=UNTIL_OFFSET)
-    ref = replay_reference(log.rows, opts)
+    ref = replay_rows(log.rows, opts)
     assert offsets(ref, "empty_group_offsets") == {("g", "a", 0): 1, ("g", "a", 1): 7}
     assert [(r["producer_id"], r["committed_offset"]) for r in ref["pending_offsets"]] == [(5, 2)]
     until_time = ReplayOptions(semantics=semantics, until_time_ms=log.rows[2]["timestamp"])
-    assert replay_reference(log.rows, until_time)["pending_offsets"] == ref["pending_offsets"]
+    assert replay_rows(log.rows, until_time)["pending_offsets"] == ref["pending_offsets"]
     assert_same(spark_tables(spark, log.rows, opts), ref, "until_offset")
 
 
-def test_misplaced_groups(spark):
-    from pipelines.state.replay import misplaced_groups, replay
-    from tests.state.rowkit import to_frame
-
+def test_misplaced_groups():
     log = Log(partition=partition_for("here", 50))
     log.group("here", [member("m1")])
     log.group("elsewhere", [member("m1")]) if partition_for("elsewhere", 50) != log.partition else None
-    res = replay(to_frame(spark, log.rows), ReplayOptions())
-    assert [r.group_id for r in misplaced_groups(res["loaded_groups"]).collect()] == ["elsewhere"]
+    res = replay_rows(log.rows, ReplayOptions(num_partitions=50))
+    assert [g["group_id"] for g in res["loaded_groups"]
+            if g["expected_offsets_partition"] != g["offsets_partition"]] == ["elsewhere"]

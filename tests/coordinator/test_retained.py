@@ -1,39 +1,38 @@
-"""The incremental state (`pipelines/state/retained.py`) is state-equivalent: for a log cut at a batch boundary,
-replay(retained(prefix) ∪ rest) == replay(prefix ∪ rest), every table, both semantics.
+"""The incremental state (`pipelines/coordinator/retained.py`) is state-equivalent: for a log cut at a batch boundary,
+load(retained(prefix) ∪ rest) == load(prefix ∪ rest), every table, both semantics.
 
-The subset is chosen by the Spark code, and the in-process port of its rules (`local_replay`) must choose the
-same positions; both replays are the sequential reference (an oracle independent of the
-Spark replay the subset's rules were read from). Each example is a batch of generated logs (the differential
-tests' generator: interleaved groups, plain and transactional commits of several producers, markers and open
-ends, tombstones, classic and KIP-848 records, multi-record batches, gaps, junk), every log cut at three batch
-boundaries, each cut in its own offsets partition, all chosen in one Spark job.
+The subset is chosen by the engine as a run chooses it (`coordinator.shard.replay_shards(..., retain=True)`); both
+sides are then loaded by the engine. Each example is a batch of generated logs (interleaved groups, plain and
+transactional commits of several producers, markers and open ends, tombstones, classic and KIP-848 records,
+multi-record batches, gaps, junk), every log cut at three batch boundaries, each cut in its own offsets partition.
 """
 from __future__ import annotations
 
 import random
 
 import pytest
-from hypothesis import given
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pipelines.state.local_replay import retained_positions_local
-from pipelines.state.options import REPLAY_TABLES, ReplayOptions
-from pipelines.state.reference import replay_reference
-from pipelines.state.retained import retained_positions
-from tests.state.harness import canon
-from tests.state.rowkit import to_frame
-from tests.state.test_replay_differential import HYPO, build_log, kafka_like_log, log_ops
+from pipelines.coordinator.options import REPLAY_TABLES, ReplayOptions
+from pipelines.coordinator.shard import replay_rows, replay_shards
+from tests.coordinator.harness import canon
+from tests.coordinator.rowkit import to_table
+
+from tests.coordinator.test_replay_differential import build_log, kafka_like_log, log_ops
+
+HYPO = settings(max_examples=25, deadline=None, database=None,
+                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 CUTS_PER_LOG = 3
 
 
-def local_positions(rows, opts: ReplayOptions) -> set[tuple[int, int]]:
-    """`local_replay.retained_positions_local` over `rows` (error/unknown rows dropped, as a run does)."""
-    rows = sorted((r for r in rows if r["record_kind"] not in ("error", "unknown")),
-                  key=lambda r: (r["offsets_partition"], r["offset"]))
-    states: dict = {}
-    replay_reference(rows, opts, states)
-    return retained_positions_local(rows, opts, states)
+def positions(rows, opts: ReplayOptions) -> set[tuple[int, int]]:
+    """(offsets_partition, offset) of the rows a run keeps of `rows` (error/unknown rows are never kept)."""
+    if not rows:
+        return set()
+    kept = replay_shards(to_table(rows), opts, retain=True).retained
+    return set(zip(kept.column("offsets_partition").to_pylist(), kept.column("offset").to_pylist()))
 
 
 def _batch_starts(rows) -> list[int]:
@@ -42,7 +41,7 @@ def _batch_starts(rows) -> list[int]:
     return starts + [len(rows)]
 
 
-def _check(spark, semantics: str, batch, seed: int) -> None:
+def _check(semantics: str, batch, seed: int) -> None:
     rnd = random.Random(seed)
     prefix, rest, labels = [], [], {}
     part = 0
@@ -56,15 +55,11 @@ def _check(spark, semantics: str, batch, seed: int) -> None:
             part += 1
     opts = ReplayOptions(semantics=semantics, snapshot_id="ret", load_time_ms=5, num_partitions=part + 1)
     replayable = [r for r in prefix if r["record_kind"] not in ("error", "unknown")]
-    keep = set()
-    if replayable:
-        keep = {(r["offsets_partition"], r["offset"]) for r in retained_positions(to_frame(spark, replayable), opts)
-                .collect()}
+    keep = positions(prefix, opts)
     kept = [r for r in replayable if (r["offsets_partition"], r["offset"]) in keep]
     assert len(kept) == len(keep)  # every position names one replayable row
-    assert local_positions(replayable, opts) == keep  # the in-process runs' port of the rules
-    full = replay_reference(prefix + rest, opts)
-    resumed = replay_reference(kept + rest, opts)
+    full = replay_rows(prefix + rest, opts)
+    resumed = replay_rows(kept + rest, opts)
     for t in REPLAY_TABLES:
         for p, (i, k) in labels.items():
             want = canon([r for r in full[t] if r["offsets_partition"] == p])
@@ -79,21 +74,19 @@ def _check(spark, semantics: str, batch, seed: int) -> None:
                                  f"kept: {sorted(o for q, o in keep if q == p)}\nresumed: {got}\nfull:    {want}")
 
 
-@pytest.mark.spark
 @pytest.mark.parametrize("semantics", ["legacy", "modern"])
 @pytest.mark.parametrize("ops", [log_ops, kafka_like_log], ids=["any_log", "kafka_like_log"])
 @HYPO
 @given(data=st.data())
-def test_retained_prefix_replays_like_the_whole_prefix(spark, semantics, ops, data):
+def test_retained_prefix_replays_like_the_whole_prefix(semantics, ops, data):
     batch = data.draw(st.lists(ops, min_size=10, max_size=16), label="batch")
-    _check(spark, semantics, batch, data.draw(st.integers(0, 2**32 - 1), label="seed"))
+    _check(semantics, batch, data.draw(st.integers(0, 2**32 - 1), label="seed"))
 
 
-@pytest.mark.spark
-def test_retained_drops_superseded_commits(spark):
+def test_retained_drops_superseded_commits():
     """The point of the subset: a key committed many times keeps one row, a finished transaction none of its
     superseded records, an open transaction all of its records."""
-    from tests.state.rowkit import Log
+    from tests.coordinator.rowkit import Log
 
     log = Log(partition=0)
     for v in range(50):
@@ -104,29 +97,27 @@ def test_retained_drops_superseded_commits(spark):
     log.commit("g", "t", 2, 1, pid=6, epoch=0)  # open transaction
     log.commit("g", "t", 2, 2, pid=6, epoch=0)
     opts = ReplayOptions(semantics="modern", snapshot_id="ret", load_time_ms=5, num_partitions=50)
-    keep = sorted(r["offset"] for r in retained_positions(to_frame(spark, log.rows), opts).collect())
+    keep = sorted(o for _p, o in positions(log.rows, opts))
     assert keep == [49, 52, 53, 54]
 
 
-# --- one scenario per rule: each fails if its rule is left out of `retained_positions` ------------------------
-def _resumes_like_full(spark, log, cut: int, semantics: str) -> None:
+# --- one scenario per rule: each fails if its rule is left out of `retained_offsets` ------------------------
+def _resumes_like_full(log, cut: int, semantics: str) -> None:
     rows = log.rows
     prefix, rest = rows[:cut], rows[cut:]
     opts = ReplayOptions(semantics=semantics, snapshot_id="ret", load_time_ms=5, num_partitions=50)
-    keep = {r["offset"] for r in retained_positions(to_frame(spark, prefix), opts).collect()}
-    assert {o for _p, o in local_positions(prefix, opts)} == keep
+    keep = {o for _p, o in positions(prefix, opts)}
     kept = [r for r in prefix if r["offset"] in keep]
     assert len(kept) < len(prefix)  # something was dropped, or the scenario proves nothing
-    full, resumed = replay_reference(prefix + rest, opts), replay_reference(kept + rest, opts)
+    full, resumed = replay_rows(prefix + rest, opts), replay_rows(kept + rest, opts)
     for t in REPLAY_TABLES:
         if t != "offset_commits":
             assert canon(resumed[t]) == canon(full[t]), f"{semantics} {t}: kept {sorted(keep)}"
 
 
-@pytest.mark.spark
-def test_rule_last_tombstone_hides_an_open_entry_before_it(spark):
+def test_rule_last_tombstone_hides_an_open_entry_before_it():
     """modern: a tombstone purges pending entries before it, even when a plain value follows it."""
-    from tests.state.rowkit import Log
+    from tests.coordinator.rowkit import Log
 
     log = Log(partition=0)
     log.commit("g", "t", 0, 1, pid=3, epoch=0)  # open, before the tombstone
@@ -135,14 +126,13 @@ def test_rule_last_tombstone_hides_an_open_entry_before_it(spark):
     log.commit("g", "t", 0, 3)
     cut = len(log.rows)
     log.commit("h", "t", 0, 1)  # the transaction stays open: its purged entry must not be pending
-    _resumes_like_full(spark, log, cut, "modern")
+    _resumes_like_full(log, cut, "modern")
 
 
-@pytest.mark.spark
 @pytest.mark.parametrize("semantics", ["legacy", "modern"])
-def test_rule_topic_names_outlive_their_group(spark, semantics):
+def test_rule_topic_names_outlive_their_group(semantics):
     """A topic id named only by a removed incarnation's type-4 record still resolves later assignments."""
-    from tests.state.rowkit import Log
+    from tests.coordinator.rowkit import Log
 
     log = Log(partition=0)
     log.cg_topics("old", [("ID-A", "a", 4)])
@@ -154,14 +144,13 @@ def test_rule_topic_names_outlive_their_group(spark, semantics):
     cut = len(log.rows)
     log.cg_member("new", "m")
     log.cg_current("new", "m", 2, [("ID-A", [0, 1])])
-    _resumes_like_full(spark, log, cut, semantics)
+    _resumes_like_full(log, cut, semantics)
 
 
-@pytest.mark.spark
 @pytest.mark.parametrize("semantics", ["legacy", "modern"])
-def test_rule_committed_entry_beats_later_plain_tombstone_only_by_its_marker(spark, semantics):
+def test_rule_committed_entry_beats_later_plain_tombstone_only_by_its_marker(semantics):
     """A transactional commit resolved after the cut, and plain writes either side of the cut."""
-    from tests.state.rowkit import Log
+    from tests.coordinator.rowkit import Log
 
     log = Log(partition=0)
     for v in range(5):
@@ -173,13 +162,12 @@ def test_rule_committed_entry_beats_later_plain_tombstone_only_by_its_marker(spa
     log.marker(5, "COMMIT")  # before the cut: the installed offset of t-1 is this transactional entry
     cut = len(log.rows)
     log.marker(4, "COMMIT")  # legacy resurrects the entry (§5.5 #1); modern keeps the key empty
-    _resumes_like_full(spark, log, cut, semantics)
+    _resumes_like_full(log, cut, semantics)
 
 
-@pytest.mark.spark
-def test_rule_last_offset_value_keeps_a_simple_group(spark):
+def test_rule_last_offset_value_keeps_a_simple_group():
     """modern: an offset value after the group's removal makes a simple group, even an aborted one."""
-    from tests.state.rowkit import Log
+    from tests.coordinator.rowkit import Log
 
     log = Log(partition=0)
     log.group("g", [], protocol_type="")
@@ -190,4 +178,4 @@ def test_rule_last_offset_value_keeps_a_simple_group(spark):
     log.marker(4, "ABORT")
     cut = len(log.rows)
     log.commit("h", "t", 0, 1)
-    _resumes_like_full(spark, log, cut, "modern")
+    _resumes_like_full(log, cut, "modern")

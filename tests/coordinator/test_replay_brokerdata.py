@@ -1,7 +1,8 @@
 """Broker ground truth: replaying each brokerdata scenario (Kafka 4.0 new coordinator ⇒ `modern`) gives the state the
 restarted broker served (`expected_state.json` → `summary`): listed groups with type, protocol type and state,
 committed offsets (offset, leader epoch, metadata), members and assignments, and UNSTABLE_OFFSET_COMMIT partitions
-as pending offsets. Every scenario is also replayed on Spark (all in one job) and must equal the reference.
+as pending offsets. Every scenario is also replayed through the Spark boundary (all in one job) and must give the
+same tables as in-process.
 """
 from __future__ import annotations
 
@@ -11,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.state.options import ReplayOptions
-from pipelines.state.reference import replay_reference
-from tests.state.harness import assert_same, by_partition, spark_tables
+from pipelines.coordinator.options import ReplayOptions
+from pipelines.coordinator.shard import replay_rows
+from tests.coordinator.harness import assert_same, by_partition, spark_tables
 
 SCENARIOS = [
     "classic-basic", "compacted", "compression-gzip", "compression-lz4", "compression-snappy", "compression-zstd",
@@ -30,7 +31,7 @@ def broker_rows(brokerdata):
 
 @pytest.fixture(scope="session")
 def broker_state(broker_rows):
-    return {s: replay_reference(rows, OPTIONS) for s, rows in broker_rows.items()}
+    return {s: replay_rows(rows, OPTIONS) for s, rows in broker_rows.items()}
 
 
 def _expected(brokerdata: Path, scenario: str) -> dict:
@@ -151,14 +152,14 @@ def test_removed_groups_are_not_listed(brokerdata, broker_state):
 
 
 @pytest.mark.spark
-def test_spark_equals_reference_on_brokerdata(spark, broker_rows):
+def test_spark_shards_equal_in_process_on_brokerdata(spark, broker_rows):
     """All twelve scenarios in one Spark job: scenario i's partition p becomes partition 50*i + p."""
     shifted = {s: [{**r, "offsets_partition": r["offsets_partition"] + 50 * i}
                    if r.get("offsets_partition") is not None else r for r in rows]
                for i, (s, rows) in enumerate(broker_rows.items())}
     everything = [r for rows in shifted.values() for r in rows]
     parts = by_partition(spark_tables(spark, everything, OPTIONS))
-    ref = by_partition(replay_reference(everything, OPTIONS))
+    ref = by_partition(replay_rows(everything, OPTIONS))
     assert set(parts) == set(ref)
     for p in ref:
         assert_same(parts[p], ref[p], f"{SCENARIOS[p // 50]} partition {p % 50}")

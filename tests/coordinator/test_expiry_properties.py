@@ -1,17 +1,15 @@
 """Properties of one cleanup pass over random coordinator states: monotone in `as_of`, nothing before any commit,
-a partition of the input offsets; and Spark == reference on a few random states."""
+a partition of the input offsets."""
 from __future__ import annotations
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pipelines.state.expiry import REASON_NO_OFFSETS, ExpiryOptions
-from pipelines.state.reference_expiry import reference_apply_expiry, to_ms
-from tests.state.test_expiry import (
+from pipelines.coordinator.expiry import REASON_NO_OFFSETS, ExpiryOptions, cleanup_group_metadata, to_ms
+from tests.coordinator.test_expiry import (
     MIN,
     T0,
-    assert_spark_matches_reference,
     group,
     member,
     offset,
@@ -87,7 +85,7 @@ def _opts(as_of, o):
 
 
 def _expired_sets(state, options):
-    res = reference_apply_expiry(state, options)
+    res = cleanup_group_metadata(state, options)
     offs = {(r["group_id"], r["topic"], r["partition"]) for r in res["expired_offsets"]}
     return offs, {r["group_id"] for r in res["expired_groups"]}, res
 
@@ -128,7 +126,7 @@ def test_as_of_before_every_timestamp_removes_no_offset(state, o, before):
 @settings(max_examples=150, deadline=None)
 @given(coordinator_states(), options_strategy, st.integers(0, 4 * SPAN))
 def test_pass_partitions_offsets_and_removes_only_offsetless_groups(state, o, delta):
-    res = reference_apply_expiry(state, _opts(T0 + delta, o))
+    res = cleanup_group_metadata(state, _opts(T0 + delta, o))
     key = lambda r: (r["group_id"], r["topic"], r["partition"])  # noqa: E731
     before = sorted(map(key, state["loaded_offsets"] + state["empty_group_offsets"]))
     after = sorted(map(key, res["loaded_offsets"] + res["empty_group_offsets"] + res["expired_offsets"]))
@@ -141,12 +139,3 @@ def test_pass_partitions_offsets_and_removes_only_offsetless_groups(state, o, de
     for r in res["expired_offsets"]:
         if r["expiry_rule"] not in ("pre_2_1_expire_timestamp",):
             assert r["expiry_base_timestamp"] is not None
-
-
-@pytest.mark.spark
-@settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
-                                                                 HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(st.lists(st.tuples(coordinator_states(), st.integers(0, 4 * SPAN)), min_size=6, max_size=6), options_strategy)
-def test_spark_equals_reference_on_random_states(spark, states, o):
-    # Six random states per Spark run (merged, each at its own as_of; see test_expiry.combine).
-    assert_spark_matches_reference(spark, [(state, _opts(T0 + delta, o)) for state, delta in states])

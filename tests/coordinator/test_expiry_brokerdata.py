@@ -6,17 +6,10 @@ offsets and groups the broker tombstoned — and a pass one check interval earli
 from __future__ import annotations
 
 from collections import defaultdict
-from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from pyspark.sql import functions as F
-from pyspark.sql.types import ArrayType, StructType, TimestampType
-
-from pipelines.state.expiry import ExpiryOptions, apply_expiry
-from pipelines.state.reference_expiry import reference_apply_expiry
-from schemas.tables import TABLES
-from tests.state.test_expiry import assert_spark_matches_reference
+from pipelines.coordinator.expiry import ExpiryOptions, cleanup_group_metadata
 
 SCENARIO = "expiry"
 RETENTION_MINUTES = 1  # broker.properties: offsets.retention.minutes=1
@@ -60,12 +53,12 @@ def cleanup_batches(rows):
 
 def state_before(rows, batch):
     """The coordinator's state of that partition just before the cleanup batch: the log prefix, replayed."""
-    from pipelines.state.options import ReplayOptions
-    from pipelines.state.reference import replay_reference
+    from pipelines.coordinator.options import ReplayOptions
+    from pipelines.coordinator.shard import replay_rows
 
     options = ReplayOptions(semantics="modern", until_offset=batch["first_offset"] - 1, num_partitions=50,
                             snapshot_id="expiry")
-    return replay_reference([r for r in rows if r["offsets_partition"] == batch["offsets_partition"]], options)
+    return replay_rows([r for r in rows if r["offsets_partition"] == batch["offsets_partition"]], options)
 
 
 def options_at(as_of_ms):
@@ -88,7 +81,7 @@ def test_scenario_has_the_cleanups_the_broker_logged(rows):
 def test_each_broker_cleanup_pass_is_reproduced_exactly(rows):
     for batch in cleanup_batches(rows):
         state = state_before(rows, batch)
-        res = reference_apply_expiry(state, options_at(batch["time_ms"]))
+        res = cleanup_group_metadata(state, options_at(batch["time_ms"]))
         label = f"__consumer_offsets-{batch['offsets_partition']} @ {batch['time_ms']}"
         assert outcome(res) == (batch["offsets"], batch["groups"]), label
         # Every group this pass deletes is one the broker wrote a tombstone for (new coordinator: always).
@@ -100,72 +93,41 @@ def test_each_broker_cleanup_pass_is_reproduced_exactly(rows):
 def test_a_pass_one_interval_earlier_removes_nothing(rows):
     # The broker ran a pass on that partition about one check interval before and wrote nothing.
     for batch in cleanup_batches(rows):
-        res = reference_apply_expiry(state_before(rows, batch), options_at(batch["time_ms"] - CHECK_INTERVAL_MS))
+        res = cleanup_group_metadata(state_before(rows, batch), options_at(batch["time_ms"] - CHECK_INTERVAL_MS))
         assert outcome(res) == (set(), set()), f"__consumer_offsets-{batch['offsets_partition']} @ {batch['time_ms']}"
 
 
 def test_full_log_at_its_newest_record_expires_nothing_more(rows):
     # The copied log is the broker's state at stop: everything due had been tombstoned; ex-fresh (committed 5 s
     # before the stop) and the subscribed topics of the Stable groups remain.
-    from pipelines.state.options import ReplayOptions
-    from pipelines.state.reference import replay_reference
+    from pipelines.coordinator.options import ReplayOptions
+    from pipelines.coordinator.shard import replay_rows
 
-    state = replay_reference(rows, ReplayOptions(semantics="modern", num_partitions=50, snapshot_id="expiry"))
+    state = replay_rows(rows, ReplayOptions(semantics="modern", num_partitions=50, snapshot_id="expiry"))
     newest = max(r["timestamp"] for r in rows if r["timestamp"] is not None)
-    assert outcome(reference_apply_expiry(state, options_at(newest))) == (set(), set())
+    assert outcome(cleanup_group_metadata(state, options_at(newest))) == (set(), set())
     fresh = [r for r in state["empty_group_offsets"] if r["group_id"] == "ex-fresh"]
     due = max(r["commit_timestamp"] for r in fresh) + RETENTION_MINUTES * 60_000
-    offsets, groups = outcome(reference_apply_expiry(state, options_at(due)))
+    offsets, groups = outcome(cleanup_group_metadata(state, options_at(due)))
     assert offsets == {(r["group_id"], r["topic"], r["partition"]) for r in fresh} and groups == {"ex-fresh"}
 
 
-# -- Spark ---------------------------------------------------------------------------------------------------------
-
-def _as_contract_rows(table, rows):
-    """Reference replay rows (timestamps in ms, structs as tuples) in the shape the inline Spark builders take."""
-    schema = TABLES[table]
-    out = []
-    for r in rows:
-        r = {f.name: r.get(f.name) for f in schema.fields}
-        for f in schema.fields:
-            v = r[f.name]
-            if isinstance(f.dataType, TimestampType) and isinstance(v, int):
-                r[f.name] = datetime(1970, 1, 1, tzinfo=timezone.utc) + timedelta(milliseconds=v)
-            elif isinstance(f.dataType, ArrayType) and isinstance(f.dataType.elementType, StructType) and v:
-                names = f.dataType.elementType.names
-                r[f.name] = [dict(zip(names, x)) if isinstance(x, (tuple, list)) else x for x in v]
-        out.append(r)
-    return out
-
+# -- Spark: the same engine, one task per offsets partition ---------------------------------------------------------
 
 @pytest.mark.spark
-def test_spark_expiry_equals_reference_on_every_broker_pass(spark, rows):
-    cases = []
+def test_spark_shards_replay_then_expire_reproduce_every_broker_pass(spark, rows):
+    """End to end through the Spark boundary: the decoded log prefix of each pass's partition is loaded and expired
+    in a Spark task at the broker's pass time, and removes exactly what the broker removed (one job per pass)."""
+    from pipelines.coordinator.options import ReplayOptions
+    from pipelines.frames.shards import replay_on_spark
+    from tests.coordinator.rowkit import to_frame
+
     for batch in cleanup_batches(rows):
-        state = {t: _as_contract_rows(t, v) for t, v in state_before(rows, batch).items() if t in TABLES}
-        state.update({t: [] for t in TABLES if t not in state})
-        for as_of in (batch["time_ms"], batch["time_ms"] - CHECK_INTERVAL_MS):
-            cases.append((state, options_at(as_of)))
-    assert_spark_matches_reference(spark, cases)  # one Spark run for all 16 passes
-
-
-@pytest.mark.spark
-def test_spark_replay_then_expiry_reproduces_the_largest_broker_pass(spark, rows):
-    """End to end on Spark: decoded rows → replay (log prefix) → apply_expiry at the broker's pass time."""
-    from pipelines.state.options import ReplayOptions
-    from pipelines.state.replay import replay
-    from tests.state.rowkit import to_frame
-
-    batch = max(cleanup_batches(rows), key=lambda b: len(b["offsets"]) + len(b["groups"]))
-    part = [r for r in rows if r["offsets_partition"] == batch["offsets_partition"]]
-    tables = replay(to_frame(spark, part), ReplayOptions(semantics="modern", until_offset=batch["first_offset"] - 1,
-                                                           num_partitions=50, snapshot_id="expiry"))
-    res = apply_expiry(tables, options_at(batch["time_ms"]))
-    # Only what the pass removed, in one job (the replay plan is shared by both branches).
-    got = res["expired_offsets"].select("group_id", "topic", "partition", F.lit(None).cast("boolean").alias("w")).unionByName(
-        res["expired_groups"].select("group_id", F.lit(None).cast("string").alias("topic"),
-                                     F.lit(None).cast("int").alias("partition"), F.col("writes_tombstone").alias("w"))
-    ).collect()
-    offsets = {(r["group_id"], r["topic"], r["partition"]) for r in got if r["topic"] is not None}
-    groups = {r["group_id"] for r in got if r["topic"] is None and r["w"]}
-    assert (offsets, groups) == (batch["offsets"], batch["groups"])
+        part = [r for r in rows if r["offsets_partition"] == batch["offsets_partition"]]
+        options = ReplayOptions(semantics="modern", until_offset=batch["first_offset"] - 1, num_partitions=50,
+                                snapshot_id="expiry")
+        tables, _, release = replay_on_spark(spark, to_frame(spark, part), options, options_at(batch["time_ms"]),
+                                             {}, retain=False)
+        res = {t: [r.asDict() for r in tables[t].collect()] for t in ("expired_offsets", "expired_groups")}
+        release()
+        assert outcome(res) == (batch["offsets"], batch["groups"]), batch

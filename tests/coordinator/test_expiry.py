@@ -1,24 +1,15 @@
 """Retention expiry and group cleanup (spec §6) on tiny inline tables: every rule, its boundary, both coordinators.
 
-Each case asserts Kafka's outcome on the sequential `reference_apply_expiry` (no JVM); the last test replays every
-case on the Spark `apply_expiry` and requires the same tables. Scenario names follow Kafka's
+Each case asserts Kafka's outcome on the engine's `cleanup_group_metadata` (no JVM). Scenario names follow Kafka's
 `GroupMetadataManagerTest` / `OffsetMetadataManagerTest`.
 """
 from __future__ import annotations
 
-import copy
-import json
 from datetime import datetime, timedelta, timezone
-from functools import reduce
 
 import pytest
-import pyarrow as pa
-from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
-from pyspark.sql.pandas.types import to_arrow_schema
-from pyspark.sql.types import TimestampType
 
-from pipelines.state.expiry import (
+from pipelines.coordinator.expiry import (
     REASON_ALL_EXPIRED,
     REASON_NO_OFFSETS,
     RULE_CONSUMER_UNSUBSCRIBED,
@@ -29,10 +20,10 @@ from pipelines.state.expiry import (
     RULE_SIMPLE,
     RULE_STABLE_UNSUBSCRIBED,
     ExpiryOptions,
-    apply_expiry,
+    cleanup_group_metadata,
     parse_kafka_version,
+    to_ms,
 )
-from pipelines.state.reference_expiry import reference_apply_expiry, to_ms
 from schemas.tables import TABLES, columns
 
 SNAP = "snap-1"
@@ -124,112 +115,10 @@ def as_dicts(rows, table):
     return [dict(zip(columns(table), r)) for r in rows]
 
 
-def to_spark(spark, t):
-    """Inline rows → DataFrames through Arrow (no Python workers: a quarter of the cost of an RDD of rows)."""
-    frames = {}
-    for name, rows in t.items():
-        schema = TABLES[name]
-        arrow = pa.Table.from_pylist(rows, schema=to_arrow_schema(schema)) if rows else None
-        frames[name] = spark.createDataFrame(arrow, schema=schema) if rows else spark.createDataFrame([], schema)
-    return frames
-
-
-def run_reference(t, options):
-    res = reference_apply_expiry(t, options)
-    return {name: as_dicts(normalize(res[name], name), name) for name in OUT_TABLES}
-
-
-def collect_outputs(frames):
-    """Every output table in one Spark job (timestamps as epoch ms), as normalized rows per table."""
-    parts = []
-    for name in OUT_TABLES:
-        df = frames[name]
-        cols = [F.unix_millis(F.col(f.name)).alias(f.name) if isinstance(f.dataType, TimestampType) else F.col(f.name)
-                for f in TABLES[name].fields]
-        parts.append(df.select(F.lit(name).alias("_t"), F.to_json(F.struct(*cols)).alias("_j")))
-    rows = reduce(DataFrame.unionByName, parts).collect()
-    by_table = {name: [] for name in OUT_TABLES}
-    for r in rows:
-        by_table[r["_t"]].append(json.loads(r["_j"]))
-    return {name: as_dicts(normalize(by_table[name], name), name) for name in OUT_TABLES}
-
-
-def run_spark(spark, t, options):
-    res = apply_expiry(to_spark(spark, t), options)
-    for n in OUT_TABLES:
-        assert [(f.name, f.dataType) for f in res[n].schema.fields] == [(f.name, f.dataType) for f in TABLES[n].fields]
-    return collect_outputs(res)
-
-
-# Every (tables, options) a rule test below evaluates; the last test replays them all on Spark. A Spark job costs
-# seconds on a shared laptop, so cases with the same options are merged into one run: groups are independent and a
-# cleanup pass only looks at time differences, so each case is moved (group ids prefixed, clock shifted) to a
-# common `as_of`, and the merged Spark output, split back, must equal each case's own reference outcome.
-CASES: list[tuple[dict, ExpiryOptions]] = []
-COMMON_AS_OF = 2_000_000_000_000
-
-
 def run(t, options):
-    """The reference outcome of one pass (recorded for the Spark differential test at the end of this module)."""
-    CASES.append((copy.deepcopy(t), options))
-    return run_reference(t, options)
-
-
-def _timestamp_columns(table):
-    return {f.name for f in TABLES[table].fields if isinstance(f.dataType, TimestampType)}
-
-
-def combine(cases, as_of=COMMON_AS_OF):
-    """Cases (same options but as_of) merged into one state evaluated at `as_of`; returns it and the shifts."""
-    merged = {name: [] for name in TABLES}
-    shifts = []
-    for i, (t, options) in enumerate(cases):
-        shift = as_of - options.as_of_ms
-        shifts.append((f"c{i}|", shift))
-        for name, rows in t.items():
-            ts_cols = _timestamp_columns(name)
-            for r in rows:
-                r = dict(r)
-                if "group_id" in r:
-                    r["group_id"] = f"c{i}|{r['group_id']}"
-                for c in ts_cols & r.keys():
-                    if r[c] is not None:
-                        r[c] = r[c] + timedelta(milliseconds=shift)
-                merged[name].append(r)
-    return merged, shifts
-
-
-def split(result, shifts):
-    """The merged outcome back per case: prefix removed, clock shifted back."""
-    out = []
-    for prefix, shift in shifts:
-        case = {}
-        for name in OUT_TABLES:
-            ts_cols = _timestamp_columns(name)
-            rows = []
-            for r in result[name]:
-                if r["group_id"].startswith(prefix):
-                    r = dict(r, group_id=r["group_id"][len(prefix):])
-                    for c in ts_cols:
-                        if r[c] is not None:
-                            r[c] -= shift
-                    rows.append(r)
-            case[name] = as_dicts(normalize(rows, name), name)
-        out.append(case)
-    return out
-
-
-def assert_spark_matches_reference(spark, cases):
-    by_options = {}
-    for t, o in cases:
-        by_options.setdefault((o.semantics, o.kafka_version, o.retention_minutes), []).append((t, o))
-    for (semantics, version, retention), batch in by_options.items():
-        merged, shifts = combine(batch)
-        options = ExpiryOptions(as_of_ms=COMMON_AS_OF, retention_minutes=retention, semantics=semantics,
-                                kafka_version=version)
-        got = run_spark(spark, merged, options)
-        assert got == run_reference(merged, options), (semantics, version)
-        assert split(got, shifts) == [run_reference(t, o) for t, o in batch], (semantics, version)
+    """The outcome of one cleanup pass, normalized (contract columns, timestamps as epoch ms)."""
+    res = cleanup_group_metadata(t, options)
+    return {name: as_dicts(normalize(res[name], name), name) for name in OUT_TABLES}
 
 
 def expired_keys(res):
@@ -524,14 +413,6 @@ def test_modern_offsets_of_tombstoned_group_are_never_expired():
     assert dead(legacy)["gone"]["writes_tombstone"] is False
 
 
-@pytest.mark.spark
-def test_other_tables_pass_through(spark):
-    t = tables(empty=[offset("s", "a", 0, T0, has_group_metadata=False)])
-    sdf = to_spark(spark, t)
-    res = apply_expiry(sdf, opts(T0, "modern"))
-    assert res["removed_groups"] is sdf["removed_groups"] and res["pending_offsets"] is sdf["pending_offsets"]
-
-
 # -- options ---------------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("kwargs", [dict(semantics="new"), dict(retention_minutes=0), dict(kafka_version="latest")])
@@ -547,12 +428,3 @@ def test_parse_kafka_version():
     assert ExpiryOptions(as_of_ms=0, kafka_version="2.0.1").pre_kip211
     assert not ExpiryOptions(as_of_ms=0, kafka_version="2.0", semantics="modern").pre_kip211
     assert ExpiryOptions(as_of_ms=0, retention_minutes=1).retention_ms == 60_000
-
-
-# -- Spark == reference on every case above (keep this test last) ----------------------------------------------
-
-@pytest.mark.spark
-def test_spark_apply_expiry_equals_reference_on_every_case(spark):
-    if not CASES:
-        pytest.skip("no rule test ran before this one (run the whole module)")
-    assert_spark_matches_reference(spark, CASES)

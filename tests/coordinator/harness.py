@@ -1,14 +1,14 @@
-"""Run the Spark replay and the sequential reference on the same decoded rows and compare them table by table."""
+"""Run the engine through its Spark boundary (one task per offsets partition) and in-process on the same decoded rows,
+and compare them table by table: what the boundary must not change (grouping, order, Arrow round trips, topic names)."""
 from __future__ import annotations
 
 import calendar
 import datetime as dt
 from collections import defaultdict
 
-from pipelines.state.options import REPLAY_TABLES, ReplayOptions
-from pipelines.state.reference import replay_reference
-from pipelines.state.replay import replay
-from tests.state.rowkit import to_frame
+from pipelines.coordinator.options import REPLAY_TABLES, ReplayOptions
+from pipelines.coordinator.shard import replay_rows
+from tests.coordinator.rowkit import to_frame
 
 
 def plain(v):
@@ -42,8 +42,16 @@ def collect_tables(res: dict) -> dict[str, list[dict]]:
     return out
 
 
-def spark_tables(spark, rows, options: ReplayOptions) -> dict[str, list[dict]]:
-    return collect_tables(replay(to_frame(spark, rows), options))
+def spark_tables(spark, rows, options: ReplayOptions, expiry=None) -> dict[str, list[dict]]:
+    """The tables the Spark boundary (`frames.shards.replay_on_spark`) gives for `rows`, collected in one job."""
+    from pipelines.coordinator.tables import topic_names
+    from pipelines.frames.shards import replay_on_spark
+
+    tables, _, release = replay_on_spark(spark, to_frame(spark, rows), options, expiry, topic_names(rows), False)
+    try:
+        return collect_tables(tables)
+    finally:
+        release()
 
 
 def by_partition(tables: dict[str, list[dict]]) -> dict[int, dict[str, list[dict]]]:
@@ -65,8 +73,4 @@ def canon(rows: list[dict]) -> list[tuple]:
 def assert_same(spark_side: dict[str, list[dict]], ref_side: dict[str, list[dict]], label: str = "") -> None:
     for t in REPLAY_TABLES:
         got, want = canon(spark_side.get(t, [])), canon(ref_side.get(t, []))
-        assert got == want, f"{label} {t}: spark != reference\nspark: {got}\nref:   {want}"
-
-
-def reference_tables(rows, options: ReplayOptions) -> dict[str, list[dict]]:
-    return replay_reference(rows, options)
+        assert got == want, f"{label} {t}: spark != in-process\nspark: {got}\nin-process: {want}"

@@ -1,9 +1,9 @@
-"""Differential tests: hypothesis-generated logs, Spark replay == sequential reference, both semantics.
+"""Generated logs: the engine through its Spark boundary == in-process, both semantics; compaction invariance.
 
 Each example is a batch of independent logs (interleaved groups, plain and transactional commits of several
 producers with COMMIT / ABORT / other control types / open ends, tombstones, classic and KIP-848 group records,
 multi-record batches, compaction-like gaps, junk rows); every log gets its own offsets partition and the whole
-batch is replayed in one Spark job. Compaction invariance is checked on the reference over many more logs.
+batch is replayed in one Spark job (one task per log). Compaction invariance is checked in-process over many more logs.
 """
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from pipelines.state.options import ReplayOptions
-from pipelines.state.reference import replay_reference
-from tests.state.harness import assert_same, by_partition, canon, spark_tables
-from tests.state.rowkit import Log, compact, member
+from pipelines.coordinator.options import ReplayOptions
+from pipelines.coordinator.shard import replay_rows
+from tests.coordinator.harness import assert_same, by_partition, canon, spark_tables
+from tests.coordinator.rowkit import Log, compact, member
 
 GROUPS = ["g0", "g1", "g2"]
 MEMBERS = ["m0", "m1", "m2"]
@@ -175,15 +175,15 @@ HYPO = settings(max_examples=4, deadline=None, database=None, phases=[Phase.expl
 @pytest.mark.parametrize("semantics", ["legacy", "modern"])
 @HYPO
 @given(batch=st.lists(log_ops, min_size=12, max_size=24))
-def test_spark_equals_reference_on_generated_logs(spark, semantics, batch):
+def test_spark_shards_equal_in_process_on_generated_logs(spark, semantics, batch):
     logs = [build_log(ops, partition=i) for i, ops in enumerate(batch)]
     # one log in four is also replayed after compaction, as another partition
     logs += [_as_partition(compact(log.rows), len(batch) + i) for i, log in enumerate(logs[::4])]
     rows = [r for log in logs for r in log.rows]
     opts = ReplayOptions(semantics=semantics, snapshot_id="diff", load_time_ms=5)
     parts = by_partition(spark_tables(spark, rows, opts))
-    # the reference replays the same batch: topic-id names are cluster-wide (every type-4 record of the input)
-    ref = by_partition(replay_reference(rows, opts))
+    # in-process over the same batch: topic-id names are cluster-wide (every type-4 record of the input)
+    ref = by_partition(replay_rows(rows, opts))
     for i, log in enumerate(logs):
         assert_same(parts[i], ref[i], f"{semantics} log {i}: ops {batch[i] if i < len(batch) else 'compacted'}")
 
@@ -215,8 +215,8 @@ def test_compaction_invariance_modern(ops):
     """The new coordinator's state is the same after the cleaner: last record per key, aborted data dropped."""
     log = build_log(ops, partition=0)
     opts = ReplayOptions(semantics="modern")
-    assert _state_for_compaction(replay_reference(compact(log.rows), opts)) == _state_for_compaction(
-        replay_reference(log.rows, opts))
+    assert _state_for_compaction(replay_rows(compact(log.rows), opts)) == _state_for_compaction(
+        replay_rows(log.rows, opts))
 
 
 def test_compaction_changes_legacy_resurrection():
@@ -227,5 +227,5 @@ def test_compaction_changes_legacy_resurrection():
     log.offset_tombstone("g", "a", 0)
     log.marker(7, "COMMIT")
     opts = ReplayOptions(semantics="legacy")
-    assert [r["committed_offset"] for r in replay_reference(log.rows, opts)["empty_group_offsets"]] == [10]
-    assert replay_reference(compact(log.rows), opts)["empty_group_offsets"] == []
+    assert [r["committed_offset"] for r in replay_rows(log.rows, opts)["empty_group_offsets"]] == [10]
+    assert replay_rows(compact(log.rows), opts)["empty_group_offsets"] == []

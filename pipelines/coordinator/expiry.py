@@ -1,34 +1,107 @@
-"""Sequential twin of `expiry.py`: one coordinator cleanup pass over list-of-dict tables, group by group as Kafka does.
+"""Retention expiry and group cleanup at a chosen time `as_of`: one pass of the coordinator's periodic cleanup over
+a loaded shard's rows (spec §6), group by group as Kafka iterates.
 
-Works on the tables of `pipelines/state/reference.py` (`dict[str, list[dict]]`, contract column names). Written
-the way the coordinators iterate (old: `cleanupGroupMetadata` → `removeExpiredOffsets`; new:
-`GroupCoordinatorShard.cleanupGroupMetadata` → `cleanupExpiredOffsets` → `maybeDeleteGroup`) so that the
-differential tests compare two independent formulations of spec §6. Never imports pyspark's session machinery.
+The old coordinator's `GroupMetadataManager.cleanupGroupMetadata` + `GroupMetadata.removeExpiredOffsets` (0.9–2.0
+rule, KIP-211 rule of 2.1+, KIP-496 subscription rule of 2.4+, KAFKA-13636 "Stable only" of 2.8.2/3.0.1/3.1.1/
+3.2.0+), and the new coordinator's `GroupCoordinatorShard.cleanupGroupMetadata` → `OffsetMetadataManager
+.cleanupExpiredOffsets` → `GroupMetadataManager.maybeDeleteGroup` (3.7+/4.x).
 """
 from __future__ import annotations
 
+import re
 from datetime import datetime
+from dataclasses import dataclass
+
 from typing import Any
 
-from pipelines.state.expiry import (
-    KIND_CLASSIC,
-    KIND_CONSUMER,
-    KIND_FOREIGN,
-    KIND_SHARE,
-    KIND_STREAMS,
-    REASON_ALL_EXPIRED,
-    REASON_NO_OFFSETS,
-    RULE_CONSUMER_UNSUBSCRIBED,
-    RULE_EMPTY_COMMIT_TS,
-    RULE_EMPTY_STATE_TS,
-    RULE_EXPLICIT,
-    RULE_PRE_2_1,
-    RULE_SIMPLE,
-    RULE_STABLE_UNSUBSCRIBED,
-    RULE_STREAMS_EMPTY,
-    ExpiryOptions,
-)
 from schemas.tables import columns
+
+SEMANTICS = ("legacy", "modern")
+
+# expiry_rule values: which Kafka rule removed the offset.
+RULE_EMPTY_STATE_TS = "empty_group_state_timestamp"  # classic group with a protocol, Empty: since it became Empty
+RULE_EMPTY_COMMIT_TS = "empty_group_commit_timestamp"  # same, GroupMetadata without currentStateTimestamp
+RULE_SIMPLE = "simple_group_commit_timestamp"  # no protocol type (simple / orphan offsets)
+RULE_STABLE_UNSUBSCRIBED = "stable_unsubscribed_topic"  # classic `consumer` group, Stable, topic not subscribed
+RULE_CONSUMER_UNSUBSCRIBED = "consumer_group_unsubscribed_topic"  # KIP-848 group, topic outside every subscription
+RULE_STREAMS_EMPTY = "streams_group_commit_timestamp"  # KIP-1071 streams group while Empty
+RULE_EXPLICIT = "explicit_expire_timestamp"  # OffsetCommitValue v1 expireTimestamp (2.1+: now >= expire)
+RULE_PRE_2_1 = "pre_2_1_expire_timestamp"  # 0.9–2.0: expireTimestamp (or commit + retention) < now
+
+# expired_groups.reason values.
+REASON_ALL_EXPIRED = "all offsets expired"
+REASON_NO_OFFSETS = "empty with no offsets"
+
+# How a group is seen by the emulated coordinator (internal `_kind` column).
+KIND_CLASSIC = "classic"
+KIND_CONSUMER = "consumer"
+KIND_STREAMS = "streams"
+KIND_SHARE = "share"
+KIND_FOREIGN = "foreign"  # legacy: a KIP-848/share/streams group the old coordinator never built (it skips those keys)
+KIND_HIDDEN = "hidden"  # modern: offsets whose group was tombstoned — invisible, never expired (spec §5.5 #4)
+
+_VERSION_RE = re.compile(r"^\s*(\d+)\.(\d+)(?:\.(\d+))?")
+
+
+def parse_kafka_version(version: str) -> tuple[int, int, int]:
+    """'3.9' → (3, 9, 0), '2.8.2' → (2, 8, 2); suffixes such as '-rc3' or '-IV1' are ignored."""
+    m = _VERSION_RE.match(str(version))
+    if not m:
+        raise ValueError(f"kafka_version {version!r} is not of the form MAJOR.MINOR[.PATCH]")
+    return int(m.group(1)), int(m.group(2)), int(m.group(3) or 0)
+
+
+@dataclass(frozen=True)
+class ExpiryOptions:
+    """One cleanup pass: `as_of_ms` is the pass's clock, `retention_minutes` is `offsets.retention.minutes`.
+
+    `semantics` picks the coordinator generation (`legacy` old `GroupMetadataManager`, `modern` the new group
+    coordinator); `kafka_version` refines the legacy rules (below 2.1: pre-KIP-211; 2.1–2.3: no subscription rule;
+    2.4–2.8.1, 3.0.0, 3.1.0: subscription rule in any non-Empty state, KAFKA-13636 not yet fixed).
+    """
+
+    as_of_ms: int
+    retention_minutes: int = 10080
+    semantics: str = "legacy"
+    kafka_version: str = "3.9"
+
+    def __post_init__(self) -> None:
+        if self.semantics not in SEMANTICS:
+            raise ValueError(f"semantics must be one of {SEMANTICS}, not {self.semantics!r}")
+        if int(self.retention_minutes) < 1:
+            raise ValueError("retention_minutes must be at least 1 (offsets.retention.minutes atLeast(1))")
+        parse_kafka_version(self.kafka_version)
+
+    @property
+    def retention_ms(self) -> int:
+        return int(self.retention_minutes) * 60_000
+
+    @property
+    def version(self) -> tuple[int, int, int]:
+        return parse_kafka_version(self.kafka_version)
+
+    @property
+    def modern(self) -> bool:
+        return self.semantics == "modern"
+
+    @property
+    def pre_kip211(self) -> bool:
+        """Old coordinator before 2.1: every offset expires at expireTimestamp (or commit + retention) < now."""
+        return not self.modern and self.version < (2, 1, 0)
+
+    @property
+    def subscription_rule(self) -> bool:
+        """KIP-496 (2.4+): Stable `consumer` groups expire offsets of topics nobody subscribes to."""
+        return self.modern or self.version >= (2, 4, 0)
+
+    @property
+    def stable_only(self) -> bool:
+        """KAFKA-13636: the subscription rule applies in Stable only (else in every non-Empty state)."""
+        if self.modern:
+            return True
+        v = self.version
+        return not ((2, 4, 0) <= v < (2, 8, 2) or v == (3, 0, 0) or v == (3, 1, 0))
+
 
 Row = dict[str, Any]
 
@@ -143,8 +216,9 @@ def _deletable(group: Row, options: ExpiryOptions) -> bool:
     return group["_kind"] == KIND_CLASSIC and group.get("state") == "Empty"
 
 
-def reference_apply_expiry(tables: dict[str, list[Row]], options: ExpiryOptions) -> dict[str, list[Row]]:
-    """Sequential version of `expiry.apply_expiry` with the same output tables (list of dicts, contract columns)."""
+def cleanup_group_metadata(tables: dict[str, list[Row]], options: ExpiryOptions) -> dict[str, list[Row]]:
+    """The shard's tables after one cleanup pass at `options.as_of_ms`, plus `expired_offsets` and `expired_groups`
+    (list of dicts, contract columns)."""
     groups = _groups(tables, options)
     pending_partitions = {(p["group_id"], p["topic"], p["partition"]) for p in tables.get("pending_offsets", [])}
     open_txn_groups = {p["group_id"] for p in tables.get("pending_offsets", [])}

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from pipelines.decoding.partitioner import INT_MIN, java_string_hash, partition_for, utils_abs
+from pipelines.coordinator.partitioner import INT_MIN, java_string_hash, partition_for, utils_abs
 
 
 def test_many_groups_partitions_match_the_broker(brokerdata):

@@ -1,4 +1,4 @@
-"""Replay options: which coordinator generation to emulate and where in the log to stop (shared by Spark and reference)."""
+"""Replay options: which coordinator generation to emulate, where in the log to stop, what the snapshot is called."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -7,7 +7,7 @@ LEGACY = "legacy"
 MODERN = "modern"
 SEMANTICS = (LEGACY, MODERN)
 
-#: The collections a replay produces, in this order (Spark `replay.replay` and `reference.replay_reference` alike).
+#: The collections a replay produces, in this order.
 REPLAY_TABLES = (
     "loaded_offsets",
     "empty_group_offsets",

@@ -1,0 +1,168 @@
+"""The groups of one coordinator shard: classic, simple and consumer (KIP-848) groups as types, and the `groups` map
+that `GroupMetadataManager.replay` maintains record by record (types 2, 3-8, 16).
+
+Decisions where Kafka would fail the load or never looked (spec §2.9, §5.3):
+
+* KIP-848 records are replayed with the new coordinator's rules under both semantics; the old coordinator skipped
+  them as unknown types (3.4.1+), but a rebuild of a mixed log should not lose those groups.
+* A KIP-848 record for a non-simple classic group (Kafka: IllegalStateException, the load fails) is skipped.
+  Tombstones of types 4-8, 16 act only on an existing consumer group; a type-3 tombstone removes a consumer group
+  or a simple(-looking) classic group and is ignored otherwise. Tombstone preconditions are not enforced.
+* A duplicate `groupInstanceId` in one GroupMetadata value (Kafka: fatal) is loaded as is.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+Row = dict[str, Any]
+
+
+@dataclass(slots=True)
+class ClassicGroup:
+    """A group loaded from a GroupMetadataValue (`GroupMetadata.loadGroup` / the new coordinator's `ClassicGroup`);
+    `value` is the decoded record (members, protocol, generation, ...)."""
+
+    value: Row
+
+    @property
+    def group_id(self) -> str:
+        return self.value["group_id"]
+
+    @property
+    def is_simple_group(self) -> bool:
+        """`ClassicGroup.isSimpleGroup`: no protocol type and empty; consumer records may replace it."""
+        return not self.value.get("protocol_type") and not (self.value.get("members") or [])
+
+
+@dataclass(slots=True)
+class SimpleGroup:
+    """The empty, protocol-less classic group Kafka creates for offsets without a group: the new coordinator when it
+    replays an offset value of an unknown id, the old loader for every id of `emptyGroupOffsets`."""
+
+    group_id: str
+
+
+@dataclass(slots=True)
+class ConsumerGroupMember:
+    fields: Row | None = None  # the last ConsumerGroupMemberMetadataValue (type 5)
+    member_epoch: int = 0
+    previous_member_epoch: int = 0
+    state: int = 0  # STABLE: ConsumerGroupMember.Builder's default
+    assigned: list = field(default_factory=list)  # TopicIdPartitions (type 8)
+    pending_revocation: list = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class ConsumerGroup:
+    """A KIP-848 group (`ConsumerGroup`): epochs, members, target assignments, resolved regexes."""
+
+    group_id: str
+    group_epoch: int = 0
+    assignment_epoch: int = 0
+    members: dict[str, ConsumerGroupMember] = field(default_factory=dict)
+    targets: dict[str, list] = field(default_factory=dict)
+    regexes: dict[str, list] = field(default_factory=dict)
+    last_offset: int = -1
+
+
+Group = ClassicGroup | SimpleGroup | ConsumerGroup
+
+
+def is_live(group: Group | None) -> bool:
+    """A group record holds the id (a classic or consumer group), as opposed to nothing or a simple group."""
+    return isinstance(group, (ClassicGroup, ConsumerGroup))
+
+
+class GroupStore:
+    """The `groups` map of one coordinator shard, replayed record by record."""
+
+    __slots__ = ("groups", "last_group_record")
+
+    def __init__(self) -> None:
+        self.groups: dict[str, Group] = {}
+        self.last_group_record: dict[str, Row] = {}  # latest type-2 / type-3 record per group id
+
+    @staticmethod
+    def _replaceable(g: Group | None) -> bool:
+        return isinstance(g, SimpleGroup) or (isinstance(g, ClassicGroup) and g.is_simple_group)
+
+    def replay_group_metadata(self, row: Row) -> None:
+        """`replay(GroupMetadataKey, GroupMetadataValue)`: a tombstone removes any group with the id, a value
+        replaces it (old loader: `loadedGroups` / `removedGroups`, same outcome)."""
+        gid = row["group_id"]
+        self.last_group_record[gid] = row
+        if row["is_tombstone"]:
+            self.groups.pop(gid, None)
+        else:
+            self.groups[gid] = ClassicGroup(row)
+
+    def maybe_create_simple_group(self, gid: str) -> None:
+        """`OffsetMetadataManager.replay`: an offset value for an unknown group creates a simple classic group."""
+        if gid not in self.groups:
+            self.groups[gid] = SimpleGroup(gid)
+
+    def _consumer_group(self, gid: str, create: bool) -> ConsumerGroup | None:
+        """`getOrMaybeCreatePersistedConsumerGroup`: a simple classic group is silently replaced."""
+        g = self.groups.get(gid)
+        if isinstance(g, ConsumerGroup):
+            return g
+        if not create:
+            return None
+        if g is None or self._replaceable(g):
+            g = self.groups[gid] = ConsumerGroup(gid)
+            return g
+        return None  # Kafka: IllegalStateException "not a consumer group" (load fails); skipped here
+
+    def replay_consumer_group_record(self, row: Row) -> None:
+        """`GroupMetadataManager.replay` for ConsumerGroup* keys (types 3-8, 16)."""
+        kt, gid, off = row["key_type"], row["group_id"], row["offset"]
+        if kt == 3:
+            self.last_group_record[gid] = row
+        if row["is_tombstone"]:
+            if kt == 3:
+                g = self.groups.get(gid)
+                if isinstance(g, ConsumerGroup) or self._replaceable(g):
+                    del self.groups[gid]
+                return
+            g = self._consumer_group(gid, create=False)
+            if g is None:
+                return  # unknown group: tombstone ignored
+            g.last_offset = off
+            mid = row.get("member_id")
+            if kt == 5:
+                g.members.pop(mid, None)
+            elif kt == 6:
+                g.assignment_epoch = -1
+            elif kt == 7:
+                g.targets.pop(mid, None)
+            elif kt == 8:
+                m = g.members.get(mid)
+                if m is not None:  # unknown member: ignored
+                    m.member_epoch = m.previous_member_epoch = -1
+                    m.assigned, m.pending_revocation = [], []
+            elif kt == 16:
+                g.regexes.pop(row.get("regex"), None)
+            return
+        g = self._consumer_group(gid, create=True)
+        if g is None:
+            return
+        g.last_offset = off
+        mid = row.get("member_id")
+        if kt == 3:
+            g.group_epoch = row["group_epoch"]
+        elif kt == 5:
+            g.members.setdefault(mid, ConsumerGroupMember()).fields = row
+        elif kt == 6:
+            g.assignment_epoch = row["assignment_epoch"]
+        elif kt == 7:
+            g.targets[mid] = list(row.get("assigned_partitions") or [])
+        elif kt == 8:
+            m = g.members.setdefault(mid, ConsumerGroupMember())
+            m.member_epoch, m.previous_member_epoch = row["member_epoch"], row["previous_member_epoch"]
+            m.state = row["member_state"]
+            m.assigned = list(row.get("assigned_partitions") or [])
+            m.pending_revocation = list(row.get("partitions_pending_revocation") or [])
+        elif kt == 16:
+            g.regexes[row.get("regex")] = list(row.get("regex_topics") or [])
+        # type 4 (partition metadata) only matters for topic-id resolution (`topic_names`: cluster-wide)

@@ -1,0 +1,220 @@
+"""Loading one coordinator shard (one `__consumer_offsets` partition) from its records, in log order.
+
+* legacy: `GroupMetadataManager.doLoadGroupsAndOffsets` + `readGroupMessageValue` / `GroupMetadata.loadGroup`
+  (old coordinator, Kafka 0.11 - 3.9; spec §5.1, §5.2);
+* modern: `CoordinatorLoaderImpl` + `GroupCoordinatorShard.replay`: `OffsetMetadataManager.replay` /
+  `replayEndTransactionMarker` and `GroupMetadataManager.replay` for GroupMetadata and the KIP-848 record types
+  3-8, 16 (new coordinator, Kafka 3.8 - 4.x; spec §5.3, §2.9).
+
+Records are the decoder's rows (`schemas/decoded.py` columns) of one partition; error and unknown rows never reach
+the loaders (Kafka 3.4.1+/3.6+ skip unknown types; quarantined rows are accounted elsewhere).
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Any, Iterable, NamedTuple
+
+from pipelines.coordinator.groups import GroupStore
+from pipelines.coordinator.options import ReplayOptions
+
+Row = dict[str, Any]
+SKIPPED_KINDS = ("error", "unknown")
+
+
+class GroupTopicPartition(NamedTuple):
+    group: str
+    topic: str
+    partition: int
+
+
+class OffsetAndMetadata(NamedTuple):
+    """A committed (or pending) offset as the coordinator holds it (`OffsetAndMetadata`, new coordinator 3.8+ with
+    its `recordOffset`), plus the producer that wrote it. Timestamps are epoch ms; -1 / None where Kafka has none."""
+
+    committed_offset: int
+    leader_epoch: int | None
+    metadata: str | None
+    commit_timestamp: int | None
+    expire_timestamp: int | None
+    record_offset: int
+    topic_id: str | None
+    producer_id: int
+    producer_epoch: int | None
+
+    @staticmethod
+    def from_record(row: Row) -> "OffsetAndMetadata":
+        return OffsetAndMetadata(row["committed_offset"], row.get("leader_epoch"), row.get("metadata"),
+                                 row.get("commit_timestamp"), row.get("expire_timestamp"), row["offset"],
+                                 row.get("topic_id"), producer_id(row), row.get("producer_epoch"))
+
+
+def producer_id(row: Row) -> int:
+    return -1 if row.get("producer_id") is None else row["producer_id"]
+
+
+def group_topic_partition(row: Row) -> GroupTopicPartition:
+    return GroupTopicPartition(row["group_id"], row["topic"], row["partition"])
+
+
+def appended_batch_offset(row: Row) -> int:
+    """The old loader's `appendedBatchOffset`: offset of the first record iterated in the batch (§5.1)."""
+    return row["offset"] if row.get("batch_first_offset") is None else row["batch_first_offset"]
+
+
+def is_first_record_of_batch(row: Row) -> bool:
+    return row.get("batch_first_offset") is None or row["offset"] == row["batch_first_offset"]
+
+
+def is_end_marker(row: Row, modern: bool) -> bool:
+    """A control record that ends its producer's transaction: modern reads every control record and only COMMIT /
+    ABORT end one; the old loader reads the first record of a control batch, whatever its type."""
+    if modern:
+        return row.get("control_type") in ("COMMIT", "ABORT")
+    return is_first_record_of_batch(row)
+
+
+@dataclass(slots=True)
+class ShardState:
+    """A coordinator shard after loading: its groups, the committed offsets, the open transactions' pending offsets,
+    and for the history every offset-commit record with its transaction outcome."""
+
+    partition: int
+    groups: GroupStore
+    offsets: dict[GroupTopicPartition, OffsetAndMetadata]
+    pending: dict[int, dict[GroupTopicPartition, OffsetAndMetadata]]  # producer id -> open transaction's offsets
+    outcomes: dict[int, str | None]  # record offset -> txn outcome of every offset-commit record
+    commit_rows: list[Row]
+    modern: bool
+
+
+def replayable(rows: Iterable[Row], options: ReplayOptions) -> Iterable[Row]:
+    """The rows the loaders read: no error/unknown rows, and only up to the point in time asked for."""
+    until_offset, until_time = options.until_offset, options.until_time_ms
+    for r in rows:
+        if r.get("record_kind") in SKIPPED_KINDS:
+            continue
+        if until_offset is not None and r["offset"] > until_offset:
+            continue
+        if until_time is not None and r.get("timestamp") is not None and r["timestamp"] > until_time:
+            continue
+        yield r
+
+
+def do_load_groups_and_offsets(partition: int, rows: Iterable[Row]) -> ShardState:
+    """`GroupMetadataManager.doLoadGroupsAndOffsets` (old coordinator, Kafka 0.11 - 3.9), one partition, log order.
+
+    Offsets are kept with their `appendedBatchOffset` (first record iterated in the batch); a control batch
+    (only its first record is read) ends the producer's pending map, installing it on COMMIT where the key is
+    absent or the existing entry's batch is older.
+    """
+    groups = GroupStore()
+    loaded: dict[GroupTopicPartition, tuple[int, OffsetAndMetadata]] = {}
+    pending: dict[int, dict[GroupTopicPartition, tuple[int, OffsetAndMetadata]]] = {}
+    open_rows: dict[int, list[int]] = defaultdict(list)
+    outcomes: dict[int, str | None] = {}
+    commit_rows: list[Row] = []
+    for row in rows:
+        kind = row["record_kind"]
+        if kind == "offset_commit":
+            commit_rows.append(row)
+            k, abo = group_topic_partition(row), appended_batch_offset(row)
+            if row.get("is_transactional"):
+                pid = producer_id(row)
+                txn = pending.setdefault(pid, {})
+                open_rows[pid].append(row["offset"])
+                if row["is_tombstone"]:
+                    txn.pop(k, None)
+                else:
+                    txn[k] = (abo, OffsetAndMetadata.from_record(row))
+            else:
+                outcomes[row["offset"]] = None
+                if row["is_tombstone"]:
+                    loaded.pop(k, None)
+                else:
+                    loaded[k] = (abo, OffsetAndMetadata.from_record(row))
+        elif kind == "control":
+            if not is_first_record_of_batch(row):
+                continue
+            pid = producer_id(row)
+            committed = row.get("control_type") == "COMMIT"
+            if committed:
+                for k, (abo, o) in pending.get(pid, {}).items():
+                    if k not in loaded or loaded[k][0] < abo:
+                        loaded[k] = (abo, o)
+            pending.pop(pid, None)  # COMMIT, ABORT or any other control type
+            outcome = "committed" if committed else "aborted"
+            for off in open_rows.pop(pid, []):
+                outcomes[off] = outcome
+        elif kind == "group_metadata":
+            groups.replay_group_metadata(row)
+        elif kind == "consumer_group":
+            groups.replay_consumer_group_record(row)
+    for offs in open_rows.values():
+        for off in offs:
+            outcomes[off] = "pending"
+    return ShardState(partition, groups, {k: o for k, (_, o) in loaded.items()},
+                      {pid: {k: o for k, (_, o) in m.items()} for pid, m in pending.items()}, outcomes, commit_rows,
+                      modern=False)
+
+
+def replay(partition: int, rows: Iterable[Row]) -> ShardState:
+    """`CoordinatorLoaderImpl` + `GroupCoordinatorShard.replay` (new coordinator, Kafka 3.8 - 4.x), one partition.
+
+    `OffsetMetadataManager.replay`: transactional = producerId != -1; any tombstone deletes the committed offset
+    and drops the partition from every open transaction. `replayEndTransactionMarker`: COMMIT installs a pending
+    offset only if its record offset is greater than the committed one's; ABORT discards. Control records other
+    than COMMIT/ABORT are ignored.
+    """
+    groups = GroupStore()
+    offsets: dict[GroupTopicPartition, OffsetAndMetadata] = {}
+    pending: dict[int, dict[GroupTopicPartition, OffsetAndMetadata]] = {}
+    open_rows: dict[int, list[int]] = defaultdict(list)
+    outcomes: dict[int, str | None] = {}
+    commit_rows: list[Row] = []
+    for row in rows:
+        kind = row["record_kind"]
+        if kind == "offset_commit":
+            commit_rows.append(row)
+            k, pid = group_topic_partition(row), producer_id(row)
+            if pid != -1:
+                open_rows[pid].append(row["offset"])
+            else:
+                outcomes[row["offset"]] = None
+            if row["is_tombstone"]:
+                offsets.pop(k, None)
+                for txn in pending.values():
+                    txn.pop(k, None)
+            else:
+                groups.maybe_create_simple_group(k.group)
+                if pid == -1:
+                    offsets[k] = OffsetAndMetadata.from_record(row)
+                else:
+                    pending.setdefault(pid, {})[k] = OffsetAndMetadata.from_record(row)
+        elif kind == "control":
+            ctype = row.get("control_type")
+            if ctype not in ("COMMIT", "ABORT"):
+                continue
+            pid = producer_id(row)
+            txn = pending.pop(pid, None)
+            if ctype == "COMMIT" and txn:
+                for k, o in txn.items():
+                    if k not in offsets or o.record_offset > offsets[k].record_offset:
+                        offsets[k] = o
+            outcome = "committed" if ctype == "COMMIT" else "aborted"
+            for off in open_rows.pop(pid, []):
+                outcomes[off] = outcome
+        elif kind == "group_metadata":
+            groups.replay_group_metadata(row)
+        elif kind == "consumer_group":
+            groups.replay_consumer_group_record(row)
+    for offs in open_rows.values():
+        for off in offs:
+            outcomes[off] = "pending"
+    return ShardState(partition, groups, offsets, pending, outcomes, commit_rows, modern=True)
+
+
+def load_shard(partition: int, rows: Iterable[Row], options: ReplayOptions) -> ShardState:
+    """The shard after loading `rows` (log order) with the run's coordinator generation and point in time."""
+    load = replay if options.is_modern else do_load_groups_and_offsets
+    return load(partition, replayable(rows, options))

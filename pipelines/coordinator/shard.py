@@ -1,0 +1,173 @@
+"""One coordinator shard, records in, the snapshot's rows out: the engine's single entry point.
+
+`replay_shards` takes decoded rows (Arrow, `schemas/decoded.py`) of one or more `__consumer_offsets` partitions,
+loads each partition on its own in log order (`loader`: the old `doLoadGroupsAndOffsets` or the new coordinator's
+replay), applies one cleanup pass (`expiry`) to each loaded shard, and returns every table as Arrow in the
+contract's columns, plus the rows the next `--incremental` run needs (`retained`). A Spark task calls it for one
+partition (`pipelines/frames/shards.py`); a small run, the tests and the benchmark call it in-process.
+"""
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import gc
+import itertools
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from pipelines.coordinator.expiry import ExpiryOptions, cleanup_group_metadata
+from pipelines.coordinator.loader import SKIPPED_KINDS, load_shard
+from pipelines.coordinator.options import DEFAULT_NUM_OFFSETS_PARTITIONS, REPLAY_TABLES, ReplayOptions
+from pipelines.coordinator.retained import retained_offsets
+from pipelines.coordinator.tables import shard_rows, topic_names
+from schemas.decoded import DECODED_RECORD_SCHEMA
+
+Row = dict[str, Any]
+PART = "offsets_partition"
+EXPIRY_TABLES = ("expired_offsets", "expired_groups")
+SHARD_TABLES = REPLAY_TABLES + EXPIRY_TABLES
+
+#: The columns the loaders read of an offset-commit row (most of the log); other kinds keep all columns but the
+#: raw bytes and provenance, which no loader reads.
+OFFSET_ROW_COLUMNS = (PART, "offset", "record_kind", "key_type", "batch_first_offset", "timestamp", "producer_id",
+                      "producer_epoch", "is_transactional", "is_tombstone", "group_id", "topic", "partition",
+                      "committed_offset", "leader_epoch", "metadata", "commit_timestamp", "expire_timestamp",
+                      "topic_id")
+#: Decoded columns no loader reads: not shipped to a shard (the retained rows have them null).
+UNREAD_COLUMNS = ("key", "value", "source", "error", "batch_position", "codec", "magic", "timestamp_type")
+REPLAY_COLUMNS = tuple(f.name for f in DECODED_RECORD_SCHEMA if f.name not in UNREAD_COLUMNS)
+
+
+@dataclass
+class ShardsResult:
+    tables: dict[str, pa.Table]  # SHARD_TABLES, contract columns
+    retained: pa.Table | None  # decoded rows to keep for the next run (None unless asked for)
+
+
+def conform_decoded(table: pa.Table) -> pa.Table:
+    """`table` with exactly the decoded schema's columns and types (Spark's Arrow and Parquet files differ in
+    nullability and metadata only; missing columns — the unread ones, or columns added since a state was
+    written — come as nulls)."""
+    columns = [table.column(f.name).cast(f.type) if f.name in table.column_names else pa.nulls(table.num_rows, f.type)
+               for f in DECODED_RECORD_SCHEMA]
+    return pa.table(columns, schema=DECODED_RECORD_SCHEMA)
+
+
+def loadable(table: pa.Table) -> pa.Table:
+    """The rows a shard loads (no error/unknown rows), in log order within each offsets partition."""
+    table = table.filter(pc.invert(pc.is_in(table.column("record_kind"), pa.array(SKIPPED_KINDS))))
+    return table.sort_by([(PART, "ascending"), ("offset", "ascending")])
+
+
+def _rows(table: pa.Table) -> list[Row]:
+    """Rows as dicts for the loaders, in the table's order; offset commits projected to `OFFSET_ROW_COLUMNS`."""
+    table = table.drop_columns([c for c in UNREAD_COLUMNS if c in table.column_names])
+    is_offset = pc.equal(table.column("record_kind"), "offset_commit").to_pylist()
+    offset_rows = iter(table.filter(pa.array(is_offset)).select(list(OFFSET_ROW_COLUMNS)).to_pylist())
+    other_rows = iter(table.filter(pc.invert(pa.array(is_offset))).to_pylist())
+    return [next(offset_rows) if o else next(other_rows) for o in is_offset]
+
+
+def _timestamps(values: list) -> pa.Array:
+    """Epoch ms (the engine's representation) or datetimes -> UTC microsecond timestamps."""
+    ms = [v if v is None or isinstance(v, int) else int(v.replace(tzinfo=v.tzinfo or dt.timezone.utc).timestamp()
+                                                          * 1000) for v in values]
+    return pa.array(ms, pa.int64()).cast(pa.timestamp("ms", tz="UTC")).cast(pa.timestamp("us", tz="UTC"))
+
+
+def contract_table(rows: list[Row], table: str) -> pa.Table:
+    """`rows` (the engine's dicts) as an Arrow table of the contract's columns and types."""
+    from pipelines.io.delta import arrow_schema
+    from schemas.tables import TABLES
+
+    schema = arrow_schema(TABLES[table])
+    arrays = []
+    for f in schema:
+        values = [r.get(f.name) for r in rows]
+        arrays.append(_timestamps(values) if pa.types.is_timestamp(f.type) else pa.array(values, f.type))
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+@contextlib.contextmanager
+def gc_paused():
+    """Python's cyclic garbage collector off meanwhile. The loaders build millions of small objects that hold no
+    cycles; each full collection walks every live object and would take ~40 % of the replay. Reference counting
+    still frees everything; the collector is back on afterwards."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def run_topic_names(table: pa.Table) -> dict[str, str]:
+    """topic id -> name over the decoded rows `table` (every partition's type-4 values)."""
+    kind = table.column("record_kind")
+    mask = pc.and_(pc.equal(kind, "consumer_group"), pc.equal(table.column("key_type"), 4))
+    rows = table.filter(pc.fill_null(mask, False)).select(
+        ["record_kind", "key_type", "is_tombstone", "offset", PART, "topics_metadata"]).to_pylist()
+    return topic_names(rows)
+
+
+def replay_shards(table: pa.Table, options: ReplayOptions, expiry: ExpiryOptions | None = None,
+                  names: dict[str, str] | None = None, retain: bool = False) -> ShardsResult:
+    """Every offsets partition in `table` (decoded rows, any order, error/unknown rows allowed) loaded on its own,
+    expired with `expiry` (None: the expiry tables stay empty), as the snapshot's tables. `names`: the run's topic
+    id -> name map (None: read off `table`, which then must hold every partition of the run). `retain`: also
+    return the decoded rows the next incremental run keeps."""
+    with gc_paused():
+        return _replay_shards(table, options, expiry, names, retain)
+
+
+def _replay_shards(table, options, expiry, names, retain) -> ShardsResult:
+    table = loadable(conform_decoded(table))
+    if names is None:
+        names = run_topic_names(table)
+    n = options.num_partitions
+    if not n:
+        top = pc.max(table.column(PART)).as_py()
+        n = max(DEFAULT_NUM_OFFSETS_PARTITIONS, (top if top is not None else -1) + 1)
+    out: dict[str, list[Row]] = {t: [] for t in SHARD_TABLES}
+    keep_mask: list[bool] = []
+    rows = _rows(table)
+    for part, part_rows in itertools.groupby(rows, key=lambda r: r[PART]):
+        part_rows = list(part_rows)
+        state = _replay_partition(part, part_rows, options, expiry, n, names, out)
+        if retain:
+            kept = retained_offsets(part_rows, state)
+            keep_mask.extend(r["offset"] in kept for r in part_rows)
+    del rows
+    retained = table.filter(pa.array(keep_mask, pa.bool_())) if retain else None
+    return ShardsResult({t: contract_table(r, t) for t, r in out.items()}, retained)
+
+
+def replay_rows(rows: Iterable[Row], options: ReplayOptions, expiry: ExpiryOptions | None = None
+                ) -> dict[str, list[Row]]:
+    """`replay_shards` over decoded rows given as dicts (tests, small tools): the tables as lists of dicts, in the
+    engine's representation (timestamps in epoch ms)."""
+    rows = [r for r in rows if r.get("record_kind") not in SKIPPED_KINDS]
+    rows.sort(key=lambda r: (r[PART], r["offset"]))
+    names = topic_names(rows)
+    n = options.num_partitions or max([DEFAULT_NUM_OFFSETS_PARTITIONS] + [r[PART] + 1 for r in rows])
+    out: dict[str, list[Row]] = {t: [] for t in SHARD_TABLES}
+    with gc_paused():
+        for part, part_rows in itertools.groupby(rows, key=lambda r: r[PART]):
+            _replay_partition(part, part_rows, options, expiry, n, names, out)
+    return out
+
+
+def _replay_partition(part: int, rows: Iterable[Row], options: ReplayOptions, expiry: ExpiryOptions | None, n: int,
+                      names: dict[str, str], out: dict[str, list[Row]]):
+    """Load one partition, expire it, add its rows to `out`; returns the loaded `ShardState`."""
+    state = load_shard(part, rows, options)
+    tables = shard_rows(state, options, n, names)
+    if expiry is not None:
+        tables = cleanup_group_metadata(tables, expiry)
+    for t in SHARD_TABLES:
+        out[t].extend(tables.get(t, ()))
+    return state

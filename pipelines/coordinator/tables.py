@@ -1,0 +1,232 @@
+"""A loaded shard as the snapshot's rows: what `ListGroups`, `DescribeGroups` / `ConsumerGroupDescribe` and
+`OffsetFetch` would answer, in the contract's columns (`schemas/tables.py`); timestamps in epoch ms here.
+
+Offsets are split the way the loaders keep them: offsets of an id holding a classic or consumer group
+(`loaded_offsets`), and the others (`empty_group_offsets`; modern: only while a simple group exists — a removed
+group hides them). `removed_groups`: ids whose latest type-2/type-3 record is a tombstone and that hold no live
+classic or consumer group at the end (a simple group holding only offsets may still exist for them).
+"""
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any, Iterable
+
+from pipelines.coordinator.groups import ClassicGroup, ConsumerGroup, SimpleGroup, is_live
+from pipelines.coordinator.loader import GroupTopicPartition, OffsetAndMetadata, ShardState, producer_id
+from pipelines.coordinator.options import REPLAY_TABLES, ReplayOptions
+from pipelines.coordinator.partitioner import partition_for
+
+Row = dict[str, Any]
+MEMBER_STATES = {0: "STABLE", 1: "UNREVOKED_PARTITIONS", 2: "UNRELEASED_PARTITIONS", 127: "UNKNOWN"}
+
+
+def _none_if(v, sentinel=-1):
+    return None if v is None or v == sentinel else v
+
+
+def _flatten_topic_partitions(tps) -> list[tuple[str, int]] | None:
+    if tps is None:
+        return None
+    return sorted((tp["topic"], p) for tp in tps for p in (tp["partitions"] or []))
+
+
+def topic_names(rows: Iterable[Row]) -> dict[str, str]:
+    """topic id -> name from every ConsumerGroupPartitionMetadata (type 4) value, the latest by log position.
+    Topic ids are cluster-wide: a run gathers them over every shard before replaying any (`shards`)."""
+    best: dict[str, tuple[tuple[int, int], str]] = {}
+    for r in rows:
+        if r.get("record_kind") == "consumer_group" and r.get("key_type") == 4 and not r["is_tombstone"]:
+            pos = (r["offset"], r["offsets_partition"])
+            for t in r.get("topics_metadata") or []:
+                if t["topic_id"] not in best or best[t["topic_id"]][0] < pos:
+                    best[t["topic_id"]] = (pos, t["topic_name"])
+    return {tid: name for tid, (_, name) in best.items()}
+
+
+def _offset_out(sid: str, part: int, k: GroupTopicPartition, o: OffsetAndMetadata, has_group: bool) -> Row:
+    return {
+        "snapshot_id": sid, "group_id": k.group, "topic": k.topic, "partition": k.partition,
+        "offsets_partition": part, "committed_offset": o.committed_offset,
+        "leader_epoch": _none_if(o.leader_epoch), "metadata": o.metadata, "commit_timestamp": o.commit_timestamp,
+        "expire_timestamp": _none_if(o.expire_timestamp), "record_offset": o.record_offset,
+        "has_group_metadata": has_group, "topic_id": o.topic_id, "producer_id": o.producer_id,
+    }
+
+
+def _pending_out(sid: str, part: int, pid: int, k: GroupTopicPartition, o: OffsetAndMetadata) -> Row:
+    return {
+        "snapshot_id": sid, "producer_id": pid, "group_id": k.group, "topic": k.topic, "partition": k.partition,
+        "committed_offset": o.committed_offset, "record_offset": o.record_offset, "offsets_partition": part,
+        "producer_epoch": o.producer_epoch, "leader_epoch": _none_if(o.leader_epoch), "metadata": o.metadata,
+        "commit_timestamp": o.commit_timestamp,
+    }
+
+
+def _group_base(sid: str, gid: str, part: int, n: int) -> Row:
+    return {"snapshot_id": sid, "group_id": gid, "offsets_partition": part,
+            "expected_offsets_partition": partition_for(gid, n)}
+
+
+def simple_group_row(sid: str, gid: str, part: int, n: int, load_time_ms: int | None) -> Row:
+    """The one place a simple group is described: classic, no protocol, generation 0, Empty since the load."""
+    return {**_group_base(sid, gid, part, n), "group_type": "classic", "protocol_type": None, "generation": 0,
+            "protocol": None, "leader": None, "state": "Empty", "current_state_timestamp": load_time_ms,
+            "member_count": 0, "record_offset": None, "assignment_epoch": None, "subscribed_topics": [],
+            "is_simple": True, "unresolved_topic_ids": None}
+
+
+def _classic_group_out(sid: str, part: int, n: int, g: ClassicGroup, modern: bool) -> tuple[Row, list[Row]]:
+    """`readGroupMessageValue` + `GroupMetadata.loadGroup` (legacy) / `replay(GroupMetadataKey, …)` (modern)."""
+    r = g.value
+    members = list(r.get("members") or [])
+    leader = r.get("leader")
+    if leader is None and members:
+        leader = members[0]["member_id"]  # `add`: the first member becomes leader when none is stored
+    protocol_type = r.get("protocol_type") or None
+    # GroupMetadata.computeSubscribedTopics: only the consumer protocol's subscriptions are read
+    subscribed = None
+    if protocol_type == "consumer":
+        if not members:
+            subscribed = []
+        elif r.get("protocol") is not None and all(m.get("subscribed_topics") is not None for m in members):
+            subscribed = sorted({t for m in members for t in m["subscribed_topics"]})
+    group = {
+        **_group_base(sid, r["group_id"], part, n), "group_type": "classic", "protocol_type": protocol_type,
+        "generation": r.get("generation"), "protocol": r.get("protocol"), "leader": leader,
+        "state": "Stable" if members else "Empty",
+        "current_state_timestamp": _none_if(r.get("current_state_timestamp")), "member_count": len(members),
+        "record_offset": r["offset"], "assignment_epoch": None, "subscribed_topics": subscribed,
+        "is_simple": False, "unresolved_topic_ids": None,
+    }
+    out = []
+    for m in members:
+        rebalance = m.get("rebalance_timeout_ms")
+        if modern:
+            if rebalance is None or rebalance == -1:
+                rebalance = m.get("session_timeout_ms")
+        elif r.get("value_version") == 0 or rebalance is None:
+            rebalance = m.get("session_timeout_ms")
+        out.append({
+            "snapshot_id": sid, "group_id": r["group_id"], "member_id": m["member_id"],
+            "group_instance_id": m.get("group_instance_id"), "client_id": m.get("client_id"),
+            "client_host": m.get("client_host"), "session_timeout_ms": m.get("session_timeout_ms"),
+            "rebalance_timeout_ms": rebalance, "subscribed_topics": m.get("subscribed_topics"),
+            "assigned_partitions": _flatten_topic_partitions(m.get("assigned_partitions")),
+            "group_type": "classic", "offsets_partition": part, "rack_id": m.get("subscription_rack_id"),
+            "subscribed_topic_regex": None, "server_assignor": None, "member_epoch": None,
+            "previous_member_epoch": None, "member_state": None, "target_partitions": None,
+            "partitions_pending_revocation": None, "is_leader": m["member_id"] == leader,
+        })
+    return group, out
+
+
+def _member_state(code: int | None) -> str | None:
+    if code is None:
+        return None
+    return MEMBER_STATES.get(code, f"UNKNOWN({code})")
+
+
+def _consumer_group_out(sid: str, part: int, n: int, g: ConsumerGroup,
+                        names: dict[str, str]) -> tuple[Row, list[Row]]:
+    """A `ConsumerGroup` as `ConsumerGroupDescribe` shows it; state per `ConsumerGroup.maybeUpdateGroupState`."""
+    unresolved: set[str] = set()
+
+    def resolve(tps) -> list[tuple[str, int]]:
+        out = []
+        for tp in tps:
+            name = names.get(tp["topic_id"])
+            if name is None:
+                unresolved.add(tp["topic_id"])
+            out.extend((name if name is not None else tp["topic_id"], p) for p in (tp["partitions"] or []))
+        return sorted(out)
+
+    members_out = []
+    for mid, m in g.members.items():
+        f = m.fields or {}
+        target = g.targets.get(mid)
+        members_out.append({
+            "snapshot_id": sid, "group_id": g.group_id, "member_id": mid,
+            "group_instance_id": f.get("group_instance_id"), "client_id": f.get("client_id"),
+            "client_host": f.get("client_host"), "session_timeout_ms": f.get("session_timeout_ms"),
+            "rebalance_timeout_ms": f.get("rebalance_timeout_ms"), "subscribed_topics": f.get("subscribed_topics"),
+            "assigned_partitions": resolve(m.assigned), "group_type": "consumer", "offsets_partition": part,
+            "rack_id": f.get("rack_id"), "subscribed_topic_regex": f.get("subscribed_topic_regex"),
+            "server_assignor": f.get("server_assignor"), "member_epoch": m.member_epoch,
+            "previous_member_epoch": m.previous_member_epoch, "member_state": _member_state(m.state),
+            "target_partitions": None if target is None else resolve(target),
+            "partitions_pending_revocation": resolve(m.pending_revocation), "is_leader": None,
+        })
+    if not g.members:
+        state = "Empty"
+    elif g.group_epoch > g.assignment_epoch:
+        state = "Assigning"
+    elif any(not (m.state == 0 and m.member_epoch == g.assignment_epoch) for m in g.members.values()):
+        state = "Reconciling"
+    else:
+        state = "Stable"
+    assignors = Counter(m.fields.get("server_assignor") for m in g.members.values()
+                        if m.fields and m.fields.get("server_assignor") is not None)
+    protocol = min(assignors, key=lambda a: (-assignors[a], a)) if assignors else None
+    subscribed = {t for m in g.members.values() if m.fields for t in (m.fields.get("subscribed_topics") or [])}
+    subscribed |= {t for topics in g.regexes.values() for t in topics}
+    group = {
+        **_group_base(sid, g.group_id, part, n), "group_type": "consumer", "protocol_type": "consumer",
+        "generation": g.group_epoch, "protocol": protocol, "leader": None, "state": state,
+        "current_state_timestamp": None, "member_count": len(g.members), "record_offset": g.last_offset,
+        "assignment_epoch": g.assignment_epoch, "subscribed_topics": sorted(subscribed), "is_simple": False,
+        "unresolved_topic_ids": len(unresolved),
+    }
+    return group, members_out
+
+
+def _commit_out(sid: str, part: int, r: Row, outcome: str | None) -> Row:
+    return {
+        "offsets_partition": part, "record_offset": r["offset"], "group_id": r["group_id"], "topic": r["topic"],
+        "partition": r["partition"], "committed_offset": r.get("committed_offset"),
+        "commit_timestamp": r.get("commit_timestamp"), "is_tombstone": r["is_tombstone"],
+        "producer_id": producer_id(r), "txn_outcome": outcome, "leader_epoch": _none_if(r.get("leader_epoch")),
+        "metadata": r.get("metadata"), "record_timestamp": _none_if(r.get("timestamp")), "snapshot_id": sid,
+    }
+
+
+def shard_rows(st: ShardState, options: ReplayOptions, n: int, names: dict[str, str]) -> dict[str, list[Row]]:
+    """The snapshot's rows of one loaded shard, per replay table (`REPLAY_TABLES`). `n`: the offsets topic's
+    partition count (the placement check); `names`: the run's topic id -> name map."""
+    sid, part = options.snapshot_id, st.partition
+    out: dict[str, list[Row]] = {t: [] for t in REPLAY_TABLES}
+    live = st.groups.groups
+    offsets_groups: set[str] = set()
+    for k, o in st.offsets.items():
+        g = live.get(k.group)
+        if is_live(g):
+            out["loaded_offsets"].append(_offset_out(sid, part, k, o, True))
+        elif g is not None or not st.modern:
+            out["empty_group_offsets"].append(_offset_out(sid, part, k, o, False))
+            offsets_groups.add(k.group)
+    for pid, txn in st.pending.items():
+        for k, o in txn.items():
+            out["pending_offsets"].append(_pending_out(sid, part, pid, k, o))
+            offsets_groups.add(k.group)
+    for g in live.values():
+        if isinstance(g, ClassicGroup):
+            group, members = _classic_group_out(sid, part, n, g, st.modern)
+        elif isinstance(g, ConsumerGroup):
+            group, members = _consumer_group_out(sid, part, n, g, names)
+        else:
+            continue
+        out["loaded_groups"].append(group)
+        out["group_members"].extend(members)
+    # old loader: a new Empty group for every id in emptyGroupOffsets ∪ pendingEmptyGroupOffsets;
+    # new coordinator: the simple groups created while replaying offset values
+    simple = ({gid for gid, g in live.items() if isinstance(g, SimpleGroup)} if st.modern
+              else {gid for gid in offsets_groups if gid not in live})
+    for gid in sorted(simple):
+        out["loaded_groups"].append(simple_group_row(sid, gid, part, n, options.load_time_ms))
+    for gid, r in st.groups.last_group_record.items():
+        if r["is_tombstone"] and not is_live(live.get(gid)):
+            out["removed_groups"].append({
+                "snapshot_id": sid, "group_id": gid, "offsets_partition": part,
+                "tombstone_record_offset": r["offset"], "tombstone_timestamp": _none_if(r.get("timestamp")),
+                "group_type": "classic" if r["key_type"] == 2 else "consumer"})
+    out["offset_commits"] = [_commit_out(sid, part, r, st.outcomes.get(r["offset"])) for r in st.commit_rows]
+    return out

@@ -1,0 +1,96 @@
+"""Decoded rows -> the snapshot's tables on Spark: one task per `__consumer_offsets` partition runs the engine.
+
+The decoded rows are grouped by offsets partition (`groupBy(...).applyInArrow`: one coordinator shard per group,
+its rows handed to the Python worker as one Arrow table) and `coordinator.shard.replay_shards` loads, expires and
+tabulates the shard there. The task returns every table of the shard as Arrow IPC blobs in one envelope row per
+(table, chunk); the envelope is kept (memory, spilling to disk) and each table is read back out of it with
+`mapInArrow`. Spark schedules the shards, retries a failed one and spreads them over a cluster; the rules run
+once, in the engine. Parallelism is one task per offsets partition: a skewed partition is one long task.
+"""
+from __future__ import annotations
+
+from typing import Iterator
+
+import pyarrow as pa
+
+from pipelines.coordinator.expiry import ExpiryOptions
+from pipelines.coordinator.options import ReplayOptions
+from pipelines.coordinator.shard import PART, REPLAY_COLUMNS, SHARD_TABLES, replay_shards
+
+RETAINED = "_retained"  # the envelope's name for the rows the next --incremental run keeps
+ENVELOPE_DDL = "table string, shard int, payload binary"
+CHUNK_ROWS = 65_536  # rows per IPC blob: keeps every envelope value far below Spark's 2 GB per-value limit
+
+
+def _blobs(table: pa.Table) -> Iterator[bytes]:
+    for start in range(0, max(table.num_rows, 1), CHUNK_ROWS):
+        sink = pa.BufferOutputStream()
+        part = table.slice(start, CHUNK_ROWS)
+        with pa.ipc.new_stream(sink, part.schema) as w:
+            w.write_table(part)
+        yield sink.getvalue().to_pybytes()
+
+
+def _shard_task(options: ReplayOptions, expiry: ExpiryOptions | None, names: dict[str, str], retain: bool):
+    """The executor function: one offsets partition's decoded rows in, its envelope rows out."""
+    def run(rows: pa.Table) -> pa.Table:
+        shard = rows.column(PART)[0].as_py() if rows.num_rows else -1
+        result = replay_shards(rows, options, expiry, names, retain)
+        tables = dict(result.tables)
+        if result.retained is not None:
+            tables[RETAINED] = result.retained
+        names_out, shards, payloads = [], [], []
+        for t, table in tables.items():
+            if table.num_rows == 0:
+                continue
+            for blob in _blobs(table):
+                names_out.append(t)
+                shards.append(shard)
+                payloads.append(blob)
+        return pa.table({"table": pa.array(names_out, pa.string()), "shard": pa.array(shards, pa.int32()),
+                         "payload": pa.array(payloads, pa.binary())})
+    return run
+
+
+def _unpack(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    for batch in batches:
+        for blob in batch.column("payload").to_pylist():
+            with pa.ipc.open_stream(blob) as reader:
+                yield from reader
+
+
+def replay_on_spark(spark, replayable, options: ReplayOptions, expiry: ExpiryOptions | None,
+                    names: dict[str, str], retain: bool):
+    """The snapshot's tables (Spark DataFrames, `SHARD_TABLES`) and the retained rows (a DataFrame of decoded rows,
+    or None), from `replayable` (decoded rows of every partition). Returns (tables, retained, release): `release`
+    drops the kept envelope once the tables are materialized."""
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    from schemas.decoded import DECODED_RECORD_SCHEMA
+    from schemas.tables import TABLES
+
+    rows = replayable.select(*REPLAY_COLUMNS)
+    envelope = (rows.groupBy(PART).applyInArrow(_shard_task(options, expiry, names, retain), ENVELOPE_DDL)
+                .persist(StorageLevel.MEMORY_AND_DISK))
+
+    def table(name: str, schema):
+        return envelope.where(F.col("table") == F.lit(name)).select("payload").mapInArrow(_unpack, schema)
+
+    tables = {t: table(t, TABLES[t]) for t in SHARD_TABLES}
+    retained = table(RETAINED, from_arrow_schema(DECODED_RECORD_SCHEMA)) if retain else None
+    return tables, retained, envelope.unpersist
+
+
+def topic_names_on_spark(replayable) -> dict[str, str]:
+    """The run's topic id -> name map: every partition's ConsumerGroupPartitionMetadata (type 4) values, collected
+    (a few rows: one per topic-naming record)."""
+    from pyspark.sql import functions as F
+
+    from pipelines.coordinator.shard import run_topic_names
+
+    named = replayable.where((F.col("record_kind") == "consumer_group") & (F.col("key_type") == 4)
+                             & ~F.col("is_tombstone")).select(
+        "record_kind", "key_type", "is_tombstone", "offset", PART, "topics_metadata")
+    return run_topic_names(named.toArrow())
