@@ -387,7 +387,6 @@ def _run_planned(spark, settings, req, conf, plan, summary, progress, warehouse,
     summary.as_of = ms_to_iso(as_of_ms)
     expiry = ExpiryOptions(as_of_ms=as_of_ms, retention_minutes=conf["retention_minutes"],
                            semantics=conf["semantics"], kafka_version=conf["kafka_version"]) if conf["expiry"] else None
-    in_hand: dict = {}  # snapshot tables held as Arrow (the in-process replay's), written as they are
     retain = summary.kind == "scheduled"  # a what-if run saves no checkpoint, so it needs no retained rows
     release = None
     if local is not None:
@@ -395,14 +394,10 @@ def _run_planned(spark, settings, req, conf, plan, summary, progress, warehouse,
         progress.stage("replay", f"semantics {conf['semantics']}, {local:,} rows in this process"
                                  + (f", expiry as of {summary.as_of}" if expiry else ""))
         from pipelines.coordinator.shard import replay_shards
-        from schemas.tables import SNAPSHOT_TABLES, TABLES
 
         rows = inc.replayable_arrow(decoded)
         result = replay_shards(rows, options, expiry, retain=retain)
-        retained = result.retained
-        # the snapshot tables are written from these rows as they are (pyarrow), not through Spark again
-        in_hand = with_served_offsets({t: a for t, a in result.tables.items() if t in SNAPSHOT_TABLES})
-        tables = {t: spark.createDataFrame(a, schema=TABLES[t]) for t, a in result.tables.items()}
+        replayed_tables, retained = result.tables, result.retained
         # the transaction markers validation reads, from the rows in hand rather than a scan of the state files
         markers = spark.createDataFrame(markers_from_arrow(rows, until_offset=req.until_offset,
                                                            until_time_ms=until_time_ms))
@@ -413,9 +408,20 @@ def _run_planned(spark, settings, req, conf, plan, summary, progress, warehouse,
                                  + (f", expiry as of {summary.as_of}" if expiry else ""))
         from pipelines.frames.shards import replay_on_spark, topic_names_on_spark
 
-        tables, retained, release = replay_on_spark(spark, replayed, options, expiry,
-                                                    topic_names_on_spark(replayed), retain)
+        replayed_tables, retained, release = replay_on_spark(spark, replayed, options, expiry,
+                                                             topic_names_on_spark(replayed), retain)
         markers = markers_from_decoded(replayed, until_offset=req.until_offset, until_time_ms=until_time_ms)
+    # The state tables are Arrow in hand (sized by the coordinator's state), written as they are (pyarrow);
+    # validation reads them as DataFrames. The history is Arrow in-process, a DataFrame from the shards.
+    import pyarrow as pa
+
+    from schemas.tables import SNAPSHOT_TABLES, TABLES
+
+    in_hand = with_served_offsets({t: a for t, a in replayed_tables.items()
+                                   if t in SNAPSHOT_TABLES and isinstance(a, pa.Table)})
+    tables = {t: spark.createDataFrame(a, schema=TABLES[t]) if isinstance(a, pa.Table) else a
+              for t, a in replayed_tables.items()}
+    del replayed_tables
     tables = with_served_offsets(tables)
     tables["quarantine"] = quarantine_table(decoded, snapshot_id)
     in_hand["log_end_offsets"] = _log_end_offsets(summary)

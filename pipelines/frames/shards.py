@@ -3,8 +3,9 @@
 The decoded rows are grouped by offsets partition (`groupBy(...).applyInArrow`: one coordinator shard per group,
 its rows handed to the Python worker as one Arrow table) and `coordinator.shard.replay_shards` loads, expires and
 tabulates the shard there. The task returns every table of the shard as Arrow IPC blobs in one envelope row per
-(table, chunk); the envelope is kept (memory, spilling to disk) and each table is read back out of it with
-`mapInArrow`. Spark schedules the shards, retries a failed one and spreads them over a cluster; the rules run
+(table, chunk). The state tables (sized by the coordinator's state) are collected to the driver as Arrow in one
+job; the log-sized ones (the `offset_commits` history, the rows kept for `--incremental`) stay on the cluster,
+read out of the kept envelope with `mapInArrow`. Spark schedules the shards, retries a failed one and spreads them over a cluster; the rules run
 once, in the engine. Parallelism is one task per offsets partition: a skewed partition is one long task.
 """
 from __future__ import annotations
@@ -59,27 +60,50 @@ def _unpack(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
                 yield from reader
 
 
+LOG_SIZED = ("offset_commits", RETAINED)
+
+
+def _read_blobs(blobs) -> pa.Table | None:
+    tables = []
+    for blob in blobs:
+        with pa.ipc.open_stream(blob) as reader:
+            tables.append(reader.read_all())
+    return pa.concat_tables(tables) if tables else None
+
+
 def replay_on_spark(spark, replayable, options: ReplayOptions, expiry: ExpiryOptions | None,
                     names: dict[str, str], retain: bool):
-    """The snapshot's tables (Spark DataFrames, `SHARD_TABLES`) and the retained rows (a DataFrame of decoded rows,
-    or None), from `replayable` (decoded rows of every partition). Returns (tables, retained, release): `release`
-    drops the kept envelope once the tables are materialized."""
+    """The engine over `replayable` (decoded rows of every partition), one task per offsets partition.
+
+    Returns (tables, retained, release): `tables` holds every `SHARD_TABLES` table, the state tables as Arrow
+    (collected) and `offset_commits` as a DataFrame; `retained` the rows the next run keeps (a DataFrame of decoded
+    rows, or None unless `retain`); `release` drops the kept envelope once those DataFrames are written."""
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
     from pyspark.sql.pandas.types import from_arrow_schema
 
+    from pipelines.coordinator.shard import contract_table
     from schemas.decoded import DECODED_RECORD_SCHEMA
     from schemas.tables import TABLES
 
     rows = replayable.select(*REPLAY_COLUMNS)
     envelope = (rows.groupBy(PART).applyInArrow(_shard_task(options, expiry, names, retain), ENVELOPE_DDL)
                 .persist(StorageLevel.MEMORY_AND_DISK))
-
-    def table(name: str, schema):
-        return envelope.where(F.col("table") == F.lit(name)).select("payload").mapInArrow(_unpack, schema)
-
-    tables = {t: table(t, TABLES[t]) for t in SHARD_TABLES}
-    retained = table(RETAINED, from_arrow_schema(DECODED_RECORD_SCHEMA)) if retain else None
+    state = envelope.where(~F.col("table").isin(*LOG_SIZED)).select("table", "payload").toArrow()
+    blobs: dict[str, list[bytes]] = {}
+    for t, blob in zip(state.column("table").to_pylist(), state.column("payload").to_pylist()):
+        blobs.setdefault(t, []).append(blob)
+    tables: dict = {}
+    for t in SHARD_TABLES:
+        if t in LOG_SIZED:
+            tables[t] = envelope.where(F.col("table") == F.lit(t)).select("payload").mapInArrow(_unpack, TABLES[t])
+        else:
+            got = _read_blobs(blobs.get(t, ()))
+            tables[t] = got if got is not None else contract_table([], t)
+    retained = None
+    if retain:
+        retained = envelope.where(F.col("table") == F.lit(RETAINED)).select("payload").mapInArrow(
+            _unpack, from_arrow_schema(DECODED_RECORD_SCHEMA))
     return tables, retained, envelope.unpersist
 
 

@@ -6,6 +6,8 @@ import calendar
 import datetime as dt
 from collections import defaultdict
 
+import pyarrow as pa
+
 from pipelines.coordinator.options import REPLAY_TABLES, ReplayOptions
 from pipelines.coordinator.shard import replay_rows
 from tests.coordinator.rowkit import to_frame
@@ -17,6 +19,8 @@ def plain(v):
         return calendar.timegm(v.timetuple()) * 1000 + v.microsecond // 1000
     if hasattr(v, "asDict"):
         return tuple(plain(x) for x in v)
+    if isinstance(v, dict):  # an Arrow struct
+        return tuple(plain(x) for x in v.values())
     if isinstance(v, list):
         return [plain(x) for x in v]
     return v
@@ -49,7 +53,12 @@ def spark_tables(spark, rows, options: ReplayOptions, expiry=None) -> dict[str, 
 
     tables, _, release = replay_on_spark(spark, to_frame(spark, rows), options, expiry, topic_names(rows), False)
     try:
-        return collect_tables(tables)
+        frames = {t: df for t, df in tables.items() if not isinstance(df, pa.Table)}
+        out = collect_tables(frames)
+        for t, table in tables.items():
+            if isinstance(table, pa.Table):  # the state tables come back collected, as Arrow
+                out[t] = [{k: plain(v) for k, v in r.items()} for r in table.to_pylist()]
+        return out
     finally:
         release()
 

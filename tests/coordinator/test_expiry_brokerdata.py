@@ -128,6 +128,6 @@ def test_spark_shards_replay_then_expire_reproduce_every_broker_pass(spark, rows
                                 snapshot_id="expiry")
         tables, _, release = replay_on_spark(spark, to_frame(spark, part), options, options_at(batch["time_ms"]),
                                              {}, retain=False)
-        res = {t: [r.asDict() for r in tables[t].collect()] for t in ("expired_offsets", "expired_groups")}
+        res = {t: tables[t].to_pylist() for t in ("expired_offsets", "expired_groups")}  # collected state tables
         release()
         assert outcome(res) == (batch["offsets"], batch["groups"]), batch
