@@ -368,3 +368,65 @@ def test_overview_group_urls_and_charts(incident, tmp_path):
                 b.resize(1400, 1100)
             else:
                 assert [r[4] for r in table] == ["5000", "5001"]
+
+
+BROKER_SCENARIO = "kip848"
+
+
+@pytest.fixture(scope="module")
+def broker_warehouse(brokerdata, spark, settings, tmp_path_factory) -> tuple[Path, dict]:
+    """A real broker's log dir (Kafka 4.0, classic and KIP-848 groups) rebuilt once by the real pipeline, and what
+    that broker answered (`expected_state.json` -> `summary`)."""
+    import json
+
+    from pipelines.rebuild import RebuildRequest, run_rebuild
+
+    expected = brokerdata / BROKER_SCENARIO / "expected_state.json"
+    if not expected.is_file():
+        pytest.skip(f"{expected} not present")
+    wh = tmp_path_factory.mktemp("browser-" + BROKER_SCENARIO)
+    res = run_rebuild(spark, settings, RebuildRequest(inputs=(str(brokerdata / BROKER_SCENARIO / "data"),),
+                                                      warehouse=str(wh), snapshot_id="k1", semantics="modern"))
+    assert res.status == "succeeded", res
+    return wh, json.loads(expected.read_text())["summary"]
+
+
+@pytest.mark.spark
+@pytest.mark.shared
+def test_page_on_a_broker_scenario(broker_warehouse, tmp_path):
+    """The page over a real broker's rebuilt state: the overview's groups by type and state and the group list are
+    what ListGroups answered; every listed group's page shows the offsets OffsetFetch answered, and the lag the
+    API computes from the log dir's end offsets."""
+    _chromedriver()
+    wh, summary = broker_warehouse
+    listed = {g: v["list_groups"] for g, v in summary.items() if v["listed"]}
+    with running_server(wh) as base, chromium(tmp_path) as b:
+        b.resize(1400, 1100)
+        _open(b, base + "/", "overview")
+        assert b.js("return document.getElementById('error').textContent") == ""
+        assert b.js("return document.getElementById('snap-status').textContent") == "succeeded"
+        counts: dict[tuple[str, str], int] = {}
+        for v in listed.values():
+            counts[(v["group_type"], v["state"])] = counts.get((v["group_type"], v["state"]), 0) + 1
+        assert _rows(b, "#groups-by-state tbody tr")[:-1] == [[t, s, str(n)] for (t, s), n in sorted(counts.items())]
+        rows = {r[0]: r for r in _rows(b, "#group-list tbody tr")}
+        assert set(rows) == set(listed)
+        for g, v in listed.items():
+            assert rows[g][1:4] == [v["group_type"], v["protocol_type"], v["state"]]
+        _save(tmp_path, "overview-broker.png", b.screenshot())
+
+        for gid in sorted(listed):
+            api = httpx.get(base + "/groups/" + quote(gid, safe=""), timeout=10).json()
+            _open(b, base + "/#/groups/" + quote(gid, safe=""), "group")
+            assert b.js("return document.getElementById('error').textContent") == ""
+            table = _rows(b, "#offsets-table tbody tr")
+            fetched = sorted((t, int(p), o["offset"]) for t, ps in summary[gid]["committed_offsets"].items()
+                             for p, o in ps.items())
+            assert sorted((r[0], int(r[1]), int(r[2])) for r in table) == fetched
+            assert [r[3:5] for r in table] == [[_cells(o["log_end_offset"]), _cells(o["lag"])] for o in api["offsets"]]
+            assert any(o["lag"] is not None for o in api["offsets"])  # the log dir's end offsets are known
+            axes = b.js("return Object.fromEntries(Object.entries(window.olCharts).map(([k, u]) => [k, u.axes.map(a => a.label)]))")
+            assert axes["lag"] == ["partition (topic-partition)", "lag (messages)"]
+            assert axes["snapshots"] == ["snapshot as-of (UTC)", "committed offset (messages)"]
+        b.resize(1400, 1500)
+        _save(tmp_path, "group-broker.png", b.screenshot())
