@@ -354,6 +354,45 @@ def create_app(reader: SnapshotReader, *, token: str | None = None, refresh_inte
             raise StarletteHTTPException(404, "Not Found")
         return FileResponse(STATIC_DIR / name)
 
+    # --- the page's data: the overview on top, a group's offsets across snapshots (pipelines/serving/overview.py)
+    overview_cache: dict = {}
+
+    @app.get("/overview", responses=responses, dependencies=guarded, tags=["page"])
+    def overview(snapshot: str | None = SnapshotQ):
+        """What the page shows first: the served snapshot (as-of, age, kind, status, validation) and the recent
+        runs, groups by type and state, the groups with the largest lag (when `log_end_offsets` is known) and the
+        committed offsets that went backwards since the previous scheduled snapshot."""
+        from pipelines.serving import overview as ov
+        from pipelines.serving.diff import diff_snapshots
+
+        idx = catalog.resolve(snapshot)
+        snaps = catalog.snapshots()
+        prev_snap = ov.previous_scheduled(snaps, idx.snapshot)
+        key = (idx.snapshot.cache_key, prev_snap.cache_key if prev_snap else None)
+        try:
+            diff = overview_cache[key]
+        except KeyError:
+            diff = diff_snapshots(catalog.index_for(prev_snap), idx) if prev_snap else None
+            overview_cache.clear()  # one pair at a time: the page asks for the served snapshot
+            overview_cache[key] = diff
+        return _json(ov.overview(snaps, idx, prev_snap, diff), idx.snapshot.snapshot_id)
+
+    @app.get("/history/offsets", responses=responses, dependencies=guarded, tags=["page"])
+    def offsets_history(
+        group: str = Query(..., max_length=10_000, description="group id"),
+        snapshot: str | None = SnapshotQ,
+    ):
+        """The group's committed offset per partition in every readable scheduled snapshot up to `snapshot`
+        (default: the served one), with the log end offset and lag where known; `regressed` marks a committed
+        offset below the previous snapshot's."""
+        from pipelines.serving import overview as ov
+
+        idx = catalog.resolve(snapshot)
+        body = ov.offsets_over_snapshots(reader, catalog.snapshots(), group, idx.snapshot)
+        if not body["partitions"] and not idx.exists(group):
+            raise GroupNotFound(idx.absent_reason(group))
+        return _json(body, idx.snapshot.snapshot_id)
+
     @app.get("/health", response_model=HealthOut, responses=ERRORS, tags=["meta"])
     def health(snapshot: str | None = SnapshotQ):
         """Status and the snapshot being served (`loading` while the first index is built)."""

@@ -193,10 +193,6 @@ def _regressions(before: SnapshotIndex, after: SnapshotIndex) -> dict[str, int]:
     return out
 
 
-def _is_scheduled(s: Snapshot) -> bool:
-    return (s.run or {}).get("kind") in (None, "scheduled")
-
-
 def catalog_families(catalog, max_series: int = DEFAULT_MAX_SERIES, cache: dict | None = None,
                      now: float | None = None, snapshot_id: str | None = None) -> list:
     """Every family for `GET /metrics` from the server's catalog: the served snapshot (the one the API answers
@@ -214,10 +210,10 @@ def catalog_families(catalog, max_series: int = DEFAULT_MAX_SERIES, cache: dict 
         return snapshot_families(None, now) + run_families(last.run if last else None)
     if snapshot_id is not None:
         idx = catalog.resolve(snapshot_id)  # unknown or unreadable: SnapshotNotFound, a 404
+    from pipelines.serving.overview import previous_scheduled
+
     served = idx.snapshot
-    earlier = [s for s in snaps if s.readable and _is_scheduled(s) and s.snapshot_id != served.snapshot_id
-               and (_seconds(s.finished_at) or 0.0) <= (_seconds(served.finished_at) or 0.0)]
-    prev = earlier[-1] if earlier else None
+    prev = previous_scheduled(snaps, served)
     key = (served.cache_key, prev.cache_key if prev else None, max_series)
     state = (cache or {}).get(key)
     if state is None:

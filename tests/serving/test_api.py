@@ -148,12 +148,57 @@ def test_commits_history_bounded_by_as_of(server):
 def test_page_and_openapi(server):
     r = get(server, "/")
     assert r.status_code == 200 and "text/html" in r.headers["content-type"]
-    for el in ("snapshot-select", "group-search", "group-list", "offsets-table", "members-table", "commits-chart"):
+    for el in ("snapshot-select", "group-search", "group-list", "offsets-table", "members-table", "chart-commits",
+               "chart-snapshots", "chart-lag", "run-alert", "top-lag", "regressions"):
         assert f'id="{el}"' in r.text
+    for asset in ("uPlot.iife.min.js", "uPlot.min.css"):  # the chart library ships with the page (offline users)
+        assert f'/static/{asset}' in r.text
+        assert get(server, "/static/" + asset).status_code == 200
     spec = get(server, "/openapi.json").json()
     assert set(spec["paths"]) >= {"/health", "/snapshots", "/groups", "/groups/{group_id}", "/groups/{group_id}/offsets",
-                                  "/topics/{topic}/groups", "/groups/{group_id}/commits"}
+                                  "/topics/{topic}/groups", "/groups/{group_id}/commits", "/overview", "/history/offsets"}
     assert "422" not in str(spec) and "400" in spec["paths"]["/groups"]["get"]["responses"]
+
+
+def test_overview(server):
+    """The story's s2 against s1: payments rewound orders-0 (1200 -> 17); lag from s2's end offsets (orders only);
+    the last run (s3) failed and says so."""
+    d = get(server, "/overview").json()
+    assert d["snapshot"]["snapshot_id"] == "s2" and d["snapshot"]["status"] == "succeeded"
+    assert d["snapshot"]["kind"] == "scheduled" and d["snapshot"]["as_of"] == "2026-01-01T00:00:40Z"
+    assert d["snapshot"]["age_seconds"] > 0
+    assert d["last_run"]["snapshot_id"] == "s3" and d["last_run"]["status"] == "failed"
+    assert [r["snapshot_id"] for r in d["recent_runs"]] == ["s3", "s2", "s1"]
+    assert d["previous_snapshot_id"] == "s1"
+    assert d["groups"] == {"live": 3, "by_type_and_state": [{"group_type": "classic", "state": "Empty", "groups": 1},
+                                                            {"group_type": "classic", "state": "Stable", "groups": 2}]}
+    # fresh: 1300 - 5 on orders-0; payments: 1300 - 17 + 950 - 950 (refunds-0 unknown); txn: 60 - 55 on orders-2
+    assert [(r["group_id"], r["lag"], r["partitions"]) for r in d["lag"]["top_groups"]] == [
+        ("fresh", 1295, 1), ("payments", 1283, 2), ("txn", 5, 1)]
+    assert d["lag"]["known"] is True and d["lag"]["partitions_with_lag"] == 4
+    assert d["regressions"]["count"] == 1 and d["regressions"]["offsets"] == [
+        {"group_id": "payments", "topic": "orders", "partition": 0, "before": 1200, "after": 17, "delta": -1183}]
+    s1 = get(server, "/overview", snapshot="s1").json()
+    assert s1["snapshot"]["snapshot_id"] == "s1" and s1["previous_snapshot_id"] is None
+    assert s1["regressions"]["count"] == 0 and s1["lag"] == {"known": False, "partitions_with_lag": 0, "top_groups": []}
+    assert get(server, "/overview", snapshot="s3").status_code == 404
+
+
+def test_offsets_over_snapshots(server):
+    d = get(server, "/history/offsets", group="payments").json()
+    assert [s["snapshot_id"] for s in d["snapshots"]] == ["s1", "s2"]
+    parts = {(p["topic"], p["partition"]): [(x["snapshot_id"], x["committed_offset"], x["lag"], x["regressed"])
+                                            for x in p["points"]] for p in d["partitions"]}
+    assert parts == {
+        ("audit", 0): [("s1", 7, None, False)],
+        ("orders", 0): [("s1", 1200, None, False), ("s2", 17, 1283, True)],
+        ("orders", 1): [("s1", 900, None, False), ("s2", 950, 0, False)],
+        ("refunds", 0): [("s1", 40, None, False), ("s2", 40, None, False)],
+    }
+    # up to the snapshot asked for
+    assert [s["snapshot_id"] for s in get(server, "/history/offsets", group="payments", snapshot="s1").json()["snapshots"]] == ["s1"]
+    assert get(server, "/history/offsets", group="nope").status_code == 404
+    assert get(server, "/history/offsets").status_code == 400
 
 
 def test_group_ids_with_slashes_and_unicode(tmp_path):

@@ -1,5 +1,6 @@
-"""The web page (`offsetlake serve`, GET /) in a real headless Chromium: search a group, open it, and check what the
-page shows against the story warehouse and the API's own answer; a screenshot lands in the test's tmp dir.
+"""The web page (`offsetlake serve`, GET /) in a real headless Chromium: the overview, a group opened by its own URL
+(CJK ids and ids full of URL syntax), the charts, checked against the warehouses as built and the API's own answers;
+screenshots land in the test's tmp dir (overview.png, group-*.png).
 
 Chromium is driven through chromedriver's W3C WebDriver protocol (plain JSON over HTTP, spoken with httpx), so no
 extra Python package is needed. Needs the Debian packages `chromium` and `chromium-driver`; skips without them.
@@ -13,11 +14,13 @@ import struct
 import subprocess
 import time
 from pathlib import Path
+from urllib.parse import quote
 
 import httpx
 import pytest
 
 from .conftest import free_port, running_server, stop_process
+from .warehouse_kit import WarehouseKit, commit, group, member, offset, ts
 
 pytestmark = [pytest.mark.browser, pytest.mark.integration]
 
@@ -65,6 +68,9 @@ class Browser:
 
     def click(self, css: str) -> None:
         self._cmd("POST", f"/element/{self.find(css)}/click", {})
+
+    def resize(self, width: int, height: int) -> None:
+        self._cmd("POST", "/window/rect", {"width": width, "height": height})
 
     def screenshot(self) -> bytes:
         return base64.b64decode(self._cmd("GET", "/screenshot"))
@@ -119,6 +125,52 @@ def chromium(tmp_path: Path):
         stop_process(proc)
 
 
+CJK = "日本語-決済グループ"
+SLASHED = "team/a#b%c?d 🚀/offsets"  # '/', '#', '%', '?', an emoji, and the suffix of another route
+VALIDATION_FAILED = ('{"success": false, "policy": "prod", "should_fail_run": true, "evaluated": 41, "failed": 2, '
+                     '"failed_ids": ["loaded_offsets.unique_key", "accounting.records_accounted"]}')
+
+
+def build_incident(root: Path) -> WarehouseKit:
+    """w1, w2 (scheduled, succeeded) and w3 (validation failed, kept but not served). Between w1 and w2 the CJK group
+    rewinds orders-3 (a regression) and advances the rest; the slashed group falls behind on clicks-0/1; every
+    partition's end offset is known in w2 except audit-0."""
+    k = WarehouseKit(root)
+    parts = range(6)
+    w1 = [1000 * (p + 1) for p in parts]
+    w2 = [v + 500 for v in w1]
+    w2[3] = 120  # rewound: 4000 -> 120
+    cjk_members = [member(CJK, "消費者-1", [("orders", p) for p in parts[:3]], client_id="クライアント-1"),
+                   member(CJK, "消費者-2", [("orders", p) for p in parts[3:]], client_id="クライアント-2")]
+    k.snapshot(
+        "w1",
+        groups=[group(CJK, members=2, leader="消費者-1", generation=7), group(SLASHED, members=1, generation=2),
+                group("quiet", "Empty", generation=1, protocol="")],
+        members=cjk_members + [member(SLASHED, "m-1", [("clicks", 0), ("clicks", 1)], client_id="clicks-app")],
+        offsets=[offset(CJK, "orders", p, w1[p], t=100) for p in parts]
+        + [offset(SLASHED, "clicks", p, 50, t=100) for p in (0, 1)] + [offset("quiet", "audit", 0, 9, t=50)],
+        commits=[commit(CJK, "orders", p, w1[p] - 100 * i, t=90 - 10 * i) for p in parts for i in range(3)],
+        log_end_offsets=[{"topic": "orders", "partition": p, "log_end_offset": w1[p] + 10, "observed_at": ts(100)}
+                         for p in parts],
+        as_of=ts(100),
+    )
+    k.snapshot(
+        "w2",
+        groups=[group(CJK, members=2, leader="消費者-1", generation=8), group(SLASHED, members=1, generation=2),
+                group("quiet", "Empty", generation=1, protocol="")],
+        members=cjk_members + [member(SLASHED, "m-1", [("clicks", 0), ("clicks", 1)], client_id="clicks-app")],
+        offsets=[offset(CJK, "orders", p, w2[p], leader_epoch=2, t=200) for p in parts]
+        + [offset(SLASHED, "clicks", p, 60, t=200) for p in (0, 1)] + [offset("quiet", "audit", 0, 9, t=50)],
+        commits=[commit(CJK, "orders", p, w2[p], t=200) for p in parts],
+        log_end_offsets=[{"topic": "orders", "partition": p, "log_end_offset": w2[p] + 40 * p, "observed_at": ts(200)}
+                         for p in parts]
+        + [{"topic": "clicks", "partition": p, "log_end_offset": 5060 + p, "observed_at": ts(200)} for p in (0, 1)],
+        as_of=ts(200),
+    )
+    k.snapshot("w3", status="validation_failed", groups=[group("ghost")], as_of=ts(300), validation=VALIDATION_FAILED)
+    return k
+
+
 def _png_size(png: bytes) -> tuple[int, int]:
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and png[12:16] == b"IHDR", "not a PNG"
     return struct.unpack(">II", png[16:24])
@@ -128,38 +180,69 @@ def _cells(v) -> str:
     return "-" if v is None else str(v)
 
 
+def _rows(b: Browser, css: str) -> list[list[str]]:
+    return b.js("return [...document.querySelectorAll(arguments[0])].map(tr => [...tr.cells].map(td => td.textContent))", css)
+
+
+def _when(t: str | None) -> str:
+    return "-" if t is None else t.replace("T", " ")
+
+
+def _save(tmp_path: Path, name: str, png: bytes) -> Path:
+    shot = tmp_path / name
+    shot.write_bytes(png)
+    width, height = _png_size(png)
+    assert shot.stat().st_size > 5_000 and width >= 800 and height >= 600
+    return shot
+
+
+# A character renders when its pixels differ from the missing-glyph box (U+10FFFD, a private-use code point no font
+# covers): a page without CJK or emoji fonts draws every one of them as that same box.
+GLYPHS_JS = r"""
+const font = getComputedStyle(document.getElementById(arguments[0])).fontFamily;
+function pixels(ch) {
+  const c = document.createElement('canvas'); c.width = c.height = 64;
+  const x = c.getContext('2d'); x.font = '40px ' + font; x.textBaseline = 'top'; x.fillText(ch, 4, 4);
+  return Array.from(x.getImageData(0, 0, 64, 64).data).join(',');
+}
+const box = pixels('\u{10FFFD}');
+return Object.fromEntries([...arguments[1]].map(ch => [ch, pixels(ch) !== box]));
+"""
+
+
+def _open(b: Browser, url: str, view: str) -> None:
+    b.get(url)
+    b.wait_for("return document.body.dataset.ready === '1' && document.body.dataset.view === arguments[0]", view)
+
+
 def test_search_open_group_and_screenshot(story, tmp_path):
     _chromedriver()  # skip before starting anything
     with running_server(story) as base, chromium(tmp_path) as b:
         api = httpx.get(base + "/groups/payments", timeout=10).json()  # what the page must show (latest: s2)
-        b.get(base + "/")
-        b.wait_for("return document.body.dataset.ready === '1'")
+        _open(b, base + "/", "overview")
         assert b.js("return document.getElementById('snapshot-select').value") == api["snapshot_id"] == "s2"
-        listed = b.js("return [...document.querySelectorAll('#group-list li')].map(li => li.dataset.groupId)")
+        listed = b.js("return [...document.querySelectorAll('#group-list tbody tr')].map(tr => tr.dataset.groupId)")
         assert listed == ["fresh", "payments", "txn"]  # the live groups of s2
 
         b.type("#group-search", "pay")
-        b.wait_for("return [...document.querySelectorAll('#group-list li')].map(li => li.dataset.groupId)"
+        b.wait_for("return [...document.querySelectorAll('#group-list tbody tr')].map(tr => tr.dataset.groupId)"
                    ".join(',') === 'payments'")
-        b.click("#group-list li[data-group-id='payments']")
-        b.wait_for("return !document.getElementById('group-pane').hidden"
-                   " && document.getElementById('group-title').textContent === 'payments'"
-                   " && document.querySelectorAll('#offsets-table tbody tr').length > 0")
-        b.wait_for("return document.getElementById('commits-info').textContent !== ''")
+        b.click("#group-list tbody tr[data-group-id='payments'] td:nth-child(2)")  # the row, not only its link
+        b.wait_for("return document.body.dataset.view === 'group' && document.body.dataset.ready === '1'"
+                   " && document.getElementById('group-title').textContent === 'payments'")
+        assert b.js("return location.hash") == "#/groups/payments"
 
-        table = b.js("return [...document.querySelectorAll('#offsets-table tbody tr')]"
-                     ".map(tr => [...tr.cells].map(td => td.textContent))")
+        table = _rows(b, "#offsets-table tbody tr")
         assert table == [[o["topic"], _cells(o["partition"]), _cells(o["committed_offset"]),
                           _cells(o["log_end_offset"]), _cells(o["lag"]), _cells(o["leader_epoch"]),
-                          _cells(o["metadata"]), _cells(o["commit_timestamp"])] for o in api["offsets"]]
+                          _cells(o["metadata"]), _when(o["commit_timestamp"])] for o in api["offsets"]]
         # the story: orders-0 rewound to 17 in s2 (leader epoch 4), 1283 behind the dump's high watermark;
         # orders-1 at 950, caught up; refunds-0 at 40, its end offset unknown
         assert [tuple(r[:5]) for r in table] == [("orders", "0", "17", "1300", "1283"), ("orders", "1", "950", "950", "0"),
                                                 ("refunds", "0", "40", "-", "-")]
         assert table[0][5] == "4"
 
-        members = b.js("return [...document.querySelectorAll('#members-table tbody tr')]"
-                       ".map(tr => [...tr.cells].map(td => td.textContent))")
+        members = _rows(b, "#members-table tbody tr")
         assert members == [
             ["c-1", "-", "pay-1", "/10.0.0.1", "orders-0, orders-1"],
             ["c-2", "pay-static-2", "pay-2", "/10.0.0.2", "refunds-0"],
@@ -169,12 +252,181 @@ def test_search_open_group_and_screenshot(story, tmp_path):
         assert meta["group-generation"] == "6" and meta["group-member-count"] == "2" and meta["group-offset-count"] == "3"
         assert meta["group-protocol"] == "range" and meta["group-leader"] == "c-1"
         assert b.js("return document.getElementById('error').textContent") == ""
-        # the commit history chart of the first partition (orders-0) has a line
-        assert b.js("return document.getElementById('commits-line') !== null")
+        # over snapshots: s1 -> s2 (s3 failed, not drawn); audit-0 only in s1 (expired in s2, not a regression);
+        # orders-0 went 1200 -> 17, the one regression marked
+        hist = b.js("const u = window.olCharts.snapshots; return {x: u.data[0].length, "
+                    "labels: u.series.map(s => s.label), marks: u.data[u.data.length - 1]}")
+        assert hist["x"] == 2
+        assert hist["labels"][1:-1] == ["audit-0", "orders-0", "orders-1", "refunds-0"]
+        assert hist["marks"] == [None, 17]
+        _save(tmp_path, "group-payments.png", b.screenshot())
 
-        png = b.screenshot()
-        shot = tmp_path / "group-payments.png"
-        shot.write_bytes(png)
-        assert shot.is_file() and shot.stat().st_size > 5_000
-        width, height = _png_size(png)
-        assert width >= 800 and height >= 600
+
+@pytest.fixture(scope="module")
+def incident(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("incident")
+    build_incident(root)
+    return root
+
+
+def test_overview_group_urls_and_charts(incident, tmp_path):
+    """The on-call view of `build_incident`: the overview on top, then a CJK group and an id full of URL syntax
+    opened by their own URLs (and reloaded), the charts' axes, lag equal to the API's, glyphs actually drawn."""
+    _chromedriver()
+    with running_server(incident) as base, chromium(tmp_path) as b:
+        over = httpx.get(base + "/overview", timeout=10).json()
+        b.resize(1400, 1100)
+        _open(b, base + "/", "overview")
+        assert b.js("return document.getElementById('error').textContent") == ""
+
+        # the served snapshot and the run that failed its validation, labelled as such (never "succeeded")
+        assert b.js("return document.getElementById('snap-id').textContent") == "w2"
+        assert b.js("return document.getElementById('snap-status').textContent") == "succeeded"
+        assert b.js("return document.getElementById('snap-as-of').textContent") == "2026-01-01 00:03:20Z"
+        assert b.js("return document.getElementById('snap-age').textContent").endswith(" ago")
+        alert = b.js("const a = document.getElementById('run-alert'); return [a.textContent, a.dataset.status]")
+        assert alert[1] == "validation_failed"
+        assert "Latest run w3: VALIDATION FAILED" in alert[0] and "2 of 41 checks failed" in alert[0]
+        assert "serving w2" in alert[0]
+        runs = {r[0]: r for r in _rows(b, "#runs-table tbody tr")}
+        assert runs["w3"][1] == "validation failed" and runs["w3"][5] == "2 of 41 checks failed"
+        assert runs["w2"][1] == runs["w1"][1] == "succeeded"
+        option = b.js("const o = document.querySelector('#snapshot-select option[value=w3]'); return [o.textContent, o.disabled]")
+        assert "validation failed" in option[0] and "succeeded" not in option[0] and option[1] is True
+
+        # groups by type and state, the most lag, the regressions: the page shows what /overview says, and that is
+        # the incident as built (lags: clicks 5060-60 + 5061-60; orders 40 * p summed over p = 0..5)
+        assert _rows(b, "#groups-by-state tbody tr") == [
+            ["classic", "Empty", "1"], ["classic", "Stable", "2"], ["all live groups", "", "3"]]
+        assert [[r["group_type"], r["state"], str(r["groups"])] for r in over["groups"]["by_type_and_state"]] == \
+            _rows(b, "#groups-by-state tbody tr")[:-1]
+        top = [r[:3] for r in _rows(b, "#top-lag tbody tr")]
+        assert top == [[r["group_id"], r["state"], str(r["lag"])] for r in over["lag"]["top_groups"]]
+        assert top == [[SLASHED, "Stable", "10001"], [CJK, "Stable", "600"]]
+        assert _rows(b, "#regressions tbody tr") == [[CJK, "orders", "3", "4000", "120", "-3880"]]
+        assert "1 since w1" in b.js("return document.getElementById('regressions-note').textContent")
+
+        # the group list uses the width of the screen, and filters
+        width = b.js("return [document.getElementById('group-list').getBoundingClientRect().width, innerWidth]")
+        assert width[0] > 0.9 * width[1], width
+        assert b.js("return [...document.querySelectorAll('#group-list tbody tr')].map(tr => tr.dataset.groupId)") == \
+            ["quiet", SLASHED, CJK]
+        b.type("#group-search", "team/")
+        b.wait_for("return [...document.querySelectorAll('#group-list tbody tr')].map(tr => tr.dataset.groupId)"
+                   ".join('|') === arguments[0]", SLASHED)
+        b.js("document.getElementById('group-search').value = ''; document.getElementById('group-state-filter').value = 'Empty';"
+             "document.getElementById('group-state-filter').dispatchEvent(new Event('change'))")
+        b.wait_for("return [...document.querySelectorAll('#group-list tbody tr')].map(tr => tr.dataset.groupId)"
+                   ".join('|') === 'quiet'")
+        glyphs = b.js(GLYPHS_JS, "group-list", CJK + "🚀")
+        assert all(glyphs.values()), f"drawn as missing-glyph boxes (fonts-noto-cjk / fonts-noto-color-emoji?): {glyphs}"
+        _save(tmp_path, "overview.png", b.screenshot())
+
+        for gid in (CJK, SLASHED):
+            api = httpx.get(base + "/groups/" + quote(gid, safe=""), timeout=10).json()
+            assert api["group"]["group_id"] == gid
+            url = base + "/#/groups/" + quote(gid, safe="")
+            _open(b, url, "group")
+            for again in (False, True):  # as opened, then as pasted into a fresh tab (a reload of the same URL)
+                if again:
+                    b.get("about:blank")
+                    _open(b, url, "group")
+                assert b.js("return document.getElementById('group-title').textContent") == gid
+                assert b.js("return document.getElementById('error').textContent") == ""
+                assert b.js("return document.getElementById('run-alert').dataset.status") == "validation_failed"
+            # lag (and committed / end offsets) exactly as the API answers them
+            table = _rows(b, "#offsets-table tbody tr")
+            assert [r[:5] for r in table] == [[o["topic"], _cells(o["partition"]), _cells(o["committed_offset"]),
+                                               _cells(o["log_end_offset"]), _cells(o["lag"])] for o in api["offsets"]]
+            charts = b.js("return Object.fromEntries(Object.entries(window.olCharts).map(([k, u]) => "
+                          "[k, {axes: u.axes.map(a => a.label), series: u.series.length, "
+                          "drawn: u.root.querySelector('canvas').width > 0}]))")
+            assert charts["lag"]["axes"] == ["partition (topic-partition)", "lag (messages)"]
+            assert charts["snapshots"]["axes"] == ["snapshot as-of (UTC)", "committed offset (messages)"]
+            if gid == CJK:
+                assert charts["commits"]["axes"] == ["commit time (UTC)", "committed offset (messages)"]
+            else:
+                assert "commits" not in charts  # the slashed group has no commit history
+            n = len(api["offsets"])
+            assert charts["snapshots"]["series"] == 1 + n + 1  # x, every partition, the regression marks
+            assert all(c["drawn"] for c in charts.values())
+            # the permalink pins the snapshot and reopens the same group
+            link = b.js("return document.getElementById('group-permalink').href")
+            assert link.endswith("?snapshot=w2#/groups/" + quote(gid, safe=""))
+
+            if gid == CJK:
+                assert [r[4] for r in table] == ["0", "40", "80", "120", "160", "200"]
+                assert b.js("return window.olCharts.lag.data[1]") == [0, 40, 80, 120, 160, 200]
+                marks = b.js("const u = window.olCharts.snapshots; return [u.data[0].length, u.data[u.data.length - 1], "
+                             "document.getElementById('chart-snapshots').dataset.regressions]")
+                assert marks == [2, [None, 120], "1"]
+                glyphs = b.js(GLYPHS_JS, "group-title", CJK)
+                assert all(glyphs.values()), glyphs
+                b.resize(1400, 1900)
+                time.sleep(0.3)  # charts follow the window's width
+                _save(tmp_path, "group-cjk.png", b.screenshot())
+                b.resize(1400, 1100)
+            else:
+                assert [r[4] for r in table] == ["5000", "5001"]
+
+
+BROKER_SCENARIO = "kip848"
+
+
+@pytest.fixture(scope="module")
+def broker_warehouse(brokerdata, spark, settings, tmp_path_factory) -> tuple[Path, dict]:
+    """A real broker's log dir (Kafka 4.0, classic and KIP-848 groups) rebuilt once by the real pipeline, and what
+    that broker answered (`expected_state.json` -> `summary`)."""
+    import json
+
+    from pipelines.rebuild import RebuildRequest, run_rebuild
+
+    expected = brokerdata / BROKER_SCENARIO / "expected_state.json"
+    if not expected.is_file():
+        pytest.skip(f"{expected} not present")
+    wh = tmp_path_factory.mktemp("browser-" + BROKER_SCENARIO)
+    res = run_rebuild(spark, settings, RebuildRequest(inputs=(str(brokerdata / BROKER_SCENARIO / "data"),),
+                                                      warehouse=str(wh), snapshot_id="k1", semantics="modern"))
+    assert res.status == "succeeded", res
+    return wh, json.loads(expected.read_text())["summary"]
+
+
+@pytest.mark.spark
+@pytest.mark.shared
+def test_page_on_a_broker_scenario(broker_warehouse, tmp_path):
+    """The page over a real broker's rebuilt state: the overview's groups by type and state and the group list are
+    what ListGroups answered; every listed group's page shows the offsets OffsetFetch answered, and the lag the
+    API computes from the log dir's end offsets."""
+    _chromedriver()
+    wh, summary = broker_warehouse
+    listed = {g: v["list_groups"] for g, v in summary.items() if v["listed"]}
+    with running_server(wh) as base, chromium(tmp_path) as b:
+        b.resize(1400, 1100)
+        _open(b, base + "/", "overview")
+        assert b.js("return document.getElementById('error').textContent") == ""
+        assert b.js("return document.getElementById('snap-status').textContent") == "succeeded"
+        counts: dict[tuple[str, str], int] = {}
+        for v in listed.values():
+            counts[(v["group_type"], v["state"])] = counts.get((v["group_type"], v["state"]), 0) + 1
+        assert _rows(b, "#groups-by-state tbody tr")[:-1] == [[t, s, str(n)] for (t, s), n in sorted(counts.items())]
+        rows = {r[0]: r for r in _rows(b, "#group-list tbody tr")}
+        assert set(rows) == set(listed)
+        for g, v in listed.items():
+            assert rows[g][1:4] == [v["group_type"], v["protocol_type"], v["state"]]
+        _save(tmp_path, "overview-broker.png", b.screenshot())
+
+        for gid in sorted(listed):
+            api = httpx.get(base + "/groups/" + quote(gid, safe=""), timeout=10).json()
+            _open(b, base + "/#/groups/" + quote(gid, safe=""), "group")
+            assert b.js("return document.getElementById('error').textContent") == ""
+            table = _rows(b, "#offsets-table tbody tr")
+            fetched = sorted((t, int(p), o["offset"]) for t, ps in summary[gid]["committed_offsets"].items()
+                             for p, o in ps.items())
+            assert sorted((r[0], int(r[1]), int(r[2])) for r in table) == fetched
+            assert [r[3:5] for r in table] == [[_cells(o["log_end_offset"]), _cells(o["lag"])] for o in api["offsets"]]
+            assert any(o["lag"] is not None for o in api["offsets"])  # the log dir's end offsets are known
+            axes = b.js("return Object.fromEntries(Object.entries(window.olCharts).map(([k, u]) => [k, u.axes.map(a => a.label)]))")
+            assert axes["lag"] == ["partition (topic-partition)", "lag (messages)"]
+            assert axes["snapshots"] == ["snapshot as-of (UTC)", "committed offset (messages)"]
+        b.resize(1400, 1500)
+        _save(tmp_path, "group-broker.png", b.screenshot())

@@ -142,6 +142,7 @@ class WarehouseKit:
         replace: bool = False,
         tables: dict[str, pa.Table] | None = None,
         kind: str | None = None,
+        validation: str = "{}",
     ) -> str:
         """Write one snapshot: every snapshot table, the history, then its runs row (last, as the pipeline does)."""
         given = {
@@ -188,7 +189,7 @@ class WarehouseKit:
                     "records_out": 10,
                     "records_quarantined": 0,
                     "record_type_counts": [("offset_commit", 10)],
-                    "validation": "{}",
+                    "validation": validation,
                     "summary": "{}",
                     "kind": kind,
                 }
