@@ -339,8 +339,12 @@ def _run_planned(spark, settings, req, conf, plan, summary, progress, warehouse,
                              f"{plan.total_bytes / 1e6:.1f} MB")
     # Kept on local disk, not in the JVM heap: the decoded log is the one frame that grows with the input (10 M
     # records are several GB deserialized), and every later step reads it once or twice.
-    decoded = decoded_frame_from_plan(spark, plan).persist(StorageLevel.DISK_ONLY)
-    counts = count_by_type(decoded)
+    from pipelines.frames.progress import TaskCounters, reporting
+
+    decode_counters = TaskCounters(spark)
+    decoded = decoded_frame_from_plan(spark, plan, decode_counters).persist(StorageLevel.DISK_ONLY)
+    with reporting(spark, progress.emit, "decode", decode_counters):
+        counts = count_by_type(decoded)
     summary.record_type_counts = counts
     summary.records_in = sum(counts.values())
     summary.records_quarantined = sum(v for k, v in counts.items() if k.startswith("error"))
@@ -409,7 +413,7 @@ def _run_planned(spark, settings, req, conf, plan, summary, progress, warehouse,
         from pipelines.frames.shards import replay_on_spark, topic_names_on_spark
 
         replayed_tables, retained, release = replay_on_spark(spark, replayed, options, expiry,
-                                                             topic_names_on_spark(replayed), retain)
+                                                             topic_names_on_spark(replayed), retain, progress.emit)
         markers = markers_from_decoded(replayed, until_offset=req.until_offset, until_time_ms=until_time_ms)
     # The state tables are Arrow in hand (sized by the coordinator's state), written as they are (pyarrow);
     # validation reads them as DataFrames. The history is Arrow in-process, a DataFrame from the shards.

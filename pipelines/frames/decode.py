@@ -124,14 +124,18 @@ def plan_inputs(paths: Iterable[str | Path]) -> DecodePlan:
     return DecodePlan(items, total, nseg, ntab, without_facts, max_partition)
 
 
-def _decoder_for(policy: ReadPolicy):
-    """The executor function of `mapInArrow` for ``policy`` (a picklable closure over plain values)."""
+def _decoder_for(policy: ReadPolicy, counters=None):
+    """The executor function of `mapInArrow` for ``policy`` (a picklable closure over plain values); ``counters``
+    (`frames.progress.TaskCounters`) receive the records decoded and the input bytes of each work item."""
     def decode_items(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        return _decode_items(batches, policy)
+        for out in _decode_items(batches, policy, counters):
+            if counters is not None:
+                counters.add(out.num_rows, 0)
+            yield out
     return decode_items
 
 
-def _decode_items(batches: Iterator[pa.RecordBatch], policy: ReadPolicy = DEFAULT_POLICY
+def _decode_items(batches: Iterator[pa.RecordBatch], policy: ReadPolicy = DEFAULT_POLICY, counters=None
                   ) -> Iterator[pa.RecordBatch]:
     """Executor side: decode every work item in the incoming batches, streaming Arrow batches out."""
     from pipelines.decoding.rows import problem_to_row, rows_to_arrow, to_decoded_row
@@ -144,6 +148,8 @@ def _decode_items(batches: Iterator[pa.RecordBatch], policy: ReadPolicy = DEFAUL
     for batch in batches:
         for item in batch.to_pylist():
             rows: list[dict] = []
+            if counters is not None:
+                counters.add(0, max(0, (item["size"] or 0) - (item.get("start_position") or 0)))
             if item["kind"] == "segment":
                 # fast path: segment bytes straight to Arrow columns (same rows as the reference path)
                 from pipelines.decoding.columnar import decode_segment_to_arrow
@@ -183,12 +189,13 @@ def decoded_spark_schema():
     return from_arrow_schema(DECODED_RECORD_SCHEMA)
 
 
-def decoded_frame_from_plan(spark, plan: DecodePlan):
-    """The decoded-records DataFrame for a plan: one task per group of files, balanced by size."""
+def decoded_frame_from_plan(spark, plan: DecodePlan, counters=None):
+    """The decoded-records DataFrame for a plan: one task per group of files, balanced by size. ``counters``
+    (`frames.progress.TaskCounters`): records and bytes decoded, for progress lines."""
     work = _work_frame(spark, plan)
     if work is None:
         return spark.createDataFrame([], decoded_spark_schema())
-    return work.mapInArrow(_decoder_for(plan.policy), decoded_spark_schema())
+    return work.mapInArrow(_decoder_for(plan.policy, counters), decoded_spark_schema())
 
 
 def _work_frame(spark, plan: DecodePlan):

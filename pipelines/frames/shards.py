@@ -1,12 +1,13 @@
-"""Decoded rows -> the snapshot's tables on Spark: one task per `__consumer_offsets` partition runs the engine.
+"""Decoded rows -> the snapshot's tables on Spark: each `__consumer_offsets` partition is loaded by one task.
 
 The decoded rows are grouped by offsets partition (`groupBy(...).applyInArrow`: one coordinator shard per group,
 its rows handed to the Python worker as one Arrow table) and `coordinator.shard.replay_shards` loads, expires and
 tabulates the shard there. The task returns every table of the shard as Arrow IPC blobs in one envelope row per
 (table, chunk). The state tables (sized by the coordinator's state) are collected to the driver as Arrow in one
 job; the log-sized ones (the `offset_commits` history, the rows kept for `--incremental`) stay on the cluster,
-read out of the kept envelope with `mapInArrow`. Spark schedules the shards, retries a failed one and spreads them over a cluster; the rules run
-once, in the engine. Parallelism is one task per offsets partition: a skewed partition is one long task.
+read out of the kept envelope with `mapInArrow`. Spark schedules the shards (adaptive execution packs small ones
+into one task), retries a failed one and spreads them over a cluster; the rules run once, in the engine. A
+partition is never split: a skewed partition is one long task.
 """
 from __future__ import annotations
 
@@ -72,7 +73,7 @@ def _read_blobs(blobs) -> pa.Table | None:
 
 
 def replay_on_spark(spark, replayable, options: ReplayOptions, expiry: ExpiryOptions | None,
-                    names: dict[str, str], retain: bool):
+                    names: dict[str, str], retain: bool, emit=None):
     """The engine over `replayable` (decoded rows of every partition), one task per offsets partition.
 
     Returns (tables, retained, release): `tables` holds every `SHARD_TABLES` table, the state tables as Arrow
@@ -83,13 +84,17 @@ def replay_on_spark(spark, replayable, options: ReplayOptions, expiry: ExpiryOpt
     from pyspark.sql.pandas.types import from_arrow_schema
 
     from pipelines.coordinator.shard import contract_table
+    from pipelines.frames.progress import reporting
     from schemas.decoded import DECODED_RECORD_SCHEMA
     from schemas.tables import TABLES
 
     rows = replayable.select(*REPLAY_COLUMNS)
     envelope = (rows.groupBy(PART).applyInArrow(_shard_task(options, expiry, names, retain), ENVELOPE_DDL)
                 .persist(StorageLevel.MEMORY_AND_DISK))
-    state = envelope.where(~F.col("table").isin(*LOG_SIZED)).select("table", "payload").toArrow()
+    # the job that runs the shards (an accumulator updated inside applyInArrow crashes its Python worker on
+    # Spark 4.1, so the lines count tasks only)
+    with reporting(spark, emit, "replay", None):
+        state = envelope.where(~F.col("table").isin(*LOG_SIZED)).select("table", "payload").toArrow()
     blobs: dict[str, list[bytes]] = {}
     for t, blob in zip(state.column("table").to_pylist(), state.column("payload").to_pylist()):
         blobs.setdefault(t, []).append(blob)
