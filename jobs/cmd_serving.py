@@ -55,6 +55,8 @@ def _index(reader, snap, **kw):
 @click.option("--members", "mode", flag_value="members", help="members: consumer id, host, client id, #partitions")
 @click.option("--state", "mode", flag_value="state", help="state, assignment strategy, #members")
 @click.option("--offsets", "mode", flag_value="offsets", default=True, help="offsets per partition (the default)")
+@click.option("--history", "mode", flag_value="history",
+              help="the group's rebalances from the log: generations/epochs, members joining and leaving, deletions")
 @click.option("--all-groups", is_flag=True, help="every consumer group of the snapshot")
 @click.option("--end-offsets", "end_offsets", type=click.File("r"), default=None,
               help="end offsets giving LOG-END-OFFSET and LAG, instead of the snapshot's own: kafka-get-offsets "
@@ -79,6 +81,21 @@ def describe(warehouse, group, mode, all_groups, end_offsets, verbose, snapshot_
         except ValueError as e:
             raise click.UsageError(str(e)) from None
     reader, snap = _open(warehouse, snapshot_id)
+    if mode == "history":
+        if all_groups:
+            raise click.UsageError("--history describes one GROUP")
+        from pipelines.serving.describe import HISTORY_COLUMNS, Rendered, render_history
+
+        r = Rendered()
+        try:
+            table = reader.snapshot_table("group_history", snap.snapshot_id, filters=[("group_id", "=", group)],
+                                          columns=list(HISTORY_COLUMNS))
+        except Exception:  # noqa: BLE001 - a warehouse written before group_history existed
+            table = None
+        render_history(r, group, [] if table is None else table.to_pylist())
+        for stream, text in r.chunks:
+            click.echo(text, nl=False, err=stream != OUT)
+        sys.exit(1 if r.missing else 0)
     idx = _index(reader, snap, group_ids=None if all_groups else [group])
     groups = consumer_group_ids(idx) if all_groups else [group]
     r = render(idx, groups, mode=mode, end_offsets=leo, verbose=verbose)

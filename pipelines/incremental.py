@@ -140,6 +140,24 @@ class IncrementalStart:
         return pa.concat_tables([previous, new])
 
 
+    def with_previous_history(self, warehouse, history: pa.Table, snapshot_id: str) -> pa.Table:
+        """The run's `group_history`: the previous snapshot's events, then this run's events of the NEW records
+        (the replay also passes over the saved rows, whose events the previous snapshot already holds: those at an
+        offset below the partition's next offset in the checkpoint are dropped)."""
+        if not self.is_incremental:
+            return history
+        next_offset = {int(p): (cp.get("next_offset") or 0) for p, cp in self.previous["partitions"].items()}
+        keep = [o >= next_offset.get(p, 0) for p, o in zip(history.column("offsets_partition").to_pylist(),
+                                                            history.column("record_offset").to_pylist())]
+        new = history.filter(pa.array(keep, pa.bool_()))
+        previous = warehouse.read_table("group_history", snapshot_id=self.previous_snapshot)
+        previous = previous.set_column(previous.schema.get_field_index("snapshot_id"), "snapshot_id",
+                                       pa.array([snapshot_id] * previous.num_rows, pa.string()))
+        out = pa.concat_tables([previous.cast(new.schema), new])
+        return out.sort_by([("offsets_partition", "ascending"), ("record_offset", "ascending")]) \
+            if out.num_rows else out
+
+
 def _replayable_new_rows(decoded):
     """This run's decoded rows without error/unknown rows (`filter_replayable` drops them anyway)."""
     from pyspark.sql import functions as F
@@ -179,6 +197,8 @@ def start(warehouse, req, conf: dict, plan, snapshot_id: str) -> IncrementalStar
         return _full(f"the previous snapshot's decoded state is missing ({state})", plan, prev_id)
     if prev.get("tabular"):
         return _full("the previous snapshot was built from a tabular dump", plan, prev_id)
+    if not prev.get("group_history"):
+        return _full("the previous snapshot has no group_history (written by an older version)", plan, prev_id)
     if prev.get("until_offset") is not None or prev.get("until_time") is not None:
         return _full("the previous snapshot was cut with --until-offset/--until-time", plan, prev_id)
     if prev.get("semantics") != conf["semantics"]:
@@ -403,7 +423,7 @@ def save_checkpoint(spark, warehouse, snapshot_id: str, replayed, plan, inc: Inc
         format=CHECKPOINT_FORMAT, snapshot_id=snapshot_id, mode=inc.mode, previous_snapshot=inc.previous_snapshot,
         semantics=conf["semantics"], num_partitions_setting=conf["num_partitions"],
         until_offset=req.until_offset, until_time=req.until_time, tabular=bool(plan.num_tabular),
-        max_timestamp=max_timestamp, max_partition=max_partition,
+        max_timestamp=max_timestamp, max_partition=max_partition, group_history=True,
         decoded_state=str(final.relative_to(Path(getattr(warehouse, "path", warehouse)))),
         partitions=partitions,
     )

@@ -421,6 +421,8 @@ def _run_planned(spark, settings, req, conf, plan, summary, progress, warehouse,
 
     from schemas.tables import SNAPSHOT_TABLES, TABLES
 
+    replayed_tables["group_history"] = inc.with_previous_history(warehouse, replayed_tables["group_history"],
+                                                                 snapshot_id)
     in_hand = with_served_offsets({t: a for t, a in replayed_tables.items()
                                    if t in SNAPSHOT_TABLES and isinstance(a, pa.Table)})
     tables = {t: spark.createDataFrame(a, schema=TABLES[t]) if isinstance(a, pa.Table) else a

@@ -181,6 +181,29 @@ LOG_END_OFFSETS = StructType(
     ]
 )
 
+# Every record of the snapshot's log that changed a group as a whole, in log order per offsets partition: a new
+# classic generation (a GroupMetadata value: a rebalance completed, or the group went Empty), a consumer group's
+# group or assignment epoch, a member joining or leaving a consumer group, a group deleted (a tombstone).
+GROUP_HISTORY = StructType(
+    [
+        _f("snapshot_id", StringType(), False),
+        _f("group_id", StringType(), False),
+        _f("offsets_partition", IntegerType()),
+        _f("record_offset", LongType()),
+        _f("record_timestamp", TimestampType()),
+        _f("group_type", StringType()),  # classic, consumer
+        _f("event", StringType()),  # generation, group_epoch, assignment_epoch, member_joined, member_left, deleted
+        _f("generation", IntegerType()),  # after the record: classic generation / consumer group epoch
+        _f("assignment_epoch", IntegerType()),  # consumer groups
+        _f("protocol", StringType()),  # classic
+        _f("leader", StringType()),  # classic
+        _f("state", StringType()),  # classic: Stable or Empty
+        _f("member_count", IntegerType()),  # after the record
+        _f("members_joined", ArrayType(StringType())),  # member ids the record added
+        _f("members_left", ArrayType(StringType())),  # member ids the record removed
+    ]
+)
+
 RUNS = StructType(
     [
         _f("snapshot_id", StringType(), False),
@@ -215,6 +238,7 @@ TABLES: dict[str, StructType] = {
     "offset_commits": OFFSET_COMMITS,
     "quarantine": QUARANTINE,
     "log_end_offsets": LOG_END_OFFSETS,
+    "group_history": GROUP_HISTORY,
     "runs": RUNS,
 }
 

@@ -74,14 +74,47 @@ def is_live(group: Group | None) -> bool:
     return isinstance(group, (ClassicGroup, ConsumerGroup))
 
 
+def member_ids(group: Group | None) -> set[str]:
+    if isinstance(group, ClassicGroup):
+        return {m["member_id"] for m in group.value.get("members") or []}
+    if isinstance(group, ConsumerGroup):
+        return set(group.members)
+    return set()
+
+
 class GroupStore:
-    """The `groups` map of one coordinator shard, replayed record by record."""
+    """The `groups` map of one coordinator shard, replayed record by record. `history` (when kept) receives one
+    event per record that changes a group as a whole: a new classic generation, a consumer group's epochs, a
+    member joining or leaving a consumer group, a group deleted; with the group as it stands after the record."""
 
-    __slots__ = ("groups", "last_group_record")
+    __slots__ = ("groups", "last_group_record", "history")
 
-    def __init__(self) -> None:
+    def __init__(self, keep_history: bool = True) -> None:
         self.groups: dict[str, Group] = {}
         self.last_group_record: dict[str, Row] = {}  # latest type-2 / type-3 record per group id
+        self.history: list[Row] | None = [] if keep_history else None
+
+    def _record(self, event: str, row: Row, before: set[str]) -> None:
+        if self.history is None:
+            return
+        g = self.groups.get(row["group_id"])
+        after = member_ids(g)
+        ts = row.get("timestamp")
+        out = {"group_id": row["group_id"], "record_offset": row["offset"],
+               "record_timestamp": None if ts is None or ts < 0 else ts,
+               "group_type": "classic" if row["key_type"] == 2 else "consumer", "event": event,
+               "generation": None, "assignment_epoch": None, "protocol": None, "leader": None, "state": None,
+               "member_count": len(after), "members_joined": sorted(after - before),
+               "members_left": sorted(before - after)}
+        if isinstance(g, ClassicGroup):
+            members = g.value.get("members") or []
+            leader = g.value.get("leader")
+            out.update(generation=g.value.get("generation"), protocol=g.value.get("protocol"),
+                       leader=leader if leader is not None or not members else members[0]["member_id"],
+                       state="Stable" if members else "Empty")
+        elif isinstance(g, ConsumerGroup):
+            out.update(generation=g.group_epoch, assignment_epoch=g.assignment_epoch)
+        self.history.append(out)
 
     @staticmethod
     def _replaceable(g: Group | None) -> bool:
@@ -92,10 +125,14 @@ class GroupStore:
         replaces it (old loader: `loadedGroups` / `removedGroups`, same outcome)."""
         gid = row["group_id"]
         self.last_group_record[gid] = row
+        before = member_ids(self.groups.get(gid))
         if row["is_tombstone"]:
-            self.groups.pop(gid, None)
+            existed = self.groups.pop(gid, None) is not None
+            if existed:
+                self._record("deleted", row, before)
         else:
             self.groups[gid] = ClassicGroup(row)
+            self._record("generation", row, before)
 
     def maybe_create_simple_group(self, gid: str) -> None:
         """`OffsetMetadataManager.replay`: an offset value for an unknown group creates a simple classic group."""
@@ -119,11 +156,13 @@ class GroupStore:
         kt, gid, off = row["key_type"], row["group_id"], row["offset"]
         if kt == 3:
             self.last_group_record[gid] = row
+        before = member_ids(self.groups.get(gid))
         if row["is_tombstone"]:
             if kt == 3:
                 g = self.groups.get(gid)
                 if isinstance(g, ConsumerGroup) or self._replaceable(g):
                     del self.groups[gid]
+                    self._record("deleted", row, before)
                 return
             g = self._consumer_group(gid, create=False)
             if g is None:
@@ -131,7 +170,8 @@ class GroupStore:
             g.last_offset = off
             mid = row.get("member_id")
             if kt == 5:
-                g.members.pop(mid, None)
+                if g.members.pop(mid, None) is not None:
+                    self._record("member_left", row, before)
             elif kt == 6:
                 g.assignment_epoch = -1
             elif kt == 7:
@@ -151,10 +191,14 @@ class GroupStore:
         mid = row.get("member_id")
         if kt == 3:
             g.group_epoch = row["group_epoch"]
+            self._record("group_epoch", row, before)
         elif kt == 5:
             g.members.setdefault(mid, ConsumerGroupMember()).fields = row
+            if mid not in before:
+                self._record("member_joined", row, before)
         elif kt == 6:
             g.assignment_epoch = row["assignment_epoch"]
+            self._record("assignment_epoch", row, before)
         elif kt == 7:
             g.targets[mid] = list(row.get("assigned_partitions") or [])
         elif kt == 8:

@@ -16,6 +16,7 @@ REPLAY_TABLES = (
     "removed_groups",
     "pending_offsets",
     "offset_commits",
+    "group_history",
 )
 
 #: offsets.topic.num.partitions default in every Kafka version (spec §4); the floor for the placement check.

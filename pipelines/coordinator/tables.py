@@ -229,4 +229,5 @@ def shard_rows(st: ShardState, options: ReplayOptions, n: int, names: dict[str, 
                 "tombstone_record_offset": r["offset"], "tombstone_timestamp": _none_if(r.get("timestamp")),
                 "group_type": "classic" if r["key_type"] == 2 else "consumer"})
     out["offset_commits"] = [_commit_out(sid, part, r, st.outcomes.get(r["offset"])) for r in st.commit_rows]
+    out["group_history"] = [{**e, "snapshot_id": sid, "offsets_partition": part} for e in st.groups.history or ()]
     return out

@@ -221,3 +221,34 @@ def describe(
         else:
             render_offsets(r, idx, gid, end_offsets, verbose)
     return r
+
+
+HISTORY_COLUMNS = ("record_timestamp", "offsets_partition", "record_offset", "group_type", "event", "generation",
+                   "assignment_epoch", "state", "leader", "member_count", "members_joined", "members_left")
+
+
+def render_history(r: Rendered, gid: str, events: list[dict]) -> None:
+    """`describe --history`: the group's rebalances from the log, oldest first (`group_history`): every new
+    generation or epoch, each member joining or leaving, deletions. Not a kafka-consumer-groups view."""
+    if not events:
+        r.err(f"\nNo group events for group {gid} in the log of this snapshot.\n")
+        r.missing.append(gid)
+        return
+    events = sorted(events, key=lambda e: (e["offsets_partition"], e["record_offset"]))
+    head = ("TIME", "OFFSET", "EVENT", "GENERATION", "STATE", "#MEMBERS", "JOINED", "LEFT")
+    rows = []
+    for e in events:
+        ts = e.get("record_timestamp")
+        when = ts.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z" if ts is not None else MISSING
+        gen = _s(e.get("generation"))
+        if e.get("group_type") == "consumer" and e.get("assignment_epoch") is not None:
+            gen = f"{gen}/{e['assignment_epoch']}"
+        rows.append((when, f"{e['offsets_partition']}:{e['record_offset']}", e["event"], gen,
+                     _s(e.get("state")), str(e.get("member_count") or 0),
+                     ",".join(e.get("members_joined") or []) or MISSING,
+                     ",".join(e.get("members_left") or []) or MISSING))
+    widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(head[:-1])]
+    fmt = " ".join(f"{{:<{w}}}" for w in widths) + " {}"
+    lines = [f"\nGROUP {gid} (generation: classic generation, or consumer group epoch/assignment epoch)",
+             fmt.format(*head)] + [fmt.format(*row) for row in rows]
+    r.out("\n".join(lines) + "\n")
