@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from pipelines.lookup import GroupNotFound, SnapshotNotFound, SnapshotReader, run_summary
+from pipelines.io.snapshots import GroupNotFound, SnapshotNotFound, SnapshotReader, run_summary
 from pipelines.serving import views
 from pipelines.serving.catalog import SnapshotCatalog
 

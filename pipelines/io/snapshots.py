@@ -1,0 +1,454 @@
+"""The one snapshot reader: which snapshot is served (the `runs` table, CONTRACT.md "Snapshots") and its tables
+read at the Delta versions its run committed, without Spark.
+
+A run records in its `runs` row (`table_versions`) the version each snapshot table's commit produced; every read
+of that snapshot opens the table AT that version. A rerun of the id killed between its table commits and its
+`runs` row therefore leaves readers on the previous, complete versions. A row without `table_versions` (written
+before the column existed) reads the latest version. Every command, the HTTP API, `offsetlake sql` and the
+warehouse's own reads (`Warehouse.read_table`, `latest_snapshot_id`) go through here.
+"""
+from __future__ import annotations
+
+import atexit
+import os
+import threading
+import weakref
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any, Protocol, Sequence
+
+import pyarrow as pa
+
+# Filters in the DNF form delta-rs/pyarrow take: [("group_id", "=", "g"), ("partition", "in", [0, 1])].
+Filters = Sequence[tuple[str, str, Any]]
+
+READABLE_STATUS = "succeeded"
+# Runs of this kind are the default snapshot; `what-if` runs (--as-of/--until-*) are read by id only. A runs row
+# without a kind (written before the column existed) is scheduled.
+SCHEDULED = "scheduled"
+
+
+class LookupError_(Exception):
+    """Base of the serving errors; the message is meant for the user."""
+
+
+class WarehouseError(LookupError_):
+    """The warehouse directory is missing or is not an offsetlake warehouse (a usage error)."""
+
+
+class SnapshotNotFound(LookupError_):
+    """No readable snapshot with that id (or no readable snapshot at all)."""
+
+
+class GroupNotFound(LookupError_):
+    """The group does not exist in the chosen snapshot."""
+
+
+class SnapshotReader(Protocol):
+    """What the serving side needs from storage. Implementations are read-only and thread-safe."""
+
+    def runs(self) -> pa.Table | None:
+        """The whole `runs` table (None if the warehouse has none yet)."""
+
+    def runs_version(self) -> int | None:
+        """A cheap token that changes whenever `runs` gets a commit (a new snapshot may be readable)."""
+
+    def snapshot_table(
+        self, table: str, snapshot: "Snapshot | str", *, filters: Filters | None = None,
+        columns: list[str] | None = None,
+    ) -> pa.Table | None:
+        """Rows of a snapshot table for one snapshot, at the version its run pinned (None if the table does not
+        exist)."""
+
+    def history_table(
+        self, table: str, *, filters: Filters | None = None, columns: list[str] | None = None
+    ) -> pa.Table | None:
+        """Rows of an unpartitioned table (`offset_commits`, `runs`); None if it does not exist."""
+
+
+def _delta_log_version(path: Path) -> int | None:
+    """Highest commit number in `_delta_log`; a directory listing, no JSON parsing (cheap enough per request)."""
+    best = None
+    try:
+        with os.scandir(path / "_delta_log") as it:
+            for entry in it:
+                name = entry.name
+                if name.endswith(".json") and name[:-5].isdigit():
+                    v = int(name[:-5])
+                    if best is None or v > best:
+                        best = v
+    except FileNotFoundError:
+        return None
+    return best
+
+
+def _sql_literal(value: Any) -> str:
+    """A SQL literal for DuckDB (values are inlined: binding a Python list would import numpy and pandas)."""
+    if value is None:
+        return "NULL"
+    if isinstance(value, bool):
+        return "TRUE" if value else "FALSE"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, str):
+        return "'" + value.replace("'", "''") + "'"
+    raise TypeError(f"unsupported filter value {value!r}")
+
+
+# An `in` filter with more values than this is matched against a registered Arrow table (a semi-join) instead
+# of a literal list, which DuckDB plans and evaluates slowly once it has thousands of entries.
+INLINE_IN_MAX = 64
+
+
+def _sql_where(filters: Filters, register=None) -> str:
+    """DNF conjunction [(col, op, value)] -> a WHERE clause (ops: =, !=, <, <=, >, >=, in, not in).
+    `register(values) -> name`, when given, makes a long `in` list a table the clause selects from."""
+    parts = []
+    for col, op, value in filters:
+        ident = '"' + col.replace('"', '""') + '"'
+        op = op.lower()
+        if op in ("in", "not in"):
+            values = list(value)
+            if not values:
+                parts.append("FALSE" if op == "in" else "TRUE")
+                continue
+            if register is not None and len(values) > INLINE_IN_MAX:
+                parts.append(f"{ident} {op.upper()} (SELECT v FROM {register(values)})")
+                continue
+            parts.append(f"{ident} {op.upper()} ({', '.join(_sql_literal(v) for v in values)})")
+        elif op in ("=", "==", "!=", "<", "<=", ">", ">="):
+            if value is None:
+                parts.append(f"{ident} IS {'NOT ' if op == '!=' else ''}NULL")
+            else:
+                parts.append(f"{ident} {'=' if op == '==' else op} {_sql_literal(value)}")
+        else:
+            raise ValueError(f"unsupported filter operator {op!r}")
+    return " AND ".join(parts) if parts else "TRUE"
+
+
+def _close_reader(ref) -> None:
+    reader = ref()
+    if reader is not None:
+        reader.close()
+
+
+class _FastPathUnavailable(Exception):
+    """The table needs a full Delta reader (deletion vectors, column mapping, ...): use delta-rs' dataset."""
+
+
+class DeltaWarehouseReader:
+    """`<warehouse>/<table>/` Delta tables. delta-rs replays the log (which Parquet files are live, pruned by
+    the `snapshot_id` partition); the files are then read by DuckDB with the other filters in a WHERE, so a
+    one-group read decodes only the vectors that hold the group instead of the whole snapshot, and nothing
+    imports pyarrow.dataset/numpy/pandas on the CLI path. Tables whose protocol needs more than plain Parquet
+    files (reader features such as deletion vectors or column mapping) are read through delta-rs' pyarrow
+    dataset instead, as is anything the fast path cannot express."""
+
+    def __init__(self, warehouse: str | os.PathLike, *, fast_path: bool = True, must_exist: bool = True):
+        self.root = Path(warehouse)
+        if must_exist and not self.root.is_dir():
+            raise WarehouseError(f"warehouse {str(self.root)!r} is not a directory")
+        if must_exist and not (self.root / "runs" / "_delta_log").is_dir():
+            raise WarehouseError(f"{str(self.root)!r} is not an offsetlake warehouse (no runs table)")
+        self.fast_path = fast_path
+        self._duck = None
+        self._duck_lock = threading.Lock()
+
+    def table_path(self, table: str) -> Path | None:
+        p = self.root / table
+        return p if (p / "_delta_log").is_dir() else None
+
+    def _cursor(self):
+        import duckdb
+
+        with self._duck_lock:
+            if self._duck is None:
+                self._duck = duckdb.connect(
+                    ":memory:", config={"autoinstall_known_extensions": False, "autoload_known_extensions": False}
+                )
+                # Closed before interpreter teardown: a DuckDB database destroyed during finalization can
+                # abort the process ("terminate called without an active exception").
+                atexit.register(_close_reader, weakref.ref(self))
+            return self._duck.cursor()  # one cursor per read: DuckDB connections are not shared across threads
+
+    def close(self) -> None:
+        with self._duck_lock:
+            if self._duck is not None:
+                self._duck.close()
+                self._duck = None
+
+    def _read_fast(self, dt, partitions, filters, columns) -> pa.Table:
+        proto = dt.protocol()
+        if proto.min_reader_version > 1 and (proto.min_reader_version != 3 or proto.reader_features):
+            raise _FastPathUnavailable(f"reader protocol {proto}")
+        part_cols = list(dt.metadata().partition_columns)
+        part_values = {}
+        for col, op, value in partitions or ():
+            if op != "=" or col not in part_cols:
+                raise _FastPathUnavailable("partition filter")
+            part_values[col] = value
+        if set(part_cols) - set(part_values):
+            raise _FastPathUnavailable("unbound partition column")
+        schema = pa.schema(dt.schema().to_arrow())
+        if filters and any(c in part_cols for c, _, _ in filters):
+            raise _FastPathUnavailable("filter on a partition column")
+        wanted = [f.name for f in schema] if columns is None else columns
+        target = pa.schema([schema.field(c) for c in wanted])
+        files = dt.file_uris(file_pruning_predicate=list(partitions)) if partitions else dt.file_uris()
+        files = [f[len("file://"):] if f.startswith("file://") else f for f in files]
+        if any("://" in f for f in files):
+            raise _FastPathUnavailable("remote files")
+        if not files:
+            return target.empty_table()
+        file_list = "[" + ", ".join(_sql_literal(f) for f in files) + "]"
+        cur = self._cursor()
+        registered: list[str] = []
+
+        def register(values: list) -> str:
+            name = f"_offsetlake_in_{len(registered)}"
+            cur.register(name, pa.table({"v": pa.array(values)}))
+            registered.append(name)
+            return name
+
+        try:
+            sql = (f"SELECT * FROM read_parquet({file_list}, union_by_name = true, hive_partitioning = false)"
+                   f" WHERE {_sql_where(filters or (), register)}")
+            got = cur.execute(sql).to_arrow_table()
+        finally:
+            for name in registered:
+                cur.unregister(name)
+            cur.close()
+        arrays = []
+        for f in target:
+            if f.name in part_values:
+                arrays.append(pa.array([part_values[f.name]] * got.num_rows, f.type))
+            elif f.name in got.column_names:
+                arrays.append(got.column(f.name).cast(f.type))
+            else:  # a column added after these files were written
+                arrays.append(pa.nulls(got.num_rows, f.type))
+        return pa.Table.from_arrays(arrays, schema=target)
+
+    def _open(self, table: str, version: int | None = None):
+        """The Delta table at `version` (None: the latest), or None when it was never written."""
+        from deltalake import DeltaTable
+
+        path = self.table_path(table)
+        return None if path is None else DeltaTable(str(path), version=version)
+
+    def _read(self, table: str, partitions, filters, columns, version: int | None = None) -> pa.Table | None:
+        dt = self._open(table, version)
+        if dt is None:
+            return None
+        present = dt.schema().to_arrow().names if columns is not None else None
+        if columns is not None:
+            columns = [c for c in columns if c in present]
+        if self.fast_path:
+            import duckdb
+
+            try:
+                return self._read_fast(dt, partitions, filters, columns)
+            except (_FastPathUnavailable, duckdb.Error, TypeError, ValueError, pa.ArrowException):
+                pass
+        return dt.to_pyarrow_table(partitions=partitions, filters=list(filters) if filters else None, columns=columns)
+
+    def runs(self) -> pa.Table | None:
+        return self._read("runs", None, None, None)
+
+    def runs_version(self) -> int | None:
+        return _delta_log_version(self.root / "runs")
+
+    def table_version(self, table: str) -> int | None:
+        return _delta_log_version(self.root / table)
+
+    def snapshot(self, snapshot: "Snapshot | str") -> "Snapshot":
+        """`snapshot` itself, or the snapshot of that id as its `runs` row describes it (any status: the warehouse
+        reads failed ids too); an id without a row reads the latest versions."""
+        if isinstance(snapshot, Snapshot):
+            return snapshot
+        for s in snapshots_from_runs(self.runs()):
+            if s.snapshot_id == snapshot:
+                return s
+        return Snapshot(snapshot, None, None, None, None, {})
+
+    def snapshot_table(self, table, snapshot, *, filters=None, columns=None):
+        snap = self.snapshot(snapshot)
+        return self._read(table, [("snapshot_id", "=", snap.snapshot_id)], filters, columns,
+                          version=snap.version_of(table))
+
+    def snapshot_dataset(self, table: str, snapshot: "Snapshot | str"):
+        """A pyarrow dataset of one snapshot's partition of `table` at its pinned version (None if the table does
+        not exist): `offsetlake sql` scans it lazily, DuckDB pushing its filters down."""
+        snap = self.snapshot(snapshot)
+        dt = self._open(table, snap.version_of(table))
+        if dt is None:
+            return None
+        return dt.to_pyarrow_dataset(file_pruning_predicate=[("snapshot_id", "=", snap.snapshot_id)])
+
+    def snapshot_file_uris(self, table: str, snapshot: "Snapshot | str") -> list[str] | None:
+        """The Parquet files of one snapshot's partition of `table` at its pinned version (None: no table)."""
+        snap = self.snapshot(snapshot)
+        dt = self._open(table, snap.version_of(table))
+        if dt is None:
+            return None
+        return dt.file_uris(file_pruning_predicate=[("snapshot_id", "=", snap.snapshot_id)])
+
+    def history_dataset(self, table: str):
+        """A pyarrow dataset of an unpartitioned table at its latest version (None if it does not exist)."""
+        dt = self._open(table)
+        return None if dt is None else dt.to_pyarrow_dataset()
+
+    def history_table(self, table, *, filters=None, columns=None):
+        return self._read(table, None, filters, columns)
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """One snapshot as its (latest) `runs` row describes it."""
+
+    snapshot_id: str
+    status: str | None
+    started_at: datetime | None
+    finished_at: datetime | None
+    as_of: datetime | None
+    run: dict = field(compare=False, hash=False, repr=False)
+
+    @property
+    def readable(self) -> bool:
+        return self.status == READABLE_STATUS
+
+    @property
+    def kind(self) -> str:
+        return self.run.get("kind") or SCHEDULED
+
+    @property
+    def is_default_candidate(self) -> bool:
+        """Readable and scheduled: what a reader without a snapshot id may be given."""
+        return self.readable and self.kind == SCHEDULED
+
+    @property
+    def cache_key(self) -> tuple:
+        """Changes when the snapshot is rebuilt under the same id (a rerun replaces it)."""
+        return (self.snapshot_id, self.started_at, self.finished_at, tuple(sorted(self.table_versions.items())))
+
+    @property
+    def table_versions(self) -> dict[str, int]:
+        """Table -> the Delta version this snapshot's commit produced (empty for a run written before
+        `runs.table_versions` existed: those read the latest versions)."""
+        pinned = self.run.get("table_versions")
+        if not pinned:
+            return {}
+        items = pinned.items() if isinstance(pinned, dict) else pinned  # Arrow map: (key, value) pairs
+        return {str(k): int(v) for k, v in items if v is not None}
+
+    def version_of(self, table: str) -> int | None:
+        """The version to read `table` at for this snapshot; None: the latest."""
+        return self.table_versions.get(table)
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+def column_values(col: pa.Array | pa.ChunkedArray) -> list:
+    """`col.to_pylist()`, except that timestamps become UTC datetimes computed here: pyarrow's own conversion
+    imports pandas (~0.25 s), which would be most of a `describe`'s wall time."""
+    t = col.type
+    if not pa.types.is_timestamp(t):
+        return col.to_pylist()
+    micros = col.cast(pa.timestamp(t.unit)).cast(pa.timestamp("us"), safe=False).cast(pa.int64()).to_pylist()
+    tz = timezone.utc if t.tz is not None else None
+    base = _EPOCH if tz is not None else _EPOCH.replace(tzinfo=None)
+    return [None if v is None else base + timedelta(microseconds=v) for v in micros]
+
+
+def table_rows(t: pa.Table) -> list[dict]:
+    """`t.to_pylist()` through column_values (no pandas import for timestamp columns)."""
+    names = t.column_names
+    return [dict(zip(names, vals)) for vals in zip(*(column_values(c) for c in t.columns))] if names else [
+        {} for _ in range(t.num_rows)
+    ]
+
+
+def _ts_key(t: datetime | None) -> datetime:
+    return t if t is not None else _EPOCH
+
+
+def run_order(row: dict) -> tuple:
+    """Runs oldest first: by finished_at (a run still going, by started_at), then started_at, then id."""
+    finished, started = row.get("finished_at"), row.get("started_at")
+    return (_ts_key(finished or started), _ts_key(started), row.get("snapshot_id") or "")
+
+
+def snapshots_from_runs(runs: pa.Table | None) -> list[Snapshot]:
+    """Every snapshot id with its latest `runs` row (by finished_at, then started_at), oldest first."""
+    if runs is None or runs.num_rows == 0:
+        return []
+    latest: dict[str, dict] = {}
+    for row in table_rows(runs):
+        sid = row.get("snapshot_id")
+        if sid is None:
+            continue
+        prev = latest.get(sid)
+        key = (_ts_key(row.get("finished_at")), _ts_key(row.get("started_at")))
+        if prev is None or key >= (_ts_key(prev.get("finished_at")), _ts_key(prev.get("started_at"))):
+            latest[sid] = row
+    snaps = [
+        Snapshot(sid, r.get("status"), r.get("started_at"), r.get("finished_at"), r.get("as_of"), r)
+        for sid, r in latest.items()
+    ]
+    snaps.sort(key=lambda s: run_order(s.run))
+    return snaps
+
+
+def pick_snapshot(snaps: list[Snapshot], snapshot_id: str | None) -> Snapshot:
+    """The requested snapshot (any kind), or the latest succeeded scheduled one (by finished_at): a what-if run is
+    reached by its id only. Raises SnapshotNotFound."""
+    if snapshot_id is None:
+        readable = [s for s in snaps if s.is_default_candidate]
+        if not readable:
+            raise SnapshotNotFound("the warehouse has no succeeded scheduled snapshot yet")
+        return readable[-1]
+    for s in snaps:
+        if s.snapshot_id == snapshot_id:
+            if not s.readable:
+                raise SnapshotNotFound(f"snapshot {snapshot_id!r} is not readable (status {s.status!r})")
+            return s
+    raise SnapshotNotFound(f"snapshot {snapshot_id!r} does not exist")
+
+
+def resolve_snapshot(reader: SnapshotReader, snapshot_id: str | None = None) -> Snapshot:
+    return pick_snapshot(snapshots_from_runs(reader.runs()), snapshot_id)
+
+
+def iso(t: datetime) -> str:
+    """UTC ISO-8601 with a Z, the way every serving answer prints a timestamp."""
+    if t.tzinfo is None:
+        t = t.replace(tzinfo=timezone.utc)
+    return t.astimezone(timezone.utc).isoformat().replace("+00:00", "Z")
+
+
+def jsonable(value: Any) -> Any:
+    """Arrow's Python values -> JSON values (timestamps as ISO strings, map columns as objects)."""
+    if isinstance(value, datetime):
+        return iso(value)
+    if isinstance(value, dict):
+        return {k: jsonable(v) for k, v in value.items()}
+    if isinstance(value, list):
+        if value and all(isinstance(v, tuple) and len(v) == 2 for v in value):  # an Arrow map column
+            return {str(k): jsonable(v) for k, v in value}
+        return [jsonable(v) for v in value]
+    if isinstance(value, tuple):
+        return [jsonable(v) for v in value]
+    if isinstance(value, bytes):
+        return value.hex()
+    return value
+
+
+def run_summary(s: Snapshot) -> dict:
+    """A snapshot as the API and the CLI list it: its id, status, times, kind and the whole runs row."""
+    run = {k: v for k, v in s.run.items() if k != "snapshot_id"}
+    run["kind"] = s.kind
+    counts = run.get("record_type_counts")
+    if isinstance(counts, list):  # Arrow map -> list of (key, value)
+        run["record_type_counts"] = {str(k): v for k, v in counts}
+    return {"snapshot_id": s.snapshot_id, **jsonable(run)}
