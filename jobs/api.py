@@ -4,6 +4,8 @@ Every route takes `?snapshot=ID` (default: the latest succeeded scheduled snapsh
 id). A request resolves its snapshot once
 (see pipelines/serving/catalog.py) and answers from that snapshot's in-memory index; the answer names the
 snapshot in its body (or, for the bare list of `/groups/{id}/offsets`, in the `X-Offsetlake-Snapshot` header).
+One way of routing, auth and caching: FastAPI's routes, the bearer token as a dependency, and point answers kept
+serialized in the snapshot index's response cache.
 """
 from __future__ import annotations
 
@@ -12,7 +14,6 @@ import json
 import secrets
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, unquote
 
 import orjson
 
@@ -20,12 +21,14 @@ from fastapi import Depends, FastAPI, Path as PathParam, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import FileResponse, JSONResponse, Response
+from fastapi.routing import APIRoute
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, ConfigDict
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
-from pipelines.lookup import GroupNotFound, SnapshotNotFound, SnapshotReader, run_summary
+from pipelines.io.snapshots import GroupNotFound, SnapshotNotFound, SnapshotReader, run_summary
 from pipelines.serving import views
 from pipelines.serving.catalog import SnapshotCatalog
 
@@ -166,106 +169,22 @@ def _bytes_response(body: bytes, snapshot_id: str) -> Response:
     return Response(body, media_type="application/json", headers=headers)
 
 
-class CachedLookups:
-    """Pure-ASGI front of the app for the point lookups: a GET of `/groups/{id}` or `/groups/{id}/offsets`
-    (no query, or only `?snapshot=ID`) of a live group in an index that is ready is answered here, from the
-    snapshot index's response cache or built by the same view function the route calls (and then cached), without
-    routing, validation, dependencies or a thread hop. Anything else (an unknown group, other parameters, a missing
-    or wrong token, an index still building) goes to the FastAPI app, which answers exactly as without this
-    layer. Keys are built from the decoded path the same way the routes see it, so an answer is only ever served
-    for the route that would have produced it."""
+class RawPathRoute(APIRoute):
+    """A route whose template ends in a word after a `:path` parameter (`/groups/{group_id:path}/offsets`) matches
+    only when the client sent that word after a real `/`. Group ids may hold `/` (legal in Kafka): sent
+    percent-encoded, `/groups/x%2Foffsets` is the detail of group "x/offsets", but the server decodes the path before
+    routing, which alone would make it the offsets of "x"."""
 
-    def __init__(self, app, catalog: SnapshotCatalog, token: str | None):
-        self.app = app
-        self.catalog = catalog
-        self.auth = None if token is None else token.encode()
+    def __init__(self, path: str, *args, **kwargs):
+        super().__init__(path, *args, **kwargs)
+        self.literal_tail = path.rsplit("}", 1)[1].encode() if ":path}" in path else b""
 
-    def _hit(self, scope) -> tuple[bytes, str] | None:
-        """The answer's bytes and snapshot id, from the cache or (for a group that exists in a ready index) built
-        here exactly as the route would build it; None sends the request on to the app."""
-        found = self._key(scope)
-        if found is None:
-            return None
-        idx, key = found
-        body = idx.responses.get(key)
-        if body is None:
-            gid = key[1]
-            if not idx.exists(gid):
-                return None  # the app answers the 404 with its message
-            body = _dumps(views.group_offsets(idx, gid) if key[0] == "offsets" else views.group_detail(idx, gid))
-            idx.responses.put(key, body)
-        return body, idx.snapshot.snapshot_id
-
-    def _key(self, scope):
-        path: str = scope["path"]
-        if path.startswith(DETAIL_BY_ID):
-            key = ("group", path[len(DETAIL_BY_ID):])
-        elif path.endswith("/offsets"):
-            key = ("offsets", path[8:-8], None, None)
-        elif path.endswith("/commits"):
-            return None
-        else:
-            key = ("group", path[8:])
-        snapshot = None
-        qs: bytes = scope.get("query_string") or b""
-        if qs:
-            if not qs.startswith(b"snapshot=") or b"&" in qs or b"%" in qs or b"+" in qs:
-                return None
-            snapshot = qs[9:].decode("latin-1")
-            if not 1 <= len(snapshot) <= 512:
-                return None
-        if self.auth is not None:
-            given = None
-            for name, value in scope["headers"]:
-                if name == b"authorization":
-                    given = value
-                    break
-            if given is None or given[:7].lower() != b"bearer " or not secrets.compare_digest(given[7:], self.auth):
-                return None
-        idx = self.catalog.ready_index(snapshot)
-        if idx is None:
-            return None
-        return idx, key
-
-    async def __call__(self, scope, receive, send):
-        if scope["type"] == "http" and scope["path"].startswith("/groups/"):
-            gid = _encoded_detail_id(scope)
-            if gid is not None:  # the router would take it for /offsets or /commits of another group
-                scope = {**scope, "path": DETAIL_BY_ID + gid,
-                         "raw_path": (DETAIL_BY_ID + quote(gid, safe="")).encode("ascii")}
-        if scope["type"] == "http" and scope["method"] == "GET" and scope["path"].startswith(("/groups/", DETAIL_BY_ID)):
-            hit = self._hit(scope)
-            if hit is not None:
-                body, sid = hit
-                headers = [(b"content-length", str(len(body)).encode()), (b"content-type", b"application/json")]
-                if sid.isascii():
-                    headers.append((SNAPSHOT_HEADER.lower().encode(), sid.encode()))
-                await send({"type": "http.response.start", "status": 200, "headers": headers})
-                await send({"type": "http.response.body", "body": body})
-                return
-        await self.app(scope, receive, send)
-
-
-# `GET /groups/{id}` of an id that ends in "/offsets" or "/commits" (legal in Kafka), sent percent-encoded
-# (`/groups/a%2Foffsets`): the server decodes the path before routing, so the router alone would answer the offsets
-# of group "a". The front sees the raw path and hands such a request to this unlisted route instead.
-DETAIL_BY_ID = "/_group_detail/"
-
-
-def _encoded_detail_id(scope) -> str | None:
-    """The group id of a `/groups/{id}` request whose raw path holds the id as one percent-encoded segment that
-    decodes to something ending in /offsets or /commits; None for every other request."""
-    raw = scope.get("raw_path")
-    if not raw:
-        return None
-    seg = raw.split(b"?", 1)[0][len(b"/groups/"):]
-    if not raw.startswith(b"/groups/") or b"/" in seg or b"%2f" not in seg.lower():
-        return None
-    try:
-        gid = unquote(seg.decode("ascii"), errors="strict")
-    except UnicodeError:
-        return None
-    return gid if gid.endswith(("/offsets", "/commits")) else None
+    def matches(self, scope):
+        match, child = super().matches(scope)
+        raw = scope.get("raw_path")
+        if match is not Match.NONE and self.literal_tail and raw and not raw.split(b"?", 1)[0].endswith(self.literal_tail):
+            return Match.NONE, {}
+        return match, child
 
 
 def _first_error(exc: RequestValidationError) -> str:
@@ -308,6 +227,7 @@ def create_app(reader: SnapshotReader, *, token: str | None = None, refresh_inte
         docs_url=None,
         redoc_url=None,
     )
+    app.router.route_class = RawPathRoute  # every route below (see RawPathRoute)
     app.state.catalog = catalog
 
     async def cached(snapshot: str | None, key: tuple, build) -> Response:
@@ -492,6 +412,23 @@ def create_app(reader: SnapshotReader, *, token: str | None = None, refresh_inte
         return _json(body, idx.snapshot.snapshot_id)
 
     @app.get(
+        "/groups/{group_id:path}/history",
+        responses=responses,
+        dependencies=guarded,
+        tags=["groups"],
+    )
+    def group_history(
+        group_id: str = PathParam(..., description="group id"),
+        snapshot: str | None = SnapshotQ,
+        limit: int = Query(views.DEFAULT_COMMITS, ge=1, le=views.MAX_COMMITS),
+    ):
+        """The group's rebalances from the snapshot's log (`group_history`), oldest first: `{events: [{record_timestamp,
+        offsets_partition, record_offset, event, generation, assignment_epoch, state, member_count, members_joined,
+        members_left, ...}], truncated}`."""
+        idx = catalog.resolve(snapshot)
+        return _json(views.group_history(reader, idx, group_id, limit=limit), idx.snapshot.snapshot_id)
+
+    @app.get(
         "/groups/{group_id:path}",
         response_model=GroupDetailOut,
         responses=responses,
@@ -501,10 +438,6 @@ def create_app(reader: SnapshotReader, *, token: str | None = None, refresh_inte
     async def group(group_id: str = PathParam(..., description="group id"), snapshot: str | None = SnapshotQ):
         """The group: metadata, members, committed offsets, open transactional offsets, what expired at as_of."""
         return await cached(snapshot, ("group", group_id), lambda idx: views.group_detail(idx, group_id))
-
-    # the same answer, for ids the router would misread (see DETAIL_BY_ID); not part of the documented API
-    app.get(DETAIL_BY_ID + "{group_id:path}", include_in_schema=False, dependencies=guarded,
-            response_model=GroupDetailOut)(group)
 
     @app.get(
         "/topics/{topic}/groups",
@@ -538,5 +471,4 @@ def create_app(reader: SnapshotReader, *, token: str | None = None, refresh_inte
         return schema
 
     app.openapi = openapi
-    app.add_middleware(CachedLookups, catalog=catalog, token=token)
     return app

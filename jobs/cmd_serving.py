@@ -11,7 +11,7 @@ import sys
 
 import click
 
-from pipelines.lookup import DeltaWarehouseReader, GroupNotFound, LookupError_, SnapshotNotFound, WarehouseError, resolve_snapshot
+from pipelines.io.snapshots import DeltaWarehouseReader, GroupNotFound, LookupError_, SnapshotNotFound, WarehouseError, resolve_snapshot
 
 warehouse_opt = click.option(
     "--warehouse", "warehouse", required=True, type=click.Path(file_okay=False), help="warehouse directory"

@@ -223,6 +223,10 @@ RUNS = StructType(
         # scheduled, or what-if (a run with --as-of/--until-*): readers default to the latest succeeded scheduled
         # snapshot; null (a row written before this column existed) reads as scheduled
         _f("kind", StringType()),
+        # table -> the Delta version the run's commit of that snapshot table produced: readers read the snapshot
+        # at these versions, so a rerun killed between its commits leaves them on the previous complete ones;
+        # null (a row written before this column existed, or a run that committed nothing) reads the latest
+        _f("table_versions", MapType(StringType(), LongType())),
     ]
 )
 

@@ -101,7 +101,7 @@ def test_readers_stay_on_the_scheduled_snapshot(runs):
 
     from jobs.api import create_app
     from jobs.cli import main
-    from pipelines.lookup import DeltaWarehouseReader
+    from pipelines.io.snapshots import DeltaWarehouseReader
 
     assert runs.cut_rc == 0
     assert tx_g1(runs.wh) == ("base", {0: 70, 1: 40, 2: 45})  # `cut` is newer, but a what-if run

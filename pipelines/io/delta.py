@@ -26,7 +26,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from deltalake import DeltaTable
 from deltalake import Schema as DeltaSchema
-from deltalake.transaction import AddAction, CommitProperties, RemoveAction
+from deltalake.transaction import AddAction, CommitProperties, PostCommitHookProperties, RemoveAction
 
 # Spark SQL settings a Delta-compatible Parquet file needs; set for the duration of a write only.
 #  - INT96 timestamps (Spark's historical default) are not a Delta type: force int64 micros, UTC-adjusted;
@@ -35,6 +35,10 @@ _PARQUET_WRITE_CONF = {
     "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
     "spark.sql.parquet.writeLegacyFormat": "false",
 }
+# Snapshots are read at the table versions their runs pinned (`runs.table_versions`): the commits this project
+# makes never delete old log files (delta-rs would after `delta.logRetentionDuration` once a checkpoint exists),
+# so a pinned version stays loadable for as long as its snapshot is kept. Checkpoints still keep loading fast.
+_KEEP_LOG = PostCommitHookProperties(create_checkpoint=True, cleanup_expired_logs=False)
 # Delta keeps string statistics to a prefix of this many UTF-16 code units (Delta Spark's default
 # `delta.dataSkippingStringPrefixLength`).
 _STATS_STRING_PREFIX = 32
@@ -60,9 +64,10 @@ def is_table(path: str | Path) -> bool:
     return DeltaTable.is_deltatable(str(path))
 
 
-def open_table(path: str | Path) -> DeltaTable | None:
-    """The table at `path`, or None when no Delta table was ever committed there."""
-    return DeltaTable(str(path)) if is_table(path) else None
+def open_table(path: str | Path, version: int | None = None) -> DeltaTable | None:
+    """The table at `path` (at `version`, default the latest), or None when no Delta table was ever committed
+    there."""
+    return DeltaTable(str(path), version=version) if is_table(path) else None
 
 
 def ensure_table(path: str | Path, struct, partition_by: list[str] | None = None) -> DeltaTable:
@@ -346,6 +351,7 @@ def commit(dt: DeltaTable, struct, actions: list, *, mode: str = "append",
         partition_by=partition_by or None,
         partition_filters=partition_filters,
         commit_properties=CommitProperties(custom_metadata=metadata or None),
+        post_commithook_properties=_KEEP_LOG,
     )
     dt.update_incremental()
     return dt.version()
@@ -373,14 +379,39 @@ def remove_empty_dirs(table_path: str | Path) -> None:
                 p.rmdir()
 
 
-def vacuum(dt: DeltaTable, retention_hours: int = 0) -> list[str]:
-    """Delete every file the table no longer references, including never-committed orphans (`full`).
+def vacuum(dt: DeltaTable, retention_hours: int = 0, keep: Iterable[str] = ()) -> list[str]:
+    """Delete every file the table no longer references, including never-committed orphans (`full`), except the
+    files in `keep` (paths relative to the table: those an older, pinned version still reads).
 
-    With retention 0 the retention check must be disabled: fine for a single-writer warehouse, where no
-    reader keeps an older table version open and no other writer has files staged but not committed.
+    With retention 0 the retention check must be disabled: fine for a single-writer warehouse, where every
+    reader reads either the latest version or a pinned one whose files are kept, and no other writer has files
+    staged but not committed.
     """
-    return dt.vacuum(retention_hours=retention_hours, dry_run=False,
-                     enforce_retention_duration=False, full=True)
+    keep = set(keep)
+    if not keep:
+        return dt.vacuum(retention_hours=retention_hours, dry_run=False, enforce_retention_duration=False,
+                         full=True, post_commithook_properties=_KEEP_LOG)
+    # delta-rs' own keep_versions would keep every file of those versions, other snapshots' dropped files too
+    root = Path(dt.table_uri.removeprefix("file://"))
+    deleted = []
+    for name in dt.vacuum(retention_hours=retention_hours, dry_run=True, enforce_retention_duration=False,
+                          full=True):
+        rel = _relative(root, name)
+        if rel in keep:
+            continue
+        with contextlib.suppress(FileNotFoundError):
+            (root / rel).unlink()
+        deleted.append(name)
+    return deleted
+
+
+def _relative(root: Path, name: str) -> str:
+    """A vacuum's file name (relative, absolute or a file:// URI) relative to the table root."""
+    from urllib.parse import unquote
+
+    s = unquote(name.removeprefix("file://"))
+    p = Path(s)
+    return str(p.relative_to(root)) if p.is_absolute() else s
 
 
 _SAFE_VALUE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}$")

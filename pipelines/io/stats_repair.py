@@ -110,10 +110,36 @@ def repair_table(path: str | Path, name: str | None = None) -> TableRepair:
 
 
 def repair_warehouse(warehouse: str | Path) -> list[TableRepair]:
-    """`repair_table` for every table of the warehouse (tables never written are left out)."""
+    """`repair_table` for every table of the warehouse (tables never written are left out), then `repin`."""
     from schemas.tables import TABLES
 
     root = Path(warehouse)
     if not root.is_dir():
         raise StatsRepairError(f"{root}: no such warehouse directory")
-    return [repair_table(root / t, t) for t in TABLES if delta.is_table(root / t)]
+    reports = [repair_table(root / t, t) for t in TABLES if delta.is_table(root / t)]
+    repin(root, {r.table: r.version for r in reports if r.version is not None})
+    return reports
+
+
+def _partition_files(path: Path, version: int, snapshot_id: str) -> set[str]:
+    dt = delta.open_table(path, version)
+    return {f["path"] for f in delta.active_files(dt) if f["partition_values"].get("snapshot_id") == snapshot_id}
+
+
+def repin(warehouse: Path, repaired: dict[str, int]) -> None:
+    """Snapshots are read at the table versions their runs pinned (`runs.table_versions`), which predate a
+    repair: a snapshot whose files the repair commit left as they were (it only re-adds them with new statistics)
+    is pinned to the repair's version instead, so its readers get the repaired statistics."""
+    from pipelines.io.warehouse import Warehouse
+
+    if not repaired:
+        return
+    wh = Warehouse(warehouse)
+    for run in wh.snapshots():
+        pinned = dict(run.get("table_versions") or {})
+        moved = {t: v for t, v in repaired.items() if t in pinned and pinned[t] < v
+                 and _partition_files(wh.table_path(t), pinned[t], run["snapshot_id"])
+                 == _partition_files(wh.table_path(t), v, run["snapshot_id"])}
+        if moved:
+            wh.mark_run(run["snapshot_id"], {**{k: v for k, v in run.items() if k != "snapshot_id"},
+                                             "table_versions": {**pinned, **moved}})

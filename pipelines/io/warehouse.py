@@ -11,10 +11,13 @@ Layout (CONTRACT.md "Snapshots"):
 
 Snapshot rules: a snapshot table write replaces exactly that snapshot's partition in ONE Delta commit
 (remove old files + add new ones); every table is staged before the first commit, and the `runs` row is
-written only when the run ends (`succeeded`, `validation_failed` or `failed`), so a reader taking the latest
-succeeded (scheduled) snapshot never sees a half-written one, and a rerun of a served id leaves it served until the rerun
-commits. Single writer per warehouse: the run holds `_lock`, and `retain` (whose vacuum deletes every file no
-commit references) refuses to run while another live run holds it.
+written only when the run ends (`succeeded`, `validation_failed` or `failed`), with the Delta version each
+table's commit produced (`table_versions`). Readers (`pipelines/io/snapshots.py`) read a snapshot's tables at
+those versions, so a reader taking the latest succeeded (scheduled) snapshot never sees a half-written one, and
+a rerun of a served id leaves it served, at its previous versions, until the rerun's `runs` row is written, even
+when the rerun dies between its table commits. Single writer per warehouse: the run holds `_lock`, and `retain`
+(whose vacuum deletes every file no commit references, except those a kept snapshot's pinned versions still
+read) refuses to run while another live run holds it.
 """
 from __future__ import annotations
 
@@ -26,11 +29,12 @@ from urllib.parse import unquote, urlparse
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 from deltalake import write_deltalake
 from deltalake.transaction import CommitProperties
 
 from pipelines.io import delta
+from pipelines.io.snapshots import DeltaWarehouseReader, Snapshot, pick_snapshot, run_order, snapshots_from_runs
+from pipelines.io.snapshots import SnapshotNotFound as _SnapshotNotFound
 from schemas.tables import SNAPSHOT_TABLES, TABLES
 from schemas.tables import columns as table_columns
 
@@ -46,7 +50,6 @@ _OFFSET_KEYS = ("offsets_partition", "record_offset")
 _BROADCAST_KEYS_MAX = 1_000_000
 # Outcomes a transaction marker decides once and for all: never replaced by `pending` or null.
 _FINAL_OUTCOMES = ("committed", "aborted")
-_EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
 
 
 class WarehouseError(RuntimeError):
@@ -166,7 +169,9 @@ class Warehouse:
         Every table's files are staged (written, not committed) first; then each table's partition
         `snapshot_id` is replaced in one Delta commit per table, the commits back to back, and the `runs` row
         (`run_row["status"]`: `succeeded`, or `validation_failed` which keeps the snapshot unserved) is
-        written last. Until then a rerun of a served id leaves the served rows and `runs` row as they were.
+        written last, with `table_versions`: the version each commit produced, which readers read the snapshot
+        at. Until then a rerun of a served id leaves the served rows and `runs` row as they were: readers stay on
+        the versions the served row pinned, even if some of the rerun's commits went through.
         `expected_rows` (table -> rows the run counted) is checked against the staged files' and then the
         committed add actions' `numRecords`: a snapshot never holds fewer (or more) rows than the run reported.
         On any error the staged files are deleted, the failure is recorded (`record_failure`) and the error
@@ -191,6 +196,7 @@ class Warehouse:
         expected = {t: int(n) for t, n in (expected_rows or {}).items() if t in SNAPSHOT_TABLES}
         staged: dict[str, tuple[str, list]] = {}
         committed: list[str] = []
+        pinned: dict[str, int] = {}
         try:
             for table in SNAPSHOT_TABLES:
                 staged[table] = self._stage_table(spark, table, snapshot_id, tables[table])
@@ -201,10 +207,11 @@ class Warehouse:
             if before_commit is not None:
                 before_commit()
             for table in SNAPSHOT_TABLES:
-                self._commit_staged(table, snapshot_id, staged[table][1])
+                pinned[table] = self._commit_staged(table, snapshot_id, staged[table][1])
                 committed.append(table)
             for table in SNAPSHOT_TABLES:
-                self._check_rows(table, snapshot_id, expected, self.committed_rows(table, snapshot_id), "committed")
+                self._check_rows(table, snapshot_id, expected,
+                                 self.committed_rows(table, snapshot_id, pinned[table]), "committed")
         except BaseException as exc:
             for table, (rel, _adds) in staged.items():
                 if table not in committed:
@@ -219,7 +226,7 @@ class Warehouse:
             except Exception as mark_exc:  # keep the original error
                 exc.add_note(f"could not record the failure of run {snapshot_id}: {mark_exc}")
             raise
-        self.mark_run(snapshot_id, {**row, "status": final_status,
+        self.mark_run(snapshot_id, {**row, "status": final_status, "table_versions": pinned,
                                     "finished_at": _to_utc(row.get("finished_at")) or _utcnow()})
 
     @staticmethod
@@ -228,10 +235,11 @@ class Warehouse:
             raise WarehouseError(f"snapshot {snapshot_id}: {table} has {got:,} {what} rows, the run counted "
                                  f"{expected[table]:,} (files lost between the write and the commit?)")
 
-    def committed_rows(self, table: str, snapshot_id: str) -> int:
-        """Rows of partition `snapshot_id` of `table` as the Delta log says (the add actions' numRecords); a file
-        the log references but the storage no longer has (or has with another size) is an error."""
-        dt = delta.open_table(self.table_path(table))
+    def committed_rows(self, table: str, snapshot_id: str, version: int | None = None) -> int:
+        """Rows of partition `snapshot_id` of `table` at `version` (default: the latest) as the Delta log says (the
+        add actions' numRecords); a file the log references but the storage no longer has (or has with another
+        size) is an error."""
+        dt = delta.open_table(self.table_path(table), version)
         if dt is None:
             return 0
         t = pa.table(dt.get_add_actions(flatten=True))
@@ -248,14 +256,17 @@ class Warehouse:
     def record_failure(self, snapshot_id: str, run_row: dict, *, partial: bool = False) -> str:
         """Record a run that failed (or was abandoned) without taking a served snapshot away.
 
-        A new id gets a `failed` runs row. An id whose runs row is `succeeded` keeps it (the rerun replaced
-        nothing, the old snapshot stays served) and the attempt is written to `_attempts/<id>.<time>.json`;
-        unless `partial`: the rerun had already replaced some of the id's tables, so the id is marked `failed`
-        too. Returns where the failure went (`runs` or the attempt file's path).
+        A new id gets a `failed` runs row. An id whose runs row is `succeeded` keeps it (the old snapshot stays
+        served) and the attempt is written to `_attempts/<id>.<time>.json`; also when `partial` (the rerun had
+        already replaced some of the id's tables), as long as the served row pins its table versions: readers
+        stay on those. A row from before `table_versions` reads the latest versions, so after a partial rerun
+        the id is marked `failed` instead of serving a mix. Returns where the failure went (`runs` or the
+        attempt file's path).
         """
         row = {**run_row, "status": "failed"}
         current = {r["snapshot_id"]: r for r in self.snapshots()}.get(snapshot_id)
-        if current is not None and current["status"] == "succeeded" and not partial:
+        pinned = current is not None and set(SNAPSHOT_TABLES) <= set(current.get("table_versions") or {})
+        if current is not None and current["status"] == "succeeded" and (pinned or not partial):
             attempts = self.path / "_attempts"
             attempts.mkdir(parents=True, exist_ok=True)
             stamp = _utcnow().strftime("%Y%m%dT%H%M%S%fZ")
@@ -389,7 +400,7 @@ class Warehouse:
 
         Accepted values: timestamps as datetimes (naive = UTC) or ISO-8601 strings; `validation` and
         `summary` as JSON text or JSON-able objects; `inputs` a list of strings; `record_type_counts`
-        a dict. Unknown keys are an error.
+        and `table_versions` dicts. Unknown keys are an error.
         """
         delta.check_partition_value(snapshot_id)
         status = run_row.get("status")
@@ -409,8 +420,9 @@ class Warehouse:
             row[c] = _json_text(row[c])
         if row["inputs"] is not None:
             row["inputs"] = [str(x) for x in row["inputs"]]
-        if row["record_type_counts"] is not None:
-            row["record_type_counts"] = [(str(k), int(v)) for k, v in dict(row["record_type_counts"]).items()]
+        for c in ("record_type_counts", "table_versions"):
+            if row[c] is not None:
+                row[c] = [(str(k), int(v)) for k, v in dict(row[c]).items()]
         batch = pa.Table.from_pylist([row], schema=delta.arrow_schema(TABLES["runs"]))
         path = self.table_path("runs")
         delta.ensure_table(path, TABLES["runs"])
@@ -422,91 +434,120 @@ class Warehouse:
                             "offsetlake.status": status}))
 
     # ------------------------------------------------------------------ reads
+    def reader(self) -> DeltaWarehouseReader:
+        """The snapshot reader over this warehouse (`pipelines/io/snapshots.py`): every read goes through it."""
+        return DeltaWarehouseReader(self.path, must_exist=False)
+
+    def _snapshots(self) -> list[Snapshot]:
+        reader = self.reader()
+        try:
+            return snapshots_from_runs(reader.runs())
+        finally:
+            reader.close()
+
     def snapshots(self) -> list[dict]:
-        """Every `runs` row, oldest first (by finished_at, else started_at, then snapshot_id)."""
-        dt = delta.open_table(self.table_path("runs"))
-        if dt is None:
-            return []
-        rows = _with_contract_columns(dt.to_pyarrow_table(), "runs").to_pylist()
-        for r in rows:
-            if r["record_type_counts"] is not None:
-                r["record_type_counts"] = dict(r["record_type_counts"])
-            r["kind"] = r["kind"] or SCHEDULED
-        return sorted(rows, key=self._run_order)
+        """Every `runs` row, oldest first (by finished_at, else started_at, then snapshot_id), as dicts with the
+        contract's columns (`kind` filled in, maps as dicts)."""
+        rows = []
+        for snap in self._snapshots():
+            r = {c: snap.run.get(c) for c in table_columns("runs")}
+            for c in ("record_type_counts", "table_versions"):
+                if r[c] is not None:
+                    r[c] = dict(r[c])
+            r["kind"] = snap.kind
+            rows.append(r)
+        return rows
 
     @staticmethod
     def _run_order(row: dict):
-        return (row.get("finished_at") or row.get("started_at") or _EPOCH, row["snapshot_id"])
+        return run_order(row)
 
     def latest_snapshot_id(self, status: str = "succeeded", kind: str | None = SCHEDULED) -> str | None:
         """The most recently finished snapshot with `status` and `kind` (None: any kind). Readers and the
-        incremental chain take the default, the latest succeeded scheduled snapshot: what-if runs are read by id."""
-        matching = [r for r in self.snapshots() if r["status"] == status and (kind is None or r["kind"] == kind)]
-        return matching[-1]["snapshot_id"] if matching else None
+        incremental chain take the default, the latest succeeded scheduled snapshot (the snapshot reader's
+        `pick_snapshot`): what-if runs are read by id."""
+        snaps = self._snapshots()
+        if status == "succeeded" and kind == SCHEDULED:
+            try:
+                return pick_snapshot(snaps, None).snapshot_id
+            except _SnapshotNotFound:
+                return None
+        matching = [s for s in snaps if s.status == status and (kind is None or s.kind == kind)]
+        return matching[-1].snapshot_id if matching else None
 
-    def _resolve(self, table: str, snapshot_id: str | None) -> str:
+    def _resolve(self, table: str, snapshot_id: str | None) -> Snapshot:
+        """The snapshot to read `table` of: by id (any status, at its pinned versions), default the served one."""
+        snaps = self._snapshots()
         if snapshot_id is not None:
-            return delta.check_partition_value(snapshot_id)
-        sid = self.latest_snapshot_id()
-        if sid is None:
-            raise NoSnapshotError(f"{self.path}: no succeeded scheduled snapshot to read {table} from")
-        return sid
+            delta.check_partition_value(snapshot_id)
+            return next((s for s in snaps if s.snapshot_id == snapshot_id),
+                        Snapshot(snapshot_id, None, None, None, None, {}))
+        try:
+            return pick_snapshot(snaps, None)
+        except _SnapshotNotFound:
+            raise NoSnapshotError(f"{self.path}: no succeeded scheduled snapshot to read {table} from") from None
 
     def read_table(self, table: str, snapshot_id: str | None = None, columns: list[str] | None = None,
                    filters=None) -> pa.Table:
-        """Rows of `table` through delta-rs as Arrow, with the contract's Arrow types.
+        """Rows of `table` through the snapshot reader as Arrow, with the contract's Arrow types.
 
-        Snapshot tables: one snapshot (default: the latest succeeded scheduled one), read from its partition only.
-        `offset_commits` / `runs`: all rows, or those whose `snapshot_id` column equals `snapshot_id`.
-        `filters`: delta-rs filters (DNF tuples or a pyarrow Expression), used to prune files by their
+        Snapshot tables: one snapshot (default: the latest succeeded scheduled one), read from its partition only,
+        at the versions its run pinned. `offset_commits` / `runs`: all rows, or those whose `snapshot_id` column
+        equals `snapshot_id`. `filters`: DNF tuples (or a pyarrow Expression), used to prune files by their
         statistics and to filter rows.
         """
-        path = self.table_path(table)
+        self.table_path(table)  # an unknown table is an error
         wanted = list(columns) if columns else table_columns(table)
         target = pa.schema([delta.arrow_schema(TABLES[table]).field(c) for c in wanted])
-        partitioned = table in SNAPSHOT_TABLES
-        sid = self._resolve(table, snapshot_id) if partitioned else snapshot_id
-        dt = delta.open_table(path)
-        if dt is None:
+        reader = self.reader()
+        try:
+            if table in SNAPSHOT_TABLES:
+                snap = self._resolve(table, snapshot_id)
+                if isinstance(filters, pc.Expression):
+                    ds = reader.snapshot_dataset(table, snap)
+                    got = None if ds is None else ds.to_table(
+                        columns=[c for c in wanted if c in ds.schema.names], filter=filters)
+                else:
+                    got = reader.snapshot_table(table, snap, filters=filters, columns=wanted)
+            else:
+                if snapshot_id is not None:
+                    by_id = [("snapshot_id", "=", snapshot_id)]
+                    filters = (pc.field("snapshot_id") == snapshot_id) & filters if isinstance(
+                        filters, pc.Expression) else [*(filters or ()), *by_id]
+                if isinstance(filters, pc.Expression):
+                    ds = reader.history_dataset(table)
+                    got = None if ds is None else ds.to_table(
+                        columns=[c for c in wanted if c in ds.schema.names], filter=filters)
+                else:
+                    got = reader.history_table(table, filters=filters, columns=wanted)
+        finally:
+            reader.close()
+        if got is None:
             return target.empty_table()
-        row_filter = filters
-        if filters is not None and not isinstance(filters, pc.Expression):
-            row_filter = pq.filters_to_expression(filters)
-        if partitioned:
-            # the partition predicate prunes during log replay: other snapshots' files are never opened
-            ds = dt.to_pyarrow_dataset(file_pruning_predicate=[("snapshot_id", "=", sid)])
-        else:
-            ds = dt.to_pyarrow_dataset()
-            if sid is not None:
-                by_id = pc.field("snapshot_id") == sid
-                row_filter = by_id if row_filter is None else (row_filter & by_id)
-        present = [c for c in wanted if c in ds.schema.names]  # a column added after the table was written
-        got = ds.to_table(columns=present, filter=row_filter)
         return _with_contract_columns(got, table, wanted)
 
     def spark_read(self, spark, table: str, snapshot_id: str | None = None):
-        """`table` as a Spark DataFrame from the Delta table's ACTIVE files (Spark has no Delta jars).
-
-        Same selection as `read_table`. The partition column is not in the files (Delta keeps it in
-        the log); it is added back as a literal.
+        """`table` as a Spark DataFrame from the Delta table's files (Spark has no Delta jars): a snapshot table's
+        files at the versions its run pinned, the others' active files. Same selection as `read_table`. The
+        partition column is not in the files (Delta keeps it in the log); it is added back as a literal.
         """
         from pyspark.sql import functions as F
 
-        path = self.table_path(table)
         struct = TABLES[table]
-        partitioned = table in SNAPSHOT_TABLES
-        sid = self._resolve(table, snapshot_id) if partitioned else snapshot_id
-        dt = delta.open_table(path)
-        if partitioned:
+        self.table_path(table)
+        reader = self.reader()
+        if table in SNAPSHOT_TABLES:
+            snap = self._resolve(table, snapshot_id)
             file_struct = type(struct)([f for f in struct.fields if f.name != "snapshot_id"])
-            uris = dt.file_uris(file_pruning_predicate=[("snapshot_id", "=", sid)]) if dt else []
+            uris = reader.snapshot_file_uris(table, snap) or []
             df = (spark.read.schema(file_struct).parquet(*uris) if uris
                   else spark.createDataFrame([], file_struct))
-            return df.withColumn("snapshot_id", F.lit(sid)).select(*table_columns(table))
+            return df.withColumn("snapshot_id", F.lit(snap.snapshot_id)).select(*table_columns(table))
+        dt = delta.open_table(self.table_path(table))
         uris = dt.file_uris() if dt else []
         df = spark.read.schema(struct).parquet(*uris) if uris else spark.createDataFrame([], struct)
-        if sid is not None:
-            df = df.filter(F.col("snapshot_id") == sid)
+        if snapshot_id is not None:
+            df = df.filter(F.col("snapshot_id") == snapshot_id)
         return df.select(*table_columns(table))
 
     def snapshot_ids_in(self, table: str) -> set[str]:
@@ -529,6 +570,20 @@ class Warehouse:
         raise WarehouseError(f"{self.path}: not deleting or vacuuming while another run writes it "
                              f"({describe_holder(holder)})")
 
+    def _pinned_files(self, table: str, runs: list[dict]) -> set[str]:
+        """Files (relative to the table) that `runs`' snapshots read of `table` at their pinned versions."""
+        if table not in SNAPSHOT_TABLES:
+            return set()
+        out: set[str] = set()
+        for r in runs:
+            version = (r.get("table_versions") or {}).get(table)
+            dt = None if version is None else delta.open_table(self.table_path(table), version)
+            if dt is None:
+                continue
+            out |= {unquote(f["path"]) for f in delta.active_files(dt)
+                    if f["partition_values"].get("snapshot_id") == r["snapshot_id"]}
+        return out
+
     def retain(self, keep: int, retention_hours: int = 0, lock=None) -> dict:
         """Keep the newest `keep` succeeded snapshots (and the latest succeeded scheduled one, when what-if runs
         are newer); delete the others, then vacuum every table.
@@ -539,9 +594,11 @@ class Warehouse:
         snapshot whose data is being deleted; partitions are dropped as metadata-only Delta commits
         (remove actions, no rewrite). `offset_commits` is history and keeps its rows.
         The vacuum uses `retention_hours` (default 0, with delta-rs' retention check disabled) and
-        `full=True`, so it also deletes files of writes that failed before committing. With 0, a reader
-        still holding an older table version, or a concurrent writer, would lose files: fine for a
-        single-writer warehouse read through the latest version; pass e.g. 168 on shared storage.
+        `full=True`, so it also deletes files of writes that failed before committing; it keeps every file a
+        kept snapshot's pinned table versions (`runs.table_versions`) read, which a rerun of its id that died
+        between its commits may have removed from the latest version. With 0, a reader still holding some other
+        older table version, or a concurrent writer, would lose files: fine for a single-writer warehouse read
+        through the snapshot reader; pass e.g. 168 on shared storage.
         """
         if keep < 1:
             raise WarehouseError(f"retain(keep={keep}): keep at least one snapshot")
@@ -585,7 +642,8 @@ class Warehouse:
             dt = delta.open_table(self.table_path(table))
             if dt is None:
                 continue
-            vacuumed[table] = len(delta.vacuum(dt, retention_hours))
+            keep_files = self._pinned_files(table, [r for r in kept if r["snapshot_id"] not in drop])
+            vacuumed[table] = len(delta.vacuum(dt, retention_hours, keep=keep_files))
             delta.remove_empty_dirs(self.table_path(table))
         return {"kept": sorted(keep_ids), "deleted": drop, "vacuumed_files": vacuumed}
 

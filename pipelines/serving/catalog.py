@@ -12,7 +12,7 @@ import threading
 import time
 from collections import OrderedDict
 
-from pipelines.lookup import Snapshot, SnapshotNotFound, SnapshotReader, pick_snapshot, snapshots_from_runs
+from pipelines.io.snapshots import Snapshot, SnapshotNotFound, SnapshotReader, pick_snapshot, snapshots_from_runs
 from pipelines.serving.index import SnapshotIndex, load_index
 
 log = logging.getLogger(__name__)

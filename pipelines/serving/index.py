@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pipelines.lookup import Snapshot, SnapshotReader, column_values, table_rows
+from pipelines.io.snapshots import Snapshot, SnapshotReader, column_values, table_rows
 from pipelines.serving.cache import ResponseCache
 
 # The contract's shape of one committed offset (`GET /groups/{id}/offsets`).
@@ -96,7 +96,7 @@ class Grouped:
 
     def json_rows(self, k) -> list[dict]:
         """The rows of key k without the key column, as JSON values (what the API and `lookup` print)."""
-        from pipelines.lookup import jsonable
+        from pipelines.io.snapshots import jsonable
 
         rows = self.rows(k, self.columns_without_key, iso_time=True)
         return rows if self.plain else [{c: jsonable(v) for c, v in r.items()} for r in rows]
@@ -122,7 +122,7 @@ class Grouped:
 def json_rows(t: pa.Table) -> list[dict]:
     """The rows of t as JSON values: timestamps as ISO strings (vectorized), other values as pyarrow gives them
     (mapped through `jsonable` only when a column is not a plain scalar)."""
-    from pipelines.lookup import jsonable
+    from pipelines.io.snapshots import jsonable
 
     names = tuple(t.column_names)
     if not names:
@@ -163,9 +163,9 @@ def _row_builder(names: tuple[str, ...]):
 
 
 def iso_strings(col) -> pa.ChunkedArray:
-    """Timestamps -> `pipelines.lookup.iso` strings (UTC, `Z`, `.ffffff` only when the microseconds are not zero),
+    """Timestamps -> `pipelines.io.snapshots.iso` strings (UTC, `Z`, `.ffffff` only when the microseconds are not zero),
     vectorized from the epoch values with integer arithmetic (Arrow's strftime is ~100x slower)."""
-    from pipelines.lookup import iso
+    from pipelines.io.snapshots import iso
 
     if isinstance(col, pa.ChunkedArray):
         col = col.combine_chunks()
@@ -403,17 +403,16 @@ def load_index(
     """Read the snapshot tables of `snapshot` and index them: only the given groups if asked, or with `topic`
     (and `partition`) only the committed offsets there. The filters are pushed down to the Parquet files,
     which keeps `describe` and `lookup` fast on a big snapshot."""
-    sid = snapshot.snapshot_id
     tables: dict[str, pa.Table | None] = {}
     if group_ids is None and topic is not None:
         flt = [("topic", "=", topic)] + ([("partition", "=", partition)] if partition is not None else [])
         # The committed offsets on the topic (or partition) and nothing else: what `lookup --topic` answers.
         for t in ("loaded_offsets", "empty_group_offsets", "log_end_offsets"):
-            tables[t] = reader.snapshot_table(t, sid, filters=flt)
+            tables[t] = reader.snapshot_table(t, snapshot, filters=flt)
         return SnapshotIndex(snapshot, tables)
     flt = [("group_id", "in", list(group_ids))] if group_ids is not None else None
     for t in SNAPSHOT_INDEX_TABLES:
-        tables[t] = reader.snapshot_table(t, sid, filters=flt)
+        tables[t] = reader.snapshot_table(t, snapshot, filters=flt)
     # one row per data partition of the dump's log dirs: small, read whole (older snapshots have none)
-    tables["log_end_offsets"] = reader.snapshot_table("log_end_offsets", sid)
+    tables["log_end_offsets"] = reader.snapshot_table("log_end_offsets", snapshot)
     return SnapshotIndex(snapshot, tables)

@@ -16,7 +16,7 @@ from datetime import datetime, timezone
 from prometheus_client.core import CollectorRegistry, GaugeMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, generate_latest
 
-from pipelines.lookup import Snapshot
+from pipelines.io.snapshots import Snapshot
 from pipelines.serving.index import GROUP_STATES, GROUP_TYPES, SnapshotIndex, consumer_lag
 
 __all__ = ["CONTENT_TYPE", "DEFAULT_MAX_SERIES", "RUN_STATUSES", "render", "run_families",
@@ -198,7 +198,7 @@ def catalog_families(catalog, max_series: int = DEFAULT_MAX_SERIES, cache: dict 
     """Every family for `GET /metrics` from the server's catalog: the served snapshot (the one the API answers
     with by default), the last run, and the state families against the scheduled snapshot before it. The state
     families are computed once per (served, previous) pair and kept in `cache`."""
-    from pipelines.lookup import SnapshotNotFound
+    from pipelines.io.snapshots import SnapshotNotFound
 
     snaps = catalog.snapshots()
     last = max(snaps, key=lambda s: (_seconds(s.started_at) or 0.0, _seconds(s.finished_at) or 0.0), default=None)

@@ -15,7 +15,7 @@ from datetime import datetime, timezone
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pipelines.lookup import Snapshot, SnapshotReader, jsonable
+from pipelines.io.snapshots import Snapshot, SnapshotReader, jsonable
 from pipelines.serving.index import SnapshotIndex, consumer_lag
 
 TOP_LAG = 20

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from pipelines.lookup import GroupNotFound
+from pipelines.io.snapshots import GroupNotFound
 from pipelines.serving.index import SnapshotIndex
 
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")  # Kafka's Topic.validate

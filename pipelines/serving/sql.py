@@ -1,8 +1,9 @@
 """`offsetlake sql`: DuckDB over a warehouse, one view per contract table, snapshot tables restricted to one
 snapshot (`offset_commits` and `runs` whole).
 
-The views scan the Delta tables through delta-rs' pyarrow datasets (the snapshot_id filter prunes partitions and
-DuckDB pushes other filters down), so nothing is loaded up front. File access from SQL is switched off and the
+The views scan the Delta tables through delta-rs' pyarrow datasets from the snapshot reader: a snapshot table is
+its snapshot's partition at the Delta version the run pinned (`pipelines/io/snapshots.py`), DuckDB pushing the
+query's filters down, so nothing is loaded up front. File access from SQL is switched off and the
 configuration locked: a query can read the warehouse, nothing else, and cannot write.
 """
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 
 import duckdb
 
-from pipelines.lookup import DeltaWarehouseReader, Snapshot, jsonable
+from pipelines.io.snapshots import DeltaWarehouseReader, Snapshot, jsonable
 
 FORMATS = ("table", "csv", "json")
 
@@ -30,19 +31,19 @@ def _contract_tables() -> tuple[dict, tuple]:
 
 
 def connect(reader: DeltaWarehouseReader, snapshot: Snapshot) -> duckdb.DuckDBPyConnection:
-    from deltalake import DeltaTable
-
     tables, snapshot_tables = _contract_tables()
     con = duckdb.connect(":memory:")
     for name in tables:
-        path = reader.table_path(name)
-        if path is not None:
-            source = DeltaTable(str(path)).to_pyarrow_dataset()
-        else:  # a table the pipeline has not written yet: an empty view with the contract's columns
+        if name in snapshot_tables:  # the snapshot's partition at the version its run pinned
+            source = reader.snapshot_dataset(name, snapshot)
+        else:
+            source = reader.history_dataset(name)
+        if source is None:  # a table the pipeline has not written yet: an empty view with the contract's columns
             from pyspark.sql.pandas.types import to_arrow_schema
 
             source = to_arrow_schema(tables[name]).empty_table()
         con.register(f"__delta_{name}", source)
+        # the dataset holds the snapshot's files only; the filter keeps the view right for the empty stand-in too
         where = f" WHERE snapshot_id = {_quote(snapshot.snapshot_id)}" if name in snapshot_tables else ""
         con.execute(f'CREATE VIEW "{name}" AS SELECT * FROM "__delta_{name}"{where}')
     con.execute("SET enable_external_access = false")

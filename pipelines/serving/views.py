@@ -9,7 +9,7 @@ import binascii
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pipelines.lookup import GroupNotFound, SnapshotReader, iso, jsonable
+from pipelines.io.snapshots import GroupNotFound, SnapshotReader, iso, jsonable
 from pipelines.serving.index import (GROUP_STATES, GROUP_TYPES, OFFSET_FIELDS, SnapshotIndex, assignment_strategy,
                                      consumer_lag, json_rows)
 
@@ -281,6 +281,33 @@ def group_commits(
             t = t.slice(t.num_rows - limit)
         rows = [_row(r, COMMIT_FIELDS) for r in t.select([c for c in COMMIT_FIELDS if c in t.column_names]).to_pylist()]
     return {"snapshot_id": idx.snapshot.snapshot_id, "group_id": gid, "commits": rows, "truncated": truncated}
+
+
+HISTORY_FIELDS = ["offsets_partition", "record_offset", "record_timestamp", "group_type", "event", "generation",
+                  "assignment_epoch", "protocol", "leader", "state", "member_count", "members_joined", "members_left"]
+
+
+def group_history(reader: SnapshotReader, idx: SnapshotIndex, gid: str, *, limit: int | None = None) -> dict:
+    """`GET /groups/{id}/history`: the group's events from the snapshot's log (`group_history`: new generations or
+    epochs, members joining and leaving, deletions), oldest first, at most `limit` newest."""
+    limit = check_limit(limit, DEFAULT_COMMITS, MAX_COMMITS)
+    try:
+        t = reader.snapshot_table("group_history", idx.snapshot, filters=[("group_id", "=", gid)],
+                                  columns=HISTORY_FIELDS)
+    except Exception:  # noqa: BLE001 - a snapshot written before group_history existed has none
+        t = None
+    if (t is None or t.num_rows == 0) and not idx.exists(gid):
+        raise GroupNotFound(idx.absent_reason(gid))
+    rows: list[dict] = []
+    truncated = False
+    if t is not None and t.num_rows:
+        t = t.sort_by([("record_timestamp", "ascending"), ("offsets_partition", "ascending"),
+                       ("record_offset", "ascending")])
+        if t.num_rows > limit:
+            truncated = True
+            t = t.slice(t.num_rows - limit)
+        rows = [_row(r, HISTORY_FIELDS) for r in t.to_pylist()]
+    return {"snapshot_id": idx.snapshot.snapshot_id, "group_id": gid, "events": rows, "truncated": truncated}
 
 
 def lookup(idx: SnapshotIndex, *, group: str | None, topic: str | None, partition: int | None) -> dict:

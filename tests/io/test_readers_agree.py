@@ -262,7 +262,7 @@ def _joins(written, reader, run, src) -> list[str]:
 
 # ------------------------------------------------------------------ the project's own readers
 def test_offsetlake_sql(written):
-    from pipelines.lookup import DeltaWarehouseReader, resolve_snapshot
+    from pipelines.io.snapshots import DeltaWarehouseReader, resolve_snapshot
     from pipelines.serving import sql as sqlmod
 
     reader = DeltaWarehouseReader(written.wh.path)

@@ -100,7 +100,12 @@ def test_repair_makes_filtered_reads_right_and_keeps_the_rows(old_warehouse, duc
     for t in PROBED:  # one commit per repaired table, the same files
         assert wh.table_version(t) == versions[t] + 1, t
         assert set(active_stats(wh.table_path(t))) == files[t]
-    assert _whole(wh) == before  # every reader's rows are the rows that were written, none twice
+    after = _whole(wh)
+    # the run's row now pins the repair commits: the snapshot is read with the repaired statistics
+    (pins,) = [dict(r.pop("table_versions")) for r in after["runs"]]
+    (old_pins,) = [dict(r.pop("table_versions")) for r in before["runs"]]
+    assert pins == {t: wh.table_version(t) for t in old_pins} and all(pins[t] == versions[t] + 1 for t in PROBED)
+    assert after == before  # every reader's rows are the rows that were written, none twice
     assert DeltaTable(str(wh.table_path("loaded_offsets"))).to_pyarrow_table().num_rows == len(rows["loaded_offsets"])
     assert normalized(duck.execute(f"SELECT * FROM delta_scan('{wh.table_path('loaded_offsets')}')")
                       .fetch_arrow_table()) == before["loaded_offsets"]

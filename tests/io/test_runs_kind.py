@@ -35,7 +35,7 @@ def finished(wh: Warehouse, sid: str, minute: int, kind: str | None) -> None:
 
 
 def test_a_runs_table_without_kind_takes_new_rows_and_reads_as_scheduled(tmp_path):
-    from pipelines.lookup import DeltaWarehouseReader, resolve_snapshot, run_summary
+    from pipelines.io.snapshots import DeltaWarehouseReader, resolve_snapshot, run_summary
 
     wh = Warehouse(tmp_path / "wh")
     old_runs_table(wh, "old1", "old2")
@@ -67,7 +67,7 @@ def test_a_runs_table_without_kind_takes_new_rows_and_reads_as_scheduled(tmp_pat
 
 def test_only_what_if_runs_means_no_default_snapshot(tmp_path):
     from pipelines.io.warehouse import NoSnapshotError
-    from pipelines.lookup import DeltaWarehouseReader, SnapshotNotFound, resolve_snapshot
+    from pipelines.io.snapshots import DeltaWarehouseReader, SnapshotNotFound, resolve_snapshot
 
     wh = Warehouse(tmp_path / "wh")
     finished(wh, "w1", 1, "what-if")

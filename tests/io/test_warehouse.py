@@ -350,8 +350,8 @@ def test_contract_violations_fail_the_run_without_leaving_files(spark, make_snap
 
 
 def test_failed_rerun_of_a_served_id_leaves_it_served(spark, make_snapshot, tmp_path, monkeypatch):
-    """A rerun of the served id that fails before committing keeps the old row and rows; the attempt is kept
-    aside. One that fails after replacing some of the id's tables withdraws the id instead of serving a mix."""
+    """A rerun of the served id that fails keeps the old row and rows, the attempt kept aside: before committing,
+    and after replacing some of the id's tables too (readers stay on the versions the served row pinned)."""
     wh = Warehouse(tmp_path / "wh")
     wh.write_snapshot(spark, "s1", make_snapshot("s1", 0), run_row(0))
     before = state(wh, "s1")
@@ -369,4 +369,6 @@ def test_failed_rerun_of_a_served_id_leaves_it_served(spark, make_snapshot, tmp_
         wh.write_snapshot(spark, "s1", make_snapshot("s1", 1), run_row(1))
     monkeypatch.undo()
     (row,) = wh.snapshots()
-    assert row["status"] == "failed" and "partial" in row["summary"] and wh.latest_snapshot_id() is None
+    assert row["status"] == "succeeded" and wh.latest_snapshot_id() == "s1" and state(wh, "s1") == before
+    assert wh.snapshot_ids_in("loaded_offsets") == {"s1"}
+    assert len(list((wh.path / "_attempts").glob("s1.*.json"))) == 2

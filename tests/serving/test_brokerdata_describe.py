@@ -241,3 +241,22 @@ def test_describe_history_ends_in_the_members_the_broker_reports(warehouse, kip8
             assert members == want, gid
             checked += 1
     assert checked >= 8
+
+
+def test_api_group_history_matches_describe(kip848):
+    """`GET /groups/{id}/history` gives the events `describe --history` prints, and a 404 for an unknown group."""
+    from fastapi.testclient import TestClient
+
+    from jobs.api import create_app
+    from pipelines.io.snapshots import DeltaWarehouseReader
+
+    wh, summary = kip848
+    gid = next(g for g, v in sorted(summary.items()) if v.get("listed")
+               and v["list_groups"].get("group_type") == "consumer")
+    r = CliRunner().invoke(main, ["describe", "--warehouse", str(wh), "--snapshot", SNAPSHOT, gid, "--history"])
+    printed = [ln.split()[1:3] for ln in r.stdout.splitlines()[3:] if ln.strip()]
+    with TestClient(create_app(DeltaWarehouseReader(wh), refresh_interval=0)) as client:
+        body = client.get(f"/groups/{gid}/history", params={"snapshot": SNAPSHOT}).json()
+        assert [[f"{e['offsets_partition']}:{e['record_offset']}", e["event"]] for e in body["events"]] == printed
+        assert body["events"][-1]["member_count"] == len(summary[gid]["consumer_group_describe"]["members"])
+        assert client.get("/groups/no-such-group/history", params={"snapshot": SNAPSHOT}).status_code == 404

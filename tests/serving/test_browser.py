@@ -415,6 +415,7 @@ def test_page_on_a_broker_scenario(broker_warehouse, tmp_path):
             assert rows[g][1:4] == [v["group_type"], v["protocol_type"], v["state"]]
         _save(tmp_path, "overview-broker.png", b.screenshot())
 
+        checked_history = False
         for gid in sorted(listed):
             api = httpx.get(base + "/groups/" + quote(gid, safe=""), timeout=10).json()
             _open(b, base + "/#/groups/" + quote(gid, safe=""), "group")
@@ -428,5 +429,13 @@ def test_page_on_a_broker_scenario(broker_warehouse, tmp_path):
             axes = b.js("return Object.fromEntries(Object.entries(window.olCharts).map(([k, u]) => [k, u.axes.map(a => a.label)]))")
             assert axes["lag"] == ["partition (topic-partition)", "lag (messages)"]
             assert axes["snapshots"] == ["snapshot as-of (UTC)", "committed offset (messages)"]
+            # the rebalance timeline: its last event leaves the members the broker describes
+            history = _rows(b, "#history-table tbody tr")
+            described = (summary[gid].get("consumer_group_describe") or {}).get("members") \
+                if listed[gid]["group_type"] == "consumer" else summary[gid]["describe_groups"].get("members")
+            if history:
+                assert int(history[-1][5]) == len(described or []), (gid, history[-1])
+                checked_history = True
+        assert checked_history
         b.resize(1400, 1500)
         _save(tmp_path, "group-broker.png", b.screenshot())

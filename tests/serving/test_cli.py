@@ -246,7 +246,7 @@ def test_program_prints_what_the_command_prints(story, args):
 
 def test_long_in_filters_read_the_same_rows(story):
     """A long `in` list is a semi-join on a registered table instead of literals: same rows either way."""
-    from pipelines import lookup as lk
+    from pipelines.io import snapshots as lk
 
     reader = lk.DeltaWarehouseReader(story)
     snap = lk.resolve_snapshot(reader, "s1")

@@ -60,7 +60,7 @@ def test_cli_defaults_to_the_scheduled_snapshot_and_reaches_what_if_ones_by_id(k
 
 def test_api_defaults_to_the_scheduled_snapshot_and_lists_every_kind(kit):
     from jobs.api import create_app
-    from pipelines.lookup import DeltaWarehouseReader
+    from pipelines.io.snapshots import DeltaWarehouseReader
 
     with TestClient(create_app(DeltaWarehouseReader(kit.root), refresh_interval=0)) as client:
         snaps = client.get("/snapshots").json()

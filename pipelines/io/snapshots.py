@@ -1,8 +1,11 @@
-"""Read-only access to a warehouse's snapshots, without Spark: a small reader protocol, its Delta implementation
-(delta-rs + pyarrow) and snapshot resolution over the `runs` table (CONTRACT.md "Snapshots").
+"""The one snapshot reader: which snapshot is served (the `runs` table, CONTRACT.md "Snapshots") and its tables
+read at the Delta versions its run committed, without Spark.
 
-Everything on the serving side (describe, lookup, diff, reset-plan, sql, the HTTP API) reads through a
-`SnapshotReader`, so tests and other storage layouts only have to implement four methods.
+A run records in its `runs` row (`table_versions`) the version each snapshot table's commit produced; every read
+of that snapshot opens the table AT that version. A rerun of the id killed between its table commits and its
+`runs` row therefore leaves readers on the previous, complete versions. A row without `table_versions` (written
+before the column existed) reads the latest version. Every command, the HTTP API, `offsetlake sql` and the
+warehouse's own reads (`Warehouse.read_table`, `latest_snapshot_id`) go through here.
 """
 from __future__ import annotations
 
@@ -52,9 +55,11 @@ class SnapshotReader(Protocol):
         """A cheap token that changes whenever `runs` gets a commit (a new snapshot may be readable)."""
 
     def snapshot_table(
-        self, table: str, snapshot_id: str, *, filters: Filters | None = None, columns: list[str] | None = None
+        self, table: str, snapshot: "Snapshot | str", *, filters: Filters | None = None,
+        columns: list[str] | None = None,
     ) -> pa.Table | None:
-        """Rows of a snapshot table for one snapshot (None if the table does not exist)."""
+        """Rows of a snapshot table for one snapshot, at the version its run pinned (None if the table does not
+        exist)."""
 
     def history_table(
         self, table: str, *, filters: Filters | None = None, columns: list[str] | None = None
@@ -140,11 +145,11 @@ class DeltaWarehouseReader:
     files (reader features such as deletion vectors or column mapping) are read through delta-rs' pyarrow
     dataset instead, as is anything the fast path cannot express."""
 
-    def __init__(self, warehouse: str | os.PathLike, *, fast_path: bool = True):
+    def __init__(self, warehouse: str | os.PathLike, *, fast_path: bool = True, must_exist: bool = True):
         self.root = Path(warehouse)
-        if not self.root.is_dir():
+        if must_exist and not self.root.is_dir():
             raise WarehouseError(f"warehouse {str(self.root)!r} is not a directory")
-        if not (self.root / "runs" / "_delta_log").is_dir():
+        if must_exist and not (self.root / "runs" / "_delta_log").is_dir():
             raise WarehouseError(f"{str(self.root)!r} is not an offsetlake warehouse (no runs table)")
         self.fast_path = fast_path
         self._duck = None
@@ -224,13 +229,17 @@ class DeltaWarehouseReader:
                 arrays.append(pa.nulls(got.num_rows, f.type))
         return pa.Table.from_arrays(arrays, schema=target)
 
-    def _read(self, table: str, partitions, filters, columns) -> pa.Table | None:
+    def _open(self, table: str, version: int | None = None):
+        """The Delta table at `version` (None: the latest), or None when it was never written."""
         from deltalake import DeltaTable
 
         path = self.table_path(table)
-        if path is None:
+        return None if path is None else DeltaTable(str(path), version=version)
+
+    def _read(self, table: str, partitions, filters, columns, version: int | None = None) -> pa.Table | None:
+        dt = self._open(table, version)
+        if dt is None:
             return None
-        dt = DeltaTable(str(path))
         present = dt.schema().to_arrow().names if columns is not None else None
         if columns is not None:
             columns = [c for c in columns if c in present]
@@ -252,8 +261,42 @@ class DeltaWarehouseReader:
     def table_version(self, table: str) -> int | None:
         return _delta_log_version(self.root / table)
 
-    def snapshot_table(self, table, snapshot_id, *, filters=None, columns=None):
-        return self._read(table, [("snapshot_id", "=", snapshot_id)], filters, columns)
+    def snapshot(self, snapshot: "Snapshot | str") -> "Snapshot":
+        """`snapshot` itself, or the snapshot of that id as its `runs` row describes it (any status: the warehouse
+        reads failed ids too); an id without a row reads the latest versions."""
+        if isinstance(snapshot, Snapshot):
+            return snapshot
+        for s in snapshots_from_runs(self.runs()):
+            if s.snapshot_id == snapshot:
+                return s
+        return Snapshot(snapshot, None, None, None, None, {})
+
+    def snapshot_table(self, table, snapshot, *, filters=None, columns=None):
+        snap = self.snapshot(snapshot)
+        return self._read(table, [("snapshot_id", "=", snap.snapshot_id)], filters, columns,
+                          version=snap.version_of(table))
+
+    def snapshot_dataset(self, table: str, snapshot: "Snapshot | str"):
+        """A pyarrow dataset of one snapshot's partition of `table` at its pinned version (None if the table does
+        not exist): `offsetlake sql` scans it lazily, DuckDB pushing its filters down."""
+        snap = self.snapshot(snapshot)
+        dt = self._open(table, snap.version_of(table))
+        if dt is None:
+            return None
+        return dt.to_pyarrow_dataset(file_pruning_predicate=[("snapshot_id", "=", snap.snapshot_id)])
+
+    def snapshot_file_uris(self, table: str, snapshot: "Snapshot | str") -> list[str] | None:
+        """The Parquet files of one snapshot's partition of `table` at its pinned version (None: no table)."""
+        snap = self.snapshot(snapshot)
+        dt = self._open(table, snap.version_of(table))
+        if dt is None:
+            return None
+        return dt.file_uris(file_pruning_predicate=[("snapshot_id", "=", snap.snapshot_id)])
+
+    def history_dataset(self, table: str):
+        """A pyarrow dataset of an unpartitioned table at its latest version (None if it does not exist)."""
+        dt = self._open(table)
+        return None if dt is None else dt.to_pyarrow_dataset()
 
     def history_table(self, table, *, filters=None, columns=None):
         return self._read(table, None, filters, columns)
@@ -286,7 +329,21 @@ class Snapshot:
     @property
     def cache_key(self) -> tuple:
         """Changes when the snapshot is rebuilt under the same id (a rerun replaces it)."""
-        return (self.snapshot_id, self.started_at, self.finished_at)
+        return (self.snapshot_id, self.started_at, self.finished_at, tuple(sorted(self.table_versions.items())))
+
+    @property
+    def table_versions(self) -> dict[str, int]:
+        """Table -> the Delta version this snapshot's commit produced (empty for a run written before
+        `runs.table_versions` existed: those read the latest versions)."""
+        pinned = self.run.get("table_versions")
+        if not pinned:
+            return {}
+        items = pinned.items() if isinstance(pinned, dict) else pinned  # Arrow map: (key, value) pairs
+        return {str(k): int(v) for k, v in items if v is not None}
+
+    def version_of(self, table: str) -> int | None:
+        """The version to read `table` at for this snapshot; None: the latest."""
+        return self.table_versions.get(table)
 
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
@@ -316,6 +373,12 @@ def _ts_key(t: datetime | None) -> datetime:
     return t if t is not None else _EPOCH
 
 
+def run_order(row: dict) -> tuple:
+    """Runs oldest first: by finished_at (a run still going, by started_at), then started_at, then id."""
+    finished, started = row.get("finished_at"), row.get("started_at")
+    return (_ts_key(finished or started), _ts_key(started), row.get("snapshot_id") or "")
+
+
 def snapshots_from_runs(runs: pa.Table | None) -> list[Snapshot]:
     """Every snapshot id with its latest `runs` row (by finished_at, then started_at), oldest first."""
     if runs is None or runs.num_rows == 0:
@@ -333,7 +396,7 @@ def snapshots_from_runs(runs: pa.Table | None) -> list[Snapshot]:
         Snapshot(sid, r.get("status"), r.get("started_at"), r.get("finished_at"), r.get("as_of"), r)
         for sid, r in latest.items()
     ]
-    snaps.sort(key=lambda s: (_ts_key(s.finished_at), _ts_key(s.started_at), s.snapshot_id))
+    snaps.sort(key=lambda s: run_order(s.run))
     return snaps
 
 
