@@ -78,6 +78,7 @@ $(PACK): $(PACKAGE_SOURCES) | $(TOOLS)/.installed
 	$(PACK_VENV)/bin/pip uninstall -q -y pyspark
 	$(TOOLS)/bin/venv-pack -q -p $(PACK_VENV) -o $@.part --format tar.gz --force
 	mv $@.part $@
+	rm -rf $(PACK_VENV)
 	@ls -l $@
 
 clean:
