@@ -77,6 +77,7 @@ $(PACK): $(PACKAGE_SOURCES) | $(TOOLS)/.installed
 	$(PACK_VENV)/bin/pip install -q dist/offsetlake-$(VERSION)-*.whl
 	$(PACK_VENV)/bin/pip uninstall -q -y pyspark
 	$(TOOLS)/bin/venv-pack -q -p $(PACK_VENV) -o $@.part --format tar.gz --force
+	chmod 644 $@.part
 	mv $@.part $@
 	rm -rf $(PACK_VENV)
 	@ls -l $@
