@@ -9,7 +9,17 @@ export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 SAMPLE_DIR ?= sample/dump
 WAREHOUSE ?= warehouse
 
-.PHONY: setup run test test-fast bench bench-decode dist clean
+VERSION := $(shell sed -n 's/^version = //p' setup.cfg)
+# Packaging tools live in a small venv of their own: `make dist` needs neither .venv nor its dependencies.
+TOOLS := build/tools-venv
+# The cluster package: a venv holding the wheel and its dependencies, packed by venv-pack (Spark's recipe for
+# shipping Python dependencies to executors with --archives).
+PACK_VENV := build/pack-venv
+PACK := dist/offsetlake-env.tar.gz
+PACKAGE_SOURCES := setup.py setup.cfg MANIFEST.in \
+  $(shell find pipelines jobs schemas conf -type f -not -path '*/__pycache__/*' -not -name '*.pyc' -not -name '*.so')
+
+.PHONY: setup run test test-fast bench bench-decode dist pack clean
 
 $(VENV)/.installed: setup.cfg setup.py
 	$(PYTHON) -m venv $(VENV)
@@ -45,9 +55,32 @@ bench: setup
 bench-decode: setup
 	$(PY) benchmarks/bench_decode.py
 
-dist: setup
-	$(PIP) install -q build
-	$(PY) -m build --wheel --outdir dist .
+$(TOOLS)/.installed:
+	$(PYTHON) -m venv $(TOOLS)
+	$(TOOLS)/bin/pip install -q build==1.6.1 venv-pack==0.2.0
+	touch $@
+
+# dist/offsetlake-<version>-<python>-<platform>.whl, with conf/ inside (pipelines/_conf) and the C extension.
+dist: $(TOOLS)/.installed
+	rm -f dist/offsetlake-*.whl
+	$(TOOLS)/bin/python -m build --wheel --outdir dist .
+
+pack: $(PACK)
+
+# The wheel installed into a fresh venv, packed. pyspark is left out: Spark puts its own pyspark.zip first on
+# every executor's PYTHONPATH, so its 400 MB of jars would travel for nothing. venv-pack does not copy the
+# interpreter: bin/python links to $(PYTHON)'s installation, which the executors need at the same path.
+$(PACK): $(PACKAGE_SOURCES) | $(TOOLS)/.installed
+	$(MAKE) dist
+	rm -rf $(PACK_VENV)
+	$(PYTHON) -m venv $(PACK_VENV)
+	$(PACK_VENV)/bin/pip install -q dist/offsetlake-$(VERSION)-*.whl
+	$(PACK_VENV)/bin/pip uninstall -q -y pyspark
+	$(TOOLS)/bin/venv-pack -q -p $(PACK_VENV) -o $@.part --format tar.gz --force
+	chmod 644 $@.part
+	mv $@.part $@
+	rm -rf $(PACK_VENV)
+	@ls -l $@
 
 clean:
 	rm -rf $(VENV) dist build *.egg-info warehouse sample .pytest_cache

@@ -1,10 +1,14 @@
-"""Package metadata lives in setup.cfg; this file only adds the OPTIONAL `_fastdecode` C extension.
+"""Package metadata lives in setup.cfg; this file adds the OPTIONAL `_fastdecode` C extension and puts the
+default settings (conf/) into built wheels.
 
 The extension (pipelines/decoding/_fastdecode.c) speeds up `pipelines.decoding.columnar`; the pure-Python path
 is the reference and the fallback, so a failed compile only prints a warning and never fails the install.
 """
+from pathlib import Path
+
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
+from setuptools.command.build_py import build_py
 
 
 class OptionalBuildExt(build_ext):
@@ -27,6 +31,24 @@ class OptionalBuildExt(build_ext):
         print(f"WARNING: optional C extension {name} not built ({err}); the pure-Python decoder will be used")
 
 
+class BuildPyWithConf(build_py):
+    """build_py that also copies conf/**/*.yml to pipelines/_conf/ in the build: an installed wheel has no
+    checkout beside it, and pipelines/config.py reads that copy then. conf/ stays the only committed copy."""
+
+    def run(self):
+        super().run()
+        if getattr(self, "editable_mode", False):  # an editable install reads the checkout's conf/ directly
+            return
+        src = Path(__file__).resolve().parent / "conf"
+        files = sorted(src.rglob("*.yml"))
+        if not files:
+            raise SystemExit(f"no settings under {src}: a wheel without conf/ cannot run")
+        for f in files:
+            dest = Path(self.build_lib) / "pipelines" / "_conf" / f.relative_to(src)
+            self.mkpath(str(dest.parent))
+            self.copy_file(str(f), str(dest))
+
+
 setup(
     ext_modules=[
         Extension(
@@ -36,5 +58,5 @@ setup(
             optional=True,
         )
     ],
-    cmdclass={"build_ext": OptionalBuildExt},
+    cmdclass={"build_ext": OptionalBuildExt, "build_py": BuildPyWithConf},
 )

@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 import sys
 
-# When submitted as a plain file, make the checkout importable (a wheel or --py-files archive does this on clusters).
+# When submitted as a plain file, make the checkout importable for the driver (executors import the package
+# from what spark-submit ships them: the packed venv of `make pack`, see the README).
 _here = os.path.dirname(os.path.abspath(__file__))
 if os.path.dirname(_here) not in sys.path:
     sys.path.insert(0, os.path.dirname(_here))

@@ -10,7 +10,12 @@ from typing import Any
 
 import yaml
 
-CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
+# conf/ in the checkout is the one source of the settings; a built wheel carries a copy of it as package data
+# (pipelines/_conf, copied by setup.py at build time), because an installed package has no checkout beside it.
+_PACKAGED_CONF = Path(__file__).resolve().parent / "_conf"
+_CHECKOUT_CONF = Path(__file__).resolve().parent.parent / "conf"
+CONF_DIR = next((d for d in (_PACKAGED_CONF, _CHECKOUT_CONF) if (d / "base" / "offsetlake.yml").is_file()),
+                _CHECKOUT_CONF)
 ENV_VAR = "OFFSETLAKE_ENV"
 CONF_DIR_VAR = "OFFSETLAKE_CONF_DIR"
 
@@ -94,7 +99,8 @@ class Settings:
 
 def load_settings(env: str | None = None, overrides: dict[str, Any] | None = None,
                   conf_dir: str | Path | None = None) -> Settings:
-    """Base file, then the environment overlay, then command-line overrides (nested dicts)."""
+    """Base file, then the environment overlay, then command-line overrides (nested dicts). The folder is
+    `conf_dir`, else $OFFSETLAKE_CONF_DIR, else the checkout's conf/ (or the installed wheel's copy of it)."""
     env = env or os.environ.get(ENV_VAR) or "local"
     root = Path(conf_dir or os.environ.get(CONF_DIR_VAR) or CONF_DIR)
     merged = _read_yaml(root / "base" / "offsetlake.yml")

@@ -41,8 +41,10 @@ class StandaloneCluster:
         self.master_url = f"spark://127.0.0.1:{self.port}"
 
     def _start(self, args: list[str], log: str) -> subprocess.Popen:
-        env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1", SPARK_MASTER_HOST="127.0.0.1",
-                   PYSPARK_PYTHON=sys.executable, SPARK_WORKER_DIR=str(self.workdir / "work"))
+        # No PYTHONPATH: executors inherit the worker's, and they must import what the application ships them.
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+        env.update(SPARK_LOCAL_IP="127.0.0.1", SPARK_MASTER_HOST="127.0.0.1", PYSPARK_PYTHON=sys.executable,
+                   SPARK_WORKER_DIR=str(self.workdir / "work"))
         out = open(self.workdir / log, "wb")
         p = subprocess.Popen([spark_bin("spark-class"), *args], stdout=out, stderr=subprocess.STDOUT, env=env,
                              start_new_session=True)

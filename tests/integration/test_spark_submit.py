@@ -1,10 +1,16 @@
-"""`spark-submit jobs/rebuild_job.py` — pyspark's own spark-submit, locally and on a real standalone cluster."""
+"""The README's spark-submit recipes run as written — locally, and on a real standalone cluster with the
+executors' Python shipped as a packed venv — plus spark-submit's answer to bad input."""
 from __future__ import annotations
 
 import json
 import os
+import re
+import shlex
+import shutil
 import subprocess
 import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -48,22 +54,135 @@ def snapshot_state(warehouse: Path, snapshot_id: str) -> dict:
     return out
 
 
-def test_spark_submit_local_and_standalone_cluster_give_the_same_snapshot(sample_dump, tmp_path):
-    common = ["--input", str(sample_dump), "--json", "--quiet", "--semantics", "modern"]
-    local = submit([*common, "--warehouse", str(tmp_path / "wh_local"), "--snapshot-id", "s1"], "local[2]", tmp_path)
-    assert local.returncode == 0, local.stderr[-4000:]
-    local_summary = json.loads(local.stdout.strip().splitlines()[-1])
-    assert local_summary["snapshot_id"] == "s1" and local_summary["records_in"] > 2500
+def readme_commands() -> dict[str, str]:
+    """The README's spark-submit block, one entry per command (continuation lines joined): `local`, `pack`,
+    `cluster`, as a reader would copy them."""
+    text = (ROOT / "README.md").read_text()
+    block = text.split("## spark-submit", 1)[1].split("```", 2)[1]
+    commands = [c.strip() for c in re.sub(r"\\\n\s*", " ", block).splitlines()]
+    commands = [c.split("  #", 1)[0].strip() for c in commands if c and not c.startswith("#")]
+    out = {"local": [c for c in commands if "spark-submit --master 'local" in c],
+           "pack": [c for c in commands if c.startswith("make pack")],
+           "cluster": [c for c in commands if "--archives" in c]}
+    assert all(len(v) == 1 for v in out.values()), f"README's spark-submit block changed shape: {commands}"
+    return {k: v[0] for k, v in out.items()}
 
+
+def fill_in(command: str, *, dump: Path, warehouse: Path, master: str = "") -> str:
+    """The README's placeholders replaced by this test's dump, warehouse and master. A checkout without its own
+    .venv (a worktree sharing another venv) runs the venv of this interpreter instead."""
+    command = (command.replace("/dumps/2026-11-21", shlex.quote(str(dump)))
+               .replace("/data/offsetlake", shlex.quote(str(warehouse))))
+    if master:
+        command = command.replace("spark://master:7077", master)
+    if not (ROOT / ".venv" / "bin" / "python").exists():
+        command = command.replace(".venv/bin/", f"{Path(sys.executable).parent}/")
+    return command
+
+
+def clean_env() -> dict[str, str]:
+    """A shell as a fresh clone has it: no venv activated, nothing pointing at Spark or at the checkout."""
+    venv_bin = str(Path(sys.executable).parent)
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("VIRTUAL_ENV", "SPARK_HOME", "PYTHONPATH", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON")}
+    env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep) if p != venv_bin)
+    env["SPARK_LOCAL_IP"] = "127.0.0.1"
+    return env
+
+
+def run_shell(command: str, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", "-c", command], cwd=ROOT, env=clean_env(), capture_output=True, text=True, **kw)
+
+
+def python_workers(under: Path) -> dict[int, dict]:
+    """Every pyspark.daemon process (the executors' Python workers) whose working directory lies under `under`:
+    its argv[0] and the files it has mapped (shared libraries: pyarrow's, the _fastdecode extension)."""
+    found = {}
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if not os.readlink(f"/proc/{pid}/cwd").startswith(str(under)):
+                continue
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            if b"pyspark.daemon" not in argv:
+                continue
+            maps = {line.split(None, 5)[5] for line in Path(f"/proc/{pid}/maps").read_text().splitlines()
+                    if len(line.split(None, 5)) == 6 and line.split(None, 5)[5].startswith("/")}
+            found[int(pid)] = {"argv0": argv[0].decode(), "cwd": os.readlink(f"/proc/{pid}/cwd"), "maps": maps}
+        except (FileNotFoundError, ProcessLookupError, PermissionError):
+            continue  # gone between listing and reading
+    return found
+
+
+@pytest.fixture(scope="module")
+def local_run(sample_dump, tmp_path_factory):
+    """The README's local line, as written, from a shell with no venv activated."""
+    warehouse = tmp_path_factory.mktemp("local") / "wh"
+    cmd = fill_in(readme_commands()["local"], dump=sample_dump, warehouse=warehouse)
+    r = run_shell(f"{cmd} --snapshot-id s1 --json --quiet", timeout=900)
+    assert r.returncode == 0, (cmd, r.stdout[-2000:], r.stderr[-4000:])
+    return warehouse, json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def test_readme_local_spark_submit_runs_as_written(local_run):
+    warehouse, summary = local_run
+    assert summary["snapshot_id"] == "s1" and summary["records_in"] > 2500
+    assert (warehouse / "loaded_offsets" / "_delta_log").is_dir()
+
+
+@pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="reads the executors' processes from /proc")
+def test_readme_cluster_recipe_runs_offsetlake_from_the_packed_venv(local_run, sample_dump, tmp_path):
+    """`make pack`, then the README's cluster command against a standalone master and worker on loopback: the
+    executors' Python workers run ./environment/bin/python from the shipped archive, load pyarrow and the C
+    extension from it (nothing from the checkout or the test's venv), and the snapshot equals local mode's."""
+    readme = readme_commands()
+    pack = run_shell(readme["pack"], timeout=1200)
+    assert pack.returncode == 0, pack.stdout[-2000:] + pack.stderr[-4000:]
+
+    local_wh, local_summary = local_run
+    warehouse = tmp_path / "wh_cluster"
     with StandaloneCluster(tmp_path / "cluster") as cluster:
-        remote = submit([*common, "--warehouse", str(tmp_path / "wh_cluster"), "--snapshot-id", "s1"],
-                        cluster.master_url, tmp_path)
-    assert remote.returncode == 0, remote.stderr[-4000:]
-    remote_summary = json.loads(remote.stdout.strip().splitlines()[-1])
-    assert remote_summary["records_in"] == local_summary["records_in"]
-    assert snapshot_state(tmp_path / "wh_cluster", "s1") == snapshot_state(tmp_path / "wh_local", "s1")
-    # The application really ran on the cluster's executors, not in local mode.
-    assert "app-" in (tmp_path / "cluster" / "worker.log").read_text(errors="replace")
+        cmd = fill_in(readme["cluster"], dump=sample_dump, warehouse=warehouse, master=cluster.master_url)
+        assert "--archives dist/offsetlake-env.tar.gz#environment" in cmd
+        work = tmp_path / "cluster" / "work"
+        proc = subprocess.Popen(["bash", "-c", f"{cmd} --snapshot-id s1 --json --quiet"], cwd=ROOT,
+                                env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        workers: dict[int, dict] = {}
+        with ThreadPoolExecutor(1) as pool:  # drain the pipes while /proc is watched
+            out = pool.submit(proc.communicate, timeout=900)
+            while proc.poll() is None:
+                workers.update(python_workers(work))
+                time.sleep(0.2)
+            stdout, stderr = out.result()
+    try:
+        assert proc.returncode == 0, (cmd, stdout[-2000:], stderr[-4000:])
+        summary = json.loads(stdout.strip().splitlines()[-1])
+        assert summary["records_in"] == local_summary["records_in"]
+        assert snapshot_state(warehouse, "s1") == snapshot_state(local_wh, "s1")
+
+        assert workers, "no executor Python worker was seen under the worker's directory"
+        envs = {Path(w["cwd"]) / "environment" for w in workers.values()}
+        assert all(w["argv0"] == "./environment/bin/python" for w in workers.values()), workers
+        mapped = set().union(*(w["maps"] for w in workers.values()))
+        assert any("/pyarrow/" in m and any(m.startswith(f"{e}/") for e in envs) for m in mapped), mapped
+        assert any("_fastdecode" in m and any(m.startswith(f"{e}/") for e in envs) for m in mapped), mapped
+        foreign = [m for m in mapped if m.startswith((str(ROOT) + "/", sys.prefix + "/"))]
+        assert not foreign, f"executors loaded files from the checkout or the test's venv: {foreign}"
+
+        # The shipped package runs on its own: its CLI starts and its settings load from its copy of conf/.
+        env_dir = next(iter(envs))
+        check = subprocess.run(
+            [str(env_dir / "bin" / "python"), "-c",
+             "import pipelines.config as c; s = c.load_settings(env='prod'); print(c.CONF_DIR, s.section('validation')['policy'])"],
+            cwd=tmp_path, env=clean_env(), capture_output=True, text=True)
+        assert check.returncode == 0, check.stderr
+        assert check.stdout.split() == [str(env_dir / "lib" / "python3.11" / "site-packages" / "pipelines" / "_conf"),
+                                        "fail"]
+        cli = subprocess.run([str(env_dir / "bin" / "python"), str(env_dir / "bin" / "offsetlake"), "--help"],
+                             cwd=tmp_path, env=clean_env(), capture_output=True, text=True)
+        assert cli.returncode == 0 and "rebuild" in cli.stdout, cli.stderr
+    finally:
+        # every executor unpacked ~900 MB; pytest keeps the last runs' tmp dirs
+        shutil.rmtree(tmp_path / "cluster" / "work", ignore_errors=True)
 
 
 def test_spark_submit_bad_input_exits_2_without_a_stack_trace(tmp_path):
