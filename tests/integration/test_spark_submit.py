@@ -19,6 +19,9 @@ from tests.integration.cluster import StandaloneCluster, spark_bin
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.integration]
+# The sample is small enough to replay in the driver process; both runs replay on Spark instead (one task per
+# offsets partition), so the cluster run's shards run in the executors' Python from the shipped archive.
+ON_SPARK = "--conf rebuild.local_replay_max_rows=0"
 
 
 @pytest.fixture(scope="module")
@@ -118,7 +121,7 @@ def local_run(sample_dump, tmp_path_factory):
     """The README's local line, as written, from a shell with no venv activated."""
     warehouse = tmp_path_factory.mktemp("local") / "wh"
     cmd = fill_in(readme_commands()["local"], dump=sample_dump, warehouse=warehouse)
-    r = run_shell(f"{cmd} --snapshot-id s1 --json --quiet", timeout=900)
+    r = run_shell(f"{cmd} --snapshot-id s1 --json --quiet {ON_SPARK}", timeout=900)
     assert r.returncode == 0, (cmd, r.stdout[-2000:], r.stderr[-4000:])
     return warehouse, json.loads(r.stdout.strip().splitlines()[-1])
 
@@ -144,7 +147,7 @@ def test_readme_cluster_recipe_runs_offsetlake_from_the_packed_venv(local_run, s
         cmd = fill_in(readme["cluster"], dump=sample_dump, warehouse=warehouse, master=cluster.master_url)
         assert "--archives dist/offsetlake-env.tar.gz#environment" in cmd
         work = tmp_path / "cluster" / "work"
-        proc = subprocess.Popen(["bash", "-c", f"{cmd} --snapshot-id s1 --json --quiet"], cwd=ROOT,
+        proc = subprocess.Popen(["bash", "-c", f"{cmd} --snapshot-id s1 --json --quiet {ON_SPARK}"], cwd=ROOT,
                                 env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         workers: dict[int, dict] = {}
         with ThreadPoolExecutor(1) as pool:  # drain the pipes while /proc is watched
