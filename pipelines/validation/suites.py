@@ -107,36 +107,6 @@ class SuiteSpec:
         return suite
 
 
-# -- group → partition (spec §4), as a native Spark expression --------------------------------------------------
-
-
-def java_partition_for(group_id: str, num_partitions: int) -> Column:
-    """`Utils.abs(groupId.hashCode()) % numPartitions` over the column named `group_id`; null for a null id.
-
-    Mirrors `pipelines.coordinator.partitioner.partition_for` (the tests cross-check the two) as a native Spark
-    expression, so 1M rows need no Python worker. Java's hash runs over UTF-16 code units: a code point above
-    U+FFFF contributes its surrogate pair. The running hash stays unsigned in a bigint (mod 2^32, so no ANSI
-    overflow) and is read back as an int32 at the end: Integer.MIN_VALUE is the one value `Utils.abs` maps to 0.
-    """
-    if num_partitions <= 0:
-        raise ValueError(f"num_partitions must be positive, got {num_partitions}")
-    g = "`" + group_id.replace("`", "``") + "`"
-    cp = f"ascii(substr({g}, i, 1))"  # Spark strings index by code point; ascii() returns the code point
-    step = (
-        f"CASE WHEN {cp} >= 65536 THEN "
-        f"((h * 31 + (55296 + shiftright({cp} - 65536, 10))) % 4294967296 * 31 "
-        f"+ (56320 + (({cp} - 65536) & 1023))) % 4294967296 "
-        f"ELSE (h * 31 + {cp}) % 4294967296 END"
-    )
-    unsigned = (
-        f"(CASE WHEN char_length({g}) = 0 THEN 0L "
-        f"ELSE aggregate(sequence(1, char_length({g})), 0L, (h, i) -> {step}) END)"
-    )
-    # signed = ((u + 2^31) mod 2^32) - 2^31; |MIN_VALUE| = 2^31, and `mod 2^31` sends exactly that one to 0
-    absolute = f"(abs((({unsigned} + 2147483648) % 4294967296) - 2147483648) % 2147483648)"
-    return F.expr(f"CAST({absolute} % {int(num_partitions)} AS INT)")
-
-
 # -- expectation builders ------------------------------------------------------------------------------------------
 
 
@@ -228,10 +198,15 @@ def _partition(suite: str, num_partitions: int) -> Check:
 
 
 def _with_expected_partition(df: DataFrame, out: str, num_partitions: int) -> DataFrame:
-    """`out` = the partition of the row's group id (its offsets_partition when the id is null). The hash is an
-    interpreted loop over the id's characters: computed once per distinct id (a group has many offsets)."""
-    ids = df.select("group_id").where(F.col("group_id").isNotNull()).distinct()
-    hashed = ids.withColumn("_expected", java_partition_for("group_id", num_partitions))
+    """`out` = the partition of the row's group id (its offsets_partition when the id is null), by the engine's one
+    `partition_for`, computed on the driver once per distinct id (a group has many offsets; ids are state-sized)."""
+    from pipelines.coordinator.partitioner import partition_for
+
+    if num_partitions <= 0:
+        raise ValueError(f"num_partitions must be positive, got {num_partitions}")
+    ids = [r[0] for r in df.select("group_id").where(F.col("group_id").isNotNull()).distinct().collect()]
+    hashed = df.sparkSession.createDataFrame([(g, partition_for(g, num_partitions)) for g in ids],
+                                             "group_id string, _expected int")
     return (df.join(F.broadcast(hashed), "group_id", "left")
             .withColumn(out, F.when(F.col("group_id").isNull(), F.col("offsets_partition"))
                         .otherwise(F.col("_expected")))

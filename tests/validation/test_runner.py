@@ -25,24 +25,6 @@ def test_tricky_ids_cover_the_edge_cases():
     assert any(h < 0 and h != -(2 ** 31) for h in hashes.values())
 
 
-@pytest.mark.spark
-def test_spark_partition_expression_matches_partitioner(spark):
-    from pipelines.validation.suites import java_partition_for
-
-    df = spark.createDataFrame([(g,) for g in TRICKY_IDS] + [(None,)], "group_id string")
-    for n in (1, 7, 50):
-        got = {r["group_id"]: r["p"] for r in df.select("group_id", java_partition_for("group_id", n).alias("p"))
-               .collect()}
-        assert got == {**{g: partition_for(g, n) for g in TRICKY_IDS}, None: None}, n
-
-
-def test_partition_expression_rejects_bad_count():
-    from pipelines.validation.suites import java_partition_for
-
-    with pytest.raises(ValueError):
-        java_partition_for("group_id", 0)
-
-
 # -- settings ---------------------------------------------------------------------------------------------------
 
 
