@@ -65,9 +65,10 @@ def loadable(table: pa.Table) -> pa.Table:
 def _rows(table: pa.Table) -> list[Row]:
     """Rows as dicts for the loaders, in the table's order; offset commits projected to `OFFSET_ROW_COLUMNS`."""
     table = table.drop_columns([c for c in UNREAD_COLUMNS if c in table.column_names])
-    is_offset = pc.equal(table.column("record_kind"), "offset_commit").to_pylist()
-    offset_rows = iter(table.filter(pa.array(is_offset)).select(list(OFFSET_ROW_COLUMNS)).to_pylist())
-    other_rows = iter(table.filter(pc.invert(pa.array(is_offset))).to_pylist())
+    mask = pc.fill_null(pc.equal(table.column("record_kind"), "offset_commit"), False)
+    is_offset = mask.to_pylist()
+    offset_rows = iter(table.filter(mask).select(list(OFFSET_ROW_COLUMNS)).to_pylist())
+    other_rows = iter(table.filter(pc.invert(mask)).to_pylist())
     return [next(offset_rows) if o else next(other_rows) for o in is_offset]
 
 

@@ -179,3 +179,16 @@ def test_rule_last_offset_value_keeps_a_simple_group():
     cut = len(log.rows)
     log.commit("h", "t", 0, 1)
     _resumes_like_full(log, cut, "modern")
+
+
+def test_a_shard_of_only_quarantined_and_unknown_rows_loads_to_nothing():
+    """A partition whose every record was quarantined or is of an unknown type (a corrupt offsets partition):
+    the shard loads, empty, and keeps nothing (a Spark task gets exactly such a group)."""
+    from tests.coordinator.rowkit import Log
+
+    log = Log(partition=7)
+    log.error()
+    log.unknown()
+    result = replay_shards(to_table(log.rows), ReplayOptions(num_partitions=50), retain=True)
+    assert {t: a.num_rows for t, a in result.tables.items()} == dict.fromkeys(result.tables, 0)
+    assert result.retained.num_rows == 0
