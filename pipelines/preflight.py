@@ -23,7 +23,7 @@ _MIN_ENTRY_SIZE = 14  # a v0 message with no key and no value
 class PreparedRun:
     """A request checked and planned: what `run_rebuild` needs besides Spark, and the lock it holds."""
 
-    conf: dict
+    conf: "RunSettings"  # pipelines.rebuild.RunSettings
     inputs: list[str]
     snapshot_id: str
     until_time_ms: int | None

@@ -124,7 +124,21 @@ class Progress:
             self._stage = None
 
 
-def resolve_settings(settings: Settings, req: RebuildRequest) -> dict:
+@dataclass(frozen=True)
+class RunSettings:
+    """A run's settings, resolved once from `conf/` and the request (the request wins)."""
+
+    semantics: str
+    retention_minutes: int
+    expiry: bool
+    kafka_version: str
+    num_partitions: int | None  # the offsets topic's partition count setting; None: from the input
+    strict: bool
+    local_replay_max_rows: int
+    read_policy: object  # decoding.policy.ReadPolicy
+
+
+def resolve_settings(settings: Settings, req: RebuildRequest) -> RunSettings:
     r = settings.section("rebuild")
     semantics = req.semantics or r.get("semantics", "legacy")
     if semantics not in ("legacy", "modern"):
@@ -140,7 +154,7 @@ def resolve_settings(settings: Settings, req: RebuildRequest) -> dict:
     retention = req.retention_minutes if req.retention_minutes is not None else int(r.get("retention_minutes", 10080))
     if retention < 1:
         raise UsageError("--retention-minutes must be at least 1")
-    return dict(
+    return RunSettings(
         semantics=semantics,
         retention_minutes=retention,
         expiry=not req.no_expiry and bool(r.get("expiry", True)),
@@ -226,13 +240,13 @@ def _run_locked(spark, settings: Settings, req: RebuildRequest, emit, prepared) 
     from pipelines.incremental import is_what_if
 
     conf, inputs, snapshot_id = prepared.conf, prepared.inputs, prepared.snapshot_id
-    plan = replace(prepared.plan, policy=conf["read_policy"])
+    plan = replace(prepared.plan, policy=conf.read_policy)
     warehouse = Warehouse(req.warehouse)
     progress = Progress(emit, on_stage=lambda name: prepared.lock.update(stage=name))
     if prepared.abandoned is not None:
         _record_abandoned(warehouse, prepared.abandoned, progress.emit)
-    summary = RunSummary(snapshot_id=snapshot_id, inputs=inputs, semantics=conf["semantics"],
-                         retention_minutes=conf["retention_minutes"], expiry=conf["expiry"],
+    summary = RunSummary(snapshot_id=snapshot_id, inputs=inputs, semantics=conf.semantics,
+                         retention_minutes=conf.retention_minutes, expiry=conf.expiry,
                          kind="what-if" if is_what_if(req) else "scheduled")
     started_ms = int(time.time() * 1000)
 
@@ -255,8 +269,8 @@ def _run_locked(spark, settings: Settings, req: RebuildRequest, emit, prepared) 
         if not recorded:
             try:
                 warehouse.record_failure(snapshot_id, dict(
-                    started_at=ms_to_iso(started_ms), inputs=inputs, semantics=conf["semantics"],
-                    retention_minutes=conf["retention_minutes"],
+                    started_at=ms_to_iso(started_ms), inputs=inputs, semantics=conf.semantics,
+                    retention_minutes=conf.retention_minutes,
                     summary={"error": _first_line(e), "stage": stage}, kind=summary.kind))
             except Exception as mark_exc:
                 if storage is None and _storage_error(mark_exc) is None:
@@ -350,7 +364,7 @@ def _run_planned(spark, settings, req, conf, plan, summary, progress, warehouse,
     summary.records_quarantined = sum(v for k, v in counts.items() if k.startswith("error"))
     progress.emit(f"          decoded {summary.records_in:,} records "
                   f"({summary.records_quarantined:,} quarantined)")
-    if conf["strict"] and summary.records_quarantined:
+    if conf.strict and summary.records_quarantined:
         first = quarantine_table(decoded, snapshot_id).limit(1).collect()[0]
         raise StrictModeError(f"--strict: quarantined record at {first['source']} position {first['position']}: "
                               f"{first['reason']}")
@@ -358,7 +372,7 @@ def _run_planned(spark, settings, req, conf, plan, summary, progress, warehouse,
     summary.incremental = inc.summary()
     # the rows replay reads (incremental: new rows ∪ the previous state); counts above are the new rows only
     replayed = inc.replayable(spark, decoded)
-    local = inc.local_replay_rows(summary.records_in, conf["local_replay_max_rows"])
+    local = inc.local_replay_rows(summary.records_in, conf.local_replay_max_rows)
     if inc.is_incremental:
         summary.incremental["replay"] = "spark" if local is None else "in-process"
     if inc.is_incremental and local is None:
@@ -379,9 +393,9 @@ def _run_planned(spark, settings, req, conf, plan, summary, progress, warehouse,
     # them all), else Kafka's default of 50; never fewer than the highest partition seen.
     from pipelines.decoding.segments import partition_count
 
-    num_partitions = conf["num_partitions"] or max(partition_count(summary.inputs) or 50, plan.max_partition + 1,
+    num_partitions = conf.num_partitions or max(partition_count(summary.inputs) or 50, plan.max_partition + 1,
                                                    max_part + 1)
-    options = ReplayOptions(semantics=conf["semantics"], until_offset=req.until_offset, until_time_ms=until_time_ms,
+    options = ReplayOptions(semantics=conf.semantics, until_offset=req.until_offset, until_time_ms=until_time_ms,
                             num_partitions=num_partitions, snapshot_id=snapshot_id, load_time_ms=cut_ms)
 
     if prepared.as_of_ms is not None:
@@ -389,13 +403,13 @@ def _run_planned(spark, settings, req, conf, plan, summary, progress, warehouse,
     else:
         as_of_ms = cut_ms if cut_ms is not None else started_ms
     summary.as_of = ms_to_iso(as_of_ms)
-    expiry = ExpiryOptions(as_of_ms=as_of_ms, retention_minutes=conf["retention_minutes"],
-                           semantics=conf["semantics"], kafka_version=conf["kafka_version"]) if conf["expiry"] else None
+    expiry = ExpiryOptions(as_of_ms=as_of_ms, retention_minutes=conf.retention_minutes,
+                           semantics=conf.semantics, kafka_version=conf.kafka_version) if conf.expiry else None
     retain = summary.kind == "scheduled"  # a what-if run saves no checkpoint, so it needs no retained rows
     release = None
     if local is not None:
         # a small run: the engine runs in this process, over the rows as Arrow
-        progress.stage("replay", f"semantics {conf['semantics']}, {local:,} rows in this process"
+        progress.stage("replay", f"semantics {conf.semantics}, {local:,} rows in this process"
                                  + (f", expiry as of {summary.as_of}" if expiry else ""))
         from pipelines.coordinator.shard import replay_shards
 
@@ -408,7 +422,7 @@ def _run_planned(spark, settings, req, conf, plan, summary, progress, warehouse,
         del rows, result
     else:
         # one Spark task per offsets partition runs the same engine (pipelines/frames/shards.py)
-        progress.stage("replay", f"semantics {conf['semantics']}, one task per offsets partition"
+        progress.stage("replay", f"semantics {conf.semantics}, one task per offsets partition"
                                  + (f", expiry as of {summary.as_of}" if expiry else ""))
         from pipelines.frames.shards import replay_on_spark, topic_names_on_spark
 
@@ -471,7 +485,7 @@ def _run_planned(spark, settings, req, conf, plan, summary, progress, warehouse,
                                     conf=conf, req=req, max_timestamp=max_ts, max_partition=max_part)
     progress.stage("write", f"snapshot {snapshot_id} -> {req.warehouse}")
     run_row = dict(status=summary.status, started_at=ms_to_iso(started_ms), as_of=ms_to_iso(as_of_ms),
-                   retention_minutes=conf["retention_minutes"], semantics=conf["semantics"], inputs=summary.inputs,
+                   retention_minutes=conf.retention_minutes, semantics=conf.semantics, inputs=summary.inputs,
                    records_in=summary.records_in, records_out=summary.records_out,
                    records_quarantined=summary.records_quarantined, record_type_counts=counts,
                    validation=summary.validation, kind=summary.kind)

@@ -1,0 +1,243 @@
+"""The plan of one run: full or incremental (and why), what to decode, and the numbers a full run would compute."""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import pyarrow as pa
+
+from pipelines.incremental.checkpoint import CHECKPOINT_FORMAT
+from pipelines.io.checkpoint import count_state_rows, read_state_rows, state_dir
+
+LOG_START_MOVED = "log start moved / segments deleted or compacted"
+NO_PREVIOUS = "no previous snapshot with a checkpoint"
+
+
+# ================================================================================================================
+# the plan of one run: full or incremental, and what to decode
+# ================================================================================================================
+@dataclass
+class IncrementalStart:
+    """How this run starts: ``mode`` ``incremental`` (decode ``decode_plan``, union the previous state) or
+    ``full`` (decode everything), with the reason."""
+
+    mode: str
+    reason: str
+    decode_plan: object  # frames.decode.DecodePlan
+    previous_snapshot: str | None = None
+    previous: dict | None = None  # the previous checkpoint (incremental only)
+    previous_state: str | None = None  # its decoded-rows Parquet directory
+    new_bytes: int = 0
+    new_records: int = 0
+    resume_at: dict = field(default_factory=dict)  # path -> start position, files read before
+
+    @property
+    def is_incremental(self) -> bool:
+        return self.mode == "incremental"
+
+    def summary(self) -> dict:
+        return {"mode": self.mode, "reason": self.reason, "previous_snapshot": self.previous_snapshot,
+                "new_bytes": self.new_bytes, "new_records": self.new_records}
+
+    def progress_line(self) -> str:
+        if self.is_incremental:
+            return (f"incremental from snapshot {self.previous_snapshot}: {self.new_bytes:,} new bytes in "
+                    f"{sum(1 for i in self.decode_plan.items if i['kind'] == 'segment')} segment(s)")
+        prev = f" (previous snapshot {self.previous_snapshot})" if self.previous_snapshot else ""
+        return f"full rebuild: {self.reason}{prev}"
+
+    # -- the numbers a full run would compute over all rows -----------------------------------------------------
+    def max_timestamp(self, new_max: int | None) -> int | None:
+        old = self.previous.get("max_timestamp") if self.is_incremental else None
+        vals = [v for v in (old, new_max) if v is not None]
+        return max(vals) if vals else None
+
+    def max_partition(self, new_max: int) -> int:
+        old = self.previous.get("max_partition", -1) if self.is_incremental else -1
+        return max(int(old if old is not None else -1), new_max)
+
+    def replayable(self, spark, decoded):
+        """The rows the replay reads: this run's decoded rows without error/unknown rows (`filter_replayable`
+        drops them anyway), plus the previous state when incremental."""
+        rows = _replayable_new_rows(decoded)
+        if not self.is_incremental:
+            return rows
+        previous = spark.read.schema(decoded.schema).parquet(self.previous_state)
+        return rows.unionByName(previous)
+
+
+    # -- the in-process replay of a small run (coordinator.shard, without Spark) ---------------------------------
+    def local_replay_rows(self, new_records: int, max_rows: int) -> int | None:
+        """The rows to replay when this run replays in-process (at most `max_rows` rows: the new records, plus the
+        previous state when incremental), else None (one Spark task per offsets partition)."""
+        if max_rows <= 0 or new_records > max_rows:
+            return None
+        total = new_records + (count_state_rows(self.previous_state) if self.is_incremental else 0)
+        return total if total <= max_rows else None
+
+    def replayable_arrow(self, decoded) -> pa.Table:
+        """`replayable` as one Arrow table on the driver: this run's decoded rows (through Spark's Arrow) and, when
+        incremental, the previous state (read directly)."""
+        from pipelines.coordinator.shard import REPLAY_COLUMNS, conform_decoded
+
+        new = conform_decoded(_replayable_new_rows(decoded).select(*REPLAY_COLUMNS).toArrow())
+        if not self.is_incremental:
+            return new
+        previous = conform_decoded(read_state_rows(self.previous_state))
+        return pa.concat_tables([previous, new])
+
+
+    def with_previous_history(self, warehouse, history: pa.Table, snapshot_id: str) -> pa.Table:
+        """The run's `group_history`: the previous snapshot's events, then this run's events of the NEW records
+        (the replay also passes over the saved rows, whose events the previous snapshot already holds: those at an
+        offset below the partition's next offset in the checkpoint are dropped)."""
+        if not self.is_incremental:
+            return history
+        next_offset = {int(p): (cp.get("next_offset") or 0) for p, cp in self.previous["partitions"].items()}
+        keep = [o >= next_offset.get(p, 0) for p, o in zip(history.column("offsets_partition").to_pylist(),
+                                                            history.column("record_offset").to_pylist())]
+        new = history.filter(pa.array(keep, pa.bool_()))
+        previous = warehouse.read_table("group_history", snapshot_id=self.previous_snapshot)
+        previous = previous.set_column(previous.schema.get_field_index("snapshot_id"), "snapshot_id",
+                                       pa.array([snapshot_id] * previous.num_rows, pa.string()))
+        out = pa.concat_tables([previous.cast(new.schema), new])
+        return out.sort_by([("offsets_partition", "ascending"), ("record_offset", "ascending")]) \
+            if out.num_rows else out
+
+
+def _replayable_new_rows(decoded):
+    """This run's decoded rows without error/unknown rows (`filter_replayable` drops them anyway)."""
+    from pyspark.sql import functions as F
+
+    return decoded.filter(~F.col("record_kind").isin("error", "unknown"))
+
+
+def _full(reason: str, plan, previous_snapshot: str | None = None) -> IncrementalStart:
+    return IncrementalStart(mode="full", reason=reason, decode_plan=plan, previous_snapshot=previous_snapshot,
+                            new_bytes=plan.total_bytes)
+
+
+def is_what_if(req) -> bool:
+    """A point-in-time or as-of run: recorded as `what-if`, neither extending nor breaking the incremental chain."""
+    return req.as_of is not None or req.until_offset is not None or req.until_time is not None
+
+
+def start(warehouse, req, conf, plan, snapshot_id: str) -> IncrementalStart:
+    """Decide full vs incremental for this run and build the plan of what to decode (see the module docstring)."""
+    from pipelines.io.checkpoint import read_checkpoint
+
+    if not req.incremental:
+        return _full("--incremental not given", plan)
+    if is_what_if(req):
+        return _full("--as-of/--until-offset/--until-time given: a what-if run replays the whole log and stays "
+                     "out of the incremental chain", plan)
+    if plan.num_tabular:
+        return _full("tabular input: incremental runs need segment files (byte positions to resume at)", plan)
+    prev_id = warehouse.latest_snapshot_id()  # the latest succeeded scheduled snapshot: what-if runs are skipped
+    prev = read_checkpoint(warehouse, prev_id) if prev_id else None
+    if prev is None or prev.get("format") != CHECKPOINT_FORMAT:
+        return _full(NO_PREVIOUS, plan, prev_id)
+    if prev_id == snapshot_id:
+        return _full(f"the previous snapshot is {snapshot_id} itself (a rerun replaces it)", plan, prev_id)
+    state = state_dir(warehouse, prev_id) / "decoded"
+    if not state.is_dir():
+        return _full(f"the previous snapshot's decoded state is missing ({state})", plan, prev_id)
+    if prev.get("tabular"):
+        return _full("the previous snapshot was built from a tabular dump", plan, prev_id)
+    if not prev.get("group_history"):
+        return _full("the previous snapshot has no group_history (written by an older version)", plan, prev_id)
+    if prev.get("until_offset") is not None or prev.get("until_time") is not None:
+        return _full("the previous snapshot was cut with --until-offset/--until-time", plan, prev_id)
+    if prev.get("semantics") != conf.semantics:
+        return _full(f"semantics changed ({prev.get('semantics')} -> {conf.semantics})", plan, prev_id)
+    if prev.get("num_partitions_setting") != conf.num_partitions:
+        return _full(f"num_partitions setting changed ({prev.get('num_partitions_setting')} -> "
+                     f"{conf.num_partitions})", plan, prev_id)
+    problem, resume = check_extends(prev, plan)
+    if problem:
+        return _full(problem, plan, prev_id)
+
+    items, new_bytes = [], 0
+    for item in plan.items:
+        if item["kind"] != "segment":
+            items.append(item)  # discovery problems: a fact of today's input, reported by every run
+            continue
+        at = resume.get(item["path"], 0)
+        if at >= item["size"]:
+            continue  # nothing new in this file
+        items.append({**item, "start_position": at})
+        new_bytes += item["size"] - at
+    decode_plan = replace(plan, items=items, total_bytes=new_bytes,
+                          num_segments=sum(1 for i in items if i["kind"] == "segment"))
+    return IncrementalStart(mode="incremental", reason="the input extends the previous snapshot's checkpoint",
+                            decode_plan=decode_plan, previous_snapshot=prev_id, previous=prev,
+                            previous_state=str(state), new_bytes=new_bytes, resume_at=resume)
+
+
+def check_extends(prev: dict, plan) -> tuple[str | None, dict[str, int]]:
+    """Does the planned input extend the checkpoint ``prev``? Returns (why not | None, path -> resume position).
+
+    Reads at most 64 KiB plus one entry of every checkpointed file (on the driver, which listed them)."""
+    by_part: dict[int, dict[str, dict]] = {}
+    for item in plan.items:
+        if item["kind"] != "segment":
+            continue
+        files = by_part.setdefault(int(item["offsets_partition"]), {})
+        name = Path(item["path"]).name
+        if name in files:
+            return f"segment {name} of partition {item['offsets_partition']} appears twice in the input", {}
+        files[name] = item
+    resume: dict[str, int] = {}
+    for part_key, cp in sorted(prev.get("partitions", {}).items(), key=lambda kv: int(kv[0])):
+        part = int(part_key)
+        files = by_part.get(part)
+        segs = sorted(cp["segments"], key=lambda s: s["base_offset"])
+        if not segs:
+            continue
+        if not files:
+            return f"{LOG_START_MOVED} (partition {part}: no segment in the input; partition set changed)", {}
+        first_base = segs[0]["base_offset"]
+        for s in segs:
+            cur = files.get(s["name"])
+            if cur is None:
+                return f"{LOG_START_MOVED} (partition {part}: {s['name']} is gone)", {}
+            why = _file_differs(cur["path"], cur["size"], s)
+            if why:
+                return f"{LOG_START_MOVED} (partition {part}: {s['name']} {why})", {}
+            resume[cur["path"]] = int(s["consumed"])
+        seen = {s["name"] for s in segs}
+        next_offset = cp.get("next_offset")
+        for name, cur in files.items():
+            if name in seen:
+                continue
+            if cur["base_offset"] < first_base:
+                return (f"{LOG_START_MOVED} (partition {part}: {name} starts before the checkpoint's log start "
+                        f"{first_base})"), {}
+            if next_offset is not None and cur["base_offset"] < next_offset:
+                return (f"{LOG_START_MOVED} (partition {part}: new segment {name} overlaps offsets already read, "
+                        f"next offset {next_offset})"), {}
+            if cur["base_offset"] < segs[-1]["base_offset"]:
+                return f"{LOG_START_MOVED} (partition {part}: new segment {name} between read segments)", {}
+    return None, resume
+
+
+def _file_differs(path: str, size: int, seg: dict) -> str | None:
+    consumed = int(seg["consumed"])
+    if size < consumed:
+        return f"shrank ({size} bytes, {consumed} read before)"
+    try:
+        with open(path, "rb") as f:
+            head = f.read(int(seg["head_bytes"]))
+            if hashlib.sha256(head).hexdigest() != seg["head_sha256"]:
+                return "changed (its first bytes differ: rewritten, compacted, or another cluster's log)"
+            if seg.get("last_batch_sha256"):
+                f.seek(int(seg["last_batch_position"]))
+                last = f.read(int(seg["last_batch_size"]))
+                if hashlib.sha256(last).hexdigest() != seg["last_batch_sha256"]:
+                    return "changed (its last read batch differs: rewritten or compacted)"
+    except OSError as e:
+        return f"cannot be read ({e})"
+    return None
+
+
