@@ -101,6 +101,20 @@ def replayable(rows: Iterable[Row], options: ReplayOptions) -> Iterable[Row]:
         yield r
 
 
+def _replay_group_record(groups: GroupStore, kind: str, row: Row) -> None:
+    if kind == "group_metadata":
+        groups.replay_group_metadata(row)
+    elif kind == "consumer_group":
+        groups.replay_consumer_group_record(row)
+
+
+def _still_pending(open_rows: dict[int, list[int]], outcomes: dict[int, str | None]) -> None:
+    """The records of transactions no marker ended by the log's end."""
+    for offs in open_rows.values():
+        for off in offs:
+            outcomes[off] = "pending"
+
+
 def do_load_groups_and_offsets(partition: int, rows: Iterable[Row]) -> ShardState:
     """`GroupMetadataManager.doLoadGroupsAndOffsets` (old coordinator, Kafka 0.11 - 3.9), one partition, log order.
 
@@ -146,13 +160,9 @@ def do_load_groups_and_offsets(partition: int, rows: Iterable[Row]) -> ShardStat
             outcome = "committed" if committed else "aborted"
             for off in open_rows.pop(pid, []):
                 outcomes[off] = outcome
-        elif kind == "group_metadata":
-            groups.replay_group_metadata(row)
-        elif kind == "consumer_group":
-            groups.replay_consumer_group_record(row)
-    for offs in open_rows.values():
-        for off in offs:
-            outcomes[off] = "pending"
+        else:
+            _replay_group_record(groups, kind, row)
+    _still_pending(open_rows, outcomes)
     return ShardState(partition, groups, {k: o for k, (_, o) in loaded.items()},
                       {pid: {k: o for k, (_, o) in m.items()} for pid, m in pending.items()}, outcomes, commit_rows,
                       modern=False)
@@ -204,13 +214,9 @@ def replay(partition: int, rows: Iterable[Row]) -> ShardState:
             outcome = "committed" if ctype == "COMMIT" else "aborted"
             for off in open_rows.pop(pid, []):
                 outcomes[off] = outcome
-        elif kind == "group_metadata":
-            groups.replay_group_metadata(row)
-        elif kind == "consumer_group":
-            groups.replay_consumer_group_record(row)
-    for offs in open_rows.values():
-        for off in offs:
-            outcomes[off] = "pending"
+        else:
+            _replay_group_record(groups, kind, row)
+    _still_pending(open_rows, outcomes)
     return ShardState(partition, groups, offsets, pending, outcomes, commit_rows, modern=True)
 
 

@@ -11,13 +11,14 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterable
-from datetime import datetime, timezone
+from datetime import datetime
 
 from prometheus_client.core import CollectorRegistry, GaugeMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, generate_latest
 
 from pipelines.io.snapshots import Snapshot
 from pipelines.serving.index import GROUP_STATES, GROUP_TYPES, SnapshotIndex, consumer_lag
+from pipelines.serving.overview import epoch_seconds
 
 __all__ = ["CONTENT_TYPE", "DEFAULT_MAX_SERIES", "RUN_STATUSES", "render", "run_families",
            "snapshot_families", "state_families"]
@@ -27,14 +28,6 @@ DEFAULT_MAX_SERIES = 10_000
 CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4
 RUN_STATUSES = ("running", "succeeded", "validation_failed", "failed")
 _P = "offsetlake_"
-
-
-def _seconds(t: datetime | None) -> float | None:
-    if t is None:
-        return None
-    if t.tzinfo is None:
-        t = t.replace(tzinfo=timezone.utc)
-    return t.timestamp()
 
 
 def _gauge(name: str, doc: str, labels: Iterable[str] = ()) -> GaugeMetricFamily:
@@ -63,7 +56,7 @@ def snapshot_families(served: Snapshot | None, now: float | None = None) -> list
         up.add_metric([""], 0)
         return out
     up.add_metric([served.snapshot_id], 1)
-    as_of, finished = _seconds(served.as_of), _seconds(served.finished_at)
+    as_of, finished = epoch_seconds(served.as_of), epoch_seconds(served.finished_at)
     if as_of is not None:
         g = _gauge("snapshot_as_of_timestamp_seconds", "as_of of the served snapshot (state as of this time)")
         g.add_metric([], as_of)
@@ -96,7 +89,7 @@ def run_families(run: dict | None) -> list:
     for s in RUN_STATUSES:
         status.add_metric([s], 1 if run.get("status") == s else 0)
     out = [status]
-    started, finished = _seconds(run.get("started_at")), _seconds(run.get("finished_at"))
+    started, finished = epoch_seconds(run.get("started_at")), epoch_seconds(run.get("finished_at"))
     if started is not None:
         g = _gauge("last_run_started_timestamp_seconds", "when the most recent run started")
         g.add_metric([], started)
@@ -201,7 +194,7 @@ def catalog_families(catalog, max_series: int = DEFAULT_MAX_SERIES, cache: dict 
     from pipelines.io.snapshots import SnapshotNotFound
 
     snaps = catalog.snapshots()
-    last = max(snaps, key=lambda s: (_seconds(s.started_at) or 0.0, _seconds(s.finished_at) or 0.0), default=None)
+    last = max(snaps, key=lambda s: (epoch_seconds(s.started_at) or 0.0, epoch_seconds(s.finished_at) or 0.0), default=None)
     try:
         idx = catalog.resolve(None)
     except SnapshotNotFound:

@@ -23,7 +23,7 @@ MAX_REGRESSIONS = 200
 RECENT_RUNS = 10
 
 
-def _seconds(t: datetime | None) -> float | None:
+def epoch_seconds(t: datetime | None) -> float | None:
     if t is None:
         return None
     if t.tzinfo is None:
@@ -34,7 +34,7 @@ def _seconds(t: datetime | None) -> float | None:
 def previous_scheduled(snaps: list[Snapshot], served: Snapshot) -> Snapshot | None:
     """The readable scheduled snapshot finished last before `served`: what regressions are counted against."""
     earlier = [s for s in snaps if s.is_default_candidate and s.snapshot_id != served.snapshot_id
-               and (_seconds(s.finished_at) or 0.0) <= (_seconds(served.finished_at) or 0.0)]
+               and (epoch_seconds(s.finished_at) or 0.0) <= (epoch_seconds(served.finished_at) or 0.0)]
     return earlier[-1] if earlier else None
 
 
@@ -108,8 +108,8 @@ def overview(snaps: list[Snapshot], idx: SnapshotIndex, previous: Snapshot | Non
     """The overview of snapshot `idx` (`diff`: diff_snapshots(previous, idx), or None without a previous one)."""
     now = time.time() if now is None else now
     served = idx.snapshot
-    finished = _seconds(served.finished_at)
-    last = max(snaps, key=lambda s: (_seconds(s.started_at) or 0.0, _seconds(s.finished_at) or 0.0), default=None)
+    finished = epoch_seconds(served.finished_at)
+    last = max(snaps, key=lambda s: (epoch_seconds(s.started_at) or 0.0, epoch_seconds(s.finished_at) or 0.0), default=None)
     lag, known = top_lag(idx)
     regressed = diff["offsets"]["regressed"] if diff else []
     return {
@@ -130,9 +130,9 @@ def offsets_over_snapshots(reader: SnapshotReader, snaps: list[Snapshot], group_
     """The group's committed offset (and the partition's log end offset, where known) in every readable scheduled
     snapshot up to `served` (and `served` itself, whatever its kind), oldest first; a point whose committed offset
     is below the one of the snapshot before is marked `regressed`."""
-    upto = _seconds(served.finished_at) or 0.0
+    upto = epoch_seconds(served.finished_at) or 0.0
     chosen = [s for s in snaps if s.readable and (s.snapshot_id == served.snapshot_id
-                                                  or (s.is_default_candidate and (_seconds(s.finished_at) or 0.0) <= upto))]
+                                                  or (s.is_default_candidate and (epoch_seconds(s.finished_at) or 0.0) <= upto))]
     order = {s.snapshot_id: i for i, s in enumerate(chosen)}
     cols = ["snapshot_id", "topic", "partition", "committed_offset"]
     parts = []
