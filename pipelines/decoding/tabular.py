@@ -6,7 +6,7 @@ consumer under it never returns control records (transaction markers) and says n
 transactional offset commits cannot be resolved unless the optional columns ``producer_id, producer_epoch,
 is_transactional, is_control, batch_base_offset`` are present (`TabularDump.has_batch_facts`).
 
-Each row becomes a `LogRecord` with a synthetic `RecordBatchHeader` (position -1, codec "none", crc -1): rows
+Each row becomes a `LogRecord` with a synthetic `RecordBatchHeader` (position: its row, codec "none", crc -1): rows
 sharing (partition, batch_base_offset) form one batch, otherwise each row is its own batch. Rows are replayed in
 (partition, offset) order whatever order the file holds them in. In text formats key and value are base64 or hex
 (detected from the keys, or ``encoding=``). ReadProblem positions are row numbers of the dump (0-based, in part
@@ -28,7 +28,7 @@ import binascii
 import os
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 
 import pyarrow as pa
@@ -424,7 +424,7 @@ def _iter_records(dump: TabularDump) -> Iterator[LogRecord | ReadProblem]:
         if rows and rows[0][0] != batch_key:
             yield from _emit(rows, src)
             rows = []
-        rows.append((batch_key, off, ts, key, value, _ts_type(tts[i]), peps[i]))
+        rows.append((batch_key, off, ts, key, value, _ts_type(tts[i]), peps[i], row_numbers[i]))
     if rows:
         yield from _emit(rows, src)
 
@@ -438,11 +438,13 @@ def _emit(rows: list[tuple], src: str) -> Iterator[LogRecord]:
     timestamps = [r[2] for r in rows]
     attributes = (0x08 if ts_type == LOG_APPEND_TIME else 0) | (0x10 if txn else 0) | (0x20 if ctl else 0)
     header = RecordBatchHeader(
-        source=src, offsets_partition=part, position=-1, base_offset=min(base, first_off),
+        source=src, offsets_partition=part, position=rows[0][7], base_offset=min(base, first_off),
         last_offset=rows[-1][1], size=-1, magic=2, crc=-1, crc_valid=True, attributes=attributes, codec="none",
         timestamp_type=ts_type, is_transactional=txn, is_control=ctl, delete_horizon_ms=None,
         base_timestamp=timestamps[0], max_timestamp=max(timestamps), producer_id=pid, producer_epoch=pep,
         base_sequence=-1, partition_leader_epoch=-1, records_count=len(rows))
-    for _, off, ts, key, value, _, _ in rows:
-        yield LogRecord(batch=header, offset=off, timestamp=ts, first_offset_in_batch=first_off, sequence=-1,
-                        key=key, value=value)
+    for _, off, ts, key, value, _, _, row in rows:
+        # a record's position is its row in the dump, as for the dump's other problems: a record that fails to
+        # decode is quarantined with the row to look at
+        yield LogRecord(batch=replace(header, position=row), offset=off, timestamp=ts, first_offset_in_batch=first_off,
+                        sequence=-1, key=key, value=value)

@@ -69,6 +69,7 @@ def test_parquet_binary_with_batch_facts(tmp_path, txn_records):
     out = list(dump)
     assert not [o for o in out if isinstance(o, ReadProblem)]
     assert [_facts(r) for r in out] == [_facts(r) for r in txn_records]
+    row_of = {(r["partition"], r["offset"]): i for i, r in enumerate(rows)}
     # batches rebuilt from batch_base_offset: same grouping as the segment
     by_batch = {}
     for r in txn_records:
@@ -77,7 +78,8 @@ def test_parquet_binary_with_batch_facts(tmp_path, txn_records):
     for r in out:
         got.setdefault((r.offsets_partition, r.batch.base_offset), []).append(r.offset)
         assert r.first_offset_in_batch == got[(r.offsets_partition, r.batch.base_offset)][0]
-        assert r.batch.position == -1 and r.batch.codec == "none"
+        # a record's position is its row in the dump (what a quarantine row of it names)
+        assert r.batch.position == row_of[(r.offsets_partition, r.offset)] and r.batch.codec == "none"
     assert got == by_batch
 
 
@@ -151,3 +153,17 @@ def test_missing_columns_and_paths(tmp_path):
     (tmp_path / "junk.parquet").write_bytes(b"not parquet at all")
     with pytest.raises(InvalidFieldError):
         read_tabular_dump(tmp_path / "junk.parquet")
+
+
+def test_a_record_that_fails_to_decode_is_quarantined_at_its_row(tmp_path, txn_records):
+    """A dump row whose key/value bytes are well-formed base64 but not a valid record: an error row naming the
+    dump and the row to look at (the dump's byte position has no meaning once Spark wrote it)."""
+    from pipelines.decoding.reader import iter_decoded_rows
+
+    rows = _rows(txn_records, facts=False, enc="base64", ts="iso")
+    bad = 7
+    rows[bad]["value"] = base64.b64encode(b"\x00\x09garbage").decode()  # offset-commit key, no such value version
+    (tmp_path / "dump.json").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    errors = [r for r in iter_decoded_rows([tmp_path / "dump.json"]) if r["record_kind"] == "error"]
+    assert [(e["offset"], e["batch_position"]) for e in errors] == [(rows[bad]["offset"], bad)]
+    assert errors[0]["source"].endswith("dump.json")
