@@ -181,9 +181,10 @@ LOG_END_OFFSETS = StructType(
     ]
 )
 
-# Every record of the snapshot's log that changed a group as a whole, in log order per offsets partition: a new
-# classic generation (a GroupMetadata value: a rebalance completed, or the group went Empty), a consumer group's
-# group or assignment epoch, a member joining or leaving a consumer group, a group deleted (a tombstone).
+# One row per group record of the snapshot's log (key types 2-8, 16), in log order per offsets partition, with the
+# group as it stands after it: a new classic generation (a GroupMetadata value: a rebalance completed, or the group
+# went Empty), a consumer group's group or assignment epoch, a member joining, updated or leaving, assignments,
+# deletions and tombstones that found nothing.
 GROUP_HISTORY = StructType(
     [
         _f("snapshot_id", StringType(), False),
@@ -192,12 +193,14 @@ GROUP_HISTORY = StructType(
         _f("record_offset", LongType()),
         _f("record_timestamp", TimestampType()),
         _f("group_type", StringType()),  # classic, consumer
-        _f("event", StringType()),  # generation, group_epoch, assignment_epoch, member_joined, member_left, deleted
+        # generation, group_epoch, assignment_epoch, member_joined, member_updated, member_left, target_assignment,
+        # member_assignment, partition_metadata, regex, <one of those>_tombstone, deleted, tombstone, skipped
+        _f("event", StringType()),
         _f("generation", IntegerType()),  # after the record: classic generation / consumer group epoch
         _f("assignment_epoch", IntegerType()),  # consumer groups
-        _f("protocol", StringType()),  # classic
+        _f("protocol", StringType()),  # classic protocol / the consumer group's server assignor
         _f("leader", StringType()),  # classic
-        _f("state", StringType()),  # classic: Stable or Empty
+        _f("state", StringType()),  # Stable or Empty (classic); Empty, Assigning, Reconciling, Stable (consumer)
         _f("member_count", IntegerType()),  # after the record
         _f("members_joined", ArrayType(StringType())),  # member ids the record added
         _f("members_left", ArrayType(StringType())),  # member ids the record removed

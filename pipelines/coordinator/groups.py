@@ -65,6 +65,27 @@ class ConsumerGroup:
     regexes: dict[str, list] = field(default_factory=dict)
     last_offset: int = -1
 
+    @property
+    def state(self) -> str:
+        """`ConsumerGroup.maybeUpdateGroupState`: Empty, Assigning, Reconciling or Stable."""
+        if not self.members:
+            return "Empty"
+        if self.group_epoch > self.assignment_epoch:
+            return "Assigning"
+        if any(not (m.state == 0 and m.member_epoch == self.assignment_epoch) for m in self.members.values()):
+            return "Reconciling"
+        return "Stable"
+
+    @property
+    def assignor(self) -> str | None:
+        """The server assignor most members name (ties: the smallest name); None when none names one."""
+        counts: dict[str, int] = {}
+        for m in self.members.values():
+            a = m.fields.get("server_assignor") if m.fields else None
+            if a is not None:
+                counts[a] = counts.get(a, 0) + 1
+        return min(counts, key=lambda a: (-counts[a], a)) if counts else None
+
 
 Group = ClassicGroup | SimpleGroup | ConsumerGroup
 
@@ -84,8 +105,8 @@ def member_ids(group: Group | None) -> set[str]:
 
 class GroupStore:
     """The `groups` map of one coordinator shard, replayed record by record. `history` (when kept) receives one
-    event per record that changes a group as a whole: a new classic generation, a consumer group's epochs, a
-    member joining or leaving a consumer group, a group deleted; with the group as it stands after the record."""
+    event per group record (types 2-8, 16), with the group as it stands after it: a new classic generation, a
+    consumer group's epochs, members joining, updated or leaving, assignments, deletions, ignored tombstones."""
 
     __slots__ = ("groups", "last_group_record", "history")
 
@@ -113,7 +134,10 @@ class GroupStore:
                        leader=leader if leader is not None or not members else members[0]["member_id"],
                        state="Stable" if members else "Empty")
         elif isinstance(g, ConsumerGroup):
-            out.update(generation=g.group_epoch, assignment_epoch=g.assignment_epoch)
+            out.update(generation=g.group_epoch, assignment_epoch=g.assignment_epoch, protocol=g.assignor,
+                       state=g.state)
+        elif isinstance(g, SimpleGroup):
+            out.update(generation=0, state="Empty")
         self.history.append(out)
 
     @staticmethod
@@ -128,8 +152,7 @@ class GroupStore:
         before = member_ids(self.groups.get(gid))
         if row["is_tombstone"]:
             existed = self.groups.pop(gid, None) is not None
-            if existed:
-                self._record("deleted", row, before)
+            self._record("deleted" if existed else "tombstone", row, before)
         else:
             self.groups[gid] = ClassicGroup(row)
             self._record("generation", row, before)
@@ -153,26 +176,29 @@ class GroupStore:
 
     def replay_consumer_group_record(self, row: Row) -> None:
         """`GroupMetadataManager.replay` for ConsumerGroup* keys (types 3-8, 16)."""
+        before = member_ids(self.groups.get(row["group_id"]))
+        self._record(self._replay_consumer_group_record(row, before), row, before)
+
+    def _replay_consumer_group_record(self, row: Row, before: set[str]) -> str:
+        """Applies the record; returns the history event it makes."""
         kt, gid, off = row["key_type"], row["group_id"], row["offset"]
         if kt == 3:
             self.last_group_record[gid] = row
-        before = member_ids(self.groups.get(gid))
         if row["is_tombstone"]:
             if kt == 3:
                 g = self.groups.get(gid)
                 if isinstance(g, ConsumerGroup) or self._replaceable(g):
                     del self.groups[gid]
-                    self._record("deleted", row, before)
-                return
+                    return "deleted"
+                return "tombstone"
             g = self._consumer_group(gid, create=False)
             if g is None:
-                return  # unknown group: tombstone ignored
+                return "tombstone"  # unknown group: tombstone ignored
             g.last_offset = off
             mid = row.get("member_id")
             if kt == 5:
-                if g.members.pop(mid, None) is not None:
-                    self._record("member_left", row, before)
-            elif kt == 6:
+                return "member_left" if g.members.pop(mid, None) is not None else "tombstone"
+            if kt == 6:
                 g.assignment_epoch = -1
             elif kt == 7:
                 g.targets.pop(mid, None)
@@ -183,22 +209,19 @@ class GroupStore:
                     m.assigned, m.pending_revocation = [], []
             elif kt == 16:
                 g.regexes.pop(row.get("regex"), None)
-            return
+            return f"{_EVENTS.get(kt, 'record')}_tombstone"
         g = self._consumer_group(gid, create=True)
         if g is None:
-            return
+            return "skipped"  # Kafka: IllegalStateException, the id holds a classic group
         g.last_offset = off
         mid = row.get("member_id")
         if kt == 3:
             g.group_epoch = row["group_epoch"]
-            self._record("group_epoch", row, before)
         elif kt == 5:
             g.members.setdefault(mid, ConsumerGroupMember()).fields = row
-            if mid not in before:
-                self._record("member_joined", row, before)
+            return "member_updated" if mid in before else "member_joined"
         elif kt == 6:
             g.assignment_epoch = row["assignment_epoch"]
-            self._record("assignment_epoch", row, before)
         elif kt == 7:
             g.targets[mid] = list(row.get("assigned_partitions") or [])
         elif kt == 8:
@@ -210,3 +233,9 @@ class GroupStore:
         elif kt == 16:
             g.regexes[row.get("regex")] = list(row.get("regex_topics") or [])
         # type 4 (partition metadata) only matters for topic-id resolution (`topic_names`: cluster-wide)
+        return _EVENTS.get(kt, "record")
+
+
+#: history event of a KIP-848 record value, by key type (tombstones: `<event>_tombstone`)
+_EVENTS = {3: "group_epoch", 4: "partition_metadata", 5: "member", 6: "assignment_epoch", 7: "target_assignment",
+           8: "member_assignment", 16: "regex"}

@@ -8,7 +8,6 @@ classic or consumer group at the end (a simple group holding only offsets may st
 """
 from __future__ import annotations
 
-from collections import Counter
 from typing import Any, Iterable
 
 from pipelines.coordinator.groups import ClassicGroup, ConsumerGroup, SimpleGroup, is_live
@@ -156,17 +155,7 @@ def _consumer_group_out(sid: str, part: int, n: int, g: ConsumerGroup,
             "target_partitions": None if target is None else resolve(target),
             "partitions_pending_revocation": resolve(m.pending_revocation), "is_leader": None,
         })
-    if not g.members:
-        state = "Empty"
-    elif g.group_epoch > g.assignment_epoch:
-        state = "Assigning"
-    elif any(not (m.state == 0 and m.member_epoch == g.assignment_epoch) for m in g.members.values()):
-        state = "Reconciling"
-    else:
-        state = "Stable"
-    assignors = Counter(m.fields.get("server_assignor") for m in g.members.values()
-                        if m.fields and m.fields.get("server_assignor") is not None)
-    protocol = min(assignors, key=lambda a: (-assignors[a], a)) if assignors else None
+    state, protocol = g.state, g.assignor
     subscribed = {t for m in g.members.values() if m.fields for t in (m.fields.get("subscribed_topics") or [])}
     subscribed |= {t for topics in g.regexes.values() for t in topics}
     group = {

@@ -17,11 +17,16 @@ SCENARIOS = ["classic-basic", "deletes", "expiry", "kip848", "many-groups", "sim
 LINE = re.compile(r"offset: (\d+) .*?key: (\{.*?\}) payload: (.*)$")
 
 
+GROUP_KEY_TYPES = {"2", "3", "4", "5", "6", "7", "8", "16"}
+MODELLED = {"generation", "group_epoch", "member_joined", "member_left", "deleted"}
+
+
 def dump_log_events(scenario_dir):
     """(offsets partition, offset) -> the group event Kafka's decoder shows: classic generations with their member
-    ids, consumer group epochs, member metadata values/tombstones, deletions. Only records that change a group as a
-    whole; the member/epoch bookkeeping is the test's own, from the dump's fields."""
+    ids, consumer group epochs, members joining/leaving, deletions (the member/epoch bookkeeping is the test's own,
+    from the dump's fields); and the positions of every group record (key types 2-8, 16)."""
     events = {}
+    positions = set()
     for f in sorted((scenario_dir / "dump_log").glob("__consumer_offsets-*.txt")):
         part = int(f.stem.rsplit("-", 1)[1])
         classic: dict[str, set] = {}
@@ -34,6 +39,8 @@ def dump_log_events(scenario_dir):
             off, key, payload = int(m.group(1)), json.loads(m.group(2)), m.group(3).strip()
             kt, data = key["type"], key["data"]
             value = None if payload in ("<DELETE>", "null") else json.loads(payload)["data"]
+            if kt in GROUP_KEY_TYPES:
+                positions.add((part, off))
             if kt in ("0", "1") and value is not None and data["group"] not in classic | consumer.keys():
                 simple.add(data["group"])
             elif kt == "2":
@@ -72,7 +79,7 @@ def dump_log_events(scenario_dir):
                     simple.discard(gid)
                     consumer[gid].add(mid)
                     events[(part, off)] = (gid, "member_joined", None, set(consumer[gid]))
-    return events
+    return events, positions
 
 
 @pytest.fixture(scope="module")
@@ -89,17 +96,19 @@ def histories(brokerdata):
 @pytest.mark.shared
 @pytest.mark.parametrize("scenario", SCENARIOS)
 def test_group_history_is_the_dump_logs_group_events(brokerdata, histories, scenario):
-    want = dump_log_events(brokerdata / scenario)
+    want, positions = dump_log_events(brokerdata / scenario)
+    # one history row per group record of the log, in log order
+    assert [(r["offsets_partition"], r["record_offset"]) for r in histories[scenario]] == sorted(positions)
     got = {}
     members: dict[tuple[int, str], set] = defaultdict(set)
     for r in histories[scenario]:
-        if r["event"] == "assignment_epoch":
-            continue  # target-assignment metadata: the dump's type-6 records, not modelled above
         key = (r["offsets_partition"], r["group_id"])
         before = members[key]
         after = (before | set(r["members_joined"])) - set(r["members_left"])
         assert len(after) == r["member_count"], r
         members[key] = after
+        if r["event"] not in MODELLED:
+            continue  # assignments, partition metadata, member updates, ignored tombstones: not modelled above
         generation = r["generation"] if r["event"] in ("generation", "group_epoch") else None
         got[(r["offsets_partition"], r["record_offset"])] = (r["group_id"], r["event"], generation, after)
     assert got == want
