@@ -439,3 +439,45 @@ def test_page_on_a_broker_scenario(broker_warehouse, tmp_path):
         assert checked_history
         b.resize(1400, 1500)
         _save(tmp_path, "group-broker.png", b.screenshot())
+
+
+@pytest.fixture(scope="module")
+def sample_warehouse(spark, settings, tmp_path_factory) -> Path:
+    """The bundled sample generator's dump (what `make run` rebuilds, smaller) rebuilt once by the real pipeline."""
+    from pipelines.rebuild import RebuildRequest, run_rebuild
+    from pipelines.sample import generate_sample
+
+    dump = tmp_path_factory.mktemp("browser-sample") / "dump"
+    generate_sample(dump, records=4000, groups=30, partitions=4, seed=7, segment_bytes=64 * 1024)
+    wh = dump.parent / "wh"
+    res = run_rebuild(spark, settings, RebuildRequest(inputs=(str(dump),), warehouse=str(wh), snapshot_id="s1"))
+    assert res.status == "succeeded", res
+    return wh
+
+
+@pytest.mark.spark
+def test_page_on_the_sample(sample_warehouse, tmp_path):
+    """The page over the sample's rebuilt state: the overview's groups by type and state are the API's, and the
+    busiest group's page shows the API's offsets and its rebalance timeline, whose last event leaves the members
+    the group has."""
+    _chromedriver()
+    with running_server(sample_warehouse) as base, chromium(tmp_path) as b:
+        b.resize(1400, 1100)
+        _open(b, base + "/", "overview")
+        assert b.js("return document.getElementById('error').textContent") == ""
+        overview = httpx.get(base + "/overview", timeout=30).json()
+        by_state = _rows(b, "#groups-by-state tbody tr")[:-1]  # the last row is the total
+        assert [[r["group_type"], r["state"], str(r["groups"])] for r in overview["groups"]["by_type_and_state"]] \
+            == by_state
+        assert sum(int(r[2]) for r in by_state) == overview["groups"]["live"] > 10
+        groups = httpx.get(base + "/groups", params={"limit": 1000}, timeout=30).json()["groups"]
+        busiest = max((g for g in groups if g.get("member_count")), key=lambda g: (g["member_count"], g["group_id"]))
+        gid = busiest["group_id"]
+        api = httpx.get(base + "/groups/" + quote(gid, safe=""), timeout=30).json()
+        _open(b, base + "/#/groups/" + quote(gid, safe=""), "group")
+        table = _rows(b, "#offsets-table tbody tr")
+        assert [(r[0], int(r[1]), int(r[2])) for r in table] == [
+            (o["topic"], o["partition"], o["committed_offset"]) for o in api["offsets"]]
+        history = _rows(b, "#history-table tbody tr")
+        assert history and int(history[-1][5]) == len(api["members"]), history[-1:]
+        _save(tmp_path, "group-sample.png", b.screenshot())
