@@ -12,6 +12,9 @@ schemathesis = pytest.importorskip("schemathesis")
 pytestmark = pytest.mark.integration
 
 EXAMPLES = 40
+# uvicorn's own plain-text answer to a request line that is not HTTP (negative cases may put raw non-ASCII bytes in
+# the request target); tests/serving/test_api_hostile.py sends such bytes on purpose and checks this 400
+UVICORN_BAD_REQUEST = "Invalid HTTP request received."
 
 
 def _excluded():
@@ -40,6 +43,8 @@ def test_api_conforms_and_never_5xx(server, mode):
         def run(case):
             response = case.call(base_url=server, timeout=20)
             assert response.status_code < 500, (case.path, case.path_parameters, case.query, response.text)
+            if response.status_code == 400 and response.text == UVICORN_BAD_REQUEST:
+                return  # the HTTP server refused the request line itself: no route saw it, so the spec has no say
             case.validate_response(response, excluded_checks=_excluded())
             if mode == "negative":
                 assert response.status_code in (200, 400, 404), (case.path, case.query, response.status_code)

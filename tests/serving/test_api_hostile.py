@@ -26,3 +26,20 @@ def test_hostile_path_is_a_client_error(server, path):
 def test_the_shipped_page_is_still_served(server):
     r = httpx.get(server + "/static/index.html", timeout=20)
     assert r.status_code == 200 and "<html" in r.text.lower()
+
+
+@pytest.mark.parametrize("target", [b"/groups?prefix=\xf0\xb8\x87\xaf", b"/history/offsets?group=\xc2\x9d\xc2\x93",
+                                    b"/groups/\xff/history", b"/overview?snapshot=a b"])
+def test_a_request_line_that_is_not_http_is_a_400(server, target):
+    """Raw non-ASCII bytes (or a space) in the request target are not HTTP: the server refuses the request line with
+    a plain 400 before any route sees it, and keeps serving."""
+    import socket
+    from urllib.parse import urlparse
+
+    u = urlparse(server)
+    with socket.create_connection((u.hostname, u.port), timeout=20) as s:
+        s.sendall(b"GET " + target + b" HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        head = s.recv(4096)
+    assert head.startswith(b"HTTP/1.1 400 "), head[:200]
+    assert b"Invalid HTTP request received." in head
+    assert httpx.get(server + "/health", timeout=20).status_code in (200, 503)
