@@ -385,9 +385,7 @@ def _run_planned(spark, settings, req, conf, plan, summary, progress, warehouse,
     if until_time_ms is not None:
         cut_ms = until_time_ms
     elif req.until_offset is not None:
-        from pyspark.sql import functions as F
-
-        cut_ms = acct.max_record_timestamp(decoded.where(F.col("offset") <= F.lit(req.until_offset)))
+        cut_ms = acct.max_record_timestamp(decoded, until_offset=req.until_offset)
     max_part = inc.max_partition(acct.max_partition(decoded))
     # The topic's partition count: the setting, else the partition dirs of the input's log dir (a broker keeps
     # them all), else Kafka's default of 50; never fewer than the highest partition seen.

@@ -1,7 +1,7 @@
 """The decoded-record row: one flat row per `__consumer_offsets` record, the contract between decoding and state.
 
-Every decoder output (segment files or tabular dumps) becomes rows of `DECODED_RECORD_SCHEMA`; the Spark replay
-and the sequential reference both consume exactly these columns. Values are Kafka's raw values (e.g.
+Every decoder output (segment files or tabular dumps) becomes rows of `DECODED_RECORD_SCHEMA`; the replay engine
+(`pipelines/coordinator`) consumes exactly these columns. Values are Kafka's raw values (e.g.
 `leader_epoch = -1` when absent, `expire_timestamp = -1` as written); the state layer turns sentinels into nulls.
 Columns that do not apply to a record's type are null.
 """

@@ -115,6 +115,12 @@ def run_topic_names(table: pa.Table) -> dict[str, str]:
     return topic_names(rows)
 
 
+def _num_partitions(options: ReplayOptions, top: int | None) -> int:
+    """The offsets topic's partition count for the placement check: the option, else the highest partition seen
+    + 1, at least Kafka's default."""
+    return options.num_partitions or max(DEFAULT_NUM_OFFSETS_PARTITIONS, (top if top is not None else -1) + 1)
+
+
 def replay_shards(table: pa.Table, options: ReplayOptions, expiry: ExpiryOptions | None = None,
                   names: dict[str, str] | None = None, retain: bool = False) -> ShardsResult:
     """Every offsets partition in `table` (decoded rows, any order, error/unknown rows allowed) loaded on its own,
@@ -129,10 +135,7 @@ def _replay_shards(table, options, expiry, names, retain) -> ShardsResult:
     table = loadable(conform_decoded(table))
     if names is None:
         names = run_topic_names(table)
-    n = options.num_partitions
-    if not n:
-        top = pc.max(table.column(PART)).as_py()
-        n = max(DEFAULT_NUM_OFFSETS_PARTITIONS, (top if top is not None else -1) + 1)
+    n = _num_partitions(options, pc.max(table.column(PART)).as_py())
     out: dict[str, list[Row]] = {t: [] for t in SHARD_TABLES}
     keep_mask: list[bool] = []
     rows = _rows(table)
@@ -154,7 +157,7 @@ def replay_rows(rows: Iterable[Row], options: ReplayOptions, expiry: ExpiryOptio
     rows = [r for r in rows if r.get("record_kind") not in SKIPPED_KINDS]
     rows.sort(key=lambda r: (r[PART], r["offset"]))
     names = topic_names(rows)
-    n = options.num_partitions or max([DEFAULT_NUM_OFFSETS_PARTITIONS] + [r[PART] + 1 for r in rows])
+    n = _num_partitions(options, max((r[PART] for r in rows), default=None))
     out: dict[str, list[Row]] = {t: [] for t in SHARD_TABLES}
     with gc_paused():
         for part, part_rows in itertools.groupby(rows, key=lambda r: r[PART]):

@@ -18,8 +18,11 @@ def record_type_label(decoded: DataFrame):
     )
 
 
-def max_record_timestamp(decoded: DataFrame) -> int | None:
-    """The newest record timestamp in the input (the default `as_of`); error rows don't count."""
+def max_record_timestamp(decoded: DataFrame, until_offset: int | None = None) -> int | None:
+    """The newest record timestamp in the input (the default `as_of`), at or before `until_offset` when given;
+    error rows don't count."""
+    if until_offset is not None:
+        decoded = decoded.where(F.col("offset") <= F.lit(until_offset))
     row = decoded.where((F.col("record_kind") != KIND_ERROR) & (F.col("timestamp") >= 0)).agg(
         F.max("timestamp").alias("m")).collect()[0]
     return None if row["m"] is None else int(row["m"])

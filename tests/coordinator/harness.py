@@ -14,7 +14,7 @@ from tests.coordinator.rowkit import to_frame
 
 
 def plain(v):
-    """A Spark value in the reference's representation: datetimes as epoch ms, structs as tuples."""
+    """A Spark or Arrow value in the engine's representation: datetimes as epoch ms, structs as tuples."""
     if isinstance(v, dt.datetime):
         return calendar.timegm(v.timetuple()) * 1000 + v.microsecond // 1000
     if hasattr(v, "asDict"):

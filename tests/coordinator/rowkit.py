@@ -5,8 +5,6 @@ way a broker does; `gap(n)` skips offsets like compaction. Producer fields follo
 """
 from __future__ import annotations
 
-import calendar
-import datetime as dt
 from contextlib import contextmanager
 from typing import Any
 
@@ -198,28 +196,6 @@ def to_table(rows: list[Row]) -> pa.Table:
 def to_frame(spark, rows: list[Row]):
     """Decoded rows as a Spark DataFrame with the decoded schema (via Arrow)."""
     return spark.createDataFrame(to_table(rows))
-
-
-# -- comparing Spark rows with reference rows -----------------------------------------------------------------
-def _norm(v):
-    if isinstance(v, dt.datetime):
-        return calendar.timegm(v.timetuple()) * 1000 + v.microsecond // 1000
-    if isinstance(v, (list, tuple)):
-        return tuple(_norm(x) for x in v)
-    if hasattr(v, "asDict"):
-        return tuple(_norm(x) for x in v)
-    if isinstance(v, dict):
-        return tuple(_norm(x) for x in v.values())
-    return v
-
-
-def normalize(rows) -> list[tuple]:
-    """Rows (Spark Rows or reference dicts) as sorted tuples; timestamps to ms, structs to tuples."""
-    out = []
-    for r in rows:
-        d = r.asDict(recursive=False) if hasattr(r, "asDict") else r
-        out.append(tuple(sorted((k, _norm(v)) for k, v in d.items())))
-    return sorted(out, key=repr)
 
 
 # -- log compaction, as the log cleaner would leave the log ----------------------------------------------------
