@@ -107,10 +107,12 @@ class IncrementalStart:
 
 
 def _replayable_new_rows(decoded):
-    """This run's decoded rows without error/unknown rows (`filter_replayable` drops them anyway)."""
+    """This run's decoded rows without the rows no loader reads (`coordinator.loader.SKIPPED_KINDS`)."""
     from pyspark.sql import functions as F
 
-    return decoded.filter(~F.col("record_kind").isin("error", "unknown"))
+    from pipelines.coordinator.loader import SKIPPED_KINDS
+
+    return decoded.filter(~F.col("record_kind").isin(*SKIPPED_KINDS))
 
 
 def _full(reason: str, plan, previous_snapshot: str | None = None) -> IncrementalStart:
