@@ -58,8 +58,8 @@ class IncrementalStart:
         return max(int(old if old is not None else -1), new_max)
 
     def replayable(self, spark, decoded):
-        """The rows the replay reads: this run's decoded rows without error/unknown rows (`filter_replayable`
-        drops them anyway), plus the previous state when incremental."""
+        """The rows the replay reads: this run's decoded rows without error/unknown rows (the loaders
+        drop them anyway), plus the previous state when incremental."""
         rows = _replayable_new_rows(decoded)
         if not self.is_incremental:
             return rows
