@@ -121,15 +121,27 @@ def local_run(sample_dump, tmp_path_factory):
     """The README's local line, as written, from a shell with no venv activated."""
     warehouse = tmp_path_factory.mktemp("local") / "wh"
     cmd = fill_in(readme_commands()["local"], dump=sample_dump, warehouse=warehouse)
-    r = run_shell(f"{cmd} --snapshot-id s1 --json --quiet {ON_SPARK}", timeout=900)
+    r = run_shell(f"{cmd} --snapshot-id s1 --json {ON_SPARK}", timeout=900)
     assert r.returncode == 0, (cmd, r.stdout[-2000:], r.stderr[-4000:])
-    return warehouse, json.loads(r.stdout.strip().splitlines()[-1])
+    return warehouse, json.loads(r.stdout.strip().splitlines()[-1]), r.stdout + r.stderr
+
+
+# log4j's pattern (`yy/MM/dd HH:mm:ss LEVEL Logger:`) and Spark's own announcements
+SPARK_LOG_LINE = re.compile(r"^\d\d/\d\d/\d\d \d\d:\d\d:\d\d (TRACE|DEBUG|INFO|WARN|ERROR) |Using Spark's default log4j")
 
 
 def test_readme_local_spark_submit_runs_as_written(local_run):
-    warehouse, summary = local_run
+    warehouse, summary, _ = local_run
     assert summary["snapshot_id"] == "s1" and summary["records_in"] > 2500
     assert (warehouse / "loaded_offsets" / "_delta_log").is_dir()
+
+
+def test_readme_local_spark_submit_is_quiet(local_run):
+    """The console carries offsetlake's progress and summary, not Spark's log."""
+    _, _, output = local_run
+    spark_lines = [line for line in output.splitlines() if SPARK_LOG_LINE.search(line)]
+    assert spark_lines == [], spark_lines[:10]
+    assert any("decode" in line for line in output.splitlines()), output[-2000:]
 
 
 @pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="reads the executors' processes from /proc")
@@ -141,7 +153,7 @@ def test_readme_cluster_recipe_runs_offsetlake_from_the_packed_venv(local_run, s
     pack = run_shell(readme["pack"], timeout=1200)
     assert pack.returncode == 0, pack.stdout[-2000:] + pack.stderr[-4000:]
 
-    local_wh, local_summary = local_run
+    local_wh, local_summary, _ = local_run
     warehouse = tmp_path / "wh_cluster"
     with StandaloneCluster(tmp_path / "cluster") as cluster:
         cmd = fill_in(readme["cluster"], dump=sample_dump, warehouse=warehouse, master=cluster.master_url)
