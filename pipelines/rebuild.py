@@ -1,4 +1,5 @@
-"""Composition only: read -> decode -> replay -> expire -> validate -> write. Transforms live in their layers."""
+"""Composition only: one function per stage over a run context (`Run`): plan -> decode -> replay -> assemble ->
+materialize -> validate -> summarize -> checkpoint -> write. Transforms live in their layers."""
 from __future__ import annotations
 
 import datetime as dt
@@ -232,64 +233,358 @@ def _first_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {lines[0][:300] if lines else ''}"
 
 
+@dataclass
+class Run:
+    """One run's context: what it was asked and resolved once, then what each stage adds, in stage order."""
+
+    spark: object
+    settings: Settings
+    req: RebuildRequest
+    conf: RunSettings
+    prepared: object  # preflight.PreparedRun: inputs, snapshot id, writer lock
+    warehouse: object  # io.warehouse.Warehouse
+    progress: Progress
+    summary: RunSummary
+    started_ms: int
+    input_plan: object = None  # frames.decode.DecodePlan of the whole input (the checkpoint records it)
+    inc: object = None  # incremental.IncrementalStart: full or incremental, and what to decode
+    # decode
+    decoded: object = None  # DataFrame of the decoded rows (persisted on local disk)
+    counts: dict = field(default_factory=dict)
+    # replay
+    max_ts: int | None = None
+    max_part: int = -1
+    num_partitions: int = 0
+    as_of_ms: int = 0
+    local_rows: int | None = None  # rows replayed in this process; None: on Spark, one task per offsets partition
+    replayed: object = None  # DataFrame of the rows the Spark replay read (new rows ∪ previous state)
+    markers: object = None
+    retained: object = None
+    release: Callable[[], None] | None = None
+    # the snapshot
+    tables: dict = field(default_factory=dict)  # DataFrames validation reads
+    in_hand: dict = field(default_factory=dict)  # Arrow tables written as they are
+    stats: dict = field(default_factory=dict)
+    accounting: object = None
+    validation: object = None
+
+    @property
+    def snapshot_id(self) -> str:
+        return self.summary.snapshot_id
+
+
 def _run_locked(spark, settings: Settings, req: RebuildRequest, emit, prepared) -> RunSummary:
+    from pipelines.incremental import is_what_if
     from pipelines.io.warehouse import Warehouse
 
-    from dataclasses import replace
-
-    from pipelines.incremental import is_what_if
-
-    conf, inputs, snapshot_id = prepared.conf, prepared.inputs, prepared.snapshot_id
-    plan = replace(prepared.plan, policy=conf.read_policy)
+    conf = prepared.conf
     warehouse = Warehouse(req.warehouse)
     progress = Progress(emit, on_stage=lambda name: prepared.lock.update(stage=name))
     if prepared.abandoned is not None:
         _record_abandoned(warehouse, prepared.abandoned, progress.emit)
-    summary = RunSummary(snapshot_id=snapshot_id, inputs=inputs, semantics=conf.semantics,
+    summary = RunSummary(snapshot_id=prepared.snapshot_id, inputs=prepared.inputs, semantics=conf.semantics,
                          retention_minutes=conf.retention_minutes, expiry=conf.expiry,
                          kind="what-if" if is_what_if(req) else "scheduled")
-    started_ms = int(time.time() * 1000)
-
-    progress.stage("plan", f"{len(inputs)} input path(s)")
-    summary.bytes_in, summary.segments, summary.tabular_files = plan.total_bytes, plan.num_segments, plan.num_tabular
-    for path in plan.tabular_without_batch_facts:
-        summary.warnings.append(
-            f"{path}: no producer_id/is_transactional/is_control columns: transactional offset commits "
-            "cannot be resolved; every commit is treated as non-transactional")
-
+    run = Run(spark=spark, settings=settings, req=req, conf=conf, prepared=prepared, warehouse=warehouse,
+              progress=progress, summary=summary, started_ms=int(time.time() * 1000))
     try:
-        return _run_planned(spark, settings, req, conf, plan, summary, progress, warehouse, started_ms,
-                            prepared.until_time_ms, prepared)
+        plan(run)
+        decode(run)
+        replay(run)
+        assemble(run)
+        materialize(run)
+        validate(run)
+        summarize(run)
+        checkpoint(run)
+        write(run)
+        return run.summary
     except BaseException as e:
         if isinstance(e, (KeyboardInterrupt, SystemExit)):
             raise
-        stage = progress._stage or "end"
-        storage = _storage_error(e)
-        recorded = getattr(e, "offsetlake_failure_recorded", False)
-        if not recorded:
-            try:
-                warehouse.record_failure(snapshot_id, dict(
-                    started_at=ms_to_iso(started_ms), inputs=inputs, semantics=conf.semantics,
-                    retention_minutes=conf.retention_minutes,
-                    summary={"error": _first_line(e), "stage": stage}, kind=summary.kind))
-            except Exception as mark_exc:
-                if storage is None and _storage_error(mark_exc) is None:
-                    raise
-                raise RunFailed(f"run {snapshot_id} failed in stage {stage}: {storage or 'storage error'}: "
-                                f"{_first_line(e)}; its failure could not be recorded either "
-                                f"({_first_line(mark_exc)})") from None
-        if storage == "not writable":
-            raise UsageError(f"--warehouse {req.warehouse}: cannot write ({_first_line(e)}); "
-                             f"run {snapshot_id} recorded as failed") from None
-        if storage == "disk full" or type(e).__name__ == "PanicException":
-            raise RunFailed(f"run {snapshot_id} failed in stage {stage}: {storage or 'delta-rs panic'}: "
-                            f"{_first_line(e)}; recorded as failed") from None
-        from pipelines.io.delta import DeltaWriteError
-        from pipelines.io.warehouse import WarehouseError
-
-        if isinstance(e, (WarehouseError, DeltaWriteError)):  # the write refused what it was given: said in full
-            raise RunFailed(f"run {snapshot_id} failed in stage {stage}: {e}; recorded as failed") from None
+        _record_failure(run, e)
         raise
+    finally:
+        _release(run)
+
+
+def plan(run: Run) -> None:
+    """What the input holds, and what this run decodes of it (`--incremental`: only the bytes after the previous
+    snapshot's checkpoint)."""
+    from dataclasses import replace
+
+    from pipelines import incremental
+
+    run.progress.stage("plan", f"{len(run.summary.inputs)} input path(s)")
+    run.input_plan = replace(run.prepared.plan, policy=run.conf.read_policy)
+    s = run.summary
+    s.bytes_in, s.segments, s.tabular_files = (run.input_plan.total_bytes, run.input_plan.num_segments,
+                                               run.input_plan.num_tabular)
+    for path in run.input_plan.tabular_without_batch_facts:
+        s.warnings.append(
+            f"{path}: no producer_id/is_transactional/is_control columns: transactional offset commits "
+            "cannot be resolved; every commit is treated as non-transactional")
+    run.inc = incremental.start(run.warehouse, run.req, run.conf, run.input_plan, run.snapshot_id)
+    run.progress.emit(f"          {run.inc.progress_line()}")
+
+
+def decode(run: Run) -> None:
+    """Every work item decoded on Spark into one persisted frame; the records counted by type."""
+    from pyspark import StorageLevel
+
+    from pipelines.frames.decode import decoded_frame_from_plan
+    from pipelines.frames.progress import TaskCounters, reporting
+    from pipelines.state.quarantine import quarantine_table
+
+    plan, s = run.inc.decode_plan, run.summary
+    run.progress.stage("decode", f"{plan.num_segments} segment(s), {plan.num_tabular} table(s), "
+                                 f"{plan.total_bytes / 1e6:.1f} MB")
+    # Kept on local disk, not in the JVM heap: the decoded log is the one frame that grows with the input (10 M
+    # records are several GB deserialized), and every later step reads it once or twice.
+    counters = TaskCounters(run.spark)
+    run.decoded = decoded_frame_from_plan(run.spark, plan, counters).persist(StorageLevel.DISK_ONLY)
+    with reporting(run.spark, run.progress.emit, "decode", counters):
+        run.counts = count_by_type(run.decoded)
+    s.record_type_counts = run.counts
+    s.records_in = sum(run.counts.values())
+    s.records_quarantined = sum(v for k, v in run.counts.items() if k.startswith("error"))
+    run.progress.emit(f"          decoded {s.records_in:,} records ({s.records_quarantined:,} quarantined)")
+    if run.conf.strict and s.records_quarantined:
+        first = quarantine_table(run.decoded, run.snapshot_id).limit(1).collect()[0]
+        raise StrictModeError(f"--strict: quarantined record at {first['source']} position {first['position']}: "
+                              f"{first['reason']}")
+    run.inc.new_records = s.records_in
+    s.incremental = run.inc.summary()
+
+
+def _replay_options(run: Run):
+    """The cut, the partition count and the expiry time every shard is loaded with."""
+    from pipelines.coordinator.expiry import ExpiryOptions
+    from pipelines.coordinator.options import ReplayOptions
+    from pipelines.decoding.segments import partition_count
+    from pipelines.state import accounting_frames as acct
+
+    req, conf, decoded = run.req, run.conf, run.decoded
+    until_time_ms = run.prepared.until_time_ms
+    run.max_ts = run.inc.max_timestamp(acct.max_record_timestamp(decoded))
+    # A point-in-time run is as of its cut: --until-time T, else the newest record at or before --until-offset.
+    # It is also the load time of the groups the replay synthesizes (a broker loading the log at that point).
+    cut_ms = run.max_ts
+    if until_time_ms is not None:
+        cut_ms = until_time_ms
+    elif req.until_offset is not None:
+        cut_ms = acct.max_record_timestamp(decoded, until_offset=req.until_offset)
+    run.max_part = run.inc.max_partition(acct.max_partition(decoded))
+    # The topic's partition count: the setting, else the partition dirs of the input's log dir (a broker keeps
+    # them all), else Kafka's default of 50; never fewer than the highest partition seen.
+    run.num_partitions = conf.num_partitions or max(partition_count(run.summary.inputs) or 50,
+                                                    run.inc.decode_plan.max_partition + 1, run.max_part + 1)
+    options = ReplayOptions(semantics=conf.semantics, until_offset=req.until_offset, until_time_ms=until_time_ms,
+                            num_partitions=run.num_partitions, snapshot_id=run.snapshot_id, load_time_ms=cut_ms)
+    if run.prepared.as_of_ms is not None:
+        run.as_of_ms = run.prepared.as_of_ms
+    else:
+        run.as_of_ms = cut_ms if cut_ms is not None else run.started_ms
+    run.summary.as_of = ms_to_iso(run.as_of_ms)
+    expiry = ExpiryOptions(as_of_ms=run.as_of_ms, retention_minutes=conf.retention_minutes,
+                           semantics=conf.semantics, kafka_version=conf.kafka_version) if conf.expiry else None
+    return options, expiry
+
+
+def replay(run: Run) -> None:
+    """The engine over the rows (new rows ∪ the previous state when incremental): in this process for a small run,
+    else one Spark task per offsets partition. Both give the snapshot's state tables as Arrow."""
+    from pyspark import StorageLevel
+
+    from pipelines.validation.runner import markers_from_arrow, markers_from_decoded
+
+    req, inc, s = run.req, run.inc, run.summary
+    until_time_ms = run.prepared.until_time_ms
+    run.replayed = inc.replayable(run.spark, run.decoded)
+    run.local_rows = inc.local_replay_rows(s.records_in, run.conf.local_replay_max_rows)
+    if inc.is_incremental:
+        s.incremental["replay"] = "spark" if run.local_rows is None else "in-process"
+        if run.local_rows is None:
+            run.replayed = run.replayed.persist(StorageLevel.MEMORY_AND_DISK)
+    options, expiry = _replay_options(run)
+    retain = s.kind == "scheduled"  # a what-if run saves no checkpoint, so it needs no retained rows
+    expiring = f", expiry as of {s.as_of}" if expiry else ""
+    if run.local_rows is not None:
+        run.progress.stage("replay", f"semantics {options.semantics}, {run.local_rows:,} rows in this process"
+                                     + expiring)
+        from pipelines.coordinator.shard import replay_shards
+
+        rows = inc.replayable_arrow(run.decoded)
+        result = replay_shards(rows, options, expiry, retain=retain)
+        run.tables, run.retained = result.tables, result.retained
+        # the transaction markers validation reads, from the rows in hand rather than a scan of the state files
+        run.markers = run.spark.createDataFrame(markers_from_arrow(rows, until_offset=req.until_offset,
+                                                                   until_time_ms=until_time_ms))
+    else:
+        run.progress.stage("replay", f"semantics {options.semantics}, one task per offsets partition" + expiring)
+        from pipelines.frames.shards import replay_on_spark, topic_names_on_spark
+
+        run.tables, run.retained, run.release = replay_on_spark(
+            run.spark, run.replayed, options, expiry, topic_names_on_spark(run.replayed), retain,
+            run.progress.emit)
+        run.markers = markers_from_decoded(run.replayed, until_offset=req.until_offset, until_time_ms=until_time_ms)
+
+
+def assemble(run: Run) -> None:
+    """The snapshot's tables: the replay's, the history carried forward, the served offsets, the quarantine and
+    the data topics' end offsets. The state tables stay Arrow for the write (pyarrow); validation reads every
+    table as a DataFrame."""
+    import pyarrow as pa
+
+    from pipelines.state.quarantine import quarantine_table
+    from pipelines.state.served import with_served_offsets
+    from schemas.tables import SNAPSHOT_TABLES, TABLES
+
+    replayed = run.tables
+    replayed["group_history"] = run.inc.with_previous_history(run.warehouse, replayed["group_history"],
+                                                              run.snapshot_id)
+    run.in_hand = with_served_offsets({t: a for t, a in replayed.items()
+                                       if t in SNAPSHOT_TABLES and isinstance(a, pa.Table)})
+    tables = {t: run.spark.createDataFrame(a, schema=TABLES[t]) if isinstance(a, pa.Table) else a
+              for t, a in replayed.items()}
+    run.tables = with_served_offsets(tables)
+    run.tables["quarantine"] = quarantine_table(run.decoded, run.snapshot_id)
+    run.in_hand["log_end_offsets"] = _log_end_offsets(run.summary)
+
+
+def materialize(run: Run) -> None:
+    """Every table computed once: validation, the counts and the write then read cached rows (a frame built from
+    Arrow would otherwise ship its rows from the driver again for each of the dozens of jobs that read it)."""
+    from pipelines.state import accounting_frames as acct
+
+    run.progress.stage("materialize")
+    run.stats = acct.materialize(run.tables)
+
+
+def validate(run: Run) -> None:
+    """The great-expectations suites over the snapshot, with the record accounting."""
+    from pipelines.frames.decode import reader_counts
+    from pipelines.validation.accounting import Accounting
+    from pipelines.validation.runner import run_validation
+
+    run.progress.stage("validate")
+    until_time_ms = run.prepared.until_time_ms
+    # records_in: the reader's own count from batch headers (frames.decode.reader_counts), independent of the
+    # decoded rows, so `accounting.records_accounted` fails when records go missing in decoding.
+    run.accounting = Accounting.from_decoded(run.decoded, reader_counts(run.spark, run.inc.decode_plan),
+                                             until_offset=run.req.until_offset, until_time_ms=until_time_ms)
+    run.validation = run_validation(run.spark, run.tables, as_of_ms=run.as_of_ms, num_partitions=run.num_partitions,
+                                    settings=run.settings, markers=run.markers, accounting=run.accounting,
+                                    snapshot_id=run.snapshot_id, row_counts=run.stats)
+    run.summary.validation = run.validation.summary()
+    run.summary.bytes_unread = run.accounting.totals.bytes_unread
+    run.summary.unread_ranges = [list(r) for r in run.accounting.totals.unread_ranges]
+
+
+def summarize(run: Run) -> None:
+    from pipelines.state import accounting_frames as acct
+
+    run.progress.stage("summarize")
+    s, stats = run.summary, run.stats
+    s.groups = stats["loaded_groups"]
+    s.removed_groups = stats["removed_groups"]
+    s.offsets = stats["loaded_offsets"]
+    s.empty_group_offsets = stats["empty_group_offsets"]
+    s.pending_offsets = stats["pending_offsets"]
+    s.pending_transactions = acct.open_transactions(run.tables["pending_offsets"])
+    s.expired_offsets = stats["expired_offsets"]
+    s.expired_groups = stats["expired_groups"]
+    s.records_skipped = run.accounting.total_skipped
+    s.records_out = run.accounting.total_used
+    s.misplaced_groups = acct.misplaced_count(run.tables["loaded_groups"])
+    s.status = "validation_failed" if run.validation.should_fail_run else "succeeded"
+
+
+def checkpoint(run: Run) -> None:
+    """What this run read, and the rows the next `--incremental` run keeps. A what-if run is never resumed from:
+    no state for the chain to pick."""
+    from pipelines import incremental
+
+    if run.summary.kind != "scheduled":
+        return
+    run.progress.stage("checkpoint", f"state for --incremental -> {run.req.warehouse}/_state/{run.snapshot_id}")
+    incremental.save_checkpoint(run.spark, run.warehouse, run.snapshot_id, run.retained, run.input_plan, run.inc,
+                                conf=run.conf, req=run.req, max_timestamp=run.max_ts, max_partition=run.max_part)
+
+
+def write(run: Run) -> None:
+    """The validation report, then every table and the `runs` row committed as one snapshot; old snapshots
+    beyond `warehouse.keep_snapshots` retired."""
+    from pipelines import incremental
+    from pipelines.validation.report import write_report
+
+    s, req, progress = run.summary, run.req, run.progress
+    progress.stage("write", f"snapshot {run.snapshot_id} -> {req.warehouse}")
+    run_row = dict(status=s.status, started_at=ms_to_iso(run.started_ms), as_of=ms_to_iso(run.as_of_ms),
+                   retention_minutes=run.conf.retention_minutes, semantics=run.conf.semantics, inputs=s.inputs,
+                   records_in=s.records_in, records_out=s.records_out, records_quarantined=s.records_quarantined,
+                   record_type_counts=run.counts, validation=s.validation, kind=s.kind)
+    report_dir = Path(req.warehouse) / "_reports"
+    report_dir.mkdir(parents=True, exist_ok=True)
+    write_report(run.validation, report_dir / f"{run.snapshot_id}.html")
+    (report_dir / f"{run.snapshot_id}.json").write_text(run.validation.to_json())
+    # The summary stored in `runs` is written with the snapshot, so it holds the stages before the write;
+    # the printed summary adds the write's own time once it is done.
+    s.stage_seconds = dict(progress.stage_seconds)
+    run_row["summary"] = s.to_json()
+    expected = dict(run.stats)
+    expected.update({t: a.num_rows for t, a in run.in_hand.items()})
+    run.warehouse.write_snapshot(run.spark, run.snapshot_id, {**run.tables, **run.in_hand}, run_row,
+                                 expected_rows=expected, before_commit=lambda: _committing(run.prepared, progress))
+    progress.end()
+    s.stage_seconds = dict(progress.stage_seconds)
+    keep = run.settings.section("warehouse").get("keep_snapshots")
+    if keep:
+        run.warehouse.retain(int(keep), lock=run.prepared.lock)
+        incremental.clean_state(run.warehouse, progress.emit)
+
+
+def _release(run: Run) -> None:
+    """The run's cached frames and kept envelope dropped (the process may go on: tests, the API)."""
+    try:
+        if run.release is not None:
+            run.release()
+        if run.inc is not None and run.inc.is_incremental and run.local_rows is None and run.replayed is not None:
+            run.replayed.unpersist()
+        if run.decoded is not None:
+            run.decoded.unpersist()
+    except Exception:  # a session already stopped: nothing left to drop
+        pass
+
+
+def _record_failure(run: Run, e: BaseException) -> None:
+    """A run that failed after it started: recorded in `runs` where the storage still allows it; a storage
+    refusal or a refused write becomes one line for the user (UsageError / RunFailed)."""
+    from pipelines.io.delta import DeltaWriteError
+    from pipelines.io.warehouse import WarehouseError
+
+    sid, req, conf = run.snapshot_id, run.req, run.conf
+    stage = run.progress._stage or "end"
+    storage = _storage_error(e)
+    if not getattr(e, "offsetlake_failure_recorded", False):
+        try:
+            run.warehouse.record_failure(sid, dict(
+                started_at=ms_to_iso(run.started_ms), inputs=run.summary.inputs, semantics=conf.semantics,
+                retention_minutes=conf.retention_minutes,
+                summary={"error": _first_line(e), "stage": stage}, kind=run.summary.kind))
+        except Exception as mark_exc:
+            if storage is None and _storage_error(mark_exc) is None:
+                raise
+            raise RunFailed(f"run {sid} failed in stage {stage}: {storage or 'storage error'}: "
+                            f"{_first_line(e)}; its failure could not be recorded either "
+                            f"({_first_line(mark_exc)})") from None
+    if storage == "not writable":
+        raise UsageError(f"--warehouse {req.warehouse}: cannot write ({_first_line(e)}); "
+                         f"run {sid} recorded as failed") from None
+    if storage == "disk full" or type(e).__name__ == "PanicException":
+        raise RunFailed(f"run {sid} failed in stage {stage}: {storage or 'delta-rs panic'}: "
+                        f"{_first_line(e)}; recorded as failed") from None
+    if isinstance(e, (WarehouseError, DeltaWriteError)):  # the write refused what it was given: said in full
+        raise RunFailed(f"run {sid} failed in stage {stage}: {e}; recorded as failed") from None
 
 
 def _committing(prepared, progress) -> None:
@@ -325,191 +620,3 @@ def _log_end_offsets(summary: RunSummary):
     summary.warnings.extend(warnings)
     summary.log_end_offsets = len(rows)
     return log_end_offsets_table(rows, summary.snapshot_id)
-
-
-def _run_planned(spark, settings, req, conf, plan, summary, progress, warehouse, started_ms, until_time_ms,
-                 prepared):
-    from pyspark import StorageLevel
-
-    from pipelines.frames.decode import decoded_frame_from_plan, reader_counts
-    from pipelines.state import accounting_frames as acct
-    from pipelines.coordinator.expiry import ExpiryOptions
-    from pipelines.coordinator.options import ReplayOptions
-    from pipelines.state.quarantine import quarantine_table
-    from pipelines.state.served import with_served_offsets
-    from pipelines.validation.accounting import Accounting
-    from pipelines.validation.runner import markers_from_arrow, markers_from_decoded, run_validation
-
-    snapshot_id = summary.snapshot_id
-    # --incremental: decode only the bytes after the previous snapshot's checkpoint (pipelines/incremental.py);
-    # from here on `plan` is what this run decodes, `input_plan` the whole input (for the checkpoint).
-    from pipelines import incremental
-
-    input_plan = plan
-    inc = incremental.start(warehouse, req, conf, plan, snapshot_id)
-    plan = inc.decode_plan
-    progress.emit(f"          {inc.progress_line()}")
-    progress.stage("decode", f"{plan.num_segments} segment(s), {plan.num_tabular} table(s), "
-                             f"{plan.total_bytes / 1e6:.1f} MB")
-    # Kept on local disk, not in the JVM heap: the decoded log is the one frame that grows with the input (10 M
-    # records are several GB deserialized), and every later step reads it once or twice.
-    from pipelines.frames.progress import TaskCounters, reporting
-
-    decode_counters = TaskCounters(spark)
-    decoded = decoded_frame_from_plan(spark, plan, decode_counters).persist(StorageLevel.DISK_ONLY)
-    with reporting(spark, progress.emit, "decode", decode_counters):
-        counts = count_by_type(decoded)
-    summary.record_type_counts = counts
-    summary.records_in = sum(counts.values())
-    summary.records_quarantined = sum(v for k, v in counts.items() if k.startswith("error"))
-    progress.emit(f"          decoded {summary.records_in:,} records "
-                  f"({summary.records_quarantined:,} quarantined)")
-    if conf.strict and summary.records_quarantined:
-        first = quarantine_table(decoded, snapshot_id).limit(1).collect()[0]
-        raise StrictModeError(f"--strict: quarantined record at {first['source']} position {first['position']}: "
-                              f"{first['reason']}")
-    inc.new_records = summary.records_in
-    summary.incremental = inc.summary()
-    # the rows replay reads (incremental: new rows ∪ the previous state); counts above are the new rows only
-    replayed = inc.replayable(spark, decoded)
-    local = inc.local_replay_rows(summary.records_in, conf.local_replay_max_rows)
-    if inc.is_incremental:
-        summary.incremental["replay"] = "spark" if local is None else "in-process"
-    if inc.is_incremental and local is None:
-        replayed = replayed.persist(StorageLevel.MEMORY_AND_DISK)
-
-    max_ts = inc.max_timestamp(acct.max_record_timestamp(decoded))
-    # A point-in-time run is as of its cut: --until-time T, else the newest record at or before --until-offset.
-    # It is also the load time of the groups the replay synthesizes (a broker loading the log at that point).
-    cut_ms = max_ts
-    if until_time_ms is not None:
-        cut_ms = until_time_ms
-    elif req.until_offset is not None:
-        cut_ms = acct.max_record_timestamp(decoded, until_offset=req.until_offset)
-    max_part = inc.max_partition(acct.max_partition(decoded))
-    # The topic's partition count: the setting, else the partition dirs of the input's log dir (a broker keeps
-    # them all), else Kafka's default of 50; never fewer than the highest partition seen.
-    from pipelines.decoding.segments import partition_count
-
-    num_partitions = conf.num_partitions or max(partition_count(summary.inputs) or 50, plan.max_partition + 1,
-                                                   max_part + 1)
-    options = ReplayOptions(semantics=conf.semantics, until_offset=req.until_offset, until_time_ms=until_time_ms,
-                            num_partitions=num_partitions, snapshot_id=snapshot_id, load_time_ms=cut_ms)
-
-    if prepared.as_of_ms is not None:
-        as_of_ms = prepared.as_of_ms
-    else:
-        as_of_ms = cut_ms if cut_ms is not None else started_ms
-    summary.as_of = ms_to_iso(as_of_ms)
-    expiry = ExpiryOptions(as_of_ms=as_of_ms, retention_minutes=conf.retention_minutes,
-                           semantics=conf.semantics, kafka_version=conf.kafka_version) if conf.expiry else None
-    retain = summary.kind == "scheduled"  # a what-if run saves no checkpoint, so it needs no retained rows
-    release = None
-    if local is not None:
-        # a small run: the engine runs in this process, over the rows as Arrow
-        progress.stage("replay", f"semantics {conf.semantics}, {local:,} rows in this process"
-                                 + (f", expiry as of {summary.as_of}" if expiry else ""))
-        from pipelines.coordinator.shard import replay_shards
-
-        rows = inc.replayable_arrow(decoded)
-        result = replay_shards(rows, options, expiry, retain=retain)
-        replayed_tables, retained = result.tables, result.retained
-        # the transaction markers validation reads, from the rows in hand rather than a scan of the state files
-        markers = spark.createDataFrame(markers_from_arrow(rows, until_offset=req.until_offset,
-                                                           until_time_ms=until_time_ms))
-        del rows, result
-    else:
-        # one Spark task per offsets partition runs the same engine (pipelines/frames/shards.py)
-        progress.stage("replay", f"semantics {conf.semantics}, one task per offsets partition"
-                                 + (f", expiry as of {summary.as_of}" if expiry else ""))
-        from pipelines.frames.shards import replay_on_spark, topic_names_on_spark
-
-        replayed_tables, retained, release = replay_on_spark(spark, replayed, options, expiry,
-                                                             topic_names_on_spark(replayed), retain, progress.emit)
-        markers = markers_from_decoded(replayed, until_offset=req.until_offset, until_time_ms=until_time_ms)
-    # The state tables are Arrow in hand (sized by the coordinator's state), written as they are (pyarrow);
-    # validation reads them as DataFrames. The history is Arrow in-process, a DataFrame from the shards.
-    import pyarrow as pa
-
-    from schemas.tables import SNAPSHOT_TABLES, TABLES
-
-    replayed_tables["group_history"] = inc.with_previous_history(warehouse, replayed_tables["group_history"],
-                                                                 snapshot_id)
-    in_hand = with_served_offsets({t: a for t, a in replayed_tables.items()
-                                   if t in SNAPSHOT_TABLES and isinstance(a, pa.Table)})
-    tables = {t: spark.createDataFrame(a, schema=TABLES[t]) if isinstance(a, pa.Table) else a
-              for t, a in replayed_tables.items()}
-    del replayed_tables
-    tables = with_served_offsets(tables)
-    tables["quarantine"] = quarantine_table(decoded, snapshot_id)
-    in_hand["log_end_offsets"] = _log_end_offsets(summary)
-
-    # Materialize every table once: validation, counts and the write then read cached rows instead of
-    # re-running replay and expiry for each of them.
-    progress.stage("materialize")
-    # (the in-process replay's tables too: a frame built from Arrow ships its rows from the driver again for
-    # every job that reads it, and validation and the write run dozens)
-    stats = acct.materialize(tables)
-
-    progress.stage("validate")
-    # records_in: the reader's own count from batch headers (frames.decode.reader_counts), independent of the
-    # decoded rows, so `accounting.records_accounted` fails when records go missing in decoding.
-    accounting = Accounting.from_decoded(decoded, reader_counts(spark, plan), until_offset=req.until_offset,
-                                         until_time_ms=until_time_ms)
-    result = run_validation(spark, tables, as_of_ms=as_of_ms, num_partitions=num_partitions, settings=settings,
-                            markers=markers, accounting=accounting, snapshot_id=snapshot_id, row_counts=stats)
-    summary.validation = result.summary()
-    summary.bytes_unread = accounting.totals.bytes_unread
-    summary.unread_ranges = [list(r) for r in accounting.totals.unread_ranges]
-
-    progress.stage("summarize")
-    summary.groups = stats["loaded_groups"]
-    summary.removed_groups = stats["removed_groups"]
-    summary.offsets = stats["loaded_offsets"]
-    summary.empty_group_offsets = stats["empty_group_offsets"]
-    summary.pending_offsets = stats["pending_offsets"]
-    summary.pending_transactions = acct.open_transactions(tables["pending_offsets"])
-    summary.expired_offsets = stats["expired_offsets"]
-    summary.expired_groups = stats["expired_groups"]
-    summary.records_skipped = accounting.total_skipped
-    summary.records_out = accounting.total_used
-    summary.misplaced_groups = acct.misplaced_count(tables["loaded_groups"])
-
-    failed = result.should_fail_run
-    summary.status = "validation_failed" if failed else "succeeded"
-    if summary.kind == "scheduled":  # a what-if run is never resumed from: no state for the chain to pick
-        progress.stage("checkpoint", f"state for --incremental -> {req.warehouse}/_state/{snapshot_id}")
-        incremental.save_checkpoint(spark, warehouse, snapshot_id, retained, input_plan, inc,
-                                    conf=conf, req=req, max_timestamp=max_ts, max_partition=max_part)
-    progress.stage("write", f"snapshot {snapshot_id} -> {req.warehouse}")
-    run_row = dict(status=summary.status, started_at=ms_to_iso(started_ms), as_of=ms_to_iso(as_of_ms),
-                   retention_minutes=conf.retention_minutes, semantics=conf.semantics, inputs=summary.inputs,
-                   records_in=summary.records_in, records_out=summary.records_out,
-                   records_quarantined=summary.records_quarantined, record_type_counts=counts,
-                   validation=summary.validation, kind=summary.kind)
-    report_dir = Path(req.warehouse) / "_reports"
-    report_dir.mkdir(parents=True, exist_ok=True)
-    from pipelines.validation.report import write_report
-
-    write_report(result, report_dir / f"{snapshot_id}.html")
-    (report_dir / f"{snapshot_id}.json").write_text(result.to_json())
-    # The summary stored in `runs` is written with the snapshot, so it holds the stages before the write;
-    # the printed summary adds the write's own time once it is done.
-    summary.stage_seconds = dict(progress.stage_seconds)
-    run_row["summary"] = summary.to_json()
-    expected = dict(stats)
-    expected.update({t: a.num_rows for t, a in in_hand.items()})
-    warehouse.write_snapshot(spark, snapshot_id, {**tables, **in_hand}, run_row, expected_rows=expected,
-                             before_commit=lambda: _committing(prepared, progress))
-    progress.end()
-    summary.stage_seconds = dict(progress.stage_seconds)
-    keep = settings.section("warehouse").get("keep_snapshots")
-    if keep:
-        warehouse.retain(int(keep), lock=prepared.lock)
-        incremental.clean_state(warehouse, progress.emit)
-    if release is not None:
-        release()
-    if inc.is_incremental and local is None:
-        replayed.unpersist()
-    decoded.unpersist()
-    return summary
