@@ -81,6 +81,8 @@ def run_from_cli(**kw) -> int:
         return EXIT_USAGE
     from pipelines.session import get_spark
 
+    _import_in_background("pipelines.validation.runner", "pipelines.validation.report", "pipelines.coordinator.shard",
+                          "pipelines.io.warehouse")
     try:
         try:
             spark = get_spark(settings, app_name="offsetlake-rebuild")
@@ -122,3 +124,20 @@ def _write_metrics(path: str, summary) -> None:
 def exit_with(code: int):
     sys.stdout.flush()
     sys.exit(code)
+
+
+def _import_in_background(*modules: str) -> None:
+    """Import the run's heavy modules (great-expectations alone takes seconds) while the driver JVM starts, which
+    leaves this process waiting; a module that fails to import fails again, with its error, where it is used."""
+    import importlib
+    import threading
+
+    def load():
+        for name in modules:
+            try:
+                importlib.import_module(name)
+            except Exception:
+                return
+
+    threading.Thread(target=load, name="offsetlake-imports", daemon=True).start()
+

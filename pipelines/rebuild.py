@@ -136,6 +136,7 @@ class RunSettings:
     num_partitions: int | None  # the offsets topic's partition count setting; None: from the input
     strict: bool
     local_replay_max_rows: int
+    in_process_max_bytes: int  # inputs up to this size are decoded and counted in the driver
     read_policy: object  # decoding.policy.ReadPolicy
 
 
@@ -163,6 +164,8 @@ def resolve_settings(settings: Settings, req: RebuildRequest) -> RunSettings:
         num_partitions=req.num_partitions or r.get("num_offsets_partitions"),
         strict=req.strict or bool(r.get("strict", False)),
         local_replay_max_rows=_non_negative_int(r.get("local_replay_max_rows", 0), "rebuild.local_replay_max_rows"),
+        in_process_max_bytes=_non_negative_int(settings.section("decode").get("in_process_max_bytes", 0),
+                                               "decode.in_process_max_bytes"),
         read_policy=policy,
     )
 
@@ -179,14 +182,6 @@ def _non_negative_int(value, what: str) -> int:
 
 def new_snapshot_id() -> str:
     return dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + uuid.uuid4().hex[:6]
-
-
-def count_by_type(decoded) -> dict[str, int]:
-    """records in per record type: `offset_commit:1`, `group_metadata:2`, `control:COMMIT`, `error`, ..."""
-    from pipelines.state.accounting_frames import record_type_label
-
-    rows = decoded.groupBy(record_type_label(decoded).alias("t")).count().collect()
-    return {r["t"]: int(r["count"]) for r in rows}
 
 
 def run_rebuild(spark, settings: Settings, req: RebuildRequest, emit: Callable[[str], None] | None = None,
@@ -250,7 +245,7 @@ class Run:
     inc: object = None  # incremental.IncrementalStart: full or incremental, and what to decode
     # decode
     decoded: object = None  # DataFrame of the decoded rows (persisted on local disk)
-    counts: dict = field(default_factory=dict)
+    facts: object = None  # state.accounting_frames.DecodedFacts: counts by type, newest timestamp, top partition
     # replay
     max_ts: int | None = None
     max_part: int = -1
@@ -262,8 +257,9 @@ class Run:
     retained: object = None
     release: Callable[[], None] | None = None
     # the snapshot
-    tables: dict = field(default_factory=dict)  # DataFrames validation reads
-    in_hand: dict = field(default_factory=dict)  # Arrow tables written as they are
+    tables: dict = field(default_factory=dict)  # the replay's tables, then the log-sized ones as DataFrames
+    in_hand: dict = field(default_factory=dict)  # the state tables, Arrow, written as they are
+    checked: dict = field(default_factory=dict)  # every table validation reads
     stats: dict = field(default_factory=dict)
     accounting: object = None
     validation: object = None
@@ -315,7 +311,8 @@ def plan(run: Run) -> None:
     from pipelines import incremental
 
     run.progress.stage("plan", f"{len(run.summary.inputs)} input path(s)")
-    run.input_plan = replace(run.prepared.plan, policy=run.conf.read_policy)
+    run.input_plan = replace(run.prepared.plan, policy=run.conf.read_policy,
+                             in_process_max_bytes=run.conf.in_process_max_bytes)
     s = run.summary
     s.bytes_in, s.segments, s.tabular_files = (run.input_plan.total_bytes, run.input_plan.num_segments,
                                                run.input_plan.num_tabular)
@@ -333,6 +330,7 @@ def decode(run: Run) -> None:
 
     from pipelines.frames.decode import decoded_frame_from_plan
     from pipelines.frames.progress import TaskCounters, reporting
+    from pipelines.state.accounting_frames import decoded_facts
     from pipelines.state.quarantine import quarantine_table
 
     plan, s = run.inc.decode_plan, run.summary
@@ -343,10 +341,10 @@ def decode(run: Run) -> None:
     counters = TaskCounters(run.spark)
     run.decoded = decoded_frame_from_plan(run.spark, plan, counters).persist(StorageLevel.DISK_ONLY)
     with reporting(run.spark, run.progress.emit, "decode", counters):
-        run.counts = count_by_type(run.decoded)
-    s.record_type_counts = run.counts
-    s.records_in = sum(run.counts.values())
-    s.records_quarantined = sum(v for k, v in run.counts.items() if k.startswith("error"))
+        run.facts = decoded_facts(run.decoded, until_offset=run.req.until_offset)
+    s.record_type_counts = run.facts.counts
+    s.records_in = sum(run.facts.counts.values())
+    s.records_quarantined = sum(v for k, v in run.facts.counts.items() if k.startswith("error"))
     run.progress.emit(f"          decoded {s.records_in:,} records ({s.records_quarantined:,} quarantined)")
     if run.conf.strict and s.records_quarantined:
         first = quarantine_table(run.decoded, run.snapshot_id).limit(1).collect()[0]
@@ -361,19 +359,18 @@ def _replay_options(run: Run):
     from pipelines.coordinator.expiry import ExpiryOptions
     from pipelines.coordinator.options import ReplayOptions
     from pipelines.decoding.segments import partition_count
-    from pipelines.state import accounting_frames as acct
 
-    req, conf, decoded = run.req, run.conf, run.decoded
+    req, conf, facts = run.req, run.conf, run.facts
     until_time_ms = run.prepared.until_time_ms
-    run.max_ts = run.inc.max_timestamp(acct.max_record_timestamp(decoded))
+    run.max_ts = run.inc.max_timestamp(facts.max_timestamp)
     # A point-in-time run is as of its cut: --until-time T, else the newest record at or before --until-offset.
     # It is also the load time of the groups the replay synthesizes (a broker loading the log at that point).
     cut_ms = run.max_ts
     if until_time_ms is not None:
         cut_ms = until_time_ms
     elif req.until_offset is not None:
-        cut_ms = acct.max_record_timestamp(decoded, until_offset=req.until_offset)
-    run.max_part = run.inc.max_partition(acct.max_partition(decoded))
+        cut_ms = facts.max_timestamp_until
+    run.max_part = run.inc.max_partition(facts.max_partition)
     # The topic's partition count: the setting, else the partition dirs of the input's log dir (a broker keeps
     # them all), else Kafka's default of 50; never fewer than the highest partition seen.
     run.num_partitions = conf.num_partitions or max(partition_count(run.summary.inputs) or 50,
@@ -417,8 +414,7 @@ def replay(run: Run) -> None:
         result = replay_shards(rows, options, expiry, retain=retain)
         run.tables, run.retained = result.tables, result.retained
         # the transaction markers validation reads, from the rows in hand rather than a scan of the state files
-        run.markers = run.spark.createDataFrame(markers_from_arrow(rows, until_offset=req.until_offset,
-                                                                   until_time_ms=until_time_ms))
+        run.markers = markers_from_arrow(rows, until_offset=req.until_offset, until_time_ms=until_time_ms)
     else:
         run.progress.stage("replay", f"semantics {options.semantics}, one task per offsets partition" + expiring)
         from pipelines.frames.shards import replay_on_spark, topic_names_on_spark
@@ -430,9 +426,9 @@ def replay(run: Run) -> None:
 
 
 def assemble(run: Run) -> None:
-    """The snapshot's tables: the replay's, the history carried forward, the served offsets, the quarantine and
-    the data topics' end offsets. The state tables stay Arrow for the write (pyarrow); validation reads every
-    table as a DataFrame."""
+    """The snapshot's tables: the replay's state tables (Arrow, written as they are by pyarrow), the history carried
+    forward, the served offsets, the data topics' end offsets; the log-sized tables (`offset_commits`, merged into
+    the history by Spark, and the quarantine) as DataFrames."""
     import pyarrow as pa
 
     from pipelines.state.quarantine import quarantine_table
@@ -442,22 +438,23 @@ def assemble(run: Run) -> None:
     replayed = run.tables
     replayed["group_history"] = run.inc.with_previous_history(run.warehouse, replayed["group_history"],
                                                               run.snapshot_id)
-    run.in_hand = with_served_offsets({t: a for t, a in replayed.items()
-                                       if t in SNAPSHOT_TABLES and isinstance(a, pa.Table)})
-    tables = {t: run.spark.createDataFrame(a, schema=TABLES[t]) if isinstance(a, pa.Table) else a
-              for t, a in replayed.items()}
-    run.tables = with_served_offsets(tables)
-    run.tables["quarantine"] = quarantine_table(run.decoded, run.snapshot_id)
+    run.in_hand = with_served_offsets({t: a for t, a in replayed.items() if t in SNAPSHOT_TABLES})
     run.in_hand["log_end_offsets"] = _log_end_offsets(run.summary)
+    history = replayed["offset_commits"]
+    run.checked = {"offset_commits": history}  # validated as it came: Arrow in-process, a DataFrame from Spark
+    if isinstance(history, pa.Table):
+        history = run.spark.createDataFrame(history, schema=TABLES["offset_commits"])
+    run.tables = {"offset_commits": history, "quarantine": quarantine_table(run.decoded, run.snapshot_id)}
 
 
 def materialize(run: Run) -> None:
-    """Every table computed once: validation, the counts and the write then read cached rows (a frame built from
-    Arrow would otherwise ship its rows from the driver again for each of the dozens of jobs that read it)."""
+    """The log-sized tables computed once: validation, the counts and the write then read cached rows."""
     from pipelines.state import accounting_frames as acct
 
     run.progress.stage("materialize")
     run.stats = acct.materialize(run.tables)
+    run.stats.update({t: a.num_rows for t, a in run.in_hand.items()})
+    run.checked = {**run.tables, **run.checked, **run.in_hand}
 
 
 def validate(run: Run) -> None:
@@ -472,7 +469,7 @@ def validate(run: Run) -> None:
     # decoded rows, so `accounting.records_accounted` fails when records go missing in decoding.
     run.accounting = Accounting.from_decoded(run.decoded, reader_counts(run.spark, run.inc.decode_plan),
                                              until_offset=run.req.until_offset, until_time_ms=until_time_ms)
-    run.validation = run_validation(run.spark, run.tables, as_of_ms=run.as_of_ms, num_partitions=run.num_partitions,
+    run.validation = run_validation(run.spark, run.checked, as_of_ms=run.as_of_ms, num_partitions=run.num_partitions,
                                     settings=run.settings, markers=run.markers, accounting=run.accounting,
                                     snapshot_id=run.snapshot_id, row_counts=run.stats)
     run.summary.validation = run.validation.summary()
@@ -481,7 +478,7 @@ def validate(run: Run) -> None:
 
 
 def summarize(run: Run) -> None:
-    from pipelines.state import accounting_frames as acct
+    from pipelines.coordinator.tables import misplaced_count, open_transactions
 
     run.progress.stage("summarize")
     s, stats = run.summary, run.stats
@@ -490,12 +487,12 @@ def summarize(run: Run) -> None:
     s.offsets = stats["loaded_offsets"]
     s.empty_group_offsets = stats["empty_group_offsets"]
     s.pending_offsets = stats["pending_offsets"]
-    s.pending_transactions = acct.open_transactions(run.tables["pending_offsets"])
+    s.pending_transactions = open_transactions(run.in_hand["pending_offsets"])
     s.expired_offsets = stats["expired_offsets"]
     s.expired_groups = stats["expired_groups"]
     s.records_skipped = run.accounting.total_skipped
     s.records_out = run.accounting.total_used
-    s.misplaced_groups = acct.misplaced_count(run.tables["loaded_groups"])
+    s.misplaced_groups = misplaced_count(run.in_hand["loaded_groups"])
     s.status = "validation_failed" if run.validation.should_fail_run else "succeeded"
 
 
@@ -522,7 +519,7 @@ def write(run: Run) -> None:
     run_row = dict(status=s.status, started_at=ms_to_iso(run.started_ms), as_of=ms_to_iso(run.as_of_ms),
                    retention_minutes=run.conf.retention_minutes, semantics=run.conf.semantics, inputs=s.inputs,
                    records_in=s.records_in, records_out=s.records_out, records_quarantined=s.records_quarantined,
-                   record_type_counts=run.counts, validation=s.validation, kind=s.kind)
+                   record_type_counts=run.facts.counts, validation=s.validation, kind=s.kind)
     report_dir = Path(req.warehouse) / "_reports"
     report_dir.mkdir(parents=True, exist_ok=True)
     write_report(run.validation, report_dir / f"{run.snapshot_id}.html")
@@ -532,7 +529,6 @@ def write(run: Run) -> None:
     s.stage_seconds = dict(progress.stage_seconds)
     run_row["summary"] = s.to_json()
     expected = dict(run.stats)
-    expected.update({t: a.num_rows for t, a in run.in_hand.items()})
     run.warehouse.write_snapshot(run.spark, run.snapshot_id, {**run.tables, **run.in_hand}, run_row,
                                  expected_rows=expected, before_commit=lambda: _committing(run.prepared, progress))
     progress.end()

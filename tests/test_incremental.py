@@ -85,11 +85,13 @@ def assert_same_snapshot(full_wh, full_id, inc_wh, inc_id):
 
 
 def spark_replay_settings(settings):
-    """`settings` with the in-process replay of small incremental runs turned off: every run replays on Spark."""
+    """`settings` with the in-process decode and replay of small runs turned off: every run decodes and replays on
+    Spark."""
     from dataclasses import replace
 
-    return replace(settings, raw={**settings.raw, "rebuild": {**settings.section("rebuild"),
-                                                               "local_replay_max_rows": 0}})
+    return replace(settings, raw={**settings.raw,
+                                  "rebuild": {**settings.section("rebuild"), "local_replay_max_rows": 0},
+                                  "decode": {**settings.section("decode"), "in_process_max_bytes": 0}})
 
 
 def assert_incremental_exact(spark, warn_settings, tmp: Path, full_input: Path, cut_input: Path, full_wh, full_id,

@@ -226,6 +226,30 @@ def test_reader_counts_predict_the_decoded_rows_of_every_real_segment(shared_dir
         assert c.get("bytes_unread", 0) == unread, (p, c, unread)
 
 
+def test_small_inputs_decode_in_the_driver_as_the_tasks_do(spark, shared_dir, tmp_path):
+    """`decode.in_process_max_bytes`: the driver runs the tasks' own functions, so the decoded rows and the
+    reader's counts are those of the Spark jobs, on real segments, broker data dirs and damaged ones."""
+    from dataclasses import replace
+
+    from pipelines.frames.decode import decoded_frame_from_plan, plan_inputs, reader_counts
+
+    inputs = [d for d in sorted(shared_dir.glob("brokerdata/*/data"))[:4]]
+    inputs += sorted({p.parent.parent for p in shared_dir.glob("realdata/**/__consumer_offsets-*/*.log")})[:6]
+    damaged, _g = bi.clean_small(tmp_path / "damaged")
+    seg = next(damaged.rglob("*.log"))
+    seg.write_bytes(seg.read_bytes()[:-7] + b"\xff" * 40)  # a torn last batch and a garbage tail
+    if len(inputs) < 2:
+        pytest.skip("no real segments")
+    for path in inputs + [damaged]:
+        on_spark = plan_inputs([path])
+        in_driver = replace(on_spark, in_process_max_bytes=on_spark.total_bytes)
+        assert in_driver.in_process and not on_spark.in_process
+        rows = [sorted(map(repr, decoded_frame_from_plan(spark, plan).drop("value", "key").collect()))
+                for plan in (on_spark, in_driver)]
+        assert rows[0] == rows[1] and rows[0], path
+        assert reader_counts(spark, on_spark) == reader_counts(spark, in_driver), path
+
+
 def test_records_after_until_offset_are_skipped_with_a_reason(spark, tmp_path):
     from pipelines.frames.decode import decoded_frame_from_plan, plan_inputs, reader_counts
     from pipelines.validation.accounting import Accounting

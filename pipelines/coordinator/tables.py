@@ -220,3 +220,18 @@ def shard_rows(st: ShardState, options: ReplayOptions, n: int, names: dict[str, 
     out["offset_commits"] = [_commit_out(sid, part, r, st.outcomes.get(r["offset"])) for r in st.commit_rows]
     out["group_history"] = [{**e, "snapshot_id": sid, "offsets_partition": part} for e in st.groups.history or ()]
     return out
+
+
+def open_transactions(pending_offsets) -> int:
+    """Open (producer, offsets partition) transactions at the end of the log, from the `pending_offsets` table."""
+    keys = pending_offsets.select(["offsets_partition", "producer_id"])
+    return keys.group_by(["offsets_partition", "producer_id"]).aggregate([]).num_rows
+
+
+def misplaced_count(loaded_groups) -> int:
+    """Groups found in an offsets partition other than abs(javaHashCode(group)) % n, from `loaded_groups`."""
+    import pyarrow.compute as pc
+
+    expected, found = loaded_groups.column("expected_offsets_partition"), loaded_groups.column("offsets_partition")
+    return pc.sum(pc.fill_null(pc.not_equal(expected, found), False).cast("int64")).as_py() or 0
+

@@ -48,6 +48,13 @@ class DecodePlan:
     tabular_without_batch_facts: list[str]
     max_partition: int
     policy: ReadPolicy = field(default=DEFAULT_POLICY)  # what the readers do with corrupt batches and bombs
+    # a plan of at most this many bytes is read in the driver process, by the same functions a task runs: no
+    # Python worker to start and no job to schedule for a small dump (`decode.in_process_max_bytes`)
+    in_process_max_bytes: int = 0
+
+    @property
+    def in_process(self) -> bool:
+        return self.total_bytes <= self.in_process_max_bytes
 
 
 class NoOffsetsDataError(FileNotFoundError):
@@ -190,26 +197,49 @@ def decoded_spark_schema():
 
 
 def decoded_frame_from_plan(spark, plan: DecodePlan, counters=None):
-    """The decoded-records DataFrame for a plan: one task per group of files, balanced by size. ``counters``
-    (`frames.progress.TaskCounters`): records and bytes decoded, for progress lines."""
+    """The decoded-records DataFrame for a plan: one task per group of files, balanced by size, or the driver
+    when the plan is small (`DecodePlan.in_process`). ``counters`` (`frames.progress.TaskCounters`): records and
+    bytes decoded, for progress lines (tasks only)."""
+    if plan.in_process:
+        batches = list(_decode_items(iter(_work_batches(plan)), plan.policy))
+        table = pa.Table.from_batches(batches, schema=DECODED_RECORD_SCHEMA)
+        return spark.createDataFrame(table, schema=decoded_spark_schema())
     work = _work_frame(spark, plan)
     if work is None:
         return spark.createDataFrame([], decoded_spark_schema())
     return work.mapInArrow(_decoder_for(plan.policy, counters), decoded_spark_schema())
 
 
-def _work_frame(spark, plan: DecodePlan):
-    """The work items as a DataFrame spread over the cluster (None when there are none)."""
+def collect_items(spark, plan: DecodePlan, task, ddl: str) -> list[dict]:
+    """`task` (a task's function: work-item batches in, Arrow batches out) over the plan's items, its rows
+    collected: in the driver when the plan is small, else one Spark task per group of files."""
+    if plan.in_process:
+        return [row for batch in task(iter(_work_batches(plan))) for row in batch.to_pylist()]
+    work = _work_frame(spark, plan)
+    return [] if work is None else [r.asDict() for r in work.mapInArrow(task, ddl).collect()]
+
+
+def _work_table(plan: DecodePlan) -> pa.Table:
     items = sorted((dict(i) for i in plan.items), key=lambda i: -(i["size"] or 0))
-    parallelism = max(1, min(len(items), spark.sparkContext.defaultParallelism * 4))
-    # Greedy size balancing: each slice gets the next-largest file; tasks then do similar work.
-    for i, item in enumerate(items):
-        item["slot"] = i % parallelism
+    for item in items:
         if item.get("start_position") is None:
             item["start_position"] = 0  # never null: pandas would turn an all-null int column into NaN floats
-    table = pa.Table.from_pylist(items, schema=WORK_SCHEMA.append(pa.field("slot", pa.int32())))
+    return pa.Table.from_pylist(items, schema=WORK_SCHEMA)
+
+
+def _work_batches(plan: DecodePlan) -> list[pa.RecordBatch]:
+    """The work items as the task function reads them, one item per batch, largest first."""
+    return _work_table(plan).to_batches(max_chunksize=1)
+
+
+def _work_frame(spark, plan: DecodePlan):
+    """The work items as a DataFrame spread over the cluster (None when there are none)."""
+    table = _work_table(plan)
     if table.num_rows == 0:
         return None
+    parallelism = max(1, min(table.num_rows, spark.sparkContext.defaultParallelism * 4))
+    # Greedy size balancing: each slice gets the next-largest file; tasks then do similar work.
+    table = table.append_column("slot", pa.array([i % parallelism for i in range(table.num_rows)], pa.int32()))
     return spark.createDataFrame(table.to_pandas()).repartition(parallelism, "slot").drop("slot")
 
 
@@ -249,9 +279,6 @@ def reader_counts(spark, plan: DecodePlan) -> dict[int | None, dict]:
     Cost: framing reads each entry's 17-byte head and CRC-32C over its bytes (C, from the page cache the decode
     just filled); no record is decoded on the normal path.
     """
-    work = _work_frame(spark, plan)
-    if work is None:
-        return {}
     import json
 
     policy = plan.policy
@@ -260,7 +287,7 @@ def reader_counts(spark, plan: DecodePlan) -> dict[int | None, dict]:
         return _count_items(batches, policy)
 
     out: dict[int | None, dict] = {}
-    for r in work.mapInArrow(count_items, READ_COUNT_DDL).collect():
+    for r in collect_items(spark, plan, count_items, READ_COUNT_DDL):
         c = out.setdefault(r["offsets_partition"], {**dict.fromkeys(READ_COUNT_FIELDS, 0), UNREAD_RANGES: []})
         for f in READ_COUNT_FIELDS:
             c[f] += int(r[f] or 0)

@@ -96,7 +96,9 @@ def save_checkpoint(spark, warehouse, snapshot_id: str, replayed, plan, inc, *, 
 
     ``plan`` is the run's whole input plan (not only what was decoded). The Parquet is written to a temporary
     directory and renamed into place; the JSON, written last and atomically, is what makes the state usable."""
-    from pipelines.frames.decode import DecodePlan, _work_frame
+    from dataclasses import replace
+
+    from pipelines.frames.decode import collect_items
     from pipelines.io.checkpoint import write_checkpoint
 
     final = write_state_rows(warehouse, snapshot_id, replayed)
@@ -112,12 +114,9 @@ def save_checkpoint(spark, warehouse, snapshot_id: str, replayed, plan, inc, *, 
     for item in plan.items:
         if item["kind"] == "segment":
             scan_items.append({**item, "start_position": inc.resume_at.get(item["path"], 0)})
-    scanned: dict[str, dict] = {}
-    work = _work_frame(spark, DecodePlan(scan_items, 0, len(scan_items), 0, [], plan.max_partition)) \
-        if scan_items else None
-    if work is not None:
-        for r in work.mapInArrow(_scan_items, SCAN_DDL).collect():
-            scanned[r["path"]] = r.asDict()
+    scan_plan = replace(plan, items=scan_items, num_segments=len(scan_items), num_tabular=0,
+                        total_bytes=sum(i["size"] - i["start_position"] for i in scan_items))
+    scanned = {r["path"]: r for r in collect_items(spark, scan_plan, _scan_items, SCAN_DDL)}
     partitions: dict[str, dict] = {}
     for item in scan_items:
         r = scanned.get(item["path"])

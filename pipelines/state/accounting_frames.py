@@ -1,5 +1,7 @@
-"""Small DataFrame facts a run reports: record-type labels, newest timestamp, markers, table counts."""
+"""Small DataFrame facts a run reports: record-type counts, newest timestamp, highest partition, table counts."""
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -18,19 +20,32 @@ def record_type_label(decoded: DataFrame):
     )
 
 
-def max_record_timestamp(decoded: DataFrame, until_offset: int | None = None) -> int | None:
-    """The newest record timestamp in the input (the default `as_of`), at or before `until_offset` when given;
-    error rows don't count."""
-    if until_offset is not None:
-        decoded = decoded.where(F.col("offset") <= F.lit(until_offset))
-    row = decoded.where((F.col("record_kind") != KIND_ERROR) & (F.col("timestamp") >= 0)).agg(
-        F.max("timestamp").alias("m")).collect()[0]
-    return None if row["m"] is None else int(row["m"])
+@dataclass(frozen=True)
+class DecodedFacts:
+    """What a run reports and cuts by, from one aggregation over the decoded rows."""
+
+    counts: dict[str, int]  # records per `record_type_label`
+    max_timestamp: int | None  # the newest record timestamp (the default `as_of`); error rows don't count
+    max_timestamp_until: int | None  # the same, at or before `--until-offset` (None without it)
+    max_partition: int  # the highest offsets partition of any row, error rows included; -1 for none
 
 
-def max_partition(decoded: DataFrame) -> int:
-    row = decoded.agg(F.max("offsets_partition").alias("m")).collect()[0]
-    return -1 if row["m"] is None else int(row["m"])
+def decoded_facts(decoded: DataFrame, until_offset: int | None = None) -> DecodedFacts:
+    timed = (F.col("record_kind") != KIND_ERROR) & (F.col("timestamp") >= 0)
+    until = timed & (F.col("offset") <= F.lit(until_offset)) if until_offset is not None else F.lit(False)
+    rows = decoded.groupBy(record_type_label(decoded).alias("t")).agg(
+        F.count(F.lit(1)).alias("n"),
+        F.max(F.when(timed, F.col("timestamp"))).alias("ts"),
+        F.max(F.when(until, F.col("timestamp"))).alias("ts_until"),
+        F.max("offsets_partition").alias("part")).collect()
+
+    def newest(field: str) -> int | None:
+        values = [int(r[field]) for r in rows if r[field] is not None]
+        return max(values) if values else None
+
+    part = newest("part")
+    return DecodedFacts(counts={r["t"]: int(r["n"]) for r in rows}, max_timestamp=newest("ts"),
+                        max_timestamp_until=newest("ts_until"), max_partition=-1 if part is None else part)
 
 
 def with_empty_expiry_tables(spark, tables: dict[str, DataFrame]) -> dict[str, DataFrame]:
@@ -49,15 +64,3 @@ def materialize(tables: dict[str, DataFrame]) -> dict[str, int]:
         tables[name] = tables[name].localCheckpoint(eager=True)
         counts[name] = tables[name].count()
     return counts
-
-
-def open_transactions(pending_offsets: DataFrame) -> int:
-    """Open (producer, offsets partition) transactions at the end of the log."""
-    return pending_offsets.select("offsets_partition", "producer_id").distinct().count()
-
-
-def misplaced_count(loaded_groups: DataFrame) -> int:
-    """Groups found in an offsets partition other than abs(javaHashCode(group)) % n."""
-    return loaded_groups.where(
-        F.col("expected_offsets_partition").isNotNull()
-        & (F.col("expected_offsets_partition") != F.col("offsets_partition"))).count()

@@ -12,13 +12,11 @@ from schemas.tables import columns
 
 
 def with_served_offsets(tables: dict) -> dict:
-    """`loaded_offsets` := group offsets ∪ empty-group offsets; `empty_group_offsets` unchanged. The tables are
-    Spark DataFrames, or Arrow tables (the in-process replay's)."""
+    """`loaded_offsets` := group offsets ∪ empty-group offsets; `empty_group_offsets` unchanged (Arrow tables)."""
     import pyarrow as pa
 
     out = dict(tables)
     cols = columns("loaded_offsets")
-    group, empty = tables["loaded_offsets"].select(cols), tables["empty_group_offsets"].select(cols)
-    out["loaded_offsets"] = (pa.concat_tables([group, empty]) if isinstance(group, pa.Table)
-                             else group.unionByName(empty))
+    out["loaded_offsets"] = pa.concat_tables([tables["loaded_offsets"].select(cols),
+                                              tables["empty_group_offsets"].select(cols)])
     return out

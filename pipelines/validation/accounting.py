@@ -224,21 +224,20 @@ class Accounting:
             }
         )
 
-    def to_dataframe(self, spark: SparkSession) -> DataFrame:
-        """One row per partition, the frame the `accounting` suite validates."""
+    def to_arrow(self):
+        """One row per partition, the table the `accounting` suite validates."""
+        import pyarrow as pa
+
+        from pyspark.sql.pandas.types import to_arrow_schema
+
         rows = [
-            (
-                p,
-                c.records_in,
-                c.records_used,
-                c.skipped_total,
-                c.records_quarantined,
-                "; ".join(f"{k}={v}" for k, v in sorted(c.records_skipped.items())),
-                c.bytes_unread,
-            )
+            dict(offsets_partition=p, records_in=c.records_in, records_used=c.records_used,
+                 records_skipped=c.skipped_total, records_quarantined=c.records_quarantined,
+                 skipped_by_reason="; ".join(f"{k}={v}" for k, v in sorted(c.records_skipped.items())),
+                 bytes_unread=c.bytes_unread)
             for p, c in self._sorted()
         ]
-        return spark.createDataFrame(rows, ACCOUNTING_SCHEMA)
+        return pa.Table.from_pylist(rows, schema=to_arrow_schema(ACCOUNTING_SCHEMA))
 
     def _sorted(self):
         return sorted(self.partitions.items(), key=lambda kv: (kv[0] is None, kv[0] if kv[0] is not None else 0))

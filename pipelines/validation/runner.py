@@ -1,10 +1,10 @@
-"""Runs the suites on a snapshot's DataFrames before the commit and turns GX results into a `ValidationResult`.
+"""Runs the suites on a snapshot's tables before the commit and turns GX results into a `ValidationResult`.
 
-One ephemeral GX context (analytics and progress bars off) serves a process. Each suite's frame is prepared with
-Spark (the relational `chk_*` columns), then validated by GX on one of two engines:
-- pandas, when the table has at most `validation.pandas_max_rows` rows: the columns the expectations read are
-  collected once through Arrow and every expectation runs in this process. A state table (loaded offsets, groups,
-  members) is sized by the coordinator's state, and on Spark its ~10 expectations cost ~15 small jobs each.
+One ephemeral GX context (analytics and progress bars off) serves a process. A table comes as Arrow (the state
+tables the replay returns) or as a Spark DataFrame (the log-sized history). GX validates it on one of two engines:
+- pandas: every suite with a relational check (`SuiteSpec.derived`: its `chk_*` columns are computed over Arrow,
+  and the tables it relates are the coordinator's state, collected when given as DataFrames), every Arrow table,
+  and a DataFrame of at most `validation.pandas_max_rows` rows (the columns the expectations read, collected once);
 - Spark otherwise (the history of a full run, millions of rows): a cached frame through a Spark data source.
 Both engines give the same outcomes, failures, counts and examples included (tests/validation runs every breaker
 on both). The result carries the run policy: `fail` makes a failed expectation fail the run, `warn` only reports it.
@@ -20,6 +20,7 @@ from datetime import date, datetime, timezone
 from decimal import Decimal
 from typing import Any
 
+import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -309,19 +310,31 @@ def to_validation_pandas(table):
     return table.to_pandas(integer_object_nulls=True, date_as_object=True, coerce_temporal_nanoseconds=False)
 
 
-def _validate_suite(context, spec: SuiteSpec, inputs: Mapping[str, DataFrame], pandas_max_rows: int = 0,
+def _arrow(table):
+    return table if isinstance(table, pa.Table) else table.toArrow()
+
+
+def _validate_suite(context, spec: SuiteSpec, inputs: Mapping[str, Any], pandas_max_rows: int = 0,
                     table_rows: int | None = None) -> SuiteOutcome:
     """Two passes over the prepared frame: every check as BOOLEAN_ONLY (on Spark GX bundles those aggregates into
     a few jobs), then only the failed checks again as SUMMARY for counts and offending rows. A clean table never
-    pays for example collection, which is most of GX's per-expectation cost on Spark. Up to `pandas_max_rows` rows
-    the frame is collected (only the columns the expectations read) and validated on pandas."""
+    pays for example collection, which is most of GX's per-expectation cost on Spark. An Arrow table, a suite
+    with relational checks, and a DataFrame of up to `pandas_max_rows` rows are validated on pandas (only the
+    columns the expectations read)."""
     started = time.perf_counter()
-    prepared = spec.prepare(inputs)
-    if pandas_max_rows > 0 and table_rows is None:
-        table_rows = inputs[spec.table].count()
-    pandas = pandas_max_rows > 0 and table_rows <= pandas_max_rows
+    source = inputs[spec.table]
+    if spec.derived:
+        prepared = spec.prepare({name: _arrow(inputs[name]) for name in spec.inputs if name in inputs})
+        pandas = True
+    elif isinstance(source, pa.Table):
+        prepared, pandas = source, True
+    else:
+        if pandas_max_rows > 0 and table_rows is None:
+            table_rows = source.count()
+        pandas = pandas_max_rows > 0 and table_rows <= pandas_max_rows
+        prepared = source.select(*spec.columns_read).toArrow() if pandas else source
     if pandas:
-        frame = to_validation_pandas(prepared.select(*spec.columns_read).toArrow())
+        frame = to_validation_pandas(prepared.select(list(spec.columns_read)))
         rows = len(frame)
     else:
         frame = prepared = prepared.cache()
@@ -369,12 +382,12 @@ def _validate_suite(context, spec: SuiteSpec, inputs: Mapping[str, DataFrame], p
 
 def run_validation(
     spark: SparkSession,
-    tables: Mapping[str, DataFrame],
+    tables: Mapping[str, Any],
     *,
     as_of_ms: int,
     num_partitions: int,
     settings: Settings,
-    markers: DataFrame | None = None,
+    markers: Any = None,
     accounting: Accounting | None = None,
     suites: Collection[str] | None = None,
     context=None,
@@ -383,7 +396,7 @@ def run_validation(
 ) -> ValidationResult:
     """Validate a snapshot's tables (before the commit) with one GX suite per table.
 
-    `tables` maps contract table names to DataFrames; a table not given is listed in `skipped`, as is a check
+    `tables` maps contract table names to Arrow tables or DataFrames (`markers` too); a table not given is listed in `skipped`, as is a check
     whose other input is missing (`markers` for pending offsets, `accounting` for the record accounting).
     `suites` restricts the run to those suite names. `context` defaults to the process's ephemeral GX context.
     `row_counts`: the tables' row counts when already known (they pick the engine; counted otherwise).
@@ -391,11 +404,11 @@ def run_validation(
     policy, skew, semantics = validation_settings(settings)
     max_pandas = pandas_max_rows(settings)
     started = time.perf_counter()
-    inputs: dict[str, DataFrame] = dict(tables)
+    inputs: dict[str, Any] = dict(tables)
     if markers is not None:
         inputs["markers"] = markers
     if accounting is not None:
-        inputs["accounting"] = accounting.to_dataframe(spark)
+        inputs["accounting"] = accounting.to_arrow()
     specs = build_suites(
         as_of_ms=as_of_ms,
         num_partitions=num_partitions,
@@ -404,6 +417,10 @@ def run_validation(
         available=frozenset(inputs),
         max_unread_bytes=max_unread_bytes(settings),
     )
+    # every input a relational check reads, as Arrow once (state-sized: the suites that read the log have none)
+    for name in {n for spec in specs if spec.derived and (suites is None or spec.name in suites)
+                 for n in spec.inputs if n in inputs}:
+        inputs[name] = _arrow(inputs[name])
     context = context or default_context()
     outcomes: list[SuiteOutcome] = []
     skipped: list[tuple[str, str]] = []

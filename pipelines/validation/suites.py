@@ -1,8 +1,9 @@
 """The data-quality suites: one great-expectations suite per output table, built in code for one run.
 
 Each `SuiteSpec` names the table it validates, the inputs it reads, how to prepare the frame (relational invariants
-GX cannot express are computed with Spark into a per-row `chk_*` column first, so a violation still shows up as an
-ordinary GX result with the offending rows), and its `Check`s. A check id (`<suite>.<name>`) is stable: reports,
+GX cannot express are computed into a per-row `chk_*` column first, over Arrow tables with pyarrow and DuckDB: the
+tables they relate are the coordinator's state, never the log; a violation still shows up as an ordinary GX result
+with the offending rows), and its `Check`s. A check id (`<suite>.<name>`) is stable: reports,
 `runs.validation` and the tests refer to it. Invariants come from spec/offsets-topic.md §4 (group → partition) and
 §5 (replay); the `Check.why` of each says which rule it guards.
 """
@@ -12,8 +13,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 
-from pyspark.sql import Column, DataFrame
-from pyspark.sql import functions as F
+import pyarrow as pa
+import pyarrow.compute as pc
 
 import great_expectations as gx
 import great_expectations.expectations as gxe
@@ -60,7 +61,8 @@ class Check:
     why: str
     column: str | None = None
     needs: tuple[str, ...] = ()  # inputs besides the suite's own table
-    derive: Callable[[DataFrame, Mapping[str, DataFrame]], DataFrame] | None = None
+    # (the suite's table, every input) -> the table with this check's `chk_*` column added; Arrow tables
+    derive: Callable[[pa.Table, Mapping[str, pa.Table]], pa.Table] | None = None
     minimum: object = None  # at_least / ts_*: the lower bound (at_most: the upper); ts_range: (lower, upper)
 
 
@@ -93,12 +95,17 @@ class SuiteSpec:
                     cols.append(c)
         return tuple(cols)
 
-    def prepare(self, inputs: Mapping[str, DataFrame]) -> DataFrame:
-        df = inputs[self.table]
+    @property
+    def derived(self) -> bool:
+        """Whether a check adds a relational column first (the suite is then prepared over Arrow inputs)."""
+        return any(c.derive is not None for c in self.checks)
+
+    def prepare(self, inputs: Mapping[str, pa.Table]) -> pa.Table:
+        table = inputs[self.table]
         for check in self.checks:
             if check.derive is not None:
-                df = check.derive(df, inputs)
-        return df
+                table = check.derive(table, inputs)
+        return table
 
     def expectation_suite(self) -> gx.ExpectationSuite:
         suite = gx.ExpectationSuite(name=self.name)
@@ -197,24 +204,23 @@ def _partition(suite: str, num_partitions: int) -> Check:
     )
 
 
-def _with_expected_partition(df: DataFrame, out: str, num_partitions: int) -> DataFrame:
+def _with_expected_partition(table: pa.Table, out: str, num_partitions: int) -> pa.Table:
     """`out` = the partition of the row's group id (its offsets_partition when the id is null), by the engine's one
-    `partition_for`, computed on the driver once per distinct id (a group has many offsets; ids are state-sized)."""
+    `partition_for`, computed once per distinct id (a group has many offsets; ids are state-sized)."""
     from pipelines.coordinator.partitioner import partition_for
 
     if num_partitions <= 0:
         raise ValueError(f"num_partitions must be positive, got {num_partitions}")
-    ids = [r[0] for r in df.select("group_id").where(F.col("group_id").isNotNull()).distinct().collect()]
-    hashed = df.sparkSession.createDataFrame([(g, partition_for(g, num_partitions)) for g in ids],
-                                             "group_id string, _expected int")
-    return (df.join(F.broadcast(hashed), "group_id", "left")
-            .withColumn(out, F.when(F.col("group_id").isNull(), F.col("offsets_partition"))
-                        .otherwise(F.col("_expected")))
-            .drop("_expected"))
+    group_id = table.column("group_id")
+    ids = pc.unique(group_id).drop_null()
+    expected = pc.take(pa.array([partition_for(g, num_partitions) for g in ids.to_pylist()], pa.int32()),
+                       pc.index_in(group_id, value_set=ids))
+    partition = table.column("offsets_partition").cast(pa.int32())
+    return table.append_column(out, pc.if_else(pc.is_null(group_id), partition, expected))
 
 
 def _flag(suite: str, name: str, out: str, description: str, why: str, needs: tuple[str, ...],
-          derive: Callable[[DataFrame, Mapping[str, DataFrame]], DataFrame]) -> Check:
+          derive: Callable[[pa.Table, Mapping[str, pa.Table]], pa.Table]) -> Check:
     """A relational invariant: `derive` adds boolean column `out` (null = not applicable); it must be true."""
     return Check(
         name=name,
@@ -229,16 +235,34 @@ def _flag(suite: str, name: str, out: str, description: str, why: str, needs: tu
     )
 
 
-def _keys_flag(df: DataFrame, keys: tuple[str, ...], other: DataFrame, out: str, *, present: bool) -> DataFrame:
+def _sql_column(query: str, **tables: pa.Table) -> pa.ChunkedArray:
+    """The one column `query` (DuckDB SQL over `tables`, each with a `__row` index added) gives per row of the
+    first table, in that table's row order."""
+    import duckdb
+
+    con = duckdb.connect()
+    try:
+        for name, t in tables.items():
+            con.register(name, t.append_column("__row", pa.array(range(t.num_rows), pa.int64())))
+        return con.execute(query).fetch_arrow_table().column(0)
+    finally:
+        con.close()
+
+
+def _quoted(column: str) -> str:
+    return '"' + column.replace('"', '""') + '"'
+
+
+def _keys_flag(table: pa.Table, keys: tuple[str, ...], other: pa.Table, out: str, *, present: bool) -> pa.Table:
     """`out` = whether the row's key is (present=True) / is not (present=False) in `other`; null if a key is null."""
-    marker = "__chk_hit"
-    any_null = F.lit(False)
-    for k in keys:
-        any_null = any_null | F.col(k).isNull()
-    hits = other.select(*keys).where(~any_null).distinct().withColumn(marker, F.lit(True))
-    joined = df.join(hits, on=list(keys), how="left")
-    hit = F.coalesce(F.col(marker), F.lit(False))
-    return joined.withColumn(out, F.when(any_null, F.lit(None)).otherwise(hit if present else ~hit)).drop(marker)
+    cols = ", ".join(_quoted(k) for k in keys)
+    any_null = " OR ".join(f"t.{_quoted(k)} IS NULL" for k in keys)
+    hit = "h.__hit IS NOT NULL" if present else "h.__hit IS NULL"
+    flag = _sql_column(
+        f"SELECT CASE WHEN {any_null} THEN NULL ELSE {hit} END FROM t "
+        f"LEFT JOIN (SELECT DISTINCT {cols}, TRUE AS __hit FROM o) h USING ({cols}) ORDER BY t.__row",
+        t=table.select(list(keys)), o=other.select(list(keys)))
+    return table.append_column(out, flag)
 
 
 # -- relational checks ---------------------------------------------------------------------------------------------
@@ -247,29 +271,14 @@ def _keys_flag(df: DataFrame, keys: tuple[str, ...], other: DataFrame, out: str,
 def _assigned_within_subscription(suite: str) -> Check:
     out = "chk_assigned_within_subscription"
 
-    def derive(df: DataFrame, inputs: Mapping[str, DataFrame]) -> DataFrame:
-        groups = inputs["loaded_groups"].select(
-            "group_id",
-            F.col("protocol_type").alias("__chk_protocol_type"),
-            F.col("group_type").alias("__chk_group_type"),
-            F.col("state").alias("__chk_state"),
-        ).dropDuplicates(["group_id"])
-        j = df.join(groups, on="group_id", how="left")
-        member_type = F.coalesce(F.col("group_type"), F.col("__chk_group_type"))
-        classic_consumer = (member_type == "classic") & (F.col("__chk_protocol_type") == "consumer")
-        # KIP-848: only a Stable group has every member's assignment reconciled to the target computed from the
-        # current subscriptions (spec §5.3); a regex subscriber's topics are not in its name list.
-        stable_consumer = (
-            (member_type == "consumer")
-            & (F.lower(F.col("__chk_state")) == "stable")
-            & F.col("subscribed_topic_regex").isNull()
-        )
-        applies = (classic_consumer | stable_consumer) & F.col("subscribed_topics").isNotNull()
-        within = F.forall(
-            F.coalesce(F.col("assigned_partitions"), F.array()),
-            lambda tp: F.array_contains(F.col("subscribed_topics"), tp["topic"]),
-        )
-        return j.withColumn(out, F.when(applies, within)).drop("__chk_protocol_type", "__chk_group_type", "__chk_state")
+    def derive(table: pa.Table, inputs: Mapping[str, pa.Table]) -> pa.Table:
+        groups: dict[str, dict] = {}
+        for g in inputs["loaded_groups"].select(["group_id", "protocol_type", "group_type", "state"]).to_pylist():
+            groups.setdefault(g["group_id"], g)  # one row per group id: the first
+        members = table.select(["group_id", "group_type", "subscribed_topics", "subscribed_topic_regex",
+                                "assigned_partitions"]).to_pylist()
+        return table.append_column(out, pa.array([_within_subscription(m, groups.get(m["group_id"]))
+                                                  for m in members], pa.bool_()))
 
     return _flag(
         suite,
@@ -282,6 +291,32 @@ def _assigned_within_subscription(suite: str) -> Check:
         ("loaded_groups",),
         derive,
     )
+
+
+def _within_subscription(member: dict, group: dict | None) -> bool | None:
+    """Whether every assigned partition's topic is subscribed; None where the check does not apply. Three-valued
+    like SQL: a null topic (or a subscription holding a null) that matches nothing gives None, not False."""
+    group = group or {}
+    member_type = member["group_type"] or group.get("group_type")
+    classic_consumer = member_type == "classic" and group.get("protocol_type") == "consumer"
+    # KIP-848: only a Stable group has every member's assignment reconciled to the target computed from the
+    # current subscriptions (spec §5.3); a regex subscriber's topics are not in its name list.
+    stable_consumer = (member_type == "consumer" and (group.get("state") or "").lower() == "stable"
+                       and member["subscribed_topic_regex"] is None)
+    subscribed = member["subscribed_topics"]
+    if not (classic_consumer or stable_consumer) or subscribed is None:
+        return None
+    names = set(subscribed)
+    unknown = False
+    for tp in member["assigned_partitions"] or ():
+        topic = tp["topic"]
+        if topic is not None and topic in names:
+            continue
+        if topic is None or None in names:
+            unknown = True
+            continue
+        return False
+    return None if unknown else True
 
 
 def _member_of_loaded_group(suite: str) -> Check:
@@ -329,21 +364,18 @@ def _empty_group_offset_served(suite: str) -> Check:
 def _pending_after_last_marker(suite: str, semantics: str) -> Check:
     out = "chk_after_last_marker"
 
-    def derive(df: DataFrame, inputs: Mapping[str, DataFrame]) -> DataFrame:
-        markers = inputs["markers"]
-        if semantics == "modern":
-            markers = markers.where(F.upper(F.col("control_type")).isin(*ENDING_CONTROL_TYPES))
-        last = markers.groupBy("offsets_partition", "producer_id").agg(
-            F.max("offset").alias("chk_last_marker_offset")
-        )
-        j = df.join(last, on=["offsets_partition", "producer_id"], how="left")
-        flag = (
+    def derive(table: pa.Table, inputs: Mapping[str, pa.Table]) -> pa.Table:
+        ending = ("AND upper(control_type) IN (" + ", ".join(f"'{t}'" for t in ENDING_CONTROL_TYPES) + ")"
+                  if semantics == "modern" else "")
+        flag = _sql_column(
             # an impossible position is record_offset_at_least_0's finding, not an ordering one
-            F.when(F.col("record_offset").isNull() | (F.col("record_offset") < 0), F.lit(None))
-            .when(F.col("chk_last_marker_offset").isNull(), F.lit(True))
-            .otherwise(F.col("record_offset") > F.col("chk_last_marker_offset"))
-        )
-        return j.withColumn(out, flag)
+            "SELECT CASE WHEN t.record_offset IS NULL OR t.record_offset < 0 THEN NULL "
+            "WHEN m.last_marker IS NULL THEN TRUE ELSE t.record_offset > m.last_marker END FROM t "
+            "LEFT JOIN (SELECT offsets_partition, producer_id, max(\"offset\") AS last_marker FROM m "
+            f"WHERE TRUE {ending} GROUP BY ALL) m USING (offsets_partition, producer_id) ORDER BY t.__row",
+            t=table.select(["offsets_partition", "producer_id", "record_offset"]),
+            m=inputs["markers"].select(["offsets_partition", "producer_id", "offset", "control_type"]))
+        return table.append_column(out, flag)
 
     control = "COMMIT/ABORT marker" if semantics == "modern" else "control record"
     return _flag(
@@ -367,9 +399,8 @@ def _accounting_balanced(suite: str) -> Check:
         kind="relation",
         column="records_in",
         why=why,
-        derive=lambda df, _inputs: df.withColumn(
-            out, F.col("records_used") + F.col("records_skipped") + F.col("records_quarantined")
-        ),
+        derive=lambda table, _inputs: table.append_column(out, pc.add(pc.add(
+            table.column("records_used"), table.column("records_skipped")), table.column("records_quarantined"))),
         expectation=gxe.ExpectColumnPairValuesToBeEqual(
             column_A="records_in",
             column_B=out,

@@ -19,9 +19,10 @@ from tests.integration.cluster import StandaloneCluster, spark_bin
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.integration]
-# The sample is small enough to replay in the driver process; both runs replay on Spark instead (one task per
-# offsets partition), so the cluster run's shards run in the executors' Python from the shipped archive.
-ON_SPARK = "--conf rebuild.local_replay_max_rows=0"
+# The sample is small enough to decode and replay in the driver process; both runs decode and replay on Spark
+# instead (one task per offsets partition), so the cluster run's tasks run in the executors' Python from the
+# shipped archive.
+ON_SPARK = "--conf rebuild.local_replay_max_rows=0 --conf decode.in_process_max_bytes=0"
 
 
 @pytest.fixture(scope="module")

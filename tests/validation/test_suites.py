@@ -20,6 +20,7 @@ pytestmark = pytest.mark.spark
 SKEW_MINUTES = 60  # conf/base validation.timestamp_skew_minutes (the ci env keeps it)
 SPECS = build_suites(as_of_ms=AS_OF_MS, num_partitions=N, timestamp_skew_minutes=SKEW_MINUTES)
 ALL_IDS = {s.check_id(c) for s in SPECS for c in s.checks}
+DERIVED = {s.name for s in SPECS if s.derived}
 UPPER = datetime.fromtimestamp(AS_OF_MS / 1000, tz=UTC) + timedelta(minutes=SKEW_MINUTES)
 
 
@@ -168,7 +169,9 @@ def test_broken_table_fails_exactly_its_check(validator, rows, breaker):
         assert failed.examples, "a failure must show the offending rows"
         assert result.should_fail_run  # ci settings: policy fail
     assert {s.engine for s in results["pandas"].suites} == {"pandas"}
-    assert {s.engine for s in results["spark"].suites} == {"spark"}
+    # a suite with a relational check relates state tables, over Arrow: on pandas whatever the setting
+    assert {s.name: s.engine for s in results["spark"].suites} == {
+        s.name: "pandas" if s.name in DERIVED else "spark" for s in results["spark"].suites}
     assert comparable(results["pandas"]) == comparable(results["spark"])
 
 
@@ -179,15 +182,19 @@ def test_engine_is_chosen_by_the_tables_row_count(spark, rows):
 
     from .validation_rows import AS_OF_MS, N, build_inputs
 
-    assert len(rows["loaded_offsets"]) < len(rows["loaded_groups"])
-    limited = load_settings(env="ci", overrides={"validation": {"pandas_max_rows": len(rows["loaded_offsets"])}})
+    assert len(rows["quarantine"]) < len(rows["offset_commits"])
+    limited = load_settings(env="ci", overrides={"validation": {"pandas_max_rows": len(rows["quarantine"])}})
     inputs = build_inputs(spark, rows)
-    engines = lambda **kw: {s.name: s.engine for s in run_validation(  # noqa: E731
-        spark, inputs["tables"], as_of_ms=AS_OF_MS, num_partitions=N, settings=limited,
-        suites=["loaded_offsets", "loaded_groups"], **kw).suites}
-    assert engines() == {"loaded_offsets": "pandas", "loaded_groups": "spark"}
-    assert engines(row_counts={"loaded_offsets": 10**9, "loaded_groups": 1}) == {
-        "loaded_offsets": "spark", "loaded_groups": "pandas"}
+    engines = lambda tables=inputs["tables"], **kw: {s.name: s.engine for s in run_validation(  # noqa: E731
+        spark, tables, as_of_ms=AS_OF_MS, num_partitions=N, settings=limited,
+        suites=["quarantine", "offset_commits", "loaded_groups"], **kw).suites}
+    # loaded_groups has relational checks: pandas always
+    assert engines() == {"quarantine": "pandas", "offset_commits": "spark", "loaded_groups": "pandas"}
+    assert engines(row_counts={"quarantine": 10**9, "offset_commits": 1}) == {
+        "quarantine": "spark", "offset_commits": "pandas", "loaded_groups": "pandas"}
+    # a table given as Arrow is in this process already: pandas whatever its size
+    as_arrow = {**inputs["tables"], "offset_commits": inputs["tables"]["offset_commits"].toArrow()}
+    assert engines(as_arrow)["offset_commits"] == "pandas"
 
 
 def test_unexpected_examples_name_the_offending_row(validate, rows):
