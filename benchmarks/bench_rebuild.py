@@ -5,9 +5,10 @@
 
 Generates (or reuses) a sample dump with mixed codecs, measures the decode floor on its bytes (aiokafka's C
 record reader, records/s per core), warms the JVM on a small run, then times a full rebuild in this process.
-Memory is the peak resident set of each role, sampled from /proc every 0.2 s: the Python driver, the driver
-JVM, and the Python workers (their proportional set sizes summed at each sample, so pages the forked workers share are counted once; with how many workers were alive then). The driver's figure is the
-process's peak so far: a run after an incremental run reports at least that run's peak.
+Memory is the peak resident set of each role, sampled from /proc every 0.2 s: the Python driver, the driver JVM,
+and the Python workers (their proportional set sizes summed at each sample, so pages the forked workers share
+are counted once; with how many workers were alive then). The driver's figure is the process's peak so far: a
+run after an incremental run reports at least that run's peak.
 
 With --incremental-percent P (default 1): "yesterday's dump" is the same log with the last P % of every
 partition cut off (at a batch boundary, tests/logtools.py); it is rebuilt first, then `--incremental` runs over
