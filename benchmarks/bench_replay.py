@@ -30,6 +30,7 @@ from pyspark.sql.pandas.types import from_arrow_schema
 from pipelines.config import load_settings
 from pipelines.session import get_spark
 from pipelines.coordinator.options import ReplayOptions
+from pipelines.frames.decoded_log import DecodedLog
 from pipelines.frames.shards import replay_on_spark, topic_names_on_spark
 from schemas.decoded import DECODED_RECORD_SCHEMA
 
@@ -172,7 +173,8 @@ def main() -> None:
         _time("decode (persist)", lambda: decoded.count(), timings)
     t0 = time.perf_counter()
     options = ReplayOptions(semantics=args.semantics, snapshot_id="bench", num_partitions=PARTITIONS)
-    tables, _, release = replay_on_spark(spark, decoded, options, None, topic_names_on_spark(decoded), False)
+    log = DecodedLog.from_frame(spark, decoded)
+    tables, _, release = replay_on_spark(spark, log, options, None, topic_names_on_spark(log), False)
     timings["replay (plan)"] = time.perf_counter() - t0
     counts = {}
     first = next(iter(tables))

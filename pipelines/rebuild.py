@@ -244,7 +244,7 @@ class Run:
     input_plan: object = None  # frames.decode.DecodePlan of the whole input (the checkpoint records it)
     inc: object = None  # incremental.IncrementalStart: full or incremental, and what to decode
     # decode
-    decoded: object = None  # DataFrame of the decoded rows (persisted on local disk)
+    decoded: object = None  # frames.decoded_log.DecodedLog: the decoded rows, kept by Spark or in hand
     facts: object = None  # state.accounting_frames.DecodedFacts: counts by type, newest timestamp, top partition
     # replay
     max_ts: int | None = None
@@ -252,7 +252,7 @@ class Run:
     num_partitions: int = 0
     as_of_ms: int = 0
     local_rows: int | None = None  # rows replayed in this process; None: on Spark, one task per offsets partition
-    replayed: object = None  # DataFrame of the rows the Spark replay read (new rows ∪ previous state)
+    replayed: object = None  # DecodedLog of the rows the Spark replay read (new rows ∪ previous state)
     markers: object = None
     retained: object = None
     release: Callable[[], None] | None = None
@@ -325,10 +325,8 @@ def plan(run: Run) -> None:
 
 
 def decode(run: Run) -> None:
-    """Every work item decoded on Spark into one persisted frame; the records counted by type."""
-    from pyspark import StorageLevel
-
-    from pipelines.frames.decode import decoded_frame_from_plan
+    """Every work item decoded on Spark into the run's decoded log, kept; the records counted by type."""
+    from pipelines.frames.decode import decoded_log
     from pipelines.frames.progress import TaskCounters, reporting
     from pipelines.state.accounting_frames import decoded_facts
     from pipelines.state.quarantine import quarantine_table
@@ -336,10 +334,8 @@ def decode(run: Run) -> None:
     plan, s = run.inc.decode_plan, run.summary
     run.progress.stage("decode", f"{plan.num_segments} segment(s), {plan.num_tabular} table(s), "
                                  f"{plan.total_bytes / 1e6:.1f} MB")
-    # Kept on local disk, not in the JVM heap: the decoded log is the one frame that grows with the input (10 M
-    # records are several GB deserialized), and every later step reads it once or twice.
     counters = TaskCounters(run.spark)
-    run.decoded = decoded_frame_from_plan(run.spark, plan, counters).persist(StorageLevel.DISK_ONLY)
+    run.decoded = decoded_log(run.spark, plan, counters).persist()
     with reporting(run.spark, run.progress.emit, "decode", counters):
         run.facts = decoded_facts(run.decoded, until_offset=run.req.until_offset)
     s.record_type_counts = run.facts.counts
@@ -390,18 +386,13 @@ def _replay_options(run: Run):
 def replay(run: Run) -> None:
     """The engine over the rows (new rows ∪ the previous state when incremental): in this process for a small run,
     else one Spark task per offsets partition. Both give the snapshot's state tables as Arrow."""
-    from pyspark import StorageLevel
-
-    from pipelines.validation.runner import markers_from_arrow, markers_from_decoded
+    from pipelines.validation.runner import MARKER_INPUT, markers_from_arrow, markers_from_decoded
 
     req, inc, s = run.req, run.inc, run.summary
     until_time_ms = run.prepared.until_time_ms
-    run.replayed = inc.replayable(run.spark, run.decoded)
     run.local_rows = inc.local_replay_rows(s.records_in, run.conf.local_replay_max_rows)
     if inc.is_incremental:
         s.incremental["replay"] = "spark" if run.local_rows is None else "in-process"
-        if run.local_rows is None:
-            run.replayed = run.replayed.persist(StorageLevel.MEMORY_AND_DISK)
     options, expiry = _replay_options(run)
     retain = s.kind == "scheduled"  # a what-if run saves no checkpoint, so it needs no retained rows
     expiring = f", expiry as of {s.as_of}" if expiry else ""
@@ -419,10 +410,12 @@ def replay(run: Run) -> None:
         run.progress.stage("replay", f"semantics {options.semantics}, one task per offsets partition" + expiring)
         from pipelines.frames.shards import replay_on_spark, topic_names_on_spark
 
+        run.replayed = inc.replayable(run.spark, run.decoded)
         run.tables, run.retained, run.release = replay_on_spark(
             run.spark, run.replayed, options, expiry, topic_names_on_spark(run.replayed), retain,
             run.progress.emit)
-        run.markers = markers_from_decoded(run.replayed, until_offset=req.until_offset, until_time_ms=until_time_ms)
+        run.markers = markers_from_decoded(run.replayed.frame(MARKER_INPUT, kinds=("control",)),
+                                           until_offset=req.until_offset, until_time_ms=until_time_ms)
 
 
 def assemble(run: Run) -> None:
@@ -467,7 +460,8 @@ def validate(run: Run) -> None:
     until_time_ms = run.prepared.until_time_ms
     # records_in: the reader's own count from batch headers (frames.decode.reader_counts), independent of the
     # decoded rows, so `accounting.records_accounted` fails when records go missing in decoding.
-    run.accounting = Accounting.from_decoded(run.decoded, reader_counts(run.spark, run.inc.decode_plan),
+    run.accounting = Accounting.from_decoded(run.decoded.frame(Accounting.DECODED_COLUMNS),
+                                             reader_counts(run.spark, run.inc.decode_plan),
                                              until_offset=run.req.until_offset, until_time_ms=until_time_ms)
     run.validation = run_validation(run.spark, run.checked, as_of_ms=run.as_of_ms, num_partitions=run.num_partitions,
                                     settings=run.settings, markers=run.markers, accounting=run.accounting,
@@ -544,7 +538,7 @@ def _release(run: Run) -> None:
     try:
         if run.release is not None:
             run.release()
-        if run.inc is not None and run.inc.is_incremental and run.local_rows is None and run.replayed is not None:
+        if run.replayed is not None and run.replayed is not run.decoded:
             run.replayed.unpersist()
         if run.decoded is not None:
             run.decoded.unpersist()

@@ -231,7 +231,7 @@ def test_small_inputs_decode_in_the_driver_as_the_tasks_do(spark, shared_dir, tm
     reader's counts are those of the Spark jobs, on real segments, broker data dirs and damaged ones."""
     from dataclasses import replace
 
-    from pipelines.frames.decode import decoded_frame_from_plan, plan_inputs, reader_counts
+    from pipelines.frames.decode import decoded_log, plan_inputs, reader_counts
 
     inputs = [d for d in sorted(shared_dir.glob("brokerdata/*/data"))[:4]]
     inputs += sorted({p.parent.parent for p in shared_dir.glob("realdata/**/__consumer_offsets-*/*.log")})[:6]
@@ -244,19 +244,21 @@ def test_small_inputs_decode_in_the_driver_as_the_tasks_do(spark, shared_dir, tm
         on_spark = plan_inputs([path])
         in_driver = replace(on_spark, in_process_max_bytes=on_spark.total_bytes)
         assert in_driver.in_process and not on_spark.in_process
-        rows = [sorted(map(repr, decoded_frame_from_plan(spark, plan).drop("value", "key").collect()))
-                for plan in (on_spark, in_driver)]
+        logs = [decoded_log(spark, plan) for plan in (on_spark, in_driver)]
+        assert not logs[0].in_hand and logs[1].in_hand
+        rows = [sorted(map(repr, log.frame().drop("value", "key").collect())) for log in logs]
         assert rows[0] == rows[1] and rows[0], path
         assert reader_counts(spark, on_spark) == reader_counts(spark, in_driver), path
 
 
 def test_records_after_until_offset_are_skipped_with_a_reason(spark, tmp_path):
-    from pipelines.frames.decode import decoded_frame_from_plan, plan_inputs, reader_counts
+    from pipelines.frames.decode import decoded_log, plan_inputs, reader_counts
     from pipelines.validation.accounting import Accounting
 
     src, _g = bi.clean_small(tmp_path / "in")
     plan = plan_inputs([src])
-    acc = Accounting.from_decoded(decoded_frame_from_plan(spark, plan), reader_counts(spark, plan), until_offset=3)
+    acc = Accounting.from_decoded(decoded_log(spark, plan).frame(Accounting.DECODED_COLUMNS),
+                                  reader_counts(spark, plan), until_offset=3)
     c = acc.partitions[0]
     assert c.records_in == 6 and c.records_used == 4
     assert c.records_skipped == {"after --until-offset 3": 2}

@@ -77,28 +77,14 @@ def is_end_marker(row: Row, modern: bool) -> bool:
 @dataclass(slots=True)
 class ShardState:
     """A coordinator shard after loading: its groups, the committed offsets, the open transactions' pending offsets,
-    and for the history every offset-commit record with its transaction outcome."""
+    and for the history the outcome of every transactional offset-commit record."""
 
     partition: int
     groups: GroupStore
     offsets: dict[GroupTopicPartition, OffsetAndMetadata]
     pending: dict[int, dict[GroupTopicPartition, OffsetAndMetadata]]  # producer id -> open transaction's offsets
-    outcomes: dict[int, str | None]  # record offset -> txn outcome of every offset-commit record
-    commit_rows: list[Row]
+    outcomes: dict[int, str]  # record offset -> committed / aborted / pending, transactional records only
     modern: bool
-
-
-def replayable(rows: Iterable[Row], options: ReplayOptions) -> Iterable[Row]:
-    """The rows the loaders read: no error/unknown rows, and only up to the point in time asked for."""
-    until_offset, until_time = options.until_offset, options.until_time_ms
-    for r in rows:
-        if r.get("record_kind") in SKIPPED_KINDS:
-            continue
-        if until_offset is not None and r["offset"] > until_offset:
-            continue
-        if until_time is not None and r.get("timestamp") is not None and r["timestamp"] > until_time:
-            continue
-        yield r
 
 
 def _replay_group_record(groups: GroupStore, kind: str, row: Row) -> None:
@@ -108,7 +94,7 @@ def _replay_group_record(groups: GroupStore, kind: str, row: Row) -> None:
         groups.replay_consumer_group_record(row)
 
 
-def _still_pending(open_rows: dict[int, list[int]], outcomes: dict[int, str | None]) -> None:
+def _still_pending(open_rows: dict[int, list[int]], outcomes: dict[int, str]) -> None:
     """The records of transactions no marker ended by the log's end."""
     for offs in open_rows.values():
         for off in offs:
@@ -126,12 +112,10 @@ def do_load_groups_and_offsets(partition: int, rows: Iterable[Row]) -> ShardStat
     loaded: dict[GroupTopicPartition, tuple[int, OffsetAndMetadata]] = {}
     pending: dict[int, dict[GroupTopicPartition, tuple[int, OffsetAndMetadata]]] = {}
     open_rows: dict[int, list[int]] = defaultdict(list)
-    outcomes: dict[int, str | None] = {}
-    commit_rows: list[Row] = []
+    outcomes: dict[int, str] = {}
     for row in rows:
         kind = row["record_kind"]
         if kind == "offset_commit":
-            commit_rows.append(row)
             k, abo = group_topic_partition(row), appended_batch_offset(row)
             if row.get("is_transactional"):
                 pid = producer_id(row)
@@ -142,7 +126,6 @@ def do_load_groups_and_offsets(partition: int, rows: Iterable[Row]) -> ShardStat
                 else:
                     txn[k] = (abo, OffsetAndMetadata.from_record(row))
             else:
-                outcomes[row["offset"]] = None
                 if row["is_tombstone"]:
                     loaded.pop(k, None)
                 else:
@@ -164,8 +147,7 @@ def do_load_groups_and_offsets(partition: int, rows: Iterable[Row]) -> ShardStat
             _replay_group_record(groups, kind, row)
     _still_pending(open_rows, outcomes)
     return ShardState(partition, groups, {k: o for k, (_, o) in loaded.items()},
-                      {pid: {k: o for k, (_, o) in m.items()} for pid, m in pending.items()}, outcomes, commit_rows,
-                      modern=False)
+                      {pid: {k: o for k, (_, o) in m.items()} for pid, m in pending.items()}, outcomes, modern=False)
 
 
 def replay(partition: int, rows: Iterable[Row]) -> ShardState:
@@ -180,17 +162,13 @@ def replay(partition: int, rows: Iterable[Row]) -> ShardState:
     offsets: dict[GroupTopicPartition, OffsetAndMetadata] = {}
     pending: dict[int, dict[GroupTopicPartition, OffsetAndMetadata]] = {}
     open_rows: dict[int, list[int]] = defaultdict(list)
-    outcomes: dict[int, str | None] = {}
-    commit_rows: list[Row] = []
+    outcomes: dict[int, str] = {}
     for row in rows:
         kind = row["record_kind"]
         if kind == "offset_commit":
-            commit_rows.append(row)
             k, pid = group_topic_partition(row), producer_id(row)
             if pid != -1:
                 open_rows[pid].append(row["offset"])
-            else:
-                outcomes[row["offset"]] = None
             if row["is_tombstone"]:
                 offsets.pop(k, None)
                 for txn in pending.values():
@@ -217,10 +195,11 @@ def replay(partition: int, rows: Iterable[Row]) -> ShardState:
         else:
             _replay_group_record(groups, kind, row)
     _still_pending(open_rows, outcomes)
-    return ShardState(partition, groups, offsets, pending, outcomes, commit_rows, modern=True)
+    return ShardState(partition, groups, offsets, pending, outcomes, modern=True)
 
 
 def load_shard(partition: int, rows: Iterable[Row], options: ReplayOptions) -> ShardState:
-    """The shard after loading `rows` (log order) with the run's coordinator generation and point in time."""
+    """The shard after loading `rows` (log order, no error/unknown rows, up to the run's point in time) with the
+    run's coordinator generation."""
     load = replay if options.is_modern else do_load_groups_and_offsets
-    return load(partition, replayable(rows, options))
+    return load(partition, rows)

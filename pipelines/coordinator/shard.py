@@ -15,14 +15,16 @@ import itertools
 from dataclasses import dataclass
 from typing import Any, Iterable
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipelines.coordinator.expiry import ExpiryOptions, cleanup_group_metadata
 from pipelines.coordinator.loader import SKIPPED_KINDS, load_shard
 from pipelines.coordinator.options import DEFAULT_NUM_OFFSETS_PARTITIONS, REPLAY_TABLES, ReplayOptions
+from pipelines.coordinator.reduction import state_relevant_rows
 from pipelines.coordinator.retained import retained_offsets
-from pipelines.coordinator.tables import shard_rows, topic_names
+from pipelines.coordinator.tables import offset_commits_table, outcomes_table, shard_rows, topic_names
 from schemas.decoded import DECODED_RECORD_SCHEMA
 
 Row = dict[str, Any]
@@ -59,7 +61,17 @@ def conform_decoded(table: pa.Table) -> pa.Table:
 def loadable(table: pa.Table) -> pa.Table:
     """The rows a shard loads (no error/unknown rows), in log order within each offsets partition."""
     table = table.filter(pc.invert(pc.is_in(table.column("record_kind"), pa.array(SKIPPED_KINDS))))
+    if _in_log_order(table):  # what a segment's decoder gives: a sort would only copy every column
+        return table
     return table.sort_by([(PART, "ascending"), ("offset", "ascending")])
+
+
+def _in_log_order(table: pa.Table) -> bool:
+    part, offset = table.column(PART), table.column("offset")
+    if part.null_count or offset.null_count:
+        return False
+    p, o = part.to_numpy(), offset.to_numpy()
+    return bool(np.all((p[:-1] < p[1:]) | ((p[:-1] == p[1:]) & (o[:-1] <= o[1:]))))
 
 
 def _rows(table: pa.Table) -> list[Row]:
@@ -121,6 +133,19 @@ def _num_partitions(options: ReplayOptions, top: int | None) -> int:
     return options.num_partitions or max(DEFAULT_NUM_OFFSETS_PARTITIONS, (top if top is not None else -1) + 1)
 
 
+def until_cut(table: pa.Table, options: ReplayOptions) -> pa.Table:
+    """The rows a shard loads at the run's point in time: offsets at or before `--until-offset`, records with no
+    timestamp or one at or before `--until-time`."""
+    keep = None
+    if options.until_offset is not None:
+        keep = pc.less_equal(table.column("offset"), options.until_offset)
+    if options.until_time_ms is not None:
+        ts = table.column("timestamp")
+        in_time = pc.or_kleene(pc.is_null(ts), pc.less_equal(ts, options.until_time_ms))
+        keep = in_time if keep is None else pc.and_kleene(keep, in_time)
+    return table if keep is None else table.filter(pc.fill_null(keep, False))
+
+
 def replay_shards(table: pa.Table, options: ReplayOptions, expiry: ExpiryOptions | None = None,
                   names: dict[str, str] | None = None, retain: bool = False) -> ShardsResult:
     """Every offsets partition in `table` (decoded rows, any order, error/unknown rows allowed) loaded on its own,
@@ -128,41 +153,54 @@ def replay_shards(table: pa.Table, options: ReplayOptions, expiry: ExpiryOptions
     id -> name map (None: read off `table`, which then must hold every partition of the run). `retain`: also
     return the decoded rows the next incremental run keeps."""
     with gc_paused():
-        return _replay_shards(table, options, expiry, names, retain)
+        out, history, retained = _replay(table, options, expiry, names, retain)
+    tables = {t: contract_table(r, t) for t, r in out.items()}
+    tables["offset_commits"] = history
+    return ShardsResult(tables, retained)
 
 
-def _replay_shards(table, options, expiry, names, retain) -> ShardsResult:
-    table = loadable(conform_decoded(table))
+def _replay(table, options, expiry, names, retain) -> tuple[dict[str, list[Row]], pa.Table, pa.Table | None]:
+    """The state tables as the engine's rows, the history as Arrow, and the retained rows (or None). The loaders
+    read the state-relevant rows only (`reduction`); the history has every offset commit."""
+    table = until_cut(loadable(conform_decoded(table)), options)
     if names is None:
         names = run_topic_names(table)
     n = _num_partitions(options, pc.max(table.column(PART)).as_py())
-    out: dict[str, list[Row]] = {t: [] for t in SHARD_TABLES}
+    out: dict[str, list[Row]] = {t: [] for t in SHARD_TABLES if t != "offset_commits"}
+    outcomes = [outcomes_table(-1, {})]
     keep_mask: list[bool] = []
-    rows = _rows(table)
+    loaded = state_relevant_rows(table, options.is_modern)
+    rows = _rows(loaded)
     for part, part_rows in itertools.groupby(rows, key=lambda r: r[PART]):
         part_rows = list(part_rows)
         state = _replay_partition(part, part_rows, options, expiry, n, names, out)
+        outcomes.append(outcomes_table(part, state.outcomes))
         if retain:
             kept = retained_offsets(part_rows, state)
             keep_mask.extend(r["offset"] in kept for r in part_rows)
     del rows
-    retained = table.filter(pa.array(keep_mask, pa.bool_())) if retain else None
-    return ShardsResult({t: contract_table(r, t) for t, r in out.items()}, retained)
+    history = offset_commits_table(table, pa.concat_tables(outcomes), options.snapshot_id)
+    retained = loaded.filter(pa.array(keep_mask, pa.bool_())) if retain else None
+    return out, history, retained
 
 
 def replay_rows(rows: Iterable[Row], options: ReplayOptions, expiry: ExpiryOptions | None = None
                 ) -> dict[str, list[Row]]:
     """`replay_shards` over decoded rows given as dicts (tests, small tools): the tables as lists of dicts, in the
     engine's representation (timestamps in epoch ms)."""
-    rows = [r for r in rows if r.get("record_kind") not in SKIPPED_KINDS]
-    rows.sort(key=lambda r: (r[PART], r["offset"]))
-    names = topic_names(rows)
-    n = _num_partitions(options, max((r[PART] for r in rows), default=None))
-    out: dict[str, list[Row]] = {t: [] for t in SHARD_TABLES}
+    table = pa.Table.from_pylist(list(rows), schema=DECODED_RECORD_SCHEMA)
     with gc_paused():
-        for part, part_rows in itertools.groupby(rows, key=lambda r: r[PART]):
-            _replay_partition(part, part_rows, options, expiry, n, names, out)
+        out, history, _ = _replay(table, options, expiry, None, False)
+    out["offset_commits"] = _engine_rows(history)
     return out
+
+
+def _engine_rows(table: pa.Table) -> list[Row]:
+    """A flat contract table's rows with timestamps as epoch ms, as the engine's rows hold them."""
+    for i, f in enumerate(table.schema):
+        if pa.types.is_timestamp(f.type):
+            table = table.set_column(i, f.name, table.column(i).cast(pa.timestamp("ms", tz="UTC")).cast(pa.int64()))
+    return table.to_pylist()
 
 
 def _replay_partition(part: int, rows: Iterable[Row], options: ReplayOptions, expiry: ExpiryOptions | None, n: int,
@@ -172,6 +210,6 @@ def _replay_partition(part: int, rows: Iterable[Row], options: ReplayOptions, ex
     tables = shard_rows(state, options, n, names)
     if expiry is not None:
         tables = cleanup_group_metadata(tables, expiry)
-    for t in SHARD_TABLES:
-        out[t].extend(tables.get(t, ()))
+    for t, rows_out in out.items():
+        rows_out.extend(tables.get(t, ()))
     return state

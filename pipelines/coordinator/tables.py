@@ -10,8 +10,11 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from pipelines.coordinator.groups import ClassicGroup, ConsumerGroup, SimpleGroup, is_live
-from pipelines.coordinator.loader import GroupTopicPartition, OffsetAndMetadata, ShardState, producer_id
+from pipelines.coordinator.loader import GroupTopicPartition, OffsetAndMetadata, ShardState
 from pipelines.coordinator.options import REPLAY_TABLES, ReplayOptions
 from pipelines.coordinator.partitioner import partition_for
 
@@ -168,16 +171,6 @@ def _consumer_group_out(sid: str, part: int, n: int, g: ConsumerGroup,
     return group, members_out
 
 
-def _commit_out(sid: str, part: int, r: Row, outcome: str | None) -> Row:
-    return {
-        "offsets_partition": part, "record_offset": r["offset"], "group_id": r["group_id"], "topic": r["topic"],
-        "partition": r["partition"], "committed_offset": r.get("committed_offset"),
-        "commit_timestamp": r.get("commit_timestamp"), "is_tombstone": r["is_tombstone"],
-        "producer_id": producer_id(r), "txn_outcome": outcome, "leader_epoch": _none_if(r.get("leader_epoch")),
-        "metadata": r.get("metadata"), "record_timestamp": _none_if(r.get("timestamp")), "snapshot_id": sid,
-    }
-
-
 def shard_rows(st: ShardState, options: ReplayOptions, n: int, names: dict[str, str]) -> dict[str, list[Row]]:
     """The snapshot's rows of one loaded shard, per replay table (`REPLAY_TABLES`). `n`: the offsets topic's
     partition count (the placement check); `names`: the run's topic id -> name map."""
@@ -217,9 +210,55 @@ def shard_rows(st: ShardState, options: ReplayOptions, n: int, names: dict[str, 
                 "snapshot_id": sid, "group_id": gid, "offsets_partition": part,
                 "tombstone_record_offset": r["offset"], "tombstone_timestamp": _none_if(r.get("timestamp")),
                 "group_type": "classic" if r["key_type"] == 2 else "consumer"})
-    out["offset_commits"] = [_commit_out(sid, part, r, st.outcomes.get(r["offset"])) for r in st.commit_rows]
     out["group_history"] = [{**e, "snapshot_id": sid, "offsets_partition": part} for e in st.groups.history or ()]
     return out
+
+
+def offset_commits_table(rows: pa.Table, outcomes: pa.Table, snapshot_id: str) -> pa.Table:
+    """The history (`offset_commits`) of the offset-commit records among `rows` (decoded rows the shards were
+    loaded from, in log order per offsets partition), column by column; `outcomes` (offsets_partition, offset,
+    txn_outcome) gives the transactional records' outcome, every other record has none."""
+    from pipelines.io.delta import arrow_schema
+    from schemas.tables import TABLES
+
+    commits = rows.filter(pc.fill_null(pc.equal(rows.column("record_kind"), "offset_commit"), False)).select(
+        ["offsets_partition", "offset", "group_id", "topic", "partition", "committed_offset", "commit_timestamp",
+         "is_tombstone", "producer_id", "leader_epoch", "metadata", "timestamp"])
+    if outcomes.num_rows:  # a join does not keep row order: log order restored after it
+        commits = commits.join(outcomes, keys=["offsets_partition", "offset"], join_type="left outer").sort_by(
+            [("offsets_partition", "ascending"), ("offset", "ascending")])
+        txn_outcome = commits.column("txn_outcome")
+    else:
+        txn_outcome = pa.nulls(commits.num_rows, pa.string())
+    n = commits.num_rows
+
+    def without(name: str, sentinel: int = -1):
+        v = commits.column(name)
+        return pc.if_else(pc.fill_null(pc.equal(v, sentinel), False), pa.nulls(n, v.type), v)
+
+    def timestamp(v):
+        return v.cast(pa.timestamp("ms", tz="UTC")).cast(pa.timestamp("us", tz="UTC"))
+
+    columns = {
+        "offsets_partition": commits.column("offsets_partition"), "record_offset": commits.column("offset"),
+        "group_id": commits.column("group_id"), "topic": commits.column("topic"),
+        "partition": commits.column("partition"), "committed_offset": commits.column("committed_offset"),
+        "commit_timestamp": timestamp(commits.column("commit_timestamp")),
+        "is_tombstone": commits.column("is_tombstone"),
+        "producer_id": pc.fill_null(commits.column("producer_id"), -1), "txn_outcome": txn_outcome,
+        "leader_epoch": without("leader_epoch"), "metadata": commits.column("metadata"),
+        "record_timestamp": timestamp(without("timestamp")),
+        "snapshot_id": pa.array([snapshot_id] * n, pa.string()),
+    }
+    schema = arrow_schema(TABLES["offset_commits"])
+    return pa.Table.from_arrays([columns[f.name].cast(f.type) for f in schema], schema=schema)
+
+
+def outcomes_table(partition: int, outcomes: dict[int, str]) -> pa.Table:
+    """A loaded shard's transaction outcomes (`ShardState.outcomes`) as `offset_commits_table` reads them."""
+    return pa.table({"offsets_partition": pa.array([partition] * len(outcomes), pa.int32()),
+                     "offset": pa.array(list(outcomes), pa.int64()),
+                     "txn_outcome": pa.array(list(outcomes.values()), pa.string())})
 
 
 def open_transactions(pending_offsets) -> int:
@@ -230,8 +269,6 @@ def open_transactions(pending_offsets) -> int:
 
 def misplaced_count(loaded_groups) -> int:
     """Groups found in an offsets partition other than abs(javaHashCode(group)) % n, from `loaded_groups`."""
-    import pyarrow.compute as pc
-
     expected, found = loaded_groups.column("expected_offsets_partition"), loaded_groups.column("offsets_partition")
     return pc.sum(pc.fill_null(pc.not_equal(expected, found), False).cast("int64")).as_py() or 0
 

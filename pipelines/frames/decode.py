@@ -1,7 +1,7 @@
-"""Inputs -> a Spark DataFrame of decoded rows (DECODED_RECORD_SCHEMA), parallel over files.
+"""Inputs -> the run's decoded log (DECODED_RECORD_SCHEMA rows, `frames.decoded_log`), parallel over files.
 
-The driver only lists files; each task opens its own files and streams decoded rows back as Arrow batches
-through `mapInArrow` (the single Spark<->Python boundary). Nothing is collected to the driver.
+The driver only lists files; each task opens its own files and decodes them into Arrow batches, packed into blobs
+by offsets partition (`mapInArrow`). Nothing is collected to the driver.
 
 `reader_counts` is the run's independent record count (the `records_in` of the accounting): a second, cheap
 `mapInArrow` over the same work items that walks entry heads only (framing + CRC, no record decoding) and returns a
@@ -190,24 +190,24 @@ def _decode_items(batches: Iterator[pa.RecordBatch], policy: ReadPolicy = DEFAUL
                 yield flush(rows)
 
 
-def decoded_spark_schema():
-    from pyspark.sql.pandas.types import from_arrow_schema
+def decoded_log(spark, plan: DecodePlan, counters=None):
+    """The run's decoded log (`frames.decoded_log.DecodedLog`) for a plan: one task per group of files, balanced by
+    size, its batches packed into blobs by offsets partition; or decoded in the driver when the plan is small
+    (`DecodePlan.in_process`). ``counters`` (`frames.progress.TaskCounters`): records and bytes decoded, for
+    progress lines (tasks only)."""
+    from pipelines.frames.decoded_log import LOG_DDL, DecodedLog, pack
 
-    return from_arrow_schema(DECODED_RECORD_SCHEMA)
-
-
-def decoded_frame_from_plan(spark, plan: DecodePlan, counters=None):
-    """The decoded-records DataFrame for a plan: one task per group of files, balanced by size, or the driver
-    when the plan is small (`DecodePlan.in_process`). ``counters`` (`frames.progress.TaskCounters`): records and
-    bytes decoded, for progress lines (tasks only)."""
     if plan.in_process:
         batches = list(_decode_items(iter(_work_batches(plan)), plan.policy))
-        table = pa.Table.from_batches(batches, schema=DECODED_RECORD_SCHEMA)
-        return spark.createDataFrame(table, schema=decoded_spark_schema())
+        return DecodedLog(spark, table=pa.Table.from_batches(batches, schema=DECODED_RECORD_SCHEMA))
     work = _work_frame(spark, plan)
     if work is None:
-        return spark.createDataFrame([], decoded_spark_schema())
-    return work.mapInArrow(_decoder_for(plan.policy, counters), decoded_spark_schema())
+        return DecodedLog(spark, table=DECODED_RECORD_SCHEMA.empty_table())
+    decode = _decoder_for(plan.policy, counters)
+
+    def decode_and_pack(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        return pack(decode(batches))
+    return DecodedLog(spark, blobs=work.mapInArrow(decode_and_pack, LOG_DDL))
 
 
 def collect_items(spark, plan: DecodePlan, task, ddl: str) -> list[dict]:
@@ -241,11 +241,6 @@ def _work_frame(spark, plan: DecodePlan):
     # Greedy size balancing: each slice gets the next-largest file; tasks then do similar work.
     table = table.append_column("slot", pa.array([i % parallelism for i in range(table.num_rows)], pa.int32()))
     return spark.createDataFrame(table.to_pandas()).repartition(parallelism, "slot").drop("slot")
-
-
-def decoded_frame(spark, paths: Iterable[str | Path]):
-    """Inputs -> DataFrame of decoded rows (errors and problems included as record_kind 'error')."""
-    return decoded_frame_from_plan(spark, plan_inputs(paths))
 
 
 # ================================================================================================================

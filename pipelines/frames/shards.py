@@ -1,8 +1,8 @@
-"""Decoded rows -> the snapshot's tables on Spark: each `__consumer_offsets` partition is loaded by one task.
+"""The decoded log -> the snapshot's tables on Spark: each `__consumer_offsets` partition is loaded by one task.
 
-The decoded rows are grouped by offsets partition (`groupBy(...).applyInArrow`: one coordinator shard per group,
-its rows handed to the Python worker as one Arrow table) and `coordinator.shard.replay_shards` loads, expires and
-tabulates the shard there. The task returns every table of the shard as Arrow IPC blobs in one envelope row per
+The log's blobs (`frames.decoded_log`) are grouped by offsets partition (`groupBy(...).applyInArrow`: one
+coordinator shard per group, its blobs handed to the Python worker) and `coordinator.shard.replay_shards` loads,
+expires and tabulates the shard's rows there. The task returns every table of the shard as Arrow IPC blobs in one envelope row per
 (table, chunk). The state tables (sized by the coordinator's state) are collected to the driver as Arrow in one
 job; the log-sized ones (the `offset_commits` history, the rows kept for `--incremental`) stay on the cluster,
 read out of the kept envelope with `mapInArrow`. Spark schedules the shards (adaptive execution packs small ones
@@ -17,7 +17,7 @@ import pyarrow as pa
 
 from pipelines.coordinator.expiry import ExpiryOptions
 from pipelines.coordinator.options import ReplayOptions
-from pipelines.coordinator.shard import PART, REPLAY_COLUMNS, SHARD_TABLES, replay_shards
+from pipelines.coordinator.shard import PART, SHARD_TABLES, UNREAD_COLUMNS, replay_shards
 
 RETAINED = "_retained"  # the envelope's name for the rows the next --incremental run keeps
 ENVELOPE_DDL = "table string, shard int, payload binary"
@@ -34,9 +34,14 @@ def _blobs(table: pa.Table) -> Iterator[bytes]:
 
 
 def _shard_task(options: ReplayOptions, expiry: ExpiryOptions | None, names: dict[str, str], retain: bool):
-    """The executor function: one offsets partition's decoded rows in, its envelope rows out."""
-    def run(rows: pa.Table) -> pa.Table:
-        shard = rows.column(PART)[0].as_py() if rows.num_rows else -1
+    """The executor function: one offsets partition's blobs in, its envelope rows out."""
+    from pipelines.frames.decoded_log import from_blobs
+
+    def run(blobs: pa.Table) -> pa.Table:
+        shard = blobs.column(PART)[0].as_py() if blobs.num_rows else -1
+        rows = from_blobs(blobs.column("payload").to_pylist())
+        del blobs
+        rows = rows.drop_columns([c for c in UNREAD_COLUMNS if c in rows.column_names])
         result = replay_shards(rows, options, expiry, names, retain)
         tables = dict(result.tables)
         if result.retained is not None:
@@ -72,9 +77,10 @@ def _read_blobs(blobs) -> pa.Table | None:
     return pa.concat_tables(tables) if tables else None
 
 
-def replay_on_spark(spark, replayable, options: ReplayOptions, expiry: ExpiryOptions | None,
+def replay_on_spark(spark, log, options: ReplayOptions, expiry: ExpiryOptions | None,
                     names: dict[str, str], retain: bool, emit=None):
-    """The engine over `replayable` (decoded rows of every partition), one task per offsets partition.
+    """The engine over `log` (a `frames.decoded_log.DecodedLog`: the rows of every partition), one task per
+    offsets partition.
 
     Returns (tables, retained, release): `tables` holds every `SHARD_TABLES` table, the state tables as Arrow
     (collected) and `offset_commits` as a DataFrame; `retained` the rows the next run keeps (a DataFrame of decoded
@@ -88,8 +94,7 @@ def replay_on_spark(spark, replayable, options: ReplayOptions, expiry: ExpiryOpt
     from schemas.decoded import DECODED_RECORD_SCHEMA
     from schemas.tables import TABLES
 
-    rows = replayable.select(*REPLAY_COLUMNS)
-    envelope = (rows.groupBy(PART).applyInArrow(_shard_task(options, expiry, names, retain), ENVELOPE_DDL)
+    envelope = (log.blob_frame().groupBy(PART).applyInArrow(_shard_task(options, expiry, names, retain), ENVELOPE_DDL)
                 .persist(StorageLevel.MEMORY_AND_DISK))
     # the job that runs the shards (an accumulator updated inside applyInArrow crashes its Python worker on
     # Spark 4.1, so the lines count tasks only)
@@ -112,14 +117,13 @@ def replay_on_spark(spark, replayable, options: ReplayOptions, expiry: ExpiryOpt
     return tables, retained, envelope.unpersist
 
 
-def topic_names_on_spark(replayable) -> dict[str, str]:
+def topic_names_on_spark(log) -> dict[str, str]:
     """The run's topic id -> name map: every partition's ConsumerGroupPartitionMetadata (type 4) values, collected
     (a few rows: one per topic-naming record)."""
     from pyspark.sql import functions as F
 
     from pipelines.coordinator.shard import run_topic_names
 
-    named = replayable.where((F.col("record_kind") == "consumer_group") & (F.col("key_type") == 4)
-                             & ~F.col("is_tombstone")).select(
-        "record_kind", "key_type", "is_tombstone", "offset", PART, "topics_metadata")
-    return run_topic_names(named.toArrow())
+    named = log.frame(("record_kind", "key_type", "is_tombstone", "offset", PART, "topics_metadata"),
+                      kinds=("consumer_group",))
+    return run_topic_names(named.where((F.col("key_type") == 4) & ~F.col("is_tombstone")).toArrow())

@@ -57,15 +57,18 @@ class IncrementalStart:
         old = self.previous.get("max_partition", -1) if self.is_incremental else -1
         return max(int(old if old is not None else -1), new_max)
 
-    def replayable(self, spark, decoded):
-        """The rows the replay reads: this run's decoded rows without error/unknown rows (the loaders
-        drop them anyway), plus the previous state when incremental."""
-        rows = _replayable_new_rows(decoded)
+    def replayable(self, spark, log):
+        """The log the replay reads (a `frames.decoded_log.DecodedLog`): this run's decoded rows, plus the previous
+        state when incremental (error/unknown rows are dropped by the engine)."""
         if not self.is_incremental:
-            return rows
-        previous = spark.read.schema(decoded.schema).parquet(self.previous_state)
-        return rows.unionByName(previous)
+            return log
+        from pyspark.sql.pandas.types import from_arrow_schema
 
+        from pipelines.frames.decoded_log import DecodedLog
+        from schemas.decoded import DECODED_RECORD_SCHEMA
+
+        previous = spark.read.schema(from_arrow_schema(DECODED_RECORD_SCHEMA)).parquet(self.previous_state)
+        return log.union(DecodedLog.from_frame(spark, previous)).persist()
 
     # -- the in-process replay of a small run (coordinator.shard, without Spark) ---------------------------------
     def local_replay_rows(self, new_records: int, max_rows: int) -> int | None:
@@ -76,12 +79,13 @@ class IncrementalStart:
         total = new_records + (count_state_rows(self.previous_state) if self.is_incremental else 0)
         return total if total <= max_rows else None
 
-    def replayable_arrow(self, decoded) -> pa.Table:
-        """`replayable` as one Arrow table on the driver: this run's decoded rows (through Spark's Arrow) and, when
-        incremental, the previous state (read directly)."""
+    def replayable_arrow(self, log) -> pa.Table:
+        """`replayable` as one Arrow table on the driver: this run's decoded rows and, when incremental, the
+        previous state (read directly)."""
+        from pipelines.coordinator.loader import SKIPPED_KINDS
         from pipelines.coordinator.shard import REPLAY_COLUMNS, conform_decoded
 
-        new = conform_decoded(_replayable_new_rows(decoded).select(*REPLAY_COLUMNS).toArrow())
+        new = conform_decoded(log.to_arrow(REPLAY_COLUMNS, exclude=SKIPPED_KINDS))
         if not self.is_incremental:
             return new
         previous = conform_decoded(read_state_rows(self.previous_state))
@@ -104,15 +108,6 @@ class IncrementalStart:
         out = pa.concat_tables([previous.cast(new.schema), new])
         return out.sort_by([("offsets_partition", "ascending"), ("record_offset", "ascending")]) \
             if out.num_rows else out
-
-
-def _replayable_new_rows(decoded):
-    """This run's decoded rows without the rows no loader reads (`coordinator.loader.SKIPPED_KINDS`)."""
-    from pyspark.sql import functions as F
-
-    from pipelines.coordinator.loader import SKIPPED_KINDS
-
-    return decoded.filter(~F.col("record_kind").isin(*SKIPPED_KINDS))
 
 
 def _full(reason: str, plan, previous_snapshot: str | None = None) -> IncrementalStart:

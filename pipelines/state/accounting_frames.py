@@ -30,7 +30,12 @@ class DecodedFacts:
     max_partition: int  # the highest offsets partition of any row, error rows included; -1 for none
 
 
-def decoded_facts(decoded: DataFrame, until_offset: int | None = None) -> DecodedFacts:
+FACT_COLUMNS = ("record_kind", "control_type", "key_type", "timestamp", "offset", "offsets_partition")
+
+
+def decoded_facts(log, until_offset: int | None = None) -> DecodedFacts:
+    """The facts of `log` (`frames.decoded_log.DecodedLog`)."""
+    decoded = log.frame(FACT_COLUMNS)
     timed = (F.col("record_kind") != KIND_ERROR) & (F.col("timestamp") >= 0)
     until = timed & (F.col("offset") <= F.lit(until_offset)) if until_offset is not None else F.lit(False)
     rows = decoded.groupBy(record_type_label(decoded).alias("t")).agg(

@@ -9,19 +9,19 @@ from schemas.tables import columns
 
 HEX_CHARS = 512  # bytes shown in key_hex / value_hex are truncated to this many hex characters
 
+# the decoded columns the table is made of
+QUARANTINE_INPUT = ("source", "offsets_partition", "batch_position", "error", "key", "value", "error_kind", "offset")
 
-def filter_quarantined(decoded: DataFrame) -> DataFrame:
-    return decoded.where(F.col("record_kind") == KIND_ERROR)
 
-
-def quarantine_table(decoded: DataFrame, snapshot_id: str) -> DataFrame:
-    """One row per undecodable record or unread byte range, with the reason Kafka (or we) could not use it.
+def quarantine_table(log, snapshot_id: str) -> DataFrame:
+    """The quarantined rows of `log` (`frames.decoded_log.DecodedLog`): one row per undecodable record or unread
+    byte range, with the reason Kafka (or we) could not use it.
 
     `kind` is the reader's own (`schemas.quarantine.QUARANTINE_KINDS`); `position` the byte position of the
     batch or entry in its file (a row number for a tabular dump, -1 for a file that was not opened); `offset` the
     log offset when known. An unread range starts at `position`; its end is in the reason.
     """
-    q = filter_quarantined(decoded)
+    q = log.frame(QUARANTINE_INPUT, kinds=(KIND_ERROR,))
     return q.select(
         F.lit(snapshot_id).alias("snapshot_id"),
         F.col("source"),

@@ -95,6 +95,9 @@ class Accounting:
 
     partitions: Mapping[int | None, PartitionCounts]
 
+    #: the decoded columns `from_decoded` reads
+    DECODED_COLUMNS = ("record_kind", "offset", "timestamp", "offsets_partition", "error_records")
+
     @classmethod
     def from_decoded(
         cls,

@@ -65,6 +65,7 @@ def default_context():
 
 
 MARKER_COLUMNS = ("offsets_partition", "producer_id", "offset", "control_type")
+MARKER_INPUT = ("record_kind", "timestamp") + MARKER_COLUMNS  # the decoded columns the markers are read from
 
 
 def markers_from_decoded(decoded: DataFrame, *, until_offset: int | None = None,

@@ -10,7 +10,7 @@ import pyarrow as pa
 
 from pipelines.coordinator.options import REPLAY_TABLES, ReplayOptions
 from pipelines.coordinator.shard import replay_rows
-from tests.coordinator.rowkit import to_frame
+from tests.coordinator.rowkit import to_log
 
 
 def plain(v):
@@ -51,7 +51,7 @@ def spark_tables(spark, rows, options: ReplayOptions, expiry=None) -> dict[str, 
     from pipelines.coordinator.tables import topic_names
     from pipelines.frames.shards import replay_on_spark
 
-    tables, _, release = replay_on_spark(spark, to_frame(spark, rows), options, expiry, topic_names(rows), False)
+    tables, _, release = replay_on_spark(spark, to_log(spark, rows), options, expiry, topic_names(rows), False)
     try:
         frames = {t: df for t, df in tables.items() if not isinstance(df, pa.Table)}
         out = collect_tables(frames)

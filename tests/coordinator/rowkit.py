@@ -198,6 +198,13 @@ def to_frame(spark, rows: list[Row]):
     return spark.createDataFrame(to_table(rows))
 
 
+def to_log(spark, rows: list[Row]):
+    """Decoded rows as a run's decoded log on Spark (`frames.decoded_log`), packed by a Spark task."""
+    from pipelines.frames.decoded_log import DecodedLog
+
+    return DecodedLog.from_frame(spark, to_frame(spark, rows))
+
+
 # -- log compaction, as the log cleaner would leave the log ----------------------------------------------------
 def record_key(row: Row):
     """The compaction key of a data record (None for control / junk rows, which the cleaner keeps)."""

@@ -120,13 +120,13 @@ def test_spark_shards_replay_then_expire_reproduce_every_broker_pass(spark, rows
     in a Spark task at the broker's pass time, and removes exactly what the broker removed (one job per pass)."""
     from pipelines.coordinator.options import ReplayOptions
     from pipelines.frames.shards import replay_on_spark
-    from tests.coordinator.rowkit import to_frame
+    from tests.coordinator.rowkit import to_log
 
     for batch in cleanup_batches(rows):
         part = [r for r in rows if r["offsets_partition"] == batch["offsets_partition"]]
         options = ReplayOptions(semantics="modern", until_offset=batch["first_offset"] - 1, num_partitions=50,
                                 snapshot_id="expiry")
-        tables, _, release = replay_on_spark(spark, to_frame(spark, part), options, options_at(batch["time_ms"]),
+        tables, _, release = replay_on_spark(spark, to_log(spark, part), options, options_at(batch["time_ms"]),
                                              {}, retain=False)
         res = {t: tables[t].to_pylist() for t in ("expired_offsets", "expired_groups")}  # collected state tables
         release()
