@@ -18,6 +18,7 @@ import pyarrow as pa
 from pipelines.coordinator.expiry import ExpiryOptions
 from pipelines.coordinator.options import ReplayOptions
 from pipelines.coordinator.shard import PART, SHARD_TABLES, UNREAD_COLUMNS, replay_shards
+from pipelines.frames.decoded_log import from_blob, from_blobs, to_blob
 
 RETAINED = "_retained"  # the envelope's name for the rows the next --incremental run keeps
 ENVELOPE_DDL = "table string, shard int, payload binary"
@@ -26,17 +27,11 @@ CHUNK_ROWS = 65_536  # rows per IPC blob: keeps every envelope value far below S
 
 def _blobs(table: pa.Table) -> Iterator[bytes]:
     for start in range(0, max(table.num_rows, 1), CHUNK_ROWS):
-        sink = pa.BufferOutputStream()
-        part = table.slice(start, CHUNK_ROWS)
-        with pa.ipc.new_stream(sink, part.schema) as w:
-            w.write_table(part)
-        yield sink.getvalue().to_pybytes()
+        yield to_blob(table.slice(start, CHUNK_ROWS))
 
 
 def _shard_task(options: ReplayOptions, expiry: ExpiryOptions | None, names: dict[str, str], retain: bool):
     """The executor function: one offsets partition's blobs in, its envelope rows out."""
-    from pipelines.frames.decoded_log import from_blobs
-
     def run(blobs: pa.Table) -> pa.Table:
         shard = blobs.column(PART)[0].as_py() if blobs.num_rows else -1
         rows = from_blobs(blobs.column("payload").to_pylist())
@@ -62,18 +57,14 @@ def _shard_task(options: ReplayOptions, expiry: ExpiryOptions | None, names: dic
 def _unpack(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     for batch in batches:
         for blob in batch.column("payload").to_pylist():
-            with pa.ipc.open_stream(blob) as reader:
-                yield from reader
+            yield from from_blob(blob).to_batches()
 
 
 LOG_SIZED = ("offset_commits", RETAINED)
 
 
 def _read_blobs(blobs) -> pa.Table | None:
-    tables = []
-    for blob in blobs:
-        with pa.ipc.open_stream(blob) as reader:
-            tables.append(reader.read_all())
+    tables = [from_blob(b) for b in blobs]
     return pa.concat_tables(tables) if tables else None
 
 
