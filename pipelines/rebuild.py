@@ -413,7 +413,7 @@ def replay(run: Run) -> None:
         run.replayed = inc.replayable(run.spark, run.decoded)
         run.tables, run.retained, run.release = replay_on_spark(
             run.spark, run.replayed, options, expiry, topic_names_on_spark(run.replayed), retain,
-            run.progress.emit)
+            run.progress.emit, input_bytes=inc.decode_plan.bytes_by_partition())
         run.markers = markers_from_decoded(run.replayed.frame(MARKER_INPUT, kinds=("control",)),
                                            until_offset=req.until_offset, until_time_ms=until_time_ms)
 

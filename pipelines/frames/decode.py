@@ -56,6 +56,15 @@ class DecodePlan:
     def in_process(self) -> bool:
         return self.total_bytes <= self.in_process_max_bytes
 
+    def bytes_by_partition(self) -> dict[int, int]:
+        """The segment bytes this plan reads per offsets partition (tabular dumps: not known per partition)."""
+        out: dict[int, int] = {}
+        for item in self.items:
+            if item["kind"] == "segment":
+                p = item["offsets_partition"]
+                out[p] = out.get(p, 0) + max(0, (item["size"] or 0) - (item.get("start_position") or 0))
+        return out
+
 
 class NoOffsetsDataError(FileNotFoundError):
     """The inputs hold no `__consumer_offsets` segment and no tabular dump at all (the CLI: exit 2)."""

@@ -177,6 +177,12 @@ class DecodedLog:
         return self.spark.createDataFrame(table, schema=StructType([StructField(PART, IntegerType()),
                                                                    StructField("payload", BinaryType())]))
 
+    def partitions(self) -> int:
+        """How many offsets partitions (shards) the log holds rows of (rows without one count as one more)."""
+        if self.table is not None:
+            return len(pc.unique(self.table.column(PART)))
+        return self.blobs.select(PART).distinct().count()
+
     def union(self, other: "DecodedLog") -> "DecodedLog":
         if self.table is not None and other.table is not None:
             return DecodedLog(self.spark, table=pa.concat_tables([self.table, other.table]))

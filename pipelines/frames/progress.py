@@ -1,6 +1,7 @@
-"""Progress lines while a Spark job runs: tasks done of total, records and MB handed through, every few seconds.
+"""Progress lines while a Spark job runs: tasks (or shards) done of total, records and MB handed through, every few
+seconds.
 
-The job's tasks report what they processed through two accumulators (records, bytes); a daemon thread on the
+The job's tasks report what they processed through accumulators (records, bytes, shards); a daemon thread on the
 driver reads them and Spark's status tracker and emits one line per interval. Nothing is printed for a job that
 ends before the first interval.
 """
@@ -20,20 +21,25 @@ class TaskCounters:
     def __init__(self, spark):
         self.records = spark.sparkContext.accumulator(0)
         self.bytes = spark.sparkContext.accumulator(0)
+        self.shards = spark.sparkContext.accumulator(0)
 
-    def add(self, records: int, nbytes: int) -> None:
+    def add(self, records: int, nbytes: int, shards: int = 0) -> None:
         self.records.add(records)
         self.bytes.add(nbytes)
+        if shards:
+            self.shards.add(shards)
 
 
 @contextlib.contextmanager
 def reporting(spark, emit: Callable[[str], None] | None, what: str, counters: TaskCounters | None = None,
-              interval: float = INTERVAL_SECONDS):
+              interval: float | None = None, shards: int | None = None):
     """While the block runs, emit `what: 12/50 tasks done, 1,204,000 records, 80.2 MB at 35.10 MB/s` every `interval`
-    seconds (records and MB as the finished tasks reported them)."""
+    seconds (records and MB as the finished tasks reported them); with `shards` (how many the job loads), the
+    shards done of that total instead of the tasks."""
     if emit is None:
         yield
         return
+    interval = INTERVAL_SECONDS if interval is None else interval
     tracker = spark.sparkContext.statusTracker()
     stop = threading.Event()
     start = time.monotonic()
@@ -47,16 +53,22 @@ def reporting(spark, emit: Callable[[str], None] | None, what: str, counters: Ta
                 total += info.numTasks
         return done, total
 
+    def line() -> str:
+        if shards is not None and counters is not None:
+            out = f"          {what}: {counters.shards.value}/{shards} shards done"
+        else:
+            done, total = tasks()
+            out = f"          {what}: {done}/{total} tasks done" if total else f"          {what}: running"
+        if counters is not None:
+            secs = max(time.monotonic() - start, 1e-6)
+            out += (f", {counters.records.value:,} records, "
+                    f"{counters.bytes.value / 1e6:,.1f} MB at {counters.bytes.value / 1e6 / secs:,.2f} MB/s")
+        return out
+
     def loop() -> None:
         while not stop.wait(interval):
             try:
-                done, total = tasks()
-                line = f"          {what}: {done}/{total} tasks done" if total else f"          {what}: running"
-                if counters is not None:
-                    secs = max(time.monotonic() - start, 1e-6)
-                    line += (f", {counters.records.value:,} records, "
-                             f"{counters.bytes.value / 1e6:,.1f} MB at {counters.bytes.value / 1e6 / secs:,.2f} MB/s")
-                emit(line)
+                emit(line())
             except Exception:  # noqa: BLE001 - a progress line is never worth failing the run
                 return
 
@@ -67,3 +79,5 @@ def reporting(spark, emit: Callable[[str], None] | None, what: str, counters: Ta
     finally:
         stop.set()
         thread.join(timeout=1)
+    if shards is not None and counters is not None:  # the shards' totals, once they are all in
+        emit(line())

@@ -21,6 +21,7 @@ from pipelines.coordinator.shard import PART, SHARD_TABLES, UNREAD_COLUMNS, repl
 from pipelines.frames.decoded_log import from_blob, from_blobs, to_blob
 
 RETAINED = "_retained"  # the envelope's name for the rows the next --incremental run keeps
+PROGRESS = "_progress"  # one row per shard: its records and input bytes, counted for the progress lines, dropped
 ENVELOPE_DDL = "table string, shard int, payload binary"
 CHUNK_ROWS = 65_536  # rows per IPC blob: keeps every envelope value far below Spark's 2 GB per-value limit
 
@@ -30,18 +31,20 @@ def _blobs(table: pa.Table) -> Iterator[bytes]:
         yield to_blob(table.slice(start, CHUNK_ROWS))
 
 
-def _shard_task(options: ReplayOptions, expiry: ExpiryOptions | None, names: dict[str, str], retain: bool):
+def _shard_task(options: ReplayOptions, expiry: ExpiryOptions | None, names: dict[str, str], retain: bool,
+                input_bytes: dict[int, int]):
     """The executor function: one offsets partition's blobs in, its envelope rows out."""
     def run(blobs: pa.Table) -> pa.Table:
         shard = blobs.column(PART)[0].as_py() if blobs.num_rows else -1
         rows = from_blobs(blobs.column("payload").to_pylist())
+        progress = f"{rows.num_rows},{input_bytes.get(shard, 0)}".encode()
         del blobs
         rows = rows.drop_columns([c for c in UNREAD_COLUMNS if c in rows.column_names])
         result = replay_shards(rows, options, expiry, names, retain)
         tables = dict(result.tables)
         if result.retained is not None:
             tables[RETAINED] = result.retained
-        names_out, shards, payloads = [], [], []
+        names_out, shards, payloads = [PROGRESS], [shard], [progress]
         for t, table in tables.items():
             if table.num_rows == 0:
                 continue
@@ -52,6 +55,22 @@ def _shard_task(options: ReplayOptions, expiry: ExpiryOptions | None, names: dic
         return pa.table({"table": pa.array(names_out, pa.string()), "shard": pa.array(shards, pa.int32()),
                          "payload": pa.array(payloads, pa.binary())})
     return run
+
+
+def _counted(counters):
+    """A pass over the envelope as the shards emit it: each shard's progress row counted, then dropped (an
+    accumulator cannot be updated from inside the grouped task itself on Spark 4.1: its worker crashes)."""
+    def count(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        import pyarrow.compute as pc
+
+        for batch in batches:
+            is_progress = pc.equal(batch.column("table"), PROGRESS)
+            if counters is not None:
+                for blob in batch.filter(is_progress).column("payload").to_pylist():
+                    records, nbytes = map(int, blob.decode().split(","))
+                    counters.add(records, nbytes, shards=1)
+            yield batch.filter(pc.invert(is_progress))
+    return count
 
 
 def _unpack(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -69,9 +88,10 @@ def _read_blobs(blobs) -> pa.Table | None:
 
 
 def replay_on_spark(spark, log, options: ReplayOptions, expiry: ExpiryOptions | None,
-                    names: dict[str, str], retain: bool, emit=None):
+                    names: dict[str, str], retain: bool, emit=None, input_bytes: dict[int, int] | None = None):
     """The engine over `log` (a `frames.decoded_log.DecodedLog`: the rows of every partition), one task per
-    offsets partition.
+    offsets partition. `emit` receives progress lines (shards done, records, and MB of `input_bytes`: the input
+    bytes of each offsets partition, where known).
 
     Returns (tables, retained, release): `tables` holds every `SHARD_TABLES` table, the state tables as Arrow
     (collected) and `offset_commits` as a DataFrame; `retained` the rows the next run keeps (a DataFrame of decoded
@@ -81,15 +101,16 @@ def replay_on_spark(spark, log, options: ReplayOptions, expiry: ExpiryOptions | 
     from pyspark.sql.pandas.types import from_arrow_schema
 
     from pipelines.coordinator.shard import contract_table
-    from pipelines.frames.progress import reporting
+    from pipelines.frames.progress import TaskCounters, reporting
     from schemas.decoded import DECODED_RECORD_SCHEMA
     from schemas.tables import TABLES
 
-    envelope = (log.blob_frame().groupBy(PART).applyInArrow(_shard_task(options, expiry, names, retain), ENVELOPE_DDL)
-                .persist(StorageLevel.MEMORY_AND_DISK))
-    # the job that runs the shards (an accumulator updated inside applyInArrow crashes its Python worker on
-    # Spark 4.1, so the lines count tasks only)
-    with reporting(spark, emit, "replay", None):
+    counters = TaskCounters(spark) if emit is not None else None
+    shards = log.partitions() if emit is not None else None
+    task = _shard_task(options, expiry, names, retain, input_bytes or {})
+    envelope = (log.blob_frame().groupBy(PART).applyInArrow(task, ENVELOPE_DDL)
+                .mapInArrow(_counted(counters), ENVELOPE_DDL).persist(StorageLevel.MEMORY_AND_DISK))
+    with reporting(spark, emit, "replay", counters, shards=shards):  # the job that runs the shards
         state = envelope.where(~F.col("table").isin(*LOG_SIZED)).select("table", "payload").toArrow()
     blobs: dict[str, list[bytes]] = {}
     for t, blob in zip(state.column("table").to_pylist(), state.column("payload").to_pylist()):
