@@ -261,6 +261,7 @@ class Run:
     in_hand: dict = field(default_factory=dict)  # the state tables, Arrow, written as they are
     checked: dict = field(default_factory=dict)  # every table validation reads
     stats: dict = field(default_factory=dict)
+    read_counts: dict = field(default_factory=dict)  # frames.decode.reader_counts of what this run decoded
     accounting: object = None
     validation: object = None
 
@@ -460,8 +461,8 @@ def validate(run: Run) -> None:
     until_time_ms = run.prepared.until_time_ms
     # records_in: the reader's own count from batch headers (frames.decode.reader_counts), independent of the
     # decoded rows, so `accounting.records_accounted` fails when records go missing in decoding.
-    run.accounting = Accounting.from_decoded(run.decoded.frame(Accounting.DECODED_COLUMNS),
-                                             reader_counts(run.spark, run.inc.decode_plan),
+    run.read_counts = reader_counts(run.spark, run.inc.decode_plan)
+    run.accounting = Accounting.from_decoded(run.decoded.frame(Accounting.DECODED_COLUMNS), run.read_counts,
                                              until_offset=run.req.until_offset, until_time_ms=until_time_ms)
     run.validation = run_validation(run.spark, run.checked, as_of_ms=run.as_of_ms, num_partitions=run.num_partitions,
                                     settings=run.settings, markers=run.markers, accounting=run.accounting,
@@ -494,12 +495,15 @@ def checkpoint(run: Run) -> None:
     """What this run read, and the rows the next `--incremental` run keeps. A what-if run is never resumed from:
     no state for the chain to pick."""
     from pipelines import incremental
+    from pipelines.frames.decode import SEGMENTS
 
     if run.summary.kind != "scheduled":
         return
     run.progress.stage("checkpoint", f"state for --incremental -> {run.req.warehouse}/_state/{run.snapshot_id}")
-    incremental.save_checkpoint(run.spark, run.warehouse, run.snapshot_id, run.retained, run.input_plan, run.inc,
-                                conf=run.conf, req=run.req, max_timestamp=run.max_ts, max_partition=run.max_part)
+    scans = {s["path"]: s for c in run.read_counts.values() for s in c[SEGMENTS]}
+    incremental.save_checkpoint(run.warehouse, run.snapshot_id, run.retained, run.input_plan, run.inc,
+                                conf=run.conf, req=run.req, scans=scans, max_timestamp=run.max_ts,
+                                max_partition=run.max_part)
 
 
 def write(run: Run) -> None:

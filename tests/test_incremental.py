@@ -318,12 +318,11 @@ def test_clean_state_removes_state_of_deleted_snapshots(tmp_path):
 
 def test_readers_resume_at_a_batch_boundary(tmp_path):
     """`start_position`: the rows of the whole file from that entry on, positions absolute (both readers, and the
-    reader count); `scan_segment` says how far a file was read and what its last entry is."""
+    reader count); the count's `segments` say how far a file was read and what its last entry is."""
     from pipelines.decoding.batches import read_batches_from_file
     from pipelines.decoding.columnar import decode_segment_to_arrow
     from pipelines.decoding.segments import discover_segments
-    from pipelines.frames.decode import count_segment
-    from pipelines.incremental import scan_segment
+    from pipelines.frames.decode import SEGMENTS, count_segment
     from pipelines.sample import generate_sample
     from schemas.records import ReadProblem
 
@@ -343,6 +342,9 @@ def test_readers_resume_at_a_batch_boundary(tmp_path):
     assert resumed == [h for h in headers if h.position >= mid.position]
     n_tail = count_segment(str(seg.path), 0, start_position=mid.position)[0]["records_in"]
     assert n_tail == len([r for r in whole if r["batch_position"] >= mid.position])
+    def scan_segment(path: str, start_position: int = 0) -> dict:
+        return count_segment(path, 0, start_position=start_position)[0][SEGMENTS][0]
+
     scan = scan_segment(str(seg.path))
     assert scan["consumed"] == seg.size and scan["last_offset"] == headers[-1].last_offset
     assert scan["last_batch_position"] == headers[-1].position

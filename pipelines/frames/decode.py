@@ -257,8 +257,10 @@ def _work_frame(spark, plan: DecodePlan):
 # ================================================================================================================
 READ_COUNT_FIELDS = ("records_in", "bytes_unread", "bytes_zero_tail", "collapsed_duplicates")
 READ_COUNT_DDL = ("offsets_partition int, " + ", ".join(f"{f} long" for f in READ_COUNT_FIELDS)
-                  + ", unread_ranges string")
+                  + ", unread_ranges string, segments string")
 UNREAD_RANGES = "unread_ranges"  # per partition: [(source, from, to, kind)] of the bytes not read into records
+SEGMENTS = "segments"  # per partition: how far each segment file was framed (`segment_scan`), for the checkpoint
+HEAD_BYTES = 64 * 1024  # a file's first bytes the checkpoint hashes: a rewritten or other cluster's log differs
 
 
 def reader_counts(spark, plan: DecodePlan) -> dict[int | None, dict]:
@@ -279,6 +281,8 @@ def reader_counts(spark, plan: DecodePlan) -> dict[int | None, dict]:
       no data).
     * ``collapsed_duplicates`` — tabular rows identical to an earlier row at the same (partition, offset), which
       the dump reader drops silently: skipped with a reason.
+    * ``segments`` — per segment file, how far the walk framed it (`segment_scan`): what the checkpoint of an
+      `--incremental` chain records, from this same walk.
 
     Cost: framing reads each entry's 17-byte head and CRC-32C over its bytes (C, from the page cache the decode
     just filled); no record is decoded on the normal path.
@@ -292,13 +296,19 @@ def reader_counts(spark, plan: DecodePlan) -> dict[int | None, dict]:
 
     out: dict[int | None, dict] = {}
     for r in collect_items(spark, plan, count_items, READ_COUNT_DDL):
-        c = out.setdefault(r["offsets_partition"], {**dict.fromkeys(READ_COUNT_FIELDS, 0), UNREAD_RANGES: []})
+        c = out.setdefault(r["offsets_partition"], _counters())
         for f in READ_COUNT_FIELDS:
             c[f] += int(r[f] or 0)
         c[UNREAD_RANGES].extend(tuple(x) for x in json.loads(r[UNREAD_RANGES] or "[]"))
+        c[SEGMENTS].extend(json.loads(r[SEGMENTS] or "[]"))
     for c in out.values():
         c[UNREAD_RANGES].sort(key=lambda x: (x[0], x[1]))
+        c[SEGMENTS].sort(key=lambda x: x["path"])
     return out
+
+
+def _counters() -> dict:
+    return {**dict.fromkeys(READ_COUNT_FIELDS, 0), UNREAD_RANGES: [], SEGMENTS: []}
 
 
 def _count_items(batches: Iterator[pa.RecordBatch], policy: ReadPolicy = DEFAULT_POLICY
@@ -307,7 +317,7 @@ def _count_items(batches: Iterator[pa.RecordBatch], policy: ReadPolicy = DEFAULT
     import json
 
     schema = pa.schema([("offsets_partition", pa.int32())] + [(f, pa.int64()) for f in READ_COUNT_FIELDS]
-                       + [(UNREAD_RANGES, pa.string())])
+                       + [(UNREAD_RANGES, pa.string()), (SEGMENTS, pa.string())])
     for batch in batches:
         acc: dict[int | None, dict] = {}
         for item in batch.to_pylist():
@@ -323,14 +333,15 @@ def _count_items(batches: Iterator[pa.RecordBatch], policy: ReadPolicy = DEFAULT
             yield pa.RecordBatch.from_arrays(
                 [pa.array(parts, pa.int32())]
                 + [pa.array([acc[p][f] for p in parts], pa.int64()) for f in READ_COUNT_FIELDS]
-                + [pa.array([json.dumps(acc[p].get(UNREAD_RANGES, [])) for p in parts], pa.string())],
+                + [pa.array([json.dumps(acc[p].get(UNREAD_RANGES, [])) for p in parts], pa.string())]
+                + [pa.array([json.dumps(acc[p].get(SEGMENTS, [])) for p in parts], pa.string())],
                 schema=schema)
 
 
 def _bump(acc: dict, partition: int | None, **deltas: int) -> dict:
     c = acc.get(partition)
     if c is None:
-        c = acc[partition] = {**dict.fromkeys(READ_COUNT_FIELDS, 0), UNREAD_RANGES: []}
+        c = acc[partition] = _counters()
     for k, v in deltas.items():
         c[k] += v
     return c
@@ -350,7 +361,7 @@ def count_segment(path: str, partition: int, acc: dict | None = None, *, start_p
     """`reader_counts` for one segment file, added into ``acc`` (partition -> counters), which is returned.
 
     Framing mirrors `batches.read_batches_from_file` (`FileLogInputStream.nextBatch`): the same entries, the same
-    place where reading stops.
+    place where reading stops. The file's `segment_scan` is added to the partition's ``segments``.
     """
     import mmap
     import os
@@ -375,11 +386,16 @@ def count_segment(path: str, partition: int, acc: dict | None = None, *, start_p
         with open(path, "rb") as f:
             end = os.fstat(f.fileno()).st_size
             if end == 0 or start_position >= end:
+                f.seek(0)
+                _bump(acc, partition)[SEGMENTS].append(segment_scan(
+                    path, end, start_position, f.read(min(HEAD_BYTES, start_position)), None))
                 return acc
             mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
             try:
+                file_size = end
                 end = min(end, len(mm))
                 pos = start_position  # an incremental run's resume point (an entry boundary)
+                last = None  # (position, size, last offset) of the last entry framed
                 while True:
                     if end - pos <= HEADER_SIZE_UP_TO_MAGIC:
                         if end > pos:  # torn or zero tail: no records, the bytes unread
@@ -396,6 +412,7 @@ def count_segment(path: str, partition: int, acc: dict | None = None, *, start_p
                         _unread(acc, partition, path, pos, end, "torn_tail")
                         break
                     magic = mm[pos + 16]
+                    last = (pos, total, _off + i32(mm, pos + 23)[0] if magic == 2 and pos + 27 <= end else _off)
                     if magic == 2 and total >= RECORD_BATCH_OVERHEAD:
                         count = i32(mm, pos + 57)[0]
                         if count >= 0 and crc(mm[pos + 21:pos + total]) == u32(mm, pos + 17)[0]:
@@ -408,12 +425,32 @@ def count_segment(path: str, partition: int, acc: dict | None = None, *, start_p
                         continue
                     _count_suspicious(bytes(mm[pos:pos + total]), path, partition, pos, acc, policy)
                     pos += total
+                last_entry = None if last is None else (*last, mm[last[0]:last[0] + last[1]])
+                _bump(acc, partition)[SEGMENTS].append(
+                    segment_scan(path, file_size, pos, mm[0:min(HEAD_BYTES, pos)], last_entry))
             finally:
                 mm.close()
     except OSError:
         pass  # the decode side turns the same error into one `unreadable` row (no records)
     _bump(acc, partition, records_in=n_in)
     return acc
+
+
+def segment_scan(path: str, size: int, consumed: int, head: bytes, last) -> dict:
+    """How far a segment file was read: its size, the end of the last entry framed (`consumed`: a torn tail is
+    read again next time), the sha256 of its first ``min(HEAD_BYTES, consumed)`` bytes, and the last entry's
+    position, size, last offset (v2: base offset + lastOffsetDelta; magic 0/1: the entry's offset) and sha256
+    (`last`: (position, size, last offset, bytes), None when no entry was framed after the start position)."""
+    import hashlib
+
+    out = dict(path=path, size=size, consumed=consumed, head_bytes=len(head),
+               head_sha256=hashlib.sha256(head).hexdigest(), last_batch_position=None, last_batch_size=None,
+               last_batch_sha256=None, last_offset=None)
+    if last is not None:
+        pos, total, last_offset, data = last
+        out.update(last_batch_position=pos, last_batch_size=total, last_offset=last_offset,
+                   last_batch_sha256=hashlib.sha256(data).hexdigest())
+    return out
 
 
 def _legacy_crc_ok(mm, pos: int, total: int) -> bool:

@@ -50,7 +50,6 @@ from pipelines.incremental.checkpoint import (  # noqa: F401
     CHECKPOINT_FORMAT,
     clean_state,
     save_checkpoint,
-    scan_segment,
 )
 from pipelines.incremental.plan import IncrementalStart, check_extends, is_what_if, start  # noqa: F401
 from pipelines.io.checkpoint import state_dir  # noqa: F401
