@@ -79,7 +79,7 @@ def _unpack(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
             yield from from_blob(blob).to_batches()
 
 
-LOG_SIZED = ("offset_commits", RETAINED)
+LOG_SIZED = ("offset_commits",)
 
 
 def _read_blobs(blobs) -> pa.Table | None:
@@ -94,11 +94,11 @@ def replay_on_spark(spark, log, options: ReplayOptions, expiry: ExpiryOptions | 
     bytes of each offsets partition, where known).
 
     Returns (tables, retained, release): `tables` holds every `SHARD_TABLES` table, the state tables as Arrow
-    (collected) and `offset_commits` as a DataFrame; `retained` the rows the next run keeps (a DataFrame of decoded
-    rows, or None unless `retain`); `release` drops the kept envelope once those DataFrames are written."""
+    (collected) and `offset_commits` as a DataFrame; `retained` the rows the next run keeps (Arrow, collected with
+    the state tables: they are sized by the state too; None unless `retain`); `release` drops the kept envelope
+    once the history is written."""
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
-    from pyspark.sql.pandas.types import from_arrow_schema
 
     from pipelines.coordinator.shard import contract_table
     from pipelines.frames.progress import TaskCounters, reporting
@@ -124,8 +124,8 @@ def replay_on_spark(spark, log, options: ReplayOptions, expiry: ExpiryOptions | 
             tables[t] = got if got is not None else contract_table([], t)
     retained = None
     if retain:
-        retained = envelope.where(F.col("table") == F.lit(RETAINED)).select("payload").mapInArrow(
-            _unpack, from_arrow_schema(DECODED_RECORD_SCHEMA))
+        got = _read_blobs(blobs.get(RETAINED, ()))
+        retained = got if got is not None else DECODED_RECORD_SCHEMA.empty_table()
     return tables, retained, envelope.unpersist
 
 

@@ -59,16 +59,15 @@ class IncrementalStart:
 
     def replayable(self, spark, log):
         """The log the replay reads (a `frames.decoded_log.DecodedLog`): this run's decoded rows, plus the previous
-        state when incremental (error/unknown rows are dropped by the engine)."""
+        state when incremental (error/unknown rows are dropped by the engine). The state is read in the driver:
+        it is sized by the coordinator's state, and Spark never converts its columns."""
         if not self.is_incremental:
             return log
-        from pyspark.sql.pandas.types import from_arrow_schema
-
+        from pipelines.coordinator.shard import conform_decoded
         from pipelines.frames.decoded_log import DecodedLog
-        from schemas.decoded import DECODED_RECORD_SCHEMA
 
-        previous = spark.read.schema(from_arrow_schema(DECODED_RECORD_SCHEMA)).parquet(self.previous_state)
-        return log.union(DecodedLog.from_frame(spark, previous)).persist()
+        previous = DecodedLog(spark, table=conform_decoded(read_state_rows(self.previous_state)))
+        return log.union(previous).persist()
 
     # -- the in-process replay of a small run (coordinator.shard, without Spark) ---------------------------------
     def local_replay_rows(self, new_records: int, max_rows: int) -> int | None:

@@ -96,20 +96,17 @@ def state_dir(warehouse, snapshot_id: str) -> Path:
     return _warehouse_path(warehouse) / STATE_DIR / check_partition_value(snapshot_id)
 
 
-def write_state_rows(warehouse, snapshot_id: str, rows) -> Path:
-    """Write `rows` (a DataFrame or an Arrow table) as Parquet at `_state/<id>/decoded`: into a temporary directory first, then
-    renamed into place, so a reader never sees a half-written state."""
+def write_state_rows(warehouse, snapshot_id: str, rows: pa.Table) -> Path:
+    """Write `rows` (the engine's retained rows, `coordinator.shard`) as Parquet at `_state/<id>/decoded`: into a
+    temporary directory first, then renamed into place, so a reader never sees a half-written state."""
     import shutil
     import uuid
 
     target = state_dir(warehouse, snapshot_id)
     target.mkdir(parents=True, exist_ok=True)
     tmp = target / f".decoded-{uuid.uuid4().hex[:8]}.tmp"
-    if isinstance(rows, pa.Table):  # the in-process replay's retained rows (coordinator.shard)
-        tmp.mkdir()
-        pq.write_table(rows, tmp / "part-00000.snappy.parquet", compression="snappy")
-    else:
-        rows.write.mode("overwrite").parquet(str(tmp))
+    tmp.mkdir()
+    pq.write_table(rows, tmp / "part-00000.snappy.parquet", compression="snappy")
     final = target / "decoded"
     if final.exists():
         shutil.rmtree(final)
