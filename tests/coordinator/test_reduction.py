@@ -104,3 +104,15 @@ def test_reduction_on_real_logs(shared_dir):
             for semantics in ("legacy", "modern"):
                 dropped += check_equivalent(part_rows, semantics)
     assert dropped > 0
+
+
+@pytest.mark.parametrize("semantics", ["legacy", "modern"])
+def test_reduction_keeps_a_plain_tombstone_before_a_transactional_one(semantics):
+    """legacy: a transactional tombstone only leaves its own transaction, so the plain tombstone before it is what
+    removes the committed offset (the last plain record, not the last tombstone)."""
+    log = Log(partition=0)
+    log.commit("g", "t", 0, 1)
+    log.offset_tombstone("g", "t", 0)
+    log.offset_tombstone("g", "t", 0, pid=5, epoch=0)
+    log.marker(5, "COMMIT")
+    check_equivalent(log.rows, semantics)
