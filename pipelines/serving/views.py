@@ -9,7 +9,7 @@ import binascii
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pipelines.io.snapshots import GroupNotFound, SnapshotReader, iso, jsonable
+from pipelines.io.snapshots import GroupNotFound, SnapshotReader, jsonable
 from pipelines.serving.index import (GROUP_STATES, GROUP_TYPES, OFFSET_FIELDS, SnapshotIndex, assignment_strategy,
                                      consumer_lag, json_rows)
 
