@@ -49,6 +49,10 @@ def _log4j2_file(level: str) -> str:
     return path
 
 
+S3_ENV = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_REGION", "AWS_DEFAULT_REGION",
+          "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3")
+
+
 def spark_builder(settings: Settings, app_name: str | None = None):
     """A SparkSession builder carrying every `spark:` setting of `settings`."""
     from pyspark.sql import SparkSession  # imported here: importing pipelines never starts a JVM
@@ -69,6 +73,11 @@ def spark_builder(settings: Settings, app_name: str | None = None):
         if "log4j2.configurationFile" not in opts and "log4j.configurationFile" not in opts:
             conf["spark.driver.extraJavaOptions"] = (
                 f"{opts} -Dlog4j2.configurationFile=file:{_log4j2_file(spark_log_level(settings))}").strip()
+    # The tasks read and write s3:// themselves (pipelines/io/storage.py): executors get the driver's S3 settings.
+    # Spark redacts keys matching secret/token/access key in its UI and logs.
+    for k in S3_ENV:
+        if os.environ.get(k) and f"spark.executorEnv.{k}" not in conf:
+            conf[f"spark.executorEnv.{k}"] = os.environ[k]
     for k, v in conf.items():
         builder = builder.config(k, v)
     if app_name:

@@ -51,3 +51,57 @@ def spark(settings):
     session = get_spark(settings, app_name="offsetlake-tests")
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def s3_server():
+    """A local S3-compatible server (moto's server mode) on 127.0.0.1: its endpoint URL."""
+    import socket
+    import subprocess
+    import time
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                proc.kill()
+                raise RuntimeError("moto server did not start")
+            time.sleep(0.1)
+    yield f"http://127.0.0.1:{port}"
+    proc.terminate()
+    proc.wait(timeout=10)
+
+
+S3_ENV_KEYS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_REGION", "AWS_DEFAULT_REGION",
+               "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_PROFILE")
+
+
+@pytest.fixture
+def s3_bucket(s3_server, monkeypatch, request):
+    """A fresh bucket on the local S3 server, with the AWS environment variables pointing at it: `s3://<name>`.
+    Subprocesses started by the test inherit the variables."""
+    import re
+    import uuid
+
+    import pyarrow.fs as pafs
+
+    for k in S3_ENV_KEYS:
+        monkeypatch.delenv(k, raising=False)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "offsetlake-test")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "offsetlake-test-secret")
+    monkeypatch.setenv("AWS_REGION", "us-east-1")
+    monkeypatch.setenv("AWS_ENDPOINT_URL", s3_server)
+    name = (re.sub(r"[^a-z0-9-]", "-", request.node.name.lower())[:40].strip("-") + "-" + uuid.uuid4().hex[:8])
+    fs = pafs.S3FileSystem(access_key="offsetlake-test", secret_key="offsetlake-test-secret", region="us-east-1",
+                           endpoint_override=s3_server.split("://", 1)[1], scheme="http",
+                           allow_bucket_creation=True)
+    fs.create_dir(name)
+    return f"s3://{name}"

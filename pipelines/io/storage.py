@@ -1,0 +1,355 @@
+"""Where a run reads its dump and keeps its warehouse: a local path or an object-store URI (`s3://bucket/key`).
+
+Every reader and writer goes through the filesystems the stack already has, configured once here from the usual
+AWS environment variables (nothing is hard-coded):
+- pyarrow's `S3FileSystem` for files (listing the dump, reading segments in the tasks, writing Parquet);
+- delta-rs `storage_options` for the Delta log;
+- DuckDB's httpfs secret where DuckDB reads the warehouse's Parquet files;
+- obstore only for the writer lock, the one place that needs a conditional write (`If-None-Match`), which
+  pyarrow's filesystem cannot express.
+
+`AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_SESSION_TOKEN`: credentials (else the SDK's default chain:
+profile, instance role). `AWS_REGION` (or `AWS_DEFAULT_REGION`). `AWS_ENDPOINT_URL_S3` (or `AWS_ENDPOINT_URL`):
+an S3-compatible service (MinIO, Ceph, moto); `http://` endpoints are allowed, path-style addressing is used.
+Spark itself never opens an `s3://` path (it has no hadoop-aws here): the tasks do, with pyarrow, so executors
+need the same environment variables (`spark.executorEnv.*` on a cluster).
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import posixpath
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+from urllib.parse import urlparse
+
+import pyarrow.fs as pafs
+
+REMOTE_SCHEMES = ("s3",)
+# Hadoop's names for the same buckets: accepted so a URI copied from a Spark job works as written.
+_SCHEME_ALIASES = {"s3a": "s3", "s3n": "s3"}
+
+
+class StorageError(RuntimeError):
+    """An object-store location cannot be used (bad URI, unreachable endpoint, denied, missing): the message names
+    the URI and the cause in one line; the CLI exits 2 on it."""
+
+
+def is_remote(uri: str | os.PathLike) -> bool:
+    """True for a URI with a scheme this module reads (`s3://`); a local path otherwise."""
+    if not isinstance(uri, str):
+        return False
+    scheme = uri.split("://", 1)[0].lower() if "://" in uri else ""
+    return _SCHEME_ALIASES.get(scheme, scheme) in REMOTE_SCHEMES
+
+
+def _env(*names: str) -> str | None:
+    for n in names:
+        v = os.environ.get(n)
+        if v:
+            return v
+    return None
+
+
+@dataclass(frozen=True)
+class S3Settings:
+    """The S3 client settings the environment gives, shared by pyarrow, delta-rs and DuckDB."""
+
+    endpoint: str | None  # scheme://host[:port], or None for AWS itself
+    region: str | None
+    access_key: str | None
+    secret_key: str | None
+    session_token: str | None
+
+    @classmethod
+    def from_env(cls) -> "S3Settings":
+        endpoint = _env("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL")
+        if endpoint is not None and "://" not in endpoint:
+            endpoint = "https://" + endpoint
+        return cls(endpoint=endpoint.rstrip("/") if endpoint else None,
+                   region=_env("AWS_REGION", "AWS_DEFAULT_REGION"),
+                   access_key=_env("AWS_ACCESS_KEY_ID"), secret_key=_env("AWS_SECRET_ACCESS_KEY"),
+                   session_token=_env("AWS_SESSION_TOKEN"))
+
+    @property
+    def endpoint_scheme(self) -> str:
+        return urlparse(self.endpoint).scheme if self.endpoint else "https"
+
+    @property
+    def endpoint_host(self) -> str | None:
+        return urlparse(self.endpoint).netloc if self.endpoint else None
+
+
+@functools.lru_cache(maxsize=8)
+def _s3_filesystem(settings: S3Settings) -> pafs.S3FileSystem:
+    kwargs: dict = {}
+    if settings.access_key and settings.secret_key:
+        kwargs.update(access_key=settings.access_key, secret_key=settings.secret_key,
+                      session_token=settings.session_token)
+    if settings.region:
+        kwargs["region"] = settings.region
+    if settings.endpoint:
+        kwargs.update(endpoint_override=settings.endpoint_host, scheme=settings.endpoint_scheme)
+    # Retries the SDK's way: a transient 5xx or a dropped connection is retried, not a run's failure.
+    kwargs["retry_strategy"] = pafs.AwsStandardS3RetryStrategy(max_attempts=5)
+    return pafs.S3FileSystem(**kwargs)
+
+
+def s3_filesystem() -> pafs.S3FileSystem:
+    return _s3_filesystem(S3Settings.from_env())
+
+
+def storage_options(uri: str | os.PathLike) -> dict[str, str] | None:
+    """delta-rs `storage_options` for `uri` (None for a local path)."""
+    if not is_remote(uri):
+        return None
+    s = S3Settings.from_env()
+    opts: dict[str, str] = {}
+    if s.endpoint:
+        opts["AWS_ENDPOINT_URL"] = s.endpoint
+        if s.endpoint_scheme == "http":
+            opts["AWS_ALLOW_HTTP"] = "true"
+    if s.region:
+        opts["AWS_REGION"] = s.region
+    if s.access_key and s.secret_key:
+        opts["AWS_ACCESS_KEY_ID"], opts["AWS_SECRET_ACCESS_KEY"] = s.access_key, s.secret_key
+        if s.session_token:
+            opts["AWS_SESSION_TOKEN"] = s.session_token
+    return opts
+
+
+def duckdb_s3_secret_sql() -> str:
+    """The `CREATE SECRET` that lets DuckDB's httpfs read `s3://` with the environment's settings."""
+    s = S3Settings.from_env()
+
+    def lit(v: str) -> str:
+        return "'" + v.replace("'", "''") + "'"
+
+    parts = ["TYPE s3"]
+    if s.access_key and s.secret_key:
+        parts += [f"KEY_ID {lit(s.access_key)}", f"SECRET {lit(s.secret_key)}"]
+        if s.session_token:
+            parts.append(f"SESSION_TOKEN {lit(s.session_token)}")
+    else:
+        parts.append("PROVIDER credential_chain")
+    if s.region:
+        parts.append(f"REGION {lit(s.region)}")
+    if s.endpoint:
+        parts += [f"ENDPOINT {lit(s.endpoint_host)}", "URL_STYLE 'path'",
+                  f"USE_SSL {'true' if s.endpoint_scheme == 'https' else 'false'}"]
+    return f"CREATE OR REPLACE SECRET offsetlake_s3 ({', '.join(parts)})"
+
+
+def duckdb_extension(name: str) -> str | None:
+    """The path of a DuckDB extension shipped as a PyPI package (`duckdb-extension-<name>`), None without it."""
+    import glob
+    import importlib
+
+    try:
+        mod = importlib.import_module(f"duckdb_extension_{name}")
+    except ImportError:
+        return None
+    base = os.path.dirname(mod.__file__)
+    found = sorted(glob.glob(os.path.join(base, "extensions", "**", f"{name}.duckdb_extension"), recursive=True))
+    return found[-1] if found else None
+
+
+def enable_duckdb_s3(con) -> None:
+    """Load httpfs into a DuckDB connection and give it the environment's S3 settings."""
+    ext = duckdb_extension("httpfs")
+    if ext is None:
+        raise StorageError("reading s3:// with DuckDB needs the duckdb-extension-httpfs package")
+    con.execute(f"LOAD '{ext}'")
+    con.execute(duckdb_s3_secret_sql())
+
+
+@dataclass(frozen=True)
+class Location:
+    """A file or directory, local or on an object store: `uri` as the user gave it (local paths made absolute),
+    `fs` and `path` as pyarrow addresses it."""
+
+    uri: str
+
+    @property
+    def remote(self) -> bool:
+        return is_remote(self.uri)
+
+    @property
+    def fs(self) -> pafs.FileSystem:
+        return s3_filesystem() if self.remote else pafs.LocalFileSystem()
+
+    @property
+    def path(self) -> str:
+        """The path inside `fs` (`bucket/key` on S3)."""
+        if self.remote:
+            return self.uri.split("://", 1)[1].strip("/")
+        return self.uri
+
+    @property
+    def local(self) -> Path | None:
+        return None if self.remote else Path(self.uri)
+
+    @property
+    def name(self) -> str:
+        return posixpath.basename(self.path.rstrip("/"))
+
+    @property
+    def parent(self) -> "Location":
+        if self.remote:
+            scheme, rest = self.uri.split("://", 1)
+            return Location(f"{scheme}://{posixpath.dirname(rest.rstrip('/'))}")
+        return Location(str(Path(self.uri).parent))
+
+    def join(self, *parts: str) -> "Location":
+        if self.remote:
+            return Location("/".join([self.uri.rstrip("/"), *[p.strip("/") for p in parts]]))
+        return Location(str(Path(self.uri).joinpath(*parts)))
+
+    def __truediv__(self, part: str) -> "Location":
+        return self.join(part)
+
+    def __str__(self) -> str:
+        return self.uri
+
+    def __fspath__(self) -> str:
+        if self.remote:
+            raise TypeError(f"{self.uri} is not a local path")
+        return self.uri
+
+    # -------------------------------------------------------------- queries
+    def info(self) -> pafs.FileInfo:
+        with errors(self):
+            return self.fs.get_file_info(self.path)
+
+    def exists(self) -> bool:
+        return self.info().type != pafs.FileType.NotFound
+
+    def is_dir(self) -> bool:
+        """A directory; on an object store, a prefix with at least one object under it."""
+        t = self.info().type
+        return t == pafs.FileType.Directory
+
+    def is_file(self) -> bool:
+        return self.info().type == pafs.FileType.File
+
+    def size(self) -> int:
+        return int(self.info().size)
+
+    def listdir(self, recursive: bool = False) -> list[pafs.FileInfo]:
+        """The entries under this directory (empty when it does not exist), sorted by path."""
+        with errors(self):
+            infos = self.fs.get_file_info(pafs.FileSelector(self.path, allow_not_found=True, recursive=recursive))
+        return sorted(infos, key=lambda i: i.path)
+
+    def child_of(self, info: pafs.FileInfo) -> "Location":
+        """The Location of an entry `listdir` returned."""
+        rel = posixpath.relpath(info.path, self.path) if self.remote else os.path.relpath(info.path, self.path)
+        return self.join(rel)
+
+    # -------------------------------------------------------------- reads and writes
+    def read_bytes(self) -> bytes:
+        with errors(self), self.fs.open_input_stream(self.path) as f:
+            return f.read()
+
+    def read_text(self) -> str:
+        return self.read_bytes().decode("utf-8")
+
+    def write_bytes(self, data: bytes) -> None:
+        """Write the whole object. On an object store a PUT replaces the object at once; locally the file is
+        written beside and renamed over, so a reader never sees half of it."""
+        with errors(self):
+            if self.remote:
+                with self.fs.open_output_stream(self.path) as f:
+                    f.write(data)
+                return
+            path = Path(self.uri)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+            with open(tmp, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+
+    def write_text(self, text: str) -> None:
+        self.write_bytes(text.encode("utf-8"))
+
+    def makedirs(self) -> None:
+        """Create the directory (a no-op on an object store, where prefixes need no creation)."""
+        if not self.remote:
+            with errors(self):
+                Path(self.uri).mkdir(parents=True, exist_ok=True)
+
+    def delete_file(self, missing_ok: bool = True) -> None:
+        with errors(self):
+            try:
+                self.fs.delete_file(self.path)
+            except FileNotFoundError:
+                if not missing_ok:
+                    raise
+
+    def delete_dir(self) -> None:
+        """Delete the directory and everything under it; nothing when it does not exist."""
+        with contextlib.suppress(FileNotFoundError), errors(self):
+            self.fs.delete_dir(self.path)
+
+    @contextlib.contextmanager
+    def as_local_file(self, tmp_dir: str | None = None) -> Iterator[str]:
+        """A local path holding this file's bytes: the file itself when local, else a download into `tmp_dir`
+        (deleted on exit). The decoders map segments into memory, which needs a local file."""
+        if not self.remote:
+            yield self.uri
+            return
+        fd, tmp = tempfile.mkstemp(prefix="offsetlake-", suffix="-" + self.name, dir=tmp_dir)
+        try:
+            with errors(self), os.fdopen(fd, "wb") as out, self.fs.open_input_stream(self.path) as src:
+                while True:
+                    chunk = src.read(8 << 20)
+                    if not chunk:
+                        break
+                    out.write(chunk)
+            yield tmp
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+
+
+def location(where: "str | os.PathLike | Location") -> Location:
+    """A Location for a user's path or URI: local paths expanded and made absolute, `s3a://` read as `s3://`."""
+    if isinstance(where, Location):
+        return where
+    s = os.fspath(where)
+    if "://" in s:
+        scheme, rest = s.split("://", 1)
+        scheme = _SCHEME_ALIASES.get(scheme.lower(), scheme.lower())
+        if scheme not in REMOTE_SCHEMES:
+            if scheme == "file":
+                return Location(str(Path(rest).expanduser().absolute()))
+            raise StorageError(f"{s}: unsupported scheme {scheme}:// (use a local path or s3://bucket/prefix)")
+        if not rest.split("/", 1)[0]:
+            raise StorageError(f"{s}: no bucket in the URI (use s3://bucket/prefix)")
+        return Location(f"{scheme}://{rest.rstrip('/')}")
+    return Location(str(Path(s).expanduser().absolute()))
+
+
+def error_text(exc: BaseException) -> str:
+    """The cause of a storage failure on one line (the SDK's messages span several)."""
+    text = " ".join(str(exc).split())
+    return text[:300] + ("…" if len(text) > 300 else "")
+
+
+@contextlib.contextmanager
+def errors(where: "Location | str") -> Iterator[None]:
+    """Turn an object store's failure into a StorageError naming the URI and the cause; local OSErrors pass
+    through unchanged (their callers already word them)."""
+    try:
+        yield
+    except (FileNotFoundError, StorageError):
+        raise
+    except OSError as exc:
+        if not is_remote(str(where)):
+            raise
+        raise StorageError(f"{where}: {error_text(exc)}") from exc
