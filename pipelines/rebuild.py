@@ -7,7 +7,6 @@ import json
 import time
 import uuid
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Callable
 
 from pipelines.config import Settings
@@ -510,7 +509,7 @@ def write(run: Run) -> None:
     """The validation report, then every table and the `runs` row committed as one snapshot; old snapshots
     beyond `warehouse.keep_snapshots` retired."""
     from pipelines import incremental
-    from pipelines.validation.report import write_report
+    from pipelines.validation.report import render_report
 
     s, req, progress = run.summary, run.req, run.progress
     progress.stage("write", f"snapshot {run.snapshot_id} -> {req.warehouse}")
@@ -518,10 +517,9 @@ def write(run: Run) -> None:
                    retention_minutes=run.conf.retention_minutes, semantics=run.conf.semantics, inputs=s.inputs,
                    records_in=s.records_in, records_out=s.records_out, records_quarantined=s.records_quarantined,
                    record_type_counts=run.facts.counts, validation=s.validation, kind=s.kind)
-    report_dir = Path(req.warehouse) / "_reports"
-    report_dir.mkdir(parents=True, exist_ok=True)
-    write_report(run.validation, report_dir / f"{run.snapshot_id}.html")
-    (report_dir / f"{run.snapshot_id}.json").write_text(run.validation.to_json())
+    reports = run.warehouse.root / "_reports"
+    (reports / f"{run.snapshot_id}.html").write_text(render_report(run.validation))
+    (reports / f"{run.snapshot_id}.json").write_text(run.validation.to_json())
     # The summary stored in `runs` is written with the snapshot, so it holds the stages before the write;
     # the printed summary adds the write's own time once it is done.
     s.stage_seconds = dict(progress.stage_seconds)
@@ -554,6 +552,7 @@ def _record_failure(run: Run, e: BaseException) -> None:
     """A run that failed after it started: recorded in `runs` where the storage still allows it; a storage
     refusal or a refused write becomes one line for the user (UsageError / RunFailed)."""
     from pipelines.io.delta import DeltaWriteError
+    from pipelines.io.storage import StorageError
     from pipelines.io.warehouse import WarehouseError
 
     sid, req, conf = run.snapshot_id, run.req, run.conf
@@ -577,7 +576,7 @@ def _record_failure(run: Run, e: BaseException) -> None:
     if storage == "disk full" or type(e).__name__ == "PanicException":
         raise RunFailed(f"run {sid} failed in stage {stage}: {storage or 'delta-rs panic'}: "
                         f"{_first_line(e)}; recorded as failed") from None
-    if isinstance(e, (WarehouseError, DeltaWriteError)):  # the write refused what it was given: said in full
+    if isinstance(e, (WarehouseError, DeltaWriteError, StorageError)):  # refused, or the store failed: said in full
         raise RunFailed(f"run {sid} failed in stage {stage}: {e}; recorded as failed") from None
 
 

@@ -66,7 +66,7 @@ def test_a_paused_write_keeps_its_files_from_a_second_writer(spark, settings, tm
     real = delta.collect_add_actions
     paused: dict = {}
 
-    def pause(table_path, rel_dir, struct, partition_values=None):
+    def pause(table_path, rel_dir, *args):
         if Path(table_path).name == "loaded_offsets" and not paused:
             paused["files"] = sorted((Path(table_path) / rel_dir).glob("*.parquet"))
             with pytest.raises(UsageError, match="is being written by another run: .* snapshot s1 "):
@@ -74,7 +74,7 @@ def test_a_paused_write_keeps_its_files_from_a_second_writer(spark, settings, tm
             with pytest.raises(WarehouseError, match="not deleting or vacuuming while another run writes it"):
                 Warehouse(wh).retain(keep=1)
             paused["survived"] = all(f.exists() for f in paused["files"])
-        return real(table_path, rel_dir, struct, partition_values)
+        return real(table_path, rel_dir, *args)
 
     monkeypatch.setattr(delta, "collect_add_actions", pause)
     summary = run_rebuild(spark, settings, RebuildRequest(inputs=(str(src),), warehouse=str(wh), snapshot_id="s1"))
@@ -98,11 +98,11 @@ def test_files_lost_before_the_commit_fail_the_run_loudly(spark, settings, tmp_p
     before = lookup(wh, g)
     real = delta.collect_add_actions
 
-    def lose(table_path, rel_dir, struct, partition_values=None):
+    def lose(table_path, rel_dir, *args):
         if Path(table_path).name == "loaded_offsets":
             dt = delta.open_table(table_path)
             delta.vacuum(dt, 0)  # zero retention, full: deletes every file no commit references
-        return real(table_path, rel_dir, struct, partition_values)
+        return real(table_path, rel_dir, *args)
 
     monkeypatch.setattr(delta, "collect_add_actions", lose)
     with pytest.raises(RunFailed, match="loaded_offsets has 0 staged rows, the run counted 5"):

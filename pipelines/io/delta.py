@@ -1,13 +1,16 @@
-"""Delta tables without the delta-spark jars: Spark writes Parquet files, delta-rs commits them.
+"""Delta tables without the delta-spark jars: pyarrow writes Parquet files, delta-rs commits them.
 
-Spark cannot reach Maven Central here, so it never touches the Delta log. A write is two steps:
-1. Spark writes the rows as plain Parquet files (microsecond UTC timestamps, standard 3-level lists) into
-   a fresh directory inside the table, one directory per write, so nothing it leaves can collide;
-2. delta-rs commits those files (`DeltaTable.create_write_transaction` with `AddAction`s carrying
-   per-file statistics read from the Parquet footers) in ONE Delta commit, optionally together with the
-   removal of the files it replaces.
-Until step 2 the files are invisible to every Delta reader; a failed write leaves only orphans that a
-vacuum (`full=True`) deletes. Reading back with Spark goes through the active file list from delta-rs.
+Spark cannot reach Maven Central here, so it never touches the Delta log, and it has no object-store
+filesystem either: the files are written and read by pyarrow (`pipelines/io/storage.py`), in the Spark tasks for
+a DataFrame, in this process for an Arrow table. A write is two steps:
+1. the rows become plain Parquet files (microsecond UTC timestamps, standard 3-level lists) in a fresh
+   directory inside the table, one directory per write, so nothing it leaves can collide; each writer returns
+   its file's size and Delta statistics from the footer it just wrote;
+2. delta-rs commits the files that are still there (`DeltaTable.create_write_transaction` with `AddAction`s)
+   in ONE Delta commit, optionally together with the removal of the files it replaces.
+Until step 2 the files are invisible to every Delta reader; a failed write (or a failed task attempt) leaves
+only orphans that a vacuum (`full=True`) deletes. Reading back with Spark goes through the active file list
+from delta-rs, the files read by pyarrow in the tasks.
 """
 from __future__ import annotations
 
@@ -16,9 +19,9 @@ import datetime as _dt
 import json
 import os
 import re
-import shutil
 import time
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Iterator
 
@@ -28,13 +31,15 @@ from deltalake import DeltaTable
 from deltalake import Schema as DeltaSchema
 from deltalake.transaction import AddAction, CommitProperties, PostCommitHookProperties, RemoveAction
 
-# Spark SQL settings a Delta-compatible Parquet file needs; set for the duration of a write only.
-#  - INT96 timestamps (Spark's historical default) are not a Delta type: force int64 micros, UTC-adjusted;
-#  - the legacy format writes 2-level lists that delta-rs / delta-kernel do not read as `array`.
-_PARQUET_WRITE_CONF = {
-    "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
-    "spark.sql.parquet.writeLegacyFormat": "false",
-}
+from pipelines.io import storage
+from pipelines.io.storage import Location
+
+# What a Delta-compatible Parquet file needs: int64 microsecond UTC timestamps (not INT96), standard 3-level lists
+# (the legacy 2-level ones are not read as `array` by delta-rs / delta-kernel).
+_PARQUET_OPTIONS = {"compression": "snappy", "coerce_timestamps": "us", "use_compliant_nested_type": True}
+# Rows per Parquet row group: Spark hands a task its rows in Arrow batches of 10k; a row group per batch would
+# make footers and readers slow.
+_ROW_GROUP_ROWS = 262_144
 # Snapshots are read at the table versions their runs pinned (`runs.table_versions`): the commits this project
 # makes never delete old log files (delta-rs would after `delta.logRetentionDuration` once a checkpoint exists),
 # so a pinned version stays loadable for as long as its snapshot is kept. Checkpoints still keep loading fast.
@@ -60,38 +65,33 @@ def arrow_schema(struct) -> pa.Schema:
     return to_arrow_schema(struct)
 
 
-def is_table(path: str | Path) -> bool:
-    return DeltaTable.is_deltatable(str(path))
+Where = "str | Path | Location"
 
 
-def open_table(path: str | Path, version: int | None = None) -> DeltaTable | None:
+def is_table(path: Where) -> bool:
+    loc = storage.location(path)
+    with storage.errors(loc):
+        return DeltaTable.is_deltatable(loc.uri, storage_options=storage.storage_options(loc.uri))
+
+
+def open_table(path: Where, version: int | None = None) -> DeltaTable | None:
     """The table at `path` (at `version`, default the latest), or None when no Delta table was ever committed
     there."""
-    return DeltaTable(str(path), version=version) if is_table(path) else None
+    loc = storage.location(path)
+    if not is_table(loc):
+        return None
+    return DeltaTable(loc.uri, version=version, storage_options=storage.storage_options(loc.uri))
 
 
-def ensure_table(path: str | Path, struct, partition_by: list[str] | None = None) -> DeltaTable:
+def ensure_table(path: Where, struct, partition_by: list[str] | None = None) -> DeltaTable:
     """Open the table at `path`, creating it (schema only, version 0) if it does not exist yet."""
     dt = open_table(path)
     if dt is not None:
         return dt
-    Path(path).mkdir(parents=True, exist_ok=True)
-    return DeltaTable.create(str(path), delta_schema(struct), mode="ignore", partition_by=partition_by or None)
-
-
-@contextlib.contextmanager
-def _parquet_write_conf(spark) -> Iterator[None]:
-    previous = {k: spark.conf.get(k, None) for k in _PARQUET_WRITE_CONF}
-    try:
-        for k, v in _PARQUET_WRITE_CONF.items():
-            spark.conf.set(k, v)
-        yield
-    finally:
-        for k, v in previous.items():
-            if v is None:
-                spark.conf.unset(k)
-            else:
-                spark.conf.set(k, v)
+    loc = storage.location(path)
+    loc.makedirs()
+    return DeltaTable.create(loc.uri, delta_schema(struct), mode="ignore", partition_by=partition_by or None,
+                             storage_options=storage.storage_options(loc.uri))
 
 
 def new_write_dir(prefix: str = "") -> str:
@@ -100,28 +100,144 @@ def new_write_dir(prefix: str = "") -> str:
     return f"{prefix}w-{stamp}-{uuid.uuid4().hex[:12]}"
 
 
-def spark_write_files(df, table_path: str | Path, rel_dir: str) -> None:
-    """Write `df` as Parquet files into `<table_path>/<rel_dir>` (a directory that must not exist yet)."""
-    target = Path(table_path) / rel_dir
-    spark = df.sparkSession
-    with _parquet_write_conf(spark):
-        (
-            df.write.mode("errorifexists")
-            # Hadoop options travel with the write: no _SUCCESS marker inside a Delta table.
-            .option("mapreduce.fileoutputcommitter.marksuccessfuljobs", "false")
-            .option("compression", "snappy")
-            .parquet(str(target))
-        )
+def file_struct(struct, partition_columns: Iterable[str] = ()):
+    """`struct` without the partition columns (Delta keeps their values in the log, not in the files)."""
+    parts = set(partition_columns)
+    return type(struct)([f for f in struct.fields if f.name not in parts])
 
 
-def arrow_write_files(table: pa.Table, table_path: str | Path, rel_dir: str) -> None:
-    """`spark_write_files` for rows already in this process: one Parquet file into `<table_path>/<rel_dir>` (a
-    directory that must not exist yet), written by pyarrow with what Spark's write is configured for: snappy,
-    int64 microsecond UTC timestamps, standard 3-level lists."""
-    target = Path(table_path) / rel_dir
-    target.mkdir(parents=True, exist_ok=False)
-    pq.write_table(table, str(target / f"part-00000-{uuid.uuid4()}-c000.snappy.parquet"), compression="snappy",
-                   coerce_timestamps="us", use_compliant_nested_type=True)
+@dataclass(frozen=True)
+class WrittenFile:
+    """One Parquet file a writer produced: its name inside the write directory, size, rows and Delta stats."""
+
+    name: str
+    size: int
+    rows: int
+    stats: str
+
+
+WRITTEN_DDL = "name string, size long, rows long, stats string"
+
+
+def write_batches(batches: Iterable[pa.RecordBatch], table_uri: str, rel_dir: str, struct, part: int,
+                  partition_columns: Iterable[str] = ()) -> WrittenFile | None:
+    """Write `batches` as one Parquet file `<table_uri>/<rel_dir>/part-<part>-<uuid>.snappy.parquet`, its
+    statistics taken from the footer just written; None (no file) when there are no rows."""
+    # Every column optional in the file, as Spark writes them: a null where the contract forbids one is reported
+    # from the statistics (`collect_add_actions`), naming the column, not by the Arrow cast.
+    schema = arrow_schema(file_struct(struct, partition_columns))
+    schema = pa.schema([f.with_nullable(True) for f in schema])
+    loc = storage.location(table_uri).join(rel_dir, f"part-{part:05d}-{uuid.uuid4()}-c000.snappy.parquet")
+    sink = writer = None
+    pending: list[pa.RecordBatch] = []
+    pending_rows = 0
+
+    def flush():
+        nonlocal pending, pending_rows
+        if pending:
+            writer.write_table(pa.Table.from_batches(pending, schema=schema), row_group_size=_ROW_GROUP_ROWS)
+        pending, pending_rows = [], 0
+
+    try:
+        with storage.errors(loc):
+            for batch in batches:
+                if batch.num_rows == 0:
+                    continue
+                if writer is None:
+                    loc.parent.makedirs()
+                    sink = loc.fs.open_output_stream(loc.path)
+                    writer = pq.ParquetWriter(sink, schema, **_PARQUET_OPTIONS)
+                pending.append(_conform_batch(batch, schema))
+                pending_rows += batch.num_rows
+                if pending_rows >= _ROW_GROUP_ROWS:
+                    flush()
+            if writer is None:
+                return None
+            flush()
+            writer.close()
+            size = sink.tell()
+            sink.close()
+    except BaseException:
+        if sink is not None:
+            with contextlib.suppress(Exception):
+                sink.close()
+            loc.delete_file()
+        raise
+    md = writer.writer.metadata
+    stats, rows = file_stats(md, struct, partition_columns)
+    return WrittenFile(loc.name, size, rows, stats)
+
+
+def _conform_batch(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
+    """`batch`'s columns in `schema`'s order and types (Spark's Arrow batches carry the session's time zone and
+    its own nested field names)."""
+    arrays = [batch.column(f.name).cast(f.type) for f in schema]
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def write_table_files(table: pa.Table, table_path: Where, rel_dir: str, struct,
+                      partition_columns: Iterable[str] = ()) -> list[WrittenFile]:
+    """Rows already in this process: one Parquet file into `<table_path>/<rel_dir>`."""
+    loc = storage.location(table_path)
+    written = write_batches(table.to_batches(), loc.uri, rel_dir, struct, 0, partition_columns)
+    return [written] if written else []
+
+
+def write_frame_files(df, table_path: Where, rel_dir: str, struct,
+                      partition_columns: Iterable[str] = ()) -> list[WrittenFile]:
+    """A DataFrame's rows: each Spark task writes its rows as one Parquet file into `<table_path>/<rel_dir>`
+    with pyarrow, on whatever storage the table is on. Only the files of successful task attempts come back."""
+    from pyspark import TaskContext
+
+    table_uri = storage.location(table_path).uri
+    parts = list(partition_columns)
+
+    def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        ctx = TaskContext.get()
+        written = write_batches(batches, table_uri, rel_dir, struct, ctx.partitionId() if ctx else 0, parts)
+        if written is not None:
+            yield pa.RecordBatch.from_pylist([written.__dict__])
+
+    columns = [f.name for f in file_struct(struct, parts).fields]
+    rows = df.select(*columns).mapInArrow(write, WRITTEN_DDL).collect()
+    return [WrittenFile(r["name"], r["size"], r["rows"], r["stats"]) for r in rows]
+
+
+FILE_COLUMN = "_file"
+
+
+def read_frame_files(spark, table_path: Where, rel_paths: list[str], struct, columns: list[str] | None = None,
+                     with_file: bool = False):
+    """The rows of some of a table's Parquet files (paths relative to the table) as a DataFrame of `struct`'s
+    `columns`, read by pyarrow in the tasks; `with_file` adds `_file`, the relative path each row came from."""
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    table_uri = storage.location(table_path).uri
+    fields = [f for f in struct.fields if columns is None or f.name in columns]
+    out_struct = StructType(fields + ([StructField(FILE_COLUMN, StringType(), False)] if with_file else []))
+    if not rel_paths:
+        return spark.createDataFrame([], out_struct)
+    schema = arrow_schema(StructType(fields))
+    names = [f.name for f in fields]
+
+    def read(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        root = storage.location(table_uri)
+        for batch in batches:
+            for rel in batch.column(0).to_pylist():
+                loc = root.join(rel)
+                with storage.errors(loc), loc.fs.open_input_file(loc.path) as f:
+                    pf = pq.ParquetFile(f)
+                    present = [n for n in names if n in pf.schema_arrow.names]
+                    for got in pf.iter_batches(columns=present, batch_size=65_536):
+                        arrays = [got.column(n).cast(schema.field(n).type) if n in present
+                                  else pa.nulls(got.num_rows, schema.field(n).type) for n in names]
+                        if with_file:
+                            arrays.append(pa.array([rel] * got.num_rows, pa.string()))
+                        yield pa.RecordBatch.from_arrays(arrays, names=[*names, *([FILE_COLUMN] if with_file else [])])
+
+    n = max(1, min(len(rel_paths), spark.sparkContext.defaultParallelism * 2))
+    paths = spark.createDataFrame([(p,) for p in rel_paths], "path string").repartition(n)
+    return paths.mapInArrow(read, out_struct)
 
 
 _MINMAX_TYPES = ("byte", "short", "integer", "long", "boolean", "string", "timestamp")
@@ -206,11 +322,12 @@ def stat_bounds(kind: str, lo, hi) -> tuple | None:
     return lo, hi
 
 
-def footer_bounds(path: str | Path, struct, partition_columns: Iterable[str] = ()) -> tuple[int, dict]:
+def footer_bounds(footer: "str | Path | pq.FileMetaData", struct, partition_columns: Iterable[str] = ()
+                  ) -> tuple[int, dict]:
     """A Parquet file's row count and, per top-level primitive column whose footer has statistics, its exact
     (null count, min, max) over all row groups: min/max None when the footer cannot give them, timestamps as
-    microseconds since the epoch (UTC)."""
-    md = pq.read_metadata(str(path))
+    microseconds since the epoch (UTC). `footer`: a local file, or the footer a writer just wrote."""
+    md = footer if isinstance(footer, pq.FileMetaData) else pq.read_metadata(str(footer))
     parts = set(partition_columns)
     index = {md.schema.column(i).path: i for i in range(md.num_columns)}
     out: dict = {}
@@ -242,7 +359,8 @@ def footer_bounds(path: str | Path, struct, partition_columns: Iterable[str] = (
     return md.num_rows, out
 
 
-def file_stats(path: str | Path, struct, partition_columns: Iterable[str] = ()) -> tuple[str, int]:
+def file_stats(footer: "str | Path | pq.FileMetaData", struct, partition_columns: Iterable[str] = ()
+               ) -> tuple[str, int]:
     """Delta `stats` JSON of one Parquet file from its footer (no data read) and its row count.
 
     Null counts for every top-level primitive column; min/max for integers, booleans, strings and
@@ -251,7 +369,7 @@ def file_stats(path: str | Path, struct, partition_columns: Iterable[str] = ()) 
     `truncate_max_string`), timestamps kept to the millisecond (min floored, max ceiled). A column gets both
     or neither (delta-rs reads a missing max as "below everything"), and none when its footer lacks them.
     """
-    rows, bounds = footer_bounds(path, struct, partition_columns)
+    rows, bounds = footer_bounds(footer, struct, partition_columns)
     kinds = {f.name: f.dataType.typeName() for f in struct.fields}
     mins: dict = {}
     maxs: dict = {}
@@ -274,42 +392,35 @@ def _not_null_violations(stats_json: str, struct, partition_columns: Iterable[st
             if not f.nullable and f.name not in parts and nulls.get(f.name, 0) > 0]
 
 
-def collect_add_actions(table_path: str | Path, rel_dir: str, struct,
-                        partition_values: dict[str, str] | None = None) -> list[AddAction]:
-    """Add actions (with stats) for the Parquet files Spark wrote into `<table_path>/<rel_dir>`.
+def collect_add_actions(table_path: Where, rel_dir: str, struct, partition_values: dict[str, str] | None = None,
+                        written: list[WrittenFile] = ()) -> list[AddAction]:
+    """Add actions for the `written` files that are still in `<table_path>/<rel_dir>` with the size written.
 
-    Files with no rows are deleted rather than committed. Hidden side files (Hadoop `.crc`) are removed.
-    A non-nullable column holding nulls fails the write here, before anything is committed.
+    Anything else there (the files of a failed task attempt, checksums) is deleted rather than committed. A
+    non-nullable column holding nulls fails the write here, before anything is committed.
     """
-    root = Path(table_path)
-    base = root / rel_dir
+    base = storage.location(table_path).join(rel_dir)
     partition_values = dict(partition_values or {})
+    on_storage = {base.child_of(i).name: i for i in base.listdir()}
     actions: list[AddAction] = []
-    if not base.is_dir():
-        return actions  # nothing written, or deleted since: the caller's row check says which
-    for entry in sorted(base.iterdir()):
-        name = entry.name
-        if name.startswith((".", "_")):
-            entry.unlink()  # .crc checksums of the local file system, stray markers
-            continue
-        if not name.endswith(".parquet"):
-            raise DeltaWriteError(f"unexpected file {entry} in a Spark Parquet output")
-        stats, rows = file_stats(entry, struct, partition_values)
-        bad = _not_null_violations(stats, struct, partition_values)
+    for f in sorted(written, key=lambda w: w.name):
+        info = on_storage.pop(f.name, None)
+        if info is None or info.size != f.size:
+            continue  # deleted since (the caller's row check says so)
+        bad = _not_null_violations(f.stats, struct, partition_values)
         if bad:
-            raise DeltaWriteError(f"{entry}: nulls in non-nullable column(s) {', '.join(bad)}")
-        if rows == 0:
-            entry.unlink()
-            continue
-        st = entry.stat()
+            raise DeltaWriteError(f"{base.join(f.name)}: nulls in non-nullable column(s) {', '.join(bad)}")
+        mtime = info.mtime.timestamp() if info.mtime is not None else time.time()
         actions.append(AddAction(
-            path=f"{rel_dir}/{name}",
-            size=st.st_size,
+            path=f"{rel_dir}/{f.name}",
+            size=f.size,
             partition_values=partition_values,
-            modification_time=int(st.st_mtime * 1000),
+            modification_time=int(mtime * 1000),
             data_change=True,
-            stats=stats,
+            stats=f.stats,
         ))
+    for stray in on_storage.values():
+        base.child_of(stray).delete_file()
     return actions
 
 
@@ -357,14 +468,18 @@ def commit(dt: DeltaTable, struct, actions: list, *, mode: str = "append",
     return dt.version()
 
 
-def discard_dir(table_path: str | Path, rel_dir: str) -> None:
+def discard_dir(table_path: Where, rel_dir: str) -> None:
     """Best effort: delete files of a write that will not be committed (vacuum gets them otherwise)."""
-    shutil.rmtree(Path(table_path) / rel_dir, ignore_errors=True)
+    with contextlib.suppress(Exception):
+        storage.location(table_path).join(rel_dir).delete_dir()
 
 
-def remove_empty_dirs(table_path: str | Path) -> None:
-    """Drop directories left empty by a vacuum (delta-rs deletes files, never directories)."""
-    root = Path(table_path)
+def remove_empty_dirs(table_path: Where) -> None:
+    """Drop directories left empty by a vacuum (delta-rs deletes files, never directories; an object store has
+    no directories to drop)."""
+    root = storage.location(table_path).local
+    if root is None:
+        return
     for dirpath, dirnames, filenames in os.walk(root, topdown=False):
         p = Path(dirpath)
         if p == root or p.name.startswith("_"):
@@ -392,26 +507,38 @@ def vacuum(dt: DeltaTable, retention_hours: int = 0, keep: Iterable[str] = ()) -
         return dt.vacuum(retention_hours=retention_hours, dry_run=False, enforce_retention_duration=False,
                          full=True, post_commithook_properties=_KEEP_LOG)
     # delta-rs' own keep_versions would keep every file of those versions, other snapshots' dropped files too
-    root = Path(dt.table_uri.removeprefix("file://"))
+    root = storage.location(_table_location(dt.table_uri))
     deleted = []
     for name in dt.vacuum(retention_hours=retention_hours, dry_run=True, enforce_retention_duration=False,
                           full=True):
         rel = _relative(root, name)
         if rel in keep:
             continue
-        with contextlib.suppress(FileNotFoundError):
-            (root / rel).unlink()
+        root.join(rel).delete_file()
         deleted.append(name)
     return deleted
 
 
-def _relative(root: Path, name: str) -> str:
-    """A vacuum's file name (relative, absolute or a file:// URI) relative to the table root."""
+def _table_location(table_uri: str) -> str:
+    """delta-rs' table URI (`file:///…/` or `s3://…/`) as a path or URI `storage.location` takes."""
     from urllib.parse import unquote
 
-    s = unquote(name.removeprefix("file://"))
+    if table_uri.startswith("file://"):
+        return unquote(table_uri.removeprefix("file://"))
+    return table_uri.rstrip("/")
+
+
+def _relative(root: Location, name: str) -> str:
+    """A vacuum's file name (relative, absolute, or a URI) relative to the table root."""
+    from urllib.parse import unquote
+
+    s = unquote(name)
+    if "://" in s:
+        s = _table_location(s)
+        prefix = root.uri.rstrip("/") + "/"
+        return s[len(prefix):] if s.startswith(prefix) else s
     p = Path(s)
-    return str(p.relative_to(root)) if p.is_absolute() else s
+    return str(p.relative_to(root.uri)) if p.is_absolute() else s
 
 
 _SAFE_VALUE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}$")

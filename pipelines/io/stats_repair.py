@@ -16,10 +16,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pyarrow as pa
-from deltalake import DeltaTable
+import pyarrow.parquet as pq
 from deltalake.transaction import AddAction
 
-from pipelines.io import delta
+from pipelines.io import delta, storage
 
 _EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
 
@@ -36,7 +36,7 @@ class TableRepair:
     version: int | None = None  # the repair commit, None when nothing needed fixing
 
 
-def _spark_struct(dt: DeltaTable):
+def _spark_struct(dt):
     from pyspark.sql.types import StructType  # type classes only; no JVM
 
     return StructType.fromJson(json.loads(dt.schema().to_json()))
@@ -75,7 +75,7 @@ def _wrong_file(row: dict, rows: int, bounds: dict, kinds: dict) -> bool:
 
 def repair_table(path: str | Path, name: str | None = None) -> TableRepair:
     """Recompute the statistics of the active files of the Delta table at `path`; commit if any differ."""
-    path = Path(path)
+    path = storage.location(path)
     dt = delta.open_table(path)
     report = TableRepair(name or path.name)
     if dt is None:
@@ -89,12 +89,14 @@ def repair_table(path: str | Path, name: str | None = None) -> TableRepair:
     adds = []
     for row in rows:
         rel = row["path"]
-        local = path / rel
-        if not local.is_file():
+        f = path / rel
+        if not f.is_file():
             raise StatsRepairError(f"{report.table}: active file {rel} is missing from {path}")
-        if not _wrong_file(row, *delta.footer_bounds(local, struct, parts), kinds):
+        with storage.errors(f), f.fs.open_input_file(f.path) as src:
+            footer = pq.read_metadata(src)
+        if not _wrong_file(row, *delta.footer_bounds(footer, struct, parts), kinds):
             continue
-        stats, _ = delta.file_stats(local, struct, parts)
+        stats, _ = delta.file_stats(footer, struct, parts)
         report.fixed.append(rel)
         adds.append(AddAction(path=rel, size=row["size_bytes"],
                               partition_values=files[rel]["partition_values"],
@@ -102,7 +104,7 @@ def repair_table(path: str | Path, name: str | None = None) -> TableRepair:
     report.files = len(rows)
     if not adds:
         return report
-    if DeltaTable(str(path)).version() != version:
+    if delta.open_table(path).version() != version:
         raise StatsRepairError(f"{report.table}: the table changed while it was being repaired; run the repair again")
     report.version = delta.commit(dt, struct, adds, mode="append", partition_by=parts or None,
                                   metadata={"offsetlake.operation": "repair_stats"})
@@ -113,7 +115,7 @@ def repair_warehouse(warehouse: str | Path) -> list[TableRepair]:
     """`repair_table` for every table of the warehouse (tables never written are left out), then `repin`."""
     from schemas.tables import TABLES
 
-    root = Path(warehouse)
+    root = storage.location(warehouse)
     if not root.is_dir():
         raise StatsRepairError(f"{root}: no such warehouse directory")
     reports = [repair_table(root / t, t) for t in TABLES if delta.is_table(root / t)]
@@ -121,12 +123,12 @@ def repair_warehouse(warehouse: str | Path) -> list[TableRepair]:
     return reports
 
 
-def _partition_files(path: Path, version: int, snapshot_id: str) -> set[str]:
+def _partition_files(path, version: int, snapshot_id: str) -> set[str]:
     dt = delta.open_table(path, version)
     return {f["path"] for f in delta.active_files(dt) if f["partition_values"].get("snapshot_id") == snapshot_id}
 
 
-def repin(warehouse: Path, repaired: dict[str, int]) -> None:
+def repin(warehouse, repaired: dict[str, int]) -> None:
     """Snapshots are read at the table versions their runs pinned (`runs.table_versions`), which predate a
     repair: a snapshot whose files the repair commit left as they were (it only re-adds them with new statistics)
     is pinned to the repair's version instead, so its readers get the repaired statistics."""

@@ -25,14 +25,14 @@ import datetime as _dt
 import json
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urlparse
+from urllib.parse import unquote
 
 import pyarrow as pa
 import pyarrow.compute as pc
 from deltalake import write_deltalake
 from deltalake.transaction import CommitProperties
 
-from pipelines.io import delta
+from pipelines.io import delta, storage
 from pipelines.io.snapshots import DeltaWarehouseReader, Snapshot, pick_snapshot, run_order, snapshots_from_runs
 from pipelines.io.snapshots import SnapshotNotFound as _SnapshotNotFound
 from schemas.tables import SNAPSHOT_TABLES, TABLES
@@ -142,21 +142,27 @@ def _with_contract_columns(data: pa.Table, table: str, wanted: list[str] | None 
 class Warehouse:
     """A warehouse directory of Delta tables (see the module docstring for layout and rules)."""
 
-    def __init__(self, path: str | Path):
-        self.path = Path(path).expanduser().absolute()
+    def __init__(self, path: "str | Path | storage.Location"):
+        self.root = storage.location(path)
+        # a local warehouse is addressed as a Path, one on an object store by its Location
+        self.path = self.root.local or self.root
 
     def __repr__(self) -> str:
-        return f"Warehouse({str(self.path)!r})"
+        return f"Warehouse({self.root.uri!r})"
 
     # ------------------------------------------------------------------ layout
-    def table_path(self, table: str) -> Path:
+    def table_path(self, table: str) -> "Path | storage.Location":
         if table not in TABLES:
             raise WarehouseError(f"unknown table {table!r}; tables: {', '.join(TABLES)}")
         return self.path / table
 
+    def _table(self, table: str) -> storage.Location:
+        self.table_path(table)
+        return self.root / table
+
     def table_version(self, table: str) -> int | None:
         """Current Delta version of `table`, None if it was never written."""
-        dt = delta.open_table(self.table_path(table))
+        dt = delta.open_table(self._table(table))
         return None if dt is None else dt.version()
 
     # ------------------------------------------------------------------ writes
@@ -215,7 +221,7 @@ class Warehouse:
         except BaseException as exc:
             for table, (rel, _adds) in staged.items():
                 if table not in committed:
-                    delta.discard_dir(self.table_path(table), rel)
+                    delta.discard_dir(self._table(table), rel)
             failed = {**row, "finished_at": _utcnow()}
             summary = failed.get("summary")
             summary = json.loads(summary) if isinstance(summary, str) else dict(summary or {})
@@ -239,16 +245,19 @@ class Warehouse:
         """Rows of partition `snapshot_id` of `table` at `version` (default: the latest) as the Delta log says (the
         add actions' numRecords); a file the log references but the storage no longer has (or has with another
         size) is an error."""
-        dt = delta.open_table(self.table_path(table), version)
+        dt = delta.open_table(self._table(table), version)
         if dt is None:
             return 0
         t = pa.table(dt.get_add_actions(flatten=True))
         if t.num_rows == 0:
             return 0
         t = t.filter(pc.equal(t.column("partition.snapshot_id").cast(pa.string()), snapshot_id))
-        for rel, size in zip(t.column("path").to_pylist(), t.column("size_bytes").to_pylist()):
-            f = self.table_path(table) / unquote(rel)
-            if not f.is_file() or f.stat().st_size != size:
+        root = self._table(table)
+        rels = [unquote(r) for r in t.column("path").to_pylist()]
+        with storage.errors(root):
+            infos = root.fs.get_file_info([root.join(r).path for r in rels]) if rels else []
+        for rel, size, info in zip(rels, t.column("size_bytes").to_pylist(), infos):
+            if info.type != storage.pafs.FileType.File or info.size != size:
                 raise WarehouseError(f"snapshot {snapshot_id}: {table} commits {rel}, which is missing or changed "
                                      "on storage (deleted between the write and the commit?)")
         return int(pc.sum(t.column("num_records")).as_py() or 0)
@@ -267,10 +276,8 @@ class Warehouse:
         current = {r["snapshot_id"]: r for r in self.snapshots()}.get(snapshot_id)
         pinned = current is not None and set(SNAPSHOT_TABLES) <= set(current.get("table_versions") or {})
         if current is not None and current["status"] == "succeeded" and (pinned or not partial):
-            attempts = self.path / "_attempts"
-            attempts.mkdir(parents=True, exist_ok=True)
             stamp = _utcnow().strftime("%Y%m%dT%H%M%S%fZ")
-            out = attempts / f"{snapshot_id}.{stamp}.json"
+            out = self.root.join("_attempts", f"{snapshot_id}.{stamp}.json")
             out.write_text(json.dumps({k: v for k, v in row.items()}, default=str, sort_keys=True))
             return str(out)
         if partial and isinstance(row.get("summary"), dict):
@@ -282,21 +289,22 @@ class Warehouse:
         """Write `df` (a Spark DataFrame, or an Arrow table of rows already in this process) as the files of
         partition `snapshot_id` of `table`, uncommitted; returns their directory and add actions."""
         struct = TABLES[table]
-        path = self.table_path(table)
+        path = self._table(table)
         rel = f"snapshot_id={snapshot_id}/{delta.new_write_dir()}"
+        parts = ["snapshot_id"]  # partition values live in the log
         try:
             if isinstance(df, pa.Table):
-                delta.arrow_write_files(conform_arrow(df, table), path, rel)
-            else:  # partition values live in the log
-                delta.spark_write_files(conform(df, table, snapshot_id).drop("snapshot_id"), path, rel)
-            return rel, delta.collect_add_actions(path, rel, struct, {"snapshot_id": snapshot_id})
+                written = delta.write_table_files(conform_arrow(df, table), path, rel, struct, parts)
+            else:
+                written = delta.write_frame_files(conform(df, table, snapshot_id), path, rel, struct, parts)
+            return rel, delta.collect_add_actions(path, rel, struct, {"snapshot_id": snapshot_id}, written)
         except BaseException:
             delta.discard_dir(path, rel)
             raise
 
     def _commit_staged(self, table: str, snapshot_id: str, adds: list) -> int:
         struct = TABLES[table]
-        dt = delta.ensure_table(self.table_path(table), struct, partition_by=["snapshot_id"])
+        dt = delta.ensure_table(self._table(table), struct, partition_by=["snapshot_id"])
         # mode=overwrite + partition filter: delta-rs removes the partition's current files and adds
         # ours in the same commit, so readers see the old partition or the new one, never a mix.
         return delta.commit(dt, struct, adds, mode="overwrite", partition_by=["snapshot_id"],
@@ -320,7 +328,7 @@ class Warehouse:
 
         table = "offset_commits"
         struct = TABLES[table]
-        path = self.table_path(table)
+        path = self._table(table)
         keys = list(_OFFSET_KEYS)
         incoming = conform(df, table, snapshot_id)
         # One row per key within the batch (overlapping input files): the most decided outcome wins,
@@ -336,8 +344,9 @@ class Warehouse:
         touched: list[str] = []
         joined = None
         if current:
-            existing = (spark.read.schema(struct).parquet(*[str(path / f["path"]) for f in current])
-                        .select(*keys, F.col("txn_outcome").alias("_old"), F.col("_metadata.file_path").alias("_file")))
+            existing = (delta.read_frame_files(spark, path, [unquote(f["path"]) for f in current], struct,
+                                               columns=[*keys, "txn_outcome"], with_file=True)
+                        .select(*keys, F.col("txn_outcome").alias("_old"), F.col(delta.FILE_COLUMN).alias("_file")))
             if df.count() <= _BROADCAST_KEYS_MAX:  # df: the run's materialized rows (a cheap count)
                 # an incremental run's few rows against a long history: one scan of the history's key columns
                 # through a broadcast hash of the incoming keys instead of shuffling the whole history
@@ -349,12 +358,11 @@ class Warehouse:
                        & (old.isNull() | ((old == "pending") & new.isin(*_FINAL_OUTCOMES))))
             updates = joined.filter(upgrade).select(*keys, F.col("txn_outcome").alias("_new"), "_file")
             new_rows = joined.filter(F.col("_file").isNull()).select(*table_columns(table))
-            by_uri = {self._file_key(path / f["path"]): f["path"] for f in current}
-            touched_uris = [r["_file"] for r in updates.select("_file").distinct().collect()]
-            touched = [by_uri[self._file_key(u)] for u in touched_uris]
+            by_rel = {unquote(f["path"]): f["path"] for f in current}
+            touched = [by_rel[r["_file"]] for r in updates.select("_file").distinct().collect()]
             out = new_rows
             if touched:
-                rewritten = (spark.read.schema(struct).parquet(*[str(path / p) for p in touched])
+                rewritten = (delta.read_frame_files(spark, path, [unquote(p) for p in touched], struct)
                              .join(updates.select(*keys, "_new"), keys, "left")
                              .withColumn("txn_outcome", F.coalesce(F.col("_new"), F.col("txn_outcome")))
                              .select(*table_columns(table)))
@@ -370,8 +378,8 @@ class Warehouse:
         try:
             adds = []
             for rel, part in parts:
-                delta.spark_write_files(part, path, rel)
-                adds += delta.collect_add_actions(path, rel, struct)
+                written = delta.write_frame_files(part, path, rel, struct)
+                adds += delta.collect_add_actions(path, rel, struct, None, written)
             removes = delta.remove_actions(dt, paths=touched)
             if not adds and not removes:
                 for rel, _ in parts:
@@ -387,13 +395,6 @@ class Warehouse:
         finally:
             if joined is not None:
                 joined.unpersist()
-
-    @staticmethod
-    def _file_key(path_or_uri) -> str:
-        s = str(path_or_uri)
-        if "://" in s or s.startswith("file:"):
-            s = unquote(urlparse(s).path)
-        return str(Path(s))
 
     def mark_run(self, snapshot_id: str, run_row: dict) -> None:
         """Insert or replace the `runs` row of `snapshot_id` (one Delta commit, predicate overwrite).
@@ -424,11 +425,11 @@ class Warehouse:
             if row[c] is not None:
                 row[c] = [(str(k), int(v)) for k, v in dict(row[c]).items()]
         batch = pa.Table.from_pylist([row], schema=delta.arrow_schema(TABLES["runs"]))
-        path = self.table_path("runs")
+        path = self._table("runs")
         delta.ensure_table(path, TABLES["runs"])
         # schema_mode merge: a runs table written before a column was added (e.g. `kind`) gets it in this
         # same commit, its old rows reading null there
-        write_deltalake(str(path), batch, mode="overwrite", predicate=f"snapshot_id = '{snapshot_id}'",
+        write_deltalake(path.uri, batch, storage_options=storage.storage_options(path.uri), mode="overwrite", predicate=f"snapshot_id = '{snapshot_id}'",
                         schema_mode="merge", commit_properties=CommitProperties(custom_metadata={
                             "offsetlake.operation": "mark_run", "offsetlake.snapshot_id": snapshot_id,
                             "offsetlake.status": status}))
@@ -436,7 +437,7 @@ class Warehouse:
     # ------------------------------------------------------------------ reads
     def reader(self) -> DeltaWarehouseReader:
         """The snapshot reader over this warehouse (`pipelines/io/snapshots.py`): every read goes through it."""
-        return DeltaWarehouseReader(self.path, must_exist=False)
+        return DeltaWarehouseReader(self.root.uri, must_exist=False)
 
     def _snapshots(self) -> list[Snapshot]:
         reader = self.reader()
@@ -485,7 +486,7 @@ class Warehouse:
         try:
             return pick_snapshot(snaps, None)
         except _SnapshotNotFound:
-            raise NoSnapshotError(f"{self.path}: no succeeded scheduled snapshot to read {table} from") from None
+            raise NoSnapshotError(f"{self.root}: no succeeded scheduled snapshot to read {table} from") from None
 
     def read_table(self, table: str, snapshot_id: str | None = None, columns: list[str] | None = None,
                    filters=None) -> pa.Table:
@@ -534,25 +535,25 @@ class Warehouse:
         from pyspark.sql import functions as F
 
         struct = TABLES[table]
-        self.table_path(table)
+        path = self._table(table)
         reader = self.reader()
         if table in SNAPSHOT_TABLES:
             snap = self._resolve(table, snapshot_id)
-            file_struct = type(struct)([f for f in struct.fields if f.name != "snapshot_id"])
-            uris = reader.snapshot_file_uris(table, snap) or []
-            df = (spark.read.schema(file_struct).parquet(*uris) if uris
-                  else spark.createDataFrame([], file_struct))
+            dt = delta.open_table(path, snap.version_of(table))
+            rels = [unquote(f["path"]) for f in delta.active_files(dt)
+                    if f["partition_values"].get("snapshot_id") == snap.snapshot_id] if dt else []
+            df = delta.read_frame_files(spark, path, rels, delta.file_struct(struct, ["snapshot_id"]))
             return df.withColumn("snapshot_id", F.lit(snap.snapshot_id)).select(*table_columns(table))
-        dt = delta.open_table(self.table_path(table))
-        uris = dt.file_uris() if dt else []
-        df = spark.read.schema(struct).parquet(*uris) if uris else spark.createDataFrame([], struct)
+        dt = delta.open_table(path)
+        rels = [unquote(f["path"]) for f in delta.active_files(dt)] if dt else []
+        df = delta.read_frame_files(spark, path, rels, struct)
         if snapshot_id is not None:
             df = df.filter(F.col("snapshot_id") == snapshot_id)
         return df.select(*table_columns(table))
 
     def snapshot_ids_in(self, table: str) -> set[str]:
         """Snapshot ids that currently have files in a snapshot table."""
-        dt = delta.open_table(self.table_path(table))
+        dt = delta.open_table(self._table(table))
         if dt is None:
             return set()
         return {f["partition_values"].get("snapshot_id") for f in delta.active_files(dt)}
@@ -563,11 +564,11 @@ class Warehouse:
         staged: refused while a live writer lock (`pipelines/io/lock.py`) other than `lock` is held."""
         from pipelines.io.lock import WriterLock, describe_holder
 
-        probe = WriterLock(self.path)
+        probe = WriterLock(self.root.uri)
         holder = probe.holder()
         if holder is None or (lock is not None and holder.get("token") == lock.token) or probe.is_stale(holder):
             return
-        raise WarehouseError(f"{self.path}: not deleting or vacuuming while another run writes it "
+        raise WarehouseError(f"{self.root}: not deleting or vacuuming while another run writes it "
                              f"({describe_holder(holder)})")
 
     def _pinned_files(self, table: str, runs: list[dict]) -> set[str]:
@@ -577,7 +578,7 @@ class Warehouse:
         out: set[str] = set()
         for r in runs:
             version = (r.get("table_versions") or {}).get(table)
-            dt = None if version is None else delta.open_table(self.table_path(table), version)
+            dt = None if version is None else delta.open_table(self._table(table), version)
             if dt is None:
                 continue
             out |= {unquote(f["path"]) for f in delta.active_files(dt)
@@ -622,15 +623,13 @@ class Warehouse:
             present |= self.snapshot_ids_in(table)
         drop = sorted(present - keep_ids - protected)
 
-        if drop and delta.is_table(self.table_path("runs")):
-            from deltalake import DeltaTable
-
+        if drop and delta.is_table(self._table("runs")):
             literals = ", ".join(f"'{delta.check_partition_value(s)}'" for s in drop)
-            DeltaTable(str(self.table_path("runs"))).delete(
+            delta.open_table(self._table("runs")).delete(
                 f"snapshot_id IN ({literals})",
                 commit_properties=CommitProperties(custom_metadata={"offsetlake.operation": "retain"}))
         for table in SNAPSHOT_TABLES:
-            dt = delta.open_table(self.table_path(table))
+            dt = delta.open_table(self._table(table))
             if dt is None or not drop:
                 continue
             removes = delta.remove_actions(dt, partition=("snapshot_id", drop))
@@ -639,11 +638,11 @@ class Warehouse:
                              metadata={"offsetlake.operation": "retain"})
         vacuumed: dict[str, int] = {}
         for table in TABLES:
-            dt = delta.open_table(self.table_path(table))
+            dt = delta.open_table(self._table(table))
             if dt is None:
                 continue
             keep_files = self._pinned_files(table, [r for r in kept if r["snapshot_id"] not in drop])
             vacuumed[table] = len(delta.vacuum(dt, retention_hours, keep=keep_files))
-            delta.remove_empty_dirs(self.table_path(table))
+            delta.remove_empty_dirs(self._table(table))
         return {"kept": sorted(keep_ids), "deleted": drop, "vacuumed_files": vacuumed}
 

@@ -24,25 +24,25 @@ UTC = dt.timezone.utc
 _file_stats = delta.file_stats
 
 
-def _old_file_stats(path, struct, partition_columns=()):
+def _old_file_stats(footer, struct, partition_columns=()):
     """The statistics earlier versions wrote: a string's min cut to 32 characters and its max left out when
     longer; timestamps with a null count but no min/max."""
-    stats_json, rows = _file_stats(path, struct, partition_columns)
+    stats_json, rows = _file_stats(footer, struct, partition_columns)
     stats = json.loads(stats_json)
-    data = pq.read_table(str(path))
+    _, exact = delta.footer_bounds(footer, struct, partition_columns)  # the file's own min/max per column
     for f in struct.fields:
         kind = f.dataType.typeName()
         if kind == "timestamp":
             stats["minValues"].pop(f.name, None)
             stats["maxValues"].pop(f.name, None)
-        elif kind == "string" and f.name in data.column_names:
-            vals = [v for v in data.column(f.name).to_pylist() if v is not None]
+        elif kind == "string" and f.name in exact:
+            _, lo, hi = exact[f.name]
             stats["minValues"].pop(f.name, None)
             stats["maxValues"].pop(f.name, None)
-            if vals:
-                stats["minValues"][f.name] = min(vals)[:32]
-                if len(max(vals)) <= 32:
-                    stats["maxValues"][f.name] = max(vals)
+            if lo is not None:
+                stats["minValues"][f.name] = lo[:32]
+                if len(hi) <= 32:
+                    stats["maxValues"][f.name] = hi
     return json.dumps(stats), rows
 
 
