@@ -18,6 +18,11 @@ import struct
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+import pyarrow.fs as pafs
+
+from pipelines.io import storage
+from pipelines.io.storage import Location
+
 __all__ = ["CheckpointError", "LogEndOffset", "log_end_offsets", "log_end_offsets_table", "parse_end_offsets_text",
            "read_offset_checkpoint", "segment_log_end_offset"]
 
@@ -59,12 +64,12 @@ class LogEndOffset:
     observed_at_ms: int | None
 
 
-def read_offset_checkpoint(path: str | os.PathLike) -> dict[tuple[str, int], int]:
+def read_offset_checkpoint(path: "str | os.PathLike | Location") -> dict[tuple[str, int], int]:
     """`CheckpointFile.read` for `OffsetCheckpointFile`: a version line (0), a count line, then `topic partition
     offset` per line. Raises `CheckpointError` on any other shape, as Kafka does."""
-    name = os.fspath(path)
-    with open(name, encoding="utf-8") as f:
-        lines = f.read().splitlines()
+    loc = storage.location(path)
+    name = loc.uri
+    lines = loc.read_bytes().decode("utf-8").splitlines()
 
     def bad(line_no: int, why: str) -> CheckpointError:
         return CheckpointError(f"{name}: line {line_no}: {why}")
@@ -134,35 +139,37 @@ def segment_log_end_offset(partition_dir: str | os.PathLike) -> int | None:
     return end_offset
 
 
-def _mtime_ms(path: str) -> int | None:
-    try:
-        return int(os.stat(path).st_mtime * 1000)
-    except OSError:
-        return None
+def _mtime_ms(info) -> int | None:
+    return int(info.mtime.timestamp() * 1000) if info is not None and info.mtime is not None else None
 
 
-def _log_dirs(paths: Iterable[str | os.PathLike]) -> list[str]:
+def _log_dirs(paths: Iterable["str | os.PathLike | Location"]) -> list[Location]:
     """The broker log dirs among the inputs: a dir holding partition dirs or a replication checkpoint, or the
     parent of a given `__consumer_offsets-N` dir when that parent holds the checkpoint."""
-    out: list[str] = []
+    out: list[Location] = []
     for p in paths:
-        p = os.path.abspath(os.fspath(p))
-        if not os.path.isdir(p):
-            continue
-        if _PARTITION_DIR.match(os.path.basename(p)) and not os.path.isfile(os.path.join(p, REPLICATION_CHECKPOINT)):
-            parent = os.path.dirname(p)
-            if os.path.isfile(os.path.join(parent, REPLICATION_CHECKPOINT)):
-                p = parent
-            else:
+        try:
+            loc = storage.location(p)
+            if not loc.is_dir():
                 continue
-        if p not in out:
-            out.append(p)
+            if _PARTITION_DIR.match(loc.name) and not (loc / REPLICATION_CHECKPOINT).is_file():
+                if (loc.parent / REPLICATION_CHECKPOINT).is_file():
+                    loc = loc.parent
+                else:
+                    continue
+        except (OSError, storage.StorageError):
+            continue  # the decode reports an unreadable input; LAG only goes unknown
+        if loc not in out:
+            out.append(loc)
     return out
 
 
-def log_end_offsets(paths: Iterable[str | os.PathLike]) -> tuple[list[LogEndOffset], list[str]]:
+def log_end_offsets(paths: Iterable["str | os.PathLike | Location"]) -> tuple[list[LogEndOffset], list[str]]:
     """Every data-topic partition's end offset found in the inputs' broker log dirs, and warnings for what could
     not be read (a bad checkpoint, an unreadable segment): those never fail a rebuild, they only leave LAG unknown.
+
+    On object storage only the replication checkpoint is read: walking a data topic's newest segment there would
+    take a ranged GET per batch, so partitions the checkpoint leaves out are counted in a warning instead.
     """
     best: dict[tuple[str, int], LogEndOffset] = {}
     warnings: list[str] = []
@@ -174,36 +181,49 @@ def log_end_offsets(paths: Iterable[str | os.PathLike]) -> tuple[list[LogEndOffs
             best[key] = row
 
     for log_dir in _log_dirs(paths):
-        cp = os.path.join(log_dir, REPLICATION_CHECKPOINT)
-        if os.path.isfile(cp):
+        cp = log_dir / REPLICATION_CHECKPOINT
+        try:
+            cp_info = cp.info()
+        except (OSError, storage.StorageError) as e:
+            warnings.append(f"high watermarks not read: {e}")
+            cp_info = None
+        if cp_info is not None and cp_info.type == pafs.FileType.File:
             try:
                 hw = read_offset_checkpoint(cp)
-            except (OSError, UnicodeDecodeError, CheckpointError) as e:
+            except (OSError, UnicodeDecodeError, CheckpointError, storage.StorageError) as e:
                 warnings.append(f"high watermarks not read: {e}")
             else:
-                observed = _mtime_ms(cp)
+                observed = _mtime_ms(cp_info)
                 for (topic, partition), offset in hw.items():
                     if _is_data_topic(topic):
                         offer(LogEndOffset(topic, partition, offset, SOURCE_CHECKPOINT, observed))
         try:
-            entries = list(os.scandir(log_dir))
-        except OSError as e:
+            entries = log_dir.listdir()
+        except (OSError, storage.StorageError) as e:
             warnings.append(f"{log_dir}: cannot list directory: {e}")
             continue
+        unwalked = 0
         for e in entries:
-            m = _PARTITION_DIR.match(e.name)
-            if not m or _SKIPPED_DIR.search(e.name) or not _is_data_topic(m.group(1)) or not e.is_dir():
+            name = os.path.basename(e.path)
+            m = _PARTITION_DIR.match(name)
+            if not m or _SKIPPED_DIR.search(name) or not _is_data_topic(m.group(1)) or e.type != pafs.FileType.Directory:
+                continue
+            if log_dir.remote:
+                unwalked += (m.group(1), int(m.group(2))) not in best
                 continue
             try:
                 leo = segment_log_end_offset(e.path)
-                newest = max((x.path for x in os.scandir(e.path) if _SEGMENT_NAME.match(x.name)), default=None,
-                             key=lambda s: int(_SEGMENT_NAME.match(os.path.basename(s)).group(1)))
+                newest = max((x for x in os.scandir(e.path) if _SEGMENT_NAME.match(x.name)), default=None,
+                             key=lambda x: int(_SEGMENT_NAME.match(x.name).group(1)))
+                newest_info = None if newest is None else log_dir.fs.get_file_info(newest.path)
             except OSError as err:
                 warnings.append(f"{e.path}: log end offset not read: {err}")
                 continue
             if leo is not None:
-                offer(LogEndOffset(m.group(1), int(m.group(2)), leo, SOURCE_SEGMENT,
-                                   _mtime_ms(newest) if newest else None))
+                offer(LogEndOffset(m.group(1), int(m.group(2)), leo, SOURCE_SEGMENT, _mtime_ms(newest_info)))
+        if unwalked:
+            warnings.append(f"{log_dir}: {unwalked} data-topic partition(s) not in {REPLICATION_CHECKPOINT}: their "
+                            "log end offsets are not read from object storage (LAG unknown there)")
     return sorted(best.values(), key=lambda r: (r.topic, r.partition)), warnings
 
 

@@ -136,3 +136,24 @@ def test_end_offsets_text_takes_kafka_get_offsets_and_csv():
     for bad in ("orders:0\n", "orders,zero,1\n", "orders:0:-1\n", "x,0,1\norders,zero,1\n"):
         with pytest.raises(ValueError, match="line"):
             parse_end_offsets_text(bad)
+
+
+@pytest.mark.shared
+def test_high_watermarks_read_from_a_bucket_equal_the_local_ones(brokerdata, s3_bucket):
+    """A broker data dir copied to object storage gives the same checkpoint end offsets (the clients' counts,
+    checked above) as on disk."""
+    import pyarrow.fs as pafs
+
+    from pipelines.io import storage
+
+    scenarios = _scenarios(brokerdata)
+    if not scenarios:
+        pytest.skip("no brokerdata scenarios")
+    data = scenarios[0] / "data"
+    dest = storage.location(f"{s3_bucket}/{scenarios[0].name}")
+    pafs.copy_files(str(data), dest.path, source_filesystem=pafs.LocalFileSystem(), destination_filesystem=dest.fs)
+    local, local_warnings = log_end_offsets([data])
+    remote, remote_warnings = log_end_offsets([dest.uri])
+    assert local and local_warnings == remote_warnings == []
+    assert [(r.topic, r.partition, r.log_end_offset, r.source) for r in remote] == [
+        (r.topic, r.partition, r.log_end_offset, r.source) for r in local]
