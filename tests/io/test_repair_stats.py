@@ -7,7 +7,6 @@ import datetime as dt
 import json
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 from deltalake import DeltaTable
