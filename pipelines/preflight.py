@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pipelines.config import Settings
+from pipelines.io import storage
 from pipelines.rebuild import RebuildRequest, UsageError, new_snapshot_id, parse_time_ms, resolve_settings
 
 # The head every log entry starts with (`LogEntry`: offset int64, size int32, then partitionLeaderEpoch (v2) or
@@ -53,7 +54,10 @@ def prepare_run(settings: Settings, req: RebuildRequest) -> PreparedRun:
     if req.num_partitions is not None and req.num_partitions < 1:
         raise UsageError(f"--num-partitions must be at least 1, not {req.num_partitions}")
     inputs = check_inputs(req.inputs)
-    warehouse = Path(req.warehouse).expanduser().absolute()
+    try:
+        warehouse = storage.location(req.warehouse)
+    except storage.StorageError as e:
+        raise UsageError(f"--warehouse {e}") from None
     check_not_nested(inputs, warehouse)
     plan = plan_and_check(inputs)
     check_validation_settings(settings)
@@ -94,6 +98,9 @@ def check_inputs(inputs) -> list[str]:
         raise UsageError("no --input given")
     out = []
     for p in inputs:
+        if "://" in str(p):
+            out.append(_check_remote_input(str(p)))
+            continue
         path = Path(p)
         if not os.path.lexists(path):
             raise UsageError(f"input {p}: no such file or directory")
@@ -104,6 +111,17 @@ def check_inputs(inputs) -> list[str]:
     return out
 
 
+def _check_remote_input(uri: str) -> str:
+    """An object-store input: a URI this project reads, naming an object or a prefix with objects under it."""
+    try:
+        loc = storage.location(uri)
+        if not loc.exists():
+            raise UsageError(f"input {uri}: no such object or prefix")
+    except storage.StorageError as e:
+        raise UsageError(f"input {e}") from None
+    return loc.uri
+
+
 def _check_readable(path: Path) -> None:
     if path.is_dir():
         if not os.access(path, os.R_OK | os.X_OK):
@@ -112,11 +130,27 @@ def _check_readable(path: Path) -> None:
         raise UsageError(f"input {path}: file cannot be read (permission denied)")
 
 
-def check_not_nested(inputs: list[str], warehouse: Path) -> None:
+def check_not_nested(inputs: list[str], warehouse: "storage.Location") -> None:
     """The warehouse is neither an input, nor inside one, nor holding one: a run would read its own output (or
     write tables among a broker's partition directories)."""
-    wh = Path(os.path.realpath(warehouse))
+    warehouse = storage.location(warehouse)
+    if warehouse.remote:
+        from pathlib import PurePosixPath
+
+        wh = PurePosixPath("/" + warehouse.path)
+        for p in inputs:
+            if not storage.is_remote(p):
+                continue
+            inp = PurePosixPath("/" + storage.location(p).path)
+            if wh == inp or inp in wh.parents:
+                raise UsageError(f"--warehouse {warehouse} is inside the input {p}: choose a prefix outside it")
+            if wh in inp.parents:
+                raise UsageError(f"input {p} is inside the warehouse {warehouse}: a warehouse is not an input")
+        return
+    wh = Path(os.path.realpath(warehouse.uri))
     for p in inputs:
+        if storage.is_remote(p):
+            continue
         inp = Path(os.path.realpath(p))
         if wh == inp or inp in wh.parents:
             raise UsageError(f"--warehouse {warehouse} is inside the input {p}: choose a directory outside it")
@@ -134,9 +168,13 @@ def plan_and_check(inputs: list[str]):
         plan = plan_inputs(inputs)
     except NoOffsetsDataError as e:
         raise UsageError(str(e)) from None
+    except storage.StorageError as e:
+        raise UsageError(f"cannot read input: {e}") from None
     except (OSError, DecodeError) as e:
         raise UsageError(f"cannot read input: {e}") from None
     for item in plan.items:
+        if storage.is_remote(item["path"]):
+            continue  # a GET the store refuses becomes an `unreadable` row, as a file that vanished does
         path = Path(item["path"])
         if item["kind"] == "problem" and item["problem_kind"] == "unreadable" and path.exists():
             # a file or directory the process may not read; a dangling link or a directory named like a segment
@@ -154,20 +192,40 @@ def plan_and_check(inputs: list[str]):
 
 
 def _starts_like_a_log(path: str, size: int) -> bool:
-    try:
-        with open(path, "rb") as f:
-            head = f.read(_HEAD.size)
-    except OSError as e:
-        raise UsageError(f"cannot read input: {path}: {e.strerror}") from None
+    if storage.is_remote(path):
+        loc = storage.location(path)
+        try:
+            with loc.fs.open_input_file(loc.path) as f:
+                head = f.read(_HEAD.size)
+        except (OSError, storage.StorageError) as e:
+            raise UsageError(f"cannot read input: {path}: {storage.error_text(e)}") from None
+    else:
+        try:
+            with open(path, "rb") as f:
+                head = f.read(_HEAD.size)
+        except OSError as e:
+            raise UsageError(f"cannot read input: {path}: {e.strerror}") from None
     if len(head) < _HEAD.size:
         return False
     offset, entry_size, _epoch_or_crc, magic = _HEAD.unpack(head)
     return offset >= 0 and magic in (0, 1, 2) and _MIN_ENTRY_SIZE <= entry_size <= size - 12
 
 
-def probe_writable(warehouse: Path) -> None:
+def probe_writable(warehouse: "storage.Location") -> None:
     """Create the warehouse if needed and write (then delete) a probe file: a read-only, full or foreign
     warehouse is reported now, in one line, not by a failed write after minutes of work."""
+    warehouse = storage.location(warehouse)
+    if warehouse.remote:
+        probe = warehouse / f".offsetlake-probe-{uuid.uuid4().hex[:8]}"
+        try:
+            if warehouse.is_file():
+                raise UsageError(f"--warehouse {warehouse} is an object, not a prefix")
+            probe.write_bytes(b"offsetlake")
+            probe.delete_file()
+        except storage.StorageError as e:
+            raise UsageError(f"--warehouse {e}") from None
+        return
+    warehouse = warehouse.local
     if warehouse.exists() and not warehouse.is_dir():
         raise UsageError(f"--warehouse {warehouse} is a file, not a directory")
     probe = warehouse / f".offsetlake-probe-{uuid.uuid4().hex[:8]}"
@@ -210,7 +268,7 @@ def lock_settings(settings: Settings) -> tuple[float, float]:
     return wait, stale
 
 
-def take_lock(settings: Settings, warehouse: Path, snapshot_id: str):
+def take_lock(settings: Settings, warehouse: "storage.Location", snapshot_id: str):
     from pipelines.io.lock import LockHeldError, WriterLock
 
     wait, stale = lock_settings(settings)
@@ -219,6 +277,8 @@ def take_lock(settings: Settings, warehouse: Path, snapshot_id: str):
         abandoned = lock.acquire(snapshot_id, wait_seconds=wait)
     except LockHeldError as e:
         raise UsageError(str(e)) from None
+    except storage.StorageError as e:
+        raise UsageError(f"--warehouse {e}") from None
     except OSError as e:
         raise UsageError(f"--warehouse {warehouse}: {os_error_text(e)}") from None
     return lock, abandoned

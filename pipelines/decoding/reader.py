@@ -10,6 +10,17 @@ TABULAR_SUFFIXES = (".parquet", ".json", ".jsonl", ".ndjson", ".csv")
 
 
 def is_tabular(path: str | Path) -> bool:
+    from pipelines.io import storage
+
+    if storage.is_remote(str(path)):
+        import pyarrow.fs as pafs
+
+        loc = storage.location(str(path))
+        if not loc.is_dir():
+            return Path(loc.name).suffix.lower() in TABULAR_SUFFIXES
+        entries = [(Path(i.path).name, i.type == pafs.FileType.File) for i in loc.listdir()]
+        return any(is_file and Path(n).suffix.lower() in TABULAR_SUFFIXES for n, is_file in entries) and not any(
+            n.endswith(".log") or n.startswith("__consumer_offsets-") for n, _ in entries)
     p = Path(path)
     if p.is_dir():
         return any(f.suffix.lower() in TABULAR_SUFFIXES for f in p.iterdir() if f.is_file()) and not any(

@@ -4,6 +4,9 @@ Mirrors what `UnifiedLog`/`LogLoader` (Kafka 2.8-4.x) treat as a partition's dat
 of a `__consumer_offsets-N` directory, in numeric base-offset order (spec §1.1). Index, time-index, txn-index,
 producer snapshots and checkpoints are not data; `.deleted`/`.cleaned` files and `-delete`/`-future`/`-stray`
 directories are skipped; a `.swap` file (a cleaned segment awaiting rename) is reported, not read.
+
+An input may also be an object-store URI (`s3://bucket/prefix`, `pipelines/io/storage.py`): its keys are listed
+once and walked as the same directory tree (key prefixes are the directories); the segments keep their URIs.
 """
 from __future__ import annotations
 
@@ -27,6 +30,101 @@ _SKIPPED_SUFFIXES = (".deleted", ".cleaned")
 _SWAP_SUFFIX = ".swap"
 
 PathArg = str | os.PathLike
+
+
+class _Entry:
+    """What `os.scandir` gives, for a key listed from an object store."""
+
+    __slots__ = ("name", "path", "size", "_dir")
+
+    def __init__(self, name: str, path: str, is_dir: bool, size: int):
+        self.name, self.path, self._dir, self.size = name, path, is_dir, size
+
+    def is_dir(self) -> bool:
+        return self._dir
+
+
+class _LocalTree:
+    """The file system calls discovery makes, on disk."""
+
+    lexists = staticmethod(os.path.lexists)
+    isdir = staticmethod(os.path.isdir)
+    realpath = staticmethod(os.path.realpath)
+
+    @staticmethod
+    def scandir(p: str) -> list:
+        with os.scandir(p) as it:
+            return list(it)
+
+    @staticmethod
+    def abspath(p: str) -> str:
+        return os.path.abspath(p)
+
+    @staticmethod
+    def size(p: str) -> int:
+        return os.stat(p).st_size
+
+    @staticmethod
+    def readable(p: str) -> bool:
+        return os.access(p, os.R_OK)
+
+
+class _ObjectTree:
+    """The same calls over one recursive listing of an object-store prefix (`s3://…`)."""
+
+    def __init__(self, uri: str):
+        import pyarrow.fs as pafs
+
+        from pipelines.io import storage
+
+        self._root = storage.location(uri)
+        self._scheme = self._root.uri.split("://", 1)[0] + "://"
+        self._kids: dict[str, list[_Entry]] = {}
+        self._sizes: dict[str, int] = {}
+        root_info = self._root.info()
+        self._root_type = root_info.type
+        if root_info.type == pafs.FileType.File:
+            self._sizes[self._root.uri] = int(root_info.size)
+            return
+        for info in self._root.listdir(recursive=True):
+            uri = self._scheme + info.path
+            parent, name = uri.rsplit("/", 1)
+            is_dir = info.type == pafs.FileType.Directory
+            self._kids.setdefault(parent, []).append(_Entry(name, uri, is_dir, 0 if is_dir else int(info.size)))
+            if is_dir:
+                self._kids.setdefault(uri, [])
+            else:
+                self._sizes[uri] = int(info.size)
+        if root_info.type == pafs.FileType.Directory:
+            self._kids.setdefault(self._root.uri, [])
+
+    def lexists(self, p: str) -> bool:
+        p = p.rstrip("/")
+        return p in self._kids or p in self._sizes
+
+    def isdir(self, p: str) -> bool:
+        return p.rstrip("/") in self._kids
+
+    def realpath(self, p: str) -> str:
+        return p.rstrip("/")
+
+    def scandir(self, p: str) -> list:
+        return sorted(self._kids.get(p.rstrip("/"), []), key=lambda e: e.name)
+
+    def abspath(self, p: str) -> str:
+        return p.rstrip("/")
+
+    def size(self, p: str) -> int:
+        return self._sizes[p]
+
+    def readable(self, p: str) -> bool:
+        return True  # a denied GET is reported by the reader, as an `unreadable` row
+
+
+def _tree(p: str):
+    from pipelines.io import storage
+
+    return _ObjectTree(p) if storage.is_remote(p) else _LocalTree
 
 
 class InputError(FileNotFoundError):
@@ -58,15 +156,16 @@ def discover_segments(paths: PathArg | Iterable[PathArg]) -> tuple[list[SegmentF
     problems: list[ReadProblem] = []
     for p in paths:
         p = os.fspath(p)
-        if not os.path.lexists(p):
+        tree = _tree(p)
+        if not tree.lexists(p):
             raise InputError(f"input path does not exist: {p}")
-        _discover_path(p, segments, problems)
+        _discover_path(p, tree, segments, problems)
 
     seen_real: set[str] = set()
     seen_key: dict[tuple[int, int], str] = {}
     unique: list[SegmentFile] = []
     for seg in segments:
-        real = os.path.realpath(seg.path)
+        real = seg.path if "://" in seg.path else os.path.realpath(seg.path)
         if real in seen_real:
             continue
         seen_real.add(real)
@@ -114,23 +213,23 @@ def _problem(path: str, partition: int, kind: str, reason: str) -> ReadProblem:
     return ReadProblem(source=path, offsets_partition=partition, position=-1, kind=kind, reason=reason)
 
 
-def _discover_path(p: str, segments: list[SegmentFile], problems: list[ReadProblem]) -> None:
-    name = os.path.basename(os.path.normpath(p))
-    if os.path.isdir(p):
+def _discover_path(p: str, tree, segments: list[SegmentFile], problems: list[ReadProblem]) -> None:
+    name = os.path.basename(p.rstrip("/") if "://" in p else os.path.normpath(p))
+    if tree.isdir(p):
         m = _OFFSETS_DIR.match(name)
         if m:
-            _discover_partition_dir(p, int(m.group(1)), segments, problems)
+            _discover_partition_dir(p, tree, int(m.group(1)), segments, problems)
             return
         if _SKIPPED_DIR.search(name):
             return
-        if _TOPIC_PARTITION_DIR.match(name) and not _lists_partition_dirs(p):
+        if _TOPIC_PARTITION_DIR.match(name) and not _lists_partition_dirs(p, tree):
             problems.append(_problem(p, -1, "not_offsets_data",
                                      f"{name} is a partition directory of another topic; not read"))
             return
-        _discover_log_dir(p, segments, problems)
+        _discover_log_dir(p, tree, segments, problems)
         return
     # a single file
-    parent = os.path.basename(os.path.dirname(os.path.abspath(p)))
+    parent = os.path.basename(os.path.dirname(tree.abspath(p)))
     m = _OFFSETS_DIR.match(parent)
     partition = int(m.group(1)) if m else -1
     if m is None and _TOPIC_PARTITION_DIR.match(parent):
@@ -144,20 +243,20 @@ def _discover_path(p: str, segments: list[SegmentFile], problems: list[ReadProbl
         problems.append(_problem(p, partition, "not_offsets_data", f"{name} is not a .log segment; not read"))
         return
     sm = _SEGMENT_NAME.match(name)
-    _add_segment(p, partition, int(sm.group(1)) if sm else 0, segments, problems)
+    _add_segment(p, tree, partition, int(sm.group(1)) if sm else 0, segments, problems)
 
 
-def _lists_partition_dirs(p: str) -> bool:
+def _lists_partition_dirs(p: str, tree) -> bool:
     try:
-        return any(_OFFSETS_DIR.match(e.name) and e.is_dir() for e in os.scandir(p))
+        return any(_OFFSETS_DIR.match(e.name) and e.is_dir() for e in tree.scandir(p))
     except OSError:
         return False
 
 
-def _discover_log_dir(p: str, segments: list[SegmentFile], problems: list[ReadProblem]) -> None:
+def _discover_log_dir(p: str, tree, segments: list[SegmentFile], problems: list[ReadProblem]) -> None:
     """A broker log dir: every `__consumer_offsets-N` child; other topics' partition dirs are reported."""
     try:
-        entries = sorted(os.scandir(p), key=lambda e: e.name)
+        entries = sorted(tree.scandir(p), key=lambda e: e.name)
     except OSError as e:
         problems.append(_problem(p, -1, "unreadable", f"cannot list directory: {e}"))
         return
@@ -172,7 +271,7 @@ def _discover_log_dir(p: str, segments: list[SegmentFile], problems: list[ReadPr
             m = _OFFSETS_DIR.match(e.name)
             if m:
                 found = True
-                _discover_partition_dir(e.path, int(m.group(1)), segments, problems)
+                _discover_partition_dir(e.path, tree, int(m.group(1)), segments, problems)
             elif _SKIPPED_DIR.search(e.name):
                 continue
             elif _TOPIC_PARTITION_DIR.match(e.name):
@@ -182,17 +281,17 @@ def _discover_log_dir(p: str, segments: list[SegmentFile], problems: list[ReadPr
             bare_logs = True
     if not found:
         if bare_logs:
-            _discover_partition_dir(p, -1, segments, problems)
+            _discover_partition_dir(p, tree, -1, segments, problems)
         else:
             problems.append(_problem(p, -1, "not_offsets_data",
                                      f"no {OFFSETS_TOPIC}-N directories and no .log files in {p}"))
 
 
-def _discover_partition_dir(p: str, partition: int, segments: list[SegmentFile],
+def _discover_partition_dir(p: str, tree, partition: int, segments: list[SegmentFile],
                             problems: list[ReadProblem]) -> None:
     """The `.log` files of one partition directory (`LogLoader.loadSegmentFiles`, data files only)."""
     try:
-        entries = list(os.scandir(p))
+        entries = list(tree.scandir(p))
     except OSError as e:
         problems.append(_problem(p, partition, "unreadable", f"cannot list directory: {e}"))
         return
@@ -207,7 +306,7 @@ def _discover_partition_dir(p: str, partition: int, segments: list[SegmentFile],
         m = _SEGMENT_NAME.match(name)
         if m is None:
             continue  # .index, .timeindex, .txnindex, .snapshot, checkpoints, partition.metadata, ...
-        _add_segment(e.path, partition, int(m.group(1)), segments, problems)
+        _add_segment(e.path, tree, partition, int(m.group(1)), segments, problems)
 
 
 def _swap_problem(path: str, partition: int) -> ReadProblem:
@@ -216,19 +315,19 @@ def _swap_problem(path: str, partition: int) -> ReadProblem:
                     "recovery would prefer it over the .log it replaces; not read")
 
 
-def _add_segment(path: str, partition: int, base_offset: int, segments: list[SegmentFile],
+def _add_segment(path: str, tree, partition: int, base_offset: int, segments: list[SegmentFile],
                  problems: list[ReadProblem]) -> None:
     try:
-        st = os.stat(path)
+        size = tree.size(path)
     except OSError as e:
         problems.append(_problem(path, partition, "unreadable", f"cannot stat segment: {e}"))
         return
-    if st.st_size == 0:
+    if size == 0:
         return  # an empty partition's active segment
-    if not os.access(path, os.R_OK):
+    if not tree.readable(path):
         problems.append(_problem(path, partition, "unreadable", "segment is not readable (permission denied)"))
         return
-    segments.append(SegmentFile(path=path, offsets_partition=partition, base_offset=base_offset, size=st.st_size))
+    segments.append(SegmentFile(path=path, offsets_partition=partition, base_offset=base_offset, size=size))
 
 
 def partition_count(paths: PathArg | Iterable[PathArg]) -> int | None:
@@ -240,10 +339,12 @@ def partition_count(paths: PathArg | Iterable[PathArg]) -> int | None:
     best = None
     for p in paths:
         p = os.fspath(p)
-        if not os.path.isdir(p) or _OFFSETS_DIR.match(os.path.basename(os.path.normpath(p))):
+        tree = _tree(p)
+        if not tree.isdir(p) or _OFFSETS_DIR.match(os.path.basename(p.rstrip("/") if "://" in p
+                                                                     else os.path.normpath(p))):
             continue
-        for name in os.listdir(p):
-            m = _OFFSETS_DIR.match(name)
-            if m and os.path.isdir(os.path.join(p, name)):
+        for e in tree.scandir(p):
+            m = _OFFSETS_DIR.match(e.name)
+            if m and e.is_dir():
                 best = max(best or 0, int(m.group(1)) + 1)
     return best

@@ -84,6 +84,10 @@ def read_tabular_dump(path: str | os.PathLike, *, fmt: str | None = None, encodi
     `InvalidFieldError` for a table without the key/value/partition/offset columns.
     """
     p = os.fspath(path)
+    from pipelines.io import storage
+
+    if storage.is_remote(p):
+        return _read_remote_dump(p, fmt=fmt, encoding=encoding)
     if not os.path.exists(p):
         raise InputError(f"input path does not exist: {p}")
     files = _files(p)
@@ -124,6 +128,43 @@ def read_tabular_dump(path: str | os.PathLike, *, fmt: str | None = None, encodi
     return TabularDump(path=p, fmt=fmt, encoding=encoding,
                        columns=tuple(c for c in table.column_names if c != ROW_COLUMN),
                        has_batch_facts=facts, _table=table, malformed=malformed)
+
+
+def _read_remote_dump(uri: str, *, fmt: str | None, encoding: str | None) -> TabularDump:
+    """A dump on object storage: its part files fetched into a temporary directory (a dump is read whole into
+    memory anyway), read as a local dump, and named by their URIs."""
+    import shutil
+    import tempfile
+
+    import pyarrow.fs as pafs
+
+    from pipelines.io import storage
+
+    loc = storage.location(uri)
+    info = loc.info()
+    if info.type == pafs.FileType.NotFound:
+        raise InputError(f"input path does not exist: {uri}")
+    tmp = tempfile.mkdtemp(prefix="offsetlake-dump-")
+    try:
+        if info.type == pafs.FileType.File:
+            local = os.path.join(tmp, loc.name)
+            with storage.errors(loc):
+                pafs.copy_files(loc.path, local, source_filesystem=loc.fs,
+                                destination_filesystem=pafs.LocalFileSystem())
+        else:
+            local = os.path.join(tmp, "dump")
+            with storage.errors(loc):
+                pafs.copy_files(loc.path, local, source_filesystem=loc.fs,
+                                destination_filesystem=pafs.LocalFileSystem())
+        try:
+            dump = read_tabular_dump(local, fmt=fmt, encoding=encoding)
+        except (InputError, InvalidFieldError) as e:
+            e.args = (str(e).replace(local, uri),) + e.args[1:]
+            raise
+        dump.path = uri
+        return dump
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 # ----------------------------------------------------------------------------------------------------------------

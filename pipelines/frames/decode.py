@@ -16,6 +16,7 @@ from typing import Iterable, Iterator
 import pyarrow as pa
 
 from pipelines.decoding.policy import DEFAULT_POLICY, ReadPolicy
+from pipelines.io import storage
 from schemas.decoded import DECODED_RECORD_SCHEMA
 
 ARROW_BATCH_ROWS = 20_000
@@ -86,13 +87,17 @@ def plan_inputs(paths: Iterable[str | Path]) -> DecodePlan:
     from pipelines.decoding.reader import is_tabular
     from pipelines.decoding.segments import discover_segments
 
-    paths = [Path(p) for p in paths]
+    paths = [p if storage.is_remote(p) else Path(p) for p in map(str, paths)]
     items: list[dict] = []
-    seg_paths = [p for p in paths if not is_tabular(p)]
-    tab_inputs: list[tuple[Path, list[Path]]] = []  # (the dump as read, its files)
+    tabular = {str(p): is_tabular(p) for p in paths}
+    seg_paths = [p for p in paths if not tabular[str(p)]]
+    tab_inputs: list[tuple[str, list[int]]] = []  # (the dump as read, its files' sizes)
     for p in paths:
-        if is_tabular(p):
-            tab_inputs.append((p, sorted(f for f in p.iterdir() if f.is_file()) if p.is_dir() else [p]))
+        if tabular[str(p)]:
+            loc = storage.location(p)
+            sizes = [int(i.size) for i in loc.listdir() if i.type == storage.pafs.FileType.File] \
+                if loc.is_dir() else [loc.size()]
+            tab_inputs.append((str(p), sizes))
     max_partition = -1
     total = 0
     nseg = 0
@@ -100,7 +105,7 @@ def plan_inputs(paths: Iterable[str | Path]) -> DecodePlan:
     if seg_paths:
         segments, problems = discover_segments(seg_paths)
         for s in segments:
-            if not Path(s.path).is_file():
+            if not storage.is_remote(s.path) and not Path(s.path).is_file():
                 items.append(dict(kind="problem", path=str(s.path), offsets_partition=s.offsets_partition,
                                   base_offset=-1, size=0, problem_kind="unreadable",
                                   problem_reason=f"cannot read segment: {s.path} is not a regular file"))
@@ -118,8 +123,8 @@ def plan_inputs(paths: Iterable[str | Path]) -> DecodePlan:
         found = f" ({len(problems)} path(s) not read: {problems[0].reason}{', ...' if len(problems) > 1 else ''})" \
             if problems else ""
         raise NoOffsetsDataError(f"no __consumer_offsets data found under {', '.join(map(str, paths))}{found}")
-    for dump_path, files in tab_inputs:
-        size = sum(f.stat().st_size for f in files)
+    for dump_path, sizes in tab_inputs:
+        size = sum(sizes)
         items.append(dict(kind="tabular", path=str(dump_path), offsets_partition=-1, base_offset=0, size=size,
                           problem_kind=None, problem_reason=None))
         total += size
@@ -155,7 +160,6 @@ def _decode_items(batches: Iterator[pa.RecordBatch], policy: ReadPolicy = DEFAUL
                   ) -> Iterator[pa.RecordBatch]:
     """Executor side: decode every work item in the incoming batches, streaming Arrow batches out."""
     from pipelines.decoding.rows import problem_to_row, rows_to_arrow, to_decoded_row
-    from pipelines.decoding.segments import SegmentFile
     from schemas.records import ReadProblem
 
     def flush(rows):
@@ -170,17 +174,17 @@ def _decode_items(batches: Iterator[pa.RecordBatch], policy: ReadPolicy = DEFAUL
                 # fast path: segment bytes straight to Arrow columns (same rows as the reference path)
                 from pipelines.decoding.columnar import decode_segment_to_arrow
 
-                seg = SegmentFile(path=Path(item["path"]), offsets_partition=item["offsets_partition"],
-                                  base_offset=item["base_offset"], size=item["size"])
+                start = item.get("start_position") or 0
                 try:
-                    yield from decode_segment_to_arrow(seg.path, offsets_partition=seg.offsets_partition,
-                                                       batch_rows=ARROW_BATCH_ROWS,
-                                                       start_position=item.get("start_position") or 0,
-                                                       policy=policy)
-                except OSError as e:  # vanished, turned into a directory, I/O error: one row, not a failed task
+                    # an object-store segment is fetched into the task's temp dir (from `start` on) and read there
+                    with storage.location(item["path"]).as_local_file(start=start) as local:
+                        yield from decode_segment_to_arrow(local, offsets_partition=item["offsets_partition"],
+                                                           batch_rows=ARROW_BATCH_ROWS, start_position=start,
+                                                           policy=policy, source=item["path"])
+                except (OSError, storage.StorageError) as e:  # vanished, a directory, I/O: one row, not a failure
                     yield flush([problem_to_row(ReadProblem(
                         source=item["path"], offsets_partition=item["offsets_partition"], position=-1,
-                        kind="unreadable", reason=f"cannot read segment: {e}"))])
+                        kind="unreadable", reason=f"cannot read segment: {storage.error_text(e)}"))])
                 continue
             elif item["kind"] == "tabular":
                 from pipelines.decoding.tabular import read_tabular_dump
@@ -322,8 +326,13 @@ def _count_items(batches: Iterator[pa.RecordBatch], policy: ReadPolicy = DEFAULT
         acc: dict[int | None, dict] = {}
         for item in batch.to_pylist():
             if item["kind"] == "segment":
-                count_segment(item["path"], item["offsets_partition"], acc,
-                              start_position=item.get("start_position") or 0, policy=policy)
+                start = item.get("start_position") or 0
+                try:
+                    with storage.location(item["path"]).as_local_file(start=start, head=HEAD_BYTES) as local:
+                        count_segment(local, item["offsets_partition"], acc, start_position=start, policy=policy,
+                                      source=item["path"])
+                except (OSError, storage.StorageError):
+                    _bump(acc, item["offsets_partition"])  # the decode makes the same error one `unreadable` row
             elif item["kind"] == "tabular":
                 count_tabular(item["path"], acc)
             else:
@@ -357,12 +366,14 @@ def _unread(acc: dict, partition: int, path: str, start: int, stop: int, kind: s
 
 
 def count_segment(path: str, partition: int, acc: dict | None = None, *, start_position: int = 0,
-                  policy: ReadPolicy = DEFAULT_POLICY) -> dict:
+                  policy: ReadPolicy = DEFAULT_POLICY, source: str | None = None) -> dict:
     """`reader_counts` for one segment file, added into ``acc`` (partition -> counters), which is returned.
 
     Framing mirrors `batches.read_batches_from_file` (`FileLogInputStream.nextBatch`): the same entries, the same
-    place where reading stops. The file's `segment_scan` is added to the partition's ``segments``.
+    place where reading stops. The file's `segment_scan` is added to the partition's ``segments``. ``source``: the
+    name the file goes by in the counts (its URI when `path` is a local copy of an object).
     """
+    local, path = path, source or path
     import mmap
     import os
     import struct
@@ -383,7 +394,7 @@ def count_segment(path: str, partition: int, acc: dict | None = None, *, start_p
     crc = crc32c.crc32c
     n_in = 0
     try:
-        with open(path, "rb") as f:
+        with open(local, "rb") as f:
             end = os.fstat(f.fileno()).st_size
             if end == 0 or start_position >= end:
                 f.seek(0)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable
 
-from pipelines.io.checkpoint import remove_orphaned_state, write_state_rows
+from pipelines.io.checkpoint import STATE_DIR, remove_orphaned_state, write_state_rows
 
 CHECKPOINT_FORMAT = 1
 
@@ -65,7 +65,7 @@ def save_checkpoint(warehouse, snapshot_id: str, replayed, plan, inc, *, conf, r
         semantics=conf.semantics, num_partitions_setting=conf.num_partitions,
         until_offset=req.until_offset, until_time=req.until_time, tabular=bool(plan.num_tabular),
         max_timestamp=max_timestamp, max_partition=max_partition, group_history=True,
-        decoded_state=str(final.relative_to(Path(getattr(warehouse, "path", warehouse)))),
+        decoded_state=f"{STATE_DIR}/{snapshot_id}/{final.name}",
         partitions=partitions,
     )
     write_checkpoint(warehouse, snapshot_id, checkpoint)

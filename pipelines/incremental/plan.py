@@ -8,6 +8,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from pipelines.incremental.checkpoint import CHECKPOINT_FORMAT
+from pipelines.io import storage
 from pipelines.io.checkpoint import count_state_rows, read_state_rows, state_dir
 
 LOG_START_MOVED = "log start moved / segments deleted or compacted"
@@ -222,8 +223,9 @@ def _file_differs(path: str, size: int, seg: dict) -> str | None:
     consumed = int(seg["consumed"])
     if size < consumed:
         return f"shrank ({size} bytes, {consumed} read before)"
+    loc = storage.location(path)
     try:
-        with open(path, "rb") as f:
+        with loc.fs.open_input_file(loc.path) as f:
             head = f.read(int(seg["head_bytes"]))
             if hashlib.sha256(head).hexdigest() != seg["head_sha256"]:
                 return "changed (its first bytes differ: rewritten, compacted, or another cluster's log)"
@@ -232,8 +234,8 @@ def _file_differs(path: str, size: int, seg: dict) -> str | None:
                 last = f.read(int(seg["last_batch_size"]))
                 if hashlib.sha256(last).hexdigest() != seg["last_batch_sha256"]:
                     return "changed (its last read batch differs: rewritten or compacted)"
-    except OSError as e:
-        return f"cannot be read ({e})"
+    except (OSError, storage.StorageError) as e:
+        return f"cannot be read ({storage.error_text(e)})"
     return None
 
 

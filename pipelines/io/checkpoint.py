@@ -1,12 +1,14 @@
 """Incremental-run checkpoints: one JSON file per snapshot at `<warehouse>/_checkpoints/<snapshot_id>.json`.
 
 The content (last offset per offsets partition, input fingerprint, semantics, …) belongs to the incremental
-logic; this module only stores it atomically: write a temporary file in the same directory, fsync, then
-`os.replace` it over the target, so a reader sees the old checkpoint or the new one, never a torn file.
-The `_` prefix keeps the directory out of every Delta table and out of vacuum's reach.
+logic; this module only stores it atomically: on disk, write a temporary file in the same directory, fsync, then
+`os.replace` it over the target; on object storage, one PUT of the whole object. Either way a reader sees the old
+checkpoint or the new one, never a torn file. The `_` prefix keeps the directory out of every Delta table and out
+of vacuum's reach. Paths come back as `Path`s for a local warehouse, `storage.Location`s for one on S3.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
@@ -15,27 +17,37 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from pipelines.io import storage
 from pipelines.io.delta import check_partition_value
 
 CHECKPOINT_DIR = "_checkpoints"
 
 
-def _warehouse_path(warehouse) -> Path:
-    return Path(getattr(warehouse, "path", warehouse))
+def _root(warehouse) -> storage.Location:
+    """The warehouse's Location (`warehouse`: a Warehouse, a path or a URI)."""
+    root = getattr(warehouse, "root", None)
+    return root if isinstance(root, storage.Location) else storage.location(warehouse)
 
 
-def checkpoint_path(warehouse, snapshot_id: str) -> Path:
+def _native(loc: storage.Location) -> "Path | storage.Location":
+    return loc.local or loc
+
+
+def checkpoint_path(warehouse, snapshot_id: str) -> "Path | storage.Location":
     """Where the checkpoint of `snapshot_id` lives (`warehouse`: a Warehouse or its directory)."""
-    return _warehouse_path(warehouse) / CHECKPOINT_DIR / f"{check_partition_value(snapshot_id)}.json"
+    return _native(_root(warehouse).join(CHECKPOINT_DIR, f"{check_partition_value(snapshot_id)}.json"))
 
 
-def write_checkpoint(warehouse, snapshot_id: str, checkpoint: dict) -> Path:
+def write_checkpoint(warehouse, snapshot_id: str, checkpoint: dict) -> "Path | storage.Location":
     """Store `checkpoint` (JSON-serialisable; datetimes are written as ISO strings) atomically."""
     if not isinstance(checkpoint, dict):
         raise TypeError(f"checkpoint must be a dict, got {type(checkpoint).__name__}")
     target = checkpoint_path(warehouse, snapshot_id)
-    target.parent.mkdir(parents=True, exist_ok=True)
     text = json.dumps(checkpoint, sort_keys=True, indent=2, default=_default)
+    if isinstance(target, storage.Location):
+        target.write_text(text)
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
@@ -55,9 +67,9 @@ def write_checkpoint(warehouse, snapshot_id: str, checkpoint: dict) -> Path:
 
 def read_checkpoint(warehouse, snapshot_id: str) -> dict | None:
     """The checkpoint stored for `snapshot_id`, or None if there is none."""
-    target = checkpoint_path(warehouse, snapshot_id)
+    target = storage.location(checkpoint_path(warehouse, snapshot_id))
     try:
-        return json.loads(target.read_text(encoding="utf-8"))
+        return json.loads(target.read_text())
     except FileNotFoundError:
         return None
 
@@ -91,18 +103,25 @@ def _fsync_dir(path: Path) -> None:
 STATE_DIR = "_state"
 
 
-def state_dir(warehouse, snapshot_id: str) -> Path:
+def state_dir(warehouse, snapshot_id: str) -> "Path | storage.Location":
     """`<warehouse>/_state/<snapshot_id>`."""
-    return _warehouse_path(warehouse) / STATE_DIR / check_partition_value(snapshot_id)
+    return _native(_root(warehouse).join(STATE_DIR, check_partition_value(snapshot_id)))
 
 
-def write_state_rows(warehouse, snapshot_id: str, rows: pa.Table) -> Path:
-    """Write `rows` (the engine's retained rows, `coordinator.shard`) as Parquet at `_state/<id>/decoded`: into a
-    temporary directory first, then renamed into place, so a reader never sees a half-written state."""
+def write_state_rows(warehouse, snapshot_id: str, rows: pa.Table) -> "Path | storage.Location":
+    """Write `rows` (the engine's retained rows, `coordinator.shard`) as Parquet at `_state/<id>/decoded`, so a
+    reader never sees a half-written state: on disk into a temporary directory first, then renamed into place; on
+    object storage as one object, which a PUT replaces whole."""
     import shutil
     import uuid
 
     target = state_dir(warehouse, snapshot_id)
+    if isinstance(target, storage.Location):
+        final = target / "decoded"
+        part = final / "part-00000.snappy.parquet"
+        with storage.errors(part):
+            pq.write_table(rows, part.path, filesystem=part.fs, compression="snappy")
+        return final
     target.mkdir(parents=True, exist_ok=True)
     tmp = target / f".decoded-{uuid.uuid4().hex[:8]}.tmp"
     tmp.mkdir()
@@ -114,37 +133,43 @@ def write_state_rows(warehouse, snapshot_id: str, rows: pa.Table) -> Path:
     return final
 
 
-def read_state_rows(path) -> pa.Table:
-    """The state rows `write_state_rows` wrote at `path` (its `decoded` directory), as one Arrow table."""
+def _dataset(path):
     import pyarrow.dataset as ds
 
-    return ds.dataset(str(path), format="parquet").to_table()
+    loc = storage.location(path)
+    with storage.errors(loc):
+        return ds.dataset(loc.path, filesystem=loc.fs, format="parquet")
+
+
+def read_state_rows(path) -> pa.Table:
+    """The state rows `write_state_rows` wrote at `path` (its `decoded` directory), as one Arrow table."""
+    return _dataset(path).to_table()
 
 
 def count_state_rows(path) -> int:
     """How many state rows are at `path`, from the Parquet footers only."""
-    import pyarrow.dataset as ds
-
-    return sum(f.metadata.num_rows for f in ds.dataset(str(path), format="parquet").get_fragments())
+    return sum(f.metadata.num_rows for f in _dataset(path).get_fragments())
 
 
 def remove_orphaned_state(warehouse, existing_snapshot_ids) -> list[str]:
     """Delete `_state/<id>` and `_checkpoints/<id>.json` of snapshots not in `existing_snapshot_ids`; returns the
     ids whose state was removed, sorted."""
-    import shutil
+    import pyarrow.fs as pafs
 
-    root = _warehouse_path(warehouse)
+    root = _root(warehouse)
     existing = set(existing_snapshot_ids)
     removed = []
     state_root = root / STATE_DIR
-    if state_root.is_dir():
-        for d in state_root.iterdir():
-            if d.is_dir() and d.name not in existing:
-                shutil.rmtree(d, ignore_errors=True)
-                removed.append(d.name)
+    for info in state_root.listdir():
+        d = state_root.child_of(info)
+        if info.type == pafs.FileType.Directory and d.name not in existing:
+            with contextlib.suppress(OSError, storage.StorageError):  # what is left goes with the next run
+                d.delete_dir()
+            removed.append(d.name)
     cp_root = root / CHECKPOINT_DIR
-    if cp_root.is_dir():
-        for f in cp_root.glob("*.json"):
-            if f.stem not in existing:
-                f.unlink(missing_ok=True)
+    for info in cp_root.listdir():
+        f = cp_root.child_of(info)
+        if f.name.endswith(".json") and f.name[:-len(".json")] not in existing:
+            with contextlib.suppress(OSError, storage.StorageError):
+                f.delete_file()
     return sorted(removed)

@@ -12,9 +12,15 @@ Taking over renames the stale file away first (an atomic rename: of two runs bre
 wins), then creates a fresh one. The broken holder's record is returned so the new run can record that run as
 abandoned.
 
-Limitation: create-exclusive and rename are atomic on a local or POSIX shared file system. On object storage
-(S3 and the like) they are not (before conditional writes); a warehouse there needs a lock service instead
-(e.g. a DynamoDB table as delta-rs uses for its own S3 commits).
+On a local or POSIX shared file system create-exclusive and rename are atomic. On object storage (`s3://`) the
+same steps are conditional writes (through obstore; pyarrow's filesystem cannot express them): create is a PUT
+with `If-None-Match: *`, a heartbeat or a stage update re-PUTs the record with `If-Match` on the holder's own
+ETag (which also moves `Last-Modified`, the heartbeat), and a takeover replaces the stale record with
+`If-Match` on the ETag it read, so of two runs breaking one stale lock exactly one wins. AWS S3 has had both
+conditions since 2024, as have MinIO and moto; a store without them refuses the request and the run exits 2
+naming it. Release deletes the record after checking it is still ours (S3 has no conditional DELETE here, so a
+takeover landing between the check and the delete is the one window left). Staleness across hosts compares
+`Last-Modified` (the store's clock) with this host's clock.
 """
 from __future__ import annotations
 
@@ -27,6 +33,8 @@ import threading
 import time
 import uuid
 from pathlib import Path
+
+from pipelines.io import storage
 
 LOCK_NAME = "_lock"
 
@@ -67,32 +75,203 @@ def describe_holder(holder: dict) -> str:
             f" since {holder.get('since', '?')}" + (f" (stage {holder['stage']})" if holder.get("stage") else ""))
 
 
+class _LocalLockFile:
+    """The lock record as a local file: create-exclusive, replace by rename, heartbeat by mtime."""
+
+    def __init__(self, path: Path):
+        self.path = path
+
+    def read(self) -> tuple[bytes, float, object] | None:
+        """(record bytes, seconds since the last heartbeat, version) or None when there is no lock."""
+        try:
+            data = self.path.read_bytes()
+            age = time.time() - self.path.stat().st_mtime
+        except FileNotFoundError:
+            return None
+        return data, age, None
+
+    def create(self, data: bytes) -> bool:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            return False
+        try:
+            os.write(fd, data)
+            os.fsync(fd)
+        except BaseException:
+            os.close(fd)
+            self.path.unlink(missing_ok=True)
+            raise
+        os.close(fd)
+        return True
+
+    def take_over(self, version) -> bytes | None:
+        """Move the stale record out of the way (atomic rename: one of two breakers wins); its bytes, or None when
+        another run broke it first. The caller then creates its own."""
+        aside = self.path.with_name(f"{LOCK_NAME}.stale-{uuid.uuid4().hex[:8]}")
+        try:
+            os.rename(self.path, aside)
+        except FileNotFoundError:
+            return None
+        try:
+            return aside.read_bytes()
+        finally:
+            aside.unlink(missing_ok=True)
+
+    def replace_own(self, data: bytes, token: str) -> bool:
+        tmp = self.path.with_name(f"{LOCK_NAME}.{token}.tmp")
+        tmp.write_bytes(data)
+        os.replace(tmp, self.path)
+        return True
+
+    def heartbeat(self, data: bytes) -> bool:
+        try:
+            os.utime(self.path)
+        except OSError as e:
+            if e.errno == errno.ENOENT:
+                return False
+        return True
+
+    def delete(self) -> None:
+        self.path.unlink(missing_ok=True)
+
+    def __str__(self) -> str:
+        return str(self.path)
+
+
+class _ObjectLockFile:
+    """The lock record as an object, every change a conditional PUT (see the module docstring)."""
+
+    def __init__(self, loc: storage.Location):
+        from obstore.store import S3Store
+
+        bucket, _, self.key = loc.path.partition("/")
+        s = storage.S3Settings.from_env()
+        kwargs: dict = {}
+        if s.endpoint:
+            kwargs["endpoint"] = s.endpoint
+        if s.region:
+            kwargs["region"] = s.region
+        if s.access_key and s.secret_key:
+            kwargs.update(access_key_id=s.access_key, secret_access_key=s.secret_key)
+            if s.session_token:
+                kwargs["session_token"] = s.session_token
+        if s.endpoint_scheme == "http":
+            kwargs["client_options"] = {"allow_http": True}
+        self.store = S3Store(bucket, **kwargs)
+        self.uri = loc.uri
+        self.etag: str | None = None  # of the record this process last wrote
+
+    def _errors(self):
+        return storage.errors(self.uri)
+
+    def read(self) -> tuple[bytes, float, object] | None:
+        import obstore
+        from obstore.exceptions import NotFoundError
+
+        try:
+            got = obstore.get(self.store, self.key)
+            data = bytes(got.bytes())
+        except (NotFoundError, FileNotFoundError):
+            return None
+        except Exception as e:
+            raise storage.StorageError(f"{self.uri}: {storage.error_text(e)}") from e
+        meta = got.meta
+        return data, time.time() - meta["last_modified"].timestamp(), meta["e_tag"]
+
+    def _put(self, data: bytes, mode) -> str | None:
+        import obstore
+        from obstore.exceptions import AlreadyExistsError, PreconditionError
+
+        try:
+            return obstore.put(self.store, self.key, data, mode=mode)["e_tag"]
+        except (AlreadyExistsError, PreconditionError):
+            return None
+        except Exception as e:
+            raise storage.StorageError(f"{self.uri}: {storage.error_text(e)}") from e
+
+    def create(self, data: bytes) -> bool:
+        self.etag = self._put(data, "create")
+        return self.etag is not None
+
+    def take_over(self, version) -> bytes | None:
+        """Nothing to move aside: the caller's create after this fails, so the stale record is replaced in one
+        conditional PUT by `replace_stale`."""
+        raise NotImplementedError
+
+    def replace_stale(self, data: bytes, version) -> bool:
+        if version is None:
+            return False
+        etag = self._put(data, {"e_tag": version})
+        if etag is None:
+            return False
+        self.etag = etag
+        return True
+
+    def replace_own(self, data: bytes, token: str) -> bool:
+        if self.etag is None:
+            return False
+        etag = self._put(data, {"e_tag": self.etag})
+        if etag is None:
+            return False  # replaced by a run that took the lock over
+        self.etag = etag
+        return True
+
+    def heartbeat(self, data: bytes) -> bool:
+        return self.replace_own(data, "")
+
+    def delete(self) -> None:
+        import obstore
+        from obstore.exceptions import NotFoundError
+
+        try:
+            obstore.delete(self.store, self.key)
+        except (NotFoundError, FileNotFoundError):
+            pass
+        except Exception as e:
+            raise storage.StorageError(f"{self.uri}: {storage.error_text(e)}") from e
+
+    def __str__(self) -> str:
+        return self.uri
+
+
 class WriterLock:
     """The `_lock` of one warehouse. `acquire` returns the record of a stale lock it broke (or None)."""
 
-    def __init__(self, warehouse: str | Path, *, stale_seconds: float = 600, heartbeat_seconds: float = 30):
-        self.path = Path(warehouse) / LOCK_NAME
+    def __init__(self, warehouse: "str | Path | storage.Location", *, stale_seconds: float = 600,
+                 heartbeat_seconds: float = 30):
+        root = storage.location(warehouse)
+        self.warehouse = root
+        self.file = _ObjectLockFile(root / LOCK_NAME) if root.remote else _LocalLockFile(root.local / LOCK_NAME)
+        self.path = self.file.path if isinstance(self.file, _LocalLockFile) else root / LOCK_NAME
         self.stale_seconds = stale_seconds
         self.heartbeat_seconds = heartbeat_seconds
         self.token: str | None = None
         self.record: dict = {}
         self._stop = threading.Event()
         self._beat: threading.Thread | None = None
+        self._write = threading.Lock()  # the heartbeat and update() both re-PUT the record on object storage
 
     # ------------------------------------------------------------------ reading
-    def holder(self) -> dict | None:
-        """The current lock's record (with `age_seconds`), None when the warehouse is not locked."""
-        try:
-            text = self.path.read_text()
-            age = time.time() - self.path.stat().st_mtime
-        except FileNotFoundError:
+    def _read(self) -> tuple[dict, object] | None:
+        got = self.file.read()
+        if got is None:
             return None
+        data, age, version = got
         try:
-            rec = json.loads(text)
+            rec = json.loads(data.decode() or "{}")
         except ValueError:
             rec = {}  # being written right now (created, not yet filled), or damaged
+        if not isinstance(rec, dict):
+            rec = {}
         rec["age_seconds"] = round(age, 1)
-        return rec
+        return rec, version
+
+    def holder(self) -> dict | None:
+        """The current lock's record (with `age_seconds`), None when the warehouse is not locked."""
+        got = self._read()
+        return None if got is None else got[0]
 
     def is_stale(self, holder: dict) -> bool:
         if not holder.get("pid"):  # empty or damaged: a writer between create and write, unless it stays so
@@ -111,58 +290,51 @@ class WriterLock:
         deadline = time.monotonic() + max(0.0, wait_seconds)
         broken = None
         while True:
-            if self._create(snapshot_id):
-                self._start_heartbeat()
+            record = self._new_record(snapshot_id)
+            if self.file.create(json.dumps(record).encode()):
+                self._own(record)
                 return broken
-            holder = self.holder()
-            if holder is None:
+            got = self._read()
+            if got is None:
                 continue  # released between our attempt and the read
+            holder, version = got
             if self.is_stale(holder):
-                aside = self.path.with_name(f"{LOCK_NAME}.stale-{uuid.uuid4().hex[:8]}")
-                try:
-                    os.rename(self.path, aside)
-                except FileNotFoundError:
+                if isinstance(self.file, _ObjectLockFile):
+                    if self.file.replace_stale(json.dumps(record).encode(), version):
+                        self._own(record)
+                        return {k: v for k, v in holder.items() if k != "age_seconds"}
+                    continue  # another run took it over first, or it was released
+                data = self.file.take_over(version)
+                if data is None:
                     continue  # another run broke it first
                 try:
-                    broken = json.loads(aside.read_text() or "{}")
+                    broken = json.loads(data.decode() or "{}")
                 except ValueError:
                     broken = {}
-                aside.unlink(missing_ok=True)
                 continue
             if time.monotonic() >= deadline:
                 waited = f" after waiting {wait_seconds:g} s" if wait_seconds else ""
-                raise LockHeldError(f"warehouse {self.path.parent} is being written by another run{waited}: "
-                                    f"{describe_holder(holder)}; lock file {self.path}", holder)
+                raise LockHeldError(f"warehouse {self.warehouse} is being written by another run{waited}: "
+                                    f"{describe_holder(holder)}; lock file {self.file}", holder)
             time.sleep(poll_seconds)
 
-    def _create(self, snapshot_id: str) -> bool:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-        except FileExistsError:
-            return False
-        self.token = uuid.uuid4().hex
-        now = time.time()
-        self.record = dict(host=socket.gethostname(), pid=os.getpid(), pid_start=_proc_start(os.getpid()),
-                           snapshot_id=snapshot_id, since=_utc_iso(now), stage="start", token=self.token)
-        try:
-            os.write(fd, json.dumps(self.record).encode())
-            os.fsync(fd)
-        except BaseException:
-            os.close(fd)
-            self.path.unlink(missing_ok=True)
-            raise
-        os.close(fd)
-        return True
+    @staticmethod
+    def _new_record(snapshot_id: str) -> dict:
+        return dict(host=socket.gethostname(), pid=os.getpid(), pid_start=_proc_start(os.getpid()),
+                    snapshot_id=snapshot_id, since=_utc_iso(time.time()), stage="start", token=uuid.uuid4().hex)
+
+    def _own(self, record: dict) -> None:
+        self.record = record
+        self.token = record["token"]
+        self._start_heartbeat()
 
     def update(self, **fields) -> None:
         """Record the run's progress (e.g. `stage`) in the lock file (replaced atomically)."""
         if not self.owned():
             return
         self.record.update(fields)
-        tmp = self.path.with_name(f"{LOCK_NAME}.{self.token}.tmp")
-        tmp.write_text(json.dumps(self.record))
-        os.replace(tmp, self.path)
+        with self._write:
+            self.file.replace_own(json.dumps(self.record).encode(), self.token)
 
     def owned(self) -> bool:
         if self.token is None:
@@ -175,7 +347,7 @@ class WriterLock:
         if self._beat is not None:
             self._beat.join(timeout=5)
         if self.owned():
-            self.path.unlink(missing_ok=True)
+            self.file.delete()
         self.token = None
 
     def _start_heartbeat(self) -> None:
@@ -184,10 +356,12 @@ class WriterLock:
         def beat():
             while not self._stop.wait(self.heartbeat_seconds):
                 try:
-                    os.utime(self.path)
-                except OSError as e:
-                    if e.errno == errno.ENOENT:
-                        return
+                    with self._write:
+                        alive = self.file.heartbeat(json.dumps(self.record).encode())
+                except (OSError, storage.StorageError):
+                    continue  # a blip of the store: the next beat tries again
+                if not alive:
+                    return
 
         self._beat = threading.Thread(target=beat, name="offsetlake-lock-heartbeat", daemon=True)
         self._beat.start()

@@ -20,6 +20,9 @@ from typing import Any, Protocol, Sequence
 
 import pyarrow as pa
 
+from pipelines.io import storage
+from pipelines.io.storage import Location
+
 # Filters in the DNF form delta-rs/pyarrow take: [("group_id", "=", "g"), ("partition", "in", [0, 1])].
 Filters = Sequence[tuple[str, str, Any]]
 
@@ -67,19 +70,22 @@ class SnapshotReader(Protocol):
         """Rows of an unpartitioned table (`offset_commits`, `runs`); None if it does not exist."""
 
 
-def _delta_log_version(path: Path) -> int | None:
+def _delta_log_version(path: "Path | Location") -> int | None:
     """Highest commit number in `_delta_log`; a directory listing, no JSON parsing (cheap enough per request)."""
     best = None
-    try:
-        with os.scandir(path / "_delta_log") as it:
-            for entry in it:
-                name = entry.name
-                if name.endswith(".json") and name[:-5].isdigit():
-                    v = int(name[:-5])
-                    if best is None or v > best:
-                        best = v
-    except FileNotFoundError:
-        return None
+    if isinstance(path, Location):
+        names = [os.path.basename(i.path) for i in (path / "_delta_log").listdir()]
+    else:
+        try:
+            with os.scandir(path / "_delta_log") as it:
+                names = [entry.name for entry in it]
+        except FileNotFoundError:
+            return None
+    for name in names:
+        if name.endswith(".json") and name[:-5].isdigit():
+            v = int(name[:-5])
+            if best is None or v > best:
+                best = v
     return best
 
 
@@ -145,17 +151,24 @@ class DeltaWarehouseReader:
     files (reader features such as deletion vectors or column mapping) are read through delta-rs' pyarrow
     dataset instead, as is anything the fast path cannot express."""
 
-    def __init__(self, warehouse: str | os.PathLike, *, fast_path: bool = True, must_exist: bool = True):
-        self.root = Path(warehouse)
-        if must_exist and not self.root.is_dir():
-            raise WarehouseError(f"warehouse {str(self.root)!r} is not a directory")
-        if must_exist and not (self.root / "runs" / "_delta_log").is_dir():
-            raise WarehouseError(f"{str(self.root)!r} is not an offsetlake warehouse (no runs table)")
+    def __init__(self, warehouse: "str | os.PathLike | Location", *, fast_path: bool = True, must_exist: bool = True):
+        try:
+            loc = storage.location(warehouse)
+            # a local warehouse stays a Path (the serving path's per-request checks are plain stat calls)
+            self.root = loc.local or loc
+            if must_exist and not self.root.is_dir():
+                what = "holds no objects" if loc.remote else "is not a directory"
+                raise WarehouseError(f"warehouse {str(self.root)!r} {what}")
+            if must_exist and not (self.root / "runs" / "_delta_log").is_dir():
+                raise WarehouseError(f"{str(self.root)!r} is not an offsetlake warehouse (no runs table)")
+        except storage.StorageError as e:
+            raise WarehouseError(f"warehouse {e}") from None
+        self.remote = loc.remote
         self.fast_path = fast_path
         self._duck = None
         self._duck_lock = threading.Lock()
 
-    def table_path(self, table: str) -> Path | None:
+    def table_path(self, table: str) -> "Path | Location | None":
         p = self.root / table
         return p if (p / "_delta_log").is_dir() else None
 
@@ -167,6 +180,8 @@ class DeltaWarehouseReader:
                 self._duck = duckdb.connect(
                     ":memory:", config={"autoinstall_known_extensions": False, "autoload_known_extensions": False}
                 )
+                if self.remote:
+                    storage.enable_duckdb_s3(self._duck)
                 # Closed before interpreter teardown: a DuckDB database destroyed during finalization can
                 # abort the process ("terminate called without an active exception").
                 atexit.register(_close_reader, weakref.ref(self))
@@ -197,7 +212,7 @@ class DeltaWarehouseReader:
         target = pa.schema([schema.field(c) for c in wanted])
         files = dt.file_uris(file_pruning_predicate=list(partitions)) if partitions else dt.file_uris()
         files = [f[len("file://"):] if f.startswith("file://") else f for f in files]
-        if any("://" in f for f in files):
+        if any("://" in f and not storage.is_remote(f) for f in files):
             raise _FastPathUnavailable("remote files")
         if not files:
             return target.empty_table()
@@ -234,7 +249,9 @@ class DeltaWarehouseReader:
         from deltalake import DeltaTable
 
         path = self.table_path(table)
-        return None if path is None else DeltaTable(str(path), version=version)
+        if path is None:
+            return None
+        return DeltaTable(str(path), version=version, storage_options=storage.storage_options(str(path)))
 
     def _read(self, table: str, partitions, filters, columns, version: int | None = None) -> pa.Table | None:
         dt = self._open(table, version)

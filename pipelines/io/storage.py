@@ -297,20 +297,28 @@ class Location:
             self.fs.delete_dir(self.path)
 
     @contextlib.contextmanager
-    def as_local_file(self, tmp_dir: str | None = None) -> Iterator[str]:
+    def as_local_file(self, tmp_dir: str | None = None, *, start: int = 0, head: int = 0) -> Iterator[str]:
         """A local path holding this file's bytes: the file itself when local, else a download into `tmp_dir`
-        (deleted on exit). The decoders map segments into memory, which needs a local file."""
+        (deleted on exit). The decoders map segments into memory, which needs a local file. `start`/`head`: only
+        the bytes from `start` on and the first `head` bytes are fetched (the rest of the file reads as zeros),
+        for a reader that resumes at `start`."""
         if not self.remote:
             yield self.uri
             return
         fd, tmp = tempfile.mkstemp(prefix="offsetlake-", suffix="-" + self.name, dir=tmp_dir)
         try:
-            with errors(self), os.fdopen(fd, "wb") as out, self.fs.open_input_stream(self.path) as src:
+            with errors(self), os.fdopen(fd, "wb") as out, self.fs.open_input_file(self.path) as src:
+                size = src.size()
+                if start > 0:
+                    out.write(src.read_at(min(head, size), 0) if head else b"")
+                    src.seek(min(start, size))
+                    out.seek(min(start, size))
                 while True:
                     chunk = src.read(8 << 20)
                     if not chunk:
                         break
                     out.write(chunk)
+                out.truncate(size)
             yield tmp
         finally:
             with contextlib.suppress(OSError):
