@@ -70,8 +70,9 @@ def test_the_heartbeat_keeps_a_live_lock_fresh_and_a_lost_lock_is_noticed(s3_buc
     wh = f"{s3_bucket}/wh"
     lock = WriterLock(wh, heartbeat_seconds=0.3)
     lock.acquire("s1")
-    time.sleep(1.5)
-    assert WriterLock(wh).holder()["age_seconds"] < 1.2  # re-PUT by the heartbeat
+    time.sleep(4.0)
+    # re-PUT by the heartbeat; S3's Last-Modified has whole seconds, and a loaded machine delays the heartbeat
+    assert WriterLock(wh).holder()["age_seconds"] < 3.0
     # another run replaced it (a takeover that believed it stale): this run no longer owns it, updates nothing
     _plant(wh, host="other", pid=1, snapshot_id="s9", token="theirs")
     assert not lock.owned()
