@@ -19,6 +19,7 @@ def decode(paths: tuple[str, ...], as_json: bool, replay_corrupt_batches: bool) 
     from pipelines.decoding.dumplog import dump_lines, to_json_record
     from pipelines.decoding.policy import ReadPolicy
     from pipelines.decoding.segments import discover_segments, read_segment_batches
+    from pipelines.io.storage import StorageError
     from schemas.records import ReadProblem
 
     policy = ReadPolicy(replay_corrupt_batches=replay_corrupt_batches)
@@ -26,7 +27,7 @@ def decode(paths: tuple[str, ...], as_json: bool, replay_corrupt_batches: bool) 
         segments, problems = discover_segments(list(paths))
     except FileNotFoundError as e:  # segments.InputError
         raise click.UsageError(str(e)) from None
-    except OSError as e:
+    except (OSError, StorageError) as e:
         raise click.UsageError(f"cannot read input: {e}") from None
     if not segments:
         for p in problems:

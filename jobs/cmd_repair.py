@@ -17,10 +17,11 @@ def repair_stats(warehouse):
     statistics were wrong, one transaction that re-adds those files with the right ones. Rows are unchanged;
     running it again changes nothing. Run it while no rebuild writes to the warehouse."""
     from pipelines.io.stats_repair import StatsRepairError, repair_warehouse
+    from pipelines.io.storage import StorageError
 
     try:
         reports = repair_warehouse(warehouse)
-    except (StatsRepairError, OSError) as e:
+    except (StatsRepairError, OSError, StorageError) as e:
         click.echo(f"Error: {e}", err=True)
         sys.exit(2)
     except Exception as e:  # delta-rs errors on a damaged table

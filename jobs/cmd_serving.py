@@ -12,6 +12,7 @@ import sys
 import click
 
 from pipelines.io.snapshots import DeltaWarehouseReader, GroupNotFound, LookupError_, SnapshotNotFound, WarehouseError, resolve_snapshot
+from pipelines.io.storage import StorageError
 
 warehouse_opt = click.option(
     "--warehouse", "warehouse", required=True, type=click.Path(file_okay=False), help="warehouse directory"
@@ -242,6 +243,8 @@ for _cmd in (describe, lookup, diff, reset_plan, sql):
             return __inner(*args, **kwargs)
         except LookupError_ as e:
             _fail(str(e), 2)
+        except StorageError as e:  # the object store failed mid-read: the URI and the cause
+            _fail(f"cannot read the warehouse: {e}", 2)
         except OSError as e:
             _fail(f"cannot read the warehouse: {e}", 2)
         except Exception as e:  # delta-rs errors on a damaged table

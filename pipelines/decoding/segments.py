@@ -183,9 +183,13 @@ def discover_segments(paths: PathArg | Iterable[PathArg]) -> tuple[list[SegmentF
 
 def read_segment_batches(seg: SegmentFile, policy: ReadPolicy = DEFAULT_POLICY) -> Iterator[BatchItem | ReadProblem]:
     """All entries of one segment, as `read_batches_from_file` yields them; an OS error becomes `unreadable`."""
+    from pipelines.io import storage
+
     try:
-        yield from read_batches_from_file(seg.path, offsets_partition=seg.offsets_partition, policy=policy)
-    except OSError as e:
+        with storage.location(seg.path).as_local_file() as local:  # an object is fetched into a temp file first
+            yield from read_batches_from_file(local, offsets_partition=seg.offsets_partition, policy=policy,
+                                              source=seg.path)
+    except (OSError, storage.StorageError) as e:
         yield _problem(seg.path, seg.offsets_partition, "unreadable", f"cannot read segment: {e}")
 
 

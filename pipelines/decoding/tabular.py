@@ -133,6 +133,7 @@ def read_tabular_dump(path: str | os.PathLike, *, fmt: str | None = None, encodi
 def _read_remote_dump(uri: str, *, fmt: str | None, encoding: str | None) -> TabularDump:
     """A dump on object storage: its part files fetched into a temporary directory (a dump is read whole into
     memory anyway), read as a local dump, and named by their URIs."""
+    import posixpath
     import shutil
     import tempfile
 
@@ -148,14 +149,15 @@ def _read_remote_dump(uri: str, *, fmt: str | None, encoding: str | None) -> Tab
     try:
         if info.type == pafs.FileType.File:
             local = os.path.join(tmp, loc.name)
-            with storage.errors(loc):
-                pafs.copy_files(loc.path, local, source_filesystem=loc.fs,
-                                destination_filesystem=pafs.LocalFileSystem())
+            files = [(loc, local)]
         else:
             local = os.path.join(tmp, "dump")
-            with storage.errors(loc):
-                pafs.copy_files(loc.path, local, source_filesystem=loc.fs,
-                                destination_filesystem=pafs.LocalFileSystem())
+            files = [(loc.child_of(i), os.path.join(local, *posixpath.relpath(i.path, loc.path).split("/")))
+                     for i in loc.listdir(recursive=True) if i.type == pafs.FileType.File]
+        for src, dst in files:
+            os.makedirs(os.path.dirname(dst), exist_ok=True)
+            with storage.errors(src), src.fs.open_input_stream(src.path) as f, open(dst, "wb") as out:
+                shutil.copyfileobj(f, out, 8 << 20)
         try:
             dump = read_tabular_dump(local, fmt=fmt, encoding=encoding)
         except (InputError, InvalidFieldError) as e:

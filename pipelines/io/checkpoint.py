@@ -26,7 +26,9 @@ CHECKPOINT_DIR = "_checkpoints"
 def _root(warehouse) -> storage.Location:
     """The warehouse's Location (`warehouse`: a Warehouse, a path or a URI)."""
     root = getattr(warehouse, "root", None)
-    return root if isinstance(root, storage.Location) else storage.location(warehouse)
+    if isinstance(root, storage.Location):
+        return root
+    return storage.location(getattr(warehouse, "path", warehouse))
 
 
 def _native(loc: storage.Location) -> "Path | storage.Location":

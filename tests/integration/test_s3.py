@@ -223,3 +223,49 @@ def test_an_input_uri_that_holds_nothing_is_one_line_and_exit_2(story, tmp_path)
         assert r.returncode == 2, (where, r.stdout, r.stderr[-2000:])
         lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
         assert len(lines) == 1 and where in lines[0] and "Traceback" not in r.stderr, (where, r.stderr)
+
+
+def _tabular_dump(segments_dir: str, out: Path) -> Path:
+    """The sample's records as a Parquet dump with batch facts (as a Spark job over the topic would write it, two
+    part files), for the tabular reader."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from pipelines.decoding.segments import read_log
+    from schemas.records import ReadProblem
+
+    rows = [{"key": r.key, "value": r.value, "topic": "__consumer_offsets", "partition": r.offsets_partition,
+             "offset": r.offset, "timestamp": r.timestamp, "timestampType": 0,
+             "producer_id": r.batch.producer_id, "producer_epoch": r.batch.producer_epoch,
+             "is_transactional": r.batch.is_transactional, "is_control": r.batch.is_control,
+             "batch_base_offset": r.batch.base_offset}
+            for r in read_log(segments_dir) if not isinstance(r, ReadProblem)]
+    out.mkdir(parents=True)
+    half = len(rows) // 2
+    for i, part in enumerate((rows[:half], rows[half:])):
+        pq.write_table(pa.Table.from_pylist(part), out / f"part-0000{i}.parquet")
+    return out
+
+
+def test_a_tabular_dump_and_decode_read_from_a_bucket_as_from_disk(story, tmp_path):
+    dump = _tabular_dump(story.local.dump, tmp_path / "tabular")
+    upload(dump, f"s3://{story.bucket}/tabular")
+    # a tabular dump does not say how many partitions the topic has: the sample's four
+    local = rebuild([str(dump)], str(tmp_path / "wh-tab"), "t1", "--num-partitions", "4")
+    remote = rebuild([f"s3://{story.bucket}/tabular"], str(tmp_path / "wh-tab-s3"), "t1", "--num-partitions", "4")
+    assert local["records_in"] == remote["records_in"] > 0 and local["offsets"] == remote["offsets"] > 0
+    query = "SELECT group_id, topic, partition, committed_offset FROM loaded_offsets ORDER BY ALL"
+    assert ok("sql", "--warehouse", str(tmp_path / "wh-tab-s3"), "--format", "csv", query) == ok(
+        "sql", "--warehouse", str(tmp_path / "wh-tab"), "--format", "csv", query)
+    # decode prints every record of the segments, each line naming its file
+    want = ok("decode", story.local.dump).replace(story.local.dump, "<dump>")
+    got = ok("decode", story.remote.dump).replace(story.remote.dump, "<dump>")
+    assert got == want and want.count("\n") > 1000
+
+
+def test_a_warehouse_bucket_that_does_not_exist_stops_the_rebuild_before_spark(story):
+    where = "s3://no-such-bucket-offsetlake/wh"
+    r = cli("rebuild", "--input", story.local.dump, "--warehouse", where, "--env", "ci", "--quiet")
+    assert r.returncode == 2, (r.stdout, r.stderr[-2000:])
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and where in lines[0] and "Traceback" not in r.stderr, r.stderr
