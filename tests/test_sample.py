@@ -470,3 +470,10 @@ def test_cli_writes_the_sample_and_prints_a_summary(tmp_path):
 def test_cli_bad_arguments_are_usage_errors(tmp_path, argv):
     res = CliRunner().invoke(main, ["sample", str(tmp_path / "o"), *argv])
     assert res.exit_code == 2, res.output
+
+
+def test_cli_refuses_a_bucket_instead_of_writing_a_local_folder_named_like_it(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    res = CliRunner().invoke(main, ["sample", "s3://bucket/dump", "--records", "1000", "--groups", "10"])
+    assert res.exit_code == 2 and "writes a local directory, not s3://bucket/dump" in res.output, res.output
+    assert list(tmp_path.iterdir()) == []
