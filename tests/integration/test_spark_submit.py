@@ -43,18 +43,23 @@ def submit(args: list[str], master: str, tmp: Path) -> subprocess.CompletedProce
     return subprocess.run(cmd, cwd=tmp, env=env, capture_output=True, text=True, timeout=900)
 
 
-def snapshot_state(warehouse: Path, snapshot_id: str) -> dict:
-    """Every snapshot table as sorted rows, read with delta-rs (independent of Spark)."""
+def snapshot_state(warehouse: Path | str, snapshot_id: str, dump: Path | str | None = None) -> dict:
+    """Every snapshot table as sorted rows, read with delta-rs (independent of Spark); `dump`, the input the rows
+    name as their source, is written `<dump>`."""
     from deltalake import DeltaTable
+
+    from pipelines.io.storage import storage_options
 
     out = {}
     for table in ("loaded_offsets", "empty_group_offsets", "loaded_groups", "group_members", "removed_groups",
                   "pending_offsets", "expired_offsets", "expired_groups", "quarantine"):
-        rows = DeltaTable(str(warehouse / table)).to_pyarrow_table(
+        uri = f"{warehouse}/{table}"
+        rows = DeltaTable(uri, storage_options=storage_options(uri)).to_pyarrow_table(
             partitions=[("snapshot_id", "=", snapshot_id)]).to_pylist()
         for r in rows:
             r.pop("snapshot_id", None)
-        out[table] = sorted(json.dumps(r, sort_keys=True, default=str) for r in rows)
+        text = [json.dumps(r, sort_keys=True, default=str) for r in rows]
+        out[table] = sorted(t.replace(str(dump), "<dump>") if dump else t for t in text)
     return out
 
 
@@ -198,6 +203,46 @@ def test_readme_cluster_recipe_runs_offsetlake_from_the_packed_venv(local_run, s
         assert cli.returncode == 0 and "rebuild" in cli.stdout, cli.stderr
     finally:
         # every executor unpacked ~900 MB; pytest keeps the last runs' tmp dirs
+        shutil.rmtree(tmp_path / "cluster" / "work", ignore_errors=True)
+
+
+@pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="as the cluster recipe test")
+def test_cluster_recipe_reads_the_dump_from_a_bucket_and_writes_the_warehouse_to_one(
+        local_run, sample_dump, tmp_path, s3_server, monkeypatch):
+    """The README's cluster command with `--input` and `--warehouse` in a bucket (the local moto server). The
+    master and worker start without any AWS variable, so the executors, which fetch the segments and write the
+    Parquet files, reach the store only through what the driver hands them (`spark.executorEnv.*`)."""
+    import pyarrow.fs as pafs
+
+    from pipelines.session import S3_ENV
+
+    for k in (*S3_ENV, "AWS_PROFILE"):
+        monkeypatch.delenv(k, raising=False)
+    aws = {"AWS_ACCESS_KEY_ID": "offsetlake-test", "AWS_SECRET_ACCESS_KEY": "offsetlake-test-secret",
+           "AWS_REGION": "us-east-1", "AWS_ENDPOINT_URL": s3_server}
+    fs = pafs.S3FileSystem(access_key=aws["AWS_ACCESS_KEY_ID"], secret_key=aws["AWS_SECRET_ACCESS_KEY"],
+                           region="us-east-1", endpoint_override=s3_server.split("://", 1)[1], scheme="http",
+                           allow_bucket_creation=True)
+    fs.create_dir("offsetlake-cluster")
+    pafs.copy_files(str(sample_dump), "offsetlake-cluster/dump", source_filesystem=pafs.LocalFileSystem(),
+                    destination_filesystem=fs)
+    dump, warehouse = "s3://offsetlake-cluster/dump", "s3://offsetlake-cluster/wh"
+    readme = readme_commands()
+    pack = run_shell(readme["pack"], timeout=1200)
+    assert pack.returncode == 0, pack.stdout[-2000:] + pack.stderr[-4000:]
+    local_wh, local_summary, _ = local_run
+    with StandaloneCluster(tmp_path / "cluster") as cluster:
+        cmd = fill_in(readme["cluster"], dump=dump, warehouse=warehouse, master=cluster.master_url)
+        r = subprocess.run(["bash", "-c", f"{cmd} --snapshot-id s1 --json --quiet {ON_SPARK}"], cwd=ROOT,
+                           env={**clean_env(), **aws}, capture_output=True, text=True, timeout=900)
+    try:
+        assert r.returncode == 0, (cmd, r.stdout[-2000:], r.stderr[-4000:])
+        summary = json.loads(r.stdout.strip().splitlines()[-1])
+        assert summary["records_in"] == local_summary["records_in"]
+        for k, v in aws.items():
+            monkeypatch.setenv(k, v)
+        assert snapshot_state(warehouse, "s1", dump) == snapshot_state(local_wh, "s1", sample_dump)
+    finally:
         shutil.rmtree(tmp_path / "cluster" / "work", ignore_errors=True)
 
 
