@@ -526,7 +526,8 @@ def write(run: Run) -> None:
     run_row["summary"] = s.to_json()
     expected = dict(run.stats)
     run.warehouse.write_snapshot(run.spark, run.snapshot_id, {**run.tables, **run.in_hand}, run_row,
-                                 expected_rows=expected, before_commit=lambda: _committing(run.prepared, progress))
+                                 expected_rows=expected, before_commit=lambda: _committing(run.prepared, progress),
+                                 history_known_below=run.inc.next_offsets())
     progress.end()
     s.stage_seconds = dict(progress.stage_seconds)
     keep = run.settings.section("warehouse").get("keep_snapshots")

@@ -161,6 +161,45 @@ def test_sample_incremental_equals_full(spark, warn_settings, sample, sample_ful
     assert cp["max_timestamp"] == full_cp["max_timestamp"]
 
 
+def test_the_history_is_appended_past_each_partition_not_rescanned(spark, warn_settings, sample, sample_full,
+                                                                    tmp_path, monkeypatch):
+    """The history's files hold one offsets partition each; an incremental run reads back only the files that may
+    hold a pending row (its markers may have come) and rewrites only those, and the history still equals the
+    full run's (`assert_incremental_exact`)."""
+    import pyarrow as pa
+    from deltalake import DeltaTable
+
+    from pipelines.io import delta
+
+    full_wh, full = sample_full
+    cut = tmp_path / "cut"
+    cut_log_dir(sample, cut, fraction=0.5)
+    read: list[str] = []
+    real = delta.read_frame_files
+
+    def spy(spark, table_path, rel_paths, *a, **kw):
+        if str(table_path).endswith("offset_commits"):
+            read.extend(rel_paths)
+        return real(spark, table_path, rel_paths, *a, **kw)
+
+    monkeypatch.setattr(delta, "read_frame_files", spy)
+    assert_incremental_exact(spark, warn_settings, tmp_path, sample, cut, full_wh, "full", full, **SAMPLE_KW)
+    history = DeltaTable(str(tmp_path / "wh" / "offset_commits"))
+    files = pa.table(history.get_add_actions(flatten=True)).to_pylist()
+    data = [f for f in files if not f["path"].startswith("pending-")]
+    assert data and all(f["min.offsets_partition"] == f["max.offsets_partition"] for f in data)
+    assert {f["min.offsets_partition"] for f in data} == set(range(3))
+    # what the base run wrote: its data files were never read back, its pending file was, and was replaced
+    version = next(h["version"] for h in history.history() if h.get("offsetlake.snapshot_id") == "base")
+    base_files = pa.table(DeltaTable(str(tmp_path / "wh" / "offset_commits"), version=version).get_add_actions(
+        flatten=True)).to_pylist()
+    pending = {f["path"] for f in base_files if f["path"].startswith("pending-")}
+    assert pending, "the cut leaves a transaction open"
+    assert set(read) == pending, read
+    assert not pending & {f["path"] for f in files}
+    assert {f["path"] for f in base_files} - pending <= {f["path"] for f in files}
+
+
 def test_chain_of_incremental_runs_equals_full(spark, warn_settings, sample, sample_full, tmp_path):
     """Nightly: full, then two incremental runs, each resuming from the state the previous one kept (the second
     from the state the in-process replay computed)."""

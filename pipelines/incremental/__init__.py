@@ -39,7 +39,9 @@ Accounting of an incremental run covers the NEW bytes only: ``records_in``/``rec
 the record-type counts, the ``accounting`` check and the ``quarantine`` table describe the records decoded in this
 run (quarantine of older bytes is in the snapshot that first read them); discovery problems of the current input
 (e.g. an unreadable path, a `.swap` file) are not bytes of any segment and are reported by every run.
-``offset_commits`` is built from the union, so the history merge sees what a full run sees.
+``offset_commits`` is built from the union; the history merge is told each partition's ``next_offset``
+(`IncrementalStart.next_offsets`): rows below it are in the history already and can only decide a pending row, so
+it reads back only the files that may hold one (`Warehouse._merge_offset_commits`).
 
 Not detected (documented limit): a rewrite of an already-consumed file that keeps its first 64 KiB, its size at
 least ``consumed`` and the bytes of its last consumed entry identical, while changing bytes in between.

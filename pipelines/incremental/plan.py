@@ -92,13 +92,20 @@ class IncrementalStart:
         return pa.concat_tables([previous, new])
 
 
+    def next_offsets(self) -> dict[int, int] | None:
+        """Offsets partition → the offset the previous run's reading stopped at (its checkpoint): every record
+        below it is in the previous snapshot already. None for a full run."""
+        if not self.is_incremental:
+            return None
+        return {int(p): (cp.get("next_offset") or 0) for p, cp in self.previous["partitions"].items()}
+
     def with_previous_history(self, warehouse, history: pa.Table, snapshot_id: str) -> pa.Table:
         """The run's `group_history`: the previous snapshot's events, then this run's events of the NEW records
         (the replay also passes over the saved rows, whose events the previous snapshot already holds: those at an
         offset below the partition's next offset in the checkpoint are dropped)."""
         if not self.is_incremental:
             return history
-        next_offset = {int(p): (cp.get("next_offset") or 0) for p, cp in self.previous["partitions"].items()}
+        next_offset = self.next_offsets()
         keep = [o >= next_offset.get(p, 0) for p, o in zip(history.column("offsets_partition").to_pylist(),
                                                             history.column("record_offset").to_pylist())]
         new = history.filter(pa.array(keep, pa.bool_()))

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
+import itertools
 import json
 import os
 import re
@@ -23,9 +24,10 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Any, Iterable, Iterator
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from deltalake import DeltaTable
 from deltalake import Schema as DeltaSchema
@@ -184,9 +186,11 @@ def write_table_files(table: pa.Table, table_path: Where, rel_dir: str, struct,
 
 
 def write_frame_files(df, table_path: Where, rel_dir: str, struct,
-                      partition_columns: Iterable[str] = ()) -> list[WrittenFile]:
+                      partition_columns: Iterable[str] = (), split_by: str | None = None) -> list[WrittenFile]:
     """A DataFrame's rows: each Spark task writes its rows as one Parquet file into `<table_path>/<rel_dir>`
-    with pyarrow, on whatever storage the table is on. Only the files of successful task attempts come back."""
+    with pyarrow, on whatever storage the table is on. Only the files of successful task attempts come back.
+    `split_by`: a column the rows arrive sorted by within each task; a new file starts where its value changes,
+    so each file holds one value of it (and its Delta stats bound that value's rows alone)."""
     from pyspark import TaskContext
 
     table_uri = storage.location(table_path).uri
@@ -194,13 +198,31 @@ def write_frame_files(df, table_path: Where, rel_dir: str, struct,
 
     def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         ctx = TaskContext.get()
-        written = write_batches(batches, table_uri, rel_dir, struct, ctx.partitionId() if ctx else 0, parts)
-        if written is not None:
-            yield pa.RecordBatch.from_pylist([written.__dict__])
+        part = ctx.partitionId() if ctx else 0
+        runs = [batches] if split_by is None else (
+            (piece for _, piece in run) for _, run in itertools.groupby(_runs_of(batches, split_by),
+                                                                         key=lambda x: x[0]))
+        for run in runs:
+            written = write_batches(run, table_uri, rel_dir, struct, part, parts)
+            if written is not None:
+                yield pa.RecordBatch.from_pylist([written.__dict__])
 
     columns = [f.name for f in file_struct(struct, parts).fields]
     rows = df.select(*columns).mapInArrow(write, WRITTEN_DDL).collect()
     return [WrittenFile(r["name"], r["size"], r["rows"], r["stats"]) for r in rows]
+
+
+def _runs_of(batches: Iterable[pa.RecordBatch], column: str) -> Iterator[tuple[Any, pa.RecordBatch]]:
+    """Every batch cut where `column`'s value changes: (value, slice) in order."""
+    for batch in batches:
+        n = batch.num_rows
+        if n == 0:
+            continue
+        values = batch.column(column)
+        cuts = [0, *(i + 1 for i in pc.indices_nonzero(
+            pc.fill_null(pc.not_equal(values.slice(1), values.slice(0, n - 1)), True)).to_pylist()), n]
+        for start, end in zip(cuts, cuts[1:]):
+            yield values[start].as_py(), batch.slice(start, end - start)
 
 
 FILE_COLUMN = "_file"

@@ -60,6 +60,34 @@ class NoSnapshotError(LookupError):
     """No snapshot with the wanted status exists (yet) in this warehouse."""
 
 
+def _history_files(dt) -> list[dict]:
+    """The history's files with what their Delta stats say: the range of offsets partitions and record offsets
+    (None when a file has no stats) and whether it may hold a `pending` row (what an upgrade can change)."""
+    t = pa.table(dt.get_add_actions(flatten=True))
+
+    def col(name: str) -> list:
+        return t.column(name).to_pylist() if name in t.column_names else [None] * t.num_rows
+
+    out = []
+    for path, rows, nulls, top, p0, p1, o0, o1 in zip(
+            col("path"), col("num_records"), col("null_count.txn_outcome"), col("max.txn_outcome"),
+            col("min.offsets_partition"), col("max.offsets_partition"), col("min.record_offset"),
+            col("max.record_offset")):
+        all_null = rows is not None and nulls is not None and nulls == rows
+        out.append({"path": path, "partitions": None if None in (p0, p1) else (p0, p1),
+                    "offsets": None if None in (o0, o1) else (o0, o1),
+                    "may_hold_pending": not all_null and (top is None or top >= "pending")})
+    return out
+
+
+def _overlaps(f: dict, ranges: list[tuple[int, int, int]]) -> bool:
+    """Whether file `f` may hold a key of `ranges` ((offsets partition, lowest offset, highest offset) each)."""
+    if f["partitions"] is None or f["offsets"] is None:
+        return True
+    (p0, p1), (o0, o1) = f["partitions"], f["offsets"]
+    return any(p0 <= p <= p1 and lo <= o1 and hi >= o0 for p, lo, hi in ranges)
+
+
 def _add_rows(adds: list) -> int:
     return sum(json.loads(a.stats)["numRecords"] for a in adds)
 
@@ -167,7 +195,8 @@ class Warehouse:
 
     # ------------------------------------------------------------------ writes
     def write_snapshot(self, spark, snapshot_id: str, tables: dict[str, Any], run_row: dict,
-                       expected_rows: dict[str, int] | None = None, before_commit=None) -> None:
+                       expected_rows: dict[str, int] | None = None, before_commit=None,
+                       history_known_below: dict[int, int] | None = None) -> None:
         """Write one snapshot: every snapshot table, the offset_commits merge, then the `runs` row.
 
         `tables` holds one DataFrame per `SNAPSHOT_TABLES` entry (all required; an Arrow table instead for
@@ -178,6 +207,7 @@ class Warehouse:
         written last, with `table_versions`: the version each commit produced, which readers read the snapshot
         at. Until then a rerun of a served id leaves the served rows and `runs` row as they were: readers stay on
         the versions the served row pinned, even if some of the rerun's commits went through.
+        `history_known_below`: see `_merge_offset_commits`'s `known_below`.
         `expected_rows` (table -> rows the run counted) is checked against the staged files' and then the
         committed add actions' `numRecords`: a snapshot never holds fewer (or more) rows than the run reported.
         On any error the staged files are deleted, the failure is recorded (`record_failure`) and the error
@@ -209,7 +239,7 @@ class Warehouse:
             for table, (_rel, adds) in staged.items():
                 self._check_rows(table, snapshot_id, expected, _add_rows(adds), "staged")
             if tables.get("offset_commits") is not None:
-                self._merge_offset_commits(spark, snapshot_id, tables["offset_commits"])
+                self._merge_offset_commits(spark, snapshot_id, tables["offset_commits"], history_known_below)
             if before_commit is not None:
                 before_commit()
             for table in SNAPSHOT_TABLES:
@@ -312,7 +342,8 @@ class Warehouse:
                             metadata={"offsetlake.operation": "write_snapshot",
                                       "offsetlake.snapshot_id": snapshot_id})
 
-    def _merge_offset_commits(self, spark, snapshot_id: str, df) -> int | None:
+    def _merge_offset_commits(self, spark, snapshot_id: str, df, known_below: dict[int, int] | None = None
+                              ) -> int | None:
         """Merge a run's decoded offset-commit records into the history (copy-on-write, one commit).
 
         Each (offsets_partition, record_offset) is stored once. New records are added with this
@@ -321,6 +352,12 @@ class Warehouse:
         a decided outcome is never replaced (a later run over a truncated log may not see the marker).
         Files holding updated records are rewritten and swapped in the same commit as the new records.
         Returns the new table version, None when nothing changed.
+
+        Files hold one offsets partition each (plus `pending-*` files for rows of open transactions), so their
+        Delta stats bound a partition's offsets. `known_below` (offsets partition → offset; an incremental run's
+        checkpoint): the history already holds every record of that partition below that offset, so those
+        incoming rows can only upgrade a pending row, and only the files that may hold a pending row or overlap
+        the rows above the marks are read, not the whole history.
         """
         from pyspark import StorageLevel
         from pyspark.sql import Window
@@ -330,7 +367,8 @@ class Warehouse:
         struct = TABLES[table]
         path = self._table(table)
         keys = list(_OFFSET_KEYS)
-        incoming = conform(df, table, snapshot_id)
+        # by offsets partition: the dedup window needs no other shuffle, and the files come out one partition each
+        incoming = conform(df, table, snapshot_id).repartition("offsets_partition")
         # One row per key within the batch (overlapping input files): the most decided outcome wins,
         # then the remaining columns break ties so the choice does not depend on partitioning.
         decided = (F.when(F.col("txn_outcome").isin(*_FINAL_OUTCOMES), 2)
@@ -343,6 +381,13 @@ class Warehouse:
         current = delta.active_files(dt)
         touched: list[str] = []
         joined = None
+        fresh = F.lit(True)
+        if current and known_below:
+            marks = F.create_map(*[F.lit(v) for p, o in sorted(known_below.items()) for v in (int(p), int(o))])
+            fresh = F.col("record_offset") >= F.coalesce(marks[F.col("offsets_partition")], F.lit(0))
+            above = [(r[0], r[1], r[2]) for r in incoming.filter(fresh).groupBy("offsets_partition").agg(
+                F.min("record_offset"), F.max("record_offset")).collect()]
+            current = [f for f in _history_files(dt) if f["may_hold_pending"] or _overlaps(f, above)]
         if current:
             existing = (delta.read_frame_files(spark, path, [unquote(f["path"]) for f in current], struct,
                                                columns=[*keys, "txn_outcome"], with_file=True)
@@ -357,7 +402,8 @@ class Warehouse:
             upgrade = (F.col("_file").isNotNull() & new.isNotNull() & ~old.eqNullSafe(new)
                        & (old.isNull() | ((old == "pending") & new.isin(*_FINAL_OUTCOMES))))
             updates = joined.filter(upgrade).select(*keys, F.col("txn_outcome").alias("_new"), "_file")
-            new_rows = joined.filter(F.col("_file").isNull()).select(*table_columns(table))
+            # below the marks, a row not in the files read is in the others already
+            new_rows = joined.filter(F.col("_file").isNull() & fresh).select(*table_columns(table))
             by_rel = {unquote(f["path"]): f["path"] for f in current}
             touched = [by_rel[r["_file"]] for r in updates.select("_file").distinct().collect()]
             out = new_rows
@@ -367,29 +413,31 @@ class Warehouse:
                              .withColumn("txn_outcome", F.coalesce(F.col("_new"), F.col("txn_outcome")))
                              .select(*table_columns(table)))
                 out = rewritten.unionByName(new_rows)
+            out = out.repartition("offsets_partition")
         else:
-            out = incoming
+            out = incoming.filter(fresh)
         # Rows of transactions still open are the only ones a later run upgrades (pending → committed/aborted):
         # they go to files of their own, so the next run's upgrade rewrites those few rows, not the history
         # files around them (copy-on-write).
         is_pending = F.coalesce(F.col("txn_outcome") == "pending", F.lit(False))
-        parts = [(delta.new_write_dir(), out.filter(~is_pending).sortWithinPartitions(*keys)),
-                 (delta.new_write_dir("pending-"), out.filter(is_pending).coalesce(1).sortWithinPartitions(*keys))]
+        parts = [(delta.new_write_dir(), out.filter(~is_pending).sortWithinPartitions(*keys), "offsets_partition"),
+                 (delta.new_write_dir("pending-"), out.filter(is_pending).coalesce(1).sortWithinPartitions(*keys),
+                  None)]
         try:
             adds = []
-            for rel, part in parts:
-                written = delta.write_frame_files(part, path, rel, struct)
+            for rel, part, split_by in parts:
+                written = delta.write_frame_files(part, path, rel, struct, split_by=split_by)
                 adds += delta.collect_add_actions(path, rel, struct, None, written)
             removes = delta.remove_actions(dt, paths=touched)
             if not adds and not removes:
-                for rel, _ in parts:
+                for rel, _, _ in parts:
                     delta.discard_dir(path, rel)
                 return None
             return delta.commit(dt, struct, [*adds, *removes], mode="append",
                                 metadata={"offsetlake.operation": "merge_offset_commits",
                                           "offsetlake.snapshot_id": snapshot_id})
         except BaseException:
-            for rel, _ in parts:
+            for rel, _, _ in parts:
                 delta.discard_dir(path, rel)
             raise
         finally:
