@@ -21,10 +21,9 @@ def sample(out_dir: str, records: int, groups: int, partitions: int, seed: int, 
            force: bool) -> None:
     """Write DIR/__consumer_offsets-N/<base offset>.log for N in 0..P-1: classic, simple, Connect and KIP-848
     groups, transactions (committed, aborted, open), offset and group deletions, all five codecs."""
-    from pipelines.io.storage import is_remote
     from pipelines.sample import generate_sample
 
-    if is_remote(out_dir) or "://" in out_dir:
+    if "://" in out_dir:
         raise click.UsageError(f"sample writes a local directory, not {out_dir}: write it here, then copy it to the "
                                "bucket (aws s3 cp --recursive DIR s3://…)")
     started = time.perf_counter()

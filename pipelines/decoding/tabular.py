@@ -133,40 +133,19 @@ def read_tabular_dump(path: str | os.PathLike, *, fmt: str | None = None, encodi
 def _read_remote_dump(uri: str, *, fmt: str | None, encoding: str | None) -> TabularDump:
     """A dump on object storage: its part files fetched into a temporary directory (a dump is read whole into
     memory anyway), read as a local dump, and named by their URIs."""
-    import posixpath
-    import shutil
-    import tempfile
-
-    import pyarrow.fs as pafs
-
     from pipelines.io import storage
 
     loc = storage.location(uri)
-    info = loc.info()
-    if info.type == pafs.FileType.NotFound:
+    if not loc.exists():
         raise InputError(f"input path does not exist: {uri}")
-    tmp = tempfile.mkdtemp(prefix="offsetlake-dump-")
-    try:
-        if info.type == pafs.FileType.File:
-            local = os.path.join(tmp, loc.name)
-            files = [(loc, local)]
-        else:
-            local = os.path.join(tmp, "dump")
-            files = [(loc.child_of(i), os.path.join(local, *posixpath.relpath(i.path, loc.path).split("/")))
-                     for i in loc.listdir(recursive=True) if i.type == pafs.FileType.File]
-        for src, dst in files:
-            os.makedirs(os.path.dirname(dst), exist_ok=True)
-            with storage.errors(src), src.fs.open_input_stream(src.path) as f, open(dst, "wb") as out:
-                shutil.copyfileobj(f, out, 8 << 20)
+    with loc.as_local_copy() as local:
         try:
             dump = read_tabular_dump(local, fmt=fmt, encoding=encoding)
         except (InputError, InvalidFieldError) as e:
             e.args = (str(e).replace(local, uri),) + e.args[1:]
             raise
-        dump.path = uri
-        return dump
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    dump.path = uri
+    return dump
 
 
 # ----------------------------------------------------------------------------------------------------------------

@@ -91,7 +91,6 @@ class IncrementalStart:
         previous = conform_decoded(read_state_rows(self.previous_state))
         return pa.concat_tables([previous, new])
 
-
     def next_offsets(self) -> dict[int, int] | None:
         """Offsets partition → the offset the previous run's reading stopped at (its checkpoint): every record
         below it is in the previous snapshot already. None for a full run."""

@@ -20,6 +20,7 @@ import contextlib
 import functools
 import os
 import posixpath
+import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -323,6 +324,31 @@ class Location:
         finally:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
+
+
+    @contextlib.contextmanager
+    def as_local_copy(self) -> Iterator[str]:
+        """A local path holding this file, or this folder and every file below it: the location itself when
+        local, else a download into a temporary directory (deleted on exit), named as here."""
+        if not self.remote:
+            yield self.uri
+            return
+        tmp = tempfile.mkdtemp(prefix="offsetlake-")
+        try:
+            if self.is_file():
+                local = os.path.join(tmp, self.name)
+                files = [(self, local)]
+            else:
+                local = os.path.join(tmp, self.name or "root")
+                files = [(self.child_of(i), os.path.join(local, *posixpath.relpath(i.path, self.path).split("/")))
+                         for i in self.listdir(recursive=True) if i.type == pafs.FileType.File]
+            for src, dst in files:
+                os.makedirs(os.path.dirname(dst), exist_ok=True)
+                with errors(src), src.fs.open_input_stream(src.path) as f, open(dst, "wb") as out:
+                    shutil.copyfileobj(f, out, 8 << 20)
+            yield local
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 def location(where: "str | os.PathLike | Location") -> Location:
