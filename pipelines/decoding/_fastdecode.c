@@ -1,47 +1,439 @@
 /*
- * Optional C walker for pipelines/decoding/columnar.py: the magic 2 record walk + OffsetCommit key/value decode.
+ * Optional C fast path for pipelines/decoding/columnar.py: walks the entries of a segment (framing, the magic 2
+ * batch header, CRC-32C, the record walk, OffsetCommit key/value decode) and writes the values straight into
+ * typed column buffers, so a clean record costs no Python object but its key's lookup.
  *
- * walk_v2(buf, pos, end, count, base_offset, ts_base, ts_scale, is_control, rows, kcache, ktable, gcache,
- *         ctl_types, ctl_epochs, pending) -> first offset | None
+ * Columns(typecodes)            growable Arrow-layout columns, one per typecode:
+ *                               'q' int64, 'i' int32, 'h' int16, 'b' int8, '?' bool, 's' utf-8 string
+ *   .append(tuple) / .extend(rows)    one row of Python values (None = null)
+ *   .truncate(n), len()
+ *   .take() -> [(null_count, validity | None, data, offsets | None)]   the buffers, and the columns emptied
  *
- * Same contract as columnar._walk_v2 (the pure-Python reference): one 11-tuple per record appended to `rows`
- * (offset, timestamp, key-table index, is_tombstone, value_version, committed_offset, leader_epoch, metadata,
- * commit_timestamp, expire_timestamp, topic_id); a record it does not decode itself gets a None placeholder and
- * (row_index, offset_delta, timestamp, key, value) in `pending`; any batch-level oddity raises (the Bail class
- * given to init(), or any other exception) and the caller decodes the batch with the reference path.
- * Key-table misses and unusual values call back into the Python helpers given to init().
+ * decode_entries(buf, pos, end, max_rows, hot, batch, kcache, ktable, ctl_types, ctl_epochs, decompress, source,
+ *                partition) -> pos
+ *   Decodes whole entries from `pos` while each one is a magic 2 batch it fully understands, appending one row per
+ *   record to `hot` (columnar.HOT_COLUMNS) and to `batch` (columnar.BATCH_COLUMNS: its batch's values).
+ *   Returns the position of the first entry it leaves to the Python path (anything unusual: a short tail, a
+ *   legacy entry, a bad CRC, a decompression error, record headers, a record that is not a plain offset commit or
+ *   transaction marker, ...), or the position after the entry that brought `hot` to `max_rows`. A batch it leaves
+ *   is rolled back completely, so the Python path decodes it from scratch with the same result as before.
+ *
+ * The Python path (columnar._walk_v2 + batches.decode_entry) is the reference: rows are identical either way.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
 #include <string.h>
+#if defined(__x86_64__)
+#include <nmmintrin.h>
+#endif
 
-static PyObject *Bail = NULL;          /* exception class */
-static PyObject *KeyIdFn = NULL;       /* _key_id(key, kcache, ktable, gcache) -> int */
-static PyObject *OtherValueFn = NULL;  /* _other_value(buf, vs, ve) -> tuple | None */
+static PyObject *KeyIdFn = NULL;       /* _key_id(key, kcache, ktable) -> int */
 static PyObject *ControlEntry = NULL;  /* key-table entry of control records */
 static PyObject *ControlNames = NULL;  /* dict int -> name */
 static PyObject *ControlKey = NULL;    /* int 0: kcache slot of ControlEntry */
-static PyObject *EmptyStr = NULL;
+static PyObject *TsTypes = NULL;       /* (CreateTime, LogAppendTime) as utf-8 bytes */
+static PyObject *CodecLabels = NULL;   /* 8 codec labels as utf-8 bytes */
 
-static int bail(const char *why) {
-    PyErr_SetString(Bail ? Bail : PyExc_ValueError, why);
+/* ============================================================================================== CRC-32C */
+static uint32_t crc_table[8][256];
+
+static void crc_init(void) {
+    for (uint32_t i = 0; i < 256; i++) {
+        uint32_t c = i;
+        for (int k = 0; k < 8; k++) c = (c >> 1) ^ (0x82F63B78u & (0u - (c & 1)));
+        crc_table[0][i] = c;
+    }
+    for (uint32_t i = 0; i < 256; i++)
+        for (int t = 1; t < 8; t++) crc_table[t][i] = (crc_table[t - 1][i] >> 8) ^ crc_table[0][crc_table[t - 1][i] & 0xFF];
+}
+
+static uint32_t crc32c_sw(const unsigned char *p, size_t n) {
+    uint32_t c = 0xFFFFFFFFu;
+    while (n >= 8) {
+        uint64_t w;
+        memcpy(&w, p, 8);
+        w ^= c;
+        c = crc_table[7][w & 0xFF] ^ crc_table[6][(w >> 8) & 0xFF] ^ crc_table[5][(w >> 16) & 0xFF] ^
+            crc_table[4][(w >> 24) & 0xFF] ^ crc_table[3][(w >> 32) & 0xFF] ^ crc_table[2][(w >> 40) & 0xFF] ^
+            crc_table[1][(w >> 48) & 0xFF] ^ crc_table[0][w >> 56];
+        p += 8;
+        n -= 8;
+    }
+    while (n--) c = (c >> 8) ^ crc_table[0][(c ^ *p++) & 0xFF];
+    return c ^ 0xFFFFFFFFu;
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("sse4.2"))) static uint32_t crc32c_hw(const unsigned char *p, size_t n) {
+    uint64_t c = 0xFFFFFFFFu;
+    while (n >= 8) {
+        uint64_t w;
+        memcpy(&w, p, 8);
+        c = _mm_crc32_u64(c, w);
+        p += 8;
+        n -= 8;
+    }
+    uint32_t c32 = (uint32_t)c;
+    while (n--) c32 = _mm_crc32_u8(c32, *p++);
+    return c32 ^ 0xFFFFFFFFu;
+}
+#endif
+
+static uint32_t (*crc32c)(const unsigned char *, size_t) = crc32c_sw;
+
+/* ============================================================================================== columns */
+typedef struct {
+    char type;
+    int width;         /* bytes per value; 0 for bool (a bitmap) and string (offsets + data) */
+    uint8_t *valid;    /* validity bitmap */
+    uint8_t *data;     /* values, bool bitmap, or string bytes */
+    int32_t *offs;     /* string offsets, n + 1 */
+    Py_ssize_t dlen, dcap, cap, nulls;
+} Col;
+
+typedef struct {
+    PyObject_HEAD
+    int ncols;
+    Col *cols;
+    Py_ssize_t n;
+} Columns;
+
+static int col_width(char t) {
+    switch (t) {
+        case 'q': return 8;
+        case 'i': return 4;
+        case 'h': return 2;
+        case 'b': return 1;
+        case '?': case 's': return 0;
+    }
     return -1;
 }
 
-/* zig-zag varint, at most maxb bytes; -1 on error (exception set). */
+/* room for row index n (all columns); 0 / -1 (MemoryError) */
+static int cols_reserve(Columns *c, Py_ssize_t n) {
+    if (n < c->cols[0].cap) return 0;
+    Py_ssize_t cap = c->cols[0].cap ? c->cols[0].cap : 1024;
+    while (cap <= n) cap *= 2;
+    for (int j = 0; j < c->ncols; j++) {
+        Col *k = &c->cols[j];
+        Py_ssize_t oldb = (k->cap + 7) / 8, newb = (cap + 7) / 8;
+        uint8_t *v = PyMem_Realloc(k->valid, newb);
+        if (v == NULL) goto nomem;
+        memset(v + oldb, 0, newb - oldb);
+        k->valid = v;
+        if (k->type == '?') {
+            uint8_t *d = PyMem_Realloc(k->data, newb);
+            if (d == NULL) goto nomem;
+            memset(d + oldb, 0, newb - oldb);
+            k->data = d;
+        } else if (k->type == 's') {
+            int32_t *o = PyMem_Realloc(k->offs, (cap + 1) * sizeof(int32_t));
+            if (o == NULL) goto nomem;
+            if (k->cap == 0) o[0] = 0;
+            k->offs = o;
+        } else {
+            uint8_t *d = PyMem_Realloc(k->data, cap * k->width);
+            if (d == NULL) goto nomem;
+            k->data = d;
+        }
+        k->cap = cap;
+    }
+    return 0;
+nomem:
+    PyErr_NoMemory();
+    return -1;
+}
+
+static inline void set_bit(uint8_t *bm, Py_ssize_t i, int on) {
+    if (on) bm[i >> 3] |= (uint8_t)(1u << (i & 7));
+    else bm[i >> 3] &= (uint8_t)~(1u << (i & 7));
+}
+
+/* the put_* functions write row c->n of column j (cols_reserve(c, c->n) done) */
+static inline void put_null(Columns *c, int j) {
+    Col *k = &c->cols[j];
+    set_bit(k->valid, c->n, 0);
+    k->nulls++;
+    if (k->type == '?') set_bit(k->data, c->n, 0);
+    else if (k->type == 's') k->offs[c->n + 1] = (int32_t)k->dlen;
+    else memset(k->data + c->n * k->width, 0, k->width);
+}
+
+static inline void put_int(Columns *c, int j, int64_t v) {
+    Col *k = &c->cols[j];
+    set_bit(k->valid, c->n, 1);
+    switch (k->width) {
+        case 8: { memcpy(k->data + c->n * 8, &v, 8); break; }
+        case 4: { int32_t x = (int32_t)v; memcpy(k->data + c->n * 4, &x, 4); break; }
+        case 2: { int16_t x = (int16_t)v; memcpy(k->data + c->n * 2, &x, 2); break; }
+        case 1: { int8_t x = (int8_t)v; k->data[c->n] = (uint8_t)x; break; }
+    }
+}
+
+static inline void put_bool(Columns *c, int j, int v) {
+    Col *k = &c->cols[j];
+    set_bit(k->valid, c->n, 1);
+    set_bit(k->data, c->n, v);
+}
+
+static int put_bytes(Columns *c, int j, const void *p, Py_ssize_t len) {
+    Col *k = &c->cols[j];
+    if (k->dlen + len > INT32_MAX) {
+        PyErr_SetString(PyExc_OverflowError, "string column over 2 GiB in one chunk");
+        return -1;
+    }
+    if (k->dlen + len > k->dcap) {
+        Py_ssize_t cap = k->dcap ? k->dcap : 4096;
+        while (cap < k->dlen + len) cap *= 2;
+        uint8_t *d = PyMem_Realloc(k->data, cap);
+        if (d == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        k->data = d;
+        k->dcap = cap;
+    }
+    if (len) memcpy(k->data + k->dlen, p, len);
+    k->dlen += len;
+    set_bit(k->valid, c->n, 1);
+    k->offs[c->n + 1] = (int32_t)k->dlen;
+    return 0;
+}
+
+/* bytes decoded as str(b, "utf-8", "replace") would be, as utf-8 */
+static int put_utf8_replace(Columns *c, int j, const unsigned char *p, Py_ssize_t len) {
+    Py_ssize_t i = 0;
+    while (i < len && p[i] < 0x80) i++;
+    if (i == len) return put_bytes(c, j, p, len);
+    PyObject *s = PyUnicode_DecodeUTF8((const char *)p, len, "replace");
+    if (s == NULL) return -1;
+    Py_ssize_t n;
+    const char *u = PyUnicode_AsUTF8AndSize(s, &n);
+    int r = u == NULL ? -1 : put_bytes(c, j, u, n);
+    Py_DECREF(s);
+    return r;
+}
+
+static void cols_truncate(Columns *c, Py_ssize_t n) {
+    if (n >= c->n) return;
+    for (int j = 0; j < c->ncols; j++) {
+        Col *k = &c->cols[j];
+        Py_ssize_t nulls = 0;
+        for (Py_ssize_t i = n; i < c->n; i++) nulls += !((k->valid[i >> 3] >> (i & 7)) & 1);
+        k->nulls -= nulls;
+        if (k->type == 's') k->dlen = k->offs[n];
+    }
+    c->n = n;
+}
+
+static int put_pyvalue(Columns *c, int j, PyObject *v) {
+    Col *k = &c->cols[j];
+    if (v == Py_None) {
+        put_null(c, j);
+        return 0;
+    }
+    if (k->type == 's') {
+        if (!PyUnicode_Check(v)) {
+            PyErr_Format(PyExc_TypeError, "column %d: expected str, not %s", j, Py_TYPE(v)->tp_name);
+            return -1;
+        }
+        Py_ssize_t n;
+        const char *u = PyUnicode_AsUTF8AndSize(v, &n);
+        return u == NULL ? -1 : put_bytes(c, j, u, n);
+    }
+    if (k->type == '?') {
+        if (!PyBool_Check(v)) {
+            PyErr_Format(PyExc_TypeError, "column %d: expected bool, not %s", j, Py_TYPE(v)->tp_name);
+            return -1;
+        }
+        put_bool(c, j, v == Py_True);
+        return 0;
+    }
+    if (!PyLong_Check(v)) {
+        PyErr_Format(PyExc_TypeError, "column %d: expected int, not %s", j, Py_TYPE(v)->tp_name);
+        return -1;
+    }
+    long long x = PyLong_AsLongLong(v);
+    if (x == -1 && PyErr_Occurred()) return -1;
+    int64_t lo = k->width == 8 ? INT64_MIN : -((int64_t)1 << (8 * k->width - 1));
+    int64_t hi = k->width == 8 ? INT64_MAX : ((int64_t)1 << (8 * k->width - 1)) - 1;
+    if (x < lo || x > hi) {
+        PyErr_Format(PyExc_OverflowError, "column %d: %lld out of range for int%d", j, x, 8 * k->width);
+        return -1;
+    }
+    put_int(c, j, x);
+    return 0;
+}
+
+static int append_tuple(Columns *c, PyObject *row) {
+    if (!PyTuple_Check(row) || PyTuple_GET_SIZE(row) != c->ncols) {
+        PyErr_Format(PyExc_TypeError, "expected a tuple of %d values", c->ncols);
+        return -1;
+    }
+    if (cols_reserve(c, c->n) < 0) return -1;
+    Py_ssize_t n0 = c->n;
+    for (int j = 0; j < c->ncols; j++) {
+        if (put_pyvalue(c, j, PyTuple_GET_ITEM(row, j)) < 0) {
+            /* column j wrote nothing; undo 0..j-1 */
+            for (int i = 0; i < j; i++) {
+                Col *k = &c->cols[i];
+                if (!((k->valid[n0 >> 3] >> (n0 & 7)) & 1)) k->nulls--;
+                if (k->type == 's') k->dlen = k->offs[n0];
+            }
+            return -1;
+        }
+    }
+    c->n++;
+    return 0;
+}
+
+static PyObject *Columns_append(Columns *self, PyObject *row) {
+    if (append_tuple(self, row) < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *Columns_extend(Columns *self, PyObject *rows) {
+    PyObject *seq = PySequence_Fast(rows, "extend() takes a sequence of tuples");
+    if (seq == NULL) return NULL;
+    Py_ssize_t n0 = self->n;
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq); i++) {
+        if (append_tuple(self, PySequence_Fast_GET_ITEM(seq, i)) < 0) {
+            cols_truncate(self, n0);
+            Py_DECREF(seq);
+            return NULL;
+        }
+    }
+    Py_DECREF(seq);
+    Py_RETURN_NONE;
+}
+
+static PyObject *Columns_truncate(Columns *self, PyObject *arg) {
+    Py_ssize_t n = PyLong_AsSsize_t(arg);
+    if (n == -1 && PyErr_Occurred()) return NULL;
+    if (n < 0) {
+        PyErr_SetString(PyExc_ValueError, "negative length");
+        return NULL;
+    }
+    cols_truncate(self, n);
+    Py_RETURN_NONE;
+}
+
+static PyObject *Columns_take(Columns *self, PyObject *unused) {
+    Py_ssize_t n = self->n;
+    PyObject *out = PyList_New(self->ncols);
+    if (out == NULL) return NULL;
+    for (int j = 0; j < self->ncols; j++) {
+        Col *k = &self->cols[j];
+        Py_ssize_t bm = (n + 7) / 8;
+        PyObject *valid, *data, *offs;
+        if (k->nulls) valid = PyBytes_FromStringAndSize((const char *)k->valid, bm);
+        else { valid = Py_None; Py_INCREF(valid); }
+        if (k->type == 's') {
+            data = PyBytes_FromStringAndSize((const char *)k->data, k->dlen);
+            offs = PyBytes_FromStringAndSize((const char *)k->offs, n ? (n + 1) * sizeof(int32_t) : 0);
+        } else {
+            data = PyBytes_FromStringAndSize((const char *)k->data, k->type == '?' ? bm : n * k->width);
+            offs = Py_None;
+            Py_INCREF(offs);
+        }
+        PyObject *t = (valid && data && offs) ? Py_BuildValue("(nNNN)", k->nulls, valid, data, offs) : NULL;
+        if (t == NULL) {
+            if (!(valid && data && offs)) { Py_XDECREF(valid); Py_XDECREF(data); Py_XDECREF(offs); }
+            Py_DECREF(out);
+            return NULL;
+        }
+        PyList_SET_ITEM(out, j, t);
+    }
+    for (int j = 0; j < self->ncols; j++) {
+        Col *k = &self->cols[j];
+        k->nulls = 0;
+        k->dlen = 0;
+        /* a string column's offsets restart at 0 (zero-length n = 0 offsets above: pyarrow wants n + 1 or none) */
+        if (k->type == 's' && k->offs) k->offs[0] = 0;
+    }
+    self->n = 0;
+    return out;
+}
+
+static Py_ssize_t Columns_len(Columns *self) { return self->n; }
+
+static int Columns_init(Columns *self, PyObject *args, PyObject *kwds) {
+    const char *types;
+    if (!PyArg_ParseTuple(args, "s", &types)) return -1;
+    int n = (int)strlen(types);
+    if (n == 0 || self->cols != NULL) {
+        PyErr_SetString(PyExc_ValueError, "Columns(typecodes): one or more of q i h b ? s, once");
+        return -1;
+    }
+    self->cols = PyMem_Calloc(n, sizeof(Col));
+    if (self->cols == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    self->ncols = n;
+    for (int j = 0; j < n; j++) {
+        int w = col_width(types[j]);
+        if (w < 0) {
+            PyErr_Format(PyExc_ValueError, "unknown typecode %c", types[j]);
+            return -1;
+        }
+        self->cols[j].type = types[j];
+        self->cols[j].width = w;
+    }
+    return cols_reserve(self, 0);
+}
+
+static void Columns_dealloc(Columns *self) {
+    for (int j = 0; self->cols && j < self->ncols; j++) {
+        PyMem_Free(self->cols[j].valid);
+        PyMem_Free(self->cols[j].data);
+        PyMem_Free(self->cols[j].offs);
+    }
+    PyMem_Free(self->cols);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyMethodDef Columns_methods[] = {
+    {"append", (PyCFunction)Columns_append, METH_O, "append(tuple): one row"},
+    {"extend", (PyCFunction)Columns_extend, METH_O, "extend(rows): rows of tuples"},
+    {"truncate", (PyCFunction)Columns_truncate, METH_O, "truncate(n): keep the first n rows"},
+    {"take", (PyCFunction)Columns_take, METH_NOARGS, "take() -> [(null_count, validity, data, offsets)]; empties"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PySequenceMethods Columns_as_sequence = {.sq_length = (lenfunc)Columns_len};
+
+static PyTypeObject ColumnsType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "pipelines.decoding._fastdecode.Columns",
+    .tp_basicsize = sizeof(Columns),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)Columns_init,
+    .tp_dealloc = (destructor)Columns_dealloc,
+    .tp_methods = Columns_methods,
+    .tp_as_sequence = &Columns_as_sequence,
+};
+
+/* ============================================================================================== the walk */
+enum { H_OFFSET, H_TS, H_KID, H_TOMB, H_VER, H_COMMITTED, H_EPOCH, H_META, H_CTS, H_ETS, H_TOPIC_ID, H_NCOLS };
+enum { B_SOURCE, B_PART, B_BASE, B_FIRST, B_LAST, B_POS, B_TSTYPE, B_PID, B_PEPOCH, B_TXN, B_CONTROL, B_MAGIC,
+       B_CODEC, B_NCOLS };
+
+/* zig-zag varint, at most maxb bytes; 0 = ok, -1 = malformed */
 static inline int read_varint(const unsigned char *b, Py_ssize_t *pos, Py_ssize_t end, int maxb, int64_t *out) {
     uint64_t raw = 0;
     int shift = 0;
     Py_ssize_t p = *pos, start = p;
     for (;;) {
-        if (p >= end) return bail("varint runs past the end");
+        if (p >= end) return -1;
         unsigned char c = b[p++];
-        if (shift == 63 && (c & 0x7F) > 1) return bail("varint beyond 64 bits");
+        if (shift == 63 && (c & 0x7F) > 1) return -1;
         raw |= (uint64_t)(c & 0x7F) << shift;
         if (c < 0x80) break;
         shift += 7;
-        if (p - start >= maxb) return bail("varint too long");
+        if (p - start >= maxb) return -1;
     }
     *pos = p;
     *out = (int64_t)(raw >> 1) ^ -(int64_t)(raw & 1);
@@ -59,37 +451,26 @@ static inline int32_t be32(const unsigned char *p) {
 static inline int16_t be16(const unsigned char *p) { return (int16_t)(((uint16_t)p[0] << 8) | p[1]); }
 static inline unsigned be16u(const unsigned char *p) { return ((unsigned)p[0] << 8) | p[1]; }
 
-/* Append tuple; steals the references of the items (NULL item = error, already set). */
-static int append_row(PyObject *rows, PyObject *items[11]) {
-    PyObject *t = PyTuple_New(11);
-    int ok = t != NULL;
-    for (int i = 0; i < 11; i++) {
-        if (items[i] == NULL) ok = 0;
+/* Kafka's Uuid.toString(): URL-safe base64 of the 16 bytes, no padding (22 characters) */
+static void uuid_str(const unsigned char *u, char out[22]) {
+    static const char alpha[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    int o = 0;
+    for (int i = 0; i < 15; i += 3) {
+        uint32_t v = ((uint32_t)u[i] << 16) | ((uint32_t)u[i + 1] << 8) | u[i + 2];
+        out[o++] = alpha[(v >> 18) & 63];
+        out[o++] = alpha[(v >> 12) & 63];
+        out[o++] = alpha[(v >> 6) & 63];
+        out[o++] = alpha[v & 63];
     }
-    if (!ok) {
-        for (int i = 0; i < 11; i++) Py_XDECREF(items[i]);
-        Py_XDECREF(t);
-        return -1;
-    }
-    for (int i = 0; i < 11; i++) PyTuple_SET_ITEM(t, i, items[i]);
-    int r = PyList_Append(rows, t);
-    Py_DECREF(t);
-    return r;
-}
-
-static PyObject *metadata_str(const unsigned char *p, Py_ssize_t n) {
-    if (n == 0) {
-        Py_INCREF(EmptyStr);
-        return EmptyStr;
-    }
-    return PyUnicode_DecodeUTF8((const char *)p, n, "replace");
+    out[o++] = alpha[u[15] >> 2];
+    out[o++] = alpha[(u[15] & 3) << 4];
 }
 
 /*
- * Decode an OffsetCommitValue at b[vs:ve] into items[4..10]; 1 = done, 0 = not handled here (reference path),
- * -1 = error.
+ * OffsetCommitValue at b[vs:ve] into the value columns of row hot->n; 1 = written, 0 = not decoded here (the
+ * Python path will), -1 = error. The acceptance matches columnar._walk_v2 / _other_value exactly.
  */
-static int decode_value(PyObject *bufobj, const unsigned char *b, Py_ssize_t vs, Py_ssize_t ve, PyObject *items[11]) {
+static int put_value(Columns *h, const unsigned char *b, Py_ssize_t vs, Py_ssize_t ve) {
     Py_ssize_t n = ve - vs;
     if (n < 2 || b[vs] != 0) return 0;
     int ver = b[vs + 1];
@@ -98,254 +479,342 @@ static int decode_value(PyObject *bufobj, const unsigned char *b, Py_ssize_t vs,
         unsigned ml = be16u(b + vs + 14);
         Py_ssize_t e = vs + 16 + ml;
         if (ml >= 0x8000 || e + 8 != ve) return 0;
-        items[4] = PyLong_FromLong(3);
-        items[5] = PyLong_FromLongLong(be64(b + vs + 2));
-        items[6] = PyLong_FromLong(be32(b + vs + 10));
-        items[7] = metadata_str(b + vs + 16, ml);
-        items[8] = PyLong_FromLongLong(be64(b + e));
-        Py_INCREF(Py_None); items[9] = Py_None;
-        Py_INCREF(Py_None); items[10] = Py_None;
+        if (put_utf8_replace(h, H_META, b + vs + 16, ml) < 0) return -1;
+        put_int(h, H_VER, 3);
+        put_int(h, H_COMMITTED, be64(b + vs + 2));
+        put_int(h, H_EPOCH, be32(b + vs + 10));
+        put_int(h, H_CTS, be64(b + e));
+        put_null(h, H_ETS);
+        put_null(h, H_TOPIC_ID);
         return 1;
     }
-    if (ver == 1 || ver == 0 || ver == 2) {
+    if (ver == 0 || ver == 1 || ver == 2) {
         if (n < 12) return 0;
         unsigned ml = be16u(b + vs + 10);
         Py_ssize_t e = vs + 12 + ml;
         if (ml >= 0x8000 || e + (ver == 1 ? 16 : 8) != ve) return 0;
-        items[4] = PyLong_FromLong(ver);
-        items[5] = PyLong_FromLongLong(be64(b + vs + 2));
-        items[6] = PyLong_FromLong(-1);
-        items[7] = metadata_str(b + vs + 12, ml);
-        items[8] = PyLong_FromLongLong(be64(b + e));
-        if (ver == 1) {
-            items[9] = PyLong_FromLongLong(be64(b + e + 8));
-        } else {
-            Py_INCREF(Py_None); items[9] = Py_None;
-        }
-        Py_INCREF(Py_None); items[10] = Py_None;
+        if (put_utf8_replace(h, H_META, b + vs + 12, ml) < 0) return -1;
+        put_int(h, H_VER, ver);
+        put_int(h, H_COMMITTED, be64(b + vs + 2));
+        put_int(h, H_EPOCH, -1);
+        put_int(h, H_CTS, be64(b + e));
+        if (ver == 1) put_int(h, H_ETS, be64(b + e + 8));
+        else put_null(h, H_ETS);
+        put_null(h, H_TOPIC_ID);
         return 1;
     }
     if (ver == 4) {
         if (n < 15) return 0;
         Py_ssize_t p = vs + 14;
         unsigned c = b[p];
-        if (c == 0 || c >= 0x80) return 0;
+        if (c == 0 || c >= 0x80) return 0;  /* null metadata (an error) or a long one */
         Py_ssize_t e = p + c;
         if (e + 8 > ve) return 0;
         Py_ssize_t q = e + 8;
-        if (!(q == ve || (q + 1 == ve && b[q] == 0))) {
-            /* tagged fields (topicId): the Python helper builds the uuid string */
-            PyObject *t = PyObject_CallFunction(OtherValueFn, "Onn", bufobj, vs, ve);
-            if (t == NULL) return -1;
-            if (t == Py_None || !PyTuple_Check(t) || PyTuple_GET_SIZE(t) != 7) {
-                Py_DECREF(t);
-                return 0;
-            }
-            for (int i = 0; i < 7; i++) {
-                items[4 + i] = PyTuple_GET_ITEM(t, i);
-                Py_INCREF(items[4 + i]);
-            }
-            Py_DECREF(t);
-            return 1;
+        int tid;
+        if (q == ve || (q + 1 == ve && b[q] == 0)) tid = 0;
+        else if (q + 19 == ve && b[q] == 1 && b[q + 1] == 0 && b[q + 2] == 16) tid = 1;
+        else return 0;
+        if (put_utf8_replace(h, H_META, b + p + 1, (Py_ssize_t)c - 1) < 0) return -1;
+        if (tid) {
+            char s[22];
+            uuid_str(b + q + 3, s);
+            if (put_bytes(h, H_TOPIC_ID, s, 22) < 0) return -1;
+        } else {
+            put_null(h, H_TOPIC_ID);
         }
-        items[4] = PyLong_FromLong(4);
-        items[5] = PyLong_FromLongLong(be64(b + vs + 2));
-        items[6] = PyLong_FromLong(be32(b + vs + 10));
-        items[7] = metadata_str(b + p + 1, (Py_ssize_t)c - 1);
-        items[8] = PyLong_FromLongLong(be64(b + e));
-        Py_INCREF(Py_None); items[9] = Py_None;
-        Py_INCREF(Py_None); items[10] = Py_None;
+        put_int(h, H_VER, 4);
+        put_int(h, H_COMMITTED, be64(b + vs + 2));
+        put_int(h, H_EPOCH, be32(b + vs + 10));
+        put_int(h, H_CTS, be64(b + e));
+        put_null(h, H_ETS);
         return 1;
     }
     return 0;
 }
 
-static PyObject *walk_v2(PyObject *self, PyObject *args) {
-    PyObject *bufobj, *rows, *kcache, *ktable, *gcache, *ctl_types, *ctl_epochs, *pending;
-    Py_ssize_t pos, end, count;
-    long long base_offset, ts_base, ts_scale;
-    int is_control;
-    if (!PyArg_ParseTuple(args, "OnnnLLLpO!O!O!O!O!O!O!", &bufobj, &pos, &end, &count, &base_offset, &ts_base,
-                          &ts_scale, &is_control, &PyList_Type, &rows, &PyDict_Type, &kcache, &PyList_Type, &ktable,
-                          &PyDict_Type, &gcache, &PyList_Type, &ctl_types, &PyList_Type, &ctl_epochs,
-                          &PyList_Type, &pending))
-        return NULL;
-    Py_buffer view;
-    if (PyObject_GetBuffer(bufobj, &view, PyBUF_SIMPLE) < 0) return NULL;
-    const unsigned char *b = (const unsigned char *)view.buf;
-    if (end > view.len || pos < 0 || pos > end) {
-        PyBuffer_Release(&view);
-        bail("bad bounds");
-        return NULL;
+/* kid of a record key (a kcache hit, or _key_id on a miss); -2 = error */
+static long key_id(const unsigned char *k, Py_ssize_t klen, PyObject *kcache, PyObject *ktable) {
+    PyObject *key = PyBytes_FromStringAndSize((const char *)k, klen);
+    if (key == NULL) return -2;
+    PyObject *kid = PyDict_GetItemWithError(kcache, key);
+    if (kid != NULL) {
+        Py_INCREF(kid);
+    } else {
+        if (PyErr_Occurred()) { Py_DECREF(key); return -2; }
+        kid = PyObject_CallFunctionObjArgs(KeyIdFn, key, kcache, ktable, NULL);
+        if (kid == NULL) { Py_DECREF(key); return -2; }
     }
-    int have_first = 0;
-    long long first = 0;
-    for (Py_ssize_t r = 0; r < count; r++) {
+    Py_DECREF(key);
+    long v = PyLong_AsLong(kid);
+    Py_DECREF(kid);
+    if (v == -1 && PyErr_Occurred()) return -2;
+    return v;
+}
+
+static long control_key_id(PyObject *kcache, PyObject *ktable) {
+    PyObject *kid = PyDict_GetItemWithError(kcache, ControlKey);
+    if (kid == NULL) {
+        if (PyErr_Occurred()) return -2;
+        long v = (long)PyList_GET_SIZE(ktable);
+        kid = PyLong_FromLong(v);
+        if (kid == NULL) return -2;
+        int bad = PyList_Append(ktable, ControlEntry) < 0 || PyDict_SetItem(kcache, ControlKey, kid) < 0;
+        Py_DECREF(kid);
+        return bad ? -2 : v;
+    }
+    return PyLong_AsLong(kid);
+}
+
+static int append_pair(PyObject *list, Py_ssize_t i, PyObject *v /* stolen */) {
+    if (v == NULL) return -1;
+    PyObject *t = Py_BuildValue("(nN)", i, v);
+    if (t == NULL) return -1;
+    int r = PyList_Append(list, t);
+    Py_DECREF(t);
+    return r;
+}
+
+static int put_label(Columns *c, int j, PyObject *labels, Py_ssize_t i) {
+    PyObject *s = PyTuple_GET_ITEM(labels, i);
+    return put_bytes(c, j, PyBytes_AS_STRING(s), PyBytes_GET_SIZE(s));
+}
+
+#define LEAVE 0   /* the Python path takes this batch */
+#define ERROR -1
+
+/*
+ * The records of one v2 batch, b[pos:end], into `hot` (rows from hot->n on). 1 = done, LEAVE, ERROR.
+ * *first: the first record's offset (has_first = 0: no records).
+ */
+static int walk_records(const unsigned char *b, Py_ssize_t pos, Py_ssize_t end, int32_t count, int64_t base_offset,
+                        int64_t ts_base, int64_t ts_scale, int is_control, Columns *h, PyObject *kcache,
+                        PyObject *ktable, PyObject *ctl_types, PyObject *ctl_epochs, int *has_first, int64_t *first) {
+    for (int32_t r = 0; r < count; r++) {
         int64_t length, tsd, offd, klen, vlen;
-        if (pos >= end) { bail("fewer records than declared"); goto fail; }
-        if (read_varint(b, &pos, end, 5, &length) < 0) goto fail;
-        if (length < 0) { bail("negative record length"); goto fail; }
+        if (pos >= end) return LEAVE;
+        if (read_varint(b, &pos, end, 5, &length) < 0 || length < 0) return LEAVE;
+        if (length > end - pos) return LEAVE;
         Py_ssize_t rec_end = pos + (Py_ssize_t)length;
-        if (length > end || rec_end > end) { bail("record runs past the batch"); goto fail; }
         pos += 1; /* attributes */
-        if (read_varint(b, &pos, end, 10, &tsd) < 0) goto fail;
-        if (read_varint(b, &pos, end, 5, &offd) < 0) goto fail;
-        if (read_varint(b, &pos, end, 5, &klen) < 0) goto fail;
+        if (read_varint(b, &pos, end, 10, &tsd) < 0) return LEAVE;
+        if (read_varint(b, &pos, end, 5, &offd) < 0) return LEAVE;
+        if (read_varint(b, &pos, end, 5, &klen) < 0) return LEAVE;
         Py_ssize_t ks = pos;
         if (klen >= 0) {
-            if (klen > end - pos) { bail("key runs past the batch"); goto fail; }
+            if (klen > end - pos) return LEAVE;
             pos += (Py_ssize_t)klen;
         }
-        if (read_varint(b, &pos, end, 5, &vlen) < 0) goto fail;
+        if (read_varint(b, &pos, end, 5, &vlen) < 0) return LEAVE;
         Py_ssize_t vs = pos;
         if (vlen >= 0) {
-            if (vlen > end - pos) { bail("value runs past the batch"); goto fail; }
+            if (vlen > end - pos) return LEAVE;
             pos += (Py_ssize_t)vlen;
         }
-        if (pos >= end || b[pos] != 0) { bail("record headers"); goto fail; }
+        if (pos >= end || b[pos] != 0) return LEAVE; /* record headers */
         pos += 1;
-        if (pos != rec_end) { bail("record size mismatch"); goto fail; }
+        if (pos != rec_end) return LEAVE;
         Py_ssize_t ve = pos - 1;
-        long long offset = base_offset + offd;
-        if (!have_first) { first = offset; have_first = 1; }
-        long long ts = ts_base + tsd * ts_scale;
-        PyObject *items[11];
-        Py_ssize_t row_index = PyList_GET_SIZE(rows);
-
+        int64_t offset = base_offset + offd;
+        int64_t ts = ts_base + tsd * ts_scale;
+        if (cols_reserve(h, h->n) < 0) return ERROR;
+        Py_ssize_t i = h->n;
         if (is_control) {
-            if (klen >= 4 && b[ks] < 0x80) {
-                int ctype = be16(b + ks + 2);
-                int epoch_ok = 1;
-                long epoch = 0;
-                if (ctype == 0 || ctype == 1) {
-                    if (vlen >= 6 && b[vs] < 0x80) epoch = be32(b + vs + 2);
-                    else epoch_ok = 0;
-                }
-                if (epoch_ok) {
-                    PyObject *kid = PyDict_GetItemWithError(kcache, ControlKey);
-                    if (kid == NULL) {
-                        if (PyErr_Occurred()) goto fail;
-                        kid = PyLong_FromSsize_t(PyList_GET_SIZE(ktable));
-                        if (kid == NULL) goto fail;
-                        if (PyList_Append(ktable, ControlEntry) < 0 || PyDict_SetItem(kcache, ControlKey, kid) < 0) {
-                            Py_DECREF(kid);
-                            goto fail;
-                        }
-                        Py_DECREF(kid); /* borrowed from the dict from here on */
-                    }
-                    PyObject *ct = PyLong_FromLong(ctype);
-                    if (ct == NULL) goto fail;
-                    PyObject *name = PyDict_GetItemWithError(ControlNames, ct);
-                    Py_DECREF(ct);
-                    if (name != NULL) Py_INCREF(name);
-                    else if (PyErr_Occurred()) goto fail;
-                    else name = PyUnicode_FromFormat("UNKNOWN(%d)", ctype);
-                    if (name == NULL) goto fail;
-                    PyObject *pair = Py_BuildValue("(nN)", row_index, name);
-                    if (pair == NULL || PyList_Append(ctl_types, pair) < 0) { Py_XDECREF(pair); goto fail; }
-                    Py_DECREF(pair);
-                    if (ctype == 0 || ctype == 1) {
-                        pair = Py_BuildValue("(nl)", row_index, epoch);
-                        if (pair == NULL || PyList_Append(ctl_epochs, pair) < 0) { Py_XDECREF(pair); goto fail; }
-                        Py_DECREF(pair);
-                    }
-                    items[0] = PyLong_FromLongLong(offset);
-                    items[1] = PyLong_FromLongLong(ts);
-                    Py_INCREF(kid); items[2] = kid;
-                    items[3] = PyBool_FromLong(vlen < 0);
-                    for (int i = 4; i < 11; i++) { Py_INCREF(Py_None); items[i] = Py_None; }
-                    if (append_row(rows, items) < 0) goto fail;
-                    continue;
-                }
+            if (klen < 4 || b[ks] >= 0x80) return LEAVE;
+            int ctype = be16(b + ks + 2);
+            long epoch = -1;
+            if (ctype == 0 || ctype == 1) {
+                if (!(vlen >= 6 && b[vs] < 0x80)) return LEAVE;
+                epoch = be32(b + vs + 2);
             }
-        } else if (klen >= 0) {
-            PyObject *key = PyBytes_FromStringAndSize((const char *)b + ks, (Py_ssize_t)klen);
-            if (key == NULL) goto fail;
-            PyObject *kid = PyDict_GetItemWithError(kcache, key);
-            long kidv;
-            if (kid != NULL) {
-                Py_INCREF(kid);
+            long kid = control_key_id(kcache, ktable);
+            if (kid < -1) return ERROR;
+            PyObject *ct = PyLong_FromLong(ctype);
+            if (ct == NULL) return ERROR;
+            PyObject *name = PyDict_GetItemWithError(ControlNames, ct);
+            Py_DECREF(ct);
+            if (name != NULL) Py_INCREF(name);
+            else if (PyErr_Occurred()) return ERROR;
+            else name = PyUnicode_FromFormat("UNKNOWN(%d)", ctype);
+            if (append_pair(ctl_types, i, name) < 0) return ERROR;
+            if ((ctype == 0 || ctype == 1) && append_pair(ctl_epochs, i, PyLong_FromLong(epoch)) < 0) return ERROR;
+            put_int(h, H_KID, kid);
+            put_bool(h, H_TOMB, vlen < 0);
+            for (int j = H_VER; j < H_NCOLS; j++) put_null(h, j);
+        } else {
+            if (klen < 0) return LEAVE;
+            long kid = key_id(b + ks, (Py_ssize_t)klen, kcache, ktable);
+            if (kid < -1) return ERROR;
+            if (kid < 0) return LEAVE;
+            if (vlen < 0) {
+                for (int j = H_VER; j < H_NCOLS; j++) put_null(h, j);
+                put_bool(h, H_TOMB, 1);
             } else {
-                if (PyErr_Occurred()) { Py_DECREF(key); goto fail; }
-                kid = PyObject_CallFunctionObjArgs(KeyIdFn, key, kcache, ktable, gcache, NULL);
-                if (kid == NULL) { Py_DECREF(key); goto fail; }
+                int done = put_value(h, b, vs, ve);
+                if (done < 0) return ERROR;
+                if (done == 0) return LEAVE;
+                put_bool(h, H_TOMB, 0);
             }
-            kidv = PyLong_AsLong(kid);
-            if (kidv == -1 && PyErr_Occurred()) { Py_DECREF(kid); Py_DECREF(key); goto fail; }
-            if (kidv >= 0) {
-                int done = 0;
-                for (int i = 0; i < 11; i++) items[i] = NULL;
-                if (vlen < 0) {
-                    items[3] = Py_True; Py_INCREF(Py_True);
-                    for (int i = 4; i < 11; i++) { Py_INCREF(Py_None); items[i] = Py_None; }
-                    done = 1;
-                } else {
-                    done = decode_value(bufobj, b, vs, ve, items);
-                    if (done < 0) { Py_DECREF(kid); Py_DECREF(key); goto fail; }
-                    if (done) { items[3] = Py_False; Py_INCREF(Py_False); }
-                }
-                if (done) {
-                    items[0] = PyLong_FromLongLong(offset);
-                    items[1] = PyLong_FromLongLong(ts);
-                    items[2] = kid; /* steals */
-                    Py_DECREF(key);
-                    if (append_row(rows, items) < 0) goto fail;
-                    continue;
-                }
-            }
-            Py_DECREF(kid);
-            Py_DECREF(key);
+            put_int(h, H_KID, kid);
         }
-        /* reference path for this record */
-        {
-            PyObject *key, *value;
-            if (klen >= 0) key = PyBytes_FromStringAndSize((const char *)b + ks, (Py_ssize_t)klen);
-            else { key = Py_None; Py_INCREF(key); }
-            if (vlen >= 0) value = PyBytes_FromStringAndSize((const char *)b + vs, (Py_ssize_t)vlen);
-            else { value = Py_None; Py_INCREF(value); }
-            if (key == NULL || value == NULL) { Py_XDECREF(key); Py_XDECREF(value); goto fail; }
-            PyObject *p = Py_BuildValue("(nLLNN)", row_index, (long long)offd, ts, key, value);
-            if (p == NULL || PyList_Append(pending, p) < 0) { Py_XDECREF(p); goto fail; }
-            Py_DECREF(p);
-            if (PyList_Append(rows, Py_None) < 0) goto fail;
+        put_int(h, H_OFFSET, offset);
+        put_int(h, H_TS, ts);
+        h->n++;
+        if (!*has_first) {
+            *has_first = 1;
+            *first = offset;
         }
     }
-    if (pos != end) { bail("trailing bytes after the records"); goto fail; }
+    return pos == end ? 1 : LEAVE;
+}
+
+static PyObject *decode_entries(PyObject *self, PyObject *args) {
+    PyObject *bufobj, *kcache, *ktable, *ctl_types, *ctl_epochs, *decompress, *source;
+    Columns *h, *bc;
+    Py_ssize_t pos, end, max_rows;
+    int part;
+    if (!PyArg_ParseTuple(args, "OnnnO!O!O!O!O!O!OO!i", &bufobj, &pos, &end, &max_rows, &ColumnsType, &h,
+                          &ColumnsType, &bc, &PyDict_Type, &kcache, &PyList_Type, &ktable, &PyList_Type,
+                          &ctl_types, &PyList_Type, &ctl_epochs, &decompress, &PyBytes_Type, &source, &part))
+        return NULL;
+    if (h->ncols != H_NCOLS || bc->ncols != B_NCOLS || h->n != bc->n) {
+        PyErr_SetString(PyExc_ValueError, "decode_entries: wrong column sets");
+        return NULL;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(bufobj, &view, PyBUF_SIMPLE) < 0) return NULL;
+    const unsigned char *m = (const unsigned char *)view.buf;
+    if (end > view.len || pos < 0) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "decode_entries: bad bounds");
+        return NULL;
+    }
+    while (h->n < max_rows) {
+        if (end - pos <= 17) break;                               /* HEADER_SIZE_UP_TO_MAGIC: the tail */
+        const unsigned char *e = m + pos;
+        int32_t size = be32(e + 8);
+        if (size < 14) break;                                     /* LEGACY_RECORD_OVERHEAD_V0 */
+        Py_ssize_t total = 12 + (Py_ssize_t)size;
+        if (total > end - pos) break;                             /* torn */
+        if (e[16] != 2 || total < 61) break;                      /* legacy, or shorter than a v2 header */
+        int64_t base_offset = be64(e);
+        uint32_t crc = (uint32_t)be32(e + 17);
+        int attributes = be16(e + 21);
+        int32_t last_delta = be32(e + 23);
+        int64_t base_ts = be64(e + 27), max_ts = be64(e + 35), producer_id = be64(e + 43);
+        int producer_epoch = be16(e + 51);
+        int32_t count = be32(e + 57);
+        if (count < 0 || crc32c(e + 21, total - 21) != crc) break;
+        int codec = attributes & 7, log_append = (attributes & 8) != 0, is_control = (attributes & 0x20) != 0;
+        Py_ssize_t n0 = h->n, c0 = PyList_GET_SIZE(ctl_types), q0 = PyList_GET_SIZE(ctl_epochs);
+        int has_first = 0, r;
+        int64_t first = 0;
+        if (codec == 0) {
+            r = walk_records(e, 61, total, count, base_offset, log_append ? max_ts : base_ts, log_append ? 0 : 1,
+                             is_control, h, kcache, ktable, ctl_types, ctl_epochs, &has_first, &first);
+        } else {
+            PyObject *packed = PyBytes_FromStringAndSize((const char *)e + 61, total - 61);
+            PyObject *raw = packed ? PyObject_CallFunction(decompress, "iN", codec, packed) : NULL;
+            if (raw == NULL) {
+                if (!PyErr_ExceptionMatches(PyExc_Exception)) goto fail;
+                PyErr_Clear();   /* the Python path reports it */
+                break;
+            }
+            Py_buffer rv;
+            if (PyObject_GetBuffer(raw, &rv, PyBUF_SIMPLE) < 0) { Py_DECREF(raw); goto fail; }
+            r = walk_records((const unsigned char *)rv.buf, 0, rv.len, count, base_offset,
+                             log_append ? max_ts : base_ts, log_append ? 0 : 1, is_control, h, kcache, ktable,
+                             ctl_types, ctl_epochs, &has_first, &first);
+            PyBuffer_Release(&rv);
+            Py_DECREF(raw);
+        }
+        if (r != 1) {
+            cols_truncate(h, n0);
+            if (PyList_GET_SIZE(ctl_types) > c0) PyList_SetSlice(ctl_types, c0, PyList_GET_SIZE(ctl_types), NULL);
+            if (PyList_GET_SIZE(ctl_epochs) > q0) PyList_SetSlice(ctl_epochs, q0, PyList_GET_SIZE(ctl_epochs), NULL);
+            if (r == ERROR) goto fail;
+            break;
+        }
+        for (Py_ssize_t i = n0; i < h->n; i++) {
+            if (cols_reserve(bc, bc->n) < 0) goto fail;
+            if (put_bytes(bc, B_SOURCE, PyBytes_AS_STRING(source), PyBytes_GET_SIZE(source)) < 0) goto fail;
+            if (put_label(bc, B_TSTYPE, TsTypes, log_append) < 0) goto fail;
+            if (put_label(bc, B_CODEC, CodecLabels, codec) < 0) goto fail;
+            put_int(bc, B_PART, part);
+            put_int(bc, B_BASE, base_offset);
+            put_int(bc, B_FIRST, first);
+            put_int(bc, B_LAST, base_offset + last_delta);
+            put_int(bc, B_POS, pos);
+            put_int(bc, B_PID, producer_id);
+            put_int(bc, B_PEPOCH, producer_epoch);
+            put_bool(bc, B_TXN, (attributes & 0x10) != 0);
+            put_bool(bc, B_CONTROL, is_control);
+            put_int(bc, B_MAGIC, 2);
+            bc->n++;
+        }
+        pos += total;
+    }
     PyBuffer_Release(&view);
-    if (!have_first) Py_RETURN_NONE;
-    return PyLong_FromLongLong(first);
+    return PyLong_FromSsize_t(pos);
 fail:
     PyBuffer_Release(&view);
     return NULL;
 }
 
 static PyObject *init(PyObject *self, PyObject *args) {
-    PyObject *bail_cls, *key_id, *other_value, *control_entry, *control_names;
-    if (!PyArg_ParseTuple(args, "OOOOO!", &bail_cls, &key_id, &other_value, &control_entry, &PyDict_Type,
-                          &control_names))
+    PyObject *key_id, *control_entry, *control_names, *ts_types, *codec_labels;
+    if (!PyArg_ParseTuple(args, "OOO!O!O!", &key_id, &control_entry, &PyDict_Type, &control_names, &PyTuple_Type,
+                          &ts_types, &PyTuple_Type, &codec_labels))
         return NULL;
-    Py_XSETREF(Bail, Py_NewRef(bail_cls));
+    if (PyTuple_GET_SIZE(ts_types) != 2 || PyTuple_GET_SIZE(codec_labels) != 8) {
+        PyErr_SetString(PyExc_ValueError, "init: 2 timestamp types and 8 codec labels");
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < 2; i++)
+        if (!PyBytes_Check(PyTuple_GET_ITEM(ts_types, i))) goto notbytes;
+    for (Py_ssize_t i = 0; i < 8; i++)
+        if (!PyBytes_Check(PyTuple_GET_ITEM(codec_labels, i))) goto notbytes;
     Py_XSETREF(KeyIdFn, Py_NewRef(key_id));
-    Py_XSETREF(OtherValueFn, Py_NewRef(other_value));
     Py_XSETREF(ControlEntry, Py_NewRef(control_entry));
     Py_XSETREF(ControlNames, Py_NewRef(control_names));
+    Py_XSETREF(TsTypes, Py_NewRef(ts_types));
+    Py_XSETREF(CodecLabels, Py_NewRef(codec_labels));
     Py_RETURN_NONE;
+notbytes:
+    PyErr_SetString(PyExc_TypeError, "init: labels are utf-8 bytes");
+    return NULL;
+}
+
+static PyObject *py_crc32c(PyObject *self, PyObject *args) {
+    Py_buffer v;
+    int software = 0;
+    if (!PyArg_ParseTuple(args, "y*|p", &v, &software)) return NULL;
+    uint32_t c = (software ? crc32c_sw : crc32c)((const unsigned char *)v.buf, (size_t)v.len);
+    PyBuffer_Release(&v);
+    return PyLong_FromUnsignedLong(c);
 }
 
 static PyMethodDef methods[] = {
-    {"walk_v2", walk_v2, METH_VARARGS, "Walk the records of a magic 2 batch into column tuples (see columnar.py)."},
-    {"init", init, METH_VARARGS, "init(Bail, key_id, other_value, control_entry, control_names)"},
+    {"decode_entries", decode_entries, METH_VARARGS, "Decode the clean magic 2 entries from pos (see columnar.py)."},
+    {"init", init, METH_VARARGS, "init(key_id, control_entry, control_names, ts_types, codec_labels)"},
+    {"crc32c", py_crc32c, METH_VARARGS,
+     "crc32c(buffer, software=False): CRC-32C as the batch header stores it (the table code when software)."},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef moduledef = {PyModuleDef_HEAD_INIT, "_fastdecode", NULL, -1, methods};
 
 PyMODINIT_FUNC PyInit__fastdecode(void) {
+    crc_init();
+#if defined(__x86_64__) && defined(__GNUC__)
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("sse4.2")) crc32c = crc32c_hw;
+#endif
+    if (PyType_Ready(&ColumnsType) < 0) return NULL;
     PyObject *m = PyModule_Create(&moduledef);
     if (m == NULL) return NULL;
     ControlKey = PyLong_FromLong(0);
-    EmptyStr = PyUnicode_FromString("");
-    if (ControlKey == NULL || EmptyStr == NULL) {
+    if (ControlKey == NULL || PyModule_AddObjectRef(m, "Columns", (PyObject *)&ColumnsType) < 0) {
         Py_DECREF(m);
         return NULL;
     }

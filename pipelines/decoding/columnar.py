@@ -3,22 +3,24 @@
 Produces exactly the rows of ``read_batches_from_file`` + ``to_decoded_row`` / ``problem_to_row`` (same values,
 same order) without building a `RecordBatchHeader` / `LogRecord` / row dict per record:
 
-* framing mirrors `batches.read_batches_from_file` over an mmap of the file (one slice per entry);
-* a magic 2 batch is unpacked with one precompiled struct, its CRC-32C checked, its record section
-  decompressed with `codecs.decompress`, then walked with inlined zig-zag varints (`_walk_v2`);
-* per record, the dominant kinds go straight into one tuple of the per-row ("hot") columns: offset commits
-  (key type 0/1, value v0-v4, tombstones; key parsing cached per distinct key bytes) and control records;
-* the per-batch columns (location, producer, codec, ...) are kept once per batch as runs and expanded with
-  Arrow's run-end decoding; the key columns (kind, key type, group, topic, partition) once per distinct key
-  and expanded with ``take``; every other column is sparse (row index, value) and usually all-null.
+* framing mirrors `batches.read_batches_from_file` over an mmap of the file;
+* a magic 2 batch has its CRC-32C checked, its record section decompressed with `codecs.decompress`, then its
+  records walked; the dominant kinds (offset commits: key type 0/1, value v0-v4, tombstones; control records)
+  go straight into typed columns: the per-row ("hot") values and the values of the record's batch (location,
+  producer, codec, ...);
+* the key columns (kind, key type, group, topic, partition) are kept once per distinct key bytes and expanded
+  with ``take``; every other column is sparse (row index, value) and usually all-null.
 
-Anything unusual goes to the reference path so the rows are always identical: a record the walker does not
-fully understand (group metadata, types 3+, unknown versions, odd lengths, invalid UTF-8 is fine) becomes a
+With the C extension (`pipelines/decoding/_fastdecode.c`, built by setup.py, used unless
+``OFFSETLAKE_PURE_PYTHON=1``), runs of clean batches are decoded entirely in C into column buffers
+(`_fastdecode.decode_entries`, `_fastdecode.Columns`): no Python object per record but its key's cache lookup.
+An entry C leaves goes through the pure-Python walk (`_walk_v2`) here, which also decodes every entry without
+the extension.
+
+Anything unusual goes to the reference path so the rows are always identical: a record the walk does not fully
+understand (group metadata, types 3+, unknown versions, odd lengths; invalid UTF-8 is fine) becomes a
 `LogRecord` given to `to_decoded_row`; a batch with a bad CRC, bad framing, record headers, a decompression
 failure, or any exception, and every legacy (magic 0/1) entry, is decoded by `batches.decode_entry`.
-
-The record walk is also implemented in C (`pipelines/decoding/_fastdecode.c`, optional extension) with the
-same interface as `_walk_v2`; it is used when importable unless ``OFFSETLAKE_PURE_PYTHON=1``.
 """
 from __future__ import annotations
 
@@ -30,8 +32,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import crc32c as _crc32c_mod
+import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from pipelines.decoding import codecs
 from pipelines.decoding.batches import (
@@ -118,10 +120,8 @@ def _parse_key(k) -> tuple | None:
             _I32(k, q)[0])
 
 
-def _key_id(key, kcache: dict, ktable: list, gcache: dict) -> int:
-    """Key-table index of a new offset-commit key (-1: not a plain offset-commit key), cached in ``kcache``.
-
-    (``gcache`` is unused: kept for the C walker's call signature.)"""
+def _key_id(key, kcache: dict, ktable: list) -> int:
+    """Key-table index of a new offset-commit key (-1: not a plain offset-commit key), cached in ``kcache``."""
     t = _parse_key(key)
     if t is None:
         if key is not None:
@@ -174,13 +174,13 @@ def _other_value(buf, vs: int, ve: int):
 
 
 def _walk_v2(buf, pos: int, end: int, count: int, base_offset: int, ts_base: int, ts_scale: int, is_control: bool,
-             rows: list, kcache: dict, ktable: list, gcache: dict, ctl_types: list, ctl_epochs: list,
-             pending: list):
+             rows: list, row0: int, kcache: dict, ktable: list, ctl_types: list, ctl_epochs: list, pending: list):
     """Walk ``count`` v2 records in ``buf[pos:end]``; returns the first record's offset (None if no records).
 
-    Appends one hot tuple per record to ``rows``; a record it does not decode itself gets a ``None`` placeholder
-    in ``rows`` and ``(row_index, offset_delta, timestamp, key, value)`` in ``pending``. Raises (anything) when
-    the batch must go to the reference path; the caller rolls back what was appended.
+    Appends one hot tuple per record to ``rows`` (the batch's rows: chunk row ``row0 + i`` is ``rows[i]``); a
+    record it does not decode itself gets a ``None`` placeholder in ``rows`` and ``(row_index, offset_delta,
+    timestamp, key, value)`` in ``pending``. Raises (anything) when the batch must go to the reference path; the
+    caller rolls back what was appended.
     """
     append = rows.append
     kget = kcache.get
@@ -265,7 +265,7 @@ def _walk_v2(buf, pos: int, end: int, count: int, base_offset: int, ts_base: int
                     if kid is None:
                         kid = kcache[_CONTROL_KEY] = len(ktable)
                         ktable.append(_CONTROL_ENTRY)
-                    i = len(rows)
+                    i = row0 + len(rows)
                     ctl_types.append((i, _CONTROL_NAMES.get(ctype) or f"UNKNOWN({ctype})"))
                     if ctype == 0 or ctype == 1:
                         ctl_epochs.append((i, epoch))
@@ -274,7 +274,7 @@ def _walk_v2(buf, pos: int, end: int, count: int, base_offset: int, ts_base: int
         else:
             kid = kget(key) if key is not None else _FALLBACK
             if kid is None:
-                kid = _key_id(key, kcache, ktable, gcache)
+                kid = _key_id(key, kcache, ktable)
             if kid >= 0:
                 if vlen < 0:
                     append((offset, ts, kid, True, None, None, None, None, None, None, None))
@@ -305,7 +305,7 @@ def _walk_v2(buf, pos: int, end: int, count: int, base_offset: int, ts_base: int
                         if t is not None:
                             append((offset, ts, kid, False) + t)
                             continue
-        pending.append((len(rows), offd, ts, key, buf[vs:vs + vlen] if vlen >= 0 else None))
+        pending.append((row0 + len(rows), offd, ts, key, buf[vs:vs + vlen] if vlen >= 0 else None))
         append(None)
     if pos != end:
         raise _Bail
@@ -317,56 +317,111 @@ try:  # pragma: no cover - depends on the build
         raise ImportError("disabled by OFFSETLAKE_PURE_PYTHON")
     from pipelines.decoding import _fastdecode as _c
 
-    _c.init(_Bail, _key_id, _other_value, _CONTROL_ENTRY, _CONTROL_NAMES)
-    _c_walk_v2 = _c.walk_v2
+    _c.init(_key_id, _CONTROL_ENTRY, _CONTROL_NAMES,
+            (CREATE_TIME.encode(), LOG_APPEND_TIME.encode()), tuple(label.encode() for label in _CODEC_LABELS))
     HAVE_C_EXTENSION = True
 except ImportError:
-    _c_walk_v2 = None
+    _c = None
     HAVE_C_EXTENSION = False
+
+
+# ================================================================================================================
+# columns: typed column builders (the C extension's, or lists)
+# ================================================================================================================
+_TYPECODES = {pa.int64(): "q", pa.int32(): "i", pa.int16(): "h", pa.int8(): "b", pa.bool_(): "?", pa.string(): "s"}
+_HOT_TYPES = [pa.int32() if c is None else _TYPES[c] for c in HOT_COLUMNS]
+_BATCH_TYPES = [_TYPES[c] for c in BATCH_COLUMNS]
+
+
+class _ListColumns:
+    """Rows of Python values kept column by column in lists (the pure-Python build)."""
+
+    def __init__(self, types: list[pa.DataType]):
+        self.types = types
+        self.cols: list[list] = [[] for _ in types]
+
+    def __len__(self) -> int:
+        return len(self.cols[0])
+
+    def append(self, row: tuple) -> None:
+        for col, v in zip(self.cols, row):
+            col.append(v)
+
+    def extend(self, rows: list[tuple]) -> None:
+        for row in rows:
+            self.append(row)
+
+    def arrays(self) -> list[pa.Array]:
+        out = [pa.array(col, t) for col, t in zip(self.cols, self.types)]
+        for col in self.cols:
+            col.clear()
+        return out
+
+
+class _CColumns:
+    """The same, in the C extension's buffers: a clean record written by `_fastdecode.decode_entries` costs no
+    Python object, and the Arrow arrays are made from the buffers as they are."""
+
+    def __init__(self, types: list[pa.DataType]):
+        self.types = types
+        self.c = _c.Columns("".join(_TYPECODES[t] for t in types))
+        self.append = self.c.append
+        self.extend = self.c.extend
+
+    def __len__(self) -> int:
+        return len(self.c)
+
+    def arrays(self) -> list[pa.Array]:
+        n = len(self.c)
+        out = []
+        for t, (nulls, valid, data, offsets) in zip(self.types, self.c.take()):
+            validity = None if valid is None else pa.py_buffer(valid)
+            if offsets is None:
+                out.append(pa.Array.from_buffers(t, n, [validity, pa.py_buffer(data)], null_count=nulls))
+            else:
+                out.append(pa.Array.from_buffers(t, n, [validity, pa.py_buffer(offsets), pa.py_buffer(data)],
+                                                 null_count=nulls))
+        return out
 
 
 # ================================================================================================================
 # chunk: the columns of up to ``batch_rows`` rows
 # ================================================================================================================
 class _Chunk:
-    __slots__ = ("rows", "kcache", "ktable", "key_arrays", "run_ends", "run_vals", "sparse")
+    __slots__ = ("hot", "batch", "kcache", "ktable", "key_arrays", "sparse")
 
-    def __init__(self):
-        self.rows: list = []
+    def __init__(self, columns):
+        self.hot = columns(_HOT_TYPES)
+        self.batch = columns(_BATCH_TYPES)
         # The key table outlives a chunk (the same keys recur across the whole segment); its Arrow form is
         # extended with the new entries at each flush, and everything is dropped past _KTABLE_MAX entries.
         self.kcache: dict = {}
         self.ktable: list = []
-        self.key_arrays: list[pa.Array] | None = None
-        self.run_ends: list[int] = []
-        self.run_vals: list[tuple] = []
+        self.key_arrays: list[list[pa.Array]] | None = None  # per key column, its Arrow chunks
         self.sparse: dict[str, list] = {c: [] for c in COLD_COLUMNS}
 
-    def add_row(self, row: dict[str, Any], with_batch: bool) -> None:
-        """A row dict from the reference path (``with_batch``: its batch columns too, as a run of one)."""
-        rows = self.rows
-        i = len(rows)
+    def add_row(self, row: dict[str, Any]) -> None:
+        """A row dict from the reference path, with its batch columns."""
+        self.hot.append(self._hot_tuple(row))
+        self.batch.append(tuple(row[c] for c in BATCH_COLUMNS))
+
+    def _hot_tuple(self, row: dict[str, Any]) -> tuple:
+        """The hot tuple of a reference row at the next row index; its key and cold columns recorded."""
+        i = len(self.hot)
         kid = len(self.ktable)
         self.ktable.append(tuple(row[c] for c in KEY_COLUMNS))
-        rows.append((row["offset"], row["timestamp"], kid) + tuple(row[c] for c in _HOT_FROM_ROW[2:]))
         sparse = self.sparse
         for c in COLD_COLUMNS:
             v = row[c]
             if v is not None:
                 sparse[c].append((i, v))
-        if with_batch:
-            vals = tuple(row[c] for c in BATCH_COLUMNS)
-            if self.run_vals and self.run_ends[-1] == i and self.run_vals[-1] == vals:
-                self.run_ends[-1] = i + 1
-            else:
-                self.run_ends.append(i + 1)
-                self.run_vals.append(vals)
+        return (row["offset"], row["timestamp"], kid) + tuple(row[c] for c in _HOT_FROM_ROW[2:])
 
-    def fill_row(self, i: int, row: dict[str, Any]) -> None:
-        """Fill placeholder ``i`` (a record of a fast batch) from a reference row; batch columns come from the run."""
+    def fill_row(self, rows: list, row0: int, i: int, row: dict[str, Any]) -> None:
+        """Fill placeholder ``rows[i - row0]`` (a record of a fast batch, chunk row ``i``) from a reference row."""
         kid = len(self.ktable)
         self.ktable.append(tuple(row[c] for c in KEY_COLUMNS))
-        self.rows[i] = (row["offset"], row["timestamp"], kid) + tuple(row[c] for c in _HOT_FROM_ROW[2:])
+        rows[i - row0] = (row["offset"], row["timestamp"], kid) + tuple(row[c] for c in _HOT_FROM_ROW[2:])
         sparse = self.sparse
         for c in COLD_COLUMNS:
             v = row[c]
@@ -374,50 +429,46 @@ class _Chunk:
                 sparse[c].append((i, v))
 
     def rollback(self, n: int) -> None:
-        del self.rows[n:]
         for lst in self.sparse.values():
             while lst and lst[-1][0] >= n:
                 lst.pop()
 
     def flush(self) -> pa.RecordBatch:
-        rows = self.rows
-        n = len(rows)
+        n = len(self.hot)
         arrays: dict[str, pa.Array] = {}
-        hot = list(zip(*rows))
-        kids = pa.array(hot[2], pa.int32())
+        hot = self.hot.arrays()
+        kids = hot[2]
         for j, c in enumerate(HOT_COLUMNS):
             if c is not None:
-                arrays[c] = pa.array(hot[j], _TYPES[c])
+                arrays[c] = hot[j]
         ktable = self.ktable
-        done = 0 if self.key_arrays is None else len(self.key_arrays[0])
+        done = sum(len(k) for k in self.key_arrays[0]) if self.key_arrays else 0
         if done < len(ktable):
             new = list(zip(*ktable[done:]))
             fresh = [pa.array(new[j], _TYPES[c]) for j, c in enumerate(KEY_COLUMNS)]
-            self.key_arrays = fresh if self.key_arrays is None else [
-                pa.concat_arrays([old, f]) for old, f in zip(self.key_arrays, fresh)]
+            if self.key_arrays is None:
+                self.key_arrays = [[f] for f in fresh]
+            else:
+                for chunks, f in zip(self.key_arrays, fresh):
+                    chunks.append(f)
         for j, c in enumerate(KEY_COLUMNS):
-            arrays[c] = self.key_arrays[j].take(kids)
-        run_idx = pc.run_end_decode(pa.RunEndEncodedArray.from_arrays(
-            pa.array(self.run_ends, pa.int32()), pa.array(range(len(self.run_ends)), pa.int32())))
-        batch_cols = list(zip(*self.run_vals))
-        for j, c in enumerate(BATCH_COLUMNS):
-            arrays[c] = pa.array(batch_cols[j], _TYPES[c]).take(run_idx)
+            arrays[c] = pa.chunked_array(self.key_arrays[j], _TYPES[c]).take(kids).combine_chunks()
+        for c, a in zip(BATCH_COLUMNS, self.batch.arrays()):
+            arrays[c] = a
         for c, entries in self.sparse.items():
             if not entries:
                 arrays[c] = pa.nulls(n, _TYPES[c])
             else:
-                full = [None] * n
-                for i, v in entries:
-                    full[i] = v
-                arrays[c] = pa.array(full, _TYPES[c])
+                # scatter the k values into n rows: row i takes value where[i] (null where no value)
+                rows_at, values = zip(*entries)
+                where = np.full(n, -1, np.int32)
+                where[np.fromiter(rows_at, np.int64, len(rows_at))] = np.arange(len(rows_at), dtype=np.int32)
+                arrays[c] = pa.array(values, _TYPES[c]).take(pa.array(where, mask=where < 0))
                 entries.clear()
-        rows.clear()
         if len(ktable) > _KTABLE_MAX:
             self.kcache.clear()
             ktable.clear()
             self.key_arrays = None
-        self.run_ends.clear()
-        self.run_vals.clear()
         return pa.RecordBatch.from_arrays([arrays[c] for c in DECODED_COLUMNS], schema=DECODED_RECORD_SCHEMA)
 
 
@@ -438,20 +489,15 @@ def decode_segment_to_arrow(
     ``read_batches_from_file`` + ``to_decoded_row`` / ``problem_to_row``, in order, ``batch_rows`` at most per
     batch (a log batch never straddles two Arrow batches unless it alone exceeds ``batch_rows``).
 
-    ``use_c``: None = the C walker when built, True = require it, False = pure Python.
+    ``use_c``: None = the C extension when built, True = require it, False = pure Python.
     ``start_position``: an entry boundary to start at (incremental runs: where the previous run stopped); the
     rows are those ``read_batches_from_file(..., start_position=)`` gives, positions stay absolute.
     """
     if start_position < 0:
         raise ValueError(f"start_position must be >= 0, not {start_position}")
-    if use_c is None:
-        walk = _c_walk_v2 or _walk_v2
-    elif use_c:
-        if _c_walk_v2 is None:
-            raise RuntimeError("the _fastdecode C extension is not built")
-        walk = _c_walk_v2
-    else:
-        walk = _walk_v2
+    if use_c and _c is None:
+        raise RuntimeError("the _fastdecode C extension is not built")
+    c_ext = _c if use_c is not False else None
     src = source if source is not None else os.fspath(path)
     with open(path, "rb") as f:
         size = os.fstat(f.fileno()).st_size
@@ -460,7 +506,7 @@ def decode_segment_to_arrow(
         mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
         try:
             yield from _without_gc(_decode_buffer(mm, min(size, len(mm)), src, offsets_partition,
-                                                  max(1, batch_rows), walk, start_position, policy))
+                                                  max(1, batch_rows), c_ext, start_position, policy))
         finally:
             mm.close()
 
@@ -493,38 +539,52 @@ def _without_gc(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
             close()
 
 
-def _decode_buffer(mm, end: int, src: str, part: int, batch_rows: int, walk,
+def _decode_buffer(mm, end: int, src: str, part: int, batch_rows: int, c_ext,
                    start: int = 0, policy: ReadPolicy = DEFAULT_POLICY) -> Iterator[pa.RecordBatch]:
-    chunk = _Chunk()
-    rows = chunk.rows
+    """The entries of ``mm[start:end]``: with the C extension, runs of clean batches in C
+    (`_fastdecode.decode_entries`), and each entry it leaves (anything unusual) here, one at a time."""
+    chunk = _Chunk(_CColumns if c_ext is not None else _ListColumns)
+    hot, batch = chunk.hot, chunk.batch
     kcache = chunk.kcache
     ktable = chunk.ktable
-    run_ends = chunk.run_ends
-    run_vals = chunk.run_vals
     ctl_types = chunk.sparse["control_type"]
     ctl_epochs = chunk.sparse["coordinator_epoch"]
-    gcache: dict = {}
     pending: list = []
+    brows: list = []
     v2_unpack = _V2_UNPACK
     crc32c = _crc32c
     labels = _CODEC_LABELS
+    max_bytes = policy.max_batch_bytes
     decompress = codecs.decompress
+
+    def decompress_v2(codec_id: int, data: bytes) -> bytes:
+        return decompress(codec_id, data, magic=2, max_bytes=max_bytes)
+
+    if c_ext is not None:
+        c_decode = c_ext.decode_entries
+        src_utf8 = src.encode("utf-8")
     pos = start
     while True:
+        if c_ext is not None:
+            pos = c_decode(mm, pos, end, batch_rows, hot.c, batch.c, kcache, ktable, ctl_types, ctl_epochs,
+                           decompress_v2, src_utf8, part)
+            if len(hot) >= batch_rows:
+                yield chunk.flush()
+                continue
         remaining = end - pos
         if remaining <= HEADER_SIZE_UP_TO_MAGIC:
             if remaining > 0:
                 tail = mm[pos:end]
-                chunk.add_row(problem_to_row(_tail_problem(tail, 0, len(tail), src, part, pos)), True)
+                chunk.add_row(problem_to_row(_tail_problem(tail, 0, len(tail), src, part, pos)))
             break
         offset0, size = _ENTRY_HEAD(mm, pos)
         if size < LEGACY_RECORD_OVERHEAD_V0:  # read_batches_from_file's problems
             zero = offset0 == 0 and size == 0 and mm[pos:end].count(0) == end - pos
-            chunk.add_row(problem_to_row(small_size_problem(src, part, pos, end, offset0, size, zero)), True)
+            chunk.add_row(problem_to_row(small_size_problem(src, part, pos, end, offset0, size, zero)))
             break
         total = LOG_OVERHEAD + size
         if pos + total > end:
-            chunk.add_row(problem_to_row(torn_entry_problem(src, part, pos, total, end, offset0)), True)
+            chunk.add_row(problem_to_row(torn_entry_problem(src, part, pos, total, end, offset0)))
             break
         entry = mm[pos:pos + total]
         fast = False
@@ -532,26 +592,26 @@ def _decode_buffer(mm, end: int, src: str, part: int, batch_rows: int, walk,
             (base_offset, _length, leader_epoch, magic, crc, attributes, last_delta, base_ts, max_ts, producer_id,
              producer_epoch, base_sequence, count) = v2_unpack(entry, 0)
             if count >= 0 and crc32c(memoryview(entry)[21:]) == crc:
-                n0 = len(rows)
+                row0 = len(hot)
                 codec_id = attributes & 0x07
                 log_append = attributes & 0x08
                 is_control = (attributes & 0x20) != 0
                 try:
                     if codec_id == 0:
-                        buf, start, stop = entry, RECORD_BATCH_OVERHEAD, total
+                        buf, bstart, stop = entry, RECORD_BATCH_OVERHEAD, total
                     else:
-                        buf = decompress(codec_id, entry[RECORD_BATCH_OVERHEAD:], magic=2,
-                                         max_bytes=policy.max_batch_bytes)
-                        start, stop = 0, len(buf)
+                        buf = decompress_v2(codec_id, entry[RECORD_BATCH_OVERHEAD:])
+                        bstart, stop = 0, len(buf)
                     if log_append:
-                        first = walk(buf, start, stop, count, base_offset, max_ts, 0, is_control, rows, kcache,
-                                     ktable, gcache, ctl_types, ctl_epochs, pending)
+                        first = _walk_v2(buf, bstart, stop, count, base_offset, max_ts, 0, is_control, brows, row0,
+                                         kcache, ktable, ctl_types, ctl_epochs, pending)
                     else:
-                        first = walk(buf, start, stop, count, base_offset, base_ts, 1, is_control, rows, kcache,
-                                     ktable, gcache, ctl_types, ctl_epochs, pending)
+                        first = _walk_v2(buf, bstart, stop, count, base_offset, base_ts, 1, is_control, brows, row0,
+                                         kcache, ktable, ctl_types, ctl_epochs, pending)
                     fast = True
                 except Exception:  # noqa: BLE001 - anything odd: the reference path decodes this batch
-                    chunk.rollback(n0)
+                    chunk.rollback(row0)
+                    brows.clear()
                     pending.clear()
                 if fast and first is not None:
                     if pending:
@@ -568,22 +628,23 @@ def _decode_buffer(mm, end: int, src: str, part: int, batch_rows: int, walk,
                             else:
                                 seq = NO_SEQUENCE
                             rec = _new_record(header, base_offset + offd, ts, first, seq, key, value, ())
-                            chunk.fill_row(i, to_decoded_row(rec))
+                            chunk.fill_row(brows, row0, i, to_decoded_row(rec))
                         pending.clear()
-                    run_ends.append(len(rows))
-                    run_vals.append((src, part, base_offset, first, base_offset + last_delta, pos,
-                                     LOG_APPEND_TIME if log_append else CREATE_TIME, producer_id, producer_epoch,
-                                     (attributes & 0x10) != 0, is_control, 2, labels[codec_id]))
+                    hot.extend(brows)
+                    batch.extend([(src, part, base_offset, first, base_offset + last_delta, pos,
+                                   LOG_APPEND_TIME if log_append else CREATE_TIME, producer_id, producer_epoch,
+                                   (attributes & 0x10) != 0, is_control, 2, labels[codec_id])] * len(brows))
+                    brows.clear()
         if not fast:
             for item in decode_entry(entry, 0, total, source=src, offsets_partition=part, position=pos,
                                      policy=policy):
                 if isinstance(item, ReadProblem):
-                    chunk.add_row(problem_to_row(item), True)
+                    chunk.add_row(problem_to_row(item))
                 else:
                     for rec in item[1]:
-                        chunk.add_row(to_decoded_row(rec), True)
+                        chunk.add_row(to_decoded_row(rec))
         pos += total
-        if len(rows) >= batch_rows:
+        if len(hot) >= batch_rows:
             yield chunk.flush()
-    if rows:
+    if len(hot):
         yield chunk.flush()

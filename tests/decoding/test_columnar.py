@@ -1,7 +1,8 @@
 """Differential tests: `columnar.decode_segment_to_arrow` == the reference path, row for row.
 
 Reference = `read_batches_from_file` -> `to_decoded_row` / `problem_to_row` -> `rows_to_arrow`. Every test runs
-against the pure-Python walker and, when it is built, the `_fastdecode` C walker.
+against the pure-Python walk and, when it is built, the `_fastdecode` C extension (which hands what it
+leaves to the Python walk).
 """
 from __future__ import annotations
 
@@ -310,6 +311,8 @@ def test_clean_batches_take_the_fast_path(tmp_path, walker, monkeypatch):
     calls = []
     monkeypatch.setattr(columnar, "decode_entry", lambda *a, **k: calls.append(1) or [])
     monkeypatch.setattr(columnar, "to_decoded_row", lambda *a, **k: calls.append(2) or {})
+    if walker == "c":  # and with the extension, they never leave C for the Python walk
+        monkeypatch.setattr(columnar, "_walk_v2", lambda *a, **k: calls.append(3))
     recs = [oc("g", "t", i % 3, version=v, ts=TS + 70000 * i) for i, v in enumerate([0, 1, 2, 3, 4] * 3)]
     data = b"".join(write_record_batch(recs + [tomb()], 16 * i, codec=c) for i, c in enumerate(CODECS))
     data += write_control_batch(1, 3, 200, 9, 0, TS)
