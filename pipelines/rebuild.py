@@ -244,7 +244,8 @@ class Run:
     inc: object = None  # incremental.IncrementalStart: full or incremental, and what to decode
     # decode
     decoded: object = None  # frames.decoded_log.DecodedLog: the decoded rows, kept by Spark or in hand
-    facts: object = None  # state.accounting_frames.DecodedFacts: counts by type, newest timestamp, top partition
+    tally: object = None  # frames.tally.Tally: records per partition and type, newest timestamps, past the cut-off
+    facts: object = None  # frames.tally.DecodedFacts: counts by type, newest timestamp, top partition
     # replay
     max_ts: int | None = None
     max_part: int = -1
@@ -328,16 +329,18 @@ def decode(run: Run) -> None:
     """Every work item decoded on Spark into the run's decoded log, kept; the records counted by type."""
     from pipelines.frames.decode import decoded_log
     from pipelines.frames.progress import TaskCounters, reporting
-    from pipelines.state.accounting_frames import decoded_facts
+    from pipelines.frames.tally import tally
     from pipelines.state.quarantine import quarantine_table
 
     plan, s = run.inc.decode_plan, run.summary
     run.progress.stage("decode", f"{plan.num_segments} segment(s), {plan.num_tabular} table(s), "
                                  f"{plan.total_bytes / 1e6:.1f} MB")
     counters = TaskCounters(run.spark)
-    run.decoded = decoded_log(run.spark, plan, counters).persist()
+    cut = (run.req.until_offset, run.prepared.until_time_ms)
+    run.decoded = decoded_log(run.spark, plan, counters, cut=cut).persist()
     with reporting(run.spark, run.progress.emit, "decode", counters):
-        run.facts = decoded_facts(run.decoded, until_offset=run.req.until_offset)
+        run.tally = tally(run.decoded)
+    run.facts = run.tally.facts()
     s.record_type_counts = run.facts.counts
     s.records_in = sum(run.facts.counts.values())
     s.records_quarantined = sum(v for k, v in run.facts.counts.items() if k.startswith("error"))
@@ -457,12 +460,10 @@ def validate(run: Run) -> None:
     from pipelines.validation.runner import run_validation
 
     run.progress.stage("validate")
-    until_time_ms = run.prepared.until_time_ms
     # records_in: the reader's own count from batch headers (frames.decode.reader_counts), independent of the
     # decoded rows, so `accounting.records_accounted` fails when records go missing in decoding.
     run.read_counts = reader_counts(run.spark, run.inc.decode_plan)
-    run.accounting = Accounting.from_decoded(run.decoded.frame(Accounting.DECODED_COLUMNS), run.read_counts,
-                                             until_offset=run.req.until_offset, until_time_ms=until_time_ms)
+    run.accounting = Accounting.from_tally(run.tally, run.read_counts)
     run.validation = run_validation(run.spark, run.checked, as_of_ms=run.as_of_ms, num_partitions=run.num_partitions,
                                     settings=run.settings, markers=run.markers, accounting=run.accounting,
                                     snapshot_id=run.snapshot_id, row_counts=run.stats)

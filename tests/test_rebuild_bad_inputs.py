@@ -253,12 +253,12 @@ def test_small_inputs_decode_in_the_driver_as_the_tasks_do(spark, shared_dir, tm
 
 def test_records_after_until_offset_are_skipped_with_a_reason(spark, tmp_path):
     from pipelines.frames.decode import decoded_log, plan_inputs, reader_counts
+    from pipelines.frames.tally import tally
     from pipelines.validation.accounting import Accounting
 
     src, _g = bi.clean_small(tmp_path / "in")
     plan = plan_inputs([src])
-    acc = Accounting.from_decoded(decoded_log(spark, plan).frame(Accounting.DECODED_COLUMNS),
-                                  reader_counts(spark, plan), until_offset=3)
+    acc = Accounting.from_tally(tally(decoded_log(spark, plan, cut=(3, None))), reader_counts(spark, plan))
     c = acc.partitions[0]
     assert c.records_in == 6 and c.records_used == 4
     assert c.records_skipped == {"after --until-offset 3": 2}

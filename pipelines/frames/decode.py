@@ -203,24 +203,25 @@ def _decode_items(batches: Iterator[pa.RecordBatch], policy: ReadPolicy = DEFAUL
                 yield flush(rows)
 
 
-def decoded_log(spark, plan: DecodePlan, counters=None):
+def decoded_log(spark, plan: DecodePlan, counters=None, cut: tuple = (None, None)):
     """The run's decoded log (`frames.decoded_log.DecodedLog`) for a plan: one task per group of files, balanced by
-    size, its batches packed into blobs by offsets partition; or decoded in the driver when the plan is small
-    (`DecodePlan.in_process`). ``counters`` (`frames.progress.TaskCounters`): records and bytes decoded, for
-    progress lines (tasks only)."""
+    size, its batches packed into blobs by offsets partition and tallied at ``cut`` (until_offset,
+    until_time_ms; `frames.tally`); or decoded in the driver when the plan is small (`DecodePlan.in_process`).
+    ``counters`` (`frames.progress.TaskCounters`): records and bytes decoded, for progress lines (tasks only)."""
     from pipelines.frames.decoded_log import LOG_DDL, DecodedLog, pack
 
+    cut = tuple(cut)
     if plan.in_process:
         batches = list(_decode_items(iter(_work_batches(plan)), plan.policy))
-        return DecodedLog(spark, table=pa.Table.from_batches(batches, schema=DECODED_RECORD_SCHEMA))
+        return DecodedLog(spark, table=pa.Table.from_batches(batches, schema=DECODED_RECORD_SCHEMA), cut=cut)
     work = _work_frame(spark, plan)
     if work is None:
-        return DecodedLog(spark, table=DECODED_RECORD_SCHEMA.empty_table())
+        return DecodedLog(spark, table=DECODED_RECORD_SCHEMA.empty_table(), cut=cut)
     decode = _decoder_for(plan.policy, counters)
 
     def decode_and_pack(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        return pack(decode(batches))
-    return DecodedLog(spark, blobs=work.mapInArrow(decode_and_pack, LOG_DDL))
+        return pack(decode(batches), cut)
+    return DecodedLog(spark, blobs=work.mapInArrow(decode_and_pack, LOG_DDL), cut=cut)
 
 
 def collect_items(spark, plan: DecodePlan, task, ddl: str) -> list[dict]:

@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 from schemas.decoded import DECODED_RECORD_SCHEMA, KIND_ERROR
 
 PART = "offsets_partition"
-LOG_DDL = "offsets_partition int, payload binary"
+LOG_DDL = "offsets_partition int, payload binary, tally binary"
 # lz4 keeps a blob about a third of its Arrow size at a cost far below decoding it
 _IPC = pa.ipc.IpcWriteOptions(compression="lz4")
 
@@ -75,18 +75,23 @@ def _raw_bytes_of_errors_only(batch: pa.RecordBatch) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays(columns, schema=batch.schema)
 
 
-def pack(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """Decoded row batches -> (offsets_partition, blob) rows: one per offsets partition a batch holds (a segment's
-    batch holds one; a tabular dump's, several)."""
+def pack(batches: Iterable[pa.RecordBatch], cut: tuple | None = None) -> Iterator[pa.RecordBatch]:
+    """Decoded row batches -> (offsets_partition, blob, tally) rows: one per offsets partition a batch holds (a
+    segment's batch holds one; a tabular dump's, several). With ``cut`` (until_offset, until_time_ms), each blob's
+    tally (`frames.tally`) is taken while its rows are in hand and kept beside it as a blob (else null)."""
+    from pipelines.frames.tally import tally_rows
+
     for batch in batches:
         if batch.num_rows == 0:
             continue
         batch = _raw_bytes_of_errors_only(batch)
-        parts, blobs = [], []
+        parts, blobs, tallies = [], [], []
         for p, rows in _by_partition(batch):
             parts.append(p)
             blobs.append(to_blob(rows))
-        yield pa.record_batch([pa.array(parts, pa.int32()), pa.array(blobs, pa.binary())], names=[PART, "payload"])
+            tallies.append(None if cut is None else to_blob(tally_rows(rows, *cut)))
+        yield pa.record_batch([pa.array(parts, pa.int32()), pa.array(blobs, pa.binary()),
+                               pa.array(tallies, pa.binary())], names=[PART, "payload", "tally"])
 
 
 def _select(table: pa.Table, columns: tuple[str, ...] | None, kinds: tuple[str, ...] | None,
@@ -120,12 +125,14 @@ def _unpacker(columns, kinds, exclude):
 
 @dataclass
 class DecodedLog:
-    """The decoded rows of a run: `blobs`, a DataFrame of (offsets_partition, payload) kept by Spark, or `table`,
-    the rows in hand. Exactly one is set."""
+    """The decoded rows of a run: `blobs`, a DataFrame of (offsets_partition, payload, tally) kept by Spark, or
+    `table`, the rows in hand. Exactly one is set. `cut`: the (until_offset, until_time_ms) the blobs' tallies were
+    taken at (None: not tallied; `frames.tally.tally` reads them)."""
 
     spark: object
     blobs: object = None  # pyspark DataFrame, LOG_DDL
     table: pa.Table | None = None
+    cut: tuple | None = None
 
     @classmethod
     def from_frame(cls, spark, frame) -> "DecodedLog":
@@ -167,15 +174,14 @@ class DecodedLog:
         return _select(from_blobs(blobs), columns, kinds, exclude)
 
     def blob_frame(self):
-        """The log as (offsets_partition, payload) rows on Spark, whichever way it is held."""
+        """The log as (offsets_partition, payload, tally) rows on Spark, whichever way it is held."""
         if self.blobs is not None:
             return self.blobs
-        table = pa.Table.from_batches(list(pack(self.table.to_batches())),
-                                      schema=pa.schema([(PART, pa.int32()), ("payload", pa.binary())]))
-        from pyspark.sql.types import BinaryType, IntegerType, StructField, StructType
+        schema = pa.schema([(PART, pa.int32()), ("payload", pa.binary()), ("tally", pa.binary())])
+        table = pa.Table.from_batches(list(pack(self.table.to_batches(), self.cut)), schema=schema)
+        from pyspark.sql.pandas.types import from_arrow_schema
 
-        return self.spark.createDataFrame(table, schema=StructType([StructField(PART, IntegerType()),
-                                                                   StructField("payload", BinaryType())]))
+        return self.spark.createDataFrame(table, schema=from_arrow_schema(schema))
 
     def partitions(self) -> int:
         """How many offsets partitions (shards) the log holds rows of (rows without one count as one more)."""

@@ -1,6 +1,6 @@
 """Record accounting per offsets partition: every record read is used, skipped with a reason, or quarantined.
 
-Built from the decoded rows (`schemas.decoded`): record_kind `error` → quarantined, `unknown` → skipped with reason
+Built from the decoded log's tally (`frames.tally`): record_kind `error` → quarantined, `unknown` → skipped with reason
 "unknown key type" (Kafka 3.4.1+/3.6+ skip those with a warning, spec §5.4), records past `--until-offset` /
 `--until-time` → skipped with that reason, everything else (control records included) → used.
 
@@ -21,8 +21,6 @@ from collections.abc import Mapping
 import dataclasses
 from dataclasses import dataclass, field
 
-from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
 from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
 
 SKIP_UNKNOWN_KEY = "unknown key type"
@@ -95,64 +93,28 @@ class Accounting:
 
     partitions: Mapping[int | None, PartitionCounts]
 
-    #: the decoded columns `from_decoded` reads
-    DECODED_COLUMNS = ("record_kind", "offset", "timestamp", "offsets_partition", "error_records")
-
     @classmethod
-    def from_decoded(
-        cls,
-        decoded: DataFrame,
-        records_in: Mapping[int | None, int | Mapping[str, int]] | None = None,
-        *,
-        until_offset: int | None = None,
-        until_time_ms: int | None = None,
-    ) -> Accounting:
-        """Classify decoded rows (one small aggregation, collected to the driver).
+    def from_tally(cls, tally, records_in: Mapping[int | None, int | Mapping[str, int]] | None = None) -> Accounting:
+        """Classify the decoded records from the log's tally (`frames.tally.Tally`).
 
         `records_in` (partition → records read, from the reader) replaces the decoded row count per partition;
         a partition the reader saw but that decoded to nothing shows up with zero used records. A value may be
         the reader's counters (`reader_counts`: records_in, bytes_unread, unread_ranges, collapsed_duplicates),
         which also add the rows a tabular dump folded as skipped and the bytes that were not read.
-        `until_offset` / `until_time_ms` mirror the replay's cut-off (`coordinator.loader.replayable`): records after it are
-        skipped with that reason instead of used.
+        Records past the tally's cut-offs (its `until_offset` / `until_time_ms`, the replay's:
+        `coordinator.loader.replayable`) are skipped with that reason instead of used.
         """
-        kind = F.col("record_kind")
-        # rows without the column (a frame built by hand) count one record per quarantine row
-        weight = F.col("error_records") if "error_records" in decoded.columns else F.lit(None)
-        usable = (kind != "error") & (kind != "unknown")
-        late = F.lit(False)
-        late_offset = late_time = None
-        if until_offset is not None:
-            late_offset = F.coalesce(F.col("offset") > F.lit(until_offset), F.lit(False))
-            late = late | late_offset
-        if until_time_ms is not None:
-            late_time = F.coalesce(F.col("timestamp") > F.lit(until_time_ms), F.lit(False))
-            if late_offset is not None:
-                late_time = late_time & ~late_offset  # one reason per record: the offset cut-off first
-            late = late | late_time
-        aggs = [
-            F.count(F.lit(1)).alias("n"),
-            # a quarantine row stands for `error_records` records (see the module docstring)
-            F.sum(F.when(kind == "error", F.coalesce(weight, F.lit(1))).otherwise(0)).alias("quarantined"),
-            F.sum(F.when(kind == "error", 1).otherwise(0)).alias("error_rows"),
-            F.sum(F.when(kind == "unknown", 1).otherwise(0)).alias("unknown"),
-            F.sum(F.when(usable & late_offset, 1).otherwise(0)).alias("late_offset") if late_offset is not None
-            else F.lit(0).alias("late_offset"),
-            F.sum(F.when(usable & late_time, 1).otherwise(0)).alias("late_time") if late_time is not None
-            else F.lit(0).alias("late_time"),
-        ]
-        rows = decoded.groupBy("offsets_partition").agg(*aggs).collect()
         parts: dict[int | None, PartitionCounts] = {}
-        for r in rows:
+        for p, r in tally.by_partition().items():
             skipped = {}
             if r["unknown"]:
                 skipped[SKIP_UNKNOWN_KEY] = int(r["unknown"])
             if r["late_offset"]:
-                skipped[skip_until_offset(until_offset)] = int(r["late_offset"])
+                skipped[skip_until_offset(tally.until_offset)] = int(r["late_offset"])
             if r["late_time"]:
-                skipped[skip_until_time(until_time_ms)] = int(r["late_time"])
+                skipped[skip_until_time(tally.until_time_ms)] = int(r["late_time"])
             used = r["n"] - r["error_rows"] - sum(skipped.values())
-            parts[r["offsets_partition"]] = PartitionCounts(
+            parts[p] = PartitionCounts(
                 records_in=int(r["n"]), records_used=int(used), records_quarantined=int(r["quarantined"]),
                 records_skipped=skipped,
             )

@@ -8,6 +8,9 @@ import pytest
 
 from pipelines.config import ConfigError, load_settings
 from pipelines.coordinator.partitioner import java_string_hash, partition_for
+import pyarrow as pa
+
+from pipelines.frames.tally import Tally, tally_rows
 from pipelines.validation.accounting import SKIP_UNKNOWN_KEY, Accounting, PartitionCounts
 from pipelines.validation.runner import pandas_max_rows, validation_settings
 from .validation_rows import AS_OF_MS, N, p
@@ -47,18 +50,18 @@ def test_bad_validation_settings_are_usage_errors(bad):
 # -- accounting -------------------------------------------------------------------------------------------------
 
 
-def _decoded(spark, kinds_by_partition):
-    rows = [(part, i, kind) for part, kinds in kinds_by_partition.items() for i, kind in enumerate(kinds)]
-    return spark.createDataFrame(rows, "offsets_partition int, offset long, record_kind string")
+def _tally(kinds_by_partition, **cut):
+    rows = [dict(offsets_partition=part, offset=i, record_kind=kind, control_type=None, key_type=None, timestamp=-1)
+            for part, kinds in kinds_by_partition.items() for i, kind in enumerate(kinds)]
+    return Tally(tally_rows(pa.Table.from_pylist(rows), **cut), **cut)
 
 
-@pytest.mark.spark
-def test_accounting_from_decoded_classifies_every_record(spark):
-    decoded = _decoded(spark, {
+def test_accounting_from_the_tally_classifies_every_record():
+    tally = _tally({
         0: ["offset_commit", "group_metadata", "control", "error", "unknown", "unknown"],
         3: ["offset_commit", "consumer_group"],
     })
-    acc = Accounting.from_decoded(decoded)
+    acc = Accounting.from_tally(tally)
     assert acc.partitions[0] == PartitionCounts(records_in=6, records_used=3, records_quarantined=1,
                                                 records_skipped={SKIP_UNKNOWN_KEY: 2})
     assert acc.partitions[3] == PartitionCounts(records_in=2, records_used=2)
@@ -66,9 +69,15 @@ def test_accounting_from_decoded_classifies_every_record(spark):
     assert acc.totals.records_in == 8 and acc.totals.skipped_total == 2
 
     # the reader read one record more in partition 3 than decoding produced, and saw partition 5 decode to nothing
-    off = Accounting.from_decoded(decoded, records_in={0: 6, 3: 3, 5: 4})
+    off = Accounting.from_tally(tally, records_in={0: 6, 3: 3, 5: 4})
     assert off.unbalanced() == [3, 5]
     assert Accounting.from_dict(json.loads(json.dumps(off.to_dict()))) == off
+
+    # past --until-offset 2: usable records are skipped with the reason, error and unknown rows keep theirs
+    cut = Accounting.from_tally(_tally({0: ["offset_commit", "error", "unknown", "control", "error", "unknown"]},
+                                       until_offset=2))
+    assert cut.partitions[0] == PartitionCounts(records_in=6, records_used=1, records_quarantined=2,
+                                                records_skipped={SKIP_UNKNOWN_KEY: 2, "after --until-offset 2": 1})
 
 
 @pytest.mark.spark

@@ -1,0 +1,156 @@
+"""The decoded log's tally: records per offsets partition and record type, the newest timestamps, and the records past
+the run's cut-off, from one pass over the log in the Python workers.
+
+Two questions are asked of every decoded row: what the run read (`Tally.facts`: counts by record type, the newest
+timestamp, the top partition; for the summary and the replay's options) and where each record went
+(`validation.accounting.Accounting.from_tally`). Both are sums and maxima, so each task tallies the blobs it holds
+with Arrow's group-by and the driver adds up a few rows per blob: the log's rows never become Spark rows.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from schemas.decoded import DECODED_RECORD_SCHEMA, KIND_CONTROL, KIND_ERROR, KIND_UNKNOWN
+
+#: the decoded columns a tally reads
+TALLY_COLUMNS = ("offsets_partition", "record_kind", "control_type", "key_type", "timestamp", "offset",
+                 "error_records")
+TALLY_SCHEMA = pa.schema([
+    ("offsets_partition", pa.int32()),
+    ("label", pa.string()),  # `record_type_label`
+    ("n", pa.int64()),  # rows
+    ("quarantined", pa.int64()),  # records the error rows stand for (`error_records`, 1 when absent)
+    ("late_offset", pa.int64()),  # usable records past --until-offset
+    ("late_time", pa.int64()),  # usable records past --until-time (and not past --until-offset)
+    ("ts", pa.int64()),  # newest timestamp of a record that has one (not an error row)
+    ("ts_until", pa.int64()),  # the same, among the records at or before --until-offset
+])
+TALLY_DDL = ("offsets_partition int, label string, n long, quarantined long, late_offset long, late_time long, "
+             "ts long, ts_until long")
+_SUMS = ("n", "quarantined", "late_offset", "late_time")
+_MAXES = ("ts", "ts_until")
+
+
+@dataclass(frozen=True)
+class DecodedFacts:
+    """What a run reports and cuts by."""
+
+    counts: dict[str | None, int]  # records per record type label
+    max_timestamp: int | None  # newest record timestamp (error rows and timestamp -1 aside)
+    max_timestamp_until: int | None  # the same among records at or before --until-offset
+    max_partition: int  # highest offsets partition with a row (-1: none)
+
+
+@dataclass(frozen=True)
+class Tally:
+    """One row per (offsets partition, record type label) of a decoded log (`TALLY_SCHEMA`), with the cut-offs it
+    was taken with."""
+
+    table: pa.Table
+    until_offset: int | None = None
+    until_time_ms: int | None = None
+
+    def facts(self) -> DecodedFacts:
+        t = self.table
+        counts: dict[str | None, int] = {}
+        for label, n in zip(t.column("label").to_pylist(), t.column("n").to_pylist()):
+            counts[label] = counts.get(label, 0) + n
+        part = pc.max(t.column("offsets_partition")).as_py() if t.num_rows else None
+        return DecodedFacts(counts=counts, max_timestamp=pc.max(t.column("ts")).as_py(),
+                            max_timestamp_until=pc.max(t.column("ts_until")).as_py(),
+                            max_partition=-1 if part is None else part)
+
+    def by_partition(self) -> dict[int | None, dict[str, int]]:
+        """Per offsets partition: rows (`n`), `quarantined`, `error_rows`, `unknown`, `late_offset`, `late_time`."""
+        out: dict[int | None, dict[str, int]] = {}
+        for r in self.table.to_pylist():
+            c = out.setdefault(r["offsets_partition"], dict.fromkeys(
+                ("n", "quarantined", "error_rows", "unknown", "late_offset", "late_time"), 0))
+            for k in _SUMS:
+                c[k] += r[k]
+            label = r["label"] or ""
+            if label == KIND_ERROR:
+                c["error_rows"] += r["n"]
+            elif label.startswith(KIND_UNKNOWN + ":"):
+                c["unknown"] += r["n"]
+        return out
+
+
+def record_type_label(table: pa.Table) -> pa.Array:
+    """`offset_commit:1`, `group_metadata:2`, `consumer_group:5`, `control:COMMIT`, `unknown:42`, `error`; null
+    for a row without a record kind."""
+    kind = table.column("record_kind")
+    key_type = pc.coalesce(pc.cast(table.column("key_type"), pa.string()), pa.scalar("?"))
+    control = pc.binary_join_element_wise(pa.scalar(KIND_CONTROL), pc.coalesce(table.column("control_type"),
+                                                                               pa.scalar("?")), ":")
+    return pc.if_else(pc.fill_null(pc.equal(kind, KIND_ERROR), False), pa.scalar(KIND_ERROR),
+                      pc.if_else(pc.fill_null(pc.equal(kind, KIND_CONTROL), False), control,
+                                 pc.binary_join_element_wise(kind, key_type, ":")))
+
+
+def tally_rows(table: pa.Table, until_offset: int | None = None, until_time_ms: int | None = None) -> pa.Table:
+    """The tally (`TALLY_SCHEMA`) of decoded rows: any table with the `TALLY_COLUMNS` (`error_records` may be
+    missing: each error row then stands for one record)."""
+    n = table.num_rows
+    if n == 0:
+        return TALLY_SCHEMA.empty_table()
+    table = pa.table({c: table.column(c).cast(DECODED_RECORD_SCHEMA.field(c).type)
+                      for c in TALLY_COLUMNS if c in table.column_names})
+    kind = table.column("record_kind")
+    ts = table.column("timestamp")
+    offset = table.column("offset")
+    is_error = pc.fill_null(pc.equal(kind, KIND_ERROR), False)
+    usable = pc.fill_null(pc.and_(pc.not_equal(kind, KIND_ERROR), pc.not_equal(kind, KIND_UNKNOWN)), False)
+    timed = pc.and_(pc.fill_null(pc.not_equal(kind, KIND_ERROR), False), pc.fill_null(pc.greater_equal(ts, 0), False))
+    weight = (pc.coalesce(table.column("error_records"), pa.scalar(1, pa.int64()))
+              if "error_records" in table.column_names else pa.scalar(1, pa.int64()))
+    no = pa.scalar(False)
+    late_offset = (pc.fill_null(pc.greater(offset, until_offset), False) if until_offset is not None
+                   else pa.repeat(no, n))
+    late_time = (pc.and_(pc.fill_null(pc.greater(ts, until_time_ms), False), pc.invert(late_offset))
+                 if until_time_ms is not None else pa.repeat(no, n))
+    null_ts = pa.scalar(None, pa.int64())
+    until = (pc.and_(timed, pc.fill_null(pc.less_equal(offset, until_offset), False)) if until_offset is not None
+             else pa.repeat(no, n))
+    rows = pa.table({
+        "offsets_partition": pc.cast(table.column("offsets_partition"), pa.int32()),
+        "label": record_type_label(table),
+        "n": pa.repeat(pa.scalar(1, pa.int64()), n),
+        "quarantined": pc.if_else(is_error, pc.cast(weight, pa.int64()), pa.scalar(0, pa.int64())),
+        "late_offset": pc.cast(pc.and_(usable, late_offset), pa.int64()),
+        "late_time": pc.cast(pc.and_(usable, late_time), pa.int64()),
+        "ts": pc.if_else(timed, pc.cast(ts, pa.int64()), null_ts),
+        "ts_until": pc.if_else(until, pc.cast(ts, pa.int64()), null_ts),
+    })
+    return _combine(rows)
+
+
+def _combine(rows: pa.Table) -> pa.Table:
+    """Tally rows added up by (offsets partition, label)."""
+    if rows.num_rows == 0:
+        return TALLY_SCHEMA.empty_table()
+    out = rows.group_by(["offsets_partition", "label"], use_threads=False).aggregate(
+        [(c, "sum") for c in _SUMS] + [(c, "max") for c in _MAXES])
+    return pa.table({f.name: pc.cast(out.column(f.name if f.name in ("offsets_partition", "label")
+                                                else f"{f.name}_{'max' if f.name in _MAXES else 'sum'}"), f.type)
+                     for f in TALLY_SCHEMA}, schema=TALLY_SCHEMA)
+
+
+def tally(log) -> Tally:
+    """The tally of a decoded log (`frames.decoded_log.DecodedLog`) at the cut-offs it was decoded with: over the
+    rows in hand, or the tallies its tasks packed beside the blobs (a few rows each), added up here."""
+    if log.cut is None:
+        raise ValueError("this decoded log was not tallied (frames.decode.decoded_log tallies what it decodes)")
+    until_offset, until_time_ms = log.cut
+    if log.in_hand:
+        rows = tally_rows(log.table, until_offset, until_time_ms)
+    else:
+        from pipelines.frames.decoded_log import from_blob
+
+        blobs = [b for b in log.blobs.select("tally").toArrow().column("tally").to_pylist() if b is not None]
+        parts = [from_blob(b) for b in blobs]
+        rows = _combine(pa.concat_tables(parts).cast(TALLY_SCHEMA)) if parts else TALLY_SCHEMA.empty_table()
+    return Tally(rows, until_offset, until_time_ms)
