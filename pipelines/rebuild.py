@@ -445,10 +445,10 @@ def assemble(run: Run) -> None:
 
 def materialize(run: Run) -> None:
     """The log-sized tables computed once: validation, the counts and the write then read cached rows."""
-    from pipelines.state import accounting_frames as acct
+    from pipelines.state.materialized import materialize as materialize_tables
 
     run.progress.stage("materialize")
-    run.stats = acct.materialize(run.tables)
+    run.stats = materialize_tables(run.tables)
     run.stats.update({t: a.num_rows for t, a in run.in_hand.items()})
     run.checked = {**run.tables, **run.checked, **run.in_hand}
 
@@ -528,7 +528,7 @@ def write(run: Run) -> None:
     expected = dict(run.stats)
     run.warehouse.write_snapshot(run.spark, run.snapshot_id, {**run.tables, **run.in_hand}, run_row,
                                  expected_rows=expected, before_commit=lambda: _committing(run.prepared, progress),
-                                 history_known_below=run.inc.next_offsets())
+                                 history_known_below=run.inc.next_offsets(), history_clustered=True)
     progress.end()
     s.stage_seconds = dict(progress.stage_seconds)
     keep = run.settings.section("warehouse").get("keep_snapshots")

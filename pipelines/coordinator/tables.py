@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -251,7 +252,32 @@ def offset_commits_table(rows: pa.Table, outcomes: pa.Table, snapshot_id: str) -
         "snapshot_id": pa.array([snapshot_id] * n, pa.string()),
     }
     schema = arrow_schema(TABLES["offset_commits"])
-    return pa.Table.from_arrays([columns[f.name].cast(f.type) for f in schema], schema=schema)
+    return once_per_record(pa.Table.from_arrays([columns[f.name].cast(f.type) for f in schema], schema=schema))
+
+
+def once_per_record(history: pa.Table) -> pa.Table:
+    """`history` (`offset_commits` rows in record order per offsets partition) with each (offsets partition, record
+    offset) once: an input that holds a record twice (overlapping files, a dump's conflicting rows) keeps the row
+    with the most decided `txn_outcome` (committed/aborted, then pending, then none), the other columns, ascending
+    with nulls last, breaking ties, so the choice does not depend on the order the copies came in."""
+    part, offset = history.column("offsets_partition"), history.column("record_offset")
+    if history.num_rows < 2:
+        return history
+    p, o = part.to_numpy(zero_copy_only=False), offset.to_numpy(zero_copy_only=False)
+    if not np.any((p[:-1] == p[1:]) & (o[:-1] == o[1:])):
+        return history
+    outcome = history.column("txn_outcome")
+    decided = pc.if_else(pc.fill_null(pc.is_in(outcome, pa.array(["committed", "aborted"])), False), 2,
+                         pc.if_else(pc.is_valid(outcome), 1, 0))
+    keys = ["offsets_partition", "record_offset"]
+    ranked = history.append_column("_decided", pc.negate(decided))
+    order = [(c, "ascending", "at_end") for c in [*keys, "_decided"]] + [
+        (c, "ascending", "at_end") for c in history.column_names if c not in keys]
+    ranked = ranked.sort_by(order)
+    p, o = (ranked.column(k).to_numpy(zero_copy_only=False) for k in keys)
+    first = np.ones(len(p), dtype=bool)
+    first[1:] = (p[1:] != p[:-1]) | (o[1:] != o[:-1])
+    return ranked.filter(pa.array(first)).drop_columns(["_decided"])
 
 
 def outcomes_table(partition: int, outcomes: dict[int, str]) -> pa.Table:

@@ -196,7 +196,7 @@ class Warehouse:
     # ------------------------------------------------------------------ writes
     def write_snapshot(self, spark, snapshot_id: str, tables: dict[str, Any], run_row: dict,
                        expected_rows: dict[str, int] | None = None, before_commit=None,
-                       history_known_below: dict[int, int] | None = None) -> None:
+                       history_known_below: dict[int, int] | None = None, history_clustered: bool = False) -> None:
         """Write one snapshot: every snapshot table, the offset_commits merge, then the `runs` row.
 
         `tables` holds one DataFrame per `SNAPSHOT_TABLES` entry (all required; an Arrow table instead for
@@ -207,7 +207,7 @@ class Warehouse:
         written last, with `table_versions`: the version each commit produced, which readers read the snapshot
         at. Until then a rerun of a served id leaves the served rows and `runs` row as they were: readers stay on
         the versions the served row pinned, even if some of the rerun's commits went through.
-        `history_known_below`: see `_merge_offset_commits`'s `known_below`.
+        `history_known_below`, `history_clustered`: see `_merge_offset_commits`'s `known_below` and `clustered`.
         `expected_rows` (table -> rows the run counted) is checked against the staged files' and then the
         committed add actions' `numRecords`: a snapshot never holds fewer (or more) rows than the run reported.
         On any error the staged files are deleted, the failure is recorded (`record_failure`) and the error
@@ -239,7 +239,8 @@ class Warehouse:
             for table, (_rel, adds) in staged.items():
                 self._check_rows(table, snapshot_id, expected, _add_rows(adds), "staged")
             if tables.get("offset_commits") is not None:
-                self._merge_offset_commits(spark, snapshot_id, tables["offset_commits"], history_known_below)
+                self._merge_offset_commits(spark, snapshot_id, tables["offset_commits"], history_known_below,
+                                           history_clustered)
             if before_commit is not None:
                 before_commit()
             for table in SNAPSHOT_TABLES:
@@ -342,8 +343,8 @@ class Warehouse:
                             metadata={"offsetlake.operation": "write_snapshot",
                                       "offsetlake.snapshot_id": snapshot_id})
 
-    def _merge_offset_commits(self, spark, snapshot_id: str, df, known_below: dict[int, int] | None = None
-                              ) -> int | None:
+    def _merge_offset_commits(self, spark, snapshot_id: str, df, known_below: dict[int, int] | None = None,
+                              clustered: bool = False) -> int | None:
         """Merge a run's decoded offset-commit records into the history (copy-on-write, one commit).
 
         Each (offsets_partition, record_offset) is stored once. New records are added with this
@@ -358,6 +359,10 @@ class Warehouse:
         checkpoint): the history already holds every record of that partition below that offset, so those
         incoming rows can only upgrade a pending row, and only the files that may hold a pending row or overlap
         the rows above the marks are read, not the whole history.
+
+        `clustered`: `df` holds each record once and, within each Spark partition, its rows grouped by offsets
+        partition in record order (what the replay's shards give: `coordinator.tables.once_per_record`); it is
+        then neither shuffled nor sorted again on its way to the files.
         """
         from pyspark import StorageLevel
         from pyspark.sql import Window
@@ -367,15 +372,17 @@ class Warehouse:
         struct = TABLES[table]
         path = self._table(table)
         keys = list(_OFFSET_KEYS)
-        # by offsets partition: the dedup window needs no other shuffle, and the files come out one partition each
-        incoming = conform(df, table, snapshot_id).repartition("offsets_partition")
-        # One row per key within the batch (overlapping input files): the most decided outcome wins,
-        # then the remaining columns break ties so the choice does not depend on partitioning.
-        decided = (F.when(F.col("txn_outcome").isin(*_FINAL_OUTCOMES), 2)
-                   .when(F.col("txn_outcome").isNotNull(), 1).otherwise(0))
-        others = [c for c in table_columns(table) if c not in keys]
-        w = Window.partitionBy(*keys).orderBy(decided.desc(), *[F.col(c).asc_nulls_last() for c in others])
-        incoming = incoming.withColumn("_rn", F.row_number().over(w)).filter("_rn = 1").drop("_rn")
+        incoming = conform(df, table, snapshot_id)
+        if not clustered:
+            # by offsets partition: the dedup window needs no other shuffle, and the files come out one partition
+            # each. One row per key within the batch (overlapping input files): the most decided outcome wins,
+            # then the remaining columns break ties so the choice does not depend on partitioning.
+            incoming = incoming.repartition("offsets_partition")
+            decided = (F.when(F.col("txn_outcome").isin(*_FINAL_OUTCOMES), 2)
+                       .when(F.col("txn_outcome").isNotNull(), 1).otherwise(0))
+            others = [c for c in table_columns(table) if c not in keys]
+            w = Window.partitionBy(*keys).orderBy(decided.desc(), *[F.col(c).asc_nulls_last() for c in others])
+            incoming = incoming.withColumn("_rn", F.row_number().over(w)).filter("_rn = 1").drop("_rn")
 
         dt = delta.ensure_table(path, struct)
         current = delta.active_files(dt)
@@ -413,14 +420,16 @@ class Warehouse:
                              .withColumn("txn_outcome", F.coalesce(F.col("_new"), F.col("txn_outcome")))
                              .select(*table_columns(table)))
                 out = rewritten.unionByName(new_rows)
-            out = out.repartition("offsets_partition")
+            out = out.repartition("offsets_partition").sortWithinPartitions(*keys)
         else:
             out = incoming.filter(fresh)
+            if not clustered:
+                out = out.sortWithinPartitions(*keys)
         # Rows of transactions still open are the only ones a later run upgrades (pending → committed/aborted):
         # they go to files of their own, so the next run's upgrade rewrites those few rows, not the history
         # files around them (copy-on-write).
         is_pending = F.coalesce(F.col("txn_outcome") == "pending", F.lit(False))
-        parts = [(delta.new_write_dir(), out.filter(~is_pending).sortWithinPartitions(*keys), "offsets_partition"),
+        parts = [(delta.new_write_dir(), out.filter(~is_pending), "offsets_partition"),
                  (delta.new_write_dir("pending-"), out.filter(is_pending).coalesce(1).sortWithinPartitions(*keys),
                   None)]
         try:

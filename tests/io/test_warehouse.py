@@ -372,3 +372,24 @@ def test_failed_rerun_of_a_served_id_leaves_it_served(spark, make_snapshot, tmp_
     assert row["status"] == "succeeded" and wh.latest_snapshot_id() == "s1" and state(wh, "s1") == before
     assert wh.snapshot_ids_in("loaded_offsets") == {"s1"}
     assert len(list((wh.path / "_attempts").glob("s1.*.json"))) == 2
+
+
+def test_a_clustered_history_is_written_as_it_comes(spark, tmp_path):
+    """`clustered` (the shards' history: each record once, grouped by offsets partition in record order): no
+    shuffle, no sort, and the same table, one offsets partition per file, as the general merge gives."""
+    records = ([(0, o, None) for o in range(1, 120)] + [(0, 120, "pending")] + [(3, o, None) for o in range(5, 60)]
+               + [(7, 2, "committed"), (7, 3, "aborted")] + [(9, o, None) for o in range(40)])
+    rows = offset_commit_rows(records)
+    # three Spark partitions, each holding its rows grouped by offsets partition in record order (one offsets
+    # partition across two Spark partitions too)
+    frame = spark.createDataFrame(spark.sparkContext.parallelize(rows, 3), TABLES["offset_commits"])
+    assert frame.rdd.getNumPartitions() == 3
+    got, want = Warehouse(tmp_path / "clustered"), Warehouse(tmp_path / "general")
+    got._merge_offset_commits(spark, "a", frame, clustered=True)
+    want._merge_offset_commits(spark, "a", spark.createDataFrame(rows, TABLES["offset_commits"]).repartition(3))
+    assert normalized(got.read_table("offset_commits")) == normalized(want.read_table("offset_commits"))
+    for f in delta.active_files(DeltaTable(str(got.table_path("offset_commits")))):
+        rows_in_file = pq_rows(got.table_path("offset_commits") / f["path"])
+        assert len({r["offsets_partition"] for r in rows_in_file}) == 1, f["path"]
+        offsets = [r["record_offset"] for r in rows_in_file]
+        assert offsets == sorted(offsets)
