@@ -8,6 +8,7 @@ rule, KIP-211 rule of 2.1+, KIP-496 subscription rule of 2.4+, KAFKA-13636 "Stab
 """
 from __future__ import annotations
 
+import functools
 import re
 from datetime import datetime
 from dataclasses import dataclass
@@ -43,6 +44,7 @@ KIND_HIDDEN = "hidden"  # modern: offsets whose group was tombstoned — invisib
 _VERSION_RE = re.compile(r"^\s*(\d+)\.(\d+)(?:\.(\d+))?")
 
 
+@functools.lru_cache(maxsize=64)  # read for every offset an expiry pass checks
 def parse_kafka_version(version: str) -> tuple[int, int, int]:
     """'3.9' → (3, 9, 0), '2.8.2' → (2, 8, 2); suffixes such as '-rc3' or '-IV1' are ignored."""
     m = _VERSION_RE.match(str(version))
