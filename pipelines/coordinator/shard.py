@@ -60,7 +60,9 @@ def conform_decoded(table: pa.Table) -> pa.Table:
 
 def loadable(table: pa.Table) -> pa.Table:
     """The rows a shard loads (no error/unknown rows), in log order within each offsets partition."""
-    table = table.filter(pc.invert(pc.is_in(table.column("record_kind"), pa.array(SKIPPED_KINDS))))
+    skipped = pc.fill_null(pc.is_in(table.column("record_kind"), pa.array(SKIPPED_KINDS)), False)
+    if pc.any(skipped).as_py():  # a filter copies every column: only when there is something to drop
+        table = table.filter(pc.invert(skipped))
     if _in_log_order(table):  # what a segment's decoder gives: a sort would only copy every column
         return table
     return table.sort_by([(PART, "ascending"), ("offset", "ascending")])

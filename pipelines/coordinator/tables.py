@@ -222,16 +222,23 @@ def offset_commits_table(rows: pa.Table, outcomes: pa.Table, snapshot_id: str) -
     from pipelines.io.delta import arrow_schema
     from schemas.tables import TABLES
 
-    commits = rows.filter(pc.fill_null(pc.equal(rows.column("record_kind"), "offset_commit"), False)).select(
+    # the columns first: a filter copies every column it is given
+    commits = rows.select(
         ["offsets_partition", "offset", "group_id", "topic", "partition", "committed_offset", "commit_timestamp",
-         "is_tombstone", "producer_id", "leader_epoch", "metadata", "timestamp"])
-    if outcomes.num_rows:  # a join does not keep row order: log order restored after it
-        commits = commits.join(outcomes, keys=["offsets_partition", "offset"], join_type="left outer").sort_by(
-            [("offsets_partition", "ascending"), ("offset", "ascending")])
-        txn_outcome = commits.column("txn_outcome")
-    else:
-        txn_outcome = pa.nulls(commits.num_rows, pa.string())
+         "is_tombstone", "producer_id", "leader_epoch", "metadata", "timestamp"]
+    ).filter(pc.fill_null(pc.equal(rows.column("record_kind"), "offset_commit"), False))
     n = commits.num_rows
+    if outcomes.num_rows:
+        # the outcome of each commit, by row: a join does not keep row order, so only the keys and the row
+        # number go through it and the outcomes are placed back by row number (no sort of the commits)
+        keyed = pa.table({"offsets_partition": commits.column("offsets_partition"), "offset": commits.column("offset"),
+                          "__row": pa.array(np.arange(n, dtype=np.int64))})
+        found = keyed.join(outcomes, keys=["offsets_partition", "offset"], join_type="inner")
+        where = np.full(n, -1, dtype=np.int64)
+        where[found.column("__row").to_numpy()] = np.arange(found.num_rows, dtype=np.int64)
+        txn_outcome = found.column("txn_outcome").take(pa.array(where, mask=where < 0))
+    else:
+        txn_outcome = pa.nulls(n, pa.string())
 
     def without(name: str, sentinel: int = -1):
         v = commits.column(name)
