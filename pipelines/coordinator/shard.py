@@ -81,7 +81,7 @@ def _rows(table: pa.Table) -> list[Row]:
     table = table.drop_columns([c for c in UNREAD_COLUMNS if c in table.column_names])
     mask = pc.fill_null(pc.equal(table.column("record_kind"), "offset_commit"), False)
     is_offset = mask.to_pylist()
-    offset_rows = iter(table.filter(mask).select(list(OFFSET_ROW_COLUMNS)).to_pylist())
+    offset_rows = iter(table.select(list(OFFSET_ROW_COLUMNS)).filter(mask).to_pylist())
     other_rows = iter(table.filter(pc.invert(mask)).to_pylist())
     return [next(offset_rows) if o else next(other_rows) for o in is_offset]
 
