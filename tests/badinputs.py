@@ -246,6 +246,19 @@ def clean_small(root: Path) -> tuple[Path, str]:
     return root, g
 
 
+def real_and_damaged_inputs(shared_dir: Path, tmp_path: Path, brokers: int | None = None) -> list[Path]:
+    """Broker data dirs (the first `brokers`, all when None), six real segment dirs, and a small log whose last batch
+    is torn and followed by a garbage tail; [] when ../shared holds fewer than two real inputs."""
+    inputs = sorted(shared_dir.glob("brokerdata/*/data"))[:brokers]
+    inputs += sorted({p.parent.parent for p in shared_dir.glob("realdata/**/__consumer_offsets-*/*.log")})[:6]
+    if len(inputs) < 2:
+        return []
+    damaged, _g = clean_small(tmp_path / "damaged")
+    seg = next(damaged.rglob("*.log"))
+    seg.write_bytes(seg.read_bytes()[:-7] + b"\xff" * 40)
+    return inputs + [damaged]
+
+
 # ---------------------------------------------------------------------------------------------- attacks on real data
 REAL_PARTITION_DIR = "realdata/seg_DanielMorales9_kafkafun/data/kafka/__consumer_offsets-13"
 REAL_PARTITION_DIR_2 = "realdata/seg_DanielMorales9_kafkafun/data/kafka/__consumer_offsets-39"

@@ -233,14 +233,10 @@ def test_small_inputs_decode_in_the_driver_as_the_tasks_do(spark, shared_dir, tm
 
     from pipelines.frames.decode import decoded_log, plan_inputs, reader_counts
 
-    inputs = [d for d in sorted(shared_dir.glob("brokerdata/*/data"))[:4]]
-    inputs += sorted({p.parent.parent for p in shared_dir.glob("realdata/**/__consumer_offsets-*/*.log")})[:6]
-    damaged, _g = bi.clean_small(tmp_path / "damaged")
-    seg = next(damaged.rglob("*.log"))
-    seg.write_bytes(seg.read_bytes()[:-7] + b"\xff" * 40)  # a torn last batch and a garbage tail
-    if len(inputs) < 2:
+    inputs = bi.real_and_damaged_inputs(shared_dir, tmp_path, brokers=4)
+    if not inputs:
         pytest.skip("no real segments")
-    for path in inputs + [damaged]:
+    for path in inputs:
         on_spark = plan_inputs([path])
         in_driver = replace(on_spark, in_process_max_bytes=on_spark.total_bytes)
         assert in_driver.in_process and not on_spark.in_process

@@ -56,14 +56,10 @@ def expected(rows, until_offset, until_time):
 
 @pytest.mark.spark
 def test_the_tally_counts_what_the_reference_reader_reads(spark, shared_dir, tmp_path):
-    inputs = sorted(shared_dir.glob("brokerdata/*/data"))
-    inputs += sorted({p.parent.parent for p in shared_dir.glob("realdata/**/__consumer_offsets-*/*.log")})[:6]
-    damaged, _g = bi.clean_small(tmp_path / "damaged")
-    seg = next(damaged.rglob("*.log"))
-    seg.write_bytes(seg.read_bytes()[:-7] + b"\xff" * 40)  # a torn last batch and a garbage tail
-    if len(inputs) < 2:
+    inputs = bi.real_and_damaged_inputs(shared_dir, tmp_path)
+    if not inputs:
         pytest.skip("no real segments")
-    for path in inputs + [damaged]:
+    for path in inputs:
         rows = reference_rows(path)
         offsets = sorted(r["offset"] for r in rows if r["offset"] is not None)
         times = sorted(r["timestamp"] for r in rows if r["timestamp"] is not None and r["timestamp"] >= 0)
