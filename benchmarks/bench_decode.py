@@ -11,7 +11,7 @@ measures records per second per core (CPU time of this one process) for:
   (c') the slow full decode as the executors ran it before the fast path: `iter_segment_items` (file) +
        `to_decoded_row` + `rows_to_arrow` every 20k rows,
   (d)  the columnar fast path `pipelines.decoding.columnar.decode_segment_to_arrow` (file -> Arrow batches):
-       pure Python, and with the optional `_fastdecode` C walker when it is built.
+       pure Python, and with the optional `_fastdecode` C extension when it is built.
 
 ``--path columnar`` runs only the floor (b) and the columnar path (d).
 
@@ -205,7 +205,7 @@ def bench(out_dir: Path, path: str = "all") -> list[tuple[str, int, float]]:
 
         results.append(("(d) columnar fast path, pure Python", *_cpu(columnar_run(False))))
         if columnar.HAVE_C_EXTENSION:
-            results.append(("(d) columnar fast path, C walker", *_cpu(columnar_run(True))))
+            results.append(("(d) columnar fast path, C extension", *_cpu(columnar_run(True))))
     return results
 
 

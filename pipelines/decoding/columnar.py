@@ -98,7 +98,7 @@ class _Bail(Exception):
 
 
 # ================================================================================================================
-# pure-Python record walk (the reference for the C walker)
+# pure-Python record walk (what the C extension does for clean batches; every entry without it)
 # ================================================================================================================
 def _parse_key(k) -> tuple | None:
     """OffsetCommitKey (type 0/1) -> key-table entry, or None (reference path). Same acceptance as rows.py's

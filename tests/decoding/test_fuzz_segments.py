@@ -5,7 +5,7 @@ range, or a corrupted length field: entry size, batch length, recordsCount, a re
 both readers the pipeline has:
 
 * the reference path, `batches.read_batches` + `rows.to_decoded_row` / `rows.problem_to_row`;
-* the executor fast path, `columnar.decode_segment_to_arrow` (the C walker when built, every fourth case the
+* the executor fast path, `columnar.decode_segment_to_arrow` (the C extension when built, every fourth case the
   pure-Python walker);
 * the accounting's header walk, `frames.decode.count_segment`, which must balance every case: records in =
   records decoded + records quarantined (each quarantine row says how many it stands for), the same bytes
@@ -180,7 +180,16 @@ def test_mutated_real_segments_never_raise_nor_hang(segments, kind, tmp_path):
     assert not failures, "\n".join(failures)
 
 
-def test_fuzz_covers_the_c_walker_when_built():
-    """The fast path fuzzed above is the one executors run: the C walker when the extension is built."""
+def test_fuzz_covers_the_c_extension_when_built(tmp_path, monkeypatch):
+    """The fast path fuzzed above (`use_c=None`) is the one executors run: the C extension when it is built, which
+    decodes clean batches without the Python walk."""
     if not HAVE_C_EXTENSION:
         pytest.skip("C extension not built; the pure-Python walker was fuzzed")
+    from pipelines.decoding import columnar
+    from pipelines.decoding.batch_writer import write_record_batch
+    from tests.decoding.test_columnar import oc
+
+    monkeypatch.setattr(columnar, "_walk_v2", lambda *a, **k: pytest.fail("clean batch left C"))
+    path = tmp_path / "00000000000000000000.log"
+    path.write_bytes(b"".join(write_record_batch([oc(offset=i)], i) for i in range(5)))
+    assert len(list(decode_segment_to_arrow(path, offsets_partition=3, use_c=None))[0]) == 5
