@@ -429,6 +429,7 @@ def assemble(run: Run) -> None:
 
     from pipelines.state.quarantine import quarantine_table
     from pipelines.state.served import with_served_offsets
+    from schemas.decoded import KIND_ERROR
     from schemas.tables import SNAPSHOT_TABLES, TABLES
 
     replayed = run.tables
@@ -440,7 +441,8 @@ def assemble(run: Run) -> None:
     run.checked = {"offset_commits": history}  # validated as it came: Arrow in-process, a DataFrame from Spark
     if isinstance(history, pa.Table):
         history = run.spark.createDataFrame(history, schema=TABLES["offset_commits"])
-    run.tables = {"offset_commits": history, "quarantine": quarantine_table(run.decoded, run.snapshot_id)}
+    run.tables = {"offset_commits": history, "quarantine": quarantine_table(
+        run.decoded, run.snapshot_id, error_rows=run.facts.counts.get(KIND_ERROR, 0))}
 
 
 def materialize(run: Run) -> None:

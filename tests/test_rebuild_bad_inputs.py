@@ -281,3 +281,32 @@ def test_a_record_lost_in_decoding_fails_the_accounting(spark, settings, tmp_pat
                                                           snapshot_id="lossy"))
     assert summary.status == "validation_failed"
     assert "accounting.records_accounted" in summary.validation["failed_ids"], summary.validation
+
+
+def test_a_clean_log_is_not_read_again_for_its_empty_quarantine(spark, settings, tmp_path, monkeypatch):
+    """The tally says there is no error row: the quarantine is empty without a pass over the log; a damaged log's
+    quarantine is still read from it."""
+    from pipelines.frames.decoded_log import DecodedLog
+    from pipelines.io.warehouse import Warehouse
+    from pipelines.rebuild import RebuildRequest, run_rebuild
+
+    original = DecodedLog.frame
+    views = []
+
+    def frame(self, columns=None, kinds=None, exclude=None):
+        views.append(tuple(kinds or ()))
+        return original(self, columns, kinds, exclude)
+
+    monkeypatch.setattr(DecodedLog, "frame", frame)
+    src, _g = bi.clean_small(tmp_path / "clean")
+    summary = run_rebuild(spark, settings, RebuildRequest(inputs=(str(src),), warehouse=str(tmp_path / "wh"),
+                                                          snapshot_id="clean"))
+    assert summary.status == "succeeded" and ("error",) not in views
+    assert Warehouse(tmp_path / "wh").read_table("quarantine", "clean").num_rows == 0
+
+    seg = next(src.rglob("*.log"))
+    seg.write_bytes(seg.read_bytes()[:-7] + b"\xff" * 40)
+    summary = run_rebuild(spark, settings, RebuildRequest(inputs=(str(src),), warehouse=str(tmp_path / "wh"),
+                                                          snapshot_id="torn"))
+    assert ("error",) in views
+    assert Warehouse(tmp_path / "wh").read_table("quarantine", "torn").num_rows == summary.records_quarantined > 0

@@ -5,7 +5,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from schemas.decoded import KIND_ERROR
-from schemas.tables import columns
+from schemas.tables import TABLES, columns
 
 HEX_CHARS = 512  # bytes shown in key_hex / value_hex are truncated to this many hex characters
 
@@ -13,14 +13,17 @@ HEX_CHARS = 512  # bytes shown in key_hex / value_hex are truncated to this many
 QUARANTINE_INPUT = ("source", "offsets_partition", "batch_position", "error", "key", "value", "error_kind", "offset")
 
 
-def quarantine_table(log, snapshot_id: str) -> DataFrame:
+def quarantine_table(log, snapshot_id: str, error_rows: int | None = None) -> DataFrame:
     """The quarantined rows of `log` (`frames.decoded_log.DecodedLog`): one row per undecodable record or unread
-    byte range, with the reason Kafka (or we) could not use it.
+    byte range, with the reason Kafka (or we) could not use it. `error_rows`: how many error rows the log holds,
+    when known (its tally); 0 spares reading the whole log to find none.
 
     `kind` is the reader's own (`schemas.quarantine.QUARANTINE_KINDS`); `position` the byte position of the
     batch or entry in its file (a row number for a tabular dump, -1 for a file that was not opened); `offset` the
     log offset when known. An unread range starts at `position`; its end is in the reason.
     """
+    if error_rows == 0:
+        return log.spark.createDataFrame([], TABLES["quarantine"])
     q = log.frame(QUARANTINE_INPUT, kinds=(KIND_ERROR,))
     return q.select(
         F.lit(snapshot_id).alias("snapshot_id"),
