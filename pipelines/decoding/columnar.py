@@ -402,12 +402,11 @@ class _Chunk:
 
     def add_row(self, row: dict[str, Any]) -> None:
         """A row dict from the reference path, with its batch columns."""
-        self.hot.append(self._hot_tuple(row))
+        self.hot.append(self._hot_tuple(row, len(self.hot)))
         self.batch.append(tuple(row[c] for c in BATCH_COLUMNS))
 
-    def _hot_tuple(self, row: dict[str, Any]) -> tuple:
-        """The hot tuple of a reference row at the next row index; its key and cold columns recorded."""
-        i = len(self.hot)
+    def _hot_tuple(self, row: dict[str, Any], i: int) -> tuple:
+        """The hot tuple of a reference row that is chunk row ``i``; its key and cold columns recorded."""
         kid = len(self.ktable)
         self.ktable.append(tuple(row[c] for c in KEY_COLUMNS))
         sparse = self.sparse
@@ -419,14 +418,7 @@ class _Chunk:
 
     def fill_row(self, rows: list, row0: int, i: int, row: dict[str, Any]) -> None:
         """Fill placeholder ``rows[i - row0]`` (a record of a fast batch, chunk row ``i``) from a reference row."""
-        kid = len(self.ktable)
-        self.ktable.append(tuple(row[c] for c in KEY_COLUMNS))
-        rows[i - row0] = (row["offset"], row["timestamp"], kid) + tuple(row[c] for c in _HOT_FROM_ROW[2:])
-        sparse = self.sparse
-        for c in COLD_COLUMNS:
-            v = row[c]
-            if v is not None:
-                sparse[c].append((i, v))
+        rows[i - row0] = self._hot_tuple(row, i)
 
     def rollback(self, n: int) -> None:
         for lst in self.sparse.values():
