@@ -28,8 +28,6 @@ TALLY_SCHEMA = pa.schema([
     ("ts", pa.int64()),  # newest timestamp of a record that has one (not an error row)
     ("ts_until", pa.int64()),  # the same, among the records at or before --until-offset
 ])
-TALLY_DDL = ("offsets_partition int, label string, n long, quarantined long, late_offset long, late_time long, "
-             "ts long, ts_until long")
 _SUMS = ("n", "quarantined", "late_offset", "late_time")
 _MAXES = ("ts", "ts_until")
 
