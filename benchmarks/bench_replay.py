@@ -174,7 +174,8 @@ def main() -> None:
     t0 = time.perf_counter()
     options = ReplayOptions(semantics=args.semantics, snapshot_id="bench", num_partitions=PARTITIONS)
     log = DecodedLog.from_frame(spark, decoded)
-    tables, _, release = replay_on_spark(spark, log, options, None, topic_names_on_spark(log), False)
+    shards = replay_on_spark(spark, log, options, None, topic_names_on_spark(log), False)
+    tables, release = shards.tables, shards.release
     timings["replay (plan)"] = time.perf_counter() - t0
     counts = {}
     first = next(iter(tables))

@@ -253,6 +253,7 @@ class Run:
     as_of_ms: int = 0
     local_rows: int | None = None  # rows replayed in this process; None: on Spark, one task per offsets partition
     replayed: object = None  # DecodedLog of the rows the Spark replay read (new rows ∪ previous state)
+    suspects: object = None  # validation.suspects.Suspects: the history as its suite sees it, from the shards
     markers: object = None
     retained: object = None
     release: Callable[[], None] | None = None
@@ -413,10 +414,15 @@ def replay(run: Run) -> None:
         run.progress.stage("replay", f"semantics {options.semantics}, one task per offsets partition" + expiring)
         from pipelines.frames.shards import replay_on_spark, topic_names_on_spark
 
+        from pipelines.validation.runner import history_check
+
         run.replayed = inc.replayable(run.spark, run.decoded)
-        run.tables, run.retained, run.release = replay_on_spark(
+        shards = replay_on_spark(
             run.spark, run.replayed, options, expiry, topic_names_on_spark(run.replayed), retain,
-            run.progress.emit, input_bytes=inc.decode_plan.bytes_by_partition())
+            run.progress.emit, input_bytes=inc.decode_plan.bytes_by_partition(),
+            history_check=history_check(run.settings, as_of_ms=run.as_of_ms, num_partitions=run.num_partitions))
+        run.tables, run.retained, run.release, run.suspects = (shards.tables, shards.retained, shards.release,
+                                                               shards.suspects)
         run.markers = markers_from_decoded(run.replayed.frame(MARKER_INPUT, kinds=("control",)),
                                            until_offset=req.until_offset, until_time_ms=until_time_ms)
 
@@ -438,7 +444,8 @@ def assemble(run: Run) -> None:
     run.in_hand = with_served_offsets({t: a for t, a in replayed.items() if t in SNAPSHOT_TABLES})
     run.in_hand["log_end_offsets"] = _log_end_offsets(run.summary)
     history = replayed["offset_commits"]
-    run.checked = {"offset_commits": history}  # validated as it came: Arrow in-process, a DataFrame from Spark
+    # validated as it came: Arrow in-process; from Spark, the rows its shards flagged (the DataFrame otherwise)
+    run.checked = {"offset_commits": run.suspects if run.suspects is not None else history}
     if isinstance(history, pa.Table):
         history = run.spark.createDataFrame(history, schema=TABLES["offset_commits"])
     run.tables = {"offset_commits": history, "quarantine": quarantine_table(
@@ -450,7 +457,9 @@ def materialize(run: Run) -> None:
     from pipelines.state.materialized import materialize as materialize_tables
 
     run.progress.stage("materialize")
-    run.stats = materialize_tables(run.tables)
+    # the history the shards counted stays in their kept envelope: its one reader is the write
+    known = {"offset_commits": run.suspects.total} if run.suspects is not None else {}
+    run.stats = materialize_tables(run.tables, known)
     run.stats.update({t: a.num_rows for t, a in run.in_hand.items()})
     run.checked = {**run.tables, **run.checked, **run.in_hand}
 

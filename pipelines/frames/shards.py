@@ -11,7 +11,8 @@ partition is never split: a skewed partition is one long task.
 """
 from __future__ import annotations
 
-from typing import Iterator
+from dataclasses import dataclass
+from typing import Callable, Iterator
 
 import pyarrow as pa
 
@@ -19,8 +20,10 @@ from pipelines.coordinator.expiry import ExpiryOptions
 from pipelines.coordinator.options import ReplayOptions
 from pipelines.coordinator.shard import PART, SHARD_TABLES, UNREAD_COLUMNS, replay_shards
 from pipelines.frames.decoded_log import from_blob, from_blobs, to_blob
+from pipelines.validation.suspects import SuspectFilter, Suspects
 
 RETAINED = "_retained"  # the envelope's name for the rows the next --incremental run keeps
+SUSPECTS = "_suspects"  # the history's rows its suite might reject, with the counts of all of them
 PROGRESS = "_progress"  # one row per shard: its records and input bytes, counted for the progress lines, dropped
 ENVELOPE_DDL = "table string, shard int, payload binary"
 CHUNK_ROWS = 65_536  # rows per IPC blob: keeps every envelope value far below Spark's 2 GB per-value limit
@@ -32,7 +35,7 @@ def _blobs(table: pa.Table) -> Iterator[bytes]:
 
 
 def _shard_task(options: ReplayOptions, expiry: ExpiryOptions | None, names: dict[str, str], retain: bool,
-                input_bytes: dict[int, int]):
+                input_bytes: dict[int, int], history_check=None):
     """The executor function: one offsets partition's blobs in, its envelope rows out."""
     def run(blobs: pa.Table) -> pa.Table:
         shard = blobs.column(PART)[0].as_py() if blobs.num_rows else -1
@@ -45,6 +48,10 @@ def _shard_task(options: ReplayOptions, expiry: ExpiryOptions | None, names: dic
         if result.retained is not None:
             tables[RETAINED] = result.retained
         names_out, shards, payloads = [PROGRESS], [shard], [progress]
+        if history_check is not None:  # always sent: it carries the counts of the shard's history
+            names_out.append(SUSPECTS)
+            shards.append(shard)
+            payloads.append(to_blob(history_check.split(tables["offset_commits"])))
         for t, table in tables.items():
             if table.num_rows == 0:
                 continue
@@ -87,27 +94,39 @@ def _read_blobs(blobs) -> pa.Table | None:
     return pa.concat_tables(tables) if tables else None
 
 
+@dataclass
+class SparkShards:
+    """What the shards give: `tables` holds every `SHARD_TABLES` table, the state tables as Arrow (collected) and
+    `offset_commits` as a DataFrame read out of the kept envelope; `retained` the rows the next run keeps (Arrow,
+    collected with the state tables: they are sized by the state too; None unless asked for); `suspects` the
+    history as its suite sees it (None without a `history_check`); `release` drops the kept envelope once the
+    history is written."""
+
+    tables: dict
+    retained: pa.Table | None
+    release: Callable[[], None]
+    suspects: Suspects | None = None
+
+
 def replay_on_spark(spark, log, options: ReplayOptions, expiry: ExpiryOptions | None,
-                    names: dict[str, str], retain: bool, emit=None, input_bytes: dict[int, int] | None = None):
+                    names: dict[str, str], retain: bool, emit=None, input_bytes: dict[int, int] | None = None,
+                    history_check: SuspectFilter | None = None) -> SparkShards:
     """The engine over `log` (a `frames.decoded_log.DecodedLog`: the rows of every partition), one task per
     offsets partition. `emit` receives progress lines (shards done, records, and MB of `input_bytes`: the input
-    bytes of each offsets partition, where known).
-
-    Returns (tables, retained, release): `tables` holds every `SHARD_TABLES` table, the state tables as Arrow
-    (collected) and `offset_commits` as a DataFrame; `retained` the rows the next run keeps (Arrow, collected with
-    the state tables: they are sized by the state too; None unless `retain`); `release` drops the kept envelope
-    once the history is written."""
+    bytes of each offsets partition, where known). `history_check`: the history's suite as a filter each shard
+    applies to its own history (`validation.suspects`), so the history is validated without a pass over it."""
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
     from pipelines.coordinator.shard import contract_table
     from pipelines.frames.progress import TaskCounters, reporting
+    from pipelines.io.delta import arrow_schema
     from schemas.decoded import DECODED_RECORD_SCHEMA
     from schemas.tables import TABLES
 
     counters = TaskCounters(spark) if emit is not None else None
     shards = log.partitions() if emit is not None else None
-    task = _shard_task(options, expiry, names, retain, input_bytes or {})
+    task = _shard_task(options, expiry, names, retain, input_bytes or {}, history_check)
     envelope = (log.blob_frame().groupBy(PART).applyInArrow(task, ENVELOPE_DDL)
                 .mapInArrow(_counted(counters), ENVELOPE_DDL).persist(StorageLevel.MEMORY_AND_DISK))
     with reporting(spark, emit, "replay", counters, shards=shards):  # the job that runs the shards
@@ -126,7 +145,13 @@ def replay_on_spark(spark, log, options: ReplayOptions, expiry: ExpiryOptions | 
     if retain:
         got = _read_blobs(blobs.get(RETAINED, ()))
         retained = got if got is not None else DECODED_RECORD_SCHEMA.empty_table()
-    return tables, retained, envelope.unpersist
+    suspects = None
+    if history_check is not None:
+        schema = arrow_schema(TABLES["offset_commits"])
+        suspects = Suspects.gather("offset_commits", (from_blob(b) for b in blobs.get(SUSPECTS, ())),
+                                   pa.schema([schema.field(c) for c in history_check.columns]),
+                                   frame=tables["offset_commits"])
+    return SparkShards(tables, retained, envelope.unpersist, suspects)
 
 
 def topic_names_on_spark(log) -> dict[str, str]:

@@ -1,14 +1,19 @@
 """The snapshot's log-sized DataFrames computed once, with their row counts."""
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from pyspark.sql import DataFrame
 
 
-def materialize(tables: dict[str, DataFrame]) -> dict[str, int]:
+def materialize(tables: dict[str, DataFrame], known: Mapping[str, int] | None = None) -> dict[str, int]:
     """Compute every table once and cut its lineage (an eager local checkpoint), in place; returns row counts.
-    Validation, counts and the write then read materialized rows instead of re-running the replay's task."""
-    counts = {}
+    Validation, counts and the write then read materialized rows instead of re-running the replay's task. A table
+    in `known` (its row count, counted where its rows were made) is left as it is: only the write reads it."""
+    counts = dict(known or {})
     for name in list(tables):
+        if name in counts:
+            continue
         tables[name] = tables[name].localCheckpoint(eager=True)
         counts[name] = tables[name].count()
     return counts

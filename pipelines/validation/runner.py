@@ -29,6 +29,7 @@ from pipelines.validation.accounting import Accounting
 from pipelines.validation.settings import (  # noqa: F401
     PANDAS_MAX_ROWS, POLICIES, max_unread_bytes, pandas_max_rows, validation_settings)
 from pipelines.validation.suites import SuiteSpec, build_suites
+from pipelines.validation.suspects import SuspectFilter, Suspects, suspect_filter
 
 DATASOURCE = "offsetlake_validation"
 PANDAS_DATASOURCE = "offsetlake_validation_pandas"
@@ -252,12 +253,21 @@ class ValidationResult:
         }
 
 
-def _outcome(spec: SuiteSpec, gx_result) -> ExpectationOutcome:
+def _outcome(spec: SuiteSpec, gx_result, suspects: Suspects | None = None) -> ExpectationOutcome:
+    """GX's result as an outcome; over `suspects`, counted over the whole table they were picked from (every other
+    row is present and expected)."""
     cfg = gx_result.expectation_config
     meta = cfg.meta or {}
     check_id = meta.get("check_id", cfg.type)
     check = next((c for c in spec.checks if spec.check_id(c) == check_id), None)
-    r = gx_result.result or {}
+    r = dict(gx_result.result or {})
+    if suspects is not None and r.get("element_count") is not None:
+        kw = cfg.kwargs
+        columns = tuple(kw.get("column_list") or (kw.get("column"),))
+        r["element_count"] = suspects.total
+        if r.get("unexpected_count") is not None:
+            counted = suspects.total - suspects.missing(columns, r.get("missing_count"))
+            r["unexpected_percent"] = r["unexpected_count"] / counted * 100 if counted else None
     examples = r.get("partial_unexpected_index_list") or r.get("partial_unexpected_list") or []
     exc = gx_result.exception_info or {}
     exc_message = None
@@ -324,6 +334,12 @@ def _validate_suite(context, spec: SuiteSpec, inputs: Mapping[str, Any], pandas_
     columns the expectations read)."""
     started = time.perf_counter()
     source = inputs[spec.table]
+    suspects = None
+    if isinstance(source, Suspects):
+        if source.frame is None or source.rows.num_rows <= pandas_max_rows:
+            suspects, source = source, source.rows
+        else:  # too many to collect: the whole table on Spark
+            source, table_rows = source.frame, source.total
     if spec.derived:
         prepared = spec.prepare({name: _arrow(inputs[name]) for name in spec.inputs if name in inputs})
         pandas = True
@@ -336,7 +352,7 @@ def _validate_suite(context, spec: SuiteSpec, inputs: Mapping[str, Any], pandas_
         prepared = source.select(*spec.columns_read).toArrow() if pandas else source
     if pandas:
         frame = to_validation_pandas(prepared.select(list(spec.columns_read)))
-        rows = len(frame)
+        rows = len(frame) if suspects is None else suspects.total
     else:
         frame = prepared = prepared.cache()
     try:
@@ -358,7 +374,7 @@ def _validate_suite(context, spec: SuiteSpec, inputs: Mapping[str, Any], pandas_
             if spec.index_columns:
                 result_format["unexpected_index_column_names"] = list(spec.index_columns)
             second = batch.validate(again.expectation_suite(), result_format=result_format)
-            detailed = {o.id: o for o in (_outcome(spec, r) for r in second.results)}
+            detailed = {o.id: o for o in (_outcome(spec, r, suspects) for r in second.results)}
         outcomes = []
         for r in first.results:
             o = _outcome(spec, r)
@@ -379,6 +395,19 @@ def _validate_suite(context, spec: SuiteSpec, inputs: Mapping[str, Any], pandas_
     outcomes.sort(key=lambda o: order.get(o.id, len(order)))
     return SuiteOutcome(name=spec.name, rows=rows, seconds=time.perf_counter() - started,
                         expectations=tuple(outcomes), engine="pandas" if pandas else "spark")
+
+
+def _suites(settings: Settings, as_of_ms: int, num_partitions: int,
+            available: frozenset[str] | None = None) -> list[SuiteSpec]:
+    _policy, skew, semantics = validation_settings(settings)
+    return build_suites(as_of_ms=as_of_ms, num_partitions=num_partitions, timestamp_skew_minutes=skew,
+                        semantics=semantics, available=available, max_unread_bytes=max_unread_bytes(settings))
+
+
+def history_check(settings: Settings, *, as_of_ms: int, num_partitions: int) -> SuspectFilter | None:
+    """The `offset_commits` suite of a run as the filter its shards apply (None: the suite is not row-wise)."""
+    spec = next(s for s in _suites(settings, as_of_ms, num_partitions) if s.name == "offset_commits")
+    return suspect_filter(spec)
 
 
 def run_validation(
@@ -402,7 +431,7 @@ def run_validation(
     `suites` restricts the run to those suite names. `context` defaults to the process's ephemeral GX context.
     `row_counts`: the tables' row counts when already known (they pick the engine; counted otherwise).
     """
-    policy, skew, semantics = validation_settings(settings)
+    policy = validation_settings(settings)[0]
     max_pandas = pandas_max_rows(settings)
     started = time.perf_counter()
     inputs: dict[str, Any] = dict(tables)
@@ -410,14 +439,7 @@ def run_validation(
         inputs["markers"] = markers
     if accounting is not None:
         inputs["accounting"] = accounting.to_arrow()
-    specs = build_suites(
-        as_of_ms=as_of_ms,
-        num_partitions=num_partitions,
-        timestamp_skew_minutes=skew,
-        semantics=semantics,
-        available=frozenset(inputs),
-        max_unread_bytes=max_unread_bytes(settings),
-    )
+    specs = _suites(settings, as_of_ms, num_partitions, frozenset(inputs))
     # every input a relational check reads, as Arrow once (state-sized: the suites that read the log have none)
     for name in {n for spec in specs if spec.derived and (suites is None or spec.name in suites)
                  for n in spec.inputs if n in inputs}:

@@ -51,7 +51,8 @@ def spark_tables(spark, rows, options: ReplayOptions, expiry=None) -> dict[str, 
     from pipelines.coordinator.tables import topic_names
     from pipelines.frames.shards import replay_on_spark
 
-    tables, _, release = replay_on_spark(spark, to_log(spark, rows), options, expiry, topic_names(rows), False)
+    shards = replay_on_spark(spark, to_log(spark, rows), options, expiry, topic_names(rows), False)
+    tables, release = shards.tables, shards.release
     try:
         frames = {t: df for t, df in tables.items() if not isinstance(df, pa.Table)}
         out = collect_tables(frames)

@@ -27,14 +27,43 @@ def on_engine(settings, engine: str):
 
     from pipelines.config import _merge
 
-    limit = 0 if engine == "spark" else 10**9
+    limit = 0 if engine == "spark" else 10**9  # "suspects": the suspects are validated on pandas
     return dataclasses.replace(settings, raw=_merge(settings.raw, {"validation": {"pandas_max_rows": limit}}))
 
 
-@pytest.fixture(scope="session", params=["pandas", "spark"])
+@pytest.fixture(scope="session", params=["pandas", "spark", "suspects"])
 def engine(request):
-    """Every validation test runs on both GX engines: they must give the same outcomes."""
+    """Every validation test runs on both GX engines, and with the row-wise suites' tables given as the shards give
+    the history (`validation.suspects`): they must give the same outcomes."""
     return request.param
+
+
+def as_suspects(tables: dict, as_of_ms: int, num_partitions: int, settings) -> dict:
+    """Every table whose suite has a filter, as the shards would give it: each offsets partition split on its own
+    (a shard's rows), the suspects gathered with the counts."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from pipelines.io.delta import arrow_schema
+    from pipelines.validation.runner import _suites
+    from pipelines.validation.suspects import Suspects, suspect_filter
+    from schemas.tables import TABLES
+
+    out = dict(tables)
+    for spec in _suites(settings, as_of_ms, num_partitions):
+        filt = suspect_filter(spec)
+        if filt is None or spec.table not in tables:
+            continue
+        whole = tables[spec.table].toArrow()
+        schema = pa.schema([f.with_nullable(True) for f in arrow_schema(TABLES[spec.table])])
+        whole = pa.table([whole.column(f.name).cast(f.type) for f in schema], schema=schema)
+        parts = whole.column("offsets_partition")
+        shards = [whole.filter(pc.is_null(parts) if p is None else pc.fill_null(pc.equal(parts, p), False))
+                  for p in pc.unique(parts).to_pylist()]
+        out[spec.table] = Suspects.gather(spec.table, [filt.split(t) for t in shards],
+                                          pa.schema([schema.field(c) for c in filt.columns]),
+                                          frame=tables[spec.table])
+    return out
 
 
 @pytest.fixture(scope="session")
@@ -45,9 +74,12 @@ def validator(spark, settings, gx_context):
 
     def _run(rows, engine, *, suites=None, settings_=None, with_markers=True, with_accounting=True):
         inputs = build_inputs(spark, rows)
+        tables = inputs["tables"]
+        if engine == "suspects":
+            tables = as_suspects(tables, AS_OF_MS, N, settings_ or settings)
         return run_validation(
             spark,
-            inputs["tables"],
+            tables,
             as_of_ms=AS_OF_MS,
             num_partitions=N,
             settings=on_engine(settings_ or settings, engine),

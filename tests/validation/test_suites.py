@@ -159,9 +159,9 @@ def comparable(result) -> dict:
 
 @pytest.mark.parametrize("breaker", BREAKERS, ids=lambda b: b.test_id)
 def test_broken_table_fails_exactly_its_check(validator, rows, breaker):
-    """On both engines, with the same outcome to the last example."""
+    """On both engines and over the shards' suspects, with the same outcome to the last example."""
     breaker.mutate(rows)
-    results = {e: validator(rows, e, suites=_suites_reading(breaker.table)) for e in ("pandas", "spark")}
+    results = {e: validator(rows, e, suites=_suites_reading(breaker.table)) for e in ("pandas", "spark", "suspects")}
     for result in results.values():
         assert [e.id for e in result.failed] == [breaker.check_id]
         failed = result.outcome(breaker.check_id)
@@ -172,7 +172,7 @@ def test_broken_table_fails_exactly_its_check(validator, rows, breaker):
     # a suite with a relational check relates state tables, over Arrow: on pandas whatever the setting
     assert {s.name: s.engine for s in results["spark"].suites} == {
         s.name: "pandas" if s.name in DERIVED else "spark" for s in results["spark"].suites}
-    assert comparable(results["pandas"]) == comparable(results["spark"])
+    assert comparable(results["pandas"]) == comparable(results["spark"]) == comparable(results["suspects"])
 
 
 def test_engine_is_chosen_by_the_tables_row_count(spark, rows):
