@@ -24,7 +24,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -186,11 +186,15 @@ def write_table_files(table: pa.Table, table_path: Where, rel_dir: str, struct,
 
 
 def write_frame_files(df, table_path: Where, rel_dir: str, struct,
-                      partition_columns: Iterable[str] = (), split_by: str | None = None) -> list[WrittenFile]:
+                      partition_columns: Iterable[str] = (), split_by: str | None = None,
+                      aside: tuple[Callable[[pa.RecordBatch], Any], str] | None = None
+                      ) -> list[WrittenFile] | tuple[list[WrittenFile], list[WrittenFile]]:
     """A DataFrame's rows: each Spark task writes its rows as one Parquet file into `<table_path>/<rel_dir>`
     with pyarrow, on whatever storage the table is on. Only the files of successful task attempts come back.
     `split_by`: a column the rows arrive sorted by within each task; a new file starts where its value changes,
-    so each file holds one value of it (and its Delta stats bound that value's rows alone)."""
+    so each file holds one value of it (and its Delta stats bound that value's rows alone).
+    `aside`: (a batch's mask, another directory): the rows the mask picks go to one file per task in that
+    directory instead, in the same pass; the files of both directories come back, (rel_dir's, the other's)."""
     from pyspark import TaskContext
 
     table_uri = storage.location(table_path).uri
@@ -199,17 +203,37 @@ def write_frame_files(df, table_path: Where, rel_dir: str, struct,
     def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         ctx = TaskContext.get()
         part = ctx.partitionId() if ctx else 0
+        kept: list[pa.RecordBatch] = []
+        if aside is not None:
+            batches = _put_aside(batches, aside[0], kept)
         runs = [batches] if split_by is None else (
             (piece for _, piece in run) for _, run in itertools.groupby(_runs_of(batches, split_by),
                                                                          key=lambda x: x[0]))
         for run in runs:
             written = write_batches(run, table_uri, rel_dir, struct, part, parts)
             if written is not None:
-                yield pa.RecordBatch.from_pylist([written.__dict__])
+                yield pa.RecordBatch.from_pylist([{**written.__dict__, "aside": False}])
+        if kept:
+            written = write_batches(kept, table_uri, aside[1], struct, part, parts)
+            if written is not None:
+                yield pa.RecordBatch.from_pylist([{**written.__dict__, "aside": True}])
 
     columns = [f.name for f in file_struct(struct, parts).fields]
-    rows = df.select(*columns).mapInArrow(write, WRITTEN_DDL).collect()
-    return [WrittenFile(r["name"], r["size"], r["rows"], r["stats"]) for r in rows]
+    rows = df.select(*columns).mapInArrow(write, WRITTEN_DDL + ", aside boolean").collect()
+    files = [(r["aside"], WrittenFile(r["name"], r["size"], r["rows"], r["stats"])) for r in rows]
+    main = [f for a, f in files if not a]
+    return main if aside is None else (main, [f for a, f in files if a])
+
+
+def _put_aside(batches: Iterable[pa.RecordBatch], mask, kept: list) -> Iterator[pa.RecordBatch]:
+    """`batches` without the rows `mask` picks, which are appended to `kept`."""
+    for batch in batches:
+        picked = pc.fill_null(mask(batch), False)
+        if not pc.any(picked).as_py():
+            yield batch
+            continue
+        kept.append(batch.filter(picked))
+        yield batch.filter(pc.invert(picked))
 
 
 def _runs_of(batches: Iterable[pa.RecordBatch], column: str) -> Iterator[tuple[Any, pa.RecordBatch]]:

@@ -80,6 +80,11 @@ def _history_files(dt) -> list[dict]:
     return out
 
 
+def _pending_rows(batch: pa.RecordBatch):
+    """The rows of a history batch whose transaction was still open."""
+    return pc.equal(batch.column("txn_outcome"), "pending")
+
+
 def _overlaps(f: dict, ranges: list[tuple[int, int, int]]) -> bool:
     """Whether file `f` may hold a key of `ranges` ((offsets partition, lowest offset, highest offset) each)."""
     if f["partitions"] is None or f["offsets"] is None:
@@ -427,26 +432,23 @@ class Warehouse:
                 out = out.sortWithinPartitions(*keys)
         # Rows of transactions still open are the only ones a later run upgrades (pending → committed/aborted):
         # they go to files of their own, so the next run's upgrade rewrites those few rows, not the history
-        # files around them (copy-on-write).
-        is_pending = F.coalesce(F.col("txn_outcome") == "pending", F.lit(False))
-        parts = [(delta.new_write_dir(), out.filter(~is_pending), "offsets_partition"),
-                 (delta.new_write_dir("pending-"), out.filter(is_pending).coalesce(1).sortWithinPartitions(*keys),
-                  None)]
+        # files around them (copy-on-write). One pass writes both.
+        rels = (delta.new_write_dir(), delta.new_write_dir("pending-"))
         try:
-            adds = []
-            for rel, part, split_by in parts:
-                written = delta.write_frame_files(part, path, rel, struct, split_by=split_by)
-                adds += delta.collect_add_actions(path, rel, struct, None, written)
+            settled, pending = delta.write_frame_files(out, path, rels[0], struct, split_by="offsets_partition",
+                                                       aside=(_pending_rows, rels[1]))
+            adds = (delta.collect_add_actions(path, rels[0], struct, None, settled)
+                    + delta.collect_add_actions(path, rels[1], struct, None, pending))
             removes = delta.remove_actions(dt, paths=touched)
             if not adds and not removes:
-                for rel, _, _ in parts:
+                for rel in rels:
                     delta.discard_dir(path, rel)
                 return None
             return delta.commit(dt, struct, [*adds, *removes], mode="append",
                                 metadata={"offsetlake.operation": "merge_offset_commits",
                                           "offsetlake.snapshot_id": snapshot_id})
         except BaseException:
-            for rel, _, _ in parts:
+            for rel in rels:
                 delta.discard_dir(path, rel)
             raise
         finally:
