@@ -390,10 +390,7 @@ def _replay_options(run: Run):
 def replay(run: Run) -> None:
     """The engine over the rows (new rows ∪ the previous state when incremental): in this process for a small run,
     else one Spark task per offsets partition. Both give the snapshot's state tables as Arrow."""
-    from pipelines.validation.runner import MARKER_INPUT, markers_from_arrow, markers_from_decoded
-
-    req, inc, s = run.req, run.inc, run.summary
-    until_time_ms = run.prepared.until_time_ms
+    inc, s = run.inc, run.summary
     run.local_rows = inc.local_replay_rows(s.records_in, run.conf.local_replay_max_rows)
     if inc.is_incremental:
         s.incremental["replay"] = "spark" if run.local_rows is None else "in-process"
@@ -403,17 +400,15 @@ def replay(run: Run) -> None:
     if run.local_rows is not None:
         run.progress.stage("replay", f"semantics {options.semantics}, {run.local_rows:,} rows in this process"
                                      + expiring)
-        from pipelines.coordinator.shard import replay_shards
+        from pipelines.coordinator.shard import replay_shards, transaction_markers
 
         rows = inc.replayable_arrow(run.decoded)
         result = replay_shards(rows, options, expiry, retain=retain)
         run.tables, run.retained = result.tables, result.retained
-        # the transaction markers validation reads, from the rows in hand rather than a scan of the state files
-        run.markers = markers_from_arrow(rows, until_offset=req.until_offset, until_time_ms=until_time_ms)
+        run.markers = transaction_markers(rows, options)
     else:
         run.progress.stage("replay", f"semantics {options.semantics}, one task per offsets partition" + expiring)
         from pipelines.frames.shards import replay_on_spark, topic_names_on_spark
-
         from pipelines.validation.runner import history_check
 
         run.replayed = inc.replayable(run.spark, run.decoded)
@@ -421,10 +416,8 @@ def replay(run: Run) -> None:
             run.spark, run.replayed, options, expiry, topic_names_on_spark(run.replayed), retain,
             run.progress.emit, input_bytes=inc.decode_plan.bytes_by_partition(),
             history_check=history_check(run.settings, as_of_ms=run.as_of_ms, num_partitions=run.num_partitions))
-        run.tables, run.retained, run.release, run.suspects = (shards.tables, shards.retained, shards.release,
-                                                               shards.suspects)
-        run.markers = markers_from_decoded(run.replayed.frame(MARKER_INPUT, kinds=("control",)),
-                                           until_offset=req.until_offset, until_time_ms=until_time_ms)
+        run.tables, run.retained, run.release = shards.tables, shards.retained, shards.release
+        run.markers, run.suspects = shards.markers, shards.suspects
 
 
 def assemble(run: Run) -> None:
@@ -444,10 +437,15 @@ def assemble(run: Run) -> None:
     run.in_hand = with_served_offsets({t: a for t, a in replayed.items() if t in SNAPSHOT_TABLES})
     run.in_hand["log_end_offsets"] = _log_end_offsets(run.summary)
     history = replayed["offset_commits"]
-    # validated as it came: Arrow in-process; from Spark, the rows its shards flagged (the DataFrame otherwise)
-    run.checked = {"offset_commits": run.suspects if run.suspects is not None else history}
+    # validated as it came: Arrow in-process; from Spark, the rows its shards flagged (the rows otherwise)
     if isinstance(history, pa.Table):
+        run.checked = {"offset_commits": history}
         history = run.spark.createDataFrame(history, schema=TABLES["offset_commits"])
+    elif run.suspects is not None:  # the blobs of the shards' envelope, opened by the write
+        run.checked = {"offset_commits": run.suspects}
+    else:
+        history = history.frame()
+        run.checked = {"offset_commits": history}
     run.tables = {"offset_commits": history, "quarantine": quarantine_table(
         run.decoded, run.snapshot_id, error_rows=run.facts.counts.get(KIND_ERROR, 0))}
 

@@ -148,6 +148,17 @@ def until_cut(table: pa.Table, options: ReplayOptions) -> pa.Table:
     return table if keep is None else table.filter(pc.fill_null(keep, False))
 
 
+MARKER_COLUMNS = (PART, "producer_id", "offset", "control_type")
+
+
+def transaction_markers(table: pa.Table, options: ReplayOptions) -> pa.Table:
+    """The end-transaction markers among decoded rows that the shards read at the run's cut (`until_cut`), as
+    (offsets_partition, producer_id, offset, control_type): what a pending offset is checked against."""
+    control = pc.fill_null(pc.equal(table.column("record_kind"), "control"), False)
+    rows = table.filter(control).select([*MARKER_COLUMNS, "timestamp"])
+    return until_cut(rows, options).select(list(MARKER_COLUMNS))
+
+
 def replay_shards(table: pa.Table, options: ReplayOptions, expiry: ExpiryOptions | None = None,
                   names: dict[str, str] | None = None, retain: bool = False) -> ShardsResult:
     """Every offsets partition in `table` (decoded rows, any order, error/unknown rows allowed) loaded on its own,

@@ -4,8 +4,9 @@ The log's blobs (`frames.decoded_log`) are grouped by offsets partition (`groupB
 coordinator shard per group, its blobs handed to the Python worker) and `coordinator.shard.replay_shards` loads,
 expires and tabulates the shard's rows there. The task returns every table of the shard as Arrow IPC blobs in one envelope row per
 (table, chunk). The state tables (sized by the coordinator's state) are collected to the driver as Arrow in one
-job; the log-sized ones (the `offset_commits` history, the rows kept for `--incremental`) stay on the cluster,
-read out of the kept envelope with `mapInArrow`. Spark schedules the shards (adaptive execution packs small ones
+job with the rows kept for `--incremental`, the transaction markers and the history's suspects
+(`validation.suspects`); the log-sized history (`offset_commits`) stays on the cluster as the kept envelope's
+blobs (`frames.blob_rows`), opened by the tasks that write it. Spark schedules the shards (adaptive execution packs small ones
 into one task), retries a failed one and spreads them over a cluster; the rules run once, in the engine. A
 partition is never split: a skewed partition is one long task.
 """
@@ -18,11 +19,14 @@ import pyarrow as pa
 
 from pipelines.coordinator.expiry import ExpiryOptions
 from pipelines.coordinator.options import ReplayOptions
-from pipelines.coordinator.shard import PART, SHARD_TABLES, UNREAD_COLUMNS, replay_shards
+from pipelines.coordinator.shard import (MARKER_COLUMNS, PART, SHARD_TABLES, UNREAD_COLUMNS, replay_shards,
+                                          transaction_markers)
+from pipelines.frames.blob_rows import BlobRows
 from pipelines.frames.decoded_log import from_blob, from_blobs, to_blob
 from pipelines.validation.suspects import SuspectFilter, Suspects
 
 RETAINED = "_retained"  # the envelope's name for the rows the next --incremental run keeps
+MARKERS = "_markers"  # the end-transaction markers the shard read (validation checks pending offsets against them)
 SUSPECTS = "_suspects"  # the history's rows its suite might reject, with the counts of all of them
 PROGRESS = "_progress"  # one row per shard: its records and input bytes, counted for the progress lines, dropped
 ENVELOPE_DDL = "table string, shard int, payload binary"
@@ -43,8 +47,10 @@ def _shard_task(options: ReplayOptions, expiry: ExpiryOptions | None, names: dic
         progress = f"{rows.num_rows},{input_bytes.get(shard, 0)}".encode()
         del blobs
         rows = rows.drop_columns([c for c in UNREAD_COLUMNS if c in rows.column_names])
+        markers = transaction_markers(rows, options)
         result = replay_shards(rows, options, expiry, names, retain)
         tables = dict(result.tables)
+        tables[MARKERS] = markers
         if result.retained is not None:
             tables[RETAINED] = result.retained
         names_out, shards, payloads = [PROGRESS], [shard], [progress]
@@ -80,12 +86,6 @@ def _counted(counters):
     return count
 
 
-def _unpack(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    for batch in batches:
-        for blob in batch.column("payload").to_pylist():
-            yield from from_blob(blob).to_batches()
-
-
 LOG_SIZED = ("offset_commits",)
 
 
@@ -97,14 +97,15 @@ def _read_blobs(blobs) -> pa.Table | None:
 @dataclass
 class SparkShards:
     """What the shards give: `tables` holds every `SHARD_TABLES` table, the state tables as Arrow (collected) and
-    `offset_commits` as a DataFrame read out of the kept envelope; `retained` the rows the next run keeps (Arrow,
-    collected with the state tables: they are sized by the state too; None unless asked for); `suspects` the
-    history as its suite sees it (None without a `history_check`); `release` drops the kept envelope once the
-    history is written."""
+    `offset_commits` as the blobs of the kept envelope (`frames.blob_rows`); `retained` the rows the next run keeps (Arrow,
+    collected with the state tables: they are sized by the state too; None unless asked for); `markers` the
+    end-transaction markers the shards read; `suspects` the history as its suite sees it (None without a
+    `history_check`); `release` drops the kept envelope once the history is written."""
 
     tables: dict
     retained: pa.Table | None
     release: Callable[[], None]
+    markers: pa.Table
     suspects: Suspects | None = None
 
 
@@ -137,7 +138,7 @@ def replay_on_spark(spark, log, options: ReplayOptions, expiry: ExpiryOptions | 
     tables: dict = {}
     for t in SHARD_TABLES:
         if t in LOG_SIZED:
-            tables[t] = envelope.where(F.col("table") == F.lit(t)).select("payload").mapInArrow(_unpack, TABLES[t])
+            tables[t] = BlobRows(envelope.where(F.col("table") == F.lit(t)).select("payload"), TABLES[t])
         else:
             got = _read_blobs(blobs.get(t, ()))
             tables[t] = got if got is not None else contract_table([], t)
@@ -150,8 +151,11 @@ def replay_on_spark(spark, log, options: ReplayOptions, expiry: ExpiryOptions | 
         schema = arrow_schema(TABLES["offset_commits"])
         suspects = Suspects.gather("offset_commits", (from_blob(b) for b in blobs.get(SUSPECTS, ())),
                                    pa.schema([schema.field(c) for c in history_check.columns]),
-                                   frame=tables["offset_commits"])
-    return SparkShards(tables, retained, envelope.unpersist, suspects)
+                                   frame=tables["offset_commits"].frame())
+    markers = _read_blobs(blobs.get(MARKERS, ()))
+    if markers is None:
+        markers = pa.schema([DECODED_RECORD_SCHEMA.field(c) for c in MARKER_COLUMNS]).empty_table()
+    return SparkShards(tables, retained, envelope.unpersist, markers, suspects)
 
 
 def topic_names_on_spark(log) -> dict[str, str]:

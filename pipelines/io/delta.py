@@ -187,14 +187,17 @@ def write_table_files(table: pa.Table, table_path: Where, rel_dir: str, struct,
 
 def write_frame_files(df, table_path: Where, rel_dir: str, struct,
                       partition_columns: Iterable[str] = (), split_by: str | None = None,
-                      aside: tuple[Callable[[pa.RecordBatch], Any], str] | None = None
+                      aside: tuple[Callable[[pa.RecordBatch], Any], str] | None = None,
+                      opened: Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]] | None = None
                       ) -> list[WrittenFile] | tuple[list[WrittenFile], list[WrittenFile]]:
     """A DataFrame's rows: each Spark task writes its rows as one Parquet file into `<table_path>/<rel_dir>`
     with pyarrow, on whatever storage the table is on. Only the files of successful task attempts come back.
     `split_by`: a column the rows arrive sorted by within each task; a new file starts where its value changes,
     so each file holds one value of it (and its Delta stats bound that value's rows alone).
     `aside`: (a batch's mask, another directory): the rows the mask picks go to one file per task in that
-    directory instead, in the same pass; the files of both directories come back, (rel_dir's, the other's)."""
+    directory instead, in the same pass; the files of both directories come back, (rel_dir's, the other's).
+    `opened`: `df` holds the rows packed (`frames.blob_rows`); each task opens its batches with it and writes
+    what it gives."""
     from pyspark import TaskContext
 
     table_uri = storage.location(table_path).uri
@@ -204,6 +207,8 @@ def write_frame_files(df, table_path: Where, rel_dir: str, struct,
         ctx = TaskContext.get()
         part = ctx.partitionId() if ctx else 0
         kept: list[pa.RecordBatch] = []
+        if opened is not None:
+            batches = opened(batches)
         if aside is not None:
             batches = _put_aside(batches, aside[0], kept)
         runs = [batches] if split_by is None else (
@@ -218,8 +223,9 @@ def write_frame_files(df, table_path: Where, rel_dir: str, struct,
             if written is not None:
                 yield pa.RecordBatch.from_pylist([{**written.__dict__, "aside": True}])
 
-    columns = [f.name for f in file_struct(struct, parts).fields]
-    rows = df.select(*columns).mapInArrow(write, WRITTEN_DDL + ", aside boolean").collect()
+    if opened is None:
+        df = df.select(*[f.name for f in file_struct(struct, parts).fields])
+    rows = df.mapInArrow(write, WRITTEN_DDL + ", aside boolean").collect()
     files = [(r["aside"], WrittenFile(r["name"], r["size"], r["rows"], r["stats"])) for r in rows]
     main = [f for a, f in files if not a]
     return main if aside is None else (main, [f for a, f in files if a])

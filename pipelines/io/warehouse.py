@@ -24,7 +24,7 @@ from __future__ import annotations
 import datetime as _dt
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 from urllib.parse import unquote
 
 import pyarrow as pa
@@ -32,6 +32,7 @@ import pyarrow.compute as pc
 from deltalake import write_deltalake
 from deltalake.transaction import CommitProperties
 
+from pipelines.frames.blob_rows import PAYLOAD, BlobRows, unpacked
 from pipelines.io import delta, storage
 from pipelines.io.snapshots import DeltaWarehouseReader, Snapshot, pick_snapshot, run_order, snapshots_from_runs
 from pipelines.io.snapshots import SnapshotNotFound as _SnapshotNotFound
@@ -120,6 +121,28 @@ def _json_text(value) -> str | None:
     return json.dumps(value, sort_keys=True, default=str)
 
 
+def _check_columns(columns: list[str], table: str, snapshot_id: str | None) -> None:
+    wanted = table_columns(table)
+    missing = [c for c in wanted if c not in columns and not (c == "snapshot_id" and snapshot_id is not None)]
+    extra = [c for c in columns if c not in set(wanted)]
+    if missing or extra:
+        raise WarehouseError(
+            f"{table}: DataFrame does not match the contract"
+            + (f"; missing {missing}" if missing else "") + (f"; unknown {extra}" if extra else ""))
+
+
+def _opened(snapshot_id: str):
+    """The executor function that opens a history's blobs (`frames.blob_rows`) with `snapshot_id` set, as
+    `conform` sets it."""
+    def opened(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in unpacked(batches):
+            i = batch.schema.get_field_index("snapshot_id")
+            arrays = list(batch.columns)
+            arrays[i] = pa.array([snapshot_id] * batch.num_rows, pa.string())
+            yield pa.RecordBatch.from_arrays(arrays, names=batch.schema.names)
+    return opened
+
+
 def conform(df, table: str, snapshot_id: str | None = None):
     """`df` as the contract's columns of `table`, in order and with the contract types.
 
@@ -129,14 +152,7 @@ def conform(df, table: str, snapshot_id: str | None = None):
     from pyspark.sql import functions as F
 
     struct = TABLES[table]
-    wanted = table_columns(table)
-    have = set(df.columns)
-    missing = [c for c in wanted if c not in have and not (c == "snapshot_id" and snapshot_id is not None)]
-    extra = [c for c in df.columns if c not in set(wanted)]
-    if missing or extra:
-        raise WarehouseError(
-            f"{table}: DataFrame does not match the contract"
-            + (f"; missing {missing}" if missing else "") + (f"; unknown {extra}" if extra else ""))
+    _check_columns(df.columns, table, snapshot_id)
     exprs = []
     for f in struct.fields:
         if f.name == "snapshot_id" and snapshot_id is not None:
@@ -377,6 +393,13 @@ class Warehouse:
         struct = TABLES[table]
         path = self._table(table)
         keys = list(_OFFSET_KEYS)
+        dt = delta.ensure_table(path, struct)
+        current = delta.active_files(dt)
+        if isinstance(df, BlobRows):
+            if clustered and not current:  # nothing to merge with: each task writes the blobs it opens
+                _check_columns(df.schema.fieldNames(), table, snapshot_id)
+                return self._write_history(dt, snapshot_id, df.blobs.select(PAYLOAD), opened=_opened(snapshot_id))
+            df = df.frame()
         incoming = conform(df, table, snapshot_id)
         if not clustered:
             # by offsets partition: the dedup window needs no other shuffle, and the files come out one partition
@@ -389,10 +412,10 @@ class Warehouse:
             w = Window.partitionBy(*keys).orderBy(decided.desc(), *[F.col(c).asc_nulls_last() for c in others])
             incoming = incoming.withColumn("_rn", F.row_number().over(w)).filter("_rn = 1").drop("_rn")
 
-        dt = delta.ensure_table(path, struct)
-        current = delta.active_files(dt)
         touched: list[str] = []
-        joined = None
+        joined = kept = None
+        if current:  # read again for the marks, the count and the join: computed once
+            incoming = kept = incoming.persist(StorageLevel.MEMORY_AND_DISK)
         fresh = F.lit(True)
         if current and known_below:
             marks = F.create_map(*[F.lit(v) for p, o in sorted(known_below.items()) for v in (int(p), int(o))])
@@ -404,7 +427,7 @@ class Warehouse:
             existing = (delta.read_frame_files(spark, path, [unquote(f["path"]) for f in current], struct,
                                                columns=[*keys, "txn_outcome"], with_file=True)
                         .select(*keys, F.col("txn_outcome").alias("_old"), F.col(delta.FILE_COLUMN).alias("_file")))
-            if df.count() <= _BROADCAST_KEYS_MAX:  # df: the run's materialized rows (a cheap count)
+            if incoming.count() <= _BROADCAST_KEYS_MAX:
                 # an incremental run's few rows against a long history: one scan of the history's key columns
                 # through a broadcast hash of the incoming keys instead of shuffling the whole history
                 existing = existing.join(F.broadcast(incoming.select(*keys)), keys, "left_semi")
@@ -430,13 +453,24 @@ class Warehouse:
             out = incoming.filter(fresh)
             if not clustered:
                 out = out.sortWithinPartitions(*keys)
-        # Rows of transactions still open are the only ones a later run upgrades (pending → committed/aborted):
-        # they go to files of their own, so the next run's upgrade rewrites those few rows, not the history
-        # files around them (copy-on-write). One pass writes both.
+        try:
+            return self._write_history(dt, snapshot_id, out, touched)
+        finally:
+            for frame in (joined, kept):
+                if frame is not None:
+                    frame.unpersist()
+
+    def _write_history(self, dt, snapshot_id: str, out, touched: list[str] = (), opened=None) -> int | None:
+        """`out`'s rows added to the history and the `touched` files removed, in one commit. Rows of transactions
+        still open are the only ones a later run upgrades (pending → committed/aborted): they go to files of their
+        own, so the next run's upgrade rewrites those few rows, not the history files around them (copy-on-write).
+        One pass writes both; `opened`: see `delta.write_frame_files`."""
+        struct = TABLES["offset_commits"]
+        path = self._table("offset_commits")
         rels = (delta.new_write_dir(), delta.new_write_dir("pending-"))
         try:
             settled, pending = delta.write_frame_files(out, path, rels[0], struct, split_by="offsets_partition",
-                                                       aside=(_pending_rows, rels[1]))
+                                                       aside=(_pending_rows, rels[1]), opened=opened)
             adds = (delta.collect_add_actions(path, rels[0], struct, None, settled)
                     + delta.collect_add_actions(path, rels[1], struct, None, pending))
             removes = delta.remove_actions(dt, paths=touched)
@@ -451,9 +485,6 @@ class Warehouse:
             for rel in rels:
                 delta.discard_dir(path, rel)
             raise
-        finally:
-            if joined is not None:
-                joined.unpersist()
 
     def mark_run(self, snapshot_id: str, run_row: dict) -> None:
         """Insert or replace the `runs` row of `snapshot_id` (one Delta commit, predicate overwrite).

@@ -1,13 +1,16 @@
 """Runs the suites on a snapshot's tables before the commit and turns GX results into a `ValidationResult`.
 
 One ephemeral GX context (analytics and progress bars off) serves a process. A table comes as Arrow (the state
-tables the replay returns) or as a Spark DataFrame (the log-sized history). GX validates it on one of two engines:
+tables the replay returns), as a Spark DataFrame (a log-sized table), or as `suspects.Suspects` (the history of a
+Spark run: the rows its shards flagged, and the counts of all). GX validates it on one of two engines:
 - pandas: every suite with a relational check (`SuiteSpec.derived`: its `chk_*` columns are computed over Arrow,
   and the tables it relates are the coordinator's state, collected when given as DataFrames), every Arrow table,
-  and a DataFrame of at most `validation.pandas_max_rows` rows (the columns the expectations read, collected once);
-- Spark otherwise (the history of a full run, millions of rows): a cached frame through a Spark data source.
+  suspects of at most `validation.pandas_max_rows` rows, and a DataFrame of at most that many rows (the columns the
+  expectations read, collected once);
+- Spark otherwise: a cached frame through a Spark data source.
 Both engines give the same outcomes, failures, counts and examples included (tests/validation runs every breaker
-on both). The result carries the run policy: `fail` makes a failed expectation fail the run, `warn` only reports it.
+on both, and over suspects). The result carries the run policy: `fail` makes a failed expectation fail the run,
+`warn` only reports it.
 """
 from __future__ import annotations
 
@@ -21,8 +24,7 @@ from decimal import Decimal
 from typing import Any
 
 import pyarrow as pa
-from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
+from pyspark.sql import SparkSession
 
 from pipelines.config import Settings
 from pipelines.validation.accounting import Accounting
@@ -63,38 +65,6 @@ def default_context():
     if _CONTEXT is None:
         _CONTEXT = new_context()
     return _CONTEXT
-
-
-MARKER_COLUMNS = ("offsets_partition", "producer_id", "offset", "control_type")
-MARKER_INPUT = ("record_kind", "timestamp") + MARKER_COLUMNS  # the decoded columns the markers are read from
-
-
-def markers_from_decoded(decoded: DataFrame, *, until_offset: int | None = None,
-                         until_time_ms: int | None = None) -> DataFrame:
-    """Transaction markers of the decoded rows: (offsets_partition, producer_id, offset, control_type).
-
-    A point-in-time run (`until_offset` in every offsets partition, `until_time_ms`) keeps the markers the replay
-    read, those at or before the cut (`coordinator.loader.replayable`'s rule): a transaction whose marker comes
-    later is pending at the cut, and is checked against the markers before it."""
-    markers = decoded.where(F.col("record_kind") == "control")
-    if until_offset is not None:
-        markers = markers.where(F.col("offset") <= F.lit(until_offset))
-    if until_time_ms is not None:
-        markers = markers.where(F.col("timestamp").isNull() | (F.col("timestamp") <= F.lit(until_time_ms)))
-    return markers.select(*MARKER_COLUMNS)
-
-
-def markers_from_arrow(decoded, *, until_offset: int | None = None, until_time_ms: int | None = None):
-    """`markers_from_decoded` for decoded rows held as an Arrow table (an Arrow table)."""
-    import pyarrow.compute as pc
-
-    keep = pc.equal(decoded.column("record_kind"), "control")
-    if until_offset is not None:
-        keep = pc.and_(keep, pc.less_equal(decoded.column("offset"), until_offset))
-    if until_time_ms is not None:
-        ts = decoded.column("timestamp")
-        keep = pc.and_(keep, pc.or_kleene(pc.is_null(ts), pc.less_equal(ts, until_time_ms)))
-    return decoded.filter(keep).select(list(MARKER_COLUMNS))
 
 
 # -- results -------------------------------------------------------------------------------------------------------

@@ -54,7 +54,7 @@ def spark_tables(spark, rows, options: ReplayOptions, expiry=None) -> dict[str, 
     shards = replay_on_spark(spark, to_log(spark, rows), options, expiry, topic_names(rows), False)
     tables, release = shards.tables, shards.release
     try:
-        frames = {t: df for t, df in tables.items() if not isinstance(df, pa.Table)}
+        frames = {t: rows.frame() for t, rows in tables.items() if not isinstance(rows, pa.Table)}  # the history
         out = collect_tables(frames)
         for t, table in tables.items():
             if isinstance(table, pa.Table):  # the state tables come back collected, as Arrow

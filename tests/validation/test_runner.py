@@ -80,37 +80,25 @@ def test_accounting_from_the_tally_classifies_every_record():
                                                 records_skipped={SKIP_UNKNOWN_KEY: 2, "after --until-offset 2": 1})
 
 
-@pytest.mark.spark
-def test_markers_from_decoded(spark):
-    from pipelines.validation.runner import markers_from_decoded
-
-    decoded = spark.createDataFrame(
-        [(1, 10, 7, "offset_commit", None), (1, 11, 7, "control", "COMMIT"), (2, 4, 9, "control", "ABORT")],
-        "offsets_partition int, offset long, producer_id long, record_kind string, control_type string",
-    )
-    got = sorted(tuple(r) for r in markers_from_decoded(decoded).collect())
-    assert got == [(1, 7, 11, "COMMIT"), (2, 9, 4, "ABORT")]
-
-
 # (offsets_partition, offset, timestamp, producer_id, record_kind, control_type): markers of a log that a point-in-time
 # run cuts at offset 10 (per partition) or at time 1000
 CUT_ROWS = [(1, 9, 900, 7, "offset_commit", None), (1, 10, 950, 7, "control", "COMMIT"),
             (1, 12, 1200, 7, "control", "ABORT"), (2, 4, 1001, 9, "control", "COMMIT"),
             (2, 5, None, 9, "control", "ABORT")]
-CUT_DDL = ("offsets_partition int, offset long, timestamp long, producer_id long, record_kind string, "
-           "control_type string")
+CUT_COLUMNS = ("offsets_partition", "offset", "timestamp", "producer_id", "record_kind", "control_type")
 
 
-@pytest.mark.spark
-def test_markers_up_to_the_cut(spark):
+def test_markers_up_to_the_cut():
     """A point-in-time run judges pending offsets against the markers the replay read: at or before the cut (null
-    timestamps kept, as `coordinator.loader.replayable` keeps them)."""
+    timestamps kept, as the shards keep them)."""
     import pyarrow as pa
 
-    from pipelines.validation.runner import markers_from_arrow, markers_from_decoded
+    from pipelines.coordinator.options import ReplayOptions
+    from pipelines.coordinator.shard import transaction_markers
+    from schemas.decoded import DECODED_RECORD_SCHEMA
 
-    decoded = spark.createDataFrame(CUT_ROWS, CUT_DDL)
-    arrow = pa.Table.from_pylist([dict(zip(decoded.columns, r)) for r in CUT_ROWS], schema=decoded.toArrow().schema)
+    schema = pa.schema([DECODED_RECORD_SCHEMA.field(c) for c in CUT_COLUMNS])
+    decoded = pa.Table.from_pylist([dict(zip(CUT_COLUMNS, r)) for r in CUT_ROWS], schema=schema)
     cases = {
         (): [(1, 7, 10, "COMMIT"), (1, 7, 12, "ABORT"), (2, 9, 4, "COMMIT"), (2, 9, 5, "ABORT")],
         (("until_offset", 10),): [(1, 7, 10, "COMMIT"), (2, 9, 4, "COMMIT"), (2, 9, 5, "ABORT")],
@@ -118,8 +106,8 @@ def test_markers_up_to_the_cut(spark):
         (("until_offset", 4), ("until_time_ms", 2000)): [(2, 9, 4, "COMMIT")],
     }
     for kw, want in cases.items():
-        assert sorted(tuple(r) for r in markers_from_decoded(decoded, **dict(kw)).collect()) == want, kw
-        assert sorted(tuple(r.values()) for r in markers_from_arrow(arrow, **dict(kw)).to_pylist()) == want, kw
+        got = transaction_markers(decoded, ReplayOptions(semantics="legacy", **dict(kw)))
+        assert sorted(tuple(r.values()) for r in got.to_pylist()) == want, kw
 
 
 # -- result, policy, report -------------------------------------------------------------------------------------
