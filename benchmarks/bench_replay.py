@@ -31,7 +31,7 @@ from pipelines.config import load_settings
 from pipelines.session import get_spark
 from pipelines.coordinator.options import ReplayOptions
 from pipelines.frames.decoded_log import DecodedLog
-from pipelines.frames.shards import replay_on_spark, topic_names_on_spark
+from pipelines.frames.shards import replay_on_spark, topic_names_of
 from schemas.decoded import DECODED_RECORD_SCHEMA
 
 PARTITIONS = 50
@@ -174,7 +174,7 @@ def main() -> None:
     t0 = time.perf_counter()
     options = ReplayOptions(semantics=args.semantics, snapshot_id="bench", num_partitions=PARTITIONS)
     log = DecodedLog.from_frame(spark, decoded)
-    shards = replay_on_spark(spark, log, options, None, topic_names_on_spark(log), False)
+    shards = replay_on_spark(spark, log, options, None, topic_names_of(log), False)
     release = shards.release
     # the state tables come back collected (Arrow) with the shards' job; the history stays packed on Spark
     tables = {"offset_commits": shards.tables["offset_commits"].frame()}

@@ -408,12 +408,12 @@ def replay(run: Run) -> None:
         run.markers = transaction_markers(rows, options)
     else:
         run.progress.stage("replay", f"semantics {options.semantics}, one task per offsets partition" + expiring)
-        from pipelines.frames.shards import replay_on_spark, topic_names_on_spark
+        from pipelines.frames.shards import replay_on_spark, topic_names_of
         from pipelines.validation.runner import history_check
 
         run.replayed = inc.replayable(run.spark, run.decoded)
         shards = replay_on_spark(
-            run.spark, run.replayed, options, expiry, topic_names_on_spark(run.replayed), retain,
+            run.spark, run.replayed, options, expiry, topic_names_of(run.replayed), retain,
             run.progress.emit, input_bytes=inc.decode_plan.bytes_by_partition(),
             history_check=history_check(run.settings, as_of_ms=run.as_of_ms, num_partitions=run.num_partitions))
         run.tables, run.retained, run.release = shards.tables, shards.retained, shards.release

@@ -120,13 +120,25 @@ def gc_paused():
             gc.enable()
 
 
+NAMING_COLUMNS = ("record_kind", "key_type", "is_tombstone", "offset", PART, "topics_metadata")
+
+
+def naming_rows(table: pa.Table, options: ReplayOptions | None = None) -> pa.Table:
+    """The decoded rows of `table` that name topics (ConsumerGroupPartitionMetadata, type 4), at the run's cut
+    (`until_cut`; all of them without `options`), in `NAMING_COLUMNS`: a few rows of any log."""
+    kind = table.column("record_kind")
+    mask = pc.fill_null(pc.and_(pc.equal(kind, "consumer_group"), pc.equal(table.column("key_type"), 4)), False)
+    if not pc.any(mask).as_py():
+        return table.select([*NAMING_COLUMNS, "timestamp"]).slice(0, 0).select(list(NAMING_COLUMNS))
+    named = table.filter(mask).select([*NAMING_COLUMNS, "timestamp"])
+    if options is not None:
+        named = until_cut(named, options)
+    return named.select(list(NAMING_COLUMNS))
+
+
 def run_topic_names(table: pa.Table) -> dict[str, str]:
     """topic id -> name over the decoded rows `table` (every partition's type-4 values)."""
-    kind = table.column("record_kind")
-    mask = pc.and_(pc.equal(kind, "consumer_group"), pc.equal(table.column("key_type"), 4))
-    rows = table.filter(pc.fill_null(mask, False)).select(
-        ["record_kind", "key_type", "is_tombstone", "offset", PART, "topics_metadata"]).to_pylist()
-    return topic_names(rows)
+    return topic_names(naming_rows(table).to_pylist())
 
 
 def _num_partitions(options: ReplayOptions, top: int | None) -> int:

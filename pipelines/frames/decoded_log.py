@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 from schemas.decoded import DECODED_RECORD_SCHEMA, KIND_ERROR
 
 PART = "offsets_partition"
-LOG_DDL = "offsets_partition int, payload binary, tally binary"
+LOG_DDL = "offsets_partition int, payload binary, tally binary, named binary"
 # lz4 keeps a blob about a third of its Arrow size at a cost far below decoding it
 _IPC = pa.ipc.IpcWriteOptions(compression="lz4")
 
@@ -76,22 +76,30 @@ def _raw_bytes_of_errors_only(batch: pa.RecordBatch) -> pa.RecordBatch:
 
 
 def pack(batches: Iterable[pa.RecordBatch], cut: tuple | None = None) -> Iterator[pa.RecordBatch]:
-    """Decoded row batches -> (offsets_partition, blob, tally) rows: one per offsets partition a batch holds (a
-    segment's batch holds one; a tabular dump's, several). With ``cut`` (until_offset, until_time_ms), each blob's
-    tally (`frames.tally`) is taken while its rows are in hand and kept beside it as a blob (else null)."""
+    """Decoded row batches -> (offsets_partition, blob, tally, named) rows: one per offsets partition a batch holds
+    (a segment's batch holds one; a tabular dump's, several). With ``cut`` (until_offset, until_time_ms), each
+    blob's tally (`frames.tally`) is taken while its rows are in hand and kept beside it as a blob (else null).
+    `named`: the blob's rows that name topics, at the cut (`coordinator.shard.naming_rows`; null when none): the
+    run's topic names without another pass over the log."""
+    from pipelines.coordinator.options import ReplayOptions
+    from pipelines.coordinator.shard import naming_rows
     from pipelines.frames.tally import tally_rows
 
+    at_cut = None if cut is None else ReplayOptions(until_offset=cut[0], until_time_ms=cut[1])
     for batch in batches:
         if batch.num_rows == 0:
             continue
         batch = _raw_bytes_of_errors_only(batch)
-        parts, blobs, tallies = [], [], []
+        parts, blobs, tallies, named = [], [], [], []
         for p, rows in _by_partition(batch):
             parts.append(p)
             blobs.append(to_blob(rows))
             tallies.append(None if cut is None else to_blob(tally_rows(rows, *cut)))
+            names = naming_rows(pa.Table.from_batches([rows]), at_cut)
+            named.append(to_blob(names) if names.num_rows else None)
         yield pa.record_batch([pa.array(parts, pa.int32()), pa.array(blobs, pa.binary()),
-                               pa.array(tallies, pa.binary())], names=[PART, "payload", "tally"])
+                               pa.array(tallies, pa.binary()), pa.array(named, pa.binary())],
+                              names=[PART, "payload", "tally", "named"])
 
 
 def _select(table: pa.Table, columns: tuple[str, ...] | None, kinds: tuple[str, ...] | None,
@@ -125,7 +133,7 @@ def _unpacker(columns, kinds, exclude):
 
 @dataclass
 class DecodedLog:
-    """The decoded rows of a run: `blobs`, a DataFrame of (offsets_partition, payload, tally) kept by Spark, or
+    """The decoded rows of a run: `blobs`, a DataFrame of (offsets_partition, payload, tally, named) kept by Spark, or
     `table`, the rows in hand. Exactly one is set. `cut`: the (until_offset, until_time_ms) the blobs' tallies were
     taken at (None: not tallied; `frames.tally.tally` reads them)."""
 
@@ -174,14 +182,28 @@ class DecodedLog:
         return _select(from_blobs(blobs), columns, kinds, exclude)
 
     def blob_frame(self):
-        """The log as (offsets_partition, payload, tally) rows on Spark, whichever way it is held."""
+        """The log as (offsets_partition, payload, tally, named) rows on Spark, whichever way it is held."""
         if self.blobs is not None:
             return self.blobs
-        schema = pa.schema([(PART, pa.int32()), ("payload", pa.binary()), ("tally", pa.binary())])
+        schema = pa.schema([(PART, pa.int32()), ("payload", pa.binary()), ("tally", pa.binary()),
+                            ("named", pa.binary())])
         table = pa.Table.from_batches(list(pack(self.table.to_batches(), self.cut)), schema=schema)
         from pyspark.sql.pandas.types import from_arrow_schema
 
         return self.spark.createDataFrame(table, schema=from_arrow_schema(schema))
+
+    def naming_rows(self) -> pa.Table:
+        """Every row that names topics (`coordinator.shard.naming_rows`) at the cut the log was decoded with: the
+        few rows its tasks kept beside the blobs, collected."""
+        from pipelines.coordinator.options import ReplayOptions
+        from pipelines.coordinator.shard import naming_rows
+
+        cut = None if self.cut is None else ReplayOptions(until_offset=self.cut[0], until_time_ms=self.cut[1])
+        if self.table is not None:
+            return naming_rows(self.table, cut)
+        parts = [from_blob(b) for b in self.blobs.select("named").where("named is not null").toArrow()
+                 .column("named").to_pylist()]
+        return pa.concat_tables(parts) if parts else naming_rows(DECODED_RECORD_SCHEMA.empty_table())
 
     def partitions(self) -> int:
         """How many offsets partitions (shards) the log holds rows of (rows without one count as one more)."""

@@ -158,13 +158,9 @@ def replay_on_spark(spark, log, options: ReplayOptions, expiry: ExpiryOptions | 
     return SparkShards(tables, retained, envelope.unpersist, markers, suspects)
 
 
-def topic_names_on_spark(log) -> dict[str, str]:
-    """The run's topic id -> name map: every partition's ConsumerGroupPartitionMetadata (type 4) values, collected
-    (a few rows: one per topic-naming record)."""
-    from pyspark.sql import functions as F
+def topic_names_of(log) -> dict[str, str]:
+    """The run's topic id -> name map: every partition's ConsumerGroupPartitionMetadata (type 4) values at the cut
+    (`frames.decoded_log.DecodedLog.naming_rows`: a few rows, kept by the decode tasks)."""
+    from pipelines.coordinator.tables import topic_names
 
-    from pipelines.coordinator.shard import run_topic_names
-
-    named = log.frame(("record_kind", "key_type", "is_tombstone", "offset", PART, "topics_metadata"),
-                      kinds=("consumer_group",))
-    return run_topic_names(named.where((F.col("key_type") == 4) & ~F.col("is_tombstone")).toArrow())
+    return topic_names(log.naming_rows().to_pylist())
