@@ -423,13 +423,13 @@ def replay(run: Run) -> None:
 def assemble(run: Run) -> None:
     """The snapshot's tables: the replay's state tables (Arrow, written as they are by pyarrow), the history carried
     forward, the served offsets, the data topics' end offsets; the log-sized tables (`offset_commits`, merged into
-    the history by Spark, and the quarantine) as DataFrames."""
+    the history, and the quarantine) as they come: Arrow when in hand, else on Spark."""
     import pyarrow as pa
 
     from pipelines.state.quarantine import quarantine_table
     from pipelines.state.served import with_served_offsets
     from schemas.decoded import KIND_ERROR
-    from schemas.tables import SNAPSHOT_TABLES, TABLES
+    from schemas.tables import SNAPSHOT_TABLES
 
     replayed = run.tables
     replayed["group_history"] = run.inc.with_previous_history(run.warehouse, replayed["group_history"],
@@ -437,10 +437,10 @@ def assemble(run: Run) -> None:
     run.in_hand = with_served_offsets({t: a for t, a in replayed.items() if t in SNAPSHOT_TABLES})
     run.in_hand["log_end_offsets"] = _log_end_offsets(run.summary)
     history = replayed["offset_commits"]
-    # validated as it came: Arrow in-process; from Spark, the rows its shards flagged (the rows otherwise)
+    # validated as it came: Arrow in-process (and written from the rows in hand); from Spark, the rows its shards
+    # flagged (the rows otherwise)
     if isinstance(history, pa.Table):
         run.checked = {"offset_commits": history}
-        history = run.spark.createDataFrame(history, schema=TABLES["offset_commits"])
     elif run.suspects is not None:  # the blobs of the shards' envelope, opened by the write
         run.checked = {"offset_commits": run.suspects}
     else:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
+import functools
 import itertools
 import json
 import os
@@ -192,43 +193,51 @@ def write_frame_files(df, table_path: Where, rel_dir: str, struct,
                       ) -> list[WrittenFile] | tuple[list[WrittenFile], list[WrittenFile]]:
     """A DataFrame's rows: each Spark task writes its rows as one Parquet file into `<table_path>/<rel_dir>`
     with pyarrow, on whatever storage the table is on. Only the files of successful task attempts come back.
+    `df` may also be an Arrow table of rows in this process: written here, as one task would.
     `split_by`: a column the rows arrive sorted by within each task; a new file starts where its value changes,
     so each file holds one value of it (and its Delta stats bound that value's rows alone).
     `aside`: (a batch's mask, another directory): the rows the mask picks go to one file per task in that
     directory instead, in the same pass; the files of both directories come back, (rel_dir's, the other's).
     `opened`: `df` holds the rows packed (`frames.blob_rows`); each task opens its batches with it and writes
     what it gives."""
-    from pyspark import TaskContext
-
     table_uri = storage.location(table_path).uri
     parts = list(partition_columns)
-
-    def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        ctx = TaskContext.get()
-        part = ctx.partitionId() if ctx else 0
-        kept: list[pa.RecordBatch] = []
-        if opened is not None:
-            batches = opened(batches)
-        if aside is not None:
-            batches = _put_aside(batches, aside[0], kept)
-        runs = [batches] if split_by is None else (
-            (piece for _, piece in run) for _, run in itertools.groupby(_runs_of(batches, split_by),
-                                                                         key=lambda x: x[0]))
-        for run in runs:
-            written = write_batches(run, table_uri, rel_dir, struct, part, parts)
-            if written is not None:
-                yield pa.RecordBatch.from_pylist([{**written.__dict__, "aside": False}])
-        if kept:
-            written = write_batches(kept, table_uri, aside[1], struct, part, parts)
-            if written is not None:
-                yield pa.RecordBatch.from_pylist([{**written.__dict__, "aside": True}])
-
-    if opened is None:
-        df = df.select(*[f.name for f in file_struct(struct, parts).fields])
-    rows = df.mapInArrow(write, WRITTEN_DDL + ", aside boolean").collect()
+    task = functools.partial(_write_task, table_uri=table_uri, rel_dir=rel_dir, struct=struct, parts=parts,
+                             split_by=split_by, aside=aside, opened=opened)
+    if isinstance(df, pa.Table):
+        rows = [r for b in task(iter(df.to_batches())) for r in b.to_pylist()]
+    else:
+        if opened is None:
+            df = df.select(*[f.name for f in file_struct(struct, parts).fields])
+        rows = [r.asDict() for r in df.mapInArrow(task, WRITTEN_DDL + ", aside boolean").collect()]
     files = [(r["aside"], WrittenFile(r["name"], r["size"], r["rows"], r["stats"])) for r in rows]
     main = [f for a, f in files if not a]
     return main if aside is None else (main, [f for a, f in files if a])
+
+
+def _write_task(batches: Iterator[pa.RecordBatch], *, table_uri: str, rel_dir: str, struct, parts: list[str],
+                split_by: str | None, aside, opened) -> Iterator[pa.RecordBatch]:
+    """One task of `write_frame_files`: its batches in, a row per file written out."""
+    from pyspark import TaskContext
+
+    ctx = TaskContext.get()
+    part = ctx.partitionId() if ctx else 0
+    kept: list[pa.RecordBatch] = []
+    if opened is not None:
+        batches = opened(batches)
+    if aside is not None:
+        batches = _put_aside(batches, aside[0], kept)
+    runs = [batches] if split_by is None else (
+        (piece for _, piece in run) for _, run in itertools.groupby(_runs_of(batches, split_by),
+                                                                     key=lambda x: x[0]))
+    for run in runs:
+        written = write_batches(run, table_uri, rel_dir, struct, part, parts)
+        if written is not None:
+            yield pa.RecordBatch.from_pylist([{**written.__dict__, "aside": False}])
+    if kept:
+        written = write_batches(kept, table_uri, aside[1], struct, part, parts)
+        if written is not None:
+            yield pa.RecordBatch.from_pylist([{**written.__dict__, "aside": True}])
 
 
 def _put_aside(batches: Iterable[pa.RecordBatch], mask, kept: list) -> Iterator[pa.RecordBatch]:

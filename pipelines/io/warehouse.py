@@ -131,15 +131,19 @@ def _check_columns(columns: list[str], table: str, snapshot_id: str | None) -> N
             + (f"; missing {missing}" if missing else "") + (f"; unknown {extra}" if extra else ""))
 
 
+def _with_snapshot_id(rows, snapshot_id: str):
+    """A batch (or table) of history rows with `snapshot_id` set, as `conform` sets it."""
+    i = rows.schema.get_field_index("snapshot_id")
+    arrays = list(rows.columns)
+    arrays[i] = pa.array([snapshot_id] * rows.num_rows, pa.string())
+    return type(rows).from_arrays(arrays, names=rows.schema.names)
+
+
 def _opened(snapshot_id: str):
-    """The executor function that opens a history's blobs (`frames.blob_rows`) with `snapshot_id` set, as
-    `conform` sets it."""
+    """The executor function that opens a history's blobs (`frames.blob_rows`) with `snapshot_id` set."""
     def opened(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in unpacked(batches):
-            i = batch.schema.get_field_index("snapshot_id")
-            arrays = list(batch.columns)
-            arrays[i] = pa.array([snapshot_id] * batch.num_rows, pa.string())
-            yield pa.RecordBatch.from_arrays(arrays, names=batch.schema.names)
+            yield _with_snapshot_id(batch, snapshot_id)
     return opened
 
 
@@ -221,7 +225,8 @@ class Warehouse:
         """Write one snapshot: every snapshot table, the offset_commits merge, then the `runs` row.
 
         `tables` holds one DataFrame per `SNAPSHOT_TABLES` entry (all required; an Arrow table instead for
-        rows already in this process, written by pyarrow) and optionally `offset_commits` (a DataFrame).
+        rows already in this process, written by pyarrow) and optionally `offset_commits` (a DataFrame, an Arrow
+        table, or the shards' `frames.blob_rows.BlobRows`).
         Every table's files are staged (written, not committed) first; then each table's partition
         `snapshot_id` is replaced in one Delta commit per table, the commits back to back, and the `runs` row
         (`run_row["status"]`: `succeeded`, or `validation_failed` which keeps the snapshot unserved) is
@@ -400,6 +405,12 @@ class Warehouse:
                 _check_columns(df.schema.fieldNames(), table, snapshot_id)
                 return self._write_history(dt, snapshot_id, df.blobs.select(PAYLOAD), opened=_opened(snapshot_id))
             df = df.frame()
+        elif isinstance(df, pa.Table):  # rows in this process (a small run)
+            _check_columns(df.column_names, table, snapshot_id)
+            if clustered and not current:
+                return self._write_history(dt, snapshot_id, _with_snapshot_id(df.select(table_columns(table)),
+                                                                              snapshot_id))
+            df = spark.createDataFrame(df.select(table_columns(table)), schema=struct)
         incoming = conform(df, table, snapshot_id)
         if not clustered:
             # by offsets partition: the dedup window needs no other shuffle, and the files come out one partition

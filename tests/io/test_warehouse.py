@@ -384,12 +384,20 @@ def test_a_clustered_history_is_written_as_it_comes(spark, tmp_path):
     # partition across two Spark partitions too)
     frame = spark.createDataFrame(spark.sparkContext.parallelize(rows, 3), TABLES["offset_commits"])
     assert frame.rdd.getNumPartitions() == 3
-    got, want = Warehouse(tmp_path / "clustered"), Warehouse(tmp_path / "general")
+    got, in_hand, want = (Warehouse(tmp_path / "clustered"), Warehouse(tmp_path / "in_hand"),
+                          Warehouse(tmp_path / "general"))
     got._merge_offset_commits(spark, "a", frame, clustered=True)
+    # the same rows in this process (a small run's history, as Arrow): written by the driver, no Spark job
+    in_hand._merge_offset_commits(spark, "a", frame.toArrow(), clustered=True)
     want._merge_offset_commits(spark, "a", spark.createDataFrame(rows, TABLES["offset_commits"]).repartition(3))
-    assert normalized(got.read_table("offset_commits")) == normalized(want.read_table("offset_commits"))
-    for f in delta.active_files(DeltaTable(str(got.table_path("offset_commits")))):
-        rows_in_file = pq_rows(got.table_path("offset_commits") / f["path"])
-        assert len({r["offsets_partition"] for r in rows_in_file}) == 1, f["path"]
-        offsets = [r["record_offset"] for r in rows_in_file]
-        assert offsets == sorted(offsets)
+    for wh in (got, in_hand):
+        assert normalized(wh.read_table("offset_commits")) == normalized(want.read_table("offset_commits"))
+        files = delta.active_files(DeltaTable(str(wh.table_path("offset_commits"))))
+        assert sum(f["path"].startswith("pending-") for f in files) >= 1
+        for f in files:
+            rows_in_file = pq_rows(wh.table_path("offset_commits") / f["path"])
+            assert len({r["offsets_partition"] for r in rows_in_file}) == 1, f["path"]
+            offsets = [r["record_offset"] for r in rows_in_file]
+            assert offsets == sorted(offsets)
+            if not f["path"].startswith("pending-"):
+                assert "pending" not in {r["txn_outcome"] for r in rows_in_file}
