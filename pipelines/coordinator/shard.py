@@ -129,7 +129,7 @@ def naming_rows(table: pa.Table, options: ReplayOptions | None = None) -> pa.Tab
     kind = table.column("record_kind")
     mask = pc.fill_null(pc.and_(pc.equal(kind, "consumer_group"), pc.equal(table.column("key_type"), 4)), False)
     if not pc.any(mask).as_py():
-        return table.select([*NAMING_COLUMNS, "timestamp"]).slice(0, 0).select(list(NAMING_COLUMNS))
+        return table.select(list(NAMING_COLUMNS)).slice(0, 0)
     named = table.filter(mask).select([*NAMING_COLUMNS, "timestamp"])
     if options is not None:
         named = until_cut(named, options)

@@ -17,26 +17,11 @@ from typing import Iterable, Iterator
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pipelines.io.blobs import from_blob, to_blob
 from schemas.decoded import DECODED_RECORD_SCHEMA, KIND_ERROR
 
 PART = "offsets_partition"
 LOG_DDL = "offsets_partition int, payload binary, tally binary, named binary"
-# lz4 keeps a blob about a third of its Arrow size at a cost far below decoding it
-_IPC = pa.ipc.IpcWriteOptions(compression="lz4")
-
-
-def to_blob(table: pa.Table | pa.RecordBatch) -> bytes:
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, table.schema, options=_IPC) as w:
-        w.write(table)
-    return sink.getvalue().to_pybytes()
-
-
-def from_blob(blob: bytes) -> pa.Table:
-    with pa.ipc.open_stream(blob) as reader:
-        return reader.read_all()
-
-
 def _first_position(table: pa.Table) -> tuple:
     p, o = table.column(PART)[0].as_py(), table.column("offset")[0].as_py()
     return (p is None, p or 0, o is None, o or 0)
@@ -81,11 +66,10 @@ def pack(batches: Iterable[pa.RecordBatch], cut: tuple | None = None) -> Iterato
     blob's tally (`frames.tally`) is taken while its rows are in hand and kept beside it as a blob (else null).
     `named`: the blob's rows that name topics, at the cut (`coordinator.shard.naming_rows`; null when none): the
     run's topic names without another pass over the log."""
-    from pipelines.coordinator.options import ReplayOptions
     from pipelines.coordinator.shard import naming_rows
     from pipelines.frames.tally import tally_rows
 
-    at_cut = None if cut is None else ReplayOptions(until_offset=cut[0], until_time_ms=cut[1])
+    at_cut = _at_cut(cut)
     for batch in batches:
         if batch.num_rows == 0:
             continue
@@ -100,6 +84,13 @@ def pack(batches: Iterable[pa.RecordBatch], cut: tuple | None = None) -> Iterato
         yield pa.record_batch([pa.array(parts, pa.int32()), pa.array(blobs, pa.binary()),
                                pa.array(tallies, pa.binary()), pa.array(named, pa.binary())],
                               names=[PART, "payload", "tally", "named"])
+
+
+def _at_cut(cut: tuple | None):
+    """A log's cut (until_offset, until_time_ms) as the engine's options (None: no cut)."""
+    from pipelines.coordinator.options import ReplayOptions
+
+    return None if cut is None else ReplayOptions(until_offset=cut[0], until_time_ms=cut[1])
 
 
 def _select(table: pa.Table, columns: tuple[str, ...] | None, kinds: tuple[str, ...] | None,
@@ -195,12 +186,10 @@ class DecodedLog:
     def naming_rows(self) -> pa.Table:
         """Every row that names topics (`coordinator.shard.naming_rows`) at the cut the log was decoded with: the
         few rows its tasks kept beside the blobs, collected."""
-        from pipelines.coordinator.options import ReplayOptions
         from pipelines.coordinator.shard import naming_rows
 
-        cut = None if self.cut is None else ReplayOptions(until_offset=self.cut[0], until_time_ms=self.cut[1])
         if self.table is not None:
-            return naming_rows(self.table, cut)
+            return naming_rows(self.table, _at_cut(self.cut))
         parts = [from_blob(b) for b in self.blobs.select("named").where("named is not null").toArrow()
                  .column("named").to_pylist()]
         return pa.concat_tables(parts) if parts else naming_rows(DECODED_RECORD_SCHEMA.empty_table())

@@ -6,7 +6,7 @@ expires and tabulates the shard's rows there. The task returns every table of th
 (table, chunk). The state tables (sized by the coordinator's state) are collected to the driver as Arrow in one
 job with the rows kept for `--incremental`, the transaction markers and the history's suspects
 (`validation.suspects`); the log-sized history (`offset_commits`) stays on the cluster as the kept envelope's
-blobs (`frames.blob_rows`), opened by the tasks that write it. Spark schedules the shards (adaptive execution packs small ones
+blobs (`io.blobs`), opened by the tasks that write it. Spark schedules the shards (adaptive execution packs small ones
 into one task), retries a failed one and spreads them over a cluster; the rules run once, in the engine. A
 partition is never split: a skewed partition is one long task.
 """
@@ -21,8 +21,8 @@ from pipelines.coordinator.expiry import ExpiryOptions
 from pipelines.coordinator.options import ReplayOptions
 from pipelines.coordinator.shard import (MARKER_COLUMNS, PART, SHARD_TABLES, UNREAD_COLUMNS, replay_shards,
                                           transaction_markers)
-from pipelines.frames.blob_rows import BlobRows
-from pipelines.frames.decoded_log import from_blob, from_blobs, to_blob
+from pipelines.frames.decoded_log import from_blobs
+from pipelines.io.blobs import BlobRows, from_blob, to_blob
 from pipelines.validation.suspects import SuspectFilter, Suspects
 
 RETAINED = "_retained"  # the envelope's name for the rows the next --incremental run keeps
@@ -97,7 +97,7 @@ def _read_blobs(blobs) -> pa.Table | None:
 @dataclass
 class SparkShards:
     """What the shards give: `tables` holds every `SHARD_TABLES` table, the state tables as Arrow (collected) and
-    `offset_commits` as the blobs of the kept envelope (`frames.blob_rows`); `retained` the rows the next run keeps (Arrow,
+    `offset_commits` as the blobs of the kept envelope (`io.blobs`); `retained` the rows the next run keeps (Arrow,
     collected with the state tables: they are sized by the state too; None unless asked for); `markers` the
     end-transaction markers the shards read; `suspects` the history as its suite sees it (None without a
     `history_check`); `release` drops the kept envelope once the history is written."""

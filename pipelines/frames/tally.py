@@ -146,7 +146,7 @@ def tally(log) -> Tally:
     if log.in_hand:
         rows = tally_rows(log.table, until_offset, until_time_ms)
     else:
-        from pipelines.frames.decoded_log import from_blob
+        from pipelines.io.blobs import from_blob
 
         blobs = [b for b in log.blobs.select("tally").toArrow().column("tally").to_pylist() if b is not None]
         parts = [from_blob(b) for b in blobs]

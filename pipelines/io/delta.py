@@ -179,11 +179,14 @@ def _conform_batch(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
 
 
 def write_table_files(table: pa.Table, table_path: Where, rel_dir: str, struct,
-                      partition_columns: Iterable[str] = ()) -> list[WrittenFile]:
-    """Rows already in this process: one Parquet file into `<table_path>/<rel_dir>`."""
-    loc = storage.location(table_path)
-    written = write_batches(table.to_batches(), loc.uri, rel_dir, struct, 0, partition_columns)
-    return [written] if written else []
+                      partition_columns: Iterable[str] = (), split_by: str | None = None,
+                      aside: tuple[Callable[[pa.RecordBatch], Any], str] | None = None
+                      ) -> list[WrittenFile] | tuple[list[WrittenFile], list[WrittenFile]]:
+    """Rows already in this process: written here as one task of `write_frame_files` writes its rows (one Parquet
+    file into `<table_path>/<rel_dir>`; `split_by`, `aside` as there)."""
+    task = _write_task(iter(table.to_batches()), table_uri=storage.location(table_path).uri, rel_dir=rel_dir,
+                       struct=struct, parts=list(partition_columns), split_by=split_by, aside=aside, opened=None)
+    return _written([r for b in task for r in b.to_pylist()], aside)
 
 
 def write_frame_files(df, table_path: Where, rel_dir: str, struct,
@@ -193,23 +196,21 @@ def write_frame_files(df, table_path: Where, rel_dir: str, struct,
                       ) -> list[WrittenFile] | tuple[list[WrittenFile], list[WrittenFile]]:
     """A DataFrame's rows: each Spark task writes its rows as one Parquet file into `<table_path>/<rel_dir>`
     with pyarrow, on whatever storage the table is on. Only the files of successful task attempts come back.
-    `df` may also be an Arrow table of rows in this process: written here, as one task would.
     `split_by`: a column the rows arrive sorted by within each task; a new file starts where its value changes,
     so each file holds one value of it (and its Delta stats bound that value's rows alone).
     `aside`: (a batch's mask, another directory): the rows the mask picks go to one file per task in that
     directory instead, in the same pass; the files of both directories come back, (rel_dir's, the other's).
-    `opened`: `df` holds the rows packed (`frames.blob_rows`); each task opens its batches with it and writes
+    `opened`: `df` holds the rows packed (`io.blobs`); each task opens its batches with it and writes
     what it gives."""
-    table_uri = storage.location(table_path).uri
     parts = list(partition_columns)
-    task = functools.partial(_write_task, table_uri=table_uri, rel_dir=rel_dir, struct=struct, parts=parts,
-                             split_by=split_by, aside=aside, opened=opened)
-    if isinstance(df, pa.Table):
-        rows = [r for b in task(iter(df.to_batches())) for r in b.to_pylist()]
-    else:
-        if opened is None:
-            df = df.select(*[f.name for f in file_struct(struct, parts).fields])
-        rows = [r.asDict() for r in df.mapInArrow(task, WRITTEN_DDL + ", aside boolean").collect()]
+    task = functools.partial(_write_task, table_uri=storage.location(table_path).uri, rel_dir=rel_dir,
+                             struct=struct, parts=parts, split_by=split_by, aside=aside, opened=opened)
+    if opened is None:
+        df = df.select(*[f.name for f in file_struct(struct, parts).fields])
+    return _written([r.asDict() for r in df.mapInArrow(task, WRITTEN_DDL + ", aside boolean").collect()], aside)
+
+
+def _written(rows: list[dict], aside) -> list[WrittenFile] | tuple[list[WrittenFile], list[WrittenFile]]:
     files = [(r["aside"], WrittenFile(r["name"], r["size"], r["rows"], r["stats"])) for r in rows]
     main = [f for a, f in files if not a]
     return main if aside is None else (main, [f for a, f in files if a])

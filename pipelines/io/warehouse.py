@@ -32,8 +32,8 @@ import pyarrow.compute as pc
 from deltalake import write_deltalake
 from deltalake.transaction import CommitProperties
 
-from pipelines.frames.blob_rows import PAYLOAD, BlobRows, unpacked
 from pipelines.io import delta, storage
+from pipelines.io.blobs import PAYLOAD, BlobRows, unpacked
 from pipelines.io.snapshots import DeltaWarehouseReader, Snapshot, pick_snapshot, run_order, snapshots_from_runs
 from pipelines.io.snapshots import SnapshotNotFound as _SnapshotNotFound
 from schemas.tables import SNAPSHOT_TABLES, TABLES
@@ -140,7 +140,7 @@ def _with_snapshot_id(rows, snapshot_id: str):
 
 
 def _opened(snapshot_id: str):
-    """The executor function that opens a history's blobs (`frames.blob_rows`) with `snapshot_id` set."""
+    """The executor function that opens a history's blobs (`io.blobs`) with `snapshot_id` set."""
     def opened(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in unpacked(batches):
             yield _with_snapshot_id(batch, snapshot_id)
@@ -226,7 +226,7 @@ class Warehouse:
 
         `tables` holds one DataFrame per `SNAPSHOT_TABLES` entry (all required; an Arrow table instead for
         rows already in this process, written by pyarrow) and optionally `offset_commits` (a DataFrame, an Arrow
-        table, or the shards' `frames.blob_rows.BlobRows`).
+        table, or the shards' `io.blobs.BlobRows`).
         Every table's files are staged (written, not committed) first; then each table's partition
         `snapshot_id` is replaced in one Delta commit per table, the commits back to back, and the `runs` row
         (`run_row["status"]`: `succeeded`, or `validation_failed` which keeps the snapshot unserved) is
@@ -480,8 +480,12 @@ class Warehouse:
         path = self._table("offset_commits")
         rels = (delta.new_write_dir(), delta.new_write_dir("pending-"))
         try:
-            settled, pending = delta.write_frame_files(out, path, rels[0], struct, split_by="offsets_partition",
-                                                       aside=(_pending_rows, rels[1]), opened=opened)
+            if isinstance(out, pa.Table):  # rows in this process
+                settled, pending = delta.write_table_files(out, path, rels[0], struct, split_by="offsets_partition",
+                                                           aside=(_pending_rows, rels[1]))
+            else:
+                settled, pending = delta.write_frame_files(out, path, rels[0], struct, split_by="offsets_partition",
+                                                           aside=(_pending_rows, rels[1]), opened=opened)
             adds = (delta.collect_add_actions(path, rels[0], struct, None, settled)
                     + delta.collect_add_actions(path, rels[1], struct, None, pending))
             removes = delta.remove_actions(dt, paths=touched)
