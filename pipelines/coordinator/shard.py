@@ -177,36 +177,74 @@ def replay_shards(table: pa.Table, options: ReplayOptions, expiry: ExpiryOptions
     expired with `expiry` (None: the expiry tables stay empty), as the snapshot's tables. `names`: the run's topic
     id -> name map (None: read off `table`, which then must hold every partition of the run). `retain`: also
     return the decoded rows the next incremental run keeps."""
-    with gc_paused():
-        out, history, retained = _replay(table, options, expiry, names, retain)
-    tables = {t: contract_table(r, t) for t, r in out.items()}
-    tables["offset_commits"] = history
-    return ShardsResult(tables, retained)
-
-
-def _replay(table, options, expiry, names, retain) -> tuple[dict[str, list[Row]], pa.Table, pa.Table | None]:
-    """The state tables as the engine's rows, the history as Arrow, and the retained rows (or None). The loaders
-    read the state-relevant rows only (`reduction`); the history has every offset commit."""
-    table = until_cut(loadable(conform_decoded(table)), options)
+    loaded = load_shards(table, options, retain)
     if names is None:
-        names = run_topic_names(table)
-    n = _num_partitions(options, pc.max(table.column(PART)).as_py())
-    out: dict[str, list[Row]] = {t: [] for t in SHARD_TABLES if t != "offset_commits"}
+        names = run_topic_names(until_cut(conform_decoded(table), options))
+    tables = tabulate_shards(loaded.states, options, expiry, names)
+    tables["offset_commits"] = loaded.history
+    return ShardsResult(tables, loaded.retained)
+
+
+@dataclass
+class LoadedShards:
+    """What loading gives before the run-wide facts are known: each shard's state (`ShardState`, picklable), the
+    history (every offset commit with its outcome: a transaction's outcome is known once its shard is loaded)
+    and the rows the next incremental run keeps (or None)."""
+
+    states: list
+    history: pa.Table
+    retained: pa.Table | None
+
+
+def load_shards(table: pa.Table, options: ReplayOptions, retain: bool = False) -> LoadedShards:
+    """Every offsets partition in `table` loaded on its own in log order (the loaders read the state-relevant rows
+    only, `reduction`; the history has every offset commit). Needs nothing from other partitions: a Spark task
+    loads its partition as soon as it has decoded it."""
+    table = until_cut(loadable(conform_decoded(table)), options)
+    states = []
     outcomes = [outcomes_table(-1, {})]
     keep_mask: list[bool] = []
     loaded = state_relevant_rows(table, options.is_modern)
-    rows = _rows(loaded)
-    for part, part_rows in itertools.groupby(rows, key=lambda r: r[PART]):
-        part_rows = list(part_rows)
-        state = _replay_partition(part, part_rows, options, expiry, n, names, out)
-        outcomes.append(outcomes_table(part, state.outcomes))
-        if retain:
-            kept = retained_offsets(part_rows, state)
-            keep_mask.extend(r["offset"] in kept for r in part_rows)
-    del rows
+    with gc_paused():
+        rows = _rows(loaded)
+        for part, part_rows in itertools.groupby(rows, key=lambda r: r[PART]):
+            part_rows = list(part_rows)
+            state = load_shard(part, part_rows, options)
+            states.append(state)
+            outcomes.append(outcomes_table(part, state.outcomes))
+            if retain:
+                kept = retained_offsets(part_rows, state)
+                keep_mask.extend(r["offset"] in kept for r in part_rows)
+        del rows
     history = offset_commits_table(table, pa.concat_tables(outcomes), options.snapshot_id)
     retained = loaded.filter(pa.array(keep_mask, pa.bool_())) if retain else None
-    return out, history, retained
+    return LoadedShards(states, history, retained)
+
+
+def tabulate_shards(states: Iterable, options: ReplayOptions, expiry: ExpiryOptions | None,
+                    names: dict[str, str], top_partition: int | None = None) -> dict[str, pa.Table]:
+    """The state tables (every `SHARD_TABLES` table but the history) of loaded shards, each expired with `expiry`:
+    the part of a replay that needs the run-wide facts (the expiry clock, the topic names). `top_partition`: the
+    run's highest offsets partition (default: the highest of `states`) for the placement check when `options`
+    has no partition count."""
+    return {t: contract_table(r, t) for t, r in _tabulate(states, options, expiry, names, top_partition).items()}
+
+
+def _tabulate(states, options, expiry, names, top_partition=None) -> dict[str, list[Row]]:
+    """`tabulate_shards`' tables as the engine's rows."""
+    states = list(states)
+    if top_partition is None:
+        top_partition = max((s.partition for s in states), default=None)
+    n = _num_partitions(options, top_partition)
+    out: dict[str, list[Row]] = {t: [] for t in SHARD_TABLES if t != "offset_commits"}
+    with gc_paused():
+        for state in states:
+            tables = shard_rows(state, options, n, names)
+            if expiry is not None:
+                tables = cleanup_group_metadata(tables, expiry)
+            for t, rows_out in out.items():
+                rows_out.extend(tables.get(t, ()))
+    return out
 
 
 def replay_rows(rows: Iterable[Row], options: ReplayOptions, expiry: ExpiryOptions | None = None
@@ -214,9 +252,9 @@ def replay_rows(rows: Iterable[Row], options: ReplayOptions, expiry: ExpiryOptio
     """`replay_shards` over decoded rows given as dicts (tests, small tools): the tables as lists of dicts, in the
     engine's representation (timestamps in epoch ms)."""
     table = pa.Table.from_pylist(list(rows), schema=DECODED_RECORD_SCHEMA)
-    with gc_paused():
-        out, history, _ = _replay(table, options, expiry, None, False)
-    out["offset_commits"] = _engine_rows(history)
+    loaded = load_shards(table, options)
+    out = _tabulate(loaded.states, options, expiry, run_topic_names(until_cut(table, options)))
+    out["offset_commits"] = _engine_rows(loaded.history)
     return out
 
 
@@ -226,15 +264,3 @@ def _engine_rows(table: pa.Table) -> list[Row]:
         if pa.types.is_timestamp(f.type):
             table = table.set_column(i, f.name, table.column(i).cast(pa.timestamp("ms", tz="UTC")).cast(pa.int64()))
     return table.to_pylist()
-
-
-def _replay_partition(part: int, rows: Iterable[Row], options: ReplayOptions, expiry: ExpiryOptions | None, n: int,
-                      names: dict[str, str], out: dict[str, list[Row]]):
-    """Load one partition, expire it, add its rows to `out`; returns the loaded `ShardState`."""
-    state = load_shard(part, rows, options)
-    tables = shard_rows(state, options, n, names)
-    if expiry is not None:
-        tables = cleanup_group_metadata(tables, expiry)
-    for t, rows_out in out.items():
-        rows_out.extend(tables.get(t, ()))
-    return state
