@@ -397,7 +397,7 @@ class _Chunk:
         # extended with the new entries at each flush, and everything is dropped past _KTABLE_MAX entries.
         self.kcache: dict = {}
         self.ktable: list = []
-        self.key_arrays: list[list[pa.Array]] | None = None  # per key column, its Arrow chunks
+        self.key_arrays: list[pa.Array] | None = None  # per key column, the key table's entries so far
         self.sparse: dict[str, list] = {c: [] for c in COLD_COLUMNS}
 
     def add_row(self, row: dict[str, Any]) -> None:
@@ -434,17 +434,15 @@ class _Chunk:
             if c is not None:
                 arrays[c] = hot[j]
         ktable = self.ktable
-        done = sum(len(k) for k in self.key_arrays[0]) if self.key_arrays else 0
+        done = len(self.key_arrays[0]) if self.key_arrays else 0
         if done < len(ktable):
             new = list(zip(*ktable[done:]))
             fresh = [pa.array(new[j], _TYPES[c]) for j, c in enumerate(KEY_COLUMNS)]
-            if self.key_arrays is None:
-                self.key_arrays = [[f] for f in fresh]
-            else:
-                for chunks, f in zip(self.key_arrays, fresh):
-                    chunks.append(f)
+            # one contiguous array per key column: a take from it is one pass, from chunks a search per row
+            self.key_arrays = fresh if self.key_arrays is None else [
+                pa.concat_arrays([old, f]) for old, f in zip(self.key_arrays, fresh)]
         for j, c in enumerate(KEY_COLUMNS):
-            arrays[c] = pa.chunked_array(self.key_arrays[j], _TYPES[c]).take(kids).combine_chunks()
+            arrays[c] = self.key_arrays[j].take(kids)
         for c, a in zip(BATCH_COLUMNS, self.batch.arrays()):
             arrays[c] = a
         for c, entries in self.sparse.items():

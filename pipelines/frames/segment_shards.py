@@ -1,0 +1,254 @@
+"""Segment input -> the snapshot's tables on Spark, Kafka's shape: one task per `__consumer_offsets` partition
+reads that partition's segments in order, decodes them and loads the shard in the same Python worker.
+
+The decoded rows never leave the worker that decoded them. What a task returns is what the rest of the run reads:
+the shard's history (`offset_commits`, log-sized: kept by Spark as blobs until the write opens them), its loaded
+state (`coordinator.shard.LoadedShards.states`, pickled, state-sized), the rows the next `--incremental` run keeps,
+the end-transaction markers, the tally of what it decoded and the rows that name topics (`frames.tally`,
+`coordinator.shard.naming_rows`) and its quarantined rows (the decoded log the run keeps: `frames.decoded_log`).
+
+Two facts of the whole run are needed before a shard's tables are final: the expiry clock (by default the newest
+record timestamp of every partition) and the topic names (read off every partition). So the state tables are built
+by a second, state-sized job over the kept states (`coordinator.shard.tabulate_shards`), which also picks the
+history's suspects for validation (`validation.suspects`: its bounds depend on the expiry clock). A partition is
+never split: a skewed partition is one long task.
+"""
+from __future__ import annotations
+
+import dataclasses
+import pickle
+import time
+from dataclasses import dataclass
+from typing import Iterator
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from pipelines.coordinator.options import ReplayOptions
+from pipelines.coordinator.shard import (PART, UNREAD_COLUMNS, load_shards, naming_rows, tabulate_shards,
+                                          transaction_markers)
+from pipelines.frames.shards import CHUNK_ROWS, MARKERS, RETAINED, SUSPECTS, SparkShards, shards_from_envelope
+from pipelines.io.blobs import to_blob
+from schemas.decoded import DECODED_RECORD_SCHEMA, KIND_ERROR
+
+LOG = "_log"  # the shard's quarantined rows, with the tally and the naming rows of everything it decoded
+STATES = "_states"  # the shard's loaded state, pickled
+TASKS_PER_CORE = 2
+FUSED_DDL = "table string, shard int, payload binary, tally binary, named binary"
+
+
+def applies(plan, incremental: bool) -> bool:
+    """Whether a run's input is decoded and loaded in one task per offsets partition: a plan of segment files only,
+    read on Spark, in a full run."""
+    return (not plan.in_process and not incremental and bool(plan.items)
+            and all(i["kind"] == "segment" and i["offsets_partition"] is not None for i in plan.items))
+
+
+def _row(table: str, shard: int, payload: bytes | None, tally: bytes | None = None, named: bytes | None = None):
+    return table, shard, payload, tally, named
+
+
+def _decode_and_load_task(slices: list[list[pa.Table]], policy, options: ReplayOptions, cut: tuple, retain: bool,
+                          split_by=None, counters=None, cpu=None):
+    """The executor function: a slice's number in (`slices[i]`: the work items of each of its offsets partitions),
+    the envelope rows of its shards out. `split_by`: the history's suspect filter before the run's clock is known
+    (`validation.suspects`). `counters` and `cpu` (accumulators) receive each shard's records and input bytes,
+    and its CPU-seconds decoding and loading, as it ends."""
+    def task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            for i in batch.column(0).to_pylist():
+                for items in slices[i]:
+                    yield from run(items).to_batches()
+
+    def run(items: pa.Table) -> pa.Table:
+        from pipelines.frames.decode import _decode_items
+        from pipelines.frames.decoded_log import _at_cut
+        from pipelines.frames.tally import tally_rows
+
+        shard = items.column(PART)[0].as_py()
+        items = items.sort_by([("base_offset", "ascending"), ("path", "ascending")])
+        started = time.process_time()
+        batches = list(_decode_items(iter(items.to_batches(max_chunksize=1)), policy))
+        table = pa.Table.from_batches(batches, schema=DECODED_RECORD_SCHEMA)
+        del batches
+        decoded = time.process_time()
+        tally = to_blob(tally_rows(table, *cut))
+        names = naming_rows(table, _at_cut(cut))
+        is_error = pc.fill_null(pc.equal(table.column("record_kind"), KIND_ERROR), False)
+        errors = table.filter(is_error) if pc.any(is_error).as_py() else table.slice(0, 0)
+        rows = table.drop_columns([c for c in UNREAD_COLUMNS if c in table.column_names])
+        del table
+        out = [_row(LOG, shard, to_blob(errors), tally, to_blob(names) if names.num_rows else None)]
+        out.append(_row(MARKERS, shard, to_blob(transaction_markers(rows, options))))
+        loaded = load_shards(rows, options, retain)
+        # the transactions' outcomes are in the history already: the tables need the rest of each state
+        states = [dataclasses.replace(state, outcomes={}) for state in loaded.states]
+        out.append(_row(STATES, shard, pickle.dumps(states, protocol=pickle.HIGHEST_PROTOCOL)))
+        if loaded.retained is not None:
+            out.append(_row(RETAINED, shard, to_blob(loaded.retained)))
+        history = loaded.history
+        if split_by is not None:
+            out.append(_row(SUSPECTS, shard, to_blob(split_by.split(history))))
+        for start in range(0, history.num_rows, CHUNK_ROWS):
+            out.append(_row("offset_commits", shard, to_blob(history.slice(start, CHUNK_ROWS))))
+        in_bytes = sum(max(0, (s or 0) - (p or 0)) for s, p in zip(items.column("size").to_pylist(),
+                                                                    items.column("start_position").to_pylist()))
+        if counters is not None:
+            counters.add(rows.num_rows, in_bytes, shards=1)
+        if cpu is not None:
+            cpu[0].add(decoded - started)
+            cpu[1].add(time.process_time() - decoded)
+        columns = list(zip(*out))
+        return pa.table({"table": pa.array(columns[0], pa.string()), "shard": pa.array(columns[1], pa.int32()),
+                         "payload": pa.array(columns[2], pa.binary()), "tally": pa.array(columns[3], pa.binary()),
+                         "named": pa.array(columns[4], pa.binary())})
+    return task
+
+
+@dataclass
+class LoadedOnSpark:
+    """What the first job gives: the kept envelope, the decoded log's view of it (tally, naming rows, quarantine),
+    and the CPU-seconds its tasks spent decoding and loading."""
+
+    envelope: object  # DataFrame, FUSED_DDL, persisted
+    log: object  # frames.decoded_log.DecodedLog
+    cpu_seconds: dict
+    top_partition: int  # the highest offsets partition read
+    split_by: object = None  # validation.suspects.SuspectFilter the shards split their history's suspects with
+    collected: pa.Table | None = None  # (table, shard, payload) of the markers, retained rows and suspects
+
+    def release(self) -> None:
+        self.envelope.unpersist()
+
+
+def load_on_spark(spark, plan, options: ReplayOptions, cut: tuple, retain: bool, split_by=None, counters=None,
+                  emit=None) -> LoadedOnSpark:
+    """Every offsets partition of `plan` (segments only: `applies`) decoded and loaded by one task, the envelope
+    kept. `split_by`: the history's suite as a filter (`validation.suspects`), with any clock: `tabulate_on_spark`
+    checks the suspects against the run's own. `counters` (`frames.progress.TaskCounters`) receive each shard's
+    records and input bytes as it ends."""
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+
+    from pipelines.frames.decode import _work_table
+    from pipelines.frames.decoded_log import DecodedLog
+    from pipelines.frames.progress import reporting
+
+    work = _work_table(plan)
+    by_shard: dict[int, list[int]] = {}
+    for i, p in enumerate(work.column(PART).to_pylist()):
+        by_shard.setdefault(p, []).append(i)
+    # the shards in slices of similar bytes, the largest shards first (no shuffle groups the items: each task reads
+    # its own shards' files); a slice per task, a few per core: each task has a fixed cost of its own
+    sizes = {p: sum(work.column("size")[i].as_py() or 0 for i in rows) for p, rows in by_shard.items()}
+    order = sorted(by_shard, key=lambda p: (-sizes[p], p))
+    slices: list[list[pa.Table]] = [[] for _ in range(max(1, min(len(order), spark.sparkContext.defaultParallelism
+                                                                 * TASKS_PER_CORE)))]
+    loads = [0] * len(slices)
+    for p in order:
+        i = loads.index(min(loads))
+        slices[i].append(work.take(by_shard[p]))
+        loads[i] += sizes[p]
+    cpu = spark.sparkContext.accumulator(0.0), spark.sparkContext.accumulator(0.0)
+    task = _decode_and_load_task(slices, plan.policy, options, tuple(cut), retain, split_by, counters, cpu)
+    envelope = (spark.range(0, len(slices), 1, numPartitions=len(slices)).mapInArrow(task, FUSED_DDL)
+                .persist(StorageLevel.MEMORY_AND_DISK))
+    shards = len(order)
+    # the job that runs the shards, collecting what is sized by the state (or by the partitions) as it ends
+    with reporting(spark, emit, "decode", counters, shards=shards if counters is not None else None):
+        small = (envelope.where(F.col("table").isin(LOG, MARKERS, RETAINED, SUSPECTS))
+                 .select("table", "shard", F.when(F.col("table") != F.lit(LOG), F.col("payload")).alias("payload"),
+                         "tally", "named").toArrow())
+    is_log = pc.equal(small.column("table"), LOG)
+    log = DecodedLog(spark, blobs=envelope.where(F.col("table") == F.lit(LOG)).select(
+        F.col("shard").alias(PART), "payload", "tally", "named"), cut=tuple(cut),
+        collected=small.filter(is_log).select(["tally", "named"]))
+    return LoadedOnSpark(envelope, log, {"decode": cpu[0].value, "load": cpu[1].value}, max(order), split_by,
+                         small.filter(pc.invert(is_log)).select(["table", "shard", "payload"]))
+
+
+def _tabulate_task(options: ReplayOptions, expiry, names: dict[str, str], top_partition: int):
+    """The executor function of the second job: kept states in, their state tables out."""
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from pipelines.frames.shards import _blobs
+
+        for batch in batches:
+            for shard, payload in zip(batch.column("shard").to_pylist(), batch.column("payload").to_pylist()):
+                tables = tabulate_shards(pickle.loads(payload), options, expiry, names, top_partition)
+                yield from _envelope([(name, shard, blob) for name, table in tables.items() if table.num_rows
+                                      for blob in _blobs(table)])
+    return run
+
+
+def _envelope(rows) -> Iterator[pa.RecordBatch]:
+    if rows:
+        t, s, p = zip(*rows)
+        yield pa.record_batch([pa.array(t, pa.string()), pa.array(s, pa.int32()), pa.array(p, pa.binary())],
+                              names=["table", "shard", "payload"])
+
+
+def _suspects_task(history_check):
+    """The executor function of a history's suspects picked again: a shard's history chunks in (consecutive in one
+    task: the first job wrote them so), its suspects out."""
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from pipelines.io.blobs import from_blob
+
+        history: list[pa.Table] = []
+        current = None
+        for batch in batches:
+            for shard, payload in zip(batch.column("shard").to_pylist(), batch.column("payload").to_pylist()):
+                if shard != current and history:
+                    yield from _envelope([(SUSPECTS, current, to_blob(history_check.split(pa.concat_tables(history))))])
+                    history = []
+                current = shard
+                history.append(from_blob(payload))
+        if history:
+            yield from _envelope([(SUSPECTS, current, to_blob(history_check.split(pa.concat_tables(history))))])
+    return run
+
+
+ENVELOPE_DDL = "table string, shard int, payload binary"
+
+
+def tabulate_on_spark(spark, loaded: LoadedOnSpark, options: ReplayOptions, expiry, names: dict[str, str],
+                      retain: bool, history_check=None) -> SparkShards:
+    """The state tables of every kept shard at the run's expiry clock and topic names (one state-sized job),
+    collected with the retained rows, the markers and the history's suspects of the first job. A shard whose
+    suspects the first job's filter may have missed under the run's own (`SuspectFilter.holds_for`: its values
+    reach a bound that moved with the clock) has them picked again from its kept history."""
+    from pyspark.sql import functions as F
+
+    env = loaded.envelope
+    states = env.where(F.col("table") == F.lit(STATES)).select("shard", "payload")
+    tables = states.mapInArrow(_tabulate_task(options, expiry, names, loaded.top_partition), ENVELOPE_DDL).toArrow()
+    collected = pa.concat_tables([tables, loaded.collected.cast(tables.schema)])
+    if history_check is not None:
+        collected = _checked_suspects(env, collected, history_check, loaded.split_by)
+    else:
+        collected = collected.filter(pc.not_equal(collected.column("table"), SUSPECTS))
+    history = env.where(F.col("table") == F.lit("offset_commits")).select("payload")
+    return shards_from_envelope(collected, history, retain, history_check, loaded.release)
+
+
+def _checked_suspects(env, collected: pa.Table, history_check, split_by) -> pa.Table:
+    """`collected` with the suspects of every shard as `history_check` picks them: the first job's where they
+    hold, picked again from the kept history where they may not."""
+    from pyspark.sql import functions as F
+
+    from pipelines.io.blobs import from_blob
+
+    is_suspects = pc.equal(collected.column("table"), SUSPECTS)
+    parts = collected.filter(is_suspects)
+    again = sorted({shard for shard, blob in zip(parts.column("shard").to_pylist(), parts.column("payload").to_pylist())
+                    if split_by is None or not history_check.holds_for(from_blob(blob), split_by)})
+    if split_by is None:  # nothing was split: every shard's history is read
+        again = None
+    if again == []:
+        return collected
+    history = env.where(F.col("table") == F.lit("offset_commits"))
+    if again is not None:
+        history = history.where(F.col("shard").isin(again))
+        collected = collected.filter(pc.invert(pc.and_(is_suspects, pc.is_in(collected.column("shard"),
+                                                                               pa.array(again, pa.int32())))))
+    picked = history.select("shard", "payload").mapInArrow(_suspects_task(history_check), ENVELOPE_DDL).toArrow()
+    return pa.concat_tables([collected, picked.cast(collected.schema)])

@@ -1,0 +1,204 @@
+"""Segment input decoded and loaded in one task per offsets partition (`frames.segment_shards`): the broker's state,
+every record accounted for, the quarantine of damaged logs, and the history's suspects under the run's own clock."""
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import pyarrow as pa
+import pytest
+
+from pipelines.coordinator.options import REPLAY_TABLES, ReplayOptions
+from tests import badinputs as bi
+from tests.coordinator.harness import assert_same, by_partition, canon, plain
+
+pytestmark = pytest.mark.spark
+
+SCENARIOS = ("classic-basic", "compacted", "compression-zstd", "deletes", "expiry", "kip848", "many-groups",
+             "simple-consumers", "transactions")
+
+
+def _shifted_plan(dirs):
+    """One plan over several data dirs, dir i's partition p read as partition 50 * i + p (one job for all)."""
+    from pipelines.frames.decode import plan_inputs
+
+    items, total = [], 0
+    for i, d in enumerate(dirs):
+        plan = plan_inputs([d])
+        items += [{**item, "offsets_partition": item["offsets_partition"] + 50 * i} for item in plan.items]
+        total += plan.total_bytes
+    return replace(plan, items=items, total_bytes=total, num_segments=len(items), in_process_max_bytes=0,
+                   max_partition=max(i["offsets_partition"] for i in items))
+
+
+def _shifted_rows(dirs):
+    from pipelines.decoding.reader import iter_decoded_rows
+
+    return [{**r, "offsets_partition": r["offsets_partition"] + 50 * i} if r.get("offsets_partition") is not None
+            else r for i, d in enumerate(dirs) for r in iter_decoded_rows([d])]
+
+
+def _on_spark(spark, plan, options, expiry=None, split_by=None, history_check=None, retain=True):
+    from pipelines.frames import segment_shards
+    from pipelines.frames.shards import topic_names_of
+
+    assert segment_shards.applies(plan, incremental=False)
+    load_options = ReplayOptions(semantics=options.semantics, until_offset=options.until_offset,
+                                 until_time_ms=options.until_time_ms, snapshot_id=options.snapshot_id)
+    loaded = segment_shards.load_on_spark(spark, plan, load_options, (options.until_offset, options.until_time_ms),
+                                          retain, split_by)
+    shards = segment_shards.tabulate_on_spark(spark, loaded, options, expiry, topic_names_of(loaded.log), retain,
+                                              history_check=history_check)
+    return loaded, shards
+
+
+def _tables(shards) -> dict[str, list[dict]]:
+    out = {}
+    for t, table in shards.tables.items():
+        if not isinstance(table, pa.Table):  # the history, kept on Spark
+            table = pa.Table.from_pylist([r.asDict(recursive=True) for r in table.frame().collect()])
+        out[t] = [{k: plain(v) for k, v in r.items()} for r in table.to_pylist()]
+    return out
+
+
+@pytest.mark.parametrize("cut", [None, "mid-transaction"])
+def test_segment_shards_give_what_the_engine_gives_on_broker_logs(spark, brokerdata, cut):
+    """Nine broker scenarios in one job: every table (history included), the retained rows, the markers and the
+    tally equal the engine's over the reference reader's rows (which `test_replay_brokerdata` holds to the broker's
+    own state), with and without a cut inside an open transaction."""
+    import pyarrow.compute as pc
+
+    from pipelines.coordinator.expiry import ExpiryOptions
+    from pipelines.coordinator.shard import REPLAY_COLUMNS, replay_shards, transaction_markers
+    from pipelines.frames.tally import tally
+    from pipelines.frames.tally import tally_rows
+    from schemas.decoded import DECODED_RECORD_SCHEMA
+
+    dirs = [brokerdata / s / "data" for s in SCENARIOS]
+    rows = _shifted_rows(dirs)
+    until = None
+    if cut:  # the offset of the first transactional commit of the transactions scenario
+        i = SCENARIOS.index("transactions")
+        until = min(r["offset"] for r in rows if r["offsets_partition"] is not None
+                    and r["offsets_partition"] // 50 == i and r["record_kind"] == "offset_commit"
+                    and (r.get("producer_id") or -1) != -1)
+    options = ReplayOptions(semantics="modern", until_offset=until, num_partitions=50 * len(dirs),
+                            snapshot_id="fused", load_time_ms=1)
+    expiry = ExpiryOptions(as_of_ms=max(r["timestamp"] or 0 for r in rows), semantics="modern", kafka_version="4.0")
+    loaded, shards = _on_spark(spark, _shifted_plan(dirs), options, expiry)
+    try:
+        table = pa.Table.from_pylist(rows, schema=DECODED_RECORD_SCHEMA)
+        want = replay_shards(table, options, expiry, retain=True)
+        got = _tables(shards)
+        ref = {t: [{k: plain(v) for k, v in r.items()} for r in a.to_pylist()] for t, a in want.tables.items()}
+        state = tuple(REPLAY_TABLES)
+        parts = by_partition({t: got[t] for t in state})
+        ref_parts = by_partition({t: ref[t] for t in state})
+        assert set(parts) == set(ref_parts) and len(parts) > 9
+        for p in ref_parts:
+            assert_same(parts[p], ref_parts[p], f"{SCENARIOS[p // 50]} partition {p % 50}")
+        for t in ("offset_commits", "expired_offsets", "expired_groups"):
+            assert canon(got[t]) == canon(ref[t]), t
+        assert len(got["offset_commits"]) > 100
+        key = [("offsets_partition", "ascending"), ("offset", "ascending")]
+        read = list(REPLAY_COLUMNS)  # the rows a shard is loaded from never carry the columns no loader reads
+        assert shards.retained.select(read).sort_by(key).to_pylist() == want.retained.select(read).sort_by(key).to_pylist()
+        assert shards.retained.num_rows > 0
+        markers = transaction_markers(table, options)
+        assert shards.markers.sort_by([("offsets_partition", "ascending"), ("offset", "ascending")]).to_pylist() == \
+            markers.sort_by([("offsets_partition", "ascending"), ("offset", "ascending")]).to_pylist()
+        counted = tally(loaded.log).table.sort_by([("offsets_partition", "ascending"), ("label", "ascending")])
+        expected = tally_rows(table, until, None).sort_by([("offsets_partition", "ascending"), ("label", "ascending")])
+        assert counted.to_pylist() == expected.to_pylist()
+        if cut:
+            assert pc.sum(pc.equal(pa.array([r["txn_outcome"] for r in got["offset_commits"]]), "pending")).as_py()
+    finally:
+        shards.release()
+
+
+def test_damaged_and_real_logs_are_all_accounted_for(spark, shared_dir, tmp_path):
+    """Real segments and a log with a torn tail and garbage: the records each task decoded balance the reader's own
+    count from the batch headers, and the quarantine holds what the decoded log's does, row for row."""
+    from pipelines.frames import segment_shards
+    from pipelines.frames.decode import decoded_log, plan_inputs, reader_counts
+    from pipelines.frames.tally import tally
+    from pipelines.state.quarantine import quarantine_table
+    from pipelines.validation.accounting import Accounting
+
+    inputs = bi.real_and_damaged_inputs(shared_dir, tmp_path, brokers=2)
+    if not inputs:
+        pytest.skip("no real segments")
+    quarantined = 0
+    for path in inputs:
+        plan = replace(plan_inputs([path]), in_process_max_bytes=0)
+        if not segment_shards.applies(plan, incremental=False):
+            continue
+        loaded = segment_shards.load_on_spark(spark, plan, ReplayOptions(snapshot_id="q"), (None, None), True)
+        try:
+            acc = Accounting.from_tally(tally(loaded.log), reader_counts(spark, plan))
+            assert acc.unbalanced() == [], path
+            got = sorted(map(repr, quarantine_table(loaded.log, "q").collect()))
+            log = decoded_log(spark, plan, cut=(None, None)).persist()
+            want = sorted(map(repr, quarantine_table(log, "q").collect()))
+            log.unpersist()
+            assert got == want, path
+            quarantined += len(got)
+        finally:
+            loaded.release()
+    assert quarantined > 0  # the damaged log's tail is there
+
+
+def test_suspects_split_before_the_clock_hold_or_are_picked_again(settings):
+    """A shard's suspects split with a clock no run reaches are the run's own where its values stay inside the
+    run's bounds; a commit timestamp past as_of + skew makes them not hold (the shard is picked again)."""
+    import datetime as dt
+
+    from pipelines.io.delta import arrow_schema
+    from pipelines.validation.runner import UNKNOWN_CLOCK_MS, history_check
+    from schemas.tables import TABLES
+
+    as_of = 1_700_000_000_000
+    early = history_check(settings, as_of_ms=UNKNOWN_CLOCK_MS, num_partitions=50)
+    real = history_check(settings, as_of_ms=as_of, num_partitions=50)
+    schema = pa.schema([f.with_nullable(True) for f in arrow_schema(TABLES["offset_commits"])])
+
+    def history(commit_ms: list[int]) -> pa.Table:
+        n = len(commit_ms)
+        data = {f.name: [None] * n for f in schema}
+        data.update(offsets_partition=[3] * n, record_offset=list(range(n)), committed_offset=[5] * n,
+                    commit_timestamp=[dt.datetime.fromtimestamp(t / 1000, dt.timezone.utc) for t in commit_ms])
+        return pa.table(data, schema=schema)
+
+    inside = history([as_of - 1000 * i for i in range(5)])
+    part = early.split(inside)
+    assert real.holds_for(part, early)
+    assert set(real.split(inside).column("record_offset").to_pylist()) <= set(part.column("record_offset").to_pylist())
+    late = history([as_of, as_of + 10 * 86_400_000])
+    assert early.split(late).num_rows == 0 and real.split(late).num_rows == 1
+    assert not real.holds_for(early.split(late), early)
+    assert real.holds_for(real.split(late), real)
+    assert json.loads(part.schema.metadata[b"offsetlake.suspects"])["rows"] == 5
+
+
+def test_a_rebuild_on_spark_validates_a_late_commit_picked_again(spark, settings, tmp_path):
+    """A full rebuild of segments on Spark whose clock is the newest record (the default): the shards split their
+    suspects before it is known, a commit timestamped ten days later than any record makes its shard's suspects be
+    picked again, and GX reports exactly that row, over the whole history."""
+    from pipelines.rebuild import RebuildRequest, run_rebuild
+    from tests.test_incremental import spark_replay_settings
+
+    g = bi.group_in(0, "late")
+    key, value, _ = bi.commit(g, 1, 200, bi.T0 + 10 * 86_400_000)
+    bi.write_segment(tmp_path / "in" / "__consumer_offsets-0", 0,
+                     bi.batch([bi.group_record(g, bi.T0)], 0)
+                     + b"".join(bi.batch([bi.commit(g, 0, 100 + i, bi.T0 + i + 1)], i + 1) for i in range(3))
+                     + bi.batch([(key, value, bi.T0 + 9)], 4))
+    summary = run_rebuild(spark, spark_replay_settings(settings), RebuildRequest(
+        inputs=(str(tmp_path / "in"),), warehouse=str(tmp_path / "wh"), snapshot_id="late"))
+    assert summary.task_cpu_seconds.get("decode") is not None  # decoded and loaded in the shards' tasks
+    report = json.loads((tmp_path / "wh" / "_reports" / "late.json").read_text())
+    suite = next(s for s in report["suites"] if s["name"] == "offset_commits")
+    outcomes = {e["id"].split(".")[-1]: e for e in suite["expectations"]}
+    late = outcomes["commit_timestamp_plausible"]
+    assert not late["success"] and late["unexpected_count"] == 1 and late["element_count"] == 4, late
+    assert all(e["success"] for k, e in outcomes.items() if k != "commit_timestamp_plausible")
