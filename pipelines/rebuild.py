@@ -76,6 +76,7 @@ class RunSummary:
     validation: dict = field(default_factory=dict)
     stage_seconds: dict[str, float] = field(default_factory=dict)
     incremental: dict = field(default_factory=dict)
+    task_cpu_seconds: dict[str, float] = field(default_factory=dict)  # summed over the tasks, per kind of work
     kind: str = "scheduled"  # or what-if: --as-of/--until-* (runs.kind)
 
     def to_json(self) -> str:
@@ -244,6 +245,7 @@ class Run:
     inc: object = None  # incremental.IncrementalStart: full or incremental, and what to decode
     # decode
     decoded: object = None  # frames.decoded_log.DecodedLog: the decoded rows, kept by Spark or in hand
+    loaded: object = None  # frames.segment_shards.LoadedOnSpark: segment input decoded and loaded per shard
     tally: object = None  # frames.tally.Tally: records per partition and type, newest timestamps, past the cut-off
     facts: object = None  # frames.tally.DecodedFacts: counts by type, newest timestamp, top partition
     # replay
@@ -327,20 +329,36 @@ def plan(run: Run) -> None:
 
 
 def decode(run: Run) -> None:
-    """Every work item decoded on Spark into the run's decoded log, kept; the records counted by type."""
+    """Every work item decoded into the run's decoded log, kept; the records counted by type. Segment input of a
+    full run on Spark is loaded in the same tasks, one per offsets partition (`frames.segment_shards`)."""
+    from pipelines.frames import segment_shards
     from pipelines.frames.decode import decoded_log
     from pipelines.frames.progress import TaskCounters, reporting
     from pipelines.frames.tally import tally
     from pipelines.state.quarantine import quarantine_table
 
     plan, s = run.inc.decode_plan, run.summary
-    run.progress.stage("decode", f"{plan.num_segments} segment(s), {plan.num_tabular} table(s), "
-                                 f"{plan.total_bytes / 1e6:.1f} MB")
     counters = TaskCounters(run.spark)
     cut = (run.req.until_offset, run.prepared.until_time_ms)
-    run.decoded = decoded_log(run.spark, plan, counters, cut=cut).persist()
-    with reporting(run.spark, run.progress.emit, "decode", counters):
+    described = (f"{plan.num_segments} segment(s), {plan.num_tabular} table(s), {plan.total_bytes / 1e6:.1f} MB")
+    if segment_shards.applies(plan, run.inc.is_incremental):
+        run.progress.stage("decode", described + ", each offsets partition decoded and loaded by one task")
+        from pipelines.validation.runner import UNKNOWN_CLOCK_MS, history_check
+
+        # the run's clock when it is given (--as-of, else --until-time), else one no run reaches
+        clock = next((t for t in (run.prepared.as_of_ms, run.prepared.until_time_ms) if t is not None),
+                     UNKNOWN_CLOCK_MS)
+        split_by = history_check(run.settings, as_of_ms=clock, num_partitions=_partition_count(run, plan.max_partition))
+        run.loaded = segment_shards.load_on_spark(run.spark, plan, _load_options(run), cut, _retains(run), split_by,
+                                                  counters, run.progress.emit)
+        run.decoded = run.loaded.log
+        s.task_cpu_seconds = {k: round(v, 3) for k, v in run.loaded.cpu_seconds.items()}
         run.tally = tally(run.decoded)
+    else:
+        run.progress.stage("decode", described)
+        run.decoded = decoded_log(run.spark, plan, counters, cut=cut).persist()
+        with reporting(run.spark, run.progress.emit, "decode", counters):
+            run.tally = tally(run.decoded)
     run.facts = run.tally.facts()
     s.record_type_counts = run.facts.counts
     s.records_in = sum(run.facts.counts.values())
@@ -354,11 +372,24 @@ def decode(run: Run) -> None:
     s.incremental = run.inc.summary()
 
 
+def _retains(run: Run) -> bool:
+    """Whether the replay keeps the rows the next `--incremental` run resumes from: a what-if run saves no
+    checkpoint."""
+    return run.summary.kind == "scheduled"
+
+
+def _load_options(run: Run):
+    """What loading a shard needs of the run (`coordinator.shard.load_shards`): the semantics, the cut, the id."""
+    from pipelines.coordinator.options import ReplayOptions
+
+    return ReplayOptions(semantics=run.conf.semantics, until_offset=run.req.until_offset,
+                         until_time_ms=run.prepared.until_time_ms, snapshot_id=run.snapshot_id)
+
+
 def _replay_options(run: Run):
     """The cut, the partition count and the expiry time every shard is loaded with."""
     from pipelines.coordinator.expiry import ExpiryOptions
     from pipelines.coordinator.options import ReplayOptions
-    from pipelines.decoding.segments import partition_count
 
     req, conf, facts = run.req, run.conf, run.facts
     until_time_ms = run.prepared.until_time_ms
@@ -371,10 +402,7 @@ def _replay_options(run: Run):
     elif req.until_offset is not None:
         cut_ms = facts.max_timestamp_until
     run.max_part = run.inc.max_partition(facts.max_partition)
-    # The topic's partition count: the setting, else the partition dirs of the input's log dir (a broker keeps
-    # them all), else Kafka's default of 50; never fewer than the highest partition seen.
-    run.num_partitions = conf.num_partitions or max(partition_count(run.summary.inputs) or 50,
-                                                    run.inc.decode_plan.max_partition + 1, run.max_part + 1)
+    run.num_partitions = _partition_count(run, max(run.inc.decode_plan.max_partition, run.max_part))
     options = ReplayOptions(semantics=conf.semantics, until_offset=req.until_offset, until_time_ms=until_time_ms,
                             num_partitions=run.num_partitions, snapshot_id=run.snapshot_id, load_time_ms=cut_ms)
     if run.prepared.as_of_ms is not None:
@@ -387,15 +415,25 @@ def _replay_options(run: Run):
     return options, expiry
 
 
+def _partition_count(run: Run, top: int) -> int:
+    """The offsets topic's partition count: the setting, else the partition dirs of the input's log dir (a broker
+    keeps them all), else Kafka's default of 50; never fewer than the highest partition seen (`top`) + 1."""
+    from pipelines.decoding.segments import partition_count
+
+    return run.conf.num_partitions or max(partition_count(run.summary.inputs) or 50, top + 1)
+
+
 def replay(run: Run) -> None:
     """The engine over the rows (new rows ∪ the previous state when incremental): in this process for a small run,
-    else one Spark task per offsets partition. Both give the snapshot's state tables as Arrow."""
+    else one Spark task per offsets partition (the shards the decode loaded: their state tables). All give the
+    snapshot's state tables as Arrow."""
     inc, s = run.inc, run.summary
-    run.local_rows = inc.local_replay_rows(s.records_in, run.conf.local_replay_max_rows)
+    run.local_rows = None if run.loaded is not None else inc.local_replay_rows(s.records_in,
+                                                                               run.conf.local_replay_max_rows)
     if inc.is_incremental:
         s.incremental["replay"] = "spark" if run.local_rows is None else "in-process"
     options, expiry = _replay_options(run)
-    retain = s.kind == "scheduled"  # a what-if run saves no checkpoint, so it needs no retained rows
+    retain = _retains(run)
     expiring = f", expiry as of {s.as_of}" if expiry else ""
     if run.local_rows is not None:
         run.progress.stage("replay", f"semantics {options.semantics}, {run.local_rows:,} rows in this process"
@@ -406,18 +444,26 @@ def replay(run: Run) -> None:
         result = replay_shards(rows, options, expiry, retain=retain)
         run.tables, run.retained = result.tables, result.retained
         run.markers = transaction_markers(rows, options)
+        return
+    from pipelines.frames.shards import replay_on_spark, topic_names_of
+    from pipelines.validation.runner import history_check
+
+    check = history_check(run.settings, as_of_ms=run.as_of_ms, num_partitions=run.num_partitions)
+    if run.loaded is not None:
+        from pipelines.frames.segment_shards import tabulate_on_spark
+
+        run.progress.stage("replay", f"semantics {options.semantics}, the state tables of the loaded shards"
+                                     + expiring)
+        shards = tabulate_on_spark(run.spark, run.loaded, options, expiry, topic_names_of(run.decoded), retain,
+                                   history_check=check)
     else:
         run.progress.stage("replay", f"semantics {options.semantics}, one task per offsets partition" + expiring)
-        from pipelines.frames.shards import replay_on_spark, topic_names_of
-        from pipelines.validation.runner import history_check
-
         run.replayed = inc.replayable(run.spark, run.decoded)
-        shards = replay_on_spark(
-            run.spark, run.replayed, options, expiry, topic_names_of(run.replayed), retain,
-            run.progress.emit, input_bytes=inc.decode_plan.bytes_by_partition(),
-            history_check=history_check(run.settings, as_of_ms=run.as_of_ms, num_partitions=run.num_partitions))
-        run.tables, run.retained, run.release = shards.tables, shards.retained, shards.release
-        run.markers, run.suspects = shards.markers, shards.suspects
+        shards = replay_on_spark(run.spark, run.replayed, options, expiry, topic_names_of(run.replayed), retain,
+                                 run.progress.emit, input_bytes=inc.decode_plan.bytes_by_partition(),
+                                 history_check=check)
+    run.tables, run.retained, run.release = shards.tables, shards.retained, shards.release
+    run.markers, run.suspects = shards.markers, shards.suspects
 
 
 def assemble(run: Run) -> None:

@@ -132,6 +132,15 @@ class DecodedLog:
     blobs: object = None  # pyspark DataFrame, LOG_DDL
     table: pa.Table | None = None
     cut: tuple | None = None
+    collected: pa.Table | None = None  # the blobs' `tally` and `named` columns, when already collected
+
+    def side_blobs(self, column: str) -> list[bytes]:
+        """The non-null `tally` or `named` blobs of every row of `blobs` (collected unless they are at hand)."""
+        if self.collected is not None:
+            values = self.collected.column(column)
+        else:
+            values = self.blobs.select(column).where(f"{column} is not null").toArrow().column(column)
+        return [b for b in values.to_pylist() if b is not None]
 
     @classmethod
     def from_frame(cls, spark, frame) -> "DecodedLog":
@@ -190,8 +199,7 @@ class DecodedLog:
 
         if self.table is not None:
             return naming_rows(self.table, _at_cut(self.cut))
-        parts = [from_blob(b) for b in self.blobs.select("named").where("named is not null").toArrow()
-                 .column("named").to_pylist()]
+        parts = [from_blob(b) for b in self.side_blobs("named")]
         return pa.concat_tables(parts) if parts else naming_rows(DECODED_RECORD_SCHEMA.empty_table())
 
     def partitions(self) -> int:

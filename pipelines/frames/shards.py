@@ -70,18 +70,22 @@ def _shard_task(options: ReplayOptions, expiry: ExpiryOptions | None, names: dic
     return run
 
 
-def _counted(counters):
+def _counted(counters, cpu=None):
     """A pass over the envelope as the shards emit it: each shard's progress row counted, then dropped (an
-    accumulator cannot be updated from inside the grouped task itself on Spark 4.1: its worker crashes)."""
+    accumulator cannot be updated from inside the grouped task itself on Spark 4.1: its worker crashes). `cpu`:
+    accumulators for the CPU-seconds a shard reports after its counts (decoding, loading), when it does."""
     def count(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         import pyarrow.compute as pc
 
         for batch in batches:
             is_progress = pc.equal(batch.column("table"), PROGRESS)
-            if counters is not None:
-                for blob in batch.filter(is_progress).column("payload").to_pylist():
-                    records, nbytes = map(int, blob.decode().split(","))
-                    counters.add(records, nbytes, shards=1)
+            for blob in batch.filter(is_progress).column("payload").to_pylist():
+                fields = blob.decode().split(",")
+                if counters is not None:
+                    counters.add(int(fields[0]), int(fields[1]), shards=1)
+                if cpu is not None:
+                    for acc, seconds in zip(cpu, fields[2:]):
+                        acc.add(float(seconds))
             yield batch.filter(pc.invert(is_progress))
     return count
 
@@ -119,11 +123,7 @@ def replay_on_spark(spark, log, options: ReplayOptions, expiry: ExpiryOptions | 
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
-    from pipelines.coordinator.shard import contract_table
     from pipelines.frames.progress import TaskCounters, reporting
-    from pipelines.io.delta import arrow_schema
-    from schemas.decoded import DECODED_RECORD_SCHEMA
-    from schemas.tables import TABLES
 
     counters = TaskCounters(spark) if emit is not None else None
     shards = log.partitions() if emit is not None else None
@@ -132,13 +132,26 @@ def replay_on_spark(spark, log, options: ReplayOptions, expiry: ExpiryOptions | 
                 .mapInArrow(_counted(counters), ENVELOPE_DDL).persist(StorageLevel.MEMORY_AND_DISK))
     with reporting(spark, emit, "replay", counters, shards=shards):  # the job that runs the shards
         state = envelope.where(~F.col("table").isin(*LOG_SIZED)).select("table", "payload").toArrow()
+    history = envelope.where(F.col("table") == F.lit("offset_commits")).select("payload")
+    return shards_from_envelope(state, history, retain, history_check, envelope.unpersist)
+
+
+def shards_from_envelope(state: pa.Table, history, retain: bool, history_check: SuspectFilter | None,
+                         release: Callable[[], None]) -> SparkShards:
+    """`SparkShards` from the collected (table, payload) rows of the shards' state-sized tables, retained rows,
+    markers and suspects, and `history`: the kept envelope's history blobs (a DataFrame of `payload`)."""
+    from pipelines.coordinator.shard import contract_table
+    from pipelines.io.delta import arrow_schema
+    from schemas.decoded import DECODED_RECORD_SCHEMA
+    from schemas.tables import TABLES
+
     blobs: dict[str, list[bytes]] = {}
     for t, blob in zip(state.column("table").to_pylist(), state.column("payload").to_pylist()):
         blobs.setdefault(t, []).append(blob)
     tables: dict = {}
     for t in SHARD_TABLES:
         if t in LOG_SIZED:
-            tables[t] = BlobRows(envelope.where(F.col("table") == F.lit(t)).select("payload"), TABLES[t])
+            tables[t] = BlobRows(history, TABLES[t])
         else:
             got = _read_blobs(blobs.get(t, ()))
             tables[t] = got if got is not None else contract_table([], t)
@@ -155,7 +168,7 @@ def replay_on_spark(spark, log, options: ReplayOptions, expiry: ExpiryOptions | 
     markers = _read_blobs(blobs.get(MARKERS, ()))
     if markers is None:
         markers = pa.schema([DECODED_RECORD_SCHEMA.field(c) for c in MARKER_COLUMNS]).empty_table()
-    return SparkShards(tables, retained, envelope.unpersist, markers, suspects)
+    return SparkShards(tables, retained, release, markers, suspects)
 
 
 def topic_names_of(log) -> dict[str, str]:

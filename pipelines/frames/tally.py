@@ -148,7 +148,6 @@ def tally(log) -> Tally:
     else:
         from pipelines.io.blobs import from_blob
 
-        blobs = [b for b in log.blobs.select("tally").toArrow().column("tally").to_pylist() if b is not None]
-        parts = [from_blob(b) for b in blobs]
+        parts = [from_blob(b) for b in log.side_blobs("tally")]
         rows = _combine(pa.concat_tables(parts).cast(TALLY_SCHEMA)) if parts else TALLY_SCHEMA.empty_table()
     return Tally(rows, until_offset, until_time_ms)

@@ -374,6 +374,11 @@ def _suites(settings: Settings, as_of_ms: int, num_partitions: int,
                         semantics=semantics, available=available, max_unread_bytes=max_unread_bytes(settings))
 
 
+#: A clock no run reaches (year 9000): the history's filter before a run's clock is known flags no row for being
+#: late; `SuspectFilter.holds_for` then tells the shards whose suspects the run's own clock would change.
+UNKNOWN_CLOCK_MS = 221_845_392_000_000
+
+
 def history_check(settings: Settings, *, as_of_ms: int, num_partitions: int) -> SuspectFilter | None:
     """The `offset_commits` suite of a run as the filter its shards apply (None: the suite is not row-wise)."""
     spec = next(s for s in _suites(settings, as_of_ms, num_partitions) if s.name == "offset_commits")

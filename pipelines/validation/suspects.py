@@ -90,8 +90,56 @@ class SuspectFilter:
             mask = m if mask is None else pc.or_(mask, m)
         out = table.select(list(self.columns))
         out = out.filter(mask) if mask is not None else out.slice(0, 0)
-        counts = {"rows": table.num_rows, "nulls": {c: table.column(c).null_count for c in self.counted_columns}}
+        counts = {"rows": table.num_rows, "nulls": {c: table.column(c).null_count for c in self.counted_columns},
+                  "ranges": {c: _range(table.column(c)) for c in self._between_columns}}
         return out.replace_schema_metadata({_META: json.dumps(counts).encode()})
+
+    @property
+    def _between_columns(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(b.columns[0] for b in self.bounds if b.kind == "between"))
+
+    def holds_for(self, part: pa.Table, split_by: "SuspectFilter") -> bool:
+        """Whether `part` (the suspects `split_by` split off whole offsets partitions) holds every row of those
+        partitions this filter would keep: each bound of this filter is one of `split_by`'s, or is a between bound
+        the partitions' values (their range, recorded by the split) stay strictly inside. Then `part` is a
+        superset of this filter's suspects there, which is all validation needs."""
+        if len(self.bounds) != len(split_by.bounds) or self.columns != split_by.columns:
+            return False
+        ranges = _counts(part).get("ranges", {})
+        for mine, theirs in zip(self.bounds, split_by.bounds):
+            if mine == theirs:
+                continue
+            if mine.kind != "between" or theirs.kind != "between" or mine.columns != theirs.columns:
+                return False
+            column = mine.columns[0]
+            if column not in ranges:
+                return False
+            if ranges[column] is None:  # every value null: no between bound flags a null
+                continue
+            low, high = (_from_json(v) for v in ranges[column])
+            if (mine.low is not None and not low > mine.low) or (mine.high is not None and not high < mine.high):
+                return False
+        return True
+
+
+def _range(column) -> list | None:
+    """[min, max] of a column, JSON-able (None: no value)."""
+    if column.null_count == len(column):
+        return None
+    mm = pc.min_max(column)
+    return [_to_json(mm["min"].as_py()), _to_json(mm["max"].as_py())]
+
+
+def _to_json(v):
+    return {"datetime": v.isoformat()} if isinstance(v, datetime) else v
+
+
+def _from_json(v):
+    return datetime.fromisoformat(v["datetime"]) if isinstance(v, dict) else v
+
+
+def _counts(part: pa.Table) -> dict:
+    return json.loads((part.schema.metadata or {}).get(_META, b"{}") or b"{}")
 
 
 def suspect_filter(spec) -> SuspectFilter | None:
@@ -136,7 +184,7 @@ class Suspects:
         schema = pa.schema([f.with_nullable(True) for f in schema])  # what a check flags may be a null key
         total, nulls, kept = 0, {}, []
         for part in parts:
-            counts = json.loads((part.schema.metadata or {}).get(_META, b"{}") or b"{}")
+            counts = _counts(part)
             total += int(counts.get("rows", 0))
             for c, n in counts.get("nulls", {}).items():
                 nulls[c] = nulls.get(c, 0) + int(n)
