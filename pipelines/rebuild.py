@@ -350,7 +350,9 @@ def decode(run: Run) -> None:
                      UNKNOWN_CLOCK_MS)
         split_by = history_check(run.settings, as_of_ms=clock, num_partitions=_partition_count(run, plan.max_partition))
         run.loaded = segment_shards.load_on_spark(run.spark, plan, _load_options(run), cut, _retains(run), split_by,
-                                                  counters, run.progress.emit)
+                                                  run.warehouse.stage_history(run.snapshot_id), counters,
+                                                  run.progress.emit)
+        run.release = run.loaded.release
         run.decoded = run.loaded.log
         s.task_cpu_seconds = {k: round(v, 3) for k, v in run.loaded.cpu_seconds.items()}
         run.tally = tally(run.decoded)

@@ -16,6 +16,7 @@ never split: a skewed partition is one long task.
 from __future__ import annotations
 
 import dataclasses
+import json
 import pickle
 import time
 from dataclasses import dataclass
@@ -33,6 +34,7 @@ from schemas.decoded import DECODED_RECORD_SCHEMA, KIND_ERROR
 
 LOG = "_log"  # the shard's quarantined rows, with the tally and the naming rows of everything it decoded
 STATES = "_states"  # the shard's loaded state, pickled
+WRITTEN = "_written"  # a file of the shard's history its task wrote: (delta.WrittenFile fields, aside) as JSON
 TASKS_PER_CORE = 2
 FUSED_DDL = "table string, shard int, payload binary, tally binary, named binary"
 
@@ -49,10 +51,11 @@ def _row(table: str, shard: int, payload: bytes | None, tally: bytes | None = No
 
 
 def _decode_and_load_task(slices: list[list[pa.Table]], policy, options: ReplayOptions, cut: tuple, retain: bool,
-                          split_by=None, counters=None, cpu=None):
+                          split_by=None, stage=None, counters=None, cpu=None):
     """The executor function: a slice's number in (`slices[i]`: the work items of each of its offsets partitions),
     the envelope rows of its shards out. `split_by`: the history's suspect filter before the run's clock is known
-    (`validation.suspects`). `counters` and `cpu` (accumulators) receive each shard's records and input bytes,
+    (`validation.suspects`). `stage` (`io.warehouse.HistoryStage`): where to write the history's files (else it
+    is returned as blobs). `counters` and `cpu` (accumulators) receive each shard's records and input bytes,
     and its CPU-seconds decoding and loading, as it ends."""
     def task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
@@ -89,8 +92,12 @@ def _decode_and_load_task(slices: list[list[pa.Table]], policy, options: ReplayO
         history = loaded.history
         if split_by is not None:
             out.append(_row(SUSPECTS, shard, to_blob(split_by.split(history))))
-        for start in range(0, history.num_rows, CHUNK_ROWS):
-            out.append(_row("offset_commits", shard, to_blob(history.slice(start, CHUNK_ROWS))))
+        if stage is not None:
+            for f, aside in stage.write(history):
+                out.append(_row(WRITTEN, shard, json.dumps([dataclasses.asdict(f), aside]).encode()))
+        else:
+            for start in range(0, history.num_rows, CHUNK_ROWS):
+                out.append(_row("offset_commits", shard, to_blob(history.slice(start, CHUNK_ROWS))))
         in_bytes = sum(max(0, (s or 0) - (p or 0)) for s, p in zip(items.column("size").to_pylist(),
                                                                     items.column("start_position").to_pylist()))
         if counters is not None:
@@ -108,25 +115,32 @@ def _decode_and_load_task(slices: list[list[pa.Table]], policy, options: ReplayO
 @dataclass
 class LoadedOnSpark:
     """What the first job gives: the kept envelope, the decoded log's view of it (tally, naming rows, quarantine),
-    and the CPU-seconds its tasks spent decoding and loading."""
+    and the CPU-seconds its tasks spent decoding and loading; `history`: the shards' history as the write takes
+    it (`io.blobs.BlobRows` of the envelope, or `io.warehouse.StagedHistory`: the files the tasks wrote)."""
 
     envelope: object  # DataFrame, FUSED_DDL, persisted
     log: object  # frames.decoded_log.DecodedLog
     cpu_seconds: dict
     top_partition: int  # the highest offsets partition read
-    split_by: object = None  # validation.suspects.SuspectFilter the shards split their history's suspects with
-    collected: pa.Table | None = None  # (table, shard, payload) of the markers, retained rows and suspects
+    split_by: object  # validation.suspects.SuspectFilter the shards split their history's suspects with
+    collected: pa.Table  # (table, shard, payload) of the markers, retained rows and suspects
+    history: object
 
     def release(self) -> None:
+        """The kept envelope dropped, and the history's files deleted unless they were committed."""
         self.envelope.unpersist()
+        discard = getattr(self.history, "discard", None)
+        if discard is not None:
+            discard()
 
 
-def load_on_spark(spark, plan, options: ReplayOptions, cut: tuple, retain: bool, split_by=None, counters=None,
-                  emit=None) -> LoadedOnSpark:
+def load_on_spark(spark, plan, options: ReplayOptions, cut: tuple, retain: bool, split_by=None, stage=None,
+                  counters=None, emit=None) -> LoadedOnSpark:
     """Every offsets partition of `plan` (segments only: `applies`) decoded and loaded by one task, the envelope
     kept. `split_by`: the history's suite as a filter (`validation.suspects`), with any clock: `tabulate_on_spark`
-    checks the suspects against the run's own. `counters` (`frames.progress.TaskCounters`) receive each shard's
-    records and input bytes as it ends."""
+    checks the suspects against the run's own. `stage` (`io.warehouse.HistoryStage`): the tasks write the
+    history's files there (else its blobs are kept in the envelope). `counters` (`frames.progress.TaskCounters`)
+    receive each shard's records and input bytes as it ends."""
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
@@ -150,21 +164,37 @@ def load_on_spark(spark, plan, options: ReplayOptions, cut: tuple, retain: bool,
         slices[i].append(work.take(by_shard[p]))
         loads[i] += sizes[p]
     cpu = spark.sparkContext.accumulator(0.0), spark.sparkContext.accumulator(0.0)
-    task = _decode_and_load_task(slices, plan.policy, options, tuple(cut), retain, split_by, counters, cpu)
+    task = _decode_and_load_task(slices, plan.policy, options, tuple(cut), retain, split_by, stage, counters, cpu)
     envelope = (spark.range(0, len(slices), 1, numPartitions=len(slices)).mapInArrow(task, FUSED_DDL)
                 .persist(StorageLevel.MEMORY_AND_DISK))
     shards = len(order)
     # the job that runs the shards, collecting what is sized by the state (or by the partitions) as it ends
     with reporting(spark, emit, "decode", counters, shards=shards if counters is not None else None):
-        small = (envelope.where(F.col("table").isin(LOG, MARKERS, RETAINED, SUSPECTS))
+        small = (envelope.where(F.col("table").isin(LOG, MARKERS, RETAINED, SUSPECTS, WRITTEN))
                  .select("table", "shard", F.when(F.col("table") != F.lit(LOG), F.col("payload")).alias("payload"),
                          "tally", "named").toArrow())
     is_log = pc.equal(small.column("table"), LOG)
     log = DecodedLog(spark, blobs=envelope.where(F.col("table") == F.lit(LOG)).select(
         F.col("shard").alias(PART), "payload", "tally", "named"), cut=tuple(cut),
         collected=small.filter(is_log).select(["tally", "named"]))
+    rest = small.filter(pc.invert(is_log)).select(["table", "shard", "payload"])
+    if stage is not None:
+        from pipelines.io.delta import WrittenFile
+        from pipelines.io.warehouse import StagedHistory
+
+        is_written = pc.equal(rest.column("table"), WRITTEN)
+        files = [(WrittenFile(**f), aside) for f, aside in
+                 (json.loads(b) for b in rest.filter(is_written).column("payload").to_pylist())]
+        history = StagedHistory(stage, files, spark)
+        rest = rest.filter(pc.invert(is_written))
+    else:
+        from pipelines.io.blobs import BlobRows
+        from schemas.tables import TABLES
+
+        history = BlobRows(envelope.where(F.col("table") == F.lit("offset_commits")).select("payload"),
+                           TABLES["offset_commits"])
     return LoadedOnSpark(envelope, log, {"decode": cpu[0].value, "load": cpu[1].value}, max(order), split_by,
-                         small.filter(pc.invert(is_log)).select(["table", "shard", "payload"]))
+                         rest, history)
 
 
 def _tabulate_task(options: ReplayOptions, expiry, names: dict[str, str], top_partition: int):
@@ -188,22 +218,12 @@ def _envelope(rows) -> Iterator[pa.RecordBatch]:
 
 
 def _suspects_task(history_check):
-    """The executor function of a history's suspects picked again: a shard's history chunks in (consecutive in one
-    task: the first job wrote them so), its suspects out."""
-    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        from pipelines.io.blobs import from_blob
-
-        history: list[pa.Table] = []
-        current = None
-        for batch in batches:
-            for shard, payload in zip(batch.column("shard").to_pylist(), batch.column("payload").to_pylist()):
-                if shard != current and history:
-                    yield from _envelope([(SUSPECTS, current, to_blob(history_check.split(pa.concat_tables(history))))])
-                    history = []
-                current = shard
-                history.append(from_blob(payload))
-        if history:
-            yield from _envelope([(SUSPECTS, current, to_blob(history_check.split(pa.concat_tables(history))))])
+    """The executor function that picks an offsets partition's history suspects again: its rows in, one envelope
+    row out."""
+    def run(rows: pa.Table) -> pa.Table:
+        shard = rows.column(PART)[0].as_py()
+        return pa.table({"table": [SUSPECTS], "shard": pa.array([shard], pa.int32()),
+                         "payload": [to_blob(history_check.split(rows))]})
     return run
 
 
@@ -223,16 +243,15 @@ def tabulate_on_spark(spark, loaded: LoadedOnSpark, options: ReplayOptions, expi
     tables = states.mapInArrow(_tabulate_task(options, expiry, names, loaded.top_partition), ENVELOPE_DDL).toArrow()
     collected = pa.concat_tables([tables, loaded.collected.cast(tables.schema)])
     if history_check is not None:
-        collected = _checked_suspects(env, collected, history_check, loaded.split_by)
+        collected = _checked_suspects(loaded.history, collected, history_check, loaded.split_by)
     else:
         collected = collected.filter(pc.not_equal(collected.column("table"), SUSPECTS))
-    history = env.where(F.col("table") == F.lit("offset_commits")).select("payload")
-    return shards_from_envelope(collected, history, retain, history_check, loaded.release)
+    return shards_from_envelope(collected, loaded.history, retain, history_check, loaded.release)
 
 
-def _checked_suspects(env, collected: pa.Table, history_check, split_by) -> pa.Table:
+def _checked_suspects(history, collected: pa.Table, history_check, split_by) -> pa.Table:
     """`collected` with the suspects of every shard as `history_check` picks them: the first job's where they
-    hold, picked again from the kept history where they may not."""
+    hold, picked again from the shards' history (`history.frame()`) where they may not."""
     from pyspark.sql import functions as F
 
     from pipelines.io.blobs import from_blob
@@ -241,14 +260,12 @@ def _checked_suspects(env, collected: pa.Table, history_check, split_by) -> pa.T
     parts = collected.filter(is_suspects)
     again = sorted({shard for shard, blob in zip(parts.column("shard").to_pylist(), parts.column("payload").to_pylist())
                     if split_by is None or not history_check.holds_for(from_blob(blob), split_by)})
-    if split_by is None:  # nothing was split: every shard's history is read
-        again = None
-    if again == []:
+    if split_by is not None and not again:
         return collected
-    history = env.where(F.col("table") == F.lit("offset_commits"))
-    if again is not None:
-        history = history.where(F.col("shard").isin(again))
-        collected = collected.filter(pc.invert(pc.and_(is_suspects, pc.is_in(collected.column("shard"),
-                                                                               pa.array(again, pa.int32())))))
-    picked = history.select("shard", "payload").mapInArrow(_suspects_task(history_check), ENVELOPE_DDL).toArrow()
+    rows = history.frame()
+    if split_by is not None:  # else nothing was split: every shard's suspects are picked
+        rows = rows.where(F.col(PART).isin(again))
+    collected = collected.filter(pc.invert(is_suspects) if split_by is None else pc.invert(pc.and_(
+        is_suspects, pc.is_in(collected.column("shard"), pa.array(again, pa.int32())))))
+    picked = rows.groupBy(PART).applyInArrow(_suspects_task(history_check), ENVELOPE_DDL).toArrow()
     return pa.concat_tables([collected, picked.cast(collected.schema)])

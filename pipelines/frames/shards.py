@@ -124,6 +124,7 @@ def replay_on_spark(spark, log, options: ReplayOptions, expiry: ExpiryOptions | 
     from pyspark.sql import functions as F
 
     from pipelines.frames.progress import TaskCounters, reporting
+    from schemas.tables import TABLES
 
     counters = TaskCounters(spark) if emit is not None else None
     shards = log.partitions() if emit is not None else None
@@ -132,14 +133,16 @@ def replay_on_spark(spark, log, options: ReplayOptions, expiry: ExpiryOptions | 
                 .mapInArrow(_counted(counters), ENVELOPE_DDL).persist(StorageLevel.MEMORY_AND_DISK))
     with reporting(spark, emit, "replay", counters, shards=shards):  # the job that runs the shards
         state = envelope.where(~F.col("table").isin(*LOG_SIZED)).select("table", "payload").toArrow()
-    history = envelope.where(F.col("table") == F.lit("offset_commits")).select("payload")
+    history = BlobRows(envelope.where(F.col("table") == F.lit("offset_commits")).select("payload"),
+                       TABLES["offset_commits"])
     return shards_from_envelope(state, history, retain, history_check, envelope.unpersist)
 
 
 def shards_from_envelope(state: pa.Table, history, retain: bool, history_check: SuspectFilter | None,
                          release: Callable[[], None]) -> SparkShards:
     """`SparkShards` from the collected (table, payload) rows of the shards' state-sized tables, retained rows,
-    markers and suspects, and `history`: the kept envelope's history blobs (a DataFrame of `payload`)."""
+    markers and suspects, and `history`: the shards' history as the write takes it (`io.blobs.BlobRows`, or
+    `io.warehouse.StagedHistory`: its files written already), with a `frame()`."""
     from pipelines.coordinator.shard import contract_table
     from pipelines.io.delta import arrow_schema
     from schemas.decoded import DECODED_RECORD_SCHEMA
@@ -151,7 +154,7 @@ def shards_from_envelope(state: pa.Table, history, retain: bool, history_check: 
     tables: dict = {}
     for t in SHARD_TABLES:
         if t in LOG_SIZED:
-            tables[t] = BlobRows(history, TABLES[t])
+            tables[t] = history
         else:
             got = _read_blobs(blobs.get(t, ()))
             tables[t] = got if got is not None else contract_table([], t)

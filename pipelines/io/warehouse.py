@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 from urllib.parse import unquote
@@ -145,6 +146,46 @@ def _opened(snapshot_id: str):
         for batch in unpacked(batches):
             yield _with_snapshot_id(batch, snapshot_id)
     return opened
+
+
+@dataclass(frozen=True)
+class HistoryStage:
+    """Where the tasks that build a run's history write its files before the run commits them: two new
+    directories of the history table (settled rows one file per offsets partition, rows of open transactions in
+    `pending-*` files), as `Warehouse._write_history` lays them out. Picklable: a task writes with it."""
+
+    table_uri: str
+    settled: str
+    pending: str
+    snapshot_id: str
+
+    def write(self, history: pa.Table) -> list[tuple[delta.WrittenFile, bool]]:
+        """Executor side: `history` (whole offsets partitions, each in record order) written; (file, aside)."""
+        settled, pending = delta.write_table_files(
+            _with_snapshot_id(history.select(table_columns("offset_commits")), self.snapshot_id), self.table_uri,
+            self.settled, TABLES["offset_commits"], split_by="offsets_partition", aside=(_pending_rows, self.pending))
+        return [(f, False) for f in settled] + [(f, True) for f in pending]
+
+
+@dataclass
+class StagedHistory:
+    """A run's history as its tasks wrote it (`HistoryStage`), not committed: the history merge commits the files
+    when the table is still empty, else merges their rows. `discard` deletes them unless they were committed."""
+
+    stage: HistoryStage
+    files: list  # (delta.WrittenFile, aside)
+    spark: Any
+    committed: bool = False
+
+    def frame(self):
+        """The rows as a DataFrame (read from the files by the tasks)."""
+        rels = [f"{self.stage.pending if aside else self.stage.settled}/{f.name}" for f, aside in self.files]
+        return delta.read_frame_files(self.spark, self.stage.table_uri, rels, TABLES["offset_commits"])
+
+    def discard(self) -> None:
+        if not self.committed:
+            for rel in (self.stage.settled, self.stage.pending):
+                delta.discard_dir(self.stage.table_uri, rel)
 
 
 def conform(df, table: str, snapshot_id: str | None = None):
@@ -400,7 +441,15 @@ class Warehouse:
         keys = list(_OFFSET_KEYS)
         dt = delta.ensure_table(path, struct)
         current = delta.active_files(dt)
-        if isinstance(df, BlobRows):
+        if isinstance(df, StagedHistory):
+            if not current:  # nothing to merge with: the files the tasks wrote are the history
+                version = self._commit_history(dt, snapshot_id, df.stage.settled, df.stage.pending,
+                                               [f for f, aside in df.files if not aside],
+                                               [f for f, aside in df.files if aside])
+                df.committed = True
+                return version
+            df = df.frame()
+        elif isinstance(df, BlobRows):
             if clustered and not current:  # nothing to merge with: each task writes the blobs it opens
                 _check_columns(df.schema.fieldNames(), table, snapshot_id)
                 return self._write_history(dt, snapshot_id, df.blobs.select(PAYLOAD), opened=_opened(snapshot_id))
@@ -486,20 +535,37 @@ class Warehouse:
             else:
                 settled, pending = delta.write_frame_files(out, path, rels[0], struct, split_by="offsets_partition",
                                                            aside=(_pending_rows, rels[1]), opened=opened)
-            adds = (delta.collect_add_actions(path, rels[0], struct, None, settled)
-                    + delta.collect_add_actions(path, rels[1], struct, None, pending))
-            removes = delta.remove_actions(dt, paths=touched)
-            if not adds and not removes:
-                for rel in rels:
-                    delta.discard_dir(path, rel)
-                return None
-            return delta.commit(dt, struct, [*adds, *removes], mode="append",
-                                metadata={"offsetlake.operation": "merge_offset_commits",
-                                          "offsetlake.snapshot_id": snapshot_id})
+            return self._commit_history(dt, snapshot_id, *rels, settled, pending, touched)
         except BaseException:
             for rel in rels:
                 delta.discard_dir(path, rel)
             raise
+
+    def _commit_history(self, dt, snapshot_id: str, settled_dir: str, pending_dir: str, settled: list,
+                        pending: list, touched: list[str] = ()) -> int | None:
+        """The written `settled` and `pending` files added to the history and the `touched` files removed, in one
+        commit (None and the directories deleted when there is nothing to commit)."""
+        struct = TABLES["offset_commits"]
+        path = self._table("offset_commits")
+        adds = (delta.collect_add_actions(path, settled_dir, struct, None, settled)
+                + delta.collect_add_actions(path, pending_dir, struct, None, pending))
+        removes = delta.remove_actions(dt, paths=touched)
+        if not adds and not removes:
+            for rel in (settled_dir, pending_dir):
+                delta.discard_dir(path, rel)
+            return None
+        return delta.commit(dt, struct, [*adds, *removes], mode="append",
+                            metadata={"offsetlake.operation": "merge_offset_commits",
+                                      "offsetlake.snapshot_id": snapshot_id})
+
+    def stage_history(self, snapshot_id: str) -> HistoryStage | None:
+        """Where a run's tasks may write its history before the commit: only while the history table holds no
+        file (else the rows are merged with it, `_merge_offset_commits`). The run's writer lock keeps it so."""
+        path = self._table("offset_commits")
+        if delta.active_files(delta.ensure_table(path, TABLES["offset_commits"])):
+            return None
+        return HistoryStage(storage.location(path).uri, delta.new_write_dir(), delta.new_write_dir("pending-"),
+                            snapshot_id)
 
     def mark_run(self, snapshot_id: str, run_row: dict) -> None:
         """Insert or replace the `runs` row of `snapshot_id` (one Delta commit, predicate overwrite).

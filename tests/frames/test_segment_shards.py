@@ -202,3 +202,55 @@ def test_a_rebuild_on_spark_validates_a_late_commit_picked_again(spark, settings
     late = outcomes["commit_timestamp_plausible"]
     assert not late["success"] and late["unexpected_count"] == 1 and late["element_count"] == 4, late
     assert all(e["success"] for k, e in outcomes.items() if k != "commit_timestamp_plausible")
+
+
+def test_the_shards_write_the_history_a_run_in_the_driver_writes(spark, settings, brokerdata, tmp_path):
+    """A full rebuild on Spark into a fresh warehouse: the shards' tasks write the history's files and the run
+    commits them; the table is the one a rebuild in the driver writes, one offsets partition per file, the rows
+    of open transactions in `pending-*` files (a cut inside a transaction leaves one open)."""
+    import pyarrow.parquet as pq
+    from deltalake import DeltaTable
+
+    from pipelines.io import delta
+    from pipelines.io.warehouse import Warehouse
+    from pipelines.rebuild import RebuildRequest, run_rebuild
+    from tests.test_incremental import spark_replay_settings
+
+    data = brokerdata / "transactions" / "data"
+    rows = _shifted_rows([data])
+    until = min(r["offset"] for r in rows if r["record_kind"] == "offset_commit" and (r.get("producer_id") or -1) != -1)
+    tables = {}
+    for name, conf in (("spark", spark_replay_settings(settings)), ("driver", settings)):
+        wh = tmp_path / name
+        summary = run_rebuild(spark, conf, RebuildRequest(inputs=(str(data),), warehouse=str(wh), snapshot_id="h",
+                                                          semantics="modern", until_offset=until + 1))
+        assert (summary.task_cpu_seconds.get("load") is not None) == (name == "spark")
+        table = Warehouse(str(wh)).read_table("offset_commits")
+        tables[name] = sorted(map(repr, table.sort_by([("offsets_partition", "ascending"),
+                                                        ("record_offset", "ascending")]).to_pylist()))
+        if name == "spark":
+            root = wh / "offset_commits"
+            files = delta.active_files(DeltaTable(str(root)))
+            assert any(f["path"].startswith("pending-") for f in files)
+            for f in files:
+                got = pq.read_table(root / f["path"]).to_pylist()
+                assert len({r["offsets_partition"] for r in got}) == 1
+                assert ("pending" in {r["txn_outcome"] for r in got}) == f["path"].startswith("pending-")
+            written = {str(p.relative_to(root)) for p in root.rglob("*.parquet")}
+            assert written == {f["path"] for f in files}  # nothing staged beside what was committed
+    assert tables["spark"] == tables["driver"] and tables["spark"]
+
+
+def test_a_run_that_fails_after_the_shards_leaves_no_history_file(spark, settings, tmp_path):
+    """--strict meets a quarantined record once the shards have written the history's files: the run stops and
+    the files it staged are gone (the table holds nothing)."""
+    from pipelines.rebuild import RebuildRequest, StrictModeError, run_rebuild
+    from tests.test_incremental import spark_replay_settings
+
+    src, _g = bi.clean_small(tmp_path / "in")
+    seg = next(src.rglob("*.log"))
+    seg.write_bytes(seg.read_bytes()[:-7] + b"\xff" * 40)
+    with pytest.raises(StrictModeError):
+        run_rebuild(spark, spark_replay_settings(settings), RebuildRequest(
+            inputs=(str(src),), warehouse=str(tmp_path / "wh"), snapshot_id="strict", strict=True))
+    assert not list((tmp_path / "wh" / "offset_commits").rglob("*.parquet"))

@@ -8,11 +8,12 @@ from collections import Counter
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute  # noqa: F401 - pa.compute
 import pytest
 from deltalake import DeltaTable
 
 from pipelines.io import delta
-from pipelines.io.warehouse import NoSnapshotError, Warehouse, WarehouseError
+from pipelines.io.warehouse import NoSnapshotError, StagedHistory, Warehouse, WarehouseError
 from schemas.tables import SNAPSHOT_TABLES, TABLES, columns
 
 from .io_warehouse_data import contract_rows, duck_read, expected_rows, normalized, offset_commit_rows, run_row
@@ -384,13 +385,22 @@ def test_a_clustered_history_is_written_as_it_comes(spark, tmp_path):
     # partition across two Spark partitions too)
     frame = spark.createDataFrame(spark.sparkContext.parallelize(rows, 3), TABLES["offset_commits"])
     assert frame.rdd.getNumPartitions() == 3
-    got, in_hand, want = (Warehouse(tmp_path / "clustered"), Warehouse(tmp_path / "in_hand"),
-                          Warehouse(tmp_path / "general"))
+    got, in_hand, staged, want = (Warehouse(tmp_path / "clustered"), Warehouse(tmp_path / "in_hand"),
+                                  Warehouse(tmp_path / "staged"), Warehouse(tmp_path / "general"))
     got._merge_offset_commits(spark, "a", frame, clustered=True)
     # the same rows in this process (a small run's history, as Arrow): written by the driver, no Spark job
     in_hand._merge_offset_commits(spark, "a", frame.toArrow(), clustered=True)
+    # written by the tasks that built them, an offsets partition at a time, then committed as they are
+    stage = staged.stage_history("a")
+    table = frame.toArrow()
+    files = [f for p in sorted(set(table.column("offsets_partition").to_pylist()))
+             for f in stage.write(table.filter(pa.compute.equal(table.column("offsets_partition"), p)))]
+    history = StagedHistory(stage, files, spark)
+    staged._merge_offset_commits(spark, "a", history, clustered=True)
+    assert history.committed and staged.stage_history("b") is None  # a history with files is merged into
+    history.discard()  # committed: kept
     want._merge_offset_commits(spark, "a", spark.createDataFrame(rows, TABLES["offset_commits"]).repartition(3))
-    for wh in (got, in_hand):
+    for wh in (got, in_hand, staged):
         assert normalized(wh.read_table("offset_commits")) == normalized(want.read_table("offset_commits"))
         files = delta.active_files(DeltaTable(str(wh.table_path("offset_commits"))))
         assert sum(f["path"].startswith("pending-") for f in files) >= 1
@@ -401,3 +411,33 @@ def test_a_clustered_history_is_written_as_it_comes(spark, tmp_path):
             assert offsets == sorted(offsets)
             if not f["path"].startswith("pending-"):
                 assert "pending" not in {r["txn_outcome"] for r in rows_in_file}
+
+
+def test_a_staged_history_meeting_a_written_one_is_merged_and_an_uncommitted_one_leaves_no_file(spark, tmp_path):
+    """Files staged by the tasks are committed as they are only into an empty history: against one that holds rows
+    (written since the stage was taken), their rows are merged like any incoming rows; staged files never
+    committed are deleted by `discard`."""
+    first = offset_commit_rows([(0, 1, "pending"), (0, 2, None)])
+    second = offset_commit_rows([(0, 1, "committed"), (0, 2, None), (0, 3, None)])
+    wh, want = Warehouse(tmp_path / "wh"), Warehouse(tmp_path / "want")
+    stage = wh.stage_history("b")
+    schema = wh_arrow_schema()
+    files = stage.write(pa.Table.from_pylist([dict(zip(schema.names, r)) for r in second], schema=schema))
+    wh._merge_offset_commits(spark, "a", spark.createDataFrame(first, TABLES["offset_commits"]))
+    history = StagedHistory(stage, files, spark)
+    wh._merge_offset_commits(spark, "b", history, clustered=True)
+    for rows, sid in ((first, "a"), (second, "b")):
+        want._merge_offset_commits(spark, sid, spark.createDataFrame(rows, TABLES["offset_commits"]))
+    assert normalized(wh.read_table("offset_commits")) == normalized(want.read_table("offset_commits"))
+    outcomes = {r["record_offset"]: r["txn_outcome"] for r in wh.read_table("offset_commits").to_pylist()}
+    assert outcomes == {1: "committed", 2: None, 3: None}
+    history.discard()  # its files were read, not committed: deleted
+    root = Path(wh.table_path("offset_commits"))
+    assert not (root / stage.settled).exists() and not (root / stage.pending).exists()
+    assert normalized(wh.read_table("offset_commits")) == normalized(want.read_table("offset_commits"))
+
+
+def wh_arrow_schema():
+    from pipelines.io.delta import arrow_schema
+
+    return pa.schema([f.with_nullable(True) for f in arrow_schema(TABLES["offset_commits"])])
