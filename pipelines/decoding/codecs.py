@@ -26,6 +26,7 @@ import threading
 import zlib
 
 import cramjam
+import zstandard
 
 from pipelines.decoding.errors import BadCodecError, CorruptBatchError, DecompressionTooLargeError
 
@@ -137,6 +138,26 @@ def _too_large(codec_id: int, limit: int) -> DecompressionTooLargeError:
                                       f"(decode.max_batch_bytes)", field="records")
 
 
+_zstd_contexts = threading.local()
+
+
+def _one_frame_zstd(data: bytes, size: int) -> bytes | None:
+    """`data` as exactly one zstd frame of at most `size` bytes, decompressed with this thread's reused context;
+    None for anything else (more frames, trailing bytes, a bigger or broken frame), which `_unzstd`'s general
+    path reads. Most of a log's batches are small, and creating a zstd context for each (what a one-shot call
+    does) cost more than decompressing them."""
+    dctx = getattr(_zstd_contexts, "dctx", None)
+    if dctx is None:
+        dctx = _zstd_contexts.dctx = zstandard.ZstdDecompressor()
+    try:
+        out = dctx.decompress(data, max_output_size=size)  # the first frame only, bounded
+        check = dctx.decompressobj()  # that frame again, to see where it ends: it is known to fit in `size`
+        check.decompress(data)
+    except zstandard.ZstdError:
+        return None
+    return out if check.eof and not check.unused_data else None
+
+
 def _unzstd(data: bytes, limit: int) -> bytes:
     """zstd into a bounded buffer, grown x8 while the output does not fit, never past ``limit + 1`` bytes.
 
@@ -144,6 +165,11 @@ def _unzstd(data: bytes, limit: int) -> bytes:
     buffer; a bomb costs a few attempts and at most ``limit`` bytes of memory.
     """
     size = min(limit + 1, max(1 << 16, 16 * len(data)))
+    out = _one_frame_zstd(data, size)
+    if out is not None:
+        if len(out) > limit:
+            raise _too_large(ZSTD, limit)
+        return out
     while True:
         buf = bytearray(size)
         try:

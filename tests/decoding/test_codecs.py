@@ -172,6 +172,45 @@ def test_zstd_frame_without_content_size():
     assert decompress(4, frame, magic=2) == b"streamed " * 1000
 
 
+def _zstd_frame(data: bytes) -> bytes:
+    c = cramjam.zstd.Compressor()  # as zstd-jni's stream writes it: no content size
+    c.compress(data)
+    return bytes(c.finish())
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.binary(max_size=3000), min_size=1, max_size=3), st.binary(max_size=8), st.integers(0, 12))
+def test_zstd_reads_what_a_fresh_context_reads(parts, tail, cut):
+    """The reused context's one-frame path and the general path agree on every input: one frame, several,
+    trailing bytes, a truncated frame (the same bytes, or the same error)."""
+    data = b"".join(_zstd_frame(p) for p in parts) + tail
+    data = data[:len(data) - cut] if cut < len(data) else data
+
+    def general(buf):
+        size = codecs.DEFAULT_MAX_BATCH_BYTES + 1
+        out = bytearray(size)
+        try:
+            return bytes(memoryview(out)[:cramjam.zstd.decompress_into(buf, out)])
+        except cramjam.DecompressionError:
+            return CorruptBatchError
+
+    try:
+        got = decompress(4, data, magic=2)
+    except CorruptBatchError:
+        got = CorruptBatchError
+    assert got == general(data)
+
+
+def test_zstd_one_frame_past_the_cap_is_too_large_unread():
+    from pipelines.decoding.errors import DecompressionTooLargeError
+
+    bomb = _zstd_frame(bytes(5_000_000))
+    assert len(bomb) < 1000
+    with pytest.raises(DecompressionTooLargeError):
+        decompress(4, bomb, magic=2, max_bytes=1 << 20)
+    assert decompress(4, bomb, magic=2, max_bytes=5_000_000) == bytes(5_000_000)
+
+
 def test_zstd_not_valid_for_legacy_and_unknown_codec():
     with pytest.raises(CorruptBatchError, match="zstd"):
         decompress(4, compress(4, b"x", magic=2), magic=1)
