@@ -343,15 +343,9 @@ def decode(run: Run) -> None:
     described = (f"{plan.num_segments} segment(s), {plan.num_tabular} table(s), {plan.total_bytes / 1e6:.1f} MB")
     if segment_shards.applies(plan, run.inc.is_incremental):
         run.progress.stage("decode", described + ", each offsets partition decoded and loaded by one task")
-        from pipelines.validation.runner import UNKNOWN_CLOCK_MS, history_check
-
-        # the run's clock when it is given (--as-of, else --until-time), else one no run reaches
-        clock = next((t for t in (run.prepared.as_of_ms, run.prepared.until_time_ms) if t is not None),
-                     UNKNOWN_CLOCK_MS)
-        split_by = history_check(run.settings, as_of_ms=clock, num_partitions=_partition_count(run, plan.max_partition))
-        run.loaded = segment_shards.load_on_spark(run.spark, plan, _load_options(run), cut, _retains(run), split_by,
-                                                  run.warehouse.stage_history(run.snapshot_id), counters,
-                                                  run.progress.emit)
+        stage = run.warehouse.stage_history(run.snapshot_id)
+        run.loaded = segment_shards.load_on_spark(run.spark, plan, _load_options(run), cut, _retains(run),
+                                                  _early_history_check(run), stage, counters, run.progress.emit)
         run.release = run.loaded.release
         run.decoded = run.loaded.log
         s.task_cpu_seconds = {k: round(v, 3) for k, v in run.loaded.cpu_seconds.items()}
@@ -378,6 +372,16 @@ def _retains(run: Run) -> bool:
     """Whether the replay keeps the rows the next `--incremental` run resumes from: a what-if run saves no
     checkpoint."""
     return run.summary.kind == "scheduled"
+
+
+def _early_history_check(run: Run):
+    """The history's suite as a filter before the run's clock is known: the run's own when `--as-of` or
+    `--until-time` gives it, else one no run reaches (the replay checks the shards' suspects against the run's)."""
+    from pipelines.validation.runner import UNKNOWN_CLOCK_MS, history_check
+
+    clock = next((t for t in (run.prepared.as_of_ms, run.prepared.until_time_ms) if t is not None), UNKNOWN_CLOCK_MS)
+    return history_check(run.settings, as_of_ms=clock,
+                          num_partitions=_partition_count(run, run.inc.decode_plan.max_partition))
 
 
 def _load_options(run: Run):

@@ -150,6 +150,9 @@ def _one_frame_zstd(data: bytes, size: int) -> bytes | None:
     if dctx is None:
         dctx = _zstd_contexts.dctx = zstandard.ZstdDecompressor()
     try:
+        declared = zstandard.get_frame_parameters(data).content_size
+        if declared != zstandard.CONTENTSIZE_UNKNOWN and declared > size:
+            return None  # a one-shot call would allocate what the header claims, past any cap
         out = dctx.decompress(data, max_output_size=size)  # the first frame only, bounded
         check = dctx.decompressobj()  # that frame again, to see where it ends: it is known to fit in `size`
         check.decompress(data)

@@ -201,6 +201,14 @@ def test_zstd_reads_what_a_fresh_context_reads(parts, tail, cut):
     assert got == general(data)
 
 
+def test_zstd_frame_claiming_a_huge_content_size_is_not_allocated():
+    """A frame header may claim any content size (here 327 GB, from a mutated segment): nothing is allocated from
+    the claim; the section is corrupt."""
+    claim = b"(\xb5/\xfd\xd0'\x85\x00\x00PL\x00\x00\x00\x04k6<z\x00\x01\x0078\x02"
+    with pytest.raises(CorruptBatchError):
+        decompress(4, claim, magic=2)
+
+
 def test_zstd_one_frame_past_the_cap_is_too_large_unread():
     from pipelines.decoding.errors import DecompressionTooLargeError
 
