@@ -178,11 +178,14 @@ def replay_shards(table: pa.Table, options: ReplayOptions, expiry: ExpiryOptions
     id -> name map (None: read off `table`, which then must hold every partition of the run). `retain`: also
     return the decoded rows the next incremental run keeps."""
     loaded = load_shards(table, options, retain)
-    if names is None:
-        names = run_topic_names(until_cut(conform_decoded(table), options))
-    tables = tabulate_shards(loaded.states, options, expiry, names)
+    tables = tabulate_shards(loaded.states, options, expiry, _names_at_cut(table, options) if names is None else names)
     tables["offset_commits"] = loaded.history
     return ShardsResult(tables, loaded.retained)
+
+
+def _names_at_cut(table: pa.Table, options: ReplayOptions) -> dict[str, str]:
+    """The topic names `table` (decoded rows of every partition of the run) gives at the run's cut."""
+    return run_topic_names(until_cut(conform_decoded(table), options))
 
 
 @dataclass
@@ -253,7 +256,7 @@ def replay_rows(rows: Iterable[Row], options: ReplayOptions, expiry: ExpiryOptio
     engine's representation (timestamps in epoch ms)."""
     table = pa.Table.from_pylist(list(rows), schema=DECODED_RECORD_SCHEMA)
     loaded = load_shards(table, options)
-    out = _tabulate(loaded.states, options, expiry, run_topic_names(until_cut(table, options)))
+    out = _tabulate(loaded.states, options, expiry, _names_at_cut(table, options))
     out["offset_commits"] = _engine_rows(loaded.history)
     return out
 

@@ -28,7 +28,8 @@ import pyarrow.compute as pc
 from pipelines.coordinator.options import ReplayOptions
 from pipelines.coordinator.shard import (PART, UNREAD_COLUMNS, load_shards, naming_rows, tabulate_shards,
                                           transaction_markers)
-from pipelines.frames.shards import CHUNK_ROWS, MARKERS, RETAINED, SUSPECTS, SparkShards, shards_from_envelope
+from pipelines.frames.shards import (CHUNK_ROWS, ENVELOPE_DDL, MARKERS, RETAINED, SUSPECTS, SparkShards,
+                                     shards_from_envelope)
 from pipelines.io.blobs import to_blob
 from schemas.decoded import DECODED_RECORD_SCHEMA, KIND_ERROR
 
@@ -226,8 +227,6 @@ def _suspects_task(history_check):
                          "payload": [to_blob(history_check.split(rows))]})
     return run
 
-
-ENVELOPE_DDL = "table string, shard int, payload binary"
 
 
 def tabulate_on_spark(spark, loaded: LoadedOnSpark, options: ReplayOptions, expiry, names: dict[str, str],

@@ -70,22 +70,18 @@ def _shard_task(options: ReplayOptions, expiry: ExpiryOptions | None, names: dic
     return run
 
 
-def _counted(counters, cpu=None):
+def _counted(counters):
     """A pass over the envelope as the shards emit it: each shard's progress row counted, then dropped (an
-    accumulator cannot be updated from inside the grouped task itself on Spark 4.1: its worker crashes). `cpu`:
-    accumulators for the CPU-seconds a shard reports after its counts (decoding, loading), when it does."""
+    accumulator cannot be updated from inside the grouped task itself on Spark 4.1: its worker crashes)."""
     def count(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         import pyarrow.compute as pc
 
         for batch in batches:
             is_progress = pc.equal(batch.column("table"), PROGRESS)
-            for blob in batch.filter(is_progress).column("payload").to_pylist():
-                fields = blob.decode().split(",")
-                if counters is not None:
-                    counters.add(int(fields[0]), int(fields[1]), shards=1)
-                if cpu is not None:
-                    for acc, seconds in zip(cpu, fields[2:]):
-                        acc.add(float(seconds))
+            if counters is not None:
+                for blob in batch.filter(is_progress).column("payload").to_pylist():
+                    records, nbytes = map(int, blob.decode().split(","))
+                    counters.add(records, nbytes, shards=1)
             yield batch.filter(pc.invert(is_progress))
     return count
 

@@ -529,9 +529,9 @@ class Warehouse:
         path = self._table("offset_commits")
         rels = (delta.new_write_dir(), delta.new_write_dir("pending-"))
         try:
-            if isinstance(out, pa.Table):  # rows in this process
-                settled, pending = delta.write_table_files(out, path, rels[0], struct, split_by="offsets_partition",
-                                                           aside=(_pending_rows, rels[1]))
+            if isinstance(out, pa.Table):  # rows in this process, written as a task that built them writes them
+                files = HistoryStage(storage.location(path).uri, *rels, snapshot_id).write(out)
+                settled, pending = [f for f, aside in files if not aside], [f for f, aside in files if aside]
             else:
                 settled, pending = delta.write_frame_files(out, path, rels[0], struct, split_by="offsets_partition",
                                                            aside=(_pending_rows, rels[1]), opened=opened)
