@@ -268,6 +268,41 @@ def _runs_of(batches: Iterable[pa.RecordBatch], column: str) -> Iterator[tuple[A
 FILE_COLUMN = "_file"
 
 
+def _read_files(table_uri: str, rel_paths: Iterable[str], schema: pa.Schema, with_file: bool
+                ) -> Iterator[pa.RecordBatch]:
+    """The rows of some of a table's Parquet files as batches of `schema` (a column a file lacks reads null);
+    `with_file` adds `_file`, the relative path each row came from."""
+    root = storage.location(table_uri)
+    names = schema.names
+    for rel in rel_paths:
+        loc = root.join(rel)
+        with storage.errors(loc), loc.fs.open_input_file(loc.path) as f:
+            pf = pq.ParquetFile(f)
+            present = [n for n in names if n in pf.schema_arrow.names]
+            for got in pf.iter_batches(columns=present, batch_size=65_536):
+                arrays = [got.column(n).cast(schema.field(n).type) if n in present
+                          else pa.nulls(got.num_rows, schema.field(n).type) for n in names]
+                if with_file:
+                    arrays.append(pa.array([rel] * got.num_rows, pa.string()))
+                yield pa.RecordBatch.from_arrays(arrays, names=[*names, *([FILE_COLUMN] if with_file else [])])
+
+
+def _read_schema(struct, columns: list[str] | None):
+    from pyspark.sql.types import StructType
+
+    fields = [f for f in struct.fields if columns is None or f.name in columns]
+    return fields, arrow_schema(StructType(fields))
+
+
+def read_table_files(table_path: Where, rel_paths: list[str], struct, columns: list[str] | None = None,
+                     with_file: bool = False) -> pa.Table:
+    """`read_frame_files` in this process: the rows as one Arrow table."""
+    _, schema = _read_schema(struct, columns)
+    out = schema.append(pa.field(FILE_COLUMN, pa.string(), False)) if with_file else schema
+    batches = list(_read_files(storage.location(table_path).uri, rel_paths, schema, with_file))
+    return pa.Table.from_batches(batches).cast(out) if batches else out.empty_table()
+
+
 def read_frame_files(spark, table_path: Where, rel_paths: list[str], struct, columns: list[str] | None = None,
                      with_file: bool = False):
     """The rows of some of a table's Parquet files (paths relative to the table) as a DataFrame of `struct`'s
@@ -275,27 +310,14 @@ def read_frame_files(spark, table_path: Where, rel_paths: list[str], struct, col
     from pyspark.sql.types import StringType, StructField, StructType
 
     table_uri = storage.location(table_path).uri
-    fields = [f for f in struct.fields if columns is None or f.name in columns]
+    fields, schema = _read_schema(struct, columns)
     out_struct = StructType(fields + ([StructField(FILE_COLUMN, StringType(), False)] if with_file else []))
     if not rel_paths:
         return spark.createDataFrame([], out_struct)
-    schema = arrow_schema(StructType(fields))
-    names = [f.name for f in fields]
 
     def read(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        root = storage.location(table_uri)
         for batch in batches:
-            for rel in batch.column(0).to_pylist():
-                loc = root.join(rel)
-                with storage.errors(loc), loc.fs.open_input_file(loc.path) as f:
-                    pf = pq.ParquetFile(f)
-                    present = [n for n in names if n in pf.schema_arrow.names]
-                    for got in pf.iter_batches(columns=present, batch_size=65_536):
-                        arrays = [got.column(n).cast(schema.field(n).type) if n in present
-                                  else pa.nulls(got.num_rows, schema.field(n).type) for n in names]
-                        if with_file:
-                            arrays.append(pa.array([rel] * got.num_rows, pa.string()))
-                        yield pa.RecordBatch.from_arrays(arrays, names=[*names, *([FILE_COLUMN] if with_file else [])])
+            yield from _read_files(table_uri, batch.column(0).to_pylist(), schema, with_file)
 
     n = max(1, min(len(rel_paths), spark.sparkContext.defaultParallelism * 2))
     paths = spark.createDataFrame([(p,) for p in rel_paths], "path string").repartition(n)

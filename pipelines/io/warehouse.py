@@ -34,7 +34,7 @@ from deltalake import write_deltalake
 from deltalake.transaction import CommitProperties
 
 from pipelines.io import delta, storage
-from pipelines.io.blobs import PAYLOAD, BlobRows, unpacked
+from pipelines.io.blobs import PAYLOAD, BlobRows, from_blob, unpacked
 from pipelines.io.snapshots import DeltaWarehouseReader, Snapshot, pick_snapshot, run_order, snapshots_from_runs
 from pipelines.io.snapshots import SnapshotNotFound as _SnapshotNotFound
 from schemas.tables import SNAPSHOT_TABLES, TABLES
@@ -140,6 +140,13 @@ def _with_snapshot_id(rows, snapshot_id: str):
     return type(rows).from_arrays(arrays, names=rows.schema.names)
 
 
+def _collected(rows: BlobRows) -> pa.Table:
+    """A history the shards keep as blobs, opened in this process (an incremental run's: state-sized)."""
+    tables = [from_blob(r[PAYLOAD]) for r in rows.blobs.select(PAYLOAD).collect()]
+    schema = delta.arrow_schema(rows.schema)
+    return pa.concat_tables([t.cast(schema) for t in tables]) if tables else schema.empty_table()
+
+
 def _opened(snapshot_id: str):
     """The executor function that opens a history's blobs (`io.blobs`) with `snapshot_id` set."""
     def opened(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -159,10 +166,13 @@ class HistoryStage:
     pending: str
     snapshot_id: str
 
-    def write(self, history: pa.Table) -> list[tuple[delta.WrittenFile, bool]]:
-        """Executor side: `history` (whole offsets partitions, each in record order) written; (file, aside)."""
+    def write(self, history: pa.Table, stamp: bool = True) -> list[tuple[delta.WrittenFile, bool]]:
+        """Executor side: `history` (whole offsets partitions, each in record order) written; (file, aside).
+        `stamp`: every row's `snapshot_id` set to this run's (False: the rows carry theirs, as a merge that
+        rewrites older rows gives them)."""
+        rows = history.select(table_columns("offset_commits"))
         settled, pending = delta.write_table_files(
-            _with_snapshot_id(history.select(table_columns("offset_commits")), self.snapshot_id), self.table_uri,
+            _with_snapshot_id(rows, self.snapshot_id) if stamp else rows, self.table_uri,
             self.settled, TABLES["offset_commits"], split_by="offsets_partition", aside=(_pending_rows, self.pending))
         return [(f, False) for f in settled] + [(f, True) for f in pending]
 
@@ -453,12 +463,17 @@ class Warehouse:
             if clustered and not current:  # nothing to merge with: each task writes the blobs it opens
                 _check_columns(df.schema.fieldNames(), table, snapshot_id)
                 return self._write_history(dt, snapshot_id, df.blobs.select(PAYLOAD), opened=_opened(snapshot_id))
+            if clustered and known_below:  # an incremental run's history: the saved rows and the new ones
+                _check_columns(df.schema.fieldNames(), table, snapshot_id)
+                return self._merge_in_hand(dt, snapshot_id, _collected(df), known_below)
             df = df.frame()
         elif isinstance(df, pa.Table):  # rows in this process (a small run)
             _check_columns(df.column_names, table, snapshot_id)
             if clustered and not current:
                 return self._write_history(dt, snapshot_id, _with_snapshot_id(df.select(table_columns(table)),
                                                                               snapshot_id))
+            if clustered and known_below:
+                return self._merge_in_hand(dt, snapshot_id, df, known_below)
             df = spark.createDataFrame(df.select(table_columns(table)), schema=struct)
         incoming = conform(df, table, snapshot_id)
         if not clustered:
@@ -520,6 +535,58 @@ class Warehouse:
                 if frame is not None:
                     frame.unpersist()
 
+    def _merge_in_hand(self, dt, snapshot_id: str, incoming: pa.Table, known_below: dict[int, int]) -> int | None:
+        """`_merge_offset_commits` of an incremental run's history (each record once, in hand: the rows the run
+        replayed, its saved rows and its new ones), in this process. Below a partition's mark a row can only
+        upgrade a pending row; only the files that may hold one, or that overlap the rows above the marks, are
+        read (their keys and outcomes), and only the files with an upgraded row are rewritten."""
+        import numpy as np
+
+        table = "offset_commits"
+        struct = TABLES[table]
+        path = self._table(table)
+        keys = list(_OFFSET_KEYS)
+        incoming = _with_contract_columns(incoming, table)
+        part = incoming.column("offsets_partition").to_numpy(zero_copy_only=False)
+        offset = incoming.column("record_offset").to_numpy(zero_copy_only=False)
+        marks = np.zeros(len(part), np.int64)
+        for p, o in known_below.items():
+            marks[part == int(p)] = int(o)
+        fresh = offset >= marks
+        above = pa.table({"p": part[fresh], "o": offset[fresh]}).group_by("p").aggregate([("o", "min"), ("o", "max")])
+        ranges = list(zip(*(above.column(c).to_pylist() for c in ("p", "o_min", "o_max"))))
+        candidates = [f for f in _history_files(dt) if f["may_hold_pending"] or _overlaps(f, ranges)]
+        existing = delta.read_table_files(path, [unquote(f["path"]) for f in candidates], struct,
+                                          columns=[*keys, "txn_outcome"], with_file=True)
+        existing = existing.rename_columns([*keys, "_old", "_file"])
+        probe = incoming.select([*keys, "txn_outcome"]).append_column("_i", pa.array(np.arange(len(part))))
+        joined = probe.join(existing, keys, join_type="inner") if existing.num_rows else None
+        matched = np.zeros(len(part), bool)
+        touched, upgrades = [], None
+        if joined is not None and joined.num_rows:
+            matched[joined.column("_i").to_numpy()] = True
+            new, old = joined.column("txn_outcome"), joined.column("_old")
+            final = pc.is_in(new, pa.array(_FINAL_OUTCOMES))
+            upgrade = pc.and_(pc.is_valid(new), pc.or_(
+                pc.is_null(old), pc.and_(pc.fill_null(pc.equal(old, "pending"), False), final)))
+            upgrade = pc.fill_null(pc.and_(upgrade, pc.invert(pc.fill_null(pc.equal(old, new), False))), False)
+            upgrades = joined.filter(upgrade)
+            touched_rel = sorted(set(upgrades.column("_file").to_pylist()))
+            by_rel = {unquote(f["path"]): f["path"] for f in candidates}
+            touched = [by_rel[r] for r in touched_rel]
+        out = [_with_contract_columns(_with_snapshot_id(incoming.filter(pa.array(fresh & ~matched)), snapshot_id),
+                                      table)]
+        if touched:
+            # the files with an upgraded row, rewritten whole: their other rows keep their snapshot ids
+            rewritten = delta.read_table_files(path, touched_rel, struct)
+            new_outcome = upgrades.select([*keys, "txn_outcome"]).rename_columns([*keys, "_new"])
+            rewritten = rewritten.join(new_outcome, keys, join_type="left outer")
+            outcome = pc.coalesce(rewritten.column("_new"), rewritten.column("txn_outcome"))
+            rewritten = rewritten.set_column(rewritten.schema.get_field_index("txn_outcome"), "txn_outcome", outcome)
+            out.append(_with_contract_columns(rewritten, table))
+        rows = pa.concat_tables(out).sort_by([(k, "ascending") for k in keys])
+        return self._write_history(dt, snapshot_id, rows, touched)
+
     def _write_history(self, dt, snapshot_id: str, out, touched: list[str] = (), opened=None) -> int | None:
         """`out`'s rows added to the history and the `touched` files removed, in one commit. Rows of transactions
         still open are the only ones a later run upgrades (pending → committed/aborted): they go to files of their
@@ -529,8 +596,8 @@ class Warehouse:
         path = self._table("offset_commits")
         rels = (delta.new_write_dir(), delta.new_write_dir("pending-"))
         try:
-            if isinstance(out, pa.Table):  # rows in this process, written as a task that built them writes them
-                files = HistoryStage(storage.location(path).uri, *rels, snapshot_id).write(out)
+            if isinstance(out, pa.Table):  # rows in this process (stamped), written as a task writes its rows
+                files = HistoryStage(storage.location(path).uri, *rels, snapshot_id).write(out, stamp=False)
                 settled, pending = [f for f, aside in files if not aside], [f for f, aside in files if aside]
             else:
                 settled, pending = delta.write_frame_files(out, path, rels[0], struct, split_by="offsets_partition",

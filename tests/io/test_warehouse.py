@@ -441,3 +441,63 @@ def wh_arrow_schema():
     from pipelines.io.delta import arrow_schema
 
     return pa.schema([f.with_nullable(True) for f in arrow_schema(TABLES["offset_commits"])])
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_an_incremental_history_in_hand_merges_by_the_rules_and_rewrites_only_upgraded_files(spark, tmp_path, seed):
+    """An incremental run's history (its saved rows and its new ones, each record once) merged in this process,
+    as Arrow or as the shards' blobs: every record once, the first snapshot that saw it kept, an outcome only
+    ever decided further (null → pending → committed/aborted), rows past each partition's mark added, and only
+    the files holding an upgraded row rewritten."""
+    import random
+
+    from pipelines.io.blobs import PAYLOAD, BlobRows, to_blob
+
+    rnd = random.Random(seed)
+    outcomes = (None, "pending", "committed", "aborted")
+    first = {(p, o): rnd.choice(outcomes) for p in range(4) for o in range(rnd.randrange(1, 80))}
+    marks = {p: 1 + max((o for q, o in first if q == p), default=-1) for p in range(4)}
+    second = {}
+    for (p, o), outcome in first.items():
+        if rnd.random() < 0.5:  # a saved row the replay read again, its outcome known as far as it got
+            second[(p, o)] = "committed" if outcome == "pending" and rnd.random() < 0.5 else outcome
+    for p in range(5):  # partition 4 is new
+        for o in range(marks.get(p, 0), marks.get(p, 0) + rnd.randrange(0, 30)):
+            second[(p, o)] = rnd.choice(outcomes)
+    want = {k: (v, "a") for k, v in first.items()}
+    for k, v in second.items():
+        if k not in want:
+            want[k] = (v, "b")
+        else:
+            old = want[k][0]
+            if v is not None and v != old and (old is None or (old == "pending" and v in ("committed", "aborted"))):
+                want[k] = (v, "a")
+    schema = wh_arrow_schema()
+
+    def arrow(records):
+        rows = offset_commit_rows([(p, o, v) for (p, o), v in sorted(records.items())])
+        return pa.Table.from_pylist([dict(zip(schema.names, r)) for r in rows], schema=schema)
+
+    for kind in ("arrow", "blobs"):
+        wh = Warehouse(tmp_path / kind)
+        wh._merge_offset_commits(spark, "a", arrow(first), clustered=True)
+        before = {f["path"] for f in delta.active_files(DeltaTable(str(wh.table_path("offset_commits"))))}
+        incoming = arrow(second)
+        if kind == "blobs":
+            halves = [incoming.slice(0, incoming.num_rows // 2), incoming.slice(incoming.num_rows // 2)]
+            incoming = BlobRows(spark.createDataFrame([(to_blob(t),) for t in halves], f"{PAYLOAD} binary"),
+                                TABLES["offset_commits"])
+        wh._merge_offset_commits(spark, "b", incoming, known_below=marks, clustered=True)
+        rows = wh.read_table("offset_commits").to_pylist()
+        assert len(rows) == len({(r["offsets_partition"], r["record_offset"]) for r in rows})
+        assert {(r["offsets_partition"], r["record_offset"]): (r["txn_outcome"], r["snapshot_id"]) for r in rows} \
+            == want
+        after = {f["path"] for f in delta.active_files(DeltaTable(str(wh.table_path("offset_commits"))))}
+        upgraded = {k for k, (v, sid) in want.items() if sid == "a" and v != first[k]}
+        for f in before - after:  # a file gone was rewritten for an upgrade of one of its rows
+            keys = {(r["offsets_partition"], r["record_offset"]) for r in pq_rows(wh.table_path("offset_commits") / f)}
+            assert keys & upgraded, f
+        for f in after - before:
+            file_rows = pq_rows(wh.table_path("offset_commits") / f)
+            assert len({r["offsets_partition"] for r in file_rows}) == 1 or f.startswith("pending-")
+            assert ("pending" in {r["txn_outcome"] for r in file_rows}) == f.startswith("pending-"), f
