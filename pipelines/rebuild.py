@@ -343,9 +343,13 @@ def decode(run: Run) -> None:
     described = (f"{plan.num_segments} segment(s), {plan.num_tabular} table(s), {plan.total_bytes / 1e6:.1f} MB")
     if segment_shards.applies(plan, run.inc.is_incremental):
         run.progress.stage("decode", described + ", each offsets partition decoded and loaded by one task")
+        from pipelines.io.checkpoint import stage_state
+
         stage = run.warehouse.stage_history(run.snapshot_id)
+        state_stage = stage_state(run.warehouse, run.snapshot_id) if _retains(run) else None
         run.loaded = segment_shards.load_on_spark(run.spark, plan, _load_options(run), cut, _retains(run),
-                                                  _early_history_check(run), stage, counters, run.progress.emit)
+                                                  _early_history_check(run), stage, counters, run.progress.emit,
+                                                  state_stage)
         run.release = run.loaded.release
         run.decoded = run.loaded.log
         s.task_cpu_seconds = {k: round(v, 3) for k, v in run.loaded.cpu_seconds.items()}

@@ -36,6 +36,7 @@ from schemas.decoded import DECODED_RECORD_SCHEMA, KIND_ERROR
 LOG = "_log"  # the shard's quarantined rows, with the tally and the naming rows of everything it decoded
 STATES = "_states"  # the shard's loaded state, pickled
 WRITTEN = "_written"  # a file of the shard's history its task wrote: (delta.WrittenFile fields, aside) as JSON
+SAVED = "_saved"  # the file of the rows the next --incremental run keeps its task wrote (`io.checkpoint.StateStage`)
 TASKS_PER_CORE = 2
 FUSED_DDL = "table string, shard int, payload binary, tally binary, named binary"
 
@@ -52,12 +53,13 @@ def _row(table: str, shard: int, payload: bytes | None, tally: bytes | None = No
 
 
 def _decode_and_load_task(slices: list[list[pa.Table]], policy, options: ReplayOptions, cut: tuple, retain: bool,
-                          split_by=None, stage=None, counters=None, cpu=None):
+                          split_by=None, stage=None, counters=None, cpu=None, state_stage=None):
     """The executor function: a slice's number in (`slices[i]`: the work items of each of its offsets partitions),
     the envelope rows of its shards out. `split_by`: the history's suspect filter before the run's clock is known
     (`validation.suspects`). `stage` (`io.warehouse.HistoryStage`): where to write the history's files (else it
-    is returned as blobs). `counters` and `cpu` (accumulators) receive each shard's records and input bytes,
-    and its CPU-seconds decoding and loading, as it ends."""
+    is returned as blobs); `state_stage` (`io.checkpoint.StateStage`), where to write the retained rows (else
+    they are returned as blobs). `counters` and `cpu` (accumulators) receive each shard's records and input
+    bytes, and its CPU-seconds decoding and loading, as it ends."""
     def task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
             for i in batch.column(0).to_pylist():
@@ -88,7 +90,9 @@ def _decode_and_load_task(slices: list[list[pa.Table]], policy, options: ReplayO
         # the transactions' outcomes are in the history already: the tables need the rest of each state
         states = [dataclasses.replace(state, outcomes={}) for state in loaded.states]
         out.append(_row(STATES, shard, pickle.dumps(states, protocol=pickle.HIGHEST_PROTOCOL)))
-        if loaded.retained is not None:
+        if loaded.retained is not None and state_stage is not None:
+            out.append(_row(SAVED, shard, state_stage.write(loaded.retained, f"{shard:05d}").encode()))
+        elif loaded.retained is not None:
             out.append(_row(RETAINED, shard, to_blob(loaded.retained)))
         history = loaded.history
         if split_by is not None:
@@ -126,22 +130,26 @@ class LoadedOnSpark:
     split_by: object  # validation.suspects.SuspectFilter the shards split their history's suspects with
     collected: pa.Table  # (table, shard, payload) of the markers, retained rows and suspects
     history: object
+    saved: object = None  # io.checkpoint.SavedState: the retained rows as the tasks wrote them
 
     def release(self) -> None:
-        """The kept envelope dropped, and the history's files deleted unless they were committed."""
+        """The kept envelope dropped, the history's and the retained rows' files deleted unless they were
+        committed."""
         self.envelope.unpersist()
-        discard = getattr(self.history, "discard", None)
-        if discard is not None:
-            discard()
+        for written in (self.history, self.saved):
+            discard = getattr(written, "discard", None)
+            if discard is not None:
+                discard()
 
 
 def load_on_spark(spark, plan, options: ReplayOptions, cut: tuple, retain: bool, split_by=None, stage=None,
-                  counters=None, emit=None) -> LoadedOnSpark:
+                  counters=None, emit=None, state_stage=None) -> LoadedOnSpark:
     """Every offsets partition of `plan` (segments only: `applies`) decoded and loaded by one task, the envelope
     kept. `split_by`: the history's suite as a filter (`validation.suspects`), with any clock: `tabulate_on_spark`
     checks the suspects against the run's own. `stage` (`io.warehouse.HistoryStage`): the tasks write the
-    history's files there (else its blobs are kept in the envelope). `counters` (`frames.progress.TaskCounters`)
-    receive each shard's records and input bytes as it ends."""
+    history's files there (else its blobs are kept in the envelope); `state_stage` (`io.checkpoint.StateStage`),
+    the retained rows' (else they are collected). `counters` (`frames.progress.TaskCounters`) receive each shard's
+    records and input bytes as it ends."""
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
@@ -165,13 +173,14 @@ def load_on_spark(spark, plan, options: ReplayOptions, cut: tuple, retain: bool,
         slices[i].append(work.take(by_shard[p]))
         loads[i] += sizes[p]
     cpu = spark.sparkContext.accumulator(0.0), spark.sparkContext.accumulator(0.0)
-    task = _decode_and_load_task(slices, plan.policy, options, tuple(cut), retain, split_by, stage, counters, cpu)
+    task = _decode_and_load_task(slices, plan.policy, options, tuple(cut), retain, split_by, stage, counters, cpu,
+                                 state_stage)
     envelope = (spark.range(0, len(slices), 1, numPartitions=len(slices)).mapInArrow(task, FUSED_DDL)
                 .persist(StorageLevel.MEMORY_AND_DISK))
     shards = len(order)
     # the job that runs the shards, collecting what is sized by the state (or by the partitions) as it ends
     with reporting(spark, emit, "decode", counters, shards=shards if counters is not None else None):
-        small = (envelope.where(F.col("table").isin(LOG, MARKERS, RETAINED, SUSPECTS, WRITTEN))
+        small = (envelope.where(F.col("table").isin(LOG, MARKERS, RETAINED, SUSPECTS, WRITTEN, SAVED))
                  .select("table", "shard", F.when(F.col("table") != F.lit(LOG), F.col("payload")).alias("payload"),
                          "tally", "named").toArrow())
     is_log = pc.equal(small.column("table"), LOG)
@@ -179,6 +188,13 @@ def load_on_spark(spark, plan, options: ReplayOptions, cut: tuple, retain: bool,
         F.col("shard").alias(PART), "payload", "tally", "named"), cut=tuple(cut),
         collected=small.filter(is_log).select(["tally", "named"]))
     rest = small.filter(pc.invert(is_log)).select(["table", "shard", "payload"])
+    saved = None
+    if state_stage is not None:
+        from pipelines.io.checkpoint import SavedState
+
+        is_saved = pc.equal(rest.column("table"), SAVED)
+        saved = SavedState(state_stage, [b.decode() for b in rest.filter(is_saved).column("payload").to_pylist()])
+        rest = rest.filter(pc.invert(is_saved))
     if stage is not None:
         from pipelines.io.delta import WrittenFile
         from pipelines.io.warehouse import StagedHistory
@@ -195,7 +211,7 @@ def load_on_spark(spark, plan, options: ReplayOptions, cut: tuple, retain: bool,
         history = BlobRows(envelope.where(F.col("table") == F.lit("offset_commits")).select("payload"),
                            TABLES["offset_commits"])
     return LoadedOnSpark(envelope, log, {"decode": cpu[0].value, "load": cpu[1].value}, max(order), split_by,
-                         rest, history)
+                         rest, history, saved)
 
 
 def _tabulate_task(options: ReplayOptions, expiry, names: dict[str, str], top_partition: int):
@@ -245,7 +261,11 @@ def tabulate_on_spark(spark, loaded: LoadedOnSpark, options: ReplayOptions, expi
         collected = _checked_suspects(loaded.history, collected, history_check, loaded.split_by)
     else:
         collected = collected.filter(pc.not_equal(collected.column("table"), SUSPECTS))
-    return shards_from_envelope(collected, loaded.history, retain, history_check, loaded.release)
+    shards = shards_from_envelope(collected, loaded.history, retain and loaded.saved is None, history_check,
+                                  loaded.release)
+    if loaded.saved is not None:
+        shards.retained = loaded.saved
+    return shards
 
 
 def _checked_suspects(history, collected: pa.Table, history_check, split_by) -> pa.Table:

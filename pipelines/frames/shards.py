@@ -98,12 +98,13 @@ def _read_blobs(blobs) -> pa.Table | None:
 class SparkShards:
     """What the shards give: `tables` holds every `SHARD_TABLES` table, the state tables as Arrow (collected) and
     `offset_commits` as the blobs of the kept envelope (`io.blobs`); `retained` the rows the next run keeps (Arrow,
-    collected with the state tables: they are sized by the state too; None unless asked for); `markers` the
+    collected with the state tables: they are sized by the state too; or the `io.checkpoint.SavedState` the
+    tasks that loaded the shards wrote them to; None unless asked for); `markers` the
     end-transaction markers the shards read; `suspects` the history as its suite sees it (None without a
     `history_check`); `release` drops the kept envelope once the history is written."""
 
     tables: dict
-    retained: pa.Table | None
+    retained: object
     release: Callable[[], None]
     markers: pa.Table
     suspects: Suspects | None = None

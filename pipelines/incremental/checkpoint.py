@@ -1,12 +1,13 @@
 """What a run read, saved for the next `--incremental` run: how far each segment file was framed, its first bytes'
 and last entry's hashes (from the reader's own count, `frames.decode.segment_scan`), the partition's next offset,
-and the rows the engine kept (`coordinator.retained`)."""
+and the rows the engine kept (`coordinator.retained`), written as Parquet by the driver or by the tasks that loaded the
+shards (`io.checkpoint.StateStage`)."""
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Callable
 
-from pipelines.io.checkpoint import STATE_DIR, remove_orphaned_state, write_state_rows
+from pipelines.io.checkpoint import STATE_DIR, SavedState, remove_orphaned_state, remove_other_states, write_state_rows
 
 CHECKPOINT_FORMAT = 1
 
@@ -14,16 +15,17 @@ CHECKPOINT_FORMAT = 1
 # ================================================================================================================
 # saving the checkpoint of a run
 # ================================================================================================================
-def save_checkpoint(warehouse, snapshot_id: str, replayed, plan, inc, *, conf, req, scans: dict[str, dict],
+def save_checkpoint(warehouse, snapshot_id: str, retained, plan, inc, *, conf, req, scans: dict[str, dict],
                     max_timestamp: int | None, max_partition: int) -> dict:
-    """Write this run's state (the replayed rows, Parquet) and checkpoint (JSON) — see the module docstring.
+    """Write this run's state and checkpoint (JSON) — see the module docstring.
 
-    ``plan`` is the run's whole input plan (not only what was decoded); ``scans`` (path -> `segment_scan`) says how
-    far the reader's count framed every file this run decoded. The Parquet is written to a temporary directory and
-    renamed into place; the JSON, written last and atomically, is what makes the state usable."""
+    ``retained``: the rows to keep (Arrow, written here) or a `SavedState` the tasks wrote. ``plan`` is the run's
+    whole input plan (not only what was decoded); ``scans`` (path -> `segment_scan`) says how far the reader's count
+    framed every file this run decoded. The JSON, written last and atomically, names the state's directory and
+    files: it is what makes the state usable. Other state directories of the id go once it is written."""
     from pipelines.io.checkpoint import write_checkpoint
 
-    final = write_state_rows(warehouse, snapshot_id, replayed)
+    saved = retained if isinstance(retained, SavedState) else write_state_rows(warehouse, snapshot_id, retained)
 
     # Files decoded from a resume point were framed from there only; files with nothing new keep their previous
     # entry (the input was checked to extend it).
@@ -65,10 +67,12 @@ def save_checkpoint(warehouse, snapshot_id: str, replayed, plan, inc, *, conf, r
         semantics=conf.semantics, num_partitions_setting=conf.num_partitions,
         until_offset=req.until_offset, until_time=req.until_time, tabular=bool(plan.num_tabular),
         max_timestamp=max_timestamp, max_partition=max_partition, group_history=True,
-        decoded_state=f"{STATE_DIR}/{snapshot_id}/{final.name}",
+        decoded_state=f"{STATE_DIR}/{snapshot_id}/{saved.stage.name}", decoded_files=sorted(saved.files),
         partitions=partitions,
     )
     write_checkpoint(warehouse, snapshot_id, checkpoint)
+    saved.kept = True
+    remove_other_states(warehouse, snapshot_id, keep=saved.stage.name)
     return checkpoint
 
 

@@ -29,6 +29,7 @@ class IncrementalStart:
     previous_snapshot: str | None = None
     previous: dict | None = None  # the previous checkpoint (incremental only)
     previous_state: str | None = None  # its decoded-rows Parquet directory
+    previous_files: list[str] | None = None  # the files of it the checkpoint names (None: every file)
     new_bytes: int = 0
     new_records: int = 0
     resume_at: dict = field(default_factory=dict)  # path -> start position, files read before
@@ -67,7 +68,8 @@ class IncrementalStart:
         from pipelines.coordinator.shard import conform_decoded
         from pipelines.frames.decoded_log import DecodedLog
 
-        previous = DecodedLog(spark, table=conform_decoded(read_state_rows(self.previous_state)))
+        previous = DecodedLog(spark, table=conform_decoded(read_state_rows(self.previous_state,
+                                                                           self.previous_files)))
         return log.union(previous).persist()
 
     # -- the in-process replay of a small run (coordinator.shard, without Spark) ---------------------------------
@@ -76,7 +78,8 @@ class IncrementalStart:
         previous state when incremental), else None (one Spark task per offsets partition)."""
         if max_rows <= 0 or new_records > max_rows:
             return None
-        total = new_records + (count_state_rows(self.previous_state) if self.is_incremental else 0)
+        saved = count_state_rows(self.previous_state, self.previous_files) if self.is_incremental else 0
+        total = new_records + saved
         return total if total <= max_rows else None
 
     def replayable_arrow(self, log) -> pa.Table:
@@ -88,7 +91,7 @@ class IncrementalStart:
         new = conform_decoded(log.to_arrow(REPLAY_COLUMNS, exclude=SKIPPED_KINDS))
         if not self.is_incremental:
             return new
-        previous = conform_decoded(read_state_rows(self.previous_state))
+        previous = conform_decoded(read_state_rows(self.previous_state, self.previous_files))
         return pa.concat_tables([previous, new])
 
     def next_offsets(self) -> dict[int, int] | None:
@@ -143,7 +146,8 @@ def start(warehouse, req, conf, plan, snapshot_id: str) -> IncrementalStart:
         return _full(NO_PREVIOUS, plan, prev_id)
     if prev_id == snapshot_id:
         return _full(f"the previous snapshot is {snapshot_id} itself (a rerun replaces it)", plan, prev_id)
-    state = state_dir(warehouse, prev_id) / "decoded"
+    # the directory the checkpoint names (its last component only: the state is always the id's own)
+    state = state_dir(warehouse, prev_id) / Path(str(prev.get("decoded_state") or "decoded")).name
     if not state.is_dir():
         return _full(f"the previous snapshot's decoded state is missing ({state})", plan, prev_id)
     if prev.get("tabular"):
@@ -175,7 +179,8 @@ def start(warehouse, req, conf, plan, snapshot_id: str) -> IncrementalStart:
                           num_segments=sum(1 for i in items if i["kind"] == "segment"))
     return IncrementalStart(mode="incremental", reason="the input extends the previous snapshot's checkpoint",
                             decode_plan=decode_plan, previous_snapshot=prev_id, previous=prev,
-                            previous_state=str(state), new_bytes=new_bytes, resume_at=resume)
+                            previous_state=str(state), previous_files=prev.get("decoded_files"),
+                            new_bytes=new_bytes, resume_at=resume)
 
 
 def check_extends(prev: dict, plan) -> tuple[str | None, dict[str, int]]:

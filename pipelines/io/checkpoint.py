@@ -11,7 +11,10 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import tempfile
+import uuid
+from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
@@ -110,47 +113,99 @@ def state_dir(warehouse, snapshot_id: str) -> "Path | storage.Location":
     return _native(_root(warehouse).join(STATE_DIR, check_partition_value(snapshot_id)))
 
 
-def write_state_rows(warehouse, snapshot_id: str, rows: pa.Table) -> "Path | storage.Location":
-    """Write `rows` (the engine's retained rows, `coordinator.shard`) as Parquet at `_state/<id>/decoded`, so a
-    reader never sees a half-written state: on disk into a temporary directory first, then renamed into place; on
-    object storage as one object, which a PUT replaces whole."""
-    import shutil
-    import uuid
+@dataclass(frozen=True)
+class StateStage:
+    """A new directory `_state/<id>/decoded-<random>` the rows the next `--incremental` run keeps are written into,
+    by the driver or by the tasks that load the shards (picklable: a task writes with it). Nothing reads it until
+    the run's checkpoint, written last, names the directory and its files: a file of a failed task attempt or of a
+    run that stopped is never read."""
 
-    target = state_dir(warehouse, snapshot_id)
-    if isinstance(target, storage.Location):
-        final = target / "decoded"
-        part = final / "part-00000.snappy.parquet"
-        with storage.errors(part):
-            pq.write_table(rows, part.path, filesystem=part.fs, compression="snappy")
-        return final
-    target.mkdir(parents=True, exist_ok=True)
-    tmp = target / f".decoded-{uuid.uuid4().hex[:8]}.tmp"
-    tmp.mkdir()
-    pq.write_table(rows, tmp / "part-00000.snappy.parquet", compression="snappy")
-    final = target / "decoded"
-    if final.exists():
-        shutil.rmtree(final)
-    os.replace(tmp, final)
-    return final
+    uri: str
+
+    @property
+    def name(self) -> str:
+        return storage.location(self.uri).name
+
+    def write(self, rows: pa.Table, part: str) -> str:
+        """`rows` as one Parquet file of the directory; its name."""
+        root = storage.location(self.uri)
+        root.makedirs()
+        name = f"part-{part}-{uuid.uuid4().hex[:8]}.snappy.parquet"
+        loc = root.join(name)
+        with storage.errors(loc):
+            pq.write_table(rows, loc.path, filesystem=loc.fs, compression="snappy")
+        return name
 
 
-def _dataset(path):
+@dataclass
+class SavedState:
+    """The rows a run keeps for the next `--incremental` run, written (`StateStage`), named by `files`. `discard`
+    deletes them unless a checkpoint names them (`kept`)."""
+
+    stage: StateStage
+    files: list[str]
+    kept: bool = False
+
+    def discard(self) -> None:
+        if not self.kept:
+            with contextlib.suppress(OSError, storage.StorageError):
+                storage.location(self.stage.uri).delete_dir()
+
+
+def stage_state(warehouse, snapshot_id: str) -> StateStage:
+    """A new, empty state directory of `snapshot_id` (see `StateStage`)."""
+    return StateStage(_root(warehouse).join(STATE_DIR, check_partition_value(snapshot_id),
+                                            f"decoded-{uuid.uuid4().hex[:12]}").uri)
+
+
+def write_state_rows(warehouse, snapshot_id: str, rows: pa.Table) -> SavedState:
+    """`rows` (the engine's retained rows, `coordinator.shard`) written as the state of `snapshot_id`."""
+    stage = stage_state(warehouse, snapshot_id)
+    return SavedState(stage, [stage.write(rows, "all")])
+
+
+def remove_other_states(warehouse, snapshot_id: str, keep: str) -> None:
+    """Every state directory of `snapshot_id` but `keep` deleted (an earlier run of the same id, a stopped one)."""
+    import pyarrow.fs as pafs
+
+    root = _root(warehouse).join(STATE_DIR, check_partition_value(snapshot_id))
+    for info in root.listdir():
+        d = root.child_of(info)
+        if d.name != keep:
+            with contextlib.suppress(OSError, storage.StorageError):
+                d.delete_dir() if info.type == pafs.FileType.Directory else d.delete_file()
+
+
+_PARTITION_FILE = re.compile(r"part-(\d{5})-")  # a file a shard's task wrote: that offsets partition's rows only
+
+
+def _dataset(path, files: list[str] | None = None, partition: int | None = None):
     import pyarrow.dataset as ds
 
     loc = storage.location(path)
     with storage.errors(loc):
-        return ds.dataset(loc.path, filesystem=loc.fs, format="parquet")
+        if files is None:
+            return ds.dataset(loc.path, filesystem=loc.fs, format="parquet")
+        if partition is not None:  # the partition's own file, and any file of every partition
+            files = [f for f in files if (m := _PARTITION_FILE.match(f)) is None or int(m.group(1)) == partition]
+        return ds.dataset([loc.join(f).path for f in files], filesystem=loc.fs, format="parquet")
 
 
-def read_state_rows(path) -> pa.Table:
-    """The state rows `write_state_rows` wrote at `path` (its `decoded` directory), as one Arrow table."""
-    return _dataset(path).to_table()
+def read_state_rows(path, files: list[str] | None = None, partition: int | None = None) -> pa.Table:
+    """The state rows at `path` (a state directory): the `files` its checkpoint names (None: every file, as a
+    checkpoint written before the files were named has them), as one Arrow table; `partition`: only that offsets
+    partition's rows."""
+    import pyarrow.dataset as ds
+
+    dataset = _dataset(path, files, partition)
+    if partition is None or "offsets_partition" not in dataset.schema.names:
+        return dataset.to_table()
+    return dataset.to_table(filter=ds.field("offsets_partition") == partition)
 
 
-def count_state_rows(path) -> int:
-    """How many state rows are at `path`, from the Parquet footers only."""
-    return sum(f.metadata.num_rows for f in _dataset(path).get_fragments())
+def count_state_rows(path, files: list[str] | None = None) -> int:
+    """How many state rows are at `path` (`read_state_rows`), from the Parquet footers only."""
+    return sum(f.metadata.num_rows for f in _dataset(path, files).get_fragments())
 
 
 def remove_orphaned_state(warehouse, existing_snapshot_ids) -> list[str]:

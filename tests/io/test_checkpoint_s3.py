@@ -15,13 +15,19 @@ def test_checkpoint_and_state_rows_round_trip_on_s3(s3_bucket, tmp_path):
         assert cp.read_checkpoint(wh, "s1") is None
         cp.write_checkpoint(wh, "s1", data)
         assert cp.read_checkpoint(wh, "s1") == data
-        state = cp.write_state_rows(wh, "s1", rows)
-        assert cp.read_state_rows(str(state)).equals(rows) and cp.count_state_rows(str(state)) == 2
-        cp.write_state_rows(wh, "s1", rows.slice(0, 1))  # a rerun replaces the state whole
-        assert cp.count_state_rows(str(state)) == 1
+        saved = cp.write_state_rows(wh, "s1", rows)
+        state = saved.stage.uri
+        assert cp.read_state_rows(state, saved.files).equals(rows) and cp.count_state_rows(state, saved.files) == 2
+        # a task's file of the same directory that no checkpoint names (a failed attempt's) is not read
+        cp.StateStage(state).write(rows, "other")
+        assert cp.count_state_rows(state, saved.files) == 2 and cp.count_state_rows(state) == 4
+        again = cp.write_state_rows(wh, "s1", rows.slice(0, 1))  # a rerun writes a state of its own
+        cp.remove_other_states(wh, "s1", keep=again.stage.name)
+        assert cp.count_state_rows(again.stage.uri, again.files) == 1 and not storage.location(state).exists()
+        again.discard()  # no checkpoint named it: deleted
+        assert not storage.location(again.stage.uri).exists()
     remote = storage.location(f"{s3_bucket}/wh")
     assert (remote / "_checkpoints" / "s1.json").is_file()
-    assert (remote / "_state" / "s1" / "decoded" / "part-00000.snappy.parquet").is_file()
 
 
 def test_the_state_of_deleted_snapshots_is_removed_on_s3(s3_bucket):
