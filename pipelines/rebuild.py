@@ -341,15 +341,17 @@ def decode(run: Run) -> None:
     counters = TaskCounters(run.spark)
     cut = (run.req.until_offset, run.prepared.until_time_ms)
     described = (f"{plan.num_segments} segment(s), {plan.num_tabular} table(s), {plan.total_bytes / 1e6:.1f} MB")
-    if segment_shards.applies(plan, run.inc.is_incremental):
-        run.progress.stage("decode", described + ", each offsets partition decoded and loaded by one task")
+    previous = _previous_rows(run)
+    if segment_shards.applies(plan, previous):
         from pipelines.io.checkpoint import stage_state
 
+        run.progress.stage("decode", described + ", each offsets partition decoded and loaded by one task"
+                           + (" after the rows the previous run kept" if previous is not None else ""))
         stage = run.warehouse.stage_history(run.snapshot_id)
         state_stage = stage_state(run.warehouse, run.snapshot_id) if _retains(run) else None
         run.loaded = segment_shards.load_on_spark(run.spark, plan, _load_options(run), cut, _retains(run),
                                                   _early_history_check(run), stage, counters, run.progress.emit,
-                                                  state_stage)
+                                                  state_stage, previous)
         run.release = run.loaded.release
         run.decoded = run.loaded.log
         s.task_cpu_seconds = {k: round(v, 3) for k, v in run.loaded.cpu_seconds.items()}
@@ -370,6 +372,25 @@ def decode(run: Run) -> None:
                               f"{first['reason']}")
     run.inc.new_records = s.records_in
     s.incremental = run.inc.summary()
+
+
+def _previous_rows(run: Run):
+    """An incremental run's previous state for the shards' tasks (`frames.segment_shards.SavedRows`), unless the
+    run is small enough to decode and replay in this process (its new bytes decoded here, its saved rows within
+    `local_replay_max_rows`); None for a full run."""
+    from pipelines.frames.segment_shards import SavedRows
+    from pipelines.io.checkpoint import count_state_rows, state_file_partitions
+
+    inc = run.inc
+    if not inc.is_incremental:
+        return None
+    max_rows = run.conf.local_replay_max_rows
+    if inc.decode_plan.in_process and 0 < max_rows and count_state_rows(inc.previous_state,
+                                                                        inc.previous_files) <= max_rows:
+        return None
+    files = inc.previous_files
+    partitions = {int(p) for p in inc.previous["partitions"]} | state_file_partitions(files or ())
+    return SavedRows(inc.previous_state, None if files is None else tuple(files), tuple(sorted(partitions)))
 
 
 def _retains(run: Run) -> bool:

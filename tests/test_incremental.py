@@ -107,6 +107,8 @@ def assert_incremental_exact(spark, warn_settings, tmp: Path, full_input: Path, 
     inc = rebuild(spark, inc_settings, [full_input], wh, "inc", incremental=True, **kw)
     assert inc.incremental["mode"] == "incremental", inc.incremental
     assert any("rows in this process" in line for line in inc.lines) == (engine == "local"), inc.lines
+    # on Spark, the shards' tasks load the rows the base run kept, then decode and load the new ones
+    assert any("after the rows the previous run kept" in line for line in inc.lines) == (engine == "spark")
     assert inc.incremental["replay"] == {"local": "in-process", "spark": "spark"}[engine]
     assert inc.incremental["previous_snapshot"] == "base"
     assert 0 < inc.incremental["new_bytes"] < full_summary.bytes_in
@@ -156,8 +158,11 @@ def test_sample_incremental_equals_full(spark, warn_settings, sample, sample_ful
     state = wh / cp["decoded_state"]
     assert [p.name for p in (wh / "_state" / "inc").iterdir()] == [state.name]
     assert sorted(p.name for p in state.iterdir()) == cp["decoded_files"]
+    from pipelines.io.checkpoint import state_file_partitions
+
+    # a file per offsets partition, whoever wrote it (the driver or the shards' tasks)
     base_files = read_checkpoint(wh, "base")["decoded_files"]
-    assert len(base_files) == (3 if engine == "spark" else 1), base_files
+    assert len(base_files) == 3 and state_file_partitions(base_files) == {0, 1, 2}, base_files
     # the checkpoint of an incremental run covers the whole input, as a full run's would
     full_cp = read_checkpoint(full_wh, "full")
     assert {p: v["segments"] for p, v in cp["partitions"].items()} == \
@@ -212,16 +217,21 @@ def test_the_history_is_appended_past_each_partition_not_rescanned(spark, warn_s
     assert {f["path"] for f in base_files} - pending <= {f["path"] for f in files}
 
 
-def test_chain_of_incremental_runs_equals_full(spark, warn_settings, sample, sample_full, tmp_path):
+@pytest.mark.parametrize("engines", [("local", "local", "local"), ("spark", "local", "spark")])
+def test_chain_of_incremental_runs_equals_full(spark, warn_settings, sample, sample_full, tmp_path, engines):
     """Nightly: full, then two incremental runs, each resuming from the state the previous one kept (the second
-    from the state the in-process replay computed)."""
+    from the state the in-process replay computed). Mixed: the state the shards' tasks wrote (a file per offsets
+    partition) resumed in this process, and the state this process wrote (one file) resumed by the tasks."""
     full_wh, full = sample_full
     wh = tmp_path / "wh"
     for i, fraction in enumerate((0.3, 0.7)):
         cut_log_dir(sample, tmp_path / f"cut{i}", fraction=fraction)
-    first = rebuild(spark, warn_settings, [tmp_path / "cut0"], wh, "d0", **SAMPLE_KW)
-    second = rebuild(spark, warn_settings, [tmp_path / "cut1"], wh, "d1", incremental=True, **SAMPLE_KW)
-    third = rebuild(spark, warn_settings, [sample], wh, "d2", incremental=True, **SAMPLE_KW)
+    conf = [spark_replay_settings(warn_settings) if e == "spark" else warn_settings for e in engines]
+    first = rebuild(spark, conf[0], [tmp_path / "cut0"], wh, "d0", **SAMPLE_KW)
+    second = rebuild(spark, conf[1], [tmp_path / "cut1"], wh, "d1", incremental=True, **SAMPLE_KW)
+    third = rebuild(spark, conf[2], [sample], wh, "d2", incremental=True, **SAMPLE_KW)
+    assert [s.incremental.get("replay", "in-process") for s in (second, third)] == [
+        {"local": "in-process", "spark": "spark"}[e] for e in engines[1:]]
     assert [s.incremental["mode"] for s in (first, second, third)] == ["full", "incremental", "incremental"]
     assert third.incremental["previous_snapshot"] == "d1"
     assert first.records_in + second.records_in + third.records_in == full.records_in
@@ -304,7 +314,8 @@ def _batches(data: Path):
                 yield s, item[0]
 
 
-def test_compacted_cut_between_segments(spark, warn_settings, brokerdata, tmp_path):
+@pytest.mark.parametrize("engine", ["local", "spark"])
+def test_compacted_cut_between_segments(spark, warn_settings, brokerdata, tmp_path, engine):
     data = brokerdata / "compacted" / "data"
     if not data.is_dir():
         pytest.skip("brokerdata/compacted not present")
@@ -321,10 +332,11 @@ def test_compacted_cut_between_segments(spark, warn_settings, brokerdata, tmp_pa
     full_wh = tmp_path / "full"
     full = rebuild(spark, warn_settings, [data], full_wh, "full", semantics="modern")
     base, inc = assert_incremental_exact(spark, warn_settings, tmp_path, data, cut, full_wh, "full", full,
-                                         semantics="modern")
+                                         engine=engine, semantics="modern")
 
 
-def test_transactions_cut_inside_open_transaction(spark, warn_settings, brokerdata, tmp_path):
+@pytest.mark.parametrize("engine", ["local", "spark"])
+def test_transactions_cut_inside_open_transaction(spark, warn_settings, brokerdata, tmp_path, engine):
     """Yesterday's dump ends right after a TxnOffsetCommit batch, before its COMMIT/ABORT marker."""
     data = brokerdata / "transactions" / "data"
     if not data.is_dir():
@@ -344,7 +356,8 @@ def test_transactions_cut_inside_open_transaction(spark, warn_settings, brokerda
     cut_log_dir(data, cut, until_offset={cut_at[0]: cut_at[1]})
     full_wh = tmp_path / "full"
     full = rebuild(spark, warn_settings, [data], full_wh, "full")
-    base, inc = assert_incremental_exact(spark, warn_settings, tmp_path, data, cut, full_wh, "full", full)
+    base, inc = assert_incremental_exact(spark, warn_settings, tmp_path, data, cut, full_wh, "full", full,
+                                         engine=engine)
     from pipelines.io.warehouse import Warehouse
 
     pending = Warehouse(tmp_path / "wh").read_table("pending_offsets", "base").to_pylist()

@@ -41,21 +41,42 @@ TASKS_PER_CORE = 2
 FUSED_DDL = "table string, shard int, payload binary, tally binary, named binary"
 
 
-def applies(plan, incremental: bool) -> bool:
+def applies(plan, previous=None) -> bool:
     """Whether a run's input is decoded and loaded in one task per offsets partition: a plan of segment files only,
-    read on Spark, in a full run."""
-    return (not plan.in_process and not incremental and bool(plan.items)
-            and all(i["kind"] == "segment" and i["offsets_partition"] is not None for i in plan.items))
+    read on Spark; `previous` (`SavedRows`): an incremental run's previous state, loaded by the same tasks."""
+    segments = all(i["kind"] == "segment" and i["offsets_partition"] is not None for i in plan.items)
+    return segments and (previous is not None or (not plan.in_process and bool(plan.items)))
+
+
+@dataclass(frozen=True)
+class SavedRows:
+    """The rows the previous run kept (its checkpoint's state: `io.checkpoint`), which an incremental run's shards
+    load before their new records; each task reads those of its own offsets partitions. Picklable."""
+
+    path: str  # the state directory
+    files: tuple[str, ...] | None  # the files the checkpoint names (None: every file of the directory)
+    partitions: tuple[int, ...]  # every offsets partition the previous run read
+
+    def of_partition(self, partition: int) -> pa.Table:
+        """The partition's saved rows, as decoded rows without the columns no loader reads."""
+        from pipelines.coordinator.shard import conform_decoded
+        from pipelines.io.checkpoint import read_state_rows
+
+        rows = conform_decoded(read_state_rows(self.path, self.files, partition=partition))
+        return rows.drop_columns([c for c in UNREAD_COLUMNS if c in rows.column_names])
 
 
 def _row(table: str, shard: int, payload: bytes | None, tally: bytes | None = None, named: bytes | None = None):
     return table, shard, payload, tally, named
 
 
-def _decode_and_load_task(slices: list[list[pa.Table]], policy, options: ReplayOptions, cut: tuple, retain: bool,
-                          split_by=None, stage=None, counters=None, cpu=None, state_stage=None):
-    """The executor function: a slice's number in (`slices[i]`: the work items of each of its offsets partitions),
-    the envelope rows of its shards out. `split_by`: the history's suspect filter before the run's clock is known
+def _decode_and_load_task(slices: list[list[tuple[int, pa.Table]]], policy, options: ReplayOptions, cut: tuple,
+                          retain: bool, split_by=None, stage=None, counters=None, cpu=None, state_stage=None,
+                          previous: SavedRows | None = None):
+    """The executor function: a slice's number in (`slices[i]`: each of its offsets partitions with its work
+    items), the envelope rows of its shards out. `previous`: the previous run's rows, loaded before the decoded ones
+    (the tally and the quarantine are of the decoded rows alone). `split_by`: the history's suspect filter before
+    the run's clock is known
     (`validation.suspects`). `stage` (`io.warehouse.HistoryStage`): where to write the history's files (else it
     is returned as blobs); `state_stage` (`io.checkpoint.StateStage`), where to write the retained rows (else
     they are returned as blobs). `counters` and `cpu` (accumulators) receive each shard's records and input
@@ -63,15 +84,14 @@ def _decode_and_load_task(slices: list[list[pa.Table]], policy, options: ReplayO
     def task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
             for i in batch.column(0).to_pylist():
-                for items in slices[i]:
-                    yield from run(items).to_batches()
+                for shard, items in slices[i]:
+                    yield from run(shard, items).to_batches()
 
-    def run(items: pa.Table) -> pa.Table:
+    def run(shard: int, items: pa.Table) -> pa.Table:
         from pipelines.frames.decode import _decode_items
         from pipelines.frames.decoded_log import _at_cut
         from pipelines.frames.tally import tally_rows
 
-        shard = items.column(PART)[0].as_py()
         items = items.sort_by([("base_offset", "ascending"), ("path", "ascending")])
         started = time.process_time()
         batches = list(_decode_items(iter(items.to_batches(max_chunksize=1)), policy))
@@ -79,11 +99,13 @@ def _decode_and_load_task(slices: list[list[pa.Table]], policy, options: ReplayO
         del batches
         decoded = time.process_time()
         tally = to_blob(tally_rows(table, *cut))
-        names = naming_rows(table, _at_cut(cut))
         is_error = pc.fill_null(pc.equal(table.column("record_kind"), KIND_ERROR), False)
         errors = table.filter(is_error) if pc.any(is_error).as_py() else table.slice(0, 0)
         rows = table.drop_columns([c for c in UNREAD_COLUMNS if c in table.column_names])
         del table
+        if previous is not None:  # the shard's state as the previous run kept it, then its new records
+            rows = pa.concat_tables([previous.of_partition(shard), rows])
+        names = naming_rows(rows, _at_cut(cut))
         out = [_row(LOG, shard, to_blob(errors), tally, to_blob(names) if names.num_rows else None)]
         out.append(_row(MARKERS, shard, to_blob(transaction_markers(rows, options))))
         loaded = load_shards(rows, options, retain)
@@ -143,12 +165,13 @@ class LoadedOnSpark:
 
 
 def load_on_spark(spark, plan, options: ReplayOptions, cut: tuple, retain: bool, split_by=None, stage=None,
-                  counters=None, emit=None, state_stage=None) -> LoadedOnSpark:
+                  counters=None, emit=None, state_stage=None, previous: SavedRows | None = None) -> LoadedOnSpark:
     """Every offsets partition of `plan` (segments only: `applies`) decoded and loaded by one task, the envelope
     kept. `split_by`: the history's suite as a filter (`validation.suspects`), with any clock: `tabulate_on_spark`
     checks the suspects against the run's own. `stage` (`io.warehouse.HistoryStage`): the tasks write the
     history's files there (else its blobs are kept in the envelope); `state_stage` (`io.checkpoint.StateStage`),
-    the retained rows' (else they are collected). `counters` (`frames.progress.TaskCounters`) receive each shard's
+    the retained rows' (else they are collected). `previous`: an incremental run's previous state (every partition
+    it holds is a shard, new records or not). `counters` (`frames.progress.TaskCounters`) receive each shard's
     records and input bytes as it ends."""
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
@@ -158,23 +181,23 @@ def load_on_spark(spark, plan, options: ReplayOptions, cut: tuple, retain: bool,
     from pipelines.frames.progress import reporting
 
     work = _work_table(plan)
-    by_shard: dict[int, list[int]] = {}
+    by_shard: dict[int, list[int]] = {p: [] for p in (previous.partitions if previous is not None else ())}
     for i, p in enumerate(work.column(PART).to_pylist()):
         by_shard.setdefault(p, []).append(i)
     # the shards in slices of similar bytes, the largest shards first (no shuffle groups the items: each task reads
     # its own shards' files); a slice per task, a few per core: each task has a fixed cost of its own
     sizes = {p: sum(work.column("size")[i].as_py() or 0 for i in rows) for p, rows in by_shard.items()}
     order = sorted(by_shard, key=lambda p: (-sizes[p], p))
-    slices: list[list[pa.Table]] = [[] for _ in range(max(1, min(len(order), spark.sparkContext.defaultParallelism
-                                                                 * TASKS_PER_CORE)))]
+    slices: list[list[tuple[int, pa.Table]]] = [[] for _ in range(max(1, min(
+        len(order), spark.sparkContext.defaultParallelism * TASKS_PER_CORE)))]
     loads = [0] * len(slices)
     for p in order:
         i = loads.index(min(loads))
-        slices[i].append(work.take(by_shard[p]))
-        loads[i] += sizes[p]
+        slices[i].append((p, work.take(pa.array(by_shard[p], pa.int64()))))
+        loads[i] += sizes[p] + 1
     cpu = spark.sparkContext.accumulator(0.0), spark.sparkContext.accumulator(0.0)
     task = _decode_and_load_task(slices, plan.policy, options, tuple(cut), retain, split_by, stage, counters, cpu,
-                                 state_stage)
+                                 state_stage, previous)
     envelope = (spark.range(0, len(slices), 1, numPartitions=len(slices)).mapInArrow(task, FUSED_DDL)
                 .persist(StorageLevel.MEMORY_AND_DISK))
     shards = len(order)
@@ -210,8 +233,8 @@ def load_on_spark(spark, plan, options: ReplayOptions, cut: tuple, retain: bool,
 
         history = BlobRows(envelope.where(F.col("table") == F.lit("offset_commits")).select("payload"),
                            TABLES["offset_commits"])
-    return LoadedOnSpark(envelope, log, {"decode": cpu[0].value, "load": cpu[1].value}, max(order), split_by,
-                         rest, history, saved)
+    return LoadedOnSpark(envelope, log, {"decode": cpu[0].value, "load": cpu[1].value}, max(order, default=-1),
+                         split_by, rest, history, saved)
 
 
 def _tabulate_task(options: ReplayOptions, expiry, names: dict[str, str], top_partition: int):

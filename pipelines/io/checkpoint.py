@@ -159,9 +159,16 @@ def stage_state(warehouse, snapshot_id: str) -> StateStage:
 
 
 def write_state_rows(warehouse, snapshot_id: str, rows: pa.Table) -> SavedState:
-    """`rows` (the engine's retained rows, `coordinator.shard`) written as the state of `snapshot_id`."""
+    """`rows` (the engine's retained rows, `coordinator.shard`) written as the state of `snapshot_id`, a file per
+    offsets partition as the shards' tasks write it (a task reads its partitions' files only)."""
+    import pyarrow.compute as pc
+
     stage = stage_state(warehouse, snapshot_id)
-    return SavedState(stage, [stage.write(rows, "all")])
+    if "offsets_partition" not in rows.column_names or rows.column("offsets_partition").null_count:
+        return SavedState(stage, [stage.write(rows, "all")])
+    parts = pc.unique(rows.column("offsets_partition")).to_pylist()
+    return SavedState(stage, [stage.write(rows.filter(pc.equal(rows.column("offsets_partition"), p)), f"{p:05d}")
+                              for p in sorted(parts)] or [stage.write(rows, "all")])
 
 
 def remove_other_states(warehouse, snapshot_id: str, keep: str) -> None:
@@ -177,6 +184,11 @@ def remove_other_states(warehouse, snapshot_id: str, keep: str) -> None:
 
 
 _PARTITION_FILE = re.compile(r"part-(\d{5})-")  # a file a shard's task wrote: that offsets partition's rows only
+
+
+def state_file_partitions(files) -> set[int]:
+    """The offsets partitions of the files a shard's task wrote, by their names."""
+    return {int(m.group(1)) for f in files if (m := _PARTITION_FILE.match(f))}
 
 
 def _dataset(path, files: list[str] | None = None, partition: int | None = None):
