@@ -390,7 +390,8 @@ def _previous_rows(run: Run):
         return None
     files = inc.previous_files
     partitions = {int(p) for p in inc.previous["partitions"]} | state_file_partitions(files or ())
-    return SavedRows(inc.previous_state, None if files is None else tuple(files), tuple(sorted(partitions)))
+    return SavedRows(inc.previous_state, None if files is None else tuple(files), tuple(sorted(partitions)),
+                     inc.next_offsets())
 
 
 def _retains(run: Run) -> bool:

@@ -56,6 +56,7 @@ class SavedRows:
     path: str  # the state directory
     files: tuple[str, ...] | None  # the files the checkpoint names (None: every file of the directory)
     partitions: tuple[int, ...]  # every offsets partition the previous run read
+    next_offsets: dict  # offsets partition -> where the previous run's reading stopped (its checkpoint)
 
     def of_partition(self, partition: int) -> pa.Table:
         """The partition's saved rows, as decoded rows without the columns no loader reads."""
@@ -64,6 +65,13 @@ class SavedRows:
 
         rows = conform_decoded(read_state_rows(self.path, self.files, partition=partition))
         return rows.drop_columns([c for c in UNREAD_COLUMNS if c in rows.column_names])
+
+    def changed_history(self, partition: int, history: pa.Table) -> pa.Table:
+        """The partition's history rows a run resuming from these rows may add or change: its new records, and the
+        transactional records among the saved ones (a marker since may have decided them). The history holds every
+        other saved record as it is (`Warehouse._merge_in_hand` would leave it)."""
+        new = pc.greater_equal(history.column("record_offset"), self.next_offsets.get(partition, 0))
+        return history.filter(pc.or_(new, pc.is_valid(history.column("txn_outcome"))))
 
 
 def _row(table: str, shard: int, payload: bytes | None, tally: bytes | None = None, named: bytes | None = None):
@@ -116,7 +124,7 @@ def _decode_and_load_task(slices: list[list[tuple[int, pa.Table]]], policy, opti
             out.append(_row(SAVED, shard, state_stage.write(loaded.retained, f"{shard:05d}").encode()))
         elif loaded.retained is not None:
             out.append(_row(RETAINED, shard, to_blob(loaded.retained)))
-        history = loaded.history
+        history = loaded.history if previous is None else previous.changed_history(shard, loaded.history)
         if split_by is not None:
             out.append(_row(SUSPECTS, shard, to_blob(split_by.split(history))))
         if stage is not None:
