@@ -22,6 +22,17 @@ Row = dict[str, Any]
 SKIPPED_KINDS = ("error", "unknown")
 
 
+class SparseRow(dict):
+    """A decoded record holding only the columns its kind of record fills: a column it lacks reads None, as
+    `row.get` does (`row[c]` too). A dict of every decoded column per group record or marker would cost the
+    loaders more to build than to replay."""
+
+    __slots__ = ()
+
+    def __missing__(self, key):
+        return None
+
+
 class GroupTopicPartition(NamedTuple):
     group: str
     topic: str

@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipelines.coordinator.expiry import ExpiryOptions, cleanup_group_metadata
-from pipelines.coordinator.loader import SKIPPED_KINDS, load_shard
+from pipelines.coordinator.loader import SKIPPED_KINDS, SparseRow, load_shard
 from pipelines.coordinator.options import DEFAULT_NUM_OFFSETS_PARTITIONS, REPLAY_TABLES, ReplayOptions
 from pipelines.coordinator.reduction import state_relevant_rows
 from pipelines.coordinator.retained import retained_offsets
@@ -77,13 +77,33 @@ def _in_log_order(table: pa.Table) -> bool:
 
 
 def _rows(table: pa.Table) -> list[Row]:
-    """Rows as dicts for the loaders, in the table's order; offset commits projected to `OFFSET_ROW_COLUMNS`."""
+    """Rows as dicts for the loaders, in the table's order; offset commits projected to `OFFSET_ROW_COLUMNS`, the
+    other records (group records, markers) as `SparseRow`s of the columns their kind fills."""
     table = table.drop_columns([c for c in UNREAD_COLUMNS if c in table.column_names])
     mask = pc.fill_null(pc.equal(table.column("record_kind"), "offset_commit"), False)
     is_offset = mask.to_pylist()
     offset_rows = iter(table.select(list(OFFSET_ROW_COLUMNS)).filter(mask).to_pylist())
-    other_rows = iter(table.filter(pc.invert(mask)).to_pylist())
+    other_rows = iter(_sparse_rows(table.filter(pc.invert(mask))))
     return [next(offset_rows) if o else next(other_rows) for o in is_offset]
+
+
+def _sparse_rows(table: pa.Table) -> list[SparseRow]:
+    """`table`'s rows in order, each a `SparseRow` of the columns its kind of record (kind, key type, tombstone or
+    value) fills anywhere in `table`."""
+    if table.num_rows == 0:
+        return []
+    kind = pc.binary_join_element_wise(
+        table.column("record_kind"), pc.cast(table.column("key_type"), pa.string()),
+        pc.cast(table.column("is_tombstone"), pa.string()), "/", null_handling="replace", null_replacement="-")
+    encoded = pc.dictionary_encode(kind).combine_chunks()
+    codes = encoded.indices.to_numpy(zero_copy_only=False)
+    groups = []
+    for code in range(len(encoded.dictionary)):
+        sub = table.filter(pa.array(codes == code))
+        filled = [c for c in sub.column_names if sub.column(c).null_count < sub.num_rows]
+        values = [sub.column(c).to_pylist() for c in filled]
+        groups.append(iter([SparseRow(zip(filled, v)) for v in zip(*values)]))
+    return [next(groups[c]) for c in codes.tolist()]
 
 
 def _timestamps(values: list) -> pa.Array:
