@@ -66,6 +66,13 @@ class SavedRows:
         rows = conform_decoded(read_state_rows(self.path, self.files, partition=partition))
         return rows.drop_columns([c for c in UNREAD_COLUMNS if c in rows.column_names])
 
+    def drop_known_events(self, state) -> None:
+        """The group events of `state` (`GroupStore.history`) of saved records dropped: a run resuming from these
+        rows carries the previous snapshot's `group_history` forward and adds its new records' events."""
+        if state.groups.history:
+            mark = self.next_offsets.get(state.partition, 0)
+            state.groups.history = [e for e in state.groups.history if e["record_offset"] >= mark]
+
     def changed_history(self, partition: int, history: pa.Table) -> pa.Table:
         """The partition's history rows a run resuming from these rows may add or change: its new records, and the
         transactional records among the saved ones (a marker since may have decided them). The history holds every
@@ -119,6 +126,9 @@ def _decode_and_load_task(slices: list[list[tuple[int, pa.Table]]], policy, opti
         loaded = load_shards(rows, options, retain)
         # the transactions' outcomes are in the history already: the tables need the rest of each state
         states = [dataclasses.replace(state, outcomes={}) for state in loaded.states]
+        if previous is not None:  # the saved records' group events are in the previous snapshot's group_history
+            for state in states:
+                previous.drop_known_events(state)
         out.append(_row(STATES, shard, pickle.dumps(states, protocol=pickle.HIGHEST_PROTOCOL)))
         if loaded.retained is not None and state_stage is not None:
             out.append(_row(SAVED, shard, state_stage.write(loaded.retained, f"{shard:05d}").encode()))
