@@ -286,6 +286,13 @@ def test_fallback_log_start_moved(spark, warn_settings, sample, tmp_path):
     victim.write_bytes(bytes(data))
     changed = start([tampered])
     assert changed.mode == "full" and "first bytes differ" in changed.reason
+    # a file of the saved state gone: full, not a failed task
+    from pipelines.io.checkpoint import read_checkpoint
+
+    cp = read_checkpoint(wh, "after")
+    (wh / cp["decoded_state"] / cp["decoded_files"][0]).unlink()
+    lost = start([moved])
+    assert lost.mode == "full" and "decoded state is missing 1 file(s)" in lost.reason
 
 
 def test_no_previous_checkpoint(warn_settings, sample, tmp_path):

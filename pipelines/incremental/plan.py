@@ -150,6 +150,10 @@ def start(warehouse, req, conf, plan, snapshot_id: str) -> IncrementalStart:
     state = state_dir(warehouse, prev_id) / Path(str(prev.get("decoded_state") or "decoded")).name
     if not state.is_dir():
         return _full(f"the previous snapshot's decoded state is missing ({state})", plan, prev_id)
+    missing = _missing_files(state, prev.get("decoded_files"))
+    if missing:
+        return _full(f"the previous snapshot's decoded state is missing {len(missing)} file(s) ({missing[0]})",
+                     plan, prev_id)
     if prev.get("tabular"):
         return _full("the previous snapshot was built from a tabular dump", plan, prev_id)
     if not prev.get("group_history"):
@@ -181,6 +185,15 @@ def start(warehouse, req, conf, plan, snapshot_id: str) -> IncrementalStart:
                             decode_plan=decode_plan, previous_snapshot=prev_id, previous=prev,
                             previous_state=str(state), previous_files=prev.get("decoded_files"),
                             new_bytes=new_bytes, resume_at=resume)
+
+
+def _missing_files(state, files: list[str] | None) -> list[str]:
+    """The files the checkpoint names that its state directory lacks (none named: nothing to check)."""
+    if not files:
+        return []
+    loc = storage.location(str(state))
+    present = {loc.child_of(info).name for info in loc.listdir()}
+    return [f for f in files if f not in present]
 
 
 def check_extends(prev: dict, plan) -> tuple[str | None, dict[str, int]]:

@@ -243,8 +243,8 @@ def test_the_shards_write_the_history_a_run_in_the_driver_writes(spark, settings
 
 
 def test_a_run_that_fails_after_the_shards_leaves_no_history_file(spark, settings, tmp_path):
-    """--strict meets a quarantined record once the shards have written the history's files: the run stops and
-    the files it staged are gone (the table holds nothing)."""
+    """--strict meets a quarantined record once the shards have written the history's files and the rows the next
+    run keeps: the run stops and the files it staged are gone (the table holds nothing, no state is left)."""
     from pipelines.rebuild import RebuildRequest, StrictModeError, run_rebuild
     from tests.test_incremental import spark_replay_settings
 
@@ -255,3 +255,4 @@ def test_a_run_that_fails_after_the_shards_leaves_no_history_file(spark, setting
         run_rebuild(spark, spark_replay_settings(settings), RebuildRequest(
             inputs=(str(src),), warehouse=str(tmp_path / "wh"), snapshot_id="strict", strict=True))
     assert not list((tmp_path / "wh" / "offset_commits").rglob("*.parquet"))
+    assert not list((tmp_path / "wh" / "_state").rglob("*.parquet"))
