@@ -349,7 +349,7 @@ def decode(run: Run) -> None:
                            + (" after the rows the previous run kept" if previous is not None else ""))
         stage = run.warehouse.stage_history(run.snapshot_id)
         state_stage = stage_state(run.warehouse, run.snapshot_id) if _retains(run) else None
-        run.loaded = segment_shards.load_on_spark(run.spark, plan, _load_options(run), cut, _retains(run),
+        run.loaded = segment_shards.load_on_spark(run.spark, plan, _load_options(run), cut,
                                                   _early_history_check(run), stage, counters, run.progress.emit,
                                                   state_stage, previous)
         run.release = run.loaded.release
@@ -486,7 +486,7 @@ def replay(run: Run) -> None:
 
         run.progress.stage("replay", f"semantics {options.semantics}, the state tables of the loaded shards"
                                      + expiring)
-        shards = tabulate_on_spark(run.spark, run.loaded, options, expiry, topic_names_of(run.decoded), retain,
+        shards = tabulate_on_spark(run.spark, run.loaded, options, expiry, topic_names_of(run.decoded),
                                    history_check=check)
     else:
         run.progress.stage("replay", f"semantics {options.semantics}, one task per offsets partition" + expiring)

@@ -2,10 +2,12 @@
 reads that partition's segments in order, decodes them and loads the shard in the same Python worker.
 
 The decoded rows never leave the worker that decoded them. What a task returns is what the rest of the run reads:
-the shard's history (`offset_commits`, log-sized: kept by Spark as blobs until the write opens them), its loaded
-state (`coordinator.shard.LoadedShards.states`, pickled, state-sized), the rows the next `--incremental` run keeps,
-the end-transaction markers, the tally of what it decoded and the rows that name topics (`frames.tally`,
-`coordinator.shard.naming_rows`) and its quarantined rows (the decoded log the run keeps: `frames.decoded_log`).
+the shard's history (`offset_commits`, log-sized: written by the task, or kept by Spark as blobs until the write
+opens them), its loaded state (`coordinator.shard.LoadedShards.states`, pickled, state-sized), the end-transaction
+markers, the tally of what it decoded and the rows that name topics (`frames.tally`,
+`coordinator.shard.naming_rows`) and its quarantined rows (the decoded log the run keeps: `frames.decoded_log`). The
+rows the next `--incremental` run keeps it writes into the run's state (`io.checkpoint.StateStage`). An incremental
+run's task loads the rows the previous run kept of its partitions first (`SavedRows`).
 
 Two facts of the whole run are needed before a shard's tables are final: the expiry clock (by default the newest
 record timestamp of every partition) and the topic names (read off every partition). So the state tables are built
@@ -28,7 +30,7 @@ import pyarrow.compute as pc
 from pipelines.coordinator.options import ReplayOptions
 from pipelines.coordinator.shard import (PART, UNREAD_COLUMNS, load_shards, naming_rows, tabulate_shards,
                                           transaction_markers)
-from pipelines.frames.shards import (CHUNK_ROWS, ENVELOPE_DDL, MARKERS, RETAINED, SUSPECTS, SparkShards,
+from pipelines.frames.shards import (CHUNK_ROWS, ENVELOPE_DDL, MARKERS, SUSPECTS, SparkShards,
                                      shards_from_envelope)
 from pipelines.io.blobs import to_blob
 from schemas.decoded import DECODED_RECORD_SCHEMA, KIND_ERROR
@@ -86,16 +88,16 @@ def _row(table: str, shard: int, payload: bytes | None, tally: bytes | None = No
 
 
 def _decode_and_load_task(slices: list[list[tuple[int, pa.Table]]], policy, options: ReplayOptions, cut: tuple,
-                          retain: bool, split_by=None, stage=None, counters=None, cpu=None, state_stage=None,
+                          split_by=None, stage=None, counters=None, cpu=None, state_stage=None,
                           previous: SavedRows | None = None):
     """The executor function: a slice's number in (`slices[i]`: each of its offsets partitions with its work
-    items), the envelope rows of its shards out. `previous`: the previous run's rows, loaded before the decoded ones
-    (the tally and the quarantine are of the decoded rows alone). `split_by`: the history's suspect filter before
-    the run's clock is known
-    (`validation.suspects`). `stage` (`io.warehouse.HistoryStage`): where to write the history's files (else it
-    is returned as blobs); `state_stage` (`io.checkpoint.StateStage`), where to write the retained rows (else
-    they are returned as blobs). `counters` and `cpu` (accumulators) receive each shard's records and input
-    bytes, and its CPU-seconds decoding and loading, as it ends."""
+    items), the envelope rows of its shards out. `previous`: the previous run's rows, loaded before the decoded
+    ones (the tally, the quarantine and the progress counts are of the decoded rows alone). `split_by`: the
+    history's suspect filter before the run's clock is known (`validation.suspects`). `stage`
+    (`io.warehouse.HistoryStage`): where to write the history's files (else it is returned as blobs);
+    `state_stage` (`io.checkpoint.StateStage`), where to write the rows the next `--incremental` run keeps (None:
+    none are kept). `counters` and `cpu` (accumulators) receive each shard's records and input bytes, and its CPU-seconds
+    decoding and loading, as it ends."""
     def task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
             for i in batch.column(0).to_pylist():
@@ -117,23 +119,22 @@ def _decode_and_load_task(slices: list[list[tuple[int, pa.Table]]], policy, opti
         is_error = pc.fill_null(pc.equal(table.column("record_kind"), KIND_ERROR), False)
         errors = table.filter(is_error) if pc.any(is_error).as_py() else table.slice(0, 0)
         rows = table.drop_columns([c for c in UNREAD_COLUMNS if c in table.column_names])
+        records = table.num_rows
         del table
         if previous is not None:  # the shard's state as the previous run kept it, then its new records
             rows = pa.concat_tables([previous.of_partition(shard), rows])
         names = naming_rows(rows, _at_cut(cut))
         out = [_row(LOG, shard, to_blob(errors), tally, to_blob(names) if names.num_rows else None)]
         out.append(_row(MARKERS, shard, to_blob(transaction_markers(rows, options))))
-        loaded = load_shards(rows, options, retain)
+        loaded = load_shards(rows, options, retain=state_stage is not None)
         # the transactions' outcomes are in the history already: the tables need the rest of each state
         states = [dataclasses.replace(state, outcomes={}) for state in loaded.states]
         if previous is not None:  # the saved records' group events are in the previous snapshot's group_history
             for state in states:
                 previous.drop_known_events(state)
         out.append(_row(STATES, shard, pickle.dumps(states, protocol=pickle.HIGHEST_PROTOCOL)))
-        if loaded.retained is not None and state_stage is not None:
+        if state_stage is not None:
             out.append(_row(SAVED, shard, state_stage.write(loaded.retained, f"{shard:05d}").encode()))
-        elif loaded.retained is not None:
-            out.append(_row(RETAINED, shard, to_blob(loaded.retained)))
         history = loaded.history if previous is None else previous.changed_history(shard, loaded.history)
         if split_by is not None:
             out.append(_row(SUSPECTS, shard, to_blob(split_by.split(history))))
@@ -146,7 +147,7 @@ def _decode_and_load_task(slices: list[list[tuple[int, pa.Table]]], policy, opti
         in_bytes = sum(max(0, (s or 0) - (p or 0)) for s, p in zip(items.column("size").to_pylist(),
                                                                     items.column("start_position").to_pylist()))
         if counters is not None:
-            counters.add(rows.num_rows, in_bytes, shards=1)
+            counters.add(records, in_bytes, shards=1)
         if cpu is not None:
             cpu[0].add(decoded - started)
             cpu[1].add(time.process_time() - decoded)
@@ -182,13 +183,13 @@ class LoadedOnSpark:
                 discard()
 
 
-def load_on_spark(spark, plan, options: ReplayOptions, cut: tuple, retain: bool, split_by=None, stage=None,
-                  counters=None, emit=None, state_stage=None, previous: SavedRows | None = None) -> LoadedOnSpark:
+def load_on_spark(spark, plan, options: ReplayOptions, cut: tuple, split_by=None, stage=None, counters=None,
+                  emit=None, state_stage=None, previous: SavedRows | None = None) -> LoadedOnSpark:
     """Every offsets partition of `plan` (segments only: `applies`) decoded and loaded by one task, the envelope
     kept. `split_by`: the history's suite as a filter (`validation.suspects`), with any clock: `tabulate_on_spark`
     checks the suspects against the run's own. `stage` (`io.warehouse.HistoryStage`): the tasks write the
     history's files there (else its blobs are kept in the envelope); `state_stage` (`io.checkpoint.StateStage`),
-    the retained rows' (else they are collected). `previous`: an incremental run's previous state (every partition
+    the rows the next `--incremental` run keeps (None: a what-if run keeps none). `previous`: an incremental run's previous state (every partition
     it holds is a shard, new records or not). `counters` (`frames.progress.TaskCounters`) receive each shard's
     records and input bytes as it ends."""
     from pyspark import StorageLevel
@@ -214,14 +215,14 @@ def load_on_spark(spark, plan, options: ReplayOptions, cut: tuple, retain: bool,
         slices[i].append((p, work.take(pa.array(by_shard[p], pa.int64()))))
         loads[i] += sizes[p] + 1
     cpu = spark.sparkContext.accumulator(0.0), spark.sparkContext.accumulator(0.0)
-    task = _decode_and_load_task(slices, plan.policy, options, tuple(cut), retain, split_by, stage, counters, cpu,
+    task = _decode_and_load_task(slices, plan.policy, options, tuple(cut), split_by, stage, counters, cpu,
                                  state_stage, previous)
     envelope = (spark.range(0, len(slices), 1, numPartitions=len(slices)).mapInArrow(task, FUSED_DDL)
                 .persist(StorageLevel.MEMORY_AND_DISK))
     shards = len(order)
     # the job that runs the shards, collecting what is sized by the state (or by the partitions) as it ends
     with reporting(spark, emit, "decode", counters, shards=shards if counters is not None else None):
-        small = (envelope.where(F.col("table").isin(LOG, MARKERS, RETAINED, SUSPECTS, WRITTEN, SAVED))
+        small = (envelope.where(F.col("table").isin(LOG, MARKERS, SUSPECTS, WRITTEN, SAVED))
                  .select("table", "shard", F.when(F.col("table") != F.lit(LOG), F.col("payload")).alias("payload"),
                          "tally", "named").toArrow())
     is_log = pc.equal(small.column("table"), LOG)
@@ -287,7 +288,7 @@ def _suspects_task(history_check):
 
 
 def tabulate_on_spark(spark, loaded: LoadedOnSpark, options: ReplayOptions, expiry, names: dict[str, str],
-                      retain: bool, history_check=None) -> SparkShards:
+                      history_check=None) -> SparkShards:
     """The state tables of every kept shard at the run's expiry clock and topic names (one state-sized job),
     collected with the retained rows, the markers and the history's suspects of the first job. A shard whose
     suspects the first job's filter may have missed under the run's own (`SuspectFilter.holds_for`: its values
@@ -302,10 +303,8 @@ def tabulate_on_spark(spark, loaded: LoadedOnSpark, options: ReplayOptions, expi
         collected = _checked_suspects(loaded.history, collected, history_check, loaded.split_by)
     else:
         collected = collected.filter(pc.not_equal(collected.column("table"), SUSPECTS))
-    shards = shards_from_envelope(collected, loaded.history, retain and loaded.saved is None, history_check,
-                                  loaded.release)
-    if loaded.saved is not None:
-        shards.retained = loaded.saved
+    shards = shards_from_envelope(collected, loaded.history, False, history_check, loaded.release)
+    shards.retained = loaded.saved
     return shards
 
 

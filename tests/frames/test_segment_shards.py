@@ -3,12 +3,14 @@ every record accounted for, the quarantine of damaged logs, and the history's su
 from __future__ import annotations
 
 import json
+import tempfile
 from dataclasses import replace
 
 import pyarrow as pa
 import pytest
 
 from pipelines.coordinator.options import REPLAY_TABLES, ReplayOptions
+from pipelines.io.checkpoint import StateStage, read_state_rows, state_file_partitions
 from tests import badinputs as bi
 from tests.coordinator.harness import assert_same, by_partition, canon, plain
 
@@ -42,14 +44,23 @@ def _on_spark(spark, plan, options, expiry=None, split_by=None, history_check=No
     from pipelines.frames import segment_shards
     from pipelines.frames.shards import topic_names_of
 
-    assert segment_shards.applies(plan, incremental=False)
+    assert segment_shards.applies(plan)
     load_options = ReplayOptions(semantics=options.semantics, until_offset=options.until_offset,
                                  until_time_ms=options.until_time_ms, snapshot_id=options.snapshot_id)
+    # the rows kept for --incremental, written by the tasks into a state directory of their own
+    state_stage = StateStage(tempfile.mkdtemp(prefix="state-")) if retain else None
     loaded = segment_shards.load_on_spark(spark, plan, load_options, (options.until_offset, options.until_time_ms),
-                                          retain, split_by)
-    shards = segment_shards.tabulate_on_spark(spark, loaded, options, expiry, topic_names_of(loaded.log), retain,
+                                          split_by, state_stage=state_stage)
+    shards = segment_shards.tabulate_on_spark(spark, loaded, options, expiry, topic_names_of(loaded.log),
                                               history_check=history_check)
     return loaded, shards
+
+
+def _saved(saved) -> pa.Table:
+    """The rows the tasks kept (`io.checkpoint.SavedState`), as the next run reads them."""
+    from pipelines.coordinator.shard import conform_decoded
+
+    return conform_decoded(read_state_rows(saved.stage.uri, saved.files))
 
 
 def _tables(shards) -> dict[str, list[dict]]:
@@ -102,9 +113,12 @@ def test_segment_shards_give_what_the_engine_gives_on_broker_logs(spark, brokerd
         assert len(got["offset_commits"]) > 100
         key = [("offsets_partition", "ascending"), ("offset", "ascending")]
         read = list(REPLAY_COLUMNS)  # the rows a shard is loaded from never carry the columns no loader reads
-        got_retained, want_retained = (t.select(read).sort_by(key).to_pylist() for t in (shards.retained, want.retained))
+        got_retained, want_retained = (t.select(read).sort_by(key).to_pylist()
+                                       for t in (_saved(shards.retained), want.retained))
         assert got_retained == want_retained
-        assert shards.retained.num_rows > 0
+        files = shards.retained.files  # a file per offsets partition
+        assert len(got_retained) > 0 and len(state_file_partitions(files)) == len(files) \
+            and set(parts) <= state_file_partitions(files)
         markers = transaction_markers(table, options)
         assert shards.markers.sort_by([("offsets_partition", "ascending"), ("offset", "ascending")]).to_pylist() == \
             markers.sort_by([("offsets_partition", "ascending"), ("offset", "ascending")]).to_pylist()
@@ -130,11 +144,12 @@ def test_damaged_and_real_logs_are_all_accounted_for(spark, shared_dir, tmp_path
     if not inputs:
         pytest.skip("no real segments")
     quarantined = 0
-    for path in inputs:
+    for n, path in enumerate(inputs):
         plan = replace(plan_inputs([path]), in_process_max_bytes=0)
-        if not segment_shards.applies(plan, incremental=False):
+        if not segment_shards.applies(plan):
             continue
-        loaded = segment_shards.load_on_spark(spark, plan, ReplayOptions(snapshot_id="q"), (None, None), True)
+        loaded = segment_shards.load_on_spark(spark, plan, ReplayOptions(snapshot_id="q"), (None, None),
+                                              state_stage=StateStage(str(tmp_path / f"state-{n}")))
         try:
             acc = Accounting.from_tally(tally(loaded.log), reader_counts(spark, plan))
             assert acc.unbalanced() == [], path
