@@ -19,8 +19,15 @@ Offset commits, per GroupTopicPartition:
 
 Group records, per group:
 * the last GroupMetadata (type 2) record, which replaces or removes whatever the id held before;
-* every KIP-848 record from the live incarnation's boundary on (that last type-2 record or a later
-  ConsumerGroupMetadata tombstone); earlier ones belong to a removed or replaced group;
+* of the KIP-848 records from the live incarnation's boundary on (that last type-2 record or a later
+  ConsumerGroupMetadata tombstone; earlier ones belong to a removed or replaced group), those the group's state
+  still depends on (`GroupStore.replay_consumer_group_record`): the first value (it creates the group), the last
+  record (the group's last offset), the last epoch (type 3) and assignment epoch (type 6) records, each member's
+  last target assignment (type 7), each regex's last record (type 16), each member's last
+  ConsumerGroupMemberMetadata tombstone (type 5, it removes the member whole) and, after it, the member's first
+  record that creates it, last type-5 value, last current assignment (type 8) value and last type-8 tombstone
+  (which resets the epochs and partitions but not the state). A consumer group's records otherwise grow with
+  its members' every heartbeat epoch;
 * per topic id, the shard's latest ConsumerGroupPartitionMetadata (type 4) value naming it (topic names are
   cluster-wide and the latest by log position wins: each shard keeping its latest keeps the run's latest).
 
@@ -85,7 +92,7 @@ def retained_offsets(rows: Iterable[Row], state: ShardState) -> set[int]:
             last_k3t.pop(gid, None)
         elif kind == "consumer_group":
             gid = r["group_id"]
-            kip_rows[gid].append(off)
+            kip_rows[gid].append((off, r.get("key_type"), bool(r["is_tombstone"]), r.get("member_id"), r.get("regex")))
             if r.get("key_type") == 3 and r["is_tombstone"]:
                 last_k3t[gid] = off
             if r.get("key_type") == 4 and not r["is_tombstone"]:
@@ -102,8 +109,43 @@ def retained_offsets(rows: Iterable[Row], state: ShardState) -> set[int]:
     keep |= offsets
     keep.update(marker_of[o] for o in offsets if o in marker_of)
     keep.update(last_type2.values())
-    for gid, offs in kip_rows.items():
+    for gid, records in kip_rows.items():
         boundary = last_k3t.get(gid, last_type2.get(gid, -1))
-        keep.update(o for o in offs if o >= boundary)
+        keep |= _live_kip_records([r for r in records if r[0] >= boundary])
     keep.update(namer.values())
+    return keep
+
+
+def _live_kip_records(records: list[tuple]) -> set[int]:
+    """The offsets of the KIP-848 records (offset, key type, tombstone, member id, regex) of one group's live
+    incarnation, in log order, that its state depends on (see the module docstring)."""
+    if not records:
+        return set()
+    keep = {records[-1][0]}
+    first_value = next((off for off, _kt, tomb, _m, _r in records if not tomb), None)
+    if first_value is not None:
+        keep.add(first_value)
+    last: dict[tuple, int] = {}
+    member_gone: dict[str, int] = {}  # member id -> its last type-5 tombstone
+    for off, kt, tomb, mid, regex in records:
+        if kt in (3, 6):
+            last[(kt,)] = off
+        elif kt == 7:
+            last[(7, mid)] = off
+        elif kt == 16:
+            last[(16, regex)] = off
+        elif kt == 5 and tomb:
+            member_gone[mid] = off
+    keep.update(last.values())
+    keep.update(member_gone.values())
+    created: dict[str, int] = {}
+    member: dict[tuple, int] = {}
+    for off, kt, tomb, mid, _r in records:
+        if kt not in (5, 8) or off <= member_gone.get(mid, -1) or (kt == 5 and tomb):
+            continue
+        if not tomb:
+            created.setdefault(mid, off)
+        member[(kt, tomb, mid)] = off
+    keep.update(created.values())
+    keep.update(member.values())
     return keep
