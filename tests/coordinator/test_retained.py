@@ -201,73 +201,56 @@ def test_a_shard_of_only_quarantined_and_unknown_rows_loads_to_nothing():
     assert result.retained.num_rows == 0
 
 
-# KIP-848 records of a live group: only those its state still depends on are kept (each test fails without its rule)
-def _kip_log():
-    from tests.coordinator.rowkit import Log
-
-    return Log(partition=0)
-
-
-@pytest.mark.parametrize("semantics", ["legacy", "modern"])
-def test_rule_kip_first_value_creates_the_group(semantics):
+# KIP-848 records of a live group: only those its state still depends on are kept (each case fails without its rule)
+def _first_value_creates_the_group(log):
     """A consumer group whose only member left still exists (empty): the member's first value created it."""
-    log = _kip_log()
     for _ in range(2):
         log.cg_member("g", "m1")
     log.cg_member_tombstone("g", "m1")
-    cut = len(log.rows)
-    log.commit("h", "t", 0, 1)
-    _resumes_like_full(log, cut, semantics)
 
 
-@pytest.mark.parametrize("semantics", ["legacy", "modern"])
-def test_rule_kip_member_tombstone_removes_the_member_whole(semantics):
+def _member_tombstone_removes_the_member_whole(log):
     """The group's first value is the member's own record: its later type-5 tombstone must still remove it."""
-    log = _kip_log()
-    for _ in range(2):
-        log.cg_member("g", "m1")
-    log.cg_member_tombstone("g", "m1")
+    _first_value_creates_the_group(log)
     log.cg_epoch("g", 2)
-    cut = len(log.rows)
-    log.cg_member("g", "m2")
-    _resumes_like_full(log, cut, semantics)
 
 
-@pytest.mark.parametrize("semantics", ["legacy", "modern"])
-def test_rule_kip_current_assignment_tombstone_needs_the_member_it_resets(semantics):
-    """A type-8 tombstone resets a member that exists (epochs -1), and is ignored before the member does: the
+def _current_assignment_tombstone_needs_its_member(log):
+    """A type-8 tombstone resets a member that exists (epochs -1) and is ignored before the member does: the
     member's first record must stay ahead of it."""
-    log = _kip_log()
     log.cg_epoch("g", 1)
     for _ in range(2):
         log.cg_topics("g", [("ID-A", "a", 4)])
     log.cg_member("g", "m1")
     log.cg_current_tombstone("g", "m1")
     log.cg_member("g", "m1", assignor="range")
-    cut = len(log.rows)
-    log.cg_epoch("g", 2)
-    _resumes_like_full(log, cut, semantics)
 
 
-@pytest.mark.parametrize("semantics", ["legacy", "modern"])
-def test_rule_kip_current_assignment_tombstone_keeps_the_state(semantics):
+def _current_assignment_tombstone_keeps_the_state(log):
     """A type-8 tombstone after the last type-8 value: epochs -1, the value's state kept."""
-    log = _kip_log()
     for epoch in (2, 3, 4):
         log.cg_current("g", "m1", epoch, [("ID-A", [0])], state=1)
     log.cg_current_tombstone("g", "m1")
-    cut = len(log.rows)
     log.cg_epoch("g", 5)
-    _resumes_like_full(log, cut, semantics)
 
 
-@pytest.mark.parametrize("semantics", ["legacy", "modern"])
-def test_rule_kip_last_record_is_the_groups_last_offset(semantics):
+def _last_record_is_the_groups_last_offset(log):
     """The group's last record (here a type-4 tombstone, kept by no other rule) is its `record_offset`."""
-    log = _kip_log()
     for epoch in (1, 1, 1):
         log.cg_epoch("g", epoch)
     log.cg_topics_tombstone("g")
+
+
+@pytest.mark.parametrize("semantics", ["legacy", "modern"])
+@pytest.mark.parametrize("prefix", [_first_value_creates_the_group, _member_tombstone_removes_the_member_whole,
+                                    _current_assignment_tombstone_needs_its_member,
+                                    _current_assignment_tombstone_keeps_the_state,
+                                    _last_record_is_the_groups_last_offset], ids=lambda f: f.__name__.strip("_"))
+def test_rule_kip_live_group_records(prefix, semantics):
+    from tests.coordinator.rowkit import Log
+
+    log = Log(partition=0)
+    prefix(log)
     cut = len(log.rows)
-    log.commit("h", "t", 0, 1)
+    log.commit("h", "t", 0, 1)  # a later record of another group: the case's group as the cut left it
     _resumes_like_full(log, cut, semantics)
