@@ -341,7 +341,7 @@ def decode(run: Run) -> None:
     counters = TaskCounters(run.spark)
     cut = (run.req.until_offset, run.prepared.until_time_ms)
     described = (f"{plan.num_segments} segment(s), {plan.num_tabular} table(s), {plan.total_bytes / 1e6:.1f} MB")
-    previous = _previous_rows(run)
+    previous = run.inc.saved_rows(run.conf.local_replay_max_rows)
     if segment_shards.applies(plan, previous):
         from pipelines.io.checkpoint import stage_state
 
@@ -372,26 +372,6 @@ def decode(run: Run) -> None:
                               f"{first['reason']}")
     run.inc.new_records = s.records_in
     s.incremental = run.inc.summary()
-
-
-def _previous_rows(run: Run):
-    """An incremental run's previous state for the shards' tasks (`frames.segment_shards.SavedRows`), unless the
-    run is small enough to decode and replay in this process (its new bytes decoded here, its saved rows within
-    `local_replay_max_rows`); None for a full run."""
-    from pipelines.frames.segment_shards import SavedRows
-    from pipelines.io.checkpoint import count_state_rows, state_file_partitions
-
-    inc = run.inc
-    if not inc.is_incremental:
-        return None
-    max_rows = run.conf.local_replay_max_rows
-    if inc.decode_plan.in_process and 0 < max_rows and count_state_rows(inc.previous_state,
-                                                                        inc.previous_files) <= max_rows:
-        return None
-    files = inc.previous_files
-    partitions = {int(p) for p in inc.previous["partitions"]} | state_file_partitions(files or ())
-    return SavedRows(inc.previous_state, None if files is None else tuple(files), tuple(sorted(partitions)),
-                     inc.next_offsets())
 
 
 def _retains(run: Run) -> bool:

@@ -7,7 +7,7 @@ opens them), its loaded state (`coordinator.shard.LoadedShards.states`, pickled,
 markers, the tally of what it decoded and the rows that name topics (`frames.tally`,
 `coordinator.shard.naming_rows`) and its quarantined rows (the decoded log the run keeps: `frames.decoded_log`). The
 rows the next `--incremental` run keeps it writes into the run's state (`io.checkpoint.StateStage`). An incremental
-run's task loads the rows the previous run kept of its partitions first (`SavedRows`).
+run's task loads the rows the previous run kept of its partitions first (`incremental.saved.SavedRows`).
 
 Two facts of the whole run are needed before a shard's tables are final: the expiry clock (by default the newest
 record timestamp of every partition) and the topic names (read off every partition). So the state tables are built
@@ -32,6 +32,7 @@ from pipelines.coordinator.shard import (PART, UNREAD_COLUMNS, load_shards, nami
                                           transaction_markers)
 from pipelines.frames.shards import (CHUNK_ROWS, ENVELOPE_DDL, MARKERS, SUSPECTS, SparkShards,
                                      shards_from_envelope)
+from pipelines.incremental.saved import SavedRows
 from pipelines.io.blobs import to_blob
 from schemas.decoded import DECODED_RECORD_SCHEMA, KIND_ERROR
 
@@ -48,39 +49,6 @@ def applies(plan, previous=None) -> bool:
     read on Spark; `previous` (`SavedRows`): an incremental run's previous state, loaded by the same tasks."""
     segments = all(i["kind"] == "segment" and i["offsets_partition"] is not None for i in plan.items)
     return segments and (previous is not None or (not plan.in_process and bool(plan.items)))
-
-
-@dataclass(frozen=True)
-class SavedRows:
-    """The rows the previous run kept (its checkpoint's state: `io.checkpoint`), which an incremental run's shards
-    load before their new records; each task reads those of its own offsets partitions. Picklable."""
-
-    path: str  # the state directory
-    files: tuple[str, ...] | None  # the files the checkpoint names (None: every file of the directory)
-    partitions: tuple[int, ...]  # every offsets partition the previous run read
-    next_offsets: dict  # offsets partition -> where the previous run's reading stopped (its checkpoint)
-
-    def of_partition(self, partition: int) -> pa.Table:
-        """The partition's saved rows, as decoded rows without the columns no loader reads."""
-        from pipelines.coordinator.shard import conform_decoded
-        from pipelines.io.checkpoint import read_state_rows
-
-        rows = conform_decoded(read_state_rows(self.path, self.files, partition=partition))
-        return rows.drop_columns([c for c in UNREAD_COLUMNS if c in rows.column_names])
-
-    def drop_known_events(self, state) -> None:
-        """The group events of `state` (`GroupStore.history`) of saved records dropped: a run resuming from these
-        rows carries the previous snapshot's `group_history` forward and adds its new records' events."""
-        if state.groups.history:
-            mark = self.next_offsets.get(state.partition, 0)
-            state.groups.history = [e for e in state.groups.history if e["record_offset"] >= mark]
-
-    def changed_history(self, partition: int, history: pa.Table) -> pa.Table:
-        """The partition's history rows a run resuming from these rows may add or change: its new records, and the
-        transactional records among the saved ones (a marker since may have decided them). The history holds every
-        other saved record as it is (`Warehouse._merge_in_hand` would leave it)."""
-        new = pc.greater_equal(history.column("record_offset"), self.next_offsets.get(partition, 0))
-        return history.filter(pc.or_(new, pc.is_valid(history.column("txn_outcome"))))
 
 
 def _row(table: str, shard: int, payload: bytes | None, tally: bytes | None = None, named: bytes | None = None):
@@ -135,7 +103,7 @@ def _decode_and_load_task(slices: list[list[tuple[int, pa.Table]]], policy, opti
         out.append(_row(STATES, shard, pickle.dumps(states, protocol=pickle.HIGHEST_PROTOCOL)))
         if state_stage is not None:
             out.append(_row(SAVED, shard, state_stage.write(loaded.retained, f"{shard:05d}").encode()))
-        history = loaded.history if previous is None else previous.changed_history(shard, loaded.history)
+        history = loaded.history if previous is None else previous.changed_history(loaded.history)
         if split_by is not None:
             out.append(_row(SUSPECTS, shard, to_blob(split_by.split(history))))
         if stage is not None:

@@ -22,7 +22,7 @@ from pipelines.coordinator.options import ReplayOptions
 from pipelines.coordinator.shard import (MARKER_COLUMNS, PART, SHARD_TABLES, UNREAD_COLUMNS, replay_shards,
                                           transaction_markers)
 from pipelines.frames.decoded_log import from_blobs
-from pipelines.io.blobs import BlobRows, from_blob, to_blob
+from pipelines.io.blobs import BlobRows, from_blob, opened, to_blob
 from pipelines.validation.suspects import SuspectFilter, Suspects
 
 RETAINED = "_retained"  # the envelope's name for the rows the next --incremental run keeps
@@ -89,11 +89,6 @@ def _counted(counters):
 LOG_SIZED = ("offset_commits",)
 
 
-def _read_blobs(blobs) -> pa.Table | None:
-    tables = [from_blob(b) for b in blobs]
-    return pa.concat_tables(tables) if tables else None
-
-
 @dataclass
 class SparkShards:
     """What the shards give: `tables` holds every `SHARD_TABLES` table, the state tables as Arrow (collected) and
@@ -153,11 +148,11 @@ def shards_from_envelope(state: pa.Table, history, retain: bool, history_check: 
         if t in LOG_SIZED:
             tables[t] = history
         else:
-            got = _read_blobs(blobs.get(t, ()))
+            got = opened(blobs.get(t, ()))
             tables[t] = got if got is not None else contract_table([], t)
     retained = None
     if retain:
-        got = _read_blobs(blobs.get(RETAINED, ()))
+        got = opened(blobs.get(RETAINED, ()))
         retained = got if got is not None else DECODED_RECORD_SCHEMA.empty_table()
     suspects = None
     if history_check is not None:
@@ -165,7 +160,7 @@ def shards_from_envelope(state: pa.Table, history, retain: bool, history_check: 
         suspects = Suspects.gather("offset_commits", (from_blob(b) for b in blobs.get(SUSPECTS, ())),
                                    pa.schema([schema.field(c) for c in history_check.columns]),
                                    frame=tables["offset_commits"].frame())
-    markers = _read_blobs(blobs.get(MARKERS, ()))
+    markers = opened(blobs.get(MARKERS, ()))
     if markers is None:
         markers = pa.schema([DECODED_RECORD_SCHEMA.field(c) for c in MARKER_COLUMNS]).empty_table()
     return SparkShards(tables, retained, release, markers, suspects)

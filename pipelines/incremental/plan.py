@@ -82,6 +82,23 @@ class IncrementalStart:
         total = new_records + saved
         return total if total <= max_rows else None
 
+    def saved_rows(self, max_rows: int):
+        """The previous state for the shards' tasks (`saved.SavedRows`): None for a full run, or one small enough
+        to decode and replay in this process (its new bytes decoded here, its saved rows within `max_rows`: then
+        `local_replay_rows` decides)."""
+        from pipelines.incremental.saved import SavedRows
+        from pipelines.io.checkpoint import state_file_partitions
+
+        if not self.is_incremental:
+            return None
+        if (self.decode_plan.in_process and 0 < max_rows
+                and count_state_rows(self.previous_state, self.previous_files) <= max_rows):
+            return None
+        files = self.previous_files
+        partitions = {int(p) for p in self.previous["partitions"]} | state_file_partitions(files or ())
+        return SavedRows(self.previous_state, None if files is None else tuple(files), tuple(sorted(partitions)),
+                         self.next_offsets())
+
     def replayable_arrow(self, log) -> pa.Table:
         """`replayable` as one Arrow table on the driver: this run's decoded rows and, when incremental, the
         previous state (read directly)."""
@@ -107,10 +124,10 @@ class IncrementalStart:
         offset below the partition's next offset in the checkpoint are dropped)."""
         if not self.is_incremental:
             return history
-        next_offset = self.next_offsets()
-        keep = [o >= next_offset.get(p, 0) for p, o in zip(history.column("offsets_partition").to_pylist(),
-                                                            history.column("record_offset").to_pylist())]
-        new = history.filter(pa.array(keep, pa.bool_()))
+        from pipelines.incremental.saved import past_marks
+
+        new = history.filter(past_marks(history.column("offsets_partition"), history.column("record_offset"),
+                                        self.next_offsets()))
         previous = warehouse.read_table("group_history", snapshot_id=self.previous_snapshot)
         previous = previous.set_column(previous.schema.get_field_index("snapshot_id"), "snapshot_id",
                                        pa.array([snapshot_id] * previous.num_rows, pa.string()))

@@ -30,6 +30,12 @@ def from_blob(blob: bytes) -> pa.Table:
         return reader.read_all()
 
 
+def opened(blobs) -> pa.Table | None:
+    """The rows of `blobs` (an iterable of blobs) as one table; None when there are none."""
+    tables = [from_blob(b) for b in blobs]
+    return pa.concat_tables(tables) if tables else None
+
+
 def unpacked(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """The rows of the blobs in `batches` (a `payload` column)."""
     for batch in batches:
@@ -47,3 +53,8 @@ class BlobRows:
     def frame(self):
         """The rows as a DataFrame (unpacked in the Python workers)."""
         return self.blobs.select(PAYLOAD).mapInArrow(unpacked, self.schema)
+
+    def to_arrow(self, schema: pa.Schema) -> pa.Table:
+        """The rows collected into this process as one table of `schema` (for rows sized by the state)."""
+        table = opened(r[PAYLOAD] for r in self.blobs.select(PAYLOAD).collect())
+        return schema.empty_table() if table is None else table.cast(schema)

@@ -34,7 +34,7 @@ from deltalake import write_deltalake
 from deltalake.transaction import CommitProperties
 
 from pipelines.io import delta, storage
-from pipelines.io.blobs import PAYLOAD, BlobRows, from_blob, unpacked
+from pipelines.io.blobs import PAYLOAD, BlobRows, unpacked
 from pipelines.io.snapshots import DeltaWarehouseReader, Snapshot, pick_snapshot, run_order, snapshots_from_runs
 from pipelines.io.snapshots import SnapshotNotFound as _SnapshotNotFound
 from schemas.tables import SNAPSHOT_TABLES, TABLES
@@ -138,13 +138,6 @@ def _with_snapshot_id(rows, snapshot_id: str):
     arrays = list(rows.columns)
     arrays[i] = pa.array([snapshot_id] * rows.num_rows, pa.string())
     return type(rows).from_arrays(arrays, names=rows.schema.names)
-
-
-def _collected(rows: BlobRows) -> pa.Table:
-    """A history the shards keep as blobs, opened in this process (an incremental run's: state-sized)."""
-    tables = [from_blob(r[PAYLOAD]) for r in rows.blobs.select(PAYLOAD).collect()]
-    schema = delta.arrow_schema(rows.schema)
-    return pa.concat_tables([t.cast(schema) for t in tables]) if tables else schema.empty_table()
 
 
 def _opened(snapshot_id: str):
@@ -465,7 +458,7 @@ class Warehouse:
                 return self._write_history(dt, snapshot_id, df.blobs.select(PAYLOAD), opened=_opened(snapshot_id))
             if clustered and known_below:  # an incremental run's history: the saved rows and the new ones
                 _check_columns(df.schema.fieldNames(), table, snapshot_id)
-                return self._merge_in_hand(dt, snapshot_id, _collected(df), known_below)
+                return self._merge_in_hand(dt, snapshot_id, df.to_arrow(delta.arrow_schema(df.schema)), known_below)
             df = df.frame()
         elif isinstance(df, pa.Table):  # rows in this process (a small run)
             _check_columns(df.column_names, table, snapshot_id)
