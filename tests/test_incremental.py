@@ -381,12 +381,15 @@ def test_clean_state_removes_state_of_deleted_snapshots(tmp_path):
 
     wh = Warehouse(tmp_path / "wh")
     wh.mark_run("kept", {"status": "succeeded"})
-    for sid in ("kept", "gone"):
+    wh.mark_run("stopped", {"status": "failed"})  # killed after its tasks wrote a state, before its checkpoint
+    for sid in ("kept", "gone", "stopped"):
         (incremental.state_dir(wh, sid) / "decoded").mkdir(parents=True)
-        write_checkpoint(wh, sid, {"format": incremental.CHECKPOINT_FORMAT})
-    assert incremental.clean_state(wh) == ["gone"]
+        if sid != "stopped":
+            write_checkpoint(wh, sid, {"format": incremental.CHECKPOINT_FORMAT})
+    assert incremental.clean_state(wh) == ["gone", "stopped"]
     assert incremental.state_dir(wh, "kept").is_dir() and checkpoint_path(wh, "kept").is_file()
     assert not incremental.state_dir(wh, "gone").exists() and not checkpoint_path(wh, "gone").exists()
+    assert not incremental.state_dir(wh, "stopped").exists()
 
 
 def test_readers_resume_at_a_batch_boundary(tmp_path):

@@ -221,24 +221,30 @@ def count_state_rows(path, files: list[str] | None = None) -> int:
 
 
 def remove_orphaned_state(warehouse, existing_snapshot_ids) -> list[str]:
-    """Delete `_state/<id>` and `_checkpoints/<id>.json` of snapshots not in `existing_snapshot_ids`; returns the
-    ids whose state was removed, sorted."""
+    """Delete `_checkpoints/<id>.json` of snapshots not in `existing_snapshot_ids`, and `_state/<id>` of those and
+    of ids with no checkpoint (a run that stopped after its tasks wrote its state: nothing will read it; the
+    caller holds the writer lock, so no run is writing one); returns the ids whose state was removed, sorted."""
     import pyarrow.fs as pafs
 
     root = _root(warehouse)
     existing = set(existing_snapshot_ids)
     removed = []
+    cp_root = root / CHECKPOINT_DIR
+    checkpointed = set()
+    for info in cp_root.listdir():
+        f = cp_root.child_of(info)
+        if not f.name.endswith(".json"):
+            continue
+        if f.name[:-len(".json")] in existing:
+            checkpointed.add(f.name[:-len(".json")])
+            continue
+        with contextlib.suppress(OSError, storage.StorageError):
+            f.delete_file()
     state_root = root / STATE_DIR
     for info in state_root.listdir():
         d = state_root.child_of(info)
-        if info.type == pafs.FileType.Directory and d.name not in existing:
+        if info.type == pafs.FileType.Directory and d.name not in checkpointed:
             with contextlib.suppress(OSError, storage.StorageError):  # what is left goes with the next run
                 d.delete_dir()
             removed.append(d.name)
-    cp_root = root / CHECKPOINT_DIR
-    for info in cp_root.listdir():
-        f = cp_root.child_of(info)
-        if f.name.endswith(".json") and f.name[:-len(".json")] not in existing:
-            with contextlib.suppress(OSError, storage.StorageError):
-                f.delete_file()
     return sorted(removed)
