@@ -254,10 +254,9 @@ class Run:
     num_partitions: int = 0
     as_of_ms: int = 0
     local_rows: int | None = None  # rows replayed in this process; None: on Spark, one task per offsets partition
-    replayed: object = None  # DecodedLog of the rows the Spark replay read (new rows ∪ previous state)
     suspects: object = None  # validation.suspects.Suspects: the history as its suite sees it, from the shards
     markers: object = None
-    retained: object = None
+    saved: object = None  # the shards the next --incremental run resumes (io.checkpoint.SavedState, or bytes)
     release: Callable[[], None] | None = None
     # the snapshot
     tables: dict = field(default_factory=dict)  # the replay's tables, then the log-sized ones as DataFrames
@@ -341,12 +340,12 @@ def decode(run: Run) -> None:
     counters = TaskCounters(run.spark)
     cut = (run.req.until_offset, run.prepared.until_time_ms)
     described = (f"{plan.num_segments} segment(s), {plan.num_tabular} table(s), {plan.total_bytes / 1e6:.1f} MB")
-    previous = run.inc.saved_rows(run.conf.local_replay_max_rows)
+    previous = None if run.inc.resumes_in_process(run.conf.local_replay_max_rows) else run.inc.saved_shards()
     if segment_shards.applies(plan, previous):
         from pipelines.io.checkpoint import stage_state
 
         run.progress.stage("decode", described + ", each offsets partition decoded and loaded by one task"
-                           + (" after the rows the previous run kept" if previous is not None else ""))
+                           + (" onto the shard the previous run saved" if previous is not None else ""))
         stage = run.warehouse.stage_history(run.snapshot_id)
         state_stage = stage_state(run.warehouse, run.snapshot_id) if _retains(run) else None
         run.loaded = segment_shards.load_on_spark(run.spark, plan, _load_options(run), cut,
@@ -375,7 +374,7 @@ def decode(run: Run) -> None:
 
 
 def _retains(run: Run) -> bool:
-    """Whether the replay keeps the rows the next `--incremental` run resumes from: a what-if run saves no
+    """Whether the replay saves the shards the next `--incremental` run resumes: a what-if run saves no
     checkpoint."""
     return run.summary.kind == "scheduled"
 
@@ -436,9 +435,9 @@ def _partition_count(run: Run, top: int) -> int:
 
 
 def replay(run: Run) -> None:
-    """The engine over the rows (new rows ∪ the previous state when incremental): in this process for a small run,
-    else one Spark task per offsets partition (the shards the decode loaded: their state tables). All give the
-    snapshot's state tables as Arrow."""
+    """The engine over the rows (when incremental, loaded onto the shards the previous run saved): in this process
+    for a small run, else one Spark task per offsets partition (the shards the decode loaded: their state tables).
+    All give the snapshot's state tables as Arrow."""
     inc, s = run.inc, run.summary
     run.local_rows = None if run.loaded is not None else inc.local_replay_rows(s.records_in,
                                                                                run.conf.local_replay_max_rows)
@@ -450,12 +449,15 @@ def replay(run: Run) -> None:
     if run.local_rows is not None:
         run.progress.stage("replay", f"semantics {options.semantics}, {run.local_rows:,} rows in this process"
                                      + expiring)
-        from pipelines.coordinator.shard import replay_shards, transaction_markers
+        from pipelines.coordinator.loader import SKIPPED_KINDS
+        from pipelines.coordinator.shard import REPLAY_COLUMNS, conform_decoded, replay_shards
 
-        rows = inc.replayable_arrow(run.decoded)
-        result = replay_shards(rows, options, expiry, retain=retain)
-        run.tables, run.retained = result.tables, result.retained
-        run.markers = transaction_markers(rows, options)
+        rows = conform_decoded(run.decoded.to_arrow(REPLAY_COLUMNS, exclude=SKIPPED_KINDS))
+        saved = inc.saved_shards()
+        result = replay_shards(rows, options, expiry, keep=retain, resume=None if saved is None else saved.all())
+        run.tables, run.markers = result.tables, result.markers
+        if result.saved is not None:
+            run.saved = {p: shard.to_bytes() for p, shard in result.saved.items()}
         return
     from pipelines.frames.shards import replay_on_spark, topic_names_of
     from pipelines.validation.runner import history_check
@@ -470,11 +472,10 @@ def replay(run: Run) -> None:
                                    history_check=check)
     else:
         run.progress.stage("replay", f"semantics {options.semantics}, one task per offsets partition" + expiring)
-        run.replayed = inc.replayable(run.spark, run.decoded)
-        shards = replay_on_spark(run.spark, run.replayed, options, expiry, topic_names_of(run.replayed), retain,
+        shards = replay_on_spark(run.spark, run.decoded, options, expiry, topic_names_of(run.decoded), retain,
                                  run.progress.emit, input_bytes=inc.decode_plan.bytes_by_partition(),
                                  history_check=check)
-    run.tables, run.retained, run.release = shards.tables, shards.retained, shards.release
+    run.tables, run.saved, run.release = shards.tables, shards.saved, shards.release
     run.markers, run.suspects = shards.markers, shards.suspects
 
 
@@ -568,7 +569,7 @@ def checkpoint(run: Run) -> None:
         return
     run.progress.stage("checkpoint", f"state for --incremental -> {run.req.warehouse}/_state/{run.snapshot_id}")
     scans = {s["path"]: s for c in run.read_counts.values() for s in c[SEGMENTS]}
-    incremental.save_checkpoint(run.warehouse, run.snapshot_id, run.retained, run.input_plan, run.inc,
+    incremental.save_checkpoint(run.warehouse, run.snapshot_id, run.saved, run.input_plan, run.inc,
                                 conf=run.conf, req=run.req, scans=scans, max_timestamp=run.max_ts,
                                 max_partition=run.max_part)
 
@@ -609,8 +610,6 @@ def _release(run: Run) -> None:
     try:
         if run.release is not None:
             run.release()
-        if run.replayed is not None and run.replayed is not run.decoded:
-            run.replayed.unpersist()
         if run.decoded is not None:
             run.decoded.unpersist()
     except Exception:  # a session already stopped: nothing left to drop

@@ -115,6 +115,13 @@ class GroupStore:
         self.last_group_record: dict[str, Row] = {}  # latest type-2 / type-3 record per group id
         self.history: list[Row] | None = [] if keep_history else None
 
+    def resumed(self) -> "GroupStore":
+        """The store to go on loading from: the same groups (loading mutates them), the events of what is loaded
+        from now on only."""
+        store = GroupStore(keep_history=self.history is not None)
+        store.groups, store.last_group_record = self.groups, self.last_group_record
+        return store
+
     def _record(self, event: str, row: Row, before: set[str]) -> None:
         if self.history is None:
             return

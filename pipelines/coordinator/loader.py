@@ -12,7 +12,8 @@ the loaders (Kafka 3.4.1+/3.6+ skip unknown types; quarantined rows are accounte
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
+from itertools import repeat
+from dataclasses import dataclass, field
 from typing import Any, Iterable, NamedTuple
 
 from pipelines.coordinator.groups import GroupStore
@@ -88,7 +89,9 @@ def is_end_marker(row: Row, modern: bool) -> bool:
 @dataclass(slots=True)
 class ShardState:
     """A coordinator shard after loading: its groups, the committed offsets, the open transactions' pending offsets,
-    and for the history the outcome of every transactional offset-commit record."""
+    and for the history the outcome of every transactional offset-commit record it loaded. What else the loader
+    holds to go on loading later records (`resume`): the offsets of each open transaction's records, and (old
+    loader) each offset's `appendedBatchOffset`."""
 
     partition: int
     groups: GroupStore
@@ -96,6 +99,34 @@ class ShardState:
     pending: dict[int, dict[GroupTopicPartition, OffsetAndMetadata]]  # producer id -> open transaction's offsets
     outcomes: dict[int, str]  # record offset -> committed / aborted / pending, transactional records only
     modern: bool
+    open_records: dict[int, list[int]] = field(default_factory=dict)  # producer id -> its open records' offsets
+    batch_offsets: dict[GroupTopicPartition, int] = field(default_factory=dict)  # old loader: of `offsets`
+    pending_batch_offsets: dict[int, dict[GroupTopicPartition, int]] = field(default_factory=dict)  # of `pending`
+
+    # Pickled with the keys and offsets as plain tuples, rebuilt by `tuple.__new__`: a shard is pickled to reach the
+    # job that tabulates it and to be saved for the next run, and a named tuple pickles through a Python call of
+    # its own, which cost more than everything else in the state together.
+    def __getstate__(self):
+        keys = list(self.offsets)
+        pending = {pid: (list(map(tuple, txn)), list(map(tuple, txn.values())),
+                         [self.pending_batch_offsets[pid][k] for k in txn] if self.pending_batch_offsets else None)
+                   for pid, txn in self.pending.items()}
+        return (self.partition, self.groups, list(map(tuple, keys)), list(map(tuple, self.offsets.values())),
+                [self.batch_offsets[k] for k in keys] if self.batch_offsets else None, pending, self.outcomes,
+                self.modern, self.open_records)
+
+    def __setstate__(self, state) -> None:
+        (self.partition, self.groups, keys, values, batches, pending, self.outcomes, self.modern,
+         self.open_records) = state
+        keys = list(map(tuple.__new__, repeat(GroupTopicPartition), keys))
+        self.offsets = dict(zip(keys, map(tuple.__new__, repeat(OffsetAndMetadata), values)))
+        self.batch_offsets = {} if batches is None else dict(zip(keys, batches))
+        self.pending, self.pending_batch_offsets = {}, {}
+        for pid, (txn_keys, txn_values, txn_batches) in pending.items():
+            txn_keys = list(map(tuple.__new__, repeat(GroupTopicPartition), txn_keys))
+            self.pending[pid] = dict(zip(txn_keys, map(tuple.__new__, repeat(OffsetAndMetadata), txn_values)))
+            if txn_batches is not None:
+                self.pending_batch_offsets[pid] = dict(zip(txn_keys, txn_batches))
 
 
 def _replay_group_record(groups: GroupStore, kind: str, row: Row) -> None:
@@ -112,17 +143,21 @@ def _still_pending(open_rows: dict[int, list[int]], outcomes: dict[int, str]) ->
             outcomes[off] = "pending"
 
 
-def do_load_groups_and_offsets(partition: int, rows: Iterable[Row]) -> ShardState:
+def do_load_groups_and_offsets(partition: int, rows: Iterable[Row], resume: ShardState | None = None) -> ShardState:
     """`GroupMetadataManager.doLoadGroupsAndOffsets` (old coordinator, Kafka 0.11 - 3.9), one partition, log order.
 
     Offsets are kept with their `appendedBatchOffset` (first record iterated in the batch); a control batch
     (only its first record is read) ends the producer's pending map, installing it on COMMIT where the key is
-    absent or the existing entry's batch is older.
+    absent or the existing entry's batch is older. `resume`: the shard as loading the records before `rows` left
+    it (its `outcomes` are of `rows` only).
     """
-    groups = GroupStore()
+    groups, open_rows = _resumed(resume)
     loaded: dict[GroupTopicPartition, tuple[int, OffsetAndMetadata]] = {}
     pending: dict[int, dict[GroupTopicPartition, tuple[int, OffsetAndMetadata]]] = {}
-    open_rows: dict[int, list[int]] = defaultdict(list)
+    if resume is not None:
+        loaded = {k: (resume.batch_offsets[k], o) for k, o in resume.offsets.items()}
+        pending = {pid: {k: (resume.pending_batch_offsets[pid][k], o) for k, o in txn.items()}
+                   for pid, txn in resume.pending.items()}
     outcomes: dict[int, str] = {}
     for row in rows:
         kind = row["record_kind"]
@@ -158,21 +193,30 @@ def do_load_groups_and_offsets(partition: int, rows: Iterable[Row]) -> ShardStat
             _replay_group_record(groups, kind, row)
     _still_pending(open_rows, outcomes)
     return ShardState(partition, groups, {k: o for k, (_, o) in loaded.items()},
-                      {pid: {k: o for k, (_, o) in m.items()} for pid, m in pending.items()}, outcomes, modern=False)
+                      {pid: {k: o for k, (_, o) in m.items()} for pid, m in pending.items()}, outcomes, modern=False,
+                      open_records=dict(open_rows), batch_offsets={k: abo for k, (abo, _) in loaded.items()},
+                      pending_batch_offsets={pid: {k: abo for k, (abo, _) in m.items()} for pid, m in pending.items()})
 
 
-def replay(partition: int, rows: Iterable[Row]) -> ShardState:
+def _resumed(resume: ShardState | None) -> tuple[GroupStore, defaultdict]:
+    """The groups and the open transactions' records a load starts from: none, or those `resume` left."""
+    if resume is None:
+        return GroupStore(), defaultdict(list)
+    return resume.groups.resumed(), defaultdict(list, {pid: list(o) for pid, o in resume.open_records.items()})
+
+
+def replay(partition: int, rows: Iterable[Row], resume: ShardState | None = None) -> ShardState:
     """`CoordinatorLoaderImpl` + `GroupCoordinatorShard.replay` (new coordinator, Kafka 3.8 - 4.x), one partition.
 
     `OffsetMetadataManager.replay`: transactional = producerId != -1; any tombstone deletes the committed offset
     and drops the partition from every open transaction. `replayEndTransactionMarker`: COMMIT installs a pending
     offset only if its record offset is greater than the committed one's; ABORT discards. Control records other
-    than COMMIT/ABORT are ignored.
+    than COMMIT/ABORT are ignored. `resume`: as `do_load_groups_and_offsets`.
     """
-    groups = GroupStore()
-    offsets: dict[GroupTopicPartition, OffsetAndMetadata] = {}
-    pending: dict[int, dict[GroupTopicPartition, OffsetAndMetadata]] = {}
-    open_rows: dict[int, list[int]] = defaultdict(list)
+    groups, open_rows = _resumed(resume)
+    offsets: dict[GroupTopicPartition, OffsetAndMetadata] = {} if resume is None else dict(resume.offsets)
+    pending: dict[int, dict[GroupTopicPartition, OffsetAndMetadata]] = (
+        {} if resume is None else {pid: dict(txn) for pid, txn in resume.pending.items()})
     outcomes: dict[int, str] = {}
     for row in rows:
         kind = row["record_kind"]
@@ -206,11 +250,13 @@ def replay(partition: int, rows: Iterable[Row]) -> ShardState:
         else:
             _replay_group_record(groups, kind, row)
     _still_pending(open_rows, outcomes)
-    return ShardState(partition, groups, offsets, pending, outcomes, modern=True)
+    return ShardState(partition, groups, offsets, pending, outcomes, modern=True, open_records=dict(open_rows))
 
 
-def load_shard(partition: int, rows: Iterable[Row], options: ReplayOptions) -> ShardState:
+def load_shard(partition: int, rows: Iterable[Row], options: ReplayOptions,
+               resume: ShardState | None = None) -> ShardState:
     """The shard after loading `rows` (log order, no error/unknown rows, up to the run's point in time) with the
-    run's coordinator generation."""
+    run's coordinator generation; `resume`: the shard as the records before `rows` left it (the previous run's,
+    `coordinator.saved`), loaded on as Kafka's coordinator goes on replaying what is appended."""
     load = replay if options.is_modern else do_load_groups_and_offsets
-    return load(partition, rows)
+    return load(partition, rows, resume)

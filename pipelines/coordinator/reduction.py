@@ -11,16 +11,15 @@ Kept, for the run's semantics:
   removes the committed offset whatever it held, so the last plain record overwrites what every earlier one did;
   what a marker installed in between is overwritten too. A modern tombstone also drops the key from every open
   transaction, which the last tombstone repeats for every transaction still open then, and a transaction ended
-  before it has its outcome from its marker either way. The last plain value too: the rows an incremental run
-  keeps (`retained`) are chosen from this subset and include it;
+  before it has its outcome from its marker either way;
 * modern, per group: the first offset value after each of the group's records (and before the first), and the
   last one. An offset value creates a simple group only where the id holds no group
   (`GroupStore.maybe_create_simple_group`), and only the group's own records change that in between.
 
 The history (`offset_commits`) is built from every record, not from this subset. `tests/coordinator/
 test_reduction.py` checks the defining property on generated logs, both semantics: the loaders give the same state,
-groups and group history from the subset as from the whole log; `test_retained.py` that the incremental state
-chosen from it still resumes like the whole log.
+groups and group history from the subset as from the whole log; `test_saved.py` that a shard loaded from it
+and saved still resumes like the whole log.
 """
 from __future__ import annotations
 
@@ -82,7 +81,6 @@ def state_relevant_rows(table: pa.Table, modern: bool) -> pa.Table:
     tombstone = pc.fill_null(table.column("is_tombstone"), False)
     rows = table.select(KEY).append_column("__row", pa.array(np.arange(n, dtype=np.int64)))
     _mark_last(keep, rows, plain)
-    _mark_last(keep, rows, pc.and_(plain, pc.invert(tombstone)))
     _mark_last(keep, rows, pc.and_(is_commit, tombstone))
     if modern:
         _mark_group_values(keep, table, pc.and_(is_commit, pc.invert(tombstone)))

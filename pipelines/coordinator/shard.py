@@ -3,7 +3,7 @@
 `replay_shards` takes decoded rows (Arrow, `schemas/decoded.py`) of one or more `__consumer_offsets` partitions,
 loads each partition on its own in log order (`loader`: the old `doLoadGroupsAndOffsets` or the new coordinator's
 replay), applies one cleanup pass (`expiry`) to each loaded shard, and returns every table as Arrow in the
-contract's columns, plus the rows the next `--incremental` run needs (`retained`). A Spark task calls it for one
+contract's columns, plus each shard as the next `--incremental` run resumes it (`saved`). A Spark task calls it for one
 partition (`pipelines/frames/shards.py`); a small run, the tests and the benchmark call it in-process.
 """
 from __future__ import annotations
@@ -13,7 +13,7 @@ import datetime as dt
 import gc
 import itertools
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
 import numpy as np
 import pyarrow as pa
@@ -23,7 +23,7 @@ from pipelines.coordinator.expiry import ExpiryOptions, cleanup_group_metadata
 from pipelines.coordinator.loader import SKIPPED_KINDS, SparseRow, load_shard
 from pipelines.coordinator.options import DEFAULT_NUM_OFFSETS_PARTITIONS, REPLAY_TABLES, ReplayOptions
 from pipelines.coordinator.reduction import state_relevant_rows
-from pipelines.coordinator.retained import retained_offsets
+from pipelines.coordinator.saved import SavedShard, saved_shard
 from pipelines.coordinator.tables import offset_commits_table, outcomes_table, shard_rows, topic_names
 from schemas.decoded import DECODED_RECORD_SCHEMA
 
@@ -38,7 +38,7 @@ OFFSET_ROW_COLUMNS = (PART, "offset", "record_kind", "key_type", "batch_first_of
                       "producer_epoch", "is_transactional", "is_tombstone", "group_id", "topic", "partition",
                       "committed_offset", "leader_epoch", "metadata", "commit_timestamp", "expire_timestamp",
                       "topic_id")
-#: Decoded columns no loader reads: not shipped to a shard (the retained rows have them null).
+#: Decoded columns no loader reads: not shipped to a shard.
 UNREAD_COLUMNS = ("key", "value", "source", "error", "batch_position", "codec", "magic", "timestamp_type")
 REPLAY_COLUMNS = tuple(f.name for f in DECODED_RECORD_SCHEMA if f.name not in UNREAD_COLUMNS)
 
@@ -46,7 +46,8 @@ REPLAY_COLUMNS = tuple(f.name for f in DECODED_RECORD_SCHEMA if f.name not in UN
 @dataclass
 class ShardsResult:
     tables: dict[str, pa.Table]  # SHARD_TABLES, contract columns
-    retained: pa.Table | None  # decoded rows to keep for the next run (None unless asked for)
+    saved: dict[int, SavedShard] | None  # each shard as the next incremental run resumes it (None unless kept)
+    markers: pa.Table  # the end-transaction markers read (`transaction_markers`), the resumed shards' too
 
 
 def conform_decoded(table: pa.Table) -> pa.Table:
@@ -119,10 +120,12 @@ def contract_table(rows: list[Row], table: str) -> pa.Table:
     from schemas.tables import TABLES
 
     schema = arrow_schema(TABLES[table])
-    arrays = []
-    for f in schema:
-        values = [r.get(f.name) for r in rows]
-        arrays.append(_timestamps(values) if pa.types.is_timestamp(f.type) else pa.array(values, f.type))
+    # Arrow converts the rows' other columns in one pass; a timestamp column is converted on its own (the
+    # engine's epoch ms, or datetimes)
+    plain = pa.schema([f for f in schema if not pa.types.is_timestamp(f.type)])
+    converted = pa.Table.from_pylist(rows, schema=plain)
+    arrays = [_timestamps([r.get(f.name) for r in rows]) if pa.types.is_timestamp(f.type)
+              else converted.column(f.name) for f in schema]
     return pa.Table.from_arrays(arrays, schema=schema)
 
 
@@ -156,11 +159,6 @@ def naming_rows(table: pa.Table, options: ReplayOptions | None = None) -> pa.Tab
     return named.select(list(NAMING_COLUMNS))
 
 
-def run_topic_names(table: pa.Table) -> dict[str, str]:
-    """topic id -> name over the decoded rows `table` (every partition's type-4 values)."""
-    return topic_names(naming_rows(table).to_pylist())
-
-
 def _num_partitions(options: ReplayOptions, top: int | None) -> int:
     """The offsets topic's partition count for the placement check: the option, else the highest partition seen
     + 1, at least Kafka's default."""
@@ -192,56 +190,99 @@ def transaction_markers(table: pa.Table, options: ReplayOptions) -> pa.Table:
 
 
 def replay_shards(table: pa.Table, options: ReplayOptions, expiry: ExpiryOptions | None = None,
-                  names: dict[str, str] | None = None, retain: bool = False) -> ShardsResult:
+                  names: dict[str, str] | None = None, keep: bool = False,
+                  resume: Mapping[int, SavedShard] | None = None) -> ShardsResult:
     """Every offsets partition in `table` (decoded rows, any order, error/unknown rows allowed) loaded on its own,
     expired with `expiry` (None: the expiry tables stay empty), as the snapshot's tables. `names`: the run's topic
-    id -> name map (None: read off `table`, which then must hold every partition of the run). `retain`: also
-    return the decoded rows the next incremental run keeps."""
-    loaded = load_shards(table, options, retain)
-    tables = tabulate_shards(loaded.states, options, expiry, _names_at_cut(table, options) if names is None else names)
+    id -> name map (None: read off `table` and `resume`, which then must hold every partition of the run).
+    `keep`: also return each shard as the next incremental run resumes it; `resume`: the shards as the previous
+    run saved them (`load_shards`)."""
+    loaded = load_shards(table, options, keep, resume)
+    if names is None:
+        names = _names_at_cut(table, options, resume)
+    tables = tabulate_shards(loaded.states, options, expiry, names)
     tables["offset_commits"] = loaded.history
-    return ShardsResult(tables, loaded.retained)
+    return ShardsResult(tables, loaded.saved, loaded.markers)
 
 
-def _names_at_cut(table: pa.Table, options: ReplayOptions) -> dict[str, str]:
-    """The topic names `table` (decoded rows of every partition of the run) gives at the run's cut."""
-    return run_topic_names(until_cut(conform_decoded(table), options))
+def _names_at_cut(table: pa.Table, options: ReplayOptions, resume: Mapping[int, SavedShard] | None = None
+                  ) -> dict[str, str]:
+    """The topic names `table` (decoded rows of every partition of the run) and the resumed shards give at the
+    run's cut."""
+    return topic_names([*naming_rows(conform_decoded(table), options).to_pylist(),
+                        *(r for s in (resume or {}).values() for r in s.naming.to_pylist())])
 
 
 @dataclass
 class LoadedShards:
     """What loading gives before the run-wide facts are known: each shard's state (`ShardState`, picklable), the
-    history (every offset commit with its outcome: a transaction's outcome is known once its shard is loaded)
-    and the rows the next incremental run keeps (or None)."""
+    history (every offset commit it loaded, with its outcome: a transaction's outcome is known once its shard is
+    loaded; resumed, also the previous run's open transactions' records, decided or not), the end-transaction
+    markers (`transaction_markers`, and the resumed shards') and, when kept, each shard to save
+    (`coordinator.saved`)."""
 
     states: list
     history: pa.Table
-    retained: pa.Table | None
+    markers: pa.Table
+    saved: dict[int, SavedShard] | None
 
 
-def load_shards(table: pa.Table, options: ReplayOptions, retain: bool = False) -> LoadedShards:
+def load_shards(table: pa.Table, options: ReplayOptions, keep: bool = False,
+                resume: Mapping[int, SavedShard] | None = None) -> LoadedShards:
     """Every offsets partition in `table` loaded on its own in log order (the loaders read the state-relevant rows
-    only, `reduction`; the history has every offset commit). Needs nothing from other partitions: a Spark task
-    loads its partition as soon as it has decoded it."""
+    only, `reduction`; the history has every offset commit), each from its shard in `resume` where it has one
+    (every partition of `resume` is loaded, new records or not; `resume` is consumed). Needs nothing from other
+    partitions: a Spark task loads its partition as soon as it has decoded it. `keep`: each shard to save
+    (`coordinator.saved`)."""
     table = until_cut(loadable(conform_decoded(table)), options)
+    resume = dict(resume or {})
     states = []
     outcomes = [outcomes_table(-1, {})]
-    keep_mask: list[bool] = []
     loaded = state_relevant_rows(table, options.is_modern)
     with gc_paused():
-        rows = _rows(loaded)
-        for part, part_rows in itertools.groupby(rows, key=lambda r: r[PART]):
-            part_rows = list(part_rows)
-            state = load_shard(part, part_rows, options)
+        rows = {part: list(part_rows) for part, part_rows in itertools.groupby(_rows(loaded), key=lambda r: r[PART])}
+        for part in sorted(set(rows) | set(resume)):
+            saved = resume.get(part)
+            state = load_shard(part, rows.pop(part, ()), options, None if saved is None else saved.state)
             states.append(state)
             outcomes.append(outcomes_table(part, state.outcomes))
-            if retain:
-                kept = retained_offsets(part_rows, state)
-                keep_mask.extend(r["offset"] in kept for r in part_rows)
-        del rows
-    history = offset_commits_table(table, pa.concat_tables(outcomes), options.snapshot_id)
-    retained = loaded.filter(pa.array(keep_mask, pa.bool_())) if retain else None
-    return LoadedShards(states, history, retained)
+    outcomes = pa.concat_tables(outcomes)
+    history = offset_commits_table(table, outcomes, options.snapshot_id)
+    resumed = [s.open_history for s in resume.values() if s.open_history.num_rows]
+    if resumed:
+        history = pa.concat_tables([_decided(pa.concat_tables(resumed), outcomes, options.snapshot_id), history])
+    markers = transaction_markers(table, options)
+    if resume:
+        markers = pa.concat_tables([*(s.markers.cast(markers.schema) for s in resume.values()), markers])
+    saved = None
+    if keep:
+        naming = naming_rows(table)
+        if resume:
+            naming = pa.concat_tables([*(s.naming.cast(naming.schema) for s in resume.values()), naming])
+        saved = {s.partition: saved_shard(s, _of(history, s.partition), _of(naming, s.partition),
+                                          _of(markers, s.partition)) for s in states}
+    return LoadedShards(states, history, markers, saved)
+
+
+def _of(table: pa.Table, partition: int) -> pa.Table:
+    return table.filter(pc.equal(table.column(PART), partition))
+
+
+def _decided(rows: pa.Table, outcomes: pa.Table, snapshot_id: str) -> pa.Table:
+    """History rows of resumed open transactions with the outcome this load gave them (still pending where no
+    marker came), stamped with this run's id."""
+    found = rows.select([PART, "record_offset"]).append_column("__row", pa.array(np.arange(rows.num_rows)))
+    found = found.join(outcomes.rename_columns([PART, "record_offset", "__outcome"]), [PART, "record_offset"],
+                       join_type="inner")
+    where = np.full(rows.num_rows, -1, dtype=np.int64)
+    where[found.column("__row").to_numpy()] = np.arange(found.num_rows, dtype=np.int64)
+    outcome = found.column("__outcome").take(pa.array(where, mask=where < 0))
+    rows = rows.set_column(rows.schema.get_field_index("txn_outcome"), "txn_outcome",
+                           pc.coalesce(outcome, rows.column("txn_outcome")))
+    if "snapshot_id" in rows.column_names:
+        rows = rows.set_column(rows.schema.get_field_index("snapshot_id"), "snapshot_id",
+                               pa.array([snapshot_id] * rows.num_rows, rows.schema.field("snapshot_id").type))
+    return rows
 
 
 def tabulate_shards(states: Iterable, options: ReplayOptions, expiry: ExpiryOptions | None,

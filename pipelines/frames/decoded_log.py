@@ -208,11 +208,6 @@ class DecodedLog:
             return len(pc.unique(self.table.column(PART)))
         return self.blobs.select(PART).distinct().count()
 
-    def union(self, other: "DecodedLog") -> "DecodedLog":
-        if self.table is not None and other.table is not None:
-            return DecodedLog(self.spark, table=pa.concat_tables([self.table, other.table]))
-        return DecodedLog(self.spark, blobs=self.blob_frame().unionByName(other.blob_frame()))
-
     def persist(self) -> "DecodedLog":
         """Kept by Spark (memory, spilling to local disk): every later step reads the log once or twice, and
         decoding it again would cost more than keeping its compressed blobs."""

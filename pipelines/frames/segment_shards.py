@@ -6,8 +6,9 @@ the shard's history (`offset_commits`, log-sized: written by the task, or kept b
 opens them), its loaded state (`coordinator.shard.LoadedShards.states`, pickled, state-sized), the end-transaction
 markers, the tally of what it decoded and the rows that name topics (`frames.tally`,
 `coordinator.shard.naming_rows`) and its quarantined rows (the decoded log the run keeps: `frames.decoded_log`). The
-rows the next `--incremental` run keeps it writes into the run's state (`io.checkpoint.StateStage`). An incremental
-run's task loads the rows the previous run kept of its partitions first (`incremental.saved.SavedRows`).
+shard as the next `--incremental` run resumes it (`coordinator.saved`) it writes into the run's state
+(`io.checkpoint.StateStage`). An incremental run's task loads its new records onto the shard the previous run saved
+(`incremental.saved.SavedShards`).
 
 Two facts of the whole run are needed before a shard's tables are final: the expiry clock (by default the newest
 record timestamp of every partition) and the topic names (read off every partition). So the state tables are built
@@ -28,27 +29,29 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipelines.coordinator.options import ReplayOptions
-from pipelines.coordinator.shard import (PART, UNREAD_COLUMNS, load_shards, naming_rows, tabulate_shards,
-                                          transaction_markers)
+from pipelines.coordinator.shard import PART, UNREAD_COLUMNS, load_shards, naming_rows, tabulate_shards
 from pipelines.frames.shards import (CHUNK_ROWS, ENVELOPE_DDL, MARKERS, SUSPECTS, SparkShards,
                                      shards_from_envelope)
-from pipelines.incremental.saved import SavedRows
+from pipelines.incremental.saved import SavedShards
 from pipelines.io.blobs import to_blob
 from schemas.decoded import DECODED_RECORD_SCHEMA, KIND_ERROR
 
 LOG = "_log"  # the shard's quarantined rows, with the tally and the naming rows of everything it decoded
 STATES = "_states"  # the shard's loaded state, pickled
 WRITTEN = "_written"  # a file of the shard's history its task wrote: (delta.WrittenFile fields, aside) as JSON
-SAVED = "_saved"  # the file of the rows the next --incremental run keeps its task wrote (`io.checkpoint.StateStage`)
+SAVED = "_saved"  # the file of the shard the next --incremental run resumes its task wrote: {file, entries} as JSON
 TASKS_PER_CORE = 2
 FUSED_DDL = "table string, shard int, payload binary, tally binary, named binary"
 
 
 def applies(plan, previous=None) -> bool:
     """Whether a run's input is decoded and loaded in one task per offsets partition: a plan of segment files only,
-    read on Spark; `previous` (`SavedRows`): an incremental run's previous state, loaded by the same tasks."""
+    read on Spark; `previous` (`SavedShards`): an incremental run's saved shards, loaded on by the same tasks (its
+    plan may also hold the input's discovery problems: each is a quarantined row of its shard)."""
+    if previous is not None:
+        return all(i["kind"] in ("segment", "problem") for i in plan.items)
     segments = all(i["kind"] == "segment" and i["offsets_partition"] is not None for i in plan.items)
-    return segments and (previous is not None or (not plan.in_process and bool(plan.items)))
+    return segments and not plan.in_process and bool(plan.items)
 
 
 def _row(table: str, shard: int, payload: bytes | None, tally: bytes | None = None, named: bytes | None = None):
@@ -57,14 +60,14 @@ def _row(table: str, shard: int, payload: bytes | None, tally: bytes | None = No
 
 def _decode_and_load_task(slices: list[list[tuple[int, pa.Table]]], policy, options: ReplayOptions, cut: tuple,
                           split_by=None, stage=None, counters=None, cpu=None, state_stage=None,
-                          previous: SavedRows | None = None):
+                          previous: SavedShards | None = None):
     """The executor function: a slice's number in (`slices[i]`: each of its offsets partitions with its work
-    items), the envelope rows of its shards out. `previous`: the previous run's rows, loaded before the decoded
-    ones (the tally, the quarantine and the progress counts are of the decoded rows alone). `split_by`: the
+    items), the envelope rows of its shards out. `previous`: the shards the previous run saved, the decoded rows
+    loaded onto them (the tally, the quarantine and the progress counts are of the decoded rows). `split_by`: the
     history's suspect filter before the run's clock is known (`validation.suspects`). `stage`
     (`io.warehouse.HistoryStage`): where to write the history's files (else it is returned as blobs);
-    `state_stage` (`io.checkpoint.StateStage`), where to write the rows the next `--incremental` run keeps (None:
-    none are kept). `counters` and `cpu` (accumulators) receive each shard's records and input bytes, and its CPU-seconds
+    `state_stage` (`io.checkpoint.StateStage`), where to write the shard the next `--incremental` run resumes
+    (None: none is kept). `counters` and `cpu` (accumulators) receive each shard's records and input bytes, and its CPU-seconds
     decoding and loading, as it ends."""
     def task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
@@ -89,21 +92,22 @@ def _decode_and_load_task(slices: list[list[tuple[int, pa.Table]]], policy, opti
         rows = table.drop_columns([c for c in UNREAD_COLUMNS if c in table.column_names])
         records = table.num_rows
         del table
-        if previous is not None:  # the shard's state as the previous run kept it, then its new records
-            rows = pa.concat_tables([previous.of_partition(shard), rows])
+        resume = previous.of_partition(shard) if previous is not None and shard >= 0 else None
         names = naming_rows(rows, _at_cut(cut))
+        if resume is not None:  # the topics the shard's earlier records name
+            names = pa.concat_tables([resume.naming.cast(names.schema), names])
         out = [_row(LOG, shard, to_blob(errors), tally, to_blob(names) if names.num_rows else None)]
-        out.append(_row(MARKERS, shard, to_blob(transaction_markers(rows, options))))
-        loaded = load_shards(rows, options, retain=state_stage is not None)
+        loaded = load_shards(rows, options, keep=state_stage is not None,
+                             resume=None if resume is None else {shard: resume})
+        del rows, resume
+        out.append(_row(MARKERS, shard, to_blob(loaded.markers)))
         # the transactions' outcomes are in the history already: the tables need the rest of each state
         states = [dataclasses.replace(state, outcomes={}) for state in loaded.states]
-        if previous is not None:  # the saved records' group events are in the previous snapshot's group_history
-            for state in states:
-                previous.drop_known_events(state)
         out.append(_row(STATES, shard, pickle.dumps(states, protocol=pickle.HIGHEST_PROTOCOL)))
-        if state_stage is not None:
-            out.append(_row(SAVED, shard, state_stage.write(loaded.retained, f"{shard:05d}").encode()))
-        history = loaded.history if previous is None else previous.changed_history(loaded.history)
+        for p, saved in (loaded.saved or {}).items():
+            name = state_stage.write(saved.to_bytes(), p)
+            out.append(_row(SAVED, shard, json.dumps({"file": name, "entries": saved.entries}).encode()))
+        history = loaded.history
         if split_by is not None:
             out.append(_row(SUSPECTS, shard, to_blob(split_by.split(history))))
         if stage is not None:
@@ -137,12 +141,12 @@ class LoadedOnSpark:
     cpu_seconds: dict
     top_partition: int  # the highest offsets partition read
     split_by: object  # validation.suspects.SuspectFilter the shards split their history's suspects with
-    collected: pa.Table  # (table, shard, payload) of the markers, retained rows and suspects
+    collected: pa.Table  # (table, shard, payload) of the markers and suspects
     history: object
-    saved: object = None  # io.checkpoint.SavedState: the retained rows as the tasks wrote them
+    saved: object = None  # io.checkpoint.SavedState: the shards the tasks saved
 
     def release(self) -> None:
-        """The kept envelope dropped, the history's and the retained rows' files deleted unless they were
+        """The kept envelope dropped, the history's and the saved shards' files deleted unless they were
         committed."""
         self.envelope.unpersist()
         for written in (self.history, self.saved):
@@ -152,13 +156,13 @@ class LoadedOnSpark:
 
 
 def load_on_spark(spark, plan, options: ReplayOptions, cut: tuple, split_by=None, stage=None, counters=None,
-                  emit=None, state_stage=None, previous: SavedRows | None = None) -> LoadedOnSpark:
+                  emit=None, state_stage=None, previous: SavedShards | None = None) -> LoadedOnSpark:
     """Every offsets partition of `plan` (segments only: `applies`) decoded and loaded by one task, the envelope
     kept. `split_by`: the history's suite as a filter (`validation.suspects`), with any clock: `tabulate_on_spark`
     checks the suspects against the run's own. `stage` (`io.warehouse.HistoryStage`): the tasks write the
     history's files there (else its blobs are kept in the envelope); `state_stage` (`io.checkpoint.StateStage`),
-    the rows the next `--incremental` run keeps (None: a what-if run keeps none). `previous`: an incremental run's previous state (every partition
-    it holds is a shard, new records or not). `counters` (`frames.progress.TaskCounters`) receive each shard's
+    where the shards the next `--incremental` run resumes are saved (None: a what-if run saves none). `previous`:
+    an incremental run's saved shards (every partition it holds is a shard, new records or not). `counters` (`frames.progress.TaskCounters`) receive each shard's
     records and input bytes as it ends."""
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
@@ -170,7 +174,7 @@ def load_on_spark(spark, plan, options: ReplayOptions, cut: tuple, split_by=None
     work = _work_table(plan)
     by_shard: dict[int, list[int]] = {p: [] for p in (previous.partitions if previous is not None else ())}
     for i, p in enumerate(work.column(PART).to_pylist()):
-        by_shard.setdefault(p, []).append(i)
+        by_shard.setdefault(-1 if p is None else p, []).append(i)  # -1: discovery problems of no partition
     # the shards in slices of similar bytes, the largest shards first (no shuffle groups the items: each task reads
     # its own shards' files); a slice per task, a few per core: each task has a fixed cost of its own
     sizes = {p: sum(work.column("size")[i].as_py() or 0 for i in rows) for p, rows in by_shard.items()}
@@ -203,7 +207,8 @@ def load_on_spark(spark, plan, options: ReplayOptions, cut: tuple, split_by=None
         from pipelines.io.checkpoint import SavedState
 
         is_saved = pc.equal(rest.column("table"), SAVED)
-        saved = SavedState(state_stage, [b.decode() for b in rest.filter(is_saved).column("payload").to_pylist()])
+        files = [json.loads(b) for b in rest.filter(is_saved).column("payload").to_pylist()]
+        saved = SavedState(state_stage, [f["file"] for f in files], sum(f["entries"] for f in files))
         rest = rest.filter(pc.invert(is_saved))
     if stage is not None:
         from pipelines.io.delta import WrittenFile
@@ -258,7 +263,7 @@ def _suspects_task(history_check):
 def tabulate_on_spark(spark, loaded: LoadedOnSpark, options: ReplayOptions, expiry, names: dict[str, str],
                       history_check=None) -> SparkShards:
     """The state tables of every kept shard at the run's expiry clock and topic names (one state-sized job),
-    collected with the retained rows, the markers and the history's suspects of the first job. A shard whose
+    collected with the markers and the history's suspects of the first job. A shard whose
     suspects the first job's filter may have missed under the run's own (`SuspectFilter.holds_for`: its values
     reach a bound that moved with the clock) has them picked again from its kept history."""
     from pyspark.sql import functions as F
@@ -272,7 +277,7 @@ def tabulate_on_spark(spark, loaded: LoadedOnSpark, options: ReplayOptions, expi
     else:
         collected = collected.filter(pc.not_equal(collected.column("table"), SUSPECTS))
     shards = shards_from_envelope(collected, loaded.history, False, history_check, loaded.release)
-    shards.retained = loaded.saved
+    shards.saved = loaded.saved
     return shards
 
 

@@ -4,7 +4,7 @@ The log's blobs (`frames.decoded_log`) are grouped by offsets partition (`groupB
 coordinator shard per group, its blobs handed to the Python worker) and `coordinator.shard.replay_shards` loads,
 expires and tabulates the shard's rows there. The task returns every table of the shard as Arrow IPC blobs in one envelope row per
 (table, chunk). The state tables (sized by the coordinator's state) are collected to the driver as Arrow in one
-job with the rows kept for `--incremental`, the transaction markers and the history's suspects
+job with the shards saved for `--incremental`, the transaction markers and the history's suspects
 (`validation.suspects`); the log-sized history (`offset_commits`) stays on the cluster as the kept envelope's
 blobs (`io.blobs`), opened by the tasks that write it. Spark schedules the shards (adaptive execution packs small ones
 into one task), retries a failed one and spreads them over a cluster; the rules run once, in the engine. A
@@ -16,16 +16,16 @@ from dataclasses import dataclass
 from typing import Callable, Iterator
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from pipelines.coordinator.expiry import ExpiryOptions
 from pipelines.coordinator.options import ReplayOptions
-from pipelines.coordinator.shard import (MARKER_COLUMNS, PART, SHARD_TABLES, UNREAD_COLUMNS, replay_shards,
-                                          transaction_markers)
+from pipelines.coordinator.shard import MARKER_COLUMNS, PART, SHARD_TABLES, UNREAD_COLUMNS, replay_shards
 from pipelines.frames.decoded_log import from_blobs
 from pipelines.io.blobs import BlobRows, from_blob, opened, to_blob
 from pipelines.validation.suspects import SuspectFilter, Suspects
 
-RETAINED = "_retained"  # the envelope's name for the rows the next --incremental run keeps
+SAVED = "_saved"  # the envelope's name for the shard the next --incremental run resumes (`coordinator.saved`)
 MARKERS = "_markers"  # the end-transaction markers the shard read (validation checks pending offsets against them)
 SUSPECTS = "_suspects"  # the history's rows its suite might reject, with the counts of all of them
 PROGRESS = "_progress"  # one row per shard: its records and input bytes, counted for the progress lines, dropped
@@ -38,7 +38,7 @@ def _blobs(table: pa.Table) -> Iterator[bytes]:
         yield to_blob(table.slice(start, CHUNK_ROWS))
 
 
-def _shard_task(options: ReplayOptions, expiry: ExpiryOptions | None, names: dict[str, str], retain: bool,
+def _shard_task(options: ReplayOptions, expiry: ExpiryOptions | None, names: dict[str, str], keep: bool,
                 input_bytes: dict[int, int], history_check=None):
     """The executor function: one offsets partition's blobs in, its envelope rows out."""
     def run(blobs: pa.Table) -> pa.Table:
@@ -47,13 +47,14 @@ def _shard_task(options: ReplayOptions, expiry: ExpiryOptions | None, names: dic
         progress = f"{rows.num_rows},{input_bytes.get(shard, 0)}".encode()
         del blobs
         rows = rows.drop_columns([c for c in UNREAD_COLUMNS if c in rows.column_names])
-        markers = transaction_markers(rows, options)
-        result = replay_shards(rows, options, expiry, names, retain)
+        result = replay_shards(rows, options, expiry, names, keep)
         tables = dict(result.tables)
-        tables[MARKERS] = markers
-        if result.retained is not None:
-            tables[RETAINED] = result.retained
+        tables[MARKERS] = result.markers
         names_out, shards, payloads = [PROGRESS], [shard], [progress]
+        for p, saved in (result.saved or {}).items():
+            names_out.append(SAVED)
+            shards.append(p)
+            payloads.append(saved.to_bytes())
         if history_check is not None:  # always sent: it carries the counts of the shard's history
             names_out.append(SUSPECTS)
             shards.append(shard)
@@ -92,21 +93,22 @@ LOG_SIZED = ("offset_commits",)
 @dataclass
 class SparkShards:
     """What the shards give: `tables` holds every `SHARD_TABLES` table, the state tables as Arrow (collected) and
-    `offset_commits` as the blobs of the kept envelope (`io.blobs`); `retained` the rows the next run keeps (Arrow,
-    collected with the state tables: they are sized by the state too; or the `io.checkpoint.SavedState` the
-    tasks that loaded the shards wrote them to; None unless asked for); `markers` the
+    `offset_commits` as the blobs of the kept envelope (`io.blobs`); `saved` the shards the next run resumes
+    (offsets partition -> `coordinator.saved.SavedShard` bytes, collected with the state tables: they are sized by
+    the state too; or the `io.checkpoint.SavedState` the tasks that loaded the shards wrote them to; None unless
+    asked for); `markers` the
     end-transaction markers the shards read; `suspects` the history as its suite sees it (None without a
     `history_check`); `release` drops the kept envelope once the history is written."""
 
     tables: dict
-    retained: object
+    saved: object
     release: Callable[[], None]
     markers: pa.Table
     suspects: Suspects | None = None
 
 
 def replay_on_spark(spark, log, options: ReplayOptions, expiry: ExpiryOptions | None,
-                    names: dict[str, str], retain: bool, emit=None, input_bytes: dict[int, int] | None = None,
+                    names: dict[str, str], keep: bool, emit=None, input_bytes: dict[int, int] | None = None,
                     history_check: SuspectFilter | None = None) -> SparkShards:
     """The engine over `log` (a `frames.decoded_log.DecodedLog`: the rows of every partition), one task per
     offsets partition. `emit` receives progress lines (shards done, records, and MB of `input_bytes`: the input
@@ -120,19 +122,19 @@ def replay_on_spark(spark, log, options: ReplayOptions, expiry: ExpiryOptions | 
 
     counters = TaskCounters(spark) if emit is not None else None
     shards = log.partitions() if emit is not None else None
-    task = _shard_task(options, expiry, names, retain, input_bytes or {}, history_check)
+    task = _shard_task(options, expiry, names, keep, input_bytes or {}, history_check)
     envelope = (log.blob_frame().groupBy(PART).applyInArrow(task, ENVELOPE_DDL)
                 .mapInArrow(_counted(counters), ENVELOPE_DDL).persist(StorageLevel.MEMORY_AND_DISK))
     with reporting(spark, emit, "replay", counters, shards=shards):  # the job that runs the shards
-        state = envelope.where(~F.col("table").isin(*LOG_SIZED)).select("table", "payload").toArrow()
+        state = envelope.where(~F.col("table").isin(*LOG_SIZED)).select("table", "shard", "payload").toArrow()
     history = BlobRows(envelope.where(F.col("table") == F.lit("offset_commits")).select("payload"),
                        TABLES["offset_commits"])
-    return shards_from_envelope(state, history, retain, history_check, envelope.unpersist)
+    return shards_from_envelope(state, history, keep, history_check, envelope.unpersist)
 
 
-def shards_from_envelope(state: pa.Table, history, retain: bool, history_check: SuspectFilter | None,
+def shards_from_envelope(state: pa.Table, history, keep: bool, history_check: SuspectFilter | None,
                          release: Callable[[], None]) -> SparkShards:
-    """`SparkShards` from the collected (table, payload) rows of the shards' state-sized tables, retained rows,
+    """`SparkShards` from the collected (table, shard, payload) rows of the shards' state-sized tables, saved shards,
     markers and suspects, and `history`: the shards' history as the write takes it (`io.blobs.BlobRows`, or
     `io.warehouse.StagedHistory`: its files written already), with a `frame()`."""
     from pipelines.coordinator.shard import contract_table
@@ -150,10 +152,11 @@ def shards_from_envelope(state: pa.Table, history, retain: bool, history_check: 
         else:
             got = opened(blobs.get(t, ()))
             tables[t] = got if got is not None else contract_table([], t)
-    retained = None
-    if retain:
-        got = opened(blobs.get(RETAINED, ()))
-        retained = got if got is not None else DECODED_RECORD_SCHEMA.empty_table()
+    saved = None
+    if keep:
+        is_saved = pc.equal(state.column("table"), SAVED)
+        got = state.filter(is_saved)
+        saved = dict(zip(got.column("shard").to_pylist(), got.column("payload").to_pylist()))
     suspects = None
     if history_check is not None:
         schema = arrow_schema(TABLES["offset_commits"])
@@ -163,7 +166,7 @@ def shards_from_envelope(state: pa.Table, history, retain: bool, history_check: 
     markers = opened(blobs.get(MARKERS, ()))
     if markers is None:
         markers = pa.schema([DECODED_RECORD_SCHEMA.field(c) for c in MARKER_COLUMNS]).empty_table()
-    return SparkShards(tables, retained, release, markers, suspects)
+    return SparkShards(tables, saved, release, markers, suspects)
 
 
 def topic_names_of(log) -> dict[str, str]:

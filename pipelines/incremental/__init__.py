@@ -4,14 +4,12 @@
 
 Exact by construction. Every run (incremental or not) saves, next to its snapshot:
 
-* ``<warehouse>/_state/<snapshot_id>/decoded/`` — the decoded rows the next run needs (Parquet, Spark write): the
-  state-equivalent subset of the rows the replay used (`coordinator.retained`: installed offsets, last plain writes and
-  tombstones per key, open transactions, the markers of kept transactional rows, each group's last GroupMetadata
-  record and its live KIP-848 incarnation, the records naming topic ids), never ``error`` (quarantined) or
-  ``unknown`` (skipped) rows. Its size follows the coordinator's state, not the log. A state written by an older
-  version holds every replayed row, which is a superset and resumes the same way. A what-if run (``--as-of``,
-  ``--until-*``) saves none: it is always a full run, and the chain goes on from the latest scheduled snapshot
-  as if it had not happened.
+* ``<warehouse>/_state/<snapshot_id>/decoded-<random>/`` — each offsets partition's shard as loading left it
+  (`coordinator.saved`: the loader's state, the history rows of transactions still open, the records naming topic
+  ids, each producer's last markers), a file per partition. Its size follows the coordinator's state, not the log.
+  A state saved by an older version (decoded rows) means a full rebuild, with that reason. A what-if run
+  (``--as-of``, ``--until-*``) saves none: it is always a full run, and the chain goes on from the latest scheduled
+  snapshot as if it had not happened.
 * ``<warehouse>/_checkpoints/<snapshot_id>.json`` (`io.checkpoint.write_checkpoint`, atomic) — what was read:
   semantics, the ``num_partitions`` setting, until bounds, the newest record timestamp and the highest offsets
   partition of ALL rows seen so far (error/unknown rows included, as a full run counts them), and per offsets
@@ -24,13 +22,14 @@ head and last-entry bytes, at least ``consumed`` bytes long; no file before the 
 file overlapping offsets already read; same semantics, same ``num_partitions`` setting, no until bounds now or
 then, no tabular dump now or then — and otherwise falls back to a full rebuild with the reason. It then decodes
 only the new bytes (a checkpointed file from its ``consumed`` position, a new file from 0: work items carry a
-``start_position``, reported positions stay absolute) and replays ``new rows ∪ previous state``. The new rows are
+``start_position``, reported positions stay absolute) and loads the new rows onto the saved shards, as Kafka's
+coordinator goes on replaying what is appended to a partition it holds. The new rows are
 exactly the full run's rows after the checkpoint because the framing walk is the decoder's
 (`FileLogInputStream.nextBatch`: an entry is read or not, reading resumes at an entry boundary, nothing is read
-twice or skipped), and replaying the previous state with any later rows gives what replaying all earlier rows
-with them gives (the defining property of `coordinator.retained`, tested on generated logs cut at batch
-boundaries). The replay is the engine's, as in a full run (in-process when the rows are at most
-``rebuild.local_replay_max_rows``). The newest timestamp (default ``as_of``
+twice or skipped), and loading any later rows onto a saved shard gives what loading all earlier rows with them
+gives (the defining property of `coordinator.saved`, tested on generated logs cut at batch boundaries). The
+replay is the engine's, as in a full run (in-process when the new bytes are decoded in the driver and the saved
+shards hold at most ``rebuild.local_replay_max_rows`` state entries). The newest timestamp (default ``as_of``
 and the load time) and the highest partition come from
 the checkpoint's totals combined with the new rows, so rows not kept in the state still count. Expiry, validation
 and the write then run as usual on the union: the snapshot tables are the full run's.
@@ -39,7 +38,8 @@ Accounting of an incremental run covers the NEW bytes only: ``records_in``/``rec
 the record-type counts, the ``accounting`` check and the ``quarantine`` table describe the records decoded in this
 run (quarantine of older bytes is in the snapshot that first read them); discovery problems of the current input
 (e.g. an unreadable path, a `.swap` file) are not bytes of any segment and are reported by every run.
-``offset_commits`` is built from the union; the history merge is told each partition's ``next_offset``
+``offset_commits`` of such a run holds its new records and the saved open transactions' records (a marker since
+may have decided them); the history merge is told each partition's ``next_offset``
 (`IncrementalStart.next_offsets`): rows below it are in the history already and can only decide a pending row, so
 it reads back only the files that may hold one (`Warehouse._merge_offset_commits`).
 

@@ -1,31 +1,37 @@
 """What a run read, saved for the next `--incremental` run: how far each segment file was framed, its first bytes'
 and last entry's hashes (from the reader's own count, `frames.decode.segment_scan`), the partition's next offset,
-and the rows the engine kept (`coordinator.retained`), written as Parquet by the driver or by the tasks that loaded the
-shards (`io.checkpoint.StateStage`)."""
+and each loaded shard (`coordinator.saved`), written a file per offsets partition by the driver or by the tasks that
+loaded the shards (`io.checkpoint.StateStage`)."""
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Callable
 
-from pipelines.io.checkpoint import STATE_DIR, SavedState, remove_orphaned_state, remove_other_states, write_state_rows
+from pipelines.coordinator.saved import FORMAT as SAVED_FORMAT
+from pipelines.io.checkpoint import STATE_DIR, SavedState, remove_orphaned_state, remove_other_states, write_state
 
-CHECKPOINT_FORMAT = 1
+CHECKPOINT_FORMAT = 2
+OLDER_FORMATS = (1,)  # 1: the state was decoded rows to replay again
 
 
 # ================================================================================================================
 # saving the checkpoint of a run
 # ================================================================================================================
-def save_checkpoint(warehouse, snapshot_id: str, retained, plan, inc, *, conf, req, scans: dict[str, dict],
+def save_checkpoint(warehouse, snapshot_id: str, saved, plan, inc, *, conf, req, scans: dict[str, dict],
                     max_timestamp: int | None, max_partition: int) -> dict:
     """Write this run's state and checkpoint (JSON) — see the module docstring.
 
-    ``retained``: the rows to keep (Arrow, written here) or a `SavedState` the tasks wrote. ``plan`` is the run's
+    ``saved``: the shards to keep (offsets partition -> `coordinator.saved.SavedShard` bytes, written here) or a
+    `SavedState` the tasks wrote. ``plan`` is the run's
     whole input plan (not only what was decoded); ``scans`` (path -> `segment_scan`) says how far the reader's count
     framed every file this run decoded. The JSON, written last and atomically, names the state's directory and
     files: it is what makes the state usable. Other state directories of the id go once it is written."""
     from pipelines.io.checkpoint import write_checkpoint
 
-    saved = retained if isinstance(retained, SavedState) else write_state_rows(warehouse, snapshot_id, retained)
+    if not isinstance(saved, SavedState):
+        from pipelines.coordinator.saved import entries_of
+
+        saved = write_state(warehouse, snapshot_id, saved, sum(entries_of(b) for b in saved.values()))
 
     # Files decoded from a resume point were framed from there only; files with nothing new keep their previous
     # entry (the input was checked to extend it).
@@ -68,6 +74,7 @@ def save_checkpoint(warehouse, snapshot_id: str, retained, plan, inc, *, conf, r
         until_offset=req.until_offset, until_time=req.until_time, tabular=bool(plan.num_tabular),
         max_timestamp=max_timestamp, max_partition=max_partition, group_history=True,
         decoded_state=f"{STATE_DIR}/{snapshot_id}/{saved.stage.name}", decoded_files=sorted(saved.files),
+        state_entries=saved.entries, state_format=SAVED_FORMAT,
         partitions=partitions,
     )
     write_checkpoint(warehouse, snapshot_id, checkpoint)

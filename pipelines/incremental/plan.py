@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from pipelines.incremental.checkpoint import CHECKPOINT_FORMAT
+from pipelines.incremental.checkpoint import CHECKPOINT_FORMAT, OLDER_FORMATS, SAVED_FORMAT
 from pipelines.io import storage
-from pipelines.io.checkpoint import count_state_rows, read_state_rows, state_dir
+from pipelines.io.checkpoint import state_dir
 
 LOG_START_MOVED = "log start moved / segments deleted or compacted"
 NO_PREVIOUS = "no previous snapshot with a checkpoint"
@@ -28,8 +28,9 @@ class IncrementalStart:
     decode_plan: object  # frames.decode.DecodePlan
     previous_snapshot: str | None = None
     previous: dict | None = None  # the previous checkpoint (incremental only)
-    previous_state: str | None = None  # its decoded-rows Parquet directory
-    previous_files: list[str] | None = None  # the files of it the checkpoint names (None: every file)
+    previous_state: str | None = None  # its saved shards' directory
+    previous_files: list[str] | None = None  # the files of it the checkpoint names
+    state_entries: int = 0  # the saved shards' size in state entries (`coordinator.saved.SavedShard.entries`)
     new_bytes: int = 0
     new_records: int = 0
     resume_at: dict = field(default_factory=dict)  # path -> start position, files read before
@@ -59,57 +60,34 @@ class IncrementalStart:
         old = self.previous.get("max_partition", -1) if self.is_incremental else -1
         return max(int(old if old is not None else -1), new_max)
 
-    def replayable(self, spark, log):
-        """The log the replay reads (a `frames.decoded_log.DecodedLog`): this run's decoded rows, plus the previous
-        state when incremental (error/unknown rows are dropped by the engine). The state is read in the driver:
-        it is sized by the coordinator's state, and Spark never converts its columns."""
-        if not self.is_incremental:
-            return log
-        from pipelines.coordinator.shard import conform_decoded
-        from pipelines.frames.decoded_log import DecodedLog
+    # -- where the previous state is resumed --------------------------------------------------------------------
+    def resumes_in_process(self, max_rows: int) -> bool:
+        """Whether this incremental run loads its new records onto the saved shards in this process: its new bytes
+        are decoded here (`DecodePlan.in_process`) and the saved shards hold at most `max_rows` state entries.
+        Otherwise one Spark task per offsets partition decodes the partition's new bytes and loads them onto its
+        saved shard (`frames.segment_shards`)."""
+        return self.is_incremental and self.decode_plan.in_process and 0 < max_rows and self.state_entries <= max_rows
 
-        previous = DecodedLog(spark, table=conform_decoded(read_state_rows(self.previous_state,
-                                                                           self.previous_files)))
-        return log.union(previous).persist()
-
-    # -- the in-process replay of a small run (coordinator.shard, without Spark) ---------------------------------
     def local_replay_rows(self, new_records: int, max_rows: int) -> int | None:
-        """The rows to replay when this run replays in-process (at most `max_rows` rows: the new records, plus the
-        previous state when incremental), else None (one Spark task per offsets partition)."""
+        """The rows (and state entries) the replay holds when this run replays in-process (at most `max_rows`
+        new records; an incremental run resumed in process, whatever it decoded here), else None (one Spark task
+        per offsets partition)."""
+        if self.is_incremental:
+            return new_records + self.state_entries if self.resumes_in_process(max_rows) else None
         if max_rows <= 0 or new_records > max_rows:
             return None
-        saved = count_state_rows(self.previous_state, self.previous_files) if self.is_incremental else 0
-        total = new_records + saved
-        return total if total <= max_rows else None
+        return new_records
 
-    def saved_rows(self, max_rows: int):
-        """The previous state for the shards' tasks (`saved.SavedRows`): None for a full run, or one small enough
-        to decode and replay in this process (its new bytes decoded here, its saved rows within `max_rows`: then
-        `local_replay_rows` decides)."""
-        from pipelines.incremental.saved import SavedRows
+    def saved_shards(self):
+        """The previous run's saved shards (`saved.SavedShards`), None for a full run."""
+        from pipelines.incremental.saved import SavedShards
         from pipelines.io.checkpoint import state_file_partitions
 
         if not self.is_incremental:
             return None
-        if (self.decode_plan.in_process and 0 < max_rows
-                and count_state_rows(self.previous_state, self.previous_files) <= max_rows):
-            return None
-        files = self.previous_files
-        partitions = {int(p) for p in self.previous["partitions"]} | state_file_partitions(files or ())
-        return SavedRows(self.previous_state, None if files is None else tuple(files), tuple(sorted(partitions)),
-                         self.next_offsets())
-
-    def replayable_arrow(self, log) -> pa.Table:
-        """`replayable` as one Arrow table on the driver: this run's decoded rows and, when incremental, the
-        previous state (read directly)."""
-        from pipelines.coordinator.loader import SKIPPED_KINDS
-        from pipelines.coordinator.shard import REPLAY_COLUMNS, conform_decoded
-
-        new = conform_decoded(log.to_arrow(REPLAY_COLUMNS, exclude=SKIPPED_KINDS))
-        if not self.is_incremental:
-            return new
-        previous = conform_decoded(read_state_rows(self.previous_state, self.previous_files))
-        return pa.concat_tables([previous, new])
+        files = tuple(self.previous_files or ())
+        partitions = {int(p) for p in self.previous["partitions"]} | state_file_partitions(files)
+        return SavedShards(self.previous_state, files, tuple(sorted(partitions)))
 
     def next_offsets(self) -> dict[int, int] | None:
         """Offsets partition → the offset the previous run's reading stopped at (its checkpoint): every record
@@ -119,19 +97,14 @@ class IncrementalStart:
         return {int(p): (cp.get("next_offset") or 0) for p, cp in self.previous["partitions"].items()}
 
     def with_previous_history(self, warehouse, history: pa.Table, snapshot_id: str) -> pa.Table:
-        """The run's `group_history`: the previous snapshot's events, then this run's events of the NEW records
-        (the replay also passes over the saved rows, whose events the previous snapshot already holds: those at an
-        offset below the partition's next offset in the checkpoint are dropped)."""
+        """The run's `group_history`: the previous snapshot's events, then this run's (of its new records: a
+        resumed shard's group events are of the records loaded onto it)."""
         if not self.is_incremental:
             return history
-        from pipelines.incremental.saved import past_marks
-
-        new = history.filter(past_marks(history.column("offsets_partition"), history.column("record_offset"),
-                                        self.next_offsets()))
         previous = warehouse.read_table("group_history", snapshot_id=self.previous_snapshot)
         previous = previous.set_column(previous.schema.get_field_index("snapshot_id"), "snapshot_id",
                                        pa.array([snapshot_id] * previous.num_rows, pa.string()))
-        out = pa.concat_tables([previous.cast(new.schema), new])
+        out = pa.concat_tables([previous.cast(history.schema), history])
         return out.sort_by([("offsets_partition", "ascending"), ("record_offset", "ascending")]) \
             if out.num_rows else out
 
@@ -159,20 +132,26 @@ def start(warehouse, req, conf, plan, snapshot_id: str) -> IncrementalStart:
         return _full("tabular input: incremental runs need segment files (byte positions to resume at)", plan)
     prev_id = warehouse.latest_snapshot_id()  # the latest succeeded scheduled snapshot: what-if runs are skipped
     prev = read_checkpoint(warehouse, prev_id) if prev_id else None
-    if prev is None or prev.get("format") != CHECKPOINT_FORMAT:
+    if prev is None or prev.get("format") not in (CHECKPOINT_FORMAT, *OLDER_FORMATS):
         return _full(NO_PREVIOUS, plan, prev_id)
+    if prev.get("format") in OLDER_FORMATS:
+        return _full("the previous snapshot's state was saved by an older version (decoded rows, not loaded "
+                     "shards)", plan, prev_id)
     if prev_id == snapshot_id:
         return _full(f"the previous snapshot is {snapshot_id} itself (a rerun replaces it)", plan, prev_id)
+    if prev.get("state_format") != SAVED_FORMAT:
+        return _full(f"the previous snapshot's state was saved in another format ({prev.get('state_format')}; "
+                     f"this version reads {SAVED_FORMAT})", plan, prev_id)
+    if prev.get("tabular"):
+        return _full("the previous snapshot was built from a tabular dump", plan, prev_id)
     # the directory the checkpoint names (its last component only: the state is always the id's own)
     state = state_dir(warehouse, prev_id) / Path(str(prev.get("decoded_state") or "decoded")).name
     if not state.is_dir():
-        return _full(f"the previous snapshot's decoded state is missing ({state})", plan, prev_id)
+        return _full(f"the previous snapshot's saved state is missing ({state})", plan, prev_id)
     missing = _missing_files(state, prev.get("decoded_files"))
     if missing:
-        return _full(f"the previous snapshot's decoded state is missing {len(missing)} file(s) ({missing[0]})",
+        return _full(f"the previous snapshot's saved state is missing {len(missing)} file(s) ({missing[0]})",
                      plan, prev_id)
-    if prev.get("tabular"):
-        return _full("the previous snapshot was built from a tabular dump", plan, prev_id)
     if not prev.get("group_history"):
         return _full("the previous snapshot has no group_history (written by an older version)", plan, prev_id)
     if prev.get("until_offset") is not None or prev.get("until_time") is not None:
@@ -201,6 +180,7 @@ def start(warehouse, req, conf, plan, snapshot_id: str) -> IncrementalStart:
     return IncrementalStart(mode="incremental", reason="the input extends the previous snapshot's checkpoint",
                             decode_plan=decode_plan, previous_snapshot=prev_id, previous=prev,
                             previous_state=str(state), previous_files=prev.get("decoded_files"),
+                            state_entries=int(prev.get("state_entries") or 0),
                             new_bytes=new_bytes, resume_at=resume)
 
 

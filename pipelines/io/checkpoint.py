@@ -17,8 +17,6 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-import pyarrow as pa
-import pyarrow.parquet as pq
 
 from pipelines.io import storage
 from pipelines.io.delta import check_partition_value
@@ -115,10 +113,10 @@ def state_dir(warehouse, snapshot_id: str) -> "Path | storage.Location":
 
 @dataclass(frozen=True)
 class StateStage:
-    """A new directory `_state/<id>/decoded-<random>` the rows the next `--incremental` run keeps are written into,
-    by the driver or by the tasks that load the shards (picklable: a task writes with it). Nothing reads it until
-    the run's checkpoint, written last, names the directory and its files: a file of a failed task attempt or of a
-    run that stopped is never read."""
+    """A new directory `_state/<id>/decoded-<random>` the shards the next `--incremental` run resumes are written
+    into (`coordinator.saved`: a file per offsets partition), by the driver or by the tasks that load the shards
+    (picklable: a task writes with it). Nothing reads it until the run's checkpoint, written last, names the
+    directory and its files: a file of a failed task attempt or of a run that stopped is never read."""
 
     uri: str
 
@@ -126,24 +124,27 @@ class StateStage:
     def name(self) -> str:
         return storage.location(self.uri).name
 
-    def write(self, rows: pa.Table, part: str) -> str:
-        """`rows` as one Parquet file of the directory; its name."""
+    def write(self, data: bytes, partition: int) -> str:
+        """`data` (one offsets partition's saved shard) as one file of the directory; its name."""
         root = storage.location(self.uri)
         root.makedirs()
-        name = f"part-{part}-{uuid.uuid4().hex[:8]}.snappy.parquet"
+        name = f"part-{partition:05d}-{uuid.uuid4().hex[:8]}.shard"
         loc = root.join(name)
         with storage.errors(loc):
-            pq.write_table(rows, loc.path, filesystem=loc.fs, compression="snappy")
+            with loc.fs.open_output_stream(loc.path) as out:
+                out.write(data)
         return name
 
 
 @dataclass
 class SavedState:
-    """The rows a run keeps for the next `--incremental` run, written (`StateStage`), named by `files`. `discard`
-    deletes them unless a checkpoint names them (`kept`)."""
+    """The shards a run keeps for the next `--incremental` run, written (`StateStage`), named by `files`, of
+    `entries` state entries in all (`coordinator.saved.SavedShard.entries`). `discard` deletes them unless a
+    checkpoint names them (`kept`)."""
 
     stage: StateStage
     files: list[str]
+    entries: int = 0
     kept: bool = False
 
     def discard(self) -> None:
@@ -158,17 +159,11 @@ def stage_state(warehouse, snapshot_id: str) -> StateStage:
                                             f"decoded-{uuid.uuid4().hex[:12]}").uri)
 
 
-def write_state_rows(warehouse, snapshot_id: str, rows: pa.Table) -> SavedState:
-    """`rows` (the engine's retained rows, `coordinator.shard`) written as the state of `snapshot_id`, a file per
-    offsets partition as the shards' tasks write it (a task reads its partitions' files only)."""
-    import pyarrow.compute as pc
-
+def write_state(warehouse, snapshot_id: str, shards: dict[int, bytes], entries: int) -> SavedState:
+    """`shards` (offsets partition -> its saved shard) written as the state of `snapshot_id`, a file per offsets
+    partition as the shards' tasks write them."""
     stage = stage_state(warehouse, snapshot_id)
-    if "offsets_partition" not in rows.column_names or rows.column("offsets_partition").null_count:
-        return SavedState(stage, [stage.write(rows, "all")])
-    parts = pc.unique(rows.column("offsets_partition")).to_pylist()
-    return SavedState(stage, [stage.write(rows.filter(pc.equal(rows.column("offsets_partition"), p)), f"{p:05d}")
-                              for p in sorted(parts)] or [stage.write(rows, "all")])
+    return SavedState(stage, [stage.write(data, p) for p, data in sorted(shards.items())], entries)
 
 
 def remove_other_states(warehouse, snapshot_id: str, keep: str) -> None:
@@ -183,7 +178,7 @@ def remove_other_states(warehouse, snapshot_id: str, keep: str) -> None:
                 d.delete_dir() if info.type == pafs.FileType.Directory else d.delete_file()
 
 
-_PARTITION_FILE = re.compile(r"part-(\d{5})-")  # a file a shard's task wrote: that offsets partition's rows only
+_PARTITION_FILE = re.compile(r"part-(\d{5})-")  # a file a shard's task wrote: that offsets partition's shard
 
 
 def state_file_partitions(files) -> set[int]:
@@ -191,33 +186,16 @@ def state_file_partitions(files) -> set[int]:
     return {int(m.group(1)) for f in files if (m := _PARTITION_FILE.match(f))}
 
 
-def _dataset(path, files: list[str] | None = None, partition: int | None = None):
-    import pyarrow.dataset as ds
-
-    loc = storage.location(path)
+def read_state_file(path, files: list[str], partition: int) -> bytes | None:
+    """The saved shard of `partition` among `files` (those the checkpoint names) of the state directory `path`;
+    None when the run saved none of it."""
+    names = [f for f in files if (m := _PARTITION_FILE.match(f)) and int(m.group(1)) == partition]
+    if not names:
+        return None
+    loc = storage.location(path).join(names[0])
     with storage.errors(loc):
-        if files is None:
-            return ds.dataset(loc.path, filesystem=loc.fs, format="parquet")
-        if partition is not None:  # the partition's own file, and any file of every partition
-            files = [f for f in files if (m := _PARTITION_FILE.match(f)) is None or int(m.group(1)) == partition]
-        return ds.dataset([loc.join(f).path for f in files], filesystem=loc.fs, format="parquet")
-
-
-def read_state_rows(path, files: list[str] | None = None, partition: int | None = None) -> pa.Table:
-    """The state rows at `path` (a state directory): the `files` its checkpoint names (None: every file, as a
-    checkpoint written before the files were named has them), as one Arrow table; `partition`: only that offsets
-    partition's rows."""
-    import pyarrow.dataset as ds
-
-    dataset = _dataset(path, files, partition)
-    if partition is None or "offsets_partition" not in dataset.schema.names:
-        return dataset.to_table()
-    return dataset.to_table(filter=ds.field("offsets_partition") == partition)
-
-
-def count_state_rows(path, files: list[str] | None = None) -> int:
-    """How many state rows are at `path` (`read_state_rows`), from the Parquet footers only."""
-    return sum(f.metadata.num_rows for f in _dataset(path, files).get_fragments())
+        with loc.fs.open_input_stream(loc.path) as f:
+            return f.read()
 
 
 def remove_orphaned_state(warehouse, existing_snapshot_ids) -> list[str]:

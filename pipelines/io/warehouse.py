@@ -456,7 +456,7 @@ class Warehouse:
             if clustered and not current:  # nothing to merge with: each task writes the blobs it opens
                 _check_columns(df.schema.fieldNames(), table, snapshot_id)
                 return self._write_history(dt, snapshot_id, df.blobs.select(PAYLOAD), opened=_opened(snapshot_id))
-            if clustered and known_below:  # an incremental run's history: the saved rows and the new ones
+            if clustered and known_below:  # an incremental run's history: its new rows, the saved open ones
                 _check_columns(df.schema.fieldNames(), table, snapshot_id)
                 return self._merge_in_hand(dt, snapshot_id, df.to_arrow(delta.arrow_schema(df.schema)), known_below)
             df = df.frame()
@@ -530,7 +530,7 @@ class Warehouse:
 
     def _merge_in_hand(self, dt, snapshot_id: str, incoming: pa.Table, known_below: dict[int, int]) -> int | None:
         """`_merge_offset_commits` of an incremental run's history (each record once, in hand: the rows the run
-        replayed, its saved rows and its new ones), in this process. Below a partition's mark a row can only
+        loaded: its new records and the saved open transactions' records), in this process. Below a partition's mark a row can only
         upgrade a pending row; only the files that may hold one, or that overlap the rows above the marks, are
         read (their keys and outcomes), and only the files with an upgraded row are rewritten."""
         import numpy as np

@@ -126,7 +126,7 @@ def test_spark_shards_replay_then_expire_reproduce_every_broker_pass(spark, rows
         part = [r for r in rows if r["offsets_partition"] == batch["offsets_partition"]]
         options = ReplayOptions(semantics="modern", until_offset=batch["first_offset"] - 1, num_partitions=50,
                                 snapshot_id="expiry")
-        shards = replay_on_spark(spark, to_log(spark, part), options, options_at(batch["time_ms"]), {}, retain=False)
+        shards = replay_on_spark(spark, to_log(spark, part), options, options_at(batch["time_ms"]), {}, keep=False)
         res = {t: shards.tables[t].to_pylist() for t in ("expired_offsets", "expired_groups")}  # collected state
         shards.release()
         assert outcome(res) == (batch["offsets"], batch["groups"]), batch

@@ -10,7 +10,7 @@ import pyarrow as pa
 import pytest
 
 from pipelines.coordinator.options import REPLAY_TABLES, ReplayOptions
-from pipelines.io.checkpoint import StateStage, read_state_rows, state_file_partitions
+from pipelines.io.checkpoint import StateStage, read_state_file, state_file_partitions
 from tests import badinputs as bi
 from tests.coordinator.harness import assert_same, by_partition, canon, plain
 
@@ -47,7 +47,7 @@ def _on_spark(spark, plan, options, expiry=None, split_by=None, history_check=No
     assert segment_shards.applies(plan)
     load_options = ReplayOptions(semantics=options.semantics, until_offset=options.until_offset,
                                  until_time_ms=options.until_time_ms, snapshot_id=options.snapshot_id)
-    # the rows kept for --incremental, written by the tasks into a state directory of their own
+    # the shards saved for --incremental, written by the tasks into a state directory of their own
     state_stage = StateStage(tempfile.mkdtemp(prefix="state-")) if retain else None
     loaded = segment_shards.load_on_spark(spark, plan, load_options, (options.until_offset, options.until_time_ms),
                                           split_by, state_stage=state_stage)
@@ -56,11 +56,37 @@ def _on_spark(spark, plan, options, expiry=None, split_by=None, history_check=No
     return loaded, shards
 
 
-def _saved(saved) -> pa.Table:
-    """The rows the tasks kept (`io.checkpoint.SavedState`), as the next run reads them."""
-    from pipelines.coordinator.shard import conform_decoded
+def _saved(saved) -> dict:
+    """The shards the tasks saved (`io.checkpoint.SavedState`), as the next run reads them."""
+    from pipelines.coordinator.saved import SavedShard
 
-    return conform_decoded(read_state_rows(saved.stage.uri, saved.files))
+    return {p: SavedShard.from_bytes(read_state_file(saved.stage.uri, saved.files, p))
+            for p in state_file_partitions(saved.files)}
+
+
+def _filled(v):
+    """A loaded record's value without the columns it leaves null (a record holds those its kind fills in the rows
+    it was loaded with: a null column may be absent)."""
+    import dataclasses
+
+    if isinstance(v, dict):
+        return tuple(sorted((k, _filled(x)) for k, x in v.items() if x is not None))
+    if isinstance(v, (list, tuple)):
+        return tuple(_filled(x) for x in v)
+    if dataclasses.is_dataclass(v):
+        return (type(v).__name__, *(_filled(getattr(v, f.name)) for f in dataclasses.fields(v)))
+    return v
+
+
+def _shard_view(shard) -> tuple:
+    """What a saved shard holds, comparable: its offsets, pending offsets, groups, open history, names, markers."""
+    s = shard.state
+    groups = sorted((g, repr(_filled(v)), repr(_filled(s.groups.last_group_record.get(g))))
+                    for g, v in s.groups.groups.items())
+    return (sorted(s.offsets.items()), sorted((p, sorted(t.items())) for p, t in s.pending.items()), groups,
+            sorted(map(repr, s.open_records.items())),
+            *(sorted(map(repr, t.drop_columns([c for c in ("snapshot_id",) if c in t.column_names]).to_pylist()))
+              for t in (shard.open_history, shard.naming, shard.markers)))
 
 
 def _tables(shards) -> dict[str, list[dict]]:
@@ -74,13 +100,13 @@ def _tables(shards) -> dict[str, list[dict]]:
 
 @pytest.mark.parametrize("cut", [None, "mid-transaction"])
 def test_segment_shards_give_what_the_engine_gives_on_broker_logs(spark, brokerdata, cut):
-    """Nine broker scenarios in one job: every table (history included), the retained rows, the markers and the
+    """Nine broker scenarios in one job: every table (history included), the saved shards, the markers and the
     tally equal the engine's over the reference reader's rows (which `test_replay_brokerdata` holds to the broker's
     own state), with and without a cut inside an open transaction."""
     import pyarrow.compute as pc
 
     from pipelines.coordinator.expiry import ExpiryOptions
-    from pipelines.coordinator.shard import REPLAY_COLUMNS, replay_shards, transaction_markers
+    from pipelines.coordinator.shard import replay_shards, transaction_markers
     from pipelines.frames.tally import tally
     from pipelines.frames.tally import tally_rows
     from schemas.decoded import DECODED_RECORD_SCHEMA
@@ -99,7 +125,7 @@ def test_segment_shards_give_what_the_engine_gives_on_broker_logs(spark, brokerd
     loaded, shards = _on_spark(spark, _shifted_plan(dirs), options, expiry)
     try:
         table = pa.Table.from_pylist(rows, schema=DECODED_RECORD_SCHEMA)
-        want = replay_shards(table, options, expiry, retain=True)
+        want = replay_shards(table, options, expiry, keep=True)
         got = _tables(shards)
         ref = {t: [{k: plain(v) for k, v in r.items()} for r in a.to_pylist()] for t, a in want.tables.items()}
         state = tuple(REPLAY_TABLES)
@@ -111,14 +137,15 @@ def test_segment_shards_give_what_the_engine_gives_on_broker_logs(spark, brokerd
         for t in ("offset_commits", "expired_offsets", "expired_groups"):
             assert canon(got[t]) == canon(ref[t]), t
         assert len(got["offset_commits"]) > 100
-        key = [("offsets_partition", "ascending"), ("offset", "ascending")]
-        read = list(REPLAY_COLUMNS)  # the rows a shard is loaded from never carry the columns no loader reads
-        got_retained, want_retained = (t.select(read).sort_by(key).to_pylist()
-                                       for t in (_saved(shards.retained), want.retained))
-        assert got_retained == want_retained
-        files = shards.retained.files  # a file per offsets partition
-        assert len(got_retained) > 0 and len(state_file_partitions(files)) == len(files) \
+        got_saved = _saved(shards.saved)
+        assert {p: _shard_view(s) for p, s in got_saved.items()} == \
+            {p: _shard_view(s) for p, s in want.saved.items()}
+        files = shards.saved.files  # a file per offsets partition
+        assert len(got_saved) > 0 and len(state_file_partitions(files)) == len(files) \
             and set(parts) <= state_file_partitions(files)
+        assert shards.saved.entries == sum(s.entries for s in want.saved.values())
+        if cut:  # the open transaction's records are saved with their history rows
+            assert sum(s.open_history.num_rows for s in got_saved.values())
         markers = transaction_markers(table, options)
         assert shards.markers.sort_by([("offsets_partition", "ascending"), ("offset", "ascending")]).to_pylist() == \
             markers.sort_by([("offsets_partition", "ascending"), ("offset", "ascending")]).to_pylist()
@@ -258,8 +285,8 @@ def test_the_shards_write_the_history_a_run_in_the_driver_writes(spark, settings
 
 
 def test_a_run_that_fails_after_the_shards_leaves_no_history_file(spark, settings, tmp_path):
-    """--strict meets a quarantined record once the shards have written the history's files and the rows the next
-    run keeps: the run stops and the files it staged are gone (the table holds nothing, no state is left)."""
+    """--strict meets a quarantined record once the shards have written the history's files and the shards the
+    next run resumes: the run stops and the files it staged are gone (the table holds nothing, no state is left)."""
     from pipelines.rebuild import RebuildRequest, StrictModeError, run_rebuild
     from tests.test_incremental import spark_replay_settings
 
@@ -270,4 +297,4 @@ def test_a_run_that_fails_after_the_shards_leaves_no_history_file(spark, setting
         run_rebuild(spark, spark_replay_settings(settings), RebuildRequest(
             inputs=(str(src),), warehouse=str(tmp_path / "wh"), snapshot_id="strict", strict=True))
     assert not list((tmp_path / "wh" / "offset_commits").rglob("*.parquet"))
-    assert not list((tmp_path / "wh" / "_state").rglob("*.parquet"))
+    assert not [p for p in (tmp_path / "wh" / "_state").rglob("*") if p.is_file()]

@@ -1,0 +1,160 @@
+"""A loaded shard as the next `--incremental` run resumes it.
+
+Kafka's coordinator keeps its shard in memory and goes on replaying what is appended to the partition; an offline
+run keeps the shard between runs instead: the loader's own state after the last record it read (`loader.ShardState`
+with the offsets of each open transaction's records and, old loader, each offset's `appendedBatchOffset`), so the
+next run loads only the records appended since (`loader.load_shard(..., resume=)`). Beside it, what the shard's
+later runs need of its past records that the state does not hold:
+
+* the history rows (`offset_commits`) of the records of transactions still open: a later marker decides their
+  outcome, and the run that reads it upgrades those rows;
+* per topic id, the shard's latest ConsumerGroupPartitionMetadata (type 4) value naming it (topic names are
+  cluster-wide, the latest by log position wins: each shard keeping its latest keeps the run's latest, even of
+  groups since removed);
+* each producer's last marker of each control type (the pending-offsets check compares with the last one).
+
+Written as bytes: a header line with the format and the shard's size in state entries (read without the rest),
+the state pickled, and the three tables as Arrow IPC. The state is unpickled with only the engine's own types and
+plain values allowed (`_StateUnpickler`): a state file is read back from the warehouse, and a tampered one must
+fail to load, not run code. `tests/coordinator/test_saved.py` checks the defining property on generated logs cut
+at every batch boundary, both semantics: resume(load(prefix), rest) == load(prefix ∪ rest).
+"""
+from __future__ import annotations
+
+import dataclasses
+import io
+import pickle
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from pipelines.coordinator.loader import ShardState
+
+def _layout() -> str:
+    """The saved shard's layout: a version for how `ShardState` pickles (bump it when `__getstate__` changes), and
+    the fields of every type the state holds, so a field added or renamed makes a new format by itself."""
+    import hashlib
+
+    from pipelines.coordinator import groups, loader
+
+    types = (loader.ShardState, loader.OffsetAndMetadata, loader.GroupTopicPartition, groups.GroupStore,
+             groups.ClassicGroup, groups.SimpleGroup, groups.ConsumerGroup, groups.ConsumerGroupMember)
+    fields = repr([(t.__name__, getattr(t, "__slots__", None), getattr(t, "_fields", None),
+                    [f.name for f in dataclasses.fields(t)] if dataclasses.is_dataclass(t) else None) for t in types])
+    return "1." + hashlib.sha256(fields.encode()).hexdigest()[:12]
+
+
+#: The format of the saved shards this version writes and reads (a checkpoint names it: another means a full run).
+FORMAT = _layout()
+MAGIC = b"offsetlake-shard/" + FORMAT.encode()
+
+
+class SavedShardError(ValueError):
+    """A state file that is not a saved shard of this version (or was altered)."""
+
+
+@dataclass
+class SavedShard:
+    state: ShardState  # as loading left it, without the outcomes and the group events of the records it loaded
+    open_history: pa.Table  # the `offset_commits` rows of the open transactions' records
+    naming: pa.Table  # `shard.NAMING_COLUMNS`: the latest type-4 value naming each topic id
+    markers: pa.Table  # `shard.MARKER_COLUMNS`: each producer's last marker of each control type
+
+    @property
+    def entries(self) -> int:
+        """The shard's size in state entries (offsets, pending offsets, groups): what resuming it holds."""
+        s = self.state
+        return len(s.offsets) + sum(len(t) for t in s.pending.values()) + len(s.groups.groups) + self.open_history.num_rows
+
+    def to_bytes(self) -> bytes:
+        out = io.BytesIO()
+        out.write(MAGIC + b" %d\n" % self.entries)
+        for part in (pickle.dumps(self.state, protocol=pickle.HIGHEST_PROTOCOL),
+                     *(_ipc(t) for t in (self.open_history, self.naming, self.markers))):
+            out.write(len(part).to_bytes(8, "little"))
+            out.write(part)
+        return out.getvalue()
+
+    @staticmethod
+    def from_bytes(data: bytes, source: str = "state") -> "SavedShard":
+        header, _, body = data.partition(b"\n")
+        if not header.startswith(MAGIC + b" "):
+            raise SavedShardError(f"{source}: not a saved shard of this version")
+        parts, at = [], 0
+        try:
+            while at < len(body):
+                n = int.from_bytes(body[at:at + 8], "little")
+                parts.append(body[at + 8:at + 8 + n])
+                at += 8 + n
+            state = _StateUnpickler(io.BytesIO(parts[0])).load()
+            tables = [pa.ipc.open_stream(p).read_all() for p in parts[1:4]]
+        except (pickle.UnpicklingError, IndexError, EOFError, AttributeError, TypeError, ValueError,
+                pa.ArrowInvalid) as e:
+            raise SavedShardError(f"{source}: unreadable saved shard: {e}") from None
+        if not isinstance(state, ShardState) or len(tables) != 3:
+            raise SavedShardError(f"{source}: unreadable saved shard")
+        return SavedShard(state, *tables)
+
+
+def entries_of(data: bytes) -> int:
+    """The state entries a saved shard's bytes hold, from their header."""
+    header = data[:64].partition(b"\n")[0]
+    return int(header[len(MAGIC):]) if header.startswith(MAGIC + b" ") else 0
+
+
+def saved_shard(state: ShardState, history: pa.Table, naming: pa.Table, markers: pa.Table) -> SavedShard:
+    """The shard to save after loading: `state`, its history rows still pending out of `history` (the shard's
+    rows, outcomes decided), the latest of `naming` per topic id and the last of `markers` per producer and type
+    (the shard's rows of the previous saved shard and of the records loaded since)."""
+    state = dataclasses.replace(state, outcomes={}, groups=state.groups.resumed())
+    pending = pc.fill_null(pc.equal(history.column("txn_outcome"), "pending"), False)
+    return SavedShard(state, history.filter(pending), latest_namers(naming), last_markers(markers))
+
+
+def latest_namers(naming: pa.Table) -> pa.Table:
+    """The rows of `naming` (type-4 values of one shard) that are the latest to name some topic id."""
+    if naming.num_rows <= 1:
+        return naming
+    naming = naming.sort_by([("offset", "ascending")])
+    namer: dict[str, int] = {}
+    for i, topics in enumerate(naming.column("topics_metadata").to_pylist()):
+        for t in topics or ():
+            namer[t["topic_id"]] = i
+    return naming.take(pa.array(sorted(set(namer.values())), pa.int64()))
+
+
+def last_markers(markers: pa.Table) -> pa.Table:
+    """Each producer's last marker of each control type among `markers` (one shard's)."""
+    if markers.num_rows <= 1:
+        return markers
+    keys = [c for c in markers.column_names if c != "offset"]
+    last = markers.group_by(keys, use_threads=False).aggregate([("offset", "max")])
+    return last.rename_columns([*keys, "offset"]).select(markers.column_names).cast(markers.schema)
+
+
+def _ipc(table: pa.Table) -> bytes:
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return sink.getvalue().to_pybytes()
+
+
+class _StateUnpickler(pickle.Unpickler):
+    """Unpickles the engine's state types and plain values only."""
+
+    ALLOWED = {
+        "builtins": {"object", "dict", "list", "set", "frozenset", "tuple", "int", "float", "str", "bytes", "bool", "complex"},
+        "collections": {"defaultdict", "OrderedDict"},
+        "datetime": {"datetime", "date", "time", "timedelta", "timezone"},
+        "decimal": {"Decimal"},
+        "copyreg": {"_reconstructor"},
+        "pipelines.coordinator.loader": {"ShardState", "OffsetAndMetadata", "GroupTopicPartition", "SparseRow"},
+        "pipelines.coordinator.groups": {"GroupStore", "ClassicGroup", "SimpleGroup", "ConsumerGroup",
+                                         "ConsumerGroupMember"},
+    }
+
+    def find_class(self, module, name):
+        if name in self.ALLOWED.get(module, ()):
+            return super().find_class(module, name)
+        raise pickle.UnpicklingError(f"{module}.{name} is not part of a saved shard")

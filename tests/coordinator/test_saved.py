@@ -1,0 +1,199 @@
+"""A saved shard (`pipelines/coordinator/saved.py`) resumes like the log it was loaded from: for a log cut at a batch
+boundary, resume(load(prefix), rest) == load(prefix ∪ rest), every table, both semantics.
+
+The prefix is loaded and saved as a run saves it (`coordinator.shard.replay_shards(..., keep=True)`), through its
+bytes (`SavedShard.to_bytes` / `from_bytes`), and the rest is loaded from it; the whole log is loaded by the
+engine in one go. Each example is a batch of generated logs (interleaved groups, plain and
+transactional commits of several producers, markers and open ends, tombstones, classic and KIP-848 records,
+multi-record batches, gaps, junk), every log cut at three batch boundaries, each cut in its own offsets partition.
+"""
+from __future__ import annotations
+
+import random
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from pipelines.coordinator.options import REPLAY_TABLES, ReplayOptions
+from pipelines.coordinator.saved import SavedShard
+from pipelines.coordinator.shard import _engine_rows, replay_shards
+from tests.coordinator.harness import canon
+from tests.coordinator.rowkit import to_table
+
+from tests.coordinator.test_replay_differential import build_log, kafka_like_log, log_ops
+
+HYPO = settings(max_examples=25, deadline=None, database=None,
+                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+
+CUTS_PER_LOG = 3
+
+
+def saved_shards(rows, opts: ReplayOptions) -> dict:
+    """The shards a run over `rows` saves, read back from their bytes."""
+    if not rows:
+        return {}
+    saved = replay_shards(to_table(rows), opts, keep=True).saved
+    return {p: SavedShard.from_bytes(s.to_bytes()) for p, s in saved.items()}
+
+
+def resumed_rows(rows, saved: dict, opts: ReplayOptions) -> dict[str, list[dict]]:
+    """`replay_rows` of `rows` loaded on from `saved`."""
+    result = replay_shards(to_table(rows) if rows else to_table([]), opts, resume=saved)
+    return {t: _engine_rows(a) for t, a in result.tables.items()}
+
+
+def _batch_starts(rows) -> list[int]:
+    """Indexes where a new batch starts (an incremental run resumes at an entry boundary), and the end."""
+    starts = [i for i, r in enumerate(rows) if i == 0 or r["batch_base_offset"] != rows[i - 1]["batch_base_offset"]]
+    return starts + [len(rows)]
+
+
+def _check(semantics: str, batch, seed: int) -> None:
+    rnd = random.Random(seed)
+    prefix, rest, labels = [], [], {}
+    part = 0
+    for i, ops in enumerate(batch):
+        starts = _batch_starts(build_log(ops, partition=0).rows)
+        for k in rnd.sample(starts, min(CUTS_PER_LOG, len(starts))):
+            rows = build_log(ops, partition=part).rows
+            prefix += rows[:k]
+            rest += rows[k:]
+            labels[part] = (i, k)
+            part += 1
+    opts = ReplayOptions(semantics=semantics, snapshot_id="ret", load_time_ms=5, num_partitions=part + 1)
+    full = resumed_rows(prefix + rest, {}, opts)  # the same representation on both sides
+    resumed = resumed_rows(rest, saved_shards(prefix, opts), opts)
+    for t in REPLAY_TABLES:
+        for p, (i, k) in labels.items():
+            want = canon([r for r in full[t] if r["offsets_partition"] == p])
+            got = canon([r for r in resumed[t] if r["offsets_partition"] == p])
+            later = {r["offset"] for r in rest if r["offsets_partition"] == p}
+            if t == "offset_commits":
+                # history: every later record, and the earlier records of the transactions still open at the cut,
+                # with the outcome the whole log gives them (the previous snapshot holds the others as they are)
+                want_later = {x for x in want if dict(x)["record_offset"] in later}
+                pending_at_cut = {x for x in canon([r for r in resumed_rows(prefix, {}, opts)[t]
+                                                    if r["offsets_partition"] == p and r["txn_outcome"] == "pending"])}
+                want_open = {x for x in want if any(dict(x)["record_offset"] == dict(y)["record_offset"]
+                                                    for y in pending_at_cut)}
+                assert set(got) == want_later | want_open, f"{semantics} log {i} cut {k}: {t}"
+                continue
+            if t == "group_history":
+                # events: an incremental run keeps the previous snapshot's and adds those of the later records,
+                # which must be exactly the full log's (same membership before them: the state is the same)
+                assert got == [x for x in want if dict(x)["record_offset"] in later], \
+                    f"{semantics} log {i} cut {k}: {t}"
+                continue
+            assert got == want, (f"{semantics} log {i} cut at row {k}: {t}\nops: {batch[i]}\n"
+                                 f"resumed: {got}\nfull:    {want}")
+
+
+@pytest.mark.parametrize("semantics", ["legacy", "modern"])
+@pytest.mark.parametrize("ops", [log_ops, kafka_like_log], ids=["any_log", "kafka_like_log"])
+@HYPO
+@given(data=st.data())
+def test_saved_shard_resumes_like_the_whole_prefix(semantics, ops, data):
+    batch = data.draw(st.lists(ops, min_size=10, max_size=16), label="batch")
+    _check(semantics, batch, data.draw(st.integers(0, 2**32 - 1), label="seed"))
+
+
+def test_a_shard_of_only_quarantined_and_unknown_rows_loads_to_nothing():
+    """A partition whose every record was quarantined or is of an unknown type (a corrupt offsets partition):
+    the shard loads, empty, and saves nothing (a Spark task gets exactly such a group)."""
+    from tests.coordinator.rowkit import Log
+
+    log = Log(partition=7)
+    log.error()
+    log.unknown()
+    result = replay_shards(to_table(log.rows), ReplayOptions(num_partitions=50), keep=True)
+    assert {t: a.num_rows for t, a in result.tables.items()} == dict.fromkeys(result.tables, 0)
+    assert result.saved == {}
+
+
+def _resumes_like_full(log, cut: int, semantics: str) -> None:
+    rows = log.rows
+    prefix, rest = rows[:cut], rows[cut:]
+    opts = ReplayOptions(semantics=semantics, snapshot_id="ret", load_time_ms=5, num_partitions=50)
+    full, resumed = resumed_rows(prefix + rest, {}, opts), resumed_rows(rest, saved_shards(prefix, opts), opts)
+    for t in REPLAY_TABLES:
+        if t not in ("offset_commits", "group_history"):
+            assert canon(resumed[t]) == canon(full[t]), f"{semantics} {t}"
+
+
+# KIP-848 groups whose state hangs on a few of their records: the saved shard holds the state they left
+def _first_value_creates_the_group(log):
+    """A consumer group whose only member left still exists (empty): the member's first value created it."""
+    for _ in range(2):
+        log.cg_member("g", "m1")
+    log.cg_member_tombstone("g", "m1")
+
+
+def _member_tombstone_removes_the_member_whole(log):
+    """The group's first value is the member's own record: its later type-5 tombstone must still remove it."""
+    _first_value_creates_the_group(log)
+    log.cg_epoch("g", 2)
+
+
+def _current_assignment_tombstone_needs_its_member(log):
+    """A type-8 tombstone resets a member that exists (epochs -1) and is ignored before the member does: the
+    member's first record must stay ahead of it."""
+    log.cg_epoch("g", 1)
+    for _ in range(2):
+        log.cg_topics("g", [("ID-A", "a", 4)])
+    log.cg_member("g", "m1")
+    log.cg_current_tombstone("g", "m1")
+    log.cg_member("g", "m1", assignor="range")
+
+
+def _current_assignment_tombstone_keeps_the_state(log):
+    """A type-8 tombstone after the last type-8 value: epochs -1, the value's state kept."""
+    for epoch in (2, 3, 4):
+        log.cg_current("g", "m1", epoch, [("ID-A", [0])], state=1)
+    log.cg_current_tombstone("g", "m1")
+    log.cg_epoch("g", 5)
+
+
+def _last_record_is_the_groups_last_offset(log):
+    """The group's last record (here a type-4 tombstone, kept by no other rule) is its `record_offset`."""
+    for epoch in (1, 1, 1):
+        log.cg_epoch("g", epoch)
+    log.cg_topics_tombstone("g")
+
+
+@pytest.mark.parametrize("semantics", ["legacy", "modern"])
+@pytest.mark.parametrize("prefix", [_first_value_creates_the_group, _member_tombstone_removes_the_member_whole,
+                                    _current_assignment_tombstone_needs_its_member,
+                                    _current_assignment_tombstone_keeps_the_state,
+                                    _last_record_is_the_groups_last_offset], ids=lambda f: f.__name__.strip("_"))
+def test_rule_kip_live_group_records(prefix, semantics):
+    from tests.coordinator.rowkit import Log
+
+    log = Log(partition=0)
+    prefix(log)
+    cut = len(log.rows)
+    log.commit("h", "t", 0, 1)  # a later record of another group: the case's group as the cut left it
+    _resumes_like_full(log, cut, semantics)
+
+
+def test_a_saved_shard_unpickles_the_engine_types_only():
+    """A state file is read back from the warehouse: one that would make the unpickler call anything but the
+    engine's own types fails to load with a clear error instead of running it."""
+    import os
+    import pickle
+
+    from pipelines.coordinator.saved import MAGIC, SavedShardError
+    from tests.coordinator.rowkit import Log
+
+    log = Log(partition=3)
+    log.commit("g", "t", 0, 1)
+    saved = replay_shards(to_table(log.rows), ReplayOptions(num_partitions=50), keep=True).saved[3]
+    data = saved.to_bytes()
+    assert SavedShard.from_bytes(data).state.offsets == saved.state.offsets
+    evil = pickle.dumps(os.system)
+    forged = MAGIC + b" 1\n" + len(evil).to_bytes(8, "little") + evil + data[data.index(b"\n") + 1 + 8 +
+                                                                           int.from_bytes(data[data.index(b"\n") + 1:][:8], "little"):]
+    with pytest.raises(SavedShardError, match="not part of a saved shard"):
+        SavedShard.from_bytes(forged, "x")
+    with pytest.raises(SavedShardError, match="not a saved shard"):
+        SavedShard.from_bytes(b"PAR1....", "x")
