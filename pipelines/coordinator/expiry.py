@@ -183,8 +183,9 @@ def _condition(group: Row, options: ExpiryOptions) -> tuple[str | None, bool]:
     return None, False
 
 
-def _decide(offset: Row, group: Row | None, pending: bool, options: ExpiryOptions) -> tuple[bool, str | None, Any]:
-    """(expired, rule, base cell) for one committed offset."""
+def _decide(offset: Row, group: Row | None, pending: bool, options: ExpiryOptions,
+            condition: tuple[str | None, bool] | None = None) -> tuple[bool, str | None, Any]:
+    """(expired, rule, base cell) for one committed offset; `condition`: the group's `_condition`, if known."""
     now = int(options.as_of_ms)
     expire = offset.get("expire_timestamp")
     commit = offset.get("commit_timestamp")
@@ -195,7 +196,7 @@ def _decide(offset: Row, group: Row | None, pending: bool, options: ExpiryOption
     if options.pre_kip211:
         deadline = to_ms(expire) if expire is not None else to_ms(commit) + options.retention_ms
         return deadline < now, RULE_PRE_2_1, expire if expire is not None else commit
-    rule, uses_subscription = _condition(group, options)
+    rule, uses_subscription = _condition(group, options) if condition is None else condition
     if rule is None:
         return False, None, None
     if uses_subscription and offset["topic"] in (group.get("_subscribed") or set()):
@@ -229,13 +230,14 @@ def cleanup_group_metadata(tables: dict[str, list[Row]], options: ExpiryOptions)
     expired_offsets: list[Row] = []
     before: dict[str, int] = {}
     left: dict[str, int] = {}
+    conditions = {gid: _condition(g, options) for gid, g in groups.items()}  # a group's offsets share it
     for name in ("loaded_offsets", "empty_group_offsets"):
         kept: list[Row] = []
         for o in tables.get(name, []):
             gid = o["group_id"]
             group = groups.get(gid)
             pending = (gid, o["topic"], o["partition"]) in pending_partitions
-            expired, rule, base = _decide(o, group, pending, options)
+            expired, rule, base = _decide(o, group, pending, options, conditions.get(gid))
             before[gid] = before.get(gid, 0) + 1
             if expired:
                 row = {c: o.get(c) for c in columns(name)}
