@@ -215,8 +215,8 @@ def main():
         full = timed("full", dump, "full", wh=wh_full)
         timed("previous_full", base, "previous")
         inc = timed("incremental", dump, "incremental", incremental=True)
-        state = wh_full / "_state" / "full" / "decoded"
-        result["state_mb"] = round(sum(f.stat().st_size for f in state.rglob("*.parquet")) / 1e6, 1)
+        state = wh_full / "_state" / "full"
+        result["state_mb"] = round(sum(f.stat().st_size for f in state.rglob("*") if f.is_file()) / 1e6, 1)
         result["incremental_fraction_of_full"] = round(inc["wall_s"] / full["wall_s"], 3)
     else:
         timed("full", dump, "full", wh=wh_full)

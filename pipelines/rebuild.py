@@ -347,7 +347,7 @@ def decode(run: Run) -> None:
         run.progress.stage("decode", described + ", each offsets partition decoded and loaded by one task"
                            + (" onto the shard the previous run saved" if previous is not None else ""))
         stage = run.warehouse.stage_history(run.snapshot_id)
-        state_stage = stage_state(run.warehouse, run.snapshot_id) if _retains(run) else None
+        state_stage = stage_state(run.warehouse, run.snapshot_id) if _saves_shards(run) else None
         run.loaded = segment_shards.load_on_spark(run.spark, plan, _load_options(run), cut,
                                                   _early_history_check(run), stage, counters, run.progress.emit,
                                                   state_stage, previous)
@@ -373,7 +373,7 @@ def decode(run: Run) -> None:
     s.incremental = run.inc.summary()
 
 
-def _retains(run: Run) -> bool:
+def _saves_shards(run: Run) -> bool:
     """Whether the replay saves the shards the next `--incremental` run resumes: a what-if run saves no
     checkpoint."""
     return run.summary.kind == "scheduled"
@@ -444,7 +444,7 @@ def replay(run: Run) -> None:
     if inc.is_incremental:
         s.incremental["replay"] = "spark" if run.local_rows is None else "in-process"
     options, expiry = _replay_options(run)
-    retain = _retains(run)
+    keep = _saves_shards(run)
     expiring = f", expiry as of {s.as_of}" if expiry else ""
     if run.local_rows is not None:
         run.progress.stage("replay", f"semantics {options.semantics}, {run.local_rows:,} rows in this process"
@@ -454,7 +454,7 @@ def replay(run: Run) -> None:
 
         rows = conform_decoded(run.decoded.to_arrow(REPLAY_COLUMNS, exclude=SKIPPED_KINDS))
         saved = inc.saved_shards()
-        result = replay_shards(rows, options, expiry, keep=retain, resume=None if saved is None else saved.all())
+        result = replay_shards(rows, options, expiry, keep=keep, resume=None if saved is None else saved.all())
         run.tables, run.markers = result.tables, result.markers
         if result.saved is not None:
             run.saved = {p: shard.to_bytes() for p, shard in result.saved.items()}
@@ -471,8 +471,10 @@ def replay(run: Run) -> None:
         shards = tabulate_on_spark(run.spark, run.loaded, options, expiry, topic_names_of(run.decoded),
                                    history_check=check)
     else:
+        if inc.is_incremental:  # `decode` sends every incremental run to the shards or resumes it in process
+            raise RuntimeError("an incremental run reached the replay of a decoded log without its saved shards")
         run.progress.stage("replay", f"semantics {options.semantics}, one task per offsets partition" + expiring)
-        shards = replay_on_spark(run.spark, run.decoded, options, expiry, topic_names_of(run.decoded), retain,
+        shards = replay_on_spark(run.spark, run.decoded, options, expiry, topic_names_of(run.decoded), keep,
                                  run.progress.emit, input_bytes=inc.decode_plan.bytes_by_partition(),
                                  history_check=check)
     run.tables, run.saved, run.release = shards.tables, shards.saved, shards.release
@@ -560,7 +562,7 @@ def summarize(run: Run) -> None:
 
 
 def checkpoint(run: Run) -> None:
-    """What this run read, and the rows the next `--incremental` run keeps. A what-if run is never resumed from:
+    """What this run read, and the shards the next `--incremental` run resumes. A what-if run is never resumed from:
     no state for the chain to pick."""
     from pipelines import incremental
     from pipelines.frames.decode import SEGMENTS

@@ -172,6 +172,29 @@ def test_sample_incremental_equals_full(spark, warn_settings, sample, sample_ful
     assert cp["max_timestamp"] == full_cp["max_timestamp"]
 
 
+def test_an_incremental_run_on_the_shards_reports_a_discovery_problem(spark, warn_settings, sample, sample_full,
+                                                                     tmp_path):
+    """A `.swap` file beside the segments (a cleaner's leftover, reported, not read) in an incremental run too big
+    for the driver: the shards' tasks take the run, the problem is a quarantined row of its partition, and the
+    state is the full run's."""
+    full_wh, full = sample_full
+    conf = spark_replay_settings(warn_settings)
+    cut = tmp_path / "cut"
+    cut_log_dir(sample, cut, fraction=0.5)
+    wh = tmp_path / "wh"
+    rebuild(spark, conf, [cut], wh, "base", **SAMPLE_KW)
+    grown = tmp_path / "grown"
+    shutil.copytree(sample, grown)
+    part = sorted(p for p in grown.iterdir() if p.is_dir())[0]
+    (part / "00000000000000000000.log.swap").write_bytes(b"\0" * 64)
+    inc = rebuild(spark, conf, [grown], wh, "inc", incremental=True, **SAMPLE_KW)
+    assert inc.incremental["mode"] == "incremental" and inc.incremental["replay"] == "spark", inc.incremental
+    assert any(".swap" in k[0] for k in quarantine_keys(wh, "inc"))
+    full_rows, inc_rows = snapshot_rows(full_wh, "full"), snapshot_rows(wh, "inc")
+    for t in ("loaded_offsets", "loaded_groups", "pending_offsets", "offset_commits"):
+        assert inc_rows[t] == full_rows[t], t
+
+
 def test_the_history_is_appended_past_each_partition_not_rescanned(spark, warn_settings, sample, sample_full,
                                                                     tmp_path, monkeypatch):
     """The history's files hold one offsets partition each; an incremental run reads back only the files that may
