@@ -2,8 +2,10 @@
 materialize -> validate -> summarize -> checkpoint -> write. Transforms live in their layers."""
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
+import re
 import time
 import uuid
 from dataclasses import asdict, dataclass, field
@@ -348,9 +350,10 @@ def decode(run: Run) -> None:
                            + (" onto the shard the previous run saved" if previous is not None else ""))
         stage = run.warehouse.stage_history(run.snapshot_id)
         state_stage = stage_state(run.warehouse, run.snapshot_id) if _saves_shards(run) else None
-        run.loaded = segment_shards.load_on_spark(run.spark, plan, _load_options(run), cut,
-                                                  _early_history_check(run), stage, counters, run.progress.emit,
-                                                  state_stage, previous)
+        with _resuming():
+            run.loaded = segment_shards.load_on_spark(run.spark, plan, _load_options(run), cut,
+                                                      _early_history_check(run), stage, counters, run.progress.emit,
+                                                      state_stage, previous)
         run.release = run.loaded.release
         run.decoded = run.loaded.log
         s.task_cpu_seconds = {k: round(v, 3) for k, v in run.loaded.cpu_seconds.items()}
@@ -371,6 +374,23 @@ def decode(run: Run) -> None:
                               f"{first['reason']}")
     run.inc.new_records = s.records_in
     s.incremental = run.inc.summary()
+
+
+@contextlib.contextmanager
+def _resuming():
+    """A saved shard that does not load (`coordinator.saved.SavedShardError`: damaged or altered since its run
+    wrote it), here or in a task, as one line for the user instead of a task's traceback."""
+    from pipelines.coordinator.saved import SavedShardError
+
+    try:
+        yield
+    except SavedShardError as e:
+        raise RunFailed(f"{e}: run again without --incremental to rebuild in full") from None
+    except Exception as e:
+        found = re.search(r"SavedShardError: (.*)", str(e))
+        if found is None:
+            raise
+        raise RunFailed(f"{found.group(1)}: run again without --incremental to rebuild in full") from None
 
 
 def _saves_shards(run: Run) -> bool:
@@ -454,7 +474,9 @@ def replay(run: Run) -> None:
 
         rows = conform_decoded(run.decoded.to_arrow(REPLAY_COLUMNS, exclude=SKIPPED_KINDS))
         saved = inc.saved_shards()
-        result = replay_shards(rows, options, expiry, keep=keep, resume=None if saved is None else saved.all())
+        with _resuming():
+            resume = None if saved is None else saved.all()
+        result = replay_shards(rows, options, expiry, keep=keep, resume=resume)
         run.tables, run.markers = result.tables, result.markers
         if result.saved is not None:
             run.saved = {p: shard.to_bytes() for p, shard in result.saved.items()}

@@ -195,6 +195,33 @@ def test_an_incremental_run_on_the_shards_reports_a_discovery_problem(spark, war
         assert inc_rows[t] == full_rows[t], t
 
 
+@pytest.mark.parametrize("engine", ["local", "spark"])
+def test_an_altered_saved_shard_fails_the_run_in_one_line(spark, warn_settings, sample, tmp_path, engine):
+    """A saved shard altered in place (same size: not caught before the run) fails to load where it is read, in
+    this process or in a task: the run fails with one line naming the file, and runs again in full without
+    --incremental."""
+    from pipelines.io.checkpoint import read_checkpoint
+    from pipelines.rebuild import RunFailed
+
+    conf = spark_replay_settings(warn_settings) if engine == "spark" else warn_settings
+    cut = tmp_path / "cut"
+    cut_log_dir(sample, cut, fraction=0.5)
+    wh = tmp_path / "wh"
+    rebuild(spark, conf, [cut], wh, "base", **SAMPLE_KW)
+    cp = read_checkpoint(wh, "base")
+    victim = wh / cp["decoded_state"] / cp["decoded_files"][0]
+    data = bytearray(victim.read_bytes())
+    at = data.index(b"\n") + 9 + 2  # inside the pickled state
+    data[at:at + 8] = b"\xff" * 8
+    victim.write_bytes(bytes(data))
+    with pytest.raises(RunFailed) as failed:
+        rebuild(spark, conf, [sample], wh, "inc", incremental=True, **SAMPLE_KW)
+    assert "unreadable saved shard" in str(failed.value) and "\n" not in str(failed.value)
+    assert "without --incremental" in str(failed.value)
+    again = rebuild(spark, conf, [sample], wh, "full", **SAMPLE_KW)
+    assert again.incremental["mode"] == "full"
+
+
 def test_the_history_is_appended_past_each_partition_not_rescanned(spark, warn_settings, sample, sample_full,
                                                                     tmp_path, monkeypatch):
     """The history's files hold one offsets partition each; an incremental run reads back only the files that may
@@ -314,8 +341,14 @@ def test_fallback_log_start_moved(spark, warn_settings, sample, tmp_path):
     (wh / cp["decoded_state"] / cp["decoded_files"][0]).unlink()
     lost = start([moved])
     assert lost.mode == "full" and "saved state is missing 1 file(s)" in lost.reason
-    # a state saved by an older version (decoded rows to replay): full, with the reason
+    # a file of the saved state of another size than written (truncated, replaced): full, with the reason
     cp = read_checkpoint(wh, "after")
+    write_checkpoint(wh, "after", {**cp, "decoded_files": cp["decoded_files"][1:]})  # the lost file not named
+    victim = wh / cp["decoded_state"] / cp["decoded_files"][1]
+    victim.write_bytes(victim.read_bytes()[:-10])
+    truncated = start([moved])
+    assert truncated.mode == "full" and "1 file(s) of another size" in truncated.reason, truncated.reason
+    # a state saved by an older version (decoded rows to replay): full, with the reason
     write_checkpoint(wh, "after", {**cp, "format": 1})
     older = start([moved])
     assert older.mode == "full" and "saved by an older version" in older.reason

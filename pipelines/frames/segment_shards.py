@@ -39,7 +39,7 @@ from schemas.decoded import DECODED_RECORD_SCHEMA, KIND_ERROR
 LOG = "_log"  # the shard's quarantined rows, with the tally and the naming rows of everything it decoded
 STATES = "_states"  # the shard's loaded state, pickled
 WRITTEN = "_written"  # a file of the shard's history its task wrote: (delta.WrittenFile fields, aside) as JSON
-SAVED = "_saved"  # the file of the shard the next --incremental run resumes its task wrote: {file, entries} as JSON
+SAVED = "_saved"  # the file of the shard the next --incremental run resumes its task wrote: {file, entries, bytes}
 TASKS_PER_CORE = 2
 FUSED_DDL = "table string, shard int, payload binary, tally binary, named binary"
 
@@ -105,8 +105,10 @@ def _decode_and_load_task(slices: list[list[tuple[int, pa.Table]]], policy, opti
         states = [dataclasses.replace(state, outcomes={}) for state in loaded.states]
         out.append(_row(STATES, shard, pickle.dumps(states, protocol=pickle.HIGHEST_PROTOCOL)))
         for p, saved in (loaded.saved or {}).items():
-            name = state_stage.write(saved.to_bytes(), p)
-            out.append(_row(SAVED, shard, json.dumps({"file": name, "entries": saved.entries}).encode()))
+            data = saved.to_bytes()
+            name = state_stage.write(data, p)
+            out.append(_row(SAVED, shard, json.dumps({"file": name, "entries": saved.entries,
+                                                      "bytes": len(data)}).encode()))
         history = loaded.history
         if split_by is not None:
             out.append(_row(SUSPECTS, shard, to_blob(split_by.split(history))))
@@ -208,7 +210,8 @@ def load_on_spark(spark, plan, options: ReplayOptions, cut: tuple, split_by=None
 
         is_saved = pc.equal(rest.column("table"), SAVED)
         files = [json.loads(b) for b in rest.filter(is_saved).column("payload").to_pylist()]
-        saved = SavedState(state_stage, [f["file"] for f in files], sum(f["entries"] for f in files))
+        saved = SavedState(state_stage, [f["file"] for f in files], sum(f["entries"] for f in files),
+                           {f["file"]: f["bytes"] for f in files})
         rest = rest.filter(pc.invert(is_saved))
     if stage is not None:
         from pipelines.io.delta import WrittenFile

@@ -74,7 +74,7 @@ def save_checkpoint(warehouse, snapshot_id: str, saved, plan, inc, *, conf, req,
         until_offset=req.until_offset, until_time=req.until_time, tabular=bool(plan.num_tabular),
         max_timestamp=max_timestamp, max_partition=max_partition, group_history=True,
         decoded_state=f"{STATE_DIR}/{snapshot_id}/{saved.stage.name}", decoded_files=sorted(saved.files),
-        state_entries=saved.entries, state_format=SAVED_FORMAT,
+        decoded_sizes=saved.sizes, state_entries=saved.entries, state_format=SAVED_FORMAT,
         partitions=partitions,
     )
     write_checkpoint(warehouse, snapshot_id, checkpoint)

@@ -148,10 +148,13 @@ def start(warehouse, req, conf, plan, snapshot_id: str) -> IncrementalStart:
     state = state_dir(warehouse, prev_id) / Path(str(prev.get("decoded_state") or "decoded")).name
     if not state.is_dir():
         return _full(f"the previous snapshot's saved state is missing ({state})", plan, prev_id)
-    missing = _missing_files(state, prev.get("decoded_files"))
+    missing, resized = _missing_files(state, prev.get("decoded_files"), prev.get("decoded_sizes"))
     if missing:
         return _full(f"the previous snapshot's saved state is missing {len(missing)} file(s) ({missing[0]})",
                      plan, prev_id)
+    if resized:
+        return _full(f"the previous snapshot's saved state has {len(resized)} file(s) of another size than it was "
+                     f"written with ({resized[0]}: damaged or replaced)", plan, prev_id)
     if not prev.get("group_history"):
         return _full("the previous snapshot has no group_history (written by an older version)", plan, prev_id)
     if prev.get("until_offset") is not None or prev.get("until_time") is not None:
@@ -184,13 +187,16 @@ def start(warehouse, req, conf, plan, snapshot_id: str) -> IncrementalStart:
                             new_bytes=new_bytes, resume_at=resume)
 
 
-def _missing_files(state, files: list[str] | None) -> list[str]:
-    """The files the checkpoint names that its state directory lacks (none named: nothing to check)."""
+def _missing_files(state, files: list[str] | None, sizes: dict[str, int] | None) -> tuple[list[str], list[str]]:
+    """The files the checkpoint names that its state directory lacks, and those of another size than the
+    checkpoint says they were written with (none named: nothing to check)."""
     if not files:
-        return []
+        return [], []
     loc = storage.location(str(state))
-    present = {loc.child_of(info).name for info in loc.listdir()}
-    return [f for f in files if f not in present]
+    present = {loc.child_of(info).name: info.size for info in loc.listdir()}
+    sizes = sizes or {}
+    return ([f for f in files if f not in present],
+            [f for f in files if f in present and f in sizes and present[f] != sizes[f]])
 
 
 def check_extends(prev: dict, plan) -> tuple[str | None, dict[str, int]]:

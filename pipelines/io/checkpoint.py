@@ -145,6 +145,7 @@ class SavedState:
     stage: StateStage
     files: list[str]
     entries: int = 0
+    sizes: dict[str, int] | None = None  # file -> its bytes
     kept: bool = False
 
     def discard(self) -> None:
@@ -163,7 +164,8 @@ def write_state(warehouse, snapshot_id: str, shards: dict[int, bytes], entries: 
     """`shards` (offsets partition -> its saved shard) written as the state of `snapshot_id`, a file per offsets
     partition as the shards' tasks write them."""
     stage = stage_state(warehouse, snapshot_id)
-    return SavedState(stage, [stage.write(data, p) for p, data in sorted(shards.items())], entries)
+    names = [stage.write(data, p) for p, data in sorted(shards.items())]
+    return SavedState(stage, names, entries, {n: len(shards[p]) for n, p in zip(names, sorted(shards))})
 
 
 def remove_other_states(warehouse, snapshot_id: str, keep: str) -> None:
