@@ -45,6 +45,7 @@ _VERSION_RE = re.compile(r"^\s*(\d+)\.(\d+)(?:\.(\d+))?")
 
 
 @functools.lru_cache(maxsize=64)  # read for every offset an expiry pass checks
+@functools.lru_cache(maxsize=64)  # asked once per offset through ExpiryOptions' rules
 def parse_kafka_version(version: str) -> tuple[int, int, int]:
     """'3.9' → (3, 9, 0), '2.8.2' → (2, 8, 2); suffixes such as '-rc3' or '-IV1' are ignored."""
     m = _VERSION_RE.match(str(version))
@@ -233,6 +234,9 @@ def cleanup_group_metadata(tables: dict[str, list[Row]], options: ExpiryOptions)
     conditions = {gid: _condition(g, options) for gid, g in groups.items()}  # a group's offsets share it
     for name in ("loaded_offsets", "empty_group_offsets"):
         kept: list[Row] = []
+        # the expired row: `expired_offsets`' columns, the offset's where it has them, with the rule's
+        own = set(columns(name))
+        expired_columns = [(c, c in own) for c in columns("expired_offsets")]
         for o in tables.get(name, []):
             gid = o["group_id"]
             group = groups.get(gid)
@@ -240,10 +244,10 @@ def cleanup_group_metadata(tables: dict[str, list[Row]], options: ExpiryOptions)
             expired, rule, base = _decide(o, group, pending, options, conditions.get(gid))
             before[gid] = before.get(gid, 0) + 1
             if expired:
-                row = {c: o.get(c) for c in columns(name)}
+                row = {c: o.get(c) if has else None for c, has in expired_columns}
                 row["expiry_base_timestamp"] = base
                 row["expiry_rule"] = rule
-                expired_offsets.append({c: row.get(c) for c in columns("expired_offsets")})
+                expired_offsets.append(row)
             else:
                 left[gid] = left.get(gid, 0) + 1
                 kept.append(o)

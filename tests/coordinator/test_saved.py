@@ -121,6 +121,86 @@ def _resumes_like_full(log, cut: int, semantics: str) -> None:
             assert canon(resumed[t]) == canon(full[t]), f"{semantics} {t}"
 
 
+def test_rule_last_tombstone_hides_an_open_entry_before_it():
+    """modern: a tombstone purges pending entries before it, even when a plain value follows it."""
+    from tests.coordinator.rowkit import Log
+
+    log = Log(partition=0)
+    log.commit("g", "t", 0, 1, pid=3, epoch=0)  # open, before the tombstone
+    log.offset_tombstone("g", "t", 0)
+    log.commit("g", "t", 0, 2)
+    log.commit("g", "t", 0, 3)
+    cut = len(log.rows)
+    log.commit("h", "t", 0, 1)  # the transaction stays open: its purged entry must not be pending
+    _resumes_like_full(log, cut, "modern")
+
+
+@pytest.mark.parametrize("semantics", ["legacy", "modern"])
+def test_rule_topic_names_outlive_their_group(semantics):
+    """A topic id named only by a removed incarnation's type-4 record still resolves later assignments."""
+    from tests.coordinator.rowkit import Log
+
+    log = Log(partition=0)
+    log.cg_topics("old", [("ID-A", "a", 4)])
+    log.cg_epoch("old", 1)
+    log.cg_topics("old", [("ID-B", "b", 4)])  # no longer names ID-A
+    log.cg_tombstone("old")
+    for _ in range(3):
+        log.cg_epoch("new", 2)
+    cut = len(log.rows)
+    log.cg_member("new", "m")
+    log.cg_current("new", "m", 2, [("ID-A", [0, 1])])
+    _resumes_like_full(log, cut, semantics)
+
+
+@pytest.mark.parametrize("semantics", ["legacy", "modern"])
+def test_rule_committed_entry_beats_later_plain_tombstone_only_by_its_marker(semantics):
+    """A transactional commit resolved after the cut, and plain writes either side of the cut."""
+    from tests.coordinator.rowkit import Log
+
+    log = Log(partition=0)
+    for v in range(5):
+        log.commit("g", "t", 0, v)
+    log.commit("g", "t", 0, 10, pid=4, epoch=0)
+    log.offset_tombstone("g", "t", 0)
+    log.commit("g", "t", 1, 3)
+    log.commit("g", "t", 1, 4, pid=5, epoch=0)
+    log.marker(5, "COMMIT")  # before the cut: the installed offset of t-1 is this transactional entry
+    cut = len(log.rows)
+    log.marker(4, "COMMIT")  # legacy resurrects the entry (§5.5 #1); modern keeps the key empty
+    _resumes_like_full(log, cut, semantics)
+
+
+@pytest.mark.parametrize("semantics", ["legacy", "modern"])
+def test_rule_a_transaction_committed_after_the_cut_loses_to_a_later_plain_commit(semantics):
+    """The old loader installs a committed transaction's entry only over an entry of an older batch
+    (`appendedBatchOffset`): the batch of the offset installed before the cut must survive the save."""
+    from tests.coordinator.rowkit import Log
+
+    log = Log(partition=0)
+    log.commit("g", "t", 0, 5, pid=4, epoch=0)  # the transaction's entry, an early batch
+    log.commit("g", "t", 0, 7)  # a plain commit in a later batch: installed
+    cut = len(log.rows)
+    log.marker(4, "COMMIT")  # the transaction's entry is older: 7 stays
+    _resumes_like_full(log, cut, semantics)
+
+
+def test_rule_last_offset_value_keeps_a_simple_group():
+    """modern: an offset value after the group's removal makes a simple group, even an aborted one."""
+    from tests.coordinator.rowkit import Log
+
+    log = Log(partition=0)
+    log.group("g", [], protocol_type="")
+    log.commit("g", "t", 0, 1)
+    log.commit("g", "t", 0, 2)
+    log.group_tombstone("g")
+    log.commit("g", "t", 1, 1, pid=4, epoch=0)
+    log.marker(4, "ABORT")
+    cut = len(log.rows)
+    log.commit("h", "t", 0, 1)
+    _resumes_like_full(log, cut, "modern")
+
+
 # KIP-848 groups whose state hangs on a few of their records: the saved shard holds the state they left
 def _first_value_creates_the_group(log):
     """A consumer group whose only member left still exists (empty): the member's first value created it."""
