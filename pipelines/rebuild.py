@@ -467,8 +467,10 @@ def replay(run: Run) -> None:
     keep = _saves_shards(run)
     expiring = f", expiry as of {s.as_of}" if expiry else ""
     if run.local_rows is not None:
+        onto = (f" ({s.records_in:,} new records onto {inc.state_entries:,} saved state entries)"
+                if inc.is_incremental else "")
         run.progress.stage("replay", f"semantics {options.semantics}, {run.local_rows:,} rows in this process"
-                                     + expiring)
+                                     + onto + expiring)
         from pipelines.coordinator.loader import SKIPPED_KINDS
         from pipelines.coordinator.shard import REPLAY_COLUMNS, conform_decoded, replay_shards
 

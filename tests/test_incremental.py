@@ -107,6 +107,8 @@ def assert_incremental_exact(spark, warn_settings, tmp: Path, full_input: Path, 
     inc = rebuild(spark, inc_settings, [full_input], wh, "inc", incremental=True, **kw)
     assert inc.incremental["mode"] == "incremental", inc.incremental
     assert any("rows in this process" in line for line in inc.lines) == (engine == "local"), inc.lines
+    assert any("new records onto" in line and "saved state entries" in line for line in inc.lines) == \
+        (engine == "local"), inc.lines
     # on Spark, the shards' tasks decode the new records and load them onto the shards the base run saved
     assert any("onto the shard the previous run saved" in line for line in inc.lines) == (engine == "spark")
     assert inc.incremental["replay"] == {"local": "in-process", "spark": "spark"}[engine]

@@ -89,9 +89,9 @@ class SavedShard:
                 at += 8 + n
             state = _StateUnpickler(io.BytesIO(parts[0])).load()
             tables = [pa.ipc.open_stream(p).read_all() for p in parts[1:4]]
-        except (pickle.UnpicklingError, IndexError, EOFError, AttributeError, TypeError, ValueError,
-                pa.ArrowInvalid) as e:
-            raise SavedShardError(f"{source}: unreadable saved shard: {e}") from None
+        except Exception as e:  # whatever a damaged or altered file makes the readers raise
+            why = " ".join(str(e).split())  # one line
+            raise SavedShardError(f"{source}: unreadable saved shard: {type(e).__name__}: {why}") from None
         if not isinstance(state, ShardState) or len(tables) != 3:
             raise SavedShardError(f"{source}: unreadable saved shard")
         return SavedShard(state, *tables)
