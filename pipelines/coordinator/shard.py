@@ -24,7 +24,8 @@ from pipelines.coordinator.loader import SKIPPED_KINDS, SparseRow, load_shard
 from pipelines.coordinator.options import DEFAULT_NUM_OFFSETS_PARTITIONS, REPLAY_TABLES, ReplayOptions
 from pipelines.coordinator.reduction import state_relevant_rows
 from pipelines.coordinator.saved import SavedShard, saved_shard
-from pipelines.coordinator.tables import offset_commits_table, outcomes_table, shard_rows, topic_names
+from pipelines.coordinator.tables import (offset_commits_table, outcome_of, outcomes_table, shard_rows,
+                                           topic_names)
 from schemas.decoded import DECODED_RECORD_SCHEMA
 
 Row = dict[str, Any]
@@ -199,18 +200,10 @@ def replay_shards(table: pa.Table, options: ReplayOptions, expiry: ExpiryOptions
     run saved them (`load_shards`)."""
     loaded = load_shards(table, options, keep, resume)
     if names is None:
-        names = _names_at_cut(table, options, resume)
+        names = topic_names(loaded.naming.to_pylist())
     tables = tabulate_shards(loaded.states, options, expiry, names)
     tables["offset_commits"] = loaded.history
     return ShardsResult(tables, loaded.saved, loaded.markers)
-
-
-def _names_at_cut(table: pa.Table, options: ReplayOptions, resume: Mapping[int, SavedShard] | None = None
-                  ) -> dict[str, str]:
-    """The topic names `table` (decoded rows of every partition of the run) and the resumed shards give at the
-    run's cut."""
-    return topic_names([*naming_rows(conform_decoded(table), options).to_pylist(),
-                        *(r for s in (resume or {}).values() for r in s.naming.to_pylist())])
 
 
 @dataclass
@@ -218,12 +211,13 @@ class LoadedShards:
     """What loading gives before the run-wide facts are known: each shard's state (`ShardState`, picklable), the
     history (every offset commit it loaded, with its outcome: a transaction's outcome is known once its shard is
     loaded; resumed, also the previous run's open transactions' records, decided or not), the end-transaction
-    markers (`transaction_markers`, and the resumed shards') and, when kept, each shard to save
-    (`coordinator.saved`)."""
+    markers (`transaction_markers`, and the resumed shards'), the records naming topics (`naming_rows`, and the
+    resumed shards' namers) and, when kept, each shard to save (`coordinator.saved`)."""
 
     states: list
     history: pa.Table
     markers: pa.Table
+    naming: pa.Table
     saved: dict[int, SavedShard] | None
 
 
@@ -254,14 +248,14 @@ def load_shards(table: pa.Table, options: ReplayOptions, keep: bool = False,
     markers = transaction_markers(table, options)
     if resume:
         markers = pa.concat_tables([*(s.markers.cast(markers.schema) for s in resume.values()), markers])
+    naming = naming_rows(table)
+    if resume:
+        naming = pa.concat_tables([*(s.naming.cast(naming.schema) for s in resume.values()), naming])
     saved = None
     if keep:
-        naming = naming_rows(table)
-        if resume:
-            naming = pa.concat_tables([*(s.naming.cast(naming.schema) for s in resume.values()), naming])
         saved = {s.partition: saved_shard(s, _of(history, s.partition), _of(naming, s.partition),
                                           _of(markers, s.partition)) for s in states}
-    return LoadedShards(states, history, markers, saved)
+    return LoadedShards(states, history, markers, naming, saved)
 
 
 def _of(table: pa.Table, partition: int) -> pa.Table:
@@ -271,12 +265,7 @@ def _of(table: pa.Table, partition: int) -> pa.Table:
 def _decided(rows: pa.Table, outcomes: pa.Table, snapshot_id: str) -> pa.Table:
     """History rows of resumed open transactions with the outcome this load gave them (still pending where no
     marker came), stamped with this run's id."""
-    found = rows.select([PART, "record_offset"]).append_column("__row", pa.array(np.arange(rows.num_rows)))
-    found = found.join(outcomes.rename_columns([PART, "record_offset", "__outcome"]), [PART, "record_offset"],
-                       join_type="inner")
-    where = np.full(rows.num_rows, -1, dtype=np.int64)
-    where[found.column("__row").to_numpy()] = np.arange(found.num_rows, dtype=np.int64)
-    outcome = found.column("__outcome").take(pa.array(where, mask=where < 0))
+    outcome = outcome_of(rows.column(PART), rows.column("record_offset"), outcomes)
     rows = rows.set_column(rows.schema.get_field_index("txn_outcome"), "txn_outcome",
                            pc.coalesce(outcome, rows.column("txn_outcome")))
     if "snapshot_id" in rows.column_names:
@@ -317,7 +306,7 @@ def replay_rows(rows: Iterable[Row], options: ReplayOptions, expiry: ExpiryOptio
     engine's representation (timestamps in epoch ms)."""
     table = pa.Table.from_pylist(list(rows), schema=DECODED_RECORD_SCHEMA)
     loaded = load_shards(table, options)
-    out = _tabulate(loaded.states, options, expiry, _names_at_cut(table, options))
+    out = _tabulate(loaded.states, options, expiry, topic_names(loaded.naming.to_pylist()))
     out["offset_commits"] = _engine_rows(loaded.history)
     return out
 

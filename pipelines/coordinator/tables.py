@@ -228,17 +228,7 @@ def offset_commits_table(rows: pa.Table, outcomes: pa.Table, snapshot_id: str) -
          "is_tombstone", "producer_id", "leader_epoch", "metadata", "timestamp"]
     ).filter(pc.fill_null(pc.equal(rows.column("record_kind"), "offset_commit"), False))
     n = commits.num_rows
-    if outcomes.num_rows:
-        # the outcome of each commit, by row: a join does not keep row order, so only the keys and the row
-        # number go through it and the outcomes are placed back by row number (no sort of the commits)
-        keyed = pa.table({"offsets_partition": commits.column("offsets_partition"), "offset": commits.column("offset"),
-                          "__row": pa.array(np.arange(n, dtype=np.int64))})
-        found = keyed.join(outcomes, keys=["offsets_partition", "offset"], join_type="inner")
-        where = np.full(n, -1, dtype=np.int64)
-        where[found.column("__row").to_numpy()] = np.arange(found.num_rows, dtype=np.int64)
-        txn_outcome = found.column("txn_outcome").take(pa.array(where, mask=where < 0))
-    else:
-        txn_outcome = pa.nulls(n, pa.string())
+    txn_outcome = outcome_of(commits.column("offsets_partition"), commits.column("offset"), outcomes)
 
     def without(name: str, sentinel: int = -1):
         v = commits.column(name)
@@ -285,6 +275,21 @@ def once_per_record(history: pa.Table) -> pa.Table:
     first = np.ones(len(p), dtype=bool)
     first[1:] = (p[1:] != p[:-1]) | (o[1:] != o[:-1])
     return ranked.filter(pa.array(first)).drop_columns(["_decided"])
+
+
+def outcome_of(partitions, offsets, outcomes: pa.Table) -> pa.Array:
+    """Per record (offsets partition, record offset: Arrow columns), its outcome in `outcomes` (offsets_partition,
+    offset, txn_outcome), null where it has none. A join does not keep row order, so only the keys and the row
+    number go through it and the outcomes are placed back by row number (no sort of the records)."""
+    n = len(partitions)
+    if not outcomes.num_rows:
+        return pa.nulls(n, pa.string())
+    keyed = pa.table({"offsets_partition": partitions, "offset": offsets,
+                      "__row": pa.array(np.arange(n, dtype=np.int64))})
+    found = keyed.join(outcomes, keys=["offsets_partition", "offset"], join_type="inner")
+    where = np.full(n, -1, dtype=np.int64)
+    where[found.column("__row").to_numpy()] = np.arange(found.num_rows, dtype=np.int64)
+    return found.column("txn_outcome").take(pa.array(where, mask=where < 0))
 
 
 def outcomes_table(partition: int, outcomes: dict[int, str]) -> pa.Table:

@@ -29,7 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipelines.coordinator.options import ReplayOptions
-from pipelines.coordinator.shard import PART, UNREAD_COLUMNS, load_shards, naming_rows, tabulate_shards
+from pipelines.coordinator.shard import PART, UNREAD_COLUMNS, load_shards, tabulate_shards
 from pipelines.frames.shards import (CHUNK_ROWS, ENVELOPE_DDL, MARKERS, SUSPECTS, SparkShards,
                                      shards_from_envelope)
 from pipelines.incremental.saved import SavedShards
@@ -39,7 +39,7 @@ from schemas.decoded import DECODED_RECORD_SCHEMA, KIND_ERROR
 LOG = "_log"  # the shard's quarantined rows, with the tally and the naming rows of everything it decoded
 STATES = "_states"  # the shard's loaded state, pickled
 WRITTEN = "_written"  # a file of the shard's history its task wrote: (delta.WrittenFile fields, aside) as JSON
-SAVED = "_saved"  # the file of the shard the next --incremental run resumes its task wrote: {file, entries, bytes}
+SAVED_FILE = "_saved_file"  # the file of the shard the next --incremental run resumes a task wrote: {file, entries, bytes}
 TASKS_PER_CORE = 2
 FUSED_DDL = "table string, shard int, payload binary, tally binary, named binary"
 
@@ -77,7 +77,6 @@ def _decode_and_load_task(slices: list[list[tuple[int, pa.Table]]], policy, opti
 
     def run(shard: int, items: pa.Table) -> pa.Table:
         from pipelines.frames.decode import _decode_items
-        from pipelines.frames.decoded_log import _at_cut
         from pipelines.frames.tally import tally_rows
 
         items = items.sort_by([("base_offset", "ascending"), ("path", "ascending")])
@@ -93,13 +92,11 @@ def _decode_and_load_task(slices: list[list[tuple[int, pa.Table]]], policy, opti
         records = table.num_rows
         del table
         resume = previous.of_partition(shard) if previous is not None and shard >= 0 else None
-        names = naming_rows(rows, _at_cut(cut))
-        if resume is not None:  # the topics the shard's earlier records name
-            names = pa.concat_tables([resume.naming.cast(names.schema), names])
-        out = [_row(LOG, shard, to_blob(errors), tally, to_blob(names) if names.num_rows else None)]
         loaded = load_shards(rows, options, keep=state_stage is not None,
                              resume=None if resume is None else {shard: resume})
         del rows, resume
+        names = loaded.naming
+        out = [_row(LOG, shard, to_blob(errors), tally, to_blob(names) if names.num_rows else None)]
         out.append(_row(MARKERS, shard, to_blob(loaded.markers)))
         # the transactions' outcomes are in the history already: the tables need the rest of each state
         states = [dataclasses.replace(state, outcomes={}) for state in loaded.states]
@@ -107,7 +104,7 @@ def _decode_and_load_task(slices: list[list[tuple[int, pa.Table]]], policy, opti
         for p, saved in (loaded.saved or {}).items():
             data = saved.to_bytes()
             name = state_stage.write(data, p)
-            out.append(_row(SAVED, shard, json.dumps({"file": name, "entries": saved.entries,
+            out.append(_row(SAVED_FILE, shard, json.dumps({"file": name, "entries": saved.entries,
                                                       "bytes": len(data)}).encode()))
         history = loaded.history
         if split_by is not None:
@@ -196,7 +193,7 @@ def load_on_spark(spark, plan, options: ReplayOptions, cut: tuple, split_by=None
     shards = len(order)
     # the job that runs the shards, collecting what is sized by the state (or by the partitions) as it ends
     with reporting(spark, emit, "decode", counters, shards=shards if counters is not None else None):
-        small = (envelope.where(F.col("table").isin(LOG, MARKERS, SUSPECTS, WRITTEN, SAVED))
+        small = (envelope.where(F.col("table").isin(LOG, MARKERS, SUSPECTS, WRITTEN, SAVED_FILE))
                  .select("table", "shard", F.when(F.col("table") != F.lit(LOG), F.col("payload")).alias("payload"),
                          "tally", "named").toArrow())
     is_log = pc.equal(small.column("table"), LOG)
@@ -208,7 +205,7 @@ def load_on_spark(spark, plan, options: ReplayOptions, cut: tuple, split_by=None
     if state_stage is not None:
         from pipelines.io.checkpoint import SavedState
 
-        is_saved = pc.equal(rest.column("table"), SAVED)
+        is_saved = pc.equal(rest.column("table"), SAVED_FILE)
         files = [json.loads(b) for b in rest.filter(is_saved).column("payload").to_pylist()]
         saved = SavedState(state_stage, [f["file"] for f in files], sum(f["entries"] for f in files),
                            {f["file"]: f["bytes"] for f in files})
