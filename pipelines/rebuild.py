@@ -474,14 +474,19 @@ def replay(run: Run) -> None:
         from pipelines.coordinator.loader import SKIPPED_KINDS
         from pipelines.coordinator.shard import REPLAY_COLUMNS, conform_decoded, replay_shards
 
+        from pipelines.heap import gc_paused
+
         rows = conform_decoded(run.decoded.to_arrow(REPLAY_COLUMNS, exclude=SKIPPED_KINDS))
         saved = inc.saved_shards()
-        with _resuming():
-            resume = None if saved is None else saved.all()
-        result = replay_shards(rows, options, expiry, keep=keep, resume=resume)
-        run.tables, run.markers = result.tables, result.markers
-        if result.saved is not None:
-            run.saved = {p: shard.to_bytes() for p, shard in result.saved.items()}
+        # the resumed states are a million objects or more: the collector would walk them all at each full pass
+        with gc_paused():
+            with _resuming():
+                resume = None if saved is None else saved.all()
+            result = replay_shards(rows, options, expiry, keep=keep, resume=resume)
+            del resume
+            run.tables, run.markers = result.tables, result.markers
+            if result.saved is not None:
+                run.saved = {p: shard.to_bytes() for p, shard in result.saved.items()}
         return
     from pipelines.frames.shards import replay_on_spark, topic_names_of
     from pipelines.validation.runner import history_check

@@ -30,6 +30,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipelines.coordinator.loader import ShardState
+from pipelines.heap import gc_paused
+
 
 def _layout() -> str:
     """The saved shard's layout: a version for how `ShardState` pickles (bump it when `__getstate__` changes), and
@@ -70,7 +72,9 @@ class SavedShard:
     def to_bytes(self) -> bytes:
         out = io.BytesIO()
         out.write(MAGIC + b" %d\n" % self.entries)
-        for part in (pickle.dumps(self.state, protocol=pickle.HIGHEST_PROTOCOL),
+        with gc_paused():
+            state = pickle.dumps(self.state, protocol=pickle.HIGHEST_PROTOCOL)
+        for part in (state,
                      *(_ipc(t) for t in (self.open_history, self.naming, self.markers))):
             out.write(len(part).to_bytes(8, "little"))
             out.write(part)
@@ -87,7 +91,8 @@ class SavedShard:
                 n = int.from_bytes(body[at:at + 8], "little")
                 parts.append(body[at + 8:at + 8 + n])
                 at += 8 + n
-            state = _StateUnpickler(io.BytesIO(parts[0])).load()
+            with gc_paused():
+                state = _StateUnpickler(io.BytesIO(parts[0])).load()
             tables = [pa.ipc.open_stream(p).read_all() for p in parts[1:4]]
         except Exception as e:  # whatever a damaged or altered file makes the readers raise
             why = " ".join(str(e).split())  # one line

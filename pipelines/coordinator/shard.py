@@ -8,9 +8,7 @@ partition (`pipelines/frames/shards.py`); a small run, the tests and the benchma
 """
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
-import gc
 import itertools
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
@@ -26,6 +24,7 @@ from pipelines.coordinator.reduction import state_relevant_rows
 from pipelines.coordinator.saved import SavedShard, saved_shard
 from pipelines.coordinator.tables import (offset_commits_table, outcome_of, outcomes_table, shard_rows,
                                            topic_names)
+from pipelines.heap import gc_paused
 from schemas.decoded import DECODED_RECORD_SCHEMA
 
 Row = dict[str, Any]
@@ -128,20 +127,6 @@ def contract_table(rows: list[Row], table: str) -> pa.Table:
     arrays = [_timestamps([r.get(f.name) for r in rows]) if pa.types.is_timestamp(f.type)
               else converted.column(f.name) for f in schema]
     return pa.Table.from_arrays(arrays, schema=schema)
-
-
-@contextlib.contextmanager
-def gc_paused():
-    """Python's cyclic garbage collector off meanwhile. The loaders build millions of small objects that hold no
-    cycles; each full collection walks every live object and would take ~40 % of the replay. Reference counting
-    still frees everything; the collector is back on afterwards."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 NAMING_COLUMNS = ("record_kind", "key_type", "is_tombstone", "offset", PART, "topics_metadata")

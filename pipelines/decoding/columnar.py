@@ -24,7 +24,6 @@ failure, or any exception, and every legacy (magic 0/1) entry, is decoded by `ba
 """
 from __future__ import annotations
 
-import gc
 import mmap
 import os
 import struct
@@ -54,6 +53,7 @@ from pipelines.decoding.batches import (
 from pipelines.decoding.policy import DEFAULT_POLICY, ReadPolicy
 from pipelines.decoding.primitives import uuid_to_str
 from pipelines.decoding.rows import problem_to_row, to_decoded_row
+from pipelines.heap import gc_paused
 from schemas.decoded import DECODED_COLUMNS, DECODED_RECORD_SCHEMA, KIND_CONTROL, KIND_OFFSET_COMMIT
 from schemas.messages import CONTROL_TYPE_NAMES
 from schemas.records import CREATE_TIME, LOG_APPEND_TIME, NO_SEQUENCE, ReadProblem
@@ -502,26 +502,17 @@ def decode_segment_to_arrow(
 
 
 def _without_gc(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """Run ``batches`` with the cyclic GC paused while it builds a chunk, restored around every yield.
-
-    Decoding allocates hundreds of thousands of small, acyclic, long-lived-until-flush objects; each one counts
-    towards the GC thresholds and full collections then traverse them all (measured: about half the CPU time).
-    Nothing here creates reference cycles, so pausing the collector loses nothing; the caller's own code runs
-    with the GC in whatever state it was.
-    """
-    if not gc.isenabled():
-        yield from batches
-        return
+    """Run ``batches`` with the cyclic GC paused while it builds a chunk (`heap.gc_paused`: decoding allocates
+    hundreds of thousands of small acyclic objects), restored around every yield: the caller's own code runs with
+    the GC in whatever state it was."""
     it = iter(batches)
     try:
         while True:
-            gc.disable()
-            try:
-                batch = next(it)
-            except StopIteration:
-                return
-            finally:
-                gc.enable()
+            with gc_paused():
+                try:
+                    batch = next(it)
+                except StopIteration:
+                    return
             yield batch
     finally:
         close = getattr(it, "close", None)
