@@ -13,9 +13,13 @@ import re
 from datetime import datetime
 from dataclasses import dataclass
 
-from typing import Any
+from typing import Any, Mapping
 
-from schemas.tables import columns
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from pipelines.coordinator.tables import OFFSET_TABLES, contract_table, table_schema
 
 SEMANTICS = ("legacy", "modern")
 
@@ -44,8 +48,7 @@ KIND_HIDDEN = "hidden"  # modern: offsets whose group was tombstoned — invisib
 _VERSION_RE = re.compile(r"^\s*(\d+)\.(\d+)(?:\.(\d+))?")
 
 
-@functools.lru_cache(maxsize=64)  # read for every offset an expiry pass checks
-@functools.lru_cache(maxsize=64)  # asked once per offset through ExpiryOptions' rules
+@functools.lru_cache(maxsize=64)  # asked through ExpiryOptions' rules, several times per pass
 def parse_kafka_version(version: str) -> tuple[int, int, int]:
     """'3.9' → (3, 9, 0), '2.8.2' → (2, 8, 2); suffixes such as '-rc3' or '-IV1' are ignored."""
     m = _VERSION_RE.match(str(version))
@@ -126,14 +129,25 @@ def _kind(group: Row, options: ExpiryOptions) -> str:
     return KIND_CLASSIC if gt == KIND_CLASSIC else KIND_FOREIGN
 
 
-def _groups(tables: dict[str, list[Row]], options: ExpiryOptions) -> dict[str, Row]:
+def _group_codes(offsets: pa.Table) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """(group ids in order of first appearance, each offset's index into them, each id's first offset)."""
+    if not offsets.num_rows:
+        return [], np.zeros(0, np.int64), np.zeros(0, np.int64)
+    encoded = pc.dictionary_encode(offsets.column("group_id")).combine_chunks()
+    codes = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    _, first = np.unique(codes, return_index=True)
+    return encoded.dictionary.to_pylist(), codes, first
+
+
+def _groups(tables: Mapping[str, Any], offsets: dict[str, pa.Table], coded: dict, options: ExpiryOptions
+            ) -> dict[str, Row]:
     """group_id → the group the coordinator holds after load (including the synthesized simple groups)."""
     subs_by_group: dict[str, set[str]] = {}
-    for m in tables.get("group_members", []):
+    for m in tables.get("group_members") or ():
         if m.get("subscribed_topics") is not None:
             subs_by_group.setdefault(m["group_id"], set()).update(m["subscribed_topics"])
     groups: dict[str, Row] = {}
-    for g in tables.get("loaded_groups", []):
+    for g in tables.get("loaded_groups") or ():
         view = dict(g)
         view["_kind"] = _kind(g, options)
         subscribed = g.get("subscribed_topics")
@@ -147,12 +161,15 @@ def _groups(tables: dict[str, list[Row]], options: ExpiryOptions) -> dict[str, R
     # created when an offset is replayed for an unknown id, but a later GroupMetadata tombstone removes it again.
     orphan_tables = ["empty_group_offsets"] + ([] if options.modern else ["loaded_offsets"])
     for name in orphan_tables:
-        for o in tables.get(name, []):
-            gid = o["group_id"]
+        ids, _, first = coded[name]
+        if not ids:
+            continue
+        firsts = offsets[name].select(["snapshot_id", "offsets_partition"]).take(pa.array(first))
+        for gid, sid, part in zip(ids, firsts.column(0).to_pylist(), firsts.column(1).to_pylist()):
             if gid in groups:
                 continue
             groups[gid] = {
-                "snapshot_id": o["snapshot_id"], "group_id": gid, "offsets_partition": o.get("offsets_partition"),
+                "snapshot_id": sid, "group_id": gid, "offsets_partition": part,
                 "group_type": KIND_CLASSIC, "protocol_type": None, "generation": 0, "state": "Empty",
                 "current_state_timestamp": None, "member_count": 0, "_kind": KIND_CLASSIC, "_subscribed": None,
                 "_synthetic": True,
@@ -184,34 +201,58 @@ def _condition(group: Row, options: ExpiryOptions) -> tuple[str | None, bool]:
     return None, False
 
 
-def _decide(offset: Row, group: Row | None, pending: bool, options: ExpiryOptions,
-            condition: tuple[str | None, bool] | None = None) -> tuple[bool, str | None, Any]:
-    """(expired, rule, base cell) for one committed offset; `condition`: the group's `_condition`, if known."""
-    now = int(options.as_of_ms)
-    expire = offset.get("expire_timestamp")
-    commit = offset.get("commit_timestamp")
-    if group is None:  # new coordinator: offsets of a tombstoned group are invisible and never expire
-        return False, None, None
-    if expire is None and commit is None:
-        return False, None, None
-    if options.pre_kip211:
-        deadline = to_ms(expire) if expire is not None else to_ms(commit) + options.retention_ms
-        return deadline < now, RULE_PRE_2_1, expire if expire is not None else commit
-    rule, uses_subscription = _condition(group, options) if condition is None else condition
-    if rule is None:
-        return False, None, None
-    if uses_subscription and offset["topic"] in (group.get("_subscribed") or set()):
-        return False, None, None
-    if expire is not None:
-        met, rule, base = now >= to_ms(expire), RULE_EXPLICIT, expire
-    else:
-        base = group.get("current_state_timestamp") if rule == RULE_EMPTY_STATE_TS else commit
-        if base is None:
-            return False, None, None
-        met = now - to_ms(base) >= options.retention_ms
-    if options.modern and pending:
-        met = False
-    return met, rule, base
+#: The rules a group's condition can name, then the two an offset's own timestamps name (`_RULE_NAMES` codes).
+_RULE_NAMES = (RULE_EMPTY_STATE_TS, RULE_EMPTY_COMMIT_TS, RULE_SIMPLE, RULE_STABLE_UNSUBSCRIBED,
+               RULE_CONSUMER_UNSUBSCRIBED, RULE_STREAMS_EMPTY, RULE_EXPLICIT, RULE_PRE_2_1)
+_CODE = {rule: code for code, rule in enumerate(_RULE_NAMES)}
+
+
+def _ms(column) -> tuple[np.ndarray, np.ndarray]:
+    """A timestamp column as (epoch ms, valid)."""
+    us = pc.cast(column, pa.timestamp("us", tz="UTC")).cast(pa.int64())
+    if isinstance(us, pa.ChunkedArray):
+        us = us.combine_chunks()
+    return (pc.fill_null(us, 0).to_numpy(zero_copy_only=False) // 1000,
+            pc.is_valid(us).to_numpy(zero_copy_only=False))
+
+
+def _expired(offsets: pa.Table, ids: list[str], codes: np.ndarray, groups: dict[str, Row],
+             conditions: dict[str, tuple[str | None, bool]], pending: set[tuple], options: ExpiryOptions
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(expired, rule code, base ms) of each committed offset in `offsets`, whose group is `ids[codes[i]]`: the
+    group's condition (`_condition`) decides with the offset's timestamps. Comparisons are written so that no
+    timestamp is added to: a forged timestamp near the ends of the int64 range cannot wrap."""
+    now, retention = int(options.as_of_ms), options.retention_ms
+    commit, has_commit = _ms(offsets.column("commit_timestamp"))
+    expire, has_expire = _ms(offsets.column("expire_timestamp"))
+    # new coordinator: the offsets of a tombstoned group are invisible and never expire
+    known = np.array([gid in groups for gid in ids], bool)[codes]
+    dated = known & (has_commit | has_expire)
+    if options.pre_kip211:  # deadline: expireTimestamp, else commit + retention; expired when deadline < now
+        expired = dated & np.where(has_expire, expire < now, commit < now - retention)
+        return expired, np.full(len(codes), _CODE[RULE_PRE_2_1]), np.where(has_expire, expire, commit)
+    condition = [conditions.get(gid, (None, False)) for gid in ids]
+    rule = np.array([-1 if r is None else _CODE[r] for r, _ in condition], np.int64)[codes]
+    # the rule of an Empty group's state timestamp is only ever a group's that has one
+    state_ms = np.array([to_ms(groups[gid].get("current_state_timestamp")) or 0 if gid in groups else 0
+                         for gid in ids], np.int64)[codes]
+    candidate = dated & (rule >= 0)
+    # the subscription rules keep the offsets of topics the group subscribes to
+    by_subscription = candidate & np.array([u for _, u in condition], bool)[codes]
+    if by_subscription.any():
+        at = np.flatnonzero(by_subscription)
+        subscribed = [(groups[gid].get("_subscribed") or set()) if gid in groups else set() for gid in ids]
+        topics = offsets.column("topic").take(pa.array(at)).to_pylist()
+        candidate[at] = [t not in subscribed[c] for t, c in zip(topics, codes[at].tolist())]
+    # the base: expireTimestamp when the offset has one, else the group's state timestamp (Empty since) or the
+    # commit timestamp, as the rule says (a dated offset without expireTimestamp has a commit timestamp)
+    base = np.where(has_expire, expire, np.where(rule == _CODE[RULE_EMPTY_STATE_TS], state_ms, commit))
+    expired = candidate & np.where(has_expire, expire <= now, base <= now - retention)
+    if options.modern and pending and expired.any():  # an offset with a pending transactional commit stays
+        at = np.flatnonzero(expired)
+        keys = offsets.select(["group_id", "topic", "partition"]).take(pa.array(at))
+        expired[at] = [k not in pending for k in zip(*(c.to_pylist() for c in keys.columns))]
+    return expired, np.where(has_expire, _CODE[RULE_EXPLICIT], rule), base
 
 
 def _deletable(group: Row, options: ExpiryOptions) -> bool:
@@ -220,38 +261,40 @@ def _deletable(group: Row, options: ExpiryOptions) -> bool:
     return group["_kind"] == KIND_CLASSIC and group.get("state") == "Empty"
 
 
-def cleanup_group_metadata(tables: dict[str, list[Row]], options: ExpiryOptions) -> dict[str, list[Row]]:
-    """The shard's tables after one cleanup pass at `options.as_of_ms`, plus `expired_offsets` and `expired_groups`
-    (list of dicts, contract columns)."""
-    groups = _groups(tables, options)
-    pending_partitions = {(p["group_id"], p["topic"], p["partition"]) for p in tables.get("pending_offsets", [])}
-    open_txn_groups = {p["group_id"] for p in tables.get("pending_offsets", [])}
+def cleanup_group_metadata(tables: Mapping[str, Any], options: ExpiryOptions) -> dict[str, Any]:
+    """The shard's tables after one cleanup pass at `options.as_of_ms`, plus `expired_offsets` and
+    `expired_groups`. The offsets (`tables.OFFSET_TABLES`: Arrow tables, or the engine's dicts) come out as Arrow
+    tables of the contract's columns, `expired_offsets` too; the groups and members as dicts."""
+    offsets = {name: contract_table(tables.get(name) or [], name) if not isinstance(tables.get(name), pa.Table)
+               else tables[name] for name in OFFSET_TABLES}
+    coded = {name: _group_codes(t) for name, t in offsets.items()}
+    groups = _groups(tables, offsets, coded, options)
+    pending_rows = tables.get("pending_offsets") or ()
+    pending_partitions = {(p["group_id"], p["topic"], p["partition"]) for p in pending_rows}
+    open_txn_groups = {p["group_id"] for p in pending_rows}
 
     out = dict(tables)
-    expired_offsets: list[Row] = []
+    expired_offsets: list[pa.Table] = []
     before: dict[str, int] = {}
     left: dict[str, int] = {}
     conditions = {gid: _condition(g, options) for gid, g in groups.items()}  # a group's offsets share it
-    for name in ("loaded_offsets", "empty_group_offsets"):
-        kept: list[Row] = []
-        # the expired row: `expired_offsets`' columns, the offset's where it has them, with the rule's
-        own = set(columns(name))
-        expired_columns = [(c, c in own) for c in columns("expired_offsets")]
-        for o in tables.get(name, []):
-            gid = o["group_id"]
-            group = groups.get(gid)
-            pending = (gid, o["topic"], o["partition"]) in pending_partitions
-            expired, rule, base = _decide(o, group, pending, options, conditions.get(gid))
-            before[gid] = before.get(gid, 0) + 1
-            if expired:
-                row = {c: o.get(c) if has else None for c, has in expired_columns}
-                row["expiry_base_timestamp"] = base
-                row["expiry_rule"] = rule
-                expired_offsets.append(row)
-            else:
-                left[gid] = left.get(gid, 0) + 1
-                kept.append(o)
-        out[name] = kept
+    schema = table_schema("expired_offsets")
+    for name in OFFSET_TABLES:
+        table, (ids, codes, _) = offsets[name], coded[name]
+        expired, rule, base = _expired(table, ids, codes, groups, conditions, pending_partitions, options)
+        for gid, n, kept in zip(ids, np.bincount(codes, minlength=len(ids)).tolist(),
+                                np.bincount(codes[~expired], minlength=len(ids)).tolist()):
+            before[gid] = before.get(gid, 0) + n
+            left[gid] = left.get(gid, 0) + kept
+        out[name] = table.filter(pa.array(~expired))
+        if expired.any():
+            gone = table.filter(pa.array(expired))
+            extra = {"expiry_base_timestamp": pa.array(base[expired], pa.int64()).cast(pa.timestamp("ms", tz="UTC")),
+                     "expiry_rule": pa.array([_RULE_NAMES[c] for c in rule[expired].tolist()], pa.string())}
+            expired_offsets.append(pa.Table.from_arrays(
+                [gone.column(f.name) if f.name in gone.column_names else extra[f.name] for f in schema],
+                schema=pa.schema([gone.schema.field(f.name) if f.name in gone.column_names else
+                                  pa.field(f.name, extra[f.name].type) for f in schema])).cast(schema))
 
     expired_groups: list[Row] = []
     for gid, g in groups.items():
@@ -267,8 +310,8 @@ def cleanup_group_metadata(tables: dict[str, list[Row]], options: ExpiryOptions)
             "writes_tombstone": True if options.modern else (g.get("generation") or 0) > 0,
         })
     dead = {g["group_id"] for g in expired_groups}
-    out["loaded_groups"] = [g for g in tables.get("loaded_groups", []) if g["group_id"] not in dead]
-    out["group_members"] = [m for m in tables.get("group_members", []) if m["group_id"] not in dead]
-    out["expired_offsets"] = expired_offsets
+    out["loaded_groups"] = [g for g in tables.get("loaded_groups") or () if g["group_id"] not in dead]
+    out["group_members"] = [m for m in tables.get("group_members") or () if m["group_id"] not in dead]
+    out["expired_offsets"] = pa.concat_tables(expired_offsets) if expired_offsets else schema.empty_table()
     out["expired_groups"] = expired_groups
     return out

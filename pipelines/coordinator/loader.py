@@ -152,12 +152,16 @@ def do_load_groups_and_offsets(partition: int, rows: Iterable[Row], resume: Shar
     it (its `outcomes` are of `rows` only).
     """
     groups, open_rows = _resumed(resume)
-    loaded: dict[GroupTopicPartition, tuple[int, OffsetAndMetadata]] = {}
-    pending: dict[int, dict[GroupTopicPartition, tuple[int, OffsetAndMetadata]]] = {}
-    if resume is not None:
-        loaded = {k: (resume.batch_offsets[k], o) for k, o in resume.offsets.items()}
-        pending = {pid: {k: (resume.pending_batch_offsets[pid][k], o) for k, o in txn.items()}
-                   for pid, txn in resume.pending.items()}
+    # each offset's and pending offset's appendedBatchOffset beside it, keyed alike
+    if resume is None:
+        offsets: dict[GroupTopicPartition, OffsetAndMetadata] = {}
+        batch_offsets: dict[GroupTopicPartition, int] = {}
+        pending: dict[int, dict[GroupTopicPartition, OffsetAndMetadata]] = {}
+        pending_batch_offsets: dict[int, dict[GroupTopicPartition, int]] = {}
+    else:
+        offsets, batch_offsets = dict(resume.offsets), dict(resume.batch_offsets)
+        pending = {pid: dict(txn) for pid, txn in resume.pending.items()}
+        pending_batch_offsets = {pid: dict(resume.pending_batch_offsets[pid]) for pid in resume.pending}
     outcomes: dict[int, str] = {}
     for row in rows:
         kind = row["record_kind"]
@@ -166,36 +170,40 @@ def do_load_groups_and_offsets(partition: int, rows: Iterable[Row], resume: Shar
             if row.get("is_transactional"):
                 pid = producer_id(row)
                 txn = pending.setdefault(pid, {})
+                txn_batches = pending_batch_offsets.setdefault(pid, {})
                 open_rows[pid].append(row["offset"])
                 if row["is_tombstone"]:
                     txn.pop(k, None)
+                    txn_batches.pop(k, None)
                 else:
-                    txn[k] = (abo, OffsetAndMetadata.from_record(row))
+                    txn[k], txn_batches[k] = OffsetAndMetadata.from_record(row), abo
             else:
                 if row["is_tombstone"]:
-                    loaded.pop(k, None)
+                    offsets.pop(k, None)
+                    batch_offsets.pop(k, None)
                 else:
-                    loaded[k] = (abo, OffsetAndMetadata.from_record(row))
+                    offsets[k], batch_offsets[k] = OffsetAndMetadata.from_record(row), abo
         elif kind == "control":
             if not is_first_record_of_batch(row):
                 continue
             pid = producer_id(row)
             committed = row.get("control_type") == "COMMIT"
             if committed:
-                for k, (abo, o) in pending.get(pid, {}).items():
-                    if k not in loaded or loaded[k][0] < abo:
-                        loaded[k] = (abo, o)
+                txn_batches = pending_batch_offsets.get(pid, {})
+                for k, o in pending.get(pid, {}).items():
+                    abo = txn_batches[k]
+                    if k not in offsets or batch_offsets[k] < abo:
+                        offsets[k], batch_offsets[k] = o, abo
             pending.pop(pid, None)  # COMMIT, ABORT or any other control type
+            pending_batch_offsets.pop(pid, None)
             outcome = "committed" if committed else "aborted"
             for off in open_rows.pop(pid, []):
                 outcomes[off] = outcome
         else:
             _replay_group_record(groups, kind, row)
     _still_pending(open_rows, outcomes)
-    return ShardState(partition, groups, {k: o for k, (_, o) in loaded.items()},
-                      {pid: {k: o for k, (_, o) in m.items()} for pid, m in pending.items()}, outcomes, modern=False,
-                      open_records=dict(open_rows), batch_offsets={k: abo for k, (abo, _) in loaded.items()},
-                      pending_batch_offsets={pid: {k: abo for k, (abo, _) in m.items()} for pid, m in pending.items()})
+    return ShardState(partition, groups, offsets, pending, outcomes, modern=False, open_records=dict(open_rows),
+                      batch_offsets=batch_offsets, pending_batch_offsets=pending_batch_offsets)
 
 
 def _resumed(resume: ShardState | None) -> tuple[GroupStore, defaultdict]:

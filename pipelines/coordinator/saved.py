@@ -108,13 +108,21 @@ def entries_of(data: bytes) -> int:
     return int(header[len(MAGIC):]) if header.startswith(MAGIC + b" ") else 0
 
 
-def saved_shard(state: ShardState, history: pa.Table, naming: pa.Table, markers: pa.Table) -> SavedShard:
-    """The shard to save after loading: `state`, its history rows still pending out of `history` (the shard's
-    rows, outcomes decided), the latest of `naming` per topic id and the last of `markers` per producer and type
-    (the shard's rows of the previous saved shard and of the records loaded since)."""
-    state = dataclasses.replace(state, outcomes={}, groups=state.groups.resumed())
-    pending = pc.fill_null(pc.equal(history.column("txn_outcome"), "pending"), False)
-    return SavedShard(state, history.filter(pending), latest_namers(naming), last_markers(markers))
+def saved_shards(states: list[ShardState], history: pa.Table, naming: pa.Table, markers: pa.Table
+                 ) -> dict[int, SavedShard]:
+    """Each loaded shard as the next run resumes it: its state, its history rows still pending out of `history`
+    (outcomes decided), the latest of its `naming` rows per topic id and its last of `markers` per producer and
+    type (`history`, `naming` and `markers`: every shard's rows, the previous saved shards' and the records loaded
+    since)."""
+    still_open = history.filter(pc.fill_null(pc.equal(history.column("txn_outcome"), "pending"), False))
+    markers = last_markers(markers)
+    return {s.partition: SavedShard(dataclasses.replace(s, outcomes={}, groups=s.groups.resumed()),
+                                    _of(still_open, s.partition), latest_namers(_of(naming, s.partition)),
+                                    _of(markers, s.partition)) for s in states}
+
+
+def _of(table: pa.Table, partition: int) -> pa.Table:
+    return table.filter(pc.equal(table.column("offsets_partition"), partition))
 
 
 def latest_namers(naming: pa.Table) -> pa.Table:
@@ -130,7 +138,7 @@ def latest_namers(naming: pa.Table) -> pa.Table:
 
 
 def last_markers(markers: pa.Table) -> pa.Table:
-    """Each producer's last marker of each control type among `markers` (one shard's)."""
+    """Each producer's last marker of each control type among `markers`, per offsets partition."""
     if markers.num_rows <= 1:
         return markers
     keys = [c for c in markers.column_names if c != "offset"]

@@ -8,7 +8,6 @@ partition (`pipelines/frames/shards.py`); a small run, the tests and the benchma
 """
 from __future__ import annotations
 
-import datetime as dt
 import itertools
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
@@ -21,15 +20,16 @@ from pipelines.coordinator.expiry import ExpiryOptions, cleanup_group_metadata
 from pipelines.coordinator.loader import SKIPPED_KINDS, SparseRow, load_shard
 from pipelines.coordinator.options import DEFAULT_NUM_OFFSETS_PARTITIONS, REPLAY_TABLES, ReplayOptions
 from pipelines.coordinator.reduction import state_relevant_rows
-from pipelines.coordinator.saved import SavedShard, saved_shard
-from pipelines.coordinator.tables import (offset_commits_table, outcome_of, outcomes_table, shard_rows,
-                                           topic_names)
+from pipelines.coordinator.saved import SavedShard, saved_shards
+from pipelines.coordinator.tables import (OFFSET_TABLES, contract_table, offset_commits_table, outcome_of, outcomes_table,
+                                           shard_rows, topic_names)
 from pipelines.heap import gc_paused
 from schemas.decoded import DECODED_RECORD_SCHEMA
 
 Row = dict[str, Any]
 PART = "offsets_partition"
 EXPIRY_TABLES = ("expired_offsets", "expired_groups")
+COLUMN_TABLES = (*OFFSET_TABLES, "expired_offsets")  # built column by column: Arrow throughout
 SHARD_TABLES = REPLAY_TABLES + EXPIRY_TABLES
 
 #: The columns the loaders read of an offset-commit row (most of the log); other kinds keep all columns but the
@@ -105,28 +105,6 @@ def _sparse_rows(table: pa.Table) -> list[SparseRow]:
         values = [sub.column(c).to_pylist() for c in filled]
         groups.append(iter([SparseRow(zip(filled, v)) for v in zip(*values)]))
     return [next(groups[c]) for c in codes.tolist()]
-
-
-def _timestamps(values: list) -> pa.Array:
-    """Epoch ms (the engine's representation) or datetimes -> UTC microsecond timestamps."""
-    ms = [v if v is None or isinstance(v, int) else int(v.replace(tzinfo=v.tzinfo or dt.timezone.utc).timestamp()
-                                                          * 1000) for v in values]
-    return pa.array(ms, pa.int64()).cast(pa.timestamp("ms", tz="UTC")).cast(pa.timestamp("us", tz="UTC"))
-
-
-def contract_table(rows: list[Row], table: str) -> pa.Table:
-    """`rows` (the engine's dicts) as an Arrow table of the contract's columns and types."""
-    from pipelines.io.delta import arrow_schema
-    from schemas.tables import TABLES
-
-    schema = arrow_schema(TABLES[table])
-    # Arrow converts the rows' other columns in one pass; a timestamp column is converted on its own (the
-    # engine's epoch ms, or datetimes)
-    plain = pa.schema([f for f in schema if not pa.types.is_timestamp(f.type)])
-    converted = pa.Table.from_pylist(rows, schema=plain)
-    arrays = [_timestamps([r.get(f.name) for r in rows]) if pa.types.is_timestamp(f.type)
-              else converted.column(f.name) for f in schema]
-    return pa.Table.from_arrays(arrays, schema=schema)
 
 
 NAMING_COLUMNS = ("record_kind", "key_type", "is_tombstone", "offset", PART, "topics_metadata")
@@ -236,15 +214,8 @@ def load_shards(table: pa.Table, options: ReplayOptions, keep: bool = False,
     naming = naming_rows(table)
     if resume:
         naming = pa.concat_tables([*(s.naming.cast(naming.schema) for s in resume.values()), naming])
-    saved = None
-    if keep:
-        saved = {s.partition: saved_shard(s, _of(history, s.partition), _of(naming, s.partition),
-                                          _of(markers, s.partition)) for s in states}
+    saved = saved_shards(states, history, naming, markers) if keep else None
     return LoadedShards(states, history, markers, naming, saved)
-
-
-def _of(table: pa.Table, partition: int) -> pa.Table:
-    return table.filter(pc.equal(table.column(PART), partition))
 
 
 def _decided(rows: pa.Table, outcomes: pa.Table, snapshot_id: str) -> pa.Table:
@@ -268,21 +239,25 @@ def tabulate_shards(states: Iterable, options: ReplayOptions, expiry: ExpiryOpti
     return {t: contract_table(r, t) for t, r in _tabulate(states, options, expiry, names, top_partition).items()}
 
 
-def _tabulate(states, options, expiry, names, top_partition=None) -> dict[str, list[Row]]:
-    """`tabulate_shards`' tables as the engine's rows."""
+def _tabulate(states, options, expiry, names, top_partition=None) -> dict[str, Any]:
+    """`tabulate_shards`' tables: the engine's rows, and the `OFFSET_TABLES` and `expired_offsets` as Arrow."""
     states = list(states)
     if top_partition is None:
         top_partition = max((s.partition for s in states), default=None)
     n = _num_partitions(options, top_partition)
-    out: dict[str, list[Row]] = {t: [] for t in SHARD_TABLES if t != "offset_commits"}
+    out: dict[str, list] = {t: [] for t in SHARD_TABLES if t != "offset_commits"}
     with gc_paused():
         for state in states:
             tables = shard_rows(state, options, n, names)
             if expiry is not None:
                 tables = cleanup_group_metadata(tables, expiry)
-            for t, rows_out in out.items():
-                rows_out.extend(tables.get(t, ()))
-    return out
+            for t, parts in out.items():
+                got = tables.get(t, ())
+                if isinstance(got, pa.Table):
+                    parts.append(got)
+                else:
+                    parts.extend(got)
+    return {t: pa.concat_tables(parts) if t in COLUMN_TABLES and parts else parts for t, parts in out.items()}
 
 
 def replay_rows(rows: Iterable[Row], options: ReplayOptions, expiry: ExpiryOptions | None = None
@@ -292,6 +267,7 @@ def replay_rows(rows: Iterable[Row], options: ReplayOptions, expiry: ExpiryOptio
     table = pa.Table.from_pylist(list(rows), schema=DECODED_RECORD_SCHEMA)
     loaded = load_shards(table, options)
     out = _tabulate(loaded.states, options, expiry, topic_names(loaded.naming.to_pylist()))
+    out = {t: _engine_rows(r) if isinstance(r, pa.Table) else r for t, r in out.items()}
     out["offset_commits"] = _engine_rows(loaded.history)
     return out
 

@@ -8,6 +8,8 @@ classic or consumer group at the end (a simple group holding only offsets may st
 """
 from __future__ import annotations
 
+import datetime as dt
+import functools
 from typing import Any, Iterable
 
 import numpy as np
@@ -20,6 +22,8 @@ from pipelines.coordinator.options import REPLAY_TABLES, ReplayOptions
 from pipelines.coordinator.partitioner import partition_for
 
 Row = dict[str, Any]
+#: The tables of committed offsets, built column by column (`offsets_table`): most of a shard's rows.
+OFFSET_TABLES = ("loaded_offsets", "empty_group_offsets")
 MEMBER_STATES = {0: "STABLE", 1: "UNREVOKED_PARTITIONS", 2: "UNRELEASED_PARTITIONS", 127: "UNKNOWN"}
 
 
@@ -46,14 +50,65 @@ def topic_names(rows: Iterable[Row]) -> dict[str, str]:
     return {tid: name for tid, (_, name) in best.items()}
 
 
-def _offset_out(sid: str, part: int, k: GroupTopicPartition, o: OffsetAndMetadata, has_group: bool) -> Row:
-    return {
-        "snapshot_id": sid, "group_id": k.group, "topic": k.topic, "partition": k.partition,
-        "offsets_partition": part, "committed_offset": o.committed_offset,
-        "leader_epoch": _none_if(o.leader_epoch), "metadata": o.metadata, "commit_timestamp": o.commit_timestamp,
-        "expire_timestamp": _none_if(o.expire_timestamp), "record_offset": o.record_offset,
-        "has_group_metadata": has_group, "topic_id": o.topic_id, "producer_id": o.producer_id,
+@functools.lru_cache(maxsize=None)
+def table_schema(table: str) -> pa.Schema:
+    """The contract's Arrow schema of `table`."""
+    from pipelines.io.delta import arrow_schema
+    from schemas.tables import TABLES
+
+    return arrow_schema(TABLES[table])
+
+
+def _timestamps(values) -> pa.Array:
+    """Epoch ms (the engine's representation) or datetimes -> UTC microsecond timestamps."""
+    ms = [v if v is None or isinstance(v, int) else int(v.replace(tzinfo=v.tzinfo or dt.timezone.utc).timestamp()
+                                                          * 1000) for v in values]
+    return pa.array(ms, pa.int64()).cast(pa.timestamp("ms", tz="UTC")).cast(pa.timestamp("us", tz="UTC"))
+
+
+def contract_table(rows: list[Row] | pa.Table, table: str) -> pa.Table:
+    """`rows` (the engine's dicts, or a table built column by column) as an Arrow table of the contract's columns
+    and types."""
+    schema = table_schema(table)
+    if isinstance(rows, pa.Table):
+        return rows.select(schema.names).cast(schema)
+    # Arrow converts the rows' other columns in one pass; a timestamp column is converted on its own (the
+    # engine's epoch ms, or datetimes)
+    plain = pa.schema([f for f in schema if not pa.types.is_timestamp(f.type)])
+    converted = pa.Table.from_pylist(rows, schema=plain)
+    arrays = [_timestamps([r.get(f.name) for r in rows]) if pa.types.is_timestamp(f.type)
+              else converted.column(f.name) for f in schema]
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def _unset(values, type_: pa.DataType) -> pa.Array:
+    """Kafka's -1 for "none" as null."""
+    a = pa.array(values, pa.int64())
+    return pc.if_else(pc.fill_null(pc.equal(a, -1), False), pa.nulls(len(a), pa.int64()), a).cast(type_)
+
+
+def offsets_table(sid: str, part: int, entries: list[tuple[GroupTopicPartition, OffsetAndMetadata]],
+                  has_group: bool) -> pa.Table:
+    """Committed offsets (`OffsetFetch`'s answer) as a `loaded_offsets` / `empty_group_offsets` table, built column
+    by column: a shard holds one per group, topic and partition, most of its rows."""
+    schema = table_schema("loaded_offsets")
+    n = len(entries)
+    if not n:
+        return schema.empty_table()
+    keys, values = zip(*entries)
+    group, topic, partition = zip(*keys)
+    committed, leader, metadata, commit_ts, expire_ts, record_offset, topic_id, producer, _epoch = zip(*values)
+    ts = pa.timestamp("ms", tz="UTC")
+    columns = {
+        "snapshot_id": pa.array([sid] * n), "group_id": pa.array(group), "topic": pa.array(topic),
+        "partition": pa.array(partition), "offsets_partition": pa.array([part] * n),
+        "committed_offset": pa.array(committed), "leader_epoch": _unset(leader, pa.int32()),
+        "metadata": pa.array(metadata, pa.string()), "commit_timestamp": pa.array(commit_ts, pa.int64()).cast(ts),
+        "expire_timestamp": _unset(expire_ts, pa.int64()).cast(ts), "record_offset": pa.array(record_offset),
+        "has_group_metadata": pa.array([has_group] * n), "topic_id": pa.array(topic_id, pa.string()),
+        "producer_id": pa.array(producer),
     }
+    return pa.Table.from_arrays([columns[f.name].cast(f.type) for f in schema], schema=schema)
 
 
 def _pending_out(sid: str, part: int, pid: int, k: GroupTopicPartition, o: OffsetAndMetadata) -> Row:
@@ -172,20 +227,24 @@ def _consumer_group_out(sid: str, part: int, n: int, g: ConsumerGroup,
     return group, members_out
 
 
-def shard_rows(st: ShardState, options: ReplayOptions, n: int, names: dict[str, str]) -> dict[str, list[Row]]:
-    """The snapshot's rows of one loaded shard, per replay table (`REPLAY_TABLES`). `n`: the offsets topic's
-    partition count (the placement check); `names`: the run's topic id -> name map."""
+def shard_rows(st: ShardState, options: ReplayOptions, n: int, names: dict[str, str]) -> dict[str, Any]:
+    """The snapshot's rows of one loaded shard, per replay table (`REPLAY_TABLES`): the engine's dicts, and the
+    `OFFSET_TABLES` as Arrow tables of the contract's columns. `n`: the offsets topic's partition count (the
+    placement check); `names`: the run's topic id -> name map."""
     sid, part = options.snapshot_id, st.partition
-    out: dict[str, list[Row]] = {t: [] for t in REPLAY_TABLES}
+    out: dict[str, Any] = {t: [] for t in REPLAY_TABLES}
     live = st.groups.groups
-    offsets_groups: set[str] = set()
-    for k, o in st.offsets.items():
-        g = live.get(k.group)
-        if is_live(g):
-            out["loaded_offsets"].append(_offset_out(sid, part, k, o, True))
-        elif g is not None or not st.modern:
-            out["empty_group_offsets"].append(_offset_out(sid, part, k, o, False))
-            offsets_groups.add(k.group)
+    live_ids = {gid for gid, g in live.items() if is_live(g)}
+    loaded, empty = [], []
+    for entry in st.offsets.items():
+        gid = entry[0].group
+        if gid in live_ids:
+            loaded.append(entry)
+        elif not st.modern or gid in live:  # modern: a removed group's offsets are invisible
+            empty.append(entry)
+    out["loaded_offsets"] = offsets_table(sid, part, loaded, True)
+    out["empty_group_offsets"] = offsets_table(sid, part, empty, False)
+    offsets_groups = {k.group for k, _ in empty}
     for pid, txn in st.pending.items():
         for k, o in txn.items():
             out["pending_offsets"].append(_pending_out(sid, part, pid, k, o))

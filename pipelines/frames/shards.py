@@ -137,7 +137,7 @@ def shards_from_envelope(state: pa.Table, history, keep: bool, history_check: Su
     """`SparkShards` from the collected (table, shard, payload) rows of the shards' state-sized tables, saved shards,
     markers and suspects, and `history`: the shards' history as the write takes it (`io.blobs.BlobRows`, or
     `io.warehouse.StagedHistory`: its files written already), with a `frame()`."""
-    from pipelines.coordinator.shard import contract_table
+    from pipelines.coordinator.tables import contract_table
     from pipelines.io.delta import arrow_schema
     from schemas.decoded import DECODED_RECORD_SCHEMA
     from schemas.tables import TABLES

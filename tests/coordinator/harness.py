@@ -26,6 +26,12 @@ def plain(v):
     return v
 
 
+def as_rows(tables: dict) -> dict[str, list[dict]]:
+    """A shard's or a cleanup pass's tables as rows in the engine's representation (the offsets come as Arrow)."""
+    return {t: [{k: plain(v) for k, v in r.items()} for r in x.to_pylist()] if isinstance(x, pa.Table) else x
+            for t, x in tables.items()}
+
+
 def collect_tables(res: dict) -> dict[str, list[dict]]:
     """Collect all tables in ONE Spark job: a union of one struct column per table, so shared upstream steps
     (shuffles) are computed once (exchange reuse) instead of once per table."""

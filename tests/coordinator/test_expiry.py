@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
+import pyarrow as pa
 import pytest
 
 from pipelines.coordinator.expiry import (
@@ -105,7 +106,7 @@ def normalize(rows, table):
     """Rows as sorted tuples of the contract columns, timestamps as epoch ms (Spark collects naive local times)."""
     cols = columns(table)
     out = []
-    for r in rows:
+    for r in rows.to_pylist() if isinstance(rows, pa.Table) else rows:
         d = r.asDict() if hasattr(r, "asDict") else r
         out.append(tuple(_norm_value(d.get(c)) for c in cols))
     return sorted(out, key=repr)

@@ -10,6 +10,7 @@ from collections import defaultdict
 import pytest
 
 from pipelines.coordinator.expiry import ExpiryOptions, cleanup_group_metadata
+from tests.coordinator.harness import as_rows
 
 SCENARIO = "expiry"
 RETENTION_MINUTES = 1  # broker.properties: offsets.retention.minutes=1
@@ -67,6 +68,7 @@ def options_at(as_of_ms):
 
 
 def outcome(res):
+    res = as_rows(res)
     return ({(r["group_id"], r["topic"], r["partition"]) for r in res["expired_offsets"]},
             {r["group_id"] for r in res["expired_groups"] if r["writes_tombstone"]})
 
@@ -81,7 +83,7 @@ def test_scenario_has_the_cleanups_the_broker_logged(rows):
 def test_each_broker_cleanup_pass_is_reproduced_exactly(rows):
     for batch in cleanup_batches(rows):
         state = state_before(rows, batch)
-        res = cleanup_group_metadata(state, options_at(batch["time_ms"]))
+        res = as_rows(cleanup_group_metadata(state, options_at(batch["time_ms"])))
         label = f"__consumer_offsets-{batch['offsets_partition']} @ {batch['time_ms']}"
         assert outcome(res) == (batch["offsets"], batch["groups"]), label
         # Every group this pass deletes is one the broker wrote a tombstone for (new coordinator: always).

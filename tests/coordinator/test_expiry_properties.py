@@ -7,6 +7,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pipelines.coordinator.expiry import REASON_NO_OFFSETS, ExpiryOptions, cleanup_group_metadata, to_ms
+from tests.coordinator.harness import as_rows
 from tests.coordinator.test_expiry import (
     MIN,
     T0,
@@ -85,7 +86,7 @@ def _opts(as_of, o):
 
 
 def _expired_sets(state, options):
-    res = cleanup_group_metadata(state, options)
+    res = as_rows(cleanup_group_metadata(state, options))
     offs = {(r["group_id"], r["topic"], r["partition"]) for r in res["expired_offsets"]}
     return offs, {r["group_id"] for r in res["expired_groups"]}, res
 
@@ -126,7 +127,7 @@ def test_as_of_before_every_timestamp_removes_no_offset(state, o, before):
 @settings(max_examples=150, deadline=None)
 @given(coordinator_states(), options_strategy, st.integers(0, 4 * SPAN))
 def test_pass_partitions_offsets_and_removes_only_offsetless_groups(state, o, delta):
-    res = cleanup_group_metadata(state, _opts(T0 + delta, o))
+    res = as_rows(cleanup_group_metadata(state, _opts(T0 + delta, o)))
     key = lambda r: (r["group_id"], r["topic"], r["partition"])  # noqa: E731
     before = sorted(map(key, state["loaded_offsets"] + state["empty_group_offsets"]))
     after = sorted(map(key, res["loaded_offsets"] + res["empty_group_offsets"] + res["expired_offsets"]))

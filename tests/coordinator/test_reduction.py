@@ -13,7 +13,7 @@ from pipelines.coordinator.loader import SKIPPED_KINDS, load_shard
 from pipelines.coordinator.options import ReplayOptions
 from pipelines.coordinator.reduction import state_relevant_rows
 from pipelines.coordinator.tables import shard_rows, topic_names
-from tests.coordinator.harness import canon
+from tests.coordinator.harness import as_rows, canon
 from tests.coordinator.rowkit import Log, to_table
 from tests.coordinator.test_replay_differential import build_log, kafka_like_log, log_ops
 
@@ -24,8 +24,8 @@ HYPO = settings(max_examples=300, deadline=None, database=None,
 def _loaded(rows, opts: ReplayOptions, names) -> dict:
     state = load_shard(rows[0]["offsets_partition"] if rows else 0, rows, opts)
     tables = shard_rows(state, opts, 50, names)
-    tables = cleanup_group_metadata(tables, ExpiryOptions(as_of_ms=10**13, retention_minutes=1,
-                                                          semantics=opts.semantics, kafka_version="3.9"))
+    tables = as_rows(cleanup_group_metadata(tables, ExpiryOptions(as_of_ms=10**13, retention_minutes=1,
+                                                                  semantics=opts.semantics, kafka_version="3.9")))
     return {"outcomes": sorted(state.outcomes.items()), **{t: canon(r) for t, r in tables.items()
                                                             if t != "group_history"},
             "group_history": tables.get("group_history")}
