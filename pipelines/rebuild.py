@@ -138,6 +138,7 @@ class RunSettings:
     num_partitions: int | None  # the offsets topic's partition count setting; None: from the input
     strict: bool
     local_replay_max_rows: int
+    resume_tasks_min_rows: int  # an incremental run resumed from the driver's decoding, this big, uses the cores
     in_process_max_bytes: int  # inputs up to this size are decoded and counted in the driver
     read_policy: object  # decoding.policy.ReadPolicy
 
@@ -166,6 +167,7 @@ def resolve_settings(settings: Settings, req: RebuildRequest) -> RunSettings:
         num_partitions=req.num_partitions or r.get("num_offsets_partitions"),
         strict=req.strict or bool(r.get("strict", False)),
         local_replay_max_rows=_non_negative_int(r.get("local_replay_max_rows", 0), "rebuild.local_replay_max_rows"),
+        resume_tasks_min_rows=_non_negative_int(r.get("resume_tasks_min_rows", 0), "rebuild.resume_tasks_min_rows"),
         in_process_max_bytes=_non_negative_int(settings.section("decode").get("in_process_max_bytes", 0),
                                                "decode.in_process_max_bytes"),
         read_policy=policy,
@@ -454,6 +456,15 @@ def _partition_count(run: Run, top: int) -> int:
     return run.conf.num_partitions or max(partition_count(run.summary.inputs) or 50, top + 1)
 
 
+def _resume_tasks(run: Run, saved) -> int:
+    """The Spark tasks (one per core) an incremental run decoded in this process resumes its `saved` shards on
+    (`frames.resumed`), when its replay holds at least `rebuild.resume_tasks_min_rows` rows; 0: in this process."""
+    cores = run.spark.sparkContext.defaultParallelism
+    if saved is None or cores < 2 or not 0 < run.conf.resume_tasks_min_rows <= run.local_rows:
+        return 0
+    return min(cores, len(saved.partitions))
+
+
 def replay(run: Run) -> None:
     """The engine over the rows (when incremental, loaded onto the shards the previous run saved): in this process
     for a small run, else one Spark task per offsets partition (the shards the decode loaded: their state tables).
@@ -461,23 +472,34 @@ def replay(run: Run) -> None:
     inc, s = run.inc, run.summary
     run.local_rows = None if run.loaded is not None else inc.local_replay_rows(s.records_in,
                                                                                run.conf.local_replay_max_rows)
+    saved = inc.saved_shards() if run.local_rows is not None else None
+    tasks = _resume_tasks(run, saved)
     if inc.is_incremental:
-        s.incremental["replay"] = "spark" if run.local_rows is None else "in-process"
+        s.incremental["replay"] = "spark" if run.local_rows is None else "tasks" if tasks else "in-process"
     options, expiry = _replay_options(run)
     keep = _saves_shards(run)
     expiring = f", expiry as of {s.as_of}" if expiry else ""
     if run.local_rows is not None:
-        onto = (f" ({s.records_in:,} new records onto {inc.state_entries:,} saved state entries)"
-                if inc.is_incremental else "")
-        run.progress.stage("replay", f"semantics {options.semantics}, {run.local_rows:,} rows in this process"
-                                     + onto + expiring)
         from pipelines.coordinator.loader import SKIPPED_KINDS
         from pipelines.coordinator.shard import REPLAY_COLUMNS, conform_decoded, replay_shards
-
         from pipelines.heap import gc_paused
 
+        where = f"{tasks} tasks" if tasks else "this process"
+        onto = (f" ({s.records_in:,} new records onto {inc.state_entries:,} saved state entries)"
+                if inc.is_incremental else "")
+        run.progress.stage("replay", f"semantics {options.semantics}, {run.local_rows:,} rows in {where}"
+                                     + onto + expiring)
         rows = conform_decoded(run.decoded.to_arrow(REPLAY_COLUMNS, exclude=SKIPPED_KINDS))
-        saved = inc.saved_shards()
+        if tasks:
+            from pipelines.frames.resumed import resume_on_spark
+            from pipelines.io.checkpoint import stage_state
+
+            with _resuming():
+                shards = resume_on_spark(run.spark, rows, saved, options, expiry, tasks,
+                                         stage_state(run.warehouse, run.snapshot_id) if keep else None)
+            run.tables, run.markers, run.saved, run.release = (shards.tables, shards.markers, shards.saved,
+                                                               shards.release)
+            return
         # the resumed states are a million objects or more: the collector would walk them all at each full pass
         with gc_paused():
             with _resuming():

@@ -9,6 +9,7 @@ each rebuild is shared through module fixtures.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import time
 from pathlib import Path
@@ -94,24 +95,40 @@ def spark_replay_settings(settings):
                                   "decode": {**settings.section("decode"), "in_process_max_bytes": 0}})
 
 
+def tasks_replay_settings(settings):
+    """`settings` with an incremental run decoded in the driver resuming its shards on Spark tasks (one per core)
+    whatever its size (`frames.resumed`; the default keeps a small one in the driver)."""
+    from dataclasses import replace
+
+    return replace(settings, raw={**settings.raw, "rebuild": {**settings.section("rebuild"),
+                                                              "resume_tasks_min_rows": 1}})
+
+
+def engine_settings(settings, engine: str):
+    """How an incremental run replays: `local` (in the driver: the default for small runs), `tasks` (decoded in the
+    driver, resumed on one task per core) or `spark` (one task per offsets partition decodes and resumes)."""
+    return {"local": settings, "tasks": tasks_replay_settings(settings),
+            "spark": spark_replay_settings(settings)}[engine]
+
+
 def assert_incremental_exact(spark, warn_settings, tmp: Path, full_input: Path, cut_input: Path, full_wh, full_id,
                              full_summary, engine: str = "local", **kw):
     """base run on `cut_input` + incremental run on `full_input` == the full run (always on Spark); returns the
-    base and incremental summaries. `engine`: how the incremental run replays, `local` (in-process, the default
-    for small runs) or `spark`."""
+    base and incremental summaries. `engine`: how the incremental run replays (`engine_settings`)."""
     wh = tmp / "wh"
-    inc_settings = spark_replay_settings(warn_settings) if engine == "spark" else warn_settings
+    inc_settings = engine_settings(warn_settings, engine)
     # on Spark, the base run's shards are decoded and loaded by their tasks, which write the rows it keeps
     base = rebuild(spark, inc_settings, [cut_input], wh, "base", **kw)
     assert base.incremental["mode"] == "full"
     inc = rebuild(spark, inc_settings, [full_input], wh, "inc", incremental=True, **kw)
     assert inc.incremental["mode"] == "incremental", inc.incremental
     assert any("rows in this process" in line for line in inc.lines) == (engine == "local"), inc.lines
+    assert any(re.search(r"rows in \d+ tasks", line) for line in inc.lines) == (engine == "tasks"), inc.lines
     assert any("new records onto" in line and "saved state entries" in line for line in inc.lines) == \
-        (engine == "local"), inc.lines
+        (engine != "spark"), inc.lines
     # on Spark, the shards' tasks decode the new records and load them onto the shards the base run saved
     assert any("onto the shard the previous run saved" in line for line in inc.lines) == (engine == "spark")
-    assert inc.incremental["replay"] == {"local": "in-process", "spark": "spark"}[engine]
+    assert inc.incremental["replay"] == {"local": "in-process", "tasks": "tasks", "spark": "spark"}[engine]
     assert inc.incremental["previous_snapshot"] == "base"
     assert 0 < inc.incremental["new_bytes"] < full_summary.bytes_in
     assert any("incremental from snapshot base" in line for line in inc.lines)
@@ -142,7 +159,7 @@ def sample_full(spark, warn_settings, sample, tmp_path_factory):
     return wh, rebuild(spark, warn_settings, [sample], wh, "full", **SAMPLE_KW)
 
 
-@pytest.mark.parametrize("fraction,engine", [(0.35, "local"), (0.8, "local"), (0.35, "spark")])
+@pytest.mark.parametrize("fraction,engine", [(0.35, "local"), (0.8, "local"), (0.35, "tasks"), (0.35, "spark")])
 def test_sample_incremental_equals_full(spark, warn_settings, sample, sample_full, tmp_path, fraction, engine):
     full_wh, full = sample_full
     cut = tmp_path / "cut"
@@ -197,7 +214,7 @@ def test_an_incremental_run_on_the_shards_reports_a_discovery_problem(spark, war
         assert inc_rows[t] == full_rows[t], t
 
 
-@pytest.mark.parametrize("engine", ["local", "spark"])
+@pytest.mark.parametrize("engine", ["local", "tasks", "spark"])
 def test_an_altered_saved_shard_fails_the_run_in_one_line(spark, warn_settings, sample, tmp_path, engine):
     """A saved shard altered in place (same size: not caught before the run) fails to load where it is read, in
     this process or in a task: the run fails with one line naming the file, and runs again in full without
@@ -205,7 +222,7 @@ def test_an_altered_saved_shard_fails_the_run_in_one_line(spark, warn_settings, 
     from pipelines.io.checkpoint import read_checkpoint
     from pipelines.rebuild import RunFailed
 
-    conf = spark_replay_settings(warn_settings) if engine == "spark" else warn_settings
+    conf = engine_settings(warn_settings, engine)
     cut = tmp_path / "cut"
     cut_log_dir(sample, cut, fraction=0.5)
     wh = tmp_path / "wh"
@@ -269,7 +286,8 @@ def test_the_history_is_appended_past_each_partition_not_rescanned(spark, warn_s
     assert {f["path"] for f in base_files} - pending <= {f["path"] for f in files}
 
 
-@pytest.mark.parametrize("engines", [("local", "local", "local"), ("spark", "local", "spark")])
+@pytest.mark.parametrize("engines", [("local", "local", "local"), ("spark", "local", "spark"),
+                                     ("local", "tasks", "tasks")])
 def test_chain_of_incremental_runs_equals_full(spark, warn_settings, sample, sample_full, tmp_path, engines):
     """Nightly: full, then two incremental runs, each resuming from the state the previous one kept (the second
     from the state the in-process replay computed). Mixed: the state the shards' tasks wrote (a file per offsets
@@ -278,12 +296,12 @@ def test_chain_of_incremental_runs_equals_full(spark, warn_settings, sample, sam
     wh = tmp_path / "wh"
     for i, fraction in enumerate((0.3, 0.7)):
         cut_log_dir(sample, tmp_path / f"cut{i}", fraction=fraction)
-    conf = [spark_replay_settings(warn_settings) if e == "spark" else warn_settings for e in engines]
+    conf = [engine_settings(warn_settings, e) for e in engines]
     first = rebuild(spark, conf[0], [tmp_path / "cut0"], wh, "d0", **SAMPLE_KW)
     second = rebuild(spark, conf[1], [tmp_path / "cut1"], wh, "d1", incremental=True, **SAMPLE_KW)
     third = rebuild(spark, conf[2], [sample], wh, "d2", incremental=True, **SAMPLE_KW)
     assert [s.incremental.get("replay", "in-process") for s in (second, third)] == [
-        {"local": "in-process", "spark": "spark"}[e] for e in engines[1:]]
+        {"local": "in-process", "tasks": "tasks", "spark": "spark"}[e] for e in engines[1:]]
     assert [s.incremental["mode"] for s in (first, second, third)] == ["full", "incremental", "incremental"]
     assert third.incremental["previous_snapshot"] == "d1"
     assert first.records_in + second.records_in + third.records_in == full.records_in
@@ -386,7 +404,7 @@ def _batches(data: Path):
                 yield s, item[0]
 
 
-@pytest.mark.parametrize("engine", ["local", "spark"])
+@pytest.mark.parametrize("engine", ["local", "tasks", "spark"])
 def test_compacted_cut_between_segments(spark, warn_settings, brokerdata, tmp_path, engine):
     data = brokerdata / "compacted" / "data"
     if not data.is_dir():
@@ -407,7 +425,7 @@ def test_compacted_cut_between_segments(spark, warn_settings, brokerdata, tmp_pa
                                          engine=engine, semantics="modern")
 
 
-@pytest.mark.parametrize("engine", ["local", "spark"])
+@pytest.mark.parametrize("engine", ["local", "tasks", "spark"])
 def test_transactions_cut_inside_open_transaction(spark, warn_settings, brokerdata, tmp_path, engine):
     """Yesterday's dump ends right after a TxnOffsetCommit batch, before its COMMIT/ABORT marker."""
     data = brokerdata / "transactions" / "data"

@@ -6,9 +6,12 @@ code units with int32 wrap-around and `Utils.abs(Integer.MIN_VALUE) == 0` (not `
 """
 from __future__ import annotations
 
+import functools
+
 INT_MIN = -(1 << 31)
 
 
+@functools.lru_cache(maxsize=1 << 16)  # a group's partition is asked by its tables and again by their checks
 def java_string_hash(s: str) -> int:
     """Java's `String.hashCode()`: h = 31*h + c over UTF-16 code units, as a signed int32."""
     h = 0

@@ -21,6 +21,7 @@ at every batch boundary, both semantics: resume(load(prefix), rest) == load(pref
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import io
 import pickle
@@ -82,24 +83,49 @@ class SavedShard:
 
     @staticmethod
     def from_bytes(data: bytes, source: str = "state") -> "SavedShard":
-        header, _, body = data.partition(b"\n")
-        if not header.startswith(MAGIC + b" "):
-            raise SavedShardError(f"{source}: not a saved shard of this version")
-        parts, at = [], 0
-        try:
-            while at < len(body):
-                n = int.from_bytes(body[at:at + 8], "little")
-                parts.append(body[at + 8:at + 8 + n])
-                at += 8 + n
+        with _reading(source):
+            parts = _parts(data, source)
             with gc_paused():
                 state = _StateUnpickler(io.BytesIO(parts[0])).load()
             tables = [pa.ipc.open_stream(p).read_all() for p in parts[1:4]]
-        except Exception as e:  # whatever a damaged or altered file makes the readers raise
-            why = " ".join(str(e).split())  # one line
-            raise SavedShardError(f"{source}: unreadable saved shard: {type(e).__name__}: {why}") from None
         if not isinstance(state, ShardState) or len(tables) != 3:
             raise SavedShardError(f"{source}: unreadable saved shard")
         return SavedShard(state, *tables)
+
+
+def naming_of(data: bytes, source: str = "state") -> pa.Table:
+    """The `naming` rows of a saved shard's bytes, without loading its state: the topic names a run needs before
+    it loads any shard."""
+    with _reading(source):
+        parts = _parts(data, source)
+        if len(parts) != 4:
+            raise ValueError(f"{len(parts)} parts, not 4")
+        return pa.ipc.open_stream(parts[2]).read_all()
+
+
+def _parts(data: bytes, source: str) -> list[bytes]:
+    """The state and the three tables of a saved shard's bytes, as `to_bytes` lays them out."""
+    header, _, body = data.partition(b"\n")
+    if not header.startswith(MAGIC + b" "):
+        raise SavedShardError(f"{source}: not a saved shard of this version")
+    parts, at = [], 0
+    while at < len(body):
+        n = int.from_bytes(body[at:at + 8], "little")
+        parts.append(body[at + 8:at + 8 + n])
+        at += 8 + n
+    return parts
+
+
+@contextlib.contextmanager
+def _reading(source: str):
+    """Whatever a damaged or altered file makes the readers raise, as one `SavedShardError` line."""
+    try:
+        yield
+    except SavedShardError:
+        raise
+    except Exception as e:
+        why = " ".join(str(e).split())  # one line
+        raise SavedShardError(f"{source}: unreadable saved shard: {type(e).__name__}: {why}") from None
 
 
 def entries_of(data: bytes) -> int:

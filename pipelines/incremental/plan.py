@@ -87,7 +87,8 @@ class IncrementalStart:
             return None
         files = tuple(self.previous_files or ())
         partitions = {int(p) for p in self.previous["partitions"]} | state_file_partitions(files)
-        return SavedShards(self.previous_state, files, tuple(sorted(partitions)))
+        sizes = tuple(sorted((self.previous.get("decoded_sizes") or {}).items()))
+        return SavedShards(self.previous_state, files, tuple(sorted(partitions)), sizes)
 
     def next_offsets(self) -> dict[int, int] | None:
         """Offsets partition → the offset the previous run's reading stopped at (its checkpoint): every record

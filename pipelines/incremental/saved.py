@@ -13,15 +13,33 @@ class SavedShards:
     path: str  # the state directory
     files: tuple[str, ...]  # the files the checkpoint names
     partitions: tuple[int, ...]  # every offsets partition the previous run read
+    sizes: tuple[tuple[str, int], ...] = ()  # (file, its bytes) as the checkpoint recorded them
 
     def of_partition(self, partition: int):
         """The partition's saved shard (`coordinator.saved.SavedShard`), None when the previous run saved none
         of it (it read only quarantined rows there)."""
         from pipelines.coordinator.saved import SavedShard
+
+        data = self._bytes(partition)
+        return None if data is None else SavedShard.from_bytes(data, f"{self.path} partition {partition}")
+
+    def naming(self) -> list:
+        """Every saved shard's `naming` rows (Arrow tables), read without loading the shards' state."""
+        from pipelines.coordinator.saved import naming_of
+
+        return [naming_of(data, f"{self.path} partition {p}") for p in self.partitions
+                if (data := self._bytes(p)) is not None]
+
+    def size_of(self, partition: int) -> int:
+        """The bytes of the partition's saved shard (0: none, or not recorded)."""
+        from pipelines.io.checkpoint import state_file_partitions
+
+        return sum(n for f, n in self.sizes if state_file_partitions([f]) == {partition})
+
+    def _bytes(self, partition: int) -> bytes | None:
         from pipelines.io.checkpoint import read_state_file
 
-        data = read_state_file(self.path, list(self.files), partition)
-        return None if data is None else SavedShard.from_bytes(data, f"{self.path} partition {partition}")
+        return read_state_file(self.path, list(self.files), partition)
 
     def all(self) -> dict:
         """Offsets partition -> saved shard, of every partition with one."""

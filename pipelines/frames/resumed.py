@@ -1,0 +1,124 @@
+"""An incremental run decoded in this process, its shards resumed on Spark: one task per core loads the new records
+of its offsets partitions onto the shards the previous run saved, tabulates them and saves them for the next run.
+
+The engine is the one every path calls (`coordinator.shard.replay_shards` with `resume`). A run decoded here knows
+every run-wide fact a shard's tables need before any shard loads: the expiry clock and the load time (the newest
+timestamp of the checkpoint and of the decoded records), the partition count, and the topic names (the decoded
+records' and the saved shards' namers, read without loading the shards). So one job does it all, and the driver
+gathers only the tables, sized by the state, and the names of the files the tasks saved. A run whose replay holds
+fewer rows than `rebuild.resume_tasks_min_rows` resumes its shards in this process instead: each Python task has a
+fixed cost of its own.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Callable, Iterator
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from pipelines.coordinator.options import ReplayOptions
+from pipelines.coordinator.shard import MARKER_COLUMNS, PART, SHARD_TABLES, naming_rows, replay_shards
+from pipelines.frames.shards import ENVELOPE_DDL, MARKERS, _blobs
+from pipelines.incremental.saved import SavedShards
+from pipelines.io.blobs import from_blob, opened, to_blob
+
+SAVED_FILE = "_saved_file"  # {file, entries, bytes} of a shard a task saved
+ROW_BYTES = 200  # a saved state entry's bytes, about: weighs a partition's new records against its saved shard
+
+
+@dataclass
+class ResumedShards:
+    tables: dict[str, pa.Table]  # SHARD_TABLES, contract columns, the history (`offset_commits`) too
+    markers: pa.Table  # the end-transaction markers read (`shard.transaction_markers`), the resumed shards' too
+    saved: object  # io.checkpoint.SavedState: the shards the tasks saved (None: a run that keeps none)
+    release: Callable[[], None]
+
+
+def topic_names(rows: pa.Table, previous: SavedShards) -> dict[str, str]:
+    """The run's topic id -> name map: the decoded records' namers and every saved shard's."""
+    from pipelines.coordinator.tables import topic_names as names_of
+
+    named = naming_rows(rows)
+    tables = [named, *(t.cast(named.schema) for t in previous.naming())]
+    return names_of(pa.concat_tables(tables).to_pylist())
+
+
+def _slices(rows: pa.Table, previous: SavedShards, tasks: int) -> list[tuple[tuple[int, ...], bytes]]:
+    """The offsets partitions (every saved one, and any the new records open) in `tasks` slices of similar work,
+    the heaviest first, each with its partitions' new records (a blob: lz4 makes the job's closure a third of the
+    rows' size, which Spark pickles and broadcasts)."""
+    new = pc.value_counts(rows.column(PART)).to_pylist() if rows.num_rows else []
+    weight = {p: previous.size_of(p) for p in previous.partitions}
+    for c in new:
+        weight[c["values"]] = weight.get(c["values"], 0) + c["counts"] * ROW_BYTES
+    parts: list[list[int]] = [[] for _ in range(max(1, min(tasks, len(weight))))]
+    loads = [0] * len(parts)
+    for p in sorted(weight, key=lambda p: (-weight[p], p)):
+        i = loads.index(min(loads))
+        parts[i].append(p)
+        loads[i] += weight[p] + 1
+    return [(tuple(sorted(ps)), to_blob(rows.filter(pc.is_in(rows.column(PART),
+                                                              pa.array(ps, rows.schema.field(PART).type)))))
+            for ps in parts]
+
+
+def _resume_task(slices, options: ReplayOptions, expiry, names: dict[str, str], previous: SavedShards,
+                 state_stage=None):
+    """The executor function: a slice's number in, its tables, markers and saved files out as envelope rows."""
+    def task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            for i in batch.column(0).to_pylist():
+                yield from run(i, *slices[i])
+
+    def run(i: int, partitions: tuple[int, ...], blob: bytes) -> Iterator[pa.RecordBatch]:
+        from pipelines.heap import gc_paused
+
+        out = []
+        with gc_paused():  # the resumed states are many small objects: see `heap.gc_paused`
+            resume = {p: s for p in partitions if (s := previous.of_partition(p)) is not None}
+            result = replay_shards(from_blob(blob), options, expiry, names=names, keep=state_stage is not None, resume=resume)
+            del resume
+            for p, saved in (result.saved or {}).items():
+                data = saved.to_bytes()
+                out.append((SAVED_FILE, p, json.dumps({"file": state_stage.write(data, p), "entries": saved.entries,
+                                                       "bytes": len(data)}).encode()))
+        for name, table in [*result.tables.items(), (MARKERS, result.markers)]:
+            out.extend((name, i, blob) for blob in _blobs(table))
+        t, s, p = zip(*out)
+        yield pa.record_batch([pa.array(t, pa.string()), pa.array(s, pa.int32()), pa.array(p, pa.binary())],
+                              names=["table", "shard", "payload"])
+    return task
+
+
+def resume_on_spark(spark, rows: pa.Table, previous: SavedShards, options: ReplayOptions, expiry, tasks: int,
+                    state_stage=None) -> ResumedShards:
+    """`rows` (the new records, decoded here: `shard.conform_decoded`) loaded onto `previous` by `tasks` tasks (one
+    per core), every saved partition resumed whether it has new records or not. `state_stage` (`io.checkpoint.StateStage`):
+    where the tasks save the shards the next `--incremental` run resumes (None: none is kept)."""
+    from pipelines.coordinator.tables import contract_table
+    from pipelines.io.checkpoint import SavedState
+
+    names = topic_names(rows, previous)
+    slices = _slices(rows, previous, tasks)
+    task = _resume_task(slices, options, expiry, names, previous, state_stage)
+    envelope = spark.range(0, len(slices), 1, numPartitions=len(slices)).mapInArrow(task, ENVELOPE_DDL).toArrow()
+    blobs: dict[str, list[bytes]] = {}
+    for t, blob in zip(envelope.column("table").to_pylist(), envelope.column("payload").to_pylist()):
+        blobs.setdefault(t, []).append(blob)
+    tables = {}
+    for t in SHARD_TABLES:
+        got = opened(blobs.get(t, ()))
+        tables[t] = got if got is not None else contract_table([], t)
+    markers = opened(blobs.get(MARKERS, ()))
+    if markers is None:
+        from schemas.decoded import DECODED_RECORD_SCHEMA
+
+        markers = pa.schema([DECODED_RECORD_SCHEMA.field(c) for c in MARKER_COLUMNS]).empty_table()
+    saved = None
+    if state_stage is not None:
+        files = [json.loads(b) for b in blobs.get(SAVED_FILE, ())]
+        saved = SavedState(state_stage, [f["file"] for f in files], sum(f["entries"] for f in files),
+                           {f["file"]: f["bytes"] for f in files})
+    return ResumedShards(tables, markers, saved, saved.discard if saved is not None else lambda: None)
