@@ -254,15 +254,20 @@ def _quoted(column: str) -> str:
 
 
 def _keys_flag(table: pa.Table, keys: tuple[str, ...], other: pa.Table, out: str, *, present: bool) -> pa.Table:
-    """`out` = whether the row's key is (present=True) / is not (present=False) in `other`; null if a key is null."""
-    cols = ", ".join(_quoted(k) for k in keys)
-    any_null = " OR ".join(f"t.{_quoted(k)} IS NULL" for k in keys)
-    hit = "h.__hit IS NOT NULL" if present else "h.__hit IS NULL"
-    flag = _sql_column(
-        f"SELECT CASE WHEN {any_null} THEN NULL ELSE {hit} END FROM t "
-        f"LEFT JOIN (SELECT DISTINCT {cols}, TRUE AS __hit FROM o) h USING ({cols}) ORDER BY t.__row",
-        t=table.select(list(keys)), o=other.select(list(keys)))
-    return table.append_column(out, flag)
+    """`out` = whether the row's key is (present=True) / is not (present=False) in `other`; null if a key is null.
+    An Arrow hash join of the keys only, placed back by row number (a join does not keep row order)."""
+    import numpy as np
+
+    n = table.num_rows
+    rows = table.select(list(keys)).append_column("__row", pa.array(np.arange(n, dtype=np.int64)))
+    distinct = other.select(list(keys)).group_by(list(keys), use_threads=False).aggregate([])
+    found = rows.join(distinct, keys=list(keys), join_type="inner", use_threads=False).column("__row")
+    hit = np.zeros(n, dtype=bool)
+    hit[found.to_numpy()] = True
+    null_key = np.zeros(n, dtype=bool)
+    for k in keys:
+        null_key |= pc.is_null(table.column(k)).to_numpy(zero_copy_only=False)
+    return table.append_column(out, pa.array(hit if present else ~hit, mask=null_key))
 
 
 # -- relational checks ---------------------------------------------------------------------------------------------
@@ -272,13 +277,7 @@ def _assigned_within_subscription(suite: str) -> Check:
     out = "chk_assigned_within_subscription"
 
     def derive(table: pa.Table, inputs: Mapping[str, pa.Table]) -> pa.Table:
-        groups: dict[str, dict] = {}
-        for g in inputs["loaded_groups"].select(["group_id", "protocol_type", "group_type", "state"]).to_pylist():
-            groups.setdefault(g["group_id"], g)  # one row per group id: the first
-        members = table.select(["group_id", "group_type", "subscribed_topics", "subscribed_topic_regex",
-                                "assigned_partitions"]).to_pylist()
-        return table.append_column(out, pa.array([_within_subscription(m, groups.get(m["group_id"]))
-                                                  for m in members], pa.bool_()))
+        return table.append_column(out, _within_subscription(table, inputs["loaded_groups"]))
 
     return _flag(
         suite,
@@ -293,30 +292,46 @@ def _assigned_within_subscription(suite: str) -> Check:
     )
 
 
-def _within_subscription(member: dict, group: dict | None) -> bool | None:
-    """Whether every assigned partition's topic is subscribed; None where the check does not apply. Three-valued
-    like SQL: a null topic (or a subscription holding a null) that matches nothing gives None, not False."""
-    group = group or {}
-    member_type = member["group_type"] or group.get("group_type")
-    classic_consumer = member_type == "classic" and group.get("protocol_type") == "consumer"
+def _within_subscription(members: pa.Table, groups: pa.Table) -> pa.Array:
+    """Per member, whether every assigned partition's topic is subscribed; null where the check does not apply
+    (each member's group: the first `groups` row of its id). Three-valued like SQL: a null topic (or a
+    subscription holding a null) that matches nothing gives null, not false. Column by column: the members and
+    their assignments are state-sized."""
+    import numpy as np
+
+    n = members.num_rows
+    at = pc.index_in(members.column("group_id"), value_set=groups.column("group_id"))
+    group = groups.select(["protocol_type", "group_type", "state"]).take(at)
+    member_type = pc.coalesce(members.column("group_type"), group.column("group_type"))
+    classic_consumer = pc.and_(pc.equal(member_type, "classic"), pc.equal(group.column("protocol_type"), "consumer"))
     # KIP-848: only a Stable group has every member's assignment reconciled to the target computed from the
     # current subscriptions (spec §5.3); a regex subscriber's topics are not in its name list.
-    stable_consumer = (member_type == "consumer" and (group.get("state") or "").lower() == "stable"
-                       and member["subscribed_topic_regex"] is None)
-    subscribed = member["subscribed_topics"]
-    if not (classic_consumer or stable_consumer) or subscribed is None:
-        return None
-    names = set(subscribed)
-    unknown = False
-    for tp in member["assigned_partitions"] or ():
-        topic = tp["topic"]
-        if topic is not None and topic in names:
-            continue
-        if topic is None or None in names:
-            unknown = True
-            continue
-        return False
-    return None if unknown else True
+    stable_consumer = pc.and_(pc.and_(pc.equal(member_type, "consumer"),
+                                      pc.equal(pc.utf8_lower(pc.fill_null(group.column("state"), "")), "stable")),
+                              pc.is_null(members.column("subscribed_topic_regex")))
+    applies = pc.and_(pc.fill_null(pc.or_(pc.fill_null(classic_consumer, False), pc.fill_null(stable_consumer, False)),
+                                   False), pc.is_valid(members.column("subscribed_topics")))
+    applies = applies.to_numpy(zero_copy_only=False)
+
+    def exploded(column: str):
+        lists = members.column(column).combine_chunks()
+        return (pc.list_parent_indices(lists).to_numpy(zero_copy_only=False).astype(np.int64),
+                pc.list_flatten(lists))
+
+    sub_member, sub_topic = exploded("subscribed_topics")
+    held_null = np.bincount(sub_member[pc.is_null(sub_topic).to_numpy(zero_copy_only=False)], minlength=n) > 0
+    assigned_member, assigned = exploded("assigned_partitions")
+    topic = pc.struct_field(assigned, "topic")
+    subscribed = pa.table({"m": sub_member, "t": sub_topic}).group_by(["m", "t"], use_threads=False).aggregate([])
+    found = pa.table({"m": assigned_member, "t": topic, "i": np.arange(len(topic), dtype=np.int64)}).join(
+        subscribed, keys=["m", "t"], join_type="inner", use_threads=False).column("i")
+    hit = np.zeros(len(topic), dtype=bool)
+    hit[found.to_numpy()] = True
+    unknown = ~hit & (pc.is_null(topic).to_numpy(zero_copy_only=False) | held_null[assigned_member])
+    outside = ~hit & ~unknown
+    any_outside = np.bincount(assigned_member[outside], minlength=n) > 0
+    any_unknown = np.bincount(assigned_member[unknown], minlength=n) > 0
+    return pa.array(~any_outside, mask=~applies | (~any_outside & any_unknown))
 
 
 def _member_of_loaded_group(suite: str) -> Check:

@@ -212,6 +212,23 @@ def test_unexpected_examples_name_the_offending_row(validate, rows):
     assert {(x["group_id"], x["topic"], x["partition"]) for x in e.examples} == {("g-classic", "orders", 0)}
 
 
+def test_a_null_topic_or_subscription_entry_is_unknown_unless_another_topic_is_outside(validate, rows):
+    """Three-valued like SQL: a null assigned topic, or a subscription holding a null, that matches nothing makes
+    the member's check unknown (no finding); a topic outside the subscription is a finding whatever else the
+    member holds."""
+    def member(member_id, subscribed, assigned):
+        m = copy.deepcopy(rows["group_members"][1])  # g-classic, a classic consumer group
+        m.update(member_id=member_id, subscribed_topics=subscribed, assigned_partitions=assigned)
+        return m
+
+    rows["group_members"] += [member("m7", ["orders", None], [tp("payments", 3)]),
+                              member("m8", ["orders"], [tp(None, 3), tp("orders", 4)])]
+    assert validate(rows, suites=["group_members"]).success
+    rows["group_members"].append(member("m9", ["orders"], [tp(None, 5), tp("payments", 6)]))
+    e = validate(rows, suites=["group_members"]).outcome("group_members.assigned_within_subscription")
+    assert e.unexpected_count == 1 and [x["member_id"] for x in e.examples] == ["m9"]
+
+
 def test_committed_offset_minus_one_is_valid_minus_two_is_not(validate, rows):
     rows["loaded_offsets"][0]["committed_offset"] = -1
     rows["loaded_offsets"][2]["committed_offset"] = -2
