@@ -1,5 +1,6 @@
 """Retention expiry and group cleanup at a chosen time `as_of`: one pass of the coordinator's periodic cleanup over
-a loaded shard's rows (spec §6), group by group as Kafka iterates.
+a loaded shard's tables (spec §6): each group's expiration condition, as Kafka decides it group by group, applied
+to all of the group's committed offsets at once (the offsets are Arrow columns: most of a shard's rows).
 
 The old coordinator's `GroupMetadataManager.cleanupGroupMetadata` + `GroupMetadata.removeExpiredOffsets` (0.9–2.0
 rule, KIP-211 rule of 2.1+, KIP-496 subscription rule of 2.4+, KAFKA-13636 "Stable only" of 2.8.2/3.0.1/3.1.1/

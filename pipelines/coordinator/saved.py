@@ -68,7 +68,8 @@ class SavedShard:
     def entries(self) -> int:
         """The shard's size in state entries (offsets, pending offsets, groups): what resuming it holds."""
         s = self.state
-        return len(s.offsets) + sum(len(t) for t in s.pending.values()) + len(s.groups.groups) + self.open_history.num_rows
+        return (len(s.offsets) + sum(len(t) for t in s.pending.values()) + len(s.groups.groups)
+                + self.open_history.num_rows)
 
     def to_bytes(self) -> bytes:
         out = io.BytesIO()
@@ -183,7 +184,8 @@ class _StateUnpickler(pickle.Unpickler):
     """Unpickles the engine's state types and plain values only."""
 
     ALLOWED = {
-        "builtins": {"object", "dict", "list", "set", "frozenset", "tuple", "int", "float", "str", "bytes", "bool", "complex"},
+        "builtins": {"object", "dict", "list", "set", "frozenset", "tuple", "int", "float", "str", "bytes", "bool",
+                     "complex"},
         "collections": {"defaultdict", "OrderedDict"},
         "datetime": {"datetime", "date", "time", "timedelta", "timezone"},
         "decimal": {"Decimal"},

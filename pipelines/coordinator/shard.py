@@ -21,8 +21,8 @@ from pipelines.coordinator.loader import SKIPPED_KINDS, SparseRow, load_shard
 from pipelines.coordinator.options import DEFAULT_NUM_OFFSETS_PARTITIONS, REPLAY_TABLES, ReplayOptions
 from pipelines.coordinator.reduction import state_relevant_rows
 from pipelines.coordinator.saved import SavedShard, saved_shards
-from pipelines.coordinator.tables import (OFFSET_TABLES, contract_table, offset_commits_table, outcome_of, outcomes_table,
-                                           shard_rows, topic_names)
+from pipelines.coordinator.tables import (OFFSET_TABLES, contract_table, offset_commits_table, outcome_of,
+                                           outcomes_table, shard_rows, topic_names)
 from pipelines.heap import gc_paused
 from schemas.decoded import DECODED_RECORD_SCHEMA
 

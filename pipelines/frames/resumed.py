@@ -20,11 +20,11 @@ import pyarrow.compute as pc
 
 from pipelines.coordinator.options import ReplayOptions
 from pipelines.coordinator.shard import MARKER_COLUMNS, PART, SHARD_TABLES, naming_rows, replay_shards
+from pipelines.frames.segment_shards import SAVED_FILE, _envelope
 from pipelines.frames.shards import ENVELOPE_DDL, MARKERS, _blobs
 from pipelines.incremental.saved import SavedShards
 from pipelines.io.blobs import from_blob, opened, to_blob
 
-SAVED_FILE = "_saved_file"  # {file, entries, bytes} of a shard a task saved
 ROW_BYTES = 200  # a saved state entry's bytes, about: weighs a partition's new records against its saved shard
 
 
@@ -78,25 +78,25 @@ def _resume_task(slices, options: ReplayOptions, expiry, names: dict[str, str], 
         out = []
         with gc_paused():  # the resumed states are many small objects: see `heap.gc_paused`
             resume = {p: s for p in partitions if (s := previous.of_partition(p)) is not None}
-            result = replay_shards(from_blob(blob), options, expiry, names=names, keep=state_stage is not None, resume=resume)
+            result = replay_shards(from_blob(blob), options, expiry, names=names, keep=state_stage is not None,
+                                   resume=resume)
             del resume
             for p, saved in (result.saved or {}).items():
                 data = saved.to_bytes()
                 out.append((SAVED_FILE, p, json.dumps({"file": state_stage.write(data, p), "entries": saved.entries,
                                                        "bytes": len(data)}).encode()))
         for name, table in [*result.tables.items(), (MARKERS, result.markers)]:
-            out.extend((name, i, blob) for blob in _blobs(table))
-        t, s, p = zip(*out)
-        yield pa.record_batch([pa.array(t, pa.string()), pa.array(s, pa.int32()), pa.array(p, pa.binary())],
-                              names=["table", "shard", "payload"])
+            out.extend((name, i, payload) for payload in _blobs(table))
+        yield from _envelope(out)
     return task
 
 
 def resume_on_spark(spark, rows: pa.Table, previous: SavedShards, options: ReplayOptions, expiry, tasks: int,
                     state_stage=None) -> ResumedShards:
     """`rows` (the new records, decoded here: `shard.conform_decoded`) loaded onto `previous` by `tasks` tasks (one
-    per core), every saved partition resumed whether it has new records or not. `state_stage` (`io.checkpoint.StateStage`):
-    where the tasks save the shards the next `--incremental` run resumes (None: none is kept)."""
+    per core), every saved partition resumed whether it has new records or not. `state_stage`
+    (`io.checkpoint.StateStage`): where the tasks save the shards the next `--incremental` run resumes (None: none
+    is kept)."""
     from pipelines.coordinator.tables import contract_table
     from pipelines.io.checkpoint import SavedState
 
