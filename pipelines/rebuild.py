@@ -258,6 +258,7 @@ class Run:
     num_partitions: int = 0
     as_of_ms: int = 0
     local_rows: int | None = None  # rows replayed in this process; None: on Spark, one task per offsets partition
+    ahead: object = None  # concurrent.futures.Future of `_read_ahead`, read while the replay runs
     suspects: object = None  # validation.suspects.Suspects: the history as its suite sees it, from the shards
     markers: object = None
     saved: object = None  # the shards the next --incremental run resumes (io.checkpoint.SavedState, or bytes)
@@ -465,10 +466,24 @@ def _resume_tasks(run: Run, saved) -> int:
     return min(cores, len(saved.partitions))
 
 
+def _read_ahead(run: Run):
+    """What the snapshot adds besides the replay (the previous snapshot's group history an incremental run carries
+    forward, the data topics' end offsets), read in a thread while the replay runs: it depends on none of it, and
+    a replay on Spark tasks leaves this process waiting."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    pool = ThreadPoolExecutor(1, thread_name_prefix="offsetlake-read-ahead")
+    try:
+        return pool.submit(lambda: (run.inc.previous_group_history(run.warehouse), _log_end_offsets(run.summary)))
+    finally:
+        pool.shutdown(wait=False)
+
+
 def replay(run: Run) -> None:
     """The engine over the rows (when incremental, loaded onto the shards the previous run saved): in this process
     for a small run, else one Spark task per offsets partition (the shards the decode loaded: their state tables).
     All give the snapshot's state tables as Arrow."""
+    run.ahead = _read_ahead(run)
     inc, s = run.inc, run.summary
     run.local_rows = None if run.loaded is not None else inc.local_replay_rows(s.records_in,
                                                                                run.conf.local_replay_max_rows)
@@ -543,11 +558,12 @@ def assemble(run: Run) -> None:
     from schemas.decoded import KIND_ERROR
     from schemas.tables import SNAPSHOT_TABLES
 
+    previous_events, log_end_offsets = run.ahead.result()
     replayed = run.tables
-    replayed["group_history"] = run.inc.with_previous_history(run.warehouse, replayed["group_history"],
+    replayed["group_history"] = run.inc.with_previous_history(previous_events, replayed["group_history"],
                                                               run.snapshot_id)
     run.in_hand = with_served_offsets({t: a for t, a in replayed.items() if t in SNAPSHOT_TABLES})
-    run.in_hand["log_end_offsets"] = _log_end_offsets(run.summary)
+    run.in_hand["log_end_offsets"] = log_end_offsets
     history = replayed["offset_commits"]
     # validated as it came: Arrow in-process (and written from the rows in hand); from Spark, the rows its shards
     # flagged (the rows otherwise)
@@ -659,7 +675,10 @@ def write(run: Run) -> None:
 
 
 def _release(run: Run) -> None:
-    """The run's cached frames and kept envelope dropped (the process may go on: tests, the API)."""
+    """The run's cached frames and kept envelope dropped (the process may go on: tests, the API), its read-ahead
+    done (a run that failed before it was needed leaves no thread reading)."""
+    if run.ahead is not None:
+        run.ahead.exception()
     try:
         if run.release is not None:
             run.release()

@@ -97,12 +97,17 @@ class IncrementalStart:
             return None
         return {int(p): (cp.get("next_offset") or 0) for p, cp in self.previous["partitions"].items()}
 
-    def with_previous_history(self, warehouse, history: pa.Table, snapshot_id: str) -> pa.Table:
-        """The run's `group_history`: the previous snapshot's events, then this run's (of its new records: a
-        resumed shard's group events are of the records loaded onto it)."""
+    def previous_group_history(self, warehouse) -> pa.Table | None:
+        """The previous snapshot's `group_history` an incremental run carries forward; None for a full run."""
         if not self.is_incremental:
+            return None
+        return warehouse.read_table("group_history", snapshot_id=self.previous_snapshot)
+
+    def with_previous_history(self, previous: pa.Table | None, history: pa.Table, snapshot_id: str) -> pa.Table:
+        """The run's `group_history`: the previous snapshot's events (`previous_group_history`), then this run's (of
+        its new records: a resumed shard's group events are of the records loaded onto it)."""
+        if previous is None:
             return history
-        previous = warehouse.read_table("group_history", snapshot_id=self.previous_snapshot)
         previous = previous.set_column(previous.schema.get_field_index("snapshot_id"), "snapshot_id",
                                        pa.array([snapshot_id] * previous.num_rows, pa.string()))
         out = pa.concat_tables([previous.cast(history.schema), history])
