@@ -168,6 +168,7 @@ def test_nonexistent_input_exits_2_naming_it(spark, tmp_path):
     ("validation.policy=ignore", "validation.policy must be one of fail, warn"),
     ("validation.pandas_max_rows=-1", "validation.pandas_max_rows must be >= 0"),
     ("rebuild.local_replay_max_rows=lots", "rebuild.local_replay_max_rows must be a whole number"),
+    ("rebuild.resume_tasks_min_rows=-5", "rebuild.resume_tasks_min_rows must be 0 or more"),
 ])
 def test_bad_setting_exits_2_before_any_work(spark, tmp_path, setting, message):
     src = bi.torn_only(tmp_path / "in")
