@@ -19,9 +19,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipelines.coordinator.options import ReplayOptions
-from pipelines.coordinator.shard import MARKER_COLUMNS, PART, SHARD_TABLES, naming_rows, replay_shards
-from pipelines.frames.segment_shards import SAVED_FILE, _envelope
-from pipelines.frames.shards import ENVELOPE_DDL, MARKERS, _blobs
+from pipelines.coordinator.shard import PART, naming_rows, replay_shards
+from pipelines.frames.segment_shards import SAVED_FILE, _envelope, balanced, saved_state
+from pipelines.frames.shards import ENVELOPE_DDL, MARKERS, _blobs, shards_from_envelope
 from pipelines.incremental.saved import SavedShards
 from pipelines.io.blobs import from_blob, opened, to_blob
 
@@ -53,15 +53,9 @@ def _slices(rows: pa.Table, previous: SavedShards, tasks: int) -> list[tuple[tup
     weight = {p: previous.size_of(p) for p in previous.partitions}
     for c in new:
         weight[c["values"]] = weight.get(c["values"], 0) + c["counts"] * ROW_BYTES
-    parts: list[list[int]] = [[] for _ in range(max(1, min(tasks, len(weight))))]
-    loads = [0] * len(parts)
-    for p in sorted(weight, key=lambda p: (-weight[p], p)):
-        i = loads.index(min(loads))
-        parts[i].append(p)
-        loads[i] += weight[p] + 1
     return [(tuple(sorted(ps)), to_blob(rows.filter(pc.is_in(rows.column(PART),
                                                               pa.array(ps, rows.schema.field(PART).type)))))
-            for ps in parts]
+            for ps in balanced(weight, tasks)]
 
 
 def _resume_task(slices, options: ReplayOptions, expiry, names: dict[str, str], previous: SavedShards,
@@ -98,27 +92,17 @@ def resume_on_spark(spark, rows: pa.Table, previous: SavedShards, options: Repla
     (`io.checkpoint.StateStage`): where the tasks save the shards the next `--incremental` run resumes (None: none
     is kept)."""
     from pipelines.coordinator.tables import contract_table
-    from pipelines.io.checkpoint import SavedState
 
     names = topic_names(rows, previous)
     slices = _slices(rows, previous, tasks)
     task = _resume_task(slices, options, expiry, names, previous, state_stage)
     envelope = spark.range(0, len(slices), 1, numPartitions=len(slices)).mapInArrow(task, ENVELOPE_DDL).toArrow()
-    blobs: dict[str, list[bytes]] = {}
-    for t, blob in zip(envelope.column("table").to_pylist(), envelope.column("payload").to_pylist()):
-        blobs.setdefault(t, []).append(blob)
-    tables = {}
-    for t in SHARD_TABLES:
-        got = opened(blobs.get(t, ()))
-        tables[t] = got if got is not None else contract_table([], t)
-    markers = opened(blobs.get(MARKERS, ()))
-    if markers is None:
-        from schemas.decoded import DECODED_RECORD_SCHEMA
-
-        markers = pa.schema([DECODED_RECORD_SCHEMA.field(c) for c in MARKER_COLUMNS]).empty_table()
-    saved = None
-    if state_stage is not None:
-        files = [json.loads(b) for b in blobs.get(SAVED_FILE, ())]
-        saved = SavedState(state_stage, [f["file"] for f in files], sum(f["entries"] for f in files),
-                           {f["file"]: f["bytes"] for f in files})
-    return ResumedShards(tables, markers, saved, saved.discard if saved is not None else lambda: None)
+    is_history = pc.equal(envelope.column("table"), "offset_commits")
+    is_saved = pc.equal(envelope.column("table"), SAVED_FILE)
+    history = opened(envelope.filter(is_history).column("payload").to_pylist())
+    saved = None if state_stage is None else saved_state(state_stage,
+                                                         envelope.filter(is_saved).column("payload").to_pylist())
+    shards = shards_from_envelope(envelope.filter(pc.invert(pc.or_(is_history, is_saved))),
+                                  history if history is not None else contract_table([], "offset_commits"), False,
+                                  None, saved.discard if saved is not None else lambda: None)
+    return ResumedShards(shards.tables, shards.markers, saved, shards.release)

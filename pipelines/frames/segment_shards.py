@@ -54,6 +54,27 @@ def applies(plan, previous=None) -> bool:
     return segments and not plan.in_process and bool(plan.items)
 
 
+def balanced(weights: dict[int, int], tasks: int) -> list[list[int]]:
+    """The keys of `weights` (offsets partitions) in at most `tasks` slices of similar weight, the heaviest placed
+    first, each on the lightest slice so far."""
+    slices: list[list[int]] = [[] for _ in range(max(1, min(len(weights), tasks)))]
+    loads = [0] * len(slices)
+    for p in sorted(weights, key=lambda p: (-weights[p], p)):
+        i = loads.index(min(loads))
+        slices[i].append(p)
+        loads[i] += weights[p] + 1
+    return slices
+
+
+def saved_state(state_stage, payloads: list[bytes]):
+    """`io.checkpoint.SavedState` of the files the tasks saved, from their `SAVED_FILE` envelope payloads."""
+    from pipelines.io.checkpoint import SavedState
+
+    files = [json.loads(b) for b in payloads]
+    return SavedState(state_stage, [f["file"] for f in files], sum(f["entries"] for f in files),
+                      {f["file"]: f["bytes"] for f in files})
+
+
 def _row(table: str, shard: int, payload: bytes | None, tally: bytes | None = None, named: bytes | None = None):
     return table, shard, payload, tally, named
 
@@ -177,20 +198,14 @@ def load_on_spark(spark, plan, options: ReplayOptions, cut: tuple, split_by=None
     # the shards in slices of similar bytes, the largest shards first (no shuffle groups the items: each task reads
     # its own shards' files); a slice per task, a few per core: each task has a fixed cost of its own
     sizes = {p: sum(work.column("size")[i].as_py() or 0 for i in rows) for p, rows in by_shard.items()}
-    order = sorted(by_shard, key=lambda p: (-sizes[p], p))
-    slices: list[list[tuple[int, pa.Table]]] = [[] for _ in range(max(1, min(
-        len(order), spark.sparkContext.defaultParallelism * TASKS_PER_CORE)))]
-    loads = [0] * len(slices)
-    for p in order:
-        i = loads.index(min(loads))
-        slices[i].append((p, work.take(pa.array(by_shard[p], pa.int64()))))
-        loads[i] += sizes[p] + 1
+    slices = [[(p, work.take(pa.array(by_shard[p], pa.int64()))) for p in ps]
+              for ps in balanced(sizes, spark.sparkContext.defaultParallelism * TASKS_PER_CORE)]
     cpu = spark.sparkContext.accumulator(0.0), spark.sparkContext.accumulator(0.0)
     task = _decode_and_load_task(slices, plan.policy, options, tuple(cut), split_by, stage, counters, cpu,
                                  state_stage, previous)
     envelope = (spark.range(0, len(slices), 1, numPartitions=len(slices)).mapInArrow(task, FUSED_DDL)
                 .persist(StorageLevel.MEMORY_AND_DISK))
-    shards = len(order)
+    shards = len(sizes)
     # the job that runs the shards, collecting what is sized by the state (or by the partitions) as it ends
     with reporting(spark, emit, "decode", counters, shards=shards if counters is not None else None):
         small = (envelope.where(F.col("table").isin(LOG, MARKERS, SUSPECTS, WRITTEN, SAVED_FILE))
@@ -203,12 +218,8 @@ def load_on_spark(spark, plan, options: ReplayOptions, cut: tuple, split_by=None
     rest = small.filter(pc.invert(is_log)).select(["table", "shard", "payload"])
     saved = None
     if state_stage is not None:
-        from pipelines.io.checkpoint import SavedState
-
         is_saved = pc.equal(rest.column("table"), SAVED_FILE)
-        files = [json.loads(b) for b in rest.filter(is_saved).column("payload").to_pylist()]
-        saved = SavedState(state_stage, [f["file"] for f in files], sum(f["entries"] for f in files),
-                           {f["file"]: f["bytes"] for f in files})
+        saved = saved_state(state_stage, rest.filter(is_saved).column("payload").to_pylist())
         rest = rest.filter(pc.invert(is_saved))
     if stage is not None:
         from pipelines.io.delta import WrittenFile
@@ -225,7 +236,7 @@ def load_on_spark(spark, plan, options: ReplayOptions, cut: tuple, split_by=None
 
         history = BlobRows(envelope.where(F.col("table") == F.lit("offset_commits")).select("payload"),
                            TABLES["offset_commits"])
-    return LoadedOnSpark(envelope, log, {"decode": cpu[0].value, "load": cpu[1].value}, max(order, default=-1),
+    return LoadedOnSpark(envelope, log, {"decode": cpu[0].value, "load": cpu[1].value}, max(sizes, default=-1),
                          split_by, rest, history, saved)
 
 
