@@ -5,9 +5,9 @@ The engine is the one every path calls (`coordinator.shard.replay_shards` with `
 every run-wide fact a shard's tables need before any shard loads: the expiry clock and the load time (the newest
 timestamp of the checkpoint and of the decoded records), the partition count, and the topic names (the decoded
 records' and the saved shards' namers, read without loading the shards). So one job does it all, and the driver
-gathers only the tables, sized by the state, and the names of the files the tasks saved. A run whose replay holds
-fewer rows than `rebuild.resume_tasks_min_rows` resumes its shards in this process instead: each Python task has a
-fixed cost of its own.
+gathers only the tables, sized by the state, and the names of the files the tasks saved. Only a run whose replay
+holds at least `rebuild.resume_tasks_min_rows` rows (off by default) comes here: each Python task has a fixed cost
+of its own, and a fresh process's workers start cold.
 """
 from __future__ import annotations
 

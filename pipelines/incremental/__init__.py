@@ -30,7 +30,7 @@ twice or skipped), and loading any later rows onto a saved shard gives what load
 gives (the defining property of `coordinator.saved`, tested on generated logs cut at batch boundaries). The
 replay is the engine's, as in a full run (when the new bytes are decoded in the driver and the saved shards hold
 at most ``rebuild.local_replay_max_rows`` state entries: in-process, or on one task per core from
-``rebuild.resume_tasks_min_rows`` rows on, `frames.resumed`). The newest timestamp (default ``as_of``
+``rebuild.resume_tasks_min_rows`` rows on when that is set, `frames.resumed`). The newest timestamp (default ``as_of``
 and the load time) and the highest partition come from
 the checkpoint's totals combined with the new rows, so rows not kept in the state still count. Expiry, validation
 and the write then run as usual on the union: the snapshot tables are the full run's.
