@@ -271,6 +271,7 @@ class Run:
     read_counts: dict = field(default_factory=dict)  # frames.decode.reader_counts of what this run decoded
     accounting: object = None
     validation: object = None
+    staging: object = None  # concurrent.futures.Future of `_stage_ahead`, until the write takes its files
 
     @property
     def snapshot_id(self) -> str:
@@ -524,6 +525,7 @@ def replay(run: Run) -> None:
             run.tables, run.markers = result.tables, result.markers
             if result.saved is not None:
                 run.saved = {p: shard.to_bytes() for p, shard in result.saved.items()}
+            del result  # the states, freed while paused (`heap.gc_paused`)
         return
     from pipelines.frames.shards import replay_on_spark, topic_names_of
     from pipelines.validation.runner import history_check
@@ -588,6 +590,24 @@ def materialize(run: Run) -> None:
     run.stats = materialize_tables(run.tables, known)
     run.stats.update({t: a.num_rows for t, a in run.in_hand.items()})
     run.checked = {**run.tables, **run.checked, **run.in_hand}
+    run.staging = _stage_ahead(run)
+
+
+def _stage_ahead(run: Run):
+    """The snapshot's tables in hand, their files written (uncommitted) in a thread while validation reads them:
+    Parquet encoding and compression leave the interpreter, GX's checks do not. The write commits them."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import pyarrow as pa
+
+    from schemas.tables import SNAPSHOT_TABLES
+
+    arrow = {t: a for t, a in {**run.tables, **run.in_hand}.items() if t in SNAPSHOT_TABLES and isinstance(a, pa.Table)}
+    pool = ThreadPoolExecutor(1, thread_name_prefix="offsetlake-stage")
+    try:
+        return pool.submit(run.warehouse.stage_tables, None, run.snapshot_id, arrow)
+    finally:
+        pool.shutdown(wait=False)
 
 
 def validate(run: Run) -> None:
@@ -663,9 +683,11 @@ def write(run: Run) -> None:
     s.stage_seconds = dict(progress.stage_seconds)
     run_row["summary"] = s.to_json()
     expected = dict(run.stats)
+    staging, run.staging = run.staging, None
+    staged = staging.result() if staging is not None else None
     run.warehouse.write_snapshot(run.spark, run.snapshot_id, {**run.tables, **run.in_hand}, run_row,
                                  expected_rows=expected, before_commit=lambda: _committing(run.prepared, progress),
-                                 history_known_below=run.inc.next_offsets(), history_clustered=True)
+                                 history_known_below=run.inc.next_offsets(), history_clustered=True, staged=staged)
     progress.end()
     s.stage_seconds = dict(progress.stage_seconds)
     keep = run.settings.section("warehouse").get("keep_snapshots")
@@ -676,9 +698,12 @@ def write(run: Run) -> None:
 
 def _release(run: Run) -> None:
     """The run's cached frames and kept envelope dropped (the process may go on: tests, the API), its read-ahead
-    done (a run that failed before it was needed leaves no thread reading)."""
+    done (a run that failed before it was needed leaves no thread reading), the files it staged and never handed
+    to the write deleted."""
     if run.ahead is not None:
         run.ahead.exception()
+    if run.staging is not None and run.staging.exception() is None:
+        run.warehouse.discard_staged(run.staging.result())
     try:
         if run.release is not None:
             run.release()

@@ -113,6 +113,31 @@ def test_files_lost_before_the_commit_fail_the_run_loudly(spark, settings, tmp_p
     assert not (wh / "_lock").exists()
 
 
+def test_a_run_failing_while_its_tables_are_staged_leaves_no_file(spark, settings, tmp_path, monkeypatch):
+    """The tables in hand are staged while validation runs: validation dying meanwhile fails the run, recorded,
+    and the files already staged for it are deleted (none waits for a vacuum); the served snapshot stays."""
+    from pipelines.io.warehouse import Warehouse
+    from pipelines.rebuild import RebuildRequest, run_rebuild
+    from pipelines.validation import runner
+    from schemas.tables import SNAPSHOT_TABLES
+
+    src, g = small_log(tmp_path / "in", 100)
+    wh = tmp_path / "wh"
+    run_rebuild(spark, settings, RebuildRequest(inputs=(str(src),), warehouse=str(wh), snapshot_id="s1"))
+    before = lookup(wh, g)
+
+    def dies(*_a, **_k):
+        raise RuntimeError("validation died")
+
+    monkeypatch.setattr(runner, "run_validation", dies)
+    with pytest.raises(RuntimeError, match="validation died"):
+        run_rebuild(spark, settings, RebuildRequest(inputs=(str(src),), warehouse=str(wh), snapshot_id="s2"))
+    assert runs(wh)["s2"]["status"] == "failed" and "validation died" in runs(wh)["s2"]["summary"]
+    assert not any(list((wh / t).glob("snapshot_id=s2/**/*.parquet")) for t in SNAPSHOT_TABLES)
+    assert Warehouse(wh).latest_snapshot_id() == "s1" and lookup(wh, g) == before
+    assert not (wh / "_lock").exists()
+
+
 # ------------------------------------------------------------------------------------------ kills
 def start_rebuild(src: Path, wh: Path, sid: str) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "PYSPARK_PYTHON": sys.executable,

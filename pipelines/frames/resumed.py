@@ -75,11 +75,12 @@ def _resume_task(slices, options: ReplayOptions, expiry, names: dict[str, str], 
             result = replay_shards(from_blob(blob), options, expiry, names=names, keep=state_stage is not None,
                                    resume=resume)
             del resume
-            for p, saved in (result.saved or {}).items():
-                data = saved.to_bytes()
-                out.append((SAVED_FILE, p, json.dumps({"file": state_stage.write(data, p), "entries": saved.entries,
+            for p, data, entries in ((p, s.to_bytes(), s.entries) for p, s in (result.saved or {}).items()):
+                out.append((SAVED_FILE, p, json.dumps({"file": state_stage.write(data, p), "entries": entries,
                                                        "bytes": len(data)}).encode()))
-        for name, table in [*result.tables.items(), (MARKERS, result.markers)]:
+            tables = [*result.tables.items(), (MARKERS, result.markers)]
+            del result  # the states, freed while paused (`heap.gc_paused`)
+        for name, table in tables:
             out.extend((name, i, payload) for payload in _blobs(table))
         yield from _envelope(out)
     return task

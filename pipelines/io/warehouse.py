@@ -263,9 +263,30 @@ class Warehouse:
         return None if dt is None else dt.version()
 
     # ------------------------------------------------------------------ writes
+    def stage_tables(self, spark, snapshot_id: str, tables: dict[str, Any]) -> dict[str, tuple[str, list]]:
+        """`write_snapshot`'s first step for some of the snapshot's tables: their files written, uncommitted (table
+        -> their directory and add actions). A run stages the tables it holds while it validates them; on error
+        nothing of this call stays staged. Hand the result to `write_snapshot(staged=)`, or drop it with
+        `discard_staged`."""
+        delta.check_partition_value(snapshot_id)
+        staged: dict[str, tuple[str, list]] = {}
+        try:
+            for table, data in tables.items():
+                staged[table] = self._stage_table(spark, table, snapshot_id, data)
+        except BaseException:
+            self.discard_staged(staged)
+            raise
+        return staged
+
+    def discard_staged(self, staged: dict[str, tuple[str, list]]) -> None:
+        """Staged files never committed, deleted."""
+        for table, (rel, _adds) in staged.items():
+            delta.discard_dir(self._table(table), rel)
+
     def write_snapshot(self, spark, snapshot_id: str, tables: dict[str, Any], run_row: dict,
                        expected_rows: dict[str, int] | None = None, before_commit=None,
-                       history_known_below: dict[int, int] | None = None, history_clustered: bool = False) -> None:
+                       history_known_below: dict[int, int] | None = None, history_clustered: bool = False,
+                       staged: dict[str, tuple[str, list]] | None = None) -> None:
         """Write one snapshot: every snapshot table, the offset_commits merge, then the `runs` row.
 
         `tables` holds one DataFrame per `SNAPSHOT_TABLES` entry (all required; an Arrow table instead for
@@ -283,29 +304,33 @@ class Warehouse:
         On any error the staged files are deleted, the failure is recorded (`record_failure`) and the error
         propagates (marked `offsetlake_failure_recorded`). `before_commit` is called once everything is staged,
         before the first commit (the run records the stage in its lock: a kill from here on may leave the id's
-        tables partly replaced).
+        tables partly replaced). `staged`: tables `stage_tables` already staged for this id (theirs in `tables`
+        are then not read); they are this call's to commit or delete.
         """
         delta.check_partition_value(snapshot_id)
         unknown = [t for t in tables if t not in SNAPSHOT_TABLES and t != "offset_commits"]
         missing = [t for t in SNAPSHOT_TABLES if tables.get(t) is None]
+        final_status = run_row.get("status") or "succeeded"
+        if (unknown or missing or final_status not in _FINAL_WRITE_STATUSES) and staged:
+            self.discard_staged(staged)
         if unknown or missing:
             raise WarehouseError(
                 f"write_snapshot({snapshot_id}): "
                 + (f"missing tables {missing}" if missing else "")
                 + ("; " if missing and unknown else "")
                 + (f"unknown tables {unknown} (runs is written from run_row)" if unknown else ""))
-        final_status = run_row.get("status") or "succeeded"
         if final_status not in _FINAL_WRITE_STATUSES:
             raise WarehouseError(f"write_snapshot ends a run as one of {_FINAL_WRITE_STATUSES}, not {final_status!r}")
         row = dict(run_row)
         row["started_at"] = _to_utc(row.get("started_at")) or _utcnow()
         expected = {t: int(n) for t, n in (expected_rows or {}).items() if t in SNAPSHOT_TABLES}
-        staged: dict[str, tuple[str, list]] = {}
+        staged = dict(staged or {})
         committed: list[str] = []
         pinned: dict[str, int] = {}
         try:
             for table in SNAPSHOT_TABLES:
-                staged[table] = self._stage_table(spark, table, snapshot_id, tables[table])
+                if table not in staged:
+                    staged[table] = self._stage_table(spark, table, snapshot_id, tables[table])
             for table, (_rel, adds) in staged.items():
                 self._check_rows(table, snapshot_id, expected, _add_rows(adds), "staged")
             if tables.get("offset_commits") is not None:
