@@ -6,8 +6,9 @@
   `replayEndTransactionMarker` and `GroupMetadataManager.replay` for GroupMetadata and the KIP-848 record types
   3-8, 16 (new coordinator, Kafka 3.8 - 4.x; spec §5.3, §2.9).
 
-Records are the decoder's rows (`schemas/decoded.py` columns) of one partition; error and unknown rows never reach
-the loaders (Kafka 3.4.1+/3.6+ skip unknown types; quarantined rows are accounted elsewhere).
+Records are the decoder's rows (`schemas/decoded.py` columns) of one partition, offset commits as `OffsetCommit`s
+(`offset_commits`); error and unknown rows never reach the loaders (Kafka 3.4.1+/3.6+ skip unknown types;
+quarantined rows are accounted elsewhere).
 """
 from __future__ import annotations
 
@@ -15,6 +16,9 @@ from collections import defaultdict
 from itertools import repeat
 from dataclasses import dataclass, field
 from typing import Any, Iterable, NamedTuple
+
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from pipelines.coordinator.groups import GroupStore
 from pipelines.coordinator.options import ReplayOptions
@@ -54,24 +58,43 @@ class OffsetAndMetadata(NamedTuple):
     producer_id: int
     producer_epoch: int | None
 
-    @staticmethod
-    def from_record(row: Row) -> "OffsetAndMetadata":
-        return OffsetAndMetadata(row["committed_offset"], row.get("leader_epoch"), row.get("metadata"),
-                                 row.get("commit_timestamp"), row.get("expire_timestamp"), row["offset"],
-                                 row.get("topic_id"), producer_id(row), row.get("producer_epoch"))
+
+
+class OffsetCommit(NamedTuple):
+    """An offset-commit record (key type 0/1) as the loaders read it: its key, its value as the coordinator would
+    hold it (None: a tombstone), the old loader's `appendedBatchOffset` (offset of the first record iterated in
+    the batch, §5.1) and its producer (-1: none). Built column by column (`offset_commits`): a shard's log is
+    mostly these."""
+
+    offset: int
+    key: GroupTopicPartition
+    value: OffsetAndMetadata | None
+    appended_batch_offset: int
+    producer_id: int
+    is_transactional: bool
+
+
+def offset_commits(table: pa.Table) -> list[OffsetCommit]:
+    """The offset-commit records of decoded rows (`table`: offset commits only, in order) as the loaders read
+    them."""
+    def col(name: str, fill=None) -> list:
+        c = table.column(name)
+        return (c if fill is None else pc.fill_null(c, fill)).to_pylist()
+
+    offset, tombstone = col("offset"), col("is_tombstone", False)
+    pid = col("producer_id", -1)
+    keys = map(tuple.__new__, repeat(GroupTopicPartition), zip(col("group_id"), col("topic"), col("partition")))
+    values = map(tuple.__new__, repeat(OffsetAndMetadata), zip(
+        col("committed_offset"), col("leader_epoch"), col("metadata"), col("commit_timestamp"),
+        col("expire_timestamp"), offset, col("topic_id"), pid, col("producer_epoch")))
+    first = pc.coalesce(table.column("batch_first_offset"), table.column("offset")).to_pylist()
+    return list(map(tuple.__new__, repeat(OffsetCommit), zip(
+        offset, keys, (None if t else v for t, v in zip(tombstone, values)), first, pid,
+        col("is_transactional", False))))
 
 
 def producer_id(row: Row) -> int:
     return -1 if row.get("producer_id") is None else row["producer_id"]
-
-
-def group_topic_partition(row: Row) -> GroupTopicPartition:
-    return GroupTopicPartition(row["group_id"], row["topic"], row["partition"])
-
-
-def appended_batch_offset(row: Row) -> int:
-    """The old loader's `appendedBatchOffset`: offset of the first record iterated in the batch (§5.1)."""
-    return row["offset"] if row.get("batch_first_offset") is None else row["batch_first_offset"]
 
 
 def is_first_record_of_batch(row: Row) -> bool:
@@ -129,6 +152,13 @@ class ShardState:
                 self.pending_batch_offsets[pid] = dict(zip(txn_keys, txn_batches))
 
 
+def _kind(row: Row) -> str:
+    kind = row["record_kind"]
+    if kind == "offset_commit":  # only as an `OffsetCommit`: a dict of one would be read as nothing at all
+        raise TypeError("an offset-commit record reaches the loaders as an OffsetCommit (`offset_commits`)")
+    return kind
+
+
 def _replay_group_record(groups: GroupStore, kind: str, row: Row) -> None:
     if kind == "group_metadata":
         groups.replay_group_metadata(row)
@@ -164,26 +194,27 @@ def do_load_groups_and_offsets(partition: int, rows: Iterable[Row], resume: Shar
         pending_batch_offsets = {pid: dict(resume.pending_batch_offsets[pid]) for pid in resume.pending}
     outcomes: dict[int, str] = {}
     for row in rows:
-        kind = row["record_kind"]
-        if kind == "offset_commit":
-            k, abo = group_topic_partition(row), appended_batch_offset(row)
-            if row.get("is_transactional"):
-                pid = producer_id(row)
+        if type(row) is OffsetCommit:
+            k, abo = row.key, row.appended_batch_offset
+            if row.is_transactional:
+                pid = row.producer_id
                 txn = pending.setdefault(pid, {})
                 txn_batches = pending_batch_offsets.setdefault(pid, {})
-                open_rows[pid].append(row["offset"])
-                if row["is_tombstone"]:
+                open_rows[pid].append(row.offset)
+                if row.value is None:
                     txn.pop(k, None)
                     txn_batches.pop(k, None)
                 else:
-                    txn[k], txn_batches[k] = OffsetAndMetadata.from_record(row), abo
+                    txn[k], txn_batches[k] = row.value, abo
             else:
-                if row["is_tombstone"]:
+                if row.value is None:
                     offsets.pop(k, None)
                     batch_offsets.pop(k, None)
                 else:
-                    offsets[k], batch_offsets[k] = OffsetAndMetadata.from_record(row), abo
-        elif kind == "control":
+                    offsets[k], batch_offsets[k] = row.value, abo
+            continue
+        kind = _kind(row)
+        if kind == "control":
             if not is_first_record_of_batch(row):
                 continue
             pid = producer_id(row)
@@ -227,22 +258,23 @@ def replay(partition: int, rows: Iterable[Row], resume: ShardState | None = None
         {} if resume is None else {pid: dict(txn) for pid, txn in resume.pending.items()})
     outcomes: dict[int, str] = {}
     for row in rows:
-        kind = row["record_kind"]
-        if kind == "offset_commit":
-            k, pid = group_topic_partition(row), producer_id(row)
+        if type(row) is OffsetCommit:
+            k, pid = row.key, row.producer_id
             if pid != -1:
-                open_rows[pid].append(row["offset"])
-            if row["is_tombstone"]:
+                open_rows[pid].append(row.offset)
+            if row.value is None:
                 offsets.pop(k, None)
                 for txn in pending.values():
                     txn.pop(k, None)
             else:
                 groups.maybe_create_simple_group(k.group)
                 if pid == -1:
-                    offsets[k] = OffsetAndMetadata.from_record(row)
+                    offsets[k] = row.value
                 else:
-                    pending.setdefault(pid, {})[k] = OffsetAndMetadata.from_record(row)
-        elif kind == "control":
+                    pending.setdefault(pid, {})[k] = row.value
+            continue
+        kind = _kind(row)
+        if kind == "control":
             ctype = row.get("control_type")
             if ctype not in ("COMMIT", "ABORT"):
                 continue

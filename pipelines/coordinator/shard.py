@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipelines.coordinator.expiry import ExpiryOptions, cleanup_group_metadata
-from pipelines.coordinator.loader import SKIPPED_KINDS, SparseRow, load_shard
+from pipelines.coordinator.loader import SKIPPED_KINDS, OffsetCommit, SparseRow, load_shard, offset_commits
 from pipelines.coordinator.options import DEFAULT_NUM_OFFSETS_PARTITIONS, REPLAY_TABLES, ReplayOptions
 from pipelines.coordinator.reduction import state_relevant_rows
 from pipelines.coordinator.saved import SavedShard, saved_shards
@@ -32,12 +32,6 @@ EXPIRY_TABLES = ("expired_offsets", "expired_groups")
 COLUMN_TABLES = (*OFFSET_TABLES, "expired_offsets")  # built column by column: Arrow throughout
 SHARD_TABLES = REPLAY_TABLES + EXPIRY_TABLES
 
-#: The columns the loaders read of an offset-commit row (most of the log); other kinds keep all columns but the
-#: raw bytes and provenance, which no loader reads.
-OFFSET_ROW_COLUMNS = (PART, "offset", "record_kind", "key_type", "batch_first_offset", "timestamp", "producer_id",
-                      "producer_epoch", "is_transactional", "is_tombstone", "group_id", "topic", "partition",
-                      "committed_offset", "leader_epoch", "metadata", "commit_timestamp", "expire_timestamp",
-                      "topic_id")
 #: Decoded columns no loader reads: not shipped to a shard.
 UNREAD_COLUMNS = ("key", "value", "source", "error", "batch_position", "codec", "magic", "timestamp_type")
 REPLAY_COLUMNS = tuple(f.name for f in DECODED_RECORD_SCHEMA if f.name not in UNREAD_COLUMNS)
@@ -77,13 +71,13 @@ def _in_log_order(table: pa.Table) -> bool:
     return bool(np.all((p[:-1] < p[1:]) | ((p[:-1] == p[1:]) & (o[:-1] <= o[1:]))))
 
 
-def _rows(table: pa.Table) -> list[Row]:
-    """Rows as dicts for the loaders, in the table's order; offset commits projected to `OFFSET_ROW_COLUMNS`, the
-    other records (group records, markers) as `SparseRow`s of the columns their kind fills."""
+def loader_rows(table: pa.Table) -> list[Row | OffsetCommit]:
+    """Decoded rows as the loaders read them, in the table's order: offset commits as `OffsetCommit`s, the other
+    records (group records, markers) as `SparseRow`s of the columns their kind fills."""
     table = table.drop_columns([c for c in UNREAD_COLUMNS if c in table.column_names])
     mask = pc.fill_null(pc.equal(table.column("record_kind"), "offset_commit"), False)
     is_offset = mask.to_pylist()
-    offset_rows = iter(table.select(list(OFFSET_ROW_COLUMNS)).filter(mask).to_pylist())
+    offset_rows = iter(offset_commits(table.filter(mask)))
     other_rows = iter(_sparse_rows(table.filter(pc.invert(mask))))
     return [next(offset_rows) if o else next(other_rows) for o in is_offset]
 
@@ -197,7 +191,8 @@ def load_shards(table: pa.Table, options: ReplayOptions, keep: bool = False,
     outcomes = [outcomes_table(-1, {})]
     loaded = state_relevant_rows(table, options.is_modern)
     with gc_paused():
-        rows = {part: list(part_rows) for part, part_rows in itertools.groupby(_rows(loaded), key=lambda r: r[PART])}
+        by_part = itertools.groupby(zip(loaded.column(PART).to_pylist(), loader_rows(loaded)), key=lambda pr: pr[0])
+        rows = {part: [r for _, r in part_rows] for part, part_rows in by_part}
         for part in sorted(set(rows) | set(resume)):
             saved = resume.get(part)
             state = load_shard(part, rows.pop(part, ()), options, None if saved is None else saved.state)

@@ -12,6 +12,7 @@ from pipelines.coordinator.expiry import ExpiryOptions, cleanup_group_metadata
 from pipelines.coordinator.loader import SKIPPED_KINDS, load_shard
 from pipelines.coordinator.options import ReplayOptions
 from pipelines.coordinator.reduction import state_relevant_rows
+from pipelines.coordinator.shard import loader_rows
 from pipelines.coordinator.tables import shard_rows, topic_names
 from tests.coordinator.harness import as_rows, canon
 from tests.coordinator.rowkit import Log, to_table
@@ -22,7 +23,7 @@ HYPO = settings(max_examples=300, deadline=None, database=None,
 
 
 def _loaded(rows, opts: ReplayOptions, names) -> dict:
-    state = load_shard(rows[0]["offsets_partition"] if rows else 0, rows, opts)
+    state = load_shard(rows[0]["offsets_partition"] if rows else 0, loader_rows(to_table(rows)) if rows else [], opts)
     tables = shard_rows(state, opts, 50, names)
     tables = as_rows(cleanup_group_metadata(tables, ExpiryOptions(as_of_ms=10**13, retention_minutes=1,
                                                                   semantics=opts.semantics, kafka_version="3.9")))
