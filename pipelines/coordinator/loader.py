@@ -20,6 +20,7 @@ from typing import Any, Iterable, NamedTuple
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pipelines.coordinator.committed import CommittedOffsets, GroupTopicPartition, OffsetAndMetadata
 from pipelines.coordinator.groups import GroupStore
 from pipelines.coordinator.options import ReplayOptions
 
@@ -36,28 +37,6 @@ class SparseRow(dict):
 
     def __missing__(self, key):
         return None
-
-
-class GroupTopicPartition(NamedTuple):
-    group: str
-    topic: str
-    partition: int
-
-
-class OffsetAndMetadata(NamedTuple):
-    """A committed (or pending) offset as the coordinator holds it (`OffsetAndMetadata`, new coordinator 3.8+ with
-    its `recordOffset`), plus the producer that wrote it. Timestamps are epoch ms; -1 / None where Kafka has none."""
-
-    committed_offset: int
-    leader_epoch: int | None
-    metadata: str | None
-    commit_timestamp: int | None
-    expire_timestamp: int | None
-    record_offset: int
-    topic_id: str | None
-    producer_id: int
-    producer_epoch: int | None
-
 
 
 class OffsetCommit(NamedTuple):
@@ -118,32 +97,26 @@ class ShardState:
 
     partition: int
     groups: GroupStore
-    offsets: dict[GroupTopicPartition, OffsetAndMetadata]
+    offsets: CommittedOffsets  # with each one's appendedBatchOffset (old loader)
     pending: dict[int, dict[GroupTopicPartition, OffsetAndMetadata]]  # producer id -> open transaction's offsets
     outcomes: dict[int, str]  # record offset -> committed / aborted / pending, transactional records only
     modern: bool
     open_records: dict[int, list[int]] = field(default_factory=dict)  # producer id -> its open records' offsets
-    batch_offsets: dict[GroupTopicPartition, int] = field(default_factory=dict)  # old loader: of `offsets`
     pending_batch_offsets: dict[int, dict[GroupTopicPartition, int]] = field(default_factory=dict)  # of `pending`
 
-    # Pickled with the keys and offsets as plain tuples, rebuilt by `tuple.__new__`: a shard is pickled to reach the
-    # job that tabulates it and to be saved for the next run, and a named tuple pickles through a Python call of
-    # its own, which cost more than everything else in the state together.
+    # Pickled with the committed offsets as Arrow IPC bytes (`CommittedOffsets.table`: the next run resumes them
+    # as its base without a Python object per offset) and the pending ones as plain tuples, rebuilt by
+    # `tuple.__new__` (a named tuple pickles through a Python call of its own).
     def __getstate__(self):
-        keys = list(self.offsets)
         pending = {pid: (list(map(tuple, txn)), list(map(tuple, txn.values())),
                          [self.pending_batch_offsets[pid][k] for k in txn] if self.pending_batch_offsets else None)
                    for pid, txn in self.pending.items()}
-        return (self.partition, self.groups, list(map(tuple, keys)), list(map(tuple, self.offsets.values())),
-                [self.batch_offsets[k] for k in keys] if self.batch_offsets else None, pending, self.outcomes,
-                self.modern, self.open_records)
+        return (self.partition, self.groups, self.offsets.to_bytes(), pending, self.outcomes, self.modern,
+                self.open_records)
 
     def __setstate__(self, state) -> None:
-        (self.partition, self.groups, keys, values, batches, pending, self.outcomes, self.modern,
-         self.open_records) = state
-        keys = list(map(tuple.__new__, repeat(GroupTopicPartition), keys))
-        self.offsets = dict(zip(keys, map(tuple.__new__, repeat(OffsetAndMetadata), values)))
-        self.batch_offsets = {} if batches is None else dict(zip(keys, batches))
+        (self.partition, self.groups, offsets, pending, self.outcomes, self.modern, self.open_records) = state
+        self.offsets = CommittedOffsets.from_bytes(offsets)
         self.pending, self.pending_batch_offsets = {}, {}
         for pid, (txn_keys, txn_values, txn_batches) in pending.items():
             txn_keys = list(map(tuple.__new__, repeat(GroupTopicPartition), txn_keys))
@@ -182,14 +155,13 @@ def do_load_groups_and_offsets(partition: int, rows: Iterable[Row], resume: Shar
     it (its `outcomes` are of `rows` only).
     """
     groups, open_rows = _resumed(resume)
-    # each offset's and pending offset's appendedBatchOffset beside it, keyed alike
+    # each pending offset's appendedBatchOffset beside it, keyed alike
     if resume is None:
-        offsets: dict[GroupTopicPartition, OffsetAndMetadata] = {}
-        batch_offsets: dict[GroupTopicPartition, int] = {}
+        offsets = CommittedOffsets()
         pending: dict[int, dict[GroupTopicPartition, OffsetAndMetadata]] = {}
         pending_batch_offsets: dict[int, dict[GroupTopicPartition, int]] = {}
     else:
-        offsets, batch_offsets = dict(resume.offsets), dict(resume.batch_offsets)
+        offsets = resume.offsets.copy()
         pending = {pid: dict(txn) for pid, txn in resume.pending.items()}
         pending_batch_offsets = {pid: dict(resume.pending_batch_offsets[pid]) for pid in resume.pending}
     outcomes: dict[int, str] = {}
@@ -206,12 +178,10 @@ def do_load_groups_and_offsets(partition: int, rows: Iterable[Row], resume: Shar
                     txn_batches.pop(k, None)
                 else:
                     txn[k], txn_batches[k] = row.value, abo
+            elif row.value is None:
+                offsets.delete(k)
             else:
-                if row.value is None:
-                    offsets.pop(k, None)
-                    batch_offsets.pop(k, None)
-                else:
-                    offsets[k], batch_offsets[k] = row.value, abo
+                offsets.put(k, row.value, abo)
             continue
         kind = _kind(row)
         if kind == "control":
@@ -223,8 +193,9 @@ def do_load_groups_and_offsets(partition: int, rows: Iterable[Row], resume: Shar
                 txn_batches = pending_batch_offsets.get(pid, {})
                 for k, o in pending.get(pid, {}).items():
                     abo = txn_batches[k]
-                    if k not in offsets or batch_offsets[k] < abo:
-                        offsets[k], batch_offsets[k] = o, abo
+                    current = offsets.batch_offset(k)
+                    if current is None or current < abo:
+                        offsets.put(k, o, abo)
             pending.pop(pid, None)  # COMMIT, ABORT or any other control type
             pending_batch_offsets.pop(pid, None)
             outcome = "committed" if committed else "aborted"
@@ -234,7 +205,7 @@ def do_load_groups_and_offsets(partition: int, rows: Iterable[Row], resume: Shar
             _replay_group_record(groups, kind, row)
     _still_pending(open_rows, outcomes)
     return ShardState(partition, groups, offsets, pending, outcomes, modern=False, open_records=dict(open_rows),
-                      batch_offsets=batch_offsets, pending_batch_offsets=pending_batch_offsets)
+                      pending_batch_offsets=pending_batch_offsets)
 
 
 def _resumed(resume: ShardState | None) -> tuple[GroupStore, defaultdict]:
@@ -253,7 +224,7 @@ def replay(partition: int, rows: Iterable[Row], resume: ShardState | None = None
     than COMMIT/ABORT are ignored. `resume`: as `do_load_groups_and_offsets`.
     """
     groups, open_rows = _resumed(resume)
-    offsets: dict[GroupTopicPartition, OffsetAndMetadata] = {} if resume is None else dict(resume.offsets)
+    offsets = CommittedOffsets() if resume is None else resume.offsets.copy()
     pending: dict[int, dict[GroupTopicPartition, OffsetAndMetadata]] = (
         {} if resume is None else {pid: dict(txn) for pid, txn in resume.pending.items()})
     outcomes: dict[int, str] = {}
@@ -263,13 +234,13 @@ def replay(partition: int, rows: Iterable[Row], resume: ShardState | None = None
             if pid != -1:
                 open_rows[pid].append(row.offset)
             if row.value is None:
-                offsets.pop(k, None)
+                offsets.delete(k)
                 for txn in pending.values():
                     txn.pop(k, None)
             else:
                 groups.maybe_create_simple_group(k.group)
                 if pid == -1:
-                    offsets[k] = row.value
+                    offsets.put(k, row.value)
                 else:
                     pending.setdefault(pid, {})[k] = row.value
             continue
@@ -282,8 +253,9 @@ def replay(partition: int, rows: Iterable[Row], resume: ShardState | None = None
             txn = pending.pop(pid, None)
             if ctype == "COMMIT" and txn:
                 for k, o in txn.items():
-                    if k not in offsets or o.record_offset > offsets[k].record_offset:
-                        offsets[k] = o
+                    current = offsets.record_offset(k)
+                    if current is None or o.record_offset > current:
+                        offsets.put(k, o)
             outcome = "committed" if ctype == "COMMIT" else "aborted"
             for off in open_rows.pop(pid, []):
                 outcomes[off] = outcome

@@ -39,13 +39,14 @@ def _layout() -> str:
     the fields of every type the state holds, so a field added or renamed makes a new format by itself."""
     import hashlib
 
-    from pipelines.coordinator import groups, loader
+    from pipelines.coordinator import committed, groups, loader
 
-    types = (loader.ShardState, loader.OffsetAndMetadata, loader.GroupTopicPartition, groups.GroupStore,
+    types = (loader.ShardState, committed.OffsetAndMetadata, committed.GroupTopicPartition, groups.GroupStore,
              groups.ClassicGroup, groups.SimpleGroup, groups.ConsumerGroup, groups.ConsumerGroupMember)
     fields = repr([(t.__name__, getattr(t, "__slots__", None), getattr(t, "_fields", None),
                     [f.name for f in dataclasses.fields(t)] if dataclasses.is_dataclass(t) else None) for t in types])
-    return "1." + hashlib.sha256(fields.encode()).hexdigest()[:12]
+    fields += str(committed.SCHEMA)
+    return "2." + hashlib.sha256(fields.encode()).hexdigest()[:12]
 
 
 #: The format of the saved shards this version writes and reads (a checkpoint names it: another means a full run).
@@ -190,7 +191,8 @@ class _StateUnpickler(pickle.Unpickler):
         "datetime": {"datetime", "date", "time", "timedelta", "timezone"},
         "decimal": {"Decimal"},
         "copyreg": {"_reconstructor"},
-        "pipelines.coordinator.loader": {"ShardState", "OffsetAndMetadata", "GroupTopicPartition", "SparseRow"},
+        "pipelines.coordinator.loader": {"ShardState", "SparseRow"},
+        "pipelines.coordinator.committed": {"OffsetAndMetadata", "GroupTopicPartition"},
         "pipelines.coordinator.groups": {"GroupStore", "ClassicGroup", "SimpleGroup", "ConsumerGroup",
                                          "ConsumerGroupMember"},
     }

@@ -17,7 +17,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipelines.coordinator.groups import ClassicGroup, ConsumerGroup, SimpleGroup, is_live
-from pipelines.coordinator.loader import GroupTopicPartition, OffsetAndMetadata, ShardState
+from pipelines.coordinator.committed import GroupTopicPartition, OffsetAndMetadata
+from pipelines.coordinator.loader import ShardState
 from pipelines.coordinator.options import REPLAY_TABLES, ReplayOptions
 from pipelines.coordinator.partitioner import partition_for
 
@@ -81,34 +82,26 @@ def contract_table(rows: list[Row] | pa.Table, table: str) -> pa.Table:
     return pa.Table.from_arrays(arrays, schema=schema)
 
 
-def _unset(values, type_: pa.DataType) -> pa.Array:
+def _unset(values: pa.ChunkedArray) -> pa.ChunkedArray:
     """Kafka's -1 for "none" as null."""
-    a = pa.array(values, pa.int64())
-    return pc.if_else(pc.fill_null(pc.equal(a, -1), False), pa.nulls(len(a), pa.int64()), a).cast(type_)
+    return pc.if_else(pc.fill_null(pc.equal(values, -1), False), pa.scalar(None, values.type), values)
 
 
-def offsets_table(sid: str, part: int, entries: list[tuple[GroupTopicPartition, OffsetAndMetadata]],
-                  has_group: bool) -> pa.Table:
-    """Committed offsets (`OffsetFetch`'s answer) as a `loaded_offsets` / `empty_group_offsets` table, built column
-    by column: a shard holds one per group, topic and partition, most of its rows."""
+def offsets_table(sid: str, part: int, committed: pa.Table, has_group: bool) -> pa.Table:
+    """Committed offsets (`OffsetFetch`'s answer; `committed.SCHEMA` rows) as a `loaded_offsets` /
+    `empty_group_offsets` table: a shard holds one per group, topic and partition, most of its rows."""
     schema = table_schema("loaded_offsets")
-    n = len(entries)
-    if not n:
-        return schema.empty_table()
-    keys, values = zip(*entries)
-    group, topic, partition = zip(*keys)
-    committed, leader, metadata, commit_ts, expire_ts, record_offset, topic_id, producer, _epoch = zip(*values)
+    n = committed.num_rows
     ts = pa.timestamp("ms", tz="UTC")
     columns = {
-        "snapshot_id": pa.array([sid] * n), "group_id": pa.array(group), "topic": pa.array(topic),
-        "partition": pa.array(partition), "offsets_partition": pa.array([part] * n),
-        "committed_offset": pa.array(committed), "leader_epoch": _unset(leader, pa.int32()),
-        "metadata": pa.array(metadata, pa.string()), "commit_timestamp": pa.array(commit_ts, pa.int64()).cast(ts),
-        "expire_timestamp": _unset(expire_ts, pa.int64()).cast(ts), "record_offset": pa.array(record_offset),
-        "has_group_metadata": pa.array([has_group] * n), "topic_id": pa.array(topic_id, pa.string()),
-        "producer_id": pa.array(producer),
+        "snapshot_id": pa.repeat(sid, n), "offsets_partition": pa.repeat(part, n),
+        "leader_epoch": _unset(committed.column("leader_epoch")),
+        "commit_timestamp": committed.column("commit_timestamp").cast(ts),
+        "expire_timestamp": _unset(committed.column("expire_timestamp")).cast(ts),
+        "has_group_metadata": pa.repeat(has_group, n),
     }
-    return pa.Table.from_arrays([columns[f.name].cast(f.type) for f in schema], schema=schema)
+    return pa.Table.from_arrays([(columns[f.name] if f.name in columns else committed.column(f.name)).cast(f.type)
+                                 for f in schema], schema=schema)
 
 
 def _pending_out(sid: str, part: int, pid: int, k: GroupTopicPartition, o: OffsetAndMetadata) -> Row:
@@ -234,17 +227,16 @@ def shard_rows(st: ShardState, options: ReplayOptions, n: int, names: dict[str, 
     sid, part = options.snapshot_id, st.partition
     out: dict[str, Any] = {t: [] for t in REPLAY_TABLES}
     live = st.groups.groups
-    live_ids = {gid for gid, g in live.items() if is_live(g)}
-    loaded, empty = [], []
-    for entry in st.offsets.items():
-        gid = entry[0].group
-        if gid in live_ids:
-            loaded.append(entry)
-        elif not st.modern or gid in live:  # modern: a removed group's offsets are invisible
-            empty.append(entry)
-    out["loaded_offsets"] = offsets_table(sid, part, loaded, True)
+    committed = st.offsets.table()
+    group_ids = committed.column("group_id")
+    loaded = pc.is_in(group_ids, value_set=pa.array([gid for gid, g in live.items() if is_live(g)], pa.string()))
+    empty = pc.invert(loaded)
+    if st.modern:  # a removed group's offsets are invisible
+        empty = pc.and_(empty, pc.is_in(group_ids, value_set=pa.array(list(live), pa.string())))
+    out["loaded_offsets"] = offsets_table(sid, part, committed.filter(loaded), True)
+    empty = committed.filter(empty)
     out["empty_group_offsets"] = offsets_table(sid, part, empty, False)
-    offsets_groups = {k.group for k, _ in empty}
+    offsets_groups = set(empty.column("group_id").unique().to_pylist())
     for pid, txn in st.pending.items():
         for k, o in txn.items():
             out["pending_offsets"].append(_pending_out(sid, part, pid, k, o))
