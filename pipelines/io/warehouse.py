@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
@@ -50,6 +51,8 @@ _FINAL_WRITE_STATUSES = ("succeeded", "validation_failed")
 _OFFSET_KEYS = ("offsets_partition", "record_offset")
 # Up to this many incoming offset_commits rows, the history is pruned to their keys by a broadcast semi join.
 _BROADCAST_KEYS_MAX = 1_000_000
+#: Tables `retain` works on at once.
+_RETAIN_THREADS = 4
 # Outcomes a transaction marker decides once and for all: never replaced by `pending` or null.
 _FINAL_OUTCOMES = ("committed", "aborted")
 
@@ -874,31 +877,38 @@ class Warehouse:
                      and (oldest_kept is None or self._run_order(r) > oldest_kept)}
         if not kept:
             protected |= {r["snapshot_id"] for r in runs}  # nothing succeeded yet: delete nothing
-        present = {r["snapshot_id"] for r in runs}
-        for table in SNAPSHOT_TABLES:
-            present |= self.snapshot_ids_in(table)
-        drop = sorted(present - keep_ids - protected)
-
-        if drop and delta.is_table(self._table("runs")):
-            literals = ", ".join(f"'{delta.check_partition_value(s)}'" for s in drop)
-            delta.open_table(self._table("runs")).delete(
-                f"snapshot_id IN ({literals})",
-                commit_properties=CommitProperties(custom_metadata={"offsetlake.operation": "retain"}))
-        for table in SNAPSHOT_TABLES:
-            dt = delta.open_table(self._table(table))
-            if dt is None or not drop:
-                continue
-            removes = delta.remove_actions(dt, partition=("snapshot_id", drop))
-            if removes:
-                delta.commit(dt, TABLES[table], removes, mode="append", partition_by=["snapshot_id"],
-                             metadata={"offsetlake.operation": "retain"})
-        vacuumed: dict[str, int] = {}
-        for table in TABLES:
-            dt = delta.open_table(self._table(table))
-            if dt is None:
-                continue
-            keep_files = self._pinned_files(table, [r for r in kept if r["snapshot_id"] not in drop])
-            vacuumed[table] = len(delta.vacuum(dt, retention_hours, keep=keep_files))
-            delta.remove_empty_dirs(self._table(table))
+        # each table's reads, commits and deletes are its own: the tables are worked on side by side (most of the
+        # time is spent opening Delta logs and listing files, waiting on the storage)
+        with ThreadPoolExecutor(_RETAIN_THREADS, thread_name_prefix="offsetlake-retain") as pool:
+            present = {r["snapshot_id"] for r in runs}.union(*pool.map(self.snapshot_ids_in, SNAPSHOT_TABLES))
+            drop = sorted(present - keep_ids - protected)
+            if drop and delta.is_table(self._table("runs")):
+                literals = ", ".join(f"'{delta.check_partition_value(s)}'" for s in drop)
+                delta.open_table(self._table("runs")).delete(
+                    f"snapshot_id IN ({literals})",
+                    commit_properties=CommitProperties(custom_metadata={"offsetlake.operation": "retain"}))
+            if drop:
+                list(pool.map(lambda table: self._drop_partitions(table, drop), SNAPSHOT_TABLES))
+            still_kept = [r for r in kept if r["snapshot_id"] not in drop]
+            counts = pool.map(lambda table: self._vacuum(table, still_kept, retention_hours), TABLES)
+            vacuumed = {table: n for table, n in zip(TABLES, counts) if n is not None}
         return {"kept": sorted(keep_ids), "deleted": drop, "vacuumed_files": vacuumed}
+
+    def _drop_partitions(self, table: str, drop: list[str]) -> None:
+        """The partitions of `drop` removed from `table` in one metadata-only commit."""
+        dt = delta.open_table(self._table(table))
+        removes = [] if dt is None else delta.remove_actions(dt, partition=("snapshot_id", drop))
+        if removes:
+            delta.commit(dt, TABLES[table], removes, mode="append", partition_by=["snapshot_id"],
+                         metadata={"offsetlake.operation": "retain"})
+
+    def _vacuum(self, table: str, kept: list[dict], retention_hours: int) -> int | None:
+        """`table` vacuumed but for the files `kept` runs' pinned versions read: how many files went (None: no
+        such table)."""
+        dt = delta.open_table(self._table(table))
+        if dt is None:
+            return None
+        deleted = len(delta.vacuum(dt, retention_hours, keep=self._pinned_files(table, kept)))
+        delta.remove_empty_dirs(self._table(table))
+        return deleted
 
