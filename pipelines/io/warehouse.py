@@ -51,8 +51,8 @@ _FINAL_WRITE_STATUSES = ("succeeded", "validation_failed")
 _OFFSET_KEYS = ("offsets_partition", "record_offset")
 # Up to this many incoming offset_commits rows, the history is pruned to their keys by a broadcast semi join.
 _BROADCAST_KEYS_MAX = 1_000_000
-#: Tables `retain` works on at once.
-_RETAIN_THREADS = 4
+#: Tables `retain` works on at once, and a snapshot's commits at once.
+_RETAIN_THREADS = _COMMIT_THREADS = 4
 # Outcomes a transaction marker decides once and for all: never replaced by `pending` or null.
 _FINAL_OUTCOMES = ("committed", "aborted")
 
@@ -296,7 +296,7 @@ class Warehouse:
         rows already in this process, written by pyarrow) and optionally `offset_commits` (a DataFrame, an Arrow
         table, or the shards' `io.blobs.BlobRows`).
         Every table's files are staged (written, not committed) first; then each table's partition
-        `snapshot_id` is replaced in one Delta commit per table, the commits back to back, and the `runs` row
+        `snapshot_id` is replaced in one Delta commit per table, the commits side by side, and the `runs` row
         (`run_row["status"]`: `succeeded`, or `validation_failed` which keeps the snapshot unserved) is
         written last, with `table_versions`: the version each commit produced, which readers read the snapshot
         at. Until then a rerun of a served id leaves the served rows and `runs` row as they were: readers stay on
@@ -341,12 +341,19 @@ class Warehouse:
                                            history_clustered)
             if before_commit is not None:
                 before_commit()
-            for table in SNAPSHOT_TABLES:
-                pinned[table] = self._commit_staged(table, snapshot_id, staged[table][1])
-                committed.append(table)
-            for table in SNAPSHOT_TABLES:
-                self._check_rows(table, snapshot_id, expected,
-                                 self.committed_rows(table, snapshot_id, pinned[table]), "committed")
+            # the tables' commits side by side (each waits on its own Delta log); every one that went through is
+            # known before an error of another propagates
+            with ThreadPoolExecutor(_COMMIT_THREADS, thread_name_prefix="offsetlake-commit") as pool:
+                commits = {t: pool.submit(self._commit_staged, t, snapshot_id, staged[t][1]) for t in SNAPSHOT_TABLES}
+                for table, done in commits.items():
+                    if done.exception() is None:
+                        pinned[table] = done.result()
+                        committed.append(table)
+                for done in commits.values():
+                    done.result()
+                rows = pool.map(lambda t: self.committed_rows(t, snapshot_id, pinned[t]), SNAPSHOT_TABLES)
+                for table, n in zip(SNAPSHOT_TABLES, rows):
+                    self._check_rows(table, snapshot_id, expected, n, "committed")
         except BaseException as exc:
             for table, (rel, _adds) in staged.items():
                 if table not in committed:
