@@ -29,6 +29,7 @@
 #endif
 
 static PyObject *KeyIdFn = NULL;       /* _key_id(key, kcache, ktable) -> int */
+static PyObject *OffsetCommitKind = NULL; /* str: the record kind of an offset commit (a key-table entry's first) */
 static PyObject *ControlEntry = NULL;  /* key-table entry of control records */
 static PyObject *ControlNames = NULL;  /* dict int -> name */
 static PyObject *ControlKey = NULL;    /* int 0: kcache slot of ControlEntry */
@@ -533,7 +534,31 @@ static int put_value(Columns *h, const unsigned char *b, Py_ssize_t vs, Py_ssize
     return 0;
 }
 
-/* kid of a record key (a kcache hit, or _key_id on a miss); -2 = error */
+/* columnar._parse_key + _key_id for a plain OffsetCommitKey (type 0/1, int16 lengths < 0x8000, exact length): the
+ * new key-table entry (kind, key type, group, topic, partition) and its kid; NULL with no error set: not such a
+ * key (the Python path decides) */
+static PyObject *offset_commit_key_id(const unsigned char *k, Py_ssize_t n, PyObject *key, PyObject *kcache,
+                                      PyObject *ktable) {
+    if (n < 10 || k[0] != 0 || k[1] > 1) return NULL;
+    Py_ssize_t glen = ((Py_ssize_t)k[2] << 8) | k[3], p = 4 + glen;
+    if (glen >= 0x8000 || p + 2 > n) return NULL;
+    Py_ssize_t tlen = ((Py_ssize_t)k[p] << 8) | k[p + 1], q = p + 2 + tlen;
+    if (tlen >= 0x8000 || q + 4 != n) return NULL;
+    PyObject *entry = Py_BuildValue("(OiNNi)", OffsetCommitKind, (int)k[1],
+                                    PyUnicode_DecodeUTF8((const char *)k + 4, glen, "replace"),
+                                    PyUnicode_DecodeUTF8((const char *)k + p + 2, tlen, "replace"), (int)be32(k + q));
+    if (entry == NULL) return NULL;
+    PyObject *kid = PyLong_FromSsize_t(PyList_GET_SIZE(ktable));
+    if (kid == NULL || PyList_Append(ktable, entry) < 0 || PyDict_SetItem(kcache, key, kid) < 0) {
+        Py_DECREF(entry);
+        Py_XDECREF(kid);
+        return NULL;
+    }
+    Py_DECREF(entry);
+    return kid;
+}
+
+/* kid of a record key (a kcache hit, else the key-table entry made here or by _key_id); -2 = error */
 static long key_id(const unsigned char *k, Py_ssize_t klen, PyObject *kcache, PyObject *ktable) {
     PyObject *key = PyBytes_FromStringAndSize((const char *)k, klen);
     if (key == NULL) return -2;
@@ -542,7 +567,9 @@ static long key_id(const unsigned char *k, Py_ssize_t klen, PyObject *kcache, Py
         Py_INCREF(kid);
     } else {
         if (PyErr_Occurred()) { Py_DECREF(key); return -2; }
-        kid = PyObject_CallFunctionObjArgs(KeyIdFn, key, kcache, ktable, NULL);
+        kid = offset_commit_key_id(k, klen, key, kcache, ktable);
+        if (kid == NULL && PyErr_Occurred()) { Py_DECREF(key); return -2; }
+        if (kid == NULL) kid = PyObject_CallFunctionObjArgs(KeyIdFn, key, kcache, ktable, NULL);
         if (kid == NULL) { Py_DECREF(key); return -2; }
     }
     Py_DECREF(key);
@@ -762,9 +789,9 @@ fail:
 }
 
 static PyObject *init(PyObject *self, PyObject *args) {
-    PyObject *key_id, *control_entry, *control_names, *ts_types, *codec_labels;
-    if (!PyArg_ParseTuple(args, "OOO!O!O!", &key_id, &control_entry, &PyDict_Type, &control_names, &PyTuple_Type,
-                          &ts_types, &PyTuple_Type, &codec_labels))
+    PyObject *key_id, *control_entry, *control_names, *ts_types, *codec_labels, *offset_commit_kind;
+    if (!PyArg_ParseTuple(args, "OOO!O!O!U", &key_id, &control_entry, &PyDict_Type, &control_names, &PyTuple_Type,
+                          &ts_types, &PyTuple_Type, &codec_labels, &offset_commit_kind))
         return NULL;
     if (PyTuple_GET_SIZE(ts_types) != 2 || PyTuple_GET_SIZE(codec_labels) != 8) {
         PyErr_SetString(PyExc_ValueError, "init: 2 timestamp types and 8 codec labels");
@@ -775,6 +802,7 @@ static PyObject *init(PyObject *self, PyObject *args) {
     for (Py_ssize_t i = 0; i < 8; i++)
         if (!PyBytes_Check(PyTuple_GET_ITEM(codec_labels, i))) goto notbytes;
     Py_XSETREF(KeyIdFn, Py_NewRef(key_id));
+    Py_XSETREF(OffsetCommitKind, Py_NewRef(offset_commit_kind));
     Py_XSETREF(ControlEntry, Py_NewRef(control_entry));
     Py_XSETREF(ControlNames, Py_NewRef(control_names));
     Py_XSETREF(TsTypes, Py_NewRef(ts_types));
@@ -796,7 +824,8 @@ static PyObject *py_crc32c(PyObject *self, PyObject *args) {
 
 static PyMethodDef methods[] = {
     {"decode_entries", decode_entries, METH_VARARGS, "Decode the clean magic 2 entries from pos (see columnar.py)."},
-    {"init", init, METH_VARARGS, "init(key_id, control_entry, control_names, ts_types, codec_labels)"},
+    {"init", init, METH_VARARGS,
+     "init(key_id, control_entry, control_names, ts_types, codec_labels, offset_commit_kind)"},
     {"crc32c", py_crc32c, METH_VARARGS,
      "crc32c(buffer, software=False): CRC-32C as the batch header stores it (the table code when software)."},
     {NULL, NULL, 0, NULL},

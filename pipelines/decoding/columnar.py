@@ -318,7 +318,8 @@ try:  # pragma: no cover - depends on the build
     from pipelines.decoding import _fastdecode as _c
 
     _c.init(_key_id, _CONTROL_ENTRY, _CONTROL_NAMES,
-            (CREATE_TIME.encode(), LOG_APPEND_TIME.encode()), tuple(label.encode() for label in _CODEC_LABELS))
+            (CREATE_TIME.encode(), LOG_APPEND_TIME.encode()), tuple(label.encode() for label in _CODEC_LABELS),
+            KIND_OFFSET_COMMIT)
     HAVE_C_EXTENSION = True
 except ImportError:
     _c = None
