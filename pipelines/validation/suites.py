@@ -255,13 +255,14 @@ def _quoted(column: str) -> str:
 
 def _keys_flag(table: pa.Table, keys: tuple[str, ...], other: pa.Table, out: str, *, present: bool) -> pa.Table:
     """`out` = whether the row's key is (present=True) / is not (present=False) in `other`; null if a key is null.
-    An Arrow hash join of the keys only, placed back by row number (a join does not keep row order)."""
+    An Arrow hash semi-join of the keys only (each of the table's rows out once however often `other` holds its
+    key; the hash built on the table's rows), placed back by row number (a join does not keep row order)."""
     import numpy as np
 
     n = table.num_rows
     rows = table.select(list(keys)).append_column("__row", pa.array(np.arange(n, dtype=np.int64)))
-    distinct = other.select(list(keys)).group_by(list(keys), use_threads=False).aggregate([])
-    found = rows.join(distinct, keys=list(keys), join_type="inner", use_threads=False).column("__row")
+    found = other.select(list(keys)).join(rows, keys=list(keys), join_type="right semi",
+                                          use_threads=False).column("__row")
     hit = np.zeros(n, dtype=bool)
     hit[found.to_numpy()] = True
     null_key = np.zeros(n, dtype=bool)
