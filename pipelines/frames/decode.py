@@ -242,8 +242,12 @@ def _work_table(plan: DecodePlan) -> pa.Table:
 
 
 def _work_batches(plan: DecodePlan) -> list[pa.RecordBatch]:
-    """The work items as the task function reads them, one item per batch, largest first."""
-    return _work_table(plan).to_batches(max_chunksize=1)
+    """The work items as the task function reads them in this process, one item per batch, in log order (by
+    offsets partition, then base offset): segment input then decodes to rows the shards load as they are, with no
+    sort of every column (`coordinator.shard.loadable`)."""
+    table = _work_table(plan).sort_by([("offsets_partition", "ascending"), ("base_offset", "ascending"),
+                                       ("path", "ascending")])
+    return table.to_batches(max_chunksize=1)
 
 
 def _work_frame(spark, plan: DecodePlan):

@@ -95,12 +95,17 @@ def _at_cut(cut: tuple | None):
 
 def _select(table: pa.Table, columns: tuple[str, ...] | None, kinds: tuple[str, ...] | None,
             exclude: tuple[str, ...] | None) -> pa.Table:
+    # the rows picked first, the columns cut next, then filtered once, if at all: a filter copies every column
+    kind = table.column("record_kind")
+    keep = None
     if kinds is not None:
-        table = table.filter(pc.fill_null(pc.is_in(table.column("record_kind"), pa.array(kinds, pa.string())), False))
+        keep = pc.fill_null(pc.is_in(kind, pa.array(kinds, pa.string())), False)
     if exclude:
-        table = table.filter(pc.invert(pc.fill_null(
-            pc.is_in(table.column("record_kind"), pa.array(exclude, pa.string())), False)))
-    return table.select(list(columns)) if columns is not None else table
+        kept = pc.invert(pc.fill_null(pc.is_in(kind, pa.array(exclude, pa.string())), False))
+        keep = kept if keep is None else pc.and_(keep, kept)
+    if columns is not None:
+        table = table.select(list(columns))
+    return table if keep is None or pc.all(keep).as_py() is not False else table.filter(keep)
 
 
 def _schema(columns: tuple[str, ...] | None) -> pa.Schema:
