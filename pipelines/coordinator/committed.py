@@ -52,6 +52,8 @@ assert tuple(n for n, _ in VALUE_FIELDS) == OffsetAndMetadata._fields
 
 
 class CommittedOffsets:
+    """key -> `OffsetAndMetadata` (and its `appendedBatchOffset`): a base table and the changes since."""
+
     __slots__ = ("_base", "_keys", "_columns", "_changed", "_batches", "_table")
 
     def __init__(self, base: pa.Table | None = None) -> None:
