@@ -467,17 +467,23 @@ def _resume_tasks(run: Run, saved) -> int:
     return min(cores, len(saved.partitions))
 
 
+def _in_thread(name: str, fn: Callable, *args):
+    """`fn(*args)` started in a thread of its own: its `concurrent.futures.Future`."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    pool = ThreadPoolExecutor(1, thread_name_prefix=f"offsetlake-{name}")
+    try:
+        return pool.submit(fn, *args)
+    finally:
+        pool.shutdown(wait=False)
+
+
 def _read_ahead(run: Run):
     """What the snapshot adds besides the replay (the previous snapshot's group history an incremental run carries
     forward, the data topics' end offsets), read in a thread while the replay runs: it depends on none of it, and
     a replay on Spark tasks leaves this process waiting."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    pool = ThreadPoolExecutor(1, thread_name_prefix="offsetlake-read-ahead")
-    try:
-        return pool.submit(lambda: (run.inc.previous_group_history(run.warehouse), _log_end_offsets(run.summary)))
-    finally:
-        pool.shutdown(wait=False)
+    return _in_thread("read-ahead",
+                      lambda: (run.inc.previous_group_history(run.warehouse), _log_end_offsets(run.summary)))
 
 
 def replay(run: Run) -> None:
@@ -596,18 +602,12 @@ def materialize(run: Run) -> None:
 def _stage_ahead(run: Run):
     """The snapshot's tables in hand, their files written (uncommitted) in a thread while validation reads them:
     Parquet encoding and compression leave the interpreter, GX's checks do not. The write commits them."""
-    from concurrent.futures import ThreadPoolExecutor
-
     import pyarrow as pa
 
     from schemas.tables import SNAPSHOT_TABLES
 
     arrow = {t: a for t, a in {**run.tables, **run.in_hand}.items() if t in SNAPSHOT_TABLES and isinstance(a, pa.Table)}
-    pool = ThreadPoolExecutor(1, thread_name_prefix="offsetlake-stage")
-    try:
-        return pool.submit(run.warehouse.stage_tables, None, run.snapshot_id, arrow)
-    finally:
-        pool.shutdown(wait=False)
+    return _in_thread("stage", run.warehouse.stage_tables, None, run.snapshot_id, arrow)
 
 
 def validate(run: Run) -> None:

@@ -186,14 +186,14 @@ def reporting(spark, emit: Callable[[str], None] | None, what: str, counters: Ta
 
     thread = threading.Thread(target=loop, name="offsetlake-progress", daemon=True)
     thread.start()
+    succeeded = False
     try:
         yield
-        if shards is not None and counters is not None:  # the shards' totals, once they are all in
-            stop.set()
-            thread.join(timeout=1)
-            emit(line())
+        succeeded = True
     finally:
         stop.set()
         thread.join(timeout=1)
+        if succeeded and shards is not None and counters is not None:  # the shards' totals, once all are in
+            emit(line())
         if counters is not None:
             counters.close()

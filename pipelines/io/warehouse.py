@@ -331,9 +331,8 @@ class Warehouse:
         committed: list[str] = []
         pinned: dict[str, int] = {}
         try:
-            for table in SNAPSHOT_TABLES:
-                if table not in staged:
-                    staged[table] = self._stage_table(spark, table, snapshot_id, tables[table])
+            staged.update(self.stage_tables(spark, snapshot_id, {t: tables[t] for t in SNAPSHOT_TABLES
+                                                                 if t not in staged}))
             for table, (_rel, adds) in staged.items():
                 self._check_rows(table, snapshot_id, expected, _add_rows(adds), "staged")
             if tables.get("offset_commits") is not None:
@@ -355,9 +354,7 @@ class Warehouse:
                 for table, n in zip(SNAPSHOT_TABLES, rows):
                     self._check_rows(table, snapshot_id, expected, n, "committed")
         except BaseException as exc:
-            for table, (rel, _adds) in staged.items():
-                if table not in committed:
-                    delta.discard_dir(self._table(table), rel)
+            self.discard_staged({t: files for t, files in staged.items() if t not in committed})
             failed = {**row, "finished_at": _utcnow()}
             summary = failed.get("summary")
             summary = json.loads(summary) if isinstance(summary, str) else dict(summary or {})
@@ -802,7 +799,6 @@ class Warehouse:
 
         struct = TABLES[table]
         path = self._table(table)
-        reader = self.reader()
         if table in SNAPSHOT_TABLES:
             snap = self._resolve(table, snapshot_id)
             dt = delta.open_table(path, snap.version_of(table))
