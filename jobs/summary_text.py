@@ -27,6 +27,9 @@ def format_summary(s) -> str:
         f"  validation        {'passed' if s.validation.get('success', True) else 'FAILED'}"
         + (f" ({s.validation.get('failed', 0)} expectation(s) failed)" if not s.validation.get('success', True) else ""),
     ]
+    for f in (s.validation.get("failed_expectations") or []) if not s.validation.get("success", True) else []:
+        lines.append(f"    failed            {f['table']}: {f['description'] or f['expectation']}"
+                     + (f" ({f['unexpected_count']:,} row(s))" if f.get("unexpected_count") else ""))
     if s.incremental:
         lines.append(f"  incremental       {s.incremental}")
     for w in s.warnings:

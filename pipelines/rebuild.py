@@ -692,7 +692,7 @@ def write(run: Run) -> None:
     s.stage_seconds = dict(progress.stage_seconds)
     keep = run.settings.section("warehouse").get("keep_snapshots")
     if keep:
-        run.warehouse.retain(int(keep), lock=run.prepared.lock)
+        run.warehouse.retain(int(keep), lock=run.prepared.lock, current=run.snapshot_id)
         incremental.clean_state(run.warehouse, progress.emit)
 
 

@@ -138,6 +138,39 @@ def test_a_run_failing_while_its_tables_are_staged_leaves_no_file(spark, setting
     assert not (wh / "_lock").exists()
 
 
+# ------------------------------------------------------------------------------------------ a failed night
+def test_a_run_failing_validation_keeps_its_row_and_names_the_failure(spark, tmp_path):
+    """`--env prod`'s policy (a byte that cannot be read fails the run) on a log with unreadable bytes: the run
+    writes its `validation_failed` row, then its own clean-up must not delete it (it did: `retain` kept only
+    succeeded runs, so the page and `/metrics` stayed green). The failed expectation is named in `runs` and in the
+    printed summary; the good snapshot stays served; a later good night keeps the failure visible."""
+    from jobs.summary_text import format_summary
+    from pipelines.config import load_settings
+    from pipelines.io.warehouse import Warehouse
+    from pipelines.rebuild import RebuildRequest, run_rebuild
+
+    prod = load_settings(env="ci", overrides={"validation": {"policy": "fail", "max_unread_bytes": 0},
+                                              "warehouse": {"keep_snapshots": 1}})
+    good, g = small_log(tmp_path / "good", 100)
+    bad, _ = small_log(tmp_path / "bad", 100)
+    seg = next((bad / "__consumer_offsets-0").glob("*.log"))
+    seg.write_bytes(seg.read_bytes() + b"\xff" * 64)  # bytes no batch frames
+    wh = tmp_path / "wh"
+    run_rebuild(spark, prod, RebuildRequest(inputs=(str(good),), warehouse=str(wh), snapshot_id="s1"))
+
+    summary = run_rebuild(spark, prod, RebuildRequest(inputs=(str(bad),), warehouse=str(wh), snapshot_id="bad1"))
+    assert summary.status == "validation_failed"
+    row = runs(wh)["bad1"]
+    assert row["status"] == "validation_failed"
+    failed = json.loads(row["validation"])["failed_expectations"]
+    assert [(f["table"], f["expectation"]) for f in failed] == [("accounting", "accounting.bytes_all_read")]
+    assert "failed            accounting: `bytes_unread` <= 0" in format_summary(summary)
+    assert Warehouse(wh).latest_snapshot_id() == "s1" and lookup(wh, g)[1] == "s1"
+
+    run_rebuild(spark, prod, RebuildRequest(inputs=(str(good),), warehouse=str(wh), snapshot_id="s2"))
+    assert {sid: r["status"] for sid, r in runs(wh).items()} == {"bad1": "validation_failed", "s2": "succeeded"}
+
+
 # ------------------------------------------------------------------------------------------ kills
 def start_rebuild(src: Path, wh: Path, sid: str) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "PYSPARK_PYTHON": sys.executable,

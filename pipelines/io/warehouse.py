@@ -45,6 +45,8 @@ RUN_STATUSES = ("running", "succeeded", "failed", "validation_failed")
 # `scheduled` runs form the served history and the incremental chain; `what-if` runs (--as-of/--until-*) are
 # kept apart, read by id only. A row without a kind (written before the column existed) is `scheduled`.
 RUN_KINDS = ("scheduled", "what-if")
+# `runs.status` of a run that did not give a snapshot to serve
+FAILED_STATUSES = ("failed", "validation_failed")
 SCHEDULED = "scheduled"
 # Final statuses `write_snapshot` may record; a snapshot with `validation_failed` is kept but not served.
 _FINAL_WRITE_STATUSES = ("succeeded", "validation_failed")
@@ -847,13 +849,16 @@ class Warehouse:
                     if f["partition_values"].get("snapshot_id") == r["snapshot_id"]}
         return out
 
-    def retain(self, keep: int, retention_hours: int = 0, lock=None) -> dict:
+    def retain(self, keep: int, retention_hours: int = 0, lock=None, current: str | None = None) -> dict:
         """Keep the newest `keep` succeeded snapshots (and the latest succeeded scheduled one, when what-if runs
         are newer); delete the others, then vacuum every table.
 
         Deleted: every other snapshot id found in `runs` or in a snapshot table's partitions (failed,
         validation_failed and orphan partitions included), except `running` rows newer than the oldest
-        kept snapshot (a run may be in progress). The `runs` rows go first, so a reader never picks a
+        kept snapshot (a run may be in progress) and the run doing the clean-up (`current`, whatever its
+        status). The newest run that did not succeed keeps its `runs` row (its tables go): a failed night must
+        stay visible (the page, `/metrics` and their alerts read `runs`) until a newer failure replaces it.
+        The `runs` rows go first, so a reader never picks a
         snapshot whose data is being deleted; partitions are dropped as metadata-only Delta commits
         (remove actions, no rewrite). `offset_commits` is history and keeps its rows.
         The vacuum uses `retention_hours` (default 0, with delta-rs' retention check disabled) and
@@ -878,6 +883,10 @@ class Warehouse:
         oldest_kept = self._run_order(kept[0]) if kept else None
         protected = {r["snapshot_id"] for r in runs if r["status"] == "running"
                      and (oldest_kept is None or self._run_order(r) > oldest_kept)}
+        protected |= {current} if current else set()
+        failures = [r["snapshot_id"] for r in runs if r["status"] in FAILED_STATUSES]
+        # the newest failure keeps its row (what the alerts read), not its tables: nothing serves them
+        row_only = set(failures[-1:])
         if not kept:
             protected |= {r["snapshot_id"] for r in runs}  # nothing succeeded yet: delete nothing
         # each table's reads, commits and deletes are its own: the tables are worked on side by side (most of the
@@ -885,8 +894,9 @@ class Warehouse:
         with ThreadPoolExecutor(_RETAIN_THREADS, thread_name_prefix="offsetlake-retain") as pool:
             present = {r["snapshot_id"] for r in runs}.union(*pool.map(self.snapshot_ids_in, SNAPSHOT_TABLES))
             drop = sorted(present - keep_ids - protected)
-            if drop and delta.is_table(self._table("runs")):
-                literals = ", ".join(f"'{delta.check_partition_value(s)}'" for s in drop)
+            drop_rows = [s for s in drop if s not in row_only]
+            if drop_rows and delta.is_table(self._table("runs")):
+                literals = ", ".join(f"'{delta.check_partition_value(s)}'" for s in drop_rows)
                 delta.open_table(self._table("runs")).delete(
                     f"snapshot_id IN ({literals})",
                     commit_properties=CommitProperties(custom_metadata={"offsetlake.operation": "retain"}))
@@ -895,7 +905,8 @@ class Warehouse:
             still_kept = [r for r in kept if r["snapshot_id"] not in drop]
             counts = pool.map(lambda table: self._vacuum(table, still_kept, retention_hours), TABLES)
             vacuumed = {table: n for table, n in zip(TABLES, counts) if n is not None}
-        return {"kept": sorted(keep_ids), "deleted": drop, "vacuumed_files": vacuumed}
+        return {"kept": sorted(keep_ids), "deleted": drop, "rows_kept": sorted(row_only & set(drop)),
+                "vacuumed_files": vacuumed}
 
     def _drop_partitions(self, table: str, drop: list[str]) -> None:
         """The partitions of `drop` removed from `table` in one metadata-only commit."""

@@ -215,6 +215,10 @@ class ValidationResult:
             "evaluated": len(self.expectations),
             "failed": len(self.failed),
             "failed_ids": [e.id for e in self.failed][:50],
+            # named for the people reading `runs` and the page, not only the report file: which table, which check
+            "failed_expectations": [{"table": s.name, "expectation": e.id, "column": e.column,
+                                     "description": e.description, "unexpected_count": e.unexpected_count}
+                                    for s in self.suites for e in s.failed][:50],
             "unexpected_rows": sum(e.unexpected_count or 0 for e in self.failed),
             "skipped": len(self.skipped),
             "suites": {s.name: {"rows": s.rows, "evaluated": len(s.expectations), "failed": len(s.failed)}

@@ -97,3 +97,45 @@ def test_retain_keeps_the_latest_scheduled_snapshot_besides_newer_what_if_runs(t
     assert wh.latest_snapshot_id() == "s2"
     finished(wh, "s3", 5, "scheduled")
     assert wh.retain(keep=1)["kept"] == ["s3"]
+
+
+def ended(wh: Warehouse, sid: str, minute: int, status: str) -> None:
+    wh.mark_run(sid, {"status": status, "kind": "scheduled", "started_at": at(minute),
+                      "finished_at": at(minute) + dt.timedelta(seconds=30)})
+
+
+def test_retain_keeps_the_cleaning_run_and_the_newest_failure(tmp_path):
+    """A nightly run that fails validation runs the clean-up itself: its own `runs` row stays (the page and
+    `/metrics` read it), and so does the newest failure once later runs succeed; older failures go."""
+    wh = Warehouse(tmp_path / "wh")
+    ended(wh, "s1", 1, "succeeded")
+    ended(wh, "bad1", 2, "validation_failed")
+    report = wh.retain(keep=1, current="bad1")
+    assert "bad1" not in report["deleted"]
+    assert [(r["snapshot_id"], r["status"]) for r in wh.snapshots()] == [
+        ("s1", "succeeded"), ("bad1", "validation_failed")]
+
+    ended(wh, "s2", 3, "succeeded")
+    report = wh.retain(keep=1, current="s2")
+    # after a good night the newest failure keeps its row (its tables go: nothing serves them)
+    assert report["deleted"] == ["bad1", "s1"] and report["rows_kept"] == ["bad1"]
+    assert [r["snapshot_id"] for r in wh.snapshots()] == ["bad1", "s2"]
+
+    ended(wh, "bad2", 4, "failed")
+    ended(wh, "s3", 5, "succeeded")
+    report = wh.retain(keep=1, current="s3")
+    assert report["deleted"] == ["bad1", "bad2", "s2"] and report["rows_kept"] == ["bad2"]  # the newer one replaces it
+    assert [(r["snapshot_id"], r["status"]) for r in wh.snapshots()] == [("bad2", "failed"), ("s3", "succeeded")]
+    assert wh.latest_snapshot_id() == "s3"
+
+
+def test_retain_never_deletes_the_cleaning_runs_own_row(tmp_path):
+    """Clocks disagree (a run host's clock behind the last failure's): the run doing the clean-up is not the
+    newest failure by time, and its row still stays."""
+    wh = Warehouse(tmp_path / "wh")
+    ended(wh, "s1", 1, "succeeded")
+    ended(wh, "bad-later-clock", 9, "failed")
+    ended(wh, "bad-now", 5, "validation_failed")
+    report = wh.retain(keep=1, current="bad-now")
+    assert "bad-now" not in report["deleted"] and report["rows_kept"] == ["bad-later-clock"]
+    assert {r["snapshot_id"] for r in wh.snapshots()} == {"s1", "bad-now", "bad-later-clock"}

@@ -290,8 +290,9 @@ def test_retain_keeps_newest_snapshot_and_vacuum_removes_files(spark, make_snaps
     on_disk_before = {t: parquet_files(wh.table_path(t)) for t in SNAPSHOT_TABLES}
     commits = normalized(wh.read_table("offset_commits"))
     report = wh.retain(keep=1)
-    assert report["kept"] == ["s2"] and report["deleted"] == ["s1", "s3"]
-    assert [(r["snapshot_id"], r["status"]) for r in wh.snapshots()] == [("s2", "succeeded")]
+    assert report["kept"] == ["s2"] and report["deleted"] == ["s1", "s3"] and report["rows_kept"] == ["s3"]
+    # the failed s3 keeps its runs row (the newest failure stays visible), not its tables
+    assert [(r["snapshot_id"], r["status"]) for r in wh.snapshots()] == [("s2", "succeeded"), ("s3", "failed")]
     for table in SNAPSHOT_TABLES:
         path = wh.table_path(table)
         assert wh.snapshot_ids_in(table) == {"s2"}, table
