@@ -20,12 +20,17 @@ from pipelines.config import load_settings
 from pipelines.session import get_spark
 from pipelines.validation.accounting import Accounting, PartitionCounts
 from pipelines.validation.runner import run_validation
-from pipelines.validation.suites import java_partition_for
+from pipelines.coordinator.partitioner import partition_for
 from schemas.tables import TABLES
 
 PARTITIONS = 50
 GROUPS = 20_000
 AS_OF_MS = 1_717_200_000_000  # 2024-06-01
+
+
+def java_partition_for(column: str, partitions: int):
+    """The offsets partition of each group id, by the engine's own rule (inputs are built before the clock starts)."""
+    return F.udf(lambda g: partition_for(g, partitions), "int")(F.col(column))
 
 
 def _typed(df: DataFrame, table: str) -> DataFrame:

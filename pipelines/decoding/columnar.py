@@ -477,8 +477,9 @@ def decode_segment_to_arrow(
     policy: ReadPolicy = DEFAULT_POLICY,
 ) -> Iterator[pa.RecordBatch]:
     """Decoded Arrow batches (`DECODED_RECORD_SCHEMA`) of one segment file: the rows of
-    ``read_batches_from_file`` + ``to_decoded_row`` / ``problem_to_row``, in order, ``batch_rows`` at most per
-    batch (a log batch never straddles two Arrow batches unless it alone exceeds ``batch_rows``).
+    ``read_batches_from_file`` + ``to_decoded_row`` / ``problem_to_row``, in order, in Arrow batches of whole log
+    batches: one closes as soon as it holds ``batch_rows`` rows, so its last log batch may take it past that, and no
+    log batch straddles two Arrow batches.
 
     ``use_c``: None = the C extension when built, True = require it, False = pure Python.
     ``start_position``: an entry boundary to start at (incremental runs: where the previous run stopped); the

@@ -47,11 +47,16 @@ def reference(path, partition: int) -> list[dict]:
 
 
 def fast(path, partition: int, walker: str, batch_rows: int = 20000) -> list[dict]:
-    out = []
+    out, last_position = [], None
     for b in columnar.decode_segment_to_arrow(path, offsets_partition=partition, batch_rows=batch_rows,
                                               use_c=walker == "c"):
         assert b.schema == DECODED_RECORD_SCHEMA
-        assert b.num_rows <= batch_rows or b.num_rows > 0
+        # whole log batches, never an empty chunk; a chunk closes once it reaches batch_rows, so only its last log
+        # batch takes it over, and no log batch straddles two chunks
+        positions = b.column("batch_position").to_pylist()
+        assert positions and positions[0] != last_position
+        assert positions.index(positions[-1]) < batch_rows
+        last_position = positions[-1]
         out.extend(b.to_pylist())
     return out
 
