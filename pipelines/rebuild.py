@@ -352,7 +352,7 @@ def decode(run: Run) -> None:
 
         run.progress.stage("decode", described + ", each offsets partition decoded and loaded by one task"
                            + (" onto the shard the previous run saved" if previous is not None else ""))
-        stage = run.warehouse.stage_history(run.snapshot_id)
+        stage = run.warehouse.stage_history(run.snapshot_id, adds_only=s.kind != "scheduled")
         state_stage = stage_state(run.warehouse, run.snapshot_id) if _saves_shards(run) else None
         with _resuming():
             run.loaded = segment_shards.load_on_spark(run.spark, plan, _load_options(run), cut,
@@ -687,7 +687,8 @@ def write(run: Run) -> None:
     staged = staging.result() if staging is not None else None
     run.warehouse.write_snapshot(run.spark, run.snapshot_id, {**run.tables, **run.in_hand}, run_row,
                                  expected_rows=expected, before_commit=lambda: _committing(run.prepared, progress),
-                                 history_known_below=run.inc.next_offsets(), history_clustered=True, staged=staged)
+                                 history_known_below=run.inc.next_offsets(), history_clustered=True, staged=staged,
+                                 history_adds_only=s.kind != "scheduled")
     progress.end()
     s.stage_seconds = dict(progress.stage_seconds)
     keep = run.settings.section("warehouse").get("keep_snapshots")
