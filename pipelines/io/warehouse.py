@@ -343,7 +343,8 @@ class Warehouse:
     def write_snapshot(self, spark, snapshot_id: str, tables: dict[str, Any], run_row: dict,
                        expected_rows: dict[str, int] | None = None, before_commit=None,
                        history_known_below: dict[int, int] | None = None, history_clustered: bool = False,
-                       staged: dict[str, tuple[str, list]] | None = None, history_adds_only: bool = False) -> None:
+                       staged: dict[str, tuple[str, list]] | None = None, history_adds_only: bool = False,
+                       cluster=None) -> None:
         """Write one snapshot: every snapshot table, the offset_commits merge, then the `runs` row.
 
         `tables` holds one DataFrame per `SNAPSHOT_TABLES` entry (all required; an Arrow table instead for
@@ -356,7 +357,8 @@ class Warehouse:
         at. Until then a rerun of a served id leaves the served rows and `runs` row as they were: readers stay on
         the versions the served row pinned, even if some of the rerun's commits went through.
         `history_known_below`, `history_clustered`, `history_adds_only`: see `_merge_offset_commits`'s
-        `known_below`, `clustered` and `adds_only`.
+        `known_below`, `clustered` and `adds_only`. `cluster` (`io.cluster.ClusterIdentity` of the input): recorded
+        as the history's once `offset_commits` is merged.
         `expected_rows` (table -> rows the run counted) is checked against the staged files' and then the
         committed add actions' `numRecords`: a snapshot never holds fewer (or more) rows than the run reported.
         On any error the staged files are deleted, the failure is recorded (`record_failure`) and the error
@@ -393,6 +395,10 @@ class Warehouse:
             if tables.get("offset_commits") is not None:
                 self._merge_offset_commits(spark, snapshot_id, tables["offset_commits"], history_known_below,
                                            history_clustered, history_adds_only)
+                if cluster is not None:
+                    from pipelines.io import cluster as clusters
+
+                    clusters.record(self.root, cluster)
             if before_commit is not None:
                 before_commit()
             # the tables' commits side by side (each waits on its own Delta log); every one that went through is
