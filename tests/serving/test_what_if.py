@@ -146,3 +146,34 @@ def test_lag_of_a_what_if_snapshot_says_which_end_offsets_it_used(kit):
                                         "as_of": ts(6).isoformat().replace("+00:00", "Z"), "kind": "what-if"}
         d = client.get("/groups/payments").json()
         assert d["log_end_offsets"]["kind"] == "scheduled" and d["log_end_offsets"]["sources"] == []
+
+
+@pytest.mark.browser
+@pytest.mark.integration
+def test_the_page_of_a_what_if_snapshot(tmp_path):
+    """In a real Chromium: the committed-offsets chart of a what-if snapshot of the past has its x values (as-of)
+    in order and no red mark, and the partitions' note names the end offsets LAG was measured against."""
+    import datetime as dt
+
+    from .conftest import running_server
+    from .test_browser import _chromedriver, _open, chromium
+
+    _chromedriver()
+    k = WarehouseKit(tmp_path / "wh")
+    k.snapshot("mon", groups=[group("payments")], offsets=[offset("payments", "orders", 0, 400)], as_of=ts(20))
+    k.snapshot("tue", groups=[group("payments")], offsets=[offset("payments", "orders", 0, 450)], as_of=ts(40))
+    seen = dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.timezone.utc)
+    k.snapshot("sun", groups=[group("payments")], offsets=[offset("payments", "orders", 0, 150)], as_of=ts(10),
+               kind="what-if", log_end_offsets=[{"topic": "orders", "partition": 0, "log_end_offset": 900,
+                                                 "observed_at": seen}])
+    with running_server(k.root) as base, chromium(tmp_path) as b:
+        _open(b, base + "/?snapshot=sun#/groups/payments", "group")
+        b.wait_for("return !!(window.olCharts && window.olCharts.snapshots)")
+        xs, regressions = b.js("return [window.olCharts.snapshots.data[0], "
+                               "document.getElementById('chart-snapshots').dataset.regressions]")
+        assert xs == sorted(xs) and len(xs) == 3 and regressions == "0"
+        note = b.js("const p = document.getElementById('lag-source'); return [p.textContent, p.className]")
+        assert note[0].startswith("LOG-END-OFFSET from replication-offset-checkpoint observed at 2026-01-02T03:04:05Z "
+                                  "(1 partition): 1 of 1 partitions known")
+        assert "as of " + ts(10).isoformat().replace("+00:00", "Z") + " (what-if snapshot)" in note[0]
+        assert "what-if" in note[1].split()
