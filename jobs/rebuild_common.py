@@ -30,6 +30,9 @@ def rebuild_options(f):
         click.option("--num-partitions", type=int, default=None,
                      help="Partitions of __consumer_offsets (default: from the input, at least 50)."),
         click.option("--kafka-version", default=None, help="Emulated broker version for expiry rules (default 3.9)."),
+        click.option("--other-cluster", is_flag=True, default=False,
+                     help="Write the snapshot of a dump whose cluster is not the one of the warehouse's history "
+                          "(refused otherwise), without adding its records to that history."),
         click.option("--env", default=None, help="Settings overlay conf/<env>/ (default OFFSETLAKE_ENV or local)."),
         click.option("--conf", "conf_overrides", multiple=True, help="Override a setting: section.key=value."),
         click.option("--json", "as_json", is_flag=True, help="Print the machine-readable summary."),

@@ -32,6 +32,8 @@ class PreparedRun:
     plan: object  # pipelines.frames.decode.DecodePlan
     lock: object  # pipelines.io.lock.WriterLock
     abandoned: dict | None  # the record of a stale lock this run took over
+    cluster: object = None  # pipelines.io.cluster.ClusterIdentity of the inputs
+    other_cluster: str | None = None  # --other-cluster: why the input is not the history's cluster
 
     def release(self) -> None:
         self.lock.release()
@@ -60,13 +62,35 @@ def prepare_run(settings: Settings, req: RebuildRequest) -> PreparedRun:
         raise UsageError(f"--warehouse {e}") from None
     check_not_nested(inputs, warehouse)
     plan = plan_and_check(inputs)
+    cluster, other_cluster = check_cluster(plan, warehouse, req.other_cluster)
     check_validation_settings(settings)
     check_log_level(settings)
     lock_settings(settings)
     probe_writable(warehouse)
     lock, abandoned = take_lock(settings, warehouse, snapshot_id)
     return PreparedRun(conf=conf, inputs=inputs, snapshot_id=snapshot_id, until_time_ms=until_time_ms,
-                       as_of_ms=as_of_ms, plan=plan, lock=lock, abandoned=abandoned)
+                       as_of_ms=as_of_ms, plan=plan, lock=lock, abandoned=abandoned, cluster=cluster,
+                       other_cluster=other_cluster)
+
+
+def check_cluster(plan, warehouse: "storage.Location", allowed: bool):
+    """The inputs' cluster (`pipelines.io.cluster`), refused when the inputs mix clusters or are not the cluster
+    whose records the warehouse's history holds, unless `allowed` (`--other-cluster`): then the reason is returned
+    beside it, and the run writes its snapshot without adding its records to that history."""
+    from pipelines.io import cluster as clusters
+    from pipelines.io import delta
+
+    identity = clusters.of_inputs(plan)
+    why = identity.mixed()
+    if why is None and identity.known:
+        held = clusters.of_warehouse(warehouse)
+        history = delta.open_table(warehouse / "offset_commits") if held is not None else None
+        if history is not None and delta.active_files(history):
+            why = identity.differs_from(held)
+    if why is not None and not allowed:
+        raise UsageError(f"{why}: a warehouse keeps one cluster's history (use another --warehouse, or "
+                         "--other-cluster to write the snapshot without adding its records to the history)")
+    return identity, why
 
 
 def check_validation_settings(settings: Settings) -> None:

@@ -43,6 +43,7 @@ class RebuildRequest:
     num_partitions: int | None = None
     kafka_version: str | None = None
     replay_corrupt_batches: bool = False
+    other_cluster: bool = False  # write a snapshot of another cluster's dump, not adding to the history
 
 
 @dataclass
@@ -329,6 +330,9 @@ def plan(run: Run) -> None:
         s.warnings.append(
             f"{path}: no producer_id/is_transactional/is_control columns: transactional offset commits "
             "cannot be resolved; every commit is treated as non-transactional")
+    if run.prepared.other_cluster:
+        s.warnings.append(f"--other-cluster: {run.prepared.other_cluster}; this snapshot's records are not added to "
+                          "the history (offset_commits)")
     run.inc = incremental.start(run.warehouse, run.req, run.conf, run.input_plan, run.snapshot_id)
     run.progress.emit(f"          {run.inc.progress_line()}")
 
@@ -352,7 +356,7 @@ def decode(run: Run) -> None:
 
         run.progress.stage("decode", described + ", each offsets partition decoded and loaded by one task"
                            + (" onto the shard the previous run saved" if previous is not None else ""))
-        stage = run.warehouse.stage_history(run.snapshot_id)
+        stage = run.warehouse.stage_history(run.snapshot_id, adds_only=s.kind != "scheduled")
         state_stage = stage_state(run.warehouse, run.snapshot_id) if _saves_shards(run) else None
         with _resuming():
             run.loaded = segment_shards.load_on_spark(run.spark, plan, _load_options(run), cut,
@@ -685,9 +689,12 @@ def write(run: Run) -> None:
     expected = dict(run.stats)
     staging, run.staging = run.staging, None
     staged = staging.result() if staging is not None else None
-    run.warehouse.write_snapshot(run.spark, run.snapshot_id, {**run.tables, **run.in_hand}, run_row,
+    tables = {t: a for t, a in {**run.tables, **run.in_hand}.items()
+              if not (t == "offset_commits" and run.prepared.other_cluster)}
+    run.warehouse.write_snapshot(run.spark, run.snapshot_id, tables, run_row,
                                  expected_rows=expected, before_commit=lambda: _committing(run.prepared, progress),
-                                 history_known_below=run.inc.next_offsets(), history_clustered=True, staged=staged)
+                                 history_known_below=run.inc.next_offsets(), history_clustered=True, staged=staged,
+                                 history_adds_only=s.kind != "scheduled", cluster=run.prepared.cluster)
     progress.end()
     s.stage_seconds = dict(progress.stage_seconds)
     keep = run.settings.section("warehouse").get("keep_snapshots")

@@ -64,8 +64,32 @@ def runs(spark, brokerdata, tmp_path_factory):
     wh = tmp / "wh"
     base_rc, base = cli_rebuild(wh, [prefix], "base")
     assert base_rc == 0, failed_expectations(wh, "base")
+    history = history_rows(wh)
     cut_rc, cut = cli_rebuild(wh, [data], "cut", "--until-time", CUT, "--incremental")
-    return SimpleNamespace(data=data, tmp=tmp, wh=wh, base=base, cut_rc=cut_rc, cut=cut)
+    return SimpleNamespace(data=data, tmp=tmp, wh=wh, base=base, cut_rc=cut_rc, cut=cut, history_after_base=history)
+
+
+def history_rows(wh: Path) -> dict[tuple[int, int], dict]:
+    """The warehouse's offset_commits by record (each record once)."""
+    from pipelines.io.warehouse import Warehouse
+
+    rows = Warehouse(wh).read_table("offset_commits").to_pylist()
+    by_key = {(r["offsets_partition"], r["record_offset"]): r for r in rows}
+    assert len(by_key) == len(rows)
+    return by_key
+
+
+def snapshot_tables(wh: Path, snapshot_id: str) -> dict[str, list]:
+    """Every snapshot table of `snapshot_id`, its rows without the snapshot id, sorted."""
+    from pipelines.io.warehouse import Warehouse
+    from schemas.tables import SNAPSHOT_TABLES
+
+    w = Warehouse(wh)
+    out = {}
+    for t in SNAPSHOT_TABLES:
+        rows = w.read_table(t, snapshot_id).drop_columns(["snapshot_id"]).to_pylist()
+        out[t] = sorted(json.dumps(r, sort_keys=True, default=str) for r in rows)
+    return out
 
 
 def test_until_time_run_validates_against_the_log_up_to_its_cut(runs):
@@ -136,3 +160,47 @@ def test_incremental_run_after_a_what_if_run_extends_the_scheduled_chain(runs, t
     assert 0 < inc["incremental"]["new_bytes"] < runs.cut["bytes_in"]
     # SCENARIO.md: tx-g1 ends at tx-in[0]=70, [1]=80, [2]=90; the new run is the default snapshot now
     assert tx_g1(wh) == ("inc", {0: 70, 1: 80, 2: 90})
+
+
+def test_a_what_if_run_leaves_the_history_as_the_log_decided_it(runs, tmp_path):
+    """The what-if run's records up to its cut are all in the history `base` wrote (the log up to offset 22 of
+    partition 43 and the rest whole): the history stays row for row as it was, though at the cut the two
+    transactions of partition 43 are pending (their markers follow), and the snapshot tables are those of the same
+    run into an empty warehouse."""
+    assert runs.cut_rc == 0
+    after = history_rows(runs.wh)
+    assert after == runs.history_after_base
+    assert {r["txn_outcome"] for k, r in after.items() if k in ((43, 19), (43, 20))} == {"committed"}
+
+    empty = tmp_path / "empty"
+    rc, alone = cli_rebuild(empty, [runs.data], "cut", "--until-time", CUT)
+    assert rc == 0, failed_expectations(empty, "cut")
+    assert snapshot_tables(runs.wh, "cut") == snapshot_tables(empty, "cut")
+    # into an empty warehouse the what-if run's history is its records up to the cut, as it saw them
+    own = history_rows(empty)
+    assert own and set(own) <= set(after)
+    assert {own[k]["txn_outcome"] for k in ((43, 19), (43, 20))} == {"pending"}
+
+
+@pytest.mark.parametrize("where", ["driver", "tasks"])
+def test_a_what_if_run_adds_only_the_records_the_history_lacks(runs, tmp_path, where):
+    """Past `base`'s prefix (partition 43 from offset 23 on), a what-if run over the whole log meets records the
+    history lacks: exactly those are added, with its snapshot id, and the rows held before stay as they were —
+    whether the history is written in the driver or by the Spark tasks that load the shards."""
+    wh = tmp_path / "wh"
+    shutil.copytree(runs.wh, wh)
+    before = history_rows(wh)
+    on_spark = ["--conf", "decode.in_process_max_bytes=0", "--conf", "rebuild.local_replay_max_rows=0"]
+    rc, _ = cli_rebuild(wh, [runs.data], "late", "--until-offset", "1000", *(on_spark if where == "tasks" else []))
+    assert rc == 0, failed_expectations(wh, "late")
+    after = history_rows(wh)
+    assert {k: after[k] for k in before} == before
+    added = {k: r for k, r in after.items() if k not in before}
+    # what the whole log holds past the prefix: the same run into an empty warehouse, less what `base` read
+    empty = tmp_path / "empty"
+    rc, _ = cli_rebuild(empty, [runs.data], "late", "--until-offset", "1000")
+    assert rc == 0
+    whole = history_rows(empty)
+    assert added == {k: r for k, r in whole.items() if k not in before}
+    assert added and all(p == 43 and o >= 23 for p, o in added) and {r["snapshot_id"] for r in added.values()} == {"late"}
+    assert snapshot_tables(wh, "late") == snapshot_tables(empty, "late")

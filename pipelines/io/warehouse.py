@@ -145,12 +145,63 @@ def _with_snapshot_id(rows, snapshot_id: str):
     return type(rows).from_arrays(arrays, names=rows.schema.names)
 
 
-def _opened(snapshot_id: str):
-    """The executor function that opens a history's blobs (`io.blobs`) with `snapshot_id` set."""
+def _opened(snapshot_id: str, seen: "HistoryKeys | None" = None, packed: bool = True):
+    """The executor function that opens a history's blobs (`io.blobs`; `packed=False`: rows already) with
+    `snapshot_id` set; `seen`: only the rows the history does not hold yet."""
     def opened(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        for batch in unpacked(batches):
-            yield _with_snapshot_id(batch, snapshot_id)
+        cache: dict = {}
+        for batch in (unpacked(batches) if packed else batches):
+            if seen is not None:
+                batch = seen.unseen(batch, cache)
+            if batch.num_rows:
+                yield _with_snapshot_id(batch, snapshot_id)
     return opened
+
+
+@dataclass(frozen=True)
+class HistoryKeys:
+    """The records (offsets partition, record offset) the history holds, looked up where some rows may meet them:
+    each history file's Delta stats bound its offsets partitions and record offsets, so only the files whose bounds
+    take in a row are opened, and of those only the two key columns. What a what-if run adds to the history is
+    found with it (`Warehouse.stage_history`). Picklable: a task filters the rows it writes with it."""
+
+    table_uri: str
+    files: tuple  # (path relative to the table, its stats as `_history_files` gives them)
+
+    @classmethod
+    def of(cls, dt, table_uri: str) -> "HistoryKeys":
+        return cls(table_uri, tuple((unquote(f["path"]), f) for f in _history_files(dt)))
+
+    def _keys(self, rel: str, cache: dict | None) -> pa.Table:
+        if cache is not None and rel in cache:
+            return cache[rel]
+        keys = delta.read_table_files(self.table_uri, [rel], TABLES["offset_commits"], columns=list(_OFFSET_KEYS))
+        if cache is not None:
+            cache[rel] = keys
+        return keys
+
+    def unseen(self, rows, cache: dict | None = None):
+        """The rows of `rows` (a table or batch of history rows) whose record the history does not hold, in their
+        order. `cache`: the key columns of files already read (by path), for a caller that asks again."""
+        import numpy as np
+
+        if rows.num_rows == 0 or not self.files:
+            return rows
+        part = np.asarray(rows.column("offsets_partition"))
+        offset = np.asarray(rows.column("record_offset"))
+        spans = pa.table({"p": part, "o": offset}).group_by("p").aggregate([("o", "min"), ("o", "max")])
+        ranges = list(zip(*(spans.column(c).to_pylist() for c in ("p", "o_min", "o_max"))))
+        read = [self._keys(rel, cache) for rel, f in self.files if _overlaps(f, ranges)]
+        known = pa.concat_tables(read) if read else None
+        if known is None or known.num_rows == 0:
+            return rows
+        known_part = np.asarray(known.column("offsets_partition"))
+        known_offset = np.asarray(known.column("record_offset"))
+        seen = np.zeros(len(part), bool)
+        for p in np.unique(part):
+            mine = part == p
+            seen[mine] = np.isin(offset[mine], known_offset[known_part == p])
+        return rows.filter(pa.array(~seen)) if seen.any() else rows
 
 
 @dataclass(frozen=True)
@@ -163,12 +214,15 @@ class HistoryStage:
     settled: str
     pending: str
     snapshot_id: str
+    seen: HistoryKeys | None = None  # a what-if run's: the history it only adds to (its rows not held yet)
 
     def write(self, history: pa.Table, stamp: bool = True) -> list[tuple[delta.WrittenFile, bool]]:
         """Executor side: `history` (whole offsets partitions, each in record order) written; (file, aside).
         `stamp`: every row's `snapshot_id` set to this run's (False: the rows carry theirs, as a merge that
         rewrites older rows gives them)."""
         rows = history.select(table_columns("offset_commits"))
+        if self.seen is not None:
+            rows = self.seen.unseen(rows)
         settled, pending = delta.write_table_files(
             _with_snapshot_id(rows, self.snapshot_id) if stamp else rows, self.table_uri,
             self.settled, TABLES["offset_commits"], split_by="offsets_partition", aside=(_pending_rows, self.pending))
@@ -178,7 +232,7 @@ class HistoryStage:
 @dataclass
 class StagedHistory:
     """A run's history as its tasks wrote it (`HistoryStage`), not committed: the history merge commits the files
-    when the table is still empty, else merges their rows. `discard` deletes them unless they were committed."""
+    when the table is still empty (or they hold only rows it lacks: a what-if run's), else merges their rows. `discard` deletes them unless they were committed."""
 
     stage: HistoryStage
     files: list  # (delta.WrittenFile, aside)
@@ -291,7 +345,8 @@ class Warehouse:
     def write_snapshot(self, spark, snapshot_id: str, tables: dict[str, Any], run_row: dict,
                        expected_rows: dict[str, int] | None = None, before_commit=None,
                        history_known_below: dict[int, int] | None = None, history_clustered: bool = False,
-                       staged: dict[str, tuple[str, list]] | None = None) -> None:
+                       staged: dict[str, tuple[str, list]] | None = None, history_adds_only: bool = False,
+                       cluster=None) -> None:
         """Write one snapshot: every snapshot table, the offset_commits merge, then the `runs` row.
 
         `tables` holds one DataFrame per `SNAPSHOT_TABLES` entry (all required; an Arrow table instead for
@@ -303,7 +358,9 @@ class Warehouse:
         written last, with `table_versions`: the version each commit produced, which readers read the snapshot
         at. Until then a rerun of a served id leaves the served rows and `runs` row as they were: readers stay on
         the versions the served row pinned, even if some of the rerun's commits went through.
-        `history_known_below`, `history_clustered`: see `_merge_offset_commits`'s `known_below` and `clustered`.
+        `history_known_below`, `history_clustered`, `history_adds_only`: see `_merge_offset_commits`'s
+        `known_below`, `clustered` and `adds_only`. `cluster` (`io.cluster.ClusterIdentity` of the input): recorded
+        as the history's once `offset_commits` is merged.
         `expected_rows` (table -> rows the run counted) is checked against the staged files' and then the
         committed add actions' `numRecords`: a snapshot never holds fewer (or more) rows than the run reported.
         On any error the staged files are deleted, the failure is recorded (`record_failure`) and the error
@@ -339,7 +396,11 @@ class Warehouse:
                 self._check_rows(table, snapshot_id, expected, _add_rows(adds), "staged")
             if tables.get("offset_commits") is not None:
                 self._merge_offset_commits(spark, snapshot_id, tables["offset_commits"], history_known_below,
-                                           history_clustered)
+                                           history_clustered, history_adds_only)
+                if cluster is not None:
+                    from pipelines.io import cluster as clusters
+
+                    clusters.record(self.root, cluster)
             if before_commit is not None:
                 before_commit()
             # the tables' commits side by side (each waits on its own Delta log); every one that went through is
@@ -448,7 +509,7 @@ class Warehouse:
                                       "offsetlake.snapshot_id": snapshot_id})
 
     def _merge_offset_commits(self, spark, snapshot_id: str, df, known_below: dict[int, int] | None = None,
-                              clustered: bool = False) -> int | None:
+                              clustered: bool = False, adds_only: bool = False) -> int | None:
         """Merge a run's decoded offset-commit records into the history (copy-on-write, one commit).
 
         Each (offsets_partition, record_offset) is stored once. New records are added with this
@@ -467,6 +528,9 @@ class Warehouse:
         `clustered`: `df` holds each record once and, within each Spark partition, its rows grouped by offsets
         partition in record order (what the replay's shards give: `coordinator.tables.once_per_record`); it is
         then neither shuffled nor sorted again on its way to the files.
+
+        `adds_only` (a what-if run's history, `clustered`): the rows whose record the history does not hold are
+        added, and nothing the history holds changes (`_add_unseen`).
         """
         from pyspark import StorageLevel
         from pyspark.sql import Window
@@ -478,6 +542,8 @@ class Warehouse:
         keys = list(_OFFSET_KEYS)
         dt = delta.ensure_table(path, struct)
         current = delta.active_files(dt)
+        if adds_only and current:
+            return self._add_unseen(spark, dt, snapshot_id, df)
         if isinstance(df, StagedHistory):
             if not current:  # nothing to merge with: the files the tasks wrote are the history
                 version = self._commit_history(dt, snapshot_id, df.stage.settled, df.stage.pending,
@@ -561,6 +627,38 @@ class Warehouse:
             for frame in (joined, kept):
                 if frame is not None:
                     frame.unpersist()
+
+    def _add_unseen(self, spark, dt, snapshot_id: str, df) -> int | None:
+        """A what-if run's history into a history that holds rows: only its rows whose record is not there yet are
+        added, in one commit that removes nothing. A what-if run reads a prefix (`--until-*`) or the whole of a log
+        the scheduled runs read too, so its records are mostly in the history already; where it meets one, the
+        history's row is the log's (its `txn_outcome` decided by markers past the cut that the what-if run does not
+        see) and stays as it is. Nothing is merged: the rows held are found from the history files' stats and key
+        columns (`HistoryKeys`), by the tasks that write the run's history when they can."""
+        from pyspark.sql import functions as F
+
+        table = "offset_commits"
+        path = self._table(table)
+        seen = HistoryKeys.of(dt, storage.location(path).uri)
+        if isinstance(df, StagedHistory):
+            if df.stage.seen is None:  # staged before the history had a file: its rows checked here
+                df = df.frame()
+            else:
+                version = self._commit_history(dt, snapshot_id, df.stage.settled, df.stage.pending,
+                                               [f for f, aside in df.files if not aside],
+                                               [f for f, aside in df.files if aside])
+                df.committed = True
+                return version
+        if isinstance(df, BlobRows):
+            _check_columns(df.schema.fieldNames(), table, snapshot_id)
+            return self._write_history(dt, snapshot_id, df.blobs.select(PAYLOAD), opened=_opened(snapshot_id, seen))
+        if isinstance(df, pa.Table):
+            _check_columns(df.column_names, table, snapshot_id)
+            rows = _with_snapshot_id(df.select(table_columns(table)), snapshot_id)
+            return self._write_history(dt, snapshot_id, seen.unseen(rows))
+        rows = conform(df, table, snapshot_id).repartition("offsets_partition").sortWithinPartitions(
+            *_OFFSET_KEYS).select(*table_columns(table))
+        return self._write_history(dt, snapshot_id, rows, opened=_opened(snapshot_id, seen, packed=False))
 
     def _merge_in_hand(self, dt, snapshot_id: str, incoming: pa.Table, known_below: dict[int, int]) -> int | None:
         """`_merge_offset_commits` of an incremental run's history (each record once, in hand: the rows the run
@@ -652,14 +750,20 @@ class Warehouse:
                             metadata={"offsetlake.operation": "merge_offset_commits",
                                       "offsetlake.snapshot_id": snapshot_id})
 
-    def stage_history(self, snapshot_id: str) -> HistoryStage | None:
-        """Where a run's tasks may write its history before the commit: only while the history table holds no
-        file (else the rows are merged with it, `_merge_offset_commits`). The run's writer lock keeps it so."""
+    def stage_history(self, snapshot_id: str, adds_only: bool = False) -> HistoryStage | None:
+        """Where a run's tasks may write its history before the commit: while the history table holds no file, or
+        for a run that only adds to it (`adds_only`, a what-if run: each task writes only its rows the history does
+        not hold, `HistoryKeys`); else None (the rows are merged with it, `_merge_offset_commits`). The run's
+        writer lock keeps the history as it is until the commit."""
         path = self._table("offset_commits")
-        if delta.active_files(delta.ensure_table(path, TABLES["offset_commits"])):
-            return None
+        dt = delta.ensure_table(path, TABLES["offset_commits"])
+        seen = None
+        if delta.active_files(dt):
+            if not adds_only:
+                return None
+            seen = HistoryKeys.of(dt, storage.location(path).uri)
         return HistoryStage(storage.location(path).uri, delta.new_write_dir(), delta.new_write_dir("pending-"),
-                            snapshot_id)
+                            snapshot_id, seen)
 
     def mark_run(self, snapshot_id: str, run_row: dict) -> None:
         """Insert or replace the `runs` row of `snapshot_id` (one Delta commit, predicate overwrite).

@@ -109,6 +109,23 @@ def render_offsets(r: Rendered, idx: SnapshotIndex, gid: str, end_offsets: dict 
         parts.append(fmt.format(*vals))
     parts.append("\n")
     r.out("".join(parts))
+    if end_offsets is None and idx.snapshot.kind != "scheduled":
+        r.err(_end_offsets_note(idx, [(x["topic"], x["partition"]) for x in rows]))
+
+
+def _end_offsets_note(idx: SnapshotIndex, tps: list[tuple[str, int]]) -> str:
+    """A what-if snapshot's LAG is its committed offsets at a past moment against the end offsets its input's log
+    dirs held when they were copied: which ones, and when they were observed (stderr, below the table)."""
+    from pipelines.io.snapshots import iso
+
+    as_of = iso(idx.snapshot.as_of) if idx.snapshot.as_of is not None else MISSING
+    sources = idx.end_offset_sources(tps)
+    if not sources:
+        return f"\nLOG-END-OFFSET unknown: the input of what-if snapshot {idx.snapshot.snapshot_id} left no end offsets.\n"
+    used = "; ".join(f"{s['source']} observed at {s['observed_at'] or MISSING} ({s['partitions']} partition"
+                     f"{'' if s['partitions'] == 1 else 's'})" for s in sources)
+    return (f"\nLOG-END-OFFSET from {used}; CURRENT-OFFSET as of {as_of} (what-if snapshot "
+            f"{idx.snapshot.snapshot_id}): LAG counts what was written between the two.\n")
 
 
 def _assignment_string(tps: list[tuple[str, int]]) -> str:

@@ -335,6 +335,26 @@ class SnapshotIndex:
         return dict(zip(zip(t.column("topic").to_pylist(), t.column("partition").to_pylist()),
                         t.column("log_end_offset").to_pylist()))
 
+    def end_offset_sources(self, tps) -> list[dict]:
+        """Where the end offsets of partitions `tps` ((topic, partition) pairs) come from: one entry per `source`
+        and `observed_at` of the snapshot's `log_end_offsets` rows for them, `{source, observed_at, partitions}`,
+        most partitions first. LAG is the end offset then minus the committed offset as of the snapshot: a
+        snapshot as of the past (a what-if one) measures it against end offsets observed later."""
+        t = self._log_end_offsets
+        if t is None or t.num_rows == 0 or "source" not in t.column_names:
+            return []
+        wanted = set(tps)
+        observed = t.column("observed_at").to_pylist() if "observed_at" in t.column_names else [None] * t.num_rows
+        counts: dict[tuple, int] = {}
+        for tp, p, source, at in zip(t.column("topic").to_pylist(), t.column("partition").to_pylist(),
+                                     t.column("source").to_pylist(), observed):
+            if (tp, p) in wanted:
+                counts[(source, at)] = counts.get((source, at), 0) + 1
+        from pipelines.io.snapshots import jsonable
+
+        return [{"source": source, "observed_at": jsonable(at), "partitions": n}
+                for (source, at), n in sorted(counts.items(), key=lambda kv: (-kv[1], str(kv[0])))]
+
     # --- point lookups -------------------------------------------------------------------------------------
     def exists(self, group_id: str) -> bool:
         row = self.groups.get(group_id)

@@ -128,11 +128,14 @@ def overview(snaps: list[Snapshot], idx: SnapshotIndex, previous: Snapshot | Non
 def offsets_over_snapshots(reader: SnapshotReader, snaps: list[Snapshot], group_id: str,
                            served: Snapshot) -> dict:
     """The group's committed offset (and the partition's log end offset, where known) in every readable scheduled
-    snapshot up to `served` (and `served` itself, whatever its kind), oldest first; a point whose committed offset
-    is below the one of the snapshot before is marked `regressed`."""
+    snapshot up to `served` (and `served` itself, whatever its kind), by the time their state is as of (`as_of`,
+    else `finished_at`: what the page plots them at), oldest first; a point whose committed offset is below the one
+    of the snapshot before it in that order is marked `regressed`. A what-if snapshot as of the past finishes last
+    but sits among the others at its as-of."""
     upto = epoch_seconds(served.finished_at) or 0.0
     chosen = [s for s in snaps if s.readable and (s.snapshot_id == served.snapshot_id
                                                   or (s.is_default_candidate and (epoch_seconds(s.finished_at) or 0.0) <= upto))]
+    chosen.sort(key=lambda s: epoch_seconds(s.as_of or s.finished_at) or 0.0)  # stable: ties keep the run order
     order = {s.snapshot_id: i for i, s in enumerate(chosen)}
     cols = ["snapshot_id", "topic", "partition", "committed_offset"]
     parts = []

@@ -68,11 +68,16 @@ def _require(idx: SnapshotIndex, gid: str) -> None:
 def group_detail(idx: SnapshotIndex, gid: str) -> dict:
     """`GET /groups/{id}`: metadata, members, committed offsets, open transactional offsets, what expired."""
     _require(idx, gid)
+    offsets = with_lag(idx, idx.offsets.json_rows(gid))
     return {
         "snapshot_id": idx.snapshot.snapshot_id,
         "group": group_metadata(idx, gid),
         "members": idx.members.json_rows(gid),
-        "offsets": with_lag(idx, idx.offsets.json_rows(gid)),
+        "offsets": offsets,
+        # which end offsets the LAG above is measured against (`SnapshotIndex.end_offset_sources`), beside the time
+        # the committed offsets are as of: a what-if snapshot's are of a past moment, its end offsets of the dump
+        "log_end_offsets": {"sources": idx.end_offset_sources({(o["topic"], o["partition"]) for o in offsets}),
+                            "as_of": jsonable(idx.snapshot.as_of), "kind": idx.snapshot.kind},
         "pending": idx.pending.json_rows(gid),
         "expired": {
             "offsets": idx.expired.json_rows(gid),

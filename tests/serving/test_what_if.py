@@ -89,3 +89,91 @@ def test_api_defaults_to_the_scheduled_snapshot_and_lists_every_kind(kit):
         catalog.index_for(catalog.status()["latest"])  # the switch-over happens once its index is built
         assert client.get("/groups/payments").json()["snapshot_id"] == "sched-2"
         assert client.get("/snapshots").json()["latest_snapshot_id"] == "sched-2"
+
+
+def test_offsets_over_snapshots_are_ordered_and_judged_by_as_of(tmp_path):
+    """A what-if snapshot as of the past finishes last but is plotted at its as-of: the points come in as-of order,
+    the page's x axis, and a what-if point below the scheduled one after it is no regression; a real one (a
+    scheduled snapshot whose offset went below the one before it in time) still is."""
+    from jobs.api import create_app
+    from pipelines.io.snapshots import DeltaWarehouseReader
+
+    k = WarehouseKit(tmp_path / "wh")
+    k.snapshot("mon", groups=[group("payments")], offsets=[offset("payments", "orders", 0, 400)], as_of=ts(20))
+    k.snapshot("tue", groups=[group("payments")], offsets=[offset("payments", "orders", 0, 300)], as_of=ts(40))
+    # finished after both, as of between them (150 < 400: an offset back then, not a regression)
+    k.snapshot("sun", groups=[group("payments")], offsets=[offset("payments", "orders", 0, 150)], as_of=ts(10),
+               kind="what-if")
+    with TestClient(create_app(DeltaWarehouseReader(k.root), refresh_interval=0)) as client:
+        d = client.get("/history/offsets", params={"group": "payments", "snapshot": "sun"}).json()
+        assert [s["snapshot_id"] for s in d["snapshots"]] == ["sun", "mon", "tue"]
+        assert [s["as_of"] for s in d["snapshots"]] == sorted(s["as_of"] for s in d["snapshots"])
+        points = [(p["snapshot_id"], p["committed_offset"], p["regressed"]) for p in d["partitions"][0]["points"]]
+        assert points == [("sun", 150, False), ("mon", 400, False), ("tue", 300, True)]
+        # the served scheduled snapshot's chart leaves the what-if one out, as before
+        d = client.get("/history/offsets", params={"group": "payments"}).json()
+        assert [s["snapshot_id"] for s in d["snapshots"]] == ["mon", "tue"]
+
+
+def test_lag_of_a_what_if_snapshot_says_which_end_offsets_it_used(kit):
+    """LAG at a past moment is the committed offset then against end offsets observed when the dump was taken:
+    `describe` of a what-if snapshot names their source and time on stderr (stdout stays Kafka's table), and the
+    API's group detail carries them with the as-of they are set against."""
+    import datetime as dt
+
+    from jobs.api import create_app
+    from pipelines.io.snapshots import DeltaWarehouseReader
+
+    seen = dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.timezone.utc)
+    kit.snapshot("then", groups=[group("payments")], offsets=[offset("payments", "orders", 0, 120, t=5)], as_of=ts(6),
+                 kind="what-if", log_end_offsets=[{"topic": "orders", "partition": 0, "log_end_offset": 900,
+                                                   "observed_at": seen}])
+    r = cli(kit, "describe", "payments", "--snapshot", "then")
+    assert r.exit_code == 0
+    assert [line.split()[3:6] for line in r.stdout.splitlines()[2:] if line.strip()] == [["120", "900", "780"]]
+    note = [line for line in r.stderr.splitlines() if line.strip()]
+    assert note == ["LOG-END-OFFSET from replication-offset-checkpoint observed at 2026-01-02T03:04:05Z (1 partition); "
+                    f"CURRENT-OFFSET as of {ts(6).isoformat().replace('+00:00', 'Z')} (what-if snapshot then): LAG "
+                    "counts what was written between the two."]
+    # a scheduled snapshot's describe prints Kafka's output alone
+    assert cli(kit, "describe", "payments").stderr == ""
+
+    with TestClient(create_app(DeltaWarehouseReader(kit.root), refresh_interval=0)) as client:
+        d = client.get("/groups/payments", params={"snapshot": "then"}).json()
+        assert [(o["log_end_offset"], o["lag"]) for o in d["offsets"]] == [(900, 780)]
+        assert d["log_end_offsets"] == {"sources": [{"source": "replication-offset-checkpoint",
+                                                     "observed_at": "2026-01-02T03:04:05Z", "partitions": 1}],
+                                        "as_of": ts(6).isoformat().replace("+00:00", "Z"), "kind": "what-if"}
+        d = client.get("/groups/payments").json()
+        assert d["log_end_offsets"]["kind"] == "scheduled" and d["log_end_offsets"]["sources"] == []
+
+
+@pytest.mark.browser
+@pytest.mark.integration
+def test_the_page_of_a_what_if_snapshot(tmp_path):
+    """In a real Chromium: the committed-offsets chart of a what-if snapshot of the past has its x values (as-of)
+    in order and no red mark, and the partitions' note names the end offsets LAG was measured against."""
+    import datetime as dt
+
+    from .conftest import running_server
+    from .test_browser import _chromedriver, _open, chromium
+
+    _chromedriver()
+    k = WarehouseKit(tmp_path / "wh")
+    k.snapshot("mon", groups=[group("payments")], offsets=[offset("payments", "orders", 0, 400)], as_of=ts(20))
+    k.snapshot("tue", groups=[group("payments")], offsets=[offset("payments", "orders", 0, 450)], as_of=ts(40))
+    seen = dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.timezone.utc)
+    k.snapshot("sun", groups=[group("payments")], offsets=[offset("payments", "orders", 0, 150)], as_of=ts(10),
+               kind="what-if", log_end_offsets=[{"topic": "orders", "partition": 0, "log_end_offset": 900,
+                                                 "observed_at": seen}])
+    with running_server(k.root) as base, chromium(tmp_path) as b:
+        _open(b, base + "/?snapshot=sun#/groups/payments", "group")
+        b.wait_for("return !!(window.olCharts && window.olCharts.snapshots)")
+        xs, regressions = b.js("return [window.olCharts.snapshots.data[0], "
+                               "document.getElementById('chart-snapshots').dataset.regressions]")
+        assert xs == sorted(xs) and len(xs) == 3 and regressions == "0"
+        note = b.js("const p = document.getElementById('lag-source'); return [p.textContent, p.className]")
+        assert note[0].startswith("LOG-END-OFFSET from replication-offset-checkpoint observed at 2026-01-02T03:04:05Z "
+                                  "(1 partition): 1 of 1 partitions known")
+        assert "as of " + ts(10).isoformat().replace("+00:00", "Z") + " (what-if snapshot)" in note[0]
+        assert "what-if" in note[1].split()
