@@ -5,6 +5,8 @@ import sys
 
 import click
 
+from jobs.errors import PREFIX, one_line, warn
+
 # 1: the snapshot is not served (validation failed, --strict, or the run failed and was recorded as failed)
 EXIT_OK, EXIT_VALIDATION, EXIT_USAGE = 0, 1, 2
 
@@ -68,7 +70,7 @@ def run_from_cli(**kw) -> int:
     try:
         settings = load_settings(env=kw.pop("env"), overrides=parse_overrides(kw.pop("conf_overrides")))
     except (ConfigError, click.UsageError) as e:
-        click.echo(f"error: {e}", err=True)
+        _error(e)
         return EXIT_USAGE
     req = RebuildRequest(inputs=tuple(kw.pop("inputs")), **kw)
     emit = None if quiet else (lambda m: click.echo(m, err=True))
@@ -77,7 +79,7 @@ def run_from_cli(**kw) -> int:
     try:
         prepared = prepare_run(settings, req)  # every usage error is found here, before a JVM starts
     except UsageError as e:
-        click.echo(f"error: {e}", err=True)
+        _error(e)
         return EXIT_USAGE
     from pipelines.session import get_spark
 
@@ -91,10 +93,10 @@ def run_from_cli(**kw) -> int:
             raise
         summary = run_rebuild(spark, settings, req, emit=emit, prepared=prepared)
     except UsageError as e:
-        click.echo(f"error: {e}", err=True)
+        _error(e)
         return EXIT_USAGE
     except (StrictModeError, RunFailed) as e:
-        click.echo(f"error: {e}", err=True)
+        _error(e)
         if textfile:
             _write_metrics(textfile, None)
         return EXIT_VALIDATION
@@ -118,7 +120,12 @@ def _write_metrics(path: str, summary) -> None:
     try:
         write_atomically(path, render(families))
     except OSError as e:  # the snapshot is written: say so, and that the textfile is not
-        click.echo(f"warning: --metrics-textfile {path}: {e.strerror or e}", err=True)
+        warn(f"--metrics-textfile {path}: {e.strerror or e}")
+
+
+def _error(e: Exception) -> None:
+    """The run's one line for the user (its exit code is the caller's: 2 before the run starts, 1 after)."""
+    click.echo(PREFIX + one_line(str(e)), err=True)
 
 
 def exit_with(code: int):
