@@ -210,6 +210,26 @@ def test_sql_views_restricted_to_snapshot(run):
     assert r.exit_code == 0 and "| s1          | succeeded |" in r.stdout and "(3 rows)" in r.stdout
 
 
+def test_sql_prints_intervals_as_iso_durations_and_json_columns_as_json(run):
+    """The story's runs each took one minute (started_at = finished_at - 1 min); `validation` is JSON text `{}`,
+    `record_type_counts` a map, `inputs` a list."""
+    q = ("SELECT snapshot_id, finished_at - started_at AS took, validation, status = 'succeeded' AS ok, "
+         "record_type_counts, inputs FROM runs ORDER BY snapshot_id")
+    r = run("sql", q, "--format", "json")
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout) == [
+        {"snapshot_id": s, "took": "PT1M", "validation": {}, "ok": ok, "record_type_counts": {"offset_commit": 10},
+         "inputs": ["dump/"]} for s, ok in (("s1", True), ("s2", True), ("s3", False))]
+    r = run("sql", q, "--format", "csv")
+    assert r.stdout.splitlines()[1] == 's1,PT1M,{},true,"{""offset_commit"": 10}","[""dump/""]"'
+    r = run("sql", q)
+    assert r.stdout.splitlines()[3] == ('| s1          | PT1M | {}         | true  | {"offset_commit": 10} | ["dump/"] |')
+    # a JSON column can be taken apart in SQL; a string column that looks like JSON stays a string
+    r = run("sql", "SELECT validation->>'$.failed' IS NULL AS f, '{\"a\": 1}' AS s, '{\"a\": 1}'::JSON AS j "
+                   "FROM runs LIMIT 1", "--format", "json")
+    assert json.loads(r.stdout) == [{"f": True, "s": '{"a": 1}', "j": {"a": 1}}]
+
+
 def test_sql_errors_and_no_file_access(run):
     r = run("sql", "SELEC 1")
     assert r.exit_code == 2 and "syntax error" in r.stderr
