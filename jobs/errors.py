@@ -73,6 +73,9 @@ class OneLineErrors:
             return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         try:
             rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except click.exceptions.NoArgsIsHelpError as e:  # `offsetlake` alone asks for the help: click shows it
+            e.show()
+            sys.exit(e.exit_code)
         except click.UsageError as e:
             fail(usage_message(e), EXIT_USAGE)
         except click.ClickException as e:  # click.FileError and the like: exit code as click gives it

@@ -100,6 +100,9 @@ def test_help_and_version_still_exit_0():
         p = offsetlake(*args)
         assert p.returncode == 0 and p.stderr == "", (args, p.stderr)
     assert "Usage: offsetlake rebuild [OPTIONS]" in offsetlake("rebuild", "--help").stdout
+    bare = offsetlake()  # no command: click's help, as before (on stderr, exit 2), not folded into one line
+    assert bare.returncode == 2 and bare.stderr.startswith("Usage: offsetlake [OPTIONS] COMMAND [ARGS]...\n")
+    assert "  rebuild " in bare.stderr
 
 
 # --- the commands' own checks ------------------------------------------------------------------------------------
