@@ -126,6 +126,17 @@ def test_rebuild_of_a_warehouse_that_is_a_file(good, tmp_path):
     assert_one_error_line(p, "'--warehouse'", "is a file")
 
 
+def test_sample_into_a_place_it_cannot_write(tmp_path):
+    (tmp_path / "f").write_text("x")
+    assert_one_error_line(offsetlake("sample", str(tmp_path / "f" / "dump")), f"cannot write {tmp_path / 'f' / 'dump'}",
+                          "Not a directory")
+    assert_one_error_line(offsetlake("sample", "s3://bucket/dump"), "sample writes a local directory")
+    made = offsetlake("sample", str(tmp_path / "d"), "--records", "200", "--groups", "2", "--partitions", "2")
+    assert made.returncode == 0
+    assert_one_error_line(offsetlake("sample", str(tmp_path / "d"), "--records", "200", "--groups", "2"),
+                          "already holds 2 __consumer_offsets-* entries (use --force to replace them)")
+
+
 def test_decode_of_what_is_not_a_log(tmp_path, shared_dir):
     """An empty directory, a broker file that is not a segment, and bytes that are not a log under a segment's
     name (a real producer-state snapshot): one line each, with what was found."""
