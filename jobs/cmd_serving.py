@@ -281,6 +281,8 @@ for _cmd in (describe, lookup, diff, reset_plan, sql):
         except StorageError as e:  # the object store failed mid-read: the URI and the cause
             fail(f"cannot read the warehouse: {e}")
         except OSError as e:
+            if e.errno == errno.EPIPE:  # stdout's reader left (`… | head`): not the warehouse; see OneLineErrors
+                raise
             fail(f"cannot read the warehouse: {e}")
         except Exception as e:  # delta-rs errors on a damaged table
             if type(e).__module__.startswith("deltalake"):

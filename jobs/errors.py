@@ -24,8 +24,8 @@ def one_line(message: str) -> str:
 
 
 def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
-    """Print `error: MESSAGE` as one line on stderr and exit with `code` (2 unless the thing asked about is
-    missing or the run failed: see each command's exit codes)."""
+    """Print `error: MESSAGE` as one line on stderr and exit with `code`: 2 for a user's mistake, 1 where a
+    command's exit codes say so (an empty answer, a run that failed after it started)."""
     click.echo(PREFIX + one_line(message), err=True)
     sys.exit(code)
 
