@@ -36,7 +36,7 @@ def parse_time_ms(text: str, *, what: str) -> int:
                                   f"nanoseconds?); give {TIME_FORMS}")
         return int(s)
     try:
-        t = dt.datetime.fromisoformat(s)
+        t = dt.datetime.fromisoformat(s.upper())  # RFC 3339's lower-case `t` and `z` too
     except ValueError:
         raise TimeFormatError(f"{what}: {text!r} is not {TIME_FORMS}") from None
     if t.tzinfo is None:

@@ -36,6 +36,7 @@ def test_the_forms_kafka_and_the_broker_scenarios_use():
     assert parse_time_ms("1795294219087", what="t") == parse_time_ms("2026-11-21T20:50:19.087Z", what="t")
     assert parse_time_ms("2026-11-21T21:50:19.087+01:00", what="t") == 1795294219087
     assert parse_time_ms("2026-11-21 20:50:19.087", what="t") == 1795294219087
+    assert parse_time_ms("2026-11-21t20:50:19.087z", what="t") == 1795294219087  # RFC 3339 allows lower case
     assert parse_time_ms("2026-11-21", what="t") == parse_time_ms("20261121", what="t") == 1795219200000
     before = time.time() * 1000
     assert before - 1 <= parse_time_ms("now", what="t") <= time.time() * 1000 + 1
