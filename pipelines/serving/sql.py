@@ -64,8 +64,8 @@ def connect(reader: DeltaWarehouseReader, snapshot: Snapshot) -> duckdb.DuckDBPy
 
 
 def run(con: duckdb.DuckDBPyConnection, query: str) -> tuple[list[str], list[tuple]]:
-    """Run the query (raises duckdb.Error with DuckDB's message on a bad one): column names and rows of plain
-    values, a JSON column's values parsed."""
+    """Run the query (raises duckdb.Error with DuckDB's message on a bad one): column names and rows of Arrow's
+    Python values, a JSON column's values parsed and wrapped in JsonValue (so `render` tells them from strings)."""
     cur = con.execute(query)
     if cur.description is None:
         return [], []
@@ -80,10 +80,10 @@ def run(con: duckdb.DuckDBPyConnection, query: str) -> tuple[list[str], list[tup
 
 
 def _parsed(v: str | None) -> Any:
-    return None if v is None else _Json(json.loads(v))
+    return None if v is None else JsonValue(json.loads(v))
 
 
-class _Json:
+class JsonValue:
     """A JSON column's value, kept apart from a string column's: printed as its JSON text, nested as itself."""
 
     __slots__ = ("value",)
@@ -95,7 +95,7 @@ class _Json:
 def _plain(v: Any) -> Any:
     """A result value as JSON holds it: a JSON column's value as parsed, intervals as ISO-8601 durations, the
     rest as the API gives it (jsonable: instants as ISO-8601, maps as objects, bytes as hex)."""
-    if isinstance(v, _Json):
+    if isinstance(v, JsonValue):
         return v.value
     if isinstance(v, pa.MonthDayNano):
         return iso_duration(v.months, v.days, v.nanoseconds)
@@ -115,7 +115,7 @@ def _cell(v: Any) -> str:
     if v is None:
         return "NULL"
     j = _plain(v)
-    if isinstance(v, _Json) or isinstance(j, (bool, list, dict)):
+    if isinstance(v, JsonValue) or isinstance(j, (bool, list, dict)):
         return json.dumps(j, default=str, ensure_ascii=False)
     return str(j)  # a string as it is; a number (decimals too) as its digits
 
