@@ -27,7 +27,7 @@ pytestmark = pytest.mark.spark
 
 CUT = "2026-11-21T20:50:30.830Z"  # after offsets 19 and 20 of partition 43 (…30.809, …30.819), before 21 (…30.846)
 CUT_DT = dt.datetime(2026, 11, 21, 20, 50, 30, 830000, tzinfo=dt.timezone.utc)
-CUT_MS = "1795294230830"  # CUT as epoch milliseconds, the form timeline.tsv and kafka-dump-log give: the `cut` run takes it
+CUT_MS = "1795294230830"  # CUT as epoch milliseconds, the form timeline.tsv and kafka-dump-log give
 
 
 def cli_rebuild(wh: Path, inputs: list[Path], snapshot_id: str, *args: str):
@@ -66,7 +66,7 @@ def runs(spark, brokerdata, tmp_path_factory):
     wh = tmp / "wh"
     base_rc, base = cli_rebuild(wh, [prefix], "base")
     assert base_rc == 0, failed_expectations(wh, "base")
-    cut_rc, cut = cli_rebuild(wh, [data], "cut", "--until-time", CUT_MS, "--incremental")
+    cut_rc, cut = cli_rebuild(wh, [data], "cut", "--until-time", CUT, "--incremental")
     return SimpleNamespace(data=data, tmp=tmp, wh=wh, base=base, cut_rc=cut_rc, cut=cut)
 
 
@@ -96,6 +96,23 @@ def test_until_time_run_validates_against_the_log_up_to_its_cut(runs):
     # a what-if run with --incremental is a full run, and leaves no checkpoint for the chain
     assert runs.cut["incremental"]["mode"] == "full" and "what-if" in runs.cut["incremental"]["reason"]
     assert read_checkpoint(wh, "cut") is None and read_checkpoint(wh, "base") is not None
+
+
+def test_until_time_in_epoch_milliseconds_is_the_same_cut(runs, tmp_path):
+    """timeline.tsv and Kafka's tools give times as epoch milliseconds: `--until-time 1795294230830` is CUT, so the
+    run is the state SCENARIO.md describes at the cut, as the ISO-8601 `cut` run found it."""
+    from pipelines.io.warehouse import Warehouse
+
+    wh = tmp_path / "wh"
+    rc, summary = cli_rebuild(wh, [runs.data], "cut-ms", "--until-time", CUT_MS)
+    assert rc == 0, failed_expectations(wh, "cut-ms")
+    assert dt.datetime.fromisoformat(summary["as_of"]) == CUT_DT and summary["kind"] == "what-if"
+    assert tx_g1(wh, "--snapshot", "cut-ms") == ("cut-ms", {0: 25, 1: 40, 2: 45})
+    pending = sorted((r["record_offset"], r["producer_id"], r["committed_offset"])
+                     for r in Warehouse(wh).read_table("pending_offsets", "cut-ms").to_pylist()
+                     if r["offsets_partition"] == 43)
+    assert pending == [(19, 1, 60), (20, 2, 70)]
+    assert summary["records_in"] == runs.cut["records_in"] and summary["offsets"] == runs.cut["offsets"]
 
 
 def test_readers_stay_on_the_scheduled_snapshot(runs):
