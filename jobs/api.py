@@ -59,6 +59,8 @@ class SnapshotOut(_Open):
     finished_at: str | None
     as_of: str | None
     kind: str  # scheduled or what-if (a run with --as-of/--until-*: served by id only)
+    validation: dict[str, Any] | None = None  # runs.validation, stored as JSON text, listed as an object
+    summary: dict[str, Any] | None = None  # runs.summary: the run's summary (`rebuild --json`) as stored
 
 
 class SnapshotsOut(BaseModel):

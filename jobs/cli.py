@@ -6,6 +6,8 @@ import importlib
 
 import click
 
+from jobs.errors import OneLineErrors
+
 # command name -> "module:attribute" of a click.Command
 COMMANDS = {
     "decode": "jobs.cmd_decode:decode",
@@ -21,7 +23,7 @@ COMMANDS = {
 }
 
 
-class LazyGroup(click.Group):
+class LazyGroup(OneLineErrors, click.Group):
     def list_commands(self, ctx):
         return sorted(COMMANDS)
 
@@ -35,8 +37,14 @@ class LazyGroup(click.Group):
         except (ImportError, AttributeError) as e:  # a command whose module is not there yet
             raise click.ClickException(f"command {name!r} is not available: {e}") from None
 
+    def resolve_command(self, ctx, args):
+        try:
+            return super().resolve_command(ctx, args)
+        except click.exceptions.NoSuchCommand as e:  # click suggests from the loaded commands: none, here
+            raise click.exceptions.NoSuchCommand(e.command_name, possibilities=COMMANDS, ctx=ctx) from None
 
-@click.group(cls=LazyGroup)
+
+@click.group(cls=LazyGroup, name="offsetlake")
 @click.version_option(package_name="offsetlake")
 def main():
     """Rebuild Kafka's consumer-group coordinator state from __consumer_offsets, offline."""
@@ -59,7 +67,7 @@ def run() -> None:
 
     if len(sys.argv) > 1 and sys.argv[1] in QUICK_COMMANDS and "pandas" not in sys.modules:
         sys.meta_path.insert(0, _NotLoaded())
-    main()
+    main(prog_name="offsetlake")
 
 
 class _NotLoaded:

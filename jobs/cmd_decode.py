@@ -5,6 +5,8 @@ import json
 
 import click
 
+from jobs.errors import fail
+
 
 @click.command("decode")
 @click.argument("paths", nargs=-1, required=True, type=click.Path())
@@ -13,8 +15,9 @@ import click
 def decode(paths: tuple[str, ...], as_json: bool, replay_corrupt_batches: bool) -> None:
     """Print every batch and record of __consumer_offsets segment files (files, partition dirs or log dirs).
 
-    Exit codes: 0 when records were read, 2 when the input holds no segment or no readable record (a garbage
-    file, an empty directory): what could not be read is listed on stderr, with a one-line summary.
+    Exit codes: 0 when records were read (what could not be read is listed on stderr), 2 when the input holds no
+    segment or no readable record (a garbage file, an empty directory): one `error:` line saying so, with the
+    first problem found and the count of the others.
     """
     from pipelines.decoding.dumplog import dump_lines, to_json_record
     from pipelines.decoding.policy import ReadPolicy
@@ -26,27 +29,36 @@ def decode(paths: tuple[str, ...], as_json: bool, replay_corrupt_batches: bool) 
     try:
         segments, problems = discover_segments(list(paths))
     except FileNotFoundError as e:  # segments.InputError
-        raise click.UsageError(str(e)) from None
+        fail(str(e))
     except (OSError, StorageError) as e:
-        raise click.UsageError(f"cannot read input: {e}") from None
+        fail(f"cannot read input: {e}")
+    where = ", ".join(paths)
     if not segments:
-        for p in problems:
-            click.echo(f"{p.kind}: {p.source}: {p.reason}", err=True)
-        raise click.UsageError(f"no __consumer_offsets segment files under: {', '.join(paths)}")
-    for p in problems:
-        click.echo(f"{p.kind}: {p.source}: {p.reason}", err=True)
-    records = quarantined = unread = 0
+        fail(f"no __consumer_offsets segment files under {where}{_reasons(problems)}")
+    # Problems are listed as they come once a record shows the input is a log; until then they are held, so an
+    # input without one readable record is a single line.
+    held = [f"{p.kind}: {p.source}: {p.reason}" for p in problems]
+    records = unread = 0
+    first_problem = None
     for seg in segments:
         if not as_json:
             click.echo(f"Dumping {seg.path}")
             click.echo(f"Log starting offset: {seg.base_offset}")
         for item in read_segment_batches(seg, policy=policy):
             if isinstance(item, ReadProblem):
-                quarantined += 1
                 if item.unread_to is not None and item.kind != "zero_tail":
                     unread += item.unread_to - item.position
-                click.echo(f"{item.kind}: {item.source} at {item.position}: {item.reason}", err=True)
+                line = f"{item.kind}: {item.source} at {item.position}: {item.reason}"
+                first_problem = first_problem or item
+                if held is None:
+                    click.echo(line, err=True)
+                else:
+                    held.append(line)
                 continue
+            if held is not None:
+                for line in held:
+                    click.echo(line, err=True)
+                held = None
             header, recs = item
             records += len(recs)
             if as_json:
@@ -57,6 +69,16 @@ def decode(paths: tuple[str, ...], as_json: bool, replay_corrupt_batches: bool) 
                     click.echo(line)
     if records == 0:
         # a usage-level outcome (exit 2): the input is not a readable log; never a silent success
-        click.echo(f"error: no readable record in {', '.join(paths)} ({quarantined} problem(s), {unread} byte(s) "
-                   f"not read; see above)", err=True)
-        raise click.exceptions.Exit(2)
+        first = (f": {first_problem.kind} in {first_problem.source} at {first_problem.position} "
+                 f"({first_problem.reason})") if first_problem is not None else ""
+        others = len(held) - 1 if first_problem is not None else len(held)
+        fail(f"no readable record in {where}{first}; {unread} byte(s) not read"
+             + (f", {others} more problem(s)" if others > 0 else ""))
+
+
+def _reasons(problems) -> str:
+    """`: why the first inputs were left out` (three at most, then how many more)."""
+    if not problems:
+        return ""
+    more = f"; and {len(problems) - 3} more" if len(problems) > 3 else ""
+    return ": " + "; ".join(p.reason for p in problems[:3]) + more

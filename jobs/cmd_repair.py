@@ -5,9 +5,9 @@ repaired.
 """
 from __future__ import annotations
 
-import sys
-
 import click
+
+from jobs.errors import fail
 
 
 @click.command("repair-stats")
@@ -22,12 +22,10 @@ def repair_stats(warehouse):
     try:
         reports = repair_warehouse(warehouse)
     except (StatsRepairError, OSError, StorageError) as e:
-        click.echo(f"Error: {e}", err=True)
-        sys.exit(2)
+        fail(str(e))
     except Exception as e:  # delta-rs errors on a damaged table
         if type(e).__module__.startswith("deltalake"):
-            click.echo(f"Error: cannot repair the warehouse: {e}", err=True)
-            sys.exit(2)
+            fail(f"cannot repair the warehouse: {e}")
         raise
     if not reports:
         click.echo(f"{warehouse}: no Delta tables found")

@@ -5,6 +5,8 @@ import time
 
 import click
 
+from jobs.errors import fail
+
 
 @click.command("sample")
 @click.argument("out_dir", metavar="DIR", type=click.Path(file_okay=False, writable=True))
@@ -33,6 +35,10 @@ def sample(out_dir: str, records: int, groups: int, partitions: int, seed: int, 
     except ValueError as e:
         raise click.UsageError(str(e)) from None
     except FileExistsError as e:
+        if e.errno is not None:  # the file system's: DIR (or a parent) is a file
+            fail(f"cannot write {out_dir}: {e.strerror}: {e.filename}")
         raise click.UsageError(f"{e} (use --force to replace them)") from None
+    except OSError as e:  # a parent that does not exist or cannot be written, a full disk
+        fail(f"cannot write {out_dir}: {e.strerror or e}" + (f": {e.filename}" if e.filename else ""))
     elapsed = time.perf_counter() - started
     click.echo(f"sample: {stats.summary()} dir={out_dir} in {elapsed:.1f}s", err=True)

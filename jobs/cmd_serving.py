@@ -1,16 +1,20 @@
 """Serving commands — describe, lookup, serve, diff, reset-plan, sql — over a warehouse's snapshots, no Spark.
 
-Exit codes: 0 ok; 1 the thing asked about does not exist (group, offsets); 2 bad usage or unreadable input
-(warehouse, snapshot id, option values, SQL).
+Exit codes: 0 ok; 1 the answer is empty (`lookup --topic` with no offsets, a group with nothing to reset to, a
+group without group records for `--history`, a regression with `diff --fail-on-regression`); 2 bad usage or
+unreadable input (warehouse, snapshot id, a group the snapshot does not hold, option values, SQL, a port in use).
 """
 from __future__ import annotations
 
+import errno
 import ipaddress
 import json
+import socket
 import sys
 
 import click
 
+from jobs.errors import did_you_mean, fail, warn
 from pipelines.io.snapshots import DeltaWarehouseReader, GroupNotFound, LookupError_, SnapshotNotFound, WarehouseError, resolve_snapshot
 from pipelines.io.storage import StorageError
 
@@ -20,9 +24,12 @@ warehouse_opt = click.option(
 snapshot_opt = click.option("--snapshot", "snapshot_id", default=None, help="snapshot id (default: the latest succeeded scheduled one; what-if runs by id)")
 
 
-def _fail(message: str, code: int) -> None:
-    click.echo(f"Error: {message}", err=True)
-    sys.exit(code)
+def _unknown_group(reader, snap, reason: str, group: str):
+    """A group the snapshot does not hold is a usage error (a typo, the wrong snapshot): one line, with the
+    snapshot's nearest group ids."""
+    from pipelines.serving.index import close_group_ids
+
+    fail(reason + did_you_mean(close_group_ids(reader, snap, group), quote=True))
 
 
 def _pretty_json(value) -> str:
@@ -41,7 +48,7 @@ def _open(warehouse: str, snapshot_id: str | None):
         reader = DeltaWarehouseReader(warehouse)
         return reader, resolve_snapshot(reader, snapshot_id)
     except (WarehouseError, SnapshotNotFound) as e:
-        _fail(str(e), 2)
+        fail(str(e))
 
 
 def _index(reader, snap, **kw):
@@ -93,11 +100,18 @@ def describe(warehouse, group, mode, all_groups, end_offsets, verbose, snapshot_
                                           columns=list(HISTORY_COLUMNS))
         except Exception:  # noqa: BLE001 - a warehouse written before group_history existed
             table = None
-        render_history(r, group, [] if table is None else table.to_pylist())
+        events = [] if table is None else table.to_pylist()
+        if not events:
+            idx = _index(reader, snap, group_ids=[group])
+            if not (group in idx.groups or group in idx.expired_groups or group in idx.removed_groups):
+                _unknown_group(reader, snap, idx.absent_reason(group), group)
+        render_history(r, group, events)
         for stream, text in r.chunks:
             click.echo(text, nl=False, err=stream != OUT)
         sys.exit(1 if r.missing else 0)
     idx = _index(reader, snap, group_ids=None if all_groups else [group])
+    if not all_groups and not idx.exists(group):
+        _unknown_group(reader, snap, idx.absent_reason(group), group)
     groups = consumer_group_ids(idx) if all_groups else [group]
     r = render(idx, groups, mode=mode, end_offsets=leo, verbose=verbose)
     for stream, text in r.chunks:
@@ -126,7 +140,7 @@ def lookup(warehouse, group, topic, partition, snapshot_id):
     try:
         out = views.lookup(idx, group=group, topic=topic, partition=partition)
     except GroupNotFound as e:
-        _fail(str(e), 1)
+        _unknown_group(reader, snap, str(e), group)
     click.echo(_pretty_json(out))
     if not out["offsets"] and group is None:
         sys.exit(1)
@@ -160,13 +174,32 @@ def serve(warehouse, host, port, token, refresh_interval, log_level, metrics_max
     try:
         reader = DeltaWarehouseReader(warehouse)
     except WarehouseError as e:
-        _fail(str(e), 2)
+        fail(str(e))
     if token is not None and not token.strip():
         raise click.UsageError("--token must not be empty")
     if not _is_loopback(host) and token is None:
-        click.echo(f"Warning: serving on {host} without --token: anyone who can reach it can read the snapshots.", err=True)
+        warn(f"serving on {host} without --token: anyone who can reach it can read the snapshots.")
+    sock = _listen(host, port)
     app = create_app(reader, token=token, refresh_interval=refresh_interval, metrics_max_series=metrics_max_series)
-    uvicorn.run(app, host=host, port=port, log_level=log_level, workers=1, access_log=log_level == "debug")
+    config = uvicorn.Config(app, host=host, port=port, log_level=log_level, workers=1, access_log=log_level == "debug")
+    uvicorn.Server(config).run(sockets=[sock])
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """The server's socket, bound here as uvicorn binds it (SO_REUSEADDR, IPv6 for an address with `:`) and
+    handed to it: a port in use or an address this host does not have is one line and exit 2, where uvicorn
+    would log it in six and exit 3, and nothing can take the port between the check and the server's start."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as e:
+        sock.close()
+        hint = " (another process is listening there: stop it or pick another --port)" if e.errno == errno.EADDRINUSE else ""
+        fail(f"cannot listen on {host}:{port}: {e.strerror or e}{hint}")
+    sock.set_inheritable(True)
+    return sock
 
 
 @click.command()
@@ -201,11 +234,13 @@ def reset_plan(warehouse, group, snapshot_id):
     idx = _index(reader, snap, group_ids=[group])
     try:
         text, warnings = plan(idx, group)
-    except (GroupNotFound, ValueError) as e:
-        _fail(str(e), 1)
+    except GroupNotFound as e:
+        _unknown_group(reader, snap, str(e), group)
+    except ValueError as e:  # the group holds no offset to reset to
+        fail(str(e), 1)
     click.echo(text, nl=False)
     for w in warnings:
-        click.echo(f"Warning: {w}", err=True)
+        warn(w)
     click.echo(
         f"# {text.count(chr(10))} partitions of group '{group}' as of snapshot {snap.snapshot_id}. Apply with:\n"
         f"#   kafka-consumer-groups.sh --bootstrap-server HOST:PORT --group '{group}' --reset-offsets "
@@ -230,7 +265,7 @@ def sql(warehouse, query, snapshot_id, fmt):
     try:
         cols, rows = sqlmod.run(con, query)
     except duckdb.Error as e:
-        _fail(str(e).strip(), 2)
+        fail(str(e))
     click.echo(sqlmod.render(cols, rows, fmt), nl=False)
 
 
@@ -242,14 +277,16 @@ for _cmd in (describe, lookup, diff, reset_plan, sql):
         try:
             return __inner(*args, **kwargs)
         except LookupError_ as e:
-            _fail(str(e), 2)
+            fail(str(e))
         except StorageError as e:  # the object store failed mid-read: the URI and the cause
-            _fail(f"cannot read the warehouse: {e}", 2)
+            fail(f"cannot read the warehouse: {e}")
         except OSError as e:
-            _fail(f"cannot read the warehouse: {e}", 2)
+            if e.errno == errno.EPIPE:  # stdout's reader left (`… | head`): not the warehouse; see OneLineErrors
+                raise
+            fail(f"cannot read the warehouse: {e}")
         except Exception as e:  # delta-rs errors on a damaged table
             if type(e).__module__.startswith("deltalake"):
-                _fail(f"cannot read the warehouse: {e}", 2)
+                fail(f"cannot read the warehouse: {e}")
             raise
 
     _cmd.callback = _wrapped

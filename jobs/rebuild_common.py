@@ -5,6 +5,8 @@ import sys
 
 import click
 
+from jobs.errors import PREFIX, one_line, warn
+
 # 1: the snapshot is not served (validation failed, --strict, or the run failed and was recorded as failed)
 EXIT_OK, EXIT_VALIDATION, EXIT_USAGE = 0, 1, 2
 
@@ -16,12 +18,12 @@ def rebuild_options(f):
                      help="Broker log dir, __consumer_offsets-N dir, .log file, or a Parquet/JSON/CSV dump. Repeatable."),
         click.option("--warehouse", required=True, type=click.Path(file_okay=False), help="Warehouse directory."),
         click.option("--snapshot-id", default=None, help="Snapshot id (default: a new time-based id)."),
-        click.option("--as-of", default=None, help="ISO-8601 time (UTC if no zone) or 'now'; default: newest record."),
+        click.option("--as-of", default=None, help="TIME: ISO-8601 (UTC if no zone), epoch milliseconds or 'now'; default: newest record."),
         click.option("--retention-minutes", type=int, default=None, help="offsets.retention.minutes (default 10080)."),
         click.option("--no-expiry", is_flag=True, help="Skip retention expiry."),
         click.option("--semantics", type=click.Choice(["legacy", "modern"]), default=None,
                      help="legacy: GroupMetadataManager (<=3.9, default); modern: the new coordinator (3.8+/4.x)."),
-        click.option("--until-time", default=None, help="Replay only records with timestamp <= TIME."),
+        click.option("--until-time", default=None, help="Replay only records with timestamp <= TIME (ISO-8601 or epoch milliseconds)."),
         click.option("--until-offset", type=int, default=None, help="Replay only records with offset <= N."),
         click.option("--incremental", is_flag=True, help="Start from the previous snapshot's checkpoint."),
         click.option("--strict", is_flag=True, help="Fail on the first quarantined record."),
@@ -71,7 +73,7 @@ def run_from_cli(**kw) -> int:
     try:
         settings = load_settings(env=kw.pop("env"), overrides=parse_overrides(kw.pop("conf_overrides")))
     except (ConfigError, click.UsageError) as e:
-        click.echo(f"error: {e}", err=True)
+        _error(e)
         return EXIT_USAGE
     req = RebuildRequest(inputs=tuple(kw.pop("inputs")), **kw)
     emit = None if quiet else (lambda m: click.echo(m, err=True))
@@ -80,7 +82,7 @@ def run_from_cli(**kw) -> int:
     try:
         prepared = prepare_run(settings, req)  # every usage error is found here, before a JVM starts
     except UsageError as e:
-        click.echo(f"error: {e}", err=True)
+        _error(e)
         return EXIT_USAGE
     from pipelines.session import get_spark
 
@@ -94,10 +96,10 @@ def run_from_cli(**kw) -> int:
             raise
         summary = run_rebuild(spark, settings, req, emit=emit, prepared=prepared)
     except UsageError as e:
-        click.echo(f"error: {e}", err=True)
+        _error(e)
         return EXIT_USAGE
     except (StrictModeError, RunFailed) as e:
-        click.echo(f"error: {e}", err=True)
+        _error(e)
         if textfile:
             _write_metrics(textfile, None)
         return EXIT_VALIDATION
@@ -121,7 +123,12 @@ def _write_metrics(path: str, summary) -> None:
     try:
         write_atomically(path, render(families))
     except OSError as e:  # the snapshot is written: say so, and that the textfile is not
-        click.echo(f"warning: --metrics-textfile {path}: {e.strerror or e}", err=True)
+        warn(f"--metrics-textfile {path}: {e.strerror or e}")
+
+
+def _error(e: Exception) -> None:
+    """The run's one line for the user (its exit code is the caller's: 2 before the run starts, 1 after)."""
+    click.echo(PREFIX + one_line(str(e)), err=True)
 
 
 def exit_with(code: int):

@@ -13,10 +13,15 @@ if os.path.dirname(_here) not in sys.path:
 
 import click  # noqa: E402
 
+from jobs.errors import OneLineErrors  # noqa: E402
 from jobs.rebuild_common import exit_with, rebuild_options, run_from_cli  # noqa: E402
 
 
-@click.command()
+class RebuildJob(OneLineErrors, click.Command):
+    """The job's command: usage errors as one line, as `offsetlake rebuild` gives them."""
+
+
+@click.command(cls=RebuildJob)
 @rebuild_options
 def main(**kw):
     exit_with(run_from_cli(**kw))

@@ -12,7 +12,8 @@ from pathlib import Path
 
 from pipelines.config import Settings
 from pipelines.io import storage
-from pipelines.rebuild import RebuildRequest, UsageError, new_snapshot_id, parse_time_ms, resolve_settings
+from pipelines.rebuild import RebuildRequest, UsageError, new_snapshot_id, resolve_settings
+from pipelines.times import TimeFormatError, parse_time_ms
 
 # The head every log entry starts with (`LogEntry`: offset int64, size int32, then partitionLeaderEpoch (v2) or
 # crc (v0/v1) int32, magic int8): the same 17 bytes for every message format Kafka ever wrote.
@@ -49,8 +50,11 @@ def prepare_run(settings: Settings, req: RebuildRequest) -> PreparedRun:
         delta.check_partition_value(snapshot_id)
     except ValueError as e:
         raise UsageError(f"--snapshot-id: {e}") from None
-    until_time_ms = parse_time_ms(req.until_time, what="--until-time") if req.until_time else None
-    as_of_ms = parse_time_ms(req.as_of, what="--as-of") if req.as_of else None
+    try:
+        until_time_ms = parse_time_ms(req.until_time, what="--until-time") if req.until_time else None
+        as_of_ms = parse_time_ms(req.as_of, what="--as-of") if req.as_of else None
+    except TimeFormatError as e:
+        raise UsageError(str(e)) from None
     if req.until_offset is not None and req.until_offset < 0:
         raise UsageError(f"--until-offset must be 0 or more, not {req.until_offset}")
     if req.num_partitions is not None and req.num_partitions < 1:

@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Callable
 
 from pipelines.config import Settings
+from pipelines.times import ms_to_iso
 
 
 class UsageError(Exception):
@@ -84,25 +85,6 @@ class RunSummary:
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True, default=str)
-
-
-def parse_time_ms(text: str, *, what: str) -> int:
-    """ISO-8601 (UTC when no zone) or `now` -> epoch ms."""
-    if text == "now":
-        return int(time.time() * 1000)
-    try:
-        t = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        raise UsageError(f"{what}: {text!r} is not an ISO-8601 time (e.g. 2026-11-21T20:52:00Z) or 'now'") from None
-    if t.tzinfo is None:
-        t = t.replace(tzinfo=dt.timezone.utc)
-    return int(t.timestamp() * 1000)
-
-
-def ms_to_iso(ms: int | None) -> str | None:
-    if ms is None:
-        return None
-    return dt.datetime.fromtimestamp(ms / 1000, tz=dt.timezone.utc).isoformat(timespec="milliseconds")
 
 
 class Progress:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 import shutil
 from pathlib import Path
 from types import SimpleNamespace
@@ -26,6 +27,7 @@ pytestmark = pytest.mark.spark
 
 CUT = "2026-11-21T20:50:30.830Z"  # after offsets 19 and 20 of partition 43 (…30.809, …30.819), before 21 (…30.846)
 CUT_DT = dt.datetime(2026, 11, 21, 20, 50, 30, 830000, tzinfo=dt.timezone.utc)
+CUT_MS = "1795294230830"  # CUT as epoch milliseconds, the form timeline.tsv and kafka-dump-log give
 
 
 def cli_rebuild(wh: Path, inputs: list[Path], snapshot_id: str, *args: str):
@@ -120,6 +122,23 @@ def test_until_time_run_validates_against_the_log_up_to_its_cut(runs):
     assert read_checkpoint(wh, "cut") is None and read_checkpoint(wh, "base") is not None
 
 
+def test_until_time_in_epoch_milliseconds_is_the_same_cut(runs, tmp_path):
+    """timeline.tsv and Kafka's tools give times as epoch milliseconds: `--until-time 1795294230830` is CUT, so the
+    run is the state SCENARIO.md describes at the cut, as the ISO-8601 `cut` run found it."""
+    from pipelines.io.warehouse import Warehouse
+
+    wh = tmp_path / "wh"
+    rc, summary = cli_rebuild(wh, [runs.data], "cut-ms", "--until-time", CUT_MS)
+    assert rc == 0, failed_expectations(wh, "cut-ms")
+    assert dt.datetime.fromisoformat(summary["as_of"]) == CUT_DT and summary["kind"] == "what-if"
+    assert tx_g1(wh, "--snapshot", "cut-ms") == ("cut-ms", {0: 25, 1: 40, 2: 45})
+    pending = sorted((r["record_offset"], r["producer_id"], r["committed_offset"])
+                     for r in Warehouse(wh).read_table("pending_offsets", "cut-ms").to_pylist()
+                     if r["offsets_partition"] == 43)
+    assert pending == [(19, 1, 60), (20, 2, 70)]
+    assert summary["records_in"] == runs.cut["records_in"] and summary["offsets"] == runs.cut["offsets"]
+
+
 def test_readers_stay_on_the_scheduled_snapshot(runs):
     from fastapi.testclient import TestClient
 
@@ -137,11 +156,25 @@ def test_readers_stay_on_the_scheduled_snapshot(runs):
     sql = CliRunner().invoke(main, ["sql", "--warehouse", str(runs.wh), "--format", "json",
                                     "select distinct snapshot_id from pending_offsets"], catch_exceptions=False)
     assert json.loads(sql.stdout) == [{"snapshot_id": "base"}]
+    # `runs.validation` is JSON in SQL, an interval an ISO-8601 duration
+    sql = CliRunner().invoke(main, ["sql", "--warehouse", str(runs.wh), "--format", "json",
+                                    "select validation, validation->>'$.evaluated' as evaluated, started_at, finished_at, "
+                                    "finished_at - started_at as took from runs where snapshot_id = 'base'"],
+                             catch_exceptions=False)
+    (row,) = json.loads(sql.stdout)
+    assert row["validation"] == runs.base["validation"] and row["evaluated"] == str(runs.base["validation"]["evaluated"])
+    took = dt.datetime.fromisoformat(row["finished_at"]) - dt.datetime.fromisoformat(row["started_at"])
+    m = re.fullmatch(r"PT(?:(\d+)M)?(\d+(?:\.\d+)?)S", row["took"])
+    assert m and int(m[1] or 0) * 60 + float(m[2]) == pytest.approx(took.total_seconds()), row["took"]
 
     with TestClient(create_app(DeltaWarehouseReader(runs.wh), refresh_interval=0)) as client:
         snaps = client.get("/snapshots").json()
         assert snaps["latest_snapshot_id"] == "base"
         assert [(s["snapshot_id"], s["kind"]) for s in snaps["snapshots"]] == [("base", "scheduled"), ("cut", "what-if")]
+        # the runs row's JSON columns are objects: the validation the run printed, the summary it stored
+        listed = snaps["snapshots"][0]
+        assert listed["validation"] == runs.base["validation"] and listed["validation"]["evaluated"] > 0
+        assert listed["summary"]["snapshot_id"] == "base" and listed["summary"]["records_in"] == runs.base["records_in"]
         assert client.get("/groups/tx-g1").json()["snapshot_id"] == "base"
         at_cut = client.get("/groups/tx-g1", params={"snapshot": "cut"}).json()
         assert at_cut["snapshot_id"] == "cut"

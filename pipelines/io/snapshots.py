@@ -10,6 +10,7 @@ warehouse's own reads (`Warehouse.read_table`, `latest_snapshot_id`) go through 
 from __future__ import annotations
 
 import atexit
+import json
 import os
 import threading
 import weakref
@@ -461,11 +462,23 @@ def jsonable(value: Any) -> Any:
     return value
 
 
+# `runs` columns holding JSON text (schemas/tables.py): listed as the objects they hold.
+RUN_JSON_COLUMNS = ("validation", "summary")
+
+
 def run_summary(s: Snapshot) -> dict:
-    """A snapshot as the API and the CLI list it: its id, status, times, kind and the whole runs row."""
+    """A snapshot as the API and the CLI list it: its id, status, times, kind and the whole runs row, with its
+    JSON columns as JSON objects (text that does not parse is left as it is)."""
     run = {k: v for k, v in s.run.items() if k != "snapshot_id"}
     run["kind"] = s.kind
     counts = run.get("record_type_counts")
     if isinstance(counts, list):  # Arrow map -> list of (key, value)
         run["record_type_counts"] = {str(k): v for k, v in counts}
+    for name in RUN_JSON_COLUMNS:
+        raw = run.get(name)
+        if isinstance(raw, str):
+            try:
+                run[name] = json.loads(raw) if raw else None
+            except ValueError:
+                pass
     return {"snapshot_id": s.snapshot_id, **jsonable(run)}

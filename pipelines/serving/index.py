@@ -436,3 +436,19 @@ def load_index(
     # one row per data partition of the dump's log dirs: small, read whole (older snapshots have none)
     tables["log_end_offsets"] = reader.snapshot_table("log_end_offsets", snapshot)
     return SnapshotIndex(snapshot, tables)
+
+
+def close_group_ids(reader: SnapshotReader, snapshot: Snapshot, group_id: str, n: int = 3) -> list[str]:
+    """The snapshot's group ids nearest to `group_id` (difflib's ratio, best first), for a "did you mean" when it
+    names no group there. Reads only the group id column of the tables that name groups, on this error path alone
+    (a `describe` or `lookup` index holds just the group asked for)."""
+    import difflib
+
+    known: set[str] = set()
+    for t in ("loaded_groups", "loaded_offsets", "empty_group_offsets", "pending_offsets"):  # groups it holds
+        table = reader.snapshot_table(t, snapshot, columns=["group_id"])
+        if table is not None and table.num_rows:
+            known.update(pc.unique(table.column("group_id")).to_pylist())
+    known.discard(group_id)
+    known.discard(None)
+    return difflib.get_close_matches(group_id, known, n=n)

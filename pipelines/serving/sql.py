@@ -5,19 +5,28 @@ The views scan the Delta tables through delta-rs' pyarrow datasets from the snap
 its snapshot's partition at the Delta version the run pinned (`pipelines/io/snapshots.py`), DuckDB pushing the
 query's filters down, so nothing is loaded up front. File access from SQL is switched off and the
 configuration locked: a query can read the warehouse, nothing else, and cannot write.
+
+`runs.validation` and `runs.summary`, stored as JSON text, are DuckDB JSON in the views, so `->`/`->>` work on them
+and every column of type JSON is printed as JSON (`--format json`: nested in the row). Intervals and durations are
+printed as ISO-8601 durations (`PT2H15M55S`), timestamps as ISO-8601 instants, booleans as true/false.
 """
 from __future__ import annotations
 
 import csv
+import datetime as dt
 import io
 import json
 from typing import Any
 
 import duckdb
+import pyarrow as pa
 
 from pipelines.io.snapshots import DeltaWarehouseReader, Snapshot, jsonable
+from pipelines.times import iso_duration
 
 FORMATS = ("table", "csv", "json")
+# Columns written as JSON text (schemas/tables.py), typed JSON in the views.
+JSON_COLUMNS = {"runs": ("validation", "summary")}
 
 
 def _quote(s: str) -> str:
@@ -45,33 +54,75 @@ def connect(reader: DeltaWarehouseReader, snapshot: Snapshot) -> duckdb.DuckDBPy
         con.register(f"__delta_{name}", source)
         # the dataset holds the snapshot's files only; the filter keeps the view right for the empty stand-in too
         where = f" WHERE snapshot_id = {_quote(snapshot.snapshot_id)}" if name in snapshot_tables else ""
-        con.execute(f'CREATE VIEW "{name}" AS SELECT * FROM "__delta_{name}"{where}')
+        # TRY_CAST: text that is not JSON (a hand-edited row) reads as NULL rather than failing every query
+        as_json = [f'TRY_CAST("{c}" AS JSON) AS "{c}"' for c in JSON_COLUMNS.get(name, ()) if c in source.schema.names]
+        star = f"* REPLACE ({', '.join(as_json)})" if as_json else "*"
+        con.execute(f'CREATE VIEW "{name}" AS SELECT {star} FROM "__delta_{name}"{where}')
     con.execute("SET enable_external_access = false")
     con.execute("SET lock_configuration = true")
     return con
 
 
 def run(con: duckdb.DuckDBPyConnection, query: str) -> tuple[list[str], list[tuple]]:
-    """Run the query (raises duckdb.Error with DuckDB's message on a bad one)."""
+    """Run the query (raises duckdb.Error with DuckDB's message on a bad one): column names and rows of Arrow's
+    Python values, a JSON column's values parsed and wrapped in JsonValue (so `render` tells them from strings)."""
     cur = con.execute(query)
     if cur.description is None:
         return [], []
     cols = [d[0] for d in cur.description]
+    is_json = [str(d[1]) == "JSON" for d in cur.description]
     # Through Arrow: DuckDB's own Python conversion of timestamptz needs pytz.
-    t = cur.fetch_arrow_table()
-    return cols, [tuple(r) for r in zip(*(c.to_pylist() for c in t.columns))] if t.num_columns else []
+    t = cur.to_arrow_table()
+    if not t.num_columns:
+        return cols, []
+    columns = [[_parsed(v) for v in c.to_pylist()] if j else c.to_pylist() for c, j in zip(t.columns, is_json)]
+    return cols, [tuple(r) for r in zip(*columns)]
+
+
+def _parsed(v: str | None) -> Any:
+    return None if v is None else JsonValue(json.loads(v))
+
+
+class JsonValue:
+    """A JSON column's value, kept apart from a string column's: printed as its JSON text, nested as itself."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any):
+        self.value = value
+
+
+def _plain(v: Any) -> Any:
+    """A result value as JSON holds it: a JSON column's value as parsed, intervals as ISO-8601 durations, the
+    rest as the API gives it (jsonable: instants as ISO-8601, maps as objects, bytes as hex)."""
+    if isinstance(v, JsonValue):
+        return v.value
+    if isinstance(v, pa.MonthDayNano):
+        return iso_duration(v.months, v.days, v.nanoseconds)
+    if isinstance(v, dt.timedelta):  # Arrow duration columns
+        return iso_duration(0, v.days, (v.seconds * 1_000_000 + v.microseconds) * 1000)
+    if isinstance(v, dict):
+        return {k: _plain(x) for k, x in v.items()}
+    if isinstance(v, list):
+        if v and all(isinstance(x, tuple) and len(x) == 2 for x in v):  # an Arrow map column
+            return {str(k): _plain(x) for k, x in v}
+        return [_plain(x) for x in v]
+    return jsonable(v)
 
 
 def _cell(v: Any) -> str:
+    """A value in the table and CSV formats: strings as they are, everything else as its JSON text."""
     if v is None:
         return "NULL"
-    j = jsonable(v)
-    return j if isinstance(j, str) else (json.dumps(j, default=str) if isinstance(j, (list, dict)) else str(j))
+    j = _plain(v)
+    if isinstance(v, JsonValue) or isinstance(j, (bool, list, dict)):
+        return json.dumps(j, default=str, ensure_ascii=False)
+    return str(j)  # a string as it is; a number (decimals too) as its digits
 
 
 def render(cols: list[str], rows: list[tuple], fmt: str) -> str:
     if fmt == "json":
-        return json.dumps([{c: jsonable(v) for c, v in zip(cols, r)} for r in rows], default=str, ensure_ascii=False) + "\n"
+        return json.dumps([{c: _plain(v) for c, v in zip(cols, r)} for r in rows], default=str, ensure_ascii=False) + "\n"
     if fmt == "csv":
         buf = io.StringIO()
         w = csv.writer(buf, lineterminator="\n")

@@ -28,6 +28,8 @@ def test_health_and_snapshots(server):
     assert s["latest_snapshot_id"] == "s2"
     assert [(x["snapshot_id"], x["status"]) for x in s["snapshots"]] == [("s1", "succeeded"), ("s2", "succeeded"), ("s3", "failed")]
     assert s["snapshots"][0]["as_of"] == "2026-01-01T00:00:20Z"
+    # the runs row's JSON text columns are listed as JSON (the story wrote `{}`), not as strings holding JSON
+    assert [(x["validation"], x["summary"]) for x in s["snapshots"]] == [({}, {})] * 3
     assert get(server, "/snapshots", snapshot="s1").json()["snapshots"][0]["snapshot_id"] == "s1"
 
 

@@ -86,13 +86,20 @@ def test_describe_empty_group_says_no_active_members(run):
     assert r.stdout.splitlines()[2].split() == ["batch", "orders", "0", "100", "-", "-", "-", "-", "-"]
 
 
-def test_describe_missing_group_does_not_exist(run):
+def test_describe_missing_group_is_one_line_with_the_nearest_group_ids(run):
     r = run("describe", "nope")
-    assert r.exit_code == 1
-    assert "Consumer group 'nope' does not exist." in r.stderr
+    assert r.exit_code == 2
+    assert r.stderr == "error: group 'nope' does not exist in snapshot 's2'\n"  # nothing close to it
     assert r.stdout == ""
-    r = run("describe", "batch", "--snapshot", "s2")  # expired in s2
-    assert r.exit_code == 1 and "does not exist" in r.stderr
+    r = run("describe", "paymnts", "--snapshot", "s1")
+    assert (r.exit_code, r.stderr) == (2, "error: group 'paymnts' does not exist in snapshot 's1' (did you mean "
+                                          "'payments'?)\n")
+    r = run("describe", "batch", "--snapshot", "s2")  # expired in s2: the reason, and no suggestion of itself
+    assert r.exit_code == 2 and r.stderr.startswith("error: group 'batch' does not exist in snapshot 's2' (expired")
+    assert len(r.stderr.splitlines()) == 1 and "did you mean 'batch'" not in r.stderr
+    r = run("describe", "paymnts", "--history", "--snapshot", "s1")
+    assert (r.exit_code, r.stderr) == (2, "error: group 'paymnts' does not exist in snapshot 's1' (did you mean "
+                                          "'payments'?)\n")
 
 
 def test_describe_members_and_state(run):
@@ -136,8 +143,9 @@ def test_lookup_by_group_topic_partition(run):
     d = json.loads(run("lookup", "--topic", "orders", "--partition", "0").stdout)  # latest: s2
     assert d["snapshot_id"] == "s2"
     assert {(o["group_id"], o["committed_offset"]) for o in d["offsets"]} == {("payments", 17), ("fresh", 5)}
-    r = run("lookup", "--group", "nope")
-    assert r.exit_code == 1 and "does not exist" in r.stderr
+    r = run("lookup", "--group", "paymens")
+    assert (r.exit_code, r.stderr) == (2, "error: group 'paymens' does not exist in snapshot 's2' (did you mean "
+                                          "'payments'?)\n")
     assert run("lookup").exit_code == 2
     assert run("lookup", "--group", "payments", "--partition", "0").exit_code == 2
 
@@ -182,7 +190,7 @@ def test_reset_plan_is_kafkas_from_file_csv(run):
     assert _parse_reset_plan(r.stdout) == {("audit", 0): 7, ("orders", 0): 1200, ("orders", 1): 900, ("refunds", 0): 40}
     assert "inactive" in r.stderr and "--reset-offsets --from-file" in r.stderr
     r = run("reset-plan", "--group", "nope")
-    assert r.exit_code == 1 and "does not exist" in r.stderr
+    assert r.exit_code == 2 and r.stderr == "error: group 'nope' does not exist in snapshot 's2'\n"
     r = run("reset-plan", "--group", "simple", "--snapshot", "s1")
     assert r.stdout == "orders,0,300\n"
 
@@ -200,6 +208,26 @@ def test_sql_views_restricted_to_snapshot(run):
     assert r.stdout == "n\n4\n"
     r = run("sql", "SELECT snapshot_id, status FROM runs ORDER BY finished_at")
     assert r.exit_code == 0 and "| s1          | succeeded |" in r.stdout and "(3 rows)" in r.stdout
+
+
+def test_sql_prints_intervals_as_iso_durations_and_json_columns_as_json(run):
+    """The story's runs each took one minute (started_at = finished_at - 1 min); `validation` is JSON text `{}`,
+    `record_type_counts` a map, `inputs` a list."""
+    q = ("SELECT snapshot_id, finished_at - started_at AS took, validation, status = 'succeeded' AS ok, "
+         "record_type_counts, inputs FROM runs ORDER BY snapshot_id")
+    r = run("sql", q, "--format", "json")
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout) == [
+        {"snapshot_id": s, "took": "PT1M", "validation": {}, "ok": ok, "record_type_counts": {"offset_commit": 10},
+         "inputs": ["dump/"]} for s, ok in (("s1", True), ("s2", True), ("s3", False))]
+    r = run("sql", q, "--format", "csv")
+    assert r.stdout.splitlines()[1] == 's1,PT1M,{},true,"{""offset_commit"": 10}","[""dump/""]"'
+    r = run("sql", q)
+    assert r.stdout.splitlines()[3] == ('| s1          | PT1M | {}         | true  | {"offset_commit": 10} | ["dump/"] |')
+    # a JSON column can be taken apart in SQL; a string column that looks like JSON stays a string
+    r = run("sql", "SELECT validation->>'$.failed' IS NULL AS f, '{\"a\": 1}' AS s, '{\"a\": 1}'::JSON AS j "
+                   "FROM runs LIMIT 1", "--format", "json")
+    assert json.loads(r.stdout) == [{"f": True, "s": '{"a": 1}', "j": {"a": 1}}]
 
 
 def test_sql_errors_and_no_file_access(run):

@@ -44,7 +44,7 @@ def test_cli_defaults_to_the_scheduled_snapshot_and_reaches_what_if_ones_by_id(k
     assert default["snapshot_id"] == "sched" and default["offsets"][0]["committed_offset"] == 500
     by_id = json.loads(cli(kit, "lookup", "--group", "payments", "--snapshot", "what-if-2").stdout)
     assert by_id["snapshot_id"] == "what-if-2" and by_id["offsets"][0]["committed_offset"] == 130
-    assert cli(kit, "lookup", "--group", "other").exit_code == 1  # only in a what-if snapshot
+    assert cli(kit, "lookup", "--group", "other").exit_code == 2  # only in a what-if snapshot
 
     q = "select max(committed_offset) as o from loaded_offsets"
     assert json.loads(cli(kit, "sql", q, "--format", "json").stdout) == [{"o": 500}]

@@ -1,0 +1,94 @@
+"""How every command reports a user's mistake: one line on stderr, `error: ` first, exit 2 (EXIT_USAGE).
+
+click's own reporting of a usage error is a usage block, a hint and the message (four lines), and each command used
+to print its own prefix. `OneLineErrors` takes click's reporting over once, at the top command (the `offsetlake`
+group, and the spark-submit job's command), so every option, argument and choice error of every command comes out
+the same way; the commands report their own errors through `fail`.
+"""
+from __future__ import annotations
+
+import errno
+import os
+import sys
+from typing import NoReturn
+
+import click
+
+PREFIX = "error: "
+EXIT_USAGE = 2
+
+
+def one_line(message: str) -> str:
+    """The message on one line (a multi-line cause, such as an OS or DuckDB error, joined with spaces)."""
+    return " ".join(str(message).split())
+
+
+def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
+    """Print `error: MESSAGE` as one line on stderr and exit with `code`: 2 for a user's mistake, 1 where a
+    command's exit codes say so (an empty answer, a run that failed after it started)."""
+    click.echo(PREFIX + one_line(message), err=True)
+    sys.exit(code)
+
+
+def warn(message: str) -> None:
+    click.echo("warning: " + one_line(message), err=True)
+
+
+def _lower_first(text: str) -> str:
+    """click's sentences start upper-case ("Missing option"); ours are lower-case phrases. An acronym or an
+    option name (`SQL`, `--x`) is left as it is."""
+    if len(text) > 1 and text[0].isupper() and text[1].islower():
+        return text[0].lower() + text[1:]
+    return text
+
+
+def did_you_mean(possibilities, quote: bool = False) -> str:
+    """` (did you mean a or b?)`, or nothing when there is no close match; `quote` for names that may hold
+    spaces (group ids)."""
+    if not possibilities:
+        return ""
+    names = [repr(p) if quote else p for p in possibilities]
+    return f" (did you mean {' or '.join(names)}?)"
+
+
+def usage_message(e: click.UsageError) -> str:
+    """`no such option: --warehose (did you mean --warehouse?) — see 'offsetlake rebuild --help'`."""
+    if isinstance(e, click.NoSuchOption):
+        text = f"no such option: {e.option_name}{did_you_mean(sorted(e.possibilities or ()))}"
+    elif isinstance(e, click.exceptions.NoSuchCommand):
+        text = f"no such command: {e.command_name}{did_you_mean(sorted(e.possibilities or ()))}"
+    else:
+        text = _lower_first(one_line(e.format_message())).rstrip(".")
+    if e.ctx is not None:
+        text += f" — see '{e.ctx.command_path} --help'"
+    return text
+
+
+class OneLineErrors:
+    """A click.Command mixin: `main` runs the command with click's standalone handling off and reports what click
+    would have shown as a usage block as one `error: ` line (exit 2); --help and --version still exit 0."""
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        if not standalone_mode:  # a caller that handles click's exceptions itself
+            return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        try:
+            rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except click.exceptions.NoArgsIsHelpError as e:  # `offsetlake` alone asks for the help: click shows it
+            e.show()
+            sys.exit(e.exit_code)
+        except click.UsageError as e:
+            fail(usage_message(e), EXIT_USAGE)
+        except click.ClickException as e:  # click.FileError and the like: exit code as click gives it
+            fail(_lower_first(one_line(e.format_message())), e.exit_code)
+        except click.Abort:  # Ctrl-C or end of input at a prompt
+            fail("aborted", 1)
+        except OSError as e:
+            if e.errno != errno.EPIPE:  # `offsetlake decode … | head`: the reader left, nothing to report
+                raise
+            # the interpreter's final flush of stdout would fail again: point it at devnull (the Python docs' recipe
+            # for SIGPIPE)
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            sys.exit(1)
+        # without standalone mode click returns the exit code of a ctx.exit (e.g. --help: 0) or the callback's
+        # value, which is None for every command here
+        sys.exit(rv if isinstance(rv, int) and not isinstance(rv, bool) else 0)

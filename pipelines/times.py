@@ -1,0 +1,82 @@
+"""Times as users give them and as the project prints them: the one parser of a TIME (every option or parameter
+taking a time goes through `parse_time_ms`), and the ISO-8601 forms printed for instants and durations."""
+from __future__ import annotations
+
+import datetime as dt
+import re
+import time
+
+# Epoch milliseconds as Kafka's tools print and take them (kafka-dump-log's CreateTime, kafka-get-offsets --time,
+# timeline.tsv): a run of digits. 11 to 15 digits spans 1973-03 to year 9999; fewer is most likely epoch seconds,
+# more micro- or nanoseconds, both refused rather than read as a wrong instant. Eight digits are ISO-8601's basic
+# date (YYYYMMDD), never a plausible epoch-ms value.
+_EPOCH_MS = re.compile(r"\d+")
+_MIN_MS_DIGITS, _MAX_MS_DIGITS = 11, 15
+_MAX_MS = 253402300799999  # 9999-12-31T23:59:59.999Z, the last instant datetime can hold
+
+TIME_FORMS = "an ISO-8601 time (2026-11-21T20:52:00Z; UTC when no zone), epoch milliseconds (1795294320000) or 'now'"
+
+
+class TimeFormatError(ValueError):
+    """A TIME that is none of the accepted forms; the message names the option and the forms."""
+
+
+def parse_time_ms(text: str, *, what: str) -> int:
+    """A TIME -> epoch milliseconds: ISO-8601 with or without a zone (UTC when none), a date alone (its
+    midnight UTC), epoch milliseconds (a run of 11-15 digits), or `now`. Raises TimeFormatError naming `what`."""
+    s = str(text).strip()
+    if s == "now":
+        return int(time.time() * 1000)
+    if _EPOCH_MS.fullmatch(s) and len(s) != 8:  # eight digits: an ISO-8601 basic date (20261121)
+        if len(s) < _MIN_MS_DIGITS:
+            raise TimeFormatError(f"{what}: {text!r} has too few digits for epoch milliseconds (epoch seconds? "
+                                  f"append 000); give {TIME_FORMS}")
+        if len(s) > _MAX_MS_DIGITS or int(s) > _MAX_MS:
+            raise TimeFormatError(f"{what}: {text!r} is past year 9999 as epoch milliseconds (micro- or "
+                                  f"nanoseconds?); give {TIME_FORMS}")
+        return int(s)
+    try:
+        t = dt.datetime.fromisoformat(s.upper())  # RFC 3339's lower-case `t` and `z` too
+    except ValueError:
+        raise TimeFormatError(f"{what}: {text!r} is not {TIME_FORMS}") from None
+    if t.tzinfo is None:
+        t = t.replace(tzinfo=dt.timezone.utc)
+    return int(t.timestamp() * 1000)
+
+
+def ms_to_iso(ms: int | None) -> str | None:
+    if ms is None:
+        return None
+    return dt.datetime.fromtimestamp(ms / 1000, tz=dt.timezone.utc).isoformat(timespec="milliseconds")
+
+
+def iso_duration(months: int = 0, days: int = 0, nanoseconds: int = 0) -> str:
+    """An interval as ISO-8601 (`PT2H15M55S`, `P1Y2M3DT4H`, `PT0.5S`, `PT0S`), the form java.time and most
+    languages parse. A negative interval is `-` before it; a part whose sign differs from the others carries
+    its own sign (DuckDB intervals keep months, days and time apart, each with its sign, as java.time's do)."""
+    if (months <= 0 and days <= 0 and nanoseconds <= 0) and (months or days or nanoseconds):
+        return "-" + iso_duration(-months, -days, -nanoseconds)
+    date = ""
+    years, rest = divmod(abs(months), 12)
+    sign = "-" if months < 0 else ""
+    if years:
+        date += f"{sign}{years}Y"
+    if rest:
+        date += f"{sign}{rest}M"
+    if days:
+        date += f"{days}D"
+    clock = ""
+    if nanoseconds:
+        sign = "-" if nanoseconds < 0 else ""
+        hours, rem = divmod(abs(nanoseconds), 3_600_000_000_000)
+        minutes, rem = divmod(rem, 60_000_000_000)
+        seconds, frac = divmod(rem, 1_000_000_000)
+        if hours:
+            clock += f"{sign}{hours}H"
+        if minutes:
+            clock += f"{sign}{minutes}M"
+        if seconds or frac:
+            clock += f"{sign}{seconds}" + (f".{frac:09d}".rstrip("0") if frac else "") + "S"
+    if not date and not clock:
+        return "PT0S"
+    return "P" + date + ("T" + clock if clock else "")

@@ -1,0 +1,200 @@
+"""Every user mistake, through the real program (`python -m jobs.cli`, and the spark-submit job's script): exactly
+one line on stderr, starting `error: `, exit 2, and no pyspark imported (so no JVM) by the time the process ends.
+--help and --version still print and exit 0."""
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests import badinputs as bi
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# Runs the program as its console script does, then reports at exit whether pyspark was imported at all and whether
+# it launched a JVM (its gateway; `sql` and `repair-stats` import pyspark's type classes for the table schemas,
+# which starts nothing).
+_PROBE = ("import atexit, sys\n"
+          "def report():\n"
+          "    ps = sys.modules.get('pyspark')\n"
+          "    jvm = ps is not None and getattr(getattr(ps, 'SparkContext', None), '_gateway', None) is not None\n"
+          "    sys.__stdout__.write('\\npyspark imported: %s, jvm: %s\\n' % (ps is not None, jvm))\n"
+          "atexit.register(report)\n"
+          "sys.argv = ['offsetlake', *sys.argv[1:]]\n"
+          "from jobs.cli import run\n"
+          "run()\n")
+
+
+def offsetlake(*args: str, script: list[str] | None = None) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, *(script or ["-c", _PROBE]), *args]
+    return subprocess.run(cmd, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True,
+                          text=True, timeout=120)
+
+
+def assert_one_error_line(p: subprocess.CompletedProcess, *needles: str, code: int = 2, script=None) -> str:
+    assert p.returncode == code, (p.returncode, p.stderr[-2000:])
+    lines = p.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), p.stderr[-2000:]
+    for n in needles:
+        assert n in lines[0], lines[0]
+    assert "jvm: False" in p.stdout or script is not None, p.stdout[-500:]
+    return lines[0]
+
+
+@pytest.fixture(scope="module")
+def story(tmp_path_factory) -> Path:
+    from tests.serving.conftest import build_story
+
+    root = tmp_path_factory.mktemp("story")
+    build_story(root)
+    return root
+
+
+@pytest.fixture(scope="module")
+def good(tmp_path_factory) -> Path:
+    return bi.clean_small(tmp_path_factory.mktemp("in") / "dump")[0]
+
+
+# --- click's usage errors, for every command: one line naming the command's --help ------------------------------
+def test_a_mistyped_option_is_one_line_with_did_you_mean(tmp_path):
+    p = offsetlake("rebuild", "--warehose", str(tmp_path))
+    line = assert_one_error_line(p)
+    assert line == "error: no such option: --warehose (did you mean --warehouse?) — see 'offsetlake rebuild --help'"
+
+
+@pytest.mark.parametrize("args, needles", [
+    (["rebuld"], ["no such command: rebuld (did you mean rebuild?)", "see 'offsetlake --help'"]),
+    (["rebuild", "--input", "x"], ["missing option '--warehouse'", "see 'offsetlake rebuild --help'"]),
+    (["rebuild", "--input", "x", "--warehouse", "y", "--semantics", "newest"],
+     ["invalid value for '--semantics': 'newest' is not one of 'legacy', 'modern'"]),
+    (["rebuild", "--input", "x", "--warehouse", "y", "--until-offset", "ten"], ["'--until-offset'", "'ten'"]),
+    (["decode"], ["missing argument 'PATHS...'", "'offsetlake decode --help'"]),
+    (["sample"], ["missing argument 'DIR'"]),
+    (["sample", "d", "--records", "0"], ["invalid value for '--records'"]),
+    (["describe", "--warehouse", "w", "g", "--membrs"], ["no such option: --membrs (did you mean --members?)"]),
+    (["lookup", "--warehouse", "w", "--partition", "-1"], ["invalid value for '--partition'"]),
+    (["serve", "--warehouse", "w", "--port", "99999"], ["invalid value for '--port'"]),
+    (["diff", "--warehouse", "w", "a"], ["missing argument 'SNAP_B'"]),
+    (["reset-plan", "--warehouse", "w"], ["missing option '--group'"]),
+    (["sql", "--warehouse", "w", "select 1", "--format", "xml"], ["invalid value for '--format'"]),
+    (["repair-stats"], ["missing option '--warehouse'"]),
+    (["--no-such-flag"], ["no such option: --no-such-flag", "see 'offsetlake --help'"]),
+])
+def test_usage_errors_of_every_command_are_one_line(args, needles):
+    assert_one_error_line(offsetlake(*args), *needles)
+
+
+def test_the_spark_submit_job_reports_usage_errors_the_same_way(tmp_path):
+    p = offsetlake("--warehose", str(tmp_path), script=["jobs/rebuild_job.py"])
+    assert_one_error_line(p, "no such option: --warehose (did you mean --warehouse?)", "rebuild_job.py --help",
+                          script="jobs/rebuild_job.py")
+
+
+def test_help_and_version_still_exit_0():
+    for args in (["--help"], ["rebuild", "--help"], ["describe", "--help"], ["--version"]):
+        p = offsetlake(*args)
+        assert p.returncode == 0 and p.stderr == "", (args, p.stderr)
+    assert "Usage: offsetlake rebuild [OPTIONS]" in offsetlake("rebuild", "--help").stdout
+    bare = offsetlake()  # no command: click's help, as before (on stderr, exit 2), not folded into one line
+    assert bare.returncode == 2 and bare.stderr.startswith("Usage: offsetlake [OPTIONS] COMMAND [ARGS]...\n")
+    assert "  rebuild " in bare.stderr
+
+
+# --- the commands' own checks ------------------------------------------------------------------------------------
+@pytest.mark.parametrize("extra, needles", [
+    (["--as-of", "yesterday"], ["--as-of: 'yesterday' is not an ISO-8601 time", "epoch milliseconds"]),
+    (["--until-time", "1795294230"], ["--until-time: '1795294230' has too few digits for epoch milliseconds"]),
+    (["--until-time", "1795294230830000"], ["past year 9999 as epoch milliseconds"]),
+    (["--conf", "rebuild.semantix=modern"], ["did you mean rebuild.semantics?"]),
+    (["--conf", "novalue"], ["--conf 'novalue': expected section.key=value"]),
+])
+def test_rebuild_mistakes_are_one_line_before_any_jvm(good, tmp_path, extra, needles):
+    p = offsetlake("rebuild", "--input", str(good), "--warehouse", str(tmp_path / "wh"), "--env", "ci", "--quiet",
+                   *extra)
+    assert_one_error_line(p, *needles)
+    assert "pyspark imported: False" in p.stdout  # preflight answers before the rebuild imports pyspark at all
+
+
+def test_rebuild_of_a_warehouse_that_is_a_file(good, tmp_path):
+    (tmp_path / "wh").write_text("x")
+    p = offsetlake("rebuild", "--input", str(good), "--warehouse", str(tmp_path / "wh"))
+    assert_one_error_line(p, "'--warehouse'", "is a file")
+
+
+def test_sample_into_a_place_it_cannot_write(tmp_path):
+    (tmp_path / "f").write_text("x")
+    assert_one_error_line(offsetlake("sample", str(tmp_path / "f" / "dump")), f"cannot write {tmp_path / 'f' / 'dump'}",
+                          "Not a directory")
+    assert_one_error_line(offsetlake("sample", "s3://bucket/dump"), "sample writes a local directory")
+    made = offsetlake("sample", str(tmp_path / "d"), "--records", "200", "--groups", "2", "--partitions", "2")
+    assert made.returncode == 0
+    assert_one_error_line(offsetlake("sample", str(tmp_path / "d"), "--records", "200", "--groups", "2"),
+                          "already holds 2 __consumer_offsets-* entries (use --force to replace them)")
+
+
+def test_decode_of_what_is_not_a_log(tmp_path, shared_dir):
+    """An empty directory, a broker file that is not a segment, and bytes that are not a log under a segment's
+    name (a real producer-state snapshot): one line each, with what was found."""
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert_one_error_line(offsetlake("decode", str(empty)), f"no __consumer_offsets segment files under {empty}")
+    part = shared_dir / "brokerdata" / "transactions" / "data" / "__consumer_offsets-43"
+    if not part.is_dir():
+        pytest.skip("brokerdata/transactions not present")
+    meta = part / "partition.metadata"
+    assert_one_error_line(offsetlake("decode", str(meta)), "partition.metadata is not a .log segment")
+    fake = tmp_path / "__consumer_offsets-43" / "00000000000000000000.log"
+    fake.parent.mkdir()
+    shutil.copyfile(part / "00000000000000000026.snapshot", fake)
+    p = offsetlake("decode", str(fake))
+    assert_one_error_line(p, f"no readable record in {fake}", "byte(s) not read")
+    assert p.stdout.startswith(f"Dumping {fake}\n")  # the dump's header, as kafka-dump-log prints it
+    # a real segment still decodes, and its problems (none here) never turn into an error
+    ok = offsetlake("decode", str(part / "00000000000000000000.log"))
+    assert ok.returncode == 0 and ok.stderr == "" and "offset: 19" in ok.stdout
+
+
+# --- the serving commands --------------------------------------------------------------------------------------
+@pytest.mark.parametrize("args, line", [
+    (["describe", "paymnts", "--snapshot", "s1"],
+     "error: group 'paymnts' does not exist in snapshot 's1' (did you mean 'payments'?)"),
+    (["describe", "fresh1"], "error: group 'fresh1' does not exist in snapshot 's2' (did you mean 'fresh'?)"),
+    (["describe", "txm", "--history"], "error: group 'txm' does not exist in snapshot 's2' (did you mean 'txn'?)"),
+    (["lookup", "--group", "Payments"], "error: group 'Payments' does not exist in snapshot 's2' (did you mean "
+                                        "'payments'?)"),
+    (["reset-plan", "--group", "zzz"], "error: group 'zzz' does not exist in snapshot 's2'"),
+    (["describe", "simple"], "error: group 'simple' does not exist in snapshot 's2' (deleted by a group tombstone)"),
+    (["describe", "g", "--snapshot", "nope"], None),
+    (["describe"], "error: missing GROUP (or --all-groups) — see 'offsetlake describe --help'"),
+    (["lookup"], "error: give --group and/or --topic — see 'offsetlake lookup --help'"),
+    (["sql", "select * from no_such_table"], None),
+    (["diff", "s1", "missing"], None),
+])
+def test_serving_mistakes_are_one_line(story, args, line):
+    p = offsetlake(args[0], "--warehouse", str(story), *args[1:])
+    got = assert_one_error_line(p)
+    if line is not None:
+        assert got == line
+    assert p.stdout.rsplit("\npyspark imported: ", 1)[0] == ""
+
+
+def test_serving_an_unreadable_warehouse(tmp_path):
+    for cmd in (["describe", "g"], ["lookup", "--group", "g"], ["sql", "select 1"], ["serve"], ["diff", "a", "b"]):
+        assert_one_error_line(offsetlake(cmd[0], "--warehouse", str(tmp_path / "none"), *cmd[1:]))
+    assert_one_error_line(offsetlake("repair-stats", "--warehouse", str(tmp_path / "none")))
+
+
+def test_serve_on_a_port_in_use_is_one_line(story):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        p = offsetlake("serve", "--warehouse", str(story), "--port", str(port))
+    assert_one_error_line(p, f"cannot listen on 127.0.0.1:{port}", "another process is listening there")
+    p = offsetlake("serve", "--warehouse", str(story), "--host", "192.0.2.1", "--token", "t")  # TEST-NET: not ours
+    assert_one_error_line(p, "cannot listen on 192.0.2.1:8765")
