@@ -70,7 +70,7 @@ class Selection:
 
     def __post_init__(self):
         if self.end < self.start:
-            raise BadWindow(f"--to ({_iso(self.end)}) is before --from ({_iso(self.start)})")
+            raise BadWindow(f"--to ({iso_time(self.end)}) is before --from ({iso_time(self.start)})")
         if self.groups and self.group_regex is not None:
             raise BadWindow("give either --group or --group-regex, not both")
         if self.group_regex is not None:
@@ -93,7 +93,7 @@ class Selection:
         return t.filter(pa.array([g is not None and rx.search(g) is not None for g in ids], pa.bool_()))
 
 
-def _iso(t: dt.datetime | None) -> str | None:
+def iso_time(t: dt.datetime | None) -> str | None:
     if t is None:
         return None
     return t.astimezone(dt.timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
@@ -218,7 +218,7 @@ def _offset_changes(reader: SnapshotReader, snap: Snapshot, sel: Selection) -> l
     for r in rows:
         fold = folds.setdefault(r["group_id"], _Assignments(by_group.get(r["group_id"], [])))
         fold.at(r["record_offset"])
-        base = {"time": _iso(r["ts"]), "group_id": r["group_id"], "offsets_partition": r["offsets_partition"],
+        base = {"time": iso_time(r["ts"]), "group_id": r["group_id"], "offsets_partition": r["offsets_partition"],
                 "record_offset": r["record_offset"], "generation": fold.generation, "topic": r["topic"],
                 "partition": r["partition"], "member": _member(fold.holder(r["topic"], r["partition"]))}
         if r["producer_id"] is not None and r["producer_id"] >= 0:
@@ -244,14 +244,14 @@ def _expiry_changes(reader: SnapshotReader, snap: Snapshot, sel: Selection) -> l
     out = []
     t = sel.keep(reader.snapshot_table("expired_offsets", snap, filters=sel.filters()))
     for r in (t.to_pylist() if t is not None else []):
-        out.append({"kind": "offset_expired", "time": _iso(as_of), "group_id": r["group_id"],
+        out.append({"kind": "offset_expired", "time": iso_time(as_of), "group_id": r["group_id"],
                     "offsets_partition": r.get("offsets_partition"), "record_offset": r.get("record_offset"),
                     "generation": None, "topic": r["topic"], "partition": r["partition"],
                     "committed_offset": r.get("committed_offset"), "expiry_rule": r.get("expiry_rule"),
-                    "expiry_base_timestamp": _iso(r.get("expiry_base_timestamp"))})
+                    "expiry_base_timestamp": iso_time(r.get("expiry_base_timestamp"))})
     t = sel.keep(reader.snapshot_table("expired_groups", snap, filters=sel.filters()))
     for r in (t.to_pylist() if t is not None else []):
-        out.append({"kind": "group_expired", "time": _iso(as_of), "group_id": r["group_id"],
+        out.append({"kind": "group_expired", "time": iso_time(as_of), "group_id": r["group_id"],
                     "offsets_partition": r.get("offsets_partition"), "record_offset": None,
                     "generation": r.get("generation"), "group_type": r.get("group_type"), "reason": r.get("reason")})
     return out
@@ -263,7 +263,7 @@ def _group_changes(events: list[dict], sel: Selection) -> list[dict]:
     storms: dict[tuple[str, dt.datetime], list[dict]] = {}
 
     def base(e: dict, kind: str) -> dict:
-        return {"kind": kind, "time": _iso(e["record_timestamp"]), "group_id": e["group_id"],
+        return {"kind": kind, "time": iso_time(e["record_timestamp"]), "group_id": e["group_id"],
                 "offsets_partition": e["offsets_partition"], "record_offset": e["record_offset"],
                 "generation": e.get("generation"), "group_type": e["group_type"]}
 
@@ -307,7 +307,7 @@ def _group_changes(events: list[dict], sel: Selection) -> list[dict]:
         first = bumps[0]
         joined = sorted({m for e in bumps for m in (e.get("members_joined") or [])})
         left = sorted({m for e in bumps for m in (e.get("members_left") or [])})
-        out.append({**base(first, "rebalance_storm"), "minute": _iso(minute), "rebalances": len(gens),
+        out.append({**base(first, "rebalance_storm"), "minute": iso_time(minute), "rebalances": len(gens),
                     "generation_from": gens[0], "generation": gens[-1], "members_joined": joined,
                     "members_left": left})
     return out
