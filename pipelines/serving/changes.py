@@ -190,11 +190,13 @@ def _offset_changes(reader: SnapshotReader, snap: Snapshot, sel: Selection) -> l
               WHERE coalesce(record_timestamp, commit_timestamp) <= ?
                 AND (is_tombstone OR txn_outcome IS NULL OR txn_outcome = 'committed')),
             s AS (
-              SELECT *, lag(committed_offset) OVER w AS previous_offset, lag(is_tombstone) OVER w AS previous_tombstone
+              SELECT *, lag(committed_offset) OVER w AS previous_offset, lag(is_tombstone) OVER w AS previous_tombstone,
+                     lag(producer_id) OVER w AS previous_producer_id
               FROM c WINDOW w AS (PARTITION BY group_id, topic, "partition" ORDER BY offsets_partition, record_offset))
             SELECT s.group_id, s.topic, s."partition", s.offsets_partition, s.record_offset, s.ts,
                    s.committed_offset, s.is_tombstone, s.producer_id, s.txn_outcome,
                    CASE WHEN s.previous_tombstone THEN NULL ELSE s.previous_offset END AS previous_offset,
+                   s.previous_producer_id,
                    leo.log_end_offset
             FROM s LEFT JOIN leo ON leo.topic = s.topic AND leo."partition" = s."partition"
             WHERE s.ts >= ? AND (s.is_tombstone
@@ -227,9 +229,14 @@ def _offset_changes(reader: SnapshotReader, snap: Snapshot, sel: Selection) -> l
             out.append({"kind": "offset_tombstone", **base, "previous_offset": r["previous_offset"]})
             continue
         if r["previous_offset"] is not None and r["committed_offset"] < r["previous_offset"]:
-            out.append({"kind": "offset_regressed", **base, "committed_offset": r["committed_offset"],
-                        "previous_offset": r["previous_offset"],
-                        "delta": r["committed_offset"] - r["previous_offset"]})
+            regressed = {"kind": "offset_regressed", **base, "committed_offset": r["committed_offset"],
+                         "previous_offset": r["previous_offset"],
+                         "delta": r["committed_offset"] - r["previous_offset"]}
+            if r["previous_producer_id"] is not None and r["previous_producer_id"] >= 0:
+                # the offset gone back from was transactional: it took effect at its COMMIT marker, which may
+                # come after this record (then it never showed), a position the history does not keep
+                regressed["previous_producer_id"] = r["previous_producer_id"]
+            out.append(regressed)
         if r["log_end_offset"] is not None and r["committed_offset"] > r["log_end_offset"]:
             out.append({"kind": "offset_past_end", **base, "committed_offset": r["committed_offset"],
                         "log_end_offset": r["log_end_offset"]})
@@ -294,22 +301,27 @@ def _group_changes(events: list[dict], sel: Selection) -> list[dict]:
                 out.append({**base(e, "group_emptied"), "state_before": state,
                             "members_left": list(e.get("members_left") or [])})
             new_gen = e.get("generation")
-            if (inside and now_exists and exists and new_gen is not None and e["group_type"] == gtype
-                    and generation is not None and new_gen > generation):
-                storms.setdefault((e["group_id"], ts.replace(second=0, microsecond=0)), []).append(e)
+            if inside and now_exists:
+                minute = storms.setdefault((e["group_id"], ts.replace(second=0, microsecond=0)),
+                                           {"bumps": [], "events": [], "before": None})
+                minute["events"].append(e)
+                if (exists and new_gen is not None and e["group_type"] == gtype and generation is not None
+                        and new_gen > generation):
+                    if not minute["bumps"]:
+                        minute["before"] = generation
+                    minute["bumps"].append(e)
             exists, state = now_exists, e.get("state")
             gtype, generation = (e["group_type"], new_gen) if now_exists else (None, None)
         i = j
-    for (gid, minute), bumps in storms.items():
-        gens = sorted({e["generation"] for e in bumps})
+    for (gid, minute), seen in storms.items():
+        gens = sorted({e["generation"] for e in seen["bumps"]})
         if len(gens) <= sel.storm_per_minute:
             continue
-        first = bumps[0]
-        joined = sorted({m for e in bumps for m in (e.get("members_joined") or [])})
-        left = sorted({m for e in bumps for m in (e.get("members_left") or [])})
-        out.append({**base(first, "rebalance_storm"), "minute": iso_time(minute), "rebalances": len(gens),
-                    "generation_from": gens[0], "generation": gens[-1], "members_joined": joined,
-                    "members_left": left})
+        joined = sorted({m for e in seen["events"] for m in (e.get("members_joined") or [])})
+        left = sorted({m for e in seen["events"] for m in (e.get("members_left") or [])})
+        out.append({**base(seen["bumps"][0], "rebalance_storm"), "minute": iso_time(minute),
+                    "rebalances": len(gens), "generation_from": seen["before"], "generation": gens[-1],
+                    "members_joined": joined, "members_left": left})
     return out
 
 
@@ -336,6 +348,8 @@ def render_line(c: dict) -> str:
         tp = f"{c['topic']}-{c['partition']}"
         if k == "offset_regressed":
             what = f"{tp} {c['previous_offset']} -> {c['committed_offset']} ({c['delta']})"
+            if c.get("previous_producer_id") is not None:
+                what += f" (from a transactional offset of producer {c['previous_producer_id']})"
         elif k == "offset_past_end":
             what = f"{tp} {c['committed_offset']} > log end {c['log_end_offset']}"
         elif k == "offset_tombstone":
