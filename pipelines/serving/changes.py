@@ -141,13 +141,16 @@ class _Assignments:
         return None
 
 
-def _history(reader: SnapshotReader, snap: Snapshot, sel: Selection, groups=None) -> list[dict]:
-    """The selected groups' `group_history` events up to the window's end, in log order."""
+def _history(reader: SnapshotReader, snap: Snapshot, sel: Selection, groups=None, *, members: bool = True
+             ) -> list[dict]:
+    """The selected groups' `group_history` events up to the window's end, in log order (`members`: with each
+    event's `member_assignments`, which only the offset changes need)."""
     filters = [("group_id", "in", sorted(groups))] if groups is not None else sel.filters()
     if groups is not None and not groups:
         return []
+    columns = _HISTORY_COLUMNS if members else [c for c in _HISTORY_COLUMNS if c != "member_assignments"]
     try:
-        t = reader.snapshot_table("group_history", snap, filters=filters, columns=_HISTORY_COLUMNS)
+        t = reader.snapshot_table("group_history", snap, filters=filters, columns=columns)
     except Exception:  # noqa: BLE001 - a snapshot written before group_history existed has none
         return []
     t = sel.keep(t)
@@ -329,7 +332,7 @@ def changes(reader: SnapshotReader, snap: Snapshot, sel: Selection) -> list[dict
     """Every change of the selected groups in the window, oldest first (time, then log position)."""
     out = _offset_changes(reader, snap, sel)
     out += _expiry_changes(reader, snap, sel)
-    out += _group_changes(_history(reader, snap, sel), sel)
+    out += _group_changes(_history(reader, snap, sel, members=False), sel)
     out.sort(key=lambda c: (c["time"] or "", c["offsets_partition"] if c["offsets_partition"] is not None else -1,
                             c["record_offset"] if c["record_offset"] is not None else -1, KINDS.index(c["kind"])))
     return out
