@@ -315,6 +315,31 @@ def create_app(reader: SnapshotReader, *, token: str | None = None, refresh_inte
             raise GroupNotFound(idx.absent_reason(group))
         return _json(body, idx.snapshot.snapshot_id)
 
+    @app.get("/changes", responses=responses, dependencies=guarded, tags=["incidents"])
+    def changes(
+        from_: str = Query(..., alias="from", max_length=64, description="window start: ISO-8601 or epoch ms"),
+        to: str = Query(..., max_length=64, description="window end (included): ISO-8601 or epoch ms"),
+        group: list[str] | None = Query(None, max_length=10_000, description="only these groups (repeatable)"),
+        group_regex: str | None = Query(None, max_length=1000, description="only groups whose id matches"),
+        storm_threshold: int | None = Query(None, ge=1, le=100_000,
+                                            description="rebalance storm: more new generations per minute than this"),
+        snapshot: str | None = SnapshotQ,
+    ):
+        """What changed in the window, from the snapshot's history (`offsetlake changes --json`), oldest first:
+        `{snapshot_id, from, to, changes: [{kind, time, group_id, offsets_partition, record_offset, generation,
+        ...}]}`; the kinds and their fields are in the README."""
+        from pipelines.serving import changes as ch
+
+        try:
+            sel = ch.Selection(ch.parse_time(from_, "from"), ch.parse_time(to, "to"), tuple(group or ()),
+                               group_regex or None, storm_threshold or ch.DEFAULT_STORM_PER_MINUTE)
+        except ch.BadWindow as e:
+            raise views.BadParameter(str(e).replace("--", "")) from None
+        idx = catalog.resolve(snapshot)
+        items = ch.changes(reader, idx.snapshot, sel)
+        return _bytes_response(_dumps({"snapshot_id": idx.snapshot.snapshot_id, "from": ch.iso_time(sel.start),
+                                       "to": ch.iso_time(sel.end), "changes": items}), idx.snapshot.snapshot_id)
+
     @app.get("/health", response_model=HealthOut, responses=ERRORS, tags=["meta"])
     def health(snapshot: str | None = SnapshotQ):
         """Status and the snapshot being served (`loading` while the first index is built)."""

@@ -19,6 +19,7 @@ COMMANDS = {
     "diff": "jobs.cmd_serving:diff",
     "reset-plan": "jobs.cmd_serving:reset_plan",
     "sql": "jobs.cmd_serving:sql",
+    "changes": "jobs.cmd_serving:changes",
     "repair-stats": "jobs.cmd_repair:repair_stats",
 }
 

@@ -1,4 +1,4 @@
-"""Serving commands — describe, lookup, serve, diff, reset-plan, sql — over a warehouse's snapshots, no Spark.
+"""Serving commands — describe, lookup, serve, diff, reset-plan, sql, changes — over a warehouse's snapshots, no Spark.
 
 Exit codes: 0 ok; 1 the answer is empty (`lookup --topic` with no offsets, a group with nothing to reset to, a
 group without group records for `--history`, a regression with `diff --fail-on-regression`); 2 bad usage or
@@ -269,8 +269,35 @@ def sql(warehouse, query, snapshot_id, fmt):
     click.echo(sqlmod.render(cols, rows, fmt), nl=False)
 
 
+@click.command()
+@warehouse_opt
+@click.option("--from", "start", required=True, help="window start: ISO-8601 (UTC when no zone) or epoch ms")
+@click.option("--to", "end", required=True, help="window end (included): ISO-8601 or epoch ms")
+@click.option("--group", "groups", multiple=True, help="only this group (repeatable)")
+@click.option("--group-regex", default=None, help="only groups whose id matches (Python re.search)")
+@click.option("--storm-threshold", type=click.IntRange(min=1), default=None,
+              help="a rebalance storm is more than this many new generations / group epochs in one minute "
+                   "[default: 10]")
+@click.option("--json", "as_json", is_flag=True, help="one JSON document: the list of changes")
+@snapshot_opt
+def changes(warehouse, start, end, groups, group_regex, storm_threshold, as_json, snapshot_id):
+    """What changed between --from and --to, from the snapshot's history, oldest first: offsets that went
+    backwards or past the known log end, offset tombstones and expiry, groups created / emptied / deleted /
+    converted, rebalance storms; each with its time, log position, generation and the member assigned then."""
+    from pipelines.serving import changes as ch
+
+    try:
+        sel = ch.Selection(ch.parse_time(start, "--from"), ch.parse_time(end, "--to"), tuple(groups), group_regex,
+                           storm_threshold or ch.DEFAULT_STORM_PER_MINUTE)
+    except ch.BadWindow as e:
+        _fail(str(e), 2)
+    reader, snap = _open(warehouse, snapshot_id)
+    items = ch.changes(reader, snap, sel)
+    click.echo(_pretty_json(items) if as_json else ch.render_text(items), nl=as_json)
+
+
 # Catch-all: a serving error that escaped a command is a message, not a stack trace.
-for _cmd in (describe, lookup, diff, reset_plan, sql):
+for _cmd in (describe, lookup, diff, reset_plan, sql, changes):
     _inner = _cmd.callback
 
     def _wrapped(*args, __inner=_inner, **kwargs):

@@ -185,6 +185,17 @@ LOG_END_OFFSETS = StructType(
 # group as it stands after it: a new classic generation (a GroupMetadata value: a rebalance completed, or the group
 # went Empty), a consumer group's group or assignment epoch, a member joining, updated or leaving, assignments,
 # deletions and tombstones that found nothing.
+HISTORY_MEMBER = StructType(
+    [
+        _f("member_id", StringType()),
+        _f("group_instance_id", StringType()),
+        _f("client_id", StringType()),
+        _f("client_host", StringType()),
+        _f("subscribed_topics", ArrayType(StringType())),
+        _f("assigned_partitions", ArrayType(TOPIC_PARTITION)),
+    ]
+)
+
 GROUP_HISTORY = StructType(
     [
         _f("snapshot_id", StringType(), False),
@@ -204,6 +215,10 @@ GROUP_HISTORY = StructType(
         _f("member_count", IntegerType()),  # after the record
         _f("members_joined", ArrayType(StringType())),  # member ids the record added
         _f("members_left", ArrayType(StringType())),  # member ids the record removed
+        # the members the record set, as they stand after it: every member of a classic generation (the record
+        # replaces them all), the one member of a KIP-848 member or member-assignment record; null otherwise.
+        # Folded in log order they give who was assigned a partition at any moment (`offsetlake changes`).
+        _f("member_assignments", ArrayType(HISTORY_MEMBER)),
     ]
 )
 

@@ -133,7 +133,7 @@ class GroupStore:
                "group_type": "classic" if row["key_type"] == 2 else "consumer", "event": event,
                "generation": None, "assignment_epoch": None, "protocol": None, "leader": None, "state": None,
                "member_count": len(after), "members_joined": sorted(after - before),
-               "members_left": sorted(before - after)}
+               "members_left": sorted(before - after), "member_assignments": member_assignments(g, row)}
         if isinstance(g, ClassicGroup):
             members = g.value.get("members") or []
             leader = g.value.get("leader")
@@ -241,6 +241,28 @@ class GroupStore:
             g.regexes[row.get("regex")] = list(row.get("regex_topics") or [])
         # type 4 (partition metadata) only matters for topic-id resolution (`topic_names`: cluster-wide)
         return _EVENTS.get(kt, "record")
+
+
+def member_assignments(g: Group | None, row: Row) -> list[Row] | None:
+    """The members a group record set, as they stand after it (`group_history.member_assignments`): a classic
+    generation's every member, or the one member a KIP-848 member (type 5) or member-assignment (type 8) record
+    touched. A consumer member's partitions are by topic id here; `tables.history_rows` names them."""
+    if row["is_tombstone"]:
+        return None
+    if isinstance(g, ClassicGroup) and row["key_type"] == 2:
+        return [{"member_id": m["member_id"], "group_instance_id": m.get("group_instance_id"),
+                 "client_id": m.get("client_id"), "client_host": m.get("client_host"),
+                 "subscribed_topics": m.get("subscribed_topics"),
+                 "assigned_partitions": m.get("assigned_partitions")} for m in g.value.get("members") or []]
+    if isinstance(g, ConsumerGroup) and row["key_type"] in (5, 8):
+        m = g.members.get(row.get("member_id"))
+        if m is None:
+            return None
+        f = m.fields or {}
+        return [{"member_id": row.get("member_id"), "group_instance_id": f.get("group_instance_id"),
+                 "client_id": f.get("client_id"), "client_host": f.get("client_host"),
+                 "subscribed_topics": f.get("subscribed_topics"), "topic_id_partitions": list(m.assigned)}]
+    return None
 
 
 #: history event of a KIP-848 record value, by key type (tombstones: `<event>_tombstone`)

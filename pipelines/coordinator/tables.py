@@ -262,7 +262,29 @@ def shard_rows(st: ShardState, options: ReplayOptions, n: int, names: dict[str, 
                 "snapshot_id": sid, "group_id": gid, "offsets_partition": part,
                 "tombstone_record_offset": r["offset"], "tombstone_timestamp": _none_if(r.get("timestamp")),
                 "group_type": "classic" if r["key_type"] == 2 else "consumer"})
-    out["group_history"] = [{**e, "snapshot_id": sid, "offsets_partition": part} for e in st.groups.history or ()]
+    out["group_history"] = [{**e, "snapshot_id": sid, "offsets_partition": part,
+                             "member_assignments": history_members(e["member_assignments"], names)}
+                            for e in st.groups.history or ()]
+    return out
+
+
+def history_members(members: list[Row] | None, names: dict[str, str]) -> list[Row] | None:
+    """A history event's `member_assignments` with each member's partitions as (topic, partition) rows, sorted: a
+    classic member's by topic name, a KIP-848 member's by topic id, named by the run's map (the id itself when the
+    log never named it, as `group_members` does)."""
+    if members is None:
+        return None
+    out = []
+    for m in members:
+        if "topic_id_partitions" in m:
+            m = dict(m)
+            tps = [{"topic": names.get(tp["topic_id"], tp["topic_id"]), "partitions": tp["partitions"]}
+                   for tp in m.pop("topic_id_partitions")]
+        else:
+            tps = m.get("assigned_partitions")
+        flat = _flatten_topic_partitions(tps)
+        out.append({**m, "assigned_partitions": None if flat is None else
+                    [{"topic": t, "partition": p} for t, p in flat]})
     return out
 
 

@@ -481,3 +481,58 @@ def test_page_on_the_sample(sample_warehouse, tmp_path):
         history = _rows(b, "#history-table tbody tr")
         assert history and int(history[-1][5]) == len(api["members"]), history[-1:]
         _save(tmp_path, "group-sample.png", b.screenshot())
+
+
+@pytest.mark.spark
+@pytest.mark.shared
+def test_incident_view_on_a_broker_scenario(broker_warehouse, brokerdata, tmp_path):
+    """The incident view over the rebuilt broker log: by default the hour before the snapshot's as-of, whose changes
+    are the API's and include the group the scenario deleted (timeline.tsv); a narrower window typed in the form;
+    a group followed to its page and its rebalances; the restore plan linked as of the window's start."""
+    from urllib.parse import parse_qs, urlsplit
+
+    _chromedriver()
+    wh, _ = broker_warehouse
+    events = (brokerdata / BROKER_SCENARIO / "timeline.tsv").read_text(encoding="utf-8").splitlines()
+    deleted = [ln.split("\t")[2] for ln in events if "delete_consumer_groups" in ln and ln.endswith("-> ok")]
+    gone = deleted[0].split("['", 1)[1].split("']", 1)[0]
+    with running_server(wh) as base, chromium(tmp_path) as b:
+        b.resize(1400, 1100)
+        _open(b, base + "/#/incident", "incident")
+        assert b.js("return document.getElementById('error').textContent") == ""
+        start = b.js("return document.getElementById('incident-from').value")
+        end = b.js("return document.getElementById('incident-to').value")
+        api = httpx.get(base + "/changes", params={"from": start, "to": end}, timeout=30).json()
+        rows = b.js("return [...document.querySelectorAll('#incident-table tbody tr')].map(tr => [tr.dataset.kind, tr.dataset.groupId])")
+        assert rows == [[c["kind"], c["group_id"]] for c in api["changes"]] and rows
+        assert ["group_deleted", gone] in rows
+        shown = _rows(b, "#incident-table tbody tr")
+        for c, r in zip(api["changes"], shown):
+            assert r[0] == _when(c["time"]) and r[1] == f"{c['offsets_partition']}:{_cells(c['record_offset'])}"
+        link = urlsplit(b.js("return document.getElementById('incident-restore').href"))
+        q = parse_qs(link.query)
+        assert link.path == "/restore-plan.zip" and q["as_of"] == [api["from"]] and q["snapshot"] == ["k1"]
+        assert set(q["group"]) == {c["group_id"] for c in api["changes"]}
+        _save(tmp_path, "incident.png", b.screenshot())
+
+        # the window typed in the form: only the deleted group's changes
+        b.js("document.getElementById('incident-regex').value = arguments[0]", "^" + gone + "$")
+        b.click("#incident-show")
+        b.wait_for("return location.hash.includes('group_regex') && document.body.dataset.ready === '1'"
+                   " && document.querySelectorAll('#incident-table tbody tr').length > 0"
+                   " && [...document.querySelectorAll('#incident-table tbody tr')].every(tr => tr.dataset.groupId === arguments[0])", gone)
+        kinds = b.js("return [...document.querySelectorAll('#incident-table tbody tr')].map(tr => tr.dataset.kind)")
+        assert "group_deleted" in kinds and "offset_tombstone" in kinds
+
+        # follow an emptied group to its page: its rebalance timeline shows the members the change says left
+        _open(b, base + "/#/incident?" + "&".join(f"{k}={quote(v)}" for k, v in (("from", start), ("to", end))),
+              "incident")
+        removed = {c["group_id"] for c in api["changes"] if c["kind"] == "group_deleted"}
+        emptied = next(c for c in api["changes"] if c["kind"] == "group_emptied" and c["group_id"] not in removed)
+        b.click(f"#incident-table tr[data-kind=group_emptied][data-group-id='{emptied['group_id']}'] a.group")
+        b.wait_for("return document.body.dataset.view === 'group' && document.body.dataset.ready === '1'"
+                   " && document.getElementById('group-title').textContent === arguments[0]", emptied["group_id"])
+        b.wait_for("return document.querySelectorAll('#history-table tbody tr').length > 0")
+        history = _rows(b, "#history-table tbody tr")
+        left = {m for r in history for m in r[7].split(", ")}
+        assert set(emptied["members_left"]) <= left

@@ -1,0 +1,297 @@
+"""`offsetlake changes` (and `GET /changes`) on snapshots the real pipeline rebuilt from real Kafka 4.0 logs
+(brokerdata, `--semantics modern`), over windows read off each scenario's `timeline.tsv`: what the timeline says
+happened in a window (a deletion and its offsets, the broker's expiry tombstones, members joining, groups emptied)
+is what `changes` reports, with the member ids the clients were given. Plus a generated log (`offsetlake sample`)
+with a consumer's committed offset rewound, reported with the member assigned that partition.
+
+Every expectation comes from timeline.tsv or from the snapshot the sample gave; nothing is hard-coded per scenario
+beyond the names the timelines use.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from jobs.cli import main
+
+pytestmark = [pytest.mark.spark, pytest.mark.integration]
+
+SCENARIOS = ("deletes", "expiry", "kip848", "classic-basic", "transactions")
+SECOND = dt.timedelta(seconds=1)
+
+
+def _utc(text: str) -> dt.datetime:
+    return dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+def timeline(brokerdata: Path, scenario: str) -> list[tuple[dt.datetime, str]]:
+    rows = []
+    for line in (brokerdata / scenario / "timeline.tsv").read_text(encoding="utf-8").splitlines()[1:]:
+        _, utc, event = line.split("\t", 2)
+        rows.append((_utc(utc), event))
+    return rows
+
+
+def member_ids(events, group: str) -> set[str]:
+    """The member ids the scenario's clients of `group` were given (`… assigned +[…] memberid=X`)."""
+    found = set()
+    for _, e in events:
+        m = re.match(rf"\[{re.escape(group)} worker\] \S+: assigned .* memberid=(\S+)", e)
+        if m:
+            found.add(m.group(1))
+    return found
+
+
+@pytest.fixture(scope="module")
+def warehouses(brokerdata, spark, settings, tmp_path_factory) -> dict[str, Path]:
+    """Each scenario rebuilt once by the real pipeline (modern semantics, as the broker ran)."""
+    from pipelines.rebuild import RebuildRequest, run_rebuild
+
+    out = {}
+    for s in SCENARIOS:
+        wh = tmp_path_factory.mktemp("changes-" + s)
+        res = run_rebuild(spark, settings, RebuildRequest(inputs=(str(brokerdata / s / "data"),), warehouse=str(wh),
+                                                          snapshot_id=s, semantics="modern"))
+        assert res.status == "succeeded", res
+        out[s] = wh
+    return out
+
+
+def changes(wh: Path, start, end, *args: str) -> list[dict]:
+    def t(v):
+        return v if isinstance(v, str) else v.isoformat()
+
+    r = CliRunner().invoke(main, ["changes", "--warehouse", str(wh), "--from", t(start), "--to", t(end), "--json",
+                                  *args], catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    items = json.loads(r.output)
+    keys = [(c["time"], c["offsets_partition"] or -1, c["record_offset"] or -1) for c in items]
+    assert keys == sorted(keys), "oldest first"
+    return items
+
+
+def of(items, kind: str, group: str | None = None) -> list[dict]:
+    return [c for c in items if c["kind"] == kind and (group is None or c["group_id"] == group)]
+
+
+def whole(events) -> tuple[dt.datetime, dt.datetime]:
+    return events[0][0] - 60 * SECOND, events[-1][0] + 60 * SECOND
+
+
+@pytest.mark.shared
+def test_deletes(warehouses, brokerdata):
+    """Each `delete_consumer_groups(...) -> ok` is a group_deleted of that group just before the call returned, with
+    a tombstone for every offset the group held; failed deletes delete nothing; the re-created group is created
+    again; deleting topic dl-gone tombstones every group's offsets on it, naming the member then assigned."""
+    wh, events = warehouses["deletes"], timeline(brokerdata, "deletes")
+    everything = changes(wh, *whole(events))
+    deleted_ok, failed = [], []
+    for t, e in events:
+        m = re.match(r"AdminClient\.delete_consumer_groups\(\['(.*)'\]\) -> (\S+)", e)
+        if m:
+            (deleted_ok if m.group(2) == "ok" else failed).append((t, m.group(1)))
+    assert deleted_ok and failed
+    for t, gid in deleted_ok:
+        window = changes(wh, t - 2 * SECOND, t)
+        gone = of(window, "group_deleted", gid)
+        assert len(gone) == 1, (gid, window)
+        assert t - 2 * SECOND <= _utc(gone[0]["time"]) <= t
+        tombstones = of(window, "offset_tombstone", gid)
+        assert tombstones and all(c["record_offset"] < gone[0]["record_offset"] for c in tombstones)
+        assert {c["offsets_partition"] for c in tombstones} == {gone[0]["offsets_partition"]}
+    for _, gid in failed:
+        assert not of(everything, "group_deleted", gid) and not of(everything, "offset_tombstone", gid)
+
+    recreated = [gid for t, gid in deleted_ok if any(f"[{gid} worker] n1: subscribe" in e for _, e in events)]
+    assert recreated
+    for gid in recreated:
+        t_del = next(t for t, g in deleted_ok if g == gid)
+        t_again = next(t for t, e in events if f"[{gid} worker] n1: subscribe" in e)
+        again = [c for c in of(everything, "group_created", gid) if _utc(c["time"]) > t_del]
+        assert len(again) == 1 and _utc(again[0]["time"]) <= t_again + 5 * SECOND
+
+    t_topic = next(t for t, e in events if e.startswith("AdminClient.delete_topics(['dl-gone']) -> ok"))
+    before = next(e for t, e in events if e.startswith("offsets before delete_topics:"))
+    window = changes(wh, t_topic - 2 * SECOND, t_topic + 2 * SECOND)
+    reported = {(c["group_id"], c["partition"]) for c in of(window, "offset_tombstone") if c["topic"] == "dl-gone"}
+    for gid, offsets in re.findall(r"(\S+)=(\{[^}]*\})", before):
+        for tp in json.loads(offsets):
+            if tp.startswith("dl-gone["):
+                assert (gid, int(tp[len("dl-gone["):-1])) in reported, (gid, tp, reported)
+    # the group still alive: each dl-gone partition names the member that was last assigned it
+    alive = "dl-topic-del-alive"
+    holder = {}
+    for t, e in events:
+        m = re.match(rf"\[{alive} worker\] \S+: assigned \+\[(.*)\] memberid=(\S+)", e)
+        if m and t < t_topic:
+            for p in re.findall(r"dl-gone\[(\d+)\]", m.group(1)):
+                holder[int(p)] = m.group(2)
+    alive_tombstones = [c for c in of(window, "offset_tombstone", alive) if c["topic"] == "dl-gone"]
+    assert {c["partition"] for c in alive_tombstones} == set(holder)
+    for c in alive_tombstones:
+        assert c["member"]["member_id"] == holder[c["partition"]], c
+        assert c["member"]["client_id"] and c["member"]["client_host"]
+
+
+@pytest.mark.shared
+def test_expiry_tombstones(warehouses, brokerdata):
+    """The scenario watches each group's offsets: every partition that vanished between two watches is an
+    offset_tombstone in between (the broker's own expiry), and a group that stopped being listed is deleted
+    then; the group that committed just before the stop has nothing expired."""
+    wh, events = warehouses["expiry"], timeline(brokerdata, "expiry")
+    watches: dict[str, list[tuple[dt.datetime, str | None, set]]] = {}
+    for t, e in events:
+        m = re.match(r"watch (\S+): state=(\S+)(?: LISTED)? offsets=(\{.*\})$", e)
+        if m:
+            watches.setdefault(m.group(1), []).append((t, m.group(2), set(json.loads(m.group(3)))))
+    assert len(watches) >= 5
+    checked = 0
+    for gid, seen in watches.items():
+        for (t1, _, before), (t2, state2, after) in zip(seen, seen[1:]):
+            window = changes(wh, t1, t2, "--group", gid)
+            gone = {f"{c['topic']}[{c['partition']}]" for c in of(window, "offset_tombstone")}
+            assert gone == before - after, (gid, t1, t2, window)
+            checked += len(gone)
+            if state2 == "NOT":
+                assert len(of(window, "group_deleted")) == 1, (gid, window)
+    assert checked >= 8
+    fresh = next(t for t, e in events if e.startswith("ex-fresh"))
+    assert not of(changes(wh, fresh, fresh + 60 * SECOND), "offset_tombstone")
+
+
+@pytest.mark.shared
+@pytest.mark.parametrize("scenario", ["kip848", "classic-basic"])
+def test_rebalances_name_the_members(warehouses, brokerdata, scenario):
+    """With a storm threshold of one rebalance a minute, every group's rebalances name every member id its clients
+    were given; groups whose clients all closed are emptied, naming members that left."""
+    wh, events = warehouses[scenario], timeline(brokerdata, scenario)
+    items = changes(wh, *whole(events), "--storm-threshold", "1")
+    groups = {m.group(1) for _, e in events for m in [re.match(r"\[(\S+) worker\]", e)] if m}
+    named = 0
+    for gid in groups:
+        expected = member_ids(events, gid)
+        if not expected:
+            continue
+        storms = of(items, "rebalance_storm", gid)
+        joined = {m for c in storms for m in c["members_joined"]}
+        assert expected <= joined, (gid, expected - joined)
+        assert all(c["rebalances"] > 1 and c["generation"] > c["generation_from"] for c in storms)
+        named += len(expected)
+        for c in of(items, "group_emptied", gid):
+            assert c["members_left"] and set(c["members_left"]) <= expected
+    assert named >= 5
+    # the default threshold (10 a minute) sees no storm in a scenario this calm
+    assert not of(changes(wh, *whole(events)), "rebalance_storm")
+    if scenario == "kip848":
+        t = next(t for t, e in events if e == "AdminClient.delete_consumer_groups(['k-deleted']) -> ok")
+        gone = of(changes(wh, t - 2 * SECOND, t), "group_deleted")
+        assert [c["group_id"] for c in gone] == ["k-deleted"] and gone[0]["group_type"] == "consumer"
+
+
+@pytest.mark.shared
+def test_transactions_count_by_outcome(warehouses, brokerdata):
+    """Aborted and still-open transactional offsets never took effect: no change reports them, from either side."""
+    wh, events = warehouses["transactions"], timeline(brokerdata, "transactions")
+    items = changes(wh, *whole(events))
+    never = set()
+    for _, e in events:
+        m = re.match(r"\[tx-\w+ worker\] == step \d+: tx-prod-\d aborts \{(.*)\}", e)
+        if m:
+            never |= {int(v) for v in re.findall(r"\d+:(\d+)", m.group(1))}
+        m = re.match(r".*send_offsets_to_transaction\((tx-hang): .*\); transaction left OPEN", e)
+        if m:
+            never |= {int(v) for v in re.findall(r"@(\d+)", e)}
+    assert never >= {20, 33}
+    shown = {c.get(k) for c in items if c["kind"].startswith("offset_") for k in ("committed_offset", "previous_offset")}
+    assert not (shown & never), (shown & never, items)
+    # a regression in this log only ever comes from a transactional offset a later plain commit overtook
+    for c in of(items, "offset_regressed"):
+        assert "previous_producer_id" in c, c
+
+
+def _reset_segment(partition_dir: Path, group: str, topic: str, partition: int, offset: int, ts_ms: int) -> None:
+    """Append one OffsetCommit record (key v1, value v3), as a consumer's reset would write it, in a new segment."""
+    from pipelines.decoding.log_end_offsets import segment_log_end_offset
+    from pipelines.decoding.message_writer import write_offset_commit_key
+    from pipelines.sample import encode_batch, offset_commit_value
+
+    base = segment_log_end_offset(partition_dir)
+    key = write_offset_commit_key(group, topic, partition)
+    value = offset_commit_value(3, offset, -1, b"", ts_ms)
+    (partition_dir / f"{base:020d}.log").write_bytes(encode_batch([(key, value, ts_ms)], base))
+
+
+def test_sample_reset_backwards_names_the_member(spark, settings, tmp_path):
+    """A generated log, then a commit that rewinds a Stable group's partition: `changes` over the minute after the
+    log's end reports that one regression, from the committed offset to the new one, with the member the group's
+    last generation assigned that partition (as the snapshot's `group_members` says), and nothing else."""
+    from pipelines.coordinator.partitioner import partition_for
+    from pipelines.io.snapshots import DeltaWarehouseReader
+    from pipelines.rebuild import RebuildRequest, run_rebuild
+    from pipelines.sample import generate_sample
+
+    dump, wh = tmp_path / "dump", tmp_path / "wh"
+    generate_sample(dump, records=6000, groups=30, partitions=4, seed=11, segment_bytes=64 * 1024)
+    res = run_rebuild(spark, settings, RebuildRequest(inputs=(str(dump),), warehouse=str(wh), snapshot_id="before"))
+    assert res.status == "succeeded", res
+    reader = DeltaWarehouseReader(str(wh))
+    members = reader.snapshot_table("group_members", "before").to_pylist()
+    groups = {g["group_id"]: g for g in reader.snapshot_table("loaded_groups", "before").to_pylist()}
+    offsets = {(o["group_id"], o["topic"], o["partition"]): o["committed_offset"]
+               for o in reader.snapshot_table("loaded_offsets", "before").to_pylist()}
+    pick = next((m, tp) for m in members if groups[m["group_id"]]["group_type"] == "classic"
+                and groups[m["group_id"]]["state"] == "Stable"
+                for tp in (m["assigned_partitions"] or []) if (m["group_id"], tp["topic"], tp["partition"]) in offsets
+                and offsets[(m["group_id"], tp["topic"], tp["partition"])] > 100)
+    m, tp = pick
+    gid = m["group_id"]
+    was = offsets[(gid, tp["topic"], tp["partition"])]
+    as_of = reader.snapshot("before").as_of
+    at = as_of + dt.timedelta(seconds=30)
+    n = len(list(dump.glob("__consumer_offsets-*")))
+    _reset_segment(dump / f"__consumer_offsets-{partition_for(gid, n)}", gid, tp["topic"], tp["partition"], was - 100,
+                   int(at.timestamp() * 1000))
+    res = run_rebuild(spark, settings, RebuildRequest(inputs=(str(dump),), warehouse=str(wh), snapshot_id="after"))
+    assert res.status == "succeeded", res
+
+    items = changes(wh, as_of + SECOND, at + 60 * SECOND, "--snapshot", "after")
+    assert [c["kind"] for c in items] == ["offset_regressed"], items
+    c = items[0]
+    assert (c["group_id"], c["topic"], c["partition"]) == (gid, tp["topic"], tp["partition"])
+    assert (c["previous_offset"], c["committed_offset"], c["delta"]) == (was, was - 100, -100)
+    assert _utc(c["time"]) == at.replace(microsecond=at.microsecond // 1000 * 1000)
+    assert c["member"] == {k: m[k] for k in ("member_id", "group_instance_id", "client_id", "client_host")}
+    assert c["generation"] == groups[gid]["generation"]
+    # the same change as text, one line; and the API answers the same list
+    r = CliRunner().invoke(main, ["changes", "--warehouse", str(wh), "--snapshot", "after", "--from",
+                                  str(int((as_of + SECOND).timestamp() * 1000)), "--to", (at + 60 * SECOND).isoformat()])
+    assert r.exit_code == 0 and len(r.output.splitlines()) == 1
+    assert "offset_regressed" in r.output and m["member_id"] in r.output and f"{was} -> {was - 100}" in r.output
+
+    from fastapi.testclient import TestClient
+
+    from jobs.api import create_app
+
+    with TestClient(create_app(reader)) as client:
+        body = client.get("/changes", params={"from": (as_of + SECOND).isoformat(), "to": (at + 60 * SECOND).isoformat(),
+                                              "snapshot": "after", "group": gid}).json()
+        assert body["changes"] == items and body["snapshot_id"] == "after"
+        assert client.get("/changes", params={"from": "yesterday", "to": "1"}).status_code == 400
+        assert client.get("/changes", params={"from": "5", "to": "1"}).status_code == 400
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--from", "noon", "--to", "1"], "--from: 'noon' is not an ISO-8601 time"),
+    (["--from", "2026-11-21T14:10:00Z", "--to", "2026-11-21T14:00:00Z"], "is before --from"),
+    (["--from", "1", "--to", "2", "--group-regex", "("], "--group-regex '('"),
+    (["--from", "1", "--to", "2", "--group", "a", "--group-regex", "a"], "not both"),
+])
+def test_bad_input_is_one_line_exit_2(tmp_path, args, message):
+    r = CliRunner().invoke(main, ["changes", "--warehouse", str(tmp_path), *args])
+    assert r.exit_code == 2 and message in r.output, r.output
+    assert len(r.output.strip().splitlines()) == 1 and "Traceback" not in r.output
