@@ -290,7 +290,7 @@ def changes(warehouse, start, end, groups, group_regex, storm_threshold, as_json
         sel = ch.Selection(ch.parse_time(start, "--from"), ch.parse_time(end, "--to"), tuple(groups), group_regex,
                            storm_threshold or ch.DEFAULT_STORM_PER_MINUTE)
     except ch.BadWindow as e:
-        _fail(str(e), 2)
+        fail(str(e))
     reader, snap = _open(warehouse, snapshot_id)
     items = ch.changes(reader, snap, sel)
     click.echo(_pretty_json(items) if as_json else ch.render_text(items), nl=as_json)

@@ -47,16 +47,15 @@ class BadWindow(ValueError):
 
 
 def parse_time(text: str, what: str) -> dt.datetime:
-    """ISO-8601 (UTC when no zone) or epoch milliseconds -> an aware UTC datetime."""
-    s = str(text).strip()
+    """A TIME as every command takes it (`pipelines.times`: ISO-8601, UTC when no zone, or epoch milliseconds) ->
+    an aware UTC datetime."""
+    from pipelines.times import TimeFormatError, parse_time_ms
+
     try:
-        if re.fullmatch(r"-?\d+", s):
-            return dt.datetime.fromtimestamp(int(s) / 1000, tz=dt.timezone.utc)
-        t = dt.datetime.fromisoformat(s.replace("Z", "+00:00"))
-    except (ValueError, OverflowError, OSError):
-        raise BadWindow(f"{what}: {text!r} is not an ISO-8601 time (e.g. 2026-11-21T20:52:00Z) "
-                        "or epoch milliseconds") from None
-    return t.replace(tzinfo=dt.timezone.utc) if t.tzinfo is None else t.astimezone(dt.timezone.utc)
+        ms = parse_time_ms(str(text), what=what)
+    except TimeFormatError as e:
+        raise BadWindow(str(e)) from None
+    return dt.datetime.fromtimestamp(ms / 1000, tz=dt.timezone.utc)
 
 
 @dataclass(frozen=True)
