@@ -111,13 +111,15 @@ def window(commits: list[tuple[int, float]], intervals: int = INTERVALS,
     """The last `intervals` slots of `commits` ((offset, epoch seconds), log order) as Burrow's storage keeps them:
     a commit less than `min_distance` after the slot before replaces that slot's offset and keeps its timestamp
     (`mergeFrequentCommitIntoPrevious`)."""
-    slots: list[Commit] = []
+    offsets: list[int] = []
+    times: list[float] = []
     for offset, ts in commits:
-        if slots and ts - slots[-1].timestamp < min_distance:
-            slots[-1].offset = offset
+        if times and ts - times[-1] < min_distance:
+            offsets[-1] = offset
         else:
-            slots.append(Commit(offset, ts))
-    return slots[-intervals:]
+            offsets.append(offset)
+            times.append(ts)
+    return [Commit(o, t) for o, t in zip(offsets[-intervals:], times[-intervals:])]
 
 
 def partition_status(offsets: list[Commit], current_lag: int | None, now: float,
@@ -197,6 +199,7 @@ def _recent_commits(reader: SnapshotReader, as_of: datetime | None) -> dict[tupl
                    epoch_ms(coalesce(commit_timestamp, record_timestamp)) / 1000.0 AS ts
             FROM commits
             WHERE NOT coalesce(is_tombstone, false) AND committed_offset IS NOT NULL
+              AND coalesce(commit_timestamp, record_timestamp) IS NOT NULL
               AND coalesce(txn_outcome, 'committed') = 'committed' {cut}
             QUALIFY row_number() OVER (PARTITION BY group_id, topic, "partition"
                                        ORDER BY offsets_partition DESC, record_offset DESC) <= {_READ_PER_PARTITION}
@@ -205,9 +208,12 @@ def _recent_commits(reader: SnapshotReader, as_of: datetime | None) -> dict[tupl
     finally:
         con.close()
     out: dict[tuple, list[tuple[int, float]]] = {}
+    key, rows = None, None
     for g, tp, p, o, ts in zip(*(got.column(i).to_pylist() for i in range(5))):
-        if ts is not None:
-            out.setdefault((g, tp, p), []).append((o, ts))
+        if (g, tp, p) != key:  # rows come sorted by key: one dict entry per run of them
+            key, rows = (g, tp, p), []
+            out[key] = rows
+        rows.append((o, ts))
     return out
 
 
