@@ -30,9 +30,6 @@ DEFAULT_MAX_SERIES = 10_000
 CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4
 RUN_STATUSES = ("running", "succeeded", "validation_failed", "failed")
 _P = "offsetlake_"
-# Series per group in the per-group families (state, members, status, partitions, lag-known partitions, total
-# lag, max lag, the max lag's partition): what one group left out costs at most.
-_GROUP_SERIES = 8
 
 
 def _gauge(name: str, doc: str, labels: Iterable[str] = ()) -> GaugeMetricFamily:
@@ -153,6 +150,14 @@ def _partition_families(idx: SnapshotIndex, max_series: int) -> tuple[list, int]
     return [committed, lag], omitted
 
 
+def _group_series(row: dict, st: gs.GroupStatus | None) -> int:
+    """How many series `_group_families` gives one group (what leaving it out takes away)."""
+    n = 1 + (row.get("member_count") is not None)
+    if st is not None:
+        n += 3 + (st.total_lag is not None) + 2 * (st.max_lag is not None)
+    return n
+
+
 def _group_families(idx: SnapshotIndex, statuses: dict[str, gs.GroupStatus], max_series: int) -> tuple[list, int]:
     """Per group: state, members, Burrow status, partitions, total and max lag; over `max_series` groups, the
     worst are kept (status, then total lag). The status counts cover every group whatever the limit."""
@@ -177,7 +182,7 @@ def _group_families(idx: SnapshotIndex, statuses: dict[str, gs.GroupStatus], max
                                                -(statuses.get(g, ok).total_lag or 0), g))
     omitted = 0
     if len(ids) > max_series:
-        omitted = _GROUP_SERIES * (len(ids) - max_series)
+        omitted = sum(_group_series(idx.groups.get(g) or {}, statuses.get(g)) for g in ids[max_series:])
         ids = ids[:max_series]
     for gid in sorted(ids):
         row = idx.groups.get(gid) or {}
