@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import secrets
 import threading
 from pathlib import Path
@@ -217,8 +218,23 @@ def create_app(reader: SnapshotReader, *, token: str | None = None, refresh_inte
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI):
         catalog.warm()  # index the latest snapshot in the background right away; watch `runs` from now on
+        stop_statuses = threading.Event()
+        threading.Thread(target=_warm_statuses, args=(stop_statuses,), name="group-statuses", daemon=True).start()
         yield
+        stop_statuses.set()
         catalog.stop()
+
+    def _warm_statuses(stop: threading.Event) -> None:
+        """Judge the served snapshot's groups as soon as its index is ready (reading the commit history takes
+        seconds on a large warehouse: the first scrape should not wait for it, nor time out)."""
+        while not stop.wait(max(refresh_interval, 0.2)):
+            idx = catalog.ready_index(None)
+            if idx is None or idx.snapshot.cache_key in status_cache:
+                continue
+            try:
+                group_statuses(idx)
+            except Exception:  # a snapshot retired meanwhile, a transient read error: a request will try again
+                logging.getLogger(__name__).exception("judging the groups of %s failed", idx.snapshot.snapshot_id)
 
     app = FastAPI(
         lifespan=lifespan,
