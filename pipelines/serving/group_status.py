@@ -193,28 +193,28 @@ def _recent_commits(reader: SnapshotReader, as_of: datetime | None) -> dict[tupl
         con.register("commits", t)
         cut = "" if as_of is None else "AND coalesce(record_timestamp, commit_timestamp) <= $as_of"
         # log order within a partition's key: a group's commits live in one offsets partition, so its record
-        # offsets order them as the coordinator appended them (timestamps may tie or go backwards)
+        # offsets order them as the coordinator appended them (timestamps may tie or go backwards). One row per
+        # partition, its commits as two lists: built by DuckDB, not appended to one by one in Python
         got = con.execute(f"""
-            SELECT group_id, topic, "partition", committed_offset,
-                   epoch_ms(coalesce(commit_timestamp, record_timestamp)) / 1000.0 AS ts
-            FROM commits
-            WHERE NOT coalesce(is_tombstone, false) AND committed_offset IS NOT NULL
-              AND coalesce(commit_timestamp, record_timestamp) IS NOT NULL
-              AND coalesce(txn_outcome, 'committed') = 'committed' {cut}
-            QUALIFY row_number() OVER (PARTITION BY group_id, topic, "partition"
-                                       ORDER BY offsets_partition DESC, record_offset DESC) <= {_READ_PER_PARTITION}
-            ORDER BY group_id, topic, "partition", offsets_partition, record_offset
+            SELECT group_id, topic, "partition",
+                   list(committed_offset ORDER BY offsets_partition, record_offset) AS offsets,
+                   list(ts ORDER BY offsets_partition, record_offset) AS times
+            FROM (
+                SELECT group_id, topic, "partition", committed_offset, offsets_partition, record_offset,
+                       epoch_ms(coalesce(commit_timestamp, record_timestamp)) / 1000.0 AS ts
+                FROM commits
+                WHERE NOT coalesce(is_tombstone, false) AND committed_offset IS NOT NULL
+                  AND coalesce(commit_timestamp, record_timestamp) IS NOT NULL
+                  AND coalesce(txn_outcome, 'committed') = 'committed' {cut}
+                QUALIFY row_number() OVER (PARTITION BY group_id, topic, "partition"
+                                           ORDER BY offsets_partition DESC, record_offset DESC) <= {_READ_PER_PARTITION}
+            )
+            GROUP BY group_id, topic, "partition"
         """, {"as_of": as_of} if as_of is not None else {}).to_arrow_table()
     finally:
         con.close()
-    out: dict[tuple, list[tuple[int, float]]] = {}
-    key, rows = None, None
-    for g, tp, p, o, ts in zip(*(got.column(i).to_pylist() for i in range(5))):
-        if (g, tp, p) != key:  # rows come sorted by key: one dict entry per run of them
-            key, rows = (g, tp, p), []
-            out[key] = rows
-        rows.append((o, ts))
-    return out
+    cols = [got.column(i).to_pylist() for i in range(5)]
+    return {(g, tp, p): list(zip(o, ts)) for g, tp, p, o, ts in zip(*cols)}
 
 
 def _observations(reader: SnapshotReader, snaps: list[Snapshot], served: Snapshot,
