@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import secrets
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +31,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
 from pipelines.io.snapshots import GroupNotFound, SnapshotNotFound, SnapshotReader, run_summary
-from pipelines.serving import views
+from pipelines.serving import group_status, views
 from pipelines.serving.catalog import SnapshotCatalog
 
 STATIC_DIR = Path(__file__).resolve().parent / "static"
@@ -218,8 +220,23 @@ def create_app(reader: SnapshotReader, *, token: str | None = None, refresh_inte
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI):
         catalog.warm()  # index the latest snapshot in the background right away; watch `runs` from now on
+        stop_statuses = threading.Event()
+        threading.Thread(target=_warm_statuses, args=(stop_statuses,), name="group-statuses", daemon=True).start()
         yield
+        stop_statuses.set()
         catalog.stop()
+
+    def _warm_statuses(stop: threading.Event) -> None:
+        """Judge the served snapshot's groups as soon as its index is ready (reading the commit history takes
+        seconds on a large warehouse: the first scrape should not wait for it, nor time out)."""
+        while not stop.wait(max(refresh_interval, 0.2)):
+            idx = catalog.ready_index(None)
+            if idx is None or idx.snapshot.cache_key in status_cache:
+                continue
+            try:
+                group_statuses(idx)
+            except Exception:  # a snapshot retired meanwhile, a transient read error: a request will try again
+                logging.getLogger(__name__).exception("judging the groups of %s failed", idx.snapshot.snapshot_id)
 
     app = FastAPI(
         lifespan=lifespan,
@@ -276,6 +293,21 @@ def create_app(reader: SnapshotReader, *, token: str | None = None, refresh_inte
             raise StarletteHTTPException(404, "Not Found")
         return FileResponse(STATIC_DIR / name)
 
+    # --- group statuses (pipelines/serving/group_status.py): one evaluation per snapshot, for /metrics and the page
+    status_cache: dict = {}
+    status_lock = threading.Lock()
+
+    def group_statuses(idx):
+        key = idx.snapshot.cache_key
+        with status_lock:  # one evaluation at a time: the page and a scrape arriving together share it
+            got = status_cache.get(key)
+            if got is None:
+                got = group_status.evaluate_groups(reader, idx, catalog.snapshots())
+                if len(status_cache) >= 2:  # the served snapshot and one pinned by a page or ?snapshot=
+                    status_cache.pop(next(iter(status_cache)))
+                status_cache[key] = got
+            return got
+
     # --- the page's data: the overview on top, a group's offsets across snapshots (pipelines/serving/overview.py)
     overview_cache: dict = {}
 
@@ -287,8 +319,13 @@ def create_app(reader: SnapshotReader, *, token: str | None = None, refresh_inte
         from pipelines.serving import overview as ov
         from pipelines.serving.diff import diff_snapshots
 
-        idx = catalog.resolve(snapshot)
         snaps = catalog.snapshots()
+        try:
+            idx = catalog.resolve(snapshot)
+        except SnapshotNotFound:
+            if snapshot is not None:
+                raise
+            return _json(ov.runs_overview(snaps))  # nothing served yet: the runs, so the failed one shows
         prev_snap = ov.previous_scheduled(snaps, idx.snapshot)
         key = (idx.snapshot.cache_key, prev_snap.cache_key if prev_snap else None)
         try:
@@ -297,7 +334,25 @@ def create_app(reader: SnapshotReader, *, token: str | None = None, refresh_inte
             diff = diff_snapshots(catalog.index_for(prev_snap), idx) if prev_snap else None
             overview_cache.clear()  # one pair at a time: the page asks for the served snapshot
             overview_cache[key] = diff
-        return _json(ov.overview(snaps, idx, prev_snap, diff), idx.snapshot.snapshot_id)
+        body = ov.overview(snaps, idx, prev_snap, diff)
+        body["group_status"] = group_status.summary(group_statuses(idx))
+        return _json(body, idx.snapshot.snapshot_id)
+
+    @app.get("/status/groups", responses=responses, dependencies=guarded, tags=["page"])
+    def group_status_route(
+        group: str = Query(..., max_length=10_000, description="group id"),
+        snapshot: str | None = SnapshotQ,
+    ):
+        """The group's status over its commit windows (Burrow's rules, see the README): `{group_id, status,
+        total_lag, partitions, lag_known_partitions, max_lag, partition_status: [{topic, partition, status, lag,
+        window: [{offset, timestamp, lag}]}]}`, the same numbers `/metrics` exports."""
+        idx = catalog.resolve(snapshot)
+        st = group_statuses(idx).get(group)
+        if st is None:
+            if not idx.exists(group):
+                raise GroupNotFound(idx.absent_reason(group))
+            st = group_status.GroupStatus(group, "OK", [])  # a group without committed offsets: nothing to judge
+        return _json({"snapshot_id": idx.snapshot.snapshot_id, **st.as_json()}, idx.snapshot.snapshot_id)
 
     @app.get("/history/offsets", responses=responses, dependencies=guarded, tags=["page"])
     def offsets_history(
@@ -364,10 +419,12 @@ def create_app(reader: SnapshotReader, *, token: str | None = None, refresh_inte
              responses={**responses, 200: {"content": {prom.CONTENT_TYPE: {"schema": {"type": "string"}}},
                                            "description": "Prometheus text format"}})
     def metrics(snapshot: str | None = SnapshotQ):
-        """Prometheus metrics: the served snapshot's age and as-of, the last run's status, duration and counts,
-        groups by type and state, committed offsets and lag per group/topic/partition (bounded: see the README),
-        offset regressions against the previous snapshot. `?snapshot=` describes that snapshot instead."""
-        body = prom.render(prom.catalog_families(catalog, max_series, metrics_cache, snapshot_id=snapshot))
+        """Prometheus metrics: the served snapshot's age and as-of, the newest run's status, duration and counts,
+        groups by type and state, per group its state, members, status (Burrow's rules) and lag, committed offsets
+        and lag per group/topic/partition (bounded: see the README), offset regressions against the previous
+        snapshot. `?snapshot=` describes that snapshot instead."""
+        body = prom.render(prom.catalog_families(catalog, max_series, metrics_cache, snapshot_id=snapshot,
+                                                 statuses=group_statuses))
         return Response(body, media_type=prom.CONTENT_TYPE)
 
     @app.get("/snapshots", response_model=SnapshotsOut, responses=responses, dependencies=guarded, tags=["snapshots"])

@@ -164,7 +164,7 @@ def _is_loopback(host: str) -> bool:
               help="seconds between checks of the runs table for a new snapshot")
 @click.option("--log-level", type=click.Choice(["critical", "error", "warning", "info", "debug"]), default="info")
 @click.option("--metrics-max-series", type=click.IntRange(min=0), default=10_000, show_default=True,
-              help="/metrics: per-partition series only up to this many committed offsets, else per group and topic")
+              help="/metrics: at most this many partitions (largest lag first) and groups (worst first) get series")
 def serve(warehouse, host, port, token, refresh_interval, log_level, metrics_max_series):
     """The read-only HTTP JSON API (routes in CONTRACT.md) and a small web page at /."""
     import uvicorn

@@ -1,24 +1,26 @@
-"""Prometheus metrics of a warehouse: the served snapshot, the last run, groups, committed offsets, lag, regressions.
+"""Prometheus metrics of a warehouse: the served snapshot, the newest run, groups, their status, committed
+offsets, lag, regressions.
 
 Rendered with prometheus_client (text format 0.0.4) for `GET /metrics` and for the textfile `rebuild` can leave
-for node_exporter. Label cardinality is bounded: per-partition series (`group`, `topic`, `partition`) only while
-the served snapshot has at most `max_series` committed offsets; above that, one series per (group, topic) with
-the summed lag, the `max_series` largest; regressions per group likewise capped; what was left out is counted in
-`offsetlake_metrics_series_omitted`. Every other family has a fixed label set (group type and state, run status).
+for node_exporter. Names and label sets never depend on the snapshot or its size: no family carries a snapshot id
+but `offsetlake_snapshot_info`, and over `max_series` a per-partition or per-group family keeps its name and labels
+and drops its least urgent series (smallest lag; healthiest groups), counted in `offsetlake_metrics_series_omitted`.
 """
 from __future__ import annotations
 
 import json
+import math
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import datetime
 
 from prometheus_client.core import CollectorRegistry, GaugeMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, generate_latest
 
 from pipelines.io.snapshots import Snapshot
+from pipelines.serving import group_status as gs
 from pipelines.serving.index import GROUP_STATES, GROUP_TYPES, SnapshotIndex, consumer_lag
-from pipelines.serving.overview import epoch_seconds
+from pipelines.serving.overview import epoch_seconds, newest_run
 
 __all__ = ["CONTENT_TYPE", "DEFAULT_MAX_SERIES", "RUN_STATUSES", "render", "run_families",
            "snapshot_families", "state_families"]
@@ -46,17 +48,25 @@ def render(families: Iterable) -> bytes:
     return generate_latest(registry)
 
 
-def snapshot_families(served: Snapshot | None, now: float | None = None) -> list:
-    """The served snapshot's as-of, finish time and age (seconds since it was written)."""
+def snapshot_families(served: Snapshot | None, now: float | None = None,
+                      previous: Snapshot | None = None) -> list:
+    """The served snapshot: served or not, which one (one info series), its as-of, finish time and age. With none
+    served the age is +Inf: the staleness rule fires on a warehouse that never served a snapshot too."""
     now = time.time() if now is None else now
-    up = _gauge("snapshot_served", "1 when a succeeded snapshot is served, 0 when the warehouse has none",
-                ["snapshot_id"])
-    out = [up]
+    up = _gauge("snapshot_served", "1 when a succeeded snapshot is served, 0 when the warehouse has none")
+    age = _gauge("snapshot_age_seconds", "seconds since the served snapshot's run finished (+Inf: none served)")
+    out = [up, age]
     if served is None:
-        up.add_metric([""], 0)
+        up.add_metric([], 0)
+        age.add_metric([], math.inf)
         return out
-    up.add_metric([served.snapshot_id], 1)
+    up.add_metric([], 1)
+    info = _gauge("snapshot_info", "the served snapshot (1): its id, kind and the snapshot regressions are "
+                                   "counted against", ["snapshot_id", "kind", "previous_snapshot_id"])
+    info.add_metric([served.snapshot_id, served.kind, previous.snapshot_id if previous is not None else ""], 1)
+    out.append(info)
     as_of, finished = epoch_seconds(served.as_of), epoch_seconds(served.finished_at)
+    age.add_metric([], math.inf if finished is None else max(0.0, now - finished))
     if as_of is not None:
         g = _gauge("snapshot_as_of_timestamp_seconds", "as_of of the served snapshot (state as of this time)")
         g.add_metric([], as_of)
@@ -64,9 +74,6 @@ def snapshot_families(served: Snapshot | None, now: float | None = None) -> list
     if finished is not None:
         g = _gauge("snapshot_finished_timestamp_seconds", "when the served snapshot's run finished")
         g.add_metric([], finished)
-        out.append(g)
-        g = _gauge("snapshot_age_seconds", "seconds since the served snapshot's run finished (alert when stale)")
-        g.add_metric([], max(0.0, now - finished))
         out.append(g)
     return out
 
@@ -82,25 +89,30 @@ def _summary_of(run: dict) -> dict:
 
 
 def run_families(run: dict | None) -> list:
-    """The last run (whatever its status): status one-hot, duration, records in / quarantined / unread bytes."""
-    status = _gauge("last_run_status", "1 for the status of the warehouse's most recent run", ["status"])
-    if run is None:
-        return [status]
+    """The newest run (whatever its status): status one-hot (all 0 without a run), start, finish, duration,
+    records in / quarantined / unread bytes."""
+    status = _gauge("last_run_status", "1 for the status of the warehouse's newest scheduled run", ["status"])
     for s in RUN_STATUSES:
-        status.add_metric([s], 1 if run.get("status") == s else 0)
+        status.add_metric([s], 1 if run is not None and run.get("status") == s else 0)
     out = [status]
+    if run is None:
+        return out
     started, finished = epoch_seconds(run.get("started_at")), epoch_seconds(run.get("finished_at"))
     if started is not None:
-        g = _gauge("last_run_started_timestamp_seconds", "when the most recent run started")
+        g = _gauge("last_run_started_timestamp_seconds", "when the newest run started")
         g.add_metric([], started)
         out.append(g)
+    if finished is not None:
+        g = _gauge("last_run_finished_timestamp_seconds", "when the newest run finished")
+        g.add_metric([], finished)
+        out.append(g)
     if started is not None and finished is not None:
-        g = _gauge("last_run_duration_seconds", "wall time of the most recent finished run")
+        g = _gauge("last_run_duration_seconds", "wall time of the newest run")
         g.add_metric([], max(0.0, finished - started))
         out.append(g)
     summary = _summary_of(run)
     for name, key, doc in (
-        ("last_run_records_in", "records_in", "records the most recent run read"),
+        ("last_run_records_in", "records_in", "records the newest run read"),
         ("last_run_records_quarantined", "records_quarantined", "records it quarantined (not replayed)"),
         ("last_run_bytes_unread", "bytes_unread", "input bytes it could not frame into records"),
     ):
@@ -112,19 +124,9 @@ def run_families(run: dict | None) -> list:
     return out
 
 
-def state_families(idx: SnapshotIndex, previous: SnapshotIndex | None, max_series: int = DEFAULT_MAX_SERIES) -> list:
-    """Groups by type and state, committed offsets and lag, offset regressions against `previous`."""
-    groups = _gauge("groups", "live groups of the served snapshot by type and state", ["type", "state"])
-    counts: dict[tuple[str, str], int] = {}
-    for gid in idx.group_ids:
-        g = idx.groups[gid]
-        key = (g.get("group_type") or "classic", g.get("state") or "Unknown")
-        counts[key] = counts.get(key, 0) + 1
-    for (t, s), n in sorted(counts.items()):
-        groups.add_metric([t if t in GROUP_TYPES else "other", s if s in GROUP_STATES else "other"], n)
-    out = [groups]
-
-    omitted = 0
+def _partition_families(idx: SnapshotIndex, max_series: int) -> tuple[list, int]:
+    """Committed offset and lag per (group, topic, partition); over `max_series` partitions, the largest lags
+    (known before unknown) are kept. Returns the families and the series left out."""
     leo = idx.end_offsets
     rows = []  # (group, topic, partition, committed, lag)
     t = idx.offsets.table
@@ -132,33 +134,100 @@ def state_families(idx: SnapshotIndex, previous: SnapshotIndex | None, max_serie
         for g, tp, p, c in zip(t.column("group_id").to_pylist(), t.column("topic").to_pylist(),
                                t.column("partition").to_pylist(), t.column("committed_offset").to_pylist()):
             rows.append((g, tp, p, c, consumer_lag(leo.get((tp, p)), c)))
-    if len(rows) <= max_series:
-        committed = _gauge("consumer_group_committed_offset", "committed offset per group, topic and partition",
-                           ["group", "topic", "partition"])
-        lag = _gauge("consumer_group_lag", "log end offset minus committed offset, where the end offset is known",
-                     ["group", "topic", "partition"])
-        for g, tp, p, c, lg in rows:
-            committed.add_metric([g, tp, str(p)], c)
-            if lg is not None:
-                lag.add_metric([g, tp, str(p)], lg)
-        out += [committed, lag]
-    else:
-        by_topic: dict[tuple[str, str], int] = {}
-        for g, tp, _p, _c, lg in rows:
-            if lg is not None:
-                by_topic[(g, tp)] = by_topic.get((g, tp), 0) + lg
-        top = sorted(by_topic.items(), key=lambda kv: (-kv[1], kv[0]))
-        omitted += 2 * len(rows) + max(0, len(top) - max_series)
-        lag = _gauge("consumer_group_topic_lag", "summed lag per group and topic (per-partition series are over "
-                                                 "the series limit); the largest only", ["group", "topic"])
-        for (g, tp), v in top[:max_series]:
-            lag.add_metric([g, tp], v)
-        out.append(lag)
+    omitted = 0
+    if len(rows) > max_series:
+        rows.sort(key=lambda r: (r[4] is None, -(r[4] or 0), r[0], r[1], r[2]))
+        omitted = sum(2 if r[4] is not None else 1 for r in rows[max_series:])
+        rows = rows[:max_series]
+    committed = _gauge("consumer_group_committed_offset", "committed offset per group, topic and partition",
+                       ["group", "topic", "partition"])
+    lag = _gauge("consumer_group_lag", "log end offset minus committed offset, where the end offset is known",
+                 ["group", "topic", "partition"])
+    for g, tp, p, c, lg in rows:
+        committed.add_metric([g, tp, str(p)], c)
+        if lg is not None:
+            lag.add_metric([g, tp, str(p)], lg)
+    return [committed, lag], omitted
+
+
+def _group_series(row: dict, st: gs.GroupStatus | None) -> int:
+    """How many series `_group_families` gives one group (what leaving it out takes away)."""
+    n = 1 + (row.get("member_count") is not None)
+    if st is not None:
+        n += 3 + (st.total_lag is not None) + 2 * (st.max_lag is not None)
+    return n
+
+
+def _group_families(idx: SnapshotIndex, statuses: dict[str, gs.GroupStatus], max_series: int) -> tuple[list, int]:
+    """Per group: state, members, Burrow status, partitions, total and max lag; over `max_series` groups, the
+    worst are kept (status, then total lag). The status counts cover every group whatever the limit."""
+    state = _gauge("consumer_group_state", "1 for the group's state (Kafka's name)", ["group", "state"])
+    members = _gauge("consumer_group_members", "members of the group", ["group"])
+    status = _gauge("consumer_group_status", "1 for the group's status over its commit windows (Burrow's rules: "
+                                             "OK, WARN, STOP, STALL, REWIND)", ["group", "status"])
+    parts = _gauge("consumer_group_partitions", "partitions the group has committed offsets for", ["group"])
+    known = _gauge("consumer_group_lag_known_partitions", "of those, partitions whose log end offset is known",
+                   ["group"])
+    total = _gauge("consumer_group_total_lag", "lag summed over the partitions whose end offset is known "
+                                               "(Burrow's totallag; a negative lag counts 0)", ["group"])
+    worst = _gauge("consumer_group_max_lag", "the largest lag of one partition of the group (Burrow's maxlag)",
+                   ["group"])
+    worst_at = _gauge("consumer_group_max_lag_info", "the partition with the group's largest lag (1)",
+                      ["group", "topic", "partition"])
+    counts = _gauge("groups_with_status", "groups with committed offsets by status (Burrow's rules)", ["status"])
+    for s, n in gs.status_counts(statuses).items():
+        counts.add_metric([s], n)
+    ok = gs.GroupStatus("", "OK", [])
+    ids = sorted(idx.group_ids, key=lambda g: (-gs.SEVERITY[statuses.get(g, ok).status],
+                                               -(statuses.get(g, ok).total_lag or 0), g))
+    omitted = 0
+    if len(ids) > max_series:
+        omitted = sum(_group_series(idx.groups.get(g) or {}, statuses.get(g)) for g in ids[max_series:])
+        ids = ids[:max_series]
+    for gid in sorted(ids):
+        row = idx.groups.get(gid) or {}
+        state.add_metric([gid, row.get("state") or "Unknown"], 1)
+        if row.get("member_count") is not None:
+            members.add_metric([gid], row["member_count"])
+        st = statuses.get(gid)
+        if st is None:
+            continue
+        status.add_metric([gid, st.status], 1)
+        parts.add_metric([gid], len(st.partitions))
+        known.add_metric([gid], st.lag_known_partitions)
+        if st.total_lag is not None:
+            total.add_metric([gid], st.total_lag)
+        top = st.max_lag
+        if top is not None:
+            worst.add_metric([gid], top.lag)
+            worst_at.add_metric([gid, top.topic, str(top.partition)], 1)
+    return [state, members, status, parts, known, total, worst, worst_at, counts], omitted
+
+
+def state_families(idx: SnapshotIndex, previous: SnapshotIndex | None, max_series: int = DEFAULT_MAX_SERIES,
+                   statuses: dict[str, gs.GroupStatus] | None = None) -> list:
+    """Groups by type and state; per group its state, members, status and lag; committed offsets and lag per
+    partition; offset regressions against `previous`."""
+    groups = _gauge("groups", "live groups of the served snapshot by type and state", ["type", "state"])
+    counts: dict[tuple[str, str], int] = {}
+    for gid in idx.group_ids:
+        g = idx.groups[gid]
+        key = (g.get("group_type") or "classic", g.get("state") or "Unknown")
+        key = (key[0] if key[0] in GROUP_TYPES else "other", key[1] if key[1] in GROUP_STATES else "other")
+        counts[key] = counts.get(key, 0) + 1
+    for (t, s), n in sorted(counts.items()):
+        groups.add_metric([t, s], n)
+    out = [groups]
+    fams, omitted = _group_families(idx, statuses or {}, max_series)
+    out += fams
+    fams, dropped = _partition_families(idx, max_series)
+    out += fams
+    omitted += dropped
 
     regressions = _gauge("offset_regressions", "committed offsets that went backwards since the previous "
                                                "snapshot, per group", ["group"])
-    total = _gauge("offset_regressions_total_partitions", "committed offsets that went backwards since the "
-                                                           "previous snapshot, all groups")
+    regressed = _gauge("offset_regressed_partitions", "committed offsets that went backwards since the previous "
+                                                      "snapshot, all groups")
     n_total = 0
     if previous is not None:
         per_group = _regressions(previous, idx)
@@ -167,13 +236,10 @@ def state_families(idx: SnapshotIndex, previous: SnapshotIndex | None, max_serie
         omitted += max(0, len(top) - max_series)
         for g, n in top[:max_series]:
             regressions.add_metric([g], n)
-    total.add_metric([], n_total)
-    prev = _gauge("previous_snapshot", "the snapshot regressions are counted against (1), if any", ["snapshot_id"])
-    if previous is not None:
-        prev.add_metric([previous.snapshot.snapshot_id], 1)
-    dropped = _gauge("metrics_series_omitted", "series left out to keep label cardinality under the limit")
-    dropped.add_metric([], omitted)
-    return out + [regressions, total, prev, dropped]
+    regressed.add_metric([], n_total)
+    left_out = _gauge("metrics_series_omitted", "series left out to keep label cardinality under the limit")
+    left_out.add_metric([], omitted)
+    return out + [regressions, regressed, left_out]
 
 
 def _regressions(before: SnapshotIndex, after: SnapshotIndex) -> dict[str, int]:
@@ -187,14 +253,17 @@ def _regressions(before: SnapshotIndex, after: SnapshotIndex) -> dict[str, int]:
 
 
 def catalog_families(catalog, max_series: int = DEFAULT_MAX_SERIES, cache: dict | None = None,
-                     now: float | None = None, snapshot_id: str | None = None) -> list:
+                     now: float | None = None, snapshot_id: str | None = None,
+                     statuses: Callable[[SnapshotIndex], dict[str, gs.GroupStatus]] | None = None) -> list:
     """Every family for `GET /metrics` from the server's catalog: the served snapshot (the one the API answers
-    with by default), the last run, and the state families against the scheduled snapshot before it. The state
-    families are computed once per (served, previous) pair and kept in `cache`."""
+    with by default), the newest scheduled run, and the state families against the scheduled snapshot before it.
+    The state families are computed once per (served, previous) pair and kept in `cache`; `statuses(idx)` gives
+    the groups' statuses (default: evaluated here)."""
     from pipelines.io.snapshots import SnapshotNotFound
+    from pipelines.serving.overview import previous_scheduled
 
     snaps = catalog.snapshots()
-    last = max(snaps, key=lambda s: (epoch_seconds(s.started_at) or 0.0, epoch_seconds(s.finished_at) or 0.0), default=None)
+    last = newest_run(snaps)
     try:
         idx = catalog.resolve(None)
     except SnapshotNotFound:
@@ -203,18 +272,17 @@ def catalog_families(catalog, max_series: int = DEFAULT_MAX_SERIES, cache: dict 
         return snapshot_families(None, now) + run_families(last.run if last else None)
     if snapshot_id is not None:
         idx = catalog.resolve(snapshot_id)  # unknown or unreadable: SnapshotNotFound, a 404
-    from pipelines.serving.overview import previous_scheduled
-
     served = idx.snapshot
     prev = previous_scheduled(snaps, served)
     key = (served.cache_key, prev.cache_key if prev else None, max_series)
     state = (cache or {}).get(key)
     if state is None:
-        state = state_families(idx, catalog.index_for(prev) if prev else None, max_series)
+        groups = statuses(idx) if statuses is not None else gs.evaluate_groups(catalog.reader, idx, snaps)
+        state = state_families(idx, catalog.index_for(prev) if prev else None, max_series, groups)
         if cache is not None:
             cache.clear()  # one pair at a time: the served snapshot only moves forward
             cache[key] = state
-    return snapshot_families(served, now) + run_families(last.run if last else None) + state
+    return snapshot_families(served, now, prev) + run_families(last.run if last else None) + state
 
 
 def rebuild_families(summary, *, status: str | None = None, finished: float | None = None) -> list:

@@ -15,7 +15,7 @@ from datetime import datetime, timezone
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pipelines.io.snapshots import Snapshot, SnapshotReader, jsonable
+from pipelines.io.snapshots import SCHEDULED, Snapshot, SnapshotReader, jsonable
 from pipelines.serving.index import SnapshotIndex, consumer_lag
 
 TOP_LAG = 20
@@ -36,6 +36,38 @@ def previous_scheduled(snaps: list[Snapshot], served: Snapshot) -> Snapshot | No
     earlier = [s for s in snaps if s.is_default_candidate and s.snapshot_id != served.snapshot_id
                and (epoch_seconds(s.finished_at) or 0.0) <= (epoch_seconds(served.finished_at) or 0.0)]
     return earlier[-1] if earlier else None
+
+
+def newest_run(snaps: list[Snapshot]) -> Snapshot | None:
+    """The newest scheduled run, whatever its status: the one the nightly alert is about (a what-if run is a
+    person's question, never served by default). One writer at a time, so runs start in the order they ran: by
+    started_at; a row without it (an abandoned run whose lock named no start) by finished_at, else as_of. A failed
+    run's row has no finished_at or as_of (it stopped before them); a row with no time at all ranks oldest."""
+    def key(s: Snapshot) -> tuple:
+        at = s.started_at or s.finished_at or s.as_of
+        return (at is not None, epoch_seconds(at) or 0.0, epoch_seconds(s.finished_at) or 0.0)
+
+    return max((s for s in snaps if s.kind == SCHEDULED), key=key, default=None)
+
+
+def _json_field(run: dict, column: str) -> dict:
+    raw = run.get(column)
+    if isinstance(raw, str):
+        try:
+            raw = json.loads(raw) if raw else None
+        except ValueError:
+            return {}
+    return raw if isinstance(raw, dict) else {}
+
+
+def _failed_expectations(run: dict) -> list[dict]:
+    """`failed_expectations` of a run that failed validation, from its `validation` JSON, else its `summary`:
+    `{table, expectation, column}` each."""
+    for column in ("validation", "summary"):
+        got = _json_field(run, column).get("failed_expectations")
+        if isinstance(got, list):
+            return [{k: e.get(k) for k in ("table", "expectation", "column")} for e in got if isinstance(e, dict)]
+    return []
 
 
 def _validation(run: dict) -> dict | None:
@@ -62,6 +94,10 @@ def run_brief(s: Snapshot) -> dict:
         "as_of": jsonable(s.as_of),
         "readable": s.readable,
         "validation": _validation(s.run or {}),
+        # why a run did not succeed: its error and stage (failed), the checks that failed (validation_failed)
+        "error": _json_field(s.run or {}, "summary").get("error"),
+        "stage": _json_field(s.run or {}, "summary").get("stage"),
+        "failed_expectations": _failed_expectations(s.run or {}),
     }
 
 
@@ -109,7 +145,7 @@ def overview(snaps: list[Snapshot], idx: SnapshotIndex, previous: Snapshot | Non
     now = time.time() if now is None else now
     served = idx.snapshot
     finished = epoch_seconds(served.finished_at)
-    last = max(snaps, key=lambda s: (epoch_seconds(s.started_at) or 0.0, epoch_seconds(s.finished_at) or 0.0), default=None)
+    last = newest_run(snaps)
     lag, known = top_lag(idx)
     regressed = diff["offsets"]["regressed"] if diff else []
     return {
@@ -122,6 +158,22 @@ def overview(snaps: list[Snapshot], idx: SnapshotIndex, previous: Snapshot | Non
         "regressions": {"count": len(regressed), "offsets": regressed[:MAX_REGRESSIONS],
                         "truncated": len(regressed) > MAX_REGRESSIONS},
         "changes": diff["summary"] if diff else None,
+    }
+
+
+def runs_overview(snaps: list[Snapshot]) -> dict:
+    """The overview of a warehouse that serves no snapshot yet (every run failed so far): the runs only, so the
+    page can still say which run failed and why."""
+    last = newest_run(snaps)
+    return {
+        "snapshot": None,
+        "last_run": run_brief(last) if last is not None else None,
+        "recent_runs": [run_brief(s) for s in reversed(snaps[-RECENT_RUNS:])],
+        "previous_snapshot_id": None,
+        "groups": {"live": 0, "by_type_and_state": []},
+        "lag": {"known": False, "partitions_with_lag": 0, "top_groups": []},
+        "regressions": {"count": 0, "offsets": [], "truncated": False},
+        "changes": None,
     }
 
 

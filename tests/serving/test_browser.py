@@ -128,7 +128,11 @@ def chromium(tmp_path: Path):
 CJK = "日本語-決済グループ"
 SLASHED = "team/a#b%c?d 🚀/offsets"  # '/', '#', '%', '?', an emoji, and the suffix of another route
 VALIDATION_FAILED = ('{"success": false, "policy": "prod", "should_fail_run": true, "evaluated": 41, "failed": 2, '
-                     '"failed_ids": ["loaded_offsets.unique_key", "accounting.records_accounted"]}')
+                     '"failed_ids": ["loaded_offsets.unique_key", "accounting.records_accounted"], '
+                     '"failed_expectations": [{"table": "loaded_offsets", "expectation": '
+                     '"expect_compound_columns_to_be_unique", "column": "group_id,topic,partition"}, '
+                     '{"table": "accounting", "expectation": "records_accounted", "column": null}]}')
+RED = "rgb(185, 28, 28)"  # --bad
 
 
 def build_incident(root: Path) -> WarehouseKit:
@@ -149,7 +153,7 @@ def build_incident(root: Path) -> WarehouseKit:
         members=cjk_members + [member(SLASHED, "m-1", [("clicks", 0), ("clicks", 1)], client_id="clicks-app")],
         offsets=[offset(CJK, "orders", p, w1[p], t=100) for p in parts]
         + [offset(SLASHED, "clicks", p, 50, t=100) for p in (0, 1)] + [offset("quiet", "audit", 0, 9, t=50)],
-        commits=[commit(CJK, "orders", p, w1[p] - 100 * i, t=90 - 10 * i) for p in parts for i in range(3)],
+        commits=[commit(CJK, "orders", p, w1[p] - 100 * i, t=90 - 10 * i) for p in parts for i in (2, 1, 0)],  # log order
         log_end_offsets=[{"topic": "orders", "partition": p, "log_end_offset": w1[p] + 10, "observed_at": ts(100)}
                          for p in parts],
         as_of=ts(100),
@@ -288,6 +292,20 @@ def test_overview_group_urls_and_charts(incident, tmp_path):
         assert alert[1] == "validation_failed"
         assert "Latest run w3: VALIDATION FAILED" in alert[0] and "2 of 41 checks failed" in alert[0]
         assert "serving w2" in alert[0]
+        # in red, with the checks that failed named
+        assert b.js("return getComputedStyle(document.getElementById('run-alert')).color") == RED
+        assert b.js("return [...document.querySelectorAll('#run-alert-expectations li')].map(li => li.textContent)") == [
+            "loaded_offsets: expect_compound_columns_to_be_unique (group_id,topic,partition)",
+            "accounting: records_accounted"]
+        # group status by Burrow's rules, as /metrics exports it: the CJK group rewound orders-3 (4000 -> 120, 120
+        # behind the end); its other partitions advance while their lag grows (10 at w1's dump, 40 * p at w2's)
+        assert over["group_status"]["counts"] == {"OK": 2, "WARN": 0, "STOP": 0, "STALL": 0, "REWIND": 1}
+        assert _rows(b, "#group-status tbody tr") == [[CJK, "REWIND", "600", "orders-5: 200 (WARN)", "6 (6)"]]
+        assert b.js("return getComputedStyle(document.querySelector('#group-status tbody .badge')).color") == RED
+        assert b.js("return [...document.querySelectorAll('#status-counts .badge')].map(p => p.textContent)") == [
+            "REWIND 1", "STALL 0", "STOP 0", "WARN 0", "OK 2"]
+        metrics = httpx.get(base + "/metrics", timeout=30).text
+        assert f'offsetlake_consumer_group_status{{group="{CJK}",status="REWIND"}} 1.0' in metrics
         runs = {r[0]: r for r in _rows(b, "#runs-table tbody tr")}
         assert runs["w3"][1] == "validation failed" and runs["w3"][5] == "2 of 41 checks failed"
         assert runs["w2"][1] == runs["w1"][1] == "succeeded"
@@ -354,6 +372,21 @@ def test_overview_group_urls_and_charts(incident, tmp_path):
             link = b.js("return document.getElementById('group-permalink').href")
             assert link.endswith("?snapshot=w2#/groups/" + quote(gid, safe=""))
 
+            # the group's status and total lag come first on its page
+            first = b.js("const m = document.getElementById('group-pane'); return [...m.querySelectorAll('section, dl')]"
+                         ".map(e => e.id).filter(Boolean)[0]")
+            assert first == "group-status-card"
+            status = b.js("return [document.getElementById('group-status-badge').textContent, "
+                          "document.getElementById('group-total-lag').textContent]")
+            assert status == (["REWIND", "600"] if gid == CJK else ["OK", "10001"])
+            parts = _rows(b, "#group-partition-status tbody tr")
+            if gid == CJK:
+                assert [r[:4] for r in parts] == [["orders", "3", "REWIND", "120"], ["orders", "5", "WARN", "200"],
+                                                  ["orders", "4", "WARN", "160"], ["orders", "2", "WARN", "80"],
+                                                  ["orders", "1", "WARN", "40"], ["orders", "0", "OK", "0"]]
+                assert parts[0][4] == "3800 → 3900 → 4000 (lag 10) → 120 (lag 120)"
+            else:
+                assert [r[:4] for r in parts] == [["clicks", "1", "OK", "5001"], ["clicks", "0", "OK", "5000"]]  # worst first
             if gid == CJK:
                 assert [r[4] for r in table] == ["0", "40", "80", "120", "160", "200"]
                 assert b.js("return window.olCharts.lag.data[1]") == [0, 40, 80, 120, 160, 200]
@@ -368,6 +401,23 @@ def test_overview_group_urls_and_charts(incident, tmp_path):
                 b.resize(1400, 1100)
             else:
                 assert [r[4] for r in table] == ["5000", "5001"]
+
+
+def test_the_first_night_failed_and_nothing_is_served(tmp_path):
+    """No snapshot was ever served: the page still opens, says so, and shows the failed run in red with its error."""
+    _chromedriver()
+    kit = WarehouseKit(tmp_path / "wh")
+    kit.run("n1", "failed", started_at=ts(10), summary='{"error": "OSError: [Errno 28] No space left on device", '
+                                                       '"stage": "write"}')
+    with running_server(tmp_path / "wh") as base, chromium(tmp_path) as b:
+        _open(b, base + "/", "overview")
+        assert b.js("return document.getElementById('error').textContent") == ""
+        assert b.js("return document.getElementById('snap-id').textContent") == "none served"
+        alert = b.js("const a = document.getElementById('run-alert'); return [a.textContent, a.dataset.status, "
+                     "getComputedStyle(a).color]")
+        assert alert == ["Latest run n1: FAILED — stage write: OSError: [Errno 28] No space left on device — no "
+                         "snapshot is served yet.", "failed", RED]
+        assert [r[:2] for r in _rows(b, "#runs-table tbody tr")] == [["n1", "failed"]]
 
 
 BROKER_SCENARIO = "kip848"

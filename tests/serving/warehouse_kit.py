@@ -196,3 +196,13 @@ class WarehouseKit:
             ],
         )
         return snapshot_id
+
+    def run(self, snapshot_id: str, status: str, *, started_at: datetime | None, finished_at: datetime | None = None,
+            as_of: datetime | None = None, validation: str = "{}", summary: str = "{}", kind: str | None = None) -> str:
+        """A `runs` row alone, as a run that failed before writing any table records itself (no finished_at or
+        as_of unless given)."""
+        self.append("runs", [{"snapshot_id": snapshot_id, "status": status, "started_at": started_at,
+                              "finished_at": finished_at, "as_of": as_of, "retention_minutes": 10080,
+                              "semantics": "legacy", "inputs": ["dump/"], "validation": validation,
+                              "summary": summary, "kind": kind}])
+        return snapshot_id

@@ -1,0 +1,83 @@
+"""Burrow's window rules (pipelines/serving/group_status.py), each on a commit history built to show it: the history
+that makes a rule fire is judged OK once that rule is gone, so every test here fails if its rule is removed."""
+from __future__ import annotations
+
+from pipelines.serving.group_status import (Commit, GroupStatus, PartitionStatus, _attach_lags, group_status,
+                                            partition_status, window)
+
+
+def commits(offsets, *, every=10.0, start=0.0, lags=None) -> list[Commit]:
+    lags = lags or [None] * len(offsets)
+    return [Commit(o, start + i * every, lag) for i, (o, lag) in enumerate(zip(offsets, lags))]
+
+
+def test_no_lag_is_ok_whatever_the_history():
+    stalled = commits([500] * 10)
+    assert partition_status(stalled, current_lag=0, now=95) == "OK"
+    assert partition_status(stalled, current_lag=-3, now=95) == "OK"  # a commit past an older end offset
+    assert partition_status([], current_lag=100, now=95) == "OK"  # nothing committed: nothing to judge
+
+
+def test_stop_when_the_last_commit_is_older_than_the_window():
+    """Commits every 10 s from 0 to 90, then silence: at 200 the gap (110 s) is longer than the window (90 s)."""
+    advancing = commits(range(100, 1100, 100))
+    assert partition_status(advancing, current_lag=50, now=200) == "STOP"
+    assert partition_status(advancing, current_lag=50, now=150) == "OK"  # 60 s gap: still committing
+    # a stopped consumer stops with a rewind in its window too: STOP is judged first
+    assert partition_status(commits([300, 100, 200]), current_lag=50, now=100) == "STOP"
+
+
+def test_rewind_until_the_offset_before_it_is_reached_again():
+    rewound = commits([100, 200, 300, 150, 160, 170])
+    assert partition_status(rewound, current_lag=400, now=55) == "REWIND"
+    recovered = commits([100, 200, 300, 150, 250, 310])
+    assert partition_status(recovered, current_lag=400, now=55) == "OK"
+    # without an end offset the rewind is still known: the log holds offset 300, so the consumer is behind it
+    assert partition_status(rewound, current_lag=None, now=55) == "REWIND"
+    assert partition_status(recovered, current_lag=None, now=55) == "OK"
+
+
+def test_stall_when_every_commit_repeats_the_same_offset_behind_the_end():
+    stuck = commits([500] * 10, every=5.0)
+    assert partition_status(stuck, current_lag=100, now=46) == "STALL"
+    # rule 1: lag zero once in the window (the consumer was caught up) -> OK
+    caught_up = commits([500] * 10, every=5.0, lags=[None] * 4 + [0] + [None] * 5)
+    assert partition_status(caught_up, current_lag=100, now=46) == "OK"
+    # without an end offset there is no current lag: a consumer idle at the end of an idle topic looks the same
+    assert partition_status(stuck, current_lag=None, now=46) == "OK"
+
+
+def test_warn_when_the_known_lags_never_go_down():
+    rising = commits(range(100, 1100, 100), lags=[None, 50, None, None, 60, None, None, None, None, 80])
+    assert partition_status(rising, current_lag=80, now=95) == "WARN"
+    falling = commits(range(100, 1100, 100), lags=[None, 80, None, None, 60, None, None, None, None, 70])
+    assert partition_status(falling, current_lag=70, now=95) == "OK"
+    # one known lag says nothing about the trend (Burrow would say WARN; offline that is every lagging consumer)
+    once = commits(range(100, 1100, 100), lags=[None] * 9 + [80])
+    assert partition_status(once, current_lag=80, now=95) == "OK"
+
+
+def test_a_group_is_its_worst_partition():
+    def part(status):
+        return PartitionStatus("t", 0, status, 1)
+
+    assert group_status("g", [part("OK"), part("WARN"), part("STOP")]).status == "STOP"
+    assert group_status("g", [part("REWIND"), part("STALL")]).status == "REWIND"
+    assert group_status("g", []).status == "OK"
+    g = GroupStatus("g", "WARN", [PartitionStatus("a", 0, "OK", 5), PartitionStatus("a", 1, "WARN", 9),
+                                  PartitionStatus("b", 0, "OK", None)])
+    assert g.total_lag == 14 and g.lag_known_partitions == 2 and (g.max_lag.topic, g.max_lag.partition) == ("a", 1)
+
+
+def test_window_keeps_the_last_intervals_and_merges_commits_closer_than_min_distance():
+    raw = [(o, t) for o, t in zip(range(0, 40), [i * 0.25 for i in range(40)])]  # 4 commits a second for 10 s
+    slots = window(raw)
+    assert [c.timestamp for c in slots] == [float(s) for s in range(10)]  # one slot per second, its first time
+    assert [c.offset for c in slots] == [3 + 4 * i for i in range(10)]  # each slot holds its last commit
+    assert [c.offset for c in window([(o, 10.0 * o) for o in range(25)])] == list(range(15, 25))
+
+
+def test_lag_at_a_commit_comes_from_the_end_offset_observed_while_it_was_the_latest():
+    slots = commits([100, 200, 300], every=100.0)  # at 0, 100, 200
+    _attach_lags(slots, [(-50.0, 90), (150.0, 260), (400.0, 330)])
+    assert [c.lag for c in slots] == [None, 60, 30]  # before the window: nobody's; 150 s: the commit at 100
