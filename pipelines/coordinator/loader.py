@@ -103,6 +103,9 @@ class ShardState:
     modern: bool
     open_records: dict[int, list[int]] = field(default_factory=dict)  # producer id -> its open records' offsets
     pending_batch_offsets: dict[int, dict[GroupTopicPartition, int]] = field(default_factory=dict)  # of `pending`
+    # record offset -> (offset, timestamp) of the marker that decided it, like `outcomes` of the loaded records only:
+    # the history keeps when a transaction's commit took effect, so a restore plan can replay it at any time
+    decided_by: dict[int, tuple[int, int | None]] = field(default_factory=dict)
 
     # Pickled with the committed offsets as Arrow IPC bytes (`CommittedOffsets.table`: the next run resumes them
     # as its base without a Python object per offset) and the pending ones as plain tuples, rebuilt by
@@ -117,7 +120,7 @@ class ShardState:
     def __setstate__(self, state) -> None:
         (self.partition, self.groups, offsets, pending, self.outcomes, self.modern, self.open_records) = state
         self.offsets = CommittedOffsets.from_bytes(offsets)
-        self.pending, self.pending_batch_offsets = {}, {}
+        self.pending, self.pending_batch_offsets, self.decided_by = {}, {}, {}
         for pid, (txn_keys, txn_values, txn_batches) in pending.items():
             txn_keys = list(map(tuple.__new__, repeat(GroupTopicPartition), txn_keys))
             self.pending[pid] = dict(zip(txn_keys, map(tuple.__new__, repeat(OffsetAndMetadata), txn_values)))
@@ -137,6 +140,15 @@ def _replay_group_record(groups: GroupStore, kind: str, row: Row) -> None:
         groups.replay_group_metadata(row)
     elif kind == "consumer_group":
         groups.replay_consumer_group_record(row)
+
+
+def _decide(offsets: list[int], outcome: str, marker: Row, outcomes: dict[int, str],
+            decided_by: dict[int, tuple[int, int | None]]) -> None:
+    """The records of a transaction an end marker closed: their outcome, and the marker that gave it."""
+    at = (marker["offset"], marker.get("timestamp"))
+    for off in offsets:
+        outcomes[off] = outcome
+        decided_by[off] = at
 
 
 def _still_pending(open_rows: dict[int, list[int]], outcomes: dict[int, str]) -> None:
@@ -165,6 +177,7 @@ def do_load_groups_and_offsets(partition: int, rows: Iterable[Row], resume: Shar
         pending = {pid: dict(txn) for pid, txn in resume.pending.items()}
         pending_batch_offsets = {pid: dict(resume.pending_batch_offsets[pid]) for pid in resume.pending}
     outcomes: dict[int, str] = {}
+    decided_by: dict[int, tuple[int, int | None]] = {}
     for row in rows:
         if type(row) is OffsetCommit:
             k, abo = row.key, row.appended_batch_offset
@@ -198,14 +211,12 @@ def do_load_groups_and_offsets(partition: int, rows: Iterable[Row], resume: Shar
                         offsets.put(k, o, abo)
             pending.pop(pid, None)  # COMMIT, ABORT or any other control type
             pending_batch_offsets.pop(pid, None)
-            outcome = "committed" if committed else "aborted"
-            for off in open_rows.pop(pid, []):
-                outcomes[off] = outcome
+            _decide(open_rows.pop(pid, []), "committed" if committed else "aborted", row, outcomes, decided_by)
         else:
             _replay_group_record(groups, kind, row)
     _still_pending(open_rows, outcomes)
     return ShardState(partition, groups, offsets, pending, outcomes, modern=False, open_records=dict(open_rows),
-                      pending_batch_offsets=pending_batch_offsets)
+                      pending_batch_offsets=pending_batch_offsets, decided_by=decided_by)
 
 
 def _resumed(resume: ShardState | None) -> tuple[GroupStore, defaultdict]:
@@ -228,6 +239,7 @@ def replay(partition: int, rows: Iterable[Row], resume: ShardState | None = None
     pending: dict[int, dict[GroupTopicPartition, OffsetAndMetadata]] = (
         {} if resume is None else {pid: dict(txn) for pid, txn in resume.pending.items()})
     outcomes: dict[int, str] = {}
+    decided_by: dict[int, tuple[int, int | None]] = {}
     for row in rows:
         if type(row) is OffsetCommit:
             k, pid = row.key, row.producer_id
@@ -256,13 +268,12 @@ def replay(partition: int, rows: Iterable[Row], resume: ShardState | None = None
                     current = offsets.record_offset(k)
                     if current is None or o.record_offset > current:
                         offsets.put(k, o)
-            outcome = "committed" if ctype == "COMMIT" else "aborted"
-            for off in open_rows.pop(pid, []):
-                outcomes[off] = outcome
+            _decide(open_rows.pop(pid, []), "committed" if ctype == "COMMIT" else "aborted", row, outcomes, decided_by)
         else:
             _replay_group_record(groups, kind, row)
     _still_pending(open_rows, outcomes)
-    return ShardState(partition, groups, offsets, pending, outcomes, modern=True, open_records=dict(open_rows))
+    return ShardState(partition, groups, offsets, pending, outcomes, modern=True, open_records=dict(open_rows),
+                      decided_by=decided_by)
 
 
 def load_shard(partition: int, rows: Iterable[Row], options: ReplayOptions,

@@ -21,7 +21,7 @@ from pipelines.coordinator.loader import SKIPPED_KINDS, OffsetCommit, SparseRow,
 from pipelines.coordinator.options import DEFAULT_NUM_OFFSETS_PARTITIONS, REPLAY_TABLES, ReplayOptions
 from pipelines.coordinator.reduction import state_relevant_rows
 from pipelines.coordinator.saved import SavedShard, saved_shards
-from pipelines.coordinator.tables import (OFFSET_TABLES, contract_table, offset_commits_table, outcome_of,
+from pipelines.coordinator.tables import (DECIDED_COLUMNS, OFFSET_TABLES, contract_table, offset_commits_table, outcome_of,
                                            outcomes_table, shard_rows, topic_names)
 from pipelines.heap import gc_paused
 from schemas.decoded import DECODED_RECORD_SCHEMA
@@ -197,7 +197,7 @@ def load_shards(table: pa.Table, options: ReplayOptions, keep: bool = False,
             saved = resume.get(part)
             state = load_shard(part, rows.pop(part, ()), options, None if saved is None else saved.state)
             states.append(state)
-            outcomes.append(outcomes_table(part, state.outcomes))
+            outcomes.append(outcomes_table(part, state.outcomes, state.decided_by))
     outcomes = pa.concat_tables(outcomes)
     history = offset_commits_table(table, outcomes, options.snapshot_id)
     resumed = [s.open_history for s in resume.values() if s.open_history.num_rows]
@@ -216,9 +216,16 @@ def load_shards(table: pa.Table, options: ReplayOptions, keep: bool = False,
 def _decided(rows: pa.Table, outcomes: pa.Table, snapshot_id: str) -> pa.Table:
     """History rows of resumed open transactions with the outcome this load gave them (still pending where no
     marker came), stamped with this run's id."""
-    outcome = outcome_of(rows.column(PART), rows.column("record_offset"), outcomes)
-    rows = rows.set_column(rows.schema.get_field_index("txn_outcome"), "txn_outcome",
-                           pc.coalesce(outcome, rows.column("txn_outcome")))
+    decided = outcome_of(rows.column(PART), rows.column("record_offset"), outcomes, DECIDED_COLUMNS)
+    for name, values in decided.items():
+        if name not in rows.column_names:
+            continue
+        at = rows.schema.get_field_index(name)
+        target = rows.schema.field(name).type
+        if pa.types.is_timestamp(target):  # the outcomes hold epoch ms
+            values = values.cast(pa.timestamp("ms", tz="UTC"))
+        values = values.cast(target)
+        rows = rows.set_column(at, name, pc.coalesce(values, rows.column(name)))
     if "snapshot_id" in rows.column_names:
         rows = rows.set_column(rows.schema.get_field_index("snapshot_id"), "snapshot_id",
                                pa.array([snapshot_id] * rows.num_rows, rows.schema.field("snapshot_id").type))
