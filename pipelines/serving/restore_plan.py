@@ -84,6 +84,22 @@ class RestorePlan:
                             "skipped": g.skipped} for g in self.groups]}
 
 
+def parse_instant(text: str, what: str = "time") -> int:
+    """A time as the command and the API take it: epoch milliseconds (digits) or ISO-8601 (UTC when no zone) ->
+    epoch ms. Raises ValueError with a one-line message."""
+    text = (text or "").strip()
+    if re.fullmatch(r"-?\d{1,16}", text):
+        return int(text)
+    try:
+        t = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
+    except ValueError:
+        raise ValueError(f"{what}: {text!r} is neither an ISO-8601 time (e.g. 2026-11-21T14:04:00Z) nor epoch "
+                         "milliseconds") from None
+    if t.tzinfo is None:
+        t = t.replace(tzinfo=timezone.utc)
+    return int(t.timestamp() * 1000)
+
+
 # ------------------------------------------------------------------------------------------------ file names
 def file_stem(group_id: str) -> str:
     """The group's file name without `.csv` (see the module's docstring for the encoding)."""
