@@ -69,7 +69,7 @@ def restore_plan(warehouse, as_of, out, snapshot_id, groups, group_regex, change
     chosen = [x for x in (groups and "--group", group_regex is not None and "--group-regex",
                           changed_since is not None and "--changed-since") if x]
     if len(chosen) > 1:
-        raise click.UsageError(f"give one of --group, --group-regex, --changed-since, not {' and '.join(chosen)}")
+        _fail(f"give one of --group, --group-regex, --changed-since, not {' and '.join(chosen)}", 2)
     try:
         as_of_ms = parse_instant(as_of, "--as-of")
         since_ms = None if changed_since is None else parse_instant(changed_since, "--changed-since")

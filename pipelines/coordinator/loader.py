@@ -158,7 +158,8 @@ def _still_pending(open_rows: dict[int, list[int]], outcomes: dict[int, str]) ->
             outcomes[off] = "pending"
 
 
-def do_load_groups_and_offsets(partition: int, rows: Iterable[Row], resume: ShardState | None = None) -> ShardState:
+def do_load_groups_and_offsets(partition: int, rows: Iterable[Row], resume: ShardState | None = None,
+                               keep_history: bool = True) -> ShardState:
     """`GroupMetadataManager.doLoadGroupsAndOffsets` (old coordinator, Kafka 0.11 - 3.9), one partition, log order.
 
     Offsets are kept with their `appendedBatchOffset` (first record iterated in the batch); a control batch
@@ -166,7 +167,7 @@ def do_load_groups_and_offsets(partition: int, rows: Iterable[Row], resume: Shar
     absent or the existing entry's batch is older. `resume`: the shard as loading the records before `rows` left
     it (its `outcomes` are of `rows` only).
     """
-    groups, open_rows = _resumed(resume)
+    groups, open_rows = _resumed(resume, keep_history)
     # each pending offset's appendedBatchOffset beside it, keyed alike
     if resume is None:
         offsets = CommittedOffsets()
@@ -219,14 +220,15 @@ def do_load_groups_and_offsets(partition: int, rows: Iterable[Row], resume: Shar
                       pending_batch_offsets=pending_batch_offsets, decided_by=decided_by)
 
 
-def _resumed(resume: ShardState | None) -> tuple[GroupStore, defaultdict]:
+def _resumed(resume: ShardState | None, keep_history: bool = True) -> tuple[GroupStore, defaultdict]:
     """The groups and the open transactions' records a load starts from: none, or those `resume` left."""
     if resume is None:
-        return GroupStore(), defaultdict(list)
+        return GroupStore(keep_history), defaultdict(list)
     return resume.groups.resumed(), defaultdict(list, {pid: list(o) for pid, o in resume.open_records.items()})
 
 
-def replay(partition: int, rows: Iterable[Row], resume: ShardState | None = None) -> ShardState:
+def replay(partition: int, rows: Iterable[Row], resume: ShardState | None = None,
+           keep_history: bool = True) -> ShardState:
     """`CoordinatorLoaderImpl` + `GroupCoordinatorShard.replay` (new coordinator, Kafka 3.8 - 4.x), one partition.
 
     `OffsetMetadataManager.replay`: transactional = producerId != -1; any tombstone deletes the committed offset
@@ -234,7 +236,7 @@ def replay(partition: int, rows: Iterable[Row], resume: ShardState | None = None
     offset only if its record offset is greater than the committed one's; ABORT discards. Control records other
     than COMMIT/ABORT are ignored. `resume`: as `do_load_groups_and_offsets`.
     """
-    groups, open_rows = _resumed(resume)
+    groups, open_rows = _resumed(resume, keep_history)
     offsets = CommittedOffsets() if resume is None else resume.offsets.copy()
     pending: dict[int, dict[GroupTopicPartition, OffsetAndMetadata]] = (
         {} if resume is None else {pid: dict(txn) for pid, txn in resume.pending.items()})
@@ -277,9 +279,9 @@ def replay(partition: int, rows: Iterable[Row], resume: ShardState | None = None
 
 
 def load_shard(partition: int, rows: Iterable[Row], options: ReplayOptions,
-               resume: ShardState | None = None) -> ShardState:
+               resume: ShardState | None = None, keep_history: bool = True) -> ShardState:
     """The shard after loading `rows` (log order, no error/unknown rows, up to the run's point in time) with the
     run's coordinator generation; `resume`: the shard as the records before `rows` left it (the previous run's,
     `coordinator.saved`), loaded on as Kafka's coordinator goes on replaying what is appended."""
     load = replay if options.is_modern else do_load_groups_and_offsets
-    return load(partition, rows, resume)
+    return load(partition, rows, resume, keep_history)

@@ -179,12 +179,13 @@ class LoadedShards:
 
 
 def load_shards(table: pa.Table, options: ReplayOptions, keep: bool = False,
-                resume: Mapping[int, SavedShard] | None = None) -> LoadedShards:
+                resume: Mapping[int, SavedShard] | None = None, history: bool = True) -> LoadedShards:
     """Every offsets partition in `table` loaded on its own in log order (the loaders read the state-relevant rows
     only, `reduction`; the history has every offset commit), each from its shard in `resume` where it has one
     (every partition of `resume` is loaded, new records or not; `resume` is consumed). Needs nothing from other
     partitions: a Spark task loads its partition as soon as it has decoded it. `keep`: each shard to save
-    (`coordinator.saved`)."""
+    (`coordinator.saved`). `history=False`: the state only, the history left empty (a restore plan replaying a
+    history it already has)."""
     table = until_cut(loadable(conform_decoded(table)), options)
     resume = dict(resume or {})
     states = []
@@ -195,11 +196,11 @@ def load_shards(table: pa.Table, options: ReplayOptions, keep: bool = False,
         rows = {part: [r for _, r in part_rows] for part, part_rows in by_part}
         for part in sorted(set(rows) | set(resume)):
             saved = resume.get(part)
-            state = load_shard(part, rows.pop(part, ()), options, None if saved is None else saved.state)
+            state = load_shard(part, rows.pop(part, ()), options, None if saved is None else saved.state, history)
             states.append(state)
             outcomes.append(outcomes_table(part, state.outcomes, state.decided_by))
     outcomes = pa.concat_tables(outcomes)
-    history = offset_commits_table(table, outcomes, options.snapshot_id)
+    history = offset_commits_table(table if history else table.slice(0, 0), outcomes, options.snapshot_id)
     resumed = [s.open_history for s in resume.values() if s.open_history.num_rows]
     if resumed:
         history = pa.concat_tables([_decided(pa.concat_tables(resumed), outcomes, options.snapshot_id), history])

@@ -152,8 +152,10 @@ def _history(reader: SnapshotReader, snap: Snapshot, groups: list[str] | None) -
     events = reader.snapshot_table("group_history", snap, filters=history_flt,
                                    columns=["group_id", "record_json", "event"])
     if groups is not None:  # the records naming topic ids are the whole run's (consumer groups' partition metadata)
-        naming = reader.snapshot_table("group_history", snap, filters=[("event", "=", "partition_metadata")],
-                                       columns=["group_id", "record_json", "event"])
+        naming = reader.snapshot_table(
+            "group_history", snap, columns=["group_id", "record_json", "event"],
+            filters=[("event", "in", ["partition_metadata", "partition_metadata_tombstone"]),
+                     ("group_id", "not in", groups)])
         if naming is not None and events is not None:
             events = pa.concat_tables([events, naming.cast(events.schema)])
     if events is None:
@@ -166,13 +168,13 @@ def _history(reader: SnapshotReader, snap: Snapshot, groups: list[str] | None) -
     return commits, events
 
 
-def _history_at(reader: SnapshotReader, snap: Snapshot, filters) -> pa.Table | None:
+def _history_at(reader: SnapshotReader, snap: Snapshot, filters, columns=_COMMIT_COLUMNS) -> pa.Table | None:
     """The `offset_commits` history as the snapshot's run left it (its pinned version; the latest for a run
     written before versions were pinned)."""
     read = getattr(reader, "_read", None)
     if read is not None:
-        return read("offset_commits", None, filters, _COMMIT_COLUMNS, version=snap.version_of("offset_commits"))
-    return reader.history_table("offset_commits", filters=filters, columns=_COMMIT_COLUMNS)
+        return read("offset_commits", None, filters, columns, version=snap.version_of("offset_commits"))
+    return reader.history_table("offset_commits", filters=filters, columns=columns)
 
 
 def decoded_log(commits: pa.Table, events: pa.Table) -> pa.Table:
@@ -183,7 +185,7 @@ def decoded_log(commits: pa.Table, events: pa.Table) -> pa.Table:
     n = commits.num_rows
 
     def const(value, dtype, k=n):
-        return pa.array([value] * k, dtype)
+        return pa.repeat(pa.scalar(value, dtype), k)
 
     c = commits
     rows = {
@@ -214,10 +216,22 @@ def decoded_log(commits: pa.Table, events: pa.Table) -> pa.Table:
             # the old loader ends a transaction at any control batch, COMMIT installing it: only the outcome matters
             "control_type": pc.if_else(pc.equal(outcome, "committed"), "COMMIT", "ABORT"),
         }, k, DECODED_RECORD_SCHEMA))
-    records = [json.loads(r) for r in events.column("record_json").to_pylist() if r is not None]
-    if records:
-        parts.append(pa.Table.from_pylist(records, schema=DECODED_RECORD_SCHEMA))
-    return pa.concat_tables(parts)
+    records = events.column("record_json").drop_null()
+    if len(records):
+        parts.append(_read_records(records, DECODED_RECORD_SCHEMA))
+    return pa.concat_tables(parts)  # `shard.loadable` puts it in log order
+
+
+def _read_records(records, schema: pa.Schema) -> pa.Table:
+    """`record_json` values as decoded rows, parsed by Arrow's JSON reader (one line each: JSON text never holds a
+    raw line break)."""
+    from pyarrow import json as pa_json
+
+    text = pc.binary_join(pa.array([records.to_pylist()], pa.list_(pa.string())), "\n")[0].as_py()
+    table = pa_json.read_json(io.BytesIO(text.encode("utf-8")), parse_options=pa_json.ParseOptions(
+        explicit_schema=schema, unexpected_field_behavior="ignore"))
+    return pa.table([table.column(f.name).cast(f.type) if f.name in table.column_names else
+                     pa.nulls(table.num_rows, f.type) for f in schema], schema=schema)
 
 
 def _decoded(columns: dict, n: int, schema: pa.Schema) -> pa.Table:
@@ -242,7 +256,7 @@ def offsets_at(reader: SnapshotReader, snap: Snapshot, as_of_ms: int, groups: li
     expiry = ExpiryOptions(as_of_ms=as_of_ms, retention_minutes=facts["retention_minutes"],
                            semantics=facts["semantics"], kafka_version=facts["kafka_version"]) \
         if facts["expiry"] else None
-    loaded = load_shards(log, options)
+    loaded = load_shards(log, options, history=False)
     tables = tabulate_shards(loaded.states, options, expiry, topic_names(loaded.naming.to_pylist()))
     wanted = None if groups is None else set(groups)
     out: dict[str, list[tuple[str, int, int]]] = {}
@@ -262,7 +276,7 @@ def _selected(reader: SnapshotReader, snap: Snapshot, groups, group_regex, chang
     if group_regex is None and changed_since_ms is None:
         return None, "every group with committed offsets at TIME"
     ids: set[str] = set()
-    commits = _history_at(reader, snap, None)
+    commits = _history_at(reader, snap, None, ["group_id", "record_timestamp"])
     events = reader.snapshot_table("group_history", snap, columns=["group_id", "record_timestamp"])
     for t, ts in ((commits, "record_timestamp"), (events, "record_timestamp")):
         if t is None or not t.num_rows:
