@@ -395,6 +395,46 @@ def create_app(reader: SnapshotReader, *, token: str | None = None, refresh_inte
         return _bytes_response(_dumps({"snapshot_id": idx.snapshot.snapshot_id, "from": ch.iso_time(sel.start),
                                        "to": ch.iso_time(sel.end), "changes": items}), idx.snapshot.snapshot_id)
 
+    @app.get("/restore-plan.zip", response_class=Response, dependencies=guarded, tags=["incident"],
+             responses={**responses, 200: {"content": {"application/zip": {}},
+                                           "description": "the plan's files under restore-plan/"}})
+    def restore_plan_zip(
+        as_of: str = Query(..., max_length=64, description="the time to restore: ISO-8601 (UTC when no zone) or epoch ms"),
+        group: list[str] | None = Query(None, description="group ids (repeat the parameter)"),
+        group_regex: str | None = Query(None, max_length=1000, description="groups whose id matches (Python re.search)"),
+        changed_since: str | None = Query(None, max_length=64,
+                                          description="groups with a commit or group record after this time"),
+        snapshot: str | None = SnapshotQ,
+    ):
+        """`offsetlake restore-plan` as a zip: each selected group's committed offsets at `as_of` (one
+        `--reset-offsets --from-file` CSV per group), index.json, apply.sh and README.txt."""
+        import re
+
+        from pipelines.serving import restore_plan as rp
+
+        chosen = [n for n, v in (("group", group), ("group_regex", group_regex), ("changed_since", changed_since)) if v]
+        if len(chosen) > 1:
+            raise views.BadParameter(f"give one of group, group_regex, changed_since, not {' and '.join(chosen)}")
+        try:
+            as_of_ms = rp.parse_instant(as_of, "as_of")
+            since_ms = None if changed_since is None else rp.parse_instant(changed_since, "changed_since")
+            if group_regex is not None:
+                re.compile(group_regex)
+        except re.error as e:
+            raise views.BadParameter(f"group_regex: {e}") from None
+        except ValueError as e:
+            raise views.BadParameter(str(e)) from None
+        snap = catalog.resolve(snapshot).snapshot
+        try:
+            plan = rp.restore_plan(reader, snap, as_of_ms, groups=group or None, group_regex=group_regex,
+                                   changed_since_ms=since_ms)
+        except rp.HistoryUnavailable as e:
+            raise views.NotFound(str(e)) from None
+        headers = {"Content-Disposition": f'attachment; filename="restore-plan-{as_of_ms}.zip"'}
+        if snap.snapshot_id.isascii():
+            headers[SNAPSHOT_HEADER] = snap.snapshot_id
+        return Response(rp.restore_plan_zip(plan), media_type="application/zip", headers=headers)
+
     @app.get("/health", response_model=HealthOut, responses=ERRORS, tags=["meta"])
     def health(snapshot: str | None = SnapshotQ):
         """Status and the snapshot being served (`loading` while the first index is built)."""

@@ -18,6 +18,7 @@ COMMANDS = {
     "serve": "jobs.cmd_serving:serve",
     "diff": "jobs.cmd_serving:diff",
     "reset-plan": "jobs.cmd_serving:reset_plan",
+    "restore-plan": "jobs.cmd_serving:restore_plan",
     "sql": "jobs.cmd_serving:sql",
     "changes": "jobs.cmd_serving:changes",
     "repair-stats": "jobs.cmd_repair:repair_stats",

@@ -57,6 +57,53 @@ def _index(reader, snap, **kw):
     return load_index(reader, snap, **kw)
 
 
+@click.command("restore-plan")
+@warehouse_opt
+@click.option("--as-of", "as_of", required=True, help="the time to restore: ISO-8601 (UTC when no zone) or epoch ms")
+@click.option("--out", "out", required=True, type=click.Path(file_okay=False), help="directory to write the plan into")
+@snapshot_opt
+@click.option("--group", "groups", multiple=True, help="a group id (repeatable)")
+@click.option("--group-regex", "group_regex", default=None, help="groups whose id matches this regex (Python re.search)")
+@click.option("--changed-since", "changed_since", default=None,
+              help="groups with a commit or group record after this time (ISO-8601 or epoch ms)")
+def restore_plan(warehouse, as_of, out, snapshot_id, groups, group_regex, changed_since):
+    """Every selected group's committed offsets at --as-of, as `kafka-consumer-groups --reset-offsets --from-file`
+    plans (one CSV per group), with index.json, apply.sh and README.txt, in OUT."""
+    import re
+
+    from pipelines.serving.restore_plan import HistoryUnavailable, parse_instant, restore_plan as plan, write_restore_plan
+
+    chosen = [x for x in (groups and "--group", group_regex is not None and "--group-regex",
+                          changed_since is not None and "--changed-since") if x]
+    if len(chosen) > 1:
+        fail(f"give one of --group, --group-regex, --changed-since, not {' and '.join(chosen)}")
+    try:
+        as_of_ms = parse_instant(as_of, "--as-of")
+        since_ms = None if changed_since is None else parse_instant(changed_since, "--changed-since")
+        if group_regex is not None:
+            re.compile(group_regex)
+    except re.error as e:
+        fail(f"--group-regex {group_regex!r}: {e}")
+    except ValueError as e:
+        fail(str(e))
+    reader, snap = _open(warehouse, snapshot_id)
+    try:
+        result = plan(reader, snap, as_of_ms, groups=list(groups) or None, group_regex=group_regex,
+                      changed_since_ms=since_ms)
+        write_restore_plan(result, out)
+    except HistoryUnavailable as e:
+        fail(str(e))
+    except OSError as e:
+        fail(f"--out {out!r}: {e.strerror or e}")
+    with_file = [g for g in result.groups if g.file]
+    refused = sum(g.refused for g in with_file)
+    gone = sum(g.state_now is None for g in with_file)
+    click.echo(f"{len(with_file)} groups, {sum(len(g.offsets) for g in with_file)} partitions as of "
+               f"{as_of} (snapshot {snap.snapshot_id}) written to {out}: {refused} refused while active, {gone} gone, "
+               f"{len(result.groups) - len(with_file)} with nothing to restore. Read {out}/README.txt, then "
+               f"BOOTSTRAP=host:9092 sh {out}/apply.sh --dry-run", err=True)
+
+
 @click.command()
 @warehouse_opt
 @click.argument("group", required=False)
@@ -297,7 +344,7 @@ def changes(warehouse, start, end, groups, group_regex, storm_threshold, as_json
 
 
 # Catch-all: a serving error that escaped a command is a message, not a stack trace.
-for _cmd in (describe, lookup, diff, reset_plan, sql, changes):
+for _cmd in (describe, lookup, diff, reset_plan, sql, changes, restore_plan):
     _inner = _cmd.callback
 
     def _wrapped(*args, __inner=_inner, **kwargs):

@@ -56,6 +56,7 @@ class RunSummary:
     as_of: str | None = None
     retention_minutes: int = 10080
     expiry: bool = True
+    kafka_version: str = "3.9"  # the broker version whose expiry rules the run applied
     records_in: int = 0
     records_out: int = 0
     records_quarantined: int = 0
@@ -272,7 +273,7 @@ def _run_locked(spark, settings: Settings, req: RebuildRequest, emit, prepared) 
         _record_abandoned(warehouse, prepared.abandoned, progress.emit)
     summary = RunSummary(snapshot_id=prepared.snapshot_id, inputs=prepared.inputs, semantics=conf.semantics,
                          retention_minutes=conf.retention_minutes, expiry=conf.expiry,
-                         kind="what-if" if is_what_if(req) else "scheduled")
+                         kafka_version=conf.kafka_version, kind="what-if" if is_what_if(req) else "scheduled")
     run = Run(spark=spark, settings=settings, req=req, conf=conf, prepared=prepared, warehouse=warehouse,
               progress=progress, summary=summary, started_ms=int(time.time() * 1000))
     try:

@@ -153,6 +153,15 @@ OFFSET_COMMITS = StructType(
         _f("metadata", StringType()),
         _f("record_timestamp", TimestampType()),
         _f("snapshot_id", StringType()),  # the snapshot that first saw this record
+        # what a restore plan needs to replay the record at any time (`pipelines/serving/restore_plan.py`); null in
+        # a history written before they existed
+        _f("expire_timestamp", TimestampType()),  # OffsetCommitValue v1
+        _f("topic_id", StringType()),  # OffsetCommitValue v4 tag 0
+        _f("producer_epoch", IntegerType()),
+        _f("is_transactional", BooleanType()),
+        _f("batch_first_offset", LongType()),  # the old loader's appendedBatchOffset
+        _f("txn_marker_offset", LongType()),  # the COMMIT/ABORT marker that decided a transactional record
+        _f("txn_marker_timestamp", TimestampType()),
     ]
 )
 
@@ -219,6 +228,9 @@ GROUP_HISTORY = StructType(
         # replaces them all), the one member of a KIP-848 member or member-assignment record; null otherwise.
         # Folded in log order they give who was assigned a partition at any moment (`offsetlake changes`).
         _f("member_assignments", ArrayType(HISTORY_MEMBER)),
+        # the group record itself (its decoded columns as JSON, raw subscription/assignment bytes left out), so a
+        # restore plan replays the groups at any time; null in a history written before it existed
+        _f("record_json", StringType()),
     ]
 )
 

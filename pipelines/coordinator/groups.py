@@ -133,7 +133,8 @@ class GroupStore:
                "group_type": "classic" if row["key_type"] == 2 else "consumer", "event": event,
                "generation": None, "assignment_epoch": None, "protocol": None, "leader": None, "state": None,
                "member_count": len(after), "members_joined": sorted(after - before),
-               "members_left": sorted(before - after), "member_assignments": member_assignments(g, row)}
+               "members_left": sorted(before - after), "member_assignments": member_assignments(g, row),
+               "record_json": record_json(row)}
         if isinstance(g, ClassicGroup):
             members = g.value.get("members") or []
             leader = g.value.get("leader")
@@ -263,6 +264,23 @@ def member_assignments(g: Group | None, row: Row) -> list[Row] | None:
                  "client_id": f.get("client_id"), "client_host": f.get("client_host"),
                  "subscribed_topics": f.get("subscribed_topics"), "topic_id_partitions": list(m.assigned)}]
     return None
+
+
+#: Decoded columns a group record's `record_json` leaves out: where it is (the history row says), raw bytes.
+_NOT_IN_RECORD = frozenset({"source", "key", "value", "batch_position", "codec", "magic", "timestamp_type"})
+_RAW_MEMBER_BYTES = ("subscription", "assignment")
+
+
+def record_json(row: Row) -> str:
+    """The group record as `group_history.record_json` keeps it: its decoded columns that are set (a member's raw
+    subscription and assignment bytes left out: no loader reads them, their parsed topics are kept), as JSON, so a
+    restore plan can hand the same record to the loaders again."""
+    import orjson
+
+    out = {k: v for k, v in row.items() if v is not None and k not in _NOT_IN_RECORD}
+    if out.get("members"):
+        out["members"] = [{k: v for k, v in m.items() if k not in _RAW_MEMBER_BYTES} for m in out["members"]]
+    return orjson.dumps(out).decode()
 
 
 #: history event of a KIP-848 record value, by key type (tombstones: `<event>_tombstone`)

@@ -103,6 +103,9 @@ class ShardState:
     modern: bool
     open_records: dict[int, list[int]] = field(default_factory=dict)  # producer id -> its open records' offsets
     pending_batch_offsets: dict[int, dict[GroupTopicPartition, int]] = field(default_factory=dict)  # of `pending`
+    # record offset -> (offset, timestamp) of the marker that decided it, like `outcomes` of the loaded records only:
+    # the history keeps when a transaction's commit took effect, so a restore plan can replay it at any time
+    decided_by: dict[int, tuple[int, int | None]] = field(default_factory=dict)
 
     # Pickled with the committed offsets as Arrow IPC bytes (`CommittedOffsets.table`: the next run resumes them
     # as its base without a Python object per offset) and the pending ones as plain tuples, rebuilt by
@@ -117,7 +120,7 @@ class ShardState:
     def __setstate__(self, state) -> None:
         (self.partition, self.groups, offsets, pending, self.outcomes, self.modern, self.open_records) = state
         self.offsets = CommittedOffsets.from_bytes(offsets)
-        self.pending, self.pending_batch_offsets = {}, {}
+        self.pending, self.pending_batch_offsets, self.decided_by = {}, {}, {}
         for pid, (txn_keys, txn_values, txn_batches) in pending.items():
             txn_keys = list(map(tuple.__new__, repeat(GroupTopicPartition), txn_keys))
             self.pending[pid] = dict(zip(txn_keys, map(tuple.__new__, repeat(OffsetAndMetadata), txn_values)))
@@ -139,6 +142,15 @@ def _replay_group_record(groups: GroupStore, kind: str, row: Row) -> None:
         groups.replay_consumer_group_record(row)
 
 
+def _decide(offsets: list[int], outcome: str, marker: Row, outcomes: dict[int, str],
+            decided_by: dict[int, tuple[int, int | None]]) -> None:
+    """The records of a transaction an end marker closed: their outcome, and the marker that gave it."""
+    at = (marker["offset"], marker.get("timestamp"))
+    for off in offsets:
+        outcomes[off] = outcome
+        decided_by[off] = at
+
+
 def _still_pending(open_rows: dict[int, list[int]], outcomes: dict[int, str]) -> None:
     """The records of transactions no marker ended by the log's end."""
     for offs in open_rows.values():
@@ -146,7 +158,8 @@ def _still_pending(open_rows: dict[int, list[int]], outcomes: dict[int, str]) ->
             outcomes[off] = "pending"
 
 
-def do_load_groups_and_offsets(partition: int, rows: Iterable[Row], resume: ShardState | None = None) -> ShardState:
+def do_load_groups_and_offsets(partition: int, rows: Iterable[Row], resume: ShardState | None = None,
+                               keep_history: bool = True) -> ShardState:
     """`GroupMetadataManager.doLoadGroupsAndOffsets` (old coordinator, Kafka 0.11 - 3.9), one partition, log order.
 
     Offsets are kept with their `appendedBatchOffset` (first record iterated in the batch); a control batch
@@ -154,7 +167,7 @@ def do_load_groups_and_offsets(partition: int, rows: Iterable[Row], resume: Shar
     absent or the existing entry's batch is older. `resume`: the shard as loading the records before `rows` left
     it (its `outcomes` are of `rows` only).
     """
-    groups, open_rows = _resumed(resume)
+    groups, open_rows = _resumed(resume, keep_history)
     # each pending offset's appendedBatchOffset beside it, keyed alike
     if resume is None:
         offsets = CommittedOffsets()
@@ -165,6 +178,7 @@ def do_load_groups_and_offsets(partition: int, rows: Iterable[Row], resume: Shar
         pending = {pid: dict(txn) for pid, txn in resume.pending.items()}
         pending_batch_offsets = {pid: dict(resume.pending_batch_offsets[pid]) for pid in resume.pending}
     outcomes: dict[int, str] = {}
+    decided_by: dict[int, tuple[int, int | None]] = {}
     for row in rows:
         if type(row) is OffsetCommit:
             k, abo = row.key, row.appended_batch_offset
@@ -198,24 +212,23 @@ def do_load_groups_and_offsets(partition: int, rows: Iterable[Row], resume: Shar
                         offsets.put(k, o, abo)
             pending.pop(pid, None)  # COMMIT, ABORT or any other control type
             pending_batch_offsets.pop(pid, None)
-            outcome = "committed" if committed else "aborted"
-            for off in open_rows.pop(pid, []):
-                outcomes[off] = outcome
+            _decide(open_rows.pop(pid, []), "committed" if committed else "aborted", row, outcomes, decided_by)
         else:
             _replay_group_record(groups, kind, row)
     _still_pending(open_rows, outcomes)
     return ShardState(partition, groups, offsets, pending, outcomes, modern=False, open_records=dict(open_rows),
-                      pending_batch_offsets=pending_batch_offsets)
+                      pending_batch_offsets=pending_batch_offsets, decided_by=decided_by)
 
 
-def _resumed(resume: ShardState | None) -> tuple[GroupStore, defaultdict]:
+def _resumed(resume: ShardState | None, keep_history: bool = True) -> tuple[GroupStore, defaultdict]:
     """The groups and the open transactions' records a load starts from: none, or those `resume` left."""
     if resume is None:
-        return GroupStore(), defaultdict(list)
+        return GroupStore(keep_history), defaultdict(list)
     return resume.groups.resumed(), defaultdict(list, {pid: list(o) for pid, o in resume.open_records.items()})
 
 
-def replay(partition: int, rows: Iterable[Row], resume: ShardState | None = None) -> ShardState:
+def replay(partition: int, rows: Iterable[Row], resume: ShardState | None = None,
+           keep_history: bool = True) -> ShardState:
     """`CoordinatorLoaderImpl` + `GroupCoordinatorShard.replay` (new coordinator, Kafka 3.8 - 4.x), one partition.
 
     `OffsetMetadataManager.replay`: transactional = producerId != -1; any tombstone deletes the committed offset
@@ -223,11 +236,12 @@ def replay(partition: int, rows: Iterable[Row], resume: ShardState | None = None
     offset only if its record offset is greater than the committed one's; ABORT discards. Control records other
     than COMMIT/ABORT are ignored. `resume`: as `do_load_groups_and_offsets`.
     """
-    groups, open_rows = _resumed(resume)
+    groups, open_rows = _resumed(resume, keep_history)
     offsets = CommittedOffsets() if resume is None else resume.offsets.copy()
     pending: dict[int, dict[GroupTopicPartition, OffsetAndMetadata]] = (
         {} if resume is None else {pid: dict(txn) for pid, txn in resume.pending.items()})
     outcomes: dict[int, str] = {}
+    decided_by: dict[int, tuple[int, int | None]] = {}
     for row in rows:
         if type(row) is OffsetCommit:
             k, pid = row.key, row.producer_id
@@ -256,19 +270,18 @@ def replay(partition: int, rows: Iterable[Row], resume: ShardState | None = None
                     current = offsets.record_offset(k)
                     if current is None or o.record_offset > current:
                         offsets.put(k, o)
-            outcome = "committed" if ctype == "COMMIT" else "aborted"
-            for off in open_rows.pop(pid, []):
-                outcomes[off] = outcome
+            _decide(open_rows.pop(pid, []), "committed" if ctype == "COMMIT" else "aborted", row, outcomes, decided_by)
         else:
             _replay_group_record(groups, kind, row)
     _still_pending(open_rows, outcomes)
-    return ShardState(partition, groups, offsets, pending, outcomes, modern=True, open_records=dict(open_rows))
+    return ShardState(partition, groups, offsets, pending, outcomes, modern=True, open_records=dict(open_rows),
+                      decided_by=decided_by)
 
 
 def load_shard(partition: int, rows: Iterable[Row], options: ReplayOptions,
-               resume: ShardState | None = None) -> ShardState:
+               resume: ShardState | None = None, keep_history: bool = True) -> ShardState:
     """The shard after loading `rows` (log order, no error/unknown rows, up to the run's point in time) with the
     run's coordinator generation; `resume`: the shard as the records before `rows` left it (the previous run's,
     `coordinator.saved`), loaded on as Kafka's coordinator goes on replaying what is appended."""
     load = replay if options.is_modern else do_load_groups_and_offsets
-    return load(partition, rows, resume)
+    return load(partition, rows, resume, keep_history)

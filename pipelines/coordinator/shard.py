@@ -21,7 +21,7 @@ from pipelines.coordinator.loader import SKIPPED_KINDS, OffsetCommit, SparseRow,
 from pipelines.coordinator.options import DEFAULT_NUM_OFFSETS_PARTITIONS, REPLAY_TABLES, ReplayOptions
 from pipelines.coordinator.reduction import state_relevant_rows
 from pipelines.coordinator.saved import SavedShard, saved_shards
-from pipelines.coordinator.tables import (OFFSET_TABLES, contract_table, offset_commits_table, outcome_of,
+from pipelines.coordinator.tables import (DECIDED_COLUMNS, OFFSET_TABLES, contract_table, offset_commits_table, outcome_of,
                                            outcomes_table, shard_rows, topic_names)
 from pipelines.heap import gc_paused
 from schemas.decoded import DECODED_RECORD_SCHEMA
@@ -179,12 +179,13 @@ class LoadedShards:
 
 
 def load_shards(table: pa.Table, options: ReplayOptions, keep: bool = False,
-                resume: Mapping[int, SavedShard] | None = None) -> LoadedShards:
+                resume: Mapping[int, SavedShard] | None = None, history: bool = True) -> LoadedShards:
     """Every offsets partition in `table` loaded on its own in log order (the loaders read the state-relevant rows
     only, `reduction`; the history has every offset commit), each from its shard in `resume` where it has one
     (every partition of `resume` is loaded, new records or not; `resume` is consumed). Needs nothing from other
     partitions: a Spark task loads its partition as soon as it has decoded it. `keep`: each shard to save
-    (`coordinator.saved`)."""
+    (`coordinator.saved`). `history=False`: the state only, the history left empty (a restore plan replaying a
+    history it already has)."""
     table = until_cut(loadable(conform_decoded(table)), options)
     resume = dict(resume or {})
     states = []
@@ -195,11 +196,11 @@ def load_shards(table: pa.Table, options: ReplayOptions, keep: bool = False,
         rows = {part: [r for _, r in part_rows] for part, part_rows in by_part}
         for part in sorted(set(rows) | set(resume)):
             saved = resume.get(part)
-            state = load_shard(part, rows.pop(part, ()), options, None if saved is None else saved.state)
+            state = load_shard(part, rows.pop(part, ()), options, None if saved is None else saved.state, history)
             states.append(state)
-            outcomes.append(outcomes_table(part, state.outcomes))
+            outcomes.append(outcomes_table(part, state.outcomes, state.decided_by))
     outcomes = pa.concat_tables(outcomes)
-    history = offset_commits_table(table, outcomes, options.snapshot_id)
+    history = offset_commits_table(table if history else table.slice(0, 0), outcomes, options.snapshot_id)
     resumed = [s.open_history for s in resume.values() if s.open_history.num_rows]
     if resumed:
         history = pa.concat_tables([_decided(pa.concat_tables(resumed), outcomes, options.snapshot_id), history])
@@ -216,9 +217,16 @@ def load_shards(table: pa.Table, options: ReplayOptions, keep: bool = False,
 def _decided(rows: pa.Table, outcomes: pa.Table, snapshot_id: str) -> pa.Table:
     """History rows of resumed open transactions with the outcome this load gave them (still pending where no
     marker came), stamped with this run's id."""
-    outcome = outcome_of(rows.column(PART), rows.column("record_offset"), outcomes)
-    rows = rows.set_column(rows.schema.get_field_index("txn_outcome"), "txn_outcome",
-                           pc.coalesce(outcome, rows.column("txn_outcome")))
+    decided = outcome_of(rows.column(PART), rows.column("record_offset"), outcomes, DECIDED_COLUMNS)
+    for name, values in decided.items():
+        if name not in rows.column_names:
+            continue
+        at = rows.schema.get_field_index(name)
+        target = rows.schema.field(name).type
+        if pa.types.is_timestamp(target):  # the outcomes hold epoch ms
+            values = values.cast(pa.timestamp("ms", tz="UTC"))
+        values = values.cast(target)
+        rows = rows.set_column(at, name, pc.coalesce(values, rows.column(name)))
     if "snapshot_id" in rows.column_names:
         rows = rows.set_column(rows.schema.get_field_index("snapshot_id"), "snapshot_id",
                                pa.array([snapshot_id] * rows.num_rows, rows.schema.field("snapshot_id").type))

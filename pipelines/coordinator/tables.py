@@ -298,10 +298,11 @@ def offset_commits_table(rows: pa.Table, outcomes: pa.Table, snapshot_id: str) -
     # the columns first: a filter copies every column it is given
     commits = rows.select(
         ["offsets_partition", "offset", "group_id", "topic", "partition", "committed_offset", "commit_timestamp",
-         "is_tombstone", "producer_id", "leader_epoch", "metadata", "timestamp"]
+         "is_tombstone", "producer_id", "leader_epoch", "metadata", "timestamp", "expire_timestamp", "topic_id",
+         "producer_epoch", "is_transactional", "batch_first_offset"]
     ).filter(pc.fill_null(pc.equal(rows.column("record_kind"), "offset_commit"), False))
     n = commits.num_rows
-    txn_outcome = outcome_of(commits.column("offsets_partition"), commits.column("offset"), outcomes)
+    decided = outcome_of(commits.column("offsets_partition"), commits.column("offset"), outcomes, DECIDED_COLUMNS)
 
     def without(name: str, sentinel: int = -1):
         v = commits.column(name)
@@ -316,10 +317,16 @@ def offset_commits_table(rows: pa.Table, outcomes: pa.Table, snapshot_id: str) -
         "partition": commits.column("partition"), "committed_offset": commits.column("committed_offset"),
         "commit_timestamp": timestamp(commits.column("commit_timestamp")),
         "is_tombstone": commits.column("is_tombstone"),
-        "producer_id": pc.fill_null(commits.column("producer_id"), -1), "txn_outcome": txn_outcome,
+        "producer_id": pc.fill_null(commits.column("producer_id"), -1), "txn_outcome": decided["txn_outcome"],
         "leader_epoch": without("leader_epoch"), "metadata": commits.column("metadata"),
         "record_timestamp": timestamp(without("timestamp")),
         "snapshot_id": pa.array([snapshot_id] * n, pa.string()),
+        "expire_timestamp": timestamp(without("expire_timestamp")), "topic_id": commits.column("topic_id"),
+        "producer_epoch": commits.column("producer_epoch"),
+        "is_transactional": pc.fill_null(commits.column("is_transactional"), False),
+        "batch_first_offset": pc.coalesce(commits.column("batch_first_offset"), commits.column("offset")),
+        "txn_marker_offset": decided["txn_marker_offset"],
+        "txn_marker_timestamp": timestamp(decided["txn_marker_timestamp"]),
     }
     schema = arrow_schema(TABLES["offset_commits"])
     return once_per_record(pa.Table.from_arrays([columns[f.name].cast(f.type) for f in schema], schema=schema))
@@ -350,26 +357,42 @@ def once_per_record(history: pa.Table) -> pa.Table:
     return ranked.filter(pa.array(first)).drop_columns(["_decided"])
 
 
-def outcome_of(partitions, offsets, outcomes: pa.Table) -> pa.Array:
-    """Per record (offsets partition, record offset: Arrow columns), its outcome in `outcomes` (offsets_partition,
-    offset, txn_outcome), null where it has none. A join does not keep row order, so only the keys and the row
-    number go through it and the outcomes are placed back by row number (no sort of the records)."""
+#: What `outcomes_table` gives a transactional record: its outcome, and the marker that decided it (none: pending).
+DECIDED_COLUMNS = ("txn_outcome", "txn_marker_offset", "txn_marker_timestamp")
+_DECIDED_TYPES = {"txn_outcome": pa.string(), "txn_marker_offset": pa.int64(), "txn_marker_timestamp": pa.int64()}
+
+
+def outcome_of(partitions, offsets, outcomes: pa.Table, columns=None):
+    """Per record (offsets partition, record offset: Arrow columns), its outcome in `outcomes` (`outcomes_table`),
+    null where it has none; with `columns` (of `DECIDED_COLUMNS`), a dict of those columns instead. A join does not
+    keep row order, so only the keys and the row number go through it and the outcomes are placed back by row
+    number (no sort of the records)."""
     n = len(partitions)
+    wanted = ("txn_outcome",) if columns is None else tuple(columns)
     if not outcomes.num_rows:
-        return pa.nulls(n, pa.string())
-    keyed = pa.table({"offsets_partition": partitions, "offset": offsets,
-                      "__row": pa.array(np.arange(n, dtype=np.int64))})
-    found = keyed.join(outcomes, keys=["offsets_partition", "offset"], join_type="inner")
-    where = np.full(n, -1, dtype=np.int64)
-    where[found.column("__row").to_numpy()] = np.arange(found.num_rows, dtype=np.int64)
-    return found.column("txn_outcome").take(pa.array(where, mask=where < 0))
+        got = {c: pa.nulls(n, _DECIDED_TYPES[c]) for c in wanted}
+    else:
+        keyed = pa.table({"offsets_partition": partitions, "offset": offsets,
+                          "__row": pa.array(np.arange(n, dtype=np.int64))})
+        found = keyed.join(outcomes, keys=["offsets_partition", "offset"], join_type="inner")
+        where = np.full(n, -1, dtype=np.int64)
+        where[found.column("__row").to_numpy()] = np.arange(found.num_rows, dtype=np.int64)
+        at = pa.array(where, mask=where < 0)
+        got = {c: found.column(c).take(at) for c in wanted}
+    return got["txn_outcome"] if columns is None else got
 
 
-def outcomes_table(partition: int, outcomes: dict[int, str]) -> pa.Table:
-    """A loaded shard's transaction outcomes (`ShardState.outcomes`) as `offset_commits_table` reads them."""
+def outcomes_table(partition: int, outcomes: dict[int, str],
+                   decided_by: dict[int, tuple[int, int | None]] | None = None) -> pa.Table:
+    """A loaded shard's transaction outcomes (`ShardState.outcomes`, with the deciding markers of
+    `ShardState.decided_by`) as `offset_commits_table` reads them."""
+    decided_by = decided_by or {}
+    markers = [decided_by.get(off, (None, None)) for off in outcomes]
     return pa.table({"offsets_partition": pa.array([partition] * len(outcomes), pa.int32()),
                      "offset": pa.array(list(outcomes), pa.int64()),
-                     "txn_outcome": pa.array(list(outcomes.values()), pa.string())})
+                     "txn_outcome": pa.array(list(outcomes.values()), pa.string()),
+                     "txn_marker_offset": pa.array([m[0] for m in markers], pa.int64()),
+                     "txn_marker_timestamp": pa.array([m[1] for m in markers], pa.int64())})
 
 
 def open_transactions(pending_offsets) -> int:

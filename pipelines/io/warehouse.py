@@ -285,6 +285,10 @@ def conform_arrow(data: pa.Table, table: str) -> pa.Table:
     return data.select(wanted).cast(schema)
 
 
+#: What a history row's decision carries besides `txn_outcome`: the marker that decided it (restore plans).
+_DECISION_COLUMNS = ("txn_marker_offset", "txn_marker_timestamp")
+
+
 def _with_contract_columns(data: pa.Table, table: str, wanted: list[str] | None = None) -> pa.Table:
     """`data` as the contract's `wanted` columns (default: all) and Arrow types; a column the stored table lacks
     (added to the contract after it was written) reads as nulls."""
@@ -604,7 +608,8 @@ class Warehouse:
             new, old = F.col("txn_outcome"), F.col("_old")
             upgrade = (F.col("_file").isNotNull() & new.isNotNull() & ~old.eqNullSafe(new)
                        & (old.isNull() | ((old == "pending") & new.isin(*_FINAL_OUTCOMES))))
-            updates = joined.filter(upgrade).select(*keys, F.col("txn_outcome").alias("_new"), "_file")
+            updates = joined.filter(upgrade).select(*keys, F.col("txn_outcome").alias("_new"),
+                                                    *[F.col(c).alias(f"_new_{c}") for c in _DECISION_COLUMNS], "_file")
             # below the marks, a row not in the files read is in the others already
             new_rows = joined.filter(F.col("_file").isNull() & fresh).select(*table_columns(table))
             by_rel = {unquote(f["path"]): f["path"] for f in current}
@@ -612,9 +617,12 @@ class Warehouse:
             out = new_rows
             if touched:
                 rewritten = (delta.read_frame_files(spark, path, [unquote(p) for p in touched], struct)
-                             .join(updates.select(*keys, "_new"), keys, "left")
-                             .withColumn("txn_outcome", F.coalesce(F.col("_new"), F.col("txn_outcome")))
-                             .select(*table_columns(table)))
+                             .join(updates.select(*keys, "_new", *[f"_new_{c}" for c in _DECISION_COLUMNS]),
+                                   keys, "left")
+                             .withColumn("txn_outcome", F.coalesce(F.col("_new"), F.col("txn_outcome"))))
+                for c in _DECISION_COLUMNS:  # the marker that decided it comes with the outcome
+                    rewritten = rewritten.withColumn(c, F.coalesce(F.col(f"_new_{c}"), F.col(c)))
+                rewritten = rewritten.select(*table_columns(table))
                 out = rewritten.unionByName(new_rows)
             out = out.repartition("offsets_partition").sortWithinPartitions(*keys)
         else:
@@ -684,7 +692,8 @@ class Warehouse:
         existing = delta.read_table_files(path, [unquote(f["path"]) for f in candidates], struct,
                                           columns=[*keys, "txn_outcome"], with_file=True)
         existing = existing.rename_columns([*keys, "_old", "_file"])
-        probe = incoming.select([*keys, "txn_outcome"]).append_column("_i", pa.array(np.arange(len(part))))
+        probe = incoming.select([*keys, "txn_outcome", *_DECISION_COLUMNS]).append_column(
+            "_i", pa.array(np.arange(len(part))))
         joined = probe.join(existing, keys, join_type="inner") if existing.num_rows else None
         matched = np.zeros(len(part), bool)
         touched, upgrades = [], None
@@ -704,10 +713,14 @@ class Warehouse:
         if touched:
             # the files with an upgraded row, rewritten whole: their other rows keep their snapshot ids
             rewritten = delta.read_table_files(path, touched_rel, struct)
-            new_outcome = upgrades.select([*keys, "txn_outcome"]).rename_columns([*keys, "_new"])
+            new_outcome = upgrades.select([*keys, "txn_outcome", *_DECISION_COLUMNS]).rename_columns(
+                [*keys, "_new", *[f"_new_{c}" for c in _DECISION_COLUMNS]])
             rewritten = rewritten.join(new_outcome, keys, join_type="left outer")
-            outcome = pc.coalesce(rewritten.column("_new"), rewritten.column("txn_outcome"))
-            rewritten = rewritten.set_column(rewritten.schema.get_field_index("txn_outcome"), "txn_outcome", outcome)
+            for c, n in (("txn_outcome", "_new"), *[(c, f"_new_{c}") for c in _DECISION_COLUMNS]):
+                if c in rewritten.column_names:  # the marker that decided it comes with the outcome
+                    at = rewritten.schema.get_field_index(c)
+                    value = pc.coalesce(rewritten.column(n).cast(rewritten.schema.field(c).type), rewritten.column(c))
+                    rewritten = rewritten.set_column(at, c, value)
             out.append(_with_contract_columns(rewritten, table))
         rows = pa.concat_tables(out).sort_by([(k, "ascending") for k in keys])
         return self._write_history(dt, snapshot_id, rows, touched)

@@ -1,0 +1,456 @@
+"""`offsetlake restore-plan`: every selected group's committed offsets at a past time, as the files
+`kafka-consumer-groups.sh --reset-offsets --from-file` reads, with the script that applies them.
+
+The offsets at TIME come from the snapshot's history, not from a new rebuild, and from the one engine: the history
+rows at or before TIME (`offset_commits`, the markers that decided its transactions, the group records
+`group_history.record_json` keeps) are turned back into the decoded records the loaders read, and replayed with
+the snapshot's semantics and a cleanup pass at TIME (`coordinator.shard`), exactly as `rebuild --until-time TIME`
+would replay the log. A history written before it kept those facts cannot be replayed: `HistoryUnavailable`.
+
+What is written (`write_restore_plan`, `restore_plan_zip`):
+
+* `<file>.csv` per group with offsets: `topic,partition,offset` lines, no header (ConsumerGroupCommand's
+  single-group `--from-file` form). `<file>` is the group id when it is a safe file name (`[A-Za-z0-9_-]` first,
+  then `[A-Za-z0-9._-]`, at most 200 characters); any other id is `%` followed by its UTF-8 bytes percent-encoded
+  (every byte outside `[A-Za-z0-9_-]`, the dot included), so `urllib.parse.unquote(name[1:])` gives it back, and
+  an id whose encoding would be longer than 200 characters is `~` and the first 32 hex digits of its SHA-256.
+  `index.json` maps every file name to its group id either way.
+* `apply.sh`: per group a `--dry-run` command, then the `--execute` one (run only with `apply.sh --execute`).
+* `README.txt`: what the plan is, and the groups the reset will refuse (members in the served snapshot), the
+  groups gone since, the partitions whose target is below the log start offset the warehouse knows, or above the
+  log end offset it knows, the groups with nothing to restore at TIME.
+"""
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import re
+import shlex
+import zipfile
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from urllib.parse import quote
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from pipelines.io.snapshots import Snapshot, SnapshotReader
+
+_SAFE_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,199}")
+_LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")  # Kafka's Topic.validate
+_MAX_STEM = 200
+_TOOL = "kafka-consumer-groups.sh"
+
+
+class HistoryUnavailable(ValueError):
+    """The snapshot's history lacks what a replay at TIME needs (written by an older version, or no history)."""
+
+
+@dataclass
+class GroupPlan:
+    group_id: str
+    file: str | None  # None: nothing to restore at TIME
+    offsets: list[tuple[str, int, int]]  # (topic, partition, committed offset at TIME), sorted
+    skipped: list[str] = field(default_factory=list)  # partitions left out of the file, and why
+    state_now: str | None = None  # in the served snapshot; None: the group does not exist there
+    members_now: int = 0
+    gone_reason: str | None = None
+    below_log_start: list[tuple[str, int, int, int]] = field(default_factory=list)  # topic, partition, target, start
+    above_log_end: list[tuple[str, int, int, int]] = field(default_factory=list)  # topic, partition, target, end
+
+    @property
+    def refused(self) -> bool:
+        """`kafka-consumer-groups --reset-offsets` resets only a group with no active members."""
+        return self.state_now is not None and self.state_now not in ("Empty", "Dead")
+
+
+@dataclass
+class RestorePlan:
+    snapshot_id: str
+    semantics: str
+    as_of_ms: int
+    groups: list[GroupPlan]
+    selection: str
+    log_start_known: bool = False
+
+    def to_json(self) -> dict:
+        return {"snapshot_id": self.snapshot_id, "semantics": self.semantics, "as_of": _iso(self.as_of_ms),
+                "selection": self.selection,
+                "groups": [{"group_id": g.group_id, "file": g.file,
+                            "offsets": [{"topic": t, "partition": p, "offset": o} for t, p, o in g.offsets],
+                            "refused": g.refused, "state_now": g.state_now, "gone": g.gone_reason,
+                            "skipped": g.skipped} for g in self.groups]}
+
+
+def parse_instant(text: str, what: str = "time") -> int:
+    """A TIME as every command takes it (`pipelines.times`: ISO-8601, UTC when no zone, or epoch milliseconds) ->
+    epoch ms. Raises ValueError (TimeFormatError) with a one-line message."""
+    from pipelines.times import parse_time_ms
+
+    return parse_time_ms(text or "", what=what)
+
+
+# ------------------------------------------------------------------------------------------------ file names
+def file_stem(group_id: str) -> str:
+    """The group's file name without `.csv` (see the module's docstring for the encoding)."""
+    if _SAFE_NAME.fullmatch(group_id):
+        return group_id
+    encoded = "%" + quote(group_id.encode("utf-8"), safe="").replace(".", "%2E").replace("~", "%7E")
+    if len(encoded) <= _MAX_STEM:
+        return encoded
+    return "~" + hashlib.sha256(group_id.encode("utf-8")).hexdigest()[:32]
+
+
+# ------------------------------------------------------------------------------------------------ the replay
+def _run_facts(snap: Snapshot) -> dict:
+    """The snapshot's replay settings: semantics, retention, expiry on or off, Kafka version (a run written before
+    the summary named the version replayed with 3.9's rules, the default then)."""
+    run = snap.run or {}
+    try:
+        summary = json.loads(run.get("summary") or "{}")
+    except (TypeError, ValueError):
+        summary = {}
+    return {"semantics": run.get("semantics") or summary.get("semantics") or "legacy",
+            "retention_minutes": int(run.get("retention_minutes") or summary.get("retention_minutes") or 10080),
+            "expiry": bool(summary.get("expiry", True)),
+            "kafka_version": str(summary.get("kafka_version") or "3.9")}
+
+
+_COMMIT_COLUMNS = ["offsets_partition", "record_offset", "group_id", "topic", "partition", "committed_offset",
+                   "commit_timestamp", "is_tombstone", "producer_id", "txn_outcome", "leader_epoch", "metadata",
+                   "record_timestamp", "expire_timestamp", "topic_id", "producer_epoch", "is_transactional",
+                   "batch_first_offset", "txn_marker_offset", "txn_marker_timestamp"]
+
+
+def _ms(column) -> pa.ChunkedArray:
+    """A timestamp column as epoch ms (int64), nulls kept."""
+    return pc.cast(pc.cast(column, pa.timestamp("ms", tz="UTC")), pa.int64())
+
+
+def _history(reader: SnapshotReader, snap: Snapshot, groups: list[str] | None) -> tuple[pa.Table, pa.Table]:
+    """(offset_commits rows, group_history rows) of the snapshot, for `groups` (None: all)."""
+    flt = None if groups is None else [("group_id", "in", groups)]
+    commits = _history_at(reader, snap, flt)
+    if commits is None:
+        raise HistoryUnavailable(f"snapshot {snap.snapshot_id!r} has no offset_commits history")
+    missing = [c for c in _COMMIT_COLUMNS if c not in commits.column_names]
+    if missing or (commits.num_rows and commits.column("batch_first_offset").null_count == commits.num_rows):
+        raise HistoryUnavailable(
+            f"snapshot {snap.snapshot_id!r}'s offset_commits history was written before restore plans "
+            "(no transaction markers in it): rebuild it with this version, or use rebuild --until-time")
+    history_flt = [("group_id", "in", groups)] if groups is not None else None
+    events = reader.snapshot_table("group_history", snap, filters=history_flt,
+                                   columns=["group_id", "record_json", "event"])
+    if groups is not None:  # the records naming topic ids are the whole run's (consumer groups' partition metadata)
+        naming = reader.snapshot_table(
+            "group_history", snap, columns=["group_id", "record_json", "event"],
+            filters=[("event", "in", ["partition_metadata", "partition_metadata_tombstone"]),
+                     ("group_id", "not in", groups)])
+        if naming is not None and events is not None:
+            events = pa.concat_tables([events, naming.cast(events.schema)])
+    if events is None:
+        events = pa.table({"group_id": pa.array([], pa.string()), "record_json": pa.array([], pa.string())})
+    if "record_json" not in events.column_names or (events.num_rows and
+                                                    events.column("record_json").null_count == events.num_rows):
+        raise HistoryUnavailable(
+            f"snapshot {snap.snapshot_id!r}'s group_history was written before restore plans (no group records "
+            "in it): rebuild it with this version, or use rebuild --until-time")
+    return commits, events
+
+
+def _history_at(reader: SnapshotReader, snap: Snapshot, filters, columns=_COMMIT_COLUMNS) -> pa.Table | None:
+    """The `offset_commits` history as the snapshot's run left it (its pinned version; the latest for a run
+    written before versions were pinned)."""
+    read = getattr(reader, "_read", None)
+    if read is not None:
+        return read("offset_commits", None, filters, columns, version=snap.version_of("offset_commits"))
+    return reader.history_table("offset_commits", filters=filters, columns=columns)
+
+
+def decoded_log(commits: pa.Table, events: pa.Table) -> pa.Table:
+    """The history rows back as the decoded records the loaders read (`schemas/decoded.py`): the offset commits,
+    one end-transaction marker per marker that decided a transaction, and the group records."""
+    from schemas.decoded import DECODED_RECORD_SCHEMA
+
+    n = commits.num_rows
+
+    def const(value, dtype, k=n):
+        return pa.repeat(pa.scalar(value, dtype), k)
+
+    c = commits
+    rows = {
+        "offsets_partition": c.column("offsets_partition"), "offset": c.column("record_offset"),
+        "batch_first_offset": c.column("batch_first_offset"), "timestamp": _ms(c.column("record_timestamp")),
+        "producer_id": c.column("producer_id"), "producer_epoch": c.column("producer_epoch"),
+        "is_transactional": c.column("is_transactional"), "is_control": const(False, pa.bool_()),
+        "record_kind": const("offset_commit", pa.string()), "key_type": const(1, pa.int16()),
+        "is_tombstone": c.column("is_tombstone"), "group_id": c.column("group_id"), "topic": c.column("topic"),
+        "partition": c.column("partition"), "committed_offset": c.column("committed_offset"),
+        "leader_epoch": pc.fill_null(c.column("leader_epoch"), -1), "metadata": c.column("metadata"),
+        "commit_timestamp": _ms(c.column("commit_timestamp")),
+        "expire_timestamp": _ms(c.column("expire_timestamp")), "topic_id": c.column("topic_id"),
+    }
+    parts = [_decoded(rows, n, DECODED_RECORD_SCHEMA)]
+    decided = c.filter(pc.is_valid(c.column("txn_marker_offset")))
+    if decided.num_rows:
+        markers = decided.group_by(["offsets_partition", "producer_id", "txn_marker_offset"]).aggregate(
+            [("txn_marker_timestamp", "max"), ("txn_outcome", "max")])
+        k = markers.num_rows
+        outcome = markers.column("txn_outcome_max")
+        parts.append(_decoded({
+            "offsets_partition": markers.column("offsets_partition"), "offset": markers.column("txn_marker_offset"),
+            "batch_first_offset": markers.column("txn_marker_offset"),
+            "timestamp": _ms(markers.column("txn_marker_timestamp_max")),
+            "producer_id": markers.column("producer_id"), "is_transactional": const(True, pa.bool_(), k),
+            "is_control": const(True, pa.bool_(), k), "record_kind": const("control", pa.string(), k),
+            # the old loader ends a transaction at any control batch, COMMIT installing it: only the outcome matters
+            "control_type": pc.if_else(pc.equal(outcome, "committed"), "COMMIT", "ABORT"),
+        }, k, DECODED_RECORD_SCHEMA))
+    records = events.column("record_json").drop_null()
+    if len(records):
+        parts.append(_read_records(records, DECODED_RECORD_SCHEMA))
+    return pa.concat_tables(parts)  # `shard.loadable` puts it in log order
+
+
+def _read_records(records, schema: pa.Schema) -> pa.Table:
+    """`record_json` values as decoded rows, parsed by Arrow's JSON reader (one line each: JSON text never holds a
+    raw line break)."""
+    from pyarrow import json as pa_json
+
+    text = pc.binary_join(pa.array([records.to_pylist()], pa.list_(pa.string())), "\n")[0].as_py()
+    table = pa_json.read_json(io.BytesIO(text.encode("utf-8")), parse_options=pa_json.ParseOptions(
+        explicit_schema=schema, unexpected_field_behavior="ignore"))
+    return pa.table([table.column(f.name).cast(f.type) if f.name in table.column_names else
+                     pa.nulls(table.num_rows, f.type) for f in schema], schema=schema)
+
+
+def _decoded(columns: dict, n: int, schema: pa.Schema) -> pa.Table:
+    return pa.table([columns[f.name].cast(f.type) if f.name in columns else pa.nulls(n, f.type) for f in schema],
+                    schema=schema)
+
+
+def offsets_at(reader: SnapshotReader, snap: Snapshot, as_of_ms: int, groups: list[str] | None = None
+               ) -> dict[str, list[tuple[str, int, int]]]:
+    """Group id -> its committed offsets at `as_of_ms` (what OffsetFetch answered then: `loaded_offsets` and
+    `empty_group_offsets` of a `rebuild --until-time` at that time), for `groups` (None: every group)."""
+    from pipelines.coordinator.expiry import ExpiryOptions
+    from pipelines.coordinator.options import ReplayOptions
+    from pipelines.coordinator.shard import load_shards, tabulate_shards
+    from pipelines.coordinator.tables import topic_names
+
+    facts = _run_facts(snap)
+    commits, events = _history(reader, snap, groups)
+    log = decoded_log(commits, events)
+    options = ReplayOptions(semantics=facts["semantics"], until_time_ms=as_of_ms, snapshot_id=snap.snapshot_id,
+                            load_time_ms=as_of_ms)
+    expiry = ExpiryOptions(as_of_ms=as_of_ms, retention_minutes=facts["retention_minutes"],
+                           semantics=facts["semantics"], kafka_version=facts["kafka_version"]) \
+        if facts["expiry"] else None
+    loaded = load_shards(log, options, history=False)
+    tables = tabulate_shards(loaded.states, options, expiry, topic_names(loaded.naming.to_pylist()))
+    wanted = None if groups is None else set(groups)
+    out: dict[str, list[tuple[str, int, int]]] = {}
+    for name in ("loaded_offsets", "empty_group_offsets"):
+        t = tables[name].select(["group_id", "topic", "partition", "committed_offset"])
+        for gid, topic, part, off in zip(*(t.column(i).to_pylist() for i in range(4))):
+            if wanted is None or gid in wanted:
+                out.setdefault(gid, []).append((topic, part, off))
+    return {g: sorted(v) for g, v in out.items()}
+
+
+# ------------------------------------------------------------------------------------------------ the plan
+def _selected(reader: SnapshotReader, snap: Snapshot, groups, group_regex, changed_since_ms) -> tuple[list | None, str]:
+    """The group ids asked for (None: every group with offsets at TIME) and the selection in words."""
+    if groups:
+        return sorted(set(groups)), "--group " + " ".join(groups)
+    if group_regex is None and changed_since_ms is None:
+        return None, "every group with committed offsets at TIME"
+    ids: set[str] = set()
+    commits = _history_at(reader, snap, None, ["group_id", "record_timestamp"])
+    events = reader.snapshot_table("group_history", snap, columns=["group_id", "record_timestamp"])
+    for t, ts in ((commits, "record_timestamp"), (events, "record_timestamp")):
+        if t is None or not t.num_rows:
+            continue
+        if changed_since_ms is not None:
+            t = t.filter(pc.fill_null(pc.greater(_ms(t.column(ts)), changed_since_ms), False))
+        ids.update(g for g in pc.unique(t.column("group_id")).to_pylist() if g is not None)
+    if group_regex is not None:
+        rx = re.compile(group_regex)
+        ids = {g for g in ids if rx.search(g)}
+    what = []
+    if group_regex is not None:
+        what.append(f"--group-regex {group_regex}")
+    if changed_since_ms is not None:
+        what.append(f"--changed-since {_iso(changed_since_ms)}")
+    return sorted(ids), " ".join(what)
+
+
+def _served_facts(reader: SnapshotReader, snap: Snapshot, ids: list[str]) -> tuple[dict, dict, dict, dict]:
+    """(live groups: id -> (state, members), gone: id -> why, log end offsets, log start offsets) of the served
+    snapshot."""
+    flt = [("group_id", "in", ids)]
+    live: dict[str, tuple[str, int]] = {}
+    t = reader.snapshot_table("loaded_groups", snap, filters=flt, columns=["group_id", "state", "member_count"])
+    for r in (t.to_pylist() if t is not None else ()):
+        live[r["group_id"]] = (r["state"], r["member_count"] or 0)
+    gone: dict[str, str] = {}
+    t = reader.snapshot_table("removed_groups", snap, filters=flt, columns=["group_id", "tombstone_timestamp"])
+    for r in (t.to_pylist() if t is not None else ()):
+        gone[r["group_id"]] = "deleted" + (f" at {r['tombstone_timestamp']:%Y-%m-%dT%H:%M:%SZ}"
+                                           if r["tombstone_timestamp"] else "")
+    t = reader.snapshot_table("expired_groups", snap, filters=flt, columns=["group_id", "reason"])
+    for r in (t.to_pylist() if t is not None else ()):
+        gone[r["group_id"]] = f"expired ({r['reason']})"
+    ends: dict[tuple[str, int], int] = {}
+    t = reader.snapshot_table("log_end_offsets", snap, columns=["topic", "partition", "log_end_offset"])
+    for r in (t.to_pylist() if t is not None else ()):
+        key = (r["topic"], r["partition"])
+        ends[key] = max(r["log_end_offset"], ends.get(key, r["log_end_offset"]))
+    starts: dict[tuple[str, int], int] = {}  # the warehouse records no data-topic log start offsets yet
+    return live, gone, ends, starts
+
+
+def restore_plan(reader: SnapshotReader, snap: Snapshot, as_of_ms: int, *, groups: list[str] | None = None,
+                 group_regex: str | None = None, changed_since_ms: int | None = None) -> RestorePlan:
+    """The plan that puts every selected group back to its committed offsets at `as_of_ms` (see the module).
+    Raises HistoryUnavailable; re.error for a bad `group_regex`."""
+    if group_regex is not None:
+        re.compile(group_regex)
+    ids, selection = _selected(reader, snap, groups, group_regex, changed_since_ms)
+    at = offsets_at(reader, snap, as_of_ms, ids)
+    ids = sorted(at) if ids is None else ids
+    live, gone, ends, starts = _served_facts(reader, snap, ids)
+    plans = []
+    for gid in ids:
+        p = GroupPlan(gid, None, [])
+        for topic, part, off in at.get(gid, ()):
+            if not _LEGAL_TOPIC.match(topic or ""):
+                p.skipped.append(f"{topic!r}-{part}: not a legal Kafka topic name")
+            elif off is None or off < 0:
+                p.skipped.append(f"{topic}-{part}: committed offset {off} cannot be reset to")
+            else:
+                p.offsets.append((topic, part, off))
+                if (topic, part) in starts and off < starts[(topic, part)]:
+                    p.below_log_start.append((topic, part, off, starts[(topic, part)]))
+                if (topic, part) in ends and off > ends[(topic, part)]:
+                    p.above_log_end.append((topic, part, off, ends[(topic, part)]))
+        if p.offsets:
+            p.file = file_stem(gid) + ".csv"
+        if gid in live:
+            p.state_now, p.members_now = live[gid]
+        else:
+            p.gone_reason = gone.get(gid, "not in the snapshot")
+        plans.append(p)
+    facts = _run_facts(snap)
+    return RestorePlan(snap.snapshot_id, facts["semantics"], as_of_ms, plans, selection, bool(starts))
+
+
+def _iso(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def plan_files(plan: RestorePlan) -> dict[str, str]:
+    """File name -> text of every file of the plan."""
+    files: dict[str, str] = {}
+    index: dict[str, str] = {}
+    for g in plan.groups:
+        if g.file is None:
+            continue
+        files[g.file] = "".join(f"{t},{p},{o}\n" for t, p, o in g.offsets)
+        index[g.file] = g.group_id
+    files["index.json"] = json.dumps(index, ensure_ascii=False, indent=2, sort_keys=True) + "\n"
+    files["apply.sh"] = _apply_sh(plan)
+    files["README.txt"] = _readme(plan)
+    return files
+
+
+def _apply_sh(plan: RestorePlan) -> str:
+    lines = [
+        "#!/bin/sh",
+        f"# offsetlake restore-plan: groups of snapshot {plan.snapshot_id} back to their committed offsets at "
+        f"{_iso(plan.as_of_ms)}.",
+        "# Usage: BOOTSTRAP=host:9092 sh apply.sh [--dry-run|--execute]   (default --dry-run: nothing changes)",
+        "# --execute runs each group's --dry-run, then its --execute. Read README.txt first.",
+        "set -eu",
+        ': "${BOOTSTRAP:?set BOOTSTRAP to the bootstrap servers of the cluster}"',
+        'KAFKA_CONSUMER_GROUPS="${KAFKA_CONSUMER_GROUPS:-' + _TOOL + '}"',
+        'MODE="${1:---dry-run}"',
+        'case "$MODE" in --dry-run|--execute) ;; *) echo "usage: apply.sh [--dry-run|--execute]" >&2; exit 2;; esac',
+        'HERE="$(cd "$(dirname "$0")" && pwd)"',
+        "",
+    ]
+    for g in plan.groups:
+        if g.file is None:
+            continue
+        base = (f'"$KAFKA_CONSUMER_GROUPS" --bootstrap-server "$BOOTSTRAP" --group {shlex.quote(g.group_id)} '
+                f'--reset-offsets --from-file "$HERE"/{shlex.quote(g.file)}')
+        note = " (refused while it has members: see README.txt)" if g.refused else ""
+        lines.append(f"# {json.dumps(g.group_id, ensure_ascii=False)}: {len(g.offsets)} partitions{note}")
+        lines.append(f"{base} --dry-run")
+        lines.append(f'if [ "$MODE" = --execute ]; then {base} --execute; fi')
+    return "\n".join(lines) + "\n"
+
+
+def _readme(plan: RestorePlan) -> str:
+    with_file = [g for g in plan.groups if g.file]
+    out = [
+        f"Restore plan: committed offsets at {_iso(plan.as_of_ms)}",
+        f"snapshot {plan.snapshot_id} ({plan.semantics} semantics), groups: {plan.selection}",
+        f"{len(with_file)} groups, {sum(len(g.offsets) for g in with_file)} partitions; "
+        "index.json maps each file to its group id.",
+        "",
+        "Apply: review this file, then  BOOTSTRAP=host:9092 sh apply.sh --dry-run  and, when the dry run shows",
+        "what you expect,  sh apply.sh --execute . kafka-consumer-groups resets only groups without active members:",
+        "stop their consumers first.",
+        "",
+    ]
+
+    def section(title: str, items: list[str]) -> None:
+        out.append(f"{title}: {len(items) or 'none'}")
+        out.extend(f"  {i}" for i in items)
+        out.append("")
+
+    def name(g: GroupPlan) -> str:
+        return json.dumps(g.group_id, ensure_ascii=False) + (f" ({g.file})" if g.file else "")
+
+    section("REFUSED by the reset while they have active members (in the served snapshot)",
+            [f"{name(g)}: {g.state_now}, {g.members_now} members" for g in plan.groups if g.refused and g.file])
+    section("GONE: groups that no longer exist in the served snapshot (the reset creates their offsets again)",
+            [f"{name(g)}: {g.gone_reason}" for g in plan.groups if g.state_now is None and g.file])
+    below = [f"{name(g)} {t}-{p}: target {o} < log start {s}" for g in plan.groups for t, p, o, s in g.below_log_start]
+    if plan.log_start_known:
+        section("BELOW LOG START: targets the broker no longer holds (the consumer resets per auto.offset.reset)",
+                below)
+    else:
+        out += ["BELOW LOG START: not checked: the warehouse knows no data-topic log start offsets; check with",
+                "  kafka-get-offsets.sh --bootstrap-server $BOOTSTRAP --time -2 before --execute", ""]
+    section("ABOVE LOG END: targets past the log end offset the snapshot knows (the reset clamps them)",
+            [f"{name(g)} {t}-{p}: target {o} > log end {e}" for g in plan.groups for t, p, o, e in g.above_log_end])
+    section("NOTHING TO RESTORE: selected groups with no committed offset at that time (no file)",
+            [name(g) for g in plan.groups if not g.file])
+    section("LEFT OUT of the files", [f"{name(g)} {s}" for g in plan.groups for s in g.skipped])
+    return "\n".join(out)
+
+
+def write_restore_plan(plan: RestorePlan, out_dir) -> Path:
+    """The plan's files in `out_dir` (created; files of the same names replaced); returns the directory."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    for name, text in plan_files(plan).items():
+        (out / name).write_text(text, encoding="utf-8")
+    (out / "apply.sh").chmod(0o755)
+    return out
+
+
+def restore_plan_zip(plan: RestorePlan) -> bytes:
+    """The plan's files as one zip (`restore-plan/<file>`), apply.sh executable."""
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
+        for name, text in plan_files(plan).items():
+            info = zipfile.ZipInfo(f"restore-plan/{name}", date_time=(1980, 1, 1, 0, 0, 0))
+            info.external_attr = (0o100755 if name == "apply.sh" else 0o100644) << 16
+            info.compress_type = zipfile.ZIP_DEFLATED
+            z.writestr(info, text.encode("utf-8"))
+    return buf.getvalue()

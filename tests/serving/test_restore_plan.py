@@ -1,0 +1,422 @@
+"""`offsetlake restore-plan`: the committed offsets at a past time, from the snapshot's history.
+
+Against three references: the engine's own replay of the log cut at the same time (what `rebuild --until-time`
+runs for a small input, in-process), real `rebuild --until-time` snapshots written by the CLI, and the clients'
+own record of what they committed (`timeline.tsv` of every broker scenario). The warehouses are real rebuilds
+(one per broker scenario, one per semantics of a generated sample), made once per module.
+"""
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import shlex
+import stat
+import subprocess
+import zipfile
+from pathlib import Path
+from types import SimpleNamespace
+from urllib.parse import unquote
+
+import pytest
+from click.testing import CliRunner
+
+from tests.test_what_if import cli_rebuild
+
+pytestmark = pytest.mark.spark
+
+SCENARIOS = [
+    "classic-basic", "compacted", "compression-gzip", "compression-lz4", "compression-snappy", "compression-zstd",
+    "deletes", "expiry", "kip848", "many-groups", "simple-consumers", "transactions",
+]
+
+
+def _ms(v) -> int | None:
+    if v is None:
+        return None
+    return int(v.timestamp() * 1000) if hasattr(v, "timestamp") else int(v)
+
+
+def _offsets(tables: dict) -> dict[str, set]:
+    """group -> {(topic, partition, offset)} of `loaded_offsets` and `empty_group_offsets` (what OffsetFetch gives)."""
+    out: dict[str, set] = {}
+    for name in ("loaded_offsets", "empty_group_offsets"):
+        rows = tables[name].to_pylist() if hasattr(tables[name], "to_pylist") else tables[name]
+        for r in rows:
+            out.setdefault(r["group_id"], set()).add((r["topic"], r["partition"], r["committed_offset"]))
+    return out
+
+
+def _plan_offsets(plan_at: dict) -> dict[str, set]:
+    return {g: set(v) for g, v in plan_at.items()}
+
+
+def _cut_replay(rows, semantics: str, t: int, retention: int = 10080) -> dict[str, set]:
+    """The engine over the log cut at `t`, expired at `t`: what `rebuild --until-time t` computes."""
+    from pipelines.coordinator.expiry import ExpiryOptions
+    from pipelines.coordinator.options import ReplayOptions
+    from pipelines.coordinator.shard import replay_rows
+
+    options = ReplayOptions(semantics=semantics, until_time_ms=t, snapshot_id="cut", load_time_ms=t)
+    expiry = ExpiryOptions(as_of_ms=t, retention_minutes=retention, semantics=semantics)
+    return _offsets(replay_rows(rows, options, expiry))
+
+
+def _times(rows, n: int = 30) -> list[int]:
+    """Moments across the log: `n` record timestamps spread evenly, each also 1 ms before (a record and its
+    marker on either side of the cut), and every transaction marker's time and the ms before it."""
+    ts = sorted({r["timestamp"] for r in rows if r.get("timestamp") is not None and r["timestamp"] >= 0})
+    picked = set(ts[:: max(1, len(ts) // n)]) | {ts[0], ts[-1]}
+    markers = sorted({r["timestamp"] for r in rows if r.get("record_kind") == "control" and r.get("timestamp")})
+    picked |= set(markers[:: max(1, len(markers) // n)])
+    late = {ts[-1] + d for d in (30_000, 61_000, 90_000, 600_000, 3_600_000, 7 * 86_400_000 + 1)}  # expiry's clock
+    return sorted(picked | {t - 1 for t in picked} | late)
+
+
+@pytest.fixture(scope="module")
+def broker(spark, brokerdata, tmp_path_factory):
+    """scenario -> (warehouse, decoded rows): each scenario rebuilt with `--semantics modern` into its own
+    warehouse (the history tables are per warehouse)."""
+    from pipelines.decoding.reader import iter_decoded_rows
+
+    tmp = tmp_path_factory.mktemp("restore-broker")
+    out = {}
+    for s in SCENARIOS:
+        data = brokerdata / s / "data"
+        wh = tmp / s
+        rc, summary = cli_rebuild(wh, [data], "base", "--semantics", "modern")
+        assert rc == 0, summary
+        out[s] = SimpleNamespace(wh=wh, rows=list(iter_decoded_rows([data])), dir=brokerdata / s)
+    return out
+
+
+def _plan_at(wh: Path, t: int, groups=None, snapshot: str = "base") -> dict[str, list]:
+    from pipelines.io.snapshots import DeltaWarehouseReader
+    from pipelines.serving.restore_plan import offsets_at
+
+    reader = DeltaWarehouseReader(wh)
+    return offsets_at(reader, reader.snapshot(snapshot), t, groups)
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_plan_is_the_until_time_replay_at_every_moment_of_every_broker_scenario(broker, scenario):
+    b = broker[scenario]
+    times = _times(b.rows)
+    assert len(times) >= 20
+    for t in times:
+        expected = _cut_replay(b.rows, "modern", t)
+        assert _plan_offsets(_plan_at(b.wh, t)) == expected, (scenario, t)
+
+
+# ------------------------------------------------------------------------------------------ timeline ground truth
+_ENTRY = re.compile(r"(?P<topic>[A-Za-z0-9._-]+)\[(?P<p>\d+)\]@(?P<off>-?\d+)(?:/e-?\d+)?(?:/md='.*?')?(?=,[A-Za-z0-9._-]+\[|$| ->)")
+#: a worker's synchronous commit and what it committed (`commit(async)` issued lines are not results)
+_WORKER_COMMIT = re.compile(r"^\[(?P<group>\S+) worker\] \S+: commit\((?:sync|offsets\+metadata|message=[^)]*)\) -> (?P<e>.+)$")
+#: a client's own commit call, answered ok (simple consumers), or a plain commit beside transactions
+_CLIENT_COMMIT = re.compile(r"^(?:\[\S+ worker\] )?(?P<group>[A-Za-z0-9._-]+)(?: [^:]*)?: (?:plain )?commit (?P<e>\S.*?)(?: -> ok)?$")
+
+
+def timeline_commits(scenario_dir: Path, known_groups: set[str]) -> list[tuple[int, str, str, int, int]]:
+    """(epoch ms, group, topic, partition, offset) of every commit the timeline records as done, in time order.
+    A line counts when it is a synchronous commit's result (or a commit answered ok) of a group the broker knows;
+    `@-1001`-style entries (no offset for that partition) are left out, as are async commits, failures and
+    transactional commits (the timeline does not say which offsets a transaction held when it committed)."""
+    out = []
+    events = []
+    for line in (scenario_dir / "timeline.tsv").read_text(encoding="utf-8").splitlines():
+        parts = line.split("\t", 2)
+        if len(parts) == 3 and parts[0].isdigit():
+            events.append((int(parts[0]), parts[2]))
+    for i, (ms, event) in enumerate(events):
+        m = _WORKER_COMMIT.match(event) or _CLIENT_COMMIT.match(event)
+        if not m or m.group("group") not in known_groups or "fail" in event.lower() or "error" in event.lower():
+            continue
+        group = m.group("group")
+        # A commit's record is written before its line is logged, so it is in the log at the line's time; the
+        # group's next commit may be written in that same millisecond, though: a moment counts only when the
+        # next line about the group comes clearly later.
+        word = re.compile(r"(?<![A-Za-z0-9._-])" + re.escape(group) + r"(?![A-Za-z0-9._-])")
+        after = next((t for t, e in events[i + 1:] if word.search(e)), None)
+        if after is not None and after - ms < QUIET_MS:
+            continue
+        for e in _ENTRY.finditer(m.group("e")):
+            off = int(e.group("off"))
+            if off >= 0:
+                out.append((ms, group, e.group("topic"), int(e.group("p")), off))
+    return out
+
+
+#: how much later the group's next event must come for a logged commit's moment to be unambiguous
+QUIET_MS = 100
+
+
+def _known_groups(scenario_dir: Path) -> set[str]:
+    return set(json.loads((scenario_dir / "expected_state.json").read_text())["summary"])
+
+
+def _async_groups(scenario_dir: Path) -> set[str]:
+    """Groups that also commit asynchronously: which commit was last at a moment is not in the timeline."""
+    text = (scenario_dir / "timeline.tsv").read_text(encoding="utf-8")
+    return set(re.findall(r"\[(\S+) worker\] \S+: commit\(async\)", text))
+
+
+#: Scenarios whose timeline gives no unambiguous moment: many-groups commits through raw requests and child
+#: processes, never logged with offsets; transactions logs each plain commit within milliseconds of the group's
+#: transactional ones (its SCENARIO.md values are checked in test_transactions_scenario_against_a_real_until_time_
+#: snapshot); compacted's cleaner removed the commits that later ones and the groups' deletion overwrote, so the log
+#: no longer holds what the clients committed then (its until-time equality is tested above).
+NO_TIMELINE_MOMENTS = ("many-groups", "transactions", "compacted")
+
+
+@pytest.mark.parametrize("scenario", [s for s in SCENARIOS if s not in NO_TIMELINE_MOMENTS])
+def test_plan_gives_what_the_clients_had_committed(broker, scenario):
+    b = broker[scenario]
+    commits = [c for c in timeline_commits(b.dir, _known_groups(b.dir)) if c[1] not in _async_groups(b.dir)]
+    assert commits, f"no commit parsed from {scenario}'s timeline"
+    checked = 0
+    # the moment of each logged commit: the client has its answer, the next commit has not been made
+    by_moment: dict[tuple[int, str], list] = {}
+    for ms, g, topic, p, off in commits:
+        by_moment.setdefault((ms, g), []).append((topic, p, off))
+    moments = sorted(by_moment)
+    for ms, g in moments[:: max(1, len(moments) // 25)]:
+        plan = {(t, p): o for t, p, o in _plan_at(b.wh, ms, [g]).get(g, [])}
+        for topic, p, off in by_moment[(ms, g)]:
+            assert plan.get((topic, p)) == off, (scenario, ms, g, topic, p, off)
+            checked += 1
+    assert checked >= 1
+
+
+# ------------------------------------------------------------------------------------------ generated logs
+@pytest.fixture(scope="module", params=["legacy", "modern"])
+def sampled(request, spark, tmp_path_factory):
+    """A generated log (transactions committed, aborted and open, tombstones, deletions, KIP-848 groups) rebuilt
+    with a 1-minute retention, so expiry takes offsets at some moments; plus two real `--until-time` what-if
+    snapshots of it."""
+    from jobs.cli import main
+    from pipelines.decoding.reader import iter_decoded_rows
+
+    semantics = request.param
+    tmp = tmp_path_factory.mktemp(f"restore-{semantics}")
+    dump = tmp / "dump"
+    r = CliRunner().invoke(main, ["sample", str(dump), "--records", "4000", "--groups", "40", "--partitions", "5",
+                                  "--seed", "7"], catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    rows = list(iter_decoded_rows([dump]))
+    wh = tmp / "wh"
+    common = ["--semantics", semantics, "--retention-minutes", "1"]
+    rc, summary = cli_rebuild(wh, [dump], "base", *common)
+    assert rc == 0, summary
+    times = _times(rows, 15)
+    cuts = [times[len(times) // 3], times[2 * len(times) // 3]]
+    for i, t in enumerate(cuts):
+        rc, summary = cli_rebuild(wh, [dump], f"cut{i}", *common, "--until-time", str(_iso(t)))
+        assert rc == 0, summary
+    return SimpleNamespace(semantics=semantics, dump=dump, rows=rows, wh=wh, times=times, cuts=cuts)
+
+
+def _iso(ms: int) -> str:
+    from pipelines.serving.restore_plan import _iso as iso
+
+    return iso(ms)
+
+
+def test_plan_is_the_until_time_replay_on_generated_logs(sampled):
+    kinds = {(r["record_kind"], r.get("is_tombstone")) for r in sampled.rows}
+    assert ("control", None) in kinds or ("control", False) in kinds
+    assert ("offset_commit", True) in kinds and ("group_metadata", True) in kinds
+    expired_somewhere = False
+    for t in sampled.times:
+        expected = _cut_replay(sampled.rows, sampled.semantics, t, retention=1)
+        assert _plan_offsets(_plan_at(sampled.wh, t)) == expected, (sampled.semantics, t)
+        unexpired = _cut_replay(sampled.rows, sampled.semantics, t, retention=10**9)
+        expired_somewhere |= expected != unexpired
+    assert expired_somewhere  # expiry did take offsets at some of the moments
+
+
+def test_plan_equals_real_until_time_snapshots(sampled):
+    from pipelines.io.snapshots import DeltaWarehouseReader
+
+    reader = DeltaWarehouseReader(sampled.wh)
+    for i, t in enumerate(sampled.cuts):
+        snap = reader.snapshot(f"cut{i}")
+        rebuilt = _offsets({n: reader.snapshot_table(n, snap) for n in ("loaded_offsets", "empty_group_offsets")})
+        assert rebuilt, "the what-if snapshot has offsets"
+        assert _plan_offsets(_plan_at(sampled.wh, t)) == rebuilt
+
+
+def test_transactions_scenario_against_a_real_until_time_snapshot(broker):
+    """tests/test_what_if.py's moment: two transactional commits written, their markers not yet."""
+    from pipelines.io.snapshots import DeltaWarehouseReader
+    from pipelines.serving.restore_plan import parse_instant
+    from tests.test_what_if import CUT
+
+    b = broker["transactions"]
+    rc, summary = cli_rebuild(b.wh, [b.dir / "data"], "cut", "--semantics", "modern", "--until-time", CUT)
+    assert rc == 0, summary
+    reader = DeltaWarehouseReader(b.wh)
+    rebuilt = _offsets({n: reader.snapshot_table(n, reader.snapshot("cut"))
+                        for n in ("loaded_offsets", "empty_group_offsets")})
+    t = parse_instant(CUT)
+    assert _plan_offsets(_plan_at(b.wh, t)) == rebuilt
+    # a moment after both markers: the transactions' offsets are committed (SCENARIO.md: tx-in[0]@70)
+    later = {(tp, p): o for tp, p, o in _plan_at(b.wh, t + 1000, ["tx-g1"])["tx-g1"]}
+    now = {(tp, p): o for tp, p, o in _plan_at(b.wh, t, ["tx-g1"])["tx-g1"]}
+    assert later[("tx-in", 0)] == 70 and now[("tx-in", 0)] != 70
+
+
+# ------------------------------------------------------------------------------------------ the files and the CLI
+def _cli(*args):
+    from jobs.cli import main
+
+    return CliRunner().invoke(main, ["restore-plan", *args], catch_exceptions=False)
+
+
+def test_cli_writes_the_files_and_apply_sh_runs_them(broker, tmp_path):
+    from pipelines.serving.restore_plan import file_stem
+
+    b = broker["deletes"]
+    t = _times(b.rows)[-1]
+    out = tmp_path / "plan"
+    r = _cli("--warehouse", str(b.wh), "--as-of", str(t), "--out", str(out))
+    assert r.exit_code == 0, r.output
+    index = json.loads((out / "index.json").read_text())
+    expected = _cut_replay(b.rows, "modern", t)
+    assert set(index.values()) == {g for g, o in expected.items() if o}
+    for name, gid in index.items():
+        assert name == file_stem(gid) + ".csv"
+        rows = [line.split(",") for line in (out / name).read_text().splitlines()]
+        assert {(tp, int(p), int(o)) for tp, p, o in rows} == expected[gid]
+    readme = (out / "README.txt").read_text()
+    assert "REFUSED" in readme and "GONE" in readme and "BELOW LOG START" in readme
+    # apply.sh: a dry run per group, then (--execute) the execute, with the group ids and files as given
+    fake = tmp_path / "bin" / "kafka-consumer-groups.sh"
+    fake.parent.mkdir()
+    log = tmp_path / "calls"
+    fake.write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" >> {shlex.quote(str(log))}\nprintf -- "--\\n" >> {shlex.quote(str(log))}\n')
+    fake.chmod(0o755)
+    env = {**os.environ, "PATH": f"{fake.parent}:{os.environ['PATH']}", "BOOTSTRAP": "broker:9092"}
+    assert subprocess.run(["sh", str(out / "apply.sh")], env={k: v for k, v in env.items() if k != "BOOTSTRAP"},
+                          capture_output=True).returncode != 0  # BOOTSTRAP is required
+    subprocess.run(["sh", str(out / "apply.sh"), "--execute"], env=env, check=True, cwd=tmp_path)
+    calls = [c.strip("\n").split("\n") for c in log.read_text().split("--\n") if c.strip()]
+    assert len(calls) == 2 * len(index)
+    for dry, execute in zip(calls[::2], calls[1::2]):
+        assert dry[-1] == "--dry-run" and execute[-1] == "--execute" and dry[:-1] == execute[:-1]
+        group, plan_file = dry[dry.index("--group") + 1], dry[dry.index("--from-file") + 1]
+        assert dry[dry.index("--bootstrap-server") + 1] == "broker:9092"
+        assert index[Path(plan_file).name] == group and Path(plan_file).is_file()
+
+
+def test_group_ids_are_file_names_reversibly():
+    from pipelines.serving.restore_plan import file_stem
+
+    ids = ["orders", "a.b-c_d", ".hidden", "..", "", "a/b", "x y", "métadonnées", "😀", "%41", "~x", "a" * 300,
+           "$(rm -rf /)", "it's", "CON", "-n"]
+    stems = [file_stem(g) for g in ids]
+    assert len(set(stems)) == len(ids)
+    for g, s in zip(ids, stems):
+        assert re.fullmatch(r"[A-Za-z0-9._%~-]{1,200}", s) and not s.startswith(".")
+        if s.startswith("%"):
+            assert unquote(s[1:]) == g
+        elif not s.startswith("~"):
+            assert s == g
+
+
+def test_hostile_group_ids_reach_kafka_as_they_are(tmp_path):
+    """apply.sh quotes every id: the shell hands the tool exactly the group id, whatever it holds."""
+    from pipelines.serving.restore_plan import GroupPlan, RestorePlan, file_stem, write_restore_plan
+
+    ids = ["$(touch pwned)", "it's", 'a"b', "x y\tz", "`id`", "-n", "line\nbreak", "日本"]
+    plan = RestorePlan("s", "modern", 0, [GroupPlan(g, file_stem(g) + ".csv", [("t", 0, 5)], state_now="Empty")
+                                          for g in ids], "--group …")
+    out = write_restore_plan(plan, tmp_path / "plan")
+    assert stat.S_IMODE((out / "apply.sh").stat().st_mode) & 0o100
+    fake = tmp_path / "kcg"
+    fake.write_text('#!/bin/sh\nfor a in "$@"; do printf "%s\\0" "$a"; done\nprintf "\\n\\0"\n')
+    fake.chmod(0o755)
+    env = {**os.environ, "BOOTSTRAP": "b:1", "KAFKA_CONSUMER_GROUPS": str(fake)}
+    got = subprocess.run(["sh", str(out / "apply.sh")], env=env, capture_output=True, cwd=tmp_path, check=True).stdout
+    calls = [c.strip("\0").split("\0") for c in got.decode().split("\n\0") if c.strip("\0")]
+    assert [c[c.index("--group") + 1] for c in calls] == ids
+    assert not (tmp_path / "pwned").exists()
+
+
+def test_zip_holds_the_same_files(broker, tmp_path):
+    from pipelines.io.snapshots import DeltaWarehouseReader
+    from pipelines.serving.restore_plan import plan_files, restore_plan, restore_plan_zip
+
+    b = broker["kip848"]
+    reader = DeltaWarehouseReader(b.wh)
+    plan = restore_plan(reader, reader.snapshot("base"), _times(b.rows)[-1])
+    z = zipfile.ZipFile(io.BytesIO(restore_plan_zip(plan)))
+    files = plan_files(plan)
+    assert {n.removeprefix("restore-plan/") for n in z.namelist()} == set(files)
+    for name, text in files.items():
+        assert z.read(f"restore-plan/{name}").decode() == text
+    assert (z.getinfo("restore-plan/apply.sh").external_attr >> 16) & 0o111
+
+
+def test_selection_and_flags(broker, tmp_path):
+    """--group, --group-regex, --changed-since select; README.txt flags the groups deleted since and the
+    groups with members (the reset refuses them)."""
+    from pipelines.io.snapshots import DeltaWarehouseReader
+    from pipelines.serving.restore_plan import restore_plan
+
+    b = broker["deletes"]
+    reader = DeltaWarehouseReader(b.wh)
+    snap = reader.snapshot("base")
+    removed = {r["group_id"] for r in reader.snapshot_table("removed_groups", snap).to_pylist()}
+    live = {r["group_id"]: r for r in reader.snapshot_table("loaded_groups", snap).to_pylist()}
+    times = _times(b.rows)
+    # the earliest moment at which a since-deleted group had offsets
+    plans = ((t, restore_plan(reader, snap, t)) for t in times)
+    t, plan = next((t, p) for t, p in plans if any(g.state_now is None and g.file for g in p.groups))
+    for g in plan.groups:
+        if g.group_id in removed and g.group_id not in live:
+            assert g.state_now is None and g.gone_reason.startswith("deleted")
+        if g.group_id in live:
+            assert g.refused == (live[g.group_id]["member_count"] > 0)
+    some = sorted(g.group_id for g in plan.groups if g.file)[:2]
+    assert [g.group_id for g in restore_plan(reader, snap, t, groups=some).groups] == some
+    rx = restore_plan(reader, snap, t, group_regex="^dl-re")
+    assert rx.groups and all(g.group_id.startswith("dl-re") for g in rx.groups)
+    late = restore_plan(reader, snap, t, changed_since_ms=times[-3])
+    every = restore_plan(reader, snap, t, changed_since_ms=0)
+    assert {g.group_id for g in late.groups} < {g.group_id for g in every.groups}
+
+
+def test_bad_input_is_one_line_and_exit_2(broker, tmp_path):
+    wh = str(broker["transactions"].wh)
+    for args in (["--as-of", "yesterday"], ["--as-of", "1", "--group-regex", "("],
+                 ["--as-of", "1", "--changed-since", "soon"], ["--as-of", "1", "--snapshot", "nope"],
+                 ["--as-of", "1", "--group", "a", "--group-regex", "a"]):
+        r = _cli("--warehouse", wh, "--out", str(tmp_path / "o"), *args)
+        assert r.exit_code == 2, (args, r.output)
+        assert "Traceback" not in r.output and len(r.stderr.strip().splitlines()) <= 3, r.output
+    r = _cli("--warehouse", str(tmp_path / "none"), "--as-of", "1", "--out", str(tmp_path / "o"))
+    assert r.exit_code == 2 and "Traceback" not in r.output
+
+
+def test_api_route_serves_the_plan(broker):
+    from fastapi.testclient import TestClient
+
+    from jobs.api import create_app
+    from pipelines.io.snapshots import DeltaWarehouseReader
+
+    b = broker["transactions"]
+    reader = DeltaWarehouseReader(b.wh)
+    t = _times(b.rows)[-1]
+    with TestClient(create_app(reader)) as client:
+        r = client.get("/restore-plan.zip", params={"as_of": _iso(t), "group": ["tx-g1"], "snapshot": "base"})
+        assert r.status_code == 200 and r.headers["content-type"] == "application/zip"
+        z = zipfile.ZipFile(io.BytesIO(r.content))
+        assert json.loads(z.read("restore-plan/index.json")) == {"tx-g1.csv": "tx-g1"}
+        lines = z.read("restore-plan/tx-g1.csv").decode().splitlines()
+        assert {tuple(x.split(",")) for x in lines} == {(tp, str(p), str(o)) for tp, p, o in
+                                                        _cut_replay(b.rows, "modern", t)["tx-g1"]}
+        assert client.get("/restore-plan.zip", params={"as_of": str(t)}).status_code == 200  # epoch ms too
+        assert client.get("/restore-plan.zip", params={"as_of": "nope"}).status_code == 400
+        assert client.get("/restore-plan.zip", params={"as_of": str(t), "group_regex": "("}).status_code == 400
+        assert client.get("/restore-plan.zip", params={"as_of": str(t), "snapshot": "nope"}).status_code == 404
