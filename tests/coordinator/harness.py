@@ -80,6 +80,8 @@ def by_partition(tables: dict[str, list[dict]]) -> dict[int, dict[str, list[dict
 
 def canon(rows: list[dict]) -> list[tuple]:
     def norm(v):
+        if isinstance(v, dict):  # a struct in hand (its fields in schema order) is a Row collected from Spark
+            return tuple(norm(x) for x in v.values())
         if isinstance(v, (list, tuple)):
             return tuple(norm(x) for x in v)
         return v
