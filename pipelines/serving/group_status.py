@@ -33,6 +33,7 @@ from datetime import datetime, timezone
 
 from pipelines.io.snapshots import Snapshot, SnapshotReader
 from pipelines.serving.index import SnapshotIndex, consumer_lag
+from pipelines.serving.overview import epoch_seconds
 
 __all__ = ["INTERVALS", "MIN_DISTANCE_SECONDS", "STATUSES", "Commit", "GroupStatus", "PartitionStatus",
            "evaluate_groups", "group_status", "partition_status", "ranked", "status_counts", "summary", "window"]
@@ -167,14 +168,6 @@ def group_status(group_id: str, partitions: list[PartitionStatus]) -> GroupStatu
     return GroupStatus(group_id, worst, partitions)
 
 
-def _epoch(t: datetime | None) -> float | None:
-    if t is None:
-        return None
-    if t.tzinfo is None:
-        t = t.replace(tzinfo=timezone.utc)
-    return t.timestamp()
-
-
 def _iso(seconds: float) -> str:
     return datetime.fromtimestamp(seconds, timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
@@ -221,9 +214,9 @@ def _observations(reader: SnapshotReader, snaps: list[Snapshot], served: Snapsho
                   leo: dict[tuple[str, int], int]) -> dict[tuple[str, int], list[tuple[float, int]]]:
     """(topic, partition) -> end offsets observed, (epoch seconds, end offset), oldest first: the served snapshot's
     (at its observed_at, else its as_of) and those of the readable scheduled snapshots finished before it."""
-    upto = _epoch(served.finished_at) or 0.0
+    upto = epoch_seconds(served.finished_at) or 0.0
     earlier = {s.snapshot_id: s for s in snaps if s.is_default_candidate and s.snapshot_id != served.snapshot_id
-               and (_epoch(s.finished_at) or 0.0) <= upto}
+               and (epoch_seconds(s.finished_at) or 0.0) <= upto}
     out: dict[tuple[str, int], list[tuple[float, int]]] = {}
     if earlier and leo:
         t = reader.history_table("log_end_offsets", columns=["snapshot_id", "topic", "partition", "log_end_offset",
@@ -233,10 +226,10 @@ def _observations(reader: SnapshotReader, snaps: list[Snapshot], served: Snapsho
 
             for sid, tp, p, e, seen in zip(*(column_values(t.column(c)) for c in t.column_names)):
                 if sid in earlier and (tp, p) in leo and e is not None and seen is not None:
-                    out.setdefault((tp, p), []).append((_epoch(seen), e))
+                    out.setdefault((tp, p), []).append((epoch_seconds(seen), e))
     now_seen = _served_observed_at(reader, served)
     for key, e in leo.items():
-        seen = now_seen.get(key) if now_seen.get(key) is not None else _epoch(served.as_of)
+        seen = now_seen.get(key) if now_seen.get(key) is not None else epoch_seconds(served.as_of)
         if seen is not None and e is not None:
             out.setdefault(key, []).append((seen, e))
     for v in out.values():
@@ -250,7 +243,7 @@ def _served_observed_at(reader: SnapshotReader, served: Snapshot) -> dict[tuple[
     t = reader.snapshot_table("log_end_offsets", served, columns=["topic", "partition", "observed_at"])
     if t is None or t.num_rows == 0:
         return {}
-    return {(tp, p): _epoch(seen) for tp, p, seen in zip(*(column_values(t.column(c)) for c in t.column_names))}
+    return {(tp, p): epoch_seconds(seen) for tp, p, seen in zip(*(column_values(t.column(c)) for c in t.column_names))}
 
 
 def _attach_lags(slots: list[Commit], seen: list[tuple[float, int]]) -> None:
@@ -274,7 +267,7 @@ def evaluate_groups(reader: SnapshotReader, idx: SnapshotIndex, snaps: list[Snap
     leo = idx.end_offsets
     history = _recent_commits(reader, served.as_of)
     seen = _observations(reader, snaps, served, leo)
-    now = _epoch(served.as_of)
+    now = epoch_seconds(served.as_of)
     per_group: dict[str, list[PartitionStatus]] = {}
     for g, tp, p, c in zip(t.column("group_id").to_pylist(), t.column("topic").to_pylist(),
                            t.column("partition").to_pylist(), t.column("committed_offset").to_pylist()):
