@@ -158,9 +158,10 @@ def _get(url: str) -> str:
     return urllib.request.urlopen(url, timeout=30).read().decode()
 
 
-# When each run started and finished, how long it took and what it read from: the two rebuilds ran at different
+# When each run started and finished, how long it took, what it read from and when it saw the end offsets (the
+# files' times): the two rebuilds ran at different
 # times from different places, everything else must agree.
-_WHEN_AND_WHERE = {"started_at", "finished_at", "summary", "inputs", "seconds"}
+_WHEN_AND_WHERE = {"started_at", "finished_at", "summary", "inputs", "seconds", "observed_at"}
 
 
 def _same_story(value):
