@@ -53,11 +53,13 @@ def contract_rows(table: str, n: int = 3, salt: int = 0, snapshot_id: str | None
 
 
 def offset_commit_rows(records: list[tuple[int, int, str | None]], salt: int = 0) -> list[tuple]:
-    """offset_commits rows for (offsets_partition, record_offset, txn_outcome) triples."""
+    """offset_commits rows for (offsets_partition, record_offset, txn_outcome) triples (the columns a replay at
+    any time needs, after the first fourteen, left null)."""
     out = []
+    rest = (None,) * (len(columns("offset_commits")) - 14)
     for part, off, outcome in records:
         out.append((part, off, f"g{part}", "orders", off % 3, off * 10, BASE_TIME + dt.timedelta(seconds=off),
-                    False, 7 if outcome else -1, outcome, 1, f"m-{salt}", BASE_TIME, None))
+                    False, 7 if outcome else -1, outcome, 1, f"m-{salt}", BASE_TIME, None, *rest))
     return out
 
 
@@ -98,17 +100,27 @@ def normalized(table: pa.Table | list[dict], names: list[str] | None = None) -> 
     return sorted(out, key=lambda r: json.dumps(r, sort_keys=True, default=str))
 
 
+def _as_read(data_type, v):
+    """A test value as the readers give it back: structs as dicts (nested ones too), maps as sorted pairs."""
+    if v is None:
+        return None
+    t = data_type.typeName()
+    if t == "array":
+        return [_as_read(data_type.elementType, e) for e in v]
+    if t == "struct":
+        return {f.name: _as_read(f.dataType, e) for f, e in zip(data_type.fields, v)}
+    if t == "map":
+        return sorted(v.items())
+    return v
+
+
 def expected_rows(table: str, tuples: list[tuple]) -> list[dict]:
     cols = columns(table)
     rows = []
     for t in tuples:
         r = {}
         for c, v, f in zip(cols, t, TABLES[table].fields):
-            if f.dataType.typeName() == "array" and v is not None and f.dataType.elementType.typeName() == "struct":
-                v = [dict(zip([x.name for x in f.dataType.elementType.fields], e)) for e in v]
-            if f.dataType.typeName() == "map" and v is not None:
-                v = sorted(v.items())
-            r[c] = v
+            r[c] = _as_read(f.dataType, v)
         rows.append(r)
     return normalized(rows)
 
