@@ -282,14 +282,15 @@ def test_sample_reset_backwards_names_the_member(spark, settings, tmp_path):
                                               "snapshot": "after", "group": gid}).json()
         assert body["changes"] == items and body["snapshot_id"] == "after"
         assert client.get("/changes", params={"from": "yesterday", "to": "1"}).status_code == 400
-        assert client.get("/changes", params={"from": "5", "to": "1"}).status_code == 400
+        assert client.get("/changes", params={"from": "1795294330000", "to": "1795294320000"}).status_code == 400
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--from", "noon", "--to", "1"], "--from: 'noon' is not an ISO-8601 time"),
+    (["--from", "noon", "--to", "1795294320000"], "--from: 'noon' is not an ISO-8601 time"),
+    (["--from", "1795294320000", "--to", "1"], "--to: '1' has too few digits for epoch milliseconds"),
     (["--from", "2026-11-21T14:10:00Z", "--to", "2026-11-21T14:00:00Z"], "is before --from"),
-    (["--from", "1", "--to", "2", "--group-regex", "("], "--group-regex '('"),
-    (["--from", "1", "--to", "2", "--group", "a", "--group-regex", "a"], "not both"),
+    (["--from", "1795294320000", "--to", "1795294330000", "--group-regex", "("], "--group-regex '('"),
+    (["--from", "1795294320000", "--to", "1795294330000", "--group", "a", "--group-regex", "a"], "not both"),
 ])
 def test_bad_input_is_one_line_exit_2(tmp_path, args, message):
     r = CliRunner().invoke(main, ["changes", "--warehouse", str(tmp_path), *args])
