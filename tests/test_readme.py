@@ -138,7 +138,7 @@ class Story:
             ("--seed", "S"): "3", ("--segment-bytes", "B"): "65536", ("--end-offsets", "FILE"): str(self.end_offsets),
             ("--group-regex", "R"): ".*", ("--snapshot-id", "ID"): f"readme-{len(self.made)}",
             ("--snapshot", "ID"): self.snapshots[-1], ("--group", "G"): self.group, ("--out", "OUT"): "",
-            ("--topic", "T"): self.topic, ("--partition", "N"): "0",
+            ("--topic", "T"): self.topic, ("--partition", "N"): "0", ("--storm-threshold", "N"): "10",
         }
         if (option, placeholder) in by_option:
             v = by_option[(option, placeholder)]
