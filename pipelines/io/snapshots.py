@@ -17,7 +17,7 @@ import weakref
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any, Protocol, Sequence
+from typing import Any, Callable, Protocol, Sequence
 
 import pyarrow as pa
 
@@ -445,18 +445,23 @@ def iso(t: datetime) -> str:
     return t.astimezone(timezone.utc).isoformat().replace("+00:00", "Z")
 
 
-def jsonable(value: Any) -> Any:
-    """Arrow's Python values -> JSON values (timestamps as ISO strings, map columns as objects)."""
+def jsonable(value: Any, leaf: Callable[[Any], Any] | None = None) -> Any:
+    """Arrow's Python values -> JSON values (timestamps as ISO strings, map columns as objects). `leaf`, when
+    given, is tried first at every level (a caller's own types); it returns NotImplemented for the others."""
+    if leaf is not None:
+        out = leaf(value)
+        if out is not NotImplemented:
+            return out
     if isinstance(value, datetime):
         return iso(value)
     if isinstance(value, dict):
-        return {k: jsonable(v) for k, v in value.items()}
+        return {k: jsonable(v, leaf) for k, v in value.items()}
     if isinstance(value, list):
         if value and all(isinstance(v, tuple) and len(v) == 2 for v in value):  # an Arrow map column
-            return {str(k): jsonable(v) for k, v in value}
-        return [jsonable(v) for v in value]
+            return {str(k): jsonable(v, leaf) for k, v in value}
+        return [jsonable(v, leaf) for v in value]
     if isinstance(value, tuple):
-        return [jsonable(v) for v in value]
+        return [jsonable(v, leaf) for v in value]
     if isinstance(value, bytes):
         return value.hex()
     return value

@@ -95,19 +95,17 @@ class JsonValue:
 def _plain(v: Any) -> Any:
     """A result value as JSON holds it: a JSON column's value as parsed, intervals as ISO-8601 durations, the
     rest as the API gives it (jsonable: instants as ISO-8601, maps as objects, bytes as hex)."""
+    return jsonable(v, _sql_leaf)
+
+
+def _sql_leaf(v: Any) -> Any:
     if isinstance(v, JsonValue):
         return v.value
     if isinstance(v, pa.MonthDayNano):
         return iso_duration(v.months, v.days, v.nanoseconds)
     if isinstance(v, dt.timedelta):  # Arrow duration columns
         return iso_duration(0, v.days, (v.seconds * 1_000_000 + v.microseconds) * 1000)
-    if isinstance(v, dict):
-        return {k: _plain(x) for k, x in v.items()}
-    if isinstance(v, list):
-        if v and all(isinstance(x, tuple) and len(x) == 2 for x in v):  # an Arrow map column
-            return {str(k): _plain(x) for k, x in v}
-        return [_plain(x) for x in v]
-    return jsonable(v)
+    return NotImplemented
 
 
 def _cell(v: Any) -> str:
