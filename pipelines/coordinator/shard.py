@@ -190,7 +190,7 @@ def load_shards(table: pa.Table, options: ReplayOptions, keep: bool = False,
     resume = dict(resume or {})
     states = []
     outcomes = [outcomes_table(-1, {})]
-    loaded = state_relevant_rows(table, options.is_modern)
+    loaded = state_relevant_rows(table, options.is_modern, keep_outcomes=history or keep)
     with gc_paused():
         by_part = itertools.groupby(zip(loaded.column(PART).to_pylist(), loader_rows(loaded)), key=lambda pr: pr[0])
         rows = {part: [r for _, r in part_rows] for part, part_rows in by_part}
@@ -198,12 +198,17 @@ def load_shards(table: pa.Table, options: ReplayOptions, keep: bool = False,
             saved = resume.get(part)
             state = load_shard(part, rows.pop(part, ()), options, None if saved is None else saved.state, history)
             states.append(state)
-            outcomes.append(outcomes_table(part, state.outcomes, state.decided_by))
-    outcomes = pa.concat_tables(outcomes)
-    history = offset_commits_table(table if history else table.slice(0, 0), outcomes, options.snapshot_id)
-    resumed = [s.open_history for s in resume.values() if s.open_history.num_rows]
-    if resumed:
-        history = pa.concat_tables([_decided(pa.concat_tables(resumed), outcomes, options.snapshot_id), history])
+            if history or keep:
+                outcomes.append(outcomes_table(part, state.outcomes, state.decided_by))
+    if history or keep:
+        outcomes = pa.concat_tables(outcomes)
+        history = offset_commits_table(table if history else table.slice(0, 0), outcomes, options.snapshot_id)
+        resumed = [s.open_history for s in resume.values() if s.open_history.num_rows]
+        if resumed:
+            history = pa.concat_tables([_decided(pa.concat_tables(resumed), outcomes, options.snapshot_id),
+                                        history])
+    else:  # nothing reads the outcomes (and the loaders were not given every transactional record)
+        history = pa.table({})
     markers = transaction_markers(table, options)
     if resume:
         markers = pa.concat_tables([*(s.markers.cast(markers.schema) for s in resume.values()), markers])
