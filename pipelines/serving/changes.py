@@ -99,6 +99,17 @@ def iso_time(t: dt.datetime | None) -> str | None:
     return t.astimezone(dt.timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+
+
+def _us(t: dt.datetime) -> int:
+    return (t - _EPOCH) // dt.timedelta(microseconds=1)
+
+
+def _iso_us(us: int | None) -> str | None:
+    return None if us is None else iso_time(_EPOCH + dt.timedelta(microseconds=us))
+
+
 def _member(m: dict | None) -> dict | None:
     if m is None:
         return None
@@ -193,6 +204,10 @@ class _Events:
 
     def __init__(self, history: pa.Table | None):
         self.history = history
+        if history is not None:  # times as epoch microseconds: Python datetimes of every event cost seconds
+            at = history.schema.get_field_index("record_timestamp")
+            history = history.set_column(at, "record_timestamp", history.column(at).cast(
+                pa.timestamp("us", tz="UTC")).cast(pa.int64()))
         self.rows = [] if history is None else history.drop_columns(["member_assignments"]).to_pylist()
         self.by_group: dict[str, tuple[int, int]] = {}
         for i, e in enumerate(self.rows):
@@ -226,31 +241,39 @@ def _candidates(commits: pa.Table, leo: pa.Table, start: dt.datetime, upto: dt.d
     n = len(rows_at)
     if not n:
         return []
+    every = n == commits.num_rows  # then no row is skipped: no copy through the row numbers
+    # (each log-sized temporary costs its page faults: they are kept few, and made in place)
 
     def column(name: str, fill=None):
         c = commits.column(name) if fill is None else pc.fill_null(commits.column(name), fill)
-        return c.to_numpy(zero_copy_only=False)[rows_at]
+        values = c.to_numpy(zero_copy_only=False)
+        return values if every else values[rows_at]
 
     def codes(name: str):
         d = pc.dictionary_encode(commits.column(name)).unify_dictionaries()
-        indices = np.concatenate([ch.indices.to_numpy(zero_copy_only=False) for ch in d.chunks]) if d.num_chunks \
-            else np.empty(0, dtype=np.int32)
-        return indices[rows_at].astype(np.int64), (d.chunk(0).dictionary if d.num_chunks else pa.array([], pa.string()))
+        indices = np.concatenate([ch.indices.to_numpy(zero_copy_only=False).astype(np.int64) for ch in d.chunks]) \
+            if d.num_chunks else np.empty(0, dtype=np.int64)
+        return (indices if every else indices[rows_at]), (d.chunk(0).dictionary if d.num_chunks
+                                                          else pa.array([], pa.string()))
 
-    gid, _ = codes("group_id")
-    topic, topics = codes("topic")
-    part = column("partition", 0).astype(np.int64)
+    key, _ = codes("group_id")
+    tp_key, topics = codes("topic")
+    part = column("partition", 0)
     width = int(part.max()) + 1 if n else 1
-    tp_key = topic * width + part
-    key = gid * (len(topics) * width) + tp_key
-    op = column("offsets_partition").astype(np.int64)
-    ro = column("record_offset").astype(np.int64)
+    tp_key *= width
+    tp_key += part
+    del part
+    key *= len(topics) * width
+    key += tp_key
+    op = column("offsets_partition")
+    ro = column("record_offset")
     order = _key_then_log_order(key, op, ro)
     key, tp_key = key[order], tp_key[order]
     co = column("committed_offset", -1)[order]
     tomb = column("is_tombstone", False)[order]
     pid = column("producer_id", -1)[order]
-    when = ts.cast(pa.int64()).to_numpy(zero_copy_only=False)[rows_at][order]
+    when = ts.cast(pa.int64()).to_numpy(zero_copy_only=False)
+    when = (when if every else when[rows_at])[order]
     same = np.zeros(n, dtype=bool)
     same[1:] = key[1:] == key[:-1]
     has_prev = same.copy()
@@ -367,10 +390,11 @@ def _expiry_changes(reader: SnapshotReader, snap: Snapshot, sel: Selection) -> l
 def _group_changes(events: list[dict], sel: Selection) -> list[dict]:
     """Group lifecycle changes and rebalance storms from the groups' events (log order per group)."""
     out: list[dict] = []
-    storms: dict[tuple[str, dt.datetime], list[dict]] = {}
+    storms: dict[tuple[str, int], dict] = {}
+    start, end = _us(sel.start), _us(sel.end)
 
     def base(e: dict, kind: str) -> dict:
-        return {"kind": kind, "time": iso_time(e["record_timestamp"]), "group_id": e["group_id"],
+        return {"kind": kind, "time": _iso_us(e["record_timestamp"]), "group_id": e["group_id"],
                 "offsets_partition": e["offsets_partition"], "record_offset": e["record_offset"],
                 "generation": e.get("generation"), "group_type": e["group_type"]}
 
@@ -384,7 +408,7 @@ def _group_changes(events: list[dict], sel: Selection) -> list[dict]:
         converted_at = -1  # the creation that completes a conversion, reported with the deletion before it
         for k, e in enumerate(group):
             ts = e["record_timestamp"]
-            inside = ts is not None and sel.start <= ts <= sel.end
+            inside = ts is not None and start <= ts <= end
             now_exists = e.get("state") is not None
             if inside and e["event"] == "deleted":
                 nxt = group[k + 1] if k + 1 < len(group) else None
@@ -402,7 +426,7 @@ def _group_changes(events: list[dict], sel: Selection) -> list[dict]:
                             "members_left": list(e.get("members_left") or [])})
             new_gen = e.get("generation")
             if inside and now_exists:
-                minute = storms.setdefault((e["group_id"], ts.replace(second=0, microsecond=0)),
+                minute = storms.setdefault((e["group_id"], ts - ts % 60_000_000),
                                            {"bumps": [], "events": [], "before": None})
                 minute["events"].append(e)
                 if (exists and new_gen is not None and e["group_type"] == gtype and generation is not None
@@ -419,7 +443,7 @@ def _group_changes(events: list[dict], sel: Selection) -> list[dict]:
             continue
         joined = sorted({m for e in seen["events"] for m in (e.get("members_joined") or [])})
         left = sorted({m for e in seen["events"] for m in (e.get("members_left") or [])})
-        out.append({**base(seen["bumps"][0], "rebalance_storm"), "minute": iso_time(minute),
+        out.append({**base(seen["bumps"][0], "rebalance_storm"), "minute": _iso_us(minute),
                     "rebalances": len(gens), "generation_from": seen["before"], "generation": gens[-1],
                     "members_joined": joined, "members_left": left})
     return out
