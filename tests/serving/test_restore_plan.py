@@ -24,7 +24,6 @@ from click.testing import CliRunner
 
 from tests.test_what_if import cli_rebuild
 
-pytestmark = pytest.mark.spark
 
 SCENARIOS = [
     "classic-basic", "compacted", "compression-gzip", "compression-lz4", "compression-snappy", "compression-zstd",
