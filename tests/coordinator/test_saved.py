@@ -22,8 +22,9 @@ from tests.coordinator.harness import canon
 from tests.coordinator.rowkit import to_table
 
 from tests.coordinator.test_replay_differential import build_log, kafka_like_log, log_ops
+from tests.depth import cases
 
-HYPO = settings(max_examples=25, deadline=None, database=None,
+HYPO = settings(max_examples=cases(deep=25, quick=10), deadline=None, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 CUTS_PER_LOG = 3
