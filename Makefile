@@ -40,7 +40,7 @@ run: setup
 
 # Worker processes for the test suite (pytest-xdist); each module's tests run in one of them. TEST_WORKERS=0: none.
 TEST_WORKERS ?= 2
-PYTEST_WORKERS := $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadgroup)
+PYTEST_WORKERS := $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
 
 test: setup
 	$(PY) -m pytest -q $(PYTEST_WORKERS)

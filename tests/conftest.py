@@ -11,23 +11,13 @@ ROOT = Path(__file__).resolve().parent.parent
 SHARED = Path(os.environ.get("OFFSETLAKE_SHARED", ROOT.parent / "shared"))
 
 
-#: test modules that build dist/ with make (they must not run at the same time)
-MAKE_DIST = {"tests/integration/test_wheel.py", "tests/integration/test_spark_submit.py"}
-
-
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects
 def pytest_collection_modifyitems(config, items):
     """A test that takes the `spark` fixture (itself or through another fixture) is a `spark` test, marked or not;
     a test that does not take it is one only if it says so (it starts Spark some other way, e.g. a rebuild)."""
-    xdist = config.pluginmanager.hasplugin("xdist")
     for item in items:
         if "spark" in getattr(item, "fixturenames", ()) and item.get_closest_marker("spark") is None:
             item.add_marker(pytest.mark.spark)
-        if xdist and item.get_closest_marker("xdist_group") is None:
-            # `-n N --dist loadgroup` (make test): a module's tests stay in one worker, so its module fixtures
-            # (rebuilt warehouses, a Spark-written table) are built once; modules that run `make dist` share one
-            module = item.nodeid.split("::", 1)[0]
-            item.add_marker(pytest.mark.xdist_group("make-dist" if module in MAKE_DIST else module))
 
 
 def _jvm_started() -> bool:
@@ -43,6 +33,20 @@ def _no_jvm_unless_marked(request):
     yield
     if not before and _jvm_started():
         pytest.fail("started a JVM without the `spark` mark (take the `spark` fixture or mark the test)")
+
+
+@pytest.fixture(scope="module")
+def make_dist_lock():
+    """Held by a module that runs `make dist` / `make pack` for as long as it runs: under `make test`'s workers
+    (pytest-xdist, one module per worker) two such modules would rebuild dist/ at the same time."""
+    import fcntl
+
+    lock = ROOT / "build" / ".make-dist.lock"
+    lock.parent.mkdir(exist_ok=True)
+    with open(lock, "w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        yield
+        fcntl.flock(f, fcntl.LOCK_UN)
 
 
 @pytest.fixture(scope="session")
