@@ -33,6 +33,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pipelines.coordinator.loader import END_MARKER_TYPES
+
 PART = "offsets_partition"
 KEY = [PART, "group_id", "topic", "partition"]
 GROUP_KINDS = ("group_metadata", "consumer_group")
@@ -74,7 +76,7 @@ def _end_markers(table: pa.Table, modern: bool):
     (`loader.is_end_marker`): modern, COMMIT and ABORT; the old loader, the first record of any control batch."""
     is_control = pc.fill_null(pc.equal(table.column("record_kind"), "control"), False)
     if modern:
-        ends = pc.fill_null(pc.is_in(table.column("control_type"), pa.array(["COMMIT", "ABORT"])), False)
+        ends = pc.fill_null(pc.is_in(table.column("control_type"), pa.array(END_MARKER_TYPES)), False)
     else:
         first = table.column("batch_first_offset")
         ends = pc.fill_null(pc.or_kleene(pc.is_null(first), pc.equal(table.column("offset"), first)), False)

@@ -99,15 +99,16 @@ def iso_time(t: dt.datetime | None) -> str | None:
     return t.astimezone(dt.timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
-
-
 def _us(t: dt.datetime) -> int:
-    return (t - _EPOCH) // dt.timedelta(microseconds=1)
+    from pipelines.times import EPOCH
+
+    return (t - EPOCH) // dt.timedelta(microseconds=1)
 
 
 def _iso_us(us: int | None) -> str | None:
-    return None if us is None else iso_time(_EPOCH + dt.timedelta(microseconds=us))
+    from pipelines.times import EPOCH
+
+    return None if us is None else iso_time(EPOCH + dt.timedelta(microseconds=us))
 
 
 def _member(m: dict | None) -> dict | None:

@@ -169,23 +169,22 @@ def _history_at(reader: SnapshotReader, snap: Snapshot, filters, columns=_COMMIT
     return reader.history_table("offset_commits", filters=filters, columns=columns)
 
 
-def decoded_log(commits: pa.Table, events: pa.Table, options=None) -> pa.Table:
+def decoded_log(commits: pa.Table, events: pa.Table, options) -> pa.Table:
     """The history rows back as the decoded records the loaders read (`schemas/decoded.py`): the offset commits,
-    one end-transaction marker per marker that decided a transaction, and the group records. With `options`
-    (`ReplayOptions`), only the rows the loaders read at its cut: the history is log-sized and the decoded schema
-    wide, so the cut (`shard.until_cut`) and the engine's reduction (`reduction.state_relevant_rows`) run first on
-    the few columns they read, and the wide rows are built for the records they keep."""
+    one end-transaction marker per marker that decided a transaction, and the group records; only those the
+    loaders read at `options`' cut (`ReplayOptions`): the history is log-sized and the decoded schema wide, so the
+    cut (`shard.until_cut`) and the engine's reduction (`reduction.state_relevant_rows`) run first on the few
+    columns they read, and the wide rows are built for the records they keep."""
     from schemas.decoded import DECODED_RECORD_SCHEMA
 
     markers = _markers(commits)
-    if options is not None and options.until_time_ms is not None and "record_timestamp" in events.column_names:
+    if options.until_time_ms is not None and "record_timestamp" in events.column_names:
         # the cut before the JSON is parsed (records with no time are kept, as `shard.until_cut` keeps them)
         ts = _ms(events.column("record_timestamp"))
         events = events.filter(pc.fill_null(pc.less_equal(ts, options.until_time_ms), True))
     records = events.column("record_json").drop_null()
     group_records = _read_records(records, DECODED_RECORD_SCHEMA) if len(records) else None
-    if options is not None:
-        commits, markers, group_records = _state_relevant(commits, markers, group_records, options)
+    commits, markers, group_records = _state_relevant(commits, markers, group_records, options)
     parts = [_decoded(_commit_columns(commits), commits.num_rows, DECODED_RECORD_SCHEMA)]
     if markers.num_rows:
         parts.append(_decoded(_marker_columns(markers), markers.num_rows, DECODED_RECORD_SCHEMA))
@@ -203,18 +202,24 @@ def _markers(commits: pa.Table) -> pa.Table:
         [("txn_marker_timestamp", "max"), ("txn_outcome", "max")])
 
 
-def _commit_columns(c: pa.Table) -> dict:
-    n = c.num_rows
+def _commit_keys(c: pa.Table) -> dict:
+    """The decoded columns of history commits the cut and the reduction read (all but `record_kind`)."""
     return {
         "offsets_partition": c.column("offsets_partition"), "offset": c.column("record_offset"),
         "batch_first_offset": c.column("batch_first_offset"), "timestamp": _ms(c.column("record_timestamp")),
-        "producer_id": c.column("producer_id"), "producer_epoch": c.column("producer_epoch"),
-        "is_transactional": c.column("is_transactional"), "is_control": _const(False, pa.bool_(), n),
-        "record_kind": _const("offset_commit", pa.string(), n), "key_type": _const(1, pa.int16(), n),
+        "producer_id": c.column("producer_id"), "is_transactional": c.column("is_transactional"),
         "is_tombstone": c.column("is_tombstone"), "group_id": c.column("group_id"), "topic": c.column("topic"),
-        "partition": c.column("partition"), "committed_offset": c.column("committed_offset"),
-        "leader_epoch": pc.fill_null(c.column("leader_epoch"), -1), "metadata": c.column("metadata"),
-        "commit_timestamp": _ms(c.column("commit_timestamp")),
+        "partition": c.column("partition"),
+    }
+
+
+def _commit_columns(c: pa.Table) -> dict:
+    n = c.num_rows
+    return {
+        **_commit_keys(c), "producer_epoch": c.column("producer_epoch"), "is_control": _const(False, pa.bool_(), n),
+        "record_kind": _const("offset_commit", pa.string(), n), "key_type": _const(1, pa.int16(), n),
+        "committed_offset": c.column("committed_offset"), "leader_epoch": pc.fill_null(c.column("leader_epoch"), -1),
+        "metadata": c.column("metadata"), "commit_timestamp": _ms(c.column("commit_timestamp")),
         "expire_timestamp": _ms(c.column("expire_timestamp")), "topic_id": c.column("topic_id"),
     }
 
@@ -254,13 +259,7 @@ def _state_relevant(commits: pa.Table, markers: pa.Table, group_records: pa.Tabl
         set(pc.unique(group_records.column("record_kind").drop_null()).to_pylist()) - {"offset_commit", "control"})),
         pa.string())
     c = commits
-    narrow_commits = {
-        "offsets_partition": c.column("offsets_partition"), "offset": c.column("record_offset"),
-        "batch_first_offset": c.column("batch_first_offset"), "timestamp": _ms(c.column("record_timestamp")),
-        "record_kind": _kinds(kinds, pa.repeat(pa.scalar(0, pa.int8()), c.num_rows)),
-        "producer_id": c.column("producer_id"),
-        "is_transactional": c.column("is_transactional"), "is_tombstone": c.column("is_tombstone"),
-        "group_id": c.column("group_id"), "topic": c.column("topic"), "partition": c.column("partition")}
+    narrow_commits = {**_commit_keys(c), "record_kind": _kinds(kinds, pa.repeat(pa.scalar(0, pa.int8()), c.num_rows))}
     narrow_markers = {**_marker_columns(markers),
                       "record_kind": _kinds(kinds, pa.repeat(pa.scalar(1, pa.int8()), markers.num_rows))}
     sources = [(narrow_commits, c.num_rows), (narrow_markers, markers.num_rows)]
