@@ -89,8 +89,9 @@ class Selection:
         if t is None or self.group_regex is None or not t.num_rows:
             return t
         rx = re.compile(self.group_regex)
-        ids = t.column("group_id").to_pylist()
-        return t.filter(pa.array([g is not None and rx.search(g) is not None for g in ids], pa.bool_()))
+        ids = t.column("group_id")  # matched once per distinct id: a history repeats each many times
+        matched = [g for g in pc.unique(ids).to_pylist() if g is not None and rx.search(g) is not None]
+        return t.filter(pc.is_in(ids, value_set=pa.array(matched, pa.string())))
 
 
 def iso_time(t: dt.datetime | None) -> str | None:
@@ -119,46 +120,46 @@ def _member(m: dict | None) -> dict | None:
 
 class _Assignments:
     """One group's members over its history, folded in log order: who held (topic, partition) at a position.
-    `events` are the group's events in log order (without `member_assignments`); `assignments(i)` gives the i-th
-    event's, read only for the events a fold applies: a classic generation or a deletion sets the members whatever
-    came before it, so a fold starts at the last one it passes."""
+    The group's events are `events`' rows lo..hi; an event's member assignments are read only for the events a fold
+    applies: a classic generation or a deletion sets the members whatever came before it, so a fold starts at the
+    last one it passes."""
 
-    def __init__(self, events: list[dict], assignments):
-        self.events = events
-        self.assignments = assignments
-        self.i = 0
+    def __init__(self, events: "_Events", lo: int, hi: int):
+        self.ev = events
+        self.i = lo
+        self.hi = hi
         self.members: dict[str, dict] = {}
         self.generation: int | None = None
 
-    @staticmethod
-    def _resets(e: dict) -> bool:
-        return ((e["event"] in ("deleted", "tombstone") and e.get("state") is None)
-                or (e["group_type"] == "classic" and e["event"] == "generation"))
+    def _resets(self, k: int) -> bool:
+        ev = self.ev
+        return ev.removes(k) or (ev.group_type[k] == "classic" and ev.event[k] == "generation")
 
     def at(self, record_offset: int) -> "_Assignments":
         """Advance to just before the record at `record_offset` (calls come in increasing order)."""
+        ev = self.ev
         end = self.i
-        while end < len(self.events) and self.events[end]["record_offset"] < record_offset:
+        while end < self.hi and ev.record_offset[end] < record_offset:
             end += 1
         for k in range(end - 1, self.i - 1, -1):
-            if self._resets(self.events[k]):
+            if self._resets(k):
                 self.i = k
                 break
         while self.i < end:
-            e = self.events[self.i]
+            k = self.i
             self.i += 1
-            if e["event"] in ("deleted", "tombstone") and e.get("state") is None:
+            if ev.removes(k):
                 self.members, self.generation = {}, None
                 continue
-            set_ = self.assignments(self.i - 1)
-            if e["group_type"] == "classic" and e["event"] == "generation":
+            set_ = ev.assignments(k)
+            if ev.group_type[k] == "classic" and ev.event[k] == "generation":
                 self.members = {m["member_id"]: m for m in set_ or ()}
             else:
                 for m in set_ or ():
                     self.members[m["member_id"]] = m
-                for mid in e.get("members_left") or ():
+                for mid in ev.members_left(k) or ():
                     self.members.pop(mid, None)
-            self.generation = e.get("generation")
+            self.generation = ev.generation[k]
         return self
 
     def holder(self, topic: str, partition: int) -> dict | None:
@@ -185,43 +186,51 @@ def _history(reader: SnapshotReader, snap: Snapshot, sel: Selection) -> pa.Table
     return t.sort_by([("group_id", "ascending"), ("offsets_partition", "ascending"), ("record_offset", "ascending")])
 
 
-def _from_window(history: pa.Table | None, start: dt.datetime) -> np.ndarray | None:
-    """Which of `history`'s events (log order per group) a group's changes from `start` on need: every event from
-    `start`, and a group's last event before it (its state entering the window)."""
-    if history is None or not history.num_rows:
-        return None
-    ts = history.column("record_timestamp")
-    before = pc.fill_null(pc.less(ts, pa.scalar(start, ts.type)), True).to_numpy(zero_copy_only=False)
-    gid = pc.dictionary_encode(history.column("group_id").combine_chunks()).indices.to_numpy(zero_copy_only=False)
-    keep = ~before
-    keep[-1] = True
-    keep[:-1] |= (gid[1:] != gid[:-1]) | ~before[1:]
-    return keep
-
-
 class _Events:
-    """`history`'s events as dicts, in its order (log order per group), without `member_assignments`: those only
-    an offset change's fold reads, one event at a time (`assignments`), and they are most of a conversion's cost."""
+    """The selected groups' events (`_history`: by group, then log position) as columns: Python lists of the few
+    fields the member folds read, numpy arrays for the group changes. Member assignments and departures are
+    converted one event at a time, only for the events a fold applies: they are most of a conversion's cost."""
 
     def __init__(self, history: pa.Table | None):
+        self.n = 0 if history is None else history.num_rows
         self.history = history
-        if history is not None:  # times as epoch microseconds: Python datetimes of every event cost seconds
-            at = history.schema.get_field_index("record_timestamp")
-            history = history.set_column(at, "record_timestamp", history.column(at).cast(
-                pa.timestamp("us", tz="UTC")).cast(pa.int64()))
-        self.rows = [] if history is None else history.drop_columns(["member_assignments"]).to_pylist()
         self.by_group: dict[str, tuple[int, int]] = {}
-        for i, e in enumerate(self.rows):
-            lo, _ = self.by_group.get(e["group_id"], (i, i))
-            self.by_group[e["group_id"]] = (lo, i + 1)
+        if not self.n:
+            return
+        column = history.column
+        self.record_offset = column("record_offset").to_pylist()
+        self.event = column("event").to_pylist()
+        self.group_type = column("group_type").to_pylist()
+        self.state = column("state").to_pylist()
+        self.generation = column("generation").to_pylist()
+        gid = column("group_id")
+        firsts = np.flatnonzero(np.concatenate(
+            ([True], pc.not_equal(gid.slice(1), gid.slice(0, self.n - 1)).to_numpy(zero_copy_only=False))))
+        ends = np.append(firsts[1:], self.n)
+        self.first = np.zeros(self.n, dtype=bool)
+        self.first[firsts] = True
+        for g, lo, hi in zip(gid.take(pa.array(firsts)).to_pylist(), firsts.tolist(), ends.tolist()):
+            self.by_group[g] = (lo, hi)
+        ts = column("record_timestamp").cast(pa.timestamp("us", tz="UTC")).cast(pa.int64())
+        self.timed = ts.is_valid().to_numpy(zero_copy_only=False)
+        self.time_us = pc.fill_null(ts, 0).to_numpy(zero_copy_only=False)
+
+    def removes(self, k: int) -> bool:
+        """The k-th event deletes the group (its members go with it)."""
+        return self.event[k] in ("deleted", "tombstone") and self.state[k] is None
+
+    def assignments(self, k: int) -> list | None:
+        return self.history.column("member_assignments")[k].as_py()
+
+    def members_left(self, k: int) -> list | None:
+        return self.history.column("members_left")[k].as_py()
+
+    def members_joined(self, k: int) -> list | None:
+        return self.history.column("members_joined")[k].as_py()
 
     def fold(self, group_id: str) -> _Assignments:
         lo, hi = self.by_group.get(group_id, (0, 0))
-        column = None if self.history is None else self.history.column("member_assignments")
-        return _Assignments(self.rows[lo:hi], lambda i: column[lo + i].as_py())
-
-    def where(self, mask: np.ndarray | None) -> list[dict]:
-        return [] if mask is None else [e for e, keep in zip(self.rows, mask) if keep]
+        return _Assignments(self, lo, hi)
 
 
 def _candidates(commits: pa.Table, leo: pa.Table, start: dt.datetime, upto: dt.datetime) -> list[dict]:
@@ -230,102 +239,144 @@ def _candidates(commits: pa.Table, leo: pa.Table, start: dt.datetime, upto: dt.d
     previous offset. Counted: what the coordinator applied (plain commits, tombstones, transactional offsets whose
     transaction committed); `offset_commits` holds every record any snapshot saw, this snapshot's are up to its
     as_of. Vectorized (a key per row as integers, one sort in log order): a window function over string keys took
-    several times longer on a 2 M-record history."""
+    several times longer on a 2 M-record history. The history is log-sized, so each column is read once, rows
+    not counted are keyed -1 rather than copied out, and only the picked rows become Python values."""
+    n = commits.num_rows
+    if not n:
+        return []
     ts = pc.coalesce(commits.column("record_timestamp"), commits.column("commit_timestamp"))
     outcome = commits.column("txn_outcome")
     counted = pc.and_(
         pc.or_(pc.fill_null(commits.column("is_tombstone"), False),
                pc.or_(pc.is_null(outcome), pc.fill_null(pc.equal(outcome, "committed"), False))),
-        pc.fill_null(pc.less_equal(ts, pa.scalar(upto, ts.type)), False))
-    # the counted rows' numbers: columns are read through them, never copied whole (the history is log-sized)
-    rows_at = np.flatnonzero(counted.to_numpy(zero_copy_only=False))
-    n = len(rows_at)
-    if not n:
+        pc.fill_null(pc.less_equal(ts, pa.scalar(upto, ts.type)), False)).to_numpy(zero_copy_only=False)
+    if not counted.any():
         return []
-    every = n == commits.num_rows  # then no row is skipped: no copy through the row numbers
-    # (each log-sized temporary costs its page faults: they are kept few, and made in place)
 
-    def column(name: str, fill=None):
-        c = commits.column(name) if fill is None else pc.fill_null(commits.column(name), fill)
-        values = c.to_numpy(zero_copy_only=False)
-        return values if every else values[rows_at]
+    def column(name: str, fill):
+        c = commits.column(name)
+        return (pc.fill_null(c, fill) if c.null_count else c).to_numpy(zero_copy_only=False)
 
-    def codes(name: str):
-        d = pc.dictionary_encode(commits.column(name)).unify_dictionaries()
-        indices = np.concatenate([ch.indices.to_numpy(zero_copy_only=False).astype(np.int64) for ch in d.chunks]) \
-            if d.num_chunks else np.empty(0, dtype=np.int64)
-        return (indices if every else indices[rows_at]), (d.chunk(0).dictionary if d.num_chunks
-                                                          else pa.array([], pa.string()))
+    def codes(name: str) -> tuple[np.ndarray, pa.Array]:
+        c = commits.column(name)
+        d = (c if pa.types.is_dictionary(c.type) else pc.dictionary_encode(c)).unify_dictionaries()
+        indices = np.concatenate([ch.indices.to_numpy(zero_copy_only=False) for ch in d.chunks]).astype(np.int64)
+        return indices, d.chunk(0).dictionary
 
-    key, _ = codes("group_id")
+    group, _ = codes("group_id")
     tp_key, topics = codes("topic")
     part = column("partition", 0)
-    width = int(part.max()) + 1 if n else 1
+    width = int(part.max()) + 1
     tp_key *= width
     tp_key += part
     del part
-    key *= len(topics) * width
+    key = group * (len(topics) * width)
     key += tp_key
-    op = column("offsets_partition")
-    ro = column("record_offset")
-    order = _key_then_log_order(key, op, ro)
-    key, tp_key = key[order], tp_key[order]
+    key[~counted] = -1  # sorts first, compared with nothing
+    order = _key_then_log_order(key, group, column("offsets_partition", 0), column("record_offset", 0))
+    del group
+    key = key[order]
+    valid = key >= 0
+    same = np.zeros(n, dtype=bool)
+    same[1:] = (key[1:] == key[:-1]) & valid[1:]
+    del key
     co = column("committed_offset", -1)[order]
     tomb = column("is_tombstone", False)[order]
-    pid = column("producer_id", -1)[order]
-    when = ts.cast(pa.int64()).to_numpy(zero_copy_only=False)
-    when = (when if every else when[rows_at])[order]
-    same = np.zeros(n, dtype=bool)
-    same[1:] = key[1:] == key[:-1]
-    has_prev = same.copy()
+    has_prev = same
     has_prev[1:] &= ~tomb[:-1]
-    prev_co = np.empty_like(co)
-    prev_co[0], prev_co[1:] = -1, co[:-1]
-    prev_pid = np.empty_like(pid)
-    prev_pid[0], prev_pid[1:] = -1, pid[:-1]
-    regressed = ~tomb & has_prev & (co < prev_co)
+    regressed = np.zeros(n, dtype=bool)
+    regressed[1:] = ~tomb[1:] & has_prev[1:] & (co[1:] < co[:-1])
     # the partition's end offset, looked up by the same (topic, partition) code
-    end = np.full(n, -1, dtype=np.int64)
+    end_by_tp = np.full(len(topics) * width, -1, dtype=np.int64)
     if leo.num_rows:
         lt = pc.index_in(leo.column("topic"), value_set=topics).to_numpy(zero_copy_only=False)
         lp = leo.column("partition").to_numpy(zero_copy_only=False)
-        known = ~np.isnan(lt.astype(float)) & (lp < width)
-        lkey = (np.nan_to_num(lt.astype(float)).astype(np.int64) * width + lp.astype(np.int64))[known]
-        lval = leo.column("log_end_offset").to_numpy()[known]
-        by = np.argsort(lkey)
-        lkey, lval = lkey[by], lval[by]
-        at = np.clip(np.searchsorted(lkey, tp_key), 0, max(len(lkey) - 1, 0))
-        if len(lkey):
-            hit = lkey[at] == tp_key
-            end[hit] = lval[at[hit]]
+        known = ~np.isnan(lt.astype(float)) & (lp >= 0) & (lp < width)
+        end_by_tp[np.nan_to_num(lt.astype(float)).astype(np.int64)[known] * width + lp.astype(np.int64)[known]] = \
+            leo.column("log_end_offset").to_numpy(zero_copy_only=False)[known]
+    end = end_by_tp[tp_key[order]]
+    del tp_key
     past_end = ~tomb & (end >= 0) & (co > end)
     lo = int(pa.scalar(start, pa.timestamp("us", tz="UTC")).cast(pa.int64()).as_py())
-    pick = np.nonzero((when >= lo) & (tomb | regressed | past_end))[0]
-    picked = pa.array(rows_at[order[pick]])
-    rows = commits.select(["group_id", "topic", "partition", "offsets_partition", "record_offset",
-                           "committed_offset", "is_tombstone", "producer_id"]).take(picked) \
-        .append_column("ts", ts.take(picked)).to_pylist()
-    for r, i in zip(rows, pick):
-        r["previous_offset"] = int(prev_co[i]) if has_prev[i] else None
-        r["previous_producer_id"] = int(prev_pid[i]) if has_prev[i] else None
+    when = ts.cast(pa.int64()).to_numpy(zero_copy_only=False)[order]
+    pick = np.flatnonzero(valid & (when >= lo) & (tomb | regressed | past_end))
+    pid = column("producer_id", -1)
+    at = order[pick]
+    prev_at = order[np.maximum(pick - 1, 0)]
+    rows = _take_rows(commits, ts, at)
+    for r, i, k in zip(rows, pick, prev_at):
+        p = bool(has_prev[i])
+        r["previous_offset"] = int(co[i - 1]) if p else None
+        r["previous_producer_id"] = int(pid[k]) if p else None
         r["log_end_offset"] = int(end[i]) if end[i] >= 0 else None
     rows.sort(key=lambda r: (r["group_id"], r["offsets_partition"], r["record_offset"]))
     return rows
 
 
-def _key_then_log_order(key: np.ndarray, op: np.ndarray, ro: np.ndarray) -> np.ndarray:
-    """The indices that sort rows by key, then log position: a stable sort by key alone when the rows of every key
-    already come in log order (as a history's files hold them), else a sort by all three."""
+def _take_rows(commits: pa.Table, ts: pa.ChunkedArray, at: np.ndarray) -> list[dict]:
+    """The rows at positions `at` (in that order) as dicts, taken batch by batch: a take on a many-chunk column
+    first joins the whole column into one."""
+    batches = commits.select(["group_id", "topic", "partition", "offsets_partition", "record_offset",
+                              "committed_offset", "is_tombstone", "producer_id"]).append_column("ts", ts).to_batches()
+    bounds = np.cumsum([0] + [b.num_rows for b in batches])
+    which = np.searchsorted(bounds, at, "right") - 1
+    rows: list = [None] * len(at)
+    for b in np.unique(which).tolist():
+        picked = np.flatnonzero(which == b)
+        for i, r in zip(picked.tolist(), batches[b].take(pa.array(at[picked] - bounds[b])).to_pylist()):
+            rows[i] = r
+    return rows
+
+
+def _key_then_log_order(key: np.ndarray, group: np.ndarray, op: np.ndarray, ro: np.ndarray) -> np.ndarray:
+    """The indices that sort rows by key (a code within `group`), then log position (offsets partition, record
+    offset). A history's files each hold one partition's records in log order, so a stable sort by key alone puts
+    nearly every key's rows in log order already: only the keys of rows that came after a later record of their
+    partition (settled transactional rows, an appended run) are sorted again by position."""
     order = np.argsort(key, kind="stable")
-    k, p, r = key[order], op[order], ro[order]
-    same = k[1:] == k[:-1]
-    if np.all(~same | (p[1:] > p[:-1]) | ((p[1:] == p[:-1]) & (r[1:] >= r[:-1]))):
+    late = _late_rows(group, op, ro)
+    if late is None:
+        return np.lexsort((ro, op, key))
+    if not late.any():
         return order
-    return np.lexsort((ro, op, key))
+    k = key[order]
+    keys = np.unique(key[late])
+    lo, hi = np.searchsorted(k, keys, "left"), np.searchsorted(k, keys, "right")
+    rows = np.concatenate([np.arange(a, b) for a, b in zip(lo, hi)])
+    at = order[rows]
+    order[rows] = at[np.lexsort((ro[at], op[at], k[rows]))]
+    return order
+
+
+def _late_rows(group: np.ndarray, op: np.ndarray, ro: np.ndarray) -> np.ndarray | None:
+    """Which rows come after a row of their partition with a higher record offset (as a mask), when every group's
+    rows lie in one offsets partition (as Kafka places a group); None when some group spans partitions, or the rows
+    are too scattered to be worth it."""
+    n = len(op)
+    late = np.zeros(n, dtype=bool)
+    if not n:
+        return late
+    op_of = np.zeros(int(group.max()) + 1, dtype=op.dtype)
+    op_of[group] = op
+    if not np.array_equal(op_of[group], op):
+        return None
+    starts = np.flatnonzero((op[1:] != op[:-1]) | (ro[1:] < ro[:-1])) + 1  # runs in log order, one partition each
+    if len(starts) > 100_000:
+        return None
+    starts = np.concatenate(([0], starts)).tolist()
+    ends = starts[1:] + [n]
+    highest: dict[int, int] = {}
+    for s, e in zip(starts, ends):
+        p = int(op[s])
+        if p in highest and ro[s] < highest[p]:
+            late[s:e] = True
+        highest[p] = max(highest.get(p, -1), int(ro[e - 1]))
+    return late
 
 
 def _offset_changes(reader: SnapshotReader, snap: Snapshot, sel: Selection, events: _Events) -> list[dict]:
-    commits = reader.history_table("offset_commits", filters=sel.filters(), columns=_COMMIT_COLUMNS)
+    commits = reader.history_table("offset_commits", filters=sel.filters(), columns=_COMMIT_COLUMNS,
+                                   dictionary=("group_id", "topic", "txn_outcome"))
     commits = sel.keep(commits)
     if commits is None or not commits.num_rows:
         return []
@@ -388,64 +439,89 @@ def _expiry_changes(reader: SnapshotReader, snap: Snapshot, sel: Selection) -> l
     return out
 
 
-def _group_changes(events: list[dict], sel: Selection) -> list[dict]:
-    """Group lifecycle changes and rebalance storms from the groups' events (log order per group)."""
+def _group_changes(events: _Events, sel: Selection) -> list[dict]:
+    """Group lifecycle changes and rebalance storms. A group's state after an event is the event's own (`state`
+    null: the group does not exist), so every change compares an event with the one before it in its group:
+    columns shifted by one, whatever the window, and Python values only for the changes found."""
+    n = events.n
+    if not n:
+        return []
+    h = events.history
+    ts = events.time_us
+    inside = events.timed & (ts >= _us(sel.start)) & (ts <= _us(sel.end))
+    state = h.column("state")
+    exists = state.is_valid().to_numpy(zero_copy_only=False)
+    empty = pc.fill_null(pc.equal(state, "Empty"), False).to_numpy(zero_copy_only=False)
+    deleted = pc.fill_null(pc.equal(h.column("event"), "deleted"), False).to_numpy(zero_copy_only=False)
+    gtype = pc.dictionary_encode(pc.fill_null(h.column("group_type").combine_chunks(), "")).indices \
+        .to_numpy(zero_copy_only=False)
+    gen_known = h.column("generation").is_valid().to_numpy(zero_copy_only=False)
+    gen = pc.fill_null(h.column("generation"), 0).to_numpy(zero_copy_only=False)
+
+    def before(a: np.ndarray) -> np.ndarray:
+        """`a` of the group's previous event (False/0 for a group's first)."""
+        b = np.zeros_like(a)
+        b[1:] = a[:-1]
+        b[events.first] = 0
+        return b
+
+    was = before(exists)  # the group existed before this event
+    was_empty = before(empty)
+    was_gen_known = before(exists & gen_known)
+    was_gen, was_type = before(gen), before(gtype)
+    # a deletion followed, at the same record time, by the group re-created as the other type: a conversion
+    nxt_same_group = np.zeros(n, dtype=bool)
+    nxt_same_group[:-1] = ~events.first[1:]
+    converts = np.zeros(n, dtype=bool)
+    converts[:-1] = (nxt_same_group[:-1] & exists[1:] & (gtype[1:] != gtype[:-1]) & events.timed[1:]
+                     & (ts[1:] == ts[:-1]))
+    converts &= inside & deleted
+    conversion_creates = np.zeros(n, dtype=bool)
+    conversion_creates[1:] = converts[:-1]
+    lives = inside & ~deleted & exists
+
+    def base(k: int, kind: str) -> dict:
+        return {"kind": kind, "time": _iso_us(int(ts[k])) if events.timed[k] else None,
+                "group_id": h.column("group_id")[k].as_py(), "offsets_partition": h.column("offsets_partition")[k]
+                .as_py(), "record_offset": events.record_offset[k], "generation": events.generation[k],
+                "group_type": events.group_type[k]}
+
+    def previous(k: int) -> tuple:
+        """The group's generation and state before event k."""
+        if events.first[k]:
+            return None, None
+        return (events.generation[k - 1] if exists[k - 1] else None), events.state[k - 1]
+
     out: list[dict] = []
-    storms: dict[tuple[str, int], dict] = {}
-    start, end = _us(sel.start), _us(sel.end)
-
-    def base(e: dict, kind: str) -> dict:
-        return {"kind": kind, "time": _iso_us(e["record_timestamp"]), "group_id": e["group_id"],
-                "offsets_partition": e["offsets_partition"], "record_offset": e["record_offset"],
-                "generation": e.get("generation"), "group_type": e["group_type"]}
-
-    i = 0
-    while i < len(events):
-        j = i
-        while j < len(events) and events[j]["group_id"] == events[i]["group_id"]:
-            j += 1
-        group = events[i:j]
-        exists, state, gtype, generation = False, None, None, None
-        converted_at = -1  # the creation that completes a conversion, reported with the deletion before it
-        for k, e in enumerate(group):
-            ts = e["record_timestamp"]
-            inside = ts is not None and start <= ts <= end
-            now_exists = e.get("state") is not None
-            if inside and e["event"] == "deleted":
-                nxt = group[k + 1] if k + 1 < len(group) else None
-                if (nxt is not None and nxt.get("state") is not None and nxt["group_type"] != e["group_type"]
-                        and nxt["record_timestamp"] == ts):
-                    out.append({**base(nxt, "group_converted"), "from_type": e["group_type"],
-                                "to_type": nxt["group_type"], "state": nxt.get("state")})
-                    converted_at = k + 1
-                else:
-                    out.append({**base(e, "group_deleted"), "generation": generation, "state_before": state})
-            elif inside and now_exists and not exists and k != converted_at:
-                out.append({**base(e, "group_created"), "state": e.get("state")})
-            elif inside and now_exists and exists and e.get("state") == "Empty" and state not in (None, "Empty"):
-                out.append({**base(e, "group_emptied"), "state_before": state,
-                            "members_left": list(e.get("members_left") or [])})
-            new_gen = e.get("generation")
-            if inside and now_exists:
-                minute = storms.setdefault((e["group_id"], ts - ts % 60_000_000),
-                                           {"bumps": [], "events": [], "before": None})
-                minute["events"].append(e)
-                if (exists and new_gen is not None and e["group_type"] == gtype and generation is not None
-                        and new_gen > generation):
-                    if not minute["bumps"]:
-                        minute["before"] = generation
-                    minute["bumps"].append(e)
-            exists, state = now_exists, e.get("state")
-            gtype, generation = (e["group_type"], new_gen) if now_exists else (None, None)
-        i = j
-    for (gid, minute), seen in storms.items():
-        gens = sorted({e["generation"] for e in seen["bumps"]})
+    for k in np.flatnonzero(converts).tolist():
+        out.append({**base(k + 1, "group_converted"), "from_type": events.group_type[k],
+                    "to_type": events.group_type[k + 1], "state": events.state[k + 1]})
+    for k in np.flatnonzero(inside & deleted & ~converts).tolist():
+        generation, state_before = previous(k)
+        out.append({**base(k, "group_deleted"), "generation": generation, "state_before": state_before})
+    for k in np.flatnonzero(lives & ~was & ~conversion_creates).tolist():
+        out.append({**base(k, "group_created"), "state": events.state[k]})
+    for k in np.flatnonzero(lives & was & empty & ~was_empty).tolist():
+        out.append({**base(k, "group_emptied"), "state_before": events.state[k - 1],
+                    "members_left": list(events.members_left(k) or [])})
+    # storms: per (group, minute), the distinct new generations (a generation or epoch above the one before, same
+    # group type) among the events that leave the group existing
+    counted = inside & exists
+    bump = counted & was & gen_known & was_gen_known & (gtype == was_type) & (gen > was_gen)
+    minute = ts - ts % 60_000_000
+    storms: dict[tuple[int, int], list[int]] = {}
+    group_of = np.cumsum(events.first) - 1
+    for k in np.flatnonzero(bump).tolist():
+        storms.setdefault((int(group_of[k]), int(minute[k])), []).append(k)
+    for (g, m), bumps in storms.items():
+        gens = sorted({events.generation[k] for k in bumps})
         if len(gens) <= sel.storm_per_minute:
             continue
-        joined = sorted({m for e in seen["events"] for m in (e.get("members_joined") or [])})
-        left = sorted({m for e in seen["events"] for m in (e.get("members_left") or [])})
-        out.append({**base(seen["bumps"][0], "rebalance_storm"), "minute": _iso_us(minute),
-                    "rebalances": len(gens), "generation_from": seen["before"], "generation": gens[-1],
+        seen = np.flatnonzero(counted & (group_of == g) & (minute == m)).tolist()
+        joined = sorted({x for k in seen for x in (events.members_joined(k) or [])})
+        left = sorted({x for k in seen for x in (events.members_left(k) or [])})
+        out.append({**base(bumps[0], "rebalance_storm"), "minute": _iso_us(m), "rebalances": len(gens),
+                    "generation_from": int(was_gen[bumps[0]]), "generation": gens[-1],
                     "members_joined": joined, "members_left": left})
     return out
 
@@ -456,7 +532,7 @@ def changes(reader: SnapshotReader, snap: Snapshot, sel: Selection) -> list[dict
     events = _Events(history)
     out = _offset_changes(reader, snap, sel, events)
     out += _expiry_changes(reader, snap, sel)
-    out += _group_changes(events.where(_from_window(history, sel.start)), sel)
+    out += _group_changes(events, sel)
     out.sort(key=lambda c: (c["time"] or "", c["offsets_partition"] if c["offsets_partition"] is not None else -1,
                             c["record_offset"] if c["record_offset"] is not None else -1, KINDS.index(c["kind"])))
     return out

@@ -160,13 +160,16 @@ def _history(reader: SnapshotReader, snap: Snapshot, groups: list[str] | None) -
     return commits, events
 
 
+# read as the files store them (a log-sized history repeats each id many times): the cut and the reduction only
+# compare them, and the wide rows built for the kept records decode them
+_DICTIONARY = ("group_id", "topic", "txn_outcome")
+
+
 def _history_at(reader: SnapshotReader, snap: Snapshot, filters, columns=_COMMIT_COLUMNS) -> pa.Table | None:
     """The `offset_commits` history as the snapshot's run left it (its pinned version; the latest for a run
     written before versions were pinned)."""
-    read = getattr(reader, "_read", None)
-    if read is not None:
-        return read("offset_commits", None, filters, columns, version=snap.version_of("offset_commits"))
-    return reader.history_table("offset_commits", filters=filters, columns=columns)
+    return reader.history_table("offset_commits", filters=filters, columns=columns,
+                                version=snap.version_of("offset_commits"), dictionary=_DICTIONARY)
 
 
 def decoded_log(commits: pa.Table, events: pa.Table, options) -> pa.Table:
@@ -198,6 +201,7 @@ def _markers(commits: pa.Table) -> pa.Table:
     txn_marker_offset, txn_marker_timestamp_max, txn_outcome_max)."""
     decided = commits.select(["offsets_partition", "producer_id", "txn_marker_offset", "txn_marker_timestamp",
                               "txn_outcome"]).filter(pc.is_valid(commits.column("txn_marker_offset")))
+    decided = decided.set_column(4, "txn_outcome", decided.column("txn_outcome").cast(pa.string()))
     return decided.group_by(["offsets_partition", "producer_id", "txn_marker_offset"]).aggregate(
         [("txn_marker_timestamp", "max"), ("txn_outcome", "max")])
 
@@ -334,6 +338,7 @@ def _narrow_schema() -> pa.Schema:
     from schemas.decoded import DECODED_RECORD_SCHEMA
 
     return pa.schema([pa.field(n, pa.dictionary(pa.int8(), pa.string())) if n == "record_kind" else
+                      pa.field(n, pa.dictionary(pa.int32(), pa.string())) if n in ("group_id", "topic") else
                       DECODED_RECORD_SCHEMA.field(n) for n in _NARROW])
 
 
