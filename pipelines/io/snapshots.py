@@ -137,6 +137,29 @@ def _sql_where(filters: Filters, register=None) -> str:
     return " AND ".join(parts) if parts else "TRUE"
 
 
+def _dataset_filter(filters: Filters, schema: pa.Schema):
+    """DNF conjunction [(col, op, value)] -> a pyarrow dataset expression that keeps what `_sql_where` keeps (a
+    null never matches; an empty `in` list matches nothing), values typed as the column is."""
+    import pyarrow.dataset as ds
+
+    expr = ds.scalar(True)
+    for col, op, value in filters:
+        f, t = ds.field(col), schema.field(col).type
+        op = op.lower()
+        if op in ("in", "not in"):
+            e = f.isin(pa.array(list(value), t))
+            e = e if op == "in" else ~e & f.is_valid()
+        elif value is None:
+            e = f.is_valid() if op == "!=" else f.is_null()
+        else:
+            v = ds.scalar(pa.scalar(value, t))
+            e = {"=": f == v, "==": f == v, "!=": f != v, "<": f < v, "<=": f <= v, ">": f > v, ">=": f >= v}.get(op)
+            if e is None:
+                raise ValueError(f"unsupported filter operator {op!r}")
+        expr = expr & e
+    return expr
+
+
 def _close_reader(ref) -> None:
     reader = ref()
     if reader is not None:
@@ -280,7 +303,9 @@ class DeltaWarehouseReader:
                 return self._read_fast(dt, partitions, filters, columns)
             except (_FastPathUnavailable, duckdb.Error, TypeError, ValueError, pa.ArrowException):
                 pass
-        return dt.to_pyarrow_table(partitions=partitions, filters=list(filters) if filters else None, columns=columns)
+        dataset = dt.to_pyarrow_dataset(file_pruning_predicate=list(partitions) if partitions else None)
+        return dataset.to_table(columns=columns, filter=_dataset_filter(filters, pa.schema(dt.schema().to_arrow()))
+                                if filters else None)
 
     def runs(self) -> pa.Table | None:
         return self._read("runs", None, None, None)
@@ -338,17 +363,16 @@ class DeltaWarehouseReader:
         files store them (dictionary-encoded): on a history of millions of rows that is several times faster than
         building every string and encoding them again."""
         import pyarrow.dataset as ds
-        from pyarrow.parquet import filters_to_expression
 
         dt = self._open(table, version)
         if dt is None:
             return None
-        present = dt.schema().to_arrow().names
+        schema = pa.schema(dt.schema().to_arrow())
         if columns is not None:
-            columns = [c for c in columns if c in present]
-        options = ds.ParquetReadOptions(dictionary_columns={c for c in dictionary if c in present})
+            columns = [c for c in columns if c in schema.names]
+        options = ds.ParquetReadOptions(dictionary_columns={c for c in dictionary if c in schema.names})
         return dt.to_pyarrow_dataset(parquet_read_options=options).to_table(
-            columns=columns, filter=filters_to_expression(list(filters)) if filters else None)
+            columns=columns, filter=_dataset_filter(filters, schema) if filters else None)
 
 
 @dataclass(frozen=True)
