@@ -162,7 +162,7 @@ def _history(reader: SnapshotReader, snap: Snapshot, groups: list[str] | None) -
 
 # read as the files store them (a log-sized history repeats each id many times): the cut and the reduction only
 # compare them, and the wide rows built for the kept records decode them
-_DICTIONARY = ("group_id", "topic", "txn_outcome")
+_DICTIONARY = ("group_id", "topic", "txn_outcome", "metadata", "topic_id")
 
 
 def _history_at(reader: SnapshotReader, snap: Snapshot, filters, columns=_COMMIT_COLUMNS) -> pa.Table | None:
