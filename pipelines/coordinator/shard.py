@@ -126,6 +126,12 @@ def _num_partitions(options: ReplayOptions, top: int | None) -> int:
 def until_cut(table: pa.Table, options: ReplayOptions) -> pa.Table:
     """The rows a shard loads at the run's point in time: offsets at or before `--until-offset`, records with no
     timestamp or one at or before `--until-time`."""
+    keep = until_cut_mask(table, options)
+    return table if keep is None else table.filter(keep)
+
+
+def until_cut_mask(table: pa.Table, options: ReplayOptions) -> pa.ChunkedArray | None:
+    """`until_cut`'s rows as a mask over `table` (which needs only `offset` and `timestamp`); None: no cut."""
     keep = None
     if options.until_offset is not None:
         keep = pc.less_equal(table.column("offset"), options.until_offset)
@@ -133,7 +139,7 @@ def until_cut(table: pa.Table, options: ReplayOptions) -> pa.Table:
         ts = table.column("timestamp")
         in_time = pc.or_kleene(pc.is_null(ts), pc.less_equal(ts, options.until_time_ms))
         keep = in_time if keep is None else pc.and_kleene(keep, in_time)
-    return table if keep is None else table.filter(pc.fill_null(keep, False))
+    return None if keep is None else pc.fill_null(keep, False)
 
 
 MARKER_COLUMNS = (PART, "producer_id", "offset", "control_type")
@@ -179,18 +185,25 @@ class LoadedShards:
 
 
 def load_shards(table: pa.Table, options: ReplayOptions, keep: bool = False,
-                resume: Mapping[int, SavedShard] | None = None, history: bool = True) -> LoadedShards:
+                resume: Mapping[int, SavedShard] | None = None, history: bool = True,
+                relevant: bool = False) -> LoadedShards:
     """Every offsets partition in `table` loaded on its own in log order (the loaders read the state-relevant rows
     only, `reduction`; the history has every offset commit), each from its shard in `resume` where it has one
     (every partition of `resume` is loaded, new records or not; `resume` is consumed). Needs nothing from other
     partitions: a Spark task loads its partition as soon as it has decoded it. `keep`: each shard to save
     (`coordinator.saved`). `history=False`: the state only, the history left empty (a restore plan replaying a
-    history it already has)."""
-    table = until_cut(loadable(conform_decoded(table)), options)
+    history it already has). `relevant`: `table` holds only the rows the loaders read, as `until_cut` and
+    `state_relevant_rows` (state only) leave them, in log order (a restore plan cuts and reduces its log-sized
+    history itself, on a few columns)."""
+    if relevant and (history or keep):
+        raise ValueError("a table of state-relevant rows has no history to write")
+    table = loadable(conform_decoded(table))
+    if not relevant:
+        table = until_cut(table, options)
     resume = dict(resume or {})
     states = []
     outcomes = [outcomes_table(-1, {})]
-    loaded = state_relevant_rows(table, options.is_modern, keep_outcomes=history or keep)
+    loaded = table if relevant else state_relevant_rows(table, options.is_modern, keep_outcomes=history or keep)
     with gc_paused():
         by_part = itertools.groupby(zip(loaded.column(PART).to_pylist(), loader_rows(loaded)), key=lambda pr: pr[0])
         rows = {part: [r for _, r in part_rows] for part, part_rows in by_part}

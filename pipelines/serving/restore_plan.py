@@ -162,7 +162,7 @@ def _history(reader: SnapshotReader, snap: Snapshot, groups: list[str] | None) -
 
 # read as the files store them (a log-sized history repeats each id many times): the cut and the reduction only
 # compare them, and the wide rows built for the kept records decode them
-_DICTIONARY = ("group_id", "topic", "txn_outcome")
+_DICTIONARY = ("group_id", "topic", "txn_outcome", "metadata", "topic_id")
 
 
 def _history_at(reader: SnapshotReader, snap: Snapshot, filters, columns=_COMMIT_COLUMNS) -> pa.Table | None:
@@ -187,13 +187,12 @@ def decoded_log(commits: pa.Table, events: pa.Table, options) -> pa.Table:
         events = events.filter(pc.fill_null(pc.less_equal(ts, options.until_time_ms), True))
     records = events.column("record_json").drop_null()
     group_records = _read_records(records, DECODED_RECORD_SCHEMA) if len(records) else None
-    commits, markers, group_records = _state_relevant(commits, markers, group_records, options)
-    parts = [_decoded(_commit_columns(commits), commits.num_rows, DECODED_RECORD_SCHEMA)]
-    if markers.num_rows:
-        parts.append(_decoded(_marker_columns(markers), markers.num_rows, DECODED_RECORD_SCHEMA))
+    commits, markers, group_records, order = _state_relevant(commits, markers, group_records, options)
+    parts = [_decoded(_commit_columns(commits), commits.num_rows, DECODED_RECORD_SCHEMA),
+             _decoded(_marker_columns(markers), markers.num_rows, DECODED_RECORD_SCHEMA)]
     if group_records is not None:
         parts.append(group_records)
-    return pa.concat_tables(parts)  # `shard.loadable` puts it in log order
+    return pa.concat_tables(parts).take(order)
 
 
 def _markers(commits: pa.Table) -> pa.Table:
@@ -250,13 +249,13 @@ _NARROW = ("offsets_partition", "offset", "batch_first_offset", "timestamp", "re
 
 
 def _state_relevant(commits: pa.Table, markers: pa.Table, group_records: pa.Table | None, options):
-    """(commits, markers, group records) cut to the rows the loaders read at `options`' cut: `shard.until_cut`
-    and `reduction.state_relevant_rows` over a narrow table of all three, in log order, each row tagged with its
-    source and row number."""
+    """(commits, markers, group records) cut to the rows the loaders read at `options`' cut, and the order that
+    puts the three, concatenated, in log order: `shard.until_cut` and `reduction.state_relevant_rows` over a narrow
+    table of all three, in log order, each row tagged with its source and row number."""
     import numpy as np
 
     from pipelines.coordinator.reduction import state_relevant_rows
-    from pipelines.coordinator.shard import until_cut
+    from pipelines.coordinator.shard import until_cut_mask
 
     # record kinds as a dictionary (the reduction compares them to text): filters and takes move one byte a row
     kinds = pa.array(["offset_commit", "control"] + ([] if group_records is None else sorted(
@@ -283,21 +282,33 @@ def _state_relevant(commits: pa.Table, markers: pa.Table, group_records: pa.Tabl
         table = table.set_column(table.schema.get_field_index(name), name,
                                  pa.chunked_array([ch.indices for ch in codes.chunks], pa.int32()))
     # the cut and the log order as one take: each copy of a log-sized table costs more than the kernels on it
-    at = pa.array(np.arange(table.num_rows, dtype=np.int64))
-    cut = until_cut(table.select(["offset", "timestamp"]).append_column("__at", at), options).column("__at")
-    cut = cut.to_numpy() if cut.num_chunks else np.empty(0, dtype=np.int64)
+    keep = until_cut_mask(table, options)
     part, offset = table.column("offsets_partition").to_numpy(), table.column("offset").to_numpy()
-    table = table.take(cut[_log_order(part[cut], offset[cut])])
+    if keep is None:
+        order = _log_order(part, offset)
+    else:
+        cut = np.flatnonzero(keep.to_numpy(zero_copy_only=False))
+        order = cut[_log_order(part[cut], offset[cut])]
+    table = table.take(order)
     kept = state_relevant_rows(table, options.is_modern, keep_outcomes=False).select(["__src", "__row"])
     src = kept.column("__src").to_numpy()
     row = kept.column("__row").to_numpy()
-
-    def picked(t: pa.Table, i: int) -> pa.Table:  # a filter keeps the order and works chunk by chunk
+    # a filter keeps each source's order and works chunk by chunk; the kept rows' place in the three filtered and
+    # concatenated is their source's base plus their rank there
+    order = np.empty(len(row), dtype=np.int64)
+    base = 0
+    picked = []
+    for i, t in enumerate((commits, markers, group_records)):
+        if t is None:
+            continue
+        mine = np.flatnonzero(src == i)
         mask = np.zeros(t.num_rows, dtype=bool)
-        mask[row[src == i]] = True
-        return t.filter(pa.array(mask))
-
-    return picked(commits, 0), picked(markers, 1), None if group_records is None else picked(group_records, 2)
+        mask[row[mine]] = True
+        picked.append(t.filter(pa.array(mask)))
+        order[mine] = base + np.searchsorted(np.flatnonzero(mask), row[mine])
+        base += len(mine)
+    return (picked[0], picked[1], picked[2] if group_records is not None else None,
+            pa.array(order))
 
 
 def _kinds(kinds: pa.Array, indices) -> pa.ChunkedArray:
@@ -307,12 +318,37 @@ def _kinds(kinds: pa.Array, indices) -> pa.ChunkedArray:
 
 
 def _log_order(part, offset):
-    """The indices that sort rows by (offsets partition, offset): one int64 key where both fit in it."""
+    """The indices that sort rows by (offsets partition, offset), ties in row order (a stable sort). The rows come
+    as a few runs already in log order (each history file holds one partition's records in log order), so runs
+    are moved whole and only runs that overlap are sorted; a plain sort when there are many runs."""
     import numpy as np
 
-    if len(part) and part.min() >= 0 and part.max() < 1 << 15 and offset.min() >= 0 and offset.max() < 1 << 48:
-        return np.argsort((part.astype(np.int64) << 48) | offset, kind="stable")
-    return np.lexsort((offset, part))
+    n = len(part)
+    if not (n and part.min() >= 0 and part.max() < 1 << 15 and offset.min() >= 0 and offset.max() < 1 << 48):
+        return np.lexsort((offset, part))
+    position = part.astype(np.int64) << 48
+    position |= offset
+    starts = np.flatnonzero(position[1:] < position[:-1]) + 1
+    if len(starts) > 10_000:
+        return np.argsort(position, kind="stable")
+    starts = np.concatenate(([0], starts))
+    ends = np.append(starts[1:], n)
+    first, last = position[starts], position[ends - 1]
+    pieces = []
+    by = np.argsort(first, kind="stable").tolist()
+    i = 0
+    while i < len(by):  # a cluster: runs whose ranges touch, sorted together
+        j, top = i + 1, last[by[i]]
+        while j < len(by) and first[by[j]] <= top:
+            top = max(top, last[by[j]])
+            j += 1
+        if j == i + 1:
+            pieces.append(np.arange(starts[by[i]], ends[by[i]]))
+        else:
+            rows = np.concatenate([np.arange(starts[r], ends[r]) for r in sorted(by[i:j])])
+            pieces.append(rows[np.argsort(position[rows], kind="stable")])
+        i = j
+    return np.concatenate(pieces)
 
 
 def _read_records(records, schema: pa.Schema) -> pa.Table:
@@ -359,6 +395,7 @@ def offsets_at(reader: SnapshotReader, snap: Snapshot, as_of_ms: int, groups: li
     from pipelines.coordinator.options import ReplayOptions
     from pipelines.coordinator.shard import load_shards, tabulate_shards
     from pipelines.coordinator.tables import topic_names
+    from pipelines.heap import gc_paused
 
     facts = _run_facts(snap)
     commits, events = _history(reader, snap, groups)
@@ -368,16 +405,19 @@ def offsets_at(reader: SnapshotReader, snap: Snapshot, as_of_ms: int, groups: li
     expiry = ExpiryOptions(as_of_ms=as_of_ms, retention_minutes=facts["retention_minutes"],
                            semantics=facts["semantics"], kafka_version=facts["kafka_version"]) \
         if facts["expiry"] else None
-    loaded = load_shards(log, options, history=False)
-    tables = tabulate_shards(loaded.states, options, expiry, topic_names(loaded.naming.to_pylist()))
-    wanted = None if groups is None else set(groups)
-    out: dict[str, list[tuple[str, int, int]]] = {}
-    for name in ("loaded_offsets", "empty_group_offsets"):
-        t = tables[name].select(["group_id", "topic", "partition", "committed_offset"])
-        for gid, topic, part, off in zip(*(t.column(i).to_pylist() for i in range(4))):
-            if wanted is None or gid in wanted:
-                out.setdefault(gid, []).append((topic, part, off))
-    return {g: sorted(v) for g, v in out.items()}
+    with gc_paused():  # the loaders' objects hold no cycles; dropped before the collector is back
+        loaded = load_shards(log, options, history=False, relevant=True)
+        del log
+        tables = tabulate_shards(loaded.states, options, expiry, topic_names(loaded.naming.to_pylist()))
+        del loaded
+        wanted = None if groups is None else set(groups)
+        out: dict[str, list[tuple[str, int, int]]] = {}
+        for name in ("loaded_offsets", "empty_group_offsets"):
+            t = tables[name].select(["group_id", "topic", "partition", "committed_offset"])
+            for gid, topic, part, off in zip(*(t.column(i).to_pylist() for i in range(4))):
+                if wanted is None or gid in wanted:
+                    out.setdefault(gid, []).append((topic, part, off))
+        return {g: sorted(v) for g, v in out.items()}
 
 
 # ------------------------------------------------------------------------------------------------ the plan

@@ -1,7 +1,8 @@
-"""`changes` reads a history whose rows come as its files hold them: each file one offsets partition's records in
-log order, the files in any order, and some files holding records that fall inside another's range (transactional
-rows settled later, an incremental run's appends). Whatever the arrangement, a key's rows must be compared in log
-order: the order `changes` uses equals a plain sort by (key, offsets partition, record offset)."""
+"""`changes` and `restore-plan` read a history whose rows come as its files hold them: each file one offsets
+partition's records in log order, the files in any order, and some files holding records that fall inside another's
+range (transactional rows settled later, an incremental run's appends). Whatever the arrangement, the orders they
+move runs by equal a plain sort: by (key, offsets partition, record offset) for `changes`, by log position (ties in
+row order) for `restore-plan`."""
 from __future__ import annotations
 
 import numpy as np
@@ -9,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pipelines.serving.changes import _key_then_log_order
+from pipelines.serving.restore_plan import _log_order
 from tests.depth import cases
 
 
@@ -47,3 +49,13 @@ def test_uncounted_rows_keyed_minus_one_come_first():
     op = np.array([0, 0, 0, 0, 1], dtype=np.int32)
     ro = np.array([4, 1, 2, 3, 0], dtype=np.int64)  # key 5's rows arrive out of log order
     assert _key_then_log_order(key, group, op, ro).tolist() == [1, 3, 4, 2, 0]
+
+
+@settings(max_examples=cases(2000, 300), deadline=None)
+@given(histories(), st.booleans())
+def test_log_order_is_a_stable_sort_by_position(history, duplicated):
+    _, _, op, ro = history
+    if duplicated:  # the same positions twice: ties keep row order
+        op, ro = np.concatenate((op, op[::-1])), np.concatenate((ro, ro[::-1]))
+    expected = np.lexsort((ro, op))
+    assert np.array_equal(_log_order(op, ro), expected)
