@@ -179,58 +179,60 @@ class LoadedShards:
 
 
 def load_shards(table: pa.Table, options: ReplayOptions, keep: bool = False,
-                resume: Mapping[int, SavedShard] | None = None, history: bool = True) -> LoadedShards:
+                resume: Mapping[int, SavedShard] | None = None, history: bool = True,
+                window_rows: int | None = None) -> LoadedShards:
     """Every offsets partition in `table` loaded on its own in log order (the loaders read the state-relevant rows
     only, `reduction`; the history has every offset commit), each from its shard in `resume` where it has one
     (every partition of `resume` is loaded, new records or not; `resume` is consumed). Needs nothing from other
     partitions: a Spark task loads its partition as soon as it has decoded it. `keep`: each shard to save
     (`coordinator.saved`). `history=False`: the state only, the history left empty (a restore plan replaying a
-    history it already has)."""
-    table = until_cut(loadable(conform_decoded(table)), options)
+    history it already has). Each partition is a `streamed.StreamedShard` fed windows of `window_rows` rows (None:
+    the whole partition in one), as a task streaming its segments feeds it; the history comes back in record order
+    per partition."""
+    from pipelines.coordinator.streamed import StreamedShard
+
+    table = loadable(conform_decoded(table))
     resume = dict(resume or {})
-    states = []
-    outcomes = [outcomes_table(-1, {})]
-    loaded = state_relevant_rows(table, options.is_modern)
-    with gc_paused():
-        by_part = itertools.groupby(zip(loaded.column(PART).to_pylist(), loader_rows(loaded)), key=lambda pr: pr[0])
-        rows = {part: [r for _, r in part_rows] for part, part_rows in by_part}
-        for part in sorted(set(rows) | set(resume)):
-            saved = resume.get(part)
-            state = load_shard(part, rows.pop(part, ()), options, None if saved is None else saved.state, history)
-            states.append(state)
-            outcomes.append(outcomes_table(part, state.outcomes, state.decided_by))
-    outcomes = pa.concat_tables(outcomes)
-    history = offset_commits_table(table if history else table.slice(0, 0), outcomes, options.snapshot_id)
-    resumed = [s.open_history for s in resume.values() if s.open_history.num_rows]
-    if resumed:
-        history = pa.concat_tables([_decided(pa.concat_tables(resumed), outcomes, options.snapshot_id), history])
-    markers = transaction_markers(table, options)
-    if resume:
-        markers = pa.concat_tables([*(s.markers.cast(markers.schema) for s in resume.values()), markers])
-    naming = naming_rows(table)
-    if resume:
-        naming = pa.concat_tables([*(s.naming.cast(naming.schema) for s in resume.values()), naming])
-    saved = saved_shards(states, history, naming, markers) if keep else None
-    return LoadedShards(states, history, markers, naming, saved)
+    parts = table.column(PART)
+    by_part = {}
+    if table.num_rows:
+        p = parts.to_numpy(zero_copy_only=False)
+        starts = np.flatnonzero(np.r_[True, p[1:] != p[:-1]])
+        ends = np.r_[starts[1:], len(p)]
+        by_part = {int(p[a]): (int(a), int(b)) for a, b in zip(starts, ends)}  # `loadable`: sorted by partition
+    states, settled, markers, naming, pending = [], [], [], [], []
+    for part in sorted(set(by_part) | set(resume)):
+        shard = StreamedShard(part, options, resume.pop(part, None), history)
+        a, b = by_part.get(part, (0, 0))
+        step = max(1, window_rows or (b - a))
+        for at in range(a, b, step):
+            settled.append(shard.load(table.slice(at, min(step, b - at))))
+        done = shard.finish()
+        if done.state is not None:
+            states.append(done.state)
+        pending.append(done.pending)
+        markers.append(done.markers)
+        naming.append(done.naming)
+    rows = [t for t in settled + pending if t.num_rows]
+    history_rows = pa.concat_tables(rows) if rows else offset_commits_table(table.slice(0, 0), outcomes_table(-1, {}),
+                                                                              options.snapshot_id)
+    history_rows = _in_record_order(history_rows)
+    markers = pa.concat_tables(markers) if markers else transaction_markers(table.slice(0, 0), options)
+    naming = pa.concat_tables(naming) if naming else naming_rows(table.slice(0, 0))
+    saved = saved_shards(states, history_rows, naming, markers) if keep else None
+    return LoadedShards(states, history_rows, markers, naming, saved)
 
 
-def _decided(rows: pa.Table, outcomes: pa.Table, snapshot_id: str) -> pa.Table:
-    """History rows of resumed open transactions with the outcome this load gave them (still pending where no
-    marker came), stamped with this run's id."""
-    decided = outcome_of(rows.column(PART), rows.column("record_offset"), outcomes, DECIDED_COLUMNS)
-    for name, values in decided.items():
-        if name not in rows.column_names:
-            continue
-        at = rows.schema.get_field_index(name)
-        target = rows.schema.field(name).type
-        if pa.types.is_timestamp(target):  # the outcomes hold epoch ms
-            values = values.cast(pa.timestamp("ms", tz="UTC"))
-        values = values.cast(target)
-        rows = rows.set_column(at, name, pc.coalesce(values, rows.column(name)))
-    if "snapshot_id" in rows.column_names:
-        rows = rows.set_column(rows.schema.get_field_index("snapshot_id"), "snapshot_id",
-                               pa.array([snapshot_id] * rows.num_rows, rows.schema.field("snapshot_id").type))
-    return rows
+def _in_record_order(history: pa.Table) -> pa.Table:
+    """`history` sorted by (offsets partition, record offset) unless it already is (a streamed shard hands back
+    the rows of a transaction when its marker comes)."""
+    if history.num_rows < 2:
+        return history
+    p = history.column(PART).to_numpy(zero_copy_only=False)
+    o = history.column("record_offset").to_numpy(zero_copy_only=False)
+    if bool(np.all((p[:-1] < p[1:]) | ((p[:-1] == p[1:]) & (o[:-1] <= o[1:])))):
+        return history
+    return history.sort_by([(PART, "ascending"), ("record_offset", "ascending")])
 
 
 def tabulate_shards(states: Iterable, options: ReplayOptions, expiry: ExpiryOptions | None,
