@@ -1,14 +1,13 @@
 """One coordinator shard, records in, the snapshot's rows out: the engine's single entry point.
 
 `replay_shards` takes decoded rows (Arrow, `schemas/decoded.py`) of one or more `__consumer_offsets` partitions,
-loads each partition on its own in log order (`loader`: the old `doLoadGroupsAndOffsets` or the new coordinator's
-replay), applies one cleanup pass (`expiry`) to each loaded shard, and returns every table as Arrow in the
+loads each partition on its own in log order (`streamed.StreamedShard`, the loader a task streaming its segments
+uses too; `loader`: the old `doLoadGroupsAndOffsets` or the new coordinator's replay), applies one cleanup pass (`expiry`) to each loaded shard, and returns every table as Arrow in the
 contract's columns, plus each shard as the next `--incremental` run resumes it (`saved`). A Spark task calls it for one
 partition (`pipelines/frames/shards.py`); a small run, the tests and the benchmark call it in-process.
 """
 from __future__ import annotations
 
-import itertools
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
@@ -17,12 +16,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipelines.coordinator.expiry import ExpiryOptions, cleanup_group_metadata
-from pipelines.coordinator.loader import SKIPPED_KINDS, OffsetCommit, SparseRow, load_shard, offset_commits
+from pipelines.coordinator.loader import SKIPPED_KINDS, OffsetCommit, SparseRow, offset_commits
 from pipelines.coordinator.options import DEFAULT_NUM_OFFSETS_PARTITIONS, REPLAY_TABLES, ReplayOptions
-from pipelines.coordinator.reduction import state_relevant_rows
 from pipelines.coordinator.saved import SavedShard, saved_shards
-from pipelines.coordinator.tables import (DECIDED_COLUMNS, OFFSET_TABLES, contract_table, offset_commits_table, outcome_of,
-                                           outcomes_table, shard_rows, topic_names)
+from pipelines.coordinator.tables import (OFFSET_TABLES, contract_table, offset_commits_table, outcomes_table,
+                                           shard_rows, topic_names)
 from pipelines.heap import gc_paused
 from schemas.decoded import DECODED_RECORD_SCHEMA
 
