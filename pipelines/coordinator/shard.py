@@ -46,6 +46,8 @@ def conform_decoded(table: pa.Table) -> pa.Table:
     """`table` with exactly the decoded schema's columns and types (Spark's Arrow and Parquet files differ in
     nullability and metadata only; missing columns — the unread ones, or columns added since a state was
     written — come as nulls)."""
+    if table.schema.equals(DECODED_RECORD_SCHEMA):  # conformed already (a window of a conformed table)
+        return table
     columns = [table.column(f.name).cast(f.type) if f.name in table.column_names else pa.nulls(table.num_rows, f.type)
                for f in DECODED_RECORD_SCHEMA]
     return pa.table(columns, schema=DECODED_RECORD_SCHEMA)

@@ -48,14 +48,11 @@ class StreamedShard:
 
     def __init__(self, partition: int, options: ReplayOptions, resume: SavedShard | None = None,
                  history: bool = True) -> None:
-        from pipelines.coordinator.tables import offset_commits_table
-
         self.partition = partition
         self.options = options
         self.history = history
         self.state: ShardState | None = None if resume is None else resume.state
-        empty = offset_commits_table(_empty_decoded(), _no_outcomes(), options.snapshot_id)
-        self.pending = empty if resume is None or not history else resume.open_history
+        self.pending = _no_history() if resume is None or not history else resume.open_history
         self._fresh_pending = resume is not None  # the saved rows carry the previous run's id until decided here
         self._loaded = resume is not None
         self._markers = [] if resume is None else [resume.markers]
@@ -133,7 +130,13 @@ def _empty_decoded() -> pa.Table:
     return DECODED_RECORD_SCHEMA.empty_table()
 
 
-def _no_outcomes() -> pa.Table:
-    from pipelines.coordinator.tables import outcomes_table
+_NO_HISTORY: list[pa.Table] = []
 
-    return outcomes_table(-1, {})
+
+def _no_history() -> pa.Table:
+    """An empty history (`offset_commits` rows), built once: its schema takes milliseconds to derive."""
+    if not _NO_HISTORY:
+        from pipelines.coordinator.tables import offset_commits_table, outcomes_table
+
+        _NO_HISTORY.append(offset_commits_table(_empty_decoded(), outcomes_table(-1, {}), ""))
+    return _NO_HISTORY[0]
