@@ -19,7 +19,7 @@ PACK := dist/offsetlake-env.tar.gz
 PACKAGE_SOURCES := setup.py setup.cfg MANIFEST.in \
   $(shell find pipelines jobs schemas conf -type f -not -path '*/__pycache__/*' -not -name '*.pyc' -not -name '*.so')
 
-.PHONY: setup run test test-fast bench bench-decode dist pack clean
+.PHONY: setup run test test-fast test-deep bench bench-decode dist pack clean
 
 $(VENV)/.installed: setup.cfg setup.py
 	$(PYTHON) -m venv $(VENV)
@@ -38,11 +38,19 @@ run: setup
 	  echo; echo "$$ offsetlake describe --warehouse $(WAREHOUSE) $$G --members"; $(OFFSETLAKE) describe --warehouse $(WAREHOUSE) "$$G" --members; \
 	  echo; echo "$$ offsetlake describe --warehouse $(WAREHOUSE) $$G"; $(OFFSETLAKE) describe --warehouse $(WAREHOUSE) "$$G"
 
+# Worker processes for the test suite (pytest-xdist); each module's tests run in one of them. TEST_WORKERS=0: none.
+TEST_WORKERS ?= 2
+PYTEST_WORKERS := $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
+
 test: setup
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q $(PYTEST_WORKERS)
 
 test-fast: setup
-	$(PY) -m pytest -q -m "not spark and not integration"
+	$(PY) -m pytest -q $(PYTEST_WORKERS) -m "not spark and not integration"
+
+# The whole suite with the property and fuzz tests' deep case counts (tests/depth.py).
+test-deep: setup
+	OFFSETLAKE_TEST_DEPTH=deep $(PY) -m pytest -q $(PYTEST_WORKERS)
 
 # Benchmarks print figures; they are never part of `make test`.
 bench: setup

@@ -6,6 +6,8 @@ import datetime as dt
 import re
 import time
 
+EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+
 # Epoch milliseconds as Kafka's tools print and take them (kafka-dump-log's CreateTime, kafka-get-offsets --time,
 # timeline.tsv): a run of digits. 11 to 15 digits spans 1973-03 to year 9999; fewer is most likely epoch seconds,
 # more micro- or nanoseconds, both refused rather than read as a wrong instant. Eight digits are ISO-8601's basic
@@ -41,13 +43,14 @@ def parse_time_ms(text: str, *, what: str) -> int:
         raise TimeFormatError(f"{what}: {text!r} is not {TIME_FORMS}") from None
     if t.tzinfo is None:
         t = t.replace(tzinfo=dt.timezone.utc)
-    return int(t.timestamp() * 1000)
+    # integer arithmetic: a float of seconds loses the last millisecond of far dates (year 6326: .166 -> 165)
+    return (t - EPOCH) // dt.timedelta(milliseconds=1)
 
 
 def ms_to_iso(ms: int | None) -> str | None:
     if ms is None:
         return None
-    return dt.datetime.fromtimestamp(ms / 1000, tz=dt.timezone.utc).isoformat(timespec="milliseconds")
+    return (EPOCH + dt.timedelta(milliseconds=ms)).isoformat(timespec="milliseconds")
 
 
 def iso_duration(months: int = 0, days: int = 0, nanoseconds: int = 0) -> str:

@@ -11,6 +11,44 @@ ROOT = Path(__file__).resolve().parent.parent
 SHARED = Path(os.environ.get("OFFSETLAKE_SHARED", ROOT.parent / "shared"))
 
 
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects
+def pytest_collection_modifyitems(config, items):
+    """A test that takes the `spark` fixture (itself or through another fixture) is a `spark` test, marked or not;
+    a test that does not take it is one only if it says so (it starts Spark some other way, e.g. a rebuild)."""
+    for item in items:
+        if "spark" in getattr(item, "fixturenames", ()) and item.get_closest_marker("spark") is None:
+            item.add_marker(pytest.mark.spark)
+
+
+def _jvm_started() -> bool:
+    ctx = sys.modules.get("pyspark") and sys.modules["pyspark"].SparkContext
+    return bool(ctx and ctx._gateway is not None)
+
+
+@pytest.fixture(autouse=True)
+def _no_jvm_unless_marked(request):
+    """The fast tier must never start a JVM: a test not marked `spark` or `integration` that starts one fails."""
+    marked = any(request.node.get_closest_marker(m) for m in ("spark", "integration"))
+    before = marked or _jvm_started()
+    yield
+    if not before and _jvm_started():
+        pytest.fail("started a JVM without the `spark` mark (take the `spark` fixture or mark the test)")
+
+
+@pytest.fixture(scope="module")
+def make_dist_lock():
+    """Held by a module that runs `make dist` / `make pack` for as long as it runs: under `make test`'s workers
+    (pytest-xdist, one module per worker) two such modules would rebuild dist/ at the same time."""
+    import fcntl
+
+    lock = ROOT / "build" / ".make-dist.lock"
+    lock.parent.mkdir(exist_ok=True)
+    with open(lock, "w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        yield
+        fcntl.flock(f, fcntl.LOCK_UN)
+
+
 @pytest.fixture(scope="session")
 def shared_dir() -> Path:
     """../shared beside the checkout (CI has it); tests that need it skip cleanly when it is absent."""

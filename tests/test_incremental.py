@@ -18,7 +18,6 @@ import pytest
 
 from tests import logtools
 
-pytestmark = pytest.mark.spark
 
 COMPARED = ("loaded_offsets", "empty_group_offsets", "loaded_groups", "group_members", "removed_groups",
             "pending_offsets", "expired_offsets", "expired_groups", "group_history")

@@ -23,7 +23,6 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-pytestmark = pytest.mark.spark
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
 

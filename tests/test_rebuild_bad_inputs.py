@@ -11,7 +11,6 @@ from click.testing import CliRunner
 
 from tests import badinputs as bi
 
-pytestmark = pytest.mark.spark
 
 SNAPSHOT = "bad-inputs"
 

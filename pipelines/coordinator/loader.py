@@ -80,11 +80,15 @@ def is_first_record_of_batch(row: Row) -> bool:
     return row.get("batch_first_offset") is None or row["offset"] == row["batch_first_offset"]
 
 
+#: the control types that end a transaction in the new coordinator (`replayEndTransactionMarker`)
+END_MARKER_TYPES = ("COMMIT", "ABORT")
+
+
 def is_end_marker(row: Row, modern: bool) -> bool:
     """A control record that ends its producer's transaction: modern reads every control record and only COMMIT /
     ABORT end one; the old loader reads the first record of a control batch, whatever its type."""
     if modern:
-        return row.get("control_type") in ("COMMIT", "ABORT")
+        return row.get("control_type") in END_MARKER_TYPES
     return is_first_record_of_batch(row)
 
 
@@ -269,7 +273,7 @@ def replay(partition: int, rows: Iterable[Row], resume: ShardState | None = None
         kind = _kind(row)
         if kind == "control":
             ctype = row.get("control_type")
-            if ctype not in ("COMMIT", "ABORT"):
+            if ctype not in END_MARKER_TYPES:
                 continue
             pid = producer_id(row)
             txn = pending.pop(pid, None)

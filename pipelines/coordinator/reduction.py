@@ -16,6 +16,12 @@ Kept, for the run's semantics:
   last one. An offset value creates a simple group only where the id holds no group
   (`GroupStore.maybe_create_simple_group`), and only the group's own records change that in between.
 
+A load that reads no transaction outcomes (`keep_outcomes=False`: a replay of a history that already holds them)
+also drops a transactional offset value whose transaction ended (the marker that ends it in the loader's terms,
+`loader.is_end_marker`) before a plain record of its key: whatever the marker installed, that plain record
+overwrites; a value touches no other key and no other transaction (tombstones do: they are all kept). Then every
+control record that ends no kept transactional record is dropped: ending an empty transaction changes nothing.
+
 The history (`offset_commits`) is built from every record, not from this subset. `tests/coordinator/
 test_reduction.py` checks the defining property on generated logs, both semantics: the loaders give the same state,
 groups and group history from the subset as from the whole log; `test_saved.py` that a shard loaded from it
@@ -23,9 +29,13 @@ and saved still resumes like the whole log.
 """
 from __future__ import annotations
 
+from typing import Iterable, Mapping
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+
+from pipelines.coordinator.loader import END_MARKER_TYPES
 
 PART = "offsets_partition"
 KEY = [PART, "group_id", "topic", "partition"]
@@ -63,9 +73,94 @@ def _mark_group_values(keep: np.ndarray, table: pa.Table, is_value) -> None:
         keep[np.fromiter(last.values(), dtype=np.int64)] = True
 
 
-def state_relevant_rows(table: pa.Table, modern: bool) -> pa.Table:
+def _end_markers(table: pa.Table, modern: bool):
+    """The control records that end their producer's transaction, as the loaders read them
+    (`loader.is_end_marker`): modern, COMMIT and ABORT; the old loader, the first record of any control batch."""
+    is_control = pc.fill_null(pc.equal(table.column("record_kind"), "control"), False)
+    if modern:
+        ends = pc.fill_null(pc.is_in(table.column("control_type"), pa.array(END_MARKER_TYPES)), False)
+    else:
+        first = table.column("batch_first_offset")
+        ends = pc.fill_null(pc.or_kleene(pc.is_null(first), pc.equal(table.column("offset"), first)), False)
+    return is_control, pc.and_(is_control, ends)
+
+
+def _by_producer(table: pa.Table, ends, records) -> tuple[np.ndarray, ...] | None:
+    """The end markers and the `records` (a mask) in (offsets partition, producer id, log) order: (row numbers,
+    is-end flags, and for each, the position in that order of its producer's next end marker, or -1)."""
+    either = pc.or_(ends, records)
+    sub = pa.table({"p": table.column(PART).filter(either),
+                    "pid": pc.fill_null(table.column("producer_id"), -1).filter(either),
+                    "end": ends.filter(either),
+                    "row": np.flatnonzero(either.to_numpy(zero_copy_only=False)).astype(np.int64)})
+    if not sub.num_rows:
+        return None
+    sub = sub.take(pc.sort_indices(sub, [("p", "ascending"), ("pid", "ascending"), ("row", "ascending")]))
+    p, pid, row = (sub.column(c).to_numpy() for c in ("p", "pid", "row"))
+    end = sub.column("end").to_numpy(zero_copy_only=False)
+    end_at = np.flatnonzero(end)
+    nxt = np.full(len(sub), -1, dtype=np.int64)
+    if len(end_at):
+        here = np.arange(len(sub))
+        cand = end_at[np.minimum(np.searchsorted(end_at, here), len(end_at) - 1)]
+        same = (cand >= here) & (p[cand] == p) & (pid[cand] == pid)
+        nxt[same] = cand[same]
+    return row, end, nxt
+
+
+def _ended_before_overwrite(table: pa.Table, rows: pa.Table, ends, values, plain) -> np.ndarray:
+    """The row numbers of the transactional offset values (`values`) whose transaction's end marker comes before
+    the last plain record of their GroupTopicPartition."""
+    ordered = _by_producer(table, ends, values)
+    if ordered is None:
+        return np.empty(0, dtype=np.int64)
+    row, end, nxt = ordered
+    ended = ~end & (nxt >= 0)
+    if not ended.any():
+        return np.empty(0, dtype=np.int64)
+    candidates = rows.take(pa.array(row[ended])).append_column("__marker", pa.array(row[nxt[ended]]))
+    last_plain = rows.filter(plain).group_by(KEY).aggregate([("__row", "max")])
+    joined = candidates.join(last_plain, keys=KEY, join_type="inner")
+    overwritten = pc.greater(joined.column("__row_max"), joined.column("__marker"))
+    return joined.column("__row").filter(overwritten).to_numpy()
+
+
+def _drop_idle_markers(keep: np.ndarray, table: pa.Table, is_control, ends, txn,
+                       open_producers: Mapping[int, Iterable[int]] | None = None) -> None:
+    """Clears `keep` at the control records that end no kept transactional record (and at those that end none),
+    but for the end markers of `open_producers` (offsets partition -> producer ids with a transaction open before
+    `table`)."""
+    keep[np.flatnonzero(is_control.to_numpy(zero_copy_only=False))] = False
+    if open_producers:
+        p = table.column(PART).to_numpy(zero_copy_only=False)
+        pid = pc.fill_null(table.column("producer_id"), -1).to_numpy(zero_copy_only=False)
+        ended = np.zeros(table.num_rows, dtype=bool)
+        for part, pids in open_producers.items():
+            ended |= (p == part) & np.isin(pid, np.fromiter(pids, dtype=np.int64))
+        keep[ended & ends.to_numpy(zero_copy_only=False)] = True
+    kept_txn = pc.and_(txn, pa.array(keep))
+    ordered = _by_producer(table, ends, kept_txn)
+    if ordered is None:
+        return
+    row, end, _ = ordered
+    # a marker ends a kept record when the one before it in its producer's order is a record, not a marker
+    needed = end.copy()
+    needed[0] = False
+    needed[1:] &= ~end[:-1]
+    same = np.zeros(len(row), dtype=bool)
+    p = table.column(PART).to_numpy()
+    pid = pc.fill_null(table.column("producer_id"), -1).to_numpy()
+    same[1:] = (p[row[1:]] == p[row[:-1]]) & (pid[row[1:]] == pid[row[:-1]])
+    keep[row[needed & same]] = True
+
+
+def state_relevant_rows(table: pa.Table, modern: bool, keep_outcomes: bool = True,
+                        open_producers: Mapping[int, Iterable[int]] | None = None) -> pa.Table:
     """The rows of `table` (decoded rows the shards load: no error/unknown rows, log order per offsets partition,
-    up to the run's point in time) that the loaders need to reach the state the whole table gives."""
+    up to the run's point in time) that the loaders need to reach the state the whole table gives, and, unless
+    `keep_outcomes` is False, every transactional record's outcome. `open_producers` (without `keep_outcomes`; a
+    window of a longer log, `streamed`): offsets partition -> the producers whose transaction the rows before
+    `table` left open: their end markers in `table` are kept, whatever `table` holds of their transaction."""
     n = table.num_rows
     if n == 0:
         return table
@@ -80,8 +175,14 @@ def state_relevant_rows(table: pa.Table, modern: bool) -> pa.Table:
         return table
     tombstone = pc.fill_null(table.column("is_tombstone"), False)
     rows = table.select(KEY).append_column("__row", pa.array(np.arange(n, dtype=np.int64)))
+    if not keep_outcomes:
+        is_control, ends = _end_markers(table, modern)
+        values = pc.and_(pc.and_(is_commit, is_txn), pc.invert(tombstone))
+        keep[_ended_before_overwrite(table, rows, ends, values, plain)] = False
     _mark_last(keep, rows, plain)
     _mark_last(keep, rows, pc.and_(is_commit, tombstone))
     if modern:
         _mark_group_values(keep, table, pc.and_(is_commit, pc.invert(tombstone)))
+    if not keep_outcomes:
+        _drop_idle_markers(keep, table, is_control, ends, pc.and_(is_commit, is_txn), open_producers)
     return table.filter(pa.array(keep))

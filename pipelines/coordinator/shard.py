@@ -1,7 +1,7 @@
 """One coordinator shard, records in, the snapshot's rows out: the engine's single entry point.
 
 `replay_shards` takes decoded rows (Arrow, `schemas/decoded.py`) of one or more `__consumer_offsets` partitions,
-loads each partition on its own in log order (`streamed.StreamedShard`, the loader a task streaming its segments
+loads each partition on its own in log order (`streamed.StreamedShards`, the loader a task streaming its segments
 uses too; `loader`: the old `doLoadGroupsAndOffsets` or the new coordinator's replay), applies one cleanup pass (`expiry`) to each loaded shard, and returns every table as Arrow in the
 contract's columns, plus each shard as the next `--incremental` run resumes it (`saved`). A Spark task calls it for one
 partition (`pipelines/frames/shards.py`); a small run, the tests and the benchmark call it in-process.
@@ -19,8 +19,7 @@ from pipelines.coordinator.expiry import ExpiryOptions, cleanup_group_metadata
 from pipelines.coordinator.loader import SKIPPED_KINDS, OffsetCommit, SparseRow, offset_commits
 from pipelines.coordinator.options import DEFAULT_NUM_OFFSETS_PARTITIONS, REPLAY_TABLES, ReplayOptions
 from pipelines.coordinator.saved import SavedShard, saved_shards
-from pipelines.coordinator.tables import (OFFSET_TABLES, contract_table, offset_commits_table, outcomes_table,
-                                           shard_rows, topic_names)
+from pipelines.coordinator.tables import OFFSET_TABLES, contract_table, shard_rows, topic_names
 from pipelines.heap import gc_paused
 from schemas.decoded import DECODED_RECORD_SCHEMA
 
@@ -186,41 +185,32 @@ def load_shards(table: pa.Table, options: ReplayOptions, keep: bool = False,
     (every partition of `resume` is loaded, new records or not; `resume` is consumed). Needs nothing from other
     partitions: a Spark task loads its partition as soon as it has decoded it. `keep`: each shard to save
     (`coordinator.saved`). `history=False`: the state only, the history left empty (a restore plan replaying a
-    history it already has). Each partition is a `streamed.StreamedShard` fed windows of `window_rows` rows (None:
-    the whole partition in one), as a task streaming its segments feeds it; the history comes back in record order
-    per partition."""
-    from pipelines.coordinator.streamed import StreamedShard
+    history it already has). The partitions are `streamed.StreamedShards`, the loader a task streaming its
+    segments uses: the whole table is one window, or (`window_rows`) each partition is fed windows of that many
+    rows, as a task feeds it, and the history comes back in record order per partition."""
+    from pipelines.coordinator.streamed import StreamedShards
 
-    table = loadable(conform_decoded(table))
-    resume = dict(resume or {})
-    parts = table.column(PART)
-    by_part = {}
-    if table.num_rows:
-        p = parts.to_numpy(zero_copy_only=False)
-        starts = np.flatnonzero(np.r_[True, p[1:] != p[:-1]])
-        ends = np.r_[starts[1:], len(p)]
-        by_part = {int(p[a]): (int(a), int(b)) for a, b in zip(starts, ends)}  # `loadable`: sorted by partition
-    states, settled, markers, naming, pending = [], [], [], [], []
-    for part in sorted(set(by_part) | set(resume)):
-        shard = StreamedShard(part, options, resume.pop(part, None), history)
-        a, b = by_part.get(part, (0, 0))
-        step = max(1, window_rows or (b - a))
-        for at in range(a, b, step):
-            settled.append(shard.load(table.slice(at, min(step, b - at))))
-        done = shard.finish()
-        if done.state is not None:
-            states.append(done.state)
-        pending.append(done.pending)
-        markers.append(done.markers)
-        naming.append(done.naming)
-    rows = [t for t in settled + pending if t.num_rows]
-    history_rows = pa.concat_tables(rows) if rows else offset_commits_table(table.slice(0, 0), outcomes_table(-1, {}),
-                                                                              options.snapshot_id)
-    history_rows = _in_record_order(history_rows)
-    markers = pa.concat_tables(markers) if markers else transaction_markers(table.slice(0, 0), options)
-    naming = pa.concat_tables(naming) if naming else naming_rows(table.slice(0, 0))
-    saved = saved_shards(states, history_rows, naming, markers) if keep else None
-    return LoadedShards(states, history_rows, markers, naming, saved)
+    shards = StreamedShards(options, resume, history, keep_outcomes=history or keep)
+    settled = []
+    if window_rows is None:
+        settled.append(shards.load(table, last=True))
+    elif table.num_rows:
+        table = loadable(conform_decoded(table))
+        p = table.column(PART).to_numpy(zero_copy_only=False)
+        starts = np.flatnonzero(np.r_[True, p[1:] != p[:-1]])  # `loadable`: sorted by partition
+        for a, b in zip(starts, np.r_[starts[1:], len(p)]):
+            for at in range(int(a), int(b), max(1, window_rows)):
+                settled.append(shards.load(table.slice(at, min(window_rows, int(b) - at))))
+    done = shards.finish()
+    if not (history or keep):  # nothing reads the outcomes (and the loaders were not given every transactional record)
+        history_rows = pa.table({})
+    else:
+        rows = [t for t in [*settled, done.pending] if t is not None and t.num_rows]
+        history_rows = pa.concat_tables(rows) if len(rows) > 1 else rows[0] if rows else done.pending
+        if window_rows is not None:
+            history_rows = _in_record_order(history_rows)
+    saved = saved_shards(done.states, history_rows, done.naming, done.markers) if keep else None
+    return LoadedShards(done.states, history_rows, done.markers, done.naming, saved)
 
 
 def _in_record_order(history: pa.Table) -> pa.Table:

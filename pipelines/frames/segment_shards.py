@@ -142,13 +142,13 @@ def _decode_and_load_task(slices: list[list[tuple[int, pa.Table]]], policy, opti
 
     def run(shard: int, items: pa.Table) -> Iterator[list]:
         from pipelines.coordinator.saved import saved_shards
-        from pipelines.coordinator.streamed import StreamedShard
+        from pipelines.coordinator.streamed import StreamedShards
         from pipelines.frames.decode import _decode_items
         from pipelines.frames.tally import _combine, tally_rows
 
         items = items.sort_by([("base_offset", "ascending"), ("path", "ascending")])
         resume = previous.of_partition(shard) if previous is not None and shard >= 0 else None
-        loader = StreamedShard(shard, options, resume)
+        loader = StreamedShards(options, None if resume is None else {shard: resume})
         del resume
         writer = stage.writer(max(shard, 0)) if stage is not None else None
         tallies, records, decode_cpu, load_cpu = [], 0, 0.0, 0.0

@@ -195,6 +195,8 @@ class DeltaWarehouseReader:
                 self._duck = None
 
     def _read_fast(self, dt, partitions, filters, columns) -> pa.Table:
+        import duckdb
+
         proto = dt.protocol()
         if proto.min_reader_version > 1 and (proto.min_reader_version != 3 or proto.reader_features):
             raise _FastPathUnavailable(f"reader protocol {proto}")
@@ -227,10 +229,17 @@ class DeltaWarehouseReader:
             registered.append(name)
             return name
 
+        def query(select: str) -> pa.Table:
+            return cur.execute(f"SELECT {select} FROM read_parquet({file_list}, union_by_name = true, "
+                               f"hive_partitioning = false) WHERE {_sql_where(filters or (), register)}"
+                               ).to_arrow_table()
+
+        stored = [c for c in wanted if c not in part_values]
         try:
-            sql = (f"SELECT * FROM read_parquet({file_list}, union_by_name = true, hive_partitioning = false)"
-                   f" WHERE {_sql_where(filters or (), register)}")
-            got = cur.execute(sql).to_arrow_table()
+            try:  # only the columns asked for: a history's wide columns cost more to read than its keys
+                got = query(", ".join('"' + c.replace('"', '""') + '"' for c in stored) if stored else "*")
+            except duckdb.BinderException:  # a column no file has yet (added since they were written)
+                got = query("*")
         finally:
             for name in registered:
                 cur.unregister(name)

@@ -99,6 +99,18 @@ def iso_time(t: dt.datetime | None) -> str | None:
     return t.astimezone(dt.timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+def _us(t: dt.datetime) -> int:
+    from pipelines.times import EPOCH
+
+    return (t - EPOCH) // dt.timedelta(microseconds=1)
+
+
+def _iso_us(us: int | None) -> str | None:
+    from pipelines.times import EPOCH
+
+    return None if us is None else iso_time(EPOCH + dt.timedelta(microseconds=us))
+
+
 def _member(m: dict | None) -> dict | None:
     if m is None:
         return None
@@ -106,23 +118,39 @@ def _member(m: dict | None) -> dict | None:
 
 
 class _Assignments:
-    """One group's members over its history, folded in log order: who held (topic, partition) at a position."""
+    """One group's members over its history, folded in log order: who held (topic, partition) at a position.
+    `events` are the group's events in log order (without `member_assignments`); `assignments(i)` gives the i-th
+    event's, read only for the events a fold applies: a classic generation or a deletion sets the members whatever
+    came before it, so a fold starts at the last one it passes."""
 
-    def __init__(self, events: list[dict]):
-        self.events = events  # the group's events in log order
+    def __init__(self, events: list[dict], assignments):
+        self.events = events
+        self.assignments = assignments
         self.i = 0
         self.members: dict[str, dict] = {}
         self.generation: int | None = None
 
+    @staticmethod
+    def _resets(e: dict) -> bool:
+        return ((e["event"] in ("deleted", "tombstone") and e.get("state") is None)
+                or (e["group_type"] == "classic" and e["event"] == "generation"))
+
     def at(self, record_offset: int) -> "_Assignments":
         """Advance to just before the record at `record_offset` (calls come in increasing order)."""
-        while self.i < len(self.events) and self.events[self.i]["record_offset"] < record_offset:
+        end = self.i
+        while end < len(self.events) and self.events[end]["record_offset"] < record_offset:
+            end += 1
+        for k in range(end - 1, self.i - 1, -1):
+            if self._resets(self.events[k]):
+                self.i = k
+                break
+        while self.i < end:
             e = self.events[self.i]
             self.i += 1
             if e["event"] in ("deleted", "tombstone") and e.get("state") is None:
                 self.members, self.generation = {}, None
                 continue
-            set_ = e.get("member_assignments") or ()
+            set_ = self.assignments(self.i - 1)
             if e["group_type"] == "classic" and e["event"] == "generation":
                 self.members = {m["member_id"]: m for m in set_ or ()}
             else:
@@ -157,30 +185,43 @@ def _history(reader: SnapshotReader, snap: Snapshot, sel: Selection) -> pa.Table
     return t.sort_by([("group_id", "ascending"), ("offsets_partition", "ascending"), ("record_offset", "ascending")])
 
 
-def _from_window(history: pa.Table | None, start: dt.datetime) -> pa.Table | None:
-    """`history` (log order per group) without the events before `start` that a later one of the same group
-    follows before `start`: a group's state entering the window is its last event before it."""
+def _from_window(history: pa.Table | None, start: dt.datetime) -> np.ndarray | None:
+    """Which of `history`'s events (log order per group) a group's changes from `start` on need: every event from
+    `start`, and a group's last event before it (its state entering the window)."""
     if history is None or not history.num_rows:
-        return history
+        return None
     ts = history.column("record_timestamp")
     before = pc.fill_null(pc.less(ts, pa.scalar(start, ts.type)), True).to_numpy(zero_copy_only=False)
     gid = pc.dictionary_encode(history.column("group_id").combine_chunks()).indices.to_numpy(zero_copy_only=False)
     keep = ~before
     keep[-1] = True
     keep[:-1] |= (gid[1:] != gid[:-1]) | ~before[1:]
-    return history.filter(pa.array(keep))
+    return keep
 
 
-def _events(history: pa.Table | None, groups: set[str] | None = None, *, members: bool = True) -> list[dict]:
-    """`history`'s rows as dicts, of `groups` only when given; `members`: with `member_assignments` (only the
-    offset changes' folds need them, and they are most of the conversion's cost)."""
-    if history is None:
-        return []
-    if groups is not None:
-        history = history.filter(pc.is_in(history.column("group_id"), value_set=pa.array(sorted(groups), pa.string())))
-    if not members:
-        history = history.drop_columns(["member_assignments"])
-    return history.to_pylist()
+class _Events:
+    """`history`'s events as dicts, in its order (log order per group), without `member_assignments`: those only
+    an offset change's fold reads, one event at a time (`assignments`), and they are most of a conversion's cost."""
+
+    def __init__(self, history: pa.Table | None):
+        self.history = history
+        if history is not None:  # times as epoch microseconds: Python datetimes of every event cost seconds
+            at = history.schema.get_field_index("record_timestamp")
+            history = history.set_column(at, "record_timestamp", history.column(at).cast(
+                pa.timestamp("us", tz="UTC")).cast(pa.int64()))
+        self.rows = [] if history is None else history.drop_columns(["member_assignments"]).to_pylist()
+        self.by_group: dict[str, tuple[int, int]] = {}
+        for i, e in enumerate(self.rows):
+            lo, _ = self.by_group.get(e["group_id"], (i, i))
+            self.by_group[e["group_id"]] = (lo, i + 1)
+
+    def fold(self, group_id: str) -> _Assignments:
+        lo, hi = self.by_group.get(group_id, (0, 0))
+        column = None if self.history is None else self.history.column("member_assignments")
+        return _Assignments(self.rows[lo:hi], lambda i: column[lo + i].as_py())
+
+    def where(self, mask: np.ndarray | None) -> list[dict]:
+        return [] if mask is None else [e for e, keep in zip(self.rows, mask) if keep]
 
 
 def _candidates(commits: pa.Table, leo: pa.Table, start: dt.datetime, upto: dt.datetime) -> list[dict]:
@@ -196,29 +237,44 @@ def _candidates(commits: pa.Table, leo: pa.Table, start: dt.datetime, upto: dt.d
         pc.or_(pc.fill_null(commits.column("is_tombstone"), False),
                pc.or_(pc.is_null(outcome), pc.fill_null(pc.equal(outcome, "committed"), False))),
         pc.fill_null(pc.less_equal(ts, pa.scalar(upto, ts.type)), False))
-    t = commits.append_column("ts", ts).filter(counted)
-    n = t.num_rows
+    # the counted rows' numbers: columns are read through them, never copied whole (the history is log-sized)
+    rows_at = np.flatnonzero(counted.to_numpy(zero_copy_only=False))
+    n = len(rows_at)
     if not n:
         return []
+    every = n == commits.num_rows  # then no row is skipped: no copy through the row numbers
+    # (each log-sized temporary costs its page faults: they are kept few, and made in place)
+
+    def column(name: str, fill=None):
+        c = commits.column(name) if fill is None else pc.fill_null(commits.column(name), fill)
+        values = c.to_numpy(zero_copy_only=False)
+        return values if every else values[rows_at]
 
     def codes(name: str):
-        d = pc.dictionary_encode(t.column(name).combine_chunks())
-        return d.indices.to_numpy(zero_copy_only=False).astype(np.int64), d.dictionary
+        d = pc.dictionary_encode(commits.column(name)).unify_dictionaries()
+        indices = np.concatenate([ch.indices.to_numpy(zero_copy_only=False).astype(np.int64) for ch in d.chunks]) \
+            if d.num_chunks else np.empty(0, dtype=np.int64)
+        return (indices if every else indices[rows_at]), (d.chunk(0).dictionary if d.num_chunks
+                                                          else pa.array([], pa.string()))
 
-    gid, _ = codes("group_id")
-    topic, topics = codes("topic")
-    part = pc.fill_null(t.column("partition"), 0).to_numpy().astype(np.int64)
+    key, _ = codes("group_id")
+    tp_key, topics = codes("topic")
+    part = column("partition", 0)
     width = int(part.max()) + 1 if n else 1
-    tp_key = topic * width + part
-    key = gid * (len(topics) * width) + tp_key
-    op = t.column("offsets_partition").to_numpy().astype(np.int64)
-    ro = t.column("record_offset").to_numpy().astype(np.int64)
-    order = np.lexsort((ro, op, key))
+    tp_key *= width
+    tp_key += part
+    del part
+    key *= len(topics) * width
+    key += tp_key
+    op = column("offsets_partition")
+    ro = column("record_offset")
+    order = _key_then_log_order(key, op, ro)
     key, tp_key = key[order], tp_key[order]
-    co = pc.fill_null(t.column("committed_offset"), -1).to_numpy()[order]
-    tomb = pc.fill_null(t.column("is_tombstone"), False).to_numpy(zero_copy_only=False)[order]
-    pid = pc.fill_null(t.column("producer_id"), -1).to_numpy()[order]
-    when = t.column("ts").cast(pa.int64()).to_numpy()[order]
+    co = column("committed_offset", -1)[order]
+    tomb = column("is_tombstone", False)[order]
+    pid = column("producer_id", -1)[order]
+    when = ts.cast(pa.int64()).to_numpy(zero_copy_only=False)
+    when = (when if every else when[rows_at])[order]
     same = np.zeros(n, dtype=bool)
     same[1:] = key[1:] == key[:-1]
     has_prev = same.copy()
@@ -245,9 +301,10 @@ def _candidates(commits: pa.Table, leo: pa.Table, start: dt.datetime, upto: dt.d
     past_end = ~tomb & (end >= 0) & (co > end)
     lo = int(pa.scalar(start, pa.timestamp("us", tz="UTC")).cast(pa.int64()).as_py())
     pick = np.nonzero((when >= lo) & (tomb | regressed | past_end))[0]
-    rows = t.take(pa.array(order[pick])).select(["group_id", "topic", "partition", "offsets_partition",
-                                                 "record_offset", "ts", "committed_offset", "is_tombstone",
-                                                 "producer_id"]).to_pylist()
+    picked = pa.array(rows_at[order[pick]])
+    rows = commits.select(["group_id", "topic", "partition", "offsets_partition", "record_offset",
+                           "committed_offset", "is_tombstone", "producer_id"]).take(picked) \
+        .append_column("ts", ts.take(picked)).to_pylist()
     for r, i in zip(rows, pick):
         r["previous_offset"] = int(prev_co[i]) if has_prev[i] else None
         r["previous_producer_id"] = int(prev_pid[i]) if has_prev[i] else None
@@ -256,7 +313,18 @@ def _candidates(commits: pa.Table, leo: pa.Table, start: dt.datetime, upto: dt.d
     return rows
 
 
-def _offset_changes(reader: SnapshotReader, snap: Snapshot, sel: Selection, history: pa.Table | None) -> list[dict]:
+def _key_then_log_order(key: np.ndarray, op: np.ndarray, ro: np.ndarray) -> np.ndarray:
+    """The indices that sort rows by key, then log position: a stable sort by key alone when the rows of every key
+    already come in log order (as a history's files hold them), else a sort by all three."""
+    order = np.argsort(key, kind="stable")
+    k, p, r = key[order], op[order], ro[order]
+    same = k[1:] == k[:-1]
+    if np.all(~same | (p[1:] > p[:-1]) | ((p[1:] == p[:-1]) & (r[1:] >= r[:-1]))):
+        return order
+    return np.lexsort((ro, op, key))
+
+
+def _offset_changes(reader: SnapshotReader, snap: Snapshot, sel: Selection, events: _Events) -> list[dict]:
     commits = reader.history_table("offset_commits", filters=sel.filters(), columns=_COMMIT_COLUMNS)
     commits = sel.keep(commits)
     if commits is None or not commits.num_rows:
@@ -269,14 +337,12 @@ def _offset_changes(reader: SnapshotReader, snap: Snapshot, sel: Selection, hist
     rows = _candidates(commits, leo, sel.start, min(sel.end, as_of) if as_of is not None else sel.end)
     if not rows:
         return []
-    events = _events(history, {r["group_id"] for r in rows})
-    by_group: dict[str, list[dict]] = {}
-    for e in events:
-        by_group.setdefault(e["group_id"], []).append(e)
     out = []
     folds: dict[str, _Assignments] = {}
     for r in rows:
-        fold = folds.setdefault(r["group_id"], _Assignments(by_group.get(r["group_id"], [])))
+        fold = folds.get(r["group_id"])
+        if fold is None:
+            fold = folds[r["group_id"]] = events.fold(r["group_id"])
         fold.at(r["record_offset"])
         base = {"time": iso_time(r["ts"]), "group_id": r["group_id"], "offsets_partition": r["offsets_partition"],
                 "record_offset": r["record_offset"], "generation": fold.generation, "topic": r["topic"],
@@ -325,10 +391,11 @@ def _expiry_changes(reader: SnapshotReader, snap: Snapshot, sel: Selection) -> l
 def _group_changes(events: list[dict], sel: Selection) -> list[dict]:
     """Group lifecycle changes and rebalance storms from the groups' events (log order per group)."""
     out: list[dict] = []
-    storms: dict[tuple[str, dt.datetime], list[dict]] = {}
+    storms: dict[tuple[str, int], dict] = {}
+    start, end = _us(sel.start), _us(sel.end)
 
     def base(e: dict, kind: str) -> dict:
-        return {"kind": kind, "time": iso_time(e["record_timestamp"]), "group_id": e["group_id"],
+        return {"kind": kind, "time": _iso_us(e["record_timestamp"]), "group_id": e["group_id"],
                 "offsets_partition": e["offsets_partition"], "record_offset": e["record_offset"],
                 "generation": e.get("generation"), "group_type": e["group_type"]}
 
@@ -342,7 +409,7 @@ def _group_changes(events: list[dict], sel: Selection) -> list[dict]:
         converted_at = -1  # the creation that completes a conversion, reported with the deletion before it
         for k, e in enumerate(group):
             ts = e["record_timestamp"]
-            inside = ts is not None and sel.start <= ts <= sel.end
+            inside = ts is not None and start <= ts <= end
             now_exists = e.get("state") is not None
             if inside and e["event"] == "deleted":
                 nxt = group[k + 1] if k + 1 < len(group) else None
@@ -360,7 +427,7 @@ def _group_changes(events: list[dict], sel: Selection) -> list[dict]:
                             "members_left": list(e.get("members_left") or [])})
             new_gen = e.get("generation")
             if inside and now_exists:
-                minute = storms.setdefault((e["group_id"], ts.replace(second=0, microsecond=0)),
+                minute = storms.setdefault((e["group_id"], ts - ts % 60_000_000),
                                            {"bumps": [], "events": [], "before": None})
                 minute["events"].append(e)
                 if (exists and new_gen is not None and e["group_type"] == gtype and generation is not None
@@ -377,7 +444,7 @@ def _group_changes(events: list[dict], sel: Selection) -> list[dict]:
             continue
         joined = sorted({m for e in seen["events"] for m in (e.get("members_joined") or [])})
         left = sorted({m for e in seen["events"] for m in (e.get("members_left") or [])})
-        out.append({**base(seen["bumps"][0], "rebalance_storm"), "minute": iso_time(minute),
+        out.append({**base(seen["bumps"][0], "rebalance_storm"), "minute": _iso_us(minute),
                     "rebalances": len(gens), "generation_from": seen["before"], "generation": gens[-1],
                     "members_joined": joined, "members_left": left})
     return out
@@ -386,9 +453,10 @@ def _group_changes(events: list[dict], sel: Selection) -> list[dict]:
 def changes(reader: SnapshotReader, snap: Snapshot, sel: Selection) -> list[dict]:
     """Every change of the selected groups in the window, oldest first (time, then log position)."""
     history = _history(reader, snap, sel)
-    out = _offset_changes(reader, snap, sel, history)
+    events = _Events(history)
+    out = _offset_changes(reader, snap, sel, events)
     out += _expiry_changes(reader, snap, sel)
-    out += _group_changes(_events(_from_window(history, sel.start), members=False), sel)
+    out += _group_changes(events.where(_from_window(history, sel.start)), sel)
     out.sort(key=lambda c: (c["time"] or "", c["offsets_partition"] if c["offsets_partition"] is not None else -1,
                             c["record_offset"] if c["record_offset"] is not None else -1, KINDS.index(c["kind"])))
     return out

@@ -142,10 +142,10 @@ def _history(reader: SnapshotReader, snap: Snapshot, groups: list[str] | None) -
             "(no transaction markers in it): rebuild it with this version, or use rebuild --until-time")
     history_flt = [("group_id", "in", groups)] if groups is not None else None
     events = reader.snapshot_table("group_history", snap, filters=history_flt,
-                                   columns=["group_id", "record_json", "event"])
+                                   columns=["group_id", "record_json", "event", "record_timestamp"])
     if groups is not None:  # the records naming topic ids are the whole run's (consumer groups' partition metadata)
         naming = reader.snapshot_table(
-            "group_history", snap, columns=["group_id", "record_json", "event"],
+            "group_history", snap, columns=["group_id", "record_json", "event", "record_timestamp"],
             filters=[("event", "in", ["partition_metadata", "partition_metadata_tombstone"]),
                      ("group_id", "not in", groups)])
         if naming is not None and events is not None:
@@ -169,61 +169,176 @@ def _history_at(reader: SnapshotReader, snap: Snapshot, filters, columns=_COMMIT
     return reader.history_table("offset_commits", filters=filters, columns=columns)
 
 
-def decoded_log(commits: pa.Table, events: pa.Table) -> pa.Table:
+def decoded_log(commits: pa.Table, events: pa.Table, options) -> pa.Table:
     """The history rows back as the decoded records the loaders read (`schemas/decoded.py`): the offset commits,
-    one end-transaction marker per marker that decided a transaction, and the group records."""
+    one end-transaction marker per marker that decided a transaction, and the group records; only those the
+    loaders read at `options`' cut (`ReplayOptions`): the history is log-sized and the decoded schema wide, so the
+    cut (`shard.until_cut`) and the engine's reduction (`reduction.state_relevant_rows`) run first on the few
+    columns they read, and the wide rows are built for the records they keep."""
     from schemas.decoded import DECODED_RECORD_SCHEMA
 
-    n = commits.num_rows
+    markers = _markers(commits)
+    if options.until_time_ms is not None and "record_timestamp" in events.column_names:
+        # the cut before the JSON is parsed (records with no time are kept, as `shard.until_cut` keeps them)
+        ts = _ms(events.column("record_timestamp"))
+        events = events.filter(pc.fill_null(pc.less_equal(ts, options.until_time_ms), True))
+    records = events.column("record_json").drop_null()
+    group_records = _read_records(records, DECODED_RECORD_SCHEMA) if len(records) else None
+    commits, markers, group_records = _state_relevant(commits, markers, group_records, options)
+    parts = [_decoded(_commit_columns(commits), commits.num_rows, DECODED_RECORD_SCHEMA)]
+    if markers.num_rows:
+        parts.append(_decoded(_marker_columns(markers), markers.num_rows, DECODED_RECORD_SCHEMA))
+    if group_records is not None:
+        parts.append(group_records)
+    return pa.concat_tables(parts)  # `shard.loadable` puts it in log order
 
-    def const(value, dtype, k=n):
-        return pa.repeat(pa.scalar(value, dtype), k)
 
-    c = commits
-    rows = {
+def _markers(commits: pa.Table) -> pa.Table:
+    """One row per end-transaction marker that decided history rows: (offsets_partition, producer_id,
+    txn_marker_offset, txn_marker_timestamp_max, txn_outcome_max)."""
+    decided = commits.select(["offsets_partition", "producer_id", "txn_marker_offset", "txn_marker_timestamp",
+                              "txn_outcome"]).filter(pc.is_valid(commits.column("txn_marker_offset")))
+    return decided.group_by(["offsets_partition", "producer_id", "txn_marker_offset"]).aggregate(
+        [("txn_marker_timestamp", "max"), ("txn_outcome", "max")])
+
+
+def _commit_keys(c: pa.Table) -> dict:
+    """The decoded columns of history commits the cut and the reduction read (all but `record_kind`)."""
+    return {
         "offsets_partition": c.column("offsets_partition"), "offset": c.column("record_offset"),
         "batch_first_offset": c.column("batch_first_offset"), "timestamp": _ms(c.column("record_timestamp")),
-        "producer_id": c.column("producer_id"), "producer_epoch": c.column("producer_epoch"),
-        "is_transactional": c.column("is_transactional"), "is_control": const(False, pa.bool_()),
-        "record_kind": const("offset_commit", pa.string()), "key_type": const(1, pa.int16()),
+        "producer_id": c.column("producer_id"), "is_transactional": c.column("is_transactional"),
         "is_tombstone": c.column("is_tombstone"), "group_id": c.column("group_id"), "topic": c.column("topic"),
-        "partition": c.column("partition"), "committed_offset": c.column("committed_offset"),
-        "leader_epoch": pc.fill_null(c.column("leader_epoch"), -1), "metadata": c.column("metadata"),
-        "commit_timestamp": _ms(c.column("commit_timestamp")),
+        "partition": c.column("partition"),
+    }
+
+
+def _commit_columns(c: pa.Table) -> dict:
+    n = c.num_rows
+    return {
+        **_commit_keys(c), "producer_epoch": c.column("producer_epoch"), "is_control": _const(False, pa.bool_(), n),
+        "record_kind": _const("offset_commit", pa.string(), n), "key_type": _const(1, pa.int16(), n),
+        "committed_offset": c.column("committed_offset"), "leader_epoch": pc.fill_null(c.column("leader_epoch"), -1),
+        "metadata": c.column("metadata"), "commit_timestamp": _ms(c.column("commit_timestamp")),
         "expire_timestamp": _ms(c.column("expire_timestamp")), "topic_id": c.column("topic_id"),
     }
-    parts = [_decoded(rows, n, DECODED_RECORD_SCHEMA)]
-    decided = c.filter(pc.is_valid(c.column("txn_marker_offset")))
-    if decided.num_rows:
-        markers = decided.group_by(["offsets_partition", "producer_id", "txn_marker_offset"]).aggregate(
-            [("txn_marker_timestamp", "max"), ("txn_outcome", "max")])
-        k = markers.num_rows
-        outcome = markers.column("txn_outcome_max")
-        parts.append(_decoded({
-            "offsets_partition": markers.column("offsets_partition"), "offset": markers.column("txn_marker_offset"),
-            "batch_first_offset": markers.column("txn_marker_offset"),
-            "timestamp": _ms(markers.column("txn_marker_timestamp_max")),
-            "producer_id": markers.column("producer_id"), "is_transactional": const(True, pa.bool_(), k),
-            "is_control": const(True, pa.bool_(), k), "record_kind": const("control", pa.string(), k),
-            # the old loader ends a transaction at any control batch, COMMIT installing it: only the outcome matters
-            "control_type": pc.if_else(pc.equal(outcome, "committed"), "COMMIT", "ABORT"),
-        }, k, DECODED_RECORD_SCHEMA))
-    records = events.column("record_json").drop_null()
-    if len(records):
-        parts.append(_read_records(records, DECODED_RECORD_SCHEMA))
-    return pa.concat_tables(parts)  # `shard.loadable` puts it in log order
+
+
+def _marker_columns(m: pa.Table) -> dict:
+    k = m.num_rows
+    outcome = m.column("txn_outcome_max")
+    return {
+        "offsets_partition": m.column("offsets_partition"), "offset": m.column("txn_marker_offset"),
+        "batch_first_offset": m.column("txn_marker_offset"), "timestamp": _ms(m.column("txn_marker_timestamp_max")),
+        "producer_id": m.column("producer_id"), "is_transactional": _const(True, pa.bool_(), k),
+        "is_control": _const(True, pa.bool_(), k), "record_kind": _const("control", pa.string(), k),
+        # the old loader ends a transaction at any control batch, COMMIT installing it: only the outcome matters
+        "control_type": pc.if_else(pc.equal(outcome, "committed"), "COMMIT", "ABORT"),
+    }
+
+
+def _const(value, dtype, n: int) -> pa.Array:
+    return pa.repeat(pa.scalar(value, dtype), n)
+
+
+_NARROW = ("offsets_partition", "offset", "batch_first_offset", "timestamp", "record_kind", "control_type",
+           "producer_id", "is_transactional", "is_tombstone", "group_id", "topic", "partition")
+
+
+def _state_relevant(commits: pa.Table, markers: pa.Table, group_records: pa.Table | None, options):
+    """(commits, markers, group records) cut to the rows the loaders read at `options`' cut: `shard.until_cut`
+    and `reduction.state_relevant_rows` over a narrow table of all three, in log order, each row tagged with its
+    source and row number."""
+    import numpy as np
+
+    from pipelines.coordinator.reduction import state_relevant_rows
+    from pipelines.coordinator.shard import until_cut
+
+    # record kinds as a dictionary (the reduction compares them to text): filters and takes move one byte a row
+    kinds = pa.array(["offset_commit", "control"] + ([] if group_records is None else sorted(
+        set(pc.unique(group_records.column("record_kind").drop_null()).to_pylist()) - {"offset_commit", "control"})),
+        pa.string())
+    c = commits
+    narrow_commits = {**_commit_keys(c), "record_kind": _kinds(kinds, pa.repeat(pa.scalar(0, pa.int8()), c.num_rows))}
+    narrow_markers = {**_marker_columns(markers),
+                      "record_kind": _kinds(kinds, pa.repeat(pa.scalar(1, pa.int8()), markers.num_rows))}
+    sources = [(narrow_commits, c.num_rows), (narrow_markers, markers.num_rows)]
+    if group_records is not None:
+        columns = {n: group_records.column(n) for n in _NARROW}
+        columns["record_kind"] = _kinds(kinds, pc.index_in(columns["record_kind"], kinds).cast(pa.int8()))
+        sources.append((columns, group_records.num_rows))
+    narrow = []
+    for src, (columns, n) in enumerate(sources):
+        t = pa.table({name: columns[name] if name in columns else pa.nulls(n, _NARROW_TYPES[name])
+                      for name in _NARROW}).cast(_NARROW_SCHEMA)
+        narrow.append(t.append_column("__src", _const(src, pa.int8(), n))
+                      .append_column("__row", pa.array(np.arange(n, dtype=np.int64))))
+    table = pa.concat_tables(narrow)
+    for name in ("group_id", "topic"):  # the reduction only compares them: codes sort and group faster than text
+        codes = pc.dictionary_encode(table.column(name)).unify_dictionaries()
+        table = table.set_column(table.schema.get_field_index(name), name,
+                                 pa.chunked_array([ch.indices for ch in codes.chunks], pa.int32()))
+    # the cut and the log order as one take: each copy of a log-sized table costs more than the kernels on it
+    at = pa.array(np.arange(table.num_rows, dtype=np.int64))
+    cut = until_cut(table.select(["offset", "timestamp"]).append_column("__at", at), options).column("__at")
+    cut = cut.to_numpy() if cut.num_chunks else np.empty(0, dtype=np.int64)
+    part, offset = table.column("offsets_partition").to_numpy(), table.column("offset").to_numpy()
+    table = table.take(cut[_log_order(part[cut], offset[cut])])
+    kept = state_relevant_rows(table, options.is_modern, keep_outcomes=False).select(["__src", "__row"])
+    src = kept.column("__src").to_numpy()
+    row = kept.column("__row").to_numpy()
+
+    def picked(t: pa.Table, i: int) -> pa.Table:  # a filter keeps the order and works chunk by chunk
+        mask = np.zeros(t.num_rows, dtype=bool)
+        mask[row[src == i]] = True
+        return t.filter(pa.array(mask))
+
+    return picked(commits, 0), picked(markers, 1), None if group_records is None else picked(group_records, 2)
+
+
+def _kinds(kinds: pa.Array, indices) -> pa.ChunkedArray:
+    indices = indices if isinstance(indices, pa.ChunkedArray) else pa.chunked_array([indices], pa.int8())
+    return pa.chunked_array([pa.DictionaryArray.from_arrays(ch, kinds) for ch in indices.chunks],
+                            pa.dictionary(pa.int8(), pa.string()))
+
+
+def _log_order(part, offset):
+    """The indices that sort rows by (offsets partition, offset): one int64 key where both fit in it."""
+    import numpy as np
+
+    if len(part) and part.min() >= 0 and part.max() < 1 << 15 and offset.min() >= 0 and offset.max() < 1 << 48:
+        return np.argsort((part.astype(np.int64) << 48) | offset, kind="stable")
+    return np.lexsort((offset, part))
 
 
 def _read_records(records, schema: pa.Schema) -> pa.Table:
     """`record_json` values as decoded rows, parsed by Arrow's JSON reader (one line each: JSON text never holds a
-    raw line break)."""
+    raw line break; the lines are the values' own bytes, each with a newline appended)."""
     from pyarrow import json as pa_json
 
-    text = pc.binary_join(pa.array([records.to_pylist()], pa.list_(pa.string())), "\n")[0].as_py()
-    table = pa_json.read_json(io.BytesIO(text.encode("utf-8")), parse_options=pa_json.ParseOptions(
+    import numpy as np
+
+    lines = pc.binary_join_element_wise(records, "", "\n")
+    if isinstance(lines, pa.ChunkedArray):
+        lines = lines.combine_chunks()
+    width = np.int64 if pa.types.is_large_string(lines.type) else np.int32
+    offsets = np.frombuffer(lines.buffers()[1], dtype=width)[lines.offset:lines.offset + len(lines) + 1]
+    text = lines.buffers()[2][int(offsets[0]):int(offsets[-1])]
+    table = pa_json.read_json(pa.BufferReader(text), parse_options=pa_json.ParseOptions(
         explicit_schema=schema, unexpected_field_behavior="ignore"))
     return pa.table([table.column(f.name).cast(f.type) if f.name in table.column_names else
                      pa.nulls(table.num_rows, f.type) for f in schema], schema=schema)
+
+
+def _narrow_schema() -> pa.Schema:
+    from schemas.decoded import DECODED_RECORD_SCHEMA
+
+    return pa.schema([pa.field(n, pa.dictionary(pa.int8(), pa.string())) if n == "record_kind" else
+                      DECODED_RECORD_SCHEMA.field(n) for n in _NARROW])
+
+
+_NARROW_SCHEMA = _narrow_schema()
+_NARROW_TYPES = {f.name: f.type for f in _NARROW_SCHEMA}
 
 
 def _decoded(columns: dict, n: int, schema: pa.Schema) -> pa.Table:
@@ -242,9 +357,9 @@ def offsets_at(reader: SnapshotReader, snap: Snapshot, as_of_ms: int, groups: li
 
     facts = _run_facts(snap)
     commits, events = _history(reader, snap, groups)
-    log = decoded_log(commits, events)
     options = ReplayOptions(semantics=facts["semantics"], until_time_ms=as_of_ms, snapshot_id=snap.snapshot_id,
                             load_time_ms=as_of_ms)
+    log = decoded_log(commits, events, options)
     expiry = ExpiryOptions(as_of_ms=as_of_ms, retention_minutes=facts["retention_minutes"],
                            semantics=facts["semantics"], kafka_version=facts["kafka_version"]) \
         if facts["expiry"] else None

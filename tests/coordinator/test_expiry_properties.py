@@ -17,6 +17,7 @@ from tests.coordinator.test_expiry import (
     pending,
     tables,
 )
+from tests.depth import cases
 
 TOPICS = ["a", "b", "c"]
 SPAN = 30 * MIN  # commit timestamps spread over half an hour; retention is drawn between 1 and 20 minutes
@@ -102,7 +103,7 @@ def _all_timestamps(state):
             yield to_ms(g["current_state_timestamp"])
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=cases(deep=150, quick=50), deadline=None)
 @given(coordinator_states(), options_strategy, st.lists(st.integers(0, 4 * SPAN), min_size=2, max_size=4))
 def test_expired_set_is_monotone_in_as_of(state, o, deltas):
     previous_offsets, previous_groups = set(), set()
@@ -113,7 +114,7 @@ def test_expired_set_is_monotone_in_as_of(state, o, deltas):
         previous_offsets, previous_groups = offs, groups
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=cases(deep=150, quick=50), deadline=None)
 @given(coordinator_states(), options_strategy, st.integers(1, 10 * MIN))
 def test_as_of_before_every_timestamp_removes_no_offset(state, o, before):
     earliest = min(_all_timestamps(state), default=T0)
@@ -124,7 +125,7 @@ def test_as_of_before_every_timestamp_removes_no_offset(state, o, before):
     assert len(res["loaded_offsets"]) == len(state["loaded_offsets"])
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=cases(deep=150, quick=50), deadline=None)
 @given(coordinator_states(), options_strategy, st.integers(0, 4 * SPAN))
 def test_pass_partitions_offsets_and_removes_only_offsetless_groups(state, o, delta):
     res = as_rows(cleanup_group_metadata(state, _opts(T0 + delta, o)))

@@ -15,6 +15,7 @@ from pipelines.coordinator.options import ReplayOptions
 from pipelines.coordinator.shard import replay_rows
 from tests.coordinator.harness import assert_same, by_partition, canon, spark_tables
 from tests.coordinator.rowkit import Log, compact, member
+from tests.depth import cases
 
 GROUPS = ["g0", "g1", "g2"]
 MEMBERS = ["m0", "m1", "m2"]
@@ -232,8 +233,8 @@ def _state_for_compaction(tables) -> dict:
     return {**{t: canon(tables[t]) for t in keep}, "loaded_groups": canon(groups)}
 
 
-# derandomize: CI runs the same 300 logs every time; 9,000 random ones passed when the generator last changed.
-@settings(max_examples=300, deadline=None, database=None, derandomize=True)
+# derandomize: CI runs the same 100 logs every time (300 deep, tests/depth.py); 9,000 random ones passed when the generator last changed.
+@settings(max_examples=cases(deep=300, quick=100), deadline=None, database=None, derandomize=True)
 @given(ops=kafka_like_log)
 def test_compaction_invariance_modern(ops):
     """The new coordinator's state is the same after the cleaner: last record per key, aborted data dropped."""

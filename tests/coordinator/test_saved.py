@@ -22,8 +22,9 @@ from tests.coordinator.harness import canon
 from tests.coordinator.rowkit import to_table
 
 from tests.coordinator.test_replay_differential import build_log, kafka_like_log, log_ops
+from tests.depth import cases
 
-HYPO = settings(max_examples=25, deadline=None, database=None,
+HYPO = settings(max_examples=cases(deep=25, quick=10), deadline=None, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 CUTS_PER_LOG = 3
@@ -49,6 +50,15 @@ def _batch_starts(rows) -> list[int]:
     return starts + [len(rows)]
 
 
+def _by_partition(tables: dict[str, list[dict]]) -> dict[str, dict[int, list[dict]]]:
+    out: dict[str, dict[int, list[dict]]] = {}
+    for t, rows in tables.items():
+        parts = out[t] = {}
+        for r in rows:
+            parts.setdefault(r["offsets_partition"], []).append(r)
+    return out
+
+
 def _check(semantics: str, batch, seed: int) -> None:
     rnd = random.Random(seed)
     prefix, rest, labels = [], [], {}
@@ -62,21 +72,22 @@ def _check(semantics: str, batch, seed: int) -> None:
             labels[part] = (i, k)
             part += 1
     opts = ReplayOptions(semantics=semantics, snapshot_id="ret", load_time_ms=5, num_partitions=part + 1)
-    full = resumed_rows(prefix + rest, {}, opts)  # the same representation on both sides
-    resumed = resumed_rows(rest, saved_shards(prefix, opts), opts)
+    full = _by_partition(resumed_rows(prefix + rest, {}, opts))  # the same representation on both sides
+    resumed = _by_partition(resumed_rows(rest, saved_shards(prefix, opts), opts))
+    pending = _by_partition({"c": [r for r in resumed_rows(prefix, {}, opts)["offset_commits"]
+                                   if r["txn_outcome"] == "pending"]})["c"]  # open at each cut
+    later_at = _by_partition({"r": rest})["r"]
     for t in REPLAY_TABLES:
         for p, (i, k) in labels.items():
-            want = canon([r for r in full[t] if r["offsets_partition"] == p])
-            got = canon([r for r in resumed[t] if r["offsets_partition"] == p])
-            later = {r["offset"] for r in rest if r["offsets_partition"] == p}
+            want = canon(full[t].get(p, []))
+            got = canon(resumed[t].get(p, []))
+            later = {r["offset"] for r in later_at.get(p, [])}
             if t == "offset_commits":
                 # history: every later record, and the earlier records of the transactions still open at the cut,
                 # with the outcome the whole log gives them (the previous snapshot holds the others as they are)
                 want_later = {x for x in want if dict(x)["record_offset"] in later}
-                pending_at_cut = {x for x in canon([r for r in resumed_rows(prefix, {}, opts)[t]
-                                                    if r["offsets_partition"] == p and r["txn_outcome"] == "pending"])}
-                want_open = {x for x in want if any(dict(x)["record_offset"] == dict(y)["record_offset"]
-                                                    for y in pending_at_cut)}
+                pending_offsets = {r["record_offset"] for r in pending.get(p, [])}
+                want_open = {x for x in want if dict(x)["record_offset"] in pending_offsets}
                 assert set(got) == want_later | want_open, f"{semantics} log {i} cut {k}: {t}"
                 continue
             if t == "group_history":

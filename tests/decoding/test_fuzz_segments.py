@@ -13,7 +13,8 @@ both readers the pipeline has:
 
 Neither may raise — not even the typed `DecodeError`s (readers turn bad bytes into problem / error rows) — and
 each case must finish within `CASE_SECONDS` (a timer for Python code, `faulthandler` for a hang inside C). The
-seeds are fixed (case number), so a failure names a reproducible case. 5 kinds x 2 000 cases.
+seeds are fixed (case number), so a failure names a reproducible case. 5 kinds x 400 cases
+(2 000 with OFFSETLAKE_TEST_DEPTH=deep, tests/depth.py).
 """
 from __future__ import annotations
 
@@ -36,10 +37,11 @@ from schemas.decoded import DECODED_RECORD_SCHEMA
 from schemas.quarantine import QUARANTINE_KINDS
 from schemas.records import ReadProblem
 from tests.badinputs import entry_positions as entry_starts
+from tests.depth import cases
 
 pytestmark = pytest.mark.shared
 
-CASES_PER_KIND = 2000
+CASES_PER_KIND = cases(deep=2000, quick=400)
 CASE_SECONDS = 5.0
 MAX_SEGMENT_BYTES = 48 * 1024  # keeps a case in the low milliseconds; the large segments add no new layouts
 KINDS = ("flip", "truncate", "insert", "zero", "length")

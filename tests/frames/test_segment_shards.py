@@ -14,7 +14,6 @@ from pipelines.io.checkpoint import StateStage, read_state_file, state_file_part
 from tests import badinputs as bi
 from tests.coordinator.harness import assert_same, by_partition, canon, plain
 
-pytestmark = pytest.mark.spark
 
 SCENARIOS = ("classic-basic", "compacted", "compression-zstd", "deletes", "expiry", "kip848", "many-groups",
              "simple-consumers", "transactions")

@@ -18,7 +18,7 @@ import pytest
 from tests.integration.cluster import StandaloneCluster, spark_bin
 
 ROOT = Path(__file__).resolve().parents[2]
-pytestmark = [pytest.mark.integration]
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("make_dist_lock")]
 # The sample is small enough to decode and replay in the driver process; both runs decode and replay on Spark
 # instead (one task per offsets partition), so the cluster run's tasks run in the executors' Python from the
 # shipped archive.

@@ -318,13 +318,27 @@ def test_offsetlake_sql_command_answers_the_reported_queries(written):
 
 
 def test_warehouse_read_table_filters(written):
-    wrong = []
-    for sid in ("s1", "s2"):  # a snapshot written by Spark, one by the Arrow write
-        for t in PROBED:
-            rows = [{**r, "snapshot_id": sid} for r in written.rows[t][sid]]
-            for p in predicates(t, rows):
-                got = _offsets(written.wh.read_table(t, sid, columns=["record_offset"], filters=_arrow_expr(t, p)))
-                if got != _expected(rows, p):
-                    wrong.append(f"Warehouse.read_table {sid}: {t} {p}")
-    _report(wrong)
+    """Every predicate on the snapshot's dataset the reader gives `Warehouse.read_table` (opened once per table),
+    and `read_table` itself (which opens the warehouse on each call) on one predicate of every column and operator."""
+    from pipelines.io.snapshots import DeltaWarehouseReader
 
+    wrong = []
+    reader = DeltaWarehouseReader(written.wh.path)
+    try:
+        for sid in ("s1", "s2"):  # a snapshot written by Spark, one by the Arrow write
+            for t in PROBED:
+                rows = [{**r, "snapshot_id": sid} for r in written.rows[t][sid]]
+                ds = reader.snapshot_dataset(t, sid)
+                through_read_table = {}
+                for p in predicates(t, rows):
+                    through_read_table.setdefault(p[:2], p)
+                    got = _offsets(ds.to_table(columns=["record_offset"], filter=_arrow_expr(t, p)))
+                    if got != _expected(rows, p):
+                        wrong.append(f"snapshot_dataset {sid}: {t} {p}")
+                for p in through_read_table.values():
+                    got = _offsets(written.wh.read_table(t, sid, columns=["record_offset"], filters=_arrow_expr(t, p)))
+                    if got != _expected(rows, p):
+                        wrong.append(f"Warehouse.read_table {sid}: {t} {p}")
+    finally:
+        reader.close()
+    _report(wrong)

@@ -24,7 +24,6 @@ from click.testing import CliRunner
 
 from tests.test_what_if import cli_rebuild
 
-pytestmark = pytest.mark.spark
 
 SCENARIOS = [
     "classic-basic", "compacted", "compression-gzip", "compression-lz4", "compression-snappy", "compression-zstd",
@@ -91,22 +90,26 @@ def broker(spark, brokerdata, tmp_path_factory):
     return out
 
 
-def _plan_at(wh: Path, t: int, groups=None, snapshot: str = "base") -> dict[str, list]:
+def _plan_at(wh: Path, t: int, groups=None, snapshot: str = "base", reader=None) -> dict[str, list]:
+    """The plan's offsets at `t`, through `reader` when given (one reader for many moments, as `serve` keeps it)."""
     from pipelines.io.snapshots import DeltaWarehouseReader
     from pipelines.serving.restore_plan import offsets_at
 
-    reader = DeltaWarehouseReader(wh)
+    reader = reader or DeltaWarehouseReader(wh)
     return offsets_at(reader, reader.snapshot(snapshot), t, groups)
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS)
 def test_plan_is_the_until_time_replay_at_every_moment_of_every_broker_scenario(broker, scenario):
+    from pipelines.io.snapshots import DeltaWarehouseReader
+
     b = broker[scenario]
     times = _times(b.rows)
     assert len(times) >= 20
+    reader = DeltaWarehouseReader(b.wh)
     for t in times:
         expected = _cut_replay(b.rows, "modern", t)
-        assert _plan_offsets(_plan_at(b.wh, t)) == expected, (scenario, t)
+        assert _plan_offsets(_plan_at(b.wh, t, reader=reader)) == expected, (scenario, t)
 
 
 # ------------------------------------------------------------------------------------------ timeline ground truth
@@ -226,10 +229,13 @@ def test_plan_is_the_until_time_replay_on_generated_logs(sampled):
     kinds = {(r["record_kind"], r.get("is_tombstone")) for r in sampled.rows}
     assert ("control", None) in kinds or ("control", False) in kinds
     assert ("offset_commit", True) in kinds and ("group_metadata", True) in kinds
+    from pipelines.io.snapshots import DeltaWarehouseReader
+
     expired_somewhere = False
+    reader = DeltaWarehouseReader(sampled.wh)
     for t in sampled.times:
         expected = _cut_replay(sampled.rows, sampled.semantics, t, retention=1)
-        assert _plan_offsets(_plan_at(sampled.wh, t)) == expected, (sampled.semantics, t)
+        assert _plan_offsets(_plan_at(sampled.wh, t, reader=reader)) == expected, (sampled.semantics, t)
         unexpired = _cut_replay(sampled.rows, sampled.semantics, t, retention=10**9)
         expired_somewhere |= expected != unexpired
     assert expired_somewhere  # expiry did take offsets at some of the moments

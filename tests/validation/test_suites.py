@@ -15,7 +15,6 @@ import pytest
 from .validation_rows import AS_OF_MS, N, UTC, clean_rows, p, tp
 from pipelines.validation.suites import KEYS, build_suites
 
-pytestmark = pytest.mark.spark
 
 SKEW_MINUTES = 60  # conf/base validation.timestamp_skew_minutes (the ci env keeps it)
 SPECS = build_suites(as_of_ms=AS_OF_MS, num_partitions=N, timestamp_skew_minutes=SKEW_MINUTES)

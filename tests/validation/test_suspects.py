@@ -11,7 +11,6 @@ from hypothesis import HealthCheck, given, settings as hsettings, strategies as 
 from tests import badinputs as bi
 from .validation_rows import AS_OF_MS, N, UTC
 
-pytestmark = pytest.mark.spark
 
 COLUMNS = ("offsets_partition", "record_offset", "committed_offset", "commit_timestamp")
 
