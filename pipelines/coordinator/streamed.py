@@ -16,11 +16,11 @@ end are `finish`'s, with the states, the markers and the naming rows of every wi
 the order its rows were settled, not in record order.
 
 Kafka's log never holds an offset twice, but an input can: overlapping segment files (a copied or restored log
-directory) hold the same records. Within a window the copies sit side by side in log order and load as the whole
-log loads them (the history keeps one row per record, `tables.once_per_record`); a record at or below the highest
-offset an earlier window loaded of its partition is such a copy and is not loaded or written again
-(`high_water`). The tally, the quarantine, the markers and the naming rows are of every row read, copies included,
-as the whole log's are.
+directory) hold the same records. Each record is loaded once, whatever the windows (`_once`): within a window its
+copies sit side by side in log order and the first is kept; a record at or below the highest offset an earlier
+window loaded of its partition (`high_water`) is a copy and is not loaded or written again. So a second copy adds
+no history row, no group event, no marker and no naming row; the tally and the quarantine count every row read,
+copies included (`frames.tally`).
 
 A window holds whole log batches (`frames.segment_shards.decoded_windows` cuts at batch boundaries), but nothing
 here depends on it: the loaders read a record's batch from its own columns.
@@ -92,10 +92,9 @@ class StreamedShards:
         from pipelines.coordinator.tables import offset_commits_table, outcomes_table
 
         options = self.options
-        table = until_cut(loadable(conform_decoded(window)), options)
+        table = self._once(until_cut(loadable(conform_decoded(window)), options), last)
         self._markers.append(transaction_markers(table, options))
         self._naming.append(naming_rows(table))
-        table = self._past_high_water(table, last)
         open_producers = None
         if not self.keep_outcomes:
             open_producers = {p: list(s.pending) for p, s in self.states.items() if s.pending}
@@ -134,27 +133,28 @@ class StreamedShards:
         self.pending = rows.filter(still)
         return rows.filter(pc.invert(still))
 
-    def _past_high_water(self, table: pa.Table, last: bool) -> pa.Table:
-        """`table` without the copies of records an earlier window loaded (at or below its partition's high
-        water); the high water moved past `table` unless no window follows."""
-        if not table.num_rows or (last and not self.high_water):
+    def _once(self, table: pa.Table, last: bool) -> pa.Table:
+        """`table` (`loadable`: each partition's rows in log order) with each record once: without the copies of
+        records an earlier window loaded (at or below its partition's high water) nor a second copy of a record in
+        `table`; the high water moved past `table` unless no window follows."""
+        if not table.num_rows:
             return table
         p = table.column(PART).to_numpy(zero_copy_only=False)
         o = table.column("offset").to_numpy(zero_copy_only=False)
+        copy = np.zeros(len(p), dtype=bool)
+        copy[1:] = (p[1:] == p[:-1]) & (o[1:] == o[:-1])
         if self.high_water:
             known = np.fromiter(self.high_water, dtype=np.int64, count=len(self.high_water))
             marks = np.fromiter(self.high_water.values(), dtype=np.int64, count=len(self.high_water))
             order = np.argsort(known)
-            at = np.clip(np.searchsorted(known[order], p), 0, len(known) - 1)
-            seen = (known[order][at] == p) & (o <= marks[order][at])
-            if seen.any():
-                table = table.filter(pa.array(~seen))
-                p, o = p[~seen], o[~seen]
-        if not last and len(p):
-            # `loadable`: each partition's rows in log order, so its last row holds its highest offset
+            known, marks = known[order], marks[order]
+            at = np.clip(np.searchsorted(known, p), 0, len(known) - 1)
+            copy |= (known[at] == p) & (o <= marks[at])
+        if not last:
             ends = np.flatnonzero(np.r_[p[1:] != p[:-1], True])
-            self.high_water.update(zip(p[ends].tolist(), o[ends].tolist()))
-        return table
+            for part, top in zip(p[ends].tolist(), o[ends].tolist()):
+                self.high_water[part] = max(top, self.high_water.get(part, top))
+        return table.filter(pa.array(~copy)) if copy.any() else table
 
     def finish(self) -> FinishedShards:
         """The shards after their last window (a resumed partition no window held: the state it resumed)."""

@@ -158,6 +158,27 @@ def test_load_shards_in_windows_of_rows_gives_the_whole_load(brokerdata):
         assert_same(a, b, scenario)
 
 
+@pytest.mark.parametrize("semantics", ["modern", "legacy"])
+def test_a_state_only_load_in_windows_of_rows_gives_the_whole_state(brokerdata, semantics):
+    """history=False (a restore plan's replay) reads no outcomes, so the loaders are not given the transactional
+    records a later plain commit overwrites nor the markers that end nothing they were given; a marker that ends a
+    transaction an earlier window left open is still loaded: windows of a few rows give the whole log's state."""
+    options = ReplayOptions(semantics=semantics, snapshot_id="w", num_partitions=50)
+    for scenario in ("transactions", "kip848", "deletes"):
+        table = pa.Table.from_pylist(list(iter_decoded_rows([brokerdata / scenario / "data"])),
+                                     schema=DECODED_RECORD_SCHEMA)
+        whole = load_shards(table, options)
+        b = as_rows(tabulate_shards(whole.states, options, None, topic_names(whole.naming.to_pylist())))
+        b.pop("group_history")
+        assert b["loaded_offsets"], scenario
+        for rows in (1, 2, 3, 5, 8):
+            one = load_shards(table, options, history=False, window_rows=rows)
+            assert one.history.num_rows == 0
+            a = as_rows(tabulate_shards(one.states, options, None, topic_names(one.naming.to_pylist())))
+            a.pop("group_history")
+            assert_same(a, b, f"{scenario} state only, {rows} rows per window")
+
+
 @pytest.mark.spark
 def test_a_rebuild_on_spark_in_one_batch_windows_is_the_in_process_rebuild(spark, warn_settings, brokerdata,
                                                                              tmp_path):
@@ -177,3 +198,55 @@ def test_a_rebuild_on_spark_in_one_batch_windows_is_the_in_process_rebuild(spark
         got = snapshot_rows(tmp_path / f"tiny-{semantics}", "s")
         assert got == want
         assert want["offset_commits"] and want["loaded_offsets"]
+
+
+def _overlapping_copy(data_dir, into):
+    """`data_dir` with each offsets partition's log cut in two overlapping segment files, as a log directory
+    copied over an older copy leaves it: the first file holds the log up to a batch past its middle, the second
+    (named by its base offset) from a batch before its middle to the end, so the batches in between are read
+    twice, from both files. The partitions of fewer than three log batches are copied as they are."""
+    import shutil
+
+    rows = [r for r in iter_decoded_rows([data_dir]) if r["batch_position"] is not None and r["offset"] is not None]
+    overlapped = 0
+    for part_dir in sorted(p for p in data_dir.iterdir() if p.name.startswith("__consumer_offsets-")):
+        out = into / part_dir.name
+        out.mkdir(parents=True)
+        for log in part_dir.glob("*.log"):
+            source = str(log)
+            batches = sorted({(r["batch_position"], r["batch_first_offset"] if r["batch_first_offset"] is not None
+                               else r["offset"]) for r in rows if r["source"] == source})
+            data = log.read_bytes()
+            if len(batches) < 3 or log.name != "00000000000000000000.log":
+                shutil.copyfile(log, out / log.name)
+                continue
+            (second_at, second_base), (first_end, _) = batches[len(batches) // 3], batches[2 * len(batches) // 3]
+            (out / log.name).write_bytes(data[:first_end])
+            (out / f"{second_base:020d}.log").write_bytes(data[second_at:])
+            overlapped += 1
+    return overlapped
+
+
+@pytest.mark.parametrize("semantics", ["modern", "legacy"])
+def test_overlapping_segments_split_over_windows_give_the_whole_load(brokerdata, tmp_path, semantics):
+    """A record read twice (two overlapping segment files) in two windows is loaded, written and tallied as the
+    whole partition in one window takes it: one history row per record, the state of the log without the copy,
+    both copies tallied."""
+    options = ReplayOptions(semantics=semantics, snapshot_id="w", num_partitions=50)
+    for scenario in ("transactions", "kip848", "deletes", "classic-basic"):
+        original = brokerdata / scenario / "data"
+        data = tmp_path / scenario
+        assert _overlapping_copy(original, data), scenario
+        want = _reference(original, options)
+        assert_same(_reference(data, options), want, f"{scenario} overlapping, in-process")
+        whole, whole_tally, _ = _task_tables(data, options, HUGE)
+        assert_same(whole, want, f"{scenario} overlapping, one window")
+        tiny, tally, _ = _task_tables(data, options, 1)
+        assert_same(tiny, want, f"{scenario} overlapping, one batch per window")
+        assert len(tiny["offset_commits"]) == len({(r["offsets_partition"], r["record_offset"])
+                                                   for r in tiny["offset_commits"]})
+        by_label = [t.group_by(["offsets_partition", "label"]).aggregate([("n", "sum")]).sort_by(
+            [("offsets_partition", "ascending"), ("label", "ascending")]) for t in (tally, whole_tally)]
+        assert by_label[0].equals(by_label[1]), scenario
+        read = len(list(iter_decoded_rows([data])))
+        assert pc.sum(tally.column("n")).as_py() == read > len(list(iter_decoded_rows([original])))
