@@ -42,6 +42,7 @@ from pipelines.coordinator.saved import SavedShard
 from pipelines.heap import gc_paused
 
 PART = "offsets_partition"
+_NO_OFFSET = np.iinfo(np.int64).min
 
 
 @dataclass
@@ -140,20 +141,22 @@ class StreamedShards:
         if not table.num_rows:
             return table
         p = table.column(PART).to_numpy(zero_copy_only=False)
-        o = table.column("offset").to_numpy(zero_copy_only=False)
+        o = pc.fill_null(table.column("offset"), _NO_OFFSET).to_numpy(zero_copy_only=False)
+        placed = o != _NO_OFFSET  # a row without an offset is no copy of anything
         copy = np.zeros(len(p), dtype=bool)
-        copy[1:] = (p[1:] == p[:-1]) & (o[1:] == o[:-1])
+        copy[1:] = (p[1:] == p[:-1]) & (o[1:] == o[:-1]) & placed[1:]
         if self.high_water:
             known = np.fromiter(self.high_water, dtype=np.int64, count=len(self.high_water))
             marks = np.fromiter(self.high_water.values(), dtype=np.int64, count=len(self.high_water))
             order = np.argsort(known)
             known, marks = known[order], marks[order]
             at = np.clip(np.searchsorted(known, p), 0, len(known) - 1)
-            copy |= (known[at] == p) & (o <= marks[at])
+            copy |= (known[at] == p) & (o <= marks[at]) & placed
         if not last:
-            ends = np.flatnonzero(np.r_[p[1:] != p[:-1], True])
-            for part, top in zip(p[ends].tolist(), o[ends].tolist()):
-                self.high_water[part] = max(top, self.high_water.get(part, top))
+            starts = np.flatnonzero(np.r_[True, p[1:] != p[:-1]])
+            for part, top in zip(p[starts].tolist(), np.maximum.reduceat(o, starts).tolist()):
+                if top != _NO_OFFSET:
+                    self.high_water[part] = max(top, self.high_water.get(part, top))
         return table.filter(pa.array(~copy)) if copy.any() else table
 
     def finish(self) -> FinishedShards:
