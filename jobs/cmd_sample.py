@@ -18,9 +18,13 @@ from jobs.errors import fail
 @click.option("--seed", type=int, default=0, show_default=True, help="Same seed and arguments, same bytes.")
 @click.option("--segment-bytes", type=click.IntRange(min=1), default=8 * 1024 * 1024, show_default=True,
               help="Roll a segment when the next batch would make it larger than this.")
+@click.option("--hot-share", type=click.FloatRange(min=0, max=1, min_open=True), default=None, metavar="F",
+              help="About this fraction of the records in one offsets partition (its groups' ids hash there).")
+@click.option("--shape", type=click.Choice(["mixed", "cleaner-died"]), default="mixed", show_default=True,
+              help="cleaner-died: few keys committed again and again (pair with few --groups), an uncompacted log.")
 @click.option("--force", is_flag=True, help="Remove __consumer_offsets-* directories already in DIR first.")
 def sample(out_dir: str, records: int, groups: int, partitions: int, seed: int, segment_bytes: int,
-           force: bool) -> None:
+           hot_share: float | None, shape: str, force: bool) -> None:
     """Write DIR/__consumer_offsets-N/<base offset>.log for N in 0..P-1: classic, simple, Connect and KIP-848
     groups, transactions (committed, aborted, open), offset and group deletions, all five codecs."""
     from pipelines.sample import generate_sample
@@ -31,7 +35,7 @@ def sample(out_dir: str, records: int, groups: int, partitions: int, seed: int, 
     started = time.perf_counter()
     try:
         stats = generate_sample(out_dir, records=records, groups=groups, partitions=partitions, seed=seed,
-                                segment_bytes=segment_bytes, force=force)
+                                segment_bytes=segment_bytes, force=force, hot_share=hot_share, shape=shape)
     except ValueError as e:
         raise click.UsageError(str(e)) from None
     except FileExistsError as e:

@@ -124,6 +124,7 @@ class RunSettings:
     local_replay_max_rows: int
     resume_tasks_min_rows: int  # an incremental run resumed from the driver's decoding, this big, uses the cores
     in_process_max_bytes: int  # inputs up to this size are decoded and counted in the driver
+    load_buffer_bytes: int  # a shard task decodes and loads its segments this many bytes at a time
     read_policy: object  # decoding.policy.ReadPolicy
 
 
@@ -154,6 +155,7 @@ def resolve_settings(settings: Settings, req: RebuildRequest) -> RunSettings:
         resume_tasks_min_rows=_non_negative_int(r.get("resume_tasks_min_rows", 0), "rebuild.resume_tasks_min_rows"),
         in_process_max_bytes=_non_negative_int(settings.section("decode").get("in_process_max_bytes", 0),
                                                "decode.in_process_max_bytes"),
+        load_buffer_bytes=_load_buffer_bytes(settings.section("decode").get("load_buffer_bytes")),
         read_policy=policy,
     )
 
@@ -165,6 +167,15 @@ def _non_negative_int(value, what: str) -> int:
         raise UsageError(f"{what} must be a whole number, not {value!r}") from None
     if n < 0:
         raise UsageError(f"{what} must be 0 or more, not {n}")
+    return n
+
+
+def _load_buffer_bytes(value) -> int:
+    from pipelines.frames.segment_shards import LOAD_BUFFER_BYTES
+
+    n = LOAD_BUFFER_BYTES if value is None else _non_negative_int(value, "decode.load_buffer_bytes")
+    if n < 1:
+        raise UsageError("decode.load_buffer_bytes must be 1 or more, not 0")
     return n
 
 
@@ -344,7 +355,7 @@ def decode(run: Run) -> None:
         with _resuming():
             run.loaded = segment_shards.load_on_spark(run.spark, plan, _load_options(run), cut,
                                                       _early_history_check(run), stage, counters, run.progress.emit,
-                                                      state_stage, previous)
+                                                      state_stage, previous, run.conf.load_buffer_bytes)
         run.release = run.loaded.release
         run.decoded = run.loaded.log
         s.task_cpu_seconds = {k: round(v, 3) for k, v in run.loaded.cpu_seconds.items()}

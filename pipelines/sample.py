@@ -45,6 +45,7 @@ BASE_TIME_MS = 1_793_491_200_000  # 2026-11-01T00:00:00Z
 DEFAULT_SEGMENT_BYTES = 8 * 1024 * 1024
 MIN_RECORDS_PER_GROUP = 8  # creating a group alone takes 2-7 records; the record budget must leave room for life
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
+SHAPES = ("mixed", "cleaner-died")
 
 KIND_CLASSIC, KIND_SIMPLE, KIND_KIP848, KIND_CONNECT, KIND_DELETED = "classic", "simple", "kip848", "connect", "deleted"
 KIND_SHARES = ((KIND_CLASSIC, 0.60), (KIND_SIMPLE, 0.15), (KIND_KIP848, 0.15), (KIND_CONNECT, 0.05),
@@ -195,13 +196,17 @@ class SampleStats:
     transactions_open: int = 0
     producer_ids: int = 0
     records_per_partition: list[int] = field(default_factory=list)
+    hot_partition: int | None = None  # the offsets partition `hot_share` of the records were steered to
+    shape: str = "mixed"
     first_timestamp: int = 0
     last_timestamp: int = 0
 
     def summary(self) -> str:
         return (f"records={self.records} groups={self.groups} partitions={self.partitions} bytes={self.bytes} "
                 f"files={self.files} batches={self.batches} txns(commit/abort/open)={self.transactions_committed}/"
-                f"{self.transactions_aborted}/{self.transactions_open}")
+                f"{self.transactions_aborted}/{self.transactions_open}"
+                + (f" hot_partition={self.hot_partition} ({self.records_per_partition[self.hot_partition]} records)"
+                   if self.hot_partition is not None else "") + ("" if self.shape == "mixed" else f" shape={self.shape}"))
 
 
 # ================================================================================================================
@@ -690,9 +695,10 @@ class _ClassicGroup(_Group):
                 self.join_all()
             return
         r = rng.random()
-        if r < 0.012:
+        churn = self.gen.churn
+        if r < 0.012 * churn:
             self.membership_change()
-        elif r < 0.014:
+        elif r < 0.014 * churn:
             self.leave_all()
         else:
             self.commit()
@@ -1140,8 +1146,14 @@ class _Kip848Group(_Group):
 # the generator
 # ================================================================================================================
 class _Generator:
-    def __init__(self, out: Path, *, records: int, groups: int, partitions: int, seed: int, segment_bytes: int):
+    def __init__(self, out: Path, *, records: int, groups: int, partitions: int, seed: int, segment_bytes: int,
+                 hot_share: float | None = None, shape: str = "mixed"):
         self.out = out
+        self.hot_share = hot_share
+        self.shape = shape
+        # how often groups rebalance, relative to a mixed cluster: a cleaner-died log is a stable fleet committing
+        # the same few keys for a long time
+        self.churn = 1.0 if shape == "mixed" else 0.05
         self.target = records
         self.n_groups = groups
         self.partitions = partitions
@@ -1154,7 +1166,10 @@ class _Generator:
         self.upgraded = False
         self.txn_coordinator_epoch = self.rng.randint(0, 3)
         self.newest_commit: dict[tuple[int, int], int] = {}  # (topic idx, partition) -> highest offset committed
-        self.stats = SampleStats(out_dir=str(out), seed=seed, partitions=partitions, segment_bytes=segment_bytes)
+        self.stats = SampleStats(out_dir=str(out), seed=seed, partitions=partitions, segment_bytes=segment_bytes,
+                                 shape=shape)
+        if hot_share is not None:  # its own generator: the rest of the bytes follow the seed as without it
+            self.stats.hot_partition = Random(seed).randrange(partitions)
         s = self.stats
         s.records_by_key_type = Counter()
         s.tombstones_by_key_type = Counter()
@@ -1236,9 +1251,14 @@ class _Generator:
             if name in names:
                 name = f"{name}-{len(self.topics)}"
             names.add(name)
-            self.topics.append(_Topic(len(self.topics), name, rng.choice((1, 3, 6, 6, 8, 12, 12, 16, 24, 32)),
-                                      _uuid_raw(rng)))
+            counts = (1, 3, 6, 6, 8, 12, 12, 16, 24, 32) if self.shape == "mixed" else (1, 2, 3, 4)
+            self.topics.append(_Topic(len(self.topics), name, rng.choice(counts), _uuid_raw(rng)))
         kinds = self.allocate_kinds()
+        if self.hot_share is not None:
+            # the hot groups: a random mix of kinds (`kinds` is shuffled); every group when the share is 1
+            n_hot = len(kinds) if self.hot_share >= 1 else max(1, round(self.hot_share * len(kinds)))
+            if self.partitions == 1:
+                n_hot = len(kinds)
         groups: list[_Group] = []
         used = set()
         n_deleted = 0
@@ -1250,6 +1270,8 @@ class _Generator:
             gid = self.group_id(base_kind, i, kind == KIND_DELETED)
             while gid in used:
                 gid += "-x"
+            if self.hot_share is not None:
+                gid = self._steered(gid, hot=i < n_hot, used=used)
             used.add(gid)
             topics = self.pick_topics(base_kind)
             weight = min(20.0, rng.lognormvariate(0.0, 0.9))
@@ -1266,6 +1288,8 @@ class _Generator:
             groups.append(g)
             self.stats.groups_by_kind[kind] = self.stats.groups_by_kind.get(kind, 0) + 1
             self.stats.group_partitions[gid] = g.log.index
+        if self.hot_share is not None:
+            self._reweigh(groups)
         classic = [g for g in groups if type(g) is _ClassicGroup and not g.deleted_at_end]
         n_txn = max(1, round(0.2 * len(classic))) if classic else 0
         for j, g in enumerate(classic):
@@ -1284,6 +1308,28 @@ class _Generator:
             rng.shuffle(plan)
             log.codec_plan = plan
         return groups
+
+    def _steered(self, gid: str, hot: bool, used: set) -> str:
+        """`gid`, suffixed until its offsets partition is (`hot`) or is not the hot partition: Kafka places a group
+        by the hash of its id, so a skewed cluster is one whose busiest groups' ids hash alike."""
+        n, target = 0, self.stats.hot_partition
+        out = gid
+        while (partition_for(out, self.partitions) == target) != hot or out in used:
+            n += 1
+            out = f"{gid}-{n}"
+        return out
+
+    def _reweigh(self, groups: list[_Group]) -> None:
+        """The groups' activity scaled so the hot partition's groups write `hot_share` of it."""
+        hot = [g for g in groups if g.log.index == self.stats.hot_partition]
+        cold = [g for g in groups if g.log.index != self.stats.hot_partition]
+        if not cold or not hot:
+            return
+        share = min(self.hot_share, 0.999)
+        w_hot, w_cold = sum(g.weight for g in hot), sum(g.weight for g in cold)
+        scale = share / (1 - share) * w_cold / w_hot
+        for g in hot:
+            g.weight *= scale
 
     def allocate_kinds(self) -> list[str]:
         g = self.n_groups
@@ -1443,15 +1489,24 @@ class _Generator:
 
 
 def generate_sample(out_dir: str | Path, *, records: int = 100_000, groups: int = 100, partitions: int = 8,
-                    seed: int = 0, segment_bytes: int = DEFAULT_SEGMENT_BYTES, force: bool = False) -> SampleStats:
+                    seed: int = 0, segment_bytes: int = DEFAULT_SEGMENT_BYTES, force: bool = False,
+                    hot_share: float | None = None, shape: str = "mixed") -> SampleStats:
     """Write `out_dir/__consumer_offsets-{0..partitions-1}/` and return what was written.
 
-    `records` is the approximate total (data + control records), `groups` the number of group ids. Raises
+    `records` is the approximate total (data + control records), `groups` the number of group ids. `hot_share`:
+    about that fraction of the records in one offsets partition (`SampleStats.hot_partition`), its groups' ids
+    chosen to hash there and their activity scaled (None: groups wherever their ids hash). `shape`: `mixed` (a
+    busy cluster), or `cleaner-died` (topics of 1-4 partitions, groups that rarely rebalance: few keys committed
+    again and again, the uncompacted log a dead log cleaner leaves; pair it with few `groups`). Raises
     ValueError on bad arguments, FileExistsError if `out_dir` already holds `__consumer_offsets-*` (unless
     `force`, which removes those directories first).
     """
     if records < 1 or groups < 1 or partitions < 1 or segment_bytes < 1:
         raise ValueError("records, groups, partitions and segment_bytes must all be >= 1")
+    if hot_share is not None and not 0 < hot_share <= 1:
+        raise ValueError(f"hot share must be in (0, 1], not {hot_share}")
+    if shape not in SHAPES:
+        raise ValueError(f"shape must be one of {', '.join(SHAPES)}, not {shape}")
     if groups * MIN_RECORDS_PER_GROUP > records:
         raise ValueError(f"{groups} groups need at least {groups * MIN_RECORDS_PER_GROUP} records (got {records})")
     out = Path(out_dir)
@@ -1462,4 +1517,4 @@ def generate_sample(out_dir: str | Path, *, records: int = 100_000, groups: int 
         for p in existing:
             shutil.rmtree(p) if p.is_dir() else p.unlink()
     return _Generator(out, records=records, groups=groups, partitions=partitions, seed=seed,
-                      segment_bytes=segment_bytes).run()
+                      segment_bytes=segment_bytes, hot_share=hot_share, shape=shape).run()

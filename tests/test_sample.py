@@ -465,7 +465,7 @@ def test_cli_writes_the_sample_and_prints_a_summary(tmp_path):
 
 @pytest.mark.parametrize("argv", [
     ["--partitions", "0"], ["--records", "0"], ["--groups", "-1"], ["--records", "70", "--groups", "9"],
-    ["--segment-bytes", "0"], ["--seed", "x"],
+    ["--segment-bytes", "0"], ["--seed", "x"], ["--hot-share", "0"], ["--hot-share", "1.5"], ["--shape", "odd"],
 ])
 def test_cli_bad_arguments_are_usage_errors(tmp_path, argv):
     res = CliRunner().invoke(main, ["sample", str(tmp_path / "o"), *argv])
@@ -477,3 +477,39 @@ def test_cli_refuses_a_bucket_instead_of_writing_a_local_folder_named_like_it(tm
     res = CliRunner().invoke(main, ["sample", "s3://bucket/dump", "--records", "1000", "--groups", "10"])
     assert res.exit_code == 2 and "writes a local directory, not s3://bucket/dump" in res.output, res.output
     assert list(tmp_path.iterdir()) == []
+
+
+# ------------------------------------------------------------------------------------------------ skewed samples
+def _records_by_partition(root: Path) -> Counter:
+    return Counter(r["offsets_partition"] for r in iter_decoded_rows([root]))
+
+
+@pytest.mark.parametrize("share", [0.9, 1.0])
+def test_hot_share_puts_that_share_of_the_records_in_one_partition(tmp_path, share):
+    stats = generate_sample(tmp_path, records=20_000, groups=120, partitions=10, seed=4, hot_share=share)
+    counts = _records_by_partition(tmp_path)  # counted from the decoded log, not from the generator's stats
+    hot = stats.hot_partition
+    assert counts.most_common(1)[0][0] == hot
+    assert abs(counts[hot] / sum(counts.values()) - share) <= 0.05, counts
+    assert stats.groups == 120
+    # every group still lives where Kafka's hash puts it
+    assert all(stats.group_partitions[g] == partition_for(g, 10) for g in stats.group_partitions)
+    if share == 1.0:
+        assert set(counts) == {hot}
+
+
+def test_cleaner_died_is_few_keys_committed_many_times(tmp_path):
+    generate_sample(tmp_path / "c", records=30_000, groups=12, partitions=3, seed=2, shape="cleaner-died",
+                    hot_share=1.0)
+    generate_sample(tmp_path / "m", records=30_000, groups=12, partitions=3, seed=2)
+
+    def commits_per_key(root):
+        keys = Counter((r["group_id"], r["topic"], r["partition"]) for r in iter_decoded_rows([root])
+                       if r["record_kind"] == "offset_commit")
+        return sum(keys.values()) / len(keys), sum(1 for r in iter_decoded_rows([root])
+                                                   if r["record_kind"] == "group_metadata")
+
+    died, died_groups = commits_per_key(tmp_path / "c")
+    mixed, mixed_groups = commits_per_key(tmp_path / "m")
+    assert died > 3 * mixed  # the same budget spent on far fewer keys
+    assert died_groups < mixed_groups  # a stable fleet: few rebalances

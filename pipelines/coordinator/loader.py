@@ -163,20 +163,23 @@ def _still_pending(open_rows: dict[int, list[int]], outcomes: dict[int, str]) ->
 
 
 def do_load_groups_and_offsets(partition: int, rows: Iterable[Row], resume: ShardState | None = None,
-                               keep_history: bool = True) -> ShardState:
+                               keep_history: bool = True, continued: bool = False) -> ShardState:
     """`GroupMetadataManager.doLoadGroupsAndOffsets` (old coordinator, Kafka 0.11 - 3.9), one partition, log order.
 
     Offsets are kept with their `appendedBatchOffset` (first record iterated in the batch); a control batch
     (only its first record is read) ends the producer's pending map, installing it on COMMIT where the key is
     absent or the existing entry's batch is older. `resume`: the shard as loading the records before `rows` left
-    it (its `outcomes` are of `rows` only).
+    it (its `outcomes` are of `rows` only). `continued`: `resume` is this load's own previous window, carried on in
+    place (its offsets, open transactions and groups, with their history events, are not copied).
     """
-    groups, open_rows = _resumed(resume, keep_history)
+    groups, open_rows = _resumed(resume, keep_history, continued)
     # each pending offset's appendedBatchOffset beside it, keyed alike
     if resume is None:
         offsets = CommittedOffsets()
         pending: dict[int, dict[GroupTopicPartition, OffsetAndMetadata]] = {}
         pending_batch_offsets: dict[int, dict[GroupTopicPartition, int]] = {}
+    elif continued:
+        offsets, pending, pending_batch_offsets = resume.offsets, resume.pending, resume.pending_batch_offsets
     else:
         offsets = resume.offsets.copy()
         pending = {pid: dict(txn) for pid, txn in resume.pending.items()}
@@ -224,15 +227,19 @@ def do_load_groups_and_offsets(partition: int, rows: Iterable[Row], resume: Shar
                       pending_batch_offsets=pending_batch_offsets, decided_by=decided_by)
 
 
-def _resumed(resume: ShardState | None, keep_history: bool = True) -> tuple[GroupStore, defaultdict]:
-    """The groups and the open transactions' records a load starts from: none, or those `resume` left."""
+def _resumed(resume: ShardState | None, keep_history: bool = True,
+             continued: bool = False) -> tuple[GroupStore, defaultdict]:
+    """The groups and the open transactions' records a load starts from: none, or those `resume` left (`continued`:
+    the very objects, the groups' history events kept)."""
     if resume is None:
         return GroupStore(keep_history), defaultdict(list)
+    if continued:
+        return resume.groups, defaultdict(list, resume.open_records)
     return resume.groups.resumed(), defaultdict(list, {pid: list(o) for pid, o in resume.open_records.items()})
 
 
 def replay(partition: int, rows: Iterable[Row], resume: ShardState | None = None,
-           keep_history: bool = True) -> ShardState:
+           keep_history: bool = True, continued: bool = False) -> ShardState:
     """`CoordinatorLoaderImpl` + `GroupCoordinatorShard.replay` (new coordinator, Kafka 3.8 - 4.x), one partition.
 
     `OffsetMetadataManager.replay`: transactional = producerId != -1; any tombstone deletes the committed offset
@@ -240,10 +247,11 @@ def replay(partition: int, rows: Iterable[Row], resume: ShardState | None = None
     offset only if its record offset is greater than the committed one's; ABORT discards. Control records other
     than COMMIT/ABORT are ignored. `resume`: as `do_load_groups_and_offsets`.
     """
-    groups, open_rows = _resumed(resume, keep_history)
-    offsets = CommittedOffsets() if resume is None else resume.offsets.copy()
+    groups, open_rows = _resumed(resume, keep_history, continued)
+    offsets = CommittedOffsets() if resume is None else resume.offsets if continued else resume.offsets.copy()
     pending: dict[int, dict[GroupTopicPartition, OffsetAndMetadata]] = (
-        {} if resume is None else {pid: dict(txn) for pid, txn in resume.pending.items()})
+        {} if resume is None else resume.pending if continued else
+        {pid: dict(txn) for pid, txn in resume.pending.items()})
     outcomes: dict[int, str] = {}
     decided_by: dict[int, tuple[int, int | None]] = {}
     for row in rows:
@@ -283,9 +291,10 @@ def replay(partition: int, rows: Iterable[Row], resume: ShardState | None = None
 
 
 def load_shard(partition: int, rows: Iterable[Row], options: ReplayOptions,
-               resume: ShardState | None = None, keep_history: bool = True) -> ShardState:
+               resume: ShardState | None = None, keep_history: bool = True, continued: bool = False) -> ShardState:
     """The shard after loading `rows` (log order, no error/unknown rows, up to the run's point in time) with the
     run's coordinator generation; `resume`: the shard as the records before `rows` left it (the previous run's,
-    `coordinator.saved`), loaded on as Kafka's coordinator goes on replaying what is appended."""
+    `coordinator.saved`), loaded on as Kafka's coordinator goes on replaying what is appended; `continued`: the
+    shard as this load's previous window left it, carried on in place (`coordinator.window`)."""
     load = replay if options.is_modern else do_load_groups_and_offsets
-    return load(partition, rows, resume, keep_history)
+    return load(partition, rows, resume, keep_history, continued)

@@ -29,6 +29,8 @@ and saved still resumes like the whole log.
 """
 from __future__ import annotations
 
+from typing import Iterable, Mapping
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -123,9 +125,19 @@ def _ended_before_overwrite(table: pa.Table, rows: pa.Table, ends, values, plain
     return joined.column("__row").filter(overwritten).to_numpy()
 
 
-def _drop_idle_markers(keep: np.ndarray, table: pa.Table, is_control, ends, txn) -> None:
-    """Clears `keep` at the control records that end no kept transactional record (and at those that end none)."""
+def _drop_idle_markers(keep: np.ndarray, table: pa.Table, is_control, ends, txn,
+                       open_producers: Mapping[int, Iterable[int]] | None = None) -> None:
+    """Clears `keep` at the control records that end no kept transactional record (and at those that end none),
+    but for the end markers of `open_producers` (offsets partition -> producer ids with a transaction open before
+    `table`)."""
     keep[np.flatnonzero(is_control.to_numpy(zero_copy_only=False))] = False
+    if open_producers:
+        p = table.column(PART).to_numpy(zero_copy_only=False)
+        pid = pc.fill_null(table.column("producer_id"), -1).to_numpy(zero_copy_only=False)
+        ended = np.zeros(table.num_rows, dtype=bool)
+        for part, pids in open_producers.items():
+            ended |= (p == part) & np.isin(pid, np.fromiter(pids, dtype=np.int64))
+        keep[ended & ends.to_numpy(zero_copy_only=False)] = True
     kept_txn = pc.and_(txn, pa.array(keep))
     ordered = _by_producer(table, ends, kept_txn)
     if ordered is None:
@@ -142,10 +154,13 @@ def _drop_idle_markers(keep: np.ndarray, table: pa.Table, is_control, ends, txn)
     keep[row[needed & same]] = True
 
 
-def state_relevant_rows(table: pa.Table, modern: bool, keep_outcomes: bool = True) -> pa.Table:
+def state_relevant_rows(table: pa.Table, modern: bool, keep_outcomes: bool = True,
+                        open_producers: Mapping[int, Iterable[int]] | None = None) -> pa.Table:
     """The rows of `table` (decoded rows the shards load: no error/unknown rows, log order per offsets partition,
     up to the run's point in time) that the loaders need to reach the state the whole table gives, and, unless
-    `keep_outcomes` is False, every transactional record's outcome."""
+    `keep_outcomes` is False, every transactional record's outcome. `open_producers` (without `keep_outcomes`; a
+    window of a longer log, `streamed`): offsets partition -> the producers whose transaction the rows before
+    `table` left open: their end markers in `table` are kept, whatever `table` holds of their transaction."""
     n = table.num_rows
     if n == 0:
         return table
@@ -169,5 +184,5 @@ def state_relevant_rows(table: pa.Table, modern: bool, keep_outcomes: bool = Tru
     if modern:
         _mark_group_values(keep, table, pc.and_(is_commit, pc.invert(tombstone)))
     if not keep_outcomes:
-        _drop_idle_markers(keep, table, is_control, ends, pc.and_(is_commit, is_txn))
+        _drop_idle_markers(keep, table, is_control, ends, pc.and_(is_commit, is_txn), open_producers)
     return table.filter(pa.array(keep))

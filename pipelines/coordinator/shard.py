@@ -1,14 +1,13 @@
 """One coordinator shard, records in, the snapshot's rows out: the engine's single entry point.
 
 `replay_shards` takes decoded rows (Arrow, `schemas/decoded.py`) of one or more `__consumer_offsets` partitions,
-loads each partition on its own in log order (`loader`: the old `doLoadGroupsAndOffsets` or the new coordinator's
-replay), applies one cleanup pass (`expiry`) to each loaded shard, and returns every table as Arrow in the
+loads each partition on its own in log order (`streamed.StreamedShards`, the loader a task streaming its segments
+uses too; `loader`: the old `doLoadGroupsAndOffsets` or the new coordinator's replay), applies one cleanup pass (`expiry`) to each loaded shard, and returns every table as Arrow in the
 contract's columns, plus each shard as the next `--incremental` run resumes it (`saved`). A Spark task calls it for one
 partition (`pipelines/frames/shards.py`); a small run, the tests and the benchmark call it in-process.
 """
 from __future__ import annotations
 
-import itertools
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
@@ -17,12 +16,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipelines.coordinator.expiry import ExpiryOptions, cleanup_group_metadata
-from pipelines.coordinator.loader import SKIPPED_KINDS, OffsetCommit, SparseRow, load_shard, offset_commits
+from pipelines.coordinator.loader import SKIPPED_KINDS, OffsetCommit, SparseRow, offset_commits
 from pipelines.coordinator.options import DEFAULT_NUM_OFFSETS_PARTITIONS, REPLAY_TABLES, ReplayOptions
-from pipelines.coordinator.reduction import state_relevant_rows
 from pipelines.coordinator.saved import SavedShard, saved_shards
-from pipelines.coordinator.tables import (DECIDED_COLUMNS, OFFSET_TABLES, contract_table, offset_commits_table, outcome_of,
-                                           outcomes_table, shard_rows, topic_names)
+from pipelines.coordinator.tables import OFFSET_TABLES, contract_table, shard_rows, topic_names
 from pipelines.heap import gc_paused
 from schemas.decoded import DECODED_RECORD_SCHEMA
 
@@ -48,6 +45,8 @@ def conform_decoded(table: pa.Table) -> pa.Table:
     """`table` with exactly the decoded schema's columns and types (Spark's Arrow and Parquet files differ in
     nullability and metadata only; missing columns — the unread ones, or columns added since a state was
     written — come as nulls)."""
+    if table.schema.equals(DECODED_RECORD_SCHEMA):  # conformed already (a window of a conformed table)
+        return table
     columns = [table.column(f.name).cast(f.type) if f.name in table.column_names else pa.nulls(table.num_rows, f.type)
                for f in DECODED_RECORD_SCHEMA]
     return pa.table(columns, schema=DECODED_RECORD_SCHEMA)
@@ -186,7 +185,7 @@ class LoadedShards:
 
 def load_shards(table: pa.Table, options: ReplayOptions, keep: bool = False,
                 resume: Mapping[int, SavedShard] | None = None, history: bool = True,
-                relevant: bool = False) -> LoadedShards:
+                window_rows: int | None = None, relevant: bool = False) -> LoadedShards:
     """Every offsets partition in `table` loaded on its own in log order (the loaders read the state-relevant rows
     only, `reduction`; the history has every offset commit), each from its shard in `resume` where it has one
     (every partition of `resume` is loaded, new records or not; `resume` is consumed). Needs nothing from other
@@ -194,61 +193,46 @@ def load_shards(table: pa.Table, options: ReplayOptions, keep: bool = False,
     (`coordinator.saved`). `history=False`: the state only, the history left empty (a restore plan replaying a
     history it already has). `relevant`: `table` holds only the rows the loaders read, as `until_cut` and
     `state_relevant_rows` (state only) leave them, in log order (a restore plan cuts and reduces its log-sized
-    history itself, on a few columns)."""
+    history itself, on a few columns). The partitions are `streamed.StreamedShards`, the loader a task streaming
+    its segments uses: the whole table is one window, or (`window_rows`) each partition is fed windows of that
+    many rows, as a task feeds it, and the history comes back in record order per partition."""
+    from pipelines.coordinator.streamed import StreamedShards
+
     if relevant and (history or keep):
         raise ValueError("a table of state-relevant rows has no history to write")
-    table = loadable(conform_decoded(table))
-    if not relevant:
-        table = until_cut(table, options)
-    resume = dict(resume or {})
-    states = []
-    outcomes = [outcomes_table(-1, {})]
-    loaded = table if relevant else state_relevant_rows(table, options.is_modern, keep_outcomes=history or keep)
-    with gc_paused():
-        by_part = itertools.groupby(zip(loaded.column(PART).to_pylist(), loader_rows(loaded)), key=lambda pr: pr[0])
-        rows = {part: [r for _, r in part_rows] for part, part_rows in by_part}
-        for part in sorted(set(rows) | set(resume)):
-            saved = resume.get(part)
-            state = load_shard(part, rows.pop(part, ()), options, None if saved is None else saved.state, history)
-            states.append(state)
-            if history or keep:
-                outcomes.append(outcomes_table(part, state.outcomes, state.decided_by))
-    if history or keep:
-        outcomes = pa.concat_tables(outcomes)
-        history = offset_commits_table(table if history else table.slice(0, 0), outcomes, options.snapshot_id)
-        resumed = [s.open_history for s in resume.values() if s.open_history.num_rows]
-        if resumed:
-            history = pa.concat_tables([_decided(pa.concat_tables(resumed), outcomes, options.snapshot_id),
-                                        history])
-    else:  # nothing reads the outcomes (and the loaders were not given every transactional record)
-        history = pa.table({})
-    markers = transaction_markers(table, options)
-    if resume:
-        markers = pa.concat_tables([*(s.markers.cast(markers.schema) for s in resume.values()), markers])
-    naming = naming_rows(table)
-    if resume:
-        naming = pa.concat_tables([*(s.naming.cast(naming.schema) for s in resume.values()), naming])
-    saved = saved_shards(states, history, naming, markers) if keep else None
-    return LoadedShards(states, history, markers, naming, saved)
+    shards = StreamedShards(options, resume, history, keep_outcomes=history or keep, relevant=relevant)
+    settled = []
+    if window_rows is None:
+        settled.append(shards.load(table, last=True))
+    elif table.num_rows:
+        table = loadable(conform_decoded(table))
+        p = table.column(PART).to_numpy(zero_copy_only=False)
+        starts = np.flatnonzero(np.r_[True, p[1:] != p[:-1]])  # `loadable`: sorted by partition
+        for a, b in zip(starts, np.r_[starts[1:], len(p)]):
+            for at in range(int(a), int(b), max(1, window_rows)):
+                settled.append(shards.load(table.slice(at, min(window_rows, int(b) - at))))
+    done = shards.finish()
+    if not (history or keep):  # nothing reads the outcomes (and the loaders were not given every transactional record)
+        history_rows = pa.table({})
+    else:
+        rows = [t for t in [*settled, done.pending] if t is not None and t.num_rows]
+        history_rows = pa.concat_tables(rows) if len(rows) > 1 else rows[0] if rows else done.pending
+        if window_rows is not None:
+            history_rows = _in_record_order(history_rows)
+    saved = saved_shards(done.states, history_rows, done.naming, done.markers) if keep else None
+    return LoadedShards(done.states, history_rows, done.markers, done.naming, saved)
 
 
-def _decided(rows: pa.Table, outcomes: pa.Table, snapshot_id: str) -> pa.Table:
-    """History rows of resumed open transactions with the outcome this load gave them (still pending where no
-    marker came), stamped with this run's id."""
-    decided = outcome_of(rows.column(PART), rows.column("record_offset"), outcomes, DECIDED_COLUMNS)
-    for name, values in decided.items():
-        if name not in rows.column_names:
-            continue
-        at = rows.schema.get_field_index(name)
-        target = rows.schema.field(name).type
-        if pa.types.is_timestamp(target):  # the outcomes hold epoch ms
-            values = values.cast(pa.timestamp("ms", tz="UTC"))
-        values = values.cast(target)
-        rows = rows.set_column(at, name, pc.coalesce(values, rows.column(name)))
-    if "snapshot_id" in rows.column_names:
-        rows = rows.set_column(rows.schema.get_field_index("snapshot_id"), "snapshot_id",
-                               pa.array([snapshot_id] * rows.num_rows, rows.schema.field("snapshot_id").type))
-    return rows
+def _in_record_order(history: pa.Table) -> pa.Table:
+    """`history` sorted by (offsets partition, record offset) unless it already is (a streamed shard hands back
+    the rows of a transaction when its marker comes)."""
+    if history.num_rows < 2:
+        return history
+    p = history.column(PART).to_numpy(zero_copy_only=False)
+    o = history.column("record_offset").to_numpy(zero_copy_only=False)
+    if bool(np.all((p[:-1] < p[1:]) | ((p[:-1] == p[1:]) & (o[:-1] <= o[1:])))):
+        return history
+    return history.sort_by([(PART, "ascending"), ("record_offset", "ascending")])
 
 
 def tabulate_shards(states: Iterable, options: ReplayOptions, expiry: ExpiryOptions | None,

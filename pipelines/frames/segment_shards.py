@@ -1,5 +1,6 @@
 """Segment input -> the snapshot's tables on Spark, Kafka's shape: one task per `__consumer_offsets` partition
-reads that partition's segments in order, decodes them and loads the shard in the same Python worker.
+reads that partition's segments in order, decodes them and loads the shard in the same Python worker, one window of
+segment bytes at a time (`decoded_windows`, `coordinator.streamed`): the task holds the shard's state and one window.
 
 The decoded rows never leave the worker that decoded them. What a task returns is what the rest of the run reads:
 the shard's history (`offset_commits`, log-sized: written by the task, or kept by Spark as blobs until the write
@@ -29,7 +30,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipelines.coordinator.options import ReplayOptions
-from pipelines.coordinator.shard import PART, UNREAD_COLUMNS, load_shards, tabulate_shards
+from pipelines.coordinator.shard import PART, UNREAD_COLUMNS, tabulate_shards
 from pipelines.frames.shards import (CHUNK_ROWS, ENVELOPE_DDL, MARKERS, SUSPECTS, SparkShards,
                                      shards_from_envelope)
 from pipelines.incremental.saved import SavedShards
@@ -41,6 +42,9 @@ STATES = "_states"  # the shard's loaded state, pickled
 WRITTEN = "_written"  # a file of the shard's history its task wrote: (delta.WrittenFile fields, aside) as JSON
 SAVED_FILE = "_saved_file"  # the file of the shard the next --incremental run resumes a task wrote: {file, entries, bytes}
 TASKS_PER_CORE = 2
+#: How much of a partition's segments a task decodes and loads at a time (`decode.load_buffer_bytes`), as Kafka's
+#: `offsets.load.buffer.size`.
+LOAD_BUFFER_BYTES = 5 * 1024 * 1024
 FUSED_DDL = "table string, shard int, payload binary, tally binary, named binary"
 
 
@@ -79,75 +83,151 @@ def _row(table: str, shard: int, payload: bytes | None, tally: bytes | None = No
     return table, shard, payload, tally, named
 
 
+def decoded_windows(batches: Iterator[pa.RecordBatch], window_bytes: int) -> Iterator[pa.Table]:
+    """Decoded rows of one offsets partition (`batches`: in log order, each of one file, as the segment decoder
+    gives them) in windows of whole log batches: a window closes at the first log batch that starts
+    `window_bytes` or more of segment bytes after the window's first (a file's bytes count on into the next
+    file's). Memory is one window (and one decoder batch, `frames.decode.ARROW_BATCH_ROWS` rows), whatever the
+    log's length; `window_bytes=1`: one log batch per window."""
+    import numpy as np
+
+    held: list[pa.RecordBatch] = []
+    source, start, carried, last = None, 0, 0, 0
+    for batch in batches:
+        n = batch.num_rows
+        if n == 0:
+            continue
+        # rows without a position (read problems) stay with the batch before them
+        pos = np.maximum.accumulate(pc.fill_null(batch.column("batch_position"), -1).to_numpy(zero_copy_only=False)
+                                    .astype(np.int64))
+        src = batch.column("source")[0].as_py() or source
+        if src != source:
+            if source is not None:
+                carried += max(0, last - start)
+            source, start = src, max(0, int(pos[0]))
+        i = 0
+        while True:
+            j = max(int(np.searchsorted(pos, start + window_bytes - carried, side="left")), i if held else i + 1)
+            if j >= n:
+                break
+            if j > i:
+                held.append(batch.slice(i, j - i))
+            yield pa.Table.from_batches(held)
+            held, start, carried, i = [], int(pos[j]), 0, j
+        held.append(batch.slice(i))
+        last = int(pos[-1])
+    if held:
+        yield pa.Table.from_batches(held)
+
+
 def _decode_and_load_task(slices: list[list[tuple[int, pa.Table]]], policy, options: ReplayOptions, cut: tuple,
                           split_by=None, stage=None, counters=None, cpu=None, state_stage=None,
-                          previous: SavedShards | None = None):
+                          previous: SavedShards | None = None, window_bytes: int = LOAD_BUFFER_BYTES):
     """The executor function: a slice's number in (`slices[i]`: each of its offsets partitions with its work
-    items), the envelope rows of its shards out. `previous`: the shards the previous run saved, the decoded rows
-    loaded onto them (the tally, the quarantine and the progress counts are of the decoded rows). `split_by`: the
-    history's suspect filter before the run's clock is known (`validation.suspects`). `stage`
-    (`io.warehouse.HistoryStage`): where to write the history's files (else it is returned as blobs);
-    `state_stage` (`io.checkpoint.StateStage`), where to write the shard the next `--incremental` run resumes
-    (None: none is kept). `counters` and `cpu` (accumulators) receive each shard's records and input bytes, and its CPU-seconds
-    decoding and loading, as it ends."""
+    items), the envelope rows of its shards out. Each shard is read, decoded and loaded window by window
+    (`decoded_windows` of `window_bytes`, `coordinator.streamed`): its history is written (or packed) and its
+    quarantined rows packed as each window is loaded, so a task holds the shard's state and one window.
+    `previous`: the shards the previous run saved, the decoded rows loaded onto them (the tally, the quarantine
+    and the progress counts are of the decoded rows). `split_by`: the history's suspect filter before the run's
+    clock is known (`validation.suspects`). `stage` (`io.warehouse.HistoryStage`): where to write the history's
+    files (else it is returned as blobs); `state_stage` (`io.checkpoint.StateStage`), where to write the shard the
+    next `--incremental` run resumes (None: none is kept). `counters` and `cpu` (accumulators) receive each shard's
+    records and input bytes, and its CPU-seconds decoding and loading, as it ends."""
     def task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
             for i in batch.column(0).to_pylist():
                 for shard, items in slices[i]:
-                    yield from run(shard, items).to_batches()
+                    for rows in run(shard, items):
+                        yield _envelope_batch(rows)
 
-    def run(shard: int, items: pa.Table) -> pa.Table:
+    def run(shard: int, items: pa.Table) -> Iterator[list]:
+        from pipelines.coordinator.saved import saved_shards
+        from pipelines.coordinator.streamed import StreamedShards
         from pipelines.frames.decode import _decode_items
-        from pipelines.frames.tally import tally_rows
+        from pipelines.frames.tally import _combine, tally_rows
 
         items = items.sort_by([("base_offset", "ascending"), ("path", "ascending")])
-        started = time.process_time()
-        batches = list(_decode_items(iter(items.to_batches(max_chunksize=1)), policy))
-        table = pa.Table.from_batches(batches, schema=DECODED_RECORD_SCHEMA)
-        del batches
-        decoded = time.process_time()
-        tally = to_blob(tally_rows(table, *cut))
-        is_error = pc.fill_null(pc.equal(table.column("record_kind"), KIND_ERROR), False)
-        errors = table.filter(is_error) if pc.any(is_error).as_py() else table.slice(0, 0)
-        rows = table.drop_columns([c for c in UNREAD_COLUMNS if c in table.column_names])
-        records = table.num_rows
-        del table
         resume = previous.of_partition(shard) if previous is not None and shard >= 0 else None
-        loaded = load_shards(rows, options, keep=state_stage is not None,
-                             resume=None if resume is None else {shard: resume})
-        del rows, resume
-        names = loaded.naming
-        out = [_row(LOG, shard, to_blob(errors), tally, to_blob(names) if names.num_rows else None)]
-        out.append(_row(MARKERS, shard, to_blob(loaded.markers)))
+        loader = StreamedShards(options, None if resume is None else {shard: resume})
+        del resume
+        writer = stage.writer(max(shard, 0)) if stage is not None else None
+        tallies, records, decode_cpu, load_cpu = [], 0, 0.0, 0.0
+        try:
+            started = time.process_time()
+            for window in decoded_windows(_decode_items(iter(items.to_batches(max_chunksize=1)), policy),
+                                          window_bytes):
+                decoded = time.process_time()
+                decode_cpu += decoded - started
+                records += window.num_rows
+                tallies.append(tally_rows(window, *cut))
+                is_error = pc.fill_null(pc.equal(window.column("record_kind"), KIND_ERROR), False)
+                out = []
+                if pc.any(is_error).as_py():  # the quarantine, packed as it comes
+                    out.append(_row(LOG, shard, to_blob(window.filter(is_error))))
+                settled = loader.load(window.drop_columns([c for c in UNREAD_COLUMNS if c in window.column_names]))
+                del window
+                out.extend(_history(shard, settled, split_by, writer))
+                del settled
+                started = time.process_time()
+                load_cpu += started - decoded
+                if out:
+                    yield out
+            done = loader.finish()
+            out = list(_history(shard, done.pending, split_by, None))
+            if writer is not None:
+                out = [r for r in out if r[0] != "offset_commits"]
+                for f, aside in writer.close(done.pending):
+                    out.append(_row(WRITTEN, shard, json.dumps([dataclasses.asdict(f), aside]).encode()))
+        except BaseException:
+            if writer is not None:
+                writer.abort()
+            raise
+        tally = _combine(pa.concat_tables(tallies)) if tallies else tally_rows(pa.table({}))
+        names = done.naming
+        out.append(_row(LOG, shard, to_blob(DECODED_RECORD_SCHEMA.empty_table()), to_blob(tally),
+                        to_blob(names) if names.num_rows else None))
+        out.append(_row(MARKERS, shard, to_blob(done.markers)))
         # the transactions' outcomes are in the history already: the tables need the rest of each state
-        states = [dataclasses.replace(state, outcomes={}) for state in loaded.states]
-        out.append(_row(STATES, shard, pickle.dumps(states, protocol=pickle.HIGHEST_PROTOCOL)))
-        for p, saved in (loaded.saved or {}).items():
-            data = saved.to_bytes()
-            name = state_stage.write(data, p)
-            out.append(_row(SAVED_FILE, shard, json.dumps({"file": name, "entries": saved.entries,
-                                                      "bytes": len(data)}).encode()))
-        history = loaded.history
-        if split_by is not None:
-            out.append(_row(SUSPECTS, shard, to_blob(split_by.split(history))))
-        if stage is not None:
-            for f, aside in stage.write(history):
-                out.append(_row(WRITTEN, shard, json.dumps([dataclasses.asdict(f), aside]).encode()))
-        else:
-            for start in range(0, history.num_rows, CHUNK_ROWS):
-                out.append(_row("offset_commits", shard, to_blob(history.slice(start, CHUNK_ROWS))))
+        states = [] if done.state is None else [done.state]
+        out.append(_row(STATES, shard, pickle.dumps([dataclasses.replace(s, outcomes={}) for s in states],
+                                                    protocol=pickle.HIGHEST_PROTOCOL)))
+        if state_stage is not None:
+            for p, saved in saved_shards(states, done.pending, done.naming, done.markers).items():
+                data = saved.to_bytes()
+                name = state_stage.write(data, p)
+                out.append(_row(SAVED_FILE, shard, json.dumps({"file": name, "entries": saved.entries,
+                                                          "bytes": len(data)}).encode()))
+        load_cpu += time.process_time() - started
         in_bytes = sum(max(0, (s or 0) - (p or 0)) for s, p in zip(items.column("size").to_pylist(),
                                                                     items.column("start_position").to_pylist()))
         if counters is not None:
             counters.add(records, in_bytes, shards=1)
         if cpu is not None:
-            cpu[0].add(decoded - started)
-            cpu[1].add(time.process_time() - decoded)
-        columns = list(zip(*out))
-        return pa.table({"table": pa.array(columns[0], pa.string()), "shard": pa.array(columns[1], pa.int32()),
-                         "payload": pa.array(columns[2], pa.binary()), "tally": pa.array(columns[3], pa.binary()),
-                         "named": pa.array(columns[4], pa.binary())})
+            cpu[0].add(decode_cpu)
+            cpu[1].add(load_cpu)
+        yield out
     return task
+
+
+def _history(shard: int, rows: pa.Table, split_by, writer) -> Iterator[tuple]:
+    """Envelope rows of a shard's history `rows` as they are settled: their suspects, and the rows packed (no
+    `writer`: Spark keeps them) or written by `writer` (`io.warehouse.HistoryWriter`)."""
+    if not rows.num_rows:
+        return
+    if split_by is not None:
+        yield _row(SUSPECTS, shard, to_blob(split_by.split(rows)))
+    if writer is not None:
+        writer.write(rows)
+        return
+    for start in range(0, rows.num_rows, CHUNK_ROWS):
+        yield _row("offset_commits", shard, to_blob(rows.slice(start, CHUNK_ROWS)))
+
+
+def _envelope_batch(rows: list[tuple]) -> pa.RecordBatch:
+    columns = list(zip(*rows))
+    return pa.record_batch([pa.array(columns[0], pa.string()), pa.array(columns[1], pa.int32()),
+                            pa.array(columns[2], pa.binary()), pa.array(columns[3], pa.binary()),
+                            pa.array(columns[4], pa.binary())], names=["table", "shard", "payload", "tally", "named"])
 
 
 @dataclass
@@ -176,14 +256,16 @@ class LoadedOnSpark:
 
 
 def load_on_spark(spark, plan, options: ReplayOptions, cut: tuple, split_by=None, stage=None, counters=None,
-                  emit=None, state_stage=None, previous: SavedShards | None = None) -> LoadedOnSpark:
+                  emit=None, state_stage=None, previous: SavedShards | None = None,
+                  window_bytes: int = LOAD_BUFFER_BYTES) -> LoadedOnSpark:
     """Every offsets partition of `plan` (segments only: `applies`) decoded and loaded by one task, the envelope
     kept. `split_by`: the history's suite as a filter (`validation.suspects`), with any clock: `tabulate_on_spark`
     checks the suspects against the run's own. `stage` (`io.warehouse.HistoryStage`): the tasks write the
     history's files there (else its blobs are kept in the envelope); `state_stage` (`io.checkpoint.StateStage`),
     where the shards the next `--incremental` run resumes are saved (None: a what-if run saves none). `previous`:
     an incremental run's saved shards (every partition it holds is a shard, new records or not). `counters` (`frames.progress.TaskCounters`) receive each shard's
-    records and input bytes as it ends."""
+    records and input bytes as it ends. `window_bytes`: how much of a partition's segments a task decodes and
+    loads at a time (`decoded_windows`)."""
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
@@ -202,7 +284,7 @@ def load_on_spark(spark, plan, options: ReplayOptions, cut: tuple, split_by=None
               for ps in balanced(sizes, spark.sparkContext.defaultParallelism * TASKS_PER_CORE)]
     cpu = spark.sparkContext.accumulator(0.0), spark.sparkContext.accumulator(0.0)
     task = _decode_and_load_task(slices, plan.policy, options, tuple(cut), split_by, stage, counters, cpu,
-                                 state_stage, previous)
+                                 state_stage, previous, window_bytes)
     envelope = (spark.range(0, len(slices), 1, numPartitions=len(slices)).mapInArrow(task, FUSED_DDL)
                 .persist(StorageLevel.MEMORY_AND_DISK))
     shards = len(sizes)
@@ -308,6 +390,9 @@ def _checked_suspects(history, collected: pa.Table, history_check, split_by) -> 
     rows = history.frame()
     if split_by is not None:  # else nothing was split: every shard's suspects are picked
         rows = rows.where(F.col(PART).isin(again))
+    # only the columns the suite reads: a task holds a whole offsets partition of them
+    read = dict.fromkeys([PART, *history_check.columns, *(c for b in history_check.bounds for c in b.columns)])
+    rows = rows.select(*[c for c in read if c in rows.columns])
     collected = collected.filter(pc.invert(is_suspects) if split_by is None else pc.invert(pc.and_(
         is_suspects, pc.is_in(collected.column("shard"), pa.array(again, pa.int32())))))
     picked = rows.groupBy(PART).applyInArrow(_suspects_task(history_check), ENVELOPE_DDL).toArrow()

@@ -126,49 +126,79 @@ def write_batches(batches: Iterable[pa.RecordBatch], table_uri: str, rel_dir: st
                   partition_columns: Iterable[str] = ()) -> WrittenFile | None:
     """Write `batches` as one Parquet file `<table_uri>/<rel_dir>/part-<part>-<uuid>.snappy.parquet`, its
     statistics taken from the footer just written; None (no file) when there are no rows."""
-    # Every column optional in the file, as Spark writes them: a null where the contract forbids one is reported
-    # from the statistics (`collect_add_actions`), naming the column, not by the Arrow cast.
-    schema = arrow_schema(file_struct(struct, partition_columns))
-    schema = pa.schema([f.with_nullable(True) for f in schema])
-    loc = storage.location(table_uri).join(rel_dir, f"part-{part:05d}-{uuid.uuid4()}-c000.snappy.parquet")
-    sink = writer = None
-    pending: list[pa.RecordBatch] = []
-    pending_rows = 0
-
-    def flush():
-        nonlocal pending, pending_rows
-        if pending:
-            writer.write_table(pa.Table.from_batches(pending, schema=schema), row_group_size=_ROW_GROUP_ROWS)
-        pending, pending_rows = [], 0
-
+    writer = FileWriter(table_uri, rel_dir, struct, part, partition_columns)
     try:
-        with storage.errors(loc):
-            for batch in batches:
-                if batch.num_rows == 0:
-                    continue
-                if writer is None:
-                    loc.parent.makedirs()
-                    sink = loc.fs.open_output_stream(loc.path)
-                    writer = pq.ParquetWriter(sink, schema, **_PARQUET_OPTIONS)
-                pending.append(_conform_batch(batch, schema))
-                pending_rows += batch.num_rows
-                if pending_rows >= _ROW_GROUP_ROWS:
-                    flush()
-            if writer is None:
-                return None
-            flush()
-            writer.close()
-            size = sink.tell()
-            sink.close()
+        for batch in batches:
+            writer.write(batch)
     except BaseException:
-        if sink is not None:
-            with contextlib.suppress(Exception):
-                sink.close()
-            loc.delete_file()
+        writer.abort()
         raise
-    md = writer.writer.metadata
-    stats, rows = file_stats(md, struct, partition_columns)
-    return WrittenFile(loc.name, size, rows, stats)
+    return writer.close()
+
+
+class FileWriter:
+    """One Parquet file of a table written batch by batch as the rows come (`write_batches` pulls them from an
+    iterator; a task that makes its rows in a loop of its own pushes them), in row groups of `_ROW_GROUP_ROWS`."""
+
+    def __init__(self, table_uri: str, rel_dir: str, struct, part: int, partition_columns: Iterable[str] = ()):
+        # Every column optional in the file, as Spark writes them: a null where the contract forbids one is
+        # reported from the statistics (`collect_add_actions`), naming the column, not by the Arrow cast.
+        schema = arrow_schema(file_struct(struct, partition_columns))
+        self.schema = pa.schema([f.with_nullable(True) for f in schema])
+        self.struct, self.partition_columns = struct, list(partition_columns)
+        self.loc = storage.location(table_uri).join(rel_dir, f"part-{part:05d}-{uuid.uuid4()}-c000.snappy.parquet")
+        self.sink = self.writer = None
+        self.pending: list[pa.RecordBatch] = []
+        self.pending_rows = 0
+
+    @property
+    def bytes_written(self) -> int:
+        """The file's size so far (the row groups flushed)."""
+        return 0 if self.sink is None else self.sink.tell()
+
+    def write(self, batch: pa.RecordBatch | pa.Table) -> None:
+        for b in (batch.to_batches() if isinstance(batch, pa.Table) else (batch,)):
+            if b.num_rows == 0:
+                continue
+            with storage.errors(self.loc):
+                if self.writer is None:
+                    self.loc.parent.makedirs()
+                    self.sink = self.loc.fs.open_output_stream(self.loc.path)
+                    self.writer = pq.ParquetWriter(self.sink, self.schema, **_PARQUET_OPTIONS)
+                self.pending.append(_conform_batch(b, self.schema))
+                self.pending_rows += b.num_rows
+                if self.pending_rows >= _ROW_GROUP_ROWS:
+                    self._flush()
+
+    def _flush(self) -> None:
+        if self.pending:
+            self.writer.write_table(pa.Table.from_batches(self.pending, schema=self.schema),
+                                    row_group_size=_ROW_GROUP_ROWS)
+        self.pending, self.pending_rows = [], 0
+
+    def close(self) -> WrittenFile | None:
+        """The file finished, with its statistics; None (no file) when it got no rows."""
+        if self.writer is None:
+            return None
+        try:
+            with storage.errors(self.loc):
+                self._flush()
+                self.writer.close()
+                size = self.sink.tell()
+                self.sink.close()
+        except BaseException:
+            self.abort()
+            raise
+        stats, rows = file_stats(self.writer.writer.metadata, self.struct, self.partition_columns)
+        return WrittenFile(self.loc.name, size, rows, stats)
+
+    def abort(self) -> None:
+        """The file deleted, as if never written."""
+        if self.sink is not None:
+            with contextlib.suppress(Exception):
+                self.sink.close()
+            self.loc.delete_file()
+        self.sink = self.writer = None
 
 
 def _conform_batch(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:

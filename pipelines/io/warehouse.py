@@ -204,6 +204,10 @@ class HistoryKeys:
         return rows.filter(pa.array(~seen)) if seen.any() else rows
 
 
+#: A streamed shard's history file is closed and another opened past this size (Parquet bytes written).
+HISTORY_FILE_BYTES = 256 * 1024 * 1024
+
+
 @dataclass(frozen=True)
 class HistoryStage:
     """Where the tasks that build a run's history write its files before the run commits them: two new
@@ -227,6 +231,64 @@ class HistoryStage:
             _with_snapshot_id(rows, self.snapshot_id) if stamp else rows, self.table_uri,
             self.settled, TABLES["offset_commits"], split_by="offsets_partition", aside=(_pending_rows, self.pending))
         return [(f, False) for f in settled] + [(f, True) for f in pending]
+
+    def writer(self, part: int, roll_bytes: int = HISTORY_FILE_BYTES) -> "HistoryWriter":
+        """Executor side: a writer of one offsets partition's history as a task settles it window by window."""
+        return HistoryWriter(self, part, roll_bytes)
+
+
+class HistoryWriter:
+    """One offsets partition's history written as it is settled (`coordinator.streamed`): its settled rows into
+    files of `roll_bytes` at most (give or take a row group), its rows still pending at the end into a `pending-*`
+    file, laid out as `HistoryStage.write` lays them."""
+
+    def __init__(self, stage: HistoryStage, part: int, roll_bytes: int) -> None:
+        self.stage, self.part, self.roll_bytes = stage, part, roll_bytes
+        self.current: delta.FileWriter | None = None
+        self.files: list[tuple[delta.WrittenFile, bool]] = []
+
+    def _rows(self, history: pa.Table) -> pa.Table:
+        rows = history.select(table_columns("offset_commits"))
+        if self.stage.seen is not None:
+            rows = self.stage.seen.unseen(rows)
+        return _with_snapshot_id(rows, self.stage.snapshot_id)
+
+    def write(self, settled: pa.Table) -> None:
+        if not settled.num_rows:
+            return
+        if self.current is None:
+            self.current = delta.FileWriter(self.stage.table_uri, self.stage.settled, TABLES["offset_commits"],
+                                            self.part)
+        self.current.write(self._rows(settled))
+        if self.current.bytes_written >= self.roll_bytes:
+            self._roll()
+
+    def _roll(self) -> None:
+        if self.current is not None:
+            written = self.current.close()
+            if written is not None:
+                self.files.append((written, False))
+            self.current = None
+
+    def close(self, pending: pa.Table) -> list[tuple[delta.WrittenFile, bool]]:
+        """The files written, (file, aside), with `pending` (the rows of transactions still open) set aside."""
+        self._roll()
+        if pending.num_rows:
+            aside = delta.FileWriter(self.stage.table_uri, self.stage.pending, TABLES["offset_commits"], self.part)
+            try:
+                aside.write(self._rows(pending))
+            except BaseException:
+                aside.abort()
+                raise
+            written = aside.close()
+            if written is not None:
+                self.files.append((written, True))
+        return self.files
+
+    def abort(self) -> None:
+        if self.current is not None:
+            self.current.abort()
+            self.current = None
 
 
 @dataclass

@@ -1,0 +1,160 @@
+"""A hot offsets partition: the peak memory of the Python worker that loads it, and the snapshot it gives.
+
+    python benchmarks/bench_skew.py [--records 3000000] [--groups 3000] [--hot-share 1.0] [--shape mixed]
+                                    [--dir /tmp/offsetlake-skew] [--compare-whole] [--same-as WAREHOUSE]
+
+Generates (or reuses) a sample dump whose records are `--hot-share` in one offsets partition (`offsetlake sample
+--hot-share`), rebuilds it in this process on Spark (the segment shards: one task per offsets partition, each
+streaming its partition in `decode.load_buffer_bytes` windows), and reports the peak resident set of the largest
+single Python worker (sampled from /proc every 0.1 s: RSS, the figure a container limit counts; a trace of it on
+stderr beside the progress lines tells which stage holds it), the driver's, and the records/s. `--compare-whole`
+rebuilds it again with each partition in one window (a task's memory before streaming) and compares: with it, or
+with `--same-as W` (another version's rebuild of the same dump, same snapshot id), every table of the snapshot is
+compared row for row, the snapshot id aside.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from bench_rebuild import _children, _rss_kb  # noqa: E402
+
+
+class WorkerPeak(threading.Thread):
+    """The peak RSS of this process and of any single Python worker under its JVM."""
+
+    def __init__(self):
+        super().__init__(daemon=True)
+        self.peak = {"python_driver": 0, "largest_python_worker": 0}
+        self.stop = threading.Event()
+
+    def run(self):
+        me = os.getpid()
+        t0, last = time.monotonic(), 0
+        while not self.stop.is_set():
+            now_kb = 0
+            self.peak["python_driver"] = max(self.peak["python_driver"], _rss_kb(me))
+            for child in _children(me):
+                try:
+                    if b"java" not in Path(f"/proc/{child}/cmdline").read_bytes():
+                        continue
+                except OSError:
+                    continue
+                stack = _children(child)
+                while stack:
+                    p = stack.pop()
+                    rss = _rss_kb(p)
+                    now_kb = max(now_kb, rss)
+                    self.peak["largest_python_worker"] = max(self.peak["largest_python_worker"], rss)
+                    stack += _children(p)
+            if abs(now_kb - last) > 100 * 1024:  # a trace on stderr, to tell which stage holds the peak
+                print(f"{time.monotonic() - t0:7.1f}s largest python worker {now_kb // 1024} MB", file=sys.stderr)
+                last = now_kb
+            time.sleep(0.1)
+
+
+def snapshot_tables(warehouse: Path, snapshot_id: str) -> dict:
+    """Every table of a snapshot as sorted rows without the snapshot id (Arrow, read with delta-rs)."""
+    import pyarrow.compute as pc
+    from deltalake import DeltaTable
+
+    from schemas.tables import TABLES
+
+    out = {}
+    for name in TABLES:
+        if name == "runs" or not (warehouse / name / "_delta_log").exists():
+            continue
+        t = DeltaTable(str(warehouse / name)).to_pyarrow_table()
+        if "snapshot_id" in t.column_names:
+            t = t.filter(pc.equal(t.column("snapshot_id"), snapshot_id)).drop_columns(["snapshot_id"])
+        sortable = [c for c in t.column_names if not (t.schema.field(c).type.num_fields
+                                                      or str(t.schema.field(c).type).startswith(("list", "large_list",
+                                                                                                 "map")))]
+        out[name] = t.sort_by([(c, "ascending") for c in sortable]) if t.num_rows else t
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--records", type=int, default=3_000_000)
+    ap.add_argument("--groups", type=int, default=3_000)
+    ap.add_argument("--partitions", type=int, default=50)
+    ap.add_argument("--hot-share", type=float, default=1.0)
+    ap.add_argument("--shape", default="mixed")
+    ap.add_argument("--dir", type=Path, default=Path("/tmp/offsetlake-skew"))
+    ap.add_argument("--env", default="local")
+    ap.add_argument("--same-as", type=Path, help="a warehouse holding the same dump's snapshot to compare with")
+    ap.add_argument("--snapshot-id", default="skew")
+    ap.add_argument("--compare-whole", action="store_true",
+                    help="also rebuild with each partition in one window (the memory of a task before streaming) "
+                         "and compare the two snapshots")
+    args = ap.parse_args()
+
+    from pipelines.config import load_settings
+    from pipelines.rebuild import RebuildRequest, run_rebuild
+    from pipelines.session import get_spark
+
+    dump = args.dir / f"dump-{args.records}-{args.groups}-{args.partitions}-hot{args.hot_share}-{args.shape}"
+    if not dump.exists():
+        from pipelines.sample import generate_sample
+
+        t = time.monotonic()
+        stats = generate_sample(dump, records=args.records, groups=args.groups, partitions=args.partitions, seed=1,
+                                hot_share=args.hot_share, shape=args.shape)
+        print(f"generated {dump} in {time.monotonic() - t:.0f}s: {stats.summary()}", file=sys.stderr)
+    settings = load_settings(env=args.env)
+    spark = get_spark(settings, app_name="offsetlake-bench-skew")
+    result = {"dump": str(dump), "cores": os.cpu_count()}
+
+    def timed(name: str, wh: Path, load_buffer_bytes: int | None = None) -> None:
+        from dataclasses import replace
+
+        run_settings = settings
+        if load_buffer_bytes is not None:
+            run_settings = replace(settings, raw={**settings.raw, "decode": {**settings.section("decode"),
+                                                                             "load_buffer_bytes": load_buffer_bytes}})
+        shutil.rmtree(wh, ignore_errors=True)
+        sampler = WorkerPeak()
+        sampler.start()
+        t = time.monotonic()
+        summary = run_rebuild(spark, run_settings, RebuildRequest(inputs=(str(dump),), warehouse=str(wh),
+                                                                  snapshot_id=args.snapshot_id),
+                              emit=lambda line: print(f"{time.monotonic() - t:7.1f}s {line}", file=sys.stderr))
+        wall = time.monotonic() - t
+        sampler.stop.set()
+        sampler.join()
+        result[name] = {
+            "load_buffer_bytes": run_settings.section("decode").get("load_buffer_bytes"),
+            "records": summary.records_in, "mb": round(summary.bytes_in / 1e6, 1), "wall_s": round(wall, 1),
+            "records_per_s": round(summary.records_in / wall), "status": summary.status,
+            "task_cpu_seconds": summary.task_cpu_seconds,
+            "peak_rss_mb": {k: round(v / 1024) for k, v in sampler.peak.items()},
+        }
+        print(f"{name}: {json.dumps(result[name])}", file=sys.stderr)
+
+    wh = args.dir / "warehouse"
+    timed("streamed", wh)
+    if args.compare_whole:
+        timed("one_window_per_partition", args.dir / "warehouse-whole", 1 << 40)
+        args.same_as = args.same_as or args.dir / "warehouse-whole"
+    if args.same_as is not None:
+        mine, theirs = snapshot_tables(wh, args.snapshot_id), snapshot_tables(args.same_as, args.snapshot_id)
+        result["same_snapshot_as"] = str(args.same_as)
+        result["differing_tables"] = sorted(n for n in set(mine) | set(theirs)
+                                            if n not in mine or n not in theirs or not mine[n].equals(theirs[n]))
+        result["rows_compared"] = {n: t.num_rows for n, t in mine.items()}
+    print(json.dumps(result, indent=1))
+
+
+if __name__ == "__main__":
+    main()

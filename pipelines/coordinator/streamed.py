@@ -1,0 +1,214 @@
+"""Coordinator shards loaded window by window: memory is the shards' state plus one window, whatever the log's
+length.
+
+Kafka's loader reads a partition in `offsets.load.buffer.size` windows and keeps only the state; so do
+`StreamedShards`. Each window (decoded rows of one or more offsets partitions, each in log order, the windows in log
+order) is cut to the run's point in time, reduced to the rows its end state can depend on (`reduction`), loaded onto
+the state the previous window left (`loader.load_shard(..., continued=True)`: the same objects, carried on), and
+turned into its history (`offset_commits`) rows, which `load` hands back for the caller to write as it goes. A
+whole table loaded as one window (`load(..., last=True)`) is one pass of each step over all its partitions: the
+in-process path pays no cost per window or per partition beyond the loaders'.
+
+A transactional record's outcome is its marker's, which may come in a later window: its history row is held back
+(`pending`, bounded by the records of transactions still open) and handed back by the window whose marker decides
+it, as an incremental run decides the open rows of the shard it resumes (`decided`). The rows still open at the
+end are `finish`'s, with the states, the markers and the naming rows of every window. So the history comes out in
+the order its rows were settled, not in record order.
+
+Kafka's log never holds an offset twice, but an input can: overlapping segment files (a copied or restored log
+directory) hold the same records. Each record is loaded once, whatever the windows (`_once`): within a window its
+copies sit side by side in log order and the first is kept; a record at or below the highest offset an earlier
+window loaded of its partition (`high_water`) is a copy and is not loaded or written again. So a second copy adds
+no history row, no group event, no marker and no naming row; the tally and the quarantine count every row read,
+copies included (`frames.tally`).
+
+A window holds whole log batches (`frames.segment_shards.decoded_windows` cuts at batch boundaries), but nothing
+here depends on it: the loaders read a record's batch from its own columns.
+"""
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from typing import Mapping
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from pipelines.coordinator.loader import ShardState, load_shard
+from pipelines.coordinator.options import ReplayOptions
+from pipelines.coordinator.reduction import state_relevant_rows
+from pipelines.coordinator.saved import SavedShard
+from pipelines.heap import gc_paused
+
+PART = "offsets_partition"
+_NO_OFFSET = np.iinfo(np.int64).min
+
+
+@dataclass
+class FinishedShards:
+    """What streamed shards hold at the end: their states (by offsets partition, in partition order), their
+    history rows still pending, and every marker and naming row they read (the resumed shards' first)."""
+
+    states: list[ShardState]  # the partitions that loaded a record within the run's cut, and the resumed ones
+    pending: pa.Table
+    markers: pa.Table
+    naming: pa.Table
+
+    @property
+    def state(self) -> ShardState | None:
+        """The one shard's state (a task loads one offsets partition); None: nothing was loaded."""
+        return self.states[0] if self.states else None
+
+
+class StreamedShards:
+    """Offsets partitions, loaded one window at a time (`load`), each from the start of its log or from the shard
+    the previous run saved (`resume`, consumed). `history=False`: no history rows and no group events (a restore
+    plan replaying a history it already has); without `keep_outcomes` (a load that neither writes a history nor
+    saves its shards) the loaders are not given the transactional records whose outcome no state depends on
+    (`reduction`), and no history is built."""
+
+    def __init__(self, options: ReplayOptions, resume: Mapping[int, SavedShard] | None = None,
+                 history: bool = True, keep_outcomes: bool = True, relevant: bool = False) -> None:
+        resume = dict(resume or {})
+        self.options = options
+        self.relevant = relevant  # the windows hold only the rows the loaders read, cut and reduced (state only)
+        self.history = history
+        self.keep_outcomes = keep_outcomes or history
+        self.states: dict[int, ShardState] = {p: s.state for p, s in resume.items()}
+        self._carried: set[int] = set()  # partitions whose state a window of this load made: carried on in place
+        self._unstamped = bool(resume)  # resumed open rows carry the previous run's id until a load decides them
+        opened = [s.open_history for s in resume.values() if s.open_history.num_rows] if self.keep_outcomes else []
+        self.pending = pa.concat_tables(opened) if opened else None
+        self._markers = [s.markers for s in resume.values()]
+        self._naming = [s.naming for s in resume.values()]
+        self.high_water: dict[int, int] = {}  # offsets partition -> the highest offset a window loaded
+
+    def load(self, window: pa.Table, last: bool = False) -> pa.Table | None:
+        """Loads `window` (decoded rows, error/unknown rows allowed) onto the states; the history rows settled by it
+        (None: no history is kept): its own records' rows whose outcome is known, and the held-back rows its
+        markers decided. `last`: no window follows, so nothing is held back (the rows still pending are returned
+        with the others, as the whole log's load gives them)."""
+        from pipelines.coordinator.shard import (conform_decoded, loadable, loader_rows, naming_rows,
+                                                 transaction_markers, until_cut)
+        from pipelines.coordinator.tables import offset_commits_table, outcomes_table
+
+        options = self.options
+        table = loadable(conform_decoded(window))
+        table = self._once(table if self.relevant else until_cut(table, options), last)
+        self._markers.append(transaction_markers(table, options))
+        self._naming.append(naming_rows(table))
+        open_producers = None
+        if not self.keep_outcomes:
+            open_producers = {p: list(s.pending) for p, s in self.states.items() if s.pending}
+        loaded = table if self.relevant else state_relevant_rows(
+            table, options.is_modern, keep_outcomes=self.keep_outcomes, open_producers=open_producers)
+        outcomes = [outcomes_table(-1, {})]
+        with gc_paused():
+            parts = loaded.column(PART).to_pylist()
+            by_part = {p: [r for _, r in pr] for p, pr in itertools.groupby(zip(parts, loader_rows(loaded)),
+                                                                            key=lambda pr: pr[0])}
+            fresh = [p for p in self.states if p not in self._carried] if self._unstamped else []
+            for part in sorted(set(by_part) | set(fresh)):
+                state = load_shard(part, by_part.pop(part, ()), options, self.states.get(part), self.history,
+                                   continued=part in self._carried)
+                self.states[part] = state
+                self._carried.add(part)
+                if self.keep_outcomes:
+                    outcomes.append(outcomes_table(part, state.outcomes, state.decided_by))
+        if not self.keep_outcomes:
+            return None
+        outcomes = pa.concat_tables(outcomes)
+        rows = offset_commits_table(table if self.history else table.slice(0, 0), outcomes, options.snapshot_id)
+        if self.pending is not None and self.pending.num_rows:
+            held = self.pending
+            if outcomes.num_rows or self._unstamped:
+                held = decided(held, outcomes, options.snapshot_id)
+            rows = pa.concat_tables([held, rows])
+        self._unstamped = False
+        if last:
+            self.pending = rows.slice(0, 0)
+            return rows
+        still = pc.fill_null(pc.equal(rows.column("txn_outcome"), "pending"), False)
+        if not pc.any(still).as_py():
+            self.pending = rows.slice(0, 0)
+            return rows
+        self.pending = rows.filter(still)
+        return rows.filter(pc.invert(still))
+
+    def _once(self, table: pa.Table, last: bool) -> pa.Table:
+        """`table` (`loadable`: each partition's rows in log order) with each record once: without the copies of
+        records an earlier window loaded (at or below its partition's high water) nor a second copy of a record in
+        `table`; the high water moved past `table` unless no window follows."""
+        if not table.num_rows:
+            return table
+        p = table.column(PART).to_numpy(zero_copy_only=False)
+        o = pc.fill_null(table.column("offset"), _NO_OFFSET).to_numpy(zero_copy_only=False)
+        placed = o != _NO_OFFSET  # a row without an offset is no copy of anything
+        copy = np.zeros(len(p), dtype=bool)
+        copy[1:] = (p[1:] == p[:-1]) & (o[1:] == o[:-1]) & placed[1:]
+        if self.high_water:
+            known = np.fromiter(self.high_water, dtype=np.int64, count=len(self.high_water))
+            marks = np.fromiter(self.high_water.values(), dtype=np.int64, count=len(self.high_water))
+            order = np.argsort(known)
+            known, marks = known[order], marks[order]
+            at = np.clip(np.searchsorted(known, p), 0, len(known) - 1)
+            copy |= (known[at] == p) & (o <= marks[at]) & placed
+        if not last:
+            starts = np.flatnonzero(np.r_[True, p[1:] != p[:-1]])
+            for part, top in zip(p[starts].tolist(), np.maximum.reduceat(o, starts).tolist()):
+                if top != _NO_OFFSET:
+                    self.high_water[part] = max(top, self.high_water.get(part, top))
+        return table.filter(pa.array(~copy)) if copy.any() else table
+
+    def finish(self) -> FinishedShards:
+        """The shards after their last window (a resumed partition no window held: the state it resumed)."""
+        from pipelines.coordinator.shard import MARKER_COLUMNS, NAMING_COLUMNS
+
+        if self._unstamped or not self._markers:
+            self.load(_empty_decoded())  # loads the resumed shards and stamps their open rows, as a load would
+        markers = [m for m in self._markers if m.num_rows] or self._markers[-1:]
+        naming = [n for n in self._naming if n.num_rows] or self._naming[-1:]
+        markers = pa.concat_tables([m.cast(markers[0].schema) for m in markers]).select(list(MARKER_COLUMNS))
+        naming = pa.concat_tables([n.cast(naming[0].schema) for n in naming]).select(list(NAMING_COLUMNS))
+        pending = self.pending if self.pending is not None else _no_history()
+        return FinishedShards([self.states[p] for p in sorted(self.states)], pending, markers, naming)
+
+
+def decided(rows: pa.Table, outcomes: pa.Table, snapshot_id: str) -> pa.Table:
+    """History rows of open transactions with the outcome `outcomes` gives them (still pending where no marker
+    came), stamped with this run's id."""
+    from pipelines.coordinator.tables import DECIDED_COLUMNS, outcome_of
+
+    got = outcome_of(rows.column(PART), rows.column("record_offset"), outcomes, DECIDED_COLUMNS)
+    for name, values in got.items():
+        if name not in rows.column_names:
+            continue
+        at = rows.schema.get_field_index(name)
+        target = rows.schema.field(name).type
+        if pa.types.is_timestamp(target):  # the outcomes hold epoch ms
+            values = values.cast(pa.timestamp("ms", tz="UTC"))
+        values = values.cast(target)
+        rows = rows.set_column(at, name, pc.coalesce(values, rows.column(name)))
+    if "snapshot_id" in rows.column_names:
+        rows = rows.set_column(rows.schema.get_field_index("snapshot_id"), "snapshot_id",
+                               pa.array([snapshot_id] * rows.num_rows, rows.schema.field("snapshot_id").type))
+    return rows
+
+
+def _empty_decoded() -> pa.Table:
+    from schemas.decoded import DECODED_RECORD_SCHEMA
+
+    return DECODED_RECORD_SCHEMA.empty_table()
+
+
+_NO_HISTORY: list[pa.Table] = []
+
+
+def _no_history() -> pa.Table:
+    """An empty history (`offset_commits` rows), built once: its schema takes milliseconds to derive."""
+    if not _NO_HISTORY:
+        from pipelines.coordinator.tables import offset_commits_table, outcomes_table
+
+        _NO_HISTORY.append(offset_commits_table(_empty_decoded(), outcomes_table(-1, {}), ""))
+    return _NO_HISTORY[0]
