@@ -52,25 +52,37 @@ def _mark_last(keep: np.ndarray, rows: pa.Table, mask) -> None:
 
 def _mark_group_values(keep: np.ndarray, table: pa.Table, is_value) -> None:
     """modern: per group, the first offset value after each of its group records (and before the first), and the
-    last one (a sequential pass over three columns of the values and group records only)."""
+    last one. Over the values and group records in (group, table) order: a value whose predecessor in its group is
+    a group record (or that has none) is a first one."""
     is_group = pc.fill_null(pc.is_in(table.column("record_kind"), pa.array(GROUP_KINDS)), False)
     relevant = pc.or_(is_value, is_group)
     index = np.flatnonzero(relevant.to_numpy(zero_copy_only=False))
-    sub = table.filter(relevant).select([PART, "group_id"])
-    values = is_value.filter(relevant).to_pylist()
-    seen: set = set()
-    last: dict = {}
-    for i, part, gid, value in zip(index, sub.column(PART).to_pylist(), sub.column("group_id").to_pylist(), values):
-        g = (part, gid)
-        if value:
-            last[g] = i
-            if g not in seen:
-                seen.add(g)
-                keep[i] = True
-        else:
-            seen.discard(g)
-    if last:
-        keep[np.fromiter(last.values(), dtype=np.int64)] = True
+    if not len(index):
+        return
+    value = is_value.filter(relevant).to_numpy(zero_copy_only=False)
+    gid = pc.dictionary_encode(table.column("group_id").filter(relevant)).unify_dictionaries()
+    codes = np.concatenate([c.indices.to_numpy(zero_copy_only=False) for c in gid.chunks]) \
+        if gid.num_chunks else np.empty(0)
+    codes = np.where(np.isnan(codes.astype(float)), -1, codes).astype(np.int64)  # a null id is a group too
+    part = pc.fill_null(table.column(PART).filter(relevant), -1).to_numpy(zero_copy_only=False).astype(np.int64)
+    group = codes * (int(part.max()) + 2) + (part + 1)
+    order = np.argsort(group, kind="stable")
+    g, v = group[order], value[order]
+    starts = np.ones(len(g), dtype=bool)
+    starts[1:] = g[1:] != g[:-1]
+    after_record = np.ones(len(g), dtype=bool)
+    after_record[1:] = ~v[:-1]
+    first = v & (starts | after_record)
+    ends = np.append(starts[1:], True)
+    # the last value of each group: the group's last value row, found from its end
+    last = np.zeros(len(g), dtype=bool)
+    value_at = np.where(v, np.arange(len(g)), -1)
+    latest = np.maximum.accumulate(value_at)  # the latest value row so far (groups are contiguous)
+    segment_start = np.maximum.accumulate(np.where(starts, np.arange(len(g)), 0))
+    at_end = latest[ends]
+    has = at_end >= segment_start[ends]
+    last[at_end[has]] = True
+    keep[index[order[first | last]]] = True
 
 
 def _end_markers(table: pa.Table, modern: bool):
