@@ -244,12 +244,15 @@ def _candidates(commits: pa.Table, leo: pa.Table, start: dt.datetime, upto: dt.d
     n = commits.num_rows
     if not n:
         return []
-    ts = pc.coalesce(commits.column("record_timestamp"), commits.column("commit_timestamp"))
-    outcome = commits.column("txn_outcome")
-    counted = pc.and_(
-        pc.or_(pc.fill_null(commits.column("is_tombstone"), False),
-               pc.or_(pc.is_null(outcome), pc.fill_null(pc.equal(outcome, "committed"), False))),
-        pc.fill_null(pc.less_equal(ts, pa.scalar(upto, ts.type)), False)).to_numpy(zero_copy_only=False)
+    ts = commits.column("record_timestamp")
+    if ts.null_count:  # a record without a timestamp (a tabular dump) counts at its commit time
+        ts = pc.coalesce(ts, commits.column("commit_timestamp"))
+    outcome, outcomes = _codes(commits.column("txn_outcome"))
+    committed = outcomes.index("committed").as_py() if len(outcomes) else -1
+    counted = (outcome == -1) | (outcome == committed)
+    counted |= pc.fill_null(commits.column("is_tombstone"), False).to_numpy(zero_copy_only=False)
+    counted &= pc.fill_null(pc.less_equal(ts, pa.scalar(upto, ts.type)), False).to_numpy(zero_copy_only=False)
+    del outcome
     if not counted.any():
         return []
 
@@ -257,20 +260,15 @@ def _candidates(commits: pa.Table, leo: pa.Table, start: dt.datetime, upto: dt.d
         c = commits.column(name)
         return (pc.fill_null(c, fill) if c.null_count else c).to_numpy(zero_copy_only=False)
 
-    def codes(name: str) -> tuple[np.ndarray, pa.Array]:
-        c = commits.column(name)
-        d = (c if pa.types.is_dictionary(c.type) else pc.dictionary_encode(c)).unify_dictionaries()
-        indices = np.concatenate([ch.indices.to_numpy(zero_copy_only=False) for ch in d.chunks]).astype(np.int64)
-        return indices, d.chunk(0).dictionary
-
-    group, _ = codes("group_id")
-    tp_key, topics = codes("topic")
+    group, _ = _codes(commits.column("group_id"))
+    topic, topics = _codes(commits.column("topic"))
     part = column("partition", 0)
     width = int(part.max()) + 1
-    tp_key *= width
+    tp_key = np.multiply(topic, width, dtype=np.int64)
+    del topic
     tp_key += part
     del part
-    key = group * (len(topics) * width)
+    key = np.multiply(group, len(topics) * width, dtype=np.int64)
     key += tp_key
     key[~counted] = -1  # sorts first, compared with nothing
     order = _key_then_log_order(key, group, column("offsets_partition", 0), column("record_offset", 0))
@@ -311,6 +309,19 @@ def _candidates(commits: pa.Table, leo: pa.Table, start: dt.datetime, upto: dt.d
         r["log_end_offset"] = int(end[i]) if end[i] >= 0 else None
     rows.sort(key=lambda r: (r["group_id"], r["offsets_partition"], r["record_offset"]))
     return rows
+
+
+def _codes(column: pa.ChunkedArray) -> tuple[np.ndarray, pa.Array]:
+    """A string column as int32 codes into one dictionary (null: -1), and that dictionary: a history read
+    dictionary-encoded (`history_table(dictionary=…)`) is not decoded."""
+    d = (column if pa.types.is_dictionary(column.type) else pc.dictionary_encode(column)).unify_dictionaries()
+    if not d.num_chunks:
+        return np.empty(0, dtype=np.int32), pa.array([], pa.string())
+    indices = [ch.indices for ch in d.chunks]
+    if column.null_count:
+        indices = [pc.fill_null(i, -1) for i in indices]
+    return (np.concatenate([i.to_numpy(zero_copy_only=False) for i in indices]).astype(np.int32, copy=False),
+            d.chunk(0).dictionary)
 
 
 def _take_rows(commits: pa.Table, ts: pa.ChunkedArray, at: np.ndarray) -> list[dict]:
