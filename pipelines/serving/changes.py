@@ -312,16 +312,20 @@ def _candidates(commits: pa.Table, leo: pa.Table, start: dt.datetime, upto: dt.d
 
 
 def _codes(column: pa.ChunkedArray) -> tuple[np.ndarray, pa.Array]:
-    """A string column as int32 codes into one dictionary (null: -1), and that dictionary: a history read
-    dictionary-encoded (`history_table(dictionary=…)`) is not decoded."""
-    d = (column if pa.types.is_dictionary(column.type) else pc.dictionary_encode(column)).unify_dictionaries()
-    if not d.num_chunks:
+    """A string column as int32 codes into one dictionary of its values (null: -1), and that dictionary: a history
+    read dictionary-encoded (`history_table(dictionary=…)`) is not decoded. Each chunk's dictionary is mapped onto
+    the one dictionary by hand: Parquet's dictionaries may hold a null, which Arrow's unify refuses."""
+    if not pa.types.is_dictionary(column.type):
+        column = pc.dictionary_encode(column)
+    if not column.num_chunks:
         return np.empty(0, dtype=np.int32), pa.array([], pa.string())
-    indices = [ch.indices for ch in d.chunks]
-    if column.null_count:
-        indices = [pc.fill_null(i, -1) for i in indices]
-    return (np.concatenate([i.to_numpy(zero_copy_only=False) for i in indices]).astype(np.int32, copy=False),
-            d.chunk(0).dictionary)
+    values = pc.unique(pa.concat_arrays([c.dictionary for c in column.chunks])).drop_null()
+    out = []
+    for c in column.chunks:
+        mapping = pc.fill_null(pc.index_in(c.dictionary, value_set=values), -1).to_numpy(zero_copy_only=False)
+        mapping = np.append(mapping, -1).astype(np.int32)  # a null index reads the last entry: -1
+        out.append(mapping[pc.fill_null(c.indices, -1).to_numpy(zero_copy_only=False)])
+    return np.concatenate(out), values
 
 
 def _take_rows(commits: pa.Table, ts: pa.ChunkedArray, at: np.ndarray) -> list[dict]:
