@@ -29,6 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipelines.io.snapshots import Snapshot, SnapshotReader
+from pipelines.serving.codes import string_codes
 
 #: more new generations (classic) or group epochs (KIP-848) than this in one minute make a `rebalance_storm`
 DEFAULT_STORM_PER_MINUTE = 10
@@ -247,7 +248,7 @@ def _candidates(commits: pa.Table, leo: pa.Table, start: dt.datetime, upto: dt.d
     ts = commits.column("record_timestamp")
     if ts.null_count:  # a record without a timestamp (a tabular dump) counts at its commit time
         ts = pc.coalesce(ts, commits.column("commit_timestamp"))
-    outcome, outcomes = _codes(commits.column("txn_outcome"))
+    outcome, outcomes = string_codes(commits.column("txn_outcome"))
     committed = outcomes.index("committed").as_py() if len(outcomes) else -1
     counted = (outcome == -1) | (outcome == committed)
     counted |= pc.fill_null(commits.column("is_tombstone"), False).to_numpy(zero_copy_only=False)
@@ -260,8 +261,8 @@ def _candidates(commits: pa.Table, leo: pa.Table, start: dt.datetime, upto: dt.d
         c = commits.column(name)
         return (pc.fill_null(c, fill) if c.null_count else c).to_numpy(zero_copy_only=False)
 
-    group, _ = _codes(commits.column("group_id"))
-    topic, topics = _codes(commits.column("topic"))
+    group, _ = string_codes(commits.column("group_id"))
+    topic, topics = string_codes(commits.column("topic"))
     part = column("partition", 0)
     width = int(part.max()) + 1
     tp_key = np.multiply(topic, width, dtype=np.int64)
@@ -295,7 +296,7 @@ def _candidates(commits: pa.Table, leo: pa.Table, start: dt.datetime, upto: dt.d
     end = end_by_tp[tp_key[order]]
     del tp_key
     past_end = ~tomb & (end >= 0) & (co > end)
-    lo = int(pa.scalar(start, pa.timestamp("us", tz="UTC")).cast(pa.int64()).as_py())
+    lo = _us(start)
     when = ts.cast(pa.int64()).to_numpy(zero_copy_only=False)[order]
     pick = np.flatnonzero(valid & (when >= lo) & (tomb | regressed | past_end))
     pid = column("producer_id", -1)
@@ -309,23 +310,6 @@ def _candidates(commits: pa.Table, leo: pa.Table, start: dt.datetime, upto: dt.d
         r["log_end_offset"] = int(end[i]) if end[i] >= 0 else None
     rows.sort(key=lambda r: (r["group_id"], r["offsets_partition"], r["record_offset"]))
     return rows
-
-
-def _codes(column: pa.ChunkedArray) -> tuple[np.ndarray, pa.Array]:
-    """A string column as int32 codes into one dictionary of its values (null: -1), and that dictionary: a history
-    read dictionary-encoded (`history_table(dictionary=…)`) is not decoded. Each chunk's dictionary is mapped onto
-    the one dictionary by hand: Parquet's dictionaries may hold a null, which Arrow's unify refuses."""
-    if not pa.types.is_dictionary(column.type):
-        column = pc.dictionary_encode(column)
-    if not column.num_chunks:
-        return np.empty(0, dtype=np.int32), pa.array([], pa.string())
-    values = pc.unique(pa.concat_arrays([c.dictionary for c in column.chunks])).drop_null()
-    out = []
-    for c in column.chunks:
-        mapping = pc.fill_null(pc.index_in(c.dictionary, value_set=values), -1).to_numpy(zero_copy_only=False)
-        mapping = np.append(mapping, -1).astype(np.int32)  # a null index reads the last entry: -1
-        out.append(mapping[pc.fill_null(c.indices, -1).to_numpy(zero_copy_only=False)])
-    return np.concatenate(out), values
 
 
 def _take_rows(commits: pa.Table, ts: pa.ChunkedArray, at: np.ndarray) -> list[dict]:

@@ -256,6 +256,7 @@ def _state_relevant(commits: pa.Table, markers: pa.Table, group_records: pa.Tabl
 
     from pipelines.coordinator.reduction import state_relevant_rows
     from pipelines.coordinator.shard import until_cut_mask
+    from pipelines.serving.codes import string_codes
 
     # record kinds as a dictionary (the reduction compares them to text): filters and takes move one byte a row
     kinds = pa.array(["offset_commit", "control"] + ([] if group_records is None else sorted(
@@ -278,9 +279,8 @@ def _state_relevant(commits: pa.Table, markers: pa.Table, group_records: pa.Tabl
                       .append_column("__row", pa.array(np.arange(n, dtype=np.int64))))
     table = pa.concat_tables(narrow)
     for name in ("group_id", "topic"):  # the reduction only compares them: codes sort and group faster than text
-        codes = pc.dictionary_encode(table.column(name)).unify_dictionaries()
-        table = table.set_column(table.schema.get_field_index(name), name,
-                                 pa.chunked_array([ch.indices for ch in codes.chunks], pa.int32()))
+        codes, _ = string_codes(table.column(name))
+        table = table.set_column(table.schema.get_field_index(name), name, pa.array(codes, mask=codes == -1))
     # the cut and the log order as one take: each copy of a log-sized table costs more than the kernels on it
     keep = until_cut_mask(table, options)
     part, offset = table.column("offsets_partition").to_numpy(), table.column("offset").to_numpy()
