@@ -125,6 +125,7 @@ class RunSettings:
     resume_tasks_min_rows: int  # an incremental run resumed from the driver's decoding, this big, uses the cores
     in_process_max_bytes: int  # inputs up to this size are decoded and counted in the driver
     load_buffer_bytes: int  # a shard task decodes and loads its segments this many bytes at a time
+    split_bytes: int  # an offsets partition of more segment bytes is decoded in ranges of this size (0: never)
     read_policy: object  # decoding.policy.ReadPolicy
 
 
@@ -156,6 +157,7 @@ def resolve_settings(settings: Settings, req: RebuildRequest) -> RunSettings:
         in_process_max_bytes=_non_negative_int(settings.section("decode").get("in_process_max_bytes", 0),
                                                "decode.in_process_max_bytes"),
         load_buffer_bytes=_load_buffer_bytes(settings.section("decode").get("load_buffer_bytes")),
+        split_bytes=_split_bytes(settings.section("decode").get("split_bytes")),
         read_policy=policy,
     )
 
@@ -177,6 +179,12 @@ def _load_buffer_bytes(value) -> int:
     if n < 1:
         raise UsageError("decode.load_buffer_bytes must be 1 or more, not 0")
     return n
+
+
+def _split_bytes(value) -> int:
+    from pipelines.frames.ranges import SPLIT_BYTES
+
+    return SPLIT_BYTES if value is None else _non_negative_int(value, "decode.split_bytes")
 
 
 def new_snapshot_id() -> str:
@@ -355,7 +363,8 @@ def decode(run: Run) -> None:
         with _resuming():
             run.loaded = segment_shards.load_on_spark(run.spark, plan, _load_options(run), cut,
                                                       _early_history_check(run), stage, counters, run.progress.emit,
-                                                      state_stage, previous, run.conf.load_buffer_bytes)
+                                                      state_stage, previous, run.conf.load_buffer_bytes,
+                                                      run.conf.split_bytes)
         run.release = run.loaded.release
         run.decoded = run.loaded.log
         s.task_cpu_seconds = {k: round(v, 3) for k, v in run.loaded.cpu_seconds.items()}

@@ -69,11 +69,19 @@ class StreamedShards:
     (`reduction`), and no history is built."""
 
     def __init__(self, options: ReplayOptions, resume: Mapping[int, SavedShard] | None = None,
-                 history: bool = True, keep_outcomes: bool = True, relevant: bool = False) -> None:
+                 history: bool = True, keep_outcomes: bool = True, relevant: bool = False,
+                 commits: bool = True, floor: Mapping[int, int] | None = None, passes_on: bool = False) -> None:
         resume = dict(resume or {})
         self.options = options
         self.relevant = relevant  # the windows hold only the rows the loaders read, cut and reduced (state only)
         self.history = history
+        # False: the windows' own history rows were made where they were decoded (a split partition's ranges,
+        # `frames.ranges`); a load only decides the rows held back (`hold`)
+        self.commits = commits
+        # True: the rows each load hands the loaders are kept for `passed_on` (a range of a split partition)
+        self.passes_on = passes_on
+        self._passed: list[pa.Table] = []
+        self._passed_rows, self._reduced_rows = 0, 0
         self.keep_outcomes = keep_outcomes or history
         self.states: dict[int, ShardState] = {p: s.state for p, s in resume.items()}
         self._carried: set[int] = set()  # partitions whose state a window of this load made: carried on in place
@@ -82,7 +90,8 @@ class StreamedShards:
         self.pending = pa.concat_tables(opened) if opened else None
         self._markers = [s.markers for s in resume.values()]
         self._naming = [s.naming for s in resume.values()]
-        self.high_water: dict[int, int] = {}  # offsets partition -> the highest offset a window loaded
+        # offsets partition -> the highest offset a window loaded; `floor`: of the ranges before this one
+        self.high_water: dict[int, int] = dict(floor or {})
 
     def load(self, window: pa.Table, last: bool = False) -> pa.Table | None:
         """Loads `window` (decoded rows, error/unknown rows allowed) onto the states; the history rows settled by it
@@ -103,6 +112,8 @@ class StreamedShards:
             open_producers = {p: list(s.pending) for p, s in self.states.items() if s.pending}
         loaded = table if self.relevant else state_relevant_rows(
             table, options.is_modern, keep_outcomes=self.keep_outcomes, open_producers=open_producers)
+        if self.passes_on and loaded.num_rows:
+            self._pass_on(loaded)
         outcomes = [outcomes_table(-1, {})]
         with gc_paused():
             parts = loaded.column(PART).to_pylist()
@@ -119,7 +130,8 @@ class StreamedShards:
         if not self.keep_outcomes:
             return None
         outcomes = pa.concat_tables(outcomes)
-        rows = offset_commits_table(table if self.history else table.slice(0, 0), outcomes, options.snapshot_id)
+        own = table if self.history and self.commits else table.slice(0, 0)
+        rows = offset_commits_table(own, outcomes, options.snapshot_id)
         if self.pending is not None and self.pending.num_rows:
             held = self.pending
             if outcomes.num_rows or self._unstamped:
@@ -135,6 +147,31 @@ class StreamedShards:
             return rows
         self.pending = rows.filter(still)
         return rows.filter(pc.invert(still))
+
+    def hold(self, rows: pa.Table) -> None:
+        """History rows of open transactions settled elsewhere (the range before the next window's, of a split
+        partition), held back until a load's markers decide them."""
+        if rows.num_rows:
+            self.pending = rows if self.pending is None or not self.pending.num_rows else pa.concat_tables(
+                [self.pending, rows.cast(self.pending.schema)])
+
+    def _pass_on(self, loaded: pa.Table) -> None:
+        """`loaded` kept for `passed_on`, reduced again with the rows kept before it once they have doubled: the
+        rows a range hands on stay about the size of its state, not of its log."""
+        self._passed.append(loaded)
+        self._passed_rows += loaded.num_rows
+        if self._passed_rows > 2 * self._reduced_rows + 100_000:
+            self._passed = [state_relevant_rows(pa.concat_tables(self._passed), self.options.is_modern)]
+            self._passed_rows = self._reduced_rows = self._passed[0].num_rows
+
+    def passed_on(self) -> pa.Table | None:
+        """What the loads handed the loaders, in log order, reduced (`reduction`): what a split partition's load
+        reads of this range (None: nothing)."""
+        if not self._passed:
+            return None
+        rows = state_relevant_rows(pa.concat_tables(self._passed), self.options.is_modern)
+        self._passed, self._passed_rows, self._reduced_rows = [], 0, 0
+        return rows
 
     def _once(self, table: pa.Table, last: bool) -> pa.Table:
         """`table` (`loadable`: each partition's rows in log order) with each record once: without the copies of

@@ -474,6 +474,7 @@ def decode_segment_to_arrow(
     batch_rows: int = 20000,
     use_c: bool | None = None,
     start_position: int = 0,
+    end_position: int | None = None,
     policy: ReadPolicy = DEFAULT_POLICY,
 ) -> Iterator[pa.RecordBatch]:
     """Decoded Arrow batches (`DECODED_RECORD_SCHEMA`) of one segment file: the rows of
@@ -484,6 +485,8 @@ def decode_segment_to_arrow(
     ``use_c``: None = the C extension when built, True = require it, False = pure Python.
     ``start_position``: an entry boundary to start at (incremental runs: where the previous run stopped); the
     rows are those ``read_batches_from_file(..., start_position=)`` gives, positions stay absolute.
+    ``end_position``: an entry boundary to stop at (a range of a split partition, `frames.ranges`); None: the
+    file's end.
     """
     if start_position < 0:
         raise ValueError(f"start_position must be >= 0, not {start_position}")
@@ -497,7 +500,8 @@ def decode_segment_to_arrow(
             return
         mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
         try:
-            yield from _without_gc(_decode_buffer(mm, min(size, len(mm)), src, offsets_partition,
+            end = min(size, len(mm)) if end_position is None else min(size, len(mm), end_position)
+            yield from _without_gc(_decode_buffer(mm, end, src, offsets_partition,
                                                   max(1, batch_rows), c_ext, start_position, policy))
         finally:
             mm.close()

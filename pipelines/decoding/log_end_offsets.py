@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import os
 import re
-import struct
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 import pyarrow.fs as pafs
 
+from pipelines.decoding.segments import entry_heads
 from pipelines.io import storage
 from pipelines.io.storage import Location
 
@@ -42,11 +42,6 @@ def _is_data_topic(topic: str) -> bool:
     what consumer groups lag on."""
     return not topic.startswith("__")
 
-_ENTRY_HEAD = struct.Struct(">qi")  # offset, size (LOG_OVERHEAD = 12)
-_LAST_OFFSET_DELTA = struct.Struct(">i")  # v2 batch: at byte 23 (offset 8, size 4, epoch 4, magic 1, crc 4, attrs 2)
-_LOG_OVERHEAD = 12
-_V2_HEAD = 27
-_MIN_ENTRY_SIZE = 14  # LegacyRecord.RECORD_OVERHEAD_V0
 
 
 class CheckpointError(ValueError):
@@ -115,27 +110,8 @@ def segment_log_end_offset(partition_dir: str | os.PathLike) -> int | None:
         return None
     base, path = segments[-1]
     end_offset = base
-    with open(path, "rb") as f:
-        size_of_file = os.fstat(f.fileno()).st_size
-        pos = 0
-        while size_of_file - pos >= _V2_HEAD:
-            f.seek(pos)
-            head = f.read(_V2_HEAD)
-            if len(head) < _V2_HEAD:
-                break
-            offset, size = _ENTRY_HEAD.unpack_from(head, 0)
-            total = _LOG_OVERHEAD + size
-            if size < _MIN_ENTRY_SIZE or pos + total > size_of_file or offset < 0:
-                break
-            magic = head[16]
-            if magic == 2:
-                last = offset + _LAST_OFFSET_DELTA.unpack_from(head, 23)[0]
-            elif magic in (0, 1):
-                last = offset
-            else:
-                break
-            end_offset = max(end_offset, last + 1)
-            pos += total
+    for entry in entry_heads(path):
+        end_offset = max(end_offset, entry.last_offset + 1)
     return end_offset
 
 

@@ -10,16 +10,20 @@ once and walked as the same directory tree (key prefixes are the directories); t
 """
 from __future__ import annotations
 
+import mmap
 import os
 import re
+import struct
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from pipelines.decoding.batches import BatchItem, read_batches_from_file
 from pipelines.decoding.policy import DEFAULT_POLICY, ReadPolicy
 from schemas.records import LogRecord, ReadProblem
 
-__all__ = ["InputError", "SegmentFile", "discover_segments", "read_log", "read_segment_batches"]
+__all__ = ["EntryHead", "InputError", "SegmentFile", "discover_segments", "entry_heads", "read_log",
+           "read_segment_batches"]
 
 OFFSETS_TOPIC = "__consumer_offsets"
 _OFFSETS_DIR = re.compile(r"^__consumer_offsets-(\d+)$")
@@ -352,3 +356,45 @@ def partition_count(paths: PathArg | Iterable[PathArg]) -> int | None:
             if m and e.is_dir():
                 best = max(best or 0, int(m.group(1)) + 1)
     return best
+
+
+class EntryHead(NamedTuple):
+    """Where one log entry (a v2 batch, or a legacy message or compressed wrapper) sits in its segment file."""
+
+    position: int
+    size: int  # LOG_OVERHEAD + the size field: the entry's whole length
+    last_offset: int  # v2: baseOffset + lastOffsetDelta; legacy: the entry's own offset (a wrapper's is its last)
+
+
+_ENTRY_HEAD = struct.Struct(">qi")  # offset, size (LOG_OVERHEAD = 12)
+_LAST_OFFSET_DELTA = struct.Struct(">i")  # v2 batch: at byte 23 (offset 8, size 4, epoch 4, magic 1, crc 4, attrs 2)
+_LOG_OVERHEAD = 12
+_HEAD_BYTES = 27  # through a v2 batch's lastOffsetDelta
+_MIN_ENTRY_SIZE = 14  # LegacyRecord.RECORD_OVERHEAD_V0
+
+
+def entry_heads(path: PathArg, start_position: int = 0) -> Iterator[EntryHead]:
+    """The entries of a local segment file from `start_position` (an entry boundary), read from their heads only
+    (`FileLogInputStream` framing, no record or CRC read), in file order. The walk stops at the first entry that
+    can't be framed: what follows is the decoder's to report (a torn tail, zeros, garbage)."""
+    with open(path, "rb") as f:
+        size_of_file = os.fstat(f.fileno()).st_size
+        if size_of_file - start_position < _HEAD_BYTES:
+            return
+        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+            head, delta = _ENTRY_HEAD.unpack_from, _LAST_OFFSET_DELTA.unpack_from
+            pos = start_position
+            while size_of_file - pos >= _HEAD_BYTES:
+                offset, size = head(mm, pos)
+                total = _LOG_OVERHEAD + size
+                if size < _MIN_ENTRY_SIZE or pos + total > size_of_file or offset < 0:
+                    return
+                magic = mm[pos + 16]
+                if magic == 2:
+                    last = offset + delta(mm, pos + 23)[0]
+                elif magic in (0, 1):
+                    last = offset
+                else:
+                    return
+                yield EntryHead(pos, total, last)
+                pos += total

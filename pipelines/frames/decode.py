@@ -34,6 +34,8 @@ WORK_SCHEMA = pa.schema(
         # segment: the byte position (an entry boundary) to start reading at; null/0 = the whole file. An
         # incremental run (`pipelines.incremental`) resumes files it read before where the previous run stopped.
         ("start_position", pa.int64()),
+        # segment: the entry boundary to stop reading at, null = the file's end (a range of a split partition)
+        ("end_position", pa.int64()),
     ]
 )
 
@@ -169,7 +171,8 @@ def _decode_items(batches: Iterator[pa.RecordBatch], policy: ReadPolicy = DEFAUL
         for item in batch.to_pylist():
             rows: list[dict] = []
             if counters is not None:
-                counters.add(0, max(0, (item["size"] or 0) - (item.get("start_position") or 0)))
+                end = item.get("end_position")
+                counters.add(0, max(0, (item["size"] if end is None else end) - (item.get("start_position") or 0)))
             if item["kind"] == "segment":
                 # fast path: segment bytes straight to Arrow columns (same rows as the reference path)
                 from pipelines.decoding.columnar import decode_segment_to_arrow
@@ -180,6 +183,7 @@ def _decode_items(batches: Iterator[pa.RecordBatch], policy: ReadPolicy = DEFAUL
                     with storage.location(item["path"]).as_local_file(start=start) as local:
                         yield from decode_segment_to_arrow(local, offsets_partition=item["offsets_partition"],
                                                            batch_rows=ARROW_BATCH_ROWS, start_position=start,
+                                                           end_position=item.get("end_position"),
                                                            policy=policy, source=item["path"])
                 except (OSError, storage.StorageError) as e:  # vanished, a directory, I/O: one row, not a failure
                     yield flush([problem_to_row(ReadProblem(

@@ -45,7 +45,10 @@ TASKS_PER_CORE = 2
 #: How much of a partition's segments a task decodes and loads at a time (`decode.load_buffer_bytes`), as Kafka's
 #: `offsets.load.buffer.size`.
 LOAD_BUFFER_BYTES = 5 * 1024 * 1024
-FUSED_DDL = "table string, shard int, payload binary, tally binary, named binary"
+KEPT = "_kept"  # a range of a split partition: the rows its partition's load reads of it (`frames.ranges`)
+HELD = "_held"  # a range of a split partition: its history rows whose transaction no marker in it ended
+# `seq`: a range's rows in its partition's log order (KEPT then HELD of range 0, then of range 1, ...)
+FUSED_DDL = "table string, shard int, payload binary, tally binary, named binary, seq int"
 
 
 def applies(plan, previous=None) -> bool:
@@ -79,8 +82,9 @@ def saved_state(state_stage, payloads: list[bytes]):
                       {f["file"]: f["bytes"] for f in files})
 
 
-def _row(table: str, shard: int, payload: bytes | None, tally: bytes | None = None, named: bytes | None = None):
-    return table, shard, payload, tally, named
+def _row(table: str, shard: int, payload: bytes | None, tally: bytes | None = None, named: bytes | None = None,
+         seq: int | None = None):
+    return table, shard, payload, tally, named, seq
 
 
 def decoded_windows(batches: Iterator[pa.RecordBatch], window_bytes: int) -> Iterator[pa.Table]:
@@ -120,11 +124,12 @@ def decoded_windows(batches: Iterator[pa.RecordBatch], window_bytes: int) -> Ite
         yield pa.Table.from_batches(held)
 
 
-def _decode_and_load_task(slices: list[list[tuple[int, pa.Table]]], policy, options: ReplayOptions, cut: tuple,
+def _decode_and_load_task(slices: list[list[tuple]], policy, options: ReplayOptions, cut: tuple,
                           split_by=None, stage=None, counters=None, cpu=None, state_stage=None,
                           previous: SavedShards | None = None, window_bytes: int = LOAD_BUFFER_BYTES):
     """The executor function: a slice's number in (`slices[i]`: each of its offsets partitions with its work
-    items), the envelope rows of its shards out. Each shard is read, decoded and loaded window by window
+    items, and None, or a range of a split partition (`frames.ranges.LogRange`) with that range's items), the
+    envelope rows of its shards out. Each shard is read, decoded and loaded window by window
     (`decoded_windows` of `window_bytes`, `coordinator.streamed`): its history is written (or packed) and its
     quarantined rows packed as each window is loaded, so a task holds the shard's state and one window.
     `previous`: the shards the previous run saved, the decoded rows loaded onto them (the tally, the quarantine
@@ -136,20 +141,24 @@ def _decode_and_load_task(slices: list[list[tuple[int, pa.Table]]], policy, opti
     def task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
             for i in batch.column(0).to_pylist():
-                for shard, items in slices[i]:
-                    for rows in run(shard, items):
+                for shard, items, piece in slices[i]:
+                    for rows in run(shard, items, piece):
                         yield _envelope_batch(rows)
 
-    def run(shard: int, items: pa.Table) -> Iterator[list]:
-        from pipelines.coordinator.saved import saved_shards
+    def run(shard: int, items: pa.Table, piece) -> Iterator[list]:
         from pipelines.coordinator.streamed import StreamedShards
         from pipelines.frames.decode import _decode_items
+        from pipelines.frames.ranges import NO_FLOOR
         from pipelines.frames.tally import _combine, tally_rows
 
-        items = items.sort_by([("base_offset", "ascending"), ("path", "ascending")])
-        resume = previous.of_partition(shard) if previous is not None and shard >= 0 else None
-        loader = StreamedShards(options, None if resume is None else {shard: resume})
-        del resume
+        items = items.sort_by([("base_offset", "ascending"), ("path", "ascending"), ("start_position", "ascending")])
+        if piece is not None:  # a range: loaded onto an empty state, its kept rows handed on to its partition's load
+            floor = {} if piece.floor == NO_FLOOR else {shard: piece.floor}
+            loader = StreamedShards(options, floor=floor, passes_on=True)
+        else:
+            resume = previous.of_partition(shard) if previous is not None and shard >= 0 else None
+            loader = StreamedShards(options, None if resume is None else {shard: resume})
+            del resume
         writer = stage.writer(max(shard, 0)) if stage is not None else None
         tallies, records, decode_cpu, load_cpu = [], 0, 0.0, 0.0
         try:
@@ -173,11 +182,17 @@ def _decode_and_load_task(slices: list[list[tuple[int, pa.Table]]], policy, opti
                 if out:
                     yield out
             done = loader.finish()
-            out = list(_history(shard, done.pending, split_by, None))
-            if writer is not None:
-                out = [r for r in out if r[0] != "offset_commits"]
-                for f, aside in writer.close(done.pending):
-                    out.append(_row(WRITTEN, shard, json.dumps([dataclasses.asdict(f), aside]).encode()))
+            if piece is not None:
+                out = []
+                if writer is not None:
+                    for f, aside in writer.close(done.pending.slice(0, 0)):
+                        out.append(_row(WRITTEN, shard, json.dumps([dataclasses.asdict(f), aside]).encode()))
+            else:
+                out = list(_history(shard, done.pending, split_by, None))
+                if writer is not None:
+                    out = [r for r in out if r[0] != "offset_commits"]
+                    for f, aside in writer.close(done.pending):
+                        out.append(_row(WRITTEN, shard, json.dumps([dataclasses.asdict(f), aside]).encode()))
         except BaseException:
             if writer is not None:
                 writer.abort()
@@ -186,27 +201,93 @@ def _decode_and_load_task(slices: list[list[tuple[int, pa.Table]]], policy, opti
         names = done.naming
         out.append(_row(LOG, shard, to_blob(DECODED_RECORD_SCHEMA.empty_table()), to_blob(tally),
                         to_blob(names) if names.num_rows else None))
-        out.append(_row(MARKERS, shard, to_blob(done.markers)))
-        # the transactions' outcomes are in the history already: the tables need the rest of each state
-        states = [] if done.state is None else [done.state]
-        out.append(_row(STATES, shard, pickle.dumps([dataclasses.replace(s, outcomes={}) for s in states],
-                                                    protocol=pickle.HIGHEST_PROTOCOL)))
-        if state_stage is not None:
-            for p, saved in saved_shards(states, done.pending, done.naming, done.markers).items():
-                data = saved.to_bytes()
-                name = state_stage.write(data, p)
-                out.append(_row(SAVED_FILE, shard, json.dumps({"file": name, "entries": saved.entries,
-                                                          "bytes": len(data)}).encode()))
+        if piece is not None:
+            kept = loader.passed_on()
+            out.append(_row(KEPT, shard, to_blob(kept if kept is not None else _empty_kept()), seq=2 * piece.index))
+            if done.pending.num_rows:
+                out.append(_row(HELD, shard, to_blob(done.pending), seq=2 * piece.index + 1))
+        else:
+            out.extend(_shard_rows(shard, done, state_stage))
         load_cpu += time.process_time() - started
-        in_bytes = sum(max(0, (s or 0) - (p or 0)) for s, p in zip(items.column("size").to_pylist(),
-                                                                    items.column("start_position").to_pylist()))
+        in_bytes = sum(max(0, (e if e is not None else s or 0) - (p or 0)) for s, p, e in zip(
+            items.column("size").to_pylist(), items.column("start_position").to_pylist(),
+            items.column("end_position").to_pylist()))
         if counters is not None:
-            counters.add(records, in_bytes, shards=1)
+            counters.add(records, in_bytes, shards=1 if piece is None or piece.index == 0 else 0)
         if cpu is not None:
             cpu[0].add(decode_cpu)
             cpu[1].add(load_cpu)
         yield out
     return task
+
+
+def _shard_rows(shard: int, done, state_stage) -> list[tuple]:
+    """The envelope rows of a loaded shard (`coordinator.streamed.FinishedShards`) beside its history: its markers,
+    its state, and the shard the next `--incremental` run resumes, saved in `state_stage` (None: none)."""
+    from pipelines.coordinator.saved import saved_shards
+
+    out = [_row(MARKERS, shard, to_blob(done.markers))]
+    # the transactions' outcomes are in the history already: the tables need the rest of each state
+    states = [] if done.state is None else [done.state]
+    out.append(_row(STATES, shard, pickle.dumps([dataclasses.replace(s, outcomes={}) for s in states],
+                                                protocol=pickle.HIGHEST_PROTOCOL)))
+    if state_stage is not None:
+        for p, saved in saved_shards(states, done.pending, done.naming, done.markers).items():
+            data = saved.to_bytes()
+            name = state_stage.write(data, p)
+            out.append(_row(SAVED_FILE, shard, json.dumps({"file": name, "entries": saved.entries,
+                                                      "bytes": len(data)}).encode()))
+    return out
+
+
+def _empty_kept() -> pa.Table:
+    from pipelines.coordinator.shard import conform_decoded, loadable
+
+    return loadable(conform_decoded(DECODED_RECORD_SCHEMA.empty_table()))
+
+
+def _split_load_task(options: ReplayOptions, split_by=None, stage=None, state_stage=None,
+                     previous: SavedShards | None = None, cpu=None):
+    """The executor function of a split partition's load (`frames.ranges`): its ranges' envelope rows in (KEPT and
+    HELD, any order), its shard's envelope rows out, as a whole partition's task gives them but for the tally and
+    the quarantine (its ranges'). The ranges' kept rows are loaded in log order, as the windows of one streamed
+    shard, onto the shard the previous run saved; the history rows a range left pending are decided by the
+    markers of the ranges after it."""
+    def run(rows: pa.Table) -> pa.Table:
+        from pipelines.coordinator.streamed import StreamedShards
+        from pipelines.io.blobs import from_blob
+
+        started = time.process_time()
+        shard = rows.column("shard")[0].as_py()
+        rows = rows.sort_by([("seq", "ascending")])
+        resume = previous.of_partition(shard) if previous is not None else None
+        loader = StreamedShards(options, None if resume is None else {shard: resume}, relevant=True, commits=False)
+        del resume
+        writer = stage.writer(shard) if stage is not None else None
+        out: list[tuple] = []
+        try:
+            for table, payload in zip(rows.column("table").to_pylist(), rows.column("payload").to_pylist()):
+                if table == HELD:
+                    loader.hold(from_blob(payload))
+                    continue
+                out.extend(_history(shard, loader.load(from_blob(payload)), split_by, writer))
+            done = loader.finish()
+            if writer is not None:
+                out.extend(_history(shard, done.pending, split_by, None))
+                out = [r for r in out if r[0] != "offset_commits"]
+                for f, aside in writer.close(done.pending):
+                    out.append(_row(WRITTEN, shard, json.dumps([dataclasses.asdict(f), aside]).encode()))
+            else:
+                out.extend(_history(shard, done.pending, split_by, None))
+        except BaseException:
+            if writer is not None:
+                writer.abort()
+            raise
+        out.extend(_shard_rows(shard, done, state_stage))
+        if cpu is not None:
+            cpu[1].add(time.process_time() - started)
+        return pa.Table.from_batches([_envelope_batch(out)])
+    return run
 
 
 def _history(shard: int, rows: pa.Table, split_by, writer) -> Iterator[tuple]:
@@ -227,7 +308,8 @@ def _envelope_batch(rows: list[tuple]) -> pa.RecordBatch:
     columns = list(zip(*rows))
     return pa.record_batch([pa.array(columns[0], pa.string()), pa.array(columns[1], pa.int32()),
                             pa.array(columns[2], pa.binary()), pa.array(columns[3], pa.binary()),
-                            pa.array(columns[4], pa.binary())], names=["table", "shard", "payload", "tally", "named"])
+                            pa.array(columns[4], pa.binary()), pa.array(columns[5], pa.int32())],
+                           names=["table", "shard", "payload", "tally", "named", "seq"])
 
 
 @dataclass
@@ -236,7 +318,7 @@ class LoadedOnSpark:
     and the CPU-seconds its tasks spent decoding and loading; `history`: the shards' history as the write takes
     it (`io.blobs.BlobRows` of the envelope, or `io.warehouse.StagedHistory`: the files the tasks wrote)."""
 
-    envelope: object  # DataFrame, FUSED_DDL, persisted
+    envelope: object  # DataFrame, FUSED_DDL, of persisted ones
     log: object  # frames.decoded_log.DecodedLog
     cpu_seconds: dict
     top_partition: int  # the highest offsets partition read
@@ -244,11 +326,13 @@ class LoadedOnSpark:
     collected: pa.Table  # (table, shard, payload) of the markers and suspects
     history: object
     saved: object = None  # io.checkpoint.SavedState: the shards the tasks saved
+    persisted: tuple = ()  # the DataFrames the envelope is made of
 
     def release(self) -> None:
         """The kept envelope dropped, the history's and the saved shards' files deleted unless they were
         committed."""
-        self.envelope.unpersist()
+        for frame in self.persisted or (self.envelope,):
+            frame.unpersist()
         for written in (self.history, self.saved):
             discard = getattr(written, "discard", None)
             if discard is not None:
@@ -257,7 +341,7 @@ class LoadedOnSpark:
 
 def load_on_spark(spark, plan, options: ReplayOptions, cut: tuple, split_by=None, stage=None, counters=None,
                   emit=None, state_stage=None, previous: SavedShards | None = None,
-                  window_bytes: int = LOAD_BUFFER_BYTES) -> LoadedOnSpark:
+                  window_bytes: int = LOAD_BUFFER_BYTES, split_bytes: int = 0) -> LoadedOnSpark:
     """Every offsets partition of `plan` (segments only: `applies`) decoded and loaded by one task, the envelope
     kept. `split_by`: the history's suite as a filter (`validation.suspects`), with any clock: `tabulate_on_spark`
     checks the suspects against the run's own. `stage` (`io.warehouse.HistoryStage`): the tasks write the
@@ -265,7 +349,8 @@ def load_on_spark(spark, plan, options: ReplayOptions, cut: tuple, split_by=None
     where the shards the next `--incremental` run resumes are saved (None: a what-if run saves none). `previous`:
     an incremental run's saved shards (every partition it holds is a shard, new records or not). `counters` (`frames.progress.TaskCounters`) receive each shard's
     records and input bytes as it ends. `window_bytes`: how much of a partition's segments a task decodes and
-    loads at a time (`decoded_windows`)."""
+    loads at a time (`decoded_windows`); `split_bytes`: a partition of more segment bytes is decoded in ranges of
+    about that size, in tasks of their own, and loaded by a second job (`frames.ranges`; 0: never)."""
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
@@ -280,19 +365,30 @@ def load_on_spark(spark, plan, options: ReplayOptions, cut: tuple, split_by=None
     # the shards in slices of similar bytes, the largest shards first (no shuffle groups the items: each task reads
     # its own shards' files); a slice per task, a few per core: each task has a fixed cost of its own
     sizes = {p: sum(work.column("size")[i].as_py() or 0 for i in rows) for p, rows in by_shard.items()}
-    slices = [[(p, work.take(pa.array(by_shard[p], pa.int64()))) for p in ps]
-              for ps in balanced(sizes, spark.sparkContext.defaultParallelism * TASKS_PER_CORE)]
+    units = _units(work, by_shard, split_bytes)
+    slices = [[units[u] for u in us] for us in balanced({u: _unit_bytes(units[u]) for u in units},
+                                                        spark.sparkContext.defaultParallelism * TASKS_PER_CORE)]
+    split = sorted({shard for shard, _, piece in units.values() if piece is not None})
     cpu = spark.sparkContext.accumulator(0.0), spark.sparkContext.accumulator(0.0)
     task = _decode_and_load_task(slices, plan.policy, options, tuple(cut), split_by, stage, counters, cpu,
                                  state_stage, previous, window_bytes)
     envelope = (spark.range(0, len(slices), 1, numPartitions=len(slices)).mapInArrow(task, FUSED_DDL)
                 .persist(StorageLevel.MEMORY_AND_DISK))
+    persisted = [envelope]
     shards = len(sizes)
     # the job that runs the shards, collecting what is sized by the state (or by the partitions) as it ends
     with reporting(spark, emit, "decode", counters, shards=shards if counters is not None else None):
-        small = (envelope.where(F.col("table").isin(LOG, MARKERS, SUSPECTS, WRITTEN, SAVED_FILE))
-                 .select("table", "shard", F.when(F.col("table") != F.lit(LOG), F.col("payload")).alias("payload"),
-                         "tally", "named").toArrow())
+        small = _collected(envelope)
+    if split:
+        if emit is not None:
+            emit(f"          loading {len(split)} split offsets partition(s) from their ranges' kept rows")
+        loads = (envelope.where(F.col("table").isin(KEPT, HELD)).select("table", "shard", "payload", "seq")
+                 .groupBy("shard").applyInArrow(_split_load_task(options, split_by, stage, state_stage, previous,
+                                                                 cpu), FUSED_DDL)
+                 .persist(StorageLevel.MEMORY_AND_DISK))
+        persisted.append(loads)
+        small = pa.concat_tables([small, _collected(loads)])
+        envelope = envelope.where(~F.col("table").isin(KEPT, HELD)).unionByName(loads)
     is_log = pc.equal(small.column("table"), LOG)
     log = DecodedLog(spark, blobs=envelope.where(F.col("table") == F.lit(LOG)).select(
         F.col("shard").alias(PART), "payload", "tally", "named"), cut=tuple(cut),
@@ -319,7 +415,42 @@ def load_on_spark(spark, plan, options: ReplayOptions, cut: tuple, split_by=None
         history = BlobRows(envelope.where(F.col("table") == F.lit("offset_commits")).select("payload"),
                            TABLES["offset_commits"])
     return LoadedOnSpark(envelope, log, {"decode": cpu[0].value, "load": cpu[1].value}, max(sizes, default=-1),
-                         split_by, rest, history, saved)
+                         split_by, rest, history, saved, tuple(persisted))
+
+
+def _collected(envelope) -> pa.Table:
+    """What a job's envelope holds that is sized by the state (or by the partitions), collected."""
+    from pyspark.sql import functions as F
+
+    return (envelope.where(F.col("table").isin(LOG, MARKERS, SUSPECTS, WRITTEN, SAVED_FILE))
+            .select("table", "shard", F.when(F.col("table") != F.lit(LOG), F.col("payload")).alias("payload"),
+                    "tally", "named").toArrow())
+
+
+def _units(work: pa.Table, by_shard: dict[int, list[int]], split_bytes: int) -> dict:
+    """What the first job's tasks take, each (offsets partition, work items, None) or, for a partition of more than
+    `split_bytes` (`frames.ranges.log_ranges`), one (partition, the range's items, `LogRange`) per range."""
+    from pipelines.frames.decode import WORK_SCHEMA
+    from pipelines.frames.ranges import log_ranges
+
+    units = {}
+    for p, rows in by_shard.items():
+        items = work.take(pa.array(rows, pa.int64()))
+        ranges = None
+        if p >= 0 and split_bytes > 0 and items.num_rows:
+            ordered = items.sort_by([("base_offset", "ascending"), ("path", "ascending")]).to_pylist()
+            ranges = log_ranges(p, ordered, split_bytes)
+        if ranges is None:
+            units[(p, -1)] = (p, items, None)
+            continue
+        for r in ranges:
+            units[(p, r.index)] = (p, pa.Table.from_pylist(list(r.items), schema=WORK_SCHEMA), r)
+    return units
+
+
+def _unit_bytes(unit) -> int:
+    shard, items, piece = unit
+    return piece.bytes if piece is not None else sum(s or 0 for s in items.column("size").to_pylist())
 
 
 def _tabulate_task(options: ReplayOptions, expiry, names: dict[str, str], top_partition: int):

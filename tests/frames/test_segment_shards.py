@@ -39,7 +39,7 @@ def _shifted_rows(dirs):
             else r for i, d in enumerate(dirs) for r in iter_decoded_rows([d])]
 
 
-def _on_spark(spark, plan, options, expiry=None, split_by=None, history_check=None, retain=True):
+def _on_spark(spark, plan, options, expiry=None, split_by=None, history_check=None, retain=True, split_bytes=0):
     from pipelines.frames import segment_shards
     from pipelines.frames.shards import topic_names_of
 
@@ -49,7 +49,7 @@ def _on_spark(spark, plan, options, expiry=None, split_by=None, history_check=No
     # the shards saved for --incremental, written by the tasks into a state directory of their own
     state_stage = StateStage(tempfile.mkdtemp(prefix="state-")) if retain else None
     loaded = segment_shards.load_on_spark(spark, plan, load_options, (options.until_offset, options.until_time_ms),
-                                          split_by, state_stage=state_stage)
+                                          split_by, state_stage=state_stage, split_bytes=split_bytes)
     shards = segment_shards.tabulate_on_spark(spark, loaded, options, expiry, topic_names_of(loaded.log),
                                               history_check=history_check)
     return loaded, shards
@@ -97,11 +97,13 @@ def _tables(shards) -> dict[str, list[dict]]:
     return out
 
 
-@pytest.mark.parametrize("cut", [None, "mid-transaction"])
-def test_segment_shards_give_what_the_engine_gives_on_broker_logs(spark, brokerdata, cut):
+@pytest.mark.parametrize("cut,split_bytes", [(None, 0), ("mid-transaction", 0), ("mid-transaction", 700)],
+                         ids=["whole", "cut", "cut-split"])
+def test_segment_shards_give_what_the_engine_gives_on_broker_logs(spark, brokerdata, cut, split_bytes):
     """Nine broker scenarios in one job: every table (history included), the saved shards, the markers and the
     tally equal the engine's over the reference reader's rows (which `test_replay_brokerdata` holds to the broker's
-    own state), with and without a cut inside an open transaction."""
+    own state), with and without a cut inside an open transaction, and with every partition of more than
+    `split_bytes` decoded in ranges and loaded by the second job (`frames.ranges`)."""
     import pyarrow.compute as pc
 
     from pipelines.coordinator.expiry import ExpiryOptions
@@ -121,8 +123,10 @@ def test_segment_shards_give_what_the_engine_gives_on_broker_logs(spark, brokerd
     options = ReplayOptions(semantics="modern", until_offset=until, num_partitions=50 * len(dirs),
                             snapshot_id="fused", load_time_ms=1)
     expiry = ExpiryOptions(as_of_ms=max(r["timestamp"] or 0 for r in rows), semantics="modern", kafka_version="4.0")
-    loaded, shards = _on_spark(spark, _shifted_plan(dirs), options, expiry)
+    loaded, shards = _on_spark(spark, _shifted_plan(dirs), options, expiry, split_bytes=split_bytes)
     try:
+        if split_bytes:
+            assert len(loaded.persisted) == 2  # some partition was split
         table = pa.Table.from_pylist(rows, schema=DECODED_RECORD_SCHEMA)
         want = replay_shards(table, options, expiry, keep=True)
         got = _tables(shards)
@@ -250,6 +254,8 @@ def test_the_shards_write_the_history_a_run_in_the_driver_writes(spark, settings
     """A full rebuild on Spark into a fresh warehouse: the shards' tasks write the history's files and the run
     commits them; the table is the one a rebuild in the driver writes, one offsets partition per file, the rows
     of open transactions in `pending-*` files (a cut inside a transaction leaves one open)."""
+    from dataclasses import replace
+
     import pyarrow.parquet as pq
     from deltalake import DeltaTable
 
@@ -262,15 +268,17 @@ def test_the_shards_write_the_history_a_run_in_the_driver_writes(spark, settings
     rows = _shifted_rows([data])
     until = min(r["offset"] for r in rows if r["record_kind"] == "offset_commit" and (r.get("producer_id") or -1) != -1)
     tables = {}
-    for name, conf in (("spark", spark_replay_settings(settings)), ("driver", settings)):
+    split = spark_replay_settings(settings)
+    split = replace(split, raw={**split.raw, "decode": {**split.section("decode"), "split_bytes": 300}})
+    for name, conf in (("spark", spark_replay_settings(settings)), ("split", split), ("driver", settings)):
         wh = tmp_path / name
         summary = run_rebuild(spark, conf, RebuildRequest(inputs=(str(data),), warehouse=str(wh), snapshot_id="h",
                                                           semantics="modern", until_offset=until + 1))
-        assert (summary.task_cpu_seconds.get("load") is not None) == (name == "spark")
+        assert (summary.task_cpu_seconds.get("load") is not None) == (name != "driver")
         table = Warehouse(str(wh)).read_table("offset_commits")
         tables[name] = sorted(map(repr, table.sort_by([("offsets_partition", "ascending"),
                                                         ("record_offset", "ascending")]).to_pylist()))
-        if name == "spark":
+        if name != "driver":
             root = wh / "offset_commits"
             files = delta.active_files(DeltaTable(str(root)))
             assert any(f["path"].startswith("pending-") for f in files)
@@ -281,6 +289,7 @@ def test_the_shards_write_the_history_a_run_in_the_driver_writes(spark, settings
             written = {str(p.relative_to(root)) for p in root.rglob("*.parquet")}
             assert written == {f["path"] for f in files}  # nothing staged beside what was committed
     assert tables["spark"] == tables["driver"] and tables["spark"]
+    assert tables["split"] == tables["driver"]
 
 
 def test_a_run_that_fails_after_the_shards_leaves_no_history_file(spark, settings, tmp_path):

@@ -1,0 +1,93 @@
+"""A hot offsets partition cut into byte ranges, decoded in parallel and loaded in one pass.
+
+Every group lives in one offsets partition, so one busy group (or a log cleaner that died) puts most of a log in one
+partition, and one task per partition would be one long task. A partition of more than `decode.split_bytes` of
+segment bytes is cut at entry boundaries (between segment files, or inside a large one) into ranges of about that
+size (`log_ranges`). Each range is decoded and loaded by a task of its own (`frames.segment_shards`) onto an empty
+state: that gives its history rows (`offset_commits`: a plain commit's row needs no state, a transactional one's
+outcome is its producer's next end marker, found in the range or left pending), its tally and quarantine, and the
+rows the reduction rule keeps (`coordinator.reduction`: the last plain commit per key; every group record,
+transactional record and marker). One task per split partition then loads the ranges' kept rows in log order, as
+windows of one streamed shard (`coordinator.streamed`), and decides the history rows the ranges left pending with
+the markers of the ranges after them. The state is the one the whole log gives: loading a log's reduced windows
+one after another is what every streamed shard does.
+
+An offset is loaded once, as in a whole partition's load: each range starts above the highest offset of every
+entry in the ranges before it (`LogRange.floor`), so a copy of a record an earlier range read (overlapping segment
+files) is tallied but not loaded or written again. The heads of the partition's entries are walked here, in the
+driver, to find the cuts and the floors (`decoding.segments.entry_heads`: a few bytes of every entry).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pipelines.decoding.segments import entry_heads
+from pipelines.io import storage
+
+#: A partition of more segment bytes than this is decoded in ranges of about this size (`decode.split_bytes`).
+SPLIT_BYTES = 64 * 1024 * 1024
+NO_FLOOR = -1  # offsets are never negative: a range that follows none loads every offset
+
+
+@dataclass(frozen=True)
+class LogRange:
+    """One piece of an offsets partition's log: its work items (`frames.decode.WORK_SCHEMA` dicts, each a whole
+    file or the part of one between `start_position` and `end_position`), its place in the partition's log order,
+    and the highest offset the ranges before it hold (`NO_FLOOR`: none)."""
+
+    partition: int
+    index: int
+    items: tuple[dict, ...]
+    floor: int
+
+    @property
+    def bytes(self) -> int:
+        return sum(_end(i) - (i.get("start_position") or 0) for i in self.items)
+
+
+def _end(item: dict) -> int:
+    end = item.get("end_position")
+    return item["size"] or 0 if end is None else end
+
+
+def log_ranges(partition: int, items: list[dict], split_bytes: int) -> list[LogRange] | None:
+    """`items` (one offsets partition's work items, in log order) cut into ranges of about `split_bytes` at entry
+    boundaries; None: the partition is read whole (it is no larger, it holds something other than local segment
+    files, or it has no boundary to cut at)."""
+    total = sum(_end(i) - (i.get("start_position") or 0) for i in items)
+    if split_bytes <= 0 or total <= split_bytes:
+        return None
+    if any(i["kind"] != "segment" or storage.is_remote(i["path"]) for i in items):
+        return None
+    try:
+        return _cut(partition, items, split_bytes)
+    except OSError:  # a file gone or unreadable: the whole partition's task reports it as a quarantined row
+        return None
+
+
+def _cut(partition: int, items: list[dict], split_bytes: int) -> list[LogRange] | None:
+    ranges: list[LogRange] = []
+    current: list[dict] = []
+    taken, floor, top = 0, NO_FLOOR, NO_FLOOR  # bytes in `current`; the floor of `current`; the highest offset read
+
+    def close():
+        nonlocal current, taken, floor
+        if current:
+            ranges.append(LogRange(partition, len(ranges), tuple(current), floor))
+        current, taken, floor = [], 0, top
+
+    for item in items:
+        start = item.get("start_position") or 0
+        if taken >= split_bytes:
+            close()
+        piece_start = start
+        for head in entry_heads(item["path"], start):
+            if taken + head.position - piece_start >= split_bytes and head.position > piece_start:
+                current.append(dict(item, start_position=piece_start, end_position=head.position))
+                close()
+                piece_start = head.position
+            top = max(top, head.last_offset)
+        current.append(dict(item, start_position=piece_start, end_position=None))
+        taken += _end(item) - piece_start
+    close()
+    return ranges if len(ranges) > 1 else None

@@ -1,0 +1,207 @@
+"""A split offsets partition (`frames.ranges`) gives the state and history of the whole log. Cut at every entry
+(`split_bytes=1`: each log batch a range of its own, so every transaction, group deletion and re-creation spans a
+cut), the broker scenarios and the real segments give, through the task functions a Spark run runs, what the engine
+loading each partition whole gives (`replay_rows`, which test_replay_brokerdata / test_replay_realdata hold to the
+brokers' ground truth). On generated logs, both semantics, cut anywhere, the ranges' loads and the split load give
+the streamed whole log's state, history, pending rows and markers."""
+from __future__ import annotations
+
+import pickle
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from pipelines.coordinator.options import ReplayOptions
+from pipelines.coordinator.shard import replay_rows, tabulate_shards
+from pipelines.coordinator.streamed import StreamedShards
+from pipelines.coordinator.tables import topic_names
+from pipelines.decoding.reader import iter_decoded_rows
+from pipelines.frames.decode import _work_batches, plan_inputs
+from pipelines.frames.ranges import NO_FLOOR, log_ranges
+from pipelines.frames.segment_shards import (HELD, KEPT, LOG, MARKERS, STATES, _decode_and_load_task,
+                                             _split_load_task, _units)
+from pipelines.frames.tally import tally_rows
+from pipelines.io.blobs import from_blob
+from schemas.decoded import DECODED_RECORD_SCHEMA
+from tests.coordinator.harness import as_rows, assert_same
+from tests.coordinator.rowkit import to_table
+from tests.coordinator.test_replay_brokerdata import SCENARIOS
+from tests.coordinator.test_replay_differential import build_log, kafka_like_log, log_ops
+from tests.coordinator.test_replay_realdata import data_dirs
+from tests.depth import cases
+
+HYPO = settings(max_examples=cases(deep=200, quick=50), deadline=None, database=None,
+                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+
+
+def _split_tables(data_dir, options: ReplayOptions, split_bytes: int, window_bytes: int = 1 << 40):
+    """The snapshot's tables, the tally and the markers the task functions give for a broker data dir with every
+    offsets partition over `split_bytes` cut into ranges: the ranges' tasks, then each split partition's load."""
+    plan = plan_inputs([data_dir])
+    work = pa.Table.from_batches(_work_batches(plan))
+    by_shard: dict[int, list[int]] = {}
+    for i, p in enumerate(work.column("offsets_partition").to_pylist()):
+        by_shard.setdefault(p, []).append(i)
+    units = _units(work, by_shard, split_bytes)
+    task = _decode_and_load_task([list(units.values())], plan.policy, options,
+                                 (options.until_offset, options.until_time_ms), window_bytes=window_bytes)
+    out = pa.Table.from_batches(list(task(iter([pa.record_batch([pa.array([0])], names=["id"])]))))
+    passed = out.filter(pc.is_in(out.column("table"), pa.array([KEPT, HELD])))
+    loads = [_split_load_task(options)(passed.filter(pc.equal(passed.column("shard"), shard)))
+             for shard in sorted(set(passed.column("shard").to_pylist()))]
+    out = pa.concat_tables([out.filter(pc.invert(pc.is_in(out.column("table"), pa.array([KEPT, HELD])))),
+                            *[t.cast(out.schema) for t in loads]])
+    of = {t: [from_blob(b) if t != STATES else pickle.loads(b)
+              for b in out.filter(pc.equal(out.column("table"), t)).column("payload").to_pylist()]
+          for t in (STATES, "offset_commits", MARKERS)}
+    states = [s for part in of[STATES] for s in part]
+    names = [from_blob(b) for b in out.filter(pc.equal(out.column("table"), LOG)).column("named").to_pylist()
+             if b is not None]
+    tally = [from_blob(b) for b in out.column("tally").to_pylist() if b is not None]
+    tables = as_rows(tabulate_shards(states, options, None,
+                                     topic_names(pa.concat_tables(names).to_pylist()) if names else {}))
+    from pipelines.coordinator.shard import _engine_rows
+
+    tables["offset_commits"] = _engine_rows(pa.concat_tables(of["offset_commits"])) if of["offset_commits"] else []
+    return tables, pa.concat_tables(tally), pa.concat_tables(of[MARKERS]), units
+
+
+def _ranges(units) -> int:
+    return sum(1 for _, _, piece in units.values() if piece is not None)
+
+
+@pytest.mark.parametrize("semantics", ["modern", "legacy"])
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_every_entry_a_range_gives_the_broker_scenarios_state_and_history(brokerdata, scenario, semantics):
+    options = ReplayOptions(semantics=semantics, snapshot_id="w", num_partitions=50)
+    data = brokerdata / scenario / "data"
+    want = replay_rows(list(iter_decoded_rows([data])), options)
+    got, tally, markers, units = _split_tables(data, options, split_bytes=1, window_bytes=1)
+    assert _ranges(units) > 1
+    assert_same(got, want, f"{scenario} split at every entry")
+    assert pc.sum(tally.column("n")).as_py() == len(list(iter_decoded_rows([data])))
+
+
+@pytest.mark.parametrize("semantics", ["legacy", "modern"])
+def test_ranges_give_the_real_segments_state_and_history(realdata, semantics):
+    options = ReplayOptions(semantics=semantics, snapshot_id="w")
+    for d in data_dirs(realdata):
+        largest = max(sum(f.stat().st_size for f in p.glob("*.log")) for p in d.glob("__consumer_offsets-*"))
+        got, _, _, units = _split_tables(d, options, split_bytes=max(1, largest // 8))  # about 8 ranges
+        assert_same(got, replay_rows(list(iter_decoded_rows([d])), options), str(d))
+
+
+@pytest.mark.parametrize("cut", ["offset", "time"])
+def test_a_cut_splits_like_the_whole_log(brokerdata, cut):
+    for scenario in ("transactions", "kip848", "deletes"):
+        data = brokerdata / scenario / "data"
+        rows = list(iter_decoded_rows([data]))
+        if cut == "offset":
+            bound = dict(until_offset=sorted(r["offset"] for r in rows)[len(rows) // 2])
+        else:
+            bound = dict(until_time_ms=sorted(r["timestamp"] for r in rows if r["timestamp"])[len(rows) // 2])
+        options = ReplayOptions(semantics="modern", snapshot_id="w", num_partitions=50, **bound)
+        got, tally, _, _ = _split_tables(data, options, split_bytes=1)
+        assert_same(got, replay_rows(rows, options), f"{scenario} {bound}")
+        whole = tally_rows(pa.Table.from_pylist(rows, schema=DECODED_RECORD_SCHEMA),
+                           options.until_offset, options.until_time_ms)
+        assert pc.sum(tally.column("n")).as_py() == pc.sum(whole.column("n")).as_py()
+
+
+def test_ranges_cut_at_entries_and_cover_every_byte(brokerdata):
+    plan = plan_inputs([brokerdata / "transactions" / "data"])
+    work = pa.Table.from_batches(_work_batches(plan))
+    for part in sorted(set(work.column("offsets_partition").to_pylist())):
+        items = work.filter(pc.equal(work.column("offsets_partition"), part)).to_pylist()
+        total = sum(i["size"] for i in items)
+        ranges = log_ranges(part, items, total // 3 + 1)
+        if ranges is None:
+            continue
+        assert len(ranges) >= 2 and ranges[0].floor == NO_FLOOR
+        assert sum(r.bytes for r in ranges) == total
+        floors = [r.floor for r in ranges]
+        assert floors == sorted(floors) and floors[-1] > NO_FLOOR
+        assert log_ranges(part, items, total) is None  # no larger than the setting: whole
+
+
+def test_a_copied_segment_across_ranges_is_loaded_once(brokerdata, tmp_path):
+    """A partition dir holding its segment twice (a copy named after an earlier base offset): the second copy's
+    records sit at or below the first range's floor, so they are tallied but not loaded or written again."""
+    import shutil
+
+    src = brokerdata / "transactions" / "data"
+    options = ReplayOptions(semantics="modern", snapshot_id="w", num_partitions=50)
+    want = replay_rows(list(iter_decoded_rows([src])), options)
+    copy = tmp_path / "data"
+    shutil.copytree(src, copy)
+    copied = 0
+    for seg in copy.glob("__consumer_offsets-*/*.log"):
+        if seg.stat().st_size:
+            shutil.copy(seg, seg.with_name(f"{int(seg.stem) + 1:020d}.log"))
+            copied += 1
+    assert copied
+    got, tally, _, units = _split_tables(copy, options, split_bytes=1)
+    assert _ranges(units) > 1
+    assert_same(got, want, "copied segments")
+    assert pc.sum(tally.column("n")).as_py() == 2 * len(list(iter_decoded_rows([src])))
+
+
+# ------------------------------------------------------------------------------------------ generated logs, any cut
+def _streamed(table: pa.Table, options: ReplayOptions, cuts: list[int]):
+    """The states, history rows (as settled, then pending) and markers of `table` (one partition) loaded whole, or
+    cut at `cuts` into ranges loaded as the split tasks load them."""
+    if not cuts:
+        whole = StreamedShards(options)
+        history = whole.load(table, last=False)
+        done = whole.finish()
+        return done.states, [history], done.pending, done.markers
+    bounds = [0, *cuts, table.num_rows]
+    passed, held, history = [], [], []
+    top = NO_FLOOR
+    for a, b in zip(bounds, bounds[1:]):
+        piece = table.slice(a, b - a)
+        loader = StreamedShards(options, floor={} if top == NO_FLOOR else {0: top}, passes_on=True)
+        history.append(loader.load(piece))
+        done = loader.finish()
+        passed.append(loader.passed_on())
+        held.append(done.pending)
+        offsets = [o for o in piece.column("offset").to_pylist() if o is not None]
+        top = max([top, *offsets])
+    split = StreamedShards(options, relevant=True, commits=False)
+    for kept, pending in zip(passed, held):
+        if kept is not None:
+            history.append(split.load(kept))
+        split.hold(pending)
+    done = split.finish()
+    return done.states, history, done.pending, done.markers
+
+
+def _compared(table: pa.Table, semantics: str, cuts: list[int]) -> dict:
+    options = ReplayOptions(semantics=semantics, snapshot_id="s", load_time_ms=5, num_partitions=50)
+    states, history, pending, markers = _streamed(table, options, cuts)
+    names = topic_names(table.to_pylist())
+    tables = as_rows(tabulate_shards(states, options, None, names))
+    rows = pa.concat_tables([h for h in history if h is not None and h.num_rows] or [pending.slice(0, 0)])
+    key = lambda r: (r["record_offset"], sorted((k, str(v)) for k, v in r.items()))  # noqa: E731
+    return {**tables, "history": sorted(rows.to_pylist(), key=key), "pending": sorted(pending.to_pylist(), key=key),
+            "markers": sorted(markers.to_pylist(), key=lambda r: r["offset"])}
+
+
+@pytest.mark.parametrize("semantics", ["legacy", "modern"])
+@pytest.mark.parametrize("ops", [log_ops, kafka_like_log], ids=["any_log", "kafka_like_log"])
+@HYPO
+@given(data=st.data())
+def test_ranges_load_like_the_whole_log(semantics, ops, data):
+    rows = [r for r in build_log(data.draw(ops, label="ops"), partition=0).rows
+            if r["record_kind"] not in ("error", "unknown")]
+    if not rows:
+        return
+    table = to_table(rows)
+    cuts = sorted(set(data.draw(st.lists(st.integers(1, max(1, table.num_rows - 1)), max_size=6), label="cuts")))
+    cuts = [c for c in cuts if 0 < c < table.num_rows]
+    whole, split = _compared(table, semantics, []), _compared(table, semantics, cuts)
+    for t in whole:
+        assert split[t] == whole[t], f"{semantics} {t} cut at {cuts}"
