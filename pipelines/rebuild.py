@@ -390,18 +390,25 @@ def decode(run: Run) -> None:
 @contextlib.contextmanager
 def _resuming():
     """A saved shard that does not load (`coordinator.saved.SavedShardError`: damaged or altered since its run
-    wrote it), here or in a task, as one line for the user instead of a task's traceback."""
+    wrote it), or a shard's task out of memory (`frames.segment_shards.ShardMemoryError`), here or in a task, as
+    one line for the user instead of a task's traceback."""
     from pipelines.coordinator.saved import SavedShardError
+    from pipelines.frames.segment_shards import ShardMemoryError
 
     try:
         yield
     except SavedShardError as e:
         raise RunFailed(f"{e}: run again without --incremental to rebuild in full") from None
+    except ShardMemoryError as e:
+        raise RunFailed(str(e)) from None
     except Exception as e:
         found = re.search(r"SavedShardError: (.*)", str(e))
-        if found is None:
-            raise
-        raise RunFailed(f"{found.group(1)}: run again without --incremental to rebuild in full") from None
+        if found is not None:
+            raise RunFailed(f"{found.group(1)}: run again without --incremental to rebuild in full") from None
+        found = re.search(r"ShardMemoryError: (.*)", str(e))
+        if found is not None:
+            raise RunFailed(found.group(1)) from None
+        raise
 
 
 def _saves_shards(run: Run) -> bool:
@@ -549,8 +556,9 @@ def replay(run: Run) -> None:
 
         run.progress.stage("replay", f"semantics {options.semantics}, the state tables of the loaded shards"
                                      + expiring)
-        shards = tabulate_on_spark(run.spark, run.loaded, options, expiry, topic_names_of(run.decoded),
-                                   history_check=check)
+        with _resuming():
+            shards = tabulate_on_spark(run.spark, run.loaded, options, expiry, topic_names_of(run.decoded),
+                                       history_check=check)
     else:
         if inc.is_incremental:  # `decode` sends every incremental run to the shards or resumes it in process
             raise RuntimeError("an incremental run reached the replay of a decoded log without its saved shards")

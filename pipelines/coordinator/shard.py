@@ -241,7 +241,9 @@ def tabulate_shards(states: Iterable, options: ReplayOptions, expiry: ExpiryOpti
     the part of a replay that needs the run-wide facts (the expiry clock, the topic names). `top_partition`: the
     run's highest offsets partition (default: the highest of `states`) for the placement check when `options`
     has no partition count."""
-    return {t: contract_table(r, t) for t, r in _tabulate(states, options, expiry, names, top_partition).items()}
+    rows = _tabulate(states, options, expiry, names, top_partition)
+    # each table's engine rows dropped as it is converted: a big shard's rows and tables are not all held at once
+    return {t: contract_table(rows.pop(t), t) for t in list(rows)}
 
 
 def _tabulate(states, options, expiry, names, top_partition=None) -> dict[str, Any]:

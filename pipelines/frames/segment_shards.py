@@ -19,6 +19,7 @@ never split: a skewed partition is one long task.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import pickle
@@ -49,6 +50,31 @@ KEPT = "_kept"  # a range of a split partition: the rows its partition's load re
 HELD = "_held"  # a range of a split partition: its history rows whose transaction no marker in it ended
 # `seq`: a range's rows in its partition's log order (KEPT then HELD of range 0, then of range 1, ...)
 FUSED_DDL = "table string, shard int, payload binary, tally binary, named binary, seq int"
+
+
+class ShardMemoryError(RuntimeError):
+    """A shard's task ran out of the memory its Python worker may use (`spark.executor.pyspark.memory`, which
+    PySpark sets as the worker's address-space limit): one line naming the offsets partition, for the user, instead
+    of a worker killed without a word."""
+
+
+@contextlib.contextmanager
+def memory_of(shard: int, what: str):
+    """A `MemoryError` (Arrow's too) while a task works on offsets partition `shard` as a `ShardMemoryError`."""
+    try:
+        yield
+    except MemoryError:
+        raise ShardMemoryError(f"offsets partition {shard}: {what} needs more memory than its Python worker may use "
+                               f"({_worker_limit()}): raise spark.executor.pyspark.memory (the README's 'Memory' "
+                               "gives what a task needs), or lower decode.split_bytes and decode.load_buffer_bytes"
+                               ) from None
+
+
+def _worker_limit() -> str:
+    import resource
+
+    soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    return "no limit set" if soft == resource.RLIM_INFINITY else f"{soft // (1024 * 1024)} MiB"
 
 
 def applies(plan, previous=None) -> bool:
@@ -142,8 +168,9 @@ def _decode_and_load_task(slices: list[list[tuple]], policy, options: ReplayOpti
         for batch in batches:
             for i in batch.column(0).to_pylist():
                 for shard, items, piece in slices[i]:
-                    for rows in run(shard, items, piece):
-                        yield _envelope_batch(rows)
+                    with memory_of(shard, "decoding and loading" if piece is None else f"range {piece.index}"):
+                        for rows in run(shard, items, piece):
+                            yield _envelope_batch(rows)
 
     def run(shard: int, items: pa.Table, piece) -> Iterator[list]:
         from pipelines.coordinator.streamed import StreamedShards
@@ -254,11 +281,15 @@ def _split_load_task(options: ReplayOptions, split_by=None, stage=None, state_st
     shard, onto the shard the previous run saved; the history rows a range left pending are decided by the
     markers of the ranges after it."""
     def run(rows: pa.Table) -> pa.Table:
+        shard = rows.column("shard")[0].as_py()
+        with memory_of(shard, "loading its ranges"):
+            return load(shard, rows)
+
+    def load(shard: int, rows: pa.Table) -> pa.Table:
         from pipelines.coordinator.streamed import StreamedShards
         from pipelines.io.blobs import from_blob
 
         started = time.process_time()
-        shard = rows.column("shard")[0].as_py()
         rows = rows.sort_by([("seq", "ascending")])
         resume = previous.of_partition(shard) if previous is not None else None
         loader = StreamedShards(options, None if resume is None else {shard: resume}, relevant=True, commits=False)
@@ -459,10 +490,17 @@ def _tabulate_task(options: ReplayOptions, expiry, names: dict[str, str], top_pa
         from pipelines.frames.shards import _blobs
 
         for batch in batches:
-            for shard, payload in zip(batch.column("shard").to_pylist(), batch.column("payload").to_pylist()):
-                tables = tabulate_shards(pickle.loads(payload), options, expiry, names, top_partition)
-                yield from _envelope([(name, shard, blob) for name, table in tables.items() if table.num_rows
-                                      for blob in _blobs(table)])
+            shards, payloads = batch.column("shard"), batch.column("payload")
+            for i in range(batch.num_rows):
+                shard = shards[i].as_py()
+                with memory_of(shard, "tabulating its state"):
+                    tables = tabulate_shards(pickle.loads(payloads[i].as_py()), options, expiry, names,
+                                             top_partition)
+                    for name in list(tables):  # a table's blobs out, then the table dropped
+                        table = tables.pop(name)
+                        if table.num_rows:
+                            yield from _envelope([(name, shard, blob) for blob in _blobs(table)])
+                        del table
     return run
 
 
