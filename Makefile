@@ -56,7 +56,7 @@ test-deep: setup
 bench: setup
 	$(PY) benchmarks/bench_decode.py --mb 100
 	$(PY) benchmarks/bench_rebuild.py
-	$(PY) benchmarks/bench_skew.py --compare-whole
+	$(PY) benchmarks/bench_skew.py --compare-unsplit --compare-balanced
 	$(PY) benchmarks/bench_replay.py
 	$(PY) benchmarks/bench_validation.py
 	$(PY) benchmarks/bench_serving.py

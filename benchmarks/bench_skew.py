@@ -1,7 +1,8 @@
 """A hot offsets partition: the peak memory of the Python worker that loads it, and the snapshot it gives.
 
     python benchmarks/bench_skew.py [--records 3000000] [--groups 3000] [--hot-share 1.0] [--shape mixed]
-                                    [--dir /tmp/offsetlake-skew] [--compare-whole] [--same-as WAREHOUSE]
+                                    [--dir /tmp/offsetlake-skew] [--compare-whole] [--compare-unsplit]
+                                    [--compare-balanced] [--same-as WAREHOUSE]
 
 Generates (or reuses) a sample dump whose records are `--hot-share` in one offsets partition (`offsetlake sample
 --hot-share`), rebuilds it in this process on Spark (the segment shards: one task per offsets partition, each
@@ -10,7 +11,9 @@ single Python worker (sampled from /proc every 0.1 s: RSS, the figure a containe
 stderr beside the progress lines tells which stage holds it), the driver's, and the records/s. `--compare-whole`
 rebuilds it again with each partition in one window (a task's memory before streaming) and compares: with it, or
 with `--same-as W` (another version's rebuild of the same dump, same snapshot id), every table of the snapshot is
-compared row for row, the snapshot id aside.
+compared row for row, the snapshot id aside. `--compare-unsplit` rebuilds it again with the hot partition read by one task
+(`decode.split_bytes` 0) and compares the snapshots; `--compare-balanced` rebuilds a dump of the same generator and
+size with no hot partition (the groups spread over every offsets partition) and gives the records/s ratio.
 """
 from __future__ import annotations
 
@@ -95,6 +98,10 @@ def main():
     ap.add_argument("--env", default="local")
     ap.add_argument("--same-as", type=Path, help="a warehouse holding the same dump's snapshot to compare with")
     ap.add_argument("--snapshot-id", default="skew")
+    ap.add_argument("--compare-unsplit", action="store_true",
+                    help="also rebuild with the hot partition in one task (decode.split_bytes 0) and compare")
+    ap.add_argument("--compare-balanced", action="store_true",
+                    help="also rebuild the same generator's dump with no hot partition: the records/s ratio")
     ap.add_argument("--compare-whole", action="store_true",
                     help="also rebuild with each partition in one window (the memory of a task before streaming) "
                          "and compare the two snapshots")
@@ -104,30 +111,37 @@ def main():
     from pipelines.rebuild import RebuildRequest, run_rebuild
     from pipelines.session import get_spark
 
-    dump = args.dir / f"dump-{args.records}-{args.groups}-{args.partitions}-hot{args.hot_share}-{args.shape}"
-    if not dump.exists():
-        from pipelines.sample import generate_sample
+    def generated(hot_share: float | None) -> Path:
+        dump = args.dir / f"dump-{args.records}-{args.groups}-{args.partitions}-hot{hot_share}-{args.shape}"
+        if not dump.exists():
+            from pipelines.sample import generate_sample
 
-        t = time.monotonic()
-        stats = generate_sample(dump, records=args.records, groups=args.groups, partitions=args.partitions, seed=1,
-                                hot_share=args.hot_share, shape=args.shape)
-        print(f"generated {dump} in {time.monotonic() - t:.0f}s: {stats.summary()}", file=sys.stderr)
+            t = time.monotonic()
+            stats = generate_sample(dump, records=args.records, groups=args.groups, partitions=args.partitions,
+                                    seed=1, hot_share=hot_share, shape=args.shape)
+            print(f"generated {dump} in {time.monotonic() - t:.0f}s: {stats.summary()}", file=sys.stderr)
+        return dump
+
+    dump = generated(args.hot_share)
     settings = load_settings(env=args.env)
     spark = get_spark(settings, app_name="offsetlake-bench-skew")
     result = {"dump": str(dump), "cores": os.cpu_count()}
 
-    def timed(name: str, wh: Path, load_buffer_bytes: int | None = None) -> None:
+    def timed(name: str, wh: Path, load_buffer_bytes: int | None = None, split_bytes: int | None = None,
+              source: Path = dump) -> None:
         from dataclasses import replace
 
-        run_settings = settings
+        decode = dict(settings.section("decode"))
         if load_buffer_bytes is not None:
-            run_settings = replace(settings, raw={**settings.raw, "decode": {**settings.section("decode"),
-                                                                             "load_buffer_bytes": load_buffer_bytes}})
+            decode["load_buffer_bytes"] = load_buffer_bytes
+        if split_bytes is not None:
+            decode["split_bytes"] = split_bytes
+        run_settings = replace(settings, raw={**settings.raw, "decode": decode})
         shutil.rmtree(wh, ignore_errors=True)
         sampler = WorkerPeak()
         sampler.start()
         t = time.monotonic()
-        summary = run_rebuild(spark, run_settings, RebuildRequest(inputs=(str(dump),), warehouse=str(wh),
+        summary = run_rebuild(spark, run_settings, RebuildRequest(inputs=(str(source),), warehouse=str(wh),
                                                                   snapshot_id=args.snapshot_id),
                               emit=lambda line: print(f"{time.monotonic() - t:7.1f}s {line}", file=sys.stderr))
         wall = time.monotonic() - t
@@ -135,6 +149,7 @@ def main():
         sampler.join()
         result[name] = {
             "load_buffer_bytes": run_settings.section("decode").get("load_buffer_bytes"),
+            "split_bytes": run_settings.section("decode").get("split_bytes"),
             "records": summary.records_in, "mb": round(summary.bytes_in / 1e6, 1), "wall_s": round(wall, 1),
             "records_per_s": round(summary.records_in / wall), "status": summary.status,
             "task_cpu_seconds": summary.task_cpu_seconds,
@@ -145,8 +160,15 @@ def main():
     wh = args.dir / "warehouse"
     timed("streamed", wh)
     if args.compare_whole:
-        timed("one_window_per_partition", args.dir / "warehouse-whole", 1 << 40)
+        timed("one_window_per_partition", args.dir / "warehouse-whole", 1 << 40, 0)
         args.same_as = args.same_as or args.dir / "warehouse-whole"
+    if args.compare_unsplit:
+        timed("one_task_per_partition", args.dir / "warehouse-unsplit", split_bytes=0)
+        args.same_as = args.same_as or args.dir / "warehouse-unsplit"
+    if args.compare_balanced:
+        timed("balanced", args.dir / "warehouse-balanced", source=generated(None))
+        result["hot_vs_balanced_records_per_s"] = round(
+            result["streamed"]["records_per_s"] / result["balanced"]["records_per_s"], 2)
     if args.same_as is not None:
         mine, theirs = snapshot_tables(wh, args.snapshot_id), snapshot_tables(args.same_as, args.snapshot_id)
         result["same_snapshot_as"] = str(args.same_as)
