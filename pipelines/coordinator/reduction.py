@@ -85,7 +85,7 @@ def _mark_group_values(keep: np.ndarray, table: pa.Table, is_value) -> None:
     keep[index[order[first | last]]] = True
 
 
-def _end_markers(table: pa.Table, modern: bool):
+def end_markers(table: pa.Table, modern: bool):
     """The control records that end their producer's transaction, as the loaders read them
     (`loader.is_end_marker`): modern, COMMIT and ABORT; the old loader, the first record of any control batch."""
     is_control = pc.fill_null(pc.equal(table.column("record_kind"), "control"), False)
@@ -166,6 +166,19 @@ def _drop_idle_markers(keep: np.ndarray, table: pa.Table, is_control, ends, txn,
     keep[row[needed & same]] = True
 
 
+def transactional_commits(table: pa.Table, modern: bool):
+    """The offset commits the loaders hold in a producer's transaction (legacy: the batch's transactional flag;
+    modern: a producer id), as a mask."""
+    is_commit = pc.fill_null(pc.equal(table.column("record_kind"), "offset_commit"), False)
+    return pc.and_(is_commit, _is_txn(table, modern))
+
+
+def _is_txn(table: pa.Table, modern: bool):
+    if modern:
+        return pc.not_equal(pc.fill_null(table.column("producer_id"), -1), -1)
+    return pc.fill_null(table.column("is_transactional"), False)
+
+
 def state_relevant_rows(table: pa.Table, modern: bool, keep_outcomes: bool = True,
                         open_producers: Mapping[int, Iterable[int]] | None = None) -> pa.Table:
     """The rows of `table` (decoded rows the shards load: no error/unknown rows, log order per offsets partition,
@@ -177,10 +190,7 @@ def state_relevant_rows(table: pa.Table, modern: bool, keep_outcomes: bool = Tru
     if n == 0:
         return table
     is_commit = pc.fill_null(pc.equal(table.column("record_kind"), "offset_commit"), False)
-    if modern:
-        is_txn = pc.not_equal(pc.fill_null(table.column("producer_id"), -1), -1)
-    else:
-        is_txn = pc.fill_null(table.column("is_transactional"), False)
+    is_txn = _is_txn(table, modern)
     plain = pc.and_(is_commit, pc.invert(is_txn))
     keep = np.asarray(pc.invert(plain).to_numpy(zero_copy_only=False), dtype=bool).copy()
     if keep.all():
@@ -188,7 +198,7 @@ def state_relevant_rows(table: pa.Table, modern: bool, keep_outcomes: bool = Tru
     tombstone = pc.fill_null(table.column("is_tombstone"), False)
     rows = table.select(KEY).append_column("__row", pa.array(np.arange(n, dtype=np.int64)))
     if not keep_outcomes:
-        is_control, ends = _end_markers(table, modern)
+        is_control, ends = end_markers(table, modern)
         values = pc.and_(pc.and_(is_commit, is_txn), pc.invert(tombstone))
         keep[_ended_before_overwrite(table, rows, ends, values, plain)] = False
     _mark_last(keep, rows, plain)

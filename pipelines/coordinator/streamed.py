@@ -70,7 +70,7 @@ class StreamedShards:
 
     def __init__(self, options: ReplayOptions, resume: Mapping[int, SavedShard] | None = None,
                  history: bool = True, keep_outcomes: bool = True, relevant: bool = False,
-                 commits: bool = True, floor: Mapping[int, int] | None = None, passes_on: bool = False) -> None:
+                 commits: bool = True, floor: Mapping[int, int] | None = None, ranged: bool = False) -> None:
         resume = dict(resume or {})
         self.options = options
         self.relevant = relevant  # the windows hold only the rows the loaders read, cut and reduced (state only)
@@ -78,8 +78,11 @@ class StreamedShards:
         # False: the windows' own history rows were made where they were decoded (a split partition's ranges,
         # `frames.ranges`); a load only decides the rows held back (`hold`)
         self.commits = commits
-        # True: the rows each load hands the loaders are kept for `passed_on` (a range of a split partition)
-        self.passes_on = passes_on
+        # True: a range of a split partition (`frames.ranges`). No state is loaded: the loads build the range's
+        # history (its transactional records' outcomes from its own markers, `_range_outcomes`) and keep the rows
+        # the loaders would read for `passed_on`, which its partition's load reads
+        self.ranged = ranged
+        self._open: dict[tuple[int, int], list[int]] = {}  # (partition, producer) -> its open records' offsets
         self._passed: list[pa.Table] = []
         self._passed_rows, self._reduced_rows = 0, 0
         self.keep_outcomes = keep_outcomes or history
@@ -98,9 +101,8 @@ class StreamedShards:
         (None: no history is kept): its own records' rows whose outcome is known, and the held-back rows its
         markers decided. `last`: no window follows, so nothing is held back (the rows still pending are returned
         with the others, as the whole log's load gives them)."""
-        from pipelines.coordinator.shard import (conform_decoded, loadable, loader_rows, naming_rows,
-                                                 transaction_markers, until_cut)
-        from pipelines.coordinator.tables import offset_commits_table, outcomes_table
+        from pipelines.coordinator.shard import conform_decoded, loadable, naming_rows, transaction_markers, until_cut
+        from pipelines.coordinator.tables import outcomes_table
 
         options = self.options
         table = loadable(conform_decoded(window))
@@ -112,30 +114,80 @@ class StreamedShards:
             open_producers = {p: list(s.pending) for p, s in self.states.items() if s.pending}
         loaded = table if self.relevant else state_relevant_rows(
             table, options.is_modern, keep_outcomes=self.keep_outcomes, open_producers=open_producers)
-        if self.passes_on and loaded.num_rows:
-            self._pass_on(loaded)
         outcomes = [outcomes_table(-1, {})]
+        if self.ranged:
+            if loaded.num_rows:
+                self._pass_on(loaded)
+            outcomes.extend(self._range_outcomes(table))
+        else:
+            self._load_states(loaded, outcomes)
+        if not self.keep_outcomes:
+            return None
+        return self._settled(table, pa.concat_tables(outcomes), last)
+
+    def _load_states(self, loaded: pa.Table, outcomes: list[pa.Table]) -> None:
+        """`loaded` through the loaders onto the states; each state's outcomes appended to `outcomes`."""
+        from pipelines.coordinator.shard import loader_rows
+        from pipelines.coordinator.tables import outcomes_table
+
         with gc_paused():
             parts = loaded.column(PART).to_pylist()
             by_part = {p: [r for _, r in pr] for p, pr in itertools.groupby(zip(parts, loader_rows(loaded)),
                                                                             key=lambda pr: pr[0])}
             fresh = [p for p in self.states if p not in self._carried] if self._unstamped else []
             for part in sorted(set(by_part) | set(fresh)):
-                state = load_shard(part, by_part.pop(part, ()), options, self.states.get(part), self.history,
+                state = load_shard(part, by_part.pop(part, ()), self.options, self.states.get(part), self.history,
                                    continued=part in self._carried)
                 self.states[part] = state
                 self._carried.add(part)
                 if self.keep_outcomes:
                     outcomes.append(outcomes_table(part, state.outcomes, state.decided_by))
-        if not self.keep_outcomes:
-            return None
-        outcomes = pa.concat_tables(outcomes)
+
+    def _range_outcomes(self, table: pa.Table) -> list[pa.Table]:
+        """The outcomes of a range's transactional records (`ranged`), as the loaders give them: each record's is
+        its producer's next end marker in the log (`loader.is_end_marker`: the loaders' `_decide`), from this
+        window or a later one of the range (open until then: `pending`). A walk over the transactional records
+        and the end markers only, in log order."""
+        from pipelines.coordinator.reduction import end_markers, transactional_commits
+        from pipelines.coordinator.tables import outcomes_table
+
+        _, ends = end_markers(table, self.options.is_modern)
+        picked = pc.or_(ends, transactional_commits(table, self.options.is_modern))
+        decided: dict[int, dict[int, tuple]] = {}
+        if pc.any(picked).as_py():
+            rows = table.filter(picked)
+            for part, pid, offset, end, ctype, ts in zip(
+                    rows.column(PART).to_pylist(), pc.fill_null(rows.column("producer_id"), -1).to_pylist(),
+                    rows.column("offset").to_pylist(), ends.filter(picked).to_pylist(),
+                    rows.column("control_type").to_pylist(), rows.column("timestamp").to_pylist()):
+                if not end:
+                    self._open.setdefault((part, pid), []).append(offset)
+                    continue
+                outcome = "committed" if ctype == "COMMIT" else "aborted"
+                got = decided.setdefault(part, {})
+                for off in self._open.pop((part, pid), ()):
+                    got[off] = (outcome, offset, ts)
+        out = []
+        for part in sorted(set(decided) | {p for p, _ in self._open}):
+            got = decided.get(part, {})
+            outcomes = {off: o for off, (o, _, _) in got.items()}
+            for (p, _), offs in self._open.items():
+                if p == part:
+                    outcomes.update(dict.fromkeys(offs, "pending"))
+            out.append(outcomes_table(part, outcomes, {off: (m, ts) for off, (_, m, ts) in got.items()}))
+        return out
+
+    def _settled(self, table: pa.Table, outcomes: pa.Table, last: bool) -> pa.Table:
+        """The history rows a load settles: `table`'s own (unless `commits` is off) with `outcomes`, and the held-back
+        rows `outcomes` decided; the rows still pending are held back unless `last`."""
+        from pipelines.coordinator.tables import offset_commits_table
+
         own = table if self.history and self.commits else table.slice(0, 0)
-        rows = offset_commits_table(own, outcomes, options.snapshot_id)
+        rows = offset_commits_table(own, outcomes, self.options.snapshot_id)
         if self.pending is not None and self.pending.num_rows:
             held = self.pending
             if outcomes.num_rows or self._unstamped:
-                held = decided(held, outcomes, options.snapshot_id)
+                held = decided(held, outcomes, self.options.snapshot_id)
             rows = pa.concat_tables([held, rows])
         self._unstamped = False
         if last:
@@ -160,7 +212,7 @@ class StreamedShards:
         rows a range hands on stay about the size of its state, not of its log."""
         self._passed.append(loaded)
         self._passed_rows += loaded.num_rows
-        if self._passed_rows > 2 * self._reduced_rows + 100_000:
+        if self._passed_rows > 2 * self._reduced_rows + 1_000_000:
             self._passed = [state_relevant_rows(pa.concat_tables(self._passed), self.options.is_modern)]
             self._passed_rows = self._reduced_rows = self._passed[0].num_rows
 

@@ -3,8 +3,8 @@
 Every group lives in one offsets partition, so one busy group (or a log cleaner that died) puts most of a log in one
 partition, and one task per partition would be one long task. A partition of more than `decode.split_bytes` of
 segment bytes is cut at entry boundaries (between segment files, or inside a large one) into ranges of about that
-size (`log_ranges`). Each range is decoded and loaded by a task of its own (`frames.segment_shards`) onto an empty
-state: that gives its history rows (`offset_commits`: a plain commit's row needs no state, a transactional one's
+size (`log_ranges`). Each range is decoded by a task of its own (`frames.segment_shards`), which loads no state
+(`coordinator.streamed.StreamedShards(ranged=True)`): it gives the range's history rows (`offset_commits`: a plain commit's row needs no state, a transactional one's
 outcome is its producer's next end marker, found in the range or left pending), its tally and quarantine, and the
 rows the reduction rule keeps (`coordinator.reduction`: the last plain commit per key; every group record,
 transactional record and marker). One task per split partition then loads the ranges' kept rows in log order, as

@@ -179,9 +179,9 @@ def _decode_and_load_task(slices: list[list[tuple]], policy, options: ReplayOpti
         from pipelines.frames.tally import _combine, tally_rows
 
         items = items.sort_by([("base_offset", "ascending"), ("path", "ascending"), ("start_position", "ascending")])
-        if piece is not None:  # a range: loaded onto an empty state, its kept rows handed on to its partition's load
+        if piece is not None:  # a range: its history built, its kept rows handed on to its partition's load
             floor = {} if piece.floor == NO_FLOOR else {shard: piece.floor}
-            loader = StreamedShards(options, floor=floor, passes_on=True)
+            loader = StreamedShards(options, floor=floor, ranged=True)
         else:
             resume = previous.of_partition(shard) if previous is not None and shard >= 0 else None
             loader = StreamedShards(options, None if resume is None else {shard: resume})

@@ -163,7 +163,7 @@ def _streamed(table: pa.Table, options: ReplayOptions, cuts: list[int]):
     top = NO_FLOOR
     for a, b in zip(bounds, bounds[1:]):
         piece = table.slice(a, b - a)
-        loader = StreamedShards(options, floor={} if top == NO_FLOOR else {0: top}, passes_on=True)
+        loader = StreamedShards(options, floor={} if top == NO_FLOOR else {0: top}, ranged=True)
         history.append(loader.load(piece))
         done = loader.finish()
         passed.append(loader.passed_on())
