@@ -34,10 +34,17 @@ WORK_SCHEMA = pa.schema(
         # segment: the byte position (an entry boundary) to start reading at; null/0 = the whole file. An
         # incremental run (`pipelines.incremental`) resumes files it read before where the previous run stopped.
         ("start_position", pa.int64()),
-        # segment: the entry boundary to stop reading at, null = the file's end (a range of a split partition)
+        # segment: the entry boundary to stop reading at (a range of a split partition); null or -1: the file's end
         ("end_position", pa.int64()),
     ]
 )
+FILE_END = -1  # `end_position` of an item read to its file's end
+
+
+def end_position(item: dict) -> int | None:
+    """Where a work item's reading stops: None for the file's end (-1, null, or the NaN pandas makes of a null)."""
+    end = item.get("end_position")
+    return None if end is None or end != end or end < 0 else int(end)
 
 
 @dataclass(frozen=True)
@@ -171,7 +178,7 @@ def _decode_items(batches: Iterator[pa.RecordBatch], policy: ReadPolicy = DEFAUL
         for item in batch.to_pylist():
             rows: list[dict] = []
             if counters is not None:
-                end = item.get("end_position")
+                end = end_position(item)
                 counters.add(0, max(0, (item["size"] if end is None else end) - (item.get("start_position") or 0)))
             if item["kind"] == "segment":
                 # fast path: segment bytes straight to Arrow columns (same rows as the reference path)
@@ -183,7 +190,7 @@ def _decode_items(batches: Iterator[pa.RecordBatch], policy: ReadPolicy = DEFAUL
                     with storage.location(item["path"]).as_local_file(start=start) as local:
                         yield from decode_segment_to_arrow(local, offsets_partition=item["offsets_partition"],
                                                            batch_rows=ARROW_BATCH_ROWS, start_position=start,
-                                                           end_position=item.get("end_position"),
+                                                           end_position=end_position(item),
                                                            policy=policy, source=item["path"])
                 except (OSError, storage.StorageError) as e:  # vanished, a directory, I/O: one row, not a failure
                     yield flush([problem_to_row(ReadProblem(
@@ -242,6 +249,8 @@ def _work_table(plan: DecodePlan) -> pa.Table:
     for item in items:
         if item.get("start_position") is None:
             item["start_position"] = 0  # never null: pandas would turn an all-null int column into NaN floats
+        if item.get("end_position") is None:
+            item["end_position"] = FILE_END
     return pa.Table.from_pylist(items, schema=WORK_SCHEMA)
 
 

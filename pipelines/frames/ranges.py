@@ -22,6 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pipelines.decoding.segments import entry_heads
+from pipelines.frames.decode import FILE_END, end_position
 from pipelines.io import storage
 
 #: A partition of more segment bytes than this is decoded in ranges of about this size (`decode.split_bytes`).
@@ -46,7 +47,7 @@ class LogRange:
 
 
 def _end(item: dict) -> int:
-    end = item.get("end_position")
+    end = end_position(item)
     return item["size"] or 0 if end is None else end
 
 
@@ -87,7 +88,7 @@ def _cut(partition: int, items: list[dict], split_bytes: int) -> list[LogRange] 
                 close()
                 piece_start = head.position
             top = max(top, head.last_offset)
-        current.append(dict(item, start_position=piece_start, end_position=None))
+        current.append(dict(item, start_position=piece_start, end_position=FILE_END))
         taken += _end(item) - piece_start
     close()
     return ranges if len(ranges) > 1 else None

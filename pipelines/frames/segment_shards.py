@@ -174,7 +174,7 @@ def _decode_and_load_task(slices: list[list[tuple]], policy, options: ReplayOpti
 
     def run(shard: int, items: pa.Table, piece) -> Iterator[list]:
         from pipelines.coordinator.streamed import StreamedShards
-        from pipelines.frames.decode import _decode_items
+        from pipelines.frames.decode import _decode_items, end_position
         from pipelines.frames.ranges import NO_FLOOR
         from pipelines.frames.tally import _combine, tally_rows
 
@@ -238,7 +238,7 @@ def _decode_and_load_task(slices: list[list[tuple]], policy, options: ReplayOpti
         load_cpu += time.process_time() - started
         in_bytes = sum(max(0, (e if e is not None else s or 0) - (p or 0)) for s, p, e in zip(
             items.column("size").to_pylist(), items.column("start_position").to_pylist(),
-            items.column("end_position").to_pylist()))
+            [end_position({"end_position": e}) for e in items.column("end_position").to_pylist()]))
         if counters is not None:
             counters.add(records, in_bytes, shards=1 if piece is None or piece.index == 0 else 0)
         if cpu is not None:

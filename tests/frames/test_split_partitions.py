@@ -26,7 +26,7 @@ from pipelines.frames.segment_shards import (HELD, KEPT, LOG, MARKERS, STATES, _
 from pipelines.frames.tally import tally_rows
 from pipelines.io.blobs import from_blob
 from schemas.decoded import DECODED_RECORD_SCHEMA
-from tests.coordinator.harness import as_rows, assert_same
+from tests.coordinator.harness import as_rows, assert_same, canon
 from tests.coordinator.rowkit import to_table
 from tests.coordinator.test_replay_brokerdata import SCENARIOS
 from tests.coordinator.test_replay_differential import build_log, kafka_like_log, log_ops
@@ -183,7 +183,7 @@ def _compared(table: pa.Table, semantics: str, cuts: list[int]) -> dict:
     options = ReplayOptions(semantics=semantics, snapshot_id="s", load_time_ms=5, num_partitions=50)
     states, history, pending, markers = _streamed(table, options, cuts)
     names = topic_names(table.to_pylist())
-    tables = as_rows(tabulate_shards(states, options, None, names))
+    tables = {t: canon(r) for t, r in as_rows(tabulate_shards(states, options, None, names)).items()}
     rows = pa.concat_tables([h for h in history if h is not None and h.num_rows] or [pending.slice(0, 0)])
     key = lambda r: (r["record_offset"], sorted((k, str(v)) for k, v in r.items()))  # noqa: E731
     return {**tables, "history": sorted(rows.to_pylist(), key=key), "pending": sorted(pending.to_pylist(), key=key),

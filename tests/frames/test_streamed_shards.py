@@ -33,7 +33,7 @@ def _task_tables(data_dir, options: ReplayOptions, window_bytes: int) -> tuple[d
     plan = plan_inputs([data_dir])
     items = pa.Table.from_batches(_work_batches(plan))
     parts = sorted(set(items.column("offsets_partition").to_pylist()))
-    shards = [(p, items.filter(pc.equal(items.column("offsets_partition"), p))) for p in parts]
+    shards = [(p, items.filter(pc.equal(items.column("offsets_partition"), p)), None) for p in parts]
     task = _decode_and_load_task([shards], plan.policy, options, (options.until_offset, options.until_time_ms),
                                  window_bytes=window_bytes)
     out = pa.Table.from_batches(list(task(iter([pa.record_batch([pa.array([0])], names=["id"])]))))
