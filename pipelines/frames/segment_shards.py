@@ -277,32 +277,32 @@ def _split_load_task(options: ReplayOptions, split_by=None, stage=None, state_st
                      previous: SavedShards | None = None, cpu=None):
     """The executor function of a split partition's load (`frames.ranges`): its ranges' envelope rows in (KEPT and
     HELD, any order), its shard's envelope rows out, as a whole partition's task gives them but for the tally and
-    the quarantine (its ranges'). The ranges' kept rows are loaded in log order, as the windows of one streamed
-    shard, onto the shard the previous run saved; the history rows a range left pending are decided by the
-    markers of the ranges after it."""
+    the quarantine (its ranges'). The ranges' kept rows, in log order, are reduced again as one log and loaded as one
+    window of a streamed shard, onto the shard the previous run saved; the history rows a range left pending are
+    decided by the markers of the ranges after it (a record's outcome is its producer's next end marker's)."""
     def run(rows: pa.Table) -> pa.Table:
         shard = rows.column("shard")[0].as_py()
         with memory_of(shard, "loading its ranges"):
             return load(shard, rows)
 
     def load(shard: int, rows: pa.Table) -> pa.Table:
-        from pipelines.coordinator.streamed import StreamedShards
+        from pipelines.coordinator.streamed import load_split
         from pipelines.io.blobs import from_blob
 
         started = time.process_time()
         rows = rows.sort_by([("seq", "ascending")])
         resume = previous.of_partition(shard) if previous is not None else None
-        loader = StreamedShards(options, None if resume is None else {shard: resume}, relevant=True, commits=False)
-        del resume
         writer = stage.writer(shard) if stage is not None else None
         out: list[tuple] = []
         try:
+            kept, held = [], []
             for table, payload in zip(rows.column("table").to_pylist(), rows.column("payload").to_pylist()):
-                if table == HELD:
-                    loader.hold(from_blob(payload))
-                    continue
-                out.extend(_history(shard, loader.load(from_blob(payload)), split_by, writer))
-            done = loader.finish()
+                (held if table == HELD else kept).append(from_blob(payload))
+            del rows
+            settled, done = load_split(options, kept, held, None if resume is None else {shard: resume})
+            del kept, held, resume
+            out.extend(_history(shard, settled, split_by, writer))
+            del settled
             if writer is not None:
                 out.extend(_history(shard, done.pending, split_by, None))
                 out = [r for r in out if r[0] != "offset_commits"]

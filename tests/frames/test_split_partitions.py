@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from pipelines.coordinator.options import ReplayOptions
 from pipelines.coordinator.shard import replay_rows, tabulate_shards
-from pipelines.coordinator.streamed import StreamedShards
+from pipelines.coordinator.streamed import StreamedShards, load_split
 from pipelines.coordinator.tables import topic_names
 from pipelines.decoding.reader import iter_decoded_rows
 from pipelines.frames.decode import _work_batches, plan_inputs
@@ -170,12 +170,8 @@ def _streamed(table: pa.Table, options: ReplayOptions, cuts: list[int]):
         held.append(done.pending)
         offsets = [o for o in piece.column("offset").to_pylist() if o is not None]
         top = max([top, *offsets])
-    split = StreamedShards(options, relevant=True, commits=False)
-    for kept, pending in zip(passed, held):
-        if kept is not None:
-            history.append(split.load(kept))
-        split.hold(pending)
-    done = split.finish()
+    settled, done = load_split(options, [k for k in passed if k is not None], held)
+    history.append(settled)
     return done.states, history, done.pending, done.markers
 
 
