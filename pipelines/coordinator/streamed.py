@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Iterable, Iterator, Mapping
 
 import numpy as np
 import pyarrow as pa
@@ -264,18 +264,19 @@ class StreamedShards:
         return FinishedShards([self.states[p] for p in sorted(self.states)], pending, markers, naming)
 
 
-def load_split(options: ReplayOptions, kept: list[pa.Table], held: list[pa.Table],
-               resume: Mapping[int, SavedShard] | None = None) -> tuple[pa.Table, FinishedShards]:
+def load_split(options: ReplayOptions, kept: Iterable[pa.Table], held: list[pa.Table],
+               resume: Mapping[int, SavedShard] | None = None) -> Iterator[pa.Table | FinishedShards]:
     """A split partition loaded from its ranges (`frames.ranges`; each a `StreamedShards(ranged=True)`): `kept`,
-    each range's `passed_on` rows in log order, reduced again as one log and loaded as one window onto `resume`;
-    `held`, each range's pending history rows, decided by the markers of the ranges after it (a record's outcome is
-    its producer's next end marker's). The history rows this settles, and the shard."""
+    each range's `passed_on` rows in log order (read one at a time), loaded as the windows of one streamed shard onto
+    `resume`; `held`, each range's pending history rows, decided by the markers of the ranges after it (a record's
+    outcome is its producer's next end marker's, so they may be held before any window). The history rows each
+    window settles, then the shard."""
     loader = StreamedShards(options, resume, relevant=True, commits=False)
     for rows in held:
         loader.hold(rows)
-    rows = pa.concat_tables(kept) if kept else _empty_decoded()
-    settled = loader.load(state_relevant_rows(rows, options.is_modern) if rows.num_rows else rows)
-    return settled, loader.finish()
+    for rows in kept:
+        yield loader.load(rows)
+    yield loader.finish()
 
 
 def decided(rows: pa.Table, outcomes: pa.Table, snapshot_id: str) -> pa.Table:

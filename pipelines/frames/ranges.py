@@ -7,10 +7,10 @@ size (`log_ranges`). Each range is decoded by a task of its own (`frames.segment
 (`coordinator.streamed.StreamedShards(ranged=True)`): it gives the range's history rows (`offset_commits`: a plain commit's row needs no state, a transactional one's
 outcome is its producer's next end marker, found in the range or left pending), its tally and quarantine, and the
 rows the reduction rule keeps (`coordinator.reduction`: the last plain commit per key; every group record,
-transactional record and marker). One task per split partition then loads the ranges' kept rows in log order,
-reduced again as one log, as one window of a streamed shard (`coordinator.streamed`), and decides the history rows
-the ranges left pending with the markers of the ranges after them. The state is the one the whole log gives: the
-kept rows are a subset of the log, in log order, holding every row the reduction rule keeps of the whole log.
+transactional record and marker). One task per split partition then loads the ranges' kept rows in log order, as
+the windows of one streamed shard (`coordinator.streamed.load_split`), and decides the history rows the ranges left
+pending with the markers of the ranges after them. The state is the one the whole log gives: loading a log's reduced
+windows one after another is what every streamed shard does.
 
 An offset is loaded once, as in a whole partition's load: each range starts above the highest offset of every
 entry in the ranges before it (`LogRange.floor`), so a copy of a record an earlier range read (overlapping segment

@@ -277,9 +277,9 @@ def _split_load_task(options: ReplayOptions, split_by=None, stage=None, state_st
                      previous: SavedShards | None = None, cpu=None):
     """The executor function of a split partition's load (`frames.ranges`): its ranges' envelope rows in (KEPT and
     HELD, any order), its shard's envelope rows out, as a whole partition's task gives them but for the tally and
-    the quarantine (its ranges'). The ranges' kept rows, in log order, are reduced again as one log and loaded as one
-    window of a streamed shard, onto the shard the previous run saved; the history rows a range left pending are
-    decided by the markers of the ranges after it (a record's outcome is its producer's next end marker's)."""
+    the quarantine (its ranges'). The ranges' kept rows are loaded in log order, as the windows of one streamed shard,
+    onto the shard the previous run saved; the history rows a range left pending are decided by the markers of the
+    ranges after it (`coordinator.streamed.load_split`)."""
     def run(rows: pa.Table) -> pa.Table:
         shard = rows.column("shard")[0].as_py()
         with memory_of(shard, "loading its ranges"):
@@ -295,14 +295,15 @@ def _split_load_task(options: ReplayOptions, split_by=None, stage=None, state_st
         writer = stage.writer(shard) if stage is not None else None
         out: list[tuple] = []
         try:
-            kept, held = [], []
-            for table, payload in zip(rows.column("table").to_pylist(), rows.column("payload").to_pylist()):
-                (held if table == HELD else kept).append(from_blob(payload))
-            del rows
-            settled, done = load_split(options, kept, held, None if resume is None else {shard: resume})
-            del kept, held, resume
-            out.extend(_history(shard, settled, split_by, writer))
-            del settled
+            tables, payloads = rows.column("table").to_pylist(), rows.column("payload")
+            held = [from_blob(payloads[i].as_py()) for i, t in enumerate(tables) if t == HELD]
+            kept = (from_blob(payloads[i].as_py()) for i, t in enumerate(tables) if t == KEPT)
+            for settled in load_split(options, kept, held, None if resume is None else {shard: resume}):
+                if isinstance(settled, pa.Table):
+                    out.extend(_history(shard, settled, split_by, writer))
+                else:
+                    done = settled
+            del held, resume
             if writer is not None:
                 out.extend(_history(shard, done.pending, split_by, None))
                 out = [r for r in out if r[0] != "offset_commits"]

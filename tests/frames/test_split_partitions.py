@@ -170,8 +170,8 @@ def _streamed(table: pa.Table, options: ReplayOptions, cuts: list[int]):
         held.append(done.pending)
         offsets = [o for o in piece.column("offset").to_pylist() if o is not None]
         top = max([top, *offsets])
-    settled, done = load_split(options, [k for k in passed if k is not None], held)
-    history.append(settled)
+    *settled, done = load_split(options, [k for k in passed if k is not None], held)
+    history.extend(settled)
     return done.states, history, done.pending, done.markers
 
 
