@@ -98,6 +98,8 @@ def main():
     ap.add_argument("--env", default="local")
     ap.add_argument("--same-as", type=Path, help="a warehouse holding the same dump's snapshot to compare with")
     ap.add_argument("--snapshot-id", default="skew")
+    ap.add_argument("--split-bytes", type=int, default=None,
+                    help="decode.split_bytes of the hot dump's run (default: frames.ranges.SPLIT_BYTES, 64 MiB)")
     ap.add_argument("--compare-unsplit", action="store_true",
                     help="also rebuild with the hot partition in one task (decode.split_bytes 0) and compare")
     ap.add_argument("--compare-balanced", action="store_true",
@@ -160,7 +162,9 @@ def main():
     wh = args.dir / "warehouse"
     if args.compare_balanced:  # the session's first run pays the Python workers' start: both compared warm
         timed("balanced_first_of_session", args.dir / "warehouse-balanced", source=generated(None))
-    timed("streamed", wh)
+    from pipelines.frames.ranges import SPLIT_BYTES
+
+    timed("streamed", wh, split_bytes=SPLIT_BYTES if args.split_bytes is None else args.split_bytes)
     if args.compare_balanced:
         timed("balanced", args.dir / "warehouse-balanced", source=generated(None))
     if args.compare_whole:

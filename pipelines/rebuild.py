@@ -182,9 +182,7 @@ def _load_buffer_bytes(value) -> int:
 
 
 def _split_bytes(value) -> int:
-    from pipelines.frames.ranges import SPLIT_BYTES
-
-    return SPLIT_BYTES if value is None else _non_negative_int(value, "decode.split_bytes")
+    return _non_negative_int(value, "decode.split_bytes")
 
 
 def new_snapshot_id() -> str:

@@ -25,7 +25,7 @@ from pipelines.decoding.segments import entry_heads
 from pipelines.frames.decode import FILE_END, end_position
 from pipelines.io import storage
 
-#: A partition of more segment bytes than this is decoded in ranges of about this size (`decode.split_bytes`).
+#: A range size that suits most (`decode.split_bytes`; the setting's default, 0, never splits).
 SPLIT_BYTES = 64 * 1024 * 1024
 NO_FLOOR = -1  # offsets are never negative: a range that follows none loads every offset
 

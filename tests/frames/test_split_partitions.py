@@ -31,6 +31,7 @@ from tests.coordinator.rowkit import to_table
 from tests.coordinator.test_replay_brokerdata import SCENARIOS
 from tests.coordinator.test_replay_differential import build_log, kafka_like_log, log_ops
 from tests.coordinator.test_replay_realdata import data_dirs
+from tests.frames.test_streamed_shards import cut_in_half
 from tests.depth import cases
 
 HYPO = settings(max_examples=cases(deep=200, quick=50), deadline=None, database=None,
@@ -96,16 +97,9 @@ def test_ranges_give_the_real_segments_state_and_history(realdata, semantics):
 
 @pytest.mark.parametrize("cut", ["offset", "time"])
 def test_a_cut_splits_like_the_whole_log(brokerdata, cut):
-    for scenario in ("transactions", "kip848", "deletes"):
-        data = brokerdata / scenario / "data"
-        rows = list(iter_decoded_rows([data]))
-        if cut == "offset":
-            bound = dict(until_offset=sorted(r["offset"] for r in rows)[len(rows) // 2])
-        else:
-            bound = dict(until_time_ms=sorted(r["timestamp"] for r in rows if r["timestamp"])[len(rows) // 2])
-        options = ReplayOptions(semantics="modern", snapshot_id="w", num_partitions=50, **bound)
+    for data, rows, options in cut_in_half(brokerdata, cut):
         got, tally, _, _ = _split_tables(data, options, split_bytes=1)
-        assert_same(got, replay_rows(rows, options), f"{scenario} {bound}")
+        assert_same(got, replay_rows(rows, options), f"{data.parent.name} cut by {cut}")
         whole = tally_rows(pa.Table.from_pylist(rows, schema=DECODED_RECORD_SCHEMA),
                            options.until_offset, options.until_time_ms)
         assert pc.sum(tally.column("n")).as_py() == pc.sum(whole.column("n")).as_py()

@@ -100,8 +100,8 @@ def test_one_batch_windows_give_the_real_segments_state_and_history(realdata, se
         assert_same(got, want, str(d))
 
 
-@pytest.mark.parametrize("cut", ["offset", "time"])
-def test_a_cut_streams_like_the_whole_log(brokerdata, cut):
+def cut_in_half(brokerdata, cut: str):
+    """(data dir, its decoded rows, options) of three broker scenarios, each cut halfway by offset or by time."""
     for scenario in ("transactions", "kip848", "deletes"):
         data = brokerdata / scenario / "data"
         rows = list(iter_decoded_rows([data]))
@@ -109,7 +109,14 @@ def test_a_cut_streams_like_the_whole_log(brokerdata, cut):
             bound = dict(until_offset=sorted(r["offset"] for r in rows)[len(rows) // 2])
         else:
             bound = dict(until_time_ms=sorted(r["timestamp"] for r in rows if r["timestamp"])[len(rows) // 2])
-        options = ReplayOptions(semantics="modern", snapshot_id="w", num_partitions=50, **bound)
+        yield data, rows, ReplayOptions(semantics="modern", snapshot_id="w", num_partitions=50, **bound)
+
+
+@pytest.mark.parametrize("cut", ["offset", "time"])
+def test_a_cut_streams_like_the_whole_log(brokerdata, cut):
+    for data, rows, options in cut_in_half(brokerdata, cut):
+        bound = (options.until_offset, options.until_time_ms)
+        scenario = data.parent.name
         got, tally, _ = _task_tables(data, options, 1)
         assert_same(got, _reference(data, options), f"{scenario} {bound}")
         whole = tally_rows(pa.Table.from_pylist(rows, schema=DECODED_RECORD_SCHEMA), options.until_offset,
