@@ -6,8 +6,6 @@ brokers' ground truth). On generated logs, both semantics, cut anywhere, the ran
 the streamed whole log's state, history, pending rows and markers."""
 from __future__ import annotations
 
-import pickle
-
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
@@ -21,17 +19,15 @@ from pipelines.coordinator.tables import topic_names
 from pipelines.decoding.reader import iter_decoded_rows
 from pipelines.frames.decode import _work_batches, plan_inputs
 from pipelines.frames.ranges import NO_FLOOR, log_ranges
-from pipelines.frames.segment_shards import (HELD, KEPT, LOG, MARKERS, STATES, _decode_and_load_task,
-                                             _split_load_task, _units)
+from pipelines.frames.segment_shards import HELD, KEPT, _decode_and_load_task, _split_load_task, _units
 from pipelines.frames.tally import tally_rows
-from pipelines.io.blobs import from_blob
 from schemas.decoded import DECODED_RECORD_SCHEMA
 from tests.coordinator.harness import as_rows, assert_same, canon
 from tests.coordinator.rowkit import to_table
 from tests.coordinator.test_replay_brokerdata import SCENARIOS
 from tests.coordinator.test_replay_differential import build_log, kafka_like_log, log_ops
 from tests.coordinator.test_replay_realdata import data_dirs
-from tests.frames.test_streamed_shards import cut_in_half
+from tests.frames.test_streamed_shards import cut_in_half, envelope_tables
 from tests.depth import cases
 
 HYPO = settings(max_examples=cases(deep=200, quick=50), deadline=None, database=None,
@@ -55,19 +51,8 @@ def _split_tables(data_dir, options: ReplayOptions, split_bytes: int, window_byt
              for shard in sorted(set(passed.column("shard").to_pylist()))]
     out = pa.concat_tables([out.filter(pc.invert(pc.is_in(out.column("table"), pa.array([KEPT, HELD])))),
                             *[t.cast(out.schema) for t in loads]])
-    of = {t: [from_blob(b) if t != STATES else pickle.loads(b)
-              for b in out.filter(pc.equal(out.column("table"), t)).column("payload").to_pylist()]
-          for t in (STATES, "offset_commits", MARKERS)}
-    states = [s for part in of[STATES] for s in part]
-    names = [from_blob(b) for b in out.filter(pc.equal(out.column("table"), LOG)).column("named").to_pylist()
-             if b is not None]
-    tally = [from_blob(b) for b in out.column("tally").to_pylist() if b is not None]
-    tables = as_rows(tabulate_shards(states, options, None,
-                                     topic_names(pa.concat_tables(names).to_pylist()) if names else {}))
-    from pipelines.coordinator.shard import _engine_rows
-
-    tables["offset_commits"] = _engine_rows(pa.concat_tables(of["offset_commits"])) if of["offset_commits"] else []
-    return tables, pa.concat_tables(tally), pa.concat_tables(of[MARKERS]), units
+    tables, tally, markers = envelope_tables(out, options)
+    return tables, tally, markers, units
 
 
 def _ranges(units) -> int:

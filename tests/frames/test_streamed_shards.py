@@ -36,10 +36,15 @@ def _task_tables(data_dir, options: ReplayOptions, window_bytes: int) -> tuple[d
     shards = [(p, items.filter(pc.equal(items.column("offsets_partition"), p)), None) for p in parts]
     task = _decode_and_load_task([shards], plan.policy, options, (options.until_offset, options.until_time_ms),
                                  window_bytes=window_bytes)
-    out = pa.Table.from_batches(list(task(iter([pa.record_batch([pa.array([0])], names=["id"])]))))
+    return envelope_tables(pa.Table.from_batches(list(task(iter([pa.record_batch([pa.array([0])], names=["id"])])))),
+                           options)
+
+
+def envelope_tables(out: pa.Table, options: ReplayOptions) -> tuple[dict, pa.Table, pa.Table]:
+    """The snapshot's tables (the history with them), the tally and the markers of shard tasks' envelope rows."""
     of = {t: [from_blob(b) if t != STATES else pickle.loads(b)
               for b in out.filter(pc.equal(out.column("table"), t)).column("payload").to_pylist()]
-          for t in (STATES, "offset_commits", MARKERS, LOG)}
+          for t in (STATES, "offset_commits", MARKERS)}
     states = [s for part in of[STATES] for s in part]
     names = [from_blob(b) for b in out.filter(pc.equal(out.column("table"), LOG)).column("named").to_pylist()
              if b is not None]
