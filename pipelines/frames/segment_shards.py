@@ -209,17 +209,8 @@ def _decode_and_load_task(slices: list[list[tuple]], policy, options: ReplayOpti
                 if out:
                     yield out
             done = loader.finish()
-            if piece is not None:
-                out = []
-                if writer is not None:
-                    for f, aside in writer.close(done.pending.slice(0, 0)):
-                        out.append(_row(WRITTEN, shard, json.dumps([dataclasses.asdict(f), aside]).encode()))
-            else:
-                out = list(_history(shard, done.pending, split_by, None))
-                if writer is not None:
-                    out = [r for r in out if r[0] != "offset_commits"]
-                    for f, aside in writer.close(done.pending):
-                        out.append(_row(WRITTEN, shard, json.dumps([dataclasses.asdict(f), aside]).encode()))
+            # a range's pending rows go to its partition's load (HELD), not into its history
+            out = _closed(shard, done.pending.slice(0, 0) if piece is not None else done.pending, split_by, writer)
         except BaseException:
             if writer is not None:
                 writer.abort()
@@ -304,13 +295,7 @@ def _split_load_task(options: ReplayOptions, split_by=None, stage=None, state_st
                 else:
                     done = settled
             del held, resume
-            if writer is not None:
-                out.extend(_history(shard, done.pending, split_by, None))
-                out = [r for r in out if r[0] != "offset_commits"]
-                for f, aside in writer.close(done.pending):
-                    out.append(_row(WRITTEN, shard, json.dumps([dataclasses.asdict(f), aside]).encode()))
-            else:
-                out.extend(_history(shard, done.pending, split_by, None))
+            out.extend(_closed(shard, done.pending, split_by, writer))
         except BaseException:
             if writer is not None:
                 writer.abort()
@@ -320,6 +305,18 @@ def _split_load_task(options: ReplayOptions, split_by=None, stage=None, state_st
             cpu[1].add(time.process_time() - started)
         return pa.Table.from_batches([_envelope_batch(out)])
     return run
+
+
+def _closed(shard: int, pending: pa.Table, split_by, writer) -> list[tuple]:
+    """The envelope rows that end a shard's history: its still-pending rows' suspects, and the rows packed (no
+    `writer`) or set aside by `writer` as it closes, with every file it wrote."""
+    out = list(_history(shard, pending, split_by, None))
+    if writer is None:
+        return out
+    out = [r for r in out if r[0] != "offset_commits"]
+    for f, aside in writer.close(pending):
+        out.append(_row(WRITTEN, shard, json.dumps([dataclasses.asdict(f), aside]).encode()))
+    return out
 
 
 def _history(shard: int, rows: pa.Table, split_by, writer) -> Iterator[tuple]:
