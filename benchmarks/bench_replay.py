@@ -11,7 +11,7 @@ The rows resemble `pipelines/sample.py`'s mix (spark.range-based, so 10M rows co
   ~5% of the groups also get GroupMetadata tombstones (deleted groups, some re-created);
 * ~1% KIP-848 records (types 3, 4, 5, 6, 7, 8) of the ~15% KIP-848 groups (3 members each).
 
-`--mode materialize` (default) does what `pipelines/rebuild.py` does: the decoded rows are persisted first, then the
+`--mode materialize` (default) does what `pipelines/rebuild/stages.py` does: the decoded rows are persisted first, then the
 engine runs one task per offsets partition (`frames.shards.replay_on_spark`, timed as `replay (shards)`: it collects
 the state tables), then the history is unpacked from the shards' envelope and materialized (an eager local
 checkpoint), timed on its own. `--mode noop` writes it to the `noop` sink instead.

@@ -77,7 +77,7 @@ def run_from_cli(**kw) -> int:
         return EXIT_USAGE
     req = RebuildRequest(inputs=tuple(kw.pop("inputs")), **kw)
     emit = None if quiet else (lambda m: click.echo(m, err=True))
-    from pipelines.preflight import prepare_run
+    from pipelines.rebuild.preflight import prepare_run
 
     try:
         prepared = prepare_run(settings, req)  # every usage error is found here, before a JVM starts

@@ -238,7 +238,7 @@ def test_small_inputs_decode_in_the_driver_as_the_tasks_do(spark, shared_dir, tm
         pytest.skip("no real segments")
     for path in inputs:
         on_spark = plan_inputs([path])
-        in_driver = replace(on_spark, in_process_max_bytes=on_spark.total_bytes)
+        in_driver = replace(on_spark, in_process=True)
         assert in_driver.in_process and not on_spark.in_process
         logs = [decoded_log(spark, plan) for plan in (on_spark, in_driver)]
         assert not logs[0].in_hand and logs[1].in_hand

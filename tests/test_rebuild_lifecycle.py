@@ -58,7 +58,7 @@ def test_a_paused_write_keeps_its_files_from_a_second_writer(spark, settings, tm
     are those the run reported."""
     from pipelines.io import delta
     from pipelines.io.warehouse import Warehouse, WarehouseError
-    from pipelines.preflight import prepare_run
+    from pipelines.rebuild.preflight import prepare_run
     from pipelines.rebuild import RebuildRequest, UsageError, run_rebuild
 
     src, g = small_log(tmp_path / "in", 100)

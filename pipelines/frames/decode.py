@@ -58,13 +58,9 @@ class DecodePlan:
     tabular_without_batch_facts: list[str]
     max_partition: int
     policy: ReadPolicy = field(default=DEFAULT_POLICY)  # what the readers do with corrupt batches and bombs
-    # a plan of at most this many bytes is read in the driver process, by the same functions a task runs: no
-    # Python worker to start and no job to schedule for a small dump (`decode.in_process_max_bytes`)
-    in_process_max_bytes: int = 0
-
-    @property
-    def in_process(self) -> bool:
-        return self.total_bytes <= self.in_process_max_bytes
+    # read in the driver process, by the same functions a task runs: no Python worker to start and no job to
+    # schedule for a small dump (`rebuild.executor.choose` decides)
+    in_process: bool = False
 
     def bytes_by_partition(self) -> dict[int, int]:
         """The segment bytes this plan reads per offsets partition (tabular dumps: not known per partition)."""

@@ -77,16 +77,6 @@ def _worker_limit() -> str:
     return "no limit set" if soft == resource.RLIM_INFINITY else f"{soft // (1024 * 1024)} MiB"
 
 
-def applies(plan, previous=None) -> bool:
-    """Whether a run's input is decoded and loaded in one task per offsets partition: a plan of segment files only,
-    read on Spark; `previous` (`SavedShards`): an incremental run's saved shards, loaded on by the same tasks (its
-    plan may also hold the input's discovery problems: each is a quarantined row of its shard)."""
-    if previous is not None:
-        return all(i["kind"] in ("segment", "problem") for i in plan.items)
-    segments = all(i["kind"] == "segment" and i["offsets_partition"] is not None for i in plan.items)
-    return segments and not plan.in_process and bool(plan.items)
-
-
 def balanced(weights: dict[int, int], tasks: int) -> list[list[int]]:
     """The keys of `weights` (offsets partitions) in at most `tasks` slices of similar weight, the heaviest placed
     first, each on the lightest slice so far."""
@@ -371,8 +361,8 @@ class LoadedOnSpark:
 def load_on_spark(spark, plan, options: ReplayOptions, cut: tuple, split_by=None, stage=None, counters=None,
                   emit=None, state_stage=None, previous: SavedShards | None = None,
                   window_bytes: int = LOAD_BUFFER_BYTES, split_bytes: int = 0) -> LoadedOnSpark:
-    """Every offsets partition of `plan` (segments only: `applies`) decoded and loaded by one task, the envelope
-    kept. `split_by`: the history's suite as a filter (`validation.suspects`), with any clock: `tabulate_on_spark`
+    """Every offsets partition of `plan` (segments only: `rebuild.executor.Route.SHARDS`) decoded and loaded by
+    one task, the envelope kept. `split_by`: the history's suite as a filter (`validation.suspects`), with any clock: `tabulate_on_spark`
     checks the suspects against the run's own. `stage` (`io.warehouse.HistoryStage`): the tasks write the
     history's files there (else its blobs are kept in the envelope); `state_stage` (`io.checkpoint.StateStage`),
     where the shards the next `--incremental` run resumes are saved (None: a what-if run saves none). `previous`:

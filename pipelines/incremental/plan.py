@@ -32,16 +32,16 @@ class IncrementalStart:
     previous_files: list[str] | None = None  # the files of it the checkpoint names
     state_entries: int = 0  # the saved shards' size in state entries (`coordinator.saved.SavedShard.entries`)
     new_bytes: int = 0
-    new_records: int = 0
     resume_at: dict = field(default_factory=dict)  # path -> start position, files read before
 
     @property
     def is_incremental(self) -> bool:
         return self.mode == "incremental"
 
-    def summary(self) -> dict:
+    def summary(self, new_records: int) -> dict:
+        """`runs.summary.incremental`, once the run has decoded its `new_records`."""
         return {"mode": self.mode, "reason": self.reason, "previous_snapshot": self.previous_snapshot,
-                "new_bytes": self.new_bytes, "new_records": self.new_records}
+                "new_bytes": self.new_bytes, "new_records": new_records}
 
     def progress_line(self) -> str:
         if self.is_incremental:
@@ -59,24 +59,6 @@ class IncrementalStart:
     def max_partition(self, new_max: int) -> int:
         old = self.previous.get("max_partition", -1) if self.is_incremental else -1
         return max(int(old if old is not None else -1), new_max)
-
-    # -- where the previous state is resumed --------------------------------------------------------------------
-    def resumes_in_process(self, max_rows: int) -> bool:
-        """Whether this incremental run loads its new records onto the saved shards in this process: its new bytes
-        are decoded here (`DecodePlan.in_process`) and the saved shards hold at most `max_rows` state entries.
-        Otherwise one Spark task per offsets partition decodes the partition's new bytes and loads them onto its
-        saved shard (`frames.segment_shards`)."""
-        return self.is_incremental and self.decode_plan.in_process and 0 < max_rows and self.state_entries <= max_rows
-
-    def local_replay_rows(self, new_records: int, max_rows: int) -> int | None:
-        """The rows (and state entries) the replay holds when this run replays in-process (at most `max_rows`
-        new records; an incremental run resumed in process, whatever it decoded here), else None (one Spark task
-        per offsets partition)."""
-        if self.is_incremental:
-            return new_records + self.state_entries if self.resumes_in_process(max_rows) else None
-        if max_rows <= 0 or new_records > max_rows:
-            return None
-        return new_records
 
     def saved_shards(self):
         """The previous run's saved shards (`saved.SavedShards`), None for a full run."""

@@ -11,6 +11,7 @@ import pytest
 
 from pipelines.coordinator.options import REPLAY_TABLES, ReplayOptions
 from pipelines.io.checkpoint import StateStage, read_state_file, state_file_partitions
+from pipelines.rebuild.executor import loads_shards
 from tests import badinputs as bi
 from tests.coordinator.harness import assert_same, by_partition, canon, plain
 
@@ -28,7 +29,7 @@ def _shifted_plan(dirs):
         plan = plan_inputs([d])
         items += [{**item, "offsets_partition": item["offsets_partition"] + 50 * i} for item in plan.items]
         total += plan.total_bytes
-    return replace(plan, items=items, total_bytes=total, num_segments=len(items), in_process_max_bytes=0,
+    return replace(plan, items=items, total_bytes=total, num_segments=len(items), in_process=False,
                    max_partition=max(i["offsets_partition"] for i in items))
 
 
@@ -43,7 +44,7 @@ def _on_spark(spark, plan, options, expiry=None, split_by=None, history_check=No
     from pipelines.frames import segment_shards
     from pipelines.frames.shards import topic_names_of
 
-    assert segment_shards.applies(plan)
+    assert loads_shards(plan)
     load_options = ReplayOptions(semantics=options.semantics, until_offset=options.until_offset,
                                  until_time_ms=options.until_time_ms, snapshot_id=options.snapshot_id)
     # the shards saved for --incremental, written by the tasks into a state directory of their own
@@ -175,8 +176,8 @@ def test_damaged_and_real_logs_are_all_accounted_for(spark, shared_dir, tmp_path
         pytest.skip("no real segments")
     quarantined = 0
     for n, path in enumerate(inputs):
-        plan = replace(plan_inputs([path]), in_process_max_bytes=0)
-        if not segment_shards.applies(plan):
+        plan = plan_inputs([path])
+        if not loads_shards(plan):
             continue
         loaded = segment_shards.load_on_spark(spark, plan, ReplayOptions(snapshot_id="q"), (None, None),
                                               state_stage=StateStage(str(tmp_path / f"state-{n}")))

@@ -68,7 +68,7 @@ def test_the_tally_counts_what_the_reference_reader_reads(spark, shared_dir, tmp
         on_spark = plan_inputs([path])
         for cut in [(at_offset, None), (None, at_time), (at_offset, at_time)]:
             counts, newest, newest_until, late, quarantined = expected(rows, *cut)
-            for plan in (on_spark, replace(on_spark, in_process_max_bytes=on_spark.total_bytes)):
+            for plan in (on_spark, replace(on_spark, in_process=True)):
                 t = tally(decoded_log(spark, plan, cut=cut))
                 facts = t.facts()
                 assert facts.counts == counts, (path, cut)

@@ -35,13 +35,13 @@ def test_the_tabulation_task_reports_its_partition(monkeypatch):
 
 
 def test_a_task_failure_from_spark_is_one_line_for_the_user():
-    from pipelines.rebuild import RunFailed, _resuming
+    from pipelines.rebuild.failures import RunFailed, shard_errors
 
     spark_text = ("An exception was thrown from the Python worker.\nTraceback (most recent call last):\n  File x\n"
                   "pipelines.frames.segment_shards.ShardMemoryError: offsets partition 4: range 0 needs more memory "
                   "than its Python worker may use (1024 MiB): raise spark.executor.pyspark.memory\n\tat org.apache")
     with pytest.raises(RunFailed) as e:
-        with _resuming():
+        with shard_errors():
             raise RuntimeError(spark_text)
     assert str(e.value).startswith("offsets partition 4: range 0 needs more memory") and "\n" not in str(e.value)
 

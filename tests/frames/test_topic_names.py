@@ -35,7 +35,7 @@ def test_topic_names_at_the_cut(spark, shared_dir):
         plan = plan_inputs([path])
         for cut in cuts:
             want = topic_names(_at_cut(rows, *cut))
-            for p in (plan, replace(plan, in_process_max_bytes=plan.total_bytes)):
+            for p in (plan, replace(plan, in_process=True)):
                 log = decoded_log(spark, p, cut=cut)
                 assert topic_names_of(log) == want, (path, cut, p.in_process)
         assert topic_names(rows), path

@@ -16,7 +16,7 @@ from tests.serving.warehouse_kit import WarehouseKit, commit
 
 
 def _plan(*paths: Path):
-    from pipelines.preflight import plan_and_check
+    from pipelines.rebuild.preflight import plan_and_check
 
     return plan_and_check([str(p) for p in paths])
 
@@ -25,7 +25,7 @@ def test_real_broker_dirs_name_their_cluster(brokerdata, tmp_path):
     """brokerdata's log dirs are two real Kafka 4.0 clusters' (their meta.properties): one is refused against a
     warehouse whose history is the other's, and both at once are refused as mixed."""
     from pipelines.io import cluster as clusters
-    from pipelines.preflight import check_cluster
+    from pipelines.rebuild.preflight import check_cluster
     from pipelines.rebuild import UsageError
 
     tx, deletes = brokerdata / "transactions" / "data", brokerdata / "deletes" / "data"

@@ -12,7 +12,8 @@ from pathlib import Path
 
 from pipelines.config import Settings
 from pipelines.io import storage
-from pipelines.rebuild import RebuildRequest, UsageError, new_snapshot_id, resolve_settings
+from pipelines.rebuild.failures import UsageError
+from pipelines.rebuild.request import RebuildRequest, RunSettings, new_snapshot_id, resolve_settings
 from pipelines.times import TimeFormatError, parse_time_ms
 
 # The head every log entry starts with (`LogEntry`: offset int64, size int32, then partitionLeaderEpoch (v2) or
@@ -25,7 +26,7 @@ _MIN_ENTRY_SIZE = 14  # a v0 message with no key and no value
 class PreparedRun:
     """A request checked and planned: what `run_rebuild` needs besides Spark, and the lock it holds."""
 
-    conf: "RunSettings"  # pipelines.rebuild.RunSettings
+    conf: RunSettings
     inputs: list[str]
     snapshot_id: str
     until_time_ms: int | None

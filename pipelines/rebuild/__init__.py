@@ -1,0 +1,65 @@
+"""A rebuild: one snapshot of the coordinator state from a `__consumer_offsets` dump.
+
+`request` (what was asked, the settings resolved once) -> `preflight` (every check that needs no Spark, the
+writer lock) -> `stages` (each returns a frozen result the next takes; `executor` chooses where the shards
+execute) -> `summary`. `failures` holds the errors the CLI maps to exit codes."""
+from __future__ import annotations
+
+import contextlib
+import time
+from typing import Callable
+
+from pipelines.config import Settings
+from pipelines.rebuild.failures import RunFailed, StrictModeError, UsageError, record_abandoned, record_failure
+from pipelines.rebuild.request import RebuildRequest, RunSettings, new_snapshot_id, resolve_settings
+from pipelines.rebuild.summary import Progress, RunSummary
+
+__all__ = ["RebuildRequest", "RunFailed", "RunSettings", "RunSummary", "StrictModeError", "UsageError",
+           "new_snapshot_id", "resolve_settings", "run_rebuild"]
+
+
+def run_rebuild(spark, settings: Settings, req: RebuildRequest, emit: Callable[[str], None] | None = None,
+                prepared=None) -> RunSummary:
+    """The whole pipeline for one snapshot. Raises UsageError (exit 2) for bad usage or unreadable input.
+
+    `prepared` is `rebuild.preflight.prepare_run`'s result when the caller checked the request before starting
+    Spark (the CLI does); this function releases its writer lock when it returns or raises."""
+    from pipelines.rebuild.preflight import prepare_run
+
+    prepared = prepared or prepare_run(settings, req)
+    try:
+        return _run_locked(spark, settings, req, emit, prepared)
+    finally:
+        prepared.release()
+
+
+def _run_locked(spark, settings: Settings, req: RebuildRequest, emit, prepared) -> RunSummary:
+    from pipelines.incremental import is_what_if
+    from pipelines.io.warehouse import Warehouse
+    from pipelines.rebuild import stages
+    from pipelines.times import ms_to_iso
+
+    warehouse = Warehouse(req.warehouse)
+    progress = Progress(emit, on_stage=lambda name: prepared.lock.update(stage=name))
+    if prepared.abandoned is not None:
+        record_abandoned(warehouse, prepared.abandoned, progress.emit)
+    with contextlib.ExitStack() as held:
+        run = stages.Run(spark=spark, settings=settings, req=req, conf=prepared.conf, prepared=prepared,
+                         warehouse=warehouse, progress=progress, started_ms=int(time.time() * 1000),
+                         kind="what-if" if is_what_if(req) else "scheduled", held=held)
+        try:
+            planned = stages.plan(run)
+            decoded = stages.decode(run, planned)
+            replayed = stages.replay(run, planned, decoded)
+            assembled = stages.assemble(run, planned, decoded, replayed)
+            materialized = stages.materialize(run, replayed, assembled)
+            validated = stages.validate(run, planned, decoded, replayed, materialized)
+            summary = stages.summarize(run, planned, decoded, replayed, assembled, materialized, validated)
+            stages.checkpoint(run, planned, replayed, validated)
+            return stages.write(run, summary, planned, assembled, materialized, validated)
+        except Exception as e:
+            conf = run.conf
+            record_failure(warehouse, run.snapshot_id, progress.current or "end", dict(
+                started_at=ms_to_iso(run.started_ms), inputs=prepared.inputs, semantics=conf.semantics,
+                retention_minutes=conf.retention_minutes, kind=run.kind), e, req.warehouse)
+            raise

@@ -1,0 +1,104 @@
+"""What a rebuild is asked (`RebuildRequest`: the CLI's flags) and its settings resolved once from `conf/` and the
+request (`RunSettings`: the request wins)."""
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from dataclasses import dataclass
+
+from pipelines.config import Settings
+from pipelines.rebuild.failures import UsageError
+
+
+@dataclass(frozen=True)
+class RebuildRequest:
+    inputs: tuple[str, ...]
+    warehouse: str
+    snapshot_id: str | None = None
+    as_of: str | None = None  # ISO-8601 (UTC if no zone) or "now"; None = newest record timestamp (at the cut)
+    retention_minutes: int | None = None
+    no_expiry: bool = False
+    semantics: str | None = None
+    until_time: str | None = None
+    until_offset: int | None = None
+    incremental: bool = False
+    strict: bool = False
+    num_partitions: int | None = None
+    kafka_version: str | None = None
+    replay_corrupt_batches: bool = False
+    other_cluster: bool = False  # write a snapshot of another cluster's dump, not adding to the history
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """A run's settings, resolved once from `conf/` and the request (the request wins). The thresholds that
+    choose where shards execute are read by `rebuild.executor` only."""
+
+    semantics: str
+    retention_minutes: int
+    expiry: bool
+    kafka_version: str
+    num_partitions: int | None  # the offsets topic's partition count setting; None: from the input
+    strict: bool
+    local_replay_max_rows: int
+    resume_tasks_min_rows: int  # an incremental run resumed from the driver's decoding, this big, uses the cores
+    in_process_max_bytes: int  # inputs up to this size are decoded and counted in the driver
+    load_buffer_bytes: int  # a shard task decodes and loads its segments this many bytes at a time
+    split_bytes: int  # an offsets partition of more segment bytes is decoded in ranges of this size (0: never)
+    read_policy: object  # decoding.policy.ReadPolicy
+
+
+def resolve_settings(settings: Settings, req: RebuildRequest) -> RunSettings:
+    r = settings.section("rebuild")
+    semantics = req.semantics or r.get("semantics", "legacy")
+    if semantics not in ("legacy", "modern"):
+        raise UsageError(f"--semantics must be legacy or modern, not {semantics!r}")
+    from pipelines.decoding.policy import ReadPolicy
+
+    try:
+        policy = ReadPolicy(
+            replay_corrupt_batches=req.replay_corrupt_batches or bool(r.get("replay_corrupt_batches", False)),
+            max_batch_bytes=settings.section("decode").get("max_batch_bytes", ReadPolicy().max_batch_bytes))
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    retention = req.retention_minutes if req.retention_minutes is not None else int(r.get("retention_minutes", 10080))
+    if retention < 1:
+        raise UsageError("--retention-minutes must be at least 1")
+    decode = settings.section("decode")
+    return RunSettings(
+        semantics=semantics,
+        retention_minutes=retention,
+        expiry=not req.no_expiry and bool(r.get("expiry", True)),
+        kafka_version=str(req.kafka_version or r.get("kafka_version", "3.9")),
+        num_partitions=req.num_partitions or r.get("num_offsets_partitions"),
+        strict=req.strict or bool(r.get("strict", False)),
+        local_replay_max_rows=_non_negative_int(r.get("local_replay_max_rows", 0), "rebuild.local_replay_max_rows"),
+        resume_tasks_min_rows=_non_negative_int(r.get("resume_tasks_min_rows", 0), "rebuild.resume_tasks_min_rows"),
+        in_process_max_bytes=_non_negative_int(decode.get("in_process_max_bytes", 0), "decode.in_process_max_bytes"),
+        load_buffer_bytes=_load_buffer_bytes(decode.get("load_buffer_bytes")),
+        split_bytes=_non_negative_int(decode.get("split_bytes"), "decode.split_bytes"),
+        read_policy=policy,
+    )
+
+
+def _non_negative_int(value, what: str) -> int:
+    try:
+        n = int(value or 0)
+    except (TypeError, ValueError):
+        raise UsageError(f"{what} must be a whole number, not {value!r}") from None
+    if n < 0:
+        raise UsageError(f"{what} must be 0 or more, not {n}")
+    return n
+
+
+def _load_buffer_bytes(value) -> int:
+    from pipelines.frames.segment_shards import LOAD_BUFFER_BYTES
+
+    n = LOAD_BUFFER_BYTES if value is None else _non_negative_int(value, "decode.load_buffer_bytes")
+    if n < 1:
+        raise UsageError("decode.load_buffer_bytes must be 1 or more, not 0")
+    return n
+
+
+def new_snapshot_id() -> str:
+    return dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + uuid.uuid4().hex[:6]

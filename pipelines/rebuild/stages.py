@@ -1,0 +1,531 @@
+"""The stages of a rebuild, in order: plan -> decode -> replay -> assemble -> materialize -> validate -> summarize ->
+checkpoint -> write. Each takes the run (`Run`: what it was asked, resolved before the first stage) and the
+results of the stages before it, and returns a frozen result of its own. What a stage leaves to release when the
+run ends (cached frames, files staged and not yet committed, threads) it hands to the run's exit stack
+(`Run.held`). The transforms live in their layers; where the shards execute is `rebuild.executor`'s choice."""
+from __future__ import annotations
+
+import contextlib
+from concurrent.futures import Future
+from dataclasses import dataclass, replace
+from typing import Callable
+
+from pipelines.config import Settings
+from pipelines.rebuild.executor import Execution, Route, choose
+from pipelines.rebuild.failures import StrictModeError, shard_errors
+from pipelines.rebuild.request import RebuildRequest, RunSettings
+from pipelines.rebuild.summary import Progress, RunSummary
+from pipelines.times import ms_to_iso
+
+
+@dataclass(frozen=True)
+class Run:
+    """What a run was asked and resolved before its first stage."""
+
+    spark: object
+    settings: Settings
+    req: RebuildRequest
+    conf: RunSettings
+    prepared: object  # rebuild.preflight.PreparedRun: inputs, snapshot id, writer lock
+    warehouse: object  # io.warehouse.Warehouse
+    progress: Progress
+    started_ms: int
+    kind: str  # "scheduled", or "what-if" (--as-of/--until-*: `runs.kind`)
+    held: contextlib.ExitStack  # what the stages leave to release when the run ends
+
+    @property
+    def snapshot_id(self) -> str:
+        return self.prepared.snapshot_id
+
+    @property
+    def saves_shards(self) -> bool:
+        """Whether the replay saves the shards the next `--incremental` run resumes: a what-if run is never
+        resumed from."""
+        return self.kind == "scheduled"
+
+
+def _quietly(release: Callable[[], None]) -> Callable[[], None]:
+    def call():
+        try:
+            release()
+        except Exception:  # a session already stopped: nothing left to drop
+            pass
+    return call
+
+
+def _in_thread(name: str, fn: Callable, *args) -> Future:
+    """`fn(*args)` started in a thread of its own."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    pool = ThreadPoolExecutor(1, thread_name_prefix=f"offsetlake-{name}")
+    try:
+        return pool.submit(fn, *args)
+    finally:
+        pool.shutdown(wait=False)
+
+
+# ================================================================================================================
+# plan
+# ================================================================================================================
+@dataclass(frozen=True)
+class Planned:
+    input_plan: object  # frames.decode.DecodePlan of the whole input (the checkpoint records it)
+    inc: object  # incremental.IncrementalStart: full or incremental, and why
+    execution: Execution  # what the run decodes, and where its shards execute
+    warnings: tuple[str, ...]
+
+
+def plan(run: Run) -> Planned:
+    """What the input holds, what this run decodes of it (`--incremental`: only the bytes after the previous
+    snapshot's checkpoint), and where its shards execute."""
+    from pipelines import incremental
+
+    run.progress.stage("plan", f"{len(run.prepared.inputs)} input path(s)")
+    input_plan = replace(run.prepared.plan, policy=run.conf.read_policy)
+    warnings = [f"{path}: no producer_id/is_transactional/is_control columns: transactional offset commits "
+                "cannot be resolved; every commit is treated as non-transactional"
+                for path in input_plan.tabular_without_batch_facts]
+    if run.prepared.other_cluster:
+        warnings.append(f"--other-cluster: {run.prepared.other_cluster}; this snapshot's records are not added to "
+                        "the history (offset_commits)")
+    inc = incremental.start(run.warehouse, run.req, run.conf, input_plan, run.snapshot_id)
+    run.progress.emit(f"          {inc.progress_line()}")
+    execution = choose(run.conf, inc, run.spark.sparkContext.defaultParallelism)
+    return Planned(input_plan=input_plan, inc=inc, execution=execution, warnings=tuple(warnings))
+
+
+# ================================================================================================================
+# decode
+# ================================================================================================================
+@dataclass(frozen=True)
+class Decoded:
+    log: object  # frames.decoded_log.DecodedLog: the decoded rows, kept by Spark or in hand
+    loaded: object  # frames.segment_shards.LoadedOnSpark (Route.SHARDS: decoded and loaded per shard), else None
+    tally: object  # frames.tally.Tally: records per partition and type, newest timestamps, past the cut-off
+    facts: object  # frames.tally.DecodedFacts: counts by type, newest timestamp, top partition
+    task_cpu_seconds: dict
+
+    @property
+    def records_in(self) -> int:
+        return sum(self.facts.counts.values())
+
+    @property
+    def records_quarantined(self) -> int:
+        return sum(v for k, v in self.facts.counts.items() if k.startswith("error"))
+
+
+def decode(run: Run, planned: Planned) -> Decoded:
+    """Every work item decoded into the run's decoded log, kept; the records counted by type. `Route.SHARDS`: the
+    same tasks load the shards, one per offsets partition (`frames.segment_shards`)."""
+    from pipelines.frames import segment_shards
+    from pipelines.frames.decode import decoded_log
+    from pipelines.frames.progress import TaskCounters, reporting
+    from pipelines.frames.tally import tally
+    from pipelines.state.quarantine import quarantine_table
+
+    ex = planned.execution
+    plan = ex.decode_plan
+    counters = TaskCounters(run.spark)
+    cut = (run.req.until_offset, run.prepared.until_time_ms)
+    described = f"{plan.num_segments} segment(s), {plan.num_tabular} table(s), {plan.total_bytes / 1e6:.1f} MB"
+    loaded, cpu_seconds = None, {}
+    if ex.loads_shards:
+        from pipelines.io.checkpoint import stage_state
+
+        run.progress.stage("decode", described + ", each offsets partition decoded and loaded by one task"
+                           + (" onto the shard the previous run saved" if ex.previous is not None else ""))
+        stage = run.warehouse.stage_history(run.snapshot_id, adds_only=run.kind != "scheduled")
+        state_stage = stage_state(run.warehouse, run.snapshot_id) if run.saves_shards else None
+        with shard_errors():
+            loaded = segment_shards.load_on_spark(
+                run.spark, plan, _load_options(run), cut, _early_history_check(run, plan), stage, counters,
+                run.progress.emit, state_stage, ex.previous, ex.window_bytes, ex.split_bytes)
+        log = loaded.log
+        run.held.callback(_quietly(log.unpersist))
+        run.held.callback(_quietly(loaded.release))
+        cpu_seconds = {k: round(v, 3) for k, v in loaded.cpu_seconds.items()}
+        counted = tally(log)
+    else:
+        run.progress.stage("decode", described)
+        log = decoded_log(run.spark, plan, counters, cut=cut).persist()
+        run.held.callback(_quietly(log.unpersist))
+        with reporting(run.spark, run.progress.emit, "decode", counters):
+            counted = tally(log)
+    decoded = Decoded(log=log, loaded=loaded, tally=counted, facts=counted.facts(), task_cpu_seconds=cpu_seconds)
+    run.progress.emit(f"          decoded {decoded.records_in:,} records "
+                      f"({decoded.records_quarantined:,} quarantined)")
+    if run.conf.strict and decoded.records_quarantined:
+        first = quarantine_table(log, run.snapshot_id).limit(1).collect()[0]
+        raise StrictModeError(f"--strict: quarantined record at {first['source']} position {first['position']}: "
+                              f"{first['reason']}")
+    return decoded
+
+
+def _load_options(run: Run):
+    """What loading a shard needs of the run (`coordinator.shard.load_shards`): the semantics, the cut, the id."""
+    from pipelines.coordinator.options import ReplayOptions
+
+    return ReplayOptions(semantics=run.conf.semantics, until_offset=run.req.until_offset,
+                         until_time_ms=run.prepared.until_time_ms, snapshot_id=run.snapshot_id)
+
+
+def _early_history_check(run: Run, plan):
+    """The history's suite as a filter before the run's clock is known: the run's own when `--as-of` or
+    `--until-time` gives it, else one no run reaches (the replay checks the shards' suspects against the run's)."""
+    from pipelines.validation.runner import UNKNOWN_CLOCK_MS, history_check
+
+    clock = next((t for t in (run.prepared.as_of_ms, run.prepared.until_time_ms) if t is not None), UNKNOWN_CLOCK_MS)
+    return history_check(run.settings, as_of_ms=clock, num_partitions=_partition_count(run, plan.max_partition))
+
+
+def _partition_count(run: Run, top: int) -> int:
+    """The offsets topic's partition count: the setting, else the partition dirs of the input's log dir (a broker
+    keeps them all), else Kafka's default of 50; never fewer than the highest partition seen (`top`) + 1."""
+    from pipelines.decoding.segments import partition_count
+
+    return run.conf.num_partitions or max(partition_count(run.prepared.inputs) or 50, top + 1)
+
+
+# ================================================================================================================
+# replay
+# ================================================================================================================
+@dataclass(frozen=True)
+class Clock:
+    """The run-wide facts every shard is tabulated with: the cut, the partition count, the expiry time."""
+
+    options: object  # coordinator.options.ReplayOptions
+    expiry: object  # coordinator.expiry.ExpiryOptions, None without expiry
+    as_of_ms: int
+    max_timestamp: int | None  # the newest record's, the previous run's records too
+    max_partition: int
+    num_partitions: int
+
+
+@dataclass(frozen=True)
+class Replayed:
+    route: Route
+    rows: int | None  # the rows replayed in this process (None: on Spark)
+    clock: Clock
+    tables: dict  # SHARD_TABLES as Arrow; `offset_commits` as Arrow, the shards' on Spark, or staged files
+    markers: object  # the end-transaction markers read (`coordinator.shard.transaction_markers`)
+    saved: object  # the shards the next --incremental run resumes (io.checkpoint.SavedState, or bytes by partition)
+    suspects: object  # validation.suspects.Suspects: the history as its suite sees it, from the shards on Spark
+    ahead: Future  # of `_read_ahead`: what the snapshot adds besides the replay, read while it runs
+
+
+def _clock(run: Run, planned: Planned, decoded: Decoded) -> Clock:
+    from pipelines.coordinator.expiry import ExpiryOptions
+    from pipelines.coordinator.options import ReplayOptions
+
+    req, conf, facts, inc = run.req, run.conf, decoded.facts, planned.inc
+    until_time_ms = run.prepared.until_time_ms
+    max_ts = inc.max_timestamp(facts.max_timestamp)
+    # A point-in-time run is as of its cut: --until-time T, else the newest record at or before --until-offset.
+    # It is also the load time of the groups the replay synthesizes (a broker loading the log at that point).
+    cut_ms = max_ts
+    if until_time_ms is not None:
+        cut_ms = until_time_ms
+    elif req.until_offset is not None:
+        cut_ms = facts.max_timestamp_until
+    max_part = inc.max_partition(facts.max_partition)
+    num_partitions = _partition_count(run, max(planned.execution.decode_plan.max_partition, max_part))
+    options = ReplayOptions(semantics=conf.semantics, until_offset=req.until_offset, until_time_ms=until_time_ms,
+                            num_partitions=num_partitions, snapshot_id=run.snapshot_id, load_time_ms=cut_ms)
+    if run.prepared.as_of_ms is not None:
+        as_of_ms = run.prepared.as_of_ms
+    else:
+        as_of_ms = cut_ms if cut_ms is not None else run.started_ms
+    expiry = ExpiryOptions(as_of_ms=as_of_ms, retention_minutes=conf.retention_minutes,
+                           semantics=conf.semantics, kafka_version=conf.kafka_version) if conf.expiry else None
+    return Clock(options=options, expiry=expiry, as_of_ms=as_of_ms, max_timestamp=max_ts, max_partition=max_part,
+                 num_partitions=num_partitions)
+
+
+@dataclass(frozen=True)
+class ReadAhead:
+    previous_events: object  # the previous snapshot's group history an incremental run carries forward
+    log_end_offsets: object  # pa.Table: the data topics' end offsets the input's log dirs hold (LAG as of the dump)
+    warnings: tuple[str, ...]
+
+
+def _read_ahead(run: Run, planned: Planned) -> Future:
+    """What the snapshot adds besides the replay, read in a thread while the replay runs: it depends on none of it,
+    and a replay on Spark tasks leaves this process waiting."""
+    def read() -> ReadAhead:
+        from pipelines.decoding.log_end_offsets import log_end_offsets, log_end_offsets_table
+
+        events = planned.inc.previous_group_history(run.warehouse)
+        rows, warnings = log_end_offsets(run.prepared.inputs)
+        return ReadAhead(events, log_end_offsets_table(rows, run.snapshot_id), tuple(warnings))
+    ahead = _in_thread("read-ahead", read)
+    run.held.callback(ahead.exception)  # a run that failed before it was needed leaves no thread reading
+    return ahead
+
+
+def replay(run: Run, planned: Planned, decoded: Decoded) -> Replayed:
+    """The engine over the rows (`--incremental`: loaded onto the shards the previous run saved), along the route
+    the executor chose. Every route gives the snapshot's state tables as Arrow."""
+    ahead = _read_ahead(run, planned)
+    ex = planned.execution
+    route, rows = ex.replay_route(decoded.records_in)
+    clock = _clock(run, planned, decoded)
+    options, expiry = clock.options, clock.expiry
+    expiring = f", expiry as of {ms_to_iso(clock.as_of_ms)}" if expiry else ""
+    done = dict(route=route, rows=rows, clock=clock, ahead=ahead, saved=None, suspects=None)
+    if route in (Route.IN_PROCESS, Route.TASKS):
+        from pipelines.coordinator.loader import SKIPPED_KINDS
+        from pipelines.coordinator.shard import REPLAY_COLUMNS, conform_decoded, replay_shards
+        from pipelines.heap import gc_paused
+
+        where = f"{ex.tasks} tasks" if route is Route.TASKS else "this process"
+        onto = (f" ({decoded.records_in:,} new records onto {ex.state_entries:,} saved state entries)"
+                if ex.previous is not None else "")
+        run.progress.stage("replay", f"semantics {options.semantics}, {rows:,} rows in {where}" + onto + expiring)
+        table = conform_decoded(decoded.log.to_arrow(REPLAY_COLUMNS, exclude=SKIPPED_KINDS))
+        if route is Route.TASKS:
+            from pipelines.frames.resumed import resume_on_spark
+            from pipelines.io.checkpoint import stage_state
+
+            with shard_errors():
+                shards = resume_on_spark(run.spark, table, ex.previous, options, expiry, ex.tasks,
+                                         stage_state(run.warehouse, run.snapshot_id) if run.saves_shards else None)
+            run.held.callback(_quietly(shards.release))
+            return Replayed(**{**done, "saved": shards.saved}, tables=shards.tables, markers=shards.markers)
+        # the resumed states are a million objects or more: the collector would walk them all at each full pass
+        with gc_paused():
+            with shard_errors():
+                resume = None if ex.previous is None else ex.previous.all()
+            result = replay_shards(table, options, expiry, keep=run.saves_shards, resume=resume)
+            del resume
+            saved = None if result.saved is None else {p: shard.to_bytes() for p, shard in result.saved.items()}
+            replayed = Replayed(**{**done, "saved": saved}, tables=result.tables, markers=result.markers)
+            del result  # the states, freed while paused (`heap.gc_paused`)
+        return replayed
+    from pipelines.frames.shards import replay_on_spark, topic_names_of
+    from pipelines.validation.runner import history_check
+
+    check = history_check(run.settings, as_of_ms=clock.as_of_ms, num_partitions=clock.num_partitions)
+    if route is Route.SHARDS:
+        from pipelines.frames.segment_shards import tabulate_on_spark
+
+        run.progress.stage("replay", f"semantics {options.semantics}, the state tables of the loaded shards"
+                                     + expiring)
+        with shard_errors():  # its release is the loaded shards' (`decode`)
+            shards = tabulate_on_spark(run.spark, decoded.loaded, options, expiry, topic_names_of(decoded.log),
+                                       history_check=check)
+    else:
+        run.progress.stage("replay", f"semantics {options.semantics}, one task per offsets partition" + expiring)
+        shards = replay_on_spark(run.spark, decoded.log, options, expiry, topic_names_of(decoded.log),
+                                 run.saves_shards, run.progress.emit, history_check=check,
+                                 input_bytes=ex.decode_plan.bytes_by_partition())
+        run.held.callback(_quietly(shards.release))
+    return Replayed(**{**done, "saved": shards.saved, "suspects": shards.suspects}, tables=shards.tables,
+                    markers=shards.markers)
+
+
+# ================================================================================================================
+# assemble, materialize
+# ================================================================================================================
+@dataclass(frozen=True)
+class Assembled:
+    in_hand: dict  # the state tables, Arrow (the replay's, the history carried forward, the served offsets, ...)
+    log_sized: dict  # `offset_commits` (merged into the history) and the quarantine, as they come
+    checked: dict  # what validation reads of the history: Arrow in hand, the shards' suspects, or the rows
+    read_ahead: ReadAhead
+
+
+def assemble(run: Run, planned: Planned, decoded: Decoded, replayed: Replayed) -> Assembled:
+    """The snapshot's tables: the replay's state tables (Arrow, written as they are by pyarrow), the history carried
+    forward, the served offsets, the data topics' end offsets; the log-sized tables (`offset_commits`, merged into
+    the history, and the quarantine) as they come: Arrow when in hand, else on Spark."""
+    import pyarrow as pa
+
+    from pipelines.state.quarantine import quarantine_table
+    from pipelines.state.served import with_served_offsets
+    from schemas.decoded import KIND_ERROR
+    from schemas.tables import SNAPSHOT_TABLES
+
+    ahead: ReadAhead = replayed.ahead.result()
+    tables = dict(replayed.tables)
+    tables["group_history"] = planned.inc.with_previous_history(ahead.previous_events, tables["group_history"],
+                                                                run.snapshot_id)
+    in_hand = with_served_offsets({t: a for t, a in tables.items() if t in SNAPSHOT_TABLES})
+    in_hand["log_end_offsets"] = ahead.log_end_offsets
+    history = tables["offset_commits"]
+    # validated as it came: Arrow in-process (and written from the rows in hand); from Spark, the rows its shards
+    # flagged (the rows otherwise)
+    if isinstance(history, pa.Table):
+        checked = {"offset_commits": history}
+    elif replayed.suspects is not None:  # the blobs of the shards' envelope, opened by the write
+        checked = {"offset_commits": replayed.suspects}
+    else:
+        history = history.frame()
+        checked = {"offset_commits": history}
+    quarantine = quarantine_table(decoded.log, run.snapshot_id, error_rows=decoded.facts.counts.get(KIND_ERROR, 0))
+    return Assembled(in_hand=in_hand, log_sized={"offset_commits": history, "quarantine": quarantine},
+                     checked=checked, read_ahead=ahead)
+
+
+class Staging:
+    """The snapshot's tables in hand, their files written (uncommitted) in a thread while validation reads them:
+    Parquet encoding and compression leave the interpreter, GX's checks do not. The write takes them; files
+    never taken are deleted when the run ends."""
+
+    def __init__(self, run: Run, tables: dict):
+        self._future = _in_thread("stage", run.warehouse.stage_tables, None, run.snapshot_id, tables)
+        run.held.callback(self._discard, run.warehouse)
+
+    def take(self) -> dict:
+        future, self._future = self._future, None
+        return future.result()
+
+    def _discard(self, warehouse) -> None:
+        if self._future is not None and self._future.exception() is None:
+            warehouse.discard_staged(self._future.result())
+
+
+@dataclass(frozen=True)
+class Materialized:
+    log_sized: dict  # `Assembled.log_sized`, each computed once (Spark's rows checkpointed)
+    stats: dict  # rows per table
+    checked: dict  # every table validation reads
+    staging: Staging
+
+
+def materialize(run: Run, replayed: Replayed, assembled: Assembled) -> Materialized:
+    """The log-sized tables computed once: validation, the counts and the write then read cached rows."""
+    import pyarrow as pa
+
+    from pipelines.state.materialized import materialize as materialize_tables
+    from schemas.tables import SNAPSHOT_TABLES
+
+    run.progress.stage("materialize")
+    # the history the shards counted stays in their kept envelope: its one reader is the write
+    known = {"offset_commits": replayed.suspects.total} if replayed.suspects is not None else {}
+    log_sized = dict(assembled.log_sized)
+    stats = materialize_tables(log_sized, known)
+    stats.update({t: a.num_rows for t, a in assembled.in_hand.items()})
+    arrow = {t: a for t, a in {**log_sized, **assembled.in_hand}.items()
+             if t in SNAPSHOT_TABLES and isinstance(a, pa.Table)}
+    return Materialized(log_sized=log_sized, stats=stats, checked={**log_sized, **assembled.checked, **assembled.in_hand},
+                        staging=Staging(run, arrow))
+
+
+# ================================================================================================================
+# validate, summarize
+# ================================================================================================================
+@dataclass(frozen=True)
+class Validated:
+    read_counts: dict  # frames.decode.reader_counts of what this run decoded
+    accounting: object  # validation.accounting.Accounting
+    validation: object  # validation.runner.ValidationResult
+
+
+def validate(run: Run, planned: Planned, decoded: Decoded, replayed: Replayed,
+             materialized: Materialized) -> Validated:
+    """The great-expectations suites over the snapshot, with the record accounting."""
+    from pipelines.frames.decode import reader_counts
+    from pipelines.validation.accounting import Accounting
+    from pipelines.validation.runner import run_validation
+
+    run.progress.stage("validate")
+    # records_in: the reader's own count from batch headers (frames.decode.reader_counts), independent of the
+    # decoded rows, so `accounting.records_accounted` fails when records go missing in decoding.
+    read_counts = reader_counts(run.spark, planned.execution.decode_plan)
+    accounting = Accounting.from_tally(decoded.tally, read_counts)
+    validation = run_validation(run.spark, materialized.checked, as_of_ms=replayed.clock.as_of_ms,
+                                num_partitions=replayed.clock.num_partitions, settings=run.settings,
+                                markers=replayed.markers, accounting=accounting, snapshot_id=run.snapshot_id,
+                                row_counts=materialized.stats)
+    return Validated(read_counts=read_counts, accounting=accounting, validation=validation)
+
+
+def summarize(run: Run, planned: Planned, decoded: Decoded, replayed: Replayed, assembled: Assembled,
+              materialized: Materialized, validated: Validated) -> RunSummary:
+    """The run's summary, filled once from what the stages found."""
+    from pipelines.coordinator.tables import misplaced_count, open_transactions
+
+    run.progress.stage("summarize")
+    conf, stats, plan, inc = run.conf, materialized.stats, planned.input_plan, planned.inc
+    accounting = validated.accounting
+    incremental = inc.summary(decoded.records_in)
+    if inc.is_incremental:  # the replay of the shards' tasks reports as Spark's
+        incremental["replay"] = str(Route.SPARK if replayed.route is Route.SHARDS else replayed.route)
+    return RunSummary(
+        snapshot_id=run.snapshot_id, inputs=run.prepared.inputs, semantics=conf.semantics,
+        retention_minutes=conf.retention_minutes, expiry=conf.expiry, kafka_version=conf.kafka_version, kind=run.kind,
+        bytes_in=plan.total_bytes, segments=plan.num_segments, tabular_files=plan.num_tabular,
+        warnings=[*planned.warnings, *assembled.read_ahead.warnings],
+        task_cpu_seconds=decoded.task_cpu_seconds, record_type_counts=decoded.facts.counts,
+        records_in=decoded.records_in, records_quarantined=decoded.records_quarantined, incremental=incremental,
+        as_of=ms_to_iso(replayed.clock.as_of_ms), log_end_offsets=assembled.in_hand["log_end_offsets"].num_rows,
+        validation=validated.validation.summary(), bytes_unread=accounting.totals.bytes_unread,
+        unread_ranges=[list(r) for r in accounting.totals.unread_ranges],
+        groups=stats["loaded_groups"], removed_groups=stats["removed_groups"], offsets=stats["loaded_offsets"],
+        empty_group_offsets=stats["empty_group_offsets"], pending_offsets=stats["pending_offsets"],
+        pending_transactions=open_transactions(assembled.in_hand["pending_offsets"]),
+        expired_offsets=stats["expired_offsets"], expired_groups=stats["expired_groups"],
+        records_skipped=accounting.total_skipped, records_out=accounting.total_used,
+        misplaced_groups=misplaced_count(assembled.in_hand["loaded_groups"]),
+        status="validation_failed" if validated.validation.should_fail_run else "succeeded")
+
+
+# ================================================================================================================
+# checkpoint, write
+# ================================================================================================================
+def checkpoint(run: Run, planned: Planned, replayed: Replayed, validated: Validated) -> None:
+    """What this run read, and the shards the next `--incremental` run resumes. A what-if run is never resumed from:
+    no state for the chain to pick."""
+    from pipelines import incremental
+    from pipelines.frames.decode import SEGMENTS
+
+    if not run.saves_shards:
+        return
+    run.progress.stage("checkpoint", f"state for --incremental -> {run.req.warehouse}/_state/{run.snapshot_id}")
+    scans = {s["path"]: s for c in validated.read_counts.values() for s in c[SEGMENTS]}
+    incremental.save_checkpoint(run.warehouse, run.snapshot_id, replayed.saved, planned.input_plan, planned.inc,
+                                conf=run.conf, req=run.req, scans=scans,
+                                max_timestamp=replayed.clock.max_timestamp,
+                                max_partition=replayed.clock.max_partition)
+
+
+def write(run: Run, summary: RunSummary, planned: Planned, assembled: Assembled, materialized: Materialized,
+          validated: Validated) -> RunSummary:
+    """The validation report, then every table and the `runs` row committed as one snapshot; old snapshots
+    beyond `warehouse.keep_snapshots` retired. Returns the summary with the write's own time."""
+    from pipelines import incremental
+    from pipelines.validation.report import render_report
+
+    req, progress = run.req, run.progress
+    progress.stage("write", f"snapshot {run.snapshot_id} -> {req.warehouse}")
+    run_row = dict(status=summary.status, started_at=ms_to_iso(run.started_ms), as_of=summary.as_of,
+                   retention_minutes=run.conf.retention_minutes, semantics=run.conf.semantics, inputs=summary.inputs,
+                   records_in=summary.records_in, records_out=summary.records_out,
+                   records_quarantined=summary.records_quarantined, record_type_counts=summary.record_type_counts,
+                   validation=summary.validation, kind=summary.kind)
+    reports = run.warehouse.root / "_reports"
+    (reports / f"{run.snapshot_id}.html").write_text(render_report(validated.validation))
+    (reports / f"{run.snapshot_id}.json").write_text(validated.validation.to_json())
+    # The summary stored in `runs` is written with the snapshot, so it holds the stages before the write;
+    # the printed summary adds the write's own time once it is done.
+    run_row["summary"] = replace(summary, stage_seconds=dict(progress.stage_seconds)).to_json()
+    tables = {t: a for t, a in {**materialized.log_sized, **assembled.in_hand}.items()
+              if not (t == "offset_commits" and run.prepared.other_cluster)}
+    run.warehouse.write_snapshot(run.spark, run.snapshot_id, tables, run_row,
+                                 expected_rows=dict(materialized.stats),
+                                 before_commit=lambda: _committing(run.prepared, progress),
+                                 history_known_below=planned.inc.next_offsets(), history_clustered=True,
+                                 staged=materialized.staging.take(), history_adds_only=run.kind != "scheduled",
+                                 cluster=run.prepared.cluster)
+    progress.end()
+    keep = run.settings.section("warehouse").get("keep_snapshots")
+    if keep:
+        run.warehouse.retain(int(keep), lock=run.prepared.lock, current=run.snapshot_id)
+        incremental.clean_state(run.warehouse, progress.emit)
+    return replace(summary, stage_seconds=dict(progress.stage_seconds))
+
+
+def _committing(prepared, progress) -> None:
+    # recorded in the lock first: a run killed from here on may have replaced some of the id's tables
+    prepared.lock.update(stage="commit")
+    progress.emit("          commit: every table staged, committing")

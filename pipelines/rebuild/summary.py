@@ -1,0 +1,77 @@
+"""What a run reports: its stages' progress lines and times as it goes (`Progress`), and the summary the CLI prints
+and `runs.summary` stores (`RunSummary`), filled once when the run knows it all (`stages.summarize`)."""
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Callable
+
+
+@dataclass
+class RunSummary:
+    snapshot_id: str
+    status: str = "running"
+    inputs: list[str] = field(default_factory=list)
+    semantics: str = "legacy"
+    as_of: str | None = None
+    retention_minutes: int = 10080
+    expiry: bool = True
+    kafka_version: str = "3.9"  # the broker version whose expiry rules the run applied
+    records_in: int = 0
+    records_out: int = 0
+    records_quarantined: int = 0
+    records_skipped: int = 0
+    record_type_counts: dict[str, int] = field(default_factory=dict)
+    bytes_in: int = 0
+    bytes_unread: int = 0  # bytes no record was read from (zero tails apart): see unread_ranges
+    unread_ranges: list = field(default_factory=list)  # [source, from, to, kind] per unread byte range
+    segments: int = 0
+    tabular_files: int = 0
+    groups: int = 0
+    removed_groups: int = 0
+    offsets: int = 0
+    empty_group_offsets: int = 0
+    pending_offsets: int = 0
+    pending_transactions: int = 0
+    expired_offsets: int = 0
+    expired_groups: int = 0
+    misplaced_groups: int = 0
+    log_end_offsets: int = 0  # data-topic partitions whose end offset the input's log dirs gave (for LAG)
+    warnings: list[str] = field(default_factory=list)
+    validation: dict = field(default_factory=dict)
+    stage_seconds: dict[str, float] = field(default_factory=dict)
+    incremental: dict = field(default_factory=dict)
+    task_cpu_seconds: dict[str, float] = field(default_factory=dict)  # summed over the tasks, per kind of work
+    kind: str = "scheduled"  # or what-if: --as-of/--until-* (runs.kind)
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True, default=str)
+
+
+class Progress:
+    """Stage timing and progress lines (stage, records, MB, time) on a callback (stderr by default)."""
+
+    def __init__(self, emit: Callable[[str], None] | None, on_stage: Callable[[str], None] | None = None):
+        self.emit = emit or (lambda _m: None)
+        self.on_stage = on_stage or (lambda _s: None)
+        self.t0 = time.monotonic()
+        self.stage_seconds: dict[str, float] = {}
+        self._stage: str | None = None
+        self._start = 0.0
+
+    def stage(self, name: str, detail: str = ""):
+        self.end()
+        self._stage, self._start = name, time.monotonic()
+        self.on_stage(name)
+        self.emit(f"[{time.monotonic() - self.t0:7.1f}s] {name}{(': ' + detail) if detail else ''}")
+
+    def end(self):
+        if self._stage:
+            self.stage_seconds[self._stage] = round(time.monotonic() - self._start, 3)
+            self._stage = None
+
+    @property
+    def current(self) -> str | None:
+        """The stage running now (None between stages and after the last)."""
+        return self._stage
