@@ -822,10 +822,62 @@ static PyObject *py_crc32c(PyObject *self, PyObject *args) {
     return PyLong_FromUnsignedLong(c);
 }
 
+/* entry_heads(buffer, start) -> (positions, last_offsets, end): the walk of `segments.entry_heads` (the Python
+   reference, which says what each field is) over a whole segment file's bytes, from `start`: native int64 arrays
+   as bytes, one element per entry, and the position the walk stopped at. No Python object per entry: a hot
+   partition's planning walks millions of them. */
+static PyObject *entry_heads(PyObject *self, PyObject *args) {
+    Py_buffer v;
+    Py_ssize_t start;
+    if (!PyArg_ParseTuple(args, "y*n", &v, &start)) return NULL;
+    const unsigned char *m = (const unsigned char *)v.buf;
+    Py_ssize_t n = v.len, pos = start < 0 ? 0 : start, count = 0, cap = 4096;
+    int64_t *positions = PyMem_RawMalloc(cap * sizeof(int64_t)), *lasts = PyMem_RawMalloc(cap * sizeof(int64_t));
+    int failed = positions == NULL || lasts == NULL;
+    Py_BEGIN_ALLOW_THREADS
+    while (!failed && n - pos >= 27) {                 /* through a v2 batch's lastOffsetDelta */
+        int64_t offset = be64(m + pos);
+        int32_t size = be32(m + pos + 8);
+        int64_t total = 12 + (int64_t)size;            /* LOG_OVERHEAD */
+        if (size < 14 || pos + total > n || offset < 0) break;
+        unsigned char magic = m[pos + 16];
+        int64_t last;
+        if (magic == 2) last = offset + be32(m + pos + 23);
+        else if (magic <= 1) last = offset;
+        else break;
+        if (count == cap) {
+            cap *= 2;
+            int64_t *p2 = PyMem_RawRealloc(positions, cap * sizeof(int64_t));
+            if (p2 != NULL) positions = p2;
+            int64_t *l2 = p2 == NULL ? NULL : PyMem_RawRealloc(lasts, cap * sizeof(int64_t));
+            if (l2 != NULL) lasts = l2;
+            if (p2 == NULL || l2 == NULL) { failed = 1; break; }
+        }
+        positions[count] = pos;
+        lasts[count] = last;
+        count++;
+        pos += total;
+    }
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&v);
+    PyObject *out = NULL;
+    if (failed) {
+        PyErr_NoMemory();
+    } else {
+        out = Py_BuildValue("(y#y#n)", (const char *)positions, count * (Py_ssize_t)sizeof(int64_t),
+                            (const char *)lasts, count * (Py_ssize_t)sizeof(int64_t), pos);
+    }
+    PyMem_RawFree(positions);
+    PyMem_RawFree(lasts);
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"decode_entries", decode_entries, METH_VARARGS, "Decode the clean magic 2 entries from pos (see columnar.py)."},
     {"init", init, METH_VARARGS,
      "init(key_id, control_entry, control_names, ts_types, codec_labels, offset_commit_kind)"},
+    {"entry_heads", entry_heads, METH_VARARGS,
+     "entry_heads(buffer, start) -> (positions, last_offsets, end): int64 arrays as bytes (see segments.py)."},
     {"crc32c", py_crc32c, METH_VARARGS,
      "crc32c(buffer, software=False): CRC-32C as the batch header stores it (the table code when software)."},
     {NULL, NULL, 0, NULL},

@@ -12,7 +12,7 @@ same order) without building a `RecordBatchHeader` / `LogRecord` / row dict per 
   with ``take``; every other column is sparse (row index, value) and usually all-null.
 
 With the C extension (`pipelines/decoding/_fastdecode.c`, built by setup.py, used unless
-``OFFSETLAKE_PURE_PYTHON=1``), runs of clean batches are decoded entirely in C into column buffers
+``OFFSETLAKE_PURE_PYTHON=1``: `native`), runs of clean batches are decoded entirely in C into column buffers
 (`_fastdecode.decode_entries`, `_fastdecode.Columns`): no Python object per record but its key's cache lookup.
 An entry C leaves goes through the pure-Python walk (`_walk_v2`) here, which also decodes every entry without
 the extension.
@@ -51,6 +51,7 @@ from pipelines.decoding.batches import (
     torn_entry_problem,
 )
 from pipelines.decoding.policy import DEFAULT_POLICY, ReadPolicy
+from pipelines.decoding.native import fastdecode
 from pipelines.decoding.primitives import uuid_to_str
 from pipelines.decoding.rows import problem_to_row, to_decoded_row
 from pipelines.heap import gc_paused
@@ -312,18 +313,12 @@ def _walk_v2(buf, pos: int, end: int, count: int, base_offset: int, ts_base: int
     return first
 
 
-try:  # pragma: no cover - depends on the build
-    if os.environ.get("OFFSETLAKE_PURE_PYTHON") == "1":
-        raise ImportError("disabled by OFFSETLAKE_PURE_PYTHON")
-    from pipelines.decoding import _fastdecode as _c
-
+_c = fastdecode
+if _c is not None:
     _c.init(_key_id, _CONTROL_ENTRY, _CONTROL_NAMES,
             (CREATE_TIME.encode(), LOG_APPEND_TIME.encode()), tuple(label.encode() for label in _CODEC_LABELS),
             KIND_OFFSET_COMMIT)
-    HAVE_C_EXTENSION = True
-except ImportError:
-    _c = None
-    HAVE_C_EXTENSION = False
+HAVE_C_EXTENSION = _c is not None
 
 
 # ================================================================================================================

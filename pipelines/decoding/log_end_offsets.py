@@ -109,10 +109,8 @@ def segment_log_end_offset(partition_dir: str | os.PathLike) -> int | None:
     if not segments:
         return None
     base, path = segments[-1]
-    end_offset = base
-    for entry in entry_heads(path):
-        end_offset = max(end_offset, entry.last_offset + 1)
-    return end_offset
+    heads = entry_heads(path)
+    return max(base, int(heads.last_offsets.max()) + 1) if len(heads) else base
 
 
 def _mtime_ms(info) -> int | None:

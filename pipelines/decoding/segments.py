@@ -16,13 +16,15 @@ import re
 import struct
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import NamedTuple
+
+import numpy as np
 
 from pipelines.decoding.batches import BatchItem, read_batches_from_file
+from pipelines.decoding.native import fastdecode
 from pipelines.decoding.policy import DEFAULT_POLICY, ReadPolicy
 from schemas.records import LogRecord, ReadProblem
 
-__all__ = ["EntryHead", "InputError", "SegmentFile", "discover_segments", "entry_heads", "read_log",
+__all__ = ["EntryHeads", "InputError", "SegmentFile", "discover_segments", "entry_heads", "read_log",
            "read_segment_batches"]
 
 OFFSETS_TOPIC = "__consumer_offsets"
@@ -358,14 +360,6 @@ def partition_count(paths: PathArg | Iterable[PathArg]) -> int | None:
     return best
 
 
-class EntryHead(NamedTuple):
-    """Where one log entry (a v2 batch, or a legacy message or compressed wrapper) sits in its segment file."""
-
-    position: int
-    size: int  # LOG_OVERHEAD + the size field: the entry's whole length
-    last_offset: int  # v2: baseOffset + lastOffsetDelta; legacy: the entry's own offset (a wrapper's is its last)
-
-
 _ENTRY_HEAD = struct.Struct(">qi")  # offset, size (LOG_OVERHEAD = 12)
 _LAST_OFFSET_DELTA = struct.Struct(">i")  # v2 batch: at byte 23 (offset 8, size 4, epoch 4, magic 1, crc 4, attrs 2)
 _LOG_OVERHEAD = 12
@@ -373,28 +367,55 @@ _HEAD_BYTES = 27  # through a v2 batch's lastOffsetDelta
 _MIN_ENTRY_SIZE = 14  # LegacyRecord.RECORD_OVERHEAD_V0
 
 
-def entry_heads(path: PathArg, start_position: int = 0) -> Iterator[EntryHead]:
+@dataclass(frozen=True)
+class EntryHeads:
+    """Where the entries of a segment file sit (a v2 batch, or a legacy message or compressed wrapper), as arrays in
+    file order: each entry's position and last offset (v2: baseOffset + lastOffsetDelta; legacy: the entry's own
+    offset, a wrapper's being its last); `end`: where the walk stopped (the file's end, or an entry it could not
+    frame)."""
+
+    positions: np.ndarray  # int64
+    last_offsets: np.ndarray  # int64
+    end: int
+
+    def __len__(self) -> int:
+        return len(self.positions)
+
+
+def entry_heads(path: PathArg, start_position: int = 0) -> EntryHeads:
     """The entries of a local segment file from `start_position` (an entry boundary), read from their heads only
-    (`FileLogInputStream` framing, no record or CRC read), in file order. The walk stops at the first entry that
-    can't be framed: what follows is the decoder's to report (a torn tail, zeros, garbage)."""
+    (`FileLogInputStream` framing, no record or CRC read). The walk stops at the first entry that can't be framed:
+    what follows is the decoder's to report (a torn tail, zeros, garbage). In C (`native`), else
+    `_walk_entry_heads`, its reference."""
     with open(path, "rb") as f:
         size_of_file = os.fstat(f.fileno()).st_size
         if size_of_file - start_position < _HEAD_BYTES:
-            return
+            return EntryHeads(np.empty(0, np.int64), np.empty(0, np.int64), start_position)
         with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-            head, delta = _ENTRY_HEAD.unpack_from, _LAST_OFFSET_DELTA.unpack_from
-            pos = start_position
-            while size_of_file - pos >= _HEAD_BYTES:
-                offset, size = head(mm, pos)
-                total = _LOG_OVERHEAD + size
-                if size < _MIN_ENTRY_SIZE or pos + total > size_of_file or offset < 0:
-                    return
-                magic = mm[pos + 16]
-                if magic == 2:
-                    last = offset + delta(mm, pos + 23)[0]
-                elif magic in (0, 1):
-                    last = offset
-                else:
-                    return
-                yield EntryHead(pos, total, last)
-                pos += total
+            if fastdecode is not None:
+                positions, lasts, end = fastdecode.entry_heads(mm, start_position)
+                return EntryHeads(np.frombuffer(positions, np.int64), np.frombuffer(lasts, np.int64), end)
+            return _walk_entry_heads(mm, start_position)
+
+
+def _walk_entry_heads(buf, start: int) -> EntryHeads:
+    """The reference walk of `entry_heads` over a segment file's bytes `buf`."""
+    head, delta = _ENTRY_HEAD.unpack_from, _LAST_OFFSET_DELTA.unpack_from
+    size_of_file, pos = len(buf), start
+    positions, lasts = [], []
+    while size_of_file - pos >= _HEAD_BYTES:
+        offset, size = head(buf, pos)
+        total = _LOG_OVERHEAD + size
+        if size < _MIN_ENTRY_SIZE or pos + total > size_of_file or offset < 0:
+            break
+        magic = buf[pos + 16]
+        if magic == 2:
+            last = offset + delta(buf, pos + 23)[0]
+        elif magic in (0, 1):
+            last = offset
+        else:
+            break
+        positions.append(pos)
+        lasts.append(last)
+        pos += total
+    return EntryHeads(np.array(positions, np.int64), np.array(lasts, np.int64), pos)

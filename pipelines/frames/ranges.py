@@ -15,11 +15,15 @@ windows one after another is what every streamed shard does.
 An offset is loaded once, as in a whole partition's load: each range starts above the highest offset of every
 entry in the ranges before it (`LogRange.floor`), so a copy of a record an earlier range read (overlapping segment
 files) is tallied but not loaded or written again. The heads of the partition's entries are walked here, in the
-driver, to find the cuts and the floors (`decoding.segments.entry_heads`: a few bytes of every entry).
+driver, to find the cuts and the floors (`decoding.segments.entry_heads`: a few bytes of every entry, walked in C).
 """
 from __future__ import annotations
 
+import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+
+import numpy as np
 
 from pipelines.decoding.segments import entry_heads
 from pipelines.frames.decode import FILE_END, end_position
@@ -77,18 +81,34 @@ def _cut(partition: int, items: list[dict], split_bytes: int) -> list[LogRange] 
             ranges.append(LogRange(partition, len(ranges), tuple(current), floor))
         current, taken, floor = [], 0, top
 
-    for item in items:
+    def place(item: dict, heads) -> None:
+        nonlocal taken, top
         start = item.get("start_position") or 0
         if taken >= split_bytes:
             close()
         piece_start = start
-        for head in entry_heads(item["path"], start):
-            if taken + head.position - piece_start >= split_bytes and head.position > piece_start:
-                current.append(dict(item, start_position=piece_start, end_position=head.position))
-                close()
-                piece_start = head.position
-            top = max(top, head.last_offset)
+        positions, lasts = heads.positions, heads.last_offsets
+        done = 0  # the entries before `piece_start`
+        while True:
+            # the first entry this piece reaches `split_bytes` at, after its first: the cut falls before it
+            at = int(np.searchsorted(positions, max(piece_start + split_bytes - taken, piece_start + 1)))
+            if at >= len(positions):
+                break
+            if at > done:
+                top = max(top, int(lasts[done:at].max()))
+            current.append(dict(item, start_position=piece_start, end_position=int(positions[at])))
+            close()
+            piece_start, done = int(positions[at]), at
+        if done < len(positions):
+            top = max(top, int(lasts[done:].max()))
         current.append(dict(item, start_position=piece_start, end_position=FILE_END))
         taken += _end(item) - piece_start
+
+    # the files' heads walked a few at a time (the C walk leaves the interpreter), taken in log order
+    with ThreadPoolExecutor(min(8, os.cpu_count() or 1), thread_name_prefix="offsetlake-heads") as pool:
+        walked = pool.map(lambda i: entry_heads(i["path"], i.get("start_position") or 0), items)
+        for item, heads in zip(items, walked):
+            place(item, heads)
     close()
     return ranges if len(ranges) > 1 else None
+

@@ -4,6 +4,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from pipelines.decoding.batch_writer import write_record_batch
@@ -167,3 +168,72 @@ def test_brokerdata_log_dirs_read_clean(brokerdata):
         assert problems == [] and segs, scen
         dumped = sum(f.read_text().count("| offset:") for f in (scen / "dump_log").glob("*.txt"))
         assert sum(1 for i in read_log(scen / "data") if isinstance(i, LogRecord)) == dumped
+
+
+def _walkers():
+    """The entry-head walkers behind `segments.entry_heads`: the Python reference, and the C one when built."""
+    from pipelines.decoding import segments
+    from pipelines.decoding.native import fastdecode
+
+    def reference(path):
+        with open(path, "rb") as f:
+            return segments._walk_entry_heads(f.read(), 0)
+    out = {"python": reference}
+    if fastdecode is not None:
+        def c(path):
+            with open(path, "rb") as f:
+                positions, lasts, end = fastdecode.entry_heads(f.read(), 0)
+            return segments.EntryHeads(np.frombuffer(positions, np.int64), np.frombuffer(lasts, np.int64), end)
+        out["c"] = c
+    return out
+
+
+@pytest.mark.parametrize("walker", sorted(_walkers()))
+def test_entry_heads_are_the_batches_kafka_dump_log_prints(brokerdata, walker):
+    """Every batch's position and last offset as `kafka-dump-log` printed them, and the walk ends at the file's end."""
+    import re
+
+    walk = _walkers()[walker]
+    line = re.compile(r"lastOffset: (\d+) .* position: (\d+) ")
+    checked = 0
+    for dump in sorted(brokerdata.glob("*/dump_log/__consumer_offsets-*.txt")):
+        segs = sorted((dump.parent.parent / "data" / dump.stem).glob("*.log"))
+        if len(segs) != 1:
+            continue
+        want = [(int(m.group(2)), int(m.group(1))) for m in map(line.search, dump.read_text().splitlines()) if m]
+        heads = walk(segs[0])
+        assert list(zip(heads.positions.tolist(), heads.last_offsets.tolist())) == want, dump
+        assert heads.end == segs[0].stat().st_size, dump
+        checked += 1
+    assert checked >= 10
+
+
+def test_the_c_entry_head_walker_stops_where_the_reference_does_on_damaged_bytes(realdata, tmp_path):
+    """Truncated, zeroed and overwritten segments: the same heads and the same stopping place."""
+    import random
+
+    walkers = _walkers()
+    if "c" not in walkers:
+        pytest.skip("the C extension is not built")
+    rng = random.Random(5)
+    segs = sorted(realdata.glob("seg_*/**/*.log"))
+    assert segs
+    for n, seg in enumerate(segs[:40]):
+        data = bytearray(seg.read_bytes())
+        if not data:
+            continue
+        for case in range(6):
+            buf = bytearray(data)
+            at = rng.randrange(len(buf))
+            if case == 0:
+                buf = buf[:at]
+            elif case == 1:
+                buf[at:at + 64] = bytes(min(64, len(buf) - at))
+            else:
+                for _ in range(case):
+                    buf[rng.randrange(len(buf))] = rng.randrange(256)
+            path = tmp_path / f"{n}-{case}.log"
+            path.write_bytes(bytes(buf))
+            py, c = walkers["python"](path), walkers["c"](path)
+            assert (py.positions.tolist(), py.last_offsets.tolist(), py.end) == (
+                c.positions.tolist(), c.last_offsets.tolist(), c.end), (seg, case)

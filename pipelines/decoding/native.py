@@ -1,0 +1,22 @@
+"""The C extension (`_fastdecode.c`, built by setup.py), chosen once, here: `fastdecode` is the module, or None
+when it is not built or `OFFSETLAKE_PURE_PYTHON=1` asks for the Python references (the tests run both; a machine
+without a compiler has only the references). Each C walker has its Python reference beside its caller
+(`columnar`'s decoder, `segments.entry_heads`), and the same surface."""
+from __future__ import annotations
+
+import os
+
+PURE_PYTHON_ENV = "OFFSETLAKE_PURE_PYTHON"
+
+
+def _load():
+    if os.environ.get(PURE_PYTHON_ENV) == "1":
+        return None
+    try:
+        from pipelines.decoding import _fastdecode
+    except ImportError:  # pragma: no cover - depends on the build
+        return None
+    return _fastdecode
+
+
+fastdecode = _load()
