@@ -15,7 +15,8 @@ import sys
 import click
 
 from jobs.errors import did_you_mean, fail, warn
-from pipelines.io.snapshots import DeltaWarehouseReader, GroupNotFound, LookupError_, SnapshotNotFound, WarehouseError, resolve_snapshot
+from pipelines.io.snapshots import (DeltaWarehouseReader, GroupNotFound, NotAWarehouse, ReadError, SnapshotNotFound,
+                                    resolve_snapshot)
 from pipelines.io.storage import StorageError
 
 warehouse_opt = click.option(
@@ -47,7 +48,7 @@ def _open(warehouse: str, snapshot_id: str | None):
     try:
         reader = DeltaWarehouseReader(warehouse)
         return reader, resolve_snapshot(reader, snapshot_id)
-    except (WarehouseError, SnapshotNotFound) as e:
+    except (NotAWarehouse, SnapshotNotFound) as e:
         fail(str(e))
 
 
@@ -220,7 +221,7 @@ def serve(warehouse, host, port, token, refresh_interval, log_level, metrics_max
 
     try:
         reader = DeltaWarehouseReader(warehouse)
-    except WarehouseError as e:
+    except NotAWarehouse as e:
         fail(str(e))
     if token is not None and not token.strip():
         raise click.UsageError("--token must not be empty")
@@ -350,7 +351,7 @@ for _cmd in (describe, lookup, diff, reset_plan, sql, changes, restore_plan):
     def _wrapped(*args, __inner=_inner, **kwargs):
         try:
             return __inner(*args, **kwargs)
-        except LookupError_ as e:
+        except ReadError as e:
             fail(str(e))
         except StorageError as e:  # the object store failed mid-read: the URI and the cause
             fail(f"cannot read the warehouse: {e}")

@@ -33,19 +33,19 @@ READABLE_STATUS = "succeeded"
 SCHEDULED = "scheduled"
 
 
-class LookupError_(Exception):
-    """Base of the serving errors; the message is meant for the user."""
+class ReadError(Exception):
+    """Base of the errors reading a snapshot; the message is meant for the user."""
 
 
-class WarehouseError(LookupError_):
+class NotAWarehouse(ReadError):
     """The warehouse directory is missing or is not an offsetlake warehouse (a usage error)."""
 
 
-class SnapshotNotFound(LookupError_):
+class SnapshotNotFound(ReadError):
     """No readable snapshot with that id (or no readable snapshot at all)."""
 
 
-class GroupNotFound(LookupError_):
+class GroupNotFound(ReadError):
     """The group does not exist in the chosen snapshot."""
 
 
@@ -185,11 +185,11 @@ class DeltaWarehouseReader:
             self.root = loc.local or loc
             if must_exist and not self.root.is_dir():
                 what = "holds no objects" if loc.remote else "is not a directory"
-                raise WarehouseError(f"warehouse {str(self.root)!r} {what}")
+                raise NotAWarehouse(f"warehouse {str(self.root)!r} {what}")
             if must_exist and not (self.root / "runs" / "_delta_log").is_dir():
-                raise WarehouseError(f"{str(self.root)!r} is not an offsetlake warehouse (no runs table)")
+                raise NotAWarehouse(f"{str(self.root)!r} is not an offsetlake warehouse (no runs table)")
         except storage.StorageError as e:
-            raise WarehouseError(f"warehouse {e}") from None
+            raise NotAWarehouse(f"warehouse {e}") from None
         self.remote = loc.remote
         self.fast_path = fast_path
         self._duck = None
