@@ -16,13 +16,15 @@ import re
 import struct
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from pipelines.decoding.batches import BatchItem, read_batches_from_file
 from pipelines.decoding.native import fastdecode
 from pipelines.decoding.policy import DEFAULT_POLICY, ReadPolicy
 from schemas.records import LogRecord, ReadProblem
+
+if TYPE_CHECKING:
+    import numpy as np
 
 __all__ = ["EntryHeads", "InputError", "SegmentFile", "discover_segments", "entry_heads", "read_log",
            "read_segment_batches"]
@@ -387,6 +389,8 @@ def entry_heads(path: PathArg, start_position: int = 0) -> EntryHeads:
     (`FileLogInputStream` framing, no record or CRC read). The walk stops at the first entry that can't be framed:
     what follows is the decoder's to report (a torn tail, zeros, garbage). In C (`native`), else
     `_walk_entry_heads`, its reference."""
+    import numpy as np  # here: the serving commands read this module and start without numpy (`jobs/cli.py`)
+
     with open(path, "rb") as f:
         size_of_file = os.fstat(f.fileno()).st_size
         if size_of_file - start_position < _HEAD_BYTES:
@@ -400,6 +404,8 @@ def entry_heads(path: PathArg, start_position: int = 0) -> EntryHeads:
 
 def _walk_entry_heads(buf, start: int) -> EntryHeads:
     """The reference walk of `entry_heads` over a segment file's bytes `buf`."""
+    import numpy as np
+
     head, delta = _ENTRY_HEAD.unpack_from, _LAST_OFFSET_DELTA.unpack_from
     size_of_file, pos = len(buf), start
     positions, lasts = [], []
