@@ -396,10 +396,15 @@ def entry_heads(path: PathArg, start_position: int = 0) -> EntryHeads:
         if size_of_file - start_position < _HEAD_BYTES:
             return EntryHeads(np.empty(0, np.int64), np.empty(0, np.int64), start_position)
         with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-            if fastdecode is not None:
-                positions, lasts, end = fastdecode.entry_heads(mm, start_position)
-                return EntryHeads(np.frombuffer(positions, np.int64), np.frombuffer(lasts, np.int64), end)
-            return _walk_entry_heads(mm, start_position)
+            return (_walk_entry_heads if fastdecode is None else _walk_entry_heads_in_c)(mm, start_position)
+
+
+def _walk_entry_heads_in_c(buf, start: int) -> EntryHeads:
+    """`_fastdecode.entry_heads` over a segment file's bytes `buf`: the reference's walk, in C."""
+    import numpy as np
+
+    positions, lasts, end = fastdecode.entry_heads(buf, start)
+    return EntryHeads(np.frombuffer(positions, np.int64), np.frombuffer(lasts, np.int64), end)
 
 
 def _walk_entry_heads(buf, start: int) -> EntryHeads:

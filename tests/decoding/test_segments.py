@@ -4,7 +4,6 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from pipelines.decoding.batch_writer import write_record_batch
@@ -175,17 +174,10 @@ def _walkers():
     from pipelines.decoding import segments
     from pipelines.decoding.native import fastdecode
 
-    def reference(path):
-        with open(path, "rb") as f:
-            return segments._walk_entry_heads(f.read(), 0)
-    out = {"python": reference}
+    walkers = {"python": segments._walk_entry_heads}
     if fastdecode is not None:
-        def c(path):
-            with open(path, "rb") as f:
-                positions, lasts, end = fastdecode.entry_heads(f.read(), 0)
-            return segments.EntryHeads(np.frombuffer(positions, np.int64), np.frombuffer(lasts, np.int64), end)
-        out["c"] = c
-    return out
+        walkers["c"] = segments._walk_entry_heads_in_c
+    return {name: (lambda path, walk=walk: walk(Path(path).read_bytes(), 0)) for name, walk in walkers.items()}
 
 
 @pytest.mark.parametrize("walker", sorted(_walkers()))
