@@ -44,7 +44,7 @@ def _run_locked(spark, settings: Settings, req: RebuildRequest, emit, prepared) 
     if prepared.abandoned is not None:
         record_abandoned(warehouse, prepared.abandoned, progress.emit)
     with contextlib.ExitStack() as held:
-        run = stages.Run(spark=spark, settings=settings, req=req, conf=prepared.conf, prepared=prepared,
+        run = stages.Run(spark=spark, settings=settings, req=req, prepared=prepared,
                          warehouse=warehouse, progress=progress, started_ms=int(time.time() * 1000),
                          kind="what-if" if is_what_if(req) else "scheduled", held=held)
         try:

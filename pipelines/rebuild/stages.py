@@ -25,13 +25,16 @@ class Run:
     spark: object
     settings: Settings
     req: RebuildRequest
-    conf: RunSettings
-    prepared: object  # rebuild.preflight.PreparedRun: inputs, snapshot id, writer lock
+    prepared: object  # rebuild.preflight.PreparedRun: settings resolved, inputs, snapshot id, writer lock
     warehouse: object  # io.warehouse.Warehouse
     progress: Progress
     started_ms: int
     kind: str  # "scheduled", or "what-if" (--as-of/--until-*: `runs.kind`)
     held: contextlib.ExitStack  # what the stages leave to release when the run ends
+
+    @property
+    def conf(self) -> RunSettings:
+        return self.prepared.conf
 
     @property
     def snapshot_id(self) -> str:
