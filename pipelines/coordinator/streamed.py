@@ -200,6 +200,18 @@ class StreamedShards:
         self.pending = rows.filter(still)
         return rows.filter(pc.invert(still))
 
+    def take_group_events(self) -> list[tuple[int, list]]:
+        """(offsets partition, its group events since the last take: `groups.GroupStore.history`) of every shard
+        that has some, handed over and dropped here: a task that writes its group history as it loads holds one
+        window's events, not its log's."""
+        out = []
+        for part, state in sorted(self.states.items()):
+            events = state.groups.history
+            if events:
+                out.append((part, events))
+                state.groups.history = []
+        return out
+
     def hold(self, rows: pa.Table) -> None:
         """History rows of open transactions settled elsewhere (the range before the next window's, of a split
         partition), held back until a load's markers decide them."""
@@ -265,17 +277,19 @@ class StreamedShards:
 
 
 def load_split(options: ReplayOptions, kept: Iterable[pa.Table], held: list[pa.Table],
-               resume: Mapping[int, SavedShard] | None = None) -> Iterator[pa.Table | FinishedShards]:
+               resume: Mapping[int, SavedShard] | None = None
+               ) -> Iterator[tuple[pa.Table, list[tuple[int, list]]] | FinishedShards]:
     """A split partition loaded from its ranges (`frames.ranges`; each a `StreamedShards(ranged=True)`): `kept`,
     each range's `passed_on` rows in log order (read one at a time), loaded as the windows of one streamed shard onto
     `resume`; `held`, each range's pending history rows, decided by the markers of the ranges after it (a record's
-    outcome is its producer's next end marker's, so they may be held before any window). The history rows each
-    window settles, then the shard."""
+    outcome is its producer's next end marker's, so they may be held before any window). For each window, the
+    history rows it settles and its group events (`StreamedShards.take_group_events`); then the shard."""
     loader = StreamedShards(options, resume, relevant=True, commits=False)
     for rows in held:
         loader.hold(rows)
     for rows in kept:
-        yield loader.load(rows)
+        settled = loader.load(rows)
+        yield settled, loader.take_group_events()
     yield loader.finish()
 
 

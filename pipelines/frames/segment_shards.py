@@ -46,6 +46,9 @@ TASKS_PER_CORE = 2
 #: How much of a partition's segments a task decodes and loads at a time (`decode.load_buffer_bytes`), as Kafka's
 #: `offsets.load.buffer.size`.
 LOAD_BUFFER_BYTES = 5 * 1024 * 1024
+#: the group events a shard's task took as it loaded (`coordinator.streamed.StreamedShards.take_group_events`), as
+#: `group_history` rows whose KIP-848 members' topic ids are not named yet: `tabulate_on_spark` names them
+GROUP_EVENTS = "_group_events"
 KEPT = "_kept"  # a range of a split partition: the rows its partition's load reads of it (`frames.ranges`)
 HELD = "_held"  # a range of a split partition: its history rows whose transaction no marker in it ended
 # `seq`: a range's rows in its partition's log order (KEPT then HELD of range 0, then of range 1, ...)
@@ -193,6 +196,7 @@ def _decode_and_load_task(slices: list[list[tuple]], policy, options: ReplayOpti
                 settled = loader.load(window.drop_columns([c for c in UNREAD_COLUMNS if c in window.column_names]))
                 del window
                 out.extend(_history(shard, settled, split_by, writer))
+                out.extend(_group_events(loader.take_group_events(), options.snapshot_id))
                 del settled
                 started = time.process_time()
                 load_cpu += started - decoded
@@ -201,6 +205,7 @@ def _decode_and_load_task(slices: list[list[tuple]], policy, options: ReplayOpti
             done = loader.finish()
             # a range's pending rows go to its partition's load (HELD), not into its history
             out = _closed(shard, done.pending.slice(0, 0) if piece is not None else done.pending, split_by, writer)
+            out.extend(_group_events(loader.take_group_events(), options.snapshot_id))
         except BaseException:
             if writer is not None:
                 writer.abort()
@@ -260,13 +265,17 @@ def _split_load_task(options: ReplayOptions, split_by=None, stage=None, state_st
     HELD, any order), its shard's envelope rows out, as a whole partition's task gives them but for the tally and
     the quarantine (its ranges'). The ranges' kept rows are loaded in log order, as the windows of one streamed shard,
     onto the shard the previous run saved; the history rows a range left pending are decided by the markers of the
-    ranges after it (`coordinator.streamed.load_split`)."""
-    def run(rows: pa.Table) -> pa.Table:
+    ranges after it (`coordinator.streamed.load_split`). Its rows go out window by window: the task holds the
+    ranges' kept rows, the shard's state and one window's history and group events."""
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        rows = pa.Table.from_batches(list(batches))
+        if not rows.num_rows:
+            return
         shard = rows.column("shard")[0].as_py()
         with memory_of(shard, "loading its ranges"):
-            return load(shard, rows)
+            yield from load(shard, rows)
 
-    def load(shard: int, rows: pa.Table) -> pa.Table:
+    def load(shard: int, rows: pa.Table) -> Iterator[pa.RecordBatch]:
         from pipelines.coordinator.streamed import load_split
         from pipelines.io.blobs import from_blob
 
@@ -274,18 +283,20 @@ def _split_load_task(options: ReplayOptions, split_by=None, stage=None, state_st
         rows = rows.sort_by([("seq", "ascending")])
         resume = previous.of_partition(shard) if previous is not None else None
         writer = stage.writer(shard) if stage is not None else None
-        out: list[tuple] = []
         try:
             tables, payloads = rows.column("table").to_pylist(), rows.column("payload")
             held = [from_blob(payloads[i].as_py()) for i, t in enumerate(tables) if t == HELD]
             kept = (from_blob(payloads[i].as_py()) for i, t in enumerate(tables) if t == KEPT)
             for settled in load_split(options, kept, held, None if resume is None else {shard: resume}):
-                if isinstance(settled, pa.Table):
-                    out.extend(_history(shard, settled, split_by, writer))
-                else:
+                if not isinstance(settled, tuple):
                     done = settled
+                    continue
+                out = [*_history(shard, settled[0], split_by, writer), *_group_events(settled[1], options.snapshot_id)]
+                if out:
+                    yield _envelope_batch(out)
+                del settled, out
             del held, resume
-            out.extend(_closed(shard, done.pending, split_by, writer))
+            out = _closed(shard, done.pending, split_by, writer)
         except BaseException:
             if writer is not None:
                 writer.abort()
@@ -293,8 +304,18 @@ def _split_load_task(options: ReplayOptions, split_by=None, stage=None, state_st
         out.extend(_shard_rows(shard, done, state_stage))
         if cpu is not None:
             cpu[1].add(time.process_time() - started)
-        return pa.Table.from_batches([_envelope_batch(out)])
+        yield _envelope_batch(out)
     return run
+
+
+def _group_events(taken: list[tuple[int, list]], snapshot_id: str) -> list[tuple]:
+    """Envelope rows (`GROUP_EVENTS`) of the group events a load took, one per offsets partition: its `group_history`
+    rows with no topic names (`tabulate_on_spark` names them once the run's are known)."""
+    from pipelines.coordinator.tables import contract_table, group_history_rows
+
+    return [_row(GROUP_EVENTS, part, to_blob(contract_table(group_history_rows(events, snapshot_id, part, {}),
+                                                            "group_history")))
+            for part, events in taken]
 
 
 def _closed(shard: int, pending: pa.Table, split_by, writer) -> list[tuple]:
@@ -528,7 +549,27 @@ def tabulate_on_spark(spark, loaded: LoadedOnSpark, options: ReplayOptions, expi
         collected = collected.filter(pc.not_equal(collected.column("table"), SUSPECTS))
     shards = shards_from_envelope(collected, loaded.history, False, history_check, loaded.release)
     shards.saved = loaded.saved
+    shards.tables["group_history"] = group_history_on_spark(env, names)
     return shards
+
+
+def group_history_on_spark(envelope, names: dict[str, str]):
+    """The shards' `group_history` (their tasks' `GROUP_EVENTS` blobs, log-sized: they stay on the cluster) as a
+    DataFrame of the contract's columns, the KIP-848 members' topic ids named by the run's `names`."""
+    from pyspark.sql import functions as F
+
+    from schemas.tables import TABLES
+
+    def named(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from pipelines.coordinator.tables import named_history
+        from pipelines.io.blobs import from_blob
+
+        for batch in batches:
+            for blob in batch.column(0).to_pylist():
+                yield from named_history(from_blob(blob), names).to_batches()
+
+    return (envelope.where(F.col("table") == F.lit(GROUP_EVENTS)).select("payload")
+            .mapInArrow(named, TABLES["group_history"]))
 
 
 def _checked_suspects(history, collected: pa.Table, history_check, split_by) -> pa.Table:

@@ -97,6 +97,17 @@ class IncrementalStart:
             if out.num_rows else out
 
 
+    def with_previous_history_on_spark(self, spark, warehouse, history, snapshot_id: str):
+        """`with_previous_history` of a `group_history` DataFrame (the shards', `frames.segment_shards`): the
+        previous snapshot's events read by Spark, not into this process."""
+        if not self.is_incremental:
+            return history
+        from pyspark.sql import functions as F
+
+        previous = warehouse.spark_read(spark, "group_history", self.previous_snapshot)
+        return previous.withColumn("snapshot_id", F.lit(snapshot_id)).select(*history.columns).unionByName(history)
+
+
 def _full(reason: str, plan, previous_snapshot: str | None = None) -> IncrementalStart:
     return IncrementalStart(mode="full", reason=reason, decode_plan=plan, previous_snapshot=previous_snapshot,
                             new_bytes=plan.total_bytes)

@@ -246,18 +246,19 @@ def _clock(run: Run, planned: Planned, decoded: Decoded) -> Clock:
 
 @dataclass(frozen=True)
 class ReadAhead:
-    previous_events: object  # the previous snapshot's group history an incremental run carries forward
+    previous_events: object  # the previous snapshot's group history an incremental run carries forward, in hand
     log_end_offsets: object  # pa.Table: the data topics' end offsets the input's log dirs hold (LAG as of the dump)
     warnings: tuple[str, ...]
 
 
-def _read_ahead(run: Run, planned: Planned) -> Future:
+def _read_ahead(run: Run, planned: Planned, route: Route) -> Future:
     """What the snapshot adds besides the replay, read in a thread while the replay runs: it depends on none of it,
-    and a replay on Spark tasks leaves this process waiting."""
+    and a replay on Spark tasks leaves this process waiting. The shards' tasks write their group history on the
+    cluster (`Route.SHARDS`): the history carried forward is then read there too, by `assemble`."""
     def read() -> ReadAhead:
         from pipelines.decoding.log_end_offsets import log_end_offsets, log_end_offsets_table
 
-        events = planned.inc.previous_group_history(run.warehouse)
+        events = planned.inc.previous_group_history(run.warehouse) if route is not Route.SHARDS else None
         rows, warnings = log_end_offsets(run.prepared.inputs)
         return ReadAhead(events, log_end_offsets_table(rows, run.snapshot_id), tuple(warnings))
     ahead = _in_thread("read-ahead", read)
@@ -268,9 +269,9 @@ def _read_ahead(run: Run, planned: Planned) -> Future:
 def replay(run: Run, planned: Planned, decoded: Decoded) -> Replayed:
     """The engine over the rows (`--incremental`: loaded onto the shards the previous run saved), along the route
     the executor chose. Every route gives the snapshot's state tables as Arrow."""
-    ahead = _read_ahead(run, planned)
     ex = planned.execution
     route, rows = ex.replay_route(decoded.records_in)
+    ahead = _read_ahead(run, planned, route)
     clock = _clock(run, planned, decoded)
     options, expiry = clock.options, clock.expiry
     expiring = f", expiry as of {ms_to_iso(clock.as_of_ms)}" if expiry else ""
@@ -331,16 +332,18 @@ def replay(run: Run, planned: Planned, decoded: Decoded) -> Replayed:
 # ================================================================================================================
 @dataclass(frozen=True)
 class Assembled:
-    in_hand: dict  # the state tables, Arrow (the replay's, the history carried forward, the served offsets, ...)
-    log_sized: dict  # `offset_commits` (merged into the history) and the quarantine, as they come
+    in_hand: dict  # the state tables, Arrow (the replay's, the group history carried forward, the served offsets...)
+    log_sized: dict  # `offset_commits` (merged into the history), the quarantine and the shards' group history
+                     # (`Route.SHARDS`), as they come
     checked: dict  # what validation reads of the history: Arrow in hand, the shards' suspects, or the rows
     read_ahead: ReadAhead
 
 
 def assemble(run: Run, planned: Planned, decoded: Decoded, replayed: Replayed) -> Assembled:
-    """The snapshot's tables: the replay's state tables (Arrow, written as they are by pyarrow), the history carried
-    forward, the served offsets, the data topics' end offsets; the log-sized tables (`offset_commits`, merged into
-    the history, and the quarantine) as they come: Arrow when in hand, else on Spark."""
+    """The snapshot's tables: the replay's state tables (Arrow, written as they are by pyarrow), the group history
+    carried forward, the served offsets, the data topics' end offsets; the log-sized tables (`offset_commits`,
+    merged into the history, the quarantine, and the shards' group history with the one carried forward) as they
+    come: Arrow when in hand, else on Spark."""
     import pyarrow as pa
 
     from pipelines.state.quarantine import quarantine_table
@@ -350,8 +353,11 @@ def assemble(run: Run, planned: Planned, decoded: Decoded, replayed: Replayed) -
 
     ahead: ReadAhead = replayed.ahead.result()
     tables = dict(replayed.tables)
-    tables["group_history"] = planned.inc.with_previous_history(ahead.previous_events, tables["group_history"],
-                                                                run.snapshot_id)
+    events = tables.pop("group_history")
+    if isinstance(events, pa.Table):
+        events = planned.inc.with_previous_history(ahead.previous_events, events, run.snapshot_id)
+    else:  # the shards' (`Route.SHARDS`), on Spark
+        events = planned.inc.with_previous_history_on_spark(run.spark, run.warehouse, events, run.snapshot_id)
     in_hand = with_served_offsets({t: a for t, a in tables.items() if t in SNAPSHOT_TABLES})
     in_hand["log_end_offsets"] = ahead.log_end_offsets
     history = tables["offset_commits"]
@@ -365,8 +371,9 @@ def assemble(run: Run, planned: Planned, decoded: Decoded, replayed: Replayed) -
         history = history.frame()
         checked = {"offset_commits": history}
     quarantine = quarantine_table(decoded.log, run.snapshot_id, error_rows=decoded.facts.counts.get(KIND_ERROR, 0))
-    return Assembled(in_hand=in_hand, log_sized={"offset_commits": history, "quarantine": quarantine},
-                     checked=checked, read_ahead=ahead)
+    log_sized = {"offset_commits": history, "quarantine": quarantine}
+    (in_hand if isinstance(events, pa.Table) else log_sized)["group_history"] = events
+    return Assembled(in_hand=in_hand, log_sized=log_sized, checked=checked, read_ahead=ahead)
 
 
 class Staging:

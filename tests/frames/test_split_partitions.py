@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from pipelines.coordinator.options import ReplayOptions
 from pipelines.coordinator.shard import replay_rows, tabulate_shards
 from pipelines.coordinator.streamed import StreamedShards, load_split
-from pipelines.coordinator.tables import topic_names
+from pipelines.coordinator.tables import contract_table, group_history_rows, named_history, topic_names
 from pipelines.decoding.reader import iter_decoded_rows
 from pipelines.frames.decode import _work_batches, plan_inputs
 from pipelines.frames.ranges import NO_FLOOR, log_ranges
@@ -47,7 +47,8 @@ def _split_tables(data_dir, options: ReplayOptions, split_bytes: int, window_byt
                                  (options.until_offset, options.until_time_ms), window_bytes=window_bytes)
     out = pa.Table.from_batches(list(task(iter([pa.record_batch([pa.array([0])], names=["id"])]))))
     passed = out.filter(pc.is_in(out.column("table"), pa.array([KEPT, HELD])))
-    loads = [_split_load_task(options)(passed.filter(pc.equal(passed.column("shard"), shard)))
+    loads = [pa.Table.from_batches(list(_split_load_task(options)(iter(
+                 passed.filter(pc.equal(passed.column("shard"), shard)).to_batches()))))
              for shard in sorted(set(passed.column("shard").to_pylist()))]
     out = pa.concat_tables([out.filter(pc.invert(pc.is_in(out.column("table"), pa.array([KEPT, HELD])))),
                             *[t.cast(out.schema) for t in loads]])
@@ -130,13 +131,14 @@ def test_a_copied_segment_across_ranges_is_loaded_once(brokerdata, tmp_path):
 
 # ------------------------------------------------------------------------------------------ generated logs, any cut
 def _streamed(table: pa.Table, options: ReplayOptions, cuts: list[int]):
-    """The states, history rows (as settled, then pending) and markers of `table` (one partition) loaded whole, or
-    cut at `cuts` into ranges loaded as the split tasks load them."""
+    """The states, history rows (as settled, then pending), markers and group events taken as they were loaded
+    (None: left in the states) of `table` (one partition) loaded whole, or cut at `cuts` into ranges loaded as the
+    split tasks load them."""
     if not cuts:
         whole = StreamedShards(options)
         history = whole.load(table, last=False)
         done = whole.finish()
-        return done.states, [history], done.pending, done.markers
+        return done.states, [history], done.pending, done.markers, None
     bounds = [0, *cuts, table.num_rows]
     passed, held, history = [], [], []
     top = NO_FLOOR
@@ -150,15 +152,20 @@ def _streamed(table: pa.Table, options: ReplayOptions, cuts: list[int]):
         offsets = [o for o in piece.column("offset").to_pylist() if o is not None]
         top = max([top, *offsets])
     *settled, done = load_split(options, [k for k in passed if k is not None], held)
-    history.extend(settled)
-    return done.states, history, done.pending, done.markers
+    history.extend(rows for rows, _ in settled)
+    return done.states, history, done.pending, done.markers, [e for _, events in settled for e in events]
 
 
 def _compared(table: pa.Table, semantics: str, cuts: list[int]) -> dict:
     options = ReplayOptions(semantics=semantics, snapshot_id="s", load_time_ms=5, num_partitions=50)
-    states, history, pending, markers = _streamed(table, options, cuts)
+    states, history, pending, markers, events = _streamed(table, options, cuts)
     names = topic_names(table.to_pylist())
-    tables = {t: canon(r) for t, r in as_rows(tabulate_shards(states, options, None, names)).items()}
+    tabulated = tabulate_shards(states, options, None, names)
+    if events is not None:  # as the split load's task writes them: unnamed, named once the run's names are known
+        assert not tabulated["group_history"].num_rows
+        tabulated["group_history"] = named_history(contract_table(
+            [r for part, got in events for r in group_history_rows(got, "s", part, {})], "group_history"), names)
+    tables = {t: canon(r) for t, r in as_rows(tabulated).items()}
     rows = pa.concat_tables([h for h in history if h is not None and h.num_rows] or [pending.slice(0, 0)])
     key = lambda r: (r["record_offset"], sorted((k, str(v)) for k, v in r.items()))  # noqa: E731
     return {**tables, "history": sorted(rows.to_pylist(), key=key), "pending": sorted(pending.to_pylist(), key=key),

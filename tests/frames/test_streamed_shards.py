@@ -12,10 +12,11 @@ import pytest
 
 from pipelines.coordinator.options import ReplayOptions
 from pipelines.coordinator.shard import load_shards, replay_rows, tabulate_shards
-from pipelines.coordinator.tables import topic_names
+from pipelines.coordinator.tables import named_history, topic_names
 from pipelines.decoding.reader import iter_decoded_rows
 from pipelines.frames.decode import _decode_items, _work_batches, plan_inputs
-from pipelines.frames.segment_shards import LOG, MARKERS, STATES, _decode_and_load_task, decoded_windows
+from pipelines.frames.segment_shards import (GROUP_EVENTS, LOG, MARKERS, STATES, _decode_and_load_task,
+                                             decoded_windows)
 from pipelines.frames.tally import tally_rows
 from pipelines.io.blobs import from_blob
 from schemas.decoded import DECODED_RECORD_SCHEMA
@@ -48,9 +49,16 @@ def envelope_tables(out: pa.Table, options: ReplayOptions) -> tuple[dict, pa.Tab
     states = [s for part in of[STATES] for s in part]
     names = [from_blob(b) for b in out.filter(pc.equal(out.column("table"), LOG)).column("named").to_pylist()
              if b is not None]
+    names = topic_names(pa.concat_tables(names).to_pylist()) if names else {}
     tally = [from_blob(b) for b in out.column("tally").to_pylist() if b is not None]
-    tables = as_rows(tabulate_shards(states, options, None,
-                                     topic_names(pa.concat_tables(names).to_pylist()) if names else {}))
+    tabulated = tabulate_shards(states, options, None, names)
+    # the tasks took their group events as they loaded them, and wrote them unnamed
+    assert not tabulated["group_history"].num_rows
+    events = [from_blob(b) for b in out.filter(pc.equal(out.column("table"), GROUP_EVENTS)).column("payload")
+              .to_pylist()]
+    if events:
+        tabulated["group_history"] = named_history(pa.concat_tables(events), names)
+    tables = as_rows(tabulated)
     history = pa.concat_tables(of["offset_commits"]) if of["offset_commits"] else None
     tables["offset_commits"] = [] if history is None else _engine_rows(history)
     return tables, pa.concat_tables(tally), pa.concat_tables(of[MARKERS])
