@@ -317,7 +317,12 @@ def _lz4_frame_decompress(data: bytes, *, verify_header_checksum: bool, limit: i
         if raw & LZ4_UNCOMPRESSED_MASK:
             out.append(block)
         else:
-            written = cramjam.lz4.decompress_block_into(block, scratch)
+            # output_len: a frame's block has no size prefix. Without it cramjam guesses: it reads the block's
+            # first 4 bytes as one when they fit the buffer and the rest decodes, returning the wrong bytes, not
+            # an error. The buffer is this frame's block max, not the whole scratch (as large as the largest
+            # block max this thread has seen): a block is never read differently after another frame.
+            written = cramjam.lz4.decompress_block_into(block, memoryview(scratch)[:max_block],
+                                                        output_len=max_block)
             out.append(bytes(memoryview(scratch)[:written]))
         total += len(out[-1])
         if total > limit:

@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pipelines.decoding import codecs
+from pipelines.decoding.batch_writer import _legacy_message
 from pipelines.decoding.batches import read_batches_from_file
 from pipelines.decoding.codecs import compress, decompress, xxhash32
 from pipelines.decoding.errors import CorruptBatchError
@@ -102,6 +103,28 @@ def test_lz4_accepts_content_size_and_checksums():
     frame = _lz4_frame(blocks, content_size=sum(map(len, blocks)), block_checksum=True, content_checksum=True,
                        bd=0x70)
     assert decompress(3, frame, magic=2) == b"".join(blocks)
+
+
+def test_lz4_block_is_not_read_as_size_prefixed():
+    """A frame's block has no size prefix. The magic-0 message set [(None, None, 0)] compresses to a block that
+    starts 16 00 01 00 (65558 as a uint32): cramjam, not told the output size, read that as a prefix when the
+    per-thread scratch held it (a 4 MiB block max here) and returned the block's last 15 bytes."""
+    inner = _legacy_message(0, 0, 0, 0, None, None)
+    packed = bytes(cramjam.lz4.compress_block(inner, store_size=False))
+    assert len(inner) == 26 and struct.unpack_from("<I", packed)[0] <= 1 << 22  # looks like a size prefix
+    for bd in (0x70, 0x40):  # 4 MiB first: the scratch is then at least that large for the 64 KiB frame too
+        frame = _lz4_frame([inner], content_size=None, block_checksum=False, content_checksum=False, bd=bd)
+        assert decompress(3, frame, magic=0) == inner
+        assert decompress(3, frame, magic=2) == inner
+
+
+def test_lz4_block_larger_than_the_block_max_is_corrupt():
+    """Kafka decompresses each block into a buffer of the frame's block max: more is an error, not more data."""
+    big = _lz4_frame([b"z"], content_size=None, block_checksum=False, content_checksum=False, bd=0x70)
+    assert decompress(3, big, magic=2) == b"z"  # this thread's scratch buffer now holds 4 MiB
+    frame = _lz4_frame([b"z" * ((1 << 16) + 1)], content_size=None, block_checksum=False, content_checksum=False)
+    with pytest.raises(CorruptBatchError, match="lz4"):
+        decompress(3, frame, magic=2)
 
 
 def test_lz4_uncompressed_block_flag():
