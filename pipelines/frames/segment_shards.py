@@ -4,7 +4,8 @@ segment bytes at a time (`decoded_windows`, `coordinator.streamed`): the task ho
 
 The decoded rows never leave the worker that decoded them. What a task returns is what the rest of the run reads:
 the shard's history (`offset_commits`, log-sized: written by the task, or kept by Spark as blobs until the write
-opens them), its loaded state (`coordinator.shard.LoadedShards.states`, pickled, state-sized), the end-transaction
+opens them), its group history (`group_history`, log-sized too: kept by Spark as blobs, one per window, named and
+written by the tasks of the write, `group_history_on_spark`), its loaded state (`coordinator.shard.LoadedShards.states`, pickled, state-sized), the end-transaction
 markers, the tally of what it decoded and the rows that name topics (`frames.tally`,
 `coordinator.shard.naming_rows`) and its quarantined rows (the decoded log the run keeps: `frames.decoded_log`). The
 shard as the next `--incremental` run resumes it (`coordinator.saved`) it writes into the run's state
@@ -14,8 +15,9 @@ shard as the next `--incremental` run resumes it (`coordinator.saved`) it writes
 Two facts of the whole run are needed before a shard's tables are final: the expiry clock (by default the newest
 record timestamp of every partition) and the topic names (read off every partition). So the state tables are built
 by a second, state-sized job over the kept states (`coordinator.shard.tabulate_shards`), which also picks the
-history's suspects for validation (`validation.suspects`: its bounds depend on the expiry clock). A partition is
-never split: a skewed partition is one long task.
+history's suspects for validation (`validation.suspects`: its bounds depend on the expiry clock). A partition of
+more than `decode.split_bytes` is decoded in ranges, a task each, and loaded by a second job from what each range
+keeps (`frames.ranges`, `_split_load_task`).
 """
 from __future__ import annotations
 
@@ -268,26 +270,40 @@ def _split_load_task(options: ReplayOptions, split_by=None, stage=None, state_st
     ranges after it (`coordinator.streamed.load_split`). Its rows go out window by window: the task holds the
     ranges' kept rows, the shard's state and one window's history and group events."""
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        rows = pa.Table.from_batches(list(batches))
-        if not rows.num_rows:
+        # the ranges' blobs as they come, each batch dropped once its blobs are taken: they are the task's largest
+        # input, held once and let go range by range as the load opens them
+        entries: list = []
+        shard = None
+        for batch in batches:
+            if batch.num_rows:
+                shard = batch.column("shard")[0].as_py()
+                entries.extend(zip(batch.column("seq").to_pylist(), batch.column("table").to_pylist(),
+                                   batch.column("payload").to_pylist()))
+            del batch
+        if shard is None:
             return
-        shard = rows.column("shard")[0].as_py()
         with memory_of(shard, "loading its ranges"):
-            yield from load(shard, rows)
+            yield from load(shard, entries)
 
-    def load(shard: int, rows: pa.Table) -> Iterator[pa.RecordBatch]:
+    def load(shard: int, entries: list) -> Iterator[pa.RecordBatch]:
         from pipelines.coordinator.streamed import load_split
         from pipelines.io.blobs import from_blob
 
         started = time.process_time()
-        rows = rows.sort_by([("seq", "ascending")])
+        entries.sort(key=lambda e: e[0])
         resume = previous.of_partition(shard) if previous is not None else None
         writer = stage.writer(shard) if stage is not None else None
+
+        def kept() -> Iterator[pa.Table]:
+            for i, (_, table, payload) in enumerate(entries):
+                if table == KEPT:
+                    entries[i] = None
+                    yield from_blob(payload)
+                    del payload
+
         try:
-            tables, payloads = rows.column("table").to_pylist(), rows.column("payload")
-            held = [from_blob(payloads[i].as_py()) for i, t in enumerate(tables) if t == HELD]
-            kept = (from_blob(payloads[i].as_py()) for i, t in enumerate(tables) if t == KEPT)
-            for settled in load_split(options, kept, held, None if resume is None else {shard: resume}):
+            held = [from_blob(payload) for _, table, payload in entries if table == HELD]
+            for settled in load_split(options, kept(), held, None if resume is None else {shard: resume}):
                 if not isinstance(settled, tuple):
                     done = settled
                     continue
