@@ -16,11 +16,14 @@ import crc32c as _crc32c_mod
 
 from pipelines.decoding import codecs
 from pipelines.decoding.errors import InvalidFieldError
+from pipelines.decoding.primitives import write_uvarint
 from schemas.records import CREATE_TIME, LOG_APPEND_TIME
 
 __all__ = ["encode_varint", "write_control_batch", "write_empty_batch", "write_record_batch"]
 
-_V2_HEADER = struct.Struct(">qiibIhiqqqhii")
+_crc32c = _crc32c_mod.crc32c
+
+_V2_PREFIX = struct.Struct(">qiibI")  # baseOffset, batchLength, partitionLeaderEpoch, magic, crc
 _V2_AFTER_CRC = struct.Struct(">hiqqqhii")  # attributes .. recordsCount (CRC-covered header part)
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
@@ -31,17 +34,21 @@ ABORT, COMMIT = 0, 1
 
 Record = tuple[bytes | None, bytes | None, int]  # (key, value, timestamp)
 
+_U64 = (1 << 64) - 1
+
 
 def encode_varint(n: int) -> bytes:
-    """Zig-zag LEB128 (`ByteUtils.writeVarint`/`writeVarlong`): works for int and long ranges alike."""
-    z = (n << 1) ^ (n >> 63)
-    z &= 0xFFFFFFFFFFFFFFFF
-    out = bytearray()
-    while z >= 0x80:
-        out.append((z & 0x7F) | 0x80)
-        z >>= 7
-    out.append(z)
-    return bytes(out)
+    """Zig-zag LEB128 (`ByteUtils.writeVarint`/`writeVarlong`), for int and long ranges alike: zig-zag, then the
+    unsigned varint."""
+    return write_uvarint(((n << 1) ^ (n >> 63)) & _U64)
+
+
+# Small varints encoded once: a record has six (its length, two deltas, key and value lengths, the header count)
+# and the sample generator writes millions of records.
+_N_SMALL = 1 << 14
+_SMALL_VARINTS = tuple(encode_varint(i) for i in range(_N_SMALL))
+_NULL = encode_varint(-1)
+_NO_HEADERS = encode_varint(0)
 
 
 def _codec_id(codec: str) -> int:
@@ -51,33 +58,45 @@ def _codec_id(codec: str) -> int:
         raise InvalidFieldError(f"unknown codec {codec!r}", field="codec") from None
 
 
-def _v2_record(key: bytes | None, value: bytes | None, ts_delta: int, offset_delta: int,
-               headers: Sequence[tuple[str, bytes | None]] = ()) -> bytes:
-    """`DefaultRecord.writeTo` (magic 2)."""
-    body = bytearray(b"\x00")  # attributes
-    body += encode_varint(ts_delta)
-    body += encode_varint(offset_delta)
-    if key is None:
-        body += encode_varint(-1)
-    else:
-        body += encode_varint(len(key))
-        body += key
-    if value is None:
-        body += encode_varint(-1)
-    else:
-        body += encode_varint(len(value))
-        body += value
-    body += encode_varint(len(headers))
+def _varint(n: int) -> bytes:
+    return _SMALL_VARINTS[n] if 0 <= n < _N_SMALL else encode_varint(n)
+
+
+def _v2_headers(headers: Sequence[tuple[str, bytes | None]]) -> bytes:
+    out = [_varint(len(headers))]
     for hk, hv in headers:
         kb = hk.encode("utf-8")
-        body += encode_varint(len(kb))
-        body += kb
-        if hv is None:
-            body += encode_varint(-1)
+        out += [_varint(len(kb)), kb]
+        out += [_NULL] if hv is None else [_varint(len(hv)), hv]
+    return b"".join(out)
+
+
+def _v2_records(records: Sequence[Record], base_ts: int, deltas: Sequence[int],
+                headers: Sequence[Sequence[tuple[str, bytes | None]]] | None) -> bytes:
+    """`DefaultRecord.writeTo` (magic 2) for every record: the batch's records section, uncompressed."""
+    small, n_small = _SMALL_VARINTS, _N_SMALL
+    parts = []
+    for i, (key, value, ts) in enumerate(records):
+        d = ts - base_ts
+        od = deltas[i]
+        if key is None:
+            klen, key = _NULL, b""
         else:
-            body += encode_varint(len(hv))
-            body += hv
-    return encode_varint(len(body)) + bytes(body)
+            kl = len(key)
+            klen = small[kl] if kl < n_small else encode_varint(kl)
+        if value is None:
+            vlen, value = _NULL, b""
+        else:
+            vl = len(value)
+            vlen = small[vl] if vl < n_small else encode_varint(vl)
+        body = b"".join((b"\x00",  # attributes
+                         small[d] if 0 <= d < n_small else encode_varint(d),
+                         small[od] if 0 <= od < n_small else encode_varint(od),
+                         klen, key, vlen, value, _v2_headers(headers[i]) if headers else _NO_HEADERS))
+        bl = len(body)
+        parts.append(small[bl] if bl < n_small else encode_varint(bl))
+        parts.append(body)
+    return b"".join(parts)
 
 
 def _v2_batch(*, base_offset: int, last_offset_delta: int, partition_leader_epoch: int, attributes: int,
@@ -85,11 +104,10 @@ def _v2_batch(*, base_offset: int, last_offset_delta: int, partition_leader_epoc
               records_count: int, section: bytes) -> bytes:
     """`DefaultRecordBatch.writeHeader` + CRC-32C over attributes..end."""
     after_crc = _V2_AFTER_CRC.pack(attributes, last_offset_delta, base_timestamp, max_timestamp, producer_id,
-                                   producer_epoch, base_sequence, records_count) + section
-    crc = _crc32c_mod.crc32c(after_crc)
-    batch_length = 4 + 1 + 4 + len(after_crc)  # partitionLeaderEpoch + magic + crc + rest
-    return (_ENTRY_HEAD.pack(base_offset, batch_length) + _I32.pack(partition_leader_epoch) + b"\x02"
-            + struct.pack(">I", crc) + after_crc)
+                                   producer_epoch, base_sequence, records_count)
+    crc = _crc32c(section, _crc32c(after_crc))  # the section is not copied to be checksummed
+    batch_length = 4 + 1 + 4 + len(after_crc) + len(section)  # partitionLeaderEpoch + magic + crc + rest
+    return b"".join((_V2_PREFIX.pack(base_offset, batch_length, partition_leader_epoch, 2, crc), after_crc, section))
 
 
 def write_record_batch(
@@ -119,7 +137,7 @@ def write_record_batch(
     (default 0..n-1; gaps model compaction).
     """
     n = len(records)
-    deltas = list(offset_deltas) if offset_deltas is not None else list(range(n))
+    deltas = list(offset_deltas) if offset_deltas is not None else range(n)
     if len(deltas) != n:
         raise InvalidFieldError("offset_deltas must have one entry per record", field="offset_deltas")
     codec_id = _codec_id(codec)
@@ -129,13 +147,14 @@ def write_record_batch(
     if magic == 2:
         if n == 0:
             raise InvalidFieldError("use write_empty_batch for a batch without records", field="records")
+        if headers is not None and len(headers) != n:
+            raise InvalidFieldError("headers must have one entry per record", field="headers")
         first_ts = records[0][2]
         base_ts = delete_horizon_ms if delete_horizon_ms is not None else first_ts
-        max_ts = max(r[2] for r in records)
+        max_ts = max([r[2] for r in records]) if n > 1 else first_ts
         if log_append:
             max_ts = log_append_time if log_append_time is not None else max_ts
-        hdrs = headers if headers is not None else [()] * n
-        body = b"".join(_v2_record(k, v, ts - base_ts, d, h) for (k, v, ts), d, h in zip(records, deltas, hdrs))
+        body = _v2_records(records, base_ts, deltas, headers)
         section = codecs.compress(codec_id, body, magic=2, snappy_framing=snappy_framing) if codec_id else body
         attributes = (codec_id | (0x08 if log_append else 0) | (0x10 if is_transactional else 0)
                       | (0x20 if is_control else 0) | (0x40 if delete_horizon_ms is not None else 0))

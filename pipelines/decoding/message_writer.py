@@ -5,6 +5,7 @@ these follow `GroupCoordinatorRecordHelpers` / the generated `*.write` methods b
 """
 from __future__ import annotations
 
+import struct
 from collections.abc import Sequence
 from typing import Any
 
@@ -31,24 +32,29 @@ def write_offset_commit_key(group: str, topic: str, partition: int, key_type: in
     return write_int16(key_type) + write_string(group) + write_string(topic) + write_int32(partition)
 
 
+# OffsetCommitValue's fixed-size runs, each packed at once: the sample generator writes a value per commit
+_VERSION_OFFSET = struct.Struct(">hq")  # v0-v2: version, offset
+_VERSION_OFFSET_EPOCH = struct.Struct(">hqi")  # v3-v4: version, offset, leaderEpoch
+_COMMIT_EXPIRE = struct.Struct(">qq")  # v1: commitTimestamp, expireTimestamp
+
+
 def write_offset_commit_value(version: int, *, offset: int, metadata: str = "", commit_timestamp: int,
                               leader_epoch: int = -1, expire_timestamp: int = -1,
                               topic_id: str | None = None) -> bytes:
     """OffsetCommitValue at `version` (0-4); fields the version lacks are dropped (v4 topicId = tag 0)."""
+    if version == 3:
+        return b"".join((_VERSION_OFFSET_EPOCH.pack(3, offset, leader_epoch), write_string(metadata),
+                         write_int64(commit_timestamp)))
+    if version == 4:
+        tags = {0: write_uuid(topic_id)} if topic_id is not None else None
+        return b"".join((_VERSION_OFFSET_EPOCH.pack(4, offset, leader_epoch), write_compact_string(metadata),
+                         write_int64(commit_timestamp), write_tagged_fields(tags)))
+    if version == 1:
+        return b"".join((_VERSION_OFFSET.pack(1, offset), write_string(metadata),
+                         _COMMIT_EXPIRE.pack(commit_timestamp, expire_timestamp)))
     if version in (0, 2):
-        body = write_int64(offset) + write_string(metadata) + write_int64(commit_timestamp)
-    elif version == 1:
-        body = write_int64(offset) + write_string(metadata) + write_int64(commit_timestamp) + write_int64(
-            expire_timestamp)
-    elif version == 3:
-        body = write_int64(offset) + write_int32(leader_epoch) + write_string(metadata) + write_int64(commit_timestamp)
-    elif version == 4:
-        tags = {0: write_uuid(topic_id)} if topic_id is not None else {}
-        body = (write_int64(offset) + write_int32(leader_epoch) + write_compact_string(metadata)
-                + write_int64(commit_timestamp) + write_tagged_fields(tags))
-    else:
-        raise ValueError(f"no OffsetCommitValue version {version}")
-    return write_int16(version) + body
+        return b"".join((_VERSION_OFFSET.pack(version, offset), write_string(metadata), write_int64(commit_timestamp)))
+    raise ValueError(f"no OffsetCommitValue version {version}")
 
 
 def write_group_metadata_key(group: str) -> bytes:
