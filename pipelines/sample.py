@@ -27,17 +27,16 @@ from __future__ import annotations
 import base64
 import heapq
 import shutil
-import struct
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from random import Random
 
-import crc32c as _crc32c_mod
-
-from pipelines.decoding import message_writer as mw
-from pipelines.decoding.codecs import CODEC_IDS, compress
 from pipelines.coordinator.partitioner import partition_for
+from pipelines.decoding import message_writer as mw
+from pipelines.decoding.batch_writer import write_control_batch, write_record_batch
+from pipelines.decoding.consumer_protocol import write_sticky_assignor_user_data
+from pipelines.decoding.primitives import write_int16, write_int32, write_int64, write_string
 
 __all__ = ["BASE_TIME_MS", "DEFAULT_SEGMENT_BYTES", "SampleStats", "generate_sample"]
 
@@ -53,116 +52,6 @@ KIND_SHARES = ((KIND_CLASSIC, 0.60), (KIND_SIMPLE, 0.15), (KIND_KIP848, 0.15), (
 
 # KIP-848 member states (`MemberState`): 0 STABLE, 1 UNREVOKED_PARTITIONS, 2 UNRELEASED_PARTITIONS
 STABLE, UNREVOKED, UNRELEASED = 0, 1, 2
-
-_crc32c = _crc32c_mod.crc32c
-
-# ================================================================================================================
-# byte-level helpers (hot path: offset commits and batch framing; cold-path records go through message_writer)
-# ================================================================================================================
-_BATCH_PREFIX = struct.Struct(">qiibI")  # baseOffset, batchLength, partitionLeaderEpoch, magic, crc
-_BATCH_REST = struct.Struct(">hiqqqhii")  # attributes .. recordsCount (CRC-covered part of the header)
-_I16 = struct.Struct(">h")
-_I32 = struct.Struct(">i")
-_I64 = struct.Struct(">q")
-_V3_EMPTY = struct.Struct(">hqihq")  # OffsetCommitValue v3, metadata "": version, offset, leaderEpoch, len 0, ts
-_V3_HEAD = struct.Struct(">hqi")
-_V1_HEAD = struct.Struct(">hq")
-_QQ = struct.Struct(">qq")
-
-
-def _zigzag_varint(n: int) -> bytes:
-    z = (n << 1) ^ (n >> 63)
-    out = bytearray()
-    while z >= 0x80:
-        out.append((z & 0x7F) | 0x80)
-        z >>= 7
-    out.append(z)
-    return bytes(out)
-
-
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
-_ZZ_SMALL = [_zigzag_varint(i) for i in range(16384)]
-_ZZ_NULL = _zigzag_varint(-1)
-
-
-def encode_batch(records, base_offset: int, *, codec: str = "none", producer_id: int = -1, producer_epoch: int = -1,
-                 base_sequence: int = -1, is_transactional: bool = False, is_control: bool = False,
-                 partition_leader_epoch: int = 0) -> bytes:
-    """One magic-2 batch (`DefaultRecordBatch`/`MemoryRecordsBuilder`), CreateTime, offsets contiguous from
-    `base_offset`; `records` = [(key, value|None, timestamp)]. Byte-identical to `batch_writer.write_record_batch`
-    for these arguments (checked in tests); kept here because it is the generator's hot loop."""
-    base_ts = records[0][2]
-    max_ts = base_ts
-    parts = []
-    zz_small = _ZZ_SMALL
-    for i, (key, value, ts) in enumerate(records):
-        if ts > max_ts:
-            max_ts = ts
-        d = ts - base_ts
-        kl = len(key)
-        if value is None:
-            body = b"".join((b"\x00", zz_small[d] if 0 <= d < 16384 else _zigzag_varint(d), zz_small[i],
-                             zz_small[kl] if kl < 16384 else _zigzag_varint(kl), key, _ZZ_NULL, b"\x00"))
-        else:
-            vl = len(value)
-            body = b"".join((b"\x00", zz_small[d] if 0 <= d < 16384 else _zigzag_varint(d),
-                             zz_small[i] if i < 16384 else _zigzag_varint(i),
-                             zz_small[kl] if kl < 16384 else _zigzag_varint(kl), key,
-                             zz_small[vl] if vl < 16384 else _zigzag_varint(vl), value, b"\x00"))
-        bl = len(body)
-        parts.append(zz_small[bl] if bl < 16384 else _zigzag_varint(bl))
-        parts.append(body)
-    payload = b"".join(parts)
-    codec_id = CODEC_IDS[codec]
-    if codec_id:
-        payload = compress(codec_id, payload, magic=2)
-    attributes = codec_id | (0x10 if is_transactional else 0) | (0x20 if is_control else 0)
-    rest = _BATCH_REST.pack(attributes, len(records) - 1, base_ts, max_ts, producer_id, producer_epoch,
-                            base_sequence, len(records))
-    crc = _crc32c(payload, _crc32c(rest))
-    return b"".join((_BATCH_PREFIX.pack(base_offset, 9 + len(rest) + len(payload), partition_leader_epoch, 2, crc),
-                     rest, payload))
-
-
-def encode_control_batch(control_type: int, coordinator_epoch: int, offset: int, producer_id: int,
-                         producer_epoch: int, timestamp: int, partition_leader_epoch: int = 0) -> bytes:
-    """A COMMIT (1) / ABORT (0) marker batch as `MemoryRecords.writeEndTransactionalMarker` writes it."""
-    key = _I16.pack(0) + _I16.pack(control_type)
-    value = _I16.pack(0) + _I32.pack(coordinator_epoch)
-    return encode_batch([(key, value, timestamp)], offset, producer_id=producer_id, producer_epoch=producer_epoch,
-                        base_sequence=-1, is_transactional=True, is_control=True,
-                        partition_leader_epoch=partition_leader_epoch)
-
-
-def offset_commit_value(version: int, offset: int, leader_epoch: int, metadata: bytes, commit_ts: int,
-                        expire_ts: int = -1, topic_id_raw: bytes | None = None) -> bytes:
-    """OffsetCommitValue v1/v3/v4 (§2.4) with struct; `metadata` is UTF-8 bytes."""
-    if version == 3:
-        if not metadata:
-            return _V3_EMPTY.pack(3, offset, leader_epoch, 0, commit_ts)
-        return b"".join((_V3_HEAD.pack(3, offset, leader_epoch), _I16.pack(len(metadata)), metadata,
-                         _I64.pack(commit_ts)))
-    if version == 4:
-        tags = b"\x01\x00\x10" + topic_id_raw if topic_id_raw else b"\x00"
-        return b"".join((_V3_HEAD.pack(4, offset, leader_epoch), _uvarint(len(metadata) + 1), metadata,
-                         _I64.pack(commit_ts), tags))
-    if version == 1:
-        return b"".join((_V1_HEAD.pack(1, offset), _I16.pack(len(metadata)), metadata, _QQ.pack(commit_ts, expire_ts)))
-    raise ValueError(f"the sample writes OffsetCommitValue v1/v3/v4, not v{version}")
-
-
-def _str16(s: str) -> bytes:
-    raw = s.encode("utf-8")
-    return _I16.pack(len(raw)) + raw
-
 
 # ================================================================================================================
 # stats
@@ -255,34 +144,36 @@ class _PartitionLog:
 
     def write_txn(self, records: list[tuple], producer_id: int, producer_epoch: int) -> None:
         self._emit_linger()
-        self._append(encode_batch(records, self.next_offset, codec=self.codec(), producer_id=producer_id,
-                                  producer_epoch=producer_epoch, base_sequence=0, is_transactional=True,
-                                  partition_leader_epoch=self.gen.leader_epoch), records)
+        codec = self.codec()
+        self._append(write_record_batch(records, self.next_offset, codec=codec, producer_id=producer_id,
+                                        producer_epoch=producer_epoch, base_sequence=0, is_transactional=True,
+                                        partition_leader_epoch=self.gen.leader_epoch), records, codec)
         self.gen.stats.transactional_batches += 1
 
     def write_marker(self, control_type: int, producer_id: int, producer_epoch: int, ts: int) -> None:
         self._emit_linger()
-        batch = encode_control_batch(control_type, self.gen.txn_coordinator_epoch, self.next_offset, producer_id,
-                                     producer_epoch, ts, self.gen.leader_epoch)
-        self._append(batch, None, codec="none")
+        batch = write_control_batch(control_type, self.gen.txn_coordinator_epoch, self.next_offset, producer_id,
+                                    producer_epoch, ts, partition_leader_epoch=self.gen.leader_epoch)
+        self._append(batch, None, "none")
         self.gen.stats.control_records["COMMIT" if control_type == 1 else "ABORT"] += 1
 
     def _emit_linger(self) -> None:
         if self.linger:
             records, self.linger = self.linger, []
-            self._append(encode_batch(records, self.next_offset, codec=self.codec(), base_sequence=0,
-                                      partition_leader_epoch=self.gen.leader_epoch), records)
+            codec = self.codec()
+            self._append(write_record_batch(records, self.next_offset, codec=codec, base_sequence=0,
+                                            partition_leader_epoch=self.gen.leader_epoch), records, codec)
 
     def codec(self) -> str:
         era = self.gen.era()
         return self.codec_plan[era]
 
-    def _append(self, batch: bytes, records, codec: str | None = None) -> None:
+    def _append(self, batch: bytes, records, codec: str) -> None:
         n = 1 if records is None else len(records)
         stats = self.gen.stats
         stats.batches += 1
         stats.records += n
-        stats.batches_by_codec[codec or self._last_codec_of(batch)] += 1
+        stats.batches_by_codec[codec] += 1
         if n > 1:
             stats.multi_record_batches += 1
         size = len(batch)
@@ -295,10 +186,6 @@ class _PartitionLog:
         self.records += n
         if self.buf_size >= self.FLUSH_BYTES:
             self._flush()
-
-    @staticmethod
-    def _last_codec_of(batch: bytes) -> str:
-        return CODECS[batch[22] & 0x07]
 
     def _roll(self) -> None:
         self._flush()
@@ -436,7 +323,6 @@ class _Group:
         self.log = gen.logs[partition_for(gid, gen.partitions)]
         self.committed: dict[tuple[int, int], int] = {}  # (topic idx, partition) -> offset
         self.keys: dict[tuple[int, int], bytes] = {}
-        self.key_prefix = _I16.pack(1) + _str16(gid)
         self.deleted_at_end = False
         self.explicit_retention_ms = 0  # > 0: OffsetCommit v1 with an expireTimestamp
         self.created = False
@@ -446,7 +332,7 @@ class _Group:
         k = self.keys.get(tp)
         if k is None:
             t = self.gen.topics[tp[0]]
-            k = self.keys[tp] = self.key_prefix + _str16(t.name) + _I32.pack(tp[1])
+            k = self.keys[tp] = mw.write_offset_commit_key(self.gid, t.name, tp[1])
         return k
 
     def commit_records(self, tps, ts: int, *, metadata: str = "", leader_epoch: bool = True) -> list[tuple]:
@@ -454,7 +340,6 @@ class _Group:
         rand = gen.rng.random
         committed = self.committed
         topics = gen.topics
-        meta = gen.metadata_bytes(metadata)
         upgraded = gen.upgraded
         version = 1 if self.explicit_retention_ms else (4 if upgraded else 3)
         out = []
@@ -466,13 +351,12 @@ class _Group:
                 newest[tp] = off
             t = topics[tp[0]]
             epoch = t.leader_epoch if leader_epoch else -1
-            if version == 3:
-                value = (_V3_EMPTY.pack(3, off, epoch, 0, ts) if not meta
-                         else offset_commit_value(3, off, epoch, meta, ts))
-            elif version == 4:
-                value = offset_commit_value(4, off, epoch, meta, ts, topic_id_raw=t.topic_id_raw)
+            if version == 1:
+                value = mw.write_offset_commit_value(1, offset=off, metadata=metadata, commit_timestamp=ts,
+                                                     expire_timestamp=ts + self.explicit_retention_ms)
             else:
-                value = offset_commit_value(1, off, -1, meta, ts, ts + self.explicit_retention_ms)
+                value = mw.write_offset_commit_value(version, offset=off, metadata=metadata, commit_timestamp=ts,
+                                                     leader_epoch=epoch, topic_id=t.topic_id)
             out.append((self.key(tp), value, ts))
         n = len(out)
         gen.count(1, n)
@@ -587,14 +471,9 @@ class _ClassicGroup(_Group):
 
     def _user_data(self, m: _ClassicMember) -> bytes | None:
         if self.assignor == "sticky":  # StickyAssignor user data v1: previous assignment + generation
-            owned = self._by_topic(m.owned)
-            parts = [_I32.pack(len(owned))]
-            for t, ps in owned.items():
-                parts += [_str16(t), _I32.pack(len(ps))] + [_I32.pack(p) for p in ps]
-            parts.append(_I32.pack(self.generation))
-            return b"".join(parts)
+            return write_sticky_assignor_user_data(self._by_topic(m.owned), self.generation)
         if self.assignor == "cooperative-sticky":  # CooperativeStickyAssignor: the generation only
-            return _I32.pack(self.generation)
+            return write_int32(self.generation)
         return None
 
     def subscription(self, m: _ClassicMember) -> bytes:
@@ -809,9 +688,9 @@ class _ConnectGroup(_ClassicGroup):
     def member_dict(self, m: _ClassicMember) -> dict:
         # ConnectProtocol / IncrementalCooperativeConnectProtocol worker state and assignment
         v = self.connect_version
-        sub = _I16.pack(v) + _str16(self._url(m)) + _I64.pack(self.config_offset)
+        sub = write_int16(v) + write_string(self._url(m)) + write_int64(self.config_offset)
         if v >= 1:
-            sub += _I32.pack(-1)  # no previous allocation
+            sub += write_int32(-1)  # no previous allocation
         ids = sorted(x.member_id for x in self.members)
         mine = ids.index(m.member_id) if m.member_id in ids else 0
         work = [(c, t) for c in self.connectors for t in [-1] + list(range(self.tasks[c]))]
@@ -821,12 +700,12 @@ class _ConnectGroup(_ClassicGroup):
                 assigned.setdefault(c, []).append(t)
         leader = self.leader or m.member_id
         leader_url = self._url(next((x for x in self.members if x.member_id == leader), m))
-        asg = [_I16.pack(v), _I16.pack(0), _str16(leader), _str16(leader_url), _I64.pack(self.config_offset),
-               _I32.pack(len(assigned))]
+        asg = [write_int16(v), write_int16(0), write_string(leader), write_string(leader_url),
+               write_int64(self.config_offset), write_int32(len(assigned))]
         for c, ts_ in assigned.items():
-            asg += [_str16(c), _I32.pack(len(ts_))] + [_I32.pack(t) for t in ts_]
+            asg += [write_string(c), write_int32(len(ts_))] + [write_int32(t) for t in ts_]
         if v >= 1:
-            asg += [_I32.pack(0), _I32.pack(0)]  # revoked [], scheduled delay 0
+            asg += [write_int32(0), write_int32(0)]  # revoked [], scheduled delay 0
         return {"member_id": m.member_id, "group_instance_id": None, "client_id": m.client_id,
                 "client_host": m.host, "rebalance_timeout_ms": 60000, "session_timeout_ms": 10000,
                 "subscription": sub, "assignment": b"".join(asg)}
@@ -989,7 +868,7 @@ class _Kip848Group(_Group):
     def metadata_hash(self, subscribed: list[int]) -> int:
         h = 0xCBF29CE484222325
         for i in subscribed:
-            for b in self.gen.topics[i].topic_id_raw + _I32.pack(self.gen.topics[i].partitions):
+            for b in self.gen.topics[i].topic_id_raw + write_int32(self.gen.topics[i].partitions):
                 h = ((h ^ b) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
         return h - (1 << 64) if h >= 1 << 63 else h
 
@@ -1178,7 +1057,6 @@ class _Generator:
         s.batches_by_codec = Counter({c: 0 for c in CODECS})
         self.n_eras = 10
         self.logs = [_PartitionLog(self, p) for p in range(partitions)]
-        self.metadata_cache: dict[str, bytes] = {}
         self.next_pid = 1000 + self.rng.randint(0, 5000)
         self.producers: list[_Producer] = []
         self.markers: list[tuple] = []  # heap of (due ts, seq, producer, outcome)
@@ -1190,12 +1068,6 @@ class _Generator:
         self.stats.records_by_key_type[key_type] += n
         if tombstones:
             self.stats.tombstones_by_key_type[key_type] += tombstones
-
-    def metadata_bytes(self, s: str) -> bytes:
-        b = self.metadata_cache.get(s)
-        if b is None:
-            b = self.metadata_cache[s] = s.encode("utf-8")
-        return b
 
     def era(self) -> int:
         e = self.stats.records * self.n_eras // max(1, self.target)

@@ -147,3 +147,9 @@ def write_subscription(version: int, topics, user_data: bytes | None = None,
 def write_assignment(version: int, assigned: dict[str, list[int]], user_data: bytes | None = None) -> bytes:
     """`ConsumerProtocol.serializeAssignment` at `version` (same layout for 0-3)."""
     return write_int16(version) + _write_topic_partitions(assigned) + write_bytes(user_data)
+
+
+def write_sticky_assignor_user_data(owned_partitions: dict[str, list[int]], generation: int) -> bytes:
+    """StickyAssignor's subscription user data, v1 (`StickyAssignor.serializeTopicPartitionAssignment`): the
+    member's previous assignment, then its generation."""
+    return _write_topic_partitions(owned_partitions) + write_int32(generation)
