@@ -13,7 +13,8 @@ from jobs.cli import main
 from pipelines.decoding.batches import read_batches_from_file
 from pipelines.coordinator.partitioner import partition_for
 from pipelines.decoding.reader import iter_decoded_rows
-from pipelines.sample import BASE_TIME_MS, CODECS, generate_sample
+from simulator import BASE_TIME_MS, generate_sample
+from simulator.log import CODECS
 
 ARGS = dict(records=12_000, groups=80, partitions=6, seed=7, segment_bytes=64 * 1024)
 

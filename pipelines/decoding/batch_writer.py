@@ -1,6 +1,6 @@
 """Encoding records into log entries: magic 2 record batches, legacy magic 0/1 message sets, control and empty batches.
 
-The inverse of `batches.py`, for tests, property round trips and the sample generator. Mirrors
+The inverse of `batches.py`, for tests, property round trips and the broker simulator (`simulator/`). Mirrors
 `MemoryRecordsBuilder` / `DefaultRecordBatch.writeHeader` / `DefaultRecord.writeTo` (magic 2),
 `LegacyRecord.write` with `AbstractLegacyRecordBatch` wrappers (magic 0/1),
 `MemoryRecords.writeEndTransactionalMarker` and `DefaultRecordBatch.writeEmptyHeader` (Kafka 0.11-4.x).
@@ -44,7 +44,7 @@ def encode_varint(n: int) -> bytes:
 
 
 # Small varints encoded once: a record has six (its length, two deltas, key and value lengths, the header count)
-# and the sample generator writes millions of records.
+# and the simulator writes millions of records.
 _N_SMALL = 1 << 14
 _SMALL_VARINTS = tuple(encode_varint(i) for i in range(_N_SMALL))
 _NULL = encode_varint(-1)

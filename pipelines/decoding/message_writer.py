@@ -1,6 +1,6 @@
 """Encoders for `__consumer_offsets` keys and values: the inverse of `messages.py` / `consumer_protocol.py`.
 
-Used for round-trip tests and by the sample generator. Byte layouts are documented next to the readers;
+Used for round-trip tests and by the broker simulator (`simulator/`). Byte layouts are documented next to the readers;
 these follow `GroupCoordinatorRecordHelpers` / the generated `*.write` methods byte for byte.
 """
 from __future__ import annotations
@@ -32,7 +32,7 @@ def write_offset_commit_key(group: str, topic: str, partition: int, key_type: in
     return write_int16(key_type) + write_string(group) + write_string(topic) + write_int32(partition)
 
 
-# OffsetCommitValue's fixed-size runs, each packed at once: the sample generator writes a value per commit
+# OffsetCommitValue's fixed-size runs, each packed at once: the simulator writes a value per commit
 _VERSION_OFFSET = struct.Struct(">hq")  # v0-v2: version, offset
 _VERSION_OFFSET_EPOCH = struct.Struct(">hqi")  # v3-v4: version, offset, leaderEpoch
 _COMMIT_EXPIRE = struct.Struct(">qq")  # v1: commitTimestamp, expireTimestamp

@@ -233,7 +233,7 @@ def test_sample_reset_backwards_names_the_member(spark, settings, tmp_path):
     from pipelines.coordinator.partitioner import partition_for
     from pipelines.io.snapshots import DeltaWarehouseReader
     from pipelines.rebuild import RebuildRequest, run_rebuild
-    from pipelines.sample import generate_sample
+    from simulator import generate_sample
 
     dump, wh = tmp_path / "dump", tmp_path / "wh"
     generate_sample(dump, records=6000, groups=30, partitions=4, seed=11, segment_bytes=64 * 1024)
