@@ -51,13 +51,6 @@ _NULL = encode_varint(-1)
 _NO_HEADERS = encode_varint(0)
 
 
-def _codec_id(codec: str) -> int:
-    try:
-        return codecs.CODEC_IDS[codec]
-    except KeyError:
-        raise InvalidFieldError(f"unknown codec {codec!r}", field="codec") from None
-
-
 def _varint(n: int) -> bytes:
     return _SMALL_VARINTS[n] if 0 <= n < _N_SMALL else encode_varint(n)
 
@@ -71,14 +64,18 @@ def _v2_headers(headers: Sequence[tuple[str, bytes | None]]) -> bytes:
     return b"".join(out)
 
 
-def _v2_records(records: Sequence[Record], base_ts: int, deltas: Sequence[int],
-                headers: Sequence[Sequence[tuple[str, bytes | None]]] | None) -> bytes:
-    """`DefaultRecord.writeTo` (magic 2) for every record: the batch's records section, uncompressed."""
+def _v2_records(records: Sequence[Record], base_ts: int, deltas: Sequence[int] | None,
+                headers: Sequence[Sequence[tuple[str, bytes | None]]] | None) -> tuple[bytes, int]:
+    """`DefaultRecord.writeTo` (magic 2) for every record: the batch's records section, uncompressed, and the
+    largest timestamp. `deltas` None: offset deltas 0..n-1."""
     small, n_small = _SMALL_VARINTS, _N_SMALL
     parts = []
+    max_ts = records[0][2]
     for i, (key, value, ts) in enumerate(records):
+        if ts > max_ts:
+            max_ts = ts
         d = ts - base_ts
-        od = deltas[i]
+        od = i if deltas is None else deltas[i]
         if key is None:
             klen, key = _NULL, b""
         else:
@@ -96,13 +93,13 @@ def _v2_records(records: Sequence[Record], base_ts: int, deltas: Sequence[int],
         bl = len(body)
         parts.append(small[bl] if bl < n_small else encode_varint(bl))
         parts.append(body)
-    return b"".join(parts)
+    return b"".join(parts), max_ts
 
 
-def _v2_batch(*, base_offset: int, last_offset_delta: int, partition_leader_epoch: int, attributes: int,
+def _v2_batch(base_offset: int, partition_leader_epoch: int, attributes: int, last_offset_delta: int,
               base_timestamp: int, max_timestamp: int, producer_id: int, producer_epoch: int, base_sequence: int,
               records_count: int, section: bytes) -> bytes:
-    """`DefaultRecordBatch.writeHeader` + CRC-32C over attributes..end."""
+    """`DefaultRecordBatch.writeHeader` (its fields in the header's order) + CRC-32C over attributes..end."""
     after_crc = _V2_AFTER_CRC.pack(attributes, last_offset_delta, base_timestamp, max_timestamp, producer_id,
                                    producer_epoch, base_sequence, records_count)
     crc = _crc32c(section, _crc32c(after_crc))  # the section is not copied to be checksummed
@@ -137,11 +134,13 @@ def write_record_batch(
     (default 0..n-1; gaps model compaction).
     """
     n = len(records)
-    deltas = list(offset_deltas) if offset_deltas is not None else range(n)
-    if len(deltas) != n:
+    deltas = None if offset_deltas is None else list(offset_deltas)
+    if deltas is not None and len(deltas) != n:
         raise InvalidFieldError("offset_deltas must have one entry per record", field="offset_deltas")
-    codec_id = _codec_id(codec)
-    if timestamp_type not in (CREATE_TIME, LOG_APPEND_TIME):
+    codec_id = codecs.CODEC_IDS.get(codec)
+    if codec_id is None:
+        raise InvalidFieldError(f"unknown codec {codec!r}", field="codec")
+    if timestamp_type != CREATE_TIME and timestamp_type != LOG_APPEND_TIME:
         raise InvalidFieldError(f"timestamp type {timestamp_type!r}", field="timestamp_type")
     log_append = timestamp_type == LOG_APPEND_TIME
     if magic == 2:
@@ -149,19 +148,17 @@ def write_record_batch(
             raise InvalidFieldError("use write_empty_batch for a batch without records", field="records")
         if headers is not None and len(headers) != n:
             raise InvalidFieldError("headers must have one entry per record", field="headers")
-        first_ts = records[0][2]
-        base_ts = delete_horizon_ms if delete_horizon_ms is not None else first_ts
-        max_ts = max([r[2] for r in records]) if n > 1 else first_ts
-        if log_append:
-            max_ts = log_append_time if log_append_time is not None else max_ts
-        body = _v2_records(records, base_ts, deltas, headers)
+        base_ts = delete_horizon_ms if delete_horizon_ms is not None else records[0][2]
+        body, max_ts = _v2_records(records, base_ts, deltas, headers)
+        if log_append and log_append_time is not None:
+            max_ts = log_append_time
         section = codecs.compress(codec_id, body, magic=2, snappy_framing=snappy_framing) if codec_id else body
         attributes = (codec_id | (0x08 if log_append else 0) | (0x10 if is_transactional else 0)
                       | (0x20 if is_control else 0) | (0x40 if delete_horizon_ms is not None else 0))
-        return _v2_batch(base_offset=base_offset, last_offset_delta=max(deltas), attributes=attributes,
-                         partition_leader_epoch=partition_leader_epoch, base_timestamp=base_ts,
-                         max_timestamp=max_ts, producer_id=producer_id, producer_epoch=producer_epoch,
-                         base_sequence=base_sequence, records_count=n, section=section)
+        return _v2_batch(base_offset, partition_leader_epoch, attributes, n - 1 if deltas is None else max(deltas),
+                         base_ts, max_ts, producer_id, producer_epoch, base_sequence, n, section)
+    if deltas is None:
+        deltas = range(n)
     if magic not in (0, 1):
         raise InvalidFieldError(f"unknown magic {magic}", field="magic")
     if is_transactional or is_control or producer_id != -1:
@@ -215,8 +212,6 @@ def write_empty_batch(base_offset: int, last_offset: int, *, producer_id: int = 
     baseTimestamp -1 (or the delete horizon), lastOffsetDelta kept."""
     attributes = (0x10 if is_transactional else 0) | (0x20 if is_control else 0) | (
         0x40 if delete_horizon_ms is not None else 0)
-    return _v2_batch(base_offset=base_offset, last_offset_delta=last_offset - base_offset, attributes=attributes,
-                     partition_leader_epoch=partition_leader_epoch,
-                     base_timestamp=delete_horizon_ms if delete_horizon_ms is not None else -1,
-                     max_timestamp=max_timestamp, producer_id=producer_id, producer_epoch=producer_epoch,
-                     base_sequence=base_sequence, records_count=0, section=b"")
+    return _v2_batch(base_offset, partition_leader_epoch, attributes, last_offset - base_offset,
+                     delete_horizon_ms if delete_horizon_ms is not None else -1, max_timestamp, producer_id,
+                     producer_epoch, base_sequence, 0, b"")
