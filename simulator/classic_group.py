@@ -254,6 +254,9 @@ class ClassicGroup(Group):
         tps = sorted(tp for tp in self.committed if tp[0] == ti)
         self.log.write(self.tombstone_records(tps, self.log.tick()))
 
+    def has_end_phase(self) -> bool:
+        return self.deleted_at_end or self.end_empty
+
     def end_cost(self) -> int:
         if self.deleted_at_end:
             return (1 if self.members else 0) + len(self.committed) + 1
@@ -340,6 +343,9 @@ class ConnectGroup(ClassicGroup):
             self.rebalance(self.log.tick())
         else:
             self.membership_change()
+
+    def has_end_phase(self) -> bool:
+        return False
 
     def end_cost(self) -> int:
         return 0

@@ -50,7 +50,7 @@ class Cluster:
         s.control_records = Counter({"COMMIT": 0, "ABORT": 0})
         s.batches_by_codec = Counter({c: 0 for c in CODECS})
         self.transactions = TransactionCoordinator(self.rng, self.clock, self.stats)
-        self.n_eras = 10
+        self.n_eras = 10  # the record budget's tenths: each offsets partition's codec changes with them
         self.logs = [PartitionLog(self, p) for p in range(partitions)]
 
     # -- shared helpers ------------------------------------------------------------------------------------------
@@ -58,11 +58,6 @@ class Cluster:
         self.stats.records_by_key_type[key_type] += n
         if tombstones:
             self.stats.tombstones_by_key_type[key_type] += tombstones
-
-    def era(self) -> int:
-        """Which tenth of the record budget the timeline is in: each offsets partition changes codec by era."""
-        e = self.stats.records * self.n_eras // max(1, self.target)
-        return e if e < self.n_eras else self.n_eras - 1
 
     # -- world ---------------------------------------------------------------------------------------------------
     def build(self) -> list[Group]:
@@ -213,6 +208,7 @@ class Cluster:
         for g in groups:
             total += g.weight
             cum.append(total)
+        ending = [g for g in groups if g.has_end_phase()]  # what the budget keeps in reserve is theirs alone
         stats = self.stats
         clock = self.clock
         transactions = self.transactions
@@ -225,7 +221,7 @@ class Cluster:
         rng.shuffle(intro)
         while True:
             if stats.records >= next_check:
-                reserve = sum(g.end_cost() for g in groups) + len(markers) + 4 * len(self.open_at_end)
+                reserve = sum(g.end_cost() for g in ending) + len(markers) + 4 * len(self.open_at_end)
                 left = self.target - stats.records - reserve
                 if left <= 0:
                     if not intro:

@@ -16,7 +16,7 @@ STABLE, UNREVOKED, UNRELEASED = 0, 1, 2
 
 class ConsumerGroupMember:
     __slots__ = ("member_id", "instance_id", "rack", "client_id", "host", "rebalance_timeout", "epoch",
-                 "prev_epoch", "state", "assigned", "pending", "target")
+                 "prev_epoch", "state", "assigned", "assigned_list", "pending", "target")
 
     def __init__(self, member_id, instance_id, rack, client_id, host, rebalance_timeout):
         self.member_id = member_id
@@ -29,8 +29,13 @@ class ConsumerGroupMember:
         self.prev_epoch = 0
         self.state = STABLE
         self.assigned: set = set()
+        self.assigned_list: list = []  # sorted, for the commit hot path
         self.pending: set = set()  # partitions pending revocation
         self.target: set = set()
+
+    def assign(self, tps: set) -> None:
+        self.assigned = tps
+        self.assigned_list = sorted(tps)
 
 
 class ConsumerGroup(Group):
@@ -128,7 +133,7 @@ class ConsumerGroup(Group):
         with whatever is not still owned by another member (UNRELEASED) or everything (STABLE)."""
         revoke = m.assigned - m.target
         if revoke and m.state != UNREVOKED:
-            m.assigned = m.assigned & m.target
+            m.assign(m.assigned & m.target)
             m.pending = revoke
             m.state = UNREVOKED
         else:
@@ -138,7 +143,7 @@ class ConsumerGroup(Group):
                 if o is not m:
                     others |= o.assigned | o.pending
             unreleased = m.target & others
-            m.assigned = m.target - unreleased
+            m.assign(m.target - unreleased)
             m.prev_epoch, m.epoch = m.epoch, self.assignment_epoch
             m.state = UNRELEASED if unreleased else STABLE
         return self.rec(8, {"member_epoch": m.epoch, "previous_member_epoch": m.prev_epoch, "member_state": m.state,
@@ -202,9 +207,9 @@ class ConsumerGroup(Group):
             records.append(self.reconcile_record(self.members[ids[rng.randrange(len(ids))]], ts))
             self.log.write(records)
             return
-        lagging = [m for m in self.members.values() if self.needs_reconcile(m)]
-        if lagging and rng.random() < 0.7:
-            self.log.write([self.reconcile_record(lagging[0], self.log.tick())])
+        lagging = next((m for m in self.members.values() if self.needs_reconcile(m)), None)
+        if lagging is not None and rng.random() < 0.7:
+            self.log.write([self.reconcile_record(lagging, self.log.tick())])
             return
         r = rng.random()
         if r < 0.008:
@@ -223,7 +228,7 @@ class ConsumerGroup(Group):
         m = self.members[ids[rng.randrange(len(ids))]]
         if not m.assigned:
             return
-        tps = sorted(m.assigned)
+        tps = m.assigned_list
         k = rng.randint(1, min(len(tps), 8))
         s = rng.randrange(len(tps))
         self.log.write(self.commit_records((tps + tps)[s:s + k], self.log.tick(),

@@ -48,28 +48,30 @@ class Group:
         cluster = self.cluster
         rand = cluster.rng.random
         committed = self.committed
-        topics = cluster.topics
-        upgraded = cluster.upgraded
-        version = 1 if self.explicit_retention_ms else (4 if upgraded else 3)
-        out = []
         newest = cluster.newest_commit
+        topics = cluster.topics
+        keys = self.keys
+        write_value = mw.write_offset_commit_value
+        retention = self.explicit_retention_ms
+        version = 1 if retention else (4 if cluster.upgraded else 3)
+        out = []
         for tp in tps:
             off = committed.get(tp, 0) + 1 + int(rand() * 400)
             committed[tp] = off
             if off > newest.get(tp, -1):
                 newest[tp] = off
             t = topics[tp[0]]
-            epoch = t.leader_epoch if leader_epoch else -1
             if version == 1:
-                value = mw.write_offset_commit_value(1, offset=off, metadata=metadata, commit_timestamp=ts,
-                                                     expire_timestamp=ts + self.explicit_retention_ms)
+                value = write_value(1, offset=off, metadata=metadata, commit_timestamp=ts,
+                                    expire_timestamp=ts + retention)
             else:
-                value = mw.write_offset_commit_value(version, offset=off, metadata=metadata, commit_timestamp=ts,
-                                                     leader_epoch=epoch, topic_id=t.topic_id)
-            out.append((self.key(tp), value, ts))
+                value = write_value(version, offset=off, metadata=metadata, commit_timestamp=ts,
+                                    leader_epoch=t.leader_epoch if leader_epoch else -1, topic_id=t.topic_id)
+            out.append((keys.get(tp) or self.key(tp), value, ts))
         n = len(out)
-        cluster.count(1, n)
-        cluster.stats.offset_commit_value_versions[version] += n
+        stats = cluster.stats
+        stats.records_by_key_type[1] += n
+        stats.offset_commit_value_versions[version] += n
         return out
 
     def tombstone_records(self, tps, ts: int) -> list[tuple]:
@@ -95,6 +97,10 @@ class Group:
     # -- lifecycle hooks -----------------------------------------------------------------------------------------
     def step(self) -> None:
         raise NotImplementedError
+
+    def has_end_phase(self) -> bool:
+        """Whether `finish` may write anything: `end_cost` is 0 for every other group."""
+        return self.deleted_at_end
 
     def end_cost(self) -> int:
         """Records the end phase will still write for this group (deletion, leaving members)."""
