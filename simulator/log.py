@@ -9,12 +9,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pipelines.decoding.batch_writer import write_control_batch, write_record_batch
+from pipelines.decoding.codecs import CODEC_IDS
 
 if TYPE_CHECKING:
     from simulator.cluster import Cluster
 
 DEFAULT_SEGMENT_BYTES = 8 * 1024 * 1024
-CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
+CODECS = tuple(CODEC_IDS)  # none, gzip, snappy, lz4, zstd
 
 
 class PartitionLog:

@@ -28,11 +28,13 @@ class Producer:
 
 
 class TransactionCoordinator:
+    """Hands out producer ids and writes each transaction's marker when it falls due (`fire_markers`)."""
+
     def __init__(self, rng: Random, clock: Clock, stats: SampleStats):
         self.rng = rng
         self.clock = clock
         self.stats = stats
-        self.coordinator_epoch = rng.randint(0, 3)
+        self.coordinator_epoch = rng.randint(0, 3)  # every marker's EndTxnMarker.coordinatorEpoch
         self.next_pid = 1000 + rng.randint(0, 5000)
         self.producers: list[Producer] = []
         self.markers: list[tuple] = []  # heap of (due ts, seq, producer, outcome)
