@@ -17,7 +17,7 @@ TOOLS := build/tools-venv
 PACK_VENV := build/pack-venv
 PACK := dist/offsetlake-env.tar.gz
 PACKAGE_SOURCES := setup.py setup.cfg MANIFEST.in \
-  $(shell find pipelines jobs schemas conf -type f -not -path '*/__pycache__/*' -not -name '*.pyc' -not -name '*.so')
+  $(shell find pipelines jobs schemas simulator conf -type f -not -path '*/__pycache__/*' -not -name '*.pyc' -not -name '*.so')
 
 .PHONY: setup run test test-fast test-deep bench bench-decode dist pack clean
 

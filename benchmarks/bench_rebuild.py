@@ -150,7 +150,7 @@ def main():
 
     from pipelines.config import load_settings
     from pipelines.rebuild import RebuildRequest, run_rebuild
-    from pipelines.sample import generate_sample
+    from simulator import generate_sample
     from pipelines.session import get_spark
 
     dump = args.dir / f"dump-{args.records}-{args.groups}-{args.partitions}"

@@ -3,7 +3,7 @@ offsets partition, timed per output table.
 
     PYSPARK_PYTHON=$PWD/.venv/bin/python .venv/bin/python benchmarks/bench_replay.py --rows 10000000
 
-The rows resemble `pipelines/sample.py`'s mix (spark.range-based, so 10M rows cost no Python): 50 offsets partitions,
+The rows resemble the `simulator`'s mix (spark.range-based, so 10M rows cost no Python): 50 offsets partitions,
 ~10k groups (each in one offsets partition), every group committing ~24 topic-partitions of its own topics:
 * ~95% offset commits: plain values, ~0.5% tombstones, ~3% transactional commits of 100 producers per partition
   with a COMMIT / ABORT marker every 330 offsets of a partition (the last transactions stay open);

@@ -116,7 +116,7 @@ def main():
     def generated(hot_share: float | None) -> Path:
         dump = args.dir / f"dump-{args.records}-{args.groups}-{args.partitions}-hot{hot_share}-{args.shape}"
         if not dump.exists():
-            from pipelines.sample import generate_sample
+            from simulator import generate_sample
 
             t = time.monotonic()
             stats = generate_sample(dump, records=args.records, groups=args.groups, partitions=args.partitions,

@@ -70,7 +70,11 @@ def run() -> None:
     The commands that scan a whole history (`HISTORY_COMMANDS`) have Arrow allocate through jemalloc (Linux
     wheels carry it; set before pyarrow loads, as Arrow reads it once): its default, mimalloc, hands back fresh
     pages for each log-sized temporary, and the kernel's zeroing of them was a third of `changes` and
-    `restore-plan` on a large history. A value the user set stands."""
+    `restore-plan` on a large history. A value the user set stands.
+
+    `sample` has glibc keep freed heap (`_keep_freed_heap`): each gzip batch takes and frees a 256 KiB deflate
+    state, and when that lay at the top of the heap glibc handed it back to the kernel and faulted it in again for
+    the next batch, most of a mixed sample's system time."""
     import os
     import sys
 
@@ -79,7 +83,23 @@ def run() -> None:
         sys.meta_path.insert(0, _NotLoaded())
     if command in HISTORY_COMMANDS and sys.platform.startswith("linux") and "pyarrow" not in sys.modules:
         os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "jemalloc")
+    if command == "sample" and sys.platform.startswith("linux"):
+        _keep_freed_heap()
     main(prog_name="offsetlake")
+
+
+def _keep_freed_heap() -> None:
+    """glibc keeps up to 64 MiB of freed heap (M_TRIM_THRESHOLD) and takes blocks up to 4 MiB from it
+    (M_MMAP_THRESHOLD: setting the one stops glibc raising the other, and each 1 MiB segment flush would be mapped
+    and unmapped). musl ignores both."""
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None)
+        libc.mallopt(-3, 4 << 20)  # M_MMAP_THRESHOLD
+        libc.mallopt(-1, 64 << 20)  # M_TRIM_THRESHOLD
+    except (OSError, AttributeError):
+        pass
 
 
 class _NotLoaded:

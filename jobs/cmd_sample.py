@@ -27,7 +27,7 @@ def sample(out_dir: str, records: int, groups: int, partitions: int, seed: int, 
            hot_share: float | None, shape: str, force: bool) -> None:
     """Write DIR/__consumer_offsets-N/<base offset>.log for N in 0..P-1: classic, simple, Connect and KIP-848
     groups, transactions (committed, aborted, open), offset and group deletions, all five codecs."""
-    from pipelines.sample import generate_sample
+    from simulator import generate_sample
 
     if "://" in out_dir:
         raise click.UsageError(f"sample writes a local directory, not {out_dir}: write it here, then copy it to the "

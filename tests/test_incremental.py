@@ -145,7 +145,7 @@ def assert_incremental_exact(spark, warn_settings, tmp: Path, full_input: Path, 
 SAMPLE_KW = dict(num_partitions=3)  # the sample places groups over its 3 partitions
 @pytest.fixture(scope="module")
 def sample(tmp_path_factory):
-    from pipelines.sample import generate_sample
+    from simulator import generate_sample
 
     d = tmp_path_factory.mktemp("sample") / "dump"
     generate_sample(d, records=2000, groups=30, partitions=3, seed=5, segment_bytes=16 * 1024)
@@ -481,7 +481,7 @@ def test_readers_resume_at_a_batch_boundary(tmp_path):
     from pipelines.decoding.columnar import decode_segment_to_arrow
     from pipelines.decoding.segments import discover_segments
     from pipelines.frames.decode import SEGMENTS, count_segment
-    from pipelines.sample import generate_sample
+    from simulator import generate_sample
     from schemas.records import ReadProblem
 
     generate_sample(tmp_path / "d", records=600, groups=8, partitions=1, seed=3, segment_bytes=1 << 20)

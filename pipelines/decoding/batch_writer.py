@@ -1,6 +1,6 @@
 """Encoding records into log entries: magic 2 record batches, legacy magic 0/1 message sets, control and empty batches.
 
-The inverse of `batches.py`, for tests, property round trips and the sample generator. Mirrors
+The inverse of `batches.py`, for tests, property round trips and the broker simulator (`simulator/`). Mirrors
 `MemoryRecordsBuilder` / `DefaultRecordBatch.writeHeader` / `DefaultRecord.writeTo` (magic 2),
 `LegacyRecord.write` with `AbstractLegacyRecordBatch` wrappers (magic 0/1),
 `MemoryRecords.writeEndTransactionalMarker` and `DefaultRecordBatch.writeEmptyHeader` (Kafka 0.11-4.x).
@@ -16,11 +16,14 @@ import crc32c as _crc32c_mod
 
 from pipelines.decoding import codecs
 from pipelines.decoding.errors import InvalidFieldError
+from pipelines.decoding.primitives import write_uvarint
 from schemas.records import CREATE_TIME, LOG_APPEND_TIME
 
 __all__ = ["encode_varint", "write_control_batch", "write_empty_batch", "write_record_batch"]
 
-_V2_HEADER = struct.Struct(">qiibIhiqqqhii")
+_crc32c = _crc32c_mod.crc32c
+
+_V2_PREFIX = struct.Struct(">qiibI")  # baseOffset, batchLength, partitionLeaderEpoch, magic, crc
 _V2_AFTER_CRC = struct.Struct(">hiqqqhii")  # attributes .. recordsCount (CRC-covered header part)
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
@@ -31,65 +34,77 @@ ABORT, COMMIT = 0, 1
 
 Record = tuple[bytes | None, bytes | None, int]  # (key, value, timestamp)
 
+_U64 = (1 << 64) - 1
+
 
 def encode_varint(n: int) -> bytes:
-    """Zig-zag LEB128 (`ByteUtils.writeVarint`/`writeVarlong`): works for int and long ranges alike."""
-    z = (n << 1) ^ (n >> 63)
-    z &= 0xFFFFFFFFFFFFFFFF
-    out = bytearray()
-    while z >= 0x80:
-        out.append((z & 0x7F) | 0x80)
-        z >>= 7
-    out.append(z)
-    return bytes(out)
+    """Zig-zag LEB128 (`ByteUtils.writeVarint`/`writeVarlong`), for int and long ranges alike: zig-zag, then the
+    unsigned varint."""
+    return write_uvarint(((n << 1) ^ (n >> 63)) & _U64)
 
 
-def _codec_id(codec: str) -> int:
-    try:
-        return codecs.CODEC_IDS[codec]
-    except KeyError:
-        raise InvalidFieldError(f"unknown codec {codec!r}", field="codec") from None
+# Small varints encoded once: a record has six (its length, two deltas, key and value lengths, the header count)
+# and the simulator writes millions of records.
+_N_SMALL = 1 << 14
+_SMALL_VARINTS = tuple(encode_varint(i) for i in range(_N_SMALL))
+_NULL = encode_varint(-1)
+_NO_HEADERS = encode_varint(0)
 
 
-def _v2_record(key: bytes | None, value: bytes | None, ts_delta: int, offset_delta: int,
-               headers: Sequence[tuple[str, bytes | None]] = ()) -> bytes:
-    """`DefaultRecord.writeTo` (magic 2)."""
-    body = bytearray(b"\x00")  # attributes
-    body += encode_varint(ts_delta)
-    body += encode_varint(offset_delta)
-    if key is None:
-        body += encode_varint(-1)
-    else:
-        body += encode_varint(len(key))
-        body += key
-    if value is None:
-        body += encode_varint(-1)
-    else:
-        body += encode_varint(len(value))
-        body += value
-    body += encode_varint(len(headers))
+def _varint(n: int) -> bytes:
+    return _SMALL_VARINTS[n] if 0 <= n < _N_SMALL else encode_varint(n)
+
+
+def _v2_headers(headers: Sequence[tuple[str, bytes | None]]) -> bytes:
+    out = [_varint(len(headers))]
     for hk, hv in headers:
         kb = hk.encode("utf-8")
-        body += encode_varint(len(kb))
-        body += kb
-        if hv is None:
-            body += encode_varint(-1)
+        out += [_varint(len(kb)), kb]
+        out += [_NULL] if hv is None else [_varint(len(hv)), hv]
+    return b"".join(out)
+
+
+def _v2_records(records: Sequence[Record], base_ts: int, deltas: Sequence[int] | None,
+                headers: Sequence[Sequence[tuple[str, bytes | None]]] | None) -> tuple[bytes, int]:
+    """`DefaultRecord.writeTo` (magic 2) for every record: the batch's records section, uncompressed, and the
+    largest timestamp. `deltas` None: offset deltas 0..n-1."""
+    small, n_small = _SMALL_VARINTS, _N_SMALL
+    parts = []
+    max_ts = records[0][2]
+    for i, (key, value, ts) in enumerate(records):
+        if ts > max_ts:
+            max_ts = ts
+        d = ts - base_ts
+        od = i if deltas is None else deltas[i]
+        if key is None:
+            klen, key = _NULL, b""
         else:
-            body += encode_varint(len(hv))
-            body += hv
-    return encode_varint(len(body)) + bytes(body)
+            kl = len(key)
+            klen = small[kl] if kl < n_small else encode_varint(kl)
+        if value is None:
+            vlen, value = _NULL, b""
+        else:
+            vl = len(value)
+            vlen = small[vl] if vl < n_small else encode_varint(vl)
+        body = b"".join((b"\x00",  # attributes
+                         small[d] if 0 <= d < n_small else encode_varint(d),
+                         small[od] if 0 <= od < n_small else encode_varint(od),
+                         klen, key, vlen, value, _v2_headers(headers[i]) if headers else _NO_HEADERS))
+        bl = len(body)
+        parts.append(small[bl] if bl < n_small else encode_varint(bl))
+        parts.append(body)
+    return b"".join(parts), max_ts
 
 
-def _v2_batch(*, base_offset: int, last_offset_delta: int, partition_leader_epoch: int, attributes: int,
+def _v2_batch(base_offset: int, partition_leader_epoch: int, attributes: int, last_offset_delta: int,
               base_timestamp: int, max_timestamp: int, producer_id: int, producer_epoch: int, base_sequence: int,
               records_count: int, section: bytes) -> bytes:
-    """`DefaultRecordBatch.writeHeader` + CRC-32C over attributes..end."""
+    """`DefaultRecordBatch.writeHeader` (its fields in the header's order) + CRC-32C over attributes..end."""
     after_crc = _V2_AFTER_CRC.pack(attributes, last_offset_delta, base_timestamp, max_timestamp, producer_id,
-                                   producer_epoch, base_sequence, records_count) + section
-    crc = _crc32c_mod.crc32c(after_crc)
-    batch_length = 4 + 1 + 4 + len(after_crc)  # partitionLeaderEpoch + magic + crc + rest
-    return (_ENTRY_HEAD.pack(base_offset, batch_length) + _I32.pack(partition_leader_epoch) + b"\x02"
-            + struct.pack(">I", crc) + after_crc)
+                                   producer_epoch, base_sequence, records_count)
+    crc = _crc32c(section, _crc32c(after_crc))  # the section is not copied to be checksummed
+    batch_length = 4 + 1 + 4 + len(after_crc) + len(section)  # partitionLeaderEpoch + magic + crc + rest
+    return b"".join((_V2_PREFIX.pack(base_offset, batch_length, partition_leader_epoch, 2, crc), after_crc, section))
 
 
 def write_record_batch(
@@ -119,30 +134,31 @@ def write_record_batch(
     (default 0..n-1; gaps model compaction).
     """
     n = len(records)
-    deltas = list(offset_deltas) if offset_deltas is not None else list(range(n))
-    if len(deltas) != n:
+    deltas = None if offset_deltas is None else list(offset_deltas)
+    if deltas is not None and len(deltas) != n:
         raise InvalidFieldError("offset_deltas must have one entry per record", field="offset_deltas")
-    codec_id = _codec_id(codec)
-    if timestamp_type not in (CREATE_TIME, LOG_APPEND_TIME):
+    codec_id = codecs.CODEC_IDS.get(codec)
+    if codec_id is None:
+        raise InvalidFieldError(f"unknown codec {codec!r}", field="codec")
+    if timestamp_type != CREATE_TIME and timestamp_type != LOG_APPEND_TIME:
         raise InvalidFieldError(f"timestamp type {timestamp_type!r}", field="timestamp_type")
     log_append = timestamp_type == LOG_APPEND_TIME
     if magic == 2:
         if n == 0:
             raise InvalidFieldError("use write_empty_batch for a batch without records", field="records")
-        first_ts = records[0][2]
-        base_ts = delete_horizon_ms if delete_horizon_ms is not None else first_ts
-        max_ts = max(r[2] for r in records)
-        if log_append:
-            max_ts = log_append_time if log_append_time is not None else max_ts
-        hdrs = headers if headers is not None else [()] * n
-        body = b"".join(_v2_record(k, v, ts - base_ts, d, h) for (k, v, ts), d, h in zip(records, deltas, hdrs))
+        if headers is not None and len(headers) != n:
+            raise InvalidFieldError("headers must have one entry per record", field="headers")
+        base_ts = delete_horizon_ms if delete_horizon_ms is not None else records[0][2]
+        body, max_ts = _v2_records(records, base_ts, deltas, headers)
+        if log_append and log_append_time is not None:
+            max_ts = log_append_time
         section = codecs.compress(codec_id, body, magic=2, snappy_framing=snappy_framing) if codec_id else body
         attributes = (codec_id | (0x08 if log_append else 0) | (0x10 if is_transactional else 0)
                       | (0x20 if is_control else 0) | (0x40 if delete_horizon_ms is not None else 0))
-        return _v2_batch(base_offset=base_offset, last_offset_delta=max(deltas), attributes=attributes,
-                         partition_leader_epoch=partition_leader_epoch, base_timestamp=base_ts,
-                         max_timestamp=max_ts, producer_id=producer_id, producer_epoch=producer_epoch,
-                         base_sequence=base_sequence, records_count=n, section=section)
+        return _v2_batch(base_offset, partition_leader_epoch, attributes, n - 1 if deltas is None else max(deltas),
+                         base_ts, max_ts, producer_id, producer_epoch, base_sequence, n, section)
+    if deltas is None:
+        deltas = range(n)
     if magic not in (0, 1):
         raise InvalidFieldError(f"unknown magic {magic}", field="magic")
     if is_transactional or is_control or producer_id != -1:
@@ -196,8 +212,6 @@ def write_empty_batch(base_offset: int, last_offset: int, *, producer_id: int = 
     baseTimestamp -1 (or the delete horizon), lastOffsetDelta kept."""
     attributes = (0x10 if is_transactional else 0) | (0x20 if is_control else 0) | (
         0x40 if delete_horizon_ms is not None else 0)
-    return _v2_batch(base_offset=base_offset, last_offset_delta=last_offset - base_offset, attributes=attributes,
-                     partition_leader_epoch=partition_leader_epoch,
-                     base_timestamp=delete_horizon_ms if delete_horizon_ms is not None else -1,
-                     max_timestamp=max_timestamp, producer_id=producer_id, producer_epoch=producer_epoch,
-                     base_sequence=base_sequence, records_count=0, section=b"")
+    return _v2_batch(base_offset, partition_leader_epoch, attributes, last_offset - base_offset,
+                     delete_horizon_ms if delete_horizon_ms is not None else -1, max_timestamp, producer_id,
+                     producer_epoch, base_sequence, 0, b"")

@@ -345,8 +345,7 @@ def compress(codec_id: int, data: bytes, *, magic: int, snappy_framing: str = "x
     if codec_id == NONE:
         return data
     if codec_id == GZIP:
-        c = zlib.compressobj(6, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
-        return c.compress(data) + c.flush()
+        return zlib.compress(data, 6, 16 + zlib.MAX_WBITS)
     if codec_id == SNAPPY:
         if snappy_framing == "raw":
             return bytes(cramjam.snappy.compress_raw(data))
@@ -365,12 +364,16 @@ def compress(codec_id: int, data: bytes, *, magic: int, snappy_framing: str = "x
     raise CorruptBatchError(f"unknown compression codec id {codec_id}", field="attributes")
 
 
+# `Lz4BlockOutputStream`'s frame header: magic, FLG 0x60, BD 0x40 (64 KiB), then the checksum over FLG and BD
+# (Kafka's broken one, for magic 0, over magic..BD too)
+_LZ4_MAGIC_DESCRIPTOR = _U32LE.pack(LZ4_MAGIC) + bytes((0x60, 0x40))
+_LZ4_FRAME_HEADER = _LZ4_MAGIC_DESCRIPTOR + bytes((_lz4_header_checksum(_LZ4_MAGIC_DESCRIPTOR[4:]),))
+_LZ4_BROKEN_FRAME_HEADER = _LZ4_MAGIC_DESCRIPTOR + bytes((_lz4_header_checksum(_LZ4_MAGIC_DESCRIPTOR),))
+
+
 def _lz4_frame_compress(data: bytes, *, broken_header_checksum: bool) -> bytes:
     """`Lz4BlockOutputStream`: FLG 0x60, BD 0x40 (64 KiB), no content size, no checksums."""
-    magic = _U32LE.pack(LZ4_MAGIC)
-    descriptor = bytes((0x60, 0x40))
-    hc = _lz4_header_checksum(magic + descriptor if broken_header_checksum else descriptor)
-    parts = [magic, descriptor, bytes((hc,))]
+    parts = [_LZ4_BROKEN_FRAME_HEADER if broken_header_checksum else _LZ4_FRAME_HEADER]
     block_size = LZ4_BLOCK_SIZES[4]
     for i in range(0, len(data), block_size):
         chunk = data[i:i + block_size]

@@ -16,6 +16,8 @@ reads the version and then parses as v0: Topics + UserData), and the fullest par
 """
 from __future__ import annotations
 
+import struct
+
 from pipelines.decoding.errors import DecodeError, InvalidFieldError
 from pipelines.decoding.primitives import (
     read_array_count,
@@ -123,8 +125,7 @@ def _write_topic_partitions(tp: dict[str, list[int]] | None) -> bytes:
     tp = tp or {}
     out = [write_array_count(len(tp))]
     for topic, parts in tp.items():
-        out += [write_string(topic), write_array_count(len(parts))]
-        out += [write_int32(p) for p in parts]
+        out += [write_string(topic), write_array_count(len(parts)), struct.pack(f">{len(parts)}i", *parts)]
     return b"".join(out)
 
 
@@ -147,3 +148,9 @@ def write_subscription(version: int, topics, user_data: bytes | None = None,
 def write_assignment(version: int, assigned: dict[str, list[int]], user_data: bytes | None = None) -> bytes:
     """`ConsumerProtocol.serializeAssignment` at `version` (same layout for 0-3)."""
     return write_int16(version) + _write_topic_partitions(assigned) + write_bytes(user_data)
+
+
+def write_sticky_assignor_user_data(owned_partitions: dict[str, list[int]], generation: int) -> bytes:
+    """StickyAssignor's subscription user data, v1 (`StickyAssignor.serializeTopicPartitionAssignment`): the
+    member's previous assignment, then its generation."""
+    return _write_topic_partitions(owned_partitions) + write_int32(generation)

@@ -1,10 +1,12 @@
 """Encoders for `__consumer_offsets` keys and values: the inverse of `messages.py` / `consumer_protocol.py`.
 
-Used for round-trip tests and by the sample generator. Byte layouts are documented next to the readers;
+Used for round-trip tests and by the broker simulator (`simulator/`). Byte layouts are documented next to the readers;
 these follow `GroupCoordinatorRecordHelpers` / the generated `*.write` methods byte for byte.
 """
 from __future__ import annotations
 
+import functools
+import struct
 from collections.abc import Sequence
 from typing import Any
 
@@ -12,6 +14,9 @@ from pipelines.decoding.consumer_protocol import write_assignment, write_subscri
 from pipelines.decoding.messages import GROUP_RECORD_SCHEMAS, GROUP_RECORD_TYPES
 from pipelines.decoding.primitives import (
     INT8,
+    INT16,
+    INT32,
+    INT64,
     write_bytes,
     write_compact_array_count,
     write_compact_bytes,
@@ -24,31 +29,48 @@ from pipelines.decoding.primitives import (
     write_tagged_fields,
     write_uint16,
     write_uuid,
+    write_uvarint,
 )
 
 
 def write_offset_commit_key(group: str, topic: str, partition: int, key_type: int = 1) -> bytes:
-    return write_int16(key_type) + write_string(group) + write_string(topic) + write_int32(partition)
+    return b"".join((INT16.pack(key_type), write_string(group), write_string(topic), INT32.pack(partition)))
+
+
+# OffsetCommitValue's fixed-size runs, each packed at once (the simulator writes a value per commit): the version, the
+# offset, the leader epoch (v3+) and, but in v4 (a compact string's uvarint), the metadata's length
+_V0_HEAD = struct.Struct(">hqh")  # v0-v2: version, offset, metadata length
+_V3_HEAD = struct.Struct(">hqih")  # v3: version, offset, leaderEpoch, metadata length
+_V4_HEAD = struct.Struct(">hqi")  # v4: version, offset, leaderEpoch
+_COMMIT_EXPIRE = struct.Struct(">qq")  # v1: commitTimestamp, expireTimestamp
+_V3_NO_METADATA = struct.Struct(">hqihq")  # v3 without metadata, whole
 
 
 def write_offset_commit_value(version: int, *, offset: int, metadata: str = "", commit_timestamp: int,
                               leader_epoch: int = -1, expire_timestamp: int = -1,
                               topic_id: str | None = None) -> bytes:
     """OffsetCommitValue at `version` (0-4); fields the version lacks are dropped (v4 topicId = tag 0)."""
-    if version in (0, 2):
-        body = write_int64(offset) + write_string(metadata) + write_int64(commit_timestamp)
-    elif version == 1:
-        body = write_int64(offset) + write_string(metadata) + write_int64(commit_timestamp) + write_int64(
-            expire_timestamp)
-    elif version == 3:
-        body = write_int64(offset) + write_int32(leader_epoch) + write_string(metadata) + write_int64(commit_timestamp)
-    elif version == 4:
-        tags = {0: write_uuid(topic_id)} if topic_id is not None else {}
-        body = (write_int64(offset) + write_int32(leader_epoch) + write_compact_string(metadata)
-                + write_int64(commit_timestamp) + write_tagged_fields(tags))
-    else:
+    if version == 3 and metadata == "":  # most commits carry no metadata
+        return _V3_NO_METADATA.pack(3, offset, leader_epoch, 0, commit_timestamp)
+    if not 0 <= version <= 4:
         raise ValueError(f"no OffsetCommitValue version {version}")
-    return write_int16(version) + body
+    raw = b"" if metadata is None else metadata.encode("utf-8")
+    size = -1 if metadata is None else len(raw)  # a null string's length
+    if version == 3:
+        return b"".join((_V3_HEAD.pack(3, offset, leader_epoch, size), raw, INT64.pack(commit_timestamp)))
+    if version == 4:
+        tags = _topic_id_tag(topic_id) if topic_id is not None else write_tagged_fields()
+        return b"".join((_V4_HEAD.pack(4, offset, leader_epoch), write_uvarint(size + 1), raw,
+                         INT64.pack(commit_timestamp), tags))
+    if version == 1:
+        return b"".join((_V0_HEAD.pack(1, offset, size), raw, _COMMIT_EXPIRE.pack(commit_timestamp, expire_timestamp)))
+    return b"".join((_V0_HEAD.pack(version, offset, size), raw, INT64.pack(commit_timestamp)))
+
+
+@functools.lru_cache(maxsize=4096)
+def _topic_id_tag(topic_id: str) -> bytes:
+    """v4's tagged fields with the topicId (tag 0): one topic's commits repeat them, so they are written once."""
+    return write_tagged_fields({0: write_uuid(topic_id)})
 
 
 def write_group_metadata_key(group: str) -> bytes:
@@ -107,6 +129,10 @@ _SCALAR_WRITERS = {"int8": write_int8, "int16": write_int16, "uint16": write_uin
                    "nstring": write_compact_string, "bytes": write_compact_bytes, "nbytes": write_compact_bytes}
 
 
+# arrays of fixed-size ints packed at once: a KIP-848 assignment lists every partition
+_PACKED_ARRAYS = {"int8": "b", "int16": "h", "int32": "i", "int64": "q"}
+
+
 def _write_typed(ftype, v, tagged: bool = False) -> bytes:
     if isinstance(ftype, str):
         return _SCALAR_WRITERS[ftype](v)
@@ -114,6 +140,9 @@ def _write_typed(ftype, v, tagged: bool = False) -> bytes:
     if kind in ("array", "narray"):
         if v is None:
             return write_compact_array_count(None)
+        code = _PACKED_ARRAYS.get(inner) if isinstance(inner, str) else None
+        if code is not None:
+            return write_compact_array_count(len(v)) + struct.pack(f">{len(v)}{code}", *v)
         return write_compact_array_count(len(v)) + b"".join(_write_typed(inner, x) for x in v)
     if kind == "nstruct":
         if v is None:

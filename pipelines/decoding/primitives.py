@@ -249,7 +249,14 @@ def write_int64(v: int) -> bytes:
     return INT64.pack(v)
 
 
+_ONE_BYTE = tuple(bytes((i,)) for i in range(0x80))
+
+
 def write_uvarint(v: int) -> bytes:
+    """Unsigned LEB128 (`ByteUtils.writeUnsignedVarint`): the one varint encoder; a magic 2 record's signed
+    varints are these after zig-zag (`batch_writer.encode_varint`)."""
+    if 0 <= v < 0x80:  # lengths and counts of compact fields, tags: nearly always one byte
+        return _ONE_BYTE[v]
     if v < 0:
         raise ValueError("uvarint must be >= 0")
     out = bytearray()

@@ -122,6 +122,19 @@ def test_writer_rejects_impossible_batches():
         write_record_batch([(b"k", b"v", 0)], 0, codec="brotli")
     with pytest.raises(InvalidFieldError):
         write_record_batch([(b"k", b"v", 0)], 0, offset_deltas=[0, 1])
+    with pytest.raises(InvalidFieldError):
+        write_record_batch([(b"k", b"v", 0)], 0, headers=[[], []])
+
+
+def test_long_fields_and_far_deltas_round_trip():
+    """Lengths and deltas past the small varints the writer keeps encoded (two bytes and more)."""
+    recs = [(b"k" * 300, b"v" * 20_000, 10**12), (None, b"x" * 16_384, 10**12 - 5), (b"\x00", None, 10**12 + 70_000)]
+    buf = write_record_batch(recs, 7, offset_deltas=[0, 16_383, 90_000], headers=[[("h" * 200, b"y" * 17_000)], [],
+                                                                                  [("n", None)]])
+    ((hdr, out),) = read_batches(buf, source="long", offsets_partition=0)
+    assert hdr.crc_valid and hdr.last_offset == 90_007 and hdr.max_timestamp == 10**12 + 70_000
+    assert [(r.key, r.value, r.timestamp, r.offset) for r in out] == [
+        (k, v, ts, 7 + d) for (k, v, ts), d in zip(recs, [0, 16_383, 90_000])]
 
 
 def test_empty_batch_with_horizon_round_trip():

@@ -7,6 +7,7 @@ import re
 
 import pytest
 
+from pipelines.decoding.batch_writer import write_control_batch, write_record_batch
 from pipelines.decoding.log_end_offsets import (
     SOURCE_CHECKPOINT,
     SOURCE_SEGMENT,
@@ -16,7 +17,6 @@ from pipelines.decoding.log_end_offsets import (
     read_offset_checkpoint,
     segment_log_end_offset,
 )
-from pipelines.sample import encode_batch, encode_control_batch
 
 _PRODUCED = re.compile(r"\tproduced (\d+) records to ([\w.-]+)$")
 _DELETED = re.compile(r"AdminClient\.delete_topics\(\[([^\]]*)\]\) -> ok")
@@ -80,16 +80,16 @@ def _records(n, ts=1_000):
 def test_segment_tail_is_the_offset_after_the_last_whole_batch(tmp_path):
     d = tmp_path / "orders-3"
     d.mkdir()
-    _segment(d / "00000000000000000000.log", [encode_batch(_records(5), 0)])
+    _segment(d / "00000000000000000000.log", [write_record_batch(_records(5), 0)])
     _segment(d / "00000000000000000005.log", [
-        encode_batch(_records(3), 5, codec="zstd"),
-        encode_batch(_records(2), 8, producer_id=7, producer_epoch=0, is_transactional=True),
-        encode_control_batch(0, 0, 10, 7, 0, 2_000),
+        write_record_batch(_records(3), 5, codec="zstd"),
+        write_record_batch(_records(2), 8, producer_id=7, producer_epoch=0, is_transactional=True),
+        write_control_batch(0, 0, 10, 7, 0, 2_000),
     ])
     assert segment_log_end_offset(d) == 11
     # a torn tail is not part of the log (recovery truncates it)
     with open(d / "00000000000000000005.log", "ab") as f:
-        f.write(encode_batch(_records(4), 11)[:-9])
+        f.write(write_record_batch(_records(4), 11)[:-9])
     assert segment_log_end_offset(d) == 11
     # an empty active segment: the log ends where its name says
     (d / "00000000000000000011.log").write_bytes(b"")
@@ -103,7 +103,7 @@ def test_log_dirs_combine_to_the_highest_end_offset(tmp_path):
     for root, hw in ((a, 7), (b, 12)):
         (root / "orders-0").mkdir(parents=True)
         (root / "replication-offset-checkpoint").write_text(f"0\n2\norders 0 {hw}\n__cluster_metadata 0 99\n")
-    _segment(a / "orders-0" / "00000000000000000000.log", [encode_batch(_records(9), 0)])
+    _segment(a / "orders-0" / "00000000000000000000.log", [write_record_batch(_records(9), 0)])
     rows, warnings = log_end_offsets([a, b])
     assert warnings == []
     assert [(r.topic, r.partition, r.log_end_offset, r.source) for r in rows] == [("orders", 0, 12, SOURCE_CHECKPOINT)]

@@ -27,7 +27,7 @@ ON_SPARK = "--conf rebuild.local_replay_max_rows=0 --conf decode.in_process_max_
 
 @pytest.fixture(scope="module")
 def sample_dump(tmp_path_factory):
-    from pipelines.sample import generate_sample
+    from simulator import generate_sample
 
     out = tmp_path_factory.mktemp("sample") / "dump"
     generate_sample(out, records=3000, groups=40, partitions=4, seed=11, segment_bytes=64 * 1024)

@@ -64,6 +64,19 @@ def test_installed_wheel_cli_starts(installed, tmp_path):
     assert "rebuild" in r.stdout and "ConfigError" not in r.stdout + r.stderr
 
 
+def test_installed_wheel_writes_a_sample(installed, tmp_path):
+    """`offsetlake sample` (`make run`'s first step) from the installed wheel: the simulator travels with it."""
+    code = ("import sys, simulator; print(simulator.__file__); "
+            "sys.argv[1:] = ['sample', 'dump', '--records', '400', '--groups', '6', '--partitions', '2']; "
+            "from jobs.cli import run; run()")
+    r = run_installed(installed, code, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines()[0] == str(installed / "simulator" / "__init__.py")
+    assert "records=" in r.stderr
+    assert sorted(p.name for p in (tmp_path / "dump").glob("__consumer_offsets-*")) == [
+        "__consumer_offsets-0", "__consumer_offsets-1"]
+
+
 def test_installed_wheel_follows_offsetlake_conf_dir(installed, tmp_path):
     conf = tmp_path / "myconf"
     (conf / "base").mkdir(parents=True)

@@ -72,7 +72,7 @@ def _latest(history, snapshot_state):
 @pytest.mark.spark
 def test_a_dump_of_another_cluster_is_refused_or_kept_out_of_the_history(spark, tmp_path):
     from pipelines.io.warehouse import Warehouse
-    from pipelines.sample import generate_sample
+    from simulator import generate_sample
 
     a, b = tmp_path / "a", tmp_path / "b"
     generate_sample(a, records=3000, groups=20, partitions=4, seed=1)

@@ -493,9 +493,9 @@ def test_page_on_a_broker_scenario(broker_warehouse, tmp_path):
 
 @pytest.fixture(scope="module")
 def sample_warehouse(spark, settings, tmp_path_factory) -> Path:
-    """The bundled sample generator's dump (what `make run` rebuilds, smaller) rebuilt once by the real pipeline."""
+    """The simulator's dump (what `make run` rebuilds, smaller) rebuilt once by the real pipeline."""
     from pipelines.rebuild import RebuildRequest, run_rebuild
-    from pipelines.sample import generate_sample
+    from simulator import generate_sample
 
     dump = tmp_path_factory.mktemp("browser-sample") / "dump"
     generate_sample(dump, records=4000, groups=30, partitions=4, seed=7, segment_bytes=64 * 1024)

@@ -217,13 +217,13 @@ def test_transactions_count_by_outcome(warehouses, brokerdata):
 def _reset_segment(partition_dir: Path, group: str, topic: str, partition: int, offset: int, ts_ms: int) -> None:
     """Append one OffsetCommit record (key v1, value v3), as a consumer's reset would write it, in a new segment."""
     from pipelines.decoding.log_end_offsets import segment_log_end_offset
-    from pipelines.decoding.message_writer import write_offset_commit_key
-    from pipelines.sample import encode_batch, offset_commit_value
+    from pipelines.decoding.batch_writer import write_record_batch
+    from pipelines.decoding.message_writer import write_offset_commit_key, write_offset_commit_value
 
     base = segment_log_end_offset(partition_dir)
     key = write_offset_commit_key(group, topic, partition)
-    value = offset_commit_value(3, offset, -1, b"", ts_ms)
-    (partition_dir / f"{base:020d}.log").write_bytes(encode_batch([(key, value, ts_ms)], base))
+    value = write_offset_commit_value(3, offset=offset, commit_timestamp=ts_ms)
+    (partition_dir / f"{base:020d}.log").write_bytes(write_record_batch([(key, value, ts_ms)], base))
 
 
 def test_sample_reset_backwards_names_the_member(spark, settings, tmp_path):
@@ -233,7 +233,7 @@ def test_sample_reset_backwards_names_the_member(spark, settings, tmp_path):
     from pipelines.coordinator.partitioner import partition_for
     from pipelines.io.snapshots import DeltaWarehouseReader
     from pipelines.rebuild import RebuildRequest, run_rebuild
-    from pipelines.sample import generate_sample
+    from simulator import generate_sample
 
     dump, wh = tmp_path / "dump", tmp_path / "wh"
     generate_sample(dump, records=6000, groups=30, partitions=4, seed=11, segment_bytes=64 * 1024)

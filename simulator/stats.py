@@ -1,0 +1,47 @@
+"""What a sample holds, as `generate_sample` returns it: the counts tests and `offsetlake sample`'s summary check the
+written log against, without decoding it."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class SampleStats:
+    """What `generate_sample` wrote. `records` counts every record (data and control) in every batch."""
+
+    out_dir: str = ""
+    seed: int = 0
+    partitions: int = 0
+    segment_bytes: int = 0
+    records: int = 0
+    batches: int = 0
+    bytes: int = 0  # total size of the .log files
+    files: int = 0  # .log files (empty partitions included)
+    groups: int = 0
+    groups_by_kind: dict[str, int] = field(default_factory=dict)
+    group_partitions: dict[str, int] = field(default_factory=dict)  # group id -> __consumer_offsets partition
+    deleted_groups: list[str] = field(default_factory=list)
+    empty_classic_groups: int = 0  # classic groups whose last GroupMetadata has no members
+    records_by_key_type: dict[int, int] = field(default_factory=dict)  # data records by key type
+    tombstones_by_key_type: dict[int, int] = field(default_factory=dict)
+    offset_commit_value_versions: dict[int, int] = field(default_factory=dict)
+    control_records: dict[str, int] = field(default_factory=dict)  # COMMIT / ABORT
+    batches_by_codec: dict[str, int] = field(default_factory=dict)
+    multi_record_batches: int = 0
+    transactional_batches: int = 0
+    transactions_committed: int = 0
+    transactions_aborted: int = 0
+    transactions_open: int = 0
+    producer_ids: int = 0
+    records_per_partition: list[int] = field(default_factory=list)
+    hot_partition: int | None = None  # the offsets partition `hot_share` of the records were steered to
+    shape: str = "mixed"
+    first_timestamp: int = 0
+    last_timestamp: int = 0
+
+    def summary(self) -> str:
+        return (f"records={self.records} groups={self.groups} partitions={self.partitions} bytes={self.bytes} "
+                f"files={self.files} batches={self.batches} txns(commit/abort/open)={self.transactions_committed}/"
+                f"{self.transactions_aborted}/{self.transactions_open}"
+                + (f" hot_partition={self.hot_partition} ({self.records_per_partition[self.hot_partition]} records)"
+                   if self.hot_partition is not None else "") + ("" if self.shape == "mixed" else f" shape={self.shape}"))
