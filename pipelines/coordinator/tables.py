@@ -273,35 +273,6 @@ def group_history_rows(events: Iterable[Row], sid: str, part: int, names: dict[s
              "member_assignments": history_members(e["member_assignments"], names)} for e in events]
 
 
-def named_history(history: pa.Table, names: dict[str, str]) -> pa.Table:
-    """`group_history` rows made before the run's topic names were known (`group_history_rows` with no names: a
-    streamed shard's, `frames.segment_shards`), with the KIP-848 members' topic ids named by `names`. Only a
-    consumer group's events carry topic ids (`groups.member_assignments`); a classic member's topics are names
-    already and are left as they are, whatever they spell."""
-    if not names or not history.num_rows:
-        return history
-    is_named = pc.and_(pc.equal(history.column("group_type"), "consumer"),
-                       pc.is_valid(history.column("member_assignments")))
-    if not pc.any(is_named).as_py():
-        return history
-    flags = pc.fill_null(is_named, False)
-    if isinstance(flags, pa.ChunkedArray):
-        flags = flags.combine_chunks()
-    members = history.column("member_assignments").filter(flags).to_pylist()
-    for row in members:
-        for m in row:
-            if m.get("assigned_partitions"):  # sorted as `history_members` sorts them: by name, once named
-                m["assigned_partitions"] = sorted(
-                    ({"topic": names.get(tp["topic"], tp["topic"]), "partition": tp["partition"]}
-                     for tp in m["assigned_partitions"]), key=lambda tp: (tp["topic"], tp["partition"]))
-    at = history.schema.get_field_index("member_assignments")
-    named = history.filter(flags)
-    named = named.set_column(at, named.schema.field(at), pa.array(members, named.schema.field(at).type))
-    # back in their places (Arrow has no kernel that replaces a nested column's values under a mask)
-    order = pa.concat_arrays([pc.indices_nonzero(pc.invert(flags)), pc.indices_nonzero(flags)])
-    return pa.concat_tables([history.filter(pc.invert(flags)), named]).take(pc.sort_indices(order))
-
-
 def history_members(members: list[Row] | None, names: dict[str, str]) -> list[Row] | None:
     """A history event's `member_assignments` with each member's partitions as (topic, partition) rows sorted by
     topic name, a KIP-848 member's topic ids named by the run's map first (the id itself when the log never named

@@ -48,8 +48,9 @@ TASKS_PER_CORE = 2
 #: How much of a partition's segments a task decodes and loads at a time (`decode.load_buffer_bytes`), as Kafka's
 #: `offsets.load.buffer.size`.
 LOAD_BUFFER_BYTES = 5 * 1024 * 1024
-#: the group events a shard's task took as it loaded (`coordinator.streamed.StreamedShards.take_group_events`), as
-#: `group_history` rows whose KIP-848 members' topic ids are not named yet: `tabulate_on_spark` names them
+#: the group events a shard's task took as it loaded (`coordinator.streamed.StreamedShards.take_group_events`),
+#: pickled and lz4-framed (`pack_events`): made into `group_history` rows by the tasks of the write once the run's
+#: topic names are known (`group_history_on_spark`), off the one task that loads a split partition
 GROUP_EVENTS = "_group_events"
 KEPT = "_kept"  # a range of a split partition: the rows its partition's load reads of it (`frames.ranges`)
 HELD = "_held"  # a range of a split partition: its history rows whose transaction no marker in it ended
@@ -198,7 +199,7 @@ def _decode_and_load_task(slices: list[list[tuple]], policy, options: ReplayOpti
                 settled = loader.load(window.drop_columns([c for c in UNREAD_COLUMNS if c in window.column_names]))
                 del window
                 out.extend(_history(shard, settled, split_by, writer))
-                out.extend(_group_events(loader.take_group_events(), options.snapshot_id))
+                out.extend(_group_events(loader.take_group_events()))
                 del settled
                 started = time.process_time()
                 load_cpu += started - decoded
@@ -207,7 +208,7 @@ def _decode_and_load_task(slices: list[list[tuple]], policy, options: ReplayOpti
             done = loader.finish()
             # a range's pending rows go to its partition's load (HELD), not into its history
             out = _closed(shard, done.pending.slice(0, 0) if piece is not None else done.pending, split_by, writer)
-            out.extend(_group_events(loader.take_group_events(), options.snapshot_id))
+            out.extend(_group_events(loader.take_group_events()))
         except BaseException:
             if writer is not None:
                 writer.abort()
@@ -307,7 +308,7 @@ def _split_load_task(options: ReplayOptions, split_by=None, stage=None, state_st
                 if not isinstance(settled, tuple):
                     done = settled
                     continue
-                out = [*_history(shard, settled[0], split_by, writer), *_group_events(settled[1], options.snapshot_id)]
+                out = [*_history(shard, settled[0], split_by, writer), *_group_events(settled[1])]
                 if out:
                     yield _envelope_batch(out)
                 del settled, out
@@ -324,14 +325,23 @@ def _split_load_task(options: ReplayOptions, split_by=None, stage=None, state_st
     return run
 
 
-def _group_events(taken: list[tuple[int, list]], snapshot_id: str) -> list[tuple]:
-    """Envelope rows (`GROUP_EVENTS`) of the group events a load took, one per offsets partition: its `group_history`
-    rows with no topic names (`tabulate_on_spark` names them once the run's are known)."""
-    from pipelines.coordinator.tables import contract_table, group_history_rows
+def _group_events(taken: list[tuple[int, list]]) -> list[tuple]:
+    """Envelope rows (`GROUP_EVENTS`) of the group events a load took, one per offsets partition."""
+    return [_row(GROUP_EVENTS, part, pack_events(events)) for part, events in taken]
 
-    return [_row(GROUP_EVENTS, part, to_blob(contract_table(group_history_rows(events, snapshot_id, part, {}),
-                                                            "group_history")))
-            for part, events in taken]
+
+def pack_events(events: list) -> bytes:
+    """Group events (`groups.GroupStore.history`: plain dicts, lists and scalars) as one blob: pickled (the shard's
+    own tasks read it back, as they do its state) and lz4-framed (`record_json` is most of an event)."""
+    import cramjam
+
+    return bytes(cramjam.lz4.compress(pickle.dumps(events, protocol=pickle.HIGHEST_PROTOCOL)))
+
+
+def unpack_events(blob: bytes) -> list:
+    import cramjam
+
+    return pickle.loads(bytes(cramjam.lz4.decompress(blob)))
 
 
 def _closed(shard: int, pending: pa.Table, split_by, writer) -> list[tuple]:
@@ -565,27 +575,28 @@ def tabulate_on_spark(spark, loaded: LoadedOnSpark, options: ReplayOptions, expi
         collected = collected.filter(pc.not_equal(collected.column("table"), SUSPECTS))
     shards = shards_from_envelope(collected, loaded.history, False, history_check, loaded.release)
     shards.saved = loaded.saved
-    shards.tables["group_history"] = group_history_on_spark(env, names)
+    shards.tables["group_history"] = group_history_on_spark(env, names, options.snapshot_id)
     return shards
 
 
-def group_history_on_spark(envelope, names: dict[str, str]):
-    """The shards' `group_history` (their tasks' `GROUP_EVENTS` blobs, log-sized: they stay on the cluster) as a
-    DataFrame of the contract's columns, the KIP-848 members' topic ids named by the run's `names`."""
+def group_history_on_spark(envelope, names: dict[str, str], snapshot_id: str):
+    """The shards' `group_history` as a DataFrame of the contract's columns: their tasks' `GROUP_EVENTS` blobs (log-sized:
+    they stay on the cluster) made into rows by the tasks that read them, the members' topic ids named by the run's
+    `names` (`coordinator.tables.group_history_rows`, as a replay in this process makes them)."""
     from pyspark.sql import functions as F
 
     from schemas.tables import TABLES
 
-    def named(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        from pipelines.coordinator.tables import named_history
-        from pipelines.io.blobs import from_blob
+    def rows(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from pipelines.coordinator.tables import contract_table, group_history_rows
 
         for batch in batches:
-            for blob in batch.column(0).to_pylist():
-                yield from named_history(from_blob(blob), names).to_batches()
+            for part, blob in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist()):
+                yield from contract_table(group_history_rows(unpack_events(blob), snapshot_id, part, names),
+                                          "group_history").to_batches()
 
-    return (envelope.where(F.col("table") == F.lit(GROUP_EVENTS)).select("payload")
-            .mapInArrow(named, TABLES["group_history"]))
+    return (envelope.where(F.col("table") == F.lit(GROUP_EVENTS)).select("shard", "payload")
+            .mapInArrow(rows, TABLES["group_history"]))
 
 
 def _checked_suspects(history, collected: pa.Table, history_check, split_by) -> pa.Table:

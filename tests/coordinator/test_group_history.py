@@ -130,35 +130,3 @@ def test_every_assigned_member_is_seen_joining(brokerdata, histories):
                 checked += 1
     assert checked > 10
 
-
-def test_a_shards_unnamed_history_named_later_is_the_history_named_at_once():
-    """A shard's task writes its group history before the run's topic names are known (`group_history_rows` with
-    none); `named_history` names it afterwards. It must give what naming at once gives: KIP-848 members' topic ids
-    named and their partitions sorted by name; a classic member's topics left alone, even one that spells a known
-    topic id."""
-    from pipelines.coordinator.tables import contract_table, group_history_rows, named_history
-
-    ids = {"AAAAAAAAAAAAAAAAAAAAAA": "zeta", "BBBBBBBBBBBBBBBBBBBBBB": "alpha"}
-    base = {"record_timestamp": 5, "generation": 1, "assignment_epoch": None, "protocol": "range", "leader": None,
-            "state": "Stable", "member_count": 1, "members_joined": ["m"], "members_left": [], "record_json": "{}"}
-    member = {"member_id": "m", "group_instance_id": None, "client_id": "c", "client_host": "/h",
-              "subscribed_topics": ["t"]}
-    events = [
-        {**base, "group_id": "classic", "record_offset": 1, "group_type": "classic", "event": "generation",
-         "member_assignments": [{**member, "assigned_partitions": [
-             {"topic": "AAAAAAAAAAAAAAAAAAAAAA", "partitions": [0]}, {"topic": "b", "partitions": [1, 0]}]}]},
-        {**base, "group_id": "kip848", "record_offset": 2, "group_type": "consumer", "event": "member_assignment",
-         "member_assignments": [{**member, "topic_id_partitions": [
-             {"topic_id": "AAAAAAAAAAAAAAAAAAAAAA", "partitions": [3, 1]},
-             {"topic_id": "BBBBBBBBBBBBBBBBBBBBBB", "partitions": [2]},
-             {"topic_id": "CCCCCCCCCCCCCCCCCCCCCC", "partitions": [0]}]}]},
-        {**base, "group_id": "kip848", "record_offset": 3, "group_type": "consumer", "event": "group_epoch",
-         "member_assignments": None},
-    ]
-    at_once = contract_table(group_history_rows(events, "s", 7, ids), "group_history")
-    later = named_history(contract_table(group_history_rows(events, "s", 7, {}), "group_history"), ids)
-    assert later.equals(at_once)
-    got = later.column("member_assignments").to_pylist()
-    assert [tp["topic"] for tp in got[0][0]["assigned_partitions"]] == ["AAAAAAAAAAAAAAAAAAAAAA", "b", "b"]
-    assert [(tp["topic"], tp["partition"]) for tp in got[1][0]["assigned_partitions"]] == [
-        ("CCCCCCCCCCCCCCCCCCCCCC", 0), ("alpha", 2), ("zeta", 1), ("zeta", 3)]

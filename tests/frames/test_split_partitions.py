@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from pipelines.coordinator.options import ReplayOptions
 from pipelines.coordinator.shard import replay_rows, tabulate_shards
 from pipelines.coordinator.streamed import StreamedShards, load_split
-from pipelines.coordinator.tables import contract_table, group_history_rows, named_history, topic_names
+from pipelines.coordinator.tables import contract_table, group_history_rows, topic_names
 from pipelines.decoding.reader import iter_decoded_rows
 from pipelines.frames.decode import _work_batches, plan_inputs
 from pipelines.frames.ranges import NO_FLOOR, log_ranges
@@ -161,10 +161,10 @@ def _compared(table: pa.Table, semantics: str, cuts: list[int]) -> dict:
     states, history, pending, markers, events = _streamed(table, options, cuts)
     names = topic_names(table.to_pylist())
     tabulated = tabulate_shards(states, options, None, names)
-    if events is not None:  # as the split load's task writes them: unnamed, named once the run's names are known
+    if events is not None:  # taken window by window, as the split load's task takes them
         assert not tabulated["group_history"].num_rows
-        tabulated["group_history"] = named_history(contract_table(
-            [r for part, got in events for r in group_history_rows(got, "s", part, {})], "group_history"), names)
+        tabulated["group_history"] = contract_table(
+            [r for part, got in events for r in group_history_rows(got, "s", part, names)], "group_history")
     tables = {t: canon(r) for t, r in as_rows(tabulated).items()}
     rows = pa.concat_tables([h for h in history if h is not None and h.num_rows] or [pending.slice(0, 0)])
     key = lambda r: (r["record_offset"], sorted((k, str(v)) for k, v in r.items()))  # noqa: E731

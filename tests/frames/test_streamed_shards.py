@@ -12,11 +12,11 @@ import pytest
 
 from pipelines.coordinator.options import ReplayOptions
 from pipelines.coordinator.shard import load_shards, replay_rows, tabulate_shards
-from pipelines.coordinator.tables import named_history, topic_names
+from pipelines.coordinator.tables import contract_table, group_history_rows, topic_names
 from pipelines.decoding.reader import iter_decoded_rows
 from pipelines.frames.decode import _decode_items, _work_batches, plan_inputs
 from pipelines.frames.segment_shards import (GROUP_EVENTS, LOG, MARKERS, STATES, _decode_and_load_task,
-                                             decoded_windows)
+                                             decoded_windows, unpack_events)
 from pipelines.frames.tally import tally_rows
 from pipelines.io.blobs import from_blob
 from schemas.decoded import DECODED_RECORD_SCHEMA
@@ -52,12 +52,12 @@ def envelope_tables(out: pa.Table, options: ReplayOptions) -> tuple[dict, pa.Tab
     names = topic_names(pa.concat_tables(names).to_pylist()) if names else {}
     tally = [from_blob(b) for b in out.column("tally").to_pylist() if b is not None]
     tabulated = tabulate_shards(states, options, None, names)
-    # the tasks took their group events as they loaded them, and wrote them unnamed
+    # the tasks took their group events as they loaded them, window by window
     assert not tabulated["group_history"].num_rows
-    events = [from_blob(b) for b in out.filter(pc.equal(out.column("table"), GROUP_EVENTS)).column("payload")
-              .to_pylist()]
-    if events:
-        tabulated["group_history"] = named_history(pa.concat_tables(events), names)
+    events = out.filter(pc.equal(out.column("table"), GROUP_EVENTS))
+    tabulated["group_history"] = contract_table(
+        [row for part, blob in zip(events.column("shard").to_pylist(), events.column("payload").to_pylist())
+         for row in group_history_rows(unpack_events(blob), options.snapshot_id, part, names)], "group_history")
     tables = as_rows(tabulated)
     history = pa.concat_tables(of["offset_commits"]) if of["offset_commits"] else None
     tables["offset_commits"] = [] if history is None else _engine_rows(history)
