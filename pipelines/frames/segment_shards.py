@@ -431,7 +431,7 @@ def load_on_spark(spark, plan, options: ReplayOptions, cut: tuple, split_by=None
     # the shards in slices of similar bytes, the largest shards first (no shuffle groups the items: each task reads
     # its own shards' files); a slice per task, a few per core: each task has a fixed cost of its own
     sizes = {p: sum(work.column("size")[i].as_py() or 0 for i in rows) for p, rows in by_shard.items()}
-    units = _units(work, by_shard, split_bytes)
+    units = _units(work, by_shard, split_bytes, spark.sparkContext.defaultParallelism)
     slices = [[units[u] for u in us] for us in balanced({u: _unit_bytes(units[u]) for u in units},
                                                         spark.sparkContext.defaultParallelism * TASKS_PER_CORE)]
     split = sorted({shard for shard, _, piece in units.values() if piece is not None})
@@ -493,9 +493,10 @@ def _collected(envelope) -> pa.Table:
                     "tally", "named").toArrow())
 
 
-def _units(work: pa.Table, by_shard: dict[int, list[int]], split_bytes: int) -> dict:
+def _units(work: pa.Table, by_shard: dict[int, list[int]], split_bytes: int, cores: int = 1) -> dict:
     """What the first job's tasks take, each (offsets partition, work items, None) or, for a partition of more than
-    `split_bytes` (`frames.ranges.log_ranges`), one (partition, the range's items, `LogRange`) per range."""
+    `split_bytes` (`frames.ranges.log_ranges`, a multiple of `cores` ranges), one (partition, the range's items,
+    `LogRange`) per range."""
     from pipelines.frames.decode import WORK_SCHEMA
     from pipelines.frames.ranges import log_ranges
 
@@ -505,7 +506,7 @@ def _units(work: pa.Table, by_shard: dict[int, list[int]], split_bytes: int) -> 
         ranges = None
         if p >= 0 and split_bytes > 0 and items.num_rows:
             ordered = items.sort_by([("base_offset", "ascending"), ("path", "ascending")]).to_pylist()
-            ranges = log_ranges(p, ordered, split_bytes)
+            ranges = log_ranges(p, ordered, split_bytes, cores)
         if ranges is None:
             units[(p, -1)] = (p, items, None)
             continue
@@ -595,8 +596,10 @@ def group_history_on_spark(envelope, names: dict[str, str], snapshot_id: str):
                 yield from contract_table(group_history_rows(unpack_events(blob), snapshot_id, part, names),
                                           "group_history").to_batches()
 
-    return (envelope.where(F.col("table") == F.lit(GROUP_EVENTS)).select("shard", "payload")
-            .mapInArrow(rows, TABLES["group_history"]))
+    blobs = envelope.where(F.col("table") == F.lit(GROUP_EVENTS)).select("shard", "payload")
+    # a hot partition's blobs all come from the one task that loaded it: spread over every core to be made into rows
+    blobs = blobs.repartition(max(1, envelope.sparkSession.sparkContext.defaultParallelism))
+    return blobs.mapInArrow(rows, TABLES["group_history"])
 
 
 def _checked_suspects(history, collected: pa.Table, history_check, split_by) -> pa.Table:

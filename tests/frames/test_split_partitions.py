@@ -105,6 +105,10 @@ def test_ranges_cut_at_entries_and_cover_every_byte(brokerdata):
         floors = [r.floor for r in ranges]
         assert floors == sorted(floors) and floors[-1] > NO_FLOOR
         assert log_ranges(part, items, total) is None  # no larger than the setting: whole
+        # three ranges' worth on two cores: cut for four (as fine as its entries allow), every byte still once
+        even = log_ranges(part, items, total // 3 + 1, cores=2)
+        assert len(even) >= len(ranges) and max(r.bytes for r in even) <= max(r.bytes for r in ranges)
+        assert sum(r.bytes for r in even) == total
 
 
 def test_a_copied_segment_across_ranges_is_loaded_once(brokerdata, tmp_path):
