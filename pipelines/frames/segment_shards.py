@@ -4,10 +4,11 @@ segment bytes at a time (`decoded_windows`, `coordinator.streamed`): the task ho
 
 The decoded rows never leave the worker that decoded them. What a task returns is what the rest of the run reads:
 the shard's history (`offset_commits`, log-sized: written by the task, or kept by Spark as blobs until the write
-opens them), its group history (`group_history`, log-sized too: kept by Spark as blobs, one per window, named and
-written by the tasks of the write, `group_history_on_spark`), its loaded state (`coordinator.shard.LoadedShards.states`, pickled, state-sized), the end-transaction
-markers, the tally of what it decoded and the rows that name topics (`frames.tally`,
-`coordinator.shard.naming_rows`) and its quarantined rows (the decoded log the run keeps: `frames.decoded_log`). The
+opens them), its group events (log-sized too: kept by Spark as blobs, one per window, and made into `group_history`
+rows with the run's topic names by the tasks of the write, `group_history_on_spark`), its loaded state
+(`coordinator.shard.LoadedShards.states`, pickled, state-sized), the end-transaction markers, the tally of what it
+decoded and the rows that name topics (`frames.tally`, `coordinator.shard.naming_rows`) and its quarantined rows
+(the decoded log the run keeps: `frames.decoded_log`). The
 shard as the next `--incremental` run resumes it (`coordinator.saved`) it writes into the run's state
 (`io.checkpoint.StateStage`). An incremental run's task loads its new records onto the shard the previous run saved
 (`incremental.saved.SavedShards`).
@@ -37,7 +38,7 @@ from pipelines.coordinator.shard import PART, UNREAD_COLUMNS, tabulate_shards
 from pipelines.frames.shards import (CHUNK_ROWS, ENVELOPE_DDL, MARKERS, SUSPECTS, SparkShards,
                                      shards_from_envelope)
 from pipelines.incremental.saved import SavedShards
-from pipelines.io.blobs import to_blob
+from pipelines.io.blobs import from_pickled_blob, to_blob, to_pickled_blob
 from schemas.decoded import DECODED_RECORD_SCHEMA, KIND_ERROR
 
 LOG = "_log"  # the shard's quarantined rows, with the tally and the naming rows of everything it decoded
@@ -49,7 +50,7 @@ TASKS_PER_CORE = 2
 #: `offsets.load.buffer.size`.
 LOAD_BUFFER_BYTES = 5 * 1024 * 1024
 #: the group events a shard's task took as it loaded (`coordinator.streamed.StreamedShards.take_group_events`),
-#: pickled and lz4-framed (`pack_events`): made into `group_history` rows by the tasks of the write once the run's
+#: pickled and lz4-framed (`io.blobs.to_pickled_blob`): made into `group_history` rows by the tasks of the write once the run's
 #: topic names are known (`group_history_on_spark`), off the one task that loads a split partition
 GROUP_EVENTS = "_group_events"
 KEPT = "_kept"  # a range of a split partition: the rows its partition's load reads of it (`frames.ranges`)
@@ -327,21 +328,7 @@ def _split_load_task(options: ReplayOptions, split_by=None, stage=None, state_st
 
 def _group_events(taken: list[tuple[int, list]]) -> list[tuple]:
     """Envelope rows (`GROUP_EVENTS`) of the group events a load took, one per offsets partition."""
-    return [_row(GROUP_EVENTS, part, pack_events(events)) for part, events in taken]
-
-
-def pack_events(events: list) -> bytes:
-    """Group events (`groups.GroupStore.history`: plain dicts, lists and scalars) as one blob: pickled (the shard's
-    own tasks read it back, as they do its state) and lz4-framed (`record_json` is most of an event)."""
-    import cramjam
-
-    return bytes(cramjam.lz4.compress(pickle.dumps(events, protocol=pickle.HIGHEST_PROTOCOL)))
-
-
-def unpack_events(blob: bytes) -> list:
-    import cramjam
-
-    return pickle.loads(bytes(cramjam.lz4.decompress(blob)))
+    return [_row(GROUP_EVENTS, part, to_pickled_blob(events)) for part, events in taken]
 
 
 def _closed(shard: int, pending: pa.Table, split_by, writer) -> list[tuple]:
@@ -593,7 +580,7 @@ def group_history_on_spark(envelope, names: dict[str, str], snapshot_id: str):
 
         for batch in batches:
             for part, blob in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist()):
-                yield from contract_table(group_history_rows(unpack_events(blob), snapshot_id, part, names),
+                yield from contract_table(group_history_rows(from_pickled_blob(blob), snapshot_id, part, names),
                                           "group_history").to_batches()
 
     blobs = envelope.where(F.col("table") == F.lit(GROUP_EVENTS)).select("shard", "payload")

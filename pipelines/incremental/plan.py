@@ -96,7 +96,6 @@ class IncrementalStart:
         return out.sort_by([("offsets_partition", "ascending"), ("record_offset", "ascending")]) \
             if out.num_rows else out
 
-
     def with_previous_history_on_spark(self, spark, warehouse, history, snapshot_id: str):
         """`with_previous_history` of a `group_history` DataFrame (the shards', `frames.segment_shards`): the
         previous snapshot's events read by Spark, not into this process."""

@@ -30,6 +30,25 @@ def from_blob(blob: bytes) -> pa.Table:
         return reader.read_all()
 
 
+def to_pickled_blob(objects: Any) -> bytes:
+    """Plain Python objects (a shard's group events: dicts, lists and scalars) as one blob, pickled and lz4-framed:
+    for what the shard's own tasks read back, as they read its pickled state, where Arrow rows would cost more to
+    build than they save."""
+    import pickle
+
+    import cramjam
+
+    return bytes(cramjam.lz4.compress(pickle.dumps(objects, protocol=pickle.HIGHEST_PROTOCOL)))
+
+
+def from_pickled_blob(blob: bytes) -> Any:
+    import pickle
+
+    import cramjam
+
+    return pickle.loads(bytes(cramjam.lz4.decompress(blob)))
+
+
 def opened(blobs) -> pa.Table | None:
     """The rows of `blobs` (an iterable of blobs) as one table; None when there are none."""
     tables = [from_blob(b) for b in blobs]

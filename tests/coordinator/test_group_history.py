@@ -129,4 +129,3 @@ def test_every_assigned_member_is_seen_joining(brokerdata, histories):
                 assert m.group(2) in joined[m.group(1)], (s, text)
                 checked += 1
     assert checked > 10
-
