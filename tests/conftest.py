@@ -35,18 +35,28 @@ def _no_jvm_unless_marked(request):
         pytest.fail("started a JVM without the `spark` mark (take the `spark` fixture or mark the test)")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def make_dist_lock():
-    """Held by a module that runs `make dist` / `make pack` for as long as it runs: under `make test`'s workers
-    (pytest-xdist, one module per worker) two such modules would rebuild dist/ at the same time."""
+    """A context manager to hold around a `make dist` / `make pack` (and the copy out of dist/ that follows): under
+    `make test`'s workers (pytest-xdist, one module per worker) two such modules would rebuild dist/ at the same
+    time. Held only while dist/ is written, not for the whole module: a module that waited on the other's whole
+    run (a standalone cluster's) left its worker idle for minutes."""
+    import contextlib
     import fcntl
 
     lock = ROOT / "build" / ".make-dist.lock"
-    lock.parent.mkdir(exist_ok=True)
-    with open(lock, "w") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        yield
-        fcntl.flock(f, fcntl.LOCK_UN)
+
+    @contextlib.contextmanager
+    def held():
+        lock.parent.mkdir(exist_ok=True)
+        with open(lock, "w") as f:
+            fcntl.flock(f, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(f, fcntl.LOCK_UN)
+
+    return held
 
 
 @pytest.fixture(scope="session")

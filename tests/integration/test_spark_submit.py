@@ -18,7 +18,7 @@ import pytest
 from tests.integration.cluster import StandaloneCluster, spark_bin
 
 ROOT = Path(__file__).resolve().parents[2]
-pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("make_dist_lock")]
+pytestmark = pytest.mark.integration
 # The sample is small enough to decode and replay in the driver process; both runs decode and replay on Spark
 # instead (one task per offsets partition), so the cluster run's tasks run in the executors' Python from the
 # shipped archive.
@@ -151,12 +151,13 @@ def test_readme_local_spark_submit_is_quiet(local_run):
 
 
 @pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="reads the executors' processes from /proc")
-def test_readme_cluster_recipe_runs_offsetlake_from_the_packed_venv(local_run, sample_dump, tmp_path):
+def test_readme_cluster_recipe_runs_offsetlake_from_the_packed_venv(local_run, sample_dump, tmp_path, make_dist_lock):
     """`make pack`, then the README's cluster command against a standalone master and worker on loopback: the
     executors' Python workers run ./environment/bin/python from the shipped archive, load pyarrow and the C
     extension from it (nothing from the checkout or the test's venv), and the snapshot equals local mode's."""
     readme = readme_commands()
-    pack = run_shell(readme["pack"], timeout=1200)
+    with make_dist_lock():  # only the pack writes dist/offsetlake-env.tar.gz; other modules' `make dist` leave it
+        pack = run_shell(readme["pack"], timeout=1200)
     assert pack.returncode == 0, pack.stdout[-2000:] + pack.stderr[-4000:]
 
     local_wh, local_summary, _ = local_run
@@ -208,7 +209,7 @@ def test_readme_cluster_recipe_runs_offsetlake_from_the_packed_venv(local_run, s
 
 @pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="as the cluster recipe test")
 def test_cluster_recipe_reads_the_dump_from_a_bucket_and_writes_the_warehouse_to_one(
-        local_run, sample_dump, tmp_path, s3_server, monkeypatch):
+        local_run, sample_dump, tmp_path, s3_server, monkeypatch, make_dist_lock):
     """The README's cluster command with `--input` and `--warehouse` in a bucket (the local moto server). The
     master and worker start without any AWS variable, so the executors, which fetch the segments and write the
     Parquet files, reach the store only through what the driver hands them (`spark.executorEnv.*`)."""
@@ -228,7 +229,8 @@ def test_cluster_recipe_reads_the_dump_from_a_bucket_and_writes_the_warehouse_to
                     destination_filesystem=fs)
     dump, warehouse = "s3://offsetlake-cluster/dump", "s3://offsetlake-cluster/wh"
     readme = readme_commands()
-    pack = run_shell(readme["pack"], timeout=1200)
+    with make_dist_lock():  # only the pack writes dist/offsetlake-env.tar.gz; other modules' `make dist` leave it
+        pack = run_shell(readme["pack"], timeout=1200)
     assert pack.returncode == 0, pack.stdout[-2000:] + pack.stderr[-4000:]
     local_wh, local_summary, _ = local_run
     with StandaloneCluster(tmp_path / "cluster") as cluster:

@@ -3,6 +3,7 @@ checkout) loads them, or the folder OFFSETLAKE_CONF_DIR names."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -11,16 +12,18 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("make_dist_lock")]
+pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")
-def wheel() -> Path:
-    r = subprocess.run(["make", "dist"], cwd=ROOT, capture_output=True, text=True, timeout=600)
-    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
-    wheels = sorted((ROOT / "dist").glob("offsetlake-*.whl"))
-    assert len(wheels) == 1, wheels
-    return wheels[0]
+def wheel(make_dist_lock, tmp_path_factory) -> Path:
+    """`make dist`'s wheel, copied out of dist/ before the lock is let go (another module may rebuild dist/)."""
+    with make_dist_lock():
+        r = subprocess.run(["make", "dist"], cwd=ROOT, capture_output=True, text=True, timeout=600)
+        assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
+        wheels = sorted((ROOT / "dist").glob("offsetlake-*.whl"))
+        assert len(wheels) == 1, wheels
+        return Path(shutil.copy2(wheels[0], tmp_path_factory.mktemp("dist")))
 
 
 @pytest.fixture(scope="module")
