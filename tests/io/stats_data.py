@@ -112,8 +112,12 @@ def as_tuples(table: str, rows: list[dict], snapshot_id: str) -> list[tuple]:
 SCALAR = ("string", "integer", "long", "boolean", "timestamp")
 
 
-def _probes(kind: str, values: list) -> list[tuple[str, Any]]:
-    """(op, operand) pairs around the values a column holds."""
+def _probes(kind: str, values: list, bounds=None) -> list[tuple[str, Any]]:
+    """(op, operand) pairs around the values a column holds. `bounds` (an integer column's file minima and maxima,
+    as the table's statistics give them), when given, narrows the probes of an integer column: its statistics are
+    exact, so a file is kept or skipped by where the operand lies against its bounds, and an operand strictly
+    inside every file's range takes the decision any other inside value takes. Each bound, the values either side of
+    it and every fourth value the column holds are probed; without `bounds`, every value is."""
     vals = sorted(set(values))
     out: list[tuple[str, Any]] = [("is_null", None), ("not_null", None)]
     if kind == "boolean":
@@ -127,7 +131,10 @@ def _probes(kind: str, values: list) -> list[tuple[str, Any]]:
         vals = sorted(probes)
     elif kind in ("integer", "long"):
         lo, hi = (-2**31, 2**31 - 1) if kind == "integer" else (-2**63, 2**63 - 1)
-        vals = sorted(set(vals) | {max(lo, vals[0] - 1), min(hi, vals[-1] + 1)})
+        ends = {max(lo, vals[0] - 1), min(hi, vals[-1] + 1)}
+        if bounds is not None:
+            vals = set(vals[::4]) | {vals[-1]} | {b + d for b in bounds for d in (-1, 0, 1) if lo <= b + d <= hi}
+        vals = sorted(set(vals) | ends)
     for v in vals:
         out += [("=", v), (">=", v), ("<=", v)]
     out += [(">", vals[-1]), ("<", vals[0]), (">", vals[len(vals) // 2]), ("<", vals[len(vals) // 2])]
@@ -139,14 +146,17 @@ def _probes(kind: str, values: list) -> list[tuple[str, Any]]:
     return out
 
 
-def predicates(table: str, rows: list[dict]) -> list[tuple[str, str, Any]]:
+def predicates(table: str, rows: list[dict], bounds: dict[str, set] | None = None) -> list[tuple[str, str, Any]]:
+    """The probes of every scalar column; `bounds` (column -> its files' minima and maxima, `file_bounds`) narrows
+    an integer column's to its files' bounds and a sample of its values (`_probes`)."""
     preds = []
     for f in TABLES[table].fields:
         kind = f.dataType.typeName()
         if kind not in SCALAR or f.name == "snapshot_id":
             continue
         values = [r[f.name] for r in rows if r[f.name] is not None]
-        preds += [(f.name, op, v) for op, v in _probes(kind, values)]
+        col_bounds = None if bounds is None or kind not in ("integer", "long") else bounds.get(f.name, set())
+        preds += [(f.name, op, v) for op, v in _probes(kind, values, col_bounds)]
     return preds
 
 
@@ -201,4 +211,14 @@ def active_stats(table_path) -> dict[str, dict]:
                 out[action["add"]["path"]] = json.loads(action["add"]["stats"])
             elif "remove" in action:
                 out.pop(action["remove"]["path"], None)
+    return out
+
+
+def file_bounds(table_path) -> dict[str, set]:
+    """Column -> every minimum and maximum the statistics of the table's active files give it."""
+    out: dict[str, set] = {}
+    for stats in active_stats(table_path).values():
+        for key in ("minValues", "maxValues"):
+            for col, v in stats.get(key, {}).items():
+                out.setdefault(col, set()).add(v)
     return out

@@ -24,8 +24,8 @@ from pipelines.io.warehouse import Warehouse
 from schemas.tables import SNAPSHOT_TABLES, TABLES
 
 from .io_warehouse_data import contract_rows, run_row
-from .stats_data import (PROBED, SNAPSHOT_GROUPS, active_stats, arrow_table, as_tuples, holds, predicates,
-                         sql_condition, table_rows)
+from .stats_data import (PROBED, SNAPSHOT_GROUPS, active_stats, arrow_table, as_tuples, file_bounds, holds,
+                         predicates, sql_condition, table_rows)
 
 pytestmark = pytest.mark.spark
 
@@ -57,6 +57,9 @@ def written(spark, make_snapshot, tmp_path_factory) -> Written:
         wh.write_snapshot(spark, sid, frames, run_row(i))
     # every row with its snapshot id: what a whole-table read returns
     w.all_rows = {t: [{**r, "snapshot_id": s} for s in SIDS for r in w.rows[t][s]] for t in PROBED}
+    # the files' minima and maxima: an integer column is probed at each of them, either side, and at a sample of
+    # its values in between (stats_data._probes)
+    w.bounds = {t: file_bounds(wh.table_path(t)) for t in PROBED}
     return w
 
 
@@ -127,11 +130,11 @@ def _check(reader: str, got: dict, want: dict) -> list[str]:
             for key in want if got[key] != want[key]]
 
 
-def _run(written, reader, read_one, filter_pred=lambda t, p: True):
+def _run(written, reader, read_one, filter_pred=lambda t, p: True, narrowed=True):
     wrong = []
     for t in PROBED:
         rows = written.all_rows[t]
-        preds = [p for p in predicates(t, rows) if filter_pred(t, p)]
+        preds = [p for p in predicates(t, rows, written.bounds[t] if narrowed else None) if filter_pred(t, p)]
         assert preds
         want = {(t, p): _expected(rows, p) for p in preds}
         got = {(t, p): read_one(t, p) for p in preds}
@@ -234,7 +237,7 @@ def test_spark_over_the_active_files(written, spark):
     # a sample: Spark reads Parquet itself (no Delta statistics), one job per predicate
     every = {"loaded_offsets": 23, "loaded_groups": 11}
     keep = {t: set(predicates(t, written.all_rows[t])[:: every[t]]) for t in PROBED}
-    _report(_run(written, "spark", one, lambda t, p: p in keep[t]))
+    _report(_run(written, "spark", one, lambda t, p: p in keep[t], narrowed=False))
 
 
 # ------------------------------------------------------------------ joins
@@ -272,7 +275,7 @@ def test_offsetlake_sql(written):
             con = sqlmod.connect(reader, resolve_snapshot(reader, sid))
             for t in PROBED:
                 rows = [{**r, "snapshot_id": sid} for r in written.rows[t][sid]]
-                for p in predicates(t, rows):
+                for p in predicates(t, rows, written.bounds[t]):
                     _, got = sqlmod.run(con, f'SELECT record_offset FROM "{t}" WHERE {sql_condition(p)}')
                     if sorted(r[0] for r in got) != _expected(rows, p):
                         wrong.append(f"offsetlake sql {sid}: {t} {p}: got {len(got)}, want {len(_expected(rows, p))}")
@@ -330,7 +333,7 @@ def test_warehouse_read_table_filters(written):
                 rows = [{**r, "snapshot_id": sid} for r in written.rows[t][sid]]
                 ds = reader.snapshot_dataset(t, sid)
                 through_read_table = {}
-                for p in predicates(t, rows):
+                for p in predicates(t, rows, written.bounds[t]):
                     through_read_table.setdefault(p[:2], p)
                     got = _offsets(ds.to_table(columns=["record_offset"], filter=_arrow_expr(t, p)))
                     if got != _expected(rows, p):
@@ -361,7 +364,7 @@ def test_warehouse_reader_dictionary_scan(written):
             plain = reader.history_table(t)
             for c in strings:
                 assert sorted(whole.column(c).to_pylist(), key=str) == sorted(plain.column(c).to_pylist(), key=str)
-            preds = [p for p in predicates(t, rows) if p[1] in ("=", ">=", "<=", ">", "<", "in")]
+            preds = [p for p in predicates(t, rows, written.bounds[t]) if p[1] in ("=", ">=", "<=", ">", "<", "in")]
             col = strings[0]
             values = sorted({r[col] for r in rows if r[col] is not None})
             extra = [(col, "in", []), (col, "not in", values[:2]), (col, "=", None), (col, "!=", None)]
