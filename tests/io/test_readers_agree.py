@@ -211,8 +211,11 @@ def test_polars(written):
     paths = {t: str(written.wh.table_path(t)) for t in PROBED}
     wrong = _run(written, "polars scan_delta", lambda t, p: sorted(
         pl.scan_delta(paths[t]).filter(expr(t, p)).select("record_offset").collect()["record_offset"].to_list()))
+    # read_delta takes no predicate (it reads the whole table, then polars filters it): one read per table serves
+    # every predicate
+    read = {t: pl.read_delta(paths[t]) for t in PROBED}
     wrong += _run(written, "polars read_delta", lambda t, p: sorted(
-        pl.read_delta(paths[t]).filter(expr(t, p))["record_offset"].to_list()), lambda t, p: p[1] == "=")
+        read[t].filter(expr(t, p))["record_offset"].to_list()), lambda t, p: p[1] == "=")
     _report(wrong)
 
 
