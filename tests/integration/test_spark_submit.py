@@ -150,8 +150,34 @@ def test_readme_local_spark_submit_is_quiet(local_run):
     assert any("decode" in line for line in output.splitlines()), output[-2000:]
 
 
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    """One standalone master and worker for both cluster tests (each submits its own application, whose executors
+    unpack the archive afresh). They start without any AWS variable, so an executor reaches a bucket only through
+    what its driver hands it (`spark.executorEnv.*`)."""
+    from pipelines.session import S3_ENV
+
+    mp = pytest.MonkeyPatch()
+    try:
+        for k in (*S3_ENV, "AWS_PROFILE"):
+            mp.delenv(k, raising=False)
+        with StandaloneCluster(tmp_path_factory.mktemp("cluster")) as c:
+            mp.undo()  # the master and worker have their environment; the tests get theirs back
+            yield c
+    finally:
+        mp.undo()
+
+
+def drop_applications(cluster: StandaloneCluster) -> None:
+    """Every application's directory under the worker's (each executor unpacked ~900 MB there)."""
+    work = cluster.workdir / "work"
+    for app in work.iterdir() if work.is_dir() else ():
+        shutil.rmtree(app, ignore_errors=True)
+
+
 @pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="reads the executors' processes from /proc")
-def test_readme_cluster_recipe_runs_offsetlake_from_the_packed_venv(local_run, sample_dump, tmp_path, make_dist_lock):
+def test_readme_cluster_recipe_runs_offsetlake_from_the_packed_venv(local_run, sample_dump, tmp_path, make_dist_lock,
+                                                                    cluster):
     """`make pack`, then the README's cluster command against a standalone master and worker on loopback: the
     executors' Python workers run ./environment/bin/python from the shipped archive, load pyarrow and the C
     extension from it (nothing from the checkout or the test's venv), and the snapshot equals local mode's."""
@@ -162,19 +188,18 @@ def test_readme_cluster_recipe_runs_offsetlake_from_the_packed_venv(local_run, s
 
     local_wh, local_summary, _ = local_run
     warehouse = tmp_path / "wh_cluster"
-    with StandaloneCluster(tmp_path / "cluster") as cluster:
-        cmd = fill_in(readme["cluster"], dump=sample_dump, warehouse=warehouse, master=cluster.master_url)
-        assert "--archives dist/offsetlake-env.tar.gz#environment" in cmd
-        work = tmp_path / "cluster" / "work"
-        proc = subprocess.Popen(["bash", "-c", f"{cmd} --snapshot-id s1 --json --quiet {ON_SPARK}"], cwd=ROOT,
-                                env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        workers: dict[int, dict] = {}
-        with ThreadPoolExecutor(1) as pool:  # drain the pipes while /proc is watched
-            out = pool.submit(proc.communicate, timeout=900)
-            while proc.poll() is None:
-                workers.update(python_workers(work))
-                time.sleep(0.2)
-            stdout, stderr = out.result()
+    cmd = fill_in(readme["cluster"], dump=sample_dump, warehouse=warehouse, master=cluster.master_url)
+    assert "--archives dist/offsetlake-env.tar.gz#environment" in cmd
+    work = cluster.workdir / "work"
+    proc = subprocess.Popen(["bash", "-c", f"{cmd} --snapshot-id s1 --json --quiet {ON_SPARK}"], cwd=ROOT,
+                            env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    workers: dict[int, dict] = {}
+    with ThreadPoolExecutor(1) as pool:  # drain the pipes while /proc is watched
+        out = pool.submit(proc.communicate, timeout=900)
+        while proc.poll() is None:
+            workers.update(python_workers(work))
+            time.sleep(0.2)
+        stdout, stderr = out.result()
     try:
         assert proc.returncode == 0, (cmd, stdout[-2000:], stderr[-4000:])
         summary = json.loads(stdout.strip().splitlines()[-1])
@@ -204,15 +229,16 @@ def test_readme_cluster_recipe_runs_offsetlake_from_the_packed_venv(local_run, s
         assert cli.returncode == 0 and "rebuild" in cli.stdout, cli.stderr
     finally:
         # every executor unpacked ~900 MB; pytest keeps the last runs' tmp dirs
-        shutil.rmtree(tmp_path / "cluster" / "work", ignore_errors=True)
+        drop_applications(cluster)
 
 
 @pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="as the cluster recipe test")
 def test_cluster_recipe_reads_the_dump_from_a_bucket_and_writes_the_warehouse_to_one(
-        local_run, sample_dump, tmp_path, s3_server, monkeypatch, make_dist_lock):
+        local_run, sample_dump, tmp_path, s3_server, monkeypatch, make_dist_lock, cluster):
     """The README's cluster command with `--input` and `--warehouse` in a bucket (the local moto server). The
-    master and worker start without any AWS variable, so the executors, which fetch the segments and write the
-    Parquet files, reach the store only through what the driver hands them (`spark.executorEnv.*`)."""
+    master and worker started without any AWS variable (the `cluster` fixture), so the executors, which fetch the
+    segments and write the Parquet files, reach the store only through what the driver hands them
+    (`spark.executorEnv.*`)."""
     import pyarrow.fs as pafs
 
     from pipelines.session import S3_ENV
@@ -233,10 +259,9 @@ def test_cluster_recipe_reads_the_dump_from_a_bucket_and_writes_the_warehouse_to
         pack = run_shell(readme["pack"], timeout=1200)
     assert pack.returncode == 0, pack.stdout[-2000:] + pack.stderr[-4000:]
     local_wh, local_summary, _ = local_run
-    with StandaloneCluster(tmp_path / "cluster") as cluster:
-        cmd = fill_in(readme["cluster"], dump=dump, warehouse=warehouse, master=cluster.master_url)
-        r = subprocess.run(["bash", "-c", f"{cmd} --snapshot-id s1 --json --quiet {ON_SPARK}"], cwd=ROOT,
-                           env={**clean_env(), **aws}, capture_output=True, text=True, timeout=900)
+    cmd = fill_in(readme["cluster"], dump=dump, warehouse=warehouse, master=cluster.master_url)
+    r = subprocess.run(["bash", "-c", f"{cmd} --snapshot-id s1 --json --quiet {ON_SPARK}"], cwd=ROOT,
+                       env={**clean_env(), **aws}, capture_output=True, text=True, timeout=900)
     try:
         assert r.returncode == 0, (cmd, r.stdout[-2000:], r.stderr[-4000:])
         summary = json.loads(r.stdout.strip().splitlines()[-1])
@@ -245,7 +270,7 @@ def test_cluster_recipe_reads_the_dump_from_a_bucket_and_writes_the_warehouse_to
             monkeypatch.setenv(k, v)
         assert snapshot_state(warehouse, "s1", dump) == snapshot_state(local_wh, "s1", sample_dump)
     finally:
-        shutil.rmtree(tmp_path / "cluster" / "work", ignore_errors=True)
+        drop_applications(cluster)
 
 
 def test_spark_submit_bad_input_exits_2_without_a_stack_trace(tmp_path):
