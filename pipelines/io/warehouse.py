@@ -366,6 +366,8 @@ class Warehouse:
 
     def __init__(self, path: "str | Path | storage.Location"):
         self.root = storage.location(path)
+        # the ids whose failed write `write_snapshot` recorded itself (`failure_recorded`)
+        self._recorded_failures: set[str] = set()
         # a local warehouse is addressed as a Path, one on an object store by its Location
         self.path = self.root.local or self.root
 
@@ -430,12 +432,13 @@ class Warehouse:
         `expected_rows` (table -> rows the run counted) is checked against the staged files' and then the
         committed add actions' `numRecords`: a snapshot never holds fewer (or more) rows than the run reported.
         On any error the staged files are deleted, the failure is recorded (`record_failure`) and the error
-        propagates (marked `offsetlake_failure_recorded`). `before_commit` is called once everything is staged,
+        propagates (`failure_recorded` then says so). `before_commit` is called once everything is staged,
         before the first commit (the run records the stage in its lock: a kill from here on may leave the id's
         tables partly replaced). `staged`: tables `stage_tables` already staged for this id (theirs in `tables`
         are then not read); they are this call's to commit or delete.
         """
         delta.check_partition_value(snapshot_id)
+        self._recorded_failures.discard(snapshot_id)
         unknown = [t for t in tables if t not in SNAPSHOT_TABLES and t != "offset_commits"]
         missing = [t for t in SNAPSHOT_TABLES if tables.get(t) is None]
         final_status = run_row.get("status") or "succeeded"
@@ -490,7 +493,7 @@ class Warehouse:
             failed["summary"] = {**summary, "status": "failed", "error": f"{type(exc).__name__}: {exc}"[:2000]}
             try:
                 self.record_failure(snapshot_id, failed, partial=bool(committed))
-                exc.offsetlake_failure_recorded = True
+                self._recorded_failures.add(snapshot_id)
             except Exception as mark_exc:  # keep the original error
                 exc.add_note(f"could not record the failure of run {snapshot_id}: {mark_exc}")
             raise
@@ -523,6 +526,11 @@ class Warehouse:
                 raise WarehouseError(f"snapshot {snapshot_id}: {table} commits {rel}, which is missing or changed "
                                      "on storage (deleted between the write and the commit?)")
         return int(pc.sum(t.column("num_records")).as_py() or 0)
+
+    def failure_recorded(self, snapshot_id: str) -> bool:
+        """Whether the last `write_snapshot` of `snapshot_id` failed and recorded its failure itself (with what it
+        knew of its commits): the run must not record it again."""
+        return snapshot_id in self._recorded_failures
 
     def record_failure(self, snapshot_id: str, run_row: dict, *, partial: bool = False) -> str:
         """Record a run that failed (or was abandoned) without taking a served snapshot away.
@@ -705,8 +713,6 @@ class Warehouse:
         history's row is the log's (its `txn_outcome` decided by markers past the cut that the what-if run does not
         see) and stays as it is. Nothing is merged: the rows held are found from the history files' stats and key
         columns (`HistoryKeys`), by the tasks that write the run's history when they can."""
-        from pyspark.sql import functions as F
-
         table = "offset_commits"
         path = self._table(table)
         seen = HistoryKeys.of(dt, storage.location(path).uri)

@@ -81,7 +81,7 @@ def record_failure(warehouse, snapshot_id: str, stage: str, row: dict, e: BaseEx
     from pipelines.io.warehouse import WarehouseError
 
     storage = storage_error(e)
-    if not getattr(e, "offsetlake_failure_recorded", False):
+    if not warehouse.failure_recorded(snapshot_id):
         try:
             warehouse.record_failure(snapshot_id, {**row, "summary": {"error": first_line(e), "stage": stage}})
         except Exception as mark_exc:

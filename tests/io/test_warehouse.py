@@ -2,6 +2,7 @@
 (delta-rs, DuckDB's delta_scan, Spark over the active file list)."""
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 from collections import Counter
@@ -358,13 +359,19 @@ def test_failed_rerun_of_a_served_id_leaves_it_served(spark, make_snapshot, tmp_
     wh.write_snapshot(spark, "s1", make_snapshot("s1", 0), run_row(0))
     before = state(wh, "s1")
     fail_stage_of(monkeypatch, "quarantine")
-    with pytest.raises(OSError, match="injected"):
+    with pytest.raises(OSError, match="injected") as failed:
         wh.write_snapshot(spark, "s1", make_snapshot("s1", 1), run_row(1))
     monkeypatch.undo()
     assert [(r["snapshot_id"], r["status"]) for r in wh.snapshots()] == [("s1", "succeeded")]
     assert wh.latest_snapshot_id() == "s1" and state(wh, "s1") == before
     (attempt,) = (wh.path / "_attempts").glob("s1.*.json")
     assert json.loads(attempt.read_text())["status"] == "failed" and "disk full" in attempt.read_text()
+    # the run that called the write records its failure once: the write did, with what it knew of its commits
+    assert wh.failure_recorded("s1")
+    from pipelines.rebuild.failures import RunFailed, record_failure
+    with contextlib.suppress(RunFailed):  # a storage error becomes one line for the user
+        record_failure(wh, "s1", "write", run_row(1), failed.value, str(wh.path))
+    assert len(list((wh.path / "_attempts").glob("s1.*.json"))) == 1
 
     fail_commit_of(monkeypatch, "loaded_groups")
     with pytest.raises(RuntimeError, match="injected"):
