@@ -73,6 +73,18 @@ class CommittedOffsets:
         out._changed, out._batches = dict(self._changed), dict(self._batches)
         return out
 
+    @staticmethod
+    def union(stores: list["CommittedOffsets"]) -> "CommittedOffsets":
+        """The offsets of `stores`, loaded from the start of their logs (no base), over keys no two of them share
+        (the groups of a split partition's buckets, `coordinator.streamed.merged`)."""
+        out = CommittedOffsets()
+        for s in stores:
+            if s._base is not None:
+                raise ValueError("a union of committed offsets resumed from a base")
+            out._changed.update(s._changed)
+            out._batches.update(s._batches)
+        return out
+
     def to_bytes(self) -> bytes:
         """The live offsets as Arrow IPC (`from_bytes`): how a saved shard keeps them."""
         sink = pa.BufferOutputStream()

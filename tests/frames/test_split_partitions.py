@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from pipelines.coordinator.options import ReplayOptions
 from pipelines.coordinator.shard import replay_rows, tabulate_shards
-from pipelines.coordinator.streamed import StreamedShards, load_split
+from pipelines.coordinator.streamed import StreamedShards, by_group, load_split, merged
 from pipelines.coordinator.tables import contract_table, group_history_rows, topic_names
 from pipelines.decoding.reader import iter_decoded_rows
 from pipelines.frames.decode import _work_batches, plan_inputs
@@ -134,10 +134,11 @@ def test_a_copied_segment_across_ranges_is_loaded_once(brokerdata, tmp_path):
 
 
 # ------------------------------------------------------------------------------------------ generated logs, any cut
-def _streamed(table: pa.Table, options: ReplayOptions, cuts: list[int]):
+def _streamed(table: pa.Table, options: ReplayOptions, cuts: list[int], buckets: int = 1):
     """The states, history rows (as settled, then pending), markers and group events taken as they were loaded
     (None: left in the states) of `table` (one partition) loaded whole, or cut at `cuts` into ranges loaded as the
-    split tasks load them."""
+    split tasks load them: the ranges' kept and held rows in `buckets` by group, each loaded on its own, the
+    buckets' shards merged."""
     if not cuts:
         whole = StreamedShards(options)
         history = whole.load(table, last=False)
@@ -155,14 +156,20 @@ def _streamed(table: pa.Table, options: ReplayOptions, cuts: list[int]):
         held.append(done.pending)
         offsets = [o for o in piece.column("offset").to_pylist() if o is not None]
         top = max([top, *offsets])
-    *settled, done = load_split(options, [k for k in passed if k is not None], held)
+    settled, parts = [], []
+    for b in range(buckets):
+        *got, done = load_split(options, [by_group(k, buckets)[b] for k in passed if k is not None],
+                                [by_group(h, buckets)[b] for h in held])
+        settled.extend(got)
+        parts.append(done)
+    done = parts[0] if buckets == 1 else merged(parts)
     history.extend(rows for rows, _ in settled)
     return done.states, history, done.pending, done.markers, [e for _, events in settled for e in events]
 
 
-def _compared(table: pa.Table, semantics: str, cuts: list[int]) -> dict:
+def _compared(table: pa.Table, semantics: str, cuts: list[int], buckets: int = 1) -> dict:
     options = ReplayOptions(semantics=semantics, snapshot_id="s", load_time_ms=5, num_partitions=50)
-    states, history, pending, markers, events = _streamed(table, options, cuts)
+    states, history, pending, markers, events = _streamed(table, options, cuts, buckets)
     names = topic_names(table.to_pylist())
     tabulated = tabulate_shards(states, options, None, names)
     if events is not None:  # taken window by window, as the split load's task takes them
@@ -188,6 +195,7 @@ def test_ranges_load_like_the_whole_log(semantics, ops, data):
     table = to_table(rows)
     cuts = sorted(set(data.draw(st.lists(st.integers(1, max(1, table.num_rows - 1)), max_size=6), label="cuts")))
     cuts = [c for c in cuts if 0 < c < table.num_rows]
-    whole, split = _compared(table, semantics, []), _compared(table, semantics, cuts)
+    buckets = data.draw(st.integers(1, 4), label="buckets")
+    whole, split = _compared(table, semantics, []), _compared(table, semantics, cuts, buckets)
     for t in whole:
-        assert split[t] == whole[t], f"{semantics} {t} cut at {cuts}"
+        assert split[t] == whole[t], f"{semantics} {t} cut at {cuts}, groups in {buckets} buckets"
