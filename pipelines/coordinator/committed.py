@@ -75,15 +75,9 @@ class CommittedOffsets:
 
     @staticmethod
     def union(stores: list["CommittedOffsets"]) -> "CommittedOffsets":
-        """The offsets of `stores`, loaded from the start of their logs (no base), over keys no two of them share
-        (the groups of a split partition's buckets, `coordinator.streamed.merged`)."""
-        out = CommittedOffsets()
-        for s in stores:
-            if s._base is not None:
-                raise ValueError("a union of committed offsets resumed from a base")
-            out._changed.update(s._changed)
-            out._batches.update(s._batches)
-        return out
+        """The offsets of `stores`, which share no key (the groups of a split partition's buckets,
+        `coordinator.streamed.merged`), as the base of a store."""
+        return CommittedOffsets(pa.concat_tables([s.table() for s in stores]))
 
     def to_bytes(self) -> bytes:
         """The live offsets as Arrow IPC (`from_bytes`): how a saved shard keeps them."""
