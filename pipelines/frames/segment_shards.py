@@ -434,7 +434,7 @@ class LoadedOnSpark:
 
 def load_on_spark(spark, plan, options: ReplayOptions, cut: tuple, split_by=None, stage=None, counters=None,
                   emit=None, state_stage=None, previous: SavedShards | None = None,
-                  window_bytes: int = LOAD_BUFFER_BYTES, split_bytes: int = 0) -> LoadedOnSpark:
+                  window_bytes: int = LOAD_BUFFER_BYTES, split_bytes: int = 0, buckets: int = 1) -> LoadedOnSpark:
     """Every offsets partition of `plan` (segments only: `rebuild.executor.Route.SHARDS`) decoded and loaded by
     one task, the envelope kept. `split_by`: the history's suite as a filter (`validation.suspects`), with any clock: `tabulate_on_spark`
     checks the suspects against the run's own. `stage` (`io.warehouse.HistoryStage`): the tasks write the
@@ -443,7 +443,9 @@ def load_on_spark(spark, plan, options: ReplayOptions, cut: tuple, split_by=None
     an incremental run's saved shards (every partition it holds is a shard, new records or not). `counters` (`frames.progress.TaskCounters`) receive each shard's
     records and input bytes as it ends. `window_bytes`: how much of a partition's segments a task decodes and
     loads at a time (`decoded_windows`); `split_bytes`: a partition of more segment bytes is decoded in ranges of
-    about that size, in tasks of their own, and loaded by a second job (`frames.ranges`; 0: never)."""
+    about that size, in tasks of their own, and loaded by a second job (`frames.ranges`; 0: never), in `buckets`
+    of its groups, a task each, merged by a third (`_merge_task`; a full run's only: an incremental one resumes the
+    one shard it saved)."""
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
@@ -462,7 +464,8 @@ def load_on_spark(spark, plan, options: ReplayOptions, cut: tuple, split_by=None
     slices = [[units[u] for u in us] for us in balanced({u: _unit_bytes(units[u]) for u in units},
                                                         spark.sparkContext.defaultParallelism * TASKS_PER_CORE)]
     split = sorted({shard for shard, _, piece in units.values() if piece is not None})
-    buckets = split_buckets(previous, spark.sparkContext.defaultParallelism)
+    if previous is not None:
+        buckets = 1
     cpu = spark.sparkContext.accumulator(0.0), spark.sparkContext.accumulator(0.0)
     task = _decode_and_load_task(slices, plan.policy, options, tuple(cut), split_by, stage, counters, cpu,
                                  state_stage, previous, window_bytes, buckets)
@@ -518,12 +521,6 @@ def load_on_spark(spark, plan, options: ReplayOptions, cut: tuple, split_by=None
                            TABLES["offset_commits"])
     return LoadedOnSpark(envelope, log, {"decode": cpu[0].value, "load": cpu[1].value}, max(sizes, default=-1),
                          split_by, rest, history, saved, tuple(persisted))
-
-
-def split_buckets(previous: SavedShards | None, cores: int) -> int:
-    """How many buckets of its groups a split partition is loaded in, a task each (`coordinator.streamed.by_group`):
-    one per core for a full run; one for an incremental run, whose load resumes the one shard it saved."""
-    return 1 if previous is not None else max(1, cores)
 
 
 def _collected(envelope) -> pa.Table:

@@ -65,6 +65,12 @@ class Execution:
         return Route.SPARK, None
 
     @property
+    def split_buckets(self) -> int:
+        """The buckets of its groups a split partition is loaded in (`Route.SHARDS`), a task each: one per core for a
+        full run; one for an incremental run, which resumes the one shard it saved."""
+        return 1 if self.previous is not None else max(1, self.cores)
+
+    @property
     def tasks(self) -> int:
         """The tasks a `Route.TASKS` replay resumes the saved shards on: one per core (none on one core: the
         replay is as fast in this process)."""
