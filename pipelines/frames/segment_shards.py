@@ -331,7 +331,8 @@ def _split_load_task(options: ReplayOptions, split_by=None, stage=None, state_st
             if writer is not None:
                 writer.abort()
             raise
-        if buckets > 1:
+        if buckets > 1:  # the outcomes are in the history already: nothing after the load reads them
+            done.states = [dataclasses.replace(s, outcomes={}) for s in done.states]
             out.append(_row(PART_LOADED, shard, pickle.dumps(done, protocol=pickle.HIGHEST_PROTOCOL), bucket=bucket))
         else:
             out.extend(_shard_rows(shard, done, state_stage))
