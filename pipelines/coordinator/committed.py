@@ -73,6 +73,12 @@ class CommittedOffsets:
         out._changed, out._batches = dict(self._changed), dict(self._batches)
         return out
 
+    @staticmethod
+    def union(stores: list["CommittedOffsets"]) -> "CommittedOffsets":
+        """The offsets of `stores`, which share no key (the groups of a split partition's buckets,
+        `coordinator.streamed.merged`), as the base of a store."""
+        return CommittedOffsets(pa.concat_tables([s.table() for s in stores]))
+
     def to_bytes(self) -> bytes:
         """The live offsets as Arrow IPC (`from_bytes`): how a saved shard keeps them."""
         sink = pa.BufferOutputStream()

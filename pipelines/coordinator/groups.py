@@ -122,6 +122,18 @@ class GroupStore:
         store.groups, store.last_group_record = self.groups, self.last_group_record
         return store
 
+    @staticmethod
+    def union(stores: list["GroupStore"]) -> "GroupStore":
+        """The groups of `stores`, which hold no id in common (the buckets of a split partition's groups,
+        `coordinator.streamed.by_group`), with their events not yet taken."""
+        out = GroupStore(keep_history=stores[0].history is not None)
+        for s in stores:
+            out.groups.update(s.groups)
+            out.last_group_record.update(s.last_group_record)
+            if out.history is not None and s.history:
+                out.history.extend(s.history)
+        return out
+
     def _record(self, event: str, row: Row, before: set[str]) -> None:
         if self.history is None:
             return

@@ -111,6 +111,32 @@ class ShardState:
     # the history keeps when a transaction's commit took effect, so a restore plan can replay it at any time
     decided_by: dict[int, tuple[int, int | None]] = field(default_factory=dict)
 
+    @staticmethod
+    def union(states: list["ShardState"]) -> "ShardState":
+        """One shard from the states of its groups' buckets (`coordinator.streamed.by_group`), each loaded from
+        the start of the log with every control record. A group's records change only its own state, and an open
+        transaction's offsets are keyed by group, so no two buckets hold the same key; each bucket read every
+        marker, so a transaction ended in one ended in all."""
+        pending: dict[int, dict] = {}
+        batches: dict[int, dict] = {}
+        open_records: dict[int, list[int]] = {}
+        outcomes: dict[int, str] = {}
+        decided_by: dict[int, tuple[int, int | None]] = {}
+        for s in states:
+            for pid, txn in s.pending.items():
+                pending.setdefault(pid, {}).update(txn)
+            for pid, txn in s.pending_batch_offsets.items():
+                batches.setdefault(pid, {}).update(txn)
+            for pid, offs in s.open_records.items():
+                open_records.setdefault(pid, []).extend(offs)
+            outcomes.update(s.outcomes)
+            decided_by.update(s.decided_by)
+        for offs in open_records.values():
+            offs.sort()  # log order, as one load appends them
+        return ShardState(states[0].partition, GroupStore.union([s.groups for s in states]),
+                          CommittedOffsets.union([s.offsets for s in states]), pending, outcomes, states[0].modern,
+                          open_records, batches, decided_by)
+
     # Pickled with the committed offsets as Arrow IPC bytes (`CommittedOffsets.table`: the next run resumes them
     # as its base without a Python object per offset) and the pending ones as plain tuples, rebuilt by
     # `tuple.__new__` (a named tuple pickles through a Python call of its own).

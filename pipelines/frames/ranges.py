@@ -7,10 +7,16 @@ size (`log_ranges`). Each range is decoded by a task of its own (`frames.segment
 (`coordinator.streamed.StreamedShards(ranged=True)`): it gives the range's history rows (`offset_commits`: a plain commit's row needs no state, a transactional one's
 outcome is its producer's next end marker, found in the range or left pending), its tally and quarantine, and the
 rows the reduction rule keeps (`coordinator.reduction`: the last plain commit per key; every group record,
-transactional record and marker). One task per split partition then loads the ranges' kept rows in log order, as
-the windows of one streamed shard (`coordinator.streamed.load_split`), and decides the history rows the ranges left
-pending with the markers of the ranges after them. The state is the one the whole log gives: loading a log's reduced
-windows one after another is what every streamed shard does.
+transactional record and marker). The ranges' kept rows are then loaded in log order, as the windows of one
+streamed shard (`coordinator.streamed.load_split`), and the history rows the ranges left pending are decided with the
+markers of the ranges after them. The state is the one the whole log gives: loading a log's reduced windows one
+after another is what every streamed shard does.
+
+That load is the partition's one sequential pass, so a full run makes it one per core: each range hands on its kept
+and held rows in buckets of the partition's groups (`coordinator.streamed.by_group`), every control record in every
+bucket, and a task per bucket loads them. A group's records change only that group's state, and a transaction's
+open offsets are keyed by group, so the buckets' shards share no key and make the whole partition's shard
+(`coordinator.streamed.merged`, in a job of its own). An incremental run resumes the one shard it saved, in one load.
 
 An offset is loaded once, as in a whole partition's load: each range starts above the highest offset of every
 entry in the ranges before it (`LogRange.floor`), so a copy of a record an earlier range read (overlapping segment

@@ -18,7 +18,8 @@ record timestamp of every partition) and the topic names (read off every partiti
 by a second, state-sized job over the kept states (`coordinator.shard.tabulate_shards`), which also picks the
 history's suspects for validation (`validation.suspects`: its bounds depend on the expiry clock). A partition of
 more than `decode.split_bytes` is decoded in ranges, a task each, and loaded by a second job from what each range
-keeps (`frames.ranges`, `_split_load_task`).
+keeps (`frames.ranges`, `_split_load_task`): a full run's split partition in buckets of its groups, a task each on
+every core, whose shards a third job makes one (`_merge_task`).
 """
 from __future__ import annotations
 
@@ -55,8 +56,11 @@ LOAD_BUFFER_BYTES = 5 * 1024 * 1024
 GROUP_EVENTS = "_group_events"
 KEPT = "_kept"  # a range of a split partition: the rows its partition's load reads of it (`frames.ranges`)
 HELD = "_held"  # a range of a split partition: its history rows whose transaction no marker in it ended
-# `seq`: a range's rows in its partition's log order (KEPT then HELD of range 0, then of range 1, ...)
-FUSED_DDL = "table string, shard int, payload binary, tally binary, named binary, seq int"
+# a bucket of a split partition's groups, loaded: its `coordinator.streamed.FinishedShards`, pickled, for the merge
+PART_LOADED = "_part_loaded"
+# `seq`: a range's rows in its partition's log order (KEPT then HELD of range 0, then of range 1, ...); `bucket`:
+# the bucket of the partition's groups the rows are of (`coordinator.streamed.by_group`), loaded by a task of its own
+FUSED_DDL = "table string, shard int, payload binary, tally binary, named binary, seq int, bucket int"
 
 
 class ShardMemoryError(RuntimeError):
@@ -106,8 +110,8 @@ def saved_state(state_stage, payloads: list[bytes]):
 
 
 def _row(table: str, shard: int, payload: bytes | None, tally: bytes | None = None, named: bytes | None = None,
-         seq: int | None = None):
-    return table, shard, payload, tally, named, seq
+         seq: int | None = None, bucket: int | None = None):
+    return table, shard, payload, tally, named, seq, bucket
 
 
 def decoded_windows(batches: Iterator[pa.RecordBatch], window_bytes: int) -> Iterator[pa.Table]:
@@ -149,7 +153,8 @@ def decoded_windows(batches: Iterator[pa.RecordBatch], window_bytes: int) -> Ite
 
 def _decode_and_load_task(slices: list[list[tuple]], policy, options: ReplayOptions, cut: tuple,
                           split_by=None, stage=None, counters=None, cpu=None, state_stage=None,
-                          previous: SavedShards | None = None, window_bytes: int = LOAD_BUFFER_BYTES):
+                          previous: SavedShards | None = None, window_bytes: int = LOAD_BUFFER_BYTES,
+                          buckets: int = 1):
     """The executor function: a slice's number in (`slices[i]`: each of its offsets partitions with its work
     items, and None, or a range of a split partition (`frames.ranges.LogRange`) with that range's items), the
     envelope rows of its shards out. Each shard is read, decoded and loaded window by window
@@ -160,7 +165,8 @@ def _decode_and_load_task(slices: list[list[tuple]], policy, options: ReplayOpti
     clock is known (`validation.suspects`). `stage` (`io.warehouse.HistoryStage`): where to write the history's
     files (else it is returned as blobs); `state_stage` (`io.checkpoint.StateStage`), where to write the shard the
     next `--incremental` run resumes (None: none is kept). `counters` and `cpu` (accumulators) receive each shard's
-    records and input bytes, and its CPU-seconds decoding and loading, as it ends."""
+    records and input bytes, and its CPU-seconds decoding and loading, as it ends. `buckets`: a range hands on its
+    rows in that many buckets of its partition's groups (`coordinator.streamed.by_group`), each loaded by a task."""
     def task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
             for i in batch.column(0).to_pylist():
@@ -219,10 +225,15 @@ def _decode_and_load_task(slices: list[list[tuple]], policy, options: ReplayOpti
         out.append(_row(LOG, shard, to_blob(DECODED_RECORD_SCHEMA.empty_table()), to_blob(tally),
                         to_blob(names) if names.num_rows else None))
         if piece is not None:
+            from pipelines.coordinator.streamed import by_group
+
             kept = loader.passed_on()
-            out.append(_row(KEPT, shard, to_blob(kept if kept is not None else _empty_kept()), seq=2 * piece.index))
+            for b, rows in enumerate(by_group(kept if kept is not None else _empty_kept(), buckets)):
+                out.append(_row(KEPT, shard, to_blob(rows), seq=2 * piece.index, bucket=b))
             if done.pending.num_rows:
-                out.append(_row(HELD, shard, to_blob(done.pending), seq=2 * piece.index + 1))
+                for b, rows in enumerate(by_group(done.pending, buckets)):
+                    if rows.num_rows:
+                        out.append(_row(HELD, shard, to_blob(rows), seq=2 * piece.index + 1, bucket=b))
         else:
             out.extend(_shard_rows(shard, done, state_stage))
         load_cpu += time.process_time() - started
@@ -264,30 +275,31 @@ def _empty_kept() -> pa.Table:
 
 
 def _split_load_task(options: ReplayOptions, split_by=None, stage=None, state_stage=None,
-                     previous: SavedShards | None = None, cpu=None):
+                     previous: SavedShards | None = None, cpu=None, buckets: int = 1):
     """The executor function of a split partition's load (`frames.ranges`): its ranges' envelope rows in (KEPT and
     HELD, any order), its shard's envelope rows out, as a whole partition's task gives them but for the tally and
     the quarantine (its ranges'). The ranges' kept rows are loaded in log order, as the windows of one streamed shard,
     onto the shard the previous run saved; the history rows a range left pending are decided by the markers of the
     ranges after it (`coordinator.streamed.load_split`). Its rows go out window by window: the task holds the
-    ranges' kept rows, the shard's state and one window's history and group events."""
+    ranges' kept rows, the shard's state and one window's history and group events. A bucket of the partition's
+    groups (`buckets` > 1) is loaded alike, and hands on its loaded shard (`PART_LOADED`) for the merge."""
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         # the ranges' blobs as they come, each batch dropped once its blobs are taken: they are the task's largest
         # input, held once and let go range by range as the load opens them
         entries: list = []
-        shard = None
+        shard = bucket = None
         for batch in batches:
             if batch.num_rows:
-                shard = batch.column("shard")[0].as_py()
+                shard, bucket = batch.column("shard")[0].as_py(), batch.column("bucket")[0].as_py()
                 entries.extend(zip(batch.column("seq").to_pylist(), batch.column("table").to_pylist(),
                                    batch.column("payload").to_pylist()))
             del batch
         if shard is None:
             return
         with memory_of(shard, "loading its ranges"):
-            yield from load(shard, entries)
+            yield from load(shard, bucket, entries)
 
-    def load(shard: int, entries: list) -> Iterator[pa.RecordBatch]:
+    def load(shard: int, bucket: int | None, entries: list) -> Iterator[pa.RecordBatch]:
         from pipelines.coordinator.streamed import load_split
         from pipelines.io.blobs import from_blob
 
@@ -319,7 +331,35 @@ def _split_load_task(options: ReplayOptions, split_by=None, stage=None, state_st
             if writer is not None:
                 writer.abort()
             raise
-        out.extend(_shard_rows(shard, done, state_stage))
+        if buckets > 1:  # the outcomes are in the history already: nothing after the load reads them
+            done.states = [dataclasses.replace(s, outcomes={}) for s in done.states]
+            out.append(_row(PART_LOADED, shard, pickle.dumps(done, protocol=pickle.HIGHEST_PROTOCOL), bucket=bucket))
+        else:
+            out.extend(_shard_rows(shard, done, state_stage))
+        if cpu is not None:
+            cpu[1].add(time.process_time() - started)
+        yield _envelope_batch(out)
+    return run
+
+
+def _merge_task(state_stage=None, cpu=None):
+    """The executor function of the merge of a split partition's buckets: their `PART_LOADED` rows in, the shard's
+    envelope rows out (`_shard_rows`, as one load gives them: `coordinator.streamed.merged`)."""
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from pipelines.coordinator.streamed import merged
+
+        parts, shard = [], None
+        for batch in batches:
+            if batch.num_rows:
+                shard = batch.column("shard")[0].as_py()
+                parts.extend(zip(batch.column("bucket").to_pylist(), batch.column("payload").to_pylist()))
+        if shard is None:
+            return
+        started = time.process_time()
+        with memory_of(shard, "merging its buckets"):
+            done = merged([pickle.loads(p) for _, p in sorted(parts, key=lambda bp: bp[0])])
+            del parts
+            out = _shard_rows(shard, done, state_stage)
         if cpu is not None:
             cpu[1].add(time.process_time() - started)
         yield _envelope_batch(out)
@@ -361,8 +401,9 @@ def _envelope_batch(rows: list[tuple]) -> pa.RecordBatch:
     columns = list(zip(*rows))
     return pa.record_batch([pa.array(columns[0], pa.string()), pa.array(columns[1], pa.int32()),
                             pa.array(columns[2], pa.binary()), pa.array(columns[3], pa.binary()),
-                            pa.array(columns[4], pa.binary()), pa.array(columns[5], pa.int32())],
-                           names=["table", "shard", "payload", "tally", "named", "seq"])
+                            pa.array(columns[4], pa.binary()), pa.array(columns[5], pa.int32()),
+                            pa.array(columns[6], pa.int32())],
+                           names=["table", "shard", "payload", "tally", "named", "seq", "bucket"])
 
 
 @dataclass
@@ -394,7 +435,7 @@ class LoadedOnSpark:
 
 def load_on_spark(spark, plan, options: ReplayOptions, cut: tuple, split_by=None, stage=None, counters=None,
                   emit=None, state_stage=None, previous: SavedShards | None = None,
-                  window_bytes: int = LOAD_BUFFER_BYTES, split_bytes: int = 0) -> LoadedOnSpark:
+                  window_bytes: int = LOAD_BUFFER_BYTES, split_bytes: int = 0, buckets: int = 1) -> LoadedOnSpark:
     """Every offsets partition of `plan` (segments only: `rebuild.executor.Route.SHARDS`) decoded and loaded by
     one task, the envelope kept. `split_by`: the history's suite as a filter (`validation.suspects`), with any clock: `tabulate_on_spark`
     checks the suspects against the run's own. `stage` (`io.warehouse.HistoryStage`): the tasks write the
@@ -403,7 +444,9 @@ def load_on_spark(spark, plan, options: ReplayOptions, cut: tuple, split_by=None
     an incremental run's saved shards (every partition it holds is a shard, new records or not). `counters` (`frames.progress.TaskCounters`) receive each shard's
     records and input bytes as it ends. `window_bytes`: how much of a partition's segments a task decodes and
     loads at a time (`decoded_windows`); `split_bytes`: a partition of more segment bytes is decoded in ranges of
-    about that size, in tasks of their own, and loaded by a second job (`frames.ranges`; 0: never)."""
+    about that size, in tasks of their own, and loaded by a second job (`frames.ranges`; 0: never), in `buckets`
+    of its groups, a task each, merged by a third (`_merge_task`; a full run's only: an incremental one resumes the
+    one shard it saved)."""
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
@@ -422,9 +465,11 @@ def load_on_spark(spark, plan, options: ReplayOptions, cut: tuple, split_by=None
     slices = [[units[u] for u in us] for us in balanced({u: _unit_bytes(units[u]) for u in units},
                                                         spark.sparkContext.defaultParallelism * TASKS_PER_CORE)]
     split = sorted({shard for shard, _, piece in units.values() if piece is not None})
+    if previous is not None:
+        buckets = 1
     cpu = spark.sparkContext.accumulator(0.0), spark.sparkContext.accumulator(0.0)
     task = _decode_and_load_task(slices, plan.policy, options, tuple(cut), split_by, stage, counters, cpu,
-                                 state_stage, previous, window_bytes)
+                                 state_stage, previous, window_bytes, buckets)
     envelope = (spark.range(0, len(slices), 1, numPartitions=len(slices)).mapInArrow(task, FUSED_DDL)
                 .persist(StorageLevel.MEMORY_AND_DISK))
     persisted = [envelope]
@@ -435,13 +480,21 @@ def load_on_spark(spark, plan, options: ReplayOptions, cut: tuple, split_by=None
     if split:
         if emit is not None:
             emit(f"          loading {len(split)} split offsets partition(s) from their ranges' kept rows")
-        loads = (envelope.where(F.col("table").isin(KEPT, HELD)).select("table", "shard", "payload", "seq")
-                 .groupBy("shard").applyInArrow(_split_load_task(options, split_by, stage, state_stage, previous,
-                                                                 cpu), FUSED_DDL)
+        loads = (envelope.where(F.col("table").isin(KEPT, HELD)).select("table", "shard", "payload", "seq", "bucket")
+                 .groupBy("shard", "bucket").applyInArrow(_split_load_task(options, split_by, stage, state_stage,
+                                                                           previous, cpu, buckets), FUSED_DDL)
                  .persist(StorageLevel.MEMORY_AND_DISK))
         persisted.append(loads)
         small = pa.concat_tables([small, _collected(loads)])
-        envelope = envelope.where(~F.col("table").isin(KEPT, HELD)).unionByName(loads)
+        envelope = envelope.where(~F.col("table").isin(KEPT, HELD)).unionByName(
+            loads.where(F.col("table") != F.lit(PART_LOADED)))
+        if buckets > 1:
+            merges = (loads.where(F.col("table") == F.lit(PART_LOADED)).select("shard", "bucket", "payload")
+                      .groupBy("shard").applyInArrow(_merge_task(state_stage, cpu), FUSED_DDL)
+                      .persist(StorageLevel.MEMORY_AND_DISK))
+            persisted.append(merges)
+            small = pa.concat_tables([small, _collected(merges)])
+            envelope = envelope.unionByName(merges)
     is_log = pc.equal(small.column("table"), LOG)
     log = DecodedLog(spark, blobs=envelope.where(F.col("table") == F.lit(LOG)).select(
         F.col("shard").alias(PART), "payload", "tally", "named"), cut=tuple(cut),

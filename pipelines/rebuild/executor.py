@@ -7,7 +7,8 @@ ways (`Route`, the name `runs.summary.incremental.replay` reports):
 
 - `SHARDS`: segment input read on Spark. One task per offsets partition decodes its segments a window at a time
   and loads them onto its shard (the saved one, when `--incremental`); a partition of more than `split_bytes` is
-  decoded in ranges by tasks of their own and loaded by a second job (`frames.segment_shards`, `frames.ranges`).
+  decoded in ranges by tasks of their own and loaded by a second job, in buckets of its groups on every core when
+  the run is a full one (`frames.segment_shards`, `frames.ranges`).
   The shards' state tables are then tabulated on Spark.
 - `IN_PROCESS`: a decoded log of at most `local_replay_max_rows` rows (`--incremental`: saved shards of at most
   that many state entries, decoded here) replayed in this process (`coordinator.shard.replay_shards`).
@@ -62,6 +63,12 @@ class Execution:
         if 0 < self.max_rows and records_in <= self.max_rows:
             return Route.IN_PROCESS, records_in
         return Route.SPARK, None
+
+    @property
+    def split_buckets(self) -> int:
+        """The buckets of its groups a split partition is loaded in (`Route.SHARDS`), a task each: one per core for a
+        full run; one for an incremental run, which resumes the one shard it saved."""
+        return 1 if self.previous is not None else max(1, self.cores)
 
     @property
     def tasks(self) -> int:

@@ -142,7 +142,7 @@ def decode(run: Run, planned: Planned) -> Decoded:
         with shard_errors():
             loaded = segment_shards.load_on_spark(
                 run.spark, plan, _load_options(run), cut, _early_history_check(run, plan), stage, counters,
-                run.progress.emit, state_stage, ex.previous, ex.window_bytes, ex.split_bytes)
+                run.progress.emit, state_stage, ex.previous, ex.window_bytes, ex.split_bytes, ex.split_buckets)
         log = loaded.log
         run.held.callback(_quietly(log.unpersist))
         run.held.callback(_quietly(loaded.release))

@@ -40,7 +40,8 @@ def _shifted_rows(dirs):
             else r for i, d in enumerate(dirs) for r in iter_decoded_rows([d])]
 
 
-def _on_spark(spark, plan, options, expiry=None, split_by=None, history_check=None, retain=True, split_bytes=0):
+def _on_spark(spark, plan, options, expiry=None, split_by=None, history_check=None, retain=True, split_bytes=0,
+              buckets=1):
     from pipelines.frames import segment_shards
     from pipelines.frames.shards import topic_names_of
 
@@ -50,7 +51,8 @@ def _on_spark(spark, plan, options, expiry=None, split_by=None, history_check=No
     # the shards saved for --incremental, written by the tasks into a state directory of their own
     state_stage = StateStage(tempfile.mkdtemp(prefix="state-")) if retain else None
     loaded = segment_shards.load_on_spark(spark, plan, load_options, (options.until_offset, options.until_time_ms),
-                                          split_by, state_stage=state_stage, split_bytes=split_bytes)
+                                          split_by, state_stage=state_stage, split_bytes=split_bytes,
+                                          buckets=buckets)
     shards = segment_shards.tabulate_on_spark(spark, loaded, options, expiry, topic_names_of(loaded.log),
                                               history_check=history_check)
     return loaded, shards
@@ -105,7 +107,8 @@ def test_segment_shards_give_what_the_engine_gives_on_broker_logs(spark, brokerd
     """Nine broker scenarios in one job: every table (history included), the saved shards, the markers and the
     tally equal the engine's over the reference reader's rows (which `test_replay_brokerdata` holds to the broker's
     own state), with and without a cut inside an open transaction, and with every partition of more than
-    `split_bytes` decoded in ranges and loaded by the second job (`frames.ranges`)."""
+    `split_bytes` decoded in ranges and loaded by the second job (`frames.ranges`) in buckets of its groups, merged
+    by a third."""
     import pyarrow.compute as pc
 
     from pipelines.coordinator.expiry import ExpiryOptions
@@ -125,10 +128,11 @@ def test_segment_shards_give_what_the_engine_gives_on_broker_logs(spark, brokerd
     options = ReplayOptions(semantics="modern", until_offset=until, num_partitions=50 * len(dirs),
                             snapshot_id="fused", load_time_ms=1)
     expiry = ExpiryOptions(as_of_ms=max(r["timestamp"] or 0 for r in rows), semantics="modern", kafka_version="4.0")
-    loaded, shards = _on_spark(spark, _shifted_plan(dirs), options, expiry, split_bytes=split_bytes)
+    loaded, shards = _on_spark(spark, _shifted_plan(dirs), options, expiry, split_bytes=split_bytes,
+                               buckets=3 if split_bytes else 1)
     try:
         if split_bytes:
-            assert len(loaded.persisted) == 2  # some partition was split
+            assert len(loaded.persisted) == 3  # some partition was split: its groups loaded in buckets, then merged
         table = pa.Table.from_pylist(rows, schema=DECODED_RECORD_SCHEMA)
         want = replay_shards(table, options, expiry, keep=True)
         got = _tables(shards)

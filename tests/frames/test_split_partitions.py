@@ -14,12 +14,13 @@ from hypothesis import strategies as st
 
 from pipelines.coordinator.options import ReplayOptions
 from pipelines.coordinator.shard import replay_rows, tabulate_shards
-from pipelines.coordinator.streamed import StreamedShards, load_split
+from pipelines.coordinator.streamed import StreamedShards, by_group, load_split, merged
 from pipelines.coordinator.tables import contract_table, group_history_rows, topic_names
 from pipelines.decoding.reader import iter_decoded_rows
 from pipelines.frames.decode import _work_batches, plan_inputs
 from pipelines.frames.ranges import NO_FLOOR, log_ranges
-from pipelines.frames.segment_shards import HELD, KEPT, _decode_and_load_task, _split_load_task, _units
+from pipelines.frames.segment_shards import (HELD, KEPT, PART_LOADED, _decode_and_load_task, _merge_task,
+                                             _split_load_task, _units)
 from pipelines.frames.tally import tally_rows
 from schemas.decoded import DECODED_RECORD_SCHEMA
 from tests.coordinator.harness import as_rows, assert_same, canon
@@ -34,9 +35,11 @@ HYPO = settings(max_examples=cases(deep=200, quick=50), deadline=None, database=
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 
-def _split_tables(data_dir, options: ReplayOptions, split_bytes: int, window_bytes: int = 1 << 40):
+def _split_tables(data_dir, options: ReplayOptions, split_bytes: int, window_bytes: int = 1 << 40,
+                  buckets: int = 1):
     """The snapshot's tables, the tally and the markers the task functions give for a broker data dir with every
-    offsets partition over `split_bytes` cut into ranges: the ranges' tasks, then each split partition's load."""
+    offsets partition over `split_bytes` cut into ranges: the ranges' tasks, then each split partition's load (in
+    `buckets` of its groups, then their merge)."""
     plan = plan_inputs([data_dir])
     work = pa.Table.from_batches(_work_batches(plan))
     by_shard: dict[int, list[int]] = {}
@@ -44,12 +47,23 @@ def _split_tables(data_dir, options: ReplayOptions, split_bytes: int, window_byt
         by_shard.setdefault(p, []).append(i)
     units = _units(work, by_shard, split_bytes)
     task = _decode_and_load_task([list(units.values())], plan.policy, options,
-                                 (options.until_offset, options.until_time_ms), window_bytes=window_bytes)
+                                 (options.until_offset, options.until_time_ms), window_bytes=window_bytes,
+                                 buckets=buckets)
     out = pa.Table.from_batches(list(task(iter([pa.record_batch([pa.array([0])], names=["id"])]))))
     passed = out.filter(pc.is_in(out.column("table"), pa.array([KEPT, HELD])))
-    loads = [pa.Table.from_batches(list(_split_load_task(options)(iter(
-                 passed.filter(pc.equal(passed.column("shard"), shard)).to_batches()))))
-             for shard in sorted(set(passed.column("shard").to_pylist()))]
+    loads = []
+    for shard in sorted(set(passed.column("shard").to_pylist())):
+        mine = passed.filter(pc.equal(passed.column("shard"), shard))
+        assert sorted(set(mine.column("bucket").to_pylist())) == list(range(buckets))
+        parts = []
+        for b in range(buckets):
+            got = pa.Table.from_batches(list(_split_load_task(options, buckets=buckets)(iter(
+                mine.filter(pc.equal(mine.column("bucket"), b)).to_batches()))))
+            is_part = pc.equal(got.column("table"), PART_LOADED)
+            parts.append(got.filter(is_part))
+            loads.append(got.filter(pc.invert(is_part)))
+        if buckets > 1:
+            loads.append(pa.Table.from_batches(list(_merge_task()(iter(pa.concat_tables(parts).to_batches())))))
     out = pa.concat_tables([out.filter(pc.invert(pc.is_in(out.column("table"), pa.array([KEPT, HELD])))),
                             *[t.cast(out.schema) for t in loads]])
     tables, tally, markers = envelope_tables(out, options)
@@ -60,13 +74,13 @@ def _ranges(units) -> int:
     return sum(1 for _, _, piece in units.values() if piece is not None)
 
 
-@pytest.mark.parametrize("semantics", ["modern", "legacy"])
+@pytest.mark.parametrize("semantics,buckets", [("modern", 1), ("legacy", 1), ("modern", 3), ("legacy", 2)])
 @pytest.mark.parametrize("scenario", SCENARIOS)
-def test_every_entry_a_range_gives_the_broker_scenarios_state_and_history(brokerdata, scenario, semantics):
+def test_every_entry_a_range_gives_the_broker_scenarios_state_and_history(brokerdata, scenario, semantics, buckets):
     options = ReplayOptions(semantics=semantics, snapshot_id="w", num_partitions=50)
     data = brokerdata / scenario / "data"
     want = replay_rows(list(iter_decoded_rows([data])), options)
-    got, tally, markers, units = _split_tables(data, options, split_bytes=1, window_bytes=1)
+    got, tally, markers, units = _split_tables(data, options, split_bytes=1, window_bytes=1, buckets=buckets)
     assert _ranges(units) > 1
     assert_same(got, want, f"{scenario} split at every entry")
     assert pc.sum(tally.column("n")).as_py() == len(list(iter_decoded_rows([data])))
@@ -77,7 +91,8 @@ def test_ranges_give_the_real_segments_state_and_history(realdata, semantics):
     options = ReplayOptions(semantics=semantics, snapshot_id="w")
     for d in data_dirs(realdata):
         largest = max(sum(f.stat().st_size for f in p.glob("*.log")) for p in d.glob("__consumer_offsets-*"))
-        got, _, _, units = _split_tables(d, options, split_bytes=max(1, largest // 8))  # about 8 ranges
+        # about 8 ranges, their groups in 3 buckets
+        got, _, _, units = _split_tables(d, options, split_bytes=max(1, largest // 8), buckets=3)
         assert_same(got, replay_rows(list(iter_decoded_rows([d])), options), str(d))
 
 
@@ -134,10 +149,11 @@ def test_a_copied_segment_across_ranges_is_loaded_once(brokerdata, tmp_path):
 
 
 # ------------------------------------------------------------------------------------------ generated logs, any cut
-def _streamed(table: pa.Table, options: ReplayOptions, cuts: list[int]):
+def _streamed(table: pa.Table, options: ReplayOptions, cuts: list[int], buckets: int = 1):
     """The states, history rows (as settled, then pending), markers and group events taken as they were loaded
     (None: left in the states) of `table` (one partition) loaded whole, or cut at `cuts` into ranges loaded as the
-    split tasks load them."""
+    split tasks load them: the ranges' kept and held rows in `buckets` by group, each loaded on its own, the
+    buckets' shards merged."""
     if not cuts:
         whole = StreamedShards(options)
         history = whole.load(table, last=False)
@@ -155,14 +171,20 @@ def _streamed(table: pa.Table, options: ReplayOptions, cuts: list[int]):
         held.append(done.pending)
         offsets = [o for o in piece.column("offset").to_pylist() if o is not None]
         top = max([top, *offsets])
-    *settled, done = load_split(options, [k for k in passed if k is not None], held)
+    settled, parts = [], []
+    for b in range(buckets):
+        *got, done = load_split(options, [by_group(k, buckets)[b] for k in passed if k is not None],
+                                [by_group(h, buckets)[b] for h in held])
+        settled.extend(got)
+        parts.append(done)
+    done = parts[0] if buckets == 1 else merged(parts)
     history.extend(rows for rows, _ in settled)
     return done.states, history, done.pending, done.markers, [e for _, events in settled for e in events]
 
 
-def _compared(table: pa.Table, semantics: str, cuts: list[int]) -> dict:
+def _compared(table: pa.Table, semantics: str, cuts: list[int], buckets: int = 1) -> dict:
     options = ReplayOptions(semantics=semantics, snapshot_id="s", load_time_ms=5, num_partitions=50)
-    states, history, pending, markers, events = _streamed(table, options, cuts)
+    states, history, pending, markers, events = _streamed(table, options, cuts, buckets)
     names = topic_names(table.to_pylist())
     tabulated = tabulate_shards(states, options, None, names)
     if events is not None:  # taken window by window, as the split load's task takes them
@@ -188,6 +210,7 @@ def test_ranges_load_like_the_whole_log(semantics, ops, data):
     table = to_table(rows)
     cuts = sorted(set(data.draw(st.lists(st.integers(1, max(1, table.num_rows - 1)), max_size=6), label="cuts")))
     cuts = [c for c in cuts if 0 < c < table.num_rows]
-    whole, split = _compared(table, semantics, []), _compared(table, semantics, cuts)
+    buckets = data.draw(st.integers(1, 4), label="buckets")
+    whole, split = _compared(table, semantics, []), _compared(table, semantics, cuts, buckets)
     for t in whole:
-        assert split[t] == whole[t], f"{semantics} {t} cut at {cuts}"
+        assert split[t] == whole[t], f"{semantics} {t} cut at {cuts}, groups in {buckets} buckets"

@@ -49,6 +49,7 @@ def test_segment_input_above_the_in_process_size_is_decoded_and_loaded_by_the_sh
     assert ex.loads_shards and not ex.decode_plan.in_process and ex.previous is None
     assert (ex.split_bytes, ex.window_bytes) == (64 * MB, 5 * MB)
     assert ex.replay_route(10**9) == (Route.SHARDS, None)
+    assert ex.split_buckets == 2  # a split partition's groups load on every core
 
 
 def test_a_small_input_is_decoded_here_and_replayed_here_unless_its_records_are_many(conf):
@@ -74,6 +75,7 @@ def test_an_incremental_run_loads_onto_its_saved_shards_in_the_tasks_or_here(con
     ex = choose(conf, big, cores=2)
     assert ex.loads_shards and ex.previous.partitions == (0, 3, 7)
     assert ex.replay_route(5) == (Route.SHARDS, None)
+    assert ex.split_buckets == 1  # a split partition resumes its one saved shard
     # decoded here, saved shards of at most local_replay_max_rows entries: resumed in this process
     small = _incremental(_plan(_segment(0, MB)), state_entries=1000)
     ex = choose(conf, small, cores=2)
