@@ -312,10 +312,8 @@ def by_group(table: pa.Table, buckets: int) -> list[pa.Table]:
 
 def merged(parts: list[FinishedShards]) -> FinishedShards:
     """The shard a split partition's bucket loads give together (`by_group`): each partition's states as one
-    (`ShardState.union`), every bucket's pending history and naming rows, and the markers (every bucket read them
-    all)."""
-    from pipelines.coordinator.shard import NAMING_COLUMNS
-
+    (`ShardState.union`), every bucket's pending history and naming rows, and the first bucket's markers (every
+    bucket read them all)."""
     by_part: dict[int, list[ShardState]] = {}
     for part in parts:
         for state in part.states:
@@ -325,7 +323,7 @@ def merged(parts: list[FinishedShards]) -> FinishedShards:
     return FinishedShards([ShardState.union(by_part[p]) for p in sorted(by_part)],
                           pa.concat_tables([t.cast(pending[0].schema) for t in pending]),
                           parts[0].markers,
-                          pa.concat_tables([t.cast(naming[0].schema) for t in naming]).select(list(NAMING_COLUMNS)))
+                          pa.concat_tables([t.cast(naming[0].schema) for t in naming]))
 
 
 def decided(rows: pa.Table, outcomes: pa.Table, snapshot_id: str) -> pa.Table:

@@ -333,6 +333,8 @@ def _split_load_task(options: ReplayOptions, split_by=None, stage=None, state_st
             raise
         if buckets > 1:  # the outcomes are in the history already: nothing after the load reads them
             done.states = [dataclasses.replace(s, outcomes={}) for s in done.states]
+            if bucket:  # every bucket read every marker: the merge takes bucket 0's (`merged`)
+                done.markers = done.markers.slice(0, 0)
             out.append(_row(PART_LOADED, shard, pickle.dumps(done, protocol=pickle.HIGHEST_PROTOCOL), bucket=bucket))
         else:
             out.extend(_shard_rows(shard, done, state_stage))
