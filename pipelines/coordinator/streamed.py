@@ -297,7 +297,7 @@ def by_group(table: pa.Table, buckets: int) -> list[pa.Table]:
     """`table`'s rows (a split partition's kept rows, or its held history rows) in `buckets` tables by a hash of
     their group id that every process computes alike (CRC-32), each with every row of no group (the control
     records: every bucket's transactions read them), in `table`'s order. The buckets load side by side, each as
-    the one load of a split partition does (`load_split`), and their shards are one (`merged`)."""
+    the one load of a split partition does (`load_split`): their shards share no key (`ShardState.union`)."""
     import zlib
 
     if buckets <= 1:
@@ -308,22 +308,6 @@ def by_group(table: pa.Table, buckets: int) -> list[pa.Table]:
     of_id = pa.array([zlib.crc32(g.encode()) % buckets for g in ids.dictionary.to_pylist()], pa.int32())
     bucket = pc.take(of_id, ids.indices)
     return [table.filter(pc.fill_null(pc.equal(bucket, b), True)) for b in range(buckets)]
-
-
-def merged(parts: list[FinishedShards]) -> FinishedShards:
-    """The shard a split partition's bucket loads give together (`by_group`): each partition's states as one
-    (`ShardState.union`), every bucket's pending history and naming rows, and the first bucket's markers (every
-    bucket read them all)."""
-    by_part: dict[int, list[ShardState]] = {}
-    for part in parts:
-        for state in part.states:
-            by_part.setdefault(state.partition, []).append(state)
-    pending = [p.pending for p in parts if p.pending.num_rows] or [parts[0].pending]
-    naming = [p.naming for p in parts if p.naming.num_rows] or [parts[0].naming]
-    return FinishedShards([ShardState.union(by_part[p]) for p in sorted(by_part)],
-                          pa.concat_tables([t.cast(pending[0].schema) for t in pending]),
-                          parts[0].markers,
-                          pa.concat_tables([t.cast(naming[0].schema) for t in naming]))
 
 
 def decided(rows: pa.Table, outcomes: pa.Table, snapshot_id: str) -> pa.Table:
