@@ -76,7 +76,7 @@ class CommittedOffsets:
     @staticmethod
     def union(stores: list["CommittedOffsets"]) -> "CommittedOffsets":
         """The offsets of `stores`, which share no key (the groups of a split partition's buckets,
-        `coordinator.streamed.merged`), as the base of a store."""
+        `coordinator.saved.SavedShard.union`), as the base of a store."""
         return CommittedOffsets(pa.concat_tables([s.table() for s in stores]))
 
     def to_bytes(self) -> bytes:

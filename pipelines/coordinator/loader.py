@@ -113,7 +113,8 @@ class ShardState:
 
     @staticmethod
     def union(states: list["ShardState"]) -> "ShardState":
-        """One shard from the states of its groups' buckets (`coordinator.streamed.by_group`), each loaded from
+        """One shard from the states of its groups' buckets (`coordinator.streamed.by_group`; their saved shards
+        resumed as one: `coordinator.saved.SavedShard.union`), each loaded from
         the start of the log with every control record. A group's records change only its own state, and an open
         transaction's offsets are keyed by group, so no two buckets hold the same key; each bucket read every
         marker, so a transaction ended in one ended in all."""

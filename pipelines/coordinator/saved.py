@@ -94,6 +94,21 @@ class SavedShard:
             raise SavedShardError(f"{source}: unreadable saved shard")
         return SavedShard(state, *tables)
 
+    @staticmethod
+    def union(parts: list["SavedShard"]) -> "SavedShard":
+        """One partition's shard from those its groups' buckets saved (a split partition's full run:
+        `frames.segment_shards`), which share no key (`ShardState.union`); the markers are bucket 0's, the only
+        one that saves them."""
+        if len(parts) == 1:
+            return parts[0]
+
+        def rows(name: str) -> pa.Table:
+            tables = [getattr(p, name) for p in parts]
+            return pa.concat_tables([t.cast(tables[0].schema) for t in tables])
+
+        return SavedShard(ShardState.union([p.state for p in parts]), rows("open_history"),
+                          latest_namers(rows("naming")), rows("markers"))
+
 
 def naming_of(data: bytes, source: str = "state") -> pa.Table:
     """The `naming` rows of a saved shard's bytes, without loading its state: the topic names a run needs before

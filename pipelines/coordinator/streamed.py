@@ -70,9 +70,13 @@ class StreamedShards:
 
     def __init__(self, options: ReplayOptions, resume: Mapping[int, SavedShard] | None = None,
                  history: bool = True, keep_outcomes: bool = True, relevant: bool = False,
-                 commits: bool = True, floor: Mapping[int, int] | None = None, ranged: bool = False) -> None:
+                 commits: bool = True, floor: Mapping[int, int] | None = None, ranged: bool = False,
+                 markers_of: set[int] | None = None) -> None:
         resume = dict(resume or {})
         self.options = options
+        # the producers whose end markers the loaders read (None: every one): a bucket of a split partition's groups
+        # reads only those of its own groups' transactions, as a marker of any other is a no-op there
+        self.markers_of = markers_of
         self.relevant = relevant  # the windows hold only the rows the loaders read, cut and reduced (state only)
         self.history = history
         # False: the windows' own history rows were made where they were decoded (a split partition's ranges,
@@ -114,19 +118,27 @@ class StreamedShards:
             open_producers = {p: list(s.pending) for p, s in self.states.items() if s.pending}
         loaded = table if self.relevant else state_relevant_rows(
             table, options.is_modern, keep_outcomes=self.keep_outcomes, open_producers=open_producers)
+        touched: list[int] = []
+        if self.markers_of is not None:  # a partition whose rows were all markers of others is loaded all the same
+            touched = pc.unique(table.column(PART)).to_pylist()
+            loaded = loaded.filter(pc.or_(pc.invert(pc.fill_null(pc.equal(loaded.column("record_kind"), "control"),
+                                                                  False)),
+                                          pc.is_in(loaded.column("producer_id"),
+                                                   pa.array(sorted(self.markers_of), pa.int64()))))
         outcomes = [outcomes_table(-1, {})]
         if self.ranged:
             if loaded.num_rows:
                 self._pass_on(loaded)
             outcomes.extend(self._range_outcomes(table))
         else:
-            self._load_states(loaded, outcomes)
+            self._load_states(loaded, outcomes, touched)
         if not self.keep_outcomes:
             return None
         return self._settled(table, pa.concat_tables(outcomes), last)
 
-    def _load_states(self, loaded: pa.Table, outcomes: list[pa.Table]) -> None:
-        """`loaded` through the loaders onto the states; each state's outcomes appended to `outcomes`."""
+    def _load_states(self, loaded: pa.Table, outcomes: list[pa.Table], touched=()) -> None:
+        """`loaded` through the loaders onto the states, and onto those of the partitions `touched` (whose rows
+        `loaded` may have left out); each state's outcomes appended to `outcomes`."""
         from pipelines.coordinator.shard import loader_rows
         from pipelines.coordinator.tables import outcomes_table
 
@@ -135,7 +147,7 @@ class StreamedShards:
             by_part = {p: [r for _, r in pr] for p, pr in itertools.groupby(zip(parts, loader_rows(loaded)),
                                                                             key=lambda pr: pr[0])}
             fresh = [p for p in self.states if p not in self._carried] if self._unstamped else []
-            for part in sorted(set(by_part) | set(fresh)):
+            for part in sorted(set(by_part) | set(fresh) | set(touched)):
                 state = load_shard(part, by_part.pop(part, ()), self.options, self.states.get(part), self.history,
                                    continued=part in self._carried)
                 self.states[part] = state
@@ -277,14 +289,16 @@ class StreamedShards:
 
 
 def load_split(options: ReplayOptions, kept: Iterable[pa.Table], held: list[pa.Table],
-               resume: Mapping[int, SavedShard] | None = None
+               resume: Mapping[int, SavedShard] | None = None, markers_of: set[int] | None = None
                ) -> Iterator[tuple[pa.Table, list[tuple[int, list]]] | FinishedShards]:
     """A split partition loaded from its ranges (`frames.ranges`; each a `StreamedShards(ranged=True)`): `kept`,
     each range's `passed_on` rows in log order (read one at a time), loaded as the windows of one streamed shard onto
     `resume`; `held`, each range's pending history rows, decided by the markers of the ranges after it (a record's
     outcome is its producer's next end marker's, so they may be held before any window). For each window, the
-    history rows it settles and its group events (`StreamedShards.take_group_events`); then the shard."""
-    loader = StreamedShards(options, resume, relevant=True, commits=False)
+    history rows it settles and its group events (`StreamedShards.take_group_events`); then the shard.
+    `markers_of` (a bucket of the partition's groups, `by_group`: `producers_of` its rows): the only producers whose
+    end markers the loaders read; the shard's markers are every one all the same."""
+    loader = StreamedShards(options, resume, relevant=True, commits=False, markers_of=markers_of)
     for rows in held:
         loader.hold(rows)
     for rows in kept:
@@ -293,11 +307,24 @@ def load_split(options: ReplayOptions, kept: Iterable[pa.Table], held: list[pa.T
     yield loader.finish()
 
 
+def producers_of(tables: Iterable[pa.Table]) -> set[int]:
+    """The producers of the records of `tables` (decoded rows, or history rows) but their control records: a
+    superset of those whose transactions the records are of, so the only ones whose end markers change what
+    loading them gives."""
+    out: set[int] = set()
+    for t in tables:
+        if t.num_rows:
+            mine = t if "record_kind" not in t.column_names else t.filter(
+                pc.invert(pc.fill_null(pc.equal(t.column("record_kind"), "control"), False)))
+            out.update(p for p in pc.unique(mine.column("producer_id")).to_pylist() if p is not None and p >= 0)
+    return out
+
+
 def by_group(table: pa.Table, buckets: int) -> list[pa.Table]:
     """`table`'s rows (a split partition's kept rows, or its held history rows) in `buckets` tables by a hash of
     their group id that every process computes alike (CRC-32), each with every row of no group (the control
     records: every bucket's transactions read them), in `table`'s order. The buckets load side by side, each as
-    the one load of a split partition does (`load_split`), and their shards are one (`merged`)."""
+    the one load of a split partition does (`load_split`): their shards share no key (`ShardState.union`)."""
     import zlib
 
     if buckets <= 1:
@@ -308,22 +335,6 @@ def by_group(table: pa.Table, buckets: int) -> list[pa.Table]:
     of_id = pa.array([zlib.crc32(g.encode()) % buckets for g in ids.dictionary.to_pylist()], pa.int32())
     bucket = pc.take(of_id, ids.indices)
     return [table.filter(pc.fill_null(pc.equal(bucket, b), True)) for b in range(buckets)]
-
-
-def merged(parts: list[FinishedShards]) -> FinishedShards:
-    """The shard a split partition's bucket loads give together (`by_group`): each partition's states as one
-    (`ShardState.union`), every bucket's pending history and naming rows, and the first bucket's markers (every
-    bucket read them all)."""
-    by_part: dict[int, list[ShardState]] = {}
-    for part in parts:
-        for state in part.states:
-            by_part.setdefault(state.partition, []).append(state)
-    pending = [p.pending for p in parts if p.pending.num_rows] or [parts[0].pending]
-    naming = [p.naming for p in parts if p.naming.num_rows] or [parts[0].naming]
-    return FinishedShards([ShardState.union(by_part[p]) for p in sorted(by_part)],
-                          pa.concat_tables([t.cast(pending[0].schema) for t in pending]),
-                          parts[0].markers,
-                          pa.concat_tables([t.cast(naming[0].schema) for t in naming]))
 
 
 def decided(rows: pa.Table, outcomes: pa.Table, snapshot_id: str) -> pa.Table:

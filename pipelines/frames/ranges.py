@@ -15,8 +15,9 @@ after another is what every streamed shard does.
 That load is the partition's one sequential pass, so a full run makes it one per core: each range hands on its kept
 and held rows in buckets of the partition's groups (`coordinator.streamed.by_group`), every control record in every
 bucket, and a task per bucket loads them. A group's records change only that group's state, and a transaction's
-open offsets are keyed by group, so the buckets' shards share no key and make the whole partition's shard
-(`coordinator.streamed.merged`, in a job of its own). An incremental run resumes the one shard it saved, in one load.
+open offsets are keyed by group, so the buckets' shards share no key: each bucket's tables are its groups' rows of
+the partition's, and the next `--incremental` run resumes their saved shards as the partition's one
+(`coordinator.saved.SavedShard.union`), in one load.
 
 An offset is loaded once, as in a whole partition's load: each range starts above the highest offset of every
 entry in the ranges before it (`LogRange.floor`), so a copy of a record an earlier range read (overlapping segment

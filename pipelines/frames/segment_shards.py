@@ -19,12 +19,14 @@ by a second, state-sized job over the kept states (`coordinator.shard.tabulate_s
 history's suspects for validation (`validation.suspects`: its bounds depend on the expiry clock). A partition of
 more than `decode.split_bytes` is decoded in ranges, a task each, and loaded by a second job from what each range
 keeps (`frames.ranges`, `_split_load_task`): a full run's split partition in buckets of its groups, a task each on
-every core, whose shards a third job makes one (`_merge_task`).
+every core. A bucket's shard is a shard like any other from there on: the second job tabulates it, and the next
+`--incremental` run resumes the partition from its buckets' saved shards as one (`coordinator.saved.SavedShard.union`).
 """
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import itertools
 import json
 import pickle
 import time
@@ -56,8 +58,6 @@ LOAD_BUFFER_BYTES = 5 * 1024 * 1024
 GROUP_EVENTS = "_group_events"
 KEPT = "_kept"  # a range of a split partition: the rows its partition's load reads of it (`frames.ranges`)
 HELD = "_held"  # a range of a split partition: its history rows whose transaction no marker in it ended
-# a bucket of a split partition's groups, loaded: its `coordinator.streamed.FinishedShards`, pickled, for the merge
-PART_LOADED = "_part_loaded"
 # `seq`: a range's rows in its partition's log order (KEPT then HELD of range 0, then of range 1, ...); `bucket`:
 # the bucket of the partition's groups the rows are of (`coordinator.streamed.by_group`), loaded by a task of its own
 FUSED_DDL = "table string, shard int, payload binary, tally binary, named binary, seq int, bucket int"
@@ -282,7 +282,8 @@ def _split_load_task(options: ReplayOptions, split_by=None, stage=None, state_st
     onto the shard the previous run saved; the history rows a range left pending are decided by the markers of the
     ranges after it (`coordinator.streamed.load_split`). Its rows go out window by window: the task holds the
     ranges' kept rows, the shard's state and one window's history and group events. A bucket of the partition's
-    groups (`buckets` > 1) is loaded alike, and hands on its loaded shard (`PART_LOADED`) for the merge."""
+    groups (`buckets` > 1) is loaded alike, and gives its groups' shard: its tables are theirs, its saved shard
+    theirs (bucket 0's alone carries the partition's markers, which every bucket read)."""
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         # the ranges' blobs as they come, each batch dropped once its blobs are taken: they are the task's largest
         # input, held once and let go range by range as the load opens them
@@ -300,7 +301,7 @@ def _split_load_task(options: ReplayOptions, split_by=None, stage=None, state_st
             yield from load(shard, bucket, entries)
 
     def load(shard: int, bucket: int | None, entries: list) -> Iterator[pa.RecordBatch]:
-        from pipelines.coordinator.streamed import load_split
+        from pipelines.coordinator.streamed import load_split, producers_of
         from pipelines.io.blobs import from_blob
 
         started = time.process_time()
@@ -317,7 +318,11 @@ def _split_load_task(options: ReplayOptions, split_by=None, stage=None, state_st
 
         try:
             held = [from_blob(payload) for _, table, payload in entries if table == HELD]
-            for settled in load_split(options, kept(), held, None if resume is None else {shard: resume}):
+            # a bucket reads the end markers of its own rows' producers only (each range's rows opened once more)
+            markers_of = producers_of(itertools.chain(held, (from_blob(p) for _, t, p in entries if t == KEPT))) \
+                if buckets > 1 and resume is None else None
+            for settled in load_split(options, kept(), held, None if resume is None else {shard: resume},
+                                      markers_of):
                 if not isinstance(settled, tuple):
                     done = settled
                     continue
@@ -331,37 +336,9 @@ def _split_load_task(options: ReplayOptions, split_by=None, stage=None, state_st
             if writer is not None:
                 writer.abort()
             raise
-        if buckets > 1:  # the outcomes are in the history already: nothing after the load reads them
-            done.states = [dataclasses.replace(s, outcomes={}) for s in done.states]
-            if bucket:  # every bucket read every marker: the merge takes bucket 0's (`merged`)
-                done.markers = done.markers.slice(0, 0)
-            out.append(_row(PART_LOADED, shard, pickle.dumps(done, protocol=pickle.HIGHEST_PROTOCOL), bucket=bucket))
-        else:
-            out.extend(_shard_rows(shard, done, state_stage))
-        if cpu is not None:
-            cpu[1].add(time.process_time() - started)
-        yield _envelope_batch(out)
-    return run
-
-
-def _merge_task(state_stage=None, cpu=None):
-    """The executor function of the merge of a split partition's buckets: their `PART_LOADED` rows in, the shard's
-    envelope rows out (`_shard_rows`, as one load gives them: `coordinator.streamed.merged`)."""
-    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        from pipelines.coordinator.streamed import merged
-
-        parts, shard = [], None
-        for batch in batches:
-            if batch.num_rows:
-                shard = batch.column("shard")[0].as_py()
-                parts.extend(zip(batch.column("bucket").to_pylist(), batch.column("payload").to_pylist()))
-        if shard is None:
-            return
-        started = time.process_time()
-        with memory_of(shard, "merging its buckets"):
-            done = merged([pickle.loads(p) for _, p in sorted(parts, key=lambda bp: bp[0])])
-            del parts
-            out = _shard_rows(shard, done, state_stage)
+        if bucket:  # every bucket read every marker: bucket 0's rows carry them, once
+            done.markers = done.markers.slice(0, 0)
+        out.extend(_shard_rows(shard, done, state_stage))
         if cpu is not None:
             cpu[1].add(time.process_time() - started)
         yield _envelope_batch(out)
@@ -447,8 +424,7 @@ def load_on_spark(spark, plan, options: ReplayOptions, cut: tuple, split_by=None
     records and input bytes as it ends. `window_bytes`: how much of a partition's segments a task decodes and
     loads at a time (`decoded_windows`); `split_bytes`: a partition of more segment bytes is decoded in ranges of
     about that size, in tasks of their own, and loaded by a second job (`frames.ranges`; 0: never), in `buckets`
-    of its groups, a task each, merged by a third (`_merge_task`; a full run's only: an incremental one resumes the
-    one shard it saved)."""
+    of its groups, a task each (a full run's only: an incremental one resumes its partitions' shards whole)."""
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
@@ -488,15 +464,7 @@ def load_on_spark(spark, plan, options: ReplayOptions, cut: tuple, split_by=None
                  .persist(StorageLevel.MEMORY_AND_DISK))
         persisted.append(loads)
         small = pa.concat_tables([small, _collected(loads)])
-        envelope = envelope.where(~F.col("table").isin(KEPT, HELD)).unionByName(
-            loads.where(F.col("table") != F.lit(PART_LOADED)))
-        if buckets > 1:
-            merges = (loads.where(F.col("table") == F.lit(PART_LOADED)).select("shard", "bucket", "payload")
-                      .groupBy("shard").applyInArrow(_merge_task(state_stage, cpu), FUSED_DDL)
-                      .persist(StorageLevel.MEMORY_AND_DISK))
-            persisted.append(merges)
-            small = pa.concat_tables([small, _collected(merges)])
-            envelope = envelope.unionByName(merges)
+        envelope = envelope.where(~F.col("table").isin(KEPT, HELD)).unionByName(loads)
     is_log = pc.equal(small.column("table"), LOG)
     log = DecodedLog(spark, blobs=envelope.where(F.col("table") == F.lit(LOG)).select(
         F.col("shard").alias(PART), "payload", "tally", "named"), cut=tuple(cut),

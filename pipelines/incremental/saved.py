@@ -16,19 +16,18 @@ class SavedShards:
     sizes: tuple[tuple[str, int], ...] = ()  # (file, its bytes) as the checkpoint recorded them
 
     def of_partition(self, partition: int):
-        """The partition's saved shard (`coordinator.saved.SavedShard`), None when the previous run saved none
-        of it (it read only quarantined rows there)."""
+        """The partition's saved shard (`coordinator.saved.SavedShard`; the buckets' of a split partition as one),
+        None when the previous run saved none of it (it read only quarantined rows there)."""
         from pipelines.coordinator.saved import SavedShard
 
-        data = self._bytes(partition)
-        return None if data is None else SavedShard.from_bytes(data, f"{self.path} partition {partition}")
+        parts = [SavedShard.from_bytes(data, f"{self.path} partition {partition}") for data in self._bytes(partition)]
+        return SavedShard.union(parts) if parts else None
 
     def naming(self) -> list:
         """Every saved shard's `naming` rows (Arrow tables), read without loading the shards' state."""
         from pipelines.coordinator.saved import naming_of
 
-        return [naming_of(data, f"{self.path} partition {p}") for p in self.partitions
-                if (data := self._bytes(p)) is not None]
+        return [naming_of(data, f"{self.path} partition {p}") for p in self.partitions for data in self._bytes(p)]
 
     def size_of(self, partition: int) -> int:
         """The bytes of the partition's saved shard (0: none, or not recorded)."""
@@ -36,10 +35,10 @@ class SavedShards:
 
         return sum(n for f, n in self.sizes if state_file_partitions([f]) == {partition})
 
-    def _bytes(self, partition: int) -> bytes | None:
-        from pipelines.io.checkpoint import read_state_file
+    def _bytes(self, partition: int) -> list[bytes]:
+        from pipelines.io.checkpoint import read_state_files
 
-        return read_state_file(self.path, list(self.files), partition)
+        return read_state_files(self.path, list(self.files), partition)
 
     def all(self) -> dict:
         """Offsets partition -> saved shard, of every partition with one."""

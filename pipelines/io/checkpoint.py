@@ -188,16 +188,16 @@ def state_file_partitions(files) -> set[int]:
     return {int(m.group(1)) for f in files if (m := _PARTITION_FILE.match(f))}
 
 
-def read_state_file(path, files: list[str], partition: int) -> bytes | None:
-    """The saved shard of `partition` among `files` (those the checkpoint names) of the state directory `path`;
-    None when the run saved none of it."""
-    names = [f for f in files if (m := _PARTITION_FILE.match(f)) and int(m.group(1)) == partition]
-    if not names:
-        return None
-    loc = storage.location(path).join(names[0])
-    with storage.errors(loc):
-        with loc.fs.open_input_stream(loc.path) as f:
-            return f.read()
+def read_state_files(path, files: list[str], partition: int) -> list[bytes]:
+    """The saved shards of `partition` among `files` (those the checkpoint names) of the state directory `path`:
+    one, or one per bucket of a split partition's groups; none when the run saved none of it."""
+    out = []
+    for name in sorted(f for f in files if (m := _PARTITION_FILE.match(f)) and int(m.group(1)) == partition):
+        loc = storage.location(path).join(name)
+        with storage.errors(loc):
+            with loc.fs.open_input_stream(loc.path) as f:
+                out.append(f.read())
+    return out
 
 
 def remove_orphaned_state(warehouse, existing_snapshot_ids) -> list[str]:

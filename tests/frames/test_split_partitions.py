@@ -14,13 +14,13 @@ from hypothesis import strategies as st
 
 from pipelines.coordinator.options import ReplayOptions
 from pipelines.coordinator.shard import replay_rows, tabulate_shards
-from pipelines.coordinator.streamed import StreamedShards, by_group, load_split, merged
+from pipelines.coordinator.saved import SavedShard, saved_shards
+from pipelines.coordinator.streamed import StreamedShards, by_group, load_split, producers_of
 from pipelines.coordinator.tables import contract_table, group_history_rows, topic_names
 from pipelines.decoding.reader import iter_decoded_rows
 from pipelines.frames.decode import _work_batches, plan_inputs
 from pipelines.frames.ranges import NO_FLOOR, log_ranges
-from pipelines.frames.segment_shards import (HELD, KEPT, PART_LOADED, _decode_and_load_task, _merge_task,
-                                             _split_load_task, _units)
+from pipelines.frames.segment_shards import HELD, KEPT, _decode_and_load_task, _split_load_task, _units
 from pipelines.frames.tally import tally_rows
 from schemas.decoded import DECODED_RECORD_SCHEMA
 from tests.coordinator.harness import as_rows, assert_same, canon
@@ -28,6 +28,7 @@ from tests.coordinator.rowkit import to_table
 from tests.coordinator.test_replay_brokerdata import SCENARIOS
 from tests.coordinator.test_replay_differential import build_log, kafka_like_log, log_ops
 from tests.coordinator.test_replay_realdata import data_dirs
+from tests.frames.test_segment_shards import _shard_view
 from tests.frames.test_streamed_shards import cut_in_half, envelope_tables
 from tests.depth import cases
 
@@ -39,7 +40,7 @@ def _split_tables(data_dir, options: ReplayOptions, split_bytes: int, window_byt
                   buckets: int = 1):
     """The snapshot's tables, the tally and the markers the task functions give for a broker data dir with every
     offsets partition over `split_bytes` cut into ranges: the ranges' tasks, then each split partition's load (in
-    `buckets` of its groups, then their merge)."""
+    `buckets` of its groups, a shard each)."""
     plan = plan_inputs([data_dir])
     work = pa.Table.from_batches(_work_batches(plan))
     by_shard: dict[int, list[int]] = {}
@@ -55,15 +56,9 @@ def _split_tables(data_dir, options: ReplayOptions, split_bytes: int, window_byt
     for shard in sorted(set(passed.column("shard").to_pylist())):
         mine = passed.filter(pc.equal(passed.column("shard"), shard))
         assert sorted(set(mine.column("bucket").to_pylist())) == list(range(buckets))
-        parts = []
         for b in range(buckets):
-            got = pa.Table.from_batches(list(_split_load_task(options, buckets=buckets)(iter(
-                mine.filter(pc.equal(mine.column("bucket"), b)).to_batches()))))
-            is_part = pc.equal(got.column("table"), PART_LOADED)
-            parts.append(got.filter(is_part))
-            loads.append(got.filter(pc.invert(is_part)))
-        if buckets > 1:
-            loads.append(pa.Table.from_batches(list(_merge_task()(iter(pa.concat_tables(parts).to_batches())))))
+            loads.append(pa.Table.from_batches(list(_split_load_task(options, buckets=buckets)(iter(
+                mine.filter(pc.equal(mine.column("bucket"), b)).to_batches())))))
     out = pa.concat_tables([out.filter(pc.invert(pc.is_in(out.column("table"), pa.array([KEPT, HELD])))),
                             *[t.cast(out.schema) for t in loads]])
     tables, tally, markers = envelope_tables(out, options)
@@ -150,15 +145,15 @@ def test_a_copied_segment_across_ranges_is_loaded_once(brokerdata, tmp_path):
 
 # ------------------------------------------------------------------------------------------ generated logs, any cut
 def _streamed(table: pa.Table, options: ReplayOptions, cuts: list[int], buckets: int = 1):
-    """The states, history rows (as settled, then pending), markers and group events taken as they were loaded
-    (None: left in the states) of `table` (one partition) loaded whole, or cut at `cuts` into ranges loaded as the
-    split tasks load them: the ranges' kept and held rows in `buckets` by group, each loaded on its own, the
-    buckets' shards merged."""
+    """The states, history rows (as settled, then pending), markers, group events taken as they were loaded
+    (None: left in the states) and saved shard of `table` (one partition) loaded whole, or cut at `cuts` into ranges
+    loaded as the split tasks load them: the ranges' kept and held rows in `buckets` by group, each loaded on its
+    own into a shard of its groups, bucket 0's alone with the markers; their saved shards resumed as one."""
     if not cuts:
         whole = StreamedShards(options)
         history = whole.load(table, last=False)
         done = whole.finish()
-        return done.states, [history], done.pending, done.markers, None
+        return done.states, [history], done.pending, done.markers, None, _saved(done)
     bounds = [0, *cuts, table.num_rows]
     passed, held, history = [], [], []
     top = NO_FLOOR
@@ -173,18 +168,29 @@ def _streamed(table: pa.Table, options: ReplayOptions, cuts: list[int], buckets:
         top = max([top, *offsets])
     settled, parts = [], []
     for b in range(buckets):
-        *got, done = load_split(options, [by_group(k, buckets)[b] for k in passed if k is not None],
-                                [by_group(h, buckets)[b] for h in held])
+        kept = [by_group(k, buckets)[b] for k in passed if k is not None]
+        pending = [by_group(h, buckets)[b] for h in held]
+        *got, done = load_split(options, kept, pending,
+                                markers_of=producers_of([*kept, *pending]) if buckets > 1 else None)
+        if b:
+            done.markers = done.markers.slice(0, 0)
         settled.extend(got)
         parts.append(done)
-    done = parts[0] if buckets == 1 else merged(parts)
     history.extend(rows for rows, _ in settled)
-    return done.states, history, done.pending, done.markers, [e for _, events in settled for e in events]
+    pending = pa.concat_tables([p.pending.cast(parts[0].pending.schema) for p in parts])
+    return ([s for p in parts for s in p.states], history, pending, parts[0].markers,
+            [e for _, events in settled for e in events],
+            SavedShard.union([s for p in parts if (s := _saved(p)) is not None]))
+
+
+def _saved(done) -> SavedShard | None:
+    """The shard a load saves for the next `--incremental` run (of partition 0; None: it loaded nothing there)."""
+    return saved_shards(done.states, done.pending, done.naming, done.markers).get(0)
 
 
 def _compared(table: pa.Table, semantics: str, cuts: list[int], buckets: int = 1) -> dict:
     options = ReplayOptions(semantics=semantics, snapshot_id="s", load_time_ms=5, num_partitions=50)
-    states, history, pending, markers, events = _streamed(table, options, cuts, buckets)
+    states, history, pending, markers, events, saved = _streamed(table, options, cuts, buckets)
     names = topic_names(table.to_pylist())
     tabulated = tabulate_shards(states, options, None, names)
     if events is not None:  # taken window by window, as the split load's task takes them
@@ -195,7 +201,7 @@ def _compared(table: pa.Table, semantics: str, cuts: list[int], buckets: int = 1
     rows = pa.concat_tables([h for h in history if h is not None and h.num_rows] or [pending.slice(0, 0)])
     key = lambda r: (r["record_offset"], sorted((k, str(v)) for k, v in r.items()))  # noqa: E731
     return {**tables, "history": sorted(rows.to_pylist(), key=key), "pending": sorted(pending.to_pylist(), key=key),
-            "markers": sorted(markers.to_pylist(), key=lambda r: r["offset"])}
+            "markers": sorted(markers.to_pylist(), key=lambda r: r["offset"]), "saved": _shard_view(saved)}
 
 
 @pytest.mark.parametrize("semantics", ["legacy", "modern"])

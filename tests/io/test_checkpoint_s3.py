@@ -16,13 +16,16 @@ def test_checkpoint_and_saved_shards_round_trip_on_s3(s3_bucket, tmp_path):
         saved = cp.write_state(wh, "s1", shards, 7)
         state = saved.stage.uri
         assert saved.entries == 7 and cp.state_file_partitions(saved.files) == {0, 3}
-        assert [cp.read_state_file(state, saved.files, p) for p in (0, 3, 5)] == [b"shard zero", b"shard three", None]
+        assert [cp.read_state_files(state, saved.files, p) for p in (0, 3, 5)] == \
+            [[b"shard zero"], [b"shard three"], []]
         # a task's file of the same directory that no checkpoint names (a failed attempt's) is not read
-        cp.StateStage(state).write(b"a failed attempt", 3)
-        assert cp.read_state_file(state, saved.files, 3) == b"shard three"
+        failed = cp.StateStage(state).write(b"a failed attempt", 3)
+        assert cp.read_state_files(state, saved.files, 3) == [b"shard three"]
+        # a split partition's buckets each save a file of the partition: all of them are its
+        assert sorted(cp.read_state_files(state, [*saved.files, failed], 3)) == [b"a failed attempt", b"shard three"]
         again = cp.write_state(wh, "s1", {0: b"rerun"}, 1)  # a rerun writes a state of its own
         cp.remove_other_states(wh, "s1", keep=again.stage.name)
-        assert cp.read_state_file(again.stage.uri, again.files, 0) == b"rerun" and not storage.location(state).exists()
+        assert cp.read_state_files(again.stage.uri, again.files, 0) == [b"rerun"] and not storage.location(state).exists()
         again.discard()  # no checkpoint named it: deleted
         assert not storage.location(again.stage.uri).exists()
     remote = storage.location(f"{s3_bucket}/wh")
