@@ -114,10 +114,10 @@ class ShardState:
     @staticmethod
     def union(states: list["ShardState"]) -> "ShardState":
         """One shard from the states of its groups' buckets (`coordinator.streamed.by_group`; their saved shards
-        resumed as one: `coordinator.saved.SavedShard.union`), each loaded from
-        the start of the log with every control record. A group's records change only its own state, and an open
-        transaction's offsets are keyed by group, so no two buckets hold the same key; each bucket read every
-        marker, so a transaction ended in one ended in all."""
+        resumed as one: `coordinator.saved.SavedShard.union`), each loaded from the start of the log with the
+        markers of its own records' producers. A group's records change only its own state, and an open
+        transaction's offsets are keyed by group, so no two buckets hold the same key; a transaction's marker was
+        read by every bucket holding its records, so a transaction ended in one ended in all."""
         pending: dict[int, dict] = {}
         batches: dict[int, dict] = {}
         open_records: dict[int, list[int]] = {}

@@ -85,16 +85,21 @@ def _mark_group_values(keep: np.ndarray, table: pa.Table, is_value) -> None:
     keep[index[order[first | last]]] = True
 
 
+def is_control(table: pa.Table) -> pa.ChunkedArray:
+    """Which of `table`'s decoded rows are control records (transaction markers)."""
+    return pc.fill_null(pc.equal(table.column("record_kind"), "control"), False)
+
+
 def end_markers(table: pa.Table, modern: bool):
     """The control records that end their producer's transaction, as the loaders read them
     (`loader.is_end_marker`): modern, COMMIT and ABORT; the old loader, the first record of any control batch."""
-    is_control = pc.fill_null(pc.equal(table.column("record_kind"), "control"), False)
+    control = is_control(table)
     if modern:
         ends = pc.fill_null(pc.is_in(table.column("control_type"), pa.array(END_MARKER_TYPES)), False)
     else:
         first = table.column("batch_first_offset")
         ends = pc.fill_null(pc.or_kleene(pc.is_null(first), pc.equal(table.column("offset"), first)), False)
-    return is_control, pc.and_(is_control, ends)
+    return control, pc.and_(control, ends)
 
 
 def _by_producer(table: pa.Table, ends, records) -> tuple[np.ndarray, ...] | None:
@@ -137,12 +142,12 @@ def _ended_before_overwrite(table: pa.Table, rows: pa.Table, ends, values, plain
     return joined.column("__row").filter(overwritten).to_numpy()
 
 
-def _drop_idle_markers(keep: np.ndarray, table: pa.Table, is_control, ends, txn,
+def _drop_idle_markers(keep: np.ndarray, table: pa.Table, control, ends, txn,
                        open_producers: Mapping[int, Iterable[int]] | None = None) -> None:
     """Clears `keep` at the control records that end no kept transactional record (and at those that end none),
     but for the end markers of `open_producers` (offsets partition -> producer ids with a transaction open before
     `table`)."""
-    keep[np.flatnonzero(is_control.to_numpy(zero_copy_only=False))] = False
+    keep[np.flatnonzero(control.to_numpy(zero_copy_only=False))] = False
     if open_producers:
         p = table.column(PART).to_numpy(zero_copy_only=False)
         pid = pc.fill_null(table.column("producer_id"), -1).to_numpy(zero_copy_only=False)
@@ -198,7 +203,7 @@ def state_relevant_rows(table: pa.Table, modern: bool, keep_outcomes: bool = Tru
     tombstone = pc.fill_null(table.column("is_tombstone"), False)
     rows = table.select(KEY).append_column("__row", pa.array(np.arange(n, dtype=np.int64)))
     if not keep_outcomes:
-        is_control, ends = end_markers(table, modern)
+        control, ends = end_markers(table, modern)
         values = pc.and_(pc.and_(is_commit, is_txn), pc.invert(tombstone))
         keep[_ended_before_overwrite(table, rows, ends, values, plain)] = False
     _mark_last(keep, rows, plain)
@@ -206,5 +211,5 @@ def state_relevant_rows(table: pa.Table, modern: bool, keep_outcomes: bool = Tru
     if modern:
         _mark_group_values(keep, table, pc.and_(is_commit, pc.invert(tombstone)))
     if not keep_outcomes:
-        _drop_idle_markers(keep, table, is_control, ends, pc.and_(is_commit, is_txn), open_producers)
+        _drop_idle_markers(keep, table, control, ends, pc.and_(is_commit, is_txn), open_producers)
     return table.filter(pa.array(keep))

@@ -147,8 +147,9 @@ MARKER_COLUMNS = (PART, "producer_id", "offset", "control_type")
 def transaction_markers(table: pa.Table, options: ReplayOptions) -> pa.Table:
     """The end-transaction markers among decoded rows that the shards read at the run's cut (`until_cut`), as
     (offsets_partition, producer_id, offset, control_type): what a pending offset is checked against."""
-    control = pc.fill_null(pc.equal(table.column("record_kind"), "control"), False)
-    rows = table.filter(control).select([*MARKER_COLUMNS, "timestamp"])
+    from pipelines.coordinator.reduction import is_control
+
+    rows = table.filter(is_control(table)).select([*MARKER_COLUMNS, "timestamp"])
     return until_cut(rows, options).select(list(MARKER_COLUMNS))
 
 

@@ -37,7 +37,7 @@ import pyarrow.compute as pc
 
 from pipelines.coordinator.loader import ShardState, load_shard
 from pipelines.coordinator.options import ReplayOptions
-from pipelines.coordinator.reduction import state_relevant_rows
+from pipelines.coordinator.reduction import is_control, state_relevant_rows
 from pipelines.coordinator.saved import SavedShard
 from pipelines.heap import gc_paused
 
@@ -76,7 +76,7 @@ class StreamedShards:
         self.options = options
         # the producers whose end markers the loaders read (None: every one): a bucket of a split partition's groups
         # reads only those of its own groups' transactions, as a marker of any other is a no-op there
-        self.markers_of = markers_of
+        self.markers_of = None if markers_of is None else pa.array(sorted(markers_of), pa.int64())
         self.relevant = relevant  # the windows hold only the rows the loaders read, cut and reduced (state only)
         self.history = history
         # False: the windows' own history rows were made where they were decoded (a split partition's ranges,
@@ -121,10 +121,8 @@ class StreamedShards:
         touched: list[int] = []
         if self.markers_of is not None:  # a partition whose rows were all markers of others is loaded all the same
             touched = pc.unique(table.column(PART)).to_pylist()
-            loaded = loaded.filter(pc.or_(pc.invert(pc.fill_null(pc.equal(loaded.column("record_kind"), "control"),
-                                                                  False)),
-                                          pc.is_in(loaded.column("producer_id"),
-                                                   pa.array(sorted(self.markers_of), pa.int64()))))
+            loaded = loaded.filter(pc.or_(pc.invert(is_control(loaded)),
+                                          pc.is_in(loaded.column("producer_id"), self.markers_of)))
         outcomes = [outcomes_table(-1, {})]
         if self.ranged:
             if loaded.num_rows:
@@ -314,8 +312,7 @@ def producers_of(tables: Iterable[pa.Table]) -> set[int]:
     out: set[int] = set()
     for t in tables:
         if t.num_rows:
-            mine = t if "record_kind" not in t.column_names else t.filter(
-                pc.invert(pc.fill_null(pc.equal(t.column("record_kind"), "control"), False)))
+            mine = t if "record_kind" not in t.column_names else t.filter(pc.invert(is_control(t)))
             out.update(p for p in pc.unique(mine.column("producer_id")).to_pylist() if p is not None and p >= 0)
     return out
 

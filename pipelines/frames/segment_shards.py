@@ -283,7 +283,7 @@ def _split_load_task(options: ReplayOptions, split_by=None, stage=None, state_st
     ranges after it (`coordinator.streamed.load_split`). Its rows go out window by window: the task holds the
     ranges' kept rows, the shard's state and one window's history and group events. A bucket of the partition's
     groups (`buckets` > 1) is loaded alike, and gives its groups' shard: its tables are theirs, its saved shard
-    theirs (bucket 0's alone carries the partition's markers, which every bucket read)."""
+    theirs (bucket 0's alone carries the partition's markers, which every bucket's load lists)."""
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         # the ranges' blobs as they come, each batch dropped once its blobs are taken: they are the task's largest
         # input, held once and let go range by range as the load opens them
@@ -336,7 +336,7 @@ def _split_load_task(options: ReplayOptions, split_by=None, stage=None, state_st
             if writer is not None:
                 writer.abort()
             raise
-        if bucket:  # every bucket read every marker: bucket 0's rows carry them, once
+        if bucket:  # every bucket's load lists every marker: bucket 0's rows carry them, once
             done.markers = done.markers.slice(0, 0)
         out.extend(_shard_rows(shard, done, state_stage))
         if cpu is not None:
