@@ -39,7 +39,7 @@ from pipelines.coordinator.loader import ShardState, load_shard
 from pipelines.coordinator.options import ReplayOptions
 from pipelines.coordinator.reduction import is_control, state_relevant_rows
 from pipelines.coordinator.saved import SavedShard
-from pipelines.heap import gc_paused
+from pipelines.heap import gc_paused, thawed
 
 PART = "offsets_partition"
 _NO_OFFSET = np.iinfo(np.int64).min
@@ -71,12 +71,15 @@ class StreamedShards:
     def __init__(self, options: ReplayOptions, resume: Mapping[int, SavedShard] | None = None,
                  history: bool = True, keep_outcomes: bool = True, relevant: bool = False,
                  commits: bool = True, floor: Mapping[int, int] | None = None, ranged: bool = False,
-                 markers_of: set[int] | None = None) -> None:
+                 own_markers: bool = False) -> None:
         resume = dict(resume or {})
         self.options = options
-        # the producers whose end markers the loaders read (None: every one): a bucket of a split partition's groups
-        # reads only those of its own groups' transactions, as a marker of any other is a no-op there
-        self.markers_of = None if markers_of is None else pa.array(sorted(markers_of), pa.int64())
+        # a bucket of a split partition's groups: the loaders read only the end markers of the producers with a
+        # record among the rows held or loaded so far. Any other's marker is a no-op there: it ends no transaction
+        # the bucket holds (a producer first seen later has none open yet)
+        self.own_markers = own_markers
+        self._producers: set[int] = set()
+        self._producer_ids = pa.array([], pa.int64())
         self.relevant = relevant  # the windows hold only the rows the loaders read, cut and reduced (state only)
         self.history = history
         # False: the windows' own history rows were made where they were decoded (a split partition's ranges,
@@ -119,10 +122,11 @@ class StreamedShards:
         loaded = table if self.relevant else state_relevant_rows(
             table, options.is_modern, keep_outcomes=self.keep_outcomes, open_producers=open_producers)
         touched: list[int] = []
-        if self.markers_of is not None:  # a partition whose rows were all markers of others is loaded all the same
+        if self.own_markers:  # a partition whose rows were all markers of others is loaded all the same
             touched = pc.unique(table.column(PART)).to_pylist()
+            self._met(table)
             loaded = loaded.filter(pc.or_(pc.invert(is_control(loaded)),
-                                          pc.is_in(loaded.column("producer_id"), self.markers_of)))
+                                          pc.is_in(loaded.column("producer_id"), self._producer_ids)))
         outcomes = [outcomes_table(-1, {})]
         if self.ranged:
             if loaded.num_rows:
@@ -140,7 +144,7 @@ class StreamedShards:
         from pipelines.coordinator.shard import loader_rows
         from pipelines.coordinator.tables import outcomes_table
 
-        with gc_paused():
+        with gc_paused(keep=True):
             parts = loaded.column(PART).to_pylist()
             by_part = {p: [r for _, r in pr] for p, pr in itertools.groupby(zip(parts, loader_rows(loaded)),
                                                                             key=lambda pr: pr[0])}
@@ -225,9 +229,18 @@ class StreamedShards:
     def hold(self, rows: pa.Table) -> None:
         """History rows of open transactions settled elsewhere (the range before the next window's, of a split
         partition), held back until a load's markers decide them."""
+        if self.own_markers:
+            self._met(rows)
         if rows.num_rows:
             self.pending = rows if self.pending is None or not self.pending.num_rows else pa.concat_tables(
                 [self.pending, rows.cast(self.pending.schema)])
+
+    def _met(self, rows: pa.Table) -> None:
+        """The producers of `rows` (`own_markers`) among those whose end markers the loaders read."""
+        new = producers_of([rows]) - self._producers
+        if new:
+            self._producers |= new
+            self._producer_ids = pa.array(sorted(self._producers), pa.int64())
 
     def _pass_on(self, loaded: pa.Table) -> None:
         """`loaded` kept for `passed_on`, reduced again with the rows kept before it once they have doubled: the
@@ -283,20 +296,21 @@ class StreamedShards:
         markers = pa.concat_tables([m.cast(markers[0].schema) for m in markers]).select(list(MARKER_COLUMNS))
         naming = pa.concat_tables([n.cast(naming[0].schema) for n in naming]).select(list(NAMING_COLUMNS))
         pending = self.pending if self.pending is not None else _no_history()
+        thawed()  # the states frozen as they grew (`_load_states`) are handed on
         return FinishedShards([self.states[p] for p in sorted(self.states)], pending, markers, naming)
 
 
 def load_split(options: ReplayOptions, kept: Iterable[pa.Table], held: list[pa.Table],
-               resume: Mapping[int, SavedShard] | None = None, markers_of: set[int] | None = None
+               resume: Mapping[int, SavedShard] | None = None, own_markers: bool = False
                ) -> Iterator[tuple[pa.Table, list[tuple[int, list]]] | FinishedShards]:
     """A split partition loaded from its ranges (`frames.ranges`; each a `StreamedShards(ranged=True)`): `kept`,
     each range's `passed_on` rows in log order (read one at a time), loaded as the windows of one streamed shard onto
     `resume`; `held`, each range's pending history rows, decided by the markers of the ranges after it (a record's
     outcome is its producer's next end marker's, so they may be held before any window). For each window, the
     history rows it settles and its group events (`StreamedShards.take_group_events`); then the shard.
-    `markers_of` (a bucket of the partition's groups, `by_group`: `producers_of` its rows): the only producers whose
-    end markers the loaders read; the shard's markers are every one all the same."""
-    loader = StreamedShards(options, resume, relevant=True, commits=False, markers_of=markers_of)
+    `own_markers` (a bucket of the partition's groups, `by_group`): the loaders read only the end markers of its
+    own rows' producers (`StreamedShards`); the shard's markers are every one all the same."""
+    loader = StreamedShards(options, resume, relevant=True, commits=False, own_markers=own_markers)
     for rows in held:
         loader.hold(rows)
     for rows in kept:

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import itertools
 import json
 import pickle
 import time
@@ -301,7 +300,7 @@ def _split_load_task(options: ReplayOptions, split_by=None, stage=None, state_st
             yield from load(shard, bucket, entries)
 
     def load(shard: int, bucket: int | None, entries: list) -> Iterator[pa.RecordBatch]:
-        from pipelines.coordinator.streamed import load_split, producers_of
+        from pipelines.coordinator.streamed import load_split
         from pipelines.io.blobs import from_blob
 
         started = time.process_time()
@@ -318,11 +317,9 @@ def _split_load_task(options: ReplayOptions, split_by=None, stage=None, state_st
 
         try:
             held = [from_blob(payload) for _, table, payload in entries if table == HELD]
-            # a bucket reads the end markers of its own rows' producers only (each range's rows opened once more)
-            markers_of = producers_of(itertools.chain(held, (from_blob(p) for _, t, p in entries if t == KEPT))) \
-                if buckets > 1 and resume is None else None
+            # a bucket reads the end markers of its own rows' producers only
             for settled in load_split(options, kept(), held, None if resume is None else {shard: resume},
-                                      markers_of):
+                                      own_markers=buckets > 1 and resume is None):
                 if not isinstance(settled, tuple):
                     done = settled
                     continue

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from pipelines.coordinator.options import ReplayOptions
 from pipelines.coordinator.shard import replay_rows, tabulate_shards
 from pipelines.coordinator.saved import SavedShard, saved_shards
-from pipelines.coordinator.streamed import StreamedShards, by_group, load_split, producers_of
+from pipelines.coordinator.streamed import StreamedShards, by_group, load_split
 from pipelines.coordinator.tables import contract_table, group_history_rows, topic_names
 from pipelines.decoding.reader import iter_decoded_rows
 from pipelines.frames.decode import _work_batches, plan_inputs
@@ -170,8 +170,7 @@ def _streamed(table: pa.Table, options: ReplayOptions, cuts: list[int], buckets:
     for b in range(buckets):
         kept = [by_group(k, buckets)[b] for k in passed if k is not None]
         pending = [by_group(h, buckets)[b] for h in held]
-        *got, done = load_split(options, kept, pending,
-                                markers_of=producers_of([*kept, *pending]) if buckets > 1 else None)
+        *got, done = load_split(options, kept, pending, own_markers=buckets > 1)
         if b:
             done.markers = done.markers.slice(0, 0)
         settled.extend(got)
