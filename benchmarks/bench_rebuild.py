@@ -1,7 +1,7 @@
 """End-to-end rebuild benchmark: records/s, time per stage, peak memory of the driver and the workers.
 
     python benchmarks/bench_rebuild.py [--records 10000000] [--groups 10000] [--partitions 50] [--dir /tmp/ol-bench]
-                                       [--incremental-percent 1] [--json]
+                                       [--incremental-percent 1]
 
 Generates (or reuses) a sample dump with mixed codecs, measures the decode floor on its bytes (aiokafka's C
 record reader, records/s per core), warms the JVM and Spark's Python workers (a first Python job of a session costs
