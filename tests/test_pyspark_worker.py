@@ -1,16 +1,20 @@
-"""A PySpark worker's per-task cache invalidation (`pipelines.pyspark_worker`): an unchanged archive's directory is
-not read again, and a changed archive's is, so imports from it still see what it holds now."""
+"""What the library changes in PySpark's workers (`pipelines.pyspark_worker`): an unchanged archive's directory is
+not read again on a task's cache invalidation, and a changed archive's is, so imports from it still see what it
+holds now; the daemon of a local session imports pyspark from the installed package, not from Spark's zip of it."""
 from __future__ import annotations
 
 import subprocess
 import sys
 import textwrap
+import zipfile
+from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.skipif(sys.version_info >= (3, 12), reason="Python 3.12 reads zip directories lazily itself")
+before_312 = pytest.mark.skipif(sys.version_info >= (3, 12), reason="Python 3.12 reads zip directories lazily itself")
 
 
+@before_312
 def test_an_archive_is_read_again_only_when_it_changed(tmp_path):
     # a process of its own: the patch is process-wide, as in a worker
     script = textwrap.dedent(f"""
@@ -43,6 +47,7 @@ def test_an_archive_is_read_again_only_when_it_changed(tmp_path):
     assert y == 2  # a changed archive is read again: its new module imports
 
 
+@before_312
 def test_the_library_quickens_only_a_pyspark_worker():
     script = ("import zipimport, pipelines; "
               "print(getattr(zipimport.zipimporter.invalidate_caches, '_reads_changed_only', False))")
@@ -51,3 +56,45 @@ def test_the_library_quickens_only_a_pyspark_worker():
     worker = "import pyspark.worker; " + script
     assert subprocess.run([sys.executable, "-c", worker], capture_output=True, text=True,
                           check=True).stdout.strip() == "True"
+
+
+def test_the_daemon_drops_only_the_installed_packages_own_zip(tmp_path):
+    import pyspark
+
+    own = str(Path(pyspark.__file__).parent / "python" / "lib" / "pyspark.zip")
+    foreign = tmp_path / "spark-home" / "python" / "lib" / "pyspark.zip"
+    foreign.parent.mkdir(parents=True)
+    with zipfile.ZipFile(foreign, "w") as z:
+        z.writestr("pyspark/__init__.py", "")
+
+    def daemon_path(*zips: str) -> list[str]:
+        script = textwrap.dedent(f"""
+            import sys
+            sys.path[:0] = {list(zips)!r}
+            from pipelines.pyspark_worker import installed_pyspark_first
+            installed_pyspark_first()
+            import pyspark
+            print(*[z in sys.path for z in {list(zips)!r}], pyspark.__file__)
+        """)
+        return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                              check=True).stdout.split()
+
+    own_kept, imported = daemon_path(own)
+    assert own_kept == "False" and ".zip" not in imported  # the package's own zip: dropped, the package imported
+    own_kept, foreign_kept, imported = daemon_path(own, str(foreign))
+    assert own_kept == "False" and foreign_kept == "True"  # another Spark's zip is not the package's: kept
+    assert imported.startswith(str(foreign))
+
+
+@pytest.mark.spark
+def test_a_local_sessions_tasks_import_the_installed_pyspark(spark):
+    def where(batches):
+        import pyarrow as pa
+        import pyspark
+
+        for _ in batches:
+            yield pa.record_batch([pa.array([pyspark.__file__])], names=["file"])
+
+    assert spark.conf.get("spark.python.daemon.module") == "pipelines.pyspark_worker"
+    files = spark.range(0, 2, 1, numPartitions=2).mapInArrow(where, "file string").toArrow().column(0).to_pylist()
+    assert files and not any(".zip" in f for f in files)
