@@ -24,14 +24,13 @@ def test_kept_objects_are_frozen_and_still_freed():
         gone = weakref.ref(dropped)
         del dropped
     assert gone() is None  # reference counting frees what nothing holds
-    frozen = gc.get_freeze_count()
-    assert frozen >= 1000
+    assert gc.get_freeze_count() >= 1000  # out of the collector's walks
     loop = _Node()
     loop.me = loop  # a cycle made after the pause: the collector still collects it
     cycle = weakref.ref(loop)
     del loop
     gc.collect()
-    assert cycle() is None and gc.get_freeze_count() == frozen
+    assert cycle() is None and gc.get_freeze_count() >= 1000  # what was frozen stays out of the walks
     thawed()
     assert gc.get_freeze_count() == 0 and len(kept) == 1000
 
