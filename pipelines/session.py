@@ -68,10 +68,10 @@ def spark_builder(settings: Settings, app_name: str | None = None):
     # Under spark-submit the master (and resources) come from the submit command: never override them.
     if master and not settings.launched_by_spark_submit:
         builder = builder.master(master)
-    if master and str(master).startswith("local") and not settings.launched_by_spark_submit:
-        # the workers run on this machine, with this interpreter: their daemon imports the installed pyspark
-        # (`pyspark_worker`), which a cluster's executors, or spark-submit's --py-files, may not provide
-        conf.setdefault("spark.python.daemon.module", "pipelines.pyspark_worker")
+        if str(master).startswith("local"):
+            # the workers run on this machine, with this interpreter: their daemon imports the installed pyspark
+            # (`pyspark_worker`), which a cluster's executors, or spark-submit's --py-files, may not provide
+            conf.setdefault("spark.python.daemon.module", "pipelines.pyspark_worker")
     if not settings.launched_by_spark_submit:  # under spark-submit the driver JVM is already running
         opts = conf.get("spark.driver.extraJavaOptions", "")
         if "log4j2.configurationFile" not in opts and "log4j.configurationFile" not in opts:
