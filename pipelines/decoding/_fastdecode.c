@@ -453,6 +453,17 @@ static inline int16_t be16(const unsigned char *p) { return (int16_t)(((uint16_t
 static inline unsigned be16u(const unsigned char *p) { return ((unsigned)p[0] << 8) | p[1]; }
 
 /* Kafka's Uuid.toString(): URL-safe base64 of the 16 bytes, no padding (22 characters) */
+/* FileLogInputStream.nextBatch's framing, as `framing.frame_entry` does it: the size of the entry at m[pos]
+   (LOG_OVERHEAD + its size field) when it lies whole within m[0, end), else 0: HEADER_SIZE_UP_TO_MAGIC bytes or
+   fewer left, a size under LEGACY_RECORD_OVERHEAD_V0, or an entry running past the end. */
+static inline Py_ssize_t frame_entry(const unsigned char *m, Py_ssize_t pos, Py_ssize_t end) {
+    if (end - pos <= 17) return 0;
+    int32_t size = be32(m + pos + 8);
+    if (size < 14) return 0;
+    Py_ssize_t total = 12 + (Py_ssize_t)size;
+    return total > end - pos ? 0 : total;
+}
+
 static void uuid_str(const unsigned char *u, char out[22]) {
     static const char alpha[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
     int o = 0;
@@ -717,12 +728,9 @@ static PyObject *decode_entries(PyObject *self, PyObject *args) {
         return NULL;
     }
     while (h->n < max_rows) {
-        if (end - pos <= 17) break;                               /* HEADER_SIZE_UP_TO_MAGIC: the tail */
+        Py_ssize_t total = frame_entry(m, pos, end);
+        if (total == 0) break;                                    /* the walk's stop: the Python path reports it */
         const unsigned char *e = m + pos;
-        int32_t size = be32(e + 8);
-        if (size < 14) break;                                     /* LEGACY_RECORD_OVERHEAD_V0 */
-        Py_ssize_t total = 12 + (Py_ssize_t)size;
-        if (total > end - pos) break;                             /* torn */
         if (e[16] != 2 || total < 61) break;                      /* legacy, or shorter than a v2 header */
         int64_t base_offset = be64(e);
         uint32_t crc = (uint32_t)be32(e + 17);
@@ -835,16 +843,12 @@ static PyObject *entry_heads(PyObject *self, PyObject *args) {
     int64_t *positions = PyMem_RawMalloc(cap * sizeof(int64_t)), *lasts = PyMem_RawMalloc(cap * sizeof(int64_t));
     int failed = positions == NULL || lasts == NULL;
     Py_BEGIN_ALLOW_THREADS
-    while (!failed && n - pos >= 27) {                 /* through a v2 batch's lastOffsetDelta */
+    Py_ssize_t total;
+    while (!failed && (total = frame_entry(m, pos, n)) > 0) {
         int64_t offset = be64(m + pos);
-        int32_t size = be32(m + pos + 8);
-        int64_t total = 12 + (int64_t)size;            /* LOG_OVERHEAD */
-        if (size < 14 || pos + total > n || offset < 0) break;
         unsigned char magic = m[pos + 16];
-        int64_t last;
-        if (magic == 2) last = offset + be32(m + pos + 23);
-        else if (magic <= 1) last = offset;
-        else break;
+        if (offset < 0 || magic > 2 || (magic == 2 && total < 27)) break;  /* 27: through lastOffsetDelta */
+        int64_t last = magic == 2 ? offset + be32(m + pos + 23) : offset;
         if (count == cap) {
             cap *= 2;
             int64_t *p2 = PyMem_RawRealloc(positions, cap * sizeof(int64_t));

@@ -1,8 +1,8 @@
-"""Framing and decoding of log entries: magic 2 record batches and legacy magic 0/1 message sets, into records.
+"""Decoding of log entries: magic 2 record batches and legacy magic 0/1 message sets, into records.
 
-Mirrors `FileLogInputStream.nextBatch` / `ByteBufferLogInputStream.nextBatch` (framing), `DefaultRecordBatch` +
-`DefaultRecord.readFrom` (magic 2) and `LegacyRecord` + `AbstractLegacyRecordBatch.DeepRecordsIterator`
-(magic 0/1), Kafka 0.10-4.x (spec §1.1-1.5).
+Mirrors `DefaultRecordBatch` + `DefaultRecord.readFrom` (magic 2) and `LegacyRecord` +
+`AbstractLegacyRecordBatch.DeepRecordsIterator` (magic 0/1), Kafka 0.10-4.x (spec §1.1-1.5), over the entries
+`framing` cuts a log into.
 
 Every entry starts ``int64 offset | int32 size`` and its magic byte sits at byte 16 in both layouts.
 
@@ -47,6 +47,7 @@ Every ReadProblem says how many records it stands for (``records``) and which by
 from __future__ import annotations
 
 import dataclasses
+import mmap
 import os
 import struct
 import zlib
@@ -56,6 +57,14 @@ import crc32c as _crc32c_mod
 
 from pipelines.decoding import codecs
 from pipelines.decoding.errors import DecodeError
+from pipelines.decoding.framing import (
+    ENTRY_HEAD,
+    LEGACY_RECORD_OVERHEAD_V0,
+    LOG_OVERHEAD,
+    MAGIC_OFFSET,
+    frame_entries,
+    unread_range,
+)
 from pipelines.decoding.policy import DEFAULT_POLICY, ReadPolicy
 from schemas.records import (
     CODEC_NAMES,
@@ -72,18 +81,13 @@ from schemas.records import (
 
 __all__ = [
     "BatchItem",
-    "HEADER_SIZE_UP_TO_MAGIC",
-    "LOG_OVERHEAD",
     "RECORD_BATCH_OVERHEAD",
     "decode_entry",
     "read_batches",
     "read_batches_from_file",
 ]
 
-LOG_OVERHEAD = 12  # offset + size
-HEADER_SIZE_UP_TO_MAGIC = 17  # LOG_OVERHEAD + partitionLeaderEpoch/crc + magic
 RECORD_BATCH_OVERHEAD = 61
-LEGACY_RECORD_OVERHEAD_V0 = 14  # crc + magic + attributes + keyLength + valueLength
 LEGACY_RECORD_OVERHEAD_V1 = 22
 NO_PARTITION_LEADER_EPOCH = -1
 INT32_MAX = 0x7FFFFFFF
@@ -94,7 +98,6 @@ TRANSACTIONAL_FLAG_MASK = 0x10
 CONTROL_FLAG_MASK = 0x20
 DELETE_HORIZON_FLAG_MASK = 0x40
 
-_ENTRY_HEAD = struct.Struct(">qi")  # offset, size
 _V2_HEADER = struct.Struct(">qiibIhiqqqhii")
 _LEGACY_HEAD = struct.Struct(">qiIbb")  # offset, size, crc, magic, attributes
 _I64 = struct.Struct(">q")
@@ -165,40 +168,27 @@ def read_batches(
 ) -> Iterator[BatchItem | ReadProblem]:
     """Iterate the entries of a log buffer: ``(header, records)`` per batch, ``ReadProblem`` for what is unusable.
 
-    Mirrors `ByteBufferLogInputStream.nextBatch` / `FileLogInputStream.nextBatch` framing (Kafka 0.11-4.x) with
-    the decoding of `DefaultRecordBatch`/`AbstractLegacyRecordBatch`. ``base_position`` is the byte position of
-    ``buf[0]`` in ``source`` (positions in headers and problems are file positions).
+    Framed by `framing.frame_entries` (`ByteBufferLogInputStream.nextBatch`), decoded as `DefaultRecordBatch` /
+    `AbstractLegacyRecordBatch` (Kafka 0.11-4.x). ``base_position`` is the byte position of ``buf[0]`` in
+    ``source`` (positions in headers and problems are file positions).
     """
     data = buf if type(buf) is bytes else bytes(buf)
-    end = len(data)
-    pos = 0
-    unpack_head = _ENTRY_HEAD.unpack_from
     decode_v2 = _decode_v2
-    while True:
-        remaining = end - pos
-        if remaining <= HEADER_SIZE_UP_TO_MAGIC:
-            if remaining > 0:
-                yield _tail_problem(data, pos, end, source, offsets_partition, base_position)
+    for frame in frame_entries(data, 0, len(data), source=source, offsets_partition=offsets_partition,
+                               base_position=base_position):
+        if type(frame) is not tuple:
+            yield frame
             return
-        _offset, size = unpack_head(data, pos)
-        if size < LEGACY_RECORD_OVERHEAD_V0:
-            yield _small_size_problem(data, pos, end, size, source, offsets_partition, base_position)
-            return
-        entry_end = pos + LOG_OVERHEAD + size
-        if entry_end > end:
-            yield torn_entry_problem(source, offsets_partition, base_position + pos, LOG_OVERHEAD + size,
-                                     base_position + end, _offset)
-            return
-        if data[pos + 16] == 2:  # fast path: no keyword call, single-item list unpacked
-            items = decode_v2(data, pos, entry_end, source, offsets_partition, base_position + pos, policy)
+        pos, _offset, total = frame
+        if data[pos + MAGIC_OFFSET] == 2:  # fast path: no keyword call, single-item list unpacked
+            items = decode_v2(data, pos, pos + total, source, offsets_partition, base_position + pos, policy)
         else:
-            items = decode_entry(data, pos, entry_end, source=source, offsets_partition=offsets_partition,
+            items = decode_entry(data, pos, pos + total, source=source, offsets_partition=offsets_partition,
                                  position=base_position + pos, policy=policy)
         if len(items) == 1:
             yield items[0]
         else:
             yield from items
-        pos = entry_end
 
 
 def read_batches_from_file(
@@ -209,51 +199,26 @@ def read_batches_from_file(
     start_position: int = 0,
     policy: ReadPolicy = DEFAULT_POLICY,
 ) -> Iterator[BatchItem | ReadProblem]:
-    """Stream the entries of one segment file, holding one entry in memory at a time.
+    """Stream the entries of one segment file, mapped into memory and copied one entry at a time.
 
-    Mirrors `FileLogInputStream.nextBatch` (Kafka 0.11-4.x): read the 17-byte head, then the whole entry.
-    ``start_position``: the byte position of an entry boundary to start reading at (an incremental run resumes
-    where the previous run stopped); positions in headers and problems stay absolute file positions.
+    Framed by `framing.frame_entries` (`FileLogInputStream.nextBatch`, Kafka 0.11-4.x). ``start_position``: the
+    byte position of an entry boundary to start reading at (an incremental run resumes where the previous run
+    stopped); positions in headers and problems stay absolute file positions.
     """
     if start_position < 0:
         raise ValueError(f"start_position must be >= 0, not {start_position}")
     src = source if source is not None else os.fspath(path)
     with open(path, "rb") as f:
-        end = os.fstat(f.fileno()).st_size
-        pos = start_position
-        while True:
-            remaining = end - pos
-            if remaining <= HEADER_SIZE_UP_TO_MAGIC:
-                if remaining > 0:
-                    f.seek(pos)
-                    tail = f.read(remaining)
-                    yield _tail_problem(tail, 0, len(tail), src, offsets_partition, pos)
-                return
-            f.seek(pos)
-            head = f.read(HEADER_SIZE_UP_TO_MAGIC)
-            if len(head) < HEADER_SIZE_UP_TO_MAGIC:  # file shrank under us
-                yield ReadProblem(source=src, offsets_partition=offsets_partition, position=pos, kind="torn_tail",
-                                  reason=f"file ended while reading an entry header; {_range(pos, end)}",
-                                  unread_to=end)
-                return
-            _offset, size = _ENTRY_HEAD.unpack_from(head, 0)
-            if size < LEGACY_RECORD_OVERHEAD_V0:
-                yield small_size_problem(src, offsets_partition, pos, end, _offset, size,
-                                         _offset == 0 and size == 0 and _file_zero_from(f, pos, end))
-                return
-            total = LOG_OVERHEAD + size
-            if pos + total > end:
-                yield torn_entry_problem(src, offsets_partition, pos, total, end, _offset)
-                return
-            entry = head + f.read(total - HEADER_SIZE_UP_TO_MAGIC)
-            if len(entry) < total:
-                yield ReadProblem(source=src, offsets_partition=offsets_partition, position=pos, kind="torn_tail",
-                                  offset=_offset, reason=f"file ended while reading an entry; {_range(pos, end)}",
-                                  unread_to=end)
-                return
-            yield from decode_entry(entry, 0, total, source=src, offsets_partition=offsets_partition, position=pos,
-                                    policy=policy)
-            pos += total
+        if os.fstat(f.fileno()).st_size <= start_position:
+            return
+        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+            for frame in frame_entries(mm, start_position, len(mm), source=src, offsets_partition=offsets_partition):
+                if type(frame) is not tuple:
+                    yield frame
+                    return
+                pos, _offset, total = frame
+                yield from decode_entry(mm[pos:pos + total], 0, total, source=src,
+                                        offsets_partition=offsets_partition, position=pos, policy=policy)
 
 
 def decode_entry(
@@ -279,68 +244,8 @@ def decode_entry(
     stop = position + end - start
     return [ReadProblem(source=source, offsets_partition=offsets_partition, position=position,
                         kind="unknown_magic", offset=_I64.unpack_from(data, start)[0],
-                        reason=f"unknown magic {magic} at byte {position + 16}; {_range(position, stop)}",
+                        reason=f"unknown magic {magic} at byte {position + 16}; {unread_range(position, stop)}",
                         unread_to=stop)]
-
-
-# ================================================================================================================
-# tails
-# ================================================================================================================
-def _range(start: int, stop: int) -> str:
-    """The unread-range wording every reader uses (the quarantine reason carries it)."""
-    return f"bytes [{start}, {stop}) not read ({stop - start} bytes)"
-
-
-def _tail_problem(data, pos, end, source, partition, base_position) -> ReadProblem:
-    n = end - pos
-    start, stop = base_position + pos, base_position + end
-    if data.count(0, pos, end) == n:
-        return ReadProblem(source=source, offsets_partition=partition, position=start, kind="zero_tail",
-                           reason=f"{n} zero bytes at the end of the file (preallocated tail); {_range(start, stop)}",
-                           unread_to=stop)
-    return ReadProblem(source=source, offsets_partition=partition, position=start, kind="torn_tail",
-                       reason=f"{n} bytes left, too few for an entry header ({HEADER_SIZE_UP_TO_MAGIC + 1} needed); "
-                              f"{_range(start, stop)}", unread_to=stop)
-
-
-def _small_size_problem(data, pos, end, size, source, partition, base_position) -> ReadProblem:
-    (offset,) = _I64.unpack_from(data, pos)
-    zero = offset == 0 and size == 0 and data.count(0, pos, end) == end - pos
-    return small_size_problem(source, partition, base_position + pos, base_position + end, offset, size, zero)
-
-
-def small_size_problem(source: str, partition: int, start: int, stop: int, offset: int, size: int,
-                       all_zero: bool) -> ReadProblem:
-    """An entry size below the minimum at file position ``start``: a zero tail, else the file is unframeable
-    from there on (``stop``: the file's end)."""
-    if all_zero:
-        return ReadProblem(source=source, offsets_partition=partition, position=start, kind="zero_tail",
-                           reason=f"{stop - start} zero bytes at the end of the file (preallocated tail); "
-                                  f"{_range(start, stop)}", unread_to=stop)
-    return ReadProblem(source=source, offsets_partition=partition, position=start, kind="unframeable",
-                       offset=offset,
-                       reason=f"entry size {size} is smaller than the minimum record overhead "
-                              f"({LEGACY_RECORD_OVERHEAD_V0}): the rest of the file cannot be framed; "
-                              f"{_range(start, stop)}", unread_to=stop)
-
-
-def torn_entry_problem(source: str, partition: int, start: int, total: int, stop: int, offset: int) -> ReadProblem:
-    """An entry of ``total`` bytes at ``start`` running past the file's end ``stop``."""
-    return ReadProblem(source=source, offsets_partition=partition, position=start, kind="torn_tail", offset=offset,
-                       reason=f"entry of {total} bytes at position {start} runs past the end "
-                              f"({stop - start} bytes left); {_range(start, stop)}", unread_to=stop)
-
-
-def _file_zero_from(f, pos: int, end: int) -> bool:
-    f.seek(pos)
-    while pos < end:
-        chunk = f.read(min(1 << 20, end - pos))
-        if not chunk:
-            return False
-        if chunk.count(0) != len(chunk):
-            return False
-        pos += len(chunk)
-    return True
 
 
 # ================================================================================================================
@@ -359,7 +264,7 @@ def _decode_v2(data: bytes, start: int, end: int, source: str, partition: int, p
         return [ReadProblem(source=source, offsets_partition=partition, position=position, kind="unframeable",
                             offset=_I64.unpack_from(data, start)[0], unread_to=stop,
                             reason=f"record batch size {size} is smaller than the batch overhead "
-                                   f"({RECORD_BATCH_OVERHEAD}); {_range(position, stop)}")]
+                                   f"({RECORD_BATCH_OVERHEAD}); {unread_range(position, stop)}")]
     (base_offset, _length, leader_epoch, magic, crc, attributes, last_offset_delta, base_ts, max_ts,
      producer_id, producer_epoch, base_sequence, count) = _V2_UNPACK(data, start)
     computed = _crc32c(data[start + 21:end])
@@ -421,7 +326,7 @@ def _crc_failed(header: RecordBatchHeader, records: list | None, why: str | None
         return [ReadProblem(source=src, offsets_partition=part, position=pos, kind="crc_mismatch",
                             offset=header.base_offset, unread_to=stop,
                             reason=f"{mismatch}; its records cannot be read either ({why}), so its record count is "
-                                   f"unverified; {_range(pos, stop)}")]
+                                   f"unverified; {unread_range(pos, stop)}")]
     if not records:
         return [ReadProblem(source=src, offsets_partition=part, position=pos, kind="crc_mismatch",
                             offset=header.base_offset, reason=f"{mismatch}; the batch holds no records")]
@@ -701,7 +606,7 @@ def _parse_inner_set(inner: bytes) -> list[tuple[int, int, int, bytes | None, by
     while pos < n:
         if n - pos < LOG_OVERHEAD + LEGACY_RECORD_OVERHEAD_V0:
             raise _RecordError(f"{n - pos} trailing bytes in the inner message set", pos)
-        inner_offset, size = _ENTRY_HEAD.unpack_from(inner, pos)
+        inner_offset, size = ENTRY_HEAD.unpack_from(inner, pos)
         entry_end = pos + LOG_OVERHEAD + size
         if size < LEGACY_RECORD_OVERHEAD_V0 or entry_end > n:
             raise _RecordError(f"inner message size {size} invalid", pos + 8)

@@ -3,7 +3,7 @@
 Produces exactly the rows of ``read_batches_from_file`` + ``to_decoded_row`` / ``problem_to_row`` (same values,
 same order) without building a `RecordBatchHeader` / `LogRecord` / row dict per record:
 
-* framing mirrors `batches.read_batches_from_file` over an mmap of the file;
+* framing is `framing.frame_entry`'s (in C, `_fastdecode`'s `frame_entry`) over an mmap of the file;
 * a magic 2 batch has its CRC-32C checked, its record section decompressed with `codecs.decompress`, then its
   records walked; the dominant kinds (offset commits: key type 0/1, value v0-v4, tombstones; control records)
   go straight into typed columns: the per-row ("hot") values and the values of the record's batch (location,
@@ -36,20 +36,15 @@ import pyarrow as pa
 
 from pipelines.decoding import codecs
 from pipelines.decoding.batches import (
-    HEADER_SIZE_UP_TO_MAGIC,
     INT32_MAX,
-    LEGACY_RECORD_OVERHEAD_V0,
-    LOG_OVERHEAD,
     RECORD_BATCH_OVERHEAD,
     _CODEC_LABELS,
     _new_header,
     _new_record,
-    _tail_problem,
     _varint,
     decode_entry,
-    small_size_problem,
-    torn_entry_problem,
 )
+from pipelines.decoding.framing import frame_entry, stop_problem
 from pipelines.decoding.policy import DEFAULT_POLICY, ReadPolicy
 from pipelines.decoding.native import fastdecode
 from pipelines.decoding.primitives import uuid_to_str
@@ -76,7 +71,6 @@ COLD_COLUMNS = tuple(c for c in DECODED_COLUMNS if c not in _GROUPED)
 _HOT_FROM_ROW = tuple(c for c in HOT_COLUMNS if c is not None)
 _TYPES = {f.name: f.type for f in DECODED_RECORD_SCHEMA}
 
-_ENTRY_HEAD = struct.Struct(">qi").unpack_from
 _V2_UNPACK = struct.Struct(">qiibIhiqqqhii").unpack_from
 _I16 = struct.Struct(">h").unpack_from
 _I32 = struct.Struct(">i").unpack_from
@@ -553,21 +547,12 @@ def _decode_buffer(mm, end: int, src: str, part: int, batch_rows: int, c_ext,
             if len(hot) >= batch_rows:
                 yield chunk.flush()
                 continue
-        remaining = end - pos
-        if remaining <= HEADER_SIZE_UP_TO_MAGIC:
-            if remaining > 0:
-                tail = mm[pos:end]
-                chunk.add_row(problem_to_row(_tail_problem(tail, 0, len(tail), src, part, pos)))
+        frame = frame_entry(mm, pos, end)
+        if frame is None:
+            if pos < end:
+                chunk.add_row(problem_to_row(stop_problem(mm, pos, end, source=src, offsets_partition=part)))
             break
-        offset0, size = _ENTRY_HEAD(mm, pos)
-        if size < LEGACY_RECORD_OVERHEAD_V0:  # read_batches_from_file's problems
-            zero = offset0 == 0 and size == 0 and mm[pos:end].count(0) == end - pos
-            chunk.add_row(problem_to_row(small_size_problem(src, part, pos, end, offset0, size, zero)))
-            break
-        total = LOG_OVERHEAD + size
-        if pos + total > end:
-            chunk.add_row(problem_to_row(torn_entry_problem(src, part, pos, total, end, offset0)))
-            break
+        total = frame[1]
         entry = mm[pos:pos + total]
         fast = False
         if entry[16] == 2 and total >= RECORD_BATCH_OVERHEAD:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from pipelines.decoding.batches import BatchItem, read_batches_from_file
+from pipelines.decoding.framing import MAGIC_OFFSET, frame_entry
 from pipelines.decoding.native import fastdecode
 from pipelines.decoding.policy import DEFAULT_POLICY, ReadPolicy
 from schemas.records import LogRecord, ReadProblem
@@ -362,11 +363,8 @@ def partition_count(paths: PathArg | Iterable[PathArg]) -> int | None:
     return best
 
 
-_ENTRY_HEAD = struct.Struct(">qi")  # offset, size (LOG_OVERHEAD = 12)
 _LAST_OFFSET_DELTA = struct.Struct(">i")  # v2 batch: at byte 23 (offset 8, size 4, epoch 4, magic 1, crc 4, attrs 2)
-_LOG_OVERHEAD = 12
-_HEAD_BYTES = 27  # through a v2 batch's lastOffsetDelta
-_MIN_ENTRY_SIZE = 14  # LegacyRecord.RECORD_OVERHEAD_V0
+_V2_HEAD_BYTES = 27  # through a v2 batch's lastOffsetDelta
 
 
 @dataclass(frozen=True)
@@ -393,7 +391,7 @@ def entry_heads(path: PathArg, start_position: int = 0) -> EntryHeads:
 
     with open(path, "rb") as f:
         size_of_file = os.fstat(f.fileno()).st_size
-        if size_of_file - start_position < _HEAD_BYTES:
+        if size_of_file <= start_position:
             return EntryHeads(np.empty(0, np.int64), np.empty(0, np.int64), start_position)
         with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
             return (_walk_entry_heads if fastdecode is None else _walk_entry_heads_in_c)(mm, start_position)
@@ -408,25 +406,20 @@ def _walk_entry_heads_in_c(buf, start: int) -> EntryHeads:
 
 
 def _walk_entry_heads(buf, start: int) -> EntryHeads:
-    """The reference walk of `entry_heads` over a segment file's bytes `buf`."""
+    """The reference walk of `entry_heads` over a segment file's bytes `buf`: `framing.frame_entry`'s entries,
+    up to one whose head can't be read (a magic other than 0-2, a negative offset, a v2 batch too short to hold
+    its lastOffsetDelta)."""
     import numpy as np
 
-    head, delta = _ENTRY_HEAD.unpack_from, _LAST_OFFSET_DELTA.unpack_from
-    size_of_file, pos = len(buf), start
+    delta = _LAST_OFFSET_DELTA.unpack_from
+    end, pos = len(buf), start
     positions, lasts = [], []
-    while size_of_file - pos >= _HEAD_BYTES:
-        offset, size = head(buf, pos)
-        total = _LOG_OVERHEAD + size
-        if size < _MIN_ENTRY_SIZE or pos + total > size_of_file or offset < 0:
-            break
-        magic = buf[pos + 16]
-        if magic == 2:
-            last = offset + delta(buf, pos + 23)[0]
-        elif magic in (0, 1):
-            last = offset
-        else:
+    while (frame := frame_entry(buf, pos, end)) is not None:
+        offset, total = frame
+        magic = buf[pos + MAGIC_OFFSET]
+        if offset < 0 or magic > 2 or (magic == 2 and total < _V2_HEAD_BYTES):
             break
         positions.append(pos)
-        lasts.append(last)
+        lasts.append(offset + delta(buf, pos + 23)[0] if magic == 2 else offset)
         pos += total
     return EntryHeads(np.array(positions, np.int64), np.array(lasts, np.int64), pos)

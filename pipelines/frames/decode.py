@@ -383,8 +383,8 @@ def count_segment(path: str, partition: int, acc: dict | None = None, *, start_p
                   policy: ReadPolicy = DEFAULT_POLICY, source: str | None = None) -> dict:
     """`reader_counts` for one segment file, added into ``acc`` (partition -> counters), which is returned.
 
-    Framing mirrors `batches.read_batches_from_file` (`FileLogInputStream.nextBatch`): the same entries, the same
-    place where reading stops. The file's `segment_scan` is added to the partition's ``segments``. ``source``: the
+    Framed by `framing.frame_entries`, as the decoders frame it: the same entries, the same place where reading
+    stops. The file's `segment_scan` is added to the partition's ``segments``. ``source``: the
     name the file goes by in the counts (its URI when `path` is a local copy of an object).
     """
     local, path = path, source or path
@@ -394,15 +394,10 @@ def count_segment(path: str, partition: int, acc: dict | None = None, *, start_p
 
     import crc32c
 
-    from pipelines.decoding.batches import (
-        HEADER_SIZE_UP_TO_MAGIC,
-        LEGACY_RECORD_OVERHEAD_V0,
-        LOG_OVERHEAD,
-        RECORD_BATCH_OVERHEAD,
-    )
+    from pipelines.decoding.batches import RECORD_BATCH_OVERHEAD
+    from pipelines.decoding.framing import MAGIC_OFFSET, frame_entries
 
     acc = {} if acc is None else acc
-    head = struct.Struct(">qi").unpack_from
     u32 = struct.Struct(">I").unpack_from
     i32 = struct.Struct(">i").unpack_from
     crc = crc32c.crc32c
@@ -421,34 +416,23 @@ def count_segment(path: str, partition: int, acc: dict | None = None, *, start_p
                 end = min(end, len(mm))
                 pos = start_position  # an incremental run's resume point (an entry boundary)
                 last = None  # (position, size, last offset) of the last entry framed
-                while True:
-                    if end - pos <= HEADER_SIZE_UP_TO_MAGIC:
-                        if end > pos:  # torn or zero tail: no records, the bytes unread
-                            zero = mm[pos:end].count(0) == end - pos
-                            _unread(acc, partition, path, pos, end, "zero_tail" if zero else "torn_tail")
+                for frame in frame_entries(mm, start_position, end, source=path, offsets_partition=partition):
+                    if type(frame) is not tuple:
+                        _unread(acc, partition, path, frame.position, frame.unread_to, frame.kind)
                         break
-                    _off, size = head(mm, pos)
-                    total = LOG_OVERHEAD + size
-                    if size < LEGACY_RECORD_OVERHEAD_V0:
-                        zero = _off == 0 and size == 0 and mm[pos:end].count(0) == end - pos
-                        _unread(acc, partition, path, pos, end, "zero_tail" if zero else "unframeable")
-                        break
-                    if pos + total > end:
-                        _unread(acc, partition, path, pos, end, "torn_tail")
-                        break
-                    magic = mm[pos + 16]
-                    last = (pos, total, _off + i32(mm, pos + 23)[0] if magic == 2 and pos + 27 <= end else _off)
+                    pos, _off, total = frame
+                    magic = mm[pos + MAGIC_OFFSET]
+                    last = (pos, total, _off + i32(mm, pos + 23)[0] if magic == 2 and total >= 27 else _off)
                     if magic == 2 and total >= RECORD_BATCH_OVERHEAD:
                         count = i32(mm, pos + 57)[0]
-                        if count >= 0 and crc(mm[pos + 21:pos + total]) == u32(mm, pos + 17)[0]:
-                            n_in += count
-                            pos += total
-                            continue
-                    elif magic in (0, 1) and (mm[pos + 17] & 0x07) == 0 and _legacy_crc_ok(mm, pos, total):
-                        n_in += 1
-                        pos += total
-                        continue
-                    _count_suspicious(bytes(mm[pos:pos + total]), path, partition, pos, acc, policy)
+                        clean = count >= 0 and crc(mm[pos + 21:pos + total]) == u32(mm, pos + 17)[0]
+                    else:
+                        count = 1
+                        clean = magic in (0, 1) and (mm[pos + 17] & 0x07) == 0 and _legacy_crc_ok(mm, pos, total)
+                    if clean:
+                        n_in += count
+                    else:
+                        _count_suspicious(bytes(mm[pos:pos + total]), path, partition, pos, acc, policy)
                     pos += total
                 last_entry = None if last is None else (*last, mm[last[0]:last[0] + last[1]])
                 _bump(acc, partition)[SEGMENTS].append(

@@ -5,21 +5,16 @@ from __future__ import annotations
 
 import errno
 import os
-import struct
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
 from pipelines.config import Settings
+from pipelines.decoding.framing import HEADER_SIZE_UP_TO_MAGIC, MAGIC_OFFSET, frame_entry
 from pipelines.io import storage
 from pipelines.rebuild.failures import UsageError
 from pipelines.rebuild.request import RebuildRequest, RunSettings, new_snapshot_id, resolve_settings
 from pipelines.times import TimeFormatError, parse_time_ms
-
-# The head every log entry starts with (`LogEntry`: offset int64, size int32, then partitionLeaderEpoch (v2) or
-# crc (v0/v1) int32, magic int8): the same 17 bytes for every message format Kafka ever wrote.
-_HEAD = struct.Struct(">qiib")
-_MIN_ENTRY_SIZE = 14  # a v0 message with no key and no value
 
 
 @dataclass
@@ -225,19 +220,18 @@ def _starts_like_a_log(path: str, size: int) -> bool:
         loc = storage.location(path)
         try:
             with loc.fs.open_input_file(loc.path) as f:
-                head = f.read(_HEAD.size)
+                head = f.read(HEADER_SIZE_UP_TO_MAGIC)
         except (OSError, storage.StorageError) as e:
             raise UsageError(f"cannot read input: {path}: {storage.error_text(e)}") from None
     else:
         try:
             with open(path, "rb") as f:
-                head = f.read(_HEAD.size)
+                head = f.read(HEADER_SIZE_UP_TO_MAGIC)
         except OSError as e:
             raise UsageError(f"cannot read input: {path}: {e.strerror}") from None
-    if len(head) < _HEAD.size:
-        return False
-    offset, entry_size, _epoch_or_crc, magic = _HEAD.unpack(head)
-    return offset >= 0 and magic in (0, 1, 2) and _MIN_ENTRY_SIZE <= entry_size <= size - 12
+    # the head every entry starts with is the same 17 bytes for every message format Kafka ever wrote
+    frame = frame_entry(head, 0, size) if len(head) == HEADER_SIZE_UP_TO_MAGIC else None
+    return frame is not None and frame[0] >= 0 and head[MAGIC_OFFSET] in (0, 1, 2)
 
 
 def probe_writable(warehouse: "storage.Location") -> None:

@@ -1,0 +1,110 @@
+"""A log's bytes cut into entries, as Kafka's `FileLogInputStream.nextBatch` cuts them (Kafka 0.11-4.x), and the
+problem each way the cutting can stop is reported as.
+
+This is the one Python walker of the framing; `_fastdecode.c`'s `frame_entry` is the C one, and the two agree
+entry for entry (`tests/decoding/test_segments.py`). Every reader of segment bytes walks with it: the decoders
+(`batches`, `columnar`), the counting (`frames.decode.count_segment`), the entry heads of ranges and log end
+offsets (`segments.entry_heads`), and preflight's sniff of a file.
+
+An entry is ``LOG_OVERHEAD`` bytes (offset int64, size int32) and then ``size`` bytes: a v2 batch, or a legacy
+message (a compressed wrapper included). What is in it is the decoders' business; the walk reads its head only:
+
+    offset: int64 | size: int32 | partitionLeaderEpoch (v2) or crc (v0/v1): int32 | magic: int8 | ...
+    |<------------------------- HEADER_SIZE_UP_TO_MAGIC = 17 bytes -------------------------->|
+
+and stops for good (Kafka reads nothing past these either) where
+- ``HEADER_SIZE_UP_TO_MAGIC`` bytes or fewer are left: the tail (all zeros: a preallocated tail, else torn);
+- ``size`` is below ``LEGACY_RECORD_OVERHEAD_V0``: nothing after can be framed (all zeros: a preallocated tail);
+- the entry runs past the end: a torn tail.
+"""
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator
+
+from schemas.records import ReadProblem
+
+LOG_OVERHEAD = 12  # offset + size
+HEADER_SIZE_UP_TO_MAGIC = 17  # LOG_OVERHEAD + partitionLeaderEpoch/crc + magic
+LEGACY_RECORD_OVERHEAD_V0 = 14  # crc + magic + attributes + keyLength + valueLength: the smallest entry
+MAGIC_OFFSET = 16  # the magic byte's place in an entry
+ENTRY_HEAD = struct.Struct(">qi")  # offset, size
+
+_unpack_head = ENTRY_HEAD.unpack_from
+
+
+def unread_range(start: int, stop: int) -> str:
+    """The unread-range wording every reader uses (the quarantine reason carries it)."""
+    return f"bytes [{start}, {stop}) not read ({stop - start} bytes)"
+
+
+def frame_entry(buf, pos: int, end: int) -> tuple[int, int] | None:
+    """The entry at ``buf[pos]`` as ``(offset, total size)`` when it lies whole within ``buf[:end]``; None where
+    the walk stops (`stop_problem` says why)."""
+    remaining = end - pos
+    if remaining <= HEADER_SIZE_UP_TO_MAGIC:
+        return None
+    offset, size = _unpack_head(buf, pos)
+    if size < LEGACY_RECORD_OVERHEAD_V0 or LOG_OVERHEAD + size > remaining:
+        return None
+    return offset, LOG_OVERHEAD + size
+
+
+def frame_entries(buf, start: int, end: int, *, source: str, offsets_partition: int,
+                  base_position: int = 0) -> Iterator[tuple[int, int, int] | ReadProblem]:
+    """``(position, offset, total size)`` of each whole entry of ``buf[start:end]``, in order, then the
+    `stop_problem` that ended the walk (none when it ended at ``end`` exactly). Positions are of ``buf``;
+    ``base_position`` is ``buf[0]``'s position in ``source``, for the problem."""
+    pos = start
+    while True:
+        remaining = end - pos
+        if remaining <= HEADER_SIZE_UP_TO_MAGIC:
+            break
+        offset, size = _unpack_head(buf, pos)
+        total = LOG_OVERHEAD + size
+        if size < LEGACY_RECORD_OVERHEAD_V0 or total > remaining:
+            break
+        yield pos, offset, total
+        pos += total
+    if pos < end:
+        yield stop_problem(buf, pos, end, source=source, offsets_partition=offsets_partition,
+                           base_position=base_position)
+
+
+def stop_problem(buf, pos: int, end: int, *, source: str, offsets_partition: int,
+                 base_position: int = 0) -> ReadProblem:
+    """Why the walk can't frame an entry at ``buf[pos]`` (`frame_entry` gave None, ``pos < end``): a zero or
+    torn tail, an unframeable size, or a torn entry; the bytes to ``end`` are unread."""
+    start, stop = base_position + pos, base_position + end
+    n = end - pos
+    where = dict(source=source, offsets_partition=offsets_partition, position=start, unread_to=stop)
+    if n <= HEADER_SIZE_UP_TO_MAGIC:
+        if _all_zero(buf, pos, end):
+            return ReadProblem(kind="zero_tail", reason=f"{n} zero bytes at the end of the file (preallocated "
+                                                        f"tail); {unread_range(start, stop)}", **where)
+        return ReadProblem(kind="torn_tail", reason=f"{n} bytes left, too few for an entry header "
+                                                    f"({HEADER_SIZE_UP_TO_MAGIC + 1} needed); "
+                                                    f"{unread_range(start, stop)}", **where)
+    offset, size = _unpack_head(buf, pos)
+    if size < LEGACY_RECORD_OVERHEAD_V0:
+        if offset == 0 and size == 0 and _all_zero(buf, pos, end):
+            return ReadProblem(kind="zero_tail", reason=f"{n} zero bytes at the end of the file (preallocated "
+                                                        f"tail); {unread_range(start, stop)}", **where)
+        return ReadProblem(kind="unframeable", offset=offset,
+                           reason=f"entry size {size} is smaller than the minimum record overhead "
+                                  f"({LEGACY_RECORD_OVERHEAD_V0}): the rest of the file cannot be framed; "
+                                  f"{unread_range(start, stop)}", **where)
+    total = LOG_OVERHEAD + size
+    return ReadProblem(kind="torn_tail", offset=offset,
+                       reason=f"entry of {total} bytes at position {start} runs past the end ({n} bytes left); "
+                              f"{unread_range(start, stop)}", **where)
+
+
+def _all_zero(buf, pos: int, end: int) -> bool:
+    """Whether ``buf[pos:end]`` is all zeros, read a MiB at a time (a preallocated tail may be large)."""
+    while pos < end:
+        chunk = bytes(buf[pos:min(end, pos + (1 << 20))])
+        if chunk.count(0) != len(chunk):
+            return False
+        pos += len(chunk)
+    return True
