@@ -342,30 +342,19 @@ def _crc_failed(header: RecordBatchHeader, records: list | None, why: str | None
             for r in records]
 
 
-def _read_v2_records(buf: bytes, pos: int, end: int, count: int, header: RecordBatchHeader, base_offset: int,
-                     log_append_time: int | None, base_ts: int, base_sequence: int) -> list[LogRecord]:
-    """`DefaultRecord.readFrom` x recordsCount, then Kafka's "records still remaining" check (0.11-4.x).
+def v2_records(buf, pos: int, end: int, count: int) -> Iterator[tuple]:
+    """`DefaultRecord.readFrom` up to the headers, for each of the ``count`` records in ``buf[pos:end]`` (Kafka
+    0.11-4.x): ``(start, end, length, timestampDelta, offsetDelta, key, valueStart, valueLength, headersStart)``.
+    The one Python reader of the record layout; each caller reads the headers and checks they end at ``end``.
 
-    Hot path: zig-zag varints are inlined for 1 byte (and 2 bytes for the record length and timestamp delta,
-    which usually need them); longer ones go through `_varint`. Bounds are checked once per record
-    (``pos == rec_end``); reads past the buffer surface as IndexError and become `_RecordError`.
+    Zig-zag varints are inlined for 1 byte (and 2 bytes for the length and timestamp delta, which usually need
+    them); longer ones go through `_varint`. Raises `_RecordError`.
     """
-    out: list[LogRecord] = []
-    append = out.append
-    first_offset = None
-    make = _new_record
     varint = _varint
-    empty = ()
-    # LogAppendTime: every record carries maxTimestamp (DefaultRecordBatch.iterator's logAppendTime)
-    if log_append_time is not None:
-        ts_base, ts_scale = log_append_time, 0
-    else:
-        ts_base, ts_scale = base_ts, 1
-    has_seq = base_sequence >= 0
     try:
-        for _ in range(count):
+        for i in range(count):
             if pos >= end:
-                raise _RecordError(f"batch declares {count} records but holds {len(out)}", pos)
+                raise _RecordError(f"batch declares {count} records but holds {i}", pos)
             rec_start = pos
             b = buf[pos]
             if b < 0x80:
@@ -416,19 +405,39 @@ def _read_v2_records(buf: bytes, pos: int, end: int, count: int, header: RecordB
                 pos += 1
             else:
                 vlen, pos = varint(buf, pos, 5)
-            if vlen >= 0:
-                value = buf[pos:pos + vlen]
-                pos += vlen
-            else:
-                value = None
-            if buf[pos] == 0:
-                pos += 1
+            yield rec_start, rec_end, length, ts_delta, off_delta, key, pos, vlen, pos + vlen if vlen > 0 else pos
+            pos = rec_end
+    except IndexError:
+        raise _RecordError("record runs past the end of the batch", pos) from None
+
+
+def _read_v2_records(buf: bytes, pos: int, end: int, count: int, header: RecordBatchHeader, base_offset: int,
+                     log_append_time: int | None, base_ts: int, base_sequence: int) -> list[LogRecord]:
+    """`DefaultRecord.readFrom` x recordsCount (`v2_records`), then Kafka's "records still remaining" check
+    (0.11-4.x)."""
+    out: list[LogRecord] = []
+    append = out.append
+    first_offset = None
+    make = _new_record
+    empty = ()
+    # LogAppendTime: every record carries maxTimestamp (DefaultRecordBatch.iterator's logAppendTime)
+    if log_append_time is not None:
+        ts_base, ts_scale = log_append_time, 0
+    else:
+        ts_base, ts_scale = base_ts, 1
+    has_seq = base_sequence >= 0
+    hs = pos
+    try:
+        for rec_start, pos, length, ts_delta, off_delta, key, vs, vlen, hs in v2_records(buf, pos, end, count):
+            value = buf[vs:vs + vlen] if vlen >= 0 else None
+            if buf[hs] == 0:
+                hend = hs + 1
                 hkeys = empty
             else:
-                hkeys, pos = _headers(buf, pos, rec_end)
-            if pos != rec_end:
+                hkeys, hend = _headers(buf, hs, pos)
+            if hend != pos:
                 raise _RecordError(f"invalid record size: expected to read {length} bytes in record payload, "
-                                   f"but instead read {pos - (rec_end - length)}", rec_start)
+                                   f"but instead read {hend - (pos - length)}", rec_start)
             offset = base_offset + off_delta
             if first_offset is None:
                 first_offset = offset
@@ -439,8 +448,8 @@ def _read_v2_records(buf: bytes, pos: int, end: int, count: int, header: RecordB
             else:
                 seq = NO_SEQUENCE
             append(make(header, offset, ts_base + ts_delta * ts_scale, first_offset, seq, key, value, hkeys))
-    except IndexError:
-        raise _RecordError("record runs past the end of the batch", pos) from None
+    except IndexError:  # the header count, or a header, past the buffer
+        raise _RecordError("record runs past the end of the batch", hs) from None
     if pos != end:
         raise _RecordError(f"incorrect declared batch size: {end - pos} bytes remain after {count} records", pos)
     return out

@@ -41,8 +41,8 @@ from pipelines.decoding.batches import (
     _CODEC_LABELS,
     _new_header,
     _new_record,
-    _varint,
     decode_entry,
+    v2_records,
 )
 from pipelines.decoding.framing import frame_entry, stop_problem
 from pipelines.decoding.policy import DEFAULT_POLICY, ReadPolicy
@@ -179,74 +179,22 @@ def _walk_v2(buf, pos: int, end: int, count: int, base_offset: int, ts_base: int
     """
     append = rows.append
     kget = kcache.get
-    varint = _varint
     v3h = _V3_HEAD
     v1h = _V1_HEAD
     i64 = _I64
     qq = _QQ
     first = None
-    for _ in range(count):
-        if pos >= end:
-            raise _Bail
-        b = buf[pos]
-        if b < 0x80:
-            length = (b >> 1) ^ -(b & 1)
-            pos += 1
-        else:
-            length, pos = varint(buf, pos, 5)
-        if length < 0:
-            raise _Bail
-        rec_end = pos + length
-        if rec_end > end:
-            raise _Bail
-        pos += 1  # attributes
-        b = buf[pos]
-        if b < 0x80:
-            tsd = (b >> 1) ^ -(b & 1)
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            raw = (b & 0x7F) | (buf[pos + 1] << 7)
-            tsd = (raw >> 1) ^ -(raw & 1)
-            pos += 2
-        else:
-            tsd, pos = varint(buf, pos, 10)
-        b = buf[pos]
-        if b < 0x80:
-            offd = (b >> 1) ^ -(b & 1)
-            pos += 1
-        else:
-            offd, pos = varint(buf, pos, 5)
-        b = buf[pos]
-        if b < 0x80:
-            klen = (b >> 1) ^ -(b & 1)
-            pos += 1
-        else:
-            klen, pos = varint(buf, pos, 5)
-        if klen >= 0:
-            key = buf[pos:pos + klen]
-            pos += klen
-        else:
-            key = None
-        b = buf[pos]
-        if b < 0x80:
-            vlen = (b >> 1) ^ -(b & 1)
-            pos += 1
-        else:
-            vlen, pos = varint(buf, pos, 5)
-        vs = pos
-        if vlen >= 0:
-            pos += vlen
-        if buf[pos] != 0:
-            raise _Bail  # record headers: reference path
-        pos += 1
-        if pos != rec_end:
-            raise _Bail
+    rec_end = pos
+    for _start, rec_end, _length, tsd, offd, key, vs, vlen, hs in v2_records(buf, pos, end, count):
+        if buf[hs] != 0 or hs + 1 != rec_end:
+            raise _Bail  # record headers, or a size that does not add up: the reference path
+        pos = hs + 1
         offset = base_offset + offd
         if first is None:
             first = offset
         ts = ts_base + tsd * ts_scale
         if is_control:
-            if key is not None and klen >= 4 and key[0] < 0x80:
+            if key is not None and len(key) >= 4 and key[0] < 0x80:
                 ctype = _I16(key, 2)[0]
                 if ctype == 0 or ctype == 1:
                     if vlen >= 6 and buf[vs] < 0x80:
@@ -302,7 +250,7 @@ def _walk_v2(buf, pos: int, end: int, count: int, base_offset: int, ts_base: int
                             continue
         pending.append((row0 + len(rows), offd, ts, key, buf[vs:vs + vlen] if vlen >= 0 else None))
         append(None)
-    if pos != end:
+    if rec_end != end:
         raise _Bail
     return first
 
