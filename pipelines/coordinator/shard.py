@@ -47,8 +47,9 @@ def conform_decoded(table: pa.Table) -> pa.Table:
     written — come as nulls)."""
     if table.schema.equals(DECODED_RECORD_SCHEMA):  # conformed already (a window of a conformed table)
         return table
-    columns = [table.column(f.name).cast(f.type) if f.name in table.column_names else pa.nulls(table.num_rows, f.type)
-               for f in DECODED_RECORD_SCHEMA]
+    have = dict(zip(table.column_names, table.columns))
+    columns = [pa.nulls(table.num_rows, f.type) if (c := have.get(f.name)) is None
+               else c if c.type == f.type else c.cast(f.type) for f in DECODED_RECORD_SCHEMA]
     return pa.table(columns, schema=DECODED_RECORD_SCHEMA)
 
 
