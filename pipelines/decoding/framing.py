@@ -29,8 +29,20 @@ HEADER_SIZE_UP_TO_MAGIC = 17  # LOG_OVERHEAD + partitionLeaderEpoch/crc + magic
 LEGACY_RECORD_OVERHEAD_V0 = 14  # crc + magic + attributes + keyLength + valueLength: the smallest entry
 MAGIC_OFFSET = 16  # the magic byte's place in an entry
 ENTRY_HEAD = struct.Struct(">qi")  # offset, size
+V2_HEAD_BYTES = 27  # a v2 batch through its lastOffsetDelta (int32 at byte 23)
+
+_unpack_last_offset_delta = struct.Struct(">i").unpack_from
 
 _unpack_head = ENTRY_HEAD.unpack_from
+
+
+def last_offset(buf, pos: int, offset: int, total: int) -> int:
+    """The last offset of the framed entry at ``buf[pos]`` whose offset field is ``offset``: a v2 batch's
+    baseOffset + lastOffsetDelta (when it is long enough to hold it); a legacy entry's own offset (a compressed
+    wrapper carries its last inner offset)."""
+    if buf[pos + MAGIC_OFFSET] == 2 and total >= V2_HEAD_BYTES:
+        return offset + _unpack_last_offset_delta(buf, pos + 23)[0]
+    return offset
 
 
 def unread_range(start: int, stop: int) -> str:
@@ -56,16 +68,9 @@ def frame_entries(buf, start: int, end: int, *, source: str, offsets_partition: 
     `stop_problem` that ended the walk (none when it ended at ``end`` exactly). Positions are of ``buf``;
     ``base_position`` is ``buf[0]``'s position in ``source``, for the problem."""
     pos = start
-    while True:
-        remaining = end - pos
-        if remaining <= HEADER_SIZE_UP_TO_MAGIC:
-            break
-        offset, size = _unpack_head(buf, pos)
-        total = LOG_OVERHEAD + size
-        if size < LEGACY_RECORD_OVERHEAD_V0 or total > remaining:
-            break
-        yield pos, offset, total
-        pos += total
+    while (frame := frame_entry(buf, pos, end)) is not None:
+        yield pos, *frame
+        pos += frame[1]
     if pos < end:
         yield stop_problem(buf, pos, end, source=source, offsets_partition=offsets_partition,
                            base_position=base_position)
@@ -78,18 +83,18 @@ def stop_problem(buf, pos: int, end: int, *, source: str, offsets_partition: int
     start, stop = base_position + pos, base_position + end
     n = end - pos
     where = dict(source=source, offsets_partition=offsets_partition, position=start, unread_to=stop)
+    zero_tail = dict(kind="zero_tail", reason=f"{n} zero bytes at the end of the file (preallocated tail); "
+                                              f"{unread_range(start, stop)}", **where)
     if n <= HEADER_SIZE_UP_TO_MAGIC:
         if _all_zero(buf, pos, end):
-            return ReadProblem(kind="zero_tail", reason=f"{n} zero bytes at the end of the file (preallocated "
-                                                        f"tail); {unread_range(start, stop)}", **where)
+            return ReadProblem(**zero_tail)
         return ReadProblem(kind="torn_tail", reason=f"{n} bytes left, too few for an entry header "
                                                     f"({HEADER_SIZE_UP_TO_MAGIC + 1} needed); "
                                                     f"{unread_range(start, stop)}", **where)
     offset, size = _unpack_head(buf, pos)
     if size < LEGACY_RECORD_OVERHEAD_V0:
         if offset == 0 and size == 0 and _all_zero(buf, pos, end):
-            return ReadProblem(kind="zero_tail", reason=f"{n} zero bytes at the end of the file (preallocated "
-                                                        f"tail); {unread_range(start, stop)}", **where)
+            return ReadProblem(**zero_tail)
         return ReadProblem(kind="unframeable", offset=offset,
                            reason=f"entry size {size} is smaller than the minimum record overhead "
                                   f"({LEGACY_RECORD_OVERHEAD_V0}): the rest of the file cannot be framed; "

@@ -13,13 +13,12 @@ from __future__ import annotations
 import mmap
 import os
 import re
-import struct
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from pipelines.decoding.batches import BatchItem, read_batches_from_file
-from pipelines.decoding.framing import MAGIC_OFFSET, frame_entry
+from pipelines.decoding.framing import MAGIC_OFFSET, V2_HEAD_BYTES, frame_entry, last_offset
 from pipelines.decoding.native import fastdecode
 from pipelines.decoding.policy import DEFAULT_POLICY, ReadPolicy
 from schemas.records import LogRecord, ReadProblem
@@ -363,10 +362,6 @@ def partition_count(paths: PathArg | Iterable[PathArg]) -> int | None:
     return best
 
 
-_LAST_OFFSET_DELTA = struct.Struct(">i")  # v2 batch: at byte 23 (offset 8, size 4, epoch 4, magic 1, crc 4, attrs 2)
-_V2_HEAD_BYTES = 27  # through a v2 batch's lastOffsetDelta
-
-
 @dataclass(frozen=True)
 class EntryHeads:
     """Where the entries of a segment file sit (a v2 batch, or a legacy message or compressed wrapper), as arrays in
@@ -411,15 +406,14 @@ def _walk_entry_heads(buf, start: int) -> EntryHeads:
     its lastOffsetDelta)."""
     import numpy as np
 
-    delta = _LAST_OFFSET_DELTA.unpack_from
     end, pos = len(buf), start
     positions, lasts = [], []
     while (frame := frame_entry(buf, pos, end)) is not None:
         offset, total = frame
         magic = buf[pos + MAGIC_OFFSET]
-        if offset < 0 or magic > 2 or (magic == 2 and total < _V2_HEAD_BYTES):
+        if offset < 0 or magic > 2 or (magic == 2 and total < V2_HEAD_BYTES):
             break
         positions.append(pos)
-        lasts.append(offset + delta(buf, pos + 23)[0] if magic == 2 else offset)
+        lasts.append(last_offset(buf, pos, offset, total))
         pos += total
     return EntryHeads(np.array(positions, np.int64), np.array(lasts, np.int64), pos)

@@ -395,7 +395,7 @@ def count_segment(path: str, partition: int, acc: dict | None = None, *, start_p
     import crc32c
 
     from pipelines.decoding.batches import RECORD_BATCH_OVERHEAD
-    from pipelines.decoding.framing import MAGIC_OFFSET, frame_entries
+    from pipelines.decoding.framing import MAGIC_OFFSET, frame_entries, last_offset
 
     acc = {} if acc is None else acc
     u32 = struct.Struct(">I").unpack_from
@@ -422,7 +422,7 @@ def count_segment(path: str, partition: int, acc: dict | None = None, *, start_p
                         break
                     pos, _off, total = frame
                     magic = mm[pos + MAGIC_OFFSET]
-                    last = (pos, total, _off + i32(mm, pos + 23)[0] if magic == 2 and total >= 27 else _off)
+                    last = (pos, total, last_offset(mm, pos, _off, total))
                     if magic == 2 and total >= RECORD_BATCH_OVERHEAD:
                         count = i32(mm, pos + 57)[0]
                         clean = count >= 0 and crc(mm[pos + 21:pos + total]) == u32(mm, pos + 17)[0]
