@@ -325,17 +325,46 @@ class _CColumns:
 # ================================================================================================================
 # chunk: the columns of up to ``batch_rows`` rows
 # ================================================================================================================
-class _Chunk:
-    __slots__ = ("hot", "batch", "kcache", "ktable", "key_arrays", "sparse")
+class KeyTable:
+    """The record keys a decode has met: key bytes -> the index of their entry (`kcache`), the entries
+    (`KEY_COLUMNS` tuples, `ktable`) and their Arrow form so far (`key_arrays`). A task hands one to every segment
+    it decodes (`decode_segment_to_arrow(keys=)`): the segments of an offsets partition repeat the same keys (a hot
+    partition's every segment holds most of its keys), so a table per file would parse and build each key again in
+    every file. Dropped whole past `_KTABLE_MAX` entries, at a chunk's end."""
 
-    def __init__(self, columns):
-        self.hot = columns(_HOT_TYPES)
-        self.batch = columns(_BATCH_TYPES)
-        # The key table outlives a chunk (the same keys recur across the whole segment); its Arrow form is
-        # extended with the new entries at each flush, and everything is dropped past _KTABLE_MAX entries.
+    __slots__ = ("kcache", "ktable", "key_arrays")
+
+    def __init__(self) -> None:
         self.kcache: dict = {}
         self.ktable: list = []
-        self.key_arrays: list[pa.Array] | None = None  # per key column, the key table's entries so far
+        self.key_arrays: list[pa.Array] | None = None
+
+    def key_columns(self, kids: pa.Array) -> list[pa.Array]:
+        """The key columns of the rows whose entries are `kids`; then the table dropped if it has grown too large."""
+        ktable = self.ktable
+        done = len(self.key_arrays[0]) if self.key_arrays else 0
+        if done < len(ktable):
+            new = list(zip(*ktable[done:]))
+            fresh = [pa.array(new[j], _TYPES[c]) for j, c in enumerate(KEY_COLUMNS)]
+            # one contiguous array per key column: a take from it is one pass, from chunks a search per row
+            self.key_arrays = fresh if self.key_arrays is None else [
+                pa.concat_arrays([old, f]) for old, f in zip(self.key_arrays, fresh)]
+        out = [a.take(kids) for a in self.key_arrays]
+        if len(ktable) > _KTABLE_MAX:
+            self.kcache.clear()
+            ktable.clear()
+            self.key_arrays = None
+        return out
+
+
+class _Chunk:
+    __slots__ = ("hot", "batch", "keys", "kcache", "ktable", "sparse")
+
+    def __init__(self, columns, keys: KeyTable | None = None):
+        self.hot = columns(_HOT_TYPES)
+        self.batch = columns(_BATCH_TYPES)
+        self.keys = keys if keys is not None else KeyTable()
+        self.kcache, self.ktable = self.keys.kcache, self.keys.ktable
         self.sparse: dict[str, list] = {c: [] for c in COLD_COLUMNS}
 
     def add_row(self, row: dict[str, Any]) -> None:
@@ -371,16 +400,8 @@ class _Chunk:
         for j, c in enumerate(HOT_COLUMNS):
             if c is not None:
                 arrays[c] = hot[j]
-        ktable = self.ktable
-        done = len(self.key_arrays[0]) if self.key_arrays else 0
-        if done < len(ktable):
-            new = list(zip(*ktable[done:]))
-            fresh = [pa.array(new[j], _TYPES[c]) for j, c in enumerate(KEY_COLUMNS)]
-            # one contiguous array per key column: a take from it is one pass, from chunks a search per row
-            self.key_arrays = fresh if self.key_arrays is None else [
-                pa.concat_arrays([old, f]) for old, f in zip(self.key_arrays, fresh)]
-        for j, c in enumerate(KEY_COLUMNS):
-            arrays[c] = self.key_arrays[j].take(kids)
+        for c, a in zip(KEY_COLUMNS, self.keys.key_columns(kids)):
+            arrays[c] = a
         for c, a in zip(BATCH_COLUMNS, self.batch.arrays()):
             arrays[c] = a
         for c, entries in self.sparse.items():
@@ -393,10 +414,6 @@ class _Chunk:
                 where[np.fromiter(rows_at, np.int64, len(rows_at))] = np.arange(len(rows_at), dtype=np.int32)
                 arrays[c] = pa.array(values, _TYPES[c]).take(pa.array(where, mask=where < 0))
                 entries.clear()
-        if len(ktable) > _KTABLE_MAX:
-            self.kcache.clear()
-            ktable.clear()
-            self.key_arrays = None
         return pa.RecordBatch.from_arrays([arrays[c] for c in DECODED_COLUMNS], schema=DECODED_RECORD_SCHEMA)
 
 
@@ -413,6 +430,7 @@ def decode_segment_to_arrow(
     start_position: int = 0,
     end_position: int | None = None,
     policy: ReadPolicy = DEFAULT_POLICY,
+    keys: KeyTable | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """Decoded Arrow batches (`DECODED_RECORD_SCHEMA`) of one segment file: the rows of
     ``read_batches_from_file`` + ``to_decoded_row`` / ``problem_to_row``, in order, in Arrow batches of whole log
@@ -424,6 +442,7 @@ def decode_segment_to_arrow(
     rows are those ``read_batches_from_file(..., start_position=)`` gives, positions stay absolute.
     ``end_position``: an entry boundary to stop at (a range of a split partition, `frames.ranges`); None: the
     file's end.
+    ``keys``: the key table of the segments decoded before this one (`KeyTable`); None: one of its own.
     """
     if start_position < 0:
         raise ValueError(f"start_position must be >= 0, not {start_position}")
@@ -439,7 +458,7 @@ def decode_segment_to_arrow(
         try:
             end = min(size, len(mm)) if end_position is None else min(size, len(mm), end_position)
             yield from _without_gc(_decode_buffer(mm, end, src, offsets_partition,
-                                                  max(1, batch_rows), c_ext, start_position, policy))
+                                                  max(1, batch_rows), c_ext, start_position, policy, keys))
         finally:
             mm.close()
 
@@ -464,10 +483,11 @@ def _without_gc(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
 
 
 def _decode_buffer(mm, end: int, src: str, part: int, batch_rows: int, c_ext,
-                   start: int = 0, policy: ReadPolicy = DEFAULT_POLICY) -> Iterator[pa.RecordBatch]:
+                   start: int = 0, policy: ReadPolicy = DEFAULT_POLICY, keys: KeyTable | None = None
+                   ) -> Iterator[pa.RecordBatch]:
     """The entries of ``mm[start:end]``: with the C extension, runs of clean batches in C
     (`_fastdecode.decode_entries`), and each entry it leaves (anything unusual) here, one at a time."""
-    chunk = _Chunk(_CColumns if c_ext is not None else _ListColumns)
+    chunk = _Chunk(_CColumns if c_ext is not None else _ListColumns, keys)
     hot, batch = chunk.hot, chunk.batch
     kcache = chunk.kcache
     ktable = chunk.ktable

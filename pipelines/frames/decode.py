@@ -170,6 +170,7 @@ def _decode_items(batches: Iterator[pa.RecordBatch], policy: ReadPolicy = DEFAUL
     def flush(rows):
         return rows_to_arrow(rows)
 
+    keys = None  # the task's segments share their key table (`columnar.KeyTable`)
     for batch in batches:
         for item in batch.to_pylist():
             rows: list[dict] = []
@@ -178,8 +179,9 @@ def _decode_items(batches: Iterator[pa.RecordBatch], policy: ReadPolicy = DEFAUL
                 counters.add(0, max(0, (item["size"] if end is None else end) - (item.get("start_position") or 0)))
             if item["kind"] == "segment":
                 # fast path: segment bytes straight to Arrow columns (same rows as the reference path)
-                from pipelines.decoding.columnar import decode_segment_to_arrow
+                from pipelines.decoding.columnar import KeyTable, decode_segment_to_arrow
 
+                keys = keys if keys is not None else KeyTable()
                 start = item.get("start_position") or 0
                 try:
                     # an object-store segment is fetched into the task's temp dir (from `start` on) and read there
@@ -187,7 +189,7 @@ def _decode_items(batches: Iterator[pa.RecordBatch], policy: ReadPolicy = DEFAUL
                         yield from decode_segment_to_arrow(local, offsets_partition=item["offsets_partition"],
                                                            batch_rows=ARROW_BATCH_ROWS, start_position=start,
                                                            end_position=end_position(item),
-                                                           policy=policy, source=item["path"])
+                                                           policy=policy, source=item["path"], keys=keys)
                 except (OSError, storage.StorageError) as e:  # vanished, a directory, I/O: one row, not a failure
                     yield flush([problem_to_row(ReadProblem(
                         source=item["path"], offsets_partition=item["offsets_partition"], position=-1,
