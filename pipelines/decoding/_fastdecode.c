@@ -830,9 +830,9 @@ static PyObject *py_crc32c(PyObject *self, PyObject *args) {
     return PyLong_FromUnsignedLong(c);
 }
 
-/* entry_heads(buffer, start) -> (positions, last_offsets, end): the walk of `segments.entry_heads` (the Python
-   reference, which says what each field is) over a whole segment file's bytes, from `start`: native int64 arrays
-   as bytes, one element per entry, and the position the walk stopped at. No Python object per entry: a hot
+/* entry_heads(buffer, start) -> (positions, last_offsets, records, end): the walk of `segments.entry_heads` (the
+   Python reference, which says what each field is) over a whole segment file's bytes, from `start`: native int64
+   arrays as bytes, one element per entry, and the position the walk stopped at. No Python object per entry: a hot
    partition's planning walks millions of them. */
 static PyObject *entry_heads(PyObject *self, PyObject *args) {
     Py_buffer v;
@@ -840,8 +840,9 @@ static PyObject *entry_heads(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "y*n", &v, &start)) return NULL;
     const unsigned char *m = (const unsigned char *)v.buf;
     Py_ssize_t n = v.len, pos = start < 0 ? 0 : start, count = 0, cap = 4096;
-    int64_t *positions = PyMem_RawMalloc(cap * sizeof(int64_t)), *lasts = PyMem_RawMalloc(cap * sizeof(int64_t));
-    int failed = positions == NULL || lasts == NULL;
+    int64_t *positions = PyMem_RawMalloc(cap * sizeof(int64_t)), *lasts = PyMem_RawMalloc(cap * sizeof(int64_t)),
+            *records = PyMem_RawMalloc(cap * sizeof(int64_t));
+    int failed = positions == NULL || lasts == NULL || records == NULL;
     Py_BEGIN_ALLOW_THREADS
     Py_ssize_t total;
     while (!failed && (total = frame_entry(m, pos, n)) > 0) {
@@ -849,16 +850,26 @@ static PyObject *entry_heads(PyObject *self, PyObject *args) {
         unsigned char magic = m[pos + 16];
         if (offset < 0 || magic > 2 || (magic == 2 && total < 27)) break;  /* 27: through lastOffsetDelta */
         int64_t last = magic == 2 ? offset + be32(m + pos + 23) : offset;
+        int64_t held = 1;
+        if (magic == 2 && total >= 61) {  /* 61: the whole v2 header, through recordsCount */
+            held = be32(m + pos + 57);
+        } else if (magic < 2 && count > 0) {
+            held = offset - lasts[count - 1];
+        }
+        if (held < 1) held = 1;
         if (count == cap) {
             cap *= 2;
             int64_t *p2 = PyMem_RawRealloc(positions, cap * sizeof(int64_t));
             if (p2 != NULL) positions = p2;
             int64_t *l2 = p2 == NULL ? NULL : PyMem_RawRealloc(lasts, cap * sizeof(int64_t));
             if (l2 != NULL) lasts = l2;
-            if (p2 == NULL || l2 == NULL) { failed = 1; break; }
+            int64_t *r2 = l2 == NULL ? NULL : PyMem_RawRealloc(records, cap * sizeof(int64_t));
+            if (r2 != NULL) records = r2;
+            if (p2 == NULL || l2 == NULL || r2 == NULL) { failed = 1; break; }
         }
         positions[count] = pos;
         lasts[count] = last;
+        records[count] = held;
         count++;
         pos += total;
     }
@@ -868,11 +879,13 @@ static PyObject *entry_heads(PyObject *self, PyObject *args) {
     if (failed) {
         PyErr_NoMemory();
     } else {
-        out = Py_BuildValue("(y#y#n)", (const char *)positions, count * (Py_ssize_t)sizeof(int64_t),
-                            (const char *)lasts, count * (Py_ssize_t)sizeof(int64_t), pos);
+        Py_ssize_t bytes = count * (Py_ssize_t)sizeof(int64_t);
+        out = Py_BuildValue("(y#y#y#n)", (const char *)positions, bytes, (const char *)lasts, bytes,
+                            (const char *)records, bytes, pos);
     }
     PyMem_RawFree(positions);
     PyMem_RawFree(lasts);
+    PyMem_RawFree(records);
     return out;
 }
 
@@ -881,7 +894,8 @@ static PyMethodDef methods[] = {
     {"init", init, METH_VARARGS,
      "init(key_id, control_entry, control_names, ts_types, codec_labels, offset_commit_kind)"},
     {"entry_heads", entry_heads, METH_VARARGS,
-     "entry_heads(buffer, start) -> (positions, last_offsets, end): int64 arrays as bytes (see segments.py)."},
+     "entry_heads(buffer, start) -> (positions, last_offsets, records, end): int64 arrays as bytes (see "
+     "segments.py)."},
     {"crc32c", py_crc32c, METH_VARARGS,
      "crc32c(buffer, software=False): CRC-32C as the batch header stores it (the table code when software)."},
     {NULL, NULL, 0, NULL},

@@ -30,6 +30,7 @@ LEGACY_RECORD_OVERHEAD_V0 = 14  # crc + magic + attributes + keyLength + valueLe
 MAGIC_OFFSET = 16  # the magic byte's place in an entry
 ENTRY_HEAD = struct.Struct(">qi")  # offset, size
 V2_HEAD_BYTES = 27  # a v2 batch through its lastOffsetDelta (int32 at byte 23)
+V2_RECORDS_COUNT_AT = 57  # a v2 batch's recordsCount (int32), the last field of its 61-byte header
 
 _unpack_last_offset_delta = struct.Struct(">i").unpack_from
 
@@ -43,6 +44,17 @@ def last_offset(buf, pos: int, offset: int, total: int) -> int:
     if buf[pos + MAGIC_OFFSET] == 2 and total >= V2_HEAD_BYTES:
         return offset + _unpack_last_offset_delta(buf, pos + 23)[0]
     return offset
+
+
+def records_held(buf, pos: int, offset: int, total: int, previous_last: int | None) -> int:
+    """The records the framed entry at ``buf[pos]`` holds, as its head tells, at least one: a v2 batch's
+    recordsCount; a legacy entry's offsets since ``previous_last``, the last offset of the entry before it (None:
+    one). A legacy compressed wrapper's inner count is not in its head; its offset is its last inner one's."""
+    if buf[pos + MAGIC_OFFSET] == 2:
+        held = _unpack_last_offset_delta(buf, pos + V2_RECORDS_COUNT_AT)[0] if total >= V2_RECORDS_COUNT_AT + 4 else 1
+    else:
+        held = 1 if previous_last is None else offset - previous_last
+    return max(1, held)
 
 
 def unread_range(start: int, stop: int) -> str:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from pipelines.decoding.batches import BatchItem, read_batches_from_file
-from pipelines.decoding.framing import MAGIC_OFFSET, V2_HEAD_BYTES, frame_entry, last_offset
+from pipelines.decoding.framing import MAGIC_OFFSET, V2_HEAD_BYTES, frame_entry, last_offset, records_held
 from pipelines.decoding.native import fastdecode
 from pipelines.decoding.policy import DEFAULT_POLICY, ReadPolicy
 from schemas.records import LogRecord, ReadProblem
@@ -365,12 +365,14 @@ def partition_count(paths: PathArg | Iterable[PathArg]) -> int | None:
 @dataclass(frozen=True)
 class EntryHeads:
     """Where the entries of a segment file sit (a v2 batch, or a legacy message or compressed wrapper), as arrays in
-    file order: each entry's position and last offset (v2: baseOffset + lastOffsetDelta; legacy: the entry's own
-    offset, a wrapper's being its last); `end`: where the walk stopped (the file's end, or an entry it could not
-    frame)."""
+    file order: each entry's position, its last offset (v2: baseOffset + lastOffsetDelta; legacy: the entry's own
+    offset, a wrapper's being its last) and the records it holds, as its head tells (v2: recordsCount; legacy: the
+    offsets since the entry before it in the file, one for the first: a wrapper's inner count is not in its head);
+    at least one each. `end`: where the walk stopped (the file's end, or an entry it could not frame)."""
 
     positions: np.ndarray  # int64
     last_offsets: np.ndarray  # int64
+    records: np.ndarray  # int64
     end: int
 
     def __len__(self) -> int:
@@ -387,7 +389,7 @@ def entry_heads(path: PathArg, start_position: int = 0) -> EntryHeads:
     with open(path, "rb") as f:
         size_of_file = os.fstat(f.fileno()).st_size
         if size_of_file <= start_position:
-            return EntryHeads(np.empty(0, np.int64), np.empty(0, np.int64), start_position)
+            return EntryHeads(np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.int64), start_position)
         with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
             return (_walk_entry_heads if fastdecode is None else _walk_entry_heads_in_c)(mm, start_position)
 
@@ -396,8 +398,8 @@ def _walk_entry_heads_in_c(buf, start: int) -> EntryHeads:
     """`_fastdecode.entry_heads` over a segment file's bytes `buf`: the reference's walk, in C."""
     import numpy as np
 
-    positions, lasts, end = fastdecode.entry_heads(buf, start)
-    return EntryHeads(np.frombuffer(positions, np.int64), np.frombuffer(lasts, np.int64), end)
+    positions, lasts, records, end = fastdecode.entry_heads(buf, start)
+    return EntryHeads(*(np.frombuffer(a, np.int64) for a in (positions, lasts, records)), end)
 
 
 def _walk_entry_heads(buf, start: int) -> EntryHeads:
@@ -407,13 +409,14 @@ def _walk_entry_heads(buf, start: int) -> EntryHeads:
     import numpy as np
 
     end, pos = len(buf), start
-    positions, lasts = [], []
+    positions, lasts, records = [], [], []
     while (frame := frame_entry(buf, pos, end)) is not None:
         offset, total = frame
         magic = buf[pos + MAGIC_OFFSET]
         if offset < 0 or magic > 2 or (magic == 2 and total < V2_HEAD_BYTES):
             break
+        records.append(records_held(buf, pos, offset, total, lasts[-1] if lasts else None))
         positions.append(pos)
         lasts.append(last_offset(buf, pos, offset, total))
         pos += total
-    return EntryHeads(np.array(positions, np.int64), np.array(lasts, np.int64), pos)
+    return EntryHeads(np.array(positions, np.int64), np.array(lasts, np.int64), np.array(records, np.int64), pos)

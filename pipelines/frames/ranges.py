@@ -2,15 +2,16 @@
 
 Every group lives in one offsets partition, so one busy group (or a log cleaner that died) puts most of a log in one
 partition, and one task per partition would be one long task. A partition of more than `decode.split_bytes` of
-segment bytes is cut at entry boundaries (between segment files, or inside a large one) into ranges of about that
-size (`log_ranges`). Each range is decoded by a task of its own (`frames.segment_shards`), which loads no state
-(`coordinator.streamed.StreamedShards(ranged=True)`): it gives the range's history rows (`offset_commits`: a plain commit's row needs no state, a transactional one's
-outcome is its producer's next end marker, found in the range or left pending), its tally and quarantine, and the
-rows the reduction rule keeps (`coordinator.reduction`: the last plain commit per key; every group record,
-transactional record and marker). The ranges' kept rows are then loaded in log order, as the windows of one
-streamed shard (`coordinator.streamed.load_split`), and the history rows the ranges left pending are decided with the
-markers of the ranges after them. The state is the one the whole log gives: loading a log's reduced windows one
-after another is what every streamed shard does.
+segment bytes is cut at entry boundaries (between segment files, or inside a large one) into as many ranges as that
+size goes into it, each holding about as many records (`log_ranges`). Each range is decoded by a task of its own
+(`frames.segment_shards`), which loads no state (`coordinator.streamed.StreamedShards(ranged=True)`): it gives the
+range's history rows (`offset_commits`: a plain commit's row needs no state, a transactional one's outcome is its
+producer's next end marker, found in the range or left pending), its tally and quarantine, and the rows the
+reduction rule keeps (`coordinator.reduction`: the last plain commit per key; every group record, transactional
+record and marker). The ranges' kept rows are then loaded in log order, as the windows of one streamed shard
+(`coordinator.streamed.load_split`), and the history rows the ranges left pending are decided with the markers of
+the ranges after them. The state is the one the whole log gives: loading a log's reduced windows one after another
+is what every streamed shard does.
 
 That load is the partition's one sequential pass, so a full run makes it one per core: each range hands on its kept
 and held rows in buckets of the partition's groups (`coordinator.streamed.by_group`), every control record in every
@@ -63,10 +64,11 @@ def _end(item: dict) -> int:
 
 
 def log_ranges(partition: int, items: list[dict], split_bytes: int, cores: int = 1) -> list[LogRange] | None:
-    """`items` (one offsets partition's work items, in log order) cut into ranges of at most about `split_bytes` at
-    entry boundaries, as many as a multiple of `cores` (the ranges' tasks run side by side: 5 ranges on 2 cores
-    take as long as 6); None: the partition is read whole (it is no larger, it holds something other than local
-    segment files, or it has no boundary to cut at)."""
+    """`items` (one offsets partition's work items, in log order) cut at entry boundaries into as many ranges as
+    `split_bytes` goes into their bytes, rounded up to a multiple of `cores` (the ranges' tasks run side by side: 5
+    ranges on 2 cores take as long as 6), each holding about as many records: a range's cost is its records, and a
+    compressed batch holds many in few bytes. None: the partition is read whole (it is no larger, it holds something
+    other than local segment files, or it has no boundary to cut at)."""
     total = sum(_end(i) - (i.get("start_position") or 0) for i in items)
     if split_bytes <= 0 or total <= split_bytes:
         return None
@@ -75,15 +77,19 @@ def log_ranges(partition: int, items: list[dict], split_bytes: int, cores: int =
     count = -(-total // split_bytes)
     count = -(-count // max(1, cores)) * max(1, cores)
     try:
-        return _cut(partition, items, -(-total // count))
+        return _cut(partition, items, count)
     except OSError:  # a file gone or unreadable: the whole partition's task reports it as a quarantined row
         return None
 
 
-def _cut(partition: int, items: list[dict], split_bytes: int) -> list[LogRange] | None:
+def _cut(partition: int, items: list[dict], count: int) -> list[LogRange] | None:
+    # the files' heads walked a few at a time (the C walk leaves the interpreter)
+    with ThreadPoolExecutor(min(8, os.cpu_count() or 1), thread_name_prefix="offsetlake-heads") as pool:
+        walked = list(pool.map(lambda i: entry_heads(i["path"], i.get("start_position") or 0), items))
+    per_range = max(1, -(-sum(int(h.records.sum()) for h in walked) // count))
     ranges: list[LogRange] = []
     current: list[dict] = []
-    taken, floor, top = 0, NO_FLOOR, NO_FLOOR  # bytes in `current`; the floor of `current`; the highest offset read
+    taken, floor, top = 0, NO_FLOOR, NO_FLOOR  # records in `current`; the floor of `current`; the highest offset read
 
     def close():
         nonlocal current, taken, floor
@@ -93,32 +99,27 @@ def _cut(partition: int, items: list[dict], split_bytes: int) -> list[LogRange] 
 
     def place(item: dict, heads) -> None:
         nonlocal taken, top
-        start = item.get("start_position") or 0
-        if taken >= split_bytes:
+        if taken >= per_range:
             close()
-        piece_start = start
+        piece_start = item.get("start_position") or 0
         positions, lasts = heads.positions, heads.last_offsets
+        held = np.concatenate(([0], np.cumsum(heads.records)))  # held[k]: the records of the entries before k
         done = 0  # the entries before `piece_start`
         while True:
-            # the first entry this piece reaches `split_bytes` at, after its first: the cut falls before it
-            at = int(np.searchsorted(positions, max(piece_start + split_bytes - taken, piece_start + 1)))
+            # the first entry after the piece's first at which it holds `per_range`: the cut falls before it
+            at = max(done + 1, int(np.searchsorted(held, held[done] + per_range - taken)))
             if at >= len(positions):
                 break
-            if at > done:
-                top = max(top, int(lasts[done:at].max()))
+            top = max(top, int(lasts[done:at].max()))
             current.append(dict(item, start_position=piece_start, end_position=int(positions[at])))
             close()
             piece_start, done = int(positions[at]), at
         if done < len(positions):
             top = max(top, int(lasts[done:].max()))
         current.append(dict(item, start_position=piece_start, end_position=FILE_END))
-        taken += _end(item) - piece_start
+        taken += int(held[-1] - held[done])
 
-    # the files' heads walked a few at a time (the C walk leaves the interpreter), taken in log order
-    with ThreadPoolExecutor(min(8, os.cpu_count() or 1), thread_name_prefix="offsetlake-heads") as pool:
-        walked = pool.map(lambda i: entry_heads(i["path"], i.get("start_position") or 0), items)
-        for item, heads in zip(items, walked):
-            place(item, heads)
+    for item, heads in zip(items, walked):  # in log order
+        place(item, heads)
     close()
     return ranges if len(ranges) > 1 else None
-

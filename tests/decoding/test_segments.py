@@ -182,19 +182,21 @@ def _walkers():
 
 @pytest.mark.parametrize("walker", sorted(_walkers()))
 def test_entry_heads_are_the_batches_kafka_dump_log_prints(brokerdata, walker):
-    """Every batch's position and last offset as `kafka-dump-log` printed them, and the walk ends at the file's end."""
+    """Every batch's position, last offset and record count as `kafka-dump-log` printed them, and the walk ends at
+    the file's end."""
     import re
 
     walk = _walkers()[walker]
-    line = re.compile(r"lastOffset: (\d+) .* position: (\d+) ")
+    line = re.compile(r"lastOffset: (\d+) count: (\d+) .* position: (\d+) ")
     checked = 0
     for dump in sorted(brokerdata.glob("*/dump_log/__consumer_offsets-*.txt")):
         segs = sorted((dump.parent.parent / "data" / dump.stem).glob("*.log"))
         if len(segs) != 1:
             continue
-        want = [(int(m.group(2)), int(m.group(1))) for m in map(line.search, dump.read_text().splitlines()) if m]
+        want = [(int(m.group(3)), int(m.group(1)), max(1, int(m.group(2))))
+                for m in map(line.search, dump.read_text().splitlines()) if m]
         heads = walk(segs[0])
-        assert list(zip(heads.positions.tolist(), heads.last_offsets.tolist())) == want, dump
+        assert list(zip(heads.positions.tolist(), heads.last_offsets.tolist(), heads.records.tolist())) == want, dump
         assert heads.end == segs[0].stat().st_size, dump
         checked += 1
     assert checked >= 10
@@ -227,5 +229,5 @@ def test_the_c_entry_head_walker_stops_where_the_reference_does_on_damaged_bytes
             path = tmp_path / f"{n}-{case}.log"
             path.write_bytes(bytes(buf))
             py, c = walkers["python"](path), walkers["c"](path)
-            assert (py.positions.tolist(), py.last_offsets.tolist(), py.end) == (
-                c.positions.tolist(), c.last_offsets.tolist(), c.end), (seg, case)
+            assert (py.positions.tolist(), py.last_offsets.tolist(), py.records.tolist(), py.end) == (
+                c.positions.tolist(), c.last_offsets.tolist(), c.records.tolist(), c.end), (seg, case)

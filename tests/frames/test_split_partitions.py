@@ -18,6 +18,7 @@ from pipelines.coordinator.saved import SavedShard, saved_shards
 from pipelines.coordinator.streamed import StreamedShards, by_group, load_split
 from pipelines.coordinator.tables import contract_table, group_history_rows, topic_names
 from pipelines.decoding.reader import iter_decoded_rows
+from pipelines.decoding.segments import entry_heads
 from pipelines.frames.decode import _work_batches, plan_inputs
 from pipelines.frames.ranges import NO_FLOOR, log_ranges
 from pipelines.frames.segment_shards import HELD, KEPT, _decode_and_load_task, _split_load_task, _units
@@ -117,8 +118,25 @@ def test_ranges_cut_at_entries_and_cover_every_byte(brokerdata):
         assert log_ranges(part, items, total) is None  # no larger than the setting: whole
         # three ranges' worth on two cores: cut for four (as fine as its entries allow), every byte still once
         even = log_ranges(part, items, total // 3 + 1, cores=2)
-        assert len(even) >= len(ranges) and max(r.bytes for r in even) <= max(r.bytes for r in ranges)
+        assert len(even) >= len(ranges) and max(map(_records, even)) <= max(map(_records, ranges))
         assert sum(r.bytes for r in even) == total
+        # the ranges hold about as many records each: none more than its share and one entry's
+        held = sum(map(_records, even))
+        assert held == sum(map(_records, ranges))
+        largest = max(int(entry_heads(i["path"]).records.max()) for i in items if i["size"])
+        assert max(map(_records, even)) <= -(-held // 4) + largest
+
+
+def _records(piece) -> int:
+    """The records a range's entries hold, as their heads tell (`segments.entry_heads`)."""
+    from pipelines.frames.decode import end_position
+
+    n = 0
+    for item in piece.items:
+        heads = entry_heads(item["path"], item.get("start_position") or 0)
+        end = end_position(item)
+        n += int(heads.records[heads.positions < end].sum() if end is not None else heads.records.sum())
+    return n
 
 
 def test_a_copied_segment_across_ranges_is_loaded_once(brokerdata, tmp_path):
