@@ -43,6 +43,10 @@ from pipelines.heap import gc_paused, thawed
 
 PART = "offsets_partition"
 _NO_OFFSET = np.iinfo(np.int64).min
+#: How many of a split partition's kept rows its load holds back to reduce across ranges (`across_ranges`), about
+#: 100 MB of decoded rows, and how many it loads at a time (a window's rows are Python objects while it loads).
+ACROSS_RANGES_ROWS = 200_000
+WINDOW_ROWS = 50_000
 
 
 @dataclass
@@ -313,10 +317,41 @@ def load_split(options: ReplayOptions, kept: Iterable[pa.Table], held: list[pa.T
     loader = StreamedShards(options, resume, relevant=True, commits=False, own_markers=own_markers)
     for rows in held:
         loader.hold(rows)
-    for rows in kept:
+    for rows in across_ranges(kept, options.is_modern):
         settled = loader.load(rows)
         yield settled, loader.take_group_events()
     yield loader.finish()
+
+
+def across_ranges(kept: Iterable[pa.Table], modern: bool) -> Iterator[pa.Table]:
+    """A split partition's ranges' kept rows (`kept`, in log order) reduced again across the ranges (`reduction`):
+    each range keeps its own last commit of a key, and most keys are committed in every range. The rows are held
+    back while there are at most `ACROSS_RANGES_ROWS` of them, and reduced together once there are more; what is
+    still more after that is loaded as it stands (less reduced, as right), so a load holds about twice that many
+    besides its state. The rows are handed on in windows of at most `WINDOW_ROWS`."""
+    rows = ACROSS_RANGES_ROWS
+
+    def windows(tables: list[pa.Table]) -> Iterator[pa.Table]:
+        for t in tables:
+            for start in range(0, max(t.num_rows, 1), WINDOW_ROWS):
+                yield t.slice(start, WINDOW_ROWS)
+
+    held: list[pa.Table] = []
+    count = 0
+    for table in kept:
+        held.append(table)
+        count += table.num_rows
+        if count <= rows:
+            continue
+        if len(held) > 1:
+            held = [state_relevant_rows(pa.concat_tables(held), modern)]
+            count = held[0].num_rows
+        if count > rows:
+            yield from windows(held)
+            held, count = [], 0
+    if len(held) > 1:
+        held = [state_relevant_rows(pa.concat_tables(held), modern)]
+    yield from windows(held)
 
 
 def producers_of(tables: Iterable[pa.Table]) -> set[int]:

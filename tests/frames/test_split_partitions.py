@@ -6,6 +6,8 @@ brokers' ground truth). On generated logs, both semantics, cut anywhere, the ran
 the streamed whole log's state, history, pending rows and markers."""
 from __future__ import annotations
 
+from unittest import mock
+
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
@@ -13,6 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pipelines.coordinator.options import ReplayOptions
+from pipelines.coordinator import streamed
 from pipelines.coordinator.shard import replay_rows, tabulate_shards
 from pipelines.coordinator.saved import SavedShard, saved_shards
 from pipelines.coordinator.streamed import StreamedShards, by_group, load_split
@@ -234,6 +237,11 @@ def test_ranges_load_like_the_whole_log(semantics, ops, data):
     cuts = sorted(set(data.draw(st.lists(st.integers(1, max(1, table.num_rows - 1)), max_size=6), label="cuts")))
     cuts = [c for c in cuts if 0 < c < table.num_rows]
     buckets = data.draw(st.integers(1, 4), label="buckets")
-    whole, split = _compared(table, semantics, []), _compared(table, semantics, cuts, buckets)
+    # how many kept rows a load holds back to reduce across ranges, and loads at a time (`streamed.across_ranges`)
+    held = data.draw(st.sampled_from([0, 1, 3, streamed.ACROSS_RANGES_ROWS]), label="across_ranges_rows")
+    window = data.draw(st.sampled_from([1, 2, streamed.WINDOW_ROWS]), label="window_rows")
+    whole = _compared(table, semantics, [])
+    with mock.patch.object(streamed, "ACROSS_RANGES_ROWS", held), mock.patch.object(streamed, "WINDOW_ROWS", window):
+        split = _compared(table, semantics, cuts, buckets)
     for t in whole:
-        assert split[t] == whole[t], f"{semantics} {t} cut at {cuts}, groups in {buckets} buckets"
+        assert split[t] == whole[t], f"{semantics} {t} cut at {cuts}, groups in {buckets} buckets, held {held}"
