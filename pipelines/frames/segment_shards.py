@@ -455,9 +455,12 @@ def load_on_spark(spark, plan, options: ReplayOptions, cut: tuple, split_by=None
     if split:
         if emit is not None:
             emit(f"          loading {len(split)} split offsets partition(s) from their ranges' kept rows")
+        pairs = [(shard, b) for shard in split for b in range(buckets)]
         loads = (envelope.where(F.col("table").isin(KEPT, HELD)).select("table", "shard", "payload", "seq", "bucket")
-                 .groupBy("shard", "bucket").applyInArrow(_split_load_task(options, split_by, stage, state_stage,
-                                                                           previous, cpu, buckets), FUSED_DDL)
+                 .withColumn("slot", _slot_column(spark, pairs)).repartition(len(pairs), "slot")
+                 .groupBy("slot", "shard", "bucket").applyInArrow(_split_load_task(options, split_by, stage,
+                                                                                   state_stage, previous, cpu,
+                                                                                   buckets), FUSED_DDL)
                  .persist(StorageLevel.MEMORY_AND_DISK))
         persisted.append(loads)
         small = pa.concat_tables([small, _collected(loads)])
@@ -489,6 +492,28 @@ def load_on_spark(spark, plan, options: ReplayOptions, cut: tuple, split_by=None
                            TABLES["offset_commits"])
     return LoadedOnSpark(envelope, log, {"decode": cpu[0].value, "load": cpu[1].value}, max(sizes, default=-1),
                          split_by, rest, history, saved, tuple(persisted))
+
+
+def _slot_column(spark, pairs: list[tuple[int, int]]):
+    """A column that puts each of `pairs` (a split partition and a bucket of its groups) in a partition of its own
+    under `repartition(len(pairs), column)`: each bucket's load a task of its own, side by side. Grouping by
+    (shard, bucket) alone hashes them into `spark.sql.shuffle.partitions`, and two of a partition's buckets often
+    share one (with 8, 13 of 50 partitions' 2 buckets did), loading one after the other. The values are ones whose
+    hash Spark itself puts in partitions 0, 1, ... (asked once, of a few numbers)."""
+    from pyspark.sql import functions as F
+
+    n = len(pairs)
+    first: dict[int, int] = {}
+    tried = 0
+    while len(first) < n:
+        probe = spark.range(tried, tried + 64 * n).select("id", F.expr(f"pmod(hash(id), {n})").alias("p")).toArrow()
+        for value, p in zip(probe.column("id").to_pylist(), probe.column("p").to_pylist()):
+            first.setdefault(p, value)
+        tried += 64 * n
+    column = F.lit(None).cast("long")
+    for slot, (shard, bucket) in enumerate(pairs):
+        column = F.when((F.col("shard") == shard) & (F.col("bucket") == bucket), F.lit(first[slot])).otherwise(column)
+    return column
 
 
 def _collected(envelope) -> pa.Table:
