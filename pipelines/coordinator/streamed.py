@@ -327,8 +327,8 @@ def across_ranges(kept: Iterable[pa.Table], modern: bool) -> Iterator[pa.Table]:
     """A split partition's ranges' kept rows (`kept`, in log order) reduced again across the ranges (`reduction`):
     each range keeps its own last commit of a key, and most keys are committed in every range. The rows are held
     back while there are at most `ACROSS_RANGES_ROWS` of them, and reduced together once there are more; what is
-    still more after that is loaded as it stands (less reduced, as right), so a load holds about twice that many
-    besides its state. The rows are handed on in windows of at most `WINDOW_ROWS`."""
+    still more after that is loaded as it stands (less reduced, which gives the same state), so a load holds about
+    twice that many besides its state. The rows are handed on in windows of at most `WINDOW_ROWS`."""
     rows = ACROSS_RANGES_ROWS
 
     def windows(tables: list[pa.Table]) -> Iterator[pa.Table]:
