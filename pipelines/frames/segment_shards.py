@@ -55,6 +55,7 @@ LOAD_BUFFER_BYTES = 5 * 1024 * 1024
 #: pickled and lz4-framed (`io.blobs.to_pickled_blob`): made into `group_history` rows by the tasks of the write once the run's
 #: topic names are known (`group_history_on_spark`), off the one task that loads a split partition
 GROUP_EVENTS = "_group_events"
+EVENTS_PER_BLOB = 2_000
 KEPT = "_kept"  # a range of a split partition: the rows its partition's load reads of it (`frames.ranges`)
 HELD = "_held"  # a range of a split partition: its history rows whose transaction no marker in it ended
 # `seq`: a range's rows in its partition's log order (KEPT then HELD of range 0, then of range 1, ...); `bucket`:
@@ -343,8 +344,11 @@ def _split_load_task(options: ReplayOptions, split_by=None, stage=None, state_st
 
 
 def _group_events(taken: list[tuple[int, list]]) -> list[tuple]:
-    """Envelope rows (`GROUP_EVENTS`) of the group events a load took, one per offsets partition."""
-    return [_row(GROUP_EVENTS, part, to_pickled_blob(events)) for part, events in taken]
+    """Envelope rows (`GROUP_EVENTS`) of the group events a load took, `EVENTS_PER_BLOB` at most in each: the tasks
+    that make them into rows take the blobs in turn (`group_history_on_spark`), so a hot partition's few large
+    windows of events would leave one core with most of them."""
+    return [_row(GROUP_EVENTS, part, to_pickled_blob(events[i:i + EVENTS_PER_BLOB]))
+            for part, events in taken for i in range(0, len(events), EVENTS_PER_BLOB)]
 
 
 def _closed(shard: int, pending: pa.Table, split_by, writer) -> list[tuple]:
