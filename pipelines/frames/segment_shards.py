@@ -459,9 +459,9 @@ def load_on_spark(spark, plan, options: ReplayOptions, cut: tuple, split_by=None
     if split:
         if emit is not None:
             emit(f"          loading {len(split)} split offsets partition(s) from their ranges' kept rows")
-        pairs = [(shard, b) for shard in split for b in range(buckets)]
+        slot, tasks = _slot_column(spark, split, buckets, spark.sparkContext.defaultParallelism * TASKS_PER_CORE)
         loads = (envelope.where(F.col("table").isin(KEPT, HELD)).select("table", "shard", "payload", "seq", "bucket")
-                 .withColumn("slot", _slot_column(spark, pairs)).repartition(len(pairs), "slot")
+                 .withColumn("slot", slot).repartition(tasks, "slot")
                  .groupBy("slot", "shard", "bucket").applyInArrow(_split_load_task(options, split_by, stage,
                                                                                    state_stage, previous, cpu,
                                                                                    buckets), FUSED_DDL)
@@ -498,15 +498,16 @@ def load_on_spark(spark, plan, options: ReplayOptions, cut: tuple, split_by=None
                          split_by, rest, history, saved, tuple(persisted))
 
 
-def _slot_column(spark, pairs: list[tuple[int, int]]):
-    """A column that puts each of `pairs` (a split partition and a bucket of its groups) in a partition of its own
-    under `repartition(len(pairs), column)`: each bucket's load a task of its own, side by side. Grouping by
-    (shard, bucket) alone hashes them into `spark.sql.shuffle.partitions`, and two of a partition's buckets often
-    share one (with 8, 13 of 50 partitions' 2 buckets did), loading one after the other. The values are ones whose
-    hash Spark itself puts in partitions 0, 1, ... (asked once, of a few numbers)."""
+def _slot_column(spark, split: list[int], buckets: int, tasks: int):
+    """(column, n): a column that puts the `buckets` buckets of each partition of `split` in partitions of their own
+    under `repartition(n, column)`, one per pair while there are at most `tasks` (or `buckets`) of them, else the
+    pairs in turn: a partition's buckets load side by side. Grouping by (shard, bucket) alone hashes them into
+    `spark.sql.shuffle.partitions`, and two of a partition's buckets often share one (with 8, 13 of 50 partitions'
+    2 buckets did), loading one after the other. The values are ones whose hash Spark itself puts in partitions 0,
+    1, ... (asked once, of a few numbers)."""
     from pyspark.sql import functions as F
 
-    n = len(pairs)
+    n = max(buckets, min(len(split) * buckets, tasks))
     first: dict[int, int] = {}
     tried = 0
     while len(first) < n:
@@ -514,10 +515,10 @@ def _slot_column(spark, pairs: list[tuple[int, int]]):
         for value, p in zip(probe.column("id").to_pylist(), probe.column("p").to_pylist()):
             first.setdefault(p, value)
         tried += 64 * n
-    column = F.lit(None).cast("long")
-    for slot, (shard, bucket) in enumerate(pairs):
-        column = F.when((F.col("shard") == shard) & (F.col("bucket") == bucket), F.lit(first[slot])).otherwise(column)
-    return column
+    index = F.element_at(F.create_map(*[F.lit(x) for i, shard in enumerate(split) for x in (shard, i)]),
+                         F.col("shard"))
+    slot = F.pmod(index * F.lit(buckets) + F.col("bucket"), F.lit(n))
+    return F.element_at(F.array(*[F.lit(first[p]).cast("long") for p in range(n)]), slot + 1), n
 
 
 def _collected(envelope) -> pa.Table:

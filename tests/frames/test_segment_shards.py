@@ -315,20 +315,24 @@ def test_a_run_that_fails_after_the_shards_leaves_no_history_file(spark, setting
 
 
 def test_each_bucket_of_a_split_partition_is_loaded_by_a_task_of_its_own(spark):
-    """The split load's shuffle puts every (partition, bucket) in a partition of its own, so the buckets load side
-    by side: hashed as (shard, bucket) into `spark.sql.shuffle.partitions`, both of partition 2's 2 buckets shared
-    one task."""
+    """The split load's shuffle puts every bucket of a partition in a task of its own, and every (partition, bucket)
+    in its own while there are no more than the tasks: hashed as (shard, bucket) into `spark.sql.shuffle.partitions`,
+    both of partition 2's 2 buckets shared one task."""
     from pyspark.sql import functions as F
 
     from pipelines.frames.segment_shards import _slot_column
 
-    for split, buckets in [([2], 2), ([2, 4, 11, 12, 16], 2), (list(range(50)), 1), ([7], 8), ([0, 49], 3)]:
+    for split, buckets in [([2], 2), ([2, 4, 11, 12], 2), ([2, 4, 11, 12, 16], 2), (list(range(50)), 1), ([7], 8),
+                           ([0, 49], 3), ([3, 5, 8], 4)]:
         pairs = [(shard, b) for shard in split for b in range(buckets)]
         rows = spark.createDataFrame([(shard, b, i) for shard, b in pairs for i in range(3)],
                                      "shard int, bucket int, i int")
-        placed = (rows.withColumn("slot", _slot_column(spark, pairs)).repartition(len(pairs), "slot")
+        slot, n = _slot_column(spark, split, buckets, 8)
+        placed = (rows.withColumn("slot", slot).repartition(n, "slot")
                   .select("shard", "bucket", F.spark_partition_id().alias("task")).distinct().collect())
         tasks: dict[int, set] = {}
         for r in placed:
             tasks.setdefault(r.task, set()).add((r.shard, r.bucket))
-        assert sorted(map(len, tasks.values())) == [1] * len(pairs), (split, buckets, tasks)
+        assert n == max(buckets, min(len(pairs), 8)) and len(tasks) == n, (split, buckets, tasks)
+        for held in tasks.values():
+            assert len({shard for shard, _ in held}) == len(held), (split, buckets, tasks)  # no partition twice
