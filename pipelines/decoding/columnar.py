@@ -358,13 +358,12 @@ class KeyTable:
 
 
 class _Chunk:
-    __slots__ = ("hot", "batch", "keys", "kcache", "ktable", "sparse")
+    __slots__ = ("hot", "batch", "keys", "sparse")
 
     def __init__(self, columns, keys: KeyTable | None = None):
         self.hot = columns(_HOT_TYPES)
         self.batch = columns(_BATCH_TYPES)
         self.keys = keys if keys is not None else KeyTable()
-        self.kcache, self.ktable = self.keys.kcache, self.keys.ktable
         self.sparse: dict[str, list] = {c: [] for c in COLD_COLUMNS}
 
     def add_row(self, row: dict[str, Any]) -> None:
@@ -374,8 +373,9 @@ class _Chunk:
 
     def _hot_tuple(self, row: dict[str, Any], i: int) -> tuple:
         """The hot tuple of a reference row that is chunk row ``i``; its key and cold columns recorded."""
-        kid = len(self.ktable)
-        self.ktable.append(tuple(row[c] for c in KEY_COLUMNS))
+        ktable = self.keys.ktable
+        kid = len(ktable)
+        ktable.append(tuple(row[c] for c in KEY_COLUMNS))
         sparse = self.sparse
         for c in COLD_COLUMNS:
             v = row[c]
@@ -489,8 +489,8 @@ def _decode_buffer(mm, end: int, src: str, part: int, batch_rows: int, c_ext,
     (`_fastdecode.decode_entries`), and each entry it leaves (anything unusual) here, one at a time."""
     chunk = _Chunk(_CColumns if c_ext is not None else _ListColumns, keys)
     hot, batch = chunk.hot, chunk.batch
-    kcache = chunk.kcache
-    ktable = chunk.ktable
+    kcache = chunk.keys.kcache
+    ktable = chunk.keys.ktable
     ctl_types = chunk.sparse["control_type"]
     ctl_epochs = chunk.sparse["coordinator_epoch"]
     pending: list = []

@@ -32,7 +32,7 @@ ENTRY_HEAD = struct.Struct(">qi")  # offset, size
 V2_HEAD_BYTES = 27  # a v2 batch through its lastOffsetDelta (int32 at byte 23)
 V2_RECORDS_COUNT_AT = 57  # a v2 batch's recordsCount (int32), the last field of its 61-byte header
 
-_unpack_last_offset_delta = struct.Struct(">i").unpack_from
+_unpack_int32 = struct.Struct(">i").unpack_from
 
 _unpack_head = ENTRY_HEAD.unpack_from
 
@@ -42,7 +42,7 @@ def last_offset(buf, pos: int, offset: int, total: int) -> int:
     baseOffset + lastOffsetDelta (when it is long enough to hold it); a legacy entry's own offset (a compressed
     wrapper carries its last inner offset)."""
     if buf[pos + MAGIC_OFFSET] == 2 and total >= V2_HEAD_BYTES:
-        return offset + _unpack_last_offset_delta(buf, pos + 23)[0]
+        return offset + _unpack_int32(buf, pos + 23)[0]
     return offset
 
 
@@ -51,7 +51,7 @@ def records_held(buf, pos: int, offset: int, total: int, previous_last: int | No
     recordsCount; a legacy entry's offsets since ``previous_last``, the last offset of the entry before it (None:
     one). A legacy compressed wrapper's inner count is not in its head; its offset is its last inner one's."""
     if buf[pos + MAGIC_OFFSET] == 2:
-        held = _unpack_last_offset_delta(buf, pos + V2_RECORDS_COUNT_AT)[0] if total >= V2_RECORDS_COUNT_AT + 4 else 1
+        held = _unpack_int32(buf, pos + V2_RECORDS_COUNT_AT)[0] if total >= V2_RECORDS_COUNT_AT + 4 else 1
     else:
         held = 1 if previous_last is None else offset - previous_last
     return max(1, held)
