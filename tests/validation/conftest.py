@@ -54,7 +54,8 @@ def as_suspects(tables: dict, as_of_ms: int, num_partitions: int, settings) -> d
         filt = suspect_filter(spec)
         if filt is None or spec.table not in tables:
             continue
-        whole = tables[spec.table].toArrow()
+        frame = tables[spec.table]
+        whole = frame if isinstance(frame, pa.Table) else frame.toArrow()
         schema = pa.schema([f.with_nullable(True) for f in arrow_schema(TABLES[spec.table])])
         whole = pa.table([whole.column(f.name).cast(f.type) for f in schema], schema=schema)
         parts = whole.column("offsets_partition")
@@ -62,7 +63,7 @@ def as_suspects(tables: dict, as_of_ms: int, num_partitions: int, settings) -> d
                   for p in pc.unique(parts).to_pylist()]
         out[spec.table] = Suspects.gather(spec.table, [filt.split(t) for t in shards],
                                           pa.schema([schema.field(c) for c in filt.columns]),
-                                          frame=tables[spec.table])
+                                          frame=None if isinstance(frame, pa.Table) else frame)
     return out
 
 
@@ -73,7 +74,8 @@ def validator(spark, settings, gx_context):
     from pipelines.validation.runner import run_validation
 
     def _run(rows, engine, *, suites=None, settings_=None, with_markers=True, with_accounting=True):
-        inputs = build_inputs(spark, rows)
+        # the pandas engine and the suspects take Arrow, as the routes give the state tables: no Spark job
+        inputs = build_inputs(spark, rows, arrow=engine != "spark")
         tables = inputs["tables"]
         if engine == "suspects":
             tables = as_suspects(tables, AS_OF_MS, N, settings_ or settings)

@@ -7,7 +7,10 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
+import pyarrow as pa
+
 from pipelines.coordinator.partitioner import partition_for
+from pipelines.io.delta import arrow_schema
 from schemas.tables import TABLES
 
 UTC = timezone.utc
@@ -153,6 +156,8 @@ def clean_rows() -> dict[str, list[dict]]:
 
 
 MARKERS_DDL = "offsets_partition int, producer_id bigint, offset bigint, control_type string"
+MARKERS_SCHEMA = pa.schema([("offsets_partition", pa.int32()), ("producer_id", pa.int64()), ("offset", pa.int64()),
+                            ("control_type", pa.string())])
 
 
 def _relaxed(schema):
@@ -162,8 +167,10 @@ def _relaxed(schema):
     return StructType([f.__class__(f.name, f.dataType, True) for f in schema.fields])
 
 
-def build_inputs(spark, rows: dict) -> dict:
-    """Frames for `run_validation`: {"tables": …, "markers": DataFrame, "accounting": Accounting}."""
+def build_inputs(spark, rows: dict, *, arrow: bool = False) -> dict:
+    """Inputs for `run_validation`: {"tables": …, "markers": …, "accounting": Accounting}. The tables and markers
+    are Spark DataFrames, or Arrow tables when `arrow` (as the routes give the state tables; the pandas engine then
+    validates them with no Spark job to collect them)."""
     from pipelines.validation.accounting import Accounting
 
     tables = {}
@@ -171,9 +178,14 @@ def build_inputs(spark, rows: dict) -> dict:
         if name in ("markers", "accounting"):
             continue
         schema = _relaxed(TABLES[name])
-        tables[name] = spark.createDataFrame([tuple(r.get(f) for f in schema.fieldNames()) for r in data], schema)
-    markers = spark.createDataFrame(
-        [(m["offsets_partition"], m["producer_id"], m["offset"], m["control_type"]) for m in rows["markers"]],
-        MARKERS_DDL,
-    )
+        if arrow:
+            tables[name] = pa.Table.from_pylist(data, schema=arrow_schema(schema))
+        else:
+            tables[name] = spark.createDataFrame([tuple(r.get(f) for f in schema.fieldNames()) for r in data],
+                                                 schema)
+    marker_rows = [(m["offsets_partition"], m["producer_id"], m["offset"], m["control_type"]) for m in rows["markers"]]
+    if arrow:
+        markers = pa.Table.from_pylist([dict(zip(MARKERS_SCHEMA.names, m)) for m in marker_rows], schema=MARKERS_SCHEMA)
+    else:
+        markers = spark.createDataFrame(marker_rows, MARKERS_DDL)
     return {"tables": tables, "markers": markers, "accounting": Accounting.from_dict(rows["accounting"])}
