@@ -34,6 +34,12 @@ UNREAD_COLUMNS = ("key", "value", "source", "error", "batch_position", "codec", 
 REPLAY_COLUMNS = tuple(f.name for f in DECODED_RECORD_SCHEMA if f.name not in UNREAD_COLUMNS)
 
 
+def without_unread(table: pa.Table) -> pa.Table:
+    """`table` without the `UNREAD_COLUMNS` it holds."""
+    names = set(table.column_names)  # column_names builds a list on every access
+    return table.drop_columns([c for c in UNREAD_COLUMNS if c in names])
+
+
 @dataclass
 class ShardsResult:
     tables: dict[str, pa.Table]  # SHARD_TABLES, contract columns
@@ -74,9 +80,13 @@ def _in_log_order(table: pa.Table) -> bool:
 def loader_rows(table: pa.Table) -> list[Row | OffsetCommit]:
     """Decoded rows as the loaders read them, in the table's order: offset commits as `OffsetCommit`s, the other
     records (group records, markers) as `SparseRow`s of the columns their kind fills."""
-    table = table.drop_columns([c for c in UNREAD_COLUMNS if c in table.column_names])
+    table = without_unread(table)
     mask = pc.fill_null(pc.equal(table.column("record_kind"), "offset_commit"), False)
     is_offset = mask.to_pylist()
+    if all(is_offset):  # a filter copies every column: only when the window holds both kinds
+        return offset_commits(table)
+    if not any(is_offset):
+        return _sparse_rows(table)
     offset_rows = iter(offset_commits(table.filter(mask)))
     other_rows = iter(_sparse_rows(table.filter(pc.invert(mask))))
     return [next(offset_rows) if o else next(other_rows) for o in is_offset]

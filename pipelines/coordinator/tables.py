@@ -297,9 +297,6 @@ def offset_commits_table(rows: pa.Table, outcomes: pa.Table, snapshot_id: str) -
     """The history (`offset_commits`) of the offset-commit records among `rows` (decoded rows the shards were
     loaded from, in log order per offsets partition), column by column; `outcomes` (offsets_partition, offset,
     txn_outcome) gives the transactional records' outcome, every other record has none."""
-    from pipelines.io.delta import arrow_schema
-    from schemas.tables import TABLES
-
     # the columns first: a filter copies every column it is given
     commits = rows.select(
         ["offsets_partition", "offset", "group_id", "topic", "partition", "committed_offset", "commit_timestamp",
@@ -333,7 +330,7 @@ def offset_commits_table(rows: pa.Table, outcomes: pa.Table, snapshot_id: str) -
         "txn_marker_offset": decided["txn_marker_offset"],
         "txn_marker_timestamp": timestamp(decided["txn_marker_timestamp"]),
     }
-    schema = arrow_schema(TABLES["offset_commits"])
+    schema = table_schema("offset_commits")
     return once_per_record(pa.Table.from_arrays([columns[f.name].cast(f.type) for f in schema], schema=schema))
 
 

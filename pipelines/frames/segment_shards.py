@@ -36,7 +36,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipelines.coordinator.options import ReplayOptions
-from pipelines.coordinator.shard import PART, UNREAD_COLUMNS, tabulate_shards
+from pipelines.coordinator.shard import PART, tabulate_shards, without_unread
 from pipelines.frames.shards import (CHUNK_ROWS, ENVELOPE_DDL, MARKERS, SUSPECTS, SparkShards,
                                      shards_from_envelope)
 from pipelines.incremental.saved import SavedShards
@@ -203,7 +203,7 @@ def _decode_and_load_task(slices: list[list[tuple]], policy, options: ReplayOpti
                 out = []
                 if pc.any(is_error).as_py():  # the quarantine, packed as it comes
                     out.append(_row(LOG, shard, to_blob(window.filter(is_error))))
-                settled = loader.load(window.drop_columns([c for c in UNREAD_COLUMNS if c in window.column_names]))
+                settled = loader.load(without_unread(window))
                 del window
                 out.extend(_history(shard, settled, split_by, writer))
                 out.extend(_group_events(loader.take_group_events()))

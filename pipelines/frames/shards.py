@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 
 from pipelines.coordinator.expiry import ExpiryOptions
 from pipelines.coordinator.options import ReplayOptions
-from pipelines.coordinator.shard import MARKER_COLUMNS, PART, SHARD_TABLES, UNREAD_COLUMNS, replay_shards
+from pipelines.coordinator.shard import MARKER_COLUMNS, PART, SHARD_TABLES, replay_shards, without_unread
 from pipelines.frames.decoded_log import from_blobs
 from pipelines.io.blobs import BlobRows, from_blob, opened, to_blob
 from pipelines.validation.suspects import SuspectFilter, Suspects
@@ -46,7 +46,7 @@ def _shard_task(options: ReplayOptions, expiry: ExpiryOptions | None, names: dic
         rows = from_blobs(blobs.column("payload").to_pylist())
         progress = f"{rows.num_rows},{input_bytes.get(shard, 0)}".encode()
         del blobs
-        rows = rows.drop_columns([c for c in UNREAD_COLUMNS if c in rows.column_names])
+        rows = without_unread(rows)
         result = replay_shards(rows, options, expiry, names, keep)
         tables = dict(result.tables)
         tables[MARKERS] = result.markers

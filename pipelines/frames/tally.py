@@ -95,8 +95,8 @@ def tally_rows(table: pa.Table, until_offset: int | None = None, until_time_ms: 
     n = table.num_rows
     if n == 0:
         return TALLY_SCHEMA.empty_table()
-    table = pa.table({c: table.column(c).cast(DECODED_RECORD_SCHEMA.field(c).type)
-                      for c in TALLY_COLUMNS if c in table.column_names})
+    names = set(table.column_names)  # column_names builds a list on every access
+    table = pa.table({c: table.column(c).cast(DECODED_RECORD_SCHEMA.field(c).type) for c in TALLY_COLUMNS if c in names})
     kind = table.column("record_kind")
     ts = table.column("timestamp")
     offset = table.column("offset")
