@@ -4,6 +4,7 @@ from __future__ import annotations
 import os
 import sys
 
+from pipelines import class_archive
 from pipelines.config import Settings
 
 
@@ -75,8 +76,10 @@ def spark_builder(settings: Settings, app_name: str | None = None):
     if not settings.launched_by_spark_submit:  # under spark-submit the driver JVM is already running
         opts = conf.get("spark.driver.extraJavaOptions", "")
         if "log4j2.configurationFile" not in opts and "log4j.configurationFile" not in opts:
-            conf["spark.driver.extraJavaOptions"] = (
-                f"{opts} -Dlog4j2.configurationFile=file:{_log4j2_file(spark_log_level(settings))}").strip()
+            opts = f"{opts} -Dlog4j2.configurationFile=file:{_log4j2_file(spark_log_level(settings))}"
+        if "SharedArchiveFile" not in opts and "ArchiveClassesAtExit" not in opts:
+            opts = f"{opts} {class_archive.java_options()}"
+        conf["spark.driver.extraJavaOptions"] = opts.strip()
     # The tasks read and write s3:// themselves (pipelines/io/storage.py): executors get the driver's S3 settings.
     # Spark redacts keys matching secret/token/access key in its UI and logs.
     for k in S3_ENV:
