@@ -169,8 +169,9 @@ def _of(table: pa.Table, partition: int) -> pa.Table:
 
 
 def latest_namers(naming: pa.Table) -> pa.Table:
-    """The rows of `naming` (type-4 values of one shard) that are the latest to name some topic id."""
-    if naming.num_rows <= 1:
+    """The rows of `naming` (type-4 records of one shard) that are the latest to name some topic id: a tombstone, or
+    a value superseded for every topic it named, is none of them, alone or not."""
+    if naming.num_rows == 0:
         return naming
     naming = naming.sort_by([("offset", "ascending")])
     namer: dict[str, int] = {}

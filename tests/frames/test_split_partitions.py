@@ -247,3 +247,13 @@ def test_ranges_load_like_the_whole_log(semantics, ops, data):
         split = _compared(table, semantics, cuts, buckets)
     for t in whole:
         assert split[t] == whole[t], f"{semantics} {t} cut at {cuts}, groups in {buckets} buckets, held {held}"
+
+
+def test_a_bucket_whose_only_naming_record_is_a_tombstone_saves_no_namer():
+    """Found by the property above: a bucket whose groups' only type-4 record is a tombstone saved that tombstone as
+    a topic's namer, where the whole partition's load (the same tombstone among others) saved none."""
+    ops = [("cg_delete", "g0"), ("commit", "g0", ("a", 0), 0, -1), ("commit", "g0", ("a", 0), 0, -1),
+           ("commit", "g0", ("a", 0), 0, -1), ("cg_delete", "g0"), ("cg_delete", "g1")]
+    table = to_table([r for r in build_log(ops, partition=0).rows if r["record_kind"] not in ("error", "unknown")])
+    whole = _compared(table, "modern", [])
+    assert _compared(table, "modern", [1], buckets=3) == whole
