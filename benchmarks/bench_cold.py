@@ -1,11 +1,16 @@
 """Benchmark: a cold `offsetlake rebuild` against the floor of any cold Spark job, in one sitting.
 
     .venv/bin/python benchmarks/bench_cold.py [--input ../shared/brokerdata/classic-basic/data] [--runs 3]
+                                              [--records 1000000 2000000]
 
 Each run is a new process, as a nightly `spark-submit` or an on-call engineer's CLI is: the floor is a bare session
 start plus one tiny job (`spark.range(1).count()`, with the run's settings: the same JVM options and class archive),
 the rebuild is the CLI on the input into a fresh warehouse. The two alternate; the medians and their ratio are
 printed as one JSON line.
+
+With --records, a cold CLI rebuild of a generated dump of each size (the bench_rebuild generator, reused from
+--dir) is timed too, beside aiokafka's C reader over the same bytes in the same run: records/s per core against
+that floor, one JSON line each.
 """
 from __future__ import annotations
 
@@ -38,6 +43,8 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--input", type=Path, default=ROOT.parent / "shared" / "brokerdata" / "classic-basic" / "data")
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--records", type=int, nargs="*", default=[])
+    ap.add_argument("--dir", type=Path, default=Path("/tmp/offsetlake-bench"))
     args = ap.parse_args()
     if not args.input.exists():
         sys.exit(f"no input at {args.input}")
@@ -58,7 +65,40 @@ def main() -> None:
                       "rebuild_s": [round(x, 2) for x in rebuild], "floor_median_s": round(f, 2),
                       "rebuild_median_s": round(r, 2), "rebuild_over_floor": round(r / f, 2),
                       "class_archive": bool(class_archive.java_options())}))
+    for records in args.records:
+        print(json.dumps(cold_rebuild_of(records, args.dir)))
 
+
+def cold_rebuild_of(records: int, root: Path) -> dict:
+    """A cold CLI rebuild of a generated dump of `records` records (1,000 records a group, 50 partitions), against
+    aiokafka's floor over its bytes."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from bench_rebuild import decode_floor
+    from simulator import generate_sample
+
+    groups = max(1, records // 1000)
+    dump = root / f"dump-{records}-{groups}-50"
+    if not dump.exists():
+        generate_sample(dump, records=records, groups=groups, partitions=50, seed=1)
+    floor = decode_floor(dump)
+    work = Path(tempfile.mkdtemp(prefix="offsetlake-bench-cold-"))
+    try:
+        started = time.monotonic()
+        r = subprocess.run([sys.executable, "-m", "jobs.cli", "rebuild", "--input", str(dump), "--warehouse",
+                            str(work / "wh"), "--snapshot-id", "cold", "--quiet", "--json"], cwd=ROOT,
+                           capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+        wall = time.monotonic() - started
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    if r.returncode != 0:
+        sys.exit(f"cold rebuild of {dump} exited {r.returncode}: {r.stderr.strip().splitlines()[-1:]}")
+    summary = json.loads(r.stdout.strip().splitlines()[-1])
+    cores = os.cpu_count() or 1
+    per_core = summary["records_in"] / wall / cores
+    return {"dump": str(dump), "records": summary["records_in"], "cold_wall_s": round(wall, 1),
+            "records_per_s_per_core": round(per_core), "floor_records_per_s_per_core": floor["records_per_s_per_core"],
+            "of_floor": round(per_core / floor["records_per_s_per_core"], 3) if floor["records_per_s_per_core"] else None,
+            "stage_seconds": {k: round(v, 1) for k, v in summary["stage_seconds"].items()}}
 
 if __name__ == "__main__":
     main()
