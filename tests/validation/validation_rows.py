@@ -10,7 +10,9 @@ from datetime import datetime, timedelta, timezone
 import pyarrow as pa
 
 from pipelines.coordinator.partitioner import partition_for
+from pipelines.coordinator.shard import MARKER_COLUMNS
 from pipelines.io.delta import arrow_schema
+from schemas.decoded import DECODED_RECORD_SCHEMA
 from schemas.tables import TABLES
 
 UTC = timezone.utc
@@ -155,9 +157,8 @@ def clean_rows() -> dict[str, list[dict]]:
     }
 
 
-MARKERS_DDL = "offsets_partition int, producer_id bigint, offset bigint, control_type string"
-MARKERS_SCHEMA = pa.schema([("offsets_partition", pa.int32()), ("producer_id", pa.int64()), ("offset", pa.int64()),
-                            ("control_type", pa.string())])
+# the markers as the shards give them: the decoded rows' marker columns (`coordinator.shard.transaction_markers`)
+MARKERS_SCHEMA = pa.schema([DECODED_RECORD_SCHEMA.field(c) for c in MARKER_COLUMNS])
 
 
 def _relaxed(schema):
@@ -183,9 +184,7 @@ def build_inputs(spark, rows: dict, *, arrow: bool = False) -> dict:
         else:
             tables[name] = spark.createDataFrame([tuple(r.get(f) for f in schema.fieldNames()) for r in data],
                                                  schema)
-    marker_rows = [(m["offsets_partition"], m["producer_id"], m["offset"], m["control_type"]) for m in rows["markers"]]
-    if arrow:
-        markers = pa.Table.from_pylist([dict(zip(MARKERS_SCHEMA.names, m)) for m in marker_rows], schema=MARKERS_SCHEMA)
-    else:
-        markers = spark.createDataFrame(marker_rows, MARKERS_DDL)
+    markers = pa.Table.from_pylist(rows["markers"], schema=MARKERS_SCHEMA)
+    if not arrow:
+        markers = spark.createDataFrame(markers)
     return {"tables": tables, "markers": markers, "accounting": Accounting.from_dict(rows["accounting"])}
