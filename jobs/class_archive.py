@@ -31,13 +31,16 @@ def main() -> int:
     try:
         generate_sample(work / "dump", records=5000, groups=50, partitions=4, seed=1)
         spark = get_spark(settings, app_name="offsetlake-class-archive")
-        run_rebuild(spark, settings, RebuildRequest(inputs=(str(work / "dump"),), warehouse=str(work / "wh"),
-                                                    snapshot_id="archive"))
-        spark.stop()
-        # the JVM writes the archive as it exits, which it does when its stdin closes
         jvm = spark.sparkContext._gateway.proc
-        jvm.stdin.close()
-        jvm.wait(timeout=300)
+        try:
+            run_rebuild(spark, settings, RebuildRequest(inputs=(str(work / "dump"),), warehouse=str(work / "wh"),
+                                                        snapshot_id="archive"))
+        finally:
+            # the JVM writes the archive as it exits, which it does when its stdin closes: waited for here, so a
+            # failed run leaves no archive written after the partial file is removed
+            spark.stop()
+            jvm.stdin.close()
+            jvm.wait(timeout=300)
         if not partial.is_file() or partial.stat().st_size == 0:
             print(f"class archive: the JVM wrote none (exit {jvm.returncode}); sessions start without one",
                   file=sys.stderr)
