@@ -50,4 +50,17 @@ def publish(partial: Path) -> Path:
     tmp = STAMP.with_name(f".{STAMP.name}.{os.getpid()}")
     tmp.write_text(json.dumps({"size": size}))
     os.replace(tmp, STAMP)
+    for other in ARCHIVE.parent.glob(f".{ARCHIVE.name}.*"):  # left by a writer killed before it could publish
+        if not _running(other.suffix[1:]):
+            other.unlink(missing_ok=True)
     return ARCHIVE
+
+
+def _running(pid: str) -> bool:
+    try:
+        os.kill(int(pid), 0)
+    except (ValueError, ProcessLookupError):
+        return False
+    except PermissionError:  # alive, someone else's
+        return True
+    return True

@@ -42,8 +42,10 @@ def test_a_class_archive_is_used_only_whole(tmp_path, monkeypatch):
     partial.parent.mkdir(parents=True)
     partial.write_bytes(b"\x00" * 4096)
     assert class_archive.java_options() == ""  # written, not yet published
+    killed = partial.with_name(f".{class_archive.ARCHIVE.name}.{2**22 + 1}")  # past Linux's highest pid
+    killed.write_bytes(b"\x00" * 10)
     path = class_archive.publish(partial)
-    assert not partial.exists()
+    assert not partial.exists() and not killed.exists()
     assert class_archive.java_options() == f"-Xlog:cds*=off -XX:SharedArchiveFile={path}"
     path.write_bytes(b"\x00" * 1000)  # cut short
     assert class_archive.java_options() == ""
