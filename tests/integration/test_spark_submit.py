@@ -152,9 +152,8 @@ def test_readme_local_spark_submit_is_quiet(local_run):
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    """One standalone master and worker for both cluster tests (each submits its own application, whose executors
-    unpack the archive afresh). They start without any AWS variable, so an executor reaches a bucket only through
-    what its driver hands it (`spark.executorEnv.*`)."""
+    """A standalone master and worker, started without any AWS variable, so an executor reaches a bucket only
+    through what its driver hands it (`spark.executorEnv.*`)."""
     from pipelines.session import S3_ENV
 
     mp = pytest.MonkeyPatch()
@@ -176,23 +175,42 @@ def drop_applications(cluster: StandaloneCluster) -> None:
 
 
 @pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="reads the executors' processes from /proc")
-def test_readme_cluster_recipe_runs_offsetlake_from_the_packed_venv(local_run, sample_dump, tmp_path, make_dist_lock,
-                                                                    cluster):
-    """`make pack`, then the README's cluster command against a standalone master and worker on loopback: the
-    executors' Python workers run ./environment/bin/python from the shipped archive, load pyarrow and the C
-    extension from it (nothing from the checkout or the test's venv), and the snapshot equals local mode's."""
+def test_readme_cluster_recipe_runs_offsetlake_from_the_packed_venv_between_buckets(
+        local_run, sample_dump, tmp_path, s3_server, monkeypatch, make_dist_lock, cluster):
+    """`make pack`, then the README's cluster command against a standalone master and worker on loopback, with
+    `--input` and `--warehouse` in a bucket (the local moto server). One application (each one's executors unpack
+    the ~900 MB archive afresh) shows:
+    - the executors' Python workers run ./environment/bin/python from the shipped archive and load pyarrow and the
+      C extension from it, nothing from the checkout or the test's venv;
+    - the executors, which fetch the segments and write the Parquet files, reach the store through what the driver
+      hands them: the master and worker started without any AWS variable (the `cluster` fixture);
+    - the snapshot equals local mode's (`local_run`, from the same dump on disk)."""
+    import pyarrow.fs as pafs
+
+    from pipelines.session import S3_ENV
+
+    for k in (*S3_ENV, "AWS_PROFILE"):
+        monkeypatch.delenv(k, raising=False)
+    aws = {"AWS_ACCESS_KEY_ID": "offsetlake-test", "AWS_SECRET_ACCESS_KEY": "offsetlake-test-secret",
+           "AWS_REGION": "us-east-1", "AWS_ENDPOINT_URL": s3_server}
+    fs = pafs.S3FileSystem(access_key=aws["AWS_ACCESS_KEY_ID"], secret_key=aws["AWS_SECRET_ACCESS_KEY"],
+                           region="us-east-1", endpoint_override=s3_server.split("://", 1)[1], scheme="http",
+                           allow_bucket_creation=True)
+    fs.create_dir("offsetlake-cluster")
+    pafs.copy_files(str(sample_dump), "offsetlake-cluster/dump", source_filesystem=pafs.LocalFileSystem(),
+                    destination_filesystem=fs)
+    dump, warehouse = "s3://offsetlake-cluster/dump", "s3://offsetlake-cluster/wh"
     readme = readme_commands()
     with make_dist_lock():  # only the pack writes dist/offsetlake-env.tar.gz; other modules' `make dist` leave it
         pack = run_shell(readme["pack"], timeout=1200)
     assert pack.returncode == 0, pack.stdout[-2000:] + pack.stderr[-4000:]
 
     local_wh, local_summary, _ = local_run
-    warehouse = tmp_path / "wh_cluster"
-    cmd = fill_in(readme["cluster"], dump=sample_dump, warehouse=warehouse, master=cluster.master_url)
+    cmd = fill_in(readme["cluster"], dump=dump, warehouse=warehouse, master=cluster.master_url)
     assert "--archives dist/offsetlake-env.tar.gz#environment" in cmd
     work = cluster.workdir / "work"
     proc = subprocess.Popen(["bash", "-c", f"{cmd} --snapshot-id s1 --json --quiet {ON_SPARK}"], cwd=ROOT,
-                            env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            env={**clean_env(), **aws}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     workers: dict[int, dict] = {}
     with ThreadPoolExecutor(1) as pool:  # drain the pipes while /proc is watched
         out = pool.submit(proc.communicate, timeout=900)
@@ -204,7 +222,9 @@ def test_readme_cluster_recipe_runs_offsetlake_from_the_packed_venv(local_run, s
         assert proc.returncode == 0, (cmd, stdout[-2000:], stderr[-4000:])
         summary = json.loads(stdout.strip().splitlines()[-1])
         assert summary["records_in"] == local_summary["records_in"]
-        assert snapshot_state(warehouse, "s1") == snapshot_state(local_wh, "s1")
+        for k, v in aws.items():
+            monkeypatch.setenv(k, v)
+        assert snapshot_state(warehouse, "s1", dump) == snapshot_state(local_wh, "s1", sample_dump)
 
         assert workers, "no executor Python worker was seen under the worker's directory"
         envs = {Path(w["cwd"]) / "environment" for w in workers.values()}
@@ -229,47 +249,6 @@ def test_readme_cluster_recipe_runs_offsetlake_from_the_packed_venv(local_run, s
         assert cli.returncode == 0 and "rebuild" in cli.stdout, cli.stderr
     finally:
         # every executor unpacked ~900 MB; pytest keeps the last runs' tmp dirs
-        drop_applications(cluster)
-
-
-@pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="as the cluster recipe test")
-def test_cluster_recipe_reads_the_dump_from_a_bucket_and_writes_the_warehouse_to_one(
-        local_run, sample_dump, tmp_path, s3_server, monkeypatch, make_dist_lock, cluster):
-    """The README's cluster command with `--input` and `--warehouse` in a bucket (the local moto server). The
-    master and worker started without any AWS variable (the `cluster` fixture), so the executors, which fetch the
-    segments and write the Parquet files, reach the store only through what the driver hands them
-    (`spark.executorEnv.*`)."""
-    import pyarrow.fs as pafs
-
-    from pipelines.session import S3_ENV
-
-    for k in (*S3_ENV, "AWS_PROFILE"):
-        monkeypatch.delenv(k, raising=False)
-    aws = {"AWS_ACCESS_KEY_ID": "offsetlake-test", "AWS_SECRET_ACCESS_KEY": "offsetlake-test-secret",
-           "AWS_REGION": "us-east-1", "AWS_ENDPOINT_URL": s3_server}
-    fs = pafs.S3FileSystem(access_key=aws["AWS_ACCESS_KEY_ID"], secret_key=aws["AWS_SECRET_ACCESS_KEY"],
-                           region="us-east-1", endpoint_override=s3_server.split("://", 1)[1], scheme="http",
-                           allow_bucket_creation=True)
-    fs.create_dir("offsetlake-cluster")
-    pafs.copy_files(str(sample_dump), "offsetlake-cluster/dump", source_filesystem=pafs.LocalFileSystem(),
-                    destination_filesystem=fs)
-    dump, warehouse = "s3://offsetlake-cluster/dump", "s3://offsetlake-cluster/wh"
-    readme = readme_commands()
-    with make_dist_lock():  # only the pack writes dist/offsetlake-env.tar.gz; other modules' `make dist` leave it
-        pack = run_shell(readme["pack"], timeout=1200)
-    assert pack.returncode == 0, pack.stdout[-2000:] + pack.stderr[-4000:]
-    local_wh, local_summary, _ = local_run
-    cmd = fill_in(readme["cluster"], dump=dump, warehouse=warehouse, master=cluster.master_url)
-    r = subprocess.run(["bash", "-c", f"{cmd} --snapshot-id s1 --json --quiet {ON_SPARK}"], cwd=ROOT,
-                       env={**clean_env(), **aws}, capture_output=True, text=True, timeout=900)
-    try:
-        assert r.returncode == 0, (cmd, r.stdout[-2000:], r.stderr[-4000:])
-        summary = json.loads(r.stdout.strip().splitlines()[-1])
-        assert summary["records_in"] == local_summary["records_in"]
-        for k, v in aws.items():
-            monkeypatch.setenv(k, v)
-        assert snapshot_state(warehouse, "s1", dump) == snapshot_state(local_wh, "s1", sample_dump)
-    finally:
         drop_applications(cluster)
 
 

@@ -354,7 +354,10 @@ def test_warehouse_reader_dictionary_scan(written):
     """`DeltaWarehouseReader.history_table(dictionary=…)` (the scan `changes` and `restore-plan` read log-sized
     histories with: string columns as the files' dictionaries) keeps what the DuckDB path keeps, under every
     predicate `_sql_where` takes: comparisons, `in` (an empty list matches nothing), `not in` and `= None`; and the
-    strings come back the same."""
+    strings come back the same. Reading the files' dictionaries changes how string columns are read, nothing else:
+    every probe of a string column, and of a timestamp column (a literal the two paths translate), is asked; of an
+    integer or boolean column, one of each operator (the pruning itself is delta-rs' dataset's, which
+    `test_delta_rs_pyarrow_dataset` probes at every value)."""
     from pipelines.io.snapshots import DeltaWarehouseReader
 
     reader = DeltaWarehouseReader(written.wh.path)
@@ -367,7 +370,13 @@ def test_warehouse_reader_dictionary_scan(written):
             plain = reader.history_table(t)
             for c in strings:
                 assert sorted(whole.column(c).to_pylist(), key=str) == sorted(plain.column(c).to_pylist(), key=str)
-            preds = [p for p in predicates(t, rows, written.bounds[t]) if p[1] in ("=", ">=", "<=", ">", "<", "in")]
+            kinds = {f.name: f.dataType.typeName() for f in TABLES[t].fields}
+            preds, seen = [], set()
+            for p in predicates(t, rows, written.bounds[t]):
+                if p[1] in ("=", ">=", "<=", ">", "<", "in") and (
+                        kinds[p[0]] in ("string", "timestamp") or p[:2] not in seen):
+                    preds.append(p)
+                    seen.add(p[:2])
             col = strings[0]
             values = sorted({r[col] for r in rows if r[col] is not None})
             extra = [(col, "in", []), (col, "not in", values[:2]), (col, "=", None), (col, "!=", None)]
