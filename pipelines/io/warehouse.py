@@ -53,6 +53,10 @@ _FINAL_WRITE_STATUSES = ("succeeded", "validation_failed")
 _OFFSET_KEYS = ("offsets_partition", "record_offset")
 # Up to this many incoming offset_commits rows, the history is pruned to their keys by a broadcast semi join.
 _BROADCAST_KEYS_MAX = 1_000_000
+#: A run whose history rows are in this process merges them here (`_merge_in_hand`) when the history files they may
+#: meet hold at most this many rows (their keys and outcomes are read into memory: ~40 bytes a row); past it, Spark
+#: merges them.
+_IN_HAND_HISTORY_MAX_ROWS = 5_000_000
 #: Tables `retain` works on at once, and a snapshot's commits at once.
 _RETAIN_THREADS = _COMMIT_THREADS = 4
 # Outcomes a transaction marker decides once and for all: never replaced by `pending` or null.
@@ -81,10 +85,27 @@ def _history_files(dt) -> list[dict]:
             col("min.offsets_partition"), col("max.offsets_partition"), col("min.record_offset"),
             col("max.record_offset")):
         all_null = rows is not None and nulls is not None and nulls == rows
-        out.append({"path": path, "partitions": None if None in (p0, p1) else (p0, p1),
+        out.append({"path": path, "rows": rows, "partitions": None if None in (p0, p1) else (p0, p1),
                     "offsets": None if None in (o0, o1) else (o0, o1),
                     "may_hold_pending": not all_null and (top is None or top >= "pending")})
     return out
+
+
+def _met_files(dt, incoming: pa.Table, known_below: dict[int, int]):
+    """(fresh, files) of history rows in hand (`incoming`) against the history `dt`: which rows lie at or above
+    their partition's mark (`known_below`; below it a row can only upgrade a pending one), and the history files
+    such rows may meet: those that may hold a pending row, and those whose stats overlap the fresh rows."""
+    import numpy as np
+
+    part = incoming.column("offsets_partition").to_numpy(zero_copy_only=False)
+    offset = incoming.column("record_offset").to_numpy(zero_copy_only=False)
+    marks = np.zeros(len(part), np.int64)
+    for p, o in known_below.items():
+        marks[part == int(p)] = int(o)
+    fresh = offset >= marks
+    above = pa.table({"p": part[fresh], "o": offset[fresh]}).group_by("p").aggregate([("o", "min"), ("o", "max")])
+    ranges = list(zip(*(above.column(c).to_pylist() for c in ("p", "o_min", "o_max"))))
+    return fresh, [f for f in _history_files(dt) if f["may_hold_pending"] or _overlaps(f, ranges)]
 
 
 def _pending_rows(batch: pa.RecordBatch):
@@ -632,15 +653,19 @@ class Warehouse:
                 return self._write_history(dt, snapshot_id, df.blobs.select(PAYLOAD), opened=_opened(snapshot_id))
             if clustered and known_below:  # an incremental run's history: its new rows, the saved open ones
                 _check_columns(df.schema.fieldNames(), table, snapshot_id)
-                return self._merge_in_hand(dt, snapshot_id, df.to_arrow(delta.arrow_schema(df.schema)), known_below)
+                rows = df.to_arrow(delta.arrow_schema(df.schema))
+                return self._merge_in_hand(dt, snapshot_id, rows, _met_files(dt, rows, known_below))
             df = df.frame()
         elif isinstance(df, pa.Table):  # rows in this process (a small run)
             _check_columns(df.column_names, table, snapshot_id)
             if clustered and not current:
                 return self._write_history(dt, snapshot_id, _with_snapshot_id(df.select(table_columns(table)),
                                                                               snapshot_id))
-            if clustered and known_below:
-                return self._merge_in_hand(dt, snapshot_id, df, known_below)
+            if clustered:  # each record once: merged here, unless the history files it meets are many
+                met = _met_files(dt, df, known_below or {})
+                met_rows = sum(_IN_HAND_HISTORY_MAX_ROWS + 1 if f["rows"] is None else f["rows"] for f in met[1])
+                if known_below or met_rows <= _IN_HAND_HISTORY_MAX_ROWS:
+                    return self._merge_in_hand(dt, snapshot_id, df, met)
             df = spark.createDataFrame(df.select(table_columns(table)), schema=struct)
         incoming = conform(df, table, snapshot_id)
         if not clustered:
@@ -736,11 +761,11 @@ class Warehouse:
             *_OFFSET_KEYS).select(*table_columns(table))
         return self._write_history(dt, snapshot_id, rows, opened=_opened(snapshot_id, seen, packed=False))
 
-    def _merge_in_hand(self, dt, snapshot_id: str, incoming: pa.Table, known_below: dict[int, int]) -> int | None:
-        """`_merge_offset_commits` of an incremental run's history (each record once, in hand: the rows the run
-        loaded: its new records and the saved open transactions' records), in this process. Below a partition's mark a row can only
-        upgrade a pending row; only the files that may hold one, or that overlap the rows above the marks, are
-        read (their keys and outcomes), and only the files with an upgraded row are rewritten."""
+    def _merge_in_hand(self, dt, snapshot_id: str, incoming: pa.Table, met) -> int | None:
+        """`_merge_offset_commits` of history rows in hand (each record once: a run replayed in this process, or an
+        incremental run's: its new records and the saved open transactions' records), in this process. `met`:
+        `_met_files`' (fresh rows, history files they may meet); only those files are read (their keys and
+        outcomes), and only the files with an upgraded row are rewritten."""
         import numpy as np
 
         table = "offset_commits"
@@ -748,15 +773,8 @@ class Warehouse:
         path = self._table(table)
         keys = list(_OFFSET_KEYS)
         incoming = _with_contract_columns(incoming, table)
+        fresh, candidates = met
         part = incoming.column("offsets_partition").to_numpy(zero_copy_only=False)
-        offset = incoming.column("record_offset").to_numpy(zero_copy_only=False)
-        marks = np.zeros(len(part), np.int64)
-        for p, o in known_below.items():
-            marks[part == int(p)] = int(o)
-        fresh = offset >= marks
-        above = pa.table({"p": part[fresh], "o": offset[fresh]}).group_by("p").aggregate([("o", "min"), ("o", "max")])
-        ranges = list(zip(*(above.column(c).to_pylist() for c in ("p", "o_min", "o_max"))))
-        candidates = [f for f in _history_files(dt) if f["may_hold_pending"] or _overlaps(f, ranges)]
         existing = delta.read_table_files(path, [unquote(f["path"]) for f in candidates], struct,
                                           columns=[*keys, "txn_outcome"], with_file=True)
         existing = existing.rename_columns([*keys, "_old", "_file"])

@@ -454,9 +454,10 @@ def wh_arrow_schema():
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_an_incremental_history_in_hand_merges_by_the_rules_and_rewrites_only_upgraded_files(spark, tmp_path, seed):
     """An incremental run's history (its saved rows and its new ones, each record once) merged in this process,
-    as Arrow or as the shards' blobs: every record once, the first snapshot that saw it kept, an outcome only
-    ever decided further (null → pending → committed/aborted), rows past each partition's mark added, and only
-    the files holding an upgraded row rewritten."""
+    as Arrow or as the shards' blobs, and a full run's replayed in this process (no marks: Arrow, met against
+    every history file its rows may overlap): every record once, the first snapshot that saw it kept, an outcome
+    only ever decided further (null → pending → committed/aborted), rows past each partition's mark added, and
+    only the files holding an upgraded row rewritten."""
     import random
 
     from pipelines.io.blobs import PAYLOAD, BlobRows, to_blob
@@ -486,7 +487,7 @@ def test_an_incremental_history_in_hand_merges_by_the_rules_and_rewrites_only_up
         rows = offset_commit_rows([(p, o, v) for (p, o), v in sorted(records.items())])
         return pa.Table.from_pylist([dict(zip(schema.names, r)) for r in rows], schema=schema)
 
-    for kind in ("arrow", "blobs"):
+    for kind in ("arrow", "blobs", "full"):
         wh = Warehouse(tmp_path / kind)
         wh._merge_offset_commits(spark, "a", arrow(first), clustered=True)
         before = {f["path"] for f in delta.active_files(DeltaTable(str(wh.table_path("offset_commits"))))}
@@ -495,7 +496,7 @@ def test_an_incremental_history_in_hand_merges_by_the_rules_and_rewrites_only_up
             halves = [incoming.slice(0, incoming.num_rows // 2), incoming.slice(incoming.num_rows // 2)]
             incoming = BlobRows(spark.createDataFrame([(to_blob(t),) for t in halves], f"{PAYLOAD} binary"),
                                 TABLES["offset_commits"])
-        wh._merge_offset_commits(spark, "b", incoming, known_below=marks, clustered=True)
+        wh._merge_offset_commits(spark, "b", incoming, known_below=None if kind == "full" else marks, clustered=True)
         rows = wh.read_table("offset_commits").to_pylist()
         assert len(rows) == len({(r["offsets_partition"], r["record_offset"]) for r in rows})
         assert {(r["offsets_partition"], r["record_offset"]): (r["txn_outcome"], r["snapshot_id"]) for r in rows} \
