@@ -5,9 +5,9 @@ same order) without building a `RecordBatchHeader` / `LogRecord` / row dict per 
 
 * framing is `framing.frame_entry`'s (in C, `_fastdecode`'s `frame_entry`) over an mmap of the file;
 * a magic 2 batch has its CRC-32C checked, its record section decompressed with `codecs.decompress`, then its
-  records walked; the dominant kinds (offset commits: key type 0/1, value v0-v4, tombstones; control records)
-  go straight into typed columns: the per-row ("hot") values and the values of the record's batch (location,
-  producer, codec, ...);
+  records walked; the dominant kinds (offset commits: key type 0/1, value v0-v4 read by the reference's
+  `messages.read_offset_message_value`, tombstones; control records) go straight into typed columns: the
+  per-row ("hot") values and the values of the record's batch (location, producer, codec, ...);
 * the key columns (kind, key type, group, topic, partition) are kept once per distinct key bytes and expanded
   with ``take``; every other column is sparse (row index, value) and usually all-null.
 
@@ -47,7 +47,7 @@ from pipelines.decoding.batches import (
 from pipelines.decoding.framing import frame_entry, stop_problem
 from pipelines.decoding.policy import DEFAULT_POLICY, ReadPolicy
 from pipelines.decoding.native import fastdecode
-from pipelines.decoding.primitives import uuid_to_str
+from pipelines.decoding.messages import read_offset_message_value
 from pipelines.decoding.rows import problem_to_row, to_decoded_row
 from pipelines.heap import gc_paused
 from schemas.decoded import DECODED_COLUMNS, DECODED_RECORD_SCHEMA, KIND_CONTROL, KIND_OFFSET_COMMIT
@@ -74,11 +74,6 @@ _TYPES = {f.name: f.type for f in DECODED_RECORD_SCHEMA}
 _V2_UNPACK = struct.Struct(">qiibIhiqqqhii").unpack_from
 _I16 = struct.Struct(">h").unpack_from
 _I32 = struct.Struct(">i").unpack_from
-_I64 = struct.Struct(">q").unpack_from
-_V3_HEAD = struct.Struct(">hqiH").unpack_from  # version, offset, leaderEpoch, metadata length
-_V1_HEAD = struct.Struct(">hqH").unpack_from  # version, offset, metadata length
-_V4_HEAD = struct.Struct(">hqi").unpack_from  # version, offset, leaderEpoch
-_QQ = struct.Struct(">qq").unpack_from
 
 _crc32c = _crc32c_mod.crc32c
 _KTABLE_MAX = 1 << 18
@@ -128,46 +123,6 @@ def _key_id(key, kcache: dict, ktable: list) -> int:
     return kid
 
 
-def _other_value(buf, vs: int, ve: int):
-    """OffsetCommitValue v0/v2/v4 at buf[vs:ve] (v1/v3 are inlined) -> (version, offset, leaderEpoch, metadata,
-    commitTimestamp, expireTimestamp, topicId), or None for the reference path."""
-    n = ve - vs
-    if n < 2 or buf[vs] != 0:
-        return None
-    ver = buf[vs + 1]
-    if ver == 0 or ver == 2:
-        if n < 12:
-            return None
-        _, off, ml = _V1_HEAD(buf, vs)
-        e = vs + 12 + ml
-        if ml >= 0x8000 or e + 8 != ve:
-            return None
-        return (ver, off, -1, buf[vs + 12:e].decode("utf-8", "replace"), _I64(buf, e)[0], None, None)
-    if ver == 4:
-        if n < 15:
-            return None
-        _, off, ep = _V4_HEAD(buf, vs)
-        p = vs + 14
-        b = buf[p]
-        if b == 0 or b >= 0x80:
-            return None  # null metadata (an error) or a long metadata: reference path
-        e = p + b  # 1 + (length+1) - 1
-        if e + 8 > ve:
-            return None
-        meta = buf[p + 1:e].decode("utf-8", "replace")
-        cts = _I64(buf, e)[0]
-        p = e + 8
-        tid = None
-        if p == ve or (p + 1 == ve and buf[p] == 0):
-            pass
-        elif p + 19 == ve and buf[p] == 1 and buf[p + 1] == 0 and buf[p + 2] == 16:
-            tid = uuid_to_str(bytes(buf[p + 3:ve]))
-        else:
-            return None
-        return (4, off, ep, meta, cts, None, tid)
-    return None
-
-
 def _walk_v2(buf, pos: int, end: int, count: int, base_offset: int, ts_base: int, ts_scale: int, is_control: bool,
              rows: list, row0: int, kcache: dict, ktable: list, ctl_types: list, ctl_epochs: list, pending: list):
     """Walk ``count`` v2 records in ``buf[pos:end]``; returns the first record's offset (None if no records).
@@ -179,10 +134,6 @@ def _walk_v2(buf, pos: int, end: int, count: int, base_offset: int, ts_base: int
     """
     append = rows.append
     kget = kcache.get
-    v3h = _V3_HEAD
-    v1h = _V1_HEAD
-    i64 = _I64
-    qq = _QQ
     first = None
     rec_end = pos
     for _start, rec_end, _length, tsd, offd, key, vs, vlen, hs in v2_records(buf, pos, end, count):
@@ -222,32 +173,14 @@ def _walk_v2(buf, pos: int, end: int, count: int, base_offset: int, ts_base: int
                 if vlen < 0:
                     append((offset, ts, kid, True, None, None, None, None, None, None, None))
                     continue
-                if vlen >= 2 and buf[vs] == 0:
-                    ver = buf[vs + 1]
-                    if ver == 3:
-                        if vlen >= 16:
-                            _, off, ep, ml = v3h(buf, vs)
-                            e = vs + 16 + ml
-                            if e + 8 == pos - 1 and ml < 0x8000:
-                                append((offset, ts, kid, False, 3, off, ep,
-                                        "" if ml == 0 else buf[vs + 16:e].decode("utf-8", "replace"),
-                                        i64(buf, e)[0], None, None))
-                                continue
-                    elif ver == 1:
-                        if vlen >= 12:
-                            _, off, ml = v1h(buf, vs)
-                            e = vs + 12 + ml
-                            if e + 16 == pos - 1 and ml < 0x8000:
-                                cts, ets = qq(buf, e)
-                                append((offset, ts, kid, False, 1, off, -1,
-                                        "" if ml == 0 else buf[vs + 12:e].decode("utf-8", "replace"),
-                                        cts, ets, None))
-                                continue
-                    else:
-                        t = _other_value(buf, vs, pos - 1)
-                        if t is not None:
-                            append((offset, ts, kid, False) + t)
-                            continue
+                try:  # the reference's reader; a value it refuses goes to the reference path, which says why
+                    v = read_offset_message_value(buf[vs:vs + vlen])
+                except Exception:
+                    v = None
+                if v is not None:
+                    append((offset, ts, kid, False, v.version, v.offset, v.leader_epoch, v.metadata,
+                            v.commit_timestamp, v.expire_timestamp if v.version == 1 else None, v.topic_id))
+                    continue
         pending.append((row0 + len(rows), offd, ts, key, buf[vs:vs + vlen] if vlen >= 0 else None))
         append(None)
     if rec_end != end:
