@@ -889,6 +889,67 @@ static PyObject *entry_heads(PyObject *self, PyObject *args) {
     return out;
 }
 
+/* count_entries(buffer, start) -> (records, others, end, last): the walk of `frames.decode.count_segment` (the
+   Python reference, which says what is counted) over a whole segment file's bytes, from `start`, for its magic 2
+   batches: `records` is what the clean ones hold (recordsCount of a batch whose CRC-32C verifies); `others` the
+   (position, size) of every other entry, as native int64 pairs in bytes, in order (legacy entries, which carry
+   zlib's CRC-32, and batches that fail a check: the caller looks at each); `end` where the walk stopped; `last`
+   (position, size, last offset) of the last entry framed, or None. No Python object per clean batch. */
+static PyObject *count_entries(PyObject *self, PyObject *args) {
+    Py_buffer v;
+    Py_ssize_t start;
+    if (!PyArg_ParseTuple(args, "y*n", &v, &start)) return NULL;
+    const unsigned char *m = (const unsigned char *)v.buf;
+    Py_ssize_t n = v.len, pos = start < 0 ? 0 : start, count = 0, cap = 256;
+    int64_t records = 0, last_pos = -1, last_total = 0, last_offset = 0;
+    int64_t *others = PyMem_RawMalloc(cap * 2 * sizeof(int64_t));
+    int failed = others == NULL;
+    Py_BEGIN_ALLOW_THREADS
+    Py_ssize_t total;
+    while (!failed && (total = frame_entry(m, pos, n)) > 0) {
+        int64_t offset = be64(m + pos);
+        unsigned char magic = m[pos + 16];
+        last_pos = pos;
+        last_total = total;
+        last_offset = magic == 2 && total >= 27 ? offset + be32(m + pos + 23) : offset;
+        int clean = 0;
+        if (magic == 2 && total >= 61) {  /* RECORD_BATCH_OVERHEAD: the whole v2 header */
+            int32_t held = be32(m + pos + 57);
+            if (held >= 0 && crc32c(m + pos + 21, (size_t)(total - 21)) == (uint32_t)be32(m + pos + 17)) {
+                records += held;
+                clean = 1;
+            }
+        }
+        if (!clean) {
+            if (count == cap) {
+                cap *= 2;
+                int64_t *o2 = PyMem_RawRealloc(others, cap * 2 * sizeof(int64_t));
+                if (o2 == NULL) { failed = 1; break; }
+                others = o2;
+            }
+            others[2 * count] = pos;
+            others[2 * count + 1] = total;
+            count++;
+        }
+        pos += total;
+    }
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&v);
+    PyObject *out = NULL;
+    if (failed) {
+        PyErr_NoMemory();
+    } else if (last_pos < 0) {
+        out = Py_BuildValue("(Ly#nO)", (long long)records, (const char *)others,
+                            count * 2 * (Py_ssize_t)sizeof(int64_t), pos, Py_None);
+    } else {
+        out = Py_BuildValue("(Ly#n(LLL))", (long long)records, (const char *)others,
+                            count * 2 * (Py_ssize_t)sizeof(int64_t), pos, (long long)last_pos,
+                            (long long)last_total, (long long)last_offset);
+    }
+    PyMem_RawFree(others);
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"decode_entries", decode_entries, METH_VARARGS, "Decode the clean magic 2 entries from pos (see columnar.py)."},
     {"init", init, METH_VARARGS,
@@ -896,6 +957,9 @@ static PyMethodDef methods[] = {
     {"entry_heads", entry_heads, METH_VARARGS,
      "entry_heads(buffer, start) -> (positions, last_offsets, records, end): int64 arrays as bytes (see "
      "segments.py)."},
+    {"count_entries", count_entries, METH_VARARGS,
+     "count_entries(buffer, start) -> (records, others, end, last): clean magic 2 batches counted (see "
+     "frames/decode.py's count_segment)."},
     {"crc32c", py_crc32c, METH_VARARGS,
      "crc32c(buffer, software=False): CRC-32C as the batch header stores it (the table code when software)."},
     {NULL, NULL, 0, NULL},

@@ -382,12 +382,14 @@ def _unread(acc: dict, partition: int, path: str, start: int, stop: int, kind: s
 
 
 def count_segment(path: str, partition: int, acc: dict | None = None, *, start_position: int = 0,
-                  policy: ReadPolicy = DEFAULT_POLICY, source: str | None = None) -> dict:
+                  policy: ReadPolicy = DEFAULT_POLICY, source: str | None = None, use_c: bool | None = None) -> dict:
     """`reader_counts` for one segment file, added into ``acc`` (partition -> counters), which is returned.
 
     Framed by `framing.frame_entries`, as the decoders frame it: the same entries, the same place where reading
     stops. The file's `segment_scan` is added to the partition's ``segments``. ``source``: the
-    name the file goes by in the counts (its URI when `path` is a local copy of an object).
+    name the file goes by in the counts (its URI when `path` is a local copy of an object). With the C extension
+    (`native`), `_fastdecode.count_entries` walks the file and counts the clean magic 2 batches; the loop here,
+    its reference, then looks at the other entries only (``use_c``: None = C when built, False = the reference).
     """
     local, path = path, source or path
     import mmap
@@ -397,7 +399,8 @@ def count_segment(path: str, partition: int, acc: dict | None = None, *, start_p
     import crc32c
 
     from pipelines.decoding.batches import RECORD_BATCH_OVERHEAD
-    from pipelines.decoding.framing import MAGIC_OFFSET, frame_entries, last_offset
+    from pipelines.decoding.framing import MAGIC_OFFSET, frame_entries, last_offset, stop_problem
+    from pipelines.decoding.native import fastdecode
 
     acc = {} if acc is None else acc
     u32 = struct.Struct(">I").unpack_from
@@ -418,24 +421,39 @@ def count_segment(path: str, partition: int, acc: dict | None = None, *, start_p
                 end = min(end, len(mm))
                 pos = start_position  # an incremental run's resume point (an entry boundary)
                 last = None  # (position, size, last offset) of the last entry framed
-                for frame in frame_entries(mm, start_position, end, source=path, offsets_partition=partition):
-                    if type(frame) is not tuple:
-                        _unread(acc, partition, path, frame.position, frame.unread_to, frame.kind)
-                        break
-                    pos, _off, total = frame
-                    magic = mm[pos + MAGIC_OFFSET]
-                    last = (pos, total, last_offset(mm, pos, _off, total))
-                    if magic == 2 and total >= RECORD_BATCH_OVERHEAD:
-                        count = i32(mm, pos + 57)[0]
-                        clean = count >= 0 and crc(mm[pos + 21:pos + total]) == u32(mm, pos + 17)[0]
-                    else:
-                        count = 1
-                        clean = magic in (0, 1) and (mm[pos + 17] & 0x07) == 0 and _legacy_crc_ok(mm, pos, total)
-                    if clean:
-                        n_in += count
-                    else:
-                        _count_suspicious(bytes(mm[pos:pos + total]), path, partition, pos, acc, policy)
-                    pos += total
+                if fastdecode is not None and use_c is not False:  # the walk below in C for the clean magic 2 batches; the others here
+                    with memoryview(mm) as whole, whole[:end] as view:
+                        clean_records, others, pos, last = fastdecode.count_entries(view, start_position)
+                    n_in += clean_records
+                    for at, total in struct.iter_unpack("=qq", others):
+                        if mm[at + MAGIC_OFFSET] in (0, 1) and (mm[at + 17] & 0x07) == 0 and \
+                                _legacy_crc_ok(mm, at, total):
+                            n_in += 1
+                        else:
+                            _count_suspicious(bytes(mm[at:at + total]), path, partition, at, acc, policy)
+                    if pos < end:
+                        stop = stop_problem(mm, pos, end, source=path, offsets_partition=partition)
+                        _unread(acc, partition, path, stop.position, stop.unread_to, stop.kind)
+                else:
+                    for frame in frame_entries(mm, start_position, end, source=path, offsets_partition=partition):
+                        if type(frame) is not tuple:
+                            _unread(acc, partition, path, frame.position, frame.unread_to, frame.kind)
+                            break
+                        pos, _off, total = frame
+                        magic = mm[pos + MAGIC_OFFSET]
+                        last = (pos, total, last_offset(mm, pos, _off, total))
+                        if magic == 2 and total >= RECORD_BATCH_OVERHEAD:
+                            count = i32(mm, pos + 57)[0]
+                            clean = count >= 0 and crc(mm[pos + 21:pos + total]) == u32(mm, pos + 17)[0]
+                        else:
+                            count = 1
+                            clean = magic in (0, 1) and (mm[pos + 17] & 0x07) == 0 and \
+                                _legacy_crc_ok(mm, pos, total)
+                        if clean:
+                            n_in += count
+                        else:
+                            _count_suspicious(bytes(mm[pos:pos + total]), path, partition, pos, acc, policy)
+                        pos += total
                 last_entry = None if last is None else (*last, mm[last[0]:last[0] + last[1]])
                 _bump(acc, partition)[SEGMENTS].append(
                     segment_scan(path, file_size, pos, mm[0:min(HEAD_BYTES, pos)], last_entry))

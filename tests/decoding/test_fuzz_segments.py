@@ -136,7 +136,7 @@ def run_readers(buf: bytes, path: Path, *, use_c: bool | None) -> None:
     unread_rows = table.filter(pc.and_(errors, pc.not_equal(table.column("error_kind"), "zero_tail")))
     col_unread = pc.sum(unread_rows.column("unread_bytes")).as_py() or 0
     # the accounting's header walk: records in = decoded + quarantined; the same bytes unread
-    c = count_segment(str(path), 3).get(3, {})
+    c = count_segment(str(path), 3, use_c=use_c).get(3, {})
     assert c.get("records_in", 0) == used + quarantined == ref_records, (
         "records_in", c.get("records_in"), used, quarantined, ref_records)
     assert c.get("bytes_unread", 0) == col_unread == ref_unread, ("bytes_unread", c, col_unread, ref_unread)
