@@ -107,6 +107,7 @@ class Decoded:
     tally: object  # frames.tally.Tally: records per partition and type, newest timestamps, past the cut-off
     facts: object  # frames.tally.DecodedFacts: counts by type, newest timestamp, top partition
     task_cpu_seconds: dict
+    read_counts: Future  # of frames.decode.reader_counts: the accounting's own walk, run while the run goes on
 
     @property
     def records_in(self) -> int:
@@ -121,7 +122,7 @@ def decode(run: Run, planned: Planned) -> Decoded:
     """Every work item decoded into the run's decoded log, kept; the records counted by type. `Route.SHARDS`: the
     same tasks load the shards, one per offsets partition (`frames.segment_shards`)."""
     from pipelines.frames import segment_shards
-    from pipelines.frames.decode import decoded_log
+    from pipelines.frames.decode import decoded_log, reader_counts
     from pipelines.frames.progress import TaskCounters, reporting
     from pipelines.frames.tally import tally
     from pipelines.state.quarantine import quarantine_table
@@ -154,7 +155,12 @@ def decode(run: Run, planned: Planned) -> Decoded:
         run.held.callback(_quietly(log.unpersist))
         with reporting(run.spark, run.progress.emit, "decode", counters):
             counted = tally(log)
-    decoded = Decoded(log=log, loaded=loaded, tally=counted, facts=counted.facts(), task_cpu_seconds=cpu_seconds)
+    # the reader's own count from batch headers, independent of the decoded rows (`validate`): a small job of its
+    # own, mostly waiting on Spark, so it runs beside the replay
+    read_counts = _in_thread("reader-counts", reader_counts, run.spark, plan)
+    run.held.callback(read_counts.exception)  # a run that fails first leaves no job running
+    decoded = Decoded(log=log, loaded=loaded, tally=counted, facts=counted.facts(), task_cpu_seconds=cpu_seconds,
+                      read_counts=read_counts)
     run.progress.emit(f"          decoded {decoded.records_in:,} records "
                       f"({decoded.records_quarantined:,} quarantined)")
     if run.conf.strict and decoded.records_quarantined:
@@ -434,14 +440,13 @@ class Validated:
 def validate(run: Run, planned: Planned, decoded: Decoded, replayed: Replayed,
              materialized: Materialized) -> Validated:
     """The great-expectations suites over the snapshot, with the record accounting."""
-    from pipelines.frames.decode import reader_counts
     from pipelines.validation.accounting import Accounting
     from pipelines.validation.runner import run_validation
 
     run.progress.stage("validate")
     # records_in: the reader's own count from batch headers (frames.decode.reader_counts), independent of the
     # decoded rows, so `accounting.records_accounted` fails when records go missing in decoding.
-    read_counts = reader_counts(run.spark, planned.execution.decode_plan)
+    read_counts = decoded.read_counts.result()
     accounting = Accounting.from_tally(decoded.tally, read_counts)
     validation = run_validation(run.spark, materialized.checked, as_of_ms=replayed.clock.as_of_ms,
                                 num_partitions=replayed.clock.num_partitions, settings=run.settings,
