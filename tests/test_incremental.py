@@ -403,11 +403,26 @@ def _batches(data: Path):
                 yield s, item[0]
 
 
+@pytest.fixture(scope="module")
+def broker_full(spark, warn_settings, brokerdata, tmp_path_factory):
+    """scenario -> (its data dir, the warehouse of its full rebuild, the summary), each rebuilt once (`**kw`: the
+    semantics) for every route the tests below cut it under."""
+    made = {}
+
+    def full(scenario: str, **kw):
+        if scenario not in made:
+            data = brokerdata / scenario / "data"
+            if not data.is_dir():
+                pytest.skip(f"brokerdata/{scenario} not present")
+            wh = tmp_path_factory.mktemp(f"full-{scenario}") / "full"
+            made[scenario] = data, wh, rebuild(spark, warn_settings, [data], wh, "full", **kw)
+        return made[scenario]
+    return full
+
+
 @pytest.mark.parametrize("engine", ["local", "tasks", "spark"])
-def test_compacted_cut_between_segments(spark, warn_settings, brokerdata, tmp_path, engine):
-    data = brokerdata / "compacted" / "data"
-    if not data.is_dir():
-        pytest.skip("brokerdata/compacted not present")
+def test_compacted_cut_between_segments(spark, warn_settings, broker_full, tmp_path, engine):
+    data, full_wh, full = broker_full("compacted", semantics="modern")
     segs_by_part: dict[int, list[int]] = {}
     for s, _h in _batches(data):
         segs_by_part.setdefault(s.offsets_partition, [])
@@ -418,18 +433,14 @@ def test_compacted_cut_between_segments(spark, warn_settings, brokerdata, tmp_pa
     assert until, "compacted has several segments per partition"
     cut = tmp_path / "cut"
     cut_log_dir(data, cut, until_offset=until)
-    full_wh = tmp_path / "full"
-    full = rebuild(spark, warn_settings, [data], full_wh, "full", semantics="modern")
     base, inc = assert_incremental_exact(spark, warn_settings, tmp_path, data, cut, full_wh, "full", full,
                                          engine=engine, semantics="modern")
 
 
 @pytest.mark.parametrize("engine", ["local", "tasks", "spark"])
-def test_transactions_cut_inside_open_transaction(spark, warn_settings, brokerdata, tmp_path, engine):
+def test_transactions_cut_inside_open_transaction(spark, warn_settings, broker_full, tmp_path, engine):
     """Yesterday's dump ends right after a TxnOffsetCommit batch, before its COMMIT/ABORT marker."""
-    data = brokerdata / "transactions" / "data"
-    if not data.is_dir():
-        pytest.skip("brokerdata/transactions not present")
+    data, full_wh, full = broker_full("transactions")
     batches = list(_batches(data))
     cut_at = None
     for i, (s, h) in enumerate(batches):
@@ -443,8 +454,6 @@ def test_transactions_cut_inside_open_transaction(spark, warn_settings, brokerda
     assert cut_at, "transactions has a decided transactional offset commit"
     cut = tmp_path / "cut"
     cut_log_dir(data, cut, until_offset={cut_at[0]: cut_at[1]})
-    full_wh = tmp_path / "full"
-    full = rebuild(spark, warn_settings, [data], full_wh, "full")
     base, inc = assert_incremental_exact(spark, warn_settings, tmp_path, data, cut, full_wh, "full", full,
                                          engine=engine)
     from pipelines.io.warehouse import Warehouse
