@@ -2,8 +2,9 @@
 S3-compatible server (moto), then read back by every reading command, and the answers compared with the same
 dump rebuilt from and into local directories.
 
-Every command runs as its own process, as a user runs it: Spark's executors and the reading commands get the
-endpoint and the credentials from the AWS environment variables only.
+Every command on the bucket runs as its own process, as a user runs it: Spark's executors and the reading
+commands get the endpoint and the credentials from the AWS environment variables only. The reading commands' answers
+from the local warehouse, what those are compared with, are taken in this process.
 """
 from __future__ import annotations
 
@@ -38,6 +39,17 @@ def ok(*args: str) -> str:
     return r.stdout
 
 
+def ok_here(*args: str) -> str:
+    """A command's output, run in this process (click's runner): for the local side of a comparison."""
+    from click.testing import CliRunner
+
+    from jobs.cli import main
+
+    r = CliRunner().invoke(main, list(args))
+    assert r.exit_code == 0, f"{args}: exit {r.exit_code}\n{r.output[-3000:]}"
+    return r.stdout
+
+
 def upload(local: Path, uri: str) -> None:
     import pyarrow.fs as pafs
 
@@ -47,14 +59,15 @@ def upload(local: Path, uri: str) -> None:
     pafs.copy_files(str(local), loc.path, source_filesystem=pafs.LocalFileSystem(), destination_filesystem=loc.fs)
 
 
-def rebuild(inputs: list[str], warehouse: str, snapshot_id: str, *extra: str) -> dict:
-    out = ok("rebuild", *[a for i in inputs for a in ("--input", i)], "--warehouse", warehouse,
-             "--snapshot-id", snapshot_id, "--env", "ci", "--json", "--quiet", *extra)
+def rebuild(inputs: list[str], warehouse: str, snapshot_id: str, *extra: str, here: bool = False) -> dict:
+    """`offsetlake rebuild … --json`'s summary; `here`: run in this process (a local input and warehouse)."""
+    out = (ok_here if here else ok)("rebuild", *[a for i in inputs for a in ("--input", i)], "--warehouse", warehouse,
+                                    "--snapshot-id", snapshot_id, "--env", "ci", "--json", "--quiet", *extra)
     return json.loads(out.strip().splitlines()[-1])
 
 
 @pytest.fixture(scope="module")
-def story(s3_server, tmp_path_factory):
+def story(spark, s3_server, tmp_path_factory):  # spark: the session the local rebuilds run in
     """One dump rebuilt twice, local → local and bucket → bucket: s1 from yesterday's dump, then s2 --incremental
     from today's (the same files, grown)."""
     import pyarrow.fs as pafs
@@ -79,13 +92,13 @@ def story(s3_server, tmp_path_factory):
         remote = SimpleNamespace(wh=f"s3://{bucket}/wh", dump=f"s3://{bucket}/dump")
         upload(base / "dump", remote.dump)
         for side in (local, remote):
-            side.s1 = rebuild([side.dump], side.wh, "s1")
+            side.s1 = rebuild([side.dump], side.wh, "s1", here=side is local)
         # today's: the same files grown to the whole log, in place
         shutil.rmtree(base / "dump")
         shutil.copytree(full, base / "dump")
         upload(base / "dump", remote.dump)
         for side in (local, remote):
-            side.s2 = rebuild([side.dump], side.wh, "s2", "--incremental")
+            side.s2 = rebuild([side.dump], side.wh, "s2", "--incremental", here=side is local)
         yield SimpleNamespace(local=local, remote=remote, bucket=bucket, endpoint=s3_server)
     finally:
         mp.undo()
@@ -106,7 +119,7 @@ def test_rebuild_from_a_bucket_into_a_bucket_matches_local(story):
 
 
 def _group(story) -> str:
-    out = ok("sql", "--warehouse", story.local.wh, "--format", "csv",
+    out = ok_here("sql", "--warehouse", story.local.wh, "--format", "csv",
              "SELECT group_id FROM loaded_groups WHERE member_count > 0 ORDER BY member_count DESC, group_id LIMIT 1")
     return out.strip().splitlines()[-1]
 
@@ -125,7 +138,7 @@ def test_every_reading_command_answers_the_same_from_the_bucket(story):
         ["repair-stats"],  # last: it reads every file's footer, and would commit had the writer got a stat wrong
     ]
     for args in commands:
-        want = ok(args[0], "--warehouse", story.local.wh, *args[1:])
+        want = ok_here(args[0], "--warehouse", story.local.wh, *args[1:])
         got = ok(args[0], "--warehouse", story.remote.wh, *args[1:])
         assert got == want, args
         assert want.strip(), args
@@ -250,18 +263,18 @@ def _tabular_dump(segments_dir: str, out: Path) -> Path:
     return out
 
 
-def test_a_tabular_dump_and_decode_read_from_a_bucket_as_from_disk(story, tmp_path):
+def test_a_tabular_dump_and_decode_read_from_a_bucket_as_from_disk(spark, story, tmp_path):
     dump = _tabular_dump(story.local.dump, tmp_path / "tabular")
     upload(dump, f"s3://{story.bucket}/tabular")
     # a tabular dump does not say how many partitions the topic has: the sample's four
-    local = rebuild([str(dump)], str(tmp_path / "wh-tab"), "t1", "--num-partitions", "4")
+    local = rebuild([str(dump)], str(tmp_path / "wh-tab"), "t1", "--num-partitions", "4", here=True)
     remote = rebuild([f"s3://{story.bucket}/tabular"], str(tmp_path / "wh-tab-s3"), "t1", "--num-partitions", "4")
     assert local["records_in"] == remote["records_in"] > 0 and local["offsets"] == remote["offsets"] > 0
     query = "SELECT group_id, topic, partition, committed_offset FROM loaded_offsets ORDER BY ALL"
-    assert ok("sql", "--warehouse", str(tmp_path / "wh-tab-s3"), "--format", "csv", query) == ok(
+    assert ok("sql", "--warehouse", str(tmp_path / "wh-tab-s3"), "--format", "csv", query) == ok_here(
         "sql", "--warehouse", str(tmp_path / "wh-tab"), "--format", "csv", query)
     # decode prints every record of the segments, each line naming its file
-    want = ok("decode", story.local.dump).replace(story.local.dump, "<dump>")
+    want = ok_here("decode", story.local.dump).replace(story.local.dump, "<dump>")
     got = ok("decode", story.remote.dump).replace(story.remote.dump, "<dump>")
     assert got == want and want.count("\n") > 1000
 
