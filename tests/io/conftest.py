@@ -10,6 +10,21 @@ from schemas.tables import SNAPSHOT_TABLES, TABLES
 
 
 @pytest.fixture(scope="session")
+def make_arrow_snapshot():
+    """`make_snapshot`'s tables as the Arrow tables a run replayed in this process hands the warehouse (its
+    history, when given, each record once: write it with `history_clustered=True`)."""
+    from .stats_data import arrow_table
+
+    def build(snapshot_id: str, salt: int = 0, commits=None, n: int = 3) -> dict:
+        tables = {t: arrow_table(t, contract_rows(t, n, salt, snapshot_id)) for t in SNAPSHOT_TABLES}
+        if commits is not None:
+            tables["offset_commits"] = arrow_table("offset_commits", offset_commit_rows(commits, salt))
+        return tables
+
+    return build
+
+
+@pytest.fixture(scope="session")
 def make_snapshot(spark):
     """DataFrames for every snapshot table (+ offset_commits) of one run; `salt` varies the content."""
 

@@ -221,16 +221,19 @@ def test_read_table_columns_filters_and_defaults(scenario, tmp_path):
     assert empty.table_version("runs") is None
 
 
-def test_failure_midway_keeps_last_snapshot_and_next_run_succeeds(spark, make_snapshot, tmp_path, duck, monkeypatch):
+def test_failure_midway_keeps_last_snapshot_and_next_run_succeeds(spark, make_arrow_snapshot, tmp_path, duck,
+                                                                  monkeypatch):
+    """Written from Arrow, as a run replayed in this process writes (the Spark write stages and commits alike)."""
     wh = Warehouse(tmp_path / "wh")
-    wh.write_snapshot(spark, "s1", make_snapshot("s1", 0, COMMITS_1), run_row(0))
+    wh.write_snapshot(spark, "s1", make_arrow_snapshot("s1", 0, COMMITS_1), run_row(0), history_clustered=True)
     before = state(wh, "s1")
     before_duck = {t: normalized(duck_read(duck, wh.table_path(t), "s1")) for t in SNAPSHOT_TABLES}
     commits_before = normalized(wh.read_table("offset_commits"))
 
     fail_stage_of(monkeypatch, "group_members")
     with pytest.raises(OSError, match="injected"):
-        wh.write_snapshot(spark, "s2", make_snapshot("s2", 1, COMMITS_2), run_row(1))
+        wh.write_snapshot(spark, "s2", make_arrow_snapshot("s2", 1, COMMITS_2), run_row(1),
+                         history_clustered=True)
     # every table is staged before any is committed: no table holds s2 rows, and no staged file is left
     assert not any("s2" in wh.snapshot_ids_in(t) for t in SNAPSHOT_TABLES)
     assert not any(list(wh.table_path(t).glob("snapshot_id=s2/*/*.parquet")) for t in SNAPSHOT_TABLES)
@@ -242,7 +245,8 @@ def test_failure_midway_keeps_last_snapshot_and_next_run_succeeds(spark, make_sn
     assert normalized(wh.read_table("offset_commits")) == commits_before  # merge never ran
 
     monkeypatch.undo()
-    wh.write_snapshot(spark, "s2", make_snapshot("s2", 1, COMMITS_2), run_row(1))
+    wh.write_snapshot(spark, "s2", make_arrow_snapshot("s2", 1, COMMITS_2), run_row(1),
+                         history_clustered=True)
     assert wh.latest_snapshot_id() == "s2"
     assert [(r["snapshot_id"], r["status"]) for r in wh.snapshots()] == [("s1", "succeeded"), ("s2", "succeeded")]
     for table in SNAPSHOT_TABLES:  # the half-written s2 partitions were replaced, not appended to
@@ -274,15 +278,16 @@ def fail_commit_of(monkeypatch, table: str) -> None:
     monkeypatch.setattr(delta, "commit", failing_commit)
 
 
-def test_retain_keeps_newest_snapshot_and_vacuum_removes_files(spark, make_snapshot, tmp_path, duck, monkeypatch):
+def test_retain_keeps_newest_snapshot_and_vacuum_removes_files(spark, make_arrow_snapshot, tmp_path, duck,
+                                                                monkeypatch):
     wh = Warehouse(tmp_path / "wh")
-    wh.write_snapshot(spark, "s1", make_snapshot("s1", 0, COMMITS_1), run_row(0))
-    wh.write_snapshot(spark, "s2", make_snapshot("s2", 1, COMMITS_2), run_row(1))
+    wh.write_snapshot(spark, "s1", make_arrow_snapshot("s1", 0, COMMITS_1), run_row(0), history_clustered=True)
+    wh.write_snapshot(spark, "s2", make_arrow_snapshot("s2", 1, COMMITS_2), run_row(1), history_clustered=True)
 
     # s3 fails while committing loaded_groups: its staged files must not be left behind
     fail_commit_of(monkeypatch, "loaded_groups")
     with pytest.raises(RuntimeError, match="injected"):
-        wh.write_snapshot(spark, "s3", make_snapshot("s3", 2), run_row(2))
+        wh.write_snapshot(spark, "s3", make_arrow_snapshot("s3", 2), run_row(2))
     monkeypatch.undo()
     lg = wh.table_path("loaded_groups")
     assert parquet_files(lg) == active_paths(lg)  # the failed write discarded its files
@@ -352,15 +357,15 @@ def test_contract_violations_fail_the_run_without_leaving_files(spark, make_snap
     assert parquet_files(wh.table_path("loaded_offsets")) == set()
 
 
-def test_failed_rerun_of_a_served_id_leaves_it_served(spark, make_snapshot, tmp_path, monkeypatch):
+def test_failed_rerun_of_a_served_id_leaves_it_served(spark, make_arrow_snapshot, tmp_path, monkeypatch):
     """A rerun of the served id that fails keeps the old row and rows, the attempt kept aside: before committing,
     and after replacing some of the id's tables too (readers stay on the versions the served row pinned)."""
     wh = Warehouse(tmp_path / "wh")
-    wh.write_snapshot(spark, "s1", make_snapshot("s1", 0), run_row(0))
+    wh.write_snapshot(spark, "s1", make_arrow_snapshot("s1", 0), run_row(0))
     before = state(wh, "s1")
     fail_stage_of(monkeypatch, "quarantine")
     with pytest.raises(OSError, match="injected") as failed:
-        wh.write_snapshot(spark, "s1", make_snapshot("s1", 1), run_row(1))
+        wh.write_snapshot(spark, "s1", make_arrow_snapshot("s1", 1), run_row(1))
     monkeypatch.undo()
     assert [(r["snapshot_id"], r["status"]) for r in wh.snapshots()] == [("s1", "succeeded")]
     assert wh.latest_snapshot_id() == "s1" and state(wh, "s1") == before
@@ -375,7 +380,7 @@ def test_failed_rerun_of_a_served_id_leaves_it_served(spark, make_snapshot, tmp_
 
     fail_commit_of(monkeypatch, "loaded_groups")
     with pytest.raises(RuntimeError, match="injected"):
-        wh.write_snapshot(spark, "s1", make_snapshot("s1", 1), run_row(1))
+        wh.write_snapshot(spark, "s1", make_arrow_snapshot("s1", 1), run_row(1))
     monkeypatch.undo()
     (row,) = wh.snapshots()
     assert row["status"] == "succeeded" and wh.latest_snapshot_id() == "s1" and state(wh, "s1") == before
