@@ -8,9 +8,10 @@ start plus one tiny job (`spark.range(1).count()`, with the run's settings: the 
 the rebuild is the CLI on the input into a fresh warehouse. The two alternate; the medians and their ratio are
 printed as one JSON line.
 
-With --records, a cold CLI rebuild of a generated dump of each size (the bench_rebuild generator, reused from
---dir) is timed too, beside aiokafka's C reader over the same bytes in the same run: records/s per core against
-that floor, one JSON line each.
+With --records, each size is a generated dump (the bench_rebuild generator, reused from --dir) rebuilt both ways,
+beside aiokafka's C reader over the same bytes in the same run: cold (the CLI in a new process) and warm
+(`bench_rebuild.py --incremental-percent 0`: a session that has run a small rebuild first). One JSON line per size,
+then the table: records/s per core of each, and its share of the floor.
 """
 from __future__ import annotations
 
@@ -65,8 +66,42 @@ def main() -> None:
                       "rebuild_s": [round(x, 2) for x in rebuild], "floor_median_s": round(f, 2),
                       "rebuild_median_s": round(r, 2), "rebuild_over_floor": round(r / f, 2),
                       "class_archive": bool(class_archive.java_options())}))
+    rows = []
     for records in args.records:
-        print(json.dumps(cold_rebuild_of(records, args.dir)))
+        row = cold_rebuild_of(records, args.dir)
+        row.update(warm_rebuild_of(records, args.dir, row["floor_records_per_s_per_core"]))
+        print(json.dumps(row))
+        rows.append(row)
+    if rows:
+        print(_table(rows))
+
+
+def warm_rebuild_of(records: int, root: Path, floor: float) -> dict:
+    """The same dump's full rebuild in a warm session (`bench_rebuild.py`, its own process), against `floor`."""
+    groups = max(1, records // 1000)
+    r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_rebuild.py"), "--records", str(records),
+                        "--groups", str(groups), "--partitions", "50", "--incremental-percent", "0", "--dir",
+                        str(root)], cwd=ROOT, capture_output=True, text=True,
+                       env={**os.environ, "PYTHONPATH": str(ROOT)})
+    if r.returncode != 0:
+        sys.exit(f"warm rebuild of {records} records exited {r.returncode}: {r.stderr.strip().splitlines()[-1:]}")
+    at = 0 if r.stdout.startswith("{\n") else r.stdout.rfind("\n{\n") + 1  # its result, printed last
+    full = json.loads(r.stdout[at:])["full"]
+    per_core = full["records"] / full["wall_s"] / (os.cpu_count() or 1)
+    return {"warm_wall_s": full["wall_s"], "warm_records_per_s_per_core": round(per_core),
+            "warm_of_floor": round(per_core / floor, 3) if floor else None,
+            "warm_stage_seconds": full["stage_seconds"]}
+
+
+def _table(rows: list[dict]) -> str:
+    head = ("| records | floor (records/CPU-s) | cold wall | cold records/s/core | cold / floor | warm wall "
+            "| warm records/s/core | warm / floor |")
+    lines = [head, "|" + "---|" * (head.count("|") - 1)]
+    for r in rows:
+        lines.append(f"| {r['records']:,} | {r['floor_records_per_s_per_core']:,} | {r['cold_wall_s']} s "
+                     f"| {r['records_per_s_per_core']:,} | {r['of_floor']} | {r['warm_wall_s']} s "
+                     f"| {r['warm_records_per_s_per_core']:,} | {r['warm_of_floor']} |")
+    return "\n".join(lines)
 
 
 def cold_rebuild_of(records: int, root: Path) -> dict:
