@@ -830,16 +830,25 @@ static PyObject *py_crc32c(PyObject *self, PyObject *args) {
     return PyLong_FromUnsignedLong(c);
 }
 
+/* The arguments of a walk over a segment file's bytes, (buffer, start): the buffer held (the caller releases it)
+   and the start, clamped at 0. 0 = an argument error is set. */
+static int walk_args(PyObject *args, Py_buffer *v, Py_ssize_t *pos) {
+    Py_ssize_t start;
+    if (!PyArg_ParseTuple(args, "y*n", v, &start)) return 0;
+    *pos = start < 0 ? 0 : start;
+    return 1;
+}
+
 /* entry_heads(buffer, start) -> (positions, last_offsets, records, end): the walk of `segments.entry_heads` (the
    Python reference, which says what each field is) over a whole segment file's bytes, from `start`: native int64
    arrays as bytes, one element per entry, and the position the walk stopped at. No Python object per entry: a hot
    partition's planning walks millions of them. */
 static PyObject *entry_heads(PyObject *self, PyObject *args) {
     Py_buffer v;
-    Py_ssize_t start;
-    if (!PyArg_ParseTuple(args, "y*n", &v, &start)) return NULL;
+    Py_ssize_t pos, count = 0, cap = 4096;
+    if (!walk_args(args, &v, &pos)) return NULL;
     const unsigned char *m = (const unsigned char *)v.buf;
-    Py_ssize_t n = v.len, pos = start < 0 ? 0 : start, count = 0, cap = 4096;
+    Py_ssize_t n = v.len;
     int64_t *positions = PyMem_RawMalloc(cap * sizeof(int64_t)), *lasts = PyMem_RawMalloc(cap * sizeof(int64_t)),
             *records = PyMem_RawMalloc(cap * sizeof(int64_t));
     int failed = positions == NULL || lasts == NULL || records == NULL;
@@ -897,10 +906,10 @@ static PyObject *entry_heads(PyObject *self, PyObject *args) {
    (position, size, last offset) of the last entry framed, or None. No Python object per clean batch. */
 static PyObject *count_entries(PyObject *self, PyObject *args) {
     Py_buffer v;
-    Py_ssize_t start;
-    if (!PyArg_ParseTuple(args, "y*n", &v, &start)) return NULL;
+    Py_ssize_t pos, count = 0, cap = 256;
+    if (!walk_args(args, &v, &pos)) return NULL;
     const unsigned char *m = (const unsigned char *)v.buf;
-    Py_ssize_t n = v.len, pos = start < 0 ? 0 : start, count = 0, cap = 256;
+    Py_ssize_t n = v.len;
     int64_t records = 0, last_pos = -1, last_total = 0, last_offset = 0;
     int64_t *others = PyMem_RawMalloc(cap * 2 * sizeof(int64_t));
     int failed = others == NULL;
@@ -935,19 +944,13 @@ static PyObject *count_entries(PyObject *self, PyObject *args) {
     }
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&v);
-    PyObject *out = NULL;
-    if (failed) {
-        PyErr_NoMemory();
-    } else if (last_pos < 0) {
-        out = Py_BuildValue("(Ly#nO)", (long long)records, (const char *)others,
-                            count * 2 * (Py_ssize_t)sizeof(int64_t), pos, Py_None);
-    } else {
-        out = Py_BuildValue("(Ly#n(LLL))", (long long)records, (const char *)others,
-                            count * 2 * (Py_ssize_t)sizeof(int64_t), pos, (long long)last_pos,
-                            (long long)last_total, (long long)last_offset);
-    }
+    Py_ssize_t others_bytes = count * 2 * (Py_ssize_t)sizeof(int64_t);
+    PyObject *out = failed ? NULL
+        : last_pos < 0 ? Py_BuildValue("(Ly#nO)", (long long)records, (const char *)others, others_bytes, pos, Py_None)
+        : Py_BuildValue("(Ly#n(LLL))", (long long)records, (const char *)others, others_bytes, pos,
+                        (long long)last_pos, (long long)last_total, (long long)last_offset);
     PyMem_RawFree(others);
-    return out;
+    return failed ? PyErr_NoMemory() : out;
 }
 
 static PyMethodDef methods[] = {
