@@ -6,7 +6,7 @@ same order) without building a `RecordBatchHeader` / `LogRecord` / row dict per 
 * framing is `framing.frame_entry`'s (in C, `_fastdecode`'s `frame_entry`) over an mmap of the file;
 * a magic 2 batch has its CRC-32C checked, its record section decompressed with `codecs.decompress`, then its
   records walked; the dominant kinds (offset commits: key type 0/1, value v0-v4 read by the reference's
-  `messages.read_offset_message_value`, tombstones; control records) go straight into typed columns: the
+  `messages.offset_commit_value_fields`, tombstones; control records) go straight into typed columns: the
   per-row ("hot") values and the values of the record's batch (location, producer, codec, ...);
 * the key columns (kind, key type, group, topic, partition) are kept once per distinct key bytes and expanded
   with ``take``; every other column is sparse (row index, value) and usually all-null.
@@ -47,7 +47,7 @@ from pipelines.decoding.batches import (
 from pipelines.decoding.framing import frame_entry, stop_problem
 from pipelines.decoding.policy import DEFAULT_POLICY, ReadPolicy
 from pipelines.decoding.native import fastdecode
-from pipelines.decoding.messages import read_offset_message_value
+from pipelines.decoding.messages import offset_commit_value_fields
 from pipelines.decoding.rows import problem_to_row, to_decoded_row
 from pipelines.heap import gc_paused
 from schemas.decoded import DECODED_COLUMNS, DECODED_RECORD_SCHEMA, KIND_CONTROL, KIND_OFFSET_COMMIT
@@ -174,12 +174,11 @@ def _walk_v2(buf, pos: int, end: int, count: int, base_offset: int, ts_base: int
                     append((offset, ts, kid, True, None, None, None, None, None, None, None))
                     continue
                 try:  # the reference's reader; a value it refuses goes to the reference path, which says why
-                    v = read_offset_message_value(buf[vs:vs + vlen])
+                    v = offset_commit_value_fields(buf[vs:vs + vlen])
                 except Exception:
                     v = None
                 if v is not None:
-                    append((offset, ts, kid, False, v.version, v.offset, v.leader_epoch, v.metadata,
-                            v.commit_timestamp, v.expire_timestamp if v.version == 1 else None, v.topic_id))
+                    append((offset, ts, kid, False, v[0], v[1], v[2], v[3], v[4], v[5] if v[0] == 1 else None, v[6]))
                     continue
         pending.append((row0 + len(rows), offd, ts, key, buf[vs:vs + vlen] if vlen >= 0 else None))
         append(None)

@@ -22,6 +22,7 @@ from pipelines.decoding.errors import (
     UnknownVersionError,
 )
 from pipelines.decoding.primitives import (
+    decode_utf8,
     read_compact_array_count,
     read_compact_nullable_bytes,
     read_compact_nullable_string,
@@ -212,8 +213,59 @@ OFFSET_COMMIT_VALUE_READERS = {0: _read_offset_v0, 1: _read_offset_v1, 2: _read_
                                4: _read_offset_v4}
 
 
+# The common values, v0-v3 whole with a metadata string, in one unpack of their fixed head: the decoders read
+# millions. Any other (v4, short, trailing bytes, a null or negative length) is read field by field, which says where
+# and why it fails.
+_V0_HEAD = struct.Struct(">hqh")  # version, offset, metadata length (v0-v2)
+_V3_HEAD = struct.Struct(">hqih")  # version, offset, leaderEpoch, metadata length
+_INT64 = struct.Struct(">q").unpack_from
+_INT64_PAIR = struct.Struct(">qq").unpack_from
+
+
 def read_offset_message_value(buf: bytes) -> OffsetCommitValue:
     """`GroupMetadataManager.readOffsetMessageValue` / `OffsetCommitValue` v0-v4; unknown version = error."""
+    fields = _common_offset_value(buf)
+    if fields is None:
+        return _offset_value_by_field(buf)
+    version, offset, epoch, metadata, commit, expire, _ = fields
+    return OffsetCommitValue(version=version, offset=offset, leader_epoch=epoch, metadata=metadata,
+                             commit_timestamp=commit, expire_timestamp=expire)
+
+
+def offset_commit_value_fields(buf: bytes) -> tuple:
+    """`read_offset_message_value` as the tuple (version, offset, leader_epoch, metadata, commit_timestamp,
+    expire_timestamp, topic_id), without the object: the decoders' column rows. Raises as it does."""
+    fields = _common_offset_value(buf)
+    if fields is None:
+        v = _offset_value_by_field(buf)
+        return v.version, v.offset, v.leader_epoch, v.metadata, v.commit_timestamp, v.expire_timestamp, v.topic_id
+    return fields
+
+
+def _common_offset_value(buf: bytes) -> tuple | None:
+    """A v0-v3 value, whole, with a metadata string, read in one unpack of its fixed head; None for any other."""
+    n = len(buf)
+    if n < 20 or buf[0] != 0 or buf[1] > 3:
+        return None
+    version = buf[1]
+    if version == 3:
+        _, offset, epoch, size = _V3_HEAD.unpack_from(buf)
+        start = 16
+    else:
+        _, offset, size = _V0_HEAD.unpack_from(buf)
+        epoch, start = -1, 12
+    end = start + size
+    if size < 0 or end + (16 if version == 1 else 8) != n:
+        return None
+    metadata = decode_utf8(buf[start:end]) if size else ""
+    if version == 1:
+        commit, expire = _INT64_PAIR(buf, end)
+        return 1, offset, -1, metadata, commit, expire, None
+    return version, offset, epoch, metadata, _INT64(buf, end)[0], -1, None
+
+
+def _offset_value_by_field(buf: bytes) -> OffsetCommitValue:
+    """Field by field: every version, and where and why a value fails."""
     version, pos = read_int16(buf, 0, "value.version")
     reader = OFFSET_COMMIT_VALUE_READERS.get(version)
     if reader is None:

@@ -7,6 +7,7 @@ import pytest
 
 from pipelines.decoding import message_writer as w
 from pipelines.decoding.errors import (
+    DecodeError,
     InvalidFieldError,
     TrailingBytesError,
     TruncatedError,
@@ -98,6 +99,35 @@ def test_offset_commit_value_versions(version):
     assert v.expire_timestamp == (2000 if version == 1 else -1)
     with pytest.raises(TrailingBytesError):
         read_offset_message_value(raw + b"\x00\x00")
+
+
+@pytest.mark.parametrize("version", [0, 1, 2, 3])
+def test_a_common_value_read_whole_reads_as_field_by_field(version):
+    """v0-v3 values are read in one unpack of their head (`messages._common_offset_value`) when they add up; every
+    cut, extension and length field of them reads, or fails, exactly as the field-by-field reading says."""
+    from pipelines.decoding.messages import _offset_value_by_field, offset_commit_value_fields
+
+    def outcome(read, buf):
+        try:
+            return read(buf)
+        except DecodeError as e:
+            return type(e), str(e)
+
+    for metadata in ("", "m", "m\u00e9" * 40):
+        raw = w.write_offset_commit_value(version, offset=-1, metadata=metadata, commit_timestamp=-5, leader_epoch=7,
+                                          expire_timestamp=2**62)
+        at = 14 if version == 3 else 10  # the metadata length
+        variants = [raw[:n] for n in range(len(raw) + 1)] + [raw + b"\x00", raw + b"\x00" * 8]
+        variants += [raw[:at] + length.to_bytes(2, "big", signed=True) + raw[at + 2:]
+                     for length in (-1, -2, len(metadata.encode()) + 1, 0x7FFF)]
+        variants.append(raw[:at + 2] + b"\xff\xfe" + raw[at + 4:] if metadata else raw)  # not UTF-8
+        for buf in variants:
+            want = outcome(_offset_value_by_field, buf)
+            assert outcome(read_offset_message_value, buf) == want, buf
+            fields = outcome(offset_commit_value_fields, buf)
+            assert fields == want if isinstance(want, tuple) else fields == (
+                want.version, want.offset, want.leader_epoch, want.metadata, want.commit_timestamp,
+                want.expire_timestamp, want.topic_id), buf
 
 
 def test_offset_commit_v4_topic_id_and_unknown_tags():
