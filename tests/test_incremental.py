@@ -405,8 +405,8 @@ def _batches(data: Path):
 
 @pytest.fixture(scope="module")
 def broker_full(spark, warn_settings, brokerdata, tmp_path_factory):
-    """scenario -> (its data dir, the warehouse of its full rebuild, the summary), each rebuilt once (`**kw`: the
-    semantics) for every route the tests below cut it under."""
+    """scenario -> (its data dir, the warehouse of its full rebuild, the summary), rebuilt once per module (`**kw`:
+    the semantics)."""
     made = {}
 
     def full(scenario: str, **kw):
@@ -420,48 +420,130 @@ def broker_full(spark, warn_settings, brokerdata, tmp_path_factory):
     return full
 
 
-@pytest.mark.parametrize("engine", ["local", "tasks", "spark"])
-def test_compacted_cut_between_segments(spark, warn_settings, broker_full, tmp_path, engine):
+def test_compacted_cut_between_segments(spark, warn_settings, broker_full, tmp_path):
+    """Yesterday's dump ends at the start of each multi-segment partition's last segment; today's run loads it onto
+    the saved shards in this process (the other routes: `test_every_route_loads_the_new_records_…`)."""
     data, full_wh, full = broker_full("compacted", semantics="modern")
-    segs_by_part: dict[int, list[int]] = {}
-    for s, _h in _batches(data):
-        segs_by_part.setdefault(s.offsets_partition, [])
-        if s.base_offset not in segs_by_part[s.offsets_partition]:
-            segs_by_part[s.offsets_partition].append(s.base_offset)
-    # cut every multi-segment partition at the start of its last segment (the last segment is new tomorrow)
-    until = {p: bases[-1] for p, bases in segs_by_part.items() if len(bases) > 1}
+    until = _yesterday("compacted", data)
     assert until, "compacted has several segments per partition"
     cut = tmp_path / "cut"
     cut_log_dir(data, cut, until_offset=until)
-    base, inc = assert_incremental_exact(spark, warn_settings, tmp_path, data, cut, full_wh, "full", full,
-                                         engine=engine, semantics="modern")
+    assert_incremental_exact(spark, warn_settings, tmp_path, data, cut, full_wh, "full", full, engine="local",
+                             semantics="modern")
 
 
-@pytest.mark.parametrize("engine", ["local", "tasks", "spark"])
-def test_transactions_cut_inside_open_transaction(spark, warn_settings, broker_full, tmp_path, engine):
-    """Yesterday's dump ends right after a TxnOffsetCommit batch, before its COMMIT/ABORT marker."""
+def test_transactions_cut_inside_open_transaction(spark, warn_settings, broker_full, tmp_path):
+    """Yesterday's dump ends right after a TxnOffsetCommit batch, before its COMMIT/ABORT marker; today's run is
+    loaded by the shards' tasks onto the shards yesterday's tasks saved (the other routes: `test_every_route_…`)."""
     data, full_wh, full = broker_full("transactions")
-    batches = list(_batches(data))
-    cut_at = None
-    for i, (s, h) in enumerate(batches):
-        if h.is_transactional and not h.is_control:
-            later = [h2 for s2, h2 in batches[i + 1:]
-                     if s2.offsets_partition == s.offsets_partition and h2.is_control
-                     and h2.producer_id == h.producer_id]
-            if later:  # a marker decides it later in the log
-                cut_at = (s.offsets_partition, h.last_offset + 1, h.producer_id, h.base_offset)
-                break
-    assert cut_at, "transactions has a decided transactional offset commit"
+    until = _yesterday("transactions", data)
+    (partition, end), = until.items()
+    producer, first = next((h.producer_id, h.base_offset) for s, h in _batches(data)
+                           if s.offsets_partition == partition and h.last_offset + 1 == end and h.is_transactional)
     cut = tmp_path / "cut"
-    cut_log_dir(data, cut, until_offset={cut_at[0]: cut_at[1]})
-    base, inc = assert_incremental_exact(spark, warn_settings, tmp_path, data, cut, full_wh, "full", full,
-                                         engine=engine)
+    cut_log_dir(data, cut, until_offset=until)
+    assert_incremental_exact(spark, warn_settings, tmp_path, data, cut, full_wh, "full", full, engine="spark")
     from pipelines.io.warehouse import Warehouse
 
     pending = Warehouse(tmp_path / "wh").read_table("pending_offsets", "base").to_pylist()
-    mine = lambda r: r["producer_id"] == cut_at[2] and cut_at[3] <= r["record_offset"] < cut_at[1]  # noqa: E731
+    mine = lambda r: r["producer_id"] == producer and first <= r["record_offset"] < end  # noqa: E731
     assert any(mine(r) for r in pending), "the base snapshot holds the open transaction's offsets"
     assert not any(mine(r) for r in Warehouse(tmp_path / "wh").read_table("pending_offsets", "inc").to_pylist())
+
+
+# ---------------------------------------------------------------------------------------------------- the routes
+def _route_tables(spark, route: str, plan, previous, options) -> dict:
+    """The state tables of the new records of `plan` loaded onto `previous` (the saved shards) along `route`, with
+    the route's own functions (`rebuild.executor.Route`): `in-process` and `tasks` replay the rows decoded here,
+    `shards` has one task per offsets partition decode its new segments' bytes and load them."""
+    from dataclasses import replace
+
+    from pipelines.coordinator.loader import SKIPPED_KINDS
+    from pipelines.coordinator.shard import REPLAY_COLUMNS, conform_decoded, replay_shards
+    from pipelines.frames.decode import decoded_log
+
+    if route == "shards":
+        from pipelines.frames import segment_shards
+        from pipelines.frames.shards import topic_names_of
+
+        loaded = segment_shards.load_on_spark(spark, replace(plan, in_process=False), options, (None, None),
+                                              previous=previous)
+        try:
+            shards = segment_shards.tabulate_on_spark(spark, loaded, options, None, topic_names_of(loaded.log))
+            return dict(shards.tables)
+        finally:
+            loaded.release()
+    table = conform_decoded(decoded_log(spark, replace(plan, in_process=True), cut=(None, None)).to_arrow(
+        REPLAY_COLUMNS, exclude=SKIPPED_KINDS))
+    if route == "tasks":
+        from pipelines.frames.resumed import resume_on_spark
+
+        shards = resume_on_spark(spark, table, previous, options, None, tasks=2)
+        try:
+            return dict(shards.tables)
+        finally:
+            shards.release()
+    return dict(replay_shards(table, options, resume=previous.all()).tables)
+
+
+@pytest.mark.parametrize("scenario", ["transactions", "compacted"])
+def test_every_route_loads_the_new_records_onto_the_saved_shards_as_the_whole_log_loads(
+        spark, warn_settings, brokerdata, tmp_path, scenario):
+    """The executor's three routes of an incremental run (`rebuild.executor.Route`: in this process, resumed on one
+    task per core, loaded by the shards' tasks), each given yesterday's saved shards and today's new segment bytes,
+    give the state the engine gives the whole log. Yesterday's dump is cut inside an open transaction
+    (transactions) or at each partition's last segment (compacted); the whole-rebuild tests above run each route
+    end to end on the sample."""
+    import pyarrow as pa
+
+    from pipelines import incremental
+    from pipelines.coordinator.options import ReplayOptions
+    from pipelines.coordinator.shard import conform_decoded, replay_shards
+    from pipelines.decoding.reader import iter_decoded_rows
+    from pipelines.frames.decode import plan_inputs
+    from pipelines.io.warehouse import Warehouse
+    from pipelines.rebuild import RebuildRequest, resolve_settings
+    from schemas.decoded import DECODED_RECORD_SCHEMA
+    from tests.coordinator.harness import as_rows, assert_same
+
+    data = brokerdata / scenario / "data"
+    cut = tmp_path / "cut"
+    cut_log_dir(data, cut, until_offset=_yesterday(scenario, data))
+    wh = tmp_path / "wh"
+    rebuild(spark, warn_settings, [cut], wh, "base", semantics="modern")
+    req = RebuildRequest(inputs=(str(data),), warehouse=str(wh), incremental=True, semantics="modern")
+    start = incremental.start(Warehouse(wh), req, resolve_settings(warn_settings, req), plan_inputs([data]), "x")
+    assert start.mode == "incremental", start.reason
+    previous = start.saved_shards()
+    rows = list(iter_decoded_rows([data]))
+    newest = max(r["timestamp"] for r in rows if r["timestamp"] is not None)
+    options = ReplayOptions(semantics="modern", snapshot_id="r", num_partitions=50, load_time_ms=newest)
+    whole = replay_shards(conform_decoded(pa.Table.from_pylist(rows, schema=DECODED_RECORD_SCHEMA)), options).tables
+    compared = ("loaded_offsets", "empty_group_offsets", "loaded_groups", "group_members", "removed_groups",
+                "pending_offsets")
+    want = as_rows({t: whole[t] for t in compared})
+    for route in ("in-process", "tasks", "shards"):
+        got = _route_tables(spark, route, start.decode_plan, previous, options)
+        assert_same(as_rows({t: got[t] for t in compared}), want, f"{scenario} {route}")
+    assert any(want[t] for t in ("loaded_offsets", "loaded_groups"))
+
+
+def _yesterday(scenario: str, data: Path) -> dict[int, int]:
+    """Where yesterday's dump of `scenario` ends, per offsets partition: inside a transaction a later marker decides
+    (transactions), at the start of each multi-segment partition's last segment (compacted)."""
+    batches = list(_batches(data))
+    if scenario == "transactions":
+        for i, (s, h) in enumerate(batches):
+            if h.is_transactional and not h.is_control and any(
+                    s2.offsets_partition == s.offsets_partition and h2.is_control and h2.producer_id == h.producer_id
+                    for s2, h2 in batches[i + 1:]):
+                return {s.offsets_partition: h.last_offset + 1}
+        raise AssertionError("transactions has a decided transactional offset commit")
+    bases: dict[int, list[int]] = {}
+    for s, _h in batches:
+        if s.base_offset not in bases.setdefault(s.offsets_partition, []):
+            bases[s.offsets_partition].append(s.base_offset)
+    return {p: b[-1] for p, b in bases.items() if len(b) > 1}
 
 
 def test_clean_state_removes_state_of_deleted_snapshots(tmp_path):

@@ -421,7 +421,8 @@ def count_segment(path: str, partition: int, acc: dict | None = None, *, start_p
                 end = min(end, len(mm))
                 pos = start_position  # an incremental run's resume point (an entry boundary)
                 last = None  # (position, size, last offset) of the last entry framed
-                if fastdecode is not None and use_c is not False:  # the walk below in C for the clean magic 2 batches; the others here
+                if fastdecode is not None and use_c is not False:
+                    # the walk below, in C for the clean magic 2 batches; the other entries are looked at here
                     with memoryview(mm) as whole, whole[:end] as view:
                         clean_records, others, pos, last = fastdecode.count_entries(view, start_position)
                     n_in += clean_records
