@@ -113,11 +113,17 @@ def test_repair_makes_filtered_reads_right_and_keeps_the_rows(old_warehouse, duc
     assert _dataset_offsets(wh, "loaded_offsets", ts_expr) == want_ts
     assert _dataset_offsets(wh, "loaded_offsets", pc.field("group_id") == "alerts-etl-76") == want_76
     assert _sql_count(wh, count_76) == 1
-    # every probe, through delta-rs (the table opened once) and DuckDB's delta_scan; an integer column's are narrowed
-    # to the repaired file's bounds and a sample between them, as in test_readers_agree (its statistics are exact)
+    # through delta-rs (the table opened once) and DuckDB's delta_scan: every probe of a string or timestamp column
+    # (the statistics the repair rewrote), one of each operator on the others (written right before and after, and
+    # probed at every bound by test_readers_agree)
     for t in PROBED:
         dataset = DeltaTable(str(wh.table_path(t))).to_pyarrow_dataset()
+        seen = set()
         for p in predicates(t, rows[t], file_bounds(wh.table_path(t))):
+            if TABLES[t][p[0]].dataType.typeName() not in ("string", "timestamp"):
+                if p[:2] in seen:
+                    continue
+                seen.add(p[:2])
             want = sorted(r["record_offset"] for r in rows[t] if holds(r, p))
             got = duck.execute(f"SELECT record_offset FROM delta_scan('{wh.table_path(t)}') "
                                f"WHERE {sql_condition(p)}").fetch_arrow_table()
