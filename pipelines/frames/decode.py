@@ -421,17 +421,18 @@ def count_segment(path: str, partition: int, acc: dict | None = None, *, start_p
                 end = min(end, len(mm))
                 pos = start_position  # an incremental run's resume point (an entry boundary)
                 last = None  # (position, size, last offset) of the last entry framed
+                def other(at: int, total: int) -> int:
+                    """The records an entry that is not a clean magic 2 batch counts: a clean legacy entry one."""
+                    if mm[at + MAGIC_OFFSET] in (0, 1) and (mm[at + 17] & 0x07) == 0 and _legacy_crc_ok(mm, at, total):
+                        return 1
+                    _count_suspicious(bytes(mm[at:at + total]), path, partition, at, acc, policy)
+                    return 0
+
                 if fastdecode is not None and use_c is not False:
                     # the walk below, in C for the clean magic 2 batches; the other entries are looked at here
                     with memoryview(mm) as whole, whole[:end] as view:
                         clean_records, others, pos, last = fastdecode.count_entries(view, start_position)
-                    n_in += clean_records
-                    for at, total in struct.iter_unpack("=qq", others):
-                        if mm[at + MAGIC_OFFSET] in (0, 1) and (mm[at + 17] & 0x07) == 0 and \
-                                _legacy_crc_ok(mm, at, total):
-                            n_in += 1
-                        else:
-                            _count_suspicious(bytes(mm[at:at + total]), path, partition, at, acc, policy)
+                    n_in += clean_records + sum(other(at, total) for at, total in struct.iter_unpack("=qq", others))
                     if pos < end:
                         stop = stop_problem(mm, pos, end, source=path, offsets_partition=partition)
                         _unread(acc, partition, path, stop.position, stop.unread_to, stop.kind)
@@ -443,17 +444,11 @@ def count_segment(path: str, partition: int, acc: dict | None = None, *, start_p
                         pos, _off, total = frame
                         magic = mm[pos + MAGIC_OFFSET]
                         last = (pos, total, last_offset(mm, pos, _off, total))
-                        if magic == 2 and total >= RECORD_BATCH_OVERHEAD:
-                            count = i32(mm, pos + 57)[0]
-                            clean = count >= 0 and crc(mm[pos + 21:pos + total]) == u32(mm, pos + 17)[0]
-                        else:
-                            count = 1
-                            clean = magic in (0, 1) and (mm[pos + 17] & 0x07) == 0 and \
-                                _legacy_crc_ok(mm, pos, total)
-                        if clean:
+                        count = i32(mm, pos + 57)[0] if magic == 2 and total >= RECORD_BATCH_OVERHEAD else -1
+                        if count >= 0 and crc(mm[pos + 21:pos + total]) == u32(mm, pos + 17)[0]:
                             n_in += count
                         else:
-                            _count_suspicious(bytes(mm[pos:pos + total]), path, partition, pos, acc, policy)
+                            n_in += other(pos, total)
                         pos += total
                 last_entry = None if last is None else (*last, mm[last[0]:last[0] + last[1]])
                 _bump(acc, partition)[SEGMENTS].append(

@@ -774,14 +774,13 @@ class Warehouse:
         keys = list(_OFFSET_KEYS)
         incoming = _with_contract_columns(incoming, table)
         fresh, candidates = met
-        part = incoming.column("offsets_partition").to_numpy(zero_copy_only=False)
         existing = delta.read_table_files(path, [unquote(f["path"]) for f in candidates], struct,
                                           columns=[*keys, "txn_outcome"], with_file=True)
         existing = existing.rename_columns([*keys, "_old", "_file"])
         probe = incoming.select([*keys, "txn_outcome", *_DECISION_COLUMNS]).append_column(
-            "_i", pa.array(np.arange(len(part))))
+            "_i", pa.array(np.arange(incoming.num_rows)))
         joined = probe.join(existing, keys, join_type="inner") if existing.num_rows else None
-        matched = np.zeros(len(part), bool)
+        matched = np.zeros(incoming.num_rows, bool)
         touched, upgrades = [], None
         if joined is not None and joined.num_rows:
             matched[joined.column("_i").to_numpy()] = True
