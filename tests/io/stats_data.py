@@ -6,6 +6,7 @@ straddling the 32nd UTF-16 unit), timestamps with sub-millisecond parts, nulls, 
 """
 from __future__ import annotations
 
+import bisect
 import datetime as dt
 import json
 from pathlib import Path
@@ -113,11 +114,12 @@ SCALAR = ("string", "integer", "long", "boolean", "timestamp")
 
 
 def _probes(kind: str, values: list, bounds=None) -> list[tuple[str, Any]]:
-    """(op, operand) pairs around the values a column holds. `bounds` (an integer column's file minima and maxima,
-    as the table's statistics give them), when given, narrows the probes of an integer column: its statistics are
-    exact, so a file is kept or skipped by where the operand lies against its bounds, and an operand strictly
-    inside every file's range takes the decision any other inside value takes. Each bound, the values either side of
-    it and every fourth value the column holds are probed; without `bounds`, every value is."""
+    """(op, operand) pairs around the values a column holds. `bounds` (an integer or string column's file minima and
+    maxima, as the table's statistics give them), when given, narrows the probes of that column: a file is kept or
+    skipped by where the operand lies against its bounds, so operands between the same two bounds take the same
+    decisions. An integer column is probed at each bound and either side of it; a string column (whose bounds may be
+    truncated, held by no row) at the held values either side of each bound, and at the bound when a row holds it;
+    both at every fourth value they hold. Without `bounds`, every value is probed."""
     vals = sorted(set(values))
     out: list[tuple[str, Any]] = [("is_null", None), ("not_null", None)]
     if kind == "boolean":
@@ -135,6 +137,10 @@ def _probes(kind: str, values: list, bounds=None) -> list[tuple[str, Any]]:
         if bounds is not None:
             vals = set(vals[::4]) | {vals[-1]} | {b + d for b in bounds for d in (-1, 0, 1) if lo <= b + d <= hi}
         vals = sorted(set(vals) | ends)
+    elif kind == "string" and bounds is not None:
+        # a string statistic may be a truncated prefix, held by no row: the values held either side of it
+        near = {v for b in bounds for i in [bisect.bisect_left(vals, b)] for v in vals[max(0, i - 1):i + 2]}
+        vals = sorted(set(vals[::4]) | {vals[-1]} | near)
     for v in vals:
         out += [("=", v), (">=", v), ("<=", v)]
     out += [(">", vals[-1]), ("<", vals[0]), (">", vals[len(vals) // 2]), ("<", vals[len(vals) // 2])]
@@ -148,14 +154,14 @@ def _probes(kind: str, values: list, bounds=None) -> list[tuple[str, Any]]:
 
 def predicates(table: str, rows: list[dict], bounds: dict[str, set] | None = None) -> list[tuple[str, str, Any]]:
     """The probes of every scalar column; `bounds` (column -> its files' minima and maxima, `file_bounds`) narrows
-    an integer column's to its files' bounds and a sample of its values (`_probes`)."""
+    an integer or string column's to its files' bounds and a sample of its values (`_probes`)."""
     preds = []
     for f in TABLES[table].fields:
         kind = f.dataType.typeName()
         if kind not in SCALAR or f.name == "snapshot_id":
             continue
         values = [r[f.name] for r in rows if r[f.name] is not None]
-        col_bounds = None if bounds is None or kind not in ("integer", "long") else bounds.get(f.name, set())
+        col_bounds = None if bounds is None or kind not in ("integer", "long", "string") else bounds.get(f.name, set())
         preds += [(f.name, op, v) for op, v in _probes(kind, values, col_bounds)]
     return preds
 

@@ -171,7 +171,7 @@ def _typed_probes(ops=("=", ">=", "<=", ">", "<", "in")):
 
 def test_delta_rs_table_filters(written):
     """`to_pyarrow_table(filters=…)`: delta-rs turns the DNF filters into an expression (pyarrow's
-    `filters_to_expression`) over the dataset `test_delta_rs_pyarrow_dataset` probes at every value: every string and
+    `filters_to_expression`) over the dataset `test_delta_rs_pyarrow_dataset` probes at every bound: every string and
     timestamp probe, one of each operator on the other columns."""
     tables = {t: DeltaTable(str(written.wh.table_path(t))) for t in PROBED}
     _report(_run(written, "delta-rs to_pyarrow_table(filters)", lambda t, p: _offsets(
@@ -373,7 +373,7 @@ def test_warehouse_reader_dictionary_scan(written):
     strings come back the same. Reading the files' dictionaries changes how string columns are read, nothing else:
     every probe of a string column, and of a timestamp column (a literal the two paths translate), is asked; of an
     integer or boolean column, one of each operator (the pruning itself is delta-rs' dataset's, which
-    `test_delta_rs_pyarrow_dataset` probes at every value)."""
+    `test_delta_rs_pyarrow_dataset` probes at every bound)."""
     from pipelines.io.snapshots import DeltaWarehouseReader
 
     reader = DeltaWarehouseReader(written.wh.path)

@@ -114,8 +114,8 @@ def test_repair_makes_filtered_reads_right_and_keeps_the_rows(old_warehouse, duc
     assert _dataset_offsets(wh, "loaded_offsets", pc.field("group_id") == "alerts-etl-76") == want_76
     assert _sql_count(wh, count_76) == 1
     # through delta-rs (the table opened once) and DuckDB's delta_scan: every probe of a string or timestamp column
-    # (the statistics the repair rewrote), one of each operator on the others (written right before and after, and
-    # probed at every bound by test_readers_agree)
+    # (the statistics the repair rewrote; a string column's narrowed to the repaired bounds), one of each operator
+    # on the others (written right before and after, and probed at every bound by test_readers_agree)
     for t in PROBED:
         dataset = DeltaTable(str(wh.table_path(t))).to_pyarrow_dataset()
         seen = set()
