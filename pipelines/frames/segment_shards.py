@@ -179,7 +179,7 @@ def _decode_and_load_task(slices: list[list[tuple]], policy, options: ReplayOpti
         from pipelines.coordinator.streamed import StreamedShards
         from pipelines.frames.decode import _decode_items, end_position
         from pipelines.frames.ranges import NO_FLOOR
-        from pipelines.frames.tally import _combine, tally_rows
+        from pipelines.frames.tally import RunningTally
 
         items = items.sort_by([("base_offset", "ascending"), ("path", "ascending"), ("start_position", "ascending")])
         if piece is not None:  # a range: its history built, its kept rows handed on to its partition's load
@@ -190,7 +190,7 @@ def _decode_and_load_task(slices: list[list[tuple]], policy, options: ReplayOpti
             loader = StreamedShards(options, None if resume is None else {shard: resume})
             del resume
         writer = stage.writer(max(shard, 0)) if stage is not None else None
-        tallies, records, decode_cpu, load_cpu = [], 0, 0.0, 0.0
+        tally, records, decode_cpu, load_cpu = RunningTally(*cut), 0, 0.0, 0.0
         try:
             started = time.process_time()
             for window in decoded_windows(_decode_items(iter(items.to_batches(max_chunksize=1)), policy),
@@ -198,7 +198,7 @@ def _decode_and_load_task(slices: list[list[tuple]], policy, options: ReplayOpti
                 decoded = time.process_time()
                 decode_cpu += decoded - started
                 records += window.num_rows
-                tallies.append(tally_rows(window, *cut))
+                tally.add(window)
                 is_error = pc.fill_null(pc.equal(window.column("record_kind"), KIND_ERROR), False)
                 out = []
                 if pc.any(is_error).as_py():  # the quarantine, packed as it comes
@@ -220,9 +220,8 @@ def _decode_and_load_task(slices: list[list[tuple]], policy, options: ReplayOpti
             if writer is not None:
                 writer.abort()
             raise
-        tally = _combine(pa.concat_tables(tallies)) if tallies else tally_rows(pa.table({}))
         names = done.naming
-        out.append(_row(LOG, shard, to_blob(DECODED_RECORD_SCHEMA.empty_table()), to_blob(tally),
+        out.append(_row(LOG, shard, to_blob(DECODED_RECORD_SCHEMA.empty_table()), to_blob(tally.result()),
                         to_blob(names) if names.num_rows else None))
         if piece is not None:
             from pipelines.coordinator.streamed import by_group

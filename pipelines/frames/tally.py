@@ -126,6 +126,33 @@ def tally_rows(table: pa.Table, until_offset: int | None = None, until_time_ms: 
     return _combine(rows)
 
 
+class RunningTally:
+    """The tally of a stream of decoded windows (a shard's load), grouped once per `rows` rows or more: a window
+    of one small log batch costs a selection of its tally columns, not a grouping of its own."""
+
+    def __init__(self, until_offset: int | None = None, until_time_ms: int | None = None, rows: int = 1 << 16):
+        self._cut, self._rows = (until_offset, until_time_ms), rows
+        self._held: list[pa.Table] = []
+        self._held_rows = 0
+        self._tallies: list[pa.Table] = []
+
+    def add(self, window: pa.Table) -> None:
+        names = set(window.column_names)
+        self._held.append(window.select([c for c in TALLY_COLUMNS if c in names]))
+        self._held_rows += window.num_rows
+        if self._held_rows >= self._rows:
+            self._group()
+
+    def _group(self) -> None:
+        if self._held:
+            self._tallies.append(tally_rows(pa.concat_tables(self._held, promote_options="default"), *self._cut))
+            self._held, self._held_rows = [], 0
+
+    def result(self) -> pa.Table:
+        self._group()
+        return _combine(pa.concat_tables(self._tallies)) if self._tallies else TALLY_SCHEMA.empty_table()
+
+
 def _combine(rows: pa.Table) -> pa.Table:
     """Tally rows added up by (offsets partition, label)."""
     if rows.num_rows == 0:
