@@ -7,11 +7,13 @@ from __future__ import annotations
 import pytest
 from hypothesis import HealthCheck, given, settings
 
+from tests.depth import cases
+
 schemathesis = pytest.importorskip("schemathesis")
 
 pytestmark = pytest.mark.integration
 
-EXAMPLES = 40
+EXAMPLES = cases(deep=100, quick=25)  # per operation and mode
 # uvicorn's own plain-text answer to a request line that is not HTTP (negative cases may put raw non-ASCII bytes in
 # the request target); tests/serving/test_api_hostile.py sends such bytes on purpose and checks this 400
 UVICORN_BAD_REQUEST = "Invalid HTTP request received."
