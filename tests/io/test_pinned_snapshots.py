@@ -73,7 +73,8 @@ def answers(wh: Warehouse) -> dict:
     from fastapi.testclient import TestClient
 
     from jobs.api import create_app
-    from pipelines.io.snapshots import DeltaWarehouseReader
+    from pipelines.io.snapshots import DeltaWarehouseReader, resolve_snapshot
+    from pipelines.serving import sql as sqlmod
 
     def cli(*args: str) -> tuple[int, str]:
         r = CliRunner().invoke(main, [args[0], "--warehouse", str(wh.path), *args[1:]], catch_exceptions=False)
@@ -89,8 +90,17 @@ def answers(wh: Warehouse) -> dict:
         "diff": cli("diff", "s0", "s1", "--json"),
         "read_table": {t: wh.read_table(t).to_pylist() for t in SNAPSHOT_TABLES},
     }
-    for table in SNAPSHOT_TABLES:
-        out[f"sql {table}"] = cli("sql", "--format", "json", f'SELECT * FROM "{table}" ORDER BY ALL')
+    # every table through the views `offsetlake sql` opens (one connection: opening it reads every table), and the
+    # command itself on one
+    out["sql command"] = cli("sql", "--format", "json", 'SELECT * FROM "loaded_offsets" ORDER BY ALL')
+    reader = DeltaWarehouseReader(wh.path)
+    con = sqlmod.connect(reader, resolve_snapshot(reader))
+    try:
+        for table in SNAPSHOT_TABLES:
+            out[f"sql {table}"] = sqlmod.render(*sqlmod.run(con, f'SELECT * FROM "{table}" ORDER BY ALL'), "json")
+    finally:
+        con.close()
+        reader.close()
     with TestClient(create_app(DeltaWarehouseReader(wh.path), refresh_interval=0)) as client:
         for route in ("/groups/pay", "/groups/pay/offsets", "/groups/idle", "/topics/orders/groups", "/groups",
                       "/snapshots", "/health"):
