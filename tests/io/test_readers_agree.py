@@ -260,7 +260,7 @@ def test_spark_over_the_active_files(written, spark):
         return sorted(r[0] for r in frames[t].filter(cond(p)).select("record_offset").collect())
 
     # a sample: Spark reads Parquet itself (no Delta statistics), one job per predicate
-    every = {"loaded_offsets": 23, "loaded_groups": 11}
+    every = {"loaded_offsets": 41, "loaded_groups": 19}
     keep = {t: set(predicates(t, written.all_rows[t])[:: every[t]]) for t in PROBED}
     _report(_run(written, "spark", one, lambda t, p: p in keep[t], narrowed=False))
 
@@ -300,7 +300,10 @@ def test_offsetlake_sql(written):
             con = sqlmod.connect(reader, resolve_snapshot(reader, sid))
             for t in PROBED:
                 rows = [{**r, "snapshot_id": sid} for r in written.rows[t][sid]]
-                for p in predicates(t, rows, written.bounds[t]):
+                # DuckDB pushes the filters into the snapshot's dataset, whose pruning
+                # test_warehouse_read_table_filters asks at every bound
+                keep = _typed_probes(OPERATORS)
+                for p in (p for p in predicates(t, rows, written.bounds[t]) if keep(t, p)):
                     _, got = sqlmod.run(con, f'SELECT record_offset FROM "{t}" WHERE {sql_condition(p)}')
                     if sorted(r[0] for r in got) != _expected(rows, p):
                         wrong.append(f"offsetlake sql {sid}: {t} {p}: got {len(got)}, want {len(_expected(rows, p))}")

@@ -238,7 +238,7 @@ def sampled(request, spark, tmp_path_factory):
     common = ["--semantics", semantics, "--retention-minutes", "1"]
     rc, summary = cli_rebuild(wh, [dump], "base", *common)
     assert rc == 0, summary
-    times = _times(rows, 15)
+    times = _times(rows, 8)  # 42 moments: ~8 record times and ~8 marker times, the ms before each, expiry's clock
     cuts = [times[len(times) // 3], times[2 * len(times) // 3]]
     for i, t in enumerate(cuts):
         rc, summary = cli_rebuild(wh, [dump], f"cut{i}", *common, "--until-time", str(_iso(t)))
