@@ -128,7 +128,8 @@ def tally_rows(table: pa.Table, until_offset: int | None = None, until_time_ms: 
 
 class RunningTally:
     """The tally of a stream of decoded windows (a shard's load), grouped once per `rows` rows or more: a window
-    of one small log batch costs a selection of its tally columns, not a grouping of its own."""
+    of one small log batch costs a selection of its tally columns, not a grouping of its own. What it holds is
+    bounded: the tally columns of under `rows` rows, and of the decoder batches those windows were cut from."""
 
     def __init__(self, until_offset: int | None = None, until_time_ms: int | None = None, rows: int = 1 << 16):
         self._cut, self._rows = (until_offset, until_time_ms), rows
