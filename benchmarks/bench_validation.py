@@ -17,6 +17,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from pipelines.config import load_settings
+from pipelines.io.delta import spark_schema
 from pipelines.session import get_spark
 from pipelines.validation.accounting import Accounting, PartitionCounts
 from pipelines.validation.runner import run_validation
@@ -38,7 +39,7 @@ def _typed(df: DataFrame, table: str) -> DataFrame:
     have = set(df.columns)
     return df.select(
         *[(F.col(f.name) if f.name in have else F.lit(None)).cast(f.dataType).alias(f.name)
-          for f in TABLES[table].fields]
+          for f in spark_schema(TABLES[table]).fields]
     )
 
 

@@ -1,192 +1,192 @@
-"""The data contract: one Spark StructType per output table, key columns first (matches CONTRACT.md).
+"""The data contract: one Arrow schema per output table, key columns first (matches CONTRACT.md).
 
-Importing this module needs pyspark's type classes only; it never starts a JVM. Timestamps are UTC `timestamp`
-columns, offsets `bigint`, partitions `int`. Add columns freely at the end; never change the meaning of one.
+Arrow at the core, no pyspark: Spark's types are derived from these where a DataFrame needs them
+(`pipelines.io.delta.spark_schema`), and Delta's from them too. Timestamps are UTC `timestamp[us]` columns (Spark's
+`timestamp`), offsets `int64` (`bigint`), partitions `int32` (`int`). Add columns freely at the end; never change the
+meaning of one.
 """
 from __future__ import annotations
 
-from pyspark.sql.types import (
-    ArrayType,
-    BooleanType,
-    IntegerType,
-    LongType,
-    MapType,
-    StringType,
-    StructField,
-    StructType,
-    TimestampType,
-)
+import pyarrow as pa
+
+STRING, INT, LONG, BOOLEAN = pa.string(), pa.int32(), pa.int64(), pa.bool_()
+TIMESTAMP = pa.timestamp("us", tz="UTC")
 
 
-def _f(name: str, dtype, nullable: bool = True) -> StructField:
-    return StructField(name, dtype, nullable)
+def _f(name: str, dtype: pa.DataType, nullable: bool = True) -> pa.Field:
+    return pa.field(name, dtype, nullable)
 
 
-TOPIC_PARTITION = StructType([_f("topic", StringType()), _f("partition", IntegerType())])
+def _list(dtype: pa.DataType) -> pa.DataType:
+    # Parquet's name for a list's element, the one Spark writes and reads back
+    return pa.list_(pa.field("element", dtype))
+
+
+TOPIC_PARTITION = pa.struct([_f("topic", STRING), _f("partition", INT)])
 
 _OFFSET_COLUMNS = [
-    _f("snapshot_id", StringType(), False),
-    _f("group_id", StringType(), False),
-    _f("topic", StringType(), False),
-    _f("partition", IntegerType(), False),
-    _f("offsets_partition", IntegerType()),
-    _f("committed_offset", LongType()),
-    _f("leader_epoch", IntegerType()),  # null if none
-    _f("metadata", StringType()),
-    _f("commit_timestamp", TimestampType()),
-    _f("expire_timestamp", TimestampType()),  # null if none
-    _f("record_offset", LongType()),  # its position in __consumer_offsets
-    _f("has_group_metadata", BooleanType()),
-    _f("topic_id", StringType()),  # OffsetCommitValue v4 tag 0
-    _f("producer_id", LongType()),  # producer that committed it (-1: plain OffsetCommit)
+    _f("snapshot_id", STRING, False),
+    _f("group_id", STRING, False),
+    _f("topic", STRING, False),
+    _f("partition", INT, False),
+    _f("offsets_partition", INT),
+    _f("committed_offset", LONG),
+    _f("leader_epoch", INT),  # null if none
+    _f("metadata", STRING),
+    _f("commit_timestamp", TIMESTAMP),
+    _f("expire_timestamp", TIMESTAMP),  # null if none
+    _f("record_offset", LONG),  # its position in __consumer_offsets
+    _f("has_group_metadata", BOOLEAN),
+    _f("topic_id", STRING),  # OffsetCommitValue v4 tag 0
+    _f("producer_id", LONG),  # producer that committed it (-1: plain OffsetCommit)
 ]
 
-LOADED_OFFSETS = StructType(list(_OFFSET_COLUMNS))
-EMPTY_GROUP_OFFSETS = StructType(list(_OFFSET_COLUMNS))
+LOADED_OFFSETS = pa.schema(list(_OFFSET_COLUMNS))
+EMPTY_GROUP_OFFSETS = pa.schema(list(_OFFSET_COLUMNS))
 
-LOADED_GROUPS = StructType(
+LOADED_GROUPS = pa.schema(
     [
-        _f("snapshot_id", StringType(), False),
-        _f("group_id", StringType(), False),
-        _f("offsets_partition", IntegerType()),
-        _f("group_type", StringType()),  # classic, consumer, share, streams
-        _f("protocol_type", StringType()),  # null for simple groups
-        _f("generation", IntegerType()),  # classic generation / consumer group epoch
-        _f("protocol", StringType()),  # classic protocol name / consumer server assignor
-        _f("leader", StringType()),
-        _f("state", StringType()),  # Empty, Stable (classic); Empty, Assigning, Reconciling, Stable (consumer)
-        _f("current_state_timestamp", TimestampType()),
-        _f("member_count", IntegerType()),
-        _f("record_offset", LongType()),  # offset of the record that last defined the group
-        _f("assignment_epoch", IntegerType()),  # consumer groups
-        _f("subscribed_topics", ArrayType(StringType())),  # null = unknown (unparseable subscription)
-        _f("is_simple", BooleanType()),  # created for offsets only (no group record)
-        _f("expected_offsets_partition", IntegerType()),  # abs(javaHashCode(group)) % n
-        _f("unresolved_topic_ids", IntegerType()),  # consumer groups: topic ids with no name known
+        _f("snapshot_id", STRING, False),
+        _f("group_id", STRING, False),
+        _f("offsets_partition", INT),
+        _f("group_type", STRING),  # classic, consumer, share, streams
+        _f("protocol_type", STRING),  # null for simple groups
+        _f("generation", INT),  # classic generation / consumer group epoch
+        _f("protocol", STRING),  # classic protocol name / consumer server assignor
+        _f("leader", STRING),
+        _f("state", STRING),  # Empty, Stable (classic); Empty, Assigning, Reconciling, Stable (consumer)
+        _f("current_state_timestamp", TIMESTAMP),
+        _f("member_count", INT),
+        _f("record_offset", LONG),  # offset of the record that last defined the group
+        _f("assignment_epoch", INT),  # consumer groups
+        _f("subscribed_topics", _list(STRING)),  # null = unknown (unparseable subscription)
+        _f("is_simple", BOOLEAN),  # created for offsets only (no group record)
+        _f("expected_offsets_partition", INT),  # abs(javaHashCode(group)) % n
+        _f("unresolved_topic_ids", INT),  # consumer groups: topic ids with no name known
     ]
 )
 
-GROUP_MEMBERS = StructType(
+GROUP_MEMBERS = pa.schema(
     [
-        _f("snapshot_id", StringType(), False),
-        _f("group_id", StringType(), False),
-        _f("member_id", StringType(), False),
-        _f("group_instance_id", StringType()),
-        _f("client_id", StringType()),
-        _f("client_host", StringType()),
-        _f("session_timeout_ms", IntegerType()),
-        _f("rebalance_timeout_ms", IntegerType()),
-        _f("subscribed_topics", ArrayType(StringType())),
-        _f("assigned_partitions", ArrayType(TOPIC_PARTITION)),
-        _f("group_type", StringType()),
-        _f("offsets_partition", IntegerType()),
-        _f("rack_id", StringType()),
-        _f("subscribed_topic_regex", StringType()),
-        _f("server_assignor", StringType()),
-        _f("member_epoch", IntegerType()),
-        _f("previous_member_epoch", IntegerType()),
-        _f("member_state", StringType()),
-        _f("target_partitions", ArrayType(TOPIC_PARTITION)),
-        _f("partitions_pending_revocation", ArrayType(TOPIC_PARTITION)),
-        _f("is_leader", BooleanType()),
+        _f("snapshot_id", STRING, False),
+        _f("group_id", STRING, False),
+        _f("member_id", STRING, False),
+        _f("group_instance_id", STRING),
+        _f("client_id", STRING),
+        _f("client_host", STRING),
+        _f("session_timeout_ms", INT),
+        _f("rebalance_timeout_ms", INT),
+        _f("subscribed_topics", _list(STRING)),
+        _f("assigned_partitions", _list(TOPIC_PARTITION)),
+        _f("group_type", STRING),
+        _f("offsets_partition", INT),
+        _f("rack_id", STRING),
+        _f("subscribed_topic_regex", STRING),
+        _f("server_assignor", STRING),
+        _f("member_epoch", INT),
+        _f("previous_member_epoch", INT),
+        _f("member_state", STRING),
+        _f("target_partitions", _list(TOPIC_PARTITION)),
+        _f("partitions_pending_revocation", _list(TOPIC_PARTITION)),
+        _f("is_leader", BOOLEAN),
     ]
 )
 
-REMOVED_GROUPS = StructType(
+REMOVED_GROUPS = pa.schema(
     [
-        _f("snapshot_id", StringType(), False),
-        _f("group_id", StringType(), False),
-        _f("offsets_partition", IntegerType()),
-        _f("tombstone_record_offset", LongType()),
-        _f("tombstone_timestamp", TimestampType()),
-        _f("group_type", StringType()),  # classic (type 2 tombstone) or consumer (type 3 tombstone)
+        _f("snapshot_id", STRING, False),
+        _f("group_id", STRING, False),
+        _f("offsets_partition", INT),
+        _f("tombstone_record_offset", LONG),
+        _f("tombstone_timestamp", TIMESTAMP),
+        _f("group_type", STRING),  # classic (type 2 tombstone) or consumer (type 3 tombstone)
     ]
 )
 
-PENDING_OFFSETS = StructType(
+PENDING_OFFSETS = pa.schema(
     [
-        _f("snapshot_id", StringType(), False),
-        _f("producer_id", LongType(), False),
-        _f("group_id", StringType(), False),
-        _f("topic", StringType(), False),
-        _f("partition", IntegerType(), False),
-        _f("committed_offset", LongType()),
-        _f("record_offset", LongType()),
-        _f("offsets_partition", IntegerType()),
-        _f("producer_epoch", IntegerType()),
-        _f("leader_epoch", IntegerType()),
-        _f("metadata", StringType()),
-        _f("commit_timestamp", TimestampType()),
+        _f("snapshot_id", STRING, False),
+        _f("producer_id", LONG, False),
+        _f("group_id", STRING, False),
+        _f("topic", STRING, False),
+        _f("partition", INT, False),
+        _f("committed_offset", LONG),
+        _f("record_offset", LONG),
+        _f("offsets_partition", INT),
+        _f("producer_epoch", INT),
+        _f("leader_epoch", INT),
+        _f("metadata", STRING),
+        _f("commit_timestamp", TIMESTAMP),
     ]
 )
 
-EXPIRED_OFFSETS = StructType(
+EXPIRED_OFFSETS = pa.schema(
     list(_OFFSET_COLUMNS)
-    + [_f("expiry_base_timestamp", TimestampType()), _f("expiry_rule", StringType())]
+    + [_f("expiry_base_timestamp", TIMESTAMP), _f("expiry_rule", STRING)]
 )
 
-EXPIRED_GROUPS = StructType(
+EXPIRED_GROUPS = pa.schema(
     [
-        _f("snapshot_id", StringType(), False),
-        _f("group_id", StringType(), False),
-        _f("offsets_partition", IntegerType()),
-        _f("reason", StringType()),
-        _f("group_type", StringType()),
-        _f("generation", IntegerType()),
-        _f("writes_tombstone", BooleanType()),  # would the emulated coordinator write a group tombstone
+        _f("snapshot_id", STRING, False),
+        _f("group_id", STRING, False),
+        _f("offsets_partition", INT),
+        _f("reason", STRING),
+        _f("group_type", STRING),
+        _f("generation", INT),
+        _f("writes_tombstone", BOOLEAN),  # would the emulated coordinator write a group tombstone
     ]
 )
 
-OFFSET_COMMITS = StructType(
+OFFSET_COMMITS = pa.schema(
     [
-        _f("offsets_partition", IntegerType(), False),
-        _f("record_offset", LongType(), False),
-        _f("group_id", StringType()),
-        _f("topic", StringType()),
-        _f("partition", IntegerType()),
-        _f("committed_offset", LongType()),
-        _f("commit_timestamp", TimestampType()),
-        _f("is_tombstone", BooleanType()),
-        _f("producer_id", LongType()),
-        _f("txn_outcome", StringType()),  # committed, aborted, pending, null (not transactional)
-        _f("leader_epoch", IntegerType()),
-        _f("metadata", StringType()),
-        _f("record_timestamp", TimestampType()),
-        _f("snapshot_id", StringType()),  # the snapshot that first saw this record
+        _f("offsets_partition", INT, False),
+        _f("record_offset", LONG, False),
+        _f("group_id", STRING),
+        _f("topic", STRING),
+        _f("partition", INT),
+        _f("committed_offset", LONG),
+        _f("commit_timestamp", TIMESTAMP),
+        _f("is_tombstone", BOOLEAN),
+        _f("producer_id", LONG),
+        _f("txn_outcome", STRING),  # committed, aborted, pending, null (not transactional)
+        _f("leader_epoch", INT),
+        _f("metadata", STRING),
+        _f("record_timestamp", TIMESTAMP),
+        _f("snapshot_id", STRING),  # the snapshot that first saw this record
         # what a restore plan needs to replay the record at any time (`pipelines/serving/restore_plan.py`); null in
         # a history written before they existed
-        _f("expire_timestamp", TimestampType()),  # OffsetCommitValue v1
-        _f("topic_id", StringType()),  # OffsetCommitValue v4 tag 0
-        _f("producer_epoch", IntegerType()),
-        _f("is_transactional", BooleanType()),
-        _f("batch_first_offset", LongType()),  # the old loader's appendedBatchOffset
-        _f("txn_marker_offset", LongType()),  # the COMMIT/ABORT marker that decided a transactional record
-        _f("txn_marker_timestamp", TimestampType()),
+        _f("expire_timestamp", TIMESTAMP),  # OffsetCommitValue v1
+        _f("topic_id", STRING),  # OffsetCommitValue v4 tag 0
+        _f("producer_epoch", INT),
+        _f("is_transactional", BOOLEAN),
+        _f("batch_first_offset", LONG),  # the old loader's appendedBatchOffset
+        _f("txn_marker_offset", LONG),  # the COMMIT/ABORT marker that decided a transactional record
+        _f("txn_marker_timestamp", TIMESTAMP),
     ]
 )
 
-QUARANTINE = StructType(
+QUARANTINE = pa.schema(
     [
-        _f("snapshot_id", StringType(), False),
-        _f("source", StringType()),
-        _f("offsets_partition", IntegerType()),
-        _f("position", LongType()),
-        _f("reason", StringType()),
-        _f("key_hex", StringType()),
-        _f("value_hex", StringType()),
-        _f("kind", StringType()),
-        _f("offset", LongType()),
+        _f("snapshot_id", STRING, False),
+        _f("source", STRING),
+        _f("offsets_partition", INT),
+        _f("position", LONG),
+        _f("reason", STRING),
+        _f("key_hex", STRING),
+        _f("value_hex", STRING),
+        _f("kind", STRING),
+        _f("offset", LONG),
     ]
 )
 
-LOG_END_OFFSETS = StructType(
+LOG_END_OFFSETS = pa.schema(
     [
-        _f("snapshot_id", StringType(), False),
-        _f("topic", StringType(), False),
-        _f("partition", IntegerType(), False),
-        _f("log_end_offset", LongType(), False),
-        _f("source", StringType(), False),  # replication-offset-checkpoint, segment, file
-        _f("observed_at", TimestampType()),  # when that source was written (file mtime); null if unknown
+        _f("snapshot_id", STRING, False),
+        _f("topic", STRING, False),
+        _f("partition", INT, False),
+        _f("log_end_offset", LONG, False),
+        _f("source", STRING, False),  # replication-offset-checkpoint, segment, file
+        _f("observed_at", TIMESTAMP),  # when that source was written (file mtime); null if unknown
     ]
 )
 
@@ -194,73 +194,73 @@ LOG_END_OFFSETS = StructType(
 # group as it stands after it: a new classic generation (a GroupMetadata value: a rebalance completed, or the group
 # went Empty), a consumer group's group or assignment epoch, a member joining, updated or leaving, assignments,
 # deletions and tombstones that found nothing.
-HISTORY_MEMBER = StructType(
+HISTORY_MEMBER = pa.struct(
     [
-        _f("member_id", StringType()),
-        _f("group_instance_id", StringType()),
-        _f("client_id", StringType()),
-        _f("client_host", StringType()),
-        _f("subscribed_topics", ArrayType(StringType())),
-        _f("assigned_partitions", ArrayType(TOPIC_PARTITION)),
+        _f("member_id", STRING),
+        _f("group_instance_id", STRING),
+        _f("client_id", STRING),
+        _f("client_host", STRING),
+        _f("subscribed_topics", _list(STRING)),
+        _f("assigned_partitions", _list(TOPIC_PARTITION)),
     ]
 )
 
-GROUP_HISTORY = StructType(
+GROUP_HISTORY = pa.schema(
     [
-        _f("snapshot_id", StringType(), False),
-        _f("group_id", StringType(), False),
-        _f("offsets_partition", IntegerType()),
-        _f("record_offset", LongType()),
-        _f("record_timestamp", TimestampType()),
-        _f("group_type", StringType()),  # classic, consumer
+        _f("snapshot_id", STRING, False),
+        _f("group_id", STRING, False),
+        _f("offsets_partition", INT),
+        _f("record_offset", LONG),
+        _f("record_timestamp", TIMESTAMP),
+        _f("group_type", STRING),  # classic, consumer
         # generation, group_epoch, assignment_epoch, member_joined, member_updated, member_left, target_assignment,
         # member_assignment, partition_metadata, regex, <one of those>_tombstone, deleted, tombstone, skipped
-        _f("event", StringType()),
-        _f("generation", IntegerType()),  # after the record: classic generation / consumer group epoch
-        _f("assignment_epoch", IntegerType()),  # consumer groups
-        _f("protocol", StringType()),  # classic protocol / the consumer group's server assignor
-        _f("leader", StringType()),  # classic
-        _f("state", StringType()),  # Stable or Empty (classic); Empty, Assigning, Reconciling, Stable (consumer)
-        _f("member_count", IntegerType()),  # after the record
-        _f("members_joined", ArrayType(StringType())),  # member ids the record added
-        _f("members_left", ArrayType(StringType())),  # member ids the record removed
+        _f("event", STRING),
+        _f("generation", INT),  # after the record: classic generation / consumer group epoch
+        _f("assignment_epoch", INT),  # consumer groups
+        _f("protocol", STRING),  # classic protocol / the consumer group's server assignor
+        _f("leader", STRING),  # classic
+        _f("state", STRING),  # Stable or Empty (classic); Empty, Assigning, Reconciling, Stable (consumer)
+        _f("member_count", INT),  # after the record
+        _f("members_joined", _list(STRING)),  # member ids the record added
+        _f("members_left", _list(STRING)),  # member ids the record removed
         # the members the record set, as they stand after it: every member of a classic generation (the record
         # replaces them all), the one member of a KIP-848 member or member-assignment record; null otherwise.
         # Folded in log order they give who was assigned a partition at any moment (`offsetlake changes`).
-        _f("member_assignments", ArrayType(HISTORY_MEMBER)),
+        _f("member_assignments", _list(HISTORY_MEMBER)),
         # the group record itself (its decoded columns as JSON, raw subscription/assignment bytes left out), so a
         # restore plan replays the groups at any time; null in a history written before it existed
-        _f("record_json", StringType()),
+        _f("record_json", STRING),
     ]
 )
 
-RUNS = StructType(
+RUNS = pa.schema(
     [
-        _f("snapshot_id", StringType(), False),
-        _f("status", StringType()),  # running, succeeded, failed, validation_failed
-        _f("started_at", TimestampType()),
-        _f("finished_at", TimestampType()),
-        _f("as_of", TimestampType()),
-        _f("retention_minutes", LongType()),
-        _f("semantics", StringType()),
-        _f("inputs", ArrayType(StringType())),
-        _f("records_in", LongType()),
-        _f("records_out", LongType()),
-        _f("records_quarantined", LongType()),
-        _f("record_type_counts", MapType(StringType(), LongType())),
-        _f("validation", StringType()),  # JSON summary of the validation results
-        _f("summary", StringType()),  # JSON of the run summary (`rebuild --json`)
+        _f("snapshot_id", STRING, False),
+        _f("status", STRING),  # running, succeeded, failed, validation_failed
+        _f("started_at", TIMESTAMP),
+        _f("finished_at", TIMESTAMP),
+        _f("as_of", TIMESTAMP),
+        _f("retention_minutes", LONG),
+        _f("semantics", STRING),
+        _f("inputs", _list(STRING)),
+        _f("records_in", LONG),
+        _f("records_out", LONG),
+        _f("records_quarantined", LONG),
+        _f("record_type_counts", pa.map_(STRING, LONG)),
+        _f("validation", STRING),  # JSON summary of the validation results
+        _f("summary", STRING),  # JSON of the run summary (`rebuild --json`)
         # scheduled, or what-if (a run with --as-of/--until-*): readers default to the latest succeeded scheduled
         # snapshot; null (a row written before this column existed) reads as scheduled
-        _f("kind", StringType()),
+        _f("kind", STRING),
         # table -> the Delta version the run's commit of that snapshot table produced: readers read the snapshot
         # at these versions, so a rerun killed between its commits leaves them on the previous complete ones;
         # null (a row written before this column existed, or a run that committed nothing) reads the latest
-        _f("table_versions", MapType(StringType(), LongType())),
+        _f("table_versions", pa.map_(STRING, LONG)),
     ]
 )
 
-TABLES: dict[str, StructType] = {
+TABLES: dict[str, pa.Schema] = {
     "loaded_offsets": LOADED_OFFSETS,
     "empty_group_offsets": EMPTY_GROUP_OFFSETS,
     "loaded_groups": LOADED_GROUPS,
@@ -282,4 +282,4 @@ SNAPSHOT_TABLES = tuple(t for t in TABLES if t not in ("offset_commits", "runs")
 
 def columns(table: str) -> list[str]:
     """The contract's column list of `table`, in order."""
-    return [f.name for f in TABLES[table].fields]
+    return TABLES[table].names

@@ -54,10 +54,9 @@ def topic_names(rows: Iterable[Row]) -> dict[str, str]:
 @functools.lru_cache(maxsize=None)
 def table_schema(table: str) -> pa.Schema:
     """The contract's Arrow schema of `table`."""
-    from pipelines.io.delta import arrow_schema
     from schemas.tables import TABLES
 
-    return arrow_schema(TABLES[table])
+    return TABLES[table]
 
 
 def _timestamps(values) -> pa.Array:

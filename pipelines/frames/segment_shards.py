@@ -489,10 +489,11 @@ def load_on_spark(spark, plan, options: ReplayOptions, cut: tuple, split_by=None
         rest = rest.filter(pc.invert(is_written))
     else:
         from pipelines.io.blobs import BlobRows
+        from pipelines.io.delta import spark_schema
         from schemas.tables import TABLES
 
         history = BlobRows(envelope.where(F.col("table") == F.lit("offset_commits")).select("payload"),
-                           TABLES["offset_commits"])
+                           spark_schema(TABLES["offset_commits"]))
     return LoadedOnSpark(envelope, log, {"decode": cpu[0].value, "load": cpu[1].value}, max(sizes, default=-1),
                          split_by, rest, history, saved, tuple(persisted))
 
@@ -622,6 +623,7 @@ def group_history_on_spark(envelope, names: dict[str, str], snapshot_id: str):
     `names` (`coordinator.tables.group_history_rows`, as a replay in this process makes them)."""
     from pyspark.sql import functions as F
 
+    from pipelines.io.delta import spark_schema
     from schemas.tables import TABLES
 
     def rows(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -635,7 +637,7 @@ def group_history_on_spark(envelope, names: dict[str, str], snapshot_id: str):
     blobs = envelope.where(F.col("table") == F.lit(GROUP_EVENTS)).select("shard", "payload")
     # a hot partition's blobs all come from the one task that loaded it: spread over every core to be made into rows
     blobs = blobs.repartition(max(1, envelope.sparkSession.sparkContext.defaultParallelism))
-    return blobs.mapInArrow(rows, TABLES["group_history"])
+    return blobs.mapInArrow(rows, spark_schema(TABLES["group_history"]))
 
 
 def _checked_suspects(history, collected: pa.Table, history_check, split_by) -> pa.Table:

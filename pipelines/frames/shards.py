@@ -118,6 +118,7 @@ def replay_on_spark(spark, log, options: ReplayOptions, expiry: ExpiryOptions | 
     from pyspark.sql import functions as F
 
     from pipelines.frames.progress import TaskCounters, reporting
+    from pipelines.io.delta import spark_schema
     from schemas.tables import TABLES
 
     counters = TaskCounters(spark) if emit is not None else None
@@ -128,7 +129,7 @@ def replay_on_spark(spark, log, options: ReplayOptions, expiry: ExpiryOptions | 
     with reporting(spark, emit, "replay", counters, shards=shards):  # the job that runs the shards
         state = envelope.where(~F.col("table").isin(*LOG_SIZED)).select("table", "shard", "payload").toArrow()
     history = BlobRows(envelope.where(F.col("table") == F.lit("offset_commits")).select("payload"),
-                       TABLES["offset_commits"])
+                       spark_schema(TABLES["offset_commits"]))
     return shards_from_envelope(state, history, keep, history_check, envelope.unpersist)
 
 
@@ -138,7 +139,6 @@ def shards_from_envelope(state: pa.Table, history, keep: bool, history_check: Su
     markers and suspects, and `history`: the shards' history as the write takes it (`io.blobs.BlobRows`, or
     `io.warehouse.StagedHistory`: its files written already), with a `frame()`."""
     from pipelines.coordinator.tables import contract_table
-    from pipelines.io.delta import arrow_schema
     from schemas.decoded import DECODED_RECORD_SCHEMA
     from schemas.tables import TABLES
 
@@ -159,7 +159,7 @@ def shards_from_envelope(state: pa.Table, history, keep: bool, history_check: Su
         saved = dict(zip(got.column("shard").to_pylist(), got.column("payload").to_pylist()))
     suspects = None
     if history_check is not None:
-        schema = arrow_schema(TABLES["offset_commits"])
+        schema = TABLES["offset_commits"]
         suspects = Suspects.gather("offset_commits", (from_blob(b) for b in blobs.get(SUSPECTS, ())),
                                    pa.schema([schema.field(c) for c in history_check.columns]),
                                    frame=tables["offset_commits"].frame())

@@ -56,16 +56,37 @@ class DeltaWriteError(RuntimeError):
     """A write could not be committed; nothing of it is visible to readers."""
 
 
-def delta_schema(struct) -> DeltaSchema:
-    """The Delta schema of a Spark StructType (Delta's schema JSON is Spark's StructType JSON)."""
-    return DeltaSchema.from_json(struct.json())
+def delta_schema(schema: pa.Schema) -> DeltaSchema:
+    """The Delta schema of a contract table's Arrow schema (`schemas.tables`)."""
+    return DeltaSchema.from_arrow(schema)
 
 
 def arrow_schema(struct) -> pa.Schema:
-    """The Arrow schema of a Spark StructType: timestamps `timestamp[us, UTC]`, nullability kept."""
+    """The Arrow schema of a Spark StructType (a DataFrame's): timestamps `timestamp[us, UTC]`, nullability kept."""
     from pyspark.sql.pandas.types import to_arrow_schema  # pyspark types only; no JVM
 
     return to_arrow_schema(struct)
+
+
+def spark_schema(schema: pa.Schema):
+    """The Spark StructType of an Arrow schema: what a DataFrame of a contract table is given at the Spark
+    boundary (the contract itself is Arrow)."""
+    from pyspark.sql.pandas.types import from_arrow_schema  # pyspark types only; no JVM
+
+    return from_arrow_schema(schema)
+
+
+def type_name(t: pa.DataType) -> str:
+    """Delta's (Spark's) name of an Arrow column type: `string`, `timestamp`, `integer`, `long`, `boolean`, …"""
+    for test, name in ((pa.types.is_string, "string"), (pa.types.is_large_string, "string"),
+                       (pa.types.is_timestamp, "timestamp"), (pa.types.is_int32, "integer"),
+                       (pa.types.is_int64, "long"), (pa.types.is_boolean, "boolean"), (pa.types.is_int16, "short"),
+                       (pa.types.is_int8, "byte"), (pa.types.is_float32, "float"), (pa.types.is_float64, "double"),
+                       (pa.types.is_date32, "date"), (pa.types.is_binary, "binary"), (pa.types.is_list, "array"),
+                       (pa.types.is_map, "map"), (pa.types.is_struct, "struct")):
+        if test(t):
+            return name
+    return str(t)
 
 
 Where = "str | Path | Location"
@@ -86,14 +107,14 @@ def open_table(path: Where, version: int | None = None) -> DeltaTable | None:
     return DeltaTable(loc.uri, version=version, storage_options=storage.storage_options(loc.uri))
 
 
-def ensure_table(path: Where, struct, partition_by: list[str] | None = None) -> DeltaTable:
+def ensure_table(path: Where, table_schema, partition_by: list[str] | None = None) -> DeltaTable:
     """Open the table at `path`, creating it (schema only, version 0) if it does not exist yet."""
     dt = open_table(path)
     if dt is not None:
         return dt
     loc = storage.location(path)
     loc.makedirs()
-    return DeltaTable.create(loc.uri, delta_schema(struct), mode="ignore", partition_by=partition_by or None,
+    return DeltaTable.create(loc.uri, delta_schema(table_schema), mode="ignore", partition_by=partition_by or None,
                              storage_options=storage.storage_options(loc.uri))
 
 
@@ -103,10 +124,10 @@ def new_write_dir(prefix: str = "") -> str:
     return f"{prefix}w-{stamp}-{uuid.uuid4().hex[:12]}"
 
 
-def file_struct(struct, partition_columns: Iterable[str] = ()):
-    """`struct` without the partition columns (Delta keeps their values in the log, not in the files)."""
+def file_schema(schema: pa.Schema, partition_columns: Iterable[str] = ()) -> pa.Schema:
+    """`schema` without the partition columns (Delta keeps their values in the log, not in the files)."""
     parts = set(partition_columns)
-    return type(struct)([f for f in struct.fields if f.name not in parts])
+    return pa.schema([f for f in schema if f.name not in parts])
 
 
 @dataclass(frozen=True)
@@ -122,11 +143,11 @@ class WrittenFile:
 WRITTEN_DDL = "name string, size long, rows long, stats string"
 
 
-def write_batches(batches: Iterable[pa.RecordBatch], table_uri: str, rel_dir: str, struct, part: int,
+def write_batches(batches: Iterable[pa.RecordBatch], table_uri: str, rel_dir: str, table_schema, part: int,
                   partition_columns: Iterable[str] = ()) -> WrittenFile | None:
     """Write `batches` as one Parquet file `<table_uri>/<rel_dir>/part-<part>-<uuid>.snappy.parquet`, its
     statistics taken from the footer just written; None (no file) when there are no rows."""
-    writer = FileWriter(table_uri, rel_dir, struct, part, partition_columns)
+    writer = FileWriter(table_uri, rel_dir, table_schema, part, partition_columns)
     try:
         for batch in batches:
             writer.write(batch)
@@ -140,12 +161,12 @@ class FileWriter:
     """One Parquet file of a table written batch by batch as the rows come (`write_batches` pulls them from an
     iterator; a task that makes its rows in a loop of its own pushes them), in row groups of `_ROW_GROUP_ROWS`."""
 
-    def __init__(self, table_uri: str, rel_dir: str, struct, part: int, partition_columns: Iterable[str] = ()):
+    def __init__(self, table_uri: str, rel_dir: str, table_schema, part: int, partition_columns: Iterable[str] = ()):
         # Every column optional in the file, as Spark writes them: a null where the contract forbids one is
         # reported from the statistics (`collect_add_actions`), naming the column, not by the Arrow cast.
-        schema = arrow_schema(file_struct(struct, partition_columns))
+        schema = file_schema(table_schema, partition_columns)
         self.schema = pa.schema([f.with_nullable(True) for f in schema])
-        self.struct, self.partition_columns = struct, list(partition_columns)
+        self.table_schema, self.partition_columns = table_schema, list(partition_columns)
         self.loc = storage.location(table_uri).join(rel_dir, f"part-{part:05d}-{uuid.uuid4()}-c000.snappy.parquet")
         self.sink = self.writer = None
         self.pending: list[pa.RecordBatch] = []
@@ -189,7 +210,7 @@ class FileWriter:
         except BaseException:
             self.abort()
             raise
-        stats, rows = file_stats(self.writer.writer.metadata, self.struct, self.partition_columns)
+        stats, rows = file_stats(self.writer.writer.metadata, self.table_schema, self.partition_columns)
         return WrittenFile(self.loc.name, size, rows, stats)
 
     def abort(self) -> None:
@@ -208,18 +229,19 @@ def _conform_batch(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
-def write_table_files(table: pa.Table, table_path: Where, rel_dir: str, struct,
+def write_table_files(table: pa.Table, table_path: Where, rel_dir: str, table_schema,
                       partition_columns: Iterable[str] = (), split_by: str | None = None,
                       aside: tuple[Callable[[pa.RecordBatch], Any], str] | None = None
                       ) -> list[WrittenFile] | tuple[list[WrittenFile], list[WrittenFile]]:
     """Rows already in this process: written here as one task of `write_frame_files` writes its rows (one Parquet
     file into `<table_path>/<rel_dir>`; `split_by`, `aside` as there)."""
     task = _write_task(iter(table.to_batches()), table_uri=storage.location(table_path).uri, rel_dir=rel_dir,
-                       struct=struct, parts=list(partition_columns), split_by=split_by, aside=aside, opened=None)
+                       table_schema=table_schema, parts=list(partition_columns), split_by=split_by, aside=aside,
+                       opened=None)
     return _written([r for b in task for r in b.to_pylist()], aside)
 
 
-def write_frame_files(df, table_path: Where, rel_dir: str, struct,
+def write_frame_files(df, table_path: Where, rel_dir: str, table_schema,
                       partition_columns: Iterable[str] = (), split_by: str | None = None,
                       aside: tuple[Callable[[pa.RecordBatch], Any], str] | None = None,
                       opened: Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]] | None = None
@@ -234,9 +256,9 @@ def write_frame_files(df, table_path: Where, rel_dir: str, struct,
     what it gives."""
     parts = list(partition_columns)
     task = functools.partial(_write_task, table_uri=storage.location(table_path).uri, rel_dir=rel_dir,
-                             struct=struct, parts=parts, split_by=split_by, aside=aside, opened=opened)
+                             table_schema=table_schema, parts=parts, split_by=split_by, aside=aside, opened=opened)
     if opened is None:
-        df = df.select(*[f.name for f in file_struct(struct, parts).fields])
+        df = df.select(*file_schema(table_schema, parts).names)
     return _written([r.asDict() for r in df.mapInArrow(task, WRITTEN_DDL + ", aside boolean").collect()], aside)
 
 
@@ -246,7 +268,7 @@ def _written(rows: list[dict], aside) -> list[WrittenFile] | tuple[list[WrittenF
     return main if aside is None else (main, [f for a, f in files if a])
 
 
-def _write_task(batches: Iterator[pa.RecordBatch], *, table_uri: str, rel_dir: str, struct, parts: list[str],
+def _write_task(batches: Iterator[pa.RecordBatch], *, table_uri: str, rel_dir: str, table_schema, parts: list[str],
                 split_by: str | None, aside, opened) -> Iterator[pa.RecordBatch]:
     """One task of `write_frame_files`: its batches in, a row per file written out."""
     from pyspark import TaskContext
@@ -262,11 +284,11 @@ def _write_task(batches: Iterator[pa.RecordBatch], *, table_uri: str, rel_dir: s
         (piece for _, piece in run) for _, run in itertools.groupby(_runs_of(batches, split_by),
                                                                      key=lambda x: x[0]))
     for run in runs:
-        written = write_batches(run, table_uri, rel_dir, struct, part, parts)
+        written = write_batches(run, table_uri, rel_dir, table_schema, part, parts)
         if written is not None:
             yield pa.RecordBatch.from_pylist([{**written.__dict__, "aside": False}])
     if kept:
-        written = write_batches(kept, table_uri, aside[1], struct, part, parts)
+        written = write_batches(kept, table_uri, aside[1], table_schema, part, parts)
         if written is not None:
             yield pa.RecordBatch.from_pylist([{**written.__dict__, "aside": True}])
 
@@ -317,31 +339,26 @@ def _read_files(table_uri: str, rel_paths: Iterable[str], schema: pa.Schema, wit
                 yield pa.RecordBatch.from_arrays(arrays, names=[*names, *([FILE_COLUMN] if with_file else [])])
 
 
-def _read_schema(struct, columns: list[str] | None):
-    from pyspark.sql.types import StructType
-
-    fields = [f for f in struct.fields if columns is None or f.name in columns]
-    return fields, arrow_schema(StructType(fields))
+def _read_schema(schema: pa.Schema, columns: list[str] | None) -> pa.Schema:
+    return pa.schema([f for f in schema if columns is None or f.name in columns])
 
 
-def read_table_files(table_path: Where, rel_paths: list[str], struct, columns: list[str] | None = None,
+def read_table_files(table_path: Where, rel_paths: list[str], table_schema, columns: list[str] | None = None,
                      with_file: bool = False) -> pa.Table:
     """`read_frame_files` in this process: the rows as one Arrow table."""
-    _, schema = _read_schema(struct, columns)
+    schema = _read_schema(table_schema, columns)
     out = schema.append(pa.field(FILE_COLUMN, pa.string(), False)) if with_file else schema
     batches = list(_read_files(storage.location(table_path).uri, rel_paths, schema, with_file))
     return pa.Table.from_batches(batches).cast(out) if batches else out.empty_table()
 
 
-def read_frame_files(spark, table_path: Where, rel_paths: list[str], struct, columns: list[str] | None = None,
+def read_frame_files(spark, table_path: Where, rel_paths: list[str], table_schema, columns: list[str] | None = None,
                      with_file: bool = False):
-    """The rows of some of a table's Parquet files (paths relative to the table) as a DataFrame of `struct`'s
+    """The rows of some of a table's Parquet files (paths relative to the table) as a DataFrame of `table_schema`'s
     `columns`, read by pyarrow in the tasks; `with_file` adds `_file`, the relative path each row came from."""
-    from pyspark.sql.types import StringType, StructField, StructType
-
     table_uri = storage.location(table_path).uri
-    fields, schema = _read_schema(struct, columns)
-    out_struct = StructType(fields + ([StructField(FILE_COLUMN, StringType(), False)] if with_file else []))
+    schema = _read_schema(table_schema, columns)
+    out_struct = spark_schema(schema.append(pa.field(FILE_COLUMN, pa.string(), False)) if with_file else schema)
     if not rel_paths:
         return spark.createDataFrame([], out_struct)
 
@@ -436,7 +453,7 @@ def stat_bounds(kind: str, lo, hi) -> tuple | None:
     return lo, hi
 
 
-def footer_bounds(footer: "str | Path | pq.FileMetaData", struct, partition_columns: Iterable[str] = ()
+def footer_bounds(footer: "str | Path | pq.FileMetaData", table_schema, partition_columns: Iterable[str] = ()
                   ) -> tuple[int, dict]:
     """A Parquet file's row count and, per top-level primitive column whose footer has statistics, its exact
     (null count, min, max) over all row groups: min/max None when the footer cannot give them, timestamps as
@@ -445,11 +462,11 @@ def footer_bounds(footer: "str | Path | pq.FileMetaData", struct, partition_colu
     parts = set(partition_columns)
     index = {md.schema.column(i).path: i for i in range(md.num_columns)}
     out: dict = {}
-    for field in struct.fields:
+    for field in table_schema:
         i = index.get(field.name)  # nested leaves have dotted paths: not top-level primitives
         if field.name in parts or i is None or md.num_row_groups == 0:
             continue
-        kind = field.dataType.typeName()
+        kind = type_name(field.type)
         per = _timestamp_micros(md.schema.column(i)) if kind == "timestamp" else 1
         complete, minmax_ok, nc, lo, hi = True, kind in _MINMAX_TYPES and per is not None, 0, None, None
         for rg in range(md.num_row_groups):
@@ -473,7 +490,7 @@ def footer_bounds(footer: "str | Path | pq.FileMetaData", struct, partition_colu
     return md.num_rows, out
 
 
-def file_stats(footer: "str | Path | pq.FileMetaData", struct, partition_columns: Iterable[str] = ()
+def file_stats(footer: "str | Path | pq.FileMetaData", table_schema, partition_columns: Iterable[str] = ()
                ) -> tuple[str, int]:
     """Delta `stats` JSON of one Parquet file from its footer (no data read) and its row count.
 
@@ -483,8 +500,8 @@ def file_stats(footer: "str | Path | pq.FileMetaData", struct, partition_columns
     `truncate_max_string`), timestamps kept to the millisecond (min floored, max ceiled). A column gets both
     or neither (delta-rs reads a missing max as "below everything"), and none when its footer lacks them.
     """
-    rows, bounds = footer_bounds(footer, struct, partition_columns)
-    kinds = {f.name: f.dataType.typeName() for f in struct.fields}
+    rows, bounds = footer_bounds(footer, table_schema, partition_columns)
+    kinds = {f.name: type_name(f.type) for f in table_schema}
     mins: dict = {}
     maxs: dict = {}
     nulls: dict = {}
@@ -499,14 +516,14 @@ def file_stats(footer: "str | Path | pq.FileMetaData", struct, partition_columns
     return json.dumps(stats, separators=(",", ":"), ensure_ascii=False), rows
 
 
-def _not_null_violations(stats_json: str, struct, partition_columns: Iterable[str]) -> list[str]:
+def _not_null_violations(stats_json: str, table_schema, partition_columns: Iterable[str]) -> list[str]:
     nulls = json.loads(stats_json)["nullCount"]
     parts = set(partition_columns)
-    return [f.name for f in struct.fields
+    return [f.name for f in table_schema
             if not f.nullable and f.name not in parts and nulls.get(f.name, 0) > 0]
 
 
-def collect_add_actions(table_path: Where, rel_dir: str, struct, partition_values: dict[str, str] | None = None,
+def collect_add_actions(table_path: Where, rel_dir: str, table_schema, partition_values: dict[str, str] | None = None,
                         written: list[WrittenFile] = ()) -> list[AddAction]:
     """Add actions for the `written` files that are still in `<table_path>/<rel_dir>` with the size written.
 
@@ -521,7 +538,7 @@ def collect_add_actions(table_path: Where, rel_dir: str, struct, partition_value
         info = on_storage.pop(f.name, None)
         if info is None or info.size != f.size:
             continue  # deleted since (the caller's row check says so)
-        bad = _not_null_violations(f.stats, struct, partition_values)
+        bad = _not_null_violations(f.stats, table_schema, partition_values)
         if bad:
             raise DeltaWriteError(f"{base.join(f.name)}: nulls in non-nullable column(s) {', '.join(bad)}")
         mtime = info.mtime.timestamp() if info.mtime is not None else time.time()
@@ -565,14 +582,14 @@ def active_files(dt: DeltaTable) -> list[dict]:
     ]
 
 
-def commit(dt: DeltaTable, struct, actions: list, *, mode: str = "append",
+def commit(dt: DeltaTable, table_schema, actions: list, *, mode: str = "append",
            partition_by: list[str] | None = None, partition_filters=None,
            metadata: dict | None = None) -> int:
     """Commit `actions` as ONE Delta transaction and return the new table version."""
     dt.create_write_transaction(
         actions,
         mode=mode,
-        schema=delta_schema(struct),
+        schema=delta_schema(table_schema),
         partition_by=partition_by or None,
         partition_filters=partition_filters,
         commit_properties=CommitProperties(custom_metadata=metadata or None),

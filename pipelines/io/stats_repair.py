@@ -11,7 +11,6 @@ statistics are sound gets no commit, so a second repair changes nothing.
 from __future__ import annotations
 
 import datetime as _dt
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -36,10 +35,9 @@ class TableRepair:
     version: int | None = None  # the repair commit, None when nothing needed fixing
 
 
-def _spark_struct(dt):
-    from pyspark.sql.types import StructType  # type classes only; no JVM
-
-    return StructType.fromJson(json.loads(dt.schema().to_json()))
+def _table_schema(dt) -> pa.Schema:
+    """The table's own schema (its Delta log's), as Arrow."""
+    return pa.schema(dt.schema().to_arrow())
 
 
 def _micros(v: _dt.datetime) -> int:
@@ -81,9 +79,9 @@ def repair_table(path: str | Path, name: str | None = None) -> TableRepair:
     if dt is None:
         return report
     version = dt.version()
-    struct = _spark_struct(dt)
+    struct = _table_schema(dt)
     parts = list(dt.metadata().partition_columns)
-    kinds = {f.name: f.dataType.typeName() for f in struct.fields}
+    kinds = {f.name: delta.type_name(f.type) for f in struct}
     rows = pa.table(dt.get_add_actions(flatten=True)).to_pylist()
     files = {f["path"]: f for f in delta.active_files(dt)}
     adds = []

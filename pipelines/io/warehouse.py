@@ -341,7 +341,7 @@ def conform(df, table: str, snapshot_id: str | None = None):
     """
     from pyspark.sql import functions as F
 
-    struct = TABLES[table]
+    struct = delta.spark_schema(TABLES[table])
     _check_columns(df.columns, table, snapshot_id)
     exprs = []
     for f in struct.fields:
@@ -361,7 +361,7 @@ def conform_arrow(data: pa.Table, table: str) -> pa.Table:
         raise WarehouseError(
             f"{table}: Arrow table does not match the contract"
             + (f"; missing {missing}" if missing else "") + (f"; unknown {extra}" if extra else ""))
-    schema = pa.schema([delta.arrow_schema(TABLES[table]).field(c) for c in wanted])
+    schema = pa.schema([TABLES[table].field(c) for c in wanted])
     bad = [f.name for f in schema if not f.nullable and data.column(f.name).null_count]
     if bad:
         raise delta.DeltaWriteError(f"{table}: nulls in non-nullable column(s) {', '.join(bad)}")
@@ -375,7 +375,7 @@ _DECISION_COLUMNS = ("txn_marker_offset", "txn_marker_timestamp")
 def _with_contract_columns(data: pa.Table, table: str, wanted: list[str] | None = None) -> pa.Table:
     """`data` as the contract's `wanted` columns (default: all) and Arrow types; a column the stored table lacks
     (added to the contract after it was written) reads as nulls."""
-    schema = delta.arrow_schema(TABLES[table])
+    schema = TABLES[table]
     fields = [schema.field(c) for c in (wanted or table_columns(table))]
     cols = [data.column(f.name).cast(f.type) if f.name in data.column_names else pa.nulls(data.num_rows, f.type)
             for f in fields]
@@ -666,7 +666,7 @@ class Warehouse:
                 met_rows = sum(_IN_HAND_HISTORY_MAX_ROWS + 1 if f["rows"] is None else f["rows"] for f in met[1])
                 if known_below or met_rows <= _IN_HAND_HISTORY_MAX_ROWS:
                     return self._merge_in_hand(dt, snapshot_id, df, met)
-            df = spark.createDataFrame(df.select(table_columns(table)), schema=struct)
+            df = spark.createDataFrame(df.select(table_columns(table)), schema=delta.spark_schema(struct))
         incoming = conform(df, table, snapshot_id)
         if not clustered:
             # by offsets partition: the dedup window needs no other shuffle, and the files come out one partition
@@ -891,7 +891,7 @@ class Warehouse:
         for c in ("record_type_counts", "table_versions"):
             if row[c] is not None:
                 row[c] = [(str(k), int(v)) for k, v in dict(row[c]).items()]
-        batch = pa.Table.from_pylist([row], schema=delta.arrow_schema(TABLES["runs"]))
+        batch = pa.Table.from_pylist([row], schema=TABLES["runs"])
         path = self._table("runs")
         delta.ensure_table(path, TABLES["runs"])
         # schema_mode merge: a runs table written before a column was added (e.g. `kind`) gets it in this
@@ -966,7 +966,7 @@ class Warehouse:
         """
         self.table_path(table)  # an unknown table is an error
         wanted = list(columns) if columns else table_columns(table)
-        target = pa.schema([delta.arrow_schema(TABLES[table]).field(c) for c in wanted])
+        target = pa.schema([TABLES[table].field(c) for c in wanted])
         reader = self.reader()
         try:
             if table in SNAPSHOT_TABLES:
@@ -1008,7 +1008,7 @@ class Warehouse:
             dt = delta.open_table(path, snap.version_of(table))
             rels = [unquote(f["path"]) for f in delta.active_files(dt)
                     if f["partition_values"].get("snapshot_id") == snap.snapshot_id] if dt else []
-            df = delta.read_frame_files(spark, path, rels, delta.file_struct(struct, ["snapshot_id"]))
+            df = delta.read_frame_files(spark, path, rels, delta.file_schema(struct, ["snapshot_id"]))
             return df.withColumn("snapshot_id", F.lit(snap.snapshot_id)).select(*table_columns(table))
         dt = delta.open_table(path)
         rels = [unquote(f["path"]) for f in delta.active_files(dt)] if dt else []

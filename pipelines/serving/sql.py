@@ -23,6 +23,7 @@ import pyarrow as pa
 
 from pipelines.io.snapshots import DeltaWarehouseReader, Snapshot, jsonable
 from pipelines.times import iso_duration
+from schemas.tables import SNAPSHOT_TABLES, TABLES
 
 FORMATS = ("table", "csv", "json")
 # Columns written as JSON text (schemas/tables.py), typed JSON in the views.
@@ -33,27 +34,18 @@ def _quote(s: str) -> str:
     return "'" + s.replace("'", "''") + "'"
 
 
-def _contract_tables() -> tuple[dict, tuple]:
-    from schemas.tables import SNAPSHOT_TABLES, TABLES  # pyspark type classes: only needed here, no JVM
-
-    return TABLES, SNAPSHOT_TABLES
-
-
 def connect(reader: DeltaWarehouseReader, snapshot: Snapshot) -> duckdb.DuckDBPyConnection:
-    tables, snapshot_tables = _contract_tables()
     con = duckdb.connect(":memory:")
-    for name in tables:
-        if name in snapshot_tables:  # the snapshot's partition at the version its run pinned
+    for name, schema in TABLES.items():
+        if name in SNAPSHOT_TABLES:  # the snapshot's partition at the version its run pinned
             source = reader.snapshot_dataset(name, snapshot)
         else:
             source = reader.history_dataset(name)
         if source is None:  # a table the pipeline has not written yet: an empty view with the contract's columns
-            from pyspark.sql.pandas.types import to_arrow_schema
-
-            source = to_arrow_schema(tables[name]).empty_table()
+            source = schema.empty_table()
         con.register(f"__delta_{name}", source)
         # the dataset holds the snapshot's files only; the filter keeps the view right for the empty stand-in too
-        where = f" WHERE snapshot_id = {_quote(snapshot.snapshot_id)}" if name in snapshot_tables else ""
+        where = f" WHERE snapshot_id = {_quote(snapshot.snapshot_id)}" if name in SNAPSHOT_TABLES else ""
         # TRY_CAST: text that is not JSON (a hand-edited row) reads as NULL rather than failing every query
         as_json = [f'TRY_CAST("{c}" AS JSON) AS "{c}"' for c in JSON_COLUMNS.get(name, ()) if c in source.schema.names]
         star = f"* REPLACE ({', '.join(as_json)})" if as_json else "*"

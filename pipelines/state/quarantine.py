@@ -24,9 +24,7 @@ def quarantine_table(log, snapshot_id: str, error_rows: int | None = None) -> "D
     log offset when known. An unread range starts at `position`; its end is in the reason.
     """
     if error_rows == 0:  # an empty table in hand: nothing for Spark to run
-        from pipelines.io.delta import arrow_schema
-
-        return arrow_schema(TABLES["quarantine"]).empty_table()
+        return TABLES["quarantine"].empty_table()
     q = log.frame(QUARANTINE_INPUT, kinds=(KIND_ERROR,))
     return q.select(
         F.lit(snapshot_id).alias("snapshot_id"),

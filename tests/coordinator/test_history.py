@@ -22,7 +22,7 @@ def test_the_most_decided_copy_is_kept_then_the_smallest():
     rows = [history_row(0, 1, None), history_row(0, 2, None, "b"), history_row(0, 2, "pending", "z"),
             history_row(0, 2, None, "a"), history_row(0, 3, None, None), history_row(0, 3, None, "x"),
             history_row(1, 3, "committed"), history_row(1, 3, "aborted"), history_row(1, 4, None)]
-    got = once_per_record(pa.Table.from_pylist(rows, schema=arrow_schema(TABLES["offset_commits"]))).to_pylist()
+    got = once_per_record(pa.Table.from_pylist(rows, schema=TABLES["offset_commits"])).to_pylist()
     assert [(r["offsets_partition"], r["record_offset"], r["txn_outcome"], r["metadata"]) for r in got] == [
         (0, 1, None, "m"), (0, 2, "pending", "z"), (0, 3, None, "x"), (1, 3, "aborted", "m"), (1, 4, None, "m")]
 

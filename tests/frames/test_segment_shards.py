@@ -212,7 +212,7 @@ def test_suspects_split_before_the_clock_hold_or_are_picked_again(settings):
     as_of = 1_700_000_000_000
     early = history_check(settings, as_of_ms=UNKNOWN_CLOCK_MS, num_partitions=50)
     real = history_check(settings, as_of_ms=as_of, num_partitions=50)
-    schema = pa.schema([f.with_nullable(True) for f in arrow_schema(TABLES["offset_commits"])])
+    schema = pa.schema([f.with_nullable(True) for f in TABLES["offset_commits"]])
 
     def history(commit_ms: list[int]) -> pa.Table:
         n = len(commit_ms)

@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from .io_warehouse_data import contract_rows, offset_commit_rows
+from pipelines.io.delta import spark_schema
 from schemas.tables import SNAPSHOT_TABLES, TABLES
 
 
@@ -29,9 +30,11 @@ def make_snapshot(spark):
     """DataFrames for every snapshot table (+ offset_commits) of one run; `salt` varies the content."""
 
     def build(snapshot_id: str, salt: int = 0, commits=None, n: int = 3) -> dict:
-        frames = {t: spark.createDataFrame(contract_rows(t, n, salt, snapshot_id), TABLES[t]) for t in SNAPSHOT_TABLES}
+        frames = {t: spark.createDataFrame(contract_rows(t, n, salt, snapshot_id), spark_schema(TABLES[t]))
+                  for t in SNAPSHOT_TABLES}
         if commits is not None:
-            frames["offset_commits"] = spark.createDataFrame(offset_commit_rows(commits, salt), TABLES["offset_commits"])
+            frames["offset_commits"] = spark.createDataFrame(offset_commit_rows(commits, salt),
+                                                             spark_schema(TABLES["offset_commits"]))
         return frames
 
     return build

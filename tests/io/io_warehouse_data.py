@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from pipelines.io.delta import spark_schema
 from schemas.tables import TABLES, columns
 
 UTC = dt.timezone.utc
@@ -41,7 +42,7 @@ def contract_rows(table: str, n: int = 3, salt: int = 0, snapshot_id: str | None
     rows = []
     for i in range(n):
         row = []
-        for f in TABLES[table].fields:
+        for f in spark_schema(TABLES[table]).fields:
             if f.name == "snapshot_id":
                 row.append(snapshot_id)
             elif f.nullable and i == n - 1 and n > 1:
@@ -119,7 +120,7 @@ def expected_rows(table: str, tuples: list[tuple]) -> list[dict]:
     rows = []
     for t in tuples:
         r = {}
-        for c, v, f in zip(cols, t, TABLES[table].fields):
+        for c, v, f in zip(cols, t, spark_schema(TABLES[table]).fields):
             r[c] = _as_read(f.dataType, v)
         rows.append(r)
     return normalized(rows)

@@ -14,6 +14,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from pipelines.io.delta import type_name
 from schemas.tables import TABLES
 
 UTC = dt.timezone.utc
@@ -99,14 +100,12 @@ def table_rows(table: str) -> dict[str, list[dict]]:
 
 def arrow_table(table: str, tuples: list[tuple]) -> pa.Table:
     """Rows in contract order as the Arrow table the in-process write path hands the warehouse."""
-    from pipelines.io.delta import arrow_schema
-
-    names = [f.name for f in TABLES[table].fields]
-    return pa.Table.from_pylist([dict(zip(names, t)) for t in tuples], schema=arrow_schema(TABLES[table]))
+    names = TABLES[table].names
+    return pa.Table.from_pylist([dict(zip(names, t)) for t in tuples], schema=TABLES[table])
 
 
 def as_tuples(table: str, rows: list[dict], snapshot_id: str) -> list[tuple]:
-    return [tuple(snapshot_id if f.name == "snapshot_id" else r[f.name] for f in TABLES[table].fields) for r in rows]
+    return [tuple(snapshot_id if f.name == "snapshot_id" else r[f.name] for f in TABLES[table]) for r in rows]
 
 
 # ---------------------------------------------------------------- predicates
@@ -156,8 +155,8 @@ def predicates(table: str, rows: list[dict], bounds: dict[str, set] | None = Non
     """The probes of every scalar column; `bounds` (column -> its files' minima and maxima, `file_bounds`) narrows
     an integer or string column's to its files' bounds and a sample of its values (`_probes`)."""
     preds = []
-    for f in TABLES[table].fields:
-        kind = f.dataType.typeName()
+    for f in TABLES[table]:
+        kind = type_name(f.type)
         if kind not in SCALAR or f.name == "snapshot_id":
             continue
         values = [r[f.name] for r in rows if r[f.name] is not None]

@@ -49,7 +49,7 @@ def written(spark, make_snapshot, tmp_path_factory) -> Written:
         if sid == "s1":  # Spark: several files, disjoint group_id ranges in one table, overlapping in the other
             frames = make_snapshot(sid, i)
             for t in PROBED:
-                df = spark.createDataFrame(as_tuples(t, w.rows[t][sid], sid), TABLES[t])
+                df = spark.createDataFrame(as_tuples(t, w.rows[t][sid], sid), delta.spark_schema(TABLES[t]))
                 frames[t] = df.repartitionByRange(3, "group_id") if t == "loaded_offsets" else df.repartition(3)
         else:  # the Arrow write: one file per snapshot
             frames = {t: arrow_table(t, contract_rows(t, 3, i, sid)) for t in SNAPSHOT_TABLES}
@@ -103,7 +103,7 @@ def _expected(rows, pred) -> list[int]:
 
 
 def _arrow_type(t, col):
-    return delta.arrow_schema(TABLES[t]).field(col).type
+    return TABLES[t].field(col).type
 
 
 def _arrow_expr(t, pred):
@@ -166,7 +166,7 @@ def _typed_probes(ops=("=", ">=", "<=", ">", "<", "in")):
     seen = set()
 
     def keep(t, p) -> bool:
-        kind = TABLES[t][p[0]].dataType.typeName()
+        kind = delta.type_name(TABLES[t].field(p[0]).type)
         if p[1] not in ops or (kind not in ("string", "timestamp") and (t, *p[:2]) in seen):
             return False
         seen.add((t, *p[:2]))
@@ -391,7 +391,7 @@ def test_warehouse_reader_dictionary_scan(written):
     try:
         for t in PROBED:
             rows = written.all_rows[t]
-            strings = tuple(f.name for f in TABLES[t].fields if f.dataType.typeName() == "string")
+            strings = tuple(f.name for f in TABLES[t] if delta.type_name(f.type) == "string")
             whole = reader.history_table(t, dictionary=strings)
             assert any(pa.types.is_dictionary(whole.schema.field(c).type) for c in strings)
             plain = reader.history_table(t)

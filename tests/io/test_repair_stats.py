@@ -30,8 +30,8 @@ def _old_file_stats(footer, struct, partition_columns=()):
     stats_json, rows = _file_stats(footer, struct, partition_columns)
     stats = json.loads(stats_json)
     _, exact = delta.footer_bounds(footer, struct, partition_columns)  # the file's own min/max per column
-    for f in struct.fields:
-        kind = f.dataType.typeName()
+    for f in struct:
+        kind = delta.type_name(f.type)
         if kind == "timestamp":
             stats["minValues"].pop(f.name, None)
             stats["maxValues"].pop(f.name, None)
@@ -120,7 +120,7 @@ def test_repair_makes_filtered_reads_right_and_keeps_the_rows(old_warehouse, duc
         dataset = DeltaTable(str(wh.table_path(t))).to_pyarrow_dataset()
         seen = set()
         for p in predicates(t, rows[t], file_bounds(wh.table_path(t))):
-            if TABLES[t][p[0]].dataType.typeName() not in ("string", "timestamp"):
+            if delta.type_name(TABLES[t].field(p[0]).type) not in ("string", "timestamp"):
                 if p[:2] in seen:
                     continue
                 seen.add(p[:2])
@@ -132,7 +132,7 @@ def test_repair_makes_filtered_reads_right_and_keeps_the_rows(old_warehouse, duc
                 f = pc.field(p[0])
                 expr = f.is_null() if p[1] == "is_null" else {
                     "=": f.__eq__, ">=": f.__ge__, "<=": f.__le__, ">": f.__gt__, "<": f.__lt__}[p[1]](
-                    pa.scalar(p[2], delta.arrow_schema(TABLES[t]).field(p[0]).type))
+                    pa.scalar(p[2], TABLES[t].field(p[0]).type))
                 got = dataset.to_table(columns=["record_offset"], filter=expr).column("record_offset")
                 assert sorted(got.to_pylist()) == want, (t, p)
 

@@ -21,7 +21,7 @@ def at(minutes: int) -> dt.datetime:
 
 def old_runs_table(wh: Warehouse, *snapshot_ids: str) -> None:
     """A `runs` table as the previous version wrote it: the contract's columns without `kind`."""
-    schema = pa.schema([f for f in delta.arrow_schema(TABLES["runs"]) if f.name != "kind"])
+    schema = pa.schema([f for f in TABLES["runs"] if f.name != "kind"])
     rows = [{"snapshot_id": sid, "status": "succeeded", "started_at": at(i), "finished_at": at(i) + dt.timedelta(seconds=30),
              "as_of": at(i), "inputs": ["dump/"]} for i, sid in enumerate(snapshot_ids)]
     write_deltalake(str(wh.table_path("runs")), pa.Table.from_pylist(rows, schema=schema))

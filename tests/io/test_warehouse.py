@@ -20,6 +20,8 @@ from schemas.tables import SNAPSHOT_TABLES, TABLES, columns
 from .io_warehouse_data import contract_rows, duck_read, expected_rows, normalized, offset_commit_rows, run_row
 
 pytestmark = pytest.mark.spark
+# the history's Spark schema, for the DataFrames these tests make (the contract is Arrow)
+HISTORY_STRUCT = delta.spark_schema(TABLES["offset_commits"])
 
 # Two overlapping runs over the same offsets partition: record 2 is pending in run 1 and committed in run 2.
 COMMITS_1 = [(0, 1, None), (0, 2, "pending"), (0, 3, None), (1, 1, "aborted")]
@@ -88,10 +90,10 @@ def test_readers_keep_contract_types_and_microsecond_utc_timestamps(scenario, sp
     wh = scenario.wh
     table = "loaded_offsets"
     arrow = wh.read_table(table, sid)
-    assert arrow.schema == delta.arrow_schema(TABLES[table])
+    assert arrow.schema == TABLES[table]
     assert arrow.schema.field("commit_timestamp").type == pa.timestamp("us", tz="UTC")
     assert {f.name: f.dataType for f in wh.spark_read(spark, table, sid).schema.fields} == {
-        f.name: f.dataType for f in TABLES[table].fields}
+        f.name: f.dataType for f in delta.spark_schema(TABLES[table]).fields}
     # the Delta log itself declares the contract schema, partitioned by snapshot_id
     dt_ = DeltaTable(str(wh.table_path(table)))
     assert dt_.metadata().partition_columns == ["snapshot_id"]
@@ -156,11 +158,11 @@ def test_offset_commits_has_each_record_once_across_overlapping_runs(scenario, s
 def test_decided_outcome_is_never_downgraded(spark, make_snapshot, tmp_path):
     wh = Warehouse(tmp_path / "wh")
     wh._merge_offset_commits(spark, "a", spark.createDataFrame(
-        offset_commit_rows([(0, 5, "committed"), (0, 6, None)]), TABLES["offset_commits"]))
+        offset_commit_rows([(0, 5, "committed"), (0, 6, None)]), HISTORY_STRUCT))
     v = wh.table_version("offset_commits")
     # a later, truncated view sees the record but not its marker; a duplicated input record too
     assert wh._merge_offset_commits(spark, "b", spark.createDataFrame(
-        offset_commit_rows([(0, 5, "pending"), (0, 6, None), (0, 6, None)]), TABLES["offset_commits"])) is None
+        offset_commit_rows([(0, 5, "pending"), (0, 6, None), (0, 6, None)]), HISTORY_STRUCT)) is None
     assert wh.table_version("offset_commits") == v
     rows = wh.read_table("offset_commits").to_pylist()
     assert [(r["record_offset"], r["txn_outcome"], r["snapshot_id"]) for r in rows] == [
@@ -174,7 +176,7 @@ def test_outcome_upgrade_rewrites_only_the_open_transactions_files(spark, tmp_pa
 
     def merge(sid, records):
         return wh._merge_offset_commits(spark, sid, spark.createDataFrame(
-            offset_commit_rows(records), TABLES["offset_commits"]).repartition(3))
+            offset_commit_rows(records), HISTORY_STRUCT).repartition(3))
 
     def active():
         files = [f["path"] for f in delta.active_files(DeltaTable(str(wh.table_path("offset_commits"))))]
@@ -396,7 +398,7 @@ def test_a_clustered_history_is_written_as_it_comes(spark, tmp_path):
     rows = offset_commit_rows(records)
     # three Spark partitions, each holding its rows grouped by offsets partition in record order (one offsets
     # partition across two Spark partitions too)
-    frame = spark.createDataFrame(spark.sparkContext.parallelize(rows, 3), TABLES["offset_commits"])
+    frame = spark.createDataFrame(spark.sparkContext.parallelize(rows, 3), HISTORY_STRUCT)
     assert frame.rdd.getNumPartitions() == 3
     got, in_hand, staged, want = (Warehouse(tmp_path / "clustered"), Warehouse(tmp_path / "in_hand"),
                                   Warehouse(tmp_path / "staged"), Warehouse(tmp_path / "general"))
@@ -412,7 +414,7 @@ def test_a_clustered_history_is_written_as_it_comes(spark, tmp_path):
     staged._merge_offset_commits(spark, "a", history, clustered=True)
     assert history.committed and staged.stage_history("b") is None  # a history with files is merged into
     history.discard()  # committed: kept
-    want._merge_offset_commits(spark, "a", spark.createDataFrame(rows, TABLES["offset_commits"]).repartition(3))
+    want._merge_offset_commits(spark, "a", spark.createDataFrame(rows, HISTORY_STRUCT).repartition(3))
     for wh in (got, in_hand, staged):
         assert normalized(wh.read_table("offset_commits")) == normalized(want.read_table("offset_commits"))
         files = delta.active_files(DeltaTable(str(wh.table_path("offset_commits"))))
@@ -436,11 +438,11 @@ def test_a_staged_history_meeting_a_written_one_is_merged_and_an_uncommitted_one
     stage = wh.stage_history("b")
     schema = wh_arrow_schema()
     files = stage.write(pa.Table.from_pylist([dict(zip(schema.names, r)) for r in second], schema=schema))
-    wh._merge_offset_commits(spark, "a", spark.createDataFrame(first, TABLES["offset_commits"]))
+    wh._merge_offset_commits(spark, "a", spark.createDataFrame(first, HISTORY_STRUCT))
     history = StagedHistory(stage, files, spark)
     wh._merge_offset_commits(spark, "b", history, clustered=True)
     for rows, sid in ((first, "a"), (second, "b")):
-        want._merge_offset_commits(spark, sid, spark.createDataFrame(rows, TABLES["offset_commits"]))
+        want._merge_offset_commits(spark, sid, spark.createDataFrame(rows, HISTORY_STRUCT))
     assert normalized(wh.read_table("offset_commits")) == normalized(want.read_table("offset_commits"))
     outcomes = {r["record_offset"]: r["txn_outcome"] for r in wh.read_table("offset_commits").to_pylist()}
     assert outcomes == {1: "committed", 2: None, 3: None}
@@ -453,7 +455,7 @@ def test_a_staged_history_meeting_a_written_one_is_merged_and_an_uncommitted_one
 def wh_arrow_schema():
     from pipelines.io.delta import arrow_schema
 
-    return pa.schema([f.with_nullable(True) for f in arrow_schema(TABLES["offset_commits"])])
+    return pa.schema([f.with_nullable(True) for f in TABLES["offset_commits"]])
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
@@ -500,7 +502,7 @@ def test_an_incremental_history_in_hand_merges_by_the_rules_and_rewrites_only_up
         if kind == "blobs":
             halves = [incoming.slice(0, incoming.num_rows // 2), incoming.slice(incoming.num_rows // 2)]
             incoming = BlobRows(spark.createDataFrame([(to_blob(t),) for t in halves], f"{PAYLOAD} binary"),
-                                TABLES["offset_commits"])
+                                HISTORY_STRUCT)
         wh._merge_offset_commits(spark, "b", incoming, known_below=None if kind == "full" else marks, clustered=True)
         rows = wh.read_table("offset_commits").to_pylist()
         assert len(rows) == len({(r["offsets_partition"], r["record_offset"]) for r in rows})

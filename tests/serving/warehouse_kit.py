@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pyarrow as pa
 from deltalake import write_deltalake
-from pyspark.sql.pandas.types import to_arrow_schema  # type classes only: no JVM
 
 from schemas.tables import SNAPSHOT_TABLES, TABLES
 
@@ -20,7 +19,7 @@ _record = itertools.count(1000)
 
 
 def arrow_schema(table: str) -> pa.Schema:
-    return to_arrow_schema(TABLES[table])
+    return TABLES[table]
 
 
 def ts(seconds: float) -> datetime:

@@ -56,7 +56,7 @@ def as_suspects(tables: dict, as_of_ms: int, num_partitions: int, settings) -> d
             continue
         frame = tables[spec.table]
         whole = frame if isinstance(frame, pa.Table) else frame.toArrow()
-        schema = pa.schema([f.with_nullable(True) for f in arrow_schema(TABLES[spec.table])])
+        schema = pa.schema([f.with_nullable(True) for f in TABLES[spec.table]])
         whole = pa.table([whole.column(f.name).cast(f.type) for f in schema], schema=schema)
         parts = whole.column("offsets_partition")
         shards = [whole.filter(pc.is_null(parts) if p is None else pc.fill_null(pc.equal(parts, p), False))

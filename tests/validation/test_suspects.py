@@ -19,7 +19,7 @@ def _history(rows: list[tuple]) -> pa.Table:
     from pipelines.io.delta import arrow_schema
     from schemas.tables import TABLES
 
-    schema = arrow_schema(TABLES["offset_commits"])
+    schema = TABLES["offset_commits"]
     schema = pa.schema([f.with_nullable(True) for f in schema])
     data = {f.name: [None] * len(rows) for f in schema}
     for i, r in enumerate(rows):

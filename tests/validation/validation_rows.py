@@ -11,7 +11,7 @@ import pyarrow as pa
 
 from pipelines.coordinator.partitioner import partition_for
 from pipelines.coordinator.shard import MARKER_COLUMNS
-from pipelines.io.delta import arrow_schema
+from pipelines.io.delta import spark_schema
 from schemas.decoded import DECODED_RECORD_SCHEMA
 from schemas.tables import TABLES
 
@@ -161,11 +161,9 @@ def clean_rows() -> dict[str, list[dict]]:
 MARKERS_SCHEMA = pa.schema([DECODED_RECORD_SCHEMA.field(c) for c in MARKER_COLUMNS])
 
 
-def _relaxed(schema):
+def _relaxed(schema: pa.Schema) -> pa.Schema:
     """The contract schema with every field nullable, so a test can put a null into a key column."""
-    from pyspark.sql.types import StructType
-
-    return StructType([f.__class__(f.name, f.dataType, True) for f in schema.fields])
+    return pa.schema([f.with_nullable(True) for f in schema])
 
 
 def build_inputs(spark, rows: dict, *, arrow: bool = False) -> dict:
@@ -180,10 +178,10 @@ def build_inputs(spark, rows: dict, *, arrow: bool = False) -> dict:
             continue
         schema = _relaxed(TABLES[name])
         if arrow:
-            tables[name] = pa.Table.from_pylist(data, schema=arrow_schema(schema))
+            tables[name] = pa.Table.from_pylist(data, schema=schema)
         else:
-            tables[name] = spark.createDataFrame([tuple(r.get(f) for f in schema.fieldNames()) for r in data],
-                                                 schema)
+            tables[name] = spark.createDataFrame([tuple(r.get(f) for f in schema.names) for r in data],
+                                                 spark_schema(schema))
     markers = pa.Table.from_pylist(rows["markers"], schema=MARKERS_SCHEMA)
     if not arrow:
         markers = spark.createDataFrame(markers)
