@@ -579,26 +579,26 @@ class Warehouse:
     def _stage_table(self, spark, table: str, snapshot_id: str, df) -> tuple[str, list]:
         """Write `df` (a Spark DataFrame, or an Arrow table of rows already in this process) as the files of
         partition `snapshot_id` of `table`, uncommitted; returns their directory and add actions."""
-        struct = TABLES[table]
+        schema = TABLES[table]
         path = self._table(table)
         rel = f"snapshot_id={snapshot_id}/{delta.new_write_dir()}"
         parts = ["snapshot_id"]  # partition values live in the log
         try:
             if isinstance(df, pa.Table):
-                written = delta.write_table_files(conform_arrow(df, table), path, rel, struct, parts)
+                written = delta.write_table_files(conform_arrow(df, table), path, rel, schema, parts)
             else:
-                written = delta.write_frame_files(conform(df, table, snapshot_id), path, rel, struct, parts)
-            return rel, delta.collect_add_actions(path, rel, struct, {"snapshot_id": snapshot_id}, written)
+                written = delta.write_frame_files(conform(df, table, snapshot_id), path, rel, schema, parts)
+            return rel, delta.collect_add_actions(path, rel, schema, {"snapshot_id": snapshot_id}, written)
         except BaseException:
             delta.discard_dir(path, rel)
             raise
 
     def _commit_staged(self, table: str, snapshot_id: str, adds: list) -> int:
-        struct = TABLES[table]
-        dt = delta.ensure_table(self._table(table), struct, partition_by=["snapshot_id"])
+        schema = TABLES[table]
+        dt = delta.ensure_table(self._table(table), schema, partition_by=["snapshot_id"])
         # mode=overwrite + partition filter: delta-rs removes the partition's current files and adds
         # ours in the same commit, so readers see the old partition or the new one, never a mix.
-        return delta.commit(dt, struct, adds, mode="overwrite", partition_by=["snapshot_id"],
+        return delta.commit(dt, schema, adds, mode="overwrite", partition_by=["snapshot_id"],
                             partition_filters=[("snapshot_id", "=", snapshot_id)],
                             metadata={"offsetlake.operation": "write_snapshot",
                                       "offsetlake.snapshot_id": snapshot_id})
@@ -632,10 +632,10 @@ class Warehouse:
         from pyspark.sql import functions as F
 
         table = "offset_commits"
-        struct = TABLES[table]
+        schema = TABLES[table]
         path = self._table(table)
         keys = list(_OFFSET_KEYS)
-        dt = delta.ensure_table(path, struct)
+        dt = delta.ensure_table(path, schema)
         current = delta.active_files(dt)
         if adds_only and current:
             return self._add_unseen(spark, dt, snapshot_id, df)
@@ -666,7 +666,7 @@ class Warehouse:
                 met_rows = sum(_IN_HAND_HISTORY_MAX_ROWS + 1 if f["rows"] is None else f["rows"] for f in met[1])
                 if known_below or met_rows <= _IN_HAND_HISTORY_MAX_ROWS:
                     return self._merge_in_hand(dt, snapshot_id, df, met)
-            df = spark.createDataFrame(df.select(table_columns(table)), schema=delta.spark_schema(struct))
+            df = spark.createDataFrame(df.select(table_columns(table)), schema=delta.spark_schema(schema))
         incoming = conform(df, table, snapshot_id)
         if not clustered:
             # by offsets partition: the dedup window needs no other shuffle, and the files come out one partition
@@ -691,7 +691,7 @@ class Warehouse:
                 F.min("record_offset"), F.max("record_offset")).collect()]
             current = [f for f in _history_files(dt) if f["may_hold_pending"] or _overlaps(f, above)]
         if current:
-            existing = (delta.read_frame_files(spark, path, [unquote(f["path"]) for f in current], struct,
+            existing = (delta.read_frame_files(spark, path, [unquote(f["path"]) for f in current], schema,
                                                columns=[*keys, "txn_outcome"], with_file=True)
                         .select(*keys, F.col("txn_outcome").alias("_old"), F.col(delta.FILE_COLUMN).alias("_file")))
             if incoming.count() <= _BROADCAST_KEYS_MAX:
@@ -711,7 +711,7 @@ class Warehouse:
             touched = [by_rel[r["_file"]] for r in updates.select("_file").distinct().collect()]
             out = new_rows
             if touched:
-                rewritten = (delta.read_frame_files(spark, path, [unquote(p) for p in touched], struct)
+                rewritten = (delta.read_frame_files(spark, path, [unquote(p) for p in touched], schema)
                              .join(updates.select(*keys, "_new", *[f"_new_{c}" for c in _DECISION_COLUMNS]),
                                    keys, "left")
                              .withColumn("txn_outcome", F.coalesce(F.col("_new"), F.col("txn_outcome"))))
@@ -769,12 +769,12 @@ class Warehouse:
         import numpy as np
 
         table = "offset_commits"
-        struct = TABLES[table]
+        schema = TABLES[table]
         path = self._table(table)
         keys = list(_OFFSET_KEYS)
         incoming = _with_contract_columns(incoming, table)
         fresh, candidates = met
-        existing = delta.read_table_files(path, [unquote(f["path"]) for f in candidates], struct,
+        existing = delta.read_table_files(path, [unquote(f["path"]) for f in candidates], schema,
                                           columns=[*keys, "txn_outcome"], with_file=True)
         existing = existing.rename_columns([*keys, "_old", "_file"])
         probe = incoming.select([*keys, "txn_outcome", *_DECISION_COLUMNS]).append_column(
@@ -797,7 +797,7 @@ class Warehouse:
                                       table)]
         if touched:
             # the files with an upgraded row, rewritten whole: their other rows keep their snapshot ids
-            rewritten = delta.read_table_files(path, touched_rel, struct)
+            rewritten = delta.read_table_files(path, touched_rel, schema)
             new_outcome = upgrades.select([*keys, "txn_outcome", *_DECISION_COLUMNS]).rename_columns(
                 [*keys, "_new", *[f"_new_{c}" for c in _DECISION_COLUMNS]])
             rewritten = rewritten.join(new_outcome, keys, join_type="left outer")
@@ -815,7 +815,7 @@ class Warehouse:
         still open are the only ones a later run upgrades (pending → committed/aborted): they go to files of their
         own, so the next run's upgrade rewrites those few rows, not the history files around them (copy-on-write).
         One pass writes both; `opened`: see `delta.write_frame_files`."""
-        struct = TABLES["offset_commits"]
+        schema = TABLES["offset_commits"]
         path = self._table("offset_commits")
         rels = (delta.new_write_dir(), delta.new_write_dir("pending-"))
         try:
@@ -823,7 +823,7 @@ class Warehouse:
                 files = HistoryStage(storage.location(path).uri, *rels, snapshot_id).write(out, stamp=False)
                 settled, pending = [f for f, aside in files if not aside], [f for f, aside in files if aside]
             else:
-                settled, pending = delta.write_frame_files(out, path, rels[0], struct, split_by="offsets_partition",
+                settled, pending = delta.write_frame_files(out, path, rels[0], schema, split_by="offsets_partition",
                                                            aside=(_pending_rows, rels[1]), opened=opened)
             return self._commit_history(dt, snapshot_id, *rels, settled, pending, touched)
         except BaseException:
@@ -835,16 +835,16 @@ class Warehouse:
                         pending: list, touched: list[str] = ()) -> int | None:
         """The written `settled` and `pending` files added to the history and the `touched` files removed, in one
         commit (None and the directories deleted when there is nothing to commit)."""
-        struct = TABLES["offset_commits"]
+        schema = TABLES["offset_commits"]
         path = self._table("offset_commits")
-        adds = (delta.collect_add_actions(path, settled_dir, struct, None, settled)
-                + delta.collect_add_actions(path, pending_dir, struct, None, pending))
+        adds = (delta.collect_add_actions(path, settled_dir, schema, None, settled)
+                + delta.collect_add_actions(path, pending_dir, schema, None, pending))
         removes = delta.remove_actions(dt, paths=touched)
         if not adds and not removes:
             for rel in (settled_dir, pending_dir):
                 delta.discard_dir(path, rel)
             return None
-        return delta.commit(dt, struct, [*adds, *removes], mode="append",
+        return delta.commit(dt, schema, [*adds, *removes], mode="append",
                             metadata={"offsetlake.operation": "merge_offset_commits",
                                       "offsetlake.snapshot_id": snapshot_id})
 
@@ -1001,18 +1001,18 @@ class Warehouse:
         """
         from pyspark.sql import functions as F
 
-        struct = TABLES[table]
+        schema = TABLES[table]
         path = self._table(table)
         if table in SNAPSHOT_TABLES:
             snap = self._resolve(table, snapshot_id)
             dt = delta.open_table(path, snap.version_of(table))
             rels = [unquote(f["path"]) for f in delta.active_files(dt)
                     if f["partition_values"].get("snapshot_id") == snap.snapshot_id] if dt else []
-            df = delta.read_frame_files(spark, path, rels, delta.file_schema(struct, ["snapshot_id"]))
+            df = delta.read_frame_files(spark, path, rels, delta.file_schema(schema, ["snapshot_id"]))
             return df.withColumn("snapshot_id", F.lit(snap.snapshot_id)).select(*table_columns(table))
         dt = delta.open_table(path)
         rels = [unquote(f["path"]) for f in delta.active_files(dt)] if dt else []
-        df = delta.read_frame_files(spark, path, rels, struct)
+        df = delta.read_frame_files(spark, path, rels, schema)
         if snapshot_id is not None:
             df = df.filter(F.col("snapshot_id") == snapshot_id)
         return df.select(*table_columns(table))
