@@ -379,9 +379,9 @@ def test_warehouse_read_table_filters(written):
 
 def test_warehouse_reader_dictionary_scan(written):
     """`DeltaWarehouseReader.history_table(dictionary=…)` (the scan `changes` and `restore-plan` read log-sized
-    histories with: string columns as the files' dictionaries) keeps what the DuckDB path keeps, under every
-    predicate `_sql_where` takes: comparisons, `in` (an empty list matches nothing), `not in` and `= None`; and the
-    strings come back the same. Reading the files' dictionaries changes how string columns are read, nothing else:
+    histories with: string columns as the files' dictionaries) keeps the rows each predicate `_sql_where` takes
+    selects: comparisons and `in` against the written rows, an empty `in`, `not in` and `= None` against the DuckDB
+    path; and the strings come back the same. Reading the files' dictionaries changes how string columns are read, nothing else:
     every probe of a string column, and of a timestamp column (a literal the two paths translate), is asked; of an
     integer or boolean column, one of each operator (the pruning itself is delta-rs' dataset's, which
     `test_delta_rs_pyarrow_dataset` probes at every bound)."""
@@ -404,9 +404,9 @@ def test_warehouse_reader_dictionary_scan(written):
             extra = [(col, "in", []), (col, "not in", values[:2]), (col, "=", None), (col, "!=", None)]
             for p in preds + extra:
                 got = _offsets(reader.history_table(t, filters=[p], columns=["record_offset"], dictionary=strings))
-                fast = _offsets(reader.history_table(t, filters=[p], columns=["record_offset"]))
-                assert got == fast, (t, p)
                 if p[1] in ("=", ">=", "<=", ">", "<", "in") and p[2] is not None:
                     assert got == _expected(rows, p), (t, p)
+                else:  # no reference answer for these here: the DuckDB path's
+                    assert got == _offsets(reader.history_table(t, filters=[p], columns=["record_offset"])), (t, p)
     finally:
         reader.close()
