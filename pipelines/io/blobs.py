@@ -16,16 +16,18 @@ import pyarrow as pa
 PAYLOAD = "payload"
 # lz4 keeps a large blob about a third of its Arrow size at a cost far below decoding it. But it frames every
 # buffer of every column on its own, a fixed ~0.6 ms each way for a decoded table's 66 columns: ten times what a
-# blob of a few rows costs uncompressed, to save a few kilobytes or none. So a blob under COMPRESS_BYTES is
-# written plain; the stream says per message whether it is compressed, and readers take either.
+# blob of a few rows costs uncompressed, to save a few kilobytes or none. So a blob of under COMPRESS_CELLS values
+# (rows times columns, ~64 KiB) is written plain; the stream says per message whether it is compressed, and
+# readers take either. Counted in values, not `nbytes`: that walks the buffers, and crashed on a batch Spark
+# handed a Python worker.
 _LZ4 = pa.ipc.IpcWriteOptions(compression="lz4")
 _PLAIN = pa.ipc.IpcWriteOptions()
-COMPRESS_BYTES = 1 << 16
+COMPRESS_CELLS = 1 << 13
 
 
 def to_blob(table: pa.Table | pa.RecordBatch) -> bytes:
     sink = pa.BufferOutputStream()
-    options = _LZ4 if table.nbytes >= COMPRESS_BYTES else _PLAIN
+    options = _LZ4 if table.num_rows * table.num_columns >= COMPRESS_CELLS else _PLAIN
     with pa.ipc.new_stream(sink, table.schema, options=options) as w:
         w.write(table)
     return sink.getvalue().to_pybytes()
