@@ -19,7 +19,7 @@ from tests.coordinator.rowkit import Log, to_table
 from tests.coordinator.test_replay_differential import build_log, kafka_like_log, log_ops
 from tests.depth import cases
 
-HYPO = settings(max_examples=cases(deep=300, quick=75), deadline=None, database=None,
+HYPO = settings(max_examples=cases(deep=300, quick=50), deadline=None, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 

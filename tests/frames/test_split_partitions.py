@@ -36,7 +36,7 @@ from tests.frames.test_segment_shards import _shard_view
 from tests.frames.test_streamed_shards import cut_in_half, envelope_tables
 from tests.depth import cases
 
-HYPO = settings(max_examples=cases(deep=200, quick=50), deadline=None, database=None,
+HYPO = settings(max_examples=cases(deep=200, quick=35), deadline=None, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 
