@@ -59,6 +59,7 @@ sys.meta_path.insert(0, NoPyspark())
 from pipelines.coordinator.options import ReplayOptions
 from pipelines.coordinator.shard import replay_rows
 from pipelines.decoding.reader import iter_decoded_rows
+import pipelines.validation.report  # the validation layer (its runner, suites, accounting) as well
 
 rows = list(iter_decoded_rows([sys.argv[1]]))
 tables = replay_rows(rows, ReplayOptions(semantics="modern", snapshot_id="s", num_partitions=4))
@@ -67,7 +68,8 @@ print(len(rows), len(tables["loaded_offsets"]), len(tables["offset_commits"]))
 
 
 def test_the_engine_decodes_and_replays_a_log_without_pyspark(tmp_path):
-    """The decoder, the engine and the contract run in a process where pyspark cannot be imported."""
+    """The decoder, the engine and the contract run in a process where pyspark cannot be imported, and the
+    validation layer imports there."""
     import subprocess
     import sys
 

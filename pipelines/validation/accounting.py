@@ -21,7 +21,7 @@ from collections.abc import Mapping
 import dataclasses
 from dataclasses import dataclass, field
 
-from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
+import pyarrow as pa
 
 SKIP_UNKNOWN_KEY = "unknown key type"
 SKIP_DUPLICATE_ROW = "identical duplicate row in a tabular dump"
@@ -37,15 +37,15 @@ def skip_until_time(ms: int) -> str:
     t = _dt.datetime.fromtimestamp(ms / 1000, tz=_dt.timezone.utc).isoformat(timespec="milliseconds")
     return f"after --until-time {t}"
 
-ACCOUNTING_SCHEMA = StructType(
+ACCOUNTING_SCHEMA = pa.schema(
     [
-        StructField("offsets_partition", IntegerType()),
-        StructField("records_in", LongType()),
-        StructField("records_used", LongType()),
-        StructField("records_skipped", LongType()),
-        StructField("records_quarantined", LongType()),
-        StructField("skipped_by_reason", StringType()),  # "reason=count; …", readable in reports
-        StructField("bytes_unread", LongType()),  # bytes no record was read from (zero tails apart)
+        pa.field("offsets_partition", pa.int32()),
+        pa.field("records_in", pa.int64()),
+        pa.field("records_used", pa.int64()),
+        pa.field("records_skipped", pa.int64()),
+        pa.field("records_quarantined", pa.int64()),
+        pa.field("skipped_by_reason", pa.string()),  # "reason=count; …", readable in reports
+        pa.field("bytes_unread", pa.int64()),  # bytes no record was read from (zero tails apart)
     ]
 )
 
@@ -191,10 +191,6 @@ class Accounting:
 
     def to_arrow(self):
         """One row per partition, the table the `accounting` suite validates."""
-        import pyarrow as pa
-
-        from pyspark.sql.pandas.types import to_arrow_schema
-
         rows = [
             dict(offsets_partition=p, records_in=c.records_in, records_used=c.records_used,
                  records_skipped=c.skipped_total, records_quarantined=c.records_quarantined,
@@ -202,7 +198,7 @@ class Accounting:
                  bytes_unread=c.bytes_unread)
             for p, c in self._sorted()
         ]
-        return pa.Table.from_pylist(rows, schema=to_arrow_schema(ACCOUNTING_SCHEMA))
+        return pa.Table.from_pylist(rows, schema=ACCOUNTING_SCHEMA)
 
     def _sorted(self):
         return sorted(self.partitions.items(), key=lambda kv: (kv[0] is None, kv[0] if kv[0] is not None else 0))

@@ -21,10 +21,9 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from datetime import date, datetime, timezone
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
-from pyspark.sql import SparkSession
 
 from pipelines.config import Settings
 from pipelines.validation.accounting import Accounting
@@ -32,6 +31,9 @@ from pipelines.validation.settings import (  # noqa: F401
     PANDAS_MAX_ROWS, POLICIES, max_unread_bytes, pandas_max_rows, validation_settings)
 from pipelines.validation.suites import SuiteSpec, build_suites
 from pipelines.validation.suspects import SuspectFilter, Suspects, suspect_filter
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 DATASOURCE = "offsetlake_validation"
 PANDAS_DATASOURCE = "offsetlake_validation_pandas"
