@@ -9,7 +9,6 @@ classic or consumer group at the end (a simple group holding only offsets may st
 from __future__ import annotations
 
 import datetime as dt
-import functools
 from typing import Any, Iterable
 
 import numpy as np
@@ -51,7 +50,6 @@ def topic_names(rows: Iterable[Row]) -> dict[str, str]:
     return {tid: name for tid, (_, name) in best.items()}
 
 
-@functools.lru_cache(maxsize=None)
 def table_schema(table: str) -> pa.Schema:
     """The contract's Arrow schema of `table`."""
     from schemas.tables import TABLES

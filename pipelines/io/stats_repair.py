@@ -79,9 +79,9 @@ def repair_table(path: str | Path, name: str | None = None) -> TableRepair:
     if dt is None:
         return report
     version = dt.version()
-    struct = _table_schema(dt)
+    schema = _table_schema(dt)
     parts = list(dt.metadata().partition_columns)
-    kinds = {f.name: delta.type_name(f.type) for f in struct}
+    kinds = {f.name: delta.type_name(f.type) for f in schema}
     rows = pa.table(dt.get_add_actions(flatten=True)).to_pylist()
     files = {f["path"]: f for f in delta.active_files(dt)}
     adds = []
@@ -92,9 +92,9 @@ def repair_table(path: str | Path, name: str | None = None) -> TableRepair:
             raise StatsRepairError(f"{report.table}: active file {rel} is missing from {path}")
         with storage.errors(f), f.fs.open_input_file(f.path) as src:
             footer = pq.read_metadata(src)
-        if not _wrong_file(row, *delta.footer_bounds(footer, struct, parts), kinds):
+        if not _wrong_file(row, *delta.footer_bounds(footer, schema, parts), kinds):
             continue
-        stats, _ = delta.file_stats(footer, struct, parts)
+        stats, _ = delta.file_stats(footer, schema, parts)
         report.fixed.append(rel)
         adds.append(AddAction(path=rel, size=row["size_bytes"],
                               partition_values=files[rel]["partition_values"],
@@ -104,7 +104,7 @@ def repair_table(path: str | Path, name: str | None = None) -> TableRepair:
         return report
     if delta.open_table(path).version() != version:
         raise StatsRepairError(f"{report.table}: the table changed while it was being repaired; run the repair again")
-    report.version = delta.commit(dt, struct, adds, mode="append", partition_by=parts or None,
+    report.version = delta.commit(dt, schema, adds, mode="append", partition_by=parts or None,
                                   metadata={"offsetlake.operation": "repair_stats"})
     return report
 
