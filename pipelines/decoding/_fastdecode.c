@@ -1,7 +1,9 @@
 /*
  * Optional C fast path for pipelines/decoding/columnar.py: walks the entries of a segment (framing, the magic 2
  * batch header, CRC-32C, the record walk, OffsetCommit key/value decode) and writes the values straight into
- * typed column buffers, so a clean record costs no Python object but its key's lookup.
+ * typed column buffers, so a clean record costs no Python object but its key's lookup. A classic group's
+ * GroupMetadata record (v0-v3) is read here too, its values (members as rows._member_dict makes them) appended to
+ * the sparse columns' lists.
  *
  * Columns(typecodes)            growable Arrow-layout columns, one per typecode:
  *                               'q' int64, 'i' int32, 'h' int16, 'b' int8, '?' bool, 's' utf-8 string
@@ -9,14 +11,15 @@
  *   .truncate(n), len()
  *   .take() -> [(null_count, validity | None, data, offsets | None)]   the buffers, and the columns emptied
  *
- * decode_entries(buf, pos, end, max_rows, hot, batch, kcache, ktable, ctl_types, ctl_epochs, decompress, source,
- *                partition) -> pos
+ * decode_entries(buf, pos, end, max_rows, hot, batch, kcache, ktable, ctl_types, ctl_epochs, group_values,
+ *                decompress, source, partition) -> pos
  *   Decodes whole entries from `pos` while each one is a magic 2 batch it fully understands, appending one row per
  *   record to `hot` (columnar.HOT_COLUMNS) and to `batch` (columnar.BATCH_COLUMNS: its batch's values).
  *   Returns the position of the first entry it leaves to the Python path (anything unusual: a short tail, a
- *   legacy entry, a bad CRC, a decompression error, record headers, a record that is not a plain offset commit or
- *   transaction marker, ...), or the position after the entry that brought `hot` to `max_rows`. A batch it leaves
- *   is rolled back completely, so the Python path decodes it from scratch with the same result as before.
+ *   legacy entry, a bad CRC, a decompression error, record headers, a record that is not a plain offset commit, a
+ *   classic group's GroupMetadata of v0-v3 or a transaction marker, ...), or the position after the entry that
+ *   brought `hot` to `max_rows`. A batch it leaves is rolled back completely (`group_values` too: a list per
+ *   columnar.GROUP_VALUE_COLUMNS), so the Python path decodes it from scratch with the same result as before.
  *
  * The Python path (columnar._walk_v2 + batches.decode_entry) is the reference: rows are identical either way.
  */
@@ -30,6 +33,7 @@
 
 static PyObject *KeyIdFn = NULL;       /* _key_id(key, kcache, ktable) -> int */
 static PyObject *OffsetCommitKind = NULL; /* str: the record kind of an offset commit (a key-table entry's first) */
+static PyObject *GroupMetadataKind = NULL; /* str: the record kind of a GroupMetadataKey's record */
 static PyObject *ControlEntry = NULL;  /* key-table entry of control records */
 static PyObject *ControlNames = NULL;  /* dict int -> name */
 static PyObject *ControlKey = NULL;    /* int 0: kcache slot of ControlEntry */
@@ -545,6 +549,287 @@ static int put_value(Columns *h, const unsigned char *b, Py_ssize_t vs, Py_ssize
     return 0;
 }
 
+/* ------------------------------------------------------------------------------ GroupMetadataValue v0-v3
+ * A classic group's value, as the Python reference reads it (messages.read_group_message_value, then
+ * rows._member_dict with consumer_protocol's lenient readers for a "consumer" group's members), into the values of
+ * the row's group columns. Only what the reference reads without complaint is read here: anything it refuses (v4,
+ * a bad length, a null member field, trailing bytes) leaves the record to the Python path, which says why. */
+enum { G_PROTOCOL_TYPE, G_GENERATION, G_PROTOCOL, G_LEADER, G_STATE_TS, G_MEMBERS, G_NCOLS };
+enum { M_MEMBER_ID, M_INSTANCE, M_CLIENT_ID, M_CLIENT_HOST, M_REBALANCE, M_SESSION, M_SUBSCRIPTION, M_ASSIGNMENT,
+       M_SUB_VERSION, M_TOPICS, M_OWNED, M_SUB_GENERATION, M_RACK, M_ASSIGNED, M_ASG_VERSION, M_NKEYS };
+static const char *MemberKeyNames[M_NKEYS] = {
+    "member_id", "group_instance_id", "client_id", "client_host", "rebalance_timeout_ms", "session_timeout_ms",
+    "subscription", "assignment", "subscription_version", "subscribed_topics", "owned_partitions",
+    "subscription_generation_id", "subscription_rack_id", "assigned_partitions", "assignment_version"};
+static PyObject *MemberKeys[M_NKEYS];
+static PyObject *TopicKey = NULL, *PartitionsKey = NULL; /* "topic", "partitions" of rows._tp_list */
+
+static int append_pair(PyObject *list, Py_ssize_t i, PyObject *v /* stolen */);
+
+typedef struct {
+    const unsigned char *b;
+    Py_ssize_t pos, end;
+} Rd;
+
+/* 1 = read, 0 = not there (the reference raises) */
+static inline int rd_i16(Rd *r, int *out) {
+    if (r->end - r->pos < 2) return 0;
+    *out = be16(r->b + r->pos);
+    r->pos += 2;
+    return 1;
+}
+static inline int rd_i32(Rd *r, int32_t *out) {
+    if (r->end - r->pos < 4) return 0;
+    *out = be32(r->b + r->pos);
+    r->pos += 4;
+    return 1;
+}
+static inline int rd_i64(Rd *r, int64_t *out) {
+    if (r->end - r->pos < 8) return 0;
+    *out = be64(r->b + r->pos);
+    r->pos += 8;
+    return 1;
+}
+
+/* primitives.read_string / read_nullable_string: 1 = *out a new str (or None), 0 = refused, -1 = error */
+static int rd_str(Rd *r, int nullable, PyObject **out) {
+    int len;
+    if (!rd_i16(r, &len)) return 0;
+    if (len < 0) {
+        if (len != -1 || !nullable) return 0;
+        *out = Py_NewRef(Py_None);
+        return 1;
+    }
+    if (len > r->end - r->pos) return 0;
+    *out = PyUnicode_DecodeUTF8((const char *)r->b + r->pos, len, "replace");
+    if (*out == NULL) return -1;
+    r->pos += len;
+    return 1;
+}
+
+/* primitives.read_nullable_bytes: 1 = read (*start, *len; *len -1: null), 0 = refused */
+static int rd_bytes(Rd *r, Py_ssize_t *start, Py_ssize_t *len) {
+    int32_t n;
+    if (!rd_i32(r, &n)) return 0;
+    if (n < 0) {
+        if (n != -1) return 0;
+        *start = r->pos;
+        *len = -1;
+        return 1;
+    }
+    if (n > r->end - r->pos) return 0;
+    *start = r->pos;
+    *len = n;
+    r->pos += n;
+    return 1;
+}
+
+/* primitives.read_array_count of a non-null array: 1 = *n, 0 = refused (null, negative, more than can fit) */
+static int rd_count(Rd *r, int32_t *n) {
+    if (!rd_i32(r, n)) return 0;
+    return *n >= 0 && *n <= r->end - r->pos;
+}
+
+/* consumer_protocol._read_topic_partitions as rows._tp_list gives it: [{"topic", "partitions"}];
+   1 = *out, 0 = refused, -1 = error */
+static int rd_topic_partitions(Rd *r, PyObject **out) {
+    int32_t n;
+    if (!rd_count(r, &n)) return 0;
+    PyObject *list = PyList_New(n);
+    if (list == NULL) return -1;
+    for (int32_t i = 0; i < n; i++) {
+        PyObject *topic = NULL;
+        int32_t m;
+        int ok = rd_str(r, 0, &topic);
+        if (ok <= 0 || !rd_count(r, &m) || m > (r->end - r->pos) / 4) {
+            Py_XDECREF(topic);
+            Py_DECREF(list);
+            return ok < 0 ? -1 : 0;
+        }
+        PyObject *parts = PyList_New(m);
+        PyObject *d = parts ? PyDict_New() : NULL;
+        if (d == NULL) goto fail_item;
+        for (int32_t j = 0; j < m; j++) {
+            PyObject *p = PyLong_FromLong(be32(r->b + r->pos));
+            if (p == NULL) goto fail_item;
+            PyList_SET_ITEM(parts, j, p);
+            r->pos += 4;
+        }
+        if (PyDict_SetItem(d, TopicKey, topic) < 0 || PyDict_SetItem(d, PartitionsKey, parts) < 0) goto fail_item;
+        Py_DECREF(topic);
+        Py_DECREF(parts);
+        PyList_SET_ITEM(list, i, d);
+        continue;
+    fail_item:
+        Py_XDECREF(topic);
+        Py_XDECREF(parts);
+        Py_XDECREF(d);
+        Py_DECREF(list);
+        return -1;
+    }
+    *out = list;
+    return 1;
+}
+
+static inline int set_key(PyObject *d, int k, PyObject *v /* stolen */) {
+    if (v == NULL) return -1;
+    int r = PyDict_SetItem(d, MemberKeys[k], v);
+    Py_DECREF(v);
+    return r;
+}
+
+/* consumer_protocol.read_subscription of b[s:s+n] into member dict d (its keys None when the reference gives
+   None); 0 / -1 = error */
+static int put_subscription(PyObject *d, const unsigned char *b, Py_ssize_t s, Py_ssize_t n) {
+    Rd r = {b, s, s + n};
+    int version;
+    int32_t count;
+    if (n == 0 || !rd_i16(&r, &version) || version < 0 || !rd_count(&r, &count)) return 0;
+    PyObject *topics = PyList_New(count);
+    if (topics == NULL) return -1;
+    for (int32_t i = 0; i < count; i++) {
+        PyObject *t = NULL;
+        int ok = rd_str(&r, 0, &t);
+        if (ok <= 0) {
+            Py_DECREF(topics);
+            return ok;
+        }
+        PyList_SET_ITEM(topics, i, t);
+    }
+    Py_ssize_t us, ul;
+    if (!rd_bytes(&r, &us, &ul)) {
+        Py_DECREF(topics);
+        return 0;
+    }
+    if (set_key(d, M_SUB_VERSION, PyLong_FromLong(version)) < 0 || set_key(d, M_TOPICS, topics) < 0) return -1;
+    /* what the claimed version adds, read as far as the bytes allow */
+    PyObject *v = NULL;
+    int ok;
+    if (version >= 1) {
+        if ((ok = rd_topic_partitions(&r, &v)) <= 0) return ok;
+        if (set_key(d, M_OWNED, v) < 0) return -1;
+    }
+    if (version >= 2) {
+        int32_t g;
+        if (!rd_i32(&r, &g)) return 0;
+        if (set_key(d, M_SUB_GENERATION, PyLong_FromLong(g)) < 0) return -1;
+    }
+    if (version >= 3) {
+        if ((ok = rd_str(&r, 1, &v)) <= 0) return ok;
+        if (set_key(d, M_RACK, v) < 0) return -1;
+    }
+    return 0;
+}
+
+/* consumer_protocol.read_assignment of b[s:s+n] into member dict d; 0 / -1 = error */
+static int put_assignment(PyObject *d, const unsigned char *b, Py_ssize_t s, Py_ssize_t n) {
+    Rd r = {b, s, s + n};
+    int version;
+    PyObject *assigned = NULL;
+    int ok;
+    Py_ssize_t us, ul;
+    if (n == 0 || !rd_i16(&r, &version) || version < 0) return 0;
+    if ((ok = rd_topic_partitions(&r, &assigned)) <= 0) return ok;
+    if (!rd_bytes(&r, &us, &ul)) {
+        Py_DECREF(assigned);
+        return 0;
+    }
+    if (set_key(d, M_ASG_VERSION, PyLong_FromLong(version)) < 0) {
+        Py_DECREF(assigned);
+        return -1;
+    }
+    return set_key(d, M_ASSIGNED, assigned);
+}
+
+/* one MemberMetadata at version `version` as rows._member_dict makes it; 1 = *out, 0 = refused, -1 = error */
+static int rd_member(Rd *r, int version, int consumer, PyObject **out) {
+    PyObject *d = PyDict_New();
+    if (d == NULL) return -1;
+    for (int k = 0; k < M_NKEYS; k++)
+        if (PyDict_SetItem(d, MemberKeys[k], Py_None) < 0) goto error;
+    PyObject *v;
+    int ok;
+    int32_t rebalance = -1, session;
+    Py_ssize_t ss, sl, as, al;
+#define STR(key, nullable) \
+    if ((ok = rd_str(r, nullable, &v)) <= 0) goto refused; \
+    if (set_key(d, key, v) < 0) goto error;
+    STR(M_MEMBER_ID, 0)
+    if (version >= 3) { STR(M_INSTANCE, 1) }
+    STR(M_CLIENT_ID, 0)
+    STR(M_CLIENT_HOST, 0)
+#undef STR
+    if (version >= 1 && !rd_i32(r, &rebalance)) { ok = 0; goto refused; }
+    if (!rd_i32(r, &session)) { ok = 0; goto refused; }
+    if (!rd_bytes(r, &ss, &sl) || sl < 0 || !rd_bytes(r, &as, &al) || al < 0) { ok = 0; goto refused; }
+    if (set_key(d, M_REBALANCE, PyLong_FromLong(rebalance)) < 0
+        || set_key(d, M_SESSION, PyLong_FromLong(session)) < 0
+        || set_key(d, M_SUBSCRIPTION, PyBytes_FromStringAndSize((const char *)r->b + ss, sl)) < 0
+        || set_key(d, M_ASSIGNMENT, PyBytes_FromStringAndSize((const char *)r->b + as, al)) < 0)
+        goto error;
+    if (consumer && (put_subscription(d, r->b, ss, sl) < 0 || put_assignment(d, r->b, as, al) < 0)) goto error;
+    *out = d;
+    return 1;
+refused:
+    Py_DECREF(d);
+    return ok;
+error:
+    Py_DECREF(d);
+    return -1;
+}
+
+/* the GroupMetadataValue at b[vs:ve] (v0-v3) into row i's group columns (`glists`: a list of (row, value) per
+   G_ column, a value appended only when not None, as columnar._Chunk does) and the value version into `h`;
+   1 = done, 0 = the Python path's record, -1 = error */
+static int put_group_value(Columns *h, const unsigned char *b, Py_ssize_t vs, Py_ssize_t ve, PyObject *glists,
+                           Py_ssize_t i) {
+    Rd r = {b, vs, ve};
+    int version, ok;
+    int32_t generation, count;
+    int64_t state_ts = -1;
+    PyObject *vals[G_NCOLS] = {NULL};
+    if (!rd_i16(&r, &version) || version < 0 || version > 3) return 0;
+    if ((ok = rd_str(&r, 0, &vals[G_PROTOCOL_TYPE])) <= 0) return ok;
+    Py_ssize_t tlen;
+    const char *ptype = PyUnicode_AsUTF8AndSize(vals[G_PROTOCOL_TYPE], &tlen);
+    if (ptype == NULL) goto error;
+    int consumer = tlen == 8 && memcmp(ptype, "consumer", 8) == 0;
+    if (!rd_i32(&r, &generation)) goto refused;
+    if ((ok = rd_str(&r, 1, &vals[G_PROTOCOL])) <= 0 || (ok = rd_str(&r, 1, &vals[G_LEADER])) <= 0) goto done;
+    if (version >= 2 && !rd_i64(&r, &state_ts)) goto refused;
+    if (!rd_count(&r, &count)) goto refused;
+    if ((vals[G_MEMBERS] = PyList_New(count)) == NULL) goto error;
+    for (int32_t m = 0; m < count; m++) {
+        PyObject *member;
+        if ((ok = rd_member(&r, version, consumer, &member)) <= 0) goto done;
+        PyList_SET_ITEM(vals[G_MEMBERS], m, member);
+    }
+    if (r.pos != ve) goto refused;
+    if ((vals[G_GENERATION] = PyLong_FromLong(generation)) == NULL
+        || (vals[G_STATE_TS] = PyLong_FromLongLong(state_ts)) == NULL)
+        goto error;
+    for (int j = 0; j < G_NCOLS; j++) {
+        if (vals[j] == Py_None) continue;
+        if (append_pair(PyTuple_GET_ITEM(glists, j), i, vals[j]) < 0) {
+            vals[j] = NULL;  /* stolen */
+            goto error;
+        }
+        vals[j] = NULL;
+    }
+    put_int(h, H_VER, version);
+    for (int j = H_COMMITTED; j < H_NCOLS; j++) put_null(h, j);
+    ok = 1;
+    goto done;
+refused:
+    ok = 0;
+    goto done;
+error:
+    ok = -1;
+done:
+    for (int j = 0; j < G_NCOLS; j++) Py_XDECREF(vals[j]);
+    return ok;
+}
+
 /* columnar._parse_key + _key_id for a plain OffsetCommitKey (type 0/1, int16 lengths < 0x8000, exact length): the
  * new key-table entry (kind, key type, group, topic, partition) and its kid; NULL with no error set: not such a
  * key (the Python path decides) */
@@ -569,6 +854,26 @@ static PyObject *offset_commit_key_id(const unsigned char *k, Py_ssize_t n, PyOb
     return kid;
 }
 
+/* columnar._parse_key + _key_id for a GroupMetadataKey (type 2, its group's int16 length < 0x8000, exact length):
+ * the new key-table entry (kind, 2, group, None, None) and its kid; NULL with no error set: not such a key */
+static PyObject *group_key_id(const unsigned char *k, Py_ssize_t n, PyObject *key, PyObject *kcache,
+                              PyObject *ktable) {
+    if (n < 4 || k[0] != 0 || k[1] != 2) return NULL;
+    Py_ssize_t glen = ((Py_ssize_t)k[2] << 8) | k[3];
+    if (glen >= 0x8000 || 4 + glen != n) return NULL;
+    PyObject *entry = Py_BuildValue("(OiNOO)", GroupMetadataKind, 2,
+                                    PyUnicode_DecodeUTF8((const char *)k + 4, glen, "replace"), Py_None, Py_None);
+    if (entry == NULL) return NULL;
+    PyObject *kid = PyLong_FromSsize_t(PyList_GET_SIZE(ktable));
+    if (kid == NULL || PyList_Append(ktable, entry) < 0 || PyDict_SetItem(kcache, key, kid) < 0) {
+        Py_DECREF(entry);
+        Py_XDECREF(kid);
+        return NULL;
+    }
+    Py_DECREF(entry);
+    return kid;
+}
+
 /* kid of a record key (a kcache hit, else the key-table entry made here or by _key_id); -2 = error */
 static long key_id(const unsigned char *k, Py_ssize_t klen, PyObject *kcache, PyObject *ktable) {
     PyObject *key = PyBytes_FromStringAndSize((const char *)k, klen);
@@ -578,7 +883,8 @@ static long key_id(const unsigned char *k, Py_ssize_t klen, PyObject *kcache, Py
         Py_INCREF(kid);
     } else {
         if (PyErr_Occurred()) { Py_DECREF(key); return -2; }
-        kid = offset_commit_key_id(k, klen, key, kcache, ktable);
+        kid = klen > 1 && k[1] == 2 ? group_key_id(k, klen, key, kcache, ktable)
+                                    : offset_commit_key_id(k, klen, key, kcache, ktable);
         if (kid == NULL && PyErr_Occurred()) { Py_DECREF(key); return -2; }
         if (kid == NULL) kid = PyObject_CallFunctionObjArgs(KeyIdFn, key, kcache, ktable, NULL);
         if (kid == NULL) { Py_DECREF(key); return -2; }
@@ -627,7 +933,8 @@ static int put_label(Columns *c, int j, PyObject *labels, Py_ssize_t i) {
  */
 static int walk_records(const unsigned char *b, Py_ssize_t pos, Py_ssize_t end, int32_t count, int64_t base_offset,
                         int64_t ts_base, int64_t ts_scale, int is_control, Columns *h, PyObject *kcache,
-                        PyObject *ktable, PyObject *ctl_types, PyObject *ctl_epochs, int *has_first, int64_t *first) {
+                        PyObject *ktable, PyObject *ctl_types, PyObject *ctl_epochs, PyObject *glists, int *has_first,
+                        int64_t *first) {
     for (int32_t r = 0; r < count; r++) {
         int64_t length, tsd, offd, klen, vlen;
         if (pos >= end) return LEAVE;
@@ -687,6 +994,11 @@ static int walk_records(const unsigned char *b, Py_ssize_t pos, Py_ssize_t end, 
             if (vlen < 0) {
                 for (int j = H_VER; j < H_NCOLS; j++) put_null(h, j);
                 put_bool(h, H_TOMB, 1);
+            } else if (b[ks + 1] == 2) {  /* a GroupMetadataKey: key ids are of key types 0-2 only */
+                int done = put_group_value(h, b, vs, ve, glists, i);
+                if (done < 0) return ERROR;
+                if (done == 0) return LEAVE;
+                put_bool(h, H_TOMB, 0);
             } else {
                 int done = put_value(h, b, vs, ve);
                 if (done < 0) return ERROR;
@@ -707,18 +1019,22 @@ static int walk_records(const unsigned char *b, Py_ssize_t pos, Py_ssize_t end, 
 }
 
 static PyObject *decode_entries(PyObject *self, PyObject *args) {
-    PyObject *bufobj, *kcache, *ktable, *ctl_types, *ctl_epochs, *decompress, *source;
+    PyObject *bufobj, *kcache, *ktable, *ctl_types, *ctl_epochs, *glists, *decompress, *source;
     Columns *h, *bc;
     Py_ssize_t pos, end, max_rows;
     int part;
-    if (!PyArg_ParseTuple(args, "OnnnO!O!O!O!O!O!OO!i", &bufobj, &pos, &end, &max_rows, &ColumnsType, &h,
+    if (!PyArg_ParseTuple(args, "OnnnO!O!O!O!O!O!O!OO!i", &bufobj, &pos, &end, &max_rows, &ColumnsType, &h,
                           &ColumnsType, &bc, &PyDict_Type, &kcache, &PyList_Type, &ktable, &PyList_Type,
-                          &ctl_types, &PyList_Type, &ctl_epochs, &decompress, &PyBytes_Type, &source, &part))
+                          &ctl_types, &PyList_Type, &ctl_epochs, &PyTuple_Type, &glists, &decompress, &PyBytes_Type,
+                          &source, &part))
         return NULL;
     if (h->ncols != H_NCOLS || bc->ncols != B_NCOLS || h->n != bc->n) {
         PyErr_SetString(PyExc_ValueError, "decode_entries: wrong column sets");
         return NULL;
     }
+    if (PyTuple_GET_SIZE(glists) != G_NCOLS) goto notlists;
+    for (int j = 0; j < G_NCOLS; j++)
+        if (!PyList_Check(PyTuple_GET_ITEM(glists, j))) goto notlists;
     Py_buffer view;
     if (PyObject_GetBuffer(bufobj, &view, PyBUF_SIMPLE) < 0) return NULL;
     const unsigned char *m = (const unsigned char *)view.buf;
@@ -741,12 +1057,13 @@ static PyObject *decode_entries(PyObject *self, PyObject *args) {
         int32_t count = be32(e + 57);
         if (count < 0 || crc32c(e + 21, total - 21) != crc) break;
         int codec = attributes & 7, log_append = (attributes & 8) != 0, is_control = (attributes & 0x20) != 0;
-        Py_ssize_t n0 = h->n, c0 = PyList_GET_SIZE(ctl_types), q0 = PyList_GET_SIZE(ctl_epochs);
+        Py_ssize_t n0 = h->n, c0 = PyList_GET_SIZE(ctl_types), q0 = PyList_GET_SIZE(ctl_epochs), g0[G_NCOLS];
+        for (int j = 0; j < G_NCOLS; j++) g0[j] = PyList_GET_SIZE(PyTuple_GET_ITEM(glists, j));
         int has_first = 0, r;
         int64_t first = 0;
         if (codec == 0) {
             r = walk_records(e, 61, total, count, base_offset, log_append ? max_ts : base_ts, log_append ? 0 : 1,
-                             is_control, h, kcache, ktable, ctl_types, ctl_epochs, &has_first, &first);
+                             is_control, h, kcache, ktable, ctl_types, ctl_epochs, glists, &has_first, &first);
         } else {
             PyObject *packed = PyBytes_FromStringAndSize((const char *)e + 61, total - 61);
             PyObject *raw = packed ? PyObject_CallFunction(decompress, "iN", codec, packed) : NULL;
@@ -759,7 +1076,7 @@ static PyObject *decode_entries(PyObject *self, PyObject *args) {
             if (PyObject_GetBuffer(raw, &rv, PyBUF_SIMPLE) < 0) { Py_DECREF(raw); goto fail; }
             r = walk_records((const unsigned char *)rv.buf, 0, rv.len, count, base_offset,
                              log_append ? max_ts : base_ts, log_append ? 0 : 1, is_control, h, kcache, ktable,
-                             ctl_types, ctl_epochs, &has_first, &first);
+                             ctl_types, ctl_epochs, glists, &has_first, &first);
             PyBuffer_Release(&rv);
             Py_DECREF(raw);
         }
@@ -767,6 +1084,10 @@ static PyObject *decode_entries(PyObject *self, PyObject *args) {
             cols_truncate(h, n0);
             if (PyList_GET_SIZE(ctl_types) > c0) PyList_SetSlice(ctl_types, c0, PyList_GET_SIZE(ctl_types), NULL);
             if (PyList_GET_SIZE(ctl_epochs) > q0) PyList_SetSlice(ctl_epochs, q0, PyList_GET_SIZE(ctl_epochs), NULL);
+            for (int j = 0; j < G_NCOLS; j++) {
+                PyObject *g = PyTuple_GET_ITEM(glists, j);
+                if (PyList_GET_SIZE(g) > g0[j]) PyList_SetSlice(g, g0[j], PyList_GET_SIZE(g), NULL);
+            }
             if (r == ERROR) goto fail;
             break;
         }
@@ -794,12 +1115,16 @@ static PyObject *decode_entries(PyObject *self, PyObject *args) {
 fail:
     PyBuffer_Release(&view);
     return NULL;
+notlists:
+    PyErr_SetString(PyExc_TypeError, "decode_entries: a tuple of one list per group column");
+    return NULL;
 }
 
 static PyObject *init(PyObject *self, PyObject *args) {
     PyObject *key_id, *control_entry, *control_names, *ts_types, *codec_labels, *offset_commit_kind;
-    if (!PyArg_ParseTuple(args, "OOO!O!O!U", &key_id, &control_entry, &PyDict_Type, &control_names, &PyTuple_Type,
-                          &ts_types, &PyTuple_Type, &codec_labels, &offset_commit_kind))
+    PyObject *group_metadata_kind;
+    if (!PyArg_ParseTuple(args, "OOO!O!O!UU", &key_id, &control_entry, &PyDict_Type, &control_names, &PyTuple_Type,
+                          &ts_types, &PyTuple_Type, &codec_labels, &offset_commit_kind, &group_metadata_kind))
         return NULL;
     if (PyTuple_GET_SIZE(ts_types) != 2 || PyTuple_GET_SIZE(codec_labels) != 8) {
         PyErr_SetString(PyExc_ValueError, "init: 2 timestamp types and 8 codec labels");
@@ -811,6 +1136,7 @@ static PyObject *init(PyObject *self, PyObject *args) {
         if (!PyBytes_Check(PyTuple_GET_ITEM(codec_labels, i))) goto notbytes;
     Py_XSETREF(KeyIdFn, Py_NewRef(key_id));
     Py_XSETREF(OffsetCommitKind, Py_NewRef(offset_commit_kind));
+    Py_XSETREF(GroupMetadataKind, Py_NewRef(group_metadata_kind));
     Py_XSETREF(ControlEntry, Py_NewRef(control_entry));
     Py_XSETREF(ControlNames, Py_NewRef(control_names));
     Py_XSETREF(TsTypes, Py_NewRef(ts_types));
@@ -956,7 +1282,8 @@ static PyObject *count_entries(PyObject *self, PyObject *args) {
 static PyMethodDef methods[] = {
     {"decode_entries", decode_entries, METH_VARARGS, "Decode the clean magic 2 entries from pos (see columnar.py)."},
     {"init", init, METH_VARARGS,
-     "init(key_id, control_entry, control_names, ts_types, codec_labels, offset_commit_kind)"},
+     "init(key_id, control_entry, control_names, ts_types, codec_labels, offset_commit_kind, "
+     "group_metadata_kind)"},
     {"entry_heads", entry_heads, METH_VARARGS,
      "entry_heads(buffer, start) -> (positions, last_offsets, records, end): int64 arrays as bytes (see "
      "segments.py)."},
@@ -980,9 +1307,17 @@ PyMODINIT_FUNC PyInit__fastdecode(void) {
     PyObject *m = PyModule_Create(&moduledef);
     if (m == NULL) return NULL;
     ControlKey = PyLong_FromLong(0);
+    for (int k = 0; k < M_NKEYS; k++)
+        if ((MemberKeys[k] = PyUnicode_InternFromString(MemberKeyNames[k])) == NULL) goto error;
+    TopicKey = PyUnicode_InternFromString("topic");
+    PartitionsKey = PyUnicode_InternFromString("partitions");
+    if (TopicKey == NULL || PartitionsKey == NULL) goto error;
     if (ControlKey == NULL || PyModule_AddObjectRef(m, "Columns", (PyObject *)&ColumnsType) < 0) {
         Py_DECREF(m);
         return NULL;
     }
     return m;
+error:
+    Py_DECREF(m);
+    return NULL;
 }

@@ -13,7 +13,9 @@ same order) without building a `RecordBatchHeader` / `LogRecord` / row dict per 
 
 With the C extension (`pipelines/decoding/_fastdecode.c`, built by setup.py, used unless
 ``OFFSETLAKE_PURE_PYTHON=1``: `native`), runs of clean batches are decoded entirely in C into column buffers
-(`_fastdecode.decode_entries`, `_fastdecode.Columns`): no Python object per record but its key's cache lookup.
+(`_fastdecode.decode_entries`, `_fastdecode.Columns`): no Python object per record but its key's cache lookup. C
+also reads a classic group's GroupMetadata record (v0-v3), appending its values (`GROUP_VALUE_COLUMNS`, members as
+the reference's dicts) to the sparse columns; the Python walk leaves every group record to the reference.
 An entry C leaves goes through the pure-Python walk (`_walk_v2`) here, which also decodes every entry without
 the extension.
 
@@ -50,7 +52,8 @@ from pipelines.decoding.native import fastdecode
 from pipelines.decoding.messages import offset_commit_value_fields
 from pipelines.decoding.rows import problem_to_row, to_decoded_row
 from pipelines.heap import gc_paused
-from schemas.decoded import DECODED_COLUMNS, DECODED_RECORD_SCHEMA, KIND_CONTROL, KIND_OFFSET_COMMIT
+from schemas.decoded import (DECODED_COLUMNS, DECODED_RECORD_SCHEMA, KIND_CONTROL, KIND_GROUP_METADATA,
+                             KIND_OFFSET_COMMIT)
 from schemas.messages import CONTROL_TYPE_NAMES
 from schemas.records import CREATE_TIME, LOG_APPEND_TIME, NO_SEQUENCE, ReadProblem
 
@@ -66,6 +69,8 @@ KEY_COLUMNS = ("record_kind", "key_type", "group_id", "topic", "partition")
 BATCH_COLUMNS = ("source", "offsets_partition", "batch_base_offset", "batch_first_offset", "batch_last_offset",
                  "batch_position", "timestamp_type", "producer_id", "producer_epoch", "is_transactional",
                  "is_control", "magic", "codec")
+# the values of a classic group's record that the C walk reads, in `_fastdecode`'s order (sparse columns)
+GROUP_VALUE_COLUMNS = ("protocol_type", "generation", "protocol", "leader", "current_state_timestamp", "members")
 _GROUPED = set(HOT_COLUMNS) | set(KEY_COLUMNS) | set(BATCH_COLUMNS)
 COLD_COLUMNS = tuple(c for c in DECODED_COLUMNS if c not in _GROUPED)
 _HOT_FROM_ROW = tuple(c for c in HOT_COLUMNS if c is not None)
@@ -91,11 +96,16 @@ class _Bail(Exception):
 # pure-Python record walk (what the C extension does for clean batches; every entry without it)
 # ================================================================================================================
 def _parse_key(k) -> tuple | None:
-    """OffsetCommitKey (type 0/1) -> key-table entry, or None (reference path). Same acceptance as rows.py's
-    fast path and `read_message_key` agree on: int16 lengths < 0x8000, exact length."""
+    """OffsetCommitKey (type 0/1) or GroupMetadataKey (type 2) -> key-table entry, or None (reference path). Same
+    acceptance as `read_message_key`'s: int16 lengths < 0x8000, exact length."""
     if k is None:
         return None
     n = len(k)
+    if n >= 4 and k[0] == 0 and k[1] == 2:
+        glen = (k[2] << 8) | k[3]
+        if glen >= 0x8000 or 4 + glen != n:
+            return None
+        return (KIND_GROUP_METADATA, 2, k[4:].decode("utf-8", "replace"), None, None)
     if n < 10 or k[0] != 0 or k[1] > 1:
         return None
     glen = (k[2] << 8) | k[3]
@@ -111,7 +121,7 @@ def _parse_key(k) -> tuple | None:
 
 
 def _key_id(key, kcache: dict, ktable: list) -> int:
-    """Key-table index of a new offset-commit key (-1: not a plain offset-commit key), cached in ``kcache``."""
+    """Key-table index of a new offset-commit or group-metadata key (-1: neither, plainly), cached in ``kcache``."""
     t = _parse_key(key)
     if t is None:
         if key is not None:
@@ -169,7 +179,7 @@ def _walk_v2(buf, pos: int, end: int, count: int, base_offset: int, ts_base: int
             kid = kget(key) if key is not None else _FALLBACK
             if kid is None:
                 kid = _key_id(key, kcache, ktable)
-            if kid >= 0:
+            if kid >= 0 and key[1] != 2:  # a group's record is the reference path's here (C reads classic ones)
                 if vlen < 0:
                     append((offset, ts, kid, True, None, None, None, None, None, None, None))
                     continue
@@ -191,7 +201,7 @@ _c = fastdecode
 if _c is not None:
     _c.init(_key_id, _CONTROL_ENTRY, _CONTROL_NAMES,
             (CREATE_TIME.encode(), LOG_APPEND_TIME.encode()), tuple(label.encode() for label in _CODEC_LABELS),
-            KIND_OFFSET_COMMIT)
+            KIND_OFFSET_COMMIT, KIND_GROUP_METADATA)
 HAVE_C_EXTENSION = _c is not None
 
 
@@ -425,6 +435,7 @@ def _decode_buffer(mm, end: int, src: str, part: int, batch_rows: int, c_ext,
     ktable = chunk.keys.ktable
     ctl_types = chunk.sparse["control_type"]
     ctl_epochs = chunk.sparse["coordinator_epoch"]
+    group_values = tuple(chunk.sparse[c] for c in GROUP_VALUE_COLUMNS)
     pending: list = []
     brows: list = []
     v2_unpack = _V2_UNPACK
@@ -443,7 +454,7 @@ def _decode_buffer(mm, end: int, src: str, part: int, batch_rows: int, c_ext,
     while True:
         if c_ext is not None:
             pos = c_decode(mm, pos, end, batch_rows, hot.c, batch.c, kcache, ktable, ctl_types, ctl_epochs,
-                           decompress_v2, src_utf8, part)
+                           group_values, decompress_v2, src_utf8, part)
             if len(hot) >= batch_rows:
                 yield chunk.flush()
                 continue

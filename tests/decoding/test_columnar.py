@@ -19,6 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pipelines.decoding import columnar
+from pipelines.decoding.consumer_protocol import write_assignment, write_subscription
 from pipelines.decoding.batch_writer import write_control_batch, write_empty_batch, write_record_batch
 from pipelines.decoding.batches import read_batches_from_file
 from pipelines.decoding.message_writer import (
@@ -323,3 +324,91 @@ def test_clean_batches_take_the_fast_path(tmp_path, walker, monkeypatch):
     data += write_control_batch(1, 3, 200, 9, 0, TS)
     rows = fast(write_tmp(tmp_path, data), 7, walker)
     assert calls == [] and len(rows) == 5 * 16 + 1
+
+
+# ---------------------------------------------------------------------------------------------- classic groups
+def _subscription(rng: random.Random) -> bytes:
+    version = rng.choice([0, 1, 2, 3, 5])
+    owned = {f"topic-{t}": sorted(rng.sample(range(12), rng.randrange(4))) for t in range(rng.randrange(3))}
+    raw = write_subscription(min(version, 3), [f"topic-{t}" for t in range(rng.randrange(4))],
+                             rng.choice([None, b"", b"ud"]), owned, rng.randrange(-1, 9), rng.choice([None, "r1"]))
+    return struct.pack(">h", version) + raw[2:]
+
+
+def _assignment(rng: random.Random) -> bytes:
+    assigned = {f"topic-{t}": sorted(rng.sample(range(12), rng.randrange(5))) for t in range(rng.randrange(4))}
+    return write_assignment(rng.choice([0, 1, 3]), assigned, rng.choice([None, b"x"]))
+
+
+def _damaged(rng: random.Random, raw: bytes) -> bytes:
+    """`raw` cut short, grown, with a byte changed, or a length field made odd: what the reference refuses or
+    reads leniently (a member's subscription or assignment)."""
+    r = rng.random()
+    if r < 0.25 and raw:
+        return raw[:rng.randrange(len(raw))]
+    if r < 0.4:
+        return raw + bytes(rng.randrange(1, 4))
+    b = bytearray(raw)
+    if b:
+        i = rng.randrange(len(b))
+        b[i] = rng.choice([0x00, 0x7F, 0x80, 0xFF, 0xC3, b[i] ^ 1])
+    return bytes(b)
+
+
+def classic_group_records(rng: random.Random, n: int) -> list:
+    """GroupMetadata records of every value version (v4 is the reference path's), of "consumer" groups and others,
+    members with subscriptions and assignments of every version, and some of each damaged."""
+    out = []
+    for i in range(n):
+        version = rng.choice([0, 1, 2, 3, 3, 4])
+        members = [dict(member_id=f"m-{j}", group_instance_id=rng.choice([None, f"i-{j}"]), client_id="c\u00fc",
+                        client_host="/10.0.0.1", rebalance_timeout_ms=rng.randrange(-1, 300000),
+                        session_timeout_ms=10000,
+                        subscription=rng.choice([b"", _subscription(rng), _damaged(rng, _subscription(rng))]),
+                        assignment=rng.choice([b"", _assignment(rng), _damaged(rng, _assignment(rng))]))
+                   for j in range(rng.randrange(4))]
+        value = write_group_metadata_value(version, protocol_type=rng.choice(["consumer", "consumer", "connect", ""]),
+                                           generation=rng.randrange(-1, 50), protocol=rng.choice([None, "range"]),
+                                           leader=rng.choice([None, "m-0"]), current_state_timestamp=TS + i,
+                                           members=members)
+        key = write_group_metadata_key(rng.choice(["grp-a", "grp-b", "gr\u00fcp"]))
+        r = rng.random()
+        if r < 0.1:
+            value = None  # a tombstone
+        elif r < 0.3:
+            value = _damaged(rng, value)
+        elif r < 0.35:
+            key = key[:-1]
+        out.append((key, value, TS + i))
+    return out
+
+
+@pytest.mark.parametrize("walker", WALKERS)
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 12), codec=st.sampled_from(CODECS))
+def test_classic_group_records_read_as_the_reference_reads_them(walker, seed, n, codec):
+    """A GroupMetadata value the C walk reads (v0-v3, its members' consumer protocol bytes leniently, as
+    `rows._member_dict`) gives the reference's row; one it does not read, the reference's own row or error."""
+    rng = random.Random(seed)
+    recs = classic_group_records(rng, n)
+    data = write_record_batch(recs, 0, codec=codec) + write_record_batch([oc(), gm()] + recs[:2], n)
+    with tempfile.TemporaryDirectory() as d:
+        assert_same(write_tmp(Path(d), data), 7, walker)
+
+
+def test_clean_classic_group_records_stay_in_c(tmp_path, monkeypatch):
+    """Guard against a silent fallback: an undamaged GroupMetadata record of v0-v3 never leaves C."""
+    if not columnar.HAVE_C_EXTENSION:
+        pytest.skip("_fastdecode not built")
+    calls = []
+    monkeypatch.setattr(columnar, "decode_entry", lambda *a, **k: calls.append(1) or [])
+    monkeypatch.setattr(columnar, "to_decoded_row", lambda *a, **k: calls.append(2) or {})
+    monkeypatch.setattr(columnar, "_walk_v2", lambda *a, **k: calls.append(3))
+    rng = random.Random(5)
+    clean = [(write_group_metadata_key("g"), write_group_metadata_value(
+        version, protocol_type="consumer", generation=1, protocol="range", leader="m",
+        members=[dict(member_id="m", subscription=_subscription(rng), assignment=_assignment(rng))]), TS)
+        for version in range(4)]
+    data = write_record_batch(clean + [oc(), (write_group_metadata_key("g"), None, TS)], 0, codec="lz4")
+    rows = fast(write_tmp(tmp_path, data), 7, "c")
+    assert calls == [] and [r["value_version"] for r in rows] == [0, 1, 2, 3, 3, None]
