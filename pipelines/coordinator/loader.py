@@ -72,6 +72,11 @@ def offset_commits(table: pa.Table) -> list[OffsetCommit]:
         col("is_transactional", False))))
 
 
+#: What the loaders read of a control record (`producer_id`, `is_first_record_of_batch`, `is_end_marker`, `_decide`):
+#: a log's markers are many, and a row of every column they fill cost more to build than to replay.
+CONTROL_READ_COLUMNS = ("record_kind", "offset", "batch_first_offset", "producer_id", "control_type", "timestamp")
+
+
 def producer_id(row: Row) -> int:
     return -1 if row.get("producer_id") is None else row["producer_id"]
 

@@ -16,12 +16,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipelines.coordinator.expiry import ExpiryOptions, cleanup_group_metadata
-from pipelines.coordinator.loader import SKIPPED_KINDS, OffsetCommit, SparseRow, offset_commits
+from pipelines.coordinator.loader import (CONTROL_READ_COLUMNS, SKIPPED_KINDS, OffsetCommit, SparseRow,
+                                         offset_commits)
 from pipelines.coordinator.options import DEFAULT_NUM_OFFSETS_PARTITIONS, REPLAY_TABLES, ReplayOptions
 from pipelines.coordinator.saved import SavedShard, saved_shards
 from pipelines.coordinator.tables import OFFSET_TABLES, contract_table, shard_rows, topic_names
 from pipelines.heap import gc_paused
-from schemas.decoded import DECODED_RECORD_SCHEMA
+from schemas.decoded import DECODED_RECORD_SCHEMA, KIND_CONTROL
 
 Row = dict[str, Any]
 PART = "offsets_partition"
@@ -94,7 +95,7 @@ def loader_rows(table: pa.Table) -> list[Row | OffsetCommit]:
 
 def _sparse_rows(table: pa.Table) -> list[SparseRow]:
     """`table`'s rows in order, each a `SparseRow` of the columns its kind of record (kind, key type, tombstone or
-    value) fills anywhere in `table`."""
+    value) fills anywhere in `table`; a control record's, of those the loaders read (`CONTROL_READ_COLUMNS`)."""
     if table.num_rows == 0:
         return []
     kind = pc.binary_join_element_wise(
@@ -102,9 +103,15 @@ def _sparse_rows(table: pa.Table) -> list[SparseRow]:
         pc.cast(table.column("is_tombstone"), pa.string()), "/", null_handling="replace", null_replacement="-")
     encoded = pc.dictionary_encode(kind).combine_chunks()
     codes = encoded.indices.to_numpy(zero_copy_only=False)
+    # the rows of each kind side by side (one take, then slices: a filter per kind copies every column each time)
+    order = np.argsort(codes, kind="stable")
+    bounds = np.searchsorted(codes[order], np.arange(len(encoded.dictionary) + 1)).tolist()
+    by_kind = table.take(pa.array(order))
     groups = []
-    for code in range(len(encoded.dictionary)):
-        sub = table.filter(pa.array(codes == code))
+    for code, label in enumerate(encoded.dictionary.to_pylist()):
+        sub = by_kind.slice(bounds[code], bounds[code + 1] - bounds[code])
+        if label.startswith(KIND_CONTROL + "/"):
+            sub = sub.select(list(CONTROL_READ_COLUMNS))
         filled = [c for c in sub.column_names if sub.column(c).null_count < sub.num_rows]
         values = [sub.column(c).to_pylist() for c in filled]
         groups.append(iter([SparseRow(zip(filled, v)) for v in zip(*values)]))
