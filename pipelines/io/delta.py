@@ -40,6 +40,13 @@ from pipelines.io.storage import Location
 # What a Delta-compatible Parquet file needs: int64 microsecond UTC timestamps (not INT96), standard 3-level lists
 # (the legacy 2-level ones are not read as `array` by delta-rs / delta-kernel).
 _PARQUET_OPTIONS = {"compression": "snappy", "coerce_timestamps": "us", "use_compliant_nested_type": True}
+
+
+def _dictionary_columns(schema: pa.Schema) -> list[str]:
+    """The columns a file dictionary-encodes: all but the 64-bit integers and timestamps (record and committed
+    offsets, times), whose values hardly repeat. Parquet tries a dictionary for each column and falls back page by
+    page, which cost a quarter of the history's write and saved no bytes."""
+    return [f.name for f in schema if not (pa.types.is_int64(f.type) or pa.types.is_timestamp(f.type))]
 # Rows per Parquet row group: Spark hands a task its rows in Arrow batches of 10k; a row group per batch would
 # make footers and readers slow.
 _ROW_GROUP_ROWS = 262_144
@@ -185,7 +192,8 @@ class FileWriter:
                 if self.writer is None:
                     self.loc.parent.makedirs()
                     self.sink = self.loc.fs.open_output_stream(self.loc.path)
-                    self.writer = pq.ParquetWriter(self.sink, self.schema, **_PARQUET_OPTIONS)
+                    self.writer = pq.ParquetWriter(self.sink, self.schema, **_PARQUET_OPTIONS,
+                                                   use_dictionary=_dictionary_columns(self.schema))
                 self.pending.append(_conform_batch(b, self.schema))
                 self.pending_rows += b.num_rows
                 if self.pending_rows >= _ROW_GROUP_ROWS:
