@@ -21,6 +21,7 @@ Kafka's reader skips block and content checksums without verifying them; so does
 """
 from __future__ import annotations
 
+import functools
 import struct
 import threading
 import zlib
@@ -92,7 +93,9 @@ def xxhash32(data: bytes, seed: int = 0) -> int:
     return h
 
 
+@functools.lru_cache(maxsize=64)
 def _lz4_header_checksum(descriptor: bytes) -> int:
+    # a log's frames share a handful of descriptors: the pure-Python hash once each, not once per batch
     return (xxhash32(descriptor, 0) >> 8) & 0xFF
 
 
