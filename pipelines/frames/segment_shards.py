@@ -56,6 +56,10 @@ LOAD_BUFFER_BYTES = 5 * 1024 * 1024
 #: topic names are known (`group_history_on_spark`), off the one task that loads a split partition
 GROUP_EVENTS = "_group_events"
 EVENTS_PER_BLOB = 2_000
+# A full run of at most this many group records makes its group history in the driver (`group_history_in_hand`):
+# ~50 µs an event there, against a Spark job, its checkpoint and its write job (seconds) plus that time spread over
+# the cores; they break even near 120 k events on two cores.
+GROUP_EVENTS_IN_HAND = 100_000
 KEPT = "_kept"  # a range of a split partition: the rows its partition's load reads of it (`frames.ranges`)
 HELD = "_held"  # a range of a split partition: its history rows whose transaction no marker in it ended
 # `seq`: a range's rows in its partition's log order (KEPT then HELD of range 0, then of range 1, ...); `bucket`:
@@ -596,14 +600,22 @@ def _suspects_task(history_check):
 
 
 def tabulate_on_spark(spark, loaded: LoadedOnSpark, options: ReplayOptions, expiry, names: dict[str, str],
-                      history_check=None) -> SparkShards:
+                      history_check=None, events_in_hand: bool = False) -> SparkShards:
     """The state tables of every kept shard at the run's expiry clock and topic names (one state-sized job),
     collected with the markers and the history's suspects of the first job. A shard whose
     suspects the first job's filter may have missed under the run's own (`SuspectFilter.holds_for`: its values
-    reach a bound that moved with the clock) has them picked again from its kept history."""
+    reach a bound that moved with the clock) has them picked again from its kept history. `events_in_hand`: the
+    group history is made in this process (`group_history_in_hand`: a run of few group records), else on Spark."""
     from pyspark.sql import functions as F
 
     env = loaded.envelope
+    events = None
+    if events_in_hand:  # collected and made into rows while the job below runs
+        from concurrent.futures import ThreadPoolExecutor
+
+        pool = ThreadPoolExecutor(1, thread_name_prefix="offsetlake-group-history")
+        events = pool.submit(group_history_in_hand, env, names, options.snapshot_id)
+        pool.shutdown(wait=False)
     states = env.where(F.col("table") == F.lit(STATES)).select("shard", "payload")
     tables = states.mapInArrow(_tabulate_task(options, expiry, names, loaded.top_partition), ENVELOPE_DDL).toArrow()
     collected = pa.concat_tables([tables, loaded.collected.cast(tables.schema)])
@@ -613,8 +625,22 @@ def tabulate_on_spark(spark, loaded: LoadedOnSpark, options: ReplayOptions, expi
         collected = collected.filter(pc.not_equal(collected.column("table"), SUSPECTS))
     shards = shards_from_envelope(collected, loaded.history, False, history_check, loaded.release)
     shards.saved = loaded.saved
-    shards.tables["group_history"] = group_history_on_spark(env, names, options.snapshot_id)
+    shards.tables["group_history"] = (events.result() if events is not None
+                                      else group_history_on_spark(env, names, options.snapshot_id))
     return shards
+
+
+def group_history_in_hand(envelope, names: dict[str, str], snapshot_id: str) -> pa.Table:
+    """`group_history_on_spark`'s rows made in this process from the collected `GROUP_EVENTS` blobs: for a run of
+    few group records, a Spark job, its checkpoint and a write job of their own cost seconds more than the rows."""
+    from pyspark.sql import functions as F
+
+    from pipelines.coordinator.tables import contract_table, group_history_rows
+
+    blobs = envelope.where(F.col("table") == F.lit(GROUP_EVENTS)).select("shard", "payload").toArrow()
+    tables = [contract_table(group_history_rows(from_pickled_blob(blob), snapshot_id, part, names), "group_history")
+              for part, blob in zip(blobs.column("shard").to_pylist(), blobs.column("payload").to_pylist())]
+    return pa.concat_tables(tables) if tables else contract_table([], "group_history")
 
 
 def group_history_on_spark(envelope, names: dict[str, str], snapshot_id: str):

@@ -316,13 +316,18 @@ def replay(run: Run, planned: Planned, decoded: Decoded) -> Replayed:
 
     check = history_check(run.settings, as_of_ms=clock.as_of_ms, num_partitions=clock.num_partitions)
     if route is Route.SHARDS:
-        from pipelines.frames.segment_shards import tabulate_on_spark
+        from pipelines.frames.segment_shards import GROUP_EVENTS_IN_HAND, tabulate_on_spark
+        from schemas.decoded import KIND_CONSUMER_GROUP, KIND_GROUP_METADATA
 
         run.progress.stage("replay", f"semantics {options.semantics}, the state tables of the loaded shards"
                                      + expiring)
+        # a group record makes at most one event; an incremental run's history carried forward stays on Spark
+        group_records = sum(n for k, n in decoded.facts.counts.items()
+                            if k.split(":")[0] in (KIND_GROUP_METADATA, KIND_CONSUMER_GROUP))
+        in_hand = not planned.inc.is_incremental and group_records <= GROUP_EVENTS_IN_HAND
         with shard_errors():  # its release is the loaded shards' (`decode`)
             shards = tabulate_on_spark(run.spark, decoded.loaded, options, expiry, topic_names_of(decoded.log),
-                                       history_check=check)
+                                       history_check=check, events_in_hand=in_hand)
     else:
         run.progress.stage("replay", f"semantics {options.semantics}, one task per offsets partition" + expiring)
         shards = replay_on_spark(run.spark, decoded.log, options, expiry, topic_names_of(decoded.log),
