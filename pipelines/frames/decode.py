@@ -223,14 +223,14 @@ def decoded_log(spark, plan: DecodePlan, counters=None, cut: tuple = (None, None
     if plan.in_process:
         batches = list(_decode_items(iter(_work_batches(plan)), plan.policy))
         return DecodedLog(spark, table=pa.Table.from_batches(batches, schema=DECODED_RECORD_SCHEMA), cut=cut)
-    work = _work_frame(spark, plan)
-    if work is None:
-        return DecodedLog(spark, table=DECODED_RECORD_SCHEMA.empty_table(), cut=cut)
     decode = _decoder_for(plan.policy, counters)
 
     def decode_and_pack(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         return pack(decode(batches), cut)
-    return DecodedLog(spark, blobs=work.mapInArrow(decode_and_pack, LOG_DDL), cut=cut)
+    blobs = _over_items(spark, plan, decode_and_pack, LOG_DDL)
+    if blobs is None:
+        return DecodedLog(spark, table=DECODED_RECORD_SCHEMA.empty_table(), cut=cut)
+    return DecodedLog(spark, blobs=blobs, cut=cut)
 
 
 def collect_items(spark, plan: DecodePlan, task, ddl: str) -> list[dict]:
@@ -238,15 +238,15 @@ def collect_items(spark, plan: DecodePlan, task, ddl: str) -> list[dict]:
     collected: in the driver when the plan is small, else one Spark task per group of files."""
     if plan.in_process:
         return [row for batch in task(iter(_work_batches(plan))) for row in batch.to_pylist()]
-    work = _work_frame(spark, plan)
-    return [] if work is None else [r.asDict() for r in work.mapInArrow(task, ddl).collect()]
+    rows = _over_items(spark, plan, task, ddl, per_core=1)  # a light walk: a task's fixed cost is most of it
+    return [] if rows is None else [r.asDict() for r in rows.collect()]
 
 
 def _work_table(plan: DecodePlan) -> pa.Table:
     items = sorted((dict(i) for i in plan.items), key=lambda i: -(i["size"] or 0))
     for item in items:
         if item.get("start_position") is None:
-            item["start_position"] = 0  # never null: pandas would turn an all-null int column into NaN floats
+            item["start_position"] = 0  # never null: every item says where it starts and where it stops
         if item.get("end_position") is None:
             item["end_position"] = FILE_END
     return pa.Table.from_pylist(items, schema=WORK_SCHEMA)
@@ -261,15 +261,22 @@ def _work_batches(plan: DecodePlan) -> list[pa.RecordBatch]:
     return table.to_batches(max_chunksize=1)
 
 
-def _work_frame(spark, plan: DecodePlan):
-    """The work items as a DataFrame spread over the cluster (None when there are none)."""
+def _over_items(spark, plan: DecodePlan, task, ddl: str, per_core: int = 4):
+    """`task` (work-item batches in, Arrow batches out, `ddl`) over the plan's items as a DataFrame (None when there
+    are none): the items dealt into slices of similar size (`per_core` a core), the largest first, a Spark task
+    each. A task finds its slice in its function's closure (an item is a path and a few numbers): no DataFrame of
+    the items is made, sent through pandas and shuffled before the tasks can start."""
     table = _work_table(plan)
     if table.num_rows == 0:
         return None
-    parallelism = max(1, min(table.num_rows, spark.sparkContext.defaultParallelism * 4))
-    # Greedy size balancing: each slice gets the next-largest file; tasks then do similar work.
-    table = table.append_column("slot", pa.array([i % parallelism for i in range(table.num_rows)], pa.int32()))
-    return spark.createDataFrame(table.to_pandas()).repartition(parallelism, "slot").drop("slot")
+    n = max(1, min(table.num_rows, spark.sparkContext.defaultParallelism * per_core))
+    slices = [table.take(pa.array(range(i, table.num_rows, n), pa.int64())).to_batches() for i in range(n)]
+
+    def run(ids: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in ids:
+            for i in batch.column(0).to_pylist():
+                yield from task(iter(slices[i]))
+    return spark.range(0, n, 1, numPartitions=n).mapInArrow(run, ddl)
 
 
 # ================================================================================================================
