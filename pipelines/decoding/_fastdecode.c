@@ -830,6 +830,19 @@ done:
     return ok;
 }
 
+/* a new key-table entry (stolen) appended and its key bytes cached: its kid, or NULL (an error set) */
+static PyObject *new_key_id(PyObject *entry, PyObject *key, PyObject *kcache, PyObject *ktable) {
+    if (entry == NULL) return NULL;
+    PyObject *kid = PyLong_FromSsize_t(PyList_GET_SIZE(ktable));
+    if (kid == NULL || PyList_Append(ktable, entry) < 0 || PyDict_SetItem(kcache, key, kid) < 0) {
+        Py_DECREF(entry);
+        Py_XDECREF(kid);
+        return NULL;
+    }
+    Py_DECREF(entry);
+    return kid;
+}
+
 /* columnar._parse_key + _key_id for a plain OffsetCommitKey (type 0/1, int16 lengths < 0x8000, exact length): the
  * new key-table entry (kind, key type, group, topic, partition) and its kid; NULL with no error set: not such a
  * key (the Python path decides) */
@@ -843,15 +856,7 @@ static PyObject *offset_commit_key_id(const unsigned char *k, Py_ssize_t n, PyOb
     PyObject *entry = Py_BuildValue("(OiNNi)", OffsetCommitKind, (int)k[1],
                                     PyUnicode_DecodeUTF8((const char *)k + 4, glen, "replace"),
                                     PyUnicode_DecodeUTF8((const char *)k + p + 2, tlen, "replace"), (int)be32(k + q));
-    if (entry == NULL) return NULL;
-    PyObject *kid = PyLong_FromSsize_t(PyList_GET_SIZE(ktable));
-    if (kid == NULL || PyList_Append(ktable, entry) < 0 || PyDict_SetItem(kcache, key, kid) < 0) {
-        Py_DECREF(entry);
-        Py_XDECREF(kid);
-        return NULL;
-    }
-    Py_DECREF(entry);
-    return kid;
+    return new_key_id(entry, key, kcache, ktable);
 }
 
 /* columnar._parse_key + _key_id for a GroupMetadataKey (type 2, its group's int16 length < 0x8000, exact length):
@@ -863,15 +868,7 @@ static PyObject *group_key_id(const unsigned char *k, Py_ssize_t n, PyObject *ke
     if (glen >= 0x8000 || 4 + glen != n) return NULL;
     PyObject *entry = Py_BuildValue("(OiNOO)", GroupMetadataKind, 2,
                                     PyUnicode_DecodeUTF8((const char *)k + 4, glen, "replace"), Py_None, Py_None);
-    if (entry == NULL) return NULL;
-    PyObject *kid = PyLong_FromSsize_t(PyList_GET_SIZE(ktable));
-    if (kid == NULL || PyList_Append(ktable, entry) < 0 || PyDict_SetItem(kcache, key, kid) < 0) {
-        Py_DECREF(entry);
-        Py_XDECREF(kid);
-        return NULL;
-    }
-    Py_DECREF(entry);
-    return kid;
+    return new_key_id(entry, key, kcache, ktable);
 }
 
 /* kid of a record key (a kcache hit, else the key-table entry made here or by _key_id); -2 = error */
