@@ -11,7 +11,8 @@ printed as one JSON line.
 With --records, each size is a generated dump (the bench_rebuild generator, reused from --dir) rebuilt both ways,
 beside aiokafka's C reader over the same bytes in the same run: cold (the CLI in a new process) and warm
 (`bench_rebuild.py --incremental-percent 0`: a session that has run a small rebuild first). One JSON line per size,
-then the table: records/s per core of each, and its share of the floor.
+then the table: records/s per core of each, and its share of the floor; the warm run's decoding in its tasks
+(records per CPU-second of decoding) and its share of the floor; the warm session's first Python job.
 """
 from __future__ import annotations
 
@@ -86,21 +87,27 @@ def warm_rebuild_of(records: int, root: Path, floor: float) -> dict:
     if r.returncode != 0:
         sys.exit(f"warm rebuild of {records} records exited {r.returncode}: {r.stderr.strip().splitlines()[-1:]}")
     at = 0 if r.stdout.startswith("{\n") else r.stdout.rfind("\n{\n") + 1  # its result, printed last
-    full = json.loads(r.stdout[at:])["full"]
+    result = json.loads(r.stdout[at:])
+    full = result["full"]
     per_core = full["records"] / full["wall_s"] / (os.cpu_count() or 1)
+    decode = full["decode_records_per_s_per_core"]  # records per CPU-second of decoding in the tasks
     return {"warm_wall_s": full["wall_s"], "warm_records_per_s_per_core": round(per_core),
             "warm_of_floor": round(per_core / floor, 3) if floor else None,
-            "warm_stage_seconds": full["stage_seconds"]}
+            "warm_stage_seconds": full["stage_seconds"], "warm_task_cpu_seconds": full["task_cpu_seconds"],
+            "decode_records_per_cpu_s": decode, "decode_of_floor": round(decode / floor, 3) if floor else None,
+            "first_python_job_s": result["first_python_job_s"]}
 
 
 def _table(rows: list[dict]) -> str:
     head = ("| records | floor (records/CPU-s) | cold wall | cold records/s/core | cold / floor | warm wall "
-            "| warm records/s/core | warm / floor |")
+            "| warm records/s/core | warm / floor | decode in the tasks (records/CPU-s) | decode / floor "
+            "| first Python job |")
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for r in rows:
         lines.append(f"| {r['records']:,} | {r['floor_records_per_s_per_core']:,} | {r['cold_wall_s']} s "
                      f"| {r['records_per_s_per_core']:,} | {r['of_floor']} | {r['warm_wall_s']} s "
-                     f"| {r['warm_records_per_s_per_core']:,} | {r['warm_of_floor']} |")
+                     f"| {r['warm_records_per_s_per_core']:,} | {r['warm_of_floor']} "
+                     f"| {r['decode_records_per_cpu_s']:,} | {r['decode_of_floor']} | {r['first_python_job_s']} s |")
     return "\n".join(lines)
 
 
