@@ -701,7 +701,11 @@ static int put_subscription(PyObject *d, const unsigned char *b, Py_ssize_t s, P
         Py_DECREF(topics);
         return 0;
     }
-    if (set_key(d, M_SUB_VERSION, PyLong_FromLong(version)) < 0 || set_key(d, M_TOPICS, topics) < 0) return -1;
+    if (set_key(d, M_SUB_VERSION, PyLong_FromLong(version)) < 0) {
+        Py_DECREF(topics);
+        return -1;
+    }
+    if (set_key(d, M_TOPICS, topics) < 0) return -1;
     /* what the claimed version adds, read as far as the bytes allow */
     PyObject *v = NULL;
     int ok;
@@ -752,16 +756,16 @@ static int rd_member(Rd *r, int version, int consumer, PyObject **out) {
     int32_t rebalance = -1, session;
     Py_ssize_t ss, sl, as, al;
 #define STR(key, nullable) \
-    if ((ok = rd_str(r, nullable, &v)) <= 0) goto refused; \
+    if ((ok = rd_str(r, nullable, &v)) <= 0) goto stop; \
     if (set_key(d, key, v) < 0) goto error;
     STR(M_MEMBER_ID, 0)
     if (version >= 3) { STR(M_INSTANCE, 1) }
     STR(M_CLIENT_ID, 0)
     STR(M_CLIENT_HOST, 0)
 #undef STR
-    if (version >= 1 && !rd_i32(r, &rebalance)) { ok = 0; goto refused; }
-    if (!rd_i32(r, &session)) { ok = 0; goto refused; }
-    if (!rd_bytes(r, &ss, &sl) || sl < 0 || !rd_bytes(r, &as, &al) || al < 0) { ok = 0; goto refused; }
+    if (version >= 1 && !rd_i32(r, &rebalance)) { ok = 0; goto stop; }
+    if (!rd_i32(r, &session)) { ok = 0; goto stop; }
+    if (!rd_bytes(r, &ss, &sl) || sl < 0 || !rd_bytes(r, &as, &al) || al < 0) { ok = 0; goto stop; }
     if (set_key(d, M_REBALANCE, PyLong_FromLong(rebalance)) < 0
         || set_key(d, M_SESSION, PyLong_FromLong(session)) < 0
         || set_key(d, M_SUBSCRIPTION, PyBytes_FromStringAndSize((const char *)r->b + ss, sl)) < 0
@@ -770,7 +774,7 @@ static int rd_member(Rd *r, int version, int consumer, PyObject **out) {
     if (consumer && (put_subscription(d, r->b, ss, sl) < 0 || put_assignment(d, r->b, as, al) < 0)) goto error;
     *out = d;
     return 1;
-refused:
+stop: /* ok: 0 refused, -1 an error */
     Py_DECREF(d);
     return ok;
 error:
