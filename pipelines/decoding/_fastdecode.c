@@ -678,6 +678,21 @@ static inline int set_key(PyObject *d, int k, PyObject *v /* stolen */) {
     return r;
 }
 
+/* the end of a consumer-protocol message whose list (stolen) is read: its UserData passed, then its version and the
+   list set in member dict d. 1 = set, 0 = the UserData cannot be read (the reference gives None), -1 = error */
+static int put_message(Rd *r, PyObject *d, int version_key, int version, int list_key, PyObject *list) {
+    Py_ssize_t us, ul;
+    if (!rd_bytes(r, &us, &ul)) {
+        Py_DECREF(list);
+        return 0;
+    }
+    if (set_key(d, version_key, PyLong_FromLong(version)) < 0) {
+        Py_DECREF(list);
+        return -1;
+    }
+    return set_key(d, list_key, list) < 0 ? -1 : 1;
+}
+
 /* consumer_protocol.read_subscription of b[s:s+n] into member dict d (its keys None when the reference gives
    None); 0 / -1 = error */
 static int put_subscription(PyObject *d, const unsigned char *b, Py_ssize_t s, Py_ssize_t n) {
@@ -696,19 +711,10 @@ static int put_subscription(PyObject *d, const unsigned char *b, Py_ssize_t s, P
         }
         PyList_SET_ITEM(topics, i, t);
     }
-    Py_ssize_t us, ul;
-    if (!rd_bytes(&r, &us, &ul)) {
-        Py_DECREF(topics);
-        return 0;
-    }
-    if (set_key(d, M_SUB_VERSION, PyLong_FromLong(version)) < 0) {
-        Py_DECREF(topics);
-        return -1;
-    }
-    if (set_key(d, M_TOPICS, topics) < 0) return -1;
+    int ok;
+    if ((ok = put_message(&r, d, M_SUB_VERSION, version, M_TOPICS, topics)) <= 0) return ok;
     /* what the claimed version adds, read as far as the bytes allow */
     PyObject *v = NULL;
-    int ok;
     if (version >= 1) {
         if ((ok = rd_topic_partitions(&r, &v)) <= 0) return ok;
         if (set_key(d, M_OWNED, v) < 0) return -1;
@@ -731,18 +737,9 @@ static int put_assignment(PyObject *d, const unsigned char *b, Py_ssize_t s, Py_
     int version;
     PyObject *assigned = NULL;
     int ok;
-    Py_ssize_t us, ul;
     if (n == 0 || !rd_i16(&r, &version) || version < 0) return 0;
     if ((ok = rd_topic_partitions(&r, &assigned)) <= 0) return ok;
-    if (!rd_bytes(&r, &us, &ul)) {
-        Py_DECREF(assigned);
-        return 0;
-    }
-    if (set_key(d, M_ASG_VERSION, PyLong_FromLong(version)) < 0) {
-        Py_DECREF(assigned);
-        return -1;
-    }
-    return set_key(d, M_ASSIGNED, assigned);
+    return put_message(&r, d, M_ASG_VERSION, version, M_ASSIGNED, assigned) < 0 ? -1 : 0;
 }
 
 /* one MemberMetadata at version `version` as rows._member_dict makes it; 1 = *out, 0 = refused, -1 = error */
