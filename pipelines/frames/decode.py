@@ -42,9 +42,9 @@ FILE_END = -1  # `end_position` of an item read to its file's end
 
 
 def end_position(item: dict) -> int | None:
-    """Where a work item's reading stops: None for the file's end (-1, null, or the NaN pandas makes of a null)."""
+    """Where a work item's reading stops: None for the file's end (-1 or null)."""
     end = item.get("end_position")
-    return None if end is None or end != end or end < 0 else int(end)
+    return None if end is None or end < 0 else int(end)
 
 
 @dataclass(frozen=True)

@@ -611,11 +611,9 @@ def tabulate_on_spark(spark, loaded: LoadedOnSpark, options: ReplayOptions, expi
     env = loaded.envelope
     events = None
     if events_in_hand:  # collected and made into rows while the job below runs
-        from concurrent.futures import ThreadPoolExecutor
+        from pipelines.background import in_thread
 
-        pool = ThreadPoolExecutor(1, thread_name_prefix="offsetlake-group-history")
-        events = pool.submit(group_history_in_hand, env, names, options.snapshot_id)
-        pool.shutdown(wait=False)
+        events = in_thread("group-history", group_history_in_hand, env, names, options.snapshot_id)
     states = env.where(F.col("table") == F.lit(STATES)).select("shard", "payload")
     tables = states.mapInArrow(_tabulate_task(options, expiry, names, loaded.top_partition), ENVELOPE_DDL).toArrow()
     collected = pa.concat_tables([tables, loaded.collected.cast(tables.schema)])
@@ -635,12 +633,20 @@ def group_history_in_hand(envelope, names: dict[str, str], snapshot_id: str) -> 
     few group records, a Spark job, its checkpoint and a write job of their own cost seconds more than the rows."""
     from pyspark.sql import functions as F
 
-    from pipelines.coordinator.tables import contract_table, group_history_rows
+    from pipelines.coordinator.tables import contract_table
 
     blobs = envelope.where(F.col("table") == F.lit(GROUP_EVENTS)).select("shard", "payload").toArrow()
-    tables = [contract_table(group_history_rows(from_pickled_blob(blob), snapshot_id, part, names), "group_history")
+    tables = [_group_history_table(part, blob, names, snapshot_id)
               for part, blob in zip(blobs.column("shard").to_pylist(), blobs.column("payload").to_pylist())]
     return pa.concat_tables(tables) if tables else contract_table([], "group_history")
+
+
+def _group_history_table(part: int, blob: bytes, names: dict[str, str], snapshot_id: str) -> pa.Table:
+    """A `GROUP_EVENTS` blob of offsets partition `part` as `group_history` rows, the members' topic ids named by
+    `names` (`coordinator.tables.group_history_rows`, as a replay in this process makes them)."""
+    from pipelines.coordinator.tables import contract_table, group_history_rows
+
+    return contract_table(group_history_rows(from_pickled_blob(blob), snapshot_id, part, names), "group_history")
 
 
 def group_history_on_spark(envelope, names: dict[str, str], snapshot_id: str):
@@ -653,12 +659,9 @@ def group_history_on_spark(envelope, names: dict[str, str], snapshot_id: str):
     from schemas.tables import TABLES
 
     def rows(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        from pipelines.coordinator.tables import contract_table, group_history_rows
-
         for batch in batches:
             for part, blob in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist()):
-                yield from contract_table(group_history_rows(from_pickled_blob(blob), snapshot_id, part, names),
-                                          "group_history").to_batches()
+                yield from _group_history_table(part, blob, names, snapshot_id).to_batches()
 
     blobs = envelope.where(F.col("table") == F.lit(GROUP_EVENTS)).select("shard", "payload")
     # a hot partition's blobs all come from the one task that loaded it: spread over every core to be made into rows

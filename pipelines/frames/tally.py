@@ -41,6 +41,10 @@ class DecodedFacts:
     max_timestamp_until: int | None  # the same among records at or before --until-offset
     max_partition: int  # highest offsets partition with a row (-1: none)
 
+    def records_of(self, *kinds: str) -> int:
+        """The records of these record kinds (`record_type_label`'s part before its colon)."""
+        return sum(n for label, n in self.counts.items() if label is not None and label.split(":")[0] in kinds)
+
 
 @dataclass(frozen=True)
 class Tally:

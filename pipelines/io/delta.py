@@ -40,13 +40,6 @@ from pipelines.io.storage import Location
 # What a Delta-compatible Parquet file needs: int64 microsecond UTC timestamps (not INT96), standard 3-level lists
 # (the legacy 2-level ones are not read as `array` by delta-rs / delta-kernel).
 _PARQUET_OPTIONS = {"compression": "snappy", "coerce_timestamps": "us", "use_compliant_nested_type": True}
-
-
-def _dictionary_columns(schema: pa.Schema) -> list[str]:
-    """The columns a file dictionary-encodes: all but the 64-bit integers and timestamps (record and committed
-    offsets, times), whose values hardly repeat. Parquet tries a dictionary for each column and falls back page by
-    page, which cost a quarter of the history's write and saved no bytes."""
-    return [f.name for f in schema if not (pa.types.is_int64(f.type) or pa.types.is_timestamp(f.type))]
 # Rows per Parquet row group: Spark hands a task its rows in Arrow batches of 10k; a row group per batch would
 # make footers and readers slow.
 _ROW_GROUP_ROWS = 262_144
@@ -162,6 +155,13 @@ def write_batches(batches: Iterable[pa.RecordBatch], table_uri: str, rel_dir: st
         writer.abort()
         raise
     return writer.close()
+
+
+def _dictionary_columns(schema: pa.Schema) -> list[str]:
+    """The columns a file dictionary-encodes: all but the 64-bit integers and timestamps (record and committed
+    offsets, times), whose values hardly repeat. Parquet tries a dictionary for each column and falls back page by
+    page, which cost a quarter of the history's write and saved no bytes."""
+    return [f.name for f in schema if not (pa.types.is_int64(f.type) or pa.types.is_timestamp(f.type))]
 
 
 class FileWriter:

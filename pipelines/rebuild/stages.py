@@ -10,6 +10,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, replace
 from typing import Callable
 
+from pipelines.background import in_thread
 from pipelines.config import Settings
 from pipelines.rebuild.executor import Execution, Route, choose
 from pipelines.rebuild.failures import StrictModeError, shard_errors
@@ -54,17 +55,6 @@ def _quietly(release: Callable[[], None]) -> Callable[[], None]:
         except Exception:  # a session already stopped: nothing left to drop
             pass
     return call
-
-
-def _in_thread(name: str, fn: Callable, *args) -> Future:
-    """`fn(*args)` started in a thread of its own."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    pool = ThreadPoolExecutor(1, thread_name_prefix=f"offsetlake-{name}")
-    try:
-        return pool.submit(fn, *args)
-    finally:
-        pool.shutdown(wait=False)
 
 
 # ================================================================================================================
@@ -157,7 +147,7 @@ def decode(run: Run, planned: Planned) -> Decoded:
             counted = tally(log)
     # the reader's own count from batch headers, independent of the decoded rows (`validate`): a small job of its
     # own, mostly waiting on Spark, so it runs beside the replay
-    read_counts = _in_thread("reader-counts", reader_counts, run.spark, plan)
+    read_counts = in_thread("reader-counts", reader_counts, run.spark, plan)
     run.held.callback(read_counts.exception)  # a run that fails first leaves no job running
     decoded = Decoded(log=log, loaded=loaded, tally=counted, facts=counted.facts(), task_cpu_seconds=cpu_seconds,
                       read_counts=read_counts)
@@ -267,7 +257,7 @@ def _read_ahead(run: Run, planned: Planned, route: Route) -> Future:
         events = planned.inc.previous_group_history(run.warehouse) if route is not Route.SHARDS else None
         rows, warnings = log_end_offsets(run.prepared.inputs)
         return ReadAhead(events, log_end_offsets_table(rows, run.snapshot_id), tuple(warnings))
-    ahead = _in_thread("read-ahead", read)
+    ahead = in_thread("read-ahead", read)
     run.held.callback(ahead.exception)  # a run that failed before it was needed leaves no thread reading
     return ahead
 
@@ -322,8 +312,7 @@ def replay(run: Run, planned: Planned, decoded: Decoded) -> Replayed:
         run.progress.stage("replay", f"semantics {options.semantics}, the state tables of the loaded shards"
                                      + expiring)
         # a group record makes at most one event; an incremental run's history carried forward stays on Spark
-        group_records = sum(n for k, n in decoded.facts.counts.items()
-                            if k.split(":")[0] in (KIND_GROUP_METADATA, KIND_CONSUMER_GROUP))
+        group_records = decoded.facts.records_of(KIND_GROUP_METADATA, KIND_CONSUMER_GROUP)
         in_hand = not planned.inc.is_incremental and group_records <= GROUP_EVENTS_IN_HAND
         with shard_errors():  # its release is the loaded shards' (`decode`)
             shards = tabulate_on_spark(run.spark, decoded.loaded, options, expiry, topic_names_of(decoded.log),
@@ -393,7 +382,7 @@ class Staging:
     never taken are deleted when the run ends."""
 
     def __init__(self, run: Run, tables: dict):
-        self._future = _in_thread("stage", run.warehouse.stage_tables, None, run.snapshot_id, tables)
+        self._future = in_thread("stage", run.warehouse.stage_tables, None, run.snapshot_id, tables)
         run.held.callback(self._discard, run.warehouse)
 
     def take(self) -> dict:
