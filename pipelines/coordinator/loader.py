@@ -53,6 +53,12 @@ class OffsetCommit(NamedTuple):
     is_transactional: bool
 
 
+#: What `offset_commits` reads of an offset-commit record.
+OFFSET_COMMIT_READ_COLUMNS = ("offset", "is_tombstone", "producer_id", "group_id", "topic", "partition",
+                              "committed_offset", "leader_epoch", "metadata", "commit_timestamp", "expire_timestamp",
+                              "topic_id", "producer_epoch", "batch_first_offset", "is_transactional")
+
+
 def offset_commits(table: pa.Table) -> list[OffsetCommit]:
     """The offset-commit records of decoded rows (`table`: offset commits only, in order) as the loaders read
     them."""

@@ -191,15 +191,23 @@ def state_relevant_rows(table: pa.Table, modern: bool, keep_outcomes: bool = Tru
     `keep_outcomes` is False, every transactional record's outcome. `open_producers` (without `keep_outcomes`; a
     window of a longer log, `streamed`): offsets partition -> the producers whose transaction the rows before
     `table` left open: their end markers in `table` are kept, whatever `table` holds of their transaction."""
+    keep = state_relevant_mask(table, modern, keep_outcomes, open_producers)
+    return table if keep is None else table.filter(pa.array(keep))
+
+
+def state_relevant_mask(table: pa.Table, modern: bool, keep_outcomes: bool = True,
+                        open_producers: Mapping[int, Iterable[int]] | None = None) -> np.ndarray | None:
+    """`state_relevant_rows` as a mask over `table` (None: every row), for a caller that reads a few columns of
+    the rows kept: a filter copies every column of a decoded table."""
     n = table.num_rows
     if n == 0:
-        return table
+        return None
     is_commit = pc.fill_null(pc.equal(table.column("record_kind"), "offset_commit"), False)
     is_txn = _is_txn(table, modern)
     plain = pc.and_(is_commit, pc.invert(is_txn))
     keep = np.asarray(pc.invert(plain).to_numpy(zero_copy_only=False), dtype=bool).copy()
     if keep.all():
-        return table
+        return None
     tombstone = pc.fill_null(table.column("is_tombstone"), False)
     rows = table.select(KEY).append_column("__row", pa.array(np.arange(n, dtype=np.int64)))
     if not keep_outcomes:
@@ -212,4 +220,4 @@ def state_relevant_rows(table: pa.Table, modern: bool, keep_outcomes: bool = Tru
         _mark_group_values(keep, table, pc.and_(is_commit, pc.invert(tombstone)))
     if not keep_outcomes:
         _drop_idle_markers(keep, table, control, ends, pc.and_(is_commit, is_txn), open_producers)
-    return table.filter(pa.array(keep))
+    return keep

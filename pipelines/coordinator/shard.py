@@ -16,8 +16,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipelines.coordinator.expiry import ExpiryOptions, cleanup_group_metadata
-from pipelines.coordinator.loader import (CONTROL_READ_COLUMNS, SKIPPED_KINDS, OffsetCommit, SparseRow,
-                                         offset_commits)
+from pipelines.coordinator.loader import (CONTROL_READ_COLUMNS, OFFSET_COMMIT_READ_COLUMNS, SKIPPED_KINDS,
+                                          OffsetCommit, SparseRow, offset_commits)
 from pipelines.coordinator.options import DEFAULT_NUM_OFFSETS_PARTITIONS, REPLAY_TABLES, ReplayOptions
 from pipelines.coordinator.saved import SavedShard, saved_shards
 from pipelines.coordinator.tables import OFFSET_TABLES, contract_table, shard_rows, topic_names
@@ -78,35 +78,42 @@ def _in_log_order(table: pa.Table) -> bool:
     return bool(np.all((p[:-1] < p[1:]) | ((p[:-1] == p[1:]) & (o[:-1] <= o[1:]))))
 
 
-def loader_rows(table: pa.Table) -> list[Row | OffsetCommit]:
+def loader_rows(table: pa.Table, keep: np.ndarray | None = None) -> list[Row | OffsetCommit]:
     """Decoded rows as the loaders read them, in the table's order: offset commits as `OffsetCommit`s, the other
-    records (group records, markers) as `SparseRow`s of the columns their kind fills."""
+    records (group records, markers) as `SparseRow`s of the columns their kind fills. `keep`: the rows to read, a
+    mask over `table` (None: all of them); each kind's rows are taken with the columns it needs only, where a
+    filter would copy every decoded column."""
     table = without_unread(table)
-    mask = pc.fill_null(pc.equal(table.column("record_kind"), "offset_commit"), False)
-    is_offset = mask.to_pylist()
-    if all(is_offset):  # a filter copies every column: only when the window holds both kinds
+    is_offset = pc.fill_null(pc.equal(table.column("record_kind"), "offset_commit"),
+                             False).to_numpy(zero_copy_only=False)
+    wanted = np.ones(len(is_offset), dtype=bool) if keep is None else keep
+    commits_at = np.flatnonzero(is_offset & wanted)
+    others_at = np.flatnonzero(~is_offset & wanted)
+    if len(commits_at) == table.num_rows:
         return offset_commits(table)
-    if not any(is_offset):
-        return _sparse_rows(table)
-    offset_rows = iter(offset_commits(table.filter(mask)))
-    other_rows = iter(_sparse_rows(table.filter(pc.invert(mask))))
-    return [next(offset_rows) if o else next(other_rows) for o in is_offset]
+    commits = offset_commits(table.select(list(OFFSET_COMMIT_READ_COLUMNS)).take(pa.array(commits_at)))
+    if not len(commits):
+        return _sparse_rows(table, others_at)
+    offset_rows, other_rows = iter(commits), iter(_sparse_rows(table, others_at))
+    return [next(offset_rows) if o else next(other_rows) for o in is_offset[wanted].tolist()]
 
 
-def _sparse_rows(table: pa.Table) -> list[SparseRow]:
-    """`table`'s rows in order, each a `SparseRow` of the columns its kind of record (kind, key type, tombstone or
-    value) fills anywhere in `table`; a control record's, of those the loaders read (`CONTROL_READ_COLUMNS`)."""
-    if table.num_rows == 0:
+def _sparse_rows(table: pa.Table, at: np.ndarray) -> list[SparseRow]:
+    """`table`'s rows at `at` (row numbers, in order), each a `SparseRow` of the columns its kind of record (kind,
+    key type, tombstone or value) fills anywhere among them; a control record's, of those the loaders read
+    (`CONTROL_READ_COLUMNS`)."""
+    if not len(at):
         return []
+    kinds = table.select(["record_kind", "key_type", "is_tombstone"]).take(pa.array(at))
     kind = pc.binary_join_element_wise(
-        table.column("record_kind"), pc.cast(table.column("key_type"), pa.string()),
-        pc.cast(table.column("is_tombstone"), pa.string()), "/", null_handling="replace", null_replacement="-")
+        kinds.column("record_kind"), pc.cast(kinds.column("key_type"), pa.string()),
+        pc.cast(kinds.column("is_tombstone"), pa.string()), "/", null_handling="replace", null_replacement="-")
     encoded = pc.dictionary_encode(kind).combine_chunks()
     codes = encoded.indices.to_numpy(zero_copy_only=False)
     # the rows of each kind side by side (one take, then slices: a filter per kind copies every column each time)
     order = np.argsort(codes, kind="stable")
     bounds = np.searchsorted(codes[order], np.arange(len(encoded.dictionary) + 1)).tolist()
-    by_kind = table.take(pa.array(order))
+    by_kind = table.take(pa.array(at[order]))
     groups = []
     for code, label in enumerate(encoded.dictionary.to_pylist()):
         sub = by_kind.slice(bounds[code], bounds[code + 1] - bounds[code])
@@ -128,7 +135,7 @@ def naming_rows(table: pa.Table, options: ReplayOptions | None = None) -> pa.Tab
     mask = pc.fill_null(pc.and_(pc.equal(kind, "consumer_group"), pc.equal(table.column("key_type"), 4)), False)
     if not pc.any(mask).as_py():
         return table.select(list(NAMING_COLUMNS)).slice(0, 0)
-    named = table.filter(mask).select([*NAMING_COLUMNS, "timestamp"])
+    named = table.select([*NAMING_COLUMNS, "timestamp"]).filter(mask)
     if options is not None:
         named = until_cut(named, options)
     return named.select(list(NAMING_COLUMNS))
@@ -167,7 +174,7 @@ def transaction_markers(table: pa.Table, options: ReplayOptions) -> pa.Table:
     (offsets_partition, producer_id, offset, control_type): what a pending offset is checked against."""
     from pipelines.coordinator.reduction import is_control
 
-    rows = table.filter(is_control(table)).select([*MARKER_COLUMNS, "timestamp"])
+    rows = table.select([*MARKER_COLUMNS, "timestamp"]).filter(is_control(table))
     return until_cut(rows, options).select(list(MARKER_COLUMNS))
 
 

@@ -37,7 +37,7 @@ import pyarrow.compute as pc
 
 from pipelines.coordinator.loader import ShardState, load_shard
 from pipelines.coordinator.options import ReplayOptions
-from pipelines.coordinator.reduction import is_control, state_relevant_rows
+from pipelines.coordinator.reduction import is_control, state_relevant_mask, state_relevant_rows
 from pipelines.coordinator.saved import SavedShard
 from pipelines.heap import gc_paused, thawed
 
@@ -123,34 +123,39 @@ class StreamedShards:
         open_producers = None
         if not self.keep_outcomes:
             open_producers = {p: list(s.pending) for p, s in self.states.items() if s.pending}
-        loaded = table if self.relevant else state_relevant_rows(
+        # the rows loaded, as a mask over `table` (None: all): the loaders read a few columns of them
+        keep = None if self.relevant else state_relevant_mask(
             table, options.is_modern, keep_outcomes=self.keep_outcomes, open_producers=open_producers)
         touched: list[int] = []
         if self.own_markers:  # a partition whose rows were all markers of others is loaded all the same
             touched = pc.unique(table.column(PART)).to_pylist()
             self._met(table)
-            loaded = loaded.filter(pc.or_(pc.invert(is_control(loaded)),
-                                          pc.is_in(loaded.column("producer_id"), self._producer_ids)))
+            own = pc.or_(pc.invert(is_control(table)), pc.fill_null(
+                pc.is_in(table.column("producer_id"), self._producer_ids), False)).to_numpy(zero_copy_only=False)
+            keep = own if keep is None else keep & own
         outcomes = [outcomes_table(-1, {})]
         if self.ranged:
+            loaded = table if keep is None else table.filter(pa.array(keep))
             if loaded.num_rows:
                 self._pass_on(loaded)
             outcomes.extend(self._range_outcomes(table))
         else:
-            self._load_states(loaded, outcomes, touched)
+            self._load_states(table, keep, outcomes, touched)
         if not self.keep_outcomes:
             return None
         return self._settled(table, pa.concat_tables(outcomes), last)
 
-    def _load_states(self, loaded: pa.Table, outcomes: list[pa.Table], touched=()) -> None:
-        """`loaded` through the loaders onto the states, and onto those of the partitions `touched` (whose rows
-        `loaded` may have left out); each state's outcomes appended to `outcomes`."""
+    def _load_states(self, table: pa.Table, keep: np.ndarray | None, outcomes: list[pa.Table], touched=()) -> None:
+        """The rows of `table` that `keep` selects (None: all) through the loaders onto the states, and onto those
+        of the partitions `touched` (whose rows `keep` may have left out); each state's outcomes appended to
+        `outcomes`."""
         from pipelines.coordinator.shard import loader_rows
         from pipelines.coordinator.tables import outcomes_table
 
         with gc_paused(keep=True):
-            parts = loaded.column(PART).to_pylist()
-            by_part = {p: [r for _, r in pr] for p, pr in itertools.groupby(zip(parts, loader_rows(loaded)),
+            parts = table.column(PART).to_numpy(zero_copy_only=False)
+            parts = (parts if keep is None else parts[keep]).tolist()
+            by_part = {p: [r for _, r in pr] for p, pr in itertools.groupby(zip(parts, loader_rows(table, keep)),
                                                                             key=lambda pr: pr[0])}
             fresh = [p for p in self.states if p not in self._carried] if self._unstamped else []
             for part in sorted(set(by_part) | set(fresh) | set(touched)):
