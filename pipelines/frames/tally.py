@@ -117,9 +117,10 @@ def tally_rows(table: pa.Table, until_offset: int | None = None, until_time_ms: 
     null_ts = pa.scalar(None, pa.int64())
     until = (pc.and_(timed, pc.fill_null(pc.less_equal(offset, until_offset), False)) if until_offset is not None
              else pa.repeat(no, n))
+    # grouped by what makes the label first: a label is a string built per row
     rows = pa.table({
         "offsets_partition": pc.cast(table.column("offsets_partition"), pa.int32()),
-        "label": record_type_label(table),
+        "record_kind": kind, "key_type": table.column("key_type"), "control_type": table.column("control_type"),
         "n": pa.repeat(pa.scalar(1, pa.int64()), n),
         "quarantined": pc.if_else(is_error, pc.cast(weight, pa.int64()), pa.scalar(0, pa.int64())),
         "late_offset": pc.cast(pc.and_(usable, late_offset), pa.int64()),
@@ -127,7 +128,11 @@ def tally_rows(table: pa.Table, until_offset: int | None = None, until_time_ms: 
         "ts": pc.if_else(timed, pc.cast(ts, pa.int64()), null_ts),
         "ts_until": pc.if_else(until, pc.cast(ts, pa.int64()), null_ts),
     })
-    return _combine(rows)
+    by = ["offsets_partition", "record_kind", "key_type", "control_type"]
+    kinds = rows.group_by(by, use_threads=False).aggregate([(c, "sum") for c in _SUMS] + [(c, "max") for c in _MAXES])
+    return _combine(pa.table({"offsets_partition": kinds.column("offsets_partition"),
+                              "label": record_type_label(kinds),
+                              **{c: kinds.column(f"{c}_{'max' if c in _MAXES else 'sum'}") for c in (*_SUMS, *_MAXES)}}))
 
 
 class RunningTally:
