@@ -34,6 +34,7 @@
 static PyObject *KeyIdFn = NULL;       /* _key_id(key, kcache, ktable) -> int */
 static PyObject *OffsetCommitKind = NULL; /* str: the record kind of an offset commit (a key-table entry's first) */
 static PyObject *GroupMetadataKind = NULL; /* str: the record kind of a GroupMetadataKey's record */
+static PyObject *ConsumerGroupKind = NULL; /* str: the record kind of a KIP-848 consumer group's record */
 static PyObject *ControlEntry = NULL;  /* key-table entry of control records */
 static PyObject *ControlNames = NULL;  /* dict int -> name */
 static PyObject *ControlKey = NULL;    /* int 0: kcache slot of ControlEntry */
@@ -872,6 +873,377 @@ static PyObject *group_key_id(const unsigned char *k, Py_ssize_t n, PyObject *ke
     return new_key_id(entry, key, kcache, ktable);
 }
 
+/* ------------------------------------------------------------------------------ KIP-848 consumer-group records
+ * Key types 3-8 and 16 with a v0 value in the 3.8+ layout (`messages.GROUP_RECORD_SCHEMAS`' first), read as the
+ * reference reads them (messages.read_message_key, read_group_record_value, then rows._fill_group_record) into
+ * the row's group columns. The reference tries the 3.6/3.7 layouts after it: a value this layout does not read
+ * whole, or any other doubt, leaves the record to the Python path, which decides and says why. */
+enum { C_MEMBER_ID = G_NCOLS, C_REGEX, C_LAYOUT, C_GROUP_EPOCH, C_METADATA_HASH, C_TOPICS_METADATA, C_INSTANCE_ID,
+       C_RACK_ID, C_CLIENT_ID, C_CLIENT_HOST, C_SUBSCRIBED_TOPICS, C_SUBSCRIBED_REGEX, C_REBALANCE,
+       C_SERVER_ASSIGNOR, C_SESSION, C_ASSIGNMENT_EPOCH, C_ASSIGNED, C_MEMBER_EPOCH, C_PREVIOUS_EPOCH,
+       C_MEMBER_STATE, C_PENDING_REVOCATION, C_REGEX_TOPICS, C_REGEX_VERSION, C_REGEX_TIMESTAMP, GL_NCOLS };
+enum { T_TOPIC_ID, T_PARTITIONS, T_TOPIC_NAME, T_NUM_PARTITIONS, T_NKEYS };
+static const char *TopicKeyNames[T_NKEYS] = {"topic_id", "partitions", "topic_name", "num_partitions"};
+static PyObject *TopicKeys[T_NKEYS];
+static PyObject *Layout38 = NULL; /* "3.8+": the layout these records are read in */
+
+/* primitives.read_uvarint: at most 5 bytes; 1 = read, 0 = refused */
+static int rd_uvarint(Rd *r, int64_t *out) {
+    int64_t v = 0;
+    for (int shift = 0; shift < 35; shift += 7) {
+        if (r->pos >= r->end) return 0;
+        unsigned c = r->b[r->pos++];
+        v |= (int64_t)(c & 0x7f) << shift;
+        if (!(c & 0x80)) {
+            *out = v;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static inline int rd_i8(Rd *r, int *out) {
+    if (r->end - r->pos < 1) return 0;
+    *out = (signed char)r->b[r->pos++];
+    return 1;
+}
+
+/* primitives.read_compact_(nullable_)string: 1 = *out a new str (or None), 0 = refused, -1 = error */
+static int rd_cstr(Rd *r, int nullable, PyObject **out) {
+    int64_t n;
+    if (!rd_uvarint(r, &n)) return 0;
+    if (n == 0) {
+        if (!nullable) return 0;
+        *out = Py_NewRef(Py_None);
+        return 1;
+    }
+    if (n - 1 > r->end - r->pos) return 0;
+    *out = PyUnicode_DecodeUTF8((const char *)r->b + r->pos, (Py_ssize_t)(n - 1), "replace");
+    if (*out == NULL) return -1;
+    r->pos += (Py_ssize_t)(n - 1);
+    return 1;
+}
+
+/* primitives.read_compact_array_count of a non-nullable array: 1 = *n, 0 = refused */
+static int rd_carray(Rd *r, int32_t *n) {
+    int64_t c;
+    if (!rd_uvarint(r, &c) || c == 0 || c - 1 > r->end - r->pos) return 0;
+    *n = (int32_t)(c - 1);
+    return 1;
+}
+
+/* a struct's tagged-field section (primitives.read_tagged_fields: tags ascending, each payload within the bytes);
+   the payload of tag `known` at *ts, *tl (*tl -1: absent; known -1: none read). 1 = read, 0 = refused */
+static int rd_tags(Rd *r, int known, Py_ssize_t *ts, int64_t *tl) {
+    int64_t count, prev = -1;
+    *tl = -1;
+    if (!rd_uvarint(r, &count)) return 0;
+    for (int64_t i = 0; i < count; i++) {
+        int64_t tag, size;
+        if (!rd_uvarint(r, &tag) || tag <= prev || !rd_uvarint(r, &size) || size > r->end - r->pos) return 0;
+        prev = tag;
+        if (tag == known) {
+            *ts = r->pos;
+            *tl = size;
+        }
+        r->pos += (Py_ssize_t)size;
+    }
+    return 1;
+}
+
+static inline int rd_no_tags(Rd *r) {
+    Py_ssize_t ts;
+    int64_t tl;
+    return rd_tags(r, -1, &ts, &tl);
+}
+
+/* a compact array of compact strings (non-null); 1 = *out, 0 = refused, -1 = error */
+static int rd_cstrings(Rd *r, PyObject **out) {
+    int32_t n;
+    if (!rd_carray(r, &n)) return 0;
+    PyObject *list = PyList_New(n);
+    if (list == NULL) return -1;
+    for (int32_t i = 0; i < n; i++) {
+        PyObject *s;
+        int ok = rd_cstr(r, 0, &s);
+        if (ok <= 0) {
+            Py_DECREF(list);
+            return ok;
+        }
+        PyList_SET_ITEM(list, i, s);
+    }
+    *out = list;
+    return 1;
+}
+
+/* a compact array of int32 (non-null) */
+static int rd_cint32s(Rd *r, PyObject **out) {
+    int32_t n;
+    if (!rd_carray(r, &n) || n > (r->end - r->pos) / 4) return 0;
+    PyObject *list = PyList_New(n);
+    if (list == NULL) return -1;
+    for (int32_t i = 0; i < n; i++) {
+        PyObject *v = PyLong_FromLong(be32(r->b + r->pos));
+        if (v == NULL) {
+            Py_DECREF(list);
+            return -1;
+        }
+        PyList_SET_ITEM(list, i, v);
+        r->pos += 4;
+    }
+    *out = list;
+    return 1;
+}
+
+static int rd_uuid(Rd *r, PyObject **out) {
+    if (r->end - r->pos < 16) return 0;
+    char s[22];
+    uuid_str(r->b + r->pos, s);
+    r->pos += 16;
+    return (*out = PyUnicode_FromStringAndSize(s, 22)) == NULL ? -1 : 1;
+}
+
+/* d[TopicKeys[k]] = v (stolen); -1 = error */
+static inline int set_topic_key(PyObject *d, int k, PyObject *v) {
+    if (v == NULL) return -1;
+    int r = PyDict_SetItem(d, TopicKeys[k], v);
+    Py_DECREF(v);
+    return r;
+}
+
+/* an array of TopicPartitions (topicId, partitions[], tags) as rows._tid_parts gives it: [{"topic_id",
+   "partitions"}]; 1 = *out, 0 = refused, -1 = error */
+static int rd_topic_id_partitions(Rd *r, PyObject **out) {
+    int32_t n;
+    if (!rd_carray(r, &n)) return 0;
+    PyObject *list = PyList_New(n);
+    if (list == NULL) return -1;
+    for (int32_t i = 0; i < n; i++) {
+        PyObject *d = PyDict_New(), *v;
+        int ok = -1;
+        if (d == NULL) goto stop;
+        PyList_SET_ITEM(list, i, d);
+        if ((ok = rd_uuid(r, &v)) <= 0) goto stop;
+        if (set_topic_key(d, T_TOPIC_ID, v) < 0) { ok = -1; goto stop; }
+        if ((ok = rd_cint32s(r, &v)) <= 0) goto stop;
+        if (set_topic_key(d, T_PARTITIONS, v) < 0) { ok = -1; goto stop; }
+        if (!rd_no_tags(r)) { ok = 0; goto stop; }
+        continue;
+    stop:
+        Py_DECREF(list);
+        return ok;
+    }
+    *out = list;
+    return 1;
+}
+
+/* ConsumerGroupPartitionMetadataValue's topics as rows._fill_group_record keeps them: [{"topic_id", "topic_name",
+   "num_partitions"}] (each partition's racks read and passed) */
+static int rd_topics_metadata(Rd *r, PyObject **out) {
+    int32_t n;
+    if (!rd_carray(r, &n)) return 0;
+    PyObject *list = PyList_New(n);
+    if (list == NULL) return -1;
+    for (int32_t i = 0; i < n; i++) {
+        PyObject *d = PyDict_New(), *v;
+        int32_t num, parts, partition;
+        int ok = -1;
+        if (d == NULL) goto stop;
+        PyList_SET_ITEM(list, i, d);
+        if ((ok = rd_uuid(r, &v)) <= 0) goto stop;
+        if (set_topic_key(d, T_TOPIC_ID, v) < 0) { ok = -1; goto stop; }
+        if ((ok = rd_cstr(r, 0, &v)) <= 0) goto stop;
+        if (set_topic_key(d, T_TOPIC_NAME, v) < 0) { ok = -1; goto stop; }
+        ok = 0;
+        if (!rd_i32(r, &num)) goto stop;
+        if (set_topic_key(d, T_NUM_PARTITIONS, PyLong_FromLong(num)) < 0) { ok = -1; goto stop; }
+        if (!rd_carray(r, &parts)) goto stop;
+        for (int32_t p = 0; p < parts; p++) {
+            int32_t racks;
+            if (!rd_i32(r, &partition) || !rd_carray(r, &racks)) goto stop;
+            for (int32_t k = 0; k < racks; k++) {
+                int64_t len;  /* a rack name: a non-null compact string, passed */
+                if (!rd_uvarint(r, &len) || len == 0 || len - 1 > r->end - r->pos) goto stop;
+                r->pos += (Py_ssize_t)(len - 1);
+            }
+            if (!rd_no_tags(r)) goto stop;
+        }
+        if (!rd_no_tags(r)) goto stop;
+        continue;
+    stop:
+        Py_DECREF(list);
+        return ok;
+    }
+    *out = list;
+    return 1;
+}
+
+/* ConsumerGroupMemberMetadataValue's ClassicMemberMetadata tag (b[s:s+n], written even when null): its
+   sessionTimeoutMs, or None; its supportedProtocols read and passed. 1 = *out, 0 = refused, -1 = error */
+static int rd_classic_member(const unsigned char *b, Py_ssize_t s, Py_ssize_t n, PyObject **out) {
+    Rd r = {b, s, s + n};
+    int64_t marker;
+    int32_t session, count;
+    if (!rd_uvarint(&r, &marker) || (marker != 0 && marker != 1)) return 0;
+    if (marker == 0) {
+        if (r.pos != r.end) return 0;
+        *out = Py_NewRef(Py_None);
+        return 1;
+    }
+    if (!rd_i32(&r, &session) || !rd_carray(&r, &count)) return 0;
+    for (int32_t i = 0; i < count; i++) {
+        int64_t len;
+        for (int f = 0; f < 2; f++) {  /* name (compact string), metadata (compact bytes): both non-null */
+            if (!rd_uvarint(&r, &len) || len == 0 || len - 1 > r.end - r.pos) return 0;
+            r.pos += (Py_ssize_t)(len - 1);
+        }
+        if (!rd_no_tags(&r)) return 0;
+    }
+    if (!rd_no_tags(&r) || r.pos != r.end) return 0;
+    return (*out = PyLong_FromLong(session)) == NULL ? -1 : 1;
+}
+
+/* the value (3.8+ layout) of key type `kt` at b[vs:ve] into vals (the C_ columns; None or NULL: no value).
+   1 = read, 0 = the Python path's, -1 = error */
+static int rd_consumer_group_value(int kt, const unsigned char *b, Py_ssize_t vs, Py_ssize_t ve, PyObject **vals) {
+    Rd r = {b, vs, ve};
+    int version, ok, state;
+    int32_t i32a, i32b;
+    int64_t i64a, i64b, tl;
+    Py_ssize_t ts;
+    if (!rd_i16(&r, &version) || version != 0) return 0;
+#define READ(expr) if ((ok = (expr)) <= 0) return ok;
+#define LONG(col, v) if ((vals[col] = PyLong_FromLongLong(v)) == NULL) return -1;
+    switch (kt) {
+    case 3:
+        if (!rd_i32(&r, &i32a) || !rd_tags(&r, 0, &ts, &tl)) return 0;
+        if (tl >= 0) {  /* MetadataHash, an int64 payload */
+            if (tl != 8) return 0;
+            i64a = be64(b + ts);
+        } else {
+            i64a = 0;
+        }
+        LONG(C_GROUP_EPOCH, i32a)
+        LONG(C_METADATA_HASH, i64a)
+        break;
+    case 4:
+        READ(rd_topics_metadata(&r, &vals[C_TOPICS_METADATA]))
+        if (!rd_no_tags(&r)) return 0;
+        break;
+    case 5:
+        READ(rd_cstr(&r, 1, &vals[C_INSTANCE_ID]))
+        READ(rd_cstr(&r, 1, &vals[C_RACK_ID]))
+        READ(rd_cstr(&r, 0, &vals[C_CLIENT_ID]))
+        READ(rd_cstr(&r, 0, &vals[C_CLIENT_HOST]))
+        READ(rd_cstrings(&r, &vals[C_SUBSCRIBED_TOPICS]))
+        READ(rd_cstr(&r, 1, &vals[C_SUBSCRIBED_REGEX]))
+        if (!rd_i32(&r, &i32a)) return 0;
+        LONG(C_REBALANCE, i32a)
+        READ(rd_cstr(&r, 1, &vals[C_SERVER_ASSIGNOR]))
+        if (!rd_tags(&r, 0, &ts, &tl)) return 0;
+        if (tl >= 0) READ(rd_classic_member(b, ts, (Py_ssize_t)tl, &vals[C_SESSION]))
+        break;
+    case 6:
+        if (!rd_i32(&r, &i32a) || !rd_no_tags(&r)) return 0;
+        LONG(C_ASSIGNMENT_EPOCH, i32a)
+        break;
+    case 7:
+        READ(rd_topic_id_partitions(&r, &vals[C_ASSIGNED]))
+        if (!rd_no_tags(&r)) return 0;
+        break;
+    case 8:
+        if (!rd_i32(&r, &i32a) || !rd_i32(&r, &i32b) || !rd_i8(&r, &state)) return 0;
+        LONG(C_MEMBER_EPOCH, i32a)
+        LONG(C_PREVIOUS_EPOCH, i32b)
+        LONG(C_MEMBER_STATE, state)
+        READ(rd_topic_id_partitions(&r, &vals[C_ASSIGNED]))
+        READ(rd_topic_id_partitions(&r, &vals[C_PENDING_REVOCATION]))
+        if (!rd_no_tags(&r)) return 0;
+        break;
+    case 16:
+        READ(rd_cstrings(&r, &vals[C_REGEX_TOPICS]))
+        if (!rd_i64(&r, &i64a) || !rd_i64(&r, &i64b) || !rd_no_tags(&r)) return 0;
+        LONG(C_REGEX_VERSION, i64a)
+        LONG(C_REGEX_TIMESTAMP, i64b)
+        break;
+    default:
+        return 0;
+    }
+#undef READ
+#undef LONG
+    if (r.pos != ve) return 0;
+    vals[C_LAYOUT] = Py_NewRef(Layout38);
+    return 1;
+}
+
+static inline int is_consumer_group_key_type(int kt) { return (kt >= 3 && kt <= 8) || kt == 16; }
+
+/* a consumer-group record (key type 3-8 or 16: the caller checked): its key (messages.read_message_key: type,
+   group id, and for types 5, 7, 8 a member id, for 16 a regular expression, int16 lengths, exact length) and its
+   value (vlen -1: a tombstone) into row i: kid and the group columns. The key-table entry of a key's bytes is
+   cached in `kcache` under the 1-tuple of those bytes (Python's walk looks up bytes only: it leaves these records to
+   the reference). 1 = done, 0 = the Python path's, -1 = error */
+static int put_consumer_group_record(Columns *h, const unsigned char *b, Py_ssize_t ks, Py_ssize_t klen,
+                                     Py_ssize_t vs, Py_ssize_t vlen, PyObject *kcache, PyObject *ktable,
+                                     PyObject *glists, Py_ssize_t i) {
+    const unsigned char *k = b + ks;
+    int kt = be16(k);
+    Rd r = {k, 2, klen};
+    int glen, slen = -1;
+    Py_ssize_t second = 0;
+    if (!rd_i16(&r, &glen) || glen < 0 || glen > r.end - r.pos) return 0;
+    r.pos += glen;
+    if (kt == 5 || kt == 7 || kt == 8 || kt == 16) {
+        if (!rd_i16(&r, &slen) || slen < 0 || slen > r.end - r.pos) return 0;
+        second = r.pos;
+        r.pos += slen;
+    }
+    if (r.pos != klen) return 0;
+    PyObject *vals[GL_NCOLS] = {NULL};
+    int ok = -1;
+    long kid = -1;
+    PyObject *kbytes = NULL, *ck = NULL, *cached;
+    if (vlen >= 0 && (ok = rd_consumer_group_value(kt, b, vs, vs + vlen, vals)) <= 0) goto done;
+    ok = -1;
+    if ((kbytes = PyBytes_FromStringAndSize((const char *)k, klen)) == NULL || (ck = PyTuple_Pack(1, kbytes)) == NULL)
+        goto done;
+    if ((cached = PyDict_GetItemWithError(kcache, ck)) != NULL) {
+        if ((kid = PyLong_AsLong(cached)) == -1 && PyErr_Occurred()) goto done;
+    } else {
+        if (PyErr_Occurred()) goto done;
+        PyObject *entry = Py_BuildValue("(OiNOO)", ConsumerGroupKind, kt,
+                                        PyUnicode_DecodeUTF8((const char *)k + 4, glen, "replace"), Py_None, Py_None);
+        PyObject *id = new_key_id(entry, ck, kcache, ktable);
+        if (id == NULL) goto done;
+        kid = PyLong_AsLong(id);
+        Py_DECREF(id);
+        if (kid == -1 && PyErr_Occurred()) goto done;
+    }
+    if (slen >= 0 && (vals[kt == 16 ? C_REGEX : C_MEMBER_ID] =
+                      PyUnicode_DecodeUTF8((const char *)k + second, slen, "replace")) == NULL)
+        goto done;
+    for (int j = 0; j < GL_NCOLS; j++) {
+        if (vals[j] == NULL) continue;
+        if (vals[j] == Py_None) {
+            Py_CLEAR(vals[j]);
+            continue;
+        }
+        PyObject *v = vals[j];
+        vals[j] = NULL;
+        if (append_pair(PyTuple_GET_ITEM(glists, j), i, v) < 0) goto done;  /* v stolen */
+    }
+    for (int j = H_VER; j < H_NCOLS; j++) put_null(h, j);
+    if (vlen >= 0) put_int(h, H_VER, 0);
+    put_bool(h, H_TOMB, vlen < 0);
+    put_int(h, H_KID, kid);
+    ok = 1;
+done:
+    for (int j = 0; j < GL_NCOLS; j++) Py_XDECREF(vals[j]);
+    Py_XDECREF(kbytes);
+    Py_XDECREF(ck);
+    return ok;
+}
+
 /* kid of a record key (a kcache hit, else the key-table entry made here or by _key_id); -2 = error */
 static long key_id(const unsigned char *k, Py_ssize_t klen, PyObject *kcache, PyObject *ktable) {
     PyObject *key = PyBytes_FromStringAndSize((const char *)k, klen);
@@ -986,6 +1358,13 @@ static int walk_records(const unsigned char *b, Py_ssize_t pos, Py_ssize_t end, 
             for (int j = H_VER; j < H_NCOLS; j++) put_null(h, j);
         } else {
             if (klen < 0) return LEAVE;
+            if (klen >= 2 && b[ks] == 0 && is_consumer_group_key_type(b[ks + 1])) {
+                int done = put_consumer_group_record(h, b, ks, (Py_ssize_t)klen, vs, (Py_ssize_t)vlen, kcache, ktable,
+                                                     glists, i);
+                if (done < 0) return ERROR;
+                if (done == 0) return LEAVE;
+                goto placed;
+            }
             long kid = key_id(b + ks, (Py_ssize_t)klen, kcache, ktable);
             if (kid < -1) return ERROR;
             if (kid < 0) return LEAVE;
@@ -1005,6 +1384,7 @@ static int walk_records(const unsigned char *b, Py_ssize_t pos, Py_ssize_t end, 
             }
             put_int(h, H_KID, kid);
         }
+    placed:
         put_int(h, H_OFFSET, offset);
         put_int(h, H_TS, ts);
         h->n++;
@@ -1030,8 +1410,8 @@ static PyObject *decode_entries(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "decode_entries: wrong column sets");
         return NULL;
     }
-    if (PyTuple_GET_SIZE(glists) != G_NCOLS) goto notlists;
-    for (int j = 0; j < G_NCOLS; j++)
+    if (PyTuple_GET_SIZE(glists) != GL_NCOLS) goto notlists;
+    for (int j = 0; j < GL_NCOLS; j++)
         if (!PyList_Check(PyTuple_GET_ITEM(glists, j))) goto notlists;
     Py_buffer view;
     if (PyObject_GetBuffer(bufobj, &view, PyBUF_SIMPLE) < 0) return NULL;
@@ -1055,8 +1435,8 @@ static PyObject *decode_entries(PyObject *self, PyObject *args) {
         int32_t count = be32(e + 57);
         if (count < 0 || crc32c(e + 21, total - 21) != crc) break;
         int codec = attributes & 7, log_append = (attributes & 8) != 0, is_control = (attributes & 0x20) != 0;
-        Py_ssize_t n0 = h->n, c0 = PyList_GET_SIZE(ctl_types), q0 = PyList_GET_SIZE(ctl_epochs), g0[G_NCOLS];
-        for (int j = 0; j < G_NCOLS; j++) g0[j] = PyList_GET_SIZE(PyTuple_GET_ITEM(glists, j));
+        Py_ssize_t n0 = h->n, c0 = PyList_GET_SIZE(ctl_types), q0 = PyList_GET_SIZE(ctl_epochs), g0[GL_NCOLS];
+        for (int j = 0; j < GL_NCOLS; j++) g0[j] = PyList_GET_SIZE(PyTuple_GET_ITEM(glists, j));
         int has_first = 0, r;
         int64_t first = 0;
         if (codec == 0) {
@@ -1082,7 +1462,7 @@ static PyObject *decode_entries(PyObject *self, PyObject *args) {
             cols_truncate(h, n0);
             if (PyList_GET_SIZE(ctl_types) > c0) PyList_SetSlice(ctl_types, c0, PyList_GET_SIZE(ctl_types), NULL);
             if (PyList_GET_SIZE(ctl_epochs) > q0) PyList_SetSlice(ctl_epochs, q0, PyList_GET_SIZE(ctl_epochs), NULL);
-            for (int j = 0; j < G_NCOLS; j++) {
+            for (int j = 0; j < GL_NCOLS; j++) {
                 PyObject *g = PyTuple_GET_ITEM(glists, j);
                 if (PyList_GET_SIZE(g) > g0[j]) PyList_SetSlice(g, g0[j], PyList_GET_SIZE(g), NULL);
             }
@@ -1120,9 +1500,10 @@ notlists:
 
 static PyObject *init(PyObject *self, PyObject *args) {
     PyObject *key_id, *control_entry, *control_names, *ts_types, *codec_labels, *offset_commit_kind;
-    PyObject *group_metadata_kind;
-    if (!PyArg_ParseTuple(args, "OOO!O!O!UU", &key_id, &control_entry, &PyDict_Type, &control_names, &PyTuple_Type,
-                          &ts_types, &PyTuple_Type, &codec_labels, &offset_commit_kind, &group_metadata_kind))
+    PyObject *group_metadata_kind, *consumer_group_kind;
+    if (!PyArg_ParseTuple(args, "OOO!O!O!UUU", &key_id, &control_entry, &PyDict_Type, &control_names, &PyTuple_Type,
+                          &ts_types, &PyTuple_Type, &codec_labels, &offset_commit_kind, &group_metadata_kind,
+                          &consumer_group_kind))
         return NULL;
     if (PyTuple_GET_SIZE(ts_types) != 2 || PyTuple_GET_SIZE(codec_labels) != 8) {
         PyErr_SetString(PyExc_ValueError, "init: 2 timestamp types and 8 codec labels");
@@ -1135,6 +1516,7 @@ static PyObject *init(PyObject *self, PyObject *args) {
     Py_XSETREF(KeyIdFn, Py_NewRef(key_id));
     Py_XSETREF(OffsetCommitKind, Py_NewRef(offset_commit_kind));
     Py_XSETREF(GroupMetadataKind, Py_NewRef(group_metadata_kind));
+    Py_XSETREF(ConsumerGroupKind, Py_NewRef(consumer_group_kind));
     Py_XSETREF(ControlEntry, Py_NewRef(control_entry));
     Py_XSETREF(ControlNames, Py_NewRef(control_names));
     Py_XSETREF(TsTypes, Py_NewRef(ts_types));
@@ -1281,7 +1663,7 @@ static PyMethodDef methods[] = {
     {"decode_entries", decode_entries, METH_VARARGS, "Decode the clean magic 2 entries from pos (see columnar.py)."},
     {"init", init, METH_VARARGS,
      "init(key_id, control_entry, control_names, ts_types, codec_labels, offset_commit_kind, "
-     "group_metadata_kind)"},
+     "group_metadata_kind, consumer_group_kind)"},
     {"entry_heads", entry_heads, METH_VARARGS,
      "entry_heads(buffer, start) -> (positions, last_offsets, records, end): int64 arrays as bytes (see "
      "segments.py)."},
@@ -1307,6 +1689,9 @@ PyMODINIT_FUNC PyInit__fastdecode(void) {
     ControlKey = PyLong_FromLong(0);
     for (int k = 0; k < M_NKEYS; k++)
         if ((MemberKeys[k] = PyUnicode_InternFromString(MemberKeyNames[k])) == NULL) goto error;
+    for (int k = 0; k < T_NKEYS; k++)
+        if ((TopicKeys[k] = PyUnicode_InternFromString(TopicKeyNames[k])) == NULL) goto error;
+    if ((Layout38 = PyUnicode_InternFromString("3.8+")) == NULL) goto error;
     TopicKey = PyUnicode_InternFromString("topic");
     PartitionsKey = PyUnicode_InternFromString("partitions");
     if (TopicKey == NULL || PartitionsKey == NULL) goto error;

@@ -14,13 +14,15 @@ same order) without building a `RecordBatchHeader` / `LogRecord` / row dict per 
 With the C extension (`pipelines/decoding/_fastdecode.c`, built by setup.py, used unless
 ``OFFSETLAKE_PURE_PYTHON=1``: `native`), runs of clean batches are decoded entirely in C into column buffers
 (`_fastdecode.decode_entries`, `_fastdecode.Columns`): no Python object per record but its key's cache lookup. C
-also reads a classic group's GroupMetadata record (v0-v3), appending its values (`GROUP_VALUE_COLUMNS`, members as
-the reference's dicts) to the sparse columns; the Python walk leaves every group record to the reference.
+also reads a classic group's GroupMetadata record (v0-v3) and a KIP-848 consumer group's record (types 3-8 and 16,
+the 3.8+ layout), appending their values (`GROUP_VALUE_COLUMNS`, members and partitions as the reference's dicts)
+to the sparse columns; the Python walk leaves every group record to the reference.
 An entry C leaves goes through the pure-Python walk (`_walk_v2`) here, which also decodes every entry without
 the extension.
 
 Anything unusual goes to the reference path so the rows are always identical: a record the walk does not fully
-understand (group metadata, types 3+, unknown versions, odd lengths; invalid UTF-8 is fine) becomes a
+understand (a group's record in Python, in C one of another type or layout, unknown versions, odd lengths;
+invalid UTF-8 is fine) becomes a
 `LogRecord` given to `to_decoded_row`; a batch with a bad CRC, bad framing, record headers, a decompression
 failure, or any exception, and every legacy (magic 0/1) entry, is decoded by `batches.decode_entry`.
 """
@@ -52,8 +54,8 @@ from pipelines.decoding.native import fastdecode
 from pipelines.decoding.messages import offset_commit_value_fields
 from pipelines.decoding.rows import problem_to_row, to_decoded_row
 from pipelines.heap import gc_paused
-from schemas.decoded import (DECODED_COLUMNS, DECODED_RECORD_SCHEMA, KIND_CONTROL, KIND_GROUP_METADATA,
-                             KIND_OFFSET_COMMIT)
+from schemas.decoded import (DECODED_COLUMNS, DECODED_RECORD_SCHEMA, KIND_CONSUMER_GROUP, KIND_CONTROL,
+                             KIND_GROUP_METADATA, KIND_OFFSET_COMMIT)
 from schemas.messages import CONTROL_TYPE_NAMES
 from schemas.records import CREATE_TIME, LOG_APPEND_TIME, NO_SEQUENCE, ReadProblem
 
@@ -69,8 +71,15 @@ KEY_COLUMNS = ("record_kind", "key_type", "group_id", "topic", "partition")
 BATCH_COLUMNS = ("source", "offsets_partition", "batch_base_offset", "batch_first_offset", "batch_last_offset",
                  "batch_position", "timestamp_type", "producer_id", "producer_epoch", "is_transactional",
                  "is_control", "magic", "codec")
-# the values of a classic group's record that the C walk reads, in `_fastdecode`'s order (sparse columns)
-GROUP_VALUE_COLUMNS = ("protocol_type", "generation", "protocol", "leader", "current_state_timestamp", "members")
+# the values of a group's record that the C walk reads, in `_fastdecode`'s order (sparse columns): a classic group's,
+# then a KIP-848 consumer group's
+GROUP_VALUE_COLUMNS = ("protocol_type", "generation", "protocol", "leader", "current_state_timestamp", "members",
+                       "member_id", "regex", "layout", "group_epoch", "metadata_hash", "topics_metadata",
+                       "group_instance_id", "rack_id", "client_id", "client_host", "subscribed_topics",
+                       "subscribed_topic_regex", "rebalance_timeout_ms", "server_assignor", "session_timeout_ms",
+                       "assignment_epoch", "assigned_partitions", "member_epoch", "previous_member_epoch",
+                       "member_state", "partitions_pending_revocation", "regex_topics", "regex_version",
+                       "regex_timestamp")
 _GROUPED = set(HOT_COLUMNS) | set(KEY_COLUMNS) | set(BATCH_COLUMNS)
 COLD_COLUMNS = tuple(c for c in DECODED_COLUMNS if c not in _GROUPED)
 _HOT_FROM_ROW = tuple(c for c in HOT_COLUMNS if c is not None)
@@ -201,7 +210,7 @@ _c = fastdecode
 if _c is not None:
     _c.init(_key_id, _CONTROL_ENTRY, _CONTROL_NAMES,
             (CREATE_TIME.encode(), LOG_APPEND_TIME.encode()), tuple(label.encode() for label in _CODEC_LABELS),
-            KIND_OFFSET_COMMIT, KIND_GROUP_METADATA)
+            KIND_OFFSET_COMMIT, KIND_GROUP_METADATA, KIND_CONSUMER_GROUP)
 HAVE_C_EXTENSION = _c is not None
 
 

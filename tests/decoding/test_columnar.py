@@ -26,9 +26,12 @@ from pipelines.decoding.message_writer import (
     write_control_record,
     write_group_metadata_key,
     write_group_metadata_value,
+    write_group_record_key,
+    write_group_record_value,
     write_offset_commit_key,
     write_offset_commit_value,
 )
+from pipelines.decoding.messages import GROUP_RECORD_SCHEMAS
 from pipelines.decoding.rows import problem_to_row, rows_to_arrow, to_decoded_row
 from schemas.decoded import DECODED_RECORD_SCHEMA
 from schemas.records import LOG_APPEND_TIME, ReadProblem
@@ -412,3 +415,97 @@ def test_clean_classic_group_records_stay_in_c(tmp_path, monkeypatch):
     data = write_record_batch(clean + [oc(), (write_group_metadata_key("g"), None, TS)], 0, codec="lz4")
     rows = fast(write_tmp(tmp_path, data), 7, "c")
     assert calls == [] and [r["value_version"] for r in rows] == [0, 1, 2, 3, 3, None]
+
+
+# ---------------------------------------------------------------------------------------------- KIP-848 groups
+def _topic_partitions(rng: random.Random) -> list[dict]:
+    return [{"topicId": rng.choice([TOPIC_ID, "_-8AAQIDBAUGBwgJCgsMDQ"]),
+             "partitions": sorted(rng.sample(range(-1, 40), rng.randrange(6)))} for _ in range(rng.randrange(4))]
+
+
+def _consumer_group_fields(rng: random.Random, key_type: int) -> dict:
+    """Kafka-named fields of a type's value in every layout (a layout's writer takes the names it has)."""
+    tps = _topic_partitions
+    return {
+        3: lambda: {"epoch": rng.randrange(-1, 99), "metadataHash": rng.choice([0, 0, -7, 2**62])},
+        4: lambda: {"epoch": 3, "topics": [{"topicId": TOPIC_ID, "topicName": rng.choice(["t", "t\u00fc", ""]),
+                                            "numPartitions": rng.randrange(-1, 9),
+                                            "partitionMetadata": [{"partition": p, "racks": ["r1", ""][:rng.randrange(3)]}
+                                                                  for p in range(rng.randrange(3))]}
+                                           for _ in range(rng.randrange(3))]},
+        5: lambda: {"instanceId": rng.choice([None, "i-1"]), "rackId": rng.choice([None, "", "rack"]),
+                    "clientId": "c\u00fc", "clientHost": "/10.0.0.1",
+                    "subscribedTopicNames": ["a", "b"][:rng.randrange(3)],
+                    "subscribedTopicRegex": rng.choice([None, "t.*"]), "rebalanceTimeoutMs": rng.randrange(-1, 9999),
+                    "serverAssignor": rng.choice([None, "uniform"]), "assignors": [],
+                    "classicMemberMetadata": rng.choice([None, {"sessionTimeoutMs": 45000, "supportedProtocols": [
+                        {"name": "range", "metadata": b"\x00\x01"}][:rng.randrange(2)]}])},
+        6: lambda: {"assignmentEpoch": rng.randrange(-1, 99)},
+        7: lambda: {"topicPartitions": tps(rng), "error": 0, "metadataVersion": 0, "metadataBytes": b""},
+        8: lambda: {"memberEpoch": rng.randrange(-1, 99), "previousMemberEpoch": rng.randrange(-1, 99),
+                    "state": rng.choice([0, 1, -1, 2]), "targetMemberEpoch": 1, "assignedPartitions": tps(rng),
+                    "partitionsPendingRevocation": tps(rng), "partitionsPendingAssignment": [], "error": 0,
+                    "metadataVersion": 0, "metadataBytes": b""},
+        16: lambda: {"topics": ["a", "b\u00fc"][:rng.randrange(3)], "version": rng.randrange(-1, 2**40),
+                     "timestamp": TS},
+        10: lambda: {"rackId": None, "clientId": "c", "clientHost": "h", "subscribedTopicNames": ["a"]},
+    }[key_type]()
+
+
+def consumer_group_records(rng: random.Random, n: int) -> list:
+    """KIP-848 consumer-group records (types 3-8, 16) in the 3.8+ and 3.6/3.7 layouts, with unknown tagged fields,
+    tombstones, damaged values and keys, and a share group's record (the reference path's)."""
+    out = []
+    for i in range(n):
+        kt = rng.choice([3, 4, 5, 6, 7, 8, 8, 16, 10])
+        layouts = [layout for layout, _ in GROUP_RECORD_SCHEMAS[kt]]
+        value = write_group_record_value(kt, _consumer_group_fields(rng, kt), rng.choice(layouts))
+        if value.endswith(b"\x01\x00\x01\x00") and rng.random() < 0.5:  # a null ClassicMemberMetadata, then a byte
+            value = value[:-4] + b"\x01\x00\x02\x00\x00"
+        elif value.endswith(b"\x00") and rng.random() < 0.3:  # unknown tags in the value's tag section, or bad ones
+            value = value[:-1] + rng.choice([b"\x02\x05\x01\xaa\x07\x00", b"\x01\x09\x00", b"\x02\x07\x00\x05\x00",
+                                             b"\x02\x05\x00\x05\x00", b"\x01\x05\x09\x00"])
+        key = write_group_record_key(kt, rng.choice(["grp-a", "gr\u00fcp", ""]), member_id=f"m-{rng.randrange(3)}",
+                                     regex="t.*")
+        r = rng.random()
+        if r < 0.15:
+            value = None  # a tombstone
+        elif r < 0.35:
+            value = _damaged(rng, value)
+        elif r < 0.4:
+            key = rng.choice([key[:-1], key + b"x", key[:2] + b"\xff\xff" + key[4:]])
+        out.append((key, value, TS + i))
+    return out
+
+
+@pytest.mark.parametrize("walker", WALKERS)
+@settings(max_examples=80, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 12), codec=st.sampled_from(CODECS))
+def test_consumer_group_records_read_as_the_reference_reads_them(walker, seed, n, codec):
+    """A KIP-848 value the C walk reads (v0, the 3.8+ layout, read whole) gives the reference's row; one it does not
+    read (the 3.6/3.7 layout, damage, another type), the reference's own row or error."""
+    rng = random.Random(seed)
+    recs = consumer_group_records(rng, n)
+    data = write_record_batch(recs, 0, codec=codec) + write_record_batch([oc(), gm()] + recs[:2], n)
+    with tempfile.TemporaryDirectory() as d:
+        assert_same(write_tmp(Path(d), data), 7, walker)
+
+
+def test_clean_consumer_group_records_stay_in_c(tmp_path, monkeypatch):
+    """Guard against a silent fallback: an undamaged 3.8+ record of types 3-8 and 16, and its tombstone, never
+    leave C."""
+    if not columnar.HAVE_C_EXTENSION:
+        pytest.skip("_fastdecode not built")
+    calls = []
+    monkeypatch.setattr(columnar, "decode_entry", lambda *a, **k: calls.append(1) or [])
+    monkeypatch.setattr(columnar, "to_decoded_row", lambda *a, **k: calls.append(2) or {})
+    monkeypatch.setattr(columnar, "_walk_v2", lambda *a, **k: calls.append(3))
+    rng = random.Random(3)
+    recs = []
+    for kt in (3, 4, 5, 6, 7, 8, 16):
+        key = write_group_record_key(kt, "g", member_id="m", regex="r.*")
+        recs += [(key, write_group_record_value(kt, _consumer_group_fields(rng, kt)), TS), (key, None, TS)]
+    rows = fast(write_tmp(tmp_path, write_record_batch(recs + [oc()], 0, codec="zstd")), 7, "c")
+    assert calls == [] and [r["layout"] for r in rows] == ["3.8+", None] * 7 + [None]
+    assert [r["member_id"] for r in rows[:-1]] == [None] * 4 + ["m"] * 2 + [None] * 2 + ["m"] * 4 + [None] * 2
+    assert [r["regex"] for r in rows[-3:]] == ["r.*", "r.*", None]
