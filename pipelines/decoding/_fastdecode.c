@@ -1232,8 +1232,9 @@ static int put_consumer_group_record(Columns *h, const unsigned char *b, Py_ssiz
         vals[j] = NULL;
         if (append_pair(PyTuple_GET_ITEM(glists, j), i, v) < 0) goto done;  /* v stolen */
     }
-    for (int j = H_VER; j < H_NCOLS; j++) put_null(h, j);
     if (vlen >= 0) put_int(h, H_VER, 0);
+    else put_null(h, H_VER);
+    for (int j = H_COMMITTED; j < H_NCOLS; j++) put_null(h, j);
     put_bool(h, H_TOMB, vlen < 0);
     put_int(h, H_KID, kid);
     ok = 1;

@@ -55,6 +55,7 @@ def fast(path, partition: int, walker: str, batch_rows: int = 20000) -> list[dic
     for b in columnar.decode_segment_to_arrow(path, offsets_partition=partition, batch_rows=batch_rows,
                                               use_c=walker == "c"):
         assert b.schema == DECODED_RECORD_SCHEMA
+        b.validate(full=True)  # the sparse columns are made from buffers (`columnar._scatter`)
         # whole log batches, never an empty chunk; a chunk closes once it reaches batch_rows, so only its last log
         # batch takes it over, and no log batch straddles two chunks
         positions = b.column("batch_position").to_pylist()
