@@ -66,7 +66,7 @@ def loadable(table: pa.Table) -> pa.Table:
     if pc.any(skipped).as_py():  # a filter copies every column: only when there is something to drop
         table = table.filter(pc.invert(skipped))
     if _in_log_order(table):  # what a segment's decoder gives: a sort would only copy every column
-        return table.combine_chunks()
+        return table
     return table.sort_by([(PART, "ascending"), ("offset", "ascending")])
 
 
