@@ -1011,9 +1011,11 @@ static inline int set_topic_key(PyObject *d, int k, PyObject *v) {
     return r;
 }
 
-/* an array of TopicPartitions (topicId, partitions[], tags) as rows._tid_parts gives it: [{"topic_id",
-   "partitions"}]; 1 = *out, 0 = refused, -1 = error */
-static int rd_topic_id_partitions(Rd *r, PyObject **out) {
+/* an array of topics, each a dict keyed by its topic id: TopicPartitions (topicId, partitions[], tags) as
+   rows._tid_parts gives them, [{"topic_id", "partitions"}], or (`metadata`) ConsumerGroupPartitionMetadataValue's
+   TopicMetadata as rows._fill_group_record keeps them, [{"topic_id", "topic_name", "num_partitions"}] (each
+   partition's racks read and passed). 1 = *out, 0 = refused, -1 = error */
+static int rd_topics(Rd *r, int metadata, PyObject **out) {
     int32_t n;
     if (!rd_carray(r, &n)) return 0;
     PyObject *list = PyList_New(n);
@@ -1025,50 +1027,29 @@ static int rd_topic_id_partitions(Rd *r, PyObject **out) {
         PyList_SET_ITEM(list, i, d);
         if ((ok = rd_uuid(r, &v)) <= 0) goto stop;
         if (set_topic_key(d, T_TOPIC_ID, v) < 0) { ok = -1; goto stop; }
-        if ((ok = rd_cint32s(r, &v)) <= 0) goto stop;
-        if (set_topic_key(d, T_PARTITIONS, v) < 0) { ok = -1; goto stop; }
-        if (!rd_no_tags(r)) { ok = 0; goto stop; }
-        continue;
-    stop:
-        Py_DECREF(list);
-        return ok;
-    }
-    *out = list;
-    return 1;
-}
-
-/* ConsumerGroupPartitionMetadataValue's topics as rows._fill_group_record keeps them: [{"topic_id", "topic_name",
-   "num_partitions"}] (each partition's racks read and passed) */
-static int rd_topics_metadata(Rd *r, PyObject **out) {
-    int32_t n;
-    if (!rd_carray(r, &n)) return 0;
-    PyObject *list = PyList_New(n);
-    if (list == NULL) return -1;
-    for (int32_t i = 0; i < n; i++) {
-        PyObject *d = PyDict_New(), *v;
-        int32_t num, parts, partition;
-        int ok = -1;
-        if (d == NULL) goto stop;
-        PyList_SET_ITEM(list, i, d);
-        if ((ok = rd_uuid(r, &v)) <= 0) goto stop;
-        if (set_topic_key(d, T_TOPIC_ID, v) < 0) { ok = -1; goto stop; }
-        if ((ok = rd_cstr(r, 0, &v)) <= 0) goto stop;
-        if (set_topic_key(d, T_TOPIC_NAME, v) < 0) { ok = -1; goto stop; }
-        ok = 0;
-        if (!rd_i32(r, &num)) goto stop;
-        if (set_topic_key(d, T_NUM_PARTITIONS, PyLong_FromLong(num)) < 0) { ok = -1; goto stop; }
-        if (!rd_carray(r, &parts)) goto stop;
-        for (int32_t p = 0; p < parts; p++) {
-            int32_t racks;
-            if (!rd_i32(r, &partition) || !rd_carray(r, &racks)) goto stop;
-            for (int32_t k = 0; k < racks; k++) {
-                int64_t len;  /* a rack name: a non-null compact string, passed */
-                if (!rd_uvarint(r, &len) || len == 0 || len - 1 > r->end - r->pos) goto stop;
-                r->pos += (Py_ssize_t)(len - 1);
+        if (!metadata) {
+            if ((ok = rd_cint32s(r, &v)) <= 0) goto stop;
+            if (set_topic_key(d, T_PARTITIONS, v) < 0) { ok = -1; goto stop; }
+        } else {
+            int32_t num, parts, partition;
+            if ((ok = rd_cstr(r, 0, &v)) <= 0) goto stop;
+            if (set_topic_key(d, T_TOPIC_NAME, v) < 0) { ok = -1; goto stop; }
+            ok = 0;
+            if (!rd_i32(r, &num)) goto stop;
+            if (set_topic_key(d, T_NUM_PARTITIONS, PyLong_FromLong(num)) < 0) { ok = -1; goto stop; }
+            if (!rd_carray(r, &parts)) goto stop;
+            for (int32_t p = 0; p < parts; p++) {
+                int32_t racks;
+                if (!rd_i32(r, &partition) || !rd_carray(r, &racks)) goto stop;
+                for (int32_t k = 0; k < racks; k++) {
+                    int64_t len;  /* a rack name: a non-null compact string, passed */
+                    if (!rd_uvarint(r, &len) || len == 0 || len - 1 > r->end - r->pos) goto stop;
+                    r->pos += (Py_ssize_t)(len - 1);
+                }
+                if (!rd_no_tags(r)) goto stop;
             }
-            if (!rd_no_tags(r)) goto stop;
         }
-        if (!rd_no_tags(r)) goto stop;
+        if (!rd_no_tags(r)) { ok = 0; goto stop; }
         continue;
     stop:
         Py_DECREF(list);
@@ -1127,7 +1108,7 @@ static int rd_consumer_group_value(int kt, const unsigned char *b, Py_ssize_t vs
         LONG(C_METADATA_HASH, i64a)
         break;
     case 4:
-        READ(rd_topics_metadata(&r, &vals[C_TOPICS_METADATA]))
+        READ(rd_topics(&r, 1, &vals[C_TOPICS_METADATA]))
         if (!rd_no_tags(&r)) return 0;
         break;
     case 5:
@@ -1148,7 +1129,7 @@ static int rd_consumer_group_value(int kt, const unsigned char *b, Py_ssize_t vs
         LONG(C_ASSIGNMENT_EPOCH, i32a)
         break;
     case 7:
-        READ(rd_topic_id_partitions(&r, &vals[C_ASSIGNED]))
+        READ(rd_topics(&r, 0, &vals[C_ASSIGNED]))
         if (!rd_no_tags(&r)) return 0;
         break;
     case 8:
@@ -1156,8 +1137,8 @@ static int rd_consumer_group_value(int kt, const unsigned char *b, Py_ssize_t vs
         LONG(C_MEMBER_EPOCH, i32a)
         LONG(C_PREVIOUS_EPOCH, i32b)
         LONG(C_MEMBER_STATE, state)
-        READ(rd_topic_id_partitions(&r, &vals[C_ASSIGNED]))
-        READ(rd_topic_id_partitions(&r, &vals[C_PENDING_REVOCATION]))
+        READ(rd_topics(&r, 0, &vals[C_ASSIGNED]))
+        READ(rd_topics(&r, 0, &vals[C_PENDING_REVOCATION]))
         if (!rd_no_tags(&r)) return 0;
         break;
     case 16:

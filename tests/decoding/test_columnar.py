@@ -387,19 +387,6 @@ def classic_group_records(rng: random.Random, n: int) -> list:
     return out
 
 
-@pytest.mark.parametrize("walker", WALKERS)
-@settings(max_examples=60, deadline=None)
-@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 12), codec=st.sampled_from(CODECS))
-def test_classic_group_records_read_as_the_reference_reads_them(walker, seed, n, codec):
-    """A GroupMetadata value the C walk reads (v0-v3, its members' consumer protocol bytes leniently, as
-    `rows._member_dict`) gives the reference's row; one it does not read, the reference's own row or error."""
-    rng = random.Random(seed)
-    recs = classic_group_records(rng, n)
-    data = write_record_batch(recs, 0, codec=codec) + write_record_batch([oc(), gm()] + recs[:2], n)
-    with tempfile.TemporaryDirectory() as d:
-        assert_same(write_tmp(Path(d), data), 7, walker)
-
-
 def test_clean_classic_group_records_stay_in_c(tmp_path, monkeypatch):
     """Guard against a silent fallback: an undamaged GroupMetadata record of v0-v3 never leaves C."""
     if not columnar.HAVE_C_EXTENSION:
@@ -480,13 +467,15 @@ def consumer_group_records(rng: random.Random, n: int) -> list:
 
 
 @pytest.mark.parametrize("walker", WALKERS)
-@settings(max_examples=80, deadline=None)
+@pytest.mark.parametrize("records", [classic_group_records, consumer_group_records])
+@settings(max_examples=70, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 12), codec=st.sampled_from(CODECS))
-def test_consumer_group_records_read_as_the_reference_reads_them(walker, seed, n, codec):
-    """A KIP-848 value the C walk reads (v0, the 3.8+ layout, read whole) gives the reference's row; one it does not
-    read (the 3.6/3.7 layout, damage, another type), the reference's own row or error."""
+def test_group_records_read_as_the_reference_reads_them(walker, records, seed, n, codec):
+    """A group's value the C walk reads gives the reference's row; one it does not read, the reference's own row or
+    error. Classic: GroupMetadata v0-v3, its members' consumer protocol bytes leniently, as `rows._member_dict`.
+    KIP-848: v0 in the 3.8+ layout, read whole; the 3.6/3.7 layout, damage or another type is the reference's."""
     rng = random.Random(seed)
-    recs = consumer_group_records(rng, n)
+    recs = records(rng, n)
     data = write_record_batch(recs, 0, codec=codec) + write_record_batch([oc(), gm()] + recs[:2], n)
     with tempfile.TemporaryDirectory() as d:
         assert_same(write_tmp(Path(d), data), 7, walker)
