@@ -315,14 +315,21 @@ def test_c_extension_matches_python_when_built(tmp_path):
     assert fast(p, 7, "c") == fast(p, 7, "python")
 
 
-@pytest.mark.parametrize("walker", WALKERS)
-def test_clean_batches_take_the_fast_path(tmp_path, walker, monkeypatch):
-    """Guard against a silent fallback: plain offset-commit batches never reach the reference path."""
+def fallbacks(monkeypatch, walker: str = "c") -> list:
+    """The calls a decode makes to the reference path (1: a batch, 2: a record) and, in C, to the Python walk (3)."""
     calls = []
     monkeypatch.setattr(columnar, "decode_entry", lambda *a, **k: calls.append(1) or [])
     monkeypatch.setattr(columnar, "to_decoded_row", lambda *a, **k: calls.append(2) or {})
-    if walker == "c":  # and with the extension, they never leave C for the Python walk
+    if walker == "c":
         monkeypatch.setattr(columnar, "_walk_v2", lambda *a, **k: calls.append(3))
+    return calls
+
+
+@pytest.mark.parametrize("walker", WALKERS)
+def test_clean_batches_take_the_fast_path(tmp_path, walker, monkeypatch):
+    """Guard against a silent fallback: plain offset-commit batches never reach the reference path (nor, with the
+    extension, leave C for the Python walk)."""
+    calls = fallbacks(monkeypatch, walker)
     recs = [oc("g", "t", i % 3, version=v, ts=TS + 70000 * i) for i, v in enumerate([0, 1, 2, 3, 4] * 3)]
     data = b"".join(write_record_batch(recs + [tomb()], 16 * i, codec=c) for i, c in enumerate(CODECS))
     data += write_control_batch(1, 3, 200, 9, 0, TS)
@@ -391,10 +398,7 @@ def test_clean_classic_group_records_stay_in_c(tmp_path, monkeypatch):
     """Guard against a silent fallback: an undamaged GroupMetadata record of v0-v3 never leaves C."""
     if not columnar.HAVE_C_EXTENSION:
         pytest.skip("_fastdecode not built")
-    calls = []
-    monkeypatch.setattr(columnar, "decode_entry", lambda *a, **k: calls.append(1) or [])
-    monkeypatch.setattr(columnar, "to_decoded_row", lambda *a, **k: calls.append(2) or {})
-    monkeypatch.setattr(columnar, "_walk_v2", lambda *a, **k: calls.append(3))
+    calls = fallbacks(monkeypatch)
     rng = random.Random(5)
     clean = [(write_group_metadata_key("g"), write_group_metadata_value(
         version, protocol_type="consumer", generation=1, protocol="range", leader="m",
@@ -486,10 +490,7 @@ def test_clean_consumer_group_records_stay_in_c(tmp_path, monkeypatch):
     leave C."""
     if not columnar.HAVE_C_EXTENSION:
         pytest.skip("_fastdecode not built")
-    calls = []
-    monkeypatch.setattr(columnar, "decode_entry", lambda *a, **k: calls.append(1) or [])
-    monkeypatch.setattr(columnar, "to_decoded_row", lambda *a, **k: calls.append(2) or {})
-    monkeypatch.setattr(columnar, "_walk_v2", lambda *a, **k: calls.append(3))
+    calls = fallbacks(monkeypatch)
     rng = random.Random(3)
     recs = []
     for kt in (3, 4, 5, 6, 7, 8, 16):
