@@ -27,7 +27,6 @@ here depends on it: the loaders read a record's batch from its own columns.
 """
 from __future__ import annotations
 
-import itertools
 from dataclasses import dataclass
 from typing import Iterable, Iterator, Mapping
 
@@ -154,9 +153,12 @@ class StreamedShards:
 
         with gc_paused(keep=True):
             parts = table.column(PART).to_numpy(zero_copy_only=False)
-            parts = (parts if keep is None else parts[keep]).tolist()
-            by_part = {p: [r for _, r in pr] for p, pr in itertools.groupby(zip(parts, loader_rows(table, keep)),
-                                                                            key=lambda pr: pr[0])}
+            parts = parts if keep is None else parts[keep]
+            rows = loader_rows(table, keep)
+            # each partition's rows are a run (`loadable`): sliced off at the runs' starts, not grouped row by row
+            starts = np.flatnonzero(np.r_[True, parts[1:] != parts[:-1]]) if len(parts) else np.empty(0, np.int64)
+            ends = [*starts[1:].tolist(), len(rows)]
+            by_part = {p: rows[a:b] for p, a, b in zip(parts[starts].tolist(), starts.tolist(), ends)}
             fresh = [p for p in self.states if p not in self._carried] if self._unstamped else []
             for part in sorted(set(by_part) | set(fresh) | set(touched)):
                 state = load_shard(part, by_part.pop(part, ()), self.options, self.states.get(part), self.history,
