@@ -780,6 +780,26 @@ error:
     return -1;
 }
 
+/* what a group record's row holds beside its key: its values (vals[0:n], owned, each taken and left NULL; None or
+   NULL: no value) appended to their sparse lists in `glists` (row i), and its value version (-1: a tombstone's null)
+   with the other hot value columns null into `h`. -1 = error */
+static int put_group_row(Columns *h, PyObject *glists, Py_ssize_t i, PyObject **vals, int n, int version) {
+    for (int j = 0; j < n; j++) {
+        PyObject *v = vals[j];
+        vals[j] = NULL;
+        if (v == NULL) continue;
+        if (v == Py_None) {
+            Py_DECREF(v);
+            continue;
+        }
+        if (append_pair(PyTuple_GET_ITEM(glists, j), i, v) < 0) return -1;  /* v stolen */
+    }
+    if (version >= 0) put_int(h, H_VER, version);
+    else put_null(h, H_VER);
+    for (int j = H_COMMITTED; j < H_NCOLS; j++) put_null(h, j);
+    return 0;
+}
+
 /* the GroupMetadataValue at b[vs:ve] (v0-v3) into row i's group columns (`glists`: a list of (row, value) per
    G_ column, a value appended only when not None, as columnar._Chunk does) and the value version into `h`;
    1 = done, 0 = the Python path's record, -1 = error */
@@ -810,16 +830,7 @@ static int put_group_value(Columns *h, const unsigned char *b, Py_ssize_t vs, Py
     if ((vals[G_GENERATION] = PyLong_FromLong(generation)) == NULL
         || (vals[G_STATE_TS] = PyLong_FromLongLong(state_ts)) == NULL)
         goto error;
-    for (int j = 0; j < G_NCOLS; j++) {
-        if (vals[j] == Py_None) continue;
-        if (append_pair(PyTuple_GET_ITEM(glists, j), i, vals[j]) < 0) {
-            vals[j] = NULL;  /* stolen */
-            goto error;
-        }
-        vals[j] = NULL;
-    }
-    put_int(h, H_VER, version);
-    for (int j = H_COMMITTED; j < H_NCOLS; j++) put_null(h, j);
+    if (put_group_row(h, glists, i, vals, G_NCOLS, version) < 0) goto error;
     ok = 1;
     goto done;
 refused:
@@ -920,6 +931,15 @@ static int rd_cstr(Rd *r, int nullable, PyObject **out) {
     if (n - 1 > r->end - r->pos) return 0;
     *out = PyUnicode_DecodeUTF8((const char *)r->b + r->pos, (Py_ssize_t)(n - 1), "replace");
     if (*out == NULL) return -1;
+    r->pos += (Py_ssize_t)(n - 1);
+    return 1;
+}
+
+/* a non-null compact string or bytes, passed unread (what the reference reads and the row does not keep): 1 = passed,
+   0 = refused */
+static int rd_cpass(Rd *r) {
+    int64_t n;
+    if (!rd_uvarint(r, &n) || n == 0 || n - 1 > r->end - r->pos) return 0;
     r->pos += (Py_ssize_t)(n - 1);
     return 1;
 }
@@ -1041,11 +1061,8 @@ static int rd_topics(Rd *r, int metadata, PyObject **out) {
             for (int32_t p = 0; p < parts; p++) {
                 int32_t racks;
                 if (!rd_i32(r, &partition) || !rd_carray(r, &racks)) goto stop;
-                for (int32_t k = 0; k < racks; k++) {
-                    int64_t len;  /* a rack name: a non-null compact string, passed */
-                    if (!rd_uvarint(r, &len) || len == 0 || len - 1 > r->end - r->pos) goto stop;
-                    r->pos += (Py_ssize_t)(len - 1);
-                }
+                for (int32_t k = 0; k < racks; k++)
+                    if (!rd_cpass(r)) goto stop;  /* a rack name */
                 if (!rd_no_tags(r)) goto stop;
             }
         }
@@ -1072,14 +1089,8 @@ static int rd_classic_member(const unsigned char *b, Py_ssize_t s, Py_ssize_t n,
         return 1;
     }
     if (!rd_i32(&r, &session) || !rd_carray(&r, &count)) return 0;
-    for (int32_t i = 0; i < count; i++) {
-        int64_t len;
-        for (int f = 0; f < 2; f++) {  /* name (compact string), metadata (compact bytes): both non-null */
-            if (!rd_uvarint(&r, &len) || len == 0 || len - 1 > r.end - r.pos) return 0;
-            r.pos += (Py_ssize_t)(len - 1);
-        }
-        if (!rd_no_tags(&r)) return 0;
-    }
+    for (int32_t i = 0; i < count; i++)  /* each protocol's name and metadata */
+        if (!rd_cpass(&r) || !rd_cpass(&r) || !rd_no_tags(&r)) return 0;
     if (!rd_no_tags(&r) || r.pos != r.end) return 0;
     return (*out = PyLong_FromLong(session)) == NULL ? -1 : 1;
 }
@@ -1203,19 +1214,7 @@ static int put_consumer_group_record(Columns *h, const unsigned char *b, Py_ssiz
     if (slen >= 0 && (vals[kt == 16 ? C_REGEX : C_MEMBER_ID] =
                       PyUnicode_DecodeUTF8((const char *)k + second, slen, "replace")) == NULL)
         goto done;
-    for (int j = 0; j < GL_NCOLS; j++) {
-        if (vals[j] == NULL) continue;
-        if (vals[j] == Py_None) {
-            Py_CLEAR(vals[j]);
-            continue;
-        }
-        PyObject *v = vals[j];
-        vals[j] = NULL;
-        if (append_pair(PyTuple_GET_ITEM(glists, j), i, v) < 0) goto done;  /* v stolen */
-    }
-    if (vlen >= 0) put_int(h, H_VER, 0);
-    else put_null(h, H_VER);
-    for (int j = H_COMMITTED; j < H_NCOLS; j++) put_null(h, j);
+    if (put_group_row(h, glists, i, vals, GL_NCOLS, vlen >= 0 ? 0 : -1) < 0) goto done;
     put_bool(h, H_TOMB, vlen < 0);
     put_int(h, H_KID, kid);
     ok = 1;
