@@ -256,17 +256,27 @@ class GroupStore:
         return _EVENTS.get(kt, "record")
 
 
+def flat_topic_partitions(tps, topic: str = "topic") -> list[tuple[str, int]] | None:
+    """A member's partitions (`[{topic, partitions}]`, the topic under `topic`) as sorted (topic, partition)
+    pairs."""
+    if tps is None:
+        return None
+    return sorted((tp[topic], p) for tp in tps for p in (tp["partitions"] or []))
+
+
 def member_assignments(g: Group | None, row: Row) -> list[Row] | None:
     """The members a group record set, as they stand after it (`group_history.member_assignments`): a classic
     generation's every member, or the one member a KIP-848 member (type 5) or member-assignment (type 8) record
-    touched. A consumer member's partitions are by topic id here; `tables.history_rows` names them."""
+    touched. A consumer member's partitions are by topic id here, sorted by id: `tables.named_group_history` names
+    them once the run's topic names are known."""
     if row["is_tombstone"]:
         return None
     if isinstance(g, ClassicGroup) and row["key_type"] == 2:
         return [{"member_id": m["member_id"], "group_instance_id": m.get("group_instance_id"),
                  "client_id": m.get("client_id"), "client_host": m.get("client_host"),
                  "subscribed_topics": m.get("subscribed_topics"),
-                 "assigned_partitions": m.get("assigned_partitions")} for m in g.value.get("members") or []]
+                 "assigned_partitions": flat_topic_partitions(m.get("assigned_partitions"))}
+                for m in g.value.get("members") or []]
     if isinstance(g, ConsumerGroup) and row["key_type"] in (5, 8):
         m = g.members.get(row.get("member_id"))
         if m is None:
@@ -274,7 +284,8 @@ def member_assignments(g: Group | None, row: Row) -> list[Row] | None:
         f = m.fields or {}
         return [{"member_id": row.get("member_id"), "group_instance_id": f.get("group_instance_id"),
                  "client_id": f.get("client_id"), "client_host": f.get("client_host"),
-                 "subscribed_topics": f.get("subscribed_topics"), "topic_id_partitions": list(m.assigned)}]
+                 "subscribed_topics": f.get("subscribed_topics"),
+                 "assigned_partitions": flat_topic_partitions(m.assigned, "topic_id")}]
     return None
 
 

@@ -27,7 +27,7 @@ from schemas.decoded import DECODED_RECORD_SCHEMA, KIND_CONTROL
 Row = dict[str, Any]
 PART = "offsets_partition"
 EXPIRY_TABLES = ("expired_offsets", "expired_groups")
-COLUMN_TABLES = (*OFFSET_TABLES, "expired_offsets")  # built column by column: Arrow throughout
+COLUMN_TABLES = (*OFFSET_TABLES, "expired_offsets", "group_history")  # a shard's rows of these come as Arrow
 SHARD_TABLES = REPLAY_TABLES + EXPIRY_TABLES
 
 #: Decoded columns no loader reads: not shipped to a shard.

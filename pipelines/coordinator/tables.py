@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pipelines.coordinator.groups import ClassicGroup, ConsumerGroup, SimpleGroup, is_live
+from pipelines.coordinator.groups import ClassicGroup, ConsumerGroup, SimpleGroup, flat_topic_partitions, is_live
 from pipelines.coordinator.committed import GroupTopicPartition, OffsetAndMetadata
 from pipelines.coordinator.loader import ShardState
 from pipelines.coordinator.options import REPLAY_TABLES, ReplayOptions
@@ -29,12 +29,6 @@ MEMBER_STATES = {0: "STABLE", 1: "UNREVOKED_PARTITIONS", 2: "UNRELEASED_PARTITIO
 
 def _none_if(v, sentinel=-1):
     return None if v is None or v == sentinel else v
-
-
-def _flatten_topic_partitions(tps) -> list[tuple[str, int]] | None:
-    if tps is None:
-        return None
-    return sorted((tp["topic"], p) for tp in tps for p in (tp["partitions"] or []))
 
 
 def topic_names(rows: Iterable[Row]) -> dict[str, str]:
@@ -159,7 +153,7 @@ def _classic_group_out(sid: str, part: int, n: int, g: ClassicGroup, modern: boo
             "group_instance_id": m.get("group_instance_id"), "client_id": m.get("client_id"),
             "client_host": m.get("client_host"), "session_timeout_ms": m.get("session_timeout_ms"),
             "rebalance_timeout_ms": rebalance, "subscribed_topics": m.get("subscribed_topics"),
-            "assigned_partitions": _flatten_topic_partitions(m.get("assigned_partitions")),
+            "assigned_partitions": flat_topic_partitions(m.get("assigned_partitions")),
             "group_type": "classic", "offsets_partition": part, "rack_id": m.get("subscription_rack_id"),
             "subscribed_topic_regex": None, "server_assignor": None, "member_epoch": None,
             "previous_member_epoch": None, "member_state": None, "target_partitions": None,
@@ -259,35 +253,53 @@ def shard_rows(st: ShardState, options: ReplayOptions, n: int, names: dict[str, 
                 "snapshot_id": sid, "group_id": gid, "offsets_partition": part,
                 "tombstone_record_offset": r["offset"], "tombstone_timestamp": _none_if(r.get("timestamp")),
                 "group_type": "classic" if r["key_type"] == 2 else "consumer"})
-    out["group_history"] = group_history_rows(st.groups.history or (), sid, part, names)
+    out["group_history"] = named_group_history(group_history_table(st.groups.history or (), sid, part), names)
     return out
 
 
-def group_history_rows(events: Iterable[Row], sid: str, part: int, names: dict[str, str]) -> list[Row]:
-    """`group_history` rows of a shard's group events (`groups.GroupStore.history`), its members' partitions named
-    by `names` (`history_members`)."""
-    return [{**e, "snapshot_id": sid, "offsets_partition": part,
-             "member_assignments": history_members(e["member_assignments"], names)} for e in events]
+def group_history_table(events: Iterable[Row], sid: str, part: int) -> pa.Table:
+    """The `group_history` rows of a shard's group events (`groups.GroupStore.history`), a KIP-848 member's
+    partitions still by topic id: made where the events are, before the run's topic names are known
+    (`named_group_history`)."""
+    rows = [{**e, "snapshot_id": sid, "offsets_partition": part} for e in events]
+    return contract_table(rows, "group_history")
 
 
-def history_members(members: list[Row] | None, names: dict[str, str]) -> list[Row] | None:
-    """A history event's `member_assignments` with each member's partitions as (topic, partition) rows sorted by
-    topic name, a KIP-848 member's topic ids named by the run's map first (the id itself when the log never named
-    it, as `group_members` does)."""
-    if members is None:
-        return None
-    out = []
-    for m in members:
-        if "topic_id_partitions" in m:
-            m = dict(m)
-            tps = [{"topic": names.get(tp["topic_id"], tp["topic_id"]), "partitions": tp["partitions"]}
-                   for tp in m.pop("topic_id_partitions")]
-        else:
-            tps = m.get("assigned_partitions")
-        flat = _flatten_topic_partitions(tps)
-        out.append({**m, "assigned_partitions": None if flat is None else
-                    [{"topic": t, "partition": p} for t, p in flat]})
-    return out
+def named_group_history(table: pa.Table, names: dict[str, str]) -> pa.Table:
+    """`group_history_table`'s rows with each KIP-848 member's topic ids named by the run's map (the id itself
+    where the log never named it, as `group_members` does) and its partitions sorted by topic name again. Column
+    by column: a log's group history is a row per group record."""
+    column = table.column("member_assignments")
+    named = pc.and_(pc.equal(table.column("group_type"), "consumer"), pc.is_valid(column))
+    if not names or not pc.any(named).as_py():
+        return table
+    lists = column.combine_chunks()
+    members = pc.list_flatten(lists)
+    member_named = pc.take(named.combine_chunks(), pc.list_parent_indices(lists))
+    fields = dict(zip(members.type.names, members.flatten()))
+    assigned = fields["assigned_partitions"]
+    pairs = pc.list_flatten(assigned)
+    owner = pc.list_parent_indices(assigned)
+    topic, partition = pairs.flatten()
+    ids = pa.array(list(names), pa.string())
+    renamed = pc.take(pa.array(list(names.values()), pa.string()), pc.index_in(topic, value_set=ids))
+    topic = pc.if_else(pc.take(member_named, owner), pc.coalesce(renamed, topic), topic)
+    order = pc.sort_indices(pa.table({"m": owner, "t": topic, "p": partition}),
+                            [("m", "ascending"), ("t", "ascending"), ("p", "ascending")])
+    pairs = pa.StructArray.from_arrays([topic.take(order), partition.take(order)], fields=list(pairs.type))
+    fields["assigned_partitions"] = _rebuilt_list(assigned, pairs)
+    members = pa.StructArray.from_arrays(list(fields.values()), fields=list(members.type), mask=members.is_null())
+    at = table.schema.get_field_index("member_assignments")
+    return table.set_column(at, table.schema.field(at), _rebuilt_list(lists, members))
+
+
+def _rebuilt_list(lists: pa.ListArray, values: pa.Array) -> pa.ListArray:
+    """`lists` (each list's length and validity) over new `values`: `pc.list_flatten(lists)` changed in place."""
+    lengths = pc.fill_null(pc.list_value_length(lists), 0).to_numpy(zero_copy_only=False)
+    offsets = np.zeros(len(lengths) + 1, np.int32)
+    np.cumsum(lengths, out=offsets[1:])
+    return pa.ListArray.from_arrays(pa.array(offsets), values, type=lists.type,
+                                    mask=lists.is_null() if lists.null_count else None)
 
 
 def offset_commits_table(rows: pa.Table, outcomes: pa.Table, snapshot_id: str) -> pa.Table:

@@ -4,8 +4,9 @@ segment bytes at a time (`decoded_windows`, `coordinator.streamed`): the task ho
 
 The decoded rows never leave the worker that decoded them. What a task returns is what the rest of the run reads:
 the shard's history (`offset_commits`, log-sized: written by the task, or kept by Spark as blobs until the write
-opens them), its group events (log-sized too: kept by Spark as blobs, one per window, and made into `group_history`
-rows with the run's topic names by the tasks of the write, `group_history_on_spark`), its loaded state
+opens them), its group history (log-sized too: its rows made as the task loads, kept by Spark as blobs, and their
+KIP-848 members' topic ids named with the run's topic names by the tasks of the write, `group_history_on_spark`),
+its loaded state
 (`coordinator.shard.LoadedShards.states`, pickled, state-sized), the end-transaction markers, the tally of what it
 decoded and the rows that name topics (`frames.tally`, `coordinator.shard.naming_rows`) and its quarantined rows
 (the decoded log the run keeps: `frames.decoded_log`). The
@@ -40,7 +41,7 @@ from pipelines.coordinator.shard import PART, tabulate_shards, without_unread
 from pipelines.frames.shards import (CHUNK_ROWS, ENVELOPE_DDL, MARKERS, SUSPECTS, SparkShards,
                                      shards_from_envelope)
 from pipelines.incremental.saved import SavedShards
-from pipelines.io.blobs import from_pickled_blob, to_blob, to_pickled_blob
+from pipelines.io.blobs import from_blob, to_blob
 from schemas.decoded import DECODED_RECORD_SCHEMA, KIND_ERROR
 
 LOG = "_log"  # the shard's quarantined rows, with the tally and the naming rows of everything it decoded
@@ -51,14 +52,12 @@ TASKS_PER_CORE = 2
 #: How much of a partition's segments a task decodes and loads at a time (`decode.load_buffer_bytes`), as Kafka's
 #: `offsets.load.buffer.size`.
 LOAD_BUFFER_BYTES = 5 * 1024 * 1024
-#: the group events a shard's task took as it loaded (`coordinator.streamed.StreamedShards.take_group_events`),
-#: pickled and lz4-framed (`io.blobs.to_pickled_blob`): made into `group_history` rows by the tasks of the write once the run's
-#: topic names are known (`group_history_on_spark`), off the one task that loads a split partition
+#: the `group_history` rows of the group events a shard's task took as it loaded
+#: (`coordinator.streamed.StreamedShards.take_group_events`; `coordinator.tables.group_history_table`), its KIP-848
+#: members' topic ids named once the run's topic names are known (`group_history_on_spark`)
 GROUP_EVENTS = "_group_events"
 EVENTS_PER_BLOB = 2_000
-# A full run of at most this many group records makes its group history in the driver (`group_history_in_hand`):
-# ~50 µs an event there, against a Spark job, its checkpoint and its write job (seconds) plus that time spread over
-# the cores; they break even near 120 k events on two cores.
+# A full run of at most this many group records makes its group history in the driver (`group_history_in_hand`).
 GROUP_EVENTS_IN_HAND = 100_000
 KEPT = "_kept"  # a range of a split partition: the rows its partition's load reads of it (`frames.ranges`)
 HELD = "_held"  # a range of a split partition: its history rows whose transaction no marker in it ended
@@ -210,7 +209,7 @@ def _decode_and_load_task(slices: list[list[tuple]], policy, options: ReplayOpti
                 settled = loader.load(without_unread(window))
                 del window
                 out.extend(_history(shard, settled, split_by, writer))
-                out.extend(_group_events(loader.take_group_events()))
+                out.extend(_group_events(loader.take_group_events(), options.snapshot_id))
                 del settled
                 started = time.process_time()
                 load_cpu += started - decoded
@@ -219,7 +218,7 @@ def _decode_and_load_task(slices: list[list[tuple]], policy, options: ReplayOpti
             done = loader.finish()
             # a range's pending rows go to its partition's load (HELD), not into its history
             out = _closed(shard, done.pending.slice(0, 0) if piece is not None else done.pending, split_by, writer)
-            out.extend(_group_events(loader.take_group_events()))
+            out.extend(_group_events(loader.take_group_events(), options.snapshot_id))
         except BaseException:
             if writer is not None:
                 writer.abort()
@@ -305,7 +304,6 @@ def _split_load_task(options: ReplayOptions, split_by=None, stage=None, state_st
 
     def load(shard: int, bucket: int | None, entries: list) -> Iterator[pa.RecordBatch]:
         from pipelines.coordinator.streamed import load_split
-        from pipelines.io.blobs import from_blob
 
         started = time.process_time()
         entries.sort(key=lambda e: e[0])
@@ -327,7 +325,8 @@ def _split_load_task(options: ReplayOptions, split_by=None, stage=None, state_st
                 if not isinstance(settled, tuple):
                     done = settled
                     continue
-                out = [*_history(shard, settled[0], split_by, writer), *_group_events(settled[1])]
+                out = [*_history(shard, settled[0], split_by, writer),
+                       *_group_events(settled[1], options.snapshot_id)]
                 if out:
                     yield _envelope_batch(out)
                 del settled, out
@@ -346,11 +345,12 @@ def _split_load_task(options: ReplayOptions, split_by=None, stage=None, state_st
     return run
 
 
-def _group_events(taken: list[tuple[int, list]]) -> list[tuple]:
-    """Envelope rows (`GROUP_EVENTS`) of the group events a load took, `EVENTS_PER_BLOB` at most in each: the tasks
-    that make them into rows take the blobs in turn (`group_history_on_spark`), so a hot partition's few large
-    windows of events would leave one core with most of them."""
-    return [_row(GROUP_EVENTS, part, to_pickled_blob(events[i:i + EVENTS_PER_BLOB]))
+def _group_events(taken: list[tuple[int, list]], snapshot_id: str) -> list[tuple]:
+    """Envelope rows (`GROUP_EVENTS`) of the `group_history` rows of the group events a load took,
+    `EVENTS_PER_BLOB` at most in each: the tasks that name them take the blobs in turn (`group_history_on_spark`)."""
+    from pipelines.coordinator.tables import group_history_table
+
+    return [_row(GROUP_EVENTS, part, to_blob(group_history_table(events[i:i + EVENTS_PER_BLOB], snapshot_id, part)))
             for part, events in taken for i in range(0, len(events), EVENTS_PER_BLOB)]
 
 
@@ -613,7 +613,7 @@ def tabulate_on_spark(spark, loaded: LoadedOnSpark, options: ReplayOptions, expi
     if events_in_hand:  # collected and made into rows while the job below runs
         from pipelines.background import in_thread
 
-        events = in_thread("group-history", group_history_in_hand, env, names, options.snapshot_id)
+        events = in_thread("group-history", group_history_in_hand, env, names)
     states = env.where(F.col("table") == F.lit(STATES)).select("shard", "payload")
     tables = states.mapInArrow(_tabulate_task(options, expiry, names, loaded.top_partition), ENVELOPE_DDL).toArrow()
     collected = pa.concat_tables([tables, loaded.collected.cast(tables.schema)])
@@ -624,47 +624,39 @@ def tabulate_on_spark(spark, loaded: LoadedOnSpark, options: ReplayOptions, expi
     shards = shards_from_envelope(collected, loaded.history, False, history_check, loaded.release)
     shards.saved = loaded.saved
     shards.tables["group_history"] = (events.result() if events is not None
-                                      else group_history_on_spark(env, names, options.snapshot_id))
+                                      else group_history_on_spark(env, names))
     return shards
 
 
-def group_history_in_hand(envelope, names: dict[str, str], snapshot_id: str) -> pa.Table:
-    """`group_history_on_spark`'s rows made in this process from the collected `GROUP_EVENTS` blobs: for a run of
-    few group records, a Spark job, its checkpoint and a write job of their own cost seconds more than the rows."""
+def group_history_in_hand(envelope, names: dict[str, str]) -> pa.Table:
+    """`group_history_on_spark`'s rows in this process, from the collected `GROUP_EVENTS` blobs: for a run of few
+    group records, a Spark job, its checkpoint and a write job of their own cost seconds more than the rows."""
     from pyspark.sql import functions as F
 
-    from pipelines.coordinator.tables import contract_table
+    from pipelines.coordinator.tables import contract_table, named_group_history
 
-    blobs = envelope.where(F.col("table") == F.lit(GROUP_EVENTS)).select("shard", "payload").toArrow()
-    tables = [_group_history_table(part, blob, names, snapshot_id)
-              for part, blob in zip(blobs.column("shard").to_pylist(), blobs.column("payload").to_pylist())]
-    return pa.concat_tables(tables) if tables else contract_table([], "group_history")
-
-
-def _group_history_table(part: int, blob: bytes, names: dict[str, str], snapshot_id: str) -> pa.Table:
-    """A `GROUP_EVENTS` blob of offsets partition `part` as `group_history` rows, the members' topic ids named by
-    `names` (`coordinator.tables.group_history_rows`, as a replay in this process makes them)."""
-    from pipelines.coordinator.tables import contract_table, group_history_rows
-
-    return contract_table(group_history_rows(from_pickled_blob(blob), snapshot_id, part, names), "group_history")
+    blobs = envelope.where(F.col("table") == F.lit(GROUP_EVENTS)).select("payload").toArrow()
+    tables = [from_blob(blob) for blob in blobs.column("payload").to_pylist()]
+    return named_group_history(pa.concat_tables(tables), names) if tables else contract_table([], "group_history")
 
 
-def group_history_on_spark(envelope, names: dict[str, str], snapshot_id: str):
+def group_history_on_spark(envelope, names: dict[str, str]):
     """The shards' `group_history` as a DataFrame of the contract's columns: their tasks' `GROUP_EVENTS` blobs (log-sized:
-    they stay on the cluster) made into rows by the tasks that read them, the members' topic ids named by the run's
-    `names` (`coordinator.tables.group_history_rows`, as a replay in this process makes them)."""
+    they stay on the cluster), the members' topic ids named by the run's `names` by the tasks that read them
+    (`coordinator.tables.named_group_history`)."""
     from pyspark.sql import functions as F
 
+    from pipelines.coordinator.tables import named_group_history
     from pipelines.io.delta import spark_schema
     from schemas.tables import TABLES
 
     def rows(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
-            for part, blob in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist()):
-                yield from _group_history_table(part, blob, names, snapshot_id).to_batches()
+            for blob in batch.column(0).to_pylist():
+                yield from named_group_history(from_blob(blob), names).to_batches()
 
-    blobs = envelope.where(F.col("table") == F.lit(GROUP_EVENTS)).select("shard", "payload")
-    # a hot partition's blobs all come from the one task that loaded it: spread over every core to be made into rows
+    blobs = envelope.where(F.col("table") == F.lit(GROUP_EVENTS)).select("payload")
+    # a hot partition's blobs all come from the one task that loaded it: spread over every core
     blobs = blobs.repartition(max(1, envelope.sparkSession.sparkContext.defaultParallelism))
     return blobs.mapInArrow(rows, spark_schema(TABLES["group_history"]))
 
@@ -673,8 +665,6 @@ def _checked_suspects(history, collected: pa.Table, history_check, split_by) -> 
     """`collected` with the suspects of every shard as `history_check` picks them: the first job's where they
     hold, picked again from the shards' history (`history.frame()`) where they may not."""
     from pyspark.sql import functions as F
-
-    from pipelines.io.blobs import from_blob
 
     is_suspects = pc.equal(collected.column("table"), SUSPECTS)
     parts = collected.filter(is_suspects)

@@ -38,26 +38,6 @@ def from_blob(blob: bytes) -> pa.Table:
         return reader.read_all()
 
 
-def to_pickled_blob(objects: Any) -> bytes:
-    """Plain Python objects (a shard's group events: dicts, lists and scalars) as one blob, pickled and lz4-framed:
-    for what the shard's own tasks read back, as they read its pickled state, where Arrow rows would cost more to
-    build than they save. lz4 at level 1: the frame's default (high-compression) level took 3.6 times as long for a
-    blob a quarter smaller, and the blob only lives until the run's next stage reads it."""
-    import pickle
-
-    import cramjam
-
-    return bytes(cramjam.lz4.compress(pickle.dumps(objects, protocol=pickle.HIGHEST_PROTOCOL), level=1))
-
-
-def from_pickled_blob(blob: bytes) -> Any:
-    import pickle
-
-    import cramjam
-
-    return pickle.loads(bytes(cramjam.lz4.decompress(blob)))
-
-
 def opened(blobs) -> pa.Table | None:
     """The rows of `blobs` (an iterable of blobs) as one table; None when there are none."""
     tables = [from_blob(b) for b in blobs]

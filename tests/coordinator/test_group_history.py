@@ -1,6 +1,7 @@
 """`group_history` against the broker: every group event the engine reports is read straight off
-`kafka-dump-log --offsets-decoder`'s output (Kafka's own decoder, not ours) for every brokerdata scenario, and every
-member the scenario's clients were assigned as (`timeline.tsv`) is reported joining its group.
+`kafka-dump-log --offsets-decoder`'s output (Kafka's own decoder, not ours) for every brokerdata scenario, every
+member the scenario's clients were assigned as (`timeline.tsv`) is reported joining its group, and every KIP-848
+member assignment is reported with the partitions the dump shows, by the topic names the log gives their ids.
 """
 from __future__ import annotations
 
@@ -9,9 +10,13 @@ import re
 from collections import defaultdict
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pipelines.coordinator.options import ReplayOptions
 from pipelines.coordinator.shard import replay_rows
+from pipelines.coordinator.tables import group_history_table, named_group_history
+from tests.depth import cases
 
 SCENARIOS = ["classic-basic", "deletes", "expiry", "kip848", "many-groups", "simple-consumers", "transactions"]
 LINE = re.compile(r"offset: (\d+) .*?key: (\{.*?\}) payload: (.*)$")
@@ -129,3 +134,59 @@ def test_every_assigned_member_is_seen_joining(brokerdata, histories):
                 assert m.group(2) in joined[m.group(1)], (s, text)
                 checked += 1
     assert checked > 10
+
+
+def dump_log_assignments(scenario_dir):
+    """(offsets partition, offset) -> the sorted (topic name, partition) pairs of every KIP-848 member-assignment
+    value (type 8) in Kafka's dump, its topic ids named by the dump's partition-metadata values (type 4)."""
+    names, assignments = {}, {}
+    for f in sorted((scenario_dir / "dump_log").glob("__consumer_offsets-*.txt")):
+        part = int(f.stem.rsplit("-", 1)[1])
+        for line in f.read_text(encoding="utf-8").splitlines():
+            m = LINE.search(line)
+            if not m or m.group(3).strip() in ("<DELETE>", "null"):
+                continue
+            key, value = json.loads(m.group(2)), json.loads(m.group(3))["data"]
+            if key["type"] == "4":
+                names.update({t["topicId"]: t["topicName"] for t in value["topics"]})
+            elif key["type"] == "8":
+                assignments[(part, int(m.group(1)))] = [(t["topicId"], p) for t in value["assignedPartitions"]
+                                                        for p in t["partitions"]]
+    return {at: sorted((names.get(tid, tid), p) for tid, p in pairs) for at, pairs in assignments.items()}
+
+
+@pytest.mark.shared
+@pytest.mark.parametrize("scenario", ["expiry", "kip848", "many-groups"])
+def test_member_assignments_are_the_dump_logs_by_topic_name(brokerdata, histories, scenario):
+    want = dump_log_assignments(brokerdata / scenario)
+    got = {(r["offsets_partition"], r["record_offset"]): [(tp["topic"], tp["partition"])
+                                                          for tp in r["member_assignments"][0]["assigned_partitions"]]
+           for r in histories[scenario] if r["event"] == "member_assignment" and r["member_assignments"]}
+    assert want and got == want
+
+
+_IDS = st.sampled_from(["zz-id", "aa-id", "mm-id", "unnamed-id"])
+_PAIRS = st.lists(st.tuples(_IDS, st.integers(0, 3)), max_size=5)
+_MEMBER = st.fixed_dictionaries({"member_id": st.sampled_from(["m1", "m2"]), "pairs": st.none() | _PAIRS})
+
+
+@given(events=st.lists(st.tuples(st.sampled_from(["classic", "consumer"]), st.none() | st.lists(_MEMBER, max_size=3)),
+                       max_size=8),
+       names=st.dictionaries(st.sampled_from(["zz-id", "aa-id", "mm-id"]), st.sampled_from(["a", "b", "n", "z"])))
+@settings(max_examples=cases(deep=300, quick=60), deadline=None, database=None)
+def test_naming_a_history_gives_the_rows_the_names_would_have_given(events, names):
+    """A KIP-848 member's topic ids named after the rows were made (`named_group_history`) give the rows that
+    events carrying the names from the start give: each member's partitions sorted by name, a classic member's and
+    a null list untouched, an id the log never named kept as it is."""
+    def history(name_of):
+        out = []
+        for i, (group_type, members) in enumerate(events):
+            rename = name_of if group_type == "consumer" else (lambda t: t)
+            out.append({"group_id": "g", "record_offset": i, "group_type": group_type, "event": "member",
+                        "member_assignments": None if members is None else [
+                            {"member_id": m["member_id"], "assigned_partitions": None if m["pairs"] is None else
+                             sorted((rename(t), p) for t, p in m["pairs"])} for m in members]})
+        return group_history_table(out, "s", 3)
+
+    got = named_group_history(history(lambda t: t), names)
+    assert got.to_pylist() == history(lambda t: names.get(t, t)).to_pylist()

@@ -19,7 +19,7 @@ from pipelines.coordinator import streamed
 from pipelines.coordinator.shard import replay_rows, tabulate_shards
 from pipelines.coordinator.saved import SavedShard, saved_shards
 from pipelines.coordinator.streamed import StreamedShards, by_group, load_split
-from pipelines.coordinator.tables import contract_table, group_history_rows, topic_names
+from pipelines.coordinator.tables import group_history_table, named_group_history, topic_names
 from pipelines.decoding.reader import iter_decoded_rows
 from pipelines.decoding.segments import entry_heads
 from pipelines.frames.decode import _work_batches, plan_inputs
@@ -223,8 +223,9 @@ def _compared(table: pa.Table, semantics: str, cuts: list[int], buckets: int = 1
     tabulated = tabulate_shards(states, options, None, names)
     if events is not None:  # taken window by window, as the split load's task takes them
         assert not tabulated["group_history"].num_rows
-        tabulated["group_history"] = contract_table(
-            [r for part, got in events for r in group_history_rows(got, "s", part, names)], "group_history")
+        tabulated["group_history"] = named_group_history(
+            pa.concat_tables([group_history_table(got, "s", part) for part, got in events]
+                             or [group_history_table((), "s", 0)]), names)
     tables = {t: canon(r) for t, r in as_rows(tabulated).items()}
     rows = pa.concat_tables([h for h in history if h is not None and h.num_rows] or [pending.slice(0, 0)])
     key = lambda r: (r["record_offset"], sorted((k, str(v)) for k, v in r.items()))  # noqa: E731

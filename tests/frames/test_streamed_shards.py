@@ -12,13 +12,13 @@ import pytest
 
 from pipelines.coordinator.options import ReplayOptions
 from pipelines.coordinator.shard import load_shards, replay_rows, tabulate_shards
-from pipelines.coordinator.tables import contract_table, group_history_rows, topic_names
+from pipelines.coordinator.tables import named_group_history, topic_names
 from pipelines.decoding.reader import iter_decoded_rows
 from pipelines.frames.decode import _decode_items, _work_batches, plan_inputs
 from pipelines.frames.segment_shards import (GROUP_EVENTS, LOG, MARKERS, STATES, _decode_and_load_task,
                                              decoded_windows)
 from pipelines.frames.tally import tally_rows
-from pipelines.io.blobs import from_blob, from_pickled_blob
+from pipelines.io.blobs import from_blob
 from schemas.decoded import DECODED_RECORD_SCHEMA
 from tests.coordinator.harness import as_rows, assert_same
 from tests.coordinator.test_replay_brokerdata import SCENARIOS
@@ -54,10 +54,10 @@ def envelope_tables(out: pa.Table, options: ReplayOptions) -> tuple[dict, pa.Tab
     tabulated = tabulate_shards(states, options, None, names)
     # the tasks took their group events as they loaded them, window by window
     assert not tabulated["group_history"].num_rows
-    events = out.filter(pc.equal(out.column("table"), GROUP_EVENTS))
-    tabulated["group_history"] = contract_table(
-        [row for part, blob in zip(events.column("shard").to_pylist(), events.column("payload").to_pylist())
-         for row in group_history_rows(from_pickled_blob(blob), options.snapshot_id, part, names)], "group_history")
+    events = out.filter(pc.equal(out.column("table"), GROUP_EVENTS)).column("payload").to_pylist()
+    events = [from_blob(b) for b in events]
+    if events:
+        tabulated["group_history"] = named_group_history(pa.concat_tables(events), names)
     tables = as_rows(tabulated)
     history = pa.concat_tables(of["offset_commits"]) if of["offset_commits"] else None
     tables["offset_commits"] = [] if history is None else _engine_rows(history)
