@@ -57,12 +57,14 @@ LOAD_BUFFER_BYTES = 5 * 1024 * 1024
 #: members' topic ids named once the run's topic names are known (`group_history_on_spark`)
 GROUP_EVENTS = "_group_events"
 EVENTS_PER_BLOB = 2_000
-# A full run of at most this many group records makes its group history in the driver (`group_history_in_hand`).
+# A full run of at most this many group records makes its group history in the driver (`group_history_in_hand`),
+# which then holds it whole: about 1.5 KB a row, most of it the records' JSON.
 GROUP_EVENTS_IN_HAND = 100_000
 KEPT = "_kept"  # a range of a split partition: the rows its partition's load reads of it (`frames.ranges`)
 HELD = "_held"  # a range of a split partition: its history rows whose transaction no marker in it ended
 # `seq`: a range's rows in its partition's log order (KEPT then HELD of range 0, then of range 1, ...); `bucket`:
-# the bucket of the partition's groups the rows are of (`coordinator.streamed.by_group`), loaded by a task of its own
+# the bucket of the partition's groups the rows are of (`coordinator.streamed.by_group`), loaded by a task of its own.
+# A GROUP_EVENTS row's `seq`: how many rows its blob holds
 FUSED_DDL = "table string, shard int, payload binary, tally binary, named binary, seq int, bucket int"
 
 
@@ -347,11 +349,13 @@ def _split_load_task(options: ReplayOptions, split_by=None, stage=None, state_st
 
 def _group_events(taken: list[tuple[int, list]], snapshot_id: str) -> list[tuple]:
     """Envelope rows (`GROUP_EVENTS`) of the `group_history` rows of the group events a load took,
-    `EVENTS_PER_BLOB` at most in each: the tasks that name them take the blobs in turn (`group_history_on_spark`)."""
+    `EVENTS_PER_BLOB` at most in each (`seq`: how many): the tasks that name them take the blobs in turn
+    (`group_history_on_spark`)."""
     from pipelines.coordinator.tables import group_history_table
 
-    return [_row(GROUP_EVENTS, part, to_blob(group_history_table(events[i:i + EVENTS_PER_BLOB], snapshot_id, part)))
-            for part, events in taken for i in range(0, len(events), EVENTS_PER_BLOB)]
+    blobs = [group_history_table(events[i:i + EVENTS_PER_BLOB], snapshot_id, part)
+             for part, events in taken for i in range(0, len(events), EVENTS_PER_BLOB)]
+    return [_row(GROUP_EVENTS, rows.column(PART)[0].as_py(), to_blob(rows), seq=rows.num_rows) for rows in blobs]
 
 
 def _closed(shard: int, pending: pa.Table, split_by, writer) -> list[tuple]:
@@ -623,8 +627,13 @@ def tabulate_on_spark(spark, loaded: LoadedOnSpark, options: ReplayOptions, expi
         collected = collected.filter(pc.not_equal(collected.column("table"), SUSPECTS))
     shards = shards_from_envelope(collected, loaded.history, False, history_check, loaded.release)
     shards.saved = loaded.saved
-    shards.tables["group_history"] = (events.result() if events is not None
-                                      else group_history_on_spark(env, names))
+    if events is not None:
+        shards.tables["group_history"] = events.result()
+    else:
+        shards.tables["group_history"] = group_history_on_spark(env, names)
+        # counted off the kept envelope, so the rows are made once, by the write
+        counted = env.where(F.col("table") == F.lit(GROUP_EVENTS)).agg(F.sum("seq")).first()[0]
+        shards.counted["group_history"] = int(counted or 0)
     return shards
 
 

@@ -12,7 +12,7 @@ partition is never split: a skewed partition is one long task.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
 import pyarrow as pa
@@ -98,13 +98,15 @@ class SparkShards:
     the state too; or the `io.checkpoint.SavedState` the tasks that loaded the shards wrote them to; None unless
     asked for); `markers` the
     end-transaction markers the shards read; `suspects` the history as its suite sees it (None without a
-    `history_check`); `release` drops the kept envelope once the history is written."""
+    `history_check`); `release` drops the kept envelope once the history is written; `counted` the rows of a table
+    on Spark counted off the envelope (the group history), which then needs no pass of its own to be counted."""
 
     tables: dict
     saved: object
     release: Callable[[], None]
     markers: pa.Table
     suspects: Suspects | None = None
+    counted: dict = field(default_factory=dict)  # rows of a table on Spark, counted where they were made
 
 
 def replay_on_spark(spark, log, options: ReplayOptions, expiry: ExpiryOptions | None,

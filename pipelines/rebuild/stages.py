@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import contextlib
 from concurrent.futures import Future
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from pipelines.background import in_thread
@@ -210,6 +210,7 @@ class Replayed:
     saved: object  # the shards the next --incremental run resumes (io.checkpoint.SavedState, or bytes by partition)
     suspects: object  # validation.suspects.Suspects: the history as its suite sees it, from the shards on Spark
     ahead: Future  # of `_read_ahead`: what the snapshot adds besides the replay, read while it runs
+    counted: dict = field(default_factory=dict)  # rows of a table of `tables` on Spark, counted where they were made
 
 
 def _clock(run: Run, planned: Planned, decoded: Decoded) -> Clock:
@@ -324,7 +325,7 @@ def replay(run: Run, planned: Planned, decoded: Decoded) -> Replayed:
                                  input_bytes=ex.decode_plan.bytes_by_partition())
         run.held.callback(_quietly(shards.release))
     return Replayed(**{**done, "saved": shards.saved, "suspects": shards.suspects}, tables=shards.tables,
-                    markers=shards.markers)
+                    markers=shards.markers, counted=shards.counted)
 
 
 # ================================================================================================================
@@ -337,6 +338,7 @@ class Assembled:
                      # (`Route.SHARDS`), as they come
     checked: dict  # what validation reads of the history: Arrow in hand, the shards' suspects, or the rows
     read_ahead: ReadAhead
+    counted: dict  # rows of a table of `log_sized`, counted where they were made (`Replayed.counted`)
 
 
 def assemble(run: Run, planned: Planned, decoded: Decoded, replayed: Replayed) -> Assembled:
@@ -354,10 +356,13 @@ def assemble(run: Run, planned: Planned, decoded: Decoded, replayed: Replayed) -
     ahead: ReadAhead = replayed.ahead.result()
     tables = dict(replayed.tables)
     events = tables.pop("group_history")
+    counted = dict(replayed.counted)
     if isinstance(events, pa.Table):
         events = planned.inc.with_previous_history(ahead.previous_events, events, run.snapshot_id)
     else:  # the shards' (`Route.SHARDS`), on Spark
         events = planned.inc.with_previous_history_on_spark(run.spark, run.warehouse, events, run.snapshot_id)
+        if planned.inc.is_incremental:  # with the previous snapshot's rows: counted by `materialize`
+            counted.pop("group_history", None)
     in_hand = with_served_offsets({t: a for t, a in tables.items() if t in SNAPSHOT_TABLES})
     in_hand["log_end_offsets"] = ahead.log_end_offsets
     history = tables["offset_commits"]
@@ -373,7 +378,7 @@ def assemble(run: Run, planned: Planned, decoded: Decoded, replayed: Replayed) -
     quarantine = quarantine_table(decoded.log, run.snapshot_id, error_rows=decoded.facts.counts.get(KIND_ERROR, 0))
     log_sized = {"offset_commits": history, "quarantine": quarantine}
     (in_hand if isinstance(events, pa.Table) else log_sized)["group_history"] = events
-    return Assembled(in_hand=in_hand, log_sized=log_sized, checked=checked, read_ahead=ahead)
+    return Assembled(in_hand=in_hand, log_sized=log_sized, checked=checked, read_ahead=ahead, counted=counted)
 
 
 class Staging:
@@ -410,8 +415,11 @@ def materialize(run: Run, replayed: Replayed, assembled: Assembled) -> Materiali
     from schemas.tables import SNAPSHOT_TABLES
 
     run.progress.stage("materialize")
-    # the history the shards counted stays in their kept envelope: its one reader is the write
-    known = {"offset_commits": replayed.suspects.total} if replayed.suspects is not None else {}
+    # the history the shards counted stays in their kept envelope, and the group history they made is named as it
+    # is written: their one reader is the write
+    known = dict(assembled.counted)
+    if replayed.suspects is not None:
+        known["offset_commits"] = replayed.suspects.total
     log_sized = dict(assembled.log_sized)
     stats = materialize_tables(log_sized, known)
     stats.update({t: a.num_rows for t, a in assembled.in_hand.items()})

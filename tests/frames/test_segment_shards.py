@@ -145,6 +145,8 @@ def test_segment_shards_give_what_the_engine_gives_on_broker_logs(spark, brokerd
         for p in ref_parts:
             assert_same(parts[p], ref_parts[p], f"{SCENARIOS[p // 50]} partition {p % 50}")
         assert isinstance(shards.tables["group_history"], pa.Table) == (not cut)
+        if cut:  # counted off the kept envelope, not by a pass over the rows: the write holds its files to it
+            assert shards.counted == {"group_history": len(got["group_history"])}
         for t in ("offset_commits", "expired_offsets", "expired_groups", "group_history"):
             assert canon(got[t]) == canon(ref[t]), t
         assert len(got["offset_commits"]) > 100
@@ -258,11 +260,14 @@ def test_a_rebuild_on_spark_validates_a_late_commit_picked_again(spark, settings
     assert all(e["success"] for k, e in outcomes.items() if k != "commit_timestamp_plausible")
 
 
-def test_the_shards_write_the_history_a_run_in_the_driver_writes(spark, settings, brokerdata, tmp_path):
+def test_the_shards_write_the_history_a_run_in_the_driver_writes(spark, settings, brokerdata, tmp_path, monkeypatch):
     """A full rebuild on Spark into a fresh warehouse: the shards' tasks write the history's files and the run
     commits them; the table is the one a rebuild in the driver writes, one offsets partition per file, the rows
-    of open transactions in `pending-*` files (a cut inside a transaction leaves one open)."""
+    of open transactions in `pending-*` files (a cut inside a transaction leaves one open). The group history too,
+    made in the driver from the shards' rows or (the split run) named and written by Spark's tasks."""
     from dataclasses import replace
+
+    from pipelines.frames import segment_shards
 
     import pyarrow.parquet as pq
     from deltalake import DeltaTable
@@ -275,17 +280,19 @@ def test_the_shards_write_the_history_a_run_in_the_driver_writes(spark, settings
     data = brokerdata / "transactions" / "data"
     rows = _shifted_rows([data])
     until = min(r["offset"] for r in rows if r["record_kind"] == "offset_commit" and (r.get("producer_id") or -1) != -1)
-    tables = {}
+    tables, events = {}, {}
     split = spark_replay_settings(settings)
     split = replace(split, raw={**split.raw, "decode": {**split.section("decode"), "split_bytes": 300}})
     for name, conf in (("spark", spark_replay_settings(settings)), ("split", split), ("driver", settings)):
         wh = tmp_path / name
+        monkeypatch.setattr(segment_shards, "GROUP_EVENTS_IN_HAND", -1 if name == "split" else 100_000)
         summary = run_rebuild(spark, conf, RebuildRequest(inputs=(str(data),), warehouse=str(wh), snapshot_id="h",
                                                           semantics="modern", until_offset=until + 1))
         assert (summary.task_cpu_seconds.get("load") is not None) == (name != "driver")
         table = Warehouse(str(wh)).read_table("offset_commits")
         tables[name] = sorted(map(repr, table.sort_by([("offsets_partition", "ascending"),
                                                         ("record_offset", "ascending")]).to_pylist()))
+        events[name] = sorted(map(repr, Warehouse(str(wh)).read_table("group_history").to_pylist()))
         if name != "driver":
             root = wh / "offset_commits"
             files = delta.active_files(DeltaTable(str(root)))
@@ -298,6 +305,7 @@ def test_the_shards_write_the_history_a_run_in_the_driver_writes(spark, settings
             assert written == {f["path"] for f in files}  # nothing staged beside what was committed
     assert tables["spark"] == tables["driver"] and tables["spark"]
     assert tables["split"] == tables["driver"]
+    assert events["spark"] == events["split"] == events["driver"] and events["driver"]
 
 
 def test_a_run_that_fails_after_the_shards_leaves_no_history_file(spark, settings, tmp_path):
