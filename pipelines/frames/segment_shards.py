@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import json
 import pickle
 import time
@@ -41,7 +42,7 @@ from pipelines.coordinator.shard import PART, tabulate_shards, without_unread
 from pipelines.frames.shards import (CHUNK_ROWS, ENVELOPE_DDL, MARKERS, SUSPECTS, SparkShards,
                                      shards_from_envelope)
 from pipelines.incremental.saved import SavedShards
-from pipelines.io.blobs import from_blob, to_blob
+from pipelines.io.blobs import BlobRows, from_blob, to_blob
 from schemas.decoded import DECODED_RECORD_SCHEMA, KIND_ERROR
 
 LOG = "_log"  # the shard's quarantined rows, with the tally and the naming rows of everything it decoded
@@ -649,25 +650,29 @@ def group_history_in_hand(envelope, names: dict[str, str]) -> pa.Table:
     return named_group_history(pa.concat_tables(tables), names) if tables else contract_table([], "group_history")
 
 
-def group_history_on_spark(envelope, names: dict[str, str]):
-    """The shards' `group_history` as a DataFrame of the contract's columns: their tasks' `GROUP_EVENTS` blobs (log-sized:
-    they stay on the cluster), the members' topic ids named by the run's `names` by the tasks that read them
-    (`coordinator.tables.named_group_history`)."""
+def group_history_on_spark(envelope, names: dict[str, str]) -> BlobRows:
+    """The shards' `group_history` as the write takes it: their tasks' `GROUP_EVENTS` blobs (log-sized: they stay on
+    the cluster), each opened by the task that writes it, its members' topic ids named by the run's `names`
+    (`named_history`). Its rows never cross into the JVM."""
     from pyspark.sql import functions as F
 
-    from pipelines.coordinator.tables import named_group_history
     from pipelines.io.delta import spark_schema
     from schemas.tables import TABLES
-
-    def rows(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        for batch in batches:
-            for blob in batch.column(0).to_pylist():
-                yield from named_group_history(from_blob(blob), names).to_batches()
 
     blobs = envelope.where(F.col("table") == F.lit(GROUP_EVENTS)).select("payload")
     # a hot partition's blobs all come from the one task that loaded it: spread over every core
     blobs = blobs.repartition(max(1, envelope.sparkSession.sparkContext.defaultParallelism))
-    return blobs.mapInArrow(rows, spark_schema(TABLES["group_history"]))
+    return BlobRows(blobs, spark_schema(TABLES["group_history"]), functools.partial(named_history, names=names))
+
+
+def named_history(batches: Iterator[pa.RecordBatch], names: dict[str, str]) -> Iterator[pa.RecordBatch]:
+    """The executor function that opens `GROUP_EVENTS` blobs (`payload`) into `group_history` rows, their KIP-848
+    members' topic ids named by `names` (`coordinator.tables.named_group_history`)."""
+    from pipelines.coordinator.tables import named_group_history
+
+    for batch in batches:
+        for blob in batch.column("payload").to_pylist():
+            yield from named_group_history(from_blob(blob), names).to_batches()
 
 
 def _checked_suspects(history, collected: pa.Table, history_check, split_by) -> pa.Table:

@@ -98,12 +98,13 @@ class IncrementalStart:
         return pa.concat_tables([previous.cast(history.schema), history])
 
     def with_previous_history_on_spark(self, spark, warehouse, history, snapshot_id: str):
-        """`with_previous_history` of a `group_history` DataFrame (the shards', `frames.segment_shards`): the
-        previous snapshot's events read by Spark, not into this process."""
+        """`with_previous_history` of the shards' `group_history` (`io.blobs.BlobRows`, `frames.segment_shards`):
+        the previous snapshot's events read by Spark, not into this process."""
         if not self.is_incremental:
             return history
         from pyspark.sql import functions as F
 
+        history = history.frame()
         previous = warehouse.spark_read(spark, "group_history", self.previous_snapshot)
         return previous.withColumn("snapshot_id", F.lit(snapshot_id)).select(*history.columns).unionByName(history)
 

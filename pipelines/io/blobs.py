@@ -9,7 +9,7 @@ check on Spark) gets one (`BlobRows.frame`).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import pyarrow as pa
 
@@ -53,16 +53,20 @@ def unpacked(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
 
 @dataclass(frozen=True)
 class BlobRows:
-    """`blobs`: a DataFrame with a `payload` column of blobs, each of rows of `schema` (a Spark StructType)."""
+    """`blobs`: a DataFrame with a `payload` column of blobs, whose rows (of `schema`, a Spark StructType) `opener`
+    gives: the executor function from batches of blobs to batches of rows (`unpacked`, or one that also finishes
+    them, as the group history's names its members' topics)."""
 
     blobs: Any
     schema: Any
+    opener: Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]] = unpacked
 
     def frame(self):
-        """The rows as a DataFrame (unpacked in the Python workers)."""
-        return self.blobs.select(PAYLOAD).mapInArrow(unpacked, self.schema)
+        """The rows as a DataFrame (opened in the Python workers)."""
+        return self.blobs.select(PAYLOAD).mapInArrow(self.opener, self.schema)
 
     def to_arrow(self, schema: pa.Schema) -> pa.Table:
         """The rows collected into this process as one table of `schema` (for rows sized by the state)."""
-        table = opened(r[PAYLOAD] for r in self.blobs.select(PAYLOAD).collect())
-        return schema.empty_table() if table is None else table.cast(schema)
+        blobs = pa.array([r[PAYLOAD] for r in self.blobs.select(PAYLOAD).collect()], pa.binary())
+        batches = list(self.opener(iter([pa.record_batch([blobs], names=[PAYLOAD])])))
+        return pa.Table.from_batches(batches).cast(schema) if batches else schema.empty_table()

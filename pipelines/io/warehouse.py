@@ -439,8 +439,9 @@ class Warehouse:
         """Write one snapshot: every snapshot table, the offset_commits merge, then the `runs` row.
 
         `tables` holds one DataFrame per `SNAPSHOT_TABLES` entry (all required; an Arrow table instead for
-        rows already in this process, written by pyarrow) and optionally `offset_commits` (a DataFrame, an Arrow
-        table, or the shards' `io.blobs.BlobRows`).
+        rows already in this process, written by pyarrow; `io.blobs.BlobRows` for rows the writing tasks open, as
+        the shards' group history) and optionally `offset_commits` (a DataFrame, an Arrow table, or the shards'
+        `io.blobs.BlobRows`).
         Every table's files are staged (written, not committed) first; then each table's partition
         `snapshot_id` is replaced in one Delta commit per table, the commits side by side, and the `runs` row
         (`run_row["status"]`: `succeeded`, or `validation_failed` which keeps the snapshot unserved) is
@@ -577,8 +578,9 @@ class Warehouse:
         return "runs"
 
     def _stage_table(self, spark, table: str, snapshot_id: str, df) -> tuple[str, list]:
-        """Write `df` (a Spark DataFrame, or an Arrow table of rows already in this process) as the files of
-        partition `snapshot_id` of `table`, uncommitted; returns their directory and add actions."""
+        """Write `df` (a Spark DataFrame, an Arrow table of rows already in this process, or `io.blobs.BlobRows`
+        whose rows the writing tasks open) as the files of partition `snapshot_id` of `table`, uncommitted; returns
+        their directory and add actions."""
         schema = TABLES[table]
         path = self._table(table)
         rel = f"snapshot_id={snapshot_id}/{delta.new_write_dir()}"
@@ -586,6 +588,10 @@ class Warehouse:
         try:
             if isinstance(df, pa.Table):
                 written = delta.write_table_files(conform_arrow(df, table), path, rel, schema, parts)
+            elif isinstance(df, BlobRows):
+                _check_columns(df.schema.fieldNames(), table, snapshot_id)
+                written = delta.write_frame_files(df.blobs.select(PAYLOAD), path, rel, schema, parts,
+                                                  opened=df.opener)
             else:
                 written = delta.write_frame_files(conform(df, table, snapshot_id), path, rel, schema, parts)
             return rel, delta.collect_add_actions(path, rel, schema, {"snapshot_id": snapshot_id}, written)

@@ -94,8 +94,8 @@ def _shard_view(shard) -> tuple:
 def _tables(shards) -> dict[str, list[dict]]:
     out = {}
     for t, table in shards.tables.items():
-        if not isinstance(table, pa.Table):  # the history (blobs) and the group history (a DataFrame), on Spark
-            frame = table.frame() if t == "offset_commits" else table
+        if not isinstance(table, pa.Table):  # the history and the group history: blobs, on Spark
+            frame = table.frame()
             table = pa.Table.from_pylist([r.asDict(recursive=True) for r in frame.collect()])
         out[t] = [{k: plain(v) for k, v in r.items()} for r in table.to_pylist()]
     return out
