@@ -354,9 +354,12 @@ def _group_events(taken: list[tuple[int, list]], snapshot_id: str) -> list[tuple
     (`group_history_on_spark`)."""
     from pipelines.coordinator.tables import group_history_table
 
-    blobs = [group_history_table(events[i:i + EVENTS_PER_BLOB], snapshot_id, part)
-             for part, events in taken for i in range(0, len(events), EVENTS_PER_BLOB)]
-    return [_row(GROUP_EVENTS, rows.column(PART)[0].as_py(), to_blob(rows), seq=rows.num_rows) for rows in blobs]
+    out = []
+    for part, events in taken:
+        for i in range(0, len(events), EVENTS_PER_BLOB):
+            rows = group_history_table(events[i:i + EVENTS_PER_BLOB], snapshot_id, part)
+            out.append(_row(GROUP_EVENTS, part, to_blob(rows), seq=rows.num_rows))
+    return out
 
 
 def _closed(shard: int, pending: pa.Table, split_by, writer) -> list[tuple]:
