@@ -42,7 +42,7 @@ from pipelines.coordinator.shard import PART, tabulate_shards, without_unread
 from pipelines.frames.shards import (CHUNK_ROWS, ENVELOPE_DDL, MARKERS, SUSPECTS, SparkShards,
                                      shards_from_envelope)
 from pipelines.incremental.saved import SavedShards
-from pipelines.io.blobs import BlobRows, from_blob, to_blob
+from pipelines.io.blobs import BlobRows, from_blob, opened, to_blob
 from schemas.decoded import DECODED_RECORD_SCHEMA, KIND_ERROR
 
 LOG = "_log"  # the shard's quarantined rows, with the tally and the naming rows of everything it decoded
@@ -635,7 +635,7 @@ def tabulate_on_spark(spark, loaded: LoadedOnSpark, options: ReplayOptions, expi
         shards.tables["group_history"] = events.result()
     else:
         shards.tables["group_history"] = group_history_on_spark(env, names)
-        # counted off the kept envelope, so the rows are made once, by the write
+        # counted off the kept envelope, so the blobs are opened once, by the write
         counted = env.where(F.col("table") == F.lit(GROUP_EVENTS)).agg(F.sum("seq")).first()[0]
         shards.counted["group_history"] = int(counted or 0)
     return shards
@@ -649,8 +649,8 @@ def group_history_in_hand(envelope, names: dict[str, str]) -> pa.Table:
     from pipelines.coordinator.tables import contract_table, named_group_history
 
     blobs = envelope.where(F.col("table") == F.lit(GROUP_EVENTS)).select("payload").toArrow()
-    tables = [from_blob(blob) for blob in blobs.column("payload").to_pylist()]
-    return named_group_history(pa.concat_tables(tables), names) if tables else contract_table([], "group_history")
+    rows = opened(blobs.column("payload").to_pylist())
+    return contract_table([], "group_history") if rows is None else named_group_history(rows, names)
 
 
 def group_history_on_spark(envelope, names: dict[str, str]) -> BlobRows:

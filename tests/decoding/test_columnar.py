@@ -366,6 +366,19 @@ def _damaged(rng: random.Random, raw: bytes) -> bytes:
     return bytes(b)
 
 
+def _spoiled(rng: random.Random, key: bytes, value: bytes, odds: tuple[float, float, float], bad_key) -> tuple:
+    """(key, value) of a generated group record, at the cumulative `odds` made a tombstone, given a damaged value
+    (`_damaged`), or given a bad key (`bad_key()`); else as they are."""
+    r = rng.random()
+    if r < odds[0]:
+        return key, None
+    if r < odds[1]:
+        return key, _damaged(rng, value)
+    if r < odds[2]:
+        return bad_key(), value
+    return key, value
+
+
 def classic_group_records(rng: random.Random, n: int) -> list:
     """GroupMetadata records of every value version (v4 is the reference path's), of "consumer" groups and others,
     members with subscriptions and assignments of every version, and some of each damaged."""
@@ -383,13 +396,7 @@ def classic_group_records(rng: random.Random, n: int) -> list:
                                            leader=rng.choice([None, "m-0"]), current_state_timestamp=TS + i,
                                            members=members)
         key = write_group_metadata_key(rng.choice(["grp-a", "grp-b", "gr\u00fcp"]))
-        r = rng.random()
-        if r < 0.1:
-            value = None  # a tombstone
-        elif r < 0.3:
-            value = _damaged(rng, value)
-        elif r < 0.35:
-            key = key[:-1]
+        key, value = _spoiled(rng, key, value, (0.1, 0.3, 0.35), lambda: key[:-1])
         out.append((key, value, TS + i))
     return out
 
@@ -459,13 +466,8 @@ def consumer_group_records(rng: random.Random, n: int) -> list:
                                              b"\x02\x05\x00\x05\x00", b"\x01\x05\x09\x00"])
         key = write_group_record_key(kt, rng.choice(["grp-a", "gr\u00fcp", ""]), member_id=f"m-{rng.randrange(3)}",
                                      regex="t.*")
-        r = rng.random()
-        if r < 0.15:
-            value = None  # a tombstone
-        elif r < 0.35:
-            value = _damaged(rng, value)
-        elif r < 0.4:
-            key = rng.choice([key[:-1], key + b"x", key[:2] + b"\xff\xff" + key[4:]])
+        key, value = _spoiled(rng, key, value, (0.15, 0.35, 0.4),
+                              lambda: rng.choice([key[:-1], key + b"x", key[:2] + b"\xff\xff" + key[4:]]))
         out.append((key, value, TS + i))
     return out
 
