@@ -162,8 +162,35 @@ OFFSET_COMMITS = pa.schema(
         _f("batch_first_offset", LONG),  # the old loader's appendedBatchOffset
         _f("txn_marker_offset", LONG),  # the COMMIT/ABORT marker that decided a transactional record
         _f("txn_marker_timestamp", TIMESTAMP),
+        # what the coordinator did with the record (`pipelines/coordinator/offset_metadata.py`): the log position at
+        # which it took effect (its own for a plain commit or a tombstone that deleted, the COMMIT marker's for an
+        # installed transactional value) and that position's time; null when it never took effect (aborted,
+        # overtaken before its marker, a legacy transactional tombstone, a transaction still open). Null in a
+        # history written before they existed
+        _f("applied_offset", LONG),
+        _f("applied_timestamp", TIMESTAMP),
     ]
 )
+
+#: The history's columns of what the engine decided of each record (`pipelines/coordinator/offset_metadata.py`): set
+#: once a record is decided, and only ever moved from a pending decision to a final one.
+DECISION_COLUMNS = ("txn_outcome", "txn_marker_offset", "txn_marker_timestamp", "applied_offset", "applied_timestamp")
+
+#: `offset_commits.txn_outcome` by how decided it is: a marker's outcome is final, `pending` waits for one, null is
+#: no transaction (or not known). A record the history holds only ever moves up this order (a later run may not
+#: see the marker an earlier one saw), and of two copies of one record the more decided is kept.
+OUTCOME_RANK = {"committed": 2, "aborted": 2, "pending": 1}
+FINAL_OUTCOMES = tuple(o for o, r in OUTCOME_RANK.items() if r == max(OUTCOME_RANK.values()))
+
+
+def outcome_rank(outcomes) -> pa.ChunkedArray:
+    """`OUTCOME_RANK` of each `txn_outcome` (0: null or unknown)."""
+    import pyarrow.compute as pc
+
+    outcomes = outcomes.cast(STRING) if not pa.types.is_string(outcomes.type) else outcomes
+    names = pa.array(list(OUTCOME_RANK), STRING)
+    ranks = pa.array(list(OUTCOME_RANK.values()), pa.int8())
+    return pc.fill_null(pc.take(ranks, pc.index_in(outcomes, value_set=names)), 0)
 
 QUARANTINE = pa.schema(
     [

@@ -20,9 +20,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pipelines.coordinator.options import (DEFAULT_KAFKA_VERSION, DEFAULT_RETENTION_MINUTES, DEFAULT_SEMANTICS,
+                                          SEMANTICS)
 from pipelines.coordinator.tables import OFFSET_TABLES, contract_table, table_schema
 
-SEMANTICS = ("legacy", "modern")
 
 # expiry_rule values: which Kafka rule removed the offset.
 RULE_EMPTY_STATE_TS = "empty_group_state_timestamp"  # classic group with a protocol, Empty: since it became Empty
@@ -68,9 +69,9 @@ class ExpiryOptions:
     """
 
     as_of_ms: int
-    retention_minutes: int = 10080
-    semantics: str = "legacy"
-    kafka_version: str = "3.9"
+    retention_minutes: int = DEFAULT_RETENTION_MINUTES
+    semantics: str = DEFAULT_SEMANTICS
+    kafka_version: str = DEFAULT_KAFKA_VERSION
 
     def __post_init__(self) -> None:
         if self.semantics not in SEMANTICS:
@@ -270,7 +271,7 @@ def cleanup_group_metadata(tables: Mapping[str, Any], options: ExpiryOptions) ->
                else tables[name] for name in OFFSET_TABLES}
     coded = {name: _group_codes(t) for name, t in offsets.items()}
     groups = _groups(tables, offsets, coded, options)
-    pending_rows = tables.get("pending_offsets") or ()
+    pending_rows = _rows_of(tables.get("pending_offsets"))
     pending_partitions = {(p["group_id"], p["topic"], p["partition"]) for p in pending_rows}
     open_txn_groups = {p["group_id"] for p in pending_rows}
 
@@ -316,3 +317,10 @@ def cleanup_group_metadata(tables: Mapping[str, Any], options: ExpiryOptions) ->
     out["expired_offsets"] = pa.concat_tables(expired_offsets) if expired_offsets else schema.empty_table()
     out["expired_groups"] = expired_groups
     return out
+
+
+def _rows_of(table) -> list:
+    """A shard's rows of a table: the engine's dicts, or an Arrow table's (few: pending offsets)."""
+    if table is None:
+        return []
+    return table.select(["group_id", "topic", "partition"]).to_pylist() if isinstance(table, pa.Table) else table

@@ -30,6 +30,12 @@ class ClassicGroup:
         return self.value["group_id"]
 
     @property
+    def state(self) -> str:
+        """`GroupMetadata.loadGroup` / the new coordinator's `ClassicGroup`: a loaded group is Empty without members,
+        else Stable; no other state is ever restored."""
+        return "Stable" if self.value.get("members") else "Empty"
+
+    @property
     def is_simple_group(self) -> bool:
         """`ClassicGroup.isSimpleGroup`: no protocol type and empty; consumer records may replace it."""
         return not self.value.get("protocol_type") and not (self.value.get("members") or [])
@@ -152,7 +158,7 @@ class GroupStore:
             leader = g.value.get("leader")
             out.update(generation=g.value.get("generation"), protocol=g.value.get("protocol"),
                        leader=leader if leader is not None or not members else members[0]["member_id"],
-                       state="Stable" if members else "Empty")
+                       state=g.state)
         elif isinstance(g, ConsumerGroup):
             out.update(generation=g.group_epoch, assignment_epoch=g.assignment_epoch, protocol=g.assignor,
                        state=g.state)
@@ -213,11 +219,11 @@ class GroupStore:
                 return "tombstone"
             g = self._consumer_group(gid, create=False)
             if g is None:
-                return "tombstone"  # unknown group: tombstone ignored
+                return f"{_EVENTS.get(kt, 'record')}_tombstone"  # unknown group: tombstone ignored
             g.last_offset = off
             mid = row.get("member_id")
             if kt == 5:
-                return "member_left" if g.members.pop(mid, None) is not None else "tombstone"
+                return "member_left" if g.members.pop(mid, None) is not None else "member_tombstone"
             if kt == 6:
                 g.assignment_epoch = -1
             elif kt == 7:

@@ -6,6 +6,11 @@ from dataclasses import dataclass
 LEGACY = "legacy"
 MODERN = "modern"
 SEMANTICS = (LEGACY, MODERN)
+#: What a run replays with when nothing says otherwise: the classic coordinator (Kafka <= 3.9), retention of
+#: `offsets.retention.minutes`' default since Kafka 2.0 (KIP-186), and that broker version's expiry rules.
+DEFAULT_SEMANTICS = LEGACY
+DEFAULT_RETENTION_MINUTES = 10080
+DEFAULT_KAFKA_VERSION = "3.9"
 
 #: The collections a replay produces, in this order.
 REPLAY_TABLES = (

@@ -1,31 +1,27 @@
-"""A shard's log reduced column-wise to the records its end state can depend on, before the sequential load.
+"""A shard's log reduced column-wise to the records a later step can depend on.
 
-Most of a `__consumer_offsets` log is plain (non-transactional) offset commits of keys committed again later, and
-the coordinator keeps only the last of them. The loaders (`loader`) walk records one at a time in Python, so a
-shard hands them only the records whose effect can reach the end state; the rest are dropped with Arrow kernels.
-Kept, for the run's semantics:
+The offsets half of a replay runs column by column over whole windows (`offset_metadata`), and only the group
+records go through the Python loaders (`loader`), one at a time. Three reductions, each a mask over decoded rows:
 
-* every record that is not an offset commit, and every transactional offset commit (legacy: the batch's
-  transactional flag; modern: a producer id), so every marker resolves what it resolved in the whole log;
-* per GroupTopicPartition, the last plain record and the last tombstone of any kind. A plain record sets or
-  removes the committed offset whatever it held, so the last plain record overwrites what every earlier one did;
-  what a marker installed in between is overwritten too. A modern tombstone also drops the key from every open
-  transaction, which the last tombstone repeats for every transaction still open then, and a transaction ended
-  before it has its outcome from its marker either way;
-* modern, per group: the first offset value after each of the group's records (and before the first), and the
-  last one. An offset value creates a simple group only where the id holds no group
-  (`GroupStore.maybe_create_simple_group`), and only the group's own records change that in between.
+* `loader_mask`: what the Python loaders read: every group record and, for the new coordinator, per group the first
+  offset value after each of the group's records (and before the first) and the last one. An offset value creates a
+  simple group only where the id holds no group (`GroupStore.maybe_create_simple_group`), and only the group's own
+  records change that in between.
+* `split_mask`: what a range of a split partition hands on to its partition's load (`frames.ranges`), which replays
+  the offsets of every range one after another without the rows of a plain value most of them hold: the loader's
+  rows, every control record, every transactional offset commit and every tombstone, and per GroupTopicPartition the
+  first plain value after each of its other offset commits (and before the first) and its last plain value. A
+  decision reads only whether the key holds an offset and whether one newer than a pending value landed since it
+  (`offset_metadata`): the first plain value after each of the key's other records says both, and the last one is
+  what the key holds at the end. So the load decides every record it reads as the whole log would, and ends in the
+  same state; the plain values it never reads took effect where they stand.
+* `state_only_mask`: what a load that decides nothing needs to reach the end state (a restore plan's replay of a
+  history that holds the decisions): per key, the last plain record and the last tombstone; every transactional
+  record but a value whose transaction ended before a later plain record of its key (that record overwrites whatever
+  the marker installed; a value touches no other key and no other transaction, tombstones do: they are all kept);
+  the end markers of the transactional records kept; the loader's rows.
 
-A load that reads no transaction outcomes (`keep_outcomes=False`: a replay of a history that already holds them)
-also drops a transactional offset value whose transaction ended (the marker that ends it in the loader's terms,
-`loader.is_end_marker`) before a plain record of its key: whatever the marker installed, that plain record
-overwrites; a value touches no other key and no other transaction (tombstones do: they are all kept). Then every
-control record that ends no kept transactional record is dropped: ending an empty transaction changes nothing.
-
-The history (`offset_commits`) is built from every record, not from this subset. `tests/coordinator/
-test_reduction.py` checks the defining property on generated logs, both semantics: the loaders give the same state,
-groups and group history from the subset as from the whole log; `test_saved.py` that a shard loaded from it
-and saved still resumes like the whole log.
+`tests/coordinator/test_reduction.py` checks each defining property on generated logs, both semantics.
 """
 from __future__ import annotations
 
@@ -35,7 +31,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pipelines.coordinator.loader import END_MARKER_TYPES
+from pipelines.coordinator.offset_metadata import (end_markers, is_offset_commit, is_transactional, key_codes,
+                                                   plain_values)
 
 PART = "offsets_partition"
 KEY = [PART, "group_id", "topic", "partition"]
@@ -83,23 +80,6 @@ def _mark_group_values(keep: np.ndarray, table: pa.Table, is_value) -> None:
     has = at_end >= segment_start[ends]
     last[at_end[has]] = True
     keep[index[order[first | last]]] = True
-
-
-def is_control(table: pa.Table) -> pa.ChunkedArray:
-    """Which of `table`'s decoded rows are control records (transaction markers)."""
-    return pc.fill_null(pc.equal(table.column("record_kind"), "control"), False)
-
-
-def end_markers(table: pa.Table, modern: bool):
-    """The control records that end their producer's transaction, as the loaders read them
-    (`loader.is_end_marker`): modern, COMMIT and ABORT; the old loader, the first record of any control batch."""
-    control = is_control(table)
-    if modern:
-        ends = pc.fill_null(pc.is_in(table.column("control_type"), pa.array(END_MARKER_TYPES)), False)
-    else:
-        first = table.column("batch_first_offset")
-        ends = pc.fill_null(pc.or_kleene(pc.is_null(first), pc.equal(table.column("offset"), first)), False)
-    return control, pc.and_(control, ends)
 
 
 def _by_producer(table: pa.Table, ends, records) -> tuple[np.ndarray, ...] | None:
@@ -171,53 +151,80 @@ def _drop_idle_markers(keep: np.ndarray, table: pa.Table, control, ends, txn,
     keep[row[needed & same]] = True
 
 
-def transactional_commits(table: pa.Table, modern: bool):
-    """The offset commits the loaders hold in a producer's transaction (legacy: the batch's transactional flag;
-    modern: a producer id), as a mask."""
-    is_commit = pc.fill_null(pc.equal(table.column("record_kind"), "offset_commit"), False)
-    return pc.and_(is_commit, _is_txn(table, modern))
+def _commit_masks(table: pa.Table, modern: bool):
+    is_commit = is_offset_commit(table)
+    is_txn = is_transactional(table, modern)
+    plain = pc.and_(is_commit, pc.invert(is_txn))
+    tombstone = pc.fill_null(table.column("is_tombstone"), False)
+    return is_commit, is_txn, plain, tombstone
 
 
-def _is_txn(table: pa.Table, modern: bool):
-    if modern:
-        return pc.not_equal(pc.fill_null(table.column("producer_id"), -1), -1)
-    return pc.fill_null(table.column("is_transactional"), False)
+def loader_mask(table: pa.Table, modern: bool) -> np.ndarray:
+    """The rows the Python loaders read (`loader.replay_group_records`), as a mask over `table` (decoded rows of one
+    or more offsets partitions, each in log order)."""
+    keep = pc.fill_null(pc.is_in(table.column("record_kind"), pa.array(GROUP_KINDS)), False) \
+        .to_numpy(zero_copy_only=False).copy()
+    if modern and table.num_rows:
+        is_commit, _, _, tombstone = _commit_masks(table, modern)
+        _mark_group_values(keep, table, pc.and_(is_commit, pc.invert(tombstone)))
+    return keep
 
 
-def state_relevant_rows(table: pa.Table, modern: bool, keep_outcomes: bool = True,
-                        open_producers: Mapping[int, Iterable[int]] | None = None) -> pa.Table:
-    """The rows of `table` (decoded rows the shards load: no error/unknown rows, log order per offsets partition,
-    up to the run's point in time) that the loaders need to reach the state the whole table gives, and, unless
-    `keep_outcomes` is False, every transactional record's outcome. `open_producers` (without `keep_outcomes`; a
-    window of a longer log, `streamed`): offsets partition -> the producers whose transaction the rows before
-    `table` left open: their end markers in `table` are kept, whatever `table` holds of their transaction."""
-    keep = state_relevant_mask(table, modern, keep_outcomes, open_producers)
-    return table if keep is None else table.filter(pa.array(keep))
-
-
-def state_relevant_mask(table: pa.Table, modern: bool, keep_outcomes: bool = True,
-                        open_producers: Mapping[int, Iterable[int]] | None = None) -> np.ndarray | None:
-    """`state_relevant_rows` as a mask over `table` (None: every row), for a caller that reads a few columns of
-    the rows kept: a filter copies every column of a decoded table."""
+def split_mask(table: pa.Table, modern: bool) -> np.ndarray | None:
+    """What a range of a split partition hands on to its partition's load (see the module's docstring), as a mask
+    over `table` (None: every row)."""
     n = table.num_rows
     if n == 0:
         return None
-    is_commit = pc.fill_null(pc.equal(table.column("record_kind"), "offset_commit"), False)
-    is_txn = _is_txn(table, modern)
-    plain = pc.and_(is_commit, pc.invert(is_txn))
+    is_commit, _, plain, tombstone = _commit_masks(table, modern)
+    value = plain_values(table, modern).to_numpy(zero_copy_only=False)
+    keep = ~value
+    if keep.all():
+        return None
+    commit_at = np.flatnonzero(is_commit.to_numpy(zero_copy_only=False))
+    key = key_codes(table.take(pa.array(commit_at)), by_partition=True)
+    order = np.lexsort((commit_at, key))
+    k, v = key[order], value[commit_at][order]
+    after_other = np.ones(len(order), bool)  # the key's first commit, or one after the key's other record
+    after_other[1:] = (k[1:] != k[:-1]) | ~v[:-1]
+    last = np.zeros(len(order), bool)  # the key's last plain value
+    at = np.flatnonzero(v)
+    if len(at):
+        ends = np.ones(len(at), bool)
+        ends[:-1] = k[at][1:] != k[at][:-1]
+        last[at[ends]] = True
+    keep[commit_at[order[v & (after_other | last)]]] = True
+    keep |= loader_mask(table, modern)
+    return None if keep.all() else keep
+
+
+def state_only_rows(table: pa.Table, modern: bool,
+                    open_producers: Mapping[int, Iterable[int]] | None = None) -> pa.Table:
+    """`state_only_mask`'s rows of `table`."""
+    keep = state_only_mask(table, modern, open_producers)
+    return table if keep is None else table.filter(pa.array(keep))
+
+
+def state_only_mask(table: pa.Table, modern: bool,
+                    open_producers: Mapping[int, Iterable[int]] | None = None) -> np.ndarray | None:
+    """The rows of `table` (decoded rows: no error/unknown rows, log order per offsets partition, up to the run's
+    point in time) a load needs to reach the state the whole table gives (see the module's docstring), as a mask
+    (None: every row). `open_producers` (a window of a longer log): offsets partition -> the producers whose
+    transaction the rows before `table` left open: their end markers in `table` are kept."""
+    n = table.num_rows
+    if n == 0:
+        return None
+    is_commit, is_txn, plain, tombstone = _commit_masks(table, modern)
     keep = np.asarray(pc.invert(plain).to_numpy(zero_copy_only=False), dtype=bool).copy()
     if keep.all():
         return None
-    tombstone = pc.fill_null(table.column("is_tombstone"), False)
     rows = table.select(KEY).append_column("__row", pa.array(np.arange(n, dtype=np.int64)))
-    if not keep_outcomes:
-        control, ends = end_markers(table, modern)
-        values = pc.and_(pc.and_(is_commit, is_txn), pc.invert(tombstone))
-        keep[_ended_before_overwrite(table, rows, ends, values, plain)] = False
+    control, ends = end_markers(table, modern)
+    values = pc.and_(pc.and_(is_commit, is_txn), pc.invert(tombstone))
+    keep[_ended_before_overwrite(table, rows, ends, values, plain)] = False
     _mark_last(keep, rows, plain)
     _mark_last(keep, rows, pc.and_(is_commit, tombstone))
     if modern:
         _mark_group_values(keep, table, pc.and_(is_commit, pc.invert(tombstone)))
-    if not keep_outcomes:
-        _drop_idle_markers(keep, table, control, ends, pc.and_(is_commit, is_txn), open_producers)
+    _drop_idle_markers(keep, table, control, ends, pc.and_(is_commit, is_txn), open_producers)
     return keep

@@ -1,9 +1,9 @@
 """A loaded shard as the next `--incremental` run resumes it.
 
 Kafka's coordinator keeps its shard in memory and goes on replaying what is appended to the partition; an offline
-run keeps the shard between runs instead: the loader's own state after the last record it read (`loader.ShardState`
-with the offsets of each open transaction's records and, old loader, each offset's `appendedBatchOffset`), so the
-next run loads only the records appended since (`loader.load_shard(..., resume=)`). Beside it, what the shard's
+run keeps the shard between runs instead: its state after the last record it read (`loader.ShardState`: groups,
+committed and pending offsets with what a marker compares, the offsets of each open transaction's records), so the
+next run loads only the records appended since (`streamed.StreamedShards(..., resume=)`). Beside it, what the shard's
 later runs need of its past records that the state does not hold:
 
 * the history rows (`offset_commits`) of the records of transactions still open: a later marker decides their
@@ -46,7 +46,7 @@ def _layout() -> str:
     fields = repr([(t.__name__, getattr(t, "__slots__", None), getattr(t, "_fields", None),
                     [f.name for f in dataclasses.fields(t)] if dataclasses.is_dataclass(t) else None) for t in types])
     fields += str(committed.SCHEMA)
-    return "2." + hashlib.sha256(fields.encode()).hexdigest()[:12]
+    return "3." + hashlib.sha256(fields.encode()).hexdigest()[:12]
 
 
 #: The format of the saved shards this version writes and reads (a checkpoint names it: another means a full run).
@@ -60,7 +60,7 @@ class SavedShardError(ValueError):
 
 @dataclass
 class SavedShard:
-    state: ShardState  # as loading left it, without the outcomes and the group events of the records it loaded
+    state: ShardState  # as loading left it, without the group events of the records it loaded
     open_history: pa.Table  # the `offset_commits` rows of the open transactions' records
     naming: pa.Table  # `shard.NAMING_COLUMNS`: the latest type-4 value naming each topic id
     markers: pa.Table  # `shard.MARKER_COLUMNS`: each producer's last marker of each control type
@@ -69,7 +69,7 @@ class SavedShard:
     def entries(self) -> int:
         """The shard's size in state entries (offsets, pending offsets, groups): what resuming it holds."""
         s = self.state
-        return (len(s.offsets) + sum(len(t) for t in s.pending.values()) + len(s.groups.groups)
+        return (len(s.offsets) + s.pending.num_rows + len(s.groups.groups)
                 + self.open_history.num_rows)
 
     def to_bytes(self) -> bytes:
@@ -159,7 +159,7 @@ def saved_shards(states: list[ShardState], history: pa.Table, naming: pa.Table, 
     since)."""
     still_open = history.filter(pc.fill_null(pc.equal(history.column("txn_outcome"), "pending"), False))
     markers = last_markers(markers)
-    return {s.partition: SavedShard(dataclasses.replace(s, outcomes={}, groups=s.groups.resumed()),
+    return {s.partition: SavedShard(dataclasses.replace(s, groups=s.groups.resumed()),
                                     _of(still_open, s.partition), latest_namers(_of(naming, s.partition)),
                                     _of(markers, s.partition)) for s in states}
 

@@ -16,18 +16,17 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipelines.coordinator.expiry import ExpiryOptions, cleanup_group_metadata
-from pipelines.coordinator.loader import (CONTROL_READ_COLUMNS, OFFSET_COMMIT_READ_COLUMNS, SKIPPED_KINDS,
-                                          OffsetCommit, SparseRow, offset_commits)
+from pipelines.coordinator.loader import SKIPPED_KINDS, SparseRow
 from pipelines.coordinator.options import DEFAULT_NUM_OFFSETS_PARTITIONS, REPLAY_TABLES, ReplayOptions
 from pipelines.coordinator.saved import SavedShard, saved_shards
 from pipelines.coordinator.tables import OFFSET_TABLES, contract_table, shard_rows, topic_names
 from pipelines.heap import gc_paused
-from schemas.decoded import DECODED_RECORD_SCHEMA, KIND_CONTROL
+from schemas.decoded import DECODED_RECORD_SCHEMA, KIND_OFFSET_COMMIT
 
 Row = dict[str, Any]
 PART = "offsets_partition"
 EXPIRY_TABLES = ("expired_offsets", "expired_groups")
-COLUMN_TABLES = (*OFFSET_TABLES, "expired_offsets", "group_history")  # a shard's rows of these come as Arrow
+COLUMN_TABLES = (*OFFSET_TABLES, "pending_offsets", "expired_offsets", "group_history")  # a shard's rows of these come as Arrow
 SHARD_TABLES = REPLAY_TABLES + EXPIRY_TABLES
 
 #: Decoded columns no loader reads: not shipped to a shard.
@@ -78,30 +77,15 @@ def _in_log_order(table: pa.Table) -> bool:
     return bool(np.all((p[:-1] < p[1:]) | ((p[:-1] == p[1:]) & (o[:-1] <= o[1:]))))
 
 
-def loader_rows(table: pa.Table, keep: np.ndarray | None = None) -> list[Row | OffsetCommit]:
-    """Decoded rows as the loaders read them, in the table's order: offset commits as `OffsetCommit`s, the other
-    records (group records, markers) as `SparseRow`s of the columns their kind fills. `keep`: the rows to read, a
-    mask over `table` (None: all of them); each kind's rows are taken with the columns it needs only, where a
-    filter would copy every decoded column."""
-    table = without_unread(table)
-    is_offset = pc.fill_null(pc.equal(table.column("record_kind"), "offset_commit"),
-                             False).to_numpy(zero_copy_only=False)
-    wanted = np.ones(len(is_offset), dtype=bool) if keep is None else keep
-    commits_at = np.flatnonzero(is_offset & wanted)
-    others_at = np.flatnonzero(~is_offset & wanted)
-    if len(commits_at) == table.num_rows:
-        return offset_commits(table)
-    commits = offset_commits(table.select(list(OFFSET_COMMIT_READ_COLUMNS)).take(pa.array(commits_at)))
-    if not len(commits):
-        return _sparse_rows(table, others_at)
-    offset_rows, other_rows = iter(commits), iter(_sparse_rows(table, others_at))
-    return [next(offset_rows) if o else next(other_rows) for o in is_offset[wanted].tolist()]
+def group_rows(table: pa.Table, keep: np.ndarray) -> list[SparseRow]:
+    """The rows of `table` that `keep` selects (a mask: `reduction.loader_mask`) as the loaders read them, in order:
+    each a `SparseRow` of the columns its kind of record fills (an offset value's: its kind and group id)."""
+    return _sparse_rows(without_unread(table), np.flatnonzero(keep))
 
 
 def _sparse_rows(table: pa.Table, at: np.ndarray) -> list[SparseRow]:
     """`table`'s rows at `at` (row numbers, in order), each a `SparseRow` of the columns its kind of record (kind,
-    key type, tombstone or value) fills anywhere among them; a control record's, of those the loaders read
-    (`CONTROL_READ_COLUMNS`)."""
+    key type, tombstone or value) fills anywhere among them; an offset commit's, of those the loaders read."""
     if not len(at):
         return []
     kinds = table.select(["record_kind", "key_type", "is_tombstone"]).take(pa.array(at))
@@ -117,8 +101,8 @@ def _sparse_rows(table: pa.Table, at: np.ndarray) -> list[SparseRow]:
     groups = []
     for code, label in enumerate(encoded.dictionary.to_pylist()):
         sub = by_kind.slice(bounds[code], bounds[code + 1] - bounds[code])
-        if label.startswith(KIND_CONTROL + "/"):
-            sub = sub.select(list(CONTROL_READ_COLUMNS))
+        if label.startswith(KIND_OFFSET_COMMIT + "/"):
+            sub = sub.select(["record_kind", "group_id"])
         filled = [c for c in sub.column_names if sub.column(c).null_count < sub.num_rows]
         values = [sub.column(c).to_pylist() for c in filled]
         groups.append(iter([SparseRow(zip(filled, v)) for v in zip(*values)]))
@@ -172,7 +156,7 @@ MARKER_COLUMNS = (PART, "producer_id", "offset", "control_type")
 def transaction_markers(table: pa.Table, options: ReplayOptions) -> pa.Table:
     """The end-transaction markers among decoded rows that the shards read at the run's cut (`until_cut`), as
     (offsets_partition, producer_id, offset, control_type): what a pending offset is checked against."""
-    from pipelines.coordinator.reduction import is_control
+    from pipelines.coordinator.offset_metadata import is_control
 
     rows = table.select([*MARKER_COLUMNS, "timestamp"]).filter(is_control(table))
     return until_cut(rows, options).select(list(MARKER_COLUMNS))
@@ -212,21 +196,22 @@ class LoadedShards:
 def load_shards(table: pa.Table, options: ReplayOptions, keep: bool = False,
                 resume: Mapping[int, SavedShard] | None = None, history: bool = True,
                 window_rows: int | None = None, relevant: bool = False) -> LoadedShards:
-    """Every offsets partition in `table` loaded on its own in log order (the loaders read the state-relevant rows
-    only, `reduction`; the history has every offset commit), each from its shard in `resume` where it has one
-    (every partition of `resume` is loaded, new records or not; `resume` is consumed). Needs nothing from other
-    partitions: a Spark task loads its partition as soon as it has decoded it. `keep`: each shard to save
-    (`coordinator.saved`). `history=False`: the state only, the history left empty (a restore plan replaying a
-    history it already has). `relevant`: `table` holds only the rows the loaders read, as `until_cut` and
-    `state_relevant_rows` (state only) leave them, in log order (a restore plan cuts and reduces its log-sized
-    history itself, on a few columns). The partitions are `streamed.StreamedShards`, the loader a task streaming
-    its segments uses: the whole table is one window, or (`window_rows`) each partition is fed windows of that
-    many rows, as a task feeds it, and the history comes back in record order per partition."""
-    from pipelines.coordinator.streamed import StreamedShards
+    """Every offsets partition in `table` loaded on its own in log order (the history has every offset commit),
+    each from its shard in `resume` where it has one (every partition of `resume` is loaded, new records or not;
+    `resume` is consumed). Needs nothing from other partitions: a Spark task loads its partition as soon as it has
+    decoded it. `keep`: each shard to save (`coordinator.saved`). `relevant`: `table` holds rows cut and reduced
+    already (`until_cut`, `reduction.state_only_mask`), in log order, and no history is kept (a restore plan
+    replaying a history it already has, on a few columns). `history=False` alone: no history either. The partitions
+    are `streamed.StreamedShards`, the loader a task streaming its segments uses: the whole table is one window, or
+    (`window_rows`) each partition is fed windows of that many rows, as a task feeds it, and the history comes back
+    in record order per partition."""
+    from pipelines.coordinator.streamed import STATE_ONLY, WHOLE, LoadMode, StreamedShards
 
     if relevant and (history or keep):
         raise ValueError("a table of state-relevant rows has no history to write")
-    shards = StreamedShards(options, resume, history, keep_outcomes=history or keep, relevant=relevant)
+    mode = STATE_ONLY if relevant else WHOLE if history or keep else LoadMode(
+        cut=True, state=True, history="none", group_events=False)
+    shards = StreamedShards(options, resume, mode=mode)
     settled = []
     if window_rows is None:
         settled.append(shards.load(table, last=True))
@@ -238,7 +223,7 @@ def load_shards(table: pa.Table, options: ReplayOptions, keep: bool = False,
             for at in range(int(a), int(b), max(1, window_rows)):
                 settled.append(shards.load(table.slice(at, min(window_rows, int(b) - at))))
     done = shards.finish()
-    if not (history or keep):  # nothing reads the outcomes (and the loaders were not given every transactional record)
+    if mode.history == "none":
         history_rows = pa.table({})
     else:
         rows = [t for t in [*settled, done.pending] if t is not None and t.num_rows]

@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipelines.coordinator.groups import ClassicGroup, ConsumerGroup, SimpleGroup, flat_topic_partitions, is_live
-from pipelines.coordinator.committed import GroupTopicPartition, OffsetAndMetadata
+from pipelines.coordinator.committed import groups_of
 from pipelines.coordinator.loader import ShardState
 from pipelines.coordinator.options import REPLAY_TABLES, ReplayOptions
 from pipelines.coordinator.partitioner import partition_for
@@ -95,13 +95,16 @@ def offsets_table(sid: str, part: int, committed: pa.Table, has_group: bool) -> 
                                  for f in schema], schema=schema)
 
 
-def _pending_out(sid: str, part: int, pid: int, k: GroupTopicPartition, o: OffsetAndMetadata) -> Row:
-    return {
-        "snapshot_id": sid, "producer_id": pid, "group_id": k.group, "topic": k.topic, "partition": k.partition,
-        "committed_offset": o.committed_offset, "record_offset": o.record_offset, "offsets_partition": part,
-        "producer_epoch": o.producer_epoch, "leader_epoch": _none_if(o.leader_epoch), "metadata": o.metadata,
-        "commit_timestamp": o.commit_timestamp,
-    }
+def pending_table(sid: str, part: int, pending: pa.Table) -> pa.Table:
+    """A shard's pending offsets (`committed.SCHEMA` rows, the producer in `producer_id`) as `pending_offsets`
+    rows."""
+    n = pending.num_rows
+    columns = {"snapshot_id": pa.repeat(sid, n), "offsets_partition": pa.repeat(part, n),
+               "leader_epoch": _unset(pending.column("leader_epoch")),
+               "commit_timestamp": pending.column("commit_timestamp").cast(pa.timestamp("ms", tz="UTC"))}
+    schema = table_schema("pending_offsets")
+    return pa.Table.from_arrays([(columns[f.name] if f.name in columns else pending.column(f.name)).cast(f.type)
+                                 for f in schema], schema=schema)
 
 
 def _group_base(sid: str, gid: str, part: int, n: int) -> Row:
@@ -135,7 +138,7 @@ def _classic_group_out(sid: str, part: int, n: int, g: ClassicGroup, modern: boo
     group = {
         **_group_base(sid, r["group_id"], part, n), "group_type": "classic", "protocol_type": protocol_type,
         "generation": r.get("generation"), "protocol": r.get("protocol"), "leader": leader,
-        "state": "Stable" if members else "Empty",
+        "state": g.state,
         "current_state_timestamp": _none_if(r.get("current_state_timestamp")), "member_count": len(members),
         "record_offset": r["offset"], "assignment_epoch": None, "subscribed_topics": subscribed,
         "is_simple": False, "unresolved_topic_ids": None,
@@ -228,10 +231,8 @@ def shard_rows(st: ShardState, options: ReplayOptions, n: int, names: dict[str, 
     empty = committed.filter(empty)
     out["empty_group_offsets"] = offsets_table(sid, part, empty, False)
     offsets_groups = set(empty.column("group_id").unique().to_pylist())
-    for pid, txn in st.pending.items():
-        for k, o in txn.items():
-            out["pending_offsets"].append(_pending_out(sid, part, pid, k, o))
-            offsets_groups.add(k.group)
+    out["pending_offsets"] = pending_table(sid, part, st.pending)
+    offsets_groups |= groups_of(st.pending)
     for g in live.values():
         if isinstance(g, ClassicGroup):
             group, members = _classic_group_out(sid, part, n, g, st.modern)
@@ -302,10 +303,10 @@ def _rebuilt_list(lists: pa.ListArray, values: pa.Array) -> pa.ListArray:
                                     mask=lists.is_null() if lists.null_count else None)
 
 
-def offset_commits_table(rows: pa.Table, outcomes: pa.Table, snapshot_id: str) -> pa.Table:
+def offset_commits_table(rows: pa.Table, decided: dict[str, pa.Array], snapshot_id: str) -> pa.Table:
     """The history (`offset_commits`) of the offset-commit records among `rows` (decoded rows the shards were
-    loaded from, in log order per offsets partition), column by column; `outcomes` (offsets_partition, offset,
-    txn_outcome) gives the transactional records' outcome, every other record has none."""
+    loaded from, in log order per offsets partition), column by column; `decided` (`offset_metadata.Decisions.own`,
+    in the order of those records) is what each did."""
     # the columns first: a filter copies every column it is given
     commits = rows.select(
         ["offsets_partition", "offset", "group_id", "topic", "partition", "committed_offset", "commit_timestamp",
@@ -313,7 +314,8 @@ def offset_commits_table(rows: pa.Table, outcomes: pa.Table, snapshot_id: str) -
          "producer_epoch", "is_transactional", "batch_first_offset"]
     ).filter(pc.fill_null(pc.equal(rows.column("record_kind"), "offset_commit"), False))
     n = commits.num_rows
-    decided = outcome_of(commits.column("offsets_partition"), commits.column("offset"), outcomes, DECIDED_COLUMNS)
+    if any(len(v) != n for v in decided.values()):
+        raise ValueError("the decisions are not those of the rows' offset commits")
 
     def without(name: str, sentinel: int = -1):
         v = commits.column(name)
@@ -338,6 +340,8 @@ def offset_commits_table(rows: pa.Table, outcomes: pa.Table, snapshot_id: str) -
         "batch_first_offset": pc.coalesce(commits.column("batch_first_offset"), commits.column("offset")),
         "txn_marker_offset": decided["txn_marker_offset"],
         "txn_marker_timestamp": timestamp(decided["txn_marker_timestamp"]),
+        "applied_offset": decided["applied_offset"],
+        "applied_timestamp": timestamp(decided["applied_timestamp"]),
     }
     schema = table_schema("offset_commits")
     return once_per_record(pa.Table.from_arrays([columns[f.name].cast(f.type) for f in schema], schema=schema))
@@ -346,19 +350,18 @@ def offset_commits_table(rows: pa.Table, outcomes: pa.Table, snapshot_id: str) -
 def once_per_record(history: pa.Table) -> pa.Table:
     """`history` (`offset_commits` rows in record order per offsets partition) with each (offsets partition, record
     offset) once: an input that holds a record twice (overlapping files, a dump's conflicting rows) keeps the row
-    with the most decided `txn_outcome` (committed/aborted, then pending, then none), the other columns, ascending
-    with nulls last, breaking ties, so the choice does not depend on the order the copies came in."""
+    with the most decided `txn_outcome` (`schemas.tables.outcome_rank`), the other columns, ascending with nulls
+    last, breaking ties, so the choice does not depend on the order the copies came in."""
+    from schemas.tables import outcome_rank
+
     part, offset = history.column("offsets_partition"), history.column("record_offset")
     if history.num_rows < 2:
         return history
     p, o = part.to_numpy(zero_copy_only=False), offset.to_numpy(zero_copy_only=False)
     if not np.any((p[:-1] == p[1:]) & (o[:-1] == o[1:])):
         return history
-    outcome = history.column("txn_outcome")
-    decided = pc.if_else(pc.fill_null(pc.is_in(outcome, pa.array(["committed", "aborted"])), False), 2,
-                         pc.if_else(pc.is_valid(outcome), 1, 0))
     keys = ["offsets_partition", "record_offset"]
-    ranked = history.append_column("_decided", pc.negate(decided))
+    ranked = history.append_column("_decided", pc.negate(outcome_rank(history.column("txn_outcome"))))
     order = [(c, "ascending", "at_end") for c in [*keys, "_decided"]] + [
         (c, "ascending", "at_end") for c in history.column_names if c not in keys]
     ranked = ranked.sort_by(order)
@@ -368,42 +371,22 @@ def once_per_record(history: pa.Table) -> pa.Table:
     return ranked.filter(pa.array(first)).drop_columns(["_decided"])
 
 
-#: What `outcomes_table` gives a transactional record: its outcome, and the marker that decided it (none: pending).
-DECIDED_COLUMNS = ("txn_outcome", "txn_marker_offset", "txn_marker_timestamp")
-_DECIDED_TYPES = {"txn_outcome": pa.string(), "txn_marker_offset": pa.int64(), "txn_marker_timestamp": pa.int64()}
+def decided_of(partitions, offsets, decided: pa.Table, columns) -> dict[str, pa.ChunkedArray]:
+    """Per record (offsets partition, record offset: Arrow columns), `columns` of its row in `decided` (a
+    `Decisions.carried` table), null where it has none. A join does not keep row order, so only the keys and the
+    row number go through it and the values are placed back by row number (no sort of the records)."""
+    from pipelines.coordinator.offset_metadata import DECIDED_TYPES
 
-
-def outcome_of(partitions, offsets, outcomes: pa.Table, columns=None):
-    """Per record (offsets partition, record offset: Arrow columns), its outcome in `outcomes` (`outcomes_table`),
-    null where it has none; with `columns` (of `DECIDED_COLUMNS`), a dict of those columns instead. A join does not
-    keep row order, so only the keys and the row number go through it and the outcomes are placed back by row
-    number (no sort of the records)."""
     n = len(partitions)
-    wanted = ("txn_outcome",) if columns is None else tuple(columns)
-    if not outcomes.num_rows:
-        got = {c: pa.nulls(n, _DECIDED_TYPES[c]) for c in wanted}
-    else:
-        keyed = pa.table({"offsets_partition": partitions, "offset": offsets,
-                          "__row": pa.array(np.arange(n, dtype=np.int64))})
-        found = keyed.join(outcomes, keys=["offsets_partition", "offset"], join_type="inner")
-        where = np.full(n, -1, dtype=np.int64)
-        where[found.column("__row").to_numpy()] = np.arange(found.num_rows, dtype=np.int64)
-        at = pa.array(where, mask=where < 0)
-        got = {c: found.column(c).take(at) for c in wanted}
-    return got["txn_outcome"] if columns is None else got
-
-
-def outcomes_table(partition: int, outcomes: dict[int, str],
-                   decided_by: dict[int, tuple[int, int | None]] | None = None) -> pa.Table:
-    """A loaded shard's transaction outcomes (`ShardState.outcomes`, with the deciding markers of
-    `ShardState.decided_by`) as `offset_commits_table` reads them."""
-    decided_by = decided_by or {}
-    markers = [decided_by.get(off, (None, None)) for off in outcomes]
-    return pa.table({"offsets_partition": pa.array([partition] * len(outcomes), pa.int32()),
-                     "offset": pa.array(list(outcomes), pa.int64()),
-                     "txn_outcome": pa.array(list(outcomes.values()), pa.string()),
-                     "txn_marker_offset": pa.array([m[0] for m in markers], pa.int64()),
-                     "txn_marker_timestamp": pa.array([m[1] for m in markers], pa.int64())})
+    if not decided.num_rows:
+        return {c: pa.nulls(n, DECIDED_TYPES[c]) for c in columns}
+    keyed = pa.table({"offsets_partition": partitions, "offset": offsets,
+                      "__row": pa.array(np.arange(n, dtype=np.int64))})
+    found = keyed.join(decided, keys=["offsets_partition", "offset"], join_type="inner")
+    where = np.full(n, -1, dtype=np.int64)
+    where[found.column("__row").to_numpy()] = np.arange(found.num_rows, dtype=np.int64)
+    at = pa.array(where, mask=where < 0)
+    return {c: found.column(c).take(at) for c in columns}
 
 
 def open_transactions(pending_offsets) -> int:

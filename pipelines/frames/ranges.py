@@ -4,14 +4,13 @@ Every group lives in one offsets partition, so one busy group (or a log cleaner 
 partition, and one task per partition would be one long task. A partition of more than `decode.split_bytes` of
 segment bytes is cut at entry boundaries (between segment files, or inside a large one) into as many ranges as that
 size goes into it, each holding about as many records (`log_ranges`). Each range is decoded by a task of its own
-(`frames.segment_shards`), which loads no state (`coordinator.streamed.StreamedShards(ranged=True)`): it gives the
-range's history rows (`offset_commits`: a plain commit's row needs no state, a transactional one's outcome is its
-producer's next end marker, found in the range or left pending), its tally and quarantine, and the rows the
-reduction rule keeps (`coordinator.reduction`: the last plain commit per key; every group record, transactional
-record and marker). The ranges' kept rows are then loaded in log order, as the windows of one streamed shard
-(`coordinator.streamed.load_split`), and the history rows the ranges left pending are decided with the markers of
-the ranges after them. The state is the one the whole log gives: loading a log's reduced windows one after another
-is what every streamed shard does.
+(`frames.segment_shards`), which loads no state (`coordinator.streamed.StreamedShards` in `RANGE` mode): it gives
+the history rows of its plain values (each took effect where it stands, whatever the state), its tally and
+quarantine, and the rows its partition's load reads (`coordinator.reduction.split_mask`: every group record, marker,
+transactional record and tombstone, and per key the plain values a decision or the end state reads). The ranges'
+kept rows are then loaded in log order, as the windows of one streamed shard (`coordinator.streamed.load_split`),
+which decides what every other offset commit did and writes its history. The state is the one the whole log
+gives, and so is every decision.
 
 That load is the partition's one sequential pass, so a full run makes it one per core: each range hands on its kept
 and held rows in buckets of the partition's groups (`coordinator.streamed.by_group`), every control record in every

@@ -62,8 +62,7 @@ EVENTS_PER_BLOB = 2_000
 # which then holds it whole: about 1.5 KB a row, most of it the records' JSON.
 GROUP_EVENTS_IN_HAND = 100_000
 KEPT = "_kept"  # a range of a split partition: the rows its partition's load reads of it (`frames.ranges`)
-HELD = "_held"  # a range of a split partition: its history rows whose transaction no marker in it ended
-# `seq`: a range's rows in its partition's log order (KEPT then HELD of range 0, then of range 1, ...); `bucket`:
+# `seq`: a range's rows in its partition's log order (the range's index); `bucket`:
 # the bucket of the partition's groups the rows are of (`coordinator.streamed.by_group`), loaded by a task of its own.
 # A GROUP_EVENTS row's `seq`: how many rows its blob holds
 FUSED_DDL = "table string, shard int, payload binary, tally binary, named binary, seq int, bucket int"
@@ -182,7 +181,7 @@ def _decode_and_load_task(slices: list[list[tuple]], policy, options: ReplayOpti
                             yield _envelope_batch(rows)
 
     def run(shard: int, items: pa.Table, piece) -> Iterator[list]:
-        from pipelines.coordinator.streamed import StreamedShards
+        from pipelines.coordinator.streamed import RANGE, StreamedShards
         from pipelines.frames.decode import _decode_items, end_position
         from pipelines.frames.ranges import NO_FLOOR
         from pipelines.frames.tally import RunningTally
@@ -190,7 +189,7 @@ def _decode_and_load_task(slices: list[list[tuple]], policy, options: ReplayOpti
         items = items.sort_by([("base_offset", "ascending"), ("path", "ascending"), ("start_position", "ascending")])
         if piece is not None:  # a range: its history built, its kept rows handed on to its partition's load
             floor = {} if piece.floor == NO_FLOOR else {shard: piece.floor}
-            loader = StreamedShards(options, floor=floor, ranged=True)
+            loader = StreamedShards(options, floor=floor, mode=RANGE)
         else:
             resume = previous.of_partition(shard) if previous is not None and shard >= 0 else None
             loader = StreamedShards(options, None if resume is None else {shard: resume})
@@ -219,8 +218,7 @@ def _decode_and_load_task(slices: list[list[tuple]], policy, options: ReplayOpti
                 if out:
                     yield out
             done = loader.finish()
-            # a range's pending rows go to its partition's load (HELD), not into its history
-            out = _closed(shard, done.pending.slice(0, 0) if piece is not None else done.pending, split_by, writer)
+            out = _closed(shard, done.pending, split_by, writer)
             out.extend(_group_events(loader.take_group_events(), options.snapshot_id))
         except BaseException:
             if writer is not None:
@@ -234,11 +232,7 @@ def _decode_and_load_task(slices: list[list[tuple]], policy, options: ReplayOpti
 
             kept = loader.passed_on()
             for b, rows in enumerate(by_group(kept if kept is not None else _empty_kept(), buckets)):
-                out.append(_row(KEPT, shard, to_blob(rows), seq=2 * piece.index, bucket=b))
-            if done.pending.num_rows:
-                for b, rows in enumerate(by_group(done.pending, buckets)):
-                    if rows.num_rows:
-                        out.append(_row(HELD, shard, to_blob(rows), seq=2 * piece.index + 1, bucket=b))
+                out.append(_row(KEPT, shard, to_blob(rows), seq=piece.index, bucket=b))
         else:
             out.extend(_shard_rows(shard, done, state_stage))
         load_cpu += time.process_time() - started
@@ -262,8 +256,7 @@ def _shard_rows(shard: int, done, state_stage) -> list[tuple]:
     out = [_row(MARKERS, shard, to_blob(done.markers))]
     # the transactions' outcomes are in the history already: the tables need the rest of each state
     states = [] if done.state is None else [done.state]
-    out.append(_row(STATES, shard, pickle.dumps([dataclasses.replace(s, outcomes={}) for s in states],
-                                                protocol=pickle.HIGHEST_PROTOCOL)))
+    out.append(_row(STATES, shard, pickle.dumps(states, protocol=pickle.HIGHEST_PROTOCOL)))
     if state_stage is not None:
         for p, saved in saved_shards(states, done.pending, done.naming, done.markers).items():
             data = saved.to_bytes()
@@ -281,12 +274,12 @@ def _empty_kept() -> pa.Table:
 
 def _split_load_task(options: ReplayOptions, split_by=None, stage=None, state_stage=None,
                      previous: SavedShards | None = None, cpu=None, buckets: int = 1):
-    """The executor function of a split partition's load (`frames.ranges`): its ranges' envelope rows in (KEPT and
-    HELD, any order), its shard's envelope rows out, as a whole partition's task gives them but for the tally and
-    the quarantine (its ranges'). The ranges' kept rows are loaded in log order, as the windows of one streamed shard,
-    onto the shard the previous run saved; the history rows a range left pending are decided by the markers of the
-    ranges after it (`coordinator.streamed.load_split`). Its rows go out window by window: the task holds the
-    ranges' kept rows, the shard's state and one window's history and group events. A bucket of the partition's
+    """The executor function of a split partition's load (`frames.ranges`): its ranges' envelope rows in (KEPT, any
+    order), its shard's envelope rows out, as a whole partition's task gives them but for the tally, the quarantine
+    and the plain values' history (its ranges'). The ranges' kept rows are loaded in log order, as the windows of
+    one streamed shard, onto the shard the previous run saved (`coordinator.streamed.load_split`), and the history
+    of the offset commits they hold but the plain values is decided there. Its rows go out window by window: the
+    task holds the ranges' kept rows, the shard's state and one window's history and group events. A bucket of the partition's
     groups (`buckets` > 1) is loaded alike, and gives its groups' shard: its tables are theirs, its saved shard
     theirs (bucket 0's alone carries the partition's markers, which every bucket's load lists)."""
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -321,10 +314,7 @@ def _split_load_task(options: ReplayOptions, split_by=None, stage=None, state_st
                     del payload
 
         try:
-            held = [from_blob(payload) for _, table, payload in entries if table == HELD]
-            # a bucket reads the end markers of its own rows' producers only
-            for settled in load_split(options, kept(), held, None if resume is None else {shard: resume},
-                                      own_markers=buckets > 1 and resume is None):
+            for settled in load_split(options, kept(), None if resume is None else {shard: resume}):
                 if not isinstance(settled, tuple):
                     done = settled
                     continue
@@ -333,7 +323,7 @@ def _split_load_task(options: ReplayOptions, split_by=None, stage=None, state_st
                 if out:
                     yield _envelope_batch(out)
                 del settled, out
-            del held, resume
+            del resume
             out = _closed(shard, done.pending, split_by, writer)
         except BaseException:
             if writer is not None:
@@ -471,7 +461,7 @@ def load_on_spark(spark, plan, options: ReplayOptions, cut: tuple, split_by=None
         if emit is not None:
             emit(f"          loading {len(split)} split offsets partition(s) from their ranges' kept rows")
         slot, tasks = _slot_column(spark, split, buckets, spark.sparkContext.defaultParallelism * TASKS_PER_CORE)
-        loads = (envelope.where(F.col("table").isin(KEPT, HELD)).select("table", "shard", "payload", "seq", "bucket")
+        loads = (envelope.where(F.col("table") == F.lit(KEPT)).select("table", "shard", "payload", "seq", "bucket")
                  .withColumn("slot", slot).repartition(tasks, "slot")
                  .groupBy("slot", "shard", "bucket").applyInArrow(_split_load_task(options, split_by, stage,
                                                                                    state_stage, previous, cpu,
@@ -479,7 +469,7 @@ def load_on_spark(spark, plan, options: ReplayOptions, cut: tuple, split_by=None
                  .persist(StorageLevel.MEMORY_AND_DISK))
         persisted.append(loads)
         small = pa.concat_tables([small, _collected(loads)])
-        envelope = envelope.where(~F.col("table").isin(KEPT, HELD)).unionByName(loads)
+        envelope = envelope.where(F.col("table") != F.lit(KEPT)).unionByName(loads)
     is_log = pc.equal(small.column("table"), LOG)
     log = DecodedLog(spark, blobs=envelope.where(F.col("table") == F.lit(LOG)).select(
         F.col("shard").alias(PART), "payload", "tally", "named"), cut=tuple(cut),

@@ -38,7 +38,7 @@ from pipelines.io import delta, storage
 from pipelines.io.blobs import PAYLOAD, BlobRows, unpacked
 from pipelines.io.snapshots import DeltaWarehouseReader, Snapshot, pick_snapshot, run_order, snapshots_from_runs
 from pipelines.io.snapshots import SnapshotNotFound as _SnapshotNotFound
-from schemas.tables import SNAPSHOT_TABLES, TABLES
+from schemas.tables import DECISION_COLUMNS, FINAL_OUTCOMES, OUTCOME_RANK, SNAPSHOT_TABLES, TABLES
 from schemas.tables import columns as table_columns
 
 RUN_STATUSES = ("running", "succeeded", "failed", "validation_failed")
@@ -59,8 +59,6 @@ _BROADCAST_KEYS_MAX = 1_000_000
 _IN_HAND_HISTORY_MAX_ROWS = 5_000_000
 #: Tables `retain` works on at once, and a snapshot's commits at once.
 _RETAIN_THREADS = _COMMIT_THREADS = 4
-# Outcomes a transaction marker decides once and for all: never replaced by `pending` or null.
-_FINAL_OUTCOMES = ("committed", "aborted")
 
 
 class WarehouseError(RuntimeError):
@@ -80,14 +78,15 @@ def _history_files(dt) -> list[dict]:
         return t.column(name).to_pylist() if name in t.column_names else [None] * t.num_rows
 
     out = []
-    for path, rows, nulls, top, p0, p1, o0, o1 in zip(
-            col("path"), col("num_records"), col("null_count.txn_outcome"), col("max.txn_outcome"),
+    for path, rows, nulls, low, top, p0, p1, o0, o1 in zip(
+            col("path"), col("num_records"), col("null_count.txn_outcome"), col("min.txn_outcome"),
+            col("max.txn_outcome"),
             col("min.offsets_partition"), col("max.offsets_partition"), col("min.record_offset"),
             col("max.record_offset")):
         all_null = rows is not None and nulls is not None and nulls == rows
         out.append({"path": path, "rows": rows, "partitions": None if None in (p0, p1) else (p0, p1),
                     "offsets": None if None in (o0, o1) else (o0, o1),
-                    "may_hold_pending": not all_null and (top is None or top >= "pending")})
+                    "may_hold_pending": not all_null and (None in (low, top) or low <= "pending" <= top)})
     return out
 
 
@@ -368,8 +367,15 @@ def conform_arrow(data: pa.Table, table: str) -> pa.Table:
     return data.select(wanted).cast(schema)
 
 
-#: What a history row's decision carries besides `txn_outcome`: the marker that decided it (restore plans).
-_DECISION_COLUMNS = ("txn_marker_offset", "txn_marker_timestamp")
+#: What a history row's decision carries besides `txn_outcome`: the marker that decided it, and where and when it
+#: took effect.
+_DECISION_COLUMNS = tuple(c for c in DECISION_COLUMNS if c != "txn_outcome")
+
+
+def _outcome_rank(F):
+    """`schemas.tables.OUTCOME_RANK` of the `txn_outcome` column, as a Spark column (0: null)."""
+    ranks = F.create_map(*[F.lit(v) for o, r in OUTCOME_RANK.items() for v in (o, r)])
+    return F.coalesce(ranks[F.col("txn_outcome")], F.lit(0))
 
 
 def _with_contract_columns(data: pa.Table, table: str, wanted: list[str] | None = None) -> pa.Table:
@@ -679,8 +685,7 @@ class Warehouse:
             # each. One row per key within the batch (overlapping input files): the most decided outcome wins,
             # then the remaining columns break ties so the choice does not depend on partitioning.
             incoming = incoming.repartition("offsets_partition")
-            decided = (F.when(F.col("txn_outcome").isin(*_FINAL_OUTCOMES), 2)
-                       .when(F.col("txn_outcome").isNotNull(), 1).otherwise(0))
+            decided = _outcome_rank(F)
             others = [c for c in table_columns(table) if c not in keys]
             w = Window.partitionBy(*keys).orderBy(decided.desc(), *[F.col(c).asc_nulls_last() for c in others])
             incoming = incoming.withColumn("_rn", F.row_number().over(w)).filter("_rn = 1").drop("_rn")
@@ -708,7 +713,7 @@ class Warehouse:
             joined = incoming.join(existing, keys, "left").persist(StorageLevel.MEMORY_AND_DISK)
             new, old = F.col("txn_outcome"), F.col("_old")
             upgrade = (F.col("_file").isNotNull() & new.isNotNull() & ~old.eqNullSafe(new)
-                       & (old.isNull() | ((old == "pending") & new.isin(*_FINAL_OUTCOMES))))
+                       & (old.isNull() | ((old == "pending") & new.isin(*FINAL_OUTCOMES))))
             updates = joined.filter(upgrade).select(*keys, F.col("txn_outcome").alias("_new"),
                                                     *[F.col(c).alias(f"_new_{c}") for c in _DECISION_COLUMNS], "_file")
             # below the marks, a row not in the files read is in the others already
@@ -791,7 +796,7 @@ class Warehouse:
         if joined is not None and joined.num_rows:
             matched[joined.column("_i").to_numpy()] = True
             new, old = joined.column("txn_outcome"), joined.column("_old")
-            final = pc.is_in(new, pa.array(_FINAL_OUTCOMES))
+            final = pc.is_in(new, pa.array(FINAL_OUTCOMES))
             upgrade = pc.and_(pc.is_valid(new), pc.or_(
                 pc.is_null(old), pc.and_(pc.fill_null(pc.equal(old, "pending"), False), final)))
             upgrade = pc.fill_null(pc.and_(upgrade, pc.invert(pc.fill_null(pc.equal(old, new), False))), False)

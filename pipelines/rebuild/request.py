@@ -7,6 +7,7 @@ import uuid
 from dataclasses import dataclass
 
 from pipelines.config import Settings
+from pipelines.coordinator.options import DEFAULT_KAFKA_VERSION, DEFAULT_RETENTION_MINUTES, DEFAULT_SEMANTICS, SEMANTICS
 from pipelines.rebuild.failures import UsageError
 
 
@@ -50,8 +51,8 @@ class RunSettings:
 
 def resolve_settings(settings: Settings, req: RebuildRequest) -> RunSettings:
     r = settings.section("rebuild")
-    semantics = req.semantics or r.get("semantics", "legacy")
-    if semantics not in ("legacy", "modern"):
+    semantics = req.semantics or r.get("semantics", DEFAULT_SEMANTICS)
+    if semantics not in SEMANTICS:
         raise UsageError(f"--semantics must be legacy or modern, not {semantics!r}")
     from pipelines.decoding.policy import ReadPolicy
 
@@ -61,7 +62,7 @@ def resolve_settings(settings: Settings, req: RebuildRequest) -> RunSettings:
             max_batch_bytes=settings.section("decode").get("max_batch_bytes", ReadPolicy().max_batch_bytes))
     except ValueError as e:
         raise UsageError(str(e)) from None
-    retention = req.retention_minutes if req.retention_minutes is not None else int(r.get("retention_minutes", 10080))
+    retention = req.retention_minutes if req.retention_minutes is not None else int(r.get("retention_minutes", DEFAULT_RETENTION_MINUTES))
     if retention < 1:
         raise UsageError("--retention-minutes must be at least 1")
     decode = settings.section("decode")
@@ -69,7 +70,7 @@ def resolve_settings(settings: Settings, req: RebuildRequest) -> RunSettings:
         semantics=semantics,
         retention_minutes=retention,
         expiry=not req.no_expiry and bool(r.get("expiry", True)),
-        kafka_version=str(req.kafka_version or r.get("kafka_version", "3.9")),
+        kafka_version=str(req.kafka_version or r.get("kafka_version", DEFAULT_KAFKA_VERSION)),
         num_partitions=req.num_partitions or r.get("num_offsets_partitions"),
         strict=req.strict or bool(r.get("strict", False)),
         local_replay_max_rows=_non_negative_int(r.get("local_replay_max_rows", 0), "rebuild.local_replay_max_rows"),

@@ -7,17 +7,19 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Callable
 
+from pipelines.coordinator.options import DEFAULT_KAFKA_VERSION, DEFAULT_RETENTION_MINUTES, DEFAULT_SEMANTICS
+
 
 @dataclass
 class RunSummary:
     snapshot_id: str
     status: str = "running"
     inputs: list[str] = field(default_factory=list)
-    semantics: str = "legacy"
+    semantics: str = DEFAULT_SEMANTICS
     as_of: str | None = None
-    retention_minutes: int = 10080
+    retention_minutes: int = DEFAULT_RETENTION_MINUTES
     expiry: bool = True
-    kafka_version: str = "3.9"  # the broker version whose expiry rules the run applied
+    kafka_version: str = DEFAULT_KAFKA_VERSION  # the broker version whose expiry rules the run applied
     records_in: int = 0
     records_out: int = 0
     records_quarantined: int = 0

@@ -16,6 +16,11 @@ from pipelines.serving.index import SnapshotIndex
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")  # Kafka's Topic.validate
 
 
+def reset_refused(state: str | None) -> bool:
+    """`kafka-consumer-groups --reset-offsets` resets only a group with no active members (`ConsumerGroupCommand`:
+    "Assignments can only be reset if the group is inactive"): any state but Empty or Dead (None: no such group)."""
+    return state is not None and state not in ("Empty", "Dead")
+
 def reset_plan(idx: SnapshotIndex, group_id: str) -> tuple[str, list[str]]:
     """The CSV text and warnings (partitions left out and why). Raises GroupNotFound, ValueError (no offsets)."""
     if not idx.exists(group_id):
@@ -33,7 +38,7 @@ def reset_plan(idx: SnapshotIndex, group_id: str) -> tuple[str, list[str]]:
     if not lines:
         raise ValueError(f"group {group_id!r} has no committed offset to reset to in snapshot {idx.snapshot.snapshot_id!r}")
     state = idx.group(group_id).get("state")
-    if state not in ("Empty", "Dead"):
+    if reset_refused(state):
         warnings.append(
             f"group {group_id!r} was {state} in this snapshot; kafka-consumer-groups resets only an inactive group "
             "(stop its consumers first)"

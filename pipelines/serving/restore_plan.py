@@ -36,16 +36,15 @@ from urllib.parse import quote
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pipelines.coordinator.options import DEFAULT_KAFKA_VERSION, DEFAULT_RETENTION_MINUTES, DEFAULT_SEMANTICS
 from pipelines.io.snapshots import Snapshot, SnapshotReader
+from pipelines.serving.history import HistoryUnavailable
+from pipelines.serving.reset_plan import reset_refused
 
 _SAFE_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,199}")
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")  # Kafka's Topic.validate
 _MAX_STEM = 200
 _TOOL = "kafka-consumer-groups.sh"
-
-
-class HistoryUnavailable(ValueError):
-    """The snapshot's history lacks what a replay at TIME needs (written by an older version, or no history)."""
 
 
 @dataclass
@@ -62,8 +61,7 @@ class GroupPlan:
 
     @property
     def refused(self) -> bool:
-        """`kafka-consumer-groups --reset-offsets` resets only a group with no active members."""
-        return self.state_now is not None and self.state_now not in ("Empty", "Dead")
+        return reset_refused(self.state_now)
 
 
 @dataclass
@@ -112,10 +110,11 @@ def _run_facts(snap: Snapshot) -> dict:
         summary = json.loads(run.get("summary") or "{}")
     except (TypeError, ValueError):
         summary = {}
-    return {"semantics": run.get("semantics") or summary.get("semantics") or "legacy",
-            "retention_minutes": int(run.get("retention_minutes") or summary.get("retention_minutes") or 10080),
+    return {"semantics": run.get("semantics") or summary.get("semantics") or DEFAULT_SEMANTICS,
+            "retention_minutes": int(run.get("retention_minutes") or summary.get("retention_minutes")
+                                     or DEFAULT_RETENTION_MINUTES),
             "expiry": bool(summary.get("expiry", True)),
-            "kafka_version": str(summary.get("kafka_version") or "3.9")}
+            "kafka_version": str(summary.get("kafka_version") or DEFAULT_KAFKA_VERSION)}
 
 
 _COMMIT_COLUMNS = ["offsets_partition", "record_offset", "group_id", "topic", "partition", "committed_offset",
@@ -176,7 +175,7 @@ def decoded_log(commits: pa.Table, events: pa.Table, options) -> pa.Table:
     """The history rows back as the decoded records the loaders read (`schemas/decoded.py`): the offset commits,
     one end-transaction marker per marker that decided a transaction, and the group records; only those the
     loaders read at `options`' cut (`ReplayOptions`): the history is log-sized and the decoded schema wide, so the
-    cut (`shard.until_cut`) and the engine's reduction (`reduction.state_relevant_rows`) run first on the few
+    cut (`shard.until_cut`) and the engine's reduction (`reduction.state_only_rows`) run first on the few
     columns they read, and the wide rows are built for the records they keep."""
     from schemas.decoded import DECODED_RECORD_SCHEMA
 
@@ -250,11 +249,11 @@ _NARROW = ("offsets_partition", "offset", "batch_first_offset", "timestamp", "re
 
 def _state_relevant(commits: pa.Table, markers: pa.Table, group_records: pa.Table | None, options):
     """(commits, markers, group records) cut to the rows the loaders read at `options`' cut, and the order that
-    puts the three, concatenated, in log order: `shard.until_cut` and `reduction.state_relevant_rows` over a narrow
+    puts the three, concatenated, in log order: `shard.until_cut` and `reduction.state_only_rows` over a narrow
     table of all three, in log order, each row tagged with its source and row number."""
     import numpy as np
 
-    from pipelines.coordinator.reduction import state_relevant_rows
+    from pipelines.coordinator.reduction import state_only_rows
     from pipelines.coordinator.shard import until_cut_mask
     from pipelines.serving.codes import string_codes
 
@@ -290,7 +289,7 @@ def _state_relevant(commits: pa.Table, markers: pa.Table, group_records: pa.Tabl
         cut = np.flatnonzero(keep.to_numpy(zero_copy_only=False))
         order = cut[_log_order(part[cut], offset[cut])]
     table = table.take(order)
-    kept = state_relevant_rows(table, options.is_modern, keep_outcomes=False).select(["__src", "__row"])
+    kept = state_only_rows(table, options.is_modern).select(["__src", "__row"])
     src = kept.column("__src").to_numpy()
     row = kept.column("__row").to_numpy()
     # a filter keeps each source's order and works chunk by chunk; the kept rows' place in the three filtered and

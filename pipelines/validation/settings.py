@@ -3,6 +3,7 @@ seconds great-expectations takes to import."""
 from __future__ import annotations
 
 from pipelines.config import ConfigError, Settings
+from pipelines.coordinator.options import DEFAULT_SEMANTICS
 
 POLICIES = ("fail", "warn")
 PANDAS_MAX_ROWS = 2_000_000  # validation.pandas_max_rows when unset
@@ -20,7 +21,7 @@ def validation_settings(settings: Settings) -> tuple[str, float, str]:
         raise ConfigError(f"validation.timestamp_skew_minutes must be a number, got {v.get('timestamp_skew_minutes')!r}") from None
     if skew < 0:
         raise ConfigError("validation.timestamp_skew_minutes must be >= 0")
-    semantics = str(settings.section("rebuild").get("semantics", "legacy"))
+    semantics = str(settings.section("rebuild").get("semantics", DEFAULT_SEMANTICS))
     return policy, skew, semantics
 
 

@@ -19,6 +19,9 @@ import pyarrow.compute as pc
 import great_expectations as gx
 import great_expectations.expectations as gxe
 
+from pipelines.coordinator.offset_metadata import END_MARKER_TYPES
+from pipelines.coordinator.options import DEFAULT_SEMANTICS, SEMANTICS
+
 UTC = timezone.utc
 
 # Kafka was open-sourced in 2011 and `__consumer_offsets` appeared in 0.8.2 (2015): an earlier timestamp is a
@@ -30,9 +33,9 @@ EARLIEST_PLAUSIBLE = datetime(2011, 1, 1, tzinfo=UTC)
 # Anything below -1 has no meaning in any Kafka version and is treated as corrupt.
 MIN_COMMITTED_OFFSET = -1
 
-# Control types that end a transaction under the new coordinator (`replayEndTransactionMarker`, spec §5.3); the
+# Control types that end a transaction under the new coordinator (`offset_metadata.END_MARKER_TYPES`, spec §5.3); the
 # old loader drops a producer's pending offsets on *any* control batch (spec §5.1 step 1, §5.5 #5).
-ENDING_CONTROL_TYPES = ("COMMIT", "ABORT")
+ENDING_CONTROL_TYPES = END_MARKER_TYPES
 
 # Row keys, CONTRACT.md order, without snapshot_id: the writer stamps that partition column with one literal after
 # validation, so it is neither null nor a distinguishing part of the key in the frames validated here.
@@ -462,7 +465,7 @@ def _keyed(suite: str, table: str) -> list[Check]:
 
 
 def build_suites(*, as_of_ms: int, num_partitions: int, timestamp_skew_minutes: float = 60,
-                 semantics: str = "legacy", available: frozenset[str] | set[str] | None = None,
+                 semantics: str = DEFAULT_SEMANTICS, available: frozenset[str] | set[str] | None = None,
                  max_unread_bytes: int | None = None) -> list[SuiteSpec]:
     """Every suite for a run `as_of_ms` over an offsets topic of `num_partitions` partitions.
 
@@ -470,8 +473,8 @@ def build_suites(*, as_of_ms: int, num_partitions: int, timestamp_skew_minutes: 
     left out and listed in `SuiteSpec.skipped`. `semantics` (legacy | modern) picks which control records end a
     transaction (spec §5.5 #5).
     """
-    if semantics not in ("legacy", "modern"):
-        raise ValueError(f"semantics must be legacy or modern, got {semantics!r}")
+    if semantics not in SEMANTICS:
+        raise ValueError(f"semantics must be one of {', '.join(SEMANTICS)}, got {semantics!r}")
     upper = datetime.fromtimestamp(as_of_ms / 1000, tz=UTC) + timedelta(minutes=timestamp_skew_minutes)
     n = num_partitions
 

@@ -1,7 +1,12 @@
-"""The column-wise reduction (`pipelines/coordinator/reduction.py`) is state-equivalent: the loaders give the same
-state tables, transaction outcomes and group history from the reduced log as from the whole log, both semantics,
-on generated logs (interleaved groups, plain and transactional commits of several producers, markers and open ends,
-tombstones, classic and KIP-848 records, multi-record batches, gaps, junk) and on the real broker scenarios."""
+"""The column-wise reductions (`pipelines/coordinator/reduction.py`) hold their defining properties on generated
+logs (interleaved groups, plain and transactional commits of several producers, markers and open ends, tombstones,
+classic and KIP-848 records, multi-record batches, gaps, junk) and on the real broker scenarios, both semantics:
+
+* `split_mask` (what a range of a split partition hands on): a load of the kept rows ends in the state, groups and
+  group history of the whole log's, and decides every offset commit it reads but the plain values (the history a
+  split partition's load writes) as the whole log's load does; the rows it drops are plain values;
+* `state_only_mask` (a restore plan's replay): a load of the kept rows ends in the state of the whole log's.
+"""
 from __future__ import annotations
 
 import pytest
@@ -9,10 +14,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pipelines.coordinator.expiry import ExpiryOptions, cleanup_group_metadata
-from pipelines.coordinator.loader import SKIPPED_KINDS, load_shard
+from pipelines.coordinator.loader import SKIPPED_KINDS
+from pipelines.coordinator.offset_metadata import plain_values
 from pipelines.coordinator.options import ReplayOptions
-from pipelines.coordinator.reduction import state_relevant_rows
-from pipelines.coordinator.shard import loader_rows
+from pipelines.coordinator.reduction import split_mask, state_only_mask
+from pipelines.coordinator.streamed import SPLIT, STATE_ONLY, WHOLE, StreamedShards
 from pipelines.coordinator.tables import shard_rows, topic_names
 from tests.coordinator.harness import as_rows, canon
 from tests.coordinator.rowkit import Log, to_table
@@ -21,55 +27,75 @@ from tests.depth import cases
 
 HYPO = settings(max_examples=cases(deep=300, quick=50), deadline=None, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+DECIDED = ("txn_outcome", "txn_marker_offset", "applied_offset", "applied_timestamp")
 
 
-def _loaded(rows, opts: ReplayOptions, names) -> dict:
-    state = load_shard(rows[0]["offsets_partition"] if rows else 0, loader_rows(to_table(rows)) if rows else [], opts)
-    tables = shard_rows(state, opts, 50, names)
-    tables = as_rows(cleanup_group_metadata(tables, ExpiryOptions(as_of_ms=10**13, retention_minutes=1,
-                                                                  semantics=opts.semantics, kafka_version="3.9")))
-    return {"outcomes": sorted(state.outcomes.items()), **{t: canon(r) for t, r in tables.items()
-                                                            if t != "group_history"},
-            "group_history": tables.get("group_history")}
+def _loaded(rows, opts: ReplayOptions, names, mode) -> dict:
+    """The state tables (expired once), the group history and the decisions of a load of `rows` in `mode`."""
+    shards = StreamedShards(opts, mode=mode)
+    settled = shards.load(to_table(rows), last=True) if rows else None
+    state = shards.finish().state
+    out = {}
+    if state is not None:
+        tables = shard_rows(state, opts, 50, names)
+        tables = as_rows(cleanup_group_metadata(tables, ExpiryOptions(
+            as_of_ms=10**13, retention_minutes=1, semantics=opts.semantics, kafka_version="3.9")))
+        out = {t: canon(r) for t, r in tables.items() if t != "group_history"}
+        if mode.group_events:
+            out["group_history"] = tables.get("group_history")
+    decided = {} if settled is None else {r["record_offset"]: tuple(r[c] for c in DECIDED)
+                                          for r in settled.to_pylist()}
+    return {"tables": out, "decided": decided}
 
 
-def _reduced(rows, semantics: str, keep_outcomes: bool = True):
-    kept = state_relevant_rows(to_table(rows), semantics == "modern", keep_outcomes=keep_outcomes)
-    offsets = set(kept.column("offset").to_pylist())
-    assert len(offsets) == kept.num_rows
-    return [r for r in rows if r["offset"] in offsets]
+def _reduced(rows, semantics: str, mask) -> list:
+    table = to_table(rows)
+    keep = mask(table, semantics == "modern")
+    return rows if keep is None else [r for r, k in zip(rows, keep.tolist()) if k]
 
 
-def check_equivalent(rows, semantics: str, keep_outcomes: bool = True) -> int:
-    """Asserts the reduced log loads like the whole one (without `keep_outcomes`, all but the transaction
-    outcomes); returns how many rows it dropped."""
-    return check_reductions(rows, semantics, (keep_outcomes,))
-
-
-def check_reductions(rows, semantics: str, keep_outcomes=(True, False)) -> int:
-    """`check_equivalent` for each of `keep_outcomes`, the whole log loaded once; the rows dropped, summed."""
+def check_split(rows, semantics: str) -> int:
+    """Asserts a load of the rows `split_mask` keeps ends as the whole log's and decides as it does; returns how
+    many rows it dropped."""
     rows = [r for r in rows if r["record_kind"] not in SKIPPED_KINDS]
     opts = ReplayOptions(semantics=semantics, snapshot_id="red", load_time_ms=5, num_partitions=50)
     names = topic_names(rows)
-    whole = _loaded(rows, opts, names)
-    dropped = 0
-    for keep in keep_outcomes:
-        reduced = _reduced(rows, semantics, keep)
-        full, got = dict(whole), _loaded(reduced, opts, names)
-        if not keep:
-            del full["outcomes"], got["outcomes"]
-        for t in full:
-            assert got[t] == full[t], f"{semantics} {t} keep_outcomes={keep}\nkept: {[r['offset'] for r in reduced]}"
-        dropped += len(rows) - len(reduced)
-    return dropped
+    whole = _loaded(rows, opts, names, WHOLE)
+    kept = _reduced(rows, semantics, split_mask)
+    got = _loaded(kept, opts, names, SPLIT)
+    assert got["tables"] == whole["tables"], f"{semantics}\nkept: {[r['offset'] for r in kept]}"
+    kept_offsets = {r["offset"] for r in kept}
+    plain = set(to_table(rows).filter(plain_values(to_table(rows), semantics == "modern")).column("offset")
+                .to_pylist()) if rows else set()
+    assert {r["offset"] for r in rows if r["offset"] not in kept_offsets} <= plain
+    assert got["decided"] == {o: d for o, d in whole["decided"].items() if o not in plain}, \
+        f"{semantics}\nkept: {[r['offset'] for r in kept]}"
+    return len(rows) - len(kept)
+
+
+def check_state_only(rows, semantics: str) -> int:
+    """Asserts a load of the rows `state_only_mask` keeps ends in the whole log's state; returns how many rows it
+    dropped."""
+    rows = [r for r in rows if r["record_kind"] not in SKIPPED_KINDS]
+    opts = ReplayOptions(semantics=semantics, snapshot_id="red", load_time_ms=5, num_partitions=50)
+    names = topic_names(rows)
+    whole = _loaded(rows, opts, names, STATE_ONLY)
+    kept = _reduced(rows, semantics, state_only_mask)
+    got = _loaded(kept, opts, names, STATE_ONLY)
+    assert got["tables"] == whole["tables"], f"{semantics}\nkept: {[r['offset'] for r in kept]}"
+    return len(rows) - len(kept)
+
+
+def check_reductions(rows, semantics: str) -> int:
+    return check_split(rows, semantics) + check_state_only(rows, semantics)
 
 
 @pytest.mark.parametrize("semantics", ["legacy", "modern"])
 @pytest.mark.parametrize("ops", [log_ops, kafka_like_log], ids=["any_log", "kafka_like_log"])
 @HYPO
 @given(data=st.data())
-def test_reduced_log_loads_like_the_whole_log(semantics, ops, data):
-    check_equivalent(build_log(data.draw(ops, label="ops"), partition=0).rows, semantics)
+def test_split_reduction_loads_and_decides_like_the_whole_log(semantics, ops, data):
+    check_split(build_log(data.draw(ops, label="ops"), partition=0).rows, semantics)
 
 
 @pytest.mark.parametrize("semantics", ["legacy", "modern"])
@@ -77,8 +103,8 @@ def test_reduced_log_loads_like_the_whole_log(semantics, ops, data):
 @HYPO
 @given(data=st.data())
 def test_state_only_reduction_loads_like_the_whole_log(semantics, ops, data):
-    """keep_outcomes=False (a restore plan's replay of the history): the same state, groups and group history."""
-    check_equivalent(build_log(data.draw(ops, label="ops"), partition=0).rows, semantics, keep_outcomes=False)
+    """A restore plan's replay of the history: the same state."""
+    check_state_only(build_log(data.draw(ops, label="ops"), partition=0).rows, semantics)
 
 
 @pytest.mark.parametrize("semantics", ["legacy", "modern"])
@@ -94,11 +120,11 @@ def test_state_only_reduction_drops_ended_transactions_a_plain_commit_overwrites
     log.marker(6, "COMMIT")  # 5
     log.marker(7, "ABORT")  # 6
     log.commit("g", "t", 0, 4, pid=8, epoch=0)  # 7: open at the end
-    kept = _reduced([r for r in log.rows if r["record_kind"] not in SKIPPED_KINDS], semantics, keep_outcomes=False)
+    kept = _reduced([r for r in log.rows if r["record_kind"] not in SKIPPED_KINDS], semantics, state_only_mask)
     # modern keeps the group's first value too (it creates the simple group): 0, so 1 that ends it
     assert [r["offset"] for r in kept] == ([0, 1] if semantics == "modern" else []) + [2, 3, 4, 5, 6, 7]
-    assert check_equivalent(log.rows, semantics, keep_outcomes=False) == (0 if semantics == "modern" else 2)
-    assert check_equivalent(log.rows, semantics) == 0
+    assert check_state_only(log.rows, semantics) == (0 if semantics == "modern" else 2)
+    assert check_split(log.rows, semantics) == 0
 
 
 @pytest.mark.parametrize("semantics", ["legacy", "modern"])
@@ -110,14 +136,15 @@ def test_state_only_reduction_keeps_a_value_whose_marker_follows_a_plain_tombsto
     log.commit("g", "t", 0, 2)
     log.offset_tombstone("g", "t", 0)
     log.marker(6, "COMMIT")
-    kept = _reduced([r for r in log.rows if r["record_kind"] not in SKIPPED_KINDS], semantics, keep_outcomes=False)
+    kept = _reduced([r for r in log.rows if r["record_kind"] not in SKIPPED_KINDS], semantics, state_only_mask)
     assert 0 in [r["offset"] for r in kept]
-    check_equivalent(log.rows, semantics, keep_outcomes=False)
+    check_state_only(log.rows, semantics)
 
 
 @pytest.mark.parametrize("semantics", ["legacy", "modern"])
-def test_reduction_drops_superseded_plain_commits(semantics):
-    """Not vacuous: a key committed many times keeps its last commit; transactions and group records stay."""
+def test_split_reduction_drops_plain_commits_nothing_reads(semantics):
+    """Not vacuous: of a key committed many times, the split load reads the first commit (the tombstone after them
+    deletes what it committed), the first after the tombstone and the last; transactions and markers stay."""
     log = Log(partition=0)
     for v in range(50):
         log.commit("g", "t", 0, v)
@@ -125,10 +152,26 @@ def test_reduction_drops_superseded_plain_commits(semantics):
     log.marker(5, "COMMIT")
     log.offset_tombstone("g", "t", 0)
     log.commit("g", "t", 0, 99)
-    kept = _reduced([r for r in log.rows if r["record_kind"] not in SKIPPED_KINDS], semantics)
-    # modern keeps the group's first value too (it creates the simple group)
-    assert [r["offset"] for r in kept] == ([0] if semantics == "modern" else []) + [50, 51, 52, 53]
-    assert check_equivalent(log.rows, semantics) == 50 - (1 if semantics == "modern" else 0)
+    log.commit("g", "t", 0, 100)
+    log.commit("g", "t", 0, 101)
+    kept = _reduced([r for r in log.rows if r["record_kind"] not in SKIPPED_KINDS], semantics, split_mask)
+    assert [r["offset"] for r in kept] == [0, 50, 51, 52, 53, 55]
+    assert check_split(log.rows, semantics) == 49 + 1
+
+
+@pytest.mark.parametrize("semantics", ["legacy", "modern"])
+def test_split_reduction_keeps_the_plain_commit_that_overtakes_a_transaction(semantics):
+    """A transactional value overtaken by a plain commit before its COMMIT never took effect: the split load reads
+    the first plain commit after the value, though a later one of the key is the one the key ends with."""
+    log = Log(partition=0)
+    log.commit("g", "t", 0, 900, pid=5, epoch=0)  # 0
+    log.commit("g", "t", 0, 160)  # 1: overtakes 0
+    log.commit("g", "t", 0, 161)  # 2
+    log.marker(5, "COMMIT")  # 3: installs nothing
+    log.commit("g", "t", 0, 162)  # 4
+    kept = _reduced(log.rows, semantics, split_mask)
+    assert [r["offset"] for r in kept] == [0, 1, 3, 4]
+    check_split(log.rows, semantics)
 
 
 @pytest.mark.parametrize("semantics", ["legacy", "modern"])
@@ -141,12 +184,12 @@ def test_reduction_keeps_the_value_that_recreates_a_simple_group(semantics):
     log.group_tombstone("g")
     log.commit("g", "t", 0, 3)
     log.commit("g", "t", 0, 4)
-    check_equivalent(log.rows, semantics)
+    check_reductions(log.rows, semantics)
 
 
 def test_reduction_on_real_logs(shared_dir):
-    """Every real log (the Kafka 4.0 broker scenarios, the segments of brokers 1.0 - 3.8) loads the same reduced,
-    every partition, both semantics."""
+    """Every real log (the Kafka 4.0 broker scenarios, the segments of brokers 1.0 - 3.8) loads and decides the same
+    reduced, every partition, both semantics."""
     from pipelines.decoding.reader import iter_decoded_rows
 
     dirs = sorted(shared_dir.glob("brokerdata/*/data"))
@@ -172,4 +215,4 @@ def test_reduction_keeps_a_plain_tombstone_before_a_transactional_one(semantics)
     log.offset_tombstone("g", "t", 0)
     log.offset_tombstone("g", "t", 0, pid=5, epoch=0)
     log.marker(5, "COMMIT")
-    check_equivalent(log.rows, semantics)
+    check_reductions(log.rows, semantics)

@@ -9,6 +9,7 @@ from dataclasses import replace
 import pyarrow as pa
 import pytest
 
+from pipelines.coordinator.committed import CommittedOffsets
 from pipelines.coordinator.options import REPLAY_TABLES, ReplayOptions
 from pipelines.io.checkpoint import StateStage, read_state_files, state_file_partitions
 from pipelines.rebuild.executor import loads_shards
@@ -85,7 +86,7 @@ def _shard_view(shard) -> tuple:
     s = shard.state
     groups = sorted((g, repr(_filled(v)), repr(_filled(s.groups.last_group_record.get(g))))
                     for g, v in s.groups.groups.items())
-    return (sorted(s.offsets.items()), sorted((p, sorted(t.items())) for p, t in s.pending.items()), groups,
+    return (sorted(s.offsets.items()), sorted(CommittedOffsets(s.pending).items()), groups,
             sorted(map(repr, s.open_records.items())),
             *(sorted(map(repr, t.drop_columns([c for c in ("snapshot_id",) if c in t.column_names]).to_pylist()))
               for t in (shard.open_history, shard.naming, shard.markers)))

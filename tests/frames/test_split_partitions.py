@@ -18,13 +18,13 @@ from pipelines.coordinator.options import ReplayOptions
 from pipelines.coordinator import streamed
 from pipelines.coordinator.shard import replay_rows, tabulate_shards
 from pipelines.coordinator.saved import SavedShard, saved_shards
-from pipelines.coordinator.streamed import StreamedShards, by_group, load_split
+from pipelines.coordinator.streamed import RANGE, StreamedShards, by_group, load_split
 from pipelines.coordinator.tables import group_history_table, named_group_history, topic_names
 from pipelines.decoding.reader import iter_decoded_rows
 from pipelines.decoding.segments import entry_heads
 from pipelines.frames.decode import _work_batches, plan_inputs
 from pipelines.frames.ranges import NO_FLOOR, log_ranges
-from pipelines.frames.segment_shards import HELD, KEPT, _decode_and_load_task, _split_load_task, _units
+from pipelines.frames.segment_shards import KEPT, _decode_and_load_task, _split_load_task, _units
 from pipelines.frames.tally import tally_rows
 from schemas.decoded import DECODED_RECORD_SCHEMA
 from tests.coordinator.harness import as_rows, assert_same, canon
@@ -55,7 +55,7 @@ def _split_tables(data_dir, options: ReplayOptions, split_bytes: int, window_byt
                                  (options.until_offset, options.until_time_ms), window_bytes=window_bytes,
                                  buckets=buckets)
     out = pa.Table.from_batches(list(task(iter([pa.record_batch([pa.array([0])], names=["id"])]))))
-    passed = out.filter(pc.is_in(out.column("table"), pa.array([KEPT, HELD])))
+    passed = out.filter(pc.equal(out.column("table"), KEPT))
     loads = []
     for shard in sorted(set(passed.column("shard").to_pylist())):
         mine = passed.filter(pc.equal(passed.column("shard"), shard))
@@ -63,7 +63,7 @@ def _split_tables(data_dir, options: ReplayOptions, split_bytes: int, window_byt
         for b in range(buckets):
             loads.append(pa.Table.from_batches(list(_split_load_task(options, buckets=buckets)(iter(
                 mine.filter(pc.equal(mine.column("bucket"), b)).to_batches())))))
-    out = pa.concat_tables([out.filter(pc.invert(pc.is_in(out.column("table"), pa.array([KEPT, HELD])))),
+    out = pa.concat_tables([out.filter(pc.not_equal(out.column("table"), KEPT)),
                             *[t.cast(out.schema) for t in loads]])
     tables, tally, markers = envelope_tables(out, options)
     return tables, tally, markers, units
@@ -176,30 +176,29 @@ def test_a_copied_segment_across_ranges_is_loaded_once(brokerdata, tmp_path):
 def _streamed(table: pa.Table, options: ReplayOptions, cuts: list[int], buckets: int = 1):
     """The states, history rows (as settled, then pending), markers, group events taken as they were loaded
     (None: left in the states) and saved shard of `table` (one partition) loaded whole, or cut at `cuts` into ranges
-    loaded as the split tasks load them: the ranges' kept and held rows in `buckets` by group, each loaded on its
-    own into a shard of its groups, bucket 0's alone with the markers; their saved shards resumed as one."""
+    loaded as the split tasks load them: the ranges' kept rows in `buckets` by group, each loaded on its own into a
+    shard of its groups, bucket 0's alone with the markers; their saved shards resumed as one."""
     if not cuts:
         whole = StreamedShards(options)
         history = whole.load(table, last=False)
         done = whole.finish()
         return done.states, [history], done.pending, done.markers, None, _saved(done)
     bounds = [0, *cuts, table.num_rows]
-    passed, held, history = [], [], []
+    passed, history = [], []
     top = NO_FLOOR
     for a, b in zip(bounds, bounds[1:]):
         piece = table.slice(a, b - a)
-        loader = StreamedShards(options, floor={} if top == NO_FLOOR else {0: top}, ranged=True)
+        loader = StreamedShards(options, floor={} if top == NO_FLOOR else {0: top}, mode=RANGE)
         history.append(loader.load(piece))
         done = loader.finish()
+        assert not done.pending.num_rows  # a range writes its plain values only
         passed.append(loader.passed_on())
-        held.append(done.pending)
         offsets = [o for o in piece.column("offset").to_pylist() if o is not None]
         top = max([top, *offsets])
     settled, parts = [], []
     for b in range(buckets):
         kept = [by_group(k, buckets)[b] for k in passed if k is not None]
-        pending = [by_group(h, buckets)[b] for h in held]
-        *got, done = load_split(options, kept, pending, own_markers=buckets > 1)
+        *got, done = load_split(options, kept)
         if b:
             done.markers = done.markers.slice(0, 0)
         settled.extend(got)

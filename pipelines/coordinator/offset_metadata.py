@@ -1,0 +1,428 @@
+"""The offsets half of a shard's replay, column by column: `OffsetMetadataManager.replay` and
+`replayEndTransactionMarker` (new coordinator, Kafka 3.8 - 4.x; spec §5.3) and the `loadedOffsets` /
+`pendingOffsets` maps of `GroupMetadataManager.doLoadGroupsAndOffsets` (old coordinator, 0.11 - 3.9; spec §5.1),
+one window of a partition's records at a time, onto what the records before it left (`loader.ShardState`: the
+committed offsets, the open transactions' pending offsets and the records of those transactions).
+
+What every offset-commit record did is decided here, and only here (`Decisions`): where it took effect
+(`applied_offset`, the log position, and `applied_timestamp`, that record's time) or that it never did (null), and
+for a transactional record the end marker of its transaction (`txn_outcome`, `txn_marker_offset`,
+`txn_marker_timestamp`). The history keeps those columns and every view reads them.
+
+Kafka's rules, per record:
+
+* a plain value (old loader: a record of a non-transactional batch; new coordinator: producer id -1) is committed at
+  its own position, whatever the key held;
+* a tombstone deletes the key at its own position, and took effect when the key held an offset. The old loader
+  reads only plain tombstones so; a transactional one only drops the key from its producer's pending map. The new
+  coordinator deletes on every tombstone, and drops the key from every open transaction too (spec §5.5 #1);
+* a transactional value waits in its producer's pending map (a later record of the key in the same transaction
+  replaces it) until an end marker of the producer: old loader, the first record of any control batch; new
+  coordinator, a COMMIT or ABORT record. A COMMIT installs it at the marker's position unless the key's committed
+  offset is as new: its `appendedBatchOffset` (old loader: the offset of the first record iterated in its batch)
+  or record offset (new) is not below the pending one's. It never takes effect otherwise (aborted, overtaken,
+  replaced, dropped, or still open at the end of the log).
+
+Why it can be done column by column, exactly: per key, a decision reads only whether the key holds an offset and
+the version (appendedBatchOffset / record offset) of the one it holds. Both are a fold over the key's events in
+log order (a value or a seed at a plain value's or the state's version, absence at a tombstone, and at each
+installed value its version, which is above the one in place): so per key, after sorting its events by position,
+the version in place before each event is the running maximum since the last plain value, tombstone or seed, and
+it holds an offset when that maximum exists. A transaction's end marker per record, the last record of a key in a
+transaction, and the first tombstone after a pending value are searches in sorted arrays.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from pipelines.coordinator.committed import KEY, SCHEMA
+from schemas.tables import DECISION_COLUMNS
+
+#: the control types that end a transaction in the new coordinator (`replayEndTransactionMarker`)
+END_MARKER_TYPES = ("COMMIT", "ABORT")
+#: what `Decisions` gives each record: the history's columns of the same names
+DECIDED_COLUMNS = DECISION_COLUMNS
+DECIDED_TYPES = {"txn_outcome": pa.string(), "txn_marker_offset": pa.int64(), "txn_marker_timestamp": pa.int64(),
+                 "applied_offset": pa.int64(), "applied_timestamp": pa.int64()}
+#: the decoded columns a window's replay reads
+READ_COLUMNS = ("record_kind", "offset", "group_id", "topic", "partition", "is_tombstone", "producer_id",
+                "producer_epoch", "is_transactional", "batch_first_offset", "control_type", "timestamp",
+                "committed_offset", "leader_epoch", "metadata", "commit_timestamp", "expire_timestamp", "topic_id")
+
+_SEED, _VALUE, _TOMBSTONE, _INSTALL = 0, 1, 2, 3  # a key's events, in this order at one position
+_NONE = -1
+
+
+def is_control(table: pa.Table) -> pa.ChunkedArray:
+    """Which of `table`'s decoded rows are control records (transaction markers)."""
+    return pc.fill_null(pc.equal(table.column("record_kind"), "control"), False)
+
+
+def is_offset_commit(table: pa.Table) -> pa.ChunkedArray:
+    return pc.fill_null(pc.equal(table.column("record_kind"), "offset_commit"), False)
+
+
+def end_markers(table: pa.Table, modern: bool):
+    """(control records, the control records that end their producer's transaction): new coordinator, COMMIT and
+    ABORT; the old loader, the first record of any control batch (only it is read)."""
+    control = is_control(table)
+    if modern:
+        ends = pc.fill_null(pc.is_in(table.column("control_type"), pa.array(END_MARKER_TYPES)), False)
+    else:
+        first = table.column("batch_first_offset")
+        ends = pc.fill_null(pc.or_kleene(pc.is_null(first), pc.equal(table.column("offset"), first)), False)
+    return control, pc.and_(control, ends)
+
+
+def is_transactional(table: pa.Table, modern: bool):
+    """Which rows a producer's transaction holds: old loader, a record of a transactional batch; new coordinator,
+    one with a producer id (spec §5.5 #6)."""
+    if modern:
+        return pc.not_equal(pc.fill_null(table.column("producer_id"), -1), -1)
+    return pc.fill_null(table.column("is_transactional"), False)
+
+
+def transactional_commits(table: pa.Table, modern: bool):
+    """The offset commits a producer's transaction holds, as a mask."""
+    return pc.and_(is_offset_commit(table), is_transactional(table, modern))
+
+
+def plain_values(table: pa.Table, modern: bool):
+    """The offset commits that are plain values, as a mask: each is committed at its own position, whatever the
+    state (a range of a split partition writes their history without loading any)."""
+    return pc.and_(pc.and_(is_offset_commit(table), pc.invert(is_transactional(table, modern))),
+                   pc.invert(pc.fill_null(table.column("is_tombstone"), False)))
+
+
+@dataclass
+class Decisions:
+    """What a window's replay decided: for each of its offset-commit records, in its order (`own`: `DECIDED_COLUMNS`
+    arrays), and for the records of transactions open before it that one of its markers ended (`carried`:
+    `offsets_partition`, `offset` and the `DECIDED_COLUMNS`)."""
+
+    own: dict[str, pa.Array]
+    carried: pa.Table
+
+    @staticmethod
+    def concat(parts: list["Decisions"]) -> "Decisions":
+        if len(parts) == 1:
+            return parts[0]
+        own = {c: pa.concat_arrays([p.own[c] for p in parts]) if parts else pa.array([], DECIDED_TYPES[c])
+               for c in DECIDED_COLUMNS}
+        carried = [p.carried for p in parts if p.carried.num_rows]
+        return Decisions(own, pa.concat_tables(carried) if carried else no_carried())
+
+
+def no_carried() -> pa.Table:
+    return pa.table({"offsets_partition": pa.array([], pa.int32()), "offset": pa.array([], pa.int64()),
+                     **{c: pa.array([], DECIDED_TYPES[c]) for c in DECIDED_COLUMNS}})
+
+
+def plain_value_decisions(commits: pa.Table) -> dict[str, pa.Array]:
+    """`Decisions.own` of offset-commit records that are all plain values (`plain_values`): each took effect at its
+    own position and time, with no transaction."""
+    n = commits.num_rows
+    return {"txn_outcome": pa.nulls(n, pa.string()), "txn_marker_offset": pa.nulls(n, pa.int64()),
+            "txn_marker_timestamp": pa.nulls(n, pa.int64()),
+            "applied_offset": pc.cast(commits.column("offset"), pa.int64()).combine_chunks(),
+            "applied_timestamp": _times(commits.column("timestamp"))}
+
+
+def _times(column) -> pa.Array:
+    """Record timestamps (epoch ms) with Kafka's -1 (none) as null."""
+    c = pc.cast(column, pa.int64())
+    return pc.if_else(pc.fill_null(pc.less(c, 0), False), pa.scalar(None, pa.int64()), c).combine_chunks() \
+        if len(c) else pa.array([], pa.int64())
+
+
+def _ints(column, fill: int) -> np.ndarray:
+    c = pc.cast(column, pa.int64())
+    return (pc.fill_null(c, fill) if c.null_count else c).to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+
+
+def _codes(*columns: np.ndarray) -> np.ndarray:
+    """Dense codes of the tuples of `columns` (int64 arrays of one length): equal tuples, equal codes."""
+    n = len(columns[0])
+    if not n:
+        return np.empty(0, np.int64)
+    order = np.lexsort(columns[::-1])
+    change = np.zeros(n, dtype=bool)
+    change[0] = True
+    for c in columns:
+        s = c[order]
+        change[1:] |= s[1:] != s[:-1]
+    out = np.empty(n, np.int64)
+    out[order] = np.cumsum(change) - 1
+    return out
+
+
+def _string_codes(column) -> np.ndarray:
+    encoded = pc.dictionary_encode(column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column)
+    return _ints(encoded.indices, -1)
+
+
+def key_codes(commits: pa.Table, by_partition: bool = False) -> np.ndarray:
+    """Dense codes of the offset commits' GroupTopicPartitions (`by_partition`: of their offsets partition and
+    GroupTopicPartition): equal keys, equal codes."""
+    columns = [_string_codes(commits.column("group_id")), _string_codes(commits.column("topic")),
+               _ints(commits.column("partition"), -1)]
+    if by_partition:
+        columns.insert(0, _ints(commits.column("offsets_partition"), -1))
+    return _codes(*columns)
+
+
+def _next_event(q_group: np.ndarray, q_at: np.ndarray, e_group: np.ndarray, e_at: np.ndarray,
+                after: bool = True) -> np.ndarray:
+    """For each query (group, position), the index of the first event of its group at a later position (`after`;
+    else at or after it), -1 when none."""
+    nq, ne = len(q_group), len(e_group)
+    if not nq or not ne:
+        return np.full(nq, _NONE, np.int64)
+    group = np.concatenate([e_group, q_group])
+    at = np.concatenate([e_at, q_at])
+    is_event = np.concatenate([np.ones(ne, bool), np.zeros(nq, bool)])
+    # at one position, a query sorts after the event (after=True: the event is not later) or before it
+    tie = np.where(is_event, 0, 1) if after else np.where(is_event, 1, 0)
+    order = np.lexsort((tie, at, group))
+    n = len(order)
+    pos = np.arange(n)
+    nxt = np.where(is_event[order], pos, n)
+    nxt = np.minimum.accumulate(nxt[::-1])[::-1]
+    found = nxt < n
+    clipped = np.minimum(nxt, n - 1)
+    found &= group[order][clipped] == group[order]
+    out = np.empty(n, np.int64)
+    out[order] = np.where(found, order[clipped], _NONE)
+    return out[ne:]
+
+
+def replay_offsets(part: int, rows: pa.Table, state, modern: bool) -> Decisions:
+    """Replays the offset commits and end markers of `rows` (one offsets partition's decoded records, in log order)
+    onto `state` (`loader.ShardState`: its `offsets`, `pending` and `open_records` are replaced), and returns what
+    every offset-commit record of `rows` did, and every record of a transaction open before them that they ended."""
+    commits = rows.select(list(READ_COLUMNS)).filter(is_offset_commit(rows))
+    _, ends = end_markers(rows, modern)
+    markers = rows.select(["offset", "producer_id", "control_type", "timestamp"]).filter(ends)
+    n = commits.num_rows
+    m_off = _ints(markers.column("offset"), -1)
+    m_pid = _ints(markers.column("producer_id"), -1)
+    m_commit = pc.fill_null(pc.equal(markers.column("control_type"), "COMMIT"), False).to_numpy(
+        zero_copy_only=False)
+    m_time = _times(markers.column("timestamp"))
+
+    off = _ints(commits.column("offset"), -1)
+    tomb = pc.fill_null(commits.column("is_tombstone"), False).to_numpy(zero_copy_only=False)
+    pid = _ints(commits.column("producer_id"), -1)
+    txn = is_transactional(commits, modern).to_numpy(zero_copy_only=False) if n else np.zeros(0, bool)
+    batch = _ints(pc.coalesce(commits.column("batch_first_offset"), commits.column("offset")), -1) if n else off
+    version = off if modern else batch
+
+    pending = state.pending
+    p_pid = _ints(pending.column("producer_id"), -1)
+    p_off = _ints(pending.column("record_offset"), -1)
+    p_version = p_off if modern else _ints(pc.coalesce(pending.column("appended_batch_offset"),
+                                                       pending.column("record_offset")), -1)
+
+    # the keys of the window's records and of the pending offsets, as codes
+    keys = pa.concat_tables([commits.select(KEY).cast(pa.schema(SCHEMA.field(k) for k in KEY)),
+                             pending.select(KEY)])
+    key = key_codes(keys)
+    c_key, p_key = key[:n], key[n:]
+
+    # the transactions' records: the pending offsets carried in, then the window's; each with its end marker
+    t_rows = np.flatnonzero(txn)
+    np_ = len(p_pid)
+    t_key = np.concatenate([p_key, c_key[t_rows]])
+    t_pid = np.concatenate([p_pid, pid[t_rows]])
+    t_off = np.concatenate([p_off, off[t_rows]])
+    t_version = np.concatenate([p_version, version[t_rows]])
+    t_tomb = np.concatenate([np.zeros(np_, bool), tomb[t_rows]])
+    t_marker = _next_event(t_pid, t_off, m_pid, m_off)
+
+    # the last record of each key in each transaction is what its pending map holds at the end marker (or now)
+    order = np.lexsort((t_off, t_marker, t_pid, t_key))
+    last = np.ones(len(order), bool)
+    if len(order) > 1:
+        k, p, m = t_key[order], t_pid[order], t_marker[order]
+        last[:-1] = (k[1:] != k[:-1]) | (p[1:] != p[:-1]) | (m[1:] != m[:-1])
+    held = np.zeros(len(t_key), bool)
+    held[order[last]] = True
+    held &= ~t_tomb
+    if modern and len(t_key):  # a tombstone of the key after it and before the marker dropped it from the transaction
+        tomb_rows = np.flatnonzero(tomb)
+        nt = _next_event(t_key, t_off, c_key[tomb_rows], off[tomb_rows])
+        dropped = nt >= 0
+        ended = dropped & (t_marker >= 0)
+        dropped[ended] = off[tomb_rows][nt[ended]] < m_off[t_marker[ended]]
+        held &= ~dropped
+    install = held & (t_marker >= 0)
+    install[install] = m_commit[t_marker[install]]
+    still_pending = held & (t_marker < 0)
+
+    # per key, its events in log order: the state's offset, plain values, tombstones, installs at markers
+    firsts = _firsts(key)
+    seeded_at, seeded = state.offsets.lookup(keys.take(pa.array(firsts)))
+    s_key = key[firsts[seeded_at]]
+    s_version = _ints(seeded.column("record_offset") if modern else pc.coalesce(
+        seeded.column("appended_batch_offset"), seeded.column("record_offset")), -1)
+    value_rows = np.flatnonzero(~txn & ~tomb)
+    tomb_rows = np.flatnonzero(tomb if modern else tomb & ~txn)
+    install_at = np.flatnonzero(install)
+    e_key = np.concatenate([s_key, c_key[value_rows], c_key[tomb_rows], t_key[install_at]])
+    e_pos = np.concatenate([np.full(len(s_key), np.iinfo(np.int64).min), off[value_rows], off[tomb_rows],
+                            m_off[t_marker[install_at]]])
+    e_kind = np.concatenate([np.full(len(s_key), _SEED), np.full(len(value_rows), _VALUE),
+                             np.full(len(tomb_rows), _TOMBSTONE), np.full(len(install_at), _INSTALL)])
+    e_version = np.concatenate([s_version, version[value_rows], np.zeros(len(tomb_rows), np.int64),
+                                t_version[install_at]])
+    e_ref = np.concatenate([np.full(len(s_key), _NONE), value_rows, tomb_rows, install_at])
+    order = np.lexsort((e_kind, e_pos, e_key))
+    e_key, e_kind, e_version, e_ref = e_key[order], e_kind[order], e_version[order], e_ref[order]
+    took = _took_effect(e_key, e_kind, e_version)
+
+    # the position each of the window's records took effect at
+    applied_row = np.full(n, _NONE, np.int64)
+    applied_row[value_rows] = off[value_rows]
+    deleted = e_ref[took & (e_kind == _TOMBSTONE)]
+    applied_row[deleted] = off[deleted]
+    installed = e_ref[took & (e_kind == _INSTALL)]
+    t_applied = np.zeros(len(t_key), bool)
+    t_applied[installed] = True
+    own_install = installed[installed >= np_] - np_
+    applied_row[t_rows[own_install]] = m_off[t_marker[np_:][own_install]]
+
+    # the state after the window: the offsets, the pending offsets, the open transactions' records
+    _apply_last(state, commits, pending, batch, modern, e_key, e_kind, e_ref, took, t_rows, np_,
+                touched=bool(len(s_key)))
+    new_pending = [pending.take(pa.array(np.flatnonzero(still_pending[:np_]), pa.int64()))]
+    open_new = t_rows[np.flatnonzero(still_pending[np_:])]
+    if len(open_new):
+        new_pending.append(_offsets_of(commits, open_new, batch, modern))
+    state.pending = pa.concat_tables(new_pending).combine_chunks()
+    carried, open_records = _ended(part, state.open_records, m_pid, m_off, m_commit, m_time,
+                                   t_off[:np_][t_applied[:np_]])
+    still_open = t_marker[np_:] < 0
+    for p_, o in zip(pid[t_rows][still_open].tolist(), off[t_rows][still_open].tolist()):
+        open_records.setdefault(p_, []).append(o)
+    state.open_records = open_records
+
+    own_marker = np.full(n, _NONE, np.int64)
+    own_marker[t_rows] = t_marker[np_:]
+    return Decisions(_own(commits, txn, own_marker, m_off, m_commit, m_time, applied_row), carried)
+
+
+def _firsts(codes: np.ndarray) -> np.ndarray:
+    """The index of each code's first occurrence, by code."""
+    _, at = np.unique(codes, return_index=True)
+    return at
+
+
+def _took_effect(e_key: np.ndarray, e_kind: np.ndarray, e_version: np.ndarray) -> np.ndarray:
+    """Which of a window's key events (sorted by key, then position) took effect: a plain value always; a tombstone
+    when the key held an offset; an install when the key held none, or one of a lower version. The version in place
+    is the running maximum since the last seed, value or tombstone (an install raises it), as ranks (0: none)."""
+    n = len(e_key)
+    if not n:
+        return np.zeros(0, bool)
+    versioned = e_kind != _TOMBSTONE
+    ranks = np.zeros(n, np.int64)
+    if versioned.any():
+        _, inverse = np.unique(e_version[versioned], return_inverse=True)
+        ranks[versioned] = inverse + 1
+    top = int(ranks.max()) + 1
+    key_start = np.ones(n, bool)
+    key_start[1:] = e_key[1:] != e_key[:-1]
+    segment = np.cumsum(key_start | (e_kind != _INSTALL)) - 1
+    held = np.maximum.accumulate(segment * top + ranks) - segment * top  # in place after each event
+    before = np.zeros(n, np.int64)
+    before[1:] = np.where(key_start[1:], 0, held[:-1])
+    return ((e_kind == _VALUE) | ((e_kind == _TOMBSTONE) & (before > 0))
+            | ((e_kind == _INSTALL) & (ranks > before)))
+
+
+def _offsets_of(commits: pa.Table, rows: np.ndarray, batch: np.ndarray, modern: bool) -> pa.Table:
+    """`commits`' rows at `rows` as offsets the state holds (`committed.SCHEMA`; the producer in `producer_id`)."""
+    t = commits.take(pa.array(rows))
+    n = t.num_rows
+    columns = {"record_offset": t.column("offset"), "producer_id": pc.fill_null(t.column("producer_id"), -1),
+               "appended_batch_offset": pa.nulls(n, pa.int64()) if modern else pa.array(batch[rows], pa.int64())}
+    return pa.Table.from_arrays([(columns[f.name] if f.name in columns else t.column(f.name)).cast(f.type)
+                                 for f in SCHEMA], schema=SCHEMA)
+
+
+def _apply_last(state, commits, pending, batch, modern, e_key, e_kind, e_ref, took, t_rows, np_, touched) -> None:
+    """`state.offsets` after the window: each key's last event that took effect, a value or an install put in
+    place, a tombstone deleting."""
+    at = np.flatnonzero(took & (e_kind != _SEED))
+    if not len(at):
+        return
+    last = np.ones(len(at), bool)
+    last[:-1] = e_key[at][1:] != e_key[at][:-1]
+    kind, ref = e_kind[at[last]], e_ref[at[last]]
+    puts = []
+    values = ref[kind == _VALUE]
+    installs = ref[kind == _INSTALL]
+    from_pending = installs[installs < np_]
+    from_window = t_rows[installs[installs >= np_] - np_]
+    own = np.concatenate([values, from_window])
+    if len(own):
+        puts.append(_offsets_of(commits, np.sort(own), batch, modern))
+    if len(from_pending):
+        puts.append(pending.take(pa.array(from_pending)))
+    gone = ref[kind == _TOMBSTONE]
+    deletes = commits.select(KEY).take(pa.array(gone)) if len(gone) else pa.table(
+        {k: pa.array([], SCHEMA.field(k).type) for k in KEY})
+    put = pa.concat_tables(puts) if puts else SCHEMA.empty_table()
+    state.offsets.apply(put, deletes, touched_held=touched or bool(len(from_pending)))
+
+
+def _ended(part: int, open_records: dict[int, list[int]], m_pid, m_off, m_commit, m_time,
+           installed_offsets: np.ndarray) -> tuple[pa.Table, dict[int, list[int]]]:
+    """The records of transactions open before the window that one of its end markers ended (each producer's
+    first), decided (`installed_offsets`: those of them an install put in place), and the transactions still open."""
+    if not open_records:
+        return no_carried(), {}
+    pids = np.fromiter(open_records, dtype=np.int64, count=len(open_records))
+    first = _next_event(pids, np.full(len(pids), np.iinfo(np.int64).min), m_pid, m_off, after=False)
+    still = {p_: open_records[p_] for p_, m in zip(pids.tolist(), first.tolist()) if m < 0}
+    ended = [(p_, m) for p_, m in zip(pids.tolist(), first.tolist()) if m >= 0]
+    if not ended:
+        return no_carried(), still
+    offs = np.array([o for p_, _ in ended for o in open_records[p_]], np.int64)
+    marker = np.array([m for p_, m in ended for _ in open_records[p_]], np.int64)
+    installed = np.isin(offs, installed_offsets)
+    times = m_time.take(pa.array(marker))
+    return pa.table({
+        "offsets_partition": pa.array(np.full(len(offs), part), pa.int32()), "offset": pa.array(offs),
+        "txn_outcome": _outcome_names(np.where(m_commit[marker], 1, 2)),
+        "txn_marker_offset": pa.array(m_off[marker]), "txn_marker_timestamp": times,
+        "applied_offset": pa.array(m_off[marker], mask=~installed),
+        "applied_timestamp": pc.if_else(pa.array(installed), times, pa.scalar(None, pa.int64()))}), still
+
+
+def _outcome_names(codes: np.ndarray) -> pa.Array:
+    """Outcome codes (-1: none, 0: pending, 1: committed, 2: aborted) as `txn_outcome` strings."""
+    return pc.take(pa.array(["pending", "committed", "aborted"]), pa.array(codes, mask=codes < 0))
+
+
+def _own(commits, txn, marker, m_off, m_commit, m_time, applied_row) -> dict[str, pa.Array]:
+    n = commits.num_rows
+    decided = marker >= 0
+    at = np.maximum(marker, 0)
+    commit = m_commit[at] if len(m_off) else np.zeros(n, bool)
+    outcome = np.where(~txn, -1, np.where(~decided, 0, np.where(commit, 1, 2)))
+    marker_time = m_time.take(pa.array(at)) if len(m_off) else pa.nulls(n, pa.int64())
+    applied = applied_row >= 0
+    own_time = _times(commits.column("timestamp")) if n else pa.array([], pa.int64())
+    applied_time = pc.if_else(pa.array(applied & txn), marker_time, own_time) if n else own_time
+    return {"txn_outcome": _outcome_names(outcome),
+            "txn_marker_offset": pa.array(m_off[at] if len(m_off) else np.zeros(n, np.int64), mask=~decided),
+            "txn_marker_timestamp": pc.if_else(pa.array(decided), marker_time, pa.scalar(None, pa.int64()))
+            if n else pa.array([], pa.int64()),
+            "applied_offset": pa.array(applied_row, mask=~applied),
+            "applied_timestamp": pc.if_else(pa.array(applied), applied_time, pa.scalar(None, pa.int64()))
+            if n else pa.array([], pa.int64())}

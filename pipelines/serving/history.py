@@ -1,0 +1,40 @@
+"""The offset-commit history as every view reads it: what the engine recorded each record did (`offset_commits`'
+`applied_offset` and `applied_timestamp`: where and when it took effect, null when it never did;
+`pipelines/coordinator/offset_metadata.py` decides it, no view does), and the one refusal of a history written
+before it recorded that.
+"""
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+
+class HistoryUnavailable(ValueError):
+    """The snapshot's history lacks what a view needs (written by an older version, or no history): one line that
+    names the command that fills it."""
+
+
+def unrecorded(commits: pa.Table, snapshot_id: str) -> str | None:
+    """Why `commits` (`offset_commits` rows with `applied_offset`, `txn_outcome`, `is_tombstone` where it has them)
+    cannot say what took effect, None when it can: every plain commit took effect, so one without an
+    `applied_offset` was written before the column existed."""
+    if not commits.num_rows:
+        return None
+    if "applied_offset" in commits.column_names:
+        outcome = commits.column("txn_outcome") if "txn_outcome" in commits.column_names else None
+        unknown = pc.is_null(commits.column("applied_offset"))
+        if outcome is not None:
+            unknown = pc.and_(unknown, pc.is_null(outcome))
+        unknown = pc.and_(unknown, pc.invert(pc.fill_null(commits.column("is_tombstone"), False)))
+        if not pc.any(unknown).as_py():
+            return None
+    return (f"snapshot {snapshot_id!r}'s offset_commits history was written before it recorded where each commit "
+            "took effect: rebuild it with this version (offsetlake rebuild) to fill it")
+
+
+def applied_history(commits: pa.Table | None, snapshot_id: str) -> pa.Table | None:
+    """`commits`, checked to say what took effect (`HistoryUnavailable` otherwise)."""
+    why = None if commits is None else unrecorded(commits, snapshot_id)
+    if why is not None:
+        raise HistoryUnavailable(why)
+    return commits
