@@ -32,6 +32,7 @@ from starlette.routing import Match
 
 from pipelines.io.snapshots import GroupNotFound, SnapshotNotFound, SnapshotReader, run_summary
 from pipelines.serving import group_status, views
+from pipelines.serving.history import HistoryUnavailable
 from pipelines.serving.catalog import SnapshotCatalog
 
 STATIC_DIR = Path(__file__).resolve().parent / "static"
@@ -278,6 +279,11 @@ def create_app(reader: SnapshotReader, *, token: str | None = None, refresh_inte
     async def _not_found(request: Request, exc: Exception):
         return _json({"detail": str(exc.args[0]) if exc.args else "not found"}, status_code=404)
 
+    @app.exception_handler(HistoryUnavailable)
+    async def _history_unavailable(request: Request, exc: HistoryUnavailable):
+        """A snapshot whose history was written before a view's facts were recorded: what fills it, not a 500."""
+        return _json({"detail": str(exc)}, status_code=409)
+
     # --- routes ----------------------------------------------------------------------------------------------
     @app.get("/", include_in_schema=False)
     def index_page():
@@ -428,7 +434,7 @@ def create_app(reader: SnapshotReader, *, token: str | None = None, refresh_inte
         try:
             plan = rp.restore_plan(reader, snap, as_of_ms, groups=group or None, group_regex=group_regex,
                                    changed_since_ms=since_ms)
-        except rp.HistoryUnavailable as e:
+        except HistoryUnavailable as e:
             raise views.NotFound(str(e)) from None
         headers = {"Content-Disposition": f'attachment; filename="restore-plan-{as_of_ms}.zip"'}
         if snap.snapshot_id.isascii():

@@ -339,8 +339,13 @@ def changes(warehouse, start, end, groups, group_regex, storm_threshold, as_json
                            storm_threshold or ch.DEFAULT_STORM_PER_MINUTE)
     except ch.BadWindow as e:
         fail(str(e))
+    from pipelines.serving.history import HistoryUnavailable
+
     reader, snap = _open(warehouse, snapshot_id)
-    items = ch.changes(reader, snap, sel)
+    try:
+        items = ch.changes(reader, snap, sel)
+    except HistoryUnavailable as e:
+        fail(str(e))
     click.echo(_pretty_json(items) if as_json else ch.render_text(items), nl=as_json)
 
 

@@ -3,11 +3,14 @@
 An incident responder asks "what changed between 14:00 and 14:10, and who committed it". The answer comes from the
 snapshot's own tables, as the engine wrote them; nothing here replays the log again:
 
-* `offset_commits` in log order per (group, topic, partition), counting a record as Kafka's coordinator did
-  (`txn_outcome`: an aborted or still-pending transactional offset never took effect): a committed offset below
-  the one before it is `offset_regressed`; one above the partition's log end offset the snapshot knows
-  (`log_end_offsets`) is `offset_past_end`; a tombstone is `offset_tombstone` (the log does not say whether
-  DeleteOffsets, a group deletion or the broker's own expiry wrote it).
+* `offset_commits`, each record where and when the engine recorded that it took effect (`applied_offset`,
+  `applied_timestamp`: a plain commit at its own position, a transactional one at its COMMIT marker; an aborted,
+  overtaken or still-open one, or a tombstone with nothing to delete, never), per (group, topic, partition) in that
+  order: a committed offset below the one in place before it is `offset_regressed` (one after a deletion starts
+  anew); one above the partition's log end offset the snapshot knows (`log_end_offsets`) is `offset_past_end`; a
+  tombstone that deleted is `offset_tombstone` (the log does not say whether DeleteOffsets, a group deletion or the
+  broker's own expiry wrote it). Nothing here decides what took effect: a history written before the engine
+  recorded it is refused (`HistoryUnavailable`).
 * `expired_offsets` / `expired_groups`: what retention expiry removed at the snapshot's `as_of`, when `as_of` lies
   in the window (`offset_expired`, `group_expired`).
 * `group_history`: `group_created`, `group_emptied`, `group_deleted`, `group_converted` (a group deleted and
@@ -15,8 +18,8 @@ snapshot's own tables, as the engine wrote them; nothing here replays the log ag
   `rebalance_storm` (more than `storm_per_minute` new generations / group epochs in one minute).
 
 An offset change names the member assigned that partition at that moment: `group_history.member_assignments`
-folded in log order up to the commit record (a classic generation sets every member, a KIP-848 member record one).
-A transactional offset counts at its own record's position (its COMMIT marker's position is not in the history).
+folded in log order up to the position it took effect at (a classic generation sets every member, a KIP-848 member
+record one).
 """
 from __future__ import annotations
 
@@ -30,6 +33,7 @@ import pyarrow.compute as pc
 
 from pipelines.io.snapshots import Snapshot, SnapshotReader
 from pipelines.serving.codes import string_codes
+from pipelines.serving.history import applied_history
 
 #: more new generations (classic) or group epochs (KIP-848) than this in one minute make a `rebalance_storm`
 DEFAULT_STORM_PER_MINUTE = 10
@@ -38,7 +42,8 @@ KINDS = ("offset_regressed", "offset_past_end", "offset_tombstone", "offset_expi
          "group_emptied", "group_deleted", "group_converted", "group_expired", "rebalance_storm")
 
 _COMMIT_COLUMNS = ["offsets_partition", "record_offset", "group_id", "topic", "partition", "committed_offset",
-                   "commit_timestamp", "record_timestamp", "is_tombstone", "producer_id", "txn_outcome"]
+                   "commit_timestamp", "is_tombstone", "producer_id", "txn_outcome", "applied_offset",
+                   "applied_timestamp"]
 _HISTORY_COLUMNS = ["group_id", "offsets_partition", "record_offset", "record_timestamp", "group_type", "event",
                     "generation", "assignment_epoch", "state", "members_joined", "members_left", "member_assignments"]
 
@@ -235,25 +240,21 @@ class _Events:
 
 
 def _candidates(commits: pa.Table, leo: pa.Table, start: dt.datetime, upto: dt.datetime) -> list[dict]:
-    """The commit records in [start, upto] that are a change: a tombstone, an offset below the previous counted
-    record of its key (group, topic, partition), or one above the partition's known end offset; each with that
-    previous offset. Counted: what the coordinator applied (plain commits, tombstones, transactional offsets whose
-    transaction committed); `offset_commits` holds every record any snapshot saw, this snapshot's are up to its
-    as_of. Vectorized (a key per row as integers, one sort in log order): a window function over string keys took
-    several times longer on a 2 M-record history. The history is log-sized, so each column is read once, rows
-    not counted are keyed -1 rather than copied out, and only the picked rows become Python values."""
+    """The records that took effect in [start, upto] (at their `applied_timestamp`) and are a change: a tombstone
+    that deleted, an offset below the one in place before it (the previous record of its key (group, topic,
+    partition) to take effect, unless that one deleted it), or one above the partition's known end offset; each with
+    the offset before it. Vectorized (a key per row as integers, one sort in the order they took effect): the history
+    is log-sized, so each column is read once, rows that never took effect are keyed -1 rather than copied out, and
+    only the picked rows become Python values."""
     n = commits.num_rows
     if not n:
         return []
-    ts = commits.column("record_timestamp")
-    if ts.null_count:  # a record without a timestamp (a tabular dump) counts at its commit time
+    applied = commits.column("applied_offset")
+    ts = commits.column("applied_timestamp")
+    if ts.null_count > applied.null_count:  # a record without a timestamp (a tabular dump) counts at its commit time
         ts = pc.coalesce(ts, commits.column("commit_timestamp"))
-    outcome, outcomes = string_codes(commits.column("txn_outcome"))
-    committed = outcomes.index("committed").as_py() if len(outcomes) else -1
-    counted = (outcome == -1) | (outcome == committed)
-    counted |= pc.fill_null(commits.column("is_tombstone"), False).to_numpy(zero_copy_only=False)
+    counted = applied.is_valid().to_numpy(zero_copy_only=False)
     counted &= pc.fill_null(pc.less_equal(ts, pa.scalar(upto, ts.type)), False).to_numpy(zero_copy_only=False)
-    del outcome
     if not counted.any():
         return []
 
@@ -272,7 +273,7 @@ def _candidates(commits: pa.Table, leo: pa.Table, start: dt.datetime, upto: dt.d
     key = np.multiply(group, len(topics) * width, dtype=np.int64)
     key += tp_key
     key[~counted] = -1  # sorts first, compared with nothing
-    order = _key_then_log_order(key, group, column("offsets_partition", 0), column("record_offset", 0))
+    order = _key_then_log_order(key, group, column("offsets_partition", 0), column("applied_offset", 0))
     del group
     key = key[order]
     valid = key >= 0
@@ -282,7 +283,7 @@ def _candidates(commits: pa.Table, leo: pa.Table, start: dt.datetime, upto: dt.d
     co = column("committed_offset", -1)[order]
     tomb = column("is_tombstone", False)[order]
     has_prev = same
-    has_prev[1:] &= ~tomb[:-1]
+    has_prev[1:] &= ~tomb[:-1]  # after a deletion the key starts anew
     regressed = np.zeros(n, dtype=bool)
     regressed[1:] = ~tomb[1:] & has_prev[1:] & (co[1:] < co[:-1])
     # the partition's end offset, looked up by the same (topic, partition) code
@@ -297,7 +298,7 @@ def _candidates(commits: pa.Table, leo: pa.Table, start: dt.datetime, upto: dt.d
     del tp_key
     past_end = ~tomb & (end >= 0) & (co > end)
     lo = _us(start)
-    when = ts.cast(pa.int64()).to_numpy(zero_copy_only=False)[order]
+    when = pc.fill_null(ts.cast(pa.int64()), 0).to_numpy(zero_copy_only=False)[order]
     pick = np.flatnonzero(valid & (when >= lo) & (tomb | regressed | past_end))
     pid = column("producer_id", -1)
     at = order[pick]
@@ -308,7 +309,7 @@ def _candidates(commits: pa.Table, leo: pa.Table, start: dt.datetime, upto: dt.d
         r["previous_offset"] = int(co[i - 1]) if p else None
         r["previous_producer_id"] = int(pid[k]) if p else None
         r["log_end_offset"] = int(end[i]) if end[i] >= 0 else None
-    rows.sort(key=lambda r: (r["group_id"], r["offsets_partition"], r["record_offset"]))
+    rows.sort(key=lambda r: (r["group_id"], r["offsets_partition"], r["applied_offset"]))
     return rows
 
 
@@ -316,7 +317,8 @@ def _take_rows(commits: pa.Table, ts: pa.ChunkedArray, at: np.ndarray) -> list[d
     """The rows at positions `at` (in that order) as dicts, taken batch by batch: a take on a many-chunk column
     first joins the whole column into one."""
     batches = commits.select(["group_id", "topic", "partition", "offsets_partition", "record_offset",
-                              "committed_offset", "is_tombstone", "producer_id"]).append_column("ts", ts).to_batches()
+                              "applied_offset", "committed_offset", "is_tombstone", "producer_id"]
+                             ).append_column("ts", ts).to_batches()
     bounds = np.cumsum([0] + [b.num_rows for b in batches])
     which = np.searchsorted(bounds, at, "right") - 1
     rows: list = [None] * len(at)
@@ -328,10 +330,10 @@ def _take_rows(commits: pa.Table, ts: pa.ChunkedArray, at: np.ndarray) -> list[d
 
 
 def _key_then_log_order(key: np.ndarray, group: np.ndarray, op: np.ndarray, ro: np.ndarray) -> np.ndarray:
-    """The indices that sort rows by key (a code within `group`), then log position (offsets partition, record
-    offset). A history's files each hold one partition's records in log order, so a stable sort by key alone puts
-    nearly every key's rows in log order already: only the keys of rows that came after a later record of their
-    partition (settled transactional rows, an appended run) are sorted again by position."""
+    """The indices that sort rows by key (a code within `group`), then log position (offsets partition, and `ro`:
+    the position each took effect at). A history's files each hold one partition's records in the order they were
+    settled, so a stable sort by key alone puts nearly every key's rows in order already: only the keys of rows that
+    came after a later one of their partition (an appended run) are sorted again by position."""
     order = np.argsort(key, kind="stable")
     late = _late_rows(group, op, ro)
     if late is None:
@@ -376,7 +378,7 @@ def _late_rows(group: np.ndarray, op: np.ndarray, ro: np.ndarray) -> np.ndarray 
 def _offset_changes(reader: SnapshotReader, snap: Snapshot, sel: Selection, events: _Events) -> list[dict]:
     commits = reader.history_table("offset_commits", filters=sel.filters(), columns=_COMMIT_COLUMNS,
                                    dictionary=("group_id", "topic", "txn_outcome"))
-    commits = sel.keep(commits)
+    commits = applied_history(sel.keep(commits), snap.snapshot_id)
     if commits is None or not commits.num_rows:
         return []
     leo = reader.snapshot_table("log_end_offsets", snap, columns=["topic", "partition", "log_end_offset"])
@@ -393,10 +395,11 @@ def _offset_changes(reader: SnapshotReader, snap: Snapshot, sel: Selection, even
         fold = folds.get(r["group_id"])
         if fold is None:
             fold = folds[r["group_id"]] = events.fold(r["group_id"])
-        fold.at(r["record_offset"])
+        fold.at(r["applied_offset"])
         base = {"time": iso_time(r["ts"]), "group_id": r["group_id"], "offsets_partition": r["offsets_partition"],
-                "record_offset": r["record_offset"], "generation": fold.generation, "topic": r["topic"],
-                "partition": r["partition"], "member": _member(fold.holder(r["topic"], r["partition"]))}
+                "record_offset": r["record_offset"], "applied_offset": r["applied_offset"],
+                "generation": fold.generation, "topic": r["topic"], "partition": r["partition"],
+                "member": _member(fold.holder(r["topic"], r["partition"]))}
         if r["producer_id"] is not None and r["producer_id"] >= 0:
             base["producer_id"] = r["producer_id"]
         if r["is_tombstone"]:
@@ -407,9 +410,7 @@ def _offset_changes(reader: SnapshotReader, snap: Snapshot, sel: Selection, even
                          "previous_offset": r["previous_offset"],
                          "delta": r["committed_offset"] - r["previous_offset"]}
             if r["previous_producer_id"] is not None and r["previous_producer_id"] >= 0:
-                # the offset gone back from was transactional: it took effect at its COMMIT marker, which may
-                # come after this record (then it never showed), a position the history does not keep
-                regressed["previous_producer_id"] = r["previous_producer_id"]
+                regressed["previous_producer_id"] = r["previous_producer_id"]  # gone back from a transaction's
             out.append(regressed)
         if r["log_end_offset"] is not None and r["committed_offset"] > r["log_end_offset"]:
             out.append({"kind": "offset_past_end", **base, "committed_offset": r["committed_offset"],
@@ -451,7 +452,11 @@ def _group_changes(events: _Events, sel: Selection) -> list[dict]:
     state = h.column("state")
     exists = state.is_valid().to_numpy(zero_copy_only=False)
     empty = pc.fill_null(pc.equal(state, "Empty"), False).to_numpy(zero_copy_only=False)
-    deleted = pc.fill_null(pc.equal(h.column("event"), "deleted"), False).to_numpy(zero_copy_only=False)
+    event = h.column("event")
+    # a group tombstone deletes the group: one that held a group record ("deleted"), or an id whose only group
+    # record is its tombstone (a simple consumer group's offsets, a group compacted away): `removed_groups` holds it
+    deleted = pc.fill_null(pc.equal(event, "deleted"), False).to_numpy(zero_copy_only=False)
+    tombstone = pc.fill_null(pc.equal(event, "tombstone"), False).to_numpy(zero_copy_only=False)
     gtype = pc.dictionary_encode(pc.fill_null(h.column("group_type").combine_chunks(), "")).indices \
         .to_numpy(zero_copy_only=False)
     gen_known = h.column("generation").is_valid().to_numpy(zero_copy_only=False)
@@ -465,6 +470,8 @@ def _group_changes(events: _Events, sel: Selection) -> list[dict]:
         return b
 
     was = before(exists)  # the group existed before this event
+    was_removed = before(deleted | tombstone)
+    deleted |= tombstone & (events.first | ~was_removed)  # the first tombstone of a group no record held
     was_empty = before(empty)
     was_gen_known = before(exists & gen_known)
     was_gen, was_type = before(gen), before(gtype)
@@ -533,8 +540,14 @@ def changes(reader: SnapshotReader, snap: Snapshot, sel: Selection) -> list[dict
     out += _expiry_changes(reader, snap, sel)
     out += _group_changes(events, sel)
     out.sort(key=lambda c: (c["time"] or "", c["offsets_partition"] if c["offsets_partition"] is not None else -1,
-                            c["record_offset"] if c["record_offset"] is not None else -1, KINDS.index(c["kind"])))
+                            _position(c), KINDS.index(c["kind"])))
     return out
+
+
+def _position(c: dict) -> int:
+    """Where in its offsets partition a change happened: where an offset took effect, or the group record."""
+    at = c.get("applied_offset", c.get("record_offset"))
+    return -1 if at is None else at
 
 
 def _s(v) -> str:
@@ -543,7 +556,7 @@ def _s(v) -> str:
 
 def render_line(c: dict) -> str:
     """One readable line: time, log position, generation, kind, then what changed and who was assigned."""
-    pos = f"{_s(c['offsets_partition'])}:{_s(c['record_offset'])}"
+    pos = f"{_s(c['offsets_partition'])}:{_s(c.get('applied_offset', c['record_offset']))}"
     head = f"{c['time'] or '-'}  {pos:<14} gen {_s(c.get('generation')):<5} {c['kind']:<17} {c['group_id']}"
     k = c["kind"]
     if k.startswith("offset_"):
@@ -565,6 +578,8 @@ def render_line(c: dict) -> str:
             what += "  no member assigned"
         if c.get("producer_id") is not None:
             what += f"  producer {c['producer_id']}"
+            if c.get("applied_offset") not in (None, c.get("record_offset")):
+                what += f" (record {c['record_offset']}, committed by the marker at {c['applied_offset']})"
         return f"{head}  {what}"
     if k == "group_created":
         return f"{head}  {c['group_type']} group created ({c.get('state')})"

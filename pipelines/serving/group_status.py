@@ -12,9 +12,12 @@ each with the lag the broker's end offset gave at that commit, and judges it aga
 * otherwise OK. A group is its worst partition, in Burrow's order OK < WARN < STOP < STALL < REWIND.
 
 Offline, from one snapshot (what the evaluation can and cannot know):
-* the commits are the `offset_commits` history up to the snapshot's as_of, in log order (offsets partition, record
-  offset): tombstones, aborted and still-pending transactional commits are not commits; "now" is the snapshot's
-  as_of, the newest moment the log speaks for (a wall clock would call every consumer stopped as the snapshot ages);
+* the commits are the `offset_commits` history's records that took effect up to the snapshot's as_of, in the order
+  and at the time they did (`applied_offset`, `applied_timestamp`: the engine's record; an aborted, overtaken or
+  still-pending transactional commit never did, a committed one did at its marker), since the partition's offset
+  was last deleted (a commit after a deletion starts anew: it rewinds nothing); "now" is the snapshot's as_of, the
+  newest moment the log speaks for (a wall clock would call every consumer stopped as the snapshot ages); a history
+  written before the engine recorded that is judged on lag alone (`GroupStatuses.unavailable` says why);
 * the current lag is the snapshot's log end offset minus its committed offset, known only where `log_end_offsets`
   has the partition; Burrow's "recent zero lag" look at its last few broker offsets has one end offset to look at
   here, which the lag gate already covers;
@@ -35,7 +38,7 @@ from pipelines.io.snapshots import Snapshot, SnapshotReader
 from pipelines.serving.index import SnapshotIndex, consumer_lag
 from pipelines.serving.overview import epoch_seconds
 
-__all__ = ["INTERVALS", "MIN_DISTANCE_SECONDS", "STATUSES", "Commit", "GroupStatus", "PartitionStatus",
+__all__ = ["INTERVALS", "MIN_DISTANCE_SECONDS", "STATUSES", "Commit", "GroupStatus", "GroupStatuses", "PartitionStatus",
            "evaluate_groups", "group_status", "partition_status", "ranked", "status_counts", "summary", "window"]
 
 # Burrow's order of severity (protocol.StatusConstant): a group takes its worst partition's.
@@ -78,6 +81,13 @@ class GroupStatus:
     partitions: list[PartitionStatus]
 
     @property
+    def worst(self) -> PartitionStatus | None:
+        """The partition that set the group's status: of those with the group's status, the one with the largest
+        known lag (then the first in topic, partition order)."""
+        mine = [p for p in self.partitions if p.status == self.status]
+        return max(mine, key=lambda p: -1 if p.lag is None else p.lag, default=None)
+
+    @property
     def lag_known_partitions(self) -> int:
         return sum(1 for p in self.partitions if p.lag is not None)
 
@@ -97,14 +107,22 @@ class GroupStatus:
         return best
 
     def as_json(self, partitions: bool = True) -> dict:
-        worst = self.max_lag
         out = {"group_id": self.group_id, "status": self.status, "total_lag": self.total_lag,
                "partitions": len(self.partitions), "lag_known_partitions": self.lag_known_partitions,
-               "max_lag": None if worst is None else {"topic": worst.topic, "partition": worst.partition,
-                                                      "lag": worst.lag, "status": worst.status}}
+               "max_lag": _brief(self.max_lag), "worst_partition": _brief(self.worst)}
         if partitions:
             out["partition_status"] = [p.as_json() for p in self.partitions]
         return out
+
+
+def _brief(p: PartitionStatus | None) -> dict | None:
+    return None if p is None else {"topic": p.topic, "partition": p.partition, "lag": p.lag, "status": p.status}
+
+
+class GroupStatuses(dict):
+    """Group id -> `GroupStatus`; `unavailable`: why the commit windows could not be read (None: they were)."""
+
+    unavailable: str | None = None
 
 
 def window(commits: list[tuple[int, float]], intervals: int = INTERVALS,
@@ -172,35 +190,45 @@ def _iso(seconds: float) -> str:
     return datetime.fromtimestamp(seconds, timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def _recent_commits(reader: SnapshotReader, as_of: datetime | None) -> dict[tuple, list[tuple[int, float]]]:
-    """(group, topic, partition) -> its last commits up to `as_of`, (offset, epoch seconds), log order."""
+def _recent_commits(reader: SnapshotReader, snap: Snapshot) -> dict[tuple, list[tuple[int, float]]]:
+    """(group, topic, partition) -> the last commits that took effect up to the snapshot's as_of since its offset
+    was last deleted, (offset, epoch seconds), in the order they took effect. `HistoryUnavailable` for a history
+    written before the engine recorded that."""
     import duckdb
 
-    cols = ["offsets_partition", "record_offset", "group_id", "topic", "partition", "committed_offset",
-            "commit_timestamp", "record_timestamp", "is_tombstone", "txn_outcome"]
-    t = reader.history_table("offset_commits", columns=cols)
+    from pipelines.serving.history import applied_history
+
+    cols = ["offsets_partition", "group_id", "topic", "partition", "committed_offset", "commit_timestamp",
+            "is_tombstone", "txn_outcome", "applied_offset", "applied_timestamp"]
+    t = applied_history(reader.history_table("offset_commits", columns=cols), snap.snapshot_id)
     if t is None or t.num_rows == 0:
         return {}
+    as_of = snap.as_of
     con = duckdb.connect(":memory:")
     try:
         con.register("commits", t)
-        cut = "" if as_of is None else "AND coalesce(record_timestamp, commit_timestamp) <= $as_of"
-        # log order within a partition's key: a group's commits live in one offsets partition, so its record
-        # offsets order them as the coordinator appended them (timestamps may tie or go backwards). One row per
-        # partition, its commits as two lists: built by DuckDB, not appended to one by one in Python
+        cut = "" if as_of is None else "AND coalesce(applied_timestamp, commit_timestamp) <= $as_of"
+        # in the order the coordinator applied them: a group's commits live in one offsets partition, so the
+        # positions they took effect at order them (timestamps may tie or go backwards). One row per partition,
+        # its commits as two lists: built by DuckDB, not appended to one by one in Python
         got = con.execute(f"""
             SELECT group_id, topic, "partition",
-                   list(committed_offset ORDER BY offsets_partition, record_offset) AS offsets,
-                   list(ts ORDER BY offsets_partition, record_offset) AS times
+                   list(committed_offset ORDER BY offsets_partition, applied_offset) AS offsets,
+                   list(ts ORDER BY offsets_partition, applied_offset) AS times
             FROM (
-                SELECT group_id, topic, "partition", committed_offset, offsets_partition, record_offset,
-                       epoch_ms(coalesce(commit_timestamp, record_timestamp)) / 1000.0 AS ts
-                FROM commits
+                SELECT * FROM (
+                    SELECT group_id, topic, "partition", committed_offset, offsets_partition, applied_offset,
+                           is_tombstone, epoch_ms(coalesce(applied_timestamp, commit_timestamp)) / 1000.0 AS ts,
+                           max(CASE WHEN coalesce(is_tombstone, false) THEN applied_offset END)
+                               OVER (PARTITION BY group_id, topic, "partition", offsets_partition) AS deleted_at
+                    FROM commits
+                    WHERE applied_offset IS NOT NULL AND coalesce(applied_timestamp, commit_timestamp) IS NOT NULL
+                          {cut}
+                )
                 WHERE NOT coalesce(is_tombstone, false) AND committed_offset IS NOT NULL
-                  AND coalesce(commit_timestamp, record_timestamp) IS NOT NULL
-                  AND coalesce(txn_outcome, 'committed') = 'committed' {cut}
+                  AND applied_offset > coalesce(deleted_at, -1)
                 QUALIFY row_number() OVER (PARTITION BY group_id, topic, "partition"
-                                           ORDER BY offsets_partition DESC, record_offset DESC) <= {_READ_PER_PARTITION}
+                                           ORDER BY offsets_partition DESC, applied_offset DESC) <= {_READ_PER_PARTITION}
             )
             GROUP BY group_id, topic, "partition"
         """, {"as_of": as_of} if as_of is not None else {}).to_arrow_table()
@@ -258,14 +286,20 @@ def _attach_lags(slots: list[Commit], seen: list[tuple[float, int]]) -> None:
             slots[last].lag = max(0, end - slots[last].offset)
 
 
-def evaluate_groups(reader: SnapshotReader, idx: SnapshotIndex, snaps: list[Snapshot]) -> dict[str, GroupStatus]:
+def evaluate_groups(reader: SnapshotReader, idx: SnapshotIndex, snaps: list[Snapshot]) -> GroupStatuses:
     """Every group with committed offsets in snapshot `idx`: its partitions judged over their commit windows."""
+    from pipelines.serving.history import HistoryUnavailable
+
+    out = GroupStatuses()
     t = idx.offsets.table
     if t is None or t.num_rows == 0:
-        return {}
+        return out
     served = idx.snapshot
     leo = idx.end_offsets
-    history = _recent_commits(reader, served.as_of)
+    try:
+        history = _recent_commits(reader, served)
+    except HistoryUnavailable as e:
+        history, out.unavailable = {}, str(e)
     seen = _observations(reader, snaps, served, leo)
     now = epoch_seconds(served.as_of)
     per_group: dict[str, list[PartitionStatus]] = {}
@@ -277,7 +311,8 @@ def evaluate_groups(reader: SnapshotReader, idx: SnapshotIndex, snaps: list[Snap
         _attach_lags(slots, seen.get((tp, p), []))
         at = now if now is not None else (slots[-1].timestamp if slots else 0.0)
         per_group.setdefault(g, []).append(PartitionStatus(tp, p, partition_status(slots, lag, at), lag, slots))
-    return {g: group_status(g, parts) for g, parts in per_group.items()}
+    out.update((g, group_status(g, parts)) for g, parts in per_group.items())
+    return out
 
 
 def status_counts(statuses: dict[str, GroupStatus]) -> dict[str, int]:
@@ -293,8 +328,9 @@ def ranked(statuses: dict[str, GroupStatus]) -> list[GroupStatus]:
 
 
 def summary(statuses: dict[str, GroupStatus], limit: int = 50) -> dict:
-    """What the page's overview shows: groups per status and the worst `limit` groups that are not OK."""
+    """What the page's overview shows: groups per status and the worst `limit` groups that are not OK (and why the
+    commit windows could not be read, if they could not)."""
     bad = [s for s in ranked(statuses) if s.status != "OK"]
     return {"counts": status_counts(statuses), "groups": [s.as_json(partitions=False) for s in bad[:limit]],
-            "truncated": len(bad) > limit}
+            "truncated": len(bad) > limit, "unavailable": getattr(statuses, "unavailable", None)}
 

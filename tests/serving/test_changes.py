@@ -70,7 +70,7 @@ def changes(wh: Path, start, end, *args: str) -> list[dict]:
                                   *args], catch_exceptions=False)
     assert r.exit_code == 0, r.output
     items = json.loads(r.output)
-    keys = [(c["time"], c["offsets_partition"] or -1, c["record_offset"] or -1) for c in items]
+    keys = [(c["time"], c["offsets_partition"] or -1, c.get("applied_offset", c["record_offset"]) or -1) for c in items]
     assert keys == sorted(keys), "oldest first"
     return items
 

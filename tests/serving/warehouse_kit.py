@@ -79,10 +79,15 @@ def member(group_id, member_id, assigned=(), *, client_id="client", host="/10.0.
     }
 
 
-def commit(group, topic, partition, committed, *, t=0.0, tombstone=False, txn=None, offsets_partition=0) -> dict:
+def commit(group, topic, partition, committed, *, t=0.0, tombstone=False, txn=None, offsets_partition=0,
+           applied: bool | None = None) -> dict:
+    """An `offset_commits` row with what the engine records of it: it took effect at its own position and time
+    unless its transaction was aborted or is still pending (`applied` says otherwise)."""
+    record = next(_record)
+    took = applied if applied is not None else txn not in ("aborted", "pending")
     return {
         "offsets_partition": offsets_partition,
-        "record_offset": next(_record),
+        "record_offset": record,
         "group_id": group,
         "topic": topic,
         "partition": partition,
@@ -92,6 +97,8 @@ def commit(group, topic, partition, committed, *, t=0.0, tombstone=False, txn=No
         "producer_id": -1,
         "txn_outcome": txn,
         "record_timestamp": ts(t),
+        "applied_offset": record if took else None,
+        "applied_timestamp": ts(t) if took else None,
     }
 
 

@@ -1,0 +1,164 @@
+"""`changes`' regressions and the group status' REWIND against the engine as the oracle, on generated logs (plain and
+transactional commits of several producers that overtake each other, aborts, open transactions, markers, tombstones,
+deleted and re-created groups), both semantics, no Spark: the log replayed to every moment (`--until-offset`, the
+engine's state there, which equals a rebuild cut at that moment) says which committed offsets went below the one
+before, and when. Every one of them, and no other, is what `changes` reports over the whole log, at that moment; and
+a partition's REWIND is what Burrow's rule says of the offsets those replays committed since the last deletion."""
+from __future__ import annotations
+
+import datetime as dt
+import json
+
+import pytest
+from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from jobs.cli import main
+from pipelines.coordinator.options import ReplayOptions
+from pipelines.coordinator.shard import load_shards, replay_shards
+from pipelines.io.snapshots import DeltaWarehouseReader, resolve_snapshot
+from pipelines.serving.group_status import evaluate_groups, partition_status, window
+from pipelines.serving.index import load_index
+from schemas.tables import SNAPSHOT_TABLES
+from tests.coordinator.rowkit import BASE_TS, Log, to_table
+from tests.coordinator.test_replay_differential import build_log, kafka_like_log, log_ops
+from tests.depth import cases
+from tests.serving.warehouse_kit import WarehouseKit
+
+HYPO = settings(max_examples=cases(deep=100, quick=8), deadline=None, database=None,
+                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                       HealthCheck.function_scoped_fixture])
+
+
+def _timed(rows: list[dict]) -> list[dict]:
+    """One record a second, in log order, so every position is its own moment."""
+    out = []
+    for r in rows:
+        ts = BASE_TS + 1000 * r["offset"]
+        out.append({**r, "timestamp": ts, **({"commit_timestamp": ts} if r.get("commit_timestamp") else {})})
+    return out
+
+
+def _warehouse(root, rows: list[dict], semantics: str):
+    """The engine's snapshot of `rows`, written as a rebuild writes it (its tables and its history)."""
+    res = replay_shards(to_table(rows), ReplayOptions(semantics=semantics, snapshot_id="s"))
+    kit = WarehouseKit(root)
+    as_of = dt.datetime.fromtimestamp((BASE_TS + 1000 * max(r["offset"] for r in rows)) / 1000, dt.timezone.utc)
+    kit.snapshot("s", tables={t: res.tables[t] for t in SNAPSHOT_TABLES if t in res.tables}, as_of=as_of)
+    kit.append("offset_commits", res.tables["offset_commits"])
+    return root
+
+
+def _states(rows: list[dict], semantics: str) -> list[tuple[int, dict]]:
+    """(offset, committed offsets after replaying the log up to it), for -1 and every offset of the log."""
+    table = to_table(rows)
+    out = []
+    for cut in [-1, *sorted({r["offset"] for r in rows})]:
+        loaded = load_shards(table, ReplayOptions(semantics=semantics, until_offset=cut), history=False)
+        out.append((cut, {(k.group, k.topic, k.partition): v.committed_offset
+                          for s in loaded.states for k, v in s.offsets.items()}))
+    return out
+
+
+def _regressions(states) -> set:
+    out = set()
+    for (_, before), (at, after) in zip(states, states[1:]):
+        for key, value in after.items():
+            if key in before and value < before[key]:
+                out.add((at, *key))
+    return out
+
+
+def _changes(root) -> list[dict]:
+    r = CliRunner().invoke(main, ["changes", "--warehouse", str(root), "--from", str(BASE_TS - 1000),
+                                  "--to", str(BASE_TS + 10**9), "--json"], catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    return json.loads(r.output)
+
+
+def _rewinds(states, as_of_s: float) -> dict:
+    """Per key, Burrow's REWIND over the offsets the replays committed since the key was last deleted."""
+    seq: dict = {}
+    for (_, before), (at, after) in zip(states, states[1:]):
+        for key in before.keys() - after.keys():
+            seq[key] = []  # deleted: a commit after it starts anew
+        for key, value in after.items():
+            if before.get(key) != value or key not in before:
+                seq.setdefault(key, []).append((value, (BASE_TS + 1000 * at) / 1000))
+    return {k: partition_status(window(v), None, as_of_s) for k, v in seq.items() if v}
+
+
+@pytest.mark.parametrize("semantics", ["legacy", "modern"])
+@pytest.mark.parametrize("ops", [log_ops, kafka_like_log], ids=["any_log", "kafka_like_log"])
+@HYPO
+@given(data=st.data())
+def test_changes_reports_every_regression_the_replays_show_and_no_other(semantics, ops, data, tmp_path_factory):
+    rows = _timed([r for r in build_log(data.draw(ops, label="ops"), partition=0).rows
+                   if r["record_kind"] not in ("error", "unknown")])
+    if not any(r["record_kind"] == "offset_commit" for r in rows):
+        return
+    root = _warehouse(tmp_path_factory.mktemp("oracle"), rows, semantics)
+    states = _states(rows, semantics)
+    got = {(c["applied_offset"], c["group_id"], c["topic"], c["partition"])
+           for c in _changes(root) if c["kind"] == "offset_regressed"}
+    assert got == _regressions(states)
+    for c in _changes(root):
+        if c["kind"] == "offset_regressed":  # at the moment it took effect
+            at = dt.datetime.fromisoformat(c["time"].replace("Z", "+00:00"))
+            assert at.timestamp() * 1000 == BASE_TS + 1000 * c["applied_offset"]
+    reader = DeltaWarehouseReader(str(root))
+    snap = resolve_snapshot(reader, None)
+    statuses = evaluate_groups(reader, load_index(reader, snap), [snap])
+    judged = {(g, p.topic, p.partition): p.status for g, s in statuses.items() for p in s.partitions}
+    expected = _rewinds(states, snap.as_of.timestamp())
+    assert {k: v for k, v in judged.items() if v == "REWIND"} == {k: v for k, v in expected.items()
+                                                                    if v == "REWIND" and k in judged}
+
+
+@pytest.mark.parametrize("semantics", ["legacy", "modern"])
+def test_an_overtaken_transaction_is_no_regression_and_a_committed_one_regresses_at_its_marker(semantics, tmp_path):
+    """The issue's log: 900 (transactional) is overtaken by the plain 160 before its COMMIT, so nothing went from
+    900 to 160; a later transactional 100 committed over 500 regresses at its marker, not at its record."""
+    log = Log()
+    log.commit("g", "t", 0, 900, pid=5, epoch=0)  # 0
+    log.commit("g", "t", 0, 160)  # 1
+    log.marker(5, "COMMIT")  # 2: installs nothing
+    log.commit("g", "t", 0, 500)  # 3
+    log.commit("g", "t", 0, 100, pid=6, epoch=0)  # 4
+    log.commit("g", "t", 1, 7)  # 5
+    log.marker(6, "COMMIT")  # 6: 500 -> 100
+    rows = _timed(log.rows)
+    items = [c for c in _changes(_warehouse(tmp_path, rows, semantics)) if c["kind"] == "offset_regressed"]
+    assert [(c["record_offset"], c["applied_offset"], c["previous_offset"], c["committed_offset"]) for c in items] \
+        == [(4, 6, 500, 100)]
+    assert _regressions(_states(rows, semantics)) == {(6, "g", "t", 0)}
+    # a window holding the record but not the marker: nothing changed yet
+    r = CliRunner().invoke(main, ["changes", "--warehouse", str(tmp_path), "--from", str(BASE_TS + 3500),
+                                  "--to", str(BASE_TS + 5500), "--json"], catch_exceptions=False)
+    assert [c for c in json.loads(r.output) if c["kind"].startswith("offset_")] == []
+
+
+def test_a_history_written_before_it_recorded_what_took_effect_is_one_line(tmp_path):
+    log = Log()
+    log.commit("g", "t", 0, 5)
+    root = _warehouse(tmp_path, _timed(log.rows), "legacy")
+    old = tmp_path.parent / (tmp_path.name + "-old")
+    kit = WarehouseKit(old)
+    res = replay_shards(to_table(_timed(log.rows)), ReplayOptions(snapshot_id="s"))
+    kit.snapshot("s", tables={t: res.tables[t] for t in SNAPSHOT_TABLES if t in res.tables})
+    history = res.tables["offset_commits"]
+    at = history.schema.get_field_index("applied_offset")
+    kit.append("offset_commits", history.set_column(at, "applied_offset", _nulls(history, "applied_offset")))
+    r = CliRunner().invoke(main, ["changes", "--warehouse", str(old), "--from", str(BASE_TS - 1000),
+                                  "--to", str(BASE_TS * 2)])
+    assert r.exit_code == 2
+    assert r.output.count("\n") == 1 and "rebuild" in r.output, r.output
+    assert CliRunner().invoke(main, ["changes", "--warehouse", str(root), "--from", str(BASE_TS - 1000),
+                                     "--to", str(BASE_TS * 2)]).exit_code == 0
+
+
+def _nulls(table, name):
+    import pyarrow as pa
+
+    return pa.nulls(table.num_rows, table.schema.field(name).type)
