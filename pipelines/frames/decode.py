@@ -71,6 +71,26 @@ class DecodePlan:
                 out[p] = out.get(p, 0) + max(0, (item["size"] or 0) - (item.get("start_position") or 0))
         return out
 
+    def read_before(self) -> dict[int, int]:
+        """Per offsets partition read from the start of its first segment: the offset before that segment's base
+        offset (a segment's first records missing are records the log cleaner removed; `frames.tally`)."""
+        return read_before(self.items)
+
+
+def read_before(items: Iterable[dict]) -> dict[int, int]:
+    """`DecodePlan.read_before` of work items (a partition any of whose items starts inside a file, as an
+    incremental run's do, is left out: its reading starts past records it did not read)."""
+    first: dict[int, int] = {}
+    resumed: set[int] = set()
+    for item in items:
+        if item["kind"] != "segment" or item.get("offsets_partition") is None or item["offsets_partition"] < 0:
+            continue
+        p = item["offsets_partition"]
+        if item.get("start_position"):
+            resumed.add(p)
+        first[p] = min(first.get(p, item["base_offset"]), item["base_offset"])
+    return {p: b - 1 for p, b in first.items() if p not in resumed}
+
 
 class NoOffsetsDataError(FileNotFoundError):
     """The inputs hold no `__consumer_offsets` segment and no tabular dump at all (the CLI: exit 2)."""

@@ -182,7 +182,7 @@ def _decode_and_load_task(slices: list[list[tuple]], policy, options: ReplayOpti
 
     def run(shard: int, items: pa.Table, piece) -> Iterator[list]:
         from pipelines.coordinator.streamed import RANGE, StreamedShards
-        from pipelines.frames.decode import _decode_items, end_position
+        from pipelines.frames.decode import _decode_items, end_position, read_before
         from pipelines.frames.ranges import NO_FLOOR
         from pipelines.frames.tally import RunningTally
 
@@ -195,7 +195,15 @@ def _decode_and_load_task(slices: list[list[tuple]], policy, options: ReplayOpti
             loader = StreamedShards(options, None if resume is None else {shard: resume})
             del resume
         writer = stage.writer(max(shard, 0)) if stage is not None else None
-        tally, records, decode_cpu, load_cpu = RunningTally(*cut), 0, 0.0, 0.0
+        # missing offsets are found from where the reading starts: the first segment's base offset, or where the
+        # ranges before this one ended
+        if piece is not None and piece.floor != NO_FLOOR:
+            after = {shard: piece.floor}
+        elif piece is not None and piece.index:  # a later range that follows no record
+            after = None
+        else:
+            after = read_before(items.to_pylist())
+        tally, records, decode_cpu, load_cpu = RunningTally(*cut, after=after), 0, 0.0, 0.0
         try:
             started = time.process_time()
             for window in decoded_windows(_decode_items(iter(items.to_batches(max_chunksize=1)), policy),

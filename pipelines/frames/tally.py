@@ -8,7 +8,9 @@ with Arrow's group-by and the driver adds up a few rows per blob: the log's rows
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+import numpy as np
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -27,9 +29,16 @@ TALLY_SCHEMA = pa.schema([
     ("late_time", pa.int64()),  # usable records past --until-time (and not past --until-offset)
     ("ts", pa.int64()),  # newest timestamp of a record that has one (not an error row)
     ("ts_until", pa.int64()),  # the same, among the records at or before --until-offset
+    # the partition's offsets read (its rows', whatever their label): the first, and where the last run of missing
+    # offsets ends (the first offset read after it) with the newest timestamp up to there. The log cleaner removes
+    # records below its cleaned offset only, so past `gap_end` the partition's log is whole
+    ("first_offset", pa.int64()),
+    ("gap_end", pa.int64()),
+    ("gap_ts", pa.int64()),
 ])
 _SUMS = ("n", "quarantined", "late_offset", "late_time")
-_MAXES = ("ts", "ts_until")
+_MAXES = ("ts", "ts_until", "gap_end", "gap_ts")
+_MINS = ("first_offset",)
 
 
 @dataclass(frozen=True)
@@ -40,6 +49,7 @@ class DecodedFacts:
     max_timestamp: int | None  # newest record timestamp (error rows and timestamp -1 aside)
     max_timestamp_until: int | None  # the same among records at or before --until-offset
     max_partition: int  # highest offsets partition with a row (-1: none)
+    log_gaps: dict[int, dict] = field(default_factory=dict)  # `Tally.log_gaps`
 
     def records_of(self, *kinds: str) -> int:
         """The records of these record kinds (`record_type_label`'s part before its colon)."""
@@ -63,7 +73,24 @@ class Tally:
         part = pc.max(t.column("offsets_partition")).as_py() if t.num_rows else None
         return DecodedFacts(counts=counts, max_timestamp=pc.max(t.column("ts")).as_py(),
                             max_timestamp_until=pc.max(t.column("ts_until")).as_py(),
-                            max_partition=-1 if part is None else part)
+                            max_partition=-1 if part is None else part, log_gaps=self.log_gaps())
+
+    def log_gaps(self) -> dict[int, dict]:
+        """Per offsets partition read: `first_offset`, and where its log lacks offsets (compacted by the log cleaner,
+        or unreadable: see the quarantine) `compacted_below`, the first offset read after the last missing one (the
+        log is whole from there on), and `compacted_until`, the newest timestamp read up to it (both None where
+        nothing is missing)."""
+        t = self.table
+        if not t.num_rows:
+            return {}
+        by = t.group_by("offsets_partition", use_threads=False).aggregate(
+            [("first_offset", "min"), ("gap_end", "max"), ("gap_ts", "max")])
+        out = {}
+        for p, first, end, ts in zip(*(by.column(c).to_pylist() for c in (
+                "offsets_partition", "first_offset_min", "gap_end_max", "gap_ts_max"))):
+            if p is not None:
+                out[p] = {"first_offset": first, "compacted_below": end, "compacted_until": ts}
+        return out
 
     def by_partition(self) -> dict[int | None, dict[str, int]]:
         """Per offsets partition: rows (`n`), `quarantined`, `error_rows`, `unknown`, `late_offset`, `late_time`."""
@@ -93,9 +120,11 @@ def record_type_label(table: pa.Table) -> pa.Array:
                                  pc.binary_join_element_wise(kind, key_type, ":")))
 
 
-def tally_rows(table: pa.Table, until_offset: int | None = None, until_time_ms: int | None = None) -> pa.Table:
+def tally_rows(table: pa.Table, until_offset: int | None = None, until_time_ms: int | None = None,
+               after: dict[int, int] | None = None) -> pa.Table:
     """The tally (`TALLY_SCHEMA`) of decoded rows: any table with the `TALLY_COLUMNS` (`error_records` may be
-    missing: each error row then stands for one record)."""
+    missing: each error row then stands for one record). `after`: offsets partition -> the highest offset read of
+    it before these rows (a run of missing offsets may begin there)."""
     n = table.num_rows
     if n == 0:
         return TALLY_SCHEMA.empty_table()
@@ -129,10 +158,55 @@ def tally_rows(table: pa.Table, until_offset: int | None = None, until_time_ms: 
         "ts_until": pc.if_else(until, pc.cast(ts, pa.int64()), null_ts),
     })
     by = ["offsets_partition", "record_kind", "key_type", "control_type"]
-    kinds = rows.group_by(by, use_threads=False).aggregate([(c, "sum") for c in _SUMS] + [(c, "max") for c in _MAXES])
+    kinds = rows.group_by(by, use_threads=False).aggregate([(c, "sum") for c in _SUMS]
+                                                           + [(c, "max") for c in ("ts", "ts_until")])
+    spans = _spans(rows.column("offsets_partition"), offset, rows.column("ts"), after or {})
+    at = pc.index_in(kinds.column("offsets_partition"), value_set=spans.column("offsets_partition"))
     return _combine(pa.table({"offsets_partition": kinds.column("offsets_partition"),
                               "label": record_type_label(kinds),
-                              **{c: kinds.column(f"{c}_{'max' if c in _MAXES else 'sum'}") for c in (*_SUMS, *_MAXES)}}))
+                              **{c: kinds.column(f"{c}_sum") for c in _SUMS},
+                              **{c: kinds.column(f"{c}_max") for c in ("ts", "ts_until")},
+                              **{c: pc.take(spans.column(c), at) for c in ("first_offset", "gap_end", "gap_ts")}}))
+
+
+def _spans(parts, offsets, times, after: dict[int, int]) -> pa.Table:
+    """Per offsets partition among rows: the first offset read, the end of the last run of missing offsets (the
+    first offset read after it, counting from `after`'s offset) and the newest timestamp up to it."""
+    p = pc.fill_null(parts, -1).to_numpy(zero_copy_only=False).astype(np.int64)
+    valid = offsets.is_valid().to_numpy(zero_copy_only=False)
+    o = pc.fill_null(offsets, 0).to_numpy(zero_copy_only=False).astype(np.int64)
+    ts = pc.fill_null(times, np.iinfo(np.int64).min).to_numpy(zero_copy_only=False).astype(np.int64)
+    parts_all = np.unique(p)
+    p, o, ts = p[valid], o[valid], ts[valid]
+    order = np.lexsort((o, p))
+    p, o, ts = p[order], o[order], ts[order]
+    n = len(p)
+    first_of = np.ones(n, bool)
+    first_of[1:] = p[1:] != p[:-1]
+    prev = np.empty(n, np.int64)
+    prev[1:] = o[:-1]
+    known = ~first_of.copy()
+    for i in np.flatnonzero(first_of).tolist():  # a partition's first row: after the rows read before, if any
+        if int(p[i]) in after:
+            prev[i], known[i] = after[int(p[i])], True
+    gap = known & (o > prev + 1)
+    # the newest timestamp up to each row, per partition: a running maximum that restarts at each partition
+    segment = np.cumsum(first_of) - 1
+    rank_ts = np.unique(ts, return_inverse=True)[1] if n else np.empty(0, np.int64)
+    span = int(rank_ts.max()) + 1 if n else 1
+    running = np.maximum.accumulate(segment * span + rank_ts) - segment * span if n else rank_ts
+    newest = np.unique(ts)[running] if n else ts
+    first, gap_end, gap_ts = {}, {}, {}
+    for i in np.flatnonzero(first_of).tolist():
+        first[int(p[i])] = int(o[i])
+    for i in np.flatnonzero(gap).tolist():  # in order: the last one of a partition wins
+        gap_end[int(p[i])] = int(o[i])
+        gap_ts[int(p[i])] = None if newest[i] == np.iinfo(np.int64).min else int(newest[i])
+    keys = [int(x) for x in parts_all.tolist()]
+    return pa.table({"offsets_partition": pa.array(keys, pa.int32()),
+                     "first_offset": pa.array([first.get(k) for k in keys], pa.int64()),
+                     "gap_end": pa.array([gap_end.get(k) for k in keys], pa.int64()),
+                     "gap_ts": pa.array([gap_ts.get(k) for k in keys], pa.int64())})
 
 
 class RunningTally:
@@ -140,11 +214,13 @@ class RunningTally:
     of one small log batch costs a selection of its tally columns, not a grouping of its own. What it holds is
     bounded: the tally columns of under `rows` rows, and of the decoder batches those windows were cut from."""
 
-    def __init__(self, until_offset: int | None = None, until_time_ms: int | None = None, rows: int = 1 << 16):
+    def __init__(self, until_offset: int | None = None, until_time_ms: int | None = None, rows: int = 1 << 16,
+                 after: dict[int, int] | None = None):
         self._cut, self._rows = (until_offset, until_time_ms), rows
         self._held: list[pa.Table] = []
         self._held_rows = 0
         self._tallies: list[pa.Table] = []
+        self._after = dict(after or {})  # offsets partition -> the highest offset read of it so far
 
     def add(self, window: pa.Table) -> None:
         names = set(window.column_names)
@@ -155,7 +231,12 @@ class RunningTally:
 
     def _group(self) -> None:
         if self._held:
-            self._tallies.append(tally_rows(pa.concat_tables(self._held, promote_options="default"), *self._cut))
+            rows = pa.concat_tables(self._held, promote_options="default")
+            self._tallies.append(tally_rows(rows, *self._cut, after=self._after))
+            highest = rows.group_by("offsets_partition", use_threads=False).aggregate([("offset", "max")])
+            for p, top in zip(*(highest.column(c).to_pylist() for c in ("offsets_partition", "offset_max"))):
+                if p is not None and top is not None:
+                    self._after[p] = max(top, self._after.get(p, top))
             self._held, self._held_rows = [], 0
 
     def result(self) -> pa.Table:
@@ -167,21 +248,29 @@ def _combine(rows: pa.Table) -> pa.Table:
     """Tally rows added up by (offsets partition, label)."""
     if rows.num_rows == 0:
         return TALLY_SCHEMA.empty_table()
+    rows = rows.select([f.name for f in TALLY_SCHEMA if f.name in rows.column_names])  # a tally of an older version
+    for f in TALLY_SCHEMA:
+        if f.name not in rows.column_names:
+            rows = rows.append_column(f.name, pa.nulls(rows.num_rows, f.type))
     out = rows.group_by(["offsets_partition", "label"], use_threads=False).aggregate(
-        [(c, "sum") for c in _SUMS] + [(c, "max") for c in _MAXES])
-    return pa.table({f.name: pc.cast(out.column(f.name if f.name in ("offsets_partition", "label")
-                                                else f"{f.name}_{'max' if f.name in _MAXES else 'sum'}"), f.type)
-                     for f in TALLY_SCHEMA}, schema=TALLY_SCHEMA)
+        [(c, "sum") for c in _SUMS] + [(c, "max") for c in _MAXES] + [(c, "min") for c in _MINS])
+
+    def agg(name: str) -> str:
+        return name if name in ("offsets_partition", "label") else \
+            f"{name}_{'max' if name in _MAXES else 'min' if name in _MINS else 'sum'}"
+
+    return pa.table({f.name: pc.cast(out.column(agg(f.name)), f.type) for f in TALLY_SCHEMA}, schema=TALLY_SCHEMA)
 
 
-def tally(log) -> Tally:
+def tally(log, read_before: dict[int, int] | None = None) -> Tally:
     """The tally of a decoded log (`frames.decoded_log.DecodedLog`) at the cut-offs it was decoded with: over the
-    rows in hand, or the tallies its tasks packed beside the blobs (a few rows each), added up here."""
+    rows in hand, or the tallies its tasks packed beside the blobs (a few rows each), added up here.
+    `read_before` (`frames.decode.DecodePlan.read_before`): where each partition's reading started."""
     if log.cut is None:
         raise ValueError("this decoded log was not tallied (frames.decode.decoded_log tallies what it decodes)")
     until_offset, until_time_ms = log.cut
     if log.in_hand:
-        rows = tally_rows(log.table, until_offset, until_time_ms)
+        rows = tally_rows(log.table, until_offset, until_time_ms, after=read_before)
     else:
         from pipelines.io.blobs import from_blob
 

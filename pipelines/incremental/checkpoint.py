@@ -18,7 +18,7 @@ OLDER_FORMATS = (1,)  # 1: the state was decoded rows to replay again
 # saving the checkpoint of a run
 # ================================================================================================================
 def save_checkpoint(warehouse, snapshot_id: str, saved, plan, inc, *, conf, req, scans: dict[str, dict],
-                    max_timestamp: int | None, max_partition: int) -> dict:
+                    max_timestamp: int | None, max_partition: int, log_gaps: dict | None = None) -> dict:
     """Write this run's state and checkpoint (JSON) — see the module docstring.
 
     ``saved``: the shards to keep (offsets partition -> `coordinator.saved.SavedShard` bytes, written here) or a
@@ -73,6 +73,7 @@ def save_checkpoint(warehouse, snapshot_id: str, saved, plan, inc, *, conf, req,
         semantics=conf.semantics, num_partitions_setting=conf.num_partitions,
         until_offset=req.until_offset, until_time=req.until_time, tabular=bool(plan.num_tabular),
         max_timestamp=max_timestamp, max_partition=max_partition, group_history=True,
+        log_gaps={str(p): g for p, g in (log_gaps or {}).items()},
         decoded_state=f"{STATE_DIR}/{snapshot_id}/{saved.stage.name}", decoded_files=sorted(saved.files),
         decoded_sizes=saved.sizes, state_entries=saved.entries, state_format=SAVED_FORMAT,
         partitions=partitions,

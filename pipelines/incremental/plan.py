@@ -60,6 +60,24 @@ class IncrementalStart:
         old = self.previous.get("max_partition", -1) if self.is_incremental else -1
         return max(int(old if old is not None else -1), new_max)
 
+    def log_gaps(self, new: dict[int, dict]) -> dict[int, dict]:
+        """Per offsets partition whose log lacks offsets (`frames.tally.Tally.log_gaps`), over the previous runs'
+        records too: where this run's decoding starts past the offset the previous run's reading stopped at, the
+        offsets between are missing."""
+        old = {int(p): g for p, g in ((self.previous or {}).get("log_gaps") or {}).items()} \
+            if self.is_incremental else {}
+        resumed = self.next_offsets() or {}
+        out = dict(old)
+        for p, g in new.items():
+            end, until = g.get("compacted_below"), g.get("compacted_until")
+            first = g.get("first_offset")
+            if end is None and p in resumed and first is not None and first > resumed[p]:
+                end = first
+            if end is not None:
+                out[p] = {"first_offset": old.get(p, g).get("first_offset"), "compacted_below": end,
+                          "compacted_until": until}
+        return out
+
     def saved_shards(self):
         """The previous run's saved shards (`saved.SavedShards`), None for a full run."""
         from pipelines.incremental.saved import SavedShards

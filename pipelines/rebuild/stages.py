@@ -144,7 +144,7 @@ def decode(run: Run, planned: Planned) -> Decoded:
         log = decoded_log(run.spark, plan, counters, cut=cut).persist()
         run.held.callback(_quietly(log.unpersist))
         with reporting(run.spark, run.progress.emit, "decode", counters):
-            counted = tally(log)
+            counted = tally(log, plan.read_before())
     # the reader's own count from batch headers, independent of the decoded rows (`validate`): a small job of its
     # own, mostly waiting on Spark, so it runs beside the replay
     read_counts = in_thread("reader-counts", reader_counts, run.spark, plan)
@@ -198,6 +198,7 @@ class Clock:
     max_timestamp: int | None  # the newest record's, the previous run's records too
     max_partition: int
     num_partitions: int
+    log_gaps: dict  # offsets partition -> where its log lacks offsets (`incremental.plan.IncrementalStart.log_gaps`)
 
 
 @dataclass(frozen=True)
@@ -238,6 +239,7 @@ def _clock(run: Run, planned: Planned, decoded: Decoded) -> Clock:
     expiry = ExpiryOptions(as_of_ms=as_of_ms, retention_minutes=conf.retention_minutes,
                            semantics=conf.semantics, kafka_version=conf.kafka_version) if conf.expiry else None
     return Clock(options=options, expiry=expiry, as_of_ms=as_of_ms, max_timestamp=max_ts, max_partition=max_part,
+                 log_gaps=inc.log_gaps(facts.log_gaps),
                  num_partitions=num_partitions)
 
 
@@ -484,6 +486,7 @@ def summarize(run: Run, planned: Planned, decoded: Decoded, replayed: Replayed, 
         expired_offsets=stats["expired_offsets"], expired_groups=stats["expired_groups"],
         records_skipped=accounting.total_skipped, records_out=accounting.total_used,
         misplaced_groups=misplaced_count(assembled.in_hand["loaded_groups"]),
+        log_gaps={str(p): g for p, g in sorted(replayed.clock.log_gaps.items())},
         status="validation_failed" if validated.validation.should_fail_run else "succeeded")
 
 
@@ -503,7 +506,7 @@ def checkpoint(run: Run, planned: Planned, replayed: Replayed, validated: Valida
     incremental.save_checkpoint(run.warehouse, run.snapshot_id, replayed.saved, planned.input_plan, planned.inc,
                                 conf=run.conf, req=run.req, scans=scans,
                                 max_timestamp=replayed.clock.max_timestamp,
-                                max_partition=replayed.clock.max_partition)
+                                max_partition=replayed.clock.max_partition, log_gaps=replayed.clock.log_gaps)
 
 
 def write(run: Run, summary: RunSummary, planned: Planned, assembled: Assembled, materialized: Materialized,

@@ -40,6 +40,8 @@ class RunSummary:
     expired_groups: int = 0
     misplaced_groups: int = 0
     log_end_offsets: int = 0  # data-topic partitions whose end offset the input's log dirs gave (for LAG)
+    # offsets partition -> where its log lacks offsets (compacted): {first_offset, compacted_below, compacted_until}
+    log_gaps: dict = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     validation: dict = field(default_factory=dict)
     stage_seconds: dict[str, float] = field(default_factory=dict)

@@ -33,13 +33,13 @@ import pyarrow.compute as pc
 
 from pipelines.io.snapshots import Snapshot, SnapshotReader
 from pipelines.serving.codes import string_codes
-from pipelines.serving.history import applied_history
+from pipelines.serving.history import applied_history, compaction_note, log_gaps
 
 #: more new generations (classic) or group epochs (KIP-848) than this in one minute make a `rebalance_storm`
 DEFAULT_STORM_PER_MINUTE = 10
 
 KINDS = ("offset_regressed", "offset_past_end", "offset_tombstone", "offset_expired", "group_created",
-         "group_emptied", "group_deleted", "group_converted", "group_expired", "rebalance_storm")
+         "group_emptied", "group_deleted", "group_converted", "group_expired", "rebalance_storm", "log_compacted")
 
 _COMMIT_COLUMNS = ["offsets_partition", "record_offset", "group_id", "topic", "partition", "committed_offset",
                    "commit_timestamp", "is_tombstone", "producer_id", "txn_outcome", "applied_offset",
@@ -375,12 +375,16 @@ def _late_rows(group: np.ndarray, op: np.ndarray, ro: np.ndarray) -> np.ndarray 
     return late
 
 
-def _offset_changes(reader: SnapshotReader, snap: Snapshot, sel: Selection, events: _Events) -> list[dict]:
+def _offset_changes(reader: SnapshotReader, snap: Snapshot, sel: Selection, events: _Events,
+                    partitions: set[int]) -> list[dict]:
+    """The offset changes of the window; `partitions` receives the offsets partitions of the selected groups'
+    commits."""
     commits = reader.history_table("offset_commits", filters=sel.filters(), columns=_COMMIT_COLUMNS,
                                    dictionary=("group_id", "topic", "txn_outcome"))
     commits = applied_history(sel.keep(commits), snap.snapshot_id)
     if commits is None or not commits.num_rows:
         return []
+    partitions.update(p for p in pc.unique(commits.column("offsets_partition")).to_pylist() if p is not None)
     leo = reader.snapshot_table("log_end_offsets", snap, columns=["topic", "partition", "log_end_offset"])
     if leo is None:
         leo = pa.table({"topic": pa.array([], pa.string()), "partition": pa.array([], pa.int32()),
@@ -532,13 +536,34 @@ def _group_changes(events: _Events, sel: Selection) -> list[dict]:
     return out
 
 
+def _compaction(snap: Snapshot, sel: Selection, partitions: set[int] | None) -> list[dict]:
+    """`log_compacted`: an offsets partition (of the selected groups, `partitions`; None: any) whose input log the
+    cleaner had compacted up to a time at or after the window's start, so commits in the window may be missing."""
+    out = []
+    for p, gap in sorted(log_gaps(snap.run).items()):
+        until = gap.get("compacted_until")
+        if (partitions is not None and p not in partitions) or (until is not None and until * 1000 < _us(sel.start)):
+            continue
+        out.append({"kind": "log_compacted", "time": None if until is None else _iso_us(until * 1000),
+                    "group_id": None, "offsets_partition": p, "record_offset": None, "generation": None,
+                    "compacted_below": gap["compacted_below"], "first_offset": gap.get("first_offset"),
+                    "note": compaction_note(p, gap)})
+    return out
+
+
 def changes(reader: SnapshotReader, snap: Snapshot, sel: Selection) -> list[dict]:
-    """Every change of the selected groups in the window, oldest first (time, then log position)."""
+    """Every change of the selected groups in the window, oldest first (time, then log position), and where the
+    log the snapshot was built from had been compacted within it."""
     history = _history(reader, snap, sel)
     events = _Events(history)
-    out = _offset_changes(reader, snap, sel, events)
+    partitions: set[int] = set()
+    out = _offset_changes(reader, snap, sel, events, partitions)
     out += _expiry_changes(reader, snap, sel)
     out += _group_changes(events, sel)
+    if history is not None:
+        partitions.update(p for p in pc.unique(history.column("offsets_partition")).to_pylist() if p is not None)
+    selected = bool(sel.groups) or sel.group_regex is not None
+    out += _compaction(snap, sel, partitions if selected else None)
     out.sort(key=lambda c: (c["time"] or "", c["offsets_partition"] if c["offsets_partition"] is not None else -1,
                             _position(c), KINDS.index(c["kind"])))
     return out
@@ -556,6 +581,9 @@ def _s(v) -> str:
 
 def render_line(c: dict) -> str:
     """One readable line: time, log position, generation, kind, then what changed and who was assigned."""
+    if c["kind"] == "log_compacted":
+        pos = f"{c['offsets_partition']}:<{c['compacted_below']}"
+        return f"{c['time'] or '-'}  {pos:<14} {'':<9} {c['kind']:<17} {c['note']}"
     pos = f"{_s(c['offsets_partition'])}:{_s(c.get('applied_offset', c['record_offset']))}"
     head = f"{c['time'] or '-'}  {pos:<14} gen {_s(c.get('generation')):<5} {c['kind']:<17} {c['group_id']}"
     k = c["kind"]

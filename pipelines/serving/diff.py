@@ -10,6 +10,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pipelines.serving.history import compaction_note, log_gaps
 from pipelines.serving.index import SnapshotIndex
 
 _KEY = ["group_id", "topic", "partition"]
@@ -107,7 +108,21 @@ def diff_snapshots(a: SnapshotIndex, b: SnapshotIndex) -> dict:
             "expired": expired,
         },
         "advanced_by_group": sorted(per_group.values(), key=lambda s: s["group_id"]),
+        "notes": _compaction_notes(a, b),
     }
+
+
+def _compaction_notes(a: SnapshotIndex, b: SnapshotIndex) -> list[str]:
+    """Where the later snapshot's log had been compacted past the earlier one's as_of: commits between them are not
+    all in it (two states compared say nothing of what happened between them anyway, but an unchanged offset there
+    may hide a reset and its repair)."""
+    since = a.snapshot.as_of
+    out = []
+    for p, gap in sorted(log_gaps(b.snapshot.run).items()):
+        until = gap.get("compacted_until")
+        if since is None or until is None or until >= since.timestamp() * 1000:
+            out.append(compaction_note(p, gap))
+    return out
 
 
 def _table(headers: list[str], rows: list[list]) -> str:
@@ -125,6 +140,7 @@ def render_text(d: dict) -> str:
         f"offsets: {s['advanced']} advanced, {s['regressed']} regressed, {s['appeared']} appeared, "
         f"{s['disappeared']} disappeared, {s['expired']} expired, {s['unchanged']} unchanged\n",
     ]
+    out.extend(f"note: {note}\n" for note in d.get("notes") or ())
     o, g = d["offsets"], d["groups"]
     if o["regressed"]:
         out.append("\nREGRESSED (committed offset went backwards: a reset or a rewind)\n")

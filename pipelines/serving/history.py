@@ -38,3 +38,27 @@ def applied_history(commits: pa.Table | None, snapshot_id: str) -> pa.Table | No
     if why is not None:
         raise HistoryUnavailable(why)
     return commits
+
+
+def log_gaps(run: dict | None) -> dict[int, dict]:
+    """Offsets partition -> where the snapshot's input log lacked offsets (its run's summary: `first_offset`,
+    `compacted_below`: the log is whole from that offset on, `compacted_until`: the newest record time up to it,
+    epoch ms). A log the cleaner compacted has lost the commits it overwrote: no history built from it knows them."""
+    import json
+
+    try:
+        summary = json.loads((run or {}).get("summary") or "{}")
+    except (TypeError, ValueError):
+        return {}
+    gaps = summary.get("log_gaps") if isinstance(summary, dict) else None
+    out = {}
+    for p, g in (gaps or {}).items():
+        if isinstance(g, dict) and g.get("compacted_below") is not None:
+            out[int(p)] = g
+    return out
+
+
+def compaction_note(partition: int, gap: dict) -> str:
+    """One line: where a partition's log stops missing commits."""
+    return (f"offsets partition {partition} was compacted before offset {gap['compacted_below']}: intermediate "
+            "commits are not in the log")

@@ -4,6 +4,7 @@ the record counts by type, the newest timestamps and the records past a cut-off 
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -83,3 +84,54 @@ def test_the_tally_counts_what_the_reference_reader_reads(spark, shared_dir, tmp
                 assert {p: v for p, v in got.items() if v} == late, (path, cut)
                 assert {p: c.records_quarantined for p, c in acc.partitions.items()
                         if c.records_quarantined} == quarantined, (path, cut)
+
+
+def dump_log_gaps(dump: Path) -> dict | None:
+    """From `kafka-dump-log --offsets-decoder` of a partition's segments: where its offsets stop missing (the first
+    offset printed after the last one missing, counting from the first segment's base offset) and the newest record
+    time up to it; None when nothing is missing."""
+    import re
+
+    prev, end, newest, until = None, None, None, None
+    for line in dump.read_text(encoding="utf-8").splitlines():
+        start = re.match(r"Log starting offset: (\d+)", line)
+        if start and prev is None:
+            prev = int(start.group(1)) - 1
+        record = re.match(r"\| offset: (\d+) CreateTime: (-?\d+)", line)
+        if record:
+            offset, ts = int(record.group(1)), int(record.group(2))
+            newest = ts if newest is None else max(newest, ts)
+            if prev is not None and offset > prev + 1:
+                end, until = offset, newest
+            prev = offset
+    return None if end is None else {"compacted_below": end, "compacted_until": until}
+
+
+def test_where_a_compacted_log_lacks_offsets_is_what_dump_log_shows(brokerdata):
+    """The broker's `compacted` scenario (its log cleaner ran) and every other scenario (nothing missing): per
+    offsets partition, where the decoded log stops missing offsets, read in one pass and in windows of a few rows
+    (a run of missing offsets may fall between two windows), equals what kafka-dump-log printed."""
+    import pyarrow as pa
+
+    from pipelines.decoding.reader import iter_decoded_rows
+    from pipelines.frames.tally import RunningTally, Tally, tally_rows
+    from schemas.decoded import DECODED_RECORD_SCHEMA
+
+    found = 0
+    for scenario in sorted(p for p in brokerdata.iterdir() if (p / "dump_log").is_dir()):
+        plan = plan_inputs([scenario / "data"])
+        rows = pa.Table.from_pylist(list(iter_decoded_rows([scenario / "data"])), schema=DECODED_RECORD_SCHEMA)
+        whole = Tally(tally_rows(rows, after=plan.read_before())).log_gaps()
+        windows = RunningTally(rows=3, after=plan.read_before())
+        for start in range(0, rows.num_rows, 7):
+            windows.add(rows.slice(start, 7))
+        split = Tally(windows.result()).log_gaps()
+        for dump in sorted((scenario / "dump_log").glob("__consumer_offsets-*.txt")):
+            p = int(dump.stem.rsplit("-", 1)[1])
+            want = dump_log_gaps(dump)
+            for got in (whole, split):
+                gap = got.get(p, {})
+                assert ({"compacted_below": gap["compacted_below"], "compacted_until": gap["compacted_until"]}
+                        if gap.get("compacted_below") is not None else None) == want, (scenario.name, p)
+            found += want is not None
+    assert found  # the compacted scenario's partitions lack offsets

@@ -286,3 +286,27 @@ def test_long_in_filters_read_the_same_rows(story):
     rest = reader.snapshot_table("loaded_offsets", snap.snapshot_id, filters=[("group_id", "not in", wanted)])
     assert got.num_rows + rest.num_rows == reader.snapshot_table("loaded_offsets", "s1").num_rows
     assert set(rest.column("group_id").to_pylist()).isdisjoint(wanted)
+
+
+def test_diff_says_where_the_later_log_was_compacted_since_the_earlier_snapshot(tmp_path):
+    """The later snapshot's log lacked offsets (its run's `log_gaps`) up to a time after the earlier snapshot:
+    commits between them may be missing from it, and `diff` says so; compacted only before, it says nothing."""
+    from datetime import timedelta
+
+    from tests.serving.warehouse_kit import T0, WarehouseKit, group, offset
+
+    kit = WarehouseKit(tmp_path / "wh")
+    gaps = lambda until: json.dumps({"log_gaps": {"3": {"first_offset": 0, "compacted_below": 120,  # noqa: E731
+                                                        "compacted_until": int(until.timestamp() * 1000)}}})
+    kit.snapshot("a", groups=[group("g")], offsets=[offset("g", "t", 0, 5)], as_of=T0)
+    kit.snapshot("b", groups=[group("g")], offsets=[offset("g", "t", 0, 5)], as_of=T0 + timedelta(hours=2),
+                 summary=gaps(T0 + timedelta(hours=1)))
+    kit.snapshot("c", groups=[group("g")], offsets=[offset("g", "t", 0, 5)], as_of=T0 + timedelta(hours=3),
+                 summary=gaps(T0 - timedelta(hours=1)))
+    runner = CliRunner()
+    said = runner.invoke(main, ["diff", "--warehouse", str(tmp_path / "wh"), "a", "b"]).stdout
+    assert "note: offsets partition 3 was compacted before offset 120: intermediate commits are not in the log" \
+        in said
+    assert json.loads(runner.invoke(main, ["diff", "--warehouse", str(tmp_path / "wh"), "a", "b", "--json"])
+                      .stdout)["notes"]
+    assert "compacted" not in runner.invoke(main, ["diff", "--warehouse", str(tmp_path / "wh"), "a", "c"]).stdout

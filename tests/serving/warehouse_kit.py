@@ -149,6 +149,7 @@ class WarehouseKit:
         tables: dict[str, pa.Table] | None = None,
         kind: str | None = None,
         validation: str = "{}",
+        summary: str = "{}",
     ) -> str:
         """Write one snapshot: every snapshot table, the history, then its runs row (last, as the pipeline does)."""
         given = {
@@ -196,7 +197,7 @@ class WarehouseKit:
                     "records_quarantined": 0,
                     "record_type_counts": [("offset_commit", 10)],
                     "validation": validation,
-                    "summary": "{}",
+                    "summary": summary,
                     "kind": kind,
                 }
             ],
