@@ -395,7 +395,7 @@ def create_app(reader: SnapshotReader, *, token: str | None = None, refresh_inte
             sel = ch.Selection(ch.parse_time(from_, "from"), ch.parse_time(to, "to"), tuple(group or ()),
                                group_regex or None, storm_threshold or ch.DEFAULT_STORM_PER_MINUTE)
         except ch.BadWindow as e:
-            raise views.BadParameter(str(e).replace("--", "")) from None
+            raise views.BadParameter(str(e)) from None
         idx = catalog.resolve(snapshot)
         items = ch.changes(reader, idx.snapshot, sel)
         return _bytes_response(_dumps({"snapshot_id": idx.snapshot.snapshot_id, "from": ch.iso_time(sel.start),

@@ -76,14 +76,14 @@ class Selection:
 
     def __post_init__(self):
         if self.end < self.start:
-            raise BadWindow(f"--to ({iso_time(self.end)}) is before --from ({iso_time(self.start)})")
+            raise BadWindow(f"the window ends ({iso_time(self.end)}) before it starts ({iso_time(self.start)})")
         if self.groups and self.group_regex is not None:
-            raise BadWindow("give either --group or --group-regex, not both")
+            raise BadWindow("select groups by id or by a regex, not both")
         if self.group_regex is not None:
             try:
                 re.compile(self.group_regex)
             except re.error as e:
-                raise BadWindow(f"--group-regex {self.group_regex!r}: {e}") from None
+                raise BadWindow(f"group regex {self.group_regex!r}: {e}") from None
         if self.storm_per_minute < 1:
             raise BadWindow("the rebalance storm threshold must be at least 1 per minute")
 
