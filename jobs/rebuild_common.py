@@ -6,6 +6,7 @@ import sys
 import click
 
 from jobs.errors import PREFIX, one_line, warn
+from pipelines.coordinator.options import DEFAULT_KAFKA_VERSION, DEFAULT_RETENTION_MINUTES, DEFAULT_SEMANTICS, SEMANTICS
 
 # 1: the snapshot is not served (validation failed, --strict, or the run failed and was recorded as failed)
 EXIT_OK, EXIT_VALIDATION, EXIT_USAGE = 0, 1, 2
@@ -19,10 +20,11 @@ def rebuild_options(f):
         click.option("--warehouse", required=True, type=click.Path(file_okay=False), help="Warehouse directory."),
         click.option("--snapshot-id", default=None, help="Snapshot id (default: a new time-based id)."),
         click.option("--as-of", default=None, help="TIME: ISO-8601 (UTC if no zone), epoch milliseconds or 'now'; default: newest record."),
-        click.option("--retention-minutes", type=int, default=None, help="offsets.retention.minutes (default 10080)."),
+        click.option("--retention-minutes", type=int, default=None, help=f"offsets.retention.minutes (default {DEFAULT_RETENTION_MINUTES})."),
         click.option("--no-expiry", is_flag=True, help="Skip retention expiry."),
-        click.option("--semantics", type=click.Choice(["legacy", "modern"]), default=None,
-                     help="legacy: GroupMetadataManager (<=3.9, default); modern: the new coordinator (3.8+/4.x)."),
+        click.option("--semantics", type=click.Choice(list(SEMANTICS)), default=None,
+                     help=f"legacy: GroupMetadataManager (<=3.9); modern: the new coordinator (3.8+/4.x); default "
+                          f"{DEFAULT_SEMANTICS}."),
         click.option("--until-time", default=None, help="Replay only records with timestamp <= TIME (ISO-8601 or epoch milliseconds)."),
         click.option("--until-offset", type=int, default=None, help="Replay only records with offset <= N."),
         click.option("--incremental", is_flag=True, help="Start from the previous snapshot's checkpoint."),
@@ -31,7 +33,7 @@ def rebuild_options(f):
                      help="Replay batches whose CRC fails (quarantined by default; rebuild.replay_corrupt_batches)."),
         click.option("--num-partitions", type=int, default=None,
                      help="Partitions of __consumer_offsets (default: from the input, at least 50)."),
-        click.option("--kafka-version", default=None, help="Emulated broker version for expiry rules (default 3.9)."),
+        click.option("--kafka-version", default=None, help=f"Emulated broker version for expiry rules (default {DEFAULT_KAFKA_VERSION})."),
         click.option("--other-cluster", is_flag=True, default=False,
                      help="Write the snapshot of a dump whose cluster is not the one of the warehouse's history "
                           "(refused otherwise), without adding its records to that history."),
