@@ -409,7 +409,11 @@ def create_app(reader: SnapshotReader, *, token: str | None = None, refresh_inte
         group: list[str] | None = Query(None, description="group ids (repeat the parameter)"),
         group_regex: str | None = Query(None, max_length=1000, description="groups whose id matches (Python re.search)"),
         changed_since: str | None = Query(None, max_length=64,
-                                          description="groups with a commit or group record after this time"),
+                                          description="groups with a commit or group record at or after this time"),
+        damaged_since: str | None = Query(None, max_length=64, description="groups `changes` reports damaged from "
+                                          "this time on: an offset rewound, deleted or expired, or the group deleted"),
+        damaged_until: str | None = Query(None, max_length=64,
+                                          description="with damaged_since: up to this time (default: the as-of)"),
         snapshot: str | None = SnapshotQ,
     ):
         """`offsetlake restore-plan` as a zip: each selected group's committed offsets at `as_of` (one
@@ -418,12 +422,19 @@ def create_app(reader: SnapshotReader, *, token: str | None = None, refresh_inte
 
         from pipelines.serving import restore_plan as rp
 
-        chosen = [n for n, v in (("group", group), ("group_regex", group_regex), ("changed_since", changed_since)) if v]
+        chosen = [n for n, v in (("group", group), ("group_regex", group_regex), ("changed_since", changed_since),
+                                 ("damaged_since", damaged_since)) if v]
         if len(chosen) > 1:
-            raise views.BadParameter(f"give one of group, group_regex, changed_since, not {' and '.join(chosen)}")
+            raise views.BadParameter(f"give one of group, group_regex, changed_since, damaged_since, not "
+                                     f"{' and '.join(chosen)}")
+        if damaged_until is not None and damaged_since is None:
+            raise views.BadParameter("damaged_until needs damaged_since")
         try:
             as_of_ms = rp.parse_instant(as_of, "as_of")
             since_ms = None if changed_since is None else rp.parse_instant(changed_since, "changed_since")
+            damaged = None if damaged_since is None else (
+                rp.parse_instant(damaged_since, "damaged_since"),
+                None if damaged_until is None else rp.parse_instant(damaged_until, "damaged_until"))
             if group_regex is not None:
                 re.compile(group_regex)
         except re.error as e:
@@ -433,7 +444,7 @@ def create_app(reader: SnapshotReader, *, token: str | None = None, refresh_inte
         snap = catalog.resolve(snapshot).snapshot
         try:
             plan = rp.restore_plan(reader, snap, as_of_ms, groups=group or None, group_regex=group_regex,
-                                   changed_since_ms=since_ms)
+                                   changed_since_ms=since_ms, damaged=damaged)
         except HistoryUnavailable as e:
             raise views.NotFound(str(e)) from None
         headers = {"Content-Disposition": f'attachment; filename="restore-plan-{as_of_ms}.zip"'}

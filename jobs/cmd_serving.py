@@ -66,21 +66,37 @@ def _index(reader, snap, **kw):
 @click.option("--group", "groups", multiple=True, help="a group id (repeatable)")
 @click.option("--group-regex", "group_regex", default=None, help="groups whose id matches this regex (Python re.search)")
 @click.option("--changed-since", "changed_since", default=None,
-              help="groups with a commit or group record after this time (ISO-8601 or epoch ms)")
-def restore_plan(warehouse, as_of, out, snapshot_id, groups, group_regex, changed_since):
+              help="groups with a commit or group record at or after this time (ISO-8601 or epoch ms)")
+@click.option("--damaged-since", "damaged_since", default=None,
+              help="groups `changes` reports damaged from this time on: an offset rewound, deleted or expired, or "
+                   "the group deleted (ISO-8601 or epoch ms)")
+@click.option("--damaged-until", "damaged_until", default=None,
+              help="with --damaged-since: up to this time (included; default: the snapshot's as-of)")
+@click.option("--force", is_flag=True, help="empty OUT first when it holds files (refused otherwise)")
+def restore_plan(warehouse, as_of, out, snapshot_id, groups, group_regex, changed_since, damaged_since,
+                 damaged_until, force):
     """Every selected group's committed offsets at --as-of, as `kafka-consumer-groups --reset-offsets --from-file`
     plans (one CSV per group), with index.json, apply.sh and README.txt, in OUT."""
     import re
 
-    from pipelines.serving.restore_plan import HistoryUnavailable, parse_instant, restore_plan as plan, write_restore_plan
+    from pipelines.serving.restore_plan import (HistoryUnavailable, OutNotEmpty, counted, parse_instant,
+                                                restore_plan as plan, write_restore_plan)
 
     chosen = [x for x in (groups and "--group", group_regex is not None and "--group-regex",
-                          changed_since is not None and "--changed-since") if x]
+                          changed_since is not None and "--changed-since",
+                          damaged_since is not None and "--damaged-since") if x]
     if len(chosen) > 1:
-        fail(f"give one of --group, --group-regex, --changed-since, not {' and '.join(chosen)}")
+        fail(f"give one of --group, --group-regex, --changed-since, --damaged-since, not {' and '.join(chosen)}")
+    if damaged_until is not None and damaged_since is None:
+        fail("--damaged-until needs --damaged-since")
     try:
         as_of_ms = parse_instant(as_of, "--as-of")
         since_ms = None if changed_since is None else parse_instant(changed_since, "--changed-since")
+        damaged = None if damaged_since is None else (
+            parse_instant(damaged_since, "--damaged-since"),
+            None if damaged_until is None else parse_instant(damaged_until, "--damaged-until"))
+        if damaged is not None and damaged[1] is not None and damaged[1] < damaged[0]:
+            fail("--damaged-until is before --damaged-since")
         if group_regex is not None:
             re.compile(group_regex)
     except re.error as e:
@@ -90,16 +106,20 @@ def restore_plan(warehouse, as_of, out, snapshot_id, groups, group_regex, change
     reader, snap = _open(warehouse, snapshot_id)
     try:
         result = plan(reader, snap, as_of_ms, groups=list(groups) or None, group_regex=group_regex,
-                      changed_since_ms=since_ms)
-        write_restore_plan(result, out)
-    except HistoryUnavailable as e:
+                      changed_since_ms=since_ms, damaged=damaged)
+        write_restore_plan(result, out, force=force)
+    except (HistoryUnavailable, GroupNotFound) as e:
         fail(str(e))
+    except OutNotEmpty:
+        fail(f"--out {out}: not empty (an earlier plan's files would be applied with this one): choose an empty "
+             "directory, or --force to empty it first")
     except OSError as e:
         fail(f"--out {out!r}: {e.strerror or e}")
     with_file = [g for g in result.groups if g.file]
     refused = sum(g.refused for g in with_file)
     gone = sum(g.state_now is None for g in with_file)
-    click.echo(f"{len(with_file)} groups, {sum(len(g.offsets) for g in with_file)} partitions as of "
+    partitions = counted(sum(len(g.offsets) for g in with_file), "partition")
+    click.echo(f"{counted(len(with_file), 'group')}, {partitions} as of "
                f"{as_of} (snapshot {snap.snapshot_id}) written to {out}: {refused} refused while active, {gone} gone, "
                f"{len(result.groups) - len(with_file)} with nothing to restore. Read {out}/README.txt, then "
                f"BOOTSTRAP=host:9092 sh {out}/apply.sh --dry-run", err=True)
@@ -344,7 +364,7 @@ def changes(warehouse, start, end, groups, group_regex, storm_threshold, as_json
     reader, snap = _open(warehouse, snapshot_id)
     try:
         items = ch.changes(reader, snap, sel)
-    except HistoryUnavailable as e:
+    except (HistoryUnavailable, GroupNotFound) as e:
         fail(str(e))
     click.echo(_pretty_json(items) if as_json else ch.render_text(items), nl=as_json)
 

@@ -35,6 +35,9 @@ from pipelines.io.snapshots import Snapshot, SnapshotReader
 from pipelines.serving.codes import string_codes
 from pipelines.serving.history import applied_history, compaction_note, log_gaps
 
+#: the changes that damage a group's position: what a restore plan puts back (`damaged_groups`)
+DAMAGE = ("offset_regressed", "offset_tombstone", "offset_expired", "group_deleted")
+
 #: more new generations (classic) or group epochs (KIP-848) than this in one minute make a `rebalance_storm`
 DEFAULT_STORM_PER_MINUTE = 10
 
@@ -554,6 +557,11 @@ def _compaction(snap: Snapshot, sel: Selection, partitions: set[int] | None) -> 
 def changes(reader: SnapshotReader, snap: Snapshot, sel: Selection) -> list[dict]:
     """Every change of the selected groups in the window, oldest first (time, then log position), and where the
     log the snapshot was built from had been compacted within it."""
+    from pipelines.io.snapshots import GroupNotFound
+    from pipelines.serving.index import unknown_group_message, unknown_groups
+
+    for g in unknown_groups(reader, snap, sel.groups):
+        raise GroupNotFound(unknown_group_message(reader, snap, g))
     history = _history(reader, snap, sel)
     events = _Events(history)
     partitions: set[int] = set()
@@ -573,6 +581,14 @@ def _position(c: dict) -> int:
     """Where in its offsets partition a change happened: where an offset took effect, or the group record."""
     at = c.get("applied_offset", c.get("record_offset"))
     return -1 if at is None else at
+
+
+def damaged_groups(reader: SnapshotReader, snap: Snapshot, start: dt.datetime, end: dt.datetime) -> list[str]:
+    """The groups `changes` reports damaged in [start, end] (`DAMAGE`: an offset that went back, was deleted or
+    expired, or the group deleted): the one selection of a restore plan by damage, for the CLI and the page alike.
+    A group that merely kept committing is not one."""
+    return sorted({c["group_id"] for c in changes(reader, snap, Selection(start, end))
+                   if c["kind"] in DAMAGE and c["group_id"] is not None})
 
 
 def _s(v) -> str:

@@ -445,10 +445,46 @@ def close_group_ids(reader: SnapshotReader, snapshot: Snapshot, group_id: str, n
     import difflib
 
     known: set[str] = set()
-    for t in ("loaded_groups", "loaded_offsets", "empty_group_offsets", "pending_offsets"):  # groups it holds
+    for t in ("loaded_groups", "loaded_offsets", "empty_group_offsets", "pending_offsets", "removed_groups"):
         table = reader.snapshot_table(t, snapshot, columns=["group_id"])
         if table is not None and table.num_rows:
             known.update(pc.unique(table.column("group_id")).to_pylist())
     known.discard(group_id)
     known.discard(None)
     return difflib.get_close_matches(group_id, known, n=n)
+
+
+#: the snapshot tables that name the groups a snapshot knows of, whatever became of them
+_NAMING_TABLES = ("loaded_groups", "loaded_offsets", "empty_group_offsets", "pending_offsets", "removed_groups",
+                  "expired_groups", "group_history")
+
+
+def unknown_groups(reader: SnapshotReader, snapshot: Snapshot, group_ids) -> list[str]:
+    """Of `group_ids`, those the snapshot knows nothing of: no group, offset, removal, expiry or group record in its
+    tables and no commit in the history (a typo, or the wrong snapshot). A deleted group is known: its deletion is
+    what an incident asks about. Reads the group id column of each table, pushed down to the files."""
+    wanted = sorted(set(group_ids))
+    if not wanted:
+        return []
+    flt = [("group_id", "in", wanted)]
+    found: set[str] = set()
+    for t in _NAMING_TABLES:
+        try:
+            table = reader.snapshot_table(t, snapshot, filters=flt, columns=["group_id"])
+        except Exception:  # noqa: BLE001 - a snapshot written before the table existed
+            continue
+        if table is not None and table.num_rows:
+            found.update(pc.unique(table.column("group_id")).to_pylist())
+        if found.issuperset(wanted):
+            return []
+    history = reader.history_table("offset_commits", filters=flt, columns=["group_id"])
+    if history is not None and history.num_rows:
+        found.update(pc.unique(history.column("group_id")).to_pylist())
+    return [g for g in wanted if g not in found]
+
+
+def unknown_group_message(reader: SnapshotReader, snapshot: Snapshot, group_id: str) -> str:
+    """`group 'x' is not in snapshot 's' (did you mean 'y'?)`: one line, with the snapshot's nearest group ids."""
+    near = close_group_ids(reader, snapshot, group_id)
+    hint = f" (did you mean {' or '.join(repr(g) for g in near)}?)" if near else ""
+    return f"group {group_id!r} is not in snapshot {snapshot.snapshot_id!r}{hint}"

@@ -56,6 +56,7 @@ class GroupPlan:
     state_now: str | None = None  # in the served snapshot; None: the group does not exist there
     members_now: int = 0
     gone_reason: str | None = None
+    current: dict[tuple[str, int], int] = field(default_factory=dict)  # (topic, partition) -> offset in the served
     below_log_start: list[tuple[str, int, int, int]] = field(default_factory=list)  # topic, partition, target, start
     above_log_end: list[tuple[str, int, int, int]] = field(default_factory=list)  # topic, partition, target, end
 
@@ -80,6 +81,11 @@ class RestorePlan:
                             "offsets": [{"topic": t, "partition": p, "offset": o} for t, p, o in g.offsets],
                             "refused": g.refused, "state_now": g.state_now, "gone": g.gone_reason,
                             "skipped": g.skipped} for g in self.groups]}
+
+
+def counted(n: int, noun: str) -> str:
+    """`1 group`, `2 groups`: a count with its noun (every noun here takes an s)."""
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"
 
 
 def parse_instant(text: str, what: str = "time") -> int:
@@ -420,10 +426,18 @@ def offsets_at(reader: SnapshotReader, snap: Snapshot, as_of_ms: int, groups: li
 
 
 # ------------------------------------------------------------------------------------------------ the plan
-def _selected(reader: SnapshotReader, snap: Snapshot, groups, group_regex, changed_since_ms) -> tuple[list | None, str]:
+def _selected(reader: SnapshotReader, snap: Snapshot, groups, group_regex, changed_since_ms,
+              damaged: tuple[int, int | None] | None = None) -> tuple[list | None, str]:
     """The group ids asked for (None: every group with offsets at TIME) and the selection in words."""
     if groups:
         return sorted(set(groups)), "--group " + " ".join(groups)
+    if damaged is not None:
+        from pipelines.serving.changes import damaged_groups
+
+        since, until = damaged
+        end = until if until is not None else max(since, _ms_of(snap.as_of) if snap.as_of else since)
+        ids = damaged_groups(reader, snap, _datetime(since), _datetime(end))
+        return ids, f"damaged from {_iso(since)} to {_iso(end)} (offsets rewound, deleted or expired; groups deleted)"
     if group_regex is None and changed_since_ms is None:
         return None, "every group with committed offsets at TIME"
     ids: set[str] = set()
@@ -433,7 +447,7 @@ def _selected(reader: SnapshotReader, snap: Snapshot, groups, group_regex, chang
         if t is None or not t.num_rows:
             continue
         if changed_since_ms is not None:
-            t = t.filter(pc.fill_null(pc.greater(_ms(t.column(ts)), changed_since_ms), False))
+            t = t.filter(pc.fill_null(pc.greater_equal(_ms(t.column(ts)), changed_since_ms), False))
         ids.update(g for g in pc.unique(t.column("group_id")).to_pylist() if g is not None)
     if group_regex is not None:
         rx = re.compile(group_regex)
@@ -457,8 +471,8 @@ def _served_facts(reader: SnapshotReader, snap: Snapshot, ids: list[str]) -> tup
     gone: dict[str, str] = {}
     t = reader.snapshot_table("removed_groups", snap, filters=flt, columns=["group_id", "tombstone_timestamp"])
     for r in (t.to_pylist() if t is not None else ()):
-        gone[r["group_id"]] = "deleted" + (f" at {r['tombstone_timestamp']:%Y-%m-%dT%H:%M:%SZ}"
-                                           if r["tombstone_timestamp"] else "")
+        at = r["tombstone_timestamp"]
+        gone[r["group_id"]] = "deleted" + (f" at {_iso(_ms_of(at))}" if at else "")
     t = reader.snapshot_table("expired_groups", snap, filters=flt, columns=["group_id", "reason"])
     for r in (t.to_pylist() if t is not None else ()):
         gone[r["group_id"]] = f"expired ({r['reason']})"
@@ -471,19 +485,38 @@ def _served_facts(reader: SnapshotReader, snap: Snapshot, ids: list[str]) -> tup
     return live, gone, ends, starts
 
 
+def _served_offsets(reader: SnapshotReader, snap: Snapshot, ids: list[str]) -> dict[str, dict]:
+    """Group id -> (topic, partition) -> its committed offset in the served snapshot."""
+    out: dict[str, dict] = {}
+    for name in ("loaded_offsets", "empty_group_offsets"):
+        t = reader.snapshot_table(name, snap, filters=[("group_id", "in", ids)],
+                                  columns=["group_id", "topic", "partition", "committed_offset"])
+        if t is not None:
+            for gid, topic, part, off in zip(*(t.column(i).to_pylist() for i in range(4))):
+                out.setdefault(gid, {})[(topic, part)] = off
+    return out
+
+
 def restore_plan(reader: SnapshotReader, snap: Snapshot, as_of_ms: int, *, groups: list[str] | None = None,
-                 group_regex: str | None = None, changed_since_ms: int | None = None) -> RestorePlan:
+                 group_regex: str | None = None, changed_since_ms: int | None = None,
+                 damaged: tuple[int, int | None] | None = None) -> RestorePlan:
     """The plan that puts every selected group back to its committed offsets at `as_of_ms` (see the module).
     Raises HistoryUnavailable; re.error for a bad `group_regex`."""
+    from pipelines.io.snapshots import GroupNotFound
+    from pipelines.serving.index import unknown_group_message, unknown_groups
+
     if group_regex is not None:
         re.compile(group_regex)
-    ids, selection = _selected(reader, snap, groups, group_regex, changed_since_ms)
+    for g in unknown_groups(reader, snap, groups or ()):
+        raise GroupNotFound(unknown_group_message(reader, snap, g))
+    ids, selection = _selected(reader, snap, groups, group_regex, changed_since_ms, damaged)
     at = offsets_at(reader, snap, as_of_ms, ids)
     ids = sorted(at) if ids is None else ids
     live, gone, ends, starts = _served_facts(reader, snap, ids)
+    current = _served_offsets(reader, snap, ids)
     plans = []
     for gid in ids:
-        p = GroupPlan(gid, None, [])
+        p = GroupPlan(gid, None, [], current=current.get(gid, {}))
         for topic, part, off in at.get(gid, ()):
             if not _LEGAL_TOPIC.match(topic or ""):
                 p.skipped.append(f"{topic!r}-{part}: not a legal Kafka topic name")
@@ -506,6 +539,14 @@ def restore_plan(reader: SnapshotReader, snap: Snapshot, as_of_ms: int, *, group
     return RestorePlan(snap.snapshot_id, facts["semantics"], as_of_ms, plans, selection, bool(starts))
 
 
+def _ms_of(t: datetime) -> int:
+    return int(t.timestamp() * 1000)
+
+
+def _datetime(ms: int) -> datetime:
+    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc)
+
+
 def _iso(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
@@ -526,29 +567,61 @@ def plan_files(plan: RestorePlan) -> dict[str, str]:
 
 
 def _apply_sh(plan: RestorePlan) -> str:
+    """The script that applies the plan: per group, its `--dry-run`, then (`--execute`) its `--execute`. A group
+    that fails does not stop the others; each group it applied is recorded in applied.txt (its file name), so a
+    rerun applies only the rest; a dry run records nothing. It ends with what it applied, what failed and what it
+    skipped, and exits 1 when a group failed."""
     lines = [
         "#!/bin/sh",
         f"# offsetlake restore-plan: groups of snapshot {plan.snapshot_id} back to their committed offsets at "
         f"{_iso(plan.as_of_ms)}.",
         "# Usage: BOOTSTRAP=host:9092 sh apply.sh [--dry-run|--execute]   (default --dry-run: nothing changes)",
-        "# --execute runs each group's --dry-run, then its --execute. Read README.txt first.",
-        "set -eu",
+        "# --execute runs each group's --dry-run, then its --execute, and records the group's file in applied.txt;",
+        "# a group that fails does not stop the others, and a rerun skips the groups applied.txt lists. Read",
+        "# README.txt first.",
+        "set -u",
         ': "${BOOTSTRAP:?set BOOTSTRAP to the bootstrap servers of the cluster}"',
         'KAFKA_CONSUMER_GROUPS="${KAFKA_CONSUMER_GROUPS:-' + _TOOL + '}"',
         'MODE="${1:---dry-run}"',
         'case "$MODE" in --dry-run|--execute) ;; *) echo "usage: apply.sh [--dry-run|--execute]" >&2; exit 2;; esac',
         'HERE="$(cd "$(dirname "$0")" && pwd)"',
+        'APPLIED="$HERE/applied.txt"',
+        "ok=0; failed=0; skipped=0; failures=''",
+        "",
+        "# reset FILE GROUP: one group's reset; FILE names it in applied.txt",
+        "reset() {",
+        '  if [ "$MODE" = --execute ] && [ -f "$APPLIED" ] && grep -qxF -- "$1" "$APPLIED"; then',
+        '    echo "skipped $1: applied before (applied.txt)"; skipped=$((skipped + 1)); return 0',
+        "  fi",
+        '  if "$KAFKA_CONSUMER_GROUPS" --bootstrap-server "$BOOTSTRAP" --group "$2" --reset-offsets \\',
+        '       --from-file "$HERE/$1" --dry-run \\',
+        '     && { [ "$MODE" = --dry-run ] || "$KAFKA_CONSUMER_GROUPS" --bootstrap-server "$BOOTSTRAP" --group "$2" \\',
+        '            --reset-offsets --from-file "$HERE/$1" --execute; }; then',
+        '    ok=$((ok + 1))',
+        '    if [ "$MODE" = --execute ]; then echo "$1" >> "$APPLIED"; fi',
+        "  else",
+        '    echo "FAILED $1 (see the error above); the other groups go on" >&2',
+        '    failed=$((failed + 1)); failures="$failures $1"',
+        "  fi",
+        "}",
         "",
     ]
     for g in plan.groups:
         if g.file is None:
             continue
-        base = (f'"$KAFKA_CONSUMER_GROUPS" --bootstrap-server "$BOOTSTRAP" --group {shlex.quote(g.group_id)} '
-                f'--reset-offsets --from-file "$HERE"/{shlex.quote(g.file)}')
         note = " (refused while it has members: see README.txt)" if g.refused else ""
-        lines.append(f"# {json.dumps(g.group_id, ensure_ascii=False)}: {len(g.offsets)} partitions{note}")
-        lines.append(f"{base} --dry-run")
-        lines.append(f'if [ "$MODE" = --execute ]; then {base} --execute; fi')
+        lines.append(f"# {json.dumps(g.group_id, ensure_ascii=False)}: {counted(len(g.offsets), 'partition')}{note}")
+        lines.append(f"reset {shlex.quote(g.file)} {shlex.quote(g.group_id)}")
+    lines += [
+        "",
+        'if [ "$MODE" = --execute ]; then done_as=applied; else done_as="dry-run ok"; fi',
+        'echo "summary: $ok $done_as, $failed failed, $skipped skipped (applied before)"',
+        'if [ "$failed" -gt 0 ]; then',
+        '  echo "failed:$failures" >&2',
+        '  echo "fix the cause, then run apply.sh --execute again: it applies only the groups not in applied.txt" >&2',
+        "  exit 1",
+        "fi",
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -557,7 +630,7 @@ def _readme(plan: RestorePlan) -> str:
     out = [
         f"Restore plan: committed offsets at {_iso(plan.as_of_ms)}",
         f"snapshot {plan.snapshot_id} ({plan.semantics} semantics), groups: {plan.selection}",
-        f"{len(with_file)} groups, {sum(len(g.offsets) for g in with_file)} partitions; "
+        f"{counted(len(with_file), 'group')}, {counted(sum(len(g.offsets) for g in with_file), 'partition')}; "
         "index.json maps each file to its group id.",
         "",
         "Apply: review this file, then  BOOTSTRAP=host:9092 sh apply.sh --dry-run  and, when the dry run shows",
@@ -575,7 +648,8 @@ def _readme(plan: RestorePlan) -> str:
         return json.dumps(g.group_id, ensure_ascii=False) + (f" ({g.file})" if g.file else "")
 
     section("REFUSED by the reset while they have active members (in the served snapshot)",
-            [f"{name(g)}: {g.state_now}, {g.members_now} members" for g in plan.groups if g.refused and g.file])
+            [f"{name(g)}: {g.state_now}, {counted(g.members_now, 'member')}" for g in plan.groups
+             if g.refused and g.file])
     section("GONE: groups that no longer exist in the served snapshot (the reset creates their offsets again)",
             [f"{name(g)}: {g.gone_reason}" for g in plan.groups if g.state_now is None and g.file])
     below = [f"{name(g)} {t}-{p}: target {o} < log start {s}" for g in plan.groups for t, p, o, s in g.below_log_start]
@@ -590,12 +664,36 @@ def _readme(plan: RestorePlan) -> str:
     section("NOTHING TO RESTORE: selected groups with no committed offset at that time (no file)",
             [name(g) for g in plan.groups if not g.file])
     section("LEFT OUT of the files", [f"{name(g)} {s}" for g in plan.groups for s in g.skipped])
+    out.append("TARGETS: per partition, the offset committed in the served snapshot -> the target (difference)")
+    for g in with_file:
+        out.append(f"  {name(g)}")
+        for t, p, o in g.offsets:
+            now = g.current.get((t, p))
+            moved = "new" if now is None else "unchanged" if now == o else f"{o - now:+,}"
+            out.append(f"    {t}-{p}: {'-' if now is None else now} -> {o} ({moved})")
+    out.append("")
     return "\n".join(out)
 
 
-def write_restore_plan(plan: RestorePlan, out_dir) -> Path:
-    """The plan's files in `out_dir` (created; files of the same names replaced); returns the directory."""
+class OutNotEmpty(ValueError):
+    """The directory a plan goes into holds files already: another plan's files would be applied with it."""
+
+
+def write_restore_plan(plan: RestorePlan, out_dir, force: bool = False) -> Path:
+    """The plan's files in `out_dir` (created), which must be empty: an earlier plan's group files left there would
+    be applied with this one's. `force`: empties it first. Returns the directory."""
     out = Path(out_dir)
+    if out.is_dir() and any(out.iterdir()):
+        if not force:
+            raise OutNotEmpty(f"{out} is not empty (an earlier plan's files would be applied with this one): "
+                              "choose an empty directory, or force it to be emptied first")
+        import shutil
+
+        for entry in out.iterdir():
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry)
+            else:
+                entry.unlink()
     out.mkdir(parents=True, exist_ok=True)
     for name, text in plan_files(plan).items():
         (out / name).write_text(text, encoding="utf-8")

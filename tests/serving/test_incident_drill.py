@@ -1,0 +1,170 @@
+"""The incident runbook as an on-call engineer runs it, on a crafted log (no Spark): a group reset to 0 on several
+partitions at exactly 00:05:00.000, a group deleted, a healthy group committing on. The damaged-group plan picks the
+reset and the deleted group and not the healthy one; a mistyped id is refused with the nearest ids; a reused --out is
+refused; apply.sh survives a failing group and a rerun applies only the rest."""
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import subprocess
+
+import pytest
+from click.testing import CliRunner
+from fastapi.testclient import TestClient
+
+from jobs.cli import main
+from pipelines.coordinator.options import ReplayOptions
+from pipelines.coordinator.shard import replay_shards
+from schemas.tables import SNAPSHOT_TABLES
+from tests.coordinator.rowkit import Log, member, to_table
+from tests.serving.warehouse_kit import WarehouseKit
+
+T0 = int(dt.datetime(2026, 11, 21, 0, 0, tzinfo=dt.timezone.utc).timestamp() * 1000)
+RESET_AT = T0 + 5 * 60_000  # 00:05:00.000
+
+
+def _log() -> list[dict]:
+    log = Log()
+    rows = []
+
+    def at(ms, row):
+        row["timestamp"] = ms
+        if row.get("commit_timestamp") is not None:
+            row["commit_timestamp"] = ms
+        rows.append(row)
+
+    for g in ("audit-sink-18", "billing-etl-5", "payments-old"):
+        at(T0, log.group(g, [member(f"{g}-m", topics=("t",), assigned=(("t", (0, 1, 2)),))], generation=1))
+    for minute in range(5):
+        for p in range(3):
+            at(T0 + minute * 60_000 + 1000, log.commit("audit-sink-18", "t", p, 1000 + 100 * minute))
+            at(T0 + minute * 60_000 + 2000, log.commit("billing-etl-5", "t", p, 500 + 100 * minute))
+            at(T0 + minute * 60_000 + 3000, log.commit("payments-old", "t", p, 700 + 10 * minute))
+    for p in range(3):  # the incident: a reset to 0 at exactly 00:05:00.000
+        at(RESET_AT, log.commit("audit-sink-18", "t", p, 0))
+    for p in range(3):
+        at(RESET_AT + 2000, log.commit("billing-etl-5", "t", p, 1100))  # healthy: committing on
+        at(RESET_AT + 3000, log.offset_tombstone("payments-old", "t", p))
+    at(RESET_AT + 4000, log.group_tombstone("payments-old"))
+    at(RESET_AT + 60_000, log.commit("billing-etl-5", "t", 0, 1200))
+    return rows
+
+
+@pytest.fixture(scope="module")
+def warehouse(tmp_path_factory):
+    rows = _log()
+    root = tmp_path_factory.mktemp("drill")
+    res = replay_shards(to_table(rows), ReplayOptions(semantics="legacy", snapshot_id="nightly"))
+    kit = WarehouseKit(root)
+    as_of = dt.datetime.fromtimestamp(max(r["timestamp"] for r in rows) / 1000, dt.timezone.utc)
+    kit.snapshot("nightly", tables={t: res.tables[t] for t in SNAPSHOT_TABLES if t in res.tables}, as_of=as_of)
+    kit.append("offset_commits", res.tables["offset_commits"])
+    return root
+
+
+def _cli(*args):
+    return CliRunner().invoke(main, list(args))
+
+
+def test_changes_show_the_reset_and_the_deletion_at_the_millisecond(warehouse):
+    r = _cli("changes", "--warehouse", str(warehouse), "--from", str(RESET_AT), "--to", str(RESET_AT + 10_000),
+             "--json")
+    assert r.exit_code == 0, r.output
+    items = json.loads(r.output)
+    regressed = [c for c in items if c["kind"] == "offset_regressed"]
+    assert {c["group_id"] for c in regressed} == {"audit-sink-18"} and len(regressed) == 3
+    assert all(c["time"] == "2026-11-21T00:05:00.000Z" for c in regressed)
+    assert [c["group_id"] for c in items if c["kind"] == "group_deleted"] == ["payments-old"]
+    assert not [c for c in items if c["group_id"] == "billing-etl-5"]
+
+
+def test_the_damaged_group_plan_picks_the_damaged_groups_only(warehouse, tmp_path):
+    out = tmp_path / "plan"
+    r = _cli("restore-plan", "--warehouse", str(warehouse), "--as-of", str(RESET_AT - 1), "--out", str(out),
+             "--damaged-since", "2026-11-21T00:05:00Z")
+    assert r.exit_code == 0, r.output
+    assert set(json.loads((out / "index.json").read_text()).values()) == {"audit-sink-18", "payments-old"}
+    readme = (out / "README.txt").read_text()
+    # each partition: what is committed now, the target, the difference
+    assert "t-0: 0 -> 1400 (+1,400)" in readme
+    assert "deleted at 2026-11-21T00:05:04.000Z" in readme  # to the millisecond
+    assert "2 groups, 6 partitions" in readme
+    # --changed-since includes its time: the group reset at exactly that millisecond is in
+    since = tmp_path / "since"
+    assert _cli("restore-plan", "--warehouse", str(warehouse), "--as-of", str(RESET_AT - 1), "--out", str(since),
+                "--changed-since", str(RESET_AT + 60_000)).exit_code == 0
+    assert set(json.loads((since / "index.json").read_text()).values()) == {"billing-etl-5"}
+
+
+@pytest.mark.parametrize("args", [
+    ["changes", "--from", str(T0), "--to", str(RESET_AT), "--group", "audit-sink-81"],
+    ["restore-plan", "--as-of", str(T0), "--out", "OUT", "--group", "audit-sink-81"],
+])
+def test_a_mistyped_group_is_refused_with_the_nearest_ids(warehouse, tmp_path, args):
+    args = [str(tmp_path / "o") if a == "OUT" else a for a in args]
+    r = _cli(args[0], "--warehouse", str(warehouse), *args[1:])
+    assert r.exit_code == 2
+    assert r.output.count("\n") == 1 and "'audit-sink-81'" in r.output and "did you mean 'audit-sink-18'" in r.output
+    # a deleted group is known: its deletion is what the incident is about
+    ok = _cli(args[0], "--warehouse", str(warehouse), *[("payments-old" if a == "audit-sink-81" else a)
+                                                         for a in args[1:]])
+    assert ok.exit_code == 0, ok.output
+
+
+def test_the_api_answers_404_for_a_mistyped_group(warehouse):
+    from jobs.api import create_app
+    from pipelines.io.snapshots import DeltaWarehouseReader
+
+    with TestClient(create_app(DeltaWarehouseReader(str(warehouse)))) as client:
+        r = client.get("/changes", params={"from": str(T0), "to": str(RESET_AT), "group": "audit-sink-81"})
+        assert r.status_code == 404 and "audit-sink-18" in r.json()["detail"]
+        r = client.get("/restore-plan.zip", params={"as_of": str(T0), "group": "audit-sink-81"})
+        assert r.status_code == 404
+        r = client.get("/restore-plan.zip", params={"as_of": str(RESET_AT - 1), "damaged_since": str(RESET_AT)})
+        assert r.status_code == 200
+
+
+def test_a_reused_out_is_refused_unless_forced(warehouse, tmp_path):
+    out = tmp_path / "plan"
+    assert _cli("restore-plan", "--warehouse", str(warehouse), "--as-of", str(RESET_AT - 1), "--out",
+                str(out)).exit_code == 0
+    assert len(list(out.glob("*.csv"))) == 3
+    again = ["restore-plan", "--warehouse", str(warehouse), "--as-of", str(RESET_AT - 1), "--out", str(out),
+             "--group", "audit-sink-18"]
+    r = _cli(*again)
+    assert r.exit_code == 2 and r.output.count("\n") == 1 and "not empty" in r.output
+    assert _cli(*again, "--force").exit_code == 0
+    assert [p.name for p in out.glob("*.csv")] == ["audit-sink-18.csv"]  # the earlier plan's files are gone
+
+
+def test_apply_sh_goes_on_past_a_failing_group_and_a_rerun_applies_only_the_rest(warehouse, tmp_path):
+    out = tmp_path / "plan"
+    assert _cli("restore-plan", "--warehouse", str(warehouse), "--as-of", str(RESET_AT - 1), "--out",
+                str(out)).exit_code == 0
+    calls, broken = tmp_path / "calls", tmp_path / "broken"
+    fake = tmp_path / "kcg"
+    # a kafka-consumer-groups that fails billing-etl-5's --execute while `broken` exists
+    fake.write_text(f'''#!/bin/sh
+group=""; mode=""
+while [ $# -gt 0 ]; do case "$1" in --group) group="$2"; shift;; --execute|--dry-run) mode="$1";; esac; shift; done
+echo "$group $mode" >> {calls}
+if [ "$mode" = --execute ] && [ "$group" = billing-etl-5 ] && [ -e {broken} ]; then echo "broker said no" >&2; exit 1; fi
+''')
+    fake.chmod(0o755)
+    env = {**os.environ, "BOOTSTRAP": "b:9092", "KAFKA_CONSUMER_GROUPS": str(fake)}
+    dry = subprocess.run(["sh", str(out / "apply.sh")], env=env, capture_output=True, text=True)
+    assert dry.returncode == 0 and "3 dry-run ok, 0 failed" in dry.stdout and not (out / "applied.txt").exists()
+    broken.touch()
+    calls.unlink()
+    first = subprocess.run(["sh", str(out / "apply.sh"), "--execute"], env=env, capture_output=True, text=True)
+    assert first.returncode == 1
+    assert "2 applied, 1 failed, 0 skipped" in first.stdout and "billing-etl-5.csv" in first.stderr
+    executed = [ln for ln in calls.read_text().splitlines() if ln.endswith("--execute")]
+    assert sorted(executed) == ["audit-sink-18 --execute", "billing-etl-5 --execute", "payments-old --execute"]
+    assert sorted((out / "applied.txt").read_text().split()) == ["audit-sink-18.csv", "payments-old.csv"]
+    broken.unlink()
+    calls.unlink()
+    rerun = subprocess.run(["sh", str(out / "apply.sh"), "--execute"], env=env, capture_output=True, text=True)
+    assert rerun.returncode == 0 and "1 applied, 0 failed, 2 skipped" in rerun.stdout
+    assert [ln for ln in calls.read_text().splitlines() if ln.endswith("--execute")] == ["billing-etl-5 --execute"]
