@@ -24,7 +24,8 @@ PACKAGE_SOURCES := setup.py setup.cfg MANIFEST.in \
 $(VENV)/.installed: setup.cfg setup.py
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
-	$(PIP) install -q -e ".[test]"
+	# setuptools says of every editable install that folders named like its packages may shadow them: advice, not news
+	PYTHONWARNINGS=ignore $(PIP) install -q -e ".[test]"
 	touch $@
 
 # The driver JVM's class-data archive (pipelines/class_archive.py): a session's start and its first Python job in

@@ -10,7 +10,7 @@ from jobs.errors import fail
 
 @click.command("decode")
 @click.argument("paths", nargs=-1, required=True, type=click.Path())
-@click.option("--json", "as_json", is_flag=True, help="One JSON object per record (CONTRACT.md shape).")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per record, with kafka-dump-log --offsets-decoder's field names.")
 @click.option("--replay-corrupt-batches", is_flag=True, help="Print the records of batches whose CRC fails too.")
 def decode(paths: tuple[str, ...], as_json: bool, replay_corrupt_batches: bool) -> None:
     """Print every batch and record of __consumer_offsets segment files (files, partition dirs or log dirs).

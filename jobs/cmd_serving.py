@@ -234,7 +234,7 @@ def _is_loopback(host: str) -> bool:
 @click.option("--metrics-max-series", type=click.IntRange(min=0), default=10_000, show_default=True,
               help="/metrics: at most this many partitions (largest lag first) and groups (worst first) get series")
 def serve(warehouse, host, port, token, refresh_interval, log_level, metrics_max_series):
-    """The read-only HTTP JSON API (routes in CONTRACT.md) and a small web page at /."""
+    """The read-only HTTP JSON API (every route described at GET /openapi.json) and a small web page at /."""
     import uvicorn
 
     from jobs.api import create_app
