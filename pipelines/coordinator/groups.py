@@ -19,26 +19,66 @@ Row = dict[str, Any]
 
 
 @dataclass(slots=True)
+class ClassicMember:
+    """A member of a classic group as its GroupMetadataValue stores it, with the consumer protocol's view of its
+    subscription and assignment (`MemberMetadata`)."""
+
+    member_id: str
+    group_instance_id: str | None
+    client_id: str | None
+    client_host: str | None
+    rebalance_timeout_ms: int | None
+    session_timeout_ms: int | None
+    subscribed_topics: list[str] | None
+    assigned_partitions: list[Row] | None  # [{topic, partitions}], the consumer protocol's assignment
+    rack_id: str | None
+
+    @staticmethod
+    def of(m: Row) -> "ClassicMember":
+        return ClassicMember(m["member_id"], m.get("group_instance_id"), m.get("client_id"), m.get("client_host"),
+                             m.get("rebalance_timeout_ms"), m.get("session_timeout_ms"), m.get("subscribed_topics"),
+                             m.get("assigned_partitions"), m.get("subscription_rack_id"))
+
+
+@dataclass(slots=True)
 class ClassicGroup:
-    """A group loaded from a GroupMetadataValue (`GroupMetadata.loadGroup` / the new coordinator's `ClassicGroup`);
-    `value` is the decoded record (members, protocol, generation, ...)."""
+    """A group loaded from a GroupMetadataValue (`GroupMetadata.loadGroup` / the new coordinator's
+    `ClassicGroup`)."""
 
-    value: Row
+    group_id: str
+    protocol_type: str | None
+    generation: int | None
+    protocol: str | None
+    stored_leader: str | None
+    current_state_timestamp: int | None  # -1: none
+    value_version: int | None
+    record_offset: int
+    members: list[ClassicMember]
 
-    @property
-    def group_id(self) -> str:
-        return self.value["group_id"]
+    @staticmethod
+    def of_record(row: Row) -> "ClassicGroup":
+        """`readGroupMessageValue`: the group a GroupMetadataValue record stores."""
+        return ClassicGroup(row["group_id"], row.get("protocol_type"), row.get("generation"), row.get("protocol"),
+                            row.get("leader"), row.get("current_state_timestamp"), row.get("value_version"),
+                            row["offset"], [ClassicMember.of(m) for m in row.get("members") or ()])
 
     @property
     def state(self) -> str:
         """`GroupMetadata.loadGroup` / the new coordinator's `ClassicGroup`: a loaded group is Empty without members,
         else Stable; no other state is ever restored."""
-        return "Stable" if self.value.get("members") else "Empty"
+        return "Stable" if self.members else "Empty"
+
+    @property
+    def leader(self) -> str | None:
+        """`GroupMetadata.add`: the first member becomes leader when none is stored."""
+        if self.stored_leader is None and self.members:
+            return self.members[0].member_id
+        return self.stored_leader
 
     @property
     def is_simple_group(self) -> bool:
         """`ClassicGroup.isSimpleGroup`: no protocol type and empty; consumer records may replace it."""
-        return not self.value.get("protocol_type") and not (self.value.get("members") or [])
+        return not self.protocol_type and not self.members
 
 
 @dataclass(slots=True)
@@ -50,8 +90,30 @@ class SimpleGroup:
 
 
 @dataclass(slots=True)
+class MemberMetadata:
+    """A KIP-848 member's ConsumerGroupMemberMetadataValue (type 5)."""
+
+    group_instance_id: str | None
+    client_id: str | None
+    client_host: str | None
+    session_timeout_ms: int | None
+    rebalance_timeout_ms: int | None
+    subscribed_topics: list[str] | None
+    rack_id: str | None
+    subscribed_topic_regex: str | None
+    server_assignor: str | None
+
+    @staticmethod
+    def of(row: Row) -> "MemberMetadata":
+        return MemberMetadata(row.get("group_instance_id"), row.get("client_id"), row.get("client_host"),
+                              row.get("session_timeout_ms"), row.get("rebalance_timeout_ms"),
+                              row.get("subscribed_topics"), row.get("rack_id"), row.get("subscribed_topic_regex"),
+                              row.get("server_assignor"))
+
+
+@dataclass(slots=True)
 class ConsumerGroupMember:
-    fields: Row | None = None  # the last ConsumerGroupMemberMetadataValue (type 5)
+    metadata: MemberMetadata | None = None  # the last ConsumerGroupMemberMetadataValue (type 5)
     member_epoch: int = 0
     previous_member_epoch: int = 0
     state: int = 0  # STABLE: ConsumerGroupMember.Builder's default
@@ -87,10 +149,24 @@ class ConsumerGroup:
         """The server assignor most members name (ties: the smallest name); None when none names one."""
         counts: dict[str, int] = {}
         for m in self.members.values():
-            a = m.fields.get("server_assignor") if m.fields else None
+            a = m.metadata.server_assignor if m.metadata else None
             if a is not None:
                 counts[a] = counts.get(a, 0) + 1
         return min(counts, key=lambda a: (-counts[a], a)) if counts else None
+
+
+@dataclass(slots=True, frozen=True)
+class GroupRecord:
+    """Where a group id's latest type-2 / type-3 record is: what `removed_groups` reports of a tombstone."""
+
+    offset: int
+    timestamp: int | None
+    key_type: int
+    is_tombstone: bool
+
+    @staticmethod
+    def of(row: Row) -> "GroupRecord":
+        return GroupRecord(row["offset"], row.get("timestamp"), row["key_type"], bool(row["is_tombstone"]))
 
 
 Group = ClassicGroup | SimpleGroup | ConsumerGroup
@@ -103,7 +179,7 @@ def is_live(group: Group | None) -> bool:
 
 def member_ids(group: Group | None) -> set[str]:
     if isinstance(group, ClassicGroup):
-        return {m["member_id"] for m in group.value.get("members") or []}
+        return {m.member_id for m in group.members}
     if isinstance(group, ConsumerGroup):
         return set(group.members)
     return set()
@@ -118,7 +194,7 @@ class GroupStore:
 
     def __init__(self, keep_history: bool = True) -> None:
         self.groups: dict[str, Group] = {}
-        self.last_group_record: dict[str, Row] = {}  # latest type-2 / type-3 record per group id
+        self.last_group_record: dict[str, GroupRecord] = {}  # latest type-2 / type-3 record per group id
         self.history: list[Row] | None = [] if keep_history else None
 
     def resumed(self) -> "GroupStore":
@@ -154,11 +230,7 @@ class GroupStore:
                "members_left": sorted(before - after), "member_assignments": member_assignments(g, row),
                "record_json": record_json(row)}
         if isinstance(g, ClassicGroup):
-            members = g.value.get("members") or []
-            leader = g.value.get("leader")
-            out.update(generation=g.value.get("generation"), protocol=g.value.get("protocol"),
-                       leader=leader if leader is not None or not members else members[0]["member_id"],
-                       state=g.state)
+            out.update(generation=g.generation, protocol=g.protocol, leader=g.leader, state=g.state)
         elif isinstance(g, ConsumerGroup):
             out.update(generation=g.group_epoch, assignment_epoch=g.assignment_epoch, protocol=g.assignor,
                        state=g.state)
@@ -171,16 +243,16 @@ class GroupStore:
         return isinstance(g, SimpleGroup) or (isinstance(g, ClassicGroup) and g.is_simple_group)
 
     def replay_group_metadata(self, row: Row) -> None:
-        """`replay(GroupMetadataKey, GroupMetadataValue)`: a tombstone removes any group with the id, a value
-        replaces it (old loader: `loadedGroups` / `removedGroups`, same outcome)."""
+        """`replay(GroupMetadataKey, GroupMetadataValue)` (type 2): a tombstone removes any group with the id, a
+        value replaces it (old loader: `loadedGroups` / `removedGroups`, same outcome)."""
         gid = row["group_id"]
-        self.last_group_record[gid] = row
+        self.last_group_record[gid] = GroupRecord.of(row)
         before = member_ids(self.groups.get(gid))
         if row["is_tombstone"]:
             existed = self.groups.pop(gid, None) is not None
             self._record("deleted" if existed else "tombstone", row, before)
         else:
-            self.groups[gid] = ClassicGroup(row)
+            self.groups[gid] = ClassicGroup.of_record(row)
             self._record("generation", row, before)
 
     def maybe_create_simple_group(self, gid: str) -> None:
@@ -201,65 +273,95 @@ class GroupStore:
         return None  # Kafka: IllegalStateException "not a consumer group" (load fails); skipped here
 
     def replay_consumer_group_record(self, row: Row) -> None:
-        """`GroupMetadataManager.replay` for ConsumerGroup* keys (types 3-8, 16)."""
+        """`GroupMetadataManager.replay` for the ConsumerGroup* keys (types 3-8, 16), one method per record type."""
         before = member_ids(self.groups.get(row["group_id"]))
-        self._record(self._replay_consumer_group_record(row, before), row, before)
-
-    def _replay_consumer_group_record(self, row: Row, before: set[str]) -> str:
-        """Applies the record; returns the history event it makes."""
-        kt, gid, off = row["key_type"], row["group_id"], row["offset"]
+        kt = row["key_type"]
         if kt == 3:
-            self.last_group_record[gid] = row
+            event = self.replay_consumer_group_metadata(row)
+        else:
+            g = self._consumer_group(row["group_id"], create=not row["is_tombstone"])
+            if g is None:  # unknown group: a tombstone is ignored; a value of a classic group's id is skipped
+                event = f"{_EVENTS.get(kt, 'record')}_tombstone" if row["is_tombstone"] else "skipped"
+            else:
+                g.last_offset = row["offset"]
+                replay = self._CONSUMER_REPLAYS.get(kt)
+                event = _EVENTS.get(kt, "record") if replay is None else replay(self, g, row)
+        self._record(event, row, before)
+
+    def replay_consumer_group_metadata(self, row: Row) -> str:
+        """`replay(ConsumerGroupMetadataKey, …)` (type 3): the group epoch; a tombstone removes a consumer group
+        (or a simple-looking classic one) and is ignored otherwise."""
+        gid = row["group_id"]
+        self.last_group_record[gid] = GroupRecord.of(row)
         if row["is_tombstone"]:
-            if kt == 3:
-                g = self.groups.get(gid)
-                if isinstance(g, ConsumerGroup) or self._replaceable(g):
-                    del self.groups[gid]
-                    return "deleted"
-                return "tombstone"
-            g = self._consumer_group(gid, create=False)
-            if g is None:
-                return f"{_EVENTS.get(kt, 'record')}_tombstone"  # unknown group: tombstone ignored
-            g.last_offset = off
-            mid = row.get("member_id")
-            if kt == 5:
-                return "member_left" if g.members.pop(mid, None) is not None else "member_tombstone"
-            if kt == 6:
-                g.assignment_epoch = -1
-            elif kt == 7:
-                g.targets.pop(mid, None)
-            elif kt == 8:
-                m = g.members.get(mid)
-                if m is not None:  # unknown member: ignored
-                    m.member_epoch = m.previous_member_epoch = -1
-                    m.assigned, m.pending_revocation = [], []
-            elif kt == 16:
-                g.regexes.pop(row.get("regex"), None)
-            return f"{_EVENTS.get(kt, 'record')}_tombstone"
+            g = self.groups.get(gid)
+            if isinstance(g, ConsumerGroup) or self._replaceable(g):
+                del self.groups[gid]
+                return "deleted"
+            return "tombstone"
         g = self._consumer_group(gid, create=True)
         if g is None:
             return "skipped"  # Kafka: IllegalStateException, the id holds a classic group
-        g.last_offset = off
+        g.last_offset = row["offset"]
+        g.group_epoch = row["group_epoch"]
+        return _EVENTS[3]
+
+    def replay_consumer_group_partition_metadata(self, g: ConsumerGroup, row: Row) -> str:
+        """Type 4: only topic-id resolution reads it (`tables.topic_names`: cluster-wide)."""
+        return _EVENTS[4] + ("_tombstone" if row["is_tombstone"] else "")
+
+    def replay_consumer_group_member_metadata(self, g: ConsumerGroup, row: Row) -> str:
+        """Type 5: a member joins or is updated; its tombstone removes it."""
         mid = row.get("member_id")
-        if kt == 3:
-            g.group_epoch = row["group_epoch"]
-        elif kt == 5:
-            g.members.setdefault(mid, ConsumerGroupMember()).fields = row
-            return "member_updated" if mid in before else "member_joined"
-        elif kt == 6:
-            g.assignment_epoch = row["assignment_epoch"]
-        elif kt == 7:
+        if row["is_tombstone"]:
+            return "member_left" if g.members.pop(mid, None) is not None else "member_tombstone"
+        existed = mid in g.members
+        g.members.setdefault(mid, ConsumerGroupMember()).metadata = MemberMetadata.of(row)
+        return "member_updated" if existed else "member_joined"
+
+    def replay_consumer_group_target_assignment_metadata(self, g: ConsumerGroup, row: Row) -> str:
+        """Type 6: the assignment epoch (a tombstone: -1)."""
+        g.assignment_epoch = -1 if row["is_tombstone"] else row["assignment_epoch"]
+        return _EVENTS[6] + ("_tombstone" if row["is_tombstone"] else "")
+
+    def replay_consumer_group_target_assignment_member(self, g: ConsumerGroup, row: Row) -> str:
+        """Type 7: a member's target assignment."""
+        mid = row.get("member_id")
+        if row["is_tombstone"]:
+            g.targets.pop(mid, None)
+        else:
             g.targets[mid] = list(row.get("assigned_partitions") or [])
-        elif kt == 8:
-            m = g.members.setdefault(mid, ConsumerGroupMember())
-            m.member_epoch, m.previous_member_epoch = row["member_epoch"], row["previous_member_epoch"]
-            m.state = row["member_state"]
-            m.assigned = list(row.get("assigned_partitions") or [])
-            m.pending_revocation = list(row.get("partitions_pending_revocation") or [])
-        elif kt == 16:
+        return _EVENTS[7] + ("_tombstone" if row["is_tombstone"] else "")
+
+    def replay_consumer_group_current_member_assignment(self, g: ConsumerGroup, row: Row) -> str:
+        """Type 8: a member's epochs, state and assignment (a tombstone resets a known member's)."""
+        mid = row.get("member_id")
+        if row["is_tombstone"]:
+            m = g.members.get(mid)
+            if m is not None:  # unknown member: ignored
+                m.member_epoch = m.previous_member_epoch = -1
+                m.assigned, m.pending_revocation = [], []
+            return _EVENTS[8] + "_tombstone"
+        m = g.members.setdefault(mid, ConsumerGroupMember())
+        m.member_epoch, m.previous_member_epoch = row["member_epoch"], row["previous_member_epoch"]
+        m.state = row["member_state"]
+        m.assigned = list(row.get("assigned_partitions") or [])
+        m.pending_revocation = list(row.get("partitions_pending_revocation") or [])
+        return _EVENTS[8]
+
+    def replay_consumer_group_regular_expression(self, g: ConsumerGroup, row: Row) -> str:
+        """Type 16: a resolved regular expression's topics."""
+        if row["is_tombstone"]:
+            g.regexes.pop(row.get("regex"), None)
+        else:
             g.regexes[row.get("regex")] = list(row.get("regex_topics") or [])
-        # type 4 (partition metadata) only matters for topic-id resolution (`topic_names`: cluster-wide)
-        return _EVENTS.get(kt, "record")
+        return _EVENTS[16] + ("_tombstone" if row["is_tombstone"] else "")
+
+    _CONSUMER_REPLAYS = {4: replay_consumer_group_partition_metadata, 5: replay_consumer_group_member_metadata,
+                         6: replay_consumer_group_target_assignment_metadata,
+                         7: replay_consumer_group_target_assignment_member,
+                         8: replay_consumer_group_current_member_assignment,
+                         16: replay_consumer_group_regular_expression}
 
 
 def flat_topic_partitions(tps, topic: str = "topic") -> list[tuple[str, int]] | None:
@@ -278,19 +380,17 @@ def member_assignments(g: Group | None, row: Row) -> list[Row] | None:
     if row["is_tombstone"]:
         return None
     if isinstance(g, ClassicGroup) and row["key_type"] == 2:
-        return [{"member_id": m["member_id"], "group_instance_id": m.get("group_instance_id"),
-                 "client_id": m.get("client_id"), "client_host": m.get("client_host"),
-                 "subscribed_topics": m.get("subscribed_topics"),
-                 "assigned_partitions": flat_topic_partitions(m.get("assigned_partitions"))}
-                for m in g.value.get("members") or []]
+        return [{"member_id": m.member_id, "group_instance_id": m.group_instance_id, "client_id": m.client_id,
+                 "client_host": m.client_host, "subscribed_topics": m.subscribed_topics,
+                 "assigned_partitions": flat_topic_partitions(m.assigned_partitions)} for m in g.members]
     if isinstance(g, ConsumerGroup) and row["key_type"] in (5, 8):
         m = g.members.get(row.get("member_id"))
         if m is None:
             return None
-        f = m.fields or {}
-        return [{"member_id": row.get("member_id"), "group_instance_id": f.get("group_instance_id"),
-                 "client_id": f.get("client_id"), "client_host": f.get("client_host"),
-                 "subscribed_topics": f.get("subscribed_topics"),
+        f = m.metadata
+        return [{"member_id": row.get("member_id"), "group_instance_id": f and f.group_instance_id,
+                 "client_id": f and f.client_id, "client_host": f and f.client_host,
+                 "subscribed_topics": f and f.subscribed_topics,
                  "assigned_partitions": flat_topic_partitions(m.assigned, "topic_id")}]
     return None
 

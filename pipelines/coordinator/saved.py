@@ -41,8 +41,8 @@ def _layout() -> str:
 
     from pipelines.coordinator import committed, groups, loader
 
-    types = (loader.ShardState, committed.OffsetAndMetadata, committed.GroupTopicPartition, groups.GroupStore,
-             groups.ClassicGroup, groups.SimpleGroup, groups.ConsumerGroup, groups.ConsumerGroupMember)
+    types = (loader.ShardState, groups.GroupStore, groups.ClassicGroup, groups.ClassicMember, groups.SimpleGroup,
+             groups.ConsumerGroup, groups.ConsumerGroupMember, groups.MemberMetadata, groups.GroupRecord)
     fields = repr([(t.__name__, getattr(t, "__slots__", None), getattr(t, "_fields", None),
                     [f.name for f in dataclasses.fields(t)] if dataclasses.is_dataclass(t) else None) for t in types])
     fields += str(committed.SCHEMA)
@@ -207,10 +207,9 @@ class _StateUnpickler(pickle.Unpickler):
         "datetime": {"datetime", "date", "time", "timedelta", "timezone"},
         "decimal": {"Decimal"},
         "copyreg": {"_reconstructor"},
-        "pipelines.coordinator.loader": {"ShardState", "SparseRow"},
-        "pipelines.coordinator.committed": {"OffsetAndMetadata", "GroupTopicPartition"},
-        "pipelines.coordinator.groups": {"GroupStore", "ClassicGroup", "SimpleGroup", "ConsumerGroup",
-                                         "ConsumerGroupMember"},
+        "pipelines.coordinator.loader": {"ShardState"},
+        "pipelines.coordinator.groups": {"GroupStore", "ClassicGroup", "ClassicMember", "SimpleGroup", "ConsumerGroup",
+                                         "ConsumerGroupMember", "MemberMetadata", "GroupRecord"},
     }
 
     def find_class(self, module, name):

@@ -15,7 +15,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pipelines.coordinator.groups import ClassicGroup, ConsumerGroup, SimpleGroup, flat_topic_partitions, is_live
+from pipelines.coordinator.groups import (ClassicGroup, ConsumerGroup, MemberMetadata, SimpleGroup,
+                                          flat_topic_partitions, is_live)
 from pipelines.coordinator.committed import groups_of
 from pipelines.coordinator.loader import ShardState
 from pipelines.coordinator.options import REPLAY_TABLES, ReplayOptions
@@ -122,45 +123,40 @@ def simple_group_row(sid: str, gid: str, part: int, n: int, load_time_ms: int | 
 
 def _classic_group_out(sid: str, part: int, n: int, g: ClassicGroup, modern: bool) -> tuple[Row, list[Row]]:
     """`readGroupMessageValue` + `GroupMetadata.loadGroup` (legacy) / `replay(GroupMetadataKey, …)` (modern)."""
-    r = g.value
-    members = list(r.get("members") or [])
-    leader = r.get("leader")
-    if leader is None and members:
-        leader = members[0]["member_id"]  # `add`: the first member becomes leader when none is stored
-    protocol_type = r.get("protocol_type") or None
+    protocol_type = g.protocol_type or None
     # GroupMetadata.computeSubscribedTopics: only the consumer protocol's subscriptions are read
     subscribed = None
     if protocol_type == "consumer":
-        if not members:
+        if not g.members:
             subscribed = []
-        elif r.get("protocol") is not None and all(m.get("subscribed_topics") is not None for m in members):
-            subscribed = sorted({t for m in members for t in m["subscribed_topics"]})
+        elif g.protocol is not None and all(m.subscribed_topics is not None for m in g.members):
+            subscribed = sorted({t for m in g.members for t in m.subscribed_topics})
+    leader = g.leader
     group = {
-        **_group_base(sid, r["group_id"], part, n), "group_type": "classic", "protocol_type": protocol_type,
-        "generation": r.get("generation"), "protocol": r.get("protocol"), "leader": leader,
-        "state": g.state,
-        "current_state_timestamp": _none_if(r.get("current_state_timestamp")), "member_count": len(members),
-        "record_offset": r["offset"], "assignment_epoch": None, "subscribed_topics": subscribed,
+        **_group_base(sid, g.group_id, part, n), "group_type": "classic", "protocol_type": protocol_type,
+        "generation": g.generation, "protocol": g.protocol, "leader": leader, "state": g.state,
+        "current_state_timestamp": _none_if(g.current_state_timestamp), "member_count": len(g.members),
+        "record_offset": g.record_offset, "assignment_epoch": None, "subscribed_topics": subscribed,
         "is_simple": False, "unresolved_topic_ids": None,
     }
     out = []
-    for m in members:
-        rebalance = m.get("rebalance_timeout_ms")
+    for m in g.members:
+        rebalance = m.rebalance_timeout_ms
         if modern:
             if rebalance is None or rebalance == -1:
-                rebalance = m.get("session_timeout_ms")
-        elif r.get("value_version") == 0 or rebalance is None:
-            rebalance = m.get("session_timeout_ms")
+                rebalance = m.session_timeout_ms
+        elif g.value_version == 0 or rebalance is None:
+            rebalance = m.session_timeout_ms
         out.append({
-            "snapshot_id": sid, "group_id": r["group_id"], "member_id": m["member_id"],
-            "group_instance_id": m.get("group_instance_id"), "client_id": m.get("client_id"),
-            "client_host": m.get("client_host"), "session_timeout_ms": m.get("session_timeout_ms"),
-            "rebalance_timeout_ms": rebalance, "subscribed_topics": m.get("subscribed_topics"),
-            "assigned_partitions": flat_topic_partitions(m.get("assigned_partitions")),
-            "group_type": "classic", "offsets_partition": part, "rack_id": m.get("subscription_rack_id"),
+            "snapshot_id": sid, "group_id": g.group_id, "member_id": m.member_id,
+            "group_instance_id": m.group_instance_id, "client_id": m.client_id, "client_host": m.client_host,
+            "session_timeout_ms": m.session_timeout_ms, "rebalance_timeout_ms": rebalance,
+            "subscribed_topics": m.subscribed_topics,
+            "assigned_partitions": flat_topic_partitions(m.assigned_partitions),
+            "group_type": "classic", "offsets_partition": part, "rack_id": m.rack_id,
             "subscribed_topic_regex": None, "server_assignor": None, "member_epoch": None,
             "previous_member_epoch": None, "member_state": None, "target_partitions": None,
-            "partitions_pending_revocation": None, "is_leader": m["member_id"] == leader,
+            "partitions_pending_revocation": None, "is_leader": m.member_id == leader,
         })
     return group, out
 
@@ -187,22 +183,22 @@ def _consumer_group_out(sid: str, part: int, n: int, g: ConsumerGroup,
 
     members_out = []
     for mid, m in g.members.items():
-        f = m.fields or {}
+        f = m.metadata or MemberMetadata(*[None] * 9)
         target = g.targets.get(mid)
         members_out.append({
             "snapshot_id": sid, "group_id": g.group_id, "member_id": mid,
-            "group_instance_id": f.get("group_instance_id"), "client_id": f.get("client_id"),
-            "client_host": f.get("client_host"), "session_timeout_ms": f.get("session_timeout_ms"),
-            "rebalance_timeout_ms": f.get("rebalance_timeout_ms"), "subscribed_topics": f.get("subscribed_topics"),
+            "group_instance_id": f.group_instance_id, "client_id": f.client_id, "client_host": f.client_host,
+            "session_timeout_ms": f.session_timeout_ms, "rebalance_timeout_ms": f.rebalance_timeout_ms,
+            "subscribed_topics": f.subscribed_topics,
             "assigned_partitions": resolve(m.assigned), "group_type": "consumer", "offsets_partition": part,
-            "rack_id": f.get("rack_id"), "subscribed_topic_regex": f.get("subscribed_topic_regex"),
-            "server_assignor": f.get("server_assignor"), "member_epoch": m.member_epoch,
+            "rack_id": f.rack_id, "subscribed_topic_regex": f.subscribed_topic_regex,
+            "server_assignor": f.server_assignor, "member_epoch": m.member_epoch,
             "previous_member_epoch": m.previous_member_epoch, "member_state": _member_state(m.state),
             "target_partitions": None if target is None else resolve(target),
             "partitions_pending_revocation": resolve(m.pending_revocation), "is_leader": None,
         })
     state, protocol = g.state, g.assignor
-    subscribed = {t for m in g.members.values() if m.fields for t in (m.fields.get("subscribed_topics") or [])}
+    subscribed = {t for m in g.members.values() if m.metadata for t in (m.metadata.subscribed_topics or [])}
     subscribed |= {t for topics in g.regexes.values() for t in topics}
     group = {
         **_group_base(sid, g.group_id, part, n), "group_type": "consumer", "protocol_type": "consumer",
@@ -249,11 +245,11 @@ def shard_rows(st: ShardState, options: ReplayOptions, n: int, names: dict[str, 
     for gid in sorted(simple):
         out["loaded_groups"].append(simple_group_row(sid, gid, part, n, options.load_time_ms))
     for gid, r in st.groups.last_group_record.items():
-        if r["is_tombstone"] and not is_live(live.get(gid)):
+        if r.is_tombstone and not is_live(live.get(gid)):
             out["removed_groups"].append({
                 "snapshot_id": sid, "group_id": gid, "offsets_partition": part,
-                "tombstone_record_offset": r["offset"], "tombstone_timestamp": _none_if(r.get("timestamp")),
-                "group_type": "classic" if r["key_type"] == 2 else "consumer"})
+                "tombstone_record_offset": r.offset, "tombstone_timestamp": _none_if(r.timestamp),
+                "group_type": "classic" if r.key_type == 2 else "consumer"})
     out["group_history"] = named_group_history(group_history_table(st.groups.history or (), sid, part), names)
     return out
 
