@@ -9,15 +9,14 @@ with the offending rows), and its `Check`s. A check id (`<suite>.<name>`) is sta
 """
 from __future__ import annotations
 
+import re
+
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 
 import pyarrow as pa
 import pyarrow.compute as pc
-
-import great_expectations as gx
-import great_expectations.expectations as gxe
 
 from pipelines.coordinator.offset_metadata import END_MARKER_TYPES
 from pipelines.coordinator.options import DEFAULT_SEMANTICS, SEMANTICS
@@ -55,12 +54,39 @@ KEYS: dict[str, tuple[str, ...]] = {
 
 
 @dataclass(frozen=True)
+class Expectation:
+    """An expectation as a suite declares it: its GX class (`ExpectColumnValuesToNotBeNull`, …), kwargs,
+    description and meta. It becomes a GX object only to validate (`gx`): importing great_expectations takes seconds
+    of a core, and the shards' suspect filter (`suspects.suspect_filter`) reads the declaration before any
+    validation, while the run's first job is starting."""
+
+    cls: str
+    kwargs: dict
+    description: str | None = None
+    meta: dict | None = None
+
+    @property
+    def type(self) -> str:
+        """GX's name of the expectation type: `expect_column_values_to_not_be_null`."""
+        return re.sub(r"(?<!^)(?=[A-Z])", "_", self.cls).lower()
+
+    def gx(self):
+        import great_expectations.expectations as gxe
+
+        return getattr(gxe, self.cls)(**self.kwargs, description=self.description, meta=self.meta)
+
+
+def _expect(cls: str, *, description: str | None = None, meta: dict | None = None, **kwargs) -> Expectation:
+    return Expectation(cls, kwargs, description, meta)
+
+
+@dataclass(frozen=True)
 class Check:
     """One expectation and why it holds. `kind` and `column` say what breaks it (used by tests and the report)."""
 
     name: str
     kind: str  # not_null | unique | at_least | at_most | ts_range | ts_min | partition | relation
-    expectation: gxe.Expectation
+    expectation: Expectation
     why: str
     column: str | None = None
     needs: tuple[str, ...] = ()  # inputs besides the suite's own table
@@ -92,7 +118,7 @@ class SuiteSpec:
         """The prepared frame's columns the expectations and their examples read: index columns first."""
         cols = list(self.index_columns)
         for check in self.checks:
-            kw = check.expectation.configuration.kwargs
+            kw = check.expectation.kwargs
             for c in (kw.get("column"), kw.get("column_A"), kw.get("column_B"), *(kw.get("column_list") or ())):
                 if c and c not in cols:
                     cols.append(c)
@@ -110,10 +136,13 @@ class SuiteSpec:
                 table = check.derive(table, inputs)
         return table
 
-    def expectation_suite(self) -> gx.ExpectationSuite:
+    def expectation_suite(self):
+        """The suite as a `great_expectations.ExpectationSuite`."""
+        import great_expectations as gx
+
         suite = gx.ExpectationSuite(name=self.name)
         for check in self.checks:
-            suite.add_expectation(check.expectation)
+            suite.add_expectation(check.expectation.gx())
         return suite
 
 
@@ -131,7 +160,7 @@ def _not_null(suite: str, column: str, why: str) -> Check:
         kind="not_null",
         column=column,
         why=why,
-        expectation=gxe.ExpectColumnValuesToNotBeNull(
+        expectation=_expect("ExpectColumnValuesToNotBeNull", 
             column=column, description=f"`{column}` is never null", meta=_meta(f"{suite}.{name}", why)
         ),
     )
@@ -141,9 +170,9 @@ def _unique(suite: str, columns: tuple[str, ...], why: str) -> Check:
     name = "key_unique"
     desc = f"({', '.join(columns)}) is unique"
     if len(columns) == 1:
-        exp = gxe.ExpectColumnValuesToBeUnique(column=columns[0], description=desc, meta=_meta(f"{suite}.{name}", why))
+        exp = _expect("ExpectColumnValuesToBeUnique", column=columns[0], description=desc, meta=_meta(f"{suite}.{name}", why))
     else:
-        exp = gxe.ExpectCompoundColumnsToBeUnique(
+        exp = _expect("ExpectCompoundColumnsToBeUnique", 
             column_list=list(columns), description=desc, meta=_meta(f"{suite}.{name}", why)
         )
     return Check(name=name, kind="unique", column=",".join(columns), why=why, expectation=exp)
@@ -157,7 +186,7 @@ def _at_least(suite: str, column: str, minimum: int, why: str) -> Check:
         column=column,
         minimum=minimum,
         why=why,
-        expectation=gxe.ExpectColumnValuesToBeBetween(
+        expectation=_expect("ExpectColumnValuesToBeBetween", 
             column=column, min_value=minimum, description=f"`{column}` >= {minimum}",
             meta=_meta(f"{suite}.{name}", why),
         ),
@@ -168,12 +197,12 @@ def _timestamp(suite: str, column: str, upper: datetime | None, why: str) -> Che
     name = f"{column}_plausible"
     if upper is None:
         desc = f"`{column}` is after {EARLIEST_PLAUSIBLE:%Y-%m-%d}"
-        exp = gxe.ExpectColumnValuesToBeBetween(
+        exp = _expect("ExpectColumnValuesToBeBetween", 
             column=column, min_value=EARLIEST_PLAUSIBLE, description=desc, meta=_meta(f"{suite}.{name}", why)
         )
         return Check(name=name, kind="ts_min", column=column, minimum=EARLIEST_PLAUSIBLE, why=why, expectation=exp)
     desc = f"`{column}` is between {EARLIEST_PLAUSIBLE:%Y-%m-%d} and {upper:%Y-%m-%dT%H:%M:%SZ} (as_of + skew)"
-    exp = gxe.ExpectColumnValuesToBeBetween(
+    exp = _expect("ExpectColumnValuesToBeBetween", 
         column=column, min_value=EARLIEST_PLAUSIBLE, max_value=upper, description=desc,
         meta=_meta(f"{suite}.{name}", why),
     )
@@ -197,7 +226,7 @@ def _partition(suite: str, num_partitions: int) -> Check:
         # a null group id is the key check's business: nothing to compare, so the row compares with itself;
         # a null offsets_partition next to a real group id is a mismatch like any other
         derive=lambda df, _inputs: _with_expected_partition(df, out, num_partitions),
-        expectation=gxe.ExpectColumnPairValuesToBeEqual(
+        expectation=_expect("ExpectColumnPairValuesToBeEqual", 
             column_A="offsets_partition",
             column_B=out,
             ignore_row_if="both_values_are_missing",
@@ -232,7 +261,7 @@ def _flag(suite: str, name: str, out: str, description: str, why: str, needs: tu
         needs=needs,
         why=why,
         derive=derive,
-        expectation=gxe.ExpectColumnValuesToBeInSet(
+        expectation=_expect("ExpectColumnValuesToBeInSet", 
             column=out, value_set=[True], description=description, meta=_meta(f"{suite}.{name}", why)
         ),
     )
@@ -420,7 +449,7 @@ def _accounting_balanced(suite: str) -> Check:
         why=why,
         derive=lambda table, _inputs: table.append_column(out, pc.add(pc.add(
             table.column("records_used"), table.column("records_skipped")), table.column("records_quarantined"))),
-        expectation=gxe.ExpectColumnPairValuesToBeEqual(
+        expectation=_expect("ExpectColumnPairValuesToBeEqual", 
             column_A="records_in",
             column_B=out,
             description="records_in = used + skipped + quarantined, per offsets partition",
@@ -439,7 +468,7 @@ def _bytes_all_read(suite: str, max_unread: int) -> Check:
         column="bytes_unread",
         minimum=max_unread,
         why=why,
-        expectation=gxe.ExpectColumnValuesToBeBetween(
+        expectation=_expect("ExpectColumnValuesToBeBetween", 
             column="bytes_unread", max_value=max_unread,
             description=f"`bytes_unread` <= {max_unread} per offsets partition (validation.max_unread_bytes)",
             meta=_meta(f"{suite}.{name}", why),

@@ -149,7 +149,7 @@ def suspect_filter(spec) -> SuspectFilter | None:
         return None
     bounds = []
     for check in spec.checks:
-        cfg = check.expectation.configuration
+        cfg = check.expectation
         kw = cfg.kwargs
         if any(kw.get(k) not in (None, False, 1, 1.0) for k in _UNSUPPORTED_KWARGS):
             return None

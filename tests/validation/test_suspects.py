@@ -41,19 +41,18 @@ def test_the_history_suite_is_filtered_in_the_shards(settings):
 
 
 def test_a_suite_that_is_not_row_wise_gets_no_filter(settings):
-    import great_expectations.expectations as gxe
-
     from pipelines.validation.runner import _suites
-    from pipelines.validation.suites import Check, SuiteSpec
+    from pipelines.validation.suites import Check, SuiteSpec, _expect
     from pipelines.validation.suspects import suspect_filter
 
     specs = {s.name: s for s in _suites(settings, AS_OF_MS, N)}
     assert suspect_filter(specs["loaded_offsets"]) is None  # relates each row to its group's partition
     assert suspect_filter(specs["offset_commits"]) is not None
-    mostly = Check("x", "at_least", gxe.ExpectColumnValuesToBeBetween(column="record_offset", min_value=0,
-                                                                        mostly=0.5), "why", "record_offset")
+    mostly = Check("x", "at_least", _expect("ExpectColumnValuesToBeBetween", column="record_offset", min_value=0,
+                                            mostly=0.5), "why", "record_offset")
     assert suspect_filter(SuiteSpec("h", "offset_commits", ("record_offset",), (mostly,))) is None
-    unlocal = Check("k", "unique", gxe.ExpectColumnValuesToBeUnique(column="record_offset"), "why", "record_offset")
+    unlocal = Check("k", "unique", _expect("ExpectColumnValuesToBeUnique", column="record_offset"), "why",
+                    "record_offset")
     assert suspect_filter(SuiteSpec("h", "offset_commits", ("record_offset",), (unlocal,))) is None
 
 
