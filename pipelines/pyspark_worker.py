@@ -12,7 +12,7 @@ ahead of the installed package, and a zip holds no compiled bytecode, so each se
 again before its first task (about 0.6 s of a session's first Python job here). Run as the daemon module
 (`spark.python.daemon.module`, which `session.spark_builder` sets for a local master), this module drops the zip
 from the path when it is the installed package's own copy, so pyspark comes from the package, and its workers
-inherit that.
+inherit that; it also imports what every task imports (`PRELOAD`) before it forks them.
 """
 from __future__ import annotations
 
@@ -67,8 +67,27 @@ def installed_pyspark_first() -> None:
             sys.path_importer_cache.pop(z, None)
 
 
+#: What every task of a run imports: imported once by the daemon, before it forks the workers, so no worker
+#: imports them again (Arrow and NumPy, the decoders, the engine and the task functions: about half a second of
+#: each new worker's first task)
+PRELOAD = ("numpy", "pyarrow", "pyarrow.compute", "pipelines.decoding.columnar", "pipelines.coordinator.shard",
+           "pipelines.coordinator.streamed", "pipelines.frames.segment_shards")
+
+
+def preload() -> None:
+    """Import `PRELOAD`; a module that cannot be imported is left to the task that needs it, which then says why."""
+    import importlib
+
+    for name in PRELOAD:
+        try:
+            importlib.import_module(name)
+        except Exception:  # noqa: BLE001 - never a reason for the daemon not to start
+            pass
+
+
 if __name__ == "__main__":  # Spark's Python daemon (`spark.python.daemon.module`, local masters: `session`)
     installed_pyspark_first()
+    preload()
     from pyspark.daemon import manager
 
     manager()
