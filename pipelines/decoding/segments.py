@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     import numpy as np
 
 __all__ = ["EntryHeads", "InputError", "SegmentFile", "discover_segments", "entry_heads", "read_log",
-           "read_segment_batches"]
+           "read_segment_batches", "walk_entry_heads"]
 
 OFFSETS_TOPIC = "__consumer_offsets"
 _OFFSETS_DIR = re.compile(r"^__consumer_offsets-(\d+)$")
@@ -392,6 +392,12 @@ def entry_heads(path: PathArg, start_position: int = 0) -> EntryHeads:
             return EntryHeads(np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.int64), start_position)
         with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
             return (_walk_entry_heads if fastdecode is None else _walk_entry_heads_in_c)(mm, start_position)
+
+
+def walk_entry_heads(buf, start: int = 0) -> EntryHeads:
+    """`entry_heads` over bytes already in hand (a mapped segment, or a slice of one: the walk stops at its end, so
+    a slice bounds it). In C (`native`), else `_walk_entry_heads`."""
+    return (_walk_entry_heads if fastdecode is None else _walk_entry_heads_in_c)(buf, start)
 
 
 def _walk_entry_heads_in_c(buf, start: int) -> EntryHeads:
