@@ -266,7 +266,8 @@ def _lists_partition_dirs(p: str, tree) -> bool:
 
 
 def _discover_log_dir(p: str, tree, segments: list[SegmentFile], problems: list[ReadProblem]) -> None:
-    """A broker log dir: every `__consumer_offsets-N` child; other topics' partition dirs are reported."""
+    """A broker log dir: every `__consumer_offsets-N` child. A data topic's partition dir is left to
+    `log_end_offsets` (its bounds and timestamps, for LAG); another internal topic's is reported."""
     try:
         entries = sorted(tree.scandir(p), key=lambda e: e.name)
     except OSError as e:
@@ -286,7 +287,7 @@ def _discover_log_dir(p: str, tree, segments: list[SegmentFile], problems: list[
                 _discover_partition_dir(e.path, tree, int(m.group(1)), segments, problems)
             elif _SKIPPED_DIR.search(e.name):
                 continue
-            elif _TOPIC_PARTITION_DIR.match(e.name):
+            elif (tp := _TOPIC_PARTITION_DIR.match(e.name)) and tp.group(1).startswith("__"):
                 problems.append(_problem(e.path, -1, "not_offsets_data",
                                          f"{e.name} is a partition directory of another topic; not read"))
         elif e.name.endswith(".log") or e.name.endswith(".log" + _SWAP_SUFFIX):

@@ -14,6 +14,7 @@ import pyarrow.compute as pc
 
 from pipelines.io.snapshots import Snapshot, SnapshotReader, column_values, table_rows
 from pipelines.serving.cache import ResponseCache
+from pipelines.state.lag import consumer_lag  # noqa: F401 - LAG's one rule, which the serving modules import here
 
 # The contract's shape of one committed offset (`GET /groups/{id}/offsets`).
 OFFSET_FIELDS = ["topic", "partition", "committed_offset", "leader_epoch", "metadata", "commit_timestamp"]
@@ -33,14 +34,6 @@ GROUP_TYPES = ("classic", "consumer", "share", "streams")
 REBALANCING_STATES = frozenset({"PreparingRebalance", "CompletingRebalance", "Assigning", "Reconciling"})
 # The new coordinator's default server assignor: the first of `group.consumer.assignors` (default `uniform,range`).
 DEFAULT_CONSUMER_ASSIGNOR = "uniform"
-
-
-def consumer_lag(log_end_offset: int | None, committed_offset: int | None) -> int | None:
-    """LAG as `ConsumerGroupCommand.getLag` computes it: unknown without an end offset or a committed offset (-1
-    is none). Like the tool, a commit past the end offset (an end offset older than the commit) shows negative."""
-    if log_end_offset is None or committed_offset is None or committed_offset == -1:
-        return None
-    return log_end_offset - committed_offset
 
 
 def assignment_strategy(group: dict) -> str | None:
