@@ -24,7 +24,6 @@ from dataclasses import dataclass, replace
 
 import pyarrow.fs as pafs
 
-from pipelines.decoding.local_log import SOURCE_LOG_START_CHECKPOINT, LocalLog
 from pipelines.io import storage
 from pipelines.io.storage import Location
 
@@ -32,7 +31,7 @@ __all__ = ["CheckpointError", "DataLogs", "LogEndOffset", "data_logs", "log_end_
            "parse_end_offsets_text", "read_offset_checkpoint", "segment_log_end_offset"]
 
 REPLICATION_CHECKPOINT = "replication-offset-checkpoint"
-LOG_START_CHECKPOINT = SOURCE_LOG_START_CHECKPOINT
+LOG_START_CHECKPOINT = "log-start-offset-checkpoint"  # local_log.SOURCE_LOG_START_CHECKPOINT
 SOURCE_CHECKPOINT = "replication-offset-checkpoint"
 SOURCE_SEGMENT = "segment"
 SOURCE_FILE = "file"
@@ -77,7 +76,7 @@ class DataLogs:
     (notes, quarantine-style). `close` lets the logs' files go."""
 
     rows: list[LogEndOffset]
-    logs: dict[tuple[str, int], LocalLog]
+    logs: dict  # (topic, partition) -> local_log.LocalLog
     warnings: list[str]
 
     @property
@@ -130,6 +129,8 @@ def segment_log_end_offset(partition_dir: str | os.PathLike) -> int | None:
     `LocalLog.log_end_offset`): a v2 batch ends at baseOffset + lastOffsetDelta, a legacy entry (magic 0/1,
     compressed wrapper or not) at its own offset. A torn tail is not part of the log, as recovery truncates it. An
     empty newest segment ends where its name says. None when there is no segment."""
+    from pipelines.decoding.local_log import LocalLog  # numpy: not for the serving commands that parse end offsets
+
     log = LocalLog("", -1, os.fspath(partition_dir))
     try:
         return log.log_end_offset
@@ -195,6 +196,8 @@ def data_logs(paths: Iterable["str | os.PathLike | Location"]) -> DataLogs:
     On object storage only the checkpoints are read: walking a data topic's segments there would take a ranged GET
     per batch, so partitions the replication checkpoint leaves out are counted in a warning instead.
     """
+    from pipelines.decoding.local_log import LocalLog
+
     best: dict[tuple[str, int], LogEndOffset] = {}
     starts: dict[tuple[str, int], int] = {}  # log-start-offset-checkpoint, the largest over the log dirs
     logs: dict[tuple[str, int], LocalLog] = {}

@@ -237,14 +237,17 @@ def test_search_open_group_and_screenshot(story, tmp_path):
         assert b.js("return location.hash") == "#/groups/payments"
 
         table = _rows(b, "#offsets-table tbody tr")
-        assert table == [[o["topic"], _cells(o["partition"]), _cells(o["committed_offset"]),
-                          _cells(o["log_end_offset"]), _cells(o["lag"]), _cells(o["leader_epoch"]),
-                          _cells(o["metadata"]), _when(o["commit_timestamp"])] for o in api["offsets"]]
+        # lag in time first (this warehouse has no consumer_lag: "-"), then Kafka's columns, the log start offset
+        assert table == [[o["topic"], _cells(o["partition"]), "-", _cells(o["committed_offset"]),
+                          _cells(o["log_end_offset"]), _cells(o["lag"]), _cells(o["log_start_offset"]),
+                          _cells(o["leader_epoch"]), _cells(o["metadata"]), _when(o["commit_timestamp"])]
+                         for o in api["offsets"]]
         # the story: orders-0 rewound to 17 in s2 (leader epoch 4), 1283 behind the dump's high watermark;
         # orders-1 at 950, caught up; refunds-0 at 40, its end offset unknown
-        assert [tuple(r[:5]) for r in table] == [("orders", "0", "17", "1300", "1283"), ("orders", "1", "950", "950", "0"),
-                                                ("refunds", "0", "40", "-", "-")]
-        assert table[0][5] == "4"
+        assert [tuple(r[:2] + r[3:6]) for r in table] == [("orders", "0", "17", "1300", "1283"),
+                                                          ("orders", "1", "950", "950", "0"),
+                                                          ("refunds", "0", "40", "-", "-")]
+        assert table[0][7] == "4"
 
         members = _rows(b, "#members-table tbody tr")
         assert members == [
@@ -318,9 +321,9 @@ def test_overview_group_urls_and_charts(incident, tmp_path):
             ["classic", "Empty", "1"], ["classic", "Stable", "2"], ["all live groups", "", "3"]]
         assert [[r["group_type"], r["state"], str(r["groups"])] for r in over["groups"]["by_type_and_state"]] == \
             _rows(b, "#groups-by-state tbody tr")[:-1]
-        top = [r[:3] for r in _rows(b, "#top-lag tbody tr")]
-        assert top == [[r["group_id"], r["state"], str(r["lag"])] for r in over["lag"]["top_groups"]]
-        assert top == [[SLASHED, "Stable", "10001"], [CJK, "Stable", "600"]]
+        top = [r[:4] for r in _rows(b, "#top-lag tbody tr")]  # lag in time first ("-": none in this warehouse)
+        assert top == [[r["group_id"], r["state"], "-", str(r["lag"])] for r in over["lag"]["top_groups"]]
+        assert top == [[SLASHED, "Stable", "-", "10001"], [CJK, "Stable", "-", "600"]]
         assert _rows(b, "#regressions tbody tr") == [[CJK, "orders", "3", "4000", "120", "-3880"]]
         assert "1 since w1" in b.js("return document.getElementById('regressions-note').textContent")
 
@@ -354,7 +357,7 @@ def test_overview_group_urls_and_charts(incident, tmp_path):
                 assert b.js("return document.getElementById('run-alert').dataset.status") == "validation_failed"
             # lag (and committed / end offsets) exactly as the API answers them
             table = _rows(b, "#offsets-table tbody tr")
-            assert [r[:5] for r in table] == [[o["topic"], _cells(o["partition"]), _cells(o["committed_offset"]),
+            assert [r[:6] for r in table] == [[o["topic"], _cells(o["partition"]), "-", _cells(o["committed_offset"]),
                                                _cells(o["log_end_offset"]), _cells(o["lag"])] for o in api["offsets"]]
             charts = b.js("return Object.fromEntries(Object.entries(window.olCharts).map(([k, u]) => "
                           "[k, {axes: u.axes.map(a => a.label), series: u.series.length, "
@@ -380,6 +383,8 @@ def test_overview_group_urls_and_charts(incident, tmp_path):
                           "document.getElementById('group-total-lag').textContent]")
             assert status == (["REWIND", "600"] if gid == CJK else ["OK", "10001"])
             parts = _rows(b, "#group-partition-status tbody tr")
+            assert all(r[3] == "-" for r in parts)  # the lag in time: none in this warehouse
+            parts = [r[:3] + r[4:] for r in parts]
             if gid == CJK:
                 assert [r[:4] for r in parts] == [["orders", "3", "REWIND", "120"], ["orders", "5", "WARN", "200"],
                                                   ["orders", "4", "WARN", "160"], ["orders", "2", "WARN", "80"],
@@ -388,7 +393,7 @@ def test_overview_group_urls_and_charts(incident, tmp_path):
             else:
                 assert [r[:4] for r in parts] == [["clicks", "1", "OK", "5001"], ["clicks", "0", "OK", "5000"]]  # worst first
             if gid == CJK:
-                assert [r[4] for r in table] == ["0", "40", "80", "120", "160", "200"]
+                assert [r[5] for r in table] == ["0", "40", "80", "120", "160", "200"]
                 assert b.js("return window.olCharts.lag.data[1]") == [0, 40, 80, 120, 160, 200]
                 marks = b.js("const u = window.olCharts.snapshots; return [u.data[0].length, u.data[u.data.length - 1], "
                              "document.getElementById('chart-snapshots').dataset.regressions]")
@@ -473,8 +478,8 @@ def test_page_on_a_broker_scenario(broker_warehouse, tmp_path):
             table = _rows(b, "#offsets-table tbody tr")
             fetched = sorted((t, int(p), o["offset"]) for t, ps in summary[gid]["committed_offsets"].items()
                              for p, o in ps.items())
-            assert sorted((r[0], int(r[1]), int(r[2])) for r in table) == fetched
-            assert [r[3:5] for r in table] == [[_cells(o["log_end_offset"]), _cells(o["lag"])] for o in api["offsets"]]
+            assert sorted((r[0], int(r[1]), int(r[3])) for r in table) == fetched
+            assert [r[4:6] for r in table] == [[_cells(o["log_end_offset"]), _cells(o["lag"])] for o in api["offsets"]]
             assert any(o["lag"] is not None for o in api["offsets"])  # the log dir's end offsets are known
             axes = b.js("return Object.fromEntries(Object.entries(window.olCharts).map(([k, u]) => [k, u.axes.map(a => a.label)]))")
             assert axes["lag"] == ["partition (topic-partition)", "lag (messages)"]
@@ -526,7 +531,7 @@ def test_page_on_the_sample(sample_warehouse, tmp_path):
         api = httpx.get(base + "/groups/" + quote(gid, safe=""), timeout=30).json()
         _open(b, base + "/#/groups/" + quote(gid, safe=""), "group")
         table = _rows(b, "#offsets-table tbody tr")
-        assert [(r[0], int(r[1]), int(r[2])) for r in table] == [
+        assert [(r[0], int(r[1]), int(r[3])) for r in table] == [
             (o["topic"], o["partition"], o["committed_offset"]) for o in api["offsets"]]
         history = _rows(b, "#history-table tbody tr")
         assert history and int(history[-1][5]) == len(api["members"]), history[-1:]
