@@ -417,6 +417,7 @@ def create_app(reader: SnapshotReader, *, token: str | None = None, refresh_inte
         group_regex: str | None = Query(None, max_length=1000, description="groups whose id matches (Python re.search)"),
         changed_since: str | None = Query(None, max_length=64,
                                           description="groups with a commit or group record after this time"),
+        clamp: bool = Query(False, description="targets clamped into [log start, log end] (restore-plan --clamp)"),
         snapshot: str | None = SnapshotQ,
     ):
         """`offsetlake restore-plan` as a zip: each selected group's committed offsets at `as_of` (one
@@ -440,7 +441,7 @@ def create_app(reader: SnapshotReader, *, token: str | None = None, refresh_inte
         snap = catalog.resolve(snapshot).snapshot
         try:
             plan = rp.restore_plan(reader, snap, as_of_ms, groups=group or None, group_regex=group_regex,
-                                   changed_since_ms=since_ms)
+                                   changed_since_ms=since_ms, clamp=clamp)
         except rp.HistoryUnavailable as e:
             raise views.NotFound(str(e)) from None
         headers = {"Content-Disposition": f'attachment; filename="restore-plan-{as_of_ms}.zip"'}

@@ -67,7 +67,10 @@ def _index(reader, snap, **kw):
 @click.option("--group-regex", "group_regex", default=None, help="groups whose id matches this regex (Python re.search)")
 @click.option("--changed-since", "changed_since", default=None,
               help="groups with a commit or group record after this time (ISO-8601 or epoch ms)")
-def restore_plan(warehouse, as_of, out, snapshot_id, groups, group_regex, changed_since):
+@click.option("--clamp", is_flag=True,
+              help="write each target clamped into [log start, log end] where the snapshot knows them (README.txt "
+                   "lists the ones moved)")
+def restore_plan(warehouse, as_of, out, snapshot_id, groups, group_regex, changed_since, clamp):
     """Every selected group's committed offsets at --as-of, as `kafka-consumer-groups --reset-offsets --from-file`
     plans (one CSV per group), with index.json, apply.sh and README.txt, in OUT."""
     import re
@@ -90,7 +93,7 @@ def restore_plan(warehouse, as_of, out, snapshot_id, groups, group_regex, change
     reader, snap = _open(warehouse, snapshot_id)
     try:
         result = plan(reader, snap, as_of_ms, groups=list(groups) or None, group_regex=group_regex,
-                      changed_since_ms=since_ms)
+                      changed_since_ms=since_ms, clamp=clamp)
         write_restore_plan(result, out)
     except HistoryUnavailable as e:
         fail(str(e))
@@ -99,9 +102,11 @@ def restore_plan(warehouse, as_of, out, snapshot_id, groups, group_regex, change
     with_file = [g for g in result.groups if g.file]
     refused = sum(g.refused for g in with_file)
     gone = sum(g.state_now is None for g in with_file)
+    outside = sum(len(g.below_log_start) + len(g.above_log_end) for g in with_file)
     click.echo(f"{len(with_file)} groups, {sum(len(g.offsets) for g in with_file)} partitions as of "
                f"{as_of} (snapshot {snap.snapshot_id}) written to {out}: {refused} refused while active, {gone} gone, "
-               f"{len(result.groups) - len(with_file)} with nothing to restore. Read {out}/README.txt, then "
+               f"{len(result.groups) - len(with_file)} with nothing to restore, {outside} target(s) outside the log"
+               + (" (clamped)" if clamp and outside else "") + f". Read {out}/README.txt, then "
                f"BOOTSTRAP=host:9092 sh {out}/apply.sh --dry-run", err=True)
 
 
