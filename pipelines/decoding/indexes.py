@@ -83,9 +83,7 @@ def read_offset_index(path: str, base_offset: int, log_size: int) -> tuple[Offse
     def valid(entries, last_rel, last_pos):
         rel = entries["relative_offset"].astype(np.int64)
         pos = entries["position"].astype(np.int64)
-        ok = (rel >= 0) & (pos > 0) & (pos < log_size)
-        ok &= np.diff(rel, prepend=last_rel) > 0
-        ok &= np.diff(pos, prepend=last_pos) > 0
+        ok = (rel >= 0) & (pos > 0) & (pos < log_size) & _grows(rel, last_rel) & _grows(pos, last_pos)
         return rel, pos, ok
 
     rel, pos, note = _read_prefix(path, _OFFSET_ENTRY, valid, "offset",
@@ -100,8 +98,7 @@ def read_time_index(path: str, base_offset: int) -> tuple[TimeIndex, LogNote | N
         ts = entries["timestamp"].astype(np.int64)
         rel = entries["relative_offset"].astype(np.int64)
         ok = (rel >= 0) & (ts >= 0) & ~((ts == 0) & (rel == 0))  # a zero entry is preallocated space, not data
-        ok &= np.diff(ts, prepend=last_ts) > 0
-        ok &= np.diff(rel, prepend=last_rel) >= 0
+        ok &= _grows(ts, last_ts) & _grows(rel, last_rel, strictly=False)
         return ts, rel, ok
 
     ts, rel, note = _read_prefix(path, _TIME_ENTRY, valid, "time",
@@ -109,10 +106,22 @@ def read_time_index(path: str, base_offset: int) -> tuple[TimeIndex, LogNote | N
     return TimeIndex(path, base_offset, ts, rel + base_offset), note
 
 
+def _grows(values: np.ndarray, before: int, strictly: bool = True) -> np.ndarray:
+    """Whether each value is above (`strictly`) or at least the one before it (`before` for the first)."""
+    out = np.empty(len(values), bool)
+    if len(values):
+        out[0] = values[0] > before if strictly else values[0] >= before
+        np.greater(values[1:], values[:-1], out=out[1:]) if strictly else np.greater_equal(values[1:], values[:-1],
+                                                                                          out=out[1:])
+    return out
+
+
 def _read_prefix(path: str, dtype: np.dtype, valid, what: str, consequence: str):
     """The leading entries of an index file that pass `valid` (each chunk checked against the entry before it),
     read a chunk at a time up to the first that does not; then the note for what follows, if anything."""
     size = dtype.itemsize
+    if os.stat(path).st_size == 0:  # a segment under index.interval.bytes: no entry, nothing to read
+        return np.empty(0, np.int64), np.empty(0, np.int64), None
     firsts, seconds = [], []
     last_a, last_b = np.int64(-1), np.int64(-1)  # before the first entry: anything valid follows
     bad_at = None  # byte position of the first entry not kept

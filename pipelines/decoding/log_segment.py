@@ -125,6 +125,24 @@ class _AllHeads:
     end: int
 
 
+def _largest_timestamps(buf, walked) -> np.ndarray:
+    """Each walked entry's largest timestamp (v2 maxTimestamp, v1 timestamp, NO_TIMESTAMP otherwise), gathered from
+    the mapped bytes at once."""
+    pos = walked.positions
+    ts = np.full(len(pos), NO_TIMESTAMP, np.int64)
+    if not len(pos):
+        return ts
+    data = np.frombuffer(buf, np.uint8)
+    totals = np.diff(np.append(pos, walked.end))
+    magic = data[pos + 16]
+    for m, at, least in ((2, 35, V2_HEADER_BYTES), (1, 18, 26)):
+        sel = (magic == m) & (totals >= least)
+        if sel.any():
+            idx = pos[sel][:, None] + at + np.arange(8)
+            ts[sel] = np.ascontiguousarray(data[idx]).view(">i8").ravel()
+    return ts
+
+
 class LogSegment:
     """`<base>.log` of a data-topic partition, `.index` and `.timeindex` beside it. Notes go to `notes` (the
     partition's list). Holds the file mapped until `close`."""
@@ -279,6 +297,33 @@ class LogSegment:
             yield head
             position += head.total
 
+    def walk_to(self, position: int, offset: int) -> tuple[int, int, int]:
+        """From the entry boundary `position`: (the position of the first entry whose last offset is at or above
+        `offset`, the largest timestamp of the entries before it, where the walk stopped). The position is the stop
+        when no entry reaches `offset`. Reads each head's last offset and largest timestamp only (the index bounds
+        the walk to a few of them)."""
+        buf, size = self.buf, self.size
+        largest = NO_TIMESTAMP
+        while (frame := frame_entry(buf, position, size)) is not None:
+            base, total = frame
+            magic = buf[position + 16]
+            if magic == 2:
+                if total < V2_HEADER_BYTES or base < 0:
+                    break
+                last = base + _I32.unpack_from(buf, position + 23)[0]
+                ts = _I64.unpack_from(buf, position + 35)[0]
+            elif magic < 2 and base >= 0:
+                last = base
+                ts = _I64.unpack_from(buf, position + 18)[0] if magic == 1 and total >= 26 else NO_TIMESTAMP
+            else:
+                break
+            if last >= offset:
+                return position, largest, position
+            if ts > largest:
+                largest = ts
+            position += total
+        return position, largest, position
+
     def _batch_holding(self, offset: int) -> Head | None:
         """The head of the first entry whose last offset is at or above `offset`."""
         point = self._index_point(offset)
@@ -288,9 +333,10 @@ class LogSegment:
             if k >= len(heads.positions):
                 return None
             pos = int(heads.positions[k])
-            frame = frame_entry(self.buf, pos, self.size)
-            return None if frame is None else read_head(self.buf, pos, frame[1])
-        return next((h for h in self.heads(point[0]) if h.last_offset >= offset), None)
+        else:
+            pos = self.walk_to(point[0], offset)[0]
+        frame = frame_entry(self.buf, pos, self.size)
+        return None if frame is None else read_head(self.buf, pos, frame[1])
 
     @cached_property
     def _all_heads(self) -> _AllHeads:
@@ -302,16 +348,8 @@ class LogSegment:
         if not len(pos):
             empty = np.empty(0, np.int64)
             return _AllHeads(empty, empty, empty, walked.end)
-        data = np.frombuffer(buf, np.uint8)
-        totals = np.diff(np.append(pos, walked.end))
-        magic = data[pos + 16]
-        ts = np.full(len(pos), NO_TIMESTAMP, np.int64)
-        for m, at, least in ((2, 35, V2_HEADER_BYTES), (1, 18, 26)):
-            sel = (magic == m) & (totals >= least)
-            if sel.any():
-                idx = pos[sel][:, None] + at + np.arange(8)
-                ts[sel] = np.ascontiguousarray(data[idx]).view(">i8").ravel()
-        return _AllHeads(pos, walked.last_offsets, np.maximum.accumulate(ts), walked.end)
+        return _AllHeads(pos, walked.last_offsets, np.maximum.accumulate(_largest_timestamps(buf, walked)),
+                         walked.end)
 
     def _note_tail(self, end: int) -> None:
         """A walk that stopped before the file's end at anything but zeros: a torn segment (one note)."""
@@ -366,13 +404,8 @@ class LogSegment:
                 best = int(index.timestamps[last]) if last >= 0 else NO_TIMESTAMP
                 walked = walk_entry_heads(self.buf, point[0])
                 self._note_tail(walked.end)
-                for pos in walked.positions:
-                    pos = int(pos)
-                    nxt = frame_entry(self.buf, pos, self.size)
-                    head = read_head(self.buf, pos, nxt[1]) if nxt is not None else None
-                    if head is not None and head.max_timestamp > best:
-                        best = head.max_timestamp
-                return best
+                tail = _largest_timestamps(self.buf, walked)
+                return max(best, int(tail.max())) if len(tail) else best
         heads = self._all_heads
         return int(heads.running[-1]) if len(heads.running) else NO_TIMESTAMP
 
@@ -394,8 +427,8 @@ class LogSegment:
                 return None
             position = int(heads.positions[k])
             before = int(heads.running[k - 1]) if k else NO_TIMESTAMP
-        largest = before
-        end = position
+        position, walked, end = self.walk_to(position, target)
+        largest = max(before, walked)
         for head in self.heads(position):
             end = head.position + head.total
             if head.last_offset < target or head.is_control or (head.magic == 2 and head.records <= 0):
