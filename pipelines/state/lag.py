@@ -96,7 +96,8 @@ def lag_table(offsets, log_ends, logs: dict, as_of_ms: int, snapshot_id: str):
                 logs[current].close()
             current = (t, p)
         pos = logs[current].first_unconsumed(o)
-        answers[(t, p, o)] = None if pos is None else (pos.offset, pos.timestamp_type, pos.max_timestamp_ms)
+        answers[(t, p, o)] = None if pos is None else (pos.offset, pos.timestamp_type, pos.max_timestamp_ms,
+                                                       logs[current].log_end_offset)
     if current is not None:
         logs[current].close()
 
@@ -110,10 +111,11 @@ def lag_table(offsets, log_ends, logs: dict, as_of_ms: int, snapshot_id: str):
         got = answers[(t, p, o)]
         if got is None:
             continue  # its batch could not be read: unknown
-        offset, kind, largest = got
+        offset, kind, largest, held_to = got
         if offset is None:
-            lag_seconds[i] = 0.0  # nothing a consumer is handed before the log end
-            continue
+            if held_to >= end[i]:  # nothing a consumer is handed before the log end
+                lag_seconds[i] = 0.0
+            continue  # else the records past the segments' end (a high watermark beyond them) are not in the input
         next_offset[i], ts_type[i] = offset, kind
         if largest is not None:
             next_ts[i] = largest

@@ -126,3 +126,21 @@ def test_no_logs_no_time(crafted):
     assert t.column("lag_seconds").null_count == t.num_rows and facts.partitions_read == 0
     assert all(math.isclose(a, (ld.AS_OF - c.value / 1000) / 1000) for a, c in
                zip(t.column("commit_age_seconds").to_pylist(), offsets.column("commit_timestamp")))
+
+
+def test_past_the_segments_end_the_time_is_unknown(crafted, tmp_path):
+    """A high watermark beyond what the log dir's segments hold (another broker's copy was ahead): a commit past
+    the segments' end has records behind it whose time the input does not hold."""
+    import shutil
+
+    log_dir, offsets = crafted
+    copy = tmp_path / "logdir"
+    shutil.copytree(log_dir, copy)
+    hw = {**ld.ends(), (ld.TOPIC, 2): 130}
+    lines = [f"{t} {p} {o}" for (t, p), o in hw.items()]
+    (copy / "replication-offset-checkpoint").write_text(f"0\n{len(lines)}\n" + "\n".join(lines) + "\n")
+    rows = {(r["group_id"], r["topic"], r["partition"]): r for r in _table(copy, offsets)[0].to_pylist()}
+    r = rows[(ld.group_ids()["caught"], ld.TOPIC, 2)]  # committed 121, past the segments' end (120), HW 130
+    assert (r["lag"], r["lag_seconds"]) == (9, None)
+    r = rows[(ld.group_ids()["behind"], ld.TOPIC, 2)]  # its next record is in the segments: known
+    assert r["lag_seconds"] == pytest.approx(ld.expected_lag_seconds(ld.TOPIC, 2, 102))
