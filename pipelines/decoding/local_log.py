@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass
+from functools import cached_property
 
 from pipelines.decoding.log_segment import NO_TIMESTAMP, UNREADABLE, Found, LogSegment
 from schemas.log_notes import SEGMENT_UNREADABLE, LogNote
@@ -96,46 +97,43 @@ class LocalLog:
                 return first
         return None
 
-    @property
+    @cached_property
     def log_start(self) -> tuple[int | None, str | None]:
         """(logStartOffset, where it came from: `log-start-offset-checkpoint` or `segment`); (None, None) when the
         directory holds no batch and the checkpoint names no start. A log whose segments are all empty starts at
         its newest segment's base offset (retention deleted everything it held)."""
-        if "_start" not in self.__dict__:
-            first = self._first_batch_offset()
-            if first is None and self.segments:
-                first = self.log_end_offset
-            cp = self.checkpoint_start
-            if cp is not None and (first is None or cp > first):
-                self.__dict__["_start"] = (cp, SOURCE_LOG_START_CHECKPOINT)
-            else:
-                self.__dict__["_start"] = (first, None if first is None else SOURCE_SEGMENT_START)
-        return self.__dict__["_start"]
+        first = self._first_batch_offset()
+        if first is None and self.segments:
+            first = self.log_end_offset
+        cp = self.checkpoint_start
+        if cp is not None and (first is None or cp > first):
+            return cp, SOURCE_LOG_START_CHECKPOINT
+        return first, None if first is None else SOURCE_SEGMENT_START
 
     @property
     def log_start_offset(self) -> int | None:
         return self.log_start[0]
 
+    @cached_property
+    def _end(self) -> tuple[int | None, str | None]:
+        """(logEndOffset, the newest batch's timestamp type): after the newest segment's last whole batch; its base
+        offset when it holds none (recovery truncates what does not frame, and the segment stays, named after its
+        base offset); None without segments."""
+        if not self.segments:
+            return None, None
+        s = self.segments[-1]
+        tail = self._safely(s, s.tail, None)
+        return (s.base_offset, None) if tail is None else (max(s.base_offset, tail.last_offset + 1),
+                                                           tail.timestamp_type)
+
     @property
     def log_end_offset(self) -> int | None:
-        """After the newest segment's last whole batch; its base offset when it holds none (recovery truncates what
-        does not frame, and the segment stays, named after its base offset); None without segments."""
-        if "_end" not in self.__dict__:
-            end = None
-            if self.segments:
-                s = self.segments[-1]
-                tail = self._safely(s, s.tail, None)
-                end = s.base_offset if tail is None else max(s.base_offset, tail.last_offset + 1)
-                if tail is not None:
-                    self.__dict__["_type"] = tail.timestamp_type
-            self.__dict__["_end"] = end
-        return self.__dict__["_end"]
+        return self._end[0]
 
     @property
     def timestamp_type(self) -> str | None:
         """The timestamp type of the newest batch (the topic's `message.timestamp.type` as it was last written)."""
-        self.log_end_offset  # noqa: B018 - reads the newest batch's head
-        return self.__dict__.get("_type")
+        return self._end[1]
 
     # -- timestamps ----------------------------------------------------------------------------------------------
     def _segment_of(self, offset: int) -> int:
