@@ -90,6 +90,7 @@ def main():
     summary = None
     for i in range(args.rounds):
         for kind, inputs, wh in (("without", bare, "warehouse-bare"), ("with", dump, "warehouse-data")):
+            shutil.rmtree(args.dir / wh, ignore_errors=True)  # each into an empty warehouse: no history to merge
             t = time.monotonic()
             s = run_rebuild(spark, settings, RebuildRequest(inputs=(str(inputs),), warehouse=str(args.dir / wh),
                                                             snapshot_id=f"r{i}"))

@@ -120,13 +120,13 @@ def _read_prefix(path: str, dtype: np.dtype, valid, what: str, consequence: str)
     """The leading entries of an index file that pass `valid` (each chunk checked against the entry before it),
     read a chunk at a time up to the first that does not; then the note for what follows, if anything."""
     size = dtype.itemsize
-    if os.stat(path).st_size == 0:  # a segment under index.interval.bytes: no entry, nothing to read
-        return np.empty(0, np.int64), np.empty(0, np.int64), None
     firsts, seconds = [], []
     last_a, last_b = np.int64(-1), np.int64(-1)  # before the first entry: anything valid follows
     bad_at = None  # byte position of the first entry not kept
     with open(path, "rb") as f:
         file_size = os.fstat(f.fileno()).st_size
+        if file_size == 0:  # a segment under index.interval.bytes: no entry
+            return np.empty(0, np.int64), np.empty(0, np.int64), None
         whole = file_size - file_size % size
         read = 0
         while read < whole:

@@ -158,6 +158,7 @@ class LogSegment:
         self._time_trusted = True
         self._time_checked: set[int] = set()
         self._offset_index_whole = True
+        self._stretches: dict[int, _AllHeads] = {}  # offset-index entry -> the heads up to the next one
 
     def __repr__(self) -> str:
         return f"LogSegment({self.path!r}, base_offset={self.base_offset})"
@@ -241,10 +242,10 @@ class LogSegment:
         self._verified.add(i)
         return True
 
-    def _index_point(self, target: int) -> tuple[int, int | None] | None:
-        """(position, entry offset) of the last trusted offset-index entry at or below `target` ((0, None): the
-        segment's start), when the index bounds the walk from there to `target`; None when it does not (no index,
-        or the index tore or was cut below `target`): then the headers are the way."""
+    def _index_point(self, target: int) -> tuple[int, int | None, int] | None:
+        """(position, entry offset, entry) of the last trusted offset-index entry at or below `target` ((0, None,
+        -1): the segment's start), when the index bounds the walk from there to `target`; None when it does not (no
+        index, or the index tore or was cut below `target`): then the headers are the way."""
         index = self.offset_index
         if index is None:
             return None
@@ -256,7 +257,48 @@ class LogSegment:
             cut = self._trusted_entries < len(index) or not self._offset_index_whole
             if cut or self.size - position > _LONGEST_WALK:
                 return None
-        return (0, None) if i < 0 else (position, int(index.offsets[i]))
+        return (0, None, -1) if i < 0 else (position, int(index.offsets[i]), i)
+
+    def _stretch(self, i: int) -> _AllHeads:
+        """The heads from offset-index entry `i`'s position (-1: the segment's start) to the next trusted entry's
+        (the last: the segment's end), walked in C once and kept: every offset asked under the entry is found in
+        them (the broker indexes every `index.interval.bytes`, so a stretch is a few KB of heads)."""
+        got = self._stretches.get(i)
+        if got is None:
+            index = self.offset_index
+            start = 0 if i < 0 else int(index.positions[i])
+            stop = int(index.positions[i + 1]) if i + 1 < self._trusted_entries else self.size
+            view = memoryview(self.buf)[:stop]  # the walk stops at the next entry's batch
+            walked = walk_entry_heads(view, start)
+            ts = _largest_timestamps(view, walked)
+            del view
+            got = self._stretches[i] = _AllHeads(walked.positions, walked.last_offsets,
+                                                 np.maximum.accumulate(ts) if len(ts) else ts, walked.end)
+        return got
+
+    def _locate(self, target: int) -> tuple[int, int] | None:
+        """(the position of the first entry ending at or above `target`, or where the heads stop before one; the
+        largest timestamp of the segment's entries before it), through the indexes where they are trusted, else
+        the headers; None when the segment holds no such entry."""
+        point = self._index_point(target)
+        if point is not None:
+            position, entry_offset, i = point
+            before = NO_TIMESTAMP if entry_offset is None else self._largest_before(entry_offset)
+            if before is not None:
+                heads = self._stretch(i)
+                k = int(np.searchsorted(heads.last_offsets, target, side="left"))
+                walked = int(heads.running[k - 1]) if k else NO_TIMESTAMP
+                if k < len(heads.positions):
+                    return int(heads.positions[k]), max(before, walked)
+                # past the stretch: the batch at the next entry (or the few after it, in an older broker's
+                # multi-batch append) holds it
+                position, more, _ = self.walk_to(heads.end, target)
+                return position, max(before, walked, more)
+        heads = self._all_heads
+        k = int(np.searchsorted(heads.last_offsets, target, side="left"))
+        if k >= len(heads.positions):
+            return None
+        return int(heads.positions[k]), int(heads.running[k - 1]) if k else NO_TIMESTAMP
 
     def _time_entry_holds(self, j: int) -> bool:
         """Time-index entry `j` agrees with the segment: the batch holding its offset has a largest timestamp at
@@ -334,7 +376,9 @@ class LogSegment:
                 return None
             pos = int(heads.positions[k])
         else:
-            pos = self.walk_to(point[0], offset)[0]
+            heads = self._stretch(point[2])
+            k = int(np.searchsorted(heads.last_offsets, offset, side="left"))
+            pos = int(heads.positions[k]) if k < len(heads.positions) else self.walk_to(heads.end, offset)[0]
         frame = frame_entry(self.buf, pos, self.size)
         return None if frame is None else read_head(self.buf, pos, frame[1])
 
@@ -383,13 +427,12 @@ class LogSegment:
         if self.size == 0:
             return None
         point = self._index_point(1 << 62)
-        start = 0 if point is None else point[0]
-        walked = walk_entry_heads(self.buf, start)
-        self._note_tail(walked.end)
-        if not len(walked.positions):
+        heads = self._all_heads if point is None else self._stretch(point[2])
+        self._note_tail(heads.end)
+        if not len(heads.positions):
             return None
-        pos = int(walked.positions[-1])
-        return read_head(self.buf, pos, walked.end - pos)
+        pos = int(heads.positions[-1])
+        return read_head(self.buf, pos, heads.end - pos)
 
     def largest_timestamp(self) -> int:
         """The largest timestamp of the segment's records (NO_TIMESTAMP: none has one): the time index's last entry
@@ -402,10 +445,9 @@ class LogSegment:
             last = len(index) - 1
             if last < 0 or self._time_entry_holds(last):
                 best = int(index.timestamps[last]) if last >= 0 else NO_TIMESTAMP
-                walked = walk_entry_heads(self.buf, point[0])
-                self._note_tail(walked.end)
-                tail = _largest_timestamps(self.buf, walked)
-                return max(best, int(tail.max())) if len(tail) else best
+                heads = self._stretch(point[2])
+                self._note_tail(heads.end)
+                return max(best, int(heads.running[-1])) if len(heads.running) else best
         heads = self._all_heads
         return int(heads.running[-1]) if len(heads.running) else NO_TIMESTAMP
 
@@ -415,20 +457,11 @@ class LogSegment:
         segment holds none at or after `target`; UNREADABLE when its batch cannot be read."""
         if self.size == 0:
             return None
-        point = self._index_point(target)
-        before = None
-        if point is not None:
-            position = point[0]
-            before = NO_TIMESTAMP if point[1] is None else self._largest_before(point[1])
-        if before is None:  # no index to start from, or no trusted time index: the headers
-            heads = self._all_heads
-            k = int(np.searchsorted(heads.last_offsets, target, side="left"))
-            if k >= len(heads.positions):
-                return None
-            position = int(heads.positions[k])
-            before = int(heads.running[k - 1]) if k else NO_TIMESTAMP
-        position, walked, end = self.walk_to(position, target)
-        largest = max(before, walked)
+        located = self._locate(target)
+        if located is None:
+            return None
+        position, largest = located
+        end = position
         for head in self.heads(position):
             end = head.position + head.total
             if head.last_offset < target or head.is_control or (head.magic == 2 and head.records <= 0):
