@@ -173,7 +173,10 @@ class LogSegment:
 
     def close(self) -> None:
         if self._mm is not None:
-            self._mm.close()
+            try:
+                self._mm.close()
+            except BufferError:  # a view of it still held somewhere: it goes with that view
+                pass
             self._mm = None
 
     def _index_path(self, suffix: str) -> str:
