@@ -21,6 +21,7 @@ at 35, recordsCount at 57; v1 attributes at 17 and the (wrapper's) timestamp at 
 from __future__ import annotations
 
 import mmap
+import os
 import struct
 import zlib
 from dataclasses import dataclass
@@ -29,9 +30,11 @@ from functools import cached_property
 import crc32c as _crc32c_mod
 import numpy as np
 
-from pipelines.decoding.batches import decode_entry
+from pipelines.decoding import codecs
+from pipelines.decoding.batches import decode_entry, v2_records
 from pipelines.decoding.framing import frame_entry
 from pipelines.decoding.indexes import OffsetIndex, TimeIndex, read_offset_index, read_time_index
+from pipelines.decoding.policy import DEFAULT_POLICY
 from pipelines.decoding.segments import walk_entry_heads
 from schemas.log_notes import (BATCH_UNREADABLE, INDEX_MISMATCH, INDEX_MISSING, SEGMENT_TORN, SEGMENT_UNREADABLE,
                                LogNote)
@@ -44,6 +47,9 @@ V2_HEADER_BYTES = 61
 # Past an index's last entry the headers are walked in Python up to this many bytes (a broker indexes every 4 KB);
 # a longer stretch (an index.interval.bytes far above the default, an index emptied by hand) is walked in C once.
 _LONGEST_WALK = 1 << 20
+# A segment this small is read from its headers, never its indexes: a walk in C of at most a few hundred heads costs
+# less than opening, reading and checking its two index files (16 index entries at the default 4 KB interval).
+SMALL_SEGMENT_BYTES = 1 << 16
 _I16, _I32, _I64, _U32 = struct.Struct(">h"), struct.Struct(">i"), struct.Struct(">q"), struct.Struct(">I")
 _crc32c = _crc32c_mod.crc32c
 
@@ -141,6 +147,21 @@ def _largest_timestamps(buf, walked) -> np.ndarray:
             idx = pos[sel][:, None] + at + np.arange(8)
             ts[sel] = np.ascontiguousarray(data[idx]).view(">i8").ravel()
     return ts
+
+
+def _last_entry(path: str, size: int, layout: str) -> tuple[int, int] | None:
+    """An index file's last entry, read alone: None when the file is missing, empty, not a whole number of entries
+    or ends in a zero entry (preallocated space)."""
+    try:
+        with open(path, "rb") as f:
+            end = os.fstat(f.fileno()).st_size
+            if end == 0 or end % size:
+                return None
+            raw = os.pread(f.fileno(), size, end - size)
+    except OSError:
+        return None
+    a, b = struct.unpack(layout, raw)
+    return None if a == 0 and b == 0 else (a, b)
 
 
 class LogSegment:
@@ -249,6 +270,8 @@ class LogSegment:
         """(position, entry offset, entry) of the last trusted offset-index entry at or below `target` ((0, None,
         -1): the segment's start), when the index bounds the walk from there to `target`; None when it does not (no
         index, or the index tore or was cut below `target`): then the headers are the way."""
+        if self.size <= SMALL_SEGMENT_BYTES:
+            return None
         index = self.offset_index
         if index is None:
             return None
@@ -439,11 +462,16 @@ class LogSegment:
 
     def largest_timestamp(self) -> int:
         """The largest timestamp of the segment's records (NO_TIMESTAMP: none has one): the time index's last entry
-        and the headers after the last offset-index entry, or every header."""
+        and the headers after the last offset-index entry (read alone, `_from_last_entries`, or from the whole
+        indexes), or every header."""
         if self.size == 0:
             return NO_TIMESTAMP
+        if self.size > SMALL_SEGMENT_BYTES and "offset_index" not in self.__dict__:
+            got = self._from_last_entries()
+            if got is not None:
+                return got
         point = self._index_point(1 << 62)
-        index = self.time_index
+        index = None if point is None else self.time_index
         if point is not None and index is not None and self._time_trusted:
             last = len(index) - 1
             if last < 0 or self._time_entry_holds(last):
@@ -453,6 +481,72 @@ class LogSegment:
                 return max(best, int(heads.running[-1])) if len(heads.running) else best
         heads = self._all_heads
         return int(heads.running[-1]) if len(heads.running) else NO_TIMESTAMP
+
+    def _from_last_entries(self) -> int | None:
+        """The largest timestamp from the two indexes' last entries alone (what a segment below an asked one needs:
+        its indexes are not read whole, a 1 GB segment's are megabytes): the last offset entry (E, P), checked as
+        `_entry_holds` checks one, starts the walk of the tail in C; the last time entry (T, O) counts when the batch
+        holding O is in that tail and its largest timestamp is at least T (the broker's last entry at roll names the
+        segment's last batches). None when any of it does not hold: then the indexes are read whole."""
+        last = _last_entry(self._index_path(".index"), 8, ">ii")
+        last_time = _last_entry(self._index_path(".timeindex"), 12, ">qi")
+        if last is None or last_time is None:
+            return None
+        (rel, pos), (ts, rel_time) = last, last_time
+        entry = self.base_offset + rel
+        buf = self.buf
+        frame = frame_entry(buf, pos, self.size) if 0 < pos < self.size else None
+        head = None if frame is None else read_head(buf, pos, frame[1])
+        if head is None or not self.base_offset <= head.offset <= head.last_offset <= entry \
+                or not checksum_holds(buf, pos, head.total) or ts <= 0 or self.base_offset + rel_time < entry:
+            return None
+        view = memoryview(buf)[:self.size]
+        walked = walk_entry_heads(view, pos)
+        stamps = _largest_timestamps(view, walked)
+        del view
+        self._note_tail(walked.end)
+        k = int(np.searchsorted(walked.last_offsets, self.base_offset + rel_time, side="left"))
+        if k >= len(stamps) or stamps[k] < ts:
+            return None
+        return max(ts, int(stamps.max()))
+
+    def _records(self, head: Head, target: int) -> list[tuple[int, int]] | None:
+        """(offset, timestamp) of each record of the batch at `head`, in order; None when it cannot be read (a note).
+        A v2 batch whose checksum holds is read here, offsets and timestamps only (`batches.v2_records`, the record
+        layout's one reader; its records must end where the batch does); anything else, or any doubt, is decoded
+        by `batches.decode_entry`, the reference, as `columnar` does."""
+        buf, pos, total = self.buf, head.position, head.total
+        if head.magic == 2 and head.records > 0:
+            try:
+                data = buf[pos:pos + total]
+                if _crc32c(data[21:]) == _U32.unpack_from(data, 17)[0]:
+                    attributes = _I16.unpack_from(data, 21)[0]
+                    codec = attributes & 0x07
+                    if codec:
+                        section = codecs.decompress(codec, data[V2_HEADER_BYTES:], magic=2,
+                                                    max_bytes=DEFAULT_POLICY.max_batch_bytes)
+                        start, end = 0, len(section)
+                    else:
+                        section, start, end = data, V2_HEADER_BYTES, total
+                    # LogAppendTime: every record carries the batch's maxTimestamp
+                    ts_base, ts_scale = ((_I64.unpack_from(data, 35)[0], 0) if attributes & 0x08
+                                         else (_I64.unpack_from(data, 27)[0], 1))
+                    out, last_end = [], start
+                    for _s, last_end, _n, ts_delta, off_delta, *_rest in v2_records(section, start, end, head.records):
+                        out.append((head.offset + off_delta, ts_base + ts_delta * ts_scale))
+                    if last_end == end:
+                        return out
+            except Exception:  # noqa: BLE001 - anything odd: the reference decodes it and says what
+                pass
+        items = decode_entry(bytes(buf[pos:pos + total]), 0, total, source=self.path, offsets_partition=-1,
+                             position=pos)
+        batch = next((x for x in items if type(x) is tuple), None)
+        if batch is None:
+            problem = items[0]
+            self.notes.append(LogNote(BATCH_UNREADABLE, self.path, pos,
+                                      f"the batch holding offset {target}: {problem.kind}: {problem.reason}"))
+            return None
+        return [(r.offset, r.timestamp) for r in batch[1]]
 
     def find(self, target: int) -> Found | _Unreadable | None:
         """The first record at or after offset `target` that a consumer is handed (control batches and emptied
@@ -470,19 +564,13 @@ class LogSegment:
             if head.last_offset < target or head.is_control or (head.magic == 2 and head.records <= 0):
                 largest = max(largest, head.max_timestamp)
                 continue
-            items = decode_entry(bytes(self.buf[head.position:head.position + head.total]), 0, head.total,
-                                 source=self.path, offsets_partition=-1, position=head.position)
-            batch = next((x for x in items if type(x) is tuple), None)
-            if batch is None:
-                problem = items[0]
-                self.notes.append(LogNote(BATCH_UNREADABLE, self.path, head.position,
-                                          f"the batch holding offset {target}: {problem.kind}: {problem.reason}"))
+            records = self._records(head, target)
+            if records is None:
                 return UNREADABLE
-            header, records = batch
-            for r in records:
-                if r.timestamp > largest:
-                    largest = r.timestamp
-                if r.offset >= target:
-                    return Found(r.offset, r.timestamp, largest, header.timestamp_type, head.position)
+            for offset, ts in records:
+                if ts > largest:
+                    largest = ts
+                if offset >= target:
+                    return Found(offset, ts, largest, head.timestamp_type, head.position)
         self._note_tail(end)
         return None

@@ -5,6 +5,7 @@ reader. The answer is held to the full scan's; the index path to at most one dec
 from __future__ import annotations
 
 import bisect
+import contextlib
 import os
 import random
 from pathlib import Path
@@ -20,6 +21,22 @@ from pipelines.decoding.local_log import SOURCE_LOG_START_CHECKPOINT, LocalLog
 from pipelines.decoding.segment_writer import SegmentWriter
 from schemas.log_notes import INDEX_MISMATCH, INDEX_MISSING, INDEX_TORN, LOG_NOTE_KINDS, SEGMENT_TORN
 from tests.depth import cases
+
+
+@pytest.fixture
+def indexes_always(monkeypatch):
+    """Every segment read through its indexes, however small (a small one is otherwise read from its headers)."""
+    monkeypatch.setattr(log_segment, "SMALL_SEGMENT_BYTES", 0)
+
+
+@contextlib.contextmanager
+def _small_segments(limit: int):
+    before = log_segment.SMALL_SEGMENT_BYTES
+    log_segment.SMALL_SEGMENT_BYTES = limit
+    try:
+        yield
+    finally:
+        log_segment.SMALL_SEGMENT_BYTES = before
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -88,11 +105,13 @@ def _real_partition_dirs(*roots: Path) -> list[Path]:
 
 
 @pytest.mark.shared
-def test_real_segments_bounds_and_timestamps_equal_a_full_scan(realdata, brokerdata):
+@pytest.mark.parametrize("through_indexes", [True, False], ids=["indexes", "small-from-headers"])
+def test_real_segments_bounds_and_timestamps_equal_a_full_scan(realdata, brokerdata, through_indexes):
     """Every non-empty partition a real broker wrote (Kafka 1.0-4.0: compressed batches, transaction markers,
     trimmed indexes, missing ones): the log's bounds, and at every offset the record handed, its timestamp and the
-    largest up to it, as aiokafka's full scan gives them. Where the broker left its indexes, they are what was
-    used (no note, no header walk of the segment)."""
+    largest up to it, as aiokafka's full scan gives them. Where the broker left its indexes, read through them
+    (however small the segment), they are what was used (no note, no header walk of the segment); read as a small
+    segment is (from its headers), the answers are the same."""
     dirs = _real_partition_dirs(realdata, brokerdata)
     assert len(dirs) > 100
     indexed = 0
@@ -100,7 +119,10 @@ def test_real_segments_bounds_and_timestamps_equal_a_full_scan(realdata, brokerd
         truth = _aiokafka_truth(d)
         log = LocalLog("__consumer_offsets", int(d.name.rsplit("-", 1)[1]), str(d))
         try:
-            _expect(log, truth, range(truth.first, truth.end + 2))
+            with _small_segments(0 if through_indexes else log_segment.SMALL_SEGMENT_BYTES):
+                _expect(log, truth, range(truth.first, truth.end + 2))
+            if not through_indexes:
+                continue
             with_indexes = all(os.path.exists(s.path[:-4] + ".index") and os.path.exists(s.path[:-4] + ".timeindex")
                                for s in log.segments if s.size)
             if with_indexes:
@@ -111,7 +133,7 @@ def test_real_segments_bounds_and_timestamps_equal_a_full_scan(realdata, brokerd
                 assert log.notes and {n.kind for n in log.notes} == {INDEX_MISSING}, (d, log.notes)
         finally:
             log.close()
-    assert indexed >= 20
+    assert indexed >= 20 or not through_indexes
 
 
 @pytest.mark.shared
@@ -279,9 +301,12 @@ def test_timestamp_at_every_offset_equals_a_full_decode(tmp_path_factory, case):
     d = tmp_path_factory.mktemp("orders-0")
     _write(d, segments, interval, damages)
     truth = _project_truth(d)
+    with _small_segments(log_segment.SMALL_SEGMENT_BYTES):  # small ones from their headers: the same answers
+        _expect(LocalLog("orders", 0, str(d)), truth, range(truth.first - 1, truth.end + 2, 3))
     log = LocalLog("orders", 0, str(d))
     try:
-        _expect(log, truth, range(truth.first - 1, truth.end + 2))
+        with _small_segments(0):
+            _expect(log, truth, range(truth.first - 1, truth.end + 2))
         kinds = {n.kind for n in log.notes}
         assert kinds <= set(LOG_NOTE_KINDS)
         if set(damages) == {"none"}:
@@ -293,6 +318,7 @@ def test_timestamp_at_every_offset_equals_a_full_decode(tmp_path_factory, case):
 
 
 def _segmented(tmp_path: Path, n_batches: int = 400, records: int = 3, interval: int = 256) -> tuple[Path, Truth]:
+    """Four segments of `n_batches` / 4 batches, indexed every `interval` bytes, CreateTime going backwards."""
     rng = random.Random(5)
     d = tmp_path / "orders-1"
     d.mkdir()
@@ -310,18 +336,18 @@ def _segmented(tmp_path: Path, n_batches: int = 400, records: int = 3, interval:
     return d, _project_truth(d)
 
 
-def test_a_lookup_reads_one_batch_and_no_segment_whole(tmp_path, monkeypatch):
+def test_a_lookup_reads_one_batch_and_no_segment_whole(tmp_path, monkeypatch, indexes_always):
     """With the broker's indexes whole, each asked offset decodes one batch and no segment's headers are walked
     whole: the cost is the indexes, a few headers and that batch (O(segments + asked offsets))."""
     d, truth = _segmented(tmp_path)
     decoded = []
-    real = log_segment.decode_entry
+    real = log_segment.LogSegment._records
 
-    def counting(*a, **kw):
-        decoded.append(kw.get("position"))
-        return real(*a, **kw)
+    def counting(self, head, target):
+        decoded.append(head.position)
+        return real(self, head, target)
 
-    monkeypatch.setattr(log_segment, "decode_entry", counting)
+    monkeypatch.setattr(log_segment.LogSegment, "_records", counting)
     log = LocalLog("orders", 1, str(d))
     log.log_start, log.log_end_offset  # noqa: B018
     decoded.clear()
@@ -332,7 +358,7 @@ def test_a_lookup_reads_one_batch_and_no_segment_whole(tmp_path, monkeypatch):
     assert log.notes == []
 
 
-def test_without_indexes_the_headers_answer_the_same_with_a_note(tmp_path):
+def test_without_indexes_the_headers_answer_the_same_with_a_note(tmp_path, indexes_always):
     d, truth = _segmented(tmp_path)
     for f in list(d.glob("*.index")) + list(d.glob("*.timeindex")):
         f.unlink()
@@ -344,7 +370,7 @@ def test_without_indexes_the_headers_answer_the_same_with_a_note(tmp_path):
     assert all(n.position == -1 and n.source.endswith(("index", "timeindex")) for n in log.notes)
 
 
-def test_a_torn_index_is_used_up_to_its_tear(tmp_path):
+def test_a_torn_index_is_used_up_to_its_tear(tmp_path, indexes_always):
     d, truth = _segmented(tmp_path)
     idx = sorted(d.glob("*.index"))[1]
     data = idx.read_bytes()
@@ -356,7 +382,7 @@ def test_a_torn_index_is_used_up_to_its_tear(tmp_path):
     assert "zero-filled" in note.reason
 
 
-def test_an_index_pointing_wrong_is_caught_against_the_segment(tmp_path):
+def test_an_index_pointing_wrong_is_caught_against_the_segment(tmp_path, indexes_always):
     d, truth = _segmented(tmp_path)
     tix = sorted(d.glob("*.timeindex"))[0]
     data = bytearray(tix.read_bytes())
@@ -401,3 +427,36 @@ def test_an_empty_or_unframeable_log(tmp_path):
     assert log.log_end_offset == 42
     (torn,) = [n for n in log.notes if n.kind == SEGMENT_TORN]
     assert torn.position == 0 and torn.source.endswith("42.log")
+
+
+def test_big_segments_below_an_asked_one_are_read_from_their_indexes_last_entries(tmp_path):
+    """Segments over `SMALL_SEGMENT_BYTES`: an asked offset's segment is read through its indexes, and each segment
+    below it counts with its indexes' last entries alone (not read whole: a 1 GB segment's are megabytes) and the
+    headers after the last offset entry; a last time entry that does not hold against the segment sends that
+    segment back to its whole indexes, with a note, and the answer stays the full decode's."""
+    d, truth = _segmented(tmp_path, n_batches=3200)
+    sizes = sorted(p.stat().st_size for p in d.glob("*.log"))
+    assert sizes[0] > log_segment.SMALL_SEGMENT_BYTES
+    asked = list(range(truth.end - 300, truth.end, 7))  # in the last segment
+    log = LocalLog("orders", 1, str(d))
+    _expect(log, truth, asked)
+    below = log.segments[:-1]
+    assert not any("offset_index" in s.__dict__ or "time_index" in s.__dict__ for s in below)
+    assert "offset_index" in log.segments[-1].__dict__ and log.notes == []
+    tix = sorted(d.glob("*.timeindex"))[1]
+    data = bytearray(tix.read_bytes())
+    data[-12:-4] = (int.from_bytes(data[-12:-4], "big") + 3_600_000).to_bytes(8, "big")
+    tix.write_bytes(bytes(data))
+    log = LocalLog("orders", 1, str(d))
+    _expect(log, truth, asked)
+    assert [(n.kind, n.source) for n in log.notes] == [(INDEX_MISMATCH, str(tix))]
+
+
+def test_a_small_segment_is_read_from_its_headers(tmp_path):
+    d, truth = _segmented(tmp_path)
+    assert all(p.stat().st_size <= log_segment.SMALL_SEGMENT_BYTES for p in d.glob("*.log"))
+    for f in d.glob("*.index"):
+        f.unlink()
+    log = LocalLog("orders", 1, str(d))
+    _expect(log, truth, range(0, truth.end, 5))
+    assert log.notes == [] and all("offset_index" not in s.__dict__ for s in log.segments)
