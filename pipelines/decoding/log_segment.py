@@ -11,9 +11,12 @@ torn). Whatever is not trusted is read from the batch headers instead (`segments
 walk, in C) with one `schemas.log_notes` note per file, so a bad index costs time, never a wrong timestamp.
 
 What is read per asked offset: an index lookup, the headers from the index point to the batch (the broker indexes
-every `index.interval.bytes`, 4 KB), that one batch, and, once per time entry used, the header of the batch it
-names. Control batches (transaction markers) and batches the cleaner emptied are stepped over: no consumer is
-handed them, but their timestamps count towards the largest so far, as the broker's own time index counts them.
+every `index.interval.bytes`, 4 KB; walked in C once per index entry and kept), that one batch (its offsets and
+timestamps, once its checksum holds), and, once per time entry used, the header of the batch it names. A segment
+below an asked one is read from its indexes' last entries and the headers after them. A segment of at most
+`SMALL_SEGMENT_BYTES` is read from its headers alone: fewer bytes than its indexes cost to open. Control batches
+(transaction markers) and batches the cleaner emptied are stepped over: no consumer is handed them, but their
+timestamps count towards the largest so far, as the broker's own time index counts them.
 
 Header fields (spec §1.2-1.3): v2 attributes at byte 21 (int16; bit 3 LogAppendTime, bit 5 control), maxTimestamp
 at 35, recordsCount at 57; v1 attributes at 17 and the (wrapper's) timestamp at 18; v0 has no timestamp (-1).
