@@ -405,7 +405,7 @@ def test_overview_group_urls_and_charts(incident, tmp_path):
                 _save(tmp_path, "group-cjk.png", b.screenshot())
                 b.resize(1400, 1100)
             else:
-                assert [r[4] for r in table] == ["5000", "5001"]
+                assert [r[5] for r in table] == ["5000", "5001"]
 
 
 def test_the_first_night_failed_and_nothing_is_served(tmp_path):
@@ -503,7 +503,7 @@ def sample_warehouse(spark, settings, tmp_path_factory) -> Path:
     from simulator import generate_sample
 
     dump = tmp_path_factory.mktemp("browser-sample") / "dump"
-    generate_sample(dump, records=4000, groups=30, partitions=4, seed=7, segment_bytes=64 * 1024)
+    generate_sample(dump, records=4000, groups=30, partitions=4, seed=7, segment_bytes=64 * 1024, data_segments=2)
     wh = dump.parent / "wh"
     res = run_rebuild(spark, settings, RebuildRequest(inputs=(str(dump),), warehouse=str(wh), snapshot_id="s1"))
     assert res.status == "succeeded", res
@@ -512,9 +512,9 @@ def sample_warehouse(spark, settings, tmp_path_factory) -> Path:
 
 @pytest.mark.spark
 def test_page_on_the_sample(sample_warehouse, tmp_path):
-    """The page over the sample's rebuilt state: the overview's groups by type and state are the API's, and the
-    busiest group's page shows the API's offsets and its rebalance timeline, whose last event leaves the members
-    the group has."""
+    """The page over the sample's rebuilt state: the overview's groups by type and state are the API's, the groups
+    most behind come by their lag in time first, and the busiest group's page shows the API's offsets with their lag
+    in time first, and its rebalance timeline, whose last event leaves the members the group has."""
     _chromedriver()
     with running_server(sample_warehouse) as base, chromium(tmp_path) as b:
         b.resize(1400, 1100)
@@ -525,6 +525,12 @@ def test_page_on_the_sample(sample_warehouse, tmp_path):
         assert [[r["group_type"], r["state"], str(r["groups"])] for r in overview["groups"]["by_type_and_state"]] \
             == by_state
         assert sum(int(r[2]) for r in by_state) == overview["groups"]["live"] > 10
+        top = _rows(b, "#top-lag tbody tr")
+        timed = [r["max_lag_seconds"] for r in overview["lag"]["top_groups"]]
+        assert [r[0] for r in top] == [r["group_id"] for r in overview["lag"]["top_groups"]] and timed[0] > 0
+        known = [t for t in timed if t is not None]
+        assert known == sorted(known, reverse=True) and timed[:len(known)] == known  # in time first, worst first
+        assert [r[2] != "-" for r in top] == [t is not None for t in timed]
         groups = httpx.get(base + "/groups", params={"limit": 1000}, timeout=30).json()["groups"]
         busiest = max((g for g in groups if g.get("member_count")), key=lambda g: (g["member_count"], g["group_id"]))
         gid = busiest["group_id"]
@@ -533,6 +539,16 @@ def test_page_on_the_sample(sample_warehouse, tmp_path):
         table = _rows(b, "#offsets-table tbody tr")
         assert [(r[0], int(r[1]), int(r[3])) for r in table] == [
             (o["topic"], o["partition"], o["committed_offset"]) for o in api["offsets"]]
+        # the lag in time first, where the sample's data topics give it; "0 s" caught up
+        assert [r[2] != "-" for r in table] == [o["lag_seconds"] is not None for o in api["offsets"]]
+        assert all((r[2] == "0 s") == (o["lag_seconds"] == 0) for r, o in zip(table, api["offsets"]))
+        assert api["lag"]["max_lag_seconds"] is not None  # its worst partition, beside its status
+        assert b.js("return document.getElementById('group-lag-time').textContent").endswith(
+            f"({api['lag']['worst_partition']['topic']}-{api['lag']['worst_partition']['partition']})")
+        axis = b.js("return window.olCharts.lag.axes[1].label")  # in time where the segments told it
+        lagged = [o for o in api["offsets"] if o["lag"] is not None]
+        in_time = all(o["lag_seconds"] is not None for o in lagged) and any(o["lag"] > 0 for o in lagged)
+        assert axis == ("lag (seconds)" if in_time else "lag (messages)")
         history = _rows(b, "#history-table tbody tr")
         assert history and int(history[-1][5]) == len(api["members"]), history[-1:]
         _save(tmp_path, "group-sample.png", b.screenshot())
