@@ -68,6 +68,7 @@ bench: setup
 	$(PY) benchmarks/bench_cold.py --records 1000000 2000000 10000000
 	$(PY) benchmarks/bench_validation.py
 	$(PY) benchmarks/bench_serving.py
+	$(PY) benchmarks/bench_lag.py
 
 bench-decode: setup
 	$(PY) benchmarks/bench_decode.py

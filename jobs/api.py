@@ -94,6 +94,12 @@ class OffsetOut(BaseModel):
     leader_epoch: int | None
     metadata: str | None
     commit_timestamp: str | None
+    # the partition's bounds and the lag at the snapshot's as_of (`consumer_lag`; null when unknown)
+    log_start_offset: int | None = None
+    log_end_offset: int | None = None
+    lag: int | None = None
+    lag_seconds: float | None = None
+    commit_age_seconds: float | None = None
 
 
 class GroupMetadataOut(_Open):
@@ -113,11 +119,18 @@ class ExpiredOut(BaseModel):
     group: dict[str, Any] | None
 
 
+class GroupLagOut(BaseModel):
+    max_lag_seconds: float | None  # the group's largest lag in time
+    worst_partition: dict[str, Any] | None  # {topic, partition} holding it
+    partitions_timed: int  # partitions with a lag in time
+
+
 class GroupDetailOut(BaseModel):
     snapshot_id: str
     group: GroupMetadataOut
     members: list[dict[str, Any]]
-    offsets: list[dict[str, Any]]
+    offsets: list[dict[str, Any]]  # each as OffsetOut, with the rest of its `loaded_offsets` row
+    lag: GroupLagOut
     pending: list[dict[str, Any]]
     expired: ExpiredOut
     removed: dict[str, Any] | None
@@ -414,6 +427,7 @@ def create_app(reader: SnapshotReader, *, token: str | None = None, refresh_inte
                                           "this time on: an offset rewound, deleted or expired, or the group deleted"),
         damaged_until: str | None = Query(None, max_length=64,
                                           description="with damaged_since: up to this time (default: the as-of)"),
+        clamp: bool = Query(False, description="targets clamped into [log start, log end] (restore-plan --clamp)"),
         snapshot: str | None = SnapshotQ,
     ):
         """`offsetlake restore-plan` as a zip: each selected group's committed offsets at `as_of` (one
@@ -444,7 +458,7 @@ def create_app(reader: SnapshotReader, *, token: str | None = None, refresh_inte
         snap = catalog.resolve(snapshot).snapshot
         try:
             plan = rp.restore_plan(reader, snap, as_of_ms, groups=group or None, group_regex=group_regex,
-                                   changed_since_ms=since_ms, damaged=damaged)
+                                   changed_since_ms=since_ms, damaged=damaged, clamp=clamp)
         except HistoryUnavailable as e:
             raise views.NotFound(str(e)) from None
         headers = {"Content-Disposition": f'attachment; filename="restore-plan-{as_of_ms}.zip"'}
@@ -528,7 +542,9 @@ def create_app(reader: SnapshotReader, *, token: str | None = None, refresh_inte
         partition: int | None = Query(None, ge=0, le=2**31 - 1),
     ):
         """The group's committed offsets: `{topic, partition, committed_offset, leader_epoch, metadata,
-        commit_timestamp}` in topic, partition order. The snapshot is in the X-Offsetlake-Snapshot header."""
+        commit_timestamp, log_start_offset, log_end_offset, lag, lag_seconds, commit_age_seconds}` in topic, partition
+        order (the lag at the snapshot's as_of; null when unknown). The snapshot is in the X-Offsetlake-Snapshot
+        header."""
         return await cached(
             snapshot, ("offsets", group_id, topic, partition), lambda idx: views.group_offsets(idx, group_id, topic, partition)
         )

@@ -22,11 +22,18 @@ from jobs.errors import fail
               help="About this fraction of the records in one offsets partition (its groups' ids hash there).")
 @click.option("--shape", type=click.Choice(["mixed", "cleaner-died"]), default="mixed", show_default=True,
               help="cleaner-died: few keys committed again and again (pair with few --groups), an uncompacted log.")
-@click.option("--force", is_flag=True, help="Remove __consumer_offsets-* directories already in DIR first.")
+@click.option("--data-segments", type=click.IntRange(min=0), default=2, show_default=True, metavar="S",
+              help="Segments of each data-topic partition written beside the offsets topic, with real timestamps "
+                   "and indexes (lag in time); 0: none, the high watermarks only.")
+@click.option("--data-partitions", type=click.IntRange(min=0), default=None, metavar="N",
+              help="Write the first N data-topic partitions only (default: every one).")
+@click.option("--force", is_flag=True, help="Remove the __consumer_offsets-* (and data-topic) directories already "
+                                            "in DIR first.")
 def sample(out_dir: str, records: int, groups: int, partitions: int, seed: int, segment_bytes: int,
-           hot_share: float | None, shape: str, force: bool) -> None:
+           hot_share: float | None, shape: str, data_segments: int, data_partitions: int | None, force: bool) -> None:
     """Write DIR/__consumer_offsets-N/<base offset>.log for N in 0..P-1: classic, simple, Connect and KIP-848
-    groups, transactions (committed, aborted, open), offset and group deletions, all five codecs."""
+    groups, transactions (committed, aborted, open), offset and group deletions, all five codecs; and the data
+    topics' own partitions (DIR/<topic>-<N>/), their records timestamped as they were produced."""
     from simulator import generate_sample
 
     if "://" in out_dir:
@@ -35,7 +42,8 @@ def sample(out_dir: str, records: int, groups: int, partitions: int, seed: int, 
     started = time.perf_counter()
     try:
         stats = generate_sample(out_dir, records=records, groups=groups, partitions=partitions, seed=seed,
-                                segment_bytes=segment_bytes, force=force, hot_share=hot_share, shape=shape)
+                                segment_bytes=segment_bytes, force=force, hot_share=hot_share, shape=shape,
+                                data_segments=data_segments, data_partitions=data_partitions)
     except ValueError as e:
         raise click.UsageError(str(e)) from None
     except FileExistsError as e:

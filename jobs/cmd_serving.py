@@ -72,9 +72,12 @@ def _index(reader, snap, **kw):
                    "the group deleted (ISO-8601 or epoch ms)")
 @click.option("--damaged-until", "damaged_until", default=None,
               help="with --damaged-since: up to this time (included; default: the snapshot's as-of)")
+@click.option("--clamp", is_flag=True,
+              help="write each target clamped into [log start, log end] where the snapshot knows them (README.txt "
+                   "lists the ones moved)")
 @click.option("--force", is_flag=True, help="empty OUT first when it holds files (refused otherwise)")
 def restore_plan(warehouse, as_of, out, snapshot_id, groups, group_regex, changed_since, damaged_since,
-                 damaged_until, force):
+                 damaged_until, clamp, force):
     """Every selected group's committed offsets at --as-of, as `kafka-consumer-groups --reset-offsets --from-file`
     plans (one CSV per group), with index.json, apply.sh and README.txt, in OUT."""
     import re
@@ -106,7 +109,7 @@ def restore_plan(warehouse, as_of, out, snapshot_id, groups, group_regex, change
     reader, snap = _open(warehouse, snapshot_id)
     try:
         result = plan(reader, snap, as_of_ms, groups=list(groups) or None, group_regex=group_regex,
-                      changed_since_ms=since_ms, damaged=damaged)
+                      changed_since_ms=since_ms, damaged=damaged, clamp=clamp)
         write_restore_plan(result, out, force=force)
     except (HistoryUnavailable, GroupNotFound) as e:
         fail(str(e))
@@ -118,10 +121,12 @@ def restore_plan(warehouse, as_of, out, snapshot_id, groups, group_regex, change
     with_file = [g for g in result.groups if g.file]
     refused = sum(g.refused for g in with_file)
     gone = sum(g.state_now is None for g in with_file)
+    outside = sum(len(g.below_log_start) + len(g.above_log_end) for g in with_file)
     partitions = counted(sum(len(g.offsets) for g in with_file), "partition")
     click.echo(f"{counted(len(with_file), 'group')}, {partitions} as of "
                f"{as_of} (snapshot {snap.snapshot_id}) written to {out}: {refused} refused while active, {gone} gone, "
-               f"{len(result.groups) - len(with_file)} with nothing to restore. Read {out}/README.txt, then "
+               f"{len(result.groups) - len(with_file)} with nothing to restore, {outside} target(s) outside the log"
+               + (" (clamped)" if clamp and outside else "") + f". Read {out}/README.txt, then "
                f"BOOTSTRAP=host:9092 sh {out}/apply.sh --dry-run", err=True)
 
 

@@ -24,6 +24,7 @@ def format_summary(s) -> str:
         f"  transactions      {s.pending_transactions:,} open, {s.pending_offsets:,} pending offsets",
         f"  end offsets       {s.log_end_offsets:,} data-topic partition(s) in the log dirs"
         + ("" if s.log_end_offsets else " (LAG unknown: give describe --end-offsets)"),
+        _lag_line(s.lag or {}),
         f"  validation        {'passed' if s.validation.get('success', True) else 'FAILED'}"
         + (f" ({s.validation.get('failed', 0)} expectation(s) failed)" if not s.validation.get('success', True) else ""),
     ]
@@ -36,3 +37,13 @@ def format_summary(s) -> str:
         lines.append(f"  warning           {w}")
     lines.append("  time              " + ", ".join(f"{k} {v:.1f}s" for k, v in s.stage_seconds.items()))
     return "\n".join(lines)
+
+
+def _lag_line(lag: dict) -> str:
+    if not lag.get("partitions_read"):
+        return "  lag in time       unknown (no data-topic segments in the log dirs)"
+    notes = lag.get("notes") or {}
+    return (f"  lag in time       {lag.get('offsets_timed', 0):,} of {lag.get('offsets', 0):,} committed offsets, "
+            f"from {lag['partitions_read']:,} data-topic partition(s)' segments"
+            + (f"; notes: {', '.join(f'{k} {v:,}' for k, v in notes.items())} (runs.summary lag.first_notes)"
+               if notes else ""))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-STRING, INT, LONG, BOOLEAN = pa.string(), pa.int32(), pa.int64(), pa.bool_()
+STRING, INT, LONG, BOOLEAN, DOUBLE = pa.string(), pa.int32(), pa.int64(), pa.bool_(), pa.float64()
 TIMESTAMP = pa.timestamp("us", tz="UTC")
 
 
@@ -214,6 +214,38 @@ LOG_END_OFFSETS = pa.schema(
         _f("log_end_offset", LONG, False),
         _f("source", STRING, False),  # replication-offset-checkpoint, segment, file
         _f("observed_at", TIMESTAMP),  # when that source was written (file mtime); null if unknown
+        # logStartOffset: the first segment's first retained batch, or log-start-offset-checkpoint when it says more;
+        # null when the log dirs tell neither (or the snapshot was written before these columns existed)
+        _f("log_start_offset", LONG),
+        _f("log_start_source", STRING),  # log-start-offset-checkpoint, segment
+        _f("timestamp_type", STRING),  # of the newest batch: CreateTime, LogAppendTime; null without segments
+        _f("log_start_timestamp", TIMESTAMP),  # the first record at the log start (a consumer is handed), its own
+    ]
+)
+
+# One row per committed offset of the snapshot (`loaded_offsets`' group, topic, partition), with the partition's
+# bounds and the lag at the snapshot's as_of, computed by the rebuild from the input's log dirs
+# (`pipelines/state/lag.py`): a what-if snapshot's lag is for its own as_of.
+CONSUMER_LAG = pa.schema(
+    [
+        _f("snapshot_id", STRING, False),
+        _f("group_id", STRING, False),
+        _f("topic", STRING, False),
+        _f("partition", INT, False),
+        _f("committed_offset", LONG),
+        _f("log_start_offset", LONG),  # null: the log dirs do not tell
+        _f("log_end_offset", LONG),  # the `log_end_offsets` row's; null: unknown
+        _f("lag", LONG),  # log_end_offset - committed_offset, as kafka-consumer-groups' LAG; null: unknown
+        # as_of - the largest timestamp of the records up to the first one the group has not consumed (at the committed
+        # offset, or at the log start when the commit is below it); 0 when nothing is left to consume by as_of; null
+        # when the partition's data is not in the input
+        _f("lag_seconds", DOUBLE),
+        _f("commit_age_seconds", DOUBLE),  # as_of - the committed offset's commit timestamp
+        _f("next_offset", LONG),  # that first record not consumed; null when none is (caught up) or unknown
+        _f("next_timestamp", TIMESTAMP),  # the timestamp lag_seconds is measured to (the largest up to next_offset)
+        _f("timestamp_type", STRING),  # of next_offset's batch: CreateTime, LogAppendTime
+        _f("group_max_lag_seconds", DOUBLE),  # the group's largest lag_seconds (every row of the group)
+        _f("is_group_max", BOOLEAN),  # the group's worst partition (the first in topic, partition order on a tie)
     ]
 )
 
@@ -299,6 +331,7 @@ TABLES: dict[str, pa.Schema] = {
     "offset_commits": OFFSET_COMMITS,
     "quarantine": QUARANTINE,
     "log_end_offsets": LOG_END_OFFSETS,
+    "consumer_lag": CONSUMER_LAG,
     "group_history": GROUP_HISTORY,
     "runs": RUNS,
 }

@@ -11,6 +11,7 @@ from pipelines.coordinator.partitioner import partition_for
 from simulator.classic_group import ClassicGroup, ConnectGroup
 from simulator.clock import BASE_TIME_MS, Clock
 from simulator.consumer_group import ConsumerGroup
+from simulator.data_topics import DataTopics, Frontier
 from simulator.groups import KIND_CLASSIC, KIND_CONNECT, KIND_DELETED, KIND_KIP848, KIND_SHARES, KIND_SIMPLE, Group, \
     SimpleGroup
 from simulator.log import CODECS, PartitionLog
@@ -22,7 +23,8 @@ from simulator.transactions import TransactionCoordinator
 
 class Cluster:
     def __init__(self, out: Path, *, records: int, groups: int, partitions: int, seed: int, segment_bytes: int,
-                 hot_share: float | None = None, shape: str = "mixed"):
+                 hot_share: float | None = None, shape: str = "mixed", data_segments: int = 0,
+                 data_batches: int = 16, data_partitions: int | None = None):
         self.out = out
         self.hot_share = hot_share
         self.shape = shape
@@ -39,6 +41,8 @@ class Cluster:
         self.leader_epoch = 0
         self.upgraded = False
         self.newest_commit: dict[tuple[int, int], int] = {}  # (topic idx, partition) -> highest offset committed
+        self.frontier = Frontier()  # when the highest committed offsets grew: no record is consumed before it exists
+        self.data = (data_segments, data_batches, data_partitions)  # the data topics' segments (0: none written)
         self.stats = SampleStats(out_dir=str(out), seed=seed, partitions=partitions, segment_bytes=segment_bytes,
                                  shape=shape)
         if hot_share is not None:  # its own generator: the rest of the bytes follow the seed as without it
@@ -243,19 +247,21 @@ class Cluster:
         self.finish(groups)
         return stats
 
-    def write_high_watermarks(self) -> None:
+    def write_high_watermarks(self) -> dict[tuple[int, int], int]:
         """`replication-offset-checkpoint` as the broker leaves it in its log dir: every data partition's high
         watermark at or past the groups' newest commit (consumers trail producers), and every offsets partition's.
-        Its own seeded generator, so the segments stay byte for byte what they were."""
+        Its own seeded generator, so the segments stay byte for byte what they were. Returns the data partitions'."""
         rng = Random(self.rng.random())
         newest = self.newest_commit
-        lines = []
+        lines, hw = [], {}
         for t in self.topics:
             for p in range(t.partitions):
                 lag = 0 if rng.random() < 0.4 else int(rng.expovariate(1 / 500))
-                lines.append(f"{t.name} {p} {newest.get((t.idx, p), 0) + lag}")
+                hw[(t.idx, p)] = newest.get((t.idx, p), 0) + lag
+                lines.append(f"{t.name} {p} {hw[(t.idx, p)]}")
         lines += [f"__consumer_offsets {log.index} {log.next_offset}" for log in self.logs]
         (self.out / "replication-offset-checkpoint").write_text(f"0\n{len(lines)}\n" + "\n".join(lines) + "\n")
+        return hw
 
     def upgrade(self) -> None:
         """Rolling upgrade to 4.1: the leader epoch of every partition moves on, v4 commits, KIP-1101."""
@@ -289,7 +295,7 @@ class Cluster:
             g.finish()
         for log in self.logs:
             log.close()
-        self.write_high_watermarks()
+        hw = self.write_high_watermarks()
         s = self.stats
         s.groups = len(groups)
         s.producer_ids = len(self.transactions.producers)
@@ -301,4 +307,8 @@ class Cluster:
         s.offset_commit_value_versions = dict(sorted(s.offset_commit_value_versions.items()))
         s.control_records = dict(s.control_records)
         s.batches_by_codec = dict(s.batches_by_codec)
+        segments, batches, limit = self.data
+        if segments:
+            s.data_topics = DataTopics(self, hw, segments=segments, batches_per_segment=batches,
+                                       partitions=limit).write()
 

@@ -60,6 +60,7 @@ class Group:
             committed[tp] = off
             if off > newest.get(tp, -1):
                 newest[tp] = off
+                cluster.frontier.note(tp, off, ts)
             t = topics[tp[0]]
             if version == 1:
                 value = write_value(1, offset=off, metadata=metadata, commit_timestamp=ts,

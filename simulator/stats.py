@@ -38,10 +38,15 @@ class SampleStats:
     shape: str = "mixed"
     first_timestamp: int = 0
     last_timestamp: int = 0
+    # the data topics' own partitions (`data_topics`): partitions, records and bytes written, oldest segments that
+    # retention deleted; empty when none were written
+    data_topics: dict[str, int] = field(default_factory=dict)
 
     def summary(self) -> str:
         return (f"records={self.records} groups={self.groups} partitions={self.partitions} bytes={self.bytes} "
                 f"files={self.files} batches={self.batches} txns(commit/abort/open)={self.transactions_committed}/"
                 f"{self.transactions_aborted}/{self.transactions_open}"
                 + (f" hot_partition={self.hot_partition} ({self.records_per_partition[self.hot_partition]} records)"
-                   if self.hot_partition is not None else "") + ("" if self.shape == "mixed" else f" shape={self.shape}"))
+                   if self.hot_partition is not None else "") + ("" if self.shape == "mixed" else f" shape={self.shape}")
+                + (f" data_partitions={self.data_topics['partitions']} data_records={self.data_topics['records']}"
+                   f" data_bytes={self.data_topics['bytes']}" if self.data_topics else ""))

@@ -178,15 +178,15 @@ def build_combined(root: Path) -> tuple[list[str], dict[str, Expect]]:
     ex["unreadable_symlink"] = Expect("unreadable_symlink", 6, g, str(pdir(6) / f"{7:020d}.log"),
                                       ["cannot stat segment"], [-1], {0: 604}, kinds=["unreadable"])
 
-    # -- other topics' partition dirs beside the offsets partitions: reported, not read
+    # -- another internal topic's partition dir beside the offsets partitions: reported, not read; a data topic's is
+    # read for its log's bounds (LAG), never quarantined
     txn = logdir / "__transaction_state-3"
     write_segment(txn, 0, batch([(b"txn-id", b"\x00\x01state", T0)], 0))
     orders = logdir / "orders-0"
     write_segment(orders, 0, batch([(None, b"order-1", T0)], 0))
     ex["not_offsets_txn"] = Expect("not_offsets_txn", -1, None, str(txn), ["partition directory of another topic"],
                                    [-1], kinds=["not_offsets_data"])
-    ex["not_offsets_orders"] = Expect("not_offsets_orders", -1, None, str(orders),
-                                      ["partition directory of another topic"], [-1], kinds=["not_offsets_data"])
+    ex["data_topic_orders"] = Expect("data_topic_orders", -1, None, str(orders), [], [], kinds=[])
 
     # -- p9: a tabular dump in two part files that disagree on offset 2 (and repeat offset 3 identically)
     dumps = root / "dump"

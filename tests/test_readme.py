@@ -138,7 +138,7 @@ class Story:
             ("--group-regex", "R"): ".*", ("--snapshot-id", "ID"): f"readme-{len(self.made)}",
             ("--snapshot", "ID"): self.snapshots[-1], ("--group", "G"): self.group, ("--out", "OUT"): "",
             ("--topic", "T"): self.topic, ("--partition", "N"): "0", ("--storm-threshold", "N"): "10",
-            ("--hot-share", "F"): "0.9",
+            ("--hot-share", "F"): "0.9", ("--data-segments", "S"): "1", ("--data-partitions", "N"): "5",
         }
         if (option, placeholder) in by_option:
             v = by_option[(option, placeholder)]

@@ -40,8 +40,9 @@ def combined(spark, tmp_path_factory):
     wh = Warehouse(str(warehouse))
     quarantine = wh.read_table("quarantine", SNAPSHOT).to_pylist()
     offsets = wh.read_table("loaded_offsets", SNAPSHOT).to_pylist()
+    ends = wh.read_table("log_end_offsets", SNAPSHOT).to_pylist()
     return dict(result=result, summary=bi.parse_summary(result.stdout), expect=expect, quarantine=quarantine,
-                offsets=offsets, textfile=textfile)
+                offsets=offsets, textfile=textfile, log_end_offsets=ends)
 
 
 def test_combined_bad_input_exits_zero_with_balanced_accounting(combined):
@@ -145,9 +146,15 @@ def test_dangling_symlink_segment_is_quarantined_as_unreadable(combined):
     _check_kind(combined, "unreadable_symlink")
 
 
-@pytest.mark.parametrize("kind", ["not_offsets_txn", "not_offsets_orders"])
-def test_other_topics_partition_dirs_are_reported_not_read(combined, kind):
-    _check_kind(combined, kind)
+def test_other_internal_topics_partition_dirs_are_reported_not_read(combined):
+    _check_kind(combined, "not_offsets_txn")
+
+
+def test_a_data_topics_partition_dir_is_read_for_its_bounds_not_quarantined(combined):
+    e = combined["expect"]["data_topic_orders"]
+    assert not _rows_for(combined, e)
+    (row,) = [r for r in combined["log_end_offsets"] if r["topic"] == "orders"]
+    assert (row["partition"], row["log_start_offset"], row["log_end_offset"], row["source"]) == (0, 0, 1, "segment")
 
 
 def test_tabular_dumps_that_disagree_give_a_duplicate_conflict(combined):

@@ -436,15 +436,23 @@ def test_cli_writes_the_sample_and_prints_a_summary(tmp_path):
     assert res.exit_code == 0, res.output
     line = res.stderr.strip().splitlines()[-1]
     assert re.search(r"records=\d+ groups=12 partitions=3 bytes=\d+ files=\d+", line), line
-    assert sorted(p.name for p in out.iterdir()) == [f"__consumer_offsets-{i}" for i in range(3)] + [
-        "replication-offset-checkpoint"]
+    assert re.search(r"data_partitions=\d+ data_records=\d+ data_bytes=\d+", line), line
+    names = sorted(p.name for p in out.iterdir())
+    data = [n for n in names if not n.startswith("__") and "checkpoint" not in n]
+    assert [n for n in names if n not in data] == [f"__consumer_offsets-{i}" for i in range(3)] + [
+        "log-start-offset-checkpoint", "replication-offset-checkpoint"]
+    assert data and all(re.fullmatch(r"[\w.-]+-\d+", n) for n in data)  # the data topics' partitions (--data-segments 2)
     again = CliRunner().invoke(main, ["sample", str(out), "--records", "1500", "--groups", "12"])
     assert again.exit_code == 2 and "--force" in again.output
     forced = CliRunner().invoke(main, ["sample", str(out), "--records", "1500", "--groups", "12", "--force",
                                        "--partitions", "2"])
     assert forced.exit_code == 0, forced.output
-    assert sorted(p.name for p in out.iterdir()) == ["__consumer_offsets-0", "__consumer_offsets-1",
-                                                     "replication-offset-checkpoint"]
+    names = sorted(p.name for p in out.iterdir())
+    assert [n for n in names if n.startswith("__") or "checkpoint" in n] == [
+        "__consumer_offsets-0", "__consumer_offsets-1", "log-start-offset-checkpoint", "replication-offset-checkpoint"]
+    # the earlier sample's data topics went with its offsets partitions: only this one's are left
+    written = int(re.search(r"data_partitions=(\d+)", forced.stderr).group(1))
+    assert len([n for n in names if not n.startswith("__") and "checkpoint" not in n]) == written
 
 
 @pytest.mark.parametrize("argv", [
@@ -497,3 +505,69 @@ def test_cleaner_died_is_few_keys_committed_many_times(tmp_path):
     mixed, mixed_groups = commits_per_key(tmp_path / "m")
     assert died > 3 * mixed  # the same budget spent on far fewer keys
     assert died_groups < mixed_groups  # a stable fleet: few rebalances
+
+
+# ------------------------------------------------------------------------------------------------- data topics
+@pytest.fixture(scope="module")
+def with_data(tmp_path_factory):
+    root = tmp_path_factory.mktemp("sample-data")
+    return root, generate_sample(root, **{**ARGS, "data_segments": 3, "data_batches": 24})
+
+
+def test_data_topics_leave_the_offsets_topic_as_it_was(sample, with_data):
+    plain = {k: v for k, v in _tree_digest(sample[0]).items() if k.startswith("__consumer_offsets-")}
+    data = _tree_digest(with_data[0])
+    assert {k: v for k, v in data.items() if k.startswith("__consumer_offsets-")} == plain
+    assert data["replication-offset-checkpoint"] == _tree_digest(sample[0])["replication-offset-checkpoint"]
+
+
+def test_data_topics_hold_every_offset_to_the_high_watermark_written_before_it_was_consumed(with_data):
+    """Each data partition's batches, decoded whole, cover its offsets from its log start to its high watermark;
+    every record below a committed offset was written at or before that commit (a consumer commits what it
+    consumed); some topics are LogAppendTime, some producers' CreateTime goes backwards, some partitions lost their
+    oldest segment to retention, which `log-start-offset-checkpoint` may or may not say yet."""
+    from pipelines.decoding.log_end_offsets import read_offset_checkpoint
+
+    root, stats = with_data
+    hw = {tp: o for tp, o in read_offset_checkpoint(root / "replication-offset-checkpoint").items()
+          if not tp[0].startswith("__")}
+    dirs = {(d.name.rsplit("-", 1)[0], int(d.name.rsplit("-", 1)[1])): d for d in root.iterdir()
+            if d.is_dir() and not d.name.startswith("__")}
+    assert set(dirs) == set(hw) and stats.data_topics["partitions"] == len(hw)
+    largest_below: dict[tuple[str, int], list[tuple[int, int]]] = {}  # (offset, largest timestamp up to it)
+    types, backwards, starts = Counter(), 0, {}
+    for tp, d in dirs.items():
+        files = sorted(d.glob("*.log"), key=lambda p: int(p.stem))
+        assert all(p.with_suffix(".index").exists() and p.with_suffix(".timeindex").exists() for p in files)
+        expected, run, points = None, -1, []
+        for f in files:
+            for item in read_batches_from_file(f, offsets_partition=-1):
+                assert isinstance(item, tuple), item
+                header, records = item
+                assert expected is None or header.base_offset == expected
+                expected = header.last_offset + 1
+                types[header.timestamp_type] += 1
+                for r in records:
+                    backwards += r.timestamp < run
+                    run = max(run, r.timestamp)
+                    points.append((r.offset, run))
+        starts[tp] = int(files[0].stem)
+        assert (expected or 0) == hw[tp], tp
+        largest_below[tp] = points
+    assert types["LogAppendTime"] and types["CreateTime"] and backwards
+    deleted = [tp for tp, s in starts.items() if s > 0]
+    assert len(deleted) == stats.data_topics["deleted_segments"] > 0
+    checkpoint = read_offset_checkpoint(root / "log-start-offset-checkpoint")
+    assert set(checkpoint) == set(deleted) and {checkpoint[tp] for tp in deleted} <= {0, *starts.values()}
+    import bisect
+
+    checked = 0
+    for r in iter_decoded_rows([root]):
+        if r["key_type"] not in (0, 1) or r.get("committed_offset") is None:
+            continue
+        points = largest_below[(r["topic"], r["partition"])]
+        k = bisect.bisect_left([o for o, _ in points], r["committed_offset"])  # the records below the commit
+        if k:
+            assert points[k - 1][1] <= r["commit_timestamp"], r
+            checked += 1
+    assert checked > 1000

@@ -1,32 +1,37 @@
-"""Where each data-topic partition's log ended, read from what a broker left in its log dirs (for LAG offline).
+"""Where each data-topic partition's log starts and ends, read from what a broker left in its log dirs (for LAG and
+lag in time offline).
 
-Two sources per log dir (spec §1.1 for the dir layout):
+Sources per log dir (spec §1.1 for the dir layout):
 - `replication-offset-checkpoint`: the high watermark of every partition the broker hosted, as `ReplicaManager`
   last checkpointed it (every `replica.high.watermark.checkpoint.interval.ms`, 5 s by default, and at a clean
   shutdown). The high watermark is what `kafka-consumer-groups` shows as LOG-END-OFFSET (ListOffsets latest,
   read_uncommitted).
-- the tail of the partition's own segments (`<topic>-<N>/<base>.log`): the offset after the last whole entry of
-  the newest segment, i.e. the log end offset `LogLoader` would recover.
+- the partition's own segments (`<topic>-<N>/<base>.log`, `local_log.LocalLog`): the offset after the last whole
+  entry of the newest segment, i.e. the log end offset `LogLoader` would recover; the first retained batch, i.e.
+  the log start offset, with the newest batch's timestamp type.
+- `log-start-offset-checkpoint`: each partition's logStartOffset as the broker last checkpointed it (DeleteRecords
+  moves it inside a segment); the log starts at the larger of it and the first retained batch.
 Several log dirs (one broker's JBOD dirs, or several brokers' copies) are combined per partition by taking the
-highest end offset; the row says which source gave it.
+highest end offset; the row says which source gave it. The log start, its timestamp type and the timestamps lag in
+time is measured to come from the copy whose segments reach furthest (`DataLogs.logs`).
 """
 from __future__ import annotations
 
 import os
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pyarrow.fs as pafs
 
-from pipelines.decoding.segments import entry_heads
 from pipelines.io import storage
 from pipelines.io.storage import Location
 
-__all__ = ["CheckpointError", "LogEndOffset", "log_end_offsets", "log_end_offsets_table", "parse_end_offsets_text",
-           "read_offset_checkpoint", "segment_log_end_offset"]
+__all__ = ["CheckpointError", "DataLogs", "LogEndOffset", "data_logs", "log_end_offsets", "log_end_offsets_table",
+           "parse_end_offsets_text", "read_offset_checkpoint", "segment_log_end_offset"]
 
 REPLICATION_CHECKPOINT = "replication-offset-checkpoint"
+LOG_START_CHECKPOINT = "log-start-offset-checkpoint"  # local_log.SOURCE_LOG_START_CHECKPOINT
 SOURCE_CHECKPOINT = "replication-offset-checkpoint"
 SOURCE_SEGMENT = "segment"
 SOURCE_FILE = "file"
@@ -34,7 +39,6 @@ SOURCE_FILE = "file"
 _CHECKPOINT_VERSION = 0  # OffsetCheckpointFile.CurrentVersion (Kafka 0.9-4.x)
 _PARTITION_DIR = re.compile(r"^(.+)-(\d+)$")
 _SKIPPED_DIR = re.compile(r"-(delete|future|stray)$")
-_SEGMENT_NAME = re.compile(r"^(\d+)\.log$")
 
 
 def _is_data_topic(topic: str) -> bool:
@@ -50,13 +54,38 @@ class CheckpointError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class LogEndOffset:
-    """One data-topic partition's end offset, where it came from, and when that source was written (ms)."""
+    """One data-topic partition's end offset, where it came from, and when that source was written (ms); its start
+    offset and where that came from, the timestamp type of its newest batch and the timestamp of the first record
+    at its start, where the log dirs tell them."""
 
     topic: str
     partition: int
     log_end_offset: int
     source: str
     observed_at_ms: int | None
+    log_start_offset: int | None = None
+    log_start_source: str | None = None  # log-start-offset-checkpoint, segment
+    timestamp_type: str | None = None  # CreateTime, LogAppendTime
+    log_start_timestamp_ms: int | None = None
+
+
+@dataclass
+class DataLogs:
+    """What the inputs' log dirs hold of the data topics: a row per partition, the partitions' logs where their
+    segments were read (the copy reaching furthest), what could not be read (warnings) and what was not trusted
+    (notes, quarantine-style). `close` lets the logs' files go."""
+
+    rows: list[LogEndOffset]
+    logs: dict  # (topic, partition) -> local_log.LocalLog
+    warnings: list[str]
+
+    @property
+    def notes(self) -> list:
+        return [n for log in self.logs.values() for n in log.notes]
+
+    def close(self) -> None:
+        for log in self.logs.values():
+            log.close()
 
 
 def read_offset_checkpoint(path: "str | os.PathLike | Location") -> dict[tuple[str, int], int]:
@@ -96,21 +125,17 @@ def read_offset_checkpoint(path: "str | os.PathLike | Location") -> dict[tuple[s
 
 
 def segment_log_end_offset(partition_dir: str | os.PathLike) -> int | None:
-    """The offset after the last whole entry of the partition's newest segment (its log end offset).
+    """The offset after the last whole entry of the partition's newest segment (its log end offset;
+    `LocalLog.log_end_offset`): a v2 batch ends at baseOffset + lastOffsetDelta, a legacy entry (magic 0/1,
+    compressed wrapper or not) at its own offset. A torn tail is not part of the log, as recovery truncates it. An
+    empty newest segment ends where its name says. None when there is no segment."""
+    from pipelines.decoding.local_log import LocalLog  # numpy: not for the serving commands that parse end offsets
 
-    Walks the newest segment's entry heads only (`FileLogInputStream` framing): a v2 batch ends at
-    baseOffset + lastOffsetDelta, a legacy entry (magic 0/1, compressed wrapper or not) at its own offset.
-    The walk stops at the first entry that can't be framed (a torn tail is not part of the log, as recovery
-    truncates it). An empty newest segment ends where its name says. None when there is no segment.
-    """
-    d = os.fspath(partition_dir)
-    segments = sorted((int(m.group(1)), e.path) for e in os.scandir(d)
-                      if (m := _SEGMENT_NAME.match(e.name)) and e.is_file())
-    if not segments:
-        return None
-    base, path = segments[-1]
-    heads = entry_heads(path)
-    return max(base, int(heads.last_offsets.max()) + 1) if len(heads) else base
+    log = LocalLog("", -1, os.fspath(partition_dir))
+    try:
+        return log.log_end_offset
+    finally:
+        log.close()
 
 
 def _mtime_ms(info) -> int | None:
@@ -139,13 +164,43 @@ def _log_dirs(paths: Iterable["str | os.PathLike | Location"]) -> list[Location]
 
 
 def log_end_offsets(paths: Iterable["str | os.PathLike | Location"]) -> tuple[list[LogEndOffset], list[str]]:
-    """Every data-topic partition's end offset found in the inputs' broker log dirs, and warnings for what could
-    not be read (a bad checkpoint, an unreadable segment): those never fail a rebuild, they only leave LAG unknown.
+    """Every data-topic partition's end offset (and start) found in the inputs' broker log dirs, and warnings for
+    what could not be read (`data_logs`)."""
+    found = data_logs(paths)
+    found.close()
+    return found.rows, found.warnings
 
-    On object storage only the replication checkpoint is read: walking a data topic's newest segment there would
-    take a ranged GET per batch, so partitions the checkpoint leaves out are counted in a warning instead.
+
+def _checkpoint(cp: Location, what: str, warnings: list[str]):
+    """The entries of an offset checkpoint file and its modification time (ms), or (None, None) when it is absent;
+    a bad or unreadable one is a warning."""
+    try:
+        info = cp.info()
+    except (OSError, storage.StorageError) as e:
+        warnings.append(f"{what} not read: {e}")
+        return None, None
+    if info is None or info.type != pafs.FileType.File:
+        return None, None
+    try:
+        return read_offset_checkpoint(cp), _mtime_ms(info)
+    except (OSError, UnicodeDecodeError, CheckpointError, storage.StorageError) as e:
+        warnings.append(f"{what} not read: {e}")
+        return None, None
+
+
+def data_logs(paths: Iterable["str | os.PathLike | Location"]) -> DataLogs:
+    """Every data-topic partition found in the inputs' broker log dirs: its end offset (the highest any source
+    gives), its start, and its log where its segments are on a local disk. What cannot be read never fails a
+    rebuild: it is a warning, and LAG (or lag in time) goes unknown.
+
+    On object storage only the checkpoints are read: walking a data topic's segments there would take a ranged GET
+    per batch, so partitions the replication checkpoint leaves out are counted in a warning instead.
     """
+    from pipelines.decoding.local_log import LocalLog
+
     best: dict[tuple[str, int], LogEndOffset] = {}
+    starts: dict[tuple[str, int], int] = {}  # log-start-offset-checkpoint, the largest over the log dirs
+    logs: dict[tuple[str, int], LocalLog] = {}
     warnings: list[str] = []
 
     def offer(row: LogEndOffset) -> None:
@@ -155,22 +210,14 @@ def log_end_offsets(paths: Iterable["str | os.PathLike | Location"]) -> tuple[li
             best[key] = row
 
     for log_dir in _log_dirs(paths):
-        cp = log_dir / REPLICATION_CHECKPOINT
-        try:
-            cp_info = cp.info()
-        except (OSError, storage.StorageError) as e:
-            warnings.append(f"high watermarks not read: {e}")
-            cp_info = None
-        if cp_info is not None and cp_info.type == pafs.FileType.File:
-            try:
-                hw = read_offset_checkpoint(cp)
-            except (OSError, UnicodeDecodeError, CheckpointError, storage.StorageError) as e:
-                warnings.append(f"high watermarks not read: {e}")
-            else:
-                observed = _mtime_ms(cp_info)
-                for (topic, partition), offset in hw.items():
-                    if _is_data_topic(topic):
-                        offer(LogEndOffset(topic, partition, offset, SOURCE_CHECKPOINT, observed))
+        hw, observed = _checkpoint(log_dir / REPLICATION_CHECKPOINT, "high watermarks", warnings)
+        for (topic, partition), offset in (hw or {}).items():
+            if _is_data_topic(topic):
+                offer(LogEndOffset(topic, partition, offset, SOURCE_CHECKPOINT, observed))
+        dir_starts, _ = _checkpoint(log_dir / LOG_START_CHECKPOINT, "log start offsets", warnings)
+        for key, offset in (dir_starts or {}).items():
+            if _is_data_topic(key[0]):
+                starts[key] = max(offset, starts.get(key, offset))
         try:
             entries = log_dir.listdir()
         except (OSError, storage.StorageError) as e:
@@ -182,23 +229,45 @@ def log_end_offsets(paths: Iterable["str | os.PathLike | Location"]) -> tuple[li
             m = _PARTITION_DIR.match(name)
             if not m or _SKIPPED_DIR.search(name) or not _is_data_topic(m.group(1)) or e.type != pafs.FileType.Directory:
                 continue
+            key = (m.group(1), int(m.group(2)))
             if log_dir.remote:
-                unwalked += (m.group(1), int(m.group(2))) not in best
+                unwalked += key not in best
                 continue
+            log = LocalLog(key[0], key[1], e.path, (dir_starts or {}).get(key))
             try:
-                leo = segment_log_end_offset(e.path)
-                newest = max((x for x in os.scandir(e.path) if _SEGMENT_NAME.match(x.name)), default=None,
-                             key=lambda x: int(_SEGMENT_NAME.match(x.name).group(1)))
-                newest_info = None if newest is None else log_dir.fs.get_file_info(newest.path)
+                leo = log.log_end_offset
+                newest = log.segments[-1].path if log.segments else None
+                newest_info = None if newest is None else log_dir.fs.get_file_info(newest)
             except OSError as err:
                 warnings.append(f"{e.path}: log end offset not read: {err}")
+                log.close()
                 continue
-            if leo is not None:
-                offer(LogEndOffset(m.group(1), int(m.group(2)), leo, SOURCE_SEGMENT, _mtime_ms(newest_info)))
+            if leo is None:
+                log.close()
+                continue
+            offer(LogEndOffset(key[0], key[1], leo, SOURCE_SEGMENT, _mtime_ms(newest_info)))
+            held = logs.get(key)
+            if held is None or leo > held.log_end_offset:
+                if held is not None:
+                    held.close()
+                logs[key] = log
+            else:
+                log.close()
         if unwalked:
             warnings.append(f"{log_dir}: {unwalked} data-topic partition(s) not in {REPLICATION_CHECKPOINT}: their "
                             "log end offsets are not read from object storage (LAG unknown there)")
-    return sorted(best.values(), key=lambda r: (r.topic, r.partition)), warnings
+    rows = []
+    for key, row in sorted(best.items()):
+        log = logs.get(key)
+        if log is not None:
+            start, source = log.log_start
+            at = log.first_unconsumed(start) if start is not None else None
+            row = replace(row, log_start_offset=start, log_start_source=source, timestamp_type=log.timestamp_type,
+                          log_start_timestamp_ms=None if at is None else at.timestamp_ms)
+        elif key in starts:
+            row = replace(row, log_start_offset=starts[key], log_start_source=LOG_START_CHECKPOINT)
+        rows.append(row)
+    return DataLogs(rows, logs, warnings)
 
 
 def _is_int(text: str) -> bool:
@@ -251,6 +320,15 @@ def log_end_offsets_table(rows: list[LogEndOffset], snapshot_id: str):
         "partition": pa.array([r.partition for r in rows], pa.int32()),
         "log_end_offset": pa.array([r.log_end_offset for r in rows], pa.int64()),
         "source": pa.array([r.source for r in rows], pa.string()),
-        "observed_at": pa.array([None if r.observed_at_ms is None else r.observed_at_ms * 1000 for r in rows],
-                                pa.timestamp("us", tz="UTC")),
+        "observed_at": _timestamps([r.observed_at_ms for r in rows]),
+        "log_start_offset": pa.array([r.log_start_offset for r in rows], pa.int64()),
+        "log_start_source": pa.array([r.log_start_source for r in rows], pa.string()),
+        "timestamp_type": pa.array([r.timestamp_type for r in rows], pa.string()),
+        "log_start_timestamp": _timestamps([r.log_start_timestamp_ms for r in rows]),
     })
+
+
+def _timestamps(ms: list[int | None]):
+    import pyarrow as pa
+
+    return pa.array([None if v is None else v * 1000 for v in ms], pa.timestamp("us", tz="UTC"))

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     import numpy as np
 
 __all__ = ["EntryHeads", "InputError", "SegmentFile", "discover_segments", "entry_heads", "read_log",
-           "read_segment_batches"]
+           "read_segment_batches", "walk_entry_heads"]
 
 OFFSETS_TOPIC = "__consumer_offsets"
 _OFFSETS_DIR = re.compile(r"^__consumer_offsets-(\d+)$")
@@ -266,7 +266,8 @@ def _lists_partition_dirs(p: str, tree) -> bool:
 
 
 def _discover_log_dir(p: str, tree, segments: list[SegmentFile], problems: list[ReadProblem]) -> None:
-    """A broker log dir: every `__consumer_offsets-N` child; other topics' partition dirs are reported."""
+    """A broker log dir: every `__consumer_offsets-N` child. A data topic's partition dir is left to
+    `log_end_offsets` (its bounds and timestamps, for LAG); another internal topic's is reported."""
     try:
         entries = sorted(tree.scandir(p), key=lambda e: e.name)
     except OSError as e:
@@ -286,7 +287,7 @@ def _discover_log_dir(p: str, tree, segments: list[SegmentFile], problems: list[
                 _discover_partition_dir(e.path, tree, int(m.group(1)), segments, problems)
             elif _SKIPPED_DIR.search(e.name):
                 continue
-            elif _TOPIC_PARTITION_DIR.match(e.name):
+            elif (tp := _TOPIC_PARTITION_DIR.match(e.name)) and tp.group(1).startswith("__"):
                 problems.append(_problem(e.path, -1, "not_offsets_data",
                                          f"{e.name} is a partition directory of another topic; not read"))
         elif e.name.endswith(".log") or e.name.endswith(".log" + _SWAP_SUFFIX):
@@ -392,6 +393,12 @@ def entry_heads(path: PathArg, start_position: int = 0) -> EntryHeads:
             return EntryHeads(np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.int64), start_position)
         with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
             return (_walk_entry_heads if fastdecode is None else _walk_entry_heads_in_c)(mm, start_position)
+
+
+def walk_entry_heads(buf, start: int = 0) -> EntryHeads:
+    """`entry_heads` over bytes already in hand (a mapped segment, or a slice of one: the walk stops at its end, so
+    a slice bounds it). In C (`native`), else `_walk_entry_heads`."""
+    return (_walk_entry_heads if fastdecode is None else _walk_entry_heads_in_c)(buf, start)
 
 
 def _walk_entry_heads_in_c(buf, start: int) -> EntryHeads:

@@ -246,7 +246,8 @@ def _clock(run: Run, planned: Planned, decoded: Decoded) -> Clock:
 @dataclass(frozen=True)
 class ReadAhead:
     previous_events: object  # the previous snapshot's group history an incremental run carries forward, in hand
-    log_end_offsets: object  # pa.Table: the data topics' end offsets the input's log dirs hold (LAG as of the dump)
+    log_end_offsets: object  # pa.Table: the data topics' bounds the input's log dirs hold (LAG as of the dump)
+    data_logs: object  # decoding.log_end_offsets.DataLogs: the data partitions' logs, for the lag in time
     warnings: tuple[str, ...]
 
 
@@ -255,11 +256,13 @@ def _read_ahead(run: Run, planned: Planned, route: Route) -> Future:
     and a replay on Spark tasks leaves this process waiting. The shards' tasks write their group history on the
     cluster (`Route.SHARDS`): the history carried forward is then read there too, by `assemble`."""
     def read() -> ReadAhead:
-        from pipelines.decoding.log_end_offsets import log_end_offsets, log_end_offsets_table
+        from pipelines.decoding.log_end_offsets import data_logs, log_end_offsets_table
 
         events = planned.inc.previous_group_history(run.warehouse) if route is not Route.SHARDS else None
-        rows, warnings = log_end_offsets(run.prepared.inputs)
-        return ReadAhead(events, log_end_offsets_table(rows, run.snapshot_id), tuple(warnings))
+        found = data_logs(run.prepared.inputs)
+        found.close()  # mapped again by the lag's reads, partition by partition
+        return ReadAhead(events, log_end_offsets_table(found.rows, run.snapshot_id), found,
+                         tuple(found.warnings))
     ahead = in_thread("read-ahead", read)
     run.held.callback(ahead.exception)  # a run that failed before it was needed leaves no thread reading
     return ahead
@@ -341,6 +344,7 @@ class Assembled:
     checked: dict  # what validation reads of the history: Arrow in hand, the shards' suspects, or the rows
     read_ahead: ReadAhead
     counted: dict  # rows of a table of `log_sized`, counted where they were made (`Replayed.counted`)
+    lag: object  # state.lag.LagFacts: what the lag in time found
 
 
 def assemble(run: Run, planned: Planned, decoded: Decoded, replayed: Replayed) -> Assembled:
@@ -367,6 +371,7 @@ def assemble(run: Run, planned: Planned, decoded: Decoded, replayed: Replayed) -
             counted.pop("group_history", None)
     in_hand = with_served_offsets({t: a for t, a in tables.items() if t in SNAPSHOT_TABLES})
     in_hand["log_end_offsets"] = ahead.log_end_offsets
+    in_hand["consumer_lag"], lag = _lag(run, replayed.clock, in_hand, ahead)
     history = tables["offset_commits"]
     # validated as it came: Arrow in-process (and written from the rows in hand); from Spark, the rows its shards
     # flagged (the rows otherwise)
@@ -380,7 +385,23 @@ def assemble(run: Run, planned: Planned, decoded: Decoded, replayed: Replayed) -
     quarantine = quarantine_table(decoded.log, run.snapshot_id, error_rows=decoded.facts.counts.get(KIND_ERROR, 0))
     log_sized = {"offset_commits": history, "quarantine": quarantine}
     (in_hand if isinstance(events, pa.Table) else log_sized)["group_history"] = events
-    return Assembled(in_hand=in_hand, log_sized=log_sized, checked=checked, read_ahead=ahead, counted=counted)
+    return Assembled(in_hand=in_hand, log_sized=log_sized, checked=checked, read_ahead=ahead, counted=counted,
+                     lag=lag)
+
+
+def _lag(run: Run, clock: Clock, in_hand: dict, ahead: ReadAhead):
+    """Every committed offset's lag at the run's as_of, in offsets and in time (`state.lag`), in this process: one
+    batch per distinct asked offset, read from the input's data-topic segments."""
+    from pipelines.state.lag import lag_table
+
+    logs = ahead.data_logs.logs
+    run.progress.stage("lag", f"{in_hand['loaded_offsets'].num_rows:,} committed offsets, "
+                              f"{len(logs):,} data-topic partition(s) with segments")
+    try:
+        return lag_table(in_hand["loaded_offsets"], in_hand["log_end_offsets"], logs, clock.as_of_ms,
+                         run.snapshot_id)
+    finally:
+        ahead.data_logs.close()
 
 
 class Staging:
@@ -478,6 +499,7 @@ def summarize(run: Run, planned: Planned, decoded: Decoded, replayed: Replayed, 
         task_cpu_seconds=decoded.task_cpu_seconds, record_type_counts=decoded.facts.counts,
         records_in=decoded.records_in, records_quarantined=decoded.records_quarantined, incremental=incremental,
         as_of=ms_to_iso(replayed.clock.as_of_ms), log_end_offsets=assembled.in_hand["log_end_offsets"].num_rows,
+        lag=_lag_summary(assembled.lag),
         validation=validated.validation.summary(), bytes_unread=accounting.totals.bytes_unread,
         unread_ranges=[list(r) for r in accounting.totals.unread_ranges],
         groups=stats["loaded_groups"], removed_groups=stats["removed_groups"], offsets=stats["loaded_offsets"],
@@ -488,6 +510,20 @@ def summarize(run: Run, planned: Planned, decoded: Decoded, replayed: Replayed, 
         misplaced_groups=misplaced_count(assembled.in_hand["loaded_groups"]),
         log_gaps={str(p): g for p, g in sorted(replayed.clock.log_gaps.items())},
         status="validation_failed" if validated.validation.should_fail_run else "succeeded")
+
+
+def _lag_summary(facts) -> dict:
+    """The lag in time in short: partitions read, committed offsets timed, and the data logs' notes (counted by
+    kind, the first few in full: `schemas.log_notes`)."""
+    from collections import Counter
+
+    notes = facts.notes
+    return {"partitions_read": facts.partitions_read, "offsets": facts.offsets, "offsets_timed": facts.offsets_timed,
+            "records_read": facts.records_read, "notes": dict(sorted(Counter(n.kind for n in notes).items())),
+            "first_notes": [n.as_json() for n in notes[:_NOTES_SHOWN]]}
+
+
+_NOTES_SHOWN = 20
 
 
 # ================================================================================================================

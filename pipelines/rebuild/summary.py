@@ -42,6 +42,9 @@ class RunSummary:
     log_end_offsets: int = 0  # data-topic partitions whose end offset the input's log dirs gave (for LAG)
     # offsets partition -> where its log lacks offsets (compacted): {first_offset, compacted_below, compacted_until}
     log_gaps: dict = field(default_factory=dict)
+    # the lag in time (`consumer_lag`): data-topic partitions whose segments were read, committed offsets with a
+    # lag_seconds, records looked up, and the data logs' notes (`schemas.log_notes`: counts by kind, the first few)
+    lag: dict = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     validation: dict = field(default_factory=dict)
     stage_seconds: dict[str, float] = field(default_factory=dict)

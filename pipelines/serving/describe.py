@@ -49,8 +49,10 @@ def _assigned(member: dict) -> list[tuple[str, int]]:
 
 def offset_rows(idx: SnapshotIndex, gid: str, end_offsets: dict | None) -> list[dict]:
     """collectGroupsOffsets: members with more partitions first, each member's partitions by topic then
-    partition, then committed-but-unassigned partitions with `-` consumer/host/client."""
+    partition, then committed-but-unassigned partitions with `-` consumer/host/client. Each row also has the lag in
+    time the snapshot computed (`consumer_lag.lag_seconds`, at its as_of; None when unknown)."""
     committed = {(o["topic"], o["partition"]): o for o in idx.group_offsets(gid)}
+    timed = idx.group_lag(gid)
     members = [m for m in idx.group_members(gid) if m.get("assigned_partitions")]
     members.sort(key=lambda m: -len(_assigned(m)))  # stable: ties keep member order
     rows, seen = [], set()
@@ -70,6 +72,7 @@ def offset_rows(idx: SnapshotIndex, gid: str, end_offsets: dict | None) -> list[
             "consumer_id": consumer,
             "host": host,
             "client_id": client,
+            "lag_seconds": (timed.get(tp) or {}).get("lag_seconds") if o else None,
         }
 
     for m in members:
@@ -85,6 +88,14 @@ def _s(v) -> str:
     return MISSING if v is None else str(v)
 
 
+def lag_time(seconds: float | None) -> str:
+    """LAG-TIME: the lag in seconds as an ISO-8601 duration to the millisecond (`PT59M30.354S`, `PT0S` caught up),
+    `-` when unknown."""
+    from pipelines.times import iso_duration
+
+    return MISSING if seconds is None else iso_duration(nanoseconds=round(seconds * 1000) * 1_000_000)
+
+
 def render_offsets(r: Rendered, idx: SnapshotIndex, gid: str, end_offsets: dict | None, verbose: bool) -> None:
     g = idx.group(gid)
     rows = offset_rows(idx, gid, end_offsets) if idx.exists(gid) else []
@@ -94,18 +105,21 @@ def render_offsets(r: Rendered, idx: SnapshotIndex, gid: str, end_offsets: dict 
     wt = max([15] + [len(x["topic"]) for x in rows])
     wc = max([15] + [len(x["consumer_id"]) for x in rows])
     wh = max([15] + [len(x["host"]) for x in rows])
+    wcl = max([15] + [len(x["client_id"]) for x in rows])
+    # Kafka's columns as it lays them out, then LAG-TIME last: scripts cutting the first columns read them as ever
     if verbose:
-        fmt = f"\n{{:<{wg}}} {{:<{wt}}} {{:<10}} {{:<15}} {{:<15}} {{:<15}} {{:<15}} {{:<{wc}}} {{:<{wh}}} {{}}"
-        head = ("GROUP", "TOPIC", "PARTITION", "LEADER-EPOCH", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID", "HOST", "CLIENT-ID")
+        fmt = f"\n{{:<{wg}}} {{:<{wt}}} {{:<10}} {{:<15}} {{:<15}} {{:<15}} {{:<15}} {{:<{wc}}} {{:<{wh}}} {{:<{wcl}}} {{}}"
+        head = ("GROUP", "TOPIC", "PARTITION", "LEADER-EPOCH", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID", "HOST", "CLIENT-ID", "LAG-TIME")
     else:
-        fmt = f"\n{{:<{wg}}} {{:<{wt}}} {{:<10}} {{:<15}} {{:<15}} {{:<15}} {{:<{wc}}} {{:<{wh}}} {{}}"
-        head = ("GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID", "HOST", "CLIENT-ID")
+        fmt = f"\n{{:<{wg}}} {{:<{wt}}} {{:<10}} {{:<15}} {{:<15}} {{:<15}} {{:<{wc}}} {{:<{wh}}} {{:<{wcl}}} {{}}"
+        head = ("GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID", "HOST", "CLIENT-ID", "LAG-TIME")
     parts = [fmt.format(*head)]
     for x in rows:
         vals = [gid, x["topic"], str(x["partition"])]
         if verbose:
             vals.append(_s(x["leader_epoch"]))
-        vals += [_s(x["offset"]), _s(x["log_end_offset"]), _s(x["lag"]), x["consumer_id"], x["host"], x["client_id"]]
+        vals += [_s(x["offset"]), _s(x["log_end_offset"]), _s(x["lag"]), x["consumer_id"], x["host"], x["client_id"],
+                 lag_time(x["lag_seconds"])]
         parts.append(fmt.format(*vals))
     parts.append("\n")
     r.out("".join(parts))

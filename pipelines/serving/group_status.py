@@ -24,6 +24,10 @@ Offline, from one snapshot (what the evaluation can and cannot know):
 * the lag AT a past commit is known only where an end offset was observed while that commit was the latest: each
   `log_end_offsets` observation (this snapshot's and the earlier scheduled snapshots', at `observed_at`) gives the
   lag of the last commit at or before it. Other commits carry no lag (Burrow's nil lag: skipped by its rules);
+* the lag in time (`consumer_lag.lag_seconds`) decides Burrow's first rule where it knows more than the offsets:
+  a partition whose lag in time is 0 is OK whatever its offset lag, as nothing a consumer is handed lies past its
+  commit (only transaction markers, which no consumer receives and whose offsets `kafka-consumer-groups` counts as
+  lag forever, or nothing written by the as-of). The other rules are Burrow's, on offsets and commit times;
 * so: STOP and STALL need the current lag (a partition without a known end offset can be neither), REWIND needs
   offsets only (an unrecovered rewind is behind an offset the log has, so its lag is > 0 whatever the end offset),
   WARN needs at least two known lags in the window (Burrow, with fewer, calls any lagging consumer WARN; offline
@@ -68,9 +72,11 @@ class PartitionStatus:
     status: str
     lag: int | None  # current lag, clipped at 0 as Burrow does; None: the end offset is unknown
     window: list[Commit] = field(default_factory=list)
+    lag_seconds: float | None = None  # the lag in time at as-of (`consumer_lag`); None: unknown
 
     def as_json(self) -> dict:
         return {"topic": self.topic, "partition": self.partition, "status": self.status, "lag": self.lag,
+                "lag_seconds": self.lag_seconds,
                 "window": [{"offset": c.offset, "timestamp": _iso(c.timestamp), "lag": c.lag} for c in self.window]}
 
 
@@ -142,15 +148,15 @@ def window(commits: list[tuple[int, float]], intervals: int = INTERVALS,
 
 
 def partition_status(offsets: list[Commit], current_lag: int | None, now: float,
-                     allowed_lag: int = ALLOWED_LAG) -> str:
+                     allowed_lag: int = ALLOWED_LAG, lag_seconds: float | None = None) -> str:
     """Burrow's `calculatePartitionStatus` over one window (oldest first), with the offline limits in the module
-    docstring: `current_lag` None (no end offset) decides REWIND only."""
+    docstring: `current_lag` None (no end offset) decides REWIND only; a lag in time of 0 is no lag."""
     if not offsets:
         return "OK"
     if current_lag is None:
         rewind = _rewind_index(offsets)
         return "REWIND" if rewind > 0 and not _rewind_recovered(offsets, rewind) else "OK"
-    if current_lag <= allowed_lag:
+    if current_lag <= allowed_lag or lag_seconds == 0:
         return "OK"
     # Rule 3 first: a stopped consumer is a problem even with zero lag somewhere in an old window
     if now - offsets[-1].timestamp > offsets[-1].timestamp - offsets[0].timestamp:
@@ -302,6 +308,7 @@ def evaluate_groups(reader: SnapshotReader, idx: SnapshotIndex, snaps: list[Snap
         history, out.unavailable = {}, str(e)
     seen = _observations(reader, snaps, served, leo)
     now = epoch_seconds(served.as_of)
+    timed = idx.lag_seconds
     per_group: dict[str, list[PartitionStatus]] = {}
     for g, tp, p, c in zip(t.column("group_id").to_pylist(), t.column("topic").to_pylist(),
                            t.column("partition").to_pylist(), t.column("committed_offset").to_pylist()):
@@ -310,7 +317,9 @@ def evaluate_groups(reader: SnapshotReader, idx: SnapshotIndex, snaps: list[Snap
         slots = window(history.get((g, tp, p), []))
         _attach_lags(slots, seen.get((tp, p), []))
         at = now if now is not None else (slots[-1].timestamp if slots else 0.0)
-        per_group.setdefault(g, []).append(PartitionStatus(tp, p, partition_status(slots, lag, at), lag, slots))
+        secs = timed.get((g, tp, p))
+        per_group.setdefault(g, []).append(PartitionStatus(tp, p, partition_status(slots, lag, at, lag_seconds=secs),
+                                                           lag, slots, secs))
     out.update((g, group_status(g, parts)) for g, parts in per_group.items())
     return out
 

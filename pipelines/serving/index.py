@@ -14,9 +14,14 @@ import pyarrow.compute as pc
 
 from pipelines.io.snapshots import Snapshot, SnapshotReader, column_values, table_rows
 from pipelines.serving.cache import ResponseCache
+from pipelines.state.lag import consumer_lag  # noqa: F401 - LAG's one rule, which the serving modules import here
 
 # The contract's shape of one committed offset (`GET /groups/{id}/offsets`).
 OFFSET_FIELDS = ["topic", "partition", "committed_offset", "leader_epoch", "metadata", "commit_timestamp"]
+# What each committed offset carries of its partition's bounds and its lag (`consumer_lag`, CONTRACT.md 2026-12-01).
+LAG_FIELDS = ["log_start_offset", "log_end_offset", "lag", "lag_seconds", "commit_age_seconds"]
+# The group's own figures of lag in time, on every row of `consumer_lag`.
+GROUP_LAG_FIELDS = ["group_max_lag_seconds", "is_group_max"]
 
 # Group states as Kafka names them (GroupState): classic, consumer, streams, share groups.
 GROUP_STATES = (
@@ -33,14 +38,6 @@ GROUP_TYPES = ("classic", "consumer", "share", "streams")
 REBALANCING_STATES = frozenset({"PreparingRebalance", "CompletingRebalance", "Assigning", "Reconciling"})
 # The new coordinator's default server assignor: the first of `group.consumer.assignors` (default `uniform,range`).
 DEFAULT_CONSUMER_ASSIGNOR = "uniform"
-
-
-def consumer_lag(log_end_offset: int | None, committed_offset: int | None) -> int | None:
-    """LAG as `ConsumerGroupCommand.getLag` computes it: unknown without an end offset or a committed offset (-1
-    is none). Like the tool, a commit past the end offset (an end offset older than the commit) shows negative."""
-    if log_end_offset is None or committed_offset is None or committed_offset == -1:
-        return None
-    return log_end_offset - committed_offset
 
 
 def assignment_strategy(group: dict) -> str | None:
@@ -140,6 +137,7 @@ def _plain(schema: pa.Schema) -> bool:
     return all(
         pa.types.is_timestamp(f.type) or pa.types.is_string(f.type) or pa.types.is_large_string(f.type)
         or pa.types.is_integer(f.type) or pa.types.is_boolean(f.type) or pa.types.is_null(f.type)
+        or pa.types.is_floating(f.type)
         for f in schema
     )
 
@@ -323,6 +321,9 @@ class SnapshotIndex:
 
         self.topics: dict[str, TopicEntry] = _topic_entries(self.offsets.table)
         self._log_end_offsets = tables.get("log_end_offsets")
+        # each committed offset's lag at the snapshot's as_of, in offsets and in time, as the rebuild computed it
+        # (`consumer_lag`; a snapshot written before it has none: its answers carry the offset lag alone)
+        self.lag = Grouped(tables.get("consumer_lag"), "group_id", ["topic", "partition"])
         # Serialized answers of the HTTP API, filled lazily (see pipelines/serving/cache.py).
         self.responses = ResponseCache()
 
@@ -334,6 +335,40 @@ class SnapshotIndex:
             return {}
         return dict(zip(zip(t.column("topic").to_pylist(), t.column("partition").to_pylist()),
                         t.column("log_end_offset").to_pylist()))
+
+    @functools.cached_property
+    def start_offsets(self) -> dict[tuple[str, int], int]:
+        """(topic, partition) -> log start offset, from the snapshot's `log_end_offsets` (where the log dirs told)."""
+        t = self._log_end_offsets
+        if t is None or t.num_rows == 0 or "log_start_offset" not in t.column_names:
+            return {}
+        return {tp: s for tp, s in zip(zip(t.column("topic").to_pylist(), t.column("partition").to_pylist()),
+                                       t.column("log_start_offset").to_pylist()) if s is not None}
+
+    @functools.cached_property
+    def lag_seconds(self) -> dict[tuple[str, str, int], float]:
+        """(group, topic, partition) -> lag_seconds, where the snapshot knows it (`consumer_lag`)."""
+        t = self.lag.table
+        if t is None or "lag_seconds" not in t.column_names:
+            return {}
+        t = t.filter(pc.is_valid(t.column("lag_seconds")))
+        return dict(zip(zip(t.column("group_id").to_pylist(), t.column("topic").to_pylist(),
+                            t.column("partition").to_pylist()), t.column("lag_seconds").to_pylist()))
+
+    @functools.cached_property
+    def group_max_lag(self) -> dict[str, tuple[float, str, int]]:
+        """group -> (its largest lag_seconds, the topic and partition holding it), as `consumer_lag` marks them."""
+        t = self.lag.table
+        if t is None or "is_group_max" not in t.column_names:
+            return {}
+        t = t.filter(pc.fill_null(t.column("is_group_max"), False))
+        return {g: (s, tp, p) for g, s, tp, p in zip(*(t.column(c).to_pylist() for c in (
+            "group_id", "group_max_lag_seconds", "topic", "partition")))}
+
+    def group_lag(self, group_id: str) -> dict[tuple[str, int], dict]:
+        """(topic, partition) -> the group's `consumer_lag` row there (empty for a snapshot without the table)."""
+        return {(r["topic"], r["partition"]): r
+                for r in self.lag.rows(group_id, ["topic", "partition", *LAG_FIELDS, *GROUP_LAG_FIELDS])}
 
     def end_offset_sources(self, tps) -> list[dict]:
         """Where the end offsets of partitions `tps` ((topic, partition) pairs) come from: one entry per `source`
@@ -401,6 +436,7 @@ def _by_group(t: pa.Table | None) -> dict[str, dict]:
 
 
 SNAPSHOT_INDEX_TABLES = (
+    "consumer_lag",
     "loaded_offsets",
     "empty_group_offsets",
     "loaded_groups",
@@ -427,7 +463,7 @@ def load_index(
     if group_ids is None and topic is not None:
         flt = [("topic", "=", topic)] + ([("partition", "=", partition)] if partition is not None else [])
         # The committed offsets on the topic (or partition) and nothing else: what `lookup --topic` answers.
-        for t in ("loaded_offsets", "empty_group_offsets", "log_end_offsets"):
+        for t in ("loaded_offsets", "empty_group_offsets", "log_end_offsets", "consumer_lag"):
             tables[t] = reader.snapshot_table(t, snapshot, filters=flt)
         return SnapshotIndex(snapshot, tables)
     flt = [("group_id", "in", list(group_ids))] if group_ids is not None else None

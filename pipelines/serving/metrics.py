@@ -125,34 +125,42 @@ def run_families(run: dict | None) -> list:
 
 
 def _partition_families(idx: SnapshotIndex, max_series: int) -> tuple[list, int]:
-    """Committed offset and lag per (group, topic, partition); over `max_series` partitions, the largest lags
-    (known before unknown) are kept. Returns the families and the series left out."""
-    leo = idx.end_offsets
-    rows = []  # (group, topic, partition, committed, lag)
+    """Committed offset, lag and lag in time per (group, topic, partition); over `max_series` partitions, the
+    largest lags are kept: in time first, then in offsets (known before unknown). Returns the families and the
+    series left out."""
+    leo, timed = idx.end_offsets, idx.lag_seconds
+    rows = []  # (group, topic, partition, committed, lag, lag seconds)
     t = idx.offsets.table
     if t is not None and t.num_rows:
         for g, tp, p, c in zip(t.column("group_id").to_pylist(), t.column("topic").to_pylist(),
                                t.column("partition").to_pylist(), t.column("committed_offset").to_pylist()):
-            rows.append((g, tp, p, c, consumer_lag(leo.get((tp, p)), c)))
+            rows.append((g, tp, p, c, consumer_lag(leo.get((tp, p)), c), timed.get((g, tp, p))))
     omitted = 0
     if len(rows) > max_series:
-        rows.sort(key=lambda r: (r[4] is None, -(r[4] or 0), r[0], r[1], r[2]))
-        omitted = sum(2 if r[4] is not None else 1 for r in rows[max_series:])
+        rows.sort(key=lambda r: (r[4] is None and r[5] is None, -(r[5] if r[5] is not None else -1), -(r[4] or 0),
+                                 r[0], r[1], r[2]))
+        omitted = sum(1 + (r[4] is not None) + (r[5] is not None) for r in rows[max_series:])
         rows = rows[:max_series]
     committed = _gauge("consumer_group_committed_offset", "committed offset per group, topic and partition",
                        ["group", "topic", "partition"])
     lag = _gauge("consumer_group_lag", "log end offset minus committed offset, where the end offset is known",
                  ["group", "topic", "partition"])
-    for g, tp, p, c, lg in rows:
+    lag_seconds = _gauge("consumer_group_lag_seconds", "seconds from the first record the group has not consumed "
+                                                       "(the largest timestamp up to it) to the snapshot's as-of; 0 "
+                                                       "caught up; where the partition's segments were in the input",
+                         ["group", "topic", "partition"])
+    for g, tp, p, c, lg, secs in rows:
         committed.add_metric([g, tp, str(p)], c)
         if lg is not None:
             lag.add_metric([g, tp, str(p)], lg)
-    return [committed, lag], omitted
+        if secs is not None:
+            lag_seconds.add_metric([g, tp, str(p)], secs)
+    return [committed, lag, lag_seconds], omitted
 
 
-def _group_series(row: dict, st: gs.GroupStatus | None) -> int:
+def _group_series(row: dict, st: gs.GroupStatus | None, timed: bool) -> int:
     """How many series `_group_families` gives one group (what leaving it out takes away)."""
-    n = 1 + (row.get("member_count") is not None)
+    n = 1 + (row.get("member_count") is not None) + timed
     if st is not None:
         n += 3 + (st.total_lag is not None) + 2 * (st.max_lag is not None)
     return n
@@ -174,7 +182,10 @@ def _group_families(idx: SnapshotIndex, statuses: dict[str, gs.GroupStatus], max
                    ["group"])
     worst_at = _gauge("consumer_group_max_lag_info", "the partition with the group's largest lag (1)",
                       ["group", "topic", "partition"])
+    worst_time = _gauge("consumer_group_max_lag_seconds", "the largest lag in time of one partition of the group",
+                        ["group"])
     counts = _gauge("groups_with_status", "groups with committed offsets by status (Burrow's rules)", ["status"])
+    timed = idx.group_max_lag
     for s, n in gs.status_counts(statuses).items():
         counts.add_metric([s], n)
     ok = gs.GroupStatus("", "OK", [])
@@ -182,13 +193,15 @@ def _group_families(idx: SnapshotIndex, statuses: dict[str, gs.GroupStatus], max
                                                -(statuses.get(g, ok).total_lag or 0), g))
     omitted = 0
     if len(ids) > max_series:
-        omitted = sum(_group_series(idx.groups.get(g) or {}, statuses.get(g)) for g in ids[max_series:])
+        omitted = sum(_group_series(idx.groups.get(g) or {}, statuses.get(g), g in timed) for g in ids[max_series:])
         ids = ids[:max_series]
     for gid in sorted(ids):
         row = idx.groups.get(gid) or {}
         state.add_metric([gid, row.get("state") or "Unknown"], 1)
         if row.get("member_count") is not None:
             members.add_metric([gid], row["member_count"])
+        if gid in timed:
+            worst_time.add_metric([gid], timed[gid][0])
         st = statuses.get(gid)
         if st is None:
             continue
@@ -201,7 +214,7 @@ def _group_families(idx: SnapshotIndex, statuses: dict[str, gs.GroupStatus], max
         if top is not None:
             worst.add_metric([gid], top.lag)
             worst_at.add_metric([gid, top.topic, str(top.partition)], 1)
-    return [state, members, status, parts, known, total, worst, worst_at, counts], omitted
+    return [state, members, status, parts, known, total, worst, worst_at, worst_time, counts], omitted
 
 
 def state_families(idx: SnapshotIndex, previous: SnapshotIndex | None, max_series: int = DEFAULT_MAX_SERIES,

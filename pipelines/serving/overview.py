@@ -3,8 +3,9 @@ across snapshots (`GET /history/offsets`, the page's per-group chart).
 
 The overview answers "is the data fresh and trustworthy, and where does it hurt": the served snapshot and the
 most recent runs (a run whose validation failed says so: it is kept but never served), groups by type and state,
-the groups with the most lag (from `log_end_offsets`, when the snapshot has it) and the committed offsets that
-went backwards since the previous scheduled snapshot (`offsetlake diff`'s rule).
+the groups most behind (lag in time first, from `consumer_lag`, then in offsets, from `log_end_offsets`, when the
+snapshot has them) and the committed offsets that went backwards since the previous scheduled snapshot (`offsetlake
+diff`'s rule).
 """
 from __future__ import annotations
 
@@ -111,10 +112,12 @@ def groups_by_type_and_state(idx: SnapshotIndex) -> list[dict]:
 
 
 def top_lag(idx: SnapshotIndex, limit: int = TOP_LAG) -> tuple[list[dict], int]:
-    """The `limit` groups with the largest summed lag (partitions whose end offset is known), and how many
-    committed offsets have a known lag at all."""
+    """The `limit` groups most behind: the largest lag in time first (`consumer_lag`: the group's worst partition),
+    then the largest summed lag (partitions whose end offset is known); and how many committed offsets have a known
+    lag at all."""
     leo = idx.end_offsets
     t = idx.offsets.table
+    timed = idx.group_max_lag
     if not leo or t is None or t.num_rows == 0:
         return [], 0
     per: dict[str, dict] = {}
@@ -131,7 +134,11 @@ def top_lag(idx: SnapshotIndex, limit: int = TOP_LAG) -> tuple[list[dict], int]:
         s["partitions"] += 1
         if s["max_topic"] is None or lag > s["max_partition_lag"]:
             s["max_partition_lag"], s["max_topic"], s["max_partition"] = lag, tp, p
-    ranked = sorted(per.values(), key=lambda s: (-s["lag"], s["group_id"]))
+    for s in per.values():
+        secs, tp, p = timed.get(s["group_id"], (None, None, None))
+        s.update(max_lag_seconds=secs, max_lag_seconds_topic=tp, max_lag_seconds_partition=p)
+    ranked = sorted(per.values(), key=lambda s: (s["max_lag_seconds"] is None, -(s["max_lag_seconds"] or 0),
+                                                 -s["lag"], s["group_id"]))
     out = []
     for s in ranked[:limit]:
         row = idx.groups.get(s["group_id"]) or {}
@@ -154,7 +161,8 @@ def overview(snaps: list[Snapshot], idx: SnapshotIndex, previous: Snapshot | Non
         "recent_runs": [run_brief(s) for s in reversed(snaps[-RECENT_RUNS:])],
         "previous_snapshot_id": previous.snapshot_id if previous is not None else None,
         "groups": {"live": len(idx.group_ids), "by_type_and_state": groups_by_type_and_state(idx)},
-        "lag": {"known": bool(idx.end_offsets), "partitions_with_lag": known, "top_groups": lag},
+        "lag": {"known": bool(idx.end_offsets), "partitions_with_lag": known, "top_groups": lag,
+                "partitions_timed": len(idx.lag_seconds)},
         "regressions": {"count": len(regressed), "offsets": regressed[:MAX_REGRESSIONS],
                         "truncated": len(regressed) > MAX_REGRESSIONS},
         "changes": diff["summary"] if diff else None,
@@ -171,7 +179,7 @@ def runs_overview(snaps: list[Snapshot]) -> dict:
         "recent_runs": [run_brief(s) for s in reversed(snaps[-RECENT_RUNS:])],
         "previous_snapshot_id": None,
         "groups": {"live": 0, "by_type_and_state": []},
-        "lag": {"known": False, "partitions_with_lag": 0, "top_groups": []},
+        "lag": {"known": False, "partitions_with_lag": 0, "top_groups": [], "partitions_timed": 0},
         "regressions": {"count": 0, "offsets": [], "truncated": False},
         "changes": None,
     }

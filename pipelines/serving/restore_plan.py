@@ -17,8 +17,10 @@ What is written (`write_restore_plan`, `restore_plan_zip`):
   `index.json` maps every file name to its group id either way.
 * `apply.sh`: per group a `--dry-run` command, then the `--execute` one (run only with `apply.sh --execute`).
 * `README.txt`: what the plan is, and the groups the reset will refuse (members in the served snapshot), the
-  groups gone since, the partitions whose target is below the log start offset the warehouse knows, or above the
-  log end offset it knows, the groups with nothing to restore at TIME.
+  groups gone since, the partitions whose target is below the log start offset the snapshot knows (the reset would
+  skip records: how many, and how much time of data, up to the first record still held) or above the log end offset
+  it knows, the groups with nothing to restore at TIME. `clamp`: targets clamped into [log start, log end] in the
+  files, and README.txt lists each one moved.
 """
 from __future__ import annotations
 
@@ -59,6 +61,7 @@ class GroupPlan:
     current: dict[tuple[str, int], int] = field(default_factory=dict)  # (topic, partition) -> offset in the served
     below_log_start: list[tuple[str, int, int, int]] = field(default_factory=list)  # topic, partition, target, start
     above_log_end: list[tuple[str, int, int, int]] = field(default_factory=list)  # topic, partition, target, end
+    clamped: list[tuple[str, int, int, int]] = field(default_factory=list)  # topic, partition, target, written
 
     @property
     def refused(self) -> bool:
@@ -73,6 +76,9 @@ class RestorePlan:
     groups: list[GroupPlan]
     selection: str
     log_start_known: bool = False
+    clamp: bool = False  # targets clamped into [log start, log end] (`--clamp`)
+    # (topic, partition) -> the first record at the log start's time (ms), for the time a reset below it skips
+    log_start_times: dict = field(default_factory=dict)
 
     def to_json(self) -> dict:
         return {"snapshot_id": self.snapshot_id, "semantics": self.semantics, "as_of": _iso(self.as_of_ms),
@@ -460,9 +466,9 @@ def _selected(reader: SnapshotReader, snap: Snapshot, groups, group_regex, chang
     return sorted(ids), " ".join(what)
 
 
-def _served_facts(reader: SnapshotReader, snap: Snapshot, ids: list[str]) -> tuple[dict, dict, dict, dict]:
-    """(live groups: id -> (state, members), gone: id -> why, log end offsets, log start offsets) of the served
-    snapshot."""
+def _served_facts(reader: SnapshotReader, snap: Snapshot, ids: list[str]) -> tuple[dict, dict, dict, dict, dict]:
+    """(live groups: id -> (state, members), gone: id -> why, log end offsets, log start offsets, the log starts'
+    first record times in ms) of the served snapshot."""
     flt = [("group_id", "in", ids)]
     live: dict[str, tuple[str, int]] = {}
     t = reader.snapshot_table("loaded_groups", snap, filters=flt, columns=["group_id", "state", "member_count"])
@@ -477,12 +483,18 @@ def _served_facts(reader: SnapshotReader, snap: Snapshot, ids: list[str]) -> tup
     for r in (t.to_pylist() if t is not None else ()):
         gone[r["group_id"]] = f"expired ({r['reason']})"
     ends: dict[tuple[str, int], int] = {}
-    t = reader.snapshot_table("log_end_offsets", snap, columns=["topic", "partition", "log_end_offset"])
+    starts: dict[tuple[str, int], int] = {}
+    start_times: dict[tuple[str, int], int] = {}
+    t = reader.snapshot_table("log_end_offsets", snap, columns=["topic", "partition", "log_end_offset",
+                                                                "log_start_offset", "log_start_timestamp"])
     for r in (t.to_pylist() if t is not None else ()):
         key = (r["topic"], r["partition"])
         ends[key] = max(r["log_end_offset"], ends.get(key, r["log_end_offset"]))
-    starts: dict[tuple[str, int], int] = {}  # the warehouse records no data-topic log start offsets yet
-    return live, gone, ends, starts
+        if r.get("log_start_offset") is not None:  # a snapshot written before the column existed has none
+            starts[key] = r["log_start_offset"]
+            if r.get("log_start_timestamp") is not None:
+                start_times[key] = int(r["log_start_timestamp"].timestamp() * 1000)
+    return live, gone, ends, starts, start_times
 
 
 def _served_offsets(reader: SnapshotReader, snap: Snapshot, ids: list[str]) -> dict[str, dict]:
@@ -499,8 +511,11 @@ def _served_offsets(reader: SnapshotReader, snap: Snapshot, ids: list[str]) -> d
 
 def restore_plan(reader: SnapshotReader, snap: Snapshot, as_of_ms: int, *, groups: list[str] | None = None,
                  group_regex: str | None = None, changed_since_ms: int | None = None,
-                 damaged: tuple[int, int | None] | None = None) -> RestorePlan:
-    """The plan that puts every selected group back to its committed offsets at `as_of_ms` (see the module).
+                 damaged: tuple[int, int | None] | None = None, clamp: bool = False) -> RestorePlan:
+    """The plan that puts every selected group back to its committed offsets at `as_of_ms` (see the module);
+    `damaged` (since, until): the groups `changes` reports damaged then; `clamp`: each target clamped into [log
+    start, log end] where the snapshot knows them (a reset below the log start is one the consumer's
+    auto.offset.reset decides, past the end one Kafka clamps to the end).
     Raises HistoryUnavailable; re.error for a bad `group_regex`."""
     from pipelines.io.snapshots import GroupNotFound
     from pipelines.serving.index import unknown_group_message, unknown_groups
@@ -512,7 +527,7 @@ def restore_plan(reader: SnapshotReader, snap: Snapshot, as_of_ms: int, *, group
     ids, selection = _selected(reader, snap, groups, group_regex, changed_since_ms, damaged)
     at = offsets_at(reader, snap, as_of_ms, ids)
     ids = sorted(at) if ids is None else ids
-    live, gone, ends, starts = _served_facts(reader, snap, ids)
+    live, gone, ends, starts, start_times = _served_facts(reader, snap, ids)
     current = _served_offsets(reader, snap, ids)
     plans = []
     for gid in ids:
@@ -523,11 +538,16 @@ def restore_plan(reader: SnapshotReader, snap: Snapshot, as_of_ms: int, *, group
             elif off is None or off < 0:
                 p.skipped.append(f"{topic}-{part}: committed offset {off} cannot be reset to")
             else:
-                p.offsets.append((topic, part, off))
+                target = off
                 if (topic, part) in starts and off < starts[(topic, part)]:
                     p.below_log_start.append((topic, part, off, starts[(topic, part)]))
+                    target = starts[(topic, part)]
                 if (topic, part) in ends and off > ends[(topic, part)]:
                     p.above_log_end.append((topic, part, off, ends[(topic, part)]))
+                    target = ends[(topic, part)]
+                if clamp and target != off:
+                    p.clamped.append((topic, part, off, target))
+                p.offsets.append((topic, part, target if clamp else off))
         if p.offsets:
             p.file = file_stem(gid) + ".csv"
         if gid in live:
@@ -536,7 +556,8 @@ def restore_plan(reader: SnapshotReader, snap: Snapshot, as_of_ms: int, *, group
             p.gone_reason = gone.get(gid, "not in the snapshot")
         plans.append(p)
     facts = _run_facts(snap)
-    return RestorePlan(snap.snapshot_id, facts["semantics"], as_of_ms, plans, selection, bool(starts))
+    return RestorePlan(snap.snapshot_id, facts["semantics"], as_of_ms, plans, selection, bool(starts), clamp,
+                       start_times)
 
 
 def _ms_of(t: datetime) -> int:
@@ -652,15 +673,21 @@ def _readme(plan: RestorePlan) -> str:
              if g.refused and g.file])
     section("GONE: groups that no longer exist in the served snapshot (the reset creates their offsets again)",
             [f"{name(g)}: {g.gone_reason}" for g in plan.groups if g.state_now is None and g.file])
-    below = [f"{name(g)} {t}-{p}: target {o} < log start {s}" for g in plan.groups for t, p, o, s in g.below_log_start]
+    below = [f"{name(g)} {t}-{p}: target {o} < log start {s}: the reset skips {s - o:,} records"
+             + _skipped_time(plan, (t, p)) for g in plan.groups for t, p, o, s in g.below_log_start]
     if plan.log_start_known:
-        section("BELOW LOG START: targets the broker no longer holds (the consumer resets per auto.offset.reset)",
-                below)
+        section("BELOW LOG START: targets the broker no longer holds (the consumer resets per auto.offset.reset"
+                + ("; clamped to the log start below" if plan.clamp else "") + ")", below)
     else:
-        out += ["BELOW LOG START: not checked: the warehouse knows no data-topic log start offsets; check with",
+        out += ["BELOW LOG START: not checked: the snapshot knows no data-topic log start offsets (its input held no",
+                "  data-topic segments or log-start-offset-checkpoint); check with",
                 "  kafka-get-offsets.sh --bootstrap-server $BOOTSTRAP --time -2 before --execute", ""]
-    section("ABOVE LOG END: targets past the log end offset the snapshot knows (the reset clamps them)",
+    section("ABOVE LOG END: targets past the log end offset the snapshot knows (the reset clamps them"
+            + ("; clamped to the log end below" if plan.clamp else "") + ")",
             [f"{name(g)} {t}-{p}: target {o} > log end {e}" for g in plan.groups for t, p, o, e in g.above_log_end])
+    if plan.clamp:
+        section("CLAMPED (--clamp): targets written as the nearest offset the log holds, in [log start, log end]",
+                [f"{name(g)} {t}-{p}: {o} -> {w}" for g in plan.groups for t, p, o, w in g.clamped])
     section("NOTHING TO RESTORE: selected groups with no committed offset at that time (no file)",
             [name(g) for g in plan.groups if not g.file])
     section("LEFT OUT of the files", [f"{name(g)} {s}" for g in plan.groups for s in g.skipped])
@@ -673,6 +700,16 @@ def _readme(plan: RestorePlan) -> str:
             out.append(f"    {t}-{p}: {'-' if now is None else now} -> {o} ({moved})")
     out.append("")
     return "\n".join(out)
+
+
+def _skipped_time(plan: RestorePlan, tp: tuple[str, int]) -> str:
+    """How much time of data a reset below the log start skips: from the plan's time to the first record the log
+    still holds (what the consumer would be handed), when the snapshot knows that record's time."""
+    at = plan.log_start_times.get(tp)
+    if at is None:
+        return ""
+    skipped = max(0, at - plan.as_of_ms) / 1000
+    return f", {skipped:,.0f} s of data (the first record still held was written at {_iso(at)})"
 
 
 class OutNotEmpty(ValueError):

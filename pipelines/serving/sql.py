@@ -30,6 +30,11 @@ FORMATS = ("table", "csv", "json")
 JSON_COLUMNS = {"runs": ("validation", "summary")}
 
 
+# DuckDB's names of the contract's scalar column types (schemas/tables.py), for columns an older snapshot lacks
+_DUCK_TYPES = {str(pa.string()): "VARCHAR", str(pa.int64()): "BIGINT", str(pa.int32()): "INTEGER",
+               str(pa.float64()): "DOUBLE", str(pa.bool_()): "BOOLEAN", str(pa.timestamp("us", tz="UTC")): "TIMESTAMPTZ"}
+
+
 def _quote(s: str) -> str:
     return "'" + s.replace("'", "''") + "'"
 
@@ -49,7 +54,10 @@ def connect(reader: DeltaWarehouseReader, snapshot: Snapshot) -> duckdb.DuckDBPy
         # TRY_CAST: text that is not JSON (a hand-edited row) reads as NULL rather than failing every query
         as_json = [f'TRY_CAST("{c}" AS JSON) AS "{c}"' for c in JSON_COLUMNS.get(name, ()) if c in source.schema.names]
         star = f"* REPLACE ({', '.join(as_json)})" if as_json else "*"
-        con.execute(f'CREATE VIEW "{name}" AS SELECT {star} FROM "__delta_{name}"{where}')
+        # a snapshot written before a column existed reads it as null, so one query runs on every snapshot
+        added = "".join(f', CAST(NULL AS {_DUCK_TYPES[str(f.type)]}) AS "{f.name}"' for f in schema
+                        if f.name not in source.schema.names and str(f.type) in _DUCK_TYPES)
+        con.execute(f'CREATE VIEW "{name}" AS SELECT {star}{added} FROM "__delta_{name}"{where}')
     con.execute("SET enable_external_access = false")
     con.execute("SET lock_configuration = true")
     return con

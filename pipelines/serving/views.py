@@ -10,8 +10,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipelines.io.snapshots import GroupNotFound, SnapshotReader, jsonable
-from pipelines.serving.index import (GROUP_STATES, GROUP_TYPES, OFFSET_FIELDS, SnapshotIndex, assignment_strategy,
-                                     consumer_lag, json_rows)
+from pipelines.serving.index import (GROUP_STATES, GROUP_TYPES, LAG_FIELDS, OFFSET_FIELDS, SnapshotIndex,
+                                     assignment_strategy, consumer_lag, json_rows)
 
 MAX_PAGE = 1000
 DEFAULT_PAGE = 100
@@ -68,12 +68,13 @@ def _require(idx: SnapshotIndex, gid: str) -> None:
 def group_detail(idx: SnapshotIndex, gid: str) -> dict:
     """`GET /groups/{id}`: metadata, members, committed offsets, open transactional offsets, what expired."""
     _require(idx, gid)
-    offsets = with_lag(idx, idx.offsets.json_rows(gid))
+    offsets = with_lag(idx, idx.offsets.json_rows(gid), gid)
     return {
         "snapshot_id": idx.snapshot.snapshot_id,
         "group": group_metadata(idx, gid),
         "members": idx.members.json_rows(gid),
         "offsets": offsets,
+        "lag": group_lag_summary(idx, gid),
         # which end offsets the LAG above is measured against (`SnapshotIndex.end_offset_sources`), beside the time
         # the committed offsets are as of: a what-if snapshot's are of a past moment, its end offsets of the dump
         "log_end_offsets": {"sources": idx.end_offset_sources({(o["topic"], o["partition"]) for o in offsets}),
@@ -89,24 +90,43 @@ def group_detail(idx: SnapshotIndex, gid: str) -> dict:
 
 def group_offsets(idx: SnapshotIndex, gid: str, topic: str | None = None, partition: int | None = None) -> list[dict]:
     """`GET /groups/{id}/offsets`: `{topic, partition, committed_offset, leader_epoch, metadata, commit_timestamp,
-    log_end_offset, lag}`."""
+    log_start_offset, log_end_offset, lag, lag_seconds, commit_age_seconds}`."""
     _require(idx, gid)
     rows = idx.group_offsets(gid, OFFSET_FIELDS, iso_time=True)
     if topic is not None:
         rows = [r for r in rows if r["topic"] == topic]
     if partition is not None:
         rows = [r for r in rows if r["partition"] == partition]
-    return with_lag(idx, rows)
+    return with_lag(idx, rows, gid)
 
 
-def with_lag(idx: SnapshotIndex, rows: list[dict]) -> list[dict]:
-    """Each offset row with `log_end_offset` and `lag` (null when the snapshot has no end offset for it)."""
-    leo = idx.end_offsets
+def with_lag(idx: SnapshotIndex, rows: list[dict], gid: str) -> list[dict]:
+    """Each offset row of group `gid` with its partition's bounds and its lag at the snapshot's as_of: `LAG_FIELDS`
+    as the rebuild computed them (`consumer_lag`), each null when unknown. A snapshot written before that table has
+    the offset lag alone, from its end offsets (`lag_seconds`, `commit_age_seconds` null)."""
+    computed = idx.group_lag(gid)
+    leo, starts = idx.end_offsets, idx.start_offsets
     for r in rows:
-        end = leo.get((r["topic"], r["partition"]))
-        r["log_end_offset"] = end
-        r["lag"] = consumer_lag(end, r.get("committed_offset"))
+        tp = (r["topic"], r["partition"])
+        got = computed.get(tp)
+        if got is None:
+            end = leo.get(tp)
+            got = {"log_start_offset": starts.get(tp), "log_end_offset": end,
+                   "lag": consumer_lag(end, r.get("committed_offset")), "lag_seconds": None,
+                   "commit_age_seconds": None}
+        for f in LAG_FIELDS:
+            r[f] = got.get(f)
     return rows
+
+
+def group_lag_summary(idx: SnapshotIndex, gid: str) -> dict:
+    """The group's lag in time as the rebuild judged it (`consumer_lag`: `group_max_lag_seconds`, the row
+    `is_group_max`): its largest lag_seconds and the partition holding it, and how many partitions have one."""
+    rows = idx.group_lag(gid).values()
+    worst = next((r for r in rows if r.get("is_group_max")), None)
+    return {"max_lag_seconds": None if worst is None else worst["group_max_lag_seconds"],
+            "worst_partition": None if worst is None else {"topic": worst["topic"], "partition": worst["partition"]},
+            "partitions_timed": sum(1 for r in rows if r.get("lag_seconds") is not None)}
 
 
 # --- pagination ---------------------------------------------------------------------------------------------
@@ -316,30 +336,44 @@ def group_history(reader: SnapshotReader, idx: SnapshotIndex, gid: str, *, limit
 
 
 def lookup(idx: SnapshotIndex, *, group: str | None, topic: str | None, partition: int | None) -> dict:
-    """`offsetlake lookup`: committed offsets by group / topic / partition (and the group, when one is named)."""
+    """`offsetlake lookup`: committed offsets by group / topic / partition (and the group, when one is named), each
+    with its partition's bounds and its lag (`with_lag`)."""
     out: dict = {"snapshot_id": idx.snapshot.snapshot_id}
-    if group is not None:
-        _require(idx, group)
-        out["group"] = group_metadata(idx, group)
-        gids = [group]
-    else:  # one pass over the whole (group, topic, partition)-sorted table instead of a slice per group
-        t = idx.offsets.table
-        if t is None:
-            out["offsets"] = []
-            return out
-        mask = pc.equal(t.column("topic"), topic)
-        if partition is not None:
-            mask = pc.and_(mask, pc.equal(t.column("partition"), partition))
-        t = t.filter(mask).select([c for c in ["group_id", *OFFSET_FIELDS] if c in t.column_names])
-        out["offsets"] = json_rows(t)
+    if group is None:  # one pass over the whole (group, topic, partition)-sorted table instead of a slice per group
+        out["offsets"] = _topic_offsets(idx, topic, partition)
         return out
-    offsets = []
-    for gid in gids:
-        for r in idx.group_offsets(gid, ["group_id", *OFFSET_FIELDS], iso_time=True):
-            if topic is not None and r["topic"] != topic:
-                continue
-            if partition is not None and r["partition"] != partition:
-                continue
-            offsets.append(r)
-    out["offsets"] = offsets
+    _require(idx, group)
+    out["group"] = group_metadata(idx, group)
+    offsets = [r for r in idx.group_offsets(group, ["group_id", *OFFSET_FIELDS], iso_time=True)
+               if (topic is None or r["topic"] == topic) and (partition is None or r["partition"] == partition)]
+    out["offsets"] = with_lag(idx, offsets, group)
+    out["lag"] = group_lag_summary(idx, group)
     return out
+
+
+_KEYS = ["group_id", "topic", "partition"]
+
+
+def _topic_offsets(idx: SnapshotIndex, topic: str | None, partition: int | None) -> list[dict]:
+    """The committed offsets on `topic` (and `partition`), each with `LAG_FIELDS`: joined column-wise with the
+    snapshot's `consumer_lag`, or, for a snapshot without it, the offset lag from its end offsets."""
+    t = idx.offsets.table
+    if t is None:
+        return []
+    mask = pc.equal(t.column("topic"), topic)
+    if partition is not None:
+        mask = pc.and_(mask, pc.equal(t.column("partition"), partition))
+    t = t.filter(mask).select([c for c in ["group_id", *OFFSET_FIELDS] if c in t.column_names])
+    lag = idx.lag.table
+    if lag is None:
+        rows = json_rows(t)
+        for r in rows:
+            tp = (r["topic"], r["partition"])
+            end = idx.end_offsets.get(tp)
+            r.update(log_start_offset=idx.start_offsets.get(tp), log_end_offset=end,
+                     lag=consumer_lag(end, r.get("committed_offset")), lag_seconds=None, commit_age_seconds=None)
+        return rows
+    lag = lag.select(_KEYS + LAG_FIELDS).cast(pa.schema([t.schema.field(k) for k in _KEYS]
+                                                        + [lag.schema.field(f) for f in LAG_FIELDS]))
+    joined = t.join(lag, _KEYS, join_type="left outer").sort_by([(k, "ascending") for k in _KEYS])
+    return json_rows(joined.select(["group_id", *OFFSET_FIELDS, *LAG_FIELDS]))

@@ -157,3 +157,32 @@ def test_high_watermarks_read_from_a_bucket_equal_the_local_ones(brokerdata, s3_
     assert local and local_warnings == remote_warnings == []
     assert [(r.topic, r.partition, r.log_end_offset, r.source) for r in remote] == [
         (r.topic, r.partition, r.log_end_offset, r.source) for r in local]
+
+
+def test_log_start_from_the_first_retained_batch_or_the_checkpoint(tmp_path):
+    """`log-start-offset-checkpoint` is honoured where it says more than the first retained batch (DeleteRecords);
+    where retention deleted segments after it was written, the first retained batch says more. A partition the log
+    dir holds no segment of takes the checkpoint's start; the newest batch's timestamp type is recorded."""
+    root = tmp_path / "broker"
+    for name, start in (("orders-0", 0), ("orders-1", 100), ("clicks-0", 0)):
+        (root / name).mkdir(parents=True)
+    _segment(root / "orders-0" / "00000000000000000000.log", [write_record_batch(_records(10), 0)])
+    _segment(root / "orders-1" / "00000000000000000100.log",
+             [write_record_batch(_records(5, ts=9_000), 100, timestamp_type="LogAppendTime", log_append_time=9_500)])
+    (root / "log-start-offset-checkpoint").write_text("0\n3\norders 0 4\norders 1 20\nmetrics 3 77\n")
+    rows, warnings = log_end_offsets([root])
+    assert warnings == []
+    got = {(r.topic, r.partition): (r.log_start_offset, r.log_start_source, r.log_end_offset, r.timestamp_type,
+                                    r.log_start_timestamp_ms) for r in rows}
+    assert got == {("orders", 0): (4, "log-start-offset-checkpoint", 10, "CreateTime", 1_004),
+                   ("orders", 1): (100, "segment", 105, "LogAppendTime", 9_500)}
+    # a partition whose end offset the high watermarks give, without segments: the checkpoint's start
+    (root / "replication-offset-checkpoint").write_text("0\n1\nmetrics 3 90\n")
+    rows, _ = log_end_offsets([root])
+    (m,) = [r for r in rows if r.topic == "metrics"]
+    assert (m.log_start_offset, m.log_start_source, m.log_end_offset, m.timestamp_type) == (
+        77, "log-start-offset-checkpoint", 90, None)
+    (root / "log-start-offset-checkpoint").write_text("0\n2\n")
+    rows, warnings = log_end_offsets([root])
+    assert len(warnings) == 1 and "log start offsets not read" in warnings[0]
+    assert {(r.topic, r.log_start_offset) for r in rows if r.partition == 0} == {("orders", 0)}

@@ -24,6 +24,8 @@ def _value(field_type, name: str, i: int, salt: int):
         return 1_000_000_000_000 + 1000 * salt + i  # beyond int32
     if t == "boolean":
         return (i + salt) % 2 == 0
+    if t == "double":
+        return i + 10 * salt + 0.25  # exact in binary: every reader gives it back as written
     if t == "timestamp":
         return BASE_TIME + dt.timedelta(hours=salt, seconds=i, microseconds=i)
     if t == "array":

@@ -14,7 +14,7 @@ from .warehouse_kit import WarehouseKit, group, member, offset
 pytestmark = pytest.mark.integration
 
 OFFSET_KEYS = {"topic", "partition", "committed_offset", "leader_epoch", "metadata", "commit_timestamp",
-               "log_end_offset", "lag"}
+               "log_start_offset", "log_end_offset", "lag", "lag_seconds", "commit_age_seconds"}
 
 
 def get(base, path, **params):
@@ -55,7 +55,8 @@ def test_group_offsets_shape(server):
     rows = r.json()
     assert isinstance(rows, list) and all(set(o) == OFFSET_KEYS for o in rows)
     assert rows[1] == {"topic": "orders", "partition": 0, "committed_offset": 1200, "leader_epoch": 3, "metadata": "",
-                       "commit_timestamp": "2026-01-01T00:00:10Z", "log_end_offset": None, "lag": None}
+                       "commit_timestamp": "2026-01-01T00:00:10Z", "log_start_offset": None, "log_end_offset": None,
+                       "lag": None, "lag_seconds": None, "commit_age_seconds": None}
     assert [o["partition"] for o in get(server, "/groups/payments/offsets", snapshot="s1", topic="orders").json()] == [0, 1]
 
 
@@ -182,7 +183,8 @@ def test_overview(server):
         {"group_id": "payments", "topic": "orders", "partition": 0, "before": 1200, "after": 17, "delta": -1183}]
     s1 = get(server, "/overview", snapshot="s1").json()
     assert s1["snapshot"]["snapshot_id"] == "s1" and s1["previous_snapshot_id"] is None
-    assert s1["regressions"]["count"] == 0 and s1["lag"] == {"known": False, "partitions_with_lag": 0, "top_groups": []}
+    assert s1["regressions"]["count"] == 0 and s1["lag"] == {"known": False, "partitions_with_lag": 0, "top_groups": [],
+                                                                "partitions_timed": 0}
     assert get(server, "/overview", snapshot="s3").status_code == 404
 
 

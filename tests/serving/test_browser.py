@@ -237,14 +237,17 @@ def test_search_open_group_and_screenshot(story, tmp_path):
         assert b.js("return location.hash") == "#/groups/payments"
 
         table = _rows(b, "#offsets-table tbody tr")
-        assert table == [[o["topic"], _cells(o["partition"]), _cells(o["committed_offset"]),
-                          _cells(o["log_end_offset"]), _cells(o["lag"]), _cells(o["leader_epoch"]),
-                          _cells(o["metadata"]), _when(o["commit_timestamp"])] for o in api["offsets"]]
+        # lag in time first (this warehouse has no consumer_lag: "-"), then Kafka's columns, the log start offset
+        assert table == [[o["topic"], _cells(o["partition"]), "-", _cells(o["committed_offset"]),
+                          _cells(o["log_end_offset"]), _cells(o["lag"]), _cells(o["log_start_offset"]),
+                          _cells(o["leader_epoch"]), _cells(o["metadata"]), _when(o["commit_timestamp"])]
+                         for o in api["offsets"]]
         # the story: orders-0 rewound to 17 in s2 (leader epoch 4), 1283 behind the dump's high watermark;
         # orders-1 at 950, caught up; refunds-0 at 40, its end offset unknown
-        assert [tuple(r[:5]) for r in table] == [("orders", "0", "17", "1300", "1283"), ("orders", "1", "950", "950", "0"),
-                                                ("refunds", "0", "40", "-", "-")]
-        assert table[0][5] == "4"
+        assert [tuple(r[:2] + r[3:6]) for r in table] == [("orders", "0", "17", "1300", "1283"),
+                                                          ("orders", "1", "950", "950", "0"),
+                                                          ("refunds", "0", "40", "-", "-")]
+        assert table[0][7] == "4"
 
         members = _rows(b, "#members-table tbody tr")
         assert members == [
@@ -319,9 +322,9 @@ def test_overview_group_urls_and_charts(incident, tmp_path):
             ["classic", "Empty", "1"], ["classic", "Stable", "2"], ["all live groups", "", "3"]]
         assert [[r["group_type"], r["state"], str(r["groups"])] for r in over["groups"]["by_type_and_state"]] == \
             _rows(b, "#groups-by-state tbody tr")[:-1]
-        top = [r[:3] for r in _rows(b, "#top-lag tbody tr")]
-        assert top == [[r["group_id"], r["state"], str(r["lag"])] for r in over["lag"]["top_groups"]]
-        assert top == [[SLASHED, "Stable", "10001"], [CJK, "Stable", "600"]]
+        top = [r[:4] for r in _rows(b, "#top-lag tbody tr")]  # lag in time first ("-": none in this warehouse)
+        assert top == [[r["group_id"], r["state"], "-", str(r["lag"])] for r in over["lag"]["top_groups"]]
+        assert top == [[SLASHED, "Stable", "-", "10001"], [CJK, "Stable", "-", "600"]]
         assert _rows(b, "#regressions tbody tr") == [[CJK, "orders", "3", "4000", "120", "-3880"]]
         assert "1 since w1" in b.js("return document.getElementById('regressions-note').textContent")
 
@@ -355,7 +358,7 @@ def test_overview_group_urls_and_charts(incident, tmp_path):
                 assert b.js("return document.getElementById('run-alert').dataset.status") == "validation_failed"
             # lag (and committed / end offsets) exactly as the API answers them
             table = _rows(b, "#offsets-table tbody tr")
-            assert [r[:5] for r in table] == [[o["topic"], _cells(o["partition"]), _cells(o["committed_offset"]),
+            assert [r[:6] for r in table] == [[o["topic"], _cells(o["partition"]), "-", _cells(o["committed_offset"]),
                                                _cells(o["log_end_offset"]), _cells(o["lag"])] for o in api["offsets"]]
             charts = b.js("return Object.fromEntries(Object.entries(window.olCharts).map(([k, u]) => "
                           "[k, {axes: u.axes.map(a => a.label), series: u.series.length, "
@@ -381,6 +384,8 @@ def test_overview_group_urls_and_charts(incident, tmp_path):
                           "document.getElementById('group-total-lag').textContent]")
             assert status == (["REWIND", "600"] if gid == CJK else ["OK", "10001"])
             parts = _rows(b, "#group-partition-status tbody tr")
+            assert all(r[3] == "-" for r in parts)  # the lag in time: none in this warehouse
+            parts = [r[:3] + r[4:] for r in parts]
             if gid == CJK:
                 assert [r[:4] for r in parts] == [["orders", "3", "REWIND", "120"], ["orders", "5", "WARN", "200"],
                                                   ["orders", "4", "WARN", "160"], ["orders", "2", "WARN", "80"],
@@ -389,7 +394,7 @@ def test_overview_group_urls_and_charts(incident, tmp_path):
             else:
                 assert [r[:4] for r in parts] == [["clicks", "1", "OK", "5001"], ["clicks", "0", "OK", "5000"]]  # worst first
             if gid == CJK:
-                assert [r[4] for r in table] == ["0", "40", "80", "120", "160", "200"]
+                assert [r[5] for r in table] == ["0", "40", "80", "120", "160", "200"]
                 assert b.js("return window.olCharts.lag.data[1]") == [0, 40, 80, 120, 160, 200]
                 marks = b.js("const u = window.olCharts.snapshots; return [u.data[0].length, u.data[u.data.length - 1], "
                              "document.getElementById('chart-snapshots').dataset.regressions]")
@@ -401,7 +406,7 @@ def test_overview_group_urls_and_charts(incident, tmp_path):
                 _save(tmp_path, "group-cjk.png", b.screenshot())
                 b.resize(1400, 1100)
             else:
-                assert [r[4] for r in table] == ["5000", "5001"]
+                assert [r[5] for r in table] == ["5000", "5001"]
 
 
 def test_the_first_night_failed_and_nothing_is_served(tmp_path):
@@ -474,8 +479,8 @@ def test_page_on_a_broker_scenario(broker_warehouse, tmp_path):
             table = _rows(b, "#offsets-table tbody tr")
             fetched = sorted((t, int(p), o["offset"]) for t, ps in summary[gid]["committed_offsets"].items()
                              for p, o in ps.items())
-            assert sorted((r[0], int(r[1]), int(r[2])) for r in table) == fetched
-            assert [r[3:5] for r in table] == [[_cells(o["log_end_offset"]), _cells(o["lag"])] for o in api["offsets"]]
+            assert sorted((r[0], int(r[1]), int(r[3])) for r in table) == fetched
+            assert [r[4:6] for r in table] == [[_cells(o["log_end_offset"]), _cells(o["lag"])] for o in api["offsets"]]
             assert any(o["lag"] is not None for o in api["offsets"])  # the log dir's end offsets are known
             axes = b.js("return Object.fromEntries(Object.entries(window.olCharts).map(([k, u]) => [k, u.axes.map(a => a.label)]))")
             assert axes["lag"] == ["partition (topic-partition)", "lag (messages)"]
@@ -499,7 +504,7 @@ def sample_warehouse(spark, settings, tmp_path_factory) -> Path:
     from simulator import generate_sample
 
     dump = tmp_path_factory.mktemp("browser-sample") / "dump"
-    generate_sample(dump, records=4000, groups=30, partitions=4, seed=7, segment_bytes=64 * 1024)
+    generate_sample(dump, records=4000, groups=30, partitions=4, seed=7, segment_bytes=64 * 1024, data_segments=2)
     wh = dump.parent / "wh"
     res = run_rebuild(spark, settings, RebuildRequest(inputs=(str(dump),), warehouse=str(wh), snapshot_id="s1"))
     assert res.status == "succeeded", res
@@ -508,9 +513,9 @@ def sample_warehouse(spark, settings, tmp_path_factory) -> Path:
 
 @pytest.mark.spark
 def test_page_on_the_sample(sample_warehouse, tmp_path):
-    """The page over the sample's rebuilt state: the overview's groups by type and state are the API's, and the
-    busiest group's page shows the API's offsets and its rebalance timeline, whose last event leaves the members
-    the group has."""
+    """The page over the sample's rebuilt state: the overview's groups by type and state are the API's, the groups
+    most behind come by their lag in time first, and the busiest group's page shows the API's offsets with their lag
+    in time first, and its rebalance timeline, whose last event leaves the members the group has."""
     _chromedriver()
     with running_server(sample_warehouse) as base, chromium(tmp_path) as b:
         b.resize(1400, 1100)
@@ -521,14 +526,30 @@ def test_page_on_the_sample(sample_warehouse, tmp_path):
         assert [[r["group_type"], r["state"], str(r["groups"])] for r in overview["groups"]["by_type_and_state"]] \
             == by_state
         assert sum(int(r[2]) for r in by_state) == overview["groups"]["live"] > 10
+        top = _rows(b, "#top-lag tbody tr")
+        timed = [r["max_lag_seconds"] for r in overview["lag"]["top_groups"]]
+        assert [r[0] for r in top] == [r["group_id"] for r in overview["lag"]["top_groups"]] and timed[0] > 0
+        known = [t for t in timed if t is not None]
+        assert known == sorted(known, reverse=True) and timed[:len(known)] == known  # in time first, worst first
+        assert [r[2] != "-" for r in top] == [t is not None for t in timed]
         groups = httpx.get(base + "/groups", params={"limit": 1000}, timeout=30).json()["groups"]
         busiest = max((g for g in groups if g.get("member_count")), key=lambda g: (g["member_count"], g["group_id"]))
         gid = busiest["group_id"]
         api = httpx.get(base + "/groups/" + quote(gid, safe=""), timeout=30).json()
         _open(b, base + "/#/groups/" + quote(gid, safe=""), "group")
         table = _rows(b, "#offsets-table tbody tr")
-        assert [(r[0], int(r[1]), int(r[2])) for r in table] == [
+        assert [(r[0], int(r[1]), int(r[3])) for r in table] == [
             (o["topic"], o["partition"], o["committed_offset"]) for o in api["offsets"]]
+        # the lag in time first, where the sample's data topics give it; "0 s" caught up
+        assert [r[2] != "-" for r in table] == [o["lag_seconds"] is not None for o in api["offsets"]]
+        assert all((r[2] == "0 s") == (o["lag_seconds"] == 0) for r, o in zip(table, api["offsets"]))
+        assert api["lag"]["max_lag_seconds"] is not None  # its worst partition, beside its status
+        assert b.js("return document.getElementById('group-lag-time').textContent").endswith(
+            f"({api['lag']['worst_partition']['topic']}-{api['lag']['worst_partition']['partition']})")
+        axis = b.js("return window.olCharts.lag.axes[1].label")  # in time where the segments told it
+        lagged = [o for o in api["offsets"] if o["lag"] is not None]
+        in_time = all(o["lag_seconds"] is not None for o in lagged) and any(o["lag"] > 0 for o in lagged)
+        assert axis == ("lag (seconds)" if in_time else "lag (messages)")
         history = _rows(b, "#history-table tbody tr")
         assert history and int(history[-1][5]) == len(api["members"]), history[-1:]
         _save(tmp_path, "group-sample.png", b.screenshot())

@@ -19,7 +19,7 @@ def run(story):
 
 
 HEADER = ("GROUP           TOPIC           PARTITION  CURRENT-OFFSET  LOG-END-OFFSET  LAG             "
-          "CONSUMER-ID     HOST            CLIENT-ID")
+          "CONSUMER-ID     HOST            CLIENT-ID       LAG-TIME")
 
 
 def test_describe_offsets_layout_like_kafka_consumer_groups(run):
@@ -29,10 +29,11 @@ def test_describe_offsets_layout_like_kafka_consumer_groups(run):
         "",
         HEADER,
         # members with more partitions first, then committed-but-unassigned partitions
-        "payments        orders          0          1200            -               -               c-1             /10.0.0.1       pay-1",
-        "payments        orders          1          900             -               -               c-1             /10.0.0.1       pay-1",
-        "payments        refunds         0          40              -               -               c-2             /10.0.0.2       pay-2",
-        "payments        audit           0          7               -               -               -               -               -",
+        # Kafka's columns as its tool lays them out; LAG-TIME last ("-": this warehouse has no lag in time)
+        "payments        orders          0          1200            -               -               c-1             /10.0.0.1       pay-1           -",
+        "payments        orders          1          900             -               -               c-1             /10.0.0.1       pay-1           -",
+        "payments        refunds         0          40              -               -               c-2             /10.0.0.2       pay-2           -",
+        "payments        audit           0          7               -               -               -               -               -               -",
         "",
     ])
     assert r.stderr == ""
@@ -83,7 +84,7 @@ def test_describe_empty_group_says_no_active_members(run):
     r = run("describe", "batch", "--snapshot", "s1")
     assert r.exit_code == 0
     assert r.stderr == "\nConsumer group 'batch' has no active members.\n"
-    assert r.stdout.splitlines()[2].split() == ["batch", "orders", "0", "100", "-", "-", "-", "-", "-"]
+    assert r.stdout.splitlines()[2].split() == ["batch", "orders", "0", "100", "-", "-", "-", "-", "-", "-"]
 
 
 def test_describe_missing_group_is_one_line_with_the_nearest_group_ids(run):

@@ -1,0 +1,183 @@
+"""One data-topic partition's log as a broker's log dir holds it (`<topic>-<N>/`, Kafka's `LocalLog`/`UnifiedLog`,
+0.10.1-4.x): its segments in base-offset order, its bounds, and the timestamp at any offset, with no live cluster.
+
+* logStartOffset: the first segment's first retained batch, or the log dir's `log-start-offset-checkpoint` when that
+  says more (`LogLoader`: the larger of the two: DeleteRecords moves the start inside a segment, retention deletes
+  whole segments after the checkpoint was written);
+* logEndOffset: after the last whole batch of the newest segment (what recovery would keep), the newest segment's
+  base offset when it is empty;
+* the first record a consumer is handed at or after an offset (`first_unconsumed`): its own timestamp, read from the
+  one batch holding it, and the largest timestamp of the records the log dir holds up to it, which is what lag in
+  time is measured to (a producer's clock going backwards never makes a later record look older than one before it).
+
+What is read: each segment's name, the first segment's first batch, the newest segment's tail from its last index
+entry; per asked offset, its segment's indexes, a few headers and one batch (`log_segment`); per segment below an
+asked one, its time index's last entry and the headers after its last offset-index entry. O(segments + asked
+offsets), never the whole log, unless an index is missing or torn (then that segment's headers, with a note).
+"""
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from functools import cached_property
+
+from pipelines.decoding.log_segment import NO_TIMESTAMP, UNREADABLE, Found, LogSegment
+from schemas.log_notes import SEGMENT_UNREADABLE, LogNote
+from schemas.records import NO_TIMESTAMP_TYPE
+
+__all__ = ["LocalLog", "Position", "SOURCE_LOG_START_CHECKPOINT", "SOURCE_SEGMENT_START"]
+
+SOURCE_LOG_START_CHECKPOINT = "log-start-offset-checkpoint"
+SOURCE_SEGMENT_START = "segment"
+_SEGMENT_NAME = re.compile(r"^(\d+)\.log$")
+
+
+@dataclass(frozen=True, slots=True)
+class Position:
+    """Where a consumer at some offset stands in the log: the first record it would be handed (None: none is left
+    before the log end, only transaction markers if anything), its own timestamp and the largest timestamp of the
+    records the log dir holds up to it (both None when unknown: no such record read, or a magic 0 one)."""
+
+    offset: int | None
+    timestamp_ms: int | None
+    max_timestamp_ms: int | None
+    timestamp_type: str | None
+
+
+class LocalLog:
+    """The segments of one `<topic>-<N>` directory. `checkpoint_start`: the log dir's `log-start-offset-checkpoint`
+    value for the partition, if it has one. Files are mapped as they are read; `close` lets them go."""
+
+    def __init__(self, topic: str, partition: int, path: str, checkpoint_start: int | None = None):
+        self.topic = topic
+        self.partition = partition
+        self.path = path
+        self.checkpoint_start = checkpoint_start
+        self.notes: list[LogNote] = []
+        self.segments: list[LogSegment] = []
+        try:
+            entries = list(os.scandir(path))
+        except OSError as e:
+            self.notes.append(LogNote(SEGMENT_UNREADABLE, path, -1, f"partition directory not listed: {e}"))
+            entries = []
+        found = []
+        for e in entries:
+            m = _SEGMENT_NAME.match(e.name)
+            if m is None:
+                continue  # .index, .timeindex, .txnindex, .snapshot, .deleted, .cleaned, .swap, checkpoints
+            try:
+                if not e.is_file():
+                    continue
+                found.append(LogSegment(e.path, int(m.group(1)), e.stat().st_size, self.notes))
+            except OSError as err:
+                self.notes.append(LogNote(SEGMENT_UNREADABLE, e.path, -1, f"segment not read: {err}"))
+        self.segments = sorted(found, key=lambda s: s.base_offset)
+        self._largest_below: dict[int, int] = {}  # segment index -> largest timestamp of the segments before it
+
+    def __repr__(self) -> str:
+        return f"LocalLog({self.topic!r}, {self.partition}, {len(self.segments)} segments)"
+
+    def close(self) -> None:
+        for s in self.segments:
+            s.close()
+
+    def _safely(self, segment: LogSegment, read, default):
+        try:
+            return read()
+        except OSError as e:
+            self.notes.append(LogNote(SEGMENT_UNREADABLE, segment.path, -1, f"segment not read: {e}"))
+            return default
+
+    # -- bounds --------------------------------------------------------------------------------------------------
+    def _first_batch_offset(self) -> int | None:
+        for s in self.segments:
+            first = self._safely(s, s.first_offset, None)
+            if first is not None:
+                return first
+        return None
+
+    @cached_property
+    def log_start(self) -> tuple[int | None, str | None]:
+        """(logStartOffset, where it came from: `log-start-offset-checkpoint` or `segment`); (None, None) when the
+        directory holds no batch and the checkpoint names no start. A log whose segments are all empty starts at
+        its newest segment's base offset (retention deleted everything it held)."""
+        first = self._first_batch_offset()
+        if first is None and self.segments:
+            first = self.log_end_offset
+        cp = self.checkpoint_start
+        if cp is not None and (first is None or cp > first):
+            return cp, SOURCE_LOG_START_CHECKPOINT
+        return first, None if first is None else SOURCE_SEGMENT_START
+
+    @property
+    def log_start_offset(self) -> int | None:
+        return self.log_start[0]
+
+    @cached_property
+    def _end(self) -> tuple[int | None, str | None]:
+        """(logEndOffset, the newest batch's timestamp type): after the newest segment's last whole batch; its base
+        offset when it holds none (recovery truncates what does not frame, and the segment stays, named after its
+        base offset); None without segments."""
+        if not self.segments:
+            return None, None
+        s = self.segments[-1]
+        tail = self._safely(s, s.tail, None)
+        return (s.base_offset, None) if tail is None else (max(s.base_offset, tail.last_offset + 1),
+                                                           tail.timestamp_type)
+
+    @property
+    def log_end_offset(self) -> int | None:
+        return self._end[0]
+
+    @property
+    def timestamp_type(self) -> str | None:
+        """The timestamp type of the newest batch (the topic's `message.timestamp.type` as it was last written)."""
+        return self._end[1]
+
+    # -- timestamps ----------------------------------------------------------------------------------------------
+    def _segment_of(self, offset: int) -> int:
+        """The index of the segment whose base offset is the largest at or below `offset` (0 below the first)."""
+        lo, hi = 0, len(self.segments)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self.segments[mid].base_offset <= offset:
+                lo = mid + 1
+            else:
+                hi = mid
+        return max(0, lo - 1)
+
+    def _largest_before_segment(self, k: int) -> int:
+        """The largest timestamp of the records of segments 0..k-1 (each read from its indexes: `largest_timestamp`)."""
+        done = max((i for i in self._largest_below if i <= k), default=0)
+        best = self._largest_below.get(done, NO_TIMESTAMP)
+        for i in range(done, k):
+            s = self.segments[i]
+            best = max(best, self._safely(s, s.largest_timestamp, NO_TIMESTAMP))
+            self._largest_below[i + 1] = best
+        return best
+
+    def first_unconsumed(self, offset: int) -> Position | None:
+        """Where a consumer whose next offset is `offset` stands: the first record at or after it (at or after the
+        log start when it is below it) that a consumer is handed, its timestamp, and the largest timestamp up to it.
+        None when the answer is unknown (the batch holding it cannot be read). A Position with offset None: nothing
+        a consumer is handed lies between `offset` and the log end."""
+        start = self.log_start_offset
+        if start is not None and offset < start:
+            offset = start
+        end = self.log_end_offset
+        if end is None or offset >= end:
+            return Position(None, None, None, None)
+        k = self._segment_of(offset)
+        while k < len(self.segments):
+            s = self.segments[k]
+            found = self._safely(s, lambda: s.find(offset), UNREADABLE)
+            if found is UNREADABLE:
+                return None
+            if isinstance(found, Found):
+                largest = max(found.max_timestamp, self._largest_before_segment(k))
+                return Position(found.offset, None if found.timestamp == NO_TIMESTAMP else found.timestamp,
+                                None if largest == NO_TIMESTAMP else largest,
+                                None if found.timestamp_type == NO_TIMESTAMP_TYPE else found.timestamp_type)
+            k += 1
+        return Position(None, None, None, None)

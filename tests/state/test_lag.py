@@ -1,0 +1,146 @@
+"""The `consumer_lag` rows (`state.lag.lag_table`) of a crafted log dir whose timestamps are known by construction
+(`tests/lagdata.py`): every formula of the lag in time pinned, against the schedule the records were written on."""
+from __future__ import annotations
+
+import math
+
+import pyarrow as pa
+import pytest
+
+from pipelines.decoding.log_end_offsets import data_logs, log_end_offsets_table
+from pipelines.state.lag import consumer_lag, lag_table
+from schemas.tables import TABLES
+from tests import lagdata as ld
+
+
+def _offsets(commits: list[tuple[str, str, int, int, int]]) -> pa.Table:
+    """loaded_offsets rows: (group, topic, partition, committed offset, commit time ms)."""
+    g, t, p, c, ts = zip(*commits)
+    return pa.table({"group_id": pa.array(g), "topic": pa.array(t), "partition": pa.array(p, pa.int32()),
+                     "committed_offset": pa.array(c, pa.int64()),
+                     "commit_timestamp": pa.array([x * 1000 for x in ts], pa.timestamp("us", tz="UTC"))})
+
+
+@pytest.fixture(scope="module")
+def crafted(tmp_path_factory):
+    log_dir = ld.build(tmp_path_factory.mktemp("lag"))
+    ids = ld.group_ids()
+    commits = [(ids[stem], topic, part, off, ld.COMMIT_AT[stem]) for stem, tps in ld.GROUPS.items()
+               for topic, part, off in tps]
+    return log_dir, _offsets(commits)
+
+
+def _table(log_dir, offsets, as_of=ld.AS_OF):
+    found = data_logs([log_dir])
+    try:
+        return lag_table(offsets, log_end_offsets_table(found.rows, "s"), found.logs, as_of, "s")
+    finally:
+        found.close()
+
+
+def test_every_partition_lags_as_the_schedule_says(crafted):
+    log_dir, offsets = crafted
+    t, facts = _table(log_dir, offsets)
+    assert t.schema == TABLES["consumer_lag"]
+    rows = t.to_pylist()
+    assert len(rows) == offsets.num_rows == facts.offsets
+    starts = {0: 0, 1: ld.RETENTION_START, 2: 0}
+    for r in rows:
+        want = ld.expected_lag_seconds(r["topic"], r["partition"], r["committed_offset"])
+        got = r["lag_seconds"]
+        assert (got is None) == (want is None) and (want is None or abs(got - want) < 1e-6), (r, want)
+        end = ld.ends()[(r["topic"], r["partition"])]
+        assert r["log_end_offset"] == end and r["lag"] == consumer_lag(end, r["committed_offset"])
+        assert r["log_start_offset"] == (starts[r["partition"]] if r["topic"] == ld.TOPIC else None)
+        stem = {gid: stem for stem, gid in ld.group_ids().items()}[r["group_id"]]
+        assert r["commit_age_seconds"] == pytest.approx((ld.AS_OF - ld.COMMIT_AT[stem]) / 1000)
+    assert facts.partitions_read == 3 and facts.offsets_timed == len(rows) - 1  # all but audit-0
+    assert facts.notes == []
+
+
+def test_the_formulas_one_by_one(crafted):
+    log_dir, offsets = crafted
+    ids = ld.group_ids()
+    rows = {(r["group_id"], r["topic"], r["partition"]): r for r in _table(log_dir, offsets)[0].to_pylist()}
+    as_of = ld.AS_OF / 1000
+    # behind on events-0 at 60: as_of minus record 60's own time (it is the largest so far)
+    r = rows[(ids["behind"], ld.TOPIC, 0)]
+    assert r["lag_seconds"] == pytest.approx(as_of - ld.schedule(0, 60) / 1000)
+    assert (r["next_offset"], r["timestamp_type"], r["lag"]) == (60, "CreateTime", 61)
+    # below the log start: measured to the log start's record, the records between are gone
+    r = rows[(ids["below"], ld.TOPIC, 1)]
+    assert r["next_offset"] == ld.RETENTION_START == r["log_start_offset"]
+    assert r["lag_seconds"] == pytest.approx(as_of - ld.schedule(1, ld.RETENTION_START) / 1000)
+    # CreateTime going backwards: record 102 is as old as record 99, the newest before it
+    r = rows[(ids["behind"], ld.TOPIC, 2)]
+    assert ld.schedule(2, 102) < ld.schedule(2, 99)
+    assert r["lag_seconds"] == pytest.approx(as_of - ld.schedule(2, 99) / 1000)
+    assert r["next_timestamp"].timestamp() == pytest.approx(ld.schedule(2, 99) / 1000)
+    # caught up: only a COMMIT marker past the commit (offset lag 1), at the end, past the end (negative lag)
+    assert [(rows[(ids["caught"], ld.TOPIC, p)]["lag"], rows[(ids["caught"], ld.TOPIC, p)]["lag_seconds"])
+            for p in range(3)] == [(1, 0.0), (0, 0.0), (-1, 0.0)]
+    assert rows[(ids["caught"], ld.TOPIC, 0)]["next_offset"] is None
+    # a high watermark alone: how many records, not how old
+    r = rows[(ids["audit"], "audit", 0)]
+    assert (r["lag"], r["lag_seconds"], r["log_start_offset"]) == (100, None, None)
+    # commit age
+    assert r["commit_age_seconds"] == pytest.approx((ld.AS_OF - ld.COMMIT_AT["audit"]) / 1000)
+
+
+def test_each_group_has_its_largest_lag_and_worst_partition(crafted):
+    log_dir, offsets = crafted
+    ids = ld.group_ids()
+    rows = _table(log_dir, offsets)[0].to_pylist()
+    for stem, gid in ids.items():
+        mine = [r for r in rows if r["group_id"] == gid]
+        known = [r["lag_seconds"] for r in mine if r["lag_seconds"] is not None]
+        worst = [r for r in mine if r["is_group_max"]]
+        if not known:
+            assert worst == [] and all(r["group_max_lag_seconds"] is None for r in mine)
+            continue
+        assert all(r["group_max_lag_seconds"] == max(known) for r in mine)
+        assert len(worst) == 1 and worst[0]["lag_seconds"] == max(known)
+    caught = [r for r in rows if r["group_id"] == ids["caught"] and r["is_group_max"]]
+    assert [(r["topic"], r["partition"]) for r in caught] == [(ld.TOPIC, 0)]  # a tie: the first partition
+
+
+def test_a_what_if_snapshot_answers_for_its_own_as_of(crafted):
+    """As of 14:05 the group was as far behind as the records written before 14:05 say: a record written after
+    as_of is not behind it (0), an older one is as_of minus its time."""
+    log_dir, offsets = crafted
+    ids = ld.group_ids()
+    as_of = ld.schedule(0, 70)  # record 70's time: events-0 at 60 is ten minutes behind then
+    rows = {(r["group_id"], r["topic"], r["partition"]): r for r in _table(log_dir, offsets, as_of)[0].to_pylist()}
+    assert rows[(ids["behind"], ld.TOPIC, 0)]["lag_seconds"] == pytest.approx(600.0)
+    assert rows[(ids["behind"], ld.TOPIC, 1)]["lag_seconds"] == 0.0  # record 90 was written after as_of
+    for r in rows.values():
+        want = ld.expected_lag_seconds(r["topic"], r["partition"], r["committed_offset"], as_of)
+        assert (r["lag_seconds"] is None) == (want is None)
+        if want is not None:
+            assert r["lag_seconds"] == pytest.approx(want)
+
+
+def test_no_logs_no_time(crafted):
+    _, offsets = crafted
+    t, facts = lag_table(offsets, TABLES["log_end_offsets"].empty_table(), {}, ld.AS_OF, "s")
+    assert t.column("lag_seconds").null_count == t.num_rows and facts.partitions_read == 0
+    assert all(math.isclose(a, (ld.AS_OF - c.value / 1000) / 1000) for a, c in
+               zip(t.column("commit_age_seconds").to_pylist(), offsets.column("commit_timestamp")))
+
+
+def test_past_the_segments_end_the_time_is_unknown(crafted, tmp_path):
+    """A high watermark beyond what the log dir's segments hold (another broker's copy was ahead): a commit past
+    the segments' end has records behind it whose time the input does not hold."""
+    import shutil
+
+    log_dir, offsets = crafted
+    copy = tmp_path / "logdir"
+    shutil.copytree(log_dir, copy)
+    hw = {**ld.ends(), (ld.TOPIC, 2): 130}
+    lines = [f"{t} {p} {o}" for (t, p), o in hw.items()]
+    (copy / "replication-offset-checkpoint").write_text(f"0\n{len(lines)}\n" + "\n".join(lines) + "\n")
+    rows = {(r["group_id"], r["topic"], r["partition"]): r for r in _table(copy, offsets)[0].to_pylist()}
+    r = rows[(ld.group_ids()["caught"], ld.TOPIC, 2)]  # committed 121, past the segments' end (120), HW 130
+    assert (r["lag"], r["lag_seconds"]) == (9, None)
+    r = rows[(ld.group_ids()["behind"], ld.TOPIC, 2)]  # its next record is in the segments: known
+    assert r["lag_seconds"] == pytest.approx(ld.expected_lag_seconds(ld.TOPIC, 2, 102))
