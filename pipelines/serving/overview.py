@@ -155,6 +155,7 @@ def overview(snaps: list[Snapshot], idx: SnapshotIndex, previous: Snapshot | Non
     last = newest_run(snaps)
     lag, known = top_lag(idx)
     regressed = diff["offsets"]["regressed"] if diff else []
+    deleted = diff["groups"]["deleted"] if diff else []
     return {
         "snapshot": {**run_brief(served), "age_seconds": None if finished is None else max(0.0, now - finished)},
         "last_run": run_brief(last) if last is not None else None,
@@ -166,6 +167,10 @@ def overview(snaps: list[Snapshot], idx: SnapshotIndex, previous: Snapshot | Non
         "regressions": {"count": len(regressed), "offsets": regressed[:MAX_REGRESSIONS],
                         "truncated": len(regressed) > MAX_REGRESSIONS},
         "changes": diff["summary"] if diff else None,
+        # groups gone since the previous scheduled snapshot (deleted by a tombstone, expired, gone), and those the
+        # served snapshot holds as removed
+        "deletions": {"count": len(deleted), "groups": deleted[:MAX_REGRESSIONS],
+                      "truncated": len(deleted) > MAX_REGRESSIONS, "removed_groups": len(idx.removed_groups)},
     }
 
 
@@ -182,6 +187,7 @@ def runs_overview(snaps: list[Snapshot]) -> dict:
         "lag": {"known": False, "partitions_with_lag": 0, "top_groups": [], "partitions_timed": 0},
         "regressions": {"count": 0, "offsets": [], "truncated": False},
         "changes": None,
+        "deletions": {"count": 0, "groups": [], "truncated": False, "removed_groups": 0},
     }
 
 

@@ -13,6 +13,8 @@ import shutil
 import struct
 import subprocess
 import time
+from collections import Counter
+from datetime import datetime, timedelta
 from pathlib import Path
 from urllib.parse import quote
 
@@ -186,6 +188,10 @@ def _cells(v) -> str:
 
 def _rows(b: Browser, css: str) -> list[list[str]]:
     return b.js("return [...document.querySelectorAll(arguments[0])].map(tr => [...tr.cells].map(td => td.textContent))", css)
+
+
+def _utc(t: str) -> datetime:
+    return datetime.fromisoformat(t.replace("Z", "+00:00"))
 
 
 def _when(t: str | None) -> str:
@@ -575,16 +581,33 @@ def test_incident_view_on_a_broker_scenario(broker_warehouse, brokerdata, tmp_pa
         start = b.js("return document.getElementById('incident-from').value")
         end = b.js("return document.getElementById('incident-to').value")
         api = httpx.get(base + "/changes", params={"from": start, "to": end}, timeout=30).json()
-        rows = b.js("return [...document.querySelectorAll('#incident-table tbody tr')].map(tr => [tr.dataset.kind, tr.dataset.groupId])")
-        assert rows == [[c["kind"], c["group_id"]] for c in api["changes"]] and rows
-        assert ["group_deleted", gone] in rows
-        shown = _rows(b, "#incident-table tbody tr")
-        for c, r in zip(api["changes"], shown):
-            assert r[0] == _when(c["time"]) and r[1] == f"{c['offsets_partition']}:{_cells(c['record_offset'])}"
+        # one row per group and kind of change, the damage first, the group lifecycle folded below
+        grouped = "return [...document.querySelectorAll(arguments[0] + ' tbody tr.change-group')]" \
+                  ".map(tr => [tr.dataset.kind, tr.dataset.groupId, +tr.dataset.count])"
+        rows = b.js(grouped, "#incident-table")
+        folded = b.js(grouped, "#incident-lifecycle-table")
+        changes = [c for c in api["changes"] if c["kind"] != "log_compacted"]
+        counted = Counter((c["kind"], c["group_id"]) for c in changes)
+        assert sorted(map(tuple, rows + folded)) == sorted((k, g, n) for (k, g), n in counted.items()) and rows
+        lifecycle = {"group_created", "group_emptied", "group_converted"}
+        assert all(k in lifecycle for k, _, _ in folded) and not any(k in lifecycle for k, _, _ in rows)
+        order = ["offset_regressed", "offset_tombstone", "offset_expired", "group_deleted"]
+        ranks = [order.index(k) if k in order else len(order) for k, _, _ in rows]
+        assert ranks == sorted(ranks)  # the damage first
+        assert ["group_deleted", gone, 1] in rows
+        firsts = {}
+        for c in changes:
+            firsts.setdefault((c["kind"], c["group_id"]), c["time"])
+        shown = _rows(b, "#incident-table tbody tr.change-group")
+        for (k, g, _), r in zip(rows, shown):
+            assert r[0].endswith(_when(firsts[(k, g)])), (k, g, r)
+        # the restore plan of the damaged groups, as of just before the first damage: a moment inside the log
         link = urlsplit(b.js("return document.getElementById('incident-restore').href"))
         q = parse_qs(link.query)
-        assert link.path == "/restore-plan.zip" and q["as_of"] == [api["from"]] and q["snapshot"] == ["k1"]
-        assert set(q["group"]) == {c["group_id"] for c in api["changes"]}
+        first_damage = min(c["time"] for c in changes if c["kind"] in order)
+        assert link.path == "/restore-plan.zip" and q["snapshot"] == ["k1"]
+        assert q["damaged_since"] == [api["from"]] and q["damaged_until"] == [api["to"]]
+        assert _utc(q["as_of"][0]) == _utc(first_damage) - timedelta(milliseconds=1)
         _save(tmp_path, "incident.png", b.screenshot())
 
         # the window typed in the form: only the deleted group's changes
@@ -593,7 +616,7 @@ def test_incident_view_on_a_broker_scenario(broker_warehouse, brokerdata, tmp_pa
         b.wait_for("return location.hash.includes('group_regex') && document.body.dataset.ready === '1'"
                    " && document.querySelectorAll('#incident-table tbody tr').length > 0"
                    " && [...document.querySelectorAll('#incident-table tbody tr')].every(tr => tr.dataset.groupId === arguments[0])", gone)
-        kinds = b.js("return [...document.querySelectorAll('#incident-table tbody tr')].map(tr => tr.dataset.kind)")
+        kinds = b.js("return [...document.querySelectorAll('#incident-table tbody tr.change-group')].map(tr => tr.dataset.kind)")
         assert "group_deleted" in kinds and "offset_tombstone" in kinds
 
         # follow an emptied group to its page: its rebalance timeline shows the members the change says left
@@ -601,10 +624,50 @@ def test_incident_view_on_a_broker_scenario(broker_warehouse, brokerdata, tmp_pa
               "incident")
         removed = {c["group_id"] for c in api["changes"] if c["kind"] == "group_deleted"}
         emptied = next(c for c in api["changes"] if c["kind"] == "group_emptied" and c["group_id"] not in removed)
-        b.click(f"#incident-table tr[data-kind=group_emptied][data-group-id='{emptied['group_id']}'] a.group")
+        b.js("document.getElementById('incident-lifecycle').open = true")  # the lifecycle is folded
+        b.click(f"#incident-lifecycle-table tr.change-group[data-kind=group_emptied]"
+                f"[data-group-id='{emptied['group_id']}'] a.group")
         b.wait_for("return document.body.dataset.view === 'group' && document.body.dataset.ready === '1'"
                    " && document.getElementById('group-title').textContent === arguments[0]", emptied["group_id"])
         b.wait_for("return document.querySelectorAll('#history-table tbody tr').length > 0")
         history = _rows(b, "#history-table tbody tr")
         left = {m for r in history for m in r[7].split(", ")}
         assert set(emptied["members_left"]) <= left
+
+
+def test_the_incident_view_leads_with_the_damage(tmp_path):
+    """The drill's log (a group reset to 0 at 00:05:00.000 on three partitions, a group deleted, a healthy group
+    committing on) among sixty healthy groups created in the window: on the first screen of a 1400x900 window, the
+    damage rows (one per group and kind, opening to their partitions) and the restore plan of the damaged groups;
+    the sixty creations folded below."""
+    from tests.serving.test_incident_drill import RESET_AT, T0, drill_warehouse
+
+    _chromedriver()
+    root = drill_warehouse(tmp_path / "wh", healthy=60)
+    with running_server(root) as base, chromium(tmp_path) as b:
+        b.resize(1400, 900)
+        window = f"from={T0 + 4 * 60_000}&to={RESET_AT + 10_000}"
+        _open(b, base + "/#/incident?" + window, "incident")
+        assert b.js("return document.getElementById('error').textContent") == ""
+        damage = b.js("return [...document.querySelectorAll('#incident-table tbody tr.change-group')]"
+                      ".map(tr => [tr.dataset.kind, tr.dataset.groupId, +tr.dataset.count])")
+        assert damage[:3] == [["offset_regressed", "audit-sink-18", 3], ["offset_tombstone", "payments-old", 3],
+                              ["group_deleted", "payments-old", 1]]
+        seen = b.js("return [...document.querySelectorAll('#incident-table tbody tr.change-group')]"
+                    ".filter(tr => ['offset_regressed', 'offset_tombstone', 'group_deleted'].includes(tr.dataset.kind))"
+                    ".every(tr => tr.getBoundingClientRect().bottom <= innerHeight)")
+        assert seen, "a damage row is below the first screen"
+        assert b.js("return document.getElementById('incident-restore').getBoundingClientRect().bottom <= innerHeight")
+        assert "60 lifecycle changes" in b.js("return document.getElementById('incident-lifecycle-summary').textContent")
+        assert not b.js("return document.getElementById('incident-lifecycle').open")
+        _save(tmp_path, "incident-drill.png", png := b.screenshot())
+        assert png[:8] == b"\x89PNG\r\n\x1a\n"
+        # the reset's row opens to its three partitions
+        b.click("#incident-table tr.change-group[data-kind=offset_regressed] td.t")
+        opened = b.js("return [...document.querySelectorAll('#incident-table tr.change-detail')].filter(tr => !tr.hidden)"
+                      ".map(tr => tr.children[4].textContent)")
+        assert sorted(opened) == ["t-0 1400 → 0 (-1400)", "t-1 1400 → 0 (-1400)", "t-2 1400 → 0 (-1400)"]
+        # the deleted group's page: its history and when it was deleted (the API answers 404 for the group itself)
+        _open(b, base + "/#/groups/payments-old", "group")
+        assert "Deleted at 2026-11-21 00:05:04.000Z" in b.js("return document.getElementById('group-gone').textContent")
+        assert b.js("return document.querySelectorAll('#history-table tbody tr').length") >= 2

@@ -24,7 +24,8 @@ T0 = int(dt.datetime(2026, 11, 21, 0, 0, tzinfo=dt.timezone.utc).timestamp() * 1
 RESET_AT = T0 + 5 * 60_000  # 00:05:00.000
 
 
-def _log() -> list[dict]:
+def _log(healthy: int = 0) -> list[dict]:
+    """The drill's log; `healthy`: that many more groups created and committing in the minute before the reset."""
     log = Log()
     rows = []
 
@@ -47,20 +48,32 @@ def _log() -> list[dict]:
         at(RESET_AT + 2000, log.commit("billing-etl-5", "t", p, 1100))  # healthy: committing on
         at(RESET_AT + 3000, log.offset_tombstone("payments-old", "t", p))
     at(RESET_AT + 4000, log.group_tombstone("payments-old"))
+    for i in range(healthy):
+        g = f"healthy-{i:02d}"
+        at(RESET_AT - 30_000 + i, log.group(g, [member(f"{g}-m", topics=("t",), assigned=(("t", (0,)),))]))
+        at(RESET_AT - 20_000 + i, log.commit(g, "t", 0, 10))
+        at(RESET_AT + 30_000 + i, log.commit(g, "t", 0, 20))
     at(RESET_AT + 60_000, log.commit("billing-etl-5", "t", 0, 1200))
+    rows.sort(key=lambda r: r["timestamp"])  # one log, in time order: offsets are given again below
+    for i, r in enumerate(rows):
+        r["offset"] = r["batch_base_offset"] = r["batch_first_offset"] = r["batch_last_offset"] = i
     return rows
 
 
-@pytest.fixture(scope="module")
-def warehouse(tmp_path_factory):
-    rows = _log()
-    root = tmp_path_factory.mktemp("drill")
+def drill_warehouse(root, healthy: int = 0):
+    """The engine's snapshot `nightly` of the drill's log, written as a rebuild writes it."""
+    rows = _log(healthy)
     res = replay_shards(to_table(rows), ReplayOptions(semantics="legacy", snapshot_id="nightly"))
     kit = WarehouseKit(root)
     as_of = dt.datetime.fromtimestamp(max(r["timestamp"] for r in rows) / 1000, dt.timezone.utc)
     kit.snapshot("nightly", tables={t: res.tables[t] for t in SNAPSHOT_TABLES if t in res.tables}, as_of=as_of)
     kit.append("offset_commits", res.tables["offset_commits"])
     return root
+
+
+@pytest.fixture(scope="module")
+def warehouse(tmp_path_factory):
+    return drill_warehouse(tmp_path_factory.mktemp("drill"))
 
 
 def _cli(*args):
