@@ -82,6 +82,13 @@ class OneLineErrors:
             fail(_lower_first(one_line(e.format_message())), e.exit_code)
         except click.Abort:  # Ctrl-C or end of input at a prompt
             fail("aborted", 1)
+        except Exception as e:
+            # the object store kept failing past its retries (`pipelines.io.retry`, loaded by whatever talked to
+            # it): no mistake of the user's
+            retry = sys.modules.get("pipelines.io.retry")
+            if retry is not None and isinstance(e, retry.StoreUnavailable):
+                fail(str(e), 1)
+            raise
         except OSError as e:
             if e.errno != errno.EPIPE:  # `offsetlake decode … | head`: the reader left, nothing to report
                 raise

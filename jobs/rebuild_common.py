@@ -72,6 +72,9 @@ def run_from_cli(**kw) -> int:
     as_json, quiet, textfile = kw.pop("as_json"), kw.pop("quiet"), kw.pop("metrics_textfile")
     try:
         settings = load_settings(env=kw.pop("env"), overrides=parse_overrides(kw.pop("conf_overrides")))
+        from pipelines.io.storage import configure
+
+        configure(settings)  # how this process retries the object store (the tasks get it from the session)
     except (ConfigError, click.UsageError) as e:
         _error(e)
         return EXIT_USAGE
@@ -84,6 +87,11 @@ def run_from_cli(**kw) -> int:
     except UsageError as e:
         _error(e)
         return EXIT_USAGE
+    except RunFailed as e:  # the object store kept failing through the checks: recorded as a failed run
+        _error(e)
+        if textfile:
+            _write_metrics(textfile, None)
+        return EXIT_VALIDATION
     from pipelines.session import get_spark
 
     _import_in_background("pipelines.validation.runner", "pipelines.validation.report", "pipelines.coordinator.shard",
@@ -103,6 +111,8 @@ def run_from_cli(**kw) -> int:
         if textfile:
             _write_metrics(textfile, None)
         return EXIT_VALIDATION
+    for late in summary.after_commit:  # the run's outcome stands as recorded; what failed after it is said
+        warn(late)
     if textfile:
         _write_metrics(textfile, summary)
     if as_json:

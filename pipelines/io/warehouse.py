@@ -34,7 +34,7 @@ import pyarrow.compute as pc
 from deltalake import write_deltalake
 from deltalake.transaction import CommitProperties
 
-from pipelines.io import delta, storage
+from pipelines.io import delta, retry, storage
 from pipelines.io.blobs import PAYLOAD, BlobRows, unpacked
 from pipelines.io.snapshots import DeltaWarehouseReader, Snapshot, pick_snapshot, run_order, snapshots_from_runs
 from pipelines.io.snapshots import SnapshotNotFound as _SnapshotNotFound
@@ -74,7 +74,7 @@ class NoSnapshotError(LookupError):
 def _history_files(dt) -> list[dict]:
     """The history's files with what their Delta stats say: the range of offsets partitions and record offsets
     (None when a file has no stats) and whether it may hold a `pending` row (what an upgrade can change)."""
-    t = pa.table(dt.get_add_actions(flatten=True))
+    t = delta.add_actions(dt, flatten=True)
 
     def col(name: str) -> list:
         return t.column(name).to_pylist() if name in t.column_names else [None] * t.num_rows
@@ -480,6 +480,7 @@ class Warehouse:
         staged = dict(staged or {})
         committed: list[str] = []
         pinned: dict[str, int] = {}
+        stage = "write"
         try:
             staged.update(self.stage_tables(spark, snapshot_id, {t: tables[t] for t in SNAPSHOT_TABLES
                                                                  if t not in staged}))
@@ -494,6 +495,7 @@ class Warehouse:
                     clusters.record(self.root, cluster)
             if before_commit is not None:
                 before_commit()
+            stage = "commit"
             # the tables' commits side by side (each waits on its own Delta log); every one that went through is
             # known before an error of another propagates
             with ThreadPoolExecutor(_COMMIT_THREADS, thread_name_prefix="offsetlake-commit") as pool:
@@ -512,7 +514,10 @@ class Warehouse:
             failed = {**row, "finished_at": _utcnow()}
             summary = failed.get("summary")
             summary = json.loads(summary) if isinstance(summary, str) else dict(summary or {})
-            failed["summary"] = {**summary, "status": "failed", "error": f"{type(exc).__name__}: {exc}"[:2000]}
+            unavailable = retry.unavailable_cause(exc)
+            error = (f"object store unavailable: {unavailable}" if unavailable is not None
+                     else f"{type(exc).__name__}: {exc}")
+            failed["summary"] = {**summary, "status": "failed", "error": error[:2000], "stage": stage}
             try:
                 self.record_failure(snapshot_id, failed, partial=bool(committed))
                 self._recorded_failures.add(snapshot_id)
@@ -535,14 +540,14 @@ class Warehouse:
         dt = delta.open_table(self._table(table), version)
         if dt is None:
             return 0
-        t = pa.table(dt.get_add_actions(flatten=True))
+        t = delta.add_actions(dt, flatten=True)
         if t.num_rows == 0:
             return 0
         t = t.filter(pc.equal(t.column("partition.snapshot_id").cast(pa.string()), snapshot_id))
         root = self._table(table)
         rels = [unquote(r) for r in t.column("path").to_pylist()]
-        with storage.errors(root):
-            infos = root.fs.get_file_info([root.join(r).path for r in rels]) if rels else []
+        infos = storage.retried(root, "info", lambda: root.fs.get_file_info([root.join(r).path for r in rels])
+                                ) if rels else []
         for rel, size, info in zip(rels, t.column("size_bytes").to_pylist(), infos):
             if info.type != storage.pafs.FileType.File or info.size != size:
                 raise WarehouseError(f"snapshot {snapshot_id}: {table} commits {rel}, which is missing or changed "
@@ -902,10 +907,13 @@ class Warehouse:
         delta.ensure_table(path, TABLES["runs"])
         # schema_mode merge: a runs table written before a column was added (e.g. `kind`) gets it in this
         # same commit, its old rows reading null there
-        write_deltalake(path.uri, batch, storage_options=storage.storage_options(path.uri), mode="overwrite", predicate=f"snapshot_id = '{snapshot_id}'",
-                        schema_mode="merge", commit_properties=CommitProperties(custom_metadata={
-                            "offsetlake.operation": "mark_run", "offsetlake.snapshot_id": snapshot_id,
-                            "offsetlake.status": status}))
+        # the row replaces the id's row, so a try that landed before its answer was lost is harmlessly made again
+        storage.retried(path, "commit", lambda: write_deltalake(
+            path.uri, batch, storage_options=storage.storage_options(path.uri), mode="overwrite",
+            predicate=f"snapshot_id = '{snapshot_id}'", schema_mode="merge",
+            commit_properties=CommitProperties(custom_metadata={
+                "offsetlake.operation": "mark_run", "offsetlake.snapshot_id": snapshot_id,
+                "offsetlake.status": status})))
 
     # ------------------------------------------------------------------ reads
     def reader(self) -> DeltaWarehouseReader:
@@ -1105,9 +1113,10 @@ class Warehouse:
             drop_rows = [s for s in drop if s not in row_only]
             if drop_rows and delta.is_table(self._table("runs")):
                 literals = ", ".join(f"'{delta.check_partition_value(s)}'" for s in drop_rows)
-                delta.open_table(self._table("runs")).delete(
+                runs_table = delta.open_table(self._table("runs"))
+                storage.retried(self._table("runs"), "delete", lambda: runs_table.delete(  # deleting again: a no-op
                     f"snapshot_id IN ({literals})",
-                    commit_properties=CommitProperties(custom_metadata={"offsetlake.operation": "retain"}))
+                    commit_properties=CommitProperties(custom_metadata={"offsetlake.operation": "retain"})))
             if drop:
                 list(pool.map(lambda table: self._drop_partitions(table, drop), SNAPSHOT_TABLES))
             still_kept = [r for r in kept if r["snapshot_id"] not in drop]
