@@ -51,10 +51,20 @@ def did_you_mean(possibilities, quote: bool = False) -> str:
     return f" (did you mean {' or '.join(names)}?)"
 
 
+def _closest(name: str, possibilities) -> list[str]:
+    """click's suggestions that come about as close to `name` as the closest one (`--warehose`: `--warehouse`,
+    not `--verbose` too), sorted."""
+    import difflib
+
+    score = {p: difflib.SequenceMatcher(None, name, p).ratio() for p in possibilities}
+    best = max(score.values(), default=0)
+    return sorted(p for p, r in score.items() if r >= best - 0.1)
+
+
 def usage_message(e: click.UsageError) -> str:
     """`no such option: --warehose (did you mean --warehouse?) — see 'offsetlake rebuild --help'`."""
     if isinstance(e, click.NoSuchOption):
-        text = f"no such option: {e.option_name}{did_you_mean(sorted(e.possibilities or ()))}"
+        text = f"no such option: {e.option_name}{did_you_mean(_closest(e.option_name, e.possibilities or ()))}"
     elif isinstance(e, click.exceptions.NoSuchCommand):
         text = f"no such command: {e.command_name}{did_you_mean(sorted(e.possibilities or ()))}"
     else:
