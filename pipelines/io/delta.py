@@ -661,7 +661,11 @@ def commit(dt: DeltaTable, table_schema, actions: list, *, mode: str = "append",
     On an object store a try that fails transiently is tried again, but only once the log says it did not land:
     each commit carries a token of its own in its metadata, and a version past the one the try started from that
     holds it is this commit (its answer was lost, or its post-commit checkpoint failed). Committing it twice would
-    add its files twice."""
+    add its files twice. So delta-rs does not retry a commit at the next version itself (`max_commit_retries=0`):
+    the version it found taken is, under the writer lock, this commit's own lost answer (object_store retried its
+    PUT, which then found the file there)."""
+    from deltalake.exceptions import CommitFailedError
+
     token = uuid.uuid4().hex
     loc = storage.location(_table_location(dt.table_uri))
     started = dt.version()
@@ -673,15 +677,22 @@ def commit(dt: DeltaTable, table_schema, actions: list, *, mode: str = "append",
         landed = _landed(dt, started, token) if tries > 1 else None
         if landed is not None:
             return landed
-        dt.create_write_transaction(
-            actions,
-            mode=mode,
-            schema=delta_schema(table_schema),
-            partition_by=partition_by or None,
-            partition_filters=partition_filters,
-            commit_properties=CommitProperties(custom_metadata={**(metadata or {}), _COMMIT_TOKEN: token}),
-            post_commithook_properties=_KEEP_LOG,
-        )
+        try:
+            dt.create_write_transaction(
+                actions,
+                mode=mode,
+                schema=delta_schema(table_schema),
+                partition_by=partition_by or None,
+                partition_filters=partition_filters,
+                commit_properties=CommitProperties(custom_metadata={**(metadata or {}), _COMMIT_TOKEN: token},
+                                                   max_commit_retries=0),
+                post_commithook_properties=_KEEP_LOG,
+            )
+        except CommitFailedError:
+            landed = _landed(dt, started, token)
+            if landed is None:
+                raise
+            return landed
         dt.update_incremental()
         return dt.version()
 
