@@ -387,8 +387,9 @@ class Warehouse:
 
     def __init__(self, path: "str | Path | storage.Location"):
         self.root = storage.location(path)
-        # the ids whose failed write `write_snapshot` recorded itself (`failure_recorded`)
-        self._recorded_failures: set[str] = set()
+        # the ids whose failed write `write_snapshot` recorded itself, with the stage it recorded
+        # (`failure_recorded`)
+        self._recorded_failures: dict[str, str] = {}
         # a local warehouse is addressed as a Path, one on an object store by its Location
         self.path = self.root.local or self.root
 
@@ -460,7 +461,7 @@ class Warehouse:
         are then not read); they are this call's to commit or delete.
         """
         delta.check_partition_value(snapshot_id)
-        self._recorded_failures.discard(snapshot_id)
+        self._recorded_failures.pop(snapshot_id, None)
         unknown = [t for t in tables if t not in SNAPSHOT_TABLES and t != "offset_commits"]
         missing = [t for t in SNAPSHOT_TABLES if tables.get(t) is None]
         final_status = run_row.get("status") or "succeeded"
@@ -520,7 +521,7 @@ class Warehouse:
             failed["summary"] = {**summary, "status": "failed", "error": error[:2000], "stage": stage}
             try:
                 self.record_failure(snapshot_id, failed, partial=bool(committed))
-                self._recorded_failures.add(snapshot_id)
+                self._recorded_failures[snapshot_id] = stage
             except Exception as mark_exc:  # keep the original error
                 exc.add_note(f"could not record the failure of run {snapshot_id}: {mark_exc}")
             raise
@@ -558,6 +559,10 @@ class Warehouse:
         """Whether the last `write_snapshot` of `snapshot_id` failed and recorded its failure itself (with what it
         knew of its commits): the run must not record it again."""
         return snapshot_id in self._recorded_failures
+
+    def recorded_stage(self, snapshot_id: str) -> str | None:
+        """The stage `write_snapshot` recorded its failure in (`write`, or `commit` once it began committing)."""
+        return self._recorded_failures.get(snapshot_id)
 
     def record_failure(self, snapshot_id: str, run_row: dict, *, partial: bool = False) -> str:
         """Record a run that failed (or was abandoned) without taking a served snapshot away.

@@ -48,6 +48,19 @@ def run_rebuild(spark, settings: Settings, req: RebuildRequest, emit: Callable[[
     return summary
 
 
+def _note_stage(lock, name: str) -> None:
+    """The stage in the writer lock, for the record of a run killed in it. A lock that cannot be written (a full
+    disk) leaves the stage before: the stage's own writes then fail with what they met, in their stage. (The
+    commit's note is not this one: `stages._committing` must not go on without it.)"""
+    from pipelines.io.retry import StoreUnavailable
+    from pipelines.io.storage import StorageError
+
+    try:
+        lock.update(stage=name)
+    except (OSError, StorageError, StoreUnavailable):
+        pass
+
+
 def _run_locked(spark, settings: Settings, req: RebuildRequest, emit, prepared) -> RunSummary:
     from pipelines.incremental import is_what_if
     from pipelines.io.warehouse import Warehouse
@@ -55,7 +68,7 @@ def _run_locked(spark, settings: Settings, req: RebuildRequest, emit, prepared) 
     from pipelines.times import ms_to_iso
 
     warehouse = Warehouse(req.warehouse)
-    progress = Progress(emit, on_stage=lambda name: prepared.lock.update(stage=name))
+    progress = Progress(emit, on_stage=lambda name: _note_stage(prepared.lock, name))
     if prepared.abandoned is not None:
         record_abandoned(warehouse, prepared.abandoned, progress.emit)
     with contextlib.ExitStack() as held:

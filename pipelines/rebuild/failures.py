@@ -60,8 +60,20 @@ def cause_of(exc: BaseException) -> str:
     return f"{storage}: {first_line(exc)}" if storage else first_line(exc)
 
 
+# The line a Python traceback ends with (not indented, unlike its frames): `OSError: [Errno 28] …`.
+_RAISED = re.compile(r"^((?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception|Unavailable|Exit|Panic)\w*: .*)$", re.M)
+_TRACEBACK = "Traceback (most recent call last):"
+
+
 def first_line(exc: BaseException) -> str:
-    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    """The error's type and first line; for a Spark task's error (Spark's wrapper around the task's traceback),
+    the Python error the task ended with."""
+    text = str(exc)
+    if _TRACEBACK in text:
+        raised = _RAISED.search(text.rsplit(_TRACEBACK, 1)[1])
+        if raised is not None:
+            return raised.group(1).strip()[:300]
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     return f"{type(exc).__name__}: {lines[0][:300] if lines else ''}"
 
 
@@ -100,6 +112,7 @@ def record_failure(warehouse, snapshot_id: str, stage: str, row: dict, e: BaseEx
     from pipelines.io.storage import StorageError
     from pipelines.io.warehouse import WarehouseError
 
+    stage = warehouse.recorded_stage(snapshot_id) or stage  # the write's own record names where it stopped
     storage = storage_error(e)
     unavailable = unavailable_cause(e) if storage is None else None
     cause = f"object store unavailable: {unavailable}" if unavailable is not None else first_line(e)
