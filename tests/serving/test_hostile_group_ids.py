@@ -119,3 +119,21 @@ def test_the_cli_finds_every_group(warehouse, gid):
         (IDS.index(gid), 100 + IDS.index(gid))]
     r = CliRunner().invoke(main, ["describe", "--warehouse", str(warehouse), gid])
     assert r.exit_code == 0, r.output
+
+
+@pytest.mark.browser
+def test_the_page_opens_every_group_by_its_link(server, tmp_path):
+    """`/#/groups/<percent-encoded id>`: the group page of that id (its title, its offsets), pasted or followed,
+    and the page's own link to the view carries the same id."""
+    from .test_browser import _chromedriver, _open, _rows, chromium
+
+    _chromedriver()  # skip before starting anything
+    with chromium(tmp_path) as b:
+        for i, gid in enumerate(IDS):
+            url = f"{server}/#/groups/{quote(gid, safe='')}"
+            _open(b, url, "group")
+            assert b.js("return document.getElementById('group-title').textContent") == gid
+            assert b.js("return document.getElementById('error').textContent") == ""
+            assert [r[:3] for r in _rows(b, "#offsets-table tbody tr")] == [["orders", str(i), str(100 + i)]]
+            link = b.js("return document.getElementById('group-permalink').href")
+            assert link.endswith("?snapshot=h1#/groups/" + quote(gid, safe="")), link
