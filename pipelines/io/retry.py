@@ -101,7 +101,7 @@ class StoreRetry:
         return [f"SET http_retries = {self.attempts - 1}",
                 f"SET http_retry_wait_ms = {int(self.first_backoff_seconds * 1000)}",
                 "SET http_retry_backoff = 2",
-                f"SET http_timeout = {int(self.request_timeout_seconds * 1000)}"]
+                f"SET http_timeout = {max(1, round(self.request_timeout_seconds))}"]  # seconds
 
 
 _SETTING = {"attempts": "retry_attempts", "first_backoff_seconds": "retry_first_backoff_seconds",
