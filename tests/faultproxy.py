@@ -17,6 +17,7 @@ after a request that closes it, or after `IDLE_SECONDS` without one; `close()` s
 
 `fail_next(n, method=…, path_contains=…, fault=…)` makes the next n matching requests fail whatever the rates (a
 deterministic attack on one call), `lost` among its faults: a request done, its answer replaced by a 503.
+With FAULTPROXY_DEBUG set, the proxy prints each request and its fault on its stderr.
 """
 from __future__ import annotations
 
@@ -159,6 +160,8 @@ class _Proxy:
         if h.path.startswith(CONTROL):
             return self._control(h, body)
         fault = self._choose(h.command, h.path)
+        if os.environ.get("FAULTPROXY_DEBUG"):
+            print(h.command, h.path, fault, file=sys.stderr, flush=True)
         if fault == "slowdown":
             self._count("slowdown")
             return _answer(h, 503, SLOWDOWN_BODY, "Slow Down")

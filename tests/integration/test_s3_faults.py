@@ -196,3 +196,35 @@ def test_a_store_down_in_the_decode_tasks_fails_the_run_in_its_stage(world):
     assert "object store unavailable" in row["summary"] and ".log (read)" in row["summary"], row
     assert answer(world.wh) == before
     assert _last_run_failed(world.wh)
+
+
+def test_a_fault_after_the_commit_is_a_warning_and_the_run_stands(world):
+    """Every delete refused once the tables are committed (S3's DELETE, and the POST ?delete of a batch, which
+    obstore sends for one key too): the writer lock cannot be given back. The snapshot and its `succeeded` row are
+    written, so the run says what is true: served (exit 0), and a `warning:` line."""
+    p = subprocess.Popen([sys.executable, "-m", "jobs.cli", "rebuild", "--env", "ci", "--input", world.dump + "full",
+                          "--warehouse", world.wh, "--snapshot-id", "late", "--json", *QUICK,
+                          "--conf", "storage.retry_attempts=2", "--conf", "storage.retry_total_seconds=2"],
+                         cwd=ROOT, env=world.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    seen = []
+    for line in p.stderr:
+        seen.append(line)
+        if "commit: every table staged" in line:
+            world.proxy.fail_next(10 ** 6, method="DELETE")
+            world.proxy.fail_next(10 ** 6, method="POST", path_contains="?delete")
+            break
+    err = "".join(seen) + p.stderr.read()
+    out = p.stdout.read()
+    code = p.wait(600)
+    world.proxy.clear()
+    assert code == 0, err[-3000:]
+    # the lock not given back; retiring old snapshots too, when the vacuum had files to delete
+    lines = message_lines(err)
+    assert 1 <= len(lines) <= 2 and all(ln.startswith("warning: ") for ln in lines), lines
+    assert lines[-1].startswith("warning: the writer lock ") and "not released" in lines[-1], lines
+    assert "object store unavailable" in lines[-1] and "Traceback" not in err
+    assert runs(world.wh)["late"]["status"] == "succeeded"
+    assert answer(world.wh) == ("late", world.clean["full"])
+    import json
+
+    assert json.loads(out.strip().splitlines()[-1])["after_commit"] == [ln[len("warning: "):] for ln in lines]
