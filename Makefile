@@ -67,6 +67,8 @@ bench: setup
 	$(PY) benchmarks/bench_cold.py --records 1000000 2000000 10000000
 	$(PY) benchmarks/bench_validation.py
 	$(PY) benchmarks/bench_serving.py
+	$(PY) benchmarks/bench_faults.py --rate 0.05 --runs 10
+	$(PY) benchmarks/bench_faults.py --rate 0.30 --runs 10
 
 bench-decode: setup
 	$(PY) benchmarks/bench_decode.py

@@ -71,7 +71,8 @@ def run_from_cli(**kw) -> int:
     (`jobs.run_log`): the terminal gets offsetlake's own lines, the log everything (`--verbose`: the terminal too)."""
     from pipelines.config import ConfigError, load_settings
 
-    as_json, quiet, textfile, verbose = kw.pop("as_json"), kw.pop("quiet"), kw.pop("metrics_textfile"), kw.pop("verbose")
+    as_json, quiet, verbose = kw.pop("as_json"), kw.pop("quiet"), kw.pop("verbose")
+    textfile = kw.pop("metrics_textfile")
     try:
         settings = load_settings(env=kw.pop("env"), overrides=parse_overrides(kw.pop("conf_overrides")))
         from pipelines.io.storage import configure

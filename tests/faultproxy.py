@@ -13,7 +13,7 @@ after a request that closes it, or after `IDLE_SECONDS` without one; `close()` s
     with FaultProxy(moto_url, slowdown=0.3, seed=7) as proxy:
         env["AWS_ENDPOINT_URL"] = proxy.url
         ...
-        proxy.counts  # {"forwarded": …, "slowdown": …, "reset": …, "slow": …, "complete_error": …, "lost": …}
+        proxy.counts  # {"forwarded": n, "slowdown": n, "reset": n, "slow": n, "complete_error": n, "lost": n}
 
 `fail_next(n, method=…, path_contains=…, fault=…)` makes the next n matching requests fail whatever the rates (a
 deterministic attack on one call), `lost` among its faults: a request done, its answer replaced by a 503.
@@ -57,9 +57,7 @@ class _Rule:
 
 
 class _Proxy:
-    """The proxy itself, in the process `main` runs. Rates are shares of requests in [0, 1]: `slowdown` (503, not forwarded), `reset`
-    (a GET whose body is cut after half its bytes), `slow` (answered after `slow_seconds`), `complete_error`
-    (CompleteMultipartUpload answered 200 with a SlowDown body, not forwarded)."""
+    """The proxy itself, in the process `main` runs (the rates as `FaultProxy` says)."""
 
     def __init__(self, upstream: str, *, seed: int = 0, slowdown: float = 0.0, reset: float = 0.0, slow: float = 0.0,
                  slow_seconds: float = 0.3, complete_error: float = 0.0):

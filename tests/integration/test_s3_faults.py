@@ -88,7 +88,8 @@ def world(spark, s3_server, tmp_path_factory):  # spark: the local reference reb
                            allow_bucket_creation=True)
     fs.create_dir("faults")
     r = subprocess.run([sys.executable, "-m", "jobs.cli", "sample", str(base / "full"), "--records", "2000",
-                        "--groups", "30", "--partitions", "4", "--seed", "23"], cwd=ROOT, capture_output=True, text=True)
+                        "--groups", "30", "--partitions", "4", "--seed", "23"],
+                       cwd=ROOT, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     logtools.cut_log_dir(base / "full", base / "yesterday", fraction=0.8)
     clean = {}
