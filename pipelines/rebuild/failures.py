@@ -123,9 +123,10 @@ def record_failure(warehouse, snapshot_id: str, stage: str, row: dict, e: BaseEx
             if storage is None and unavailable is None and storage_error(mark_exc) is None \
                     and unavailable_cause(mark_exc) is None:
                 raise
-            raise RunFailed(f"run {snapshot_id} failed in stage {stage}: "
-                            f"{cause if unavailable is not None else (storage or 'storage error') + ': ' + cause}; "
-                            f"its failure could not be recorded either ({cause_of(mark_exc)})") from None
+            if not _recorded_after_all(warehouse, snapshot_id):
+                raise RunFailed(f"run {snapshot_id} failed in stage {stage}: "
+                                f"{cause if unavailable is not None else (storage or 'storage error') + ': ' + cause}"
+                                f"; its failure could not be recorded either ({cause_of(mark_exc)})") from None
     if unavailable is not None:
         raise RunFailed(f"run {snapshot_id} failed in stage {stage}: {cause}; recorded as failed") from None
     if storage == "not writable":
@@ -136,6 +137,15 @@ def record_failure(warehouse, snapshot_id: str, stage: str, row: dict, e: BaseEx
                         f"{first_line(e)}; recorded as failed") from None
     if isinstance(e, (WarehouseError, DeltaWriteError, StorageError)):  # refused, or the store failed: said in full
         raise RunFailed(f"run {snapshot_id} failed in stage {stage}: {e}; recorded as failed") from None
+
+
+def _recorded_after_all(warehouse, snapshot_id: str) -> bool:
+    """Whether `snapshot_id`'s `failed` row is there though writing it raised: the commit landed and what followed
+    it failed (its answer lost, its post-commit work), which only a read can tell."""
+    try:
+        return any(r["snapshot_id"] == snapshot_id and r["status"] == "failed" for r in warehouse.snapshots())
+    except Exception:  # the store still fails: say it was not recorded, as far as this run can tell
+        return False
 
 
 def record_unstarted(settings, req, snapshot_id: str, e: BaseException) -> RunFailed:
@@ -167,7 +177,9 @@ def record_unstarted(settings, req, snapshot_id: str, e: BaseException) -> RunFa
     except LockHeldError as held:
         recorded = f"not recorded: {held}"
     except Exception as mark_exc:
-        recorded = f"its failure could not be recorded either ({cause_of(mark_exc)})"
+        recorded = ("recorded as failed" if lock is not None and lock.token is not None
+                    and _recorded_after_all(Warehouse(req.warehouse), snapshot_id)
+                    else f"its failure could not be recorded either ({cause_of(mark_exc)})")
     finally:
         if lock is not None:
             try:
