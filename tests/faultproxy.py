@@ -50,9 +50,10 @@ class _Rule:
     method: str | None
     path_contains: str | None
     fault: str = "slowdown"
+    after_lost: bool = False  # only once a `lost` fault has been served
 
-    def matches(self, method: str, path: str) -> bool:
-        return (self.remaining > 0 and (self.method is None or self.method == method)
+    def matches(self, method: str, path: str, lost: int) -> bool:
+        return (self.remaining > 0 and (lost or not self.after_lost) and (self.method is None or self.method == method)
                 and (self.path_contains is None or self.path_contains in path))
 
 
@@ -97,14 +98,11 @@ class _Proxy:
                 setattr(self, name, value)
 
     def fail_next(self, n: int, *, method: str | None = None, path_contains: str | None = None,
-                  fault: str = "slowdown") -> None:
-        """The next `n` requests matching `method` and `path_contains` get `fault`: `slowdown` (503, not
-        forwarded), `reset` (a GET's body cut mid-way), or `lost` (forwarded and done, then answered 503: the
-        answer of a request that succeeded was lost)."""
+                  fault: str = "slowdown", after_lost: bool = False) -> None:
         if fault not in ("slowdown", "reset", "lost"):
             raise TypeError(f"unknown fault {fault}")
         with self._lock:
-            self._rules.append(_Rule(n, method, path_contains, fault))
+            self._rules.append(_Rule(n, method, path_contains, fault, after_lost))
 
     def serve_forever(self) -> None:
         self._thread.join()
@@ -133,7 +131,7 @@ class _Proxy:
     def _choose(self, method: str, path: str) -> str | None:
         with self._lock:
             for rule in self._rules:
-                if rule.matches(method, path):
+                if rule.matches(method, path, self.counts["lost"]):
                     rule.remaining -= 1
                     return rule.fault
             roll = self._random.random()
@@ -172,7 +170,7 @@ class _Proxy:
         status, reason, headers, payload = self._forward(h, body)
         self._count("forwarded")
         if fault == "lost":
-            self._count("lost")
+            self._count("lost")  # arms the rules that wait for it
             return _answer(h, 503, SLOWDOWN_BODY, "Slow Down")
         if fault == "reset" and status in (200, 206) and len(payload) >= 2:
             self._count("reset")
@@ -291,11 +289,13 @@ class FaultProxy:
         self._call("rates", rates)
 
     def fail_next(self, n: int, *, method: str | None = None, path_contains: str | None = None,
-                  fault: str = "slowdown") -> None:
+                  fault: str = "slowdown", after_lost: bool = False) -> None:
         """The next `n` requests matching `method` and `path_contains` get `fault`: `slowdown` (503, not
         forwarded), `reset` (a GET's body cut mid-way), or `lost` (forwarded and done, then answered 503: the
-        answer of a request that succeeded was lost)."""
-        self._call("rules", {"n": n, "method": method, "path_contains": path_contains, "fault": fault})
+        answer of a request that succeeded was lost). `after_lost`: counting only from the first `lost` fault on
+        (what follows a lost answer)."""
+        self._call("rules", {"n": n, "method": method, "path_contains": path_contains, "fault": fault,
+                             "after_lost": after_lost})
 
     def clear(self) -> None:
         """No faults from now on: every rule dropped, every rate 0."""

@@ -699,6 +699,13 @@ def commit(dt: DeltaTable, table_schema, actions: list, *, mode: str = "append",
     return storage.retried(loc, "commit", once)
 
 
+def may_have_landed(exc: BaseException) -> bool:
+    """Whether a commit that raised `exc` may have landed all the same: the store failed transiently past the
+    retries, so `commit` could not read the log to tell. Its files must then stay (a vacuum deletes them if no
+    commit references them); deleting them would leave a table that references files it no longer has."""
+    return retry.transient(exc)
+
+
 def _landed(dt: DeltaTable, since: int, token: str) -> int | None:
     """The version after `since` whose commit carries `token`, None when none does."""
     dt.update_incremental()

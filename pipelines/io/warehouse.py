@@ -511,7 +511,9 @@ class Warehouse:
                 for table, n in zip(SNAPSHOT_TABLES, rows):
                     self._check_rows(table, snapshot_id, expected, n, "committed")
         except BaseException as exc:
-            self.discard_staged({t: files for t, files in staged.items() if t not in committed})
+            # a commit that failed on the store may have landed: its table's files stay (a vacuum judges them)
+            self.discard_staged({t: files for t, files in staged.items() if t not in committed
+                                 and not (stage == "commit" and delta.may_have_landed(exc))})
             failed = {**row, "finished_at": _utcnow()}
             summary = failed.get("summary")
             summary = json.loads(summary) if isinstance(summary, str) else dict(summary or {})
@@ -657,11 +659,7 @@ class Warehouse:
             return self._add_unseen(spark, dt, snapshot_id, df)
         if isinstance(df, StagedHistory):
             if not current:  # nothing to merge with: the files the tasks wrote are the history
-                version = self._commit_history(dt, snapshot_id, df.stage.settled, df.stage.pending,
-                                               [f for f, aside in df.files if not aside],
-                                               [f for f, aside in df.files if aside])
-                df.committed = True
-                return version
+                return self._commit_staged_history(dt, snapshot_id, df)
             df = df.frame()
         elif isinstance(df, BlobRows):
             if clustered and not current:  # nothing to merge with: each task writes the blobs it opens
@@ -761,11 +759,7 @@ class Warehouse:
             if df.stage.seen is None:  # staged before the history had a file: its rows checked here
                 df = df.frame()
             else:
-                version = self._commit_history(dt, snapshot_id, df.stage.settled, df.stage.pending,
-                                               [f for f, aside in df.files if not aside],
-                                               [f for f, aside in df.files if aside])
-                df.committed = True
-                return version
+                return self._commit_staged_history(dt, snapshot_id, df)
         if isinstance(df, BlobRows):
             _check_columns(df.schema.fieldNames(), table, snapshot_id)
             return self._write_history(dt, snapshot_id, df.blobs.select(PAYLOAD), opened=_opened(snapshot_id, seen))
@@ -842,10 +836,24 @@ class Warehouse:
                 settled, pending = delta.write_frame_files(out, path, rels[0], schema, split_by="offsets_partition",
                                                            aside=(_pending_rows, rels[1]), opened=opened)
             return self._commit_history(dt, snapshot_id, *rels, settled, pending, touched)
-        except BaseException:
-            for rel in rels:
-                delta.discard_dir(path, rel)
+        except BaseException as exc:
+            if not delta.may_have_landed(exc):
+                for rel in rels:
+                    delta.discard_dir(path, rel)
             raise
+
+    def _commit_staged_history(self, dt, snapshot_id: str, staged: StagedHistory) -> int | None:
+        """The files the tasks wrote committed as they are (`committed`: they are the history's, or may be: a
+        commit that failed on the store may have landed, and then they stay for a vacuum to judge)."""
+        try:
+            version = self._commit_history(dt, snapshot_id, staged.stage.settled, staged.stage.pending,
+                                           [f for f, aside in staged.files if not aside],
+                                           [f for f, aside in staged.files if aside])
+        except BaseException as exc:
+            staged.committed = delta.may_have_landed(exc)
+            raise
+        staged.committed = True
+        return version
 
     def _commit_history(self, dt, snapshot_id: str, settled_dir: str, pending_dir: str, settled: list,
                         pending: list, touched: list[str] = ()) -> int | None:

@@ -147,3 +147,29 @@ def test_a_warehouse_written_and_read_under_throttling(proxy):
     assert [(r["snapshot_id"], r["status"]) for r in wh.snapshots()] == [
         ("s0", "succeeded"), ("s1", "failed"), ("s2", "succeeded")]
     assert proxy.injected() > 3
+
+
+def test_a_commit_whose_outcome_is_unknown_keeps_its_files(proxy, monkeypatch):
+    """The history's commit lands, its answer is lost, and every read of the log fails after it, past the retries:
+    the run cannot tell whether it landed. Its files must stay (a vacuum judges them later): deleting them left a
+    history that referenced files it no longer had, and every later run failed reading it."""
+    from deltalake import DeltaTable
+
+    from pipelines.io.warehouse import Warehouse
+    from tests.io.io_warehouse_data import offset_commit_rows
+    from tests.io.stats_data import arrow_table
+
+    monkeypatch.setattr(retry, "_policy", StoreRetry(attempts=2, first_backoff_seconds=0.01,
+                                                     max_backoff_seconds=0.05, total_seconds=3))
+    wh = Warehouse(proxy.bucket + "/wh")
+    dt = delta.ensure_table(wh.root / "offset_commits", arrow_table("offset_commits", []).schema)
+    rows = arrow_table("offset_commits", offset_commit_rows([(p, o, None) for p in range(2) for o in range(5)]))
+    proxy.fail_next(1, method="PUT", path_contains="_delta_log/00000000000000000001.json", fault="lost")
+    # the reads that would tell whether it landed fail too
+    proxy.fail_next(10 ** 6, method="GET", path_contains="_delta_log", after_lost=True)
+    with pytest.raises(StoreUnavailable):
+        wh._write_history(dt, "s1", rows)
+    proxy.clear()
+    landed = DeltaTable(str(wh.root / "offset_commits"), storage_options=storage.storage_options(str(wh.root)))
+    assert landed.version() == 1
+    assert landed.to_pyarrow_table().num_rows == 10  # every file the commit references is there
