@@ -160,7 +160,7 @@ class _Proxy:
             print(h.command, h.path, fault, file=sys.stderr, flush=True)
         if fault == "slowdown":
             self._count("slowdown")
-            return _answer(h, 503, SLOWDOWN_BODY, "Slow Down")
+            return _answer(h, 503, SLOWDOWN_BODY, "Slow Down", head=h.command == "HEAD")
         if fault == "complete_error":
             self._count("complete_error")
             return _answer(h, 200, SLOWDOWN_BODY)
@@ -171,7 +171,7 @@ class _Proxy:
         self._count("forwarded")
         if fault == "lost":
             self._count("lost")  # arms the rules that wait for it
-            return _answer(h, 503, SLOWDOWN_BODY, "Slow Down")
+            return _answer(h, 503, SLOWDOWN_BODY, "Slow Down", head=h.command == "HEAD")
         if fault == "reset" and status in (200, 206) and len(payload) >= 2:
             self._count("reset")
             return _cut(h, status, reason, headers, payload)
