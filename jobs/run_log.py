@@ -72,6 +72,8 @@ class RunLog:
         self._saved_stderr = None
         self._terminal: TextIO | None = None
         self._log_text: TextIO | None = None
+        self._pipe: int | None = None
+        self._copier: threading.Thread | None = None
 
     # ------------------------------------------------------------------ the file
     def _open(self) -> None:
@@ -122,8 +124,10 @@ class RunLog:
                  f"{_dt.datetime.now(_dt.timezone.utc).isoformat(timespec='seconds')}")
         if self.verbose:
             read, write = os.pipe()
-            threading.Thread(target=_copy, args=(read, self._saved_fd, self._file.fileno()),
-                             name="offsetlake-run-log", daemon=True).start()
+            self._pipe = read
+            self._copier = threading.Thread(target=_copy, args=(read, self._saved_fd, self._file.fileno()),
+                                            name="offsetlake-run-log", daemon=True)
+            self._copier.start()
             os.dup2(write, 2)
             os.close(write)
             sys.stderr = _Lines(self._terminal, self._log_text)
@@ -140,11 +144,33 @@ class RunLog:
         finally:
             sys.stderr = self._saved_stderr
             os.dup2(self._saved_fd, 2)
-            os.close(self._saved_fd)
+            if self.verbose:
+                self._drain()
+            if self._copier is None or not self._copier.is_alive():
+                os.close(self._saved_fd)  # else the copier keeps writing there what the JVM still says
             if self._terminal is not self._saved_stderr:
                 self._terminal.close()
             self._log_text.close()
             self._file.close()  # the JVM and the workers keep their own copy of the descriptor
+
+    def _drain(self, seconds: float = 2.0) -> None:
+        """`--verbose`: what is already in the pipe copied out before the terminal is ours again (a child that
+        keeps the pipe open, the JVM, goes on being copied by the daemon thread)."""
+        import fcntl
+        import struct
+        import termios
+        import time
+
+        deadline = time.monotonic() + seconds
+        while self._copier.is_alive() and time.monotonic() < deadline:
+            try:
+                pending = struct.unpack("i", fcntl.ioctl(self._pipe, termios.FIONREAD, b"\0\0\0\0"))[0]
+            except OSError:
+                return
+            if not pending:
+                self._copier.join(0.05)  # the last bytes read are being written out
+                return
+            time.sleep(0.01)
 
     # ------------------------------------------------------------------ writing
     def say(self, line: str) -> None:

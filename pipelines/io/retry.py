@@ -186,8 +186,8 @@ def transient(exc: BaseException) -> bool:
 
 def one_line(exc: BaseException) -> str:
     """The cause on one line, at most 300 characters (the SDKs' messages span several, delta-rs' nest)."""
-    text = " ".join(str(exc).replace("↳", " ").split())
-    text = re.sub(r"\x1b\[[0-9;]*m", "", text)
+    # delta-rs nests its causes on lines marked with a colored arrow: the colors go first, then the arrows
+    text = " ".join(re.sub(r"\x1b\[[0-9;]*m", "", str(exc)).replace("↳", " ").split())
     return text[:300] + ("…" if len(text) > 300 else "")
 
 
