@@ -27,6 +27,7 @@ from fastapi.routing import APIRoute
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, ConfigDict
 from starlette.concurrency import run_in_threadpool
+from starlette.convertors import Convertor, register_url_convertor
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
@@ -187,15 +188,32 @@ def _bytes_response(body: bytes, snapshot_id: str) -> Response:
     return Response(body, media_type="application/json", headers=headers)
 
 
+class GroupIdConvertor(Convertor):
+    """A path parameter holding any group id the snapshot may hold: every character, `/`, a newline and the other
+    control characters included (Kafka refuses none but an empty id). Starlette's `:path` is `.*`, whose `.` stops
+    at a newline: a group id holding one answered 404 though the snapshot holds it."""
+
+    regex = r"[\s\S]*"
+
+    def convert(self, value: str) -> str:
+        return value
+
+    def to_string(self, value: str) -> str:
+        return value
+
+
+register_url_convertor("group_id", GroupIdConvertor())
+
+
 class RawPathRoute(APIRoute):
-    """A route whose template ends in a word after a `:path` parameter (`/groups/{group_id:path}/offsets`) matches
-    only when the client sent that word after a real `/`. Group ids may hold `/` (legal in Kafka): sent
+    """A route whose template ends in a word after a `:group_id` parameter (`/groups/{group_id:group_id}/offsets`)
+    matches only when the client sent that word after a real `/`. Group ids may hold `/` (legal in Kafka): sent
     percent-encoded, `/groups/x%2Foffsets` is the detail of group "x/offsets", but the server decodes the path before
     routing, which alone would make it the offsets of "x"."""
 
     def __init__(self, path: str, *args, **kwargs):
         super().__init__(path, *args, **kwargs)
-        self.literal_tail = path.rsplit("}", 1)[1].encode() if ":path}" in path else b""
+        self.literal_tail = path.rsplit("}", 1)[1].encode() if ":group_id}" in path else b""
 
     def matches(self, scope):
         match, child = super().matches(scope)
@@ -529,7 +547,7 @@ def create_app(reader: SnapshotReader, *, token: str | None = None, refresh_inte
         return _json(page, idx.snapshot.snapshot_id)
 
     @app.get(
-        "/groups/{group_id:path}/offsets",
+        "/groups/{group_id:group_id}/offsets",
         response_model=list[OffsetOut],
         responses=responses,
         dependencies=guarded,
@@ -550,7 +568,7 @@ def create_app(reader: SnapshotReader, *, token: str | None = None, refresh_inte
         )
 
     @app.get(
-        "/groups/{group_id:path}/commits",
+        "/groups/{group_id:group_id}/commits",
         response_model=CommitsOut,
         responses=responses,
         dependencies=guarded,
@@ -569,7 +587,7 @@ def create_app(reader: SnapshotReader, *, token: str | None = None, refresh_inte
         return _json(body, idx.snapshot.snapshot_id)
 
     @app.get(
-        "/groups/{group_id:path}/history",
+        "/groups/{group_id:group_id}/history",
         responses=responses,
         dependencies=guarded,
         tags=["groups"],
@@ -586,7 +604,7 @@ def create_app(reader: SnapshotReader, *, token: str | None = None, refresh_inte
         return _json(views.group_history(reader, idx, group_id, limit=limit), idx.snapshot.snapshot_id)
 
     @app.get(
-        "/groups/{group_id:path}",
+        "/groups/{group_id:group_id}",
         response_model=GroupDetailOut,
         responses=responses,
         dependencies=guarded,

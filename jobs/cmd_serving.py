@@ -17,7 +17,7 @@ import click
 from jobs.errors import did_you_mean, fail, warn
 from pipelines.io.snapshots import (DeltaWarehouseReader, GroupNotFound, NotAWarehouse, ReadError, SnapshotNotFound,
                                     resolve_snapshot)
-from pipelines.io.storage import StorageError
+from pipelines.io.storage import StorageError, StoreUnavailable
 
 warehouse_opt = click.option(
     "--warehouse", "warehouse", required=True, type=click.Path(file_okay=False), help="warehouse directory"
@@ -383,8 +383,10 @@ for _cmd in (describe, lookup, diff, reset_plan, sql, changes, restore_plan):
             return __inner(*args, **kwargs)
         except ReadError as e:
             fail(str(e))
-        except StorageError as e:  # the object store failed mid-read: the URI and the cause
+        except StorageError as e:  # the object store refused a read: the URI and the cause
             fail(f"cannot read the warehouse: {e}")
+        except StoreUnavailable as e:  # it kept failing past its retries (`io.retry`): not the user's mistake
+            fail(f"cannot read the warehouse: {e}", 1)
         except OSError as e:
             if e.errno == errno.EPIPE:  # stdout's reader left (`… | head`): not the warehouse; see OneLineErrors
                 raise

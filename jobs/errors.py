@@ -51,10 +51,20 @@ def did_you_mean(possibilities, quote: bool = False) -> str:
     return f" (did you mean {' or '.join(names)}?)"
 
 
+def _closest(name: str, possibilities) -> list[str]:
+    """click's suggestions that come about as close to `name` as the closest one (`--warehose`: `--warehouse`,
+    not `--verbose` too), sorted."""
+    import difflib
+
+    score = {p: difflib.SequenceMatcher(None, name, p).ratio() for p in possibilities}
+    best = max(score.values(), default=0)
+    return sorted(p for p, r in score.items() if r >= best - 0.1)
+
+
 def usage_message(e: click.UsageError) -> str:
     """`no such option: --warehose (did you mean --warehouse?) — see 'offsetlake rebuild --help'`."""
     if isinstance(e, click.NoSuchOption):
-        text = f"no such option: {e.option_name}{did_you_mean(sorted(e.possibilities or ()))}"
+        text = f"no such option: {e.option_name}{did_you_mean(_closest(e.option_name, e.possibilities or ()))}"
     elif isinstance(e, click.exceptions.NoSuchCommand):
         text = f"no such command: {e.command_name}{did_you_mean(sorted(e.possibilities or ()))}"
     else:
@@ -82,6 +92,13 @@ class OneLineErrors:
             fail(_lower_first(one_line(e.format_message())), e.exit_code)
         except click.Abort:  # Ctrl-C or end of input at a prompt
             fail("aborted", 1)
+        except Exception as e:
+            # the object store kept failing past its retries (`pipelines.io.retry`, loaded by whatever talked to
+            # it): no mistake of the user's
+            retry = sys.modules.get("pipelines.io.retry")
+            if retry is not None and isinstance(e, retry.StoreUnavailable):
+                fail(str(e), 1)
+            raise
         except OSError as e:
             if e.errno != errno.EPIPE:  # `offsetlake decode … | head`: the reader left, nothing to report
                 raise

@@ -5,7 +5,7 @@ import sys
 
 import click
 
-from jobs.errors import PREFIX, one_line, warn
+from jobs.errors import PREFIX, one_line
 from pipelines.coordinator.options import DEFAULT_KAFKA_VERSION, DEFAULT_RETENTION_MINUTES, DEFAULT_SEMANTICS, SEMANTICS
 
 # 1: the snapshot is not served (validation failed, --strict, or the run failed and was recorded as failed)
@@ -40,7 +40,9 @@ def rebuild_options(f):
         click.option("--env", default=None, help="Settings overlay conf/<env>/ (default OFFSETLAKE_ENV or local)."),
         click.option("--conf", "conf_overrides", multiple=True, help="Override a setting: section.key=value."),
         click.option("--json", "as_json", is_flag=True, help="Print the machine-readable summary."),
-        click.option("--quiet", is_flag=True, help="No progress lines."),
+        click.option("--quiet", is_flag=True, help="No progress lines (the run's log still has them)."),
+        click.option("--verbose", is_flag=True,
+                     help="Also show what Spark, Arrow and delta-rs write to stderr (always in the run's log)."),
         click.option("--metrics-textfile", default=None, type=click.Path(dir_okay=False),
                      help="Also write the run's metrics here (Prometheus text, for node_exporter's textfile "
                           "collector; written atomically)."),
@@ -67,25 +69,50 @@ def parse_overrides(items) -> dict:
 
 def run_from_cli(**kw) -> int:
     """Parse, load settings, check the request (before Spark starts), call the pipeline, print, map errors to exit
-    codes (no stack trace for users)."""
+    codes (no stack trace for users). Once the settings are read, the process' stderr is the run's log
+    (`jobs.run_log`): the terminal gets offsetlake's own lines, the log everything (`--verbose`: the terminal too)."""
     from pipelines.config import ConfigError, load_settings
-    from pipelines.rebuild import RebuildRequest, RunFailed, StrictModeError, UsageError, run_rebuild
 
-    as_json, quiet, textfile = kw.pop("as_json"), kw.pop("quiet"), kw.pop("metrics_textfile")
+    as_json, quiet, verbose = kw.pop("as_json"), kw.pop("quiet"), kw.pop("verbose")
+    textfile = kw.pop("metrics_textfile")
     try:
         settings = load_settings(env=kw.pop("env"), overrides=parse_overrides(kw.pop("conf_overrides")))
+        from pipelines.io.storage import configure
+
+        configure(settings)  # how this process retries the object store (the tasks get it from the session)
     except (ConfigError, click.UsageError) as e:
-        _error(e)
+        click.echo(PREFIX + one_line(str(e)), err=True)
         return EXIT_USAGE
+    from jobs.run_log import RunLog
+
+    with RunLog(settings.section("log").get("run_dir"), verbose=verbose) as log:
+        code = _run(settings, kw, log, quiet=quiet, as_json=as_json, textfile=textfile)
+        log.log(f"# exit {code}")
+        return code
+
+
+def _run(settings, kw: dict, log, *, quiet: bool, as_json: bool, textfile: str | None) -> int:
+    from pipelines.rebuild import RebuildRequest, RunFailed, StrictModeError, UsageError, run_rebuild
+
+    def failed(e: Exception) -> int:  # the run failed (recorded where it could be): one line, naming the log
+        where = f" (log: {log.path})" if log.path is not None else ""
+        log.say(PREFIX + one_line(str(e)) + where)
+        if textfile:
+            _write_metrics(textfile, None, log)
+        return EXIT_VALIDATION
+
     req = RebuildRequest(inputs=tuple(kw.pop("inputs")), **kw)
-    emit = None if quiet else (lambda m: click.echo(m, err=True))
+    emit = log.log if quiet else log.say  # progress lines: always in the log
     from pipelines.rebuild.preflight import prepare_run
 
     try:
         prepared = prepare_run(settings, req)  # every usage error is found here, before a JVM starts
     except UsageError as e:
-        _error(e)
+        log.say(PREFIX + one_line(str(e)))
         return EXIT_USAGE
+    except RunFailed as e:  # the object store kept failing through the checks: recorded as a failed run
+        return failed(e)
+    log.name_after(prepared.snapshot_id)
     from pipelines.session import get_spark
 
     _import_in_background("pipelines.validation.runner", "pipelines.validation.report", "pipelines.coordinator.shard",
@@ -98,15 +125,14 @@ def run_from_cli(**kw) -> int:
             raise
         summary = run_rebuild(spark, settings, req, emit=emit, prepared=prepared)
     except UsageError as e:
-        _error(e)
+        log.say(PREFIX + one_line(str(e)))
         return EXIT_USAGE
     except (StrictModeError, RunFailed) as e:
-        _error(e)
-        if textfile:
-            _write_metrics(textfile, None)
-        return EXIT_VALIDATION
+        return failed(e)
+    for late in summary.after_commit:  # the run's outcome stands as recorded; what failed after it is said
+        log.say("warning: " + one_line(late))
     if textfile:
-        _write_metrics(textfile, summary)
+        _write_metrics(textfile, summary, log)
     if as_json:
         click.echo(summary.to_json())
     else:
@@ -116,7 +142,7 @@ def run_from_cli(**kw) -> int:
     return EXIT_OK if summary.status == "succeeded" else EXIT_VALIDATION
 
 
-def _write_metrics(path: str, summary) -> None:
+def _write_metrics(path: str, summary, log) -> None:
     """The run's metrics for node_exporter; a run that stopped with an error (no summary) says `failed`."""
     from pipelines.io.textfile import write_atomically
     from pipelines.serving.metrics import rebuild_families, render, run_families
@@ -125,12 +151,7 @@ def _write_metrics(path: str, summary) -> None:
     try:
         write_atomically(path, render(families))
     except OSError as e:  # the snapshot is written: say so, and that the textfile is not
-        warn(f"--metrics-textfile {path}: {e.strerror or e}")
-
-
-def _error(e: Exception) -> None:
-    """The run's one line for the user (its exit code is the caller's: 2 before the run starts, 1 after)."""
-    click.echo(PREFIX + one_line(str(e)), err=True)
+        log.say("warning: " + one_line(f"--metrics-textfile {path}: {e.strerror or e}"))
 
 
 def exit_with(code: int):

@@ -33,7 +33,7 @@ def format_summary(s) -> str:
                      + (f" ({f['unexpected_count']:,} row(s))" if f.get("unexpected_count") else ""))
     if s.incremental:
         lines.append(f"  incremental       {s.incremental}")
-    for w in s.warnings:
+    for w in [*s.warnings, *getattr(s, "after_commit", ())]:
         lines.append(f"  warning           {w}")
     lines.append("  time              " + ", ".join(f"{k} {v:.1f}s" for k, v in s.stage_seconds.items()))
     return "\n".join(lines)

@@ -18,6 +18,9 @@ CONF_DIR = next((d for d in (_PACKAGED_CONF, _CHECKOUT_CONF) if (d / "base" / "o
                 _CHECKOUT_CONF)
 ENV_VAR = "OFFSETLAKE_ENV"
 CONF_DIR_VAR = "OFFSETLAKE_CONF_DIR"
+# The `storage:` section as JSON, in the environment of Spark's Python workers (`session.spark_builder` puts it
+# there): a task retries its store requests as the run's settings say (`io.retry.policy`).
+STORAGE_ENV_VAR = "OFFSETLAKE_STORAGE"
 
 
 class ConfigError(ValueError):
@@ -115,3 +118,17 @@ def load_settings(env: str | None = None, overrides: dict[str, Any] | None = Non
     merged = _merge(merged, overlay)
     merged = _merge(merged, overrides or {})
     return Settings(env=env, raw=merged)
+
+
+def storage_section_from_env() -> dict | None:
+    """The `storage:` settings handed to this process (a Spark task) through `STORAGE_ENV_VAR`, None without."""
+    import json
+
+    raw = os.environ.get(STORAGE_ENV_VAR)
+    if not raw:
+        return None
+    try:
+        section = json.loads(raw)
+    except ValueError:
+        return None
+    return section if isinstance(section, dict) else None

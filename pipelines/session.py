@@ -1,11 +1,12 @@
 """The only place a SparkSession is built: builder in, builder out, from conf, never at import time."""
 from __future__ import annotations
 
+import json
 import os
 import sys
 
 from pipelines import class_archive
-from pipelines.config import Settings
+from pipelines.config import STORAGE_ENV_VAR, Settings
 
 
 # Spark's console log at `log.spark_level` (log4j2), set before the driver JVM starts: the progress lines and the
@@ -85,6 +86,8 @@ def spark_builder(settings: Settings, app_name: str | None = None):
     for k in S3_ENV:
         if os.environ.get(k) and f"spark.executorEnv.{k}" not in conf:
             conf[f"spark.executorEnv.{k}"] = os.environ[k]
+    # and retry their store requests as the driver does (`io.retry`)
+    conf.setdefault(f"spark.executorEnv.{STORAGE_ENV_VAR}", json.dumps(settings.section("storage"), sort_keys=True))
     for k, v in conf.items():
         builder = builder.config(k, v)
     if app_name:

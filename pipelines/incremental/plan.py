@@ -269,18 +269,23 @@ def _file_differs(path: str, size: int, seg: dict) -> str | None:
     if size < consumed:
         return f"shrank ({size} bytes, {consumed} read before)"
     loc = storage.location(path)
-    try:
+
+    def read() -> tuple[bytes, bytes | None]:
         with loc.fs.open_input_file(loc.path) as f:
             head = f.read(int(seg["head_bytes"]))
-            if hashlib.sha256(head).hexdigest() != seg["head_sha256"]:
-                return "changed (its first bytes differ: rewritten, compacted, or another cluster's log)"
-            if seg.get("last_batch_sha256"):
-                f.seek(int(seg["last_batch_position"]))
-                last = f.read(int(seg["last_batch_size"]))
-                if hashlib.sha256(last).hexdigest() != seg["last_batch_sha256"]:
-                    return "changed (its last read batch differs: rewritten or compacted)"
+            if not seg.get("last_batch_sha256"):
+                return head, None
+            f.seek(int(seg["last_batch_position"]))
+            return head, f.read(int(seg["last_batch_size"]))
+
+    try:  # a store that kept failing past its retries fails the run (`io.retry`), as anywhere else
+        head, last = storage.retried(loc, "read", read)
     except (OSError, storage.StorageError) as e:
         return f"cannot be read ({storage.error_text(e)})"
+    if hashlib.sha256(head).hexdigest() != seg["head_sha256"]:
+        return "changed (its first bytes differ: rewritten, compacted, or another cluster's log)"
+    if last is not None and hashlib.sha256(last).hexdigest() != seg["last_batch_sha256"]:
+        return "changed (its last read batch differs: rewritten or compacted)"
     return None
 
 

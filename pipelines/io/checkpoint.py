@@ -130,9 +130,12 @@ class StateStage:
         root.makedirs()
         name = f"part-{partition:05d}-{uuid.uuid4().hex[:8]}.shard"
         loc = root.join(name)
-        with storage.errors(loc):
-            with loc.fs.open_output_stream(loc.path) as out:
-                out.write(data)
+        if loc.remote:
+            loc.write_bytes(data)  # one PUT, retried whole (`io.retry`)
+        else:
+            with storage.errors(loc):
+                with loc.fs.open_output_stream(loc.path) as out:
+                    out.write(data)
         return name
 
 
@@ -193,10 +196,7 @@ def read_state_files(path, files: list[str], partition: int) -> list[bytes]:
     one, or one per bucket of a split partition's groups; none when the run saved none of it."""
     out = []
     for name in sorted(f for f in files if (m := _PARTITION_FILE.match(f)) and int(m.group(1)) == partition):
-        loc = storage.location(path).join(name)
-        with storage.errors(loc):
-            with loc.fs.open_input_stream(loc.path) as f:
-                out.append(f.read())
+        out.append(storage.location(path).join(name).read_bytes())
     return out
 
 

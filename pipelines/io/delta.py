@@ -34,7 +34,7 @@ from deltalake import DeltaTable
 from deltalake import Schema as DeltaSchema
 from deltalake.transaction import AddAction, CommitProperties, PostCommitHookProperties, RemoveAction
 
-from pipelines.io import storage
+from pipelines.io import retry, storage
 from pipelines.io.storage import Location
 
 # What a Delta-compatible Parquet file needs: int64 microsecond UTC timestamps (not INT96), standard 3-level lists
@@ -92,10 +92,12 @@ def type_name(t: pa.DataType) -> str:
 Where = "str | Path | Location"
 
 
+# Reads of the Delta log go through `storage.retried`: object_store retries a request, not a listing's or a file's
+# body cut mid-way.
 def is_table(path: Where) -> bool:
     loc = storage.location(path)
-    with storage.errors(loc):
-        return DeltaTable.is_deltatable(loc.uri, storage_options=storage.storage_options(loc.uri))
+    return storage.retried(loc, "open", lambda: DeltaTable.is_deltatable(
+        loc.uri, storage_options=storage.storage_options(loc.uri)))
 
 
 def open_table(path: Where, version: int | None = None) -> DeltaTable | None:
@@ -104,7 +106,8 @@ def open_table(path: Where, version: int | None = None) -> DeltaTable | None:
     loc = storage.location(path)
     if not is_table(loc):
         return None
-    return DeltaTable(loc.uri, version=version, storage_options=storage.storage_options(loc.uri))
+    return storage.retried(loc, "open", lambda: DeltaTable(loc.uri, version=version,
+                                                      storage_options=storage.storage_options(loc.uri)))
 
 
 def ensure_table(path: Where, table_schema, partition_by: list[str] | None = None) -> DeltaTable:
@@ -114,8 +117,10 @@ def ensure_table(path: Where, table_schema, partition_by: list[str] | None = Non
         return dt
     loc = storage.location(path)
     loc.makedirs()
-    return DeltaTable.create(loc.uri, delta_schema(table_schema), mode="ignore", partition_by=partition_by or None,
-                             storage_options=storage.storage_options(loc.uri))
+    # mode="ignore": a try whose create landed before its answer was lost finds the table and leaves it
+    return storage.retried(loc, "create", lambda: DeltaTable.create(
+        loc.uri, delta_schema(table_schema), mode="ignore", partition_by=partition_by or None,
+        storage_options=storage.storage_options(loc.uri)))
 
 
 def new_write_dir(prefix: str = "") -> str:
@@ -175,6 +180,10 @@ class FileWriter:
         self.schema = pa.schema([f.with_nullable(True) for f in schema])
         self.table_schema, self.partition_columns = table_schema, list(partition_columns)
         self.loc = storage.location(table_uri).join(rel_dir, f"part-{part:05d}-{uuid.uuid4()}-c000.snappy.parquet")
+        # On an object store the file is written locally (the task's temp dir) and uploaded whole when closed: a
+        # throttled or dropped upload is retried from the local copy (`Location.upload`), where a stream's parts
+        # could not be sent again.
+        self.spool: str | None = None
         self.sink = self.writer = None
         self.pending: list[pa.RecordBatch] = []
         self.pending_rows = 0
@@ -191,7 +200,14 @@ class FileWriter:
             with storage.errors(self.loc):
                 if self.writer is None:
                     self.loc.parent.makedirs()
-                    self.sink = self.loc.fs.open_output_stream(self.loc.path)
+                    if self.loc.remote:
+                        import tempfile
+
+                        fd, self.spool = tempfile.mkstemp(prefix="offsetlake-", suffix=".parquet")
+                        os.close(fd)
+                        self.sink = pa.OSFile(self.spool, "wb")
+                    else:
+                        self.sink = self.loc.fs.open_output_stream(self.loc.path)
                     self.writer = pq.ParquetWriter(self.sink, self.schema, **_PARQUET_OPTIONS,
                                                    use_dictionary=_dictionary_columns(self.schema))
                 self.pending.append(_conform_batch(b, self.schema))
@@ -215,9 +231,13 @@ class FileWriter:
                 self.writer.close()
                 size = self.sink.tell()
                 self.sink.close()
+            if self.spool is not None:
+                self.loc.upload(self.spool)
         except BaseException:
             self.abort()
             raise
+        finally:
+            self._unspool()
         stats, rows = file_stats(self.writer.writer.metadata, self.table_schema, self.partition_columns)
         return WrittenFile(self.loc.name, size, rows, stats)
 
@@ -226,8 +246,19 @@ class FileWriter:
         if self.sink is not None:
             with contextlib.suppress(Exception):
                 self.sink.close()
-            self.loc.delete_file()
+            if self.spool is None:
+                self.loc.delete_file()
+            else:  # the upload, if it began, may have landed
+                with contextlib.suppress(Exception):
+                    self.loc.delete_file()
+        self._unspool()
         self.sink = self.writer = None
+
+    def _unspool(self) -> None:
+        if self.spool is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(self.spool)
+            self.spool = None
 
 
 def _conform_batch(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
@@ -336,15 +367,37 @@ def _read_files(table_uri: str, rel_paths: Iterable[str], schema: pa.Schema, wit
     names = schema.names
     for rel in rel_paths:
         loc = root.join(rel)
-        with storage.errors(loc), loc.fs.open_input_file(loc.path) as f:
+        for got, present in _file_batches(loc, names):
+            arrays = [got.column(n).cast(schema.field(n).type) if n in present
+                      else pa.nulls(got.num_rows, schema.field(n).type) for n in names]
+            if with_file:
+                arrays.append(pa.array([rel] * got.num_rows, pa.string()))
+            yield pa.RecordBatch.from_arrays(arrays, names=[*names, *([FILE_COLUMN] if with_file else [])])
+
+
+def _file_batches(loc: Location, names: list[str]) -> Iterator[tuple[pa.RecordBatch, list[str]]]:
+    """One Parquet file's batches of the columns of `names` it holds (with those columns). On an object store a
+    read that fails transiently mid-way opens the file again and goes on after the batches already given (a
+    file's batches come in the same order every time)."""
+    given = 0
+
+    def batches():
+        nonlocal given
+        with loc.fs.open_input_file(loc.path) as f:
             pf = pq.ParquetFile(f)
             present = [n for n in names if n in pf.schema_arrow.names]
-            for got in pf.iter_batches(columns=present, batch_size=65_536):
-                arrays = [got.column(n).cast(schema.field(n).type) if n in present
-                          else pa.nulls(got.num_rows, schema.field(n).type) for n in names]
-                if with_file:
-                    arrays.append(pa.array([rel] * got.num_rows, pa.string()))
-                yield pa.RecordBatch.from_arrays(arrays, names=[*names, *([FILE_COLUMN] if with_file else [])])
+            for i, got in enumerate(pf.iter_batches(columns=present, batch_size=65_536)):
+                if i >= given:
+                    yield got, present
+                    given += 1
+
+    with storage.errors(loc):
+        if not loc.remote:
+            yield from batches()
+            return
+        for attempt in retry.attempts(f"{loc} (read)"):
+            with attempt:
+                yield from batches()
 
 
 def _read_schema(schema: pa.Schema, columns: list[str] | None) -> pa.Schema:
@@ -580,9 +633,16 @@ def remove_actions(dt: DeltaTable, paths: Iterable[str] | None = None,
     return out
 
 
+def add_actions(dt: DeltaTable, flatten: bool = False) -> pa.Table:
+    """The table's current add actions as Arrow; delta-rs reads the log's files for them as it needs them, so on an
+    object store they are read again whole when that fails transiently."""
+    loc = storage.location(_table_location(dt.table_uri))
+    return storage.retried(loc, "read", lambda: pa.table(dt.get_add_actions(flatten=flatten)))
+
+
 def active_files(dt: DeltaTable) -> list[dict]:
     """The table's current add actions: relative path, size, partition values (strings)."""
-    t = pa.table(dt.get_add_actions(flatten=False))
+    t = add_actions(dt)
     parts = t.column("partition").to_pylist() if "partition" in t.column_names else [None] * t.num_rows
     return [
         {"path": p, "size": s, "partition_values": {k: (None if v is None else str(v)) for k, v in (pv or {}).items()}}
@@ -590,21 +650,72 @@ def active_files(dt: DeltaTable) -> list[dict]:
     ]
 
 
+_COMMIT_TOKEN = "offsetlake.commit_token"
+
+
 def commit(dt: DeltaTable, table_schema, actions: list, *, mode: str = "append",
            partition_by: list[str] | None = None, partition_filters=None,
            metadata: dict | None = None) -> int:
-    """Commit `actions` as ONE Delta transaction and return the new table version."""
-    dt.create_write_transaction(
-        actions,
-        mode=mode,
-        schema=delta_schema(table_schema),
-        partition_by=partition_by or None,
-        partition_filters=partition_filters,
-        commit_properties=CommitProperties(custom_metadata=metadata or None),
-        post_commithook_properties=_KEEP_LOG,
-    )
+    """Commit `actions` as ONE Delta transaction and return the new table version.
+
+    On an object store a try that fails transiently is tried again, but only once the log says it did not land:
+    each commit carries a token of its own in its metadata, and a version past the one the try started from that
+    holds it is this commit (its answer was lost, or its post-commit checkpoint failed). Committing it twice would
+    add its files twice. So delta-rs does not retry a commit at the next version itself (`max_commit_retries=0`):
+    the version it found taken is, under the writer lock, this commit's own lost answer (object_store retried its
+    PUT, which then found the file there)."""
+    from deltalake.exceptions import CommitFailedError
+
+    token = uuid.uuid4().hex
+    loc = storage.location(_table_location(dt.table_uri))
+    started = dt.version()
+    tries = 0
+
+    def once() -> int:
+        nonlocal tries
+        tries += 1
+        landed = _landed(dt, started, token) if tries > 1 else None
+        if landed is not None:
+            return landed
+        try:
+            dt.create_write_transaction(
+                actions,
+                mode=mode,
+                schema=delta_schema(table_schema),
+                partition_by=partition_by or None,
+                partition_filters=partition_filters,
+                commit_properties=CommitProperties(custom_metadata={**(metadata or {}), _COMMIT_TOKEN: token},
+                                                   max_commit_retries=0),
+                post_commithook_properties=_KEEP_LOG,
+            )
+        except CommitFailedError:
+            landed = _landed(dt, started, token)
+            if landed is None:
+                raise
+            return landed
+        dt.update_incremental()
+        return dt.version()
+
+    return storage.retried(loc, "commit", once)
+
+
+def may_have_landed(exc: BaseException) -> bool:
+    """Whether a commit that raised `exc` may have landed all the same: the store failed transiently past the
+    retries, so `commit` could not read the log to tell. Its files must then stay (a vacuum deletes them if no
+    commit references them); deleting them would leave a table that references files it no longer has."""
+    return retry.transient(exc)
+
+
+def _landed(dt: DeltaTable, since: int, token: str) -> int | None:
+    """The version after `since` whose commit carries `token`, None when none does."""
     dt.update_incremental()
-    return dt.version()
+    newer = dt.version() - since
+    if newer <= 0:
+        return None
+    for entry in dt.history(newer):
+        if entry.get(_COMMIT_TOKEN) == token:
+            return int(entry["version"])
+    return None
 
 
 def discard_dir(table_path: Where, rel_dir: str) -> None:
@@ -642,14 +753,15 @@ def vacuum(dt: DeltaTable, retention_hours: int = 0, keep: Iterable[str] = ()) -
     staged but not committed.
     """
     keep = set(keep)
-    if not keep:
-        return dt.vacuum(retention_hours=retention_hours, dry_run=False, enforce_retention_duration=False,
-                         full=True, post_commithook_properties=_KEEP_LOG)
+    if not keep:  # deleting what is already gone is a no-op: a try that failed half-way is run again
+        return storage.retried(storage.location(_table_location(dt.table_uri)), "vacuum", lambda: dt.vacuum(
+            retention_hours=retention_hours, dry_run=False, enforce_retention_duration=False, full=True,
+            post_commithook_properties=_KEEP_LOG))
     # delta-rs' own keep_versions would keep every file of those versions, other snapshots' dropped files too
     root = storage.location(_table_location(dt.table_uri))
     deleted = []
-    for name in dt.vacuum(retention_hours=retention_hours, dry_run=True, enforce_retention_duration=False,
-                          full=True):
+    for name in storage.retried(root, "vacuum", lambda: dt.vacuum(retention_hours=retention_hours, dry_run=True,
+                                                            enforce_retention_duration=False, full=True)):
         rel = _relative(root, name)
         if rel in keep:
             continue

@@ -34,7 +34,7 @@ import time
 import uuid
 from pathlib import Path
 
-from pipelines.io import storage
+from pipelines.io import retry, storage
 
 LOCK_NAME = "_lock"
 
@@ -157,27 +157,36 @@ class _ObjectLockFile:
             kwargs.update(access_key_id=s.access_key, secret_access_key=s.secret_key)
             if s.session_token:
                 kwargs["session_token"] = s.session_token
-        if s.endpoint_scheme == "http":
-            kwargs["client_options"] = {"allow_http": True}
+        # the store's own retries of a throttled or dropped request, as every client's (`io.retry`)
+        retry_config, client_options = retry.policy().obstore_config()
+        kwargs["retry_config"] = retry_config
+        kwargs["client_options"] = {**client_options, **({"allow_http": True} if s.endpoint_scheme == "http" else {})}
         self.store = S3Store(bucket, **kwargs)
         self.uri = loc.uri
         self.etag: str | None = None  # of the record this process last wrote
 
-    def _errors(self):
-        return storage.errors(self.uri)
+    def _failed(self, e: Exception) -> Exception:
+        """A request that failed after the store's own retries: transient (the run fails) or a refusal."""
+        if retry.transient(e):
+            return retry.StoreUnavailable(f"{self.uri}: {storage.error_text(e)}")
+        return storage.StorageError(f"{self.uri}: {storage.error_text(e)}")
 
     def read(self) -> tuple[bytes, float, object] | None:
         import obstore
         from obstore.exceptions import NotFoundError
 
-        try:
+        def get():  # a body cut mid-way is read again: a GET changes nothing
             got = obstore.get(self.store, self.key)
-            data = bytes(got.bytes())
+            return bytes(got.bytes()), got.meta
+
+        try:
+            data, meta = retry.call(get, f"{self.uri} (read)")
         except (NotFoundError, FileNotFoundError):
             return None
+        except retry.StoreUnavailable:
+            raise
         except Exception as e:
-            raise storage.StorageError(f"{self.uri}: {storage.error_text(e)}") from e
-        meta = got.meta
+            raise self._failed(e) from e
         return data, time.time() - meta["last_modified"].timestamp(), meta["e_tag"]
 
     def _put(self, data: bytes, mode) -> str | None:
@@ -189,7 +198,7 @@ class _ObjectLockFile:
         except (AlreadyExistsError, PreconditionError):
             return None
         except Exception as e:
-            raise storage.StorageError(f"{self.uri}: {storage.error_text(e)}") from e
+            raise self._failed(e) from e
 
     def create(self, data: bytes) -> bool:
         self.etag = self._put(data, "create")
@@ -226,11 +235,13 @@ class _ObjectLockFile:
         from obstore.exceptions import NotFoundError
 
         try:
-            obstore.delete(self.store, self.key)
+            retry.call(lambda: obstore.delete(self.store, self.key), f"{self.uri} (delete)")
         except (NotFoundError, FileNotFoundError):
             pass
+        except retry.StoreUnavailable:
+            raise
         except Exception as e:
-            raise storage.StorageError(f"{self.uri}: {storage.error_text(e)}") from e
+            raise self._failed(e) from e
 
     def __str__(self) -> str:
         return self.uri
@@ -298,6 +309,11 @@ class WriterLock:
             if got is None:
                 continue  # released between our attempt and the read
             holder, version = got
+            if holder.get("token") == record["token"]:  # our create landed, its answer was lost: a retry failed
+                self._own(record)
+                if isinstance(self.file, _ObjectLockFile):
+                    self.file.etag = version
+                return broken
             if self.is_stale(holder):
                 if isinstance(self.file, _ObjectLockFile):
                     if self.file.replace_stale(json.dumps(record).encode(), version):
@@ -358,7 +374,7 @@ class WriterLock:
                 try:
                     with self._write:
                         alive = self.file.heartbeat(json.dumps(self.record).encode())
-                except (OSError, storage.StorageError):
+                except (OSError, storage.StorageError, retry.StoreUnavailable):
                     continue  # a blip of the store: the next beat tries again
                 if not alive:
                     return

@@ -10,6 +10,7 @@ warehouse's own reads (`Warehouse.read_table`, `latest_snapshot_id`) go through 
 from __future__ import annotations
 
 import atexit
+import functools
 import json
 import os
 import threading
@@ -21,7 +22,7 @@ from typing import Any, Callable, Protocol, Sequence
 
 import pyarrow as pa
 
-from pipelines.io import storage
+from pipelines.io import retry, storage
 from pipelines.io.storage import Location
 
 # Filters in the DNF form delta-rs/pyarrow take: [("group_id", "=", "g"), ("partition", "in", [0, 1])].
@@ -287,9 +288,16 @@ class DeltaWarehouseReader:
         path = self.table_path(table)
         if path is None:
             return None
-        return DeltaTable(str(path), version=version, storage_options=storage.storage_options(str(path)))
+        opened = functools.partial(DeltaTable, str(path), version=version,
+                                   storage_options=storage.storage_options(str(path)))
+        return retry.call(opened, f"{path} (open)") if self.remote else opened()
 
     def _read(self, table: str, partitions, filters, columns, version: int | None = None) -> pa.Table | None:
+        """The rows, read again whole when the store fails transiently mid-read (`io.retry`)."""
+        read = functools.partial(self._read_once, table, partitions, filters, columns, version)
+        return retry.call(read, f"{self.root}/{table} (read)") if self.remote else read()
+
+    def _read_once(self, table: str, partitions, filters, columns, version: int | None = None) -> pa.Table | None:
         dt = self._open(table, version)
         if dt is None:
             return None

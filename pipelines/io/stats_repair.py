@@ -82,7 +82,7 @@ def repair_table(path: str | Path, name: str | None = None) -> TableRepair:
     schema = _table_schema(dt)
     parts = list(dt.metadata().partition_columns)
     kinds = {f.name: delta.type_name(f.type) for f in schema}
-    rows = pa.table(dt.get_add_actions(flatten=True)).to_pylist()
+    rows = delta.add_actions(dt, flatten=True).to_pylist()
     files = {f["path"]: f for f in delta.active_files(dt)}
     adds = []
     for row in rows:

@@ -13,6 +13,11 @@ profile, instance role). `AWS_REGION` (or `AWS_DEFAULT_REGION`). `AWS_ENDPOINT_U
 an S3-compatible service (MinIO, Ceph, moto); `http://` endpoints are allowed, path-style addressing is used.
 Spark itself never opens an `s3://` path (it has no hadoop-aws here): the tasks do, with pyarrow, so executors
 need the same environment variables (`spark.executorEnv.*` on a cluster).
+
+Every client retries its requests as the `storage:` settings say (`pipelines/io/retry.py`), and each operation of
+`Location` on an object store is retried whole when a client's own retries leave a transient failure (a body cut
+mid-way): a fault that outlasts them is `retry.StoreUnavailable` (the run fails), a refusal a `StorageError` (the
+user's to fix).
 """
 from __future__ import annotations
 
@@ -28,6 +33,9 @@ from typing import Iterator
 from urllib.parse import urlparse
 
 import pyarrow.fs as pafs
+
+from pipelines.io import retry
+from pipelines.io.retry import StoreUnavailable  # noqa: F401  (re-exported: callers name it beside StorageError)
 
 REMOTE_SCHEMES = ("s3",)
 # Hadoop's names for the same buckets: accepted so a URI copied from a Spark job works as written.
@@ -85,7 +93,7 @@ class S3Settings:
 
 
 @functools.lru_cache(maxsize=8)
-def _s3_filesystem(settings: S3Settings) -> pafs.S3FileSystem:
+def _s3_filesystem(settings: S3Settings, policy: retry.StoreRetry) -> pafs.S3FileSystem:
     kwargs: dict = {}
     if settings.access_key and settings.secret_key:
         kwargs.update(access_key=settings.access_key, secret_key=settings.secret_key,
@@ -94,13 +102,28 @@ def _s3_filesystem(settings: S3Settings) -> pafs.S3FileSystem:
         kwargs["region"] = settings.region
     if settings.endpoint:
         kwargs.update(endpoint_override=settings.endpoint_host, scheme=settings.endpoint_scheme)
-    # Retries the SDK's way: a transient 5xx or a dropped connection is retried, not a run's failure.
-    kwargs["retry_strategy"] = pafs.AwsStandardS3RetryStrategy(max_attempts=5)
+    # The SDK retries each request (a 5xx, throttling, a dropped connection) up to the policy's tries. Its
+    # "standard" strategy is not used: it stops retrying once a quota of retries is spent, which sustained
+    # throttling spends within minutes in a long-lived client; the legacy one backs off exponentially, and
+    # `Location` retries whole operations with jitter on top.
+    kwargs["retry_strategy"] = pafs.AwsDefaultS3RetryStrategy(max_attempts=policy.attempts)
+    kwargs.update(connect_timeout=policy.connect_timeout_seconds, request_timeout=policy.request_timeout_seconds)
     return pafs.S3FileSystem(**kwargs)
 
 
 def s3_filesystem() -> pafs.S3FileSystem:
-    return _s3_filesystem(S3Settings.from_env())
+    return _s3_filesystem(S3Settings.from_env(), retry.policy())
+
+
+def configure(settings) -> None:
+    """Retry this process' store requests as `settings`' `storage:` section says (Spark's tasks get the section
+    from the session). Raises `config.ConfigError` for a bad value."""
+    from pipelines.config import ConfigError
+
+    try:
+        retry.configure(retry.StoreRetry.from_section(settings.section("storage")))
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
 
 
 def storage_options(uri: str | os.PathLike) -> dict[str, str] | None:
@@ -119,6 +142,7 @@ def storage_options(uri: str | os.PathLike) -> dict[str, str] | None:
         opts["AWS_ACCESS_KEY_ID"], opts["AWS_SECRET_ACCESS_KEY"] = s.access_key, s.secret_key
         if s.session_token:
             opts["AWS_SESSION_TOKEN"] = s.session_token
+    opts.update(retry.policy().object_store_options())
     return opts
 
 
@@ -165,6 +189,8 @@ def enable_duckdb_s3(con) -> None:
         raise StorageError("reading s3:// with DuckDB needs the duckdb-extension-httpfs package")
     con.execute(f"LOAD '{ext}'")
     con.execute(duckdb_s3_secret_sql())
+    for statement in retry.policy().duckdb_settings():
+        con.execute(statement)
 
 
 @dataclass(frozen=True)
@@ -220,10 +246,12 @@ class Location:
             raise TypeError(f"{self.uri} is not a local path")
         return self.uri
 
+    def _retried(self, operation: str, fn):
+        return retried(self, operation, fn)
+
     # -------------------------------------------------------------- queries
     def info(self) -> pafs.FileInfo:
-        with errors(self):
-            return self.fs.get_file_info(self.path)
+        return self._retried("info", lambda: self.fs.get_file_info(self.path))
 
     def exists(self) -> bool:
         return self.info().type != pafs.FileType.NotFound
@@ -241,8 +269,8 @@ class Location:
 
     def listdir(self, recursive: bool = False) -> list[pafs.FileInfo]:
         """The entries under this directory (empty when it does not exist), sorted by path."""
-        with errors(self):
-            infos = self.fs.get_file_info(pafs.FileSelector(self.path, allow_not_found=True, recursive=recursive))
+        infos = self._retried("list", lambda: self.fs.get_file_info(
+            pafs.FileSelector(self.path, allow_not_found=True, recursive=recursive)))
         return sorted(infos, key=lambda i: i.path)
 
     def child_of(self, info: pafs.FileInfo) -> "Location":
@@ -252,8 +280,11 @@ class Location:
 
     # -------------------------------------------------------------- reads and writes
     def read_bytes(self) -> bytes:
-        with errors(self), self.fs.open_input_stream(self.path) as f:
-            return f.read()
+        def read():
+            with self.fs.open_input_stream(self.path) as f:
+                return f.read()
+
+        return self._retried("read", read)
 
     def read_text(self) -> str:
         return self.read_bytes().decode("utf-8")
@@ -261,11 +292,13 @@ class Location:
     def write_bytes(self, data: bytes) -> None:
         """Write the whole object. On an object store a PUT replaces the object at once; locally the file is
         written beside and renamed over, so a reader never sees half of it."""
-        with errors(self):
-            if self.remote:
+        if self.remote:
+            def put():
                 with self.fs.open_output_stream(self.path) as f:
                     f.write(data)
-                return
+
+            return self._retried("write", put)
+        with errors(self):
             path = Path(self.uri)
             path.parent.mkdir(parents=True, exist_ok=True)
             tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
@@ -285,17 +318,24 @@ class Location:
                 Path(self.uri).mkdir(parents=True, exist_ok=True)
 
     def delete_file(self, missing_ok: bool = True) -> None:
-        with errors(self):
-            try:
-                self.fs.delete_file(self.path)
-            except FileNotFoundError:
-                if not missing_ok:
-                    raise
+        try:
+            self._retried("delete", lambda: self.fs.delete_file(self.path))
+        except FileNotFoundError:
+            if not missing_ok:
+                raise
 
     def delete_dir(self) -> None:
         """Delete the directory and everything under it; nothing when it does not exist."""
-        with contextlib.suppress(FileNotFoundError), errors(self):
-            self.fs.delete_dir(self.path)
+        with contextlib.suppress(FileNotFoundError):
+            self._retried("delete", lambda: self.fs.delete_dir(self.path))
+
+    def upload(self, local: str) -> None:
+        """The local file `local` copied here whole (on an object store, retried whole from the local copy)."""
+        def put():
+            with open(local, "rb") as src, self.fs.open_output_stream(self.path) as out:
+                shutil.copyfileobj(src, out, 8 << 20)
+
+        self._retried("write", put)
 
     @contextlib.contextmanager
     def as_local_file(self, tmp_dir: str | None = None, *, start: int = 0, head: int = 0) -> Iterator[str]:
@@ -307,8 +347,10 @@ class Location:
             yield self.uri
             return
         fd, tmp = tempfile.mkstemp(prefix="offsetlake-", suffix="-" + self.name, dir=tmp_dir)
-        try:
-            with errors(self), os.fdopen(fd, "wb") as out, self.fs.open_input_file(self.path) as src:
+        os.close(fd)
+
+        def fetch():  # a try that fails mid-way is fetched again whole
+            with open(tmp, "wb") as out, self.fs.open_input_file(self.path) as src:
                 size = src.size()
                 if start > 0:
                     out.write(src.read_at(min(head, size), 0) if head else b"")
@@ -320,6 +362,9 @@ class Location:
                         break
                     out.write(chunk)
                 out.truncate(size)
+
+        try:
+            self._retried("read", fetch)
             yield tmp
         finally:
             with contextlib.suppress(OSError):
@@ -344,11 +389,15 @@ class Location:
                          for i in self.listdir(recursive=True) if i.type == pafs.FileType.File]
             for src, dst in files:
                 os.makedirs(os.path.dirname(dst), exist_ok=True)
-                with errors(src), src.fs.open_input_stream(src.path) as f, open(dst, "wb") as out:
-                    shutil.copyfileobj(f, out, 8 << 20)
+                src._retried("read", functools.partial(_download, src, dst))
             yield local
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _download(src: Location, dst: str) -> None:
+    with src.fs.open_input_stream(src.path) as f, open(dst, "wb") as out:
+        shutil.copyfileobj(f, out, 8 << 20)
 
 
 def location(where: "str | os.PathLike | Location") -> Location:
@@ -369,6 +418,13 @@ def location(where: "str | os.PathLike | Location") -> Location:
     return Location(str(Path(s).expanduser().absolute()))
 
 
+def retried(where: "Location | str", operation: str, fn):
+    """`fn()` under `errors(where)`, retried whole on an object store when it fails transiently (`io.retry`: for
+    what can simply run again, a read, a listing, a whole-object PUT, a delete); once on a local path."""
+    with errors(where):
+        return retry.call(fn, f"{where} ({operation})") if is_remote(str(where)) else fn()
+
+
 def error_text(exc: BaseException) -> str:
     """The cause of a storage failure on one line (the SDK's messages span several)."""
     text = " ".join(str(exc).split())
@@ -377,13 +433,16 @@ def error_text(exc: BaseException) -> str:
 
 @contextlib.contextmanager
 def errors(where: "Location | str") -> Iterator[None]:
-    """Turn an object store's failure into a StorageError naming the URI and the cause; local OSErrors pass
-    through unchanged (their callers already word them)."""
+    """Turn an object store's failure into a StorageError naming the URI and the cause, or into StoreUnavailable
+    when it is transient (the client's own retries gave up on it; `Location`'s operations retry it whole first);
+    local OSErrors pass through unchanged (their callers already word them)."""
     try:
         yield
-    except (FileNotFoundError, StorageError):
+    except (FileNotFoundError, StorageError, StoreUnavailable):
         raise
     except OSError as exc:
         if not is_remote(str(where)):
             raise
+        if retry.transient(exc):
+            raise StoreUnavailable(f"{where}: {error_text(exc)}") from exc
         raise StorageError(f"{where}: {error_text(exc)}") from exc

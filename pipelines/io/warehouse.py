@@ -34,7 +34,7 @@ import pyarrow.compute as pc
 from deltalake import write_deltalake
 from deltalake.transaction import CommitProperties
 
-from pipelines.io import delta, storage
+from pipelines.io import delta, retry, storage
 from pipelines.io.blobs import PAYLOAD, BlobRows, unpacked
 from pipelines.io.snapshots import DeltaWarehouseReader, Snapshot, pick_snapshot, run_order, snapshots_from_runs
 from pipelines.io.snapshots import SnapshotNotFound as _SnapshotNotFound
@@ -72,7 +72,7 @@ class NoSnapshotError(LookupError):
 def _history_files(dt) -> list[dict]:
     """The history's files with what their Delta stats say: the range of offsets partitions and record offsets
     (None when a file has no stats) and whether it may hold a `pending` row (what an upgrade can change)."""
-    t = pa.table(dt.get_add_actions(flatten=True))
+    t = delta.add_actions(dt, flatten=True)
 
     def col(name: str) -> list:
         return t.column(name).to_pylist() if name in t.column_names else [None] * t.num_rows
@@ -393,8 +393,9 @@ class Warehouse:
 
     def __init__(self, path: "str | Path | storage.Location"):
         self.root = storage.location(path)
-        # the ids whose failed write `write_snapshot` recorded itself (`failure_recorded`)
-        self._recorded_failures: set[str] = set()
+        # the ids whose failed write `write_snapshot` recorded itself, with the stage it recorded
+        # (`failure_recorded`)
+        self._recorded_failures: dict[str, str] = {}
         # a local warehouse is addressed as a Path, one on an object store by its Location
         self.path = self.root.local or self.root
 
@@ -466,7 +467,7 @@ class Warehouse:
         are then not read); they are this call's to commit or delete.
         """
         delta.check_partition_value(snapshot_id)
-        self._recorded_failures.discard(snapshot_id)
+        self._recorded_failures.pop(snapshot_id, None)
         unknown = [t for t in tables if t not in SNAPSHOT_TABLES and t != "offset_commits"]
         missing = [t for t in SNAPSHOT_TABLES if tables.get(t) is None]
         final_status = run_row.get("status") or "succeeded"
@@ -486,6 +487,7 @@ class Warehouse:
         staged = dict(staged or {})
         committed: list[str] = []
         pinned: dict[str, int] = {}
+        stage = "write"
         try:
             staged.update(self.stage_tables(spark, snapshot_id, {t: tables[t] for t in SNAPSHOT_TABLES
                                                                  if t not in staged}))
@@ -500,6 +502,7 @@ class Warehouse:
                     clusters.record(self.root, cluster)
             if before_commit is not None:
                 before_commit()
+            stage = "commit"
             # the tables' commits side by side (each waits on its own Delta log); every one that went through is
             # known before an error of another propagates
             with ThreadPoolExecutor(_COMMIT_THREADS, thread_name_prefix="offsetlake-commit") as pool:
@@ -514,14 +517,19 @@ class Warehouse:
                 for table, n in zip(SNAPSHOT_TABLES, rows):
                     self._check_rows(table, snapshot_id, expected, n, "committed")
         except BaseException as exc:
-            self.discard_staged({t: files for t, files in staged.items() if t not in committed})
+            # a commit that failed on the store may have landed: its table's files stay (a vacuum judges them)
+            self.discard_staged({t: files for t, files in staged.items() if t not in committed
+                                 and not (stage == "commit" and delta.may_have_landed(exc))})
             failed = {**row, "finished_at": _utcnow()}
             summary = failed.get("summary")
             summary = json.loads(summary) if isinstance(summary, str) else dict(summary or {})
-            failed["summary"] = {**summary, "status": "failed", "error": f"{type(exc).__name__}: {exc}"[:2000]}
+            unavailable = retry.unavailable_cause(exc)
+            error = (f"object store unavailable: {unavailable}" if unavailable is not None
+                     else f"{type(exc).__name__}: {exc}")
+            failed["summary"] = {**summary, "status": "failed", "error": error[:2000], "stage": stage}
             try:
                 self.record_failure(snapshot_id, failed, partial=bool(committed))
-                self._recorded_failures.add(snapshot_id)
+                self._recorded_failures[snapshot_id] = stage
             except Exception as mark_exc:  # keep the original error
                 exc.add_note(f"could not record the failure of run {snapshot_id}: {mark_exc}")
             raise
@@ -541,14 +549,14 @@ class Warehouse:
         dt = delta.open_table(self._table(table), version)
         if dt is None:
             return 0
-        t = pa.table(dt.get_add_actions(flatten=True))
+        t = delta.add_actions(dt, flatten=True)
         if t.num_rows == 0:
             return 0
         t = t.filter(pc.equal(t.column("partition.snapshot_id").cast(pa.string()), snapshot_id))
         root = self._table(table)
         rels = [unquote(r) for r in t.column("path").to_pylist()]
-        with storage.errors(root):
-            infos = root.fs.get_file_info([root.join(r).path for r in rels]) if rels else []
+        infos = storage.retried(root, "info", lambda: root.fs.get_file_info([root.join(r).path for r in rels])
+                                ) if rels else []
         for rel, size, info in zip(rels, t.column("size_bytes").to_pylist(), infos):
             if info.type != storage.pafs.FileType.File or info.size != size:
                 raise WarehouseError(f"snapshot {snapshot_id}: {table} commits {rel}, which is missing or changed "
@@ -559,6 +567,10 @@ class Warehouse:
         """Whether the last `write_snapshot` of `snapshot_id` failed and recorded its failure itself (with what it
         knew of its commits): the run must not record it again."""
         return snapshot_id in self._recorded_failures
+
+    def recorded_stage(self, snapshot_id: str) -> str | None:
+        """The stage `write_snapshot` recorded its failure in (`write`, or `commit` once it began committing)."""
+        return self._recorded_failures.get(snapshot_id)
 
     def record_failure(self, snapshot_id: str, run_row: dict, *, partial: bool = False) -> str:
         """Record a run that failed (or was abandoned) without taking a served snapshot away.
@@ -653,11 +665,7 @@ class Warehouse:
             return self._add_unseen(spark, dt, snapshot_id, df)
         if isinstance(df, StagedHistory):
             if not current:  # nothing to merge with: the files the tasks wrote are the history
-                version = self._commit_history(dt, snapshot_id, df.stage.settled, df.stage.pending,
-                                               [f for f, aside in df.files if not aside],
-                                               [f for f, aside in df.files if aside])
-                df.committed = True
-                return version
+                return self._commit_staged_history(dt, snapshot_id, df)
             df = df.frame()
         elif isinstance(df, BlobRows):
             if clustered and not current:  # nothing to merge with: each task writes the blobs it opens
@@ -756,11 +764,7 @@ class Warehouse:
             if df.stage.seen is None:  # staged before the history had a file: its rows checked here
                 df = df.frame()
             else:
-                version = self._commit_history(dt, snapshot_id, df.stage.settled, df.stage.pending,
-                                               [f for f, aside in df.files if not aside],
-                                               [f for f, aside in df.files if aside])
-                df.committed = True
-                return version
+                return self._commit_staged_history(dt, snapshot_id, df)
         if isinstance(df, BlobRows):
             _check_columns(df.schema.fieldNames(), table, snapshot_id)
             return self._write_history(dt, snapshot_id, df.blobs.select(PAYLOAD), opened=_opened(snapshot_id, seen))
@@ -837,10 +841,24 @@ class Warehouse:
                 settled, pending = delta.write_frame_files(out, path, rels[0], schema, split_by="offsets_partition",
                                                            aside=(_pending_rows, rels[1]), opened=opened)
             return self._commit_history(dt, snapshot_id, *rels, settled, pending, touched)
-        except BaseException:
-            for rel in rels:
-                delta.discard_dir(path, rel)
+        except BaseException as exc:
+            if not delta.may_have_landed(exc):
+                for rel in rels:
+                    delta.discard_dir(path, rel)
             raise
+
+    def _commit_staged_history(self, dt, snapshot_id: str, staged: StagedHistory) -> int | None:
+        """The files the tasks wrote committed as they are (`committed`: they are the history's, or may be: a
+        commit that failed on the store may have landed, and then they stay for a vacuum to judge)."""
+        try:
+            version = self._commit_history(dt, snapshot_id, staged.stage.settled, staged.stage.pending,
+                                           [f for f, aside in staged.files if not aside],
+                                           [f for f, aside in staged.files if aside])
+        except BaseException as exc:
+            staged.committed = delta.may_have_landed(exc)
+            raise
+        staged.committed = True
+        return version
 
     def _commit_history(self, dt, snapshot_id: str, settled_dir: str, pending_dir: str, settled: list,
                         pending: list, touched: list[str] = ()) -> int | None:
@@ -907,10 +925,13 @@ class Warehouse:
         delta.ensure_table(path, TABLES["runs"])
         # schema_mode merge: a runs table written before a column was added (e.g. `kind`) gets it in this
         # same commit, its old rows reading null there
-        write_deltalake(path.uri, batch, storage_options=storage.storage_options(path.uri), mode="overwrite", predicate=f"snapshot_id = '{snapshot_id}'",
-                        schema_mode="merge", commit_properties=CommitProperties(custom_metadata={
-                            "offsetlake.operation": "mark_run", "offsetlake.snapshot_id": snapshot_id,
-                            "offsetlake.status": status}))
+        # the row replaces the id's row, so a try that landed before its answer was lost is harmlessly made again
+        storage.retried(path, "commit", lambda: write_deltalake(
+            path.uri, batch, storage_options=storage.storage_options(path.uri), mode="overwrite",
+            predicate=f"snapshot_id = '{snapshot_id}'", schema_mode="merge",
+            commit_properties=CommitProperties(custom_metadata={
+                "offsetlake.operation": "mark_run", "offsetlake.snapshot_id": snapshot_id,
+                "offsetlake.status": status})))
 
     # ------------------------------------------------------------------ reads
     def reader(self) -> DeltaWarehouseReader:
@@ -1110,9 +1131,10 @@ class Warehouse:
             drop_rows = [s for s in drop if s not in row_only]
             if drop_rows and delta.is_table(self._table("runs")):
                 literals = ", ".join(f"'{delta.check_partition_value(s)}'" for s in drop_rows)
-                delta.open_table(self._table("runs")).delete(
+                runs_table = delta.open_table(self._table("runs"))
+                storage.retried(self._table("runs"), "delete", lambda: runs_table.delete(  # deleting again: a no-op
                     f"snapshot_id IN ({literals})",
-                    commit_properties=CommitProperties(custom_metadata={"offsetlake.operation": "retain"}))
+                    commit_properties=CommitProperties(custom_metadata={"offsetlake.operation": "retain"})))
             if drop:
                 list(pool.map(lambda table: self._drop_partitions(table, drop), SNAPSHOT_TABLES))
             still_kept = [r for r in kept if r["snapshot_id"] not in drop]

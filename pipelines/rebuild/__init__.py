@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import contextlib
 import time
+from dataclasses import replace
 from typing import Callable
 
 from pipelines.config import Settings
-from pipelines.rebuild.failures import RunFailed, StrictModeError, UsageError, record_abandoned, record_failure
+from pipelines.rebuild.failures import (RunFailed, StrictModeError, UsageError, is_failure, record_abandoned,
+                                       record_failure)
 from pipelines.rebuild.request import RebuildRequest, RunSettings, new_snapshot_id, resolve_settings
 from pipelines.rebuild.summary import Progress, RunSummary
 
@@ -28,9 +30,35 @@ def run_rebuild(spark, settings: Settings, req: RebuildRequest, emit: Callable[[
 
     prepared = prepared or prepare_run(settings, req)
     try:
-        return _run_locked(spark, settings, req, emit, prepared)
-    finally:
+        summary = _run_locked(spark, settings, req, emit, prepared)
+    except BaseException:
+        try:
+            prepared.release()
+        except Exception:  # the run's own error is the one to report; the lock left behind goes stale
+            pass
+        raise
+    try:
         prepared.release()
+    except Exception as e:  # the snapshot is recorded as it is: say what was left behind
+        from pipelines.rebuild.failures import cause_of
+
+        summary = replace(summary, after_commit=[
+            *summary.after_commit, f"the writer lock {prepared.lock.path} was not released ({cause_of(e)}): the "
+                                   "next run takes it over once it is stale"])
+    return summary
+
+
+def _note_stage(lock, name: str) -> None:
+    """The stage in the writer lock, for the record of a run killed in it. A lock that cannot be written (a full
+    disk) leaves the stage before: the stage's own writes then fail with what they met, in their stage. (The
+    commit's note is not this one: `stages._committing` must not go on without it.)"""
+    from pipelines.io.retry import StoreUnavailable
+    from pipelines.io.storage import StorageError
+
+    try:
+        lock.update(stage=name)
+    except (OSError, StorageError, StoreUnavailable):
+        pass
 
 
 def _run_locked(spark, settings: Settings, req: RebuildRequest, emit, prepared) -> RunSummary:
@@ -40,7 +68,7 @@ def _run_locked(spark, settings: Settings, req: RebuildRequest, emit, prepared) 
     from pipelines.times import ms_to_iso
 
     warehouse = Warehouse(req.warehouse)
-    progress = Progress(emit, on_stage=lambda name: prepared.lock.update(stage=name))
+    progress = Progress(emit, on_stage=lambda name: _note_stage(prepared.lock, name))
     if prepared.abandoned is not None:
         record_abandoned(warehouse, prepared.abandoned, progress.emit)
     with contextlib.ExitStack() as held:
@@ -57,7 +85,9 @@ def _run_locked(spark, settings: Settings, req: RebuildRequest, emit, prepared) 
             summary = stages.summarize(run, planned, decoded, replayed, assembled, materialized, validated)
             stages.checkpoint(run, planned, replayed, validated)
             return stages.write(run, summary, planned, assembled, materialized, validated)
-        except Exception as e:
+        except BaseException as e:
+            if not is_failure(e):  # an interrupt: the next run records it as abandoned (its lock says the stage)
+                raise
             conf = run.conf
             record_failure(warehouse, run.snapshot_id, progress.current or "end", dict(
                 started_at=ms_to_iso(run.started_ms), inputs=prepared.inputs, semantics=conf.semantics,

@@ -16,8 +16,8 @@ class StrictModeError(Exception):
 
 
 class RunFailed(Exception):
-    """The run failed after it started (a full disk, a file system gone read-only): recorded as failed where
-    that was possible; one line for the user, exit 1."""
+    """The run failed after it started (a full disk, a file system gone read-only, an object store that kept
+    failing past its retries): recorded as failed where that was possible; one line for the user, exit 1."""
 
 
 # Text of the errors a full or read-only file system gives in Python, Spark (Java) and delta-rs (Rust).
@@ -42,8 +42,38 @@ def storage_error(exc: BaseException) -> str | None:
     return None
 
 
+def is_failure(exc: BaseException) -> bool:
+    """An error a run reports as its failure: an Exception, or a Rust panic a dependency raised (pyo3's
+    PanicException derives from BaseException); not an interrupt or an exit."""
+    return isinstance(exc, Exception) or type(exc).__name__ == "PanicException"
+
+
+def cause_of(exc: BaseException) -> str:
+    """What went wrong, on one line: the object store's fault when it was one, a full or read-only disk, else the
+    error's first line."""
+    from pipelines.io.retry import unavailable_cause
+
+    unavailable = unavailable_cause(exc)
+    if unavailable is not None:
+        return f"object store unavailable: {unavailable}"
+    storage = storage_error(exc)
+    return f"{storage}: {first_line(exc)}" if storage else first_line(exc)
+
+
+# The line a Python traceback ends with (not indented, unlike its frames): `OSError: [Errno 28] …`.
+_RAISED = re.compile(r"^((?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception|Unavailable|Exit|Panic)\w*: .*)$", re.M)
+_TRACEBACK = "Traceback (most recent call last):"
+
+
 def first_line(exc: BaseException) -> str:
-    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    """The error's type and first line; for a Spark task's error (Spark's wrapper around the task's traceback),
+    the Python error the task ended with."""
+    text = str(exc)
+    if _TRACEBACK in text:
+        raised = _RAISED.search(text.rsplit(_TRACEBACK, 1)[1])
+        if raised is not None:
+            return raised.group(1).strip()[:300]
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     return f"{type(exc).__name__}: {lines[0][:300] if lines else ''}"
 
 
@@ -74,22 +104,31 @@ def shard_errors():
 
 def record_failure(warehouse, snapshot_id: str, stage: str, row: dict, e: BaseException, warehouse_uri: str) -> None:
     """A run that failed after it started: recorded in `runs` (`row`: what the run knew of itself) unless the
-    snapshot's write recorded it already (`io.warehouse.Warehouse.write_snapshot`); a storage refusal or a refused
-    write becomes one line for the user (UsageError / RunFailed). Returns when `e` should propagate as it is."""
+    snapshot's write recorded it already (`io.warehouse.Warehouse.write_snapshot`); a storage refusal, a refused
+    write or an object store that kept failing becomes one line for the user (UsageError / RunFailed). Returns
+    when `e` should propagate as it is."""
     from pipelines.io.delta import DeltaWriteError
+    from pipelines.io.retry import unavailable_cause
     from pipelines.io.storage import StorageError
     from pipelines.io.warehouse import WarehouseError
 
+    stage = warehouse.recorded_stage(snapshot_id) or stage  # the write's own record names where it stopped
     storage = storage_error(e)
+    unavailable = unavailable_cause(e) if storage is None else None
+    cause = f"object store unavailable: {unavailable}" if unavailable is not None else first_line(e)
     if not warehouse.failure_recorded(snapshot_id):
         try:
-            warehouse.record_failure(snapshot_id, {**row, "summary": {"error": first_line(e), "stage": stage}})
+            warehouse.record_failure(snapshot_id, {**row, "summary": {"error": cause, "stage": stage}})
         except Exception as mark_exc:
-            if storage is None and storage_error(mark_exc) is None:
+            if storage is None and unavailable is None and storage_error(mark_exc) is None \
+                    and unavailable_cause(mark_exc) is None:
                 raise
-            raise RunFailed(f"run {snapshot_id} failed in stage {stage}: {storage or 'storage error'}: "
-                            f"{first_line(e)}; its failure could not be recorded either "
-                            f"({first_line(mark_exc)})") from None
+            if not _recorded_after_all(warehouse, snapshot_id):
+                raise RunFailed(f"run {snapshot_id} failed in stage {stage}: "
+                                f"{cause if unavailable is not None else (storage or 'storage error') + ': ' + cause}"
+                                f"; its failure could not be recorded either ({cause_of(mark_exc)})") from None
+    if unavailable is not None:
+        raise RunFailed(f"run {snapshot_id} failed in stage {stage}: {cause}; recorded as failed") from None
     if storage == "not writable":
         raise UsageError(f"--warehouse {warehouse_uri}: cannot write ({first_line(e)}); "
                          f"run {snapshot_id} recorded as failed") from None
@@ -98,6 +137,56 @@ def record_failure(warehouse, snapshot_id: str, stage: str, row: dict, e: BaseEx
                         f"{first_line(e)}; recorded as failed") from None
     if isinstance(e, (WarehouseError, DeltaWriteError, StorageError)):  # refused, or the store failed: said in full
         raise RunFailed(f"run {snapshot_id} failed in stage {stage}: {e}; recorded as failed") from None
+
+
+def _recorded_after_all(warehouse, snapshot_id: str) -> bool:
+    """Whether `snapshot_id`'s `failed` row is there though writing it raised: the commit landed and what followed
+    it failed (its answer lost, its post-commit work), which only a read can tell."""
+    try:
+        return any(r["snapshot_id"] == snapshot_id and r["status"] == "failed" for r in warehouse.snapshots())
+    except Exception:  # the store still fails: say it was not recorded, as far as this run can tell
+        return False
+
+
+def record_unstarted(settings, req, snapshot_id: str, e: BaseException) -> RunFailed:
+    """A run the object store kept from starting (its checks before Spark read the inputs and write the
+    warehouse, and a fault outlasted the retries): a failed run, not a user's mistake. Recorded in `runs` as failed
+    in stage `preflight` where the warehouse allows it (under its writer lock, taken for the write and given
+    back); the one line for the user, to raise."""
+    import time
+
+    from pipelines.incremental import is_what_if
+    from pipelines.io.lock import LockHeldError, WriterLock
+    from pipelines.io.retry import unavailable_cause
+    from pipelines.io.storage import location
+    from pipelines.io.warehouse import Warehouse
+    from pipelines.rebuild.request import resolve_settings
+    from pipelines.times import ms_to_iso
+
+    cause = f"object store unavailable: {unavailable_cause(e) or first_line(e)}"
+    lock = None
+    try:
+        conf = resolve_settings(settings, req)
+        lock = WriterLock(location(req.warehouse))
+        lock.acquire(snapshot_id)
+        Warehouse(req.warehouse).record_failure(snapshot_id, dict(
+            started_at=ms_to_iso(int(time.time() * 1000)), inputs=list(req.inputs), semantics=conf.semantics,
+            retention_minutes=conf.retention_minutes, kind="what-if" if is_what_if(req) else "scheduled",
+            summary={"error": cause, "stage": "preflight"}))
+        recorded = "recorded as failed"
+    except LockHeldError as held:
+        recorded = f"not recorded: {held}"
+    except Exception as mark_exc:
+        recorded = ("recorded as failed" if lock is not None and lock.token is not None
+                    and _recorded_after_all(Warehouse(req.warehouse), snapshot_id)
+                    else f"its failure could not be recorded either ({cause_of(mark_exc)})")
+    finally:
+        if lock is not None:
+            try:
+                lock.release()
+            except Exception:  # left stale: the next run takes it over
+                pass
+    return RunFailed(f"run {snapshot_id} failed in stage preflight: {cause}; {recorded}")
 
 
 def record_abandoned(warehouse, holder: dict, emit) -> None:

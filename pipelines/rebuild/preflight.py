@@ -12,7 +12,7 @@ from pathlib import Path
 from pipelines.config import Settings
 from pipelines.decoding.framing import HEADER_SIZE_UP_TO_MAGIC, MAGIC_OFFSET, frame_entry
 from pipelines.io import storage
-from pipelines.rebuild.failures import UsageError
+from pipelines.rebuild.failures import UsageError, record_unstarted
 from pipelines.rebuild.request import RebuildRequest, RunSettings, new_snapshot_id, resolve_settings
 from pipelines.times import TimeFormatError, parse_time_ms
 
@@ -37,9 +37,19 @@ class PreparedRun:
 
 
 def prepare_run(settings: Settings, req: RebuildRequest) -> PreparedRun:
-    """Every check that needs no Spark; raises UsageError (exit 2) with one line. Takes the writer lock last."""
+    """Every check that needs no Spark; raises UsageError (exit 2) with one line. Takes the writer lock last.
+
+    An object store that kept failing transiently through these checks (`io.retry.StoreUnavailable`) is no
+    user's mistake: the run is recorded as failed in stage `preflight` and RunFailed (exit 1) raised."""
     conf = resolve_settings(settings, req)
     snapshot_id = req.snapshot_id or new_snapshot_id()
+    try:
+        return _prepare(settings, req, conf, snapshot_id)
+    except storage.StoreUnavailable as e:
+        raise record_unstarted(settings, req, snapshot_id, e) from None
+
+
+def _prepare(settings: Settings, req: RebuildRequest, conf: RunSettings, snapshot_id: str) -> PreparedRun:
     from pipelines.io import delta
 
     try:
@@ -218,10 +228,14 @@ def plan_and_check(inputs: list[str]):
 def _starts_like_a_log(path: str, size: int) -> bool:
     if storage.is_remote(path):
         loc = storage.location(path)
-        try:
+
+        def read_head() -> bytes:
             with loc.fs.open_input_file(loc.path) as f:
-                head = f.read(HEADER_SIZE_UP_TO_MAGIC)
-        except (OSError, storage.StorageError) as e:
+                return f.read(HEADER_SIZE_UP_TO_MAGIC)
+
+        try:
+            head = storage.retried(loc, "read", read_head)
+        except (OSError, storage.StorageError) as e:  # a refusal; a transient fault past its retries propagates
             raise UsageError(f"cannot read input: {path}: {storage.error_text(e)}") from None
     else:
         try:

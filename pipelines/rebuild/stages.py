@@ -13,7 +13,7 @@ from typing import Callable
 from pipelines.background import in_thread
 from pipelines.config import Settings
 from pipelines.rebuild.executor import Execution, Route, choose
-from pipelines.rebuild.failures import StrictModeError, shard_errors
+from pipelines.rebuild.failures import StrictModeError, cause_of, is_failure, shard_errors
 from pipelines.rebuild.request import RebuildRequest, RunSettings
 from pipelines.rebuild.summary import Progress, RunSummary
 from pipelines.times import ms_to_iso
@@ -550,6 +550,7 @@ def write(run: Run, summary: RunSummary, planned: Planned, assembled: Assembled,
     """The validation report, then every table and the `runs` row committed as one snapshot; old snapshots
     beyond `warehouse.keep_snapshots` retired. Returns the summary with the write's own time."""
     from pipelines import incremental
+    from pipelines.io import storage
     from pipelines.validation.report import render_report
 
     req, progress = run.req, run.progress
@@ -574,11 +575,21 @@ def write(run: Run, summary: RunSummary, planned: Planned, assembled: Assembled,
                                  staged=materialized.staging.take(), history_adds_only=run.kind != "scheduled",
                                  cluster=run.prepared.cluster)
     progress.end()
+    late = []
     keep = run.settings.section("warehouse").get("keep_snapshots")
     if keep:
-        run.warehouse.retain(int(keep), lock=run.prepared.lock, current=run.snapshot_id)
-        incremental.clean_state(run.warehouse, progress.emit)
-    return replace(summary, stage_seconds=dict(progress.stage_seconds))
+        def retire():  # each step finds what is left to do: one that stopped half-way is run again
+            run.warehouse.retain(int(keep), lock=run.prepared.lock, current=run.snapshot_id)
+            incremental.clean_state(run.warehouse, progress.emit)
+
+        try:
+            storage.retried(run.warehouse.root, "retire old snapshots", retire)
+        except BaseException as e:  # committed and recorded: what failed is the clean-up, which the next run redoes
+            if not is_failure(e):
+                raise
+            late.append(f"snapshot {run.snapshot_id} is committed ({summary.status}); retiring older snapshots "
+                        f"failed, the next run retries it: {cause_of(e)}")
+    return replace(summary, stage_seconds=dict(progress.stage_seconds), after_commit=late)
 
 
 def _committing(prepared, progress) -> None:

@@ -51,6 +51,9 @@ class RunSummary:
     incremental: dict = field(default_factory=dict)
     task_cpu_seconds: dict[str, float] = field(default_factory=dict)  # summed over the tasks, per kind of work
     kind: str = "scheduled"  # or what-if: --as-of/--until-* (runs.kind)
+    # what failed after the snapshot and its runs row were committed (retiring old snapshots, giving the writer
+    # lock back): the snapshot stands as recorded; the CLI prints each as a `warning:` line
+    after_commit: list[str] = field(default_factory=list)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True, default=str)

@@ -1,0 +1,139 @@
+"""Every group id the snapshot holds is reachable through every surface, whatever it holds: a newline (the attack
+that found `GET /groups/{id}` answering 404 for a group the CLI found: Starlette's `:path` pattern is `.*`, whose
+`.` stops at a newline), a trailing newline, a tab, a carriage return, other control characters, and a newline
+before a route word. The API's routes, the page's own routes, the restore-plan zip, and the CLI."""
+from __future__ import annotations
+
+import io
+import json
+import zipfile
+from collections import defaultdict
+from urllib.parse import quote
+
+import httpx
+import pytest
+from click.testing import CliRunner
+
+from tests import badinputs as bi
+
+from .conftest import running_server
+
+pytestmark = [pytest.mark.integration, pytest.mark.spark]
+
+IDS = ["line\nbreak", "trailing\n", "\nleading", "tab\there", "cr\r\nlf", "bell\x07", "nul\x00byte", "esc\x1b[31m",
+       "del\x7f", "x\n/offsets", "plain"]
+
+
+@pytest.fixture(scope="module")
+def warehouse(spark, tmp_path_factory):  # spark: the session the rebuild runs in
+    """A log whose groups have those ids (each in the offsets partition Kafka's partitioner gives it: a group
+    record, then two commits on its own partition of `orders`, the second 100 + its index), rebuilt as a user
+    does."""
+    from jobs.cli import main
+    from pipelines.coordinator.partitioner import partition_for
+
+    root = tmp_path_factory.mktemp("hostile-ids")
+    records = defaultdict(list)
+    for i, g in enumerate(IDS):
+        records[partition_for(g, bi.NUM_PARTITIONS)] += [bi.group_record(g, bi.T0), bi.commit(g, i, 50 + i, bi.T0 + 1),
+                                                         bi.commit(g, i, 100 + i, bi.T0 + 2)]
+    for p, rs in records.items():
+        bi.write_segment(root / "dump" / f"__consumer_offsets-{p}", 0,
+                         b"".join(bi.batch([r], n) for n, r in enumerate(rs)))
+    r = CliRunner().invoke(main, ["rebuild", "--input", str(root / "dump"), "--warehouse", str(root / "wh"),
+                                  "--snapshot-id", "h1", "--env", "ci", "--quiet", "--num-partitions", "50"])
+    assert r.exit_code == 0, r.output
+    return root / "wh"
+
+
+@pytest.fixture(scope="module")
+def server(warehouse):
+    with running_server(warehouse) as base:
+        yield base
+
+
+@pytest.mark.parametrize("gid", IDS, ids=repr)
+def test_every_route_of_a_group_answers_for_it(server, gid):
+    i = IDS.index(gid)
+    enc = quote(gid, safe="")
+    for _ in range(2):  # built from the index, then from the response cache
+        detail = httpx.get(f"{server}/groups/{enc}", timeout=20)
+        assert detail.status_code == 200, (gid, detail.text[:300])
+        body = detail.json()
+        assert body["group"]["group_id"] == gid
+        assert [(o["partition"], o["committed_offset"]) for o in body["offsets"]] == [(i, 100 + i)]
+        offsets = httpx.get(f"{server}/groups/{enc}/offsets", timeout=20)
+        assert offsets.status_code == 200 and [o["committed_offset"] for o in offsets.json()] == [100 + i]
+        commits = httpx.get(f"{server}/groups/{enc}/commits", timeout=20)
+        assert commits.status_code == 200 and commits.json()["group_id"] == gid, commits.text[:300]
+        assert httpx.get(f"{server}/groups/{enc}/history", timeout=20).status_code == 200
+    # the page's own routes take the id as a query parameter
+    status = httpx.get(f"{server}/status/groups", params={"group": gid}, timeout=20)
+    assert status.status_code == 200 and status.json()["group_id"] == gid, status.text[:300]
+    history = httpx.get(f"{server}/history/offsets", params={"group": gid}, timeout=20)
+    assert history.status_code == 200, history.text[:300]
+    listed = httpx.get(f"{server}/groups", params={"limit": 100}, timeout=20).json()
+    assert gid in [g["group_id"] for g in listed["groups"]]
+
+
+def test_an_id_ending_in_a_newline_is_not_its_prefix(server):
+    """Python's `$` matches before a trailing newline: `/groups/trailing%0A` must be "trailing\\n" (held), and
+    `/groups/trailing` (not held) a 404, not the other way round."""
+    assert httpx.get(f"{server}/groups/trailing", timeout=20).status_code == 404
+    assert httpx.get(f"{server}/groups/{quote('trailing' + chr(10), safe='')}", timeout=20).json()["group"][
+        "group_id"] == "trailing\n"
+    # "x\n/offsets" is a group of its own, not the offsets of "x\n"
+    r = httpx.get(f"{server}/groups/{quote('x' + chr(10) + '/offsets', safe='')}", timeout=20)
+    assert r.status_code == 200 and r.json()["group"]["group_id"] == "x\n/offsets"
+
+
+def test_the_restore_plan_holds_every_group(server, warehouse, tmp_path):
+    """As of the first commits: every group's plan resets its partition to 50 + its index, in the zip the page
+    links to and in `offsetlake restore-plan`'s files."""
+    from jobs.cli import main
+
+    as_of = str(bi.T0 + 1)
+    r = httpx.get(f"{server}/restore-plan.zip", params=[("as_of", as_of), *[("group", g) for g in IDS]], timeout=60)
+    assert r.status_code == 200, r.text[:300]
+    with zipfile.ZipFile(io.BytesIO(r.content)) as z:
+        name = next(n for n in z.namelist() if n.endswith("index.json"))
+        index = json.loads(z.read(name))
+        plans = {gid: z.read(name[:-len("index.json")] + f).decode() for f, gid in index.items()}
+    assert sorted(index.values()) == sorted(IDS)
+    assert {g: plans[g] for g in IDS} == {g: f"orders,{i},{50 + i}\n" for i, g in enumerate(IDS)}
+    out = tmp_path / "plan"
+    r = CliRunner().invoke(main, ["restore-plan", "--warehouse", str(warehouse), "--as-of", as_of, "--out", str(out),
+                                  *[a for g in IDS for a in ("--group", g)]])
+    assert r.exit_code == 0, r.output
+    files = json.loads((out / "index.json").read_text())
+    assert {gid: (out / f).read_text() for f, gid in files.items()} == plans
+
+
+@pytest.mark.parametrize("gid", IDS, ids=repr)
+def test_the_cli_finds_every_group(warehouse, gid):
+    from jobs.cli import main
+
+    r = CliRunner().invoke(main, ["lookup", "--warehouse", str(warehouse), "--group", gid])
+    assert r.exit_code == 0, r.output
+    assert [(o["partition"], o["committed_offset"]) for o in json.loads(r.stdout)["offsets"]] == [
+        (IDS.index(gid), 100 + IDS.index(gid))]
+    r = CliRunner().invoke(main, ["describe", "--warehouse", str(warehouse), gid])
+    assert r.exit_code == 0, r.output
+
+
+@pytest.mark.browser
+def test_the_page_opens_every_group_by_its_link(server, tmp_path):
+    """`/#/groups/<percent-encoded id>`: the group page of that id (its title, its offsets), pasted or followed,
+    and the page's own link to the view carries the same id."""
+    from .test_browser import _chromedriver, _open, _rows, chromium
+
+    _chromedriver()  # skip before starting anything
+    with chromium(tmp_path) as b:
+        for i, gid in enumerate(IDS):
+            url = f"{server}/#/groups/{quote(gid, safe='')}"
+            _open(b, url, "group")
+            assert b.js("return document.getElementById('group-title').textContent") == gid
+            assert b.js("return document.getElementById('error').textContent") == ""
+            assert [r[:3] for r in _rows(b, "#offsets-table tbody tr")] == [["orders", str(i), str(100 + i)]]
+            link = b.js("return document.getElementById('group-permalink').href")
+            assert link.endswith("?snapshot=h1#/groups/" + quote(gid, safe="")), link
