@@ -53,7 +53,6 @@ class Cluster:
         self.duration_ms = duration_ms
         self.linger_ms = LINGER_MS if duration_ms is not None else None
         self.end_ms = BASE_TIME_MS + (duration_ms or 0)
-        self.incidents = Incidents(self, incidents, BASE_TIME_MS, self.end_ms) if incidents else None
         self.groups: list[Group] = []
         self.steps = 0  # timeline steps taken (a paced timeline's records per step)
         self.left_at_check = 1  # the record budget left at the last check, and the records written then
@@ -76,6 +75,7 @@ class Cluster:
         self.transactions = TransactionCoordinator(self.rng, self.clock, self.stats)
         self.n_eras = 10  # the record budget's tenths: each offsets partition's codec changes with them
         self.logs = [PartitionLog(self, p) for p in range(partitions)]
+        self.incidents = Incidents(self, incidents, BASE_TIME_MS, self.end_ms) if incidents else None
 
     # -- shared helpers ------------------------------------------------------------------------------------------
     def may_delete_offsets(self) -> bool:

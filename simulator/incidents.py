@@ -16,16 +16,18 @@ the brokers write what causes it, at exactly TIME, so a rehearsal finds in the l
   (`delete_group`). The group stays gone.
 
 A victim is chosen when its incident starts, from the groups in the right state then (never a transactional group,
-one of the groups the sample deletes at its end, nor an earlier incident's), with the cluster's seeded generator:
-the same arguments give the same victims. Every other group goes on as it would, but from `QUIET_MS` before the
-first incident to `QUIET_MS` after the last no other group's offsets are deleted, so every group `changes` reports
-damaged in that window is an incident's: the drill's answer is exact.
+one of the groups the sample deletes at its end, nor an earlier incident's), with a generator of the incidents' own
+seeded from the sample's: the same arguments give the same victims, and the same sample without its incidents is the
+same up to them. Every other group goes on as it would, but from `QUIET_MS` before the first incident to `QUIET_MS`
+after the last no other group's offsets are deleted, so every group `changes` reports damaged in that window is an
+incident's: the drill's answer is exact. (The groups the sample deletes at its end are deleted at its end.)
 """
 from __future__ import annotations
 
 import heapq
 import re
 from dataclasses import dataclass
+from random import Random
 from typing import TYPE_CHECKING, Callable
 
 from pipelines.times import TimeFormatError, ms_to_iso, parse_duration_ms, parse_time_ms
@@ -121,7 +123,9 @@ class Incidents:
         self.done: list[Incident] = []
         self.events: list[tuple[int, int, Callable[[], None]]] = []
         self._seq = 0
-        rng = cluster.rng
+        # its own generator: the world and every record before the incidents' window are those of the same sample
+        # without them
+        rng = self.rng = Random(f"incidents:{cluster.stats.seed}")
         times = []
         for spec in specs:
             t = spec.time_ms(start_ms)
@@ -191,7 +195,7 @@ class Incidents:
         some = [g for g in self.cluster.groups if type(g) in kinds and self._may_be_victim(g)]
         if not some:
             raise self._none(spec, "group with committed offsets")
-        return self.cluster.rng.choice(some)
+        return self.rng.choice(some)
 
     def _none(self, spec: IncidentSpec, what: str) -> IncidentError:
         when = _iso(self.cluster.clock.now)  # when the victim is chosen: its consumers stop then
@@ -241,12 +245,16 @@ class Incidents:
                     candidates.append((g, m))
         if not candidates:
             raise self._none(spec, "Stable classic group whose members own committed partitions")
-        g, m = self.cluster.rng.choice(candidates)
+        g, m = self.rng.choice(candidates)
         g.victim = True
         targets = {tp: max(0, g.committed[tp] - REWIND_BY) for tp in m.owned_list if g.committed.get(tp, 0) > 0}
         ts = g.log.tick()
         g.log.write(g.commit_at(targets, ts, leader_epoch=True), new_batch=True)  # the member's one request
         inc.group, inc.member_id, inc.time_ms, inc.partitions = g, m.member_id, ts, len(targets)
+
+
+def _n(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
 
 
 def _iso(ms: int) -> str:
@@ -257,12 +265,12 @@ def summary_line(d: dict) -> str:
     """One incident as `offsetlake sample` prints it: what, the exact time (ISO-8601 and epoch ms), the group."""
     kind = d["kind"]
     if kind == "reset":
-        what = (f"{d['partitions']} partitions reset to 0 (kafka-consumer-groups --reset-offsets --to-offset 0 "
+        what = (f"{_n(d['partitions'], 'partition')} reset to 0 (kafka-consumer-groups --reset-offsets --to-offset 0 "
                 f"--execute); Empty from {_iso(d['emptied_ms'])}, consumers back at {_iso(d['back_ms'])}")
     elif kind == "rewind":
-        what = f"{d['partitions']} partitions committed {REWIND_BY} lower by member {d['member_id']}"
+        what = f"{_n(d['partitions'], 'partition')} committed {REWIND_BY} lower by member {d['member_id']}"
     else:
-        what = f"deleted with its {d['partitions']} offsets (DeleteGroups)" + (
+        what = f"deleted with its {_n(d['partitions'], 'offset')} (DeleteGroups)" + (
             f"; Empty from {_iso(d['emptied_ms'])}" if d["emptied_ms"] is not None else "")
     return (f"incident {d['asked']}: {d['time']} ({d['time_ms']}) group {d['group_id']!r} ({d['group_type']}, "
             f"__consumer_offsets-{d['offsets_partition']}): {what}")
