@@ -6,14 +6,16 @@ the brokers write what causes it, at exactly TIME, so a rehearsal finds in the l
   stopped first: a little before TIME the group becomes Empty (its Empty GroupMetadata, as `leave_all` writes it).
   At TIME the tool's one OffsetCommit request (`Admin.alterConsumerGroupOffsets`: no member, generation -1, no
   leader epoch, empty metadata, no expire timestamp) sets every partition the group has an offset for to 0, one
-  batch. A few minutes later the consumers are back (a new generation) and commit on from 0.
+  batch. A few minutes later the consumers are back (a new generation) and commit on from 0. (0 on every partition:
+  the data topics' log start offsets are drawn after the offsets topic is written, which never depends on them; a
+  data partition whose log starts past 0 in the dump lost those records to retention after the reset.)
 * `rewind`: a consumer's bug: one member of a Stable classic group (the one owning the most committed partitions)
   commits every partition it owns `REWIND_BY` lower (at least 0) at TIME, one OffsetCommit request with its leader
   epoch, as any commit of its; the group commits on from there.
-* `delete`: `kafka-consumer-groups --delete` (DeleteGroups) on a classic, simple or KIP-848 group with offsets. The
-  broker refuses a group with members (GROUP_NOT_EMPTY), so a classic or KIP-848 group's members leave a little
-  before TIME; at TIME the offset tombstones and the group tombstone(s), one batch, as every deletion is written
-  (`delete_group`). The group stays gone.
+* `delete`: `kafka-consumer-groups --delete` (DeleteGroups) on a classic, simple or KIP-848 group with offsets (the
+  more it has, the likelier). The broker refuses a group with members (GROUP_NOT_EMPTY), so a classic or KIP-848
+  group's members leave a little before TIME; at TIME the offset tombstones and the group tombstone(s), one batch,
+  as every deletion is written (`delete_group`). The group stays gone.
 
 A victim is chosen when its incident starts, from the groups in the right state then (never a transactional group,
 one of the groups the sample deletes at its end, nor an earlier incident's), with a generator of the incidents' own
@@ -195,7 +197,8 @@ class Incidents:
         some = [g for g in self.cluster.groups if type(g) in kinds and self._may_be_victim(g)]
         if not some:
             raise self._none(spec, "group with committed offsets")
-        return self.rng.choice(some)
+        # a mistaken deletion hurts most where there is most to lose: a group with more offsets is likelier
+        return self.rng.choices(some, weights=[len(g.committed) for g in some])[0]
 
     def _none(self, spec: IncidentSpec, what: str) -> IncidentError:
         when = _iso(self.cluster.clock.now)  # when the victim is chosen: its consumers stop then
