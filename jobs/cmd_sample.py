@@ -27,24 +27,38 @@ from jobs.errors import fail
                    "and indexes (lag in time); 0: none, the high watermarks only.")
 @click.option("--data-partitions", type=click.IntRange(min=0), default=None, metavar="N",
               help="Write the first N data-topic partitions only (default: every one).")
+@click.option("--duration", metavar="D", default=None,
+              help="The timeline spans about D of broker time (2h, 90m, 3600s, 1h30m; a number alone is seconds), "
+                   "each group committing at its own pace; without it, a few seconds.")
+@click.option("--incident", "incidents", metavar="KIND@TIME", multiple=True,
+              help="A named incident at TIME (repeatable; needs --duration): reset (a Stable classic group's offsets "
+                   "all reset to 0), rewind (a member commits 500 lower), delete (a group deleted). TIME: +D after "
+                   "the timeline's start (+60m), or an ISO-8601 time. The summary names each one's group and time.")
 @click.option("--force", is_flag=True, help="Remove the __consumer_offsets-* (and data-topic) directories already "
                                             "in DIR first.")
 def sample(out_dir: str, records: int, groups: int, partitions: int, seed: int, segment_bytes: int,
-           hot_share: float | None, shape: str, data_segments: int, data_partitions: int | None, force: bool) -> None:
+           hot_share: float | None, shape: str, data_segments: int, data_partitions: int | None, duration: str | None,
+           incidents: tuple[str, ...], force: bool) -> None:
     """Write DIR/__consumer_offsets-N/<base offset>.log for N in 0..P-1: classic, simple, Connect and KIP-848
     groups, transactions (committed, aborted, open), offset and group deletions, all five codecs; and the data
-    topics' own partitions (DIR/<topic>-<N>/), their records timestamped as they were produced."""
+    topics' own partitions (DIR/<topic>-<N>/), their records timestamped as they were produced. With --duration and
+    --incident, rehearsal data for the incident runbook: named incidents at their times, each one printed."""
+    from pipelines.times import TimeFormatError, parse_duration_ms
     from simulator import generate_sample
+    from simulator.incidents import parse_incident
 
     if "://" in out_dir:
         raise click.UsageError(f"sample writes a local directory, not {out_dir}: write it here, then copy it to the "
                                "bucket (aws s3 cp --recursive DIR s3://…)")
     started = time.perf_counter()
     try:
+        duration_ms = None if duration is None else parse_duration_ms(duration, what="--duration")
+        specs = tuple(parse_incident(text) for text in incidents)
         stats = generate_sample(out_dir, records=records, groups=groups, partitions=partitions, seed=seed,
                                 segment_bytes=segment_bytes, force=force, hot_share=hot_share, shape=shape,
-                                data_segments=data_segments, data_partitions=data_partitions)
-    except ValueError as e:
+                                data_segments=data_segments, data_partitions=data_partitions,
+                                duration_ms=duration_ms, incidents=specs)
+    except (ValueError, TimeFormatError) as e:  # an IncidentError is one
         raise click.UsageError(str(e)) from None
     except FileExistsError as e:
         if e.errno is not None:  # the file system's: DIR (or a parent) is a file
@@ -54,3 +68,5 @@ def sample(out_dir: str, records: int, groups: int, partitions: int, seed: int, 
         fail(f"cannot write {out_dir}: {e.strerror or e}" + (f": {e.filename}" if e.filename else ""))
     elapsed = time.perf_counter() - started
     click.echo(f"sample: {stats.summary()} dir={out_dir} in {elapsed:.1f}s", err=True)
+    for line in stats.incident_lines():
+        click.echo(line, err=True)

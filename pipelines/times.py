@@ -1,5 +1,6 @@
 """Times as users give them and as the project prints them: the one parser of a TIME (every option or parameter
-taking a time goes through `parse_time_ms`), and the ISO-8601 forms printed for instants and durations."""
+taking a time goes through `parse_time_ms`), the one parser of a duration (`parse_duration_ms`), and the ISO-8601
+forms printed for instants and durations."""
 from __future__ import annotations
 
 import datetime as dt
@@ -45,6 +46,33 @@ def parse_time_ms(text: str, *, what: str) -> int:
         t = t.replace(tzinfo=dt.timezone.utc)
     # integer arithmetic: a float of seconds loses the last millisecond of far dates (year 6326: .166 -> 165)
     return (t - EPOCH) // dt.timedelta(milliseconds=1)
+
+
+# A duration as people write one (`2h`, `90m`, `1h30m`, `3600s`, `250ms`; a number alone is seconds) or as this
+# project prints one (ISO-8601, `PT1H30M`, `PT0.5S`, what `iso_duration` writes); days are 24 h, no calendar.
+_DURATION_UNITS_MS = {"d": 86_400_000, "h": 3_600_000, "m": 60_000, "s": 1000, "ms": 1}
+_DURATION_SHORT = re.compile(r"(?:\d+(?:ms|[dhms]))+")
+_DURATION_PART = re.compile(r"(\d+)(ms|[dhms])")
+_DURATION_ISO = re.compile(r"P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d{1,3})?)S)?)?")
+DURATION_FORMS = "a duration (2h, 90m, 1h30m, 3600s, 250ms; a number alone is seconds; or ISO-8601, PT1H30M)"
+
+
+def parse_duration_ms(text: str, *, what: str) -> int:
+    """A duration -> milliseconds (>= 0): `2h`, `90m`, `1h30m`, `3600s`, `250ms`, `1d`, a number of seconds
+    (`3600`), or ISO-8601 (`PT2H`, `P1DT2H`, `PT0.5S`). Raises TimeFormatError naming `what`."""
+    s = str(text).strip()
+    if s.isdigit():
+        return int(s) * 1000
+    low = s.lower()
+    if _DURATION_SHORT.fullmatch(low):
+        return sum(int(n) * _DURATION_UNITS_MS[u] for n, u in _DURATION_PART.findall(low))
+    m = _DURATION_ISO.fullmatch(s.upper())
+    if m and s.upper() not in ("P", "PT") and not s.upper().endswith("T"):
+        days, hours, minutes, seconds = m.groups()
+        whole, _, frac = (seconds or "0").partition(".")
+        return (int(days or 0) * 86_400_000 + int(hours or 0) * 3_600_000 + int(minutes or 0) * 60_000
+                + int(whole) * 1000 + int(frac.ljust(3, "0")))
+    raise TimeFormatError(f"{what}: {text!r} is not {DURATION_FORMS}")
 
 
 def ms_to_iso(ms: int | None) -> str | None:

@@ -186,7 +186,7 @@ class ClassicGroup(Group):
     def step(self) -> None:
         rng = self.cluster.rng
         if not self.members:
-            if self.created and self.committed and rng.random() < 0.15:
+            if self.created and self.committed and rng.random() < 0.15 and self.cluster.may_delete_offsets():
                 self.offset_delete()
             else:
                 self.join_all()
@@ -269,7 +269,7 @@ class ClassicGroup(Group):
             self.delete_group()
         elif self.end_empty and self.members:
             self.leave_all()
-        if not self.deleted_at_end and self.created and not self.members:
+        if not self.deleted and self.created and not self.members:
             self.cluster.stats.empty_classic_groups += 1
 
 

@@ -1,8 +1,13 @@
 """The simulated cluster: its topics and groups (built from the seed), its offsets partitions' logs, and the timeline
 that drives them: groups step in turn, weighted by how busy each is, transaction markers fall due, the brokers are
-upgraded to 4.1 late on, and at the end groups are deleted or emptied, markers written and the logs closed."""
+upgraded to 4.1 late on, and at the end groups are deleted or emptied, markers written and the logs closed.
+
+Without a duration the clock moves 0-2 ms a step, so a whole sample spans seconds (the bytes every pinned digest and
+benchmark was measured on). With one (`duration_ms`), the steps are spread over it as a busy cluster's requests are
+(`advance`), and named incidents (`simulator.incidents`) happen at their times."""
 from __future__ import annotations
 
+import math
 from collections import Counter
 from pathlib import Path
 from random import Random
@@ -14,6 +19,7 @@ from simulator.consumer_group import ConsumerGroup
 from simulator.data_topics import DataTopics, Frontier
 from simulator.groups import KIND_CLASSIC, KIND_CONNECT, KIND_DELETED, KIND_KIP848, KIND_SHARES, KIND_SIMPLE, Group, \
     SimpleGroup
+from simulator.incidents import IncidentSpec, Incidents
 from simulator.log import CODECS, PartitionLog
 from simulator.names import ENTITIES, ROLES, SERVICES, UNICODE_TAGS, random_java_uuid, random_uuid, random_uuid_str
 from simulator.stats import SampleStats
@@ -21,10 +27,14 @@ from simulator.topics import Topic
 from simulator.transactions import TransactionCoordinator
 
 
+LINGER_MS = 5
+
+
 class Cluster:
     def __init__(self, out: Path, *, records: int, groups: int, partitions: int, seed: int, segment_bytes: int,
                  hot_share: float | None = None, shape: str = "mixed", data_segments: int = 0,
-                 data_batches: int = 16, data_partitions: int | None = None):
+                 data_batches: int = 16, data_partitions: int | None = None, duration_ms: int | None = None,
+                 incidents: tuple[IncidentSpec, ...] = ()):
         self.out = out
         self.hot_share = hot_share
         self.shape = shape
@@ -38,6 +48,15 @@ class Cluster:
         self.rng = Random(seed)
         self.clock = Clock()
         self.linger_p = 0.25
+        # a paced timeline (`duration_ms`) merges consecutive writes into one batch only within the linger time, as
+        # the coordinator does (`group.coordinator.append.linger.ms`, 5 ms in 4.0); unpaced, writes are ms apart
+        self.duration_ms = duration_ms
+        self.linger_ms = LINGER_MS if duration_ms is not None else None
+        self.end_ms = BASE_TIME_MS + (duration_ms or 0)
+        self.groups: list[Group] = []
+        self.steps = 0  # timeline steps taken (a paced timeline's records per step)
+        self.left_at_check = 1  # the record budget left at the last check, and the records written then
+        self.records_at_check = 0
         self.leader_epoch = 0
         self.upgraded = False
         self.newest_commit: dict[tuple[int, int], int] = {}  # (topic idx, partition) -> highest offset committed
@@ -56,8 +75,14 @@ class Cluster:
         self.transactions = TransactionCoordinator(self.rng, self.clock, self.stats)
         self.n_eras = 10  # the record budget's tenths: each offsets partition's codec changes with them
         self.logs = [PartitionLog(self, p) for p in range(partitions)]
+        self.incidents = Incidents(self, incidents, BASE_TIME_MS, self.end_ms) if incidents else None
 
     # -- shared helpers ------------------------------------------------------------------------------------------
+    def may_delete_offsets(self) -> bool:
+        """Whether a group may delete offsets of its own now (OffsetDelete, a simple consumer's tombstones): not in
+        the incidents' window, whose damaged groups are the incidents' alone."""
+        return self.incidents is None or not self.incidents.quiet(self.clock.now)
+
     def count(self, key_type: int, n: int, tombstones: int = 0) -> None:
         self.stats.records_by_key_type[key_type] += n
         if tombstones:
@@ -205,7 +230,7 @@ class Cluster:
             topic_id = random_uuid_str(rng)
             (log.dir / "partition.metadata").write_text(f"version: 0\ntopic_id: {topic_id}\n")
             (log.dir / "leader-epoch-checkpoint").write_text("0\n1\n0 0\n")
-        groups = self.build()
+        groups = self.groups = self.build()
         upgrade_at = int(self.target * rng.uniform(0.75, 0.9))
         cum = []
         total = 0.0
@@ -218,6 +243,8 @@ class Cluster:
         transactions = self.transactions
         markers = transactions.markers  # the heap itself: fire_markers pops in place
         rand = rng.random
+        paced = self.duration_ms is not None
+        incidents = self.incidents
         next_check = 0
         picks: list[Group] = []
         # every group shows up early on (creation order is random), then activity follows the weights
@@ -228,24 +255,54 @@ class Cluster:
                 reserve = sum(g.end_cost() for g in ending) + len(markers) + 4 * len(self.open_at_end)
                 left = self.target - stats.records - reserve
                 if left <= 0:
-                    if not intro:
+                    if not intro and not (incidents and incidents.pending):
                         break
-                    left = 1  # every group exists before the budget may end the timeline
+                    left = 1  # every group exists, and every incident happened, before the budget may end it
                 next_check = stats.records + max(1, left // 8)
+                self.left_at_check, self.records_at_check = left, stats.records
                 if not self.upgraded and stats.records >= upgrade_at:
                     self.upgrade()
-            clock.now += int(rand() * 3)
-            if markers and markers[0][0] <= clock.now:
-                transactions.fire_markers(clock.now)
+            if paced:
+                self.advance(rand())
+            else:
+                clock.now += int(rand() * 3)
+                if markers and markers[0][0] <= clock.now:
+                    transactions.fire_markers(clock.now)
             if intro:
                 g = intro.pop()
             else:
                 if not picks:
                     picks = rng.choices(groups, cum_weights=cum, k=4096)
                 g = picks.pop()
-            g.step()
+            if not g.held:
+                g.step()
+            self.steps += 1
         self.finish(groups)
         return stats
+
+    def advance(self, u: float) -> None:
+        """A paced timeline's next step: after an exponential gap (so each group steps as a Poisson process at its
+        own weight's rate: its own cadence, and rebalances far apart), whose mean spreads the record budget left
+        over the time left, so the timeline ends about `duration_ms` after its start. Transaction markers and
+        incident events due before the step happen on the way, each at its own time. `u`: a uniform draw."""
+        clock, stats = self.clock, self.stats
+        left = max(1, self.left_at_check - (stats.records - self.records_at_check))
+        per_step = stats.records / self.steps if self.steps else 3.0
+        remaining = self.end_ms - clock.now
+        mean = min(remaining, remaining * per_step / left) if remaining > 0 else 1000.0
+        until = clock.now + int(-mean * math.log(1.0 - u))
+        markers, incidents = self.transactions.markers, self.incidents
+        while True:
+            marker_at = markers[0][0] if markers else None
+            event_at = incidents.due() if incidents else None
+            if event_at is not None and event_at <= until and (marker_at is None or event_at <= marker_at):
+                incidents.fire_next()
+            elif marker_at is not None and marker_at <= until:
+                clock.now = max(clock.now, marker_at)
+                self.transactions.fire_markers(clock.now)
+            else:
+                break
+        clock.now = max(clock.now, until)
 
     def write_high_watermarks(self) -> dict[tuple[int, int], int]:
         """`replication-offset-checkpoint` as the broker leaves it in its log dir: every data partition's high
@@ -302,6 +359,8 @@ class Cluster:
         s.records_per_partition = [log.records for log in self.logs]
         s.first_timestamp = BASE_TIME_MS
         s.last_timestamp = max(log.last_ts for log in self.logs)
+        s.duration_ms = self.duration_ms
+        s.incidents = self.incidents.records() if self.incidents else []
         s.records_by_key_type = dict(sorted(s.records_by_key_type.items()))
         s.tombstones_by_key_type = dict(sorted(s.tombstones_by_key_type.items()))
         s.offset_commit_value_versions = dict(sorted(s.offset_commit_value_versions.items()))

@@ -258,4 +258,5 @@ class ConsumerGroup(Group):
             records.append(self.rec(4, None, ts))
         records.append(self.rec(3, None, ts))
         self.log.write(records, new_batch=True)  # DeleteGroups: a request of its own
+        self.deleted = True
         self.cluster.stats.deleted_groups.append(self.gid)

@@ -23,6 +23,9 @@ class Group:
     """A group id and its offsets: every kind commits and deletes offsets the same way (OffsetCommit key v1)."""
 
     kind = ""
+    held = False  # an incident's victim whose consumers are stopped: it takes no step (`simulator.incidents`)
+    victim = False  # an incident's victim: never another's
+    deleted = False  # DeleteGroups removed it (`delete_group`)
 
     def __init__(self, cluster: Cluster, gid: str, topics: list[Topic], weight: float):
         self.cluster = cluster
@@ -75,6 +78,25 @@ class Group:
         stats.offset_commit_value_versions[version] += n
         return out
 
+    def commit_at(self, offsets: dict[tuple[int, int], int], ts: int, *, leader_epoch: bool) -> list[tuple]:
+        """OffsetCommit records putting each partition at the given offset, below the group's own when an incident
+        resets or rewinds it: value v3 (v4 after the 4.1 upgrade), no expire timestamp and empty metadata, as both
+        a consumer's commitSync(offsets) and the admin client's alterConsumerGroupOffsets send them; `leader_epoch`:
+        the topic's current one (a consumer's fetch position carries it), or -1 (the admin client sends none)."""
+        cluster = self.cluster
+        version = 4 if cluster.upgraded else 3
+        out = []
+        for tp, off in offsets.items():
+            self.committed[tp] = off
+            t = cluster.topics[tp[0]]
+            value = mw.write_offset_commit_value(version, offset=off, metadata="", commit_timestamp=ts,
+                                                 leader_epoch=t.leader_epoch if leader_epoch else -1,
+                                                 topic_id=t.topic_id)
+            out.append((self.key(tp), value, ts))
+        cluster.stats.records_by_key_type[1] += len(out)
+        cluster.stats.offset_commit_value_versions[version] += len(out)
+        return out
+
     def tombstone_records(self, tps, ts: int) -> list[tuple]:
         out = [(self.key(tp), None, ts) for tp in tps]
         for tp in tps:
@@ -90,6 +112,7 @@ class Group:
         records.append((mw.write_group_metadata_key(self.gid), None, ts))
         self.cluster.count(2, 1, tombstones=1)
         self.log.write(records, new_batch=True)  # DeleteGroups: a request of its own
+        self.deleted = True
         self.cluster.stats.deleted_groups.append(self.gid)
 
     def pick_metadata(self) -> str:
@@ -128,7 +151,7 @@ class SimpleGroup(Group):
     def step(self) -> None:
         rng = self.cluster.rng
         self.created = True
-        if self.committed and rng.random() < 0.02:
+        if self.committed and rng.random() < 0.02 and self.cluster.may_delete_offsets():
             tps = sorted(self.committed)
             k = rng.randint(1, min(4, len(tps)))
             s = rng.randrange(len(tps))

@@ -56,7 +56,8 @@ class PartitionLog:
         linger = self.linger
         if linger:
             cluster = self.cluster
-            if not new_batch and len(linger) + len(records) <= 64 and cluster.rng.random() < cluster.linger_p:
+            if not new_batch and len(linger) + len(records) <= 64 and cluster.rng.random() < cluster.linger_p \
+                    and (cluster.linger_ms is None or records[0][2] - linger[0][2] <= cluster.linger_ms):
                 linger.extend(records)
                 return
             self._emit_linger()

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from pipelines.times import ms_to_iso
+
 
 @dataclass
 class SampleStats:
@@ -41,6 +43,9 @@ class SampleStats:
     # the data topics' own partitions (`data_topics`): partitions, records and bytes written, oldest segments that
     # retention deleted; empty when none were written
     data_topics: dict[str, int] = field(default_factory=dict)
+    duration_ms: int | None = None  # the timeline asked for (`--duration`); None: unpaced, seconds
+    # the named incidents (`simulator.incidents`), in the order asked: kind, time_ms, group_id, partitions, …
+    incidents: list[dict] = field(default_factory=list)
 
     def summary(self) -> str:
         return (f"records={self.records} groups={self.groups} partitions={self.partitions} bytes={self.bytes} "
@@ -49,4 +54,15 @@ class SampleStats:
                 + (f" hot_partition={self.hot_partition} ({self.records_per_partition[self.hot_partition]} records)"
                    if self.hot_partition is not None else "") + ("" if self.shape == "mixed" else f" shape={self.shape}")
                 + (f" data_partitions={self.data_topics['partitions']} data_records={self.data_topics['records']}"
-                   f" data_bytes={self.data_topics['bytes']}" if self.data_topics else ""))
+                   f" data_bytes={self.data_topics['bytes']}" if self.data_topics else "")
+                + f" timeline={_iso(self.first_timestamp)}..{_iso(self.last_timestamp)}")
+
+    def incident_lines(self) -> list[str]:
+        """One line per incident: what, its exact time (ISO-8601 and epoch ms), the group (`simulator.incidents`)."""
+        from simulator.incidents import summary_line
+
+        return [summary_line(d) for d in self.incidents]
+
+
+def _iso(ms: int) -> str:
+    return ms_to_iso(ms).replace("+00:00", "Z")

@@ -571,3 +571,225 @@ def test_data_topics_hold_every_offset_to_the_high_watermark_written_before_it_w
             assert points[k - 1][1] <= r["commit_timestamp"], r
             checked += 1
     assert checked > 1000
+
+
+# -------------------------------------------------------------------------------- rehearsal data: --duration, --incident
+HOUR = 3_600_000
+DRILL = dict(records=12_000, groups=60, partitions=4, seed=5, segment_bytes=64 * 1024, duration_ms=2 * HOUR)
+RESET_AT, REWIND_AT, DELETE_AT = BASE_TIME_MS + 60 * 60_000, BASE_TIME_MS + 70 * 60_000, BASE_TIME_MS + 75 * 60_000
+
+
+def _incidents(*texts: str):
+    from simulator.incidents import parse_incident
+
+    return tuple(parse_incident(t) for t in texts)
+
+
+@pytest.fixture(scope="module")
+def drill(tmp_path_factory):
+    """A two-hour sample with a reset at +60m, a rewind at +70m and a deletion at +75m, decoded."""
+    root = tmp_path_factory.mktemp("drill")
+    stats = generate_sample(root, **DRILL, incidents=_incidents("reset@+60m", "rewind@2026-11-01T01:10:00Z",
+                                                                "delete@+1h15m"))
+    return root, stats, list(iter_decoded_rows([root]))
+
+
+def _incident(stats, kind: str) -> dict:
+    (found,) = [i for i in stats.incidents if i["kind"] == kind]
+    return found
+
+
+def _offsets_before(rows, group: str, ts: int) -> dict[tuple[str, int], int]:
+    """The group's committed offsets just before `ts`, from its decoded plain commits and tombstones."""
+    out = {}
+    for r in rows:
+        if r["group_id"] == group and r["record_kind"] == "offset_commit" and r["timestamp"] < ts:
+            if r["is_tombstone"]:
+                out.pop((r["topic"], r["partition"]), None)
+            else:
+                out[(r["topic"], r["partition"])] = r["committed_offset"]
+    return out
+
+
+def test_duration_spreads_the_timeline_each_partition_in_order_without_rebalance_storms(drill):
+    root, stats, rows = drill
+    assert not [r for r in rows if r["record_kind"] == "error"]
+    times = [r["timestamp"] for r in rows]
+    assert min(times) >= BASE_TIME_MS and abs(max(times) - BASE_TIME_MS - 2 * HOUR) < 0.02 * 2 * HOUR
+    assert stats.first_timestamp == BASE_TIME_MS and stats.last_timestamp == max(times)  # what the summary prints
+    last: dict[int, int] = {}
+    for r in rows:  # log order: each offsets partition's times never go back (PartitionLog.tick)
+        assert r["timestamp"] >= last.get(r["offsets_partition"], 0)
+        last[r["offsets_partition"]] = r["timestamp"]
+    # new generations / group epochs per group and minute: far below a storm's 11 (`changes --storm-threshold`)
+    new = defaultdict(set)
+    for r in rows:
+        if r["record_kind"] == "group_metadata" and not r["is_tombstone"] and r["protocol_type"]:
+            new[(r["group_id"], r["timestamp"] // 60_000)].add(r["generation"])
+        elif r["record_kind"] == "consumer_group" and r["key_type"] == 3 and not r["is_tombstone"]:
+            new[(r["group_id"], r["timestamp"] // 60_000)].add(r["group_epoch"])
+    assert new and max(len(v) for v in new.values()) <= 10
+    # groups commit at their own pace, seconds to minutes apart, not a millisecond or two
+    gaps = defaultdict(list)
+    previous = {}
+    for r in rows:
+        if r["record_kind"] == "offset_commit" and not r["is_tombstone"]:
+            g = r["group_id"]
+            if g in previous and r["timestamp"] > previous[g]:
+                gaps[g].append(r["timestamp"] - previous[g])
+            previous[g] = r["timestamp"]
+    medians = sorted(sorted(v)[len(v) // 2] for v in gaps.values() if len(v) > 10)
+    assert medians[0] > 5_000 and medians[-1] > 60_000 and len(set(medians)) > len(medians) // 2
+
+
+def test_same_seed_and_incidents_same_bytes(tmp_path):
+    args = dict(records=3000, groups=30, partitions=3, seed=11, duration_ms=HOUR)
+    spec = _incidents("reset@+20m", "delete@+30m", "rewind@+40m")
+    a = generate_sample(tmp_path / "a", **args, incidents=spec)
+    b = generate_sample(tmp_path / "b", **args, incidents=spec)
+    assert _tree_digest(tmp_path / "a") == _tree_digest(tmp_path / "b") and a.incidents == b.incidents
+    assert [i["kind"] for i in a.incidents] == ["reset", "delete", "rewind"]
+    assert len({i["group_id"] for i in a.incidents}) == 3
+
+
+def test_incidents_change_nothing_before_their_window(tmp_path):
+    """The same sample without its incidents holds the same records up to the quiet window before the first one."""
+    from simulator.incidents import QUIET_MS
+
+    args = dict(records=4000, groups=30, partitions=3, seed=4, duration_ms=HOUR)
+    generate_sample(tmp_path / "plain", **args)
+    generate_sample(tmp_path / "drill", **args, incidents=_incidents("delete@+40m"))
+
+    def early(root):
+        return [(r["offsets_partition"], r["offset"], r["timestamp"], r["key"], r["value"])
+                for r in iter_decoded_rows([root]) if r["timestamp"] < BASE_TIME_MS + 40 * 60_000 - QUIET_MS]
+
+    plain, drilled = early(tmp_path / "plain"), early(tmp_path / "drill")
+    assert len(plain) > 1000 and plain == drilled
+
+
+def test_a_reset_is_the_tools_one_commit_to_0_at_the_asked_millisecond(drill):
+    """kafka-consumer-groups --reset-offsets --to-offset 0 --execute: the group Empty first (the tool refuses an
+    active group), then one batch of commits to 0 of every partition the group had an offset for, without member,
+    leader epoch or metadata, at exactly +60m; then the consumers rejoin (a new generation) and commit on from 0."""
+    _, stats, rows = drill
+    inc = _incident(stats, "reset")
+    g = inc["group_id"]
+    assert inc["time_ms"] == RESET_AT and inc["time"] == "2026-11-01T01:00:00.000Z"
+    before = _offsets_before(rows, g, RESET_AT)
+    mine = [r for r in rows if r["group_id"] == g]
+    at = [r for r in mine if r["timestamp"] == RESET_AT]
+    assert len({r["batch_base_offset"] for r in at}) == 1 and at[0]["producer_id"] == -1
+    assert {(r["topic"], r["partition"]) for r in at} == set(before) and len(before) == inc["partitions"] > 1
+    assert all(r["record_kind"] == "offset_commit" and r["committed_offset"] == 0 and r["leader_epoch"] == -1
+               and r["metadata"] == "" and r["expire_timestamp"] in (None, -1) for r in at)
+    assert before and max(before.values()) > 0
+    group_records = [r for r in mine if r["record_kind"] == "group_metadata"]
+    emptied = [r for r in group_records if r["timestamp"] < RESET_AT][-1]  # its last group record before the reset
+    assert emptied["members"] == [] and emptied["timestamp"] == inc["emptied_ms"] >= RESET_AT - 60_000
+    assert not [r for r in mine if emptied["timestamp"] < r["timestamp"] < RESET_AT]  # nothing while it is stopped
+    back = [r for r in group_records if r["timestamp"] > RESET_AT][0]
+    assert back["members"] and back["generation"] > emptied["generation"] and back["timestamp"] == inc["back_ms"]
+    assert not [r for r in mine if RESET_AT < r["timestamp"] < back["timestamp"]]
+    after = defaultdict(list)
+    for r in mine:
+        if r["timestamp"] > back["timestamp"] and r["record_kind"] == "offset_commit" and not r["is_tombstone"]:
+            after[(r["topic"], r["partition"])].append(r["committed_offset"])
+    assert after and all(v == sorted(v) for v in after.values())  # on from the reset point, never back
+    again = {tp: v for tp, v in after.items() if tp in before}  # (not partitions it first commits after)
+    assert again and sum(v[0] < before[tp] for tp, v in again.items()) > len(again) // 2
+
+
+def test_a_rewind_commits_500_lower_at_the_asked_millisecond(drill):
+    from simulator.incidents import REWIND_BY
+
+    _, stats, rows = drill
+    inc = _incident(stats, "rewind")
+    g = inc["group_id"]
+    assert inc["time_ms"] == REWIND_AT
+    before = _offsets_before(rows, g, REWIND_AT)
+    at = [r for r in rows if r["group_id"] == g and r["timestamp"] == REWIND_AT]
+    assert len(at) == inc["partitions"] > 0 and len({r["batch_base_offset"] for r in at}) == 1
+    for r in at:
+        assert r["committed_offset"] == max(0, before[(r["topic"], r["partition"])] - REWIND_BY)
+        assert r["leader_epoch"] >= 0  # a consumer's own commit, with its fetch position's epoch
+    # the member that committed it owned those partitions in the group's last generation before
+    gm = [r for r in rows if r["group_id"] == g and r["record_kind"] == "group_metadata" and r["timestamp"] < REWIND_AT]
+    (member,) = [m for m in gm[-1]["members"] if m["member_id"] == inc["member_id"]]
+    owned = {(t["topic"], p) for t in member["assigned_partitions"] for p in t["partitions"]}
+    assert {(r["topic"], r["partition"]) for r in at} <= owned
+    later = [r for r in rows if r["group_id"] == g and r["timestamp"] > REWIND_AT and r["record_kind"] == "offset_commit"]
+    assert later  # the group commits on
+
+
+def test_a_deletion_is_offset_tombstones_then_the_group_tombstone_at_the_asked_millisecond(drill):
+    _, stats, rows = drill
+    inc = _incident(stats, "delete")
+    g = inc["group_id"]
+    assert inc["time_ms"] == DELETE_AT and g in stats.deleted_groups
+    before = _offsets_before(rows, g, DELETE_AT)
+    at = [r for r in rows if r["group_id"] == g and r["timestamp"] == DELETE_AT]
+    assert len({r["batch_base_offset"] for r in at}) == 1 and all(r["is_tombstone"] for r in at)
+    kinds = [r["key_type"] for r in at]
+    n = len(before)
+    assert n == inc["partitions"] > 0 and kinds[:n] == [1] * n and kinds[n:] in ([2], [6, 4, 3], [6, 16, 4, 3],
+                                                                                 [6, 3], [6, 16, 3])
+    assert {(r["topic"], r["partition"]) for r in at[:n]} == set(before)
+    assert not [r for r in rows if r["group_id"] == g and r["timestamp"] > DELETE_AT]  # it stays gone
+    if inc["group_type"] != "simple":  # DeleteGroups refuses a group with members: they left first
+        assert DELETE_AT - 60_000 <= inc["emptied_ms"] < DELETE_AT
+
+
+def test_no_other_group_is_damaged_around_the_incidents(drill):
+    """From five minutes before the first incident to five after the last, the only offsets that go back or away are
+    the incidents' (the drill's damaged-group plan holds them alone), while the other groups keep committing."""
+    _, stats, rows = drill
+    victims = {i["group_id"] for i in stats.incidents}
+    window = [r for r in rows if RESET_AT - 5 * 60_000 <= r["timestamp"] <= DELETE_AT + 5 * 60_000]
+    gone = [r for r in window if r["is_tombstone"] and r["key_type"] in (1, 2, 3) and r["group_id"] not in victims]
+    assert not gone  # no offset tombstone, no group tombstone (a KIP-848 member leaving writes its own: not damage)
+    healthy = {r["group_id"] for r in window if r["record_kind"] == "offset_commit"} - victims
+    assert len(healthy) > 10
+
+
+def test_cli_names_every_incident_with_its_group_and_millisecond(tmp_path):
+    res = CliRunner().invoke(main, ["sample", str(tmp_path / "d"), "--records", "3000", "--groups", "30",
+                                    "--partitions", "3", "--duration", "90m", "--incident", "reset@+30m",
+                                    "--incident", "delete@2026-11-01T00:45:00Z", "--data-segments", "0"])
+    assert res.exit_code == 0, res.output
+    lines = res.stderr.strip().splitlines()
+    assert "timeline=2026-11-01T00:00:00.000Z..2026-11-01T01:" in lines[0]
+    assert re.fullmatch(r"incident reset@\+30m: 2026-11-01T00:30:00\.000Z \(1793493000000\) group '[^']+' \(classic, "
+                        r"__consumer_offsets-\d\): \d+ partitions? reset to 0 .*", lines[1]), lines[1]
+    assert re.fullmatch(r"incident delete@2026-11-01T00:45:00Z: 2026-11-01T00:45:00\.000Z \(1793493900000\) group "
+                        r"'[^']+' \((classic|simple|consumer), __consumer_offsets-\d\): deleted .*", lines[2]), lines[2]
+    assert len(lines) == 3
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--incident", "reset@+30m"], "--incident needs --duration"),
+    (["--duration", "1h", "--incident", "reset"], "is not KIND@TIME"),
+    (["--duration", "1h", "--incident", "purge@+30m"], "no incident kind 'purge' (one of reset, delete, rewind)"),
+    (["--duration", "1h", "--incident", "reset@+2h"], "is not on the timeline"),
+    (["--duration", "1h", "--incident", "reset@+10s"], "is not on the timeline"),
+    (["--duration", "1h", "--incident", "reset@+half"], "'half' is not a duration"),
+    (["--duration", "1h", "--incident", "reset@noon"], "is not an ISO-8601 time"),
+    (["--duration", "1h", "--incident", "reset@now"], "'now' is not on the sample's timeline"),
+    (["--duration", "two hours"], "--duration: 'two hours' is not a duration"),
+    (["--duration", "30s"], "the duration must be at least 60 s"),
+    (["--duration", "1h", "--incident", "reset@+61s"], "no Stable classic group with committed offsets"),
+])
+def test_cli_bad_incidents_and_durations_are_one_error_line_and_leave_the_sample_there(tmp_path, argv, message):
+    out = tmp_path / "d"
+    made = CliRunner().invoke(main, ["sample", str(out), "--records", "400", "--groups", "6", "--partitions", "2",
+                                     "--data-segments", "0"])
+    assert made.exit_code == 0
+    kept = _tree_digest(out)
+    res = CliRunner().invoke(main, ["sample", str(out), "--records", "2000", "--groups", "20", "--partitions", "2",
+                                    "--force", *argv])
+    assert res.exit_code == 2 and message in res.output, res.output
+    assert res.output.count("\n") == 1 and res.output.startswith("error: ") and "Traceback" not in res.output
+    if "no Stable" not in message:  # refused before anything was removed
+        assert _tree_digest(out) == kept
+    else:  # the incident could not be placed while writing: no half-written sample is left
+        assert not list(out.glob("__consumer_offsets-*"))

@@ -1,5 +1,6 @@
 """pipelines/times.py: every form a TIME takes gives the instant an independent clock (calendar.timegm) gives, and
-anything else is refused with the forms named; intervals print as ISO-8601 durations java.time reads back."""
+anything else is refused with the forms named; intervals print as ISO-8601 durations java.time reads back, and a
+duration given in either form (`1h30m`, `PT1H30M`) is read back to the millisecond."""
 from __future__ import annotations
 
 import calendar
@@ -9,7 +10,7 @@ import time
 import pytest
 from hypothesis import example, given, strategies as st
 
-from pipelines.times import TimeFormatError, iso_duration, parse_time_ms
+from pipelines.times import TimeFormatError, iso_duration, parse_duration_ms, parse_time_ms
 
 INSTANTS = st.datetimes(min_value=dt.datetime(1974, 1, 1), max_value=dt.datetime(9999, 12, 30),
                         timezones=st.just(dt.timezone.utc)).map(lambda d: d.replace(microsecond=d.microsecond // 1000 * 1000))
@@ -85,3 +86,24 @@ def test_interval_examples():
     assert iso_duration(0, 0, 5_000_000) == "PT0.005S"
     assert iso_duration(14, 3, 0) == "P1Y2M3D"
     assert iso_duration(0, 0, -90 * 10 ** 9) == "-PT1M30S"
+
+
+@pytest.mark.parametrize("text,ms", [
+    ("2h", 7_200_000), ("90m", 5_400_000), ("3600s", 3_600_000), ("3600", 3_600_000), ("1h30m", 5_400_000),
+    ("250ms", 250), ("1d", 86_400_000), ("2H", 7_200_000), ("PT2H", 7_200_000), ("P1DT2H", 93_600_000),
+    ("PT0.5S", 500), ("pt1h30m", 5_400_000), ("0", 0),
+])
+def test_a_duration_as_people_write_it_or_as_iso_8601(text, ms):
+    assert parse_duration_ms(text, what="--duration") == ms
+
+
+@given(st.integers(0, 10 ** 12))
+def test_a_printed_duration_reads_back(ms):
+    assert parse_duration_ms(iso_duration(nanoseconds=ms * 1_000_000), what="--duration") == ms
+
+
+@pytest.mark.parametrize("text", ["", "h", "2x", "1.5h", "2 h", "-5", "P", "PT", "P2M", "PT1.2345S", "+45m"])
+def test_anything_else_is_not_a_duration(text):
+    with pytest.raises(TimeFormatError) as e:
+        parse_duration_ms(text, what="--duration")
+    assert str(e.value).startswith("--duration: ") and "2h, 90m" in str(e.value) and "\n" not in str(e.value)
