@@ -294,6 +294,8 @@ def replay_offsets(part: int, rows: pa.Table, state, modern: bool) -> Decisions:
     t_applied[installed] = True
     own_install = installed[installed >= np_] - np_
     applied_row[t_rows[own_install]] = m_off[t_marker[np_:][own_install]]
+    at_marker = np.zeros(n, bool)  # a modern transactional tombstone takes effect at its own record, not here
+    at_marker[t_rows[own_install]] = True
 
     # the state after the window: the offsets, the pending offsets, the open transactions' records
     _apply_last(state, commits, pending, batch, modern, e_key, e_kind, e_ref, took, t_rows, np_,
@@ -312,7 +314,7 @@ def replay_offsets(part: int, rows: pa.Table, state, modern: bool) -> Decisions:
 
     own_marker = np.full(n, _NONE, np.int64)
     own_marker[t_rows] = t_marker[np_:]
-    return Decisions(_own(commits, txn, own_marker, m_off, m_commit, m_time, applied_row), carried)
+    return Decisions(_own(commits, txn, own_marker, m_off, m_commit, m_time, applied_row, at_marker), carried)
 
 
 def _firsts(codes: np.ndarray) -> np.ndarray:
@@ -409,7 +411,7 @@ def _outcome_names(codes: np.ndarray) -> pa.Array:
     return pc.take(pa.array(["pending", "committed", "aborted"]), pa.array(codes, mask=codes < 0))
 
 
-def _own(commits, txn, marker, m_off, m_commit, m_time, applied_row) -> dict[str, pa.Array]:
+def _own(commits, txn, marker, m_off, m_commit, m_time, applied_row, at_marker) -> dict[str, pa.Array]:
     n = commits.num_rows
     decided = marker >= 0
     at = np.maximum(marker, 0)
@@ -418,7 +420,7 @@ def _own(commits, txn, marker, m_off, m_commit, m_time, applied_row) -> dict[str
     marker_time = m_time.take(pa.array(at)) if len(m_off) else pa.nulls(n, pa.int64())
     applied = applied_row >= 0
     own_time = _times(commits.column("timestamp")) if n else pa.array([], pa.int64())
-    applied_time = pc.if_else(pa.array(applied & txn), marker_time, own_time) if n else own_time
+    applied_time = pc.if_else(pa.array(at_marker), marker_time, own_time) if n else own_time
     return {"txn_outcome": _outcome_names(outcome),
             "txn_marker_offset": pa.array(m_off[at] if len(m_off) else np.zeros(n, np.int64), mask=~decided),
             "txn_marker_timestamp": pc.if_else(pa.array(decided), marker_time, pa.scalar(None, pa.int64()))

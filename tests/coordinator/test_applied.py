@@ -85,6 +85,20 @@ def test_a_transactional_tombstone(semantics):
     assert _applied(log, semantics) == {0: 0, 1: None if semantics == "legacy" else 1}
 
 
+def test_a_modern_transactional_tombstone_takes_effect_at_its_own_time():
+    """It deletes at its record, so its time is the record's, whether a marker comes later or never (a marker of
+    another transaction earlier in the window says nothing of it)."""
+    for closed in (True, False):
+        log = Log()
+        log.commit("g", "t", 0, 5, pid=7, epoch=0)  # 0
+        log.marker(7, "COMMIT")  # 1: installs 0
+        tomb = log.offset_tombstone("g", "t", 0, pid=5, epoch=0)  # 2
+        if closed:
+            log.marker(5, "COMMIT")  # 3
+        row = _history(log, "modern")[2]
+        assert (row["applied_offset"], row["applied_timestamp"]) == (2, tomb["timestamp"]), closed
+
+
 @pytest.mark.parametrize("semantics", ["legacy", "modern"])
 def test_a_plain_tombstone_before_the_commit_marker(semantics):
     """legacy: the pending value survives the plain tombstone and is installed on the emptied key (resurrected);
