@@ -151,7 +151,7 @@ def test_restore_plan_knows_the_bounds_and_clamps(crafted, tmp_path):
     assert (out / next(iter(json.loads((out / "index.json").read_text())))).read_text() == f"{ld.TOPIC},1,10\n"
     caught = ld.group_ids()["caught"]
     r = _cli("restore-plan", "--warehouse", str(wh), "--as-of", str(ld.AS_OF), "--group", gid, "--group", caught,
-             "--out", str(out), "--clamp")
+             "--out", str(out), "--clamp", "--force")
     assert r.exit_code == 0, r.output
     readme = (out / "README.txt").read_text()
     assert f"{ld.TOPIC}-1: 10 -> {ld.RETENTION_START}" in readme and f"{ld.TOPIC}-2: 121 -> 120" in readme

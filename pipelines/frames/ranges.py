@@ -31,9 +31,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
+import pyarrow.compute as pc
 
 from pipelines.decoding.segments import entry_heads
-from pipelines.frames.decode import FILE_END, end_position
+from pipelines.frames.decode import FILE_END, end_position, read_before
 from pipelines.io import storage
 
 #: A range size that suits most (`decode.split_bytes`; the setting's default, 0, never splits).
@@ -51,6 +52,10 @@ class LogRange:
     index: int
     items: tuple[dict, ...]
     floor: int
+    # the offset of the last record the ranges before it hold (None: none, or a reading that starts inside a file):
+    # where a run of missing offsets reaching into this range begins (`frames.tally`). A batch the log cleaner
+    # thinned keeps its last offset, so `floor` can lie past its last record
+    read_floor: int | None = None
 
     @property
     def bytes(self) -> int:
@@ -95,17 +100,19 @@ def _cut(partition: int, items: list[dict], count: int) -> list[LogRange] | None
     ranges: list[LogRange] = []
     current: list[dict] = []
     taken, floor, top = 0, NO_FLOOR, NO_FLOOR  # records in `current`; the floor of `current`; the highest offset read
+    # the read floor of `current`, and the last record offset of the items placed whole so far
+    read_floor = last_record = read_before(items).get(partition)
 
-    def close():
-        nonlocal current, taken, floor
+    def close(next_read_floor: int | None):
+        nonlocal current, taken, floor, read_floor
         if current:
-            ranges.append(LogRange(partition, len(ranges), tuple(current), floor))
-        current, taken, floor = [], 0, top
+            ranges.append(LogRange(partition, len(ranges), tuple(current), floor, read_floor))
+        current, taken, floor, read_floor = [], 0, top, next_read_floor
 
     def place(item: dict, heads) -> None:
-        nonlocal taken, top
+        nonlocal taken, top, last_record
         if taken >= per_range:
-            close()
+            close(last_record)
         piece_start = item.get("start_position") or 0
         positions, lasts = heads.positions, heads.last_offsets
         held = np.concatenate(([0], np.cumsum(heads.records)))  # held[k]: the records of the entries before k
@@ -117,15 +124,34 @@ def _cut(partition: int, items: list[dict], count: int) -> list[LogRange] | None
                 break
             top = max(top, int(lasts[done:at].max()))
             current.append(dict(item, start_position=piece_start, end_position=int(positions[at])))
-            close()
+            close(_last_record_offset(item, heads, at, last_record))
             piece_start, done = int(positions[at]), at
         if done < len(positions):
             top = max(top, int(lasts[done:].max()))
         current.append(dict(item, start_position=piece_start, end_position=FILE_END))
         taken += int(held[-1] - held[done])
+        last_record = _last_record_offset(item, heads, len(positions), last_record)
 
     with ThreadPoolExecutor(min(8, os.cpu_count() or 1), thread_name_prefix="offsetlake-heads") as pool:
         for item, heads in zip(items, pool.map(_heads, items)):  # in log order
             place(item, heads)
-    close()
+    close(None)
     return ranges if len(ranges) > 1 else None
+
+
+def _last_record_offset(item: dict, heads, before: int, fallback: int | None) -> int | None:
+    """The offset of the last record in `item`'s entries before the `before`th, decoded from the last entry back (a
+    batch the cleaner emptied holds none, and a head does not say where a thinned batch's last record is); else
+    `fallback`. One batch decoded per cut and per file, as a rule."""
+    from pipelines.decoding.columnar import decode_segment_to_arrow
+
+    for j in range(before - 1, -1, -1):
+        start = int(heads.positions[j])
+        end = int(heads.positions[j + 1]) if j + 1 < len(heads.positions) else int(heads.end)
+        tops = [pc.max(b.column("offset")).as_py() for b in decode_segment_to_arrow(
+            item["path"], offsets_partition=item["offsets_partition"], start_position=start, end_position=end,
+            source=item["path"]) if b.num_rows]
+        tops = [t for t in tops if t is not None]
+        if tops:
+            return max(tops)
+    return fallback

@@ -197,10 +197,8 @@ def _decode_and_load_task(slices: list[list[tuple]], policy, options: ReplayOpti
         writer = stage.writer(max(shard, 0)) if stage is not None else None
         # missing offsets are found from where the reading starts: the first segment's base offset, or where the
         # ranges before this one ended
-        if piece is not None and piece.floor != NO_FLOOR:
-            after = {shard: piece.floor}
-        elif piece is not None and piece.index:  # a later range that follows no record
-            after = None
+        if piece is not None and piece.index:  # a later range: from the ranges before's last record
+            after = None if piece.read_floor is None else {shard: piece.read_floor}
         else:
             after = read_before(items.to_pylist())
         tally, records, decode_cpu, load_cpu = RunningTally(*cut, after=after), 0, 0.0, 0.0

@@ -39,6 +39,7 @@ TALLY_SCHEMA = pa.schema([
 _SUMS = ("n", "quarantined", "late_offset", "late_time")
 _MAXES = ("ts", "ts_until", "gap_end", "gap_ts")
 _MINS = ("first_offset",)
+_SPAN_MAXES = ("gap_end", "gap_ts")
 
 
 @dataclass(frozen=True)
@@ -259,7 +260,16 @@ def _combine(rows: pa.Table) -> pa.Table:
         return name if name in ("offsets_partition", "label") else \
             f"{name}_{'max' if name in _MAXES else 'min' if name in _MINS else 'sum'}"
 
-    return pa.table({f.name: pc.cast(out.column(agg(f.name)), f.type) for f in TALLY_SCHEMA}, schema=TALLY_SCHEMA)
+    combined = pa.table({f.name: pc.cast(out.column(agg(f.name)), f.type) for f in TALLY_SCHEMA}, schema=TALLY_SCHEMA)
+    # where a partition's log lacks offsets is the partition's, whichever piece of it saw which labels: every row of
+    # a partition carries the partition's (as a tally of the whole partition at once does)
+    spans = combined.group_by("offsets_partition", use_threads=False).aggregate(
+        [(c, "max") for c in _SPAN_MAXES] + [(c, "min") for c in _MINS])
+    at = pc.index_in(combined.column("offsets_partition"), value_set=spans.column("offsets_partition"))
+    for c in (*_SPAN_MAXES, *_MINS):
+        column = pc.take(spans.column(f"{c}_{'min' if c in _MINS else 'max'}"), at)
+        combined = combined.set_column(combined.schema.get_field_index(c), c, column)
+    return combined
 
 
 def tally(log, read_before: dict[int, int] | None = None) -> Tally:
