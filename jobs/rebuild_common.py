@@ -119,10 +119,18 @@ def _run(settings, kw: dict, log, *, quiet: bool, as_json: bool, textfile: str |
                           "pipelines.io.warehouse")
     try:
         try:
-            spark = get_spark(settings, app_name="offsetlake-rebuild")
-        except BaseException:
-            prepared.release()
-            raise
+            with log.children_stdout():
+                spark = get_spark(settings, app_name="offsetlake-rebuild")
+        except BaseException as e:
+            from pipelines.rebuild import record_start_failure
+
+            try:
+                heap = record_start_failure(settings, req, prepared, e) if isinstance(e, Exception) else None
+            finally:
+                prepared.release()
+            if heap is None:
+                raise
+            raise heap from None
         summary = run_rebuild(spark, settings, req, emit=emit, prepared=prepared)
     except UsageError as e:
         log.say(PREFIX + one_line(str(e)))

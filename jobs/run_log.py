@@ -172,6 +172,11 @@ class RunLog:
                 return
             time.sleep(0.01)
 
+    def children_stdout(self):
+        """A context in which the processes started get the log as their stdout too: the JVM prints there itself
+        (`-XX:+ExitOnOutOfMemoryError`'s "Terminating due to …"), and the run's stdout is the summary's alone."""
+        return _StdoutToStderr()
+
     # ------------------------------------------------------------------ writing
     def say(self, line: str) -> None:
         """One of offsetlake's lines: on the terminal and in the log."""
@@ -180,6 +185,20 @@ class RunLog:
     def log(self, text: str) -> None:
         """Into the log only."""
         _Lines(self._log_text).write(text if text.endswith("\n") else text + "\n")
+
+
+class _StdoutToStderr:
+    """fd 1 pointed where fd 2 points (the log, or `--verbose`'s pipe) meanwhile, then back."""
+
+    def __enter__(self) -> None:
+        sys.stdout.flush()
+        self._saved = os.dup(1)
+        os.dup2(2, 1)
+
+    def __exit__(self, *exc) -> None:
+        sys.stdout.flush()
+        os.dup2(self._saved, 1)
+        os.close(self._saved)
 
 
 def _copy(read: int, *targets: int) -> None:

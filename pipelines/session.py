@@ -100,3 +100,26 @@ def get_spark(settings: Settings, app_name: str | None = None):
     spark = spark_builder(settings, app_name).getOrCreate()
     spark.sparkContext.setLogLevel(spark_log_level(settings))
     return spark
+
+
+def jvm_exit_status(wait_seconds: float = 5.0) -> int | None:
+    """The driver JVM's exit status once it has exited, for a JVM this process started (a local or client run;
+    under spark-submit the JVM started this process, and its status is not ours to see); None while it runs. A
+    JVM that is exiting (a Py4J call just lost it) is waited for a few seconds."""
+    from pyspark import SparkContext
+
+    gateway = SparkContext._gateway
+    proc = getattr(gateway, "proc", None)
+    if proc is None:
+        return None
+    try:
+        status = proc.poll()
+        if status is None:
+            gateway.jvm.java.lang.System.currentTimeMillis()  # a live JVM answers at once
+            return None
+    except Exception:  # noqa: BLE001 - the gateway is gone: the JVM is exiting or has exited
+        try:
+            status = proc.wait(wait_seconds)
+        except Exception:  # noqa: BLE001
+            return None
+    return status

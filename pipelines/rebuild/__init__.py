@@ -11,8 +11,8 @@ from dataclasses import replace
 from typing import Callable
 
 from pipelines.config import Settings
-from pipelines.rebuild.failures import (RunFailed, StrictModeError, UsageError, is_failure, record_abandoned,
-                                       record_failure)
+from pipelines.rebuild.failures import (RunFailed, StrictModeError, UsageError, heap_advice, is_failure,
+                                       jvm_heap_exhausted, record_abandoned, record_failure)
 from pipelines.rebuild.request import RebuildRequest, RunSettings, new_snapshot_id, resolve_settings
 from pipelines.rebuild.summary import Progress, RunSummary
 
@@ -61,6 +61,48 @@ def _note_stage(lock, name: str) -> None:
         pass
 
 
+def heap_ran_out(settings: Settings, prepared, e: BaseException) -> str | None:
+    """The one line's cause when a JVM's heap ran out: what said so, which heap to raise and the largest offsets
+    partition of the input (the task that needs the most); None otherwise."""
+    from pipelines.session import jvm_exit_status
+
+    said = jvm_heap_exhausted(e, jvm_exit_status())
+    if said is None:
+        return None
+    conf = settings.spark_conf
+    master = settings.spark_master_from_env or conf.get("spark.master", "local[*]")
+    local = master.startswith("local")
+    sizes: dict[int, int] = {}
+    for item in getattr(prepared.plan, "items", ()):
+        if item.get("offsets_partition") is not None and item["offsets_partition"] >= 0:
+            sizes[item["offsets_partition"]] = sizes.get(item["offsets_partition"], 0) + (item.get("size") or 0)
+    largest = max(sizes, key=sizes.get) if sizes else None
+    where = None if largest is None else (
+        f"offsets partition {largest}, the largest ({sizes[largest] / 2 ** 20:,.0f} MiB of segments)")
+    return heap_advice(said, local, conf.get("spark.driver.memory" if local else "spark.executor.memory"), where)
+
+
+def record_start_failure(settings: Settings, req: RebuildRequest, prepared, e: BaseException) -> RunFailed | None:
+    """A Spark session that did not start because its JVM's heap ran out: the run recorded as failed in stage
+    `start` (under the writer lock `prepared` holds), and the one line to raise; None for any other error."""
+    from pipelines.incremental import is_what_if
+    from pipelines.io.warehouse import Warehouse
+    from pipelines.times import ms_to_iso
+
+    heap = heap_ran_out(settings, prepared, e)
+    if heap is None:
+        return None
+    conf = resolve_settings(settings, req)
+    try:
+        record_failure(Warehouse(req.warehouse), prepared.snapshot_id, "start", dict(
+            started_at=ms_to_iso(int(time.time() * 1000)), inputs=prepared.inputs, semantics=conf.semantics,
+            retention_minutes=conf.retention_minutes, kind="what-if" if is_what_if(req) else "scheduled"), e,
+            req.warehouse, heap=heap)
+    except RunFailed as failed:
+        return failed
+    return RunFailed(f"run {prepared.snapshot_id} failed in stage start: {heap}")
+
+
 def _run_locked(spark, settings: Settings, req: RebuildRequest, emit, prepared) -> RunSummary:
     from pipelines.incremental import is_what_if
     from pipelines.io.warehouse import Warehouse
@@ -91,5 +133,6 @@ def _run_locked(spark, settings: Settings, req: RebuildRequest, emit, prepared) 
             conf = run.conf
             record_failure(warehouse, run.snapshot_id, progress.current or "end", dict(
                 started_at=ms_to_iso(run.started_ms), inputs=prepared.inputs, semantics=conf.semantics,
-                retention_minutes=conf.retention_minutes, kind=run.kind), e, req.warehouse)
+                retention_minutes=conf.retention_minutes, kind=run.kind), e, req.warehouse,
+                heap=heap_ran_out(settings, prepared, e))
             raise

@@ -42,6 +42,34 @@ def storage_error(exc: BaseException) -> str | None:
     return None
 
 
+# The exit status of a JVM whose heap ran out: 3 with -XX:+ExitOnOutOfMemoryError (conf/base), 52 from Spark's own
+# handler (`SparkExitCode.OOM`, an executor's); and how Spark or a cluster manager reports either
+_JVM_OOM_EXITS = (3, 52)
+_HEAP = re.compile(r"java\.lang\.OutOfMemoryError[^\n]*|exit(?:ed with)? (?:code|status)[: ]+52\b")
+
+
+def jvm_heap_exhausted(exc: BaseException, jvm_exit: int | None = None) -> str | None:
+    """What says a JVM ran out of heap (`java.lang.OutOfMemoryError: Java heap space`, or its exit status), when
+    `exc` (or what it wraps) or the driver JVM's exit status (`jvm_exit`: a local run's) says so; else None."""
+    if jvm_exit in _JVM_OOM_EXITS:
+        return f"java.lang.OutOfMemoryError, the driver JVM exited with status {jvm_exit}"
+    seen = 0
+    while exc is not None and seen < 10:
+        found = _HEAP.search(str(exc))
+        if found is not None:
+            return found.group(0).strip()[:200]
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return None
+
+
+def heap_advice(said: str, local: bool, memory: str | None, partition: str | None) -> str:
+    """The one line's cause: the heap ran out (`said`: what said so), where, and which setting to raise from what."""
+    setting = "spark.driver.memory" if local else "spark.executor.memory (spark.driver.memory for the driver's)"
+    now = f" (now {memory})" if memory else ""
+    at = f" at {partition}" if partition else ""
+    return f"the JVM's heap ran out ({said}){at}: raise {setting}{now}; the README's \"Memory\" sizes it"
+
+
 def is_failure(exc: BaseException) -> bool:
     """An error a run reports as its failure: an Exception, or a Rust panic a dependency raised (pyo3's
     PanicException derives from BaseException); not an interrupt or an exit."""
@@ -102,7 +130,8 @@ def shard_errors():
         raise
 
 
-def record_failure(warehouse, snapshot_id: str, stage: str, row: dict, e: BaseException, warehouse_uri: str) -> None:
+def record_failure(warehouse, snapshot_id: str, stage: str, row: dict, e: BaseException, warehouse_uri: str,
+                   heap: str | None = None) -> None:
     """A run that failed after it started: recorded in `runs` (`row`: what the run knew of itself) unless the
     snapshot's write recorded it already (`io.warehouse.Warehouse.write_snapshot`); a storage refusal, a refused
     write or an object store that kept failing becomes one line for the user (UsageError / RunFailed). Returns
@@ -113,9 +142,10 @@ def record_failure(warehouse, snapshot_id: str, stage: str, row: dict, e: BaseEx
     from pipelines.io.warehouse import WarehouseError
 
     stage = warehouse.recorded_stage(snapshot_id) or stage  # the write's own record names where it stopped
-    storage = storage_error(e)
-    unavailable = unavailable_cause(e) if storage is None else None
-    cause = f"object store unavailable: {unavailable}" if unavailable is not None else first_line(e)
+    storage = storage_error(e) if heap is None else None
+    unavailable = unavailable_cause(e) if storage is None and heap is None else None
+    cause = (heap if heap is not None else f"object store unavailable: {unavailable}" if unavailable is not None
+             else first_line(e))
     if not warehouse.failure_recorded(snapshot_id):
         try:
             warehouse.record_failure(snapshot_id, {**row, "summary": {"error": cause, "stage": stage}})
@@ -127,7 +157,7 @@ def record_failure(warehouse, snapshot_id: str, stage: str, row: dict, e: BaseEx
                 raise RunFailed(f"run {snapshot_id} failed in stage {stage}: "
                                 f"{cause if unavailable is not None else (storage or 'storage error') + ': ' + cause}"
                                 f"; its failure could not be recorded either ({cause_of(mark_exc)})") from None
-    if unavailable is not None:
+    if unavailable is not None or heap is not None:
         raise RunFailed(f"run {snapshot_id} failed in stage {stage}: {cause}; recorded as failed") from None
     if storage == "not writable":
         raise UsageError(f"--warehouse {warehouse_uri}: cannot write ({first_line(e)}); "
