@@ -457,7 +457,7 @@ def load_on_spark(spark, plan, options: ReplayOptions, cut: tuple, split_by=None
     task = _decode_and_load_task(slices, plan.policy, options, tuple(cut), split_by, stage, counters, cpu,
                                  state_stage, previous, window_bytes, buckets)
     envelope = (spark.range(0, len(slices), 1, numPartitions=len(slices)).mapInArrow(task, FUSED_DDL)
-                .persist(StorageLevel.MEMORY_AND_DISK))
+                .persist(StorageLevel.DISK_ONLY))
     persisted = [envelope]
     shards = len(sizes)
     # the job that runs the shards, collecting what is sized by the state (or by the partitions) as it ends
@@ -472,7 +472,7 @@ def load_on_spark(spark, plan, options: ReplayOptions, cut: tuple, split_by=None
                  .groupBy("slot", "shard", "bucket").applyInArrow(_split_load_task(options, split_by, stage,
                                                                                    state_stage, previous, cpu,
                                                                                    buckets), FUSED_DDL)
-                 .persist(StorageLevel.MEMORY_AND_DISK))
+                 .persist(StorageLevel.DISK_ONLY))
         persisted.append(loads)
         small = pa.concat_tables([small, _collected(loads)])
         envelope = envelope.where(F.col("table") != F.lit(KEPT)).unionByName(loads)
