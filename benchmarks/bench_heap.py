@@ -24,6 +24,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from bench_rebuild import _children, _rss_kb  # noqa: E402
 
 CLI = [sys.executable, "-m", "jobs.cli"]
 COMPARED = ("loaded_offsets", "empty_group_offsets", "loaded_groups", "group_members", "removed_groups",
@@ -31,19 +34,11 @@ COMPARED = ("loaded_offsets", "empty_group_offsets", "loaded_groups", "group_mem
 
 
 def _tree(root: int) -> list[int]:
-    children: dict[int, list[int]] = {}
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            try:
-                parent = int(Path(f"/proc/{name}/stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(parent, []).append(int(name))
     out, todo = [], [root]
     while todo:
         p = todo.pop()
         out.append(p)
-        todo += children.get(p, [])
+        todo += _children(p)
     return out
 
 
@@ -56,16 +51,6 @@ def _kind(pid: int) -> str | None:
         return "jvm"
     joined = b" ".join(argv)
     return "python_worker" if b"pyspark" in joined or b"pyspark_worker" in joined else "cli_python"
-
-
-def _rss_kb(pid: int) -> int:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    except OSError:
-        pass
-    return 0
 
 
 class Peaks(threading.Thread):
