@@ -207,18 +207,26 @@ class LogSegment:
         return self.path[: -len(".log")] + suffix
 
     # -- the indexes ---------------------------------------------------------------------------------------------
+    def _read_index(self, suffix: str, read, missing: str, what: str):
+        """`read(path)` of the index beside the segment: (index, note), or None with a note of its own when the
+        file is missing or unreadable (the batches' headers then stand in for it)."""
+        path = self._index_path(suffix)
+        try:
+            return read(path)
+        except FileNotFoundError:
+            self.notes.append(LogNote(INDEX_MISSING, path, -1, missing))
+        except OSError as e:
+            self.notes.append(LogNote(SEGMENT_UNREADABLE, path, -1, f"{what} not read: {e}"))
+        return None
+
     @cached_property
     def offset_index(self) -> OffsetIndex | None:
-        path = self._index_path(".index")
-        try:
-            index, note = read_offset_index(path, self.base_offset, self.size)
-        except FileNotFoundError:
-            self.notes.append(LogNote(INDEX_MISSING, path, -1, "no offset index beside the segment: batches located "
-                                                              "from their headers"))
+        read = self._read_index(".index", lambda path: read_offset_index(path, self.base_offset, self.size),
+                                "no offset index beside the segment: batches located from their headers",
+                                "offset index")
+        if read is None:
             return None
-        except OSError as e:
-            self.notes.append(LogNote(SEGMENT_UNREADABLE, path, -1, f"offset index not read: {e}"))
-            return None
+        index, note = read
         if note is not None:
             self.notes.append(note)
             self._offset_index_whole = False
@@ -229,16 +237,12 @@ class LogSegment:
     def time_index(self) -> TimeIndex | None:
         """The time index when it is whole: a torn or missing one is not used at all (the largest timestamps are
         then read from the batch headers)."""
-        path = self._index_path(".timeindex")
-        try:
-            index, note = read_time_index(path, self.base_offset)
-        except FileNotFoundError:
-            self.notes.append(LogNote(INDEX_MISSING, path, -1, "no time index beside the segment: largest "
-                                                              "timestamps read from the batch headers"))
+        read = self._read_index(".timeindex", lambda path: read_time_index(path, self.base_offset),
+                                "no time index beside the segment: largest timestamps read from the batch headers",
+                                "time index")
+        if read is None:
             return None
-        except OSError as e:
-            self.notes.append(LogNote(SEGMENT_UNREADABLE, path, -1, f"time index not read: {e}"))
-            return None
+        index, note = read
         if note is not None:
             self.notes.append(note)
             return None
