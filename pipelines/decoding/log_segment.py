@@ -208,15 +208,19 @@ class LogSegment:
 
     # -- the indexes ---------------------------------------------------------------------------------------------
     def _read_index(self, suffix: str, read, missing: str, what: str):
-        """`read(path)` of the index beside the segment: (index, note), or None with a note of its own when the
-        file is missing or unreadable (the batches' headers then stand in for it)."""
+        """`read(path)` of the index beside the segment: (index, note), the note kept; or None with a note of its own
+        when the file is missing or unreadable (the batches' headers then stand in for it)."""
         path = self._index_path(suffix)
         try:
-            return read(path)
+            index, note = read(path)
         except FileNotFoundError:
             self.notes.append(LogNote(INDEX_MISSING, path, -1, missing))
         except OSError as e:
             self.notes.append(LogNote(SEGMENT_UNREADABLE, path, -1, f"{what} not read: {e}"))
+        else:
+            if note is not None:
+                self.notes.append(note)
+            return index, note
         return None
 
     @cached_property
@@ -227,9 +231,7 @@ class LogSegment:
         if read is None:
             return None
         index, note = read
-        if note is not None:
-            self.notes.append(note)
-            self._offset_index_whole = False
+        self._offset_index_whole = note is None and self._offset_index_whole
         self._trusted_entries = len(index)
         return index
 
@@ -240,13 +242,7 @@ class LogSegment:
         read = self._read_index(".timeindex", lambda path: read_time_index(path, self.base_offset),
                                 "no time index beside the segment: largest timestamps read from the batch headers",
                                 "time index")
-        if read is None:
-            return None
-        index, note = read
-        if note is not None:
-            self.notes.append(note)
-            return None
-        return index
+        return None if read is None or read[1] is not None else read[0]  # a torn one: not used at all
 
     def _entry_holds(self, i: int) -> bool:
         """Offset-index entry `i` agrees with the segment: a batch whose checksum holds starts at its position and
