@@ -167,20 +167,18 @@ _TRANSIENT = re.compile(
 
 def transient(exc: BaseException) -> bool:
     """Whether `exc` (or an error it wraps) is a failure worth retrying: throttling, a 5xx, a reset or a timeout."""
-    seen = 0
-    while exc is not None and seen < 10:
-        if isinstance(exc, StoreUnavailable):
+    for e in causes(exc):
+        if isinstance(e, StoreUnavailable):
             return True
-        if isinstance(exc, (ConnectionRefusedError, FileNotFoundError, PermissionError)):
+        if isinstance(e, (ConnectionRefusedError, FileNotFoundError, PermissionError)):
             return False
-        if isinstance(exc, (ConnectionError, TimeoutError)):
+        if isinstance(e, (ConnectionError, TimeoutError)):
             return True
-        text = str(exc)
+        text = str(e)
         if _REFUSED.search(text):
             return False
         if _TRANSIENT.search(text):
             return True
-        exc, seen = exc.__cause__ or exc.__context__, seen + 1
     return False
 
 
@@ -256,12 +254,17 @@ def call(fn: Callable[[], T], what: str, retry: StoreRetry | None = None) -> T:
 def unavailable_cause(exc: BaseException) -> str | None:
     """The store's fault behind a run's error, on one line, or None when it was not one: a StoreUnavailable (here
     or in a Spark task, whose error reaches the driver as text only) or a transient error no retry caught."""
-    seen, e = 0, exc
-    while e is not None and seen < 10:
+    for e in causes(exc):
         if isinstance(e, StoreUnavailable):
             return str(e)
         found = re.search(r"StoreUnavailable: (.*)", str(e))
         if found is not None:
             return found.group(1).strip()
-        e, seen = e.__cause__ or e.__context__, seen + 1
     return one_line(exc) if transient(exc) else None
+
+
+def causes(exc: BaseException | None, depth: int = 10) -> Iterator[BaseException]:
+    """`exc`, then what it was raised from or during, and so on: the first `depth` of them (a chain can loop)."""
+    while exc is not None and depth > 0:
+        yield exc
+        exc, depth = exc.__cause__ or exc.__context__, depth - 1

@@ -72,10 +72,7 @@ def heap_ran_out(settings: Settings, prepared, e: BaseException) -> str | None:
     conf = settings.spark_conf
     master = settings.spark_master_from_env or conf.get("spark.master", "local[*]")
     local = master.startswith("local")
-    sizes: dict[int, int] = {}
-    for item in getattr(prepared.plan, "items", ()):
-        if item.get("offsets_partition") is not None and item["offsets_partition"] >= 0:
-            sizes[item["offsets_partition"]] = sizes.get(item["offsets_partition"], 0) + (item.get("size") or 0)
+    sizes = {p: n for p, n in prepared.plan.bytes_by_partition().items() if p is not None and p >= 0}
     largest = max(sizes, key=sizes.get) if sizes else None
     where = None if largest is None else (
         f"offsets partition {largest}, the largest ({sizes[largest] / 2 ** 20:,.0f} MiB of segments)")

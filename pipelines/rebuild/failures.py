@@ -27,18 +27,18 @@ _NOT_WRITABLE = ("Read-only file system", "os error 30", "Permission denied", "o
 
 def storage_error(exc: BaseException) -> str | None:
     """'disk full' / 'not writable' when `exc` (or what it wraps) is the file system refusing a write."""
-    seen = 0
-    while exc is not None and seen < 10:
-        if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+    from pipelines.io.retry import causes
+
+    for e in causes(exc):
+        if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT):
             return "disk full"
-        if isinstance(exc, OSError) and exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+        if isinstance(e, OSError) and e.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
             return "not writable"
-        text = str(exc)
+        text = str(e)
         if any(t in text for t in _DISK_FULL):
             return "disk full"
         if any(t in text for t in _NOT_WRITABLE):
             return "not writable"
-        exc, seen = exc.__cause__ or exc.__context__, seen + 1
     return None
 
 
@@ -53,12 +53,12 @@ def jvm_heap_exhausted(exc: BaseException, jvm_exit: int | None = None) -> str |
     `exc` (or what it wraps) or the driver JVM's exit status (`jvm_exit`: a local run's) says so; else None."""
     if jvm_exit in _JVM_OOM_EXITS:
         return f"java.lang.OutOfMemoryError, the driver JVM exited with status {jvm_exit}"
-    seen = 0
-    while exc is not None and seen < 10:
-        found = _HEAP.search(str(exc))
+    from pipelines.io.retry import causes
+
+    for e in causes(exc):
+        found = _HEAP.search(str(e))
         if found is not None:
             return found.group(0).strip()[:200]
-        exc, seen = exc.__cause__ or exc.__context__, seen + 1
     return None
 
 
