@@ -214,12 +214,13 @@ class DecodedLog:
         return self.blobs.select(PART).distinct().count()
 
     def persist(self) -> "DecodedLog":
-        """Kept by Spark (memory, spilling to local disk): every later step reads the log once or twice, and
-        decoding it again would cost more than keeping its compressed blobs."""
+        """Kept by Spark on local disk: every later step reads the log once or twice, and decoding it again would
+        cost more than keeping its compressed blobs. Never in memory: the blobs are log-sized, and a JVM heap sized
+        for the state would run out holding them."""
         from pyspark import StorageLevel
 
         if self.blobs is not None:
-            self.blobs = self.blobs.persist(StorageLevel.MEMORY_AND_DISK)
+            self.blobs = self.blobs.persist(StorageLevel.DISK_ONLY)
         return self
 
     def unpersist(self) -> None:

@@ -127,7 +127,7 @@ def replay_on_spark(spark, log, options: ReplayOptions, expiry: ExpiryOptions | 
     shards = log.partitions() if emit is not None else None
     task = _shard_task(options, expiry, names, keep, input_bytes or {}, history_check)
     envelope = (log.blob_frame().groupBy(PART).applyInArrow(task, ENVELOPE_DDL)
-                .mapInArrow(_counted(counters), ENVELOPE_DDL).persist(StorageLevel.MEMORY_AND_DISK))
+                .mapInArrow(_counted(counters), ENVELOPE_DDL).persist(StorageLevel.DISK_ONLY))  # log-sized
     with reporting(spark, emit, "replay", counters, shards=shards):  # the job that runs the shards
         state = envelope.where(~F.col("table").isin(*LOG_SIZED)).select("table", "shard", "payload").toArrow()
     history = BlobRows(envelope.where(F.col("table") == F.lit("offset_commits")).select("payload"),

@@ -330,7 +330,10 @@ def _validate_suite(context, spec: SuiteSpec, inputs: Mapping[str, Any], pandas_
         frame = to_validation_pandas(prepared.select(list(spec.columns_read)))
         rows = len(frame) if suspects is None else suspects.total
     else:
-        frame = prepared = prepared.cache()
+        from pyspark import StorageLevel  # a Spark frame: pyspark is loaded already
+
+        # on local disk, not the heap: a table too large to collect may be the log-sized history
+        frame = prepared = prepared.persist(StorageLevel.DISK_ONLY)
     try:
         if not pandas:
             rows = prepared.count()

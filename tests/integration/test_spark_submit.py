@@ -260,3 +260,83 @@ def test_spark_submit_bad_input_exits_2_without_a_stack_trace(tmp_path):
     assert r.returncode == 2, ours
     assert any(line.startswith("error: input ") and "no such file or directory" in line for line in ours), ours
     assert "Traceback" not in output
+
+
+def readme_memory_flags() -> dict[str, str]:
+    """The JVM and Python sizes the README's cluster recipe gives spark-submit, as `{flag or conf: value}`."""
+    words = shlex.split(readme_commands()["cluster"])
+    flags = {w: words[i + 1] for i, w in enumerate(words) if w in ("--driver-memory", "--executor-memory")}
+    flags.update(words[i + 1].split("=", 1) for i, w in enumerate(words) if w == "--conf")
+    return flags
+
+
+def executor_jvms(under: Path) -> dict[int, str]:
+    """Every executor JVM (`CoarseGrainedExecutorBackend`) whose working directory lies under `under`: its
+    command line."""
+    found = {}
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            if b"org.apache.spark.executor.CoarseGrainedExecutorBackend" in argv and \
+                    os.readlink(f"/proc/{pid}/cwd").startswith(str(under)):
+                found[int(pid)] = " ".join(a.decode() for a in argv)
+        except (FileNotFoundError, ProcessLookupError, PermissionError):
+            continue
+    return found
+
+
+def rss_mb(pid: int) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) // 1024
+    except (FileNotFoundError, ProcessLookupError):
+        pass
+    return 0
+
+
+@pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="reads the executors' processes from /proc")
+def test_a_hot_partition_rebuilds_on_a_cluster_with_the_readmes_one_gigabyte_executor(cluster, tmp_path):
+    """The README's cluster recipe sizes the JVMs from its "Memory" paragraph: an executor heap of 1 GB, whatever the
+    log. A hot partition (one uncompacted offsets partition, split into ranges whose kept rows are loaded by other
+    tasks) rebuilds on a standalone cluster with exactly those sizes; the executor's JVM is started with that heap
+    and its process stays within 1.5 GB; the snapshot equals a local run's."""
+    from simulator import generate_sample
+
+    flags = readme_memory_flags()
+    assert flags.get("--executor-memory") == "1g" and "--driver-memory" in flags, flags
+    assert "spark.executor.pyspark.memory" in flags, flags
+    dump = tmp_path / "hot"
+    generate_sample(dump, records=600_000, groups=60, partitions=1, seed=5, shape="cleaner-died")
+    split = "--conf decode.split_bytes=8388608"  # about six ranges of the ~50 MB partition
+    local = run_shell(f"{Path(sys.executable).parent}/offsetlake rebuild --input {dump} --warehouse {tmp_path / 'local'}"
+                      f" --snapshot-id s1 --json --quiet --env ci", timeout=900)
+    assert local.returncode == 0, local.stderr[-3000:]
+
+    sizes = [a for k, v in flags.items() for a in ((k, v) if k.startswith("--") else ("--conf", f"{k}={v}"))]
+    work = cluster.workdir / "work"
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable,
+               SPARK_LOCAL_IP="127.0.0.1", OFFSETLAKE_ENV="ci")
+    cmd = [spark_bin("spark-submit"), "--master", cluster.master_url, "--conf", "spark.ui.enabled=false",
+           "--conf", f"spark.executorEnv.PYSPARK_PYTHON={sys.executable}", *sizes,
+           str(ROOT / "jobs" / "rebuild_job.py"), "--input", str(dump), "--warehouse", str(tmp_path / "wh"),
+           "--snapshot-id", "s1", "--json", "--quiet", *shlex.split(ON_SPARK), *shlex.split(split)]
+    proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    jvms: dict[int, str] = {}
+    peak = 0
+    try:
+        with ThreadPoolExecutor(1) as pool:
+            out = pool.submit(proc.communicate, timeout=900)
+            while proc.poll() is None:
+                jvms.update(executor_jvms(work))
+                peak = max([peak, *(rss_mb(p) for p in jvms)])
+                time.sleep(0.2)
+            stdout, stderr = out.result()
+        assert proc.returncode == 0, (stdout[-2000:], stderr[-4000:])
+        summary = json.loads(stdout.strip().splitlines()[-1])
+        assert summary["records_in"] == json.loads(local.stdout.strip().splitlines()[-1])["records_in"]
+        assert jvms and all(re.search(r"-Xmx1024[mM] ", argv) for argv in jvms.values()), jvms
+        assert 0 < peak <= 1536, f"the executor JVM peaked at {peak} MB resident"
+        assert snapshot_state(tmp_path / "wh", "s1", dump) == snapshot_state(tmp_path / "local", "s1", dump)
+    finally:
+        drop_applications(cluster)

@@ -64,3 +64,27 @@ def test_what_says_a_heap_ran_out():
     assert jvm_heap_exhausted(RuntimeError("exit code 1"), jvm_exit=1) is None
     assert jvm_heap_exhausted(MemoryError("Python's own")) is None  # a Python worker's: ShardMemoryError's case
     assert "raise spark.executor.memory" in heap_advice("x", local=False, memory="2g", partition=None)
+
+
+@pytest.mark.bench
+@pytest.mark.spark
+@pytest.mark.integration
+def test_a_log_far_larger_than_the_heap_rebuilds_under_it_split_or_not(tmp_path):
+    """The JVM holds no log: one uncompacted offsets partition of about 560 MB (the log a dead cleaner leaves)
+    rebuilds under a 128 MB driver heap (a local run's only JVM), read in ranges and read whole, and both give the
+    same snapshot, table by table, the history too. Run by `make bench` (minutes), never by `make test`."""
+    from tests.test_incremental import assert_same_snapshot
+
+    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state")}
+    dump = tmp_path / "dump"
+    r = _cli(env, "sample", str(dump), "--records", "5000000", "--groups", "300", "--partitions", "1",
+             "--shape", "cleaner-died", "--data-segments", "0")
+    assert r.returncode == 0, r.stderr
+    log_mb = sum(f.stat().st_size for f in dump.rglob("*.log")) / 2**20
+    assert log_mb > 4 * 128, log_mb
+    for name, split in (("split", []), ("whole", ["--conf", "decode.split_bytes=0"])):  # split: 64 MiB ranges
+        r = _cli(env, "rebuild", "--input", str(dump), "--warehouse", str(tmp_path / name), "--snapshot-id", "s",
+                 "--quiet", "--json", "--conf", "spark.spark.driver.memory=128m",
+                 "--conf", "spark.spark.testing.memory=1073741824", *split)
+        assert r.returncode == 0, (name, r.stderr[-3000:])
+    assert_same_snapshot(tmp_path / "whole", "s", tmp_path / "split", "s")
