@@ -24,7 +24,8 @@ router = APIRouter(tags=["groups"], responses=ERRORS, route_class=RawPathRoute)
 PartitionQ = Query(None, ge=0, le=2**31 - 1)
 
 
-async def _point(server: Served, snapshot: str | None, key: Hashable, build: Callable[[SnapshotIndex], object]) -> Response:
+async def _point(server: Served, snapshot: str | None, key: Hashable,
+                 build: Callable[[SnapshotIndex], object]) -> Response:
     """A point lookup's answer, built once per (snapshot index, key) and then served as kept bytes."""
     idx = server.catalog.ready_index(snapshot)
     if idx is None:  # may have to wait for an index: off the event loop
@@ -101,7 +102,8 @@ def group_history(
 
 
 @router.get("/groups/{group_id:group_id}", response_model=GroupDetailOut)
-async def group(server: Served, group_id: str = PathParam(..., description="group id"), snapshot: str | None = SnapshotQ):
+async def group(server: Served, group_id: str = PathParam(..., description="group id"),
+                snapshot: str | None = SnapshotQ):
     """The group: metadata, members, committed offsets, open transactional offsets, what expired at as_of."""
     return await _point(server, snapshot, ("group", group_id), lambda idx: views.group_detail(idx, group_id))
 

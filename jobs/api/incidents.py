@@ -50,7 +50,8 @@ def _damaged_window(damaged_since: str | None, damaged_until: str | None) -> tup
 
 
 @router.get("/restore-plan.zip", response_class=Response,
-            responses={200: {"content": {"application/zip": {}}, "description": "the plan's files under restore-plan/"}})
+            responses={200: {"content": {"application/zip": {}},
+                             "description": "the plan's files under restore-plan/"}})
 def restore_plan_zip(
     server: Served,
     as_of: str = Query(..., max_length=64, description="the time to restore: ISO-8601 (UTC when no zone) or epoch ms"),

@@ -10,7 +10,8 @@ from starlette.convertors import Convertor, register_url_convertor
 from starlette.routing import Match
 from starlette.types import Scope
 
-SnapshotQ = Query(None, min_length=1, max_length=512, description="snapshot id (default: the latest succeeded scheduled one)")
+SnapshotQ = Query(None, min_length=1, max_length=512,
+                  description="snapshot id (default: the latest succeeded scheduled one)")
 
 
 class GroupIdConvertor(Convertor):
@@ -43,7 +44,8 @@ class RawPathRoute(APIRoute):
     def matches(self, scope: Scope) -> tuple[Match, Scope]:
         match, child = super().matches(scope)
         raw = scope.get("raw_path")
-        if match is not Match.NONE and self.literal_tail and raw and not raw.split(b"?", 1)[0].endswith(self.literal_tail):
+        if (match is not Match.NONE and self.literal_tail and raw
+                and not raw.split(b"?", 1)[0].endswith(self.literal_tail)):
             return Match.NONE, {}
         return match, child
 

@@ -13,7 +13,8 @@ from jobs.api.models import ErrorOut
 
 SNAPSHOT_HEADER = "X-Offsetlake-Snapshot"
 
-ERRORS = {400: {"model": ErrorOut, "description": "bad parameter"}, 404: {"model": ErrorOut, "description": "not found"}}
+ERRORS = {400: {"model": ErrorOut, "description": "bad parameter"},
+          404: {"model": ErrorOut, "description": "not found"}}
 AUTH_ERRORS = {401: {"model": ErrorOut, "description": "missing or wrong bearer token"}}
 
 
@@ -33,7 +34,8 @@ def dumps(content: Any) -> bytes:
     try:
         return orjson.dumps(content)
     except TypeError:
-        return json.dumps(content, ensure_ascii=False, allow_nan=False, indent=None, separators=(",", ":")).encode("utf-8")
+        text = json.dumps(content, ensure_ascii=False, allow_nan=False, indent=None, separators=(",", ":"))
+        return text.encode("utf-8")
 
 
 def bytes_response(body: bytes, snapshot_id: str) -> Response:
