@@ -21,7 +21,11 @@ from urllib.parse import unquote
 
 import pytest
 from click.testing import CliRunner
+from fastapi.testclient import TestClient
 
+from jobs.api import create_app
+from pipelines.io.snapshots import DeltaWarehouseReader
+from tests.serving.warehouse_kit import WarehouseKit, commit, group, offset, ts
 from tests.test_what_if import cli_rebuild
 
 
@@ -432,11 +436,6 @@ def test_bad_input_is_one_line_and_exit_2(broker, tmp_path):
 
 
 def test_api_route_serves_the_plan(broker):
-    from fastapi.testclient import TestClient
-
-    from jobs.api import create_app
-    from pipelines.io.snapshots import DeltaWarehouseReader
-
     b = broker["transactions"]
     reader = DeltaWarehouseReader(b.wh)
     t = _times(b.rows)[-1]
@@ -458,12 +457,6 @@ def test_a_history_written_before_restore_plans_is_refused_in_each_edge_s_words(
     """offset_commits rows without their batch positions (as warehouse_kit writes them, as a warehouse written
     before restore plans holds them): the plan is refused. The library's reason names no CLI flag, so the API
     answers it as it is (404); the CLI adds the flag of the what-if run that answers instead."""
-    from fastapi.testclient import TestClient
-
-    from jobs.api import create_app
-    from pipelines.io.snapshots import DeltaWarehouseReader
-    from tests.serving.warehouse_kit import WarehouseKit, commit, group, offset, ts
-
     kit = WarehouseKit(tmp_path / "wh")
     kit.snapshot("s1", groups=[group("g", members=0, state="Empty")], offsets=[offset("g", "t", 0, 5, t=1.0)],
                  commits=[commit("g", "t", 0, 5, t=1.0)], as_of=ts(10))
