@@ -111,7 +111,9 @@ def restore_plan(warehouse, as_of, out, snapshot_id, groups, group_regex, change
         result = plan(reader, snap, as_of_ms, groups=list(groups) or None, group_regex=group_regex,
                       changed_since_ms=since_ms, damaged=damaged, clamp=clamp)
         write_restore_plan(result, out, force=force)
-    except (HistoryUnavailable, GroupNotFound) as e:
+    except HistoryUnavailable as e:
+        fail(f"{e} (a what-if run: offsetlake rebuild --until-time {as_of})")
+    except GroupNotFound as e:
         fail(str(e))
     except OutNotEmpty:
         fail(f"--out {out}: not empty (an earlier plan's files would be applied with this one): choose an empty "

@@ -1,4 +1,5 @@
-"""A bounded LRU of serialized answers (JSON bytes) for one snapshot index.
+"""Answers kept between requests: a bounded LRU of serialized answers (JSON bytes) for one snapshot index
+(`ResponseCache`), and the newest few answers of one kind, each built once (`Kept`).
 
 A point lookup (`GET /groups/{id}`, `GET /groups/{id}/offsets`) is answered once from the index, serialized,
 and kept here; later requests for the same key get the same bytes without touching Arrow or the JSON encoder.
@@ -9,7 +10,9 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from typing import Hashable
+from typing import Callable, Generic, Hashable, TypeVar
+
+T = TypeVar("T")
 
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024
 DEFAULT_MAX_ENTRIES = 50_000
@@ -55,3 +58,27 @@ class ResponseCache:
     @property
     def nbytes(self) -> int:
         return self._bytes
+
+
+class Kept(Generic[T]):
+    """The newest `keep` answers of one kind by key, each built once: a caller asking for a key being built waits
+    for it rather than building it again (one build at a time per kind)."""
+
+    def __init__(self, keep: int):
+        self.keep = keep
+        self._data: OrderedDict[Hashable, T] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __contains__(self, key: Hashable) -> bool:
+        return key in self._data
+
+    def get(self, key: Hashable, build: Callable[[], T]) -> T:
+        with self._lock:
+            if key in self._data:
+                self._data.move_to_end(key)
+                return self._data[key]
+            got = build()
+            self._data[key] = got
+            while len(self._data) > self.keep:
+                self._data.popitem(last=False)
+            return got

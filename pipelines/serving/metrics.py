@@ -19,6 +19,7 @@ from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, generate_late
 
 from pipelines.io.snapshots import Snapshot
 from pipelines.serving import group_status as gs
+from pipelines.serving.cache import Kept
 from pipelines.serving.index import GROUP_STATES, GROUP_TYPES, SnapshotIndex, consumer_lag
 from pipelines.serving.overview import epoch_seconds, newest_run
 
@@ -265,8 +266,9 @@ def _regressions(before: SnapshotIndex, after: SnapshotIndex) -> dict[str, int]:
     return out
 
 
-def catalog_families(catalog, max_series: int = DEFAULT_MAX_SERIES, cache: dict | None = None,
-                     now: float | None = None, snapshot_id: str | None = None,
+def catalog_families(catalog, max_series: int = DEFAULT_MAX_SERIES,
+                     cache: Kept[list[GaugeMetricFamily]] | None = None, now: float | None = None,
+                     snapshot_id: str | None = None,
                      statuses: Callable[[SnapshotIndex], dict[str, gs.GroupStatus]] | None = None) -> list:
     """Every family for `GET /metrics` from the server's catalog: the served snapshot (the one the API answers
     with by default), the newest scheduled run, and the state families against the scheduled snapshot before it.
@@ -288,13 +290,12 @@ def catalog_families(catalog, max_series: int = DEFAULT_MAX_SERIES, cache: dict 
     served = idx.snapshot
     prev = previous_scheduled(snaps, served)
     key = (served.cache_key, prev.cache_key if prev else None, max_series)
-    state = (cache or {}).get(key)
-    if state is None:
+
+    def build() -> list[GaugeMetricFamily]:
         groups = statuses(idx) if statuses is not None else gs.evaluate_groups(catalog.reader, idx, snaps)
-        state = state_families(idx, catalog.index_for(prev) if prev else None, max_series, groups)
-        if cache is not None:
-            cache.clear()  # one pair at a time: the served snapshot only moves forward
-            cache[key] = state
+        return state_families(idx, catalog.index_for(prev) if prev else None, max_series, groups)
+
+    state = build() if cache is None else cache.get(key, build)
     return snapshot_families(served, now, prev) + run_families(last.run if last else None) + state
 
 

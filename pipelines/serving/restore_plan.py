@@ -150,7 +150,8 @@ def _history(reader: SnapshotReader, snap: Snapshot, groups: list[str] | None) -
     if missing or (commits.num_rows and commits.column("batch_first_offset").null_count == commits.num_rows):
         raise HistoryUnavailable(
             f"snapshot {snap.snapshot_id!r}'s offset_commits history was written before restore plans "
-            "(no transaction markers in it): rebuild it with this version, or use rebuild --until-time")
+            "(no transaction markers in it): rebuild it with this version, or make a what-if run up to the time to "
+            "restore")
     history_flt = [("group_id", "in", groups)] if groups is not None else None
     events = reader.snapshot_table("group_history", snap, filters=history_flt,
                                    columns=["group_id", "record_json", "event", "record_timestamp"])
@@ -167,7 +168,7 @@ def _history(reader: SnapshotReader, snap: Snapshot, groups: list[str] | None) -
                                                     events.column("record_json").null_count == events.num_rows):
         raise HistoryUnavailable(
             f"snapshot {snap.snapshot_id!r}'s group_history was written before restore plans (no group records "
-            "in it): rebuild it with this version, or use rebuild --until-time")
+            "in it): rebuild it with this version, or make a what-if run up to the time to restore")
     return commits, events
 
 

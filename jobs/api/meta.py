@@ -1,0 +1,71 @@
+"""`/health`, `/metrics` and the page (`/`, `/static/{name}`): the server itself rather than a snapshot's groups.
+
+`/health` and the page stay open when the server has a token (`open_router`); `/metrics` is guarded (`router`).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from fastapi import APIRouter
+from fastapi.responses import FileResponse, Response
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from jobs.api.models import HealthOut
+from jobs.api.params import SnapshotQ
+from jobs.api.responses import ERRORS, json_response
+from jobs.api.server import Served
+from pipelines.serving import metrics as prom
+
+STATIC_DIR = Path(__file__).resolve().parent.parent / "static"
+# looked up among the files shipped, never turned into a path: a NUL byte, a name longer than the file system
+# allows or `..` is simply not one of them (404, not an OSError)
+STATIC_FILES = frozenset(p.name for p in STATIC_DIR.iterdir() if p.is_file())
+
+open_router = APIRouter(tags=["meta"], responses=ERRORS)
+router = APIRouter(tags=["meta"], responses=ERRORS)
+
+
+@open_router.get("/", include_in_schema=False)
+def index_page():
+    return FileResponse(STATIC_DIR / "index.html", media_type="text/html")
+
+
+@open_router.get("/static/{name}", include_in_schema=False)
+def static_file(name: str):
+    if name not in STATIC_FILES:
+        raise StarletteHTTPException(404, "Not Found")
+    return FileResponse(STATIC_DIR / name)
+
+
+@open_router.get("/health", response_model=HealthOut)
+def health(server: Served, snapshot: str | None = SnapshotQ):
+    """Status and the snapshot being served (`loading` while the first index is built)."""
+    st = server.catalog.status()
+    serving, latest = st["serving"], st["latest"]
+    sid = serving.snapshot_id if serving else None
+    if snapshot is not None:
+        sid = server.catalog.resolve(snapshot).snapshot.snapshot_id
+    status = "ok" if serving is not None else ("empty" if latest is None else "loading")
+    body = {
+        "status": status,
+        "snapshot_id": sid,
+        "latest_snapshot_id": latest.snapshot_id if latest else None,
+        "indexing": st["indexing"],
+        "cached": st["cached"],
+    }
+    if st["error"]:
+        body["error"] = st["error"]
+    return json_response(body, sid)
+
+
+@router.get("/metrics", response_class=Response,
+            responses={200: {"content": {prom.CONTENT_TYPE: {"schema": {"type": "string"}}},
+                             "description": "Prometheus text format"}})
+def metrics(server: Served, snapshot: str | None = SnapshotQ):
+    """Prometheus metrics: the served snapshot's age and as-of, the newest run's status, duration and counts,
+    groups by type and state, per group its state, members, status (Burrow's rules) and lag, committed offsets
+    and lag per group/topic/partition (bounded: see the README), offset regressions against the previous
+    snapshot. `?snapshot=` describes that snapshot instead."""
+    body = prom.render(prom.catalog_families(server.catalog, server.metrics_max_series, server.cache.metric_families,
+                                             snapshot_id=snapshot, statuses=server.group_statuses))
+    return Response(body, media_type=prom.CONTENT_TYPE)
