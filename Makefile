@@ -70,6 +70,7 @@ bench: setup
 	$(PY) benchmarks/bench_serving.py
 	$(PY) benchmarks/bench_lag.py
 	$(PY) benchmarks/bench_heap.py --heap 1g --heap 4g --compare-unsplit
+	$(PY) -m pytest -q -m bench -p no:cacheprovider tests/rebuild/test_jvm_heap.py
 	$(PY) benchmarks/bench_faults.py --rate 0.05 --runs 10
 	$(PY) benchmarks/bench_faults.py --rate 0.30 --runs 10
 
