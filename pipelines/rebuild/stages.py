@@ -496,7 +496,8 @@ def summarize(run: Run, planned: Planned, decoded: Decoded, replayed: Replayed, 
         retention_minutes=conf.retention_minutes, expiry=conf.expiry, kafka_version=conf.kafka_version, kind=run.kind,
         bytes_in=plan.total_bytes, segments=plan.num_segments, tabular_files=plan.num_tabular,
         warnings=[*planned.warnings, *assembled.read_ahead.warnings],
-        task_cpu_seconds=decoded.task_cpu_seconds, record_type_counts=decoded.facts.counts,
+        task_cpu_seconds=decoded.task_cpu_seconds, first_python_job_seconds=_first_python_job(run),
+        record_type_counts=decoded.facts.counts,
         records_in=decoded.records_in, records_quarantined=decoded.records_quarantined, incremental=incremental,
         as_of=ms_to_iso(replayed.clock.as_of_ms), log_end_offsets=assembled.in_hand["log_end_offsets"].num_rows,
         lag=_lag_summary(assembled.lag),
@@ -510,6 +511,14 @@ def summarize(run: Run, planned: Planned, decoded: Decoded, replayed: Replayed, 
         misplaced_groups=misplaced_count(assembled.in_hand["loaded_groups"]),
         log_gaps={str(p): g for p, g in sorted(replayed.clock.log_gaps.items())},
         status="validation_failed" if validated.validation.should_fail_run else "succeeded")
+
+
+def _first_python_job(run: Run) -> float | None:
+    """The wall time of the run's first Spark job that ran Python, as far as the run has got."""
+    from pipelines.frames.python_jobs import first_python_job
+
+    job = None if run.spark is None else first_python_job(run.spark, since_ms=run.started_ms)
+    return None if job is None else job.seconds
 
 
 def _lag_summary(facts) -> dict:
@@ -589,7 +598,10 @@ def write(run: Run, summary: RunSummary, planned: Planned, assembled: Assembled,
                 raise
             late.append(f"snapshot {run.snapshot_id} is committed ({summary.status}); retiring older snapshots "
                         f"failed, the next run retries it: {cause_of(e)}")
-    return replace(summary, stage_seconds=dict(progress.stage_seconds), after_commit=late)
+    # the write's own jobs count when the run started no Python job before it
+    first = summary.first_python_job_seconds
+    return replace(summary, stage_seconds=dict(progress.stage_seconds), after_commit=late,
+                   first_python_job_seconds=_first_python_job(run) if first is None else first)
 
 
 def _committing(prepared, progress) -> None:
