@@ -491,12 +491,15 @@ def summarize(run: Run, planned: Planned, decoded: Decoded, replayed: Replayed, 
     incremental = inc.summary(decoded.records_in)
     if inc.is_incremental:  # the replay of the shards' tasks reports as Spark's
         incremental["replay"] = str(Route.SPARK if replayed.route is Route.SHARDS else replayed.route)
+    first_python_job = _first_python_job(run)
+    if first_python_job is not None:
+        run.progress.emit(f"          first Python job {first_python_job:.1f}s")
     return RunSummary(
         snapshot_id=run.snapshot_id, inputs=run.prepared.inputs, semantics=conf.semantics,
         retention_minutes=conf.retention_minutes, expiry=conf.expiry, kafka_version=conf.kafka_version, kind=run.kind,
         bytes_in=plan.total_bytes, segments=plan.num_segments, tabular_files=plan.num_tabular,
         warnings=[*planned.warnings, *assembled.read_ahead.warnings],
-        task_cpu_seconds=decoded.task_cpu_seconds, first_python_job_seconds=_first_python_job(run),
+        task_cpu_seconds=decoded.task_cpu_seconds, first_python_job_seconds=first_python_job,
         record_type_counts=decoded.facts.counts,
         records_in=decoded.records_in, records_quarantined=decoded.records_quarantined, incremental=incremental,
         as_of=ms_to_iso(replayed.clock.as_of_ms), log_end_offsets=assembled.in_hand["log_end_offsets"].num_rows,

@@ -1,5 +1,5 @@
 """What a rebuild's summary says of its time: the run's first Python job, as Spark timed it, printed beside the
-stages' times; a run that starts no Python job says none."""
+stages' times and among the progress lines; a run that starts no Python job says none."""
 from __future__ import annotations
 
 import pytest
@@ -22,13 +22,16 @@ def test_a_run_on_spark_reports_its_first_python_job(spark, settings, tmp_path):
     from pipelines.rebuild import RebuildRequest, run_rebuild
     from tests.test_incremental import spark_replay_settings
 
+    lines: list[str] = []
     started = time.monotonic()
     summary = run_rebuild(spark, spark_replay_settings(settings), RebuildRequest(
-        inputs=(str(_segment(tmp_path / "in")),), warehouse=str(tmp_path / "wh"), snapshot_id="timed"))
+        inputs=(str(_segment(tmp_path / "in")),), warehouse=str(tmp_path / "wh"), snapshot_id="timed"),
+        emit=lines.append)
     wall = time.monotonic() - started
     assert summary.task_cpu_seconds.get("decode") is not None  # decoded in Spark's Python tasks
     assert 0 < summary.first_python_job_seconds < wall
     assert f"  first Python job  {summary.first_python_job_seconds:.1f}s" in format_summary(summary).splitlines()
+    assert f"          first Python job {summary.first_python_job_seconds:.1f}s" in lines  # the progress line
 
 
 @pytest.mark.spark
