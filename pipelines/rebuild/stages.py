@@ -12,6 +12,7 @@ from typing import Callable
 
 from pipelines.background import in_thread
 from pipelines.config import Settings
+from pipelines.frames.python_jobs import first_python_job
 from pipelines.rebuild.executor import Execution, Route, choose
 from pipelines.rebuild.failures import StrictModeError, cause_of, is_failure, shard_errors
 from pipelines.rebuild.request import RebuildRequest, RunSettings
@@ -518,8 +519,6 @@ def summarize(run: Run, planned: Planned, decoded: Decoded, replayed: Replayed, 
 
 def _first_python_job(run: Run) -> float | None:
     """The wall time of the run's first Spark job that ran Python, as far as the run has got."""
-    from pipelines.frames.python_jobs import first_python_job
-
     job = None if run.spark is None else first_python_job(run.spark, since_ms=run.started_ms)
     return None if job is None else job.seconds
 
