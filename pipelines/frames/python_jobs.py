@@ -1,11 +1,12 @@
 """The Spark jobs of a run that ran Python, as the session's status store recorded them: the first one's wall time.
 
-A run's first Python job pays what no later one does (on a session's first, Spark forks its Python daemon, which
-imports what every worker needs, and its JVM takes the Arrow path for the first time), so the summary gives it on
-its own. A job runs Python when its query's physical plan holds a Python node (`MapInArrow`,
+A session's first Python job pays what no later one does (Spark forks its Python daemon, which imports what every
+worker needs, and its JVM takes the Arrow path for the first time): a run's first is where that lands, so the
+summary gives it on its own. A job runs Python when its query's physical plan holds a Python node (`MapInArrow`,
 `FlatMapGroupsInArrow`, `ArrowEvalPython`, ...: every Python operator's name ends in `InArrow`, `InPandas` or
 `EvalPython`); the library runs Python on Spark through DataFrames only, never through RDDs, whose jobs this would
-not see. The status store keeps its records with the UI off too (`spark.sql.ui.retainedExecutions` queries).
+not see. The status store keeps its records with the UI off too (the last `spark.sql.ui.retainedExecutions`
+queries, 1000 by default).
 """
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 _PYTHON_NODE = re.compile(r"\b\w+(?:InArrow|InPandas|EvalPython)\b")
+_PAGE = 64  # queries read from the status store per call
 
 
 @dataclass(frozen=True)
@@ -61,8 +63,6 @@ def _first(spark: SparkSession, since_ms: int) -> PythonJob | None:
             break
     return found
 
-
-_PAGE = 64
 
 
 def _first_job(app_store, job_ids) -> PythonJob | None:
