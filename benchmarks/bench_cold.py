@@ -140,7 +140,8 @@ def cold_rebuild_of(records: int, root: Path) -> dict:
     return {"dump": str(dump), "records": summary["records_in"], "cold_wall_s": round(wall, 1),
             "records_per_s_per_core": round(per_core), "floor_records_per_s_per_core": floor["records_per_s_per_core"],
             "of_floor": round(per_core / floor["records_per_s_per_core"], 3) if floor["records_per_s_per_core"] else None,
-            "stage_seconds": {k: round(v, 1) for k, v in summary["stage_seconds"].items()}}
+            "stage_seconds": {k: round(v, 1) for k, v in summary["stage_seconds"].items()},
+            "cold_first_python_job_s": summary.get("first_python_job_seconds")}
 
 if __name__ == "__main__":
     main()

@@ -195,6 +195,7 @@ def main():
                 else summary.records_in / (summary.stage_seconds.get("decode") or 1) / (os.cpu_count() or 1)),
             "task_cpu_seconds": summary.task_cpu_seconds,
             "stage_seconds": {k: round(v, 1) for k, v in summary.stage_seconds.items()},
+            "run_first_python_job_s": summary.first_python_job_seconds,
             "peak_rss_mb": {k: round(v / 1024) for k, v in sampler.peak.items() if not k.endswith("_count")},
             "python_workers_at_peak": sampler.peak["python_workers_count"],
             "load_avg_end": [round(x, 2) for x in os.getloadavg()],

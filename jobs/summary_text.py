@@ -36,6 +36,9 @@ def format_summary(s) -> str:
     for w in [*s.warnings, *getattr(s, "after_commit", ())]:
         lines.append(f"  warning           {w}")
     lines.append("  time              " + ", ".join(f"{k} {v:.1f}s" for k, v in s.stage_seconds.items()))
+    first = getattr(s, "first_python_job_seconds", None)
+    if first is not None:
+        lines.append(f"  first Python job  {first:.1f}s")
     return "\n".join(lines)
 
 

@@ -68,26 +68,35 @@ def installed_pyspark_first() -> None:
 
 
 #: What every task of a run imports: imported once by the daemon, before it forks the workers, so no worker
-#: imports them again (Arrow and NumPy, the decoders, the engine and the task functions: about half a second of
-#: each new worker's first task)
-PRELOAD = ("numpy", "pyarrow", "pyarrow.compute", "pipelines.decoding.columnar", "pipelines.coordinator.shard",
-           "pipelines.coordinator.streamed", "pipelines.frames.segment_shards")
+#: imports them again (Arrow and NumPy, the decoders, the engine, the task functions and what they import on first
+#: use: 1.3-1.9 s of each new worker's first task, measured under load). pandas is among them though no task uses it:
+#: pyarrow imports it the first time `pa.array` converts a Python sequence (to ask whether it is a pandas object),
+#: 1.1 s of a worker's first decoding window on its own; Arrow's grouping (`Table.group_by`, the history's suspects)
+#: imports Acero; a rebuild's write task unpickles a function of `io.warehouse`
+PRELOAD = ("numpy", "pyarrow", "pyarrow.compute", "pandas", "pyarrow.acero", "pipelines.decoding.columnar",
+           "pipelines.coordinator.shard", "pipelines.coordinator.streamed", "pipelines.frames.decode",
+           "pipelines.frames.ranges", "pipelines.frames.tally", "pipelines.frames.segment_shards",
+           "pipelines.io.warehouse")
 
 
-def preload() -> None:
-    """Import `PRELOAD`; a module that cannot be imported is left to the task that needs it, which then says why."""
+def preload() -> tuple[str, ...]:
+    """Import `PRELOAD`, and say which it imported; a module that cannot be imported is left to the task that needs
+    it, which then says why."""
     import importlib
 
+    done = []
     for name in PRELOAD:
         try:
             importlib.import_module(name)
         except Exception:  # noqa: BLE001 - never a reason for the daemon not to start
-            pass
+            continue
+        done.append(name)
+    return tuple(done)
 
 
 if __name__ == "__main__":  # Spark's Python daemon (`spark.python.daemon.module`, local masters: `session`)
     installed_pyspark_first()
-    preload()
+    PRELOADED = preload()  # what its forked workers hold already (they share this `__main__`)
     from pyspark.daemon import manager
 
     manager()

@@ -98,3 +98,41 @@ def test_a_local_sessions_tasks_import_the_installed_pyspark(spark):
     assert spark.conf.get("spark.python.daemon.module") == "pipelines.pyspark_worker"
     files = spark.range(0, 2, 1, numPartitions=2).mapInArrow(where, "file string").toArrow().column(0).to_pylist()
     assert files and not any(".zip" in f for f in files)
+
+
+def test_the_daemon_preloads_what_a_task_imports_on_first_use():
+    """Every module of `PRELOAD` imports (one that did not would be left, unnoticed, to every worker), and after them
+    what each decoding window does first, Arrow arrays from Python values and Arrow's grouping, imports nothing of
+    the heavy libraries again (pyarrow reaches for pandas there, seconds of a new worker's first task)."""
+    script = textwrap.dedent("""
+        import sys
+        from pipelines.pyspark_worker import PRELOAD, preload
+        done = preload()
+        before = set(sys.modules)
+        import pyarrow as pa
+        table = pa.table({"k": pa.array([1, 1, None]), "v": pa.array(["a", "b", None], pa.string())})
+        table.group_by(["k"], use_threads=False).aggregate([])
+        heavy = ("pandas", "numpy", "pyarrow", "pipelines")
+        late = sorted(m for m in set(sys.modules) - before if m.split(".")[0] in heavy)
+        print(done == PRELOAD, ",".join(late) or "-")
+    """)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["True", "-"]
+
+
+@pytest.mark.spark
+def test_a_local_sessions_workers_are_forked_with_the_preloaded_modules(spark):
+    def preloaded(batches):
+        import sys
+
+        import pyarrow as pa
+
+        for _ in batches:
+            held = getattr(sys.modules["__main__"], "PRELOADED", None)  # the daemon's record, shared by its forks
+            yield pa.record_batch([pa.array([",".join(held) if held is not None else None], pa.string())],
+                                  names=["held"])
+
+    from pipelines.pyspark_worker import PRELOAD
+
+    held = spark.range(0, 2, 1, numPartitions=2).mapInArrow(preloaded, "held string").toArrow().column(0).to_pylist()
+    assert held == [",".join(PRELOAD)] * 2

@@ -12,6 +12,7 @@ from typing import Callable
 
 from pipelines.background import in_thread
 from pipelines.config import Settings
+from pipelines.frames.python_jobs import first_python_job
 from pipelines.rebuild.executor import Execution, Route, choose
 from pipelines.rebuild.failures import StrictModeError, cause_of, is_failure, shard_errors
 from pipelines.rebuild.request import RebuildRequest, RunSettings
@@ -491,12 +492,16 @@ def summarize(run: Run, planned: Planned, decoded: Decoded, replayed: Replayed, 
     incremental = inc.summary(decoded.records_in)
     if inc.is_incremental:  # the replay of the shards' tasks reports as Spark's
         incremental["replay"] = str(Route.SPARK if replayed.route is Route.SHARDS else replayed.route)
+    first_python_job = _first_python_job(run)
+    if first_python_job is not None:
+        run.progress.emit(f"          first Python job {first_python_job:.1f}s")
     return RunSummary(
         snapshot_id=run.snapshot_id, inputs=run.prepared.inputs, semantics=conf.semantics,
         retention_minutes=conf.retention_minutes, expiry=conf.expiry, kafka_version=conf.kafka_version, kind=run.kind,
         bytes_in=plan.total_bytes, segments=plan.num_segments, tabular_files=plan.num_tabular,
         warnings=[*planned.warnings, *assembled.read_ahead.warnings],
-        task_cpu_seconds=decoded.task_cpu_seconds, record_type_counts=decoded.facts.counts,
+        task_cpu_seconds=decoded.task_cpu_seconds, first_python_job_seconds=first_python_job,
+        record_type_counts=decoded.facts.counts,
         records_in=decoded.records_in, records_quarantined=decoded.records_quarantined, incremental=incremental,
         as_of=ms_to_iso(replayed.clock.as_of_ms), log_end_offsets=assembled.in_hand["log_end_offsets"].num_rows,
         lag=_lag_summary(assembled.lag),
@@ -510,6 +515,12 @@ def summarize(run: Run, planned: Planned, decoded: Decoded, replayed: Replayed, 
         misplaced_groups=misplaced_count(assembled.in_hand["loaded_groups"]),
         log_gaps={str(p): g for p, g in sorted(replayed.clock.log_gaps.items())},
         status="validation_failed" if validated.validation.should_fail_run else "succeeded")
+
+
+def _first_python_job(run: Run) -> float | None:
+    """The wall time of the run's first Spark job that ran Python, as far as the run has got."""
+    job = None if run.spark is None else first_python_job(run.spark, since_ms=run.started_ms)
+    return None if job is None else job.seconds
 
 
 def _lag_summary(facts) -> dict:
@@ -589,7 +600,10 @@ def write(run: Run, summary: RunSummary, planned: Planned, assembled: Assembled,
                 raise
             late.append(f"snapshot {run.snapshot_id} is committed ({summary.status}); retiring older snapshots "
                         f"failed, the next run retries it: {cause_of(e)}")
-    return replace(summary, stage_seconds=dict(progress.stage_seconds), after_commit=late)
+    # the write's own jobs count when the run started no Python job before it
+    first = summary.first_python_job_seconds
+    return replace(summary, stage_seconds=dict(progress.stage_seconds), after_commit=late,
+                   first_python_job_seconds=_first_python_job(run) if first is None else first)
 
 
 def _committing(prepared, progress) -> None:

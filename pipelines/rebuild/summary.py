@@ -50,6 +50,9 @@ class RunSummary:
     stage_seconds: dict[str, float] = field(default_factory=dict)
     incremental: dict = field(default_factory=dict)
     task_cpu_seconds: dict[str, float] = field(default_factory=dict)  # summed over the tasks, per kind of work
+    # the wall time of the run's first Spark job that ran Python (`frames.python_jobs`; None: it ran none): a new
+    # session's pays for starting the Python workers, which later jobs do not
+    first_python_job_seconds: float | None = None
     kind: str = "scheduled"  # or what-if: --as-of/--until-* (runs.kind)
     # what failed after the snapshot and its runs row were committed (retiring old snapshots, giving the writer
     # lock back): the snapshot stands as recorded; the CLI prints each as a `warning:` line

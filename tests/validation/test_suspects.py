@@ -56,6 +56,26 @@ def test_a_suite_that_is_not_row_wise_gets_no_filter(settings):
     assert suspect_filter(SuiteSpec("h", "offset_commits", ("record_offset",), (unlocal,))) is None
 
 
+def test_the_filter_is_built_without_great_expectations():
+    """The shards' filter is read off the suite's declarations before decoding starts: building it must not wait on
+    GX's import (seconds of a core, run in the background meanwhile). A process of its own, so no other test's
+    import counts."""
+    import subprocess
+    import sys
+    import textwrap
+
+    script = textwrap.dedent(f"""
+        import sys
+        from pipelines.config import load_settings
+        from pipelines.validation.runner import history_check
+        check = history_check(load_settings(env="ci"), as_of_ms={AS_OF_MS}, num_partitions={N})
+        print(check is not None, any(m == "great_expectations" or m.startswith("great_expectations.")
+                                     for m in sys.modules))
+    """)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["True", "False"]
+
+
 UPPER_MS = AS_OF_MS + 2 * 3600_000
 _ts = st.one_of(st.none(), st.sampled_from([
     dt.datetime(2009, 1, 1, tzinfo=UTC), dt.datetime(2011, 1, 1, tzinfo=UTC),
@@ -127,3 +147,34 @@ def test_a_full_rebuild_validates_its_history_from_the_shards(spark, settings, t
     assert failed[0]["unexpected_percent"] == pytest.approx(100 / 7)
     assert [x["record_offset"] for x in failed[0]["examples"]] == [3]
     assert summary.validation["suites"]["offset_commits"]["rows"] == 7
+
+
+@hsettings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(rows=st.lists(_row, max_size=12))
+def test_each_bound_keeps_every_row_its_expectation_rejects(settings, gx_context, rows):
+    """GX is the oracle: each of the history's expectations, built as GX objects and run over the whole table, flags
+    only rows its bound keeps, and the bound keeps no other row but one on the bound itself (bounds are inclusive)
+    or one whose key is all null (kept for GX's missing count)."""
+    import pyarrow.compute as pc
+
+    from pipelines.validation.runner import _batch_definition, _suites, to_validation_pandas
+    from pipelines.validation.suspects import suspect_filter
+
+    spec = next(s for s in _suites(settings, AS_OF_MS, N) if s.name == "offset_commits")
+    bounds = suspect_filter(spec).bounds
+    table = _history(rows)
+    table = table.append_column("row", pa.array(range(table.num_rows), pa.int64()))
+    frame = to_validation_pandas(table.select([*COLUMNS, "row"]))
+    batch = _batch_definition(gx_context, "bound_oracle", pandas=True).get_batch(batch_parameters={"dataframe": frame})
+    assert len(bounds) == len(spec.checks)
+    for check, bound in zip(spec.checks, bounds):
+        result = batch.validate(check.expectation.gx(), result_format={
+            "result_format": "COMPLETE", "unexpected_index_column_names": ["row"]})
+        rejected = {r["row"] for r in result.result.get("unexpected_index_list") or []}
+        assert result.success == (not rejected)
+        kept = {i for i, k in enumerate(pc.fill_null(bound.mask(table), False).to_pylist()) if k}
+        assert rejected <= kept, check.name
+        for i in kept - rejected:
+            values = [table.column(c)[i].as_py() for c in bound.columns]
+            assert (bound.kind == "between" and values[0] in (bound.low, bound.high)) or (
+                bound.kind == "unique" and all(v is None for v in values)), (check.name, values)
