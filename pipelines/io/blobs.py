@@ -8,10 +8,18 @@ check on Spark) gets one (`BlobRows.frame`).
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from typing import TYPE_CHECKING, ClassVar, Iterator
 
 import pyarrow as pa
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
+
+    from pipelines.io.storage import Location
+    from pipelines.io.table_rows import Aside, BatchMap, Held, Written
 
 PAYLOAD = "payload"
 # lz4 keeps a large blob about a third of its Arrow size at a cost far below decoding it. But it frames every
@@ -51,22 +59,59 @@ def unpacked(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
             yield from from_blob(blob).to_batches()
 
 
+def _opened_then(batches: Iterator[pa.RecordBatch], opener: BatchMap, then: BatchMap) -> Iterator[pa.RecordBatch]:
+    return then(opener(batches))
+
+
 @dataclass(frozen=True)
 class BlobRows:
-    """`blobs`: a DataFrame with a `payload` column of blobs, whose rows (of `schema`, a Spark StructType) `opener`
-    gives: the executor function from batches of blobs to batches of rows (`unpacked`, or one that also finishes
-    them, as the group history's names its members' topics)."""
+    """`blobs`: a DataFrame with a `payload` column of blobs, whose rows (of `schema`) `opener` gives: the executor
+    function from batches of blobs to batches of rows (`unpacked`, or one that also finishes them, as the group
+    history's names its members' topics). A write's rows (`io.table_rows.TableRows`): the tasks that write them open
+    them, so they never cross into the JVM; a history of blobs is the shards', each record once."""
 
-    blobs: Any
-    schema: Any
-    opener: Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]] = unpacked
+    held: ClassVar[Held] = "spark"
+    clustered: ClassVar[bool] = True
+    blobs: DataFrame
+    schema: StructType
+    opener: BatchMap = unpacked
 
-    def frame(self):
+    @property
+    def column_names(self) -> list[str]:
+        return list(self.schema.fieldNames())
+
+    def conformed(self, table: str, snapshot_id: str | None) -> BlobRows:
+        """As they are: the writing tasks cast what `opener` gives to the contract's types."""
+        return self
+
+    def frame(self) -> DataFrame:
         """The rows as a DataFrame (opened in the Python workers)."""
         return self.blobs.select(PAYLOAD).mapInArrow(self.opener, self.schema)
 
-    def to_arrow(self, schema: pa.Schema) -> pa.Table:
-        """The rows collected into this process as one table of `schema` (for rows sized by the state)."""
+    def to_frame(self, spark: SparkSession | None) -> DataFrame:
+        return self.frame()
+
+    def to_arrow(self, schema: pa.Schema | None = None) -> pa.Table:
+        """The rows collected into this process as one table of `schema` (default: `schema`'s; for rows sized by
+        the state)."""
+        from pipelines.io import delta  # see `write_files`
+
+        schema = delta.arrow_schema(self.schema) if schema is None else schema
         blobs = pa.array([r[PAYLOAD] for r in self.blobs.select(PAYLOAD).collect()], pa.binary())
         batches = list(self.opener(iter([pa.record_batch([blobs], names=[PAYLOAD])])))
         return pa.Table.from_batches(batches).cast(schema) if batches else schema.empty_table()
+
+    def staged(self) -> None:
+        return None
+
+    def write_files(self, table_path: str | Location, rel_dir: str, table_schema: pa.Schema, *,
+                    partition_columns: tuple[str, ...] = (), split_by: str | None = None,
+                    aside: Aside | None = None, through: BatchMap | None = None) -> Written:
+        # io.delta (deltalake, pyarrow.parquet) costs 0.45-0.55 s to import after pyarrow (measured here): every
+        # Python worker that opens a blob imports this module, and few of them write
+        from pipelines.io import delta
+
+        opener = self.opener if through is None else functools.partial(_opened_then, opener=self.opener,
+                                                                          then=through)
+        return delta.write_frame_files(self.blobs.select(PAYLOAD), table_path, rel_dir, table_schema,
+                                       partition_columns, split_by=split_by, aside=aside, opened=opener)

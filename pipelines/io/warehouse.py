@@ -22,24 +22,33 @@ read) refuses to run while another live run holds it.
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import json
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, ClassVar, Literal
 from urllib.parse import unquote
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from deltalake import write_deltalake
+from deltalake import DeltaTable, write_deltalake
 from deltalake.transaction import CommitProperties
 
+from pipelines.io import cluster as clusters
 from pipelines.io import delta, retry, storage
-from pipelines.io.blobs import PAYLOAD, BlobRows, unpacked
+from pipelines.io.lock import WriterLock, describe_holder
 from pipelines.io.snapshots import DeltaWarehouseReader, Snapshot, pick_snapshot, run_order, snapshots_from_runs
 from pipelines.io.snapshots import SnapshotNotFound as _SnapshotNotFound
+from pipelines.io.table_rows import (Aside, ArrowRows, BatchMap, FrameRows, Held, StagedFiles, TableRows, Written, check_columns,
+                                     with_snapshot_id)
 from schemas.tables import DECISION_COLUMNS, FINAL_OUTCOMES, OUTCOME_RANK, SNAPSHOT_TABLES, TABLES
 from schemas.tables import columns as table_columns
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
 
 RUN_STATUSES = ("running", "succeeded", "failed", "validation_failed")
 # `scheduled` runs form the served history and the incremental chain; `what-if` runs (--as-of/--until-*) are
@@ -94,8 +103,6 @@ def _met_files(dt, incoming: pa.Table, known_below: dict[int, int]):
     """(fresh, files) of history rows in hand (`incoming`) against the history `dt`: which rows lie at or above
     their partition's mark (`known_below`; below it a row can only upgrade a pending one), and the history files
     such rows may meet: those that may hold a pending row, and those whose stats overlap the fresh rows."""
-    import numpy as np
-
     part = incoming.column("offsets_partition").to_numpy(zero_copy_only=False)
     offset = incoming.column("record_offset").to_numpy(zero_copy_only=False)
     marks = np.zeros(len(part), np.int64)
@@ -148,34 +155,23 @@ def _json_text(value) -> str | None:
 
 
 def _check_columns(columns: list[str], table: str, snapshot_id: str | None) -> None:
-    wanted = table_columns(table)
-    missing = [c for c in wanted if c not in columns and not (c == "snapshot_id" and snapshot_id is not None)]
-    extra = [c for c in columns if c not in set(wanted)]
-    if missing or extra:
-        raise WarehouseError(
-            f"{table}: DataFrame does not match the contract"
-            + (f"; missing {missing}" if missing else "") + (f"; unknown {extra}" if extra else ""))
+    wrong = check_columns(columns, table, snapshot_id)
+    if wrong:
+        raise WarehouseError(f"{table}: the rows do not match the contract; " + "; ".join(wrong))
 
 
-def _with_snapshot_id(rows, snapshot_id: str):
-    """A batch (or table) of history rows with `snapshot_id` set, as `conform` sets it."""
-    i = rows.schema.get_field_index("snapshot_id")
-    arrays = list(rows.columns)
-    arrays[i] = pa.array([snapshot_id] * rows.num_rows, pa.string())
-    return type(rows).from_arrays(arrays, names=rows.schema.names)
-
-
-def _opened(snapshot_id: str, seen: "HistoryKeys | None" = None, packed: bool = True):
-    """The executor function that opens a history's blobs (`io.blobs`; `packed=False`: rows already) with
-    `snapshot_id` set; `seen`: only the rows the history does not hold yet."""
-    def opened(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        cache: dict = {}
-        for batch in (unpacked(batches) if packed else batches):
-            if seen is not None:
-                batch = seen.unseen(batch, cache)
-            if batch.num_rows:
-                yield _with_snapshot_id(batch, snapshot_id)
-    return opened
+def _stamped(batches: Iterator[pa.RecordBatch], *, snapshot_id: str, seen: HistoryKeys | None
+             ) -> Iterator[pa.RecordBatch]:
+    """Executor side: history rows with this run's `snapshot_id` (`seen`: only those whose record the history does
+    not hold yet)."""
+    cache: dict = {}
+    wanted = table_columns("offset_commits")
+    for batch in batches:
+        batch = batch.select([c for c in wanted if c in batch.schema.names])
+        if seen is not None:
+            batch = seen.unseen(batch, cache)
+        if batch.num_rows:
+            yield with_snapshot_id(batch, snapshot_id)
 
 
 @dataclass(frozen=True)
@@ -186,7 +182,7 @@ class HistoryKeys:
     found with it (`Warehouse.stage_history`). Picklable: a task filters the rows it writes with it."""
 
     table_uri: str
-    files: tuple  # (path relative to the table, its stats as `_history_files` gives them)
+    files: tuple[tuple[str, dict], ...]  # (path relative to the table, its stats as `_history_files` gives them)
 
     @classmethod
     def of(cls, dt, table_uri: str) -> "HistoryKeys":
@@ -203,8 +199,6 @@ class HistoryKeys:
     def unseen(self, rows, cache: dict | None = None):
         """The rows of `rows` (a table or batch of history rows) whose record the history does not hold, in their
         order. `cache`: the key columns of files already read (by path), for a caller that asks again."""
-        import numpy as np
-
         if rows.num_rows == 0 or not self.files:
             return rows
         part = np.asarray(rows.column("offsets_partition"))
@@ -231,7 +225,7 @@ HISTORY_FILE_BYTES = 256 * 1024 * 1024
 @dataclass(frozen=True)
 class HistoryStage:
     """Where the tasks that build a run's history write its files before the run commits them: two new
-    directories of the history table (settled rows one file per offsets partition, rows of open transactions in
+    directories of the history table (settled rows in files of one offsets partition, rows of open transactions in
     `pending-*` files), as `Warehouse._write_history` lays them out. Picklable: a task writes with it."""
 
     table_uri: str
@@ -239,18 +233,6 @@ class HistoryStage:
     pending: str
     snapshot_id: str
     seen: HistoryKeys | None = None  # a what-if run's: the history it only adds to (its rows not held yet)
-
-    def write(self, history: pa.Table, stamp: bool = True) -> list[tuple[delta.WrittenFile, bool]]:
-        """Executor side: `history` (whole offsets partitions, each in record order) written; (file, aside).
-        `stamp`: every row's `snapshot_id` set to this run's (False: the rows carry theirs, as a merge that
-        rewrites older rows gives them)."""
-        rows = history.select(table_columns("offset_commits"))
-        if self.seen is not None:
-            rows = self.seen.unseen(rows)
-        settled, pending = delta.write_table_files(
-            _with_snapshot_id(rows, self.snapshot_id) if stamp else rows, self.table_uri,
-            self.settled, TABLES["offset_commits"], split_by="offsets_partition", aside=(_pending_rows, self.pending))
-        return [(f, False) for f in settled] + [(f, True) for f in pending]
 
     def writer(self, part: int, roll_bytes: int = HISTORY_FILE_BYTES) -> "HistoryWriter":
         """Executor side: a writer of one offsets partition's history as a task settles it window by window."""
@@ -260,7 +242,7 @@ class HistoryStage:
 class HistoryWriter:
     """One offsets partition's history written as it is settled (`coordinator.streamed`): its settled rows into
     files of `roll_bytes` at most (give or take a row group), its rows still pending at the end into a `pending-*`
-    file, laid out as `HistoryStage.write` lays them."""
+    file, laid out as `Warehouse._write_history` lays them."""
 
     def __init__(self, stage: HistoryStage, part: int, roll_bytes: int) -> None:
         self.stage, self.part, self.roll_bytes = stage, part, roll_bytes
@@ -271,7 +253,7 @@ class HistoryWriter:
         rows = history.select(table_columns("offset_commits"))
         if self.stage.seen is not None:
             rows = self.stage.seen.unseen(rows)
-        return _with_snapshot_id(rows, self.stage.snapshot_id)
+        return with_snapshot_id(rows, self.stage.snapshot_id)
 
     def write(self, settled: pa.Table) -> None:
         if not settled.num_rows:
@@ -313,58 +295,60 @@ class HistoryWriter:
 
 @dataclass
 class StagedHistory:
-    """A run's history as its tasks wrote it (`HistoryStage`), not committed: the history merge commits the files
-    when the table is still empty (or they hold only rows it lacks: a what-if run's), else merges their rows. `discard` deletes them unless they were committed."""
+    """A run's history as its tasks wrote it (`HistoryStage`), not committed: a write's rows
+    (`io.table_rows.TableRows`) already written. The history merge commits the files as they are when the table is
+    still empty (or they hold only rows it lacks: a what-if run's), else merges their rows. `discard` deletes them
+    unless they were committed."""
 
+    held: ClassVar[Held] = "staged"
+    clustered: ClassVar[bool] = True
     stage: HistoryStage
-    files: list  # (delta.WrittenFile, aside)
-    spark: Any
+    files: list[tuple[delta.WrittenFile, bool]]  # (file, set aside: a `pending-*` file)
+    spark: SparkSession
     committed: bool = False
 
-    def frame(self):
+    @property
+    def column_names(self) -> list[str]:
+        return table_columns("offset_commits")
+
+    def conformed(self, table: str, snapshot_id: str | None) -> StagedHistory:
+        """As they are: the tasks wrote the contract's rows."""
+        return self
+
+    def _rels(self) -> list[str]:
+        return [f"{self.stage.pending if aside else self.stage.settled}/{f.name}" for f, aside in self.files]
+
+    def frame(self) -> DataFrame:
         """The rows as a DataFrame (read from the files by the tasks)."""
-        rels = [f"{self.stage.pending if aside else self.stage.settled}/{f.name}" for f, aside in self.files]
-        return delta.read_frame_files(self.spark, self.stage.table_uri, rels, TABLES["offset_commits"])
+        return delta.read_frame_files(self.spark, self.stage.table_uri, self._rels(), TABLES["offset_commits"])
+
+    def to_frame(self, spark: SparkSession | None) -> DataFrame:
+        return self.frame()
+
+    def to_arrow(self) -> pa.Table:
+        return delta.read_table_files(self.stage.table_uri, self._rels(), TABLES["offset_commits"])
+
+    def staged(self) -> StagedFiles:
+        return StagedFiles(self.stage.settled, self.stage.pending,
+                           tuple(f for f, aside in self.files if not aside), tuple(f for f, aside in self.files if aside),
+                           filtered=self.stage.seen is not None, committed=self._committed)
+
+    def _committed(self, landed: bool) -> None:
+        self.committed = landed
+
+    def write_files(self, table_path: str | storage.Location, rel_dir: str, table_schema: pa.Schema, *,
+                    partition_columns: tuple[str, ...] = (), split_by: str | None = None,
+                    aside: Aside | None = None, through: BatchMap | None = None) -> Written:
+        """Written again (their files are read in no particular order: sorted back into record order)."""
+        frame = self.frame().repartition("offsets_partition").sortWithinPartitions(*_OFFSET_KEYS)
+        return FrameRows(frame, clustered=True).write_files(
+            table_path, rel_dir, table_schema, partition_columns=partition_columns, split_by=split_by, aside=aside,
+            through=through)
 
     def discard(self) -> None:
         if not self.committed:
             for rel in (self.stage.settled, self.stage.pending):
                 delta.discard_dir(self.stage.table_uri, rel)
-
-
-def conform(df, table: str, snapshot_id: str | None = None):
-    """`df` as the contract's columns of `table`, in order and with the contract types.
-
-    A missing or unknown column is an error (the contract lives in `schemas/tables.py`). When
-    `snapshot_id` is given the `snapshot_id` column is set to it (it may be absent from `df`).
-    """
-    from pyspark.sql import functions as F
-
-    struct = delta.spark_schema(TABLES[table])
-    _check_columns(df.columns, table, snapshot_id)
-    exprs = []
-    for f in struct.fields:
-        if f.name == "snapshot_id" and snapshot_id is not None:
-            exprs.append(F.lit(snapshot_id).cast(f.dataType).alias(f.name))
-        else:
-            exprs.append(F.col(f.name).cast(f.dataType).alias(f.name))
-    return df.select(*exprs)
-
-
-def conform_arrow(data: pa.Table, table: str) -> pa.Table:
-    """`conform` for an Arrow table, without the `snapshot_id` partition column (its value lives in the log)."""
-    wanted = [c for c in table_columns(table) if c != "snapshot_id"]
-    missing = [c for c in wanted if c not in data.column_names]
-    extra = [c for c in data.column_names if c not in wanted and c != "snapshot_id"]
-    if missing or extra:
-        raise WarehouseError(
-            f"{table}: Arrow table does not match the contract"
-            + (f"; missing {missing}" if missing else "") + (f"; unknown {extra}" if extra else ""))
-    schema = pa.schema([TABLES[table].field(c) for c in wanted])
-    bad = [f.name for f in schema if not f.nullable and data.column(f.name).null_count]
-    if bad:
-        raise delta.DeltaWriteError(f"{table}: nulls in non-nullable column(s) {', '.join(bad)}")
-    return data.select(wanted).cast(schema)
 
 
 #: What a history row's decision carries besides `txn_outcome`: the marker that decided it, and where and when it
@@ -386,6 +370,28 @@ def _with_contract_columns(data: pa.Table, table: str, wanted: list[str] | None 
     cols = [data.column(f.name).cast(f.type) if f.name in data.column_names else pa.nulls(data.num_rows, f.type)
             for f in fields]
     return pa.Table.from_arrays(cols, schema=pa.schema(fields))
+
+
+HistoryMode = Literal["full", "incremental", "what-if"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class HistoryWrite:
+    """A run's `offset_commits` rows and how they meet the history the warehouse holds (`Warehouse.write_snapshot`).
+    `full`: every record the run read; each is stored once, a record the history holds only ever decided further.
+    `incremental`: the same, of a run that resumed the previous run's shards; `known_below` (offsets partition →
+    offset, its checkpoint's) says the history holds every record of the partition below it, so rows below can
+    only upgrade a pending one. `what-if`: only the rows whose record the history lacks are added, nothing it holds
+    changes. `cluster` (`io.cluster.ClusterIdentity` of the input): recorded as the history's once it is merged."""
+
+    rows: TableRows
+    mode: HistoryMode = "full"
+    known_below: Mapping[int, int] = field(default_factory=dict)
+    cluster: clusters.ClusterIdentity | None = None
+
+    def __post_init__(self) -> None:
+        if self.known_below and self.mode != "incremental":
+            raise WarehouseError(f"a {self.mode} run's history has no previous run's marks (known_below)")
 
 
 class Warehouse:
@@ -418,7 +424,7 @@ class Warehouse:
         return None if dt is None else dt.version()
 
     # ------------------------------------------------------------------ writes
-    def stage_tables(self, spark, snapshot_id: str, tables: dict[str, Any]) -> dict[str, tuple[str, list]]:
+    def stage_tables(self, snapshot_id: str, tables: Mapping[str, TableRows]) -> dict[str, tuple[str, list]]:
         """`write_snapshot`'s first step for some of the snapshot's tables: their files written, uncommitted (table
         -> their directory and add actions). A run stages the tables it holds while it validates them; on error
         nothing of this call stays staged. Hand the result to `write_snapshot(staged=)`, or drop it with
@@ -426,38 +432,34 @@ class Warehouse:
         delta.check_partition_value(snapshot_id)
         staged: dict[str, tuple[str, list]] = {}
         try:
-            for table, data in tables.items():
-                staged[table] = self._stage_table(spark, table, snapshot_id, data)
+            for table, rows in tables.items():
+                staged[table] = self._stage_table(table, snapshot_id, rows)
         except BaseException:
             self.discard_staged(staged)
             raise
         return staged
 
-    def discard_staged(self, staged: dict[str, tuple[str, list]]) -> None:
+    def discard_staged(self, staged: Mapping[str, tuple[str, list]]) -> None:
         """Staged files never committed, deleted."""
         for table, (rel, _adds) in staged.items():
             delta.discard_dir(self._table(table), rel)
 
-    def write_snapshot(self, spark, snapshot_id: str, tables: dict[str, Any], run_row: dict,
-                       expected_rows: dict[str, int] | None = None, before_commit=None,
-                       history_known_below: dict[int, int] | None = None, history_clustered: bool = False,
-                       staged: dict[str, tuple[str, list]] | None = None, history_adds_only: bool = False,
-                       cluster=None) -> None:
+    def write_snapshot(self, snapshot_id: str, tables: Mapping[str, TableRows], run_row: dict, *,
+                       history: HistoryWrite | None = None, spark: SparkSession | None = None,
+                       expected_rows: Mapping[str, int] | None = None,
+                       staged: Mapping[str, tuple[str, list]] | None = None,
+                       before_commit: Callable[[], None] | None = None) -> None:
         """Write one snapshot: every snapshot table, the offset_commits merge, then the `runs` row.
 
-        `tables` holds one DataFrame per `SNAPSHOT_TABLES` entry (all required; an Arrow table instead for
-        rows already in this process, written by pyarrow; `io.blobs.BlobRows` for rows the writing tasks open, as
-        the shards' group history) and optionally `offset_commits` (a DataFrame, an Arrow table, or the shards'
-        `io.blobs.BlobRows`).
-        Every table's files are staged (written, not committed) first; then each table's partition
-        `snapshot_id` is replaced in one Delta commit per table, the commits side by side, and the `runs` row
-        (`run_row["status"]`: `succeeded`, or `validation_failed` which keeps the snapshot unserved) is
-        written last, with `table_versions`: the version each commit produced, which readers read the snapshot
-        at. Until then a rerun of a served id leaves the served rows and `runs` row as they were: readers stay on
-        the versions the served row pinned, even if some of the rerun's commits went through.
-        `history_known_below`, `history_clustered`, `history_adds_only`: see `_merge_offset_commits`'s
-        `known_below`, `clustered` and `adds_only`. `cluster` (`io.cluster.ClusterIdentity` of the input): recorded
-        as the history's once `offset_commits` is merged.
+        `tables` holds the rows of every `SNAPSHOT_TABLES` entry (`io.table_rows.TableRows`: in this process,
+        written by pyarrow; on Spark, or in blobs the writing tasks open); `history`, the run's `offset_commits`
+        rows and how they meet the history (`HistoryWrite`; `spark`: the session a merge of rows in this process
+        runs on when they meet too much of it). Every table's files are staged (written, not committed) first;
+        then each table's partition `snapshot_id` is replaced in one Delta commit per table, the commits side by
+        side, and the `runs` row (`run_row["status"]`: `succeeded`, or `validation_failed` which keeps the snapshot
+        unserved) is written last, with `table_versions`: the version each commit produced, which readers read the
+        snapshot at. Until then a rerun of a served id leaves the served rows and `runs` row as they were: readers
+        stay on the versions the served row pinned, even if some of the rerun's commits went through.
         `expected_rows` (table -> rows the run counted) is checked against the staged files' and then the
         committed add actions' `numRecords`: a snapshot never holds fewer (or more) rows than the run reported.
         On any error the staged files are deleted, the failure is recorded (`record_failure`) and the error
@@ -466,9 +468,42 @@ class Warehouse:
         tables partly replaced). `staged`: tables `stage_tables` already staged for this id (theirs in `tables`
         are then not read); they are this call's to commit or delete.
         """
+        final_status = self._check_write(snapshot_id, tables, run_row, staged)
+        row = dict(run_row)
+        row["started_at"] = _to_utc(row.get("started_at")) or _utcnow()
+        expected = {t: int(n) for t, n in (expected_rows or {}).items() if t in SNAPSHOT_TABLES}
+        staged = dict(staged or {})
+        committed: list[str] = []
+        pinned: dict[str, int] = {}
+        stage = "write"
+        try:
+            staged.update(self.stage_tables(snapshot_id, {t: tables[t] for t in SNAPSHOT_TABLES if t not in staged}))
+            for table, (_rel, adds) in staged.items():
+                self._check_rows(table, snapshot_id, expected, _add_rows(adds), "staged")
+            if history is not None:
+                self._merge_offset_commits(snapshot_id, history, spark=spark)
+                if history.cluster is not None:
+                    clusters.record(self.root, history.cluster)
+            if before_commit is not None:
+                before_commit()
+            stage = "commit"
+            self._commit_tables(snapshot_id, staged, expected, pinned, committed)
+        except BaseException as exc:
+            # a commit that failed on the store may have landed: its table's files stay (a vacuum judges them)
+            self.discard_staged({t: files for t, files in staged.items() if t not in committed
+                                 and not (stage == "commit" and delta.may_have_landed(exc))})
+            self._record_write_failure(snapshot_id, row, exc, stage, partial=bool(committed))
+            raise
+        self.mark_run(snapshot_id, {**row, "status": final_status, "table_versions": pinned,
+                                    "finished_at": _to_utc(row.get("finished_at")) or _utcnow()})
+
+    def _check_write(self, snapshot_id: str, tables: Mapping[str, TableRows], run_row: dict,
+                     staged: Mapping[str, tuple[str, list]] | None) -> str:
+        """The status `write_snapshot` ends the run with, once its arguments hold (else the tables `staged`
+        already are deleted and the error raised, before anything is written)."""
         delta.check_partition_value(snapshot_id)
         self._recorded_failures.pop(snapshot_id, None)
-        unknown = [t for t in tables if t not in SNAPSHOT_TABLES and t != "offset_commits"]
+        unknown = [t for t in tables if t not in SNAPSHOT_TABLES]
         missing = [t for t in SNAPSHOT_TABLES if tables.get(t) is None]
         final_status = run_row.get("status") or "succeeded"
         if (unknown or missing or final_status not in _FINAL_WRITE_STATUSES) and staged:
@@ -478,63 +513,45 @@ class Warehouse:
                 f"write_snapshot({snapshot_id}): "
                 + (f"missing tables {missing}" if missing else "")
                 + ("; " if missing and unknown else "")
-                + (f"unknown tables {unknown} (runs is written from run_row)" if unknown else ""))
+                + (f"unknown tables {unknown} (runs is written from run_row, offset_commits from history)"
+                   if unknown else ""))
         if final_status not in _FINAL_WRITE_STATUSES:
             raise WarehouseError(f"write_snapshot ends a run as one of {_FINAL_WRITE_STATUSES}, not {final_status!r}")
-        row = dict(run_row)
-        row["started_at"] = _to_utc(row.get("started_at")) or _utcnow()
-        expected = {t: int(n) for t, n in (expected_rows or {}).items() if t in SNAPSHOT_TABLES}
-        staged = dict(staged or {})
-        committed: list[str] = []
-        pinned: dict[str, int] = {}
-        stage = "write"
-        try:
-            staged.update(self.stage_tables(spark, snapshot_id, {t: tables[t] for t in SNAPSHOT_TABLES
-                                                                 if t not in staged}))
-            for table, (_rel, adds) in staged.items():
-                self._check_rows(table, snapshot_id, expected, _add_rows(adds), "staged")
-            if tables.get("offset_commits") is not None:
-                self._merge_offset_commits(spark, snapshot_id, tables["offset_commits"], history_known_below,
-                                           history_clustered, history_adds_only)
-                if cluster is not None:
-                    from pipelines.io import cluster as clusters
+        return final_status
 
-                    clusters.record(self.root, cluster)
-            if before_commit is not None:
-                before_commit()
-            stage = "commit"
-            # the tables' commits side by side (each waits on its own Delta log); every one that went through is
-            # known before an error of another propagates
-            with ThreadPoolExecutor(_COMMIT_THREADS, thread_name_prefix="offsetlake-commit") as pool:
-                commits = {t: pool.submit(self._commit_staged, t, snapshot_id, staged[t][1]) for t in SNAPSHOT_TABLES}
-                for table, done in commits.items():
-                    if done.exception() is None:
-                        pinned[table] = done.result()
-                        committed.append(table)
-                for done in commits.values():
-                    done.result()
-                rows = pool.map(lambda t: self.committed_rows(t, snapshot_id, pinned[t]), SNAPSHOT_TABLES)
-                for table, n in zip(SNAPSHOT_TABLES, rows):
-                    self._check_rows(table, snapshot_id, expected, n, "committed")
-        except BaseException as exc:
-            # a commit that failed on the store may have landed: its table's files stay (a vacuum judges them)
-            self.discard_staged({t: files for t, files in staged.items() if t not in committed
-                                 and not (stage == "commit" and delta.may_have_landed(exc))})
-            failed = {**row, "finished_at": _utcnow()}
-            summary = failed.get("summary")
-            summary = json.loads(summary) if isinstance(summary, str) else dict(summary or {})
-            unavailable = retry.unavailable_cause(exc)
-            error = (f"object store unavailable: {unavailable}" if unavailable is not None
-                     else f"{type(exc).__name__}: {exc}")
-            failed["summary"] = {**summary, "status": "failed", "error": error[:2000], "stage": stage}
-            try:
-                self.record_failure(snapshot_id, failed, partial=bool(committed))
-                self._recorded_failures[snapshot_id] = stage
-            except Exception as mark_exc:  # keep the original error
-                exc.add_note(f"could not record the failure of run {snapshot_id}: {mark_exc}")
-            raise
-        self.mark_run(snapshot_id, {**row, "status": final_status, "table_versions": pinned,
-                                    "finished_at": _to_utc(row.get("finished_at")) or _utcnow()})
+    def _commit_tables(self, snapshot_id: str, staged: Mapping[str, tuple[str, list]], expected: dict[str, int],
+                       pinned: dict[str, int], committed: list[str]) -> None:
+        """Every snapshot table's staged files committed side by side (each waits on its own Delta log), into
+        `pinned` (table -> the version its commit produced) and `committed`: every one that went through is known
+        before an error of another propagates."""
+        with ThreadPoolExecutor(_COMMIT_THREADS, thread_name_prefix="offsetlake-commit") as pool:
+            commits = {t: pool.submit(self._commit_staged, t, snapshot_id, staged[t][1]) for t in SNAPSHOT_TABLES}
+            for table, done in commits.items():
+                if done.exception() is None:
+                    pinned[table] = done.result()
+                    committed.append(table)
+            for done in commits.values():
+                done.result()
+            rows = pool.map(lambda t: self.committed_rows(t, snapshot_id, pinned[t]), SNAPSHOT_TABLES)
+            for table, n in zip(SNAPSHOT_TABLES, rows):
+                self._check_rows(table, snapshot_id, expected, n, "committed")
+
+    def _record_write_failure(self, snapshot_id: str, row: dict, exc: BaseException, stage: str, *,
+                              partial: bool) -> None:
+        """The failed write recorded (`record_failure`) with its error and `stage`; a failure to record it is a note
+        on `exc`, which stays the error."""
+        failed = {**row, "finished_at": _utcnow()}
+        summary = failed.get("summary")
+        summary = json.loads(summary) if isinstance(summary, str) else dict(summary or {})
+        unavailable = retry.unavailable_cause(exc)
+        error = (f"object store unavailable: {unavailable}" if unavailable is not None
+                 else f"{type(exc).__name__}: {exc}")
+        failed["summary"] = {**summary, "status": "failed", "error": error[:2000], "stage": stage}
+        try:
+            self.record_failure(snapshot_id, failed, partial=partial)
+            self._recorded_failures[snapshot_id] = stage
+        except Exception as mark_exc:  # keep the original error
+            exc.add_note(f"could not record the failure of run {snapshot_id}: {mark_exc}")
 
     @staticmethod
     def _check_rows(table: str, snapshot_id: str, expected: dict[str, int], got: int, what: str) -> None:
@@ -595,23 +612,17 @@ class Warehouse:
         self.mark_run(snapshot_id, row)
         return "runs"
 
-    def _stage_table(self, spark, table: str, snapshot_id: str, df) -> tuple[str, list]:
-        """Write `df` (a Spark DataFrame, an Arrow table of rows already in this process, or `io.blobs.BlobRows`
-        whose rows the writing tasks open) as the files of partition `snapshot_id` of `table`, uncommitted; returns
-        their directory and add actions."""
+    def _stage_table(self, table: str, snapshot_id: str, rows: TableRows) -> tuple[str, list]:
+        """`rows` written as the files of partition `snapshot_id` of `table` from where they are held,
+        uncommitted; returns their directory and add actions."""
         schema = TABLES[table]
         path = self._table(table)
         rel = f"snapshot_id={snapshot_id}/{delta.new_write_dir()}"
-        parts = ["snapshot_id"]  # partition values live in the log
         try:
-            if isinstance(df, pa.Table):
-                written = delta.write_table_files(conform_arrow(df, table), path, rel, schema, parts)
-            elif isinstance(df, BlobRows):
-                _check_columns(df.schema.fieldNames(), table, snapshot_id)
-                written = delta.write_frame_files(df.blobs.select(PAYLOAD), path, rel, schema, parts,
-                                                  opened=df.opener)
-            else:
-                written = delta.write_frame_files(conform(df, table, snapshot_id), path, rel, schema, parts)
+            _check_columns(rows.column_names, table, snapshot_id)
+            # partition values live in the log
+            written = rows.conformed(table, snapshot_id).write_files(path, rel, schema,
+                                                                     partition_columns=("snapshot_id",))
             return rel, delta.collect_add_actions(path, rel, schema, {"snapshot_id": snapshot_id}, written)
         except BaseException:
             delta.discard_dir(path, rel)
@@ -627,8 +638,8 @@ class Warehouse:
                             metadata={"offsetlake.operation": "write_snapshot",
                                       "offsetlake.snapshot_id": snapshot_id})
 
-    def _merge_offset_commits(self, spark, snapshot_id: str, df, known_below: dict[int, int] | None = None,
-                              clustered: bool = False, adds_only: bool = False) -> int | None:
+    def _merge_offset_commits(self, snapshot_id: str, history: HistoryWrite, *,
+                              spark: SparkSession | None = None) -> int | None:
         """Merge a run's decoded offset-commit records into the history (copy-on-write, one commit).
 
         Each (offsets_partition, record_offset) is stored once. New records are added with this
@@ -638,151 +649,152 @@ class Warehouse:
         Files holding updated records are rewritten and swapped in the same commit as the new records.
         Returns the new table version, None when nothing changed.
 
-        Files hold one offsets partition each (plus `pending-*` files for rows of open transactions), so their
-        Delta stats bound a partition's offsets. `known_below` (offsets partition → offset; an incremental run's
-        checkpoint): the history already holds every record of that partition below that offset, so those
-        incoming rows can only upgrade a pending row, and only the files that may hold a pending row or overlap
-        the rows above the marks are read, not the whole history.
-
-        `clustered`: `df` holds each record once and, within each Spark partition, its rows grouped by offsets
-        partition in record order (what the replay's shards give: `coordinator.tables.once_per_record`); it is
-        then neither shuffled nor sorted again on its way to the files.
-
-        `adds_only` (a what-if run's history, `clustered`): the rows whose record the history does not hold are
-        added, and nothing the history holds changes (`_add_unseen`).
+        The ways differ by what the rows allow, not by where they are held: into an empty history, rows each
+        record once are added as they are (written already by the tasks: committed as they are); a what-if run's
+        rows only where the history lacks their record (`_add_history`). An incremental run's rows (its new
+        records and the saved open transactions'), and rows in this process meeting at most
+        `_IN_HAND_HISTORY_MAX_ROWS` history rows, are merged in this process (`_merge_in_hand`); anything else on
+        Spark (`_merge_on_spark`). Files hold one offsets partition each (plus `pending-*` files for rows of open
+        transactions), so their Delta stats bound a partition's offsets: an incremental run reads only the files
+        that may hold a pending row or overlap the rows above its marks (`HistoryWrite.known_below`).
         """
+        table = "offset_commits"
+        rows = history.rows
+        _check_columns(rows.column_names, table, snapshot_id)
+        path = self._table(table)
+        dt = delta.ensure_table(path, TABLES[table])
+        current = delta.active_files(dt)
+        if history.mode == "what-if" and current:
+            return self._add_history(dt, snapshot_id, rows, seen=HistoryKeys.of(dt, path.uri), spark=spark)
+        if not current and rows.clustered:  # nothing to merge with: the rows are the history
+            return self._add_history(dt, snapshot_id, rows, seen=None, spark=spark)
+        if rows.clustered and history.known_below:
+            incoming = rows.to_arrow()
+            return self._merge_in_hand(dt, snapshot_id, incoming, _met_files(dt, incoming, history.known_below))
+        if rows.clustered and rows.held == "in_hand":  # merged here, unless the history files it meets are many
+            incoming = rows.to_arrow()
+            met = _met_files(dt, incoming, {})
+            if sum(_IN_HAND_HISTORY_MAX_ROWS + 1 if f["rows"] is None else f["rows"]
+                   for f in met[1]) <= _IN_HAND_HISTORY_MAX_ROWS:
+                return self._merge_in_hand(dt, snapshot_id, incoming, met)
+        return self._merge_on_spark(dt, snapshot_id, rows, spark=spark, known_below=history.known_below)
+
+    def _add_history(self, dt: DeltaTable, snapshot_id: str, rows: TableRows, *, seen: HistoryKeys | None,
+                     spark: SparkSession | None) -> int | None:
+        """`rows` added to the history, in one commit that removes nothing; `seen` (a what-if run's, against a
+        history that holds rows): only the rows whose record it lacks. A what-if run reads a prefix (`--until-*`)
+        or the whole of a log the scheduled runs read too, so its records are mostly in the history already; where
+        it meets one, the history's row is the log's (its `txn_outcome` decided by markers past the cut that the
+        what-if run does not see) and stays as it is. The rows held are found from the history files' stats and
+        key columns (`HistoryKeys`), by the tasks that write the run's history when they can: rows written already
+        are committed as they are when they hold just what is added."""
+        staged = rows.staged()
+        if staged is not None and (seen is None or staged.filtered):
+            return self._commit_staged_history(dt, snapshot_id, staged)
+        rows = rows.conformed("offset_commits", snapshot_id)
+        if not rows.clustered:  # grouped by offsets partition in record order first: files of one partition each
+            rows = FrameRows(rows.to_frame(spark).repartition("offsets_partition").sortWithinPartitions(
+                *_OFFSET_KEYS), clustered=True)
+        return self._write_history(dt, snapshot_id, rows,
+                                   through=functools.partial(_stamped, snapshot_id=snapshot_id, seen=seen))
+
+    def _merge_on_spark(self, dt: DeltaTable, snapshot_id: str, rows: TableRows, *, spark: SparkSession | None,
+                        known_below: Mapping[int, int]) -> int | None:
+        """`_merge_offset_commits` on Spark. Rows not `clustered` are made one per record first (overlapping input
+        files): the most decided outcome wins, then the remaining columns break ties so the choice does not depend
+        on partitioning."""
+        # pyspark.sql costs 0.24-1.6 s to import (-X importtime here), which a run replayed in this process never pays
         from pyspark import StorageLevel
         from pyspark.sql import Window
         from pyspark.sql import functions as F
 
         table = "offset_commits"
-        schema = TABLES[table]
-        path = self._table(table)
         keys = list(_OFFSET_KEYS)
-        dt = delta.ensure_table(path, schema)
-        current = delta.active_files(dt)
-        if adds_only and current:
-            return self._add_unseen(spark, dt, snapshot_id, df)
-        if isinstance(df, StagedHistory):
-            if not current:  # nothing to merge with: the files the tasks wrote are the history
-                return self._commit_staged_history(dt, snapshot_id, df)
-            df = df.frame()
-        elif isinstance(df, BlobRows):
-            if clustered and not current:  # nothing to merge with: each task writes the blobs it opens
-                _check_columns(df.schema.fieldNames(), table, snapshot_id)
-                return self._write_history(dt, snapshot_id, df.blobs.select(PAYLOAD), opened=_opened(snapshot_id))
-            if clustered and known_below:  # an incremental run's history: its new rows, the saved open ones
-                _check_columns(df.schema.fieldNames(), table, snapshot_id)
-                rows = df.to_arrow(delta.arrow_schema(df.schema))
-                return self._merge_in_hand(dt, snapshot_id, rows, _met_files(dt, rows, known_below))
-            df = df.frame()
-        elif isinstance(df, pa.Table):  # rows in this process (a small run)
-            _check_columns(df.column_names, table, snapshot_id)
-            if clustered and not current:
-                return self._write_history(dt, snapshot_id, _with_snapshot_id(df.select(table_columns(table)),
-                                                                              snapshot_id))
-            if clustered:  # each record once: merged here, unless the history files it meets are many
-                met = _met_files(dt, df, known_below or {})
-                met_rows = sum(_IN_HAND_HISTORY_MAX_ROWS + 1 if f["rows"] is None else f["rows"] for f in met[1])
-                if known_below or met_rows <= _IN_HAND_HISTORY_MAX_ROWS:
-                    return self._merge_in_hand(dt, snapshot_id, df, met)
-            df = spark.createDataFrame(df.select(table_columns(table)), schema=delta.spark_schema(schema))
-        incoming = conform(df, table, snapshot_id)
-        if not clustered:
-            # by offsets partition: the dedup window needs no other shuffle, and the files come out one partition
-            # each. One row per key within the batch (overlapping input files): the most decided outcome wins,
-            # then the remaining columns break ties so the choice does not depend on partitioning.
+        incoming = FrameRows(rows.to_frame(spark)).conformed(table, snapshot_id).frame
+        if not rows.clustered:
+            # by offsets partition: the dedup window needs no other shuffle, and the files come out one partition each
             incoming = incoming.repartition("offsets_partition")
-            decided = _outcome_rank(F)
             others = [c for c in table_columns(table) if c not in keys]
-            w = Window.partitionBy(*keys).orderBy(decided.desc(), *[F.col(c).asc_nulls_last() for c in others])
+            w = Window.partitionBy(*keys).orderBy(_outcome_rank(F).desc(), *[F.col(c).asc_nulls_last() for c in others])
             incoming = incoming.withColumn("_rn", F.row_number().over(w)).filter("_rn = 1").drop("_rn")
-
-        touched: list[str] = []
-        joined = kept = None
-        if current:  # read again for the marks, the count and the join: computed once
-            incoming = kept = incoming.persist(StorageLevel.MEMORY_AND_DISK)
-        fresh = F.lit(True)
-        if current and known_below:
-            marks = F.create_map(*[F.lit(v) for p, o in sorted(known_below.items()) for v in (int(p), int(o))])
-            fresh = F.col("record_offset") >= F.coalesce(marks[F.col("offsets_partition")], F.lit(0))
-            above = [(r[0], r[1], r[2]) for r in incoming.filter(fresh).groupBy("offsets_partition").agg(
-                F.min("record_offset"), F.max("record_offset")).collect()]
-            current = [f for f in _history_files(dt) if f["may_hold_pending"] or _overlaps(f, above)]
-        if current:
-            existing = (delta.read_frame_files(spark, path, [unquote(f["path"]) for f in current], schema,
-                                               columns=[*keys, "txn_outcome"], with_file=True)
-                        .select(*keys, F.col("txn_outcome").alias("_old"), F.col(delta.FILE_COLUMN).alias("_file")))
-            if incoming.count() <= _BROADCAST_KEYS_MAX:
-                # an incremental run's few rows against a long history: one scan of the history's key columns
-                # through a broadcast hash of the incoming keys instead of shuffling the whole history
-                existing = existing.join(F.broadcast(incoming.select(*keys)), keys, "left_semi")
-            # read twice (the files to rewrite, then the rows to write): computed once
-            joined = incoming.join(existing, keys, "left").persist(StorageLevel.MEMORY_AND_DISK)
-            new, old = F.col("txn_outcome"), F.col("_old")
-            upgrade = (F.col("_file").isNotNull() & new.isNotNull() & ~old.eqNullSafe(new)
-                       & (old.isNull() | ((old == "pending") & new.isin(*FINAL_OUTCOMES))))
-            updates = joined.filter(upgrade).select(*keys, F.col("txn_outcome").alias("_new"),
-                                                    *[F.col(c).alias(f"_new_{c}") for c in _DECISION_COLUMNS], "_file")
-            # below the marks, a row not in the files read is in the others already
-            new_rows = joined.filter(F.col("_file").isNull() & fresh).select(*table_columns(table))
-            by_rel = {unquote(f["path"]): f["path"] for f in current}
-            touched = [by_rel[r["_file"]] for r in updates.select("_file").distinct().collect()]
-            out = new_rows
-            if touched:
-                rewritten = (delta.read_frame_files(spark, path, [unquote(p) for p in touched], schema)
-                             .join(updates.select(*keys, "_new", *[f"_new_{c}" for c in _DECISION_COLUMNS]),
-                                   keys, "left")
-                             .withColumn("txn_outcome", F.coalesce(F.col("_new"), F.col("txn_outcome"))))
-                for c in _DECISION_COLUMNS:  # the marker that decided it comes with the outcome
-                    rewritten = rewritten.withColumn(c, F.coalesce(F.col(f"_new_{c}"), F.col(c)))
-                rewritten = rewritten.select(*table_columns(table))
-                out = rewritten.unionByName(new_rows)
-            out = out.repartition("offsets_partition").sortWithinPartitions(*keys)
-        else:
-            out = incoming.filter(fresh)
-            if not clustered:
-                out = out.sortWithinPartitions(*keys)
+        current = delta.active_files(dt)
+        if not current:
+            out = incoming if rows.clustered else incoming.sortWithinPartitions(*keys)
+            return self._write_history(dt, snapshot_id, FrameRows(out, clustered=True))
+        # read again for the marks, the count and the join: computed once
+        incoming = incoming.persist(StorageLevel.MEMORY_AND_DISK)
         try:
-            return self._write_history(dt, snapshot_id, out, touched)
+            fresh = F.lit(True)
+            if known_below:
+                marks = F.create_map(*[F.lit(v) for p, o in sorted(known_below.items()) for v in (int(p), int(o))])
+                fresh = F.col("record_offset") >= F.coalesce(marks[F.col("offsets_partition")], F.lit(0))
+                above = [(r[0], r[1], r[2]) for r in incoming.filter(fresh).groupBy("offsets_partition").agg(
+                    F.min("record_offset"), F.max("record_offset")).collect()]
+                current = [f for f in _history_files(dt) if f["may_hold_pending"] or _overlaps(f, above)]
+            if not current:
+                out = incoming.filter(fresh)
+                return self._write_history(dt, snapshot_id, FrameRows(
+                    out if rows.clustered else out.sortWithinPartitions(*keys), clustered=True))
+            joined = self._joined_on_spark(incoming, current)
+            try:
+                out, touched = self._upgraded_on_spark(joined, current, fresh)
+                return self._write_history(dt, snapshot_id, FrameRows(out, clustered=True), touched)
+            finally:
+                joined.unpersist()
         finally:
-            for frame in (joined, kept):
-                if frame is not None:
-                    frame.unpersist()
+            incoming.unpersist()
 
-    def _add_unseen(self, spark, dt, snapshot_id: str, df) -> int | None:
-        """A what-if run's history into a history that holds rows: only its rows whose record is not there yet are
-        added, in one commit that removes nothing. A what-if run reads a prefix (`--until-*`) or the whole of a log
-        the scheduled runs read too, so its records are mostly in the history already; where it meets one, the
-        history's row is the log's (its `txn_outcome` decided by markers past the cut that the what-if run does not
-        see) and stays as it is. Nothing is merged: the rows held are found from the history files' stats and key
-        columns (`HistoryKeys`), by the tasks that write the run's history when they can."""
+    def _joined_on_spark(self, incoming: DataFrame, current: list[dict]) -> DataFrame:
+        """`incoming` with what the history files `current` hold of each record (`_old`: its outcome, `_file`: the
+        file; null: none holds it), persisted: it is read twice (the files to rewrite, then the rows to write)."""
+        from pyspark import StorageLevel  # see `_merge_on_spark`
+        from pyspark.sql import functions as F
+
+        keys = list(_OFFSET_KEYS)
+        existing = (delta.read_frame_files(incoming.sparkSession, self._table("offset_commits"),
+                                           [unquote(f["path"]) for f in current], TABLES["offset_commits"],
+                                           columns=[*keys, "txn_outcome"], with_file=True)
+                    .select(*keys, F.col("txn_outcome").alias("_old"), F.col(delta.FILE_COLUMN).alias("_file")))
+        if incoming.count() <= _BROADCAST_KEYS_MAX:
+            # an incremental run's few rows against a long history: one scan of the history's key columns
+            # through a broadcast hash of the incoming keys instead of shuffling the whole history
+            existing = existing.join(F.broadcast(incoming.select(*keys)), keys, "left_semi")
+        return incoming.join(existing, keys, "left").persist(StorageLevel.MEMORY_AND_DISK)
+
+    def _upgraded_on_spark(self, joined: DataFrame, current: list[dict], fresh: Column) -> tuple[DataFrame, list[str]]:
+        """(rows to write, history files they replace) of `_joined_on_spark`'s rows: the new records (`fresh`:
+        below an incremental run's marks, a row not in the files read is in the others already), and the files
+        holding a record whose outcome is decided further, rewritten whole with it (their other rows keep their
+        snapshot ids)."""
+        from pyspark.sql import functions as F  # see `_merge_on_spark`
+
         table = "offset_commits"
-        path = self._table(table)
-        seen = HistoryKeys.of(dt, storage.location(path).uri)
-        if isinstance(df, StagedHistory):
-            if df.stage.seen is None:  # staged before the history had a file: its rows checked here
-                df = df.frame()
-            else:
-                return self._commit_staged_history(dt, snapshot_id, df)
-        if isinstance(df, BlobRows):
-            _check_columns(df.schema.fieldNames(), table, snapshot_id)
-            return self._write_history(dt, snapshot_id, df.blobs.select(PAYLOAD), opened=_opened(snapshot_id, seen))
-        if isinstance(df, pa.Table):
-            _check_columns(df.column_names, table, snapshot_id)
-            rows = _with_snapshot_id(df.select(table_columns(table)), snapshot_id)
-            return self._write_history(dt, snapshot_id, seen.unseen(rows))
-        rows = conform(df, table, snapshot_id).repartition("offsets_partition").sortWithinPartitions(
-            *_OFFSET_KEYS).select(*table_columns(table))
-        return self._write_history(dt, snapshot_id, rows, opened=_opened(snapshot_id, seen, packed=False))
+        keys = list(_OFFSET_KEYS)
+        new, old = F.col("txn_outcome"), F.col("_old")
+        upgrade = (F.col("_file").isNotNull() & new.isNotNull() & ~old.eqNullSafe(new)
+                   & (old.isNull() | ((old == "pending") & new.isin(*FINAL_OUTCOMES))))
+        updates = joined.filter(upgrade).select(*keys, F.col("txn_outcome").alias("_new"),
+                                                *[F.col(c).alias(f"_new_{c}") for c in _DECISION_COLUMNS], "_file")
+        new_rows = joined.filter(F.col("_file").isNull() & fresh).select(*table_columns(table))
+        by_rel = {unquote(f["path"]): f["path"] for f in current}
+        touched = [by_rel[r["_file"]] for r in updates.select("_file").distinct().collect()]
+        out = new_rows
+        if touched:
+            rewritten = (delta.read_frame_files(joined.sparkSession, self._table(table), [unquote(p) for p in touched],
+                                                TABLES[table])
+                         .join(updates.select(*keys, "_new", *[f"_new_{c}" for c in _DECISION_COLUMNS]), keys, "left")
+                         .withColumn("txn_outcome", F.coalesce(F.col("_new"), F.col("txn_outcome"))))
+            for c in _DECISION_COLUMNS:  # the marker that decided it comes with the outcome
+                rewritten = rewritten.withColumn(c, F.coalesce(F.col(f"_new_{c}"), F.col(c)))
+            out = rewritten.select(*table_columns(table)).unionByName(new_rows)
+        return out.repartition("offsets_partition").sortWithinPartitions(*keys), touched
 
-    def _merge_in_hand(self, dt, snapshot_id: str, incoming: pa.Table, met) -> int | None:
+    def _merge_in_hand(self, dt: DeltaTable, snapshot_id: str, incoming: pa.Table,
+                       met: tuple[np.ndarray, list[dict]]) -> int | None:
         """`_merge_offset_commits` of history rows in hand (each record once: a run replayed in this process, or an
         incremental run's: its new records and the saved open transactions' records), in this process. `met`:
         `_met_files`' (fresh rows, history files they may meet); only those files are read (their keys and
         outcomes), and only the files with an upgraded row are rewritten."""
-        import numpy as np
-
         table = "offset_commits"
         schema = TABLES[table]
         path = self._table(table)
@@ -808,7 +820,7 @@ class Warehouse:
             touched_rel = sorted(set(upgrades.column("_file").to_pylist()))
             by_rel = {unquote(f["path"]): f["path"] for f in candidates}
             touched = [by_rel[r] for r in touched_rel]
-        out = [_with_contract_columns(_with_snapshot_id(incoming.filter(pa.array(fresh & ~matched)), snapshot_id),
+        out = [_with_contract_columns(with_snapshot_id(incoming.filter(pa.array(fresh & ~matched)), snapshot_id),
                                       table)]
         if touched:
             # the files with an upgraded row, rewritten whole: their other rows keep their snapshot ids
@@ -823,23 +835,20 @@ class Warehouse:
                     rewritten = rewritten.set_column(at, c, value)
             out.append(_with_contract_columns(rewritten, table))
         rows = pa.concat_tables(out).sort_by([(k, "ascending") for k in keys])
-        return self._write_history(dt, snapshot_id, rows, touched)
+        return self._write_history(dt, snapshot_id, ArrowRows(rows, clustered=True), touched)
 
-    def _write_history(self, dt, snapshot_id: str, out, touched: list[str] = (), opened=None) -> int | None:
-        """`out`'s rows added to the history and the `touched` files removed, in one commit. Rows of transactions
-        still open are the only ones a later run upgrades (pending → committed/aborted): they go to files of their
-        own, so the next run's upgrade rewrites those few rows, not the history files around them (copy-on-write).
-        One pass writes both; `opened`: see `delta.write_frame_files`."""
-        schema = TABLES["offset_commits"]
+    def _write_history(self, dt: DeltaTable, snapshot_id: str, rows: TableRows, touched: list[str] = (), *,
+                       through: BatchMap | None = None) -> int | None:
+        """`rows` added to the history (each record once, grouped by offsets partition in record order) and the
+        `touched` files removed, in one commit. Rows of transactions still open are the only ones a later run
+        upgrades (pending → committed/aborted): they go to files of their own, so the next run's upgrade rewrites
+        those few rows, not the history files around them (copy-on-write). One pass writes both, from where the
+        rows are held; `through`: what each writer does to its batches first (`TableRows.write_files`)."""
         path = self._table("offset_commits")
         rels = (delta.new_write_dir(), delta.new_write_dir("pending-"))
         try:
-            if isinstance(out, pa.Table):  # rows in this process (stamped), written as a task writes its rows
-                files = HistoryStage(storage.location(path).uri, *rels, snapshot_id).write(out, stamp=False)
-                settled, pending = [f for f, aside in files if not aside], [f for f, aside in files if aside]
-            else:
-                settled, pending = delta.write_frame_files(out, path, rels[0], schema, split_by="offsets_partition",
-                                                           aside=(_pending_rows, rels[1]), opened=opened)
+            settled, pending = rows.write_files(path, rels[0], TABLES["offset_commits"], split_by="offsets_partition",
+                                                aside=(_pending_rows, rels[1]), through=through)
             return self._commit_history(dt, snapshot_id, *rels, settled, pending, touched)
         except BaseException as exc:
             if not delta.may_have_landed(exc):
@@ -847,21 +856,21 @@ class Warehouse:
                     delta.discard_dir(path, rel)
             raise
 
-    def _commit_staged_history(self, dt, snapshot_id: str, staged: StagedHistory) -> int | None:
-        """The files the tasks wrote committed as they are (`committed`: they are the history's, or may be: a
-        commit that failed on the store may have landed, and then they stay for a vacuum to judge)."""
+    def _commit_staged_history(self, dt: DeltaTable, snapshot_id: str, staged: StagedFiles) -> int | None:
+        """The files the tasks wrote committed as they are (`staged.committed` told: they are the history's, or may
+        be: a commit that failed on the store may have landed, and then they stay for a vacuum to judge)."""
         try:
-            version = self._commit_history(dt, snapshot_id, staged.stage.settled, staged.stage.pending,
-                                           [f for f, aside in staged.files if not aside],
-                                           [f for f, aside in staged.files if aside])
+            version = self._commit_history(dt, snapshot_id, staged.settled_dir, staged.pending_dir,
+                                           list(staged.settled), list(staged.pending))
         except BaseException as exc:
-            staged.committed = delta.may_have_landed(exc)
+            staged.committed(delta.may_have_landed(exc))
             raise
-        staged.committed = True
+        staged.committed(True)
         return version
 
-    def _commit_history(self, dt, snapshot_id: str, settled_dir: str, pending_dir: str, settled: list,
-                        pending: list, touched: list[str] = ()) -> int | None:
+    def _commit_history(self, dt: DeltaTable, snapshot_id: str, settled_dir: str, pending_dir: str,
+                        settled: list[delta.WrittenFile], pending: list[delta.WrittenFile],
+                        touched: list[str] = ()) -> int | None:
         """The written `settled` and `pending` files added to the history and the `touched` files removed, in one
         commit (None and the directories deleted when there is nothing to commit)."""
         schema = TABLES["offset_commits"]
@@ -877,16 +886,16 @@ class Warehouse:
                             metadata={"offsetlake.operation": "merge_offset_commits",
                                       "offsetlake.snapshot_id": snapshot_id})
 
-    def stage_history(self, snapshot_id: str, adds_only: bool = False) -> HistoryStage | None:
+    def stage_history(self, snapshot_id: str, *, mode: HistoryMode = "full") -> HistoryStage | None:
         """Where a run's tasks may write its history before the commit: while the history table holds no file, or
-        for a run that only adds to it (`adds_only`, a what-if run: each task writes only its rows the history does
-        not hold, `HistoryKeys`); else None (the rows are merged with it, `_merge_offset_commits`). The run's
-        writer lock keeps the history as it is until the commit."""
+        for a run that only adds to it (`what-if`: each task writes only its rows the history does not hold,
+        `HistoryKeys`); else None (the rows are merged with it, `_merge_offset_commits`). The run's writer lock
+        keeps the history as it is until the commit."""
         path = self._table("offset_commits")
         dt = delta.ensure_table(path, TABLES["offset_commits"])
         seen = None
         if delta.active_files(dt):
-            if not adds_only:
+            if mode != "what-if":
                 return None
             seen = HistoryKeys.of(dt, storage.location(path).uri)
         return HistoryStage(storage.location(path).uri, delta.new_write_dir(), delta.new_write_dir("pending-"),
@@ -1031,7 +1040,7 @@ class Warehouse:
         files at the versions its run pinned, the others' active files. Same selection as `read_table`. The
         partition column is not in the files (Delta keeps it in the log); it is added back as a literal.
         """
-        from pyspark.sql import functions as F
+        from pyspark.sql import functions as F  # see `_merge_on_spark`
 
         schema = TABLES[table]
         path = self._table(table)
@@ -1060,8 +1069,6 @@ class Warehouse:
     def _check_no_other_writer(self, lock) -> None:
         """A vacuum deletes every file no commit references, so it must never run while another run has files
         staged: refused while a live writer lock (`pipelines/io/lock.py`) other than `lock` is held."""
-        from pipelines.io.lock import WriterLock, describe_holder
-
         probe = WriterLock(self.root.uri)
         holder = probe.holder()
         if holder is None or (lock is not None and holder.get("token") == lock.token) or probe.is_stale(holder):

@@ -8,16 +8,24 @@ from __future__ import annotations
 import contextlib
 from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
+
+import pyarrow as pa
 
 from pipelines.background import in_thread
 from pipelines.config import Settings
 from pipelines.frames.python_jobs import first_python_job
+from pipelines.io.blobs import BlobRows
+from pipelines.io.table_rows import ArrowRows, FrameRows, TableRows
+from pipelines.io.warehouse import SCHEDULED, HistoryWrite, StagedHistory
 from pipelines.rebuild.executor import Execution, Route, choose
 from pipelines.rebuild.failures import StrictModeError, cause_of, is_failure, shard_errors
 from pipelines.rebuild.request import RebuildRequest, RunSettings
 from pipelines.rebuild.summary import Progress, RunSummary
 from pipelines.times import ms_to_iso
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
 
 
 @dataclass(frozen=True)
@@ -129,7 +137,7 @@ def decode(run: Run, planned: Planned) -> Decoded:
 
         run.progress.stage("decode", described + ", each offsets partition decoded and loaded by one task"
                            + (" onto the shard the previous run saved" if ex.previous is not None else ""))
-        stage = run.warehouse.stage_history(run.snapshot_id, adds_only=run.kind != "scheduled")
+        stage = run.warehouse.stage_history(run.snapshot_id, mode="full" if run.kind == SCHEDULED else "what-if")
         state_stage = stage_state(run.warehouse, run.snapshot_id) if run.saves_shards else None
         with shard_errors():
             loaded = segment_shards.load_on_spark(
@@ -353,8 +361,6 @@ def assemble(run: Run, planned: Planned, decoded: Decoded, replayed: Replayed) -
     carried forward, the served offsets, the data topics' end offsets; the log-sized tables (`offset_commits`,
     merged into the history, the quarantine, and the shards' group history with the one carried forward) as they
     come: Arrow when in hand, else on Spark."""
-    import pyarrow as pa
-
     from pipelines.state.quarantine import quarantine_table
     from pipelines.state.served import with_served_offsets
     from schemas.decoded import KIND_ERROR
@@ -411,7 +417,8 @@ class Staging:
     never taken are deleted when the run ends."""
 
     def __init__(self, run: Run, tables: dict):
-        self._future = in_thread("stage", run.warehouse.stage_tables, None, run.snapshot_id, tables)
+        self._future = in_thread("stage", run.warehouse.stage_tables, run.snapshot_id,
+                                 {t: ArrowRows(a) for t, a in tables.items()})
         run.held.callback(self._discard, run.warehouse)
 
     def take(self) -> dict:
@@ -433,8 +440,6 @@ class Materialized:
 
 def materialize(run: Run, replayed: Replayed, assembled: Assembled) -> Materialized:
     """The log-sized tables computed once: validation, the counts and the write then read cached rows."""
-    import pyarrow as pa
-
     from pipelines.state.materialized import materialize as materialize_tables
     from schemas.tables import SNAPSHOT_TABLES
 
@@ -577,14 +582,16 @@ def write(run: Run, summary: RunSummary, planned: Planned, assembled: Assembled,
     # The summary stored in `runs` is written with the snapshot, so it holds the stages before the write;
     # the printed summary adds the write's own time once it is done.
     run_row["summary"] = replace(summary, stage_seconds=dict(progress.stage_seconds)).to_json()
-    tables = {t: a for t, a in {**materialized.log_sized, **assembled.in_hand}.items()
-              if not (t == "offset_commits" and run.prepared.other_cluster)}
-    run.warehouse.write_snapshot(run.spark, run.snapshot_id, tables, run_row,
-                                 expected_rows=dict(materialized.stats),
-                                 before_commit=lambda: _committing(run.prepared, progress),
-                                 history_known_below=planned.inc.next_offsets(), history_clustered=True,
-                                 staged=materialized.staging.take(), history_adds_only=run.kind != "scheduled",
-                                 cluster=run.prepared.cluster)
+    tables = {t: _table_rows(a) for t, a in {**materialized.log_sized, **assembled.in_hand}.items()}
+    history = tables.pop("offset_commits")
+    marks = planned.inc.next_offsets() or {}
+    mode = "what-if" if run.kind != SCHEDULED else "incremental" if marks else "full"
+    run.warehouse.write_snapshot(
+        run.snapshot_id, tables, run_row, spark=run.spark, expected_rows=dict(materialized.stats),
+        # another cluster's history is not this warehouse's
+        history=None if run.prepared.other_cluster else HistoryWrite(rows=history, mode=mode, known_below=marks,
+                                                                     cluster=run.prepared.cluster),
+        staged=materialized.staging.take(), before_commit=lambda: _committing(run.prepared, progress))
     progress.end()
     late = []
     keep = run.settings.section("warehouse").get("keep_snapshots")
@@ -604,6 +611,17 @@ def write(run: Run, summary: RunSummary, planned: Planned, assembled: Assembled,
     first = summary.first_python_job_seconds
     return replace(summary, stage_seconds=dict(progress.stage_seconds), after_commit=late,
                    first_python_job_seconds=_first_python_job(run) if first is None else first)
+
+
+def _table_rows(table: pa.Table | DataFrame | BlobRows | StagedHistory) -> TableRows:
+    """A table of the run as the warehouse writes it (`io.table_rows`): Arrow in this process, a DataFrame of the
+    run's (its history each record once, as the shards give it), or rows the write takes as they are (the shards'
+    blobs, the history the tasks wrote)."""
+    if isinstance(table, pa.Table):
+        return ArrowRows(table, clustered=True)
+    if isinstance(table, (BlobRows, StagedHistory)):
+        return table
+    return FrameRows(table, clustered=True)
 
 
 def _committing(prepared, progress) -> None:

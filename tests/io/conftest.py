@@ -13,7 +13,7 @@ from schemas.tables import SNAPSHOT_TABLES, TABLES
 @pytest.fixture(scope="session")
 def make_arrow_snapshot():
     """`make_snapshot`'s tables as the Arrow tables a run replayed in this process hands the warehouse (its
-    history, when given, each record once: write it with `history_clustered=True`)."""
+    history, when given, each record once: write it with `clustered=True`)."""
     from .stats_data import arrow_table
 
     def build(snapshot_id: str, salt: int = 0, commits=None, n: int = 3) -> dict:

@@ -8,6 +8,8 @@ from pathlib import Path
 import pyarrow as pa
 
 from pipelines.io.delta import spark_schema
+from pipelines.io.table_rows import ArrowRows, FrameRows
+from pipelines.io.warehouse import HistoryWrite, Warehouse
 from schemas.tables import TABLES, columns
 
 UTC = dt.timezone.utc
@@ -133,3 +135,15 @@ def duck_read(con, table_path: Path, snapshot_id: str | None = None) -> pa.Table
     if snapshot_id is not None:
         return con.execute(sql + " WHERE snapshot_id = ?", [snapshot_id]).fetch_arrow_table()
     return con.execute(sql).fetch_arrow_table()
+
+
+def write_snapshot(wh: Warehouse, snapshot_id: str, tables: dict, run_row: dict, *, clustered: bool = False,
+                   **kw) -> None:
+    """`wh.write_snapshot` of the tables as these tests build them (Arrow tables in this process, DataFrames on
+    Spark), a history among them (`offset_commits`) merged as a full run's; `clustered`: each of its records once,
+    grouped by offsets partition in record order."""
+    rows = {t: ArrowRows(a, clustered) if isinstance(a, pa.Table) else FrameRows(a, clustered)
+            for t, a in tables.items()}
+    history = rows.pop("offset_commits", None)
+    wh.write_snapshot(snapshot_id, rows, run_row, history=None if history is None else HistoryWrite(rows=history),
+                      **kw)

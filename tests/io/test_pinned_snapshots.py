@@ -17,7 +17,7 @@ from pipelines.io.warehouse import Warehouse
 from schemas.tables import SNAPSHOT_TABLES, TABLES, columns
 
 from ..serving.warehouse_kit import arrow_schema, group, member, offset, ts
-from .io_warehouse_data import run_row
+from .io_warehouse_data import run_row, write_snapshot
 
 
 def snapshot_tables(committed: int) -> dict[str, pa.Table]:
@@ -117,8 +117,8 @@ def latest_committed(wh: Warehouse, table: str) -> list:
 
 def test_rerun_of_the_served_id_killed_between_its_commits_changes_no_answer(tmp_path, monkeypatch):
     wh = Warehouse(tmp_path / "wh")
-    wh.write_snapshot(None, "s0", snapshot_tables(500), run_row(0, finished_at=ts(50)))
-    wh.write_snapshot(None, "s1", snapshot_tables(1000), run_row(1, finished_at=ts(60)))
+    write_snapshot(wh, "s0", snapshot_tables(500), run_row(0, finished_at=ts(50)))
+    write_snapshot(wh, "s1", snapshot_tables(1000), run_row(1, finished_at=ts(60)))
     served = {r["snapshot_id"]: r for r in wh.snapshots()}["s1"]
     assert set(served["table_versions"]) == set(SNAPSHOT_TABLES)
     before = answers(wh)
@@ -130,7 +130,7 @@ def test_rerun_of_the_served_id_killed_between_its_commits_changes_no_answer(tmp
     assert "loaded_offsets" in SNAPSHOT_TABLES[:3]
     kill_after_commits(monkeypatch, SNAPSHOT_TABLES[:3])
     with pytest.raises(Killed):
-        wh.write_snapshot(None, "s1", snapshot_tables(9000), run_row(2, finished_at=ts(70)))
+        write_snapshot(wh, "s1", snapshot_tables(9000), run_row(2, finished_at=ts(70)))
     monkeypatch.undo()
     assert sorted(latest_committed(wh, "loaded_offsets")) == [4500, 9000, 9001, 9002]  # the rerun's commit went in
     assert {r["snapshot_id"]: r for r in wh.snapshots()}["s1"] == served
@@ -152,7 +152,7 @@ def test_rerun_of_the_served_id_killed_between_its_commits_changes_no_answer(tmp
 
     # a rerun that completes is what readers see next; retain then lets the old files go
     old_files = {t: pinned_files(wh, t) for t in SNAPSHOT_TABLES}
-    wh.write_snapshot(None, "s1", snapshot_tables(9000), run_row(3, finished_at=ts(80)))
+    write_snapshot(wh, "s1", snapshot_tables(9000), run_row(3, finished_at=ts(80)))
     after = answers(wh)
     assert sorted(o["committed_offset"] for o in after["/groups/pay/offsets"][1]) == [9000, 9001, 9002]
     assert "9002" in after["describe"][1] and "9002" in after["lookup_group"][1]
@@ -165,13 +165,13 @@ def test_rerun_of_the_served_id_killed_between_its_commits_changes_no_answer(tmp
 def test_a_kill_at_every_commit_leaves_the_served_snapshot(tmp_path, monkeypatch):
     """Whichever table the rerun dies before, read_table and describe answer from the previous snapshot."""
     wh = Warehouse(tmp_path / "wh")
-    wh.write_snapshot(None, "s1", snapshot_tables(1000), run_row(1))
+    write_snapshot(wh, "s1", snapshot_tables(1000), run_row(1))
     want = {t: wh.read_table(t).to_pylist() for t in SNAPSHOT_TABLES}
     describe = CliRunner().invoke(main, ["describe", "--warehouse", str(wh.path), "pay"]).stdout
     for n in range(1, len(SNAPSHOT_TABLES)):
         kill_after_commits(monkeypatch, SNAPSHOT_TABLES[:n])
         with pytest.raises(Killed):
-            wh.write_snapshot(None, "s1", snapshot_tables(2000 + n), run_row(2))
+            write_snapshot(wh, "s1", snapshot_tables(2000 + n), run_row(2))
         monkeypatch.undo()
         assert {t: wh.read_table(t).to_pylist() for t in SNAPSHOT_TABLES} == want, n
         assert CliRunner().invoke(main, ["describe", "--warehouse", str(wh.path), "pay"]).stdout == describe, n
@@ -180,7 +180,7 @@ def test_a_kill_at_every_commit_leaves_the_served_snapshot(tmp_path, monkeypatch
 def test_a_runs_row_without_table_versions_reads_the_latest_versions(tmp_path):
     """Rows written before `runs.table_versions` existed read the latest version, as before."""
     wh = Warehouse(tmp_path / "wh")
-    wh.write_snapshot(None, "s1", snapshot_tables(1000), run_row(1))
+    write_snapshot(wh, "s1", snapshot_tables(1000), run_row(1))
     row = {k: v for k, v in wh.snapshots()[0].items() if k not in ("snapshot_id", "table_versions")}
     wh.mark_run("s1", row)
     assert wh.snapshots()[0]["table_versions"] is None
@@ -201,7 +201,7 @@ def current_files(wh: Warehouse) -> set[Path]:
 
 def test_table_versions_are_in_the_runs_row_as_a_map(tmp_path):
     wh = Warehouse(tmp_path / "wh")
-    wh.write_snapshot(None, "s1", snapshot_tables(1000), run_row(1))
+    write_snapshot(wh, "s1", snapshot_tables(1000), run_row(1))
     versions = wh.snapshots()[0]["table_versions"]
     assert versions == {t: wh.table_version(t) for t in SNAPSHOT_TABLES}
     out = CliRunner().invoke(main, ["sql", "--warehouse", str(wh.path), "--format", "json",

@@ -23,7 +23,7 @@ from pipelines.io import delta
 from pipelines.io.warehouse import Warehouse
 from schemas.tables import SNAPSHOT_TABLES, TABLES
 
-from .io_warehouse_data import contract_rows, run_row
+from .io_warehouse_data import contract_rows, run_row, write_snapshot
 from .stats_data import (PROBED, SNAPSHOT_GROUPS, active_stats, arrow_table, as_tuples, file_bounds, holds,
                          predicates, sql_condition, table_rows)
 
@@ -54,7 +54,7 @@ def written(spark, make_snapshot, tmp_path_factory) -> Written:
         else:  # the Arrow write: one file per snapshot
             frames = {t: arrow_table(t, contract_rows(t, 3, i, sid)) for t in SNAPSHOT_TABLES}
             frames.update({t: arrow_table(t, as_tuples(t, w.rows[t][sid], sid)) for t in PROBED})
-        wh.write_snapshot(spark, sid, frames, run_row(i))
+        write_snapshot(wh, sid, frames, run_row(i))
     # every row with its snapshot id: what a whole-table read returns
     w.all_rows = {t: [{**r, "snapshot_id": s} for s in SIDS for r in w.rows[t][s]] for t in PROBED}
     # the files' minima and maxima: an integer column is probed at each of them, either side, and at a sample of

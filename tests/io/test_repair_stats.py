@@ -16,7 +16,7 @@ from pipelines.io import delta
 from pipelines.io.warehouse import Warehouse
 from schemas.tables import SNAPSHOT_TABLES, TABLES
 
-from .io_warehouse_data import contract_rows, normalized, run_row
+from .io_warehouse_data import contract_rows, normalized, run_row, write_snapshot
 from .stats_data import (PROBED, active_stats, arrow_table, as_tuples, file_bounds, holds, predicates, sql_condition,
                          table_rows)
 
@@ -54,7 +54,7 @@ def old_warehouse(tmp_path, monkeypatch):
     frames.update({t: arrow_table(t, as_tuples(t, rows[t], "s1")) for t in PROBED})
     with monkeypatch.context() as m:
         m.setattr(delta, "file_stats", _old_file_stats)
-        wh.write_snapshot(None, "s1", frames, run_row(0))
+        write_snapshot(wh, "s1", frames, run_row(0))
     return wh, {t: [{**r, "snapshot_id": "s1"} for r in rows[t]] for t in PROBED}
 
 
@@ -148,7 +148,7 @@ def test_repair_of_a_warehouse_written_right_commits_nothing(tmp_path):
     wh = Warehouse(tmp_path / "wh")
     frames = {t: arrow_table(t, contract_rows(t, 3, 0, "s1")) for t in SNAPSHOT_TABLES}
     frames.update({t: arrow_table(t, as_tuples(t, table_rows(t)["s2"], "s1")) for t in PROBED})
-    wh.write_snapshot(None, "s1", frames, run_row(0))
+    write_snapshot(wh, "s1", frames, run_row(0))
     versions = {t: wh.table_version(t) for t in TABLES}
     res = CliRunner().invoke(main, ["repair-stats", "--warehouse", str(wh.path)])
     assert res.exit_code == 0 and "fixed" not in res.output, res.output
@@ -161,7 +161,7 @@ def test_repair_stats_rejects_what_is_not_a_warehouse(tmp_path):
     (tmp_path / "lost").mkdir()
     wh = Warehouse(tmp_path / "lost")
     frames = {t: arrow_table(t, contract_rows(t, 3, 0, "s1")) for t in SNAPSHOT_TABLES}
-    wh.write_snapshot(None, "s1", frames, run_row(0))
+    write_snapshot(wh, "s1", frames, run_row(0))
     victim = sorted(active_stats(wh.table_path("loaded_groups")))[0]
     (wh.table_path("loaded_groups") / victim).unlink()
     res = CliRunner().invoke(main, ["repair-stats", "--warehouse", str(wh.path)])

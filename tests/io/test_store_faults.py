@@ -155,6 +155,7 @@ def test_a_commit_whose_outcome_is_unknown_keeps_its_files(proxy, monkeypatch):
     history that referenced files it no longer had, and every later run failed reading it."""
     from deltalake import DeltaTable
 
+    from pipelines.io.table_rows import ArrowRows
     from pipelines.io.warehouse import Warehouse
     from tests.io.io_warehouse_data import offset_commit_rows
     from tests.io.stats_data import arrow_table
@@ -168,7 +169,7 @@ def test_a_commit_whose_outcome_is_unknown_keeps_its_files(proxy, monkeypatch):
     # the reads that would tell whether it landed fail too
     proxy.fail_next(10 ** 6, method="GET", path_contains="_delta_log", after_lost=True)
     with pytest.raises(StoreUnavailable):
-        wh._write_history(dt, "s1", rows)
+        wh._write_history(dt, "s1", ArrowRows(rows, clustered=True))
     proxy.clear()
     landed = DeltaTable(str(wh.root / "offset_commits"), storage_options=storage.storage_options(str(wh.root)))
     assert landed.version() == 1

@@ -14,10 +14,13 @@ import pytest
 from deltalake import DeltaTable
 
 from pipelines.io import delta
-from pipelines.io.warehouse import NoSnapshotError, StagedHistory, Warehouse, WarehouseError
+from pipelines.io.blobs import BlobRows
+from pipelines.io.table_rows import ArrowRows, FrameRows
+from pipelines.io.warehouse import HistoryWrite, NoSnapshotError, StagedHistory, Warehouse, WarehouseError
 from schemas.tables import SNAPSHOT_TABLES, TABLES, columns
 
-from .io_warehouse_data import contract_rows, duck_read, expected_rows, normalized, offset_commit_rows, run_row
+from .io_warehouse_data import (contract_rows, duck_read, expected_rows, normalized, offset_commit_rows, run_row,
+                               write_snapshot)
 
 pytestmark = pytest.mark.spark
 # the history's Spark schema, for the DataFrames these tests make (the contract is Arrow)
@@ -26,6 +29,18 @@ HISTORY_STRUCT = delta.spark_schema(TABLES["offset_commits"])
 # Two overlapping runs over the same offsets partition: record 2 is pending in run 1 and committed in run 2.
 COMMITS_1 = [(0, 1, None), (0, 2, "pending"), (0, 3, None), (1, 1, "aborted")]
 COMMITS_2 = [(0, 2, "committed"), (0, 3, None), (0, 4, "pending"), (1, 1, "aborted"), (1, 2, None)]
+
+
+def merge(wh: Warehouse, snapshot_id: str, rows, *, clustered: bool = False,
+          known_below: dict[int, int] | None = None) -> int | None:
+    """The history merge of `rows` (a DataFrame, an Arrow table, or rows a write takes as they are: the shards'
+    blobs, a staged history) as a full run's, or with `known_below` an incremental one's."""
+    if isinstance(rows, pa.Table):
+        rows = ArrowRows(rows, clustered)
+    elif not isinstance(rows, (BlobRows, StagedHistory)):
+        rows = FrameRows(rows, clustered)
+    mode = "incremental" if known_below else "full"
+    return wh._merge_offset_commits(snapshot_id, HistoryWrite(rows=rows, mode=mode, known_below=known_below or {}))
 
 
 def parquet_files(table_dir: Path) -> set[str]:
@@ -53,12 +68,12 @@ def scenario(spark, make_snapshot, tmp_path_factory):
     """s1, the same s1 again, then s2 (overlapping offset commits, one empty table)."""
     s = Scenario()
     s.wh = wh = Warehouse(tmp_path_factory.mktemp("wh") / "warehouse")
-    wh.write_snapshot(spark, "s1", make_snapshot("s1", 0, COMMITS_1), run_row(0))
+    write_snapshot(wh, "s1", make_snapshot("s1", 0, COMMITS_1), run_row(0))
     s.state_1, s.versions_1, s.runs_1 = state(wh, "s1"), versions(wh), wh.snapshots()
     s.active_1 = {t: active_paths(wh.table_path(t)) for t in SNAPSHOT_TABLES}
     s.commits_1 = normalized(wh.read_table("offset_commits"))
 
-    wh.write_snapshot(spark, "s1", make_snapshot("s1", 0, COMMITS_1), run_row(0))
+    write_snapshot(wh, "s1", make_snapshot("s1", 0, COMMITS_1), run_row(0))
     s.state_1b, s.versions_1b, s.runs_1b = state(wh, "s1"), versions(wh), wh.snapshots()
     s.active_1b = {t: active_paths(wh.table_path(t)) for t in SNAPSHOT_TABLES}
     s.commits_1b = normalized(wh.read_table("offset_commits"))
@@ -67,7 +82,7 @@ def scenario(spark, make_snapshot, tmp_path_factory):
     frames["expired_groups"] = frames["expired_groups"].limit(0)
     # s2's snapshot tables arrive as Arrow tables (the in-process replay's path), written by pyarrow
     frames = {t: f if t == "offset_commits" else f.toArrow() for t, f in frames.items()}
-    wh.write_snapshot(spark, "s2", frames, run_row(1))
+    write_snapshot(wh, "s2", frames, run_row(1))
     return s
 
 
@@ -157,11 +172,11 @@ def test_offset_commits_has_each_record_once_across_overlapping_runs(scenario, s
 
 def test_decided_outcome_is_never_downgraded(spark, make_snapshot, tmp_path):
     wh = Warehouse(tmp_path / "wh")
-    wh._merge_offset_commits(spark, "a", spark.createDataFrame(
+    merge(wh, "a", spark.createDataFrame(
         offset_commit_rows([(0, 5, "committed"), (0, 6, None)]), HISTORY_STRUCT))
     v = wh.table_version("offset_commits")
     # a later, truncated view sees the record but not its marker; a duplicated input record too
-    assert wh._merge_offset_commits(spark, "b", spark.createDataFrame(
+    assert merge(wh, "b", spark.createDataFrame(
         offset_commit_rows([(0, 5, "pending"), (0, 6, None), (0, 6, None)]), HISTORY_STRUCT)) is None
     assert wh.table_version("offset_commits") == v
     rows = wh.read_table("offset_commits").to_pylist()
@@ -174,21 +189,21 @@ def test_outcome_upgrade_rewrites_only_the_open_transactions_files(spark, tmp_pa
     those rows, not the history files around them."""
     wh = Warehouse(tmp_path / "wh")
 
-    def merge(sid, records):
-        return wh._merge_offset_commits(spark, sid, spark.createDataFrame(
+    def merge_records(sid, records):
+        return merge(wh, sid, spark.createDataFrame(
             offset_commit_rows(records), HISTORY_STRUCT).repartition(3))
 
     def active():
         files = [f["path"] for f in delta.active_files(DeltaTable(str(wh.table_path("offset_commits"))))]
         return {f: [r["txn_outcome"] for r in pq_rows(wh.table_path("offset_commits") / f)] for f in files}
 
-    merge("a", [(0, o, None) for o in range(1, 200)] + [(0, 200, "pending"), (0, 201, "pending"), (1, 7, "aborted")])
+    merge_records("a", [(0, o, None) for o in range(1, 200)] + [(0, 200, "pending"), (0, 201, "pending"), (1, 7, "aborted")])
     first = active()
     plain_a = {f for f, outcomes in first.items() if "pending" not in outcomes}
     assert plain_a and all(set(first[f]) == {"pending"} for f in first if f not in plain_a)
     assert sum(len(v) for v in first.values()) == 202
 
-    merge("b", [(0, 200, "committed"), (0, 201, "pending"), (0, 202, None)])
+    merge_records("b", [(0, 200, "committed"), (0, 201, "pending"), (0, 202, None)])
     second = active()
     assert plain_a <= set(second)  # the plain history files were not rewritten
     for f, outcomes in second.items():
@@ -227,15 +242,15 @@ def test_failure_midway_keeps_last_snapshot_and_next_run_succeeds(spark, make_ar
                                                                   monkeypatch):
     """Written from Arrow, as a run replayed in this process writes (the Spark write stages and commits alike)."""
     wh = Warehouse(tmp_path / "wh")
-    wh.write_snapshot(spark, "s1", make_arrow_snapshot("s1", 0, COMMITS_1), run_row(0), history_clustered=True)
+    write_snapshot(wh, "s1", make_arrow_snapshot("s1", 0, COMMITS_1), run_row(0), clustered=True)
     before = state(wh, "s1")
     before_duck = {t: normalized(duck_read(duck, wh.table_path(t), "s1")) for t in SNAPSHOT_TABLES}
     commits_before = normalized(wh.read_table("offset_commits"))
 
     fail_stage_of(monkeypatch, "group_members")
     with pytest.raises(OSError, match="injected"):
-        wh.write_snapshot(spark, "s2", make_arrow_snapshot("s2", 1, COMMITS_2), run_row(1),
-                         history_clustered=True)
+        write_snapshot(wh, "s2", make_arrow_snapshot("s2", 1, COMMITS_2), run_row(1),
+                         clustered=True)
     # every table is staged before any is committed: no table holds s2 rows, and no staged file is left
     assert not any("s2" in wh.snapshot_ids_in(t) for t in SNAPSHOT_TABLES)
     assert not any(list(wh.table_path(t).glob("snapshot_id=s2/*/*.parquet")) for t in SNAPSHOT_TABLES)
@@ -247,8 +262,8 @@ def test_failure_midway_keeps_last_snapshot_and_next_run_succeeds(spark, make_ar
     assert normalized(wh.read_table("offset_commits")) == commits_before  # merge never ran
 
     monkeypatch.undo()
-    wh.write_snapshot(spark, "s2", make_arrow_snapshot("s2", 1, COMMITS_2), run_row(1),
-                         history_clustered=True)
+    write_snapshot(wh, "s2", make_arrow_snapshot("s2", 1, COMMITS_2), run_row(1),
+                         clustered=True)
     assert wh.latest_snapshot_id() == "s2"
     assert [(r["snapshot_id"], r["status"]) for r in wh.snapshots()] == [("s1", "succeeded"), ("s2", "succeeded")]
     for table in SNAPSHOT_TABLES:  # the half-written s2 partitions were replaced, not appended to
@@ -260,10 +275,10 @@ def fail_stage_of(monkeypatch, failing_table: str) -> None:
     """Staging `failing_table`'s files fails as a full disk would; every other table stages."""
     real_stage = Warehouse._stage_table
 
-    def failing_stage(self, spark_, table, snapshot_id, df):
+    def failing_stage(self, table, snapshot_id, rows):
         if table == failing_table:
             raise OSError("disk full (injected)")
-        return real_stage(self, spark_, table, snapshot_id, df)
+        return real_stage(self, table, snapshot_id, rows)
 
     monkeypatch.setattr(Warehouse, "_stage_table", failing_stage)
 
@@ -283,13 +298,13 @@ def fail_commit_of(monkeypatch, table: str) -> None:
 def test_retain_keeps_newest_snapshot_and_vacuum_removes_files(spark, make_arrow_snapshot, tmp_path, duck,
                                                                 monkeypatch):
     wh = Warehouse(tmp_path / "wh")
-    wh.write_snapshot(spark, "s1", make_arrow_snapshot("s1", 0, COMMITS_1), run_row(0), history_clustered=True)
-    wh.write_snapshot(spark, "s2", make_arrow_snapshot("s2", 1, COMMITS_2), run_row(1), history_clustered=True)
+    write_snapshot(wh, "s1", make_arrow_snapshot("s1", 0, COMMITS_1), run_row(0), clustered=True)
+    write_snapshot(wh, "s2", make_arrow_snapshot("s2", 1, COMMITS_2), run_row(1), clustered=True)
 
     # s3 fails while committing loaded_groups: its staged files must not be left behind
     fail_commit_of(monkeypatch, "loaded_groups")
     with pytest.raises(RuntimeError, match="injected"):
-        wh.write_snapshot(spark, "s3", make_arrow_snapshot("s3", 2), run_row(2))
+        write_snapshot(wh, "s3", make_arrow_snapshot("s3", 2), run_row(2))
     monkeypatch.undo()
     lg = wh.table_path("loaded_groups")
     assert parquet_files(lg) == active_paths(lg)  # the failed write discarded its files
@@ -322,13 +337,13 @@ def test_bad_input_is_rejected_before_anything_is_written(spark, make_snapshot, 
     wh = Warehouse(tmp_path / "wh")
     frames = make_snapshot("x", 0)
     with pytest.raises(ValueError, match="invalid snapshot id"):
-        wh.write_snapshot(spark, "../evil", frames, run_row())
+        write_snapshot(wh, "../evil", frames, run_row())
     with pytest.raises(WarehouseError, match="missing tables"):
-        wh.write_snapshot(spark, "x", {k: v for k, v in frames.items() if k != "quarantine"}, run_row())
+        write_snapshot(wh, "x", {k: v for k, v in frames.items() if k != "quarantine"}, run_row())
     with pytest.raises(WarehouseError, match="unknown tables"):
-        wh.write_snapshot(spark, "x", {**frames, "runs": frames["quarantine"]}, run_row())
+        write_snapshot(wh, "x", {**frames, "runs": frames["quarantine"]}, run_row())
     with pytest.raises(WarehouseError, match="ends a run"):
-        wh.write_snapshot(spark, "x", frames, run_row(status="running"))
+        write_snapshot(wh, "x", frames, run_row(status="running"))
     with pytest.raises(WarehouseError, match="unknown column"):
         wh.mark_run("x", {"status": "running", "colour": "blue"})
     assert wh.snapshots() == [] and not wh.path.exists()
@@ -341,18 +356,18 @@ def test_contract_violations_fail_the_run_without_leaving_files(spark, make_snap
     frames = make_snapshot("x", 0)
     frames["loaded_offsets"] = frames["loaded_offsets"].withColumn("colour", F.lit("blue"))
     with pytest.raises(WarehouseError, match="unknown"):
-        wh.write_snapshot(spark, "x", frames, run_row())
+        write_snapshot(wh, "x", frames, run_row())
     frames = make_snapshot("x", 0)
     frames["loaded_offsets"] = frames["loaded_offsets"].withColumn(
         "group_id", F.when(F.col("partition") == 1, F.lit(None)).otherwise(F.col("group_id")))
     with pytest.raises(delta.DeltaWriteError, match="group_id"):
-        wh.write_snapshot(spark, "x", frames, run_row())
+        write_snapshot(wh, "x", frames, run_row())
     # the same through the Arrow write
     arrow = frames["loaded_offsets"].toArrow()
     with pytest.raises(delta.DeltaWriteError, match="group_id"):
-        wh.write_snapshot(spark, "x", {**frames, "loaded_offsets": arrow}, run_row())
+        write_snapshot(wh, "x", {**frames, "loaded_offsets": arrow}, run_row())
     with pytest.raises(WarehouseError, match="unknown"):
-        wh.write_snapshot(spark, "x", {**frames, "loaded_offsets": arrow.append_column("colour", pa.array(
+        write_snapshot(wh, "x", {**frames, "loaded_offsets": arrow.append_column("colour", pa.array(
             ["blue"] * arrow.num_rows))}, run_row())
     assert [(r["snapshot_id"], r["status"]) for r in wh.snapshots()] == [("x", "failed")]
     assert wh.latest_snapshot_id() is None
@@ -363,11 +378,11 @@ def test_failed_rerun_of_a_served_id_leaves_it_served(spark, make_arrow_snapshot
     """A rerun of the served id that fails keeps the old row and rows, the attempt kept aside: before committing,
     and after replacing some of the id's tables too (readers stay on the versions the served row pinned)."""
     wh = Warehouse(tmp_path / "wh")
-    wh.write_snapshot(spark, "s1", make_arrow_snapshot("s1", 0), run_row(0))
+    write_snapshot(wh, "s1", make_arrow_snapshot("s1", 0), run_row(0))
     before = state(wh, "s1")
     fail_stage_of(monkeypatch, "quarantine")
     with pytest.raises(OSError, match="injected") as failed:
-        wh.write_snapshot(spark, "s1", make_arrow_snapshot("s1", 1), run_row(1))
+        write_snapshot(wh, "s1", make_arrow_snapshot("s1", 1), run_row(1))
     monkeypatch.undo()
     assert [(r["snapshot_id"], r["status"]) for r in wh.snapshots()] == [("s1", "succeeded")]
     assert wh.latest_snapshot_id() == "s1" and state(wh, "s1") == before
@@ -382,7 +397,7 @@ def test_failed_rerun_of_a_served_id_leaves_it_served(spark, make_arrow_snapshot
 
     fail_commit_of(monkeypatch, "loaded_groups")
     with pytest.raises(RuntimeError, match="injected"):
-        wh.write_snapshot(spark, "s1", make_arrow_snapshot("s1", 1), run_row(1))
+        write_snapshot(wh, "s1", make_arrow_snapshot("s1", 1), run_row(1))
     monkeypatch.undo()
     (row,) = wh.snapshots()
     assert row["status"] == "succeeded" and wh.latest_snapshot_id() == "s1" and state(wh, "s1") == before
@@ -402,19 +417,16 @@ def test_a_clustered_history_is_written_as_it_comes(spark, tmp_path):
     assert frame.rdd.getNumPartitions() == 3
     got, in_hand, staged, want = (Warehouse(tmp_path / "clustered"), Warehouse(tmp_path / "in_hand"),
                                   Warehouse(tmp_path / "staged"), Warehouse(tmp_path / "general"))
-    got._merge_offset_commits(spark, "a", frame, clustered=True)
+    merge(got, "a", frame, clustered=True)
     # the same rows in this process (a small run's history, as Arrow): written by the driver, no Spark job
-    in_hand._merge_offset_commits(spark, "a", frame.toArrow(), clustered=True)
+    merge(in_hand, "a", frame.toArrow(), clustered=True)
     # written by the tasks that built them, an offsets partition at a time, then committed as they are
     stage = staged.stage_history("a")
-    table = frame.toArrow()
-    files = [f for p in sorted(set(table.column("offsets_partition").to_pylist()))
-             for f in stage.write(table.filter(pa.compute.equal(table.column("offsets_partition"), p)))]
-    history = StagedHistory(stage, files, spark)
-    staged._merge_offset_commits(spark, "a", history, clustered=True)
+    history = StagedHistory(stage, written_by_tasks(stage, frame.toArrow()), spark)
+    merge(staged, "a", history, clustered=True)
     assert history.committed and staged.stage_history("b") is None  # a history with files is merged into
     history.discard()  # committed: kept
-    want._merge_offset_commits(spark, "a", spark.createDataFrame(rows, HISTORY_STRUCT).repartition(3))
+    merge(want, "a", spark.createDataFrame(rows, HISTORY_STRUCT).repartition(3))
     for wh in (got, in_hand, staged):
         assert normalized(wh.read_table("offset_commits")) == normalized(want.read_table("offset_commits"))
         files = delta.active_files(DeltaTable(str(wh.table_path("offset_commits"))))
@@ -428,6 +440,19 @@ def test_a_clustered_history_is_written_as_it_comes(spark, tmp_path):
                 assert "pending" not in {r["txn_outcome"] for r in rows_in_file}
 
 
+def written_by_tasks(stage, history: pa.Table) -> list:
+    """`history` written into `stage` as the shards' tasks write it: each offsets partition by a writer of its own,
+    its pending rows set aside when it closes."""
+    files = []
+    for p in sorted(set(history.column("offsets_partition").to_pylist())):
+        rows = history.filter(pa.compute.equal(history.column("offsets_partition"), p))
+        pending = pa.compute.fill_null(pa.compute.equal(rows.column("txn_outcome"), "pending"), False)
+        writer = stage.writer(p)
+        writer.write(rows.filter(pa.compute.invert(pending)))
+        files += writer.close(rows.filter(pending))
+    return files
+
+
 def test_a_staged_history_meeting_a_written_one_is_merged_and_an_uncommitted_one_leaves_no_file(spark, tmp_path):
     """Files staged by the tasks are committed as they are only into an empty history: against one that holds rows
     (written since the stage was taken), their rows are merged like any incoming rows; staged files never
@@ -437,12 +462,12 @@ def test_a_staged_history_meeting_a_written_one_is_merged_and_an_uncommitted_one
     wh, want = Warehouse(tmp_path / "wh"), Warehouse(tmp_path / "want")
     stage = wh.stage_history("b")
     schema = wh_arrow_schema()
-    files = stage.write(pa.Table.from_pylist([dict(zip(schema.names, r)) for r in second], schema=schema))
-    wh._merge_offset_commits(spark, "a", spark.createDataFrame(first, HISTORY_STRUCT))
+    files = written_by_tasks(stage, pa.Table.from_pylist([dict(zip(schema.names, r)) for r in second], schema=schema))
+    merge(wh, "a", spark.createDataFrame(first, HISTORY_STRUCT))
     history = StagedHistory(stage, files, spark)
-    wh._merge_offset_commits(spark, "b", history, clustered=True)
+    merge(wh, "b", history, clustered=True)
     for rows, sid in ((first, "a"), (second, "b")):
-        want._merge_offset_commits(spark, sid, spark.createDataFrame(rows, HISTORY_STRUCT))
+        merge(want, sid, spark.createDataFrame(rows, HISTORY_STRUCT))
     assert normalized(wh.read_table("offset_commits")) == normalized(want.read_table("offset_commits"))
     outcomes = {r["record_offset"]: r["txn_outcome"] for r in wh.read_table("offset_commits").to_pylist()}
     assert outcomes == {1: "committed", 2: None, 3: None}
@@ -467,7 +492,7 @@ def test_an_incremental_history_in_hand_merges_by_the_rules_and_rewrites_only_up
     only the files holding an upgraded row rewritten."""
     import random
 
-    from pipelines.io.blobs import PAYLOAD, BlobRows, to_blob
+    from pipelines.io.blobs import PAYLOAD, to_blob
 
     rnd = random.Random(seed)
     outcomes = (None, "pending", "committed", "aborted")
@@ -496,14 +521,14 @@ def test_an_incremental_history_in_hand_merges_by_the_rules_and_rewrites_only_up
 
     for kind in ("arrow", "blobs", "full"):
         wh = Warehouse(tmp_path / kind)
-        wh._merge_offset_commits(spark, "a", arrow(first), clustered=True)
+        merge(wh, "a", arrow(first), clustered=True)
         before = {f["path"] for f in delta.active_files(DeltaTable(str(wh.table_path("offset_commits"))))}
         incoming = arrow(second)
         if kind == "blobs":
             halves = [incoming.slice(0, incoming.num_rows // 2), incoming.slice(incoming.num_rows // 2)]
             incoming = BlobRows(spark.createDataFrame([(to_blob(t),) for t in halves], f"{PAYLOAD} binary"),
                                 HISTORY_STRUCT)
-        wh._merge_offset_commits(spark, "b", incoming, known_below=None if kind == "full" else marks, clustered=True)
+        merge(wh, "b", incoming, known_below=None if kind == "full" else marks, clustered=True)
         rows = wh.read_table("offset_commits").to_pylist()
         assert len(rows) == len({(r["offsets_partition"], r["record_offset"]) for r in rows})
         assert {(r["offsets_partition"], r["record_offset"]): (r["txn_outcome"], r["snapshot_id"]) for r in rows} \
