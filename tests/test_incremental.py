@@ -470,8 +470,8 @@ def _route_tables(spark, route: str, plan, previous, options) -> dict:
         from pipelines.frames import segment_shards
         from pipelines.frames.shards import topic_names_of
 
-        loaded = segment_shards.load_on_spark(spark, replace(plan, in_process=False), options, (None, None),
-                                              previous=previous)
+        loaded = segment_shards.load_on_spark(spark, replace(plan, in_process=False),
+                                              segment_shards.ShardLoad(options=options, previous=previous))
         try:
             shards = segment_shards.tabulate_on_spark(spark, loaded, options, None, topic_names_of(loaded.log))
             return dict(shards.tables)

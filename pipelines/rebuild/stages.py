@@ -131,9 +131,11 @@ def decode(run: Run, planned: Planned) -> Decoded:
         stage = run.warehouse.stage_history(run.snapshot_id, adds_only=run.kind != "scheduled")
         state_stage = stage_state(run.warehouse, run.snapshot_id) if run.saves_shards else None
         with shard_errors():
-            loaded = segment_shards.load_on_spark(
-                run.spark, plan, _load_options(run), cut, _early_history_check(run, plan), stage, counters,
-                run.progress.emit, state_stage, ex.previous, ex.window_bytes, ex.split_bytes, ex.split_buckets)
+            load = segment_shards.ShardLoad(
+                options=_load_options(run), cut=cut, split_by=_early_history_check(run, plan), stage=stage,
+                state_stage=state_stage, previous=ex.previous, window_bytes=ex.window_bytes,
+                split_bytes=ex.split_bytes, buckets=ex.split_buckets)
+            loaded = segment_shards.load_on_spark(run.spark, plan, load, counters=counters, emit=run.progress.emit)
         log = loaded.log
         run.held.callback(_quietly(log.unpersist))
         run.held.callback(_quietly(loaded.release))
