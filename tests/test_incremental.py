@@ -463,7 +463,8 @@ def _route_tables(spark, route: str, plan, previous, options) -> dict:
     from dataclasses import replace
 
     from pipelines.coordinator.loader import SKIPPED_KINDS
-    from pipelines.coordinator.shard import REPLAY_COLUMNS, conform_decoded, replay_shards
+    from pipelines.coordinator.decoded import REPLAY_COLUMNS, conform_decoded
+    from pipelines.coordinator.shard import replay_shards
     from pipelines.frames.decode import decoded_log
 
     if route == "shards":
@@ -502,7 +503,8 @@ def test_every_route_loads_the_new_records_onto_the_saved_shards_as_the_whole_lo
 
     from pipelines import incremental
     from pipelines.coordinator.options import ReplayOptions
-    from pipelines.coordinator.shard import conform_decoded, replay_shards
+    from pipelines.coordinator.decoded import conform_decoded
+    from pipelines.coordinator.shard import replay_shards
     from pipelines.decoding.reader import iter_decoded_rows
     from pipelines.frames.decode import plan_inputs
     from pipelines.io.warehouse import Warehouse

@@ -69,7 +69,7 @@ def pack(batches: Iterable[pa.RecordBatch], cut: tuple | None = None) -> Iterato
     blob's tally (`frames.tally`) is taken while its rows are in hand and kept beside it as a blob (else null).
     `named`: the blob's rows that name topics, at the cut (`coordinator.shard.naming_rows`; null when none): the
     run's topic names without another pass over the log."""
-    from pipelines.coordinator.shard import naming_rows
+    from pipelines.coordinator.decoded import naming_rows
     from pipelines.frames.tally import tally_rows
 
     at_cut = _at_cut(cut)
@@ -153,7 +153,7 @@ class DecodedLog:
     @classmethod
     def from_frame(cls, spark, frame) -> "DecodedLog":
         """A DataFrame of decoded rows (the saved state of an incremental run, tests) as a log."""
-        from pipelines.coordinator.shard import conform_decoded
+        from pipelines.coordinator.decoded import conform_decoded
 
         def pack_rows(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
             return pack(b for t in batches for b in conform_decoded(pa.Table.from_batches([t])).to_batches())
@@ -203,7 +203,7 @@ class DecodedLog:
     def naming_rows(self) -> pa.Table:
         """Every row that names topics (`coordinator.shard.naming_rows`) at the cut the log was decoded with: the
         few rows its tasks kept beside the blobs, collected."""
-        from pipelines.coordinator.shard import naming_rows
+        from pipelines.coordinator.decoded import naming_rows
 
         if self.table is not None:
             return naming_rows(self.table, _at_cut(self.cut))

@@ -17,9 +17,10 @@ from typing import TYPE_CHECKING, Callable, Iterator
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pipelines.coordinator.decoded import PART, naming_rows
 from pipelines.coordinator.expiry import ExpiryOptions
 from pipelines.coordinator.options import ReplayOptions
-from pipelines.coordinator.shard import PART, naming_rows, replay_shards
+from pipelines.coordinator.shard import replay_shards
 from pipelines.coordinator.tables import contract_table
 from pipelines.coordinator.tables import topic_names as names_of
 from pipelines.frames.envelope import FUSED_DDL, HistoryRows, Markers, Payload, SavedFile, StateTable, decode, encode

@@ -38,10 +38,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipelines.background import in_thread
+from pipelines.coordinator.decoded import PART, conform_decoded, loadable, without_unread
 from pipelines.coordinator.expiry import ExpiryOptions
 from pipelines.coordinator.options import ReplayOptions
 from pipelines.coordinator.saved import saved_shards
-from pipelines.coordinator.shard import PART, conform_decoded, loadable, tabulate_shards, without_unread
+from pipelines.coordinator.shard import tabulate_shards
 from pipelines.coordinator.streamed import RANGE, StreamedShards, by_group, load_split
 from pipelines.coordinator.tables import contract_table, group_history_table, named_group_history
 from pipelines.decoding.policy import ReadPolicy

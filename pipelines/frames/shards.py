@@ -17,9 +17,10 @@ from typing import TYPE_CHECKING, Callable, Iterable, Iterator
 
 import pyarrow as pa
 
+from pipelines.coordinator.decoded import MARKER_COLUMNS, PART, without_unread
 from pipelines.coordinator.expiry import ExpiryOptions
 from pipelines.coordinator.options import ReplayOptions
-from pipelines.coordinator.shard import MARKER_COLUMNS, PART, SHARD_TABLES, replay_shards, without_unread
+from pipelines.coordinator.shard import SHARD_TABLES, replay_shards
 from pipelines.coordinator.tables import contract_table, topic_names
 from pipelines.frames.decoded_log import DecodedLog, from_blobs
 from pipelines.frames.progress import TaskCounters, reporting

@@ -282,7 +282,8 @@ def replay(run: Run, planned: Planned, decoded: Decoded) -> Replayed:
     done = dict(route=route, rows=rows, clock=clock, ahead=ahead, saved=None, suspects=None)
     if route in (Route.IN_PROCESS, Route.TASKS):
         from pipelines.coordinator.loader import SKIPPED_KINDS
-        from pipelines.coordinator.shard import REPLAY_COLUMNS, conform_decoded, replay_shards
+        from pipelines.coordinator.decoded import REPLAY_COLUMNS, conform_decoded
+        from pipelines.coordinator.shard import replay_shards
         from pipelines.heap import gc_paused
 
         where = f"{ex.tasks} tasks" if route is Route.TASKS else "this process"

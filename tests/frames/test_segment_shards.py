@@ -114,7 +114,8 @@ def test_segment_shards_give_what_the_engine_gives_on_broker_logs(spark, brokerd
     import pyarrow.compute as pc
 
     from pipelines.coordinator.expiry import ExpiryOptions
-    from pipelines.coordinator.shard import replay_shards, transaction_markers
+    from pipelines.coordinator.decoded import transaction_markers
+    from pipelines.coordinator.shard import replay_shards
     from pipelines.frames.tally import tally
     from pipelines.frames.tally import tally_rows
     from schemas.decoded import DECODED_RECORD_SCHEMA

@@ -11,7 +11,8 @@ import pyarrow.compute as pc
 import pytest
 
 from pipelines.coordinator.options import ReplayOptions
-from pipelines.coordinator.shard import load_shards, replay_rows, tabulate_shards
+from pipelines.coordinator.shard import engine_rows, load_shards, replay_rows, tabulate_shards
+from pipelines.coordinator.streamed import WHOLE_STATE
 from pipelines.coordinator.tables import named_group_history, topic_names
 from pipelines.decoding.reader import iter_decoded_rows
 from pipelines.frames.decode import decode_items, work_batches, plan_inputs
@@ -58,15 +59,9 @@ def envelope_tables(out: pa.Table, options: ReplayOptions) -> tuple[dict, pa.Tab
         tabulated["group_history"] = named_group_history(pa.concat_tables(events), names)
     tables = as_rows(tabulated)
     history = [from_blob(p.rows) for p in payloads if isinstance(p, HistoryRows)]
-    tables["offset_commits"] = _engine_rows(pa.concat_tables(history)) if history else []
+    tables["offset_commits"] = engine_rows(pa.concat_tables(history)) if history else []
     return tables, pa.concat_tables(tally), pa.concat_tables([from_blob(p.rows) for p in payloads
                                                               if isinstance(p, Markers)])
-
-
-def _engine_rows(history: pa.Table) -> list[dict]:
-    from pipelines.coordinator.shard import _engine_rows as rows
-
-    return rows(history)
 
 
 def _reference(data_dir, options: ReplayOptions) -> dict:
@@ -198,7 +193,7 @@ def test_a_state_only_load_in_windows_of_rows_gives_the_whole_state(brokerdata, 
         b.pop("group_history")
         assert b["loaded_offsets"], scenario
         for rows in (1, 2, 3, 5, 8):
-            one = load_shards(table, options, history=False, window_rows=rows)
+            one = load_shards(table, options, mode=WHOLE_STATE, window_rows=rows)
             assert one.history.num_rows == 0
             a = as_rows(tabulate_shards(one.states, options, None, topic_names(one.naming.to_pylist())))
             a.pop("group_history")
