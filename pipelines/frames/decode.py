@@ -532,7 +532,7 @@ def count_tabular(path: str, acc: dict | None = None) -> dict:
     """`reader_counts` for one tabular dump: its rows per partition, mirroring `tabular._iter_records`' folds."""
     import pyarrow.compute as pc
 
-    from pipelines.decoding.tabular import OFFSETS_TOPIC, _decoder, read_tabular_dump
+    from pipelines.decoding.tabular import OFFSETS_TOPIC, read_tabular_dump, value_decoder
 
     acc = {} if acc is None else acc
     dump = read_tabular_dump(path)
@@ -553,7 +553,7 @@ def count_tabular(path: str, acc: dict | None = None) -> dict:
     keys = table.column("key").to_pylist()
     vals = table.column("value").to_pylist()
     tss = table.column("timestamp").to_pylist() if "timestamp" in table.column_names else [None] * len(parts)
-    decode = _decoder(dump.encoding)
+    decode = value_decoder(dump.encoding)
     first: dict[tuple, tuple] = {}
     for part, off, k, v, ts in zip(parts, offs, keys, vals, tss):
         if part is None or off is None:

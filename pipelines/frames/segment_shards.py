@@ -43,11 +43,11 @@ from pipelines.coordinator.expiry import ExpiryOptions
 from pipelines.coordinator.options import ReplayOptions
 from pipelines.coordinator.saved import saved_shards
 from pipelines.coordinator.shard import tabulate_shards
-from pipelines.coordinator.streamed import RANGE, StreamedShards, by_group, load_split
+from pipelines.coordinator.streamed import RANGE, FinishedShards, StreamedShards, by_group, load_split
 from pipelines.coordinator.tables import contract_table, group_history_table, named_group_history
 from pipelines.decoding.policy import ReadPolicy
 from pipelines.frames import decode as decoding
-from pipelines.frames.decode import WORK_SCHEMA, end_position, read_before, work_table
+from pipelines.frames.decode import WORK_SCHEMA, DecodePlan, end_position, read_before, work_table
 from pipelines.frames.decoded_log import DecodedLog
 from pipelines.frames.envelope import (FUSED_DDL, DecodedTally, GroupEvents, HistoryRows, HistorySuspects, KeptRows,
                                        Markers, Payload, QuarantinedRows, SavedFile, ShardStates, StateTable,
@@ -66,12 +66,12 @@ from pipelines.validation.suspects import SuspectFilter
 from schemas.decoded import DECODED_RECORD_SCHEMA, KIND_ERROR
 from schemas.tables import TABLES
 
+# pyspark is imported by the functions that run in the driver: `pyspark.sql.functions` and `StorageLevel` take
+# 0.74-0.98 s to import here (measured after pyarrow and numpy), which every test and task that imports this
+# module for its executor functions alone would pay
 if TYPE_CHECKING:
     from pyspark import Accumulator
     from pyspark.sql import DataFrame, SparkSession
-
-    from pipelines.coordinator.streamed import FinishedShards
-    from pipelines.frames.decode import DecodePlan
 
 # the tags `_collected` selects by (the envelope's own: `frames.envelope`)
 LOG, MARKERS, SUSPECTS = QuarantinedRows.TAG, Markers.TAG, HistorySuspects.TAG
@@ -632,8 +632,8 @@ def _suspects_task(history_check: SuspectFilter):
 
 
 def tabulate_on_spark(spark: SparkSession, loaded: LoadedOnSpark, options: ReplayOptions,
-                      expiry: ExpiryOptions | None, names: dict[str, str], history_check: SuspectFilter | None = None,
-                      events_in_hand: bool = False) -> SparkShards:
+                      expiry: ExpiryOptions | None, names: dict[str, str], *,
+                      history_check: SuspectFilter | None = None, events_in_hand: bool = False) -> SparkShards:
     """The state tables of every kept shard at the run's expiry clock and topic names (one state-sized job),
     collected with the markers and the history's suspects of the first job. A shard whose
     suspects the first job's filter may have missed under the run's own (`SuspectFilter.holds_for`: its values

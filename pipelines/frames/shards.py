@@ -107,13 +107,13 @@ class SparkShards:
 
 
 def replay_on_spark(spark: SparkSession, log: DecodedLog, options: ReplayOptions, expiry: ExpiryOptions | None,
-                    names: dict[str, str], keep: bool, emit=None, input_bytes: dict[int, int] | None = None,
+                    names: dict[str, str], *, keep: bool, emit=None, input_bytes: dict[int, int] | None = None,
                     history_check: SuspectFilter | None = None) -> SparkShards:
     """The engine over `log` (the rows of every partition), one task per offsets partition. `emit` receives
     progress lines (shards done, records, and MB of `input_bytes`: the input bytes of each offsets partition, where
     known). `history_check`: the history's suite as a filter each shard applies to its own history
     (`validation.suspects`), so the history is validated without a pass over it."""
-    from pyspark import StorageLevel
+    from pyspark import StorageLevel  # in the driver only: 0.7-1 s to import (`frames.segment_shards`)
 
     counters = TaskCounters(spark) if emit is not None else None
     shards = log.partitions() if emit is not None else None

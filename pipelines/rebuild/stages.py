@@ -329,7 +329,7 @@ def replay(run: Run, planned: Planned, decoded: Decoded) -> Replayed:
     else:
         run.progress.stage("replay", f"semantics {options.semantics}, one task per offsets partition" + expiring)
         shards = replay_on_spark(run.spark, decoded.log, options, expiry, topic_names_of(decoded.log),
-                                 run.saves_shards, run.progress.emit, history_check=check,
+                                 keep=run.saves_shards, emit=run.progress.emit, history_check=check,
                                  input_bytes=ex.decode_plan.bytes_by_partition())
         run.held.callback(_quietly(shards.release))
     return Replayed(**{**done, "saved": shards.saved, "suspects": shards.suspects}, tables=shards.tables,
