@@ -162,7 +162,9 @@ class WorkUnit:
     @property
     def size(self) -> int:
         """The unit's segment bytes."""
-        return self.piece.bytes if self.piece is not None else sum(s or 0 for s in self.items.column("size").to_pylist())
+        if self.piece is not None:
+            return self.piece.bytes
+        return sum(s or 0 for s in self.items.column("size").to_pylist())
 
     @property
     def doing(self) -> str:
@@ -606,7 +608,7 @@ def work_units(work: pa.Table, by_shard: dict[int, list[int]], split_bytes: int,
     return units
 
 
-def _tabulate_task(options: ReplayOptions, expiry: ExpiryOptions | None, names: dict[str, str], top_partition: int):
+def tabulate_task(options: ReplayOptions, expiry: ExpiryOptions | None, names: dict[str, str], top_partition: int):
     """The executor function of the second job: kept states in, their state tables out."""
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
@@ -644,7 +646,7 @@ def tabulate_on_spark(spark: SparkSession, loaded: LoadedOnSpark, options: Repla
     if events_in_hand:  # collected and made into rows while the job below runs
         events = in_thread("group-history", group_history_in_hand, env, names)
     states = of_kind(env, ShardStates)
-    tables = states.mapInArrow(_tabulate_task(options, expiry, names, loaded.top_partition), FUSED_DDL).toArrow()
+    tables = states.mapInArrow(tabulate_task(options, expiry, names, loaded.top_partition), FUSED_DDL).toArrow()
     collected = [*decode(tables), *loaded.collected]
     if history_check is not None:
         collected = _checked_suspects(loaded.history, collected, history_check, loaded.split_by)

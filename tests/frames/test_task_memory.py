@@ -28,7 +28,7 @@ def test_the_tabulation_task_reports_its_partition(monkeypatch):
         raise MemoryError()
 
     monkeypatch.setattr(segment_shards, "tabulate_shards", exhausted)
-    task = segment_shards._tabulate_task(None, None, {}, 50)
+    task = segment_shards.tabulate_task(None, None, {}, 50)
     batch = encode([ShardStates(shard=17, states=pickle.dumps([]))])
     with pytest.raises(ShardMemoryError, match="^offsets partition 17: tabulating its state"):
         list(task(iter([batch])))
