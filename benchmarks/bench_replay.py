@@ -174,7 +174,7 @@ def main() -> None:
     t0 = time.perf_counter()
     options = ReplayOptions(semantics=args.semantics, snapshot_id="bench", num_partitions=PARTITIONS)
     log = DecodedLog.from_frame(spark, decoded)
-    shards = replay_on_spark(spark, log, options, None, topic_names_of(log), False)
+    shards = replay_on_spark(spark, log, options, None, topic_names_of(log), keep=False)
     release = shards.release
     # the state tables come back collected (Arrow) with the shards' job; the history stays packed on Spark
     tables = {"offset_commits": shards.tables["offset_commits"].frame()}

@@ -463,15 +463,16 @@ def _route_tables(spark, route: str, plan, previous, options) -> dict:
     from dataclasses import replace
 
     from pipelines.coordinator.loader import SKIPPED_KINDS
-    from pipelines.coordinator.shard import REPLAY_COLUMNS, conform_decoded, replay_shards
+    from pipelines.coordinator.decoded import REPLAY_COLUMNS, conform_decoded
+    from pipelines.coordinator.shard import replay_shards
     from pipelines.frames.decode import decoded_log
 
     if route == "shards":
         from pipelines.frames import segment_shards
         from pipelines.frames.shards import topic_names_of
 
-        loaded = segment_shards.load_on_spark(spark, replace(plan, in_process=False), options, (None, None),
-                                              previous=previous)
+        loaded = segment_shards.load_on_spark(spark, replace(plan, in_process=False),
+                                              segment_shards.ShardLoad(options=options, previous=previous))
         try:
             shards = segment_shards.tabulate_on_spark(spark, loaded, options, None, topic_names_of(loaded.log))
             return dict(shards.tables)
@@ -502,7 +503,8 @@ def test_every_route_loads_the_new_records_onto_the_saved_shards_as_the_whole_lo
 
     from pipelines import incremental
     from pipelines.coordinator.options import ReplayOptions
-    from pipelines.coordinator.shard import conform_decoded, replay_shards
+    from pipelines.coordinator.decoded import conform_decoded
+    from pipelines.coordinator.shard import replay_shards
     from pipelines.decoding.reader import iter_decoded_rows
     from pipelines.frames.decode import plan_inputs
     from pipelines.io.warehouse import Warehouse

@@ -277,14 +277,14 @@ def test_a_record_lost_in_decoding_fails_the_accounting(spark, settings, tmp_pat
     from pipelines.frames import decode
     from pipelines.rebuild import RebuildRequest, run_rebuild
 
-    original = decode._decode_items
+    original = decode.decode_items
 
     def dropping(batches, *args):  # pickled by value to the Python workers
         for b in original(batches, *args):
             hit = pc.and_(pc.equal(b.column("offset"), 3), pc.equal(b.column("record_kind"), "offset_commit"))
             yield b.filter(pc.invert(pc.fill_null(hit, False)))
 
-    monkeypatch.setattr(decode, "_decode_items", dropping)
+    monkeypatch.setattr(decode, "decode_items", dropping)
     src, _g = bi.clean_small(tmp_path / "in")
     summary = run_rebuild(spark, settings, RebuildRequest(inputs=(str(src),), warehouse=str(tmp_path / "wh"),
                                                           snapshot_id="lossy"))

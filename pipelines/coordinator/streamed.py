@@ -15,7 +15,8 @@ it, as an incremental run decides the open rows of the shard it resumes (`decide
 end are `finish`'s, with the states, the markers and the naming rows of every window. So the history comes out in
 the order its rows were settled, not in record order.
 
-What a load reads and gives is its `LoadMode`: a partition's load from its log (`WHOLE`), a range of a split
+What a load reads and gives is its `LoadMode`: a partition's load from its log (`WHOLE`; `WHOLE_STATE`: its state
+only, no history nor group events, the state at a cut), a range of a split
 partition (`RANGE`: no state; its plain values' history, the rest handed on), a split partition's load of what its
 ranges handed on (`SPLIT`), a replay of rows cut and reduced already that keeps no history (`STATE_ONLY`).
 
@@ -31,6 +32,7 @@ here depends on it: the loaders read a record's batch from its own columns.
 """
 from __future__ import annotations
 
+import zlib
 from dataclasses import dataclass
 from typing import Iterable, Iterator, Literal, Mapping
 
@@ -38,14 +40,17 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pipelines.coordinator.decoded import (MARKER_COLUMNS, NAMING_COLUMNS, PART, conform_decoded, group_rows, loadable,
+                                           naming_rows, transaction_markers, until_cut)
 from pipelines.coordinator.loader import ShardState, replay_group_records
-from pipelines.coordinator.offset_metadata import Decisions, plain_value_decisions, plain_values, replay_offsets
+from pipelines.coordinator.offset_metadata import (DECIDED_COLUMNS, DECIDED_TYPES, Decisions, is_offset_commit,
+                                                   no_carried, plain_value_decisions, plain_values, replay_offsets)
 from pipelines.coordinator.options import ReplayOptions
 from pipelines.coordinator.reduction import loader_mask, split_mask
 from pipelines.coordinator.saved import SavedShard
+from pipelines.coordinator.tables import decided_of, offset_commits_table
 from pipelines.heap import gc_paused, thawed
-
-PART = "offsets_partition"
+from schemas.decoded import DECODED_RECORD_SCHEMA
 _NO_OFFSET = np.iinfo(np.int64).min
 #: How many of a split partition's kept rows its load holds back to reduce across ranges (`across_ranges`), about
 #: 100 MB of decoded rows, and how many it loads at a time.
@@ -72,6 +77,7 @@ class LoadMode:
 
 
 WHOLE = LoadMode(cut=True, state=True, history="every", group_events=True)
+WHOLE_STATE = LoadMode(cut=True, state=True, history="none", group_events=False)
 RANGE = LoadMode(cut=True, state=False, history="plain", group_events=False)
 SPLIT = LoadMode(cut=False, state=True, history="unplain", group_events=True)
 STATE_ONLY = LoadMode(cut=False, state=True, history="none", group_events=False)
@@ -122,9 +128,6 @@ class StreamedShards:
         history is kept): its own records' rows whose outcome is known, and the held-back rows its markers decided.
         `last`: no window follows, so nothing is held back (the rows still pending are returned with the others,
         as the whole log's load gives them)."""
-        from pipelines.coordinator.shard import conform_decoded, loadable, naming_rows, transaction_markers, until_cut
-        from pipelines.coordinator.tables import offset_commits_table
-
         options, mode = self.options, self.mode
         table = loadable(conform_decoded(window))
         table = self._once(until_cut(table, options) if mode.cut else table, last)
@@ -146,8 +149,6 @@ class StreamedShards:
         """`table`'s offsets (`offset_metadata.replay_offsets`) and group records (`loader.replay_group_records`)
         replayed onto the states, partition by partition (each partition's rows are a run: `loadable`); what its
         offset commits did, in its order, and the records of open transactions its markers ended."""
-        from pipelines.coordinator.shard import group_rows
-
         modern = self.options.is_modern
         parts = table.column(PART).to_numpy(zero_copy_only=False)
         starts = np.flatnonzero(np.r_[True, parts[1:] != parts[:-1]]) if len(parts) else np.empty(0, np.int64)
@@ -162,8 +163,6 @@ class StreamedShards:
                 decisions.append(replay_offsets(part, rows, state, modern))
                 replay_group_records(state.groups, group_rows(rows, loader_mask(rows, modern)))
         if not decisions:
-            from pipelines.coordinator.offset_metadata import DECIDED_COLUMNS, DECIDED_TYPES, no_carried
-
             return Decisions({c: pa.array([], DECIDED_TYPES[c]) for c in DECIDED_COLUMNS}, no_carried())
         return Decisions.concat(decisions)
 
@@ -171,12 +170,8 @@ class StreamedShards:
         """The history rows a load settles: its own offset commits' (all, or those its mode gives) with the
         decisions, and the held-back rows the decisions settled; the rows still pending are held back unless
         `last`."""
-        from pipelines.coordinator.tables import offset_commits_table
-
         own, decided_own = table, decisions.own
         if self.mode.history == "unplain":
-            from pipelines.coordinator.offset_metadata import is_offset_commit
-
             unplain = pc.invert(plain_values(table, self.options.is_modern))
             own = table.filter(unplain)
             picked = pa.array(unplain.filter(is_offset_commit(table)).to_numpy(zero_copy_only=False))
@@ -254,8 +249,6 @@ class StreamedShards:
 
     def finish(self) -> FinishedShards:
         """The shards after their last window (a resumed partition no window held: the state it resumed)."""
-        from pipelines.coordinator.shard import MARKER_COLUMNS, NAMING_COLUMNS
-
         if self._unstamped or not self._markers:
             self.load(_empty_decoded())  # stamps the resumed shards' open rows, as a load would
         markers = [m for m in self._markers if m.num_rows] or self._markers[-1:]
@@ -322,8 +315,6 @@ def by_group(table: pa.Table, buckets: int) -> list[pa.Table]:
     their group id that every process computes alike (CRC-32), each with every row of no group (the control
     records: every bucket's transactions read them), in `table`'s order. The buckets load side by side, each as
     the one load of a split partition does (`load_split`): their shards share no key (`ShardState.union`)."""
-    import zlib
-
     if buckets <= 1:
         return [table]
     if not table.num_rows:
@@ -337,9 +328,6 @@ def by_group(table: pa.Table, buckets: int) -> list[pa.Table]:
 def decided(rows: pa.Table, carried: pa.Table, snapshot_id: str) -> pa.Table:
     """History rows of open transactions with what `carried` (`Decisions.carried`) decided of them (still pending
     where no marker came), stamped with this run's id."""
-    from pipelines.coordinator.offset_metadata import DECIDED_COLUMNS
-    from pipelines.coordinator.tables import decided_of
-
     got = decided_of(rows.column(PART), rows.column("record_offset"), carried, DECIDED_COLUMNS)
     for name, values in got.items():
         if name not in rows.column_names:
@@ -357,8 +345,6 @@ def decided(rows: pa.Table, carried: pa.Table, snapshot_id: str) -> pa.Table:
 
 
 def _empty_decoded() -> pa.Table:
-    from schemas.decoded import DECODED_RECORD_SCHEMA
-
     return DECODED_RECORD_SCHEMA.empty_table()
 
 
@@ -368,8 +354,6 @@ _NO_HISTORY: list[pa.Table] = []
 def _no_history() -> pa.Table:
     """An empty history (`offset_commits` rows), built once: its schema takes milliseconds to derive."""
     if not _NO_HISTORY:
-        from pipelines.coordinator.tables import offset_commits_table
-
         empty = _empty_decoded()
         _NO_HISTORY.append(offset_commits_table(empty, plain_value_decisions(empty), ""))
     return _NO_HISTORY[0]

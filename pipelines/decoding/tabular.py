@@ -312,7 +312,9 @@ def _detect_encoding(table: pa.Table) -> str:
     return "base64"
 
 
-def _decoder(encoding: str | None):
+def value_decoder(encoding: str | None):
+    """The function that turns a dump's key or value text in `encoding` (`hex`, `base64`; None: bytes already)
+    into bytes."""
     if encoding is None:
         return lambda v: v
     if encoding == "hex":
@@ -418,7 +420,7 @@ def _iter_records(dump: TabularDump) -> Iterator[LogRecord | ReadProblem]:
     txns = _col(table, "is_transactional", n, False)
     ctls = _col(table, "is_control", n, False)
     bases = _col(table, "batch_base_offset", n, None)
-    decode = _decoder(dump.encoding)
+    decode = value_decoder(dump.encoding)
     row_numbers = table.column(ROW_COLUMN).to_pylist()
 
     rows: list[tuple] = []  # decoded rows of the batch being built

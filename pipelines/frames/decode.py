@@ -173,15 +173,15 @@ def plan_inputs(paths: Iterable[str | Path]) -> DecodePlan:
 def _decoder_for(policy: ReadPolicy, counters=None):
     """The executor function of `mapInArrow` for ``policy`` (a picklable closure over plain values); ``counters``
     (`frames.progress.TaskCounters`) receive the records decoded and the input bytes of each work item."""
-    def decode_items(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        for out in _decode_items(batches, policy, counters):
+    def decoded(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for out in decode_items(batches, policy, counters):
             if counters is not None:
                 counters.add(out.num_rows, 0)
             yield out
-    return decode_items
+    return decoded
 
 
-def _decode_items(batches: Iterator[pa.RecordBatch], policy: ReadPolicy = DEFAULT_POLICY, counters=None
+def decode_items(batches: Iterator[pa.RecordBatch], policy: ReadPolicy = DEFAULT_POLICY, counters=None
                   ) -> Iterator[pa.RecordBatch]:
     """Executor side: decode every work item in the incoming batches, streaming Arrow batches out."""
     from pipelines.decoding.rows import problem_to_row, rows_to_arrow, to_decoded_row
@@ -241,7 +241,7 @@ def decoded_log(spark, plan: DecodePlan, counters=None, cut: tuple = (None, None
 
     cut = tuple(cut)
     if plan.in_process:
-        batches = list(_decode_items(iter(_work_batches(plan)), plan.policy))
+        batches = list(decode_items(iter(work_batches(plan)), plan.policy))
         return DecodedLog(spark, table=pa.Table.from_batches(batches, schema=DECODED_RECORD_SCHEMA), cut=cut)
     decode = _decoder_for(plan.policy, counters)
 
@@ -257,12 +257,12 @@ def collect_items(spark, plan: DecodePlan, task, ddl: str) -> list[dict]:
     """`task` (a task's function: work-item batches in, Arrow batches out) over the plan's items, its rows
     collected: in the driver when the plan is small, else one Spark task per group of files."""
     if plan.in_process:
-        return [row for batch in task(iter(_work_batches(plan))) for row in batch.to_pylist()]
+        return [row for batch in task(iter(work_batches(plan))) for row in batch.to_pylist()]
     rows = _over_items(spark, plan, task, ddl, per_core=1)  # a light walk: a task's fixed cost is most of it
     return [] if rows is None else [r.asDict() for r in rows.collect()]
 
 
-def _work_table(plan: DecodePlan) -> pa.Table:
+def work_table(plan: DecodePlan) -> pa.Table:
     items = sorted((dict(i) for i in plan.items), key=lambda i: -(i["size"] or 0))
     for item in items:
         if item.get("start_position") is None:
@@ -272,11 +272,11 @@ def _work_table(plan: DecodePlan) -> pa.Table:
     return pa.Table.from_pylist(items, schema=WORK_SCHEMA)
 
 
-def _work_batches(plan: DecodePlan) -> list[pa.RecordBatch]:
+def work_batches(plan: DecodePlan) -> list[pa.RecordBatch]:
     """The work items as the task function reads them in this process, one item per batch, in log order (by
     offsets partition, then base offset): segment input then decodes to rows the shards load as they are, with no
     sort of every column (`coordinator.shard.loadable`)."""
-    table = _work_table(plan).sort_by([("offsets_partition", "ascending"), ("base_offset", "ascending"),
+    table = work_table(plan).sort_by([("offsets_partition", "ascending"), ("base_offset", "ascending"),
                                        ("path", "ascending")])
     return table.to_batches(max_chunksize=1)
 
@@ -286,7 +286,7 @@ def _over_items(spark, plan: DecodePlan, task, ddl: str, per_core: int = 4):
     are none): the items dealt into slices of similar size (`per_core` a core), the largest first, a Spark task
     each. A task finds its slice in its function's closure (an item is a path and a few numbers): no DataFrame of
     the items is made, sent through pandas and shuffled before the tasks can start."""
-    table = _work_table(plan)
+    table = work_table(plan)
     if table.num_rows == 0:
         return None
     n = max(1, min(table.num_rows, spark.sparkContext.defaultParallelism * per_core))
@@ -532,7 +532,7 @@ def count_tabular(path: str, acc: dict | None = None) -> dict:
     """`reader_counts` for one tabular dump: its rows per partition, mirroring `tabular._iter_records`' folds."""
     import pyarrow.compute as pc
 
-    from pipelines.decoding.tabular import OFFSETS_TOPIC, _decoder, read_tabular_dump
+    from pipelines.decoding.tabular import OFFSETS_TOPIC, read_tabular_dump, value_decoder
 
     acc = {} if acc is None else acc
     dump = read_tabular_dump(path)
@@ -553,7 +553,7 @@ def count_tabular(path: str, acc: dict | None = None) -> dict:
     keys = table.column("key").to_pylist()
     vals = table.column("value").to_pylist()
     tss = table.column("timestamp").to_pylist() if "timestamp" in table.column_names else [None] * len(parts)
-    decode = _decoder(dump.encoding)
+    decode = value_decoder(dump.encoding)
     first: dict[tuple, tuple] = {}
     for part, off, k, v, ts in zip(parts, offs, keys, vals, tss):
         if part is None or off is None:

@@ -12,16 +12,23 @@ and the same views come from it.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable, Iterator
+from typing import TYPE_CHECKING, Iterable, Iterator
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pipelines.coordinator.decoded import PART, conform_decoded, naming_rows
+from pipelines.coordinator.options import ReplayOptions
+from pipelines.frames.tally import tally_rows
 from pipelines.io.blobs import from_blob, to_blob
 from schemas.decoded import DECODED_RECORD_SCHEMA, KIND_ERROR
 
-PART = "offsets_partition"
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
 LOG_DDL = "offsets_partition int, payload binary, tally binary, named binary"
+
+
 def _first_position(table: pa.Table) -> tuple:
     p, o = table.column(PART)[0].as_py(), table.column("offset")[0].as_py()
     return (p is None, p or 0, o is None, o or 0)
@@ -66,9 +73,6 @@ def pack(batches: Iterable[pa.RecordBatch], cut: tuple | None = None) -> Iterato
     blob's tally (`frames.tally`) is taken while its rows are in hand and kept beside it as a blob (else null).
     `named`: the blob's rows that name topics, at the cut (`coordinator.shard.naming_rows`; null when none): the
     run's topic names without another pass over the log."""
-    from pipelines.coordinator.shard import naming_rows
-    from pipelines.frames.tally import tally_rows
-
     at_cut = _at_cut(cut)
     for batch in batches:
         if batch.num_rows == 0:
@@ -88,8 +92,6 @@ def pack(batches: Iterable[pa.RecordBatch], cut: tuple | None = None) -> Iterato
 
 def _at_cut(cut: tuple | None):
     """A log's cut (until_offset, until_time_ms) as the engine's options (None: no cut)."""
-    from pipelines.coordinator.options import ReplayOptions
-
     return None if cut is None else ReplayOptions(until_offset=cut[0], until_time_ms=cut[1])
 
 
@@ -133,8 +135,8 @@ class DecodedLog:
     `table`, the rows in hand. Exactly one is set. `cut`: the (until_offset, until_time_ms) the blobs' tallies were
     taken at (None: not tallied; `frames.tally.tally` reads them)."""
 
-    spark: object
-    blobs: object = None  # pyspark DataFrame, LOG_DDL
+    spark: SparkSession
+    blobs: DataFrame | None = None  # LOG_DDL
     table: pa.Table | None = None
     cut: tuple | None = None
     collected: pa.Table | None = None  # the blobs' `tally` and `named` columns, when already collected
@@ -150,8 +152,6 @@ class DecodedLog:
     @classmethod
     def from_frame(cls, spark, frame) -> "DecodedLog":
         """A DataFrame of decoded rows (the saved state of an incremental run, tests) as a log."""
-        from pipelines.coordinator.shard import conform_decoded
-
         def pack_rows(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
             return pack(b for t in batches for b in conform_decoded(pa.Table.from_batches([t])).to_batches())
         return cls(spark, blobs=frame.mapInArrow(pack_rows, LOG_DDL))
@@ -200,8 +200,6 @@ class DecodedLog:
     def naming_rows(self) -> pa.Table:
         """Every row that names topics (`coordinator.shard.naming_rows`) at the cut the log was decoded with: the
         few rows its tasks kept beside the blobs, collected."""
-        from pipelines.coordinator.shard import naming_rows
-
         if self.table is not None:
             return naming_rows(self.table, _at_cut(self.cut))
         parts = [from_blob(b) for b in self.side_blobs("named")]

@@ -9,7 +9,7 @@ KIP-848 members' topic ids named with the run's topic names by the tasks of the 
 its loaded state
 (`coordinator.shard.LoadedShards.states`, pickled, state-sized), the end-transaction markers, the tally of what it
 decoded and the rows that name topics (`frames.tally`, `coordinator.shard.naming_rows`) and its quarantined rows
-(the decoded log the run keeps: `frames.decoded_log`). The
+(the decoded log the run keeps: `frames.decoded_log`), each a payload of its own kind (`frames.envelope`). The
 shard as the next `--incremental` run resumes it (`coordinator.saved`) it writes into the run's state
 (`io.checkpoint.StateStage`). An incremental run's task loads its new records onto the shard the previous run saved
 (`incremental.saved.SavedShards`).
@@ -19,53 +19,71 @@ record timestamp of every partition) and the topic names (read off every partiti
 by a second, state-sized job over the kept states (`coordinator.shard.tabulate_shards`), which also picks the
 history's suspects for validation (`validation.suspects`: its bounds depend on the expiry clock). A partition of
 more than `decode.split_bytes` is decoded in ranges, a task each, and loaded by a second job from what each range
-keeps (`frames.ranges`, `_split_load_task`): a full run's split partition in buckets of its groups, a task each on
+keeps (`frames.ranges`, `split_load_task`): a full run's split partition in buckets of its groups, a task each on
 every core. A bucket's shard is a shard like any other from there on: the second job tabulates it, and the next
 `--incremental` run resumes the partition from its buckets' saved shards as one (`coordinator.saved.SavedShard.union`).
 """
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import functools
-import json
 import pickle
+import resource
 import time
 from dataclasses import dataclass
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pipelines.background import in_thread
+from pipelines.coordinator.decoded import PART, conform_decoded, loadable, without_unread
+from pipelines.coordinator.expiry import ExpiryOptions
 from pipelines.coordinator.options import ReplayOptions
-from pipelines.coordinator.shard import PART, tabulate_shards, without_unread
-from pipelines.frames.shards import (CHUNK_ROWS, ENVELOPE_DDL, MARKERS, SUSPECTS, SparkShards,
-                                     shards_from_envelope)
+from pipelines.coordinator.saved import saved_shards
+from pipelines.coordinator.shard import tabulate_shards
+from pipelines.coordinator.streamed import RANGE, FinishedShards, StreamedShards, by_group, load_split
+from pipelines.coordinator.tables import contract_table, group_history_table, named_group_history
+from pipelines.decoding.policy import ReadPolicy
+from pipelines.frames import decode as decoding
+from pipelines.frames.decode import WORK_SCHEMA, DecodePlan, end_position, read_before, work_table
+from pipelines.frames.decoded_log import DecodedLog
+from pipelines.frames.envelope import (FUSED_DDL, DecodedTally, GroupEvents, HistoryRows, HistorySuspects, KeptRows,
+                                       Markers, Payload, QuarantinedRows, SavedFile, ShardStates, StateTable,
+                                       WrittenHistory, blob_column, decode, encode, group_events_counted, kept_rows_of,
+                                       log_blobs, not_of_kind, of_kind)
+from pipelines.frames.progress import TaskCounters, reporting
+from pipelines.frames.ranges import NO_FLOOR, LogRange, log_ranges
+from pipelines.frames.shards import CHUNK_ROWS, SparkShards, shards_from_payloads, table_chunks
+from pipelines.frames.tally import RunningTally
 from pipelines.incremental.saved import SavedShards
 from pipelines.io.blobs import BlobRows, from_blob, opened, to_blob
+from pipelines.io.checkpoint import SavedState, StateStage
+from pipelines.io.delta import spark_schema
+from pipelines.io.warehouse import HistoryStage, HistoryWriter, StagedHistory
+from pipelines.validation.suspects import SuspectFilter
 from schemas.decoded import DECODED_RECORD_SCHEMA, KIND_ERROR
+from schemas.tables import TABLES
 
-LOG = "_log"  # the shard's quarantined rows, with the tally and the naming rows of everything it decoded
-STATES = "_states"  # the shard's loaded state, pickled
-WRITTEN = "_written"  # a file of the shard's history its task wrote: (delta.WrittenFile fields, aside) as JSON
-SAVED_FILE = "_saved_file"  # the file of the shard the next --incremental run resumes a task wrote: {file, entries, bytes}
+# pyspark is imported by the functions that run in the driver: `pyspark.sql.functions` and `StorageLevel` take
+# 0.74-0.98 s to import here (measured after pyarrow and numpy), which every test and task that imports this
+# module for its executor functions alone would pay
+if TYPE_CHECKING:
+    from pyspark import Accumulator
+    from pyspark.sql import DataFrame, SparkSession
+
+# the tags `_collected` selects by (the envelope's own: `frames.envelope`)
+LOG, MARKERS, SUSPECTS = QuarantinedRows.TAG, Markers.TAG, HistorySuspects.TAG
+WRITTEN, SAVED_FILE = WrittenHistory.TAG, SavedFile.TAG
 TASKS_PER_CORE = 2
 #: How much of a partition's segments a task decodes and loads at a time (`decode.load_buffer_bytes`), as Kafka's
 #: `offsets.load.buffer.size`.
 LOAD_BUFFER_BYTES = 5 * 1024 * 1024
-#: the `group_history` rows of the group events a shard's task took as it loaded
-#: (`coordinator.streamed.StreamedShards.take_group_events`; `coordinator.tables.group_history_table`), its KIP-848
-#: members' topic ids named once the run's topic names are known (`group_history_on_spark`)
-GROUP_EVENTS = "_group_events"
-EVENTS_PER_BLOB = 2_000
+EVENTS_PER_BLOB = 2_000  # group events in a `GroupEvents` blob
 # A full run of at most this many group records makes its group history in the driver (`group_history_in_hand`),
 # which then holds it whole: about 1.5 KB a row, most of it the records' JSON.
 GROUP_EVENTS_IN_HAND = 100_000
-KEPT = "_kept"  # a range of a split partition: the rows its partition's load reads of it (`frames.ranges`)
-# `seq`: a range's rows in its partition's log order (the range's index); `bucket`:
-# the bucket of the partition's groups the rows are of (`coordinator.streamed.by_group`), loaded by a task of its own.
-# A GROUP_EVENTS row's `seq`: how many rows its blob holds
-FUSED_DDL = "table string, shard int, payload binary, tally binary, named binary, seq int, bucket int"
 
 
 class ShardMemoryError(RuntimeError):
@@ -87,10 +105,70 @@ def memory_of(shard: int, what: str):
 
 
 def _worker_limit() -> str:
-    import resource
-
     soft, _ = resource.getrlimit(resource.RLIMIT_AS)
     return "no limit set" if soft == resource.RLIM_INFINITY else f"{soft // (1024 * 1024)} MiB"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ShardLoad:
+    """How the shards' tasks load their offsets partitions.
+
+    `cut`: the run's (until_offset, until_time_ms), which the tallies are taken at. `split_by`: the history's suite
+    as a filter (`validation.suspects`), with any clock: `tabulate_on_spark` checks the suspects against the run's
+    own. `stage`: the tasks write the history's files there (else its blobs are kept in the envelope);
+    `state_stage`: where the shards the next `--incremental` run resumes are saved (None: a what-if run saves
+    none). `previous`: an incremental run's saved shards (every partition it holds is a shard, new records or not).
+    `window_bytes`: how much of a partition's segments a task decodes and loads at a time (`decoded_windows`);
+    `split_bytes`: a partition of more segment bytes is decoded in ranges of about that size, in tasks of their own,
+    and loaded by a second job (`frames.ranges`; 0: never), in `buckets` of its groups, a task each."""
+
+    options: ReplayOptions
+    cut: tuple[int | None, int | None] = (None, None)
+    split_by: SuspectFilter | None = None
+    stage: HistoryStage | None = None
+    state_stage: StateStage | None = None
+    previous: SavedShards | None = None
+    window_bytes: int = LOAD_BUFFER_BYTES
+    split_bytes: int = 0
+    buckets: int = 1
+
+    @property
+    def split_buckets(self) -> int:
+        """The buckets a split partition is loaded in: an incremental run resumes its partitions' shards whole."""
+        return 1 if self.previous is not None else max(1, self.buckets)
+
+    def writer(self, shard: int) -> HistoryWriter | None:
+        """The writer of offsets partition `shard`'s history files (None: its history is kept as blobs)."""
+        return self.stage.writer(max(shard, 0)) if self.stage is not None else None
+
+
+@dataclass(frozen=True)
+class TaskCpu:
+    """The accumulators of the CPU-seconds the shards' tasks spend decoding and loading."""
+
+    decode: Accumulator
+    load: Accumulator
+
+
+@dataclass(frozen=True)
+class WorkUnit:
+    """What one of the first job's tasks takes: an offsets partition's work items (`frames.decode.WORK_SCHEMA`),
+    the whole partition's, or (`piece`) one range's of a split partition."""
+
+    shard: int
+    items: pa.Table
+    piece: LogRange | None = None
+
+    @property
+    def size(self) -> int:
+        """The unit's segment bytes."""
+        if self.piece is not None:
+            return self.piece.bytes
+        return sum(s or 0 for s in self.items.column("size").to_pylist())
+
+    @property
+    def doing(self) -> str:
+        return "decoding and loading" if self.piece is None else f"range {self.piece.index}"
 
 
 def balanced(weights: dict[int, int], tasks: int) -> list[list[int]]:
@@ -105,18 +183,10 @@ def balanced(weights: dict[int, int], tasks: int) -> list[list[int]]:
     return slices
 
 
-def saved_state(state_stage, payloads: list[bytes]):
-    """`io.checkpoint.SavedState` of the files the tasks saved, from their `SAVED_FILE` envelope payloads."""
-    from pipelines.io.checkpoint import SavedState
-
-    files = [json.loads(b) for b in payloads]
-    return SavedState(state_stage, [f["file"] for f in files], sum(f["entries"] for f in files),
-                      {f["file"]: f["bytes"] for f in files})
-
-
-def _row(table: str, shard: int, payload: bytes | None, tally: bytes | None = None, named: bytes | None = None,
-         seq: int | None = None, bucket: int | None = None):
-    return table, shard, payload, tally, named, seq, bucket
+def saved_state(state_stage: StateStage, files: list[SavedFile]) -> SavedState:
+    """`io.checkpoint.SavedState` of the files the tasks saved."""
+    return SavedState(state_stage, [f.file for f in files], sum(f.entries for f in files),
+                      {f.file: f.size for f in files})
 
 
 def decoded_windows(batches: Iterator[pa.RecordBatch], window_bytes: int) -> Iterator[pa.Table]:
@@ -125,8 +195,6 @@ def decoded_windows(batches: Iterator[pa.RecordBatch], window_bytes: int) -> Ite
     `window_bytes` or more of segment bytes after the window's first (a file's bytes count on into the next
     file's). Memory is one window (and one decoder batch, `frames.decode.ARROW_BATCH_ROWS` rows), whatever the
     log's length; `window_bytes=1`: one log batch per window."""
-    import numpy as np
-
     held: list[pa.RecordBatch] = []
     source, start, carried, last = None, 0, 0, 0
     for batch in batches:
@@ -156,258 +224,265 @@ def decoded_windows(batches: Iterator[pa.RecordBatch], window_bytes: int) -> Ite
         yield pa.Table.from_batches(held)
 
 
-def _decode_and_load_task(slices: list[list[tuple]], policy, options: ReplayOptions, cut: tuple,
-                          split_by=None, stage=None, counters=None, cpu=None, state_stage=None,
-                          previous: SavedShards | None = None, window_bytes: int = LOAD_BUFFER_BYTES,
-                          buckets: int = 1):
-    """The executor function: a slice's number in (`slices[i]`: each of its offsets partitions with its work
-    items, and None, or a range of a split partition (`frames.ranges.LogRange`) with that range's items), the
-    envelope rows of its shards out. Each shard is read, decoded and loaded window by window
-    (`decoded_windows` of `window_bytes`, `coordinator.streamed`): its history is written (or packed) and its
-    quarantined rows packed as each window is loaded, so a task holds the shard's state and one window.
-    `previous`: the shards the previous run saved, the decoded rows loaded onto them (the tally, the quarantine
-    and the progress counts are of the decoded rows). `split_by`: the history's suspect filter before the run's
-    clock is known (`validation.suspects`). `stage` (`io.warehouse.HistoryStage`): where to write the history's
-    files (else it is returned as blobs); `state_stage` (`io.checkpoint.StateStage`), where to write the shard the
-    next `--incremental` run resumes (None: none is kept). `counters` and `cpu` (accumulators) receive each shard's
-    records and input bytes, and its CPU-seconds decoding and loading, as it ends. `buckets`: a range hands on its
-    rows in that many buckets of its partition's groups (`coordinator.streamed.by_group`), each loaded by a task."""
+def decode_and_load_task(slices: list[list[WorkUnit]], *, policy: ReadPolicy, load: ShardLoad,
+                         counters: TaskCounters | None = None, cpu: TaskCpu | None = None):
+    """The executor function: a slice's number in (`slices[i]`: the units of work of a task, each an offsets
+    partition with its work items, or a range of a split partition with that range's), the envelope rows of its
+    shards out. Each shard is read, decoded and loaded window by window (`decoded_windows` of `load.window_bytes`,
+    `coordinator.streamed`): its history is written (or packed) and its quarantined rows packed as each window is
+    loaded, so a task holds the shard's state and one window. A resumed shard (`load.previous`) has the decoded
+    rows loaded onto it (the tally, the quarantine and the progress counts are of the decoded rows). A range hands
+    on its rows in `load.split_buckets` buckets of its partition's groups (`coordinator.streamed.by_group`), each
+    loaded by a task. `counters` and `cpu` receive each shard's records and input bytes, and its CPU-seconds
+    decoding and loading, as it ends."""
     def task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
             for i in batch.column(0).to_pylist():
-                for shard, items, piece in slices[i]:
-                    with memory_of(shard, "decoding and loading" if piece is None else f"range {piece.index}"):
-                        for rows in run(shard, items, piece):
-                            yield _envelope_batch(rows)
-
-    def run(shard: int, items: pa.Table, piece) -> Iterator[list]:
-        from pipelines.coordinator.streamed import RANGE, StreamedShards
-        from pipelines.frames.decode import _decode_items, end_position, read_before
-        from pipelines.frames.ranges import NO_FLOOR
-        from pipelines.frames.tally import RunningTally
-
-        items = items.sort_by([("base_offset", "ascending"), ("path", "ascending"), ("start_position", "ascending")])
-        if piece is not None:  # a range: its history built, its kept rows handed on to its partition's load
-            floor = {} if piece.floor == NO_FLOOR else {shard: piece.floor}
-            loader = StreamedShards(options, floor=floor, mode=RANGE)
-        else:
-            resume = previous.of_partition(shard) if previous is not None and shard >= 0 else None
-            loader = StreamedShards(options, None if resume is None else {shard: resume})
-            del resume
-        writer = stage.writer(max(shard, 0)) if stage is not None else None
-        # missing offsets are found from where the reading starts: the first segment's base offset, or where the
-        # ranges before this one ended
-        if piece is not None and piece.index:  # a later range: from the ranges before's last record
-            after = None if piece.read_floor is None else {shard: piece.read_floor}
-        else:
-            after = read_before(items.to_pylist())
-        tally, records, decode_cpu, load_cpu = RunningTally(*cut, after=after), 0, 0.0, 0.0
-        try:
-            started = time.process_time()
-            for window in decoded_windows(_decode_items(iter(items.to_batches(max_chunksize=1)), policy),
-                                          window_bytes):
-                decoded = time.process_time()
-                decode_cpu += decoded - started
-                records += window.num_rows
-                tally.add(window)
-                is_error = pc.fill_null(pc.equal(window.column("record_kind"), KIND_ERROR), False)
-                out = []
-                if pc.any(is_error).as_py():  # the quarantine, packed as it comes
-                    out.append(_row(LOG, shard, to_blob(window.filter(is_error))))
-                settled = loader.load(without_unread(window))
-                del window
-                out.extend(_history(shard, settled, split_by, writer))
-                out.extend(_group_events(loader.take_group_events(), options.snapshot_id))
-                del settled
-                started = time.process_time()
-                load_cpu += started - decoded
-                if out:
-                    yield out
-            done = loader.finish()
-            out = _closed(shard, done.pending, split_by, writer)
-            out.extend(_group_events(loader.take_group_events(), options.snapshot_id))
-        except BaseException:
-            if writer is not None:
-                writer.abort()
-            raise
-        names = done.naming
-        out.append(_row(LOG, shard, to_blob(DECODED_RECORD_SCHEMA.empty_table()), to_blob(tally.result()),
-                        to_blob(names) if names.num_rows else None))
-        if piece is not None:
-            from pipelines.coordinator.streamed import by_group
-
-            kept = loader.passed_on()
-            for b, rows in enumerate(by_group(kept if kept is not None else _empty_kept(), buckets)):
-                out.append(_row(KEPT, shard, to_blob(rows), seq=piece.index, bucket=b))
-        else:
-            out.extend(_shard_rows(shard, done, state_stage))
-        load_cpu += time.process_time() - started
-        in_bytes = sum(max(0, (e if e is not None else s or 0) - (p or 0)) for s, p, e in zip(
-            items.column("size").to_pylist(), items.column("start_position").to_pylist(),
-            [end_position({"end_position": e}) for e in items.column("end_position").to_pylist()]))
-        if counters is not None:
-            counters.add(records, in_bytes, shards=1 if piece is None or piece.index == 0 else 0)
-        if cpu is not None:
-            cpu[0].add(decode_cpu)
-            cpu[1].add(load_cpu)
-        yield out
+                for unit in slices[i]:
+                    with memory_of(unit.shard, unit.doing):
+                        for payloads in _loaded_unit(unit, policy=policy, load=load, counters=counters, cpu=cpu):
+                            yield encode(payloads)
     return task
 
 
-def _shard_rows(shard: int, done, state_stage) -> list[tuple]:
-    """The envelope rows of a loaded shard (`coordinator.streamed.FinishedShards`) beside its history: its markers,
-    its state, and the shard the next `--incremental` run resumes, saved in `state_stage` (None: none)."""
-    from pipelines.coordinator.saved import saved_shards
+class _Spent:
+    """A unit's CPU-seconds decoding and loading so far, and the records it decoded."""
 
-    out = [_row(MARKERS, shard, to_blob(done.markers))]
+    def __init__(self) -> None:
+        self.decode, self.load, self.records = 0.0, 0.0, 0
+        self._at = time.process_time()
+
+    def decoded(self, records: int) -> None:
+        now = time.process_time()
+        self.decode += now - self._at
+        self.records += records
+        self._at = now
+
+    def loaded(self) -> None:
+        now = time.process_time()
+        self.load += now - self._at
+        self._at = now
+
+
+def _loader(unit: WorkUnit, load: ShardLoad) -> StreamedShards:
+    """The streamed shard a unit loads: a range's (no state: its history built, its kept rows handed on), or its
+    partition's, from the shard the previous run saved where there is one."""
+    piece = unit.piece
+    if piece is not None:
+        return StreamedShards(load.options, floor={} if piece.floor == NO_FLOOR else {unit.shard: piece.floor},
+                              mode=RANGE)
+    resume = load.previous.of_partition(unit.shard) if load.previous is not None and unit.shard >= 0 else None
+    return StreamedShards(load.options, None if resume is None else {unit.shard: resume})
+
+
+def _read_from(unit: WorkUnit, items: pa.Table) -> dict[int, int]:
+    """Where a unit's reading starts, for missing offsets: the first segment's base offset, or (a later range) the
+    last record of the ranges before it."""
+    if unit.piece is not None and unit.piece.index:
+        return {} if unit.piece.read_floor is None else {unit.shard: unit.piece.read_floor}
+    return read_before(items.to_pylist())
+
+
+def _input_bytes(items: pa.Table) -> int:
+    ends = [end_position({"end_position": e}) for e in items.column("end_position").to_pylist()]
+    return sum(max(0, (e if e is not None else s or 0) - (p or 0)) for s, p, e in zip(
+        items.column("size").to_pylist(), items.column("start_position").to_pylist(), ends))
+
+
+def _loaded_unit(unit: WorkUnit, *, policy: ReadPolicy, load: ShardLoad, counters: TaskCounters | None,
+                 cpu: TaskCpu | None) -> Iterator[list[Payload]]:
+    """One unit's payloads, window by window, then its end: its tally and naming rows, and its shard's (a range's:
+    its kept rows)."""
+    shard, piece = unit.shard, unit.piece
+    items = unit.items.sort_by([("base_offset", "ascending"), ("path", "ascending"), ("start_position", "ascending")])
+    loader = _loader(unit, load)
+    writer = load.writer(shard)
+    tally, spent = RunningTally(*load.cut, after=_read_from(unit, items)), _Spent()
+    try:
+        yield from _windows(shard, items, policy=policy, load=load, loader=loader, writer=writer, tally=tally,
+                            spent=spent)
+        done = loader.finish()
+        out = _closed(shard, done.pending, load.split_by, writer)
+        out.extend(_group_events(loader.take_group_events(), load.options.snapshot_id))
+    except BaseException:
+        if writer is not None:
+            writer.abort()
+        raise
+    names = done.naming
+    out.append(DecodedTally(shard=shard, tally=to_blob(tally.result()),
+                            named=to_blob(names) if names.num_rows else None))
+    if piece is not None:
+        kept = loader.passed_on()
+        out.extend(KeptRows(shard=shard, rows=to_blob(rows), range_index=piece.index, bucket=b)
+                   for b, rows in enumerate(by_group(kept if kept is not None else _empty_kept(), load.split_buckets)))
+    else:
+        out.extend(_shard_payloads(shard, done, load.state_stage))
+    spent.loaded()
+    if counters is not None:
+        counters.add(spent.records, _input_bytes(items), shards=1 if piece is None or piece.index == 0 else 0)
+    if cpu is not None:
+        cpu.decode.add(spent.decode)
+        cpu.load.add(spent.load)
+    yield out
+
+
+def _windows(shard: int, items: pa.Table, *, policy: ReadPolicy, load: ShardLoad, loader: StreamedShards,
+             writer: HistoryWriter | None, tally: RunningTally, spent: _Spent) -> Iterator[list[Payload]]:
+    """The payloads of each window of a unit's items as it is decoded and loaded: its quarantined rows, the history
+    it settles and the group events it took."""
+    decoded = decoding.decode_items(iter(items.to_batches(max_chunksize=1)), policy)
+    for window in decoded_windows(decoded, load.window_bytes):
+        spent.decoded(window.num_rows)
+        tally.add(window)
+        is_error = pc.fill_null(pc.equal(window.column("record_kind"), KIND_ERROR), False)
+        out: list[Payload] = []
+        if pc.any(is_error).as_py():  # the quarantine, packed as it comes
+            out.append(QuarantinedRows(shard=shard, rows=to_blob(window.filter(is_error))))
+        settled = loader.load(without_unread(window))
+        del window
+        out.extend(_history(shard, settled, load.split_by, writer))
+        out.extend(_group_events(loader.take_group_events(), load.options.snapshot_id))
+        del settled
+        spent.loaded()
+        if out:
+            yield out
+
+
+def _shard_payloads(shard: int, done: FinishedShards, state_stage: StateStage | None) -> list[Payload]:
+    """The payloads of a loaded shard beside its history: its markers, its state, and the shard the next
+    `--incremental` run resumes, saved in `state_stage` (None: none)."""
+    out: list[Payload] = [Markers(shard=shard, rows=to_blob(done.markers))]
     # the transactions' outcomes are in the history already: the tables need the rest of each state
     states = [] if done.state is None else [done.state]
-    out.append(_row(STATES, shard, pickle.dumps(states, protocol=pickle.HIGHEST_PROTOCOL)))
+    out.append(ShardStates(shard=shard, states=pickle.dumps(states, protocol=pickle.HIGHEST_PROTOCOL)))
     if state_stage is not None:
         for p, saved in saved_shards(states, done.pending, done.naming, done.markers).items():
             data = saved.to_bytes()
-            name = state_stage.write(data, p)
-            out.append(_row(SAVED_FILE, shard, json.dumps({"file": name, "entries": saved.entries,
-                                                      "bytes": len(data)}).encode()))
+            out.append(SavedFile(shard=shard, file=state_stage.write(data, p), entries=saved.entries,
+                                 size=len(data)))
     return out
 
 
 def _empty_kept() -> pa.Table:
-    from pipelines.coordinator.shard import conform_decoded, loadable
-
     return loadable(conform_decoded(DECODED_RECORD_SCHEMA.empty_table()))
 
 
-def _split_load_task(options: ReplayOptions, split_by=None, stage=None, state_stage=None,
-                     previous: SavedShards | None = None, cpu=None, buckets: int = 1):
-    """The executor function of a split partition's load (`frames.ranges`): its ranges' envelope rows in (KEPT, any
-    order), its shard's envelope rows out, as a whole partition's task gives them but for the tally, the quarantine
-    and the plain values' history (its ranges'). The ranges' kept rows are loaded in log order, as the windows of
-    one streamed shard, onto the shard the previous run saved (`coordinator.streamed.load_split`), and the history
-    of the offset commits they hold but the plain values is decided there. Its rows go out window by window: the
-    task holds the ranges' kept rows, the shard's state and one window's history and group events. A bucket of the partition's
-    groups (`buckets` > 1) is loaded alike, and gives its groups' shard: its tables are theirs, its saved shard
-    theirs (bucket 0's alone carries the partition's markers, which every bucket's load lists)."""
+def split_load_task(load: ShardLoad, *, cpu: TaskCpu | None = None):
+    """The executor function of a split partition's load (`frames.ranges`): its ranges' `KeptRows` in (any order),
+    its shard's envelope rows out, as a whole partition's task gives them but for the tally, the quarantine and the
+    plain values' history (its ranges'). The ranges' kept rows are loaded in log order, as the windows of one
+    streamed shard, onto the shard the previous run saved (`coordinator.streamed.load_split`), and the history of
+    the offset commits they hold but the plain values is decided there. Its rows go out window by window: the task
+    holds the ranges' kept rows, the shard's state and one window's history and group events. A bucket of the
+    partition's groups (`load.split_buckets` > 1) is loaded alike, and gives its groups' shard: its tables are
+    theirs, its saved shard theirs (bucket 0's alone carries the partition's markers, which every bucket's load
+    lists)."""
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         # the ranges' blobs as they come, each batch dropped once its blobs are taken: they are the task's largest
         # input, held once and let go range by range as the load opens them
-        entries: list = []
-        shard = bucket = None
+        kept: list[KeptRows | None] = []
         for batch in batches:
-            if batch.num_rows:
-                shard, bucket = batch.column("shard")[0].as_py(), batch.column("bucket")[0].as_py()
-                entries.extend(zip(batch.column("seq").to_pylist(), batch.column("table").to_pylist(),
-                                   batch.column("payload").to_pylist()))
+            kept.extend(decode(batch))
             del batch
-        if shard is None:
+        if not kept:
             return
-        with memory_of(shard, "loading its ranges"):
-            yield from load(shard, bucket, entries)
-
-    def load(shard: int, bucket: int | None, entries: list) -> Iterator[pa.RecordBatch]:
-        from pipelines.coordinator.streamed import load_split
-
-        started = time.process_time()
-        entries.sort(key=lambda e: e[0])
-        resume = previous.of_partition(shard) if previous is not None else None
-        writer = stage.writer(shard) if stage is not None else None
-
-        def kept() -> Iterator[pa.Table]:
-            for i, (_, table, payload) in enumerate(entries):
-                if table == KEPT:
-                    entries[i] = None
-                    yield from_blob(payload)
-                    del payload
-
-        try:
-            for settled in load_split(options, kept(), None if resume is None else {shard: resume}):
-                if not isinstance(settled, tuple):
-                    done = settled
-                    continue
-                out = [*_history(shard, settled[0], split_by, writer),
-                       *_group_events(settled[1], options.snapshot_id)]
-                if out:
-                    yield _envelope_batch(out)
-                del settled, out
-            del resume
-            out = _closed(shard, done.pending, split_by, writer)
-        except BaseException:
-            if writer is not None:
-                writer.abort()
-            raise
-        if bucket:  # every bucket's load lists every marker: bucket 0's rows carry them, once
-            done.markers = done.markers.slice(0, 0)
-        out.extend(_shard_rows(shard, done, state_stage))
-        if cpu is not None:
-            cpu[1].add(time.process_time() - started)
-        yield _envelope_batch(out)
+        with memory_of(kept[0].shard, "loading its ranges"):
+            for payloads in _loaded_split(kept, load=load, cpu=cpu):
+                yield encode(payloads)
     return run
 
 
-def _group_events(taken: list[tuple[int, list]], snapshot_id: str) -> list[tuple]:
-    """Envelope rows (`GROUP_EVENTS`) of the `group_history` rows of the group events a load took,
-    `EVENTS_PER_BLOB` at most in each (`seq`: how many): the tasks that name them take the blobs in turn
-    (`group_history_on_spark`)."""
-    from pipelines.coordinator.tables import group_history_table
+def _loaded_split(kept: list[KeptRows | None], *, load: ShardLoad, cpu: TaskCpu | None) -> Iterator[list[Payload]]:
+    """A split partition's (or bucket's) payloads from its ranges' `kept` rows, which it lets go as it opens them."""
+    started = time.process_time()
+    kept.sort(key=lambda k: k.range_index)
+    shard, bucket = kept[0].shard, kept[0].bucket
+    resume = load.previous.of_partition(shard) if load.previous is not None else None
+    writer = load.writer(shard)
 
+    def ranges() -> Iterator[pa.Table]:
+        for i in range(len(kept)):
+            rows, kept[i] = kept[i].rows, None
+            yield from_blob(rows)
+            del rows
+
+    try:
+        for settled in load_split(load.options, ranges(), None if resume is None else {shard: resume}):
+            if not isinstance(settled, tuple):
+                done = settled
+                continue
+            out = [*_history(shard, settled[0], load.split_by, writer),
+                   *_group_events(settled[1], load.options.snapshot_id)]
+            if out:
+                yield out
+            del settled, out
+        del resume
+        out = _closed(shard, done.pending, load.split_by, writer)
+    except BaseException:
+        if writer is not None:
+            writer.abort()
+        raise
+    if bucket:  # every bucket's load lists every marker: bucket 0's rows carry them, once
+        done.markers = done.markers.slice(0, 0)
+    out.extend(_shard_payloads(shard, done, load.state_stage))
+    if cpu is not None:
+        cpu.load.add(time.process_time() - started)
+    yield out
+
+
+def _group_events(taken: list[tuple[int, list]], snapshot_id: str) -> list[GroupEvents]:
+    """The `group_history` rows of the group events a load took, `EVENTS_PER_BLOB` at most in each: the tasks that
+    name them take the blobs in turn (`group_history_on_spark`)."""
     out = []
     for part, events in taken:
         for i in range(0, len(events), EVENTS_PER_BLOB):
             rows = group_history_table(events[i:i + EVENTS_PER_BLOB], snapshot_id, part)
-            out.append(_row(GROUP_EVENTS, part, to_blob(rows), seq=rows.num_rows))
+            out.append(GroupEvents(shard=part, rows=to_blob(rows), count=rows.num_rows))
     return out
 
 
-def _closed(shard: int, pending: pa.Table, split_by, writer) -> list[tuple]:
-    """The envelope rows that end a shard's history: its still-pending rows' suspects, and the rows packed (no
+def _closed(shard: int, pending: pa.Table, split_by: SuspectFilter | None, writer: HistoryWriter | None
+            ) -> list[Payload]:
+    """The payloads that end a shard's history: its still-pending rows' suspects, and the rows packed (no
     `writer`) or set aside by `writer` as it closes, with every file it wrote."""
     out = list(_history(shard, pending, split_by, None))
     if writer is None:
         return out
-    out = [r for r in out if r[0] != "offset_commits"]
-    for f, aside in writer.close(pending):
-        out.append(_row(WRITTEN, shard, json.dumps([dataclasses.asdict(f), aside]).encode()))
+    out = [p for p in out if not isinstance(p, HistoryRows)]
+    out.extend(WrittenHistory(shard=shard, file=f, aside=aside) for f, aside in writer.close(pending))
     return out
 
 
-def _history(shard: int, rows: pa.Table, split_by, writer) -> Iterator[tuple]:
-    """Envelope rows of a shard's history `rows` as they are settled: their suspects, and the rows packed (no
+def _history(shard: int, rows: pa.Table, split_by: SuspectFilter | None, writer: HistoryWriter | None
+             ) -> Iterator[Payload]:
+    """The payloads of a shard's history `rows` as they are settled: their suspects, and the rows packed (no
     `writer`: Spark keeps them) or written by `writer` (`io.warehouse.HistoryWriter`)."""
     if not rows.num_rows:
         return
     if split_by is not None:
-        yield _row(SUSPECTS, shard, to_blob(split_by.split(rows)))
+        yield HistorySuspects(shard=shard, rows=to_blob(split_by.split(rows)))
     if writer is not None:
         writer.write(rows)
         return
     for start in range(0, rows.num_rows, CHUNK_ROWS):
-        yield _row("offset_commits", shard, to_blob(rows.slice(start, CHUNK_ROWS)))
+        yield HistoryRows(shard=shard, rows=to_blob(rows.slice(start, CHUNK_ROWS)))
 
 
-def _envelope_batch(rows: list[tuple]) -> pa.RecordBatch:
-    columns = list(zip(*rows))
-    return pa.record_batch([pa.array(columns[0], pa.string()), pa.array(columns[1], pa.int32()),
-                            pa.array(columns[2], pa.binary()), pa.array(columns[3], pa.binary()),
-                            pa.array(columns[4], pa.binary()), pa.array(columns[5], pa.int32()),
-                            pa.array(columns[6], pa.int32())],
-                           names=["table", "shard", "payload", "tally", "named", "seq", "bucket"])
-
-
-@dataclass
+@dataclass(frozen=True)
 class LoadedOnSpark:
     """What the first job gives: the kept envelope, the decoded log's view of it (tally, naming rows, quarantine),
     and the CPU-seconds its tasks spent decoding and loading; `history`: the shards' history as the write takes
     it (`io.blobs.BlobRows` of the envelope, or `io.warehouse.StagedHistory`: the files the tasks wrote)."""
 
-    envelope: object  # DataFrame, FUSED_DDL, of persisted ones
-    log: object  # frames.decoded_log.DecodedLog
-    cpu_seconds: dict
+    envelope: DataFrame  # FUSED_DDL, of the persisted ones
+    log: DecodedLog
+    cpu_seconds: dict[str, float]
     top_partition: int  # the highest offsets partition read
-    split_by: object  # validation.suspects.SuspectFilter the shards split their history's suspects with
-    collected: pa.Table  # (table, shard, payload) of the markers and suspects
-    history: object
-    saved: object = None  # io.checkpoint.SavedState: the shards the tasks saved
-    persisted: tuple = ()  # the DataFrames the envelope is made of
+    split_by: SuspectFilter | None  # the filter the shards split their history's suspects with
+    collected: list[Payload]  # the markers and the suspects
+    history: BlobRows | StagedHistory
+    saved: SavedState | None = None  # the shards the tasks saved
+    persisted: tuple[DataFrame, ...] = ()  # the DataFrames the envelope is made of
 
     def release(self) -> None:
         """The kept envelope dropped, the history's and the saved shards' files deleted unless they were
@@ -420,90 +495,65 @@ class LoadedOnSpark:
                 discard()
 
 
-def load_on_spark(spark, plan, options: ReplayOptions, cut: tuple, split_by=None, stage=None, counters=None,
-                  emit=None, state_stage=None, previous: SavedShards | None = None,
-                  window_bytes: int = LOAD_BUFFER_BYTES, split_bytes: int = 0, buckets: int = 1) -> LoadedOnSpark:
+def load_on_spark(spark: SparkSession, plan: DecodePlan, load: ShardLoad, *, counters: TaskCounters | None = None,
+                  emit=None) -> LoadedOnSpark:
     """Every offsets partition of `plan` (segments only: `rebuild.executor.Route.SHARDS`) decoded and loaded by
-    one task, the envelope kept. `split_by`: the history's suite as a filter (`validation.suspects`), with any clock: `tabulate_on_spark`
-    checks the suspects against the run's own. `stage` (`io.warehouse.HistoryStage`): the tasks write the
-    history's files there (else its blobs are kept in the envelope); `state_stage` (`io.checkpoint.StateStage`),
-    where the shards the next `--incremental` run resumes are saved (None: a what-if run saves none). `previous`:
-    an incremental run's saved shards (every partition it holds is a shard, new records or not). `counters` (`frames.progress.TaskCounters`) receive each shard's
-    records and input bytes as it ends. `window_bytes`: how much of a partition's segments a task decodes and
-    loads at a time (`decoded_windows`); `split_bytes`: a partition of more segment bytes is decoded in ranges of
-    about that size, in tasks of their own, and loaded by a second job (`frames.ranges`; 0: never), in `buckets`
-    of its groups, a task each (a full run's only: an incremental one resumes its partitions' shards whole)."""
+    one task as `load` says, the envelope kept. `counters` receive each shard's records and input bytes as it
+    ends; `emit`, progress lines."""
     from pyspark import StorageLevel
-    from pyspark.sql import functions as F
 
-    from pipelines.frames.decode import _work_table
-    from pipelines.frames.decoded_log import DecodedLog
-    from pipelines.frames.progress import reporting
-
-    work = _work_table(plan)
-    by_shard: dict[int, list[int]] = {p: [] for p in (previous.partitions if previous is not None else ())}
-    for i, p in enumerate(work.column(PART).to_pylist()):
-        by_shard.setdefault(-1 if p is None else p, []).append(i)  # -1: discovery problems of no partition
-    # the shards in slices of similar bytes, the largest shards first (no shuffle groups the items: each task reads
-    # its own shards' files); a slice per task, a few per core: each task has a fixed cost of its own
-    sizes = {p: sum(work.column("size")[i].as_py() or 0 for i in rows) for p, rows in by_shard.items()}
-    units = _units(work, by_shard, split_bytes, spark.sparkContext.defaultParallelism)
-    slices = [[units[u] for u in us] for us in balanced({u: _unit_bytes(units[u]) for u in units},
-                                                        spark.sparkContext.defaultParallelism * TASKS_PER_CORE)]
-    split = sorted({shard for shard, _, piece in units.values() if piece is not None})
-    if previous is not None:
-        buckets = 1
-    cpu = spark.sparkContext.accumulator(0.0), spark.sparkContext.accumulator(0.0)
-    task = _decode_and_load_task(slices, plan.policy, options, tuple(cut), split_by, stage, counters, cpu,
-                                 state_stage, previous, window_bytes, buckets)
+    cores = spark.sparkContext.defaultParallelism
+    units, shards = _work_units(plan, load, cores)
+    slices = [[units[u] for u in us] for us in balanced({u: units[u].size for u in units}, cores * TASKS_PER_CORE)]
+    split = sorted({unit.shard for unit in units.values() if unit.piece is not None})
+    cpu = TaskCpu(spark.sparkContext.accumulator(0.0), spark.sparkContext.accumulator(0.0))
+    task = decode_and_load_task(slices, policy=plan.policy, load=load, counters=counters, cpu=cpu)
     envelope = (spark.range(0, len(slices), 1, numPartitions=len(slices)).mapInArrow(task, FUSED_DDL)
                 .persist(StorageLevel.DISK_ONLY))
     persisted = [envelope]
-    shards = len(sizes)
     # the job that runs the shards, collecting what is sized by the state (or by the partitions) as it ends
-    with reporting(spark, emit, "decode", counters, shards=shards if counters is not None else None):
+    with reporting(spark, emit, "decode", counters, shards=len(shards) if counters is not None else None):
         small = _collected(envelope)
     if split:
         if emit is not None:
             emit(f"          loading {len(split)} split offsets partition(s) from their ranges' kept rows")
+        buckets = load.split_buckets
         slot, tasks = _slot_column(spark, split, buckets, spark.sparkContext.defaultParallelism * TASKS_PER_CORE)
-        loads = (envelope.where(F.col("table") == F.lit(KEPT)).select("table", "shard", "payload", "seq", "bucket")
+        loads = (kept_rows_of(envelope)
                  .withColumn("slot", slot).repartition(tasks, "slot")
-                 .groupBy("slot", "shard", "bucket").applyInArrow(_split_load_task(options, split_by, stage,
-                                                                                   state_stage, previous, cpu,
-                                                                                   buckets), FUSED_DDL)
+                 .groupBy("slot", "shard", "bucket").applyInArrow(split_load_task(load, cpu=cpu), FUSED_DDL)
                  .persist(StorageLevel.DISK_ONLY))
         persisted.append(loads)
         small = pa.concat_tables([small, _collected(loads)])
-        envelope = envelope.where(F.col("table") != F.lit(KEPT)).unionByName(loads)
-    is_log = pc.equal(small.column("table"), LOG)
-    log = DecodedLog(spark, blobs=envelope.where(F.col("table") == F.lit(LOG)).select(
-        F.col("shard").alias(PART), "payload", "tally", "named"), cut=tuple(cut),
-        collected=small.filter(is_log).select(["tally", "named"]))
-    rest = small.filter(pc.invert(is_log)).select(["table", "shard", "payload"])
+        envelope = not_of_kind(envelope, KeptRows).unionByName(loads)
+    payloads = list(decode(small))
+    tallies = [p for p in payloads if isinstance(p, DecodedTally)]
+    log = DecodedLog(spark, blobs=log_blobs(envelope, PART), cut=tuple(load.cut), collected=pa.table({
+        "tally": pa.array([p.tally for p in tallies], pa.binary()),
+        "named": pa.array([p.named for p in tallies], pa.binary())}))
     saved = None
-    if state_stage is not None:
-        is_saved = pc.equal(rest.column("table"), SAVED_FILE)
-        saved = saved_state(state_stage, rest.filter(is_saved).column("payload").to_pylist())
-        rest = rest.filter(pc.invert(is_saved))
-    if stage is not None:
-        from pipelines.io.delta import WrittenFile
-        from pipelines.io.warehouse import StagedHistory
-
-        is_written = pc.equal(rest.column("table"), WRITTEN)
-        files = [(WrittenFile(**f), aside) for f, aside in
-                 (json.loads(b) for b in rest.filter(is_written).column("payload").to_pylist())]
-        history = StagedHistory(stage, files, spark)
-        rest = rest.filter(pc.invert(is_written))
+    if load.state_stage is not None:
+        saved = saved_state(load.state_stage, [p for p in payloads if isinstance(p, SavedFile)])
+    if load.stage is not None:
+        history = StagedHistory(load.stage, [(p.file, p.aside) for p in payloads if isinstance(p, WrittenHistory)],
+                                spark)
     else:
-        from pipelines.io.blobs import BlobRows
-        from pipelines.io.delta import spark_schema
-        from schemas.tables import TABLES
+        history = BlobRows(blob_column(envelope, HistoryRows), spark_schema(TABLES["offset_commits"]))
+    collected = [p for p in payloads if isinstance(p, (Markers, HistorySuspects))]
+    return LoadedOnSpark(envelope, log, {"decode": cpu.decode.value, "load": cpu.load.value}, max(shards, default=-1),
+                         load.split_by, collected, history, saved, tuple(persisted))
 
-        history = BlobRows(envelope.where(F.col("table") == F.lit("offset_commits")).select("payload"),
-                           spark_schema(TABLES["offset_commits"]))
-    return LoadedOnSpark(envelope, log, {"decode": cpu[0].value, "load": cpu[1].value}, max(sizes, default=-1),
-                         split_by, rest, history, saved, tuple(persisted))
+
+def _work_units(plan: DecodePlan, load: ShardLoad, cores: int) -> tuple[dict[tuple[int, int], WorkUnit], list[int]]:
+    """The first job's units of work (`work_units`) and every offsets partition they read: the shards in slices of
+    similar bytes, the largest shards first (no shuffle groups the items: each task reads its own shards' files); a
+    slice per task, a few per core: each task has a fixed cost of its own."""
+    work = work_table(plan)
+    previous = load.previous
+    by_shard: dict[int, list[int]] = {p: [] for p in (previous.partitions if previous is not None else ())}
+    for i, p in enumerate(work.column(PART).to_pylist()):
+        by_shard.setdefault(-1 if p is None else p, []).append(i)  # -1: discovery problems of no partition
+    return work_units(work, by_shard, load.split_bytes, cores), list(by_shard)
 
 
 def _slot_column(spark, split: list[int], buckets: int, tasks: int):
@@ -538,13 +588,11 @@ def _collected(envelope) -> pa.Table:
                     "tally", "named").toArrow())
 
 
-def _units(work: pa.Table, by_shard: dict[int, list[int]], split_bytes: int, cores: int = 1) -> dict:
-    """What the first job's tasks take, each (offsets partition, work items, None) or, for a partition of more than
-    `split_bytes` (`frames.ranges.log_ranges`, a multiple of `cores` ranges), one (partition, the range's items,
-    `LogRange`) per range."""
-    from pipelines.frames.decode import WORK_SCHEMA
-    from pipelines.frames.ranges import log_ranges
-
+def work_units(work: pa.Table, by_shard: dict[int, list[int]], split_bytes: int, cores: int = 1
+               ) -> dict[tuple[int, int], WorkUnit]:
+    """What the first job's tasks take, by (offsets partition, range index or -1): each partition's work items (the
+    rows `by_shard` gives of `work`) whole or, for a partition of more than `split_bytes`
+    (`frames.ranges.log_ranges`, a multiple of `cores` ranges), one unit per range."""
     units = {}
     for p, rows in by_shard.items():
         items = work.take(pa.array(rows, pa.int64()))
@@ -553,136 +601,103 @@ def _units(work: pa.Table, by_shard: dict[int, list[int]], split_bytes: int, cor
             ordered = items.sort_by([("base_offset", "ascending"), ("path", "ascending")]).to_pylist()
             ranges = log_ranges(p, ordered, split_bytes, cores)
         if ranges is None:
-            units[(p, -1)] = (p, items, None)
+            units[(p, -1)] = WorkUnit(p, items)
             continue
         for r in ranges:
-            units[(p, r.index)] = (p, pa.Table.from_pylist(list(r.items), schema=WORK_SCHEMA), r)
+            units[(p, r.index)] = WorkUnit(p, pa.Table.from_pylist(list(r.items), schema=WORK_SCHEMA), r)
     return units
 
 
-def _unit_bytes(unit) -> int:
-    shard, items, piece = unit
-    return piece.bytes if piece is not None else sum(s or 0 for s in items.column("size").to_pylist())
-
-
-def _tabulate_task(options: ReplayOptions, expiry, names: dict[str, str], top_partition: int):
+def tabulate_task(options: ReplayOptions, expiry: ExpiryOptions | None, names: dict[str, str], top_partition: int):
     """The executor function of the second job: kept states in, their state tables out."""
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        from pipelines.frames.shards import _blobs
-
         for batch in batches:
-            shards, payloads = batch.column("shard"), batch.column("payload")
-            for i in range(batch.num_rows):
-                shard = shards[i].as_py()
-                with memory_of(shard, "tabulating its state"):
-                    tables = tabulate_shards(pickle.loads(payloads[i].as_py()), options, expiry, names,
-                                             top_partition)
+            for kept in decode(batch):
+                with memory_of(kept.shard, "tabulating its state"):
+                    tables = tabulate_shards(pickle.loads(kept.states), options, expiry, names, top_partition)
                     for name in list(tables):  # a table's blobs out, then the table dropped
                         table = tables.pop(name)
                         if table.num_rows:
-                            yield from _envelope([(name, shard, blob) for blob in _blobs(table)])
+                            yield encode(StateTable(shard=kept.shard, table=name, rows=blob)
+                                         for blob in table_chunks(table))
                         del table
     return run
 
 
-def _envelope(rows) -> Iterator[pa.RecordBatch]:
-    if rows:
-        t, s, p = zip(*rows)
-        yield pa.record_batch([pa.array(t, pa.string()), pa.array(s, pa.int32()), pa.array(p, pa.binary())],
-                              names=["table", "shard", "payload"])
-
-
-def _suspects_task(history_check):
+def _suspects_task(history_check: SuspectFilter):
     """The executor function that picks an offsets partition's history suspects again: its rows in, one envelope
     row out."""
     def run(rows: pa.Table) -> pa.Table:
-        shard = rows.column(PART)[0].as_py()
-        return pa.table({"table": [SUSPECTS], "shard": pa.array([shard], pa.int32()),
-                         "payload": [to_blob(history_check.split(rows))]})
+        suspects = HistorySuspects(shard=rows.column(PART)[0].as_py(), rows=to_blob(history_check.split(rows)))
+        return pa.Table.from_batches([encode([suspects])])
     return run
 
 
-
-def tabulate_on_spark(spark, loaded: LoadedOnSpark, options: ReplayOptions, expiry, names: dict[str, str],
-                      history_check=None, events_in_hand: bool = False) -> SparkShards:
+def tabulate_on_spark(spark: SparkSession, loaded: LoadedOnSpark, options: ReplayOptions,
+                      expiry: ExpiryOptions | None, names: dict[str, str], *,
+                      history_check: SuspectFilter | None = None, events_in_hand: bool = False) -> SparkShards:
     """The state tables of every kept shard at the run's expiry clock and topic names (one state-sized job),
     collected with the markers and the history's suspects of the first job. A shard whose
     suspects the first job's filter may have missed under the run's own (`SuspectFilter.holds_for`: its values
     reach a bound that moved with the clock) has them picked again from its kept history. `events_in_hand`: the
     group history is made in this process (`group_history_in_hand`: a run of few group records), else on Spark."""
-    from pyspark.sql import functions as F
-
     env = loaded.envelope
     events = None
     if events_in_hand:  # collected and made into rows while the job below runs
-        from pipelines.background import in_thread
-
         events = in_thread("group-history", group_history_in_hand, env, names)
-    states = env.where(F.col("table") == F.lit(STATES)).select("shard", "payload")
-    tables = states.mapInArrow(_tabulate_task(options, expiry, names, loaded.top_partition), ENVELOPE_DDL).toArrow()
-    collected = pa.concat_tables([tables, loaded.collected.cast(tables.schema)])
+    states = of_kind(env, ShardStates)
+    tables = states.mapInArrow(tabulate_task(options, expiry, names, loaded.top_partition), FUSED_DDL).toArrow()
+    collected = [*decode(tables), *loaded.collected]
     if history_check is not None:
         collected = _checked_suspects(loaded.history, collected, history_check, loaded.split_by)
     else:
-        collected = collected.filter(pc.not_equal(collected.column("table"), SUSPECTS))
-    shards = shards_from_envelope(collected, loaded.history, False, history_check, loaded.release)
+        collected = [p for p in collected if not isinstance(p, HistorySuspects)]
+    shards = shards_from_payloads(collected, loaded.history, keep=False, history_check=history_check,
+                                  release=loaded.release)
     shards.saved = loaded.saved
     if events is not None:
         shards.tables["group_history"] = events.result()
     else:
         shards.tables["group_history"] = group_history_on_spark(env, names)
         # counted off the kept envelope, so the blobs are opened once, by the write
-        counted = env.where(F.col("table") == F.lit(GROUP_EVENTS)).agg(F.sum("seq")).first()[0]
-        shards.counted["group_history"] = int(counted or 0)
+        shards.counted["group_history"] = group_events_counted(env)
     return shards
 
 
-def group_history_in_hand(envelope, names: dict[str, str]) -> pa.Table:
-    """`group_history_on_spark`'s rows in this process, from the collected `GROUP_EVENTS` blobs: for a run of few
+def group_history_in_hand(envelope: DataFrame, names: dict[str, str]) -> pa.Table:
+    """`group_history_on_spark`'s rows in this process, from the collected `GroupEvents` blobs: for a run of few
     group records, a Spark job, its checkpoint and a write job of their own cost seconds more than the rows."""
-    from pyspark.sql import functions as F
-
-    from pipelines.coordinator.tables import contract_table, named_group_history
-
-    blobs = envelope.where(F.col("table") == F.lit(GROUP_EVENTS)).select("payload").toArrow()
+    blobs = blob_column(envelope, GroupEvents).toArrow()
     rows = opened(blobs.column("payload").to_pylist())
     return contract_table([], "group_history") if rows is None else named_group_history(rows, names)
 
 
-def group_history_on_spark(envelope, names: dict[str, str]) -> BlobRows:
-    """The shards' `group_history` as the write takes it: their tasks' `GROUP_EVENTS` blobs (log-sized: they stay on
+def group_history_on_spark(envelope: DataFrame, names: dict[str, str]) -> BlobRows:
+    """The shards' `group_history` as the write takes it: their tasks' `GroupEvents` blobs (log-sized: they stay on
     the cluster), each opened by the task that writes it, its members' topic ids named by the run's `names`
     (`named_history`). Its rows never cross into the JVM."""
-    from pyspark.sql import functions as F
-
-    from pipelines.io.delta import spark_schema
-    from schemas.tables import TABLES
-
-    blobs = envelope.where(F.col("table") == F.lit(GROUP_EVENTS)).select("payload")
+    blobs = blob_column(envelope, GroupEvents)
     # a hot partition's blobs all come from the one task that loaded it: spread over every core
     blobs = blobs.repartition(max(1, envelope.sparkSession.sparkContext.defaultParallelism))
     return BlobRows(blobs, spark_schema(TABLES["group_history"]), functools.partial(named_history, names=names))
 
 
 def named_history(batches: Iterator[pa.RecordBatch], names: dict[str, str]) -> Iterator[pa.RecordBatch]:
-    """The executor function that opens `GROUP_EVENTS` blobs (`payload`) into `group_history` rows, their KIP-848
+    """The executor function that opens `GroupEvents` blobs (`payload`) into `group_history` rows, their KIP-848
     members' topic ids named by `names` (`coordinator.tables.named_group_history`)."""
-    from pipelines.coordinator.tables import named_group_history
-
     for batch in batches:
         for blob in batch.column("payload").to_pylist():
             yield from named_group_history(from_blob(blob), names).to_batches()
 
 
-def _checked_suspects(history, collected: pa.Table, history_check, split_by) -> pa.Table:
+def _checked_suspects(history: BlobRows | StagedHistory, collected: list[Payload], history_check: SuspectFilter,
+                      split_by: SuspectFilter | None) -> list[Payload]:
     """`collected` with the suspects of every shard as `history_check` picks them: the first job's where they
     hold, picked again from the shards' history (`history.frame()`) where they may not."""
     from pyspark.sql import functions as F
 
-    is_suspects = pc.equal(collected.column("table"), SUSPECTS)
-    parts = collected.filter(is_suspects)
-    again = sorted({shard for shard, blob in zip(parts.column("shard").to_pylist(), parts.column("payload").to_pylist())
-                    if split_by is None or not history_check.holds_for(from_blob(blob), split_by)})
+    again = sorted({p.shard for p in collected if isinstance(p, HistorySuspects)
+                    and (split_by is None or not history_check.holds_for(from_blob(p.rows), split_by))})
     if split_by is not None and not again:
         return collected
     rows = history.frame()
@@ -691,7 +706,7 @@ def _checked_suspects(history, collected: pa.Table, history_check, split_by) -> 
     # only the columns the suite reads: a task holds a whole offsets partition of them
     read = dict.fromkeys([PART, *history_check.columns, *(c for b in history_check.bounds for c in b.columns)])
     rows = rows.select(*[c for c in read if c in rows.columns])
-    collected = collected.filter(pc.invert(is_suspects) if split_by is None else pc.invert(pc.and_(
-        is_suspects, pc.is_in(collected.column("shard"), pa.array(again, pa.int32())))))
-    picked = rows.groupBy(PART).applyInArrow(_suspects_task(history_check), ENVELOPE_DDL).toArrow()
-    return pa.concat_tables([collected, picked.cast(collected.schema)])
+    collected = [p for p in collected if not isinstance(p, HistorySuspects) or split_by is not None
+                 and p.shard not in again]
+    picked = rows.groupBy(PART).applyInArrow(_suspects_task(history_check), FUSED_DDL).toArrow()
+    return [*collected, *decode(picked)]

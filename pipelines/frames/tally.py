@@ -15,6 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pipelines.io.blobs import from_blob
 from schemas.decoded import DECODED_RECORD_SCHEMA, KIND_CONTROL, KIND_ERROR, KIND_UNKNOWN
 
 #: the decoded columns a tally reads
@@ -282,8 +283,6 @@ def tally(log, read_before: dict[int, int] | None = None) -> Tally:
     if log.in_hand:
         rows = tally_rows(log.table, until_offset, until_time_ms, after=read_before)
     else:
-        from pipelines.io.blobs import from_blob
-
         parts = [from_blob(b) for b in log.side_blobs("tally")]
         rows = _combine(pa.concat_tables(parts).cast(TALLY_SCHEMA)) if parts else TALLY_SCHEMA.empty_table()
     return Tally(rows, until_offset, until_time_ms)

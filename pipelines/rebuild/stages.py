@@ -140,9 +140,11 @@ def decode(run: Run, planned: Planned) -> Decoded:
         stage = run.warehouse.stage_history(run.snapshot_id, mode="full" if run.kind == SCHEDULED else "what-if")
         state_stage = stage_state(run.warehouse, run.snapshot_id) if run.saves_shards else None
         with shard_errors():
-            loaded = segment_shards.load_on_spark(
-                run.spark, plan, _load_options(run), cut, _early_history_check(run, plan), stage, counters,
-                run.progress.emit, state_stage, ex.previous, ex.window_bytes, ex.split_bytes, ex.split_buckets)
+            load = segment_shards.ShardLoad(
+                options=_load_options(run), cut=cut, split_by=_early_history_check(run, plan), stage=stage,
+                state_stage=state_stage, previous=ex.previous, window_bytes=ex.window_bytes,
+                split_bytes=ex.split_bytes, buckets=ex.split_buckets)
+            loaded = segment_shards.load_on_spark(run.spark, plan, load, counters=counters, emit=run.progress.emit)
         log = loaded.log
         run.held.callback(_quietly(log.unpersist))
         run.held.callback(_quietly(loaded.release))
@@ -289,7 +291,8 @@ def replay(run: Run, planned: Planned, decoded: Decoded) -> Replayed:
     done = dict(route=route, rows=rows, clock=clock, ahead=ahead, saved=None, suspects=None)
     if route in (Route.IN_PROCESS, Route.TASKS):
         from pipelines.coordinator.loader import SKIPPED_KINDS
-        from pipelines.coordinator.shard import REPLAY_COLUMNS, conform_decoded, replay_shards
+        from pipelines.coordinator.decoded import REPLAY_COLUMNS, conform_decoded
+        from pipelines.coordinator.shard import replay_shards
         from pipelines.heap import gc_paused
 
         where = f"{ex.tasks} tasks" if route is Route.TASKS else "this process"
@@ -335,7 +338,7 @@ def replay(run: Run, planned: Planned, decoded: Decoded) -> Replayed:
     else:
         run.progress.stage("replay", f"semantics {options.semantics}, one task per offsets partition" + expiring)
         shards = replay_on_spark(run.spark, decoded.log, options, expiry, topic_names_of(decoded.log),
-                                 run.saves_shards, run.progress.emit, history_check=check,
+                                 keep=run.saves_shards, emit=run.progress.emit, history_check=check,
                                  input_bytes=ex.decode_plan.bytes_by_partition())
         run.held.callback(_quietly(shards.release))
     return Replayed(**{**done, "saved": shards.saved, "suspects": shards.suspects}, tables=shards.tables,

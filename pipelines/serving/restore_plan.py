@@ -266,8 +266,8 @@ def _state_relevant(commits: pa.Table, markers: pa.Table, group_records: pa.Tabl
     table of all three, in log order, each row tagged with its source and row number."""
     import numpy as np
 
+    from pipelines.coordinator.decoded import until_cut_mask
     from pipelines.coordinator.reduction import state_only_rows
-    from pipelines.coordinator.shard import until_cut_mask
     from pipelines.serving.codes import string_codes
 
     # record kinds as a dictionary (the reduction compares them to text): filters and takes move one byte a row
@@ -406,6 +406,7 @@ def offsets_at(reader: SnapshotReader, snap: Snapshot, as_of_ms: int, groups: li
     from pipelines.coordinator.expiry import ExpiryOptions
     from pipelines.coordinator.options import ReplayOptions
     from pipelines.coordinator.shard import load_shards, tabulate_shards
+    from pipelines.coordinator.streamed import STATE_ONLY
     from pipelines.coordinator.tables import topic_names
     from pipelines.heap import gc_paused
 
@@ -418,7 +419,7 @@ def offsets_at(reader: SnapshotReader, snap: Snapshot, as_of_ms: int, groups: li
                            semantics=facts["semantics"], kafka_version=facts["kafka_version"]) \
         if facts["expiry"] else None
     with gc_paused():  # the loaders' objects hold no cycles; dropped before the collector is back
-        loaded = load_shards(log, options, history=False, relevant=True)
+        loaded = load_shards(log, options, mode=STATE_ONLY)
         del log
         tables = tabulate_shards(loaded.states, options, expiry, topic_names(loaded.naming.to_pylist()))
         del loaded

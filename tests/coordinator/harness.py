@@ -57,7 +57,7 @@ def spark_tables(spark, rows, options: ReplayOptions, expiry=None) -> dict[str, 
     from pipelines.coordinator.tables import topic_names
     from pipelines.frames.shards import replay_on_spark
 
-    shards = replay_on_spark(spark, to_log(spark, rows), options, expiry, topic_names(rows), False)
+    shards = replay_on_spark(spark, to_log(spark, rows), options, expiry, topic_names(rows), keep=False)
     tables, release = shards.tables, shards.release
     try:
         frames = {t: rows.frame() for t, rows in tables.items() if not isinstance(rows, pa.Table)}  # the history

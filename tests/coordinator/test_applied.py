@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from pipelines.coordinator.options import ReplayOptions
 from pipelines.coordinator.shard import load_shards, replay_rows
+from pipelines.coordinator.streamed import WHOLE_STATE
 from tests.coordinator.rowkit import Log, to_table
 from tests.coordinator.test_replay_differential import build_log, kafka_like_log, log_ops
 from tests.depth import cases
@@ -112,7 +113,8 @@ def test_a_plain_tombstone_before_the_commit_marker(semantics):
 
 
 def _state_at(rows, semantics: str, cut: int) -> dict:
-    loaded = load_shards(to_table(rows), ReplayOptions(semantics=semantics, until_offset=cut), history=False)
+    loaded = load_shards(to_table(rows), ReplayOptions(semantics=semantics, until_offset=cut),
+                         mode=WHOLE_STATE)
     return {k: v.committed_offset for s in loaded.states for k, v in s.offsets.items()}
 
 

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from pipelines.coordinator.options import REPLAY_TABLES, ReplayOptions
 from pipelines.coordinator.saved import SavedShard
-from pipelines.coordinator.shard import _engine_rows, replay_shards
+from pipelines.coordinator.shard import engine_rows, replay_shards
 from tests.coordinator.harness import canon
 from tests.coordinator.rowkit import to_table
 
@@ -41,7 +41,7 @@ def saved_shards(rows, opts: ReplayOptions) -> dict:
 def resumed_rows(rows, saved: dict, opts: ReplayOptions) -> dict[str, list[dict]]:
     """`replay_rows` of `rows` loaded on from `saved`."""
     result = replay_shards(to_table(rows) if rows else to_table([]), opts, resume=saved)
-    return {t: _engine_rows(a) for t, a in result.tables.items()}
+    return {t: engine_rows(a) for t, a in result.tables.items()}
 
 
 def _batch_starts(rows) -> list[int]:

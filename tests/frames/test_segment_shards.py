@@ -51,9 +51,10 @@ def _on_spark(spark, plan, options, expiry=None, split_by=None, history_check=No
                                  until_time_ms=options.until_time_ms, snapshot_id=options.snapshot_id)
     # the shards saved for --incremental, written by the tasks into a state directory of their own
     state_stage = StateStage(tempfile.mkdtemp(prefix="state-")) if retain else None
-    loaded = segment_shards.load_on_spark(spark, plan, load_options, (options.until_offset, options.until_time_ms),
-                                          split_by, state_stage=state_stage, split_bytes=split_bytes,
-                                          buckets=buckets)
+    load = segment_shards.ShardLoad(options=load_options, cut=(options.until_offset, options.until_time_ms),
+                                    split_by=split_by, state_stage=state_stage, split_bytes=split_bytes,
+                                    buckets=buckets)
+    loaded = segment_shards.load_on_spark(spark, plan, load)
     shards = segment_shards.tabulate_on_spark(spark, loaded, options, expiry, topic_names_of(loaded.log),
                                               history_check=history_check, events_in_hand=events_in_hand)
     return loaded, shards
@@ -113,7 +114,8 @@ def test_segment_shards_give_what_the_engine_gives_on_broker_logs(spark, brokerd
     import pyarrow.compute as pc
 
     from pipelines.coordinator.expiry import ExpiryOptions
-    from pipelines.coordinator.shard import replay_shards, transaction_markers
+    from pipelines.coordinator.decoded import transaction_markers
+    from pipelines.coordinator.shard import replay_shards
     from pipelines.frames.tally import tally
     from pipelines.frames.tally import tally_rows
     from schemas.decoded import DECODED_RECORD_SCHEMA
@@ -189,8 +191,8 @@ def test_damaged_and_real_logs_are_all_accounted_for(spark, shared_dir, tmp_path
         plan = plan_inputs([path])
         if not loads_shards(plan):
             continue
-        loaded = segment_shards.load_on_spark(spark, plan, ReplayOptions(snapshot_id="q"), (None, None),
-                                              state_stage=StateStage(str(tmp_path / f"state-{n}")))
+        loaded = segment_shards.load_on_spark(spark, plan, segment_shards.ShardLoad(
+            options=ReplayOptions(snapshot_id="q"), state_stage=StateStage(str(tmp_path / f"state-{n}"))))
         try:
             acc = Accounting.from_tally(tally(loaded.log), reader_counts(spark, plan))
             assert acc.unbalanced() == [], path

@@ -23,7 +23,7 @@ def test_replay_reports_every_shard_with_its_records_and_bytes(spark, monkeypatc
         rows += log.rows
     lines: list[str] = []
     options = ReplayOptions(semantics="modern", snapshot_id="p", num_partitions=50)
-    replay_on_spark(spark, to_log(spark, rows), options, None, {}, False, lines.append,
+    replay_on_spark(spark, to_log(spark, rows), options, None, {}, keep=False, emit=lines.append,
                     input_bytes={0: 1_000_000, 3: 2_000_000, 9: 500_000}).release()
     assert lines, "no progress line"
     last = re.match(r"\s+replay: (\d+)/(\d+) shards done, ([\d,]+) records, ([\d.]+) MB at", lines[-1])

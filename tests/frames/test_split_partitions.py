@@ -22,9 +22,10 @@ from pipelines.coordinator.streamed import RANGE, StreamedShards, by_group, load
 from pipelines.coordinator.tables import group_history_table, named_group_history, topic_names
 from pipelines.decoding.reader import iter_decoded_rows
 from pipelines.decoding.segments import entry_heads
-from pipelines.frames.decode import _work_batches, plan_inputs
+from pipelines.frames.decode import work_batches, plan_inputs
 from pipelines.frames.ranges import NO_FLOOR, log_ranges
-from pipelines.frames.segment_shards import KEPT, _decode_and_load_task, _split_load_task, _units
+from pipelines.frames.envelope import KeptRows, decode, encode
+from pipelines.frames.segment_shards import ShardLoad, decode_and_load_task, split_load_task, work_units
 from pipelines.frames.tally import Tally, tally_rows
 from schemas.decoded import DECODED_RECORD_SCHEMA
 from tests.coordinator.harness import as_rows, assert_same, canon
@@ -46,31 +47,29 @@ def _split_tables(data_dir, options: ReplayOptions, split_bytes: int, window_byt
     offsets partition over `split_bytes` cut into ranges: the ranges' tasks, then each split partition's load (in
     `buckets` of its groups, a shard each)."""
     plan = plan_inputs([data_dir])
-    work = pa.Table.from_batches(_work_batches(plan))
+    work = pa.Table.from_batches(work_batches(plan))
     by_shard: dict[int, list[int]] = {}
     for i, p in enumerate(work.column("offsets_partition").to_pylist()):
         by_shard.setdefault(p, []).append(i)
-    units = _units(work, by_shard, split_bytes)
-    task = _decode_and_load_task([list(units.values())], plan.policy, options,
-                                 (options.until_offset, options.until_time_ms), window_bytes=window_bytes,
-                                 buckets=buckets)
-    out = pa.Table.from_batches(list(task(iter([pa.record_batch([pa.array([0])], names=["id"])]))))
-    passed = out.filter(pc.equal(out.column("table"), KEPT))
+    units = work_units(work, by_shard, split_bytes)
+    load = ShardLoad(options=options, cut=(options.until_offset, options.until_time_ms), window_bytes=window_bytes,
+                     buckets=buckets)
+    task = decode_and_load_task([list(units.values())], policy=plan.policy, load=load)
+    payloads = list(decode(pa.Table.from_batches(list(task(iter([pa.record_batch([pa.array([0])], names=["id"])]))))))
+    passed = [p for p in payloads if isinstance(p, KeptRows)]
     loads = []
-    for shard in sorted(set(passed.column("shard").to_pylist())):
-        mine = passed.filter(pc.equal(passed.column("shard"), shard))
-        assert sorted(set(mine.column("bucket").to_pylist())) == list(range(buckets))
+    for shard in sorted({p.shard for p in passed}):
+        mine = [p for p in passed if p.shard == shard]
+        assert sorted({p.bucket for p in mine}) == list(range(buckets))
         for b in range(buckets):
-            loads.append(pa.Table.from_batches(list(_split_load_task(options, buckets=buckets)(iter(
-                mine.filter(pc.equal(mine.column("bucket"), b)).to_batches())))))
-    out = pa.concat_tables([out.filter(pc.not_equal(out.column("table"), KEPT)),
-                            *[t.cast(out.schema) for t in loads]])
+            loads.extend(split_load_task(load)(iter([encode(p for p in mine if p.bucket == b)])))
+    out = pa.Table.from_batches([encode(p for p in payloads if not isinstance(p, KeptRows)), *loads])
     tables, tally, markers = envelope_tables(out, options)
     return tables, tally, markers, units
 
 
 def _ranges(units) -> int:
-    return sum(1 for _, _, piece in units.values() if piece is not None)
+    return sum(1 for unit in units.values() if unit.piece is not None)
 
 
 # Each semantics with its groups in several buckets; one bucket (an incremental run's split load) is
@@ -120,7 +119,7 @@ def test_a_cut_splits_like_the_whole_log(brokerdata, cut):
 
 def test_ranges_cut_at_entries_and_cover_every_byte(brokerdata):
     plan = plan_inputs([brokerdata / "transactions" / "data"])
-    work = pa.Table.from_batches(_work_batches(plan))
+    work = pa.Table.from_batches(work_batches(plan))
     for part in sorted(set(work.column("offsets_partition").to_pylist())):
         items = work.filter(pc.equal(work.column("offsets_partition"), part)).to_pylist()
         total = sum(i["size"] for i in items)

@@ -11,12 +11,13 @@ import pyarrow.compute as pc
 import pytest
 
 from pipelines.coordinator.options import ReplayOptions
-from pipelines.coordinator.shard import load_shards, replay_rows, tabulate_shards
+from pipelines.coordinator.shard import engine_rows, load_shards, replay_rows, tabulate_shards
+from pipelines.coordinator.streamed import WHOLE_STATE
 from pipelines.coordinator.tables import named_group_history, topic_names
 from pipelines.decoding.reader import iter_decoded_rows
-from pipelines.frames.decode import _decode_items, _work_batches, plan_inputs
-from pipelines.frames.segment_shards import (GROUP_EVENTS, LOG, MARKERS, STATES, _decode_and_load_task,
-                                             decoded_windows)
+from pipelines.frames.decode import decode_items, work_batches, plan_inputs
+from pipelines.frames.envelope import DecodedTally, GroupEvents, HistoryRows, Markers, ShardStates, decode
+from pipelines.frames.segment_shards import ShardLoad, WorkUnit, decode_and_load_task, decoded_windows
 from pipelines.frames.tally import tally_rows
 from pipelines.io.blobs import from_blob
 from schemas.decoded import DECODED_RECORD_SCHEMA
@@ -32,42 +33,35 @@ def _task_tables(data_dir, options: ReplayOptions, window_bytes: int) -> tuple[d
     """The snapshot's tables (the history with them), the tally and the markers the shard tasks give for a
     broker data dir, each offsets partition streamed in windows of `window_bytes`, every shard in one slice."""
     plan = plan_inputs([data_dir])
-    items = pa.Table.from_batches(_work_batches(plan))
+    items = pa.Table.from_batches(work_batches(plan))
     parts = sorted(set(items.column("offsets_partition").to_pylist()))
-    shards = [(p, items.filter(pc.equal(items.column("offsets_partition"), p)), None) for p in parts]
-    task = _decode_and_load_task([shards], plan.policy, options, (options.until_offset, options.until_time_ms),
-                                 window_bytes=window_bytes)
+    shards = [WorkUnit(p, items.filter(pc.equal(items.column("offsets_partition"), p))) for p in parts]
+    task = decode_and_load_task([shards], policy=plan.policy, load=ShardLoad(
+        options=options, cut=(options.until_offset, options.until_time_ms), window_bytes=window_bytes))
     return envelope_tables(pa.Table.from_batches(list(task(iter([pa.record_batch([pa.array([0])], names=["id"])])))),
                            options)
 
 
 def envelope_tables(out: pa.Table, options: ReplayOptions) -> tuple[dict, pa.Table, pa.Table]:
     """The snapshot's tables (the history with them), the tally and the markers of shard tasks' envelope rows."""
-    of = {t: [from_blob(b) if t != STATES else pickle.loads(b)
-              for b in out.filter(pc.equal(out.column("table"), t)).column("payload").to_pylist()]
-          for t in (STATES, "offset_commits", MARKERS)}
-    states = [s for part in of[STATES] for s in part]
-    names = [from_blob(b) for b in out.filter(pc.equal(out.column("table"), LOG)).column("named").to_pylist()
-             if b is not None]
+    payloads = list(decode(out))
+    states = [s for p in payloads if isinstance(p, ShardStates) for s in pickle.loads(p.states)]
+    ends = [p for p in payloads if isinstance(p, DecodedTally)]
+    names = [from_blob(p.named) for p in ends if p.named is not None]
     names = topic_names(pa.concat_tables(names).to_pylist()) if names else {}
-    tally = [from_blob(b) for b in out.column("tally").to_pylist() if b is not None]
+    tally = [from_blob(p.tally) for p in ends]
     tabulated = tabulate_shards(states, options, None, names)
     # the tasks took their group events as they loaded them, window by window
     assert not tabulated["group_history"].num_rows
-    events = out.filter(pc.equal(out.column("table"), GROUP_EVENTS)).column("payload").to_pylist()
-    events = [from_blob(b) for b in events]
+    events = [from_blob(p.rows) for p in payloads if isinstance(p, GroupEvents)]
+    assert sum(p.count for p in payloads if isinstance(p, GroupEvents)) == sum(e.num_rows for e in events)
     if events:
         tabulated["group_history"] = named_group_history(pa.concat_tables(events), names)
     tables = as_rows(tabulated)
-    history = pa.concat_tables(of["offset_commits"]) if of["offset_commits"] else None
-    tables["offset_commits"] = [] if history is None else _engine_rows(history)
-    return tables, pa.concat_tables(tally), pa.concat_tables(of[MARKERS])
-
-
-def _engine_rows(history: pa.Table) -> list[dict]:
-    from pipelines.coordinator.shard import _engine_rows as rows
-
-    return rows(history)
+    history = [from_blob(p.rows) for p in payloads if isinstance(p, HistoryRows)]
+    tables["offset_commits"] = engine_rows(pa.concat_tables(history)) if history else []
+    return tables, pa.concat_tables(tally), pa.concat_tables([from_blob(p.rows) for p in payloads
+                                                              if isinstance(p, Markers)])
 
 
 def _reference(data_dir, options: ReplayOptions) -> dict:
@@ -148,7 +142,7 @@ def test_a_cut_streams_like_the_whole_log(brokerdata, cut):
 
 def _decoded(data_dir):
     plan = plan_inputs([data_dir])
-    return [b for b in _decode_items(iter(_work_batches(plan)), plan.policy) if b.num_rows]
+    return [b for b in decode_items(iter(work_batches(plan)), plan.policy) if b.num_rows]
 
 
 @pytest.mark.parametrize("window", [1, 200, 4096, HUGE])
@@ -199,7 +193,7 @@ def test_a_state_only_load_in_windows_of_rows_gives_the_whole_state(brokerdata, 
         b.pop("group_history")
         assert b["loaded_offsets"], scenario
         for rows in (1, 2, 3, 5, 8):
-            one = load_shards(table, options, history=False, window_rows=rows)
+            one = load_shards(table, options, mode=WHOLE_STATE, window_rows=rows)
             assert one.history.num_rows == 0
             a = as_rows(tabulate_shards(one.states, options, None, topic_names(one.naming.to_pylist())))
             a.pop("group_history")

@@ -10,6 +10,7 @@ import pyarrow as pa
 import pytest
 
 from pipelines.frames import segment_shards
+from pipelines.frames.envelope import ShardStates, encode
 from pipelines.frames.segment_shards import ShardMemoryError, memory_of
 
 
@@ -27,9 +28,8 @@ def test_the_tabulation_task_reports_its_partition(monkeypatch):
         raise MemoryError()
 
     monkeypatch.setattr(segment_shards, "tabulate_shards", exhausted)
-    task = segment_shards._tabulate_task(None, None, {}, 50)
-    batch = pa.record_batch([pa.array([17], pa.int32()), pa.array([pickle.dumps([])], pa.binary())],
-                            names=["shard", "payload"])
+    task = segment_shards.tabulate_task(None, None, {}, 50)
+    batch = encode([ShardStates(shard=17, states=pickle.dumps([]))])
     with pytest.raises(ShardMemoryError, match="^offsets partition 17: tabulating its state"):
         list(task(iter([batch])))
 

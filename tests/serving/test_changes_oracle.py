@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from jobs.cli import main
 from pipelines.coordinator.options import ReplayOptions
 from pipelines.coordinator.shard import load_shards, replay_shards
+from pipelines.coordinator.streamed import WHOLE_STATE
 from pipelines.io.snapshots import DeltaWarehouseReader, resolve_snapshot
 from pipelines.serving.group_status import evaluate_groups, partition_status, window
 from pipelines.serving.index import load_index
@@ -55,7 +56,7 @@ def _states(rows: list[dict], semantics: str) -> list[tuple[int, dict]]:
     table = to_table(rows)
     out = []
     for cut in [-1, *sorted({r["offset"] for r in rows})]:
-        loaded = load_shards(table, ReplayOptions(semantics=semantics, until_offset=cut), history=False)
+        loaded = load_shards(table, ReplayOptions(semantics=semantics, until_offset=cut), mode=WHOLE_STATE)
         out.append((cut, {(k.group, k.topic, k.partition): v.committed_offset
                           for s in loaded.states for k, v in s.offsets.items()}))
     return out

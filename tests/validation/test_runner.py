@@ -94,7 +94,7 @@ def test_markers_up_to_the_cut():
     import pyarrow as pa
 
     from pipelines.coordinator.options import ReplayOptions
-    from pipelines.coordinator.shard import transaction_markers
+    from pipelines.coordinator.decoded import transaction_markers
     from schemas.decoded import DECODED_RECORD_SCHEMA
 
     schema = pa.schema([DECODED_RECORD_SCHEMA.field(c) for c in CUT_COLUMNS])

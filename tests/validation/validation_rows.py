@@ -9,8 +9,8 @@ from datetime import datetime, timedelta, timezone
 
 import pyarrow as pa
 
+from pipelines.coordinator.decoded import MARKER_COLUMNS
 from pipelines.coordinator.partitioner import partition_for
-from pipelines.coordinator.shard import MARKER_COLUMNS
 from pipelines.io.delta import spark_schema
 from schemas.decoded import DECODED_RECORD_SCHEMA
 from schemas.tables import TABLES
