@@ -12,13 +12,16 @@ and the same views come from it.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable, Iterator
+from typing import TYPE_CHECKING, Iterable, Iterator
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipelines.io.blobs import from_blob, to_blob
 from schemas.decoded import DECODED_RECORD_SCHEMA, KIND_ERROR
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
 
 PART = "offsets_partition"
 LOG_DDL = "offsets_partition int, payload binary, tally binary, named binary"
@@ -133,8 +136,8 @@ class DecodedLog:
     `table`, the rows in hand. Exactly one is set. `cut`: the (until_offset, until_time_ms) the blobs' tallies were
     taken at (None: not tallied; `frames.tally.tally` reads them)."""
 
-    spark: object
-    blobs: object = None  # pyspark DataFrame, LOG_DDL
+    spark: SparkSession
+    blobs: DataFrame | None = None  # LOG_DDL
     table: pa.Table | None = None
     cut: tuple | None = None
     collected: pa.Table | None = None  # the blobs' `tally` and `named` columns, when already collected

@@ -24,6 +24,7 @@ from pipelines.frames.segment_shards import SAVED_FILE, _envelope, balanced, sav
 from pipelines.frames.shards import ENVELOPE_DDL, MARKERS, _blobs, shards_from_envelope
 from pipelines.incremental.saved import SavedShards
 from pipelines.io.blobs import from_blob, opened, to_blob
+from pipelines.io.checkpoint import SavedState
 
 ROW_BYTES = 200  # a saved state entry's bytes, about: weighs a partition's new records against its saved shard
 
@@ -32,7 +33,7 @@ ROW_BYTES = 200  # a saved state entry's bytes, about: weighs a partition's new 
 class ResumedShards:
     tables: dict[str, pa.Table]  # SHARD_TABLES, contract columns, the history (`offset_commits`) too
     markers: pa.Table  # the end-transaction markers read (`shard.transaction_markers`), the resumed shards' too
-    saved: object  # io.checkpoint.SavedState: the shards the tasks saved (None: a run that keeps none)
+    saved: SavedState | None  # the shards the tasks saved (None: a run that keeps none)
     release: Callable[[], None]
 
 

@@ -23,6 +23,7 @@ from pipelines.coordinator.options import ReplayOptions
 from pipelines.coordinator.shard import MARKER_COLUMNS, PART, SHARD_TABLES, replay_shards, without_unread
 from pipelines.frames.decoded_log import from_blobs
 from pipelines.io.blobs import BlobRows, from_blob, opened, to_blob
+from pipelines.io.checkpoint import SavedState
 from pipelines.validation.suspects import SuspectFilter, Suspects
 
 SAVED = "_saved"  # the envelope's name for the shard the next --incremental run resumes (`coordinator.saved`)
@@ -102,7 +103,7 @@ class SparkShards:
     on Spark counted off the envelope (the group history), which then needs no pass of its own to be counted."""
 
     tables: dict
-    saved: object
+    saved: dict[int, bytes] | SavedState | None
     release: Callable[[], None]
     markers: pa.Table
     suspects: Suspects | None = None

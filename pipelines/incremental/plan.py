@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from pipelines.frames.decode import DecodePlan
 from pipelines.incremental.checkpoint import CHECKPOINT_FORMAT, OLDER_FORMATS, SAVED_FORMAT
 from pipelines.io import storage
 from pipelines.io.checkpoint import state_dir
@@ -25,7 +26,7 @@ class IncrementalStart:
 
     mode: str
     reason: str
-    decode_plan: object  # frames.decode.DecodePlan
+    decode_plan: DecodePlan
     previous_snapshot: str | None = None
     previous: dict | None = None  # the previous checkpoint (incremental only)
     previous_state: str | None = None  # its saved shards' directory

@@ -81,8 +81,9 @@ class _LocalLockFile:
     def __init__(self, path: Path):
         self.path = path
 
-    def read(self) -> tuple[bytes, float, object] | None:
-        """(record bytes, seconds since the last heartbeat, version) or None when there is no lock."""
+    def read(self) -> tuple[bytes, float, str | None] | None:
+        """(record bytes, seconds since the last heartbeat, version: the e-tag on object storage) or None when
+        there is no lock."""
         try:
             data = self.path.read_bytes()
             age = time.time() - self.path.stat().st_mtime
@@ -171,7 +172,7 @@ class _ObjectLockFile:
             return retry.StoreUnavailable(f"{self.uri}: {storage.error_text(e)}")
         return storage.StorageError(f"{self.uri}: {storage.error_text(e)}")
 
-    def read(self) -> tuple[bytes, float, object] | None:
+    def read(self) -> tuple[bytes, float, str | None] | None:
         import obstore
         from obstore.exceptions import NotFoundError
 
@@ -265,7 +266,7 @@ class WriterLock:
         self._write = threading.Lock()  # the heartbeat and update() both re-PUT the record on object storage
 
     # ------------------------------------------------------------------ reading
-    def _read(self) -> tuple[dict, object] | None:
+    def _read(self) -> tuple[dict, str | None] | None:
         got = self.file.read()
         if got is None:
             return None

@@ -25,6 +25,9 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, replace
 
+from pipelines.frames.decode import DecodePlan
+from pipelines.incremental.saved import SavedShards
+
 
 class Route(str, enum.Enum):
     SHARDS = "shards"
@@ -42,9 +45,9 @@ class Execution:
     (`DecodePlan.in_process`); `previous`: the saved shards (`incremental.saved.SavedShards`) the run loads onto,
     None for a full run."""
 
-    decode_plan: object  # frames.decode.DecodePlan
+    decode_plan: DecodePlan
     loads_shards: bool  # Route.SHARDS: the decode's tasks load the shards
-    previous: object
+    previous: SavedShards | None
     window_bytes: int
     split_bytes: int
     state_entries: int  # the saved shards' size (0 for a full run)

@@ -153,7 +153,7 @@ def record_failure(warehouse, snapshot_id: str, stage: str, row: dict, e: BaseEx
             if storage is None and unavailable is None and storage_error(mark_exc) is None \
                     and unavailable_cause(mark_exc) is None:
                 raise
-            if not _recorded_after_all(warehouse, snapshot_id):
+            if not recorded_after_all(warehouse, snapshot_id):
                 raise RunFailed(f"run {snapshot_id} failed in stage {stage}: "
                                 f"{cause if unavailable is not None else (storage or 'storage error') + ': ' + cause}"
                                 f"; its failure could not be recorded either ({cause_of(mark_exc)})") from None
@@ -169,54 +169,13 @@ def record_failure(warehouse, snapshot_id: str, stage: str, row: dict, e: BaseEx
         raise RunFailed(f"run {snapshot_id} failed in stage {stage}: {e}; recorded as failed") from None
 
 
-def _recorded_after_all(warehouse, snapshot_id: str) -> bool:
+def recorded_after_all(warehouse, snapshot_id: str) -> bool:
     """Whether `snapshot_id`'s `failed` row is there though writing it raised: the commit landed and what followed
     it failed (its answer lost, its post-commit work), which only a read can tell."""
     try:
         return any(r["snapshot_id"] == snapshot_id and r["status"] == "failed" for r in warehouse.snapshots())
     except Exception:  # the store still fails: say it was not recorded, as far as this run can tell
         return False
-
-
-def record_unstarted(settings, req, snapshot_id: str, e: BaseException) -> RunFailed:
-    """A run the object store kept from starting (its checks before Spark read the inputs and write the
-    warehouse, and a fault outlasted the retries): a failed run, not a user's mistake. Recorded in `runs` as failed
-    in stage `preflight` where the warehouse allows it (under its writer lock, taken for the write and given
-    back); the one line for the user, to raise."""
-    import time
-
-    from pipelines.incremental import is_what_if
-    from pipelines.io.lock import LockHeldError, WriterLock
-    from pipelines.io.retry import unavailable_cause
-    from pipelines.io.storage import location
-    from pipelines.io.warehouse import Warehouse
-    from pipelines.rebuild.request import resolve_settings
-    from pipelines.times import ms_to_iso
-
-    cause = f"object store unavailable: {unavailable_cause(e) or first_line(e)}"
-    lock = None
-    try:
-        conf = resolve_settings(settings, req)
-        lock = WriterLock(location(req.warehouse))
-        lock.acquire(snapshot_id)
-        Warehouse(req.warehouse).record_failure(snapshot_id, dict(
-            started_at=ms_to_iso(int(time.time() * 1000)), inputs=list(req.inputs), semantics=conf.semantics,
-            retention_minutes=conf.retention_minutes, kind="what-if" if is_what_if(req) else "scheduled",
-            summary={"error": cause, "stage": "preflight"}))
-        recorded = "recorded as failed"
-    except LockHeldError as held:
-        recorded = f"not recorded: {held}"
-    except Exception as mark_exc:
-        recorded = ("recorded as failed" if lock is not None and lock.token is not None
-                    and _recorded_after_all(Warehouse(req.warehouse), snapshot_id)
-                    else f"its failure could not be recorded either ({cause_of(mark_exc)})")
-    finally:
-        if lock is not None:
-            try:
-                lock.release()
-            except Exception:  # left stale: the next run takes it over
-                pass
-    return RunFailed(f"run {snapshot_id} failed in stage preflight: {cause}; {recorded}")
 
 
 def record_abandoned(warehouse, holder: dict, emit) -> None:

@@ -5,14 +5,18 @@ from __future__ import annotations
 
 import errno
 import os
+import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
 from pipelines.config import Settings
 from pipelines.decoding.framing import HEADER_SIZE_UP_TO_MAGIC, MAGIC_OFFSET, frame_entry
+from pipelines.frames.decode import DecodePlan
 from pipelines.io import storage
-from pipelines.rebuild.failures import UsageError, record_unstarted
+from pipelines.io.cluster import ClusterIdentity
+from pipelines.io.lock import WriterLock
+from pipelines.rebuild.failures import RunFailed, UsageError, cause_of, first_line, recorded_after_all
 from pipelines.rebuild.request import RebuildRequest, RunSettings, new_snapshot_id, resolve_settings
 from pipelines.times import TimeFormatError, parse_time_ms
 
@@ -26,10 +30,10 @@ class PreparedRun:
     snapshot_id: str
     until_time_ms: int | None
     as_of_ms: int | None
-    plan: object  # pipelines.frames.decode.DecodePlan
-    lock: object  # pipelines.io.lock.WriterLock
+    plan: DecodePlan
+    lock: WriterLock
     abandoned: dict | None  # the record of a stale lock this run took over
-    cluster: object = None  # pipelines.io.cluster.ClusterIdentity of the inputs
+    cluster: ClusterIdentity | None = None  # of the inputs
     other_cluster: str | None = None  # --other-cluster: why the input is not the history's cluster
 
     def release(self) -> None:
@@ -319,3 +323,36 @@ def take_lock(settings: Settings, warehouse: "storage.Location", snapshot_id: st
     except OSError as e:
         raise UsageError(f"--warehouse {warehouse}: {os_error_text(e)}") from None
     return lock, abandoned
+
+
+def record_unstarted(settings, req, snapshot_id: str, e: BaseException) -> RunFailed:
+    """A run the object store kept from starting (its checks before Spark read the inputs and write the
+    warehouse, and a fault outlasted the retries): a failed run, not a user's mistake. Recorded in `runs` as failed
+    in stage `preflight` where the warehouse allows it (under its writer lock, taken for the write and given
+    back); the one line for the user, to raise."""
+
+
+    cause = f"object store unavailable: {unavailable_cause(e) or first_line(e)}"
+    lock = None
+    try:
+        conf = resolve_settings(settings, req)
+        lock = WriterLock(location(req.warehouse))
+        lock.acquire(snapshot_id)
+        Warehouse(req.warehouse).record_failure(snapshot_id, dict(
+            started_at=ms_to_iso(int(time.time() * 1000)), inputs=list(req.inputs), semantics=conf.semantics,
+            retention_minutes=conf.retention_minutes, kind="what-if" if is_what_if(req) else "scheduled",
+            summary={"error": cause, "stage": "preflight"}))
+        recorded = "recorded as failed"
+    except LockHeldError as held:
+        recorded = f"not recorded: {held}"
+    except Exception as mark_exc:
+        recorded = ("recorded as failed" if lock is not None and lock.token is not None
+                    and recorded_after_all(Warehouse(req.warehouse), snapshot_id)
+                    else f"its failure could not be recorded either ({cause_of(mark_exc)})")
+    finally:
+        if lock is not None:
+            try:
+                lock.release()
+            except Exception:  # left stale: the next run takes it over
+                pass
+    return RunFailed(f"run {snapshot_id} failed in stage preflight: {cause}; {recorded}")

@@ -8,6 +8,7 @@ from __future__ import annotations
 import bisect
 import functools
 from dataclasses import dataclass
+from typing import Callable, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -142,7 +143,7 @@ def _plain(schema: pa.Schema) -> bool:
     )
 
 
-_ROW_BUILDERS: dict[tuple[str, ...], object] = {}
+_ROW_BUILDERS: dict[tuple[str, ...], Callable[[Sequence], list[dict]]] = {}
 
 
 def _row_builder(names: tuple[str, ...]):

@@ -92,7 +92,8 @@ class Check:
     needs: tuple[str, ...] = ()  # inputs besides the suite's own table
     # (the suite's table, every input) -> the table with this check's `chk_*` column added; Arrow tables
     derive: Callable[[pa.Table, Mapping[str, pa.Table]], pa.Table] | None = None
-    minimum: object = None  # at_least / ts_*: the lower bound (at_most: the upper); ts_range: (lower, upper)
+    # at_least / ts_*: the lower bound (at_most: the upper); ts_range: (lower, upper)
+    minimum: int | datetime | tuple[datetime, datetime] | None = None
 
 
 @dataclass(frozen=True)
