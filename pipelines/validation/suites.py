@@ -494,6 +494,9 @@ def _keyed(suite: str, table: str) -> list[Check]:
     return checks
 
 
+_Spec = tuple[str, tuple[str, ...], list[Check]]  # a suite's name (its table), index columns, every check
+
+
 def build_suites(*, as_of_ms: int, num_partitions: int, timestamp_skew_minutes: float = 60,
                  semantics: str = DEFAULT_SEMANTICS, available: frozenset[str] | set[str] | None = None,
                  max_unread_bytes: int | None = None) -> list[SuiteSpec]:
@@ -506,38 +509,50 @@ def build_suites(*, as_of_ms: int, num_partitions: int, timestamp_skew_minutes: 
     if semantics not in SEMANTICS:
         raise ValueError(f"semantics must be one of {', '.join(SEMANTICS)}, got {semantics!r}")
     upper = datetime.fromtimestamp(as_of_ms / 1000, tz=UTC) + timedelta(minutes=timestamp_skew_minutes)
-    n = num_partitions
+    specs = (_offset_suites(num_partitions, upper, semantics) + _group_suites(num_partitions, upper)
+             + _log_suites(upper, max_unread_bytes))
+    return [_with_inputs(name, index, checks, available) for name, index, checks in specs]
 
-    def offsets(suite: str, *, expire: bool = True) -> list[Check]:
-        checks = _keyed(suite, suite) + [
-            _partition(suite, n),
-            _at_least(suite, "committed_offset", MIN_COMMITTED_OFFSET, _OFFSET_WHY),
-            _at_least(suite, "record_offset", 0, _POSITION_WHY),
-            _timestamp(suite, "commit_timestamp", upper, _TS_WHY),
-        ]
-        if expire:
-            # expireTimestamp is commit time plus a client-requested retention: the future is legitimate
-            checks.append(_timestamp(suite, "expire_timestamp", None, "an explicit expiry is after 2011"))
-        return checks
 
-    specs: list[tuple[str, tuple[str, ...], list[Check]]] = [
-        ("loaded_offsets", KEYS["loaded_offsets"], offsets("loaded_offsets")),
+def _offset_checks(suite: str, n: int, upper: datetime, *, expire: bool = True) -> list[Check]:
+    """What every table of committed offsets holds: its keys, its partition, its offsets and timestamps."""
+    checks = _keyed(suite, suite) + [
+        _partition(suite, n),
+        _at_least(suite, "committed_offset", MIN_COMMITTED_OFFSET, _OFFSET_WHY),
+        _at_least(suite, "record_offset", 0, _POSITION_WHY),
+        _timestamp(suite, "commit_timestamp", upper, _TS_WHY),
+    ]
+    if expire:
+        # expireTimestamp is commit time plus a client-requested retention: the future is legitimate
+        checks.append(_timestamp(suite, "expire_timestamp", None, "an explicit expiry is after 2011"))
+    return checks
+
+
+def _offset_suites(n: int, upper: datetime, semantics: str) -> list[_Spec]:
+    return [
+        ("loaded_offsets", KEYS["loaded_offsets"], _offset_checks("loaded_offsets", n, upper)),
         (
             "empty_group_offsets",
             KEYS["empty_group_offsets"],
-            offsets("empty_group_offsets") + [_empty_group_offset_served("empty_group_offsets")],
+            _offset_checks("empty_group_offsets", n, upper) + [_empty_group_offset_served("empty_group_offsets")],
         ),
         (
             "expired_offsets",
             KEYS["expired_offsets"],
-            offsets("expired_offsets")
+            _offset_checks("expired_offsets", n, upper)
             + [_timestamp("expired_offsets", "expiry_base_timestamp", upper, _TS_WHY)],
         ),
         (
             "pending_offsets",
             KEYS["pending_offsets"],
-            offsets("pending_offsets", expire=False) + [_pending_after_last_marker("pending_offsets", semantics)],
+            _offset_checks("pending_offsets", n, upper, expire=False)
+            + [_pending_after_last_marker("pending_offsets", semantics)],
         ),
+    ]
+
+
+def _group_suites(n: int, upper: datetime) -> list[_Spec]:
+    return [
         (
             "loaded_groups",
             KEYS["loaded_groups"],
@@ -570,6 +585,12 @@ def build_suites(*, as_of_ms: int, num_partitions: int, timestamp_skew_minutes: 
             KEYS["expired_groups"],
             _keyed("expired_groups", "expired_groups") + [_partition("expired_groups", n)],
         ),
+    ]
+
+
+def _log_suites(upper: datetime, max_unread_bytes: int | None) -> list[_Spec]:
+    """The history, the quarantine and the record accounting: what the run read, not the state it built."""
+    return [
         (
             "offset_commits",
             KEYS["offset_commits"],
@@ -590,14 +611,15 @@ def build_suites(*, as_of_ms: int, num_partitions: int, timestamp_skew_minutes: 
          + ([_bytes_all_read("accounting", max_unread_bytes)] if max_unread_bytes is not None else [])),
     ]
 
-    out: list[SuiteSpec] = []
-    for name, index, checks in specs:
-        kept, skipped = [], []
-        for c in checks:
-            missing = [x for x in c.needs if available is not None and x not in available]
-            if missing:
-                skipped.append((f"{name}.{c.name}", f"input not given: {', '.join(missing)}"))
-            else:
-                kept.append(c)
-        out.append(SuiteSpec(name=name, table=name, index_columns=index, checks=tuple(kept), skipped=tuple(skipped)))
-    return out
+
+def _with_inputs(name: str, index: tuple[str, ...], checks: list[Check],
+                 available: frozenset[str] | set[str] | None) -> SuiteSpec:
+    """The suite of `checks` whose inputs are `available` (None: all are); the others listed as skipped."""
+    kept, skipped = [], []
+    for c in checks:
+        missing = [x for x in c.needs if available is not None and x not in available]
+        if missing:
+            skipped.append((f"{name}.{c.name}", f"input not given: {', '.join(missing)}"))
+        else:
+            kept.append(c)
+    return SuiteSpec(name=name, table=name, index_columns=index, checks=tuple(kept), skipped=tuple(skipped))
