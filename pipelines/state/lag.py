@@ -18,12 +18,15 @@ the API, /metrics, the page and SQL alike.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from schemas.tables import TABLES
+
+if TYPE_CHECKING:
+    import numpy as np
 
 __all__ = ["LagFacts", "consumer_lag", "lag_table"]
 
@@ -55,6 +58,10 @@ def lag_table(offsets: pa.Table, log_ends: pa.Table, logs: dict, as_of_ms: int,
     partition) -> `local_log.LocalLog` of the partitions whose segments the input holds. Each partition's log is read
     for its distinct asked offsets in offset order, then let go. Column-wise but for the records asked.
     """
+    # not at import: `serving.index` imports `consumer_lag`, and the quick commands run without numpy (`jobs.cli.run`:
+    # ~0.3 s with pandas)
+    import numpy as np
+
     n = offsets.num_rows
     joined = _with_bounds(offsets, log_ends, logs)
 
@@ -112,6 +119,8 @@ def lag_table(offsets: pa.Table, log_ends: pa.Table, logs: dict, as_of_ms: int,
 def _with_bounds(offsets: pa.Table, log_ends: pa.Table, logs: dict) -> pa.Table:
     """Per committed offset, in its order: its partition's log start (`_start`) and end (`_end`) where known, and
     whether the input holds the partition's segments (`_read`)."""
+    import numpy as np  # see lag_table
+
     rows = pa.table({"topic": offsets.column("topic"), "partition": offsets.column("partition").cast(pa.int32()),
                      "_row": pa.array(np.arange(offsets.num_rows, dtype=np.int64))})
     starts = (log_ends.column("log_start_offset") if "log_start_offset" in log_ends.column_names
@@ -159,6 +168,8 @@ class _InTime:
     @staticmethod
     def of(answers: dict, wanted: pa.Table, rows_timed: np.ndarray, target: np.ndarray, end: np.ndarray,
            caught_up: np.ndarray, as_of_ms: int) -> "_InTime":
+        import numpy as np  # see lag_table
+
         n = len(caught_up)
         lag_seconds = np.full(n, np.nan)
         lag_seconds[caught_up] = 0.0
@@ -185,6 +196,8 @@ class _InTime:
 def _group_max(group, topic, part, lag_seconds):
     """Per row, its group's largest lag_seconds (NaN: none known), and whether the row is the group's worst
     partition (the first in topic, partition order among those holding the largest)."""
+    import numpy as np  # see lag_table
+
     n = len(lag_seconds)
     if n == 0:
         return np.empty(0), np.empty(0, bool)
