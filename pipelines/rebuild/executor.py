@@ -24,9 +24,11 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
-from pipelines.frames.decode import DecodePlan
-from pipelines.incremental.saved import SavedShards
+if TYPE_CHECKING:  # the chooser stays a leaf: these are only its fields' types
+    from pipelines.frames.decode import DecodePlan
+    from pipelines.incremental.saved import SavedShards
 
 
 class Route(str, enum.Enum):
