@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import base64
 import binascii
+import csv
+import json
 import os
 import re
 from collections.abc import Iterator
@@ -84,6 +86,7 @@ def read_tabular_dump(path: str | os.PathLike, *, fmt: str | None = None, encodi
     `InvalidFieldError` for a table without the key/value/partition/offset columns.
     """
     p = os.fspath(path)
+    # imported here, not at module level: pyarrow.fs ~0.05 s of import (python -X importtime)
     from pipelines.io import storage
 
     if storage.is_remote(p):
@@ -133,6 +136,7 @@ def read_tabular_dump(path: str | os.PathLike, *, fmt: str | None = None, encodi
 def _read_remote_dump(uri: str, *, fmt: str | None, encoding: str | None) -> TabularDump:
     """A dump on object storage: its part files fetched into a temporary directory (a dump is read whole into
     memory anyway), read as a local dump, and named by their URIs."""
+    # imported here, not at module level: pyarrow.fs ~0.05 s of import (python -X importtime)
     from pipelines.io import storage
 
     loc = storage.location(uri)
@@ -223,9 +227,6 @@ _INT_COLUMNS = ("partition", "offset")
 
 def _read_lines(path: str, fmt: str) -> tuple[pa.Table, list[tuple[int, str]], int]:
     """A JSON-lines or CSV file, one line at a time: good rows as a table, the others as (row, reason)."""
-    import csv
-    import json
-
     rows: list[dict] = []
     bad: list[tuple[int, str]] = []
     with open(path, newline="", encoding="utf-8", errors="replace") as f:

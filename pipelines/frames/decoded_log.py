@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Iterable, Iterator
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pipelines.coordinator.options import ReplayOptions
 from pipelines.io.blobs import from_blob, to_blob
 from schemas.decoded import DECODED_RECORD_SCHEMA, KIND_ERROR
 
@@ -69,6 +70,7 @@ def pack(batches: Iterable[pa.RecordBatch], cut: tuple | None = None) -> Iterato
     blob's tally (`frames.tally`) is taken while its rows are in hand and kept beside it as a blob (else null).
     `named`: the blob's rows that name topics, at the cut (`coordinator.shard.naming_rows`; null when none): the
     run's topic names without another pass over the log."""
+    # imported here, not at module level: numpy ~0.1-0.3 s of import (python -X importtime)
     from pipelines.coordinator.shard import naming_rows
     from pipelines.frames.tally import tally_rows
 
@@ -91,8 +93,6 @@ def pack(batches: Iterable[pa.RecordBatch], cut: tuple | None = None) -> Iterato
 
 def _at_cut(cut: tuple | None):
     """A log's cut (until_offset, until_time_ms) as the engine's options (None: no cut)."""
-    from pipelines.coordinator.options import ReplayOptions
-
     return None if cut is None else ReplayOptions(until_offset=cut[0], until_time_ms=cut[1])
 
 
@@ -153,6 +153,7 @@ class DecodedLog:
     @classmethod
     def from_frame(cls, spark, frame) -> "DecodedLog":
         """A DataFrame of decoded rows (the saved state of an incremental run, tests) as a log."""
+        # imported here, not at module level: numpy ~0.1-0.3 s of import (python -X importtime)
         from pipelines.coordinator.shard import conform_decoded
 
         def pack_rows(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -167,6 +168,7 @@ class DecodedLog:
               exclude: Iterable[str] | None = None):
         """A DataFrame of the rows whose record_kind is in `kinds` (all: None) and not in `exclude`, with only
         `columns` (all: None), in the decoded schema's types."""
+        # imported here, not at module level: pyspark ~0.7 s of import (python -X importtime)
         from pyspark.sql.pandas.types import from_arrow_schema
 
         columns = tuple(columns) if columns is not None else None
@@ -196,6 +198,7 @@ class DecodedLog:
         schema = pa.schema([(PART, pa.int32()), ("payload", pa.binary()), ("tally", pa.binary()),
                             ("named", pa.binary())])
         table = pa.Table.from_batches(list(pack(self.table.to_batches(), self.cut)), schema=schema)
+        # imported here, not at module level: pyspark ~0.7 s of import (python -X importtime)
         from pyspark.sql.pandas.types import from_arrow_schema
 
         return self.spark.createDataFrame(table, schema=from_arrow_schema(schema))
@@ -203,6 +206,7 @@ class DecodedLog:
     def naming_rows(self) -> pa.Table:
         """Every row that names topics (`coordinator.shard.naming_rows`) at the cut the log was decoded with: the
         few rows its tasks kept beside the blobs, collected."""
+        # imported here, not at module level: numpy ~0.1-0.3 s of import (python -X importtime)
         from pipelines.coordinator.shard import naming_rows
 
         if self.table is not None:
@@ -219,6 +223,7 @@ class DecodedLog:
     def persist(self) -> "DecodedLog":
         """Kept by Spark (memory, spilling to local disk): every later step reads the log once or twice, and
         decoding it again would cost more than keeping its compressed blobs."""
+        # imported here, not at module level: pyspark ~0.7 s of import (python -X importtime)
         from pyspark import StorageLevel
 
         if self.blobs is not None:

@@ -20,8 +20,11 @@ import pyarrow.compute as pc
 
 from pipelines.coordinator.options import ReplayOptions
 from pipelines.coordinator.shard import PART, naming_rows, replay_shards
+from pipelines.coordinator.tables import contract_table
+from pipelines.coordinator.tables import topic_names as names_of
 from pipelines.frames.segment_shards import SAVED_FILE, _envelope, balanced, saved_state
 from pipelines.frames.shards import ENVELOPE_DDL, MARKERS, _blobs, shards_from_envelope
+from pipelines.heap import gc_paused
 from pipelines.incremental.saved import SavedShards
 from pipelines.io.blobs import from_blob, opened, to_blob
 from pipelines.io.checkpoint import SavedState
@@ -39,8 +42,6 @@ class ResumedShards:
 
 def topic_names(rows: pa.Table, previous: SavedShards) -> dict[str, str]:
     """The run's topic id -> name map: the decoded records' namers and every saved shard's."""
-    from pipelines.coordinator.tables import topic_names as names_of
-
     named = naming_rows(rows)
     tables = [named, *(t.cast(named.schema) for t in previous.naming())]
     return names_of(pa.concat_tables(tables).to_pylist())
@@ -68,8 +69,6 @@ def _resume_task(slices, options: ReplayOptions, expiry, names: dict[str, str], 
                 yield from run(i, *slices[i])
 
     def run(i: int, partitions: tuple[int, ...], blob: bytes) -> Iterator[pa.RecordBatch]:
-        from pipelines.heap import gc_paused
-
         out = []
         with gc_paused():  # the resumed states are many small objects: see `heap.gc_paused`
             resume = {p: s for p in partitions if (s := previous.of_partition(p)) is not None}
@@ -93,8 +92,6 @@ def resume_on_spark(spark, rows: pa.Table, previous: SavedShards, options: Repla
     per core), every saved partition resumed whether it has new records or not. `state_stage`
     (`io.checkpoint.StateStage`): where the tasks save the shards the next `--incremental` run resumes (None: none
     is kept)."""
-    from pipelines.coordinator.tables import contract_table
-
     names = topic_names(rows, previous)
     slices = _slices(rows, previous, tasks)
     task = _resume_task(slices, options, expiry, names, previous, state_stage)

@@ -21,10 +21,15 @@ import pyarrow.compute as pc
 from pipelines.coordinator.expiry import ExpiryOptions
 from pipelines.coordinator.options import ReplayOptions
 from pipelines.coordinator.shard import MARKER_COLUMNS, PART, SHARD_TABLES, replay_shards, without_unread
+from pipelines.coordinator.tables import contract_table, topic_names
 from pipelines.frames.decoded_log import from_blobs
+from pipelines.frames.progress import TaskCounters, reporting
 from pipelines.io.blobs import BlobRows, from_blob, opened, to_blob
 from pipelines.io.checkpoint import SavedState
+from pipelines.io.delta import spark_schema
 from pipelines.validation.suspects import SuspectFilter, Suspects
+from schemas.decoded import DECODED_RECORD_SCHEMA
+from schemas.tables import TABLES
 
 SAVED = "_saved"  # the envelope's name for the shard the next --incremental run resumes (`coordinator.saved`)
 MARKERS = "_markers"  # the end-transaction markers the shard read (validation checks pending offsets against them)
@@ -76,8 +81,6 @@ def _counted(counters):
     """A pass over the envelope as the shards emit it: each shard's progress row counted, then dropped (an
     accumulator cannot be updated from inside the grouped task itself on Spark 4.1: its worker crashes)."""
     def count(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        import pyarrow.compute as pc
-
         for batch in batches:
             is_progress = pc.equal(batch.column("table"), PROGRESS)
             if counters is not None:
@@ -117,12 +120,10 @@ def replay_on_spark(spark, log, options: ReplayOptions, expiry: ExpiryOptions | 
     offsets partition. `emit` receives progress lines (shards done, records, and MB of `input_bytes`: the input
     bytes of each offsets partition, where known). `history_check`: the history's suite as a filter each shard
     applies to its own history (`validation.suspects`), so the history is validated without a pass over it."""
+    # imported here, not at module level: pyspark ~0.7 s of import (python -X importtime)
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
-    from pipelines.frames.progress import TaskCounters, reporting
-    from pipelines.io.delta import spark_schema
-    from schemas.tables import TABLES
 
     counters = TaskCounters(spark) if emit is not None else None
     shards = log.partitions() if emit is not None else None
@@ -141,10 +142,6 @@ def shards_from_envelope(state: pa.Table, history, keep: bool, history_check: Su
     """`SparkShards` from the collected (table, shard, payload) rows of the shards' state-sized tables, saved shards,
     markers and suspects, and `history`: the shards' history as the write takes it (`io.blobs.BlobRows`, or
     `io.warehouse.StagedHistory`: its files written already), with a `frame()`."""
-    from pipelines.coordinator.tables import contract_table
-    from schemas.decoded import DECODED_RECORD_SCHEMA
-    from schemas.tables import TABLES
-
     blobs: dict[str, list[bytes]] = {}
     for t, blob in zip(state.column("table").to_pylist(), state.column("payload").to_pylist()):
         blobs.setdefault(t, []).append(blob)
@@ -175,6 +172,4 @@ def shards_from_envelope(state: pa.Table, history, keep: bool, history_check: Su
 def topic_names_of(log) -> dict[str, str]:
     """The run's topic id -> name map: every partition's ConsumerGroupPartitionMetadata (type 4) values at the cut
     (`frames.decoded_log.DecodedLog.naming_rows`: a few rows, kept by the decode tasks)."""
-    from pipelines.coordinator.tables import topic_names
-
     return topic_names(log.naming_rows().to_pylist())

@@ -31,9 +31,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pipelines.io.snapshots import Snapshot, SnapshotReader
+from pipelines.io.snapshots import GroupNotFound, Snapshot, SnapshotReader
 from pipelines.serving.codes import string_codes
 from pipelines.serving.history import applied_history, compaction_note, log_gaps
+from pipelines.serving.index import unknown_group_message, unknown_groups
+from pipelines.times import EPOCH, TimeFormatError, parse_time_ms
 
 #: the changes that damage a group's position: what a restore plan puts back (`damaged_groups`)
 DAMAGE = ("offset_regressed", "offset_tombstone", "offset_expired", "group_deleted")
@@ -58,8 +60,6 @@ class BadWindow(ValueError):
 def parse_time(text: str, what: str) -> dt.datetime:
     """A TIME as every command takes it (`pipelines.times`: ISO-8601, UTC when no zone, or epoch milliseconds) ->
     an aware UTC datetime."""
-    from pipelines.times import TimeFormatError, parse_time_ms
-
     try:
         ms = parse_time_ms(str(text), what=what)
     except TimeFormatError as e:
@@ -110,14 +110,10 @@ def iso_time(t: dt.datetime | None) -> str | None:
 
 
 def _us(t: dt.datetime) -> int:
-    from pipelines.times import EPOCH
-
     return (t - EPOCH) // dt.timedelta(microseconds=1)
 
 
 def _iso_us(us: int | None) -> str | None:
-    from pipelines.times import EPOCH
-
     return None if us is None else iso_time(EPOCH + dt.timedelta(microseconds=us))
 
 
@@ -594,9 +590,6 @@ def _compaction(snap: Snapshot, sel: Selection, partitions: set[int] | None) -> 
 def changes(reader: SnapshotReader, snap: Snapshot, sel: Selection) -> list[dict]:
     """Every change of the selected groups in the window, oldest first (time, then log position), and where the
     log the snapshot was built from had been compacted within it."""
-    from pipelines.io.snapshots import GroupNotFound
-    from pipelines.serving.index import unknown_group_message, unknown_groups
-
     for g in unknown_groups(reader, snap, sel.groups):
         raise GroupNotFound(unknown_group_message(reader, snap, g))
     history = _history(reader, snap, sel)

@@ -10,16 +10,17 @@ with the offending rows), and its `Check`s. A check id (`<suite>.<name>`) is sta
 from __future__ import annotations
 
 import re
-
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipelines.coordinator.offset_metadata import END_MARKER_TYPES
 from pipelines.coordinator.options import DEFAULT_SEMANTICS, SEMANTICS
+from pipelines.coordinator.partitioner import partition_for
 
 UTC = timezone.utc
 
@@ -71,6 +72,7 @@ class Expectation:
         return re.sub(r"(?<!^)(?=[A-Z])", "_", self.cls).lower()
 
     def gx(self):
+        # imported here, not at module level: great_expectations ~15 s of import (python -X importtime)
         import great_expectations.expectations as gxe
 
         return getattr(gxe, self.cls)(**self.kwargs, description=self.description, meta=self.meta)
@@ -139,6 +141,7 @@ class SuiteSpec:
 
     def expectation_suite(self):
         """The suite as a `great_expectations.ExpectationSuite`."""
+        # imported here, not at module level: great_expectations ~15 s of import (python -X importtime)
         import great_expectations as gx
 
         suite = gx.ExpectationSuite(name=self.name)
@@ -240,8 +243,6 @@ def _partition(suite: str, num_partitions: int) -> Check:
 def _with_expected_partition(table: pa.Table, out: str, num_partitions: int) -> pa.Table:
     """`out` = the partition of the row's group id (its offsets_partition when the id is null), by the engine's one
     `partition_for`, computed once per distinct id (a group has many offsets; ids are state-sized)."""
-    from pipelines.coordinator.partitioner import partition_for
-
     if num_partitions <= 0:
         raise ValueError(f"num_partitions must be positive, got {num_partitions}")
     group_id = table.column("group_id")
@@ -271,6 +272,7 @@ def _flag(suite: str, name: str, out: str, description: str, why: str, needs: tu
 def _sql_column(query: str, **tables: pa.Table) -> pa.ChunkedArray:
     """The one column `query` (DuckDB SQL over `tables`, each with a `__row` index added) gives per row of the
     first table, in that table's row order."""
+    # imported here, not at module level: duckdb ~0.3 s of import (python -X importtime)
     import duckdb
 
     con = duckdb.connect()
@@ -290,8 +292,6 @@ def _keys_flag(table: pa.Table, keys: tuple[str, ...], other: pa.Table, out: str
     """`out` = whether the row's key is (present=True) / is not (present=False) in `other`; null if a key is null.
     An Arrow hash semi-join of the keys only (each of the table's rows out once however often `other` holds its
     key; the hash built on the table's rows), placed back by row number (a join does not keep row order)."""
-    import numpy as np
-
     n = table.num_rows
     rows = table.select(list(keys)).append_column("__row", pa.array(np.arange(n, dtype=np.int64)))
     found = other.select(list(keys)).join(rows, keys=list(keys), join_type="right semi",
@@ -331,8 +331,6 @@ def _within_subscription(members: pa.Table, groups: pa.Table) -> pa.Array:
     (each member's group: the first `groups` row of its id). Three-valued like SQL: a null topic (or a
     subscription holding a null) that matches nothing gives null, not false. Column by column: the members and
     their assignments are state-sized."""
-    import numpy as np
-
     n = members.num_rows
     at = pc.index_in(members.column("group_id"), value_set=groups.column("group_id"))
     group = groups.select(["protocol_type", "group_type", "state"]).take(at)
