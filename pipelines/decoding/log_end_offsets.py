@@ -197,8 +197,7 @@ def data_logs(paths: Iterable["str | os.PathLike | Location"]) -> DataLogs:
     On object storage only the checkpoints are read: walking a data topic's segments there would take a ranged GET
     per batch, so partitions the replication checkpoint leaves out are counted in a warning instead.
     """
-    # imported here, not at module level: numpy ~0.1-0.3 s of import (python -X importtime)
-    from pipelines.decoding.local_log import LocalLog
+    from pipelines.decoding.local_log import LocalLog  # here: it imports numpy (~0.1-0.3 s, -X importtime)
 
     best: dict[tuple[str, int], LogEndOffset] = {}
     starts: dict[tuple[str, int], int] = {}  # log-start-offset-checkpoint, the largest over the log dirs
