@@ -2,7 +2,10 @@
 commands needing no Spark (decode, sample, describe, lookup, serve, ...) never import pyspark or start a JVM."""
 from __future__ import annotations
 
+import ctypes
 import importlib
+import os
+import sys
 
 import click
 
@@ -75,9 +78,6 @@ def run() -> None:
     `sample` has glibc keep freed heap (`_keep_freed_heap`): each gzip batch takes and frees a 256 KiB deflate
     state, and when that lay at the top of the heap glibc handed it back to the kernel and faulted it in again for
     the next batch, most of a mixed sample's system time."""
-    import os
-    import sys
-
     command = sys.argv[1] if len(sys.argv) > 1 else None
     if command in QUICK_COMMANDS and "pandas" not in sys.modules:
         sys.meta_path.insert(0, _NotLoaded())
@@ -92,8 +92,6 @@ def _keep_freed_heap() -> None:
     """glibc keeps up to 64 MiB of freed heap (M_TRIM_THRESHOLD) and takes blocks up to 4 MiB from it
     (M_MMAP_THRESHOLD: setting the one stops glibc raising the other, and each 1 MiB segment flush would be mapped
     and unmapped). musl ignores both."""
-    import ctypes
-
     try:
         libc = ctypes.CDLL(None)
         libc.mallopt(-3, 4 << 20)  # M_MMAP_THRESHOLD

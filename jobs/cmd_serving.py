@@ -9,15 +9,25 @@ from __future__ import annotations
 import errno
 import ipaddress
 import json
+import re
 import socket
 import sys
 
 import click
+import orjson
 
 from jobs.errors import did_you_mean, fail, warn
+from pipelines.decoding.log_end_offsets import parse_end_offsets_text
 from pipelines.io.snapshots import (DeltaWarehouseReader, GroupNotFound, NotAWarehouse, ReadError, SnapshotNotFound,
                                     resolve_snapshot)
 from pipelines.io.storage import StorageError, StoreUnavailable
+from pipelines.serving import views
+from pipelines.serving.describe import OUT, consumer_group_ids
+from pipelines.serving.describe import describe as render
+from pipelines.serving.diff import diff_snapshots, render_text
+from pipelines.serving.index import close_group_ids, load_index
+from pipelines.serving.restore_plan import HistoryUnavailable, OutNotEmpty, counted, parse_instant, write_restore_plan
+from pipelines.serving.restore_plan import restore_plan as plan
 
 warehouse_opt = click.option(
     "--warehouse", "warehouse", required=True, type=click.Path(file_okay=False), help="warehouse directory"
@@ -28,16 +38,12 @@ snapshot_opt = click.option("--snapshot", "snapshot_id", default=None, help="sna
 def _unknown_group(reader, snap, reason: str, group: str):
     """A group the snapshot does not hold is a usage error (a typo, the wrong snapshot): one line, with the
     snapshot's nearest group ids."""
-    from pipelines.serving.index import close_group_ids
-
     fail(reason + did_you_mean(close_group_ids(reader, snap, group), quote=True))
 
 
 def _pretty_json(value) -> str:
     """json.dumps(value, ensure_ascii=False, indent=2), the same text, written by orjson (a topic's offsets can be
     tens of thousands of rows; the json module takes most of a second for them)."""
-    import orjson
-
     try:
         return orjson.dumps(value, option=orjson.OPT_INDENT_2).decode("utf-8")
     except TypeError:
@@ -53,8 +59,6 @@ def _open(warehouse: str, snapshot_id: str | None):
 
 
 def _index(reader, snap, **kw):
-    from pipelines.serving.index import load_index
-
     return load_index(reader, snap, **kw)
 
 
@@ -80,11 +84,6 @@ def restore_plan(warehouse, as_of, out, snapshot_id, groups, group_regex, change
                  damaged_until, clamp, force):
     """Every selected group's committed offsets at --as-of, as `kafka-consumer-groups --reset-offsets --from-file`
     plans (one CSV per group), with index.json, apply.sh and README.txt, in OUT."""
-    import re
-
-    from pipelines.serving.restore_plan import (HistoryUnavailable, OutNotEmpty, counted, parse_instant,
-                                                restore_plan as plan, write_restore_plan)
-
     chosen = [x for x in (groups and "--group", group_regex is not None and "--group-regex",
                           changed_since is not None and "--changed-since",
                           damaged_since is not None and "--damaged-since") if x]
@@ -148,9 +147,6 @@ def restore_plan(warehouse, as_of, out, snapshot_id, groups, group_regex, change
 @snapshot_opt
 def describe(warehouse, group, mode, all_groups, end_offsets, verbose, snapshot_id):
     """A group as `kafka-consumer-groups --describe` shows it (offsets, --members or --state)."""
-    from pipelines.decoding.log_end_offsets import parse_end_offsets_text
-    from pipelines.serving.describe import OUT, consumer_group_ids, describe as render
-
     if all_groups and group:
         raise click.UsageError("give either GROUP or --all-groups, not both")
     if not all_groups and group is None:
@@ -203,8 +199,6 @@ def describe(warehouse, group, mode, all_groups, end_offsets, verbose, snapshot_
 @snapshot_opt
 def lookup(warehouse, group, topic, partition, snapshot_id):
     """Committed offsets by group / topic / partition, as JSON (the API's answers)."""
-    from pipelines.serving import views
-
     if group is None and topic is None:
         raise click.UsageError("give --group and/or --topic")
     if partition is not None and topic is None:
@@ -242,6 +236,7 @@ def _is_loopback(host: str) -> bool:
               help="/metrics: at most this many partitions (largest lag first) and groups (worst first) get series")
 def serve(warehouse, host, port, token, refresh_interval, log_level, metrics_max_series):
     """The read-only HTTP JSON API (every route described at GET /openapi.json) and a small web page at /."""
+    # imported here, not at module level: fastapi ~0.6 s, uvicorn ~0.2 s of import (python -X importtime)
     import uvicorn
 
     from jobs.api import create_app
@@ -286,8 +281,6 @@ def _listen(host: str, port: int) -> socket.socket:
 def diff(warehouse, snap_a, snap_b, as_json, fail_on_regression):
     """What changed from SNAP_A to SNAP_B: offsets advanced / regressed / appeared / disappeared / expired, groups
     created / deleted / changed."""
-    from pipelines.serving.diff import diff_snapshots, render_text
-
     reader, a = _open(warehouse, snap_a)
     _, b = _open(warehouse, snap_b)
     d = diff_snapshots(_index(reader, a), _index(reader, b))
@@ -331,6 +324,7 @@ def reset_plan(warehouse, group, snapshot_id):
 @click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table", show_default=True)
 def sql(warehouse, query, snapshot_id, fmt):
     """Run QUERY in DuckDB over views named after the tables (snapshot tables restricted to the snapshot)."""
+    # imported here, not at module level: duckdb ~0.3 s of import (python -X importtime)
     import duckdb
 
     from pipelines.serving import sql as sqlmod
@@ -359,6 +353,7 @@ def changes(warehouse, start, end, groups, group_regex, storm_threshold, as_json
     """What changed between --from and --to, from the snapshot's history, oldest first: offsets that went
     backwards or past the known log end, offset tombstones and expiry, groups created / emptied / deleted /
     converted, rebalance storms; each with its time, log position, generation and the member assigned then."""
+    # imported here, not at module level: numpy ~0.1-0.3 s of import (python -X importtime)
     from pipelines.serving import changes as ch
 
     try:

@@ -7,6 +7,7 @@ the same way; the commands report their own errors through `fail`.
 """
 from __future__ import annotations
 
+import difflib
 import errno
 import os
 import sys
@@ -54,8 +55,6 @@ def did_you_mean(possibilities, quote: bool = False) -> str:
 def _closest(name: str, possibilities) -> list[str]:
     """click's suggestions that come about as close to `name` as the closest one (`--warehose`: `--warehouse`,
     not `--verbose` too), sorted."""
-    import difflib
-
     score = {p: difflib.SequenceMatcher(None, name, p).ratio() for p in possibilities}
     best = max(score.values(), default=0)
     return sorted(p for p, r in score.items() if r >= best - 0.1)

@@ -17,10 +17,14 @@ file (the chatter is dropped, the terminal stays clean).
 from __future__ import annotations
 
 import datetime as _dt
+import fcntl
 import os
+import struct
 import sys
 import tempfile
+import termios
 import threading
+import time
 import traceback
 from pathlib import Path
 from typing import TextIO
@@ -156,11 +160,6 @@ class RunLog:
     def _drain(self, seconds: float = 2.0) -> None:
         """`--verbose`: what is already in the pipe copied out before the terminal is ours again (a child that
         keeps the pipe open, the JVM, goes on being copied by the daemon thread)."""
-        import fcntl
-        import struct
-        import termios
-        import time
-
         deadline = time.monotonic() + seconds
         while self._copier.is_alive() and time.monotonic() < deadline:
             try:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import copy
 import difflib
+import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -122,8 +123,6 @@ def load_settings(env: str | None = None, overrides: dict[str, Any] | None = Non
 
 def storage_section_from_env() -> dict | None:
     """The `storage:` settings handed to this process (a Spark task) through `STORAGE_ENV_VAR`, None without."""
-    import json
-
     raw = os.environ.get(STORAGE_ENV_VAR)
     if not raw:
         return None

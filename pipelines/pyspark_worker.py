@@ -16,9 +16,11 @@ inherit that; it also imports what every task imports (`PRELOAD`) before it fork
 """
 from __future__ import annotations
 
+import importlib.machinery
 import os
 import sys
 import zipimport
+from pathlib import Path
 
 _STAMPS: dict[str, tuple[int, int] | None] = {}  # archive -> (size, mtime) when its directory was last read
 
@@ -50,9 +52,6 @@ def installed_pyspark_first() -> None:
     """Drop Spark's `pyspark.zip` from this process's path when it is the zip of the installed pyspark package
     (`<site-packages>/pyspark/python/lib/pyspark.zip`: the same sources), so pyspark is imported from the package,
     with its compiled bytecode, not compiled again from the zip by every new daemon."""
-    import importlib.machinery
-    from pathlib import Path
-
     zips = [p for p in sys.path if os.path.basename(p) == "pyspark.zip"]
     if not zips:
         return

@@ -1,12 +1,14 @@
 """The only place a SparkSession is built: builder in, builder out, from conf, never at import time."""
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import sys
+import tempfile
 
 from pipelines import class_archive
-from pipelines.config import STORAGE_ENV_VAR, Settings
+from pipelines.config import STORAGE_ENV_VAR, ConfigError, Settings
 
 
 # Spark's console log at `log.spark_level` (log4j2), set before the driver JVM starts: the progress lines and the
@@ -28,8 +30,6 @@ _LEVELS = ("OFF", "FATAL", "ERROR", "WARN", "INFO", "DEBUG", "TRACE")
 
 def spark_log_level(settings: Settings) -> str:
     """`log.spark_level`, checked: one of log4j's levels."""
-    from pipelines.config import ConfigError
-
     level = str(settings.section("log").get("spark_level") or "ERROR").upper()
     if level not in _LEVELS:
         raise ConfigError(f"log.spark_level must be one of {', '.join(_LEVELS)}, got {level!r}")
@@ -37,9 +37,6 @@ def spark_log_level(settings: Settings) -> str:
 
 
 def _log4j2_file(level: str) -> str:
-    import hashlib
-    import tempfile
-
     body = _LOG4J2.format(level=level.lower())
     digest = hashlib.sha1(body.encode()).hexdigest()[:12]
     path = os.path.join(tempfile.gettempdir(), f"offsetlake-log4j2-{digest}.properties")
@@ -106,6 +103,7 @@ def jvm_exit_status(wait_seconds: float = 5.0) -> int | None:
     """The driver JVM's exit status once it has exited, for a JVM this process started (a local or client run;
     under spark-submit the JVM started this process, and its status is not ours to see); None while it runs. A
     JVM that is exiting (a Py4J call just lost it) is waited for a few seconds."""
+    # imported here, not at module level: pyspark ~0.7 s of import (python -X importtime)
     from pyspark import SparkContext
 
     gateway = SparkContext._gateway

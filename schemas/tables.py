@@ -8,6 +8,7 @@ meaning of one.
 from __future__ import annotations
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 STRING, INT, LONG, BOOLEAN, DOUBLE = pa.string(), pa.int32(), pa.int64(), pa.bool_(), pa.float64()
 TIMESTAMP = pa.timestamp("us", tz="UTC")
@@ -185,8 +186,6 @@ FINAL_OUTCOMES = tuple(o for o, r in OUTCOME_RANK.items() if r == max(OUTCOME_RA
 
 def outcome_rank(outcomes) -> pa.ChunkedArray:
     """`OUTCOME_RANK` of each `txn_outcome` (0: null or unknown)."""
-    import pyarrow.compute as pc
-
     outcomes = outcomes.cast(STRING) if not pa.types.is_string(outcomes.type) else outcomes
     names = pa.array(list(OUTCOME_RANK), STRING)
     ranks = pa.array(list(OUTCOME_RANK.values()), pa.int8())

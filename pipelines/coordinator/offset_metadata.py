@@ -200,121 +200,202 @@ def _next_event(q_group: np.ndarray, q_at: np.ndarray, e_group: np.ndarray, e_at
     return out[ne:]
 
 
-def replay_offsets(part: int, rows: pa.Table, state, modern: bool) -> Decisions:
-    """Replays the offset commits and end markers of `rows` (one offsets partition's decoded records, in log order)
-    onto `state` (`loader.ShardState`: its `offsets`, `pending` and `open_records` are replaced), and returns what
-    every offset-commit record of `rows` did, and every record of a transaction open before them that they ended."""
-    commits = rows.select(list(READ_COLUMNS)).filter(is_offset_commit(rows))
-    _, ends = end_markers(rows, modern)
-    markers = rows.select(["offset", "producer_id", "control_type", "timestamp"]).filter(ends)
-    n = commits.num_rows
-    m_off = _ints(markers.column("offset"), -1)
-    m_pid = _ints(markers.column("producer_id"), -1)
-    m_commit = pc.fill_null(pc.equal(markers.column("control_type"), "COMMIT"), False).to_numpy(
-        zero_copy_only=False)
-    m_time = _times(markers.column("timestamp"))
+@dataclass(frozen=True)
+class _Markers:
+    """A window's end-transaction markers as columns: log offset, producer, COMMIT (else ABORT), timestamp."""
 
-    off = _ints(commits.column("offset"), -1)
-    tomb = pc.fill_null(commits.column("is_tombstone"), False).to_numpy(zero_copy_only=False)
-    pid = _ints(commits.column("producer_id"), -1)
-    txn = is_transactional(commits, modern).to_numpy(zero_copy_only=False) if n else np.zeros(0, bool)
-    batch = _ints(pc.coalesce(commits.column("batch_first_offset"), commits.column("offset")), -1) if n else off
-    version = off if modern else batch
+    off: np.ndarray
+    pid: np.ndarray
+    commit: np.ndarray
+    time: pa.Array
 
-    pending = state.pending
+    @staticmethod
+    def of(rows: pa.Table, modern: bool) -> "_Markers":
+        _, ends = end_markers(rows, modern)
+        markers = rows.select(["offset", "producer_id", "control_type", "timestamp"]).filter(ends)
+        commit = pc.fill_null(pc.equal(markers.column("control_type"), "COMMIT"), False)
+        return _Markers(_ints(markers.column("offset"), -1), _ints(markers.column("producer_id"), -1),
+                        commit.to_numpy(zero_copy_only=False), _times(markers.column("timestamp")))
+
+
+@dataclass(frozen=True)
+class _Commits:
+    """A window's offset commits (`table`) as columns. `version` is what Kafka compares an install against: the
+    record's offset in the modern coordinator, its batch's first offset (`appendedBatchOffset`) in the legacy one."""
+
+    table: pa.Table
+    off: np.ndarray
+    tomb: np.ndarray
+    pid: np.ndarray
+    txn: np.ndarray
+    batch: np.ndarray
+    version: np.ndarray
+
+    @staticmethod
+    def of(rows: pa.Table, modern: bool) -> "_Commits":
+        commits = rows.select(list(READ_COLUMNS)).filter(is_offset_commit(rows))
+        n = commits.num_rows
+        off = _ints(commits.column("offset"), -1)
+        tomb = pc.fill_null(commits.column("is_tombstone"), False).to_numpy(zero_copy_only=False)
+        txn = is_transactional(commits, modern).to_numpy(zero_copy_only=False) if n else np.zeros(0, bool)
+        batch = _ints(pc.coalesce(commits.column("batch_first_offset"), commits.column("offset")), -1) if n else off
+        return _Commits(commits, off, tomb, _ints(commits.column("producer_id"), -1), txn, batch,
+                        off if modern else batch)
+
+
+@dataclass(frozen=True)
+class _Transactions:
+    """The transactions' records: the `carried` pending offsets carried in, then the window's (`rows`: their
+    indexes among its commits); each with its end marker (-1: none yet), whether that marker installs it (the last
+    record of its key in a committed transaction) and whether it is still pending after the window."""
+
+    rows: np.ndarray
+    carried: int
+    key: np.ndarray
+    pid: np.ndarray
+    off: np.ndarray
+    version: np.ndarray
+    marker: np.ndarray
+    install: np.ndarray
+    still_pending: np.ndarray
+
+
+def _transactions(c: _Commits, c_key: np.ndarray, pending: pa.Table, p_key: np.ndarray, m: _Markers,
+                  modern: bool) -> _Transactions:
+    """Each transaction's records matched to the marker that ends them: what its pending map holds at that marker
+    is the last record of each key (a tombstone holds nothing; modern: a tombstone of the key after it and before
+    the marker drops it), installed when the marker is a COMMIT."""
     p_pid = _ints(pending.column("producer_id"), -1)
     p_off = _ints(pending.column("record_offset"), -1)
     p_version = p_off if modern else _ints(pc.coalesce(pending.column("appended_batch_offset"),
                                                        pending.column("record_offset")), -1)
-
-    # the keys of the window's records and of the pending offsets, as codes
-    keys = pa.concat_tables([commits.select(KEY).cast(pa.schema(SCHEMA.field(k) for k in KEY)),
-                             pending.select(KEY)])
-    key = key_codes(keys)
-    c_key, p_key = key[:n], key[n:]
-
-    # the transactions' records: the pending offsets carried in, then the window's; each with its end marker
-    t_rows = np.flatnonzero(txn)
+    t_rows = np.flatnonzero(c.txn)
     np_ = len(p_pid)
     t_key = np.concatenate([p_key, c_key[t_rows]])
-    t_pid = np.concatenate([p_pid, pid[t_rows]])
-    t_off = np.concatenate([p_off, off[t_rows]])
-    t_version = np.concatenate([p_version, version[t_rows]])
-    t_tomb = np.concatenate([np.zeros(np_, bool), tomb[t_rows]])
-    t_marker = _next_event(t_pid, t_off, m_pid, m_off)
+    t_pid = np.concatenate([p_pid, c.pid[t_rows]])
+    t_off = np.concatenate([p_off, c.off[t_rows]])
+    t_tomb = np.concatenate([np.zeros(np_, bool), c.tomb[t_rows]])
+    t_marker = _next_event(t_pid, t_off, m.pid, m.off)
 
-    # the last record of each key in each transaction is what its pending map holds at the end marker (or now)
     order = np.lexsort((t_off, t_marker, t_pid, t_key))
     last = np.ones(len(order), bool)
     if len(order) > 1:
-        k, p, m = t_key[order], t_pid[order], t_marker[order]
-        last[:-1] = (k[1:] != k[:-1]) | (p[1:] != p[:-1]) | (m[1:] != m[:-1])
+        k, p, mk = t_key[order], t_pid[order], t_marker[order]
+        last[:-1] = (k[1:] != k[:-1]) | (p[1:] != p[:-1]) | (mk[1:] != mk[:-1])
     held = np.zeros(len(t_key), bool)
     held[order[last]] = True
     held &= ~t_tomb
-    if modern and len(t_key):  # a tombstone of the key after it and before the marker dropped it from the transaction
-        tomb_rows = np.flatnonzero(tomb)
-        nt = _next_event(t_key, t_off, c_key[tomb_rows], off[tomb_rows])
+    if modern and len(t_key):
+        tomb_rows = np.flatnonzero(c.tomb)
+        nt = _next_event(t_key, t_off, c_key[tomb_rows], c.off[tomb_rows])
         dropped = nt >= 0
         ended = dropped & (t_marker >= 0)
-        dropped[ended] = off[tomb_rows][nt[ended]] < m_off[t_marker[ended]]
+        dropped[ended] = c.off[tomb_rows][nt[ended]] < m.off[t_marker[ended]]
         held &= ~dropped
     install = held & (t_marker >= 0)
-    install[install] = m_commit[t_marker[install]]
-    still_pending = held & (t_marker < 0)
+    install[install] = m.commit[t_marker[install]]
+    return _Transactions(t_rows, np_, t_key, t_pid, t_off, np.concatenate([p_version, c.version[t_rows]]),
+                         t_marker, install, held & (t_marker < 0))
 
-    # per key, its events in log order: the state's offset, plain values, tombstones, installs at markers
+
+@dataclass(frozen=True)
+class _KeyEvents:
+    """Every key's events in log order (sorted by key, then position, then kind): the state's offset (a seed),
+    plain values, tombstones and installs at markers; `ref` the commit or transaction record behind each, and
+    `took` whether it took effect. `seeded`: whether the state held an offset of any key in the window."""
+
+    key: np.ndarray
+    kind: np.ndarray
+    ref: np.ndarray
+    took: np.ndarray
+    value_rows: np.ndarray
+    seeded: bool
+
+
+def _key_events(c: _Commits, key: np.ndarray, keys: pa.Table, t: _Transactions, m: _Markers, state,
+                modern: bool) -> _KeyEvents:
+    n = c.table.num_rows
+    c_key = key[:n]
     firsts = _firsts(key)
     seeded_at, seeded = state.offsets.lookup(keys.take(pa.array(firsts)))
     s_key = key[firsts[seeded_at]]
     s_version = _ints(seeded.column("record_offset") if modern else pc.coalesce(
         seeded.column("appended_batch_offset"), seeded.column("record_offset")), -1)
-    value_rows = np.flatnonzero(~txn & ~tomb)
-    tomb_rows = np.flatnonzero(tomb if modern else tomb & ~txn)
-    install_at = np.flatnonzero(install)
-    e_key = np.concatenate([s_key, c_key[value_rows], c_key[tomb_rows], t_key[install_at]])
-    e_pos = np.concatenate([np.full(len(s_key), np.iinfo(np.int64).min), off[value_rows], off[tomb_rows],
-                            m_off[t_marker[install_at]]])
+    value_rows = np.flatnonzero(~c.txn & ~c.tomb)
+    tomb_rows = np.flatnonzero(c.tomb if modern else c.tomb & ~c.txn)
+    install_at = np.flatnonzero(t.install)
+    e_key = np.concatenate([s_key, c_key[value_rows], c_key[tomb_rows], t.key[install_at]])
+    e_pos = np.concatenate([np.full(len(s_key), np.iinfo(np.int64).min), c.off[value_rows], c.off[tomb_rows],
+                            m.off[t.marker[install_at]]])
     e_kind = np.concatenate([np.full(len(s_key), _SEED), np.full(len(value_rows), _VALUE),
                              np.full(len(tomb_rows), _TOMBSTONE), np.full(len(install_at), _INSTALL)])
-    e_version = np.concatenate([s_version, version[value_rows], np.zeros(len(tomb_rows), np.int64),
-                                t_version[install_at]])
+    e_version = np.concatenate([s_version, c.version[value_rows], np.zeros(len(tomb_rows), np.int64),
+                                t.version[install_at]])
     e_ref = np.concatenate([np.full(len(s_key), _NONE), value_rows, tomb_rows, install_at])
     order = np.lexsort((e_kind, e_pos, e_key))
     e_key, e_kind, e_version, e_ref = e_key[order], e_kind[order], e_version[order], e_ref[order]
-    took = _took_effect(e_key, e_kind, e_version)
+    return _KeyEvents(e_key, e_kind, e_ref, _took_effect(e_key, e_kind, e_version), value_rows, bool(len(s_key)))
 
-    # the position each of the window's records took effect at
+
+def _applied(c: _Commits, t: _Transactions, m: _Markers, ev: _KeyEvents
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The position each of the window's records took effect at (-1: never), whether that is its marker's, and
+    which transaction records were installed."""
+    n = c.table.num_rows
     applied_row = np.full(n, _NONE, np.int64)
-    applied_row[value_rows] = off[value_rows]
-    deleted = e_ref[took & (e_kind == _TOMBSTONE)]
-    applied_row[deleted] = off[deleted]
-    installed = e_ref[took & (e_kind == _INSTALL)]
-    t_applied = np.zeros(len(t_key), bool)
+    applied_row[ev.value_rows] = c.off[ev.value_rows]
+    deleted = ev.ref[ev.took & (ev.kind == _TOMBSTONE)]
+    applied_row[deleted] = c.off[deleted]
+    installed = ev.ref[ev.took & (ev.kind == _INSTALL)]
+    t_applied = np.zeros(len(t.key), bool)
     t_applied[installed] = True
-    own_install = installed[installed >= np_] - np_
-    applied_row[t_rows[own_install]] = m_off[t_marker[np_:][own_install]]
+    own_install = installed[installed >= t.carried] - t.carried
+    applied_row[t.rows[own_install]] = m.off[t.marker[t.carried:][own_install]]
     at_marker = np.zeros(n, bool)  # a modern transactional tombstone takes effect at its own record, not here
-    at_marker[t_rows[own_install]] = True
+    at_marker[t.rows[own_install]] = True
+    return applied_row, at_marker, t_applied
 
-    # the state after the window: the offsets, the pending offsets, the open transactions' records
-    _apply_last(state, commits, pending, batch, modern, e_key, e_kind, e_ref, took, t_rows, np_,
-                touched=bool(len(s_key)))
-    new_pending = [pending.take(pa.array(np.flatnonzero(still_pending[:np_]), pa.int64()))]
-    open_new = t_rows[np.flatnonzero(still_pending[np_:])]
+
+def _carry_transactions(part: int, state, c: _Commits, pending: pa.Table, t: _Transactions, m: _Markers,
+                        t_applied: np.ndarray, modern: bool) -> pa.Table:
+    """The state's pending offsets and open transactions' records after the window; returns the records of
+    transactions open before the window that its markers ended (`_ended`)."""
+    np_ = t.carried
+    new_pending = [pending.take(pa.array(np.flatnonzero(t.still_pending[:np_]), pa.int64()))]
+    open_new = t.rows[np.flatnonzero(t.still_pending[np_:])]
     if len(open_new):
-        new_pending.append(_offsets_of(commits, open_new, batch, modern))
+        new_pending.append(_offsets_of(c.table, open_new, c.batch, modern))
     state.pending = pa.concat_tables(new_pending).combine_chunks()
-    carried, open_records = _ended(part, state.open_records, m_pid, m_off, m_commit, m_time,
-                                   t_off[:np_][t_applied[:np_]])
-    still_open = t_marker[np_:] < 0
-    for p_, o in zip(pid[t_rows][still_open].tolist(), off[t_rows][still_open].tolist()):
+    carried, open_records = _ended(part, state.open_records, m.pid, m.off, m.commit, m.time,
+                                   t.off[:np_][t_applied[:np_]])
+    still_open = t.marker[np_:] < 0
+    for p_, o in zip(c.pid[t.rows][still_open].tolist(), c.off[t.rows][still_open].tolist()):
         open_records.setdefault(p_, []).append(o)
     state.open_records = open_records
+    return carried
 
+
+def replay_offsets(part: int, rows: pa.Table, state, modern: bool) -> Decisions:
+    """Replays the offset commits and end markers of `rows` (one offsets partition's decoded records, in log order)
+    onto `state` (`loader.ShardState`: its `offsets`, `pending` and `open_records` are replaced), and returns what
+    every offset-commit record of `rows` did, and every record of a transaction open before them that they ended."""
+    c = _Commits.of(rows, modern)
+    m = _Markers.of(rows, modern)
+    n = c.table.num_rows
+    pending = state.pending
+    # the keys of the window's records and of the pending offsets, as codes
+    keys = pa.concat_tables([c.table.select(KEY).cast(pa.schema(SCHEMA.field(k) for k in KEY)),
+                             pending.select(KEY)])
+    key = key_codes(keys)
+    t = _transactions(c, key[:n], pending, key[n:], m, modern)
+    ev = _key_events(c, key, keys, t, m, state, modern)
+    applied_row, at_marker, t_applied = _applied(c, t, m, ev)
+    _apply_last(state, c.table, pending, c.batch, modern, ev.key, ev.kind, ev.ref, ev.took, t.rows, t.carried,
+                touched=ev.seeded)
+    carried = _carry_transactions(part, state, c, pending, t, m, t_applied, modern)
     own_marker = np.full(n, _NONE, np.int64)
-    own_marker[t_rows] = t_marker[np_:]
-    return Decisions(_own(commits, txn, own_marker, m_off, m_commit, m_time, applied_row, at_marker), carried)
+    own_marker[t.rows] = t.marker[t.carried:]
+    return Decisions(_own(c.table, c.txn, own_marker, m.off, m.commit, m.time, applied_row, at_marker), carried)
 
 
 def _firsts(codes: np.ndarray) -> np.ndarray:

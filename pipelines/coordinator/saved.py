@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import hashlib
 import io
 import pickle
 from dataclasses import dataclass
@@ -30,6 +31,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pipelines.coordinator import committed, groups, loader
 from pipelines.coordinator.loader import ShardState
 from pipelines.heap import gc_paused
 
@@ -37,10 +39,6 @@ from pipelines.heap import gc_paused
 def _layout() -> str:
     """The saved shard's layout: a version for how `ShardState` pickles (bump it when `__getstate__` changes), and
     the fields of every type the state holds, so a field added or renamed makes a new format by itself."""
-    import hashlib
-
-    from pipelines.coordinator import committed, groups, loader
-
     types = (loader.ShardState, groups.GroupStore, groups.ClassicGroup, groups.ClassicMember, groups.SimpleGroup,
              groups.ConsumerGroup, groups.ConsumerGroupMember, groups.MemberMetadata, groups.GroupRecord)
     fields = repr([(t.__name__, getattr(t, "__slots__", None), getattr(t, "_fields", None),

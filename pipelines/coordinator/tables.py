@@ -15,12 +15,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pipelines.coordinator.committed import groups_of
 from pipelines.coordinator.groups import (ClassicGroup, ConsumerGroup, MemberMetadata, SimpleGroup,
                                           flat_topic_partitions, is_live)
-from pipelines.coordinator.committed import groups_of
 from pipelines.coordinator.loader import ShardState
+from pipelines.coordinator.offset_metadata import DECIDED_TYPES
 from pipelines.coordinator.options import REPLAY_TABLES, ReplayOptions
 from pipelines.coordinator.partitioner import partition_for
+from schemas.tables import TABLES, outcome_rank
 
 Row = dict[str, Any]
 #: The tables of committed offsets, built column by column (`offsets_table`): most of a shard's rows.
@@ -47,8 +49,6 @@ def topic_names(rows: Iterable[Row]) -> dict[str, str]:
 
 def table_schema(table: str) -> pa.Schema:
     """The contract's Arrow schema of `table`."""
-    from schemas.tables import TABLES
-
     return TABLES[table]
 
 
@@ -348,8 +348,6 @@ def once_per_record(history: pa.Table) -> pa.Table:
     offset) once: an input that holds a record twice (overlapping files, a dump's conflicting rows) keeps the row
     with the most decided `txn_outcome` (`schemas.tables.outcome_rank`), the other columns, ascending with nulls
     last, breaking ties, so the choice does not depend on the order the copies came in."""
-    from schemas.tables import outcome_rank
-
     part, offset = history.column("offsets_partition"), history.column("record_offset")
     if history.num_rows < 2:
         return history
@@ -371,8 +369,6 @@ def decided_of(partitions, offsets, decided: pa.Table, columns) -> dict[str, pa.
     """Per record (offsets partition, record offset: Arrow columns), `columns` of its row in `decided` (a
     `Decisions.carried` table), null where it has none. A join does not keep row order, so only the keys and the
     row number go through it and the values are placed back by row number (no sort of the records)."""
-    from pipelines.coordinator.offset_metadata import DECIDED_TYPES
-
     n = len(partitions)
     if not decided.num_rows:
         return {c: pa.nulls(n, DECIDED_TYPES[c]) for c in columns}

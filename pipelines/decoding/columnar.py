@@ -31,7 +31,7 @@ from __future__ import annotations
 import mmap
 import os
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import crc32c as _crc32c_mod
@@ -468,33 +468,22 @@ def _decode_buffer(mm, end: int, src: str, part: int, batch_rows: int, c_ext,
                    start: int = 0, policy: ReadPolicy = DEFAULT_POLICY, keys: KeyTable | None = None
                    ) -> Iterator[pa.RecordBatch]:
     """The entries of ``mm[start:end]``: with the C extension, runs of clean batches in C
-    (`_fastdecode.decode_entries`), and each entry it leaves (anything unusual) here, one at a time."""
+    (`_fastdecode.decode_entries`), and each entry it leaves (anything unusual) here, one at a time: a v2 batch
+    column by column (`_V2Batches`), else, or when that fails, by the reference path (`_decode_reference`)."""
     chunk = _Chunk(_CColumns if c_ext is not None else _ListColumns, keys)
-    hot, batch = chunk.hot, chunk.batch
-    kcache = chunk.keys.kcache
-    ktable = chunk.keys.ktable
-    ctl_types = chunk.sparse["control_type"]
-    ctl_epochs = chunk.sparse["coordinator_epoch"]
-    group_values = tuple(chunk.sparse[c] for c in GROUP_VALUE_COLUMNS)
-    pending: list = []
-    brows: list = []
-    v2_unpack = _V2_UNPACK
-    crc32c = _crc32c
-    labels = _CODEC_LABELS
+    hot = chunk.hot
     max_bytes = policy.max_batch_bytes
     decompress = codecs.decompress
 
     def decompress_v2(codec_id: int, data: bytes) -> bytes:
         return decompress(codec_id, data, magic=2, max_bytes=max_bytes)
 
-    if c_ext is not None:
-        c_decode = c_ext.decode_entries
-        src_utf8 = src.encode("utf-8")
+    v2 = _V2Batches(chunk, src, part, decompress_v2)
+    c_decode = _c_decoder(c_ext, chunk, src, part, batch_rows, decompress_v2) if c_ext is not None else None
     pos = start
     while True:
-        if c_ext is not None:
-            pos = c_decode(mm, pos, end, batch_rows, hot.c, batch.c, kcache, ktable, ctl_types, ctl_epochs,
-                           group_values, decompress_v2, src_utf8, part)
+        if c_decode is not None:
+            pos = c_decode(mm, pos, end)
             if len(hot) >= batch_rows:
                 yield chunk.flush()
                 continue
@@ -505,64 +494,108 @@ def _decode_buffer(mm, end: int, src: str, part: int, batch_rows: int, c_ext,
             break
         total = frame[1]
         entry = mm[pos:pos + total]
-        fast = False
-        if entry[16] == 2 and total >= RECORD_BATCH_OVERHEAD:
-            (base_offset, _length, leader_epoch, magic, crc, attributes, last_delta, base_ts, max_ts, producer_id,
-             producer_epoch, base_sequence, count) = v2_unpack(entry, 0)
-            if count >= 0 and crc32c(memoryview(entry)[21:]) == crc:
-                row0 = len(hot)
-                codec_id = attributes & 0x07
-                log_append = attributes & 0x08
-                is_control = (attributes & 0x20) != 0
-                try:
-                    if codec_id == 0:
-                        buf, bstart, stop = entry, RECORD_BATCH_OVERHEAD, total
-                    else:
-                        buf = decompress_v2(codec_id, entry[RECORD_BATCH_OVERHEAD:])
-                        bstart, stop = 0, len(buf)
-                    if log_append:
-                        first = _walk_v2(buf, bstart, stop, count, base_offset, max_ts, 0, is_control, brows, row0,
-                                         kcache, ktable, ctl_types, ctl_epochs, pending)
-                    else:
-                        first = _walk_v2(buf, bstart, stop, count, base_offset, base_ts, 1, is_control, brows, row0,
-                                         kcache, ktable, ctl_types, ctl_epochs, pending)
-                    fast = True
-                except Exception:  # noqa: BLE001 - anything odd: the reference path decodes this batch
-                    chunk.rollback(row0)
-                    brows.clear()
-                    pending.clear()
-                if fast and first is not None:
-                    if pending:
-                        header = _new_header(
-                            src, part, pos, base_offset, base_offset + last_delta, total, magic, crc, True,
-                            attributes, labels[codec_id], LOG_APPEND_TIME if log_append else CREATE_TIME,
-                            (attributes & 0x10) != 0, is_control, base_ts if attributes & 0x40 else None,
-                            base_ts, max_ts, producer_id, producer_epoch, base_sequence, leader_epoch, count)
-                        for i, offd, ts, key, value in pending:
-                            if base_sequence >= 0:
-                                seq = base_sequence + offd
-                                if seq > INT32_MAX:
-                                    seq -= 0x80000000
-                            else:
-                                seq = NO_SEQUENCE
-                            rec = _new_record(header, base_offset + offd, ts, first, seq, key, value, ())
-                            chunk.fill_row(brows, row0, i, to_decoded_row(rec))
-                        pending.clear()
-                    hot.extend(brows)
-                    batch.extend([(src, part, base_offset, first, base_offset + last_delta, pos,
-                                   LOG_APPEND_TIME if log_append else CREATE_TIME, producer_id, producer_epoch,
-                                   (attributes & 0x10) != 0, is_control, 2, labels[codec_id])] * len(brows))
-                    brows.clear()
-        if not fast:
-            for item in decode_entry(entry, 0, total, source=src, offsets_partition=part, position=pos,
-                                     policy=policy):
-                if isinstance(item, ReadProblem):
-                    chunk.add_row(problem_to_row(item))
-                else:
-                    for rec in item[1]:
-                        chunk.add_row(to_decoded_row(rec))
+        if entry[16] != 2 or total < RECORD_BATCH_OVERHEAD or not v2.decode(entry, total, pos):
+            _decode_reference(chunk, entry, total, pos, src, part, policy)
         pos += total
         if len(hot) >= batch_rows:
             yield chunk.flush()
     if len(hot):
         yield chunk.flush()
+
+
+def _c_decoder(c_ext, chunk: "_Chunk", src: str, part: int, batch_rows: int,
+               decompress_v2: Callable[[int, bytes], bytes]) -> Callable[[Any, int, int], int]:
+    """`_fastdecode.decode_entries` bound to `chunk`'s columns and key cache: (buffer, position, end) -> the
+    position of the first entry it left to Python (or `end`), having filled at most `batch_rows` rows."""
+    decode = c_ext.decode_entries
+    hot, batch = chunk.hot, chunk.batch
+    kcache, ktable = chunk.keys.kcache, chunk.keys.ktable
+    ctl_types, ctl_epochs = chunk.sparse["control_type"], chunk.sparse["coordinator_epoch"]
+    group_values = tuple(chunk.sparse[c] for c in GROUP_VALUE_COLUMNS)
+    src_utf8 = src.encode("utf-8")
+
+    def run(mm, pos: int, end: int) -> int:
+        return decode(mm, pos, end, batch_rows, hot.c, batch.c, kcache, ktable, ctl_types, ctl_epochs, group_values,
+                      decompress_v2, src_utf8, part)
+    return run
+
+
+class _V2Batches:
+    """Record batches (magic 2) decoded here column by column (`_walk_v2`) into one chunk; a record the walk
+    cannot put in columns (a group value, a control record's odd value) is decoded whole and its row filled in."""
+
+    __slots__ = ("chunk", "src", "part", "decompress_v2", "brows", "pending")
+
+    def __init__(self, chunk: "_Chunk", src: str, part: int, decompress_v2: Callable[[int, bytes], bytes]):
+        self.chunk, self.src, self.part, self.decompress_v2 = chunk, src, part, decompress_v2
+        self.brows: list = []
+        self.pending: list = []
+
+    def decode(self, entry: bytes, total: int, pos: int) -> bool:
+        """The batch `entry` (at `pos`, `total` bytes) into the chunk; False, with the chunk as it was, when the
+        reference path must decode it: a CRC that does not hold, a negative count, anything the walk refuses."""
+        (base_offset, _length, leader_epoch, magic, crc, attributes, last_delta, base_ts, max_ts, producer_id,
+         producer_epoch, base_sequence, count) = _V2_UNPACK(entry, 0)
+        if count < 0 or _crc32c(memoryview(entry)[21:]) != crc:
+            return False
+        chunk, brows, pending = self.chunk, self.brows, self.pending
+        keys, sparse = chunk.keys, chunk.sparse
+        row0 = len(chunk.hot)
+        codec_id = attributes & 0x07
+        log_append = attributes & 0x08
+        is_control = (attributes & 0x20) != 0
+        try:
+            if codec_id == 0:
+                buf, bstart, stop = entry, RECORD_BATCH_OVERHEAD, total
+            else:
+                buf = self.decompress_v2(codec_id, entry[RECORD_BATCH_OVERHEAD:])
+                bstart, stop = 0, len(buf)
+            first = _walk_v2(buf, bstart, stop, count, base_offset, max_ts if log_append else base_ts,
+                             0 if log_append else 1, is_control, brows, row0, keys.kcache, keys.ktable,
+                             sparse["control_type"], sparse["coordinator_epoch"], pending)
+        except Exception:  # noqa: BLE001 - anything odd: the reference path decodes this batch
+            chunk.rollback(row0)
+            brows.clear()
+            pending.clear()
+            return False
+        if first is None:
+            return True
+        if pending:
+            header = _new_header(
+                self.src, self.part, pos, base_offset, base_offset + last_delta, total, magic, crc, True,
+                attributes, _CODEC_LABELS[codec_id], LOG_APPEND_TIME if log_append else CREATE_TIME,
+                (attributes & 0x10) != 0, is_control, base_ts if attributes & 0x40 else None,
+                base_ts, max_ts, producer_id, producer_epoch, base_sequence, leader_epoch, count)
+            self._fill_pending(header, base_offset, base_sequence, first, row0)
+        chunk.hot.extend(brows)
+        chunk.batch.extend([(self.src, self.part, base_offset, first, base_offset + last_delta, pos,
+                             LOG_APPEND_TIME if log_append else CREATE_TIME, producer_id, producer_epoch,
+                             (attributes & 0x10) != 0, is_control, 2, _CODEC_LABELS[codec_id])] * len(brows))
+        brows.clear()
+        return True
+
+    def _fill_pending(self, header, base_offset: int, base_sequence: int, first: int, row0: int) -> None:
+        """The rows the walk left as placeholders, from their records decoded whole; the sequence wraps at
+        INT32_MAX as the broker's does."""
+        for i, offd, ts, key, value in self.pending:
+            if base_sequence >= 0:
+                seq = base_sequence + offd
+                if seq > INT32_MAX:
+                    seq -= 0x80000000
+            else:
+                seq = NO_SEQUENCE
+            rec = _new_record(header, base_offset + offd, ts, first, seq, key, value, ())
+            self.chunk.fill_row(self.brows, row0, i, to_decoded_row(rec))
+        self.pending.clear()
+
+
+def _decode_reference(chunk: "_Chunk", entry: bytes, total: int, pos: int, src: str, part: int,
+                      policy: ReadPolicy) -> None:
+    """An entry decoded by the reference path (`batches.decode_entry`: every magic, every problem named), row by
+    row."""
+    for item in decode_entry(entry, 0, total, source=src, offsets_partition=part, position=pos, policy=policy):
+        if isinstance(item, ReadProblem):
+            chunk.add_row(problem_to_row(item))
+        else:
+            for rec in item[1]:
+                chunk.add_row(to_decoded_row(rec))

@@ -4,12 +4,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterable, Iterator
 
+from pipelines.decoding.batches import read_batches_from_file
+from pipelines.decoding.segments import discover_segments
 from schemas.records import LogRecord, ReadProblem
 
 TABULAR_SUFFIXES = (".parquet", ".json", ".jsonl", ".ndjson", ".csv")
 
 
 def is_tabular(path: str | Path) -> bool:
+    # imported here, not at module level: pyarrow ~0.45 s, pyarrow.fs ~0.05 s of import (python -X importtime)
     from pipelines.io import storage
 
     if storage.is_remote(str(path)):
@@ -31,8 +34,6 @@ def is_tabular(path: str | Path) -> bool:
 
 def iter_segment_items(segment) -> Iterator[LogRecord | ReadProblem]:
     """Records and problems of one segment file, in file order."""
-    from pipelines.decoding.batches import read_batches_from_file
-
     for item in read_batches_from_file(segment.path, offsets_partition=segment.offsets_partition):
         if isinstance(item, ReadProblem):
             yield item
@@ -47,8 +48,8 @@ def iter_decoded_rows(paths: Iterable[str | Path]) -> Iterator[dict]:
     Problems found while discovering or reading (torn tails, bad CRCs, foreign data) come out as rows of
     record_kind `error`, so that every byte range is accounted for.
     """
+    # imported here, not at module level: pyarrow ~0.45 s of import (python -X importtime)
     from pipelines.decoding.rows import problem_to_row, to_decoded_row
-    from pipelines.decoding.segments import discover_segments
 
     paths = [Path(p) for p in paths]
     segment_paths = [p for p in paths if not is_tabular(p)]

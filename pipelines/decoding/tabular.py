@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import base64
 import binascii
+import csv
+import json
 import os
 import re
 from collections.abc import Iterator
@@ -84,6 +86,7 @@ def read_tabular_dump(path: str | os.PathLike, *, fmt: str | None = None, encodi
     `InvalidFieldError` for a table without the key/value/partition/offset columns.
     """
     p = os.fspath(path)
+    # imported here, not at module level: pyarrow.fs ~0.05 s of import (python -X importtime)
     from pipelines.io import storage
 
     if storage.is_remote(p):
@@ -133,6 +136,7 @@ def read_tabular_dump(path: str | os.PathLike, *, fmt: str | None = None, encodi
 def _read_remote_dump(uri: str, *, fmt: str | None, encoding: str | None) -> TabularDump:
     """A dump on object storage: its part files fetched into a temporary directory (a dump is read whole into
     memory anyway), read as a local dump, and named by their URIs."""
+    # imported here, not at module level: pyarrow.fs ~0.05 s of import (python -X importtime)
     from pipelines.io import storage
 
     loc = storage.location(uri)
@@ -223,9 +227,6 @@ _INT_COLUMNS = ("partition", "offset")
 
 def _read_lines(path: str, fmt: str) -> tuple[pa.Table, list[tuple[int, str]], int]:
     """A JSON-lines or CSV file, one line at a time: good rows as a table, the others as (row, reason)."""
-    import csv
-    import json
-
     rows: list[dict] = []
     bad: list[tuple[int, str]] = []
     with open(path, newline="", encoding="utf-8", errors="replace") as f:
@@ -362,65 +363,77 @@ def _col(table: pa.Table, name: str, n: int, default):
 
 
 def _iter_records(dump: TabularDump) -> Iterator[LogRecord | ReadProblem]:
-    table = dump._table
     src = dump.path
     for row, why in dump.malformed:
         yield ReadProblem(source=src, offsets_partition=-1, position=row, kind="malformed_row", records=1,
                           reason=f"row {row}: {why}")
-    n = table.num_rows
-    # other topics: reported once per topic, not read
-    if "topic" in table.column_names:
-        topics = table.column("topic")
-        is_offsets = pc.fill_null(pc.equal(topics, OFFSETS_TOPIC), True)
-        others = table.filter(pc.invert(is_offsets))
-        if others.num_rows:
-            counts = {}
-            for t, off, part, row in zip(others.column("topic").to_pylist(), others.column("offset").to_pylist(),
-                                         others.column("partition").to_pylist(),
-                                         others.column(ROW_COLUMN).to_pylist()):
-                c = counts.setdefault(t, [0, off, part, row])
-                c[0] += 1
-            for t, (cnt, off, part, row) in counts.items():
-                yield ReadProblem(source=src, offsets_partition=part if part is not None else -1,
-                                  position=row, offset=off, kind="not_offsets_data", records=1,
-                                  reason=f"{cnt} row(s) of topic {t!r}, not {OFFSETS_TOPIC}; not read")
-            table = table.filter(is_offsets)
-            n = table.num_rows
-    # null partition / offset
-    valid = pc.and_(pc.is_valid(table.column("partition")), pc.is_valid(table.column("offset")))
-    bad = table.filter(pc.invert(valid))
-    for off, part, row in zip(bad.column("offset").to_pylist(), bad.column("partition").to_pylist(),
-                              bad.column(ROW_COLUMN).to_pylist()):
-        yield ReadProblem(source=src, offsets_partition=part if part is not None else -1, position=row,
-                          offset=off, kind="invalid_row", records=1, reason="row without a partition or an offset")
-    table = table.filter(valid)
-    # no log position is negative: such a row is never state
-    negative = pc.or_(pc.less(table.column("offset"), 0), pc.less(table.column("partition"), 0))
-    neg = table.filter(negative)
-    for off, part, row in zip(neg.column("offset").to_pylist(), neg.column("partition").to_pylist(),
-                              neg.column(ROW_COLUMN).to_pylist()):
-        yield ReadProblem(source=src, offsets_partition=max(part, -1), position=row, offset=off,
-                          kind="negative_offset", records=1,
-                          reason=f"row {row}: offset {off} of partition {part}: a log position is never negative")
-    table = table.filter(pc.invert(negative))
-    n = table.num_rows
-    if n == 0:
+    table, other_topics = _offsets_topic_rows(dump._table, src)
+    yield from other_topics
+    table, unpositioned = _positioned_rows(table, src)
+    yield from unpositioned
+    if table.num_rows == 0:
         return
     order = pc.sort_indices(table, sort_keys=[("partition", "ascending"), ("offset", "ascending")])
-    table = table.take(order)
+    yield from _records_in_log_order(table.take(order), src, dump.encoding)
 
+
+def _offsets_topic_rows(table: pa.Table, src: str) -> tuple[pa.Table, list[ReadProblem]]:
+    """The rows of `__consumer_offsets` (a row without a topic is taken for one); other topics' rows are reported
+    once per topic and not read."""
+    if "topic" not in table.column_names:
+        return table, []
+    is_offsets = pc.fill_null(pc.equal(table.column("topic"), OFFSETS_TOPIC), True)
+    others = table.filter(pc.invert(is_offsets))
+    if not others.num_rows:
+        return table, []
+    counts = {}
+    for t, off, part, row in zip(others.column("topic").to_pylist(), others.column("offset").to_pylist(),
+                                 others.column("partition").to_pylist(), others.column(ROW_COLUMN).to_pylist()):
+        c = counts.setdefault(t, [0, off, part, row])
+        c[0] += 1
+    problems = [ReadProblem(source=src, offsets_partition=part if part is not None else -1, position=row,
+                            offset=off, kind="not_offsets_data", records=1,
+                            reason=f"{cnt} row(s) of topic {t!r}, not {OFFSETS_TOPIC}; not read")
+                for t, (cnt, off, part, row) in counts.items()]
+    return table.filter(is_offsets), problems
+
+
+def _positioned_rows(table: pa.Table, src: str) -> tuple[pa.Table, list[ReadProblem]]:
+    """The rows with a log position: one without a partition or an offset, or with a negative one, is never state
+    and is reported."""
+    valid = pc.and_(pc.is_valid(table.column("partition")), pc.is_valid(table.column("offset")))
+    bad = table.filter(pc.invert(valid))
+    problems = [ReadProblem(source=src, offsets_partition=part if part is not None else -1, position=row,
+                            offset=off, kind="invalid_row", records=1, reason="row without a partition or an offset")
+                for off, part, row in zip(bad.column("offset").to_pylist(), bad.column("partition").to_pylist(),
+                                          bad.column(ROW_COLUMN).to_pylist())]
+    table = table.filter(valid)
+    negative = pc.or_(pc.less(table.column("offset"), 0), pc.less(table.column("partition"), 0))
+    neg = table.filter(negative)
+    problems += [ReadProblem(source=src, offsets_partition=max(part, -1), position=row, offset=off,
+                             kind="negative_offset", records=1,
+                             reason=f"row {row}: offset {off} of partition {part}: a log position is never negative")
+                 for off, part, row in zip(neg.column("offset").to_pylist(), neg.column("partition").to_pylist(),
+                                           neg.column(ROW_COLUMN).to_pylist())]
+    return table.filter(pc.invert(negative)), problems
+
+
+def _records_in_log_order(table: pa.Table, src: str, encoding: str | None) -> Iterator[LogRecord | ReadProblem]:
+    """The rows (sorted by partition and offset) as records, grouped into their batches; a row repeating an offset
+    is skipped, and reported when its content differs from the first."""
+    n = table.num_rows
     parts = table.column("partition").to_pylist()
     offs = table.column("offset").to_pylist()
     keys = table.column("key").to_pylist()
     vals = table.column("value").to_pylist()
     tss = _ts_millis(table.column("timestamp")) if "timestamp" in table.column_names else [-1] * n
     tts = _col(table, "timestampType", n, 0)
-    pids = _col(table, "producer_id", n, -1)
     peps = _col(table, "producer_epoch", n, -1)
+    pids = _col(table, "producer_id", n, -1)
     txns = _col(table, "is_transactional", n, False)
     ctls = _col(table, "is_control", n, False)
     bases = _col(table, "batch_base_offset", n, None)
-    decode = value_decoder(dump.encoding)
+    decode = value_decoder(encoding)
     row_numbers = table.column(ROW_COLUMN).to_pylist()
 
     rows: list[tuple] = []  # decoded rows of the batch being built
@@ -432,7 +445,7 @@ def _iter_records(dump: TabularDump) -> Iterator[LogRecord | ReadProblem]:
             value = decode(vals[i]) if vals[i] is not None else None
         except (ValueError, binascii.Error, TypeError) as e:
             yield ReadProblem(source=src, offsets_partition=part, position=row_numbers[i], offset=off,
-                              kind="invalid_row", records=1, reason=f"key/value not valid {dump.encoding}: {e}")
+                              kind="invalid_row", records=1, reason=f"key/value not valid {encoding}: {e}")
             continue
         ts = tss[i] if tss[i] is not None else -1
         if prev is not None and prev[0] == part and prev[1] == off:

@@ -9,15 +9,32 @@ few numbers per offsets partition — see its docstring for exactly what is coun
 """
 from __future__ import annotations
 
+import hashlib
+import json
+import mmap
+import os
+import struct
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator
 
+import crc32c
 import pyarrow as pa
+import pyarrow.compute as pc
 
+from pipelines.decoding.batches import RECORD_BATCH_OVERHEAD, decode_entry
+from pipelines.decoding.framing import MAGIC_OFFSET, frame_entries, last_offset, stop_problem
+from pipelines.decoding.native import fastdecode
 from pipelines.decoding.policy import DEFAULT_POLICY, ReadPolicy
+from pipelines.decoding.reader import is_tabular
+from pipelines.decoding.rows import problem_to_row, rows_to_arrow, to_decoded_row
+from pipelines.decoding.segments import discover_segments
+from pipelines.decoding.tabular import OFFSETS_TOPIC, read_tabular_dump, value_decoder
+from pipelines.frames.decoded_log import LOG_DDL, DecodedLog, pack
 from pipelines.io import storage
 from schemas.decoded import DECODED_RECORD_SCHEMA
+from schemas.records import ReadProblem
 
 ARROW_BATCH_ROWS = 20_000
 
@@ -109,9 +126,6 @@ def plan_inputs(paths: Iterable[str | Path]) -> DecodePlan:
     `unreadable` problem item. Raises `NoOffsetsDataError` when there is no segment and no dump at all (an empty
     directory, only 0-byte segments, only other topics' directories): there is nothing to rebuild from.
     """
-    from pipelines.decoding.reader import is_tabular
-    from pipelines.decoding.segments import discover_segments
-
     paths = [p if storage.is_remote(p) else Path(p) for p in map(str, paths)]
     items: list[dict] = []
     tabular = {str(p): is_tabular(p) for p in paths}
@@ -184,9 +198,6 @@ def _decoder_for(policy: ReadPolicy, counters=None):
 def decode_items(batches: Iterator[pa.RecordBatch], policy: ReadPolicy = DEFAULT_POLICY, counters=None
                   ) -> Iterator[pa.RecordBatch]:
     """Executor side: decode every work item in the incoming batches, streaming Arrow batches out."""
-    from pipelines.decoding.rows import problem_to_row, rows_to_arrow, to_decoded_row
-    from schemas.records import ReadProblem
-
     def flush(rows):
         return rows_to_arrow(rows)
 
@@ -237,8 +248,6 @@ def decoded_log(spark, plan: DecodePlan, counters=None, cut: tuple = (None, None
     size, its batches packed into blobs by offsets partition and tallied at ``cut`` (until_offset,
     until_time_ms; `frames.tally`); or decoded in the driver when the plan is small (`DecodePlan.in_process`).
     ``counters`` (`frames.progress.TaskCounters`): records and bytes decoded, for progress lines (tasks only)."""
-    from pipelines.frames.decoded_log import LOG_DDL, DecodedLog, pack
-
     cut = tuple(cut)
     if plan.in_process:
         batches = list(decode_items(iter(work_batches(plan)), plan.policy))
@@ -334,8 +343,6 @@ def reader_counts(spark, plan: DecodePlan) -> dict[int | None, dict]:
     Cost: framing reads each entry's 17-byte head and CRC-32C over its bytes (C, from the page cache the decode
     just filled); no record is decoded on the normal path.
     """
-    import json
-
     policy = plan.policy
 
     def count_items(batches):
@@ -361,8 +368,6 @@ def _counters() -> dict:
 def _count_items(batches: Iterator[pa.RecordBatch], policy: ReadPolicy = DEFAULT_POLICY
                  ) -> Iterator[pa.RecordBatch]:
     """Executor side of `reader_counts`: one output row per (work batch, offsets partition)."""
-    import json
-
     schema = pa.schema([("offsets_partition", pa.int32())] + [(f, pa.int64()) for f in READ_COUNT_FIELDS]
                        + [(UNREAD_RANGES, pa.string()), (SEGMENTS, pa.string())])
     for batch in batches:
@@ -419,15 +424,8 @@ def count_segment(path: str, partition: int, acc: dict | None = None, *, start_p
     its reference, then looks at the other entries only (``use_c``: None = C when built, False = the reference).
     """
     local, path = path, source or path
-    import mmap
-    import os
-    import struct
 
-    import crc32c
 
-    from pipelines.decoding.batches import RECORD_BATCH_OVERHEAD
-    from pipelines.decoding.framing import MAGIC_OFFSET, frame_entries, last_offset, stop_problem
-    from pipelines.decoding.native import fastdecode
 
     acc = {} if acc is None else acc
     u32 = struct.Struct(">I").unpack_from
@@ -493,8 +491,6 @@ def segment_scan(path: str, size: int, consumed: int, head: bytes, last) -> dict
     read again next time), the sha256 of its first ``min(HEAD_BYTES, consumed)`` bytes, and the last entry's
     position, size, last offset (v2: base offset + lastOffsetDelta; magic 0/1: the entry's offset) and sha256
     (`last`: (position, size, last offset, bytes), None when no entry was framed after the start position)."""
-    import hashlib
-
     out = dict(path=path, size=size, consumed=consumed, head_bytes=len(head),
                head_sha256=hashlib.sha256(head).hexdigest(), last_batch_position=None, last_batch_size=None,
                last_batch_sha256=None, last_offset=None)
@@ -506,16 +502,11 @@ def segment_scan(path: str, size: int, consumed: int, head: bytes, last) -> dict
 
 
 def _legacy_crc_ok(mm, pos: int, total: int) -> bool:
-    import zlib
-
     return zlib.crc32(mm[pos + 16:pos + total]) == int.from_bytes(mm[pos + 12:pos + 16], "big")
 
 
 def _count_suspicious(entry: bytes, path: str, partition: int, pos: int, acc: dict, policy: ReadPolicy) -> None:
     """An entry the header walk cannot vouch for: what the reference reader makes of it (see `reader_counts`)."""
-    from pipelines.decoding.batches import decode_entry
-    from schemas.records import ReadProblem
-
     n = 0
     for it in decode_entry(entry, 0, len(entry), source=path, offsets_partition=partition, position=pos,
                            policy=policy):
@@ -530,10 +521,6 @@ def _count_suspicious(entry: bytes, path: str, partition: int, pos: int, acc: di
 
 def count_tabular(path: str, acc: dict | None = None) -> dict:
     """`reader_counts` for one tabular dump: its rows per partition, mirroring `tabular._iter_records`' folds."""
-    import pyarrow.compute as pc
-
-    from pipelines.decoding.tabular import OFFSETS_TOPIC, read_tabular_dump, value_decoder
-
     acc = {} if acc is None else acc
     dump = read_tabular_dump(path)
     table = dump._table

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow.compute as pc
 
+from pipelines.decoding.columnar import decode_segment_to_arrow
 from pipelines.decoding.segments import entry_heads
 from pipelines.frames.decode import FILE_END, end_position, read_before
 from pipelines.io import storage
@@ -143,8 +144,6 @@ def _last_record_offset(item: dict, heads, before: int, fallback: int | None) ->
     """The offset of the last record in `item`'s entries before the `before`th, decoded from the last entry back (a
     batch the cleaner emptied holds none, and a head does not say where a thinned batch's last record is); else
     `fallback`. One batch decoded per cut and per file, as a rule."""
-    from pipelines.decoding.columnar import decode_segment_to_arrow
-
     for j in range(before - 1, -1, -1):
         start = int(heads.positions[j])
         end = int(heads.positions[j + 1]) if j + 1 < len(heads.positions) else int(heads.end)

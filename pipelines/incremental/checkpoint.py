@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import Callable
 
 from pipelines.coordinator.saved import FORMAT as SAVED_FORMAT
-from pipelines.io.checkpoint import STATE_DIR, SavedState, remove_orphaned_state, remove_other_states, write_state
+from pipelines.io.checkpoint import (STATE_DIR, SavedState, remove_orphaned_state, remove_other_states,
+                                     write_checkpoint, write_state)
 
 CHECKPOINT_FORMAT = 2
 OLDER_FORMATS = (1,)  # 1: the state was decoded rows to replay again
@@ -26,8 +27,6 @@ def save_checkpoint(warehouse, snapshot_id: str, saved, plan, inc, *, conf, req,
     whole input plan (not only what was decoded); ``scans`` (path -> `segment_scan`) says how far the reader's count
     framed every file this run decoded. The JSON, written last and atomically, names the state's directory and
     files: it is what makes the state usable. Other state directories of the id go once it is written."""
-    from pipelines.io.checkpoint import write_checkpoint
-
     if not isinstance(saved, SavedState):
         from pipelines.coordinator.saved import entries_of
 

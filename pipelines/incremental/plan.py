@@ -7,9 +7,11 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from pipelines.frames.decode import DecodePlan
 from pipelines.incremental.checkpoint import CHECKPOINT_FORMAT, OLDER_FORMATS, SAVED_FORMAT
+from pipelines.incremental.saved import SavedShards
 from pipelines.io import storage
-from pipelines.io.checkpoint import state_dir
+from pipelines.io.checkpoint import read_checkpoint, state_dir, state_file_partitions
 
 LOG_START_MOVED = "log start moved / segments deleted or compacted"
 NO_PREVIOUS = "no previous snapshot with a checkpoint"
@@ -25,7 +27,7 @@ class IncrementalStart:
 
     mode: str
     reason: str
-    decode_plan: object  # frames.decode.DecodePlan
+    decode_plan: DecodePlan
     previous_snapshot: str | None = None
     previous: dict | None = None  # the previous checkpoint (incremental only)
     previous_state: str | None = None  # its saved shards' directory
@@ -80,9 +82,6 @@ class IncrementalStart:
 
     def saved_shards(self):
         """The previous run's saved shards (`saved.SavedShards`), None for a full run."""
-        from pipelines.incremental.saved import SavedShards
-        from pipelines.io.checkpoint import state_file_partitions
-
         if not self.is_incremental:
             return None
         files = tuple(self.previous_files or ())
@@ -120,6 +119,7 @@ class IncrementalStart:
         the previous snapshot's events read by Spark, not into this process."""
         if not self.is_incremental:
             return history
+        # imported here, not at module level: pyspark ~0.7 s of import (python -X importtime)
         from pyspark.sql import functions as F
 
         history = history.frame()
@@ -139,8 +139,6 @@ def is_what_if(req) -> bool:
 
 def start(warehouse, req, conf, plan, snapshot_id: str) -> IncrementalStart:
     """Decide full vs incremental for this run and build the plan of what to decode (see the module docstring)."""
-    from pipelines.io.checkpoint import read_checkpoint
-
     if not req.incremental:
         return _full("--incremental not given", plan)
     if is_what_if(req):

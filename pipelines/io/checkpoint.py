@@ -17,6 +17,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+import pyarrow.fs as pafs
 
 from pipelines.io import storage
 from pipelines.io.delta import check_partition_value
@@ -173,8 +174,6 @@ def write_state(warehouse, snapshot_id: str, shards: dict[int, bytes], entries: 
 
 def remove_other_states(warehouse, snapshot_id: str, keep: str) -> None:
     """Every state directory of `snapshot_id` but `keep` deleted (an earlier run of the same id, a stopped one)."""
-    import pyarrow.fs as pafs
-
     root = _root(warehouse).join(STATE_DIR, check_partition_value(snapshot_id))
     for info in root.listdir():
         d = root.child_of(info)
@@ -204,8 +203,6 @@ def remove_orphaned_state(warehouse, existing_snapshot_ids) -> list[str]:
     """Delete `_checkpoints/<id>.json` of snapshots not in `existing_snapshot_ids`, and `_state/<id>` of those and
     of ids with no checkpoint (a run that stopped after its tasks wrote its state: nothing will read it; the
     caller holds the writer lock, so no run is writing one); returns the ids whose state was removed, sorted."""
-    import pyarrow.fs as pafs
-
     root = _root(warehouse)
     existing = set(existing_snapshot_ids)
     removed = []

@@ -26,12 +26,14 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
+from urllib.parse import unquote
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from deltalake import DeltaTable
 from deltalake import Schema as DeltaSchema
+from deltalake.exceptions import CommitFailedError
 from deltalake.transaction import AddAction, CommitProperties, PostCommitHookProperties, RemoveAction
 
 from pipelines.io import retry, storage
@@ -310,6 +312,7 @@ def _written(rows: list[dict], aside) -> list[WrittenFile] | tuple[list[WrittenF
 def _write_task(batches: Iterator[pa.RecordBatch], *, table_uri: str, rel_dir: str, table_schema, parts: list[str],
                 split_by: str | None, aside, opened) -> Iterator[pa.RecordBatch]:
     """One task of `write_frame_files`: its batches in, a row per file written out."""
+    # imported here, not at module level: pyspark ~0.7 s of import (python -X importtime)
     from pyspark import TaskContext
 
     ctx = TaskContext.get()
@@ -664,8 +667,6 @@ def commit(dt: DeltaTable, table_schema, actions: list, *, mode: str = "append",
     add its files twice. So delta-rs does not retry a commit at the next version itself (`max_commit_retries=0`):
     the version it found taken is, under the writer lock, this commit's own lost answer (object_store retried its
     PUT, which then found the file there)."""
-    from deltalake.exceptions import CommitFailedError
-
     token = uuid.uuid4().hex
     loc = storage.location(_table_location(dt.table_uri))
     started = dt.version()
@@ -772,8 +773,6 @@ def vacuum(dt: DeltaTable, retention_hours: int = 0, keep: Iterable[str] = ()) -
 
 def _table_location(table_uri: str) -> str:
     """delta-rs' table URI (`file:///…/` or `s3://…/`) as a path or URI `storage.location` takes."""
-    from urllib.parse import unquote
-
     if table_uri.startswith("file://"):
         return unquote(table_uri.removeprefix("file://"))
     return table_uri.rstrip("/")
@@ -781,8 +780,6 @@ def _table_location(table_uri: str) -> str:
 
 def _relative(root: Location, name: str) -> str:
     """A vacuum's file name (relative, absolute, or a URI) relative to the table root."""
-    from urllib.parse import unquote
-
     s = unquote(name)
     if "://" in s:
         s = _table_location(s)

@@ -14,6 +14,8 @@ host that does not resolve (an endpoint that is not there) are the user's to fix
 """
 from __future__ import annotations
 
+import datetime as _dt
+import random
 import re
 import time
 from dataclasses import asdict, dataclass, fields
@@ -69,8 +71,6 @@ class StoreRetry:
     def backoff(self, retry: int, rng=None) -> float:
         """The wait before retry number `retry` (1 = the second try): "full jitter", a uniform draw below the
         exponential bound, so many tasks throttled at once do not come back at once (`rng`: a `random.Random`)."""
-        import random
-
         bound = min(self.max_backoff_seconds, self.first_backoff_seconds * 2 ** (retry - 1))
         return (rng or random).uniform(0, bound)
 
@@ -86,8 +86,6 @@ class StoreRetry:
 
     def obstore_config(self) -> tuple[dict, dict]:
         """obstore's `retry_config` and the timeouts of its `client_options`."""
-        import datetime as _dt
-
         def td(seconds: float) -> _dt.timedelta:
             return _dt.timedelta(seconds=seconds)
 

@@ -19,6 +19,8 @@ import pyarrow.parquet as pq
 from deltalake.transaction import AddAction
 
 from pipelines.io import delta, storage
+from pipelines.io.warehouse import Warehouse
+from schemas.tables import TABLES
 
 _EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
 
@@ -111,8 +113,6 @@ def repair_table(path: str | Path, name: str | None = None) -> TableRepair:
 
 def repair_warehouse(warehouse: str | Path) -> list[TableRepair]:
     """`repair_table` for every table of the warehouse (tables never written are left out), then `repin`."""
-    from schemas.tables import TABLES
-
     root = storage.location(warehouse)
     if not root.is_dir():
         raise StatsRepairError(f"{root}: no such warehouse directory")
@@ -130,8 +130,6 @@ def repin(warehouse, repaired: dict[str, int]) -> None:
     """Snapshots are read at the table versions their runs pinned (`runs.table_versions`), which predate a
     repair: a snapshot whose files the repair commit left as they were (it only re-adds them with new statistics)
     is pinned to the repair's version instead, so its readers get the repaired statistics."""
-    from pipelines.io.warehouse import Warehouse
-
     if not repaired:
         return
     wh = Warehouse(warehouse)

@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import glob
+import importlib
 import os
 import posixpath
 import shutil
@@ -118,6 +120,7 @@ def s3_filesystem() -> pafs.S3FileSystem:
 def configure(settings) -> None:
     """Retry this process' store requests as `settings`' `storage:` section says (Spark's tasks get the section
     from the session). Raises `config.ConfigError` for a bad value."""
+    # imported here, not at module level: yaml ~0.04 s of import (python -X importtime)
     from pipelines.config import ConfigError
 
     try:
@@ -170,9 +173,6 @@ def duckdb_s3_secret_sql() -> str:
 
 def duckdb_extension(name: str) -> str | None:
     """The path of a DuckDB extension shipped as a PyPI package (`duckdb-extension-<name>`), None without it."""
-    import glob
-    import importlib
-
     try:
         mod = importlib.import_module(f"duckdb_extension_{name}")
     except ImportError:

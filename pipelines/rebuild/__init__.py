@@ -11,10 +11,14 @@ from dataclasses import replace
 from typing import Callable
 
 from pipelines.config import Settings
+from pipelines.io.retry import StoreUnavailable
+from pipelines.rebuild import stages
 from pipelines.rebuild.failures import (RunFailed, StrictModeError, UsageError, heap_advice, is_failure,
                                        jvm_heap_exhausted, record_abandoned, record_failure)
 from pipelines.rebuild.request import RebuildRequest, RunSettings, new_snapshot_id, resolve_settings
 from pipelines.rebuild.summary import Progress, RunSummary
+from pipelines.session import jvm_exit_status
+from pipelines.times import ms_to_iso
 
 __all__ = ["RebuildRequest", "RunFailed", "RunSettings", "RunSummary", "StrictModeError", "UsageError",
            "new_snapshot_id", "resolve_settings", "run_rebuild"]
@@ -26,6 +30,8 @@ def run_rebuild(spark, settings: Settings, req: RebuildRequest, emit: Callable[[
 
     `prepared` is `rebuild.preflight.prepare_run`'s result when the caller checked the request before starting
     Spark (the CLI does); this function releases its writer lock when it returns or raises."""
+    # imported here, not at module level: deltalake ~0.2 s, numpy ~0.1-0.3 s, pyarrow ~0.45 s, pyarrow.fs ~0.05 s,
+    # pyarrow.parquet ~0.05 s of import (python -X importtime)
     from pipelines.rebuild.preflight import prepare_run
 
     prepared = prepared or prepare_run(settings, req)
@@ -52,7 +58,7 @@ def _note_stage(lock, name: str) -> None:
     """The stage in the writer lock, for the record of a run killed in it. A lock that cannot be written (a full
     disk) leaves the stage before: the stage's own writes then fail with what they met, in their stage. (The
     commit's note is not this one: `stages._committing` must not go on without it.)"""
-    from pipelines.io.retry import StoreUnavailable
+    # imported here, not at module level: pyarrow ~0.45 s, pyarrow.fs ~0.05 s of import (python -X importtime)
     from pipelines.io.storage import StorageError
 
     try:
@@ -64,8 +70,6 @@ def _note_stage(lock, name: str) -> None:
 def heap_ran_out(settings: Settings, prepared, e: BaseException) -> str | None:
     """The one line's cause when a JVM's heap ran out: what said so, which heap to raise and the largest offsets
     partition of the input (the task that needs the most); None otherwise."""
-    from pipelines.session import jvm_exit_status
-
     said = jvm_heap_exhausted(e, jvm_exit_status())
     if said is None:
         return None
@@ -82,9 +86,10 @@ def heap_ran_out(settings: Settings, prepared, e: BaseException) -> str | None:
 def record_start_failure(settings: Settings, req: RebuildRequest, prepared, e: BaseException) -> RunFailed | None:
     """A Spark session that did not start because its JVM's heap ran out: the run recorded as failed in stage
     `start` (under the writer lock `prepared` holds), and the one line to raise; None for any other error."""
+    # imported here, not at module level: deltalake ~0.2 s, numpy ~0.1-0.3 s, pyarrow ~0.45 s, pyarrow.fs ~0.05 s,
+    # pyarrow.parquet ~0.05 s of import (python -X importtime)
     from pipelines.incremental import is_what_if
     from pipelines.io.warehouse import Warehouse
-    from pipelines.times import ms_to_iso
 
     heap = heap_ran_out(settings, prepared, e)
     if heap is None:
@@ -101,10 +106,10 @@ def record_start_failure(settings: Settings, req: RebuildRequest, prepared, e: B
 
 
 def _run_locked(spark, settings: Settings, req: RebuildRequest, emit, prepared) -> RunSummary:
+    # imported here, not at module level: deltalake ~0.2 s, numpy ~0.1-0.3 s, pyarrow ~0.45 s, pyarrow.fs ~0.05 s,
+    # pyarrow.parquet ~0.05 s of import (python -X importtime)
     from pipelines.incremental import is_what_if
     from pipelines.io.warehouse import Warehouse
-    from pipelines.rebuild import stages
-    from pipelines.times import ms_to_iso
 
     warehouse = Warehouse(req.warehouse)
     progress = Progress(emit, on_stage=lambda name: _note_stage(prepared.lock, name))

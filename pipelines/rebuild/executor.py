@@ -24,6 +24,11 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the chooser stays a leaf: these are only its fields' types
+    from pipelines.frames.decode import DecodePlan
+    from pipelines.incremental.saved import SavedShards
 
 
 class Route(str, enum.Enum):
@@ -42,9 +47,9 @@ class Execution:
     (`DecodePlan.in_process`); `previous`: the saved shards (`incremental.saved.SavedShards`) the run loads onto,
     None for a full run."""
 
-    decode_plan: object  # frames.decode.DecodePlan
+    decode_plan: DecodePlan
     loads_shards: bool  # Route.SHARDS: the decode's tasks load the shards
-    previous: object
+    previous: SavedShards | None
     window_bytes: int
     split_bytes: int
     state_entries: int  # the saved shards' size (0 for a full run)

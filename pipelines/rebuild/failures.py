@@ -6,6 +6,8 @@ import contextlib
 import errno
 import re
 
+from pipelines.io.retry import causes, unavailable_cause
+
 
 class UsageError(Exception):
     """Bad usage or unreadable input: exit code 2, with a message naming what and where."""
@@ -27,8 +29,6 @@ _NOT_WRITABLE = ("Read-only file system", "os error 30", "Permission denied", "o
 
 def storage_error(exc: BaseException) -> str | None:
     """'disk full' / 'not writable' when `exc` (or what it wraps) is the file system refusing a write."""
-    from pipelines.io.retry import causes
-
     for e in causes(exc):
         if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT):
             return "disk full"
@@ -53,7 +53,6 @@ def jvm_heap_exhausted(exc: BaseException, jvm_exit: int | None = None) -> str |
     `exc` (or what it wraps) or the driver JVM's exit status (`jvm_exit`: a local run's) says so; else None."""
     if jvm_exit in _JVM_OOM_EXITS:
         return f"java.lang.OutOfMemoryError, the driver JVM exited with status {jvm_exit}"
-    from pipelines.io.retry import causes
 
     for e in causes(exc):
         found = _HEAP.search(str(e))
@@ -79,8 +78,6 @@ def is_failure(exc: BaseException) -> bool:
 def cause_of(exc: BaseException) -> str:
     """What went wrong, on one line: the object store's fault when it was one, a full or read-only disk, else the
     error's first line."""
-    from pipelines.io.retry import unavailable_cause
-
     unavailable = unavailable_cause(exc)
     if unavailable is not None:
         return f"object store unavailable: {unavailable}"
@@ -111,6 +108,7 @@ def shard_errors():
     wrote it), or a shard's task out of memory (`frames.segment_shards.ShardMemoryError`), here or in a Spark
     task, as one line for the user instead of a task's traceback. A task's error reaches the driver as Spark's
     text only: its first line names the error's class."""
+    # here, not at module level: deltalake ~0.2 s, numpy ~0.1-0.3 s, pyarrow ~0.45 s of import (python -X importtime)
     from pipelines.coordinator.saved import SavedShardError
     from pipelines.frames.segment_shards import ShardMemoryError
 
@@ -136,8 +134,8 @@ def record_failure(warehouse, snapshot_id: str, stage: str, row: dict, e: BaseEx
     snapshot's write recorded it already (`io.warehouse.Warehouse.write_snapshot`); a storage refusal, a refused
     write or an object store that kept failing becomes one line for the user (UsageError / RunFailed). Returns
     when `e` should propagate as it is."""
+    # here, not at module level: deltalake ~0.2 s, pyarrow ~0.45 s of import (python -X importtime)
     from pipelines.io.delta import DeltaWriteError
-    from pipelines.io.retry import unavailable_cause
     from pipelines.io.storage import StorageError
     from pipelines.io.warehouse import WarehouseError
 
@@ -153,7 +151,7 @@ def record_failure(warehouse, snapshot_id: str, stage: str, row: dict, e: BaseEx
             if storage is None and unavailable is None and storage_error(mark_exc) is None \
                     and unavailable_cause(mark_exc) is None:
                 raise
-            if not _recorded_after_all(warehouse, snapshot_id):
+            if not recorded_after_all(warehouse, snapshot_id):
                 raise RunFailed(f"run {snapshot_id} failed in stage {stage}: "
                                 f"{cause if unavailable is not None else (storage or 'storage error') + ': ' + cause}"
                                 f"; its failure could not be recorded either ({cause_of(mark_exc)})") from None
@@ -169,54 +167,13 @@ def record_failure(warehouse, snapshot_id: str, stage: str, row: dict, e: BaseEx
         raise RunFailed(f"run {snapshot_id} failed in stage {stage}: {e}; recorded as failed") from None
 
 
-def _recorded_after_all(warehouse, snapshot_id: str) -> bool:
+def recorded_after_all(warehouse, snapshot_id: str) -> bool:
     """Whether `snapshot_id`'s `failed` row is there though writing it raised: the commit landed and what followed
     it failed (its answer lost, its post-commit work), which only a read can tell."""
     try:
         return any(r["snapshot_id"] == snapshot_id and r["status"] == "failed" for r in warehouse.snapshots())
     except Exception:  # the store still fails: say it was not recorded, as far as this run can tell
         return False
-
-
-def record_unstarted(settings, req, snapshot_id: str, e: BaseException) -> RunFailed:
-    """A run the object store kept from starting (its checks before Spark read the inputs and write the
-    warehouse, and a fault outlasted the retries): a failed run, not a user's mistake. Recorded in `runs` as failed
-    in stage `preflight` where the warehouse allows it (under its writer lock, taken for the write and given
-    back); the one line for the user, to raise."""
-    import time
-
-    from pipelines.incremental import is_what_if
-    from pipelines.io.lock import LockHeldError, WriterLock
-    from pipelines.io.retry import unavailable_cause
-    from pipelines.io.storage import location
-    from pipelines.io.warehouse import Warehouse
-    from pipelines.rebuild.request import resolve_settings
-    from pipelines.times import ms_to_iso
-
-    cause = f"object store unavailable: {unavailable_cause(e) or first_line(e)}"
-    lock = None
-    try:
-        conf = resolve_settings(settings, req)
-        lock = WriterLock(location(req.warehouse))
-        lock.acquire(snapshot_id)
-        Warehouse(req.warehouse).record_failure(snapshot_id, dict(
-            started_at=ms_to_iso(int(time.time() * 1000)), inputs=list(req.inputs), semantics=conf.semantics,
-            retention_minutes=conf.retention_minutes, kind="what-if" if is_what_if(req) else "scheduled",
-            summary={"error": cause, "stage": "preflight"}))
-        recorded = "recorded as failed"
-    except LockHeldError as held:
-        recorded = f"not recorded: {held}"
-    except Exception as mark_exc:
-        recorded = ("recorded as failed" if lock is not None and lock.token is not None
-                    and _recorded_after_all(Warehouse(req.warehouse), snapshot_id)
-                    else f"its failure could not be recorded either ({cause_of(mark_exc)})")
-    finally:
-        if lock is not None:
-            try:
-                lock.release()
-            except Exception:  # left stale: the next run takes it over
-                pass
-    return RunFailed(f"run {snapshot_id} failed in stage preflight: {cause}; {recorded}")
 
 
 def record_abandoned(warehouse, holder: dict, emit) -> None:
@@ -228,6 +185,7 @@ def record_abandoned(warehouse, holder: dict, emit) -> None:
     emit(f"          took over a stale writer lock: run {sid} {reason}")
     if not sid:
         return
+    # here, not at module level: deltalake ~0.2 s, pyarrow ~0.45 s of import (python -X importtime)
     from pipelines.io import delta
 
     try:

@@ -5,16 +5,27 @@ from __future__ import annotations
 
 import errno
 import os
+import time
 import uuid
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
-from pipelines.config import Settings
+from pipelines.config import ConfigError, Settings
+from pipelines.decoding.errors import DecodeError
 from pipelines.decoding.framing import HEADER_SIZE_UP_TO_MAGIC, MAGIC_OFFSET, frame_entry
-from pipelines.io import storage
-from pipelines.rebuild.failures import UsageError, record_unstarted
+from pipelines.frames.decode import DecodePlan, NoOffsetsDataError, plan_inputs
+from pipelines.incremental import is_what_if
+from pipelines.io import cluster as clusters
+from pipelines.io import delta, storage
+from pipelines.io.cluster import ClusterIdentity
+from pipelines.io.lock import LockHeldError, WriterLock
+from pipelines.io.retry import unavailable_cause
+from pipelines.io.warehouse import Warehouse
+from pipelines.rebuild.failures import RunFailed, UsageError, cause_of, first_line, recorded_after_all
 from pipelines.rebuild.request import RebuildRequest, RunSettings, new_snapshot_id, resolve_settings
-from pipelines.times import TimeFormatError, parse_time_ms
+from pipelines.session import spark_log_level
+from pipelines.times import TimeFormatError, ms_to_iso, parse_time_ms
+from pipelines.validation.settings import max_unread_bytes, pandas_max_rows, validation_settings
 
 
 @dataclass
@@ -26,10 +37,10 @@ class PreparedRun:
     snapshot_id: str
     until_time_ms: int | None
     as_of_ms: int | None
-    plan: object  # pipelines.frames.decode.DecodePlan
-    lock: object  # pipelines.io.lock.WriterLock
+    plan: DecodePlan
+    lock: WriterLock
     abandoned: dict | None  # the record of a stale lock this run took over
-    cluster: object = None  # pipelines.io.cluster.ClusterIdentity of the inputs
+    cluster: ClusterIdentity | None = None  # of the inputs
     other_cluster: str | None = None  # --other-cluster: why the input is not the history's cluster
 
     def release(self) -> None:
@@ -50,8 +61,6 @@ def prepare_run(settings: Settings, req: RebuildRequest) -> PreparedRun:
 
 
 def _prepare(settings: Settings, req: RebuildRequest, conf: RunSettings, snapshot_id: str) -> PreparedRun:
-    from pipelines.io import delta
-
     try:
         delta.check_partition_value(snapshot_id)
     except ValueError as e:
@@ -87,9 +96,6 @@ def check_cluster(plan, warehouse: "storage.Location", allowed: bool):
     """The inputs' cluster (`pipelines.io.cluster`), refused when the inputs mix clusters or are not the cluster
     whose records the warehouse's history holds, unless `allowed` (`--other-cluster`): then the reason is returned
     beside it, and the run writes its snapshot without adding its records to that history."""
-    from pipelines.io import cluster as clusters
-    from pipelines.io import delta
-
     identity = clusters.of_inputs(plan)
     why = identity.mixed()
     if why is None and identity.known:
@@ -105,9 +111,6 @@ def check_cluster(plan, warehouse: "storage.Location", allowed: bool):
 
 def check_validation_settings(settings: Settings) -> None:
     """The validation settings are read after the replay: a bad one is reported now, not minutes into the run."""
-    from pipelines.config import ConfigError
-    from pipelines.validation.settings import max_unread_bytes, pandas_max_rows, validation_settings
-
     try:
         validation_settings(settings)
         pandas_max_rows(settings)
@@ -117,9 +120,6 @@ def check_validation_settings(settings: Settings) -> None:
 
 
 def check_log_level(settings: Settings) -> None:
-    from pipelines.config import ConfigError
-    from pipelines.session import spark_log_level
-
     try:
         spark_log_level(settings)
     except ConfigError as e:
@@ -169,8 +169,6 @@ def check_not_nested(inputs: list[str], warehouse: "storage.Location") -> None:
     write tables among a broker's partition directories)."""
     warehouse = storage.location(warehouse)
     if warehouse.remote:
-        from pathlib import PurePosixPath
-
         wh = PurePosixPath("/" + warehouse.path)
         for p in inputs:
             if not storage.is_remote(p):
@@ -195,9 +193,6 @@ def check_not_nested(inputs: list[str], warehouse: "storage.Location") -> None:
 def plan_and_check(inputs: list[str]):
     """The decode plan (which files hold what), refused when it reads nothing Kafka wrote or cannot read some of
     it: a snapshot of part of the log would be served as if it were the whole."""
-    from pipelines.decoding.errors import DecodeError
-    from pipelines.frames.decode import NoOffsetsDataError, plan_inputs
-
     try:
         plan = plan_inputs(inputs)
     except NoOffsetsDataError as e:
@@ -306,8 +301,6 @@ def lock_settings(settings: Settings) -> tuple[float, float]:
 
 
 def take_lock(settings: Settings, warehouse: "storage.Location", snapshot_id: str):
-    from pipelines.io.lock import LockHeldError, WriterLock
-
     wait, stale = lock_settings(settings)
     lock = WriterLock(warehouse, stale_seconds=stale)
     try:
@@ -319,3 +312,34 @@ def take_lock(settings: Settings, warehouse: "storage.Location", snapshot_id: st
     except OSError as e:
         raise UsageError(f"--warehouse {warehouse}: {os_error_text(e)}") from None
     return lock, abandoned
+
+
+def record_unstarted(settings, req, snapshot_id: str, e: BaseException) -> RunFailed:
+    """A run the object store kept from starting (its checks before Spark read the inputs and write the
+    warehouse, and a fault outlasted the retries): a failed run, not a user's mistake. Recorded in `runs` as failed
+    in stage `preflight` where the warehouse allows it (under its writer lock, taken for the write and given
+    back); the one line for the user, to raise."""
+    cause = f"object store unavailable: {unavailable_cause(e) or first_line(e)}"
+    lock = None
+    try:
+        conf = resolve_settings(settings, req)
+        lock = WriterLock(storage.location(req.warehouse))
+        lock.acquire(snapshot_id)
+        Warehouse(req.warehouse).record_failure(snapshot_id, dict(
+            started_at=ms_to_iso(int(time.time() * 1000)), inputs=list(req.inputs), semantics=conf.semantics,
+            retention_minutes=conf.retention_minutes, kind="what-if" if is_what_if(req) else "scheduled",
+            summary={"error": cause, "stage": "preflight"}))
+        recorded = "recorded as failed"
+    except LockHeldError as held:
+        recorded = f"not recorded: {held}"
+    except Exception as mark_exc:
+        recorded = ("recorded as failed" if lock is not None and lock.token is not None
+                    and recorded_after_all(Warehouse(req.warehouse), snapshot_id)
+                    else f"its failure could not be recorded either ({cause_of(mark_exc)})")
+    finally:
+        if lock is not None:
+            try:
+                lock.release()
+            except Exception:  # left stale: the next run takes it over
+                pass
+    return RunFailed(f"run {snapshot_id} failed in stage preflight: {cause}; {recorded}")

@@ -24,7 +24,7 @@ class SnapshotCatalog:
         self.refresh_interval = refresh_interval
         self.max_indexes = max(2, max_indexes)
         self._lock = threading.Lock()  # guards the fields below
-        self._runs_version: object = object()
+        self._runs_version: int | None = -1  # never read: a Delta version is >= 0, None a missing `runs`
         self._checked_at = 0.0
         self._snapshots: list[Snapshot] = []
         self._indexes: OrderedDict[tuple, SnapshotIndex] = OrderedDict()

@@ -31,9 +31,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pipelines.io.snapshots import Snapshot, SnapshotReader
+from pipelines.io.snapshots import GroupNotFound, Snapshot, SnapshotReader
 from pipelines.serving.codes import string_codes
 from pipelines.serving.history import applied_history, compaction_note, log_gaps
+from pipelines.serving.index import unknown_group_message, unknown_groups
+from pipelines.times import EPOCH, TimeFormatError, parse_time_ms
 
 #: the changes that damage a group's position: what a restore plan puts back (`damaged_groups`)
 DAMAGE = ("offset_regressed", "offset_tombstone", "offset_expired", "group_deleted")
@@ -58,8 +60,6 @@ class BadWindow(ValueError):
 def parse_time(text: str, what: str) -> dt.datetime:
     """A TIME as every command takes it (`pipelines.times`: ISO-8601, UTC when no zone, or epoch milliseconds) ->
     an aware UTC datetime."""
-    from pipelines.times import TimeFormatError, parse_time_ms
-
     try:
         ms = parse_time_ms(str(text), what=what)
     except TimeFormatError as e:
@@ -110,14 +110,10 @@ def iso_time(t: dt.datetime | None) -> str | None:
 
 
 def _us(t: dt.datetime) -> int:
-    from pipelines.times import EPOCH
-
     return (t - EPOCH) // dt.timedelta(microseconds=1)
 
 
 def _iso_us(us: int | None) -> str | None:
-    from pipelines.times import EPOCH
-
     return None if us is None else iso_time(EPOCH + dt.timedelta(microseconds=us))
 
 
@@ -450,82 +446,119 @@ def _group_changes(events: _Events, sel: Selection) -> list[dict]:
     """Group lifecycle changes and rebalance storms. A group's state after an event is the event's own (`state`
     null: the group does not exist), so every change compares an event with the one before it in its group:
     columns shifted by one, whatever the window, and Python values only for the changes found."""
-    n = events.n
-    if not n:
+    if not events.n:
         return []
+    steps = _GroupSteps.of(events, sel)
+    return _lifecycle_changes(events, steps) + _rebalance_storms(events, steps, sel)
+
+
+@dataclass(frozen=True)
+class _GroupSteps:
+    """Per event (in group, then log order): whether it is in the window, what the group was after it, and the
+    same of the group's previous event (`was_*`: False / 0 for a group's first)."""
+
+    inside: np.ndarray
+    exists: np.ndarray
+    empty: np.ndarray
+    deleted: np.ndarray  # it deleted the group
+    gtype: np.ndarray  # the group type, as codes
+    gen_known: np.ndarray
+    gen: np.ndarray
+    was: np.ndarray  # the group existed before this event
+    was_empty: np.ndarray
+    was_gen_known: np.ndarray
+    was_gen: np.ndarray
+    was_type: np.ndarray
+
+    @staticmethod
+    def of(events: _Events, sel: Selection) -> "_GroupSteps":
+        h = events.history
+        ts = events.time_us
+        state = h.column("state")
+        exists = state.is_valid().to_numpy(zero_copy_only=False)
+        empty = pc.fill_null(pc.equal(state, "Empty"), False).to_numpy(zero_copy_only=False)
+        event = h.column("event")
+        # a group tombstone deletes the group: one that held a group record ("deleted"), or an id whose only group
+        # record is its tombstone (a simple consumer group's offsets, a group compacted away): `removed_groups`
+        # holds it
+        deleted = pc.fill_null(pc.equal(event, "deleted"), False).to_numpy(zero_copy_only=False)
+        tombstone = pc.fill_null(pc.equal(event, "tombstone"), False).to_numpy(zero_copy_only=False)
+        gtype = pc.dictionary_encode(pc.fill_null(h.column("group_type").combine_chunks(), "")).indices \
+            .to_numpy(zero_copy_only=False)
+        gen_known = h.column("generation").is_valid().to_numpy(zero_copy_only=False)
+        gen = pc.fill_null(h.column("generation"), 0).to_numpy(zero_copy_only=False)
+
+        def before(a: np.ndarray) -> np.ndarray:
+            b = np.zeros_like(a)
+            b[1:] = a[:-1]
+            b[events.first] = 0
+            return b
+
+        was_removed = before(deleted | tombstone)
+        deleted |= tombstone & (events.first | ~was_removed)  # the first tombstone of a group no record held
+        return _GroupSteps(
+            inside=events.timed & (ts >= _us(sel.start)) & (ts <= _us(sel.end)), exists=exists, empty=empty,
+            deleted=deleted, gtype=gtype, gen_known=gen_known, gen=gen, was=before(exists),
+            was_empty=before(empty), was_gen_known=before(exists & gen_known), was_gen=before(gen),
+            was_type=before(gtype))
+
+
+def _change(events: _Events, k: int, kind: str) -> dict:
+    """The fields every group change of event k carries."""
     h = events.history
-    ts = events.time_us
-    inside = events.timed & (ts >= _us(sel.start)) & (ts <= _us(sel.end))
-    state = h.column("state")
-    exists = state.is_valid().to_numpy(zero_copy_only=False)
-    empty = pc.fill_null(pc.equal(state, "Empty"), False).to_numpy(zero_copy_only=False)
-    event = h.column("event")
-    # a group tombstone deletes the group: one that held a group record ("deleted"), or an id whose only group
-    # record is its tombstone (a simple consumer group's offsets, a group compacted away): `removed_groups` holds it
-    deleted = pc.fill_null(pc.equal(event, "deleted"), False).to_numpy(zero_copy_only=False)
-    tombstone = pc.fill_null(pc.equal(event, "tombstone"), False).to_numpy(zero_copy_only=False)
-    gtype = pc.dictionary_encode(pc.fill_null(h.column("group_type").combine_chunks(), "")).indices \
-        .to_numpy(zero_copy_only=False)
-    gen_known = h.column("generation").is_valid().to_numpy(zero_copy_only=False)
-    gen = pc.fill_null(h.column("generation"), 0).to_numpy(zero_copy_only=False)
+    return {"kind": kind, "time": _iso_us(int(events.time_us[k])) if events.timed[k] else None,
+            "group_id": h.column("group_id")[k].as_py(), "offsets_partition": h.column("offsets_partition")[k]
+            .as_py(), "record_offset": events.record_offset[k], "generation": events.generation[k],
+            "group_type": events.group_type[k]}
 
-    def before(a: np.ndarray) -> np.ndarray:
-        """`a` of the group's previous event (False/0 for a group's first)."""
-        b = np.zeros_like(a)
-        b[1:] = a[:-1]
-        b[events.first] = 0
-        return b
 
-    was = before(exists)  # the group existed before this event
-    was_removed = before(deleted | tombstone)
-    deleted |= tombstone & (events.first | ~was_removed)  # the first tombstone of a group no record held
-    was_empty = before(empty)
-    was_gen_known = before(exists & gen_known)
-    was_gen, was_type = before(gen), before(gtype)
-    # a deletion followed, at the same record time, by the group re-created as the other type: a conversion
+def _lifecycle_changes(events: _Events, s: _GroupSteps) -> list[dict]:
+    """Groups converted, deleted, created and emptied in the window. A deletion followed, at the same record
+    time, by the group re-created as the other type is a conversion (KIP-848's online upgrade and downgrade)."""
+    n, ts = events.n, events.time_us
     nxt_same_group = np.zeros(n, dtype=bool)
     nxt_same_group[:-1] = ~events.first[1:]
     converts = np.zeros(n, dtype=bool)
-    converts[:-1] = (nxt_same_group[:-1] & exists[1:] & (gtype[1:] != gtype[:-1]) & events.timed[1:]
+    converts[:-1] = (nxt_same_group[:-1] & s.exists[1:] & (s.gtype[1:] != s.gtype[:-1]) & events.timed[1:]
                      & (ts[1:] == ts[:-1]))
-    converts &= inside & deleted
+    converts &= s.inside & s.deleted
     conversion_creates = np.zeros(n, dtype=bool)
     conversion_creates[1:] = converts[:-1]
-    lives = inside & ~deleted & exists
-
-    def base(k: int, kind: str) -> dict:
-        return {"kind": kind, "time": _iso_us(int(ts[k])) if events.timed[k] else None,
-                "group_id": h.column("group_id")[k].as_py(), "offsets_partition": h.column("offsets_partition")[k]
-                .as_py(), "record_offset": events.record_offset[k], "generation": events.generation[k],
-                "group_type": events.group_type[k]}
+    lives = s.inside & ~s.deleted & s.exists
 
     def previous(k: int) -> tuple:
         """The group's generation and state before event k."""
         if events.first[k]:
             return None, None
-        return (events.generation[k - 1] if exists[k - 1] else None), events.state[k - 1]
+        return (events.generation[k - 1] if s.exists[k - 1] else None), events.state[k - 1]
 
     out: list[dict] = []
     for k in np.flatnonzero(converts).tolist():
-        out.append({**base(k + 1, "group_converted"), "from_type": events.group_type[k],
+        out.append({**_change(events, k + 1, "group_converted"), "from_type": events.group_type[k],
                     "to_type": events.group_type[k + 1], "state": events.state[k + 1]})
-    for k in np.flatnonzero(inside & deleted & ~converts).tolist():
+    for k in np.flatnonzero(s.inside & s.deleted & ~converts).tolist():
         generation, state_before = previous(k)
-        out.append({**base(k, "group_deleted"), "generation": generation, "state_before": state_before})
-    for k in np.flatnonzero(lives & ~was & ~conversion_creates).tolist():
-        out.append({**base(k, "group_created"), "state": events.state[k]})
-    for k in np.flatnonzero(lives & was & empty & ~was_empty).tolist():
-        out.append({**base(k, "group_emptied"), "state_before": events.state[k - 1],
+        out.append({**_change(events, k, "group_deleted"), "generation": generation, "state_before": state_before})
+    for k in np.flatnonzero(lives & ~s.was & ~conversion_creates).tolist():
+        out.append({**_change(events, k, "group_created"), "state": events.state[k]})
+    for k in np.flatnonzero(lives & s.was & s.empty & ~s.was_empty).tolist():
+        out.append({**_change(events, k, "group_emptied"), "state_before": events.state[k - 1],
                     "members_left": list(events.members_left(k) or [])})
-    # storms: per (group, minute), the distinct new generations (a generation or epoch above the one before, same
-    # group type) among the events that leave the group existing
-    counted = inside & exists
-    bump = counted & was & gen_known & was_gen_known & (gtype == was_type) & (gen > was_gen)
+    return out
+
+
+def _rebalance_storms(events: _Events, s: _GroupSteps, sel: Selection) -> list[dict]:
+    """Per (group, minute), the distinct new generations (a generation or epoch above the one before, same group
+    type) among the events that leave the group existing: more than `sel.storm_per_minute` is a storm."""
+    ts = events.time_us
+    counted = s.inside & s.exists
+    bump = counted & s.was & s.gen_known & s.was_gen_known & (s.gtype == s.was_type) & (s.gen > s.was_gen)
     minute = ts - ts % 60_000_000
     storms: dict[tuple[int, int], list[int]] = {}
     group_of = np.cumsum(events.first) - 1
     for k in np.flatnonzero(bump).tolist():
         storms.setdefault((int(group_of[k]), int(minute[k])), []).append(k)
+    out: list[dict] = []
     for (g, m), bumps in storms.items():
         gens = sorted({events.generation[k] for k in bumps})
         if len(gens) <= sel.storm_per_minute:
@@ -533,8 +566,8 @@ def _group_changes(events: _Events, sel: Selection) -> list[dict]:
         seen = np.flatnonzero(counted & (group_of == g) & (minute == m)).tolist()
         joined = sorted({x for k in seen for x in (events.members_joined(k) or [])})
         left = sorted({x for k in seen for x in (events.members_left(k) or [])})
-        out.append({**base(bumps[0], "rebalance_storm"), "minute": _iso_us(m), "rebalances": len(gens),
-                    "generation_from": int(was_gen[bumps[0]]), "generation": gens[-1],
+        out.append({**_change(events, bumps[0], "rebalance_storm"), "minute": _iso_us(m), "rebalances": len(gens),
+                    "generation_from": int(s.was_gen[bumps[0]]), "generation": gens[-1],
                     "members_joined": joined, "members_left": left})
     return out
 
@@ -557,9 +590,6 @@ def _compaction(snap: Snapshot, sel: Selection, partitions: set[int] | None) -> 
 def changes(reader: SnapshotReader, snap: Snapshot, sel: Selection) -> list[dict]:
     """Every change of the selected groups in the window, oldest first (time, then log position), and where the
     log the snapshot was built from had been compacted within it."""
-    from pipelines.io.snapshots import GroupNotFound
-    from pipelines.serving.index import unknown_group_message, unknown_groups
-
     for g in unknown_groups(reader, snap, sel.groups):
         raise GroupNotFound(unknown_group_message(reader, snap, g))
     history = _history(reader, snap, sel)

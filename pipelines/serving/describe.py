@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from pipelines.io.snapshots import iso
 from pipelines.serving.index import REBALANCING_STATES, SnapshotIndex, assignment_strategy, consumer_lag
+from pipelines.times import iso_duration
 
 MISSING = "-"
 OUT, ERR = "out", "err"
@@ -91,8 +93,6 @@ def _s(v) -> str:
 def lag_time(seconds: float | None) -> str:
     """LAG-TIME: the lag in seconds as an ISO-8601 duration to the millisecond (`PT59M30.354S`, `PT0S` caught up),
     `-` when unknown."""
-    from pipelines.times import iso_duration
-
     return MISSING if seconds is None else iso_duration(nanoseconds=round(seconds * 1000) * 1_000_000)
 
 
@@ -130,8 +130,6 @@ def render_offsets(r: Rendered, idx: SnapshotIndex, gid: str, end_offsets: dict 
 def _end_offsets_note(idx: SnapshotIndex, tps: list[tuple[str, int]]) -> str:
     """A what-if snapshot's LAG is its committed offsets at a past moment against the end offsets its input's log
     dirs held when they were copied: which ones, and when they were observed (stderr, below the table)."""
-    from pipelines.io.snapshots import iso
-
     as_of = iso(idx.snapshot.as_of) if idx.snapshot.as_of is not None else MISSING
     sources = idx.end_offset_sources(tps)
     if not sources:

@@ -26,6 +26,48 @@ def _offsets(idx: SnapshotIndex) -> pa.Table:
 
 def diff_snapshots(a: SnapshotIndex, b: SnapshotIndex) -> dict:
     """Compare snapshot `a` (before) with `b` (after)."""
+    offsets, unchanged = _offset_changes(a, b)
+    groups = _group_changes(a, b)
+    per_group: dict[str, dict] = {}
+    for r in offsets["advanced"]:
+        s = per_group.setdefault(r["group_id"], {"group_id": r["group_id"], "partitions": 0, "messages": 0})
+        s["partitions"] += 1
+        s["messages"] += r["delta"]
+    return {
+        "from": a.snapshot.snapshot_id,
+        "to": b.snapshot.snapshot_id,
+        "summary": {
+            "advanced": len(offsets["advanced"]),
+            "regressed": len(offsets["regressed"]),
+            "unchanged": unchanged,
+            "appeared": len(offsets["appeared"]),
+            "disappeared": len(offsets["disappeared"]),
+            "expired": len(offsets["expired"]),
+            "groups_created": len(groups["created"]),
+            "groups_deleted": len(groups["deleted"]),
+            "groups_changed": len(groups["changed"]),
+        },
+        "groups": groups,
+        "offsets": offsets,
+        "advanced_by_group": sorted(per_group.values(), key=lambda s: s["group_id"]),
+        "notes": _compaction_notes(a, b),
+    }
+
+
+def _offset_rows(t: pa.Table, with_delta: bool) -> list[dict]:
+    out = []
+    for r in t.sort_by([(k, "ascending") for k in _KEY]).to_pylist():
+        d = {"group_id": r["group_id"], "topic": r["topic"], "partition": r["partition"],
+             "before": r["before"], "after": r["after"]}
+        if with_delta:
+            d["delta"] = r["after"] - r["before"]
+        out.append(d)
+    return out
+
+
+def _offset_changes(a: SnapshotIndex, b: SnapshotIndex) -> tuple[dict, int]:
+    """Every committed offset that moved, appeared or went, by key: regressed (listed first), advanced, appeared,
+    disappeared and expired (gone, and in `b`'s `expired_offsets`); and how many are unchanged."""
     ta = _offsets(a).rename_columns(_KEY + ["before"])
     tb = _offsets(b).rename_columns(_KEY + ["after"])
     j = ta.join(tb, keys=_KEY, join_type="full outer")
@@ -33,31 +75,25 @@ def diff_snapshots(a: SnapshotIndex, b: SnapshotIndex) -> dict:
     in_a, in_b = pc.is_valid(before), pc.is_valid(after)
     both = pc.and_(in_a, in_b)
     # committed_offset itself is never null in a served offset; a null side means "no row in that snapshot".
-    ja = j.filter(pc.and_(both, pc.greater(after, before)))
-    jr = j.filter(pc.and_(both, pc.less(after, before)))
-    unchanged = pc.sum(pc.and_(both, pc.equal(after, before))).as_py() or 0
-    appeared = j.filter(pc.and_(pc.invert(in_a), in_b))
-    gone = j.filter(pc.and_(in_a, pc.invert(in_b)))
-
     expired_keys = set()
     if b.expired.table is not None:
         e = b.expired.table
-        expired_keys = set(zip(e.column("group_id").to_pylist(), e.column("topic").to_pylist(), e.column("partition").to_pylist()))
+        expired_keys = set(zip(e.column("group_id").to_pylist(), e.column("topic").to_pylist(),
+                               e.column("partition").to_pylist()))
+    gone_rows = _offset_rows(j.filter(pc.and_(in_a, pc.invert(in_b))), False)
+    unchanged = pc.sum(pc.and_(both, pc.equal(after, before))).as_py() or 0
+    return {
+        "regressed": _offset_rows(j.filter(pc.and_(both, pc.less(after, before))), True),
+        "advanced": _offset_rows(j.filter(pc.and_(both, pc.greater(after, before))), True),
+        "appeared": _offset_rows(j.filter(pc.and_(pc.invert(in_a), in_b)), False),
+        "disappeared": [r for r in gone_rows if (r["group_id"], r["topic"], r["partition"]) not in expired_keys],
+        "expired": [r for r in gone_rows if (r["group_id"], r["topic"], r["partition"]) in expired_keys],
+    }, unchanged
 
-    def rows(t: pa.Table, with_delta: bool) -> list[dict]:
-        out = []
-        for r in t.sort_by([(k, "ascending") for k in _KEY]).to_pylist():
-            d = {"group_id": r["group_id"], "topic": r["topic"], "partition": r["partition"],
-                 "before": r["before"], "after": r["after"]}
-            if with_delta:
-                d["delta"] = r["after"] - r["before"]
-            out.append(d)
-        return out
 
-    gone_rows = rows(gone, False)
-    expired = [r for r in gone_rows if (r["group_id"], r["topic"], r["partition"]) in expired_keys]
-    disappeared = [r for r in gone_rows if (r["group_id"], r["topic"], r["partition"]) not in expired_keys]
-
+def _group_changes(a: SnapshotIndex, b: SnapshotIndex) -> dict:
+    """The groups `b` has and `a` had not, those gone (expired, deleted by a tombstone, or gone otherwise), and those
+    whose state or generation changed."""
     ga, gb = set(a.group_ids), set(b.group_ids)
     created = [{"group_id": g, "state": b.groups[g].get("state"), "group_type": b.groups[g].get("group_type")}
                for g in sorted(gb - ga)]
@@ -77,39 +113,7 @@ def diff_snapshots(a: SnapshotIndex, b: SnapshotIndex) -> dict:
         if sa != sb or ea != eb:
             changed.append({"group_id": g, "state_before": sa, "state_after": sb,
                             "generation_before": ea, "generation_after": eb})
-
-    advanced = rows(ja, True)
-    regressed = rows(jr, True)
-    per_group: dict[str, dict] = {}
-    for r in advanced:
-        s = per_group.setdefault(r["group_id"], {"group_id": r["group_id"], "partitions": 0, "messages": 0})
-        s["partitions"] += 1
-        s["messages"] += r["delta"]
-    return {
-        "from": a.snapshot.snapshot_id,
-        "to": b.snapshot.snapshot_id,
-        "summary": {
-            "advanced": len(advanced),
-            "regressed": len(regressed),
-            "unchanged": unchanged,
-            "appeared": appeared.num_rows,
-            "disappeared": len(disappeared),
-            "expired": len(expired),
-            "groups_created": len(created),
-            "groups_deleted": len(deleted),
-            "groups_changed": len(changed),
-        },
-        "groups": {"created": created, "deleted": deleted, "changed": changed},
-        "offsets": {
-            "regressed": regressed,
-            "advanced": advanced,
-            "appeared": rows(appeared, False),
-            "disappeared": disappeared,
-            "expired": expired,
-        },
-        "advanced_by_group": sorted(per_group.values(), key=lambda s: s["group_id"]),
-        "notes": _compaction_notes(a, b),
-    }
+    return {"created": created, "deleted": deleted, "changed": changed}
 
 
 def _compaction_notes(a: SnapshotIndex, b: SnapshotIndex) -> list[str]:

@@ -5,6 +5,8 @@ before it recorded that.
 """
 from __future__ import annotations
 
+import json
+
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -44,8 +46,6 @@ def log_gaps(run: dict | None) -> dict[int, dict]:
     """Offsets partition -> where the snapshot's input log lacked offsets (its run's summary: `first_offset`,
     `compacted_below`: the log is whole from that offset on, `compacted_until`: the newest record time up to it,
     epoch ms). A log the cleaner compacted has lost the commits it overwrote: no history built from it knows them."""
-    import json
-
     try:
         summary = json.loads((run or {}).get("summary") or "{}")
     except (TypeError, ValueError):

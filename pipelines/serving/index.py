@@ -6,13 +6,15 @@ An index is immutable once built, so one request answered from one index never m
 from __future__ import annotations
 
 import bisect
+import difflib
 import functools
 from dataclasses import dataclass
+from typing import Callable, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pipelines.io.snapshots import Snapshot, SnapshotReader, column_values, table_rows
+from pipelines.io.snapshots import Snapshot, SnapshotReader, column_values, iso, jsonable, table_rows
 from pipelines.serving.cache import ResponseCache
 from pipelines.state.lag import consumer_lag  # noqa: F401 - LAG's one rule, which the serving modules import here
 
@@ -93,8 +95,6 @@ class Grouped:
 
     def json_rows(self, k) -> list[dict]:
         """The rows of key k without the key column, as JSON values (what the API and `lookup` print)."""
-        from pipelines.io.snapshots import jsonable
-
         rows = self.rows(k, self.columns_without_key, iso_time=True)
         return rows if self.plain else [{c: jsonable(v) for c, v in r.items()} for r in rows]
 
@@ -119,8 +119,6 @@ class Grouped:
 def json_rows(t: pa.Table) -> list[dict]:
     """The rows of t as JSON values: timestamps as ISO strings (vectorized), other values as pyarrow gives them
     (mapped through `jsonable` only when a column is not a plain scalar)."""
-    from pipelines.io.snapshots import jsonable
-
     names = tuple(t.column_names)
     if not names:
         return [{} for _ in range(t.num_rows)]
@@ -142,7 +140,7 @@ def _plain(schema: pa.Schema) -> bool:
     )
 
 
-_ROW_BUILDERS: dict[tuple[str, ...], object] = {}
+_ROW_BUILDERS: dict[tuple[str, ...], Callable[[Sequence], list[dict]]] = {}
 
 
 def _row_builder(names: tuple[str, ...]):
@@ -163,8 +161,6 @@ def _row_builder(names: tuple[str, ...]):
 def iso_strings(col) -> pa.ChunkedArray:
     """Timestamps -> `pipelines.io.snapshots.iso` strings (UTC, `Z`, `.ffffff` only when the microseconds are not zero),
     vectorized from the epoch values with integer arithmetic (Arrow's strftime is ~100x slower)."""
-    from pipelines.io.snapshots import iso
-
     if isinstance(col, pa.ChunkedArray):
         col = col.combine_chunks()
     t = col.type
@@ -385,7 +381,6 @@ class SnapshotIndex:
                                      t.column("source").to_pylist(), observed):
             if (tp, p) in wanted:
                 counts[(source, at)] = counts.get((source, at), 0) + 1
-        from pipelines.io.snapshots import jsonable
 
         return [{"source": source, "observed_at": jsonable(at), "partitions": n}
                 for (source, at), n in sorted(counts.items(), key=lambda kv: (-kv[1], str(kv[0])))]
@@ -478,8 +473,6 @@ def close_group_ids(reader: SnapshotReader, snapshot: Snapshot, group_id: str, n
     """The snapshot's group ids nearest to `group_id` (difflib's ratio, best first), for a "did you mean" when it
     names no group there. Reads only the group id column of the tables that name groups, on this error path alone
     (a `describe` or `lookup` index holds just the group asked for)."""
-    import difflib
-
     known: set[str] = set()
     for t in ("loaded_groups", "loaded_offsets", "empty_group_offsets", "pending_offsets", "removed_groups"):
         table = reader.snapshot_table(t, snapshot, columns=["group_id"])

@@ -17,11 +17,12 @@ from datetime import datetime
 from prometheus_client.core import CollectorRegistry, GaugeMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, generate_latest
 
-from pipelines.io.snapshots import Snapshot
+from pipelines.io.snapshots import Snapshot, SnapshotNotFound
 from pipelines.serving import group_status as gs
 from pipelines.serving.cache import Kept
+from pipelines.serving.diff import diff_snapshots
 from pipelines.serving.index import GROUP_STATES, GROUP_TYPES, SnapshotIndex, consumer_lag
-from pipelines.serving.overview import epoch_seconds, newest_run
+from pipelines.serving.overview import epoch_seconds, newest_run, previous_scheduled
 
 __all__ = ["CONTENT_TYPE", "DEFAULT_MAX_SERIES", "RUN_STATUSES", "render", "run_families",
            "snapshot_families", "state_families"]
@@ -258,8 +259,6 @@ def state_families(idx: SnapshotIndex, previous: SnapshotIndex | None, max_serie
 
 def _regressions(before: SnapshotIndex, after: SnapshotIndex) -> dict[str, int]:
     """Per group: partitions whose committed offset went backwards (`offsetlake diff`'s `regressed`)."""
-    from pipelines.serving.diff import diff_snapshots
-
     out: dict[str, int] = {}
     for r in diff_snapshots(before, after)["offsets"]["regressed"]:
         out[r["group_id"]] = out.get(r["group_id"], 0) + 1
@@ -274,9 +273,6 @@ def catalog_families(catalog, max_series: int = DEFAULT_MAX_SERIES,
     with by default), the newest scheduled run, and the state families against the scheduled snapshot before it.
     The state families are computed once per (served, previous) pair and kept in `cache`; `statuses(idx)` gives
     the groups' statuses (default: evaluated here)."""
-    from pipelines.io.snapshots import SnapshotNotFound
-    from pipelines.serving.overview import previous_scheduled
-
     snaps = catalog.snapshots()
     last = newest_run(snaps)
     try:

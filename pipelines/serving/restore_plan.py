@@ -37,11 +37,17 @@ from urllib.parse import quote
 
 import pyarrow as pa
 import pyarrow.compute as pc
+from pyarrow import json as pa_json
 
-from pipelines.coordinator.options import DEFAULT_KAFKA_VERSION, DEFAULT_RETENTION_MINUTES, DEFAULT_SEMANTICS
-from pipelines.io.snapshots import Snapshot, SnapshotReader
+from pipelines.coordinator.options import (DEFAULT_KAFKA_VERSION, DEFAULT_RETENTION_MINUTES, DEFAULT_SEMANTICS,
+                                           ReplayOptions)
+from pipelines.heap import gc_paused
+from pipelines.io.snapshots import GroupNotFound, Snapshot, SnapshotReader
 from pipelines.serving.history import HistoryUnavailable
+from pipelines.serving.index import unknown_group_message, unknown_groups
 from pipelines.serving.reset_plan import reset_refused
+from pipelines.times import parse_time_ms
+from schemas.decoded import DECODED_RECORD_SCHEMA
 
 _SAFE_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,199}")
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")  # Kafka's Topic.validate
@@ -97,8 +103,6 @@ def counted(n: int, noun: str) -> str:
 def parse_instant(text: str, what: str = "time") -> int:
     """A TIME as every command takes it (`pipelines.times`: ISO-8601, UTC when no zone, or epoch milliseconds) ->
     epoch ms. Raises ValueError (TimeFormatError) with a one-line message."""
-    from pipelines.times import parse_time_ms
-
     return parse_time_ms(text or "", what=what)
 
 
@@ -190,8 +194,6 @@ def decoded_log(commits: pa.Table, events: pa.Table, options) -> pa.Table:
     loaders read at `options`' cut (`ReplayOptions`): the history is log-sized and the decoded schema wide, so the
     cut (`shard.until_cut`) and the engine's reduction (`reduction.state_only_rows`) run first on the few
     columns they read, and the wide rows are built for the records they keep."""
-    from schemas.decoded import DECODED_RECORD_SCHEMA
-
     markers = _markers(commits)
     if options.until_time_ms is not None and "record_timestamp" in events.column_names:
         # the cut before the JSON is parsed (records with no time are kept, as `shard.until_cut` keeps them)
@@ -264,6 +266,7 @@ def _state_relevant(commits: pa.Table, markers: pa.Table, group_records: pa.Tabl
     """(commits, markers, group records) cut to the rows the loaders read at `options`' cut, and the order that
     puts the three, concatenated, in log order: `shard.until_cut` and `reduction.state_only_rows` over a narrow
     table of all three, in log order, each row tagged with its source and row number."""
+    # imported here, not at module level: numpy ~0.1-0.3 s of import (python -X importtime)
     import numpy as np
 
     from pipelines.coordinator.decoded import until_cut_mask
@@ -333,6 +336,7 @@ def _log_order(part, offset):
     """The indices that sort rows by (offsets partition, offset), ties in row order (a stable sort). The rows come
     as a few runs already in log order (each history file holds one partition's records in log order), so runs
     are moved whole and only runs that overlap are sorted; a plain sort when there are many runs."""
+    # imported here, not at module level: numpy ~0.1-0.3 s of import (python -X importtime)
     import numpy as np
 
     n = len(part)
@@ -366,8 +370,7 @@ def _log_order(part, offset):
 def _read_records(records, schema: pa.Schema) -> pa.Table:
     """`record_json` values as decoded rows, parsed by Arrow's JSON reader (one line each: JSON text never holds a
     raw line break; the lines are the values' own bytes, each with a newline appended)."""
-    from pyarrow import json as pa_json
-
+    # imported here, not at module level: numpy ~0.1-0.3 s of import (python -X importtime)
     import numpy as np
 
     lines = pc.binary_join_element_wise(records, "", "\n")
@@ -383,8 +386,6 @@ def _read_records(records, schema: pa.Schema) -> pa.Table:
 
 
 def _narrow_schema() -> pa.Schema:
-    from schemas.decoded import DECODED_RECORD_SCHEMA
-
     return pa.schema([pa.field(n, pa.dictionary(pa.int8(), pa.string())) if n == "record_kind" else
                       pa.field(n, pa.dictionary(pa.int32(), pa.string())) if n in ("group_id", "topic") else
                       DECODED_RECORD_SCHEMA.field(n) for n in _NARROW])
@@ -403,12 +404,11 @@ def offsets_at(reader: SnapshotReader, snap: Snapshot, as_of_ms: int, groups: li
                ) -> dict[str, list[tuple[str, int, int]]]:
     """Group id -> its committed offsets at `as_of_ms` (what OffsetFetch answered then: `loaded_offsets` and
     `empty_group_offsets` of a `rebuild --until-time` at that time), for `groups` (None: every group)."""
+    # imported here, not at module level: numpy ~0.1-0.3 s of import (python -X importtime)
     from pipelines.coordinator.expiry import ExpiryOptions
-    from pipelines.coordinator.options import ReplayOptions
     from pipelines.coordinator.shard import load_shards, tabulate_shards
     from pipelines.coordinator.streamed import STATE_ONLY
     from pipelines.coordinator.tables import topic_names
-    from pipelines.heap import gc_paused
 
     facts = _run_facts(snap)
     commits, events = _history(reader, snap, groups)
@@ -519,9 +519,6 @@ def restore_plan(reader: SnapshotReader, snap: Snapshot, as_of_ms: int, *, group
     start, log end] where the snapshot knows them (a reset below the log start is one the consumer's
     auto.offset.reset decides, past the end one Kafka clamps to the end).
     Raises HistoryUnavailable; re.error for a bad `group_regex`."""
-    from pipelines.io.snapshots import GroupNotFound
-    from pipelines.serving.index import unknown_group_message, unknown_groups
-
     if group_regex is not None:
         re.compile(group_regex)
     for g in unknown_groups(reader, snap, groups or ()):

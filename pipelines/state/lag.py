@@ -18,6 +18,15 @@ the API, /metrics, the page and SQL alike.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from schemas.tables import TABLES
+
+if TYPE_CHECKING:
+    import numpy as np
 
 __all__ = ["LagFacts", "consumer_lag", "lag_table"]
 
@@ -41,39 +50,27 @@ class LagFacts:
     notes: list = field(default_factory=list)  # schemas.log_notes.LogNote of the data logs
 
 
-def lag_table(offsets, log_ends, logs: dict, as_of_ms: int, snapshot_id: str):
+def lag_table(offsets: pa.Table, log_ends: pa.Table, logs: dict, as_of_ms: int,
+              snapshot_id: str) -> tuple[pa.Table, LagFacts]:
     """The `consumer_lag` rows of a snapshot (Arrow, the contract's columns) and what was found.
 
     `offsets`: the snapshot's `loaded_offsets` (Arrow); `log_ends`: its `log_end_offsets` (Arrow); `logs`: (topic,
     partition) -> `local_log.LocalLog` of the partitions whose segments the input holds. Each partition's log is read
     for its distinct asked offsets in offset order, then let go. Column-wise but for the records asked.
     """
+    # not at import: `serving.index` imports `consumer_lag`, and the quick commands run without numpy (`jobs.cli.run`:
+    # ~0.3 s with pandas)
     import numpy as np
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    from schemas.tables import TABLES
 
     n = offsets.num_rows
-    rows = pa.table({"topic": offsets.column("topic"), "partition": offsets.column("partition").cast(pa.int32()),
-                     "_row": pa.array(np.arange(n, dtype=np.int64))})
-    starts = (log_ends.column("log_start_offset") if "log_start_offset" in log_ends.column_names
-              else pa.nulls(log_ends.num_rows, pa.int64()))
-    bounds = pa.table({"topic": log_ends.column("topic"), "partition": log_ends.column("partition").cast(pa.int32()),
-                       "_start": starts.cast(pa.int64()), "_end": log_ends.column("log_end_offset").cast(pa.int64())})
-    read = pa.table({"topic": pa.array([k[0] for k in logs], pa.string()),
-                     "partition": pa.array([k[1] for k in logs], pa.int32()),
-                     "_read": pa.array([True] * len(logs), pa.bool_())})
-    joined = (rows.join(bounds, ["topic", "partition"], join_type="left outer")
-              .join(read, ["topic", "partition"], join_type="left outer").sort_by("_row"))
+    joined = _with_bounds(offsets, log_ends, logs)
 
     def ints(col, missing=-1):
         return pc.fill_null(joined.column(col), missing).to_numpy()
 
     start, end = ints("_start"), ints("_end")
     has_start, has_end = start >= 0, end >= 0
-    committed_col = offsets.column("committed_offset")
-    committed = pc.fill_null(committed_col, -1).to_numpy()
+    committed = pc.fill_null(offsets.column("committed_offset"), -1).to_numpy()
     has_commit = committed != -1
     lag = np.where(has_end & has_commit, end - committed, 0)
 
@@ -85,10 +82,65 @@ def lag_table(offsets, log_ends, logs: dict, as_of_ms: int, snapshot_id: str):
     wanted = pa.table({"topic": offsets.column("topic").take(rows_timed),
                        "partition": offsets.column("partition").cast(pa.int32()).take(rows_timed),
                        "_target": pa.array(target[rows_timed])})
+    answers, records_read = _first_unconsumed(logs, wanted)
+    timing = _InTime.of(answers, wanted, rows_timed, target, end, caught_up, as_of_ms)
+    facts = LagFacts(partitions_read=len(logs), offsets=n, records_read=records_read,
+                     offsets_timed=int((~np.isnan(timing.lag_seconds)).sum()),
+                     notes=[note for log in logs.values() for note in log.notes])
+
+    commit_us = offsets.column("commit_timestamp").cast(pa.timestamp("us", tz="UTC")).cast(pa.int64())
+    commit_age = (as_of_ms * 1000.0 - pc.fill_null(commit_us, 0).to_numpy().astype(np.float64)) / 1e6
+    commit_age[pc.is_null(commit_us).to_numpy(zero_copy_only=False)] = np.nan
+
+    group = offsets.column("group_id")
+    group_max, is_max = _group_max(group, offsets.column("topic"), offsets.column("partition"), timing.lag_seconds)
+    null_if = (lambda values, missing: pa.array(values, mask=missing))
+    next_ts = timing.next_ts
+    out = pa.table({
+        "snapshot_id": pa.array([snapshot_id] * n, pa.string()),
+        "group_id": group,
+        "topic": offsets.column("topic"),
+        "partition": offsets.column("partition").cast(pa.int32()),
+        "committed_offset": null_if(committed, ~has_commit),
+        "log_start_offset": null_if(start, ~has_start),
+        "log_end_offset": null_if(end, ~has_end),
+        "lag": null_if(lag, ~(has_end & has_commit)),
+        "lag_seconds": null_if(timing.lag_seconds, np.isnan(timing.lag_seconds)),
+        "commit_age_seconds": null_if(commit_age, np.isnan(commit_age)),
+        "next_offset": null_if(timing.next_offset, timing.next_offset < 0),
+        "next_timestamp": pa.array(next_ts * 1000, pa.int64(), mask=next_ts < 0).cast(pa.timestamp("us", tz="UTC")),
+        "timestamp_type": pa.array(timing.ts_type, pa.string()),
+        "group_max_lag_seconds": null_if(group_max, np.isnan(group_max)),
+        "is_group_max": pa.array(is_max, pa.bool_()),
+    })
+    return out.cast(TABLES["consumer_lag"]), facts
+
+
+def _with_bounds(offsets: pa.Table, log_ends: pa.Table, logs: dict) -> pa.Table:
+    """Per committed offset, in its order: its partition's log start (`_start`) and end (`_end`) where known, and
+    whether the input holds the partition's segments (`_read`)."""
+    import numpy as np  # see lag_table
+
+    rows = pa.table({"topic": offsets.column("topic"), "partition": offsets.column("partition").cast(pa.int32()),
+                     "_row": pa.array(np.arange(offsets.num_rows, dtype=np.int64))})
+    starts = (log_ends.column("log_start_offset") if "log_start_offset" in log_ends.column_names
+              else pa.nulls(log_ends.num_rows, pa.int64()))
+    bounds = pa.table({"topic": log_ends.column("topic"), "partition": log_ends.column("partition").cast(pa.int32()),
+                       "_start": starts.cast(pa.int64()), "_end": log_ends.column("log_end_offset").cast(pa.int64())})
+    read = pa.table({"topic": pa.array([k[0] for k in logs], pa.string()),
+                     "partition": pa.array([k[1] for k in logs], pa.int32()),
+                     "_read": pa.array([True] * len(logs), pa.bool_())})
+    return (rows.join(bounds, ["topic", "partition"], join_type="left outer")
+            .join(read, ["topic", "partition"], join_type="left outer").sort_by("_row"))
+
+
+def _first_unconsumed(logs: dict, wanted: pa.Table) -> tuple[dict, int]:
+    """(topic, partition, target) -> (next offset, timestamp type, largest timestamp, the log's end) of the first
+    record a consumer at target is handed (None: its batch cannot be read), each asked once; and how many were asked.
+    Each partition's log is read in offset order and closed before the next one's."""
     distinct = wanted.group_by(["topic", "partition", "_target"]).aggregate([]).sort_by(
         [("topic", "ascending"), ("partition", "ascending"), ("_target", "ascending")])
-    facts = LagFacts(partitions_read=len(logs), offsets=n, records_read=distinct.num_rows)
-    answers = {}  # (topic, partition, target) -> (next offset, timestamp type, largest timestamp) or None
+    answers = {}
     current = None
     for t, p, o in zip(*(distinct.column(c).to_pylist() for c in ("topic", "partition", "_target"))):
         if (t, p) != current:
@@ -100,62 +152,51 @@ def lag_table(offsets, log_ends, logs: dict, as_of_ms: int, snapshot_id: str):
                                                        logs[current].log_end_offset)
     if current is not None:
         logs[current].close()
+    return answers, distinct.num_rows
 
-    lag_seconds = np.full(n, np.nan)
-    lag_seconds[caught_up] = 0.0
-    next_offset = np.full(n, -1, np.int64)
-    next_ts = np.full(n, -1, np.int64)
-    ts_type: list[str | None] = [None] * n
-    topics, parts = wanted.column("topic").to_pylist(), wanted.column("partition").to_pylist()
-    for i, t, p, o in zip(rows_timed.tolist(), topics, parts, target[rows_timed].tolist()):
-        got = answers[(t, p, o)]
-        if got is None:
-            continue  # its batch could not be read: unknown
-        offset, kind, largest, held_to = got
-        if offset is None:
-            if held_to >= end[i]:  # nothing a consumer is handed before the log end
-                lag_seconds[i] = 0.0
-            continue  # else the records past the segments' end (a high watermark beyond them) are not in the input
-        next_offset[i], ts_type[i] = offset, kind
-        if largest is not None:
-            next_ts[i] = largest
-            lag_seconds[i] = max(0.0, (as_of_ms - largest) / 1000.0)
-    facts.offsets_timed = int((~np.isnan(lag_seconds)).sum())
-    facts.notes = [note for log in logs.values() for note in log.notes]
 
-    commit_us = offsets.column("commit_timestamp").cast(pa.timestamp("us", tz="UTC")).cast(pa.int64())
-    commit_age = (as_of_ms * 1000.0 - pc.fill_null(commit_us, 0).to_numpy().astype(np.float64)) / 1e6
-    commit_age[pc.is_null(commit_us).to_numpy(zero_copy_only=False)] = np.nan
+@dataclass(frozen=True)
+class _InTime:
+    """Per committed offset, its lag in time (NaN: unknown) and the record it is measured from: its offset (-1:
+    none), largest timestamp (-1: none) and timestamp type."""
 
-    group = offsets.column("group_id")
-    group_max, is_max = _group_max(group, offsets.column("topic"), offsets.column("partition"), lag_seconds)
-    null_if = (lambda values, missing: pa.array(values, mask=missing))
-    out = pa.table({
-        "snapshot_id": pa.array([snapshot_id] * n, pa.string()),
-        "group_id": group,
-        "topic": offsets.column("topic"),
-        "partition": offsets.column("partition").cast(pa.int32()),
-        "committed_offset": null_if(committed, ~has_commit),
-        "log_start_offset": null_if(start, ~has_start),
-        "log_end_offset": null_if(end, ~has_end),
-        "lag": null_if(lag, ~(has_end & has_commit)),
-        "lag_seconds": null_if(lag_seconds, np.isnan(lag_seconds)),
-        "commit_age_seconds": null_if(commit_age, np.isnan(commit_age)),
-        "next_offset": null_if(next_offset, next_offset < 0),
-        "next_timestamp": pa.array(next_ts * 1000, pa.int64(), mask=next_ts < 0).cast(pa.timestamp("us", tz="UTC")),
-        "timestamp_type": pa.array(ts_type, pa.string()),
-        "group_max_lag_seconds": null_if(group_max, np.isnan(group_max)),
-        "is_group_max": pa.array(is_max, pa.bool_()),
-    })
-    return out.cast(TABLES["consumer_lag"]), facts
+    lag_seconds: np.ndarray
+    next_offset: np.ndarray
+    next_ts: np.ndarray
+    ts_type: list[str | None]
+
+    @staticmethod
+    def of(answers: dict, wanted: pa.Table, rows_timed: np.ndarray, target: np.ndarray, end: np.ndarray,
+           caught_up: np.ndarray, as_of_ms: int) -> "_InTime":
+        import numpy as np  # see lag_table
+
+        n = len(caught_up)
+        lag_seconds = np.full(n, np.nan)
+        lag_seconds[caught_up] = 0.0
+        next_offset = np.full(n, -1, np.int64)
+        next_ts = np.full(n, -1, np.int64)
+        ts_type: list[str | None] = [None] * n
+        topics, parts = wanted.column("topic").to_pylist(), wanted.column("partition").to_pylist()
+        for i, t, p, o in zip(rows_timed.tolist(), topics, parts, target[rows_timed].tolist()):
+            got = answers[(t, p, o)]
+            if got is None:
+                continue  # its batch could not be read: unknown
+            offset, kind, largest, held_to = got
+            if offset is None:
+                if held_to >= end[i]:  # nothing a consumer is handed before the log end
+                    lag_seconds[i] = 0.0
+                continue  # else the records past the segments' end (a high watermark beyond them) are not in the input
+            next_offset[i], ts_type[i] = offset, kind
+            if largest is not None:
+                next_ts[i] = largest
+                lag_seconds[i] = max(0.0, (as_of_ms - largest) / 1000.0)
+        return _InTime(lag_seconds, next_offset, next_ts, ts_type)
 
 
 def _group_max(group, topic, part, lag_seconds):
     """Per row, its group's largest lag_seconds (NaN: none known), and whether the row is the group's worst
     partition (the first in topic, partition order among those holding the largest)."""
-    import numpy as np
-    import pyarrow as pa
-    import pyarrow.compute as pc
+    import numpy as np  # see lag_table
 
     n = len(lag_seconds)
     if n == 0:

@@ -8,13 +8,13 @@ Kafka 0.11-3.9; the new coordinator's simple groups likewise).
 """
 from __future__ import annotations
 
+import pyarrow as pa
+
 from schemas.tables import columns
 
 
 def with_served_offsets(tables: dict) -> dict:
     """`loaded_offsets` := group offsets ∪ empty-group offsets; `empty_group_offsets` unchanged (Arrow tables)."""
-    import pyarrow as pa
-
     out = dict(tables)
     cols = columns("loaded_offsets")
     out["loaded_offsets"] = pa.concat_tables([tables["loaded_offsets"].select(cols),

@@ -17,8 +17,9 @@ more unread.
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
 import dataclasses
+import datetime as _dt
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import pyarrow as pa
@@ -32,8 +33,6 @@ def skip_until_offset(n: int) -> str:
 
 
 def skip_until_time(ms: int) -> str:
-    import datetime as _dt
-
     t = _dt.datetime.fromtimestamp(ms / 1000, tz=_dt.timezone.utc).isoformat(timespec="milliseconds")
     return f"after --until-time {t}"
 

@@ -46,6 +46,7 @@ _CONTEXT = None
 
 def new_context():
     """An in-memory GX context: nothing on disk, no usage statistics sent, no progress bars on the console."""
+    # imported here, not at module level: great_expectations ~15 s of import (python -X importtime)
     import great_expectations as gx
     from great_expectations.data_context.types.base import (
         DataContextConfig,

@@ -10,16 +10,17 @@ with the offending rows), and its `Check`s. A check id (`<suite>.<name>`) is sta
 from __future__ import annotations
 
 import re
-
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipelines.coordinator.offset_metadata import END_MARKER_TYPES
 from pipelines.coordinator.options import DEFAULT_SEMANTICS, SEMANTICS
+from pipelines.coordinator.partitioner import partition_for
 
 UTC = timezone.utc
 
@@ -71,6 +72,7 @@ class Expectation:
         return re.sub(r"(?<!^)(?=[A-Z])", "_", self.cls).lower()
 
     def gx(self):
+        # imported here, not at module level: great_expectations ~15 s of import (python -X importtime)
         import great_expectations.expectations as gxe
 
         return getattr(gxe, self.cls)(**self.kwargs, description=self.description, meta=self.meta)
@@ -92,7 +94,8 @@ class Check:
     needs: tuple[str, ...] = ()  # inputs besides the suite's own table
     # (the suite's table, every input) -> the table with this check's `chk_*` column added; Arrow tables
     derive: Callable[[pa.Table, Mapping[str, pa.Table]], pa.Table] | None = None
-    minimum: object = None  # at_least / ts_*: the lower bound (at_most: the upper); ts_range: (lower, upper)
+    # at_least / ts_*: the lower bound (at_most: the upper); ts_range: (lower, upper)
+    minimum: int | datetime | tuple[datetime, datetime] | None = None
 
 
 @dataclass(frozen=True)
@@ -138,6 +141,7 @@ class SuiteSpec:
 
     def expectation_suite(self):
         """The suite as a `great_expectations.ExpectationSuite`."""
+        # imported here, not at module level: great_expectations ~15 s of import (python -X importtime)
         import great_expectations as gx
 
         suite = gx.ExpectationSuite(name=self.name)
@@ -239,8 +243,6 @@ def _partition(suite: str, num_partitions: int) -> Check:
 def _with_expected_partition(table: pa.Table, out: str, num_partitions: int) -> pa.Table:
     """`out` = the partition of the row's group id (its offsets_partition when the id is null), by the engine's one
     `partition_for`, computed once per distinct id (a group has many offsets; ids are state-sized)."""
-    from pipelines.coordinator.partitioner import partition_for
-
     if num_partitions <= 0:
         raise ValueError(f"num_partitions must be positive, got {num_partitions}")
     group_id = table.column("group_id")
@@ -270,6 +272,7 @@ def _flag(suite: str, name: str, out: str, description: str, why: str, needs: tu
 def _sql_column(query: str, **tables: pa.Table) -> pa.ChunkedArray:
     """The one column `query` (DuckDB SQL over `tables`, each with a `__row` index added) gives per row of the
     first table, in that table's row order."""
+    # imported here, not at module level: duckdb ~0.3 s of import (python -X importtime)
     import duckdb
 
     con = duckdb.connect()
@@ -289,8 +292,6 @@ def _keys_flag(table: pa.Table, keys: tuple[str, ...], other: pa.Table, out: str
     """`out` = whether the row's key is (present=True) / is not (present=False) in `other`; null if a key is null.
     An Arrow hash semi-join of the keys only (each of the table's rows out once however often `other` holds its
     key; the hash built on the table's rows), placed back by row number (a join does not keep row order)."""
-    import numpy as np
-
     n = table.num_rows
     rows = table.select(list(keys)).append_column("__row", pa.array(np.arange(n, dtype=np.int64)))
     found = other.select(list(keys)).join(rows, keys=list(keys), join_type="right semi",
@@ -330,8 +331,6 @@ def _within_subscription(members: pa.Table, groups: pa.Table) -> pa.Array:
     (each member's group: the first `groups` row of its id). Three-valued like SQL: a null topic (or a
     subscription holding a null) that matches nothing gives null, not false. Column by column: the members and
     their assignments are state-sized."""
-    import numpy as np
-
     n = members.num_rows
     at = pc.index_in(members.column("group_id"), value_set=groups.column("group_id"))
     group = groups.select(["protocol_type", "group_type", "state"]).take(at)
@@ -493,6 +492,9 @@ def _keyed(suite: str, table: str) -> list[Check]:
     return checks
 
 
+_Spec = tuple[str, tuple[str, ...], list[Check]]  # a suite's name (its table), index columns, every check
+
+
 def build_suites(*, as_of_ms: int, num_partitions: int, timestamp_skew_minutes: float = 60,
                  semantics: str = DEFAULT_SEMANTICS, available: frozenset[str] | set[str] | None = None,
                  max_unread_bytes: int | None = None) -> list[SuiteSpec]:
@@ -505,38 +507,50 @@ def build_suites(*, as_of_ms: int, num_partitions: int, timestamp_skew_minutes: 
     if semantics not in SEMANTICS:
         raise ValueError(f"semantics must be one of {', '.join(SEMANTICS)}, got {semantics!r}")
     upper = datetime.fromtimestamp(as_of_ms / 1000, tz=UTC) + timedelta(minutes=timestamp_skew_minutes)
-    n = num_partitions
+    specs = (_offset_suites(num_partitions, upper, semantics) + _group_suites(num_partitions, upper)
+             + _log_suites(upper, max_unread_bytes))
+    return [_with_inputs(name, index, checks, available) for name, index, checks in specs]
 
-    def offsets(suite: str, *, expire: bool = True) -> list[Check]:
-        checks = _keyed(suite, suite) + [
-            _partition(suite, n),
-            _at_least(suite, "committed_offset", MIN_COMMITTED_OFFSET, _OFFSET_WHY),
-            _at_least(suite, "record_offset", 0, _POSITION_WHY),
-            _timestamp(suite, "commit_timestamp", upper, _TS_WHY),
-        ]
-        if expire:
-            # expireTimestamp is commit time plus a client-requested retention: the future is legitimate
-            checks.append(_timestamp(suite, "expire_timestamp", None, "an explicit expiry is after 2011"))
-        return checks
 
-    specs: list[tuple[str, tuple[str, ...], list[Check]]] = [
-        ("loaded_offsets", KEYS["loaded_offsets"], offsets("loaded_offsets")),
+def _offset_checks(suite: str, n: int, upper: datetime, *, expire: bool = True) -> list[Check]:
+    """What every table of committed offsets holds: its keys, its partition, its offsets and timestamps."""
+    checks = _keyed(suite, suite) + [
+        _partition(suite, n),
+        _at_least(suite, "committed_offset", MIN_COMMITTED_OFFSET, _OFFSET_WHY),
+        _at_least(suite, "record_offset", 0, _POSITION_WHY),
+        _timestamp(suite, "commit_timestamp", upper, _TS_WHY),
+    ]
+    if expire:
+        # expireTimestamp is commit time plus a client-requested retention: the future is legitimate
+        checks.append(_timestamp(suite, "expire_timestamp", None, "an explicit expiry is after 2011"))
+    return checks
+
+
+def _offset_suites(n: int, upper: datetime, semantics: str) -> list[_Spec]:
+    return [
+        ("loaded_offsets", KEYS["loaded_offsets"], _offset_checks("loaded_offsets", n, upper)),
         (
             "empty_group_offsets",
             KEYS["empty_group_offsets"],
-            offsets("empty_group_offsets") + [_empty_group_offset_served("empty_group_offsets")],
+            _offset_checks("empty_group_offsets", n, upper) + [_empty_group_offset_served("empty_group_offsets")],
         ),
         (
             "expired_offsets",
             KEYS["expired_offsets"],
-            offsets("expired_offsets")
+            _offset_checks("expired_offsets", n, upper)
             + [_timestamp("expired_offsets", "expiry_base_timestamp", upper, _TS_WHY)],
         ),
         (
             "pending_offsets",
             KEYS["pending_offsets"],
-            offsets("pending_offsets", expire=False) + [_pending_after_last_marker("pending_offsets", semantics)],
+            _offset_checks("pending_offsets", n, upper, expire=False)
+            + [_pending_after_last_marker("pending_offsets", semantics)],
         ),
+    ]
+
+
+def _group_suites(n: int, upper: datetime) -> list[_Spec]:
+    return [
         (
             "loaded_groups",
             KEYS["loaded_groups"],
@@ -569,6 +583,12 @@ def build_suites(*, as_of_ms: int, num_partitions: int, timestamp_skew_minutes: 
             KEYS["expired_groups"],
             _keyed("expired_groups", "expired_groups") + [_partition("expired_groups", n)],
         ),
+    ]
+
+
+def _log_suites(upper: datetime, max_unread_bytes: int | None) -> list[_Spec]:
+    """The history, the quarantine and the record accounting: what the run read, not the state it built."""
+    return [
         (
             "offset_commits",
             KEYS["offset_commits"],
@@ -589,14 +609,15 @@ def build_suites(*, as_of_ms: int, num_partitions: int, timestamp_skew_minutes: 
          + ([_bytes_all_read("accounting", max_unread_bytes)] if max_unread_bytes is not None else [])),
     ]
 
-    out: list[SuiteSpec] = []
-    for name, index, checks in specs:
-        kept, skipped = [], []
-        for c in checks:
-            missing = [x for x in c.needs if available is not None and x not in available]
-            if missing:
-                skipped.append((f"{name}.{c.name}", f"input not given: {', '.join(missing)}"))
-            else:
-                kept.append(c)
-        out.append(SuiteSpec(name=name, table=name, index_columns=index, checks=tuple(kept), skipped=tuple(skipped)))
-    return out
+
+def _with_inputs(name: str, index: tuple[str, ...], checks: list[Check],
+                 available: frozenset[str] | set[str] | None) -> SuiteSpec:
+    """The suite of `checks` whose inputs are `available` (None: all are); the others listed as skipped."""
+    kept, skipped = [], []
+    for c in checks:
+        missing = [x for x in c.needs if available is not None and x not in available]
+        if missing:
+            skipped.append((f"{name}.{c.name}", f"input not given: {', '.join(missing)}"))
+        else:
+            kept.append(c)
+    return SuiteSpec(name=name, table=name, index_columns=index, checks=tuple(kept), skipped=tuple(skipped))
