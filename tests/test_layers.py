@@ -198,7 +198,6 @@ def test_the_cycle_check_sees_imports_inside_functions_and_skips_type_checking()
     assert _cycles(graph) == [["p.a", "p.b", "p.c"]]
 
 
-@pytest.mark.xfail(strict=False, reason="lands with issue 58 step")
 def test_no_import_cycle_among_the_library_modules():
     """Kafka's layers run one way (STYLE.md): a module that imports one that imports it back, at any depth and
     inside a function too, has no place in that order."""
