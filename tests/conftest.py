@@ -101,6 +101,21 @@ def spark(settings):
     session.stop()
 
 
+class _NoSpark:
+    """Stands for the session of a rebuild that must need none (its shards execute in this process): any use of it
+    fails the test, naming what was asked."""
+
+    def __getattr__(self, name: str):
+        if name.startswith("__"):  # copy, pickle and repr probing for hooks
+            raise AttributeError(name)
+        raise AssertionError(f"the rebuild asked for Spark (SparkSession.{name}) on a route that needs none")
+
+
+@pytest.fixture(scope="session")
+def no_spark() -> _NoSpark:
+    return _NoSpark()
+
+
 @pytest.fixture(scope="session")
 def s3_server():
     """A local S3-compatible server (moto's server mode) on 127.0.0.1: its endpoint URL."""

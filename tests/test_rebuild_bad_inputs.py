@@ -26,7 +26,7 @@ def invoke(args: list[str]):
 
 
 @pytest.fixture(scope="module")
-def combined(spark, tmp_path_factory):
+def combined(tmp_path_factory):
     """The combined bad input, rebuilt once (legacy semantics, the default)."""
     from pipelines.io.warehouse import Warehouse
 
@@ -163,7 +163,7 @@ def test_tabular_dumps_that_disagree_give_a_duplicate_conflict(combined):
 
 
 # ---------------------------------------------------------------------------------------------- exit codes
-def test_nonexistent_input_exits_2_naming_it(spark, tmp_path):
+def test_nonexistent_input_exits_2_naming_it(tmp_path):
     missing = tmp_path / "no-such-dir"
     r = invoke(["--input", str(missing), "--warehouse", str(tmp_path / "wh")])
     assert r.exit_code == 2
@@ -176,7 +176,7 @@ def test_nonexistent_input_exits_2_naming_it(spark, tmp_path):
     ("rebuild.local_replay_max_rows=lots", "rebuild.local_replay_max_rows must be a whole number"),
     ("rebuild.resume_tasks_min_rows=-5", "rebuild.resume_tasks_min_rows must be 0 or more"),
 ])
-def test_bad_setting_exits_2_before_any_work(spark, tmp_path, setting, message):
+def test_bad_setting_exits_2_before_any_work(tmp_path, setting, message):
     src = bi.torn_only(tmp_path / "in")
     r = invoke(["--input", str(src), "--warehouse", str(tmp_path / "wh"), "--conf", setting])
     assert r.exit_code == 2
@@ -184,21 +184,21 @@ def test_bad_setting_exits_2_before_any_work(spark, tmp_path, setting, message):
     assert not (tmp_path / "wh").exists()  # refused before the run was recorded
 
 
-def test_directory_without_data_exits_2_with_a_message(spark, tmp_path):
+def test_directory_without_data_exits_2_with_a_message(tmp_path):
     (tmp_path / "in").mkdir()
     r = invoke(["--input", str(tmp_path / "in"), "--warehouse", str(tmp_path / "wh")])
     assert r.exit_code == 2
     assert "no __consumer_offsets data found" in r.stderr
 
 
-def test_only_empty_segments_exits_2(spark, tmp_path):
+def test_only_empty_segments_exits_2(tmp_path):
     bi.write_segment(tmp_path / "in" / "__consumer_offsets-0", 0, b"")
     r = invoke(["--input", str(tmp_path / "in"), "--warehouse", str(tmp_path / "wh")])
     assert r.exit_code == 2
     assert "no __consumer_offsets data found" in r.stderr
 
 
-def test_strict_exits_1_on_the_first_quarantined_record(spark, tmp_path):
+def test_strict_exits_1_on_the_first_quarantined_record(tmp_path):
     src = bi.torn_only(tmp_path / "in")
     r = invoke(["--input", str(src), "--warehouse", str(tmp_path / "wh"), "--strict", "--semantics", "modern"])
     assert r.exit_code == 1
@@ -237,10 +237,12 @@ def test_reader_counts_predict_the_decoded_rows_of_every_real_segment(shared_dir
 
 def test_small_inputs_decode_in_the_driver_as_the_tasks_do(spark, shared_dir, tmp_path):
     """`decode.in_process_max_bytes`: the driver runs the tasks' own functions, so the decoded rows and the
-    reader's counts are those of the Spark jobs, on real segments, broker data dirs and damaged ones."""
+    reader's counts are those of the Spark jobs, on real segments, broker data dirs and damaged ones; the
+    quarantine made in the driver (no session) is the one Spark makes."""
     from dataclasses import replace
 
     from pipelines.frames.decode import decoded_log, plan_inputs, reader_counts
+    from pipelines.state.quarantine import quarantine_table
 
     inputs = bi.real_and_damaged_inputs(shared_dir, tmp_path, brokers=4)
     if not inputs:
@@ -254,6 +256,9 @@ def test_small_inputs_decode_in_the_driver_as_the_tasks_do(spark, shared_dir, tm
         rows = [sorted(map(repr, log.frame().drop("value", "key").collect())) for log in logs]
         assert rows[0] == rows[1] and rows[0], path
         assert reader_counts(spark, on_spark) == reader_counts(spark, in_driver), path
+        spark_made, in_hand = quarantine_table(logs[0], "q").toArrow(), quarantine_table(logs[1], "q")
+        key = [("source", "ascending"), ("position", "ascending"), ("offset", "ascending"), ("reason", "ascending")]
+        assert in_hand.sort_by(key).to_pylist() == spark_made.sort_by(key).to_pylist(), path
 
 
 def test_records_after_until_offset_are_skipped_with_a_reason(spark, tmp_path):
@@ -270,7 +275,7 @@ def test_records_after_until_offset_are_skipped_with_a_reason(spark, tmp_path):
     assert acc.unbalanced() == []
 
 
-def test_a_record_lost_in_decoding_fails_the_accounting(spark, settings, tmp_path, monkeypatch):
+def test_a_record_lost_in_decoding_fails_the_accounting(no_spark, settings, tmp_path, monkeypatch):
     """The decoder drops one offset commit: records_in (from batch headers) no longer balances -> exit 1."""
     import pyarrow.compute as pc
 
@@ -279,43 +284,43 @@ def test_a_record_lost_in_decoding_fails_the_accounting(spark, settings, tmp_pat
 
     original = decode._decode_items
 
-    def dropping(batches, *args):  # pickled by value to the Python workers
+    def dropping(batches, *args):
         for b in original(batches, *args):
             hit = pc.and_(pc.equal(b.column("offset"), 3), pc.equal(b.column("record_kind"), "offset_commit"))
             yield b.filter(pc.invert(pc.fill_null(hit, False)))
 
     monkeypatch.setattr(decode, "_decode_items", dropping)
     src, _g = bi.clean_small(tmp_path / "in")
-    summary = run_rebuild(spark, settings, RebuildRequest(inputs=(str(src),), warehouse=str(tmp_path / "wh"),
+    summary = run_rebuild(no_spark, settings, RebuildRequest(inputs=(str(src),), warehouse=str(tmp_path / "wh"),
                                                           snapshot_id="lossy"))
     assert summary.status == "validation_failed"
     assert "accounting.records_accounted" in summary.validation["failed_ids"], summary.validation
 
 
-def test_a_clean_log_is_not_read_again_for_its_empty_quarantine(spark, settings, tmp_path, monkeypatch):
+def test_a_clean_log_is_not_read_again_for_its_empty_quarantine(no_spark, settings, tmp_path, monkeypatch):
     """The tally says there is no error row: the quarantine is empty without a pass over the log; a damaged log's
     quarantine is still read from it."""
     from pipelines.frames.decoded_log import DecodedLog
     from pipelines.io.warehouse import Warehouse
     from pipelines.rebuild import RebuildRequest, run_rebuild
 
-    original = DecodedLog.frame
+    original = DecodedLog.to_arrow
     views = []
 
-    def frame(self, columns=None, kinds=None, exclude=None):
+    def to_arrow(self, columns=None, kinds=None, exclude=None):  # a log in hand is read through it
         views.append(tuple(kinds or ()))
         return original(self, columns, kinds, exclude)
 
-    monkeypatch.setattr(DecodedLog, "frame", frame)
+    monkeypatch.setattr(DecodedLog, "to_arrow", to_arrow)
     src, _g = bi.clean_small(tmp_path / "clean")
-    summary = run_rebuild(spark, settings, RebuildRequest(inputs=(str(src),), warehouse=str(tmp_path / "wh"),
+    summary = run_rebuild(no_spark, settings, RebuildRequest(inputs=(str(src),), warehouse=str(tmp_path / "wh"),
                                                           snapshot_id="clean"))
     assert summary.status == "succeeded" and ("error",) not in views
     assert Warehouse(tmp_path / "wh").read_table("quarantine", "clean").num_rows == 0
 
     seg = next(src.rglob("*.log"))
     seg.write_bytes(seg.read_bytes()[:-7] + b"\xff" * 40)
-    summary = run_rebuild(spark, settings, RebuildRequest(inputs=(str(src),), warehouse=str(tmp_path / "wh"),
+    summary = run_rebuild(no_spark, settings, RebuildRequest(inputs=(str(src),), warehouse=str(tmp_path / "wh"),
                                                           snapshot_id="torn"))
     assert ("error",) in views
     assert Warehouse(tmp_path / "wh").read_table("quarantine", "torn").num_rows == summary.records_quarantined > 0

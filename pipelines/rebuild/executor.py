@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, replace
+from typing import Callable
 
 
 class Route(str, enum.Enum):
@@ -50,7 +51,7 @@ class Execution:
     state_entries: int  # the saved shards' size (0 for a full run)
     max_rows: int
     min_task_rows: int
-    cores: int
+    cores: int  # Spark's cores, when the route uses them (0: a full run decoded here)
 
     def replay_route(self, records_in: int) -> tuple[Route, int | None]:
         """The route of the replay, and the rows it holds in this process (None on Spark), once the decode has
@@ -79,9 +80,10 @@ class Execution:
         return min(self.cores, len(self.previous.partitions))
 
 
-def choose(conf, inc, cores: int) -> Execution:
+def choose(conf, inc, cores: Callable[[], int]) -> Execution:
     """How the run planned by `inc` (`incremental.IncrementalStart`) executes, under `conf`
-    (`rebuild.request.RunSettings`) on `cores` Spark cores."""
+    (`rebuild.request.RunSettings`) on `cores()` Spark cores. A full run decoded in this process never asks for
+    them (its replay is here, or on Spark's own tasks): asking is what starts a session."""
     plan = replace(inc.decode_plan, in_process=inc.decode_plan.total_bytes <= conf.in_process_max_bytes)
     previous = inc.saved_shards()
     resumed_here = (previous is not None and plan.in_process and 0 < conf.local_replay_max_rows
@@ -92,7 +94,8 @@ def choose(conf, inc, cores: int) -> Execution:
         raise RuntimeError("an incremental run's input is neither loaded by its shards' tasks nor resumed here")
     return Execution(decode_plan=plan, loads_shards=loads, previous=previous, window_bytes=conf.load_buffer_bytes,
                      split_bytes=conf.split_bytes, state_entries=inc.state_entries if previous is not None else 0,
-                     max_rows=conf.local_replay_max_rows, min_task_rows=conf.resume_tasks_min_rows, cores=cores)
+                     max_rows=conf.local_replay_max_rows, min_task_rows=conf.resume_tasks_min_rows,
+                     cores=cores() if loads or previous is not None else 0)
 
 
 def loads_shards(plan, previous=None) -> bool:

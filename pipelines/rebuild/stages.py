@@ -92,7 +92,7 @@ def plan(run: Run) -> Planned:
                         "the history (offset_commits)")
     inc = incremental.start(run.warehouse, run.req, run.conf, input_plan, run.snapshot_id)
     run.progress.emit(f"          {inc.progress_line()}")
-    execution = choose(run.conf, inc, run.spark.sparkContext.defaultParallelism)
+    execution = choose(run.conf, inc, lambda: run.spark.sparkContext.defaultParallelism)
     return Planned(input_plan=input_plan, inc=inc, execution=execution, warnings=tuple(warnings))
 
 
@@ -124,11 +124,12 @@ def decode(run: Run, planned: Planned) -> Decoded:
     from pipelines.frames.decode import decoded_log, reader_counts
     from pipelines.frames.progress import TaskCounters, reporting
     from pipelines.frames.tally import tally
-    from pipelines.state.quarantine import quarantine_table
+    from pipelines.state.quarantine import first_quarantined, quarantine_table
 
     ex = planned.execution
     plan = ex.decode_plan
-    counters = TaskCounters(run.spark)
+    # the tasks' counters live in the session: a decode in this process has none, and starts none
+    counters = None if plan.in_process else TaskCounters(run.spark)
     cut = (run.req.until_offset, run.prepared.until_time_ms)
     described = f"{plan.num_segments} segment(s), {plan.num_tabular} table(s), {plan.total_bytes / 1e6:.1f} MB"
     loaded, cpu_seconds = None, {}
@@ -152,8 +153,11 @@ def decode(run: Run, planned: Planned) -> Decoded:
         run.progress.stage("decode", described)
         log = decoded_log(run.spark, plan, counters, cut=cut).persist()
         run.held.callback(_quietly(log.unpersist))
-        with reporting(run.spark, run.progress.emit, "decode", counters):
+        if counters is None:
             counted = tally(log, plan.read_before())
+        else:
+            with reporting(run.spark, run.progress.emit, "decode", counters):
+                counted = tally(log, plan.read_before())
     # the reader's own count from batch headers, independent of the decoded rows (`validate`): a small job of its
     # own, mostly waiting on Spark, so it runs beside the replay
     read_counts = in_thread("reader-counts", reader_counts, run.spark, plan)
@@ -163,7 +167,7 @@ def decode(run: Run, planned: Planned) -> Decoded:
     run.progress.emit(f"          decoded {decoded.records_in:,} records "
                       f"({decoded.records_quarantined:,} quarantined)")
     if run.conf.strict and decoded.records_quarantined:
-        first = quarantine_table(log, run.snapshot_id).limit(1).collect()[0]
+        first = first_quarantined(quarantine_table(log, run.snapshot_id))
         raise StrictModeError(f"--strict: quarantined record at {first['source']} position {first['position']}: "
                               f"{first['reason']}")
     return decoded
