@@ -51,7 +51,7 @@ class Execution:
     state_entries: int  # the saved shards' size (0 for a full run)
     max_rows: int
     min_task_rows: int
-    cores: int  # Spark's cores, when the route uses them (0: a full run decoded here)
+    cores: int  # Spark's cores, when the route uses them (else 0: `choose` never asked)
 
     def replay_route(self, records_in: int) -> tuple[Route, int | None]:
         """The route of the replay, and the rows it holds in this process (None on Spark), once the decode has
@@ -82,8 +82,8 @@ class Execution:
 
 def choose(conf, inc, cores: Callable[[], int]) -> Execution:
     """How the run planned by `inc` (`incremental.IncrementalStart`) executes, under `conf`
-    (`rebuild.request.RunSettings`) on `cores()` Spark cores. A full run decoded in this process never asks for
-    them (its replay is here, or on Spark's own tasks): asking is what starts a session."""
+    (`rebuild.request.RunSettings`) on `cores()` Spark cores, asked only by a route that uses them: the shards'
+    tasks, or saved shards resumed here that `Route.TASKS` may take. Asking is what starts a session."""
     plan = replace(inc.decode_plan, in_process=inc.decode_plan.total_bytes <= conf.in_process_max_bytes)
     previous = inc.saved_shards()
     resumed_here = (previous is not None and plan.in_process and 0 < conf.local_replay_max_rows
@@ -95,7 +95,7 @@ def choose(conf, inc, cores: Callable[[], int]) -> Execution:
     return Execution(decode_plan=plan, loads_shards=loads, previous=previous, window_bytes=conf.load_buffer_bytes,
                      split_bytes=conf.split_bytes, state_entries=inc.state_entries if previous is not None else 0,
                      max_rows=conf.local_replay_max_rows, min_task_rows=conf.resume_tasks_min_rows,
-                     cores=cores() if loads or previous is not None else 0)
+                     cores=cores() if loads or (resumed_here and 0 < conf.resume_tasks_min_rows) else 0)
 
 
 def loads_shards(plan, previous=None) -> bool:

@@ -100,4 +100,5 @@ def test_resume_tasks_min_rows_resumes_a_large_in_process_replay_on_one_task_per
     assert ex.replay_route(50) == (Route.TASKS, 950) and ex.tasks == 2
     assert choose(on, inc, cores=lambda: 1).replay_route(50) == (Route.IN_PROCESS, 950)  # one core: no gain
     assert choose(on, inc, cores=lambda: 8).tasks == 3  # no more tasks than saved partitions
-    assert choose(conf, inc, cores=lambda: 2).replay_route(10**6) == (Route.IN_PROCESS, 10**6 + 900)  # off by default
+    # off by default, and then no session is asked for its cores
+    assert choose(conf, inc, cores=_no_cores).replay_route(10**6) == (Route.IN_PROCESS, 10**6 + 900)
