@@ -3,6 +3,7 @@ good records around each defect in the snapshot. Never a traceback.
 
 One combined input (every kind of defect beside good data, `tests/badinputs.py`) is rebuilt once for the module;
 each kind has its own test over that run. Usage errors (exit 2) fail before any Spark work and run on their own.
+The rebuilds' route is in-process: no test here starts a JVM but those that compare the driver's decode with Spark's.
 """
 from __future__ import annotations
 
@@ -45,6 +46,7 @@ def combined(tmp_path_factory):
                 offsets=offsets, textfile=textfile, log_end_offsets=ends)
 
 
+@pytest.mark.slow
 def test_combined_bad_input_exits_zero_with_balanced_accounting(combined):
     """Every defect is quarantined or skipped with a reason: the run succeeds and the accounting balances."""
     s = combined["summary"]
@@ -54,6 +56,7 @@ def test_combined_bad_input_exits_zero_with_balanced_accounting(combined):
     assert s["records_quarantined"] == len(combined["quarantine"])
 
 
+@pytest.mark.slow
 def test_metrics_textfile_tells_what_the_summary_says(combined):
     """`--metrics-textfile`: the run's metrics for node_exporter, parsed by Prometheus' own parser."""
     from prometheus_client.parser import text_string_to_metric_families
@@ -98,29 +101,35 @@ def _check_kind(combined, kind: str):
     return rows
 
 
+@pytest.mark.slow
 def test_flipped_byte_is_a_crc_mismatch_and_its_record_is_not_state(combined):
     (row,) = _check_kind(combined, "crc_mismatch")
     assert row["offset"] == 2 and "not replayed" in row["reason"] and row["value_hex"]
 
 
+@pytest.mark.slow
 def test_garbled_entry_size_is_unframeable_and_the_next_segment_is_read(combined):
     _check_kind(combined, "corrupt_size")
 
 
+@pytest.mark.slow
 def test_garbled_record_count_quarantines_only_that_batch(combined):
     _check_kind(combined, "corrupt_count")
 
 
+@pytest.mark.slow
 def test_torn_tail_is_quarantined_with_its_offset(combined):
     _check_kind(combined, "torn_tail")
 
 
+@pytest.mark.slow
 def test_unknown_value_version_is_quarantined_with_the_reason(combined):
     (row,) = _check_kind(combined, "unknown_version")
     assert row["reason"].startswith("UnknownVersionError")
     assert row["value_hex"].startswith("0009")
 
 
+@pytest.mark.slow
 def test_unknown_key_type_is_skipped_with_a_reason_not_quarantined(combined):
     e = combined["expect"]["unknown_key_type"]
     _check_kind(combined, "unknown_key_type")
@@ -132,24 +141,29 @@ def test_unknown_key_type_is_skipped_with_a_reason_not_quarantined(combined):
     assert "accounting.records_accounted" not in " ".join(s["validation"].get("failed_ids", []))
 
 
+@pytest.mark.slow
 def test_empty_segment_file_is_not_quarantined(combined):
     e = combined["expect"]["empty_segment"]
     assert not [q for q in combined["quarantine"] if q["offsets_partition"] == e.offsets_partition]
     _check_kind(combined, "empty_segment")
 
 
+@pytest.mark.slow
 def test_directory_named_like_a_segment_is_quarantined_as_unreadable(combined):
     _check_kind(combined, "unreadable_dir")
 
 
+@pytest.mark.slow
 def test_dangling_symlink_segment_is_quarantined_as_unreadable(combined):
     _check_kind(combined, "unreadable_symlink")
 
 
+@pytest.mark.slow
 def test_other_internal_topics_partition_dirs_are_reported_not_read(combined):
     _check_kind(combined, "not_offsets_txn")
 
 
+@pytest.mark.slow
 def test_a_data_topics_partition_dir_is_read_for_its_bounds_not_quarantined(combined):
     e = combined["expect"]["data_topic_orders"]
     assert not _rows_for(combined, e)
@@ -157,6 +171,7 @@ def test_a_data_topics_partition_dir_is_read_for_its_bounds_not_quarantined(comb
     assert (row["partition"], row["log_start_offset"], row["log_end_offset"], row["source"]) == (0, 0, 1, "segment")
 
 
+@pytest.mark.slow
 def test_tabular_dumps_that_disagree_give_a_duplicate_conflict(combined):
     (row,) = _check_kind(combined, "duplicate_conflict")
     assert row["value_hex"]  # the conflicting row's bytes are kept for inspection
@@ -275,6 +290,7 @@ def test_records_after_until_offset_are_skipped_with_a_reason(spark, tmp_path):
     assert acc.unbalanced() == []
 
 
+@pytest.mark.slow
 def test_a_record_lost_in_decoding_fails_the_accounting(no_spark, settings, tmp_path, monkeypatch):
     """The decoder drops one offset commit: records_in (from batch headers) no longer balances -> exit 1."""
     import pyarrow.compute as pc
@@ -297,6 +313,7 @@ def test_a_record_lost_in_decoding_fails_the_accounting(no_spark, settings, tmp_
     assert "accounting.records_accounted" in summary.validation["failed_ids"], summary.validation
 
 
+@pytest.mark.slow
 def test_a_clean_log_is_not_read_again_for_its_empty_quarantine(no_spark, settings, tmp_path, monkeypatch):
     """The tally says there is no error row: the quarantine is empty without a pass over the log; a damaged log's
     quarantine is still read from it."""

@@ -28,6 +28,9 @@ from pipelines.io.snapshots import DeltaWarehouseReader
 from tests.serving.warehouse_kit import WarehouseKit, commit, group, offset, ts
 from tests.test_what_if import cli_rebuild
 
+# the warehouses are rebuilt in process (no JVM); the moments of every broker scenario take minutes
+pytestmark = pytest.mark.slow
+
 
 SCENARIOS = [
     "classic-basic", "compacted", "compression-gzip", "compression-lz4", "compression-snappy", "compression-zstd",
@@ -78,7 +81,7 @@ def _times(rows, n: int = 30) -> list[int]:
 
 
 @pytest.fixture(scope="module")
-def broker(spark, brokerdata, tmp_path_factory):
+def broker(brokerdata, tmp_path_factory):
     """scenario -> (warehouse, decoded rows): each scenario rebuilt with `--semantics modern` into its own
     warehouse (the history tables are per warehouse)."""
     from pipelines.decoding.reader import iter_decoded_rows
@@ -224,7 +227,7 @@ def test_plan_gives_what_the_clients_had_committed(broker, scenario):
 
 # ------------------------------------------------------------------------------------------ generated logs
 @pytest.fixture(scope="module", params=["legacy", "modern"])
-def sampled(request, spark, tmp_path_factory):
+def sampled(request, tmp_path_factory):
     """A generated log (transactions committed, aborted and open, tombstones, deletions, KIP-848 groups) rebuilt
     with a 1-minute retention, so expiry takes offsets at some moments; plus two real `--until-time` what-if
     snapshots of it."""
