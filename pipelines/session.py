@@ -5,6 +5,7 @@ import contextlib
 import json
 import os
 import sys
+import threading
 from typing import TYPE_CHECKING, Callable, ContextManager
 
 from pipelines import class_archive
@@ -118,6 +119,7 @@ class SessionOnDemand:
         self._settings, self._app_name, self._starting = settings, app_name, starting
         self._session: SparkSession | None = None
         self._start_failed = False
+        self._lock = threading.Lock()  # the stages' threads (the reader's count, the read-ahead) may ask at once
 
     @property
     def start_failed(self) -> bool:
@@ -125,17 +127,19 @@ class SessionOnDemand:
         return self._start_failed
 
     def session(self) -> SparkSession:
-        if self._session is None:
-            try:
-                with self._starting() if self._starting is not None else contextlib.nullcontext():
-                    self._session = get_spark(self._settings, self._app_name)
-            except BaseException:
-                self._start_failed = True
-                raise
-        return self._session
+        with self._lock:
+            if self._session is None:
+                try:
+                    with self._starting() if self._starting is not None else contextlib.nullcontext():
+                        self._session = get_spark(self._settings, self._app_name)
+                except BaseException:
+                    self._start_failed = True
+                    raise
+            return self._session
 
     def __getattr__(self, name: str):
-        if name.startswith("_"):  # this object's own, not yet set (a copy, a pickle): never a reason to start Spark
+        # this object's own, not yet set (a copy, a pickle), or a protocol's probe: never a reason to start Spark
+        if name.startswith("__") or name in ("_settings", "_app_name", "_starting", "_session", "_start_failed", "_lock"):
             raise AttributeError(name)
         return getattr(self.session(), name)
 

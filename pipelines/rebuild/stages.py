@@ -25,14 +25,16 @@ from pipelines.rebuild.summary import Progress, RunSummary
 from pipelines.times import ms_to_iso
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark.sql import DataFrame, SparkSession
+
+    from pipelines.session import SessionOnDemand
 
 
 @dataclass(frozen=True)
 class Run:
     """What a run was asked and resolved before its first stage."""
 
-    spark: object
+    spark: SparkSession | SessionOnDemand  # on demand: a run whose shards execute in this process starts none
     settings: Settings
     req: RebuildRequest
     prepared: object  # rebuild.preflight.PreparedRun: settings resolved, inputs, snapshot id, writer lock
