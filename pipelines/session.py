@@ -108,6 +108,9 @@ def get_spark(settings: Settings, app_name: str | None = None):
     return spark
 
 
+_OWN = frozenset({"_settings", "_app_name", "_starting", "_session", "_start_failed", "_lock"})
+
+
 class SessionOnDemand:
     """A run's SparkSession, started the first time a stage uses it: a rebuild whose shards execute in this process
     (`rebuild.executor.Route.IN_PROCESS`) decodes, replays, validates and writes without one, and so never starts a
@@ -139,7 +142,7 @@ class SessionOnDemand:
 
     def __getattr__(self, name: str):
         # this object's own, not yet set (a copy, a pickle), or a protocol's probe: never a reason to start Spark
-        if name.startswith("__") or name in ("_settings", "_app_name", "_starting", "_session", "_start_failed", "_lock"):
+        if name.startswith("__") or name in _OWN:
             raise AttributeError(name)
         return getattr(self.session(), name)
 

@@ -166,6 +166,8 @@ def _on_spark(breaker: Breaker) -> bool:
     return next(b for b in BREAKERS if b.table == breaker.table) is breaker
 
 
+# every check's breakers, on pandas and over suspects: too many for `make test-fast`; those run on Spark too: `spark`
+@pytest.mark.slow
 @pytest.mark.parametrize("breaker", [pytest.param(b, marks=pytest.mark.spark) if _on_spark(b) else b for b in BREAKERS],
                          ids=lambda b: b.test_id)
 def test_broken_table_fails_exactly_its_check(validator, rows, breaker):
