@@ -125,6 +125,10 @@ class SessionOnDemand:
         self._lock = threading.Lock()  # the stages' threads (the reader's count, the read-ahead) may ask at once
 
     @property
+    def started(self) -> bool:
+        return self._session is not None
+
+    @property
     def start_failed(self) -> bool:
         """Whether starting the session raised (a run's failure is then in stage `start`, whichever asked)."""
         return self._start_failed

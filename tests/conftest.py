@@ -105,19 +105,16 @@ def spark(settings):
     session.stop()
 
 
-class _NoSpark:
-    """Stands for the session of a rebuild that must need none (its shards execute in this process): any use of it
-    fails the test, naming what was asked."""
-
-    def __getattr__(self, name: str):
-        if name.startswith("__"):  # copy, pickle and repr probing for hooks
-            raise AttributeError(name)
-        raise AssertionError(f"the rebuild asked for Spark (SparkSession.{name}) on a route that needs none")
+def _refuse_spark():
+    pytest.fail("asked for Spark on a route that needs none (a rebuild whose shards execute in this process)")
 
 
 @pytest.fixture(scope="session")
-def no_spark() -> _NoSpark:
-    return _NoSpark()
+def no_spark(settings):
+    """The session of a rebuild (or validation) that must need none: starting it fails the test, naming why."""
+    from pipelines.session import SessionOnDemand
+
+    return SessionOnDemand(settings, app_name="offsetlake-tests", starting=_refuse_spark)
 
 
 @pytest.fixture(scope="session")

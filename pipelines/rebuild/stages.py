@@ -22,12 +22,11 @@ from pipelines.rebuild.executor import Execution, Route, choose
 from pipelines.rebuild.failures import StrictModeError, cause_of, is_failure, shard_errors
 from pipelines.rebuild.request import RebuildRequest, RunSettings
 from pipelines.rebuild.summary import Progress, RunSummary
+from pipelines.session import SessionOnDemand
 from pipelines.times import ms_to_iso
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
-
-    from pipelines.session import SessionOnDemand
 
 
 @dataclass(frozen=True)
@@ -530,7 +529,10 @@ def summarize(run: Run, planned: Planned, decoded: Decoded, replayed: Replayed, 
 
 def _first_python_job(run: Run) -> float | None:
     """The wall time of the run's first Spark job that ran Python, as far as the run has got."""
-    job = None if run.spark is None else first_python_job(run.spark, since_ms=run.started_ms)
+    spark = run.spark
+    if spark is None or (isinstance(spark, SessionOnDemand) and not spark.started):  # no session: no job ran
+        return None
+    job = first_python_job(spark, since_ms=run.started_ms)
     return None if job is None else job.seconds
 
 
