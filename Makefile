@@ -53,7 +53,7 @@ test: setup
 	$(PY) -m pytest -q $(PYTEST_WORKERS)
 
 test-fast: setup
-	$(PY) -m pytest -q $(PYTEST_WORKERS) -m "not spark and not integration"
+	$(PY) -m pytest -q $(PYTEST_WORKERS) -m "not spark and not integration and not slow and not readers"
 
 # The whole suite with the property and fuzz tests' deep case counts (tests/depth.py).
 test-deep: setup

@@ -120,24 +120,13 @@ def _run(settings, kw: dict, log, *, quiet: bool, as_json: bool, textfile: str |
     except RunFailed as e:  # the object store kept failing through the checks: recorded as a failed run
         return failed(e)
     log.name_after(prepared.snapshot_id)
-    from pipelines.session import get_spark
+    from pipelines.session import SessionOnDemand
 
     _import_in_background("pipelines.validation.runner", "pipelines.validation.report", "pipelines.coordinator.shard",
                           "pipelines.io.warehouse")
+    # started by the first stage that needs it: a run whose shards execute in this process starts no JVM
+    spark = SessionOnDemand(settings, app_name="offsetlake-rebuild", starting=log.children_stdout)
     try:
-        try:
-            with log.children_stdout():
-                spark = get_spark(settings, app_name="offsetlake-rebuild")
-        except BaseException as e:
-            from pipelines.rebuild import record_start_failure
-
-            try:
-                heap = record_start_failure(settings, req, prepared, e) if isinstance(e, Exception) else None
-            finally:
-                prepared.release()
-            if heap is None:
-                raise
-            raise heap from None
         summary = run_rebuild(spark, settings, req, emit=emit, prepared=prepared)
     except UsageError as e:
         log.say(PREFIX + one_line(str(e)))

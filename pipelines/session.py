@@ -1,14 +1,20 @@
 """The only place a SparkSession is built: builder in, builder out, from conf, never at import time."""
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import sys
 import tempfile
+import threading
+from typing import TYPE_CHECKING, Callable, ContextManager
 
 from pipelines import class_archive
 from pipelines.config import STORAGE_ENV_VAR, ConfigError, Settings
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 
 # Spark's console log at `log.spark_level` (log4j2), set before the driver JVM starts: the progress lines and the
@@ -97,6 +103,49 @@ def get_spark(settings: Settings, app_name: str | None = None):
     spark = spark_builder(settings, app_name).getOrCreate()
     spark.sparkContext.setLogLevel(spark_log_level(settings))
     return spark
+
+
+_OWN = frozenset({"_settings", "_app_name", "_starting", "_session", "_start_failed", "_lock"})
+
+
+class SessionOnDemand:
+    """A run's SparkSession, started the first time a stage uses it: a rebuild whose shards execute in this process
+    (`rebuild.executor.Route.IN_PROCESS`) decodes, replays, validates and writes without one, and so never starts a
+    JVM. Stands for the session wherever one is passed: any attribute read starts it (`get_spark`)."""
+
+    def __init__(self, settings: Settings, app_name: str | None = None,
+                 starting: Callable[[], ContextManager] | None = None):
+        # `starting`: a context to start the session in (the CLI's: the JVM's own output into the run's log)
+        self._settings, self._app_name, self._starting = settings, app_name, starting
+        self._session: SparkSession | None = None
+        self._start_failed = False
+        self._lock = threading.Lock()  # the stages' threads (the reader's count, the read-ahead) may ask at once
+
+    @property
+    def started(self) -> bool:
+        return self._session is not None
+
+    @property
+    def start_failed(self) -> bool:
+        """Whether starting the session raised (a run's failure is then in stage `start`, whichever asked)."""
+        return self._start_failed
+
+    def session(self) -> SparkSession:
+        with self._lock:
+            if self._session is None:
+                try:
+                    with self._starting() if self._starting is not None else contextlib.nullcontext():
+                        self._session = get_spark(self._settings, self._app_name)
+                except BaseException:
+                    self._start_failed = True
+                    raise
+            return self._session
+
+    def __getattr__(self, name: str):
+        # this object's own, not yet set (a copy, a pickle), or a protocol's probe: never a reason to start Spark
+        if name.startswith("__") or name in _OWN:
+            raise AttributeError(name)
+        return getattr(self.session(), name)
 
 
 def jvm_exit_status(wait_seconds: float = 5.0) -> int | None:

@@ -14,10 +14,14 @@ SHARED = Path(os.environ.get("OFFSETLAKE_SHARED", ROOT.parent / "shared"))
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects
 def pytest_collection_modifyitems(config, items):
     """A test that takes the `spark` fixture (itself or through another fixture) is a `spark` test, marked or not;
-    a test that does not take it is one only if it says so (it starts Spark some other way, e.g. a rebuild)."""
+    a test that does not take it is one only if it says so (it starts Spark some other way, e.g. a rebuild). A test
+    that takes `spark_on_demand` rebuilds end to end, in process unless its route needs Spark: `slow`."""
     for item in items:
-        if "spark" in getattr(item, "fixturenames", ()) and item.get_closest_marker("spark") is None:
+        fixtures = getattr(item, "fixturenames", ())
+        if "spark" in fixtures and item.get_closest_marker("spark") is None:
             item.add_marker(pytest.mark.spark)
+        if "spark_on_demand" in fixtures and item.get_closest_marker("slow") is None:
+            item.add_marker(pytest.mark.slow)
 
 
 def _jvm_started() -> bool:
@@ -99,6 +103,29 @@ def spark(settings):
     session = get_spark(settings, app_name="offsetlake-tests")
     yield session
     session.stop()
+
+
+def _refuse_spark():
+    pytest.fail("asked for Spark on a route that needs none (a rebuild whose shards execute in this process)")
+
+
+@pytest.fixture(scope="session")
+def no_spark(settings):
+    """The session of a rebuild (or validation) that must need none: starting it fails the test, naming why."""
+    from pipelines.session import SessionOnDemand
+
+    return SessionOnDemand(settings, app_name="offsetlake-tests", starting=_refuse_spark)
+
+
+@pytest.fixture(scope="session")
+def spark_on_demand(settings):
+    """The run's one local Spark (the `spark` fixture's, by getOrCreate), started only when a rebuild's route needs
+    it: a test given this fixture is a `spark` test only if it says so (one that does not and starts it fails), and
+    a `slow` one."""
+    from pipelines.session import SessionOnDemand
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    return SessionOnDemand(settings, app_name="offsetlake-tests")
 
 
 @pytest.fixture(scope="session")

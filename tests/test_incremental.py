@@ -153,19 +153,21 @@ def sample(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def sample_full(spark, warn_settings, sample, tmp_path_factory):
+def sample_full(spark_on_demand, warn_settings, sample, tmp_path_factory):
     wh = tmp_path_factory.mktemp("sample_full") / "wh"
-    return wh, rebuild(spark, warn_settings, [sample], wh, "full", **SAMPLE_KW)
+    return wh, rebuild(spark_on_demand, warn_settings, [sample], wh, "full", **SAMPLE_KW)
 
 
 # this process's replay and the shards' tasks, end to end (the routes themselves are held to the whole log's load
 # at the executor seam: test_every_route_loads_the_new_records_onto_the_saved_shards_as_the_whole_log_loads)
-@pytest.mark.parametrize("fraction,engine", [(0.35, "local"), (0.8, "local"), (0.35, "spark")])
-def test_sample_incremental_equals_full(spark, warn_settings, sample, sample_full, tmp_path, fraction, engine):
+@pytest.mark.parametrize("fraction,engine", [(0.35, "local"), (0.8, "local"),
+                                             pytest.param(0.35, "spark", marks=pytest.mark.spark)])
+def test_sample_incremental_equals_full(spark_on_demand, warn_settings, sample, sample_full, tmp_path, fraction,
+                                        engine):
     full_wh, full = sample_full
     cut = tmp_path / "cut"
     cut_log_dir(sample, cut, fraction=fraction)
-    base, inc = assert_incremental_exact(spark, warn_settings, tmp_path, sample, cut, full_wh, "full", full,
+    base, inc = assert_incremental_exact(spark_on_demand, warn_settings, tmp_path, sample, cut, full_wh, "full", full,
                                          engine=engine, **SAMPLE_KW)
     print(f"\nsample cut at {fraction}: full {full.elapsed:.1f}s, base {base.elapsed:.1f}s, "
           f"incremental {inc.elapsed:.1f}s ({inc.incremental['new_bytes']:,} of {full.bytes_in:,} bytes); "
@@ -192,8 +194,9 @@ def test_sample_incremental_equals_full(spark, warn_settings, sample, sample_ful
     assert cp["max_timestamp"] == full_cp["max_timestamp"]
 
 
-def test_an_incremental_run_on_the_shards_reports_a_discovery_problem(spark, warn_settings, sample, sample_full,
-                                                                     tmp_path):
+@pytest.mark.spark
+def test_an_incremental_run_on_the_shards_reports_a_discovery_problem(spark_on_demand, warn_settings, sample,
+                                                                     sample_full, tmp_path):
     """A `.swap` file beside the segments (a cleaner's leftover, reported, not read) in an incremental run too big
     for the driver: the shards' tasks take the run, the problem is a quarantined row of its partition, and the
     state is the full run's."""
@@ -202,12 +205,12 @@ def test_an_incremental_run_on_the_shards_reports_a_discovery_problem(spark, war
     cut = tmp_path / "cut"
     cut_log_dir(sample, cut, fraction=0.5)
     wh = tmp_path / "wh"
-    rebuild(spark, conf, [cut], wh, "base", **SAMPLE_KW)
+    rebuild(spark_on_demand, conf, [cut], wh, "base", **SAMPLE_KW)
     grown = tmp_path / "grown"
     shutil.copytree(sample, grown)
     part = sorted(p for p in grown.iterdir() if p.is_dir())[0]
     (part / "00000000000000000000.log.swap").write_bytes(b"\0" * 64)
-    inc = rebuild(spark, conf, [grown], wh, "inc", incremental=True, **SAMPLE_KW)
+    inc = rebuild(spark_on_demand, conf, [grown], wh, "inc", incremental=True, **SAMPLE_KW)
     assert inc.incremental["mode"] == "incremental" and inc.incremental["replay"] == "spark", inc.incremental
     assert any(".swap" in k[0] for k in quarantine_keys(wh, "inc"))
     full_rows, inc_rows = snapshot_rows(full_wh, "full"), snapshot_rows(wh, "inc")
@@ -215,8 +218,8 @@ def test_an_incremental_run_on_the_shards_reports_a_discovery_problem(spark, war
         assert inc_rows[t] == full_rows[t], t
 
 
-@pytest.mark.parametrize("engine", ["local", "spark"])
-def test_an_altered_saved_shard_fails_the_run_in_one_line(spark, warn_settings, sample, tmp_path, engine):
+@pytest.mark.parametrize("engine", ["local", pytest.param("spark", marks=pytest.mark.spark)])
+def test_an_altered_saved_shard_fails_the_run_in_one_line(spark_on_demand, warn_settings, sample, tmp_path, engine):
     """A saved shard altered in place (same size: not caught before the run) fails to load where it is read, in
     this process or in a shard's task: the run fails with one line naming the file, and runs again in full without
     --incremental."""
@@ -227,7 +230,7 @@ def test_an_altered_saved_shard_fails_the_run_in_one_line(spark, warn_settings, 
     cut = tmp_path / "cut"
     cut_log_dir(sample, cut, fraction=0.5)
     wh = tmp_path / "wh"
-    rebuild(spark, conf, [cut], wh, "base", **SAMPLE_KW)
+    rebuild(spark_on_demand, conf, [cut], wh, "base", **SAMPLE_KW)
     cp = read_checkpoint(wh, "base")
     victim = wh / cp["decoded_state"] / cp["decoded_files"][0]
     data = bytearray(victim.read_bytes())
@@ -235,15 +238,15 @@ def test_an_altered_saved_shard_fails_the_run_in_one_line(spark, warn_settings, 
     data[at:at + 8] = b"\xff" * 8
     victim.write_bytes(bytes(data))
     with pytest.raises(RunFailed) as failed:
-        rebuild(spark, conf, [sample], wh, "inc", incremental=True, **SAMPLE_KW)
+        rebuild(spark_on_demand, conf, [sample], wh, "inc", incremental=True, **SAMPLE_KW)
     assert "unreadable saved shard" in str(failed.value) and "\n" not in str(failed.value)
     assert "without --incremental" in str(failed.value)
-    again = rebuild(spark, conf, [sample], wh, "full", **SAMPLE_KW)
+    again = rebuild(spark_on_demand, conf, [sample], wh, "full", **SAMPLE_KW)
     assert again.incremental["mode"] == "full"
 
 
-def test_the_history_is_appended_past_each_partition_not_rescanned(spark, warn_settings, sample, sample_full,
-                                                                    tmp_path, monkeypatch):
+def test_the_history_is_appended_past_each_partition_not_rescanned(spark_on_demand, warn_settings, sample,
+                                                                    sample_full, tmp_path, monkeypatch):
     """The history's files hold one offsets partition each; an incremental run reads back only the files that may
     hold a pending row (its markers may have come) and rewrites only those, and the history still equals the
     full run's (`assert_incremental_exact`)."""
@@ -270,7 +273,7 @@ def test_the_history_is_appended_past_each_partition_not_rescanned(spark, warn_s
 
     monkeypatch.setattr(delta, "read_frame_files", spy)
     monkeypatch.setattr(delta, "read_table_files", spy_in_hand)
-    assert_incremental_exact(spark, warn_settings, tmp_path, sample, cut, full_wh, "full", full, **SAMPLE_KW)
+    assert_incremental_exact(spark_on_demand, warn_settings, tmp_path, sample, cut, full_wh, "full", full, **SAMPLE_KW)
     history = DeltaTable(str(tmp_path / "wh" / "offset_commits"))
     files = pa.table(history.get_add_actions(flatten=True)).to_pylist()
     data = [f for f in files if not f["path"].startswith("pending-")]
@@ -287,9 +290,11 @@ def test_the_history_is_appended_past_each_partition_not_rescanned(spark, warn_s
     assert {f["path"] for f in base_files} - pending <= {f["path"] for f in files}
 
 
-@pytest.mark.parametrize("engines", [("local", "local", "local"), ("spark", "local", "spark"),
-                                     ("local", "tasks", "tasks")])
-def test_chain_of_incremental_runs_equals_full(spark, warn_settings, sample, sample_full, tmp_path, engines):
+@pytest.mark.parametrize("engines", [("local", "local", "local"),
+                                     pytest.param(("spark", "local", "spark"), marks=pytest.mark.spark),
+                                     pytest.param(("local", "tasks", "tasks"), marks=pytest.mark.spark)])
+def test_chain_of_incremental_runs_equals_full(spark_on_demand, warn_settings, sample, sample_full, tmp_path,
+                                               engines):
     """Nightly: full, then two incremental runs, each resuming from the state the previous one kept (the second
     from the state the in-process replay computed). Mixed: the state the shards' tasks wrote (a file per offsets
     partition) resumed in this process, and the state this process wrote (one file) resumed by the tasks."""
@@ -298,9 +303,9 @@ def test_chain_of_incremental_runs_equals_full(spark, warn_settings, sample, sam
     for i, fraction in enumerate((0.3, 0.7)):
         cut_log_dir(sample, tmp_path / f"cut{i}", fraction=fraction)
     conf = [engine_settings(warn_settings, e) for e in engines]
-    first = rebuild(spark, conf[0], [tmp_path / "cut0"], wh, "d0", **SAMPLE_KW)
-    second = rebuild(spark, conf[1], [tmp_path / "cut1"], wh, "d1", incremental=True, **SAMPLE_KW)
-    third = rebuild(spark, conf[2], [sample], wh, "d2", incremental=True, **SAMPLE_KW)
+    first = rebuild(spark_on_demand, conf[0], [tmp_path / "cut0"], wh, "d0", **SAMPLE_KW)
+    second = rebuild(spark_on_demand, conf[1], [tmp_path / "cut1"], wh, "d1", incremental=True, **SAMPLE_KW)
+    third = rebuild(spark_on_demand, conf[2], [sample], wh, "d2", incremental=True, **SAMPLE_KW)
     assert [s.incremental.get("replay", "in-process") for s in (second, third)] == [
         {"local": "in-process", "tasks": "tasks", "spark": "spark"}[e] for e in engines[1:]]
     assert [s.incremental["mode"] for s in (first, second, third)] == ["full", "incremental", "incremental"]
@@ -315,17 +320,17 @@ def test_chain_of_incremental_runs_equals_full(spark, warn_settings, sample, sam
     assert 0 < entries < (full.records_in - full.records_quarantined) / 2
 
 
-def test_fallback_log_start_moved(spark, warn_settings, sample, tmp_path):
+def test_fallback_log_start_moved(spark_on_demand, warn_settings, sample, tmp_path):
     """The first segment of a partition is gone (retention / compaction): full rebuild, with the reason."""
     wh = tmp_path / "wh"
     cut = tmp_path / "cut"
     cut_log_dir(sample, cut, fraction=0.5)
-    rebuild(spark, warn_settings, [cut], wh, "base", **SAMPLE_KW)
+    rebuild(spark_on_demand, warn_settings, [cut], wh, "base", **SAMPLE_KW)
     moved = tmp_path / "moved"
     shutil.copytree(sample, moved)
     part = sorted(p for p in moved.iterdir() if p.is_dir() and len(list(p.glob("*.log"))) > 1)[0]
     sorted(part.glob("*.log"))[0].unlink()
-    s = rebuild(spark, warn_settings, [moved], wh, "after", incremental=True, **SAMPLE_KW)
+    s = rebuild(spark_on_demand, warn_settings, [moved], wh, "after", incremental=True, **SAMPLE_KW)
     assert s.incremental["mode"] == "full"
     assert "log start moved / segments deleted or compacted" in s.incremental["reason"]
     assert s.incremental["previous_snapshot"] == "base"
@@ -406,7 +411,7 @@ def _batches(data: Path):
 
 
 @pytest.fixture(scope="module")
-def broker_full(spark, warn_settings, brokerdata, tmp_path_factory):
+def broker_full(spark_on_demand, warn_settings, brokerdata, tmp_path_factory):
     """scenario -> (its data dir, the warehouse of its full rebuild, the summary), rebuilt once per module (`**kw`:
     the semantics)."""
     made = {}
@@ -417,12 +422,12 @@ def broker_full(spark, warn_settings, brokerdata, tmp_path_factory):
             if not data.is_dir():
                 pytest.skip(f"brokerdata/{scenario} not present")
             wh = tmp_path_factory.mktemp(f"full-{scenario}") / "full"
-            made[scenario] = data, wh, rebuild(spark, warn_settings, [data], wh, "full", **kw)
+            made[scenario] = data, wh, rebuild(spark_on_demand, warn_settings, [data], wh, "full", **kw)
         return made[scenario]
     return full
 
 
-def test_compacted_cut_between_segments(spark, warn_settings, broker_full, tmp_path):
+def test_compacted_cut_between_segments(spark_on_demand, warn_settings, broker_full, tmp_path):
     """Yesterday's dump ends at the start of each multi-segment partition's last segment; today's run loads it onto
     the saved shards in this process (the other routes: `test_every_route_loads_the_new_records_…`)."""
     data, full_wh, full = broker_full("compacted", semantics="modern")
@@ -430,13 +435,14 @@ def test_compacted_cut_between_segments(spark, warn_settings, broker_full, tmp_p
     assert until, "compacted has several segments per partition"
     cut = tmp_path / "cut"
     cut_log_dir(data, cut, until_offset=until)
-    _, inc = assert_incremental_exact(spark, warn_settings, tmp_path, data, cut, full_wh, "full", full,
+    _, inc = assert_incremental_exact(spark_on_demand, warn_settings, tmp_path, data, cut, full_wh, "full", full,
                                       engine="local", semantics="modern")
     # where the log lacks offsets (the cleaner compacted it) is the full run's, the earlier run's part carried on
     assert full.log_gaps and inc.log_gaps == full.log_gaps
 
 
-def test_transactions_cut_inside_open_transaction(spark, warn_settings, broker_full, tmp_path):
+@pytest.mark.spark
+def test_transactions_cut_inside_open_transaction(spark_on_demand, warn_settings, broker_full, tmp_path):
     """Yesterday's dump ends right after a TxnOffsetCommit batch, before its COMMIT/ABORT marker; today's run is
     loaded by the shards' tasks onto the shards yesterday's tasks saved (the other routes: `test_every_route_…`)."""
     data, full_wh, full = broker_full("transactions")
@@ -446,7 +452,7 @@ def test_transactions_cut_inside_open_transaction(spark, warn_settings, broker_f
                            if s.offsets_partition == partition and h.last_offset + 1 == end and h.is_transactional)
     cut = tmp_path / "cut"
     cut_log_dir(data, cut, until_offset=until)
-    assert_incremental_exact(spark, warn_settings, tmp_path, data, cut, full_wh, "full", full, engine="spark")
+    assert_incremental_exact(spark_on_demand, warn_settings, tmp_path, data, cut, full_wh, "full", full, engine="spark")
     from pipelines.io.warehouse import Warehouse
 
     pending = Warehouse(tmp_path / "wh").read_table("pending_offsets", "base").to_pylist()

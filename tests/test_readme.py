@@ -254,7 +254,8 @@ def busiest_group(warehouse: Path) -> str:
 
 
 @pytest.fixture(scope="module")
-def story(spark, tmp_path_factory) -> Story:
+def story(tmp_path_factory) -> Story:
+    """The README's story: a sample rebuilt twice through the CLI, in process (its tests are `slow`; no JVM)."""
     from jobs.cli import main
     from pipelines.io.snapshots import DeltaWarehouseReader, resolve_snapshot
     from pipelines.serving.sql import connect, run
@@ -309,6 +310,7 @@ def _serve(args: list[str]) -> tuple[int, str]:
         proc.wait(10)
 
 
+@pytest.mark.slow
 def test_every_command_the_readme_shows_runs(story, monkeypatch):
     from jobs.cli import COMMANDS, main
 
@@ -350,6 +352,7 @@ def test_every_make_target_the_readme_names_exists():
         assert r.returncode == 0, f"README:{line}: `make {target} {rest}`: {r.stderr.strip()}"
 
 
+@pytest.mark.slow
 def test_every_sql_example_runs(story):
     from jobs.cli import main
 
@@ -387,7 +390,7 @@ _EXPECTED = re.compile(r"\s+#\s*exit (\d+)\b.*$|\s+#.*$")
 
 
 @pytest.fixture(scope="module")
-def drill(spark, tmp_path_factory) -> dict:
+def drill(tmp_path_factory) -> dict:
     """The runbook's drill block run as written, in order, in a folder of its own: `offsetlake …` lines through the
     CLI, the others through `sh -c`: the folder and the steps, in order."""
     from jobs.cli import main
@@ -438,6 +441,7 @@ def _json(drill, args: list[str]):
     return json.loads(r.output)
 
 
+@pytest.mark.slow
 def test_the_runbook_drill_runs_as_written(drill):
     steps = drill["steps"]
     assert len(steps) >= 10 and any(s.expected for s in steps)
@@ -446,6 +450,7 @@ def test_the_runbook_drill_runs_as_written(drill):
     assert not wrong, "\n".join(wrong)
 
 
+@pytest.mark.slow
 def test_the_runbook_drill_names_the_incidents_the_sample_wrote(drill):
     """The README names each incident as the sample prints it (group, time to the millisecond), and its commands'
     times are the sample's: the plan as of 1 ms before the reset, the damage from the reset on."""
@@ -470,6 +475,7 @@ def parse(text: str) -> int:
     return parse_time_ms(text, what="README")
 
 
+@pytest.mark.slow
 def test_the_drills_changes_show_each_incident_at_its_millisecond(drill):
     """`changes` over the README's window: the reset's regressions (one per partition, to 0) at the reset's exact
     millisecond, the rewind's at its own, the deleted group's offsets and the group at the deletion's; no other group
@@ -497,12 +503,14 @@ def test_the_drills_changes_show_each_incident_at_its_millisecond(drill):
     assert not [c for c in items if c["kind"] == "rebalance_storm"]
 
 
+@pytest.mark.slow
 def test_a_quiet_hour_of_the_drill_holds_no_rebalance_storm(drill):
     items = _json(drill, ["changes", "--from", "2026-11-01T00:00:00Z", "--to", "2026-11-01T00:58:59.999Z", "--json"])
     assert {c["kind"] for c in items} >= {"group_created"}  # the hour is not empty
     assert not [c for c in items if c["kind"] == "rebalance_storm"]
 
 
+@pytest.mark.slow
 def test_the_drills_damaged_group_plan_holds_the_incident_groups_alone(drill):
     """The plan by damage holds the reset, the rewound and the deleted group, and none of the groups that committed
     in the window; each target is the offset committed just before the reset."""
@@ -521,6 +529,7 @@ def test_the_drills_damaged_group_plan_holds_the_incident_groups_alone(drill):
     assert {(t, int(p)): int(o) for t, p, o in (line.rsplit(",", 2) for line in csv)} == targets
 
 
+@pytest.mark.slow
 def test_the_drill_refuses_a_mistyped_group_and_a_reused_out(drill):
     printed = _incidents_printed(drill)
     typo = _step(drill, "offsetlake changes", with_=("--group",))
@@ -530,6 +539,7 @@ def test_the_drill_refuses_a_mistyped_group_and_a_reused_out(drill):
     assert reused.code == 2 and reused.output.count("\n") == 1 and "not empty" in reused.output
 
 
+@pytest.mark.slow
 def test_the_drills_apply_sh_goes_on_past_the_refused_group_and_the_rerun_applies_only_it(drill):
     printed = _incidents_printed(drill)
     refused = f"{printed['reset']['group']}.csv"

@@ -3,6 +3,7 @@ good records around each defect in the snapshot. Never a traceback.
 
 One combined input (every kind of defect beside good data, `tests/badinputs.py`) is rebuilt once for the module;
 each kind has its own test over that run. Usage errors (exit 2) fail before any Spark work and run on their own.
+The rebuilds' route is in-process: no test here starts a JVM but those that compare the driver's decode with Spark's.
 """
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ def invoke(args: list[str]):
 
 
 @pytest.fixture(scope="module")
-def combined(spark, tmp_path_factory):
+def combined(tmp_path_factory):
     """The combined bad input, rebuilt once (legacy semantics, the default)."""
     from pipelines.io.warehouse import Warehouse
 
@@ -45,6 +46,7 @@ def combined(spark, tmp_path_factory):
                 offsets=offsets, textfile=textfile, log_end_offsets=ends)
 
 
+@pytest.mark.slow
 def test_combined_bad_input_exits_zero_with_balanced_accounting(combined):
     """Every defect is quarantined or skipped with a reason: the run succeeds and the accounting balances."""
     s = combined["summary"]
@@ -54,6 +56,7 @@ def test_combined_bad_input_exits_zero_with_balanced_accounting(combined):
     assert s["records_quarantined"] == len(combined["quarantine"])
 
 
+@pytest.mark.slow
 def test_metrics_textfile_tells_what_the_summary_says(combined):
     """`--metrics-textfile`: the run's metrics for node_exporter, parsed by Prometheus' own parser."""
     from prometheus_client.parser import text_string_to_metric_families
@@ -98,29 +101,35 @@ def _check_kind(combined, kind: str):
     return rows
 
 
+@pytest.mark.slow
 def test_flipped_byte_is_a_crc_mismatch_and_its_record_is_not_state(combined):
     (row,) = _check_kind(combined, "crc_mismatch")
     assert row["offset"] == 2 and "not replayed" in row["reason"] and row["value_hex"]
 
 
+@pytest.mark.slow
 def test_garbled_entry_size_is_unframeable_and_the_next_segment_is_read(combined):
     _check_kind(combined, "corrupt_size")
 
 
+@pytest.mark.slow
 def test_garbled_record_count_quarantines_only_that_batch(combined):
     _check_kind(combined, "corrupt_count")
 
 
+@pytest.mark.slow
 def test_torn_tail_is_quarantined_with_its_offset(combined):
     _check_kind(combined, "torn_tail")
 
 
+@pytest.mark.slow
 def test_unknown_value_version_is_quarantined_with_the_reason(combined):
     (row,) = _check_kind(combined, "unknown_version")
     assert row["reason"].startswith("UnknownVersionError")
     assert row["value_hex"].startswith("0009")
 
 
+@pytest.mark.slow
 def test_unknown_key_type_is_skipped_with_a_reason_not_quarantined(combined):
     e = combined["expect"]["unknown_key_type"]
     _check_kind(combined, "unknown_key_type")
@@ -132,24 +141,29 @@ def test_unknown_key_type_is_skipped_with_a_reason_not_quarantined(combined):
     assert "accounting.records_accounted" not in " ".join(s["validation"].get("failed_ids", []))
 
 
+@pytest.mark.slow
 def test_empty_segment_file_is_not_quarantined(combined):
     e = combined["expect"]["empty_segment"]
     assert not [q for q in combined["quarantine"] if q["offsets_partition"] == e.offsets_partition]
     _check_kind(combined, "empty_segment")
 
 
+@pytest.mark.slow
 def test_directory_named_like_a_segment_is_quarantined_as_unreadable(combined):
     _check_kind(combined, "unreadable_dir")
 
 
+@pytest.mark.slow
 def test_dangling_symlink_segment_is_quarantined_as_unreadable(combined):
     _check_kind(combined, "unreadable_symlink")
 
 
+@pytest.mark.slow
 def test_other_internal_topics_partition_dirs_are_reported_not_read(combined):
     _check_kind(combined, "not_offsets_txn")
 
 
+@pytest.mark.slow
 def test_a_data_topics_partition_dir_is_read_for_its_bounds_not_quarantined(combined):
     e = combined["expect"]["data_topic_orders"]
     assert not _rows_for(combined, e)
@@ -157,13 +171,14 @@ def test_a_data_topics_partition_dir_is_read_for_its_bounds_not_quarantined(comb
     assert (row["partition"], row["log_start_offset"], row["log_end_offset"], row["source"]) == (0, 0, 1, "segment")
 
 
+@pytest.mark.slow
 def test_tabular_dumps_that_disagree_give_a_duplicate_conflict(combined):
     (row,) = _check_kind(combined, "duplicate_conflict")
     assert row["value_hex"]  # the conflicting row's bytes are kept for inspection
 
 
 # ---------------------------------------------------------------------------------------------- exit codes
-def test_nonexistent_input_exits_2_naming_it(spark, tmp_path):
+def test_nonexistent_input_exits_2_naming_it(tmp_path):
     missing = tmp_path / "no-such-dir"
     r = invoke(["--input", str(missing), "--warehouse", str(tmp_path / "wh")])
     assert r.exit_code == 2
@@ -176,7 +191,7 @@ def test_nonexistent_input_exits_2_naming_it(spark, tmp_path):
     ("rebuild.local_replay_max_rows=lots", "rebuild.local_replay_max_rows must be a whole number"),
     ("rebuild.resume_tasks_min_rows=-5", "rebuild.resume_tasks_min_rows must be 0 or more"),
 ])
-def test_bad_setting_exits_2_before_any_work(spark, tmp_path, setting, message):
+def test_bad_setting_exits_2_before_any_work(tmp_path, setting, message):
     src = bi.torn_only(tmp_path / "in")
     r = invoke(["--input", str(src), "--warehouse", str(tmp_path / "wh"), "--conf", setting])
     assert r.exit_code == 2
@@ -184,21 +199,21 @@ def test_bad_setting_exits_2_before_any_work(spark, tmp_path, setting, message):
     assert not (tmp_path / "wh").exists()  # refused before the run was recorded
 
 
-def test_directory_without_data_exits_2_with_a_message(spark, tmp_path):
+def test_directory_without_data_exits_2_with_a_message(tmp_path):
     (tmp_path / "in").mkdir()
     r = invoke(["--input", str(tmp_path / "in"), "--warehouse", str(tmp_path / "wh")])
     assert r.exit_code == 2
     assert "no __consumer_offsets data found" in r.stderr
 
 
-def test_only_empty_segments_exits_2(spark, tmp_path):
+def test_only_empty_segments_exits_2(tmp_path):
     bi.write_segment(tmp_path / "in" / "__consumer_offsets-0", 0, b"")
     r = invoke(["--input", str(tmp_path / "in"), "--warehouse", str(tmp_path / "wh")])
     assert r.exit_code == 2
     assert "no __consumer_offsets data found" in r.stderr
 
 
-def test_strict_exits_1_on_the_first_quarantined_record(spark, tmp_path):
+def test_strict_exits_1_on_the_first_quarantined_record(tmp_path):
     src = bi.torn_only(tmp_path / "in")
     r = invoke(["--input", str(src), "--warehouse", str(tmp_path / "wh"), "--strict", "--semantics", "modern"])
     assert r.exit_code == 1
@@ -237,10 +252,12 @@ def test_reader_counts_predict_the_decoded_rows_of_every_real_segment(shared_dir
 
 def test_small_inputs_decode_in_the_driver_as_the_tasks_do(spark, shared_dir, tmp_path):
     """`decode.in_process_max_bytes`: the driver runs the tasks' own functions, so the decoded rows and the
-    reader's counts are those of the Spark jobs, on real segments, broker data dirs and damaged ones."""
+    reader's counts are those of the Spark jobs, on real segments, broker data dirs and damaged ones; the
+    quarantine made in the driver (no session) is the one Spark makes."""
     from dataclasses import replace
 
     from pipelines.frames.decode import decoded_log, plan_inputs, reader_counts
+    from pipelines.state.quarantine import quarantine_table
 
     inputs = bi.real_and_damaged_inputs(shared_dir, tmp_path, brokers=4)
     if not inputs:
@@ -254,6 +271,9 @@ def test_small_inputs_decode_in_the_driver_as_the_tasks_do(spark, shared_dir, tm
         rows = [sorted(map(repr, log.frame().drop("value", "key").collect())) for log in logs]
         assert rows[0] == rows[1] and rows[0], path
         assert reader_counts(spark, on_spark) == reader_counts(spark, in_driver), path
+        spark_made, in_hand = quarantine_table(logs[0], "q").toArrow(), quarantine_table(logs[1], "q")
+        key = [("source", "ascending"), ("position", "ascending"), ("offset", "ascending"), ("reason", "ascending")]
+        assert in_hand.sort_by(key).to_pylist() == spark_made.sort_by(key).to_pylist(), path
 
 
 def test_records_after_until_offset_are_skipped_with_a_reason(spark, tmp_path):
@@ -270,7 +290,8 @@ def test_records_after_until_offset_are_skipped_with_a_reason(spark, tmp_path):
     assert acc.unbalanced() == []
 
 
-def test_a_record_lost_in_decoding_fails_the_accounting(spark, settings, tmp_path, monkeypatch):
+@pytest.mark.slow
+def test_a_record_lost_in_decoding_fails_the_accounting(no_spark, settings, tmp_path, monkeypatch):
     """The decoder drops one offset commit: records_in (from batch headers) no longer balances -> exit 1."""
     import pyarrow.compute as pc
 
@@ -279,43 +300,44 @@ def test_a_record_lost_in_decoding_fails_the_accounting(spark, settings, tmp_pat
 
     original = decode.decode_items
 
-    def dropping(batches, *args):  # pickled by value to the Python workers
+    def dropping(batches, *args):
         for b in original(batches, *args):
             hit = pc.and_(pc.equal(b.column("offset"), 3), pc.equal(b.column("record_kind"), "offset_commit"))
             yield b.filter(pc.invert(pc.fill_null(hit, False)))
 
     monkeypatch.setattr(decode, "decode_items", dropping)
     src, _g = bi.clean_small(tmp_path / "in")
-    summary = run_rebuild(spark, settings, RebuildRequest(inputs=(str(src),), warehouse=str(tmp_path / "wh"),
+    summary = run_rebuild(no_spark, settings, RebuildRequest(inputs=(str(src),), warehouse=str(tmp_path / "wh"),
                                                           snapshot_id="lossy"))
     assert summary.status == "validation_failed"
     assert "accounting.records_accounted" in summary.validation["failed_ids"], summary.validation
 
 
-def test_a_clean_log_is_not_read_again_for_its_empty_quarantine(spark, settings, tmp_path, monkeypatch):
+@pytest.mark.slow
+def test_a_clean_log_is_not_read_again_for_its_empty_quarantine(no_spark, settings, tmp_path, monkeypatch):
     """The tally says there is no error row: the quarantine is empty without a pass over the log; a damaged log's
     quarantine is still read from it."""
     from pipelines.frames.decoded_log import DecodedLog
     from pipelines.io.warehouse import Warehouse
     from pipelines.rebuild import RebuildRequest, run_rebuild
 
-    original = DecodedLog.frame
+    original = DecodedLog.to_arrow
     views = []
 
-    def frame(self, columns=None, kinds=None, exclude=None):
+    def to_arrow(self, columns=None, kinds=None, exclude=None):  # a log in hand is read through it
         views.append(tuple(kinds or ()))
         return original(self, columns, kinds, exclude)
 
-    monkeypatch.setattr(DecodedLog, "frame", frame)
+    monkeypatch.setattr(DecodedLog, "to_arrow", to_arrow)
     src, _g = bi.clean_small(tmp_path / "clean")
-    summary = run_rebuild(spark, settings, RebuildRequest(inputs=(str(src),), warehouse=str(tmp_path / "wh"),
+    summary = run_rebuild(no_spark, settings, RebuildRequest(inputs=(str(src),), warehouse=str(tmp_path / "wh"),
                                                           snapshot_id="clean"))
     assert summary.status == "succeeded" and ("error",) not in views
     assert Warehouse(tmp_path / "wh").read_table("quarantine", "clean").num_rows == 0
 
     seg = next(src.rglob("*.log"))
     seg.write_bytes(seg.read_bytes()[:-7] + b"\xff" * 40)
-    summary = run_rebuild(spark, settings, RebuildRequest(inputs=(str(src),), warehouse=str(tmp_path / "wh"),
+    summary = run_rebuild(no_spark, settings, RebuildRequest(inputs=(str(src),), warehouse=str(tmp_path / "wh"),
                                                           snapshot_id="torn"))
     assert ("error",) in views
     assert Warehouse(tmp_path / "wh").read_table("quarantine", "torn").num_rows == summary.records_quarantined > 0

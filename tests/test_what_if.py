@@ -23,7 +23,8 @@ from click.testing import CliRunner
 
 from tests import logtools
 
-pytestmark = pytest.mark.spark
+# rebuilt through the CLI, in process (no JVM) but where the history is written by Spark's tasks
+pytestmark = pytest.mark.slow
 
 CUT = "2026-11-21T20:50:30.830Z"  # after offsets 19 and 20 of partition 43 (…30.809, …30.819), before 21 (…30.846)
 CUT_DT = dt.datetime(2026, 11, 21, 20, 50, 30, 830000, tzinfo=dt.timezone.utc)
@@ -56,7 +57,7 @@ def tx_g1(wh: Path, *args: str) -> tuple[str, dict[int, int]]:
 
 
 @pytest.fixture(scope="module")
-def runs(spark, brokerdata, tmp_path_factory):
+def runs(brokerdata, tmp_path_factory):
     data = brokerdata / "transactions" / "data"
     if not data.is_dir():
         pytest.skip("brokerdata/transactions not present")
@@ -215,7 +216,7 @@ def test_a_what_if_run_leaves_the_history_as_the_log_decided_it(runs, tmp_path):
     assert {own[k]["txn_outcome"] for k in ((43, 19), (43, 20))} == {"pending"}
 
 
-@pytest.mark.parametrize("where", ["driver", "tasks"])
+@pytest.mark.parametrize("where", ["driver", pytest.param("tasks", marks=pytest.mark.spark)])
 def test_a_what_if_run_adds_only_the_records_the_history_lacks(runs, tmp_path, where):
     """Past `base`'s prefix (partition 43 from offset 23 on), a what-if run over the whole log meets records the
     history lacks: exactly those are added, with its snapshot id, and the rows held before stay as they were —

@@ -19,6 +19,7 @@ from pipelines.rebuild.request import RebuildRequest, RunSettings, new_snapshot_
 from pipelines.rebuild.summary import Progress, RunSummary
 from pipelines.session import jvm_exit_status
 from pipelines.times import ms_to_iso
+from pipelines.session import SessionOnDemand
 
 __all__ = ["RebuildRequest", "RunFailed", "RunSettings", "RunSummary", "StrictModeError", "UsageError",
            "new_snapshot_id", "resolve_settings", "run_rebuild"]
@@ -27,6 +28,8 @@ __all__ = ["RebuildRequest", "RunFailed", "RunSettings", "RunSummary", "StrictMo
 def run_rebuild(spark, settings: Settings, req: RebuildRequest, emit: Callable[[str], None] | None = None,
                 prepared=None) -> RunSummary:
     """The whole pipeline for one snapshot. Raises UsageError (exit 2) for bad usage or unreadable input.
+    `spark`: a SparkSession, or a `session.SessionOnDemand`, which a run whose shards execute in this process never
+    starts.
 
     `prepared` is `rebuild.preflight.prepare_run`'s result when the caller checked the request before starting
     Spark (the CLI does); this function releases its writer lock when it returns or raises."""
@@ -83,28 +86,6 @@ def heap_ran_out(settings: Settings, prepared, e: BaseException) -> str | None:
     return heap_advice(said, local, conf.get("spark.driver.memory" if local else "spark.executor.memory"), where)
 
 
-def record_start_failure(settings: Settings, req: RebuildRequest, prepared, e: BaseException) -> RunFailed | None:
-    """A Spark session that did not start because its JVM's heap ran out: the run recorded as failed in stage
-    `start` (under the writer lock `prepared` holds), and the one line to raise; None for any other error."""
-    # imported here, not at module level: deltalake ~0.2 s, numpy ~0.1-0.3 s, pyarrow ~0.45 s, pyarrow.fs ~0.05 s,
-    # pyarrow.parquet ~0.05 s of import (python -X importtime)
-    from pipelines.incremental import is_what_if
-    from pipelines.io.warehouse import Warehouse
-
-    heap = heap_ran_out(settings, prepared, e)
-    if heap is None:
-        return None
-    conf = resolve_settings(settings, req)
-    try:
-        record_failure(Warehouse(req.warehouse), prepared.snapshot_id, "start", dict(
-            started_at=ms_to_iso(int(time.time() * 1000)), inputs=prepared.inputs, semantics=conf.semantics,
-            retention_minutes=conf.retention_minutes, kind="what-if" if is_what_if(req) else "scheduled"), e,
-            req.warehouse, heap=heap)
-    except RunFailed as failed:
-        return failed
-    return RunFailed(f"run {prepared.snapshot_id} failed in stage start: {heap}")
-
-
 def _run_locked(spark, settings: Settings, req: RebuildRequest, emit, prepared) -> RunSummary:
     # imported here, not at module level: deltalake ~0.2 s, numpy ~0.1-0.3 s, pyarrow ~0.45 s, pyarrow.fs ~0.05 s,
     # pyarrow.parquet ~0.05 s of import (python -X importtime)
@@ -133,7 +114,8 @@ def _run_locked(spark, settings: Settings, req: RebuildRequest, emit, prepared) 
             if not is_failure(e):  # an interrupt: the next run records it as abandoned (its lock says the stage)
                 raise
             conf = run.conf
-            record_failure(warehouse, run.snapshot_id, progress.current or "end", dict(
+            stage = "start" if isinstance(spark, SessionOnDemand) and spark.start_failed else progress.current
+            record_failure(warehouse, run.snapshot_id, stage or "end", dict(
                 started_at=ms_to_iso(run.started_ms), inputs=prepared.inputs, semantics=conf.semantics,
                 retention_minutes=conf.retention_minutes, kind=run.kind), e, req.warehouse,
                 heap=heap_ran_out(settings, prepared, e))

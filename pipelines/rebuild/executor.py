@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 if TYPE_CHECKING:  # the chooser stays a leaf: these are only its fields' types
     from pipelines.frames.decode import DecodePlan
@@ -55,7 +55,7 @@ class Execution:
     state_entries: int  # the saved shards' size (0 for a full run)
     max_rows: int
     min_task_rows: int
-    cores: int
+    cores: int  # Spark's cores, when the route uses them (else 0: `choose` never asked)
 
     def replay_route(self, records_in: int) -> tuple[Route, int | None]:
         """The route of the replay, and the rows it holds in this process (None on Spark), once the decode has
@@ -84,9 +84,10 @@ class Execution:
         return min(self.cores, len(self.previous.partitions))
 
 
-def choose(conf, inc, cores: int) -> Execution:
+def choose(conf, inc, cores: Callable[[], int]) -> Execution:
     """How the run planned by `inc` (`incremental.IncrementalStart`) executes, under `conf`
-    (`rebuild.request.RunSettings`) on `cores` Spark cores."""
+    (`rebuild.request.RunSettings`) on `cores()` Spark cores, asked only by a route that uses them: the shards'
+    tasks, or saved shards resumed here that `Route.TASKS` may take. Asking is what starts a session."""
     plan = replace(inc.decode_plan, in_process=inc.decode_plan.total_bytes <= conf.in_process_max_bytes)
     previous = inc.saved_shards()
     resumed_here = (previous is not None and plan.in_process and 0 < conf.local_replay_max_rows
@@ -97,7 +98,8 @@ def choose(conf, inc, cores: int) -> Execution:
         raise RuntimeError("an incremental run's input is neither loaded by its shards' tasks nor resumed here")
     return Execution(decode_plan=plan, loads_shards=loads, previous=previous, window_bytes=conf.load_buffer_bytes,
                      split_bytes=conf.split_bytes, state_entries=inc.state_entries if previous is not None else 0,
-                     max_rows=conf.local_replay_max_rows, min_task_rows=conf.resume_tasks_min_rows, cores=cores)
+                     max_rows=conf.local_replay_max_rows, min_task_rows=conf.resume_tasks_min_rows,
+                     cores=cores() if loads or (resumed_here and 0 < conf.resume_tasks_min_rows) else 0)
 
 
 def loads_shards(plan, previous=None) -> bool:

@@ -22,17 +22,18 @@ from pipelines.rebuild.executor import Execution, Route, choose
 from pipelines.rebuild.failures import StrictModeError, cause_of, is_failure, shard_errors
 from pipelines.rebuild.request import RebuildRequest, RunSettings
 from pipelines.rebuild.summary import Progress, RunSummary
+from pipelines.session import SessionOnDemand
 from pipelines.times import ms_to_iso
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark.sql import DataFrame, SparkSession
 
 
 @dataclass(frozen=True)
 class Run:
     """What a run was asked and resolved before its first stage."""
 
-    spark: object
+    spark: SparkSession | SessionOnDemand  # on demand: a run whose shards execute in this process starts none
     settings: Settings
     req: RebuildRequest
     prepared: object  # rebuild.preflight.PreparedRun: settings resolved, inputs, snapshot id, writer lock
@@ -92,7 +93,7 @@ def plan(run: Run) -> Planned:
                         "the history (offset_commits)")
     inc = incremental.start(run.warehouse, run.req, run.conf, input_plan, run.snapshot_id)
     run.progress.emit(f"          {inc.progress_line()}")
-    execution = choose(run.conf, inc, run.spark.sparkContext.defaultParallelism)
+    execution = choose(run.conf, inc, lambda: run.spark.sparkContext.defaultParallelism)
     return Planned(input_plan=input_plan, inc=inc, execution=execution, warnings=tuple(warnings))
 
 
@@ -124,11 +125,12 @@ def decode(run: Run, planned: Planned) -> Decoded:
     from pipelines.frames.decode import decoded_log, reader_counts
     from pipelines.frames.progress import TaskCounters, reporting
     from pipelines.frames.tally import tally
-    from pipelines.state.quarantine import quarantine_table
+    from pipelines.state.quarantine import first_quarantined, quarantine_table
 
     ex = planned.execution
     plan = ex.decode_plan
-    counters = TaskCounters(run.spark)
+    # the tasks' counters live in the session: a decode in this process has none, and starts none
+    counters = None if plan.in_process else TaskCounters(run.spark)
     cut = (run.req.until_offset, run.prepared.until_time_ms)
     described = f"{plan.num_segments} segment(s), {plan.num_tabular} table(s), {plan.total_bytes / 1e6:.1f} MB"
     loaded, cpu_seconds = None, {}
@@ -154,8 +156,11 @@ def decode(run: Run, planned: Planned) -> Decoded:
         run.progress.stage("decode", described)
         log = decoded_log(run.spark, plan, counters, cut=cut).persist()
         run.held.callback(_quietly(log.unpersist))
-        with reporting(run.spark, run.progress.emit, "decode", counters):
+        if counters is None:
             counted = tally(log, plan.read_before())
+        else:
+            with reporting(run.spark, run.progress.emit, "decode", counters):
+                counted = tally(log, plan.read_before())
     # the reader's own count from batch headers, independent of the decoded rows (`validate`): a small job of its
     # own, mostly waiting on Spark, so it runs beside the replay
     read_counts = in_thread("reader-counts", reader_counts, run.spark, plan)
@@ -165,7 +170,7 @@ def decode(run: Run, planned: Planned) -> Decoded:
     run.progress.emit(f"          decoded {decoded.records_in:,} records "
                       f"({decoded.records_quarantined:,} quarantined)")
     if run.conf.strict and decoded.records_quarantined:
-        first = quarantine_table(log, run.snapshot_id).limit(1).collect()[0]
+        first = first_quarantined(quarantine_table(log, run.snapshot_id))
         raise StrictModeError(f"--strict: quarantined record at {first['source']} position {first['position']}: "
                               f"{first['reason']}")
     return decoded
@@ -527,7 +532,10 @@ def summarize(run: Run, planned: Planned, decoded: Decoded, replayed: Replayed, 
 
 def _first_python_job(run: Run) -> float | None:
     """The wall time of the run's first Spark job that ran Python, as far as the run has got."""
-    job = None if run.spark is None else first_python_job(run.spark, since_ms=run.started_ms)
+    spark = run.spark
+    if spark is None or (isinstance(spark, SessionOnDemand) and not spark.started):  # no session: no job ran
+        return None
+    job = first_python_job(spark, since_ms=run.started_ms)
     return None if job is None else job.seconds
 
 

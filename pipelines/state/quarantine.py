@@ -25,6 +25,8 @@ def quarantine_table(log, snapshot_id: str, error_rows: int | None = None) -> "D
     """
     if error_rows == 0:  # an empty table in hand: nothing for Spark to run
         return TABLES["quarantine"].empty_table()
+    if log.in_hand:  # a log decoded in this process: its quarantine too, with no session
+        return _quarantine_in_hand(log.to_arrow(QUARANTINE_INPUT, kinds=(KIND_ERROR,)), snapshot_id)
     q = log.frame(QUARANTINE_INPUT, kinds=(KIND_ERROR,))
     return q.select(
         F.lit(snapshot_id).alias("snapshot_id"),
@@ -37,3 +39,31 @@ def quarantine_table(log, snapshot_id: str, error_rows: int | None = None) -> "D
         F.col("error_kind").alias("kind"),
         F.col("offset"),
     ).select(*columns("quarantine"))
+
+
+def _quarantine_in_hand(rows: pa.Table, snapshot_id: str) -> pa.Table:
+    """`quarantine_table`'s rows of a log in hand, column for column as Spark makes them."""
+    def hex_of(column: str) -> list[str | None]:
+        return [None if b is None else b.hex()[:HEX_CHARS] for b in rows.column(column).to_pylist()]
+    out = {
+        "snapshot_id": [snapshot_id] * rows.num_rows,
+        "source": rows.column("source"),
+        "offsets_partition": rows.column("offsets_partition"),
+        "position": rows.column("batch_position"),
+        "reason": rows.column("error"),
+        "key_hex": hex_of("key"),
+        "value_hex": hex_of("value"),
+        "kind": rows.column("error_kind"),
+        "offset": rows.column("offset"),
+    }
+    schema = TABLES["quarantine"]
+    return pa.table({name: pa.array(out[name], type=schema.field(name).type)
+                     if isinstance(out[name], list) else out[name].cast(schema.field(name).type)
+                     for name in schema.names}, schema=schema)
+
+
+def first_quarantined(table: "DataFrame | pa.Table") -> dict:
+    """The first row of a quarantine (`--strict` names it)."""
+    if isinstance(table, pa.Table):
+        return table.slice(0, 1).to_pylist()[0]
+    return table.limit(1).collect()[0].asDict()

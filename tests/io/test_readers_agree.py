@@ -27,7 +27,8 @@ from .io_warehouse_data import contract_rows, run_row, write_snapshot
 from .stats_data import (PROBED, SNAPSHOT_GROUPS, active_stats, arrow_table, as_tuples, file_bounds, holds,
                          predicates, sql_condition, table_rows)
 
-pytestmark = pytest.mark.spark
+# other projects' readers (delta-rs, DuckDB, polars) pushing filters down into our files: a tier of their own
+pytestmark = [pytest.mark.spark, pytest.mark.readers]
 
 SIDS = list(SNAPSHOT_GROUPS)
 JOIN_PREDS = [("state", "=", "Empty"), ("state", "in", ("Stable", "Dead")), ("leader", "prefix", "consumer-alerts"),

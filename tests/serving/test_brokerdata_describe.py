@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from jobs.cli import main
 
-pytestmark = [pytest.mark.spark, pytest.mark.shared, pytest.mark.integration]
+pytestmark = [pytest.mark.shared, pytest.mark.integration]
 
 SCENARIO = "classic-basic"
 SNAPSHOT = "cb"
@@ -29,12 +29,12 @@ def summary(brokerdata) -> dict:
 
 
 @pytest.fixture(scope="module")
-def warehouse(brokerdata, summary, spark, settings, tmp_path_factory):
-    """The scenario rebuilt ONCE for the module by the real pipeline (in-process, the shared Spark session)."""
+def warehouse(brokerdata, summary, no_spark, settings, tmp_path_factory):
+    """The scenario rebuilt ONCE for the module by the real pipeline (in-process: no Spark session)."""
     from pipelines.rebuild import RebuildRequest, run_rebuild
 
     wh = tmp_path_factory.mktemp("brokerdata-cb")
-    res = run_rebuild(spark, settings, RebuildRequest(
+    res = run_rebuild(no_spark, settings, RebuildRequest(
         inputs=(str(brokerdata / SCENARIO / "data"),), warehouse=str(wh), snapshot_id=SNAPSHOT, semantics="modern"))
     assert res.status == "succeeded", res
     return wh
@@ -181,7 +181,7 @@ def test_describe_state_matches_the_broker(warehouse, summary):
 
 
 @pytest.fixture(scope="module")
-def kip848(brokerdata, spark, settings, tmp_path_factory):
+def kip848(brokerdata, no_spark, settings, tmp_path_factory):
     """The `kip848` scenario (KIP-848 groups next to one classic group) rebuilt once, with the broker's summary."""
     from pipelines.rebuild import RebuildRequest, run_rebuild
 
@@ -189,7 +189,7 @@ def kip848(brokerdata, spark, settings, tmp_path_factory):
     if not path.is_file():
         pytest.skip(f"{path} not present")
     wh = tmp_path_factory.mktemp("brokerdata-kip848")
-    res = run_rebuild(spark, settings, RebuildRequest(
+    res = run_rebuild(no_spark, settings, RebuildRequest(
         inputs=(str(brokerdata / "kip848" / "data"),), warehouse=str(wh), snapshot_id=SNAPSHOT, semantics="modern"))
     assert res.status == "succeeded", res
     return wh, json.loads(path.read_text())["summary"]

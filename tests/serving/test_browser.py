@@ -436,7 +436,7 @@ BROKER_SCENARIO = "kip848"
 
 
 @pytest.fixture(scope="module")
-def broker_warehouse(brokerdata, spark, settings, tmp_path_factory) -> tuple[Path, dict]:
+def broker_warehouse(brokerdata, no_spark, settings, tmp_path_factory) -> tuple[Path, dict]:
     """A real broker's log dir (Kafka 4.0, classic and KIP-848 groups) rebuilt once by the real pipeline, and what
     that broker answered (`expected_state.json` -> `summary`)."""
     import json
@@ -447,13 +447,12 @@ def broker_warehouse(brokerdata, spark, settings, tmp_path_factory) -> tuple[Pat
     if not expected.is_file():
         pytest.skip(f"{expected} not present")
     wh = tmp_path_factory.mktemp("browser-" + BROKER_SCENARIO)
-    res = run_rebuild(spark, settings, RebuildRequest(inputs=(str(brokerdata / BROKER_SCENARIO / "data"),),
+    res = run_rebuild(no_spark, settings, RebuildRequest(inputs=(str(brokerdata / BROKER_SCENARIO / "data"),),
                                                       warehouse=str(wh), snapshot_id="k1", semantics="modern"))
     assert res.status == "succeeded", res
     return wh, json.loads(expected.read_text())["summary"]
 
 
-@pytest.mark.spark
 @pytest.mark.shared
 def test_page_on_a_broker_scenario(broker_warehouse, tmp_path):
     """The page over a real broker's rebuilt state: the overview's groups by type and state and the group list are
@@ -504,7 +503,7 @@ def test_page_on_a_broker_scenario(broker_warehouse, tmp_path):
 
 
 @pytest.fixture(scope="module")
-def sample_warehouse(spark, settings, tmp_path_factory) -> Path:
+def sample_warehouse(no_spark, settings, tmp_path_factory) -> Path:
     """The simulator's dump (what `make run` rebuilds, smaller) rebuilt once by the real pipeline."""
     from pipelines.rebuild import RebuildRequest, run_rebuild
     from simulator import generate_sample
@@ -512,12 +511,11 @@ def sample_warehouse(spark, settings, tmp_path_factory) -> Path:
     dump = tmp_path_factory.mktemp("browser-sample") / "dump"
     generate_sample(dump, records=4000, groups=30, partitions=4, seed=7, segment_bytes=64 * 1024, data_segments=2)
     wh = dump.parent / "wh"
-    res = run_rebuild(spark, settings, RebuildRequest(inputs=(str(dump),), warehouse=str(wh), snapshot_id="s1"))
+    res = run_rebuild(no_spark, settings, RebuildRequest(inputs=(str(dump),), warehouse=str(wh), snapshot_id="s1"))
     assert res.status == "succeeded", res
     return wh
 
 
-@pytest.mark.spark
 def test_page_on_the_sample(sample_warehouse, tmp_path):
     """The page over the sample's rebuilt state: the overview's groups by type and state are the API's, the groups
     most behind come by their lag in time first, and the busiest group's page shows the API's offsets with their lag
@@ -561,7 +559,6 @@ def test_page_on_the_sample(sample_warehouse, tmp_path):
         _save(tmp_path, "group-sample.png", b.screenshot())
 
 
-@pytest.mark.spark
 @pytest.mark.shared
 def test_incident_view_on_a_broker_scenario(broker_warehouse, brokerdata, tmp_path):
     """The incident view over the rebuilt broker log: by default the hour before the snapshot's as-of, whose changes

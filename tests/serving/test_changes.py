@@ -19,7 +19,7 @@ from click.testing import CliRunner
 
 from jobs.cli import main
 
-pytestmark = [pytest.mark.spark, pytest.mark.integration]
+pytestmark = [pytest.mark.integration]
 
 SCENARIOS = ("deletes", "expiry", "kip848", "classic-basic", "transactions", "compacted")
 SECOND = dt.timedelta(seconds=1)
@@ -48,14 +48,14 @@ def member_ids(events, group: str) -> set[str]:
 
 
 @pytest.fixture(scope="module")
-def warehouses(brokerdata, spark, settings, tmp_path_factory) -> dict[str, Path]:
+def warehouses(brokerdata, no_spark, settings, tmp_path_factory) -> dict[str, Path]:
     """Each scenario rebuilt once by the real pipeline (modern semantics, as the broker ran)."""
     from pipelines.rebuild import RebuildRequest, run_rebuild
 
     out = {}
     for s in SCENARIOS:
         wh = tmp_path_factory.mktemp("changes-" + s)
-        res = run_rebuild(spark, settings, RebuildRequest(inputs=(str(brokerdata / s / "data"),), warehouse=str(wh),
+        res = run_rebuild(no_spark, settings, RebuildRequest(inputs=(str(brokerdata / s / "data"),), warehouse=str(wh),
                                                           snapshot_id=s, semantics="modern"))
         assert res.status == "succeeded", res
         out[s] = wh
@@ -250,7 +250,7 @@ def _reset_segment(partition_dir: Path, group: str, topic: str, partition: int, 
     (partition_dir / f"{base:020d}.log").write_bytes(write_record_batch([(key, value, ts_ms)], base))
 
 
-def test_sample_reset_backwards_names_the_member(spark, settings, tmp_path):
+def test_sample_reset_backwards_names_the_member(no_spark, settings, tmp_path):
     """A generated log, then a commit that rewinds a Stable group's partition: `changes` over the minute after the
     log's end reports that one regression, from the committed offset to the new one, with the member the group's
     last generation assigned that partition (as the snapshot's `group_members` says), and nothing else."""
@@ -261,7 +261,7 @@ def test_sample_reset_backwards_names_the_member(spark, settings, tmp_path):
 
     dump, wh = tmp_path / "dump", tmp_path / "wh"
     generate_sample(dump, records=6000, groups=30, partitions=4, seed=11, segment_bytes=64 * 1024)
-    res = run_rebuild(spark, settings, RebuildRequest(inputs=(str(dump),), warehouse=str(wh), snapshot_id="before"))
+    res = run_rebuild(no_spark, settings, RebuildRequest(inputs=(str(dump),), warehouse=str(wh), snapshot_id="before"))
     assert res.status == "succeeded", res
     reader = DeltaWarehouseReader(str(wh))
     members = reader.snapshot_table("group_members", "before").to_pylist()
@@ -280,7 +280,7 @@ def test_sample_reset_backwards_names_the_member(spark, settings, tmp_path):
     n = len(list(dump.glob("__consumer_offsets-*")))
     _reset_segment(dump / f"__consumer_offsets-{partition_for(gid, n)}", gid, tp["topic"], tp["partition"], was - 100,
                    int(at.timestamp() * 1000))
-    res = run_rebuild(spark, settings, RebuildRequest(inputs=(str(dump),), warehouse=str(wh), snapshot_id="after"))
+    res = run_rebuild(no_spark, settings, RebuildRequest(inputs=(str(dump),), warehouse=str(wh), snapshot_id="after"))
     assert res.status == "succeeded", res
 
     items = changes(wh, as_of + SECOND, at + 60 * SECOND, "--snapshot", "after")

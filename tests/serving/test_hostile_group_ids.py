@@ -18,14 +18,14 @@ from tests import badinputs as bi
 
 from .conftest import running_server
 
-pytestmark = [pytest.mark.integration, pytest.mark.spark]
+pytestmark = [pytest.mark.integration]
 
 IDS = ["line\nbreak", "trailing\n", "\nleading", "tab\there", "cr\r\nlf", "bell\x07", "nul\x00byte", "esc\x1b[31m",
        "del\x7f", "x\n/offsets", "plain"]
 
 
 @pytest.fixture(scope="module")
-def warehouse(spark, tmp_path_factory):  # spark: the session the rebuild runs in
+def warehouse(tmp_path_factory):
     """A log whose groups have those ids (each in the offsets partition Kafka's partitioner gives it: a group
     record, then two commits on its own partition of `orders`, the second 100 + its index), rebuilt as a user
     does."""

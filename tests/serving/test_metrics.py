@@ -357,7 +357,7 @@ def _checkpoint_end_offsets(data: Path) -> dict[tuple[str, int], int]:
 
 
 @pytest.fixture(scope="module", params=["classic-basic", "simple-consumers"])
-def broker_metrics(request, brokerdata, spark, settings, tmp_path_factory):
+def broker_metrics(request, brokerdata, no_spark, settings, tmp_path_factory):
     """The scenario rebuilt by the real pipeline, served, scraped; with what the broker answered and its end offsets."""
     import json
 
@@ -367,7 +367,7 @@ def broker_metrics(request, brokerdata, spark, settings, tmp_path_factory):
     if not (scenario / "expected_state.json").is_file():
         pytest.skip(f"{scenario} not present")
     wh = tmp_path_factory.mktemp("metrics-" + request.param)
-    res = run_rebuild(spark, settings, RebuildRequest(inputs=(str(scenario / "data"),), warehouse=str(wh),
+    res = run_rebuild(no_spark, settings, RebuildRequest(inputs=(str(scenario / "data"),), warehouse=str(wh),
                                                       snapshot_id="k1", semantics="modern"))
     assert res.status == "succeeded", res
     with running_server(wh) as base:
@@ -376,7 +376,6 @@ def broker_metrics(request, brokerdata, spark, settings, tmp_path_factory):
     return m, {g: v for g, v in summary.items() if v["listed"]}, _checkpoint_end_offsets(scenario / "data")
 
 
-@pytest.mark.spark
 @pytest.mark.shared
 @pytest.mark.integration
 def test_group_metrics_are_what_the_broker_answered(broker_metrics):

@@ -3,7 +3,8 @@
 Against three references: the engine's own replay of the log cut at the same time (what `rebuild --until-time`
 runs for a small input, in-process), real `rebuild --until-time` snapshots written by the CLI, and the clients'
 own record of what they committed (`timeline.tsv` of every broker scenario). The warehouses are real rebuilds
-(one per broker scenario, one per semantics of a generated sample), made once per module.
+(one per broker scenario, one per semantics of a generated sample), made once per module, in process (no JVM); the
+tests that read them are `slow`.
 """
 from __future__ import annotations
 
@@ -78,7 +79,7 @@ def _times(rows, n: int = 30) -> list[int]:
 
 
 @pytest.fixture(scope="module")
-def broker(spark, brokerdata, tmp_path_factory):
+def broker(brokerdata, tmp_path_factory):
     """scenario -> (warehouse, decoded rows): each scenario rebuilt with `--semantics modern` into its own
     warehouse (the history tables are per warehouse)."""
     from pipelines.decoding.reader import iter_decoded_rows
@@ -133,6 +134,7 @@ class _ReadOnce:
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS)
+@pytest.mark.slow
 def test_plan_is_the_until_time_replay_at_every_moment_of_every_broker_scenario(broker, scenario):
     b = broker[scenario]
     times = _times(b.rows)
@@ -204,6 +206,7 @@ NO_TIMELINE_MOMENTS = ("many-groups", "transactions", "compacted")
 
 
 @pytest.mark.parametrize("scenario", [s for s in SCENARIOS if s not in NO_TIMELINE_MOMENTS])
+@pytest.mark.slow
 def test_plan_gives_what_the_clients_had_committed(broker, scenario):
     b = broker[scenario]
     commits = [c for c in timeline_commits(b.dir, _known_groups(b.dir)) if c[1] not in _async_groups(b.dir)]
@@ -224,7 +227,7 @@ def test_plan_gives_what_the_clients_had_committed(broker, scenario):
 
 # ------------------------------------------------------------------------------------------ generated logs
 @pytest.fixture(scope="module", params=["legacy", "modern"])
-def sampled(request, spark, tmp_path_factory):
+def sampled(request, tmp_path_factory):
     """A generated log (transactions committed, aborted and open, tombstones, deletions, KIP-848 groups) rebuilt
     with a 1-minute retention, so expiry takes offsets at some moments; plus two real `--until-time` what-if
     snapshots of it."""
@@ -256,6 +259,7 @@ def _iso(ms: int) -> str:
     return iso(ms)
 
 
+@pytest.mark.slow
 def test_plan_is_the_until_time_replay_on_generated_logs(sampled):
     kinds = {(r["record_kind"], r.get("is_tombstone")) for r in sampled.rows}
     assert ("control", None) in kinds or ("control", False) in kinds
@@ -270,6 +274,7 @@ def test_plan_is_the_until_time_replay_on_generated_logs(sampled):
     assert expired_somewhere  # expiry did take offsets at some of the moments
 
 
+@pytest.mark.slow
 def test_plan_equals_real_until_time_snapshots(sampled):
     from pipelines.io.snapshots import DeltaWarehouseReader
 
@@ -281,6 +286,7 @@ def test_plan_equals_real_until_time_snapshots(sampled):
         assert _plan_offsets(_plan_at(sampled.wh, t)) == rebuilt
 
 
+@pytest.mark.slow
 def test_transactions_scenario_against_a_real_until_time_snapshot(broker):
     """tests/test_what_if.py's moment: two transactional commits written, their markers not yet."""
     from pipelines.io.snapshots import DeltaWarehouseReader
@@ -308,6 +314,7 @@ def _cli(*args):
     return CliRunner().invoke(main, ["restore-plan", *args], catch_exceptions=False)
 
 
+@pytest.mark.slow
 def test_cli_writes_the_files_and_apply_sh_runs_them(broker, tmp_path):
     from pipelines.serving.restore_plan import file_stem
 
@@ -379,6 +386,7 @@ def test_hostile_group_ids_reach_kafka_as_they_are(tmp_path):
     assert not (tmp_path / "pwned").exists()
 
 
+@pytest.mark.slow
 def test_zip_holds_the_same_files(broker, tmp_path):
     from pipelines.io.snapshots import DeltaWarehouseReader
     from pipelines.serving.restore_plan import plan_files, restore_plan, restore_plan_zip
@@ -394,6 +402,7 @@ def test_zip_holds_the_same_files(broker, tmp_path):
     assert (z.getinfo("restore-plan/apply.sh").external_attr >> 16) & 0o111
 
 
+@pytest.mark.slow
 def test_selection_and_flags(broker, tmp_path):
     """--group, --group-regex, --changed-since select; README.txt flags the groups deleted since and the
     groups with members (the reset refuses them)."""
@@ -423,6 +432,7 @@ def test_selection_and_flags(broker, tmp_path):
     assert {g.group_id for g in late.groups} < {g.group_id for g in every.groups}
 
 
+@pytest.mark.slow
 def test_bad_input_is_one_line_and_exit_2(broker, tmp_path):
     wh = str(broker["transactions"].wh)
     for args in (["--as-of", "yesterday"], ["--as-of", "1", "--group-regex", "("],
@@ -435,6 +445,7 @@ def test_bad_input_is_one_line_and_exit_2(broker, tmp_path):
     assert r.exit_code == 2 and "Traceback" not in r.output
 
 
+@pytest.mark.slow
 def test_api_route_serves_the_plan(broker):
     b = broker["transactions"]
     reader = DeltaWarehouseReader(b.wh)

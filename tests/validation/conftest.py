@@ -31,10 +31,11 @@ def on_engine(settings, engine: str):
     return dataclasses.replace(settings, raw=_merge(settings.raw, {"validation": {"pandas_max_rows": limit}}))
 
 
-@pytest.fixture(scope="session", params=["pandas", "spark", "suspects"])
+@pytest.fixture(scope="session", params=["pandas", pytest.param("spark", marks=pytest.mark.spark), "suspects"])
 def engine(request):
     """Every validation test runs on both GX engines, and with the row-wise suites' tables given as the shards give
-    the history (`validation.suspects`): they must give the same outcomes."""
+    the history (`validation.suspects`): they must give the same outcomes. Only the Spark engine's runs start a
+    JVM (`spark`-marked)."""
     return request.param
 
 
@@ -68,13 +69,18 @@ def as_suspects(tables: dict, as_of_ms: int, num_partitions: int, settings) -> d
 
 
 @pytest.fixture(scope="session")
-def validator(spark, settings, gx_context):
+def validator(settings, gx_context, no_spark):
     """validator(rows, engine, suites=None, settings_=None, with_markers=True, with_accounting=True)
-    → ValidationResult on fresh frames, validated on `engine`."""
+    → ValidationResult on fresh frames, validated on `engine`. The Spark engine's session is the run's one, started
+    by the first test that validates on it (a `spark`-marked one); the other engines are given none to use."""
+    from pipelines.session import SessionOnDemand
     from pipelines.validation.runner import run_validation
+
+    session = SessionOnDemand(settings, app_name="offsetlake-tests")  # getOrCreate: the `spark` fixture's session
 
     def _run(rows, engine, *, suites=None, settings_=None, with_markers=True, with_accounting=True):
         # the pandas engine and the suspects take Arrow, as the routes give the state tables: no Spark job
+        spark = session if engine == "spark" else no_spark
         inputs = build_inputs(spark, rows, arrow=engine != "spark")
         tables = inputs["tables"]
         if engine == "suspects":

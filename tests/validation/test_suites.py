@@ -166,7 +166,10 @@ def _on_spark(breaker: Breaker) -> bool:
     return next(b for b in BREAKERS if b.table == breaker.table) is breaker
 
 
-@pytest.mark.parametrize("breaker", BREAKERS, ids=lambda b: b.test_id)
+# every check's breakers, on pandas and over suspects: too many for `make test-fast`; those run on Spark too: `spark`
+@pytest.mark.slow
+@pytest.mark.parametrize("breaker", [pytest.param(b, marks=pytest.mark.spark) if _on_spark(b) else b for b in BREAKERS],
+                         ids=lambda b: b.test_id)
 def test_broken_table_fails_exactly_its_check(validator, rows, breaker):
     """On pandas and over the shards' suspects, and on Spark (`_on_spark`), with the same outcome to the last
     example."""
