@@ -246,7 +246,6 @@ def test_the_shape_checks_see_a_long_function_and_an_object_field(tmp_path):
         "f ->", "f(a)", "f(b)", "spark"]
 
 
-@pytest.mark.xfail(strict=False, reason="lands with issue 58 step")
 def test_no_long_function_and_no_object_annotation_in_the_library():
     """A function says one thing in at most 80 lines (def line to last line); a field, parameter or return has its
     real type (a `TYPE_CHECKING` import for pyspark's, pyarrow's or deltalake's), never `object`."""

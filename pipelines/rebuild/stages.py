@@ -25,8 +25,24 @@ from pipelines.rebuild.summary import Progress, RunSummary
 from pipelines.session import SessionOnDemand
 from pipelines.times import ms_to_iso
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the fields' types only
     from pyspark.sql import DataFrame, SparkSession
+
+    from pipelines.coordinator.expiry import ExpiryOptions
+    from pipelines.coordinator.options import ReplayOptions
+    from pipelines.decoding.log_end_offsets import DataLogs
+    from pipelines.frames.decode import DecodePlan
+    from pipelines.frames.decoded_log import DecodedLog
+    from pipelines.frames.segment_shards import LoadedOnSpark
+    from pipelines.frames.tally import DecodedFacts, Tally
+    from pipelines.incremental.plan import IncrementalStart
+    from pipelines.io.checkpoint import SavedState
+    from pipelines.io.warehouse import Warehouse
+    from pipelines.rebuild.preflight import PreparedRun
+    from pipelines.state.lag import LagFacts
+    from pipelines.validation.accounting import Accounting
+    from pipelines.validation.runner import ValidationResult
+    from pipelines.validation.suspects import Suspects
 
 
 @dataclass(frozen=True)
@@ -36,8 +52,8 @@ class Run:
     spark: SparkSession | SessionOnDemand  # on demand: a run whose shards execute in this process starts none
     settings: Settings
     req: RebuildRequest
-    prepared: object  # rebuild.preflight.PreparedRun: settings resolved, inputs, snapshot id, writer lock
-    warehouse: object  # io.warehouse.Warehouse
+    prepared: PreparedRun  # settings resolved, inputs, snapshot id, writer lock
+    warehouse: Warehouse
     progress: Progress
     started_ms: int
     kind: str  # "scheduled", or "what-if" (--as-of/--until-*: `runs.kind`)
@@ -72,8 +88,8 @@ def _quietly(release: Callable[[], None]) -> Callable[[], None]:
 # ================================================================================================================
 @dataclass(frozen=True)
 class Planned:
-    input_plan: object  # frames.decode.DecodePlan of the whole input (the checkpoint records it)
-    inc: object  # incremental.IncrementalStart: full or incremental, and why
+    input_plan: DecodePlan  # of the whole input (the checkpoint records it)
+    inc: IncrementalStart  # full or incremental, and why
     execution: Execution  # what the run decodes, and where its shards execute
     warnings: tuple[str, ...]
 
@@ -102,10 +118,10 @@ def plan(run: Run) -> Planned:
 # ================================================================================================================
 @dataclass(frozen=True)
 class Decoded:
-    log: object  # frames.decoded_log.DecodedLog: the decoded rows, kept by Spark or in hand
-    loaded: object  # frames.segment_shards.LoadedOnSpark (Route.SHARDS: decoded and loaded per shard), else None
-    tally: object  # frames.tally.Tally: records per partition and type, newest timestamps, past the cut-off
-    facts: object  # frames.tally.DecodedFacts: counts by type, newest timestamp, top partition
+    log: DecodedLog  # the decoded rows, kept by Spark or in hand
+    loaded: LoadedOnSpark | None  # Route.SHARDS: decoded and loaded per shard
+    tally: Tally  # records per partition and type, newest timestamps, past the cut-off
+    facts: DecodedFacts  # counts by type, newest timestamp, top partition
     task_cpu_seconds: dict
     read_counts: Future  # of frames.decode.reader_counts: the accounting's own walk, run while the run goes on
 
@@ -208,8 +224,8 @@ def _partition_count(run: Run, top: int) -> int:
 class Clock:
     """The run-wide facts every shard is tabulated with: the cut, the partition count, the expiry time."""
 
-    options: object  # coordinator.options.ReplayOptions
-    expiry: object  # coordinator.expiry.ExpiryOptions, None without expiry
+    options: ReplayOptions
+    expiry: ExpiryOptions | None  # None: without expiry
     as_of_ms: int
     max_timestamp: int | None  # the newest record's, the previous run's records too
     max_partition: int
@@ -223,9 +239,9 @@ class Replayed:
     rows: int | None  # the rows replayed in this process (None: on Spark)
     clock: Clock
     tables: dict  # SHARD_TABLES as Arrow; `offset_commits` as Arrow, the shards' on Spark, or staged files
-    markers: object  # the end-transaction markers read (`coordinator.shard.transaction_markers`)
-    saved: object  # the shards the next --incremental run resumes (io.checkpoint.SavedState, or bytes by partition)
-    suspects: object  # validation.suspects.Suspects: the history as its suite sees it, from the shards on Spark
+    markers: pa.Table  # the end-transaction markers read (`coordinator.decoded.transaction_markers`)
+    saved: SavedState | dict[int, bytes] | None  # the shards the next --incremental run resumes
+    suspects: Suspects | None  # the history as its suite sees it, from the shards on Spark
     ahead: Future  # of `_read_ahead`: what the snapshot adds besides the replay, read while it runs
     counted: dict = field(default_factory=dict)  # rows of a table of `tables` on Spark, counted where they were made
 
@@ -261,9 +277,9 @@ def _clock(run: Run, planned: Planned, decoded: Decoded) -> Clock:
 
 @dataclass(frozen=True)
 class ReadAhead:
-    previous_events: object  # the previous snapshot's group history an incremental run carries forward, in hand
-    log_end_offsets: object  # pa.Table: the data topics' bounds the input's log dirs hold (LAG as of the dump)
-    data_logs: object  # decoding.log_end_offsets.DataLogs: the data partitions' logs, for the lag in time
+    previous_events: pa.Table | None  # the previous snapshot's group history an incremental run carries forward
+    log_end_offsets: pa.Table  # the data topics' bounds the input's log dirs hold (LAG as of the dump)
+    data_logs: DataLogs  # the data partitions' logs, for the lag in time
     warnings: tuple[str, ...]
 
 
@@ -361,7 +377,7 @@ class Assembled:
     checked: dict  # what validation reads of the history: Arrow in hand, the shards' suspects, or the rows
     read_ahead: ReadAhead
     counted: dict  # rows of a table of `log_sized`, counted where they were made (`Replayed.counted`)
-    lag: object  # state.lag.LagFacts: what the lag in time found
+    lag: LagFacts  # what the lag in time found
 
 
 def assemble(run: Run, planned: Planned, decoded: Decoded, replayed: Replayed) -> Assembled:
@@ -472,8 +488,8 @@ def materialize(run: Run, replayed: Replayed, assembled: Assembled) -> Materiali
 @dataclass(frozen=True)
 class Validated:
     read_counts: dict  # frames.decode.reader_counts of what this run decoded
-    accounting: object  # validation.accounting.Accounting
-    validation: object  # validation.runner.ValidationResult
+    accounting: Accounting
+    validation: ValidationResult
 
 
 def validate(run: Run, planned: Planned, decoded: Decoded, replayed: Replayed,
