@@ -102,6 +102,15 @@ def first_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {lines[0][:300] if lines else ''}"
 
 
+def java_cause(exc: BaseException) -> str:
+    """What a Py4J call's Java exception said (`: org.…Exception: [CLASS] message`, the line under Py4J's own
+    "An error occurred while calling …"), else the error's first line."""
+    for line in str(exc).splitlines():
+        if line.startswith(": ") and "Exception" in line.split(":", 2)[1]:
+            return line.split(": ", 2)[-1].strip()[:300]
+    return first_line(exc)
+
+
 @contextlib.contextmanager
 def shard_errors():
     """A saved shard that does not load (`coordinator.saved.SavedShardError`: damaged or altered since its run
@@ -143,7 +152,7 @@ def record_failure(warehouse, snapshot_id: str, stage: str, row: dict, e: BaseEx
     storage = storage_error(e) if heap is None else None
     unavailable = unavailable_cause(e) if storage is None and heap is None else None
     cause = (heap if heap is not None else f"object store unavailable: {unavailable}" if unavailable is not None
-             else first_line(e))
+             else "Spark did not start: " + java_cause(e).rstrip(".") if stage == "start" else first_line(e))
     if not warehouse.failure_recorded(snapshot_id):
         try:
             warehouse.record_failure(snapshot_id, {**row, "summary": {"error": cause, "stage": stage}})
@@ -157,6 +166,8 @@ def record_failure(warehouse, snapshot_id: str, stage: str, row: dict, e: BaseEx
                                 f"; its failure could not be recorded either ({cause_of(mark_exc)})") from None
     if unavailable is not None or heap is not None:
         raise RunFailed(f"run {snapshot_id} failed in stage {stage}: {cause}; recorded as failed") from None
+    if stage == "start":  # Spark refused to start (a setting it rejects, a JVM that would not run): not a bug of ours
+        raise RunFailed(f"run {snapshot_id} failed in stage start: {cause}; recorded as failed") from None
     if storage == "not writable":
         raise UsageError(f"--warehouse {warehouse_uri}: cannot write ({first_line(e)}); "
                          f"run {snapshot_id} recorded as failed") from None

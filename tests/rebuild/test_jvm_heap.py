@@ -88,3 +88,24 @@ def test_a_log_far_larger_than_the_heap_rebuilds_under_it_split_or_not(tmp_path)
                  "--conf", "spark.spark.testing.memory=1073741824", *split)
         assert r.returncode == 0, (name, r.stderr[-3000:])
     assert_same_snapshot(tmp_path / "whole", "s", tmp_path / "split", "s")
+
+
+@pytest.mark.spark
+@pytest.mark.integration
+def test_a_session_spark_refuses_to_start_is_one_line_and_a_failed_run(tmp_path):
+    """A setting Spark rejects at start (a driver heap under its 450 MB floor) is said in Spark's own words, on one
+    line, exit 1, and the run is recorded as failed in stage `start`: never Py4J's traceback."""
+    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state")}
+    r = _cli(env, "sample", str(tmp_path / "dump"), "--records", "300000", "--groups", "200", "--partitions", "2",
+             "--data-segments", "0")
+    assert r.returncode == 0, r.stderr
+    r = _cli(env, "rebuild", "--input", str(tmp_path / "dump"), "--warehouse", str(tmp_path / "wh"), "--snapshot-id",
+             "small", "--quiet", "--conf", "spark.spark.driver.memory=256m")
+    assert r.returncode == 1 and r.stdout == "", r.stderr[-3000:]
+    (line,) = r.stderr.splitlines()
+    assert line.startswith("error: run small failed in stage start: Spark did not start: [INVALID_DRIVER_MEMORY] "
+                           "System memory 268435456 must be at least 471859200; recorded as failed (log: "), line
+    from pipelines.io.warehouse import Warehouse
+
+    (run,) = Warehouse(str(tmp_path / "wh")).snapshots()
+    assert run["status"] == "failed" and '"stage": "start"' in run["summary"] and "INVALID_DRIVER_MEMORY" in run["summary"]
