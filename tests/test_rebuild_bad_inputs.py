@@ -2,13 +2,18 @@
 good records around each defect in the snapshot. Never a traceback.
 
 One combined input (every kind of defect beside good data, `tests/badinputs.py`) is rebuilt once for the module;
-each kind has its own test over that run. Usage errors (exit 2) fail before any Spark work and run on their own.
+each kind has its own test over that run. Usage errors (exit 2) fail before any Spark work and run on their own. Every run is the CLI in a process of its own.
 The rebuilds' route is in-process: no test here starts a JVM but those that compare the driver's decode with Spark's.
 """
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
 import pytest
-from click.testing import CliRunner
 
 from tests import badinputs as bi
 
@@ -16,14 +21,26 @@ from tests import badinputs as bi
 SNAPSHOT = "bad-inputs"
 
 
-def invoke(args: list[str]):
-    from jobs.cli import main
+ROOT = Path(__file__).resolve().parents[1]
 
-    result = CliRunner().invoke(main, ["rebuild", "--env", "ci", *args], catch_exceptions=True)
-    output = result.output + (result.stderr if result.stderr_bytes is not None else "")
-    assert "Traceback" not in output, output[-3000:]
-    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
-    return result
+
+@dataclass(frozen=True)
+class Ran:
+    exit_code: int
+    stdout: str
+    stderr: str
+
+    @property
+    def output(self) -> str:
+        return self.stdout + self.stderr
+
+
+def invoke(args: list[str]) -> Ran:
+    """`offsetlake rebuild …` as a user runs it: its own process, its exit status, its two streams."""
+    r = subprocess.run([sys.executable, "-m", "jobs.cli", "rebuild", "--env", "ci", *args], cwd=ROOT,
+                       env={**os.environ, "PYTHONWARNINGS": "ignore"}, capture_output=True, text=True, timeout=600)
+    assert "Traceback" not in r.stdout + r.stderr, (r.stdout + r.stderr)[-3000:]
+    return Ran(r.returncode, r.stdout, r.stderr)
 
 
 @pytest.fixture(scope="module")
