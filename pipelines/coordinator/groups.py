@@ -24,7 +24,8 @@ Row = dict[str, Any]
 
 # The state types are slotted; those a record replaces whole are frozen too. ClassicGroup and ClassicMember are not:
 # a GroupMetadata record builds one per member, and a frozen dataclass's __init__ costs 5x (3.3 vs 0.65 us for 9
-# fields, measured here), which made the group replay ~25% slower. Nothing mutates them after `of`.
+# fields): frozen, replaying a simulator sample's 20k group records without history took 1.15x the time of the
+# if/elif replay before this one, instead of 0.89x. Nothing mutates them after `of`.
 
 
 class TopicPartitions(TypedDict):
