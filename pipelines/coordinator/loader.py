@@ -89,7 +89,7 @@ def replay_group_records(groups: GroupStore, rows: Iterable[Row]) -> None:
     type); an offset value among them (new coordinator) creates the simple group of an id that holds none."""
     for row in rows:
         kind = row["record_kind"]
-        if kind == KIND_OFFSET_COMMIT:  # `shard.group_rows` keeps only its kind and group id: no key type
+        if kind == KIND_OFFSET_COMMIT:  # `decoded.group_rows` keeps only its kind and group id: no key type
             groups.maybe_create_simple_group(row["group_id"])
         elif kind in GROUP_RECORD_KINDS:
             groups.replay(row)
