@@ -19,9 +19,11 @@ import pyarrow as pa
 
 from pipelines.coordinator.committed import SCHEMA, CommittedOffsets
 from pipelines.coordinator.groups import GroupStore
+from schemas.decoded import KIND_CONSUMER_GROUP, KIND_GROUP_METADATA, KIND_OFFSET_COMMIT
 
 Row = dict[str, Any]
 SKIPPED_KINDS = ("error", "unknown")
+GROUP_RECORD_KINDS = frozenset({KIND_GROUP_METADATA, KIND_CONSUMER_GROUP})
 
 
 class SparseRow(dict):
@@ -83,13 +85,11 @@ class ShardState:
 
 
 def replay_group_records(groups: GroupStore, rows: Iterable[Row]) -> None:
-    """The group records of `rows` (log order) replayed onto `groups` (`GroupMetadataManager.replay` per record
+    """The group records of `rows` (log order) replayed onto `groups` (`GroupStore.replay`: one replay per record
     type); an offset value among them (new coordinator) creates the simple group of an id that holds none."""
     for row in rows:
         kind = row["record_kind"]
-        if kind == "group_metadata":
-            groups.replay_group_metadata(row)
-        elif kind == "consumer_group":
-            groups.replay_consumer_group_record(row)
-        elif kind == "offset_commit":
+        if kind == KIND_OFFSET_COMMIT:  # `decoded.group_rows` keeps only its kind and group id: no key type
             groups.maybe_create_simple_group(row["group_id"])
+        elif kind in GROUP_RECORD_KINDS:
+            groups.replay(row)

@@ -9,15 +9,15 @@ classic or consumer group at the end (a simple group holding only offsets may st
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipelines.coordinator.committed import groups_of
-from pipelines.coordinator.groups import (ClassicGroup, ConsumerGroup, MemberMetadata, SimpleGroup,
-                                          flat_topic_partitions, is_live)
+from pipelines.coordinator.groups import (ClassicGroup, ConsumerGroup, MemberMetadata, SimpleGroup, TopicIdPartitions,
+                                          classic_group_state, flat_topic_partitions, group_type, is_live)
 from pipelines.coordinator.loader import ShardState
 from pipelines.coordinator.offset_metadata import DECIDED_TYPES
 from pipelines.coordinator.options import REPLAY_TABLES, ReplayOptions
@@ -115,8 +115,9 @@ def _group_base(sid: str, gid: str, part: int, n: int) -> Row:
 
 def simple_group_row(sid: str, gid: str, part: int, n: int, load_time_ms: int | None) -> Row:
     """The one place a simple group is described: classic, no protocol, generation 0, Empty since the load."""
-    return {**_group_base(sid, gid, part, n), "group_type": "classic", "protocol_type": None, "generation": 0,
-            "protocol": None, "leader": None, "state": "Empty", "current_state_timestamp": load_time_ms,
+    return {**_group_base(sid, gid, part, n), "group_type": "classic", "protocol_type": None,
+            "generation": SimpleGroup.generation, "protocol": None, "leader": None, "state": classic_group_state(()),
+            "current_state_timestamp": load_time_ms,
             "member_count": 0, "record_offset": None, "assignment_epoch": None, "subscribed_topics": [],
             "is_simple": True, "unresolved_topic_ids": None}
 
@@ -172,7 +173,7 @@ def _consumer_group_out(sid: str, part: int, n: int, g: ConsumerGroup,
     """A `ConsumerGroup` as `ConsumerGroupDescribe` shows it; state per `ConsumerGroup.maybeUpdateGroupState`."""
     unresolved: set[str] = set()
 
-    def resolve(tps) -> list[tuple[str, int]]:
+    def resolve(tps: Sequence[TopicIdPartitions]) -> list[tuple[str, int]]:
         out = []
         for tp in tps:
             name = names.get(tp["topic_id"])
@@ -183,7 +184,7 @@ def _consumer_group_out(sid: str, part: int, n: int, g: ConsumerGroup,
 
     members_out = []
     for mid, m in g.members.items():
-        f = m.metadata or MemberMetadata(*[None] * 9)
+        f = m.metadata or MemberMetadata()
         target = g.targets.get(mid)
         members_out.append({
             "snapshot_id": sid, "group_id": g.group_id, "member_id": mid,
@@ -249,7 +250,7 @@ def shard_rows(st: ShardState, options: ReplayOptions, n: int, names: dict[str, 
             out["removed_groups"].append({
                 "snapshot_id": sid, "group_id": gid, "offsets_partition": part,
                 "tombstone_record_offset": r.offset, "tombstone_timestamp": _none_if(r.timestamp),
-                "group_type": "classic" if r.key_type == 2 else "consumer"})
+                "group_type": group_type(r.key_type)})
     out["group_history"] = named_group_history(group_history_table(st.groups.history or (), sid, part), names)
     return out
 
