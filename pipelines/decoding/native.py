@@ -12,7 +12,7 @@ PURE_PYTHON_ENV = "OFFSETLAKE_PURE_PYTHON"
 def _load():
     if os.environ.get(PURE_PYTHON_ENV) == "1":
         return None
-    try:
+    try:  # imported here, not at module level: an optional C extension, absent where setup.py built none
         from pipelines.decoding import _fastdecode
     except ImportError:  # pragma: no cover - depends on the build
         return None

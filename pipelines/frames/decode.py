@@ -24,6 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipelines.decoding.batches import RECORD_BATCH_OVERHEAD, decode_entry
+from pipelines.decoding.errors import DecodeError
 from pipelines.decoding.framing import MAGIC_OFFSET, frame_entries, last_offset, stop_problem
 from pipelines.decoding.native import fastdecode
 from pipelines.decoding.policy import DEFAULT_POLICY, ReadPolicy
@@ -169,10 +170,6 @@ def plan_inputs(paths: Iterable[str | Path]) -> DecodePlan:
         total += size
     without_facts = []
     if tab_inputs:
-        from pipelines.decoding.tabular import read_tabular_dump
-
-        from pipelines.decoding.errors import DecodeError
-
         for dump_path, _files in tab_inputs:
             try:
                 dump = read_tabular_dump(dump_path)
@@ -227,8 +224,6 @@ def decode_items(batches: Iterator[pa.RecordBatch], policy: ReadPolicy = DEFAULT
                         kind="unreadable", reason=f"cannot read segment: {storage.error_text(e)}"))])
                 continue
             elif item["kind"] == "tabular":
-                from pipelines.decoding.tabular import read_tabular_dump
-
                 source = read_tabular_dump(item["path"]).records()
             else:
                 source = iter([ReadProblem(source=item["path"], offsets_partition=item["offsets_partition"],
