@@ -16,6 +16,7 @@ inherit that; it also imports what every task imports (`PRELOAD`) before it fork
 """
 from __future__ import annotations
 
+import importlib
 import importlib.machinery
 import os
 import sys
@@ -81,8 +82,6 @@ PRELOAD = ("numpy", "pyarrow", "pyarrow.compute", "pandas", "pyarrow.acero", "pi
 def preload() -> tuple[str, ...]:
     """Import `PRELOAD`, and say which it imported; a module that cannot be imported is left to the task that needs
     it, which then says why."""
-    import importlib
-
     done = []
     for name in PRELOAD:
         try:

@@ -164,7 +164,7 @@ class DecodedLog:
               exclude: Iterable[str] | None = None):
         """A DataFrame of the rows whose record_kind is in `kinds` (all: None) and not in `exclude`, with only
         `columns` (all: None), in the decoded schema's types."""
-        # imported here, not at module level: pyspark ~0.7 s of import (python -X importtime)
+        # imported here, not at module level: pyspark ~0.1 s of import (python -X importtime)
         from pyspark.sql.pandas.types import from_arrow_schema
 
         columns = tuple(columns) if columns is not None else None
@@ -194,7 +194,7 @@ class DecodedLog:
         schema = pa.schema([(PART, pa.int32()), ("payload", pa.binary()), ("tally", pa.binary()),
                             ("named", pa.binary())])
         table = pa.Table.from_batches(list(pack(self.table.to_batches(), self.cut)), schema=schema)
-        # imported here, not at module level: pyspark ~0.7 s of import (python -X importtime)
+        # imported here, not at module level: pyspark ~0.1 s of import (python -X importtime)
         from pyspark.sql.pandas.types import from_arrow_schema
 
         return self.spark.createDataFrame(table, schema=from_arrow_schema(schema))
@@ -217,6 +217,7 @@ class DecodedLog:
         """Kept by Spark on local disk: every later step reads the log once or twice, and decoding it again would
         cost more than keeping its compressed blobs. Never in memory: the blobs are log-sized, and a JVM heap sized
         for the state would run out holding them."""
+        # imported here, not at module level: pyspark ~0.1 s of import (python -X importtime)
         from pyspark import StorageLevel
 
         if self.blobs is not None:

@@ -500,6 +500,7 @@ def load_on_spark(spark: SparkSession, plan: DecodePlan, load: ShardLoad, *, cou
     """Every offsets partition of `plan` (segments only: `rebuild.executor.Route.SHARDS`) decoded and loaded by
     one task as `load` says, the envelope kept. `counters` receive each shard's records and input bytes as it
     ends; `emit`, progress lines."""
+    # imported here, not at module level: pyspark ~0.1 s of import (python -X importtime)
     from pyspark import StorageLevel
 
     cores = spark.sparkContext.defaultParallelism
@@ -563,6 +564,7 @@ def _slot_column(spark, split: list[int], buckets: int, tasks: int):
     `spark.sql.shuffle.partitions`, and two of a partition's buckets often share one (with 8, 13 of 50 partitions'
     2 buckets did), loading one after the other. The values are ones whose hash Spark itself puts in partitions 0,
     1, ... (asked once, of a few numbers)."""
+    # imported here, not at module level: pyspark ~0.1 s of import (python -X importtime)
     from pyspark.sql import functions as F
 
     n = max(buckets, min(len(split) * buckets, tasks))
@@ -581,6 +583,7 @@ def _slot_column(spark, split: list[int], buckets: int, tasks: int):
 
 def _collected(envelope) -> pa.Table:
     """What a job's envelope holds that is sized by the state (or by the partitions), collected."""
+    # imported here, not at module level: pyspark ~0.1 s of import (python -X importtime)
     from pyspark.sql import functions as F
 
     return (envelope.where(F.col("table").isin(LOG, MARKERS, SUSPECTS, WRITTEN, SAVED_FILE))
@@ -694,6 +697,7 @@ def _checked_suspects(history: BlobRows | StagedHistory, collected: list[Payload
                       split_by: SuspectFilter | None) -> list[Payload]:
     """`collected` with the suspects of every shard as `history_check` picks them: the first job's where they
     hold, picked again from the shards' history (`history.frame()`) where they may not."""
+    # imported here, not at module level: pyspark ~0.1 s of import (python -X importtime)
     from pyspark.sql import functions as F
 
     again = sorted({p.shard for p in collected if isinstance(p, HistorySuspects)
