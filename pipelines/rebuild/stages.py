@@ -6,16 +6,36 @@ run ends (cached frames, files staged and not yet committed, threads) it hands t
 from __future__ import annotations
 
 import contextlib
+from collections import Counter
 from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Callable
 
 import pyarrow as pa
 
+from pipelines import incremental
 from pipelines.background import in_thread
 from pipelines.config import Settings
+from pipelines.coordinator.decoded import REPLAY_COLUMNS, conform_decoded
+from pipelines.coordinator.expiry import ExpiryOptions
+from pipelines.coordinator.loader import SKIPPED_KINDS
+from pipelines.coordinator.options import ReplayOptions
+from pipelines.coordinator.shard import replay_shards
+from pipelines.coordinator.tables import misplaced_count, open_transactions
+from pipelines.decoding.log_end_offsets import DataLogs, data_logs, log_end_offsets_table
+from pipelines.decoding.segments import partition_count
+from pipelines.frames import segment_shards
+from pipelines.frames.decode import SEGMENTS, DecodePlan, decoded_log, reader_counts
+from pipelines.frames.progress import TaskCounters, reporting
 from pipelines.frames.python_jobs import first_python_job
+from pipelines.frames.resumed import resume_on_spark
+from pipelines.frames.segment_shards import GROUP_EVENTS_IN_HAND, LoadedOnSpark, tabulate_on_spark
+from pipelines.frames.shards import replay_on_spark, topic_names_of
+from pipelines.frames.tally import DecodedFacts, Tally, tally
+from pipelines.heap import gc_paused
+from pipelines.io import storage
 from pipelines.io.blobs import BlobRows
+from pipelines.io.checkpoint import SavedState, stage_state
 from pipelines.io.table_rows import ArrowRows, FrameRows, TableRows
 from pipelines.io.warehouse import SCHEDULED, HistoryWrite, StagedHistory
 from pipelines.rebuild.executor import Execution, Route, choose
@@ -23,25 +43,22 @@ from pipelines.rebuild.failures import StrictModeError, cause_of, is_failure, sh
 from pipelines.rebuild.request import RebuildRequest, RunSettings
 from pipelines.rebuild.summary import Progress, RunSummary
 from pipelines.session import SessionOnDemand
+from pipelines.state.lag import LagFacts, lag_table
+from pipelines.state.served import with_served_offsets
 from pipelines.times import ms_to_iso
+from pipelines.validation.accounting import Accounting
+from pipelines.validation.report import render_report
+from pipelines.validation.runner import UNKNOWN_CLOCK_MS, ValidationResult, history_check, run_validation
+from schemas.decoded import KIND_CONSUMER_GROUP, KIND_ERROR, KIND_GROUP_METADATA
+from schemas.tables import SNAPSHOT_TABLES
 
 if TYPE_CHECKING:  # the fields' types only
     from pyspark.sql import DataFrame, SparkSession
 
-    from pipelines.coordinator.expiry import ExpiryOptions
-    from pipelines.coordinator.options import ReplayOptions
-    from pipelines.decoding.log_end_offsets import DataLogs
-    from pipelines.frames.decode import DecodePlan
     from pipelines.frames.decoded_log import DecodedLog
-    from pipelines.frames.segment_shards import LoadedOnSpark
-    from pipelines.frames.tally import DecodedFacts, Tally
     from pipelines.incremental.plan import IncrementalStart
-    from pipelines.io.checkpoint import SavedState
     from pipelines.io.warehouse import Warehouse
     from pipelines.rebuild.preflight import PreparedRun
-    from pipelines.state.lag import LagFacts
-    from pipelines.validation.accounting import Accounting
-    from pipelines.validation.runner import ValidationResult
     from pipelines.validation.suspects import Suspects
 
 
@@ -97,8 +114,6 @@ class Planned:
 def plan(run: Run) -> Planned:
     """What the input holds, what this run decodes of it (`--incremental`: only the bytes after the previous
     snapshot's checkpoint), and where its shards execute."""
-    from pipelines import incremental
-
     run.progress.stage("plan", f"{len(run.prepared.inputs)} input path(s)")
     input_plan = replace(run.prepared.plan, policy=run.conf.read_policy)
     warnings = [f"{path}: no producer_id/is_transactional/is_control columns: transactional offset commits "
@@ -137,10 +152,7 @@ class Decoded:
 def decode(run: Run, planned: Planned) -> Decoded:
     """Every work item decoded into the run's decoded log, kept; the records counted by type. `Route.SHARDS`: the
     same tasks load the shards, one per offsets partition (`frames.segment_shards`)."""
-    from pipelines.frames import segment_shards
-    from pipelines.frames.decode import decoded_log, reader_counts
-    from pipelines.frames.progress import TaskCounters, reporting
-    from pipelines.frames.tally import tally
+    # imported here, not at module level: pyspark ~0.1 s of import (python -X importtime)
     from pipelines.state.quarantine import first_quarantined, quarantine_table
 
     ex = planned.execution
@@ -151,8 +163,6 @@ def decode(run: Run, planned: Planned) -> Decoded:
     described = f"{plan.num_segments} segment(s), {plan.num_tabular} table(s), {plan.total_bytes / 1e6:.1f} MB"
     loaded, cpu_seconds = None, {}
     if ex.loads_shards:
-        from pipelines.io.checkpoint import stage_state
-
         run.progress.stage("decode", described + ", each offsets partition decoded and loaded by one task"
                            + (" onto the shard the previous run saved" if ex.previous is not None else ""))
         stage = run.warehouse.stage_history(run.snapshot_id, mode="full" if run.kind == SCHEDULED else "what-if")
@@ -194,8 +204,6 @@ def decode(run: Run, planned: Planned) -> Decoded:
 
 def _load_options(run: Run):
     """What loading a shard needs of the run (`coordinator.shard.load_shards`): the semantics, the cut, the id."""
-    from pipelines.coordinator.options import ReplayOptions
-
     return ReplayOptions(semantics=run.conf.semantics, until_offset=run.req.until_offset,
                          until_time_ms=run.prepared.until_time_ms, snapshot_id=run.snapshot_id)
 
@@ -203,8 +211,6 @@ def _load_options(run: Run):
 def _early_history_check(run: Run, plan):
     """The history's suite as a filter before the run's clock is known: the run's own when `--as-of` or
     `--until-time` gives it, else one no run reaches (the replay checks the shards' suspects against the run's)."""
-    from pipelines.validation.runner import UNKNOWN_CLOCK_MS, history_check
-
     clock = next((t for t in (run.prepared.as_of_ms, run.prepared.until_time_ms) if t is not None), UNKNOWN_CLOCK_MS)
     return history_check(run.settings, as_of_ms=clock, num_partitions=_partition_count(run, plan.max_partition))
 
@@ -212,8 +218,6 @@ def _early_history_check(run: Run, plan):
 def _partition_count(run: Run, top: int) -> int:
     """The offsets topic's partition count: the setting, else the partition dirs of the input's log dir (a broker
     keeps them all), else Kafka's default of 50; never fewer than the highest partition seen (`top`) + 1."""
-    from pipelines.decoding.segments import partition_count
-
     return run.conf.num_partitions or max(partition_count(run.prepared.inputs) or 50, top + 1)
 
 
@@ -247,9 +251,6 @@ class Replayed:
 
 
 def _clock(run: Run, planned: Planned, decoded: Decoded) -> Clock:
-    from pipelines.coordinator.expiry import ExpiryOptions
-    from pipelines.coordinator.options import ReplayOptions
-
     req, conf, facts, inc = run.req, run.conf, decoded.facts, planned.inc
     until_time_ms = run.prepared.until_time_ms
     max_ts = inc.max_timestamp(facts.max_timestamp)
@@ -288,8 +289,6 @@ def _read_ahead(run: Run, planned: Planned, route: Route) -> Future:
     and a replay on Spark tasks leaves this process waiting. The shards' tasks write their group history on the
     cluster (`Route.SHARDS`): the history carried forward is then read there too, by `assemble`."""
     def read() -> ReadAhead:
-        from pipelines.decoding.log_end_offsets import data_logs, log_end_offsets_table
-
         events = planned.inc.previous_group_history(run.warehouse) if route is not Route.SHARDS else None
         found = data_logs(run.prepared.inputs)
         found.close()  # mapped again by the lag's reads, partition by partition
@@ -311,20 +310,12 @@ def replay(run: Run, planned: Planned, decoded: Decoded) -> Replayed:
     expiring = f", expiry as of {ms_to_iso(clock.as_of_ms)}" if expiry else ""
     done = dict(route=route, rows=rows, clock=clock, ahead=ahead, saved=None, suspects=None)
     if route in (Route.IN_PROCESS, Route.TASKS):
-        from pipelines.coordinator.loader import SKIPPED_KINDS
-        from pipelines.coordinator.decoded import REPLAY_COLUMNS, conform_decoded
-        from pipelines.coordinator.shard import replay_shards
-        from pipelines.heap import gc_paused
-
         where = f"{ex.tasks} tasks" if route is Route.TASKS else "this process"
         onto = (f" ({decoded.records_in:,} new records onto {ex.state_entries:,} saved state entries)"
                 if ex.previous is not None else "")
         run.progress.stage("replay", f"semantics {options.semantics}, {rows:,} rows in {where}" + onto + expiring)
         table = conform_decoded(decoded.log.to_arrow(REPLAY_COLUMNS, exclude=SKIPPED_KINDS))
         if route is Route.TASKS:
-            from pipelines.frames.resumed import resume_on_spark
-            from pipelines.io.checkpoint import stage_state
-
             with shard_errors():
                 shards = resume_on_spark(run.spark, table, ex.previous, options, expiry, ex.tasks,
                                          stage_state(run.warehouse, run.snapshot_id) if run.saves_shards else None)
@@ -340,14 +331,9 @@ def replay(run: Run, planned: Planned, decoded: Decoded) -> Replayed:
             replayed = Replayed(**{**done, "saved": saved}, tables=result.tables, markers=result.markers)
             del result  # the states, freed while paused (`heap.gc_paused`)
         return replayed
-    from pipelines.frames.shards import replay_on_spark, topic_names_of
-    from pipelines.validation.runner import history_check
 
     check = history_check(run.settings, as_of_ms=clock.as_of_ms, num_partitions=clock.num_partitions)
     if route is Route.SHARDS:
-        from pipelines.frames.segment_shards import GROUP_EVENTS_IN_HAND, tabulate_on_spark
-        from schemas.decoded import KIND_CONSUMER_GROUP, KIND_GROUP_METADATA
-
         run.progress.stage("replay", f"semantics {options.semantics}, the state tables of the loaded shards"
                                      + expiring)
         # a group record makes at most one event; an incremental run's history carried forward stays on Spark
@@ -385,10 +371,8 @@ def assemble(run: Run, planned: Planned, decoded: Decoded, replayed: Replayed) -
     carried forward, the served offsets, the data topics' end offsets; the log-sized tables (`offset_commits`,
     merged into the history, the quarantine, and the shards' group history with the one carried forward) as they
     come: Arrow when in hand, else on Spark."""
+    # imported here, not at module level: pyspark ~0.1 s of import (python -X importtime)
     from pipelines.state.quarantine import quarantine_table
-    from pipelines.state.served import with_served_offsets
-    from schemas.decoded import KIND_ERROR
-    from schemas.tables import SNAPSHOT_TABLES
 
     ahead: ReadAhead = replayed.ahead.result()
     tables = dict(replayed.tables)
@@ -423,8 +407,6 @@ def assemble(run: Run, planned: Planned, decoded: Decoded, replayed: Replayed) -
 def _lag(run: Run, clock: Clock, in_hand: dict, ahead: ReadAhead):
     """Every committed offset's lag at the run's as_of, in offsets and in time (`state.lag`), in this process: one
     batch per distinct asked offset, read from the input's data-topic segments."""
-    from pipelines.state.lag import lag_table
-
     logs = ahead.data_logs.logs
     run.progress.stage("lag", f"{in_hand['loaded_offsets'].num_rows:,} committed offsets, "
                               f"{len(logs):,} data-topic partition(s) with segments")
@@ -464,8 +446,8 @@ class Materialized:
 
 def materialize(run: Run, replayed: Replayed, assembled: Assembled) -> Materialized:
     """The log-sized tables computed once: validation, the counts and the write then read cached rows."""
+    # imported here, not at module level: pyspark ~0.1 s of import (python -X importtime)
     from pipelines.state.materialized import materialize as materialize_tables
-    from schemas.tables import SNAPSHOT_TABLES
 
     run.progress.stage("materialize")
     # the history the shards counted stays in their kept envelope, and the group history they made is named as it
@@ -495,9 +477,6 @@ class Validated:
 def validate(run: Run, planned: Planned, decoded: Decoded, replayed: Replayed,
              materialized: Materialized) -> Validated:
     """The great-expectations suites over the snapshot, with the record accounting."""
-    from pipelines.validation.accounting import Accounting
-    from pipelines.validation.runner import run_validation
-
     run.progress.stage("validate")
     # records_in: the reader's own count from batch headers (frames.decode.reader_counts), independent of the
     # decoded rows, so `accounting.records_accounted` fails when records go missing in decoding.
@@ -513,8 +492,6 @@ def validate(run: Run, planned: Planned, decoded: Decoded, replayed: Replayed,
 def summarize(run: Run, planned: Planned, decoded: Decoded, replayed: Replayed, assembled: Assembled,
               materialized: Materialized, validated: Validated) -> RunSummary:
     """The run's summary, filled once from what the stages found."""
-    from pipelines.coordinator.tables import misplaced_count, open_transactions
-
     run.progress.stage("summarize")
     conf, stats, plan, inc = run.conf, materialized.stats, planned.input_plan, planned.inc
     accounting = validated.accounting
@@ -558,8 +535,6 @@ def _first_python_job(run: Run) -> float | None:
 def _lag_summary(facts) -> dict:
     """The lag in time in short: partitions read, committed offsets timed, and the data logs' notes (counted by
     kind, the first few in full: `schemas.log_notes`)."""
-    from collections import Counter
-
     notes = facts.notes
     return {"partitions_read": facts.partitions_read, "offsets": facts.offsets, "offsets_timed": facts.offsets_timed,
             "records_read": facts.records_read, "notes": dict(sorted(Counter(n.kind for n in notes).items())),
@@ -575,9 +550,6 @@ _NOTES_SHOWN = 20
 def checkpoint(run: Run, planned: Planned, replayed: Replayed, validated: Validated) -> None:
     """What this run read, and the shards the next `--incremental` run resumes. A what-if run is never resumed from:
     no state for the chain to pick."""
-    from pipelines import incremental
-    from pipelines.frames.decode import SEGMENTS
-
     if not run.saves_shards:
         return
     run.progress.stage("checkpoint", f"state for --incremental -> {run.req.warehouse}/_state/{run.snapshot_id}")
@@ -592,10 +564,6 @@ def write(run: Run, summary: RunSummary, planned: Planned, assembled: Assembled,
           validated: Validated) -> RunSummary:
     """The validation report, then every table and the `runs` row committed as one snapshot; old snapshots
     beyond `warehouse.keep_snapshots` retired. Returns the summary with the write's own time."""
-    from pipelines import incremental
-    from pipelines.io import storage
-    from pipelines.validation.report import render_report
-
     req, progress = run.req, run.progress
     progress.stage("write", f"snapshot {run.snapshot_id} -> {req.warehouse}")
     run_row = dict(status=summary.status, started_at=ms_to_iso(run.started_ms), as_of=summary.as_of,
