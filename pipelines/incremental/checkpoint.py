@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Callable
 
 from pipelines.coordinator.saved import FORMAT as SAVED_FORMAT
+from pipelines.coordinator.saved import entries_of
 from pipelines.io.checkpoint import (STATE_DIR, SavedState, remove_orphaned_state, remove_other_states,
                                      write_checkpoint, write_state)
 
@@ -28,8 +29,6 @@ def save_checkpoint(warehouse, snapshot_id: str, saved, plan, inc, *, conf, req,
     framed every file this run decoded. The JSON, written last and atomically, names the state's directory and
     files: it is what makes the state usable. Other state directories of the id go once it is written."""
     if not isinstance(saved, SavedState):
-        from pipelines.coordinator.saved import entries_of
-
         saved = write_state(warehouse, snapshot_id, saved, sum(entries_of(b) for b in saved.values()))
 
     # Files decoded from a resume point were framed from there only; files with nothing new keep their previous

@@ -21,6 +21,7 @@ import itertools
 import json
 import os
 import re
+import tempfile
 import time
 import uuid
 from dataclasses import dataclass
@@ -203,8 +204,6 @@ class FileWriter:
                 if self.writer is None:
                     self.loc.parent.makedirs()
                     if self.loc.remote:
-                        import tempfile
-
                         fd, self.spool = tempfile.mkstemp(prefix="offsetlake-", suffix=".parquet")
                         os.close(fd)
                         self.sink = pa.OSFile(self.spool, "wb")

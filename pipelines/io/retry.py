@@ -130,6 +130,7 @@ def policy() -> StoreRetry:
     """The policy of this process: as configured, else the one the session handed a task, else the defaults."""
     global _policy
     if _policy is None:
+        # imported here, not at module level: pipelines.config loads yaml, ~0.02 s of import (python -X importtime)
         from pipelines.config import storage_section_from_env
 
         try:

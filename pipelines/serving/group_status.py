@@ -257,8 +257,6 @@ def _observations(reader: SnapshotReader, snaps: list[Snapshot], served: Snapsho
         t = reader.history_table("log_end_offsets", columns=["snapshot_id", "topic", "partition", "log_end_offset",
                                                              "observed_at"])
         if t is not None and t.num_rows:
-            from pipelines.io.snapshots import column_values
-
             for sid, tp, p, e, seen in zip(*(column_values(t.column(c)) for c in t.column_names)):
                 if sid in earlier and (tp, p) in leo and e is not None and seen is not None:
                     out.setdefault((tp, p), []).append((epoch_seconds(seen), e))

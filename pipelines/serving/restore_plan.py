@@ -29,6 +29,7 @@ import io
 import json
 import re
 import shlex
+import shutil
 import zipfile
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -269,6 +270,7 @@ def _state_relevant(commits: pa.Table, markers: pa.Table, group_records: pa.Tabl
     # imported here, not at module level: numpy ~0.1-0.3 s of import (python -X importtime)
     import numpy as np
 
+    # these import numpy too, which the quick commands that load this module run without (`jobs.cli.run`)
     from pipelines.coordinator.decoded import until_cut_mask
     from pipelines.coordinator.reduction import state_only_rows
     from pipelines.serving.codes import string_codes
@@ -407,6 +409,7 @@ def offsets_at(reader: SnapshotReader, snap: Snapshot, as_of_ms: int, groups: li
     # imported here, not at module level: numpy ~0.1-0.3 s of import (python -X importtime)
     from pipelines.coordinator.expiry import ExpiryOptions
     from pipelines.coordinator.shard import load_shards, tabulate_shards
+    # numpy, which the quick commands that load this module run without (`jobs.cli.run`)
     from pipelines.coordinator.streamed import STATE_ONLY
     from pipelines.coordinator.tables import topic_names
 
@@ -440,6 +443,7 @@ def _selected(reader: SnapshotReader, snap: Snapshot, groups, group_regex, chang
     if groups:
         return sorted(set(groups)), "--group " + " ".join(groups)
     if damaged is not None:
+        # imported here, not at module level: numpy ~0.1-0.3 s of import (python -X importtime)
         from pipelines.serving.changes import damaged_groups
 
         since, until = damaged
@@ -723,8 +727,6 @@ def write_restore_plan(plan: RestorePlan, out_dir, force: bool = False) -> Path:
         if not force:
             raise OutNotEmpty(f"{out} is not empty (an earlier plan's files would be applied with this one): "
                               "choose an empty directory, or force it to be emptied first")
-        import shutil
-
         for entry in out.iterdir():
             if entry.is_dir() and not entry.is_symlink():
                 shutil.rmtree(entry)
