@@ -22,11 +22,12 @@ from pipelines.io.snapshots import (DeltaWarehouseReader, GroupNotFound, NotAWar
                                     resolve_snapshot)
 from pipelines.io.storage import StorageError, StoreUnavailable
 from pipelines.serving import views
-from pipelines.serving.describe import OUT, consumer_group_ids
+from pipelines.serving.describe import HISTORY_COLUMNS, OUT, Rendered, consumer_group_ids, render_history
 from pipelines.serving.describe import describe as render
 from pipelines.serving.diff import diff_snapshots, render_text
 from pipelines.serving.index import close_group_ids, load_index
 from pipelines.serving.restore_plan import HistoryUnavailable, OutNotEmpty, counted, parse_instant, write_restore_plan
+from pipelines.serving.reset_plan import reset_plan as reset_offsets
 from pipelines.serving.restore_plan import restore_plan as plan
 
 warehouse_opt = click.option(
@@ -163,8 +164,6 @@ def describe(warehouse, group, mode, all_groups, end_offsets, verbose, snapshot_
     if mode == "history":
         if all_groups:
             raise click.UsageError("--history describes one GROUP")
-        from pipelines.serving.describe import HISTORY_COLUMNS, Rendered, render_history
-
         r = Rendered()
         try:
             table = reader.snapshot_table("group_history", snap.snapshot_id, filters=[("group_id", "=", group)],
@@ -296,12 +295,10 @@ def diff(warehouse, snap_a, snap_b, as_json, fail_on_regression):
 def reset_plan(warehouse, group, snapshot_id):
     """The `kafka-consumer-groups --reset-offsets --from-file` CSV (topic,partition,offset) that puts GROUP back
     where the snapshot says it was. Notes go to stderr, the plan to stdout."""
-    from pipelines.serving.reset_plan import reset_plan as plan
-
     reader, snap = _open(warehouse, snapshot_id)
     idx = _index(reader, snap, group_ids=[group])
     try:
-        text, warnings = plan(idx, group)
+        text, warnings = reset_offsets(idx, group)
     except GroupNotFound as e:
         _unknown_group(reader, snap, str(e), group)
     except ValueError as e:  # the group holds no offset to reset to
@@ -361,8 +358,6 @@ def changes(warehouse, start, end, groups, group_regex, storm_threshold, as_json
                            storm_threshold or ch.DEFAULT_STORM_PER_MINUTE)
     except ch.BadWindow as e:
         fail(str(e))
-    from pipelines.serving.history import HistoryUnavailable
-
     reader, snap = _open(warehouse, snapshot_id)
     try:
         items = ch.changes(reader, snap, sel)

@@ -9,6 +9,7 @@ import click
 
 from jobs.errors import PREFIX, one_line
 from jobs.run_log import RunLog
+from jobs.summary_text import format_summary
 from pipelines.coordinator.options import DEFAULT_KAFKA_VERSION, DEFAULT_RETENTION_MINUTES, DEFAULT_SEMANTICS, SEMANTICS
 from pipelines.io.textfile import write_atomically
 
@@ -83,6 +84,7 @@ def run_from_cli(**kw) -> int:
     textfile = kw.pop("metrics_textfile")
     try:
         settings = load_settings(env=kw.pop("env"), overrides=parse_overrides(kw.pop("conf_overrides")))
+        # imported here, not at module level: pyarrow ~0.18 s of import (python -X importtime)
         from pipelines.io.storage import configure
 
         configure(settings)  # how this process retries the object store (the tasks get it from the session)
@@ -140,8 +142,6 @@ def _run(settings, kw: dict, log, *, quiet: bool, as_json: bool, textfile: str |
     if as_json:
         click.echo(summary.to_json())
     else:
-        from jobs.summary_text import format_summary
-
         click.echo(format_summary(summary))
     return EXIT_OK if summary.status == "succeeded" else EXIT_VALIDATION
 
