@@ -117,8 +117,7 @@ def test_a_run_failing_while_its_tables_are_staged_leaves_no_file(spark, setting
     """The tables in hand are staged while validation runs: validation dying meanwhile fails the run, recorded,
     and the files already staged for it are deleted (none waits for a vacuum); the served snapshot stays."""
     from pipelines.io.warehouse import Warehouse
-    from pipelines.rebuild import RebuildRequest, run_rebuild
-    from pipelines.validation import runner
+    from pipelines.rebuild import RebuildRequest, run_rebuild, stages
     from schemas.tables import SNAPSHOT_TABLES
 
     src, g = small_log(tmp_path / "in", 100)
@@ -129,7 +128,7 @@ def test_a_run_failing_while_its_tables_are_staged_leaves_no_file(spark, setting
     def dies(*_a, **_k):
         raise RuntimeError("validation died")
 
-    monkeypatch.setattr(runner, "run_validation", dies)
+    monkeypatch.setattr(stages, "run_validation", dies)
     with pytest.raises(RuntimeError, match="validation died"):
         run_rebuild(spark, settings, RebuildRequest(inputs=(str(src),), warehouse=str(wh), snapshot_id="s2"))
     assert runs(wh)["s2"]["status"] == "failed" and "validation died" in runs(wh)["s2"]["summary"]
