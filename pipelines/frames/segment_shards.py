@@ -73,9 +73,6 @@ if TYPE_CHECKING:
     from pyspark import Accumulator
     from pyspark.sql import DataFrame, SparkSession
 
-# the tags `_collected` selects by (the envelope's own: `frames.envelope`)
-LOG, MARKERS, SUSPECTS = QuarantinedRows.TAG, Markers.TAG, HistorySuspects.TAG
-WRITTEN, SAVED_FILE = WrittenHistory.TAG, SavedFile.TAG
 TASKS_PER_CORE = 2
 #: How much of a partition's segments a task decodes and loads at a time (`decode.load_buffer_bytes`), as Kafka's
 #: `offsets.load.buffer.size`.
@@ -586,9 +583,10 @@ def _collected(envelope) -> pa.Table:
     # imported here, not at module level: pyspark ~0.1 s of import (python -X importtime)
     from pyspark.sql import functions as F
 
-    return (envelope.where(F.col("table").isin(LOG, MARKERS, SUSPECTS, WRITTEN, SAVED_FILE))
-            .select("table", "shard", F.when(F.col("table") != F.lit(LOG), F.col("payload")).alias("payload"),
-                    "tally", "named").toArrow())
+    # of the decoded log, its tally and naming only: its quarantined rows stay in Spark
+    return (of_kind(envelope, QuarantinedRows, Markers, HistorySuspects, WrittenHistory, SavedFile)
+            .select("table", "shard", F.when(F.col("table") != F.lit(QuarantinedRows.TAG), F.col("payload"))
+                    .alias("payload"), "tally", "named").toArrow())
 
 
 def work_units(work: pa.Table, by_shard: dict[int, list[int]], split_bytes: int, cores: int = 1
