@@ -56,6 +56,9 @@ _NO_OFFSET = np.iinfo(np.int64).min
 #: 100 MB of decoded rows, and how many it loads at a time.
 ACROSS_RANGES_ROWS = 200_000
 WINDOW_ROWS = 50_000
+#: A range reduces the rows it hands on again, with those kept before them (`_pass_on`), once they are this many more
+#: than twice what the last reduction left: what it holds rolls with its state, not its log, window after window.
+PASS_ON_SLACK_ROWS = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -86,12 +89,14 @@ STATE_ONLY = LoadMode(cut=False, state=True, history="none", group_events=False)
 @dataclass
 class FinishedShards:
     """What streamed shards hold at the end: their states (by offsets partition, in partition order), their
-    history rows still pending, and every marker and naming row they read (the resumed shards' first)."""
+    history rows still pending, and every marker and naming row they read (the resumed shards' first); how many
+    records the Python loaders read (`StreamedShards.looped`)."""
 
     states: list[ShardState]  # the partitions that loaded a record within the run's cut, and the resumed ones
     pending: pa.Table
     markers: pa.Table
     naming: pa.Table
+    looped: int = 0
 
     @property
     def state(self) -> ShardState | None:
@@ -111,6 +116,8 @@ class StreamedShards:
         self.mode = mode
         self._passed: list[pa.Table] = []
         self._passed_rows, self._reduced_rows = 0, 0
+        #: the records the Python loaders read one at a time (the rest are replayed column by column)
+        self.looped = 0
         self.states: dict[int, ShardState] = {p: s.state for p, s in resume.items()}
         for state in self.states.values():  # a resumed shard's group events are those of what it loads now
             state.groups.history = [] if mode.group_events else None
@@ -161,7 +168,9 @@ class StreamedShards:
                 if state is None:
                     state = self.states[part] = ShardState.empty(part, modern, self.mode.group_events)
                 decisions.append(replay_offsets(part, rows, state, modern))
-                replay_group_records(state.groups, group_rows(rows, loader_mask(rows, modern)))
+                looped = group_rows(rows, loader_mask(rows, modern))
+                replay_group_records(state.groups, looped)
+                self.looped += len(looped)
         if not decisions:
             return Decisions({c: pa.array([], DECIDED_TYPES[c]) for c in DECIDED_COLUMNS}, no_carried())
         return Decisions.concat(decisions)
@@ -210,7 +219,7 @@ class StreamedShards:
         rows a range hands on stay about the size of its state, not of its log."""
         self._passed.append(loaded)
         self._passed_rows += loaded.num_rows
-        if self._passed_rows > 2 * self._reduced_rows + 1_000_000:
+        if self._passed_rows > 2 * self._reduced_rows + PASS_ON_SLACK_ROWS:
             self._passed = [_split_rows(pa.concat_tables(self._passed), self.options.is_modern)]
             self._passed_rows = self._reduced_rows = self._passed[0].num_rows
 
@@ -257,7 +266,7 @@ class StreamedShards:
         naming = pa.concat_tables([n.cast(naming[0].schema) for n in naming]).select(list(NAMING_COLUMNS))
         pending = self.pending if self.pending is not None else _no_history()
         thawed()  # the states frozen as they grew are handed on
-        return FinishedShards([self.states[p] for p in sorted(self.states)], pending, markers, naming)
+        return FinishedShards([self.states[p] for p in sorted(self.states)], pending, markers, naming, self.looped)
 
 
 def _split_rows(table: pa.Table, modern: bool) -> pa.Table:

@@ -141,10 +141,12 @@ class ShardLoad:
 
 @dataclass(frozen=True)
 class TaskCpu:
-    """The accumulators of the CPU-seconds the shards' tasks spend decoding and loading."""
+    """The accumulators of the CPU-seconds the shards' tasks spend decoding and loading, and of the records their
+    Python loaders read one at a time (`coordinator.streamed.FinishedShards.looped`)."""
 
     decode: Accumulator
     load: Accumulator
+    looped: Accumulator
 
 
 @dataclass(frozen=True)
@@ -320,6 +322,7 @@ def _loaded_unit(unit: WorkUnit, *, policy: ReadPolicy, load: ShardLoad, counter
     if cpu is not None:
         cpu.decode.add(spent.decode)
         cpu.load.add(spent.load)
+        cpu.looped.add(done.looped)
     yield out
 
 
@@ -424,6 +427,7 @@ def _loaded_split(kept: list[KeptRows | None], *, load: ShardLoad, cpu: TaskCpu 
     out.extend(_shard_payloads(shard, done, load.state_stage))
     if cpu is not None:
         cpu.load.add(time.process_time() - started)
+        cpu.looped.add(done.looped)
     yield out
 
 
@@ -474,6 +478,7 @@ class LoadedOnSpark:
     envelope: DataFrame  # FUSED_DDL, of the persisted ones
     log: DecodedLog
     cpu_seconds: dict[str, float]
+    records_looped: int  # the records the tasks' Python loaders read one at a time
     top_partition: int  # the highest offsets partition read
     split_by: SuspectFilter | None  # the filter the shards split their history's suspects with
     collected: list[Payload]  # the markers and the suspects
@@ -504,7 +509,8 @@ def load_on_spark(spark: SparkSession, plan: DecodePlan, load: ShardLoad, *, cou
     units, shards = _work_units(plan, load, cores)
     slices = [[units[u] for u in us] for us in balanced({u: units[u].size for u in units}, cores * TASKS_PER_CORE)]
     split = sorted({unit.shard for unit in units.values() if unit.piece is not None})
-    cpu = TaskCpu(spark.sparkContext.accumulator(0.0), spark.sparkContext.accumulator(0.0))
+    sc = spark.sparkContext
+    cpu = TaskCpu(sc.accumulator(0.0), sc.accumulator(0.0), sc.accumulator(0))
     task = decode_and_load_task(slices, policy=plan.policy, load=load, counters=counters, cpu=cpu)
     envelope = (spark.range(0, len(slices), 1, numPartitions=len(slices)).mapInArrow(task, FUSED_DDL)
                 .persist(StorageLevel.DISK_ONLY))
@@ -538,7 +544,8 @@ def load_on_spark(spark: SparkSession, plan: DecodePlan, load: ShardLoad, *, cou
     else:
         history = BlobRows(blob_column(envelope, HistoryRows), spark_schema(TABLES["offset_commits"]))
     collected = [p for p in payloads if isinstance(p, (Markers, HistorySuspects))]
-    return LoadedOnSpark(envelope, log, {"decode": cpu.decode.value, "load": cpu.load.value}, max(shards, default=-1),
+    return LoadedOnSpark(envelope, log, {"decode": cpu.decode.value, "load": cpu.load.value}, cpu.looped.value,
+                         max(shards, default=-1),
                          load.split_by, collected, history, saved, tuple(persisted))
 
 

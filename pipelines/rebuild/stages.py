@@ -138,6 +138,7 @@ class Decoded:
     tally: Tally  # records per partition and type, newest timestamps, past the cut-off
     facts: DecodedFacts  # counts by type, newest timestamp, top partition
     task_cpu_seconds: dict
+    records_looped: int | None  # Route.SHARDS: the records the tasks' Python loaders read one at a time
     read_counts: Future  # of frames.decode.reader_counts: the accounting's own walk, run while the run goes on
 
     @property
@@ -161,7 +162,7 @@ def decode(run: Run, planned: Planned) -> Decoded:
     counters = None if plan.in_process else TaskCounters(run.spark)
     cut = (run.req.until_offset, run.prepared.until_time_ms)
     described = f"{plan.num_segments} segment(s), {plan.num_tabular} table(s), {plan.total_bytes / 1e6:.1f} MB"
-    loaded, cpu_seconds = None, {}
+    loaded, cpu_seconds, looped = None, {}, None
     if ex.loads_shards:
         run.progress.stage("decode", described + ", each offsets partition decoded and loaded by one task"
                            + (" onto the shard the previous run saved" if ex.previous is not None else ""))
@@ -177,6 +178,7 @@ def decode(run: Run, planned: Planned) -> Decoded:
         run.held.callback(_quietly(log.unpersist))
         run.held.callback(_quietly(loaded.release))
         cpu_seconds = {k: round(v, 3) for k, v in loaded.cpu_seconds.items()}
+        looped = loaded.records_looped
         counted = tally(log)
     else:
         run.progress.stage("decode", described)
@@ -192,7 +194,7 @@ def decode(run: Run, planned: Planned) -> Decoded:
     read_counts = in_thread("reader-counts", reader_counts, run.spark, plan)
     run.held.callback(read_counts.exception)  # a run that fails first leaves no job running
     decoded = Decoded(log=log, loaded=loaded, tally=counted, facts=counted.facts(), task_cpu_seconds=cpu_seconds,
-                      read_counts=read_counts)
+                      records_looped=looped, read_counts=read_counts)
     run.progress.emit(f"          decoded {decoded.records_in:,} records "
                       f"({decoded.records_quarantined:,} quarantined)")
     if run.conf.strict and decoded.records_quarantined:
@@ -506,7 +508,8 @@ def summarize(run: Run, planned: Planned, decoded: Decoded, replayed: Replayed, 
         retention_minutes=conf.retention_minutes, expiry=conf.expiry, kafka_version=conf.kafka_version, kind=run.kind,
         bytes_in=plan.total_bytes, segments=plan.num_segments, tabular_files=plan.num_tabular,
         warnings=[*planned.warnings, *assembled.read_ahead.warnings],
-        task_cpu_seconds=decoded.task_cpu_seconds, first_python_job_seconds=first_python_job,
+        task_cpu_seconds=decoded.task_cpu_seconds, records_looped=decoded.records_looped,
+        first_python_job_seconds=first_python_job,
         record_type_counts=decoded.facts.counts,
         records_in=decoded.records_in, records_quarantined=decoded.records_quarantined, incremental=incremental,
         as_of=ms_to_iso(replayed.clock.as_of_ms), log_end_offsets=assembled.in_hand["log_end_offsets"].num_rows,

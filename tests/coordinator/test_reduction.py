@@ -216,3 +216,33 @@ def test_reduction_keeps_a_plain_tombstone_before_a_transactional_one(semantics)
     log.offset_tombstone("g", "t", 0, pid=5, epoch=0)
     log.marker(5, "COMMIT")
     check_reductions(log.rows, semantics)
+
+
+def test_the_python_loaders_read_the_group_records_and_few_offset_values(shared_dir):
+    """On every real log, each partition loaded whole: the old coordinator's Python loaders read exactly its group
+    records (every offset commit and marker is replayed column by column), the new coordinator's those and, per group,
+    at most one offset value after each of its records, one before the first and its last (the values that may create
+    a simple group)."""
+    from pipelines.coordinator.reduction import GROUP_KINDS
+    from pipelines.decoding.reader import iter_decoded_rows
+
+    dirs = sorted(shared_dir.glob("brokerdata/*/data"))
+    dirs += sorted({p.parent.parent for p in shared_dir.glob("realdata/**/__consumer_offsets-*/*.log")})
+    if not dirs:
+        pytest.skip("no real logs")
+    looped = records = 0
+    for d in dirs:
+        rows = [r for r in iter_decoded_rows([d]) if r["record_kind"] not in SKIPPED_KINDS]
+        for semantics in ("legacy", "modern"):
+            shards = StreamedShards(ReplayOptions(semantics=semantics, snapshot_id="l", num_partitions=50))
+            shards.load(to_table(rows), last=True)
+            got = shards.finish().looped
+            group = [r["group_id"] for r in rows if r["record_kind"] in GROUP_KINDS]
+            if semantics == "legacy":
+                assert got == len(group), d
+            else:
+                values = sum(1 for r in rows if r["record_kind"] == "offset_commit" and not r["is_tombstone"])
+                assert len(group) <= got <= len(group) + min(values, len(group) + 2 * len(set(group) | {
+                    r["group_id"] for r in rows if r["record_kind"] == "offset_commit"})), d
+            looped, records = looped + got, records + len(rows)
+    assert 0 < looped < records
