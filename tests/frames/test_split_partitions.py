@@ -177,11 +177,12 @@ def test_a_copied_segment_across_ranges_is_loaded_once(brokerdata, tmp_path):
 
 
 # ------------------------------------------------------------------------------------------ generated logs, any cut
-def _streamed(table: pa.Table, options: ReplayOptions, cuts: list[int], buckets: int = 1):
+def _streamed(table: pa.Table, options: ReplayOptions, cuts: list[int], buckets: int = 1, range_window: int = 0):
     """The states, history rows (as settled, then pending), markers, group events taken as they were loaded
     (None: left in the states) and saved shard of `table` (one partition) loaded whole, or cut at `cuts` into ranges
-    loaded as the split tasks load them: the ranges' kept rows in `buckets` by group, each loaded on its own into a
-    shard of its groups, bucket 0's alone with the markers; their saved shards resumed as one."""
+    loaded as the split tasks load them (each in windows of `range_window` rows; 0: one): the ranges' kept rows in
+    `buckets` by group, each loaded on its own into a shard of its groups, bucket 0's alone with the markers; their
+    saved shards resumed as one."""
     if not cuts:
         whole = StreamedShards(options)
         history = whole.load(table, last=False)
@@ -193,7 +194,9 @@ def _streamed(table: pa.Table, options: ReplayOptions, cuts: list[int], buckets:
     for a, b in zip(bounds, bounds[1:]):
         piece = table.slice(a, b - a)
         loader = StreamedShards(options, floor={} if top == NO_FLOOR else {0: top}, mode=RANGE)
-        history.append(loader.load(piece))
+        step = range_window or max(piece.num_rows, 1)
+        for at in range(0, max(piece.num_rows, 1), step):
+            history.append(loader.load(piece.slice(at, step)))
         done = loader.finish()
         assert not done.pending.num_rows  # a range writes its plain values only
         passed.append(loader.passed_on())
@@ -219,9 +222,9 @@ def _saved(done) -> SavedShard | None:
     return saved_shards(done.states, done.pending, done.naming, done.markers).get(0)
 
 
-def _compared(table: pa.Table, semantics: str, cuts: list[int], buckets: int = 1) -> dict:
+def _compared(table: pa.Table, semantics: str, cuts: list[int], buckets: int = 1, range_window: int = 0) -> dict:
     options = ReplayOptions(semantics=semantics, snapshot_id="s", load_time_ms=5, num_partitions=50)
-    states, history, pending, markers, events, saved = _streamed(table, options, cuts, buckets)
+    states, history, pending, markers, events, saved = _streamed(table, options, cuts, buckets, range_window)
     names = topic_names(table.to_pylist())
     tabulated = tabulate_shards(states, options, None, names)
     if events is not None:  # taken window by window, as the split load's task takes them
@@ -252,11 +255,17 @@ def test_ranges_load_like_the_whole_log(semantics, ops, data):
     # how many kept rows a load holds back to reduce across ranges, and loads at a time (`streamed.across_ranges`)
     held = data.draw(st.sampled_from([0, 1, 3, streamed.ACROSS_RANGES_ROWS]), label="across_ranges_rows")
     window = data.draw(st.sampled_from([1, 2, streamed.WINDOW_ROWS]), label="window_rows")
+    # a range's own windows, and how many rows it hands on past twice what its last reduction left before it reduces
+    # them again (`StreamedShards._pass_on`: 0, at every window)
+    range_window = data.draw(st.sampled_from([0, 1, 3]), label="range_window")
+    slack = data.draw(st.sampled_from([0, 2, streamed.PASS_ON_SLACK_ROWS]), label="pass_on_slack_rows")
     whole = _compared(table, semantics, [])
-    with mock.patch.object(streamed, "ACROSS_RANGES_ROWS", held), mock.patch.object(streamed, "WINDOW_ROWS", window):
-        split = _compared(table, semantics, cuts, buckets)
+    with mock.patch.object(streamed, "ACROSS_RANGES_ROWS", held), mock.patch.object(streamed, "WINDOW_ROWS", window), \
+            mock.patch.object(streamed, "PASS_ON_SLACK_ROWS", slack):
+        split = _compared(table, semantics, cuts, buckets, range_window)
     for t in whole:
-        assert split[t] == whole[t], f"{semantics} {t} cut at {cuts}, groups in {buckets} buckets, held {held}"
+        assert split[t] == whole[t], (f"{semantics} {t} cut at {cuts}, groups in {buckets} buckets, held {held}, "
+                                      f"ranges in windows of {range_window}, slack {slack}")
 
 
 def test_a_bucket_whose_only_naming_record_is_a_tombstone_saves_no_namer():
