@@ -7,6 +7,10 @@ Generates (or reuses) a sample dump with mixed codecs, measures the decode floor
 record reader, records/s per core), warms the JVM and Spark's Python workers (a first Python job of a session costs
 seconds whatever it does: timed as `first_python_job_s`) and runs a small rebuild, then times a full rebuild in
 this process.
+Each timed run's wall time is accounted for (`accounting.py`): per driver stage, the Spark jobs in it (their tasks'
+time, of it the JVM's CPU and garbage collection, and the cores left idle) and the driver's own time, summed back
+against the wall time. Each run gives its records/s as a share of the floor on every core (`of_floor`) and the share
+of its records the Python loaders read one at a time (`looped_share`).
 Memory is the peak resident set of each role, sampled from /proc every 0.2 s: the Python driver, the driver JVM,
 and the Python workers (their proportional set sizes summed at each sample, so pages the forked workers share
 are counted once; with how many workers were alive then). The driver's figure is the process's peak so far: a
@@ -30,6 +34,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from accounting import StageClock, account, epoch_ms, format_accounting  # noqa: E402
 
 
 def _proc_kb(pid: int, file: str, field: str) -> int | None:
@@ -176,18 +183,32 @@ def main():
     print(f"decode floor (aiokafka C reader, same bytes): {json.dumps(result['decode_floor_aiokafka'])}",
           file=sys.stderr)
 
+    floor = result["decode_floor_aiokafka"]["records_per_s_per_core"] or 0
+    cores = os.cpu_count() or 1
+
     def timed(name: str, inputs: Path, snapshot_id: str, incremental: bool = False, wh: Path = wh) -> dict:
         sampler = MemorySampler()
         sampler.start()
+        clock = StageClock()
+        since_ms = epoch_ms()
         t = time.monotonic()
         summary = run_rebuild(spark, settings, RebuildRequest(inputs=(str(inputs),), warehouse=str(wh),
                                                               snapshot_id=snapshot_id, semantics=args.semantics,
-                                                              incremental=incremental))
+                                                              incremental=incremental), emit=clock)
         wall = time.monotonic() - t
         sampler.stop.set()
+        accounted = account(spark, clock, summary.stage_seconds, since_ms=since_ms, wall=wall)
+        print(f"{name}, accounted:\n{format_accounting(accounted)}", file=sys.stderr)
         out = {
             "records": summary.records_in, "mb": round(summary.bytes_in / 1e6, 1), "wall_s": round(wall, 1),
             "records_per_s": round(summary.records_in / wall),
+            # the records/s against the floor's on every core, measured in this sitting
+            "of_floor": round(summary.records_in / wall / (floor * cores), 3) if floor else None,
+            # the share of the records the Python loaders read one at a time (the rest: column by column)
+            "records_looped": summary.records_looped,
+            "looped_share": round(summary.records_looped / summary.records_in, 4)
+            if summary.records_looped is not None and summary.records_in else None,
+            "accounting": accounted,
             # records per CPU-second of decoding, to hold against the floor's records/s/core: what the tasks
             # measured when they decode and load in one task, else the decode stage on every core
             "decode_records_per_s_per_core": round(
