@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from pipelines.io import storage
+from pipelines.io import retry, storage
 
 
 def test_location_round_trip_on_s3(s3_bucket):
@@ -42,6 +42,8 @@ def test_unreachable_endpoint_names_the_uri(monkeypatch):
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "y")
     monkeypatch.setenv("AWS_REGION", "us-east-1")
     monkeypatch.setattr(storage, "_s3_filesystem", storage._s3_filesystem.__wrapped__)
-    monkeypatch.setattr(storage.pafs, "AwsStandardS3RetryStrategy", lambda max_attempts: storage.pafs.AwsDefaultS3RetryStrategy(1))
+    # one try of each request and operation: a refused connection is transient, and the default budget retries it
+    # for about 25 s before it gives up with the same line
+    monkeypatch.setattr(retry, "_policy", retry.StoreRetry(attempts=1, connect_timeout_seconds=1))
     with pytest.raises(storage.StorageError, match=r"^s3://bucket/key: "):
         storage.location("s3://bucket/key").read_bytes()
