@@ -187,6 +187,7 @@ def test_reduction_keeps_the_value_that_recreates_a_simple_group(semantics):
     check_reductions(log.rows, semantics)
 
 
+@pytest.mark.slow  # every real log, both semantics
 def test_reduction_on_real_logs(shared_dir):
     """Every real log (the Kafka 4.0 broker scenarios, the segments of brokers 1.0 - 3.8) loads and decides the same
     reduced, every partition, both semantics."""

@@ -81,6 +81,7 @@ EVERY_ENTRY = [pytest.param(scenario, semantics, buckets, id=f"{scenario}-{seman
                if (scenario, semantics) != ("many-groups", "legacy")]
 
 
+@pytest.mark.slow  # every broker scenario / every real log, in ranges
 @pytest.mark.parametrize("scenario,semantics,buckets", EVERY_ENTRY)
 def test_every_entry_a_range_gives_the_broker_scenarios_state_and_history(brokerdata, scenario, semantics, buckets):
     options = ReplayOptions(semantics=semantics, snapshot_id="w", num_partitions=50)
@@ -97,6 +98,7 @@ def test_every_entry_a_range_gives_the_broker_scenarios_state_and_history(broker
     assert Tally(tally).log_gaps() == Tally(whole).log_gaps()
 
 
+@pytest.mark.slow  # every broker scenario / every real log, in ranges
 @pytest.mark.parametrize("semantics", ["legacy", "modern"])
 def test_ranges_give_the_real_segments_state_and_history(realdata, semantics):
     options = ReplayOptions(semantics=semantics, snapshot_id="w")

@@ -72,6 +72,7 @@ def _reference(data_dir, options: ReplayOptions) -> dict:
 # scenario under both, as test_split_partitions cuts them.
 @pytest.mark.parametrize("scenario,semantics", [(s, m) for s in SCENARIOS for m in ("modern", "legacy")
                                                 if (s, m) != ("many-groups", "legacy")])
+@pytest.mark.slow  # every broker scenario / every real log, a window per batch
 def test_one_batch_windows_give_the_broker_scenarios_state_and_history(brokerdata, scenario, semantics):
     options = ReplayOptions(semantics=semantics, snapshot_id="w", num_partitions=50)
     data = brokerdata / scenario / "data"
@@ -100,6 +101,7 @@ def test_transactions_decided_in_a_later_window_get_their_outcome(brokerdata):
                                                 if r["txn_outcome"] is not None)
 
 
+@pytest.mark.slow  # every broker scenario / every real log, a window per batch
 @pytest.mark.parametrize("semantics,window", [("legacy", 1), ("modern", 512)])
 def test_one_batch_windows_give_the_real_segments_state_and_history(realdata, semantics, window):
     """Windows of `window` bytes (1: one batch each), or of 1/300 of a real log's largest partition when that is

@@ -30,6 +30,7 @@ def proxy(s3_server, s3_bucket, monkeypatch):
         yield p
 
 
+@pytest.mark.slow  # waits out 30 % of the store's requests failing
 def test_location_operations_outlast_throttling_and_resets(proxy):
     proxy.set_rates(slowdown=0.3, reset=0.3, slow=0.1, slow_seconds=0.05)
     root = storage.location(proxy.bucket + "/wh")
@@ -135,6 +136,7 @@ def test_parquet_files_written_and_read_under_faults(proxy):
     assert proxy.counts["reset"] > 0, proxy.counts
 
 
+@pytest.mark.slow  # waits out 30 % of the store's requests failing
 def test_a_warehouse_written_and_read_under_throttling(proxy):
     """The `runs` rows a run writes (a predicate overwrite of delta-rs) and reads back, at 30 %."""
     from pipelines.io.warehouse import Warehouse
