@@ -192,12 +192,12 @@ def _spans(parts, offsets, times, after: dict[int, int]) -> pa.Table:
         if int(p[i]) in after:
             prev[i], known[i] = after[int(p[i])], True
     gap = known & (o > prev + 1)
-    # the newest timestamp up to each row, per partition: a running maximum that restarts at each partition
-    segment = np.cumsum(first_of) - 1
-    rank_ts = np.unique(ts, return_inverse=True)[1] if n else np.empty(0, np.int64)
-    span = int(rank_ts.max()) + 1 if n else 1
-    running = np.maximum.accumulate(segment * span + rank_ts) - segment * span if n else rank_ts
-    newest = np.unique(ts)[running] if n else ts
+    # the newest timestamp up to each row, per partition: a running maximum that restarts at each partition (a
+    # window holds few partitions, a task's one)
+    newest = np.empty(n, np.int64)
+    starts = np.flatnonzero(first_of)
+    for a, b in zip(starts.tolist(), [*starts[1:].tolist(), n]):
+        np.maximum.accumulate(ts[a:b], out=newest[a:b])
     first, gap_end, gap_ts = {}, {}, {}
     for i in np.flatnonzero(first_of).tolist():
         first[int(p[i])] = int(o[i])
