@@ -22,6 +22,25 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.spark)
         if "spark_on_demand" in fixtures and item.get_closest_marker("slow") is None:
             item.add_marker(pytest.mark.slow)
+    _in_start_order(items)
+
+
+#: The order modules start in under `make test`'s workers (`--dist loadfile` hands each worker the next module as
+#: it frees): those that start processes of their own (clusters, CLI runs, servers) first, then those that take a
+#: Spark session, then the rest. The longest modules start at once and the short ones fill the workers in at the
+#: end, instead of one long module running alone after every other has finished.
+_START_ORDER = ("integration", "spark", "slow", "readers")
+
+
+def _in_start_order(items) -> None:
+    """`items` with their modules in `_START_ORDER` (a module by its most demanding test), each module's tests in
+    their order; every worker collects and sorts alike."""
+    rank: dict[str, int] = {}
+    for item in items:
+        marks = {m.name for m in item.iter_markers()}
+        got = next((i for i, m in enumerate(_START_ORDER) if m in marks), len(_START_ORDER))
+        rank[item.module.__name__] = min(got, rank.get(item.module.__name__, got))
+    items.sort(key=lambda item: rank[item.module.__name__])
 
 
 def _jvm_started() -> bool:
