@@ -182,7 +182,9 @@ def split_mask(table: pa.Table, modern: bool) -> np.ndarray | None:
     if keep.all():
         return None
     commit_at = np.flatnonzero(is_commit.to_numpy(zero_copy_only=False))
-    key = key_codes(table.take(pa.array(commit_at)), by_partition=True)
+    # every row's key, then the commits': a take of string columns over the many chunks of the windows a range
+    # holds cost more than coding the rows it leaves out
+    key = key_codes(table.select(KEY), by_partition=True)[commit_at]
     order = np.lexsort((commit_at, key))
     k, v = key[order], value[commit_at][order]
     after_other = np.ones(len(order), bool)  # the key's first commit, or one after the key's other record

@@ -48,7 +48,7 @@ from pipelines.coordinator.offset_metadata import (DECIDED_COLUMNS, DECIDED_TYPE
 from pipelines.coordinator.options import ReplayOptions
 from pipelines.coordinator.reduction import loader_mask, split_mask
 from pipelines.coordinator.saved import SavedShard
-from pipelines.coordinator.tables import decided_of, offset_commits_table
+from pipelines.coordinator.tables import HISTORY_READS, decided_of, offset_commits_table
 from pipelines.heap import gc_paused, thawed
 from schemas.decoded import DECODED_RECORD_SCHEMA
 _NO_OFFSET = np.iinfo(np.int64).min
@@ -145,7 +145,8 @@ class StreamedShards:
             loaded = table if kept is None else table.filter(pa.array(kept))
             if loaded.num_rows:
                 self._pass_on(loaded)
-            plain = table.filter(plain_values(table, options.is_modern))
+            # the history's columns alone: a filter copies every column it is given
+            plain = table.select(list(HISTORY_READS)).filter(plain_values(table, options.is_modern))
             return offset_commits_table(plain, plain_value_decisions(plain), options.snapshot_id)
         decisions = self._replay(table)
         if mode.history == "none":
@@ -182,7 +183,7 @@ class StreamedShards:
         own, decided_own = table, decisions.own
         if self.mode.history == "unplain":
             unplain = pc.invert(plain_values(table, self.options.is_modern))
-            own = table.filter(unplain)
+            own = table.select(list(HISTORY_READS)).filter(unplain)
             picked = pa.array(unplain.filter(is_offset_commit(table)).to_numpy(zero_copy_only=False))
             decided_own = {c: a.filter(picked) for c, a in decided_own.items()}
         rows = offset_commits_table(own, decided_own, self.options.snapshot_id)

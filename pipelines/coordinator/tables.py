@@ -300,16 +300,19 @@ def _rebuilt_list(lists: pa.ListArray, values: pa.Array) -> pa.ListArray:
                                     mask=lists.is_null() if lists.null_count else None)
 
 
+#: The decoded columns `offset_commits_table` reads.
+HISTORY_READS = ("record_kind", "offsets_partition", "offset", "group_id", "topic", "partition", "committed_offset",
+                 "commit_timestamp", "is_tombstone", "producer_id", "leader_epoch", "metadata", "timestamp",
+                 "expire_timestamp", "topic_id", "producer_epoch", "is_transactional", "batch_first_offset")
+
+
 def offset_commits_table(rows: pa.Table, decided: dict[str, pa.Array], snapshot_id: str) -> pa.Table:
     """The history (`offset_commits`) of the offset-commit records among `rows` (decoded rows the shards were
     loaded from, in log order per offsets partition), column by column; `decided` (`offset_metadata.Decisions.own`,
     in the order of those records) is what each did."""
     # the columns first: a filter copies every column it is given
-    commits = rows.select(
-        ["offsets_partition", "offset", "group_id", "topic", "partition", "committed_offset", "commit_timestamp",
-         "is_tombstone", "producer_id", "leader_epoch", "metadata", "timestamp", "expire_timestamp", "topic_id",
-         "producer_epoch", "is_transactional", "batch_first_offset"]
-    ).filter(pc.fill_null(pc.equal(rows.column("record_kind"), "offset_commit"), False))
+    commits = rows.select(list(HISTORY_READS[1:])).filter(
+        pc.fill_null(pc.equal(rows.column("record_kind"), "offset_commit"), False))
     n = commits.num_rows
     if any(len(v) != n for v in decided.values()):
         raise ValueError("the decisions are not those of the rows' offset commits")
