@@ -46,8 +46,8 @@ run: setup
 	  echo; echo "$$ offsetlake describe --warehouse $(WAREHOUSE) $$G"; $(OFFSETLAKE) describe --warehouse $(WAREHOUSE) "$$G"
 
 # Worker processes for the test suite (pytest-xdist); each module's tests run in one of them. TEST_WORKERS=0: none.
-# One more than the cores, up to 8: a quarter of the suite's time waits on processes it starts (JVMs, servers, a
-# store's retries), and a third worker runs beside those waits.
+# One more than the cores, up to 8: much of the suite's time waits on processes it starts (JVMs, servers, a
+# store's retries), and the extra worker runs beside those waits.
 TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); echo $$(( n < 8 ? n + 1 : 8 )))
 PYTEST_WORKERS := $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
 

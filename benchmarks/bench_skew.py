@@ -167,8 +167,8 @@ def main():
 
     split = SPLIT_BYTES if args.split_bytes is None else args.split_bytes
     if args.compare_balanced:
-        # the hot dump's first rebuild in a session is 1.3-1.5x its next (measured beside the balanced dump's,
-        # whose first is about as much slower): both are compared on their second run
+        # either dump's first rebuild in a session is markedly slower than its next: both are compared on their
+        # second
         timed("streamed_first_of_dump", wh, split_bytes=split)
     timed("streamed", wh, split_bytes=split)
     if args.compare_balanced:

@@ -311,7 +311,7 @@ def offset_commits_table(rows: pa.Table, decided: dict[str, pa.Array], snapshot_
     loaded from, in log order per offsets partition), column by column; `decided` (`offset_metadata.Decisions.own`,
     in the order of those records) is what each did."""
     # the columns first: a filter copies every column it is given
-    commits = rows.select(list(HISTORY_READS[1:])).filter(
+    commits = rows.select(list(HISTORY_READS)).filter(
         pc.fill_null(pc.equal(rows.column("record_kind"), "offset_commit"), False))
     n = commits.num_rows
     if any(len(v) != n for v in decided.values()):
