@@ -19,7 +19,7 @@ from pipelines.coordinator.committed import groups_of
 from pipelines.coordinator.groups import (ClassicGroup, ConsumerGroup, MemberMetadata, SimpleGroup, TopicIdPartitions,
                                           classic_group_state, flat_topic_partitions, group_type, is_live)
 from pipelines.coordinator.loader import ShardState
-from pipelines.coordinator.offset_metadata import DECIDED_TYPES
+from pipelines.coordinator.offset_metadata import DECIDED_TYPES, is_offset_commit
 from pipelines.coordinator.options import REPLAY_TABLES, ReplayOptions
 from pipelines.coordinator.partitioner import partition_for
 from schemas.tables import TABLES, outcome_rank
@@ -311,8 +311,7 @@ def offset_commits_table(rows: pa.Table, decided: dict[str, pa.Array], snapshot_
     loaded from, in log order per offsets partition), column by column; `decided` (`offset_metadata.Decisions.own`,
     in the order of those records) is what each did."""
     # the columns first: a filter copies every column it is given
-    commits = rows.select(list(HISTORY_READS)).filter(
-        pc.fill_null(pc.equal(rows.column("record_kind"), "offset_commit"), False))
+    commits = rows.select(list(HISTORY_READS)).filter(is_offset_commit(rows))
     n = commits.num_rows
     if any(len(v) != n for v in decided.values()):
         raise ValueError("the decisions are not those of the rows' offset commits")
