@@ -12,7 +12,8 @@ ahead of the installed package, and a zip holds no compiled bytecode, so each se
 again before its first task (about 0.6 s of a session's first Python job here). Run as the daemon module
 (`spark.python.daemon.module`, which `session.spark_builder` sets for a local master), this module drops the zip
 from the path when it is the installed package's own copy, so pyspark comes from the package, and its workers
-inherit that; it also imports what every task imports (`PRELOAD`) before it forks them.
+inherit that; it also imports what every task imports (`PRELOAD`) before it forks them, and quickens the task setup
+(`quicken_task_setup`) there too: a preloaded `pipelines` is never imported by a worker, so it cannot do it then.
 """
 from __future__ import annotations
 
@@ -94,6 +95,8 @@ def preload() -> tuple[str, ...]:
 
 if __name__ == "__main__":  # Spark's Python daemon (`spark.python.daemon.module`, local masters: `session`)
     installed_pyspark_first()
+    # before the preload imports `pipelines`: its forks inherit both, and never import `pipelines` themselves
+    quicken_task_setup()
     PRELOADED = preload()  # what its forked workers hold already (they share this `__main__`)
     from pyspark.daemon import manager
 

@@ -136,3 +136,20 @@ def test_a_local_sessions_workers_are_forked_with_the_preloaded_modules(spark):
 
     held = spark.range(0, 2, 1, numPartitions=2).mapInArrow(preloaded, "held string").toArrow().column(0).to_pylist()
     assert held == [",".join(PRELOAD)] * 2
+
+
+@before_312
+@pytest.mark.spark
+def test_a_local_sessions_workers_read_an_unchanged_archive_once(spark):
+    """The daemon quickens its forks' task setup: they import no `pipelines` of their own to do it (it is preloaded)."""
+    def quickened(batches):
+        import zipimport
+
+        import pyarrow as pa
+
+        for _ in batches:
+            yield pa.record_batch([pa.array([getattr(zipimport.zipimporter.invalidate_caches, "_reads_changed_only",
+                                                     False)])], names=["quick"])
+
+    assert spark.range(0, 2, 1, numPartitions=2).mapInArrow(quickened, "quick boolean").toArrow() \
+        .column(0).to_pylist() == [True, True]
