@@ -153,3 +153,18 @@ def test_a_local_sessions_workers_read_an_unchanged_archive_once(spark):
 
     assert spark.range(0, 2, 1, numPartitions=2).mapInArrow(quickened, "quick boolean").toArrow() \
         .column(0).to_pylist() == [True, True]
+
+
+@pytest.mark.spark
+def test_a_local_sessions_workers_hold_the_preloaded_objects_frozen(spark):
+    """The daemon's objects are out of the collections PySpark runs after every task of a reused worker."""
+    def frozen(batches):
+        import gc
+
+        import pyarrow as pa
+
+        for _ in batches:
+            yield pa.record_batch([pa.array([gc.get_freeze_count()], pa.int64())], names=["frozen"])
+
+    counts = spark.range(0, 2, 1, numPartitions=2).mapInArrow(frozen, "frozen long").toArrow().column(0).to_pylist()
+    assert len(counts) == 2 and min(counts) > 10_000  # numpy, pyarrow, pandas and the engine: tens of thousands
