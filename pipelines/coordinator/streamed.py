@@ -56,6 +56,8 @@ _NO_OFFSET = np.iinfo(np.int64).min
 #: 100 MB of decoded rows, and how many it loads at a time.
 ACROSS_RANGES_ROWS = 200_000
 WINDOW_ROWS = 50_000
+#: The share of its rows a reduction across ranges may keep for the next to be worth it (`across_ranges`).
+ACROSS_RANGES_KEEP = 0.75
 #: A range reduces the rows it hands on again, with those kept before them (`_pass_on`), once they are this many more
 #: than twice what the last reduction left: what it holds rolls with its state, not its log, window after window.
 PASS_ON_SLACK_ROWS = 1_000_000
@@ -294,7 +296,10 @@ def across_ranges(kept: Iterable[pa.Table], modern: bool) -> Iterator[pa.Table]:
     each range keeps its own last commit of a key, and most keys are committed in every range. The rows are held
     back while there are at most `ACROSS_RANGES_ROWS` of them, and reduced together once there are more; what is
     still more after that is loaded as it stands (less reduced, which gives the same state), so a load holds about
-    twice that many besides its state. The rows are handed on in windows of at most `WINDOW_ROWS`."""
+    twice that many besides its state. A reduction that keeps more than `ACROSS_RANGES_KEEP` of its rows is the
+    last: the rest is loaded as it comes (a log whose keys' values mostly follow their transactional commits keeps
+    most of them, and a row reduced costs about a quarter of one loaded). The rows are handed on in windows of at
+    most `WINDOW_ROWS`."""
     rows = ACROSS_RANGES_ROWS
 
     def windows(tables: list[pa.Table]) -> Iterator[pa.Table]:
@@ -304,15 +309,21 @@ def across_ranges(kept: Iterable[pa.Table], modern: bool) -> Iterator[pa.Table]:
 
     held: list[pa.Table] = []
     count = 0
+    reducing = True
     for table in kept:
+        if not reducing:
+            yield from windows([table])
+            continue
         held.append(table)
         count += table.num_rows
         if count <= rows:
             continue
         if len(held) > 1:
+            before = count
             held = [_split_rows(pa.concat_tables(held), modern)]
             count = held[0].num_rows
-        if count > rows:
+            reducing = count <= ACROSS_RANGES_KEEP * before
+        if count > rows or not reducing:
             yield from windows(held)
             held, count = [], 0
     if len(held) > 1:

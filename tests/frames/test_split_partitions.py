@@ -257,17 +257,20 @@ def test_ranges_load_like_the_whole_log(semantics, ops, data):
     # how many kept rows a load holds back to reduce across ranges, and loads at a time (`streamed.across_ranges`)
     held = data.draw(st.sampled_from([0, 1, 3, streamed.ACROSS_RANGES_ROWS]), label="across_ranges_rows")
     window = data.draw(st.sampled_from([1, 2, streamed.WINDOW_ROWS]), label="window_rows")
+    # the share a reduction across ranges may keep for the next to follow (0: the first is the last)
+    keep = data.draw(st.sampled_from([0.0, 0.75, 1.0]), label="across_ranges_keep")
     # a range's own windows, and how many rows it hands on past twice what its last reduction left before it reduces
     # them again (`StreamedShards._pass_on`: 0, at every window)
     range_window = data.draw(st.sampled_from([0, 1, 3]), label="range_window")
     slack = data.draw(st.sampled_from([0, 2, streamed.PASS_ON_SLACK_ROWS]), label="pass_on_slack_rows")
     whole = _compared(table, semantics, [])
     with mock.patch.object(streamed, "ACROSS_RANGES_ROWS", held), mock.patch.object(streamed, "WINDOW_ROWS", window), \
-            mock.patch.object(streamed, "PASS_ON_SLACK_ROWS", slack):
+            mock.patch.object(streamed, "PASS_ON_SLACK_ROWS", slack), \
+            mock.patch.object(streamed, "ACROSS_RANGES_KEEP", keep):
         split = _compared(table, semantics, cuts, buckets, range_window)
     for t in whole:
         assert split[t] == whole[t], (f"{semantics} {t} cut at {cuts}, groups in {buckets} buckets, held {held}, "
-                                      f"ranges in windows of {range_window}, slack {slack}")
+                                      f"keep {keep}, ranges in windows of {range_window}, slack {slack}")
 
 
 def test_a_bucket_whose_only_naming_record_is_a_tombstone_saves_no_namer():
