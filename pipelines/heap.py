@@ -42,8 +42,9 @@ def thawed() -> None:
     """Whatever `gc_paused(keep=True)` froze, in the collector's sight again (a cycle among it is collected from
     then on); but where objects were frozen before the first of them (a PySpark worker, forked from a daemon that
     froze its imports: `pyspark_worker`), nothing is thawed: a thaw cannot tell those from the state, and the
-    collection PySpark runs after each task would walk them all again (60-190 ms a task here). The state's objects are freed by reference
-    counting as they are dropped, frozen or not: a shard's state holds no reference cycle (`tests/test_heap.py`)."""
+    collection PySpark runs after each task would walk them all again (60-190 ms a task here). The state's objects
+    are freed by reference counting as they are dropped, frozen or not: a shard's state holds no reference cycle
+    (`tests/test_heap.py`)."""
     global _frozen_before
     before, _frozen_before = _frozen_before, None
     if not before:
