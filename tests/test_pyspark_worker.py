@@ -168,3 +168,40 @@ def test_a_local_sessions_workers_hold_the_preloaded_objects_frozen(spark):
 
     counts = spark.range(0, 2, 1, numPartitions=2).mapInArrow(frozen, "frozen long").toArrow().column(0).to_pylist()
     assert len(counts) == 2 and min(counts) > 10_000  # numpy, pyarrow, pandas and the engine: tens of thousands
+
+
+def test_the_collection_after_a_task_freezes_what_survived_it():
+    """What a task left alive is frozen by the collection PySpark runs after it; garbage it left is still collected."""
+    script = textwrap.dedent("""
+        import gc, weakref
+        from pipelines.pyspark_worker import CollectThenFreeze
+        seen_by_pyspark = CollectThenFreeze()
+
+        class Node:
+            pass
+
+        kept = [Node() for _ in range(100)]  # what a task imported or cached
+        loop = Node(); loop.me = loop  # garbage in a cycle
+        gone = weakref.ref(loop)
+        del loop
+        gc.unfreeze()
+        found = seen_by_pyspark.collect()
+        print(gone() is None, found > 0, gc.get_freeze_count() >= 100, seen_by_pyspark.isenabled() == gc.isenabled())
+    """)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["True"] * 4
+
+
+@pytest.mark.spark
+def test_a_local_sessions_daemon_collects_then_freezes_after_each_task(spark):
+    def collector(batches):
+        import sys
+
+        import pyarrow as pa
+
+        for _ in batches:
+            seen = type(sys.modules["pyspark.daemon"].gc).__name__
+            yield pa.record_batch([pa.array([seen])], names=["gc"])
+
+    assert spark.range(0, 2, 1, numPartitions=2).mapInArrow(collector, "gc string").toArrow() \
+        .column(0).to_pylist() == ["CollectThenFreeze"] * 2
