@@ -14,7 +14,8 @@ again before its first task (about 0.6 s of a session's first Python job here). 
 from the path when it is the installed package's own copy, so pyspark comes from the package, and its workers
 inherit that; it also imports what every task imports (`PRELOAD`) before it forks them, and quickens the task setup
 (`quicken_task_setup`) there too: a preloaded `pipelines` is never imported by a worker, so it cannot do it then.
-What it imported is frozen out of the cyclic GC (`gc.freeze`), as a pre-forking server's should be.
+What it imported is frozen out of the cyclic GC (`gc.freeze`), as a pre-forking server's should be, and so is what
+survives the collection PySpark runs after each task in a worker (`CollectThenFreeze`).
 """
 from __future__ import annotations
 
