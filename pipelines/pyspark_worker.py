@@ -122,7 +122,6 @@ if __name__ == "__main__":  # Spark's Python daemon (`spark.python.daemon.module
     # never traversed there (42 ms a task here), nor written to, so their pages stay shared with the daemon
     gc.freeze()
     import pyspark.daemon
-    from pyspark.daemon import manager
 
     pyspark.daemon.gc = CollectThenFreeze()
-    manager()
+    pyspark.daemon.manager()

@@ -14,6 +14,11 @@ import pytest
 before_312 = pytest.mark.skipif(sys.version_info >= (3, 12), reason="Python 3.12 reads zip directories lazily itself")
 
 
+def _in_two_tasks(spark, task, schema: str) -> list:
+    """The one column `task` (a mapInArrow function) gives in each of two tasks of a local session's workers."""
+    return spark.range(0, 2, 1, numPartitions=2).mapInArrow(task, schema).toArrow().column(0).to_pylist()
+
+
 @before_312
 def test_an_archive_is_read_again_only_when_it_changed(tmp_path):
     # a process of its own: the patch is process-wide, as in a worker
@@ -96,7 +101,7 @@ def test_a_local_sessions_tasks_import_the_installed_pyspark(spark):
             yield pa.record_batch([pa.array([pyspark.__file__])], names=["file"])
 
     assert spark.conf.get("spark.python.daemon.module") == "pipelines.pyspark_worker"
-    files = spark.range(0, 2, 1, numPartitions=2).mapInArrow(where, "file string").toArrow().column(0).to_pylist()
+    files = _in_two_tasks(spark, where, "file string")
     assert files and not any(".zip" in f for f in files)
 
 
@@ -134,7 +139,7 @@ def test_a_local_sessions_workers_are_forked_with_the_preloaded_modules(spark):
 
     from pipelines.pyspark_worker import PRELOAD
 
-    held = spark.range(0, 2, 1, numPartitions=2).mapInArrow(preloaded, "held string").toArrow().column(0).to_pylist()
+    held = _in_two_tasks(spark, preloaded, "held string")
     assert held == [",".join(PRELOAD)] * 2
 
 
@@ -151,8 +156,7 @@ def test_a_local_sessions_workers_read_an_unchanged_archive_once(spark):
             yield pa.record_batch([pa.array([getattr(zipimport.zipimporter.invalidate_caches, "_reads_changed_only",
                                                      False)])], names=["quick"])
 
-    assert spark.range(0, 2, 1, numPartitions=2).mapInArrow(quickened, "quick boolean").toArrow() \
-        .column(0).to_pylist() == [True, True]
+    assert _in_two_tasks(spark, quickened, "quick boolean") == [True, True]
 
 
 @pytest.mark.spark
@@ -166,7 +170,7 @@ def test_a_local_sessions_workers_hold_the_preloaded_objects_frozen(spark):
         for _ in batches:
             yield pa.record_batch([pa.array([gc.get_freeze_count()], pa.int64())], names=["frozen"])
 
-    counts = spark.range(0, 2, 1, numPartitions=2).mapInArrow(frozen, "frozen long").toArrow().column(0).to_pylist()
+    counts = _in_two_tasks(spark, frozen, "frozen long")
     assert len(counts) == 2 and min(counts) > 10_000  # numpy, pyarrow, pandas and the engine: tens of thousands
 
 
@@ -203,5 +207,4 @@ def test_a_local_sessions_daemon_collects_then_freezes_after_each_task(spark):
             seen = type(sys.modules["pyspark.daemon"].gc).__name__
             yield pa.record_batch([pa.array([seen])], names=["gc"])
 
-    assert spark.range(0, 2, 1, numPartitions=2).mapInArrow(collector, "gc string").toArrow() \
-        .column(0).to_pylist() == ["CollectThenFreeze"] * 2
+    assert _in_two_tasks(spark, collector, "gc string") == ["CollectThenFreeze"] * 2
