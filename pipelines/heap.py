@@ -4,9 +4,18 @@ from __future__ import annotations
 import contextlib
 import gc
 
-#: How many objects were frozen before this process's first `gc_paused(keep=True)` since the last `thawed()`
-#: (None: none since): what a pre-forking parent froze before the fork (`pyspark_worker`) is not the state's.
-_frozen_before: int | None = None
+#: Whether this process froze objects for good (`freeze_for_good`: a pre-forking parent's imports, `pyspark_worker`),
+#: which a load's `thawed()` must leave frozen: they are not the state's.
+_frozen_for_good = False
+
+
+def freeze_for_good() -> None:
+    """What is alive now, frozen out of the collector's walks for the life of this process and of its forks (a
+    pre-forking server's imports): `thawed()` leaves it, and whatever a load froze, frozen from then on. Said
+    here, not counted: `gc.get_freeze_count()` walks every frozen object (3.5 % of a worker's load, once a shard)."""
+    global _frozen_for_good
+    _frozen_for_good = True
+    gc.freeze()
 
 
 @contextlib.contextmanager
@@ -24,15 +33,12 @@ def gc_paused(keep: bool = False):
     do not walk the whole state again each time it has grown (measured: a fifth of a split partition's bucket load,
     a seventh of a hot partition's). Frozen objects are still freed when nothing refers to them; `thawed()` hands
     them back to the collector once the state is handed on."""
-    global _frozen_before
     was_enabled = gc.isenabled()
     gc.disable()
     try:
         yield
     finally:
         if keep:
-            if _frozen_before is None:
-                _frozen_before = gc.get_freeze_count()
             gc.freeze()
         if was_enabled:
             gc.enable()
@@ -40,12 +46,10 @@ def gc_paused(keep: bool = False):
 
 def thawed() -> None:
     """Whatever `gc_paused(keep=True)` froze, in the collector's sight again (a cycle among it is collected from
-    then on); but where objects were frozen before the first of them (a PySpark worker, forked from a daemon that
-    froze its imports: `pyspark_worker`), nothing is thawed: a thaw cannot tell those from the state, and the
-    collection PySpark runs after each task would walk them all again (60-190 ms a task here). The state's objects
-    are freed by reference counting as they are dropped, frozen or not: a shard's state holds no reference cycle
+    then on); but in a process that froze objects for good (`freeze_for_good`: a PySpark worker, forked from a
+    daemon that froze its imports), nothing is thawed: a thaw cannot tell those from the state, and the collection
+    PySpark runs after each task would walk them all again (60-190 ms a task here). The state's objects are freed
+    by reference counting as they are dropped, frozen or not: a shard's state holds no reference cycle
     (`tests/test_heap.py`)."""
-    global _frozen_before
-    before, _frozen_before = _frozen_before, None
-    if not before:
+    if not _frozen_for_good:
         gc.unfreeze()

@@ -14,8 +14,8 @@ again before its first task (about 0.6 s of a session's first Python job here). 
 from the path when it is the installed package's own copy, so pyspark comes from the package, and its workers
 inherit that; it also imports what every task imports (`PRELOAD`) before it forks them, and quickens the task setup
 (`quicken_task_setup`) there too: a preloaded `pipelines` is never imported by a worker, so it cannot do it then.
-What it imported is frozen out of the cyclic GC (`gc.freeze`), as a pre-forking server's should be, and so is what
-survives the collection PySpark runs after each task in a worker (`CollectThenFreeze`).
+What it imported is frozen out of the cyclic GC for good (`heap.freeze_for_good`), as a pre-forking server's should
+be, and so is what survives the collection PySpark runs after each task in a worker (`CollectThenFreeze`).
 """
 from __future__ import annotations
 
@@ -26,6 +26,8 @@ import os
 import sys
 import zipimport
 from pathlib import Path
+
+from pipelines import heap
 
 _STAMPS: dict[str, tuple[int, int] | None] = {}  # archive -> (size, mtime) when its directory was last read
 
@@ -109,7 +111,7 @@ class CollectThenFreeze:
     @staticmethod
     def collect(*args, **kwargs) -> int:
         found = gc.collect(*args, **kwargs)
-        gc.freeze()
+        heap.freeze_for_good()
         return found
 
 
@@ -120,7 +122,7 @@ if __name__ == "__main__":  # Spark's Python daemon (`spark.python.daemon.module
     PRELOADED = preload()  # what its forked workers hold already (they share this `__main__`)
     # PySpark's daemon runs a full collection after every task of a reused worker: frozen, the preloaded objects are
     # never traversed there (42 ms a task here), nor written to, so their pages stay shared with the daemon
-    gc.freeze()
+    heap.freeze_for_good()
     import pyspark.daemon
 
     pyspark.daemon.gc = CollectThenFreeze()

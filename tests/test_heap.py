@@ -100,7 +100,8 @@ def test_what_was_frozen_before_a_load_stays_frozen_and_loads_leave_nothing_froz
     counts = _run("""
         load("legacy"), load("modern")  # what a first load imports or caches is there for good
         gc.collect()
-        gc.freeze()
+        from pipelines import heap
+        heap.freeze_for_good()  # as the daemon does
         counts = [gc.get_freeze_count()]
         for semantics in ("legacy", "modern", "legacy", "modern"):
             load(semantics)
