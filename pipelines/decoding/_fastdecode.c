@@ -1,7 +1,7 @@
 /*
  * Optional C fast path for pipelines/decoding/columnar.py: walks the entries of a segment (framing, the magic 2
  * batch header, CRC-32C, the record walk, OffsetCommit key/value decode) and writes the values straight into
- * typed column buffers, so a clean record costs no Python object but its key's lookup. A classic group's
+ * typed column buffers, so a clean record of a known key costs no Python object (`KeyIndex`). A classic group's
  * GroupMetadata record (v0-v3) is read here too, its values (members as rows._member_dict makes them) appended to
  * the sparse columns' lists.
  *
@@ -11,7 +11,9 @@
  *   .truncate(n), len()
  *   .take() -> [(null_count, validity | None, data, offsets | None)]   the buffers, and the columns emptied
  *
- * decode_entries(buf, pos, end, max_rows, hot, batch, kcache, ktable, ctl_types, ctl_epochs, group_values,
+ * KeyIndex()                    record key bytes -> kid, in front of `kcache` (see below)
+ *
+ * decode_entries(buf, pos, end, max_rows, hot, batch, kcache, ktable, kindex, ctl_types, ctl_epochs, group_values,
  *                decompress, source, partition) -> pos
  *   Decodes whole entries from `pos` while each one is a magic 2 batch it fully understands, appending one row per
  *   record to `hot` (columnar.HOT_COLUMNS) and to `batch` (columnar.BATCH_COLUMNS: its batch's values).
@@ -420,6 +422,136 @@ static PyTypeObject ColumnsType = {
     .tp_dealloc = (destructor)Columns_dealloc,
     .tp_methods = Columns_methods,
     .tp_as_sequence = &Columns_as_sequence,
+};
+
+/* ============================================================================================== key index
+ * KeyIndex()                    record key bytes -> kid, beside a decode's `kcache` dict: a hit costs no Python
+ *   .clear(), len()             object (the dict needs a bytes object per record, and its lookup walks to the key
+ *                               object and the int: four cache misses a record once a partition's keys outgrow the
+ *                               cache, as a hot partition's 65 k keys do). Open addressing over 16-byte slots, the
+ *                               keys' bytes in one arena; hashed as Python hashes bytes (keyed SipHash: no input can
+ *                               be made to collide on purpose). It only ever holds what `kcache` said, and is
+ *                               cleared with it (`columnar.KeyTable`).
+ */
+typedef struct {
+    Py_hash_t hash;
+    uint32_t at;    /* the key's place in the arena: its length (uint32), then its bytes */
+    int32_t kid;    /* -1: an empty slot */
+} KSlot;
+
+typedef struct {
+    PyObject_HEAD
+    KSlot *slots;
+    Py_ssize_t cap, used;
+    unsigned char *arena;
+    size_t alen, acap;
+} KeyIndex;
+
+static Py_hash_t hash_key(const unsigned char *k, Py_ssize_t n) {
+#if PY_VERSION_HEX >= 0x030E0000
+    return Py_HashBuffer(k, n);
+#else
+    return _Py_HashBytes(k, n);
+#endif
+}
+
+static void kx_free(KeyIndex *x) {
+    PyMem_Free(x->slots);
+    PyMem_Free(x->arena);
+    x->slots = NULL;
+    x->arena = NULL;
+    x->cap = x->used = 0;
+    x->alen = x->acap = 0;
+}
+
+/* the kid of key bytes k[0:n] with hash h, or -1: not held */
+static inline long kx_get(const KeyIndex *x, const unsigned char *k, Py_ssize_t n, Py_hash_t h) {
+    if (x->cap == 0) return -1;
+    size_t mask = (size_t)x->cap - 1;
+    for (size_t i = (size_t)h & mask;; i = (i + 1) & mask) {
+        const KSlot *s = &x->slots[i];
+        if (s->kid < 0) return -1;
+        if (s->hash == h) {
+            uint32_t len;
+            memcpy(&len, x->arena + s->at, 4);
+            if ((Py_ssize_t)len == n && memcmp(x->arena + s->at + 4, k, (size_t)n) == 0) return s->kid;
+        }
+    }
+}
+
+static int kx_grow(KeyIndex *x) {
+    Py_ssize_t cap = x->cap ? x->cap * 2 : 1024;
+    KSlot *slots = PyMem_Malloc((size_t)cap * sizeof(KSlot));
+    if (slots == NULL) return -1;
+    for (Py_ssize_t i = 0; i < cap; i++) slots[i].kid = -1;
+    size_t mask = (size_t)cap - 1;
+    for (Py_ssize_t j = 0; j < x->cap; j++) {
+        KSlot *s = &x->slots[j];
+        if (s->kid < 0) continue;
+        size_t i = (size_t)s->hash & mask;
+        while (slots[i].kid >= 0) i = (i + 1) & mask;
+        slots[i] = *s;
+    }
+    PyMem_Free(x->slots);
+    x->slots = slots;
+    x->cap = cap;
+    return 0;
+}
+
+/* k[0:n] (hash h, not held) -> kid: 0, or -1 with MemoryError set. A key the arena cannot place (past 4 GiB) or a
+ * kid past int32 is not held: the dict answers for it. */
+static int kx_put(KeyIndex *x, const unsigned char *k, Py_ssize_t n, Py_hash_t h, long kid) {
+    if (kid < 0 || kid > INT32_MAX || n > (Py_ssize_t)UINT32_MAX || x->alen + 4 + (size_t)n > UINT32_MAX) return 0;
+    if ((x->used + 1) * 2 > x->cap && kx_grow(x) < 0) { PyErr_NoMemory(); return -1; }
+    if (x->alen + 4 + (size_t)n > x->acap) {
+        size_t acap = x->acap ? x->acap : 16384;
+        while (acap < x->alen + 4 + (size_t)n) acap *= 2;
+        unsigned char *arena = PyMem_Realloc(x->arena, acap);
+        if (arena == NULL) { PyErr_NoMemory(); return -1; }
+        x->arena = arena;
+        x->acap = acap;
+    }
+    uint32_t len = (uint32_t)n;
+    memcpy(x->arena + x->alen, &len, 4);
+    memcpy(x->arena + x->alen + 4, k, (size_t)n);
+    size_t mask = (size_t)x->cap - 1, i = (size_t)h & mask;
+    while (x->slots[i].kid >= 0) i = (i + 1) & mask;
+    x->slots[i].hash = h;
+    x->slots[i].at = (uint32_t)x->alen;
+    x->slots[i].kid = (int32_t)kid;
+    x->alen += 4 + (size_t)n;
+    x->used++;
+    return 0;
+}
+
+static PyObject *KeyIndex_clear(KeyIndex *self, PyObject *Py_UNUSED(ignored)) {
+    kx_free(self);
+    Py_RETURN_NONE;
+}
+
+static Py_ssize_t KeyIndex_len(KeyIndex *self) { return self->used; }
+
+static void KeyIndex_dealloc(KeyIndex *self) {
+    kx_free(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyMethodDef KeyIndex_methods[] = {
+    {"clear", (PyCFunction)KeyIndex_clear, METH_NOARGS, "clear(): hold no key"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PySequenceMethods KeyIndex_as_sequence = {.sq_length = (lenfunc)KeyIndex_len};
+
+static PyTypeObject KeyIndexType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "pipelines.decoding._fastdecode.KeyIndex",
+    .tp_basicsize = sizeof(KeyIndex),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_new = PyType_GenericNew,
+    .tp_dealloc = (destructor)KeyIndex_dealloc,
+    .tp_methods = KeyIndex_methods,
+    .tp_as_sequence = &KeyIndex_as_sequence,
 };
 
 /* ============================================================================================== the walk */
@@ -1225,8 +1357,12 @@ done:
     return ok;
 }
 
-/* kid of a record key (a kcache hit, else the key-table entry made here or by _key_id); -2 = error */
-static long key_id(const unsigned char *k, Py_ssize_t klen, PyObject *kcache, PyObject *ktable) {
+/* kid of a record key (a key-index or kcache hit, else the key-table entry made here or by _key_id, then held by
+ * the index); -2 = error */
+static long key_id(const unsigned char *k, Py_ssize_t klen, PyObject *kcache, PyObject *ktable, KeyIndex *kx) {
+    Py_hash_t h = hash_key(k, klen);
+    long held = kx_get(kx, k, klen, h);
+    if (held >= 0) return held;
     PyObject *key = PyBytes_FromStringAndSize((const char *)k, klen);
     if (key == NULL) return -2;
     PyObject *kid = PyDict_GetItemWithError(kcache, key);
@@ -1244,6 +1380,7 @@ static long key_id(const unsigned char *k, Py_ssize_t klen, PyObject *kcache, Py
     long v = PyLong_AsLong(kid);
     Py_DECREF(kid);
     if (v == -1 && PyErr_Occurred()) return -2;
+    if (kx_put(kx, k, klen, h, v) < 0) return -2;
     return v;
 }
 
@@ -1284,7 +1421,7 @@ static int put_label(Columns *c, int j, PyObject *labels, Py_ssize_t i) {
  */
 static int walk_records(const unsigned char *b, Py_ssize_t pos, Py_ssize_t end, int32_t count, int64_t base_offset,
                         int64_t ts_base, int64_t ts_scale, int is_control, Columns *h, PyObject *kcache,
-                        PyObject *ktable, PyObject *ctl_types, PyObject *ctl_epochs, PyObject *glists, int *has_first,
+                        PyObject *ktable, KeyIndex *kx, PyObject *ctl_types, PyObject *ctl_epochs, PyObject *glists, int *has_first,
                         int64_t *first) {
     for (int32_t r = 0; r < count; r++) {
         int64_t length, tsd, offd, klen, vlen;
@@ -1346,7 +1483,7 @@ static int walk_records(const unsigned char *b, Py_ssize_t pos, Py_ssize_t end, 
                 if (done == 0) return LEAVE;
                 goto placed;
             }
-            long kid = key_id(b + ks, (Py_ssize_t)klen, kcache, ktable);
+            long kid = key_id(b + ks, (Py_ssize_t)klen, kcache, ktable, kx);
             if (kid < -1) return ERROR;
             if (kid < 0) return LEAVE;
             if (vlen < 0) {
@@ -1380,10 +1517,12 @@ static int walk_records(const unsigned char *b, Py_ssize_t pos, Py_ssize_t end, 
 static PyObject *decode_entries(PyObject *self, PyObject *args) {
     PyObject *bufobj, *kcache, *ktable, *ctl_types, *ctl_epochs, *glists, *decompress, *source;
     Columns *h, *bc;
+    KeyIndex *kx;
     Py_ssize_t pos, end, max_rows;
     int part;
-    if (!PyArg_ParseTuple(args, "OnnnO!O!O!O!O!O!O!OO!i", &bufobj, &pos, &end, &max_rows, &ColumnsType, &h,
-                          &ColumnsType, &bc, &PyDict_Type, &kcache, &PyList_Type, &ktable, &PyList_Type,
+    if (!PyArg_ParseTuple(args, "OnnnO!O!O!O!O!O!O!O!OO!i", &bufobj, &pos, &end, &max_rows, &ColumnsType, &h,
+                          &ColumnsType, &bc, &PyDict_Type, &kcache, &PyList_Type, &ktable, &KeyIndexType, &kx,
+                          &PyList_Type,
                           &ctl_types, &PyList_Type, &ctl_epochs, &PyTuple_Type, &glists, &decompress, &PyBytes_Type,
                           &source, &part))
         return NULL;
@@ -1422,7 +1561,7 @@ static PyObject *decode_entries(PyObject *self, PyObject *args) {
         int64_t first = 0;
         if (codec == 0) {
             r = walk_records(e, 61, total, count, base_offset, log_append ? max_ts : base_ts, log_append ? 0 : 1,
-                             is_control, h, kcache, ktable, ctl_types, ctl_epochs, glists, &has_first, &first);
+                             is_control, h, kcache, ktable, kx, ctl_types, ctl_epochs, glists, &has_first, &first);
         } else {
             PyObject *packed = PyBytes_FromStringAndSize((const char *)e + 61, total - 61);
             PyObject *raw = packed ? PyObject_CallFunction(decompress, "iN", codec, packed) : NULL;
@@ -1434,7 +1573,7 @@ static PyObject *decode_entries(PyObject *self, PyObject *args) {
             Py_buffer rv;
             if (PyObject_GetBuffer(raw, &rv, PyBUF_SIMPLE) < 0) { Py_DECREF(raw); goto fail; }
             r = walk_records((const unsigned char *)rv.buf, 0, rv.len, count, base_offset,
-                             log_append ? max_ts : base_ts, log_append ? 0 : 1, is_control, h, kcache, ktable,
+                             log_append ? max_ts : base_ts, log_append ? 0 : 1, is_control, h, kcache, ktable, kx,
                              ctl_types, ctl_epochs, glists, &has_first, &first);
             PyBuffer_Release(&rv);
             Py_DECREF(raw);
@@ -1664,7 +1803,7 @@ PyMODINIT_FUNC PyInit__fastdecode(void) {
     __builtin_cpu_init();
     if (__builtin_cpu_supports("sse4.2")) crc32c = crc32c_hw;
 #endif
-    if (PyType_Ready(&ColumnsType) < 0) return NULL;
+    if (PyType_Ready(&ColumnsType) < 0 || PyType_Ready(&KeyIndexType) < 0) return NULL;
     PyObject *m = PyModule_Create(&moduledef);
     if (m == NULL) return NULL;
     ControlKey = PyLong_FromLong(0);
@@ -1676,7 +1815,8 @@ PyMODINIT_FUNC PyInit__fastdecode(void) {
     TopicKey = PyUnicode_InternFromString("topic");
     PartitionsKey = PyUnicode_InternFromString("partitions");
     if (TopicKey == NULL || PartitionsKey == NULL) goto error;
-    if (ControlKey == NULL || PyModule_AddObjectRef(m, "Columns", (PyObject *)&ColumnsType) < 0) {
+    if (ControlKey == NULL || PyModule_AddObjectRef(m, "Columns", (PyObject *)&ColumnsType) < 0
+        || PyModule_AddObjectRef(m, "KeyIndex", (PyObject *)&KeyIndexType) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -13,7 +13,8 @@ same order) without building a `RecordBatchHeader` / `LogRecord` / row dict per 
 
 With the C extension (`pipelines/decoding/_fastdecode.c`, built by setup.py, used unless
 ``OFFSETLAKE_PURE_PYTHON=1``: `native`), runs of clean batches are decoded entirely in C into column buffers
-(`_fastdecode.decode_entries`, `_fastdecode.Columns`): no Python object per record but its key's cache lookup. C
+(`_fastdecode.decode_entries`, `_fastdecode.Columns`): no Python object per record, a known key found in C
+(`_fastdecode.KeyIndex`, the walk's index of the key cache) and only a new one looked up in Python. C
 also reads a classic group's GroupMetadata record (v0-v3) and a KIP-848 consumer group's record (types 3-8 and 16,
 the 3.8+ layout), appending their values (`GROUP_VALUE_COLUMNS`, members and partitions as the reference's dicts)
 to the sparse columns; the Python walk leaves every group record to the reference.
@@ -283,12 +284,14 @@ class KeyTable:
     partition's every segment holds most of its keys), so a table per file would parse and build each key again in
     every file. Dropped whole past `_KTABLE_MAX` entries, at a chunk's end."""
 
-    __slots__ = ("kcache", "ktable", "key_arrays")
+    __slots__ = ("kcache", "ktable", "key_arrays", "kindex")
 
     def __init__(self) -> None:
         self.kcache: dict = {}
         self.ktable: list = []
         self.key_arrays: list[pa.Array] | None = None
+        # the C walk's own index of `kcache`'s bytes keys (`_fastdecode.KeyIndex`), emptied with it
+        self.kindex = _c.KeyIndex() if _c is not None else None
 
     def key_columns(self, kids: pa.Array) -> list[pa.Array]:
         """The key columns of the rows whose entries are `kids`; then the table dropped if it has grown too large."""
@@ -305,6 +308,8 @@ class KeyTable:
             self.kcache.clear()
             ktable.clear()
             self.key_arrays = None
+            if self.kindex is not None:
+                self.kindex.clear()
         return out
 
 
@@ -509,14 +514,14 @@ def _c_decoder(c_ext, chunk: "_Chunk", src: str, part: int, batch_rows: int,
     position of the first entry it left to Python (or `end`), having filled at most `batch_rows` rows."""
     decode = c_ext.decode_entries
     hot, batch = chunk.hot, chunk.batch
-    kcache, ktable = chunk.keys.kcache, chunk.keys.ktable
+    kcache, ktable, kindex = chunk.keys.kcache, chunk.keys.ktable, chunk.keys.kindex
     ctl_types, ctl_epochs = chunk.sparse["control_type"], chunk.sparse["coordinator_epoch"]
     group_values = tuple(chunk.sparse[c] for c in GROUP_VALUE_COLUMNS)
     src_utf8 = src.encode("utf-8")
 
     def run(mm, pos: int, end: int) -> int:
-        return decode(mm, pos, end, batch_rows, hot.c, batch.c, kcache, ktable, ctl_types, ctl_epochs, group_values,
-                      decompress_v2, src_utf8, part)
+        return decode(mm, pos, end, batch_rows, hot.c, batch.c, kcache, ktable, kindex, ctl_types, ctl_epochs,
+                      group_values, decompress_v2, src_utf8, part)
     return run
 
 

@@ -315,6 +315,32 @@ def test_c_extension_matches_python_when_built(tmp_path):
     assert fast(p, 7, "c") == fast(p, 7, "python")
 
 
+@pytest.mark.parametrize("walker", WALKERS)
+def test_a_key_table_shared_by_segments_and_dropped_at_its_bound_gives_each_record_its_own_key(tmp_path, walker,
+                                                                                               monkeypatch):
+    """A task's segments share one key table (and, in C, its key index), which is dropped whole once it holds more
+    than `_KTABLE_MAX` keys: every record still gets its own key, in every segment, however often that happens."""
+    monkeypatch.setattr(columnar, "_KTABLE_MAX", 150)
+    rng = random.Random(5)
+    keys = columnar.KeyTable()
+    held = []
+    for n in range(4):
+        data, offset = bytearray(), 0
+        for _ in range(120):
+            recs = [oc(f"g{rng.randrange(60)}", f"t{rng.randrange(7)}", rng.randrange(9), offset=rng.randrange(99))
+                    for _ in range(rng.randrange(1, 9))]
+            data += write_record_batch(recs, offset, codec=rng.choice(CODECS))
+            offset += len(recs)
+        path = write_tmp(tmp_path, bytes(data), f"{n * 10_000:020d}.log")
+        got = []
+        for b in columnar.decode_segment_to_arrow(path, offsets_partition=7, batch_rows=40, use_c=walker == "c",
+                                                  keys=keys):
+            got.extend(b.to_pylist())
+            held.append(len(keys.kindex) if walker == "c" else len(keys.ktable))
+        assert got == reference(path, 7)
+    assert max(held) > 100 and min(held) < 50  # the keys came back after each drop
+
+
 def fallbacks(monkeypatch, walker: str = "c") -> list:
     """The calls a decode makes to the reference path (1: a batch, 2: a record) and, in C, to the Python walk (3)."""
     calls = []
