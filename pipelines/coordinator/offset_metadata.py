@@ -145,10 +145,31 @@ def _ints(column, fill: int) -> np.ndarray:
 
 
 def _codes(*columns: np.ndarray) -> np.ndarray:
-    """Dense codes of the tuples of `columns` (int64 arrays of one length): equal tuples, equal codes."""
+    """Dense codes of the tuples of `columns` (int64 arrays of one length): equal tuples, equal codes, and the codes
+    in the tuples' order. The tuples are one int64 each (mixed radix over each column's span) where their spans
+    allow, then ranked through a table of every possible value when that is no larger than a few times the rows
+    (no sort), else by one sort of that int64; a lexical sort of the columns only where they do not fit one."""
     n = len(columns[0])
     if not n:
         return np.empty(0, np.int64)
+    key, room = None, 1
+    for c in columns:
+        lo = int(c.min())
+        span = int(c.max()) - lo + 1
+        room *= span
+        if room >= 1 << 62:
+            return _lexical_codes(*columns)
+        key = c - lo if key is None else key * span + (c - lo)
+    if room <= 4 * n + 1024:
+        seen = np.zeros(room, np.int64)
+        seen[key] = 1
+        np.cumsum(seen, out=seen)
+        return seen[key] - 1
+    return np.unique(key, return_inverse=True)[1].astype(np.int64, copy=False).reshape(n)
+
+
+def _lexical_codes(*columns: np.ndarray) -> np.ndarray:
+    n = len(columns[0])
     order = np.lexsort(columns[::-1])
     change = np.zeros(n, dtype=bool)
     change[0] = True

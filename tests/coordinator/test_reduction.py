@@ -9,13 +9,14 @@ classic and KIP-848 records, multi-record batches, gaps, junk) and on the real b
 """
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pipelines.coordinator.expiry import ExpiryOptions, cleanup_group_metadata
 from pipelines.coordinator.loader import SKIPPED_KINDS
-from pipelines.coordinator.offset_metadata import plain_values
+from pipelines.coordinator.offset_metadata import _codes, plain_values
 from pipelines.coordinator.options import ReplayOptions
 from pipelines.coordinator.reduction import split_mask, state_only_mask
 from pipelines.coordinator.streamed import SPLIT, STATE_ONLY, WHOLE, StreamedShards
@@ -247,3 +248,22 @@ def test_the_python_loaders_read_the_group_records_and_few_offset_values(shared_
                     r["group_id"] for r in rows if r["record_kind"] == "offset_commit"})), d
             looped, records = looped + got, records + len(rows)
     assert 0 < looped < records
+
+
+_COLUMN = st.one_of(st.lists(st.integers(-3, 3), min_size=1, max_size=60),  # a table of every possible key
+                    st.lists(st.integers(0, 5000), min_size=1, max_size=60),  # one sort
+                    st.lists(st.integers(-2**62, 2**62), min_size=1, max_size=60))  # a lexical sort
+
+
+@settings(max_examples=cases(deep=1000, quick=150), deadline=None, database=None)
+@given(st.data(), st.integers(1, 4))
+def test_key_codes_are_dense_equal_for_equal_keys_and_ordered_as_the_keys(data, width):
+    """The reductions' and the replay's keys (`offset_metadata._codes`): one code per distinct tuple, numbered
+    0..k-1 in the tuples' order, whatever the columns' spans."""
+    first = data.draw(_COLUMN)
+    columns = [first] + [data.draw(st.lists(st.sampled_from(data.draw(_COLUMN)), min_size=len(first),
+                                            max_size=len(first))) for _ in range(width - 1)]
+    codes = _codes(*(np.array(c, np.int64) for c in columns)).tolist()
+    tuples = list(zip(*columns))
+    ranked = {t: i for i, t in enumerate(sorted(set(tuples)))}
+    assert codes == [ranked[t] for t in tuples]
