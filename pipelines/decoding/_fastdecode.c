@@ -498,10 +498,14 @@ static int kx_grow(KeyIndex *x) {
     return 0;
 }
 
-/* k[0:n] (hash h, not held) -> kid: 0, or -1 with MemoryError set. A key the arena cannot place (past 4 GiB) or a
- * kid past int32 is not held: the dict answers for it. */
+/* The most key bytes an index holds: past them a key is left to the dict (a log of large distinct keys must not
+ * hold each twice). */
+#define KX_ARENA_MAX ((size_t)64 << 20)
+
+/* k[0:n] (hash h, not held) -> kid: 0, or -1 with MemoryError set. A key the arena has no room for
+ * (`KX_ARENA_MAX`) or a kid past int32 is not held: the dict answers for it. */
 static int kx_put(KeyIndex *x, const unsigned char *k, Py_ssize_t n, Py_hash_t h, long kid) {
-    if (kid < 0 || kid > INT32_MAX || n > (Py_ssize_t)UINT32_MAX || x->alen + 4 + (size_t)n > UINT32_MAX) return 0;
+    if (kid < 0 || kid > INT32_MAX || (size_t)n > KX_ARENA_MAX || x->alen + 4 + (size_t)n > KX_ARENA_MAX) return 0;
     if ((x->used + 1) * 2 > x->cap && kx_grow(x) < 0) { PyErr_NoMemory(); return -1; }
     if (x->alen + 4 + (size_t)n > x->acap) {
         size_t acap = x->acap ? x->acap : 16384;
