@@ -12,7 +12,7 @@ _frozen_for_good = False
 def freeze_for_good() -> None:
     """What is alive now, frozen out of the collector's walks for the life of this process and of its forks (a
     pre-forking server's imports): `thawed()` leaves it, and whatever a load froze, frozen from then on. Said
-    here, not counted: `gc.get_freeze_count()` walks every frozen object (3.5 % of a worker's load, once a shard)."""
+    here, not counted by each load: `gc.get_freeze_count()` walks every frozen object."""
     global _frozen_for_good
     _frozen_for_good = True
     gc.freeze()

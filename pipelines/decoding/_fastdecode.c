@@ -1425,8 +1425,8 @@ static int put_label(Columns *c, int j, PyObject *labels, Py_ssize_t i) {
  */
 static int walk_records(const unsigned char *b, Py_ssize_t pos, Py_ssize_t end, int32_t count, int64_t base_offset,
                         int64_t ts_base, int64_t ts_scale, int is_control, Columns *h, PyObject *kcache,
-                        PyObject *ktable, KeyIndex *kx, PyObject *ctl_types, PyObject *ctl_epochs, PyObject *glists, int *has_first,
-                        int64_t *first) {
+                        PyObject *ktable, KeyIndex *kx, PyObject *ctl_types, PyObject *ctl_epochs, PyObject *glists,
+                        int *has_first, int64_t *first) {
     for (int32_t r = 0; r < count; r++) {
         int64_t length, tsd, offd, klen, vlen;
         if (pos >= end) return LEAVE;
@@ -1526,9 +1526,8 @@ static PyObject *decode_entries(PyObject *self, PyObject *args) {
     int part;
     if (!PyArg_ParseTuple(args, "OnnnO!O!O!O!O!O!O!O!OO!i", &bufobj, &pos, &end, &max_rows, &ColumnsType, &h,
                           &ColumnsType, &bc, &PyDict_Type, &kcache, &PyList_Type, &ktable, &KeyIndexType, &kx,
-                          &PyList_Type,
-                          &ctl_types, &PyList_Type, &ctl_epochs, &PyTuple_Type, &glists, &decompress, &PyBytes_Type,
-                          &source, &part))
+                          &PyList_Type, &ctl_types, &PyList_Type, &ctl_epochs, &PyTuple_Type, &glists, &decompress,
+                          &PyBytes_Type, &source, &part))
         return NULL;
     if (h->ncols != H_NCOLS || bc->ncols != B_NCOLS || h->n != bc->n) {
         PyErr_SetString(PyExc_ValueError, "decode_entries: wrong column sets");
