@@ -345,14 +345,15 @@ def _key_events(c: _Commits, key: np.ndarray, keys: pa.Table, t: _Transactions, 
     value_rows = np.flatnonzero(~c.txn & ~c.tomb)
     tomb_rows = np.flatnonzero(c.tomb if modern else c.tomb & ~c.txn)
     install_at = np.flatnonzero(t.install)
-    e_key = np.concatenate([s_key, c_key[value_rows], c_key[tomb_rows], t.key[install_at]])
-    e_pos = np.concatenate([np.full(len(s_key), np.iinfo(np.int64).min), c.off[value_rows], c.off[tomb_rows],
+    values = _deciding_values(key, c_key[value_rows], value_rows, [c_key[tomb_rows], t.key[install_at]])
+    e_key = np.concatenate([s_key, c_key[values], c_key[tomb_rows], t.key[install_at]])
+    e_pos = np.concatenate([np.full(len(s_key), np.iinfo(np.int64).min), c.off[values], c.off[tomb_rows],
                             m.off[t.marker[install_at]]])
-    e_kind = np.concatenate([np.full(len(s_key), _SEED), np.full(len(value_rows), _VALUE),
+    e_kind = np.concatenate([np.full(len(s_key), _SEED), np.full(len(values), _VALUE),
                              np.full(len(tomb_rows), _TOMBSTONE), np.full(len(install_at), _INSTALL)])
-    e_version = np.concatenate([s_version, c.version[value_rows], np.zeros(len(tomb_rows), np.int64),
+    e_version = np.concatenate([s_version, c.version[values], np.zeros(len(tomb_rows), np.int64),
                                 t.version[install_at]])
-    e_ref = np.concatenate([np.full(len(s_key), _NONE), value_rows, tomb_rows, install_at])
+    e_ref = np.concatenate([np.full(len(s_key), _NONE), values, tomb_rows, install_at])
     order = np.lexsort((e_kind, e_pos, e_key))
     e_key, e_kind, e_version, e_ref = e_key[order], e_kind[order], e_version[order], e_ref[order]
     return _KeyEvents(e_key, e_kind, e_ref, _took_effect(e_key, e_kind, e_version), value_rows, bool(len(s_key)))
@@ -420,9 +421,31 @@ def replay_offsets(part: int, rows: pa.Table, state, modern: bool) -> Decisions:
 
 
 def _firsts(codes: np.ndarray) -> np.ndarray:
-    """The index of each code's first occurrence, by code."""
-    _, at = np.unique(codes, return_index=True)
-    return at
+    """The index of each code's first occurrence, by code (`key_codes`: dense, so every code up to the highest
+    occurs)."""
+    if not len(codes):
+        return np.zeros(0, np.int64)
+    first = np.full(int(codes.max()) + 1, len(codes), np.int64)
+    np.minimum.at(first, codes, np.arange(len(codes), dtype=np.int64))
+    return first
+
+
+def _deciding_values(codes: np.ndarray, v_key: np.ndarray, value_rows: np.ndarray,
+                     others: list[np.ndarray]) -> np.ndarray:
+    """The plain values (`value_rows`, ascending, of keys `v_key`) whose events can decide anything: every value of
+    a key that a tombstone or an install (`others`: their keys) also touches in the window, else only the key's last.
+    A value is always applied and the next value of its key puts the key's offset back in place, so a value followed
+    by another of its key changes neither what a later tombstone or install does nor the key's last event: without
+    them, a window's events are about its keys, not its records."""
+    if not len(value_rows):
+        return value_rows
+    size = int(codes.max()) + 1
+    last = np.full(size, -1, np.int64)
+    np.maximum.at(last, v_key, value_rows)
+    touched = np.zeros(size, bool)
+    for keys in others:
+        touched[keys] = True
+    return value_rows[touched[v_key] | (last[v_key] == value_rows)]
 
 
 def _took_effect(e_key: np.ndarray, e_kind: np.ndarray, e_version: np.ndarray) -> np.ndarray:

@@ -76,6 +76,21 @@ def test_a_tombstone_takes_effect_only_where_it_deletes(semantics):
 
 
 @pytest.mark.parametrize("semantics", ["legacy", "modern"])
+def test_what_a_tombstone_or_an_install_does_depends_on_the_commit_just_before_it_not_on_the_keys_last(semantics):
+    """A key committed again after a tombstone or a transaction's marker, in one stretch of log: the tombstone
+    still deletes the commit before it, and the install still loses to the plain commit that overtook it."""
+    log = Log()
+    log.commit("g", "t", 0, 5)  # 0
+    log.offset_tombstone("g", "t", 0)  # 1: deletes 0
+    log.commit("g", "t", 0, 6)  # 2
+    log.commit("g", "t", 0, 9, pid=5, epoch=0)  # 3
+    log.commit("g", "t", 0, 7)  # 4: overtakes 3
+    log.marker(5, "COMMIT")  # 5: installs nothing
+    log.commit("g", "t", 0, 8)  # 6
+    assert _applied(log, semantics) == {0: 0, 1: 1, 2: 2, 3: None, 4: 4, 6: 6}
+
+
+@pytest.mark.parametrize("semantics", ["legacy", "modern"])
 def test_a_transactional_tombstone(semantics):
     """legacy: it only drops the key from its own transaction, and never deletes the committed offset; modern: any
     tombstone deletes at its position (spec §5.5 #1)."""
