@@ -49,7 +49,8 @@ DECIDED_COLUMNS = DECISION_COLUMNS
 DECIDED_TYPES = {"txn_outcome": pa.string(), "txn_marker_offset": pa.int64(), "txn_marker_timestamp": pa.int64(),
                  "applied_offset": pa.int64(), "applied_timestamp": pa.int64()}
 #: the decoded columns a window's replay reads
-READ_COLUMNS = ("record_kind", "offset", "group_id", "topic", "partition", "is_tombstone", "producer_id",
+#: The decoded columns a window's offset commits are read in: the replay's, and the history's (`tables.HISTORY_READS`).
+READ_COLUMNS = ("record_kind", "offsets_partition", "offset", "group_id", "topic", "partition", "is_tombstone", "producer_id",
                 "producer_epoch", "is_transactional", "batch_first_offset", "control_type", "timestamp",
                 "committed_offset", "leader_epoch", "metadata", "commit_timestamp", "expire_timestamp", "topic_id")
 
@@ -102,10 +103,12 @@ def plain_values(table: pa.Table, modern: bool):
 class Decisions:
     """What a window's replay decided: for each of its offset-commit records, in its order (`own`: `DECIDED_COLUMNS`
     arrays), and for the records of transactions open before it that one of its markers ended (`carried`:
-    `offsets_partition`, `offset` and the `DECIDED_COLUMNS`)."""
+    `offsets_partition`, `offset` and the `DECIDED_COLUMNS`). `commits`: those offset-commit records in
+    `READ_COLUMNS`, as the replay read them (None: not kept), so the history need not pick them out again."""
 
     own: dict[str, pa.Array]
     carried: pa.Table
+    commits: pa.Table | None = None
 
     @staticmethod
     def concat(parts: list["Decisions"]) -> "Decisions":
@@ -114,7 +117,9 @@ class Decisions:
         own = {c: pa.concat_arrays([p.own[c] for p in parts]) if parts else pa.array([], DECIDED_TYPES[c])
                for c in DECIDED_COLUMNS}
         carried = [p.carried for p in parts if p.carried.num_rows]
-        return Decisions(own, pa.concat_tables(carried) if carried else no_carried())
+        commits = None if not parts or any(p.commits is None for p in parts) else \
+            pa.concat_tables([p.commits for p in parts])
+        return Decisions(own, pa.concat_tables(carried) if carried else no_carried(), commits)
 
 
 def no_carried() -> pa.Table:
@@ -417,7 +422,8 @@ def replay_offsets(part: int, rows: pa.Table, state, modern: bool) -> Decisions:
     carried = _carry_transactions(part, state, c, pending, t, m, t_applied, modern)
     own_marker = np.full(n, _NONE, np.int64)
     own_marker[t.rows] = t.marker[t.carried:]
-    return Decisions(_own(c.table, c.txn, own_marker, m.off, m.commit, m.time, applied_row, at_marker), carried)
+    return Decisions(_own(c.table, c.txn, own_marker, m.off, m.commit, m.time, applied_row, at_marker), carried,
+                     c.table)
 
 
 def _firsts(codes: np.ndarray) -> np.ndarray:

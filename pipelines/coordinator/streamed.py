@@ -182,7 +182,7 @@ class StreamedShards:
         """The history rows a load settles: its own offset commits' (all, or those its mode gives) with the
         decisions, and the held-back rows the decisions settled; the rows still pending are held back unless
         `last`."""
-        own, decided_own = table, decisions.own
+        own, decided_own = table if decisions.commits is None else decisions.commits, decisions.own
         if self.mode.history == "unplain":
             unplain = pc.invert(plain_values(table, self.options.is_modern))
             own = table.select(list(HISTORY_READS)).filter(unplain)
@@ -361,7 +361,7 @@ def decided(rows: pa.Table, carried: pa.Table, snapshot_id: str) -> pa.Table:
         rows = rows.set_column(at, name, pc.coalesce(values, rows.column(name)))
     if "snapshot_id" in rows.column_names:
         rows = rows.set_column(rows.schema.get_field_index("snapshot_id"), "snapshot_id",
-                               pa.array([snapshot_id] * rows.num_rows, rows.schema.field("snapshot_id").type))
+                               pa.repeat(pa.scalar(snapshot_id, rows.schema.field("snapshot_id").type), rows.num_rows))
     return rows
 
 

@@ -310,8 +310,11 @@ def offset_commits_table(rows: pa.Table, decided: dict[str, pa.Array], snapshot_
     """The history (`offset_commits`) of the offset-commit records among `rows` (decoded rows the shards were
     loaded from, in log order per offsets partition), column by column; `decided` (`offset_metadata.Decisions.own`,
     in the order of those records) is what each did."""
-    # the columns first: a filter copies every column it is given
-    commits = rows.select(list(HISTORY_READS)).filter(is_offset_commit(rows))
+    # the columns first: a filter copies every column it is given (and none when `rows` are offset commits only)
+    commits = rows.select(list(HISTORY_READS))
+    picked = is_offset_commit(rows)
+    if not pc.all(picked).as_py() and rows.num_rows:
+        commits = commits.filter(picked)
     n = commits.num_rows
     if any(len(v) != n for v in decided.values()):
         raise ValueError("the decisions are not those of the rows' offset commits")
@@ -332,7 +335,7 @@ def offset_commits_table(rows: pa.Table, decided: dict[str, pa.Array], snapshot_
         "producer_id": pc.fill_null(commits.column("producer_id"), -1), "txn_outcome": decided["txn_outcome"],
         "leader_epoch": without("leader_epoch"), "metadata": commits.column("metadata"),
         "record_timestamp": timestamp(without("timestamp")),
-        "snapshot_id": pa.array([snapshot_id] * n, pa.string()),
+        "snapshot_id": pa.repeat(pa.scalar(snapshot_id, pa.string()), n),
         "expire_timestamp": timestamp(without("expire_timestamp")), "topic_id": commits.column("topic_id"),
         "producer_epoch": commits.column("producer_epoch"),
         "is_transactional": pc.fill_null(commits.column("is_transactional"), False),

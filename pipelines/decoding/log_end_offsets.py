@@ -314,7 +314,7 @@ def parse_end_offsets_text(text: str, source: str = "end offsets") -> dict[tuple
 def log_end_offsets_table(rows: list[LogEndOffset], snapshot_id: str):
     """The `log_end_offsets` rows of one snapshot as Arrow (the contract's columns, schemas/tables.py)."""
     return pa.table({
-        "snapshot_id": pa.array([snapshot_id] * len(rows), pa.string()),
+        "snapshot_id": pa.repeat(pa.scalar(snapshot_id, pa.string()), len(rows)),
         "topic": pa.array([r.topic for r in rows], pa.string()),
         "partition": pa.array([r.partition for r in rows], pa.int32()),
         "log_end_offset": pa.array([r.log_end_offset for r in rows], pa.int64()),

@@ -111,7 +111,7 @@ class IncrementalStart:
         if previous is None:
             return history
         previous = previous.set_column(previous.schema.get_field_index("snapshot_id"), "snapshot_id",
-                                       pa.array([snapshot_id] * previous.num_rows, pa.string()))
+                                       pa.repeat(pa.scalar(snapshot_id, pa.string()), previous.num_rows))
         return pa.concat_tables([previous.cast(history.schema), history])
 
     def with_previous_history_on_spark(self, spark, warehouse, history, snapshot_id: str):

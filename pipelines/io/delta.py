@@ -373,7 +373,7 @@ def _read_files(table_uri: str, rel_paths: Iterable[str], schema: pa.Schema, wit
             arrays = [got.column(n).cast(schema.field(n).type) if n in present
                       else pa.nulls(got.num_rows, schema.field(n).type) for n in names]
             if with_file:
-                arrays.append(pa.array([rel] * got.num_rows, pa.string()))
+                arrays.append(pa.repeat(pa.scalar(rel, pa.string()), got.num_rows))
             yield pa.RecordBatch.from_arrays(arrays, names=[*names, *([FILE_COLUMN] if with_file else [])])
 
 

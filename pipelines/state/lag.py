@@ -97,7 +97,7 @@ def lag_table(offsets: pa.Table, log_ends: pa.Table, logs: dict, as_of_ms: int,
     null_if = (lambda values, missing: pa.array(values, mask=missing))
     next_ts = timing.next_ts
     out = pa.table({
-        "snapshot_id": pa.array([snapshot_id] * n, pa.string()),
+        "snapshot_id": pa.repeat(pa.scalar(snapshot_id, pa.string()), n),
         "group_id": group,
         "topic": offsets.column("topic"),
         "partition": offsets.column("partition").cast(pa.int32()),
