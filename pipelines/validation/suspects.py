@@ -18,6 +18,7 @@ from datetime import datetime
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -58,14 +59,34 @@ class RowBound:
         for c in self.columns:
             n = pc.is_null(table.column(c))
             all_null = n if all_null is None else pc.and_(all_null, n)
+        if _ascending(keys):  # the usual case, a shard's history in record order: nothing repeats
+            return all_null
         distinct = keys.group_by(list(self.columns), use_threads=False).aggregate([]).num_rows
-        if distinct == table.num_rows:  # the usual case: nothing repeats
+        if distinct == table.num_rows:
             return all_null
         seen: dict[tuple, int] = {}
         rows = list(zip(*(keys.column(c).to_pylist() for c in self.columns)))
         for r in rows:
             seen[r] = seen.get(r, 0) + 1
         return pc.or_(all_null, pa.array([seen[r] > 1 for r in rows], pa.bool_()))
+
+
+def _ascending(keys: pa.Table) -> bool:
+    """Whether `keys` (integer columns without nulls) are in strictly ascending order, which no repeated key is;
+    False where that cannot be told column by column."""
+    if keys.num_rows < 2:
+        return True
+    columns = []
+    for c in keys.columns:
+        if not pa.types.is_integer(c.type) or c.null_count:
+            return False
+        columns.append(c.to_numpy())
+    later = np.zeros(keys.num_rows - 1, bool)  # a row past the one before it in the columns compared so far
+    tied = np.ones(keys.num_rows - 1, bool)
+    for v in columns:
+        later |= tied & (v[1:] > v[:-1])
+        tied &= v[1:] == v[:-1]
+    return bool(later.all())
 
 
 @dataclass(frozen=True)
