@@ -48,10 +48,9 @@ END_MARKER_TYPES = ("COMMIT", "ABORT")
 DECIDED_COLUMNS = DECISION_COLUMNS
 DECIDED_TYPES = {"txn_outcome": pa.string(), "txn_marker_offset": pa.int64(), "txn_marker_timestamp": pa.int64(),
                  "applied_offset": pa.int64(), "applied_timestamp": pa.int64()}
-#: the decoded columns a window's replay reads
-#: The decoded columns a window's offset commits are read in: the replay's, and the history's (`tables.HISTORY_READS`).
-READ_COLUMNS = ("record_kind", "offsets_partition", "offset", "group_id", "topic", "partition", "is_tombstone", "producer_id",
-                "producer_epoch", "is_transactional", "batch_first_offset", "control_type", "timestamp",
+#: the decoded columns a window's offset commits are read in: the replay's, and the history's (`tables.HISTORY_READS`)
+READ_COLUMNS = ("record_kind", "offsets_partition", "offset", "group_id", "topic", "partition", "is_tombstone",
+                "producer_id", "producer_epoch", "is_transactional", "batch_first_offset", "control_type", "timestamp",
                 "committed_offset", "leader_epoch", "metadata", "commit_timestamp", "expire_timestamp", "topic_id")
 
 _SEED, _VALUE, _TOMBSTONE, _INSTALL = 0, 1, 2, 3  # a key's events, in this order at one position

@@ -313,7 +313,7 @@ def offset_commits_table(rows: pa.Table, decided: dict[str, pa.Array], snapshot_
     # the columns first: a filter copies every column it is given (and none when `rows` are offset commits only)
     commits = rows.select(list(HISTORY_READS))
     picked = is_offset_commit(rows)
-    if not pc.all(picked).as_py() and rows.num_rows:
+    if rows.num_rows and not pc.all(picked).as_py():
         commits = commits.filter(picked)
     n = commits.num_rows
     if any(len(v) != n for v in decided.values()):
