@@ -1,0 +1,113 @@
+"""One shard task in this process, without Spark: its CPU per record, and where it goes.
+
+    .venv/bin/python benchmarks/bench_task.py [--dir /tmp/offsetlake-bench/dump-3000000-3000-50] [--partitions 6]
+                                              [--runs 3] [--profile]
+
+Runs the first job's executor function (`frames.segment_shards.decode_and_load_task`) over the first `--partitions`
+offsets partitions of a dump, as one task of a full run does: streamed in windows, its history written into a
+temporary directory with the default settings' suspect filter. No JVM and no other process share the cores, so its
+figures compare across versions within a few per cent where an end-to-end run's spread by 10 %. A missing dump is
+generated as `bench_rebuild.py` generates it (`--records`, `--groups`, 50 partitions). Prints the CPU-seconds of
+each run and per record; `--profile`: one more run under cProfile, its CPU split into the task's parts (inclusive,
+so a part's children are in it) and the functions that took the most.
+"""
+from __future__ import annotations
+
+import argparse
+import cProfile
+import json
+import pstats
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+#: The task's parts, each a function of the engine: (label, file suffix, function name).
+PARTS = (
+    ("decode", "frames/decode.py", "decode_items"),
+    ("load: offsets", "coordinator/offset_metadata.py", "replay_offsets"),
+    ("load: group records to Python", "coordinator/decoded.py", "group_rows"),
+    ("load: group records replayed", "coordinator/loader.py", "replay_group_records"),
+    ("load: history rows", "coordinator/streamed.py", "_settled"),
+    ("group history tables", "frames/segment_shards.py", "_group_events"),
+    ("history suspects and writes", "frames/segment_shards.py", "_history"),
+    ("history files closed", "frames/segment_shards.py", "_closed"),
+    ("tally", "frames/tally.py", "add"),
+    ("tally (end)", "frames/tally.py", "result"),
+)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--dir", type=Path, default=Path("/tmp/offsetlake-bench/dump-3000000-3000-50"))
+    ap.add_argument("--records", type=int, default=3_000_000, help="of a dump generated for a missing --dir")
+    ap.add_argument("--groups", type=int, default=3_000)
+    ap.add_argument("--partitions", type=int, default=6, help="the first this many offsets partitions")
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--profile", action="store_true")
+    args = ap.parse_args()
+
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from pipelines.config import load_settings
+    from pipelines.coordinator.options import ReplayOptions
+    from pipelines.frames.decode import plan_inputs, work_batches
+    from pipelines.frames.envelope import DecodedTally, decode
+    from pipelines.frames.segment_shards import ShardLoad, WorkUnit, decode_and_load_task
+    from pipelines.io.blobs import from_blob
+    from pipelines.io.warehouse import HistoryStage
+    from pipelines.validation.runner import UNKNOWN_CLOCK_MS, history_check
+    from simulator import generate_sample
+
+    if not args.dir.exists():
+        generate_sample(args.dir, records=args.records, groups=args.groups, partitions=50, seed=1)
+    plan = plan_inputs([args.dir])
+    items = pa.Table.from_batches(work_batches(plan))
+    parts = sorted(set(items.column("offsets_partition").to_pylist()))[:args.partitions]
+    units = [WorkUnit(p, items.filter(pc.equal(items.column("offsets_partition"), p))) for p in parts]
+    options = ReplayOptions(snapshot_id="bench", num_partitions=max(50, parts[-1] + 1))
+    check = history_check(load_settings(), as_of_ms=UNKNOWN_CLOCK_MS, num_partitions=options.num_partitions)
+
+    def run() -> int:
+        """The task run once; the records it read (its tallies' rows)."""
+        out = Path(tempfile.mkdtemp(prefix="offsetlake-bench-task-"))
+        try:
+            stage = HistoryStage(out.as_uri(), "settled", "pending-settled", options.snapshot_id)
+            task = decode_and_load_task([units], policy=plan.policy,
+                                        load=ShardLoad(options=options, split_by=check, stage=stage))
+            envelope = pa.Table.from_batches(list(task(iter([pa.record_batch([pa.array([0])], names=["id"])]))))
+        finally:
+            shutil.rmtree(out, ignore_errors=True)
+        return sum(pc.sum(from_blob(p.tally).column("n")).as_py() or 0
+                   for p in decode(envelope) if isinstance(p, DecodedTally))
+
+    records = run()  # and the imports, the first allocations
+    cpu = []
+    for _ in range(args.runs):
+        started = time.process_time()
+        run()
+        cpu.append(time.process_time() - started)
+    print(json.dumps({"dump": str(args.dir), "offsets_partitions": parts, "records": records,
+                      "cpu_s": [round(c, 3) for c in cpu],
+                      "us_per_record": [round(1e6 * c / max(records, 1), 3) for c in cpu]}))
+    if args.profile:
+        profile = cProfile.Profile()
+        profile.enable()
+        run()
+        profile.disable()
+        stats = pstats.Stats(profile)
+        total = max(v[3] for v in stats.stats.values())
+        print(f"under cProfile: {total:.3f} s")
+        for label, suffix, name in PARTS:
+            spent = sum(v[3] for (path, _, func), v in stats.stats.items() if func == name and path.endswith(suffix))
+            print(f"  {label:32s} {spent:7.3f} s  {100 * spent / total:5.1f} %")
+        stats.sort_stats("tottime").print_stats(15)
+
+
+if __name__ == "__main__":
+    main()
