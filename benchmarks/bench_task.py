@@ -5,11 +5,12 @@
 
 Runs the first job's executor function (`frames.segment_shards.decode_and_load_task`) over the first `--partitions`
 offsets partitions of a dump, as one task of a full run does: streamed in windows, its history written into a
-temporary directory with the default settings' suspect filter. No JVM and no other process share the cores, so its
-figures compare across versions within a few per cent where an end-to-end run's spread by 10 %. A missing dump is
-generated as `bench_rebuild.py` generates it (`--records`, `--groups`, 50 partitions). Prints the CPU-seconds of
-each run and per record; `--profile`: one more run under cProfile, its CPU split into the task's parts (inclusive,
-so a part's children are in it) and the functions that took the most.
+temporary directory with the default settings' suspect filter. No JVM and no other process share the cores, but
+this VM's speed still drifts (runs of one version spread by up to 20 %): compare versions alternating, by the best
+of several runs, or by a part's own time. A missing dump is generated as `bench_rebuild.py` generates it
+(`--records`, `--groups`, 50 partitions). Prints the CPU-seconds of each run and per record; `--profile`: one more
+run under cProfile, its CPU split into the task's parts (inclusive, so a part's children are in it) and the
+functions that took the most.
 """
 from __future__ import annotations
 
