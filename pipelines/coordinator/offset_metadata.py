@@ -103,11 +103,11 @@ class Decisions:
     """What a window's replay decided: for each of its offset-commit records, in its order (`own`: `DECIDED_COLUMNS`
     arrays), and for the records of transactions open before it that one of its markers ended (`carried`:
     `offsets_partition`, `offset` and the `DECIDED_COLUMNS`). `commits`: those offset-commit records in
-    `READ_COLUMNS`, as the replay read them (None: not kept), so the history need not pick them out again."""
+    `READ_COLUMNS`, as the replay read them, so the history need not pick them out again."""
 
     own: dict[str, pa.Array]
     carried: pa.Table
-    commits: pa.Table | None = None
+    commits: pa.Table
 
     @staticmethod
     def concat(parts: list["Decisions"]) -> "Decisions":
@@ -116,9 +116,8 @@ class Decisions:
         own = {c: pa.concat_arrays([p.own[c] for p in parts]) if parts else pa.array([], DECIDED_TYPES[c])
                for c in DECIDED_COLUMNS}
         carried = [p.carried for p in parts if p.carried.num_rows]
-        commits = None if not parts or any(p.commits is None for p in parts) else \
-            pa.concat_tables([p.commits for p in parts])
-        return Decisions(own, pa.concat_tables(carried) if carried else no_carried(), commits)
+        return Decisions(own, pa.concat_tables(carried) if carried else no_carried(),
+                         pa.concat_tables([p.commits for p in parts]))
 
 
 def no_carried() -> pa.Table:

@@ -43,8 +43,9 @@ import pyarrow.compute as pc
 from pipelines.coordinator.decoded import (MARKER_COLUMNS, NAMING_COLUMNS, PART, conform_decoded, group_rows, loadable,
                                            naming_rows, transaction_markers, until_cut)
 from pipelines.coordinator.loader import ShardState, replay_group_records
-from pipelines.coordinator.offset_metadata import (DECIDED_COLUMNS, DECIDED_TYPES, Decisions, is_offset_commit,
-                                                   no_carried, plain_value_decisions, plain_values, replay_offsets)
+from pipelines.coordinator.offset_metadata import (DECIDED_COLUMNS, DECIDED_TYPES, READ_COLUMNS, Decisions,
+                                                   is_offset_commit, no_carried, plain_value_decisions, plain_values,
+                                                   replay_offsets)
 from pipelines.coordinator.options import ReplayOptions
 from pipelines.coordinator.reduction import loader_mask, split_mask
 from pipelines.coordinator.saved import SavedShard
@@ -175,14 +176,15 @@ class StreamedShards:
                 replay_group_records(state.groups, looped)
                 self.looped += len(looped)
         if not decisions:
-            return Decisions({c: pa.array([], DECIDED_TYPES[c]) for c in DECIDED_COLUMNS}, no_carried())
+            return Decisions({c: pa.array([], DECIDED_TYPES[c]) for c in DECIDED_COLUMNS}, no_carried(),
+                             table.select(list(READ_COLUMNS)))
         return Decisions.concat(decisions)
 
     def _settled(self, table: pa.Table, decisions: Decisions, last: bool) -> pa.Table:
         """The history rows a load settles: its own offset commits' (all, or those its mode gives) with the
         decisions, and the held-back rows the decisions settled; the rows still pending are held back unless
         `last`."""
-        own, decided_own = table if decisions.commits is None else decisions.commits, decisions.own
+        own, decided_own = decisions.commits, decisions.own
         if self.mode.history == "unplain":
             unplain = pc.invert(plain_values(table, self.options.is_modern))
             own = table.select(list(HISTORY_READS)).filter(unplain)
