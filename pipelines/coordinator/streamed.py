@@ -62,6 +62,10 @@ ACROSS_RANGES_KEEP = 0.75
 #: A range reduces the rows it hands on again, with those kept before them (`_pass_on`), once they are this many more
 #: than twice what the last reduction left: what it holds rolls with its state, not its log, window after window.
 PASS_ON_SLACK_ROWS = 1_000_000
+#: A range's window is cut to the rows it hands on at once only if that leaves at most this share of them; else it is
+#: handed on whole and `_pass_on`'s next reduction cuts it with the rows around it. A cut copies every column, and
+#: most windows of a busy range keep most of their rows: their keys recur across windows, not within one.
+RANGE_WINDOW_KEEP = 0.5
 
 
 @dataclass(frozen=True)
@@ -145,7 +149,8 @@ class StreamedShards:
         self._naming.append(naming_rows(table))
         if not mode.state:
             kept = split_mask(table, options.is_modern)
-            loaded = table if kept is None else table.filter(pa.array(kept))
+            cut = kept is not None and np.count_nonzero(kept) <= RANGE_WINDOW_KEEP * len(kept)
+            loaded = table.filter(pa.array(kept)) if cut else table
             if loaded.num_rows:
                 self._pass_on(loaded)
             # the history's columns alone: a filter copies every column it is given
@@ -220,8 +225,9 @@ class StreamedShards:
         return out
 
     def _pass_on(self, loaded: pa.Table) -> None:
-        """`loaded` kept for `passed_on`, reduced again with the rows kept before it once they have doubled: the
-        rows a range hands on stay about the size of its state, not of its log."""
+        """`loaded` (a window's rows, cut or whole: `RANGE_WINDOW_KEEP`) kept for `passed_on`, reduced again with the
+        rows kept before it once they have doubled: the rows a range hands on stay about the size of its state, not
+        of its log."""
         self._passed.append(loaded)
         self._passed_rows += loaded.num_rows
         if self._passed_rows > 2 * self._reduced_rows + PASS_ON_SLACK_ROWS:
