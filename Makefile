@@ -66,6 +66,7 @@ bench: setup
 	$(PY) benchmarks/bench_decode.py --mb 100
 	$(PY) benchmarks/bench_rebuild.py
 	$(PY) benchmarks/bench_task.py --profile
+	$(PY) benchmarks/bench_task.py --split --profile
 	$(PY) benchmarks/bench_skew.py --compare-unsplit --compare-balanced
 	$(PY) benchmarks/bench_replay.py
 	$(PY) benchmarks/bench_cold.py --records 1000000 2000000 10000000
