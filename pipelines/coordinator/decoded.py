@@ -83,33 +83,9 @@ def _sparse_rows(table: pa.Table, at: np.ndarray) -> list[SparseRow]:
         if label.startswith(KIND_OFFSET_COMMIT + "/"):
             sub = sub.select(["record_kind", "group_id"])
         filled = [c for c in sub.column_names if sub.column(c).null_count < sub.num_rows]
-        values = [pylist(sub.column(c)) for c in filled]
+        values = [sub.column(c).to_pylist() for c in filled]
         groups.append(iter([SparseRow(zip(filled, v)) for v in zip(*values)]))
     return [next(groups[c]) for c in codes.tolist()]
-
-
-def pylist(values: pa.Array | pa.ChunkedArray) -> list:
-    """`values.to_pylist()`, a list or struct column's built from its children's lists: Arrow makes a Python object
-    of a nested value field by field through its scalars, which for a classic group's members (their topics and
-    partitions) took twice as long."""
-    if isinstance(values, pa.ChunkedArray):
-        return [v for chunk in values.chunks for v in pylist(chunk)]
-    if not len(values):
-        return []
-    kind = values.type
-    if pa.types.is_struct(kind) and kind.num_fields:
-        names = [f.name for f in kind]
-        out = [dict(zip(names, row)) for row in zip(*(pylist(child) for child in values.flatten()))]
-    elif pa.types.is_list(kind):
-        offsets = values.offsets.to_numpy()
-        items = pylist(values.flatten())  # the items of these lists only: from offsets[0] on
-        bounds = (offsets - offsets[0]).tolist()
-        out = [items[a:b] for a, b in zip(bounds, bounds[1:])]
-    else:
-        return values.to_pylist()
-    if values.null_count:
-        out = [v if valid else None for v, valid in zip(out, values.is_valid().to_pylist())]
-    return out
 
 
 NAMING_COLUMNS = ("record_kind", "key_type", "is_tombstone", "offset", PART, "topics_metadata")
