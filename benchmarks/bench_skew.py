@@ -14,7 +14,8 @@ with `--same-as W` (another version's rebuild of the same dump, same snapshot id
 compared row for row, the snapshot id aside. `--compare-unsplit` rebuilds it again with the hot partition read by one task
 (`decode.split_bytes` 0) and compares the snapshots; `--compare-balanced` rebuilds a dump of the same generator and
 size with no hot partition (the groups spread over every offsets partition) and gives the records/s ratio, each
-dump's second rebuild in the session against the other's.
+dump's second rebuild in the session against the other's. Each run's wall time is accounted for on stderr and in
+its figures (`accounting.py`): a hot run's range tasks and its split loads are Spark jobs of their own.
 """
 from __future__ import annotations
 
@@ -31,6 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+from accounting import StageClock, account, epoch_ms, format_accounting  # noqa: E402
 from bench_rebuild import _children, _rss_kb  # noqa: E402
 
 
@@ -144,12 +146,15 @@ def main():
         sampler = WorkerPeak()
         sampler.start()
         t = time.monotonic()
+        clock = StageClock(echo=lambda line: print(f"{time.monotonic() - t:7.1f}s {line}", file=sys.stderr))
+        since_ms = epoch_ms()
         summary = run_rebuild(spark, run_settings, RebuildRequest(inputs=(str(source),), warehouse=str(wh),
-                                                                  snapshot_id=args.snapshot_id),
-                              emit=lambda line: print(f"{time.monotonic() - t:7.1f}s {line}", file=sys.stderr))
+                                                                  snapshot_id=args.snapshot_id), emit=clock)
         wall = time.monotonic() - t
         sampler.stop.set()
         sampler.join()
+        accounted = account(spark, clock, summary.stage_seconds, since_ms=since_ms, wall=wall)
+        print(f"{name}, accounted:\n{format_accounting(accounted)}", file=sys.stderr)
         result[name] = {
             "load_buffer_bytes": run_settings.section("decode").get("load_buffer_bytes"),
             "split_bytes": run_settings.section("decode").get("split_bytes"),
@@ -157,6 +162,7 @@ def main():
             "records_per_s": round(summary.records_in / wall), "status": summary.status,
             "task_cpu_seconds": summary.task_cpu_seconds,
             "peak_rss_mb": {k: round(v / 1024) for k, v in sampler.peak.items()},
+            "accounting": accounted,
         }
         print(f"{name}: {json.dumps(result[name])}", file=sys.stderr)
 
