@@ -30,6 +30,7 @@ failure, or any exception, and every legacy (magic 0/1) entry, is decoded by `ba
 from __future__ import annotations
 
 import mmap
+import operator
 import os
 import struct
 from collections.abc import Callable, Iterator
@@ -373,13 +374,14 @@ def _scatter(entries: list[tuple[int, Any]], n: int, t: pa.DataType) -> pa.Array
     """An array of `n` rows, null but at the (row, value) `entries` (rows ascending, values not None). Built from the
     k values' own buffers: a `take` of k values into n rows costs a pass per row of every child, which for the
     nested group columns of a chunk was most of its making."""
-    rows_at, values = zip(*entries)
-    k = len(rows_at)
-    rows = np.fromiter(rows_at, np.int64, k)
-    vals = pa.array(values, t)
+    k = len(entries)
+    # two passes of C-level getters, not `zip(*entries)` (twice as long), and the validity packed by numpy, not
+    # made an Arrow boolean array (a fifth of the cost of a small column)
+    rows = np.fromiter(map(_ROW, entries), np.int64, k)
+    vals = pa.array(list(map(_VALUE, entries)), t)
     valid = np.zeros(n, dtype=bool)
     valid[rows] = True
-    validity = pa.array(valid).buffers()[1]
+    validity = pa.py_buffer(np.packbits(valid, bitorder="little"))
     width = _FIXED_WIDTH.get(t)
     if width is not None:
         data = np.zeros(n, dtype=width)
@@ -401,6 +403,7 @@ def _scatter(entries: list[tuple[int, Any]], n: int, t: pa.DataType) -> pa.Array
     return vals.take(pa.array(where, mask=where < 0))
 
 
+_ROW, _VALUE = operator.itemgetter(0), operator.itemgetter(1)
 _FIXED_WIDTH = {pa.int8(): np.int8, pa.int16(): np.int16, pa.int32(): np.int32, pa.int64(): np.int64}
 
 
