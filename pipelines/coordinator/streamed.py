@@ -235,12 +235,15 @@ class StreamedShards:
             self._passed_rows = self._reduced_rows = self._passed[0].num_rows
 
     def passed_on(self) -> pa.Table | None:
-        """What a range hands on to its partition's load (`reduction.split_mask`), in log order (None: nothing)."""
+        """What a range hands on to its partition's load (`reduction.split_mask`), in log order (None: nothing), in
+        one chunk: cut from its windows, it held one per window, and each chunk is a batch of the blobs it goes in
+        (`by_group`, `io.blobs`), every column of it compressed on its own (a 150 k-row range's buckets packed and
+        opened again in 0.15 s in 31 chunks, 0.05 s in one)."""
         if not self._passed:
             return None
         rows = _split_rows(pa.concat_tables(self._passed), self.options.is_modern)
         self._passed, self._passed_rows, self._reduced_rows = [], 0, 0
-        return rows
+        return rows.combine_chunks()
 
     def _once(self, table: pa.Table, last: bool) -> pa.Table:
         """`table` (`loadable`: each partition's rows in log order) with each record once: without the copies of
