@@ -173,8 +173,8 @@ def _codes(*columns: np.ndarray) -> np.ndarray:
 
 def _ranked(key: np.ndarray) -> np.ndarray:
     """Dense codes of `key` in its values' order: each row's distinct value found by hashing (Arrow's
-    `dictionary_encode`), then only the distinct values sorted. `np.unique(..., return_inverse=True)` sorts every
-    row, stably: four times as long over a range's keys, which recur a few times each."""
+    `dictionary_encode`), then only the distinct values sorted: `np.unique(..., return_inverse=True)` sorts every
+    row, stably, and a range's keys recur a few times each."""
     encoded = pc.dictionary_encode(pa.array(key))
     distinct = encoded.dictionary.to_numpy()
     rank = np.empty(len(distinct), np.int64)

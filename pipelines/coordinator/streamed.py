@@ -236,9 +236,9 @@ class StreamedShards:
 
     def passed_on(self) -> pa.Table | None:
         """What a range hands on to its partition's load (`reduction.split_mask`), in log order (None: nothing), in
-        one chunk: cut from its windows, it held one per window, and each chunk is a batch of the blobs it goes in
-        (`by_group`, `io.blobs`), every column of it compressed on its own (a 150 k-row range's buckets packed and
-        opened again in 0.15 s in 31 chunks, 0.05 s in one)."""
+        one chunk: cut from its windows, it holds a chunk per window, and each chunk would be a batch of the blobs it
+        goes in (`by_group`, `io.blobs`), every column of which is packed and opened on its own, and a table of many
+        chunks for every step of the split load."""
         if not self._passed:
             return None
         rows = _split_rows(pa.concat_tables(self._passed), self.options.is_modern)

@@ -375,8 +375,8 @@ def _scatter(entries: list[tuple[int, Any]], n: int, t: pa.DataType) -> pa.Array
     k values' own buffers: a `take` of k values into n rows costs a pass per row of every child, which for the
     nested group columns of a chunk was most of its making."""
     k = len(entries)
-    # two passes of C-level getters, not `zip(*entries)` (twice as long), and the validity packed by numpy, not
-    # made an Arrow boolean array (a fifth of the cost of a small column)
+    # the rows and values by C-level getters (`zip(*entries)` passes every pair as an argument), the validity packed
+    # by numpy (an Arrow boolean array made of it only to take its bitmap converts it first)
     rows = np.fromiter(map(_ROW, entries), np.int64, k)
     vals = pa.array(list(map(_VALUE, entries)), t)
     valid = np.zeros(n, dtype=bool)
