@@ -16,8 +16,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipelines.coordinator.committed import groups_of
-from pipelines.coordinator.groups import (ClassicGroup, ConsumerGroup, MemberMetadata, SimpleGroup, TopicIdPartitions,
-                                          classic_group_state, flat_topic_partitions, group_type, is_live)
+from pipelines.coordinator.groups import (ClassicGroup, ConsumerGroup, GroupEvent, MemberMetadata, SimpleGroup,
+                                          TopicIdPartitions, classic_group_state, flat_topic_partitions, group_type,
+                                          is_live)
 from pipelines.coordinator.loader import ShardState
 from pipelines.coordinator.offset_metadata import DECIDED_TYPES, is_offset_commit
 from pipelines.coordinator.options import REPLAY_TABLES, ReplayOptions
@@ -255,12 +256,18 @@ def shard_rows(st: ShardState, options: ReplayOptions, n: int, names: dict[str, 
     return out
 
 
-def group_history_table(events: Iterable[Row], sid: str, part: int) -> pa.Table:
+def group_history_table(events: Sequence[GroupEvent], sid: str, part: int) -> pa.Table:
     """The `group_history` rows of a shard's group events (`groups.GroupStore.history`), a KIP-848 member's
     partitions still by topic id: made where the events are, before the run's topic names are known
-    (`named_group_history`)."""
-    rows = [{**e, "snapshot_id": sid, "offsets_partition": part} for e in events]
-    return contract_table(rows, "group_history")
+    (`named_group_history`). Column by column: an event is a tuple of the table's columns but the shard's."""
+    schema = table_schema("group_history")
+    n = len(events)
+    columns = dict(zip(GroupEvent._fields, zip(*events))) if n else dict.fromkeys(GroupEvent._fields, ())
+    shard = {"snapshot_id": pa.scalar(sid, pa.string()), "offsets_partition": pa.scalar(part, pa.int32())}
+    arrays = [pa.repeat(shard[f.name], n) if f.name in shard
+              else _timestamps(columns[f.name]) if pa.types.is_timestamp(f.type)
+              else pa.array(columns[f.name], f.type) for f in schema]
+    return pa.Table.from_arrays(arrays, schema=schema)
 
 
 def named_group_history(table: pa.Table, names: dict[str, str]) -> pa.Table:

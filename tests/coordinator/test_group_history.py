@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pipelines.coordinator.groups import GroupEvent
 from pipelines.coordinator.options import ReplayOptions
 from pipelines.coordinator.shard import replay_rows
 from pipelines.coordinator.tables import group_history_table, named_group_history
@@ -182,10 +183,11 @@ def test_naming_a_history_gives_the_rows_the_names_would_have_given(events, name
         out = []
         for i, (group_type, members) in enumerate(events):
             rename = name_of if group_type == "consumer" else (lambda t: t)
-            out.append({"group_id": "g", "record_offset": i, "group_type": group_type, "event": "member",
-                        "member_assignments": None if members is None else [
-                            {"member_id": m["member_id"], "assigned_partitions": None if m["pairs"] is None else
-                             sorted((rename(t), p) for t, p in m["pairs"])} for m in members]})
+            out.append(GroupEvent(
+                "g", i, None, group_type, "member", None, None, None, None, None, 0, [], [],
+                None if members is None else [
+                    {"member_id": m["member_id"], "assigned_partitions": None if m["pairs"] is None else
+                     sorted((rename(t), p) for t, p in m["pairs"])} for m in members], "{}"))
         return group_history_table(out, "s", 3)
 
     got = named_group_history(history(lambda t: t), names)
