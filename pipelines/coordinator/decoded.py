@@ -75,17 +75,45 @@ def _sparse_rows(table: pa.Table, at: np.ndarray) -> list[SparseRow]:
     codes = encoded.indices.to_numpy(zero_copy_only=False)
     # the rows of each kind side by side (one take, then slices: a filter per kind copies every column each time)
     order = np.argsort(codes, kind="stable")
-    bounds = np.searchsorted(codes[order], np.arange(len(encoded.dictionary) + 1)).tolist()
-    by_kind = table.take(pa.array(at[order]))
+    bounds = np.searchsorted(codes[order], np.arange(len(encoded.dictionary) + 1))
+    by_kind = _without_member_bytes(table.take(pa.array(at[order])))
+    labels = encoded.dictionary.to_pylist()
+    # which columns each kind fills, and every column's Python values, each found once for all kinds: per kind
+    # and column, a slice's null count and `to_pylist` cost more than the values they hand over
+    names = by_kind.column_names
+    filled = np.add.reduceat(np.stack([by_kind.column(c).is_valid().to_numpy(zero_copy_only=False) for c in names],
+                                      axis=1), bounds[:-1], axis=0) > 0
+    commits = np.array([label.startswith(KIND_OFFSET_COMMIT + "/") for label in labels])
+    read = {"record_kind", "group_id"}
+    wanted = filled[~commits].any(axis=0) | np.array([c in read for c in names]) & filled.any(axis=0)
+    values = {c: by_kind.column(c).to_pylist() for c, w in zip(names, wanted.tolist()) if w}
     groups = []
-    for code, label in enumerate(encoded.dictionary.to_pylist()):
-        sub = by_kind.slice(bounds[code], bounds[code + 1] - bounds[code])
-        if label.startswith(KIND_OFFSET_COMMIT + "/"):
-            sub = sub.select(["record_kind", "group_id"])
-        filled = [c for c in sub.column_names if sub.column(c).null_count < sub.num_rows]
-        values = [sub.column(c).to_pylist() for c in filled]
-        groups.append(iter([SparseRow(zip(filled, v)) for v in zip(*values)]))
+    for code, label in enumerate(labels):
+        a, b = int(bounds[code]), int(bounds[code + 1])
+        cols = [c for c, f in zip(names, filled[code].tolist()) if f and (not commits[code] or c in read)]
+        groups.append(iter([SparseRow(zip(cols, v)) for v in zip(*(values[c][a:b] for c in cols))]))
     return [next(groups[c]) for c in codes.tolist()]
+
+
+#: A classic member's raw consumer-protocol bytes: no loader reads them (their topics are decoded beside them), and
+#: `groups.record_json` leaves them out.
+MEMBER_BYTES = ("subscription", "assignment")
+
+
+def _without_member_bytes(table: pa.Table) -> pa.Table:
+    """`table` with its classic members' `MEMBER_BYTES` left out: a Python bytes object per member and field is most
+    of what making the members Python objects costs."""
+    if "members" not in table.column_names or not table.num_rows:
+        return table
+    lists = table.column("members").combine_chunks()
+    members = lists.values
+    kept = [i for i, f in enumerate(members.type) if f.name not in MEMBER_BYTES]
+    fields = [members.type.field(i) for i in kept]
+    members = pa.StructArray.from_arrays([members.field(i) for i in kept], fields=fields,
+                                         mask=members.is_null() if members.null_count else None)
+    lists = pa.ListArray.from_arrays(lists.offsets, members, type=pa.list_(pa.struct(fields)),
+                                     mask=lists.is_null() if lists.null_count else None)
+    return table.set_column(table.schema.get_field_index("members"), "members", lists)
 
 
 NAMING_COLUMNS = ("record_kind", "key_type", "is_tombstone", "offset", PART, "topics_metadata")
