@@ -1,0 +1,51 @@
+"""`decoded.group_rows` on a real broker's logs: each row the loaders read is the decoded row as Arrow gives it, with
+the columns its kind of record fills (an offset commit's: its kind and group id), and a classic member's raw
+consumer-protocol bytes left out."""
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from pipelines.coordinator.decoded import MEMBER_BYTES, UNREAD_COLUMNS, group_rows
+from pipelines.decoding.columnar import decode_segment_to_arrow
+from schemas.decoded import KIND_OFFSET_COMMIT
+
+
+def _decoded(data) -> pa.Table:
+    batches = [b for d in sorted(data.glob("__consumer_offsets-*"))
+               for f in sorted(d.glob("*.log"))
+               for b in decode_segment_to_arrow(f, offsets_partition=int(d.name.rsplit("-", 1)[1]))]
+    return pa.Table.from_batches(batches)
+
+
+@pytest.mark.shared
+@pytest.mark.parametrize("scenario", ["classic-basic", "kip848", "deletes"])
+def test_group_rows_are_the_decoded_rows_the_loaders_read(brokerdata, scenario):
+    table = _decoded(brokerdata / scenario / "data")
+    rng = np.random.default_rng(7)
+    keep = rng.random(table.num_rows) < 0.7  # any rows, in log order: offset commits among them too
+    got = group_rows(table, keep)
+    want = [r for r, k in zip(table.to_pylist(), keep) if k]
+    assert len(got) == len(want) and any(r.get("members") for r in got)
+    kind_of = lambda r: (r["record_kind"], r["key_type"], r["is_tombstone"])  # noqa: E731
+    filled: dict[tuple, set[str]] = {}
+    for r in want:
+        filled.setdefault(kind_of(r), set()).update(c for c, v in r.items() if v is not None)
+    for g, w in zip(got, want):
+        if w["record_kind"] == KIND_OFFSET_COMMIT:
+            assert dict(g) == {c: w[c] for c in ("record_kind", "group_id") if w[c] is not None}
+            continue
+        assert set(g) == filled[kind_of(w)] - set(UNREAD_COLUMNS)
+        for c, v in g.items():
+            if c == "members" and v is not None:
+                assert v == [{k: x for k, x in m.items() if k not in MEMBER_BYTES} for m in w[c]]
+            else:
+                assert v == w[c], c
+
+
+def test_group_rows_of_no_rows_and_of_rows_without_members():
+    table = pa.table({"record_kind": pa.array(["offset_commit"]), "key_type": pa.array([1], pa.int16()),
+                      "is_tombstone": pa.array([False]), "group_id": pa.array(["g"]), "offset": pa.array([3])})
+    assert group_rows(table, np.zeros(1, bool)) == []
+    assert group_rows(table, np.ones(1, bool)) == [{"record_kind": "offset_commit", "group_id": "g"}]
