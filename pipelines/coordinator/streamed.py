@@ -66,6 +66,9 @@ PASS_ON_SLACK_ROWS = 1_000_000
 #: handed on whole and `_pass_on`'s next reduction cuts it with the rows around it. A cut copies every column, and
 #: most windows of a busy range keep most of their rows: their keys recur across windows, not within one.
 RANGE_WINDOW_KEEP = 0.5
+#: After a window not worth cutting, a range hands on the next ones whole without asking (each ask codes every
+#: row's key), the first, then two, four... up to this many, until a window it asks about is worth cutting again.
+RANGE_WINDOW_ASK_GAP_MAX = 8
 
 
 @dataclass(frozen=True)
@@ -123,6 +126,7 @@ class StreamedShards:
         self.mode = mode
         self._passed: list[pa.Table] = []
         self._passed_rows, self._reduced_rows = 0, 0
+        self._ask_gap, self._unasked = 0, 0  # `RANGE_WINDOW_ASK_GAP_MAX`
         #: the records the Python loaders read one at a time (the rest are replayed column by column)
         self.looped = 0
         self.states: dict[int, ShardState] = {p: s.state for p, s in resume.items()}
@@ -148,9 +152,7 @@ class StreamedShards:
         self._markers.append(transaction_markers(table, options))
         self._naming.append(naming_rows(table))
         if not mode.state:
-            kept = split_mask(table, options.is_modern)
-            cut = kept is not None and np.count_nonzero(kept) <= RANGE_WINDOW_KEEP * len(kept)
-            loaded = table.filter(pa.array(kept)) if cut else table
+            loaded = self._range_window(table)
             if loaded.num_rows:
                 self._pass_on(loaded)
             # the history's columns alone: a filter copies every column it is given
@@ -160,6 +162,21 @@ class StreamedShards:
         if mode.history == "none":
             return None
         return self._settled(table, decisions, last)
+
+    def _range_window(self, table: pa.Table) -> pa.Table:
+        """What a range hands on of a window (`RANGE_WINDOW_KEEP`): cut, or whole, without asking if the windows
+        asked about last were not worth cutting (`RANGE_WINDOW_ASK_GAP_MAX`). Whole, it is only less reduced:
+        `_pass_on` cuts it later, and every row it keeps gives the same state."""
+        if self._unasked > 0:
+            self._unasked -= 1
+            return table
+        kept = split_mask(table, self.options.is_modern)
+        if kept is not None and np.count_nonzero(kept) <= RANGE_WINDOW_KEEP * len(kept):
+            self._ask_gap = 0
+            return table.filter(pa.array(kept))
+        self._ask_gap = min(max(1, 2 * self._ask_gap), RANGE_WINDOW_ASK_GAP_MAX)
+        self._unasked = self._ask_gap
+        return table
 
     def _replay(self, table: pa.Table) -> Decisions:
         """`table`'s offsets (`offset_metadata.replay_offsets`) and group records (`loader.replay_group_records`)
