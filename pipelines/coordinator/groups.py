@@ -534,9 +534,12 @@ def record_json(row: Row) -> str:
     """The group record as `group_history.record_json` keeps it: its decoded columns that are set (a member's raw
     subscription and assignment bytes left out: no loader reads them, their parsed topics are kept), as JSON, so a
     restore plan can hand the same record to the loaders again."""
+    members = row.get("members")
+    raw = bool(members) and any(k in m for m in members for k in _RAW_MEMBER_BYTES)  # a decoded table's rows have them
+    if not raw and None not in row.values() and _NOT_IN_RECORD.isdisjoint(row):
+        # most of the loaders' rows (`decoded.group_rows`): every column they hold is set, none is left out
+        return orjson.dumps(row).decode()
     out = {k: v for k, v in row.items() if v is not None and k not in _NOT_IN_RECORD}
-    members = out.get("members")
-    # the loaders' rows come without them (`decoded.group_rows`); a decoded table's rows have them
-    if members and any(k in members[0] for k in _RAW_MEMBER_BYTES):
+    if raw:
         out["members"] = [{k: v for k, v in m.items() if k not in _RAW_MEMBER_BYTES} for m in members]
     return orjson.dumps(out).decode()

@@ -1,15 +1,22 @@
 """`decoded.group_rows` on a real broker's logs: each row the loaders read is the decoded row as Arrow gives it, with
 the columns its kind of record fills (an offset commit's: its kind and group id), and a classic member's raw
-consumer-protocol bytes left out."""
+consumer-protocol bytes left out; and `groups.record_json` of such rows, or of a decoded table's."""
 from __future__ import annotations
+
+import json
 
 import numpy as np
 import pyarrow as pa
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pipelines.coordinator.decoded import MEMBER_BYTES, UNREAD_COLUMNS, group_rows
+from pipelines.coordinator.groups import record_json
+from pipelines.coordinator.loader import SparseRow
 from pipelines.decoding.columnar import decode_segment_to_arrow
 from schemas.decoded import KIND_OFFSET_COMMIT
+from tests.depth import cases
 
 
 def _decoded(data) -> pa.Table:
@@ -49,3 +56,25 @@ def test_group_rows_of_no_rows_and_of_rows_without_members():
                       "is_tombstone": pa.array([False]), "group_id": pa.array(["g"]), "offset": pa.array([3])})
     assert group_rows(table, np.zeros(1, bool)) == []
     assert group_rows(table, np.ones(1, bool)) == [{"record_kind": "offset_commit", "group_id": "g"}]
+
+
+_VALUES = st.none() | st.integers(-3, 3) | st.text(max_size=3) | st.lists(st.text(max_size=2), max_size=2)
+_MEMBER = st.fixed_dictionaries({"member_id": st.text(max_size=3), "client_id": st.none() | st.text(max_size=2)},
+                                 optional={"subscription": st.binary(max_size=2), "assignment": st.binary(max_size=2)})
+_MEMBERS = st.lists(_MEMBER, max_size=2)
+
+
+@given(row=st.dictionaries(st.sampled_from(["group_id", "offset", "leader", "protocol", "source", "codec", "magic"]),
+                           _VALUES) | st.builds(lambda r, m: {**r, "members": m},
+                                                st.dictionaries(st.sampled_from(["group_id", "offset"]), _VALUES),
+                                                st.none() | _MEMBERS))
+@settings(max_examples=cases(deep=500, quick=100), deadline=None, database=None)
+def test_record_json_is_the_records_set_columns(row):
+    """`record_json` of any row, the loaders' or a decoded table's: the columns that are set, in the row's order,
+    but where the record sits and its raw bytes; a classic member's raw subscription and assignment bytes left out,
+    its other fields (set or not) kept."""
+    got = json.loads(record_json(SparseRow(row)))
+    want = {k: v for k, v in row.items() if v is not None and k not in ("source", "codec", "magic")}
+    if want.get("members"):
+        want["members"] = [{k: v for k, v in m.items() if k not in MEMBER_BYTES} for m in want["members"]]
+    assert got == want and list(got) == list(want)
