@@ -80,8 +80,9 @@ class MemorySampler(threading.Thread):
     """Peak memory of each role, sampled every `EVERY_S`. The workers' proportional set size is read only when the
     sum of their resident sets (cheap to read, and never below it) passes its highest so far by `PSS_GROWTH`, that
     is when the workers grow: the kernel walks every page of a process to answer it (~12 ms for 500 MB here), and
-    read for every worker at each sample it took a twentieth of the machine's two cores from the tasks being timed. The JVM's children are listed every `FIND_EVERY_S`:
-    a JVM lists its children per thread (about a hundred files)."""
+    read for every worker at each sample it took a twentieth of the machine's two cores from the tasks being timed.
+    The JVM's children are listed every `FIND_EVERY_S`: a JVM lists its children per thread (about a hundred
+    files)."""
 
     EVERY_S, FIND_EVERY_S, PSS_GROWTH = 0.2, 1.0, 1.02
 
