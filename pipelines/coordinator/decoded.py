@@ -58,7 +58,8 @@ def _in_log_order(table: pa.Table) -> bool:
 
 def group_rows(table: pa.Table, keep: np.ndarray) -> list[SparseRow]:
     """The rows of `table` that `keep` selects (a mask: `reduction.loader_mask`) as the loaders read them, in order:
-    each a `SparseRow` of the columns its kind of record fills (an offset value's: its kind and group id)."""
+    each a `SparseRow` of the columns its kind of record fills (an offset value's: its kind and group id), a classic
+    group's members without their raw bytes (`MEMBER_BYTES`)."""
     return _sparse_rows(without_unread(table), np.flatnonzero(keep))
 
 
@@ -88,7 +89,7 @@ def _sparse_rows(table: pa.Table, at: np.ndarray) -> list[SparseRow]:
     wanted = filled[~commits].any(axis=0) | np.array([c in read for c in names]) & filled.any(axis=0)
     values = {c: by_kind.column(c).to_pylist() for c, w in zip(names, wanted.tolist()) if w}
     groups = []
-    for code, label in enumerate(labels):
+    for code in range(len(labels)):
         a, b = int(bounds[code]), int(bounds[code + 1])
         cols = [c for c, f in zip(names, filled[code].tolist()) if f and (not commits[code] or c in read)]
         groups.append(iter([SparseRow(zip(cols, v)) for v in zip(*(values[c][a:b] for c in cols))]))
@@ -101,8 +102,8 @@ MEMBER_BYTES = ("subscription", "assignment")
 
 
 def _without_member_bytes(table: pa.Table) -> pa.Table:
-    """`table` with its classic members' `MEMBER_BYTES` left out: a Python bytes object per member and field is most
-    of what making the members Python objects costs."""
+    """`table` with its classic members' `MEMBER_BYTES` left out: made Python objects, they would be two bytes
+    objects per member that nothing reads."""
     if "members" not in table.column_names or not table.num_rows:
         return table
     lists = table.column("members").combine_chunks()
