@@ -9,6 +9,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pipelines.coordinator.groups import MEMBER_BYTES
 from pipelines.coordinator.loader import SKIPPED_KINDS, SparseRow
 from pipelines.coordinator.offset_metadata import is_control
 from pipelines.coordinator.options import ReplayOptions
@@ -94,11 +95,6 @@ def _sparse_rows(table: pa.Table, at: np.ndarray) -> list[SparseRow]:
         cols = [c for c, f in zip(names, filled[code].tolist()) if f and (not commits[code] or c in read)]
         groups.append(iter([SparseRow(zip(cols, v)) for v in zip(*(values[c][a:b] for c in cols))]))
     return [next(groups[c]) for c in codes.tolist()]
-
-
-#: A classic member's raw consumer-protocol bytes: no loader reads them (their topics are decoded beside them), and
-#: `groups.record_json` leaves them out.
-MEMBER_BYTES = ("subscription", "assignment")
 
 
 def _without_member_bytes(table: pa.Table) -> pa.Table:

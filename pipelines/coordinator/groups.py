@@ -527,7 +527,9 @@ _MEMBER_RECORDS: Final = frozenset({_T.CONSUMER_GROUP_MEMBER_METADATA, _T.CONSUM
 
 #: Decoded columns a group record's `record_json` leaves out: where it is (the history row says), raw bytes.
 _NOT_IN_RECORD = frozenset({"source", "key", "value", "batch_position", "codec", "magic", "timestamp_type"})
-_RAW_MEMBER_BYTES = ("subscription", "assignment")
+#: A classic member's raw consumer-protocol bytes: no loader reads them (their topics are decoded beside them), and
+#: `record_json` leaves them out (`decoded.group_rows` gives the loaders members without them).
+MEMBER_BYTES = ("subscription", "assignment")
 
 
 def record_json(row: Row) -> str:
@@ -535,11 +537,11 @@ def record_json(row: Row) -> str:
     subscription and assignment bytes left out: no loader reads them, their parsed topics are kept), as JSON, so a
     restore plan can hand the same record to the loaders again."""
     members = row.get("members")
-    raw = bool(members) and any(k in m for m in members for k in _RAW_MEMBER_BYTES)  # a decoded table's rows have them
+    raw = bool(members) and any(k in m for m in members for k in MEMBER_BYTES)  # a decoded table's rows have them
     if not raw and None not in row.values() and _NOT_IN_RECORD.isdisjoint(row):
         # most of the loaders' rows (`decoded.group_rows`): every column they hold is set, none is left out
         return orjson.dumps(row).decode()
     out = {k: v for k, v in row.items() if v is not None and k not in _NOT_IN_RECORD}
     if raw:
-        out["members"] = [{k: v for k, v in m.items() if k not in _RAW_MEMBER_BYTES} for m in members]
+        out["members"] = [{k: v for k, v in m.items() if k not in MEMBER_BYTES} for m in members]
     return orjson.dumps(out).decode()

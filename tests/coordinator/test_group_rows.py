@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipelines.coordinator.decoded import MEMBER_BYTES, UNREAD_COLUMNS, group_rows
-from pipelines.coordinator.groups import record_json
+from pipelines.coordinator.decoded import UNREAD_COLUMNS, group_rows
+from pipelines.coordinator.groups import MEMBER_BYTES, record_json
 from pipelines.coordinator.loader import SparseRow
 from pipelines.decoding.columnar import decode_segment_to_arrow
 from schemas.decoded import KIND_OFFSET_COMMIT
