@@ -33,7 +33,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from accounting import StageClock, account, epoch_ms, format_accounting  # noqa: E402
-from bench_rebuild import _children, _rss_kb  # noqa: E402
+from bench_rebuild import _children, _is_java, _rss_kb  # noqa: E402
 
 
 class WorkerPeak(threading.Thread):
@@ -50,12 +50,7 @@ class WorkerPeak(threading.Thread):
         while not self.stop.is_set():
             now_kb = 0
             self.peak["python_driver"] = max(self.peak["python_driver"], _rss_kb(me))
-            for child in _children(me):
-                try:
-                    if b"java" not in Path(f"/proc/{child}/cmdline").read_bytes():
-                        continue
-                except OSError:
-                    continue
+            for child in filter(_is_java, _children(me)):
                 stack = _children(child)
                 while stack:
                     p = stack.pop()
