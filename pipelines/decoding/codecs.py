@@ -152,16 +152,45 @@ def _one_frame_zstd(data: bytes, size: int) -> bytes | None:
     dctx = getattr(_zstd_contexts, "dctx", None)
     if dctx is None:
         dctx = _zstd_contexts.dctx = zstandard.ZstdDecompressor()
+    if _zstd_frame_end(data) != len(data):
+        return None
     try:
         declared = zstandard.get_frame_parameters(data).content_size
         if declared != zstandard.CONTENTSIZE_UNKNOWN and declared > size:
             return None  # a one-shot call would allocate what the header claims, past any cap
-        out = dctx.decompress(data, max_output_size=size)  # the first frame only, bounded
-        check = dctx.decompressobj()  # that frame again, to see where it ends: it is known to fit in `size`
-        check.decompress(data)
+        return dctx.decompress(data, max_output_size=size)  # the first frame only, bounded
     except zstandard.ZstdError:
         return None
-    return out if check.eof and not check.unused_data else None
+
+
+_ZSTD_MAGIC = 0xFD2FB528
+
+
+def _zstd_frame_end(data: bytes) -> int | None:
+    """Where the zstd frame at the start of `data` ends, from its header and block headers (RFC 8878 3.1.1, what
+    `ZSTD_findFrameCompressedSize` reads, which python-zstandard does not expose); None: no whole frame there. The
+    one-frame path needs it: a decompressor reads the first frame and says nothing of the bytes after it."""
+    n = len(data)
+    if n < 5 or _U32LE.unpack_from(data, 0)[0] != _ZSTD_MAGIC:
+        return None
+    fhd = data[4]
+    if fhd & 0x08:  # the reserved bit
+        return None
+    single_segment = fhd & 0x20
+    fcs = (1 if single_segment else 0, 2, 4, 8)[fhd >> 6]
+    pos = 5 + (0 if single_segment else 1) + (0, 1, 2, 4)[fhd & 3] + fcs
+    while True:
+        if pos + 3 > n:
+            return None
+        header = data[pos] | data[pos + 1] << 8 | data[pos + 2] << 16
+        kind, block = (header >> 1) & 3, header >> 3
+        if kind == 3:  # reserved block type
+            return None
+        pos += 3 + (1 if kind == 1 else block)  # an RLE block holds one byte
+        if header & 1:  # the last block
+            break
+    pos += 4 if fhd & 0x04 else 0  # the content checksum
+    return pos if pos <= n else None
 
 
 def _unzstd(data: bytes, limit: int) -> bytes:

@@ -6,7 +6,7 @@ import struct
 
 import cramjam
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from pipelines.decoding import codecs
@@ -223,6 +223,25 @@ def test_zstd_reads_what_a_fresh_context_reads(parts, tail, cut):
     except CorruptBatchError:
         got = CorruptBatchError
     assert got == general(data)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.sampled_from([b"", b"\x00" * 200_000, b"kafka offsets " * 900]) | st.binary(max_size=2000),
+                min_size=1, max_size=4).map(b"".join),
+       st.booleans(), st.booleans(), st.binary(max_size=6))
+@example(b"\x00" * 200_000, False, False, b"")  # a compressed block, then an RLE one
+def test_zstd_frame_end_is_where_the_decompressor_stops(data, checksum, content_size, tail):
+    """A frame's end read from its block headers is where libzstd's streaming reader stops (its unused data
+    begins), whatever the frame holds: raw, RLE and compressed blocks, several blocks, a checksum, a content
+    size or none; a frame cut short has no end."""
+    import zstandard
+
+    frame = zstandard.ZstdCompressor(write_checksum=checksum, write_content_size=content_size).compress(data)
+    reader = zstandard.ZstdDecompressor().decompressobj()
+    assert reader.decompress(frame + tail) == data
+    assert reader.unused_data == tail
+    assert codecs._zstd_frame_end(frame + tail) == len(frame)
+    assert codecs._zstd_frame_end(frame[:-1]) is None
 
 
 def test_zstd_frame_claiming_a_huge_content_size_is_not_allocated():
