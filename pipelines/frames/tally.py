@@ -180,8 +180,10 @@ def _spans(parts, offsets, times, after: dict[int, int]) -> pa.Table:
     ts = pc.fill_null(times, np.iinfo(np.int64).min).to_numpy(zero_copy_only=False).astype(np.int64)
     parts_all = np.unique(p)
     p, o, ts = p[valid], o[valid], ts[valid]
-    order = np.lexsort((o, p))
-    p, o, ts = p[order], o[order], ts[order]
+    # a shard's rows come in log order: a sort (a stable one, so ties keep their order) would only copy them
+    if len(p) > 1 and not np.all((p[1:] > p[:-1]) | ((p[1:] == p[:-1]) & (o[1:] >= o[:-1]))):
+        order = np.lexsort((o, p))
+        p, o, ts = p[order], o[order], ts[order]
     n = len(p)
     first_of = np.ones(n, bool)
     first_of[1:] = p[1:] != p[:-1]

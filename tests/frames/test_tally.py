@@ -145,13 +145,16 @@ def test_a_gaps_timestamp_is_the_newest_read_up_to_its_end_whatever_the_order():
 
     from pipelines.frames.tally import tally_rows
 
-    rows = [(0, 0, 100), (1, 7, 900), (0, 1, 300), (0, 5, 200), (1, 8, 50), (1, 12, 60), (0, 9, 150)]
-    table = pa.table({"offsets_partition": pa.array([p for p, _, _ in rows], pa.int32()),
-                      "record_kind": ["offset_commit"] * len(rows), "control_type": pa.nulls(len(rows), pa.string()),
-                      "key_type": pa.array([1] * len(rows), pa.int16()),
-                      "timestamp": pa.array([t for _, _, t in rows], pa.int64()),
-                      "offset": pa.array([o for _, o, _ in rows], pa.int64())})
-    got = {r["offsets_partition"]: (r["first_offset"], r["gap_end"], r["gap_ts"])
-           for r in tally_rows(table).to_pylist()}
-    # partition 0 reads 0, 1, 5, 9: its last gap ends at 9, the newest before it 300; partition 1 reads 7, 8, 12
-    assert got == {0: (0, 9, 300), 1: (7, 12, 900)}
+    read = [(0, 0, 100), (1, 7, 900), (0, 1, 300), (0, 5, 200), (1, 8, 50), (1, 12, 60), (0, 9, 150)]
+    for rows in (read, sorted(read)):  # shuffled, and in log order (as a shard's decoder gives them)
+        table = pa.table({"offsets_partition": pa.array([p for p, _, _ in rows], pa.int32()),
+                          "record_kind": ["offset_commit"] * len(rows),
+                          "control_type": pa.nulls(len(rows), pa.string()),
+                          "key_type": pa.array([1] * len(rows), pa.int16()),
+                          "timestamp": pa.array([t for _, _, t in rows], pa.int64()),
+                          "offset": pa.array([o for _, o, _ in rows], pa.int64())})
+        got = {r["offsets_partition"]: (r["first_offset"], r["gap_end"], r["gap_ts"])
+               for r in tally_rows(table).to_pylist()}
+        # partition 0 reads 0, 1, 5, 9: its last gap ends at 9, the newest before it 300; partition 1 reads 7, 8,
+        # 12
+        assert got == {0: (0, 9, 300), 1: (7, 12, 900)}
