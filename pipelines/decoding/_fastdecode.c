@@ -98,6 +98,7 @@ typedef struct {
     uint8_t *data;     /* values, bool bitmap, or string bytes */
     int32_t *offs;     /* string offsets, n + 1 */
     Py_ssize_t dlen, dcap, cap, nulls;
+    Py_ssize_t cap_hint, dcap_hint; /* the capacities of the chunk take() handed over: the next one starts there */
 } Col;
 
 typedef struct {
@@ -121,7 +122,7 @@ static int col_width(char t) {
 /* room for row index n (all columns); 0 / -1 (MemoryError) */
 static int cols_reserve(Columns *c, Py_ssize_t n) {
     if (n < c->cols[0].cap) return 0;
-    Py_ssize_t cap = c->cols[0].cap ? c->cols[0].cap : 1024;
+    Py_ssize_t cap = c->cols[0].cap ? c->cols[0].cap : c->cols[0].cap_hint ? c->cols[0].cap_hint : 1024;
     while (cap <= n) cap *= 2;
     for (int j = 0; j < c->ncols; j++) {
         Col *k = &c->cols[j];
@@ -192,7 +193,7 @@ static int put_bytes(Columns *c, int j, const void *p, Py_ssize_t len) {
         return -1;
     }
     if (k->dlen + len > k->dcap) {
-        Py_ssize_t cap = k->dcap ? k->dcap : 4096;
+        Py_ssize_t cap = k->dcap ? k->dcap : k->dcap_hint ? k->dcap_hint : 4096;
         while (cap < k->dlen + len) cap *= 2;
         uint8_t *d = PyMem_Realloc(k->data, cap);
         if (d == NULL) {
@@ -327,6 +328,64 @@ static PyObject *Columns_truncate(Columns *self, PyObject *arg) {
     Py_RETURN_NONE;
 }
 
+/* A buffer take() hands over: the memory a column was written in, freed with the object (Arrow holds it through the
+ * buffer protocol, `pa.py_buffer`). A copy into a bytes object cost a pass over every column of every chunk. */
+typedef struct {
+    PyObject_HEAD
+    void *ptr;
+    Py_ssize_t len;
+} Buffer;
+
+static int Buffer_getbuffer(Buffer *self, Py_buffer *view, int flags) {
+    static char empty[1];
+    return PyBuffer_FillInfo(view, (PyObject *)self, self->ptr ? self->ptr : empty, self->len, 1, flags);
+}
+
+static void Buffer_dealloc(Buffer *self) {
+    PyMem_Free(self->ptr);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyBufferProcs Buffer_as_buffer = {.bf_getbuffer = (getbufferproc)Buffer_getbuffer};
+
+static PyTypeObject BufferType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "pipelines.decoding._fastdecode.Buffer",
+    .tp_basicsize = sizeof(Buffer),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_dealloc = (destructor)Buffer_dealloc,
+    .tp_as_buffer = &Buffer_as_buffer,
+};
+
+/* a Buffer of *ptr's first len bytes, which it then owns (*ptr is left NULL); NULL: MemoryError, *ptr kept */
+static PyObject *handed_over(void *ptr_, Py_ssize_t len) {
+    void **ptr = (void **)ptr_;
+    Buffer *b = PyObject_New(Buffer, &BufferType);
+    if (b == NULL) return NULL;
+    if (*ptr != NULL) {  /* cut to what it holds: the chunks a range hands on stay in memory as they are */
+        void *fit = PyMem_Realloc(*ptr, len ? len : 1);
+        if (fit != NULL) *ptr = fit;
+    }
+    b->ptr = *ptr;
+    b->len = len;
+    *ptr = NULL;
+    return (PyObject *)b;
+}
+
+/* every column emptied, its buffers freed or handed over: the rows are gone */
+static void cols_reset(Columns *c) {
+    for (int j = 0; j < c->ncols; j++) {
+        Col *k = &c->cols[j];
+        PyMem_Free(k->valid);
+        PyMem_Free(k->data);
+        PyMem_Free(k->offs);
+        k->valid = k->data = NULL;
+        k->offs = NULL;
+        k->cap = k->dcap = k->dlen = k->nulls = 0;
+    }
+    c->n = 0;
+}
+
 static PyObject *Columns_take(Columns *self, PyObject *unused) {
     Py_ssize_t n = self->n;
     PyObject *out = PyList_New(self->ncols);
@@ -335,30 +394,49 @@ static PyObject *Columns_take(Columns *self, PyObject *unused) {
         Col *k = &self->cols[j];
         Py_ssize_t bm = (n + 7) / 8;
         PyObject *valid, *data, *offs;
-        if (k->nulls) valid = PyBytes_FromStringAndSize((const char *)k->valid, bm);
-        else { valid = Py_None; Py_INCREF(valid); }
-        if (k->type == 's') {
-            data = PyBytes_FromStringAndSize((const char *)k->data, k->dlen);
-            offs = PyBytes_FromStringAndSize((const char *)k->offs, n ? (n + 1) * sizeof(int32_t) : 0);
+        if (n == 0) {  /* nothing written: empty buffers, the column's own kept */
+            valid = Py_None;
+            Py_INCREF(valid);
+            data = PyBytes_FromStringAndSize(NULL, 0);
+            offs = k->type == 's' ? PyBytes_FromStringAndSize(NULL, 0) : Py_None;
+            if (offs == Py_None) Py_INCREF(offs);
         } else {
-            data = PyBytes_FromStringAndSize((const char *)k->data, k->type == '?' ? bm : n * k->width);
-            offs = Py_None;
-            Py_INCREF(offs);
+            if (k->nulls) valid = handed_over(&k->valid, bm);
+            else { valid = Py_None; Py_INCREF(valid); }
+            if (k->type == 's') {
+                data = handed_over(&k->data, k->dlen);
+                offs = handed_over(&k->offs, (n + 1) * (Py_ssize_t)sizeof(int32_t));
+            } else {
+                data = handed_over(&k->data, k->type == '?' ? bm : n * k->width);
+                offs = Py_None;
+                Py_INCREF(offs);
+            }
         }
         PyObject *t = (valid && data && offs) ? Py_BuildValue("(nNNN)", k->nulls, valid, data, offs) : NULL;
         if (t == NULL) {
             if (!(valid && data && offs)) { Py_XDECREF(valid); Py_XDECREF(data); Py_XDECREF(offs); }
             Py_DECREF(out);
+            cols_reset(self);
             return NULL;
         }
         PyList_SET_ITEM(out, j, t);
     }
     for (int j = 0; j < self->ncols; j++) {
         Col *k = &self->cols[j];
+        if (n) {
+            /* the next chunk is written in buffers of its own, allocated at the sizes this one reached (a validity
+             * with no null in it was not handed over: freed) */
+            k->cap_hint = k->cap;
+            k->dcap_hint = k->dcap;
+            PyMem_Free(k->valid);
+            PyMem_Free(k->data);
+            PyMem_Free(k->offs);
+            k->valid = k->data = NULL;
+            k->offs = NULL;
+            k->cap = k->dcap = 0;
+        }
         k->nulls = 0;
         k->dlen = 0;
-        /* a string column's offsets restart at 0 (zero-length n = 0 offsets above: pyarrow wants n + 1 or none) */
-        if (k->type == 's' && k->offs) k->offs[0] = 0;
     }
     self->n = 0;
     return out;
@@ -1806,7 +1884,8 @@ PyMODINIT_FUNC PyInit__fastdecode(void) {
     __builtin_cpu_init();
     if (__builtin_cpu_supports("sse4.2")) crc32c = crc32c_hw;
 #endif
-    if (PyType_Ready(&ColumnsType) < 0 || PyType_Ready(&KeyIndexType) < 0) return NULL;
+    if (PyType_Ready(&ColumnsType) < 0 || PyType_Ready(&KeyIndexType) < 0 || PyType_Ready(&BufferType) < 0)
+        return NULL;
     PyObject *m = PyModule_Create(&moduledef);
     if (m == NULL) return NULL;
     ControlKey = PyLong_FromLong(0);

@@ -58,6 +58,9 @@ def test_columns_hold_what_pyarrow_holds(table, cut):
     for g, t, j in zip(cols.arrays(), types, range(len(types))):
         g.validate(full=True)
         assert g.equals(pa.array([r[j] for r in kept], t))
+    # the arrays a take handed over are theirs: the columns written since left them as they were
+    for g, e in zip(got, expected):
+        assert g.equals(e)
 
 
 def test_columns_refuse_values_that_do_not_fit_and_keep_what_they_had():
