@@ -484,7 +484,7 @@ static PyMethodDef Columns_methods[] = {
     {"append", (PyCFunction)Columns_append, METH_O, "append(tuple): one row"},
     {"extend", (PyCFunction)Columns_extend, METH_O, "extend(rows): rows of tuples"},
     {"truncate", (PyCFunction)Columns_truncate, METH_O, "truncate(n): keep the first n rows"},
-    {"take", (PyCFunction)Columns_take, METH_NOARGS, "take() -> [(null_count, validity, data, offsets)]; empties"},
+    {"take", (PyCFunction)Columns_take, METH_NOARGS, "take() -> [(null_count, validity, data, offsets)], each buffer the column's own memory; empties"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -155,6 +155,5 @@ def test_a_gaps_timestamp_is_the_newest_read_up_to_its_end_whatever_the_order():
                           "offset": pa.array([o for _, o, _ in rows], pa.int64())})
         got = {r["offsets_partition"]: (r["first_offset"], r["gap_end"], r["gap_ts"])
                for r in tally_rows(table).to_pylist()}
-        # partition 0 reads 0, 1, 5, 9: its last gap ends at 9, the newest before it 300; partition 1 reads 7, 8,
-        # 12
+        # partition 0 reads 0, 1, 5, 9: its last gap ends at 9, the newest before it 300; partition 1: 7, 8, 12
         assert got == {0: (0, 9, 300), 1: (7, 12, 900)}
