@@ -357,18 +357,16 @@ static PyTypeObject BufferType = {
     .tp_as_buffer = &Buffer_as_buffer,
 };
 
-/* a Buffer of *ptr's first len bytes, which it then owns (*ptr is left NULL); NULL: MemoryError, *ptr kept */
-static PyObject *handed_over(void *ptr_, Py_ssize_t len) {
-    void **ptr = (void **)ptr_;
+/* a Buffer that owns p (cut to its first len bytes); the caller drops its pointer. NULL: MemoryError, p untouched */
+static PyObject *handed_over(void *p, Py_ssize_t len) {
     Buffer *b = PyObject_New(Buffer, &BufferType);
     if (b == NULL) return NULL;
-    if (*ptr != NULL) {  /* cut to what it holds: the chunks a range hands on stay in memory as they are */
-        void *fit = PyMem_Realloc(*ptr, len ? len : 1);
-        if (fit != NULL) *ptr = fit;
+    if (p != NULL) {  /* cut to what it holds: the chunks a range hands on stay in memory as they are */
+        void *fit = PyMem_Realloc(p, len ? len : 1);
+        if (fit != NULL) p = fit;
     }
-    b->ptr = *ptr;
+    b->ptr = p;
     b->len = len;
-    *ptr = NULL;
     return (PyObject *)b;
 }
 
@@ -401,13 +399,17 @@ static PyObject *Columns_take(Columns *self, PyObject *unused) {
             offs = k->type == 's' ? PyBytes_FromStringAndSize(NULL, 0) : Py_None;
             if (offs == Py_None) Py_INCREF(offs);
         } else {
-            if (k->nulls) valid = handed_over(&k->valid, bm);
-            else { valid = Py_None; Py_INCREF(valid); }
-            if (k->type == 's') {
-                data = handed_over(&k->data, k->dlen);
-                offs = handed_over(&k->offs, (n + 1) * (Py_ssize_t)sizeof(int32_t));
+            if (k->nulls) {
+                if ((valid = handed_over(k->valid, bm)) != NULL) k->valid = NULL;
             } else {
-                data = handed_over(&k->data, k->type == '?' ? bm : n * k->width);
+                valid = Py_None;
+                Py_INCREF(valid);
+            }
+            if ((data = handed_over(k->data, k->type == 's' ? k->dlen : k->type == '?' ? bm : n * k->width)) != NULL)
+                k->data = NULL;
+            if (k->type == 's') {
+                if ((offs = handed_over(k->offs, (n + 1) * (Py_ssize_t)sizeof(int32_t))) != NULL) k->offs = NULL;
+            } else {
                 offs = Py_None;
                 Py_INCREF(offs);
             }
