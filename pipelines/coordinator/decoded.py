@@ -53,7 +53,12 @@ def _in_log_order(table: pa.Table) -> bool:
     part, offset = table.column(PART), table.column("offset")
     if part.null_count or offset.null_count:
         return False
-    p, o = part.to_numpy(), offset.to_numpy()
+    return in_log_order(part.to_numpy(), offset.to_numpy())
+
+
+def in_log_order(parts: np.ndarray, offsets: np.ndarray) -> bool:
+    """Rows (their offsets partitions and offsets) by partition, then offset: what a shard's decoder gives."""
+    p, o = parts, offsets
     return bool(np.all((p[:-1] < p[1:]) | ((p[:-1] == p[1:]) & (o[:-1] <= o[1:]))))
 
 

@@ -15,6 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pipelines.coordinator.decoded import in_log_order
 from pipelines.io.blobs import from_blob
 from schemas.decoded import DECODED_RECORD_SCHEMA, KIND_CONTROL, KIND_ERROR, KIND_UNKNOWN
 
@@ -181,7 +182,7 @@ def _spans(parts, offsets, times, after: dict[int, int]) -> pa.Table:
     parts_all = np.unique(p)
     p, o, ts = p[valid], o[valid], ts[valid]
     # a shard's rows come in log order: a sort (a stable one, so ties keep their order) would only copy them
-    if len(p) > 1 and not np.all((p[1:] > p[:-1]) | ((p[1:] == p[:-1]) & (o[1:] >= o[:-1]))):
+    if not in_log_order(p, o):
         order = np.lexsort((o, p))
         p, o, ts = p[order], o[order], ts[order]
     n = len(p)
