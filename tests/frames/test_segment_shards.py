@@ -270,14 +270,12 @@ def test_the_shards_write_the_history_a_run_in_the_driver_writes(spark, settings
     made in the driver from the shards' rows or (the split run) named and written by Spark's tasks."""
     from dataclasses import replace
 
-    from pipelines.frames import segment_shards
-
     import pyarrow.parquet as pq
     from deltalake import DeltaTable
 
     from pipelines.io import delta
     from pipelines.io.warehouse import Warehouse
-    from pipelines.rebuild import RebuildRequest, run_rebuild
+    from pipelines.rebuild import RebuildRequest, run_rebuild, stages
     from tests.test_incremental import spark_replay_settings
 
     data = brokerdata / "transactions" / "data"
@@ -288,7 +286,8 @@ def test_the_shards_write_the_history_a_run_in_the_driver_writes(spark, settings
     split = replace(split, raw={**split.raw, "decode": {**split.section("decode"), "split_bytes": 300}})
     for name, conf in (("spark", spark_replay_settings(settings)), ("split", split), ("driver", settings)):
         wh = tmp_path / name
-        monkeypatch.setattr(segment_shards, "GROUP_EVENTS_IN_HAND", -1 if name == "split" else 100_000)
+        # read where the run decides it
+        monkeypatch.setattr(stages, "GROUP_EVENTS_IN_HAND", -1 if name == "split" else 100_000)
         summary = run_rebuild(spark, conf, RebuildRequest(inputs=(str(data),), warehouse=str(wh), snapshot_id="h",
                                                           semantics="modern", until_offset=until + 1))
         assert (summary.task_cpu_seconds.get("load") is not None) == (name != "driver")
