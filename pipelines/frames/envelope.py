@@ -289,7 +289,9 @@ def kept_rows_of(frame: DataFrame) -> DataFrame:
     return of_kind(frame, KeptRows).select("table", "shard", PAYLOAD, "seq", "bucket")
 
 
-def group_events_counted(frame: DataFrame) -> int:
-    """The `group_history` rows `frame`'s `GroupEvents` hold, counted off their rows (no blob opened)."""
-    return int(of_kind(frame, GroupEvents).selectExpr("sum(seq)").first()[0] or 0)
+def group_events_counted(rows: pa.Table) -> tuple[int, pa.Table]:
+    """The `group_history` rows that the `GroupEvents` among collected envelope rows hold, counted off those rows
+    (collected without their blobs, which stay on Spark for the write), and the other rows."""
+    is_events = pc.equal(rows.column("table"), GroupEvents.TAG)
+    return int(pc.sum(rows.column("seq").filter(is_events)).as_py() or 0), rows.filter(pc.invert(is_events))
 

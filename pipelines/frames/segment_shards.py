@@ -483,6 +483,7 @@ class LoadedOnSpark:
     split_by: SuspectFilter | None  # the filter the shards split their history's suspects with
     collected: list[Payload]  # the markers and the suspects
     history: BlobRows | StagedHistory
+    group_events: int  # the `group_history` rows the envelope's `GroupEvents` hold
     saved: SavedState | None = None  # the shards the tasks saved
     persisted: tuple[DataFrame, ...] = ()  # the DataFrames the envelope is made of
 
@@ -530,6 +531,7 @@ def load_on_spark(spark: SparkSession, plan: DecodePlan, load: ShardLoad, *, cou
         persisted.append(loads)
         small = pa.concat_tables([small, _collected(loads)])
         envelope = not_of_kind(envelope, KeptRows).unionByName(loads)
+    group_events, small = group_events_counted(small)
     payloads = list(decode(small))
     tallies = [p for p in payloads if isinstance(p, DecodedTally)]
     log = DecodedLog(spark, blobs=log_blobs(envelope, PART), cut=tuple(load.cut), collected=pa.table({
@@ -546,7 +548,7 @@ def load_on_spark(spark: SparkSession, plan: DecodePlan, load: ShardLoad, *, cou
     collected = [p for p in payloads if isinstance(p, (Markers, HistorySuspects))]
     return LoadedOnSpark(envelope, log, {"decode": cpu.decode.value, "load": cpu.load.value}, cpu.looped.value,
                          max(shards, default=-1),
-                         load.split_by, collected, history, saved, tuple(persisted))
+                         load.split_by, collected, history, group_events, saved, tuple(persisted))
 
 
 def _work_units(plan: DecodePlan, load: ShardLoad, cores: int) -> tuple[dict[tuple[int, int], WorkUnit], list[int]]:
@@ -590,10 +592,11 @@ def _collected(envelope) -> pa.Table:
     # imported here, not at module level: pyspark ~0.1 s of import (python -X importtime)
     from pyspark.sql import functions as F
 
-    # of the decoded log, its tally and naming only: its quarantined rows stay in Spark
-    return (of_kind(envelope, QuarantinedRows, Markers, HistorySuspects, WrittenHistory, SavedFile)
-            .select("table", "shard", F.when(F.col("table") != F.lit(QuarantinedRows.TAG), F.col("payload"))
-                    .alias("payload"), "tally", "named").toArrow())
+    # of the decoded log, its tally and naming only: its quarantined rows stay in Spark; of the group events, their
+    # row counts: the write opens their blobs
+    return (of_kind(envelope, QuarantinedRows, Markers, HistorySuspects, WrittenHistory, SavedFile, GroupEvents)
+            .select("table", "shard", F.when(~F.col("table").isin(QuarantinedRows.TAG, GroupEvents.TAG),
+                                             F.col("payload")).alias("payload"), "tally", "named", "seq").toArrow())
 
 
 def work_units(work: pa.Table, by_shard: dict[int, list[int]], split_bytes: int, cores: int = 1
@@ -667,8 +670,8 @@ def tabulate_on_spark(spark: SparkSession, loaded: LoadedOnSpark, options: Repla
         shards.tables["group_history"] = events.result()
     else:
         shards.tables["group_history"] = group_history_on_spark(env, names)
-        # counted off the kept envelope, so the blobs are opened once, by the write
-        shards.counted["group_history"] = group_events_counted(env)
+        # counted as the first job ended, so the blobs are opened once, by the write
+        shards.counted["group_history"] = loaded.group_events
     return shards
 
 
