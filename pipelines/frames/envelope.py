@@ -284,6 +284,13 @@ def log_blobs(frame: DataFrame, part: str) -> DataFrame:
     return of_kind(frame, QuarantinedRows).selectExpr(f"shard AS {part}", PAYLOAD, "tally", "named")
 
 
+def collected_rows(frame: DataFrame, *kinds: type, blobs_left: tuple[type, ...] = ()) -> DataFrame:
+    """`frame`'s rows of `kinds` as the driver collects them: the payloads of the `blobs_left` kinds (log-sized: they
+    stay on Spark) null, their sides and row counts (`seq`) kept."""
+    payload = f"CASE WHEN {_is_kind(blobs_left)} THEN NULL ELSE {PAYLOAD} END AS {PAYLOAD}" if blobs_left else PAYLOAD
+    return of_kind(frame, *kinds).selectExpr("table", "shard", payload, "tally", "named", "seq")
+
+
 def kept_rows_of(frame: DataFrame) -> DataFrame:
     """A first job's `KeptRows`, with their `shard` and `bucket` to group them by."""
     return of_kind(frame, KeptRows).select("table", "shard", PAYLOAD, "seq", "bucket")

@@ -51,8 +51,8 @@ from pipelines.frames.decode import WORK_SCHEMA, DecodePlan, end_position, read_
 from pipelines.frames.decoded_log import DecodedLog
 from pipelines.frames.envelope import (FUSED_DDL, DecodedTally, GroupEvents, HistoryRows, HistorySuspects, KeptRows,
                                        Markers, Payload, QuarantinedRows, SavedFile, ShardStates, StateTable,
-                                       WrittenHistory, blob_column, decode, encode, group_events_counted, kept_rows_of,
-                                       log_blobs, not_of_kind, of_kind)
+                                       WrittenHistory, blob_column, collected_rows, decode, encode,
+                                       group_events_counted, kept_rows_of, log_blobs, not_of_kind, of_kind)
 from pipelines.frames.progress import TaskCounters, reporting
 from pipelines.frames.ranges import NO_FLOOR, LogRange, log_ranges
 from pipelines.frames.shards import CHUNK_ROWS, SparkShards, shards_from_payloads, table_chunks
@@ -589,14 +589,10 @@ def _slot_column(spark, split: list[int], buckets: int, tasks: int):
 
 def _collected(envelope) -> pa.Table:
     """What a job's envelope holds that is sized by the state (or by the partitions), collected."""
-    # imported here, not at module level: pyspark ~0.1 s of import (python -X importtime)
-    from pyspark.sql import functions as F
-
     # of the decoded log, its tally and naming only: its quarantined rows stay in Spark; of the group events, their
     # row counts: the write opens their blobs
-    return (of_kind(envelope, QuarantinedRows, Markers, HistorySuspects, WrittenHistory, SavedFile, GroupEvents)
-            .select("table", "shard", F.when(~F.col("table").isin(QuarantinedRows.TAG, GroupEvents.TAG),
-                                             F.col("payload")).alias("payload"), "tally", "named", "seq").toArrow())
+    return collected_rows(envelope, QuarantinedRows, Markers, HistorySuspects, WrittenHistory, SavedFile, GroupEvents,
+                          blobs_left=(QuarantinedRows, GroupEvents)).toArrow()
 
 
 def work_units(work: pa.Table, by_shard: dict[int, list[int]], split_bytes: int, cores: int = 1
