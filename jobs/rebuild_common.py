@@ -124,8 +124,7 @@ def _run(settings, kw: dict, log, *, quiet: bool, as_json: bool, textfile: str |
     log.name_after(prepared.snapshot_id)
     from pipelines.session import SessionOnDemand
 
-    _import_in_background("pipelines.validation.runner", "pipelines.validation.report", "pipelines.coordinator.shard",
-                          "pipelines.io.warehouse")
+    _load_in_background()
     # started by the first stage that needs it: a run whose shards execute in this process starts no JVM
     spark = SessionOnDemand(settings, app_name="offsetlake-rebuild", starting=log.children_stdout)
     try:
@@ -163,15 +162,26 @@ def exit_with(code: int):
     sys.exit(code)
 
 
-def _import_in_background(*modules: str) -> None:
-    """Import the run's heavy modules (great-expectations alone takes seconds) while the driver JVM starts, which
-    leaves this process waiting; a module that fails to import fails again, with its error, where it is used."""
-    def load():
-        for name in modules:
-            try:
-                importlib.import_module(name)
-            except Exception:
-                return
+#: the run's heavy modules, imported while the driver JVM starts
+_LOADED_IN_BACKGROUND = ("pipelines.validation.runner", "pipelines.validation.report", "pipelines.coordinator.shard",
+                         "pipelines.io.warehouse")
 
-    threading.Thread(target=load, name="offsetlake-imports", daemon=True).start()
+
+def _load_in_background() -> threading.Thread:
+    """Import the run's heavy modules and build the validation's GX context (great-expectations imports in it, for
+    seconds) while the driver JVM starts and the run decodes, which leave this process waiting. What fails here
+    fails again, with its error, where it is used."""
+    def load():
+        try:
+            for name in _LOADED_IN_BACKGROUND:
+                importlib.import_module(name)
+            from pipelines.validation.runner import default_context
+
+            default_context()
+        except Exception:
+            return
+
+    thread = threading.Thread(target=load, name="offsetlake-imports", daemon=True)
+    thread.start()
+    return thread
 

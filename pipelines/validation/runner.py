@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import math
+import threading
 import time
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
@@ -42,6 +43,7 @@ EXAMPLES = 5  # unexpected rows kept per expectation
 RESULT_FORMAT_BASE = {"result_format": "SUMMARY", "partial_unexpected_count": EXAMPLES}
 
 _CONTEXT = None
+_CONTEXT_BUILT = threading.Lock()
 
 
 def new_context():
@@ -63,11 +65,13 @@ def new_context():
 
 
 def default_context():
-    """The process's GX context, built on first use (never at import)."""
+    """The process's GX context, built on first use (never at import). The CLI builds it in a thread while the JVM
+    starts (`jobs.rebuild_common`): a validation that comes first waits for that one instead of building another."""
     global _CONTEXT
-    if _CONTEXT is None:
-        _CONTEXT = new_context()
-    return _CONTEXT
+    with _CONTEXT_BUILT:
+        if _CONTEXT is None:
+            _CONTEXT = new_context()
+        return _CONTEXT
 
 
 # -- results -------------------------------------------------------------------------------------------------------

@@ -172,3 +172,32 @@ def test_report_is_a_self_contained_page(broken_result, tmp_path):
     assert "loaded_groups.key_unique" in html and "g-classic" in html
     assert 'policy "fail"' in html and "snap-broken" in html
     assert "Not evaluated" in html
+
+
+# -- the GX context ------------------------------------------------------------------------------------------------
+
+
+def test_the_cli_builds_the_gx_context_while_the_run_starts_and_a_validation_waits_for_it(monkeypatch):
+    """The rebuild command builds the process's GX context in a thread of its own (great-expectations imports for
+    seconds inside it); a validation that asks for it meanwhile gets that same context, not a second one."""
+    import threading
+    import time
+
+    from jobs import rebuild_common
+    from pipelines.validation import runner
+
+    built, started = [], threading.Event()
+
+    def slow_context():
+        started.set()
+        time.sleep(0.3)
+        built.append(object())
+        return built[-1]
+
+    monkeypatch.setattr(runner, "_CONTEXT", None)
+    monkeypatch.setattr(runner, "new_context", slow_context)
+    thread = rebuild_common._load_in_background()
+    assert started.wait(10)
+    assert runner.default_context() is built[0]  # asked while the thread builds it
+    thread.join(10)
+    assert len(built) == 1 and runner._CONTEXT is built[0]
