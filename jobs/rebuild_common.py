@@ -1,6 +1,8 @@
 """What `offsetlake rebuild` and `spark-submit jobs/rebuild_job.py` share: options, settings, exit codes."""
 from __future__ import annotations
 
+import contextlib
+import functools
 import importlib
 import sys
 import threading
@@ -124,9 +126,10 @@ def _run(settings, kw: dict, log, *, quiet: bool, as_json: bool, textfile: str |
     log.name_after(prepared.snapshot_id)
     from pipelines.session import SessionOnDemand
 
-    _load_in_background()
+    _import_in_background("pipelines.validation.runner", "pipelines.validation.report", "pipelines.coordinator.shard",
+                          "pipelines.io.warehouse")
     # started by the first stage that needs it: a run whose shards execute in this process starts no JVM
-    spark = SessionOnDemand(settings, app_name="offsetlake-rebuild", starting=log.children_stdout)
+    spark = SessionOnDemand(settings, app_name="offsetlake-rebuild", starting=functools.partial(_starting_spark, log))
     try:
         summary = run_rebuild(spark, settings, req, emit=emit, prepared=prepared)
     except UsageError as e:
@@ -162,26 +165,37 @@ def exit_with(code: int):
     sys.exit(code)
 
 
-#: the run's heavy modules, imported while the driver JVM starts
-_LOADED_IN_BACKGROUND = ("pipelines.validation.runner", "pipelines.validation.report", "pipelines.coordinator.shard",
-                         "pipelines.io.warehouse")
-
-
-def _load_in_background() -> threading.Thread:
-    """Import the run's heavy modules and build the validation's GX context (great-expectations imports in it, for
-    seconds) while the driver JVM starts and the run decodes, which leave this process waiting. What fails here
-    fails again, with its error, where it is used."""
+def _import_in_background(*modules: str) -> None:
+    """Import the run's heavy modules while the driver JVM starts, which leaves this process waiting; a module that
+    fails to import fails again, with its error, where it is used."""
     def load():
-        try:
-            for name in _LOADED_IN_BACKGROUND:
+        for name in modules:
+            try:
                 importlib.import_module(name)
-            from pipelines.validation.runner import default_context
+            except Exception:
+                return
 
-            default_context()
-        except Exception:
-            return
+    threading.Thread(target=load, name="offsetlake-imports", daemon=True).start()
 
-    thread = threading.Thread(target=load, name="offsetlake-imports", daemon=True)
-    thread.start()
-    return thread
+
+@contextlib.contextmanager
+def _starting_spark(log: RunLog):
+    """The context the run's session starts in: the JVM's output into the run's log, and the validation's GX context
+    built in a thread of its own (great-expectations imports in it, for seconds) while this process waits on the
+    JVM and then on its tasks. A run that starts no JVM keeps this process busy instead: it builds the context when
+    it validates, as a thread would only take turns with it."""
+    threading.Thread(target=_gx_context, name="offsetlake-gx", daemon=True).start()
+    with log.children_stdout():
+        yield
+
+
+def _gx_context() -> None:
+    """The process's GX context built (`default_context`); what fails here fails again, with its error, where it is
+    used."""
+    try:
+        from pipelines.validation.runner import default_context
+
+        default_context()
+    except Exception:
+        return
 

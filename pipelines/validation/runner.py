@@ -65,8 +65,8 @@ def new_context():
 
 
 def default_context():
-    """The process's GX context, built on first use (never at import). The CLI builds it in a thread while the JVM
-    starts (`jobs.rebuild_common`): a validation that comes first waits for that one instead of building another."""
+    """The process's GX context, built on first use (never at import). The CLI builds it in a thread once it waits on
+    a JVM (`jobs.rebuild_common`): a validation that comes first waits for that one instead of building another."""
     global _CONTEXT
     with _CONTEXT_BUILT:
         if _CONTEXT is None:
