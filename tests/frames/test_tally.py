@@ -7,6 +7,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from pipelines.decoding.rows import problem_to_row, to_decoded_row
 from pipelines.decoding.segments import read_log
@@ -15,6 +16,7 @@ from pipelines.frames.tally import tally
 from pipelines.validation.accounting import Accounting
 from schemas.records import ReadProblem
 from tests import badinputs as bi
+from tests.depth import cases
 
 
 def reference_rows(path):
@@ -157,3 +159,78 @@ def test_a_gaps_timestamp_is_the_newest_read_up_to_its_end_whatever_the_order():
                for r in tally_rows(table).to_pylist()}
         # partition 0 reads 0, 1, 5, 9: its last gap ends at 9, the newest before it 300; partition 1: 7, 8, 12
         assert got == {0: (0, 9, 300), 1: (7, 12, 900)}
+
+
+def plain_tally(rows, until_offset, until_time, after):
+    """The tally of `rows` (dicts of the tally's columns) by its definitions, row by row."""
+    out = {}
+    for r in rows:
+        kind = r["record_kind"]
+        lab = None if kind is None else label(r)
+        t = out.setdefault((r["offsets_partition"], lab), dict.fromkeys(("n", "quarantined", "late_offset", "late_time"), 0)
+                           | {"ts": None, "ts_until": None})
+        t["n"] += 1
+        if kind == "error":
+            t["quarantined"] += 1 if r["error_records"] is None else r["error_records"]
+        usable = kind is not None and kind not in ("error", "unknown")
+        late_offset = until_offset is not None and r["offset"] is not None and r["offset"] > until_offset
+        t["late_offset"] += usable and late_offset
+        t["late_time"] += usable and not late_offset and until_time is not None and r["timestamp"] is not None \
+            and r["timestamp"] > until_time
+        if kind not in (None, "error") and r["timestamp"] is not None and r["timestamp"] >= 0:
+            t["ts"] = max(t["ts"] or r["timestamp"], r["timestamp"])
+            if until_offset is not None and r["offset"] is not None and r["offset"] <= until_offset:
+                t["ts_until"] = max(t["ts_until"] or r["timestamp"], r["timestamp"])
+    spans = {}
+    for p in {r["offsets_partition"] for r in rows} - {None}:
+        read = sorted((r for r in rows if r["offsets_partition"] == p and r["offset"] is not None),
+                      key=lambda r: r["offset"])
+        s = spans[p] = {"first_offset": read[0]["offset"] if read else None, "gap_end": None, "gap_ts": None}
+        prev, newest = after.get(p), None
+        for r in read:
+            if r["record_kind"] not in (None, "error") and r["timestamp"] is not None and r["timestamp"] >= 0:
+                newest = r["timestamp"] if newest is None else max(newest, r["timestamp"])
+            if prev is not None and r["offset"] > prev + 1:
+                s["gap_end"], s["gap_ts"] = r["offset"], newest
+            prev = r["offset"]
+    none = {"first_offset": None, "gap_end": None, "gap_ts": None}
+    return {k: v | spans.get(k[0], none) for k, v in out.items()}
+
+
+@given(st.lists(st.fixed_dictionaries({
+    "offsets_partition": st.sampled_from([None, 0, 1, 3]),
+    "record_kind": st.sampled_from([None, "offset_commit", "group_metadata", "consumer_group", "control", "error",
+                                    "unknown"]),
+    "key_type": st.sampled_from([None, -1, 0, 1, 2, 8, 300]),
+    "control_type": st.sampled_from([None, "COMMIT", "ABORT"]),
+    "timestamp": st.one_of(st.none(), st.integers(-2, 1000)),
+    "offset": st.one_of(st.none(), st.integers(0, 40)),
+    "error_records": st.one_of(st.none(), st.integers(0, 5))}), max_size=60),
+    st.one_of(st.none(), st.integers(0, 40)), st.one_of(st.none(), st.integers(0, 1000)),
+    st.dictionaries(st.sampled_from([0, 1, 3]), st.integers(-1, 20), max_size=3), st.integers(1, 25))
+@settings(max_examples=cases(2000, 200), deadline=None)
+def test_the_tally_is_its_definitions_row_by_row(rows, until_offset, until_time, after, held):
+    """Any rows (nulls anywhere, cut or not), tallied at once in any order and in log order by a running tally that
+    groups every `held` rows: one row per offsets partition and record type label, each sum, newest time and span as its
+    definition gives it row by row."""
+    import pyarrow as pa
+
+    from pipelines.frames.tally import RunningTally, TALLY_SCHEMA, tally_rows
+
+    types = {f.name: f.type for f in TALLY_SCHEMA} | {"offsets_partition": pa.int32(), "record_kind": pa.string(),
+                                                       "key_type": pa.int16(), "control_type": pa.string(),
+                                                       "timestamp": pa.int64(), "offset": pa.int64(),
+                                                       "error_records": pa.int64()}
+    table = pa.table({c: pa.array([r[c] for r in rows], types[c]) for c in rows[0]}) if rows else None
+    want = plain_tally(rows, until_offset, until_time, after)
+    if table is None:
+        assert tally_rows(TALLY_SCHEMA.empty_table()).num_rows == 0
+        return
+    # a running tally's windows come in log order, as a shard's decoder reads them
+    in_order = sorted(range(len(rows)), key=lambda i: (rows[i]["offsets_partition"] is None,
+                                                       rows[i]["offsets_partition"] or 0, rows[i]["offset"] or 0))
+    running = RunningTally(until_offset, until_time, rows=held, after=after)
+    for start in range(0, len(rows), 7):
+        running.add(table.take(in_order[start:start + 7]))
+    for got in (tally_rows(table, until_offset, until_time, after=after), running.result()):
+        assert {(r.pop("offsets_partition"), r.pop("label")): r for r in got.to_pylist()} == want
