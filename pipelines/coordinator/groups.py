@@ -501,15 +501,16 @@ def flat_topic_partitions(tps: Sequence[TopicPartitions] | Sequence[TopicIdParti
 def member_assignments(g: Group | None, row: Row) -> list[Row] | None:
     """The members a group record set, as they stand after it (`group_history.member_assignments`): a classic
     generation's every member, or the one member a KIP-848 member (type 5) or member-assignment (type 8) record
-    touched. A consumer member's partitions are by topic id here, sorted by id: `tables.named_group_history` names
-    them once the run's topic names are known."""
+    touched. A member's partitions are its decoded assignment's, by topic (a classic member's) or by topic id (a
+    consumer member's): `tables.group_history_table` makes them the history's sorted pairs, column by column, and
+    `tables.named_group_history` names a consumer member's topics once the run's topic names are known."""
     if row["is_tombstone"]:
         return None
     kt = row["key_type"]
     if isinstance(g, ClassicGroup) and kt == _T.GROUP_METADATA:
         return [{"member_id": m.member_id, "group_instance_id": m.group_instance_id, "client_id": m.client_id,
                  "client_host": m.client_host, "subscribed_topics": m.subscribed_topics,
-                 "assigned_partitions": flat_topic_partitions(m.assigned_partitions)} for m in g.members]
+                 "assigned_partitions": m.assigned_partitions} for m in g.members]
     if isinstance(g, ConsumerGroup) and kt in _MEMBER_RECORDS:
         m = g.members.get(row.get("member_id"))
         if m is None:
@@ -518,7 +519,7 @@ def member_assignments(g: Group | None, row: Row) -> list[Row] | None:
         return [{"member_id": row.get("member_id"), "group_instance_id": f and f.group_instance_id,
                  "client_id": f and f.client_id, "client_host": f and f.client_host,
                  "subscribed_topics": f and f.subscribed_topics,
-                 "assigned_partitions": flat_topic_partitions(m.assigned, "topic_id")}]
+                 "assigned_partitions": m.assigned}]
     return None
 
 

@@ -23,7 +23,7 @@ from pipelines.coordinator.loader import ShardState
 from pipelines.coordinator.offset_metadata import DECIDED_TYPES, is_offset_commit
 from pipelines.coordinator.options import REPLAY_TABLES, ReplayOptions
 from pipelines.coordinator.partitioner import partition_for
-from schemas.tables import TABLES, outcome_rank
+from schemas.tables import HISTORY_MEMBER, TABLES, outcome_rank
 
 Row = dict[str, Any]
 #: The tables of committed offsets, built column by column (`offsets_table`): most of a shard's rows.
@@ -266,8 +266,43 @@ def group_history_table(events: Sequence[GroupEvent], sid: str, part: int) -> pa
     shard = {"snapshot_id": pa.scalar(sid, pa.string()), "offsets_partition": pa.scalar(part, pa.int32())}
     arrays = [pa.repeat(shard[f.name], n) if f.name in shard
               else _timestamps(columns[f.name]) if pa.types.is_timestamp(f.type)
+              else _flat_assignments(pa.array(columns[f.name], _EVENT_MEMBERS), f.type) if f.name == "member_assignments"
               else pa.array(columns[f.name], f.type) for f in schema]
     return pa.Table.from_arrays(arrays, schema=schema)
+
+
+#: `GroupEvent.member_assignments` as Arrow: each member's partitions as decoded, a classic member's by topic, a
+#: consumer member's by topic id (`groups.member_assignments`)
+_EVENT_MEMBERS = pa.list_(pa.struct([*(f for f in HISTORY_MEMBER if f.name != "assigned_partitions"), pa.field(
+    "assigned_partitions", pa.list_(pa.struct([("topic", pa.string()), ("topic_id", pa.string()),
+                                                ("partitions", pa.list_(pa.int32()))])))]))
+
+
+def _flat_assignments(lists: pa.ListArray, to: pa.ListType) -> pa.ListArray:
+    """`_EVENT_MEMBERS` as the history's members (`to`, a list of `HISTORY_MEMBER`): each member's partitions as
+    (topic or topic id, partition) pairs, sorted. Column by column: made row by row, a pair per partition a member
+    holds, in every event that names it, was a quarter of a group record's event."""
+    members = pc.list_flatten(lists)
+    fields = dict(zip(members.type.names, members.flatten()))
+    assigned = fields["assigned_partitions"]
+    entries = pc.list_flatten(assigned)
+    topic, topic_id, partitions = entries.flatten()
+    partition = pc.list_flatten(partitions)
+    entry = pc.list_parent_indices(partitions)
+    owner = pc.take(pc.list_parent_indices(assigned), entry)
+    topic = pc.take(pc.coalesce(topic, topic_id), entry)
+    order = pc.sort_indices(pa.table({"m": owner, "t": topic, "p": partition}),
+                            [("m", "ascending"), ("t", "ascending"), ("p", "ascending")])
+    member = to.value_type
+    pairs_type = member.field("assigned_partitions").type
+    pairs = pa.StructArray.from_arrays([topic.take(order), partition.take(order)], fields=list(pairs_type.value_type))
+    offsets = np.zeros(len(assigned) + 1, np.int32)
+    np.cumsum(np.bincount(owner.to_numpy(zero_copy_only=False), minlength=len(assigned)), out=offsets[1:])
+    fields["assigned_partitions"] = pa.ListArray.from_arrays(
+        pa.array(offsets), pairs, type=pairs_type, mask=assigned.is_null() if assigned.null_count else None)
+    members = pa.StructArray.from_arrays(list(fields.values()), fields=list(member),
+                                         mask=members.is_null() if members.null_count else None)
+    return _rebuilt_list(lists, members, to)
 
 
 def named_group_history(table: pa.Table, names: dict[str, str]) -> pa.Table:
@@ -298,12 +333,13 @@ def named_group_history(table: pa.Table, names: dict[str, str]) -> pa.Table:
     return table.set_column(at, table.schema.field(at), _rebuilt_list(lists, members))
 
 
-def _rebuilt_list(lists: pa.ListArray, values: pa.Array) -> pa.ListArray:
-    """`lists` (each list's length and validity) over new `values`: `pc.list_flatten(lists)` changed in place."""
+def _rebuilt_list(lists: pa.ListArray, values: pa.Array, type: pa.DataType | None = None) -> pa.ListArray:
+    """`lists` (each list's length and validity) over new `values` (`type`: a list of theirs, where their type is
+    not the old values'): `pc.list_flatten(lists)` changed in place."""
     lengths = pc.fill_null(pc.list_value_length(lists), 0).to_numpy(zero_copy_only=False)
     offsets = np.zeros(len(lengths) + 1, np.int32)
     np.cumsum(lengths, out=offsets[1:])
-    return pa.ListArray.from_arrays(pa.array(offsets), values, type=lists.type,
+    return pa.ListArray.from_arrays(pa.array(offsets), values, type=type or lists.type,
                                     mask=lists.is_null() if lists.null_count else None)
 
 

@@ -187,8 +187,35 @@ def test_naming_a_history_gives_the_rows_the_names_would_have_given(events, name
                 "g", i, None, group_type, "member", None, None, None, None, None, 0, [], [],
                 None if members is None else [
                     {"member_id": m["member_id"], "assigned_partitions": None if m["pairs"] is None else
-                     sorted((rename(t), p) for t, p in m["pairs"])} for m in members], "{}"))
+                     [{"topic" if group_type == "classic" else "topic_id": rename(t), "partitions": [p]}
+                      for t, p in m["pairs"]]} for m in members], "{}"))
         return group_history_table(out, "s", 3)
 
     got = named_group_history(history(lambda t: t), names)
     assert got.to_pylist() == history(lambda t: names.get(t, t)).to_pylist()
+
+
+_DECODED = st.lists(st.fixed_dictionaries({"topic": st.sampled_from(["b", "a", "é", "B"]),
+                                           "partitions": st.none() | st.lists(st.integers(0, 40), max_size=4)}),
+                    max_size=4)
+
+
+@given(st.lists(st.none() | st.lists(st.fixed_dictionaries({
+    "member_id": st.sampled_from(["m1", "m2"]), "client_id": st.none() | st.just("c"),
+    "subscribed_topics": st.none() | st.lists(st.sampled_from(["a", "b"]), max_size=2),
+    "assigned_partitions": st.none() | _DECODED}), max_size=3), max_size=6))
+@settings(max_examples=cases(deep=300, quick=60), deadline=None, database=None)
+def test_a_members_partitions_are_its_assignments_pairs_sorted(events):
+    """A history member's `assigned_partitions` are its decoded assignment's (topic, partition) pairs, sorted by
+    topic (code point order) then partition, duplicates kept; a null assignment stays null, a topic with no
+    partitions gives none; every other field is the member's."""
+    table = group_history_table([GroupEvent("g", i, None, "classic", "generation", None, None, None, None, None, 0, [],
+                                            [], members, "{}") for i, members in enumerate(events)], "s", 3)
+    want = [None if members is None else [
+        {"member_id": m["member_id"], "group_instance_id": None, "client_id": m["client_id"], "client_host": None,
+         "subscribed_topics": m["subscribed_topics"],
+         "assigned_partitions": None if m["assigned_partitions"] is None else [
+             {"topic": t, "partition": p} for t, p in sorted((tp["topic"], p) for tp in m["assigned_partitions"]
+                                                             for p in tp["partitions"] or ())]}
+        for m in members] for members in events]
+    assert table.column("member_assignments").to_pylist() == want
