@@ -198,4 +198,3 @@ def _gx_context() -> None:
         default_context()
     except Exception:
         return
-
