@@ -200,14 +200,30 @@ def _string_codes(column) -> np.ndarray:
     return _ints(encoded.indices, -1)
 
 
-def key_codes(commits: pa.Table, by_partition: bool = False) -> np.ndarray:
+def key_codes(commits: pa.Table, by_partition: bool = False, groups: np.ndarray | None = None) -> np.ndarray:
     """Dense codes of the offset commits' GroupTopicPartitions (`by_partition`: of their offsets partition and
-    GroupTopicPartition): equal keys, equal codes."""
-    columns = [_string_codes(commits.column("group_id")), _string_codes(commits.column("topic")),
-               _ints(commits.column("partition"), -1)]
+    GroupTopicPartition; `groups`: the rows' `group_codes`, found already, which implies it): equal keys, equal
+    codes."""
+    rest = [_string_codes(commits.column("topic")), _ints(commits.column("partition"), -1)]
+    if groups is not None:
+        return _codes(groups, *rest)
+    columns = [_string_codes(commits.column("group_id")), *rest]
     if by_partition:
         columns.insert(0, _ints(commits.column("offsets_partition"), -1))
     return _codes(*columns)
+
+
+def group_codes(rows: pa.Table) -> np.ndarray:
+    """Dense codes of the rows' (offsets partition, group id): equal pairs, equal codes (no id is an id too)."""
+    return _codes(_ints(rows.column("offsets_partition"), -1), _string_codes(rows.column("group_id")))
+
+
+def stable_order(codes: np.ndarray) -> np.ndarray:
+    """`np.argsort(codes, kind="stable")` of dense codes: a radix sort where they fit 16 bits (most windows' groups
+    do), a merge sort elsewhere."""
+    if len(codes) and 0 <= codes.min() and codes.max() < 1 << 16:
+        return np.argsort(codes.astype(np.uint16), kind="stable")
+    return np.argsort(codes, kind="stable")
 
 
 def _next_event(q_group: np.ndarray, q_at: np.ndarray, e_group: np.ndarray, e_at: np.ndarray,

@@ -31,8 +31,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pipelines.coordinator.offset_metadata import (end_markers, is_offset_commit, is_transactional, key_codes,
-                                                   plain_values)
+from pipelines.coordinator.offset_metadata import (end_markers, group_codes, is_offset_commit, is_transactional,
+                                                   key_codes, plain_values, stable_order)
 
 PART = "offsets_partition"
 KEY = [PART, "group_id", "topic", "partition"]
@@ -47,23 +47,18 @@ def _mark_last(keep: np.ndarray, rows: pa.Table, mask) -> None:
         keep[last.to_numpy()] = True
 
 
-def _mark_group_values(keep: np.ndarray, table: pa.Table, is_value) -> None:
+def _mark_group_values(keep: np.ndarray, table: pa.Table, is_value, groups: np.ndarray | None = None) -> None:
     """modern: per group, the first offset value after each of its group records (and before the first), and the
     last one. Over the values and group records in (group, table) order: a value whose predecessor in its group is
-    a group record (or that has none) is a first one."""
+    a group record (or that has none) is a first one. `groups`: the rows' `group_codes`, when found already."""
     is_group = pc.fill_null(pc.is_in(table.column("record_kind"), pa.array(GROUP_KINDS)), False)
     relevant = pc.or_(is_value, is_group)
     index = np.flatnonzero(relevant.to_numpy(zero_copy_only=False))
     if not len(index):
         return
     value = is_value.filter(relevant).to_numpy(zero_copy_only=False)
-    gid = pc.dictionary_encode(table.column("group_id").filter(relevant)).unify_dictionaries()
-    codes = np.concatenate([c.indices.to_numpy(zero_copy_only=False) for c in gid.chunks]) \
-        if gid.num_chunks else np.empty(0)
-    codes = np.where(np.isnan(codes.astype(float)), -1, codes).astype(np.int64)  # a null id is a group too
-    part = pc.fill_null(table.column(PART).filter(relevant), -1).to_numpy(zero_copy_only=False).astype(np.int64)
-    group = codes * (int(part.max()) + 2) + (part + 1)
-    order = np.argsort(group, kind="stable")
+    group = group_codes(table.select([PART, "group_id"]).filter(relevant)) if groups is None else groups[index]
+    order = stable_order(group)
     g, v = group[order], value[order]
     starts = np.ones(len(g), dtype=bool)
     starts[1:] = g[1:] != g[:-1]
@@ -159,14 +154,14 @@ def _commit_masks(table: pa.Table, modern: bool):
     return is_commit, is_txn, plain, tombstone
 
 
-def loader_mask(table: pa.Table, modern: bool) -> np.ndarray:
+def loader_mask(table: pa.Table, modern: bool, groups: np.ndarray | None = None) -> np.ndarray:
     """The rows the Python loaders read (`loader.replay_group_records`), as a mask over `table` (decoded rows of one
-    or more offsets partitions, each in log order)."""
+    or more offsets partitions, each in log order; `groups`: their `group_codes`, when found already)."""
     keep = pc.fill_null(pc.is_in(table.column("record_kind"), pa.array(GROUP_KINDS)), False) \
         .to_numpy(zero_copy_only=False).copy()
     if modern and table.num_rows:
         is_commit, _, _, tombstone = _commit_masks(table, modern)
-        _mark_group_values(keep, table, pc.and_(is_commit, pc.invert(tombstone)))
+        _mark_group_values(keep, table, pc.and_(is_commit, pc.invert(tombstone)), groups)
     return keep
 
 
@@ -184,8 +179,9 @@ def split_mask(table: pa.Table, modern: bool) -> np.ndarray | None:
     commit_at = np.flatnonzero(is_commit.to_numpy(zero_copy_only=False))
     # every row's key, then the commits': a take of string columns over the many chunks of the windows a range
     # holds cost more than coding the rows it leaves out
-    key = key_codes(table.select(KEY), by_partition=True)[commit_at]
-    order = np.lexsort((commit_at, key))
+    groups = group_codes(table)
+    key = key_codes(table, groups=groups)[commit_at]
+    order = stable_order(key)  # a key's commits in log order
     k, v = key[order], value[commit_at][order]
     after_other = np.ones(len(order), bool)  # the key's first commit, or one after the key's other record
     after_other[1:] = (k[1:] != k[:-1]) | ~v[:-1]
@@ -196,7 +192,7 @@ def split_mask(table: pa.Table, modern: bool) -> np.ndarray | None:
         ends[:-1] = k[at][1:] != k[at][:-1]
         last[at[ends]] = True
     keep[commit_at[order[v & (after_other | last)]]] = True
-    keep |= loader_mask(table, modern)
+    keep |= loader_mask(table, modern, groups)
     return None if keep.all() else keep
 
 

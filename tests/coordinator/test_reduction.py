@@ -267,3 +267,13 @@ def test_key_codes_are_dense_equal_for_equal_keys_and_ordered_as_the_keys(data, 
     tuples = list(zip(*columns))
     ranked = {t: i for i, t in enumerate(sorted(set(tuples)))}
     assert codes == [ranked[t] for t in tuples]
+
+
+@given(st.lists(st.integers(0, 70_000), max_size=300), st.sampled_from([1, 3, 1 << 20]))
+def test_a_stable_order_is_numpys_stable_argsort(codes, scale):
+    """`stable_order` (a radix sort of codes that fit 16 bits) orders any codes as a stable merge sort does,
+    ties in their order, whether they fit 16 bits or not."""
+    from pipelines.coordinator.offset_metadata import stable_order
+
+    a = np.asarray(codes, np.int64) // scale
+    assert stable_order(a).tolist() == np.argsort(a, kind="mergesort").tolist()
