@@ -266,8 +266,8 @@ def group_history_table(events: Sequence[GroupEvent], sid: str, part: int) -> pa
     shard = {"snapshot_id": pa.scalar(sid, pa.string()), "offsets_partition": pa.scalar(part, pa.int32())}
     arrays = [pa.repeat(shard[f.name], n) if f.name in shard
               else _timestamps(columns[f.name]) if pa.types.is_timestamp(f.type)
-              else _flat_assignments(pa.array(columns[f.name], _EVENT_MEMBERS), f.type) if f.name == "member_assignments"
-              else pa.array(columns[f.name], f.type) for f in schema]
+              else _flat_assignments(pa.array(columns[f.name], _EVENT_MEMBERS), f.type)
+              if f.name == "member_assignments" else pa.array(columns[f.name], f.type) for f in schema]
     return pa.Table.from_arrays(arrays, schema=schema)
 
 
@@ -280,8 +280,8 @@ _EVENT_MEMBERS = pa.list_(pa.struct([*(f for f in HISTORY_MEMBER if f.name != "a
 
 def _flat_assignments(lists: pa.ListArray, to: pa.ListType) -> pa.ListArray:
     """`_EVENT_MEMBERS` as the history's members (`to`, a list of `HISTORY_MEMBER`): each member's partitions as
-    (topic or topic id, partition) pairs, sorted. Column by column: made row by row, a pair per partition a member
-    holds, in every event that names it, was a quarter of a group record's event."""
+    (topic or topic id, partition) pairs, sorted. Column by column: row by row, each pair would be a Python tuple
+    made, sorted and converted, for every partition a member holds in every event that names it."""
     members = pc.list_flatten(lists)
     fields = dict(zip(members.type.names, members.flatten()))
     assigned = fields["assigned_partitions"]
@@ -291,11 +291,9 @@ def _flat_assignments(lists: pa.ListArray, to: pa.ListType) -> pa.ListArray:
     entry = pc.list_parent_indices(partitions)
     owner = pc.take(pc.list_parent_indices(assigned), entry)
     topic = pc.take(pc.coalesce(topic, topic_id), entry)
-    order = pc.sort_indices(pa.table({"m": owner, "t": topic, "p": partition}),
-                            [("m", "ascending"), ("t", "ascending"), ("p", "ascending")])
     member = to.value_type
     pairs_type = member.field("assigned_partitions").type
-    pairs = pa.StructArray.from_arrays([topic.take(order), partition.take(order)], fields=list(pairs_type.value_type))
+    pairs = _sorted_pairs(owner, topic, partition, pairs_type.value_type)
     offsets = np.zeros(len(assigned) + 1, np.int32)
     np.cumsum(np.bincount(owner.to_numpy(zero_copy_only=False), minlength=len(assigned)), out=offsets[1:])
     fields["assigned_partitions"] = pa.ListArray.from_arrays(
@@ -303,6 +301,14 @@ def _flat_assignments(lists: pa.ListArray, to: pa.ListType) -> pa.ListArray:
     members = pa.StructArray.from_arrays(list(fields.values()), fields=list(member),
                                          mask=members.is_null() if members.null_count else None)
     return _rebuilt_list(lists, members, to)
+
+
+def _sorted_pairs(owner: pa.Array, topic: pa.Array, partition: pa.Array, pair: pa.StructType) -> pa.StructArray:
+    """The (topic, partition) `pair`s of members (`owner`: each pair's member), by member, then topic, then
+    partition: each member's pairs in the history's order, its members' in theirs."""
+    order = pc.sort_indices(pa.table({"m": owner, "t": topic, "p": partition}),
+                            [("m", "ascending"), ("t", "ascending"), ("p", "ascending")])
+    return pa.StructArray.from_arrays([topic.take(order), partition.take(order)], fields=list(pair))
 
 
 def named_group_history(table: pa.Table, names: dict[str, str]) -> pa.Table:
@@ -324,10 +330,7 @@ def named_group_history(table: pa.Table, names: dict[str, str]) -> pa.Table:
     ids = pa.array(list(names), pa.string())
     renamed = pc.take(pa.array(list(names.values()), pa.string()), pc.index_in(topic, value_set=ids))
     topic = pc.if_else(pc.take(member_named, owner), pc.coalesce(renamed, topic), topic)
-    order = pc.sort_indices(pa.table({"m": owner, "t": topic, "p": partition}),
-                            [("m", "ascending"), ("t", "ascending"), ("p", "ascending")])
-    pairs = pa.StructArray.from_arrays([topic.take(order), partition.take(order)], fields=list(pairs.type))
-    fields["assigned_partitions"] = _rebuilt_list(assigned, pairs)
+    fields["assigned_partitions"] = _rebuilt_list(assigned, _sorted_pairs(owner, topic, partition, pairs.type))
     members = pa.StructArray.from_arrays(list(fields.values()), fields=list(members.type), mask=members.is_null())
     at = table.schema.get_field_index("member_assignments")
     return table.set_column(at, table.schema.field(at), _rebuilt_list(lists, members))

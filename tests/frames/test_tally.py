@@ -167,8 +167,8 @@ def plain_tally(rows, until_offset, until_time, after):
     for r in rows:
         kind = r["record_kind"]
         lab = None if kind is None else label(r)
-        t = out.setdefault((r["offsets_partition"], lab), dict.fromkeys(("n", "quarantined", "late_offset", "late_time"), 0)
-                           | {"ts": None, "ts_until": None})
+        t = out.setdefault((r["offsets_partition"], lab),
+                           dict.fromkeys(("n", "quarantined", "late_offset", "late_time"), 0) | {"ts": None, "ts_until": None})
         t["n"] += 1
         if kind == "error":
             t["quarantined"] += 1 if r["error_records"] is None else r["error_records"]
