@@ -37,11 +37,14 @@ TALLY_SCHEMA = pa.schema([
     ("first_offset", pa.int64()),
     ("gap_end", pa.int64()),
     ("gap_ts", pa.int64()),
+    # the newest timestamp among all the offsets these rows' piece of the partition read (a task's, or a running
+    # tally's group): a gap in a later piece is dated by it too (`_gap_times`)
+    ("span_ts", pa.int64()),
 ])
 _SUMS = ("n", "quarantined", "late_offset", "late_time")
-_MAXES = ("ts", "ts_until", "gap_end", "gap_ts")
+_MAXES = ("ts", "ts_until", "gap_end", "gap_ts", "span_ts")
 _MINS = ("first_offset",)
-_SPAN_MAXES = ("gap_end", "gap_ts")
+_SPAN_MAXES = ("gap_end", "gap_ts", "span_ts")
 
 
 @dataclass(frozen=True)
@@ -124,10 +127,11 @@ def record_type_label(table: pa.Table) -> pa.Array:
 
 
 def tally_rows(table: pa.Table, until_offset: int | None = None, until_time_ms: int | None = None,
-               after: dict[int, int] | None = None) -> pa.Table:
+               after: dict[int, int] | None = None, newest: dict[int, int] | None = None) -> pa.Table:
     """The tally (`TALLY_SCHEMA`) of decoded rows: any table with the `TALLY_COLUMNS` (`error_records` may be
     missing: each error row then stands for one record). `after`: offsets partition -> the highest offset read of
-    it before these rows (a run of missing offsets may begin there)."""
+    it before these rows (a run of missing offsets may begin there); `newest`: -> the newest timestamp read of it
+    before these rows (a run of missing offsets that ends among them is dated by it too)."""
     n = table.num_rows
     if n == 0:
         return TALLY_SCHEMA.empty_table()
@@ -163,18 +167,20 @@ def tally_rows(table: pa.Table, until_offset: int | None = None, until_time_ms: 
     by = ["offsets_partition", "record_kind", "key_type", "control_type"]
     kinds = rows.group_by(by, use_threads=False).aggregate([(c, "sum") for c in _SUMS]
                                                            + [(c, "max") for c in ("ts", "ts_until")])
-    spans = _spans(rows.column("offsets_partition"), offset, rows.column("ts"), after or {})
+    spans = _spans(rows.column("offsets_partition"), offset, rows.column("ts"), after or {}, newest or {})
     at = pc.index_in(kinds.column("offsets_partition"), value_set=spans.column("offsets_partition"))
     return _combine(pa.table({"offsets_partition": kinds.column("offsets_partition"),
                               "label": record_type_label(kinds),
                               **{c: kinds.column(f"{c}_sum") for c in _SUMS},
                               **{c: kinds.column(f"{c}_max") for c in ("ts", "ts_until")},
-                              **{c: pc.take(spans.column(c), at) for c in ("first_offset", "gap_end", "gap_ts")}}))
+                              **{c: pc.take(spans.column(c), at)
+                                 for c in ("first_offset", "gap_end", "gap_ts", "span_ts")}}))
 
 
-def _spans(parts, offsets, times, after: dict[int, int]) -> pa.Table:
+def _spans(parts, offsets, times, after: dict[int, int], newest_before: dict[int, int]) -> pa.Table:
     """Per offsets partition among rows: the first offset read, the end of the last run of missing offsets (the
-    first offset read after it, counting from `after`'s offset) and the newest timestamp up to it."""
+    first offset read after it, counting from `after`'s offset), the newest timestamp up to it (counting from
+    `newest_before`'s) and the newest of all the offsets read."""
     p = pc.fill_null(parts, -1).to_numpy(zero_copy_only=False).astype(np.int64)
     valid = offsets.is_valid().to_numpy(zero_copy_only=False)
     o = pc.fill_null(offsets, 0).to_numpy(zero_copy_only=False).astype(np.int64)
@@ -200,18 +206,24 @@ def _spans(parts, offsets, times, after: dict[int, int]) -> pa.Table:
     newest = np.empty(n, np.int64)
     starts = np.flatnonzero(first_of)
     for a, b in zip(starts.tolist(), [*starts[1:].tolist(), n]):
+        before = newest_before.get(int(p[a]))
+        if before is not None:
+            ts[a] = max(int(ts[a]), before)
         np.maximum.accumulate(ts[a:b], out=newest[a:b])
-    first, gap_end, gap_ts = {}, {}, {}
+    first, gap_end, gap_ts, span_ts = {}, {}, {}, {}
     for i in np.flatnonzero(first_of).tolist():
         first[int(p[i])] = int(o[i])
     for i in np.flatnonzero(gap).tolist():  # in order: the last one of a partition wins
         gap_end[int(p[i])] = int(o[i])
         gap_ts[int(p[i])] = None if newest[i] == np.iinfo(np.int64).min else int(newest[i])
+    for i in [*(starts[1:] - 1).tolist(), n - 1] if n else ():  # a partition's last row: the newest of it all
+        span_ts[int(p[i])] = None if newest[i] == np.iinfo(np.int64).min else int(newest[i])
     keys = [int(x) for x in parts_all.tolist()]
     return pa.table({"offsets_partition": pa.array(keys, pa.int32()),
                      "first_offset": pa.array([first.get(k) for k in keys], pa.int64()),
                      "gap_end": pa.array([gap_end.get(k) for k in keys], pa.int64()),
-                     "gap_ts": pa.array([gap_ts.get(k) for k in keys], pa.int64())})
+                     "gap_ts": pa.array([gap_ts.get(k) for k in keys], pa.int64()),
+                     "span_ts": pa.array([span_ts.get(k) for k in keys], pa.int64())})
 
 
 class RunningTally:
@@ -226,6 +238,7 @@ class RunningTally:
         self._held_rows = 0
         self._tallies: list[pa.Table] = []
         self._after = dict(after or {})  # offsets partition -> the highest offset read of it so far
+        self._newest: dict[int, int] = {}  # offsets partition -> the newest timestamp read of it so far
 
     def add(self, window: pa.Table) -> None:
         names = set(window.column_names)
@@ -237,7 +250,11 @@ class RunningTally:
     def _group(self) -> None:
         if self._held:
             rows = pa.concat_tables(self._held, promote_options="default")
-            self._tallies.append(tally_rows(rows, *self._cut, after=self._after))
+            tallied = tally_rows(rows, *self._cut, after=self._after, newest=self._newest)
+            self._tallies.append(tallied)
+            for p, ts in zip(*(tallied.column(c).to_pylist() for c in ("offsets_partition", "span_ts"))):
+                if p is not None and ts is not None:
+                    self._newest[p] = max(ts, self._newest.get(p, ts))
             highest = rows.group_by("offsets_partition", use_threads=False).aggregate([("offset", "max")])
             for p, top in zip(*(highest.column(c).to_pylist() for c in ("offsets_partition", "offset_max"))):
                 if p is not None and top is not None:
@@ -269,11 +286,38 @@ def _combine(rows: pa.Table) -> pa.Table:
     # a partition carries the partition's (as a tally of the whole partition at once does)
     spans = combined.group_by("offsets_partition", use_threads=False).aggregate(
         [(c, "max") for c in _SPAN_MAXES] + [(c, "min") for c in _MINS])
+    gap_times = _gap_times(rows)
+    spans = spans.set_column(spans.schema.get_field_index("gap_ts_max"), "gap_ts_max", pa.array(
+        [gap_times.get(p) for p in spans.column("offsets_partition").to_pylist()], pa.int64()))
     at = pc.index_in(combined.column("offsets_partition"), value_set=spans.column("offsets_partition"))
     for c in (*_SPAN_MAXES, *_MINS):
         column = pc.take(spans.column(f"{c}_{'min' if c in _MINS else 'max'}"), at)
         combined = combined.set_column(combined.schema.get_field_index(c), c, column)
     return combined
+
+
+def _gap_times(rows: pa.Table) -> dict[int, int | None]:
+    """Per offsets partition, the newest timestamp read up to the end of its last run of missing offsets, from the
+    tally rows of its pieces (a running tally's groups, a task's blobs: each read a run of the partition's offsets,
+    and its rows carry its spans): the pieces holding that end date it up to there, and every piece that starts
+    before them with all it read. (A record read twice on either side of two pieces' boundary, from overlapping
+    inputs, leaves the order of those two pieces unknown: the later one counts as read after.)"""
+    keys = ["offsets_partition", "first_offset", "gap_end", "gap_ts", "span_ts"]
+    pieces = rows.group_by(keys, use_threads=False).aggregate([])
+    by_partition: dict[int, list[tuple]] = {}
+    for p, *piece in zip(*(pieces.column(c).to_pylist() for c in keys)):
+        if p is not None and piece[0] is not None:
+            by_partition.setdefault(p, []).append(tuple(piece))
+    out = {}
+    for p, read in by_partition.items():
+        end = max((r[1] for r in read if r[1] is not None), default=None)
+        if end is None:
+            continue
+        holding = [r for r in read if r[1] == end]
+        start = max(r[0] for r in holding)
+        times = [r[2] for r in holding] + [r[3] for r in read if r[0] < start]
+        out[p] = max((t for t in times if t is not None), default=None)
+    return out
 
 
 def tally(log, read_before: dict[int, int] | None = None) -> Tally:

@@ -167,8 +167,8 @@ def plain_tally(rows, until_offset, until_time, after):
     for r in rows:
         kind = r["record_kind"]
         lab = None if kind is None else label(r)
-        t = out.setdefault((r["offsets_partition"], lab),
-                           dict.fromkeys(("n", "quarantined", "late_offset", "late_time"), 0) | {"ts": None, "ts_until": None})
+        empty = dict.fromkeys(("n", "quarantined", "late_offset", "late_time"), 0) | {"ts": None, "ts_until": None}
+        t = out.setdefault((r["offsets_partition"], lab), empty)
         t["n"] += 1
         if kind == "error":
             t["quarantined"] += 1 if r["error_records"] is None else r["error_records"]
@@ -193,7 +193,8 @@ def plain_tally(rows, until_offset, until_time, after):
             if prev is not None and r["offset"] > prev + 1:
                 s["gap_end"], s["gap_ts"] = r["offset"], newest
             prev = r["offset"]
-    none = {"first_offset": None, "gap_end": None, "gap_ts": None}
+        s["span_ts"] = newest
+    none = {"first_offset": None, "gap_end": None, "gap_ts": None, "span_ts": None}
     return {k: v | spans.get(k[0], none) for k, v in out.items()}
 
 
@@ -207,16 +208,22 @@ def plain_tally(rows, until_offset, until_time, after):
     "offset": st.one_of(st.none(), st.integers(0, 40)),
     "error_records": st.one_of(st.none(), st.integers(0, 5))}), max_size=60),
     st.one_of(st.none(), st.integers(0, 40)), st.one_of(st.none(), st.integers(0, 1000)),
-    st.dictionaries(st.sampled_from([0, 1, 3]), st.integers(-1, 20), max_size=3), st.integers(1, 25))
+    st.dictionaries(st.sampled_from([0, 1, 3]), st.integers(-1, 20), max_size=3), st.integers(1, 25),
+    st.lists(st.integers(1, 59), max_size=3))
 @settings(max_examples=cases(2000, 200), deadline=None)
-def test_the_tally_is_its_definitions_row_by_row(rows, until_offset, until_time, after, held):
-    """Any rows (nulls anywhere, cut or not), tallied at once in any order and in log order by a running tally that
-    groups every `held` rows: one row per offsets partition and record type label, each sum, newest time and span as its
-    definition gives it row by row."""
+def test_the_tally_is_its_definitions_row_by_row(rows, until_offset, until_time, after, held, cuts):
+    """Any rows (nulls anywhere, cut or not), tallied at once in any order, in log order by a running tally that
+    groups every `held` rows, and in pieces of the log cut at `cuts` (a split partition's ranges, each tallied by a
+    task of its own, from where the one before stopped reading) added up as the driver adds the tasks' tallies:
+    one row per offsets partition and record type label, each sum, newest time and span as its definition gives it
+    row by row."""
     import pyarrow as pa
 
-    from pipelines.frames.tally import RunningTally, TALLY_SCHEMA, tally_rows
+    from pipelines.frames.tally import RunningTally, TALLY_SCHEMA, _combine, tally_rows
 
+    # where each partition's reading started: below every offset read of it
+    after = {p: a for p, a in after.items()
+             if all(r["offset"] is None or r["offsets_partition"] != p or r["offset"] > a for r in rows)}
     types = {f.name: f.type for f in TALLY_SCHEMA} | {"offsets_partition": pa.int32(), "record_kind": pa.string(),
                                                        "key_type": pa.int16(), "control_type": pa.string(),
                                                        "timestamp": pa.int64(), "offset": pa.int64(),
@@ -231,6 +238,21 @@ def test_the_tally_is_its_definitions_row_by_row(rows, until_offset, until_time,
                                                        rows[i]["offsets_partition"] or 0, rows[i]["offset"] or 0))
     running = RunningTally(until_offset, until_time, rows=held, after=after)
     for start in range(0, len(rows), 7):
-        running.add(table.take(in_order[start:start + 7]))
-    for got in (tally_rows(table, until_offset, until_time, after=after), running.result()):
-        assert {(r.pop("offsets_partition"), r.pop("label")): r for r in got.to_pylist()} == want
+        running.add(table.take(pa.array(in_order[start:start + 7], pa.int64())))
+    # the pieces: of each record once (a record read twice, on both sides of a cut, leaves their order unknown)
+    seen: set = set()
+    key = [(r["offsets_partition"], r["offset"]) for r in rows]
+    once = [i for i in in_order if rows[i]["offset"] is None or key[i] not in seen and not seen.add(key[i])]
+    pieces, read = [], dict(after)
+    for a, b in zip([0, *sorted(cuts)], [*sorted(cuts), len(once)]):
+        piece = table.take(pa.array(once[a:b], pa.int64()))
+        task = RunningTally(until_offset, until_time, rows=held, after=read)
+        task.add(piece)
+        pieces.append(task.result())
+        for r in piece.to_pylist():
+            if r["offsets_partition"] is not None and r["offset"] is not None:
+                read[r["offsets_partition"]] = max(r["offset"], read.get(r["offsets_partition"], r["offset"]))
+    for got, expected in ((tally_rows(table, until_offset, until_time, after=after), want), (running.result(), want),
+                          (_combine(pa.concat_tables(pieces)),
+                           plain_tally([rows[i] for i in sorted(once)], until_offset, until_time, after))):
+        assert {(r.pop("offsets_partition"), r.pop("label")): r for r in got.to_pylist()} == expected
