@@ -44,7 +44,7 @@ TALLY_SCHEMA = pa.schema([
 _SUMS = ("n", "quarantined", "late_offset", "late_time")
 _MAXES = ("ts", "ts_until", "gap_end", "gap_ts", "span_ts")
 _MINS = ("first_offset",)
-_SPAN_MAXES = ("gap_end", "gap_ts", "span_ts")
+_SPAN_MAXES = ("gap_end", "span_ts")  # and `gap_ts`, the one of the piece holding the last `gap_end` (`_gap_times`)
 
 
 @dataclass(frozen=True)
@@ -287,11 +287,11 @@ def _combine(rows: pa.Table) -> pa.Table:
     spans = combined.group_by("offsets_partition", use_threads=False).aggregate(
         [(c, "max") for c in _SPAN_MAXES] + [(c, "min") for c in _MINS])
     gap_times = _gap_times(rows)
-    spans = spans.set_column(spans.schema.get_field_index("gap_ts_max"), "gap_ts_max", pa.array(
+    spans = spans.append_column("gap_ts", pa.array(
         [gap_times.get(p) for p in spans.column("offsets_partition").to_pylist()], pa.int64()))
     at = pc.index_in(combined.column("offsets_partition"), value_set=spans.column("offsets_partition"))
-    for c in (*_SPAN_MAXES, *_MINS):
-        column = pc.take(spans.column(f"{c}_{'min' if c in _MINS else 'max'}"), at)
+    for c in (*_SPAN_MAXES, *_MINS, "gap_ts"):
+        column = pc.take(spans.column(c if c == "gap_ts" else f"{c}_{'min' if c in _MINS else 'max'}"), at)
         combined = combined.set_column(combined.schema.get_field_index(c), c, column)
     return combined
 
