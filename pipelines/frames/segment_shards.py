@@ -486,6 +486,9 @@ class LoadedOnSpark:
     group_events: int  # the `group_history` rows the envelope's `GroupEvents` hold
     saved: SavedState | None = None  # the shards the tasks saved
     persisted: tuple[DataFrame, ...] = ()  # the DataFrames the envelope is made of
+    # whether a task holds more than a core's share of the `GroupEvents` rows (`events_crowded`): the write of the
+    # group history then spreads them over every core first
+    events_crowded: bool = True
 
     def release(self) -> None:
         """The kept envelope dropped, the history's and the saved shards' files deleted unless they were
@@ -531,6 +534,7 @@ def load_on_spark(spark: SparkSession, plan: DecodePlan, load: ShardLoad, *, cou
         persisted.append(loads)
         small = pa.concat_tables([small, _collected(loads)])
         envelope = not_of_kind(envelope, KeptRows).unionByName(loads)
+    crowded = events_crowded(small, slices, load.split_buckets, cores)
     group_events, small = group_events_counted(small)
     payloads = list(decode(small))
     tallies = [p for p in payloads if isinstance(p, DecodedTally)]
@@ -548,7 +552,27 @@ def load_on_spark(spark: SparkSession, plan: DecodePlan, load: ShardLoad, *, cou
     collected = [p for p in payloads if isinstance(p, (Markers, HistorySuspects))]
     return LoadedOnSpark(envelope, log, {"decode": cpu.decode.value, "load": cpu.load.value}, cpu.looped.value,
                          max(shards, default=-1),
-                         load.split_by, collected, history, group_events, saved, tuple(persisted))
+                         load.split_by, collected, history, group_events, saved, tuple(persisted), crowded)
+
+
+def events_crowded(collected: pa.Table, slices: list[list[WorkUnit]], buckets: int, cores: int) -> bool:
+    """Whether one task of the envelope holds more than a core's share of the `group_history` rows its
+    `GroupEvents` hold (`collected`: the envelope's collected rows, each blob's row count in `seq`): a task of the
+    first job holds every event of the whole offsets partitions in its slice, a split partition's load a bucket's.
+    Spread evenly, the tasks that write the history open the blobs where they are; crowded (a hot partition read
+    whole), one of them would open most of them while the other cores wait."""
+    is_events = pc.equal(collected.column("table"), GroupEvents.TAG)
+    counts: dict[int, int] = {}
+    for shard, n in zip(collected.column("shard").filter(is_events).to_pylist(),
+                        collected.column("seq").filter(is_events).to_pylist()):
+        counts[shard] = counts.get(shard, 0) + (n or 0)
+    total = sum(counts.values())
+    if not total:
+        return False
+    split = {u.shard for units in slices for u in units if u.piece is not None}
+    per_task = [sum(counts.get(u.shard, 0) for u in units if u.piece is None) for units in slices]
+    per_task += [-(-counts.get(s, 0) // max(buckets, 1)) for s in split]
+    return max(per_task, default=0) * max(cores, 1) > total
 
 
 def _work_units(plan: DecodePlan, load: ShardLoad, cores: int) -> tuple[dict[tuple[int, int], WorkUnit], list[int]]:
@@ -665,7 +689,7 @@ def tabulate_on_spark(spark: SparkSession, loaded: LoadedOnSpark, options: Repla
     if events is not None:
         shards.tables["group_history"] = events.result()
     else:
-        shards.tables["group_history"] = group_history_on_spark(env, names)
+        shards.tables["group_history"] = group_history_on_spark(env, names, spread=loaded.events_crowded)
         # counted as the first job ended, so the blobs are opened once, by the write
         shards.counted["group_history"] = loaded.group_events
     return shards
@@ -679,13 +703,15 @@ def group_history_in_hand(envelope: DataFrame, names: dict[str, str]) -> pa.Tabl
     return contract_table([], "group_history") if rows is None else named_group_history(rows, names)
 
 
-def group_history_on_spark(envelope: DataFrame, names: dict[str, str]) -> BlobRows:
+def group_history_on_spark(envelope: DataFrame, names: dict[str, str], spread: bool = True) -> BlobRows:
     """The shards' `group_history` as the write takes it: their tasks' `GroupEvents` blobs (log-sized: they stay on
     the cluster), each opened by the task that writes it, its members' topic ids named by the run's `names`
-    (`named_history`). Its rows never cross into the JVM."""
+    (`named_history`). Its rows never cross into the JVM. `spread`: the blobs are first spread over every core
+    (`events_crowded`: a hot partition read by one task made most of them), a shuffle of every blob, else each
+    is written by a task reading the envelope's partition that holds it."""
     blobs = blob_column(envelope, GroupEvents)
-    # a hot partition's blobs all come from the one task that loaded it: spread over every core
-    blobs = blobs.repartition(max(1, envelope.sparkSession.sparkContext.defaultParallelism))
+    if spread:
+        blobs = blobs.repartition(max(1, envelope.sparkSession.sparkContext.defaultParallelism))
     return BlobRows(blobs, spark_schema(TABLES["group_history"]), functools.partial(named_history, names=names))
 
 

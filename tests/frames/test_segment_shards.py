@@ -11,6 +11,7 @@ import pytest
 
 from pipelines.coordinator.committed import CommittedOffsets
 from pipelines.coordinator.options import REPLAY_TABLES, ReplayOptions
+from pipelines.frames import segment_shards
 from pipelines.io.checkpoint import StateStage, read_state_files, state_file_partitions
 from pipelines.rebuild.executor import loads_shards
 from tests import badinputs as bi
@@ -284,10 +285,13 @@ def test_the_shards_write_the_history_a_run_in_the_driver_writes(spark, settings
     tables, events = {}, {}
     split = spark_replay_settings(settings)
     split = replace(split, raw={**split.raw, "decode": {**split.section("decode"), "split_bytes": 300}})
-    for name, conf in (("spark", spark_replay_settings(settings)), ("split", split), ("driver", settings)):
+    for name, conf in (("spark", spark_replay_settings(settings)), ("split", split), ("split-shuffled", split),
+                       ("driver", settings)):
         wh = tmp_path / name
         # read where the run decides it
-        monkeypatch.setattr(stages, "GROUP_EVENTS_IN_HAND", -1 if name == "split" else 100_000)
+        monkeypatch.setattr(stages, "GROUP_EVENTS_IN_HAND", -1 if name.startswith("split") else 100_000)
+        # the group events written where the tasks that made them left them, or spread over the cores first
+        monkeypatch.setattr(segment_shards, "events_crowded", lambda *a, shuffled=name == "split-shuffled": shuffled)
         summary = run_rebuild(spark, conf, RebuildRequest(inputs=(str(data),), warehouse=str(wh), snapshot_id="h",
                                                           semantics="modern", until_offset=until + 1))
         assert (summary.task_cpu_seconds.get("load") is not None) == (name != "driver")
@@ -307,7 +311,32 @@ def test_the_shards_write_the_history_a_run_in_the_driver_writes(spark, settings
             assert written == {f["path"] for f in files}  # nothing staged beside what was committed
     assert tables["spark"] == tables["driver"] and tables["spark"]
     assert tables["split"] == tables["driver"]
-    assert events["spark"] == events["split"] == events["driver"] and events["driver"]
+    assert events["spark"] == events["split"] == events["split-shuffled"] == events["driver"] and events["driver"]
+
+
+@pytest.mark.parametrize("slices, buckets, crowded", [
+    ([[(0, None), (1, None)], [(2, None), (3, None)]], 1, False),  # two tasks of two even shards each
+    ([[(0, None)], [(1, None), (2, None), (3, None)]], 1, True),  # one task of three shards out of four
+    ([[(0, None)], [(1, None)]], 1, False),  # exactly a core's share each
+    ([[(0, 0), (0, 1)], [(1, None)]], 2, False),  # shard 0 split, its events in two buckets' loads
+    ([[(0, 0), (0, 1)], [(1, None)]], 1, True),  # split, but loaded in one bucket: half of 3 shares' events
+])
+def test_group_events_are_crowded_when_a_task_holds_more_than_a_cores_share(slices, buckets, crowded):
+    from types import SimpleNamespace
+
+    # shard 0 holds two shares of events when split (it is hot), one otherwise; every other shard one share
+    split = {shard for units in slices for shard, piece in units if piece is not None}
+    counts = {shard: 2_000 if shard in split else 1_000 for units in slices for shard, _ in units}
+    blobs = [(shard, half) for shard, n in counts.items() for half in (n // 2, n - n // 2)]
+    collected = pa.table({"table": ["_group_events"] * len(blobs) + ["_markers"],
+                          "shard": [s for s, _ in blobs] + [0], "seq": [n for _, n in blobs] + [10 ** 6]})
+    units = [[SimpleNamespace(shard=shard, piece=piece) for shard, piece in task] for task in slices]
+    assert segment_shards.events_crowded(collected, units, buckets, cores=2) is crowded
+
+
+def test_no_group_events_need_no_spreading():
+    collected = pa.table({"table": ["_markers"], "shard": [0], "seq": [5]})
+    assert segment_shards.events_crowded(collected, [[]], 1, cores=2) is False
 
 
 def test_a_run_that_fails_after_the_shards_leaves_no_history_file(spark, settings, tmp_path):
