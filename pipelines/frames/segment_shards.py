@@ -703,7 +703,7 @@ def group_history_in_hand(envelope: DataFrame, names: dict[str, str]) -> pa.Tabl
     return contract_table([], "group_history") if rows is None else named_group_history(rows, names)
 
 
-def group_history_on_spark(envelope: DataFrame, names: dict[str, str], spread: bool = True) -> BlobRows:
+def group_history_on_spark(envelope: DataFrame, names: dict[str, str], *, spread: bool) -> BlobRows:
     """The shards' `group_history` as the write takes it: their tasks' `GroupEvents` blobs (log-sized: they stay on
     the cluster), each opened by the task that writes it, its members' topic ids named by the run's `names`
     (`named_history`). Its rows never cross into the JVM. `spread`: the blobs are first spread over every core
