@@ -290,9 +290,9 @@ def _combine(rows: pa.Table) -> pa.Table:
     spans = spans.append_column("gap_ts", pa.array(
         [gap_times.get(p) for p in spans.column("offsets_partition").to_pylist()], pa.int64()))
     at = pc.index_in(combined.column("offsets_partition"), value_set=spans.column("offsets_partition"))
-    for c in (*_SPAN_MAXES, *_MINS, "gap_ts"):
-        column = pc.take(spans.column(c if c == "gap_ts" else f"{c}_{'min' if c in _MINS else 'max'}"), at)
-        combined = combined.set_column(combined.schema.get_field_index(c), c, column)
+    sources = {c: f"{c}_max" for c in _SPAN_MAXES} | {c: f"{c}_min" for c in _MINS} | {"gap_ts": "gap_ts"}
+    for c, source in sources.items():
+        combined = combined.set_column(combined.schema.get_field_index(c), c, pc.take(spans.column(source), at))
     return combined
 
 
