@@ -189,7 +189,9 @@ class ConsumerGroupMember:
 @dataclass(slots=True)
 class ConsumerGroup:
     """A KIP-848 group (`ConsumerGroup`): epochs, members, target assignments, resolved regexes. Its records update
-    it in place, as Kafka's timeline maps do (its members are replaced whole)."""
+    it in place, as Kafka's timeline maps do (its members are replaced whole, by `put_member` and `remove_member`
+    only: they keep the tallies its state and assignor are read from, so a record costs the same in a group of a
+    thousand members as in one of three)."""
 
     group_id: str
     group_epoch: int = 0
@@ -198,28 +200,53 @@ class ConsumerGroup:
     targets: dict[str, Sequence[TopicIdPartitions]] = field(default_factory=dict)
     regexes: dict[str, list[str]] = field(default_factory=dict)
     last_offset: int = -1
+    stable_at: dict[int, int] = field(default_factory=dict)  # member epoch -> the Stable members at it
+    assignors: dict[str, int] = field(default_factory=dict)  # server assignor -> the members naming it
+
+    def put_member(self, member_id: str, member: ConsumerGroupMember) -> None:
+        old = self.members.get(member_id)
+        if old is not None:
+            self._tally(old, -1)
+        self.members[member_id] = member
+        self._tally(member, 1)
+
+    def remove_member(self, member_id: str) -> ConsumerGroupMember | None:
+        old = self.members.pop(member_id, None)
+        if old is not None:
+            self._tally(old, -1)
+        return old
+
+    def _tally(self, m: ConsumerGroupMember, by: int) -> None:
+        if m.state == MEMBER_STATE_STABLE:
+            _add(self.stable_at, m.member_epoch, by)
+        if m.metadata is not None and m.metadata.server_assignor is not None:
+            _add(self.assignors, m.metadata.server_assignor, by)
 
     @property
     def state(self) -> str:
-        """`ConsumerGroup.maybeUpdateGroupState`: Empty, Assigning, Reconciling or Stable."""
+        """`ConsumerGroup.maybeUpdateGroupState`: Empty, Assigning, Reconciling (a member is not Stable at the
+        assignment epoch) or Stable."""
         if not self.members:
             return "Empty"
         if self.group_epoch > self.assignment_epoch:
             return "Assigning"
-        if any(not (m.state == MEMBER_STATE_STABLE and m.member_epoch == self.assignment_epoch)
-               for m in self.members.values()):
+        if self.stable_at.get(self.assignment_epoch, 0) < len(self.members):
             return "Reconciling"
         return "Stable"
 
     @property
     def assignor(self) -> str | None:
         """The server assignor most members name (ties: the smallest name); None when none names one."""
-        counts: dict[str, int] = {}
-        for m in self.members.values():
-            a = m.metadata.server_assignor if m.metadata else None
-            if a is not None:
-                counts[a] = counts.get(a, 0) + 1
+        counts = self.assignors
         return min(counts, key=lambda a: (-counts[a], a)) if counts else None
+
+
+def _add(counts: dict, key: Any, by: int) -> None:
+    n = counts.get(key, 0) + by
+    if n:
+        counts[key] = n
+    else:
+        del counts[key]
 
 
 @dataclass(slots=True, frozen=True)
@@ -315,18 +342,29 @@ class GroupStore:
     def replay(self, row: Row) -> None:
         """`GroupCoordinatorShard.replay` of a group record (types 2-8, 16): the `GroupMetadataManager.replay`
         overload of its key type; other key types are not group records and change nothing here."""
-        replay = _REPLAYS.get(row["key_type"])
+        key_type = row["key_type"]
+        replay = _REPLAYS.get(key_type)
         if replay is None:
             return
         if self.history is None:
             replay(self, row)
             return
-        before = member_ids(self.groups.get(row["group_id"]))
-        self._record(replay(self, row), row, before)
-
-    def _record(self, event: str, row: Row, before: set[str]) -> None:
         g = self.groups.get(row["group_id"])
-        after = member_ids(g)
+        if isinstance(g, ConsumerGroup) and key_type in _IN_PLACE:
+            # the record changes its consumer group in place, and its members by the record's member id alone
+            mid = row.get("member_id")
+            had = mid in g.members
+            event = replay(self, row)
+            has = mid in g.members
+            self._record(event, row, len(g.members), [mid] if has > had else [], [mid] if had > has else [])
+            return
+        before = member_ids(g)
+        event = replay(self, row)
+        after = member_ids(self.groups.get(row["group_id"]))
+        self._record(event, row, len(after), sorted(after - before), sorted(before - after))
+
+    def _record(self, event: str, row: Row, member_count: int, joined: list[str], left: list[str]) -> None:
+        g = self.groups.get(row["group_id"])
         ts = row.get("timestamp")
         if isinstance(g, ClassicGroup):
             generation, epoch, protocol, leader, state = g.generation, None, g.protocol, g.leader, g.state
@@ -338,8 +376,8 @@ class GroupStore:
             generation = epoch = protocol = leader = state = None
         self.history.append(GroupEvent(
             row["group_id"], row["offset"], None if ts is None or ts < 0 else ts, group_type(row["key_type"]), event,
-            generation, epoch, protocol, leader, state, len(after), sorted(after - before), sorted(before - after),
-            member_assignments(g, row), record_json(row)))
+            generation, epoch, protocol, leader, state, member_count, joined, left, member_assignments(g, row),
+            record_json(row)))
 
     @staticmethod
     def _replaceable(g: Group | None) -> bool:
@@ -403,9 +441,9 @@ class GroupStore:
         removes it."""
         mid = row.get("member_id")
         if row["is_tombstone"]:
-            return "member_left" if g.members.pop(mid, None) is not None else "member_tombstone"
+            return "member_left" if g.remove_member(mid) is not None else "member_tombstone"
         m = g.members.get(mid)
-        g.members[mid] = (m or _NEW_MEMBER).with_metadata(MemberMetadata.of(row))
+        g.put_member(mid, (m or _NEW_MEMBER).with_metadata(MemberMetadata.of(row)))
         return "member_joined" if m is None else "member_updated"
 
     def replay_consumer_group_target_assignment_metadata(self, g: ConsumerGroup, row: Row) -> str:
@@ -433,9 +471,9 @@ class GroupStore:
         m = g.members.get(mid)
         if row["is_tombstone"]:
             if m is not None:
-                g.members[mid] = m.left()
+                g.put_member(mid, m.left())
             return "member_assignment_tombstone"
-        g.members[mid] = (m or _NEW_MEMBER).with_assignment(row)
+        g.put_member(mid, (m or _NEW_MEMBER).with_assignment(row))
         return "member_assignment"
 
     def replay_consumer_group_regular_expression(self, g: ConsumerGroup, row: Row) -> str:
@@ -523,6 +561,10 @@ def member_assignments(g: Group | None, row: Row) -> list[Row] | None:
     return None
 
 
+#: The key types whose records change a consumer group in place (`_of_consumer_group`): types 4-8, 16
+_IN_PLACE: Final = frozenset({_T.CONSUMER_GROUP_PARTITION_METADATA, _T.CONSUMER_GROUP_MEMBER_METADATA,
+                              _T.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA, _T.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER,
+                              _T.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT, _T.CONSUMER_GROUP_REGULAR_EXPRESSION})
 _MEMBER_RECORDS: Final = frozenset({_T.CONSUMER_GROUP_MEMBER_METADATA, _T.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT})
 
 

@@ -1,10 +1,13 @@
-"""The group replay's dispatch: the record types it names are Kafka's registry (spec §2.3), and every group record
-the decoder emits reaches the replay of its record type."""
+"""The group replay's dispatch: the record types it names are Kafka's registry (spec §2.3), every group record
+the decoder emits reaches the replay of its record type, and a consumer group's events read its members as they
+stand."""
 from __future__ import annotations
 
 import re
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pipelines.coordinator.groups import GroupStore
 from pipelines.coordinator.loader import replay_group_records
@@ -12,6 +15,7 @@ from pipelines.coordinator.options import ReplayOptions
 from pipelines.coordinator.shard import replay_rows
 from schemas.record_types import CoordinatorRecordType
 from tests.coordinator.rowkit import Log
+from tests.depth import cases
 
 _ROW = re.compile(r"^\| (\d+) \| ([^|]+)\|")
 
@@ -58,3 +62,54 @@ def test_rows_that_are_not_group_records_change_nothing():
     store = GroupStore()
     replay_group_records(store, [{**log.error(), "key_type": 2, "group_id": "g"}, log.unknown(99)])
     assert store.groups == {} and store.history == []
+
+
+_MEMBER_IDS = st.sampled_from(["m1", "m2", "m3", "m4"])
+_EPOCHS = st.integers(0, 3)
+_KIP848_RECORDS = st.lists(st.one_of(
+    st.tuples(st.just("epoch"), _EPOCHS), st.tuples(st.just("tombstone")),
+    st.tuples(st.just("member"), _MEMBER_IDS, st.sampled_from([None, "range", "uniform"])),
+    st.tuples(st.just("member_tombstone"), _MEMBER_IDS),
+    st.tuples(st.just("assignment_epoch"), _EPOCHS),
+    st.tuples(st.just("current"), _MEMBER_IDS, _EPOCHS, st.sampled_from([0, 1, 2])),
+    st.tuples(st.just("current_tombstone"), _MEMBER_IDS)), max_size=40)
+
+
+def _kafka_state(g) -> str:
+    """`ConsumerGroup.maybeUpdateGroupState`, read off every member."""
+    if not g.members:
+        return "Empty"
+    if g.group_epoch > g.assignment_epoch:
+        return "Assigning"
+    if any(m.state != 0 or m.member_epoch != g.assignment_epoch for m in g.members.values()):
+        return "Reconciling"
+    return "Stable"
+
+
+def _most_named_assignor(g) -> str | None:
+    named = [m.metadata.server_assignor for m in g.members.values()
+             if m.metadata is not None and m.metadata.server_assignor is not None]
+    return min(set(named), key=lambda a: (-named.count(a), a)) if named else None
+
+
+@given(records=_KIP848_RECORDS)
+@settings(max_examples=cases(deep=400, quick=80), deadline=None, database=None)
+def test_a_consumer_groups_events_read_its_members_as_they_stand(records):
+    """Each KIP-848 record's event gives the group's state, its server assignor, its member count and the members
+    that joined or left as every member of the group after the record says (the replay keeps tallies of them, so
+    as not to read every member at every record)."""
+    log, store = Log(), GroupStore()
+    make = {"epoch": log.cg_epoch, "tombstone": log.cg_tombstone, "member_tombstone": log.cg_member_tombstone,
+            "assignment_epoch": log.cg_assignment_epoch, "current_tombstone": log.cg_current_tombstone,
+            "member": lambda g, m, a: log.cg_member(g, m, assignor=a),
+            "current": lambda g, m, e, s: log.cg_current(g, m, e, state=s)}
+    for kind, *args in records:
+        before = set(getattr(store.groups.get("g"), "members", ()))
+        store.replay(make[kind]("g", *args))
+        g = store.groups.get("g")
+        after = set(getattr(g, "members", ()))
+        event = store.history[-1]
+        assert (event.members_joined, event.members_left, event.member_count) == \
+            (sorted(after - before), sorted(before - after), len(after))
+        if g is not None:
+            assert (event.state, event.protocol) == (_kafka_state(g), _most_named_assignor(g))
