@@ -88,9 +88,11 @@ class CommittedOffsets:
         the store, in the same order."""
         if not self._table.num_rows or not keys.num_rows:
             return np.empty(0, np.int64), self._table.slice(0, 0)
-        probe = keys.select(KEY).append_column("__at", pa.array(np.arange(keys.num_rows, dtype=np.int64)))
-        held = self._table.append_column("__row", pa.array(np.arange(self._table.num_rows, dtype=np.int64)))
-        found = probe.join(held.select([*KEY, "__row"]), keys=KEY, join_type="inner", use_threads=False)
+        asked = keys.select(KEY).append_column("__at", pa.array(np.arange(keys.num_rows, dtype=np.int64)))
+        held = self._table.select(KEY).append_column("__row", pa.array(np.arange(self._table.num_rows,
+                                                                                 dtype=np.int64)))
+        # the join hashes its right side: the window's few keys, not the whole store again at every window
+        found = held.join(asked, keys=KEY, join_type="inner", use_threads=False)
         at = found.column("__at").to_numpy()
         order = np.argsort(at, kind="stable")
         return at[order], self._table.take(pa.array(found.column("__row").to_numpy()[order]))
