@@ -107,9 +107,7 @@ class CommittedOffsets:
             hit = table.select(KEY).append_column("__row", pa.array(np.arange(table.num_rows, dtype=np.int64))) \
                 .join(gone, keys=KEY, join_type="left semi", use_threads=False).column("__row").to_numpy()
             if len(hit):
-                keep = np.ones(table.num_rows, dtype=bool)
-                keep[hit] = False
-                table = table.filter(pa.array(keep))
+                table = _without_rows(table, hit)
         if puts.num_rows:
             table = pa.concat_tables([table, puts.select(SCHEMA.names).cast(SCHEMA)]) if table.num_rows else \
                 puts.select(SCHEMA.names).cast(SCHEMA)
@@ -123,6 +121,26 @@ class CommittedOffsets:
         keys = zip(*(t.column(n).to_pylist() for n, _ in KEY_FIELDS))
         values = zip(*(t.column(n).to_pylist() for n, _ in VALUE_FIELDS))
         return [(GroupTopicPartition(*k), OffsetAndMetadata(*v)) for k, v in zip(keys, values)]
+
+
+def _without_rows(table: pa.Table, rows: np.ndarray) -> pa.Table:
+    """`table` without its rows numbered `rows`, only the batches that hold one of them copied: a window puts the
+    keys the windows before it put, whose rows sit in the last few batches, and a big store's other batches stay as
+    they are (`CommittedOffsets.apply` makes them one again once they are many)."""
+    rows = np.sort(rows)
+    out, start = [], 0
+    for batch in table.to_batches():
+        end = start + batch.num_rows
+        lo, hi = np.searchsorted(rows, [start, end])
+        if lo == hi:
+            out.append(batch)
+        else:
+            keep = np.ones(batch.num_rows, dtype=bool)
+            keep[rows[lo:hi] - start] = False
+            if keep.any():
+                out.append(batch.filter(pa.array(keep)))
+        start = end
+    return pa.Table.from_batches(out, schema=table.schema)
 
 
 def pending_by_producer(pending: pa.Table) -> dict[int, dict[GroupTopicPartition, OffsetAndMetadata]]:
