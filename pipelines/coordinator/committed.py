@@ -95,7 +95,7 @@ class CommittedOffsets:
         found = held.join(asked, keys=KEY, join_type="inner", use_threads=False)
         at = found.column("__at").to_numpy()
         order = np.argsort(at, kind="stable")
-        return at[order], self._table.take(pa.array(found.column("__row").to_numpy()[order]))
+        return at[order], _taken(self._table, found.column("__row").to_numpy()[order])
 
     def apply(self, puts: pa.Table, deletes: pa.Table, touched_held: bool = True) -> None:
         """The offsets after a window: the keys of `deletes` (`KEY` columns) removed, `puts` (`SCHEMA`, each key
@@ -121,6 +121,26 @@ class CommittedOffsets:
         keys = zip(*(t.column(n).to_pylist() for n, _ in KEY_FIELDS))
         values = zip(*(t.column(n).to_pylist() for n, _ in VALUE_FIELDS))
         return [(GroupTopicPartition(*k), OffsetAndMetadata(*v)) for k, v in zip(keys, values)]
+
+
+def _taken(table: pa.Table, rows: np.ndarray) -> pa.Table:
+    """`table.take(rows)`, batch by batch: a take from a table of many chunks joins them all first, and a store
+    holds a chunk per window that put offsets since it was last made one."""
+    if table.column(0).num_chunks <= 1:
+        return table.take(pa.array(rows, pa.int64()))
+    order = np.argsort(rows, kind="stable")
+    ascending = rows[order]
+    parts, start = [], 0
+    for batch in table.to_batches():
+        end = start + batch.num_rows
+        lo, hi = np.searchsorted(ascending, [start, end])
+        if hi > lo:
+            parts.append(batch.take(pa.array(ascending[lo:hi] - start)))
+        start = end
+    got = pa.Table.from_batches(parts, schema=table.schema).combine_chunks()
+    back = np.empty(len(rows), np.int64)
+    back[order] = np.arange(len(rows), dtype=np.int64)
+    return got.take(pa.array(back))
 
 
 def _without_rows(table: pa.Table, rows: np.ndarray) -> pa.Table:
