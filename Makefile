@@ -21,7 +21,7 @@ PACKAGE_SOURCES := setup.py setup.cfg MANIFEST.in \
 
 .PHONY: setup run test test-fast test-deep bench bench-decode dist pack clean
 
-$(VENV)/.installed: setup.cfg setup.py pipelines/decoding/_fastdecode.c
+$(VENV)/.installed: setup.cfg setup.py $(wildcard pipelines/decoding/_*.c pipelines/decoding/_*.h)
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 	# setuptools says of every editable install that folders named like its packages may shadow them: advice, not news

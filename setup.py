@@ -53,7 +53,8 @@ setup(
     ext_modules=[
         Extension(
             "pipelines.decoding._fastdecode",
-            sources=["pipelines/decoding/_fastdecode.c"],
+            sources=["pipelines/decoding/_fastdecode.c", "pipelines/decoding/_native_codecs.c"],
+            depends=["pipelines/decoding/_native_codecs.h"],
             extra_compile_args=["-O2"],
             optional=True,
         )

@@ -233,6 +233,13 @@ def main(argv=None) -> int:
         print(f"generated {size / 2**20:.1f} MiB, {records:,} records "
               f"(codecs {', '.join(f'{c} {int(w * 100)}%' for c, w in CODEC_MIX)}) "
               f"in {time.perf_counter() - t0:.1f}s")
+        try:
+            from pipelines.decoding._fastdecode import native_codecs
+            native = {1: "gzip", 3: "lz4", 4: "zstd"}
+            print("decompressed in the C walk: " + (", ".join(native[c] for c in native_codecs()) or "none")
+                  + " (the rest through codecs.py)")
+        except ImportError:
+            pass
         results = bench(out_dir, args.path)
         floor = next((n / t for name, n, t in results if name.startswith("(b)")), None)
         print(f"{'reader':45} {'records':>12} {'cpu s':>8} {'records/s/core':>15} {'vs floor':>9}")

@@ -14,7 +14,7 @@
  * KeyIndex()                    record key bytes -> kid, in front of `kcache` (see below)
  *
  * decode_entries(buf, pos, end, max_rows, hot, batch, kcache, ktable, kindex, ctl_types, ctl_epochs, group_values,
- *                decompress, source, partition) -> pos
+ *                decompress, max_bytes, source, partition) -> pos
  *   Decodes whole entries from `pos` while each one is a magic 2 batch it fully understands, appending one row per
  *   record to `hot` (columnar.HOT_COLUMNS) and to `batch` (columnar.BATCH_COLUMNS: its batch's values).
  *   Returns the position of the first entry it leaves to the Python path (anything unusual: a short tail, a
@@ -29,6 +29,7 @@
 #include <Python.h>
 #include <stdint.h>
 #include <string.h>
+#include "_native_codecs.h"
 #if defined(__x86_64__)
 #include <nmmintrin.h>
 #endif
@@ -1602,13 +1603,18 @@ static PyObject *decode_entries(PyObject *self, PyObject *args) {
     PyObject *bufobj, *kcache, *ktable, *ctl_types, *ctl_epochs, *glists, *decompress, *source;
     Columns *h, *bc;
     KeyIndex *kx;
-    Py_ssize_t pos, end, max_rows;
+    Py_ssize_t pos, end, max_rows, max_bytes;
     int part;
-    if (!PyArg_ParseTuple(args, "OnnnO!O!O!O!O!O!O!O!OO!i", &bufobj, &pos, &end, &max_rows, &ColumnsType, &h,
+    NativeOut section = {0};   /* this call's own: a callback may let another thread decode meanwhile */
+    if (!PyArg_ParseTuple(args, "OnnnO!O!O!O!O!O!O!O!OnO!i", &bufobj, &pos, &end, &max_rows, &ColumnsType, &h,
                           &ColumnsType, &bc, &PyDict_Type, &kcache, &PyList_Type, &ktable, &KeyIndexType, &kx,
                           &PyList_Type, &ctl_types, &PyList_Type, &ctl_epochs, &PyTuple_Type, &glists, &decompress,
-                          &PyBytes_Type, &source, &part))
+                          &max_bytes, &PyBytes_Type, &source, &part))
         return NULL;
+    if (max_bytes < 0) {
+        PyErr_SetString(PyExc_ValueError, "decode_entries: max_bytes < 0");
+        return NULL;
+    }
     if (h->ncols != H_NCOLS || bc->ncols != B_NCOLS || h->n != bc->n) {
         PyErr_SetString(PyExc_ValueError, "decode_entries: wrong column sets");
         return NULL;
@@ -1645,6 +1651,10 @@ static PyObject *decode_entries(PyObject *self, PyObject *args) {
         if (codec == 0) {
             r = walk_records(e, 61, total, count, base_offset, log_append ? max_ts : base_ts, log_append ? 0 : 1,
                              is_control, h, kcache, ktable, kx, ctl_types, ctl_epochs, glists, &has_first, &first);
+        } else if (native_decompress(codec, e + 61, (size_t)(total - 61), (size_t)max_bytes, &section)) {
+            r = walk_records(section.buf, 0, (Py_ssize_t)section.len, count, base_offset,
+                             log_append ? max_ts : base_ts, log_append ? 0 : 1, is_control, h, kcache, ktable, kx,
+                             ctl_types, ctl_epochs, glists, &has_first, &first);
         } else {
             PyObject *packed = PyBytes_FromStringAndSize((const char *)e + 61, total - 61);
             PyObject *raw = packed ? PyObject_CallFunction(decompress, "iN", codec, packed) : NULL;
@@ -1692,9 +1702,11 @@ static PyObject *decode_entries(PyObject *self, PyObject *args) {
         pos += total;
     }
     PyBuffer_Release(&view);
+    native_out_free(&section);
     return PyLong_FromSsize_t(pos);
 fail:
     PyBuffer_Release(&view);
+    native_out_free(&section);
     return NULL;
 notlists:
     PyErr_SetString(PyExc_TypeError, "decode_entries: a tuple of one list per group column");
@@ -1862,7 +1874,35 @@ static PyObject *count_entries(PyObject *self, PyObject *args) {
     return failed ? PyErr_NoMemory() : out;
 }
 
+static PyObject *py_native_codecs(PyObject *self, PyObject *noargs) {
+    PyObject *out = PyList_New(0);
+    for (int c = 0; out != NULL && c < 8; c++) {
+        if (!native_codec_loaded(c)) continue;
+        PyObject *v = PyLong_FromLong(c);
+        if (v == NULL || PyList_Append(out, v) < 0) Py_CLEAR(out);
+        Py_XDECREF(v);
+    }
+    return out;
+}
+
+static PyObject *py_decompress(PyObject *self, PyObject *args) {
+    int codec;
+    Py_buffer data;
+    Py_ssize_t max_bytes;
+    if (!PyArg_ParseTuple(args, "iy*n", &codec, &data, &max_bytes)) return NULL;
+    NativeOut out = {0};
+    int ok = max_bytes >= 0 && native_decompress(codec, data.buf, (size_t)data.len, (size_t)max_bytes, &out);
+    PyBuffer_Release(&data);
+    PyObject *r = ok ? PyBytes_FromStringAndSize((const char *)out.buf, (Py_ssize_t)out.len) : Py_NewRef(Py_None);
+    native_out_free(&out);
+    return r;
+}
+
 static PyMethodDef methods[] = {
+    {"native_codecs", py_native_codecs, METH_NOARGS,
+     "native_codecs() -> the codec ids (attributes & 7) decompressed in C on this machine."},
+    {"decompress", py_decompress, METH_VARARGS,
+     "decompress(codec, data, max_bytes) -> bytes, or None: left to codecs.decompress (see _native_codecs.c)."},
     {"decode_entries", decode_entries, METH_VARARGS, "Decode the clean magic 2 entries from pos (see columnar.py)."},
     {"init", init, METH_VARARGS,
      "init(key_id, control_entry, control_names, ts_types, codec_labels, offset_commit_kind, "
@@ -1882,6 +1922,7 @@ static struct PyModuleDef moduledef = {PyModuleDef_HEAD_INIT, "_fastdecode", NUL
 
 PyMODINIT_FUNC PyInit__fastdecode(void) {
     crc_init();
+    native_codecs_load();
 #if defined(__x86_64__) && defined(__GNUC__)
     __builtin_cpu_init();
     if (__builtin_cpu_supports("sse4.2")) crc32c = crc32c_hw;

@@ -487,7 +487,7 @@ def _decode_buffer(mm, end: int, src: str, part: int, batch_rows: int, c_ext,
         return decompress(codec_id, data, magic=2, max_bytes=max_bytes)
 
     v2 = _V2Batches(chunk, src, part, decompress_v2)
-    c_decode = _c_decoder(c_ext, chunk, src, part, batch_rows, decompress_v2) if c_ext is not None else None
+    c_decode = None if c_ext is None else _c_decoder(c_ext, chunk, src, part, batch_rows, decompress_v2, max_bytes)
     pos = start
     while True:
         if c_decode is not None:
@@ -512,9 +512,11 @@ def _decode_buffer(mm, end: int, src: str, part: int, batch_rows: int, c_ext,
 
 
 def _c_decoder(c_ext, chunk: "_Chunk", src: str, part: int, batch_rows: int,
-               decompress_v2: Callable[[int, bytes], bytes]) -> Callable[[Any, int, int], int]:
+               decompress_v2: Callable[[int, bytes], bytes], max_bytes: int) -> Callable[[Any, int, int], int]:
     """`_fastdecode.decode_entries` bound to `chunk`'s columns and key cache: (buffer, position, end) -> the
-    position of the first entry it left to Python (or `end`), having filled at most `batch_rows` rows."""
+    position of the first entry it left to Python (or `end`), having filled at most `batch_rows` rows. A record
+    section is decompressed in C when this machine has its codec's library (`_fastdecode.native_codecs`), else,
+    and whenever C would not take it as it is, by `decompress_v2`."""
     decode = c_ext.decode_entries
     hot, batch = chunk.hot, chunk.batch
     kcache, ktable, kindex = chunk.keys.kcache, chunk.keys.ktable, chunk.keys.kindex
@@ -524,7 +526,7 @@ def _c_decoder(c_ext, chunk: "_Chunk", src: str, part: int, batch_rows: int,
 
     def run(mm, pos: int, end: int) -> int:
         return decode(mm, pos, end, batch_rows, hot.c, batch.c, kcache, ktable, kindex, ctl_types, ctl_epochs,
-                      group_values, decompress_v2, src_utf8, part)
+                      group_values, decompress_v2, max_bytes, src_utf8, part)
     return run
 
 
