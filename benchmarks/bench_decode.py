@@ -235,7 +235,7 @@ def main(argv=None) -> int:
               f"in {time.perf_counter() - t0:.1f}s")
         try:
             from pipelines.decoding._fastdecode import native_codecs
-            native = {1: "gzip", 3: "lz4", 4: "zstd"}
+            native = {1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
             print("decompressed in the C walk: " + (", ".join(native[c] for c in native_codecs()) or "none")
                   + " (the rest through codecs.py)")
         except ImportError:

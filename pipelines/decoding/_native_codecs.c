@@ -1,11 +1,12 @@
 /*
- * A v2 batch's record section decompressed in C with the machine's own codec libraries (zlib, liblz4, libzstd),
- * opened at import with dlopen: no headers and no library are needed to build, and a machine without one keeps
- * the Python path (`codecs.decompress`) for its codec. The framing around the library calls mirrors
- * `codecs.decompress` exactly; anything it would not accept as it is (a check failing, a library error, more than
- * `max_bytes`, a layout only the Python path reads: several zstd frames, a zstd frame without its size that does
- * not fit the first buffer) returns 0 and is left to the Python path, which says why. So a section decompressed
- * here has the bytes the Python path gives, and a section it refuses is refused there with its reason.
+ * A v2 batch's record section decompressed in C: gzip, lz4 and zstd with the machine's own libraries (zlib,
+ * liblz4, libzstd), opened at import with dlopen, so no header or library is needed to build and a machine without
+ * one keeps the Python path (`codecs.decompress`) for its codec; snappy here (no machine has its library by
+ * default; its block format is a handful of tags). The framing around them mirrors `codecs.decompress` exactly;
+ * anything it would not accept as it is (a check failing, a library error, more than `max_bytes`, a layout only
+ * the Python path reads: several zstd frames, a zstd frame without its size that does not fit the first buffer)
+ * returns 0 and is left to the Python path, which says why. So a section decompressed here has the bytes the
+ * Python path gives, and a section it refuses is refused there with its reason.
  *
  * Why: a log's batches are small (a few records, ~200 bytes), so calling the Python codecs per batch cost more
  * than decompressing.
@@ -82,7 +83,7 @@ void native_codecs_load(void) {
 }
 
 int native_codec_loaded(int codec) {
-    return codec == 1 ? lib.gzip : codec == 3 ? lib.lz4 : codec == 4 ? lib.zstd : 0;
+    return codec == 1 ? lib.gzip : codec == 2 ? 1 : codec == 3 ? lib.lz4 : codec == 4 ? lib.zstd : 0;
 }
 
 void native_out_free(NativeOut *o) {
@@ -226,10 +227,102 @@ static int unzstd(const unsigned char *d, size_t n, size_t limit, NativeOut *o) 
     return o->len <= limit;
 }
 
+/* ------------------------------------------------------------------------------------------------------ snappy */
+/* The raw block's declared length (its leading varint32), or -1 */
+static int64_t snappy_raw_len(const unsigned char *d, size_t n, size_t *pos) {
+    uint64_t v = 0;
+    for (size_t i = 0; i < 5 && i < n; i++) {
+        v |= (uint64_t)(d[i] & 0x7F) << (7 * i);
+        if (!(d[i] & 0x80)) {
+            *pos = i + 1;
+            return v > 0xFFFFFFFFu ? -1 : (int64_t)v;
+        }
+    }
+    return -1;
+}
+
+/* One raw snappy block (google/snappy format_description.txt) appended to `o`: exactly its declared length, every
+ * input byte read, a copy only from bytes already written. The machine has no snappy library to open, and the
+ * format is a handful of tags; any block the reference (cramjam's) would refuse is refused here too. */
+static int unsnappy_raw(const unsigned char *d, size_t n, size_t limit, NativeOut *o) {
+    size_t pos = 0;
+    int64_t declared = snappy_raw_len(d, n, &pos);
+    if (declared < 0 || o->len + (size_t)declared > limit || !reserve(o, (size_t)declared)) return 0;
+    unsigned char *base = o->buf + o->len, *op = base, *end = base + declared;
+    while (pos < n) {
+        unsigned tag = d[pos++];
+        size_t len, offset;
+        switch (tag & 3) {
+        case 0:
+            len = tag >> 2;
+            if (len >= 60) {
+                size_t k = len - 59;
+                if (pos + k > n) return 0;
+                len = 0;
+                for (size_t i = 0; i < k; i++) len |= (size_t)d[pos + i] << (8 * i);
+                pos += k;
+            }
+            len += 1;
+            if (len > n - pos || len > (size_t)(end - op)) return 0;
+            memcpy(op, d + pos, len);
+            op += len;
+            pos += len;
+            continue;
+        case 1:
+            if (pos + 1 > n) return 0;
+            len = 4 + ((tag >> 2) & 7);
+            offset = (size_t)(tag >> 5) << 8 | d[pos];
+            pos += 1;
+            break;
+        case 2:
+            if (pos + 2 > n) return 0;
+            len = 1 + (tag >> 2);
+            offset = (size_t)d[pos] | (size_t)d[pos + 1] << 8;
+            pos += 2;
+            break;
+        default:
+            if (pos + 4 > n) return 0;
+            len = 1 + (tag >> 2);
+            offset = le32(d + pos);
+            pos += 4;
+        }
+        if (offset == 0 || offset > (size_t)(op - base) || len > (size_t)(end - op)) return 0;
+        for (size_t i = 0; i < len; i++) op[i] = op[i - offset];   /* may overlap what it writes */
+        op += len;
+    }
+    if (op != end) return 0;
+    o->len += (size_t)declared;
+    return 1;
+}
+
+static const unsigned char XERIAL_MAGIC[8] = {0x82, 'S', 'N', 'A', 'P', 'P', 'Y', 0};
+
+/* `codecs._unsnappy`: snappy-java's xerial framing (its blocks in sequence, a header again between them read
+ * past) when the magic is there, else one raw block */
+static int unsnappy(const unsigned char *d, size_t n, size_t limit, NativeOut *o) {
+    if (n < 8 || memcmp(d, XERIAL_MAGIC, 8) != 0) return unsnappy_raw(d, n, limit, o);
+    if (n < 16) return 0;
+    size_t pos = 16;
+    while (pos < n) {
+        if (n - pos >= 8 && memcmp(d + pos, XERIAL_MAGIC, 8) == 0) {
+            pos += 16;
+            continue;
+        }
+        if (pos + 4 > n) return 0;
+        uint32_t length = (uint32_t)d[pos] << 24 | (uint32_t)d[pos + 1] << 16 | (uint32_t)d[pos + 2] << 8 | d[pos + 3];
+        pos += 4;
+        if (length > 0x7FFFFFFFu || length > n - pos) return 0;
+        if (!unsnappy_raw(d + pos, length, limit, o)) return 0;
+        pos += length;
+    }
+    return 1;
+}
+
 int native_decompress(int codec, const unsigned char *src, size_t n, size_t max_bytes, NativeOut *out) {
     if (!native_codec_loaded(codec)) return 0;
     out->len = 0;
     if (codec == 1) return gunzip(src, n, max_bytes, out);
+    if (codec == 2) return unsnappy(src, n, max_bytes, out);
     if (codec == 3) return unlz4(src, n, max_bytes, out);
     return unzstd(src, n, max_bytes, out);
 }

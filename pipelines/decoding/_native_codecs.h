@@ -13,7 +13,7 @@ typedef struct {
     void *zs;   /* zlib */
 } NativeOut;
 
-/* opens the machine's zlib, liblz4 and libzstd (each that is there), once */
+/* opens the machine's zlib, liblz4 and libzstd (each that is there), once; snappy needs none */
 void native_codecs_load(void);
 /* 1: the codec (attributes & 7) is decompressed here */
 int native_codec_loaded(int codec);

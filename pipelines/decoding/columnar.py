@@ -4,8 +4,8 @@ Produces exactly the rows of ``read_batches_from_file`` + ``to_decoded_row`` / `
 same order) without building a `RecordBatchHeader` / `LogRecord` / row dict per record:
 
 * framing is `framing.frame_entry`'s (in C, `_fastdecode`'s `frame_entry`) over an mmap of the file;
-* a magic 2 batch has its CRC-32C checked, its record section decompressed with `codecs.decompress`, then its
-  records walked; the dominant kinds (offset commits: key type 0/1, value v0-v4 read by the reference's
+* a magic 2 batch has its CRC-32C checked, its record section decompressed (in C by `_native_codecs.c`, else
+  with `codecs.decompress`), then its records walked; the dominant kinds (offset commits: key type 0/1, value v0-v4 read by the reference's
   `messages.offset_commit_value_fields`, tombstones; control records) go straight into typed columns: the
   per-row ("hot") values and the values of the record's batch (location, producer, codec, ...);
 * the key columns (kind, key type, group, topic, partition) are kept once per distinct key bytes and expanded
@@ -515,8 +515,8 @@ def _c_decoder(c_ext, chunk: "_Chunk", src: str, part: int, batch_rows: int,
                decompress_v2: Callable[[int, bytes], bytes], max_bytes: int) -> Callable[[Any, int, int], int]:
     """`_fastdecode.decode_entries` bound to `chunk`'s columns and key cache: (buffer, position, end) -> the
     position of the first entry it left to Python (or `end`), having filled at most `batch_rows` rows. A record
-    section is decompressed in C when this machine has its codec's library (`_fastdecode.native_codecs`), else,
-    and whenever C would not take it as it is, by `decompress_v2`."""
+    section is decompressed in C (`_fastdecode.native_codecs`: snappy, and each codec whose library this machine
+    has), else, and whenever C would not take it as it is, by `decompress_v2`."""
     decode = c_ext.decode_entries
     hot, batch = chunk.hot, chunk.batch
     kcache, ktable, kindex = chunk.keys.kcache, chunk.keys.ktable, chunk.keys.kindex

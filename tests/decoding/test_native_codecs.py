@@ -1,6 +1,6 @@
-"""The C decoder's codecs (`_fastdecode.decompress`: the machine's zlib, liblz4, libzstd) against the reference,
-`codecs.decompress`: a section C takes has the reference's bytes, a section the reference refuses C leaves to it,
-and the sections Kafka writes C takes."""
+"""The C decoder's codecs (`_fastdecode.decompress`: the machine's zlib, liblz4, libzstd, and its own snappy)
+against the reference, `codecs.decompress`: a section C takes has the reference's bytes, a section the reference
+refuses C leaves to it, and the sections Kafka writes C takes."""
 from __future__ import annotations
 
 import gzip
@@ -19,8 +19,8 @@ from pipelines.decoding.errors import CorruptBatchError
 
 fastdecode = pytest.importorskip("pipelines.decoding._fastdecode")
 
-GZIP, LZ4, ZSTD = codecs.GZIP, codecs.LZ4, codecs.ZSTD
-NATIVE = (GZIP, LZ4, ZSTD)
+GZIP, SNAPPY, LZ4, ZSTD = codecs.GZIP, codecs.SNAPPY, codecs.LZ4, codecs.ZSTD
+NATIVE = (GZIP, SNAPPY, LZ4, ZSTD)
 LIMIT = codecs.DEFAULT_MAX_BATCH_BYTES
 
 
@@ -65,7 +65,12 @@ def sections(data: bytes) -> list[tuple[int, bytes, bool]]:
     C takes it (else the reference reads it)."""
     out = [(c, codecs.compress(c, data, magic=2), True) for c in NATIVE]
     unsized = zstandard.ZstdCompressor(write_content_size=False, write_checksum=True).compress(data)
+    xerial = codecs.compress(SNAPPY, data, magic=2)
     out += [
+        (SNAPPY, codecs.compress(SNAPPY, data, magic=2, snappy_framing="raw"), True),
+        (SNAPPY, xerial * 2, True),  # two streams, the second's header read past
+        (SNAPPY, xerial + codecs.XERIAL_MAGIC[:5], False),  # a torn block length
+
         (GZIP, gzip.compress(data[: len(data) // 2]) + gzip.compress(data[len(data) // 2:]), True),  # two members
         (GZIP, gzip.compress(data, mtime=0) + b"\x00", False),  # trailing garbage: refused
         (LZ4, lz4_frame([data[:100], data[100:]], content_size=len(data), block_checksum=True), True),
@@ -164,7 +169,7 @@ def test_real_kafka_sections_are_read_in_c(brokerdata):
     """Every compressed section a Kafka 4.0 broker wrote, of the codecs C reads: taken, with the reference's
     bytes."""
     n = 0
-    for name, codec in (("gzip", GZIP), ("lz4", LZ4), ("zstd", ZSTD)):
+    for name, codec in (("gzip", GZIP), ("snappy", SNAPPY), ("lz4", LZ4), ("zstd", ZSTD)):
         for p in sorted(p for p in (brokerdata / f"compression-{name}/data").glob("*/*.log") if p.stat().st_size):
             data = p.read_bytes()
             for hdr, _ in read_batches_from_file(p, offsets_partition=0):
@@ -172,7 +177,46 @@ def test_real_kafka_sections_are_read_in_c(brokerdata):
                     section = data[hdr.position + 61: hdr.position + hdr.size]
                     assert agrees(codec, section) is not None
                     n += 1
-    assert n >= 45
+    assert n >= 60
+
+
+def _raw(declared: int, *elements: bytes) -> bytes:
+    out = bytearray()
+    while True:  # the length as a varint
+        out.append(declared & 0x7F | (0x80 if declared > 0x7F else 0))
+        declared >>= 7
+        if not declared:
+            return bytes(out) + b"".join(elements)
+
+
+LIT = b"\x0cabcd"  # a literal of 4 bytes
+SNAPPY_BLOCKS = [
+    (_raw(4, LIT), True),
+    (_raw(12, LIT, b"\x11\x04"), True),  # a copy of 8 from 4 back, overlapping what it writes (tag 1)
+    (_raw(9, LIT, b"\x12\x04\x00"), True),  # tag 2: 5 from 4 back
+    (_raw(9, LIT, b"\x13\x04\x00\x00\x00"), True),  # tag 3
+    (_raw(70, b"\xf0\x45" + bytes(range(70))), True),  # a literal's length in the byte after its tag (60)
+    (_raw(70, b"\xf4\x45\x00" + bytes(range(70))), True),  # ... in two bytes (61)
+    (_raw(70, b"\xfc\x45\x00\x00\x00" + bytes(range(70))), True),  # ... in four (63)
+    (_raw(12, LIT, b"\x11\x00"), False),  # a copy from 0 back
+    (_raw(12, LIT, b"\x11\x05"), False),  # from before the start
+    (_raw(11, LIT, b"\x11\x04"), False),  # past the declared length
+    (_raw(13, LIT, b"\x11\x04"), False),  # short of it
+    (_raw(4, LIT, b"\x00"), False),  # a literal after the end
+    (_raw(5, b"\x10abcd"), False),  # a literal past the input
+    (_raw(12, LIT, b"\x11"), False),  # a torn copy
+    (_raw(4, b"\xfc\xff\xff"), False),  # a torn literal length
+    (b"\xff\xff\xff\xff\x7f" + LIT, False),  # a length past 32 bits
+    (b"\xff\xff\xff\xff\xff\x01", False),  # a length of six bytes
+    (b"", False),
+]
+
+
+@pytest.mark.parametrize("block,taken", SNAPPY_BLOCKS)
+def test_each_snappy_element_is_read_as_the_reference_reads_it(block, taken):
+    assert (agrees(SNAPPY, block) is not None) == taken
+    framed = codecs.XERIAL_MAGIC + bytes(8) + struct.pack(">i", len(block)) + block
+    assert (agrees(SNAPPY, framed) is not None) == taken
 
 
 def test_gzip_members_are_read_to_the_end():
