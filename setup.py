@@ -55,6 +55,7 @@ setup(
             "pipelines.decoding._fastdecode",
             sources=["pipelines/decoding/_fastdecode.c", "pipelines/decoding/_native_codecs.c"],
             depends=["pipelines/decoding/_native_codecs.h"],
+            libraries=["dl"],  # dlopen: in libc since glibc 2.34, in libdl before (a stub of it after)
             extra_compile_args=["-O2"],
             optional=True,
         )

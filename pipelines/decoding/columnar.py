@@ -5,9 +5,10 @@ same order) without building a `RecordBatchHeader` / `LogRecord` / row dict per 
 
 * framing is `framing.frame_entry`'s (in C, `_fastdecode`'s `frame_entry`) over an mmap of the file;
 * a magic 2 batch has its CRC-32C checked, its record section decompressed (in C by `_native_codecs.c`, else
-  with `codecs.decompress`), then its records walked; the dominant kinds (offset commits: key type 0/1, value v0-v4 read by the reference's
-  `messages.offset_commit_value_fields`, tombstones; control records) go straight into typed columns: the
-  per-row ("hot") values and the values of the record's batch (location, producer, codec, ...);
+  with `codecs.decompress`), then its records walked; the dominant kinds (offset commits: key type 0/1, value
+  v0-v4 read by the reference's `messages.offset_commit_value_fields`, tombstones; control records) go straight
+  into typed columns: the per-row ("hot") values and the values of the record's batch (location, producer,
+  codec, ...);
 * the key columns (kind, key type, group, topic, partition) are kept once per distinct key bytes and expanded
   with ``take``; every other column is sparse (row index, value) and usually all-null.
 
