@@ -129,14 +129,7 @@ def _taken(table: pa.Table, rows: np.ndarray) -> pa.Table:
     if table.column(0).num_chunks <= 1:
         return table.take(pa.array(rows, pa.int64()))
     order = np.argsort(rows, kind="stable")
-    ascending = rows[order]
-    parts, start = [], 0
-    for batch in table.to_batches():
-        end = start + batch.num_rows
-        lo, hi = np.searchsorted(ascending, [start, end])
-        if hi > lo:
-            parts.append(batch.take(pa.array(ascending[lo:hi] - start)))
-        start = end
+    parts = [batch.take(pa.array(at)) for batch, at in _by_batch(table, rows[order]) if len(at)]
     got = pa.Table.from_batches(parts, schema=table.schema).combine_chunks()
     back = np.empty(len(rows), np.int64)
     back[order] = np.arange(len(rows), dtype=np.int64)
@@ -147,20 +140,27 @@ def _without_rows(table: pa.Table, rows: np.ndarray) -> pa.Table:
     """`table` without its rows numbered `rows`, only the batches that hold one of them copied: a window puts the
     keys the windows before it put, whose rows sit in the last few batches, and a big store's other batches stay as
     they are (`CommittedOffsets.apply` makes them one again once they are many)."""
-    rows = np.sort(rows)
-    out, start = [], 0
+    out = []
+    for batch, at in _by_batch(table, np.sort(rows)):
+        if not len(at):
+            out.append(batch)
+            continue
+        keep = np.ones(batch.num_rows, dtype=bool)
+        keep[at] = False
+        if keep.any():
+            out.append(batch.filter(pa.array(keep)))
+    return pa.Table.from_batches(out, schema=table.schema)
+
+
+def _by_batch(table: pa.Table, ascending: np.ndarray):
+    """Each batch of `table` with the rows of `ascending` (row numbers of `table`, sorted) that it holds, numbered
+    within it."""
+    start = 0
     for batch in table.to_batches():
         end = start + batch.num_rows
-        lo, hi = np.searchsorted(rows, [start, end])
-        if lo == hi:
-            out.append(batch)
-        else:
-            keep = np.ones(batch.num_rows, dtype=bool)
-            keep[rows[lo:hi] - start] = False
-            if keep.any():
-                out.append(batch.filter(pa.array(keep)))
+        lo, hi = np.searchsorted(ascending, [start, end])
+        yield batch, ascending[lo:hi] - start
         start = end
-    return pa.Table.from_batches(out, schema=table.schema)
 
 
 def pending_by_producer(pending: pa.Table) -> dict[int, dict[GroupTopicPartition, OffsetAndMetadata]]:
