@@ -11,8 +11,9 @@ Where each figure comes from: a stage's wall time from the run's own progress li
 timed here as they are emitted); each job's interval and its tasks' metrics from Spark's status store (the same
 store `frames.python_jobs` reads; it keeps them with the UI off); the driver's CPU from this process's CPU clock at
 each stage's start. So in each stage: the jobs' wall time (their union, clipped to the stage) is what Spark ran, and
-of it `cores x wall` core-seconds are the tasks' time or idle; the rest of the stage is the driver's alone
-(planning, collects it reads after a job, delta-rs writes, Python in the driver). The parts are added back up and
+of it `cores x wall` core-seconds are the tasks' time (a job's counted in each stage it spans, by the share of
+its wall time there: one started from a thread runs on beside the driver's next stages) or idle; the rest of the
+stage is the driver's alone (planning, collects it reads after a job, delta-rs writes, Python in the driver). The parts are added back up and
 held against the wall time the caller measured: what nothing accounts for is the time outside every stage.
 """
 from __future__ import annotations
@@ -66,6 +67,7 @@ class StageTime:
     jobs: list[JobTime] = field(default_factory=list)
     jobs_wall: float = 0.0  # the union of its jobs' intervals within the stage
     driver_cpu_s: float = 0.0
+    bounds: tuple[float, float] = (0.0, 0.0)  # its start and end, epoch seconds
 
 
 def spark_jobs(spark, since_ms: int) -> list[JobTime]:
@@ -108,6 +110,13 @@ def _union(intervals: list[tuple[float, float]]) -> float:
     return total
 
 
+def _share(job: JobTime, start: float, end: float) -> float:
+    """The share of `job`'s wall time within [start, end) (a job of no length: all of it if it started there)."""
+    if job.wall <= 0:
+        return 1.0 if start <= job.start < end else 0.0
+    return max(min(job.end, end) - max(job.start, start), 0.0) / job.wall
+
+
 def account(spark, clock: StageClock, stage_seconds: dict[str, float], *, since_ms: int, wall: float,
             cores: int | None = None) -> dict:
     """The run's wall time (`wall`, measured by the caller from `since_ms`) in parts (see the module's docstring),
@@ -122,8 +131,9 @@ def account(spark, clock: StageClock, stage_seconds: dict[str, float], *, since_
         end = start + stage_seconds[name]
         cpu_end = marks[i + 1][2] if i + 1 < len(marks) else time.process_time()
         stage = StageTime(name, stage_seconds[name], driver_cpu_s=cpu_end - cpu_at)
-        stage.jobs = [j for j in jobs if start <= (j.start + j.end) / 2 < end]
+        stage.jobs = [j for j in jobs if _share(j, start, end) > 0]
         stage.jobs_wall = _union([(max(j.start, start), min(j.end, end)) for j in stage.jobs])
+        stage.bounds = (start, end)
         stages.append(stage)
     staged = sum(s.wall for s in stages)
     if marks:
@@ -134,7 +144,9 @@ def account(spark, clock: StageClock, stage_seconds: dict[str, float], *, since_
         outside = wall
     rows = []
     for s in stages:
-        task_s = sum(j.task_s for j in s.jobs)
+        # a job that runs on while the driver moves on to the next stage (one started from a thread of its own)
+        # counts in each stage for the share of its wall time spent there
+        task_s = sum(j.task_s * _share(j, *s.bounds) for j in s.jobs)
         rows.append({
             "stage": s.name, "wall_s": round(s.wall, 2),
             "spark_jobs_s": round(s.jobs_wall, 2),

@@ -420,22 +420,32 @@ def _lag(run: Run, clock: Clock, in_hand: dict, ahead: ReadAhead):
 
 
 class Staging:
-    """The snapshot's tables in hand, their files written (uncommitted) in a thread while validation reads them:
-    Parquet encoding and compression leave the interpreter, GX's checks do not. The write takes them; files
-    never taken are deleted when the run ends."""
+    """The snapshot's tables staged (their files written, uncommitted) while validation reads them: the tables in
+    hand in one thread (Parquet encoding and compression leave the interpreter, GX's checks do not), and the
+    log-sized ones but the history (`offset_commits` is merged, not staged) by Spark jobs started from another, so
+    the executors write them while validation holds the driver. The write takes them; files never taken are
+    deleted when the run ends."""
 
-    def __init__(self, run: Run, tables: dict):
-        self._future = in_thread("stage", run.warehouse.stage_tables, run.snapshot_id,
-                                 {t: ArrowRows(a) for t, a in tables.items()})
+    def __init__(self, run: Run, in_hand: dict[str, pa.Table], on_spark: dict | None = None):
+        pieces = [{t: ArrowRows(a) for t, a in in_hand.items()},
+                  {t: _table_rows(rows) for t, rows in (on_spark or {}).items()}]
+        self._futures = [in_thread("stage", run.warehouse.stage_tables, run.snapshot_id, p) for p in pieces if p]
         run.held.callback(self._discard, run.warehouse)
 
     def take(self) -> dict:
-        future, self._future = self._future, None
-        return future.result()
+        """Every staged table (table -> its directory and add actions); a piece that failed raises, and what the
+        others staged is deleted when the run ends."""
+        futures, self._futures = self._futures, []
+        try:
+            return {t: staged for f in futures for t, staged in f.result().items()}
+        except BaseException:
+            self._futures = futures
+            raise
 
     def _discard(self, warehouse) -> None:
-        if self._future is not None and self._future.exception() is None:
-            warehouse.discard_staged(self._future.result())
+        for future in self._futures:
+            if future.exception() is None:
+                warehouse.discard_staged(future.result())
 
 
 @dataclass(frozen=True)
@@ -462,8 +472,9 @@ def materialize(run: Run, replayed: Replayed, assembled: Assembled) -> Materiali
     stats.update({t: a.num_rows for t, a in assembled.in_hand.items()})
     arrow = {t: a for t, a in {**log_sized, **assembled.in_hand}.items()
              if t in SNAPSHOT_TABLES and isinstance(a, pa.Table)}
+    on_spark = {t: a for t, a in log_sized.items() if t in SNAPSHOT_TABLES and not isinstance(a, pa.Table)}
     return Materialized(log_sized=log_sized, stats=stats, checked={**log_sized, **assembled.checked, **assembled.in_hand},
-                        staging=Staging(run, arrow))
+                        staging=Staging(run, arrow, on_spark))
 
 
 # ================================================================================================================

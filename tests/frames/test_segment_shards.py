@@ -309,6 +309,10 @@ def test_the_shards_write_the_history_a_run_in_the_driver_writes(spark, settings
                 assert ("pending" in {r["txn_outcome"] for r in got}) == f["path"].startswith("pending-")
             written = {str(p.relative_to(root)) for p in root.rglob("*.parquet")}
             assert written == {f["path"] for f in files}  # nothing staged beside what was committed
+            # the group history too, staged by Spark's tasks while the run validated
+            root = wh / "group_history"
+            written = {str(p.relative_to(root)) for p in root.rglob("*.parquet")}
+            assert written == {f["path"] for f in delta.active_files(DeltaTable(str(root)))} and written
     assert tables["spark"] == tables["driver"] and tables["spark"]
     assert tables["split"] == tables["driver"]
     assert events["spark"] == events["split"] == events["split-shuffled"] == events["driver"] and events["driver"]
