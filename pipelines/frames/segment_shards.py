@@ -79,8 +79,11 @@ TASKS_PER_CORE = 2
 LOAD_BUFFER_BYTES = 5 * 1024 * 1024
 EVENTS_PER_BLOB = 2_000  # group events in a `GroupEvents` blob
 # A full run of at most this many group records makes its group history in the driver (`group_history_in_hand`),
-# which then holds it whole: about 1.5 KB a row, most of it the records' JSON.
-GROUP_EVENTS_IN_HAND = 100_000
+# which then holds it whole: about 1.5 KB a row, most of it the records' JSON. Above it, the tasks of a job started
+# while the driver validates write it for less than the collect into the driver costs (3 M-record bench, 60 k group
+# records: the collect 2.6 core-s, the replay stage waiting on it; the write 2.3, beside validation); below it, the
+# few rows cost less than a job of their own.
+GROUP_EVENTS_IN_HAND = 20_000
 
 
 class ShardMemoryError(RuntimeError):
