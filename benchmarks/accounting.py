@@ -13,8 +13,9 @@ store `frames.python_jobs` reads; it keeps them with the UI off); the driver's C
 each stage's start. So in each stage: the jobs' wall time (their union, clipped to the stage) is what Spark ran, and
 of it `cores x wall` core-seconds are the tasks' time (a job's counted in each stage it spans, by the share of
 its wall time there: one started from a thread runs on beside the driver's next stages) or idle; the rest of the
-stage is the driver's alone (planning, collects it reads after a job, delta-rs writes, Python in the driver). The parts are added back up and
-held against the wall time the caller measured: what nothing accounts for is the time outside every stage.
+stage is the driver's alone (planning, collects it reads after a job, delta-rs writes, Python in the driver). The
+parts are added back up and held against the wall time the caller measured: what nothing accounts for is the time
+outside every stage.
 """
 from __future__ import annotations
 

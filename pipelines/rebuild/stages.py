@@ -473,7 +473,8 @@ def materialize(run: Run, replayed: Replayed, assembled: Assembled) -> Materiali
     arrow = {t: a for t, a in {**log_sized, **assembled.in_hand}.items()
              if t in SNAPSHOT_TABLES and isinstance(a, pa.Table)}
     on_spark = {t: a for t, a in log_sized.items() if t in SNAPSHOT_TABLES and not isinstance(a, pa.Table)}
-    return Materialized(log_sized=log_sized, stats=stats, checked={**log_sized, **assembled.checked, **assembled.in_hand},
+    return Materialized(log_sized=log_sized, stats=stats,
+                        checked={**log_sized, **assembled.checked, **assembled.in_hand},
                         staging=Staging(run, arrow, on_spark))
 
 
