@@ -29,7 +29,8 @@ from pipelines.frames.decode import SEGMENTS, DecodePlan, decoded_log, reader_co
 from pipelines.frames.progress import TaskCounters, reporting
 from pipelines.frames.python_jobs import first_python_job
 from pipelines.frames.resumed import resume_on_spark
-from pipelines.frames.segment_shards import GROUP_EVENTS_IN_HAND, LoadedOnSpark, tabulate_on_spark
+from pipelines.frames.segment_shards import (GROUP_EVENTS_IN_HAND, GROUP_EVENTS_IN_HAND_CROWDED, LoadedOnSpark,
+                                            tabulate_on_spark)
 from pipelines.frames.shards import replay_on_spark, topic_names_of
 from pipelines.frames.tally import DecodedFacts, Tally, tally
 from pipelines.heap import gc_paused
@@ -340,7 +341,8 @@ def replay(run: Run, planned: Planned, decoded: Decoded) -> Replayed:
                                      + expiring)
         # a group record makes at most one event; an incremental run's history carried forward stays on Spark
         group_records = decoded.facts.records_of(KIND_GROUP_METADATA, KIND_CONSUMER_GROUP)
-        in_hand = not planned.inc.is_incremental and group_records <= GROUP_EVENTS_IN_HAND
+        in_hand = not planned.inc.is_incremental and group_records <= (
+            GROUP_EVENTS_IN_HAND_CROWDED if decoded.loaded.events_crowded else GROUP_EVENTS_IN_HAND)
         with shard_errors():  # its release is the loaded shards' (`decode`)
             shards = tabulate_on_spark(run.spark, decoded.loaded, options, expiry, topic_names_of(decoded.log),
                                        history_check=check, events_in_hand=in_hand)

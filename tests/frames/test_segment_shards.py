@@ -289,7 +289,8 @@ def test_the_shards_write_the_history_a_run_in_the_driver_writes(spark, settings
                        ("driver", settings)):
         wh = tmp_path / name
         # read where the run decides it
-        monkeypatch.setattr(stages, "GROUP_EVENTS_IN_HAND", -1 if name.startswith("split") else 100_000)
+        for limit in ("GROUP_EVENTS_IN_HAND", "GROUP_EVENTS_IN_HAND_CROWDED"):
+            monkeypatch.setattr(stages, limit, -1 if name.startswith("split") else 100_000)
         # the group events written where the tasks that made them left them, or spread over the cores first
         monkeypatch.setattr(segment_shards, "events_crowded", lambda *a, shuffled=name == "split-shuffled": shuffled)
         summary = run_rebuild(spark, conf, RebuildRequest(inputs=(str(data),), warehouse=str(wh), snapshot_id="h",
