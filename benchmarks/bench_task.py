@@ -78,6 +78,7 @@ def main() -> None:
     from pipelines.frames.segment_shards import (ShardLoad, WorkUnit, decode_and_load_task, split_load_task,
                                                  work_units)
     from pipelines.io.blobs import from_blob
+    from pipelines.io.scratch import Scratch
     from pipelines.io.warehouse import HistoryStage
     from pipelines.validation.runner import UNKNOWN_CLOCK_MS, history_check
     from simulator import generate_sample
@@ -100,7 +101,8 @@ def main() -> None:
         out = Path(tempfile.mkdtemp(prefix="offsetlake-bench-task-"))
         try:
             stage = HistoryStage(out.as_uri(), "settled", "pending-settled", options.snapshot_id)
-            load = ShardLoad(options=options, split_by=check, stage=stage, split_bytes=SPLIT_BYTES,
+            load = ShardLoad(options=options, scratch=Scratch(str(out / "scratch")), split_by=check, stage=stage,
+                             split_bytes=SPLIT_BYTES,
                              buckets=2 if args.split else 1)
             task = decode_and_load_task([units], policy=plan.policy, load=load)
             envelope = pa.Table.from_batches(list(task(iter([pa.record_batch([pa.array([0])], names=["id"])]))))

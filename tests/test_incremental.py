@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import tempfile
 import time
 from pathlib import Path
 
@@ -476,14 +477,18 @@ def _route_tables(spark, route: str, plan, previous, options) -> dict:
     if route == "shards":
         from pipelines.frames import segment_shards
         from pipelines.frames.shards import topic_names_of
+        from pipelines.io.scratch import Scratch
 
+        scratch = Scratch(tempfile.mkdtemp(prefix="scratch-"))
         loaded = segment_shards.load_on_spark(spark, replace(plan, in_process=False),
-                                              segment_shards.ShardLoad(options=options, previous=previous))
+                                              segment_shards.ShardLoad(options=options, scratch=scratch,
+                                                                       previous=previous))
         try:
             shards = segment_shards.tabulate_on_spark(spark, loaded, options, None, topic_names_of(loaded.log))
             return dict(shards.tables)
         finally:
             loaded.release()
+            scratch.discard()
     table = conform_decoded(decoded_log(spark, replace(plan, in_process=True), cut=(None, None)).to_arrow(
         REPLAY_COLUMNS, exclude=SKIPPED_KINDS))
     if route == "tasks":

@@ -122,13 +122,15 @@ class SavedShardBytes:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class GroupEvents:
-    """`group_history` rows of the group events a load took (`coordinator.tables.group_history_table`), a blob of
-    `count` rows whose KIP-848 members' topic ids are named once the run's topic names are known."""
+class GroupEventsFile:
+    """A file of the run's scratch (`io.scratch.Scratch`) a task wrote: `group_history` rows of the group events a
+    load took (`coordinator.tables.group_history_table`), a blob of `count` rows whose KIP-848 members' topic ids
+    are named once the run's topic names are known. The envelope carries its name, not its rows: the write opens
+    it where it writes, and Spark never holds its bytes."""
 
-    TAG: ClassVar[str] = "_group_events"
+    TAG: ClassVar[str] = "_group_events_file"
     shard: int
-    rows: bytes
+    file: str
     count: int
 
 
@@ -165,7 +167,7 @@ class StateTable:
 
 
 Payload = Union[QuarantinedRows, DecodedTally, Markers, ShardStates, HistoryRows, HistorySuspects, WrittenHistory,
-                SavedFile, SavedShardBytes, GroupEvents, KeptRows, ShardProgress, StateTable]
+                SavedFile, SavedShardBytes, GroupEventsFile, KeptRows, ShardProgress, StateTable]
 
 
 @functools.cache
@@ -181,8 +183,8 @@ def _columns(p: Payload) -> tuple:
         return p.table, p.rows, None, None, None, None
     if isinstance(p, DecodedTally):  # the decoded log's row: its quarantine is empty
         return p.TAG, _no_quarantine(), p.tally, p.named, None, None
-    if isinstance(p, GroupEvents):
-        return p.TAG, p.rows, None, None, p.count, None
+    if isinstance(p, GroupEventsFile):
+        return p.TAG, p.file.encode(), None, None, p.count, None
     if isinstance(p, KeptRows):
         return p.TAG, p.rows, None, None, p.range_index, p.bucket
     if isinstance(p, WrittenHistory):
@@ -225,8 +227,8 @@ def _payload(table: str, shard: int, payload: bytes | None, tally: bytes | None,
     if table == ShardProgress.TAG:
         records, nbytes = map(int, payload.decode().split(","))
         return ShardProgress(shard=shard, records=records, input_bytes=nbytes)
-    if table == GroupEvents.TAG:
-        return GroupEvents(shard=shard, rows=payload, count=seq)
+    if table == GroupEventsFile.TAG:
+        return GroupEventsFile(shard=shard, file=payload.decode(), count=seq)
     if table == KeptRows.TAG:
         return KeptRows(shard=shard, rows=payload, range_index=seq, bucket=bucket)
     if table == ShardStates.TAG:
@@ -273,7 +275,7 @@ def _is_kind(kinds: tuple[type, ...]) -> str:
 
 
 def blob_column(frame: DataFrame, kind: type) -> DataFrame:
-    """The blobs of `frame`'s rows of `kind` (`HistoryRows`, `GroupEvents`) as `io.blobs.BlobRows` read them: one
+    """The blobs of `frame`'s rows of `kind` (`HistoryRows`) as `io.blobs.BlobRows` read them: one
     `payload` column."""
     return of_kind(frame, kind).select(PAYLOAD)
 
@@ -294,11 +296,4 @@ def collected_rows(frame: DataFrame, *kinds: type, blobs_left: tuple[type, ...] 
 def kept_rows_of(frame: DataFrame) -> DataFrame:
     """A first job's `KeptRows`, with their `shard` and `bucket` to group them by."""
     return of_kind(frame, KeptRows).select("table", "shard", PAYLOAD, "seq", "bucket")
-
-
-def group_events_counted(rows: pa.Table) -> tuple[int, pa.Table]:
-    """The `group_history` rows that the `GroupEvents` among collected envelope rows hold, counted off those rows
-    (collected without their blobs, which stay on Spark for the write), and the other rows."""
-    is_events = pc.equal(rows.column("table"), GroupEvents.TAG)
-    return int(pc.sum(rows.column("seq").filter(is_events)).as_py() or 0), rows.filter(pc.invert(is_events))
 

@@ -4,9 +4,9 @@ segment bytes at a time (`decoded_windows`, `coordinator.streamed`): the task ho
 
 The decoded rows never leave the worker that decoded them. What a task returns is what the rest of the run reads:
 the shard's history (`offset_commits`, log-sized: written by the task, or kept by Spark as blobs until the write
-opens them), its group history (log-sized too: its rows made as the task loads, kept by Spark as blobs, and their
-KIP-848 members' topic ids named with the run's topic names by the tasks of the write, `group_history_on_spark`),
-its loaded state
+opens them), its group history (log-sized too: its rows made as the task loads, written to the run's scratch, and
+their KIP-848 members' topic ids named with the run's topic names by the tasks of the write,
+`group_history_on_spark`), its loaded state
 (`coordinator.shard.LoadedShards.states`, pickled, state-sized), the end-transaction markers, the tally of what it
 decoded and the rows that name topics (`frames.tally`, `coordinator.shard.naming_rows`) and its quarantined rows
 (the decoded log the run keeps: `frames.decoded_log`), each a payload of its own kind (`frames.envelope`). The
@@ -30,6 +30,7 @@ import functools
 import pickle
 import resource
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterator
 
@@ -49,18 +50,19 @@ from pipelines.decoding.policy import ReadPolicy
 from pipelines.frames import decode as decoding
 from pipelines.frames.decode import WORK_SCHEMA, DecodePlan, end_position, read_before, work_table
 from pipelines.frames.decoded_log import DecodedLog
-from pipelines.frames.envelope import (FUSED_DDL, DecodedTally, GroupEvents, HistoryRows, HistorySuspects, KeptRows,
-                                       Markers, Payload, QuarantinedRows, SavedFile, ShardStates, StateTable,
-                                       WrittenHistory, blob_column, collected_rows, decode, encode,
-                                       group_events_counted, kept_rows_of, log_blobs, not_of_kind, of_kind)
+from pipelines.frames.envelope import (FUSED_DDL, DecodedTally, GroupEventsFile, HistoryRows, HistorySuspects,
+                                       KeptRows, Markers, Payload, QuarantinedRows, SavedFile, ShardStates,
+                                       StateTable, WrittenHistory, blob_column, collected_rows, decode, encode,
+                                       kept_rows_of, log_blobs, not_of_kind, of_kind)
 from pipelines.frames.progress import TaskCounters, reporting
 from pipelines.frames.ranges import NO_FLOOR, LogRange, log_ranges
 from pipelines.frames.shards import CHUNK_ROWS, SparkShards, shards_from_payloads, table_chunks
 from pipelines.frames.tally import RunningTally
 from pipelines.incremental.saved import SavedShards
-from pipelines.io.blobs import BlobRows, from_blob, opened, to_blob
+from pipelines.io.blobs import PAYLOAD, BlobRows, from_blob, opened, to_blob
 from pipelines.io.checkpoint import SavedState, StateStage
 from pipelines.io.delta import spark_schema
+from pipelines.io.scratch import Scratch
 from pipelines.io.warehouse import HistoryStage, HistoryWriter, StagedHistory
 from pipelines.validation.suspects import SuspectFilter
 from schemas.decoded import DECODED_RECORD_SCHEMA, KIND_ERROR
@@ -77,16 +79,11 @@ TASKS_PER_CORE = 2
 #: How much of a partition's segments a task decodes and loads at a time (`decode.load_buffer_bytes`), as Kafka's
 #: `offsets.load.buffer.size`.
 LOAD_BUFFER_BYTES = 5 * 1024 * 1024
-EVENTS_PER_BLOB = 2_000  # group events in a `GroupEvents` blob
+EVENTS_PER_FILE = 2_000  # group events in a `GroupEventsFile`: the write's tasks share the files out
 # A full run of at most this many group records makes its group history in the driver (`group_history_in_hand`),
 # which then holds it whole: about 1.5 KB a row, most of it the records' JSON. Above it, the tasks of a job started
-# while the driver validates write it for less than the collect into the driver costs (3 M-record bench, 60 k group
-# records: the collect 2.6 core-s, the replay stage waiting on it; the write 2.3, beside validation); below it, the
-# few rows cost less than a job of their own. Crowded events (`events_crowded`) are shuffled over the cores before
-# that write, a job more: up to `GROUP_EVENTS_IN_HAND_CROWDED` of them the driver collects them instead (the 3 M hot
-# partition's 61 k: 0.8 s more after decoding, its shuffle and write 2.4 core-s).
+# while the driver validates write it, beside validation; below it, the few rows cost less than a job of their own.
 GROUP_EVENTS_IN_HAND = 20_000
-GROUP_EVENTS_IN_HAND_CROWDED = 100_000
 
 
 class ShardMemoryError(RuntimeError):
@@ -123,9 +120,11 @@ class ShardLoad:
     none). `previous`: an incremental run's saved shards (every partition it holds is a shard, new records or not).
     `window_bytes`: how much of a partition's segments a task decodes and loads at a time (`decoded_windows`);
     `split_bytes`: a partition of more segment bytes is decoded in ranges of about that size, in tasks of their own,
-    and loaded by a second job (`frames.ranges`; 0: never), in `buckets` of its groups, a task each."""
+    and loaded by a second job (`frames.ranges`; 0: never), in `buckets` of its groups, a task each. `scratch`: where
+    the tasks write the group events they take (`GroupEventsFile`), for the write to read."""
 
     options: ReplayOptions
+    scratch: Scratch
     cut: tuple[int | None, int | None] = (None, None)
     split_by: SuspectFilter | None = None
     stage: HistoryStage | None = None
@@ -308,7 +307,7 @@ def _loaded_unit(unit: WorkUnit, *, policy: ReadPolicy, load: ShardLoad, counter
                             spent=spent)
         done = loader.finish()
         out = _closed(shard, done.pending, load.split_by, writer)
-        out.extend(_group_events(loader.take_group_events(), load.options.snapshot_id))
+        out.extend(_group_events(loader.take_group_events(), load))
     except BaseException:
         if writer is not None:
             writer.abort()
@@ -347,7 +346,7 @@ def _windows(shard: int, items: pa.Table, *, policy: ReadPolicy, load: ShardLoad
         settled = loader.load(without_unread(window))
         del window
         out.extend(_history(shard, settled, load.split_by, writer))
-        out.extend(_group_events(loader.take_group_events(), load.options.snapshot_id))
+        out.extend(_group_events(loader.take_group_events(), load))
         del settled
         spent.loaded()
         if out:
@@ -418,7 +417,7 @@ def _loaded_split(kept: list[KeptRows | None], *, load: ShardLoad, cpu: TaskCpu 
                 done = settled
                 continue
             out = [*_history(shard, settled[0], load.split_by, writer),
-                   *_group_events(settled[1], load.options.snapshot_id)]
+                   *_group_events(settled[1], load)]
             if out:
                 yield out
             del settled, out
@@ -437,14 +436,14 @@ def _loaded_split(kept: list[KeptRows | None], *, load: ShardLoad, cpu: TaskCpu 
     yield out
 
 
-def _group_events(taken: list[tuple[int, list]], snapshot_id: str) -> list[GroupEvents]:
-    """The `group_history` rows of the group events a load took, `EVENTS_PER_BLOB` at most in each: the tasks that
-    name them take the blobs in turn (`group_history_on_spark`)."""
+def _group_events(taken: list[tuple[int, list]], load: ShardLoad) -> list[GroupEventsFile]:
+    """The `group_history` rows of the group events a load took, written to the run's scratch, `EVENTS_PER_FILE` at
+    most in each file: the tasks that name them share the files out (`group_history_on_spark`)."""
     out = []
     for part, events in taken:
-        for i in range(0, len(events), EVENTS_PER_BLOB):
-            rows = group_history_table(events[i:i + EVENTS_PER_BLOB], snapshot_id, part)
-            out.append(GroupEvents(shard=part, rows=to_blob(rows), count=rows.num_rows))
+        for i in range(0, len(events), EVENTS_PER_FILE):
+            rows = group_history_table(events[i:i + EVENTS_PER_FILE], load.options.snapshot_id, part)
+            out.append(GroupEventsFile(shard=part, file=load.scratch.write(to_blob(rows), part), count=rows.num_rows))
     return out
 
 
@@ -489,16 +488,19 @@ class LoadedOnSpark:
     split_by: SuspectFilter | None  # the filter the shards split their history's suspects with
     collected: list[Payload]  # the markers and the suspects
     history: BlobRows | StagedHistory
-    group_events: int  # the `group_history` rows the envelope's `GroupEvents` hold
+    events: list[GroupEventsFile]  # the shards' group history, in the files of `scratch` the tasks wrote
+    scratch: Scratch
     saved: SavedState | None = None  # the shards the tasks saved
     persisted: tuple[DataFrame, ...] = ()  # the DataFrames the envelope is made of
-    # whether a task holds more than a core's share of the `GroupEvents` rows (`events_crowded`): the write of the
-    # group history then spreads them over every core first
-    events_crowded: bool = True
+
+    @property
+    def group_events(self) -> int:
+        """The `group_history` rows the tasks wrote."""
+        return sum(f.count for f in self.events)
 
     def release(self) -> None:
-        """The kept envelope dropped, the history's and the saved shards' files deleted unless they were
-        committed."""
+        """The kept envelope dropped, the history's and the saved shards' files deleted unless they were committed
+        (the scratch is the run's to delete)."""
         for frame in self.persisted or (self.envelope,):
             frame.unpersist()
         for written in (self.history, self.saved):
@@ -540,8 +542,6 @@ def load_on_spark(spark: SparkSession, plan: DecodePlan, load: ShardLoad, *, cou
         persisted.append(loads)
         small = pa.concat_tables([small, _collected(loads)])
         envelope = not_of_kind(envelope, KeptRows).unionByName(loads)
-    crowded = events_crowded(small, slices, load.split_buckets, cores)
-    group_events, small = group_events_counted(small)
     payloads = list(decode(small))
     tallies = [p for p in payloads if isinstance(p, DecodedTally)]
     log = DecodedLog(spark, blobs=log_blobs(envelope, PART), cut=tuple(load.cut), collected=pa.table({
@@ -556,29 +556,10 @@ def load_on_spark(spark: SparkSession, plan: DecodePlan, load: ShardLoad, *, cou
     else:
         history = BlobRows(blob_column(envelope, HistoryRows), spark_schema(TABLES["offset_commits"]))
     collected = [p for p in payloads if isinstance(p, (Markers, HistorySuspects))]
+    events = [p for p in payloads if isinstance(p, GroupEventsFile)]
     return LoadedOnSpark(envelope, log, {"decode": cpu.decode.value, "load": cpu.load.value}, cpu.looped.value,
-                         max(shards, default=-1),
-                         load.split_by, collected, history, group_events, saved, tuple(persisted), crowded)
-
-
-def events_crowded(collected: pa.Table, slices: list[list[WorkUnit]], buckets: int, cores: int) -> bool:
-    """Whether one task of the envelope holds more than a core's share of the `group_history` rows its
-    `GroupEvents` hold (`collected`: the envelope's collected rows, each blob's row count in `seq`): a task of the
-    first job holds every event of the whole offsets partitions in its slice, a split partition's load a bucket's.
-    Spread evenly, the tasks that write the history open the blobs where they are; crowded (a hot partition read
-    whole), one of them would open most of them while the other cores wait."""
-    is_events = pc.equal(collected.column("table"), GroupEvents.TAG)
-    counts: dict[int, int] = {}
-    for shard, n in zip(collected.column("shard").filter(is_events).to_pylist(),
-                        collected.column("seq").filter(is_events).to_pylist()):
-        counts[shard] = counts.get(shard, 0) + (n or 0)
-    total = sum(counts.values())
-    if not total:
-        return False
-    split = {u.shard for units in slices for u in units if u.piece is not None}
-    per_task = [sum(counts.get(u.shard, 0) for u in units if u.piece is None) for units in slices]
-    per_task += [-(-counts.get(s, 0) // max(buckets, 1)) for s in split]
-    return max(per_task, default=0) * max(cores, 1) > total
+                         max(shards, default=-1), load.split_by, collected, history, events, load.scratch, saved,
+                         tuple(persisted))
 
 
 def _work_units(plan: DecodePlan, load: ShardLoad, cores: int) -> tuple[dict[tuple[int, int], WorkUnit], list[int]]:
@@ -619,10 +600,9 @@ def _slot_column(spark, split: list[int], buckets: int, tasks: int):
 
 def _collected(envelope) -> pa.Table:
     """What a job's envelope holds that is sized by the state (or by the partitions), collected."""
-    # of the decoded log, its tally and naming only: its quarantined rows stay in Spark; of the group events, their
-    # row counts: the write opens their blobs
-    return collected_rows(envelope, QuarantinedRows, Markers, HistorySuspects, WrittenHistory, SavedFile, GroupEvents,
-                          blobs_left=(QuarantinedRows, GroupEvents)).toArrow()
+    # of the decoded log, its tally and naming only: its quarantined rows stay in Spark
+    return collected_rows(envelope, QuarantinedRows, Markers, HistorySuspects, WrittenHistory, SavedFile,
+                          GroupEventsFile, blobs_left=(QuarantinedRows,)).toArrow()
 
 
 def work_units(work: pa.Table, by_shard: dict[int, list[int]], split_bytes: int, cores: int = 1
@@ -680,8 +660,8 @@ def tabulate_on_spark(spark: SparkSession, loaded: LoadedOnSpark, options: Repla
     group history is made in this process (`group_history_in_hand`: a run of few group records), else on Spark."""
     env = loaded.envelope
     events = None
-    if events_in_hand:  # collected and made into rows while the job below runs
-        events = in_thread("group-history", group_history_in_hand, env, names)
+    if events_in_hand:  # read and made into rows while the job below runs
+        events = in_thread("group-history", group_history_in_hand, loaded.scratch, loaded.events, names)
     states = of_kind(env, ShardStates)
     tables = states.mapInArrow(tabulate_task(options, expiry, names, loaded.top_partition), FUSED_DDL).toArrow()
     collected = [*decode(tables), *loaded.collected]
@@ -695,38 +675,54 @@ def tabulate_on_spark(spark: SparkSession, loaded: LoadedOnSpark, options: Repla
     if events is not None:
         shards.tables["group_history"] = events.result()
     else:
-        shards.tables["group_history"] = group_history_on_spark(env, names, spread=loaded.events_crowded)
-        # counted as the first job ended, so the blobs are opened once, by the write
+        shards.tables["group_history"] = group_history_on_spark(spark, loaded.scratch, loaded.events, names)
         shards.counted["group_history"] = loaded.group_events
     return shards
 
 
-def group_history_in_hand(envelope: DataFrame, names: dict[str, str]) -> pa.Table:
-    """`group_history_on_spark`'s rows in this process, from the collected `GroupEvents` blobs: for a run of few
-    group records, a Spark job, its checkpoint and a write job of their own cost seconds more than the rows."""
-    blobs = blob_column(envelope, GroupEvents).toArrow()
-    rows = opened(blobs.column("payload").to_pylist())
-    return contract_table([], "group_history") if rows is None else named_group_history(rows, names)
+#: Threads that read a run's group event files into the driver: on an object store each is a GET's round trip.
+_READERS = 8
 
 
-def group_history_on_spark(envelope: DataFrame, names: dict[str, str], *, spread: bool) -> BlobRows:
-    """The shards' `group_history` as the write takes it: their tasks' `GroupEvents` blobs (log-sized: they stay on
-    the cluster), each opened by the task that writes it, its members' topic ids named by the run's `names`
-    (`named_history`). Its rows never cross into the JVM. `spread`: the blobs are first spread over every core
-    (`events_crowded`: a hot partition read by one task made most of them), a shuffle of every blob, else each
-    is written by a task reading the envelope's partition that holds it."""
-    blobs = blob_column(envelope, GroupEvents)
-    if spread:
-        blobs = blobs.repartition(max(1, envelope.sparkSession.sparkContext.defaultParallelism))
-    return BlobRows(blobs, spark_schema(TABLES["group_history"]), functools.partial(named_history, names=names))
+def group_history_in_hand(scratch: Scratch, files: list[GroupEventsFile], names: dict[str, str]) -> pa.Table:
+    """`group_history_on_spark`'s rows in this process, read from the files the tasks wrote: for a run of few group
+    records, a write job of their own costs more than the rows."""
+    if not files:
+        return contract_table([], "group_history")
+    with ThreadPoolExecutor(_READERS, thread_name_prefix="offsetlake-events") as pool:
+        blobs = list(pool.map(scratch.read, [f.file for f in files]))
+    return named_group_history(opened(blobs), names)
 
 
-def named_history(batches: Iterator[pa.RecordBatch], names: dict[str, str]) -> Iterator[pa.RecordBatch]:
-    """The executor function that opens `GroupEvents` blobs (`payload`) into `group_history` rows, their KIP-848
-    members' topic ids named by `names` (`coordinator.tables.named_group_history`)."""
+def group_history_on_spark(spark: SparkSession, scratch: Scratch, files: list[GroupEventsFile],
+                           names: dict[str, str]) -> BlobRows:
+    """The shards' `group_history` as the write takes it: the files of group events the tasks wrote (log-sized:
+    they stay in the scratch), shared out over every core by their rows, each opened by the task that writes it,
+    its members' topic ids named by the run's `names` (`named_history`). Its rows never cross into the JVM: Spark
+    holds only the files' names."""
+    by_rows = {i: f.count for i, f in enumerate(files)}
+    slices = [[files[i].file for i in sl] for sl in balanced(by_rows, spark.sparkContext.defaultParallelism)]
+    names_of = spark.range(0, len(slices), 1, numPartitions=max(1, len(slices))).mapInArrow(
+        functools.partial(_file_names, slices=slices), f"{PAYLOAD} binary")
+    return BlobRows(names_of, spark_schema(TABLES["group_history"]),
+                    functools.partial(named_history, scratch=scratch, names=names))
+
+
+def _file_names(batches: Iterator[pa.RecordBatch], slices: list[list[str]]) -> Iterator[pa.RecordBatch]:
+    """The executor function that gives its task's slice of file names (by the `id` of `spark.range`)."""
     for batch in batches:
-        for blob in batch.column("payload").to_pylist():
-            yield from named_group_history(from_blob(blob), names).to_batches()
+        for i in batch.column("id").to_pylist():
+            yield pa.record_batch([pa.array([n.encode() for n in slices[i]], pa.binary())], names=[PAYLOAD])
+
+
+def named_history(batches: Iterator[pa.RecordBatch], scratch: Scratch, names: dict[str, str]
+                  ) -> Iterator[pa.RecordBatch]:
+    """The executor function that opens files of group events (`payload`: their names in `scratch`) into
+    `group_history` rows, their KIP-848 members' topic ids named by `names`
+    (`coordinator.tables.named_group_history`)."""
+    for batch in batches:
+        for name in batch.column(PAYLOAD).to_pylist():
+            yield from named_group_history(from_blob(scratch.read(name.decode())), names).to_batches()
 
 
 def _checked_suspects(history: BlobRows | StagedHistory, collected: list[Payload], history_check: SuspectFilter,

@@ -127,16 +127,8 @@ class StateStage:
 
     def write(self, data: bytes, partition: int) -> str:
         """`data` (one offsets partition's saved shard) as one file of the directory; its name."""
-        root = storage.location(self.uri)
-        root.makedirs()
         name = f"part-{partition:05d}-{uuid.uuid4().hex[:8]}.shard"
-        loc = root.join(name)
-        if loc.remote:
-            loc.write_bytes(data)  # one PUT, retried whole (`io.retry`)
-        else:
-            with storage.errors(loc):
-                with loc.fs.open_output_stream(loc.path) as out:
-                    out.write(data)
+        storage.location(self.uri).join(name).write_new(data)
         return name
 
 

@@ -311,6 +311,17 @@ class Location:
     def write_text(self, text: str) -> None:
         self.write_bytes(text.encode("utf-8"))
 
+    def write_new(self, data: bytes) -> None:
+        """Write a new file that nothing reads until its run names it (a task's files in a run's directory): on an
+        object store one PUT, retried whole; locally written in place, with no rename and no fsync: a run that
+        stops half-way never names it, and its directory goes with the run."""
+        if self.remote:
+            return self.write_bytes(data)
+        with errors(self):
+            Path(self.uri).parent.mkdir(parents=True, exist_ok=True)
+            with self.fs.open_output_stream(self.path) as out:
+                out.write(data)
+
     def makedirs(self) -> None:
         """Create the directory (a no-op on an object store, where prefixes need no creation)."""
         if not self.remote:

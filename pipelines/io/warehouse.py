@@ -6,6 +6,7 @@ Layout (CONTRACT.md "Snapshots"):
     <warehouse>/offset_commits/      history, one row per (offsets_partition, record_offset), unpartitioned
     <warehouse>/runs/                one row per snapshot_id, written by delta-rs from Arrow
     <warehouse>/_checkpoints/        incremental-run checkpoints (see `checkpoint.py`)
+    <warehouse>/_scratch/            the files a run's tasks hand on to its write (see `scratch.py`)
     <warehouse>/_lock                the writer lock of the run in flight (see `lock.py`)
     <warehouse>/_attempts/           failed reruns of a served snapshot id (the served row stays as it was)
 

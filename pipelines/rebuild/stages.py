@@ -29,14 +29,14 @@ from pipelines.frames.decode import SEGMENTS, DecodePlan, decoded_log, reader_co
 from pipelines.frames.progress import TaskCounters, reporting
 from pipelines.frames.python_jobs import first_python_job
 from pipelines.frames.resumed import resume_on_spark
-from pipelines.frames.segment_shards import (GROUP_EVENTS_IN_HAND, GROUP_EVENTS_IN_HAND_CROWDED, LoadedOnSpark,
-                                            tabulate_on_spark)
+from pipelines.frames.segment_shards import GROUP_EVENTS_IN_HAND, LoadedOnSpark, tabulate_on_spark
 from pipelines.frames.shards import replay_on_spark, topic_names_of
 from pipelines.frames.tally import DecodedFacts, Tally, tally
 from pipelines.heap import gc_paused
 from pipelines.io import storage
 from pipelines.io.blobs import BlobRows
 from pipelines.io.checkpoint import SavedState, stage_state
+from pipelines.io.scratch import new_scratch
 from pipelines.io.table_rows import ArrowRows, FrameRows, TableRows
 from pipelines.io.warehouse import SCHEDULED, HistoryWrite, StagedHistory
 from pipelines.rebuild.executor import Execution, Route, choose
@@ -169,10 +169,12 @@ def decode(run: Run, planned: Planned) -> Decoded:
                            + (" onto the shard the previous run saved" if ex.previous is not None else ""))
         stage = run.warehouse.stage_history(run.snapshot_id, mode="full" if run.kind == SCHEDULED else "what-if")
         state_stage = stage_state(run.warehouse, run.snapshot_id) if run.saves_shards else None
+        scratch = new_scratch(run.warehouse.root, run.snapshot_id)
+        run.held.callback(scratch.discard)  # once the write has read it, or the run failed
         with shard_errors():
             load = segment_shards.ShardLoad(
-                options=_load_options(run), cut=cut, split_by=_early_history_check(run, plan), stage=stage,
-                state_stage=state_stage, previous=ex.previous, window_bytes=ex.window_bytes,
+                options=_load_options(run), scratch=scratch, cut=cut, split_by=_early_history_check(run, plan),
+                stage=stage, state_stage=state_stage, previous=ex.previous, window_bytes=ex.window_bytes,
                 split_bytes=ex.split_bytes, buckets=ex.split_buckets)
             loaded = segment_shards.load_on_spark(run.spark, plan, load, counters=counters, emit=run.progress.emit)
         log = loaded.log
@@ -341,8 +343,7 @@ def replay(run: Run, planned: Planned, decoded: Decoded) -> Replayed:
                                      + expiring)
         # a group record makes at most one event; an incremental run's history carried forward stays on Spark
         group_records = decoded.facts.records_of(KIND_GROUP_METADATA, KIND_CONSUMER_GROUP)
-        in_hand = not planned.inc.is_incremental and group_records <= (
-            GROUP_EVENTS_IN_HAND_CROWDED if decoded.loaded.events_crowded else GROUP_EVENTS_IN_HAND)
+        in_hand = not planned.inc.is_incremental and group_records <= GROUP_EVENTS_IN_HAND
         with shard_errors():  # its release is the loaded shards' (`decode`)
             shards = tabulate_on_spark(run.spark, decoded.loaded, options, expiry, topic_names_of(decoded.log),
                                        history_check=check, events_in_hand=in_hand)

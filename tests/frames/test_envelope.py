@@ -8,8 +8,8 @@ import pyarrow as pa
 import pytest
 
 from pipelines.frames.decoded_log import from_blobs
-from pipelines.frames.envelope import (FUSED_DDL, DecodedTally, GroupEvents, HistoryRows, HistorySuspects, KeptRows,
-                                       Markers, QuarantinedRows, SavedFile, SavedShardBytes, ShardProgress,
+from pipelines.frames.envelope import (FUSED_DDL, DecodedTally, GroupEventsFile, HistoryRows, HistorySuspects,
+                                       KeptRows, Markers, QuarantinedRows, SavedFile, SavedShardBytes, ShardProgress,
                                        ShardStates, StateTable, WrittenHistory, decode, encode, taken)
 from pipelines.io.delta import WrittenFile
 from schemas.decoded import DECODED_RECORD_SCHEMA
@@ -25,7 +25,7 @@ EVERY_KIND = [
     WrittenHistory(shard=3, file=WrittenFile(name="part-3.parquet", size=10, rows=2, stats="{}"), aside=True),
     SavedFile(shard=3, file="state-3", entries=7, size=3_000_000_000),
     SavedShardBytes(shard=-1, data=b"saved"),
-    GroupEvents(shard=3, rows=b"g", count=2_000),
+    GroupEventsFile(shard=3, file="part-00003-0a1b.arrow", count=2_000),
     KeptRows(shard=3, rows=b"k", range_index=5, bucket=1),
     ShardProgress(shard=3, records=12, input_bytes=5_000_000_000),
     StateTable(shard=3, table="group_members", rows=b"gm"),

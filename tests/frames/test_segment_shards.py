@@ -13,6 +13,7 @@ from pipelines.coordinator.committed import CommittedOffsets
 from pipelines.coordinator.options import REPLAY_TABLES, ReplayOptions
 from pipelines.frames import segment_shards
 from pipelines.io.checkpoint import StateStage, read_state_files, state_file_partitions
+from pipelines.io.scratch import Scratch
 from pipelines.rebuild.executor import loads_shards
 from tests import badinputs as bi
 from tests.coordinator.harness import assert_same, by_partition, canon, plain
@@ -52,9 +53,9 @@ def _on_spark(spark, plan, options, expiry=None, split_by=None, history_check=No
                                  until_time_ms=options.until_time_ms, snapshot_id=options.snapshot_id)
     # the shards saved for --incremental, written by the tasks into a state directory of their own
     state_stage = StateStage(tempfile.mkdtemp(prefix="state-")) if retain else None
-    load = segment_shards.ShardLoad(options=load_options, cut=(options.until_offset, options.until_time_ms),
-                                    split_by=split_by, state_stage=state_stage, split_bytes=split_bytes,
-                                    buckets=buckets)
+    load = segment_shards.ShardLoad(options=load_options, scratch=Scratch(tempfile.mkdtemp(prefix="scratch-")),
+                                    cut=(options.until_offset, options.until_time_ms), split_by=split_by,
+                                    state_stage=state_stage, split_bytes=split_bytes, buckets=buckets)
     loaded = segment_shards.load_on_spark(spark, plan, load)
     shards = segment_shards.tabulate_on_spark(spark, loaded, options, expiry, topic_names_of(loaded.log),
                                               history_check=history_check, events_in_hand=events_in_hand)
@@ -193,7 +194,8 @@ def test_damaged_and_real_logs_are_all_accounted_for(spark, shared_dir, tmp_path
         if not loads_shards(plan):
             continue
         loaded = segment_shards.load_on_spark(spark, plan, segment_shards.ShardLoad(
-            options=ReplayOptions(snapshot_id="q"), state_stage=StateStage(str(tmp_path / f"state-{n}"))))
+            options=ReplayOptions(snapshot_id="q"), scratch=Scratch(str(tmp_path / f"scratch-{n}")),
+            state_stage=StateStage(str(tmp_path / f"state-{n}"))))
         try:
             acc = Accounting.from_tally(tally(loaded.log), reader_counts(spark, plan))
             assert acc.unbalanced() == [], path
@@ -268,7 +270,8 @@ def test_the_shards_write_the_history_a_run_in_the_driver_writes(spark, settings
     """A full rebuild on Spark into a fresh warehouse: the shards' tasks write the history's files and the run
     commits them; the table is the one a rebuild in the driver writes, one offsets partition per file, the rows
     of open transactions in `pending-*` files (a cut inside a transaction leaves one open). The group history too,
-    made in the driver from the shards' rows or (the split run) named and written by Spark's tasks."""
+    from the files of group events the shards' tasks wrote: read in the driver, or (the split run) named and
+    written by Spark's tasks."""
     from dataclasses import replace
 
     import pyarrow.parquet as pq
@@ -285,14 +288,10 @@ def test_the_shards_write_the_history_a_run_in_the_driver_writes(spark, settings
     tables, events = {}, {}
     split = spark_replay_settings(settings)
     split = replace(split, raw={**split.raw, "decode": {**split.section("decode"), "split_bytes": 300}})
-    for name, conf in (("spark", spark_replay_settings(settings)), ("split", split), ("split-shuffled", split),
-                       ("driver", settings)):
+    for name, conf in (("spark", spark_replay_settings(settings)), ("split", split), ("driver", settings)):
         wh = tmp_path / name
-        # read where the run decides it
-        for limit in ("GROUP_EVENTS_IN_HAND", "GROUP_EVENTS_IN_HAND_CROWDED"):
-            monkeypatch.setattr(stages, limit, -1 if name.startswith("split") else 100_000)
-        # the group events written where the tasks that made them left them, or spread over the cores first
-        monkeypatch.setattr(segment_shards, "events_crowded", lambda *a, shuffled=name == "split-shuffled": shuffled)
+        # read from the tasks' files in the driver, or by the write's tasks
+        monkeypatch.setattr(stages, "GROUP_EVENTS_IN_HAND", -1 if name == "split" else 100_000)
         summary = run_rebuild(spark, conf, RebuildRequest(inputs=(str(data),), warehouse=str(wh), snapshot_id="h",
                                                           semantics="modern", until_offset=until + 1))
         assert (summary.task_cpu_seconds.get("load") is not None) == (name != "driver")
@@ -314,34 +313,11 @@ def test_the_shards_write_the_history_a_run_in_the_driver_writes(spark, settings
             root = wh / "group_history"
             written = {str(p.relative_to(root)) for p in root.rglob("*.parquet")}
             assert written == {f["path"] for f in delta.active_files(DeltaTable(str(root)))} and written
+            # the files of group events the tasks wrote for it gone with the run
+            assert not [p for p in (wh / "_scratch").rglob("*") if p.is_file()]
     assert tables["spark"] == tables["driver"] and tables["spark"]
     assert tables["split"] == tables["driver"]
-    assert events["spark"] == events["split"] == events["split-shuffled"] == events["driver"] and events["driver"]
-
-
-@pytest.mark.parametrize("slices, buckets, crowded", [
-    ([[(0, None), (1, None)], [(2, None), (3, None)]], 1, False),  # two tasks of two even shards each
-    ([[(0, None)], [(1, None), (2, None), (3, None)]], 1, True),  # one task of three shards out of four
-    ([[(0, None)], [(1, None)]], 1, False),  # exactly a core's share each
-    ([[(0, 0), (0, 1)], [(1, None)]], 2, False),  # shard 0 split, its events in two buckets' loads
-    ([[(0, 0), (0, 1)], [(1, None)]], 1, True),  # split, but loaded in one bucket: half of 3 shares' events
-])
-def test_group_events_are_crowded_when_a_task_holds_more_than_a_cores_share(slices, buckets, crowded):
-    from types import SimpleNamespace
-
-    # shard 0 holds two shares of events when split (it is hot), one otherwise; every other shard one share
-    split = {shard for units in slices for shard, piece in units if piece is not None}
-    counts = {shard: 2_000 if shard in split else 1_000 for units in slices for shard, _ in units}
-    blobs = [(shard, half) for shard, n in counts.items() for half in (n // 2, n - n // 2)]
-    collected = pa.table({"table": ["_group_events"] * len(blobs) + ["_markers"],
-                          "shard": [s for s, _ in blobs] + [0], "seq": [n for _, n in blobs] + [10 ** 6]})
-    units = [[SimpleNamespace(shard=shard, piece=piece) for shard, piece in task] for task in slices]
-    assert segment_shards.events_crowded(collected, units, buckets, cores=2) is crowded
-
-
-def test_no_group_events_need_no_spreading():
-    collected = pa.table({"table": ["_markers"], "shard": [0], "seq": [5]})
-    assert segment_shards.events_crowded(collected, [[]], 1, cores=2) is False
+    assert events["spark"] == events["split"] == events["driver"] and events["driver"]
 
 
 def test_a_run_that_fails_after_the_shards_leaves_no_history_file(spark, settings, tmp_path):
@@ -358,6 +334,7 @@ def test_a_run_that_fails_after_the_shards_leaves_no_history_file(spark, setting
             inputs=(str(src),), warehouse=str(tmp_path / "wh"), snapshot_id="strict", strict=True))
     assert not list((tmp_path / "wh" / "offset_commits").rglob("*.parquet"))
     assert not [p for p in (tmp_path / "wh" / "_state").rglob("*") if p.is_file()]
+    assert not [p for p in (tmp_path / "wh" / "_scratch").rglob("*") if p.is_file()]
 
 
 def test_each_bucket_of_a_split_partition_is_loaded_by_a_task_of_its_own(spark):

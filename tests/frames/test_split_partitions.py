@@ -6,6 +6,7 @@ brokers' ground truth). On generated logs, both semantics, cut anywhere, the ran
 the streamed whole log's state, history, pending rows and markers."""
 from __future__ import annotations
 
+import tempfile
 from unittest import mock
 
 import pyarrow as pa
@@ -27,6 +28,7 @@ from pipelines.frames.ranges import NO_FLOOR, log_ranges
 from pipelines.frames.envelope import KeptRows, decode, encode
 from pipelines.frames.segment_shards import ShardLoad, decode_and_load_task, split_load_task, work_units
 from pipelines.frames.tally import Tally, tally_rows
+from pipelines.io.scratch import Scratch
 from schemas.decoded import DECODED_RECORD_SCHEMA
 from tests.coordinator.harness import as_rows, assert_same, canon
 from tests.coordinator.rowkit import to_table
@@ -52,8 +54,8 @@ def _split_tables(data_dir, options: ReplayOptions, split_bytes: int, window_byt
     for i, p in enumerate(work.column("offsets_partition").to_pylist()):
         by_shard.setdefault(p, []).append(i)
     units = work_units(work, by_shard, split_bytes)
-    load = ShardLoad(options=options, cut=(options.until_offset, options.until_time_ms), window_bytes=window_bytes,
-                     buckets=buckets)
+    load = ShardLoad(options=options, scratch=Scratch(tempfile.mkdtemp(prefix="scratch-")),
+                     cut=(options.until_offset, options.until_time_ms), window_bytes=window_bytes, buckets=buckets)
     task = decode_and_load_task([list(units.values())], policy=plan.policy, load=load)
     payloads = list(decode(pa.Table.from_batches(list(task(iter([pa.record_batch([pa.array([0])], names=["id"])]))))))
     passed = [p for p in payloads if isinstance(p, KeptRows)]
@@ -64,7 +66,7 @@ def _split_tables(data_dir, options: ReplayOptions, split_bytes: int, window_byt
         for b in range(buckets):
             loads.extend(split_load_task(load)(iter([encode(p for p in mine if p.bucket == b)])))
     out = pa.Table.from_batches([encode(p for p in payloads if not isinstance(p, KeptRows)), *loads])
-    tables, tally, markers = envelope_tables(out, options)
+    tables, tally, markers = envelope_tables(out, options, load.scratch)
     return tables, tally, markers, units
 
 

@@ -5,6 +5,8 @@ to the brokers' ground truth). The task function runs here in this process, as a
 from __future__ import annotations
 
 import pickle
+import tempfile
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -16,10 +18,11 @@ from pipelines.coordinator.streamed import WHOLE_STATE
 from pipelines.coordinator.tables import named_group_history, topic_names
 from pipelines.decoding.reader import iter_decoded_rows
 from pipelines.frames.decode import decode_items, work_batches, plan_inputs
-from pipelines.frames.envelope import DecodedTally, GroupEvents, HistoryRows, Markers, ShardStates, decode
+from pipelines.frames.envelope import DecodedTally, GroupEventsFile, HistoryRows, Markers, ShardStates, decode
 from pipelines.frames.segment_shards import ShardLoad, WorkUnit, decode_and_load_task, decoded_windows
 from pipelines.frames.tally import tally_rows
 from pipelines.io.blobs import from_blob
+from pipelines.io.scratch import Scratch
 from schemas.decoded import DECODED_RECORD_SCHEMA
 from tests.coordinator.harness import as_rows, assert_same
 from tests.coordinator.test_replay_brokerdata import SCENARIOS
@@ -36,14 +39,16 @@ def _task_tables(data_dir, options: ReplayOptions, window_bytes: int) -> tuple[d
     items = pa.Table.from_batches(work_batches(plan))
     parts = sorted(set(items.column("offsets_partition").to_pylist()))
     shards = [WorkUnit(p, items.filter(pc.equal(items.column("offsets_partition"), p))) for p in parts]
+    scratch = Scratch(tempfile.mkdtemp(prefix="scratch-"))
     task = decode_and_load_task([shards], policy=plan.policy, load=ShardLoad(
-        options=options, cut=(options.until_offset, options.until_time_ms), window_bytes=window_bytes))
+        options=options, scratch=scratch, cut=(options.until_offset, options.until_time_ms), window_bytes=window_bytes))
     return envelope_tables(pa.Table.from_batches(list(task(iter([pa.record_batch([pa.array([0])], names=["id"])])))),
-                           options)
+                           options, scratch)
 
 
-def envelope_tables(out: pa.Table, options: ReplayOptions) -> tuple[dict, pa.Table, pa.Table]:
-    """The snapshot's tables (the history with them), the tally and the markers of shard tasks' envelope rows."""
+def envelope_tables(out: pa.Table, options: ReplayOptions, scratch: Scratch) -> tuple[dict, pa.Table, pa.Table]:
+    """The snapshot's tables (the history with them), the tally and the markers of shard tasks' envelope rows (their
+    group events in the files they wrote to `scratch`, which are then deleted)."""
     payloads = list(decode(out))
     states = [s for p in payloads if isinstance(p, ShardStates) for s in pickle.loads(p.states)]
     ends = [p for p in payloads if isinstance(p, DecodedTally)]
@@ -53,8 +58,12 @@ def envelope_tables(out: pa.Table, options: ReplayOptions) -> tuple[dict, pa.Tab
     tabulated = tabulate_shards(states, options, None, names)
     # the tasks took their group events as they loaded them, window by window
     assert not tabulated["group_history"].num_rows
-    events = [from_blob(p.rows) for p in payloads if isinstance(p, GroupEvents)]
-    assert sum(p.count for p in payloads if isinstance(p, GroupEvents)) == sum(e.num_rows for e in events)
+    files = [p for p in payloads if isinstance(p, GroupEventsFile)]
+    events = [from_blob(scratch.read(p.file)) for p in files]
+    assert [p.count for p in files] == [e.num_rows for e in events]
+    written = Path(scratch.uri)
+    assert sorted(p.name for p in written.iterdir() if written.exists()) == sorted(p.file for p in files)
+    scratch.discard()
     if events:
         tabulated["group_history"] = named_group_history(pa.concat_tables(events), names)
     tables = as_rows(tabulated)
