@@ -288,3 +288,26 @@ def test_a_warehouse_bucket_that_does_not_exist_stops_the_rebuild_before_spark(s
     assert r.returncode == 2, (r.stdout, r.stderr[-2000:])
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and where in lines[0] and "Traceback" not in r.stderr, r.stderr
+
+
+def test_the_shards_tasks_write_and_hand_on_their_files_in_a_bucket(story, tmp_path):
+    """The shards' route with its warehouse in a bucket: the tasks write the history's files, the saved shards and
+    the group events' scratch files there, the write reads them back; the tables equal the local run's, and the run
+    leaves no scratch file behind."""
+    import pyarrow.fs as pafs
+
+    from pipelines.io import storage
+
+    on_tasks = ("--conf", "decode.in_process_max_bytes=0", "--conf", "rebuild.local_replay_max_rows=0",
+                "--conf", "decode.split_bytes=20000")  # one partition at least read in ranges, loaded in buckets
+    remote_wh = f"s3://{story.bucket}/wh-shards"
+    got = rebuild([story.remote.dump], remote_wh, "k1", *on_tasks)
+    want = rebuild([story.local.dump], str(tmp_path / "wh-shards"), "k1", *on_tasks, here=True)
+    assert got["status"] == want["status"] == "succeeded" and got.get("task_cpu_seconds", {}).get("load") is not None
+    for query in ("SELECT * EXCLUDE (snapshot_id) FROM group_history ORDER BY ALL",
+                  "SELECT * FROM offset_commits ORDER BY ALL"):
+        remote = ok("sql", "--warehouse", remote_wh, "--format", "csv", query)
+        assert remote == ok_here("sql", "--warehouse", str(tmp_path / "wh-shards"), "--format", "csv", query)
+        assert remote.count("\n") > 100, query
+    scratch = storage.location(remote_wh).join("_scratch")
+    assert not [i for i in scratch.listdir(recursive=True) if i.type == pafs.FileType.File]
