@@ -73,10 +73,10 @@ def main() -> None:
     from pipelines.coordinator.options import ReplayOptions
     from pipelines.frames.decode import plan_inputs, work_batches
     from pipelines.frames.envelope import DecodedTally, decode
-    from pipelines.frames.envelope import KeptRows, encode
+    from pipelines.frames.envelope import KeptRowsFile
     from pipelines.frames.ranges import SPLIT_BYTES
     from pipelines.frames.segment_shards import (ShardLoad, WorkUnit, decode_and_load_task, split_load_task,
-                                                 work_units)
+                                                 split_loads, work_units)
     from pipelines.io.blobs import from_blob
     from pipelines.io.scratch import Scratch
     from pipelines.io.warehouse import HistoryStage
@@ -102,16 +102,14 @@ def main() -> None:
         try:
             stage = HistoryStage(out.as_uri(), "settled", "pending-settled", options.snapshot_id)
             load = ShardLoad(options=options, scratch=Scratch(str(out / "scratch")), split_by=check, stage=stage,
-                             split_bytes=SPLIT_BYTES,
-                             buckets=2 if args.split else 1)
+                             split_bytes=SPLIT_BYTES, buckets=2 if args.split else 1)
             task = decode_and_load_task([units], policy=plan.policy, load=load)
             envelope = pa.Table.from_batches(list(task(iter([pa.record_batch([pa.array([0])], names=["id"])]))))
             payloads = list(decode(envelope))
             ranged = time.process_time()
-            kept = [p for p in payloads if isinstance(p, KeptRows)]
-            for bucket in sorted({k.bucket for k in kept}):
-                run_split = split_load_task(load)
-                for _ in run_split(iter([encode([k for k in kept if k.bucket == bucket])])):
+            tasks = split_loads([p for p in payloads if isinstance(p, KeptRowsFile)], load.split_buckets, 2)
+            for i in range(len(tasks)):  # one after the other, as the bench runs in this process
+                for _ in split_load_task(load, tasks)(iter([pa.record_batch([pa.array([i])], names=["id"])])):
                     pass
             split_cpu.append(time.process_time() - ranged)
         finally:

@@ -135,14 +135,15 @@ class GroupEventsFile:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class KeptRows:
-    """What a range of a split partition hands on to its partition's load (`frames.ranges`): the rows of one
-    `bucket` of the partition's groups (`coordinator.streamed.by_group`), from the range `range_index` in the
-    partition's log order."""
+class KeptRowsFile:
+    """What a range of a split partition hands on to its partition's load (`frames.ranges`): a file of the run's
+    scratch (`io.scratch.Scratch`) holding the rows of one `bucket` of the partition's groups
+    (`coordinator.streamed.by_group`), from the range `range_index` in the partition's log order, as a blob. The
+    envelope carries its name: the load reads it as it comes to that range, and Spark never holds its rows."""
 
-    TAG: ClassVar[str] = "_kept"
+    TAG: ClassVar[str] = "_kept_file"
     shard: int
-    rows: bytes
+    file: str
     range_index: int
     bucket: int
 
@@ -167,7 +168,7 @@ class StateTable:
 
 
 Payload = Union[QuarantinedRows, DecodedTally, Markers, ShardStates, HistoryRows, HistorySuspects, WrittenHistory,
-                SavedFile, SavedShardBytes, GroupEventsFile, KeptRows, ShardProgress, StateTable]
+                SavedFile, SavedShardBytes, GroupEventsFile, KeptRowsFile, ShardProgress, StateTable]
 
 
 @functools.cache
@@ -185,8 +186,8 @@ def _columns(p: Payload) -> tuple:
         return p.TAG, _no_quarantine(), p.tally, p.named, None, None
     if isinstance(p, GroupEventsFile):
         return p.TAG, p.file.encode(), None, None, p.count, None
-    if isinstance(p, KeptRows):
-        return p.TAG, p.rows, None, None, p.range_index, p.bucket
+    if isinstance(p, KeptRowsFile):
+        return p.TAG, p.file.encode(), None, None, p.range_index, p.bucket
     if isinstance(p, WrittenHistory):
         return p.TAG, json.dumps([asdict(p.file), p.aside]).encode(), None, None, None, None
     if isinstance(p, SavedFile):
@@ -229,8 +230,8 @@ def _payload(table: str, shard: int, payload: bytes | None, tally: bytes | None,
         return ShardProgress(shard=shard, records=records, input_bytes=nbytes)
     if table == GroupEventsFile.TAG:
         return GroupEventsFile(shard=shard, file=payload.decode(), count=seq)
-    if table == KeptRows.TAG:
-        return KeptRows(shard=shard, rows=payload, range_index=seq, bucket=bucket)
+    if table == KeptRowsFile.TAG:
+        return KeptRowsFile(shard=shard, file=payload.decode(), range_index=seq, bucket=bucket)
     if table == ShardStates.TAG:
         return ShardStates(shard=shard, states=payload)
     if table == SavedShardBytes.TAG:
@@ -288,12 +289,7 @@ def log_blobs(frame: DataFrame, part: str) -> DataFrame:
 
 def collected_rows(frame: DataFrame, *kinds: type, blobs_left: tuple[type, ...] = ()) -> DataFrame:
     """`frame`'s rows of `kinds` as the driver collects them: the payloads of the `blobs_left` kinds (log-sized: they
-    stay on Spark) null, their sides and row counts (`seq`) kept."""
+    stay on Spark) null, their sides kept."""
     payload = f"CASE WHEN {_is_kind(blobs_left)} THEN NULL ELSE {PAYLOAD} END AS {PAYLOAD}" if blobs_left else PAYLOAD
-    return of_kind(frame, *kinds).selectExpr("table", "shard", payload, "tally", "named", "seq")
-
-
-def kept_rows_of(frame: DataFrame) -> DataFrame:
-    """A first job's `KeptRows`, with their `shard` and `bucket` to group them by."""
-    return of_kind(frame, KeptRows).select("table", "shard", PAYLOAD, "seq", "bucket")
+    return of_kind(frame, *kinds).selectExpr("table", "shard", payload, "tally", "named", "seq", "bucket")
 

@@ -51,9 +51,9 @@ from pipelines.frames import decode as decoding
 from pipelines.frames.decode import WORK_SCHEMA, DecodePlan, end_position, read_before, work_table
 from pipelines.frames.decoded_log import DecodedLog
 from pipelines.frames.envelope import (FUSED_DDL, DecodedTally, GroupEventsFile, HistoryRows, HistorySuspects,
-                                       KeptRows, Markers, Payload, QuarantinedRows, SavedFile, ShardStates,
+                                       KeptRowsFile, Markers, Payload, QuarantinedRows, SavedFile, ShardStates,
                                        StateTable, WrittenHistory, blob_column, collected_rows, decode, encode,
-                                       kept_rows_of, log_blobs, not_of_kind, of_kind)
+                                       log_blobs, not_of_kind, of_kind)
 from pipelines.frames.progress import TaskCounters, reporting
 from pipelines.frames.ranges import NO_FLOOR, LogRange, log_ranges
 from pipelines.frames.shards import CHUNK_ROWS, SparkShards, shards_from_payloads, table_chunks
@@ -317,7 +317,8 @@ def _loaded_unit(unit: WorkUnit, *, policy: ReadPolicy, load: ShardLoad, counter
                             named=to_blob(names) if names.num_rows else None))
     if piece is not None:
         kept = loader.passed_on()
-        out.extend(KeptRows(shard=shard, rows=to_blob(rows), range_index=piece.index, bucket=b)
+        out.extend(KeptRowsFile(shard=shard, file=load.scratch.write(to_blob(rows), shard), range_index=piece.index,
+                                bucket=b)
                    for b, rows in enumerate(by_group(kept if kept is not None else _empty_kept(), load.split_buckets)))
     else:
         out.extend(_shard_payloads(shard, done, load.state_stage))
@@ -372,44 +373,55 @@ def _empty_kept() -> pa.Table:
     return loadable(conform_decoded(DECODED_RECORD_SCHEMA.empty_table()))
 
 
-def split_load_task(load: ShardLoad, *, cpu: TaskCpu | None = None):
-    """The executor function of a split partition's load (`frames.ranges`): its ranges' `KeptRows` in (any order),
-    its shard's envelope rows out, as a whole partition's task gives them but for the tally, the quarantine and the
+def split_load_task(load: ShardLoad, loads: list[list[list[KeptRowsFile]]], *, cpu: TaskCpu | None = None):
+    """The executor function of the split partitions' loads (`frames.ranges`): task `i` (the `id` of
+    `spark.range`) loads each of `loads[i]`, the files a split partition's ranges kept (`split_loads`), and gives
+    its shard's envelope rows, as a whole partition's task gives them but for the tally, the quarantine and the
     plain values' history (its ranges'). The ranges' kept rows are loaded in log order, as the windows of one
     streamed shard, onto the shard the previous run saved (`coordinator.streamed.load_split`), and the history of
     the offset commits they hold but the plain values is decided there. Its rows go out window by window: the task
-    holds the ranges' kept rows, the shard's state and one window's history and group events. A bucket of the
-    partition's groups (`load.split_buckets` > 1) is loaded alike, and gives its groups' shard: its tables are
-    theirs, its saved shard theirs (bucket 0's alone carries the partition's markers, which every bucket's load
-    lists)."""
+    holds one range's kept rows at a time, the shard's state and one window's history and group events. A bucket
+    of the partition's groups (`load.split_buckets` > 1) is loaded alike, and gives its groups' shard: its tables
+    are theirs, its saved shard theirs (bucket 0's alone carries the partition's markers, which every bucket's
+    load lists)."""
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        # the ranges' blobs as they come, each batch dropped once its blobs are taken: they are the task's largest
-        # input, held once and let go range by range as the load opens them
-        kept: list[KeptRows | None] = []
         for batch in batches:
-            kept.extend(decode(batch))
-            del batch
-        if not kept:
-            return
-        with memory_of(kept[0].shard, "loading its ranges"):
-            for payloads in _loaded_split(kept, load=load, cpu=cpu):
-                yield encode(payloads)
+            for i in batch.column("id").to_pylist():
+                for kept in loads[i]:
+                    with memory_of(kept[0].shard, "loading its ranges"):
+                        for payloads in _loaded_split(kept, load=load, cpu=cpu):
+                            yield encode(payloads)
     return run
 
 
-def _loaded_split(kept: list[KeptRows | None], *, load: ShardLoad, cpu: TaskCpu | None) -> Iterator[list[Payload]]:
-    """A split partition's (or bucket's) payloads from its ranges' `kept` rows, which it lets go as it opens them."""
+def split_loads(kept: list[KeptRowsFile], buckets: int, tasks: int) -> list[list[list[KeptRowsFile]]]:
+    """The split loads' tasks (`split_load_task`): the files the ranges kept, by (partition, bucket) in log order,
+    each partition's `buckets` buckets in tasks of their own, one per pair while there are at most `tasks` (or
+    `buckets`) of them, else the pairs in turn: a partition's buckets load side by side."""
+    by_pair: dict[tuple[int, int], list[KeptRowsFile]] = {}
+    for k in sorted(kept, key=lambda k: (k.shard, k.bucket, k.range_index)):
+        by_pair.setdefault((k.shard, k.bucket), []).append(k)
+    split = sorted({shard for shard, _ in by_pair})
+    n = max(buckets, min(len(split) * buckets, tasks))
+    out: list[list[list[KeptRowsFile]]] = [[] for _ in range(n)]
+    for i, shard in enumerate(split):
+        for b in range(buckets):
+            if (shard, b) in by_pair:
+                out[(i * buckets + b) % n].append(by_pair[shard, b])
+    return out
+
+
+def _loaded_split(kept: list[KeptRowsFile], *, load: ShardLoad, cpu: TaskCpu | None) -> Iterator[list[Payload]]:
+    """A split partition's (or bucket's) payloads from the files its ranges kept (in log order), each read as the
+    load comes to it."""
     started = time.process_time()
-    kept.sort(key=lambda k: k.range_index)
     shard, bucket = kept[0].shard, kept[0].bucket
     resume = load.previous.of_partition(shard) if load.previous is not None else None
     writer = load.writer(shard)
 
     def ranges() -> Iterator[pa.Table]:
-        for i in range(len(kept)):
-            rows, kept[i] = kept[i].rows, None
-            yield from_blob(rows)
-            del rows
+        for k in kept:
+            yield from_blob(load.scratch.read(k.file))
 
     try:
         for settled in load_split(load.options, ranges(), None if resume is None else {shard: resume}):
@@ -529,20 +541,17 @@ def load_on_spark(spark: SparkSession, plan: DecodePlan, load: ShardLoad, *, cou
     persisted = [envelope]
     # the job that runs the shards, collecting what is sized by the state (or by the partitions) as it ends
     with reporting(spark, emit, "decode", counters, shards=len(shards) if counters is not None else None):
-        small = _collected(envelope)
+        payloads = list(decode(_collected(envelope)))
     if split:
         if emit is not None:
             emit(f"          loading {len(split)} split offsets partition(s) from their ranges' kept rows")
-        buckets = load.split_buckets
-        slot, tasks = _slot_column(spark, split, buckets, spark.sparkContext.defaultParallelism * TASKS_PER_CORE)
-        loads = (kept_rows_of(envelope)
-                 .withColumn("slot", slot).repartition(tasks, "slot")
-                 .groupBy("slot", "shard", "bucket").applyInArrow(split_load_task(load, cpu=cpu), FUSED_DDL)
-                 .persist(StorageLevel.DISK_ONLY))
+        tasks = split_loads([p for p in payloads if isinstance(p, KeptRowsFile)], load.split_buckets,
+                            cores * TASKS_PER_CORE)
+        loads = (spark.range(0, len(tasks), 1, numPartitions=len(tasks))
+                 .mapInArrow(split_load_task(load, tasks, cpu=cpu), FUSED_DDL).persist(StorageLevel.DISK_ONLY))
         persisted.append(loads)
-        small = pa.concat_tables([small, _collected(loads)])
-        envelope = not_of_kind(envelope, KeptRows).unionByName(loads)
-    payloads = list(decode(small))
+        payloads.extend(decode(_collected(loads)))
+        envelope = not_of_kind(envelope, KeptRowsFile).unionByName(loads)
     tallies = [p for p in payloads if isinstance(p, DecodedTally)]
     log = DecodedLog(spark, blobs=log_blobs(envelope, PART), cut=tuple(load.cut), collected=pa.table({
         "tally": pa.array([p.tally for p in tallies], pa.binary()),
@@ -574,35 +583,11 @@ def _work_units(plan: DecodePlan, load: ShardLoad, cores: int) -> tuple[dict[tup
     return work_units(work, by_shard, load.split_bytes, cores), list(by_shard)
 
 
-def _slot_column(spark, split: list[int], buckets: int, tasks: int):
-    """(column, n): a column that puts the `buckets` buckets of each partition of `split` in partitions of their own
-    under `repartition(n, column)`, one per pair while there are at most `tasks` (or `buckets`) of them, else the
-    pairs in turn: a partition's buckets load side by side. Grouping by (shard, bucket) alone hashes them into
-    `spark.sql.shuffle.partitions`, and two of a partition's buckets often share one (with 8, 13 of 50 partitions'
-    2 buckets did), loading one after the other. The values are ones whose hash Spark itself puts in partitions 0,
-    1, ... (asked once, of a few numbers)."""
-    # imported here, not at module level: pyspark ~0.1 s of import (python -X importtime)
-    from pyspark.sql import functions as F
-
-    n = max(buckets, min(len(split) * buckets, tasks))
-    first: dict[int, int] = {}
-    tried = 0
-    while len(first) < n:
-        probe = spark.range(tried, tried + 64 * n).select("id", F.expr(f"pmod(hash(id), {n})").alias("p")).toArrow()
-        for value, p in zip(probe.column("id").to_pylist(), probe.column("p").to_pylist()):
-            first.setdefault(p, value)
-        tried += 64 * n
-    index = F.element_at(F.create_map(*[F.lit(x) for i, shard in enumerate(split) for x in (shard, i)]),
-                         F.col("shard"))
-    slot = F.pmod(index * F.lit(buckets) + F.col("bucket"), F.lit(n))
-    return F.element_at(F.array(*[F.lit(first[p]).cast("long") for p in range(n)]), slot + 1), n
-
-
 def _collected(envelope) -> pa.Table:
     """What a job's envelope holds that is sized by the state (or by the partitions), collected."""
     # of the decoded log, its tally and naming only: its quarantined rows stay in Spark
     return collected_rows(envelope, QuarantinedRows, Markers, HistorySuspects, WrittenHistory, SavedFile,
-                          GroupEventsFile, blobs_left=(QuarantinedRows,)).toArrow()
+                          GroupEventsFile, KeptRowsFile, blobs_left=(QuarantinedRows,)).toArrow()
 
 
 def work_units(work: pa.Table, by_shard: dict[int, list[int]], split_bytes: int, cores: int = 1

@@ -9,7 +9,7 @@ import pytest
 
 from pipelines.frames.decoded_log import from_blobs
 from pipelines.frames.envelope import (FUSED_DDL, DecodedTally, GroupEventsFile, HistoryRows, HistorySuspects,
-                                       KeptRows, Markers, QuarantinedRows, SavedFile, SavedShardBytes, ShardProgress,
+                                       KeptRowsFile, Markers, QuarantinedRows, SavedFile, SavedShardBytes, ShardProgress,
                                        ShardStates, StateTable, WrittenHistory, decode, encode, taken)
 from pipelines.io.delta import WrittenFile
 from schemas.decoded import DECODED_RECORD_SCHEMA
@@ -26,7 +26,7 @@ EVERY_KIND = [
     SavedFile(shard=3, file="state-3", entries=7, size=3_000_000_000),
     SavedShardBytes(shard=-1, data=b"saved"),
     GroupEventsFile(shard=3, file="part-00003-0a1b.arrow", count=2_000),
-    KeptRows(shard=3, rows=b"k", range_index=5, bucket=1),
+    KeptRowsFile(shard=3, file="part-00003-9f.arrow", range_index=5, bucket=1),
     ShardProgress(shard=3, records=12, input_bytes=5_000_000_000),
     StateTable(shard=3, table="group_members", rows=b"gm"),
 ]

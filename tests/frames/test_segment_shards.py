@@ -337,25 +337,22 @@ def test_a_run_that_fails_after_the_shards_leaves_no_history_file(spark, setting
     assert not [p for p in (tmp_path / "wh" / "_scratch").rglob("*") if p.is_file()]
 
 
-def test_each_bucket_of_a_split_partition_is_loaded_by_a_task_of_its_own(spark):
-    """The split load's shuffle puts every bucket of a partition in a task of its own, and every (partition, bucket)
-    in its own while there are no more than the tasks: hashed as (shard, bucket) into `spark.sql.shuffle.partitions`,
-    both of partition 2's 2 buckets shared one task."""
-    from pyspark.sql import functions as F
-
-    from pipelines.frames.segment_shards import _slot_column
+def test_each_bucket_of_a_split_partition_is_loaded_by_a_task_of_its_own():
+    """The split loads' tasks: every bucket of a partition in a task of its own, every (partition, bucket) in its own
+    while there are no more than the tasks, each pair's files whole and in the ranges' log order."""
+    from pipelines.frames.envelope import KeptRowsFile
 
     for split, buckets in [([2], 2), ([2, 4, 11, 12], 2), ([2, 4, 11, 12, 16], 2), (list(range(50)), 1), ([7], 8),
                            ([0, 49], 3), ([3, 5, 8], 4)]:
-        pairs = [(shard, b) for shard in split for b in range(buckets)]
-        rows = spark.createDataFrame([(shard, b, i) for shard, b in pairs for i in range(3)],
-                                     "shard int, bucket int, i int")
-        slot, n = _slot_column(spark, split, buckets, 8)
-        placed = (rows.withColumn("slot", slot).repartition(n, "slot")
-                  .select("shard", "bucket", F.spark_partition_id().alias("task")).distinct().collect())
-        tasks: dict[int, set] = {}
-        for r in placed:
-            tasks.setdefault(r.task, set()).add((r.shard, r.bucket))
-        assert n == max(buckets, min(len(pairs), 8)) and len(tasks) == n, (split, buckets, tasks)
-        for held in tasks.values():
-            assert len({shard for shard, _ in held}) == len(held), (split, buckets, tasks)  # no partition twice
+        kept = [KeptRowsFile(shard=shard, file=f"{shard}-{b}-{r}", range_index=r, bucket=b)
+                for r in (2, 0, 1) for shard in split for b in range(buckets)]
+        tasks = segment_shards.split_loads(kept, buckets, 8)
+        pairs = len(split) * buckets
+        assert len(tasks) == max(buckets, min(pairs, 8)) and all(tasks), (split, buckets, tasks)
+        loads = [load for task in tasks for load in task]
+        assert sorted((load[0].shard, load[0].bucket) for load in loads) == sorted(
+            (shard, b) for shard in split for b in range(buckets))
+        for load in loads:
+            assert [k.file for k in load] == [f"{load[0].shard}-{load[0].bucket}-{r}" for r in range(3)]
+        for task in tasks:
+            assert len({load[0].shard for load in task}) == len(task), (split, buckets, tasks)  # no partition twice

@@ -25,8 +25,9 @@ from pipelines.decoding.reader import iter_decoded_rows
 from pipelines.decoding.segments import entry_heads
 from pipelines.frames.decode import work_batches, plan_inputs
 from pipelines.frames.ranges import NO_FLOOR, log_ranges
-from pipelines.frames.envelope import KeptRows, decode, encode
-from pipelines.frames.segment_shards import ShardLoad, decode_and_load_task, split_load_task, work_units
+from pipelines.frames.envelope import KeptRowsFile, decode, encode
+from pipelines.frames.segment_shards import (ShardLoad, decode_and_load_task, split_load_task, split_loads,
+                                             work_units)
 from pipelines.frames.tally import Tally, tally_rows
 from pipelines.io.scratch import Scratch
 from schemas.decoded import DECODED_RECORD_SCHEMA
@@ -57,17 +58,20 @@ def _split_tables(data_dir, options: ReplayOptions, split_bytes: int, window_byt
     load = ShardLoad(options=options, scratch=Scratch(tempfile.mkdtemp(prefix="scratch-")),
                      cut=(options.until_offset, options.until_time_ms), window_bytes=window_bytes, buckets=buckets)
     task = decode_and_load_task([list(units.values())], policy=plan.policy, load=load)
-    payloads = list(decode(pa.Table.from_batches(list(task(iter([pa.record_batch([pa.array([0])], names=["id"])]))))))
-    passed = [p for p in payloads if isinstance(p, KeptRows)]
-    loads = []
+    payloads = list(decode(pa.Table.from_batches(list(task(iter([_ids(0)]))))))
+    passed = [p for p in payloads if isinstance(p, KeptRowsFile)]
     for shard in sorted({p.shard for p in passed}):
-        mine = [p for p in passed if p.shard == shard]
-        assert sorted({p.bucket for p in mine}) == list(range(buckets))
-        for b in range(buckets):
-            loads.extend(split_load_task(load)(iter([encode(p for p in mine if p.bucket == b)])))
-    out = pa.Table.from_batches([encode(p for p in payloads if not isinstance(p, KeptRows)), *loads])
+        assert sorted({p.bucket for p in passed if p.shard == shard}) == list(range(buckets))
+    tasks = split_loads(passed, buckets, tasks=4)
+    loads = [batch for i in range(len(tasks)) for batch in split_load_task(load, tasks)(iter([_ids(i)]))]
+    out = pa.Table.from_batches([encode(p for p in payloads if not isinstance(p, KeptRowsFile)), *loads])
     tables, tally, markers = envelope_tables(out, options, load.scratch)
     return tables, tally, markers, units
+
+
+def _ids(*ids: int) -> pa.RecordBatch:
+    """A `spark.range` batch: the ids of the tasks a task function runs as."""
+    return pa.record_batch([pa.array(ids, pa.int64())], names=["id"])
 
 
 def _ranges(units) -> int:

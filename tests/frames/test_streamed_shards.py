@@ -61,8 +61,8 @@ def envelope_tables(out: pa.Table, options: ReplayOptions, scratch: Scratch) -> 
     files = [p for p in payloads if isinstance(p, GroupEventsFile)]
     events = [from_blob(scratch.read(p.file)) for p in files]
     assert [p.count for p in files] == [e.num_rows for e in events]
-    written = Path(scratch.uri)
-    assert sorted(p.name for p in written.iterdir() if written.exists()) == sorted(p.file for p in files)
+    written = Path(scratch.uri)  # beside the files a split partition's ranges handed on
+    assert not files or {p.file for p in files} <= {p.name for p in written.iterdir()}
     scratch.discard()
     if events:
         tabulated["group_history"] = named_group_history(pa.concat_tables(events), names)
