@@ -44,8 +44,10 @@ from pipelines.io.storage import Location
 # (the legacy 2-level ones are not read as `array` by delta-rs / delta-kernel).
 _PARQUET_OPTIONS = {"compression": "snappy", "coerce_timestamps": "us", "use_compliant_nested_type": True}
 # Rows per Parquet row group: Spark hands a task its rows in Arrow batches of 10k; a row group per batch would
-# make footers and readers slow.
+# make footers and readers slow. A writer holds a row group's rows until it is full, so wide rows close one sooner,
+# at about `_ROW_GROUP_BYTES` (a group history row, its record's JSON, is ~1.5 KB: 262,144 of them held 390 MB).
 _ROW_GROUP_ROWS = 262_144
+_ROW_GROUP_BYTES = 64 << 20
 # Snapshots are read at the table versions their runs pinned (`runs.table_versions`): the commits this project
 # makes never delete old log files (delta-rs would after `delta.logRetentionDuration` once a checkpoint exists),
 # so a pinned version stays loadable for as long as its snapshot is kept. Checkpoints still keep loading fast.
@@ -172,9 +174,20 @@ def _dictionary_columns(schema: pa.Schema) -> list[str]:
     return [f.name for f in schema if not (pa.types.is_int64(f.type) or pa.types.is_timestamp(f.type))]
 
 
+def _row_bytes(batch: pa.RecordBatch) -> int:
+    """About what `batch`'s rows hold: 8 bytes a value, and the bytes of its top-level strings and binaries, a
+    slice's own (not `nbytes`, which crashed on a batch Spark handed a Python worker: `io.blobs`)."""
+    out = 8 * batch.num_rows * batch.num_columns
+    for column in batch.columns:
+        if pa.types.is_string(column.type) or pa.types.is_binary(column.type):
+            out += pc.sum(pc.binary_length(column)).as_py() or 0
+    return out
+
+
 class FileWriter:
     """One Parquet file of a table written batch by batch as the rows come (`write_batches` pulls them from an
-    iterator; a task that makes its rows in a loop of its own pushes them), in row groups of `_ROW_GROUP_ROWS`."""
+    iterator; a task that makes its rows in a loop of its own pushes them), in row groups of `_ROW_GROUP_ROWS` or
+    about `_ROW_GROUP_BYTES`, whichever comes first."""
 
     def __init__(self, table_uri: str, rel_dir: str, table_schema, part: int, partition_columns: Iterable[str] = ()):
         # Every column optional in the file, as Spark writes them: a null where the contract forbids one is
@@ -189,7 +202,7 @@ class FileWriter:
         self.spool: str | None = None
         self.sink = self.writer = None
         self.pending: list[pa.RecordBatch] = []
-        self.pending_rows = 0
+        self.pending_rows = self.pending_bytes = 0
 
     @property
     def bytes_written(self) -> int:
@@ -213,14 +226,15 @@ class FileWriter:
                                                    use_dictionary=_dictionary_columns(self.schema))
                 self.pending.append(_conform_batch(b, self.schema))
                 self.pending_rows += b.num_rows
-                if self.pending_rows >= _ROW_GROUP_ROWS:
+                self.pending_bytes += _row_bytes(b)
+                if self.pending_rows >= _ROW_GROUP_ROWS or self.pending_bytes >= _ROW_GROUP_BYTES:
                     self._flush()
 
     def _flush(self) -> None:
         if self.pending:
             self.writer.write_table(pa.Table.from_batches(self.pending, schema=self.schema),
                                     row_group_size=_ROW_GROUP_ROWS)
-        self.pending, self.pending_rows = [], 0
+        self.pending, self.pending_rows, self.pending_bytes = [], 0, 0
 
     def close(self) -> WrittenFile | None:
         """The file finished, with its statistics; None (no file) when it got no rows."""
