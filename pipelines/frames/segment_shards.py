@@ -684,20 +684,18 @@ def group_history_on_spark(spark: SparkSession, scratch: Scratch, files: list[Gr
     """The shards' `group_history` as the write takes it: the files of group events the tasks wrote (log-sized:
     they stay in the scratch), shared out over every core by their rows, each opened by the task that writes it,
     its members' topic ids named by the run's `names` (`named_history`). Its rows never cross into the JVM: Spark
-    holds only the files' names."""
+    holds only the files' names, which each task takes from a literal of its own (a Python function to give them
+    would start a second Python worker beside the writing one)."""
+    # imported here, not at module level: pyspark ~0.1 s of import (python -X importtime)
+    from pyspark.sql import functions as F
+
     by_rows = {i: f.count for i, f in enumerate(files)}
     slices = [[files[i].file for i in sl] for sl in balanced(by_rows, spark.sparkContext.defaultParallelism)]
-    names_of = spark.range(0, len(slices), 1, numPartitions=max(1, len(slices))).mapInArrow(
-        functools.partial(_file_names, slices=slices), f"{PAYLOAD} binary")
+    named = F.array(*[F.array(*map(F.lit, sl)).cast("array<binary>") for sl in slices])
+    names_of = spark.range(0, len(slices), 1, numPartitions=len(slices)).select(
+        F.explode(F.element_at(named, F.col("id").cast("int") + 1)).alias(PAYLOAD))
     return BlobRows(names_of, spark_schema(TABLES["group_history"]),
                     functools.partial(named_history, scratch=scratch, names=names))
-
-
-def _file_names(batches: Iterator[pa.RecordBatch], slices: list[list[str]]) -> Iterator[pa.RecordBatch]:
-    """The executor function that gives its task's slice of file names (by the `id` of `spark.range`)."""
-    for batch in batches:
-        for i in batch.column("id").to_pylist():
-            yield pa.record_batch([pa.array([n.encode() for n in slices[i]], pa.binary())], names=[PAYLOAD])
 
 
 def named_history(batches: Iterator[pa.RecordBatch], scratch: Scratch, names: dict[str, str]
