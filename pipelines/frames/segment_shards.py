@@ -30,7 +30,6 @@ import functools
 import pickle
 import resource
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterator
 
@@ -665,18 +664,12 @@ def tabulate_on_spark(spark: SparkSession, loaded: LoadedOnSpark, options: Repla
     return shards
 
 
-#: Threads that read a run's group event files into the driver: on an object store each is a GET's round trip.
-_READERS = 8
-
-
 def group_history_in_hand(scratch: Scratch, files: list[GroupEventsFile], names: dict[str, str]) -> pa.Table:
     """`group_history_on_spark`'s rows in this process, read from the files the tasks wrote: for a run of few group
     records, a write job of their own costs more than the rows."""
     if not files:
         return contract_table([], "group_history")
-    with ThreadPoolExecutor(_READERS, thread_name_prefix="offsetlake-events") as pool:
-        blobs = list(pool.map(scratch.read, [f.file for f in files]))
-    return named_group_history(opened(blobs), names)
+    return named_group_history(opened(scratch.read_all([f.file for f in files])), names)
 
 
 def group_history_on_spark(spark: SparkSession, scratch: Scratch, files: list[GroupEventsFile],

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import pyarrow.fs as pafs
@@ -15,6 +16,7 @@ from pipelines.io import storage
 from pipelines.io.delta import check_partition_value
 
 SCRATCH_DIR = "_scratch"
+_READERS = 8  # threads of `Scratch.read_all`
 
 
 @dataclass(frozen=True)
@@ -31,6 +33,11 @@ class Scratch:
 
     def read(self, name: str) -> bytes:
         return storage.location(self.uri).join(name).read_bytes()
+
+    def read_all(self, names: list[str]) -> list[bytes]:
+        """The files `names`, in that order, read side by side: on an object store each is a GET's round trip."""
+        with ThreadPoolExecutor(_READERS, thread_name_prefix="offsetlake-scratch") as pool:
+            return list(pool.map(self.read, names))
 
     def discard(self) -> None:
         """The directory deleted with everything in it (files of failed task attempts too)."""

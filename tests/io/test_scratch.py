@@ -28,6 +28,7 @@ def test_a_file_written_by_one_task_is_read_whole_by_another(warehouse):
     names = [moved.write(bytes([p]) * 100_000, p) for p in (3, 3, 12)]
     assert len(set(names)) == 3 and all(n.startswith(f"part-{p:05d}-") for n, p in zip(names, (3, 3, 12)))
     assert [scratch.read(n) for n in names] == [bytes([p]) * 100_000 for p in (3, 3, 12)]
+    assert scratch.read_all(names[::-1]) == [bytes([p]) * 100_000 for p in (12, 3, 3)]
     scratch.discard()
     assert not _entries(warehouse, SCRATCH_DIR)
     scratch.discard()  # nothing left to delete: no error
