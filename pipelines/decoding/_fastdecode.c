@@ -1,9 +1,10 @@
 /*
  * Optional C fast path for pipelines/decoding/columnar.py: walks the entries of a segment (framing, the magic 2
  * batch header, CRC-32C, the record walk, OffsetCommit key/value decode) and writes the values straight into
- * typed column buffers, so a clean record of a known key costs no Python object (`KeyIndex`). A classic group's
- * GroupMetadata record (v0-v3) is read here too, its values (members as rows._member_dict makes them) appended to
- * the sparse columns' lists.
+ * typed column buffers, so a clean record costs no Python object: its key columns too are read from its own key
+ * bytes, row by row (a table of the keys met would cost a lookup per record, which misses the cache once a hot
+ * partition's keys outgrow it, and an object per new key). A classic group's GroupMetadata record (v0-v3) is read
+ * here too, its values (members as rows._member_dict makes them) appended to the sparse columns' lists.
  *
  * Columns(typecodes)            growable Arrow-layout columns, one per typecode:
  *                               'q' int64, 'i' int32, 'h' int16, 'b' int8, '?' bool, 's' utf-8 string
@@ -11,10 +12,8 @@
  *   .truncate(n), len()
  *   .take() -> [(null_count, validity | None, data, offsets | None)]   the buffers, and the columns emptied
  *
- * KeyIndex()                    record key bytes -> kid, in front of `kcache` (see below)
- *
- * decode_entries(buf, pos, end, max_rows, hot, batch, kcache, ktable, kindex, ctl_types, ctl_epochs, group_values,
- *                decompress, max_bytes, source, partition) -> pos
+ * decode_entries(buf, pos, end, max_rows, hot, batch, ctl_types, ctl_epochs, group_values, decompress, max_bytes,
+ *                source, partition) -> pos
  *   Decodes whole entries from `pos` while each one is a magic 2 batch it fully understands, appending one row per
  *   record to `hot` (columnar.HOT_COLUMNS) and to `batch` (columnar.BATCH_COLUMNS: its batch's values).
  *   Returns the position of the first entry it leaves to the Python path (anything unusual: a short tail, a
@@ -34,13 +33,14 @@
 #include <nmmintrin.h>
 #endif
 
-static PyObject *KeyIdFn = NULL;       /* _key_id(key, kcache, ktable) -> int */
-static PyObject *OffsetCommitKind = NULL; /* str: the record kind of an offset commit (a key-table entry's first) */
-static PyObject *GroupMetadataKind = NULL; /* str: the record kind of a GroupMetadataKey's record */
-static PyObject *ConsumerGroupKind = NULL; /* str: the record kind of a KIP-848 consumer group's record */
-static PyObject *ControlEntry = NULL;  /* key-table entry of control records */
+/* a record kind's label: the str `init` was given, held, and its utf-8 */
+typedef struct {
+    PyObject *obj;
+    const char *s;
+    Py_ssize_t n;
+} Label;
+static Label OffsetCommitKind, GroupMetadataKind, ConsumerGroupKind, ControlKind;
 static PyObject *ControlNames = NULL;  /* dict int -> name */
-static PyObject *ControlKey = NULL;    /* int 0: kcache slot of ControlEntry */
 static PyObject *TsTypes = NULL;       /* (CreateTime, LogAppendTime) as utf-8 bytes */
 static PyObject *CodecLabels = NULL;   /* 8 codec labels as utf-8 bytes */
 
@@ -505,142 +505,9 @@ static PyTypeObject ColumnsType = {
     .tp_as_sequence = &Columns_as_sequence,
 };
 
-/* ============================================================================================== key index
- * KeyIndex()                    record key bytes -> kid, beside a decode's `kcache` dict: a hit costs no Python
- *   .clear(), len()             object (the dict needs a bytes object per record, and its lookup walks to the key
- *                               object and the int: four cache misses a record once a partition's keys outgrow the
- *                               cache, as a hot partition's 65 k keys do). Open addressing over 16-byte slots, the
- *                               keys' bytes in one arena; hashed as Python hashes bytes (keyed SipHash: no input can
- *                               be made to collide on purpose). It only ever holds what `kcache` said, and is
- *                               cleared with it (`columnar.KeyTable`).
- */
-typedef struct {
-    Py_hash_t hash;
-    uint32_t at;    /* the key's place in the arena: its length (uint32), then its bytes */
-    int32_t kid;    /* -1: an empty slot */
-} KSlot;
-
-typedef struct {
-    PyObject_HEAD
-    KSlot *slots;
-    Py_ssize_t cap, used;
-    unsigned char *arena;
-    size_t alen, acap;
-} KeyIndex;
-
-static Py_hash_t hash_key(const unsigned char *k, Py_ssize_t n) {
-#if PY_VERSION_HEX >= 0x030E0000
-    return Py_HashBuffer(k, n);
-#else
-    return _Py_HashBytes(k, n);
-#endif
-}
-
-static void kx_free(KeyIndex *x) {
-    PyMem_Free(x->slots);
-    PyMem_Free(x->arena);
-    x->slots = NULL;
-    x->arena = NULL;
-    x->cap = x->used = 0;
-    x->alen = x->acap = 0;
-}
-
-/* the kid of key bytes k[0:n] with hash h, or -1: not held */
-static inline long kx_get(const KeyIndex *x, const unsigned char *k, Py_ssize_t n, Py_hash_t h) {
-    if (x->cap == 0) return -1;
-    size_t mask = (size_t)x->cap - 1;
-    for (size_t i = (size_t)h & mask;; i = (i + 1) & mask) {
-        const KSlot *s = &x->slots[i];
-        if (s->kid < 0) return -1;
-        if (s->hash == h) {
-            uint32_t len;
-            memcpy(&len, x->arena + s->at, 4);
-            if ((Py_ssize_t)len == n && memcmp(x->arena + s->at + 4, k, (size_t)n) == 0) return s->kid;
-        }
-    }
-}
-
-static int kx_grow(KeyIndex *x) {
-    Py_ssize_t cap = x->cap ? x->cap * 2 : 1024;
-    KSlot *slots = PyMem_Malloc((size_t)cap * sizeof(KSlot));
-    if (slots == NULL) return -1;
-    for (Py_ssize_t i = 0; i < cap; i++) slots[i].kid = -1;
-    size_t mask = (size_t)cap - 1;
-    for (Py_ssize_t j = 0; j < x->cap; j++) {
-        KSlot *s = &x->slots[j];
-        if (s->kid < 0) continue;
-        size_t i = (size_t)s->hash & mask;
-        while (slots[i].kid >= 0) i = (i + 1) & mask;
-        slots[i] = *s;
-    }
-    PyMem_Free(x->slots);
-    x->slots = slots;
-    x->cap = cap;
-    return 0;
-}
-
-/* The most key bytes an index holds: past them a key is left to the dict (a log of large distinct keys must not
- * hold each twice). */
-#define KX_ARENA_MAX ((size_t)64 << 20)
-
-/* k[0:n] (hash h, not held) -> kid: 0, or -1 with MemoryError set. A key the arena has no room for
- * (`KX_ARENA_MAX`) or a kid past int32 is not held: the dict answers for it. */
-static int kx_put(KeyIndex *x, const unsigned char *k, Py_ssize_t n, Py_hash_t h, long kid) {
-    if (kid < 0 || kid > INT32_MAX || (size_t)n > KX_ARENA_MAX || x->alen + 4 + (size_t)n > KX_ARENA_MAX) return 0;
-    if ((x->used + 1) * 2 > x->cap && kx_grow(x) < 0) { PyErr_NoMemory(); return -1; }
-    if (x->alen + 4 + (size_t)n > x->acap) {
-        size_t acap = x->acap ? x->acap : 16384;
-        while (acap < x->alen + 4 + (size_t)n) acap *= 2;
-        unsigned char *arena = PyMem_Realloc(x->arena, acap);
-        if (arena == NULL) { PyErr_NoMemory(); return -1; }
-        x->arena = arena;
-        x->acap = acap;
-    }
-    uint32_t len = (uint32_t)n;
-    memcpy(x->arena + x->alen, &len, 4);
-    memcpy(x->arena + x->alen + 4, k, (size_t)n);
-    size_t mask = (size_t)x->cap - 1, i = (size_t)h & mask;
-    while (x->slots[i].kid >= 0) i = (i + 1) & mask;
-    x->slots[i].hash = h;
-    x->slots[i].at = (uint32_t)x->alen;
-    x->slots[i].kid = (int32_t)kid;
-    x->alen += 4 + (size_t)n;
-    x->used++;
-    return 0;
-}
-
-static PyObject *KeyIndex_clear(KeyIndex *self, PyObject *Py_UNUSED(ignored)) {
-    kx_free(self);
-    Py_RETURN_NONE;
-}
-
-static Py_ssize_t KeyIndex_len(KeyIndex *self) { return self->used; }
-
-static void KeyIndex_dealloc(KeyIndex *self) {
-    kx_free(self);
-    Py_TYPE(self)->tp_free((PyObject *)self);
-}
-
-static PyMethodDef KeyIndex_methods[] = {
-    {"clear", (PyCFunction)KeyIndex_clear, METH_NOARGS, "clear(): hold no key"},
-    {NULL, NULL, 0, NULL},
-};
-
-static PySequenceMethods KeyIndex_as_sequence = {.sq_length = (lenfunc)KeyIndex_len};
-
-static PyTypeObject KeyIndexType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "pipelines.decoding._fastdecode.KeyIndex",
-    .tp_basicsize = sizeof(KeyIndex),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_new = PyType_GenericNew,
-    .tp_dealloc = (destructor)KeyIndex_dealloc,
-    .tp_methods = KeyIndex_methods,
-    .tp_as_sequence = &KeyIndex_as_sequence,
-};
-
 /* ============================================================================================== the walk */
-enum { H_OFFSET, H_TS, H_KID, H_TOMB, H_VER, H_COMMITTED, H_EPOCH, H_META, H_CTS, H_ETS, H_TOPIC_ID, H_NCOLS };
+enum { H_OFFSET, H_TS, H_KIND, H_KTYPE, H_GROUP, H_TOPIC, H_PART, H_TOMB, H_VER, H_COMMITTED, H_EPOCH, H_META, H_CTS,
+       H_ETS, H_TOPIC_ID, H_NCOLS };
 enum { B_SOURCE, B_PART, B_BASE, B_FIRST, B_LAST, B_POS, B_TSTYPE, B_PID, B_PEPOCH, B_TXN, B_CONTROL, B_MAGIC,
        B_CODEC, B_NCOLS };
 
@@ -1060,45 +927,54 @@ done:
     return ok;
 }
 
-/* a new key-table entry (stolen) appended and its key bytes cached: its kid, or NULL (an error set) */
-static PyObject *new_key_id(PyObject *entry, PyObject *key, PyObject *kcache, PyObject *ktable) {
-    if (entry == NULL) return NULL;
-    PyObject *kid = PyLong_FromSsize_t(PyList_GET_SIZE(ktable));
-    if (kid == NULL || PyList_Append(ktable, entry) < 0 || PyDict_SetItem(kcache, key, kid) < 0) {
-        Py_DECREF(entry);
-        Py_XDECREF(kid);
-        return NULL;
+/* A plain key, as columnar._parse_key accepts it: an OffsetCommitKey (type 0/1, int16 lengths < 0x8000, exact
+ * length) or a GroupMetadataKey (type 2, its group's int16 length < 0x8000, exact length). */
+typedef struct {
+    int key_type;
+    const unsigned char *group, *topic;   /* topic NULL: a GroupMetadataKey's */
+    Py_ssize_t glen, tlen;
+    int32_t partition;
+} PlainKey;
+
+/* k[0:n] read as a plain key: 1, or 0 when it is none (the Python path decides) */
+static int read_plain_key(const unsigned char *k, Py_ssize_t n, PlainKey *out) {
+    if (n >= 4 && k[0] == 0 && k[1] == 2) {
+        Py_ssize_t glen = ((Py_ssize_t)k[2] << 8) | k[3];
+        if (glen >= 0x8000 || 4 + glen != n) return 0;
+        *out = (PlainKey){2, k + 4, NULL, glen, 0, 0};
+        return 1;
     }
-    Py_DECREF(entry);
-    return kid;
-}
-
-/* columnar._parse_key + _key_id for a plain OffsetCommitKey (type 0/1, int16 lengths < 0x8000, exact length): the
- * new key-table entry (kind, key type, group, topic, partition) and its kid; NULL with no error set: not such a
- * key (the Python path decides) */
-static PyObject *offset_commit_key_id(const unsigned char *k, Py_ssize_t n, PyObject *key, PyObject *kcache,
-                                      PyObject *ktable) {
-    if (n < 10 || k[0] != 0 || k[1] > 1) return NULL;
+    if (n < 10 || k[0] != 0 || k[1] > 1) return 0;
     Py_ssize_t glen = ((Py_ssize_t)k[2] << 8) | k[3], p = 4 + glen;
-    if (glen >= 0x8000 || p + 2 > n) return NULL;
+    if (glen >= 0x8000 || p + 2 > n) return 0;
     Py_ssize_t tlen = ((Py_ssize_t)k[p] << 8) | k[p + 1], q = p + 2 + tlen;
-    if (tlen >= 0x8000 || q + 4 != n) return NULL;
-    PyObject *entry = Py_BuildValue("(OiNNi)", OffsetCommitKind, (int)k[1],
-                                    PyUnicode_DecodeUTF8((const char *)k + 4, glen, "replace"),
-                                    PyUnicode_DecodeUTF8((const char *)k + p + 2, tlen, "replace"), (int)be32(k + q));
-    return new_key_id(entry, key, kcache, ktable);
+    if (tlen >= 0x8000 || q + 4 != n) return 0;
+    *out = (PlainKey){k[1], k + 4, k + p + 2, glen, tlen, be32(k + q)};
+    return 1;
 }
 
-/* columnar._parse_key + _key_id for a GroupMetadataKey (type 2, its group's int16 length < 0x8000, exact length):
- * the new key-table entry (kind, 2, group, None, None) and its kid; NULL with no error set: not such a key */
-static PyObject *group_key_id(const unsigned char *k, Py_ssize_t n, PyObject *key, PyObject *kcache,
-                              PyObject *ktable) {
-    if (n < 4 || k[0] != 0 || k[1] != 2) return NULL;
-    Py_ssize_t glen = ((Py_ssize_t)k[2] << 8) | k[3];
-    if (glen >= 0x8000 || 4 + glen != n) return NULL;
-    PyObject *entry = Py_BuildValue("(OiNOO)", GroupMetadataKind, 2,
-                                    PyUnicode_DecodeUTF8((const char *)k + 4, glen, "replace"), Py_None, Py_None);
-    return new_key_id(entry, key, kcache, ktable);
+/* The key columns of row h->n (`columnar.KEY_COLUMNS`), read from the record's own key bytes: its record kind, its
+ * key type (-1: null), group id and topic (NULL: null), each as str(b, "utf-8", "replace") decodes it, and its
+ * partition (has_partition 0: null). Written last, once nothing can leave the record to the Python path (a column
+ * a row began would outlive the rollback's count of its nulls). -1 = error */
+static int put_key(Columns *h, const Label *kind, int key_type, const unsigned char *group, Py_ssize_t glen,
+                   const unsigned char *topic, Py_ssize_t tlen, int has_partition, int32_t partition) {
+    if (put_bytes(h, H_KIND, kind->s, kind->n) < 0) return -1;
+    if (key_type >= 0) put_int(h, H_KTYPE, key_type);
+    else put_null(h, H_KTYPE);
+    if (group == NULL) put_null(h, H_GROUP);
+    else if (put_utf8_replace(h, H_GROUP, group, glen) < 0) return -1;
+    if (topic == NULL) put_null(h, H_TOPIC);
+    else if (put_utf8_replace(h, H_TOPIC, topic, tlen) < 0) return -1;
+    if (has_partition) put_int(h, H_PART, partition);
+    else put_null(h, H_PART);
+    return 0;
+}
+
+static int put_plain_key(Columns *h, const PlainKey *k) {
+    return k->topic == NULL ? put_key(h, &GroupMetadataKind, 2, k->group, k->glen, NULL, 0, 0, 0)
+                            : put_key(h, &OffsetCommitKind, k->key_type, k->group, k->glen, k->topic, k->tlen, 1,
+                                      k->partition);
 }
 
 /* ------------------------------------------------------------------------------ KIP-848 consumer-group records
@@ -1389,12 +1265,10 @@ static inline int is_consumer_group_key_type(int kt) { return (kt >= 3 && kt <= 
 
 /* a consumer-group record (key type 3-8 or 16: the caller checked): its key (messages.read_message_key: type,
    group id, and for types 5, 7, 8 a member id, for 16 a regular expression, int16 lengths, exact length) and its
-   value (vlen -1: a tombstone) into row i: kid and the group columns. The key-table entry of a key's bytes is
-   cached in `kcache` under the 1-tuple of those bytes (Python's walk looks up bytes only: it leaves these records to
-   the reference). 1 = done, 0 = the Python path's, -1 = error */
+   value (vlen -1: a tombstone) into row i: its key columns and its group columns. 1 = done, 0 = the Python
+   path's, -1 = error */
 static int put_consumer_group_record(Columns *h, const unsigned char *b, Py_ssize_t ks, Py_ssize_t klen,
-                                     Py_ssize_t vs, Py_ssize_t vlen, PyObject *kcache, PyObject *ktable,
-                                     PyObject *glists, Py_ssize_t i) {
+                                     Py_ssize_t vs, Py_ssize_t vlen, PyObject *glists, Py_ssize_t i) {
     const unsigned char *k = b + ks;
     int kt = be16(k);
     Rd r = {k, 2, klen};
@@ -1410,77 +1284,18 @@ static int put_consumer_group_record(Columns *h, const unsigned char *b, Py_ssiz
     if (r.pos != klen) return 0;
     PyObject *vals[GL_NCOLS] = {NULL};
     int ok = -1;
-    long kid = -1;
-    PyObject *kbytes = NULL, *ck = NULL, *cached;
     if (vlen >= 0 && (ok = rd_consumer_group_value(kt, b, vs, vs + vlen, vals)) <= 0) goto done;
     ok = -1;
-    if ((kbytes = PyBytes_FromStringAndSize((const char *)k, klen)) == NULL || (ck = PyTuple_Pack(1, kbytes)) == NULL)
-        goto done;
-    if ((cached = PyDict_GetItemWithError(kcache, ck)) != NULL) {
-        if ((kid = PyLong_AsLong(cached)) == -1 && PyErr_Occurred()) goto done;
-    } else {
-        if (PyErr_Occurred()) goto done;
-        PyObject *entry = Py_BuildValue("(OiNOO)", ConsumerGroupKind, kt,
-                                        PyUnicode_DecodeUTF8((const char *)k + 4, glen, "replace"), Py_None, Py_None);
-        PyObject *id = new_key_id(entry, ck, kcache, ktable);
-        if (id == NULL) goto done;
-        kid = PyLong_AsLong(id);
-        Py_DECREF(id);
-        if (kid == -1 && PyErr_Occurred()) goto done;
-    }
     if (slen >= 0 && (vals[kt == 16 ? C_REGEX : C_MEMBER_ID] =
                       PyUnicode_DecodeUTF8((const char *)k + second, slen, "replace")) == NULL)
         goto done;
     if (put_group_row(h, glists, i, vals, GL_NCOLS, vlen >= 0 ? 0 : -1) < 0) goto done;
     put_bool(h, H_TOMB, vlen < 0);
-    put_int(h, H_KID, kid);
+    if (put_key(h, &ConsumerGroupKind, kt, k + 4, glen, NULL, 0, 0, 0) < 0) goto done;
     ok = 1;
 done:
     for (int j = 0; j < GL_NCOLS; j++) Py_XDECREF(vals[j]);
-    Py_XDECREF(kbytes);
-    Py_XDECREF(ck);
     return ok;
-}
-
-/* kid of a record key (a key-index or kcache hit, else the key-table entry made here or by _key_id, then held by
- * the index); -2 = error */
-static long key_id(const unsigned char *k, Py_ssize_t klen, PyObject *kcache, PyObject *ktable, KeyIndex *kx) {
-    Py_hash_t h = hash_key(k, klen);
-    long held = kx_get(kx, k, klen, h);
-    if (held >= 0) return held;
-    PyObject *key = PyBytes_FromStringAndSize((const char *)k, klen);
-    if (key == NULL) return -2;
-    PyObject *kid = PyDict_GetItemWithError(kcache, key);
-    if (kid != NULL) {
-        Py_INCREF(kid);
-    } else {
-        if (PyErr_Occurred()) { Py_DECREF(key); return -2; }
-        kid = klen > 1 && k[1] == 2 ? group_key_id(k, klen, key, kcache, ktable)
-                                    : offset_commit_key_id(k, klen, key, kcache, ktable);
-        if (kid == NULL && PyErr_Occurred()) { Py_DECREF(key); return -2; }
-        if (kid == NULL) kid = PyObject_CallFunctionObjArgs(KeyIdFn, key, kcache, ktable, NULL);
-        if (kid == NULL) { Py_DECREF(key); return -2; }
-    }
-    Py_DECREF(key);
-    long v = PyLong_AsLong(kid);
-    Py_DECREF(kid);
-    if (v == -1 && PyErr_Occurred()) return -2;
-    if (kx_put(kx, k, klen, h, v) < 0) return -2;
-    return v;
-}
-
-static long control_key_id(PyObject *kcache, PyObject *ktable) {
-    PyObject *kid = PyDict_GetItemWithError(kcache, ControlKey);
-    if (kid == NULL) {
-        if (PyErr_Occurred()) return -2;
-        long v = (long)PyList_GET_SIZE(ktable);
-        kid = PyLong_FromLong(v);
-        if (kid == NULL) return -2;
-        int bad = PyList_Append(ktable, ControlEntry) < 0 || PyDict_SetItem(kcache, ControlKey, kid) < 0;
-        Py_DECREF(kid);
-        return bad ? -2 : v;
-    }
-    return PyLong_AsLong(kid);
 }
 
 static int append_pair(PyObject *list, Py_ssize_t i, PyObject *v /* stolen */) {
@@ -1505,9 +1320,8 @@ static int put_label(Columns *c, int j, PyObject *labels, Py_ssize_t i) {
  * *first: the first record's offset (has_first = 0: no records).
  */
 static int walk_records(const unsigned char *b, Py_ssize_t pos, Py_ssize_t end, int32_t count, int64_t base_offset,
-                        int64_t ts_base, int64_t ts_scale, int is_control, Columns *h, PyObject *kcache,
-                        PyObject *ktable, KeyIndex *kx, PyObject *ctl_types, PyObject *ctl_epochs, PyObject *glists,
-                        int *has_first, int64_t *first) {
+                        int64_t ts_base, int64_t ts_scale, int is_control, Columns *h, PyObject *ctl_types,
+                        PyObject *ctl_epochs, PyObject *glists, int *has_first, int64_t *first) {
     for (int32_t r = 0; r < count; r++) {
         int64_t length, tsd, offd, klen, vlen;
         if (pos >= end) return LEAVE;
@@ -1545,8 +1359,6 @@ static int walk_records(const unsigned char *b, Py_ssize_t pos, Py_ssize_t end, 
                 if (!(vlen >= 6 && b[vs] < 0x80)) return LEAVE;
                 epoch = be32(b + vs + 2);
             }
-            long kid = control_key_id(kcache, ktable);
-            if (kid < -1) return ERROR;
             PyObject *ct = PyLong_FromLong(ctype);
             if (ct == NULL) return ERROR;
             PyObject *name = PyDict_GetItemWithError(ControlNames, ct);
@@ -1556,25 +1368,23 @@ static int walk_records(const unsigned char *b, Py_ssize_t pos, Py_ssize_t end, 
             else name = PyUnicode_FromFormat("UNKNOWN(%d)", ctype);
             if (append_pair(ctl_types, i, name) < 0) return ERROR;
             if ((ctype == 0 || ctype == 1) && append_pair(ctl_epochs, i, PyLong_FromLong(epoch)) < 0) return ERROR;
-            put_int(h, H_KID, kid);
             put_bool(h, H_TOMB, vlen < 0);
             for (int j = H_VER; j < H_NCOLS; j++) put_null(h, j);
+            if (put_key(h, &ControlKind, -1, NULL, 0, NULL, 0, 0, 0) < 0) return ERROR;
         } else {
             if (klen < 0) return LEAVE;
             if (klen >= 2 && b[ks] == 0 && is_consumer_group_key_type(b[ks + 1])) {
-                int done = put_consumer_group_record(h, b, ks, (Py_ssize_t)klen, vs, (Py_ssize_t)vlen, kcache, ktable,
-                                                     glists, i);
+                int done = put_consumer_group_record(h, b, ks, (Py_ssize_t)klen, vs, (Py_ssize_t)vlen, glists, i);
                 if (done < 0) return ERROR;
                 if (done == 0) return LEAVE;
                 goto placed;
             }
-            long kid = key_id(b + ks, (Py_ssize_t)klen, kcache, ktable, kx);
-            if (kid < -1) return ERROR;
-            if (kid < 0) return LEAVE;
+            PlainKey key;
+            if (!read_plain_key(b + ks, (Py_ssize_t)klen, &key)) return LEAVE;
             if (vlen < 0) {
                 for (int j = H_VER; j < H_NCOLS; j++) put_null(h, j);
                 put_bool(h, H_TOMB, 1);
-            } else if (b[ks + 1] == 2) {  /* a GroupMetadataKey: key ids are of key types 0-2 only */
+            } else if (key.topic == NULL) {  /* a GroupMetadataKey */
                 int done = put_group_value(h, b, vs, ve, glists, i);
                 if (done < 0) return ERROR;
                 if (done == 0) return LEAVE;
@@ -1585,7 +1395,7 @@ static int walk_records(const unsigned char *b, Py_ssize_t pos, Py_ssize_t end, 
                 if (done == 0) return LEAVE;
                 put_bool(h, H_TOMB, 0);
             }
-            put_int(h, H_KID, kid);
+            if (put_plain_key(h, &key) < 0) return ERROR;
         }
     placed:
         put_int(h, H_OFFSET, offset);
@@ -1600,16 +1410,14 @@ static int walk_records(const unsigned char *b, Py_ssize_t pos, Py_ssize_t end, 
 }
 
 static PyObject *decode_entries(PyObject *self, PyObject *args) {
-    PyObject *bufobj, *kcache, *ktable, *ctl_types, *ctl_epochs, *glists, *decompress, *source;
+    PyObject *bufobj, *ctl_types, *ctl_epochs, *glists, *decompress, *source;
     Columns *h, *bc;
-    KeyIndex *kx;
     Py_ssize_t pos, end, max_rows, max_bytes;
     int part;
     NativeOut section = {0};   /* this call's own: a callback may let another thread decode meanwhile */
-    if (!PyArg_ParseTuple(args, "OnnnO!O!O!O!O!O!O!O!OnO!i", &bufobj, &pos, &end, &max_rows, &ColumnsType, &h,
-                          &ColumnsType, &bc, &PyDict_Type, &kcache, &PyList_Type, &ktable, &KeyIndexType, &kx,
-                          &PyList_Type, &ctl_types, &PyList_Type, &ctl_epochs, &PyTuple_Type, &glists, &decompress,
-                          &max_bytes, &PyBytes_Type, &source, &part))
+    if (!PyArg_ParseTuple(args, "OnnnO!O!O!O!O!OnO!i", &bufobj, &pos, &end, &max_rows, &ColumnsType, &h,
+                          &ColumnsType, &bc, &PyList_Type, &ctl_types, &PyList_Type, &ctl_epochs, &PyTuple_Type,
+                          &glists, &decompress, &max_bytes, &PyBytes_Type, &source, &part))
         return NULL;
     if (max_bytes < 0) {
         PyErr_SetString(PyExc_ValueError, "decode_entries: max_bytes < 0");
@@ -1650,11 +1458,11 @@ static PyObject *decode_entries(PyObject *self, PyObject *args) {
         int64_t first = 0;
         if (codec == 0) {
             r = walk_records(e, 61, total, count, base_offset, log_append ? max_ts : base_ts, log_append ? 0 : 1,
-                             is_control, h, kcache, ktable, kx, ctl_types, ctl_epochs, glists, &has_first, &first);
+                             is_control, h, ctl_types, ctl_epochs, glists, &has_first, &first);
         } else if (native_decompress(codec, e + 61, (size_t)(total - 61), (size_t)max_bytes, &section)) {
             r = walk_records(section.buf, 0, (Py_ssize_t)section.len, count, base_offset,
-                             log_append ? max_ts : base_ts, log_append ? 0 : 1, is_control, h, kcache, ktable, kx,
-                             ctl_types, ctl_epochs, glists, &has_first, &first);
+                             log_append ? max_ts : base_ts, log_append ? 0 : 1, is_control, h, ctl_types,
+                             ctl_epochs, glists, &has_first, &first);
         } else {
             PyObject *packed = PyBytes_FromStringAndSize((const char *)e + 61, total - 61);
             PyObject *raw = packed ? PyObject_CallFunction(decompress, "iN", codec, packed) : NULL;
@@ -1666,8 +1474,8 @@ static PyObject *decode_entries(PyObject *self, PyObject *args) {
             Py_buffer rv;
             if (PyObject_GetBuffer(raw, &rv, PyBUF_SIMPLE) < 0) { Py_DECREF(raw); goto fail; }
             r = walk_records((const unsigned char *)rv.buf, 0, rv.len, count, base_offset,
-                             log_append ? max_ts : base_ts, log_append ? 0 : 1, is_control, h, kcache, ktable, kx,
-                             ctl_types, ctl_epochs, glists, &has_first, &first);
+                             log_append ? max_ts : base_ts, log_append ? 0 : 1, is_control, h, ctl_types,
+                             ctl_epochs, glists, &has_first, &first);
             PyBuffer_Release(&rv);
             Py_DECREF(raw);
         }
@@ -1713,12 +1521,22 @@ notlists:
     return NULL;
 }
 
+static int set_label(Label *l, PyObject *s) {
+    Py_ssize_t n;
+    const char *u = PyUnicode_AsUTF8AndSize(s, &n);
+    if (u == NULL) return -1;
+    Py_XSETREF(l->obj, Py_NewRef(s));
+    l->s = u;
+    l->n = n;
+    return 0;
+}
+
 static PyObject *init(PyObject *self, PyObject *args) {
-    PyObject *key_id, *control_entry, *control_names, *ts_types, *codec_labels, *offset_commit_kind;
-    PyObject *group_metadata_kind, *consumer_group_kind;
-    if (!PyArg_ParseTuple(args, "OOO!O!O!UUU", &key_id, &control_entry, &PyDict_Type, &control_names, &PyTuple_Type,
-                          &ts_types, &PyTuple_Type, &codec_labels, &offset_commit_kind, &group_metadata_kind,
-                          &consumer_group_kind))
+    PyObject *control_names, *ts_types, *codec_labels, *offset_commit_kind, *group_metadata_kind;
+    PyObject *consumer_group_kind, *control_kind;
+    if (!PyArg_ParseTuple(args, "O!O!O!UUUU", &PyDict_Type, &control_names, &PyTuple_Type, &ts_types, &PyTuple_Type,
+                          &codec_labels, &offset_commit_kind, &group_metadata_kind, &consumer_group_kind,
+                          &control_kind))
         return NULL;
     if (PyTuple_GET_SIZE(ts_types) != 2 || PyTuple_GET_SIZE(codec_labels) != 8) {
         PyErr_SetString(PyExc_ValueError, "init: 2 timestamp types and 8 codec labels");
@@ -1728,11 +1546,9 @@ static PyObject *init(PyObject *self, PyObject *args) {
         if (!PyBytes_Check(PyTuple_GET_ITEM(ts_types, i))) goto notbytes;
     for (Py_ssize_t i = 0; i < 8; i++)
         if (!PyBytes_Check(PyTuple_GET_ITEM(codec_labels, i))) goto notbytes;
-    Py_XSETREF(KeyIdFn, Py_NewRef(key_id));
-    Py_XSETREF(OffsetCommitKind, Py_NewRef(offset_commit_kind));
-    Py_XSETREF(GroupMetadataKind, Py_NewRef(group_metadata_kind));
-    Py_XSETREF(ConsumerGroupKind, Py_NewRef(consumer_group_kind));
-    Py_XSETREF(ControlEntry, Py_NewRef(control_entry));
+    if (set_label(&OffsetCommitKind, offset_commit_kind) < 0 || set_label(&GroupMetadataKind, group_metadata_kind) < 0
+        || set_label(&ConsumerGroupKind, consumer_group_kind) < 0 || set_label(&ControlKind, control_kind) < 0)
+        return NULL;
     Py_XSETREF(ControlNames, Py_NewRef(control_names));
     Py_XSETREF(TsTypes, Py_NewRef(ts_types));
     Py_XSETREF(CodecLabels, Py_NewRef(codec_labels));
@@ -1927,11 +1743,10 @@ PyMODINIT_FUNC PyInit__fastdecode(void) {
     __builtin_cpu_init();
     if (__builtin_cpu_supports("sse4.2")) crc32c = crc32c_hw;
 #endif
-    if (PyType_Ready(&ColumnsType) < 0 || PyType_Ready(&KeyIndexType) < 0 || PyType_Ready(&BufferType) < 0)
+    if (PyType_Ready(&ColumnsType) < 0 || PyType_Ready(&BufferType) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&moduledef);
     if (m == NULL) return NULL;
-    ControlKey = PyLong_FromLong(0);
     for (int k = 0; k < M_NKEYS; k++)
         if ((MemberKeys[k] = PyUnicode_InternFromString(MemberKeyNames[k])) == NULL) goto error;
     for (int k = 0; k < T_NKEYS; k++)
@@ -1940,8 +1755,10 @@ PyMODINIT_FUNC PyInit__fastdecode(void) {
     TopicKey = PyUnicode_InternFromString("topic");
     PartitionsKey = PyUnicode_InternFromString("partitions");
     if (TopicKey == NULL || PartitionsKey == NULL) goto error;
-    if (ControlKey == NULL || PyModule_AddObjectRef(m, "Columns", (PyObject *)&ColumnsType) < 0
-        || PyModule_AddObjectRef(m, "KeyIndex", (PyObject *)&KeyIndexType) < 0) {
+    /* 2: each row's key columns written from its record's own key bytes (an older build, which kept a key table,
+       is not used: `native`) */
+    if (PyModule_AddObjectRef(m, "Columns", (PyObject *)&ColumnsType) < 0
+        || PyModule_AddIntConstant(m, "ROW_KEYS", 2) < 0) {
         Py_DECREF(m);
         return NULL;
     }

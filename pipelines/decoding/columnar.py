@@ -9,13 +9,13 @@ same order) without building a `RecordBatchHeader` / `LogRecord` / row dict per 
   v0-v4 read by the reference's `messages.offset_commit_value_fields`, tombstones; control records) go straight
   into typed columns: the per-row ("hot") values and the values of the record's batch (location, producer,
   codec, ...);
-* the key columns (kind, key type, group, topic, partition) are kept once per distinct key bytes and expanded
-  with ``take``; every other column is sparse (row index, value) and usually all-null.
+* the key columns (kind, key type, group, topic, partition) are hot columns too: the Python walk parses each
+  distinct key once (`KeyTable`), C reads them from every record's own key bytes; every other column is sparse
+  (row index, value) and usually all-null.
 
 With the C extension (`pipelines/decoding/_fastdecode.c`, built by setup.py, used unless
 ``OFFSETLAKE_PURE_PYTHON=1``: `native`), runs of clean batches are decoded entirely in C into column buffers
-(`_fastdecode.decode_entries`, `_fastdecode.Columns`): no Python object per record, a known key found in C
-(`_fastdecode.KeyIndex`, the walk's index of the key cache) and only a new one looked up in Python. C
+(`_fastdecode.decode_entries`, `_fastdecode.Columns`): no Python object per record, nor per key. C
 also reads a classic group's GroupMetadata record (v0-v3) and a KIP-848 consumer group's record (types 3-8 and 16,
 the 3.8+ layout), appending their values (`GROUP_VALUE_COLUMNS`, members and partitions as the reference's dicts)
 to the sparse columns; the Python walk leaves every group record to the reference.
@@ -66,10 +66,10 @@ __all__ = ["decode_segment_to_arrow", "HAVE_C_EXTENSION"]
 
 # ---------------------------------------------------------------------------------------------- column groups
 # per-row tuple, one per row (fast rows build it directly)
-HOT_COLUMNS = ("offset", "timestamp", None, "is_tombstone", "value_version", "committed_offset", "leader_epoch",
-               "metadata", "commit_timestamp", "expire_timestamp", "topic_id")  # slot 2 = key-table index
-# key table entry, one per distinct key (and one per fallback row)
+# a record's key columns, as its key bytes say them (the Python walk's key-table entries: `KeyTable`)
 KEY_COLUMNS = ("record_kind", "key_type", "group_id", "topic", "partition")
+HOT_COLUMNS = ("offset", "timestamp", *KEY_COLUMNS, "is_tombstone", "value_version", "committed_offset",
+               "leader_epoch", "metadata", "commit_timestamp", "expire_timestamp", "topic_id")
 # batch run value, one per batch (and one per fallback-batch row)
 BATCH_COLUMNS = ("source", "offsets_partition", "batch_base_offset", "batch_first_offset", "batch_last_offset",
                  "batch_position", "timestamp_type", "producer_id", "producer_epoch", "is_transactional",
@@ -85,7 +85,6 @@ GROUP_VALUE_COLUMNS = ("protocol_type", "generation", "protocol", "leader", "cur
                        "regex_timestamp")
 _GROUPED = set(HOT_COLUMNS) | set(KEY_COLUMNS) | set(BATCH_COLUMNS)
 COLD_COLUMNS = tuple(c for c in DECODED_COLUMNS if c not in _GROUPED)
-_HOT_FROM_ROW = tuple(c for c in HOT_COLUMNS if c is not None)
 _TYPES = {f.name: f.type for f in DECODED_RECORD_SCHEMA}
 
 _V2_UNPACK = struct.Struct(">qiibIhiqqqhii").unpack_from
@@ -185,7 +184,7 @@ def _walk_v2(buf, pos: int, end: int, count: int, base_offset: int, ts_base: int
                     ctl_types.append((i, _CONTROL_NAMES.get(ctype) or f"UNKNOWN({ctype})"))
                     if ctype == 0 or ctype == 1:
                         ctl_epochs.append((i, epoch))
-                    append((offset, ts, kid, vlen < 0, None, None, None, None, None, None, None))
+                    append((offset, ts, *ktable[kid], vlen < 0, None, None, None, None, None, None, None))
                     continue
         else:
             kid = kget(key) if key is not None else _FALLBACK
@@ -193,14 +192,15 @@ def _walk_v2(buf, pos: int, end: int, count: int, base_offset: int, ts_base: int
                 kid = _key_id(key, kcache, ktable)
             if kid >= 0 and key[1] != 2:  # a group's record is the reference path's here (C reads classic ones)
                 if vlen < 0:
-                    append((offset, ts, kid, True, None, None, None, None, None, None, None))
+                    append((offset, ts, *ktable[kid], True, None, None, None, None, None, None, None))
                     continue
                 try:  # the reference's reader; a value it refuses goes to the reference path, which says why
                     v = offset_commit_value_fields(buf[vs:vs + vlen])
                 except Exception:
                     v = None
                 if v is not None:
-                    append((offset, ts, kid, False, v[0], v[1], v[2], v[3], v[4], v[5] if v[0] == 1 else None, v[6]))
+                    append((offset, ts, *ktable[kid], False, v[0], v[1], v[2], v[3], v[4], v[5] if v[0] == 1 else None,
+                            v[6]))
                     continue
         pending.append((row0 + len(rows), offd, ts, key, buf[vs:vs + vlen] if vlen >= 0 else None))
         append(None)
@@ -211,9 +211,9 @@ def _walk_v2(buf, pos: int, end: int, count: int, base_offset: int, ts_base: int
 
 _c = fastdecode
 if _c is not None:
-    _c.init(_key_id, _CONTROL_ENTRY, _CONTROL_NAMES,
-            (CREATE_TIME.encode(), LOG_APPEND_TIME.encode()), tuple(label.encode() for label in _CODEC_LABELS),
-            KIND_OFFSET_COMMIT, KIND_GROUP_METADATA, KIND_CONSUMER_GROUP)
+    _c.init(_CONTROL_NAMES, (CREATE_TIME.encode(), LOG_APPEND_TIME.encode()),
+            tuple(label.encode() for label in _CODEC_LABELS), KIND_OFFSET_COMMIT, KIND_GROUP_METADATA,
+            KIND_CONSUMER_GROUP, KIND_CONTROL)
 HAVE_C_EXTENSION = _c is not None
 
 
@@ -221,7 +221,7 @@ HAVE_C_EXTENSION = _c is not None
 # columns: typed column builders (the C extension's, or lists)
 # ================================================================================================================
 _TYPECODES = {pa.int64(): "q", pa.int32(): "i", pa.int16(): "h", pa.int8(): "b", pa.bool_(): "?", pa.string(): "s"}
-_HOT_TYPES = [pa.int32() if c is None else _TYPES[c] for c in HOT_COLUMNS]
+_HOT_TYPES = [_TYPES[c] for c in HOT_COLUMNS]
 _BATCH_TYPES = [_TYPES[c] for c in BATCH_COLUMNS]
 
 
@@ -280,39 +280,22 @@ class _CColumns:
 # chunk: the columns of up to ``batch_rows`` rows
 # ================================================================================================================
 class KeyTable:
-    """The record keys a decode has met: key bytes -> the index of their entry (`kcache`), the entries
-    (`KEY_COLUMNS` tuples, `ktable`) and their Arrow form so far (`key_arrays`). A task hands one to every segment
-    it decodes (`decode_segment_to_arrow(keys=)`): the segments of an offsets partition repeat the same keys (a hot
-    partition's every segment holds most of its keys), so a table per file would parse and build each key again in
-    every file. Dropped whole past `_KTABLE_MAX` entries, at a chunk's end."""
+    """The record keys the Python walk has met (`_walk_v2`): key bytes -> the index of their entry (`kcache`), the
+    entries (`KEY_COLUMNS` tuples, `ktable`). A task hands one to every segment it decodes
+    (`decode_segment_to_arrow(keys=)`): the segments of an offsets partition repeat the same keys, so a table per
+    file would parse each key again in every file. Dropped whole past `_KTABLE_MAX` entries, at a chunk's end. The C
+    walk needs none: it reads each record's key columns from the record's own key bytes."""
 
-    __slots__ = ("kcache", "ktable", "key_arrays", "kindex")
+    __slots__ = ("kcache", "ktable")
 
     def __init__(self) -> None:
         self.kcache: dict = {}
         self.ktable: list = []
-        self.key_arrays: list[pa.Array] | None = None
-        # the C walk's own index of `kcache`'s bytes keys (`_fastdecode.KeyIndex`), emptied with it
-        self.kindex = _c.KeyIndex() if _c is not None else None
 
-    def key_columns(self, kids: pa.Array) -> list[pa.Array]:
-        """The key columns of the rows whose entries are `kids`; then the table dropped if it has grown too large."""
-        ktable = self.ktable
-        done = len(self.key_arrays[0]) if self.key_arrays else 0
-        if done < len(ktable):
-            new = list(zip(*ktable[done:]))
-            fresh = [pa.array(new[j], _TYPES[c]) for j, c in enumerate(KEY_COLUMNS)]
-            # one contiguous array per key column: a take from it is one pass, from chunks a search per row
-            self.key_arrays = fresh if self.key_arrays is None else [
-                pa.concat_arrays([old, f]) for old, f in zip(self.key_arrays, fresh)]
-        out = [a.take(kids) for a in self.key_arrays]
-        if len(ktable) > _KTABLE_MAX:
+    def bound(self) -> None:
+        if len(self.ktable) > _KTABLE_MAX:
             self.kcache.clear()
-            ktable.clear()
-            self.key_arrays = None
-            if self.kindex is not None:
-                self.kindex.clear()
-        return out
+            self.ktable.clear()
 
 
 class _Chunk:
@@ -330,16 +313,13 @@ class _Chunk:
         self.batch.append(tuple(row[c] for c in BATCH_COLUMNS))
 
     def _hot_tuple(self, row: dict[str, Any], i: int) -> tuple:
-        """The hot tuple of a reference row that is chunk row ``i``; its key and cold columns recorded."""
-        ktable = self.keys.ktable
-        kid = len(ktable)
-        ktable.append(tuple(row[c] for c in KEY_COLUMNS))
+        """The hot tuple of a reference row that is chunk row ``i``; its cold columns recorded."""
         sparse = self.sparse
         for c in COLD_COLUMNS:
             v = row[c]
             if v is not None:
                 sparse[c].append((i, v))
-        return (row["offset"], row["timestamp"], kid) + tuple(row[c] for c in _HOT_FROM_ROW[2:])
+        return tuple(row[c] for c in HOT_COLUMNS)
 
     def fill_row(self, rows: list, row0: int, i: int, row: dict[str, Any]) -> None:
         """Fill placeholder ``rows[i - row0]`` (a record of a fast batch, chunk row ``i``) from a reference row."""
@@ -352,14 +332,7 @@ class _Chunk:
 
     def flush(self) -> pa.RecordBatch:
         n = len(self.hot)
-        arrays: dict[str, pa.Array] = {}
-        hot = self.hot.arrays()
-        kids = hot[2]
-        for j, c in enumerate(HOT_COLUMNS):
-            if c is not None:
-                arrays[c] = hot[j]
-        for c, a in zip(KEY_COLUMNS, self.keys.key_columns(kids)):
-            arrays[c] = a
+        arrays = dict(zip(HOT_COLUMNS, self.hot.arrays()))
         for c, a in zip(BATCH_COLUMNS, self.batch.arrays()):
             arrays[c] = a
         for c, entries in self.sparse.items():
@@ -368,6 +341,7 @@ class _Chunk:
             else:
                 arrays[c] = _scatter(entries, n, _TYPES[c])
                 entries.clear()
+        self.keys.bound()
         return pa.RecordBatch.from_arrays([arrays[c] for c in DECODED_COLUMNS], schema=DECODED_RECORD_SCHEMA)
 
 
@@ -520,14 +494,13 @@ def _c_decoder(c_ext, chunk: "_Chunk", src: str, part: int, batch_rows: int,
     has), else, and whenever C would not take it as it is, by `decompress_v2`."""
     decode = c_ext.decode_entries
     hot, batch = chunk.hot, chunk.batch
-    kcache, ktable, kindex = chunk.keys.kcache, chunk.keys.ktable, chunk.keys.kindex
     ctl_types, ctl_epochs = chunk.sparse["control_type"], chunk.sparse["coordinator_epoch"]
     group_values = tuple(chunk.sparse[c] for c in GROUP_VALUE_COLUMNS)
     src_utf8 = src.encode("utf-8")
 
     def run(mm, pos: int, end: int) -> int:
-        return decode(mm, pos, end, batch_rows, hot.c, batch.c, kcache, ktable, kindex, ctl_types, ctl_epochs,
-                      group_values, decompress_v2, max_bytes, src_utf8, part)
+        return decode(mm, pos, end, batch_rows, hot.c, batch.c, ctl_types, ctl_epochs, group_values, decompress_v2,
+                      max_bytes, src_utf8, part)
     return run
 
 

@@ -16,7 +16,7 @@ def _load():
         from pipelines.decoding import _fastdecode
     except ImportError:  # pragma: no cover - depends on the build
         return None
-    if not hasattr(_fastdecode, "KeyIndex"):  # pragma: no cover - built from an older source: `make setup` again
+    if getattr(_fastdecode, "ROW_KEYS", 0) != 2:  # pragma: no cover - built from an older source: `make setup` again
         return None
     return _fastdecode
 
