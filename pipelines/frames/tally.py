@@ -181,12 +181,16 @@ def _spans(parts, offsets, times, after: dict[int, int], newest_before: dict[int
     """Per offsets partition among rows: the first offset read, the end of the last run of missing offsets (the
     first offset read after it, counting from `after`'s offset), the newest timestamp up to it (counting from
     `newest_before`'s) and the newest of all the offsets read."""
-    p = pc.fill_null(parts, -1).to_numpy(zero_copy_only=False).astype(np.int64)
-    valid = offsets.is_valid().to_numpy(zero_copy_only=False)
-    o = pc.fill_null(offsets, 0).to_numpy(zero_copy_only=False).astype(np.int64)
-    ts = pc.fill_null(times, np.iinfo(np.int64).min).to_numpy(zero_copy_only=False).astype(np.int64)
-    parts_all = np.unique(p)
-    p, o, ts = p[valid], o[valid], ts[valid]
+    p = pc.fill_null(parts, -1).to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+    o = pc.fill_null(offsets, 0).to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+    ts = pc.fill_null(times, np.iinfo(np.int64).min).to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+    # every partition heads a run of its rows: the runs' heads are few (rows come partition by partition)
+    parts_all = np.unique(p[np.r_[True, p[1:] != p[:-1]]]) if len(p) else p
+    if offsets.null_count:
+        valid = offsets.is_valid().to_numpy(zero_copy_only=False)
+        p, o, ts = p[valid], o[valid], ts[valid]
+    else:  # written below (a partition's first timestamp): a copy, not the column's own buffer
+        ts = ts.copy()
     # a shard's rows come in log order: a sort (a stable one, so ties keep their order) would only copy them
     if not in_log_order(p, o):
         order = np.lexsort((o, p))
