@@ -83,7 +83,7 @@ GROUP_VALUE_COLUMNS = ("protocol_type", "generation", "protocol", "leader", "cur
                        "assignment_epoch", "assigned_partitions", "member_epoch", "previous_member_epoch",
                        "member_state", "partitions_pending_revocation", "regex_topics", "regex_version",
                        "regex_timestamp")
-_GROUPED = set(HOT_COLUMNS) | set(KEY_COLUMNS) | set(BATCH_COLUMNS)
+_GROUPED = set(HOT_COLUMNS) | set(BATCH_COLUMNS)
 COLD_COLUMNS = tuple(c for c in DECODED_COLUMNS if c not in _GROUPED)
 _TYPES = {f.name: f.type for f in DECODED_RECORD_SCHEMA}
 
