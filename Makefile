@@ -67,7 +67,7 @@ bench: setup
 	$(PY) benchmarks/bench_rebuild.py
 	$(PY) benchmarks/bench_task.py --profile
 	$(PY) benchmarks/bench_task.py --split --profile
-	$(PY) benchmarks/bench_skew.py --compare-unsplit --compare-balanced
+	$(PY) benchmarks/bench_skew.py --compare-unsplit --compare-balanced --pairs 3
 	$(PY) benchmarks/bench_replay.py
 	$(PY) benchmarks/bench_groups.py
 	$(PY) benchmarks/bench_committed.py

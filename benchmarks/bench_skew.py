@@ -2,7 +2,7 @@
 
     python benchmarks/bench_skew.py [--records 3000000] [--groups 3000] [--hot-share 1.0] [--shape mixed]
                                     [--dir /tmp/offsetlake-skew] [--compare-whole] [--compare-unsplit]
-                                    [--compare-balanced] [--same-as WAREHOUSE]
+                                    [--compare-balanced [--pairs N]] [--same-as WAREHOUSE]
 
 Generates (or reuses) a sample dump whose records are `--hot-share` in one offsets partition (`offsetlake sample
 --hot-share`), rebuilds it in this process on Spark (the segment shards: one task per offsets partition, each
@@ -14,7 +14,8 @@ with `--same-as W` (another version's rebuild of the same dump, same snapshot id
 compared row for row, the snapshot id aside. `--compare-unsplit` rebuilds it again with the hot partition read by one task
 (`decode.split_bytes` 0) and compares the snapshots; `--compare-balanced` rebuilds a dump of the same generator and
 size with no hot partition (the groups spread over every offsets partition) and gives the records/s ratio, each
-dump's second rebuild in the session against the other's. Each run's wall time is accounted for on stderr and in
+dump's second rebuild in the session against the other's; `--pairs N` rebuilds the two N times, alternating, and
+gives each pair's ratio and their median. Each run's wall time is accounted for on stderr and in
 its figures (`accounting.py`): a hot run's range tasks and its split loads are Spark jobs of their own.
 """
 from __future__ import annotations
@@ -23,6 +24,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import sys
 import threading
 import time
@@ -102,6 +104,9 @@ def main():
                     help="also rebuild with the hot partition in one task (decode.split_bytes 0) and compare")
     ap.add_argument("--compare-balanced", action="store_true",
                     help="also rebuild the same generator's dump with no hot partition: the records/s ratio")
+    ap.add_argument("--pairs", type=int, default=1,
+                    help="with --compare-balanced: the hot and the balanced rebuild this many times, alternating, "
+                         "each pair's ratio and their median (this VM's speed swings within minutes)")
     ap.add_argument("--compare-whole", action="store_true",
                     help="also rebuild with each partition in one window (the memory of a task before streaming) "
                          "and compare the two snapshots")
@@ -172,8 +177,12 @@ def main():
         # second
         timed("streamed_first_of_dump", wh, split_bytes=split)
     timed("streamed", wh, split_bytes=split)
+    pairs = [("streamed", "balanced")] + [(f"streamed_{i}", f"balanced_{i}") for i in range(2, args.pairs + 1)]
     if args.compare_balanced:
-        timed("balanced", args.dir / "warehouse-balanced", source=generated(None))
+        for hot, balanced in pairs:
+            if hot != "streamed":
+                timed(hot, wh, split_bytes=split)
+            timed(balanced, args.dir / "warehouse-balanced", source=generated(None))
     if args.compare_whole:
         timed("one_window_per_partition", args.dir / "warehouse-whole", 1 << 40, 0)
         args.same_as = args.same_as or args.dir / "warehouse-whole"
@@ -181,8 +190,11 @@ def main():
         timed("one_task_per_partition", args.dir / "warehouse-unsplit", split_bytes=0)
         args.same_as = args.same_as or args.dir / "warehouse-unsplit"
     if args.compare_balanced:
-        result["hot_vs_balanced_records_per_s"] = round(
-            result["streamed"]["records_per_s"] / result["balanced"]["records_per_s"], 2)
+        ratios = [result[hot]["records_per_s"] / result[balanced]["records_per_s"] for hot, balanced in pairs]
+        result["hot_vs_balanced_records_per_s"] = round(ratios[0], 2)
+        if len(ratios) > 1:
+            result["hot_vs_balanced_pairs"] = [round(r, 3) for r in ratios]
+            result["hot_vs_balanced_median"] = round(statistics.median(ratios), 3)
     if args.same_as is not None:
         mine, theirs = snapshot_tables(wh, args.snapshot_id), snapshot_tables(args.same_as, args.snapshot_id)
         result["same_snapshot_as"] = str(args.same_as)
