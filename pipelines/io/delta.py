@@ -171,7 +171,19 @@ def _dictionary_columns(schema: pa.Schema) -> list[str]:
     """The columns a file dictionary-encodes: all but the 64-bit integers and timestamps (record and committed
     offsets, times), whose values hardly repeat. Parquet tries a dictionary for each column and falls back page by
     page, which cost a quarter of the history's write and saved no bytes."""
-    return [f.name for f in schema if not (pa.types.is_int64(f.type) or pa.types.is_timestamp(f.type))]
+    return [f.name for f in schema if not _is_wide(f.type)]
+
+
+def _column_encodings(schema: pa.Schema) -> dict[str, str]:
+    """The 64-bit integers and timestamps delta-encoded (`DELTA_BINARY_PACKED`): offsets and times of a partition's
+    rows climb by small steps, so their deltas pack into a few bits where plain values take 8 bytes for snappy to
+    squeeze: an offset history's file is about half the size, and quicker to read (pyarrow, DuckDB, delta-rs and
+    Spark all read the encoding)."""
+    return {f.name: "DELTA_BINARY_PACKED" for f in schema if _is_wide(f.type)}
+
+
+def _is_wide(t: pa.DataType) -> bool:
+    return pa.types.is_int64(t) or pa.types.is_timestamp(t)
 
 
 def _row_bytes(batch: pa.RecordBatch) -> int:
@@ -223,7 +235,8 @@ class FileWriter:
                     else:
                         self.sink = self.loc.fs.open_output_stream(self.loc.path)
                     self.writer = pq.ParquetWriter(self.sink, self.schema, **_PARQUET_OPTIONS,
-                                                   use_dictionary=_dictionary_columns(self.schema))
+                                                   use_dictionary=_dictionary_columns(self.schema),
+                                                   column_encoding=_column_encodings(self.schema))
                 self.pending.append(_conform_batch(b, self.schema))
                 self.pending_rows += b.num_rows
                 self.pending_bytes += _row_bytes(b)
