@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 from urllib.parse import unquote
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -191,8 +192,12 @@ def _row_bytes(batch: pa.RecordBatch) -> int:
     slice's own (not `nbytes`, which crashed on a batch Spark handed a Python worker: `io.blobs`)."""
     out = 8 * batch.num_rows * batch.num_columns
     for column in batch.columns:
-        if pa.types.is_string(column.type) or pa.types.is_binary(column.type):
-            out += pc.sum(pc.binary_length(column)).as_py() or 0
+        if (pa.types.is_string(column.type) or pa.types.is_binary(column.type)) and len(column):
+            # the span of the slice's offsets, not a length per value: the bytes between its first and last
+            offsets = column.buffers()[1]
+            if offsets is not None:
+                span = np.frombuffer(offsets, np.int32, count=len(column) + 1, offset=4 * column.offset)
+                out += int(span[-1] - span[0])
     return out
 
 
