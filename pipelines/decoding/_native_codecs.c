@@ -208,10 +208,19 @@ static int unlz4(const unsigned char *d, size_t n, size_t limit, NativeOut *o) {
 /* -------------------------------------------------------------------------------------------------------- zstd */
 /* `codecs._unzstd` of one whole frame: into its declared size, or the first buffer `_unzstd` tries */
 static int unzstd(const unsigned char *d, size_t n, size_t limit, NativeOut *o) {
-    if (n < 5 || le32(d) != 0xFD2FB528u) return 0;
+    if (n < 6 || le32(d) != 0xFD2FB528u) return 0;
     size_t end = lib.ZSTD_findFrameCompressedSize(d, n);
     if (lib.ZSTD_isError(end) || end != n) return 0;
     unsigned long long declared = lib.ZSTD_getFrameContentSize(d, n);
+    /* The frame's window (RFC 8878 3.1.1.1.2; a single segment's is its content size) against libzstd's default
+       limit for a stream, 2^27 + 1 bytes: the streaming decoders Kafka (zstd-jni) and the reference read with refuse
+       a larger one, where the one-shot call below would read it */
+    unsigned long long window = declared;
+    if (!(d[4] & 0x20)) {
+        unsigned long long base = 1ULL << (10 + (d[5] >> 3));
+        window = base + (base / 8) * (d[5] & 7);
+    }
+    if (window != (unsigned long long)-1 && window > (1ULL << 27) + 1) return 0;
     size_t room = 16 * n > (1 << 16) ? 16 * n : (1 << 16);
     if (room > limit + 1) room = limit + 1;
     if (declared == (unsigned long long)-2) return 0;    /* ZSTD_CONTENTSIZE_ERROR */

@@ -137,6 +137,16 @@ def test_a_zstd_frame_of_no_stated_size_past_the_cap_is_left_to_the_reference():
     assert agrees(ZSTD, frame, 999) is None
 
 
+@pytest.mark.parametrize("descriptor,read", [(0x50, True), (0x88, True), (0x89, False), (0xF8, False)])
+def test_a_zstd_window_past_the_streaming_limit_is_left_to_the_reference(descriptor, read):
+    """A frame (one raw byte, its checksum) whose window descriptor claims more than 2^27 + 1 bytes: the streaming
+    decoders Kafka and the reference read with refuse it, though its content is one byte (found by the property
+    above: C's one-shot call read it)."""
+    frame = b"\x28\xb5\x2f\xfd\x04" + bytes((descriptor,)) + b"\x09\x00\x00\x00" + b"\x68\x27\x05\xdb"
+    assert agrees(ZSTD, frame) == (b"\x00" if read else None)
+    assert (reference(ZSTD, frame) is not None) is read
+
+
 @pytest.mark.parametrize("flg,bd", [(flg, bd) for flg in (0x60, 0x40, 0x20, 0xA0, 0x61, 0x62, 0x64)
                                     for bd in range(0, 0x100, 0x10)] + [(0x60, 0x41), (0x60, 0xC0)])
 def test_every_lz4_frame_descriptor_is_read_as_the_reference_reads_it(flg, bd):
