@@ -638,7 +638,10 @@ static int put_value(Columns *h, const unsigned char *b, Py_ssize_t vs, Py_ssize
  * A classic group's value, as the Python reference reads it (messages.read_group_message_value, then
  * rows._member_dict with consumer_protocol's lenient readers for a "consumer" group's members), into the values of
  * the row's group columns. Only what the reference reads without complaint is read here: anything it refuses (v4,
- * a bad length, a null member field, trailing bytes) leaves the record to the Python path, which says why. */
+ * a bad length, a null member field, trailing bytes) leaves the record to the Python path, which says why.
+ * A member is a tuple of the reference dict's values in its keys' order, its topic partitions (topic, partitions)
+ * tuples: the order of the `members` column's struct fields (`MEMBER_FIELDS`, which `native` checks), so Arrow
+ * builds the column from them by position, where a dict costs a lookup per field (and here a dict of 15 keys). */
 enum { G_PROTOCOL_TYPE, G_GENERATION, G_PROTOCOL, G_LEADER, G_STATE_TS, G_MEMBERS, G_NCOLS };
 enum { M_MEMBER_ID, M_INSTANCE, M_CLIENT_ID, M_CLIENT_HOST, M_REBALANCE, M_SESSION, M_SUBSCRIPTION, M_ASSIGNMENT,
        M_SUB_VERSION, M_TOPICS, M_OWNED, M_SUB_GENERATION, M_RACK, M_ASSIGNED, M_ASG_VERSION, M_NKEYS };
@@ -646,8 +649,6 @@ static const char *MemberKeyNames[M_NKEYS] = {
     "member_id", "group_instance_id", "client_id", "client_host", "rebalance_timeout_ms", "session_timeout_ms",
     "subscription", "assignment", "subscription_version", "subscribed_topics", "owned_partitions",
     "subscription_generation_id", "subscription_rack_id", "assigned_partitions", "assignment_version"};
-static PyObject *MemberKeys[M_NKEYS];
-static PyObject *TopicKey = NULL, *PartitionsKey = NULL; /* "topic", "partitions" of rows._tp_list */
 
 static int append_pair(PyObject *list, Py_ssize_t i, PyObject *v /* stolen */);
 
@@ -715,8 +716,8 @@ static int rd_count(Rd *r, int32_t *n) {
     return *n >= 0 && *n <= r->end - r->pos;
 }
 
-/* consumer_protocol._read_topic_partitions as rows._tp_list gives it: [{"topic", "partitions"}];
-   1 = *out, 0 = refused, -1 = error */
+/* consumer_protocol._read_topic_partitions as rows._tp_list gives it, each {"topic", "partitions"} a (topic,
+   partitions) tuple; 1 = *out, 0 = refused, -1 = error */
 static int rd_topic_partitions(Rd *r, PyObject **out) {
     int32_t n;
     if (!rd_count(r, &n)) return 0;
@@ -732,23 +733,22 @@ static int rd_topic_partitions(Rd *r, PyObject **out) {
             return ok < 0 ? -1 : 0;
         }
         PyObject *parts = PyList_New(m);
-        PyObject *d = parts ? PyDict_New() : NULL;
-        if (d == NULL) goto fail_item;
+        PyObject *tp = parts ? PyTuple_New(2) : NULL;
+        if (tp == NULL) goto fail_item;
         for (int32_t j = 0; j < m; j++) {
             PyObject *p = PyLong_FromLong(be32(r->b + r->pos));
             if (p == NULL) goto fail_item;
             PyList_SET_ITEM(parts, j, p);
             r->pos += 4;
         }
-        if (PyDict_SetItem(d, TopicKey, topic) < 0 || PyDict_SetItem(d, PartitionsKey, parts) < 0) goto fail_item;
-        Py_DECREF(topic);
-        Py_DECREF(parts);
-        PyList_SET_ITEM(list, i, d);
+        PyTuple_SET_ITEM(tp, 0, topic);  /* both stolen */
+        PyTuple_SET_ITEM(tp, 1, parts);
+        PyList_SET_ITEM(list, i, tp);
         continue;
     fail_item:
         Py_XDECREF(topic);
         Py_XDECREF(parts);
-        Py_XDECREF(d);
+        Py_XDECREF(tp);
         Py_DECREF(list);
         return -1;
     }
@@ -756,15 +756,17 @@ static int rd_topic_partitions(Rd *r, PyObject **out) {
     return 1;
 }
 
+/* field k of member tuple d (new, not yet shared) set to v, in place of what it held */
 static inline int set_key(PyObject *d, int k, PyObject *v /* stolen */) {
     if (v == NULL) return -1;
-    int r = PyDict_SetItem(d, MemberKeys[k], v);
-    Py_DECREF(v);
-    return r;
+    PyObject *old = PyTuple_GET_ITEM(d, k);
+    PyTuple_SET_ITEM(d, k, v);
+    Py_DECREF(old);
+    return 0;
 }
 
 /* the end of a consumer-protocol message whose list (stolen) is read: its UserData passed, then its version and the
-   list set in member dict d. 1 = set, 0 = the UserData cannot be read (the reference gives None), -1 = error */
+   list set in member tuple d. 1 = set, 0 = the UserData cannot be read (the reference gives None), -1 = error */
 static int put_message(Rd *r, PyObject *d, int version_key, int version, int list_key, PyObject *list) {
     Py_ssize_t us, ul;
     if (!rd_bytes(r, &us, &ul)) {
@@ -778,7 +780,7 @@ static int put_message(Rd *r, PyObject *d, int version_key, int version, int lis
     return set_key(d, list_key, list) < 0 ? -1 : 1;
 }
 
-/* consumer_protocol.read_subscription of b[s:s+n] into member dict d (its keys None when the reference gives
+/* consumer_protocol.read_subscription of b[s:s+n] into member tuple d (its fields None when the reference gives
    None); 0 / -1 = error */
 static int put_subscription(PyObject *d, const unsigned char *b, Py_ssize_t s, Py_ssize_t n) {
     Rd r = {b, s, s + n};
@@ -816,7 +818,7 @@ static int put_subscription(PyObject *d, const unsigned char *b, Py_ssize_t s, P
     return 0;
 }
 
-/* consumer_protocol.read_assignment of b[s:s+n] into member dict d; 0 / -1 = error */
+/* consumer_protocol.read_assignment of b[s:s+n] into member tuple d; 0 / -1 = error */
 static int put_assignment(PyObject *d, const unsigned char *b, Py_ssize_t s, Py_ssize_t n) {
     Rd r = {b, s, s + n};
     int version;
@@ -827,12 +829,13 @@ static int put_assignment(PyObject *d, const unsigned char *b, Py_ssize_t s, Py_
     return put_message(&r, d, M_ASG_VERSION, version, M_ASSIGNED, assigned) < 0 ? -1 : 0;
 }
 
-/* one MemberMetadata at version `version` as rows._member_dict makes it; 1 = *out, 0 = refused, -1 = error */
+/* one MemberMetadata at version `version` as rows._member_dict makes it, its values in its keys' order (a tuple);
+   1 = *out, 0 = refused, -1 = error */
 static int rd_member(Rd *r, int version, int consumer, PyObject **out) {
-    PyObject *d = PyDict_New();
+    PyObject *d = PyTuple_New(M_NKEYS);
     if (d == NULL) return -1;
     for (int k = 0; k < M_NKEYS; k++)
-        if (PyDict_SetItem(d, MemberKeys[k], Py_None) < 0) goto error;
+        PyTuple_SET_ITEM(d, k, Py_NewRef(Py_None));
     PyObject *v;
     int ok;
     int32_t rebalance = -1, session;
@@ -1747,14 +1750,22 @@ PyMODINIT_FUNC PyInit__fastdecode(void) {
         return NULL;
     PyObject *m = PyModule_Create(&moduledef);
     if (m == NULL) return NULL;
-    for (int k = 0; k < M_NKEYS; k++)
-        if ((MemberKeys[k] = PyUnicode_InternFromString(MemberKeyNames[k])) == NULL) goto error;
+    PyObject *fields = PyTuple_New(M_NKEYS);
+    if (fields == NULL) goto error;
+    for (int k = 0; k < M_NKEYS; k++) {
+        PyObject *name = PyUnicode_InternFromString(MemberKeyNames[k]);
+        if (name == NULL) {
+            Py_DECREF(fields);
+            goto error;
+        }
+        PyTuple_SET_ITEM(fields, k, name);
+    }
+    int added = PyModule_AddObjectRef(m, "MEMBER_FIELDS", fields);
+    Py_DECREF(fields);
+    if (added < 0) goto error;
     for (int k = 0; k < T_NKEYS; k++)
         if ((TopicKeys[k] = PyUnicode_InternFromString(TopicKeyNames[k])) == NULL) goto error;
     if ((Layout38 = PyUnicode_InternFromString("3.8+")) == NULL) goto error;
-    TopicKey = PyUnicode_InternFromString("topic");
-    PartitionsKey = PyUnicode_InternFromString("partitions");
-    if (TopicKey == NULL || PartitionsKey == NULL) goto error;
     /* 2: each row's key columns written from its record's own key bytes (an older build, which kept a key table,
        is not used: `native`) */
     if (PyModule_AddObjectRef(m, "Columns", (PyObject *)&ColumnsType) < 0

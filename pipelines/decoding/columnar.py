@@ -53,7 +53,7 @@ from pipelines.decoding.batches import (
 )
 from pipelines.decoding.framing import frame_entry, stop_problem
 from pipelines.decoding.policy import DEFAULT_POLICY, ReadPolicy
-from pipelines.decoding.native import fastdecode
+from pipelines.decoding.native import MEMBER_FIELDS, fastdecode
 from pipelines.decoding.messages import offset_commit_value_fields
 from pipelines.decoding.rows import problem_to_row, to_decoded_row
 from pipelines.heap import gc_paused
@@ -313,12 +313,13 @@ class _Chunk:
         self.batch.append(tuple(row[c] for c in BATCH_COLUMNS))
 
     def _hot_tuple(self, row: dict[str, Any], i: int) -> tuple:
-        """The hot tuple of a reference row that is chunk row ``i``; its cold columns recorded."""
+        """The hot tuple of a reference row that is chunk row ``i``; its cold columns recorded (its classic members as
+        the C walk gives them: `member_tuples`)."""
         sparse = self.sparse
         for c in COLD_COLUMNS:
             v = row[c]
             if v is not None:
-                sparse[c].append((i, v))
+                sparse[c].append((i, v if c != "members" else member_tuples(v)))
         return tuple(row[c] for c in HOT_COLUMNS)
 
     def fill_row(self, rows: list, row0: int, i: int, row: dict[str, Any]) -> None:
@@ -343,6 +344,24 @@ class _Chunk:
                 entries.clear()
         self.keys.bound()
         return pa.RecordBatch.from_arrays([arrays[c] for c in DECODED_COLUMNS], schema=DECODED_RECORD_SCHEMA)
+
+
+def member_tuples(members: list[dict[str, Any]]) -> list[tuple]:
+    """A reference row's classic members (dicts, `rows._member_dict`) as the C walk gives them: each a tuple of its
+    values in `MEMBER_FIELDS` order, its topic partitions (topic, partitions) tuples. Arrow makes a column's structs
+    from all dicts or all tuples, not both, and from tuples at about twice the speed."""
+    out = []
+    for m in members:
+        values = [m.get(f) for f in MEMBER_FIELDS]
+        for at in _MEMBER_PARTITIONS:
+            tps = values[at]
+            if tps is not None:
+                values[at] = [(tp["topic"], tp["partitions"]) for tp in tps]
+        out.append(tuple(values))
+    return out
+
+
+_MEMBER_PARTITIONS = tuple(MEMBER_FIELDS.index(f) for f in ("owned_partitions", "assigned_partitions"))
 
 
 def _scatter(entries: list[tuple[int, Any]], n: int, t: pa.DataType) -> pa.Array:

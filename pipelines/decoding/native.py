@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import os
 
+from schemas.decoded import DECODED_RECORD_SCHEMA
+
 PURE_PYTHON_ENV = "OFFSETLAKE_PURE_PYTHON"
 
 
@@ -18,7 +20,14 @@ def _load():
         return None
     if getattr(_fastdecode, "ROW_KEYS", 0) != 2:  # pragma: no cover - built from an older source: `make setup` again
         return None
+    # a classic member as a tuple of the `members` column's struct fields, in their order (`columnar.MEMBER_FIELDS`)
+    if getattr(_fastdecode, "MEMBER_FIELDS", None) != MEMBER_FIELDS:  # pragma: no cover - an older source, as above
+        return None
     return _fastdecode
+
+
+#: A classic member's fields, in the order of the decoded `members` column's struct (`schemas.decoded`)
+MEMBER_FIELDS = tuple(f.name for f in DECODED_RECORD_SCHEMA.field("members").type.value_type)
 
 
 fastdecode = _load()
