@@ -20,7 +20,7 @@ def _load():
         return None
     if getattr(_fastdecode, "ROW_KEYS", 0) != 2:  # pragma: no cover - built from an older source: `make setup` again
         return None
-    # a classic member as a tuple of the `members` column's struct fields, in their order (`columnar.MEMBER_FIELDS`)
+    # a classic member as a tuple of the `members` column's struct fields, in their order (`MEMBER_FIELDS`)
     if getattr(_fastdecode, "MEMBER_FIELDS", None) != MEMBER_FIELDS:  # pragma: no cover - an older source, as above
         return None
     return _fastdecode
