@@ -23,7 +23,7 @@ from jobs.api import groups, incidents, meta, snapshots
 from jobs.api.params import first_error
 from jobs.api.responses import AUTH_ERRORS, json_response
 from jobs.api.server import Server, check_token
-from pipelines.io.snapshots import GroupNotFound, SnapshotNotFound, SnapshotReader
+from pipelines.io.snapshots import DamagedTable, GroupNotFound, SnapshotNotFound, SnapshotReader
 from pipelines.serving import metrics as prom, views
 from pipelines.serving.catalog import SnapshotCatalog
 from pipelines.serving.history import HistoryUnavailable
@@ -72,7 +72,8 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
 
 
 def _answer_errors(app: FastAPI) -> None:
-    """Bad parameters are a 400 with a message, unknown things a 404, a history too old for the view a 409."""
+    """Bad parameters are a 400 with a message, unknown things a 404, a history too old for the view a 409, a table
+    file that cannot be read a 500 that names it."""
 
     @app.exception_handler(RequestValidationError)
     async def _bad_request(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -92,6 +93,11 @@ def _answer_errors(app: FastAPI) -> None:
     async def _history_unavailable(request: Request, exc: HistoryUnavailable) -> JSONResponse:
         """A snapshot whose history was written before a view's facts were recorded: what fills it, not a 500."""
         return json_response({"detail": str(exc)}, status_code=409)
+
+    @app.exception_handler(DamagedTable)
+    async def _damaged_table(request: Request, exc: DamagedTable) -> JSONResponse:
+        """A table file Arrow cannot read: the server's fault, said as which table and file, not a bare 500."""
+        return json_response({"detail": str(exc)}, status_code=500)
 
 
 def _openapi(app: FastAPI) -> dict[str, Any]:

@@ -10,6 +10,7 @@ warehouse's own reads (`Warehouse.read_table`, `latest_snapshot_id`) go through 
 from __future__ import annotations
 
 import atexit
+import contextlib
 import functools
 import json
 import os
@@ -48,6 +49,20 @@ class SnapshotNotFound(ReadError):
 
 class GroupNotFound(ReadError):
     """The group does not exist in the chosen snapshot."""
+
+
+class DamagedTable(ReadError):
+    """A table's file cannot be read as Parquet (truncated, overwritten): the table, and Arrow's reason, which names
+    the file."""
+
+
+@contextlib.contextmanager
+def _scanning(table: str):
+    """A scan of `table`'s files, a file Arrow cannot read as Parquet a `DamagedTable` (an I/O error stays one)."""
+    try:
+        yield
+    except pa.ArrowInvalid as e:
+        raise DamagedTable(f"cannot read the warehouse's {table} table: {' '.join(str(e).split())}") from e
 
 
 class SnapshotReader(Protocol):
@@ -318,8 +333,9 @@ class DeltaWarehouseReader:
             except (_FastPathUnavailable, duckdb.Error, TypeError, ValueError, pa.ArrowException):
                 pass
         dataset = dt.to_pyarrow_dataset(file_pruning_predicate=list(partitions) if partitions else None)
-        return dataset.to_table(columns=columns, filter=_dataset_filter(filters, pa.schema(dt.schema().to_arrow()))
-                                if filters else None)
+        with _scanning(table):
+            return dataset.to_table(columns=columns, filter=_dataset_filter(
+                filters, pa.schema(dt.schema().to_arrow())) if filters else None)
 
     def runs(self) -> pa.Table | None:
         return self._read("runs", None, None, None)
@@ -387,8 +403,9 @@ class DeltaWarehouseReader:
         if columns is not None:
             columns = [c for c in columns if c in schema.names]
         options = ds.ParquetReadOptions(dictionary_columns={c for c in dictionary if c in schema.names})
-        return dt.to_pyarrow_dataset(parquet_read_options=options).to_table(
-            columns=columns, filter=_dataset_filter(filters, schema) if filters else None)
+        with _scanning(table):
+            return dt.to_pyarrow_dataset(parquet_read_options=options).to_table(
+                columns=columns, filter=_dataset_filter(filters, schema) if filters else None)
 
 
 @dataclass(frozen=True)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import contextlib
+import shutil
 import socket
 import subprocess
 import sys
@@ -84,6 +85,17 @@ def story(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("story")
     build_story(root)
     return root
+
+
+def damaged_copy(warehouse: Path, to: Path, tables) -> Path:
+    """`warehouse` copied to `to`, every Parquet file of `tables` overwritten past its first half with zeros (its
+    size kept, as the Delta log records it): what a torn copy or a disk error leaves."""
+    shutil.copytree(warehouse, to)
+    for table in tables:
+        for f in (to / table).rglob("*.parquet"):
+            data = f.read_bytes()
+            f.write_bytes(data[:len(data) // 2] + bytes(len(data) - len(data) // 2))
+    return to
 
 
 def free_port() -> int:

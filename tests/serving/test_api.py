@@ -8,7 +8,7 @@ from urllib.parse import quote
 import httpx
 import pytest
 
-from .conftest import running_server
+from .conftest import damaged_copy, running_server
 from .warehouse_kit import WarehouseKit, group, member, offset
 
 pytestmark = pytest.mark.integration
@@ -316,3 +316,14 @@ def test_cached_point_lookups_keep_auth_and_parameters(story):
         d2 = httpx.get(base + "/groups/payments", headers=ok)
         assert d1.json() == d2.json() and d2.json()["snapshot_id"] == "s2"
         assert httpx.get(base + "/groups/payments", params={"snapshot": "s3"}, headers=ok).status_code == 404
+
+
+def test_a_damaged_table_file_is_a_500_naming_it(story, tmp_path):
+    """A history file that is not Parquet any more: the answer says which table and file, as JSON, not a bare 500."""
+    wh = damaged_copy(story, tmp_path / "wh", ["offset_commits"])
+    with running_server(wh) as base:
+        r = httpx.get(base + "/changes", params={"from": "1970-01-01T00:00:00Z", "to": "2100-01-01T00:00:00Z"},
+                      timeout=30)
+    assert r.status_code == 500
+    detail = r.json()["detail"]
+    assert detail.startswith("cannot read the warehouse's offset_commits table:") and ".parquet" in detail
