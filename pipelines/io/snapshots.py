@@ -57,8 +57,9 @@ class DamagedTable(ReadError):
 
 
 @contextlib.contextmanager
-def _scanning(table: str):
-    """A scan of `table`'s files, a file Arrow cannot read as Parquet a `DamagedTable` (an I/O error stays one)."""
+def scanning(table: str):
+    """A scan of `table`'s files: a file Arrow cannot read as Parquet raised as a `DamagedTable` (an I/O error stays
+    an OSError)."""
     try:
         yield
     except pa.ArrowInvalid as e:
@@ -333,7 +334,7 @@ class DeltaWarehouseReader:
             except (_FastPathUnavailable, duckdb.Error, TypeError, ValueError, pa.ArrowException):
                 pass
         dataset = dt.to_pyarrow_dataset(file_pruning_predicate=list(partitions) if partitions else None)
-        with _scanning(table):
+        with scanning(table):
             return dataset.to_table(columns=columns, filter=_dataset_filter(
                 filters, pa.schema(dt.schema().to_arrow())) if filters else None)
 
@@ -403,7 +404,7 @@ class DeltaWarehouseReader:
         if columns is not None:
             columns = [c for c in columns if c in schema.names]
         options = ds.ParquetReadOptions(dictionary_columns={c for c in dictionary if c in schema.names})
-        with _scanning(table):
+        with scanning(table):
             return dt.to_pyarrow_dataset(parquet_read_options=options).to_table(
                 columns=columns, filter=_dataset_filter(filters, schema) if filters else None)
 

@@ -41,7 +41,8 @@ from deltalake.transaction import CommitProperties
 from pipelines.io import cluster as clusters
 from pipelines.io import delta, retry, storage
 from pipelines.io.lock import WriterLock, describe_holder
-from pipelines.io.snapshots import DeltaWarehouseReader, Snapshot, pick_snapshot, run_order, snapshots_from_runs
+from pipelines.io.snapshots import (DeltaWarehouseReader, Snapshot, pick_snapshot, run_order, scanning,
+                                     snapshots_from_runs)
 from pipelines.io.snapshots import SnapshotNotFound as _SnapshotNotFound
 from pipelines.io.table_rows import (Aside, ArrowRows, BatchMap, FrameRows, Held, StagedFiles, TableRows, Written, check_columns,
                                      with_snapshot_id)
@@ -1015,8 +1016,9 @@ class Warehouse:
                 snap = self._resolve(table, snapshot_id)
                 if isinstance(filters, pc.Expression):
                     ds = reader.snapshot_dataset(table, snap)
-                    got = None if ds is None else ds.to_table(
-                        columns=[c for c in wanted if c in ds.schema.names], filter=filters)
+                    with scanning(table):
+                        got = None if ds is None else ds.to_table(
+                            columns=[c for c in wanted if c in ds.schema.names], filter=filters)
                 else:
                     got = reader.snapshot_table(table, snap, filters=filters, columns=wanted)
             else:
@@ -1026,8 +1028,9 @@ class Warehouse:
                         filters, pc.Expression) else [*(filters or ()), *by_id]
                 if isinstance(filters, pc.Expression):
                     ds = reader.history_dataset(table)
-                    got = None if ds is None else ds.to_table(
-                        columns=[c for c in wanted if c in ds.schema.names], filter=filters)
+                    with scanning(table):
+                        got = None if ds is None else ds.to_table(
+                            columns=[c for c in wanted if c in ds.schema.names], filter=filters)
                 else:
                     got = reader.history_table(table, filters=filters, columns=wanted)
         finally:
