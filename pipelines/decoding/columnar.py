@@ -17,8 +17,9 @@ With the C extension (`pipelines/decoding/_fastdecode.c`, built by setup.py, use
 ``OFFSETLAKE_PURE_PYTHON=1``: `native`), runs of clean batches are decoded entirely in C into column buffers
 (`_fastdecode.decode_entries`, `_fastdecode.Columns`): no Python object per record, nor per key. C
 also reads a classic group's GroupMetadata record (v0-v3) and a KIP-848 consumer group's record (types 3-8 and 16,
-the 3.8+ layout), appending their values (`GROUP_VALUE_COLUMNS`, members and partitions as the reference's dicts)
-to the sparse columns; the Python walk leaves every group record to the reference.
+the 3.8+ layout), appending their values (`GROUP_VALUE_COLUMNS`: a classic member as a tuple of its struct's fields,
+`member_tuples`; a KIP-848 record's partitions as the reference's dicts) to the sparse columns; the Python walk
+leaves every group record to the reference.
 An entry C leaves goes through the pure-Python walk (`_walk_v2`) here, which also decodes every entry without
 the extension.
 
