@@ -53,8 +53,9 @@ setup(
     ext_modules=[
         Extension(
             "pipelines.decoding._fastdecode",
-            sources=["pipelines/decoding/_fastdecode.c", "pipelines/decoding/_native_codecs.c"],
-            depends=["pipelines/decoding/_native_codecs.h"],
+            sources=["pipelines/decoding/_fastdecode.c", "pipelines/decoding/_native_codecs.c",
+                     "pipelines/decoding/_python_rows.c"],
+            depends=["pipelines/decoding/_native_codecs.h", "pipelines/decoding/_python_rows.h"],
             libraries=["dl"],  # dlopen: in libc since glibc 2.34, in libdl before (a stub of it after)
             extra_compile_args=["-O2"],
             optional=True,

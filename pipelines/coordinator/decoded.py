@@ -13,6 +13,7 @@ from pipelines.coordinator.groups import MEMBER_BYTES
 from pipelines.coordinator.loader import SKIPPED_KINDS, SparseRow
 from pipelines.coordinator.offset_metadata import is_control
 from pipelines.coordinator.options import ReplayOptions
+from pipelines.decoding.native import fastdecode
 from schemas.decoded import DECODED_RECORD_SCHEMA, KIND_OFFSET_COMMIT
 
 PART = "offsets_partition"
@@ -62,60 +63,59 @@ def in_log_order(parts: np.ndarray, offsets: np.ndarray) -> bool:
     return bool(np.all((p[:-1] < p[1:]) | ((p[:-1] == p[1:]) & (o[:-1] <= o[1:]))))
 
 
-def group_rows(table: pa.Table, keep: np.ndarray) -> list[SparseRow]:
+def group_rows(table: pa.Table, keep: np.ndarray, use_c: bool | None = None) -> list[SparseRow]:
     """The rows of `table` that `keep` selects (a mask: `reduction.loader_mask`) as the loaders read them, in order:
-    each a `SparseRow` of the columns its kind of record fills (an offset value's: its kind and group id), a classic
-    group's members without their raw bytes (`MEMBER_BYTES`)."""
-    return _sparse_rows(without_unread(table), np.flatnonzero(keep))
-
-
-def _sparse_rows(table: pa.Table, at: np.ndarray) -> list[SparseRow]:
-    """`table`'s rows at `at` (row numbers, in order), each a `SparseRow` of the columns its kind of record (kind,
-    key type, tombstone or value) fills anywhere among them; an offset commit's, of those the loaders read."""
+    each a `SparseRow` of the columns its record sets, in the table's order (an offset commit's: its kind and group
+    id), each value as pyarrow gives it, a classic group's members without their raw bytes (`MEMBER_BYTES`).
+    `use_c`: None = the C reader when built (`decoding/_python_rows.c`), True = require it, False = the Python
+    reference (pyarrow's rows)."""
+    at = np.flatnonzero(keep)
     if not len(at):
         return []
-    kinds = table.select(["record_kind", "key_type", "is_tombstone"]).take(pa.array(at))
-    kind = pc.binary_join_element_wise(
-        kinds.column("record_kind"), pc.cast(kinds.column("key_type"), pa.string()),
-        pc.cast(kinds.column("is_tombstone"), pa.string()), "/", null_handling="replace", null_replacement="-")
-    encoded = pc.dictionary_encode(kind).combine_chunks()
-    codes = encoded.indices.to_numpy(zero_copy_only=False)
-    # the rows of each kind side by side (one take, then slices: a filter per kind copies every column each time)
-    order = np.argsort(codes, kind="stable")
-    bounds = np.searchsorted(codes[order], np.arange(len(encoded.dictionary) + 1))
-    by_kind = _without_member_bytes(table.take(pa.array(at[order])))
-    labels = encoded.dictionary.to_pylist()
-    # which columns each kind fills, and every column's Python values, each found once for all kinds: per kind
-    # and column, a slice's null count and `to_pylist` cost more than the values they hand over
-    names = by_kind.column_names
-    filled = np.add.reduceat(np.stack([by_kind.column(c).is_valid().to_numpy(zero_copy_only=False) for c in names],
-                                      axis=1), bounds[:-1], axis=0) > 0
-    commits = np.array([label.startswith(KIND_OFFSET_COMMIT + "/") for label in labels])
-    read = {"record_kind", "group_id"}
-    wanted = filled[~commits].any(axis=0) | np.array([c in read for c in names]) & filled.any(axis=0)
-    values = {c: by_kind.column(c).to_pylist() for c, w in zip(names, wanted.tolist()) if w}
-    groups = []
-    for code in range(len(labels)):
-        a, b = int(bounds[code]), int(bounds[code + 1])
-        cols = [c for c, f in zip(names, filled[code].tolist()) if f and (not commits[code] or c in read)]
-        groups.append(iter([SparseRow(zip(cols, v)) for v in zip(*(values[c][a:b] for c in cols))]))
-    return [next(groups[c]) for c in codes.tolist()]
+    if use_c and fastdecode is None:
+        raise RuntimeError("the _fastdecode C extension is not built")
+    table = without_unread(table)
+    return (_c_rows if use_c is not False and fastdecode is not None else _reference_rows)(table, at)
 
 
-def _without_member_bytes(table: pa.Table) -> pa.Table:
-    """`table` with its classic members' `MEMBER_BYTES` left out: made Python objects, they would be two bytes
-    objects per member that nothing reads."""
-    if "members" not in table.column_names or not table.num_rows:
-        return table
-    lists = table.column("members").combine_chunks()
-    members = lists.values
-    kept = [i for i, f in enumerate(members.type) if f.name not in MEMBER_BYTES]
-    fields = [members.type.field(i) for i in kept]
-    members = pa.StructArray.from_arrays([members.field(i) for i in kept], fields=fields,
-                                         mask=members.is_null() if members.null_count else None)
-    lists = pa.ListArray.from_arrays(lists.offsets, members, type=pa.list_(pa.struct(fields)),
-                                     mask=lists.is_null() if lists.null_count else None)
-    return table.set_column(table.schema.get_field_index("members"), "members", lists)
+#: The columns an offset commit's row holds for the loaders (`loader.replay_group_records`)
+_COMMIT_READS = ("record_kind", "group_id")
+_SKIPPED_FIELDS = frozenset(MEMBER_BYTES)
+
+
+def _c_rows(table: pa.Table, at: np.ndarray) -> list[SparseRow]:
+    """`group_rows` read from each record batch's buffers in C: only the rows `at` (ascending row numbers) asks
+    for are made Python objects, where pyarrow would take them out of every column and convert each column."""
+    names = table.column_names
+    narrow_columns = np.array([c in _COMMIT_READS for c in names], np.uint8)
+    kinds = table.column("record_kind").take(pa.array(at))
+    narrow = pc.fill_null(pc.equal(kinds, KIND_OFFSET_COMMIT), False).to_numpy(zero_copy_only=False).astype(np.uint8)
+    out: list[SparseRow] = []
+    start = 0
+    for batch in table.to_batches():
+        end = start + batch.num_rows
+        a, b = np.searchsorted(at, (start, end)).tolist()
+        if b > a:
+            schema, array = batch.__arrow_c_array__()
+            out += fastdecode.python_rows(schema, array, np.ascontiguousarray(at[a:b] - start, np.int64),
+                                          narrow[a:b], narrow_columns, _SKIPPED_FIELDS, SparseRow)
+        start = end
+    return out
+
+
+def _reference_rows(table: pa.Table, at: np.ndarray) -> list[SparseRow]:
+    """`group_rows` from pyarrow's rows."""
+    out = []
+    for row in table.take(pa.array(at)).to_pylist():
+        if row["record_kind"] == KIND_OFFSET_COMMIT:
+            out.append(SparseRow((c, v) for c, v in row.items() if c in _COMMIT_READS and v is not None))
+            continue
+        kept = SparseRow((c, v) for c, v in row.items() if v is not None)
+        if kept.get("members"):
+            kept["members"] = [{k: v for k, v in m.items() if k not in _SKIPPED_FIELDS} if m is not None else None
+                               for m in kept["members"]]
+        out.append(kept)
+    return out
 
 
 NAMING_COLUMNS = ("record_kind", "key_type", "is_tombstone", "offset", PART, "topics_metadata")

@@ -27,7 +27,7 @@ GROUP_RECORD_KINDS = frozenset({KIND_GROUP_METADATA, KIND_CONSUMER_GROUP})
 
 
 class SparseRow(dict):
-    """A decoded record holding only the columns its kind of record fills: a column it lacks reads None, as
+    """A decoded record holding only the columns it sets (`decoded.group_rows`): a column it lacks reads None, as
     `row.get` does (`row[c]` too). A dict of every decoded column per group record or marker would cost the
     loaders more to build than to replay."""
 

@@ -29,6 +29,7 @@
 #include <stdint.h>
 #include <string.h>
 #include "_native_codecs.h"
+#include "_python_rows.h"
 #if defined(__x86_64__)
 #include <nmmintrin.h>
 #endif
@@ -1732,6 +1733,9 @@ static PyMethodDef methods[] = {
     {"count_entries", count_entries, METH_VARARGS,
      "count_entries(buffer, start) -> (records, others, end, last): clean magic 2 batches counted (see "
      "frames/decode.py's count_segment)."},
+    {"python_rows", python_rows, METH_VARARGS,
+     "python_rows(schema_capsule, array_capsule, rows, narrow, narrow_columns, skip, row_type) -> a dict per row "
+     "(see _python_rows.c)."},
     {"crc32c", py_crc32c, METH_VARARGS,
      "crc32c(buffer, software=False): CRC-32C as the batch header stores it (the table code when software)."},
     {NULL, NULL, 0, NULL},

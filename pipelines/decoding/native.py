@@ -1,7 +1,7 @@
-"""The C extension (`_fastdecode.c`, built by setup.py), chosen once, here: `fastdecode` is the module, or None
-when it is not built or `OFFSETLAKE_PURE_PYTHON=1` asks for the Python references (the tests run both; a machine
-without a compiler has only the references). Each C walker has its Python reference beside its caller
-(`columnar`'s decoder, `segments.entry_heads`), and the same surface."""
+"""The C extension (`_fastdecode.c` and the sources beside it, built by setup.py), chosen once, here: `fastdecode`
+is the module, or None when it is not built or `OFFSETLAKE_PURE_PYTHON=1` asks for the Python references (the tests
+run both; a machine without a compiler has only the references). Each C walker has its Python reference beside its
+caller (`columnar`'s decoder, `segments.entry_heads`, `coordinator.decoded.group_rows`), and the same surface."""
 from __future__ import annotations
 
 import os
@@ -22,6 +22,8 @@ def _load():
         return None
     # a classic member as a tuple of the `members` column's struct fields, in their order (`MEMBER_FIELDS`)
     if getattr(_fastdecode, "MEMBER_FIELDS", None) != MEMBER_FIELDS:  # pragma: no cover - an older source, as above
+        return None
+    if not hasattr(_fastdecode, "python_rows"):  # pragma: no cover - an older source, as above
         return None
     return _fastdecode
 
