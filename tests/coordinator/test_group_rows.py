@@ -71,7 +71,9 @@ def _values(t: pa.DataType) -> st.SearchStrategy:
     elif pa.types.is_list(t):
         value = st.lists(_values(t.value_type), max_size=3)
     elif pa.types.is_string(t):
-        value = st.text(max_size=4) | st.sampled_from(["consumer", "range", "g\u00e9", ""])
+        # and a string of control characters, quotes, a backslash and a character outside the BMP
+        value = st.text(max_size=4) | st.sampled_from(
+            ["consumer", "range", "g\u00e9", "", "q\"\\\n\t\b\f\r\x00\x1f\x7f\U0001f600"])
     elif pa.types.is_binary(t):
         value = st.binary(max_size=4)
     elif pa.types.is_boolean(t):
