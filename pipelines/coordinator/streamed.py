@@ -69,6 +69,8 @@ RANGE_WINDOW_KEEP = 0.5
 #: After a window not worth cutting, a range hands on the next ones whole without asking (each ask codes every
 #: row's key), the first, then two, four... up to this many, until a window it asks about is worth cutting again.
 RANGE_WINDOW_ASK_GAP_MAX = 8
+#: A table loses up to this many rows by slicing around them (`_without`): each slice is a chunk of every column.
+WITHOUT_SLICES_MAX = 16
 
 
 @dataclass(frozen=True)
@@ -227,7 +229,7 @@ class StreamedShards:
             self.pending = rows.slice(0, 0)
             return rows
         self.pending = rows.filter(still)
-        return rows.filter(pc.invert(still))
+        return _without(rows, np.flatnonzero(still.to_numpy(zero_copy_only=False)))
 
     def take_group_events(self) -> list[tuple[int, list]]:
         """(offsets partition, its group events since the last take: `groups.GroupStore.history`) of every shard
@@ -298,6 +300,19 @@ class StreamedShards:
         pending = self.pending if self.pending is not None else _no_history()
         thawed()  # the states frozen as they grew are handed on
         return FinishedShards([self.states[p] for p in sorted(self.states)], pending, markers, naming, self.looped)
+
+
+def _without(table: pa.Table, rows: np.ndarray) -> pa.Table:
+    """`table` without its rows numbered `rows` (ascending): the slices between them while they are few (a window
+    holds back the few records of the transactions still open at its end, among tens of thousands it settles),
+    else filtered (which copies every column)."""
+    if len(rows) > WITHOUT_SLICES_MAX:
+        keep = np.ones(table.num_rows, dtype=bool)
+        keep[rows] = False
+        return table.filter(pa.array(keep))
+    bounds = [-1, *rows.tolist(), table.num_rows]
+    pieces = [table.slice(a + 1, b - a - 1) for a, b in zip(bounds, bounds[1:]) if b - a > 1]
+    return pa.concat_tables(pieces) if pieces else table.slice(0, 0)
 
 
 def _split_rows(table: pa.Table, modern: bool) -> pa.Table:

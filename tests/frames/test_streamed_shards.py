@@ -8,13 +8,16 @@ import pickle
 import tempfile
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pipelines.coordinator.options import ReplayOptions
 from pipelines.coordinator.shard import engine_rows, load_shards, replay_rows, tabulate_shards
-from pipelines.coordinator.streamed import WHOLE_STATE
+from pipelines.coordinator.streamed import WHOLE_STATE, _without
 from pipelines.coordinator.tables import named_group_history, topic_names
 from pipelines.decoding.reader import iter_decoded_rows
 from pipelines.frames.decode import decode_items, work_batches, plan_inputs
@@ -27,6 +30,7 @@ from schemas.decoded import DECODED_RECORD_SCHEMA
 from tests.coordinator.harness import as_rows, assert_same
 from tests.coordinator.test_replay_brokerdata import SCENARIOS
 from tests.coordinator.test_replay_realdata import data_dirs
+from tests.depth import cases
 from tests.test_incremental import warn_settings  # noqa: F401 (a fixture)
 
 HUGE = 1 << 40
@@ -282,3 +286,18 @@ def test_overlapping_segments_split_over_windows_give_the_whole_load(brokerdata,
         assert by_label[0].equals(by_label[1]), scenario
         read = len(list(iter_decoded_rows([data])))
         assert pc.sum(tally.column("n")).as_py() == read > len(list(iter_decoded_rows([original])))
+
+
+@given(n=st.integers(0, 60), data=st.data())
+@settings(max_examples=cases(deep=300, quick=60), deadline=None, database=None)
+def test_a_table_without_some_rows_is_the_filtered_table(n, data):
+    """`streamed._without` (the rows a window settles, without those it holds back): sliced around a few rows,
+    filtered past `WITHOUT_SLICES_MAX`, the rows Arrow's filter keeps, whatever the table's chunks."""
+    table = pa.table({"offset": pa.array(range(n), pa.int64()), "group_id": pa.array([f"g{i % 7}" for i in range(n)])})
+    cuts = sorted(set(data.draw(st.lists(st.integers(0, n), max_size=3))))
+    table = pa.concat_tables([table.slice(a, b - a) for a, b in zip([0, *cuts], [*cuts, n])]) if n else table
+    dropped = np.array(sorted(set(data.draw(st.lists(st.integers(0, max(n - 1, 0)), max_size=40)))) if n else [],
+                       np.int64)
+    keep = np.ones(n, bool)
+    keep[dropped] = False
+    assert _without(table, dropped).equals(table.filter(pa.array(keep)))
