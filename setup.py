@@ -1,8 +1,9 @@
 """Package metadata lives in setup.cfg; this file adds the OPTIONAL `_fastdecode` C extension and puts the
 default settings (conf/) into built wheels.
 
-The extension (pipelines/decoding/_fastdecode.c) speeds up `pipelines.decoding.columnar`; the pure-Python path
-is the reference and the fallback, so a failed compile only prints a warning and never fails the install.
+The extension (pipelines/decoding/_fastdecode.c and the sources it is built with) speeds up the segment readers
+(`pipelines.decoding`) and the rows the loaders read (`pipelines.coordinator.decoded.group_rows`); the pure-Python
+path is the reference and the fallback, so a failed compile only prints a warning and never fails the install.
 """
 from pathlib import Path
 
