@@ -83,8 +83,9 @@ static int node_init(Node *nd, const struct ArrowSchema *s, PyObject *skip) {
     nd->kind = -1;
     for (size_t f = 0; f < sizeof Formats / sizeof Formats[0]; f++)
         if (strcmp(s->format, Formats[f].format) == 0) nd->kind = Formats[f].kind;
-    if (nd->kind < 0) {
-        PyErr_Format(PyExc_TypeError, "python_rows: Arrow format '%s' is not read here", s->format);
+    if (nd->kind < 0 || s->dictionary != NULL) { /* a dictionary's format is its indices' */
+        PyErr_Format(PyExc_TypeError, "python_rows: Arrow format '%s'%s is not read here", s->format,
+                     s->dictionary != NULL ? " (dictionary-encoded)" : "");
         return -1;
     }
     if ((nd->name = PyUnicode_InternFromString(s->name != NULL ? s->name : "")) == NULL) return -1;

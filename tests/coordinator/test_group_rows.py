@@ -133,6 +133,16 @@ def test_the_c_reader_applies_every_arrays_own_offset():
     assert group_rows(table, keep, use_c=True) == want
 
 
+@pytest.mark.skipif(fastdecode is None, reason="_fastdecode not built")
+def test_the_c_reader_refuses_a_type_it_does_not_read():
+    """A dictionary-encoded column's format is its indices' (`i`): read as such it would give numbers for names.
+    The decoded schema holds none, and the C reader refuses one rather than guess."""
+    table = pa.table({"record_kind": pa.array(["group_metadata"]).dictionary_encode()})
+    with pytest.raises(TypeError, match="dictionary-encoded"):
+        group_rows(table, np.ones(1, bool), use_c=True)
+    assert group_rows(table, np.ones(1, bool), use_c=False) == [{"record_kind": "group_metadata"}]
+
+
 _VALUES = st.none() | st.integers(-3, 3) | st.text(max_size=3) | st.lists(st.text(max_size=2), max_size=2)
 _MEMBER = st.fixed_dictionaries({"member_id": st.text(max_size=3), "client_id": st.none() | st.text(max_size=2)},
                                  optional={"subscription": st.binary(max_size=2), "assignment": st.binary(max_size=2)})
