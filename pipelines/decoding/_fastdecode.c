@@ -13,7 +13,7 @@
  *   .take() -> [(null_count, validity | None, data, offsets | None)]   the buffers, and the columns emptied
  *
  * decode_entries(buf, pos, end, max_rows, hot, batch, ctl_types, ctl_epochs, group_values, decompress, max_bytes,
- *                source, partition) -> pos
+ *                partition) -> pos
  *   Decodes whole entries from `pos` while each one is a magic 2 batch it fully understands, appending one row per
  *   record to `hot` (columnar.HOT_COLUMNS) and to `batch` (columnar.BATCH_COLUMNS: its batch's values).
  *   Returns the position of the first entry it leaves to the Python path (anything unusual: a short tail, a
@@ -512,7 +512,7 @@ static PyTypeObject ColumnsType = {
 /* ============================================================================================== the walk */
 enum { H_OFFSET, H_TS, H_KIND, H_KTYPE, H_GROUP, H_TOPIC, H_PART, H_TOMB, H_VER, H_COMMITTED, H_EPOCH, H_META, H_CTS,
        H_ETS, H_TOPIC_ID, H_NCOLS };
-enum { B_SOURCE, B_PART, B_BASE, B_FIRST, B_LAST, B_POS, B_TSTYPE, B_PID, B_PEPOCH, B_TXN, B_CONTROL, B_MAGIC,
+enum { B_PART, B_BASE, B_FIRST, B_LAST, B_POS, B_TSTYPE, B_PID, B_PEPOCH, B_TXN, B_CONTROL, B_MAGIC,
        B_CODEC, B_NCOLS };
 
 /* zig-zag varint, at most maxb bytes; 0 = ok, -1 = malformed */
@@ -1417,14 +1417,14 @@ static int walk_records(const unsigned char *b, Py_ssize_t pos, Py_ssize_t end, 
 }
 
 static PyObject *decode_entries(PyObject *self, PyObject *args) {
-    PyObject *bufobj, *ctl_types, *ctl_epochs, *glists, *decompress, *source;
+    PyObject *bufobj, *ctl_types, *ctl_epochs, *glists, *decompress;
     Columns *h, *bc;
     Py_ssize_t pos, end, max_rows, max_bytes;
     int part;
     NativeOut section = {0};   /* this call's own: a callback may let another thread decode meanwhile */
-    if (!PyArg_ParseTuple(args, "OnnnO!O!O!O!O!OnO!i", &bufobj, &pos, &end, &max_rows, &ColumnsType, &h,
+    if (!PyArg_ParseTuple(args, "OnnnO!O!O!O!O!Oni", &bufobj, &pos, &end, &max_rows, &ColumnsType, &h,
                           &ColumnsType, &bc, &PyList_Type, &ctl_types, &PyList_Type, &ctl_epochs, &PyTuple_Type,
-                          &glists, &decompress, &max_bytes, &PyBytes_Type, &source, &part))
+                          &glists, &decompress, &max_bytes, &part))
         return NULL;
     if (max_bytes < 0) {
         PyErr_SetString(PyExc_ValueError, "decode_entries: max_bytes < 0");
@@ -1499,7 +1499,6 @@ static PyObject *decode_entries(PyObject *self, PyObject *args) {
         }
         for (Py_ssize_t i = n0; i < h->n; i++) {
             if (cols_reserve(bc, bc->n) < 0) goto fail;
-            if (put_bytes(bc, B_SOURCE, PyBytes_AS_STRING(source), PyBytes_GET_SIZE(source)) < 0) goto fail;
             if (put_label(bc, B_TSTYPE, TsTypes, log_append) < 0) goto fail;
             if (put_label(bc, B_CODEC, CodecLabels, codec) < 0) goto fail;
             put_int(bc, B_PART, part);

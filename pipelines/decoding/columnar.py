@@ -71,8 +71,8 @@ __all__ = ["decode_segment_to_arrow", "HAVE_C_EXTENSION"]
 KEY_COLUMNS = ("record_kind", "key_type", "group_id", "topic", "partition")
 HOT_COLUMNS = ("offset", "timestamp", *KEY_COLUMNS, "is_tombstone", "value_version", "committed_offset",
                "leader_epoch", "metadata", "commit_timestamp", "expire_timestamp", "topic_id")
-# batch run value, one per batch (and one per fallback-batch row)
-BATCH_COLUMNS = ("source", "offsets_partition", "batch_base_offset", "batch_first_offset", "batch_last_offset",
+# batch run value, one per batch (and one per fallback-batch row); `source` is the chunk's file (`_Chunk.flush`)
+BATCH_COLUMNS = ("offsets_partition", "batch_base_offset", "batch_first_offset", "batch_last_offset",
                  "batch_position", "timestamp_type", "producer_id", "producer_epoch", "is_transactional",
                  "is_control", "magic", "codec")
 # the values of a group's record that the C walk reads, in `_fastdecode`'s order (sparse columns): a classic group's,
@@ -84,7 +84,7 @@ GROUP_VALUE_COLUMNS = ("protocol_type", "generation", "protocol", "leader", "cur
                        "assignment_epoch", "assigned_partitions", "member_epoch", "previous_member_epoch",
                        "member_state", "partitions_pending_revocation", "regex_topics", "regex_version",
                        "regex_timestamp")
-_GROUPED = set(HOT_COLUMNS) | set(BATCH_COLUMNS)
+_GROUPED = {*HOT_COLUMNS, *BATCH_COLUMNS, "source"}
 COLD_COLUMNS = tuple(c for c in DECODED_COLUMNS if c not in _GROUPED)
 _TYPES = {f.name: f.type for f in DECODED_RECORD_SCHEMA}
 
@@ -300,13 +300,17 @@ class KeyTable:
 
 
 class _Chunk:
-    __slots__ = ("hot", "batch", "keys", "sparse")
+    """The columns of up to ``batch_rows`` rows of one file (`source`)."""
 
-    def __init__(self, columns, keys: KeyTable | None = None):
+    __slots__ = ("hot", "batch", "keys", "sparse", "source", "_sources")
+
+    def __init__(self, columns, source: str, keys: KeyTable | None = None):
         self.hot = columns(_HOT_TYPES)
         self.batch = columns(_BATCH_TYPES)
         self.keys = keys if keys is not None else KeyTable()
         self.sparse: dict[str, list] = {c: [] for c in COLD_COLUMNS}
+        self.source = source
+        self._sources: pa.Array | None = None
 
     def add_row(self, row: dict[str, Any]) -> None:
         """A row dict from the reference path, with its batch columns."""
@@ -343,8 +347,20 @@ class _Chunk:
             else:
                 arrays[c] = _scatter(entries, n, _TYPES[c])
                 entries.clear()
+        arrays["source"] = self._source_column(n)
         self.keys.bound()
         return pa.RecordBatch.from_arrays([arrays[c] for c in DECODED_COLUMNS], schema=DECODED_RECORD_SCHEMA)
+
+    def _source_column(self, n: int) -> pa.Array:
+        """The `source` column of `n` rows, all the file's path: the first rows of one array of it, made once per
+        file and shared by its chunks: written row by row, every record copied the path into fresh memory, for a
+        column the loaders drop."""
+        if self._sources is None or len(self._sources) < n:
+            size = len(self.source.encode("utf-8"))
+            if size * n > np.iinfo(np.int32).max:
+                raise OverflowError("string column over 2 GiB in one chunk")
+            self._sources = pa.repeat(pa.scalar(self.source, pa.string()), max(n, 1))
+        return self._sources.slice(0, n)
 
 
 def member_tuples(members: list[dict[str, Any]]) -> list[tuple]:
@@ -473,7 +489,7 @@ def _decode_buffer(mm, end: int, src: str, part: int, batch_rows: int, c_ext,
     """The entries of ``mm[start:end]``: with the C extension, runs of clean batches in C
     (`_fastdecode.decode_entries`), and each entry it leaves (anything unusual) here, one at a time: a v2 batch
     column by column (`_V2Batches`), else, or when that fails, by the reference path (`_decode_reference`)."""
-    chunk = _Chunk(_CColumns if c_ext is not None else _ListColumns, keys)
+    chunk = _Chunk(_CColumns if c_ext is not None else _ListColumns, src, keys)
     hot = chunk.hot
     max_bytes = policy.max_batch_bytes
     decompress = codecs.decompress
@@ -482,7 +498,7 @@ def _decode_buffer(mm, end: int, src: str, part: int, batch_rows: int, c_ext,
         return decompress(codec_id, data, magic=2, max_bytes=max_bytes)
 
     v2 = _V2Batches(chunk, src, part, decompress_v2)
-    c_decode = None if c_ext is None else _c_decoder(c_ext, chunk, src, part, batch_rows, decompress_v2, max_bytes)
+    c_decode = None if c_ext is None else _c_decoder(c_ext, chunk, part, batch_rows, decompress_v2, max_bytes)
     pos = start
     while True:
         if c_decode is not None:
@@ -506,7 +522,7 @@ def _decode_buffer(mm, end: int, src: str, part: int, batch_rows: int, c_ext,
         yield chunk.flush()
 
 
-def _c_decoder(c_ext, chunk: "_Chunk", src: str, part: int, batch_rows: int,
+def _c_decoder(c_ext, chunk: "_Chunk", part: int, batch_rows: int,
                decompress_v2: Callable[[int, bytes], bytes], max_bytes: int) -> Callable[[Any, int, int], int]:
     """`_fastdecode.decode_entries` bound to `chunk`'s columns and key cache: (buffer, position, end) -> the
     position of the first entry it left to Python (or `end`), having filled at most `batch_rows` rows. A record
@@ -516,11 +532,10 @@ def _c_decoder(c_ext, chunk: "_Chunk", src: str, part: int, batch_rows: int,
     hot, batch = chunk.hot, chunk.batch
     ctl_types, ctl_epochs = chunk.sparse["control_type"], chunk.sparse["coordinator_epoch"]
     group_values = tuple(chunk.sparse[c] for c in GROUP_VALUE_COLUMNS)
-    src_utf8 = src.encode("utf-8")
 
     def run(mm, pos: int, end: int) -> int:
         return decode(mm, pos, end, batch_rows, hot.c, batch.c, ctl_types, ctl_epochs, group_values, decompress_v2,
-                      max_bytes, src_utf8, part)
+                      max_bytes, part)
     return run
 
 
@@ -572,7 +587,7 @@ class _V2Batches:
                 base_ts, max_ts, producer_id, producer_epoch, base_sequence, leader_epoch, count)
             self._fill_pending(header, base_offset, base_sequence, first, row0)
         chunk.hot.extend(brows)
-        chunk.batch.extend([(self.src, self.part, base_offset, first, base_offset + last_delta, pos,
+        chunk.batch.extend([(self.part, base_offset, first, base_offset + last_delta, pos,
                              LOG_APPEND_TIME if log_append else CREATE_TIME, producer_id, producer_epoch,
                              (attributes & 0x10) != 0, is_control, 2, _CODEC_LABELS[codec_id])] * len(brows))
         brows.clear()
