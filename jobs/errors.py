@@ -31,6 +31,19 @@ def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
     sys.exit(code)
 
 
+def not_utf8(args) -> str | None:
+    """The first argument holding bytes that are not UTF-8 (Python gives them as lone surrogates), if any: no path,
+    group id or topic of offsetlake's can hold one (Arrow, Delta and DuckDB take UTF-8 only), and deep in a run it
+    would fail as a stack trace."""
+    for arg in args:
+        if isinstance(arg, str):
+            try:
+                arg.encode("utf-8")
+            except UnicodeEncodeError:
+                return arg
+    return None
+
+
 def warn(message: str) -> None:
     click.echo("warning: " + one_line(message), err=True)
 
@@ -80,6 +93,10 @@ class OneLineErrors:
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
         if not standalone_mode:  # a caller that handles click's exceptions itself
             return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        undecodable = not_utf8(sys.argv[1:] if args is None else args)
+        if undecodable is not None:
+            fail(f"argument {os.fsencode(undecodable)!r} is not valid UTF-8: offsetlake reads paths, ids and names "
+                 "as UTF-8 (rename the path, or give the name as it is spelled in UTF-8)")
         try:
             rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         except click.exceptions.NoArgsIsHelpError as e:  # `offsetlake` alone asks for the help: click shows it

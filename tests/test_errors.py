@@ -126,6 +126,20 @@ def test_rebuild_of_a_warehouse_that_is_a_file(good, tmp_path):
     assert_one_error_line(p, "'--warehouse'", "is a file")
 
 
+def test_an_argument_that_is_not_utf8_is_one_line(good, tmp_path, story):
+    # Linux names a file with any bytes; Arrow, Delta and DuckDB take UTF-8 only, so such a path failed deep in the
+    # run as a stack trace
+    bad = os.fsencode(tmp_path) + b"/in\xff"
+    shutil.copytree(good, os.fsdecode(bad))
+    for script in (None, ["jobs/rebuild_job.py"]):
+        args = ([] if script else ["rebuild"]) + ["--input", bad, "--warehouse", str(tmp_path / "wh")]
+        line = assert_one_error_line(offsetlake(*args, script=script), "is not valid UTF-8", script=script)
+        assert repr(bad) in line
+    assert_one_error_line(offsetlake("lookup", "--warehouse", str(story), "--group", b"g\xfe"), "b'g\\xfe'",
+                          "is not valid UTF-8")
+    assert not (tmp_path / "wh").exists()
+
+
 def test_sample_into_a_place_it_cannot_write(tmp_path):
     (tmp_path / "f").write_text("x")
     assert_one_error_line(offsetlake("sample", str(tmp_path / "f" / "dump")), f"cannot write {tmp_path / 'f' / 'dump'}",
