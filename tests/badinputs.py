@@ -168,7 +168,7 @@ def build_combined(root: Path) -> tuple[list[str], dict[str, Expect]]:
     empty = write_segment(pdir(5), 2, b"")
     ex["empty_segment"] = Expect("empty_segment", 5, g, str(empty), [], [], {0: 501})
 
-    # -- p6: unreadable segments: a directory named like a segment, a dangling symlink; a readable one between
+    # -- p6: unreadable segments: a directory named like a segment, a dangling symlink, a pipe; a readable one
     g = group_in(6, "unread")
     (pdir(6) / f"{0:020d}.log").mkdir(parents=True)
     os.symlink(logdir / "nowhere" / "gone.log", pdir(6) / f"{7:020d}.log")
@@ -177,6 +177,9 @@ def build_combined(root: Path) -> tuple[list[str], dict[str, Expect]]:
                                   [-1], {0: 604}, kinds=["unreadable"])
     ex["unreadable_symlink"] = Expect("unreadable_symlink", 6, g, str(pdir(6) / f"{7:020d}.log"),
                                       ["cannot stat segment"], [-1], {0: 604}, kinds=["unreadable"])
+    os.mkfifo(pdir(6) / f"{9:020d}.log")  # a pipe named like a segment: its size is 0, as an empty segment's
+    ex["unreadable_pipe"] = Expect("unreadable_pipe", 6, g, str(pdir(6) / f"{9:020d}.log"), ["not a regular file"],
+                                   [-1], {0: 604}, kinds=["unreadable"])
 
     # -- another internal topic's partition dir beside the offsets partitions: reported, not read; a data topic's is
     # read for its log's bounds (LAG), never quarantined

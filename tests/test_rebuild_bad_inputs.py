@@ -176,6 +176,11 @@ def test_dangling_symlink_segment_is_quarantined_as_unreadable(combined):
 
 
 @pytest.mark.slow
+def test_a_pipe_named_like_a_segment_is_quarantined_as_unreadable(combined):
+    _check_kind(combined, "unreadable_pipe")
+
+
+@pytest.mark.slow
 def test_other_internal_topics_partition_dirs_are_reported_not_read(combined):
     _check_kind(combined, "not_offsets_txn")
 

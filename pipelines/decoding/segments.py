@@ -13,6 +13,7 @@ from __future__ import annotations
 import mmap
 import os
 import re
+import stat
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -73,6 +74,10 @@ class _LocalTree:
         return os.stat(p).st_size
 
     @staticmethod
+    def regular(p: str) -> bool:
+        return stat.S_ISREG(os.stat(p).st_mode)
+
+    @staticmethod
     def readable(p: str) -> bool:
         return os.access(p, os.R_OK)
 
@@ -125,6 +130,9 @@ class _ObjectTree:
 
     def size(self, p: str) -> int:
         return self._sizes[p]
+
+    def regular(self, p: str) -> bool:
+        return p in self._sizes  # an object, not a prefix
 
     def readable(self, p: str) -> bool:
         return True  # a denied GET is reported by the reader, as an `unreadable` row
@@ -334,9 +342,13 @@ def _swap_problem(path: str, partition: int) -> ReadProblem:
 def _add_segment(path: str, tree, partition: int, base_offset: int, segments: list[SegmentFile],
                  problems: list[ReadProblem]) -> None:
     try:
-        size = tree.size(path)
+        regular = tree.regular(path)
+        size = tree.size(path) if regular else 0
     except OSError as e:
         problems.append(_problem(path, partition, "unreadable", f"cannot stat segment: {e}"))
+        return
+    if not regular:  # a directory, or a pipe or device whose size says nothing (a pipe's 0 is not an empty segment)
+        problems.append(_problem(path, partition, "unreadable", f"cannot read segment: {path} is not a regular file"))
         return
     if size == 0:
         return  # an empty partition's active segment

@@ -123,10 +123,10 @@ def plan_inputs(paths: Iterable[str | Path]) -> DecodePlan:
 
     A tabular input that is a directory is ONE dump (`read_tabular_dump` reads its part files together), so two
     part files holding the same (partition, offset) with different bytes give a `duplicate_conflict` row. A
-    "segment" that is not a regular file (e.g. a directory named `00000000000000000000.log`) becomes an
-    `unreadable` problem item. Raises `NoOffsetsDataError` when there is no segment and no dump at all (an empty
-    directory, only 0-byte segments, only other topics' directories): there is nothing to rebuild from.
-    """
+    "segment" that is not a regular file (a directory named `00000000000000000000.log`, a pipe) becomes an
+    `unreadable` problem item (`segments.discover_segments`). Raises `NoOffsetsDataError` when there is no segment
+    and no dump at all (an empty directory, only 0-byte segments, only other topics' directories): there is nothing
+    to rebuild from."""
     paths = [p if storage.is_remote(p) else Path(p) for p in map(str, paths)]
     items: list[dict] = []
     tabular = {str(p): is_tabular(p) for p in paths}
@@ -145,11 +145,6 @@ def plan_inputs(paths: Iterable[str | Path]) -> DecodePlan:
     if seg_paths:
         segments, problems = discover_segments(seg_paths)
         for s in segments:
-            if not storage.is_remote(s.path) and not Path(s.path).is_file():
-                items.append(dict(kind="problem", path=str(s.path), offsets_partition=s.offsets_partition,
-                                  base_offset=-1, size=0, problem_kind="unreadable",
-                                  problem_reason=f"cannot read segment: {s.path} is not a regular file"))
-                continue
             items.append(dict(kind="segment", path=str(s.path), offsets_partition=s.offsets_partition,
                               base_offset=s.base_offset, size=s.size, problem_kind=None, problem_reason=None))
             total += s.size

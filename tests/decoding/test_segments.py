@@ -118,6 +118,23 @@ def test_directory_without_offsets_data(tmp_path):
     assert segs == [] and [p.kind for p in problems] == ["not_offsets_data"]
 
 
+def test_a_segment_that_is_not_a_regular_file_is_reported_not_skipped(tmp_path):
+    # a pipe's size is 0, as an empty active segment's is: it was skipped without a word (and reading it would wait
+    # for a writer); a directory's size is its own
+    d = tmp_path / "__consumer_offsets-2"
+    _seg(d, 0, 1)
+    os.mkfifo(d / f"{5:020d}.log")
+    (d / f"{7:020d}.log").mkdir()
+    (d / f"{9:020d}.log").write_bytes(b"")  # an empty active segment: skipped, no problem
+    segs, problems = discover_segments(d)
+    assert [s.base_offset for s in segs] == [0]
+    assert sorted((Path(p.source).name, p.kind, p.offsets_partition) for p in problems) == [
+        (f"{5:020d}.log", "unreadable", 2), (f"{7:020d}.log", "unreadable", 2)]
+    assert all("is not a regular file" in p.reason for p in problems)
+    single, problems = discover_segments(d / f"{5:020d}.log")  # named on its own
+    assert single == [] and [p.kind for p in problems] == ["unreadable"]
+
+
 def test_bare_log_files_directory(tmp_path):
     d = tmp_path / "copied"
     _seg(d, 40, 1)
