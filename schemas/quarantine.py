@@ -43,9 +43,11 @@ UNDECODABLE_VALUE = "undecodable_value"
 
 # -- files and directories ----------------------------------------------------------------------------------------
 UNREADABLE = "unreadable"
-"""A segment that cannot be opened or read (permissions, a directory named like a segment, a dangling link)."""
+"""A segment that cannot be opened or read (permissions, a dangling link, a directory or pipe named like a
+segment)."""
 NOT_OFFSETS_DATA = "not_offsets_data"
-"""Another topic's partition directory or rows, or a directory without segments: not read."""
+"""Another topic's partition directory or rows, a directory without segments, or a name past Kafka's numbers (a
+`__consumer_offsets-N` past 2^31 - 1, a segment's base offset past 2^63 - 1): not read."""
 SWAP_FILE = "swap_file"
 """A `.swap` file (a cleaned segment awaiting rename): not read."""
 DUPLICATE_SEGMENT = "duplicate_segment"
@@ -54,9 +56,10 @@ DUPLICATE_SEGMENT = "duplicate_segment"
 # -- rows of a tabular dump (position: the row number in the dump, 0-based) ---------------------------------------
 MALFORMED_ROW = "malformed_row"
 """A JSON line that does not parse, a CSV row with the wrong number of fields, a partition or offset that is not a
-whole number: one record."""
+whole number or past Kafka's (2^31 - 1, 2^63 - 1): one record."""
 INVALID_ROW = "invalid_row"
-"""A row without a partition or an offset, or a key/value that is not valid base64/hex: one record."""
+"""A row without a partition or an offset, a Parquet row whose partition or offset is past Kafka's (2^31 - 1,
+2^63 - 1), or a key/value that is not valid base64/hex: one record."""
 NEGATIVE_OFFSET = "negative_offset"
 """A row whose offset or partition is below 0 (no log position is negative): one record."""
 DUPLICATE_CONFLICT = "duplicate_conflict"

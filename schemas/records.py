@@ -18,6 +18,10 @@ LOG_APPEND_TIME = "LogAppendTime"
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
 NO_SEQUENCE = -1
+#: Kafka's partition ids are Java ints and its offsets Java longs: a directory, file or checkpoint line naming one past
+#: them is none of a log's (Kafka refuses it as it parses the number)
+PARTITION_MAX = (1 << 31) - 1
+OFFSET_MAX = (1 << 63) - 1
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -24,7 +24,7 @@ from functools import cached_property
 
 from pipelines.decoding.log_segment import NO_TIMESTAMP, UNREADABLE, Found, LogSegment
 from schemas.log_notes import SEGMENT_UNREADABLE, LogNote
-from schemas.records import NO_TIMESTAMP_TYPE
+from schemas.records import NO_TIMESTAMP_TYPE, OFFSET_MAX
 
 __all__ = ["LocalLog", "Position", "SOURCE_LOG_START_CHECKPOINT", "SOURCE_SEGMENT_START"]
 
@@ -66,6 +66,10 @@ class LocalLog:
             m = _SEGMENT_NAME.match(e.name)
             if m is None:
                 continue  # .index, .timeindex, .txnindex, .snapshot, .deleted, .cleaned, .swap, checkpoints
+            if int(m.group(1)) > OFFSET_MAX:
+                self.notes.append(LogNote(SEGMENT_UNREADABLE, e.path, -1,
+                                          f"segment not read: its name is past Kafka's offsets ({OFFSET_MAX})"))
+                continue
             try:
                 if not e.is_file():
                     continue

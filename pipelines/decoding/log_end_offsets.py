@@ -27,6 +27,7 @@ import pyarrow.fs as pafs
 
 from pipelines.io import storage
 from pipelines.io.storage import Location
+from schemas.records import OFFSET_MAX, PARTITION_MAX
 
 __all__ = ["CheckpointError", "DataLogs", "LogEndOffset", "data_logs", "log_end_offsets", "log_end_offsets_table",
            "parse_end_offsets_text", "read_offset_checkpoint", "segment_log_end_offset"]
@@ -119,6 +120,8 @@ def read_offset_checkpoint(path: "str | os.PathLike | Location") -> dict[tuple[s
             raise bad(i, f"partition and offset must be whole numbers, got {line!r}") from None
         if p < 0 or o < 0:
             raise bad(i, f"negative partition or offset in {line!r}")
+        if p > PARTITION_MAX or o > OFFSET_MAX:
+            raise bad(i, f"partition past {PARTITION_MAX} or offset past {OFFSET_MAX} in {line!r}")
         out[(topic, p)] = o
     if len(entries) != expected:
         raise bad(2, f"says {expected} entries, the file holds {len(entries)}")
@@ -231,6 +234,10 @@ def data_logs(paths: Iterable["str | os.PathLike | Location"]) -> DataLogs:
             if not m or _SKIPPED_DIR.search(name) or not _is_data_topic(m.group(1)) or e.type != pafs.FileType.Directory:
                 continue
             key = (m.group(1), int(m.group(2)))
+            if key[1] > PARTITION_MAX:
+                warnings.append(f"{e.path}: names partition {key[1]}, past Kafka's {PARTITION_MAX}; not "
+                                "read")
+                continue
             if log_dir.remote:
                 unwalked += key not in best
                 continue
@@ -307,6 +314,9 @@ def parse_end_offsets_text(text: str, source: str = "end offsets") -> dict[tuple
             raise ValueError(f"{source}: line {n}: partition and offset must be integers, got {raw!r}") from None
         if p < 0 or o < 0:
             raise ValueError(f"{source}: line {n}: partition and offset must not be negative, got {raw!r}")
+        if p > PARTITION_MAX or o > OFFSET_MAX:
+            raise ValueError(f"{source}: line {n}: a partition is at most {PARTITION_MAX} and an offset at most "
+                             f"{OFFSET_MAX}, got {raw!r}")
         out[(topic, p)] = o
     return out
 

@@ -22,7 +22,7 @@ from pipelines.decoding.batches import BatchItem, read_batches_from_file
 from pipelines.decoding.framing import MAGIC_OFFSET, V2_HEAD_BYTES, frame_entry, last_offset, records_held
 from pipelines.decoding.native import fastdecode
 from pipelines.decoding.policy import DEFAULT_POLICY, ReadPolicy
-from schemas.records import LogRecord, ReadProblem
+from schemas.records import OFFSET_MAX, PARTITION_MAX, LogRecord, ReadProblem
 
 if TYPE_CHECKING:
     import numpy as np
@@ -236,12 +236,27 @@ def _problem(path: str, partition: int, kind: str, reason: str) -> ReadProblem:
     return ReadProblem(source=path, offsets_partition=partition, position=-1, kind=kind, reason=reason)
 
 
+def _beyond(name: str, n: int, what: str, limit: int) -> str:
+    return f"{name} names {what} {n}, past Kafka's {limit}; not read"
+
+
+def _partition_past_max(path: str, name: str, m: re.Match, problems: list[ReadProblem]) -> bool:
+    """Whether the `__consumer_offsets-N` directory `name` (`m`: its match) names a partition Kafka cannot have
+    (reported, then)."""
+    n = int(m.group(1))
+    if n <= PARTITION_MAX:
+        return False
+    problems.append(_problem(path, -1, "not_offsets_data", _beyond(name, n, "partition", PARTITION_MAX)))
+    return True
+
+
 def _discover_path(p: str, tree, segments: list[SegmentFile], problems: list[ReadProblem]) -> None:
     name = os.path.basename(p.rstrip("/") if "://" in p else os.path.normpath(p))
     if tree.isdir(p):
         m = _OFFSETS_DIR.match(name)
         if m:
-            _discover_partition_dir(p, tree, int(m.group(1)), segments, problems)
+            if not _partition_past_max(p, name, m, problems):
+                _discover_partition_dir(p, tree, int(m.group(1)), segments, problems)
             return
         if _SKIPPED_DIR.search(name):
             return
@@ -254,6 +269,8 @@ def _discover_path(p: str, tree, segments: list[SegmentFile], problems: list[Rea
     # a single file
     parent = os.path.basename(os.path.dirname(tree.abspath(p)))
     m = _OFFSETS_DIR.match(parent)
+    if m and _partition_past_max(p, parent, m, problems):
+        return
     partition = int(m.group(1)) if m else -1
     if m is None and _TOPIC_PARTITION_DIR.match(parent):
         problems.append(_problem(p, -1, "not_offsets_data",
@@ -266,7 +283,7 @@ def _discover_path(p: str, tree, segments: list[SegmentFile], problems: list[Rea
         problems.append(_problem(p, partition, "not_offsets_data", f"{name} is not a .log segment; not read"))
         return
     sm = _SEGMENT_NAME.match(name)
-    _add_segment(p, tree, partition, int(sm.group(1)) if sm else 0, segments, problems)
+    _add_segment(p, tree, partition, int(sm.group(1)) if sm else 0, segments, problems, name)
 
 
 def _lists_partition_dirs(p: str, tree) -> bool:
@@ -295,7 +312,8 @@ def _discover_log_dir(p: str, tree, segments: list[SegmentFile], problems: list[
             m = _OFFSETS_DIR.match(e.name)
             if m:
                 found = True
-                _discover_partition_dir(e.path, tree, int(m.group(1)), segments, problems)
+                if not _partition_past_max(e.path, e.name, m, problems):
+                    _discover_partition_dir(e.path, tree, int(m.group(1)), segments, problems)
             elif _SKIPPED_DIR.search(e.name):
                 continue
             elif (tp := _TOPIC_PARTITION_DIR.match(e.name)) and tp.group(1).startswith("__"):
@@ -330,7 +348,7 @@ def _discover_partition_dir(p: str, tree, partition: int, segments: list[Segment
         m = _SEGMENT_NAME.match(name)
         if m is None:
             continue  # .index, .timeindex, .txnindex, .snapshot, checkpoints, partition.metadata, ...
-        _add_segment(e.path, tree, partition, int(m.group(1)), segments, problems)
+        _add_segment(e.path, tree, partition, int(m.group(1)), segments, problems, name)
 
 
 def _swap_problem(path: str, partition: int) -> ReadProblem:
@@ -340,7 +358,11 @@ def _swap_problem(path: str, partition: int) -> ReadProblem:
 
 
 def _add_segment(path: str, tree, partition: int, base_offset: int, segments: list[SegmentFile],
-                 problems: list[ReadProblem]) -> None:
+                 problems: list[ReadProblem], name: str) -> None:
+    if base_offset > OFFSET_MAX:
+        problems.append(_problem(path, partition, "not_offsets_data", _beyond(name, base_offset, "base offset",
+                                                                              OFFSET_MAX)))
+        return
     try:
         regular = tree.regular(path)
         size = tree.size(path) if regular else 0
@@ -373,7 +395,7 @@ def partition_count(paths: PathArg | Iterable[PathArg]) -> int | None:
             continue
         for e in tree.scandir(p):
             m = _OFFSETS_DIR.match(e.name)
-            if m and e.is_dir():
+            if m and int(m.group(1)) <= PARTITION_MAX and e.is_dir():
                 best = max(best or 0, int(m.group(1)) + 1)
     return best
 

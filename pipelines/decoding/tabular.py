@@ -15,8 +15,8 @@ file order, malformed lines included); each stands for one record (`ReadProblem.
 * Same (partition, offset) twice: collapsed when identical; otherwise the first row is kept and
   ``duplicate_conflict`` reports the other one.
 * Rows of another topic: one ``not_offsets_data`` problem per topic (with the row count), not read.
-* Rows with a null partition/offset or undecodable key/value text: ``invalid_row``; a negative offset or
-  partition: ``negative_offset``.
+* Rows with a null partition/offset, one past Kafka's (a partition past 2^31 - 1, an offset past 2^63 - 1) or
+  undecodable key/value text: ``invalid_row``; a negative offset or partition: ``negative_offset``.
 * A JSON line that does not parse, a CSV row with the wrong number of fields, a partition/offset that is not a
   whole number: ``malformed_row``; the other rows are read (the file is parsed line by line when Arrow's reader
   refuses it).
@@ -40,7 +40,8 @@ import pyarrow.json as pj
 
 from pipelines.decoding.errors import InvalidFieldError
 from pipelines.decoding.segments import InputError
-from schemas.records import CREATE_TIME, LOG_APPEND_TIME, LogRecord, ReadProblem, RecordBatchHeader
+from schemas.records import (CREATE_TIME, LOG_APPEND_TIME, OFFSET_MAX, PARTITION_MAX, LogRecord, ReadProblem,
+                             RecordBatchHeader)
 
 __all__ = ["BATCH_FACT_COLUMNS", "KAFKA_SOURCE_COLUMNS", "TabularDump", "read_tabular_dump"]
 
@@ -123,6 +124,10 @@ def read_tabular_dump(path: str | os.PathLike, *, fmt: str | None = None, encodi
     missing = [c for c in _REQUIRED if c not in table.column_names]
     if missing:
         raise InvalidFieldError(f"dump {p} lacks column(s) {', '.join(missing)}", field=missing[0])
+    if not _whole_positions(table):  # a Parquet dump's own types
+        c = next(c for c in _INT_COLUMNS if not pa.types.is_integer(table.schema.field(c).type))
+        raise InvalidFieldError(f"dump {p}: its {c} column holds {table.schema.field(c).type}, not whole numbers",
+                                field=c)
     text = pa.types.is_string(table.schema.field("key").type) or pa.types.is_large_string(
         table.schema.field("key").type)
     if text and encoding is None:
@@ -205,13 +210,15 @@ def _read_file(path: str, fmt: str) -> tuple[pa.Table, list[tuple[int, str]], in
             schema = pa.schema([("key", pa.string()), ("value", pa.string()), ("topic", pa.string())])
             t = pj.read_json(path, parse_options=pj.ParseOptions(explicit_schema=schema,
                                                                  unexpected_field_behavior="infer"))
-            return t, [], t.num_rows
+            if _whole_positions(t):
+                return t, [], t.num_rows
+            return _read_lines(path, fmt)
         refused = []
         types = {"key": pa.string(), "value": pa.string(), "topic": pa.string(), "timestamp": pa.string()}
         t = pcsv.read_csv(path, parse_options=pcsv.ParseOptions(
             invalid_row_handler=lambda row: refused.append(row) or "skip"), convert_options=pcsv.ConvertOptions(
             column_types=types, strings_can_be_null=True, quoted_strings_can_be_null=False, null_values=[""]))
-        if not refused:
+        if not refused and _whole_positions(t):
             return t, [], t.num_rows
     except OSError as e:
         raise InvalidFieldError(f"cannot read {fmt} dump {path}: {e}", field="file") from None
@@ -222,6 +229,13 @@ def _read_file(path: str, fmt: str) -> tuple[pa.Table, list[tuple[int, str]], in
 
 
 _INT_COLUMNS = ("partition", "offset")
+
+
+def _whole_positions(table: pa.Table) -> bool:
+    """Whether the partitions and offsets Arrow's reader found are whole numbers: it types a column by its values,
+    and one past a long (or with a fraction) makes it a column of doubles; the rows are then read one at a time."""
+    return all(pa.types.is_integer(t) or pa.types.is_null(t)
+               for t in (table.schema.field(c).type for c in _INT_COLUMNS if c in table.column_names))
 
 
 def _read_lines(path: str, fmt: str) -> tuple[pa.Table, list[tuple[int, str]], int]:
@@ -414,7 +428,16 @@ def _positioned_rows(table: pa.Table, src: str) -> tuple[pa.Table, list[ReadProb
                              reason=f"row {row}: offset {off} of partition {part}: a log position is never negative")
                  for off, part, row in zip(neg.column("offset").to_pylist(), neg.column("partition").to_pylist(),
                                            neg.column(ROW_COLUMN).to_pylist())]
-    return table.filter(pc.invert(negative)), problems
+    table = table.filter(pc.invert(negative))
+    beyond = pc.or_(pc.greater(table.column("offset"), OFFSET_MAX),
+                    pc.greater(table.column("partition"), PARTITION_MAX))
+    past = table.filter(beyond)
+    problems += [ReadProblem(source=src, offsets_partition=-1, position=row, kind="invalid_row", records=1,
+                             reason=f"row {row}: offset {off} of partition {part}: past Kafka's partitions "
+                                    f"({PARTITION_MAX}) or offsets ({OFFSET_MAX})")
+                 for off, part, row in zip(past.column("offset").to_pylist(), past.column("partition").to_pylist(),
+                                           past.column(ROW_COLUMN).to_pylist())]
+    return table.filter(pc.invert(beyond)), problems
 
 
 def _records_in_log_order(table: pa.Table, src: str, encoding: str | None) -> Iterator[LogRecord | ReadProblem]:

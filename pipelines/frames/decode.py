@@ -35,7 +35,7 @@ from pipelines.decoding.tabular import OFFSETS_TOPIC, read_tabular_dump, value_d
 from pipelines.frames.decoded_log import LOG_DDL, DecodedLog, pack
 from pipelines.io import storage
 from schemas.decoded import DECODED_RECORD_SCHEMA
-from schemas.records import ReadProblem
+from schemas.records import OFFSET_MAX, PARTITION_MAX, ReadProblem
 
 ARROW_BATCH_ROWS = 20_000
 
@@ -538,6 +538,9 @@ def count_tabular(path: str, acc: dict | None = None) -> dict:
             continue
         if part < 0 or off < 0:  # a `negative_offset` row: one record, no fold
             _bump(acc, max(part, -1), records_in=1)
+            continue
+        if part > PARTITION_MAX or off > OFFSET_MAX:  # an `invalid_row` of no partition: one record, no fold
+            _bump(acc, -1, records_in=1)
             continue
         _bump(acc, part, records_in=1)
         try:

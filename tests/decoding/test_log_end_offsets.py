@@ -111,6 +111,19 @@ def test_log_dirs_combine_to_the_highest_end_offset(tmp_path):
     assert [(r.log_end_offset, r.source) for r in rows] == [(9, SOURCE_SEGMENT)]  # segment tail past the checkpoint
 
 
+def test_names_past_kafkas_numbers_are_not_read(tmp_path):
+    # Kafka's partitions are ints and its offsets longs: such a name is no log's, and its number would not fit the
+    # table's columns
+    for d in ("orders-2147483648", "orders-1"):
+        (tmp_path / d).mkdir()
+    _segment(tmp_path / "orders-2147483648" / "00000000000000000000.log", [write_record_batch(_records(2), 0)])
+    _segment(tmp_path / "orders-1" / "00000000000000000000.log", [write_record_batch(_records(3), 0)])
+    _segment(tmp_path / "orders-1" / "99999999999999999999.log", [write_record_batch(_records(1), 0)])
+    rows, warnings = log_end_offsets([tmp_path])
+    assert [(r.topic, r.partition, r.log_end_offset) for r in rows] == [("orders", 1, 3)]
+    assert len(warnings) == 1 and "orders-2147483648: names partition 2147483648" in warnings[0]
+
+
 @pytest.mark.parametrize("text, why", [
     ("", "empty file"),
     ("1\n0\n", "unrecognized version"),
@@ -118,6 +131,8 @@ def test_log_dirs_combine_to_the_highest_end_offset(tmp_path):
     ("0\n2\norders 0 5\n", "says 2 entries"),
     ("0\n1\norders zero 5\n", "whole numbers"),
     ("0\n1\norders 0 -5\n", "negative"),
+    ("0\n1\norders 2147483648 5\n", "partition past 2147483647"),
+    ("0\n1\norders 0 9223372036854775808\n", "offset past 9223372036854775807"),
     ("0\n1\norders 0\n", "expected 'topic partition offset'"),
 ])
 def test_a_bad_checkpoint_is_named_and_never_fails_the_run(tmp_path, text, why):
@@ -133,7 +148,8 @@ def test_end_offsets_text_takes_kafka_get_offsets_and_csv():
         ("orders", 0): 1250, ("orders", 1): 900, ("my.topic-x", 12): 0}
     assert parse_end_offsets_text("topic,partition,end_offset\n# note\norders,0,1250\n\norders 1 900\n") == {
         ("orders", 0): 1250, ("orders", 1): 900}
-    for bad in ("orders:0\n", "orders,zero,1\n", "orders:0:-1\n", "x,0,1\norders,zero,1\n"):
+    for bad in ("orders:0\n", "orders,zero,1\n", "orders:0:-1\n", "x,0,1\norders,zero,1\n", "orders:2147483648:1\n",
+                "orders:0:9223372036854775808\n"):
         with pytest.raises(ValueError, match="line"):
             parse_end_offsets_text(bad)
 

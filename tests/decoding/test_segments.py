@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from pipelines.decoding.batch_writer import write_record_batch
-from pipelines.decoding.segments import InputError, SegmentFile, discover_segments, read_log, read_segment_batches
+from pipelines.decoding.segments import (InputError, SegmentFile, discover_segments, partition_count, read_log,
+                                         read_segment_batches)
 from schemas.records import LogRecord, ReadProblem
 
 
@@ -133,6 +134,23 @@ def test_a_segment_that_is_not_a_regular_file_is_reported_not_skipped(tmp_path):
     assert all("is not a regular file" in p.reason for p in problems)
     single, problems = discover_segments(d / f"{5:020d}.log")  # named on its own
     assert single == [] and [p.kind for p in problems] == ["unreadable"]
+
+
+def test_names_past_kafkas_partitions_and_offsets_are_reported_not_read(tmp_path):
+    # a partition id is a Java int, an offset a Java long: past them the name is no log's (and the number would not
+    # fit the decoded columns)
+    root = tmp_path / "logs"
+    _seg(root / "__consumer_offsets-2147483648", 0, 1)
+    _seg(root / "__consumer_offsets-4", 0, 1)
+    (root / "__consumer_offsets-4" / "99999999999999999999.log").write_bytes(b"x")  # 20 digits, past 2^63 - 1
+    segs, problems = discover_segments(root)
+    assert [(s.offsets_partition, s.base_offset) for s in segs] == [(4, 0)]
+    assert sorted((Path(p.source).name, p.kind) for p in problems) == [
+        ("99999999999999999999.log", "not_offsets_data"), ("__consumer_offsets-2147483648", "not_offsets_data")]
+    assert all("past Kafka's" in p.reason for p in problems)
+    alone, problems = discover_segments(root / "__consumer_offsets-2147483648")  # the directory named on its own
+    assert alone == [] and [p.kind for p in problems] == ["not_offsets_data"]
+    assert partition_count(root) == 5
 
 
 def test_bare_log_files_directory(tmp_path):

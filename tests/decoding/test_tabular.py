@@ -167,3 +167,40 @@ def test_a_record_that_fails_to_decode_is_quarantined_at_its_row(tmp_path, txn_r
     errors = [r for r in iter_decoded_rows([tmp_path / "dump.json"]) if r["record_kind"] == "error"]
     assert [(e["offset"], e["batch_position"]) for e in errors] == [(rows[bad]["offset"], bad)]
     assert errors[0]["source"].endswith("dump.json")
+
+
+def test_positions_past_kafkas_numbers_are_quarantined_and_counted(tmp_path):
+    """A partition is a Java int and an offset a Java long: a row past them is reported at its row and the others
+    are read, whatever the format (Arrow types a text column of such numbers as doubles; Parquet keeps them)."""
+    from pipelines.frames.decode import count_tabular
+
+    base = {"key": b"\x00\x01\x00\x01g\x00\x01t\x00\x00\x00\x00", "value": None, "topic": "__consumer_offsets",
+            "timestamp": 10, "timestampType": 0}
+    rows = [dict(base, partition=3, offset=1), dict(base, partition=2147483648, offset=2),
+            dict(base, partition=3, offset=9223372036854775807)]
+    pq.write_table(pa.Table.from_pylist(rows, schema=pa.schema([
+        ("key", pa.binary()), ("value", pa.binary()), ("topic", pa.string()), ("timestamp", pa.int64()),
+        ("timestampType", pa.int32()), ("partition", pa.int64()), ("offset", pa.int64())])), tmp_path / "p.parquet")
+    out = list(read_tabular_dump(tmp_path / "p.parquet"))
+    assert [(o.kind, o.position) for o in out if isinstance(o, ReadProblem)] == [("invalid_row", 1)]
+    assert [(r.offsets_partition, r.offset) for r in out if isinstance(r, LogRecord)] == [
+        (3, 1), (3, 9223372036854775807)]
+    # the reader's own count puts each row where the decoded rows are (the invalid one under no partition)
+    assert {p: c["records_in"] for p, c in count_tabular(str(tmp_path / "p.parquet")).items()} == {3: 2, -1: 1}
+
+    text = [dict(base, key=base64.b64encode(base["key"]).decode(), partition=p, offset=o)
+            for p, o in ((3, 1), (2147483648, 2), (3, 9223372036854775808))]
+    (tmp_path / "d.jsonl").write_text("\n".join(json.dumps(r) for r in text) + "\n")
+    with open(tmp_path / "d.csv", "w") as f:
+        f.write("key,value,topic,partition,offset,timestamp,timestampType\n")
+        f.writelines(f"{r['key']},,{r['topic']},{r['partition']},{r['offset']},10,0\n" for r in text)
+    for name in ("d.jsonl", "d.csv"):
+        out = list(read_tabular_dump(tmp_path / name))
+        bad = [(o.kind, o.position) for o in out if isinstance(o, ReadProblem)]
+        assert bad == [("malformed_row", 1), ("malformed_row", 2)], (name, out)
+        assert [(r.offsets_partition, r.offset) for r in out if isinstance(r, LogRecord)] == [(3, 1)]
+
+    fraction = pa.table({"key": [b"k"], "value": [b"v"], "partition": [0], "offset": [1.5]})
+    pq.write_table(fraction, tmp_path / "f.parquet")
+    with pytest.raises(InvalidFieldError, match="offset column holds double"):
+        read_tabular_dump(tmp_path / "f.parquet")
