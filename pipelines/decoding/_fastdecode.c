@@ -515,6 +515,10 @@ enum { H_OFFSET, H_TS, H_KIND, H_KTYPE, H_GROUP, H_TOPIC, H_PART, H_TOMB, H_VER,
 enum { B_PART, B_BASE, B_FIRST, B_LAST, B_POS, B_TSTYPE, B_PID, B_PEPOCH, B_TXN, B_CONTROL, B_MAGIC,
        B_CODEC, B_NCOLS };
 
+/* a + b as Java's long arithmetic gives it, wrapped (a signed overflow is undefined in C): offsets and timestamps are
+ * a base plus a delta, and a crafted batch near the end of the range wraps, as Kafka's sums do */
+static inline int64_t long_add(int64_t a, int64_t b) { return (int64_t)((uint64_t)a + (uint64_t)b); }
+
 /* zig-zag varint, at most maxb bytes; 0 = ok, -1 = malformed */
 static inline int read_varint(const unsigned char *b, Py_ssize_t *pos, Py_ssize_t end, int maxb, int64_t *out) {
     uint64_t raw = 0;
@@ -1354,8 +1358,8 @@ static int walk_records(const unsigned char *b, Py_ssize_t pos, Py_ssize_t end, 
         pos += 1;
         if (pos != rec_end) return LEAVE;
         Py_ssize_t ve = pos - 1;
-        int64_t offset = base_offset + offd;
-        int64_t ts = ts_base + tsd * ts_scale;
+        int64_t offset = long_add(base_offset, offd);
+        int64_t ts = ts_scale ? long_add(ts_base, tsd) : ts_base;
         if (cols_reserve(h, h->n) < 0) return ERROR;
         Py_ssize_t i = h->n;
         if (is_control) {
@@ -1504,7 +1508,7 @@ static PyObject *decode_entries(PyObject *self, PyObject *args) {
             put_int(bc, B_PART, part);
             put_int(bc, B_BASE, base_offset);
             put_int(bc, B_FIRST, first);
-            put_int(bc, B_LAST, base_offset + last_delta);
+            put_int(bc, B_LAST, long_add(base_offset, last_delta));
             put_int(bc, B_POS, pos);
             put_int(bc, B_PID, producer_id);
             put_int(bc, B_PEPOCH, producer_epoch);
@@ -1601,7 +1605,7 @@ static PyObject *entry_heads(PyObject *self, PyObject *args) {
         int64_t offset = be64(m + pos);
         unsigned char magic = m[pos + 16];
         if (offset < 0 || magic > 2 || (magic == 2 && total < 27)) break;  /* 27: through lastOffsetDelta */
-        int64_t last = magic == 2 ? offset + be32(m + pos + 23) : offset;
+        int64_t last = magic == 2 ? long_add(offset, be32(m + pos + 23)) : offset;
         int64_t held = 1;
         if (magic == 2 && total >= 61) {  /* 61: the whole v2 header, through recordsCount */
             held = be32(m + pos + 57);
@@ -1663,7 +1667,7 @@ static PyObject *count_entries(PyObject *self, PyObject *args) {
         unsigned char magic = m[pos + 16];
         last_pos = pos;
         last_total = total;
-        last_offset = magic == 2 && total >= 27 ? offset + be32(m + pos + 23) : offset;
+        last_offset = magic == 2 && total >= 27 ? long_add(offset, be32(m + pos + 23)) : offset;
         int clean = 0;
         if (magic == 2 && total >= 61) {  /* RECORD_BATCH_OVERHEAD: the whole v2 header */
             int32_t held = be32(m + pos + 57);

@@ -62,6 +62,7 @@ from pipelines.decoding.framing import (
     LEGACY_RECORD_OVERHEAD_V0,
     LOG_OVERHEAD,
     MAGIC_OFFSET,
+    as_long,
     frame_entries,
     unread_range,
 )
@@ -272,7 +273,7 @@ def _decode_v2(data: bytes, start: int, end: int, source: str, partition: int, p
     codec_id = attributes & COMPRESSION_CODEC_MASK
     log_append = attributes & TIMESTAMP_TYPE_MASK
     header = _new_header(
-        source, partition, position, base_offset, base_offset + last_offset_delta, size, magic, crc, crc_valid,
+        source, partition, position, base_offset, as_long(base_offset + last_offset_delta), size, magic, crc, crc_valid,
         attributes, _CODEC_LABELS[codec_id], LOG_APPEND_TIME if log_append else CREATE_TIME,
         (attributes & TRANSACTIONAL_FLAG_MASK) != 0, (attributes & CONTROL_FLAG_MASK) != 0,
         base_ts if attributes & DELETE_HORIZON_FLAG_MASK else None, base_ts, max_ts, producer_id, producer_epoch,
@@ -438,7 +439,7 @@ def _read_v2_records(buf: bytes, pos: int, end: int, count: int, header: RecordB
             if hend != pos:
                 raise _RecordError(f"invalid record size: expected to read {length} bytes in record payload, "
                                    f"but instead read {hend - (pos - length)}", rec_start)
-            offset = base_offset + off_delta
+            offset = as_long(base_offset + off_delta)
             if first_offset is None:
                 first_offset = offset
             if has_seq:
@@ -447,7 +448,7 @@ def _read_v2_records(buf: bytes, pos: int, end: int, count: int, header: RecordB
                     seq -= 0x80000000
             else:
                 seq = NO_SEQUENCE
-            append(make(header, offset, ts_base + ts_delta * ts_scale, first_offset, seq, key, value, hkeys))
+            append(make(header, offset, as_long(ts_base + ts_delta * ts_scale), first_offset, seq, key, value, hkeys))
     except IndexError:  # the header count, or a header, past the buffer
         raise _RecordError("record runs past the end of the batch", hs) from None
     if pos != end:
@@ -550,10 +551,10 @@ def _legacy_records(data, start, end, offset, magic, codec_id, log_append, polic
         return None, None, "corrupt_batch", f"{e} at byte {e.position} of the decompressed inner message set"
     if magic >= 1 and offset != 0:
         # v1 inner offsets are relative; absolute = wrapperOffset - lastInnerRelative + innerRelative
-        delta = offset - inner_msgs[-1][0]
+        delta = as_long(offset - inner_msgs[-1][0])
     else:
         delta = 0  # v0: absolute; v1 wrapper offset 0 (librdkafka produce quirk): base 0
-    first = inner_msgs[0][0] + delta
+    first = as_long(inner_msgs[0][0] + delta)
     header = make_header(first, len(inner_msgs), timestamp)
     records = []
     for inner_offset, inner_magic, inner_ts, ikey, ivalue in inner_msgs:
@@ -561,7 +562,7 @@ def _legacy_records(data, start, end, offset, magic, codec_id, log_append, polic
             ts = timestamp
         else:
             ts = inner_ts if inner_magic >= 1 else -1
-        records.append(LogRecord(batch=header, offset=inner_offset + delta, timestamp=ts,
+        records.append(LogRecord(batch=header, offset=as_long(inner_offset + delta), timestamp=ts,
                                  first_offset_in_batch=first, sequence=NO_SEQUENCE, key=ikey, value=ivalue))
     return header, records, None, None
 

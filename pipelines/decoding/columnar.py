@@ -52,7 +52,7 @@ from pipelines.decoding.batches import (
     decode_entry,
     v2_records,
 )
-from pipelines.decoding.framing import frame_entry, stop_problem
+from pipelines.decoding.framing import as_long, frame_entry, stop_problem
 from pipelines.decoding.policy import DEFAULT_POLICY, ReadPolicy
 from pipelines.decoding.native import MEMBER_FIELDS, fastdecode
 from pipelines.decoding.messages import offset_commit_value_fields
@@ -162,10 +162,10 @@ def _walk_v2(buf, pos: int, end: int, count: int, base_offset: int, ts_base: int
         if buf[hs] != 0 or hs + 1 != rec_end:
             raise _Bail  # record headers, or a size that does not add up: the reference path
         pos = hs + 1
-        offset = base_offset + offd
+        offset = as_long(base_offset + offd)
         if first is None:
             first = offset
-        ts = ts_base + tsd * ts_scale
+        ts = as_long(ts_base + tsd * ts_scale)
         if is_control:
             if key is not None and len(key) >= 4 and key[0] < 0x80:
                 ctype = _I16(key, 2)[0]
@@ -581,13 +581,13 @@ class _V2Batches:
             return True
         if pending:
             header = _new_header(
-                self.src, self.part, pos, base_offset, base_offset + last_delta, total, magic, crc, True,
+                self.src, self.part, pos, base_offset, as_long(base_offset + last_delta), total, magic, crc, True,
                 attributes, _CODEC_LABELS[codec_id], LOG_APPEND_TIME if log_append else CREATE_TIME,
                 (attributes & 0x10) != 0, is_control, base_ts if attributes & 0x40 else None,
                 base_ts, max_ts, producer_id, producer_epoch, base_sequence, leader_epoch, count)
             self._fill_pending(header, base_offset, base_sequence, first, row0)
         chunk.hot.extend(brows)
-        chunk.batch.extend([(self.part, base_offset, first, base_offset + last_delta, pos,
+        chunk.batch.extend([(self.part, base_offset, first, as_long(base_offset + last_delta), pos,
                              LOG_APPEND_TIME if log_append else CREATE_TIME, producer_id, producer_epoch,
                              (attributes & 0x10) != 0, is_control, 2, _CODEC_LABELS[codec_id])] * len(brows))
         brows.clear()
@@ -603,7 +603,7 @@ class _V2Batches:
                     seq -= 0x80000000
             else:
                 seq = NO_SEQUENCE
-            rec = _new_record(header, base_offset + offd, ts, first, seq, key, value, ())
+            rec = _new_record(header, as_long(base_offset + offd), ts, first, seq, key, value, ())
             self.chunk.fill_row(self.brows, row0, i, to_decoded_row(rec))
         self.pending.clear()
 

@@ -33,6 +33,16 @@ V2_HEAD_BYTES = 27  # a v2 batch through its lastOffsetDelta (int32 at byte 23)
 V2_RECORDS_COUNT_AT = 57  # a v2 batch's recordsCount (int32), the last field of its 61-byte header
 
 _unpack_int32 = struct.Struct(">i").unpack_from
+_LONG_MIN, _LONG_MAX = -(1 << 63), (1 << 63) - 1
+
+
+def as_long(n: int) -> int:
+    """`n` as Java's long arithmetic leaves a sum: wrapped into [-2^63, 2^63). Offsets and timestamps are base plus
+    delta in Kafka (`DefaultRecord.readFrom`), and a crafted batch near the end of the range wraps there (to a
+    negative offset, which validation reports); a Python int would run past what the columns hold."""
+    if _LONG_MIN <= n <= _LONG_MAX:
+        return n
+    return ((n - _LONG_MIN) & ((1 << 64) - 1)) + _LONG_MIN
 
 _unpack_head = ENTRY_HEAD.unpack_from
 
@@ -42,7 +52,7 @@ def last_offset(buf, pos: int, offset: int, total: int) -> int:
     baseOffset + lastOffsetDelta (when it is long enough to hold it); a legacy entry's own offset (a compressed
     wrapper carries its last inner offset)."""
     if buf[pos + MAGIC_OFFSET] == 2 and total >= V2_HEAD_BYTES:
-        return offset + _unpack_int32(buf, pos + 23)[0]
+        return as_long(offset + _unpack_int32(buf, pos + 23)[0])
     return offset
 
 

@@ -255,6 +255,24 @@ def test_special_batches(tmp_path, walker):
 
 
 @pytest.mark.parametrize("walker", WALKERS)
+def test_offsets_and_times_past_a_long_wrap_as_javas(tmp_path, walker):
+    # Kafka sums a batch's base and each record's delta in long arithmetic: a crafted batch at the end of the range
+    # wraps to negative offsets and times (which validation reports), in C, in Python and in the reference alike
+    import crc32c
+
+    end = (1 << 63) - 1
+    late = bytearray(write_record_batch([oc(ts=TS), oc(ts=TS + 1), oc(ts=TS + 2)], end - 1))
+    struct.pack_into(">q", late, 27, end - 1)  # baseTimestamp: the third record's is past a long too
+    struct.pack_into(">I", late, 17, crc32c.crc32c(bytes(late[21:])))
+    p = write_tmp(tmp_path, write_record_batch([oc()], 0) + bytes(late) + write_record_batch([oc()], 5))
+    assert assert_same(p, 7, walker) == 5
+    rows = fast(p, 7, walker)
+    assert [r["offset"] for r in rows] == [0, end - 1, end, -end - 1, 5]
+    assert [r["timestamp"] for r in rows[1:4]] == [end - 1, end, -end - 1]
+    assert {r["batch_last_offset"] for r in rows[1:4]} == {-end - 1}
+
+
+@pytest.mark.parametrize("walker", WALKERS)
 @pytest.mark.parametrize("tail", ["torn", "short", "zero", "small_size", "flip"])
 def test_damaged(tmp_path, walker, tail):
     good = b"".join(write_record_batch([oc(offset=i), tomb()], 2 * i, codec=c) for i, c in enumerate(CODECS))
