@@ -137,6 +137,38 @@ def test_a_run_failing_while_its_tables_are_staged_leaves_no_file(spark, setting
     assert not (wh / "_lock").exists()
 
 
+def test_a_commit_failing_on_a_full_disk_is_named_the_commit_when_the_write_cannot_record_it(
+        no_spark, settings, tmp_path, monkeypatch):
+    """The write records the stage it stopped in; on a full disk that record fails too, and the run's own record
+    (made once the staged files were deleted) named the write stage, not the commit it had begun: the writer lock,
+    which the run updates before its first commit, says so."""
+    import errno
+
+    from pipelines.io.warehouse import Warehouse
+    from pipelines.rebuild import RebuildRequest, run_rebuild
+    from pipelines.rebuild.failures import RunFailed
+
+    src, _ = small_log(tmp_path / "in", 100)
+    wh = tmp_path / "wh"
+    real = Warehouse.record_failure
+    attempts = []
+
+    def full(*_a, **_k):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    def full_once(self, *a, **k):  # the write's own record meets the full disk; the run's, once space is back
+        attempts.append(a[0])
+        return full() if len(attempts) == 1 else real(self, *a, **k)
+
+    monkeypatch.setattr(Warehouse, "_commit_tables", full)
+    monkeypatch.setattr(Warehouse, "record_failure", full_once)
+    with pytest.raises(RunFailed, match="^run s1 failed in stage commit: disk full: "):
+        run_rebuild(no_spark, settings, RebuildRequest(inputs=(str(src),), warehouse=str(wh), snapshot_id="s1"))
+    assert attempts == ["s1", "s1"]
+    row = runs(wh)["s1"]
+    assert row["status"] == "failed" and json.loads(row["summary"])["stage"] == "commit"
+
+
 # ------------------------------------------------------------------------------------------ a failed night
 def test_a_run_failing_validation_keeps_its_row_and_names_the_failure(spark, tmp_path):
     """`--env prod`'s policy (a byte that cannot be read fails the run) on a log with unreadable bytes: the run

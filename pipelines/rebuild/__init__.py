@@ -57,6 +57,13 @@ def run_rebuild(spark, settings: Settings, req: RebuildRequest, emit: Callable[[
     return summary
 
 
+def _failed_in(lock, progress: Progress) -> str | None:
+    """The stage a run failed in: its progress's, but the commit once the lock says the run got there (a step of the
+    write stage that only the lock records, before the first table's commit). The write records where it stopped
+    itself, unless its record cannot be written either (a full disk): then this names it."""
+    return "commit" if lock.record.get("stage") == "commit" else progress.current
+
+
 def _note_stage(lock, name: str) -> None:
     """The stage in the writer lock, for the record of a run killed in it. A lock that cannot be written (a full
     disk) leaves the stage before: the stage's own writes then fail with what they met, in their stage. (The
@@ -114,7 +121,8 @@ def _run_locked(spark, settings: Settings, req: RebuildRequest, emit, prepared) 
             if not is_failure(e):  # an interrupt: the next run records it as abandoned (its lock says the stage)
                 raise
             conf = run.conf
-            stage = "start" if isinstance(spark, SessionOnDemand) and spark.start_failed else progress.current
+            stage = "start" if isinstance(spark, SessionOnDemand) and spark.start_failed else _failed_in(prepared.lock,
+                                                                                                      progress)
             record_failure(warehouse, run.snapshot_id, stage or "end", dict(
                 started_at=ms_to_iso(run.started_ms), inputs=prepared.inputs, semantics=conf.semantics,
                 retention_minutes=conf.retention_minutes, kind=run.kind), e, req.warehouse,
