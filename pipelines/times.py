@@ -16,6 +16,9 @@ EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 _EPOCH_MS = re.compile(r"\d+")
 _MIN_MS_DIGITS, _MAX_MS_DIGITS = 11, 15
 _MAX_MS = 253402300799999  # 9999-12-31T23:59:59.999Z, the last instant datetime can hold
+#: The instants a table, a run record and ISO-8601 text hold: years 1 to 9999 (Python's datetime and Spark's
+#: timestamps; Arrow's microseconds end in year 294247). A log's epoch milliseconds past them are read as these ends.
+MIN_TIME_MS, MAX_TIME_MS = -62135596800000, _MAX_MS
 
 TIME_FORMS = "an ISO-8601 time (2026-11-21T20:52:00Z; UTC when no zone), epoch milliseconds (1795294320000) or 'now'"
 

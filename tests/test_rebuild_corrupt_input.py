@@ -192,3 +192,45 @@ def test_prod_settings_tolerate_no_unread_bytes():
 
     assert max_unread_bytes(load_settings(env="prod")) == 0
     assert load_settings(env="prod").section("validation")["policy"] == "fail"
+
+
+def test_instants_past_the_years_a_table_holds_are_read_as_its_ends(tmp_path):
+    """Kafka takes any long for a time; a table, a run record and ISO-8601 text hold years 1 to 9999. A crafted log
+    with a record of year 146 million (the run's clock, as of its newest record) and commits at both ends of the long
+    range ended the run as a stack trace; each instant is now the nearest end, and what Kafka did with the long is
+    what the run did: the commit past 9999 with an expireTimestamp past it is kept, the others go with their Empty
+    group's state time."""
+    import datetime as dt
+
+    from pipelines.decoding import message_writer as mw
+    from pipelines.decoding.batch_writer import write_record_batch
+    from pipelines.io.warehouse import Warehouse
+
+    g, far = "far-times", 1 << 62
+    late = (mw.write_offset_commit_key(g, "orders", 1),
+            mw.write_offset_commit_value(1, offset=6, metadata="m", commit_timestamp=far,
+                                         expire_timestamp=(1 << 63) - 1), bi.T0 + 2)
+    early = (mw.write_offset_commit_key(g, "orders", 2),
+             mw.write_offset_commit_value(3, offset=7, metadata="m", commit_timestamp=-far, leader_epoch=0), bi.T0 + 3)
+    bi.write_segment(tmp_path / "logs" / "__consumer_offsets-3", 0,
+                     write_record_batch([bi.group_record(g, bi.T0), bi.commit(g, 0, 5, bi.T0 + 1)], 0)
+                     + write_record_batch([late, early], 2) + write_record_batch([bi.commit(g, 3, 8, far)], 4))
+    wh = tmp_path / "wh"
+    last = dt.datetime(9999, 12, 31, 23, 59, 59, 999000, tzinfo=dt.timezone.utc)
+    first = dt.datetime(1, 1, 1, tzinfo=dt.timezone.utc)
+
+    newest = invoke(["--input", str(tmp_path / "logs"), "--warehouse", str(wh), "--snapshot-id", "newest", "--quiet"])
+    assert newest.exit_code in (0, 1), newest.output  # validation reports the odd times
+    assert {r["snapshot_id"]: r for r in Warehouse(wh).snapshots()}["newest"]["as_of"] == last
+
+    result = invoke(["--input", str(tmp_path / "logs"), "--warehouse", str(tmp_path / "then"), "--snapshot-id",
+                     "then", "--as-of", "2027-06-01", "--quiet"])
+    assert result.exit_code in (0, 1), result.output
+    w = Warehouse(tmp_path / "then")
+    kept = w.read_table("loaded_offsets", "then").to_pylist()
+    assert [(r["partition"], r["commit_timestamp"], r["expire_timestamp"]) for r in kept] == [(1, last, last)]
+    expired = w.read_table("expired_offsets", "then").to_pylist()
+    assert sorted(r["partition"] for r in expired) == [0, 2, 3]
+    assert {(r["expire_timestamp"], r["expiry_rule"]) for r in expired} == {(None, "empty_group_state_timestamp")}
+    history = {r["record_offset"]: r for r in w.read_table("offset_commits", "then").to_pylist()}
+    assert (history[3]["commit_timestamp"], history[4]["record_timestamp"]) == (first, last)

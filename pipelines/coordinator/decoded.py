@@ -14,6 +14,7 @@ from pipelines.coordinator.loader import SKIPPED_KINDS, SparseRow
 from pipelines.coordinator.offset_metadata import is_control
 from pipelines.coordinator.options import ReplayOptions
 from pipelines.decoding.native import fastdecode
+from pipelines.times import MAX_TIME_MS, MIN_TIME_MS
 from schemas.decoded import DECODED_RECORD_SCHEMA, KIND_OFFSET_COMMIT
 
 PART = "offsets_partition"
@@ -41,13 +42,38 @@ def conform_decoded(table: pa.Table) -> pa.Table:
 
 
 def loadable(table: pa.Table) -> pa.Table:
-    """The rows a shard loads (no error/unknown rows), in log order within each offsets partition."""
+    """The rows a shard loads (no error/unknown rows), in log order within each offsets partition, their times
+    within what the tables hold (`within_time`)."""
     skipped = pc.fill_null(pc.is_in(table.column("record_kind"), pa.array(SKIPPED_KINDS)), False)
     if pc.any(skipped).as_py():  # a filter copies every column: only when there is something to drop
         table = table.filter(pc.invert(skipped))
+    table = within_time(table)
     if _in_log_order(table):  # what a segment's decoder gives: a sort would only copy every column
         return table
     return table.sort_by([(PART, "ascending"), ("offset", "ascending")])
+
+
+#: The decoded columns that hold an instant (epoch ms; -1 where the record has none)
+TIME_COLUMNS = ("timestamp", "commit_timestamp", "expire_timestamp", "current_state_timestamp", "regex_timestamp")
+
+
+def within_time(table: pa.Table) -> pa.Table:
+    """`table` with each instant past years 1 to 9999 read as the nearest of them (`times.MIN_TIME_MS`,
+    `MAX_TIME_MS`). Kafka takes any long (a crafted record's can be year 146 million), and a table, a run record
+    and ISO-8601 text hold those years only; against any clock a run can have, the nearest end decides what the
+    long did (a commit past year 9999 never expires, one before year 1 has), and the log's own bytes keep the value
+    (`offsetlake decode`)."""
+    for name in TIME_COLUMNS:
+        at = table.schema.get_field_index(name)
+        if at < 0:
+            continue
+        column = table.column(at)
+        low, high = pc.min_max(column).values()
+        if low.is_valid and (low.as_py() < MIN_TIME_MS or high.as_py() > MAX_TIME_MS):
+            raised = pc.max_element_wise(column, pa.scalar(MIN_TIME_MS, column.type), skip_nulls=False)  # a null stays
+            table = table.set_column(at, table.schema.field(at),
+                                     pc.min_element_wise(raised, pa.scalar(MAX_TIME_MS, column.type), skip_nulls=False))
+    return table
 
 
 def _in_log_order(table: pa.Table) -> bool:

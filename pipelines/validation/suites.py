@@ -21,6 +21,7 @@ import pyarrow.compute as pc
 from pipelines.coordinator.offset_metadata import END_MARKER_TYPES
 from pipelines.coordinator.options import DEFAULT_SEMANTICS, SEMANTICS
 from pipelines.coordinator.partitioner import partition_for
+from pipelines.times import EPOCH
 
 UTC = timezone.utc
 
@@ -506,7 +507,11 @@ def build_suites(*, as_of_ms: int, num_partitions: int, timestamp_skew_minutes: 
     """
     if semantics not in SEMANTICS:
         raise ValueError(f"semantics must be one of {', '.join(SEMANTICS)}, got {semantics!r}")
-    upper = datetime.fromtimestamp(as_of_ms / 1000, tz=UTC) + timedelta(minutes=timestamp_skew_minutes)
+    # integer arithmetic (a float of seconds rounds the last millisecond of year 9999 into year 10000), and a run as
+    # of late in year 9999 (the last a time can be) checks against that end, not past it
+    as_of = EPOCH + timedelta(milliseconds=as_of_ms)
+    skew, last = timedelta(minutes=timestamp_skew_minutes), datetime.max.replace(tzinfo=UTC)
+    upper = as_of + skew if as_of <= last - skew else last
     specs = (_offset_suites(num_partitions, upper, semantics) + _group_suites(num_partitions, upper)
              + _log_suites(upper, max_unread_bytes))
     return [_with_inputs(name, index, checks, available) for name, index, checks in specs]

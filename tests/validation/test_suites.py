@@ -294,3 +294,15 @@ def test_keys_match_the_contract():
     for table, keys in KEYS.items():
         if table != "accounting":
             assert set(keys) <= set(columns(table)), table
+
+
+def test_a_run_as_of_the_end_of_year_9999_checks_against_that_end():
+    # `--as-of 9999-12-31T23:30:00Z`, or a log whose newest record is past year 9999: as_of + skew is past the last
+    # instant a time can be, and building the suites raised OverflowError (the run's stack trace)
+    last = datetime.max.replace(tzinfo=UTC)
+    for minutes_before in (30, 0):
+        epoch = datetime(1970, 1, 1, tzinfo=UTC)
+        as_of = (last - timedelta(minutes=minutes_before) - epoch) // timedelta(milliseconds=1)
+        specs = build_suites(as_of_ms=as_of, num_partitions=N, timestamp_skew_minutes=SKEW_MINUTES)
+        assert {s.check_id(c) for s in specs for c in s.checks} == ALL_IDS
+        assert {c.minimum[1] for s in specs for c in s.checks if c.kind == "ts_range"} == {last}
