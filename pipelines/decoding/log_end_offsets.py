@@ -229,14 +229,8 @@ def data_logs(paths: Iterable["str | os.PathLike | Location"]) -> DataLogs:
             continue
         unwalked = 0
         for e in entries:
-            name = os.path.basename(e.path)
-            m = _PARTITION_DIR.match(name)
-            if not m or _SKIPPED_DIR.search(name) or not _is_data_topic(m.group(1)) or e.type != pafs.FileType.Directory:
-                continue
-            key = (m.group(1), int(m.group(2)))
-            if key[1] > PARTITION_MAX:
-                warnings.append(f"{e.path}: names partition {key[1]}, past Kafka's {PARTITION_MAX}; not "
-                                "read")
+            key = _data_partition(e, warnings)
+            if key is None:
                 continue
             if log_dir.remote:
                 unwalked += key not in best
@@ -276,6 +270,19 @@ def data_logs(paths: Iterable["str | os.PathLike | Location"]) -> DataLogs:
             row = replace(row, log_start_offset=starts[key], log_start_source=LOG_START_CHECKPOINT)
         rows.append(row)
     return DataLogs(rows, logs, warnings)
+
+
+def _data_partition(entry, warnings: list[str]) -> tuple[str, int] | None:
+    """(topic, partition) of a log dir's entry that is a data topic's partition directory; None for any other (one
+    naming a partition past Kafka's ints is a warning)."""
+    name = os.path.basename(entry.path)
+    m = _PARTITION_DIR.match(name)
+    if not m or _SKIPPED_DIR.search(name) or not _is_data_topic(m.group(1)) or entry.type != pafs.FileType.Directory:
+        return None
+    if int(m.group(2)) > PARTITION_MAX:
+        warnings.append(f"{entry.path}: names partition {m.group(2)}, past Kafka's {PARTITION_MAX}; not read")
+        return None
+    return m.group(1), int(m.group(2))
 
 
 def _is_int(text: str) -> bool:
