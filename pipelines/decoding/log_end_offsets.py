@@ -27,6 +27,7 @@ import pyarrow.fs as pafs
 
 from pipelines.io import storage
 from pipelines.io.storage import Location
+from pipelines.times import MAX_TIME_MS, MIN_TIME_MS
 from schemas.records import OFFSET_MAX, PARTITION_MAX
 
 __all__ = ["CheckpointError", "DataLogs", "LogEndOffset", "data_logs", "log_end_offsets", "log_end_offsets_table",
@@ -345,4 +346,7 @@ def log_end_offsets_table(rows: list[LogEndOffset], snapshot_id: str):
 
 
 def _timestamps(ms: list[int | None]):
-    return pa.array([None if v is None else v * 1000 for v in ms], pa.timestamp("us", tz="UTC"))
+    """Epoch ms as the table's timestamps, an instant past years 1 to 9999 (a crafted record's) as the nearest end
+    (`coordinator.decoded.within_time`)."""
+    return pa.array([None if v is None else min(max(v, MIN_TIME_MS), MAX_TIME_MS) * 1000 for v in ms],
+                    pa.timestamp("us", tz="UTC"))

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pipelines.times import MAX_TIME_MS
 from schemas.tables import TABLES
 
 if TYPE_CHECKING:
@@ -108,7 +109,9 @@ def lag_table(offsets: pa.Table, log_ends: pa.Table, logs: dict, as_of_ms: int,
         "lag_seconds": null_if(timing.lag_seconds, np.isnan(timing.lag_seconds)),
         "commit_age_seconds": null_if(commit_age, np.isnan(commit_age)),
         "next_offset": null_if(timing.next_offset, timing.next_offset < 0),
-        "next_timestamp": pa.array(next_ts * 1000, pa.int64(), mask=next_ts < 0).cast(pa.timestamp("us", tz="UTC")),
+        # a record's time past year 9999 (a crafted one) as that year's end, as the loaders read it
+        "next_timestamp": pa.array(np.minimum(next_ts, MAX_TIME_MS) * 1000, pa.int64(), mask=next_ts < 0).cast(
+            pa.timestamp("us", tz="UTC")),
         "timestamp_type": pa.array(timing.ts_type, pa.string()),
         "group_max_lag_seconds": null_if(group_max, np.isnan(group_max)),
         "is_group_max": pa.array(is_max, pa.bool_()),

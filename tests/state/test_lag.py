@@ -144,3 +144,26 @@ def test_past_the_segments_end_the_time_is_unknown(crafted, tmp_path):
     assert (r["lag"], r["lag_seconds"]) == (9, None)
     r = rows[(ld.group_ids()["behind"], ld.TOPIC, 2)]  # its next record is in the segments: known
     assert r["lag_seconds"] == pytest.approx(ld.expected_lag_seconds(ld.TOPIC, 2, 102))
+
+
+def test_a_records_time_past_year_9999_is_that_years_end(tmp_path):
+    # a crafted data-topic log of year 146 million: its times wrapped in int64 microseconds (a next record of
+    # 1970) or failed the table; they are the last instant a table holds, as the loaders read the offsets topic's
+    import datetime as dt
+
+    from pipelines.decoding.batch_writer import write_record_batch
+
+    (tmp_path / "orders-0").mkdir()
+    far = 1 << 62
+    (tmp_path / "orders-0" / "00000000000000000000.log").write_bytes(
+        write_record_batch([(b"k", b"v", far), (b"k", b"v", far + 1), (b"k", b"v", ld.AS_OF - 1000)], 0))
+    found = data_logs([tmp_path])
+    try:
+        ends = log_end_offsets_table(found.rows, "s")
+        last = dt.datetime(9999, 12, 31, 23, 59, 59, 999000, tzinfo=dt.timezone.utc)
+        assert ends.column("log_start_timestamp").to_pylist() == [last]
+        t, _ = lag_table(_offsets([("g", "orders", 0, 1, ld.AS_OF - 5000)]), ends, found.logs, ld.AS_OF, "s")
+    finally:
+        found.close()
+    (row,) = t.to_pylist()
+    assert (row["next_offset"], row["next_timestamp"], row["lag_seconds"]) == (1, last, 0.0)
