@@ -91,7 +91,7 @@ class Tally:
         """Per offsets partition read: `first_offset`, and where its log lacks offsets (compacted by the log cleaner,
         or unreadable: see the quarantine) `compacted_below`, the first offset read after the last missing one (the
         log is whole from there on), and `compacted_until`, the newest timestamp read up to it (both None where
-        nothing is missing)."""
+        nothing is missing; a time within years 1 to 9999, as the loaders read one)."""
         t = self.table
         if not t.num_rows:
             return {}
@@ -101,7 +101,7 @@ class Tally:
         for p, first, end, ts in zip(*(by.column(c).to_pylist() for c in (
                 "offsets_partition", "first_offset_min", "gap_end_max", "gap_ts_max"))):
             if p is not None:
-                out[p] = {"first_offset": first, "compacted_below": end, "compacted_until": ts}
+                out[p] = {"first_offset": first, "compacted_below": end, "compacted_until": _within_time(ts)}
         return out
 
     def by_partition(self) -> dict[int | None, dict[str, int]]:

@@ -161,6 +161,24 @@ def test_a_gaps_timestamp_is_the_newest_read_up_to_its_end_whatever_the_order():
         assert got == {0: (0, 9, 300), 1: (7, 12, 900)}
 
 
+def test_a_runs_times_past_year_9999_are_that_years_end():
+    # the clock of a run as of its newest record, and the time a compacted log is dated by: a crafted record of year
+    # 146 million made both past what a run record and the views hold (`changes` failed printing the compaction)
+    import pyarrow as pa
+
+    from pipelines.frames.tally import Tally, tally_rows
+    from pipelines.times import MAX_TIME_MS
+
+    rows = [(0, 100), (1, 1 << 62), (9, 200)]
+    table = pa.table({"offsets_partition": pa.array([3] * 3, pa.int32()), "record_kind": ["offset_commit"] * 3,
+                      "control_type": pa.nulls(3, pa.string()), "key_type": pa.array([1] * 3, pa.int16()),
+                      "timestamp": pa.array([t for _, t in rows], pa.int64()),
+                      "offset": pa.array([o for o, _ in rows], pa.int64())})
+    tally = Tally(tally_rows(table))
+    assert tally.facts().max_timestamp == MAX_TIME_MS
+    assert tally.log_gaps() == {3: {"first_offset": 0, "compacted_below": 9, "compacted_until": MAX_TIME_MS}}
+
+
 def plain_tally(rows, until_offset, until_time, after):
     """The tally of `rows` (dicts of the tally's columns) by its definitions, row by row."""
     out = {}
