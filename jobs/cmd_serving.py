@@ -10,6 +10,7 @@ import errno
 import ipaddress
 import json
 import re
+import shlex
 import socket
 import sys
 
@@ -17,6 +18,7 @@ import click
 import orjson
 
 from jobs.errors import did_you_mean, fail, warn
+from jobs.terminal import shown
 from pipelines.decoding.log_end_offsets import parse_end_offsets_text
 from pipelines.io.snapshots import (DeltaWarehouseReader, GroupNotFound, NotAWarehouse, ReadError, SnapshotNotFound,
                                     resolve_snapshot)
@@ -177,7 +179,7 @@ def describe(warehouse, group, mode, all_groups, end_offsets, verbose, snapshot_
                 _unknown_group(reader, snap, idx.absent_reason(group), group)
         render_history(r, group, events)
         for stream, text in r.chunks:
-            click.echo(text, nl=False, err=stream != OUT)
+            click.echo(shown(text), nl=False, err=stream != OUT)
         sys.exit(1 if r.missing else 0)
     idx = _index(reader, snap, group_ids=None if all_groups else [group])
     if not all_groups and not idx.exists(group):
@@ -185,7 +187,7 @@ def describe(warehouse, group, mode, all_groups, end_offsets, verbose, snapshot_
     groups = consumer_group_ids(idx) if all_groups else [group]
     r = render(idx, groups, mode=mode, end_offsets=leo, verbose=verbose)
     for stream, text in r.chunks:
-        click.echo(text, nl=False, err=stream != OUT)
+        click.echo(shown(text), nl=False, err=stream != OUT)
     if r.missing and not all_groups:
         sys.exit(1)
 
@@ -283,7 +285,7 @@ def diff(warehouse, snap_a, snap_b, as_json, fail_on_regression):
     reader, a = _open(warehouse, snap_a)
     _, b = _open(warehouse, snap_b)
     d = diff_snapshots(_index(reader, a), _index(reader, b))
-    click.echo(json.dumps(d, ensure_ascii=False) if as_json else render_text(d), nl=as_json)
+    click.echo(json.dumps(d, ensure_ascii=False) if as_json else shown(render_text(d)), nl=as_json)
     if fail_on_regression and d["summary"]["regressed"]:
         sys.exit(1)
 
@@ -306,10 +308,10 @@ def reset_plan(warehouse, group, snapshot_id):
     click.echo(text, nl=False)
     for w in warnings:
         warn(w)
-    click.echo(
-        f"# {text.count(chr(10))} partitions of group '{group}' as of snapshot {snap.snapshot_id}. Apply with:\n"
-        f"#   kafka-consumer-groups.sh --bootstrap-server HOST:PORT --group '{group}' --reset-offsets "
-        "--from-file PLAN.csv --dry-run   (then --execute)",
+    click.echo(shown(
+        f"# {text.count(chr(10))} partitions of group {group!r} as of snapshot {snap.snapshot_id}. Apply with:\n"
+        f"#   kafka-consumer-groups.sh --bootstrap-server HOST:PORT --group {shlex.quote(group)} --reset-offsets "
+        "--from-file PLAN.csv --dry-run   (then --execute)"),
         err=True,
     )
 
@@ -332,7 +334,8 @@ def sql(warehouse, query, snapshot_id, fmt):
         cols, rows = sqlmod.run(con, query)
     except duckdb.Error as e:
         fail(str(e))
-    click.echo(sqlmod.render(cols, rows, fmt), nl=False)
+    out = sqlmod.render(cols, rows, fmt)
+    click.echo(shown(out) if fmt == "table" else out, nl=False)
 
 
 @click.command()
@@ -363,7 +366,7 @@ def changes(warehouse, start, end, groups, group_regex, storm_threshold, as_json
         items = ch.changes(reader, snap, sel)
     except (HistoryUnavailable, GroupNotFound) as e:
         fail(str(e))
-    click.echo(_pretty_json(items) if as_json else ch.render_text(items), nl=as_json)
+    click.echo(_pretty_json(items) if as_json else shown(ch.render_text(items)), nl=as_json)
 
 
 # Catch-all: a serving error that escaped a command is a message, not a stack trace.

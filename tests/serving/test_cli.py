@@ -338,3 +338,33 @@ def test_a_damaged_table_file_is_one_line_naming_the_file(story, tmp_path, args,
     assert r.stdout == "" and r.stderr.count("\n") == 1 and ".parquet" in r.stderr, r.stderr
     said = "error: Invalid Input Error:" if args[0] == "sql" else "error: cannot read the warehouse"
     assert r.stderr.startswith(said), r.stderr
+
+
+def test_control_characters_from_the_log_are_shown_escaped_in_the_text_views(no_spark, settings, tmp_path):
+    """A group id is whatever a client sent: an escape sequence in one acted on the reader's terminal (clear it,
+    recolour a row) and a carriage return wrote over its line, in describe, changes, diff, sql and reset-plan's
+    notes. The text views show each as its escape; JSON keeps the id as it is."""
+    from pipelines.rebuild import RebuildRequest, run_rebuild
+    from tests import badinputs as bi
+
+    from pipelines.coordinator.partitioner import partition_for
+
+    g = "evil\x1b[2J\x1b[31mred\rx"
+    bi.write_segment(tmp_path / "in" / f"__consumer_offsets-{partition_for(g, 50)}", 0,
+                     bi.batch([bi.group_record(g, bi.T0)], 0) + bi.batch([bi.commit(g, 0, 7, bi.T0 + 1)], 1))
+    wh = tmp_path / "wh"
+    for sid in ("s1", "s2"):
+        summary = run_rebuild(no_spark, settings, RebuildRequest(inputs=(str(tmp_path / "in"),), warehouse=str(wh),
+                                                                 snapshot_id=sid, num_partitions=50))
+        assert summary.status == "succeeded", summary.validation
+    views = [["describe", "--all-groups"], ["describe", g, "--history"], ["changes", "--from", "2000-01-01",
+             "--to", "2100-01-01"], ["diff", "s1", "s2"], ["sql", "select group_id from loaded_offsets"],
+             ["reset-plan", "--group", g], ["describe", g + "x"]]
+    for args in views:
+        # color=True: what a terminal gets (click strips ANSI escapes only from what is not one)
+        r = CliRunner().invoke(main, [args[0], "--warehouse", str(wh), *args[1:]], color=True)
+        text = r.stdout + r.stderr
+        assert "\x1b" not in text and "\r" not in text, (args, text)
+        assert args[0] == "diff" or "\\x1b[2J\\x1b[31mred\\rx" in text, (args, text)
+    r = CliRunner().invoke(main, ["lookup", "--warehouse", str(wh), "--group", g])
+    assert json.loads(r.stdout)["offsets"][0]["group_id"] == g
