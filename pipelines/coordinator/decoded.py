@@ -60,9 +60,9 @@ TIME_COLUMNS = ("timestamp", "commit_timestamp", "expire_timestamp", "current_st
 def within_time(table: pa.Table) -> pa.Table:
     """`table` with each instant past years 1 to 9999 read as the nearest of them (`times.MIN_TIME_MS`,
     `MAX_TIME_MS`). Kafka takes any long (a crafted record's can be year 146 million), and a table, a run record
-    and ISO-8601 text hold those years only; against any clock a run can have, the nearest end decides what the
-    long did (a commit past year 9999 never expires, one before year 1 has), and the log's own bytes keep the value
-    (`offsetlake decode`)."""
+    and ISO-8601 text hold those years only. Against any clock a run can have, the nearest end decides as the long
+    would (a commit past year 9999 never expires, one before year 1 is as old as can be), and the log's own bytes
+    keep the value (`offsetlake decode`)."""
     for name in TIME_COLUMNS:
         at = table.schema.get_field_index(name)
         if at < 0:

@@ -507,8 +507,8 @@ def build_suites(*, as_of_ms: int, num_partitions: int, timestamp_skew_minutes: 
     """
     if semantics not in SEMANTICS:
         raise ValueError(f"semantics must be one of {', '.join(SEMANTICS)}, got {semantics!r}")
-    # integer arithmetic (a float of seconds rounds the last millisecond of year 9999 into year 10000), and a run as
-    # of late in year 9999 (the last a time can be) checks against that end, not past it
+    # integer arithmetic (a float of seconds is microseconds off this far out: 9999-12-31T23:59:59.999 reads as
+    # .998993), and a run as of late in year 9999 (the last a time can be) checks against that end, not past it
     as_of = EPOCH + timedelta(milliseconds=as_of_ms)
     skew, last = timedelta(minutes=timestamp_skew_minutes), datetime.max.replace(tzinfo=UTC)
     upper = as_of + skew if as_of <= last - skew else last
