@@ -112,6 +112,8 @@ def test_help_and_version_still_exit_0():
     (["--until-time", "1795294230830000"], ["past year 9999 as epoch milliseconds"]),
     (["--conf", "rebuild.semantix=modern"], ["did you mean rebuild.semantics?"]),
     (["--conf", "novalue"], ["--conf 'novalue': expected section.key=value"]),
+    (["--conf", "decode.split_bytes=1.5"], ["decode.split_bytes must be a whole number, not 1.5"]),  # not 1
+    (["--conf", "decode.load_buffer_bytes=-5"], ["decode.load_buffer_bytes must be 1 or more, not -5"]),
 ])
 def test_rebuild_mistakes_are_one_line_before_any_jvm(good, tmp_path, extra, needles):
     p = offsetlake("rebuild", "--input", str(good), "--warehouse", str(tmp_path / "wh"), "--env", "ci", "--quiet",

@@ -81,13 +81,16 @@ def resolve_settings(settings: Settings, req: RebuildRequest) -> RunSettings:
     )
 
 
-def _non_negative_int(value, what: str) -> int:
+def _non_negative_int(value, what: str, least: int = 0) -> int:
+    # a fraction or a boolean (YAML's `1.5`, `yes`) is a typo, not a number to round
+    if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+        raise UsageError(f"{what} must be a whole number, not {value!r}")
     try:
         n = int(value or 0)
     except (TypeError, ValueError):
         raise UsageError(f"{what} must be a whole number, not {value!r}") from None
-    if n < 0:
-        raise UsageError(f"{what} must be 0 or more, not {n}")
+    if n < least:
+        raise UsageError(f"{what} must be {least} or more, not {n}")
     return n
 
 
@@ -96,10 +99,7 @@ def _load_buffer_bytes(value) -> int:
     # pyarrow.parquet ~0.05 s of import (python -X importtime)
     from pipelines.frames.segment_shards import LOAD_BUFFER_BYTES
 
-    n = LOAD_BUFFER_BYTES if value is None else _non_negative_int(value, "decode.load_buffer_bytes")
-    if n < 1:
-        raise UsageError("decode.load_buffer_bytes must be 1 or more, not 0")
-    return n
+    return LOAD_BUFFER_BYTES if value is None else _non_negative_int(value, "decode.load_buffer_bytes", least=1)
 
 
 def new_snapshot_id() -> str:
