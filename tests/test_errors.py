@@ -114,6 +114,8 @@ def test_help_and_version_still_exit_0():
     (["--conf", "novalue"], ["--conf 'novalue': expected section.key=value"]),
     (["--conf", "decode.split_bytes=1.5"], ["decode.split_bytes must be a whole number, not 1.5"]),  # not 1
     (["--conf", "decode.load_buffer_bytes=-5"], ["decode.load_buffer_bytes must be 1 or more, not -5"]),
+    (["--conf", "rebuild.retention_minutes=abc"], ["rebuild.retention_minutes must be a whole number, not 'abc'"]),
+    (["--conf", "validation.max_unread_bytes=1.5"], ["validation.max_unread_bytes must be a whole number or null"]),
 ])
 def test_rebuild_mistakes_are_one_line_before_any_jvm(good, tmp_path, extra, needles):
     p = offsetlake("rebuild", "--input", str(good), "--warehouse", str(tmp_path / "wh"), "--env", "ci", "--quiet",

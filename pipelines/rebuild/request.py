@@ -61,9 +61,13 @@ def resolve_settings(settings: Settings, req: RebuildRequest) -> RunSettings:
             max_batch_bytes=settings.section("decode").get("max_batch_bytes", ReadPolicy().max_batch_bytes))
     except ValueError as e:
         raise UsageError(str(e)) from None
-    retention = req.retention_minutes if req.retention_minutes is not None else int(r.get("retention_minutes", DEFAULT_RETENTION_MINUTES))
-    if retention < 1:
-        raise UsageError("--retention-minutes must be at least 1")
+    if req.retention_minutes is not None:
+        retention = req.retention_minutes
+        if retention < 1:
+            raise UsageError("--retention-minutes must be at least 1")
+    else:
+        retention = _non_negative_int(r.get("retention_minutes", DEFAULT_RETENTION_MINUTES),
+                                      "rebuild.retention_minutes", least=1)
     decode = settings.section("decode")
     return RunSettings(
         semantics=semantics,

@@ -43,6 +43,8 @@ def max_unread_bytes(settings: Settings) -> int | None:
     if value is None:
         return None
     try:
+        if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+            raise ValueError  # a fraction or a boolean is a typo, not a number to round
         n = int(value)
     except (TypeError, ValueError):
         raise ConfigError(f"validation.max_unread_bytes must be a whole number or null, got {value!r}") from None
