@@ -48,6 +48,7 @@ class RunSettings:
     load_buffer_bytes: int  # a shard task decodes and loads its segments this many bytes at a time
     split_bytes: int  # an offsets partition of more segment bytes is decoded in ranges of this size (0: never)
     read_policy: ReadPolicy
+    keep_snapshots: int | None = None  # the snapshots a warehouse keeps (None: every one)
 
 
 def resolve_settings(settings: Settings, req: RebuildRequest) -> RunSettings:
@@ -74,7 +75,8 @@ def resolve_settings(settings: Settings, req: RebuildRequest) -> RunSettings:
         retention_minutes=retention,
         expiry=not req.no_expiry and bool(r.get("expiry", True)),
         kafka_version=str(req.kafka_version or r.get("kafka_version", DEFAULT_KAFKA_VERSION)),
-        num_partitions=req.num_partitions or r.get("num_offsets_partitions"),
+        num_partitions=req.num_partitions or _non_negative_int(r.get("num_offsets_partitions"),
+                                                               "rebuild.num_offsets_partitions") or None,
         strict=req.strict or bool(r.get("strict", False)),
         local_replay_max_rows=_non_negative_int(r.get("local_replay_max_rows", 0), "rebuild.local_replay_max_rows"),
         resume_tasks_min_rows=_non_negative_int(r.get("resume_tasks_min_rows", 0), "rebuild.resume_tasks_min_rows"),
@@ -82,6 +84,9 @@ def resolve_settings(settings: Settings, req: RebuildRequest) -> RunSettings:
         load_buffer_bytes=_load_buffer_bytes(decode.get("load_buffer_bytes")),
         split_bytes=_non_negative_int(decode.get("split_bytes"), "decode.split_bytes"),
         read_policy=policy,
+        # read before the run, not once its snapshot is committed: a typo failed every run's retirement after it
+        keep_snapshots=_non_negative_int(settings.section("warehouse").get("keep_snapshots"),
+                                         "warehouse.keep_snapshots") or None,
     )
 
 

@@ -607,10 +607,10 @@ def write(run: Run, summary: RunSummary, planned: Planned, assembled: Assembled,
         staged=materialized.staging.take(), before_commit=lambda: _committing(run.prepared, progress))
     progress.end()
     late = []
-    keep = run.settings.section("warehouse").get("keep_snapshots")
+    keep = run.conf.keep_snapshots
     if keep:
         def retire():  # each step finds what is left to do: one that stopped half-way is run again
-            run.warehouse.retain(int(keep), lock=run.prepared.lock, current=run.snapshot_id)
+            run.warehouse.retain(keep, lock=run.prepared.lock, current=run.snapshot_id)
             incremental.clean_state(run.warehouse, progress.emit)
 
         try:
