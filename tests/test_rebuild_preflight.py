@@ -62,6 +62,11 @@ def good(tmp_path) -> Path:
     (["--conf", "warehouse.keep_snapshots=abc"], ["warehouse.keep_snapshots must be a whole number, not 'abc'"]),
     (["--conf", "rebuild.num_offsets_partitions=-3"], ["rebuild.num_offsets_partitions must be 0 or more, not -3"]),
     (["--conf", "rebuild.num_offsets_partitions=2147483648"], ["must be at most 2147483647"]),
+    # NaN passes every `< 0` check: a lock wait, a retry's sleep or the suites' bound failed on it mid-run
+    (["--conf", "validation.timestamp_skew_minutes=nan"], ["validation.timestamp_skew_minutes must be 0 to"]),
+    (["--conf", "validation.timestamp_skew_minutes=1e15"], ["(ten years), not 1000000000000000.0"]),
+    (["--conf", "warehouse.lock_wait_seconds=nan"], ["both finite"]),
+    (["--conf", "storage.retry_first_backoff_seconds=nan"], ["must be a finite number more than 0"]),
     (["--conf", "rebuld.semantics=modern"], ["unknown settings section 'rebuld'", "did you mean rebuild?"]),
     (["--conf", "validation.policy=ignore"], ["validation.policy must be one of fail, warn"]),
     (["--conf", "warehouse.lock_wait_seconds=-1"], ["warehouse.lock_wait_seconds must be >= 0"]),

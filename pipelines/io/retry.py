@@ -15,6 +15,7 @@ host that does not resolve (an endpoint that is not there) are the user's to fix
 from __future__ import annotations
 
 import datetime as _dt
+import math
 import random
 import re
 import time
@@ -46,8 +47,9 @@ class StoreRetry:
         if self.attempts < 1:
             raise ValueError("storage.retry_attempts must be at least 1")
         for f in fields(self):
-            if f.name != "attempts" and getattr(self, f.name) <= 0:
-                raise ValueError(f"storage.{_SETTING[f.name]} must be more than 0")
+            # not NaN (no comparison refuses it, and a sleep of it fails the retry it was for) nor infinite
+            if f.name != "attempts" and not 0 < getattr(self, f.name) < math.inf:
+                raise ValueError(f"storage.{_SETTING[f.name]} must be a finite number more than 0")
         if self.max_backoff_seconds < self.first_backoff_seconds:
             raise ValueError("storage.retry_max_backoff_seconds must be at least storage.retry_first_backoff_seconds")
 

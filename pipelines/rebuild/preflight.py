@@ -4,6 +4,7 @@ numbers, the snapshot id, the inputs (present, readable, holding `__consumer_off
 from __future__ import annotations
 
 import errno
+import math
 import os
 import time
 import uuid
@@ -299,8 +300,8 @@ def lock_settings(settings: Settings) -> tuple[float, float]:
         stale = float(w.get("lock_stale_minutes") or 10) * 60
     except (TypeError, ValueError):
         raise UsageError("warehouse.lock_wait_seconds and warehouse.lock_stale_minutes must be numbers") from None
-    if wait < 0 or stale <= 0:
-        raise UsageError("warehouse.lock_wait_seconds must be >= 0 and warehouse.lock_stale_minutes > 0")
+    if not (0 <= wait < math.inf and 0 < stale < math.inf):  # NaN fails every comparison, so it is refused too
+        raise UsageError("warehouse.lock_wait_seconds must be >= 0 and warehouse.lock_stale_minutes > 0, both finite")
     return wait, stale
 
 

@@ -9,6 +9,10 @@ POLICIES = ("fail", "warn")
 PANDAS_MAX_ROWS = 2_000_000  # validation.pandas_max_rows when unset
 
 
+#: A broker clock ahead by more than this is no skew; past it the checks' bound would leave the years a time holds
+_SKEW_MAX_MINUTES = 10 * 525_600
+
+
 def validation_settings(settings: Settings) -> tuple[str, float, str]:
     """(policy, timestamp_skew_minutes, semantics) from `validation:` and `rebuild:`; a bad value is a usage error."""
     v = settings.section("validation")
@@ -19,8 +23,9 @@ def validation_settings(settings: Settings) -> tuple[str, float, str]:
         skew = float(v.get("timestamp_skew_minutes", 60))
     except (TypeError, ValueError):
         raise ConfigError(f"validation.timestamp_skew_minutes must be a number, got {v.get('timestamp_skew_minutes')!r}") from None
-    if skew < 0:
-        raise ConfigError("validation.timestamp_skew_minutes must be >= 0")
+    if not 0 <= skew <= _SKEW_MAX_MINUTES:  # NaN fails the comparison too
+        raise ConfigError(f"validation.timestamp_skew_minutes must be 0 to {_SKEW_MAX_MINUTES} (ten years), "
+                          f"not {skew}")
     semantics = str(settings.section("rebuild").get("semantics", DEFAULT_SEMANTICS))
     return policy, skew, semantics
 
