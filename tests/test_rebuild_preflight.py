@@ -67,6 +67,7 @@ def good(tmp_path) -> Path:
     (["--conf", "validation.timestamp_skew_minutes=1e15"], ["(ten years), not 1000000000000000.0"]),
     (["--conf", "warehouse.lock_wait_seconds=nan"], ["both finite"]),
     (["--conf", "storage.retry_first_backoff_seconds=nan"], ["must be a finite number more than 0"]),
+    (["--conf", "validation.pandas_max_rows=1.5"], ["validation.pandas_max_rows must be a whole number, got 1.5"]),
     (["--conf", "rebuld.semantics=modern"], ["unknown settings section 'rebuld'", "did you mean rebuild?"]),
     (["--conf", "validation.policy=ignore"], ["validation.policy must be one of fail, warn"]),
     (["--conf", "warehouse.lock_wait_seconds=-1"], ["warehouse.lock_wait_seconds must be >= 0"]),

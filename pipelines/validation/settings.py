@@ -34,6 +34,8 @@ def pandas_max_rows(settings: Settings) -> int:
     """`validation.pandas_max_rows`: tables up to this many rows validate on pandas (0: always Spark)."""
     value = settings.section("validation").get("pandas_max_rows", PANDAS_MAX_ROWS)
     try:
+        if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+            raise ValueError  # a fraction or a boolean is a typo, not a number to round
         n = int(PANDAS_MAX_ROWS if value is None else value)
     except (TypeError, ValueError):
         raise ConfigError(f"validation.pandas_max_rows must be a whole number, got {value!r}") from None
