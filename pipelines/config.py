@@ -28,6 +28,12 @@ class ConfigError(ValueError):
     """A settings file or override is malformed (a usage error: exit 2)."""
 
 
+def not_whole(value: Any) -> bool:
+    """Whether a setting read as YAML is a fraction or a boolean (`1.5`, `yes`) where a whole number belongs: a typo,
+    not a number to round (`int` would make them 1)."""
+    return isinstance(value, bool) or (isinstance(value, float) and not value.is_integer())
+
+
 def _merge(base: dict, overlay: dict) -> dict:
     out = copy.deepcopy(base)
     for k, v in (overlay or {}).items():

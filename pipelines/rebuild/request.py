@@ -6,7 +6,7 @@ import datetime as dt
 import uuid
 from dataclasses import dataclass
 
-from pipelines.config import Settings
+from pipelines.config import Settings, not_whole
 from pipelines.coordinator.options import DEFAULT_KAFKA_VERSION, DEFAULT_RETENTION_MINUTES, DEFAULT_SEMANTICS, SEMANTICS
 from pipelines.decoding.policy import ReadPolicy
 from pipelines.rebuild.failures import UsageError
@@ -91,8 +91,7 @@ def resolve_settings(settings: Settings, req: RebuildRequest) -> RunSettings:
 
 
 def _non_negative_int(value, what: str, least: int = 0) -> int:
-    # a fraction or a boolean (YAML's `1.5`, `yes`) is a typo, not a number to round
-    if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+    if not_whole(value):
         raise UsageError(f"{what} must be a whole number, not {value!r}")
     try:
         n = int(value or 0)

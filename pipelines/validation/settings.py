@@ -2,7 +2,7 @@
 seconds great-expectations takes to import."""
 from __future__ import annotations
 
-from pipelines.config import ConfigError, Settings
+from pipelines.config import ConfigError, Settings, not_whole
 from pipelines.coordinator.options import DEFAULT_SEMANTICS
 
 POLICIES = ("fail", "warn")
@@ -34,8 +34,8 @@ def pandas_max_rows(settings: Settings) -> int:
     """`validation.pandas_max_rows`: tables up to this many rows validate on pandas (0: always Spark)."""
     value = settings.section("validation").get("pandas_max_rows", PANDAS_MAX_ROWS)
     try:
-        if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
-            raise ValueError  # a fraction or a boolean is a typo, not a number to round
+        if not_whole(value):
+            raise ValueError
         n = int(PANDAS_MAX_ROWS if value is None else value)
     except (TypeError, ValueError):
         raise ConfigError(f"validation.pandas_max_rows must be a whole number, got {value!r}") from None
@@ -50,8 +50,8 @@ def max_unread_bytes(settings: Settings) -> int | None:
     if value is None:
         return None
     try:
-        if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
-            raise ValueError  # a fraction or a boolean is a typo, not a number to round
+        if not_whole(value):
+            raise ValueError
         n = int(value)
     except (TypeError, ValueError):
         raise ConfigError(f"validation.max_unread_bytes must be a whole number or null, got {value!r}") from None
