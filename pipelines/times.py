@@ -20,6 +20,11 @@ _MAX_MS = 253402300799999  # 9999-12-31T23:59:59.999Z, the last instant datetime
 #: timestamps; Arrow's microseconds end in year 294247). A log's epoch milliseconds past them are read as these ends.
 MIN_TIME_MS, MAX_TIME_MS = -62135596800000, _MAX_MS
 
+
+def within_time_ms(ms: int | None) -> int | None:
+    """Epoch ms as the nearest instant years 1 to 9999 hold (None stays None)."""
+    return None if ms is None else min(max(ms, MIN_TIME_MS), MAX_TIME_MS)
+
 TIME_FORMS = "an ISO-8601 time (2026-11-21T20:52:00Z; UTC when no zone), epoch milliseconds (1795294320000) or 'now'"
 
 

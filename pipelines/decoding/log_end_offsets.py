@@ -27,7 +27,7 @@ import pyarrow.fs as pafs
 
 from pipelines.io import storage
 from pipelines.io.storage import Location
-from pipelines.times import MAX_TIME_MS, MIN_TIME_MS
+from pipelines.times import within_time_ms
 from schemas.records import OFFSET_MAX, PARTITION_MAX
 
 __all__ = ["CheckpointError", "DataLogs", "LogEndOffset", "data_logs", "log_end_offsets", "log_end_offsets_table",
@@ -348,5 +348,5 @@ def log_end_offsets_table(rows: list[LogEndOffset], snapshot_id: str):
 def _timestamps(ms: list[int | None]):
     """Epoch ms as the table's timestamps, an instant past years 1 to 9999 (a crafted record's) as the nearest end
     (`coordinator.decoded.within_time`)."""
-    return pa.array([None if v is None else min(max(v, MIN_TIME_MS), MAX_TIME_MS) * 1000 for v in ms],
+    return pa.array([None if v is None else within_time_ms(v) * 1000 for v in ms],
                     pa.timestamp("us", tz="UTC"))

@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 
 from pipelines.coordinator.decoded import in_log_order
 from pipelines.io.blobs import from_blob
-from pipelines.times import MAX_TIME_MS, MIN_TIME_MS
+from pipelines.times import within_time_ms
 from schemas.decoded import DECODED_RECORD_SCHEMA, KIND_CONTROL, KIND_ERROR, KIND_UNKNOWN
 
 #: the decoded columns a tally reads
@@ -46,10 +46,6 @@ _SUMS = ("n", "quarantined", "late_offset", "late_time")
 _MAXES = ("ts", "ts_until", "gap_end", "gap_ts", "span_ts")
 _MINS = ("first_offset",)
 _SPAN_MAXES = ("gap_end", "span_ts")  # and `gap_ts`, the one of the piece holding the last `gap_end` (`_gap_times`)
-
-
-def _within_time(ms: int | None) -> int | None:
-    return None if ms is None else min(max(ms, MIN_TIME_MS), MAX_TIME_MS)
 
 
 @dataclass(frozen=True)
@@ -83,8 +79,8 @@ class Tally:
             counts[label] = counts.get(label, 0) + n
         part = pc.max(t.column("offsets_partition")).as_py() if t.num_rows else None
         # the clock of a run as of its newest record: an instant the tables hold (`decoded.within_time`)
-        return DecodedFacts(counts=counts, max_timestamp=_within_time(pc.max(t.column("ts")).as_py()),
-                            max_timestamp_until=_within_time(pc.max(t.column("ts_until")).as_py()),
+        return DecodedFacts(counts=counts, max_timestamp=within_time_ms(pc.max(t.column("ts")).as_py()),
+                            max_timestamp_until=within_time_ms(pc.max(t.column("ts_until")).as_py()),
                             max_partition=-1 if part is None else part, log_gaps=self.log_gaps())
 
     def log_gaps(self) -> dict[int, dict]:
@@ -101,7 +97,7 @@ class Tally:
         for p, first, end, ts in zip(*(by.column(c).to_pylist() for c in (
                 "offsets_partition", "first_offset_min", "gap_end_max", "gap_ts_max"))):
             if p is not None:
-                out[p] = {"first_offset": first, "compacted_below": end, "compacted_until": _within_time(ts)}
+                out[p] = {"first_offset": first, "compacted_below": end, "compacted_until": within_time_ms(ts)}
         return out
 
     def by_partition(self) -> dict[int | None, dict[str, int]]:

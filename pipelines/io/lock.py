@@ -349,6 +349,11 @@ class WriterLock:
         self.token = record["token"]
         self._start_heartbeat()
 
+    @property
+    def stage(self) -> str | None:
+        """The run's stage as this process last recorded it (`update`)."""
+        return self.record.get("stage")
+
     def update(self, **fields) -> None:
         """Record the run's progress (e.g. `stage`) in the lock file (replaced atomically)."""
         if not self.owned():

@@ -61,7 +61,7 @@ def _failed_in(lock, progress: Progress) -> str | None:
     """The stage a run failed in: its progress's, but the commit once the lock says the run got there (a step of the
     write stage that only the lock records, before the first table's commit). The write records where it stopped
     itself, unless its record cannot be written either (a full disk): then this names it."""
-    return "commit" if lock.record.get("stage") == "commit" else progress.current
+    return "commit" if lock.stage == "commit" else progress.current
 
 
 def _note_stage(lock, name: str) -> None:
