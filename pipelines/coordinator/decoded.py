@@ -20,7 +20,12 @@ from schemas.decoded import DECODED_RECORD_SCHEMA, KIND_OFFSET_COMMIT
 PART = "offsets_partition"
 #: Decoded columns no loader reads: not shipped to a shard.
 UNREAD_COLUMNS = ("key", "value", "source", "error", "batch_position", "codec", "magic", "timestamp_type")
-REPLAY_COLUMNS = tuple(f.name for f in DECODED_RECORD_SCHEMA if f.name not in UNREAD_COLUMNS)
+#: Decoded columns only an error row sets: a loader drops error rows (`loadable`), so it would hold them all null.
+ERROR_COLUMNS = ("error_kind", "error_records", "unread_bytes")
+#: The columns a loader's table holds (`conform_loaded`): every decoded one a loaded record can set. A window's
+#: every filter, concatenation and blob copies each column it holds, null or not.
+LOADED_SCHEMA = pa.schema([f for f in DECODED_RECORD_SCHEMA if f.name not in UNREAD_COLUMNS + ERROR_COLUMNS])
+REPLAY_COLUMNS = tuple(LOADED_SCHEMA.names)
 
 
 def without_unread(table: pa.Table) -> pa.Table:
@@ -29,16 +34,21 @@ def without_unread(table: pa.Table) -> pa.Table:
     return table.drop_columns([c for c in UNREAD_COLUMNS if c in names])
 
 
-def conform_decoded(table: pa.Table) -> pa.Table:
-    """`table` with exactly the decoded schema's columns and types (Spark's Arrow and Parquet files differ in
-    nullability and metadata only; missing columns — the unread ones, or columns added since a state was
-    written — come as nulls)."""
-    if table.schema.equals(DECODED_RECORD_SCHEMA):  # conformed already (a window of a conformed table)
+def conform_decoded(table: pa.Table, schema: pa.Schema = DECODED_RECORD_SCHEMA) -> pa.Table:
+    """`table` with exactly `schema`'s columns (default: the decoded schema's) and types (Spark's Arrow and Parquet
+    files differ in nullability and metadata only; missing columns — the unread ones, or columns added since a
+    state was written — come as nulls; columns `schema` lacks are dropped)."""
+    if table.schema.equals(schema):  # conformed already (a window of a conformed table)
         return table
     have = dict(zip(table.column_names, table.columns))
     columns = [pa.nulls(table.num_rows, f.type) if (c := have.get(f.name)) is None
-               else c if c.type == f.type else c.cast(f.type) for f in DECODED_RECORD_SCHEMA]
-    return pa.table(columns, schema=DECODED_RECORD_SCHEMA)
+               else c if c.type == f.type else c.cast(f.type) for f in schema]
+    return pa.table(columns, schema=schema)
+
+
+def conform_loaded(table: pa.Table) -> pa.Table:
+    """`table` (decoded rows) as a loader holds it: `conform_decoded` to `LOADED_SCHEMA`."""
+    return conform_decoded(table, LOADED_SCHEMA)
 
 
 def loadable(table: pa.Table) -> pa.Table:

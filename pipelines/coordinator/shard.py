@@ -14,7 +14,7 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 import pyarrow as pa
 
-from pipelines.coordinator.decoded import PART, conform_decoded, loadable
+from pipelines.coordinator.decoded import PART, conform_loaded, loadable
 from pipelines.coordinator.expiry import ExpiryOptions, cleanup_group_metadata
 from pipelines.coordinator.options import DEFAULT_NUM_OFFSETS_PARTITIONS, REPLAY_TABLES, ReplayOptions
 from pipelines.coordinator.saved import SavedShard, saved_shards
@@ -92,7 +92,7 @@ def load_shards(table: pa.Table, options: ReplayOptions, *, keep: bool = False,
     if window_rows is None:
         settled.append(shards.load(table, last=True))
     elif table.num_rows:
-        table = loadable(conform_decoded(table))
+        table = loadable(conform_loaded(table))
         p = table.column(PART).to_numpy(zero_copy_only=False)
         starts = np.flatnonzero(np.r_[True, p[1:] != p[:-1]])  # `loadable`: sorted by partition
         for a, b in zip(starts, np.r_[starts[1:], len(p)]):

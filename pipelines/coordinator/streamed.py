@@ -40,7 +40,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pipelines.coordinator.decoded import (MARKER_COLUMNS, NAMING_COLUMNS, PART, conform_decoded, group_rows, loadable,
+from pipelines.coordinator.decoded import (MARKER_COLUMNS, NAMING_COLUMNS, PART, conform_loaded, group_rows, loadable,
                                            naming_rows, transaction_markers, until_cut)
 from pipelines.coordinator.loader import ShardState, replay_group_records
 from pipelines.coordinator.offset_metadata import (DECIDED_COLUMNS, DECIDED_TYPES, READ_COLUMNS, Decisions,
@@ -149,7 +149,7 @@ class StreamedShards:
         `last`: no window follows, so nothing is held back (the rows still pending are returned with the others,
         as the whole log's load gives them)."""
         options, mode = self.options, self.mode
-        table = loadable(conform_decoded(window))
+        table = loadable(conform_loaded(window))
         table = self._once(until_cut(table, options) if mode.cut else table, last)
         self._markers.append(transaction_markers(table, options))
         self._naming.append(naming_rows(table))

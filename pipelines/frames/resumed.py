@@ -94,7 +94,7 @@ def _resume_task(slices: list[tuple[tuple[int, ...], bytes]], options: ReplayOpt
 
 def resume_on_spark(spark: SparkSession, rows: pa.Table, previous: SavedShards, options: ReplayOptions,
                     expiry: ExpiryOptions | None, tasks: int, state_stage: StateStage | None = None) -> ResumedShards:
-    """`rows` (the new records, decoded here: `shard.conform_decoded`) loaded onto `previous` by `tasks` tasks (one
+    """`rows` (the new records, decoded here: `decoded.conform_loaded`) loaded onto `previous` by `tasks` tasks (one
     per core), every saved partition resumed whether it has new records or not. `state_stage`: where the tasks save
     the shards the next `--incremental` run resumes (None: none is kept)."""
     names = topic_names(rows, previous)

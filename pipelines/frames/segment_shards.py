@@ -38,7 +38,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipelines.background import in_thread
-from pipelines.coordinator.decoded import PART, conform_decoded, loadable, without_unread
+from pipelines.coordinator.decoded import PART, conform_loaded, loadable
 from pipelines.coordinator.expiry import ExpiryOptions
 from pipelines.coordinator.options import ReplayOptions
 from pipelines.coordinator.saved import saved_shards
@@ -343,7 +343,7 @@ def _windows(shard: int, items: pa.Table, *, policy: ReadPolicy, load: ShardLoad
         out: list[Payload] = []
         if pc.any(is_error).as_py():  # the quarantine, packed as it comes
             out.append(QuarantinedRows(shard=shard, rows=to_blob(window.filter(is_error))))
-        settled = loader.load(without_unread(window))
+        settled = loader.load(window)
         del window
         out.extend(_history(shard, settled, load.split_by, writer))
         out.extend(_group_events(loader.take_group_events(), load))
@@ -369,7 +369,7 @@ def _shard_payloads(shard: int, done: FinishedShards, state_stage: StateStage | 
 
 
 def _empty_kept() -> pa.Table:
-    return loadable(conform_decoded(DECODED_RECORD_SCHEMA.empty_table()))
+    return loadable(conform_loaded(DECODED_RECORD_SCHEMA.empty_table()))
 
 
 def split_load_task(load: ShardLoad, loads: list[list[list[KeptRowsFile]]], *, cpu: TaskCpu | None = None):

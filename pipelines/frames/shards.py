@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Callable, Iterable, Iterator
 
 import pyarrow as pa
 
-from pipelines.coordinator.decoded import MARKER_COLUMNS, PART, without_unread
+from pipelines.coordinator.decoded import MARKER_COLUMNS, PART
 from pipelines.coordinator.expiry import ExpiryOptions
 from pipelines.coordinator.options import ReplayOptions
 from pipelines.coordinator.shard import SHARD_TABLES, replay_shards
@@ -55,7 +55,7 @@ def _shard_task(options: ReplayOptions, expiry: ExpiryOptions | None, names: dic
         out: list[Payload] = [ShardProgress(shard=shard, records=rows.num_rows,
                                             input_bytes=input_bytes.get(shard, 0))]
         del blobs
-        result = replay_shards(without_unread(rows), options, expiry, names, keep)
+        result = replay_shards(rows, options, expiry, names, keep)
         del rows
         out.extend(SavedShardBytes(shard=p, data=saved.to_bytes()) for p, saved in (result.saved or {}).items())
         if history_check is not None:  # always sent: it carries the counts of the shard's history
