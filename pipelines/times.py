@@ -53,7 +53,12 @@ def parse_time_ms(text: str, *, what: str) -> int:
     if t.tzinfo is None:
         t = t.replace(tzinfo=dt.timezone.utc)
     # integer arithmetic: a float of seconds loses the last millisecond of far dates (year 6326: .166 -> 165)
-    return (t - EPOCH) // dt.timedelta(milliseconds=1)
+    ms = (t - EPOCH) // dt.timedelta(milliseconds=1)
+    # a zone can carry a date past years 1 to 9999 (0001-01-01T00:00+01:00 is in year 0 in UTC): no datetime,
+    # table or ISO-8601 text of ours holds that instant, and each reader of it failed on its own
+    if not MIN_TIME_MS <= ms <= MAX_TIME_MS:
+        raise TimeFormatError(f"{what}: {text!r} is outside years 1 to 9999 in UTC; give {TIME_FORMS}")
+    return ms
 
 
 # A duration as people write one (`2h`, `90m`, `1h30m`, `3600s`, `250ms`; a number alone is seconds) or as this

@@ -52,6 +52,8 @@ def test_the_forms_kafka_and_the_broker_scenarios_use():
     ("1795294219087000", "past year 9999 as epoch milliseconds (micro- or nanoseconds?)"),
     ("2026-13-01T00:00:00Z", "is not an ISO-8601 time"),
     ("2026-11-21T20:50:19Z garbage", "is not an ISO-8601 time"),
+    ("0001-01-01T00:00:00+01:00", "is outside years 1 to 9999 in UTC"),  # year 0 in UTC
+    ("9999-12-31T23:59:59-01:00", "is outside years 1 to 9999 in UTC"),  # year 10000 in UTC
 ])
 def test_anything_else_is_refused_naming_the_option_and_the_forms(text, needle):
     with pytest.raises(TimeFormatError) as e:

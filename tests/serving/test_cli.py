@@ -242,6 +242,22 @@ def test_sql_errors_and_no_file_access(run):
     assert r.exit_code == 2
 
 
+@pytest.mark.parametrize("args", [
+    ["changes", "--from", "0001-01-01T00:00:00+01:00", "--to", "2100-01-01"],
+    ["changes", "--from", "2000-01-01", "--to", "9999-12-31T23:59:59-01:00"],
+    ["restore-plan", "--as-of", "9999-12-31T23:59:59-01:00", "--group", "payments"],
+    ["restore-plan", "--as-of", "2100-01-01", "--damaged-since", "0001-01-01T00:00:00+01:00"],
+], ids=lambda a: " ".join(a[:3]))
+def test_a_time_whose_zone_takes_it_past_year_1_or_9999_is_one_line(run, tmp_path, args):
+    """A date at either end with a zone is an instant no datetime holds (year 0 or 10000 in UTC): it was a
+    stack trace from whichever reader met it first."""
+    if args[0] == "restore-plan":
+        args = [*args, "--out", str(tmp_path / "plan")]
+    r = run(*args)
+    assert r.exit_code == 2 and r.stderr.count("\n") == 1, r.output
+    assert "is outside years 1 to 9999 in UTC" in r.stderr
+
+
 QUICK = [
     ["describe", "payments", "--snapshot", "s1"],
     ["describe", "payments", "--members", "--verbose"],
