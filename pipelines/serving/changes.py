@@ -64,7 +64,8 @@ def parse_time(text: str, what: str) -> dt.datetime:
         ms = parse_time_ms(str(text), what=what)
     except TimeFormatError as e:
         raise BadWindow(str(e)) from None
-    return dt.datetime.fromtimestamp(ms / 1000, tz=dt.timezone.utc)
+    # integer arithmetic: past year 2106 a float of seconds loses the millisecond (.999 read as .998)
+    return EPOCH + dt.timedelta(milliseconds=ms)
 
 
 @dataclass(frozen=True)

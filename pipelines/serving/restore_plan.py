@@ -32,7 +32,7 @@ import shlex
 import shutil
 import zipfile
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from urllib.parse import quote
 
@@ -47,7 +47,7 @@ from pipelines.io.snapshots import GroupNotFound, Snapshot, SnapshotReader
 from pipelines.serving.history import HistoryUnavailable
 from pipelines.serving.index import unknown_group_message, unknown_groups
 from pipelines.serving.reset_plan import reset_refused
-from pipelines.times import parse_time_ms
+from pipelines.times import EPOCH, parse_time_ms
 from schemas.decoded import DECODED_RECORD_SCHEMA
 
 _SAFE_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,199}")
@@ -563,16 +563,19 @@ def restore_plan(reader: SnapshotReader, snap: Snapshot, as_of_ms: int, *, group
                        start_times)
 
 
+# integer arithmetic both ways: past year 2106 a float of seconds loses the millisecond (.999 read as .998)
 def _ms_of(t: datetime) -> int:
-    return int(t.timestamp() * 1000)
+    if t.tzinfo is None:  # the tables' timestamps are UTC
+        t = t.replace(tzinfo=timezone.utc)
+    return (t - EPOCH) // timedelta(milliseconds=1)
 
 
 def _datetime(ms: int) -> datetime:
-    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc)
+    return EPOCH + timedelta(milliseconds=ms)
 
 
 def _iso(ms: int) -> str:
-    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return _datetime(ms).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def plan_files(plan: RestorePlan) -> dict[str, str]:

@@ -258,6 +258,20 @@ def test_a_time_whose_zone_takes_it_past_year_1_or_9999_is_one_line(run, tmp_pat
     assert "is outside years 1 to 9999 in UTC" in r.stderr
 
 
+def test_a_far_time_is_said_and_compared_to_the_millisecond(run, tmp_path):
+    """Past year 2106 a float of seconds cannot hold the millisecond: `--from 5138-11-16T09:46:39.999Z` was read
+    and shown as .998 (and `--to 9999-12-31T23:59:59.999Z` left out a record at that very time, where a crafted
+    timestamp is clamped)."""
+    r = run("changes", "--from", "5138-11-16T09:46:39.999Z", "--to", "2100-01-01")
+    assert "before it starts (5138-11-16T09:46:39.999Z)" in r.stderr, r.stderr
+    from pipelines.serving.restore_plan import RestorePlan, plan_files
+
+    plan = RestorePlan("s1", "legacy", 99999999999999, [], "every group")
+    assert json.loads(plan_files(plan)["index.json"]) == {}
+    assert "committed offsets at 5138-11-16T09:46:39.999Z" in plan_files(plan)["README.txt"]
+    assert plan.to_json()["as_of"] == "5138-11-16T09:46:39.999Z"
+
+
 QUICK = [
     ["describe", "payments", "--snapshot", "s1"],
     ["describe", "payments", "--members", "--verbose"],
