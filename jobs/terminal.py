@@ -11,5 +11,6 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 def shown(text: str) -> str:
     """`text` with each control character but newline and tab written as its escape (`\\x1b`, `\\r`): an escape
     sequence in a group id would clear the on-call's screen or recolour a row, a carriage return write over the
-    line it is on. JSON and CSV output escape or keep them as their formats say; this is for the text views."""
+    line it is on. JSON and CSV output escape or keep them as their formats say; this is for the text views. A
+    newline or tab inside a value is escaped by the view that lays it out (`pipelines/serving/cells.py`)."""
     return _CONTROL.sub(lambda m: repr(m.group())[1:-1], text)

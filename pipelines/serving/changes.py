@@ -32,6 +32,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipelines.io.snapshots import GroupNotFound, Snapshot, SnapshotReader
+from pipelines.serving.cells import cell
 from pipelines.serving.codes import string_codes
 from pipelines.serving.history import applied_history, compaction_note, log_gaps
 from pipelines.serving.index import unknown_group_message, unknown_groups
@@ -626,8 +627,17 @@ def _s(v) -> str:
     return "-" if v is None else str(v)
 
 
+def _cells(c: dict) -> dict:
+    """The change with every id of the log in it (group, topic, member, client, host) as `cell` shows it."""
+    out = {k: [cell(x) for x in v] if isinstance(v, list) else cell(v) for k, v in c.items()}
+    if c.get("member"):
+        out["member"] = {k: cell(v) for k, v in c["member"].items()}
+    return out
+
+
 def render_line(c: dict) -> str:
     """One readable line: time, log position, generation, kind, then what changed and who was assigned."""
+    c = _cells(c)
     if c["kind"] == "log_compacted":
         pos = f"{c['offsets_partition']}:<{c['compacted_below']}"
         return f"{c['time'] or '-'}  {pos:<14} {'':<9} {c['kind']:<17} {c['note']}"

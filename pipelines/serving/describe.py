@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from pipelines.io.snapshots import iso
+from pipelines.serving.cells import cell
 from pipelines.serving.index import REBALANCING_STATES, SnapshotIndex, assignment_strategy, consumer_lag
 from pipelines.times import iso_duration
 
@@ -35,13 +36,13 @@ class Rendered:
 def _state_check(r: Rendered, gid: str, state: str | None, num_rows: int, exists: bool) -> bool:
     """shouldPrintMemberState: messages for Dead/missing, Empty and rebalancing groups; True if rows follow."""
     if not exists or state == "Dead":
-        r.err(f"\nError: Consumer group '{gid}' does not exist.\n")
+        r.err(f"\nError: Consumer group '{cell(gid)}' does not exist.\n")
         r.missing.append(gid)
         return False
     if state == "Empty":
-        r.err(f"\nConsumer group '{gid}' has no active members.\n")
+        r.err(f"\nConsumer group '{cell(gid)}' has no active members.\n")
     elif state in REBALANCING_STATES:
-        r.err(f"\nWarning: Consumer group '{gid}' is rebalancing.\n")
+        r.err(f"\nWarning: Consumer group '{cell(gid)}' is rebalancing.\n")
     return num_rows > 0
 
 
@@ -101,6 +102,9 @@ def render_offsets(r: Rendered, idx: SnapshotIndex, gid: str, end_offsets: dict 
     rows = offset_rows(idx, gid, end_offsets) if idx.exists(gid) else []
     if not _state_check(r, gid, g.get("state") if g else None, len(rows), idx.exists(gid)):
         return
+    tps = [(x["topic"], x["partition"]) for x in rows]
+    gid = cell(gid)
+    rows = [{k: cell(v) for k, v in x.items()} for x in rows]
     wg = max([15, len(gid)])
     wt = max([15] + [len(x["topic"]) for x in rows])
     wc = max([15] + [len(x["consumer_id"]) for x in rows])
@@ -124,7 +128,7 @@ def render_offsets(r: Rendered, idx: SnapshotIndex, gid: str, end_offsets: dict 
     parts.append("\n")
     r.out("".join(parts))
     if end_offsets is None and idx.snapshot.kind != "scheduled":
-        r.err(_end_offsets_note(idx, [(x["topic"], x["partition"]) for x in rows]))
+        r.err(_end_offsets_note(idx, tps))
 
 
 def _end_offsets_note(idx: SnapshotIndex, tps: list[tuple[str, int]]) -> str:
@@ -158,27 +162,28 @@ def render_members(r: Rendered, idx: SnapshotIndex, gid: str, verbose: bool) -> 
         cur = _assigned(m)
         tgt = sorted({(a["topic"], a["partition"]) for a in (m.get("target_partitions") or [])})
         rows.append({
-            "consumer_id": m.get("member_id") or "",
-            "instance": m.get("group_instance_id") or "",
-            "host": m.get("client_host") or "",
-            "client_id": m.get("client_id") or "",
+            "consumer_id": cell(m.get("member_id") or ""),
+            "instance": cell(m.get("group_instance_id") or ""),
+            "host": cell(m.get("client_host") or ""),
+            "client_id": cell(m.get("client_id") or ""),
             "n": len(cur),
             "cur_epoch": _s(m.get("member_epoch")) if consumer_type else MISSING,
-            "cur": _assignment_string(cur) if cur else MISSING,
+            "cur": cell(_assignment_string(cur)) if cur else MISSING,
             "tgt_epoch": _s(g.get("assignment_epoch")) if consumer_type else MISSING,
-            "tgt": _assignment_string(tgt) if (tgt and consumer_type) else MISSING,
+            "tgt": cell(_assignment_string(tgt)) if (tgt and consumer_type) else MISSING,
         })
     wg, wc, wi, wh, wcl, wca, wta = 15, 15, 17, 15, 15, 20, 20
     with_instance = False
     if _state_check(r, gid, g.get("state") if g else None, len(rows), exists):
         for x in rows:
-            wg = max(wg, len(gid))
+            wg = max(wg, len(cell(gid)))
             wc, wi = max(wc, len(x["consumer_id"])), max(wi, len(x["instance"]))
             wh, wcl = max(wh, len(x["host"])), max(wcl, len(x["client_id"]))
             wca, wta = max(wca, len(x["cur"])), max(wta, len(x["tgt"]))
             with_instance = with_instance or x["instance"] != ""
     elif not exists or (g and g.get("state") == "Dead"):
         return
+    gid = cell(gid)
     if with_instance:
         fmt = f"{{:<{wg}}} {{:<{wc}}} {{:<{wi}}} {{:<{wh}}} {{:<{wcl}}} {{:<15}} "
         head = ("GROUP", "CONSUMER-ID", "GROUP-INSTANCE-ID", "HOST", "CLIENT-ID", "#PARTITIONS")
@@ -204,7 +209,7 @@ def render_state(r: Rendered, idx: SnapshotIndex, gid: str, verbose: bool) -> No
     if not _state_check(r, gid, g.get("state") if g else None, 1, idx.exists(gid)):
         return
     coordinator = MISSING  # host:port  (id) of the partition leader: not in the offsets topic
-    wco, wg = max(25, len(coordinator)), max(15, len(gid))
+    wco, wg = max(25, len(coordinator)), max(15, len(cell(gid)))
     strategy = assignment_strategy(g) or MISSING
     n_members = len(idx.group_members(gid)) or (g.get("member_count") or 0)
     consumer_type = g.get("group_type") == "consumer"
@@ -218,7 +223,7 @@ def render_state(r: Rendered, idx: SnapshotIndex, gid: str, verbose: bool) -> No
         fmt = f"\n{{:<{wg}}} {{:<{wco}}} {{:<20}} {{:<20}} {{}}"
         head = ("GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS")
         vals = (gid, coordinator, strategy, g.get("state"), n_members)
-    r.out(fmt.format(*head) + fmt.format(*[str(v) for v in vals]) + "\n")
+    r.out(fmt.format(*head) + fmt.format(*[cell(str(v)) for v in vals]) + "\n")
 
 
 def consumer_group_ids(idx: SnapshotIndex) -> list[str]:
@@ -259,8 +264,9 @@ HISTORY_COLUMNS = ("record_timestamp", "offsets_partition", "record_offset", "gr
 def render_history(r: Rendered, gid: str, events: list[dict]) -> None:
     """`describe --history`: the group's rebalances from the log, oldest first (`group_history`): every new
     generation or epoch, each member joining or leaving, deletions. Not a kafka-consumer-groups view."""
+    gid_shown = cell(gid)
     if not events:
-        r.err(f"\nNo group events for group {gid} in the log of this snapshot.\n")
+        r.err(f"\nNo group events for group {gid_shown} in the log of this snapshot.\n")
         r.missing.append(gid)
         return
     events = sorted(events, key=lambda e: (e["offsets_partition"], e["record_offset"]))
@@ -274,10 +280,10 @@ def render_history(r: Rendered, gid: str, events: list[dict]) -> None:
             gen = f"{gen}/{e['assignment_epoch']}"
         rows.append((when, f"{e['offsets_partition']}:{e['record_offset']}", e["event"], gen,
                      _s(e.get("state")), str(e.get("member_count") or 0),
-                     ",".join(e.get("members_joined") or []) or MISSING,
-                     ",".join(e.get("members_left") or []) or MISSING))
+                     cell(",".join(e.get("members_joined") or [])) or MISSING,
+                     cell(",".join(e.get("members_left") or [])) or MISSING))
     widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(head[:-1])]
     fmt = " ".join(f"{{:<{w}}}" for w in widths) + " {}"
-    lines = [f"\nGROUP {gid} (generation: classic generation, or consumer group epoch/assignment epoch)",
+    lines = [f"\nGROUP {gid_shown} (generation: classic generation, or consumer group epoch/assignment epoch)",
              fmt.format(*head)] + [fmt.format(*row) for row in rows]
     r.out("\n".join(lines) + "\n")

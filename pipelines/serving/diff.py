@@ -10,6 +10,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pipelines.serving.cells import cell
 from pipelines.serving.history import compaction_note, log_gaps
 from pipelines.serving.index import SnapshotIndex
 
@@ -130,7 +131,7 @@ def _compaction_notes(a: SnapshotIndex, b: SnapshotIndex) -> list[str]:
 
 
 def _table(headers: list[str], rows: list[list]) -> str:
-    cells = [[("-" if v is None else str(v)) for v in r] for r in rows]
+    cells = [[("-" if v is None else cell(str(v))) for v in r] for r in rows]
     widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(headers)]
     line = lambda vals: "  ".join(v.ljust(w) for v, w in zip(vals, widths)).rstrip()  # noqa: E731
     return "\n".join([line(headers)] + [line(r) for r in cells]) + "\n"

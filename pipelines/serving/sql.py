@@ -22,6 +22,7 @@ import duckdb
 import pyarrow as pa
 
 from pipelines.io.snapshots import DeltaWarehouseReader, Snapshot, jsonable
+from pipelines.serving.cells import cell
 from pipelines.times import iso_duration
 from schemas.tables import SNAPSHOT_TABLES, TABLES
 
@@ -128,7 +129,7 @@ def render(cols: list[str], rows: list[tuple], fmt: str) -> str:
         for r in rows:
             w.writerow(["" if v is None else _cell(v) for v in r])
         return buf.getvalue()
-    cells = [[_cell(v) for v in r] for r in rows]
+    cells = [[cell(_cell(v)) for v in r] for r in rows]
     widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(cols)]
     sep = "+" + "+".join("-" * (w + 2) for w in widths) + "+"
     line = lambda vals: "| " + " | ".join(v.ljust(w) for v, w in zip(vals, widths)) + " |"  # noqa: E731

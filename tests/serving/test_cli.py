@@ -398,3 +398,48 @@ def test_control_characters_from_the_log_are_shown_escaped_in_the_text_views(no_
         assert args[0] == "diff" or "\\x1b[2J\\x1b[31mred\\rx" in text, (args, text)
     r = CliRunner().invoke(main, ["lookup", "--warehouse", str(wh), "--group", g])
     assert json.loads(r.stdout)["offsets"][0]["group_id"] == g
+
+
+def test_a_newline_or_tab_from_the_log_is_shown_escaped_and_never_splits_a_row(no_spark, settings, tmp_path):
+    """The text views lay their rows out with newlines and tabs, so those were left alone: a group id, member id,
+    client id or host holding one split its row in two (or shifted its columns), and the half-row after it read as
+    a row of its own. Inside a value each is shown as its escape, as the other control characters are; JSON and
+    CSV keep the value as it is."""
+    from pipelines.coordinator.partitioner import partition_for
+    from pipelines.decoding import message_writer as mw
+    from pipelines.rebuild import RebuildRequest, run_rebuild
+    from tests import badinputs as bi
+
+    g = "pay\nments\t2"
+    value = mw.write_group_metadata_value(3, protocol_type="consumer", generation=2, protocol="range",
+                                          leader="m\n1", current_state_timestamp=bi.T0, members=[dict(
+                                              member_id="m\n1", client_id="cli\nent", client_host="/10.0.0.1\nX",
+                                              subscription=mw.write_consumer_subscription(0, ["orders"]),
+                                              assignment=mw.write_consumer_assignment(0, {"orders": [0]}))])
+    part = tmp_path / "in" / f"__consumer_offsets-{partition_for(g, 50)}"
+    records = [(mw.write_group_metadata_key(g), value, bi.T0), bi.commit(g, 0, 7, bi.T0 + 1)]
+    wh = tmp_path / "wh"
+    for sid in ("s1", "s2"):  # s2: the group's offset back from 7 to 3
+        bi.write_segment(part, 0, b"".join(bi.batch([r], n) for n, r in enumerate(records)))
+        summary = run_rebuild(no_spark, settings, RebuildRequest(inputs=(str(tmp_path / "in"),), warehouse=str(wh),
+                                                                 snapshot_id=sid, num_partitions=50))
+        assert summary.status == "succeeded", summary.validation
+        records.append(bi.commit(g, 0, 3, bi.T0 + 2))
+    views = {("describe", g): 2, ("describe", g, "--members"): 2, ("describe", g, "--members", "--verbose"): 2,
+             ("describe", g, "--state"): 2, ("describe", g, "--history"): 3, ("describe", "--all-groups"): 2,
+             ("changes", "--from", "2000-01-01", "--to", "2100-01-01"): 2, ("diff", "s1", "s2"): None,
+             ("sql", "select group_id, client_id from group_members"): None}
+    for args, lines in views.items():
+        r = CliRunner().invoke(main, [args[0], "--warehouse", str(wh), *args[1:]])
+        assert r.exit_code == 0, (args, r.output)
+        rows = [line for line in r.stdout.splitlines() if line.strip()]
+        assert "pay\\nments\\t2" in r.stdout and "\t" not in r.stdout, (args, r.stdout)
+        assert all("pay\\nments" in line for line in rows if "ments" in line), (args, r.stdout)
+        assert lines is None or len(rows) == lines, (args, r.stdout)
+        assert "cli\n" not in r.stdout and "\nX" not in r.stdout and "m\n1" not in r.stdout, (args, r.stdout)
+    r = CliRunner().invoke(main, ["describe", "--warehouse", str(wh), g, "--members"])
+    assert "m\\n1" in r.stdout and "cli\\nent" in r.stdout and "/10.0.0.1\\nX" in r.stdout
+    r = CliRunner().invoke(main, ["lookup", "--warehouse", str(wh), "--group", g])
+    assert json.loads(r.stdout)["offsets"][0]["group_id"] == g
+    r = CliRunner().invoke(main, ["sql", "--warehouse", str(wh), "select group_id from loaded_groups", "--format", "csv"])
+    assert r.stdout == f'group_id\n"{g}"\n'
