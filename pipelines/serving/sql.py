@@ -68,6 +68,8 @@ def run(con: duckdb.DuckDBPyConnection, query: str) -> tuple[list[str], list[tup
     """Run the query (raises duckdb.Error with DuckDB's message on a bad one): column names and rows of Arrow's
     Python values, a JSON column's values parsed and wrapped in JsonValue (so `render` tells them from strings)."""
     cur = con.execute(query)
+    if cur is None:  # DuckDB's answer to text without a statement ('', ';', a comment alone)
+        raise duckdb.InvalidInputException(f"no SQL statement in {query!r}")
     if cur.description is None:
         return [], []
     cols = [d[0] for d in cur.description]

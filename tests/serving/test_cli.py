@@ -240,6 +240,9 @@ def test_sql_errors_and_no_file_access(run):
     assert r.exit_code == 2 and "disabled" in r.stderr
     r = run("sql", "SET enable_external_access = true")
     assert r.exit_code == 2
+    for empty in ("", " ", ";", "/* nothing */"):  # no statement at all: was a stack trace
+        r = run("sql", empty)
+        assert r.exit_code == 2 and r.stderr == f"error: no SQL statement in {empty!r}\n", r.output
 
 
 @pytest.mark.parametrize("args", [
