@@ -14,6 +14,7 @@ import contextlib
 import functools
 import json
 import os
+import re
 import threading
 import weakref
 from dataclasses import dataclass, field
@@ -58,12 +59,24 @@ class DamagedTable(ReadError):
 
 @contextlib.contextmanager
 def scanning(table: str):
-    """A scan of `table`'s files: a file Arrow cannot read as Parquet raised as a `DamagedTable` (an I/O error stays
-    an OSError)."""
+    """A scan of `table`'s files: a file Arrow cannot read as Parquet, or a file the table's Delta log lists that is
+    gone (deleted by hand, a vacuum), raised as a `DamagedTable` (any other I/O error stays an OSError)."""
     try:
         yield
     except pa.ArrowInvalid as e:
         raise DamagedTable(f"cannot read the warehouse's {table} table: {' '.join(str(e).split())}") from e
+    except FileNotFoundError as e:
+        # Arrow's I/O threads still hold this exception, and with its traceback the frames of the read (the reader
+        # and its DuckDB connection): freed on one of those threads after the interpreter has finalized, they
+        # aborted the process ("terminate called without an active exception", exit 134) after its error line
+        e.__traceback__ = None
+        reason = " ".join(_ANSI.sub("", str(e)).split())
+        raise DamagedTable(f"cannot read the warehouse's {table} table: a file its Delta log lists is missing: "
+                           f"{reason}") from None
+
+
+# delta-rs colours the parts of its error messages
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
 class SnapshotReader(Protocol):
