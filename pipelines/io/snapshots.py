@@ -318,13 +318,23 @@ class DeltaWarehouseReader:
         """The Delta table at `version` (None: the latest), or None when it was never written."""
         # imported here, not at module level: deltalake ~0.2 s of import (python -X importtime)
         from deltalake import DeltaTable
+        from deltalake.exceptions import DeltaError
 
         path = self.table_path(table)
         if path is None:
+            if version is not None:  # the run committed it: gone since, not a table of a later version's
+                raise DamagedTable(f"cannot read the warehouse's {table} table: the snapshot's run committed its "
+                                   f"version {version}, but {self.root / table} holds no Delta log")
             return None
         opened = functools.partial(DeltaTable, str(path), version=version,
                                    storage_options=storage.storage_options(str(path)))
-        return retry.call(opened, f"{path} (open)") if self.remote else opened()
+        try:
+            return retry.call(opened, f"{path} (open)") if self.remote else opened()
+        except DeltaError as e:  # a commit file truncated or garbled, or the pinned one gone
+            # its first line: the rest is a Rust backtrace when RUST_BACKTRACE is set
+            reason = _ANSI.sub("", str(e)).strip().split("\n", 1)[0].strip()
+            raise DamagedTable(f"cannot read the warehouse's {table} table (its Delta log at {path}): {reason}") \
+                from None
 
     def _read(self, table: str, partitions, filters, columns, version: int | None = None) -> pa.Table | None:
         """The rows, read again whole when the store fails transiently mid-read (`io.retry`)."""

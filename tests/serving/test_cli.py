@@ -395,6 +395,59 @@ def test_a_deleted_table_file_is_one_line_saying_it_is_missing(story, tmp_path, 
         assert "\\x1b" not in r.stderr  # delta-rs' colours
 
 
+def _truncate_last_commit(table):
+    last = max((table / "_delta_log").glob("*.json"))
+    last.write_bytes(last.read_bytes()[:100])
+
+
+def _delete_last_commit(table):
+    max((table / "_delta_log").glob("*.json")).unlink()
+
+
+def _delete_table(table):
+    import shutil
+
+    shutil.rmtree(table)
+
+
+@pytest.fixture(scope="module")
+def rebuilt(no_spark, settings, tmp_path_factory):
+    """A warehouse as `rebuild` writes it (each runs row pinning its tables' versions): `payments` committed on
+    orders-0, snapshots s1 and s2."""
+    from pipelines.coordinator.partitioner import partition_for
+    from pipelines.rebuild import RebuildRequest, run_rebuild
+    from tests import badinputs as bi
+
+    root = tmp_path_factory.mktemp("rebuilt")
+    g = "payments"
+    bi.write_segment(root / "in" / f"__consumer_offsets-{partition_for(g, 50)}", 0,
+                     bi.batch([bi.group_record(g, bi.T0)], 0) + bi.batch([bi.commit(g, 0, 7, bi.T0 + 1)], 1))
+    for sid in ("s1", "s2"):
+        summary = run_rebuild(no_spark, settings, RebuildRequest(inputs=(str(root / "in"),), warehouse=str(root / "wh"),
+                                                                 snapshot_id=sid, num_partitions=50))
+        assert summary.status == "succeeded", summary.validation
+    return root / "wh"
+
+
+@pytest.mark.parametrize("damage", [_truncate_last_commit, _delete_last_commit, _delete_table],
+                         ids=lambda f: f.__name__.strip("_"))
+@pytest.mark.parametrize("args", [["describe", "payments"], ["lookup", "--group", "payments"], ["diff", "s1", "s2"],
+                                  ["reset-plan", "--group", "payments"], ["sql", "SELECT 1"]], ids=lambda a: a[0])
+def test_a_damaged_delta_log_is_one_line_naming_the_table(rebuilt, tmp_path, damage, args):
+    """The Delta log of a table the snapshot's run committed, truncated or gone in part or whole: a truncated or
+    missing commit was a stack trace from delta-rs, and a table whose directory was gone read as empty, so describe
+    said the group was not there and lookup answered no offsets."""
+    import shutil
+
+    wh = tmp_path / "wh"
+    shutil.copytree(rebuilt, wh)
+    damage(wh / "loaded_offsets")
+    r = CliRunner().invoke(main, [args[0], "--warehouse", str(wh), *args[1:]], catch_exceptions=False)
+    assert r.exit_code == 2, r.output
+    assert r.stdout == "" and r.stderr.count("\n") == 1, r.stderr
+    assert r.stderr.startswith("error: cannot read the warehouse's loaded_offsets table"), r.stderr
+
+
 def test_a_deleted_table_file_never_aborts_the_program_after_its_error_line(story, tmp_path):
     """The scan's FileNotFoundError, still held by Arrow's I/O threads with the frames of the read, was freed on one
     of them after the interpreter had finalized: `diff` printed its error line, then aborted (exit 134) most times."""
