@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import click
 
-from jobs.errors import fail
+from jobs.errors import delta_error, fail
 
 
 @click.command("repair-stats")
@@ -26,8 +26,9 @@ def repair_stats(warehouse):
     except (StatsRepairError, OSError, StorageError) as e:
         fail(str(e))
     except Exception as e:  # delta-rs errors on a damaged table
-        if type(e).__module__.startswith("deltalake"):
-            fail(f"cannot repair the warehouse: {e}")
+        reason = delta_error(e)
+        if reason is not None:
+            fail(f"cannot repair the warehouse: {reason}")
         raise
     if not reports:
         click.echo(f"{warehouse}: no Delta tables found")

@@ -17,7 +17,7 @@ import sys
 import click
 import orjson
 
-from jobs.errors import did_you_mean, fail, warn
+from jobs.errors import delta_error, did_you_mean, fail, warn
 from jobs.terminal import shown
 from pipelines.decoding.log_end_offsets import parse_end_offsets_text
 from pipelines.io.snapshots import (DeltaWarehouseReader, GroupNotFound, NotAWarehouse, ReadError, SnapshotNotFound,
@@ -387,8 +387,9 @@ for _cmd in (describe, lookup, diff, reset_plan, sql, changes, restore_plan):
                 raise
             fail(f"cannot read the warehouse: {e}")
         except Exception as e:  # delta-rs errors on a damaged table
-            if type(e).__module__.startswith("deltalake"):
-                fail(f"cannot read the warehouse: {e}")
+            reason = delta_error(e)
+            if reason is not None:
+                fail(f"cannot read the warehouse: {reason}")
             raise
 
     _cmd.callback = _wrapped

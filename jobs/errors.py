@@ -46,6 +46,16 @@ def not_utf8(args) -> str | None:
     return None
 
 
+def delta_error(e: BaseException) -> str | None:
+    """The first line of a delta-rs error (a damaged table; the rest is a Rust backtrace when RUST_BACKTRACE is
+    set), None for any other exception. Its classes live in deltalake's `_internal` module, so the name of their
+    type's module does not say deltalake."""
+    exceptions = sys.modules.get("deltalake.exceptions")
+    if exceptions is None or not isinstance(e, exceptions.DeltaError):
+        return None
+    return str(e).strip().split("\n", 1)[0].strip()
+
+
 def warn(message: str) -> None:
     click.echo("warning: " + one_line(message), err=True)
 

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+from deltalake.exceptions import DeltaError
 from deltalake.transaction import AddAction
 
 from pipelines.io import delta, storage
@@ -116,9 +117,18 @@ def repair_warehouse(warehouse: str | Path) -> list[TableRepair]:
     root = storage.location(warehouse)
     if not root.is_dir():
         raise StatsRepairError(f"{root}: no such warehouse directory")
-    reports = [repair_table(root / t, t) for t in TABLES if delta.is_table(root / t)]
+    reports = [_repair_named(root / t, t) for t in TABLES if delta.is_table(root / t)]
     repin(root, {r.table: r.version for r in reports if r.version is not None})
     return reports
+
+
+def _repair_named(path, table: str) -> TableRepair:
+    """`repair_table`, a delta-rs error on a damaged table (a commit file truncated) said with the table's name."""
+    try:
+        return repair_table(path, table)
+    except DeltaError as e:  # its first line: the rest is a Rust backtrace when RUST_BACKTRACE is set
+        raise StatsRepairError(f"{table}: cannot read its Delta log at {path}: "
+                               f"{str(e).strip().split(chr(10), 1)[0].strip()}") from None
 
 
 def _partition_files(path, version: int, snapshot_id: str) -> set[str]:

@@ -166,3 +166,17 @@ def test_repair_stats_rejects_what_is_not_a_warehouse(tmp_path):
     (wh.table_path("loaded_groups") / victim).unlink()
     res = CliRunner().invoke(main, ["repair-stats", "--warehouse", str(wh.path)])
     assert res.exit_code == 2 and "is missing" in res.output and "Traceback" not in res.output
+
+
+@pytest.mark.parametrize("table", ["loaded_groups", "runs"])
+def test_repair_stats_of_a_truncated_delta_log_is_one_line_naming_the_table(tmp_path, table):
+    """A commit file cut short (a torn copy): delta-rs' error was a stack trace (its class's module is deltalake's
+    `_internal`, which the command's check of the module name missed)."""
+    wh = Warehouse(tmp_path / "wh")
+    write_snapshot(wh, "s1", {t: arrow_table(t, contract_rows(t, 3, 0, "s1")) for t in SNAPSHOT_TABLES}, run_row(0))
+    last = max((wh.table_path(table) / "_delta_log").glob("*.json"))
+    last.write_bytes(last.read_bytes()[:50])
+    res = CliRunner().invoke(main, ["repair-stats", "--warehouse", str(wh.path)], catch_exceptions=False)
+    assert res.exit_code == 2, res.output
+    assert res.stderr.startswith(f"error: {table}: cannot read its Delta log at ") and res.stderr.count("\n") == 1, \
+        res.stderr
