@@ -45,8 +45,11 @@ def changes(
 def _damaged_window(damaged_since: str | None, damaged_until: str | None) -> tuple[int, int | None] | None:
     if damaged_since is None:
         return None
-    return (rp.parse_instant(damaged_since, "damaged_since"),
-            None if damaged_until is None else rp.parse_instant(damaged_until, "damaged_until"))
+    since = rp.parse_instant(damaged_since, "damaged_since")
+    until = None if damaged_until is None else rp.parse_instant(damaged_until, "damaged_until")
+    if until is not None and until < since:  # as restore-plan --damaged-until refuses it
+        raise ValueError("damaged_until is before damaged_since")
+    return since, until
 
 
 @router.get("/restore-plan.zip", response_class=Response,

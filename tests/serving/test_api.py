@@ -98,6 +98,17 @@ def test_bad_parameters_are_400_with_a_message(server, params, needle):
     assert r.status_code == 400 and needle in r.json()["detail"]
 
 
+@pytest.mark.parametrize("params, needle", [
+    ({"damaged_since": "2026-01-02", "damaged_until": "2026-01-01"}, "damaged_until is before damaged_since"),
+    ({"damaged_until": "2026-01-01"}, "damaged_until needs damaged_since"),
+    ({"as_of": "0001-01-01T00:00:00+01:00"}, "outside years 1 to 9999"),
+])
+def test_bad_restore_plan_parameters_are_400_as_the_cli_refuses_them(server, params, needle):
+    """A damaged window that ends before it starts was a 500 (the changes window's own check, unhandled)."""
+    r = get(server, "/restore-plan.zip", **{"as_of": "2026-01-03", **params})
+    assert r.status_code == 400 and needle in r.json()["detail"], r.text
+
+
 def test_bad_partition_is_400(server):
     r = get(server, "/groups/payments/offsets", partition=-1)
     assert r.status_code == 400 and "partition" in r.json()["detail"]
