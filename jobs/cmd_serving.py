@@ -94,6 +94,8 @@ def restore_plan(warehouse, as_of, out, snapshot_id, groups, group_regex, change
         fail(f"give one of --group, --group-regex, --changed-since, --damaged-since, not {' and '.join(chosen)}")
     if damaged_until is not None and damaged_since is None:
         fail("--damaged-until needs --damaged-since")
+    if not out:  # `--out "$OUT"` with OUT unset: the current directory, which --force would have emptied
+        fail("--out is empty: name the directory to write the plan into")
     try:
         as_of_ms = parse_instant(as_of, "--as-of")
         since_ms = None if changed_since is None else parse_instant(changed_since, "--changed-since")

@@ -448,6 +448,18 @@ def test_a_damaged_delta_log_is_one_line_naming_the_table(rebuilt, tmp_path, dam
     assert r.stderr.startswith("error: cannot read the warehouse's loaded_offsets table"), r.stderr
 
 
+def test_restore_plan_into_an_empty_out_is_refused_and_empties_nothing(rebuilt, tmp_path, monkeypatch):
+    """`--out "$OUT" --force` with OUT unset: an empty --out was the current directory, and --force deleted
+    everything in it before writing the plan there."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "precious").write_text("x")
+    r = CliRunner().invoke(main, ["restore-plan", "--warehouse", str(rebuilt), "--as-of", "2100-01-01",
+                                  "--group", "payments", "--out", "", "--force"], catch_exceptions=False)
+    assert r.exit_code == 2 and r.stderr == "error: --out is empty: name the directory to write the plan into\n", \
+        r.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["precious"]
+
+
 def test_a_deleted_table_file_never_aborts_the_program_after_its_error_line(story, tmp_path):
     """The scan's FileNotFoundError, still held by Arrow's I/O threads with the frames of the read, was freed on one
     of them after the interpreter had finalized: `diff` printed its error line, then aborted (exit 134) most times."""
