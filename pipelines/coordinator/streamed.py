@@ -253,16 +253,18 @@ class StreamedShards:
             self._passed = [_split_rows(pa.concat_tables(self._passed), self.options.is_modern)]
             self._passed_rows = self._reduced_rows = self._passed[0].num_rows
 
-    def passed_on(self) -> pa.Table | None:
-        """What a range hands on to its partition's load (`reduction.split_mask`), in log order (None: nothing), in
-        one chunk: cut from its windows, it holds a chunk per window, and each chunk would be a batch of the blobs it
-        goes in (`by_group`, `io.blobs`), every column of which is packed and opened on its own, and a table of many
-        chunks for every step of the split load."""
+    def passed_on(self, buckets: int = 1) -> list[pa.Table] | None:
+        """What a range hands on (`reduction.split_mask`) in `buckets` tables of its partition's groups
+        (`by_group`), each in log order and in one chunk (None: nothing): cut from its windows, it holds a chunk per
+        window, and each chunk would be a batch of the blob it goes in (`io.blobs`), every column of which is packed
+        and opened on its own, and a table of many chunks for every step of the split load. The reduction's rows
+        are picked bucket by bucket: the kept rows are copied into their buckets once, not first into one table."""
         if not self._passed:
             return None
-        rows = _split_rows(pa.concat_tables(self._passed), self.options.is_modern)
+        rows = pa.concat_tables(self._passed)
+        keep = split_mask(rows, self.options.is_modern)
         self._passed, self._passed_rows, self._reduced_rows = [], 0, 0
-        return rows.combine_chunks()
+        return [b.combine_chunks() for b in by_group(rows, buckets, keep)]
 
     def _once(self, table: pa.Table, last: bool) -> pa.Table:
         """`table` (`loadable`: each partition's rows in log order) with each record once: without the copies of
@@ -374,19 +376,21 @@ def across_ranges(kept: Iterable[pa.Table], modern: bool) -> Iterator[pa.Table]:
     yield from windows(held)
 
 
-def by_group(table: pa.Table, buckets: int) -> list[pa.Table]:
-    """`table`'s rows (a split partition's kept rows, or its held history rows) in `buckets` tables by a hash of
-    their group id that every process computes alike (CRC-32), each with every row of no group (the control
-    records: every bucket's transactions read them), in `table`'s order. The buckets load side by side, each as
-    the one load of a split partition does (`load_split`): their shards share no key (`ShardState.union`)."""
-    if buckets <= 1:
-        return [table]
-    if not table.num_rows:
-        return [table] * buckets
+def by_group(table: pa.Table, buckets: int, keep: np.ndarray | None = None) -> list[pa.Table]:
+    """`table`'s rows (a split partition's kept rows, or its held history rows; `keep`: a mask of those to take,
+    None: all) in `buckets` tables by a hash of their group id that every process computes alike (CRC-32), each
+    with every row of no group (the control records: every bucket's transactions read them), in `table`'s order.
+    The buckets load side by side, each as the one load of a split partition does (`load_split`): their shards
+    share no key (`ShardState.union`)."""
+    if buckets <= 1 or not table.num_rows:
+        one = table if keep is None else table.filter(pa.array(keep))
+        return [one] * max(1, buckets)
     ids = pc.dictionary_encode(table.column("group_id").combine_chunks())
     of_id = pa.array([zlib.crc32(g.encode()) % buckets for g in ids.dictionary.to_pylist()], pa.int32())
-    bucket = pc.take(of_id, ids.indices)
-    return [table.filter(pc.fill_null(pc.equal(bucket, b), True)) for b in range(buckets)]
+    bucket = pc.fill_null(pc.take(of_id, ids.indices), -1).to_numpy(zero_copy_only=False)
+    no_group = bucket < 0
+    return [table.filter(pa.array(((bucket == b) | no_group) if keep is None else ((bucket == b) | no_group) & keep))
+            for b in range(buckets)]
 
 
 def decided(rows: pa.Table, carried: pa.Table, snapshot_id: str) -> pa.Table:

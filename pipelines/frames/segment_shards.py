@@ -315,10 +315,9 @@ def _loaded_unit(unit: WorkUnit, *, policy: ReadPolicy, load: ShardLoad, counter
     out.append(DecodedTally(shard=shard, tally=to_blob(tally.result()),
                             named=to_blob(names) if names.num_rows else None))
     if piece is not None:
-        kept = loader.passed_on()
+        kept = loader.passed_on(load.split_buckets) or by_group(_empty_kept(), load.split_buckets)
         out.extend(KeptRowsFile(shard=shard, file=load.scratch.write(to_blob(rows), shard), range_index=piece.index,
-                                bucket=b)
-                   for b, rows in enumerate(by_group(kept if kept is not None else _empty_kept(), load.split_buckets)))
+                                bucket=b) for b, rows in enumerate(kept))
     else:
         out.extend(_shard_payloads(shard, done, load.state_stage))
     spent.loaded()

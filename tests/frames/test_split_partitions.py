@@ -19,7 +19,7 @@ from pipelines.coordinator.options import ReplayOptions
 from pipelines.coordinator import streamed
 from pipelines.coordinator.shard import replay_rows, tabulate_shards
 from pipelines.coordinator.saved import SavedShard, saved_shards
-from pipelines.coordinator.streamed import RANGE, StreamedShards, by_group, load_split
+from pipelines.coordinator.streamed import RANGE, StreamedShards, load_split
 from pipelines.coordinator.tables import group_history_table, named_group_history, topic_names
 from pipelines.decoding.reader import iter_decoded_rows
 from pipelines.decoding.segments import entry_heads
@@ -207,12 +207,12 @@ def _streamed(table: pa.Table, options: ReplayOptions, cuts: list[int], buckets:
             history.append(loader.load(piece.slice(at, step)))
         done = loader.finish()
         assert not done.pending.num_rows  # a range writes its plain values only
-        passed.append(loader.passed_on())
+        passed.append(loader.passed_on(buckets))
         offsets = [o for o in piece.column("offset").to_pylist() if o is not None]
         top = max([top, *offsets])
     settled, parts = [], []
     for b in range(buckets):
-        kept = [by_group(k, buckets)[b] for k in passed if k is not None]
+        kept = [k[b] for k in passed if k is not None]
         *got, done = load_split(options, kept)
         if b:
             done.markers = done.markers.slice(0, 0)
