@@ -68,3 +68,21 @@ def test_a_session_given_an_archive_option_is_not_given_a_second(monkeypatch, se
     for s, has in ((settings, True), (writing, False)):
         opts = session.spark_builder(s)._options["spark.driver.extraJavaOptions"]
         assert ("-XX:SharedArchiveFile=/x.jsa" in opts) is has, opts
+
+
+def _thp_enabled(batches):
+    import pyarrow as pa
+
+    for _ in batches:
+        status = open("/proc/self/status").read()
+        value = status.split("THP_enabled:")[1].split()[0] if "THP_enabled:" in status else None
+        yield pa.record_batch([pa.array([value], pa.string())], names=["thp"])
+
+
+@pytest.mark.spark
+def test_the_python_workers_arrow_memory_takes_no_transparent_huge_pages(spark):
+    got = spark.range(0, 1, 1, numPartitions=1).mapInArrow(_thp_enabled, "thp string").toArrow()
+    value = got.column("thp").to_pylist()[0]
+    if value is None:
+        pytest.skip("this kernel's /proc/<pid>/status has no THP_enabled")
+    assert value == "0"
