@@ -15,8 +15,9 @@ file order, malformed lines included); each stands for one record (`ReadProblem.
 * Same (partition, offset) twice: collapsed when identical; otherwise the first row is kept and
   ``duplicate_conflict`` reports the other one.
 * Rows of another topic: one ``not_offsets_data`` problem per topic (with the row count), not read.
-* Rows with a null partition/offset, one past Kafka's (a partition past 2^31 - 1, an offset past 2^63 - 1) or
-  undecodable key/value text: ``invalid_row``; a negative offset or partition: ``negative_offset``.
+* Rows with a null partition/offset, one past Kafka's (a partition past 2^31 - 1, an offset past 2^63 - 1),
+  undecodable key/value text or a batch flag that is no boolean (`true`/`false` in any case, 1/0: the text
+  `false` is false): ``invalid_row``; a negative offset or partition: ``negative_offset``.
 * A JSON line that does not parse, a CSV row with the wrong number of fields, a partition/offset that is not a
   whole number: ``malformed_row``; the other rows are read (the file is parsed line by line when Arrow's reader
   refuses it).
@@ -369,6 +370,32 @@ def _ts_type(v) -> str:
     return CREATE_TIME
 
 
+def _flag(v) -> bool | None:
+    """A batch flag as a dump holds it (a boolean, 0 or 1, or their text in any case) as a boolean; None when it is
+    none of these. Python's truth would take the text `false` for true."""
+    if v is None or isinstance(v, bool):
+        return bool(v)
+    if isinstance(v, int):
+        return {0: False, 1: True}.get(v)
+    if isinstance(v, str):
+        s = v.strip().lower()
+        return True if s in ("true", "1") else False if s in ("false", "0") else None
+    return None
+
+
+def row_faults(table: pa.Table) -> list[str | None]:
+    """Per row, why one of its batch facts is no value Kafka's batch holds (None when all are): such a row is an
+    `invalid_row`, not a guess (`frames.decode.count_tabular` counts it as one)."""
+    faults: list[str | None] = [None] * table.num_rows
+    for name in ("is_transactional", "is_control"):
+        if name not in table.column_names or pa.types.is_boolean(table.schema.field(name).type):
+            continue
+        for i, v in enumerate(table.column(name).to_pylist()):
+            if faults[i] is None and _flag(v) is None:
+                faults[i] = f"{name} {v!r} is not a boolean"
+    return faults
+
+
 def _col(table: pa.Table, name: str, n: int, default):
     if name in table.column_names:
         return table.column(name).to_pylist()
@@ -457,6 +484,7 @@ def _records_in_log_order(table: pa.Table, src: str, encoding: str | None) -> It
     bases = _col(table, "batch_base_offset", n, None)
     decode = value_decoder(encoding)
     row_numbers = table.column(ROW_COLUMN).to_pylist()
+    faults = row_faults(table)
 
     rows: list[tuple] = []  # decoded rows of the batch being built
     prev: tuple | None = None  # (partition, offset, key, value, ts) of the last kept row
@@ -469,6 +497,10 @@ def _records_in_log_order(table: pa.Table, src: str, encoding: str | None) -> It
             yield ReadProblem(source=src, offsets_partition=part, position=row_numbers[i], offset=off,
                               kind="invalid_row", records=1, reason=f"key/value not valid {encoding}: {e}")
             continue
+        if faults[i] is not None:
+            yield ReadProblem(source=src, offsets_partition=part, position=row_numbers[i], offset=off, key=key,
+                              value=value, kind="invalid_row", records=1, reason=f"row {row_numbers[i]}: {faults[i]}")
+            continue
         ts = tss[i] if tss[i] is not None else -1
         if prev is not None and prev[0] == part and prev[1] == off:
             if (key, value, ts) != prev[2:]:
@@ -479,7 +511,7 @@ def _records_in_log_order(table: pa.Table, src: str, encoding: str | None) -> It
             continue
         prev = (part, off, key, value, ts)
         base = bases[i]
-        batch_key = (part, int(base) if base is not None else off, pids[i], bool(txns[i]), bool(ctls[i]))
+        batch_key = (part, int(base) if base is not None else off, pids[i], _flag(txns[i]), _flag(ctls[i]))
         if rows and rows[0][0] != batch_key:
             yield from _emit(rows, src)
             rows = []

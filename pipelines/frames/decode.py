@@ -31,7 +31,7 @@ from pipelines.decoding.policy import DEFAULT_POLICY, ReadPolicy
 from pipelines.decoding.reader import is_tabular
 from pipelines.decoding.rows import problem_to_row, rows_to_arrow, to_decoded_row
 from pipelines.decoding.segments import discover_segments
-from pipelines.decoding.tabular import OFFSETS_TOPIC, read_tabular_dump, value_decoder
+from pipelines.decoding.tabular import OFFSETS_TOPIC, read_tabular_dump, row_faults, value_decoder
 from pipelines.frames.decoded_log import LOG_DDL, DecodedLog, pack
 from pipelines.io import storage
 from schemas.decoded import DECODED_RECORD_SCHEMA
@@ -531,8 +531,9 @@ def count_tabular(path: str, acc: dict | None = None) -> dict:
     vals = table.column("value").to_pylist()
     tss = table.column("timestamp").to_pylist() if "timestamp" in table.column_names else [None] * len(parts)
     decode = value_decoder(dump.encoding)
+    faults = row_faults(table)
     first: dict[tuple, tuple] = {}
-    for part, off, k, v, ts in zip(parts, offs, keys, vals, tss):
+    for part, off, k, v, ts, fault in zip(parts, offs, keys, vals, tss, faults):
         if part is None or off is None:
             _bump(acc, -1 if part is None else part, records_in=1)
             continue
@@ -546,6 +547,8 @@ def count_tabular(path: str, acc: dict | None = None) -> dict:
         try:
             content = (decode(k) if k is not None else None, decode(v) if v is not None else None, ts)
         except Exception:  # noqa: BLE001 - an `invalid_row` problem on the decode side: one row, no fold
+            continue
+        if fault is not None:  # an `invalid_row` too
             continue
         kept = first.setdefault((part, off), content)
         if kept is not content and kept == content:

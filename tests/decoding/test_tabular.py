@@ -204,3 +204,40 @@ def test_positions_past_kafkas_numbers_are_quarantined_and_counted(tmp_path):
     pq.write_table(fraction, tmp_path / "f.parquet")
     with pytest.raises(InvalidFieldError, match="offset column holds double"):
         read_tabular_dump(tmp_path / "f.parquet")
+
+
+def _commit_rows(n: int, **facts) -> list[dict]:
+    """n plain offset commits of one group in partition 3, as a dump's rows (key and value in hex)."""
+    from pipelines.decoding import message_writer as mw
+
+    return [dict(key=mw.write_offset_commit_key("g", "t", i).hex(),
+                 value=mw.write_offset_commit_value(3, offset=100 + i, commit_timestamp=10, leader_epoch=0).hex(),
+                 topic="__consumer_offsets", partition=3, offset=i, timestamp=10, timestampType=0, **facts)
+            for i in range(n)]
+
+
+def test_batch_flags_written_as_text_are_read_as_booleans(tmp_path):
+    """A dump's is_transactional / is_control as the text `false` (a JSON string, a CSV column Arrow reads as text
+    once one cell is not a boolean) is false: read as Python truth, every plain commit of the dump was
+    transactional and its offsets pending forever. A cell that is no boolean is an invalid row."""
+    from pipelines.frames.decode import count_tabular
+
+    rows = _commit_rows(4, producer_id=-1, producer_epoch=-1, is_transactional="false", is_control="False")
+    (tmp_path / "d.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    out = list(read_tabular_dump(tmp_path / "d.jsonl"))
+    assert [(r.offset, r.batch.is_transactional, r.batch.is_control) for r in out] == [
+        (i, False, False) for i in range(4)]
+
+    with open(tmp_path / "d.csv", "w") as f:
+        f.write("key,value,topic,partition,offset,timestamp,timestampType,producer_id,producer_epoch,"
+                "is_transactional,is_control\n")
+        for r, txn in zip(rows, ("false", "no", "0", "TRUE")):
+            f.write(f"{r['key']},{r['value']},__consumer_offsets,3,{r['offset']},10,0,-1,-1,{txn},false\n")
+    out = list(read_tabular_dump(tmp_path / "d.csv"))
+    assert [(o.kind, o.position, o.offset) for o in out if isinstance(o, ReadProblem)] == [("invalid_row", 1, 1)]
+    assert "is_transactional 'no'" in next(o for o in out if isinstance(o, ReadProblem)).reason
+    assert [(r.offset, r.batch.is_transactional) for r in out if isinstance(r, LogRecord)] == [
+        (0, False), (2, False), (3, True)]
+    # the reader's own count: four rows in, none folded
+    assert {p: (c["records_in"], c["collapsed_duplicates"]) for p, c in count_tabular(
+        str(tmp_path / "d.csv")).items()} == {3: (4, 0)}
