@@ -16,8 +16,10 @@ file order, malformed lines included); each stands for one record (`ReadProblem.
   ``duplicate_conflict`` reports the other one.
 * Rows of another topic: one ``not_offsets_data`` problem per topic (with the row count), not read.
 * Rows with a null partition/offset, one past Kafka's (a partition past 2^31 - 1, an offset past 2^63 - 1),
-  undecodable key/value text or a batch flag that is no boolean (`true`/`false` in any case, 1/0: the text
-  `false` is false): ``invalid_row``; a negative offset or partition: ``negative_offset``.
+  undecodable key/value text, a batch flag that is no boolean (`true`/`false` in any case, 1/0: the text
+  `false` is false), a producer id, epoch or batch base offset that is no long, short or log position, or a
+  timestamp that is no time in a long of milliseconds: ``invalid_row``; a negative offset or partition:
+  ``negative_offset``.
 * A JSON line that does not parse, a CSV row with the wrong number of fields, a partition/offset that is not a
   whole number: ``malformed_row``; the other rows are read (the file is parsed line by line when Arrow's reader
   refuses it).
@@ -28,6 +30,7 @@ import base64
 import binascii
 import csv
 import json
+import math
 import os
 import re
 from collections.abc import Iterator
@@ -350,6 +353,8 @@ def _ts_millis(col: pa.ChunkedArray) -> list[int | None]:
 
 
 def _parse_ts(v) -> int | None:
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
     if isinstance(v, (int, float)):
         return int(v)
     s = str(v).strip()
@@ -383,9 +388,34 @@ def _flag(v) -> bool | None:
     return None
 
 
+_LONG = (-(1 << 63), (1 << 63) - 1)
+# a batch's whole-number facts and the values Kafka's batch holds: a long, a short, a log position
+_WHOLE_FACTS = (("producer_id", _LONG), ("producer_epoch", (-(1 << 15), (1 << 15) - 1)),
+                ("batch_base_offset", (0, OFFSET_MAX)))
+
+
+def _whole(v) -> int | None:
+    if isinstance(v, int) and not isinstance(v, bool):
+        return v
+    if isinstance(v, str) and re.fullmatch(r"\s*-?\d+\s*", v):
+        return int(v)
+    return None
+
+
+def _within(col: pa.ChunkedArray, lo: int, hi: int) -> bool:
+    """Whether a column is whole numbers from lo to hi, by its type and its extremes (no row by row look)."""
+    if pa.types.is_null(col.type):
+        return True
+    if not pa.types.is_integer(col.type):
+        return False
+    ends = pc.min_max(col)
+    return ends["min"].as_py() is None or (lo <= ends["min"].as_py() and ends["max"].as_py() <= hi)
+
+
 def row_faults(table: pa.Table) -> list[str | None]:
-    """Per row, why one of its batch facts is no value Kafka's batch holds (None when all are): such a row is an
-    `invalid_row`, not a guess (`frames.decode.count_tabular` counts it as one)."""
+    """Per row, why its timestamp or one of its batch facts is no value Kafka's batch holds (None when all are):
+    such a row is an `invalid_row`, not a guess, nor a value past its column (`frames.decode.count_tabular` counts
+    it as one)."""
     faults: list[str | None] = [None] * table.num_rows
     for name in ("is_transactional", "is_control"):
         if name not in table.column_names or pa.types.is_boolean(table.schema.field(name).type):
@@ -393,6 +423,18 @@ def row_faults(table: pa.Table) -> list[str | None]:
         for i, v in enumerate(table.column(name).to_pylist()):
             if faults[i] is None and _flag(v) is None:
                 faults[i] = f"{name} {v!r} is not a boolean"
+    for name, (lo, hi) in _WHOLE_FACTS:
+        if name not in table.column_names or _within(table.column(name), lo, hi):
+            continue
+        for i, v in enumerate(table.column(name).to_pylist()):
+            n = lo if v is None else _whole(v)
+            if faults[i] is None and (n is None or not lo <= n <= hi):
+                faults[i] = f"{name} {v!r} is not a whole number from {lo} to {hi}"
+    col = table.column("timestamp") if "timestamp" in table.column_names else None
+    if col is not None and not pa.types.is_timestamp(col.type) and not _within(col, *_LONG):
+        for i, (v, ms) in enumerate(zip(col.to_pylist(), _ts_millis(col))):
+            if faults[i] is None and v is not None and (ms is None or not _LONG[0] <= ms <= _LONG[1]):
+                faults[i] = f"timestamp {v!r} is no time a long of milliseconds holds"
     return faults
 
 

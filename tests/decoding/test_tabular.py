@@ -241,3 +241,48 @@ def test_batch_flags_written_as_text_are_read_as_booleans(tmp_path):
     # the reader's own count: four rows in, none folded
     assert {p: (c["records_in"], c["collapsed_duplicates"]) for p, c in count_tabular(
         str(tmp_path / "d.csv")).items()} == {3: (4, 0)}
+
+
+def test_batch_facts_and_timestamps_past_kafkas_types_are_invalid_rows(tmp_path):
+    """A producer id is a long, an epoch a short, a batch base offset a log position and a timestamp a long of
+    milliseconds: a row past them (or not a number at all) is an invalid row and the others are read, in every
+    format. Each ended the run as a stack trace where the decoded rows became columns too narrow for them."""
+    from pipelines.decoding.reader import iter_decoded_rows
+    from pipelines.decoding.rows import rows_to_arrow
+    from pipelines.frames.decode import count_tabular
+
+    rows = _commit_rows(7, producer_id=-1, producer_epoch=-1, is_transactional=False, is_control=False,
+                        batch_base_offset=None)
+    rows[0]["batch_base_offset"] = 0
+    rows[1]["producer_id"] = "abc"
+    rows[2]["producer_epoch"] = 1 << 40
+    rows[3]["batch_base_offset"] = "notanum"
+    rows[4]["timestamp"] = 10 ** 20
+    rows[5]["timestamp"] = "yesterday"
+    bad = [1, 2, 3, 4, 5]
+    (tmp_path / "d.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    with open(tmp_path / "d.csv", "w") as f:
+        f.write(",".join(rows[0]) + "\n")
+        f.writelines(",".join("" if v is None else str(v).lower() if isinstance(v, bool) else str(v)
+                              for v in r.values()) + "\n" for r in rows)
+    wide = [dict(r, key=bytes.fromhex(r["key"]), value=bytes.fromhex(r["value"]), producer_id=None, producer_epoch=-1,
+                 timestamp=10, batch_base_offset=r["offset"]) for r in rows]
+    wide[1]["producer_id"] = (1 << 64) - 1
+    wide[2]["producer_epoch"] = 1 << 40
+    wide[3]["batch_base_offset"] = -5
+    wide[4]["timestamp"] = (1 << 64) - 1
+    wide[5]["timestamp"] = (1 << 63)
+    pq.write_table(pa.Table.from_pylist(wide, schema=pa.schema([
+        ("key", pa.binary()), ("value", pa.binary()), ("topic", pa.string()), ("partition", pa.int32()),
+        ("offset", pa.int64()), ("timestamp", pa.uint64()), ("timestampType", pa.int32()),
+        ("producer_id", pa.uint64()), ("producer_epoch", pa.int64()), ("is_transactional", pa.bool_()),
+        ("is_control", pa.bool_()), ("batch_base_offset", pa.int64())])), tmp_path / "d.parquet")
+    for name in ("d.jsonl", "d.csv", "d.parquet"):
+        out = list(read_tabular_dump(tmp_path / name))
+        assert [(o.kind, o.position) for o in out if isinstance(o, ReadProblem)] == [
+            ("invalid_row", i) for i in bad], (name, out)
+        assert [r.offset for r in out if isinstance(r, LogRecord)] == [0, 6], name
+        # the rows the run decodes fit their columns
+        assert rows_to_arrow(list(iter_decoded_rows([tmp_path / name]))).num_rows == 7, name
+        assert {p: (c["records_in"], c["collapsed_duplicates"]) for p, c in count_tabular(
+            str(tmp_path / name)).items()} == {3: (7, 0)}, name
