@@ -90,7 +90,8 @@ def read_tabular_dump(path: str | os.PathLike, *, fmt: str | None = None, encodi
     Iterate the result (or call `.records()`) for ``LogRecord | ReadProblem``; `.has_batch_facts` says whether
     transactional records can be resolved. ``fmt`` in {"parquet", "json", "csv"}; ``encoding`` in
     {"base64", "hex"} (text formats; detected when omitted). Raises `InputError` for a missing path and
-    `InvalidFieldError` for a table without the key/value/partition/offset columns.
+    `InvalidFieldError` for a table without the key/value/partition/offset columns (or whose key and value are
+    not both bytes or both text).
     """
     p = os.fspath(path)
     # imported here, not at module level: pyarrow.fs ~0.05 s of import (python -X importtime)
@@ -132,8 +133,7 @@ def read_tabular_dump(path: str | os.PathLike, *, fmt: str | None = None, encodi
         c = next(c for c in _INT_COLUMNS if not pa.types.is_integer(table.schema.field(c).type))
         raise InvalidFieldError(f"dump {p}: its {c} column holds {table.schema.field(c).type}, not whole numbers",
                                 field=c)
-    text = pa.types.is_string(table.schema.field("key").type) or pa.types.is_large_string(
-        table.schema.field("key").type)
+    text = _bytes_columns(table, p)
     if text and encoding is None:
         encoding = _detect_encoding(table)
     elif not text:
@@ -142,6 +142,24 @@ def read_tabular_dump(path: str | os.PathLike, *, fmt: str | None = None, encodi
     return TabularDump(path=p, fmt=fmt, encoding=encoding,
                        columns=tuple(c for c in table.column_names if c != ROW_COLUMN),
                        has_batch_facts=facts, _table=table, malformed=malformed)
+
+
+def _bytes_columns(table: pa.Table, p: str) -> bool:
+    """Whether the key and value columns hold text (else bytes); a column of anything else, or one of bytes beside
+    one of text, is no dump of records: its values would reach the decoders as they are."""
+    kinds = {}
+    for c in ("key", "value"):
+        t = table.schema.field(c).type
+        if pa.types.is_string(t) or pa.types.is_large_string(t):
+            kinds[c] = "text"
+        elif pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_fixed_size_binary(t):
+            kinds[c] = "bytes"
+        elif not pa.types.is_null(t):  # a column of nulls only goes with either
+            raise InvalidFieldError(f"dump {p}: its {c} column holds {t}, not bytes or text", field=c)
+    if len(set(kinds.values())) > 1:
+        raise InvalidFieldError(f"dump {p}: its key column holds {table.schema.field('key').type} and its value "
+                                f"column {table.schema.field('value').type}: both bytes or both text", field="value")
+    return "text" in kinds.values()
 
 
 def _read_remote_dump(uri: str, *, fmt: str | None, encoding: str | None) -> TabularDump:

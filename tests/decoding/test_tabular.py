@@ -4,6 +4,7 @@ from __future__ import annotations
 import base64
 import json
 import random
+import re
 from datetime import datetime, timezone
 
 import pyarrow as pa
@@ -286,3 +287,17 @@ def test_batch_facts_and_timestamps_past_kafkas_types_are_invalid_rows(tmp_path)
         assert rows_to_arrow(list(iter_decoded_rows([tmp_path / name]))).num_rows == 7, name
         assert {p: (c["records_in"], c["collapsed_duplicates"]) for p, c in count_tabular(
             str(tmp_path / name)).items()} == {3: (7, 0)}, name
+
+
+@pytest.mark.parametrize("key, value, message", [
+    (pa.array([1], pa.int64()), pa.array([b"v"]), "key column holds int64, not bytes or text"),
+    (pa.array([[1]]), pa.array([b"v"]), "key column holds list<element: int64>, not bytes or text"),
+    (pa.array([b"\x00\x01"]), pa.array(["0001"]), "key column holds binary and its value column string"),
+    (pa.nulls(1, pa.null()), pa.array([3.5]), "value column holds double"),
+])
+def test_key_and_value_columns_that_hold_no_bytes_are_refused(tmp_path, key, value, message):
+    """A Parquet dump's key and value are bytes, or both text in one encoding: any other column reached the
+    decoders as it was (an int has no len(), a str is no buffer) and ended the run as a stack trace."""
+    pq.write_table(pa.table({"key": key, "value": value, "partition": [0], "offset": [1]}), tmp_path / "d.parquet")
+    with pytest.raises(InvalidFieldError, match=re.escape(message)):
+        read_tabular_dump(tmp_path / "d.parquet")
