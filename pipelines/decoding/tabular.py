@@ -240,6 +240,7 @@ def _read_file(path: str, fmt: str) -> tuple[pa.Table, list[tuple[int, str]], in
         t = pcsv.read_csv(path, parse_options=pcsv.ParseOptions(
             invalid_row_handler=lambda row: refused.append(row) or "skip"), convert_options=pcsv.ConvertOptions(
             column_types=types, strings_can_be_null=True, quoted_strings_can_be_null=False, null_values=[""]))
+        _refuse_repeated_columns(t.column_names, path)
         if not refused and _whole_positions(t):
             return t, [], t.num_rows
     except OSError as e:
@@ -251,6 +252,14 @@ def _read_file(path: str, fmt: str) -> tuple[pa.Table, list[tuple[int, str]], in
 
 
 _INT_COLUMNS = ("partition", "offset")
+
+
+def _refuse_repeated_columns(names: list[str], path: str) -> None:
+    """A CSV header naming a column twice: which of the two is the offset is anyone's guess (Arrow keeps both, a
+    line's dict the last)."""
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise InvalidFieldError(f"dump {path} names column(s) {', '.join(twice)} more than once", field=twice[0])
 
 
 def _whole_positions(table: pa.Table) -> bool:
@@ -281,6 +290,7 @@ def _read_lines(path: str, fmt: str) -> tuple[pa.Table, list[tuple[int, str]], i
         else:
             reader = csv.reader(f)
             header = next(reader, None) or []
+            _refuse_repeated_columns(header, path)
             n = 0
             for i, fields in enumerate(reader):
                 n += 1

@@ -301,3 +301,17 @@ def test_key_and_value_columns_that_hold_no_bytes_are_refused(tmp_path, key, val
     pq.write_table(pa.table({"key": key, "value": value, "partition": [0], "offset": [1]}), tmp_path / "d.parquet")
     with pytest.raises(InvalidFieldError, match=re.escape(message)):
         read_tabular_dump(tmp_path / "d.parquet")
+
+
+@pytest.mark.parametrize("tail", ["", "\n0001,0002,x\n"])
+def test_a_csv_header_naming_a_column_twice_is_refused(tmp_path, tail):
+    """Which of two `offset` columns holds the offset is anyone's guess: one error line, where it was a stack trace
+    (Arrow's reader keeps both, and a table with two is asked for its type), or the last one's (a line read on its
+    own: a row with the wrong number of fields)."""
+    rows = _commit_rows(2)
+    with open(tmp_path / "d.csv", "w") as f:
+        f.write("key,value,topic,partition,offset,timestamp,offset\n")
+        f.writelines(f"{r['key']},{r['value']},__consumer_offsets,3,{r['offset']},10,{r['offset'] + 5}\n" for r in rows)
+        f.write(tail)
+    with pytest.raises(InvalidFieldError, match="names column.s. offset more than once"):
+        read_tabular_dump(tmp_path / "d.csv")
