@@ -315,3 +315,18 @@ def test_a_csv_header_naming_a_column_twice_is_refused(tmp_path, tail):
         f.write(tail)
     with pytest.raises(InvalidFieldError, match="names column.s. offset more than once"):
         read_tabular_dump(tmp_path / "d.csv")
+
+
+@pytest.mark.parametrize("damage", [lambda k: "zz" + k[2:], lambda k: k[1:]])
+def test_one_damaged_hex_key_is_one_invalid_row_not_a_dump_read_as_base64(tmp_path, damage):
+    """The encoding is told from the keys: one that is not hex (a damaged cell, an odd length) read every other row
+    of a hex dump as base64 (hex digits are base64 letters), so no row was what the dump held."""
+    rows = _commit_rows(5)
+    rows[2]["key"] = damage(rows[2]["key"])
+    pcsv.write_csv(pa.Table.from_pylist(rows), tmp_path / "d.csv")
+    dump = read_tabular_dump(tmp_path / "d.csv")
+    assert dump.encoding == "hex"
+    out = list(dump)
+    assert [(o.kind, o.position) for o in out if isinstance(o, ReadProblem)] == [("invalid_row", 2)]
+    assert [(r.offset, r.key) for r in out if isinstance(r, LogRecord)] == [
+        (r["offset"], bytes.fromhex(r["key"])) for r in rows if r["offset"] != 2]
