@@ -3,7 +3,8 @@
 Mirrors what `UnifiedLog`/`LogLoader` (Kafka 2.8-4.x) treat as a partition's data: the `<20-digit base>.log` files
 of a `__consumer_offsets-N` directory, in numeric base-offset order (spec §1.1). Index, time-index, txn-index,
 producer snapshots and checkpoints are not data; `.deleted`/`.cleaned` files and `-delete`/`-future`/`-stray`
-directories are skipped; a `.swap` file (a cleaned segment awaiting rename) is reported, not read.
+directories are skipped; a `.swap` file (a cleaned segment awaiting rename), a `.log` not named by a base offset
+and a file named like a partition directory are reported, not read.
 
 An input may also be an object-store URI (`s3://bucket/prefix`, `pipelines/io/storage.py`): its keys are listed
 once and walked as the same directory tree (key prefixes are the directories); the segments keep their URIs.
@@ -319,6 +320,10 @@ def _discover_log_dir(p: str, tree, segments: list[SegmentFile], problems: list[
             elif (tp := _TOPIC_PARTITION_DIR.match(e.name)) and tp.group(1).startswith("__"):
                 problems.append(_problem(e.path, -1, "not_offsets_data",
                                          f"{e.name} is a partition directory of another topic; not read"))
+        elif m := _OFFSETS_DIR.match(e.name):  # Kafka lists only directories: its records would go unread
+            found = True
+            problems.append(_problem(e.path, int(m.group(1)) if int(m.group(1)) <= PARTITION_MAX else -1,
+                                     "unreadable", f"{e.name} is a file, not a partition directory; not read"))
         elif e.name.endswith(".log") or e.name.endswith(".log" + _SWAP_SUFFIX):
             bare_logs = True
     if not found:
@@ -347,6 +352,9 @@ def _discover_partition_dir(p: str, tree, partition: int, segments: list[Segment
             continue
         m = _SEGMENT_NAME.match(name)
         if m is None:
+            if name.endswith(".log"):  # a copy's name, a sign: no segment Kafka loads, and records all the same
+                problems.append(_problem(e.path, partition, "not_offsets_data",
+                                         f"{name} is not named by a base offset; not read"))
             continue  # .index, .timeindex, .txnindex, .snapshot, checkpoints, partition.metadata, ...
         _add_segment(e.path, tree, partition, int(m.group(1)), segments, problems, name)
 

@@ -266,3 +266,31 @@ def test_the_c_entry_head_walker_stops_where_the_reference_does_on_damaged_bytes
             py, c = walkers["python"](path), walkers["c"](path)
             assert (py.positions.tolist(), py.last_offsets.tolist(), py.records.tolist(), py.end) == (
                 c.positions.tolist(), c.last_offsets.tolist(), c.records.tolist(), c.end), (seg, case)
+
+
+def test_a_file_named_like_a_partition_directory_is_reported_not_skipped(tmp_path):
+    # a segment copied to `__consumer_offsets-0` (its directory's name) in a log dir: its records were not read
+    # and nothing said so
+    root = tmp_path / "logs"
+    _seg(root / "__consumer_offsets-1", 0, 1)
+    (root / "__consumer_offsets-0").write_bytes(_seg(tmp_path / "elsewhere", 0, 2).read_bytes())
+    segs, problems = discover_segments(root)
+    assert [(s.offsets_partition, s.base_offset) for s in segs] == [(1, 0)]
+    assert [(Path(p.source).name, p.kind, p.offsets_partition) for p in problems] == [
+        ("__consumer_offsets-0", "unreadable", 0)]
+    assert "is a file, not a partition directory" in problems[0].reason
+
+
+def test_a_log_file_not_named_by_a_base_offset_is_reported_not_skipped(tmp_path):
+    # Kafka names a segment by its base offset; a copy's name (`… (copy).log`) or a sign is no segment Kafka would
+    # load as one, and such a file was passed over without a word, its records with it
+    d = tmp_path / "__consumer_offsets-2"
+    _seg(d, 0, 1)
+    for name in ("00000000000000000000 (copy).log", "-0000000000000000001.log", ".log"):
+        (d / name).write_bytes((d / f"{0:020d}.log").read_bytes())
+    segs, problems = discover_segments(d)
+    assert [s.base_offset for s in segs] == [0]
+    assert sorted((Path(p.source).name, p.kind, p.offsets_partition) for p in problems) == [
+        ("-0000000000000000001.log", "not_offsets_data", 2), (".log", "not_offsets_data", 2),
+        ("00000000000000000000 (copy).log", "not_offsets_data", 2)]
+    assert all("not named by a base offset" in p.reason for p in problems)
