@@ -52,6 +52,8 @@ def good(tmp_path) -> Path:
     (["--until-time", "yesterday"], ["--until-time", "'yesterday'"]),
     (["--retention-minutes", "-5"], ["--retention-minutes must be at least 1"]),
     (["--until-offset", "-1"], ["--until-offset must be 0 or more"]),
+    # an offset is a long: past it the cut reached the tally's Arrow kernel as a Python int (a stack trace)
+    (["--until-offset", "9223372036854775808"], ["--until-offset must be 0 to 9223372036854775807"]),
     (["--num-partitions", "0"], ["--num-partitions must be 1 to 2147483647"]),
     (["--num-partitions", "2147483648"], ["--num-partitions must be 1 to 2147483647, not 2147483648"]),
     (["--snapshot-id", "../evil"], ["--snapshot-id", "invalid snapshot id '../evil'"]),

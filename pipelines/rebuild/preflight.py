@@ -27,7 +27,7 @@ from pipelines.rebuild.request import RebuildRequest, RunSettings, new_snapshot_
 from pipelines.session import spark_log_level
 from pipelines.times import TimeFormatError, ms_to_iso, parse_time_ms
 from pipelines.validation.settings import max_unread_bytes, pandas_max_rows, validation_settings
-from schemas.records import PARTITION_MAX
+from schemas.records import OFFSET_MAX, PARTITION_MAX
 
 
 @dataclass
@@ -74,6 +74,8 @@ def _prepare(settings: Settings, req: RebuildRequest, conf: RunSettings, snapsho
         raise UsageError(str(e)) from None
     if req.until_offset is not None and req.until_offset < 0:
         raise UsageError(f"--until-offset must be 0 or more, not {req.until_offset}")
+    if req.until_offset is not None and req.until_offset > OFFSET_MAX:  # an offset is a long
+        raise UsageError(f"--until-offset must be 0 to {OFFSET_MAX}, not {req.until_offset}")
     if req.num_partitions is not None and not 1 <= req.num_partitions <= PARTITION_MAX:
         # Kafka's partition count is an int
         raise UsageError(f"--num-partitions must be 1 to {PARTITION_MAX}, not {req.num_partitions}")
