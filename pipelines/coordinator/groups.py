@@ -94,9 +94,11 @@ class ClassicGroup:
     @staticmethod
     def of_record(row: Row) -> ClassicGroup:
         """`readGroupMessageValue`: the group a GroupMetadataValue record stores."""
+        # `add` puts each member in a map by its id: an id listed twice is one member, the later entry's
+        members = {m["member_id"]: ClassicMember.of(m) for m in row.get("members") or ()}
         return ClassicGroup(row["group_id"], row.get("protocol_type"), row.get("generation"), row.get("protocol"),
                             row.get("leader"), row.get("current_state_timestamp"), row.get("value_version"),
-                            row["offset"], [ClassicMember.of(m) for m in row.get("members") or ()])
+                            row["offset"], list(members.values()))
 
     @property
     def state(self) -> str:

@@ -113,3 +113,19 @@ def test_a_consumer_groups_events_read_its_members_as_they_stand(records):
             (sorted(after - before), sorted(before - after), len(after))
         if g is not None:
             assert (event.state, event.protocol) == (_kafka_state(g), _most_named_assignor(g))
+
+
+@pytest.mark.parametrize("semantics", ["legacy", "modern"])
+def test_a_member_id_a_group_record_repeats_is_one_member_the_last(semantics):
+    """`GroupMetadata.add` / `ClassicGroup.add` put each member in a map by its id: a GroupMetadataValue that lists
+    an id twice loads one member, with the later entry's metadata. It was two `group_members` rows of one key and a
+    member_count of 2."""
+    from tests.coordinator.rowkit import member
+
+    log = Log()
+    rows = [log.group("g", [member("m1", client_id="first"), member("m2"), member("m1", client_id="second")])]
+    tables = replay_rows(rows, ReplayOptions(semantics=semantics, snapshot_id="t", num_partitions=50))
+    [group] = tables["loaded_groups"]
+    assert group["member_count"] == 2
+    assert sorted((m["member_id"], m["client_id"]) for m in tables["group_members"]) == [
+        ("m1", "second"), ("m2", "client")]
