@@ -58,6 +58,8 @@ def good(tmp_path) -> Path:
     (["--num-partitions", "2147483648"], ["--num-partitions must be 1 to 2147483647, not 2147483648"]),
     (["--snapshot-id", "../evil"], ["--snapshot-id", "invalid snapshot id '../evil'"]),
     (["--snapshot-id", "a" * 200], ["invalid snapshot id"]),
+    # an unset variable (`--snapshot-id "$ID"`): each rerun wrote a new snapshot instead of replacing its own
+    (["--snapshot-id", ""], ["--snapshot-id", "invalid snapshot id ''"]),
     (["--conf", "rebuild.semantix=modern"], ["unknown setting rebuild.semantix", "did you mean rebuild.semantics?"]),
     (["--conf", "warehouse.keep_snapshot=3"], ["did you mean warehouse.keep_snapshots?"]),
     # read before the run: a typo here failed every run's retirement of old snapshots, once its own was committed

@@ -55,7 +55,9 @@ def prepare_run(settings: Settings, req: RebuildRequest) -> PreparedRun:
     An object store that kept failing transiently through these checks (`io.retry.StoreUnavailable`) is no
     user's mistake: the run is recorded as failed in stage `preflight` and RunFailed (exit 1) raised."""
     conf = resolve_settings(settings, req)
-    snapshot_id = req.snapshot_id or new_snapshot_id()
+    # an empty id given (`--snapshot-id "$UNSET"`) is refused with the others, not a new id each run: a rerun
+    # would add a snapshot instead of replacing its own
+    snapshot_id = new_snapshot_id() if req.snapshot_id is None else req.snapshot_id
     try:
         return _prepare(settings, req, conf, snapshot_id)
     except storage.StoreUnavailable as e:
