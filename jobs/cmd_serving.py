@@ -9,7 +9,6 @@ from __future__ import annotations
 import errno
 import ipaddress
 import json
-import re
 import shlex
 import socket
 import sys
@@ -27,6 +26,7 @@ from pipelines.serving import views
 from pipelines.serving.describe import HISTORY_COLUMNS, OUT, Rendered, consumer_group_ids, render_history
 from pipelines.serving.describe import describe as render
 from pipelines.serving.diff import diff_snapshots, render_text
+from pipelines.serving.group_regex import BadGroupRegex, check as check_group_regex
 from pipelines.serving.index import close_group_ids, load_index
 from pipelines.serving.restore_plan import HistoryUnavailable, OutNotEmpty, counted, parse_instant, write_restore_plan
 from pipelines.serving.reset_plan import reset_plan as reset_offsets
@@ -61,6 +61,15 @@ def _open(warehouse: str, snapshot_id: str | None):
         fail(str(e))
 
 
+def _group_regex(pattern: str | None) -> None:
+    """Refuse a pattern RE2 cannot compile before anything is read (`pipelines.serving.group_regex`)."""
+    if pattern is not None:
+        try:
+            check_group_regex(pattern)
+        except BadGroupRegex as e:
+            fail(f"--group-regex {pattern!r}: {e}")
+
+
 def _index(reader, snap, **kw):
     return load_index(reader, snap, **kw)
 
@@ -71,7 +80,8 @@ def _index(reader, snap, **kw):
 @click.option("--out", "out", required=True, type=click.Path(file_okay=False), help="directory to write the plan into")
 @snapshot_opt
 @click.option("--group", "groups", multiple=True, help="a group id (repeatable)")
-@click.option("--group-regex", "group_regex", default=None, help="groups whose id matches this regex (Python re.search)")
+@click.option("--group-regex", "group_regex", default=None,
+              help="groups whose id this regex matches anywhere in (RE2 syntax)")
 @click.option("--changed-since", "changed_since", default=None,
               help="groups with a commit or group record at or after this time (ISO-8601 or epoch ms)")
 @click.option("--damaged-since", "damaged_since", default=None,
@@ -104,12 +114,9 @@ def restore_plan(warehouse, as_of, out, snapshot_id, groups, group_regex, change
             None if damaged_until is None else parse_instant(damaged_until, "--damaged-until"))
         if damaged is not None and damaged[1] is not None and damaged[1] < damaged[0]:
             fail("--damaged-until is before --damaged-since")
-        if group_regex is not None:
-            re.compile(group_regex)
-    except re.error as e:
-        fail(f"--group-regex {group_regex!r}: {e}")
     except ValueError as e:
         fail(str(e))
+    _group_regex(group_regex)
     reader, snap = _open(warehouse, snapshot_id)
     try:
         result = plan(reader, snap, as_of_ms, groups=list(groups) or None, group_regex=group_regex,
@@ -345,7 +352,8 @@ def sql(warehouse, query, snapshot_id, fmt):
 @click.option("--from", "start", required=True, help="window start: ISO-8601 (UTC when no zone) or epoch ms")
 @click.option("--to", "end", required=True, help="window end (included): ISO-8601 or epoch ms")
 @click.option("--group", "groups", multiple=True, help="only this group (repeatable)")
-@click.option("--group-regex", default=None, help="only groups whose id matches (Python re.search)")
+@click.option("--group-regex", default=None,
+              help="only groups whose id this regex matches anywhere in (RE2 syntax)")
 @click.option("--storm-threshold", type=click.IntRange(min=1), default=None,
               help="a rebalance storm is more than this many new generations / group epochs in one minute "
                    "[default: 10]")
@@ -358,6 +366,7 @@ def changes(warehouse, start, end, groups, group_regex, storm_threshold, as_json
     # imported here, not at module level: numpy ~0.1-0.3 s of import (python -X importtime)
     from pipelines.serving import changes as ch
 
+    _group_regex(group_regex)
     try:
         sel = ch.Selection(ch.parse_time(start, "--from"), ch.parse_time(end, "--to"), tuple(groups), group_regex,
                            storm_threshold or ch.DEFAULT_STORM_PER_MINUTE)

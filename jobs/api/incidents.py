@@ -3,8 +3,6 @@ puts the selected groups' committed offsets back as they were at a time.
 """
 from __future__ import annotations
 
-import re
-
 from fastapi import APIRouter, Query
 from fastapi.responses import Response
 
@@ -12,9 +10,19 @@ from jobs.api.params import SnapshotQ
 from jobs.api.responses import ERRORS, bytes_response, dumps, snapshot_headers
 from jobs.api.server import Served
 from pipelines.serving import changes as ch, restore_plan as rp, views
+from pipelines.serving.group_regex import BadGroupRegex, check as check_group_regex
 from pipelines.serving.history import HistoryUnavailable
 
 router = APIRouter(tags=["incidents"], responses=ERRORS)
+
+
+def _group_regex(pattern: str | None) -> None:
+    """A pattern RE2 cannot compile is a 400 before anything is read (`pipelines.serving.group_regex`)."""
+    if pattern:
+        try:
+            check_group_regex(pattern)
+        except BadGroupRegex as e:
+            raise views.BadParameter(f"group_regex {pattern!r}: {e}") from None
 
 
 @router.get("/changes")
@@ -23,7 +31,8 @@ def changes(
     from_: str = Query(..., alias="from", max_length=64, description="window start: ISO-8601 or epoch ms"),
     to: str = Query(..., max_length=64, description="window end (included): ISO-8601 or epoch ms"),
     group: list[str] | None = Query(None, max_length=10_000, description="only these groups (repeatable)"),
-    group_regex: str | None = Query(None, max_length=1000, description="only groups whose id matches"),
+    group_regex: str | None = Query(None, max_length=1000,
+                                    description="only groups whose id this regex matches anywhere in (RE2 syntax)"),
     storm_threshold: int | None = Query(None, ge=1, le=100_000,
                                         description="rebalance storm: more new generations per minute than this"),
     snapshot: str | None = SnapshotQ,
@@ -31,6 +40,7 @@ def changes(
     """What changed in the window, from the snapshot's history (`offsetlake changes --json`), oldest first:
     `{snapshot_id, from, to, changes: [{kind, time, group_id, offsets_partition, record_offset, generation,
     ...}]}`; the kinds and their fields are in the README."""
+    _group_regex(group_regex)
     try:
         sel = ch.Selection(ch.parse_time(from_, "from"), ch.parse_time(to, "to"), tuple(group or ()),
                            group_regex or None, storm_threshold or ch.DEFAULT_STORM_PER_MINUTE)
@@ -59,7 +69,8 @@ def restore_plan_zip(
     server: Served,
     as_of: str = Query(..., max_length=64, description="the time to restore: ISO-8601 (UTC when no zone) or epoch ms"),
     group: list[str] | None = Query(None, description="group ids (repeat the parameter)"),
-    group_regex: str | None = Query(None, max_length=1000, description="groups whose id matches (Python re.search)"),
+    group_regex: str | None = Query(None, max_length=1000,
+                                    description="groups whose id this regex matches anywhere in (RE2 syntax)"),
     changed_since: str | None = Query(None, max_length=64,
                                       description="groups with a commit or group record at or after this time"),
     damaged_since: str | None = Query(None, max_length=64, description="groups `changes` reports damaged from "
@@ -82,12 +93,9 @@ def restore_plan_zip(
         as_of_ms = rp.parse_instant(as_of, "as_of")
         since_ms = None if changed_since is None else rp.parse_instant(changed_since, "changed_since")
         damaged = _damaged_window(damaged_since, damaged_until)
-        if group_regex is not None:
-            re.compile(group_regex)
-    except re.error as e:
-        raise views.BadParameter(f"group_regex: {e}") from None
     except ValueError as e:
         raise views.BadParameter(str(e)) from None
+    _group_regex(group_regex)
     snap = server.catalog.resolve(snapshot).snapshot
     try:
         plan = rp.restore_plan(server.reader, snap, as_of_ms, groups=group or None, group_regex=group_regex,

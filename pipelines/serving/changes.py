@@ -24,7 +24,6 @@ record one).
 from __future__ import annotations
 
 import datetime as dt
-import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -34,6 +33,7 @@ import pyarrow.compute as pc
 from pipelines.io.snapshots import GroupNotFound, Snapshot, SnapshotReader
 from pipelines.serving.cells import cell
 from pipelines.serving.codes import string_codes
+from pipelines.serving.group_regex import BadGroupRegex, check, matching
 from pipelines.serving.history import applied_history, compaction_note, log_gaps
 from pipelines.serving.index import unknown_group_message, unknown_groups
 from pipelines.times import EPOCH, TimeFormatError, parse_time_ms
@@ -86,8 +86,8 @@ class Selection:
             raise BadWindow("select groups by id or by a regex, not both")
         if self.group_regex is not None:
             try:
-                re.compile(self.group_regex)
-            except re.error as e:
+                check(self.group_regex)
+            except BadGroupRegex as e:
                 raise BadWindow(f"group regex {self.group_regex!r}: {e}") from None
         if self.storm_per_minute < 1:
             raise BadWindow("the rebalance storm threshold must be at least 1 per minute")
@@ -96,12 +96,11 @@ class Selection:
         return [("group_id", "in", list(self.groups))] if self.groups else None
 
     def keep(self, t: pa.Table | None) -> pa.Table | None:
-        """`t` narrowed to the selected groups (the regex matched anywhere in the id, as Python's re.search)."""
+        """`t` narrowed to the selected groups (`pipelines.serving.group_regex`)."""
         if t is None or self.group_regex is None or not t.num_rows:
             return t
-        rx = re.compile(self.group_regex)
         ids = t.column("group_id")  # matched once per distinct id: a history repeats each many times
-        matched = [g for g in pc.unique(ids).to_pylist() if g is not None and rx.search(g) is not None]
+        matched = matching(pc.unique(ids).to_pylist(), self.group_regex)
         return t.filter(pc.is_in(ids, value_set=pa.array(matched, pa.string())))
 
 

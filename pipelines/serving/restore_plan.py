@@ -44,6 +44,7 @@ from pipelines.coordinator.options import (DEFAULT_KAFKA_VERSION, DEFAULT_RETENT
                                            ReplayOptions)
 from pipelines.heap import gc_paused
 from pipelines.io.snapshots import GroupNotFound, Snapshot, SnapshotReader
+from pipelines.serving.group_regex import check as check_group_regex, matching
 from pipelines.serving.history import HistoryUnavailable
 from pipelines.serving.index import unknown_group_message, unknown_groups
 from pipelines.serving.reset_plan import reset_refused
@@ -462,8 +463,7 @@ def _selected(reader: SnapshotReader, snap: Snapshot, groups, group_regex, chang
             t = t.filter(pc.fill_null(pc.greater_equal(_ms(t.column(ts)), changed_since_ms), False))
         ids.update(g for g in pc.unique(t.column("group_id")).to_pylist() if g is not None)
     if group_regex is not None:
-        rx = re.compile(group_regex)
-        ids = {g for g in ids if rx.search(g)}
+        ids = set(matching(ids, group_regex))
     what = []
     if group_regex is not None:
         what.append(f"--group-regex {group_regex}")
@@ -522,9 +522,9 @@ def restore_plan(reader: SnapshotReader, snap: Snapshot, as_of_ms: int, *, group
     `damaged` (since, until): the groups `changes` reports damaged then; `clamp`: each target clamped into [log
     start, log end] where the snapshot knows them (a reset below the log start is one the consumer's
     auto.offset.reset decides, past the end one Kafka clamps to the end).
-    Raises HistoryUnavailable; re.error for a bad `group_regex`."""
+    Raises HistoryUnavailable; BadGroupRegex for a bad `group_regex`."""
     if group_regex is not None:
-        re.compile(group_regex)
+        check_group_regex(group_regex)
     for g in unknown_groups(reader, snap, groups or ()):
         raise GroupNotFound(unknown_group_message(reader, snap, g))
     ids, selection = _selected(reader, snap, groups, group_regex, changed_since_ms, damaged)

@@ -313,7 +313,7 @@ def test_sample_reset_backwards_names_the_member(no_spark, settings, tmp_path):
     (["--from", "noon", "--to", "1795294320000"], "--from: 'noon' is not an ISO-8601 time"),
     (["--from", "1795294320000", "--to", "1"], "--to: '1' has too few digits for epoch milliseconds"),
     (["--from", "2026-11-21T14:10:00Z", "--to", "2026-11-21T14:00:00Z"], "the window ends (2026-11-21T14:00:00"),
-    (["--from", "1795294320000", "--to", "1795294330000", "--group-regex", "("], "group regex '('"),
+    (["--from", "1795294320000", "--to", "1795294330000", "--group-regex", "("], "--group-regex '('"),
     (["--from", "1795294320000", "--to", "1795294330000", "--group", "a", "--group-regex", "a"], "not both"),
 ])
 def test_bad_input_is_one_line_exit_2(tmp_path, args, message):
