@@ -176,11 +176,9 @@ def describe(warehouse, group, mode, all_groups, end_offsets, verbose, snapshot_
         if all_groups:
             raise click.UsageError("--history describes one GROUP")
         r = Rendered()
-        try:
-            table = reader.snapshot_table("group_history", snap.snapshot_id, filters=[("group_id", "=", group)],
-                                          columns=list(HISTORY_COLUMNS))
-        except Exception:  # noqa: BLE001 - a warehouse written before group_history existed
-            table = None
+        # None for a warehouse written before group_history existed; a damaged one is a DamagedTable
+        table = reader.snapshot_table("group_history", snap.snapshot_id, filters=[("group_id", "=", group)],
+                                      columns=list(HISTORY_COLUMNS))
         events = [] if table is None else table.to_pylist()
         if not events:
             idx = _index(reader, snap, group_ids=[group])

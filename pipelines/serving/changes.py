@@ -178,10 +178,8 @@ class _Assignments:
 
 def _history(reader: SnapshotReader, snap: Snapshot, sel: Selection) -> pa.Table | None:
     """The selected groups' `group_history` events up to the window's end, in log order per group."""
-    try:
-        t = reader.snapshot_table("group_history", snap, filters=sel.filters(), columns=_HISTORY_COLUMNS)
-    except Exception:  # noqa: BLE001 - a snapshot written before group_history existed has none
-        return None
+    # None for a snapshot written before group_history existed; a damaged one is a DamagedTable, never "no events"
+    t = reader.snapshot_table("group_history", snap, filters=sel.filters(), columns=_HISTORY_COLUMNS)
     t = sel.keep(t)
     if t is None or not t.num_rows:
         return None

@@ -498,10 +498,8 @@ def unknown_groups(reader: SnapshotReader, snapshot: Snapshot, group_ids) -> lis
     flt = [("group_id", "in", wanted)]
     found: set[str] = set()
     for t in _NAMING_TABLES:
-        try:
-            table = reader.snapshot_table(t, snapshot, filters=flt, columns=["group_id"])
-        except Exception:  # noqa: BLE001 - a snapshot written before the table existed
-            continue
+        # None for a snapshot written before the table existed; a damaged one is a DamagedTable, not "unknown"
+        table = reader.snapshot_table(t, snapshot, filters=flt, columns=["group_id"])
         if table is not None and table.num_rows:
             found.update(pc.unique(table.column("group_id")).to_pylist())
         if found.issuperset(wanted):

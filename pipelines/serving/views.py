@@ -316,11 +316,9 @@ def group_history(reader: SnapshotReader, idx: SnapshotIndex, gid: str, *, limit
     """`GET /groups/{id}/history`: the group's events from the snapshot's log (`group_history`: new generations or
     epochs, members joining and leaving, deletions), oldest first, at most `limit` newest."""
     limit = check_limit(limit, DEFAULT_COMMITS, MAX_COMMITS)
-    try:
-        t = reader.snapshot_table("group_history", idx.snapshot, filters=[("group_id", "=", gid)],
-                                  columns=HISTORY_FIELDS)
-    except Exception:  # noqa: BLE001 - a snapshot written before group_history existed has none
-        t = None
+    # None for a snapshot written before group_history existed; a damaged one is a DamagedTable, never "no events"
+    t = reader.snapshot_table("group_history", idx.snapshot, filters=[("group_id", "=", gid)],
+                              columns=HISTORY_FIELDS)
     if (t is None or t.num_rows == 0) and not idx.exists(gid):
         raise GroupNotFound(idx.absent_reason(gid))
     rows: list[dict] = []

@@ -448,6 +448,62 @@ def test_a_damaged_delta_log_is_one_line_naming_the_table(rebuilt, tmp_path, dam
     assert r.stderr.startswith("error: cannot read the warehouse's loaded_offsets table"), r.stderr
 
 
+def _delete_files(table):
+    for f in table.rglob("*.parquet"):
+        f.unlink()
+
+
+def _zero_files(table):
+    for f in table.rglob("*.parquet"):
+        data = f.read_bytes()
+        f.write_bytes(data[:len(data) // 2] + bytes(len(data) - len(data) // 2))
+
+
+_HISTORY_VIEWS = [["describe", "payments", "--history"], ["changes", "--from", "2000-01-01", "--to", "2100-01-01"]]
+
+
+@pytest.mark.parametrize("damage", [_truncate_last_commit, _delete_last_commit, _delete_table, _delete_files,
+                                    _zero_files], ids=lambda f: f.__name__.strip("_"))
+@pytest.mark.parametrize("args", _HISTORY_VIEWS, ids=lambda a: a[0])
+def test_a_damaged_group_history_is_one_line_naming_the_table(rebuilt, tmp_path, damage, args):
+    """The history views read group_history under a catch-all meant for warehouses written before the table
+    existed: a damaged one read as a group without group records (describe --history: exit 1, "No group events")
+    and `changes` left out every group event, exit 0."""
+    import shutil
+
+    from fastapi.testclient import TestClient
+
+    from jobs.api import create_app
+    from pipelines.io.snapshots import DeltaWarehouseReader
+
+    wh = tmp_path / "wh"
+    shutil.copytree(rebuilt, wh)
+    damage(wh / "group_history")
+    r = CliRunner().invoke(main, [args[0], "--warehouse", str(wh), *args[1:]], catch_exceptions=False)
+    assert r.exit_code == 2, r.output
+    assert r.stdout == "" and r.stderr.count("\n") == 1, r.stderr
+    assert r.stderr.startswith("error: cannot read the warehouse's group_history table"), r.stderr
+    with TestClient(create_app(DeltaWarehouseReader(wh), refresh_interval=0)) as client:
+        r = client.get("/groups/payments/history")
+    assert r.status_code == 500 and r.json()["detail"].startswith("cannot read the warehouse's group_history"), r.text
+
+
+def test_a_warehouse_written_before_group_history_existed_has_no_group_events(story, tmp_path):
+    """No group_history table and a run that pinned none (the warehouse predates it): no events, as before."""
+    import shutil
+
+    wh = tmp_path / "wh"
+    shutil.copytree(story, wh)
+    shutil.rmtree(wh / "group_history")
+    r = CliRunner().invoke(main, ["describe", "--warehouse", str(wh), "payments", "--history"],
+                           catch_exceptions=False)
+    assert r.exit_code == 1 and "No group events for group payments" in r.stderr, r.output
+    r = CliRunner().invoke(main, ["changes", "--warehouse", str(wh), "--from", "2000-01-01", "--to", "2100-01-01",
+                                  "--json"], catch_exceptions=False)
+    from_history = ("group_created", "group_emptied", "group_deleted", "group_converted", "rebalance_storm")
+    assert r.exit_code == 0 and not [c for c in json.loads(r.stdout) if c["kind"] in from_history], r.output
+
+
 def test_restore_plan_into_an_empty_out_is_refused_and_empties_nothing(rebuilt, tmp_path, monkeypatch):
     """`--out "$OUT" --force` with OUT unset: an empty --out was the current directory, and --force deleted
     everything in it before writing the plan there."""
