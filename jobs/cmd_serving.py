@@ -18,7 +18,7 @@ import orjson
 
 from jobs.errors import delta_error, did_you_mean, fail, warn
 from jobs.terminal import shown
-from pipelines.decoding.log_end_offsets import parse_end_offsets_text
+from pipelines.decoding.log_end_offsets import parse_end_offsets_file
 from pipelines.io.snapshots import (DeltaWarehouseReader, GroupNotFound, NotAWarehouse, ReadError, SnapshotNotFound,
                                     resolve_snapshot)
 from pipelines.io.storage import StorageError, StoreUnavailable
@@ -152,7 +152,7 @@ def restore_plan(warehouse, as_of, out, snapshot_id, groups, group_regex, change
 @click.option("--history", "mode", flag_value="history",
               help="the group's rebalances from the log: generations/epochs, members joining and leaving, deletions")
 @click.option("--all-groups", is_flag=True, help="every consumer group of the snapshot")
-@click.option("--end-offsets", "end_offsets", type=click.File("r"), default=None,
+@click.option("--end-offsets", "end_offsets", type=click.File("rb"), default=None,
               help="end offsets giving LOG-END-OFFSET and LAG, instead of the snapshot's own: kafka-get-offsets "
                    "output (topic:partition:offset) or CSV topic,partition,end_offset")
 @click.option("--verbose", is_flag=True, help="Kafka 4.0's --verbose columns")
@@ -168,7 +168,7 @@ def describe(warehouse, group, mode, all_groups, end_offsets, verbose, snapshot_
         if mode != "offsets":
             raise click.UsageError("--end-offsets goes with the offsets view only")
         try:
-            leo = parse_end_offsets_text(end_offsets.read(), getattr(end_offsets, "name", "end offsets"))
+            leo = parse_end_offsets_file(end_offsets.read(), getattr(end_offsets, "name", "end offsets"))
         except ValueError as e:
             raise click.UsageError(str(e)) from None
     reader, snap = _open(warehouse, snapshot_id)

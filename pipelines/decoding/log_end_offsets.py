@@ -31,7 +31,7 @@ from pipelines.times import within_time_ms
 from schemas.records import OFFSET_MAX, PARTITION_MAX
 
 __all__ = ["CheckpointError", "DataLogs", "LogEndOffset", "data_logs", "log_end_offsets", "log_end_offsets_table",
-           "parse_end_offsets_text", "read_offset_checkpoint", "segment_log_end_offset"]
+           "parse_end_offsets_file", "parse_end_offsets_text", "read_offset_checkpoint", "segment_log_end_offset"]
 
 REPLICATION_CHECKPOINT = "replication-offset-checkpoint"
 LOG_START_CHECKPOINT = "log-start-offset-checkpoint"  # local_log.SOURCE_LOG_START_CHECKPOINT
@@ -286,36 +286,50 @@ def _data_partition(entry, warnings: list[str]) -> tuple[str, int] | None:
     return m.group(1), int(m.group(2))
 
 
-def _is_int(text: str) -> bool:
+def parse_end_offsets_file(data: bytes, source: str = "end offsets") -> dict[tuple[str, int], int]:
+    """`parse_end_offsets_text` of a file's bytes: UTF-8, a byte-order mark (a spreadsheet's CSV) dropped; bytes that
+    are not UTF-8 are a ValueError naming the line."""
     try:
-        int(text)
-    except ValueError:
-        return False
-    return True
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        seen = e.object  # after the byte-order mark, which e.start does not count
+        line, column = seen.count(b"\n", 0, e.start) + 1, e.start - seen.rfind(b"\n", 0, e.start)
+        raise ValueError(f"{source}: line {line}: not UTF-8 text (byte 0x{seen[e.start]:02x} at column {column})") \
+            from None
+    return parse_end_offsets_text(text, source)
+
+
+def _is_header(parts: list[str]) -> bool:
+    """`topic,partition,end_offset` as the README shows it, or any case of it, with the last column any `…offset`
+    (LOG-END-OFFSET): a first line of other words is a mistake, not a header to skip."""
+    topic, partition, offset = (p.lower() for p in parts)
+    return topic == "topic" and partition == "partition" and offset.endswith("offset")
 
 
 def parse_end_offsets_text(text: str, source: str = "end offsets") -> dict[tuple[str, int], int]:
     """End offsets a user gives: `kafka-get-offsets` output (`topic:partition:offset`, Kafka 3.0+) or whitespace /
-    comma separated `topic partition offset` lines (a header line and `#` comments are skipped).
+    comma separated `topic partition offset` lines (a first line `topic,partition,end_offset` and `#` comments are
+    skipped).
 
     Raises ValueError naming the line for anything else. A topic name can't hold `:` or whitespace, so a line
     splits unambiguously from the right.
     """
     out: dict[tuple[str, int], int] = {}
+    first = True
     for n, raw in enumerate(text.splitlines(), start=1):
         line = raw.strip()
         if not line or line.startswith("#"):
             continue
-        if ":" in line and len(line.split()) == 1:
-            parts = line.rsplit(":", 2)
-        else:
-            parts = line.replace(",", " ").split()
+        colon = ":" in line and len(line.split()) == 1
+        parts = line.rsplit(":", 2) if colon else line.replace(",", " ").split()
         if len(parts) != 3:
             raise ValueError(f"{source}: line {n}: expected 'topic:partition:offset' or 'topic partition offset', "
                              f"got {raw!r}")
+        if first and not colon and _is_header(parts):
+            first = False
+            continue
+        first = False
         topic, partition, offset = parts
-        if n == 1 and not _is_int(partition) and not _is_int(offset):
-            continue  # a header line (`topic,partition,end_offset`)
         try:
             p, o = int(partition), int(offset)
         except ValueError:

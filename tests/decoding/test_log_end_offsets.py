@@ -154,6 +154,29 @@ def test_end_offsets_text_takes_kafka_get_offsets_and_csv():
             parse_end_offsets_text(bad)
 
 
+def test_a_first_line_that_is_neither_a_header_nor_a_row_is_refused():
+    """Any first line whose partition and offset were not numbers was skipped as a header, so a file holding only
+    `a:b:c` gave no end offsets at all and describe showed LOG-END-OFFSET `-`, exit 0."""
+    for bad in ("a:b:c\n", "a,b,c\norders,0,1\n", "# a comment first\na:b:c\n", "topic:partition:end_offset\n"):
+        with pytest.raises(ValueError, match=r"^leo\.txt: line [12]: "):
+            parse_end_offsets_text(bad, "leo.txt")
+    for header in ("topic,partition,end_offset", "TOPIC PARTITION LOG-END-OFFSET", "topic,partition,offset",
+                   "# the tool's output\ntopic,partition,end_offset"):
+        assert parse_end_offsets_text(header + "\norders,0,5\n") == {("orders", 0): 5}
+    with pytest.raises(ValueError, match="line 2"):  # a header is the first line only
+        parse_end_offsets_text("orders,0,5\ntopic,partition,end_offset\n")
+
+
+def test_end_offsets_bytes_that_are_not_utf8_name_the_file_and_line():
+    from pipelines.decoding.log_end_offsets import parse_end_offsets_file
+
+    with pytest.raises(ValueError, match=r"^leo\.txt: line 2: not UTF-8 text \(byte 0xff at column 10\)$"):
+        parse_end_offsets_file(b"orders:0:1\norders:1:\xff\n", "leo.txt")
+    # a byte-order mark (a spreadsheet's CSV) is not part of the header
+    assert parse_end_offsets_file("\ufefftopic,partition,end_offset\norders,0,5\n".encode(), "leo.csv") == {
+        ("orders", 0): 5}
+
+
 @pytest.mark.shared
 def test_high_watermarks_read_from_a_bucket_equal_the_local_ones(brokerdata, s3_bucket):
     """A broker data dir copied to object storage gives the same checkpoint end offsets (the clients' counts,

@@ -74,6 +74,18 @@ def test_describe_bad_end_offsets_is_usage_error(run, tmp_path):
     assert "must be integers" in r.stderr and "Traceback" not in r.output
 
 
+@pytest.mark.parametrize("content, why", [(b"a:b:c\n", "line 1: partition and offset must be integers"),
+                                          (b"orders:0:\xff\xfe\n", "line 1: not UTF-8 text")])
+def test_an_end_offsets_file_describe_cannot_read_is_one_line_naming_it(run, tmp_path, content, why):
+    """A lone `a:b:c` line was taken for a header (LOG-END-OFFSET `-`, exit 0); bytes that are not UTF-8 were
+    Python's decode error, naming no file."""
+    f = tmp_path / "leo.txt"
+    f.write_bytes(content)
+    r = run("describe", "payments", "--snapshot", "s1", "--end-offsets", str(f))
+    assert r.exit_code == 2 and r.stdout == "", r.output
+    assert r.stderr.startswith(f"error: {f}: {why}") and r.stderr.count("\n") == 1, r.stderr
+
+
 def test_describe_verbose_has_leader_epoch(run):
     r = run("describe", "payments", "--snapshot", "s1", "--verbose")
     lines = r.stdout.splitlines()
