@@ -469,7 +469,6 @@ def _route_tables(spark, route: str, plan, previous, options) -> dict:
     `shards` has one task per offsets partition decode its new segments' bytes and load them."""
     from dataclasses import replace
 
-    from pipelines.coordinator.loader import SKIPPED_KINDS
     from pipelines.coordinator.decoded import REPLAY_COLUMNS, conform_loaded
     from pipelines.coordinator.shard import replay_shards
     from pipelines.frames.decode import decoded_log
@@ -490,7 +489,7 @@ def _route_tables(spark, route: str, plan, previous, options) -> dict:
             loaded.release()
             scratch.discard()
     table = conform_loaded(decoded_log(spark, replace(plan, in_process=True), cut=(None, None)).to_arrow(
-        REPLAY_COLUMNS, exclude=SKIPPED_KINDS))
+        REPLAY_COLUMNS))
     if route == "tasks":
         from pipelines.frames.resumed import resume_on_spark
 

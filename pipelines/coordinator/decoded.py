@@ -11,11 +11,11 @@ import pyarrow.compute as pc
 
 from pipelines.coordinator.groups import MEMBER_BYTES
 from pipelines.coordinator.loader import SKIPPED_KINDS, SparseRow
-from pipelines.coordinator.offset_metadata import is_control
+from pipelines.coordinator.offset_metadata import END_MARKER_TYPES, is_control
 from pipelines.coordinator.options import ReplayOptions
 from pipelines.decoding.native import fastdecode
 from pipelines.times import MAX_TIME_MS, MIN_TIME_MS
-from schemas.decoded import DECODED_RECORD_SCHEMA, KIND_OFFSET_COMMIT
+from schemas.decoded import DECODED_RECORD_SCHEMA, KIND_CONTROL, KIND_ERROR, KIND_OFFSET_COMMIT
 
 PART = "offsets_partition"
 #: Decoded columns no loader reads: not shipped to a shard.
@@ -52,15 +52,30 @@ def conform_loaded(table: pa.Table) -> pa.Table:
 
 
 def loadable(table: pa.Table) -> pa.Table:
-    """The rows a shard loads (no error/unknown rows), in log order within each offsets partition, their times
-    within what the tables hold (`within_time`)."""
-    skipped = pc.fill_null(pc.is_in(table.column("record_kind"), pa.array(SKIPPED_KINDS)), False)
+    """The rows a shard loads (no error/unknown rows, but a marker's: `damaged_markers`), in log order within each
+    offsets partition, their times within what the tables hold (`within_time`)."""
+    kind = table.column("record_kind")
+    skipped = pc.fill_null(pc.is_in(kind, pa.array(SKIPPED_KINDS)), False)
     if pc.any(skipped).as_py():  # a filter copies every column: only when there is something to drop
+        marker = damaged_markers(table)
+        if pc.any(marker).as_py():
+            skipped = pc.and_(skipped, pc.invert(marker))
+            table = table.set_column(table.schema.get_field_index("record_kind"), "record_kind",
+                                     pc.if_else(marker, pa.scalar(KIND_CONTROL), kind))
         table = table.filter(pc.invert(skipped))
     table = within_time(table)
     if _in_log_order(table):  # what a segment's decoder gives: a sort would only copy every column
         return table
     return table.sort_by([(PART, "ascending"), ("offset", "ascending")])
+
+
+def damaged_markers(table: pa.Table) -> pa.ChunkedArray:
+    """Which error rows are end-transaction markers whose key says COMMIT or ABORT and whose value does not decode:
+    Kafka's loaders read a marker's key alone (spec §5.1, §5.3), so the transaction ends as the key says. The value
+    stays quarantined as `undecodable_value`; the loaders read the row as the marker."""
+    return pc.and_(pc.and_(pc.fill_null(pc.equal(table.column("record_kind"), KIND_ERROR), False),
+                           pc.fill_null(table.column("is_control"), False)),
+                   pc.fill_null(pc.is_in(table.column("control_type"), pa.array(END_MARKER_TYPES)), False))
 
 
 #: The decoded columns that hold an instant (epoch ms; -1 where the record has none)

@@ -18,7 +18,6 @@ from pipelines.background import in_thread
 from pipelines.config import Settings
 from pipelines.coordinator.decoded import REPLAY_COLUMNS, conform_loaded
 from pipelines.coordinator.expiry import ExpiryOptions
-from pipelines.coordinator.loader import SKIPPED_KINDS
 from pipelines.coordinator.options import ReplayOptions
 from pipelines.coordinator.shard import replay_shards
 from pipelines.coordinator.tables import misplaced_count, open_transactions
@@ -319,7 +318,7 @@ def replay(run: Run, planned: Planned, decoded: Decoded) -> Replayed:
         onto = (f" ({decoded.records_in:,} new records onto {ex.state_entries:,} saved state entries)"
                 if ex.previous is not None else "")
         run.progress.stage("replay", f"semantics {options.semantics}, {rows:,} rows in {where}" + onto + expiring)
-        table = conform_loaded(decoded.log.to_arrow(REPLAY_COLUMNS, exclude=SKIPPED_KINDS))
+        table = conform_loaded(decoded.log.to_arrow(REPLAY_COLUMNS))  # `loadable` drops what no loader reads
         if route is Route.TASKS:
             with shard_errors():
                 shards = resume_on_spark(run.spark, table, ex.previous, options, expiry, ex.tasks,

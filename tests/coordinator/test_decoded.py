@@ -1,22 +1,32 @@
-"""The columns a loader's table holds (`coordinator.decoded.LOADED_SCHEMA`): every value a loadable record sets."""
+"""The rows and columns a loader's table holds (`coordinator.decoded`): every value a loadable record sets, and the
+markers whose values are damaged."""
 from __future__ import annotations
 
 import glob
 import os
+import struct
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pytest
 
-from pipelines.coordinator.decoded import ERROR_COLUMNS, LOADED_SCHEMA, conform_loaded, loadable
+from pipelines.coordinator.decoded import ERROR_COLUMNS, LOADED_SCHEMA, conform_loaded, damaged_markers, loadable
 from pipelines.coordinator.loader import SKIPPED_KINDS
-from pipelines.decoding.columnar import decode_segment_to_arrow
+from pipelines.coordinator.options import ReplayOptions
+from pipelines.coordinator.shard import replay_shards
+from pipelines.decoding import batch_writer as bw
+from pipelines.decoding import message_writer as mw
+from pipelines.decoding.columnar import HAVE_C_EXTENSION, decode_segment_to_arrow
 from tests.badinputs import build_combined
 from tests.conftest import SHARED
 from tests.decoding.test_columnar import partition_of
 
 
-def _decoded(paths: list[str]) -> pa.Table:
-    batches = [b for p in paths for b in decode_segment_to_arrow(p, offsets_partition=partition_of(p))]
+WALKERS = ["python"] + (["c"] if HAVE_C_EXTENSION else [])
+
+
+def _decoded(paths: list[str], use_c: bool | None = None) -> pa.Table:
+    batches = [b for p in paths for b in decode_segment_to_arrow(p, offsets_partition=partition_of(p), use_c=use_c)]
     return pa.Table.from_batches(batches)
 
 
@@ -37,4 +47,41 @@ def test_a_loader_drops_only_columns_no_loadable_record_sets(tmp_path):
         assert kept.column(name).null_count == kept.num_rows, name
     loaded = loadable(conform_loaded(table))
     assert loaded.schema.equals(LOADED_SCHEMA)
-    assert loaded.num_rows == kept.num_rows
+    assert loaded.num_rows == kept.num_rows + pc.sum(damaged_markers(table)).as_py()
+
+
+STATE = ("loaded_offsets", "empty_group_offsets", "pending_offsets", "loaded_groups")
+
+
+def _replayed(tmp_path, name: str, marker_value: bytes | None | bool, semantics: str, walker: str):
+    """A transactional commit of offset 42, then its COMMIT marker with `marker_value` (False: no marker), decoded
+    and replayed: (the decoded rows, the state tables)."""
+    pid, ts = 77, 1_700_000_000_000
+    commit = (mw.write_offset_commit_key("g", "t", 0),
+              mw.write_offset_commit_value(3, offset=42, commit_timestamp=ts, leader_epoch=0), ts)
+    log = bw.write_record_batch([commit], 0, producer_id=pid, producer_epoch=0, is_transactional=True)
+    if marker_value is not False:
+        log += bw.write_record_batch([(struct.pack(">hh", 0, 1), marker_value, ts)], 1, producer_id=pid,
+                                     producer_epoch=0, base_sequence=-1, is_transactional=True, is_control=True)
+    part = tmp_path / name / "__consumer_offsets-0"
+    part.mkdir(parents=True)
+    (part / "00000000000000000000.log").write_bytes(log)
+    table = _decoded([str(part / "00000000000000000000.log")], use_c=walker == "c")
+    tables = replay_shards(table, ReplayOptions(semantics=semantics)).tables
+    return table, {t: tables[t].drop_columns(["snapshot_id"]).to_pylist() for t in STATE}
+
+
+@pytest.mark.parametrize("semantics", ["legacy", "modern"])
+@pytest.mark.parametrize("walker", WALKERS)
+@pytest.mark.parametrize("value", [b"\x00\x00", None], ids=["short", "null"])
+def test_a_marker_whose_value_does_not_decode_ends_its_transaction_as_its_key_says(tmp_path, semantics, walker,
+                                                                                   value):
+    """Kafka's loaders read a marker's key alone: a COMMIT whose value is damaged installs the transaction's
+    offsets as a whole one does, and the value is quarantined all the same."""
+    table, damaged = _replayed(tmp_path, "damaged", value, semantics, walker)
+    errors = table.filter(pc.equal(table.column("record_kind"), "error")).to_pylist()
+    assert [(r["offset"], r["error_kind"]) for r in errors] == [(1, "undecodable_value")]
+    _, whole = _replayed(tmp_path, "whole", struct.pack(">hi", 0, 5), semantics, walker)
+    _, open_ = _replayed(tmp_path, "open", False, semantics, walker)
+    assert damaged == whole
+    assert not whole["pending_offsets"] and [r["committed_offset"] for r in open_["pending_offsets"]] == [42]
