@@ -245,6 +245,32 @@ def test_strict_exits_1_on_the_first_quarantined_record(tmp_path):
     assert f"position {torn_at}:" in r.stderr and "runs past the end" in r.stderr
 
 
+@pytest.mark.parametrize("semantics,pending", [("legacy", 0), ("modern", 1)])
+def test_a_control_record_that_ends_no_transaction_is_validated_by_the_runs_own_semantics(tmp_path, semantics,
+                                                                                          pending):
+    """A control record of another type than COMMIT/ABORT after an open transaction ends it for the old loader and
+    not for the new coordinator (spec §5.5 #5): `--semantics modern` leaves its offset pending, and the pending
+    offsets' check judges it by the run's semantics, not by the settings' default."""
+    import json
+    import struct
+
+    from pipelines.decoding import batch_writer as bw
+
+    g = bi.group_in(0, "kraft")
+    log = (bi.batch([bi.group_record(g, bi.T0)], 0)
+           + bw.write_record_batch([bi.commit(g, 0, 5, bi.T0 + 1)], 1, producer_id=77, producer_epoch=0,
+                                   is_transactional=True)
+           + bw.write_record_batch([(struct.pack(">hh", 0, 5), b"", bi.T0 + 2)], 2, producer_id=77,
+                                   producer_epoch=0, base_sequence=-1, is_transactional=True, is_control=True))
+    bi.write_segment(tmp_path / "in" / "__consumer_offsets-0", 0, log)
+    r = invoke(["--input", str(tmp_path / "in"), "--warehouse", str(tmp_path / "wh"), "--semantics", semantics,
+                "--json", "--quiet"])
+    summary = json.loads(r.stdout)
+    assert r.exit_code == 0, r.stderr
+    assert summary["pending_offsets"] == pending
+    assert summary["validation"]["failed_ids"] == []
+
+
 # ---------------------------------------------------------------------------------------------- accounting
 def test_reader_counts_predict_the_decoded_rows_of_every_real_segment(shared_dir):
     """The header walk (no record decoding) and the decoder agree on every real and broker segment: records in =

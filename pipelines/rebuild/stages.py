@@ -501,7 +501,7 @@ def validate(run: Run, planned: Planned, decoded: Decoded, replayed: Replayed,
     validation = run_validation(run.spark, materialized.checked, as_of_ms=replayed.clock.as_of_ms,
                                 num_partitions=replayed.clock.num_partitions, settings=run.settings,
                                 markers=replayed.markers, accounting=accounting, snapshot_id=run.snapshot_id,
-                                row_counts=materialized.stats)
+                                row_counts=materialized.stats, semantics=run.conf.semantics)
     return Validated(read_counts=read_counts, accounting=accounting, validation=validation)
 
 

@@ -382,8 +382,9 @@ def _validate_suite(context, spec: SuiteSpec, inputs: Mapping[str, Any], pandas_
 
 
 def _suites(settings: Settings, as_of_ms: int, num_partitions: int,
-            available: frozenset[str] | None = None) -> list[SuiteSpec]:
-    _policy, skew, semantics = validation_settings(settings)
+            available: frozenset[str] | None = None, semantics: str | None = None) -> list[SuiteSpec]:
+    _policy, skew, configured = validation_settings(settings)
+    semantics = semantics or configured
     return build_suites(as_of_ms=as_of_ms, num_partitions=num_partitions, timestamp_skew_minutes=skew,
                         semantics=semantics, available=available, max_unread_bytes=max_unread_bytes(settings))
 
@@ -412,6 +413,7 @@ def run_validation(
     context=None,
     snapshot_id: str | None = None,
     row_counts: Mapping[str, int] | None = None,
+    semantics: str | None = None,
 ) -> ValidationResult:
     """Validate a snapshot's tables (before the commit) with one GX suite per table.
 
@@ -419,6 +421,8 @@ def run_validation(
     whose other input is missing (`markers` for pending offsets, `accounting` for the record accounting).
     `suites` restricts the run to those suite names. `context` defaults to the process's ephemeral GX context.
     `row_counts`: the tables' row counts when already known (they pick the engine; counted otherwise).
+    `semantics`: the replay's (`--semantics`), which picks the control records that end a transaction; default:
+    the settings' `rebuild.semantics`.
     """
     policy = validation_settings(settings)[0]
     max_pandas = pandas_max_rows(settings)
@@ -428,7 +432,7 @@ def run_validation(
         inputs["markers"] = markers
     if accounting is not None:
         inputs["accounting"] = accounting.to_arrow()
-    specs = _suites(settings, as_of_ms, num_partitions, frozenset(inputs))
+    specs = _suites(settings, as_of_ms, num_partitions, frozenset(inputs), semantics)
     # every input a relational check reads, as Arrow once (state-sized: the suites that read the log have none)
     for name in {n for spec in specs if spec.derived and (suites is None or spec.name in suites)
                  for n in spec.inputs if n in inputs}:
