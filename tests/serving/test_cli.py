@@ -449,15 +449,22 @@ def test_a_damaged_delta_log_is_one_line_naming_the_table(rebuilt, tmp_path, dam
     """The Delta log of a table the snapshot's run committed, truncated or gone in part or whole: a truncated or
     missing commit was a stack trace from delta-rs, and a table whose directory was gone read as empty, so describe
     said the group was not there and lookup answered no offsets."""
+    _assert_one_line_naming(rebuilt, tmp_path, "loaded_offsets", damage, args)
+
+
+def _assert_one_line_naming(rebuilt, tmp_path, table: str, damage, args: list[str]):
+    """A copy of `rebuilt` with `table` damaged by `damage`: the command `args` says so in one line, exit 2; the
+    copy's path."""
     import shutil
 
     wh = tmp_path / "wh"
     shutil.copytree(rebuilt, wh)
-    damage(wh / "loaded_offsets")
+    damage(wh / table)
     r = CliRunner().invoke(main, [args[0], "--warehouse", str(wh), *args[1:]], catch_exceptions=False)
     assert r.exit_code == 2, r.output
     assert r.stdout == "" and r.stderr.count("\n") == 1, r.stderr
-    assert r.stderr.startswith("error: cannot read the warehouse's loaded_offsets table"), r.stderr
+    assert r.stderr.startswith(f"error: cannot read the warehouse's {table} table"), r.stderr
+    return wh
 
 
 def _delete_files(table):
@@ -481,20 +488,12 @@ def test_a_damaged_group_history_is_one_line_naming_the_table(rebuilt, tmp_path,
     """The history views read group_history under a catch-all meant for warehouses written before the table
     existed: a damaged one read as a group without group records (describe --history: exit 1, "No group events")
     and `changes` left out every group event, exit 0."""
-    import shutil
-
     from fastapi.testclient import TestClient
 
     from jobs.api import create_app
     from pipelines.io.snapshots import DeltaWarehouseReader
 
-    wh = tmp_path / "wh"
-    shutil.copytree(rebuilt, wh)
-    damage(wh / "group_history")
-    r = CliRunner().invoke(main, [args[0], "--warehouse", str(wh), *args[1:]], catch_exceptions=False)
-    assert r.exit_code == 2, r.output
-    assert r.stdout == "" and r.stderr.count("\n") == 1, r.stderr
-    assert r.stderr.startswith("error: cannot read the warehouse's group_history table"), r.stderr
+    wh = _assert_one_line_naming(rebuilt, tmp_path, "group_history", damage, args)
     with TestClient(create_app(DeltaWarehouseReader(wh), refresh_interval=0)) as client:
         r = client.get("/groups/payments/history")
     assert r.status_code == 500 and r.json()["detail"].startswith("cannot read the warehouse's group_history"), r.text
