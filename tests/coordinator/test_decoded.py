@@ -16,13 +16,10 @@ from pipelines.coordinator.options import ReplayOptions
 from pipelines.coordinator.shard import replay_shards
 from pipelines.decoding import batch_writer as bw
 from pipelines.decoding import message_writer as mw
-from pipelines.decoding.columnar import HAVE_C_EXTENSION, decode_segment_to_arrow
+from pipelines.decoding.columnar import decode_segment_to_arrow
 from tests.badinputs import build_combined
 from tests.conftest import SHARED
-from tests.decoding.test_columnar import partition_of
-
-
-WALKERS = ["python"] + (["c"] if HAVE_C_EXTENSION else [])
+from tests.decoding.test_columnar import WALKERS, partition_of
 
 
 def _decoded(paths: list[str], use_c: bool | None = None) -> pa.Table:
