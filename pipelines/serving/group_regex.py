@@ -2,7 +2,7 @@
 pattern selects, matched anywhere in the id (as `re.search` did).
 
 The pattern is whatever a caller typed and a group id whatever a client sent, so the match runs on RE2 (Arrow's
-regex kernels), whose time is linear in the id: Python's backtracking `re` spent hours on `(.*.*)*X` against a
+regex kernels), whose time is linear in the id: Python's backtracking `re` did not finish `(.*.*)*X` against a
 24-character id, and the HTTP server answers on one worker. RE2 refuses what only backtracking can match
 (backreferences, lookarounds); `check` says so before any table is read.
 """
