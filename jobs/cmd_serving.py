@@ -17,7 +17,7 @@ import click
 import orjson
 
 from jobs.errors import delta_error, did_you_mean, fail, warn
-from jobs.terminal import shown
+from pipelines.serving.cells import view
 from pipelines.decoding.log_end_offsets import parse_end_offsets_file
 from pipelines.io.snapshots import (DeltaWarehouseReader, GroupNotFound, NotAWarehouse, ReadError, SnapshotNotFound,
                                     resolve_snapshot)
@@ -186,7 +186,7 @@ def describe(warehouse, group, mode, all_groups, end_offsets, verbose, snapshot_
                 _unknown_group(reader, snap, idx.absent_reason(group), group)
         render_history(r, group, events)
         for stream, text in r.chunks:
-            click.echo(shown(text), nl=False, err=stream != OUT)
+            click.echo(view(text), nl=False, err=stream != OUT)
         sys.exit(1 if r.missing else 0)
     idx = _index(reader, snap, group_ids=None if all_groups else [group])
     if not all_groups and not idx.exists(group):
@@ -194,7 +194,7 @@ def describe(warehouse, group, mode, all_groups, end_offsets, verbose, snapshot_
     groups = consumer_group_ids(idx) if all_groups else [group]
     r = render(idx, groups, mode=mode, end_offsets=leo, verbose=verbose)
     for stream, text in r.chunks:
-        click.echo(shown(text), nl=False, err=stream != OUT)
+        click.echo(view(text), nl=False, err=stream != OUT)
     if r.missing and not all_groups:
         sys.exit(1)
 
@@ -292,7 +292,7 @@ def diff(warehouse, snap_a, snap_b, as_json, fail_on_regression):
     reader, a = _open(warehouse, snap_a)
     _, b = _open(warehouse, snap_b)
     d = diff_snapshots(_index(reader, a), _index(reader, b))
-    click.echo(json.dumps(d, ensure_ascii=False) if as_json else shown(render_text(d)), nl=as_json)
+    click.echo(json.dumps(d, ensure_ascii=False) if as_json else view(render_text(d)), nl=as_json)
     if fail_on_regression and d["summary"]["regressed"]:
         sys.exit(1)
 
@@ -315,7 +315,7 @@ def reset_plan(warehouse, group, snapshot_id):
     click.echo(text, nl=False)
     for w in warnings:
         warn(w)
-    click.echo(shown(
+    click.echo(view(
         f"# {text.count(chr(10))} partitions of group {group!r} as of snapshot {snap.snapshot_id}. Apply with:\n"
         f"#   kafka-consumer-groups.sh --bootstrap-server HOST:PORT --group {shlex.quote(group)} --reset-offsets "
         "--from-file PLAN.csv --dry-run   (then --execute)"),
@@ -342,7 +342,7 @@ def sql(warehouse, query, snapshot_id, fmt):
     except duckdb.Error as e:
         fail(str(e))
     out = sqlmod.render(cols, rows, fmt)
-    click.echo(shown(out) if fmt == "table" else out, nl=False)
+    click.echo(view(out) if fmt == "table" else out, nl=False)
 
 
 @click.command()
@@ -375,7 +375,7 @@ def changes(warehouse, start, end, groups, group_regex, storm_threshold, as_json
         items = ch.changes(reader, snap, sel)
     except (HistoryUnavailable, GroupNotFound) as e:
         fail(str(e))
-    click.echo(_pretty_json(items) if as_json else shown(ch.render_text(items)), nl=as_json)
+    click.echo(_pretty_json(items) if as_json else view(ch.render_text(items)), nl=as_json)
 
 
 # Catch-all: a serving error that escaped a command is a message, not a stack trace.

@@ -15,7 +15,7 @@ from typing import NoReturn
 
 import click
 
-from jobs.terminal import shown
+from pipelines.serving.cells import view
 
 PREFIX = "error: "
 EXIT_USAGE = 2
@@ -29,7 +29,7 @@ def one_line(message: str) -> str:
 def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
     """Print `error: MESSAGE` as one line on stderr and exit with `code`: 2 for a user's mistake, 1 where a
     command's exit codes say so (an empty answer, a run that failed after it started)."""
-    click.echo(PREFIX + shown(one_line(message)), err=True)
+    click.echo(PREFIX + view(one_line(message)), err=True)
     sys.exit(code)
 
 
