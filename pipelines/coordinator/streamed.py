@@ -383,14 +383,20 @@ def by_group(table: pa.Table, buckets: int, keep: np.ndarray | None = None) -> l
     The buckets load side by side, each as the one load of a split partition does (`load_split`): their shards
     share no key (`ShardState.union`)."""
     if buckets <= 1 or not table.num_rows:
-        one = table if keep is None else table.filter(pa.array(keep))
+        one = table if keep is None else _rows_at(table, keep)
         return [one] * max(1, buckets)
     ids = pc.dictionary_encode(table.column("group_id").combine_chunks())
     of_id = pa.array([zlib.crc32(g.encode()) % buckets for g in ids.dictionary.to_pylist()], pa.int32())
     bucket = pc.fill_null(pc.take(of_id, ids.indices), -1).to_numpy(zero_copy_only=False)
     no_group = bucket < 0
-    return [table.filter(pa.array(((bucket == b) | no_group) if keep is None else ((bucket == b) | no_group) & keep))
+    return [_rows_at(table, ((bucket == b) | no_group) if keep is None else ((bucket == b) | no_group) & keep)
             for b in range(buckets)]
+
+
+def _rows_at(table: pa.Table, mask: np.ndarray) -> pa.Table:
+    """`table`'s rows `mask` selects, in one chunk: taken by their row numbers, where a filter of a table of many
+    chunks (a range's windows) gives as many, and its nested columns cost a quarter more."""
+    return table.take(pa.array(np.flatnonzero(mask)))
 
 
 def decided(rows: pa.Table, carried: pa.Table, snapshot_id: str) -> pa.Table:
