@@ -16,7 +16,7 @@ import sys
 import click
 import orjson
 
-from jobs.errors import delta_error, did_you_mean, fail, warn
+from jobs.errors import WRITE_ERRNOS, delta_error, did_you_mean, fail, warn
 from pipelines.serving.cells import view
 from pipelines.decoding.log_end_offsets import parse_end_offsets_file
 from pipelines.io.snapshots import (DeltaWarehouseReader, GroupNotFound, NotAWarehouse, ReadError, SnapshotNotFound,
@@ -392,7 +392,7 @@ for _cmd in (describe, lookup, diff, reset_plan, sql, changes, restore_plan):
         except StoreUnavailable as e:  # it kept failing past its retries (`io.retry`): not the user's mistake
             fail(f"cannot read the warehouse: {e}", 1)
         except OSError as e:
-            if e.errno == errno.EPIPE:  # stdout's reader left (`… | head`): not the warehouse; see OneLineErrors
+            if e.errno in WRITE_ERRNOS:  # stdout's reader left (`… | head`) or its disk is full: OneLineErrors
                 raise
             fail(f"cannot read the warehouse: {e}")
         except Exception as e:  # delta-rs errors on a damaged table

@@ -98,6 +98,18 @@ def usage_message(e: click.UsageError) -> str:
     return text
 
 
+#: The errors of writing that no command reports itself: the reader of stdout left, the disk under the output is full
+WRITE_ERRNOS = frozenset({errno.EPIPE, errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
+
+
+def _store_unavailable(e: BaseException) -> None:
+    """One line, exit 1, for the object store failing past its retries (`pipelines.io.retry`, loaded by whatever
+    talked to it): no mistake of the user's."""
+    retry = sys.modules.get("pipelines.io.retry")
+    if retry is not None and isinstance(e, retry.StoreUnavailable):
+        fail(str(e), 1)
+
+
 class OneLineErrors:
     """A click.Command mixin: `main` runs the command with click's standalone handling off and reports what click
     would have shown as a usage block as one `error: ` line (exit 2); --help and --version still exit 0."""
@@ -120,20 +132,21 @@ class OneLineErrors:
             fail(_lower_first(one_line(e.format_message())), e.exit_code)
         except click.Abort:  # Ctrl-C or end of input at a prompt
             fail("aborted", 1)
-        except Exception as e:
-            # the object store kept failing past its retries (`pipelines.io.retry`, loaded by whatever talked to
-            # it): no mistake of the user's
-            retry = sys.modules.get("pipelines.io.retry")
-            if retry is not None and isinstance(e, retry.StoreUnavailable):
-                fail(str(e), 1)
-            raise
         except OSError as e:
-            if e.errno != errno.EPIPE:  # `offsetlake decode … | head`: the reader left, nothing to report
+            # a full disk under the output (`offsetlake decode … > file`): no mistake of the user's, and no stack
+            # trace either; the reader left (`… | head`): nothing to report
+            if e.errno not in WRITE_ERRNOS:
+                _store_unavailable(e)
                 raise
             # the interpreter's final flush of stdout would fail again: point it at devnull (the Python docs' recipe
             # for SIGPIPE)
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            if e.errno != errno.EPIPE:
+                fail(f"cannot write: {one_line(os.strerror(e.errno))}" + (f" ({e.filename})" if e.filename else ""), 1)
             sys.exit(1)
+        except Exception as e:
+            _store_unavailable(e)
+            raise
         # without standalone mode click returns the exit code of a ctx.exit (e.g. --help: 0) or the callback's
         # value, which is None for every command here
         sys.exit(rv if isinstance(rv, int) and not isinstance(rv, bool) else 0)

@@ -177,6 +177,21 @@ def test_decode_of_what_is_not_a_log(tmp_path, shared_dir):
     assert ok.returncode == 0 and ok.stderr == "" and "offset: 19" in ok.stdout
 
 
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="no /dev/full to write to")
+@pytest.mark.parametrize("cmd", ["decode", "describe", "sql"])
+def test_output_onto_a_full_disk_is_one_line(cmd, good, story):
+    """Output the disk has no room for (stdout on /dev/full: every write fails with ENOSPC) is one line, exit 1, as
+    a failure that is not the user's: it was a stack trace (decode), or blamed the warehouse with exit 2."""
+    args = {"decode": ["decode", str(next(good.rglob("*.log")))],
+            "describe": ["describe", "--warehouse", str(story), "--all-groups"],
+            "sql": ["sql", "--warehouse", str(story), "select * from loaded_offsets"]}[cmd]
+    with open("/dev/full", "w") as full:
+        p = subprocess.run([sys.executable, "-m", "jobs.cli", *args], cwd=ROOT, stdout=full, stderr=subprocess.PIPE,
+                           env={**os.environ, "PYTHONPATH": str(ROOT)}, text=True, timeout=120)
+    assert p.returncode == 1, p.stderr[-2000:]
+    assert p.stderr.splitlines() == ["error: cannot write: No space left on device"], p.stderr[-2000:]
+
 # --- the serving commands --------------------------------------------------------------------------------------
 @pytest.mark.parametrize("args, line", [
     (["describe", "paymnts", "--snapshot", "s1"],
