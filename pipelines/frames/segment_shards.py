@@ -58,7 +58,7 @@ from pipelines.frames.ranges import NO_FLOOR, LogRange, log_ranges
 from pipelines.frames.shards import CHUNK_ROWS, SparkShards, shards_from_payloads, table_chunks
 from pipelines.frames.tally import RunningTally
 from pipelines.incremental.saved import SavedShards
-from pipelines.io.blobs import PAYLOAD, BlobRows, from_blob, opened, to_blob
+from pipelines.io.blobs import PAYLOAD, BlobRows, from_blob, to_blob
 from pipelines.io.checkpoint import SavedState, StateStage
 from pipelines.io.delta import spark_schema
 from pipelines.io.scratch import Scratch
@@ -316,7 +316,7 @@ def _loaded_unit(unit: WorkUnit, *, policy: ReadPolicy, load: ShardLoad, counter
                             named=to_blob(names) if names.num_rows else None))
     if piece is not None:
         kept = loader.passed_on(load.split_buckets) or by_group(_empty_kept(), load.split_buckets)
-        out.extend(KeptRowsFile(shard=shard, file=load.scratch.write(to_blob(rows), shard), range_index=piece.index,
+        out.extend(KeptRowsFile(shard=shard, file=load.scratch.write_rows(rows, shard), range_index=piece.index,
                                 bucket=b) for b, rows in enumerate(kept))
     else:
         out.extend(_shard_payloads(shard, done, load.state_stage))
@@ -419,7 +419,7 @@ def _loaded_split(kept: list[KeptRowsFile], *, load: ShardLoad, cpu: TaskCpu | N
 
     def ranges() -> Iterator[pa.Table]:
         for k in kept:
-            yield from_blob(load.scratch.read(k.file))
+            yield load.scratch.read_rows(k.file)
 
     try:
         for settled in load_split(load.options, ranges(), None if resume is None else {shard: resume}):
@@ -453,7 +453,7 @@ def _group_events(taken: list[tuple[int, list]], load: ShardLoad) -> list[GroupE
     for part, events in taken:
         for i in range(0, len(events), EVENTS_PER_FILE):
             rows = group_history_table(events[i:i + EVENTS_PER_FILE], load.options.snapshot_id, part)
-            out.append(GroupEventsFile(shard=part, file=load.scratch.write(to_blob(rows), part), count=rows.num_rows))
+            out.append(GroupEventsFile(shard=part, file=load.scratch.write_rows(rows, part), count=rows.num_rows))
     return out
 
 
@@ -668,7 +668,7 @@ def group_history_in_hand(scratch: Scratch, files: list[GroupEventsFile], names:
     records, a write job of their own costs more than the rows."""
     if not files:
         return contract_table([], "group_history")
-    return named_group_history(opened(scratch.read_all([f.file for f in files])), names)
+    return named_group_history(pa.concat_tables(scratch.read_all_rows([f.file for f in files])), names)
 
 
 def group_history_on_spark(spark: SparkSession, scratch: Scratch, files: list[GroupEventsFile],
@@ -697,7 +697,7 @@ def named_history(batches: Iterator[pa.RecordBatch], scratch: Scratch, names: di
     (`coordinator.tables.named_group_history`)."""
     for batch in batches:
         for name in batch.column(PAYLOAD).to_pylist():
-            yield from named_group_history(from_blob(scratch.read(name.decode())), names).to_batches()
+            yield from named_group_history(scratch.read_rows(name.decode()), names).to_batches()
 
 
 def _checked_suspects(history: BlobRows | StagedHistory, collected: list[Payload], history_check: SuspectFilter,

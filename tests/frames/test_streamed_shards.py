@@ -63,7 +63,7 @@ def envelope_tables(out: pa.Table, options: ReplayOptions, scratch: Scratch) -> 
     # the tasks took their group events as they loaded them, window by window
     assert not tabulated["group_history"].num_rows
     files = [p for p in payloads if isinstance(p, GroupEventsFile)]
-    events = [from_blob(scratch.read(p.file)) for p in files]
+    events = [scratch.read_rows(p.file) for p in files]
     assert [p.count for p in files] == [e.num_rows for e in events]
     written = Path(scratch.uri)  # beside the files a split partition's ranges handed on
     assert not files or {p.file for p in files} <= {p.name for p in written.iterdir()}
