@@ -7,8 +7,9 @@ Decisions where Kafka would fail the load or never looked (spec §2.9, §5.3):
 * KIP-848 records are replayed with the new coordinator's rules under both semantics; the old coordinator skipped
   them as unknown types (3.4.1+), but a rebuild of a mixed log should not lose those groups.
 * A KIP-848 record for a non-simple classic group (Kafka: IllegalStateException, the load fails) is skipped.
-  Tombstones of types 4-8, 16 act only on an existing consumer group; a type-3 tombstone removes a consumer group
-  or a simple(-looking) classic group and is ignored otherwise. Tombstone preconditions are not enforced.
+  Tombstones of types 3-8, 16 act on an existing consumer group, or on the empty consumer group that replaces a
+  simple(-looking) classic group (Kafka's `getOrMaybeCreatePersistedConsumerGroup(id, false)`: a type-3 tombstone
+  then removes it), and are ignored otherwise. Tombstone preconditions are not enforced.
 * A duplicate `groupInstanceId` in one GroupMetadata value (Kafka: fatal) is loaded as is.
 """
 from __future__ import annotations
@@ -401,11 +402,13 @@ class GroupStore:
         return "generation"
 
     def _consumer_group(self, gid: str, create: bool) -> ConsumerGroup | None:
-        """`getOrMaybeCreatePersistedConsumerGroup`: a simple classic group is silently replaced."""
+        """`getOrMaybeCreatePersistedConsumerGroup`: a simple classic group is silently replaced, whatever `create`
+        says (a tombstone's replay asks with False, and Kafka replaces it there too: only an absent id is "not
+        found")."""
         g = self.groups.get(gid)
         if isinstance(g, ConsumerGroup):
             return g
-        if not create:
+        if g is None and not create:
             return None
         if g is None or self._replaceable(g):
             g = self.groups[gid] = ConsumerGroup(gid)
@@ -493,9 +496,9 @@ ConsumerGroupReplay = Callable[[GroupStore, ConsumerGroup, Row], str]
 
 
 def _of_consumer_group(replay: ConsumerGroupReplay, event: str) -> Callable[[GroupStore, Row], str]:
-    """The replay of a type 4-8 or 16 record: on the id's consumer group (a value creates it in place of nothing or
-    a simple group). Without one, a tombstone is ignored (`<event>_tombstone`) and a value of a classic group's id
-    is skipped."""
+    """The replay of a type 4-8 or 16 record: on the id's consumer group (a value creates it in place of nothing,
+    a tombstone too in place of a simple group). Without one, a tombstone is ignored (`<event>_tombstone`) and a
+    value of a classic group's id is skipped."""
     unknown_tombstone = event + "_tombstone"
 
     def on_group(store: GroupStore, row: Row) -> str:

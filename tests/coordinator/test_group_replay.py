@@ -129,3 +129,31 @@ def test_a_member_id_a_group_record_repeats_is_one_member_the_last(semantics):
     assert group["member_count"] == 2
     assert sorted((m["member_id"], m["client_id"]) for m in tables["group_members"]) == [
         ("m1", "second"), ("m2", "client")]
+
+
+_TOMBSTONES = {"partition_metadata": lambda log: log.cg_topics_tombstone("g"),
+               "member": lambda log: log.cg_member_tombstone("g", "m"),
+               "assignment_epoch": lambda log: log.cg_assignment_epoch_tombstone("g"),
+               "target_assignment": lambda log: log.cg_target_tombstone("g", "m"),
+               "member_assignment": lambda log: log.cg_current_tombstone("g", "m"),
+               "regex": lambda log: log.cg_regex_tombstone("g", "a.*")}
+
+
+@pytest.mark.parametrize("kind", sorted(_TOMBSTONES))
+def test_a_consumer_group_tombstone_replaces_a_simple_group(kind):
+    """The new coordinator replays a type 4-8 or 16 tombstone through `getOrMaybeCreatePersistedConsumerGroup(id,
+    false)`, which replaces a simple classic group (the one an offset value created) with an empty consumer group:
+    Kafka lists `g` as an Empty consumer group holding the offset. The tombstone was ignored, leaving the simple
+    classic group."""
+    log = Log()
+    log.commit("g", "t", 0, 5)
+    _TOMBSTONES[kind](log)
+    tables = replay_rows(log.rows, ReplayOptions(semantics="modern", snapshot_id="t", num_partitions=50))
+    [group] = tables["loaded_groups"]
+    assert (group["group_type"], group["state"], group["is_simple"]) == ("consumer", "Empty", False)
+    assert [(o["group_id"], o["committed_offset"]) for o in tables["loaded_offsets"]] == [("g", 5)]
+    assert not tables["empty_group_offsets"]
+
+    log.cg_tombstone("g")  # and the group's own tombstone then deletes it, as it deletes a simple group
+    tables = replay_rows(log.rows, ReplayOptions(semantics="modern", snapshot_id="t", num_partitions=50))
+    assert not tables["loaded_groups"] and not tables["loaded_offsets"] and not tables["empty_group_offsets"]
