@@ -191,8 +191,10 @@ def _condition(group: Row, options: ExpiryOptions) -> tuple[str | None, bool]:
         if ptype == "consumer" and group.get("_subscribed") is not None and options.subscription_rule:
             if state == "Stable" if options.stable_only else (state is not None and state != "Empty"):
                 return RULE_STABLE_UNSUBSCRIBED, True
-        if ptype is None:
+        if ptype is None and not group.get("member_count"):
             return RULE_SIMPLE, False
+        # with members, no protocol type is "": `GroupMetadata.add` / `ClassicGroup.add` give the group its first
+        # member's protocol type, the value's "", so it is present, and no rule of a group with members takes it
         return None, False
     if kind == KIND_FOREIGN:
         return RULE_SIMPLE, False

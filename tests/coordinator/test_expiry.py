@@ -429,3 +429,23 @@ def test_parse_kafka_version():
     assert ExpiryOptions(as_of_ms=0, kafka_version="2.0.1").pre_kip211
     assert not ExpiryOptions(as_of_ms=0, kafka_version="2.0", semantics="modern").pre_kip211
     assert ExpiryOptions(as_of_ms=0, retention_minutes=1).retention_ms == 60_000
+
+
+@BOTH
+def test_group_with_members_and_an_empty_protocol_type_never_expires(semantics):
+    """A GroupMetadata value with protocolType "" and members: `GroupMetadata.loadGroup` / the new coordinator's
+    replay give the group no protocol type, then `add` gives it the first member's, "", which is present; neither
+    `removeExpiredOffsets` nor `ClassicGroup.offsetExpirationCondition` has a rule for a Stable group of a protocol
+    type other than consumer. Its offsets were expired by commit timestamp, as a simple group's."""
+    from pipelines.coordinator.options import ReplayOptions
+    from pipelines.coordinator.shard import replay_rows
+    from tests.coordinator.rowkit import Log
+    from tests.coordinator.rowkit import member as group_member
+
+    log = Log()
+    log.commit("g", "t", 0, 5)
+    log.group("g", [group_member("m1", topics=None)], protocol_type="", protocol="range")
+    res = replay_rows(log.rows, ReplayOptions(semantics=semantics),
+                      ExpiryOptions(as_of_ms=log.ts + 1000 * RET, retention_minutes=RETENTION_MIN, semantics=semantics))
+    assert res["expired_offsets"] == [] and res["expired_groups"] == []
+    assert [(o["group_id"], o["committed_offset"]) for o in res["loaded_offsets"]] == [("g", 5)]
