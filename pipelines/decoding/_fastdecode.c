@@ -794,7 +794,8 @@ static int put_subscription(PyObject *d, const unsigned char *b, Py_ssize_t s, P
     Rd r = {b, s, s + n};
     int version;
     int32_t count;
-    if (n == 0 || !rd_i16(&r, &version) || version < 0 || !rd_count(&r, &count)) return 0;
+    /* a negative version is read as v0: the coordinators check none (consumer_protocol.read_subscription) */
+    if (n == 0 || !rd_i16(&r, &version) || !rd_count(&r, &count)) return 0;
     PyObject *topics = PyList_New(count);
     if (topics == NULL) return -1;
     for (int32_t i = 0; i < count; i++) {

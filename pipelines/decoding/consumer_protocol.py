@@ -70,13 +70,13 @@ def _read_topic_partitions(buf: bytes, pos: int, field: str) -> tuple[TopicParti
 
 
 def read_subscription(buf: bytes | None) -> ConsumerProtocolSubscription | None:
-    """`ConsumerProtocol.deserializeSubscription`, leniently: None when even the v0 prefix cannot be read."""
+    """`ConsumerProtocol.deserializeSubscription`, leniently: None when even the v0 prefix cannot be read. A negative
+    version is read as v0, as the coordinators read every version (`deserializeVersion` checks none); Kafka's
+    generated reader at that version would refuse it (`dumplog` keeps such bytes as they are)."""
     if not buf:
         return None
     try:
         version, pos = read_int16(buf, 0, "version")
-        if version < 0:
-            return None
         topics, pos = _read_strings(buf, pos, "topics")
         user_data, pos = read_nullable_bytes(buf, pos, "userData")
     except DecodeError:

@@ -100,7 +100,7 @@ def _tp_json(parts) -> list[dict[str, Any]]:
 
 def _subscription_json(raw: bytes):
     sub = read_subscription(raw)
-    if sub is None or not sub.complete or sub.version > HIGHEST_SUBSCRIPTION_VERSION:
+    if sub is None or not sub.complete or not 0 <= sub.version <= HIGHEST_SUBSCRIPTION_VERSION:
         return raw  # not parseable by Kafka's generated reader at that version: stays base64
     d: dict[str, Any] = {"topics": list(sub.topics), "userData": sub.user_data}
     if sub.version >= 1:

@@ -449,3 +449,38 @@ def test_group_with_members_and_an_empty_protocol_type_never_expires(semantics):
                       ExpiryOptions(as_of_ms=log.ts + 1000 * RET, retention_minutes=RETENTION_MIN, semantics=semantics))
     assert res["expired_offsets"] == [] and res["expired_groups"] == []
     assert [(o["group_id"], o["committed_offset"]) for o in res["loaded_offsets"]] == [("g", 5)]
+
+
+@BOTH
+@pytest.mark.parametrize("walker", ["python", "c"])
+def test_stable_group_of_members_claiming_a_negative_subscription_version(tmp_path, semantics, walker):
+    """The coordinators read a member's subscription version without checking it and parse the rest as v0
+    (`GroupMetadata.computeSubscribedTopics`, `ClassicGroup.computeSubscribedTopics`): a Stable `consumer` group
+    whose member claims version -1 knows its topics and expires the offsets of the others. The subscription read as
+    unknown, so none of that group's offsets ever expired."""
+    from pipelines.coordinator.options import ReplayOptions
+    from pipelines.coordinator.shard import replay_shards
+    from pipelines.decoding import columnar
+    from pipelines.decoding.batch_writer import write_record_batch
+    from pipelines.decoding.message_writer import (write_consumer_subscription, write_group_metadata_key,
+                                                   write_group_metadata_value, write_offset_commit_key,
+                                                   write_offset_commit_value)
+
+    if walker == "c" and not columnar.HAVE_C_EXTENSION:
+        pytest.skip("_fastdecode not built")
+    subscription = b"\xff\xff" + write_consumer_subscription(0, ["a"])[2:]
+    member_ = dict(member_id="m", client_id="c", client_host="/h", rebalance_timeout_ms=1000,
+                   session_timeout_ms=1000, subscription=subscription, assignment=b"")
+    records = [(write_offset_commit_key("g", t, 0), write_offset_commit_value(3, offset=5, commit_timestamp=T0), T0)
+               for t in ("a", "b")]
+    records.append((write_group_metadata_key("g"), write_group_metadata_value(
+        3, protocol_type="consumer", generation=1, protocol="range", leader="m", members=[member_]), T0))
+    log = tmp_path / "__consumer_offsets-0" / "00000000000000000000.log"
+    log.parent.mkdir()
+    log.write_bytes(write_record_batch(records, 0))
+    table = pa.concat_tables([pa.Table.from_batches([b]) for b in columnar.decode_segment_to_arrow(
+        log, offsets_partition=0, use_c=walker == "c")])
+    res = replay_shards(table, ReplayOptions(semantics=semantics), opts(T0 + RET, semantics)).tables
+    assert res["loaded_groups"].column("subscribed_topics").to_pylist() == [["a"]]
+    assert [(r["topic"], r["expiry_rule"]) for r in res["expired_offsets"].to_pylist()] == [
+        ("b", RULE_STABLE_UNSUBSCRIBED)]

@@ -387,9 +387,9 @@ def test_clean_batches_take_the_fast_path(tmp_path, walker, monkeypatch):
 
 # ---------------------------------------------------------------------------------------------- classic groups
 def _subscription(rng: random.Random) -> bytes:
-    version = rng.choice([0, 1, 2, 3, 5])
+    version = rng.choice([-1, 0, 1, 2, 3, 5])
     owned = {f"topic-{t}": sorted(rng.sample(range(12), rng.randrange(4))) for t in range(rng.randrange(3))}
-    raw = write_subscription(min(version, 3), [f"topic-{t}" for t in range(rng.randrange(4))],
+    raw = write_subscription(min(max(version, 0), 3), [f"topic-{t}" for t in range(rng.randrange(4))],
                              rng.choice([None, b"", b"ud"]), owned, rng.randrange(-1, 9), rng.choice([None, "r1"]))
     return struct.pack(">h", version) + raw[2:]
 

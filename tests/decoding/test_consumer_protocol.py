@@ -37,7 +37,6 @@ def test_kafka_go_style_v1_without_owned_partitions():
 def test_unparseable_is_none():
     assert read_subscription(b"") is None
     assert read_subscription(b"\x00") is None
-    assert read_subscription(b"\xff\xff\x00\x00\x00\x00") is None  # negative version
     assert read_subscription(b"\x00\x00\x00\x00\x00\x05\x00\x01a") is None  # topics run out
     assert subscribed_topics(None) is None
 
@@ -53,3 +52,14 @@ def test_empty_assignment_is_no_assignment():
     assert read_assignment(b"") is None
     assert read_assignment(None) is None
     assert read_assignment(b"\x00\x00\x00\x00\x00\x01") is None
+
+
+def test_negative_version_is_read_as_v0_as_the_coordinators_read_it():
+    """`GroupMetadata.computeSubscribedTopics` / `ClassicGroup.computeSubscribedTopics` read the version without
+    checking it (`ConsumerProtocol.deserializeVersion`) and parse the rest as v0: a subscription claiming -1 names
+    its topics, and a Stable group of such members expires the offsets of other topics. It was unknown (None), so
+    nothing of that group expired."""
+    raw = b"\xff\xff" + write_consumer_subscription(3, ["orders"], user_data=b"u", owned_partitions={"x": [0]})[2:]
+    s = read_subscription(raw)
+    assert (s.version, s.topics, s.user_data, s.owned_partitions) == (-1, ("orders",), b"u", None)
+    assert subscribed_topics(raw) == ("orders",)

@@ -1,6 +1,7 @@
 """`kafka-dump-log --offsets-decoder` output, line for line against Kafka 4.0's own dumps of brokerdata."""
 from __future__ import annotations
 
+import base64
 import json
 from pathlib import Path
 
@@ -72,6 +73,12 @@ def test_json_record_shape():
                                  "rackId": ""}
     assert m["assignment"] == ""  # empty assignment bytes stay (base64) bytes
     json.dumps(out)
+    # a negative version: the generated reader refuses it (`checkSubscriptionVersion`), the bytes stay base64
+    negative = b"\xff\xff" + sub[2:]
+    g = w.write_group_metadata_value(3, protocol_type="consumer", generation=1, protocol="range", leader="m",
+                                     members=[dict(member_id="m", subscription=negative, assignment=b"")])
+    out = to_json_record(_header(), _rec(w.write_group_metadata_key("x"), g))
+    assert out["payload"]["data"]["members"][0]["subscription"] == base64.b64encode(negative).decode()
 
 
 def test_unknown_and_error_records_in_text():
