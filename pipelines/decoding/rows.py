@@ -265,6 +265,23 @@ def _tid_parts(items):
     return None if items is None else [{"topic_id": t["topicId"], "partitions": t["partitions"]} for t in items]
 
 
+#: `MemberState` codes of 3.8+ for what 3.7's `ConsumerGroupMember.Builder.build` derived: REVOKING (partitions
+#: to give up: UNREVOKED_PARTITIONS), ASSIGNING (partitions still to get: UNRELEASED_PARTITIONS), STABLE
+_UNREVOKED_PARTITIONS, _UNRELEASED_PARTITIONS, _STABLE = 1, 2, 0
+
+
+def _early_member_state(f: dict[str, Any]) -> int:
+    """The state of a member whose ConsumerGroupCurrentMemberAssignmentValue is in the 3.6/3.7 layout, as its writer
+    derived it from the record. 3.7's `ConsumerGroup.maybeUpdateGroupState` counts a member reconciled when STABLE at
+    the assignment epoch (its CurrentAssignmentBuilder moves the member epoch to the target's in every transition
+    but to REVOKING), which is the 3.8+ rule over these codes."""
+    if f.get("partitionsPendingRevocation"):
+        return _UNREVOKED_PARTITIONS
+    if f.get("partitionsPendingAssignment"):
+        return _UNRELEASED_PARTITIONS
+    return _STABLE
+
+
 def _fill_group_record(row: dict[str, Any], t: int, f: dict[str, Any]) -> None:
     if not f:
         return
@@ -294,6 +311,8 @@ def _fill_group_record(row: dict[str, Any], t: int, f: dict[str, Any]) -> None:
         row["member_epoch"] = f["memberEpoch"]
         row["previous_member_epoch"] = f["previousMemberEpoch"]
         row["member_state"] = f.get("state")
+        if "partitionsPendingAssignment" in f:  # the 3.6/3.7 layout stores no state
+            row["member_state"] = _early_member_state(f)
         if t != 22:
             row["assigned_partitions"] = _tid_parts(f["assignedPartitions"])
             row["partitions_pending_revocation"] = _tid_parts(f.get("partitionsPendingRevocation"))

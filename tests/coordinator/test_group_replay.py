@@ -157,3 +157,50 @@ def test_a_consumer_group_tombstone_replaces_a_simple_group(kind):
     log.cg_tombstone("g")  # and the group's own tombstone then deletes it, as it deletes a simple group
     tables = replay_rows(log.rows, ReplayOptions(semantics="modern", snapshot_id="t", num_partitions=50))
     assert not tables["loaded_groups"] and not tables["loaded_offsets"] and not tables["empty_group_offsets"]
+
+
+@pytest.mark.parametrize("pending,state,member_state", [
+    ((), "Stable", "STABLE"),
+    ((("revocation", [1]),), "Reconciling", "UNREVOKED_PARTITIONS"),
+    ((("assignment", [1]),), "Reconciling", "UNRELEASED_PARTITIONS")])
+@pytest.mark.parametrize("walker", ["python", "c"])
+def test_a_member_in_the_3_7_layout_has_the_state_its_writer_derived(tmp_path, walker, pending, state, member_state):
+    """The 3.6/3.7 ConsumerGroupCurrentMemberAssignmentValue stores no State: 3.7's `ConsumerGroupMember.Builder
+    .build` derived it (REVOKING while partitions are pending revocation, ASSIGNING while some are pending
+    assignment, else STABLE) and `ConsumerGroup.maybeUpdateGroupState` counted a STABLE member at the assignment
+    epoch reconciled. Such a member had no state, so a fully reconciled 3.7 group read Reconciling forever."""
+    import pyarrow as pa
+
+    from pipelines.coordinator.shard import replay_shards
+    from pipelines.decoding import columnar
+    from pipelines.decoding.batch_writer import write_record_batch
+    from pipelines.decoding.message_writer import write_group_record_key, write_group_record_value
+
+    if walker == "c" and not columnar.HAVE_C_EXTENSION:
+        pytest.skip("_fastdecode not built")
+    tid, ts = "AAAAAAAAAAAAAAAAAAAAAQ", 1_700_000_000_000
+    owned = [{"topicId": tid, "partitions": [0]}]
+    lists = {"revocation": [], "assignment": []}
+    for kind, partitions in pending:
+        lists[kind] = [{"topicId": tid, "partitions": partitions}]
+    values = [
+        (5, "m", dict(instanceId=None, rackId=None, clientId="c", clientHost="h", subscribedTopicNames=["a"],
+                      subscribedTopicRegex=None, rebalanceTimeoutMs=1, serverAssignor="uniform", assignors=[])),
+        (3, None, dict(epoch=2)),
+        (7, "m", dict(error=0, topicPartitions=owned, metadataVersion=0, metadataBytes=b"")),
+        (6, None, dict(assignmentEpoch=2)),
+        (8, "m", dict(memberEpoch=2, previousMemberEpoch=1, targetMemberEpoch=2, assignedPartitions=owned,
+                      partitionsPendingRevocation=lists["revocation"],
+                      partitionsPendingAssignment=lists["assignment"], error=0, metadataVersion=0,
+                      metadataBytes=b""))]
+    records = [(write_group_record_key(t, "cg", m), write_group_record_value(
+        t, v, layout="3.8+" if t in (3, 6) else "3.7"), ts) for t, m, v in values]
+    log = tmp_path / "__consumer_offsets-0" / "00000000000000000000.log"
+    log.parent.mkdir()
+    log.write_bytes(write_record_batch(records, 0))
+    table = pa.concat_tables([pa.Table.from_batches([b]) for b in columnar.decode_segment_to_arrow(
+        log, offsets_partition=0, use_c=walker == "c")])
+    assert table.column("layout").to_pylist() == ["3.7", "3.8+", "3.7", "3.8+", "3.7"]
+    tables = replay_shards(table, ReplayOptions(semantics="modern", snapshot_id="t", num_partitions=50)).tables
+    assert tables["loaded_groups"].column("state").to_pylist() == [state]
+    assert tables["group_members"].column("member_state").to_pylist() == [member_state]
