@@ -51,6 +51,9 @@ def good(tmp_path) -> Path:
     (["--as-of", "garbage"], ["--as-of", "'garbage' is not an ISO-8601 time"]),
     (["--until-time", "yesterday"], ["--until-time", "'yesterday'"]),
     (["--retention-minutes", "-5"], ["--retention-minutes must be at least 1"]),
+    # it was parsed only when the expiry's options were made: a stack trace
+    (["--kafka-version", "x.y"], ["--kafka-version: kafka_version 'x.y' is not of the form MAJOR.MINOR[.PATCH]"]),
+    (["--conf", "rebuild.kafka_version=latest"], ["rebuild.kafka_version: kafka_version 'latest' is not of the form"]),
     (["--until-offset", "-1"], ["--until-offset must be 0 or more"]),
     # an offset is a long: past it the cut reached the tally's Arrow kernel as a Python int (a stack trace)
     (["--until-offset", "9223372036854775808"], ["--until-offset must be 0 to 9223372036854775807"]),
@@ -88,6 +91,23 @@ def test_spark_settings_pass_through_the_key_check():
 
     s = load_settings(env="ci", overrides=parse_overrides(["spark.sql.shuffle.partitions=3", "spark.foo.bar=x"]))
     assert s.spark_conf["spark.sql.shuffle.partitions"] == "3" and s.spark_conf["spark.foo.bar"] == "x"
+
+
+@pytest.mark.parametrize("version, conf, cli, minutes", [
+    (None, None, None, 10080), ("2.0", None, None, 10080), ("1.1", None, None, 1440), ("0.11.0.3", None, None, 1440),
+    ("1.1", 2880, None, 2880), ("1.1", None, 60, 60), ("3.9", 720, 60, 60)])
+def test_retention_defaults_to_the_emulated_brokers(version, conf, cli, minutes):
+    """offsets.retention.minutes was 1 day until Kafka 2.0 made it 7 (KIP-186): a run emulating an older broker
+    with nothing setting retention expires offsets after its day, not after 7 (it took 10080 whatever the version);
+    a setting or --retention-minutes still wins."""
+    from jobs.rebuild_common import parse_overrides
+    from pipelines.config import load_settings
+    from pipelines.rebuild import RebuildRequest, resolve_settings
+
+    overrides = [f"rebuild.retention_minutes={conf}"] if conf is not None else []
+    settings = load_settings(env="ci", overrides=parse_overrides(overrides))
+    req = RebuildRequest(inputs=("x",), warehouse="wh", kafka_version=version, retention_minutes=cli)
+    assert resolve_settings(settings, req).retention_minutes == minutes
 
 
 def test_unknown_key_in_an_env_overlay_exits_2(good, tmp_path):

@@ -9,8 +9,6 @@ rule, KIP-211 rule of 2.1+, KIP-496 subscription rule of 2.4+, KAFKA-13636 "Stab
 """
 from __future__ import annotations
 
-import functools
-import re
 from datetime import datetime
 from dataclasses import dataclass
 
@@ -21,7 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipelines.coordinator.options import (DEFAULT_KAFKA_VERSION, DEFAULT_RETENTION_MINUTES, DEFAULT_SEMANTICS,
-                                          SEMANTICS)
+                                          SEMANTICS, parse_kafka_version)
 from pipelines.coordinator.tables import OFFSET_TABLES, contract_table, table_schema
 
 
@@ -46,18 +44,6 @@ KIND_STREAMS = "streams"
 KIND_SHARE = "share"
 KIND_FOREIGN = "foreign"  # legacy: a KIP-848/share/streams group the old coordinator never built (it skips those keys)
 KIND_HIDDEN = "hidden"  # modern: offsets whose group was tombstoned — invisible, never expired (spec §5.5 #4)
-
-_VERSION_RE = re.compile(r"^\s*(\d+)\.(\d+)(?:\.(\d+))?")
-
-
-@functools.lru_cache(maxsize=64)  # asked through ExpiryOptions' rules, several times per pass
-def parse_kafka_version(version: str) -> tuple[int, int, int]:
-    """'3.9' → (3, 9, 0), '2.8.2' → (2, 8, 2); suffixes such as '-rc3' or '-IV1' are ignored."""
-    m = _VERSION_RE.match(str(version))
-    if not m:
-        raise ValueError(f"kafka_version {version!r} is not of the form MAJOR.MINOR[.PATCH]")
-    return int(m.group(1)), int(m.group(2)), int(m.group(3) or 0)
-
 
 @dataclass(frozen=True)
 class ExpiryOptions:

@@ -1,6 +1,8 @@
 """Replay options: which coordinator generation to emulate, where in the log to stop, what the snapshot is called."""
 from __future__ import annotations
 
+import functools
+import re
 from dataclasses import dataclass
 
 LEGACY = "legacy"
@@ -11,6 +13,28 @@ SEMANTICS = (LEGACY, MODERN)
 DEFAULT_SEMANTICS = LEGACY
 DEFAULT_RETENTION_MINUTES = 10080
 DEFAULT_KAFKA_VERSION = "3.9"
+
+_VERSION_RE = re.compile(r"^\s*(\d+)\.(\d+)(?:\.(\d+))?")
+
+
+@functools.lru_cache(maxsize=64)  # asked through ExpiryOptions' rules, several times per pass
+def parse_kafka_version(version: str) -> tuple[int, int, int]:
+    """'3.9' → (3, 9, 0), '2.8.2' → (2, 8, 2); suffixes such as '-rc3' or '-IV1' are ignored."""
+    m = _VERSION_RE.match(str(version))
+    if not m:
+        raise ValueError(f"kafka_version {version!r} is not of the form MAJOR.MINOR[.PATCH]")
+    return int(m.group(1)), int(m.group(2)), int(m.group(3) or 0)
+
+
+#: `offsets.retention.minutes`' default before Kafka 2.0 (KIP-186 made it 7 days)
+PRE_KIP_186_RETENTION_MINUTES = 1440
+
+
+def default_retention_minutes(major: int, minor: int) -> int:
+    """`offsets.retention.minutes`' default in Kafka `major.minor`: what a broker of that version ran with where
+    nothing set it."""
+    return PRE_KIP_186_RETENTION_MINUTES if (major, minor) < (2, 0) else DEFAULT_RETENTION_MINUTES
+
 
 #: The collections a replay produces, in this order.
 REPLAY_TABLES = (

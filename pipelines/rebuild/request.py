@@ -7,7 +7,8 @@ import uuid
 from dataclasses import dataclass
 
 from pipelines.config import Settings, not_whole
-from pipelines.coordinator.options import DEFAULT_KAFKA_VERSION, DEFAULT_RETENTION_MINUTES, DEFAULT_SEMANTICS, SEMANTICS
+from pipelines.coordinator.options import (DEFAULT_KAFKA_VERSION, DEFAULT_SEMANTICS, SEMANTICS, default_retention_minutes,
+                                          parse_kafka_version)
 from pipelines.decoding.policy import ReadPolicy
 from pipelines.rebuild.failures import UsageError
 
@@ -62,19 +63,25 @@ def resolve_settings(settings: Settings, req: RebuildRequest) -> RunSettings:
             max_batch_bytes=settings.section("decode").get("max_batch_bytes", ReadPolicy().max_batch_bytes))
     except ValueError as e:
         raise UsageError(str(e)) from None
+    kafka_version = str(req.kafka_version or r.get("kafka_version") or DEFAULT_KAFKA_VERSION)
+    try:
+        major, minor, _ = parse_kafka_version(kafka_version)
+    except ValueError as e:
+        raise UsageError(f"{'--kafka-version' if req.kafka_version else 'rebuild.kafka_version'}: {e}") from None
     if req.retention_minutes is not None:
         retention = req.retention_minutes
         if retention < 1:
             raise UsageError("--retention-minutes must be at least 1")
+    elif r.get("retention_minutes") is None:  # unset: the emulated broker's default
+        retention = default_retention_minutes(major, minor)
     else:
-        retention = _non_negative_int(r.get("retention_minutes", DEFAULT_RETENTION_MINUTES),
-                                      "rebuild.retention_minutes", least=1)
+        retention = _non_negative_int(r.get("retention_minutes"), "rebuild.retention_minutes", least=1)
     decode = settings.section("decode")
     return RunSettings(
         semantics=semantics,
         retention_minutes=retention,
         expiry=not req.no_expiry and bool(r.get("expiry", True)),
-        kafka_version=str(req.kafka_version or r.get("kafka_version", DEFAULT_KAFKA_VERSION)),
+        kafka_version=kafka_version,
         num_partitions=req.num_partitions or _non_negative_int(r.get("num_offsets_partitions"),
                                                                "rebuild.num_offsets_partitions") or None,
         strict=req.strict or bool(r.get("strict", False)),
