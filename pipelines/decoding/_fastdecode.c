@@ -689,8 +689,8 @@ static inline int rd_i64(Rd *r, int64_t *out) {
 static int rd_str(Rd *r, int nullable, PyObject **out) {
     int len;
     if (!rd_i16(r, &len)) return 0;
-    if (len < 0) {
-        if (len != -1 || !nullable) return 0;
+    if (len < 0) {  /* any negative length is null, as Kafka's generated readers read it */
+        if (!nullable) return 0;
         *out = Py_NewRef(Py_None);
         return 1;
     }
@@ -705,8 +705,7 @@ static int rd_str(Rd *r, int nullable, PyObject **out) {
 static int rd_bytes(Rd *r, Py_ssize_t *start, Py_ssize_t *len) {
     int32_t n;
     if (!rd_i32(r, &n)) return 0;
-    if (n < 0) {
-        if (n != -1) return 0;
+    if (n < 0) {  /* any negative length is null (rd_str) */
         *start = r->pos;
         *len = -1;
         return 1;

@@ -4,7 +4,8 @@ Layouts (`generator/.../MessageDataGenerator.java`, `clients/.../protocol/{ByteU
 
     int8/16/32/64, uint16   big-endian two's complement (uint16 unsigned)
     uuid                    16 bytes: msb int64, lsb int64; shown as URL-safe base64 without padding
-    string / bytes          int16 / int32 length, -1 = null                      (non-flexible versions)
+    string / bytes          int16 / int32 length, -1 = null (and any negative length: the generated
+                            readers test `length < 0`)                           (non-flexible versions)
     compact string / bytes  uvarint (length + 1), 0 = null                        (flexible versions)
     array                   int32 count, -1 = null | compact: uvarint (count + 1), 0 = null
     uvarint                 unsigned LEB128, 7 bits per byte, least significant group first (no zig-zag)
@@ -100,10 +101,8 @@ def read_nullable_string(buf: bytes, pos: int, field: str = "string") -> tuple[s
         raise TruncatedError("string length runs past the end", position=pos, field=field)
     (length,) = INT16.unpack_from(buf, pos)
     pos += 2
-    if length < 0:
-        if length == -1:
-            return None, pos
-        raise InvalidFieldError(f"string length {length}", position=pos - 2, field=field)
+    if length < 0:  # Kafka's generated readers (and the old Struct schemas) read any negative length as null
+        return None, pos
     end = pos + length
     if end > len(buf):
         raise TruncatedError(f"string of {length} bytes runs past the end", position=pos, field=field)
@@ -115,10 +114,8 @@ def read_nullable_bytes(buf: bytes, pos: int, field: str = "bytes") -> tuple[byt
         raise TruncatedError("bytes length runs past the end", position=pos, field=field)
     (length,) = INT32.unpack_from(buf, pos)
     pos += 4
-    if length < 0:
-        if length == -1:
-            return None, pos
-        raise InvalidFieldError(f"bytes length {length}", position=pos - 4, field=field)
+    if length < 0:  # as a string's
+        return None, pos
     end = pos + length
     if end > len(buf):
         raise TruncatedError(f"{length} bytes run past the end", position=pos, field=field)
@@ -184,12 +181,10 @@ def read_uuid(buf: bytes, pos: int, field: str = "uuid") -> tuple[str, int]:
 
 
 def read_array_count(buf: bytes, pos: int, field: str = "array") -> tuple[int | None, int]:
-    """Non-flexible array count: int32, -1 = null."""
+    """Non-flexible array count: int32, -1 (any negative count, as Kafka's generated readers test it) = null."""
     n, p = read_int32(buf, pos, field)
     if n < 0:
-        if n == -1:
-            return None, p
-        raise InvalidFieldError(f"array count {n}", position=pos, field=field)
+        return None, p
     # every element takes at least one byte: a count beyond what is left is corrupt, not a huge allocation
     if n > len(buf) - p:
         raise TruncatedError(f"array of {n} elements cannot fit in {len(buf) - p} bytes", position=pos, field=field)

@@ -235,6 +235,37 @@ def test_value_versions(tmp_path, walker, version):
 
 
 @pytest.mark.parametrize("walker", WALKERS)
+def test_any_negative_length_of_a_nullable_field_is_null(tmp_path, walker):
+    """Kafka's generated readers (and the Struct schemas before them) test `length < 0` for a nullable string,
+    bytes or array: a GroupMetadataValue whose protocol and leader lengths are -2 and -3, and a member whose
+    subscription's userData length is -5, load as nulls. They were `undecodable_value` rows (or, for userData, a
+    subscription of no known topics): records a broker loads, not state here."""
+    subscription = (b"\x00\x00" + b"\x00\x00\x00\x01" + b"\x00\x02t1" + b"\xff\xff\xff\xff")  # v0, ["t1"], null
+    member = dict(member_id="m-1", client_id="c", client_host="/h", rebalance_timeout_ms=300000,
+                  session_timeout_ms=10000, subscription=subscription, assignment=b"")
+    value = write_group_metadata_value(1, protocol_type="consumer", generation=3, protocol=None, leader=None,
+                                       members=[member])
+    at = 2 + 2 + len("consumer") + 4  # version, protocol type, generation: then protocol's and leader's lengths
+    assert value[at:at + 4] == b"\xff\xff\xff\xff"
+    odd = bytearray(value[:at] + b"\xff\xfe\xff\xfd" + value[at + 4:])
+    odd[odd.rindex(b"\xff\xff\xff\xff") + 3] = 0xfb  # userData's length, -1, as -5
+    key = write_group_metadata_key("g")
+    rows = {}
+    for name, v in (("canonical", value), ("odd", bytes(odd))):
+        (tmp_path / name).mkdir()
+        path = write_tmp(tmp_path / name, write_record_batch([(key, v, TS)], 0))
+        assert_same(path, 7, walker)
+        [rows[name]] = fast(path, 7, walker)
+    assert rows["odd"]["error_kind"] is None, rows["odd"]["error"]
+    assert (rows["odd"]["protocol"], rows["odd"]["leader"]) == (None, None)
+    assert [m["subscribed_topics"] for m in rows["odd"]["members"]] == [["t1"]]
+    differ = {k for k in rows["odd"] if rows["odd"][k] != rows["canonical"][k]}
+    assert differ == {"source", "members"}  # the file, and the member's raw subscription bytes
+    assert [{k: v for k, v in m.items() if k != "subscription"} for m in rows["odd"]["members"]] == \
+        [{k: v for k, v in m.items() if k != "subscription"} for m in rows["canonical"]["members"]]
+
+
+@pytest.mark.parametrize("walker", WALKERS)
 def test_special_batches(tmp_path, walker):
     data = (write_record_batch([oc(), gm(), tomb()], 0)
             + write_control_batch(1, 7, 3, 555, 1, TS)
