@@ -319,7 +319,7 @@ def _without(table: pa.Table, rows: np.ndarray) -> pa.Table:
 
 def _split_rows(table: pa.Table, modern: bool) -> pa.Table:
     keep = split_mask(table, modern)
-    return table if keep is None else table.filter(pa.array(keep))
+    return table if keep is None else _rows_at(table, keep)
 
 
 def load_split(options: ReplayOptions, kept: Iterable[pa.Table], resume: Mapping[int, SavedShard] | None = None
