@@ -17,9 +17,9 @@ file order, malformed lines included); each stands for one record (`ReadProblem.
 * Rows of another topic: one ``not_offsets_data`` problem per topic (with the row count), not read.
 * Rows with a null partition/offset, one past Kafka's (a partition past 2^31 - 1, an offset past 2^63 - 1),
   undecodable key/value text, a batch flag that is no boolean (`true`/`false` in any case, 1/0: the text
-  `false` is false), a producer id, epoch or batch base offset that is no long, short or log position, or a
-  timestamp that is no time in a long of milliseconds: ``invalid_row``; a negative offset or partition:
-  ``negative_offset``.
+  `false` is false), a producer id, epoch or batch base offset that is no long, short or log position, a
+  timestamp that is no time in a long of milliseconds, or a timestampType that names no `TimestampType` (its id
+  -1/0/1, or its name, in any case): ``invalid_row``; a negative offset or partition: ``negative_offset``.
 * A JSON line that does not parse, a CSV row with the wrong number of fields, a partition/offset that is not a
   whole number: ``malformed_row``; the other rows are read (the file is parsed line by line when Arrow's reader
   refuses it).
@@ -44,8 +44,8 @@ import pyarrow.json as pj
 
 from pipelines.decoding.errors import InvalidFieldError
 from pipelines.decoding.segments import InputError
-from schemas.records import (CREATE_TIME, LOG_APPEND_TIME, OFFSET_MAX, PARTITION_MAX, LogRecord, ReadProblem,
-                             RecordBatchHeader)
+from schemas.records import (CREATE_TIME, LOG_APPEND_TIME, NO_TIMESTAMP_TYPE, OFFSET_MAX, PARTITION_MAX, LogRecord,
+                             ReadProblem, RecordBatchHeader)
 
 __all__ = ["BATCH_FACT_COLUMNS", "KAFKA_SOURCE_COLUMNS", "TabularDump", "read_tabular_dump"]
 
@@ -399,10 +399,22 @@ def _parse_ts(v) -> int | None:
     return int(d.timestamp() * 1000)
 
 
-def _ts_type(v) -> str:
-    if v in (1, "1", LOG_APPEND_TIME):
-        return LOG_APPEND_TIME
-    return CREATE_TIME
+# Kafka's `TimestampType` (0.10-4.x) as a dump writes it: its id (the Spark Kafka source's int), its name or its Java
+# constant, in any case
+_TIMESTAMP_TYPES = {spelling: name for name, spellings in (
+    (NO_TIMESTAMP_TYPE, ("-1", "notimestamptype", "no_timestamp_type")),
+    (CREATE_TIME, ("0", "createtime", "create_time")),
+    (LOG_APPEND_TIME, ("1", "logappendtime", "log_append_time"))) for spelling in spellings}
+
+
+def _ts_type(v) -> str | None:
+    """A row's timestampType as its batch's (a cell left empty: CreateTime); None when it names no `TimestampType`,
+    where a guess gave the batch a clock it never had."""
+    if v is None:
+        return CREATE_TIME
+    if isinstance(v, bool) or not isinstance(v, (int, str)):
+        return None
+    return _TIMESTAMP_TYPES.get(str(v).strip().lower())
 
 
 def _flag(v) -> bool | None:
@@ -460,6 +472,10 @@ def row_faults(table: pa.Table) -> list[str | None]:
             n = lo if v is None else _whole(v)
             if faults[i] is None and (n is None or not lo <= n <= hi):
                 faults[i] = f"{name} {v!r} is not a whole number from {lo} to {hi}"
+    if "timestampType" in table.column_names and not _within(table.column("timestampType"), -1, 1):
+        for i, v in enumerate(table.column("timestampType").to_pylist()):
+            if faults[i] is None and _ts_type(v) is None:
+                faults[i] = f"timestampType {v!r} is not CreateTime (0), LogAppendTime (1) or NoTimestampType (-1)"
     col = table.column("timestamp") if "timestamp" in table.column_names else None
     if col is not None and not pa.types.is_timestamp(col.type) and not _within(col, *_LONG):
         for i, (v, ms) in enumerate(zip(col.to_pylist(), _ts_millis(col))):

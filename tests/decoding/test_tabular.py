@@ -330,3 +330,26 @@ def test_one_damaged_hex_key_is_one_invalid_row_not_a_dump_read_as_base64(tmp_pa
     assert [(o.kind, o.position) for o in out if isinstance(o, ReadProblem)] == [("invalid_row", 2)]
     assert [(r.offset, r.key) for r in out if isinstance(r, LogRecord)] == [
         (r["offset"], bytes.fromhex(r["key"])) for r in rows if r["offset"] != 2]
+
+
+def test_a_timestamp_type_that_names_no_kafka_type_is_an_invalid_row(tmp_path):
+    """A dump's timestampType is Kafka's `TimestampType`: its id or its name. Any other cell was read as CreateTime,
+    so the batch took a clock it never had; now it is an invalid row, in every format, and the reader's count agrees."""
+    from pipelines.frames.decode import count_tabular
+
+    rows = _commit_rows(6)
+    for r, t in zip(rows, ("LogAppendTime", "bogus", "CREATE_TIME", "7", "NoTimestampType", "-1")):
+        r["timestampType"] = t
+    (tmp_path / "d.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    pcsv.write_csv(pa.Table.from_pylist(rows), tmp_path / "d.csv")
+    wide = [dict(r, key=bytes.fromhex(r["key"]), value=bytes.fromhex(r["value"]), timestampType=t)
+            for r, t in zip(rows, (1, 9, 0, 7, -1, -1))]
+    pq.write_table(pa.Table.from_pylist(wide), tmp_path / "d.parquet")
+    for name in ("d.jsonl", "d.csv", "d.parquet"):
+        out = list(read_tabular_dump(tmp_path / name))
+        bad = [o for o in out if isinstance(o, ReadProblem)]
+        assert [(o.kind, o.position) for o in bad] == [("invalid_row", 1), ("invalid_row", 3)], (name, out)
+        assert "timestampType" in bad[0].reason
+        assert [(r.offset, r.batch.timestamp_type) for r in out if isinstance(r, LogRecord)] == [
+            (0, "LogAppendTime"), (2, "CreateTime"), (4, "NoTimestampType"), (5, "NoTimestampType")], name
+        assert {p: c["records_in"] for p, c in count_tabular(str(tmp_path / name)).items()} == {3: 6}, name
