@@ -24,7 +24,8 @@ def rebuild_options(f):
     """The rebuild flags (CONTRACT.md), shared by the CLI and the spark-submit job."""
     opts = [
         click.option("--input", "inputs", multiple=True, required=True, type=click.Path(),
-                     help="Broker log dir, __consumer_offsets-N dir, .log file, or a Parquet/JSON/CSV dump. Repeatable."),
+                     help="Broker log dir, __consumer_offsets-N dir, .log file, or a Parquet/JSON/CSV dump (JSON and CSV "
+                          "also .gz, .bz2, .zst, .lz4). Repeatable."),
         click.option("--warehouse", required=True, type=click.Path(file_okay=False), help="Warehouse directory."),
         click.option("--snapshot-id", default=None, help="Snapshot id (default: a new time-based id)."),
         click.option("--as-of", default=None, help="TIME: ISO-8601 (UTC if no zone), epoch milliseconds or 'now'; default: newest record."),

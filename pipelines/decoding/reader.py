@@ -1,6 +1,7 @@
 """Every input (segment files, tabular dumps) as decoded rows in log order: the pure-Python decoding pipeline."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Iterable, Iterator
 
@@ -9,6 +10,15 @@ from pipelines.decoding.segments import discover_segments
 from schemas.records import LogRecord, ReadProblem
 
 TABULAR_SUFFIXES = (".parquet", ".json", ".jsonl", ".ndjson", ".csv")
+# a dump file compressed whole, as Spark's `compression` option names it (`part-0000.json.gz`); which of these the
+# dump reader reads is its business (`tabular.READ_COMPRESSIONS`): any other is refused by name, not taken for a segment
+COMPRESSION_SUFFIXES = (".gz", ".bz2", ".zst", ".lz4", ".snappy", ".deflate", ".xz", ".zip", ".br")
+
+
+def dump_suffix(name: str) -> str:
+    """A file name's format suffix, lowercased, past a compression suffix: `.json` for `part-0.json.gz`."""
+    stem, ext = os.path.splitext(name.lower())
+    return os.path.splitext(stem)[1] if ext in COMPRESSION_SUFFIXES else ext
 
 
 def is_tabular(path: str | Path) -> bool:
@@ -21,16 +31,16 @@ def is_tabular(path: str | Path) -> bool:
 
         loc = storage.location(str(path))
         if not loc.is_dir():
-            return Path(loc.name).suffix.lower() in TABULAR_SUFFIXES
+            return dump_suffix(loc.name) in TABULAR_SUFFIXES
         entries = [(Path(i.path).name, i.type == pafs.FileType.File) for i in loc.listdir()]
-        return any(is_file and Path(n).suffix.lower() in TABULAR_SUFFIXES for n, is_file in entries) and not any(
+        return any(is_file and dump_suffix(n) in TABULAR_SUFFIXES for n, is_file in entries) and not any(
             n.endswith(".log") or n.startswith("__consumer_offsets-") for n, _ in entries)
     p = Path(path)
     if p.is_dir():
-        return any(f.suffix.lower() in TABULAR_SUFFIXES for f in p.iterdir() if f.is_file()) and not any(
+        return any(dump_suffix(f.name) in TABULAR_SUFFIXES for f in p.iterdir() if f.is_file()) and not any(
             f.suffix == ".log" or f.name.startswith("__consumer_offsets-") for f in p.iterdir()
         )
-    return p.suffix.lower() in TABULAR_SUFFIXES
+    return dump_suffix(p.name) in TABULAR_SUFFIXES
 
 
 def iter_segment_items(segment) -> Iterator[LogRecord | ReadProblem]:

@@ -9,8 +9,9 @@ is_transactional, is_control, batch_base_offset`` are present (`TabularDump.has_
 Each row becomes a `LogRecord` with a synthetic `RecordBatchHeader` (position: its row, codec "none", crc -1): rows
 sharing (partition, batch_base_offset) form one batch, otherwise each row is its own batch. Rows are replayed in
 (partition, offset) order whatever order the file holds them in. In text formats key and value are base64 or hex
-(detected from the keys, or ``encoding=``). ReadProblem positions are row numbers of the dump (0-based, in part
-file order, malformed lines included); each stands for one record (`ReadProblem.records`).
+(detected from the keys, or ``encoding=``); a text file may be compressed whole (``READ_COMPRESSIONS``, told by its
+name, as Spark's ``compression`` option writes ``part-0000.json.gz``). ReadProblem positions are row numbers of the
+dump (0-based, in part file order, malformed lines included); each stands for one record (`ReadProblem.records`).
 
 * Same (partition, offset) twice: collapsed when identical; otherwise the first row is kept and
   ``duplicate_conflict`` reports the other one.
@@ -29,6 +30,7 @@ from __future__ import annotations
 import base64
 import binascii
 import csv
+import io
 import json
 import math
 import os
@@ -43,6 +45,7 @@ import pyarrow.csv as pcsv
 import pyarrow.json as pj
 
 from pipelines.decoding.errors import InvalidFieldError
+from pipelines.decoding.reader import COMPRESSION_SUFFIXES, dump_suffix
 from pipelines.decoding.segments import InputError
 from schemas.records import (CREATE_TIME, LOG_APPEND_TIME, NO_TIMESTAMP_TYPE, OFFSET_MAX, PARTITION_MAX, LogRecord,
                              ReadProblem, RecordBatchHeader)
@@ -55,6 +58,7 @@ BATCH_FACT_COLUMNS = ("producer_id", "producer_epoch", "is_transactional", "is_c
 _REQUIRED = ("key", "value", "partition", "offset")
 _FORMATS = {".parquet": "parquet", ".pq": "parquet", ".json": "json", ".jsonl": "json", ".ndjson": "json",
             ".csv": "csv"}
+READ_COMPRESSIONS = (".gz", ".bz2", ".zst", ".lz4")  # what Arrow's readers decompress, told by the file's name
 _HEX_RE = re.compile(r"^(?:[0-9a-fA-F]{2})*$")
 _DETECT_SAMPLE = 1000
 
@@ -109,6 +113,8 @@ def read_tabular_dump(path: str | os.PathLike, *, fmt: str | None = None, encodi
         raise InvalidFieldError(f"unknown dump format {fmt!r}", field="fmt")
     if encoding not in (None, "base64", "hex"):
         raise InvalidFieldError(f"unknown key/value encoding {encoding!r}", field="encoding")
+    for f in files:
+        _refuse_compression(f, fmt)
     tables = []
     malformed: list[tuple[int, str]] = []
     first_row = 0
@@ -196,11 +202,7 @@ def _files(p: str) -> list[str]:
 
 
 def _detect_format(path: str) -> str:
-    name = path.lower()
-    for suffix in (".gz", ".bz2", ".zst"):
-        if name.endswith(suffix):
-            name = name[: -len(suffix)]
-    ext = os.path.splitext(name)[1]
+    ext = dump_suffix(path)
     if ext in _FORMATS:
         return _FORMATS[ext]
     with open(path, "rb") as f:
@@ -210,6 +212,19 @@ def _detect_format(path: str) -> str:
     if head.lstrip()[:1] == b"{":
         return "json"
     return "csv"
+
+
+def _refuse_compression(path: str, fmt: str) -> None:
+    """A file compressed whole is read when it is text (JSON lines, CSV) in a codec Arrow's readers decompress by
+    its name; Parquet compresses inside its pages, so a Parquet file compressed again is refused, as is any other
+    codec (Hadoop's snappy and deflate framings are not Arrow's): one line, not a file taken for a segment."""
+    ext = os.path.splitext(path.lower())[1]
+    if ext not in COMPRESSION_SUFFIXES:
+        return
+    if fmt == "parquet" or ext not in READ_COMPRESSIONS:
+        raise InvalidFieldError(f"dump file {path} is a {fmt} file compressed as {ext}: only JSON lines and CSV "
+                                f"compressed as {', '.join(READ_COMPRESSIONS)} are read; decompress it first",
+                                field="file")
 
 
 ROW_COLUMN = "__row"  # the row number of each row in the dump (a quarantine row's position)
@@ -248,7 +263,10 @@ def _read_file(path: str, fmt: str) -> tuple[pa.Table, list[tuple[int, str]], in
     except pa.ArrowInvalid as e:
         if fmt == "parquet":
             raise InvalidFieldError(f"cannot read {fmt} dump {path}: {e}", field="file") from None
-    return _read_lines(path, fmt)
+    try:
+        return _read_lines(path, fmt)
+    except OSError as e:  # a compressed file that is damaged past where Arrow's reader gave up on its text
+        raise InvalidFieldError(f"cannot read {fmt} dump {path}: {e}", field="file") from None
 
 
 _INT_COLUMNS = ("partition", "offset")
@@ -273,7 +291,8 @@ def _read_lines(path: str, fmt: str) -> tuple[pa.Table, list[tuple[int, str]], i
     """A JSON-lines or CSV file, one line at a time: good rows as a table, the others as (row, reason)."""
     rows: list[dict] = []
     bad: list[tuple[int, str]] = []
-    with open(path, newline="", encoding="utf-8", errors="replace") as f:
+    # Arrow's stream decompresses a file compressed whole, told by its name, as its readers do
+    with io.TextIOWrapper(pa.input_stream(path), newline="", encoding="utf-8", errors="replace") as f:
         if fmt == "json":
             lines = ((i, line) for i, line in enumerate(ln for ln in f if ln.strip()))
             for i, line in lines:

@@ -353,3 +353,52 @@ def test_a_timestamp_type_that_names_no_kafka_type_is_an_invalid_row(tmp_path):
         assert [(r.offset, r.batch.timestamp_type) for r in out if isinstance(r, LogRecord)] == [
             (0, "LogAppendTime"), (2, "CreateTime"), (4, "NoTimestampType"), (5, "NoTimestampType")], name
         assert {p: c["records_in"] for p, c in count_tabular(str(tmp_path / name)).items()} == {3: 6}, name
+
+
+@pytest.mark.parametrize("fmt", ["json", "csv"])
+def test_a_text_dump_compressed_whole_is_read_as_the_same_rows(tmp_path, fmt):
+    """Spark's `compression` option writes `part-0000.json.gz`: such a file, or a directory of them, is the dump it
+    holds (gzip, bzip2, zstd), where it was refused as 'not a .log segment'; a damaged one is one error naming it,
+    and a codec the reader does not decompress (or a Parquet file compressed again) is refused by name."""
+    import bz2
+    import gzip
+
+    from pipelines.decoding.reader import is_tabular
+    from pipelines.frames.decode import count_tabular
+
+    rows = _commit_rows(50)
+    rows[7]["offset"] = "x"  # a malformed row: the file is read line by line, through the decompressing stream
+    plain = tmp_path / f"d.{fmt}"
+    if fmt == "json":
+        plain.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    else:
+        plain.write_text(",".join(rows[0]) + "\n" + "".join(",".join(map(str, r.values())) + "\n" for r in rows))
+    data = plain.read_bytes()
+    want = [(o.kind, o.position) if isinstance(o, ReadProblem) else (o.offset, o.value)
+            for o in read_tabular_dump(plain)]
+    assert ("malformed_row", 7) in want and len(want) == 50
+    (tmp_path / "spark").mkdir()
+    (tmp_path / "spark" / f"part-00000.{fmt}.gz").write_bytes(gzip.compress(data))
+    (tmp_path / "spark" / "_SUCCESS").write_text("")
+    for name, packed in ((f"d.{fmt}.gz", gzip.compress(data)), (f"d.{fmt}.bz2", bz2.compress(data)),
+                         (f"d.{fmt}.zst", pa.compress(data, "zstd", asbytes=True)), ("spark", None)):
+        if packed is not None:
+            (tmp_path / name).write_bytes(packed)
+        assert is_tabular(tmp_path / name), name
+        got = [(o.kind, o.position) if isinstance(o, ReadProblem) else (o.offset, o.value)
+               for o in read_tabular_dump(tmp_path / name)]
+        assert got == want, name
+        assert {p: c["records_in"] for p, c in count_tabular(str(tmp_path / name)).items()} == {-1: 1, 3: 49}
+
+    packed = gzip.compress(data)
+    (tmp_path / f"torn.{fmt}.gz").write_bytes(packed[: len(packed) // 2])
+    with pytest.raises(InvalidFieldError, match=f"torn.{fmt}.gz: Truncated compressed stream"):
+        read_tabular_dump(tmp_path / f"torn.{fmt}.gz")
+    (tmp_path / f"d.{fmt}.snappy").write_bytes(data)
+    assert is_tabular(tmp_path / f"d.{fmt}.snappy")
+    with pytest.raises(InvalidFieldError, match=r"compressed as \.snappy: only JSON lines and CSV compressed as \.gz"):
+        read_tabular_dump(tmp_path / f"d.{fmt}.snappy")
+    pq.write_table(pa.Table.from_pylist(_commit_rows(2)), tmp_path / "p.parquet")
+    (tmp_path / "p.parquet.gz").write_bytes(gzip.compress((tmp_path / "p.parquet").read_bytes()))
+    with pytest.raises(InvalidFieldError, match=r"p.parquet.gz is a parquet file compressed as \.gz"):
+        read_tabular_dump(tmp_path / "p.parquet.gz")
