@@ -32,6 +32,10 @@ DECOMPRESS_FAILED = "decompress_failed"
 DECOMPRESSION_TOO_LARGE = "decompression_too_large"
 """The record section decompresses to more than `decode.max_batch_bytes`: one row, the batch's records; never
 decompressed past the cap."""
+OFFSETS_OUT_OF_ORDER = "offsets_out_of_order"
+"""A segment's batch that does not start above every offset of the batches before it in its file, or whose records'
+offsets are not within its own [baseOffset, lastOffset] (Kafka never writes one; `decoding.offset_order`): one row
+at the batch's byte position, standing for its records, none replayed."""
 
 # -- a record of a readable batch -----------------------------------------------------------------------------------
 UNKNOWN_VERSION = "unknown_version"
@@ -61,7 +65,8 @@ INVALID_ROW = "invalid_row"
 """A row without a partition or an offset, a Parquet row whose partition or offset is past Kafka's (2^31 - 1,
 2^63 - 1), or a key/value that is not valid base64/hex: one record."""
 NEGATIVE_OFFSET = "negative_offset"
-"""A row whose offset or partition is below 0 (no log position is negative): one record."""
+"""A row whose offset or partition is below 0, or a segment's batch holding a negative offset (no log position is
+negative): one record for a row; for a batch, one row standing for its records (`decoding.offset_order`)."""
 DUPLICATE_CONFLICT = "duplicate_conflict"
 """The same (partition, offset) twice with different content: the first row is kept, this one is one record."""
 
@@ -69,6 +74,7 @@ QUARANTINE_KINDS: tuple[str, ...] = (
     CRC_MISMATCH, TORN_TAIL, ZERO_TAIL, UNFRAMEABLE, UNKNOWN_MAGIC, CORRUPT_BATCH, BAD_CODEC, DECOMPRESS_FAILED,
     DECOMPRESSION_TOO_LARGE, UNKNOWN_VERSION, UNDECODABLE_KEY, UNDECODABLE_VALUE, UNREADABLE, NOT_OFFSETS_DATA,
     SWAP_FILE, DUPLICATE_SEGMENT, MALFORMED_ROW, INVALID_ROW, NEGATIVE_OFFSET, DUPLICATE_CONFLICT,
+    OFFSETS_OUT_OF_ORDER,
 )
 
 #: kinds whose unread range holds data that was lost (a zero tail holds none): these fail a run under `fail`

@@ -181,6 +181,24 @@ def build_combined(root: Path) -> tuple[list[str], dict[str, Expect]]:
     ex["unreadable_pipe"] = Expect("unreadable_pipe", 6, g, str(pdir(6) / f"{9:020d}.log"), ["not a regular file"],
                                    [-1], {0: 604}, kinds=["unreadable"])
 
+    # -- p7: a batch at a negative base offset (crafted: Kafka never writes one) -> negative_offset, its record not
+    #    state; the batches after it are read. In a second segment of p7, a batch whose offsets go back below the
+    #    batch before it in its file -> offsets_out_of_order: neither replayed in file order (Kafka's loader) nor
+    #    sorted into place. (p7: a log dir's partition count is its highest directory + 1, and 10 divides 50.)
+    g = group_in(7, "neg")
+    before = head(g) + batch([commit(g, 0, 701, T0 + 1)], 1)
+    seg = write_segment(pdir(7), 0, before + batch([commit(g, 1, 702, T0 + 2)], -3)
+                        + batch([commit(g, 2, 703, T0 + 3)], 3))
+    ex["negative_offset"] = Expect("negative_offset", 7, g, str(seg), ["holds a negative offset"], [len(before)],
+                                   {0: 701, 2: 703}, absent=[1], kinds=["negative_offset"])
+    g = group_in(7, "back")
+    before = (batch([group_record(g, T0 + 10)], 10) + batch([commit(g, 0, 711, T0 + 11)], 11)
+              + batch([commit(g, 0, 750, T0 + 15)], 15))
+    seg = write_segment(pdir(7), 10, before + batch([commit(g, 0, 730, T0 + 13), commit(g, 1, 731, T0 + 13)], 13)
+                        + batch([commit(g, 2, 716, T0 + 16)], 16))
+    ex["offsets_out_of_order"] = Expect("offsets_out_of_order", 7, g, str(seg), ["does not start above offset 15"],
+                                        [len(before)], {0: 750, 2: 716}, absent=[1], kinds=["offsets_out_of_order"])
+
     # -- another internal topic's partition dir beside the offsets partitions: reported, not read; a data topic's is
     # read for its log's bounds (LAG), never quarantined
     txn = logdir / "__transaction_state-3"

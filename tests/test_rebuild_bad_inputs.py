@@ -194,6 +194,18 @@ def test_a_data_topics_partition_dir_is_read_for_its_bounds_not_quarantined(comb
 
 
 @pytest.mark.slow
+def test_a_batch_at_a_negative_offset_is_quarantined_not_state(combined):
+    (row,) = _check_kind(combined, "negative_offset")
+    assert row["offset"] == -3 and "its 1 record(s) are not replayed" in row["reason"]
+
+
+@pytest.mark.slow
+def test_a_batch_whose_offsets_go_back_is_quarantined_not_replayed_out_of_order(combined):
+    (row,) = _check_kind(combined, "offsets_out_of_order")
+    assert row["offset"] == 13 and "its 2 record(s) are not replayed" in row["reason"]
+
+
+@pytest.mark.slow
 def test_tabular_dumps_that_disagree_give_a_duplicate_conflict(combined):
     (row,) = _check_kind(combined, "duplicate_conflict")
     assert row["value_hex"]  # the conflicting row's bytes are kept for inspection

@@ -66,6 +66,7 @@ from pipelines.decoding.framing import (
     frame_entries,
     unread_range,
 )
+from pipelines.decoding.offset_order import ordered_items
 from pipelines.decoding.policy import DEFAULT_POLICY, ReadPolicy
 from schemas.records import (
     CODEC_NAMES,
@@ -171,7 +172,8 @@ def read_batches(
 
     Framed by `framing.frame_entries` (`ByteBufferLogInputStream.nextBatch`), decoded as `DefaultRecordBatch` /
     `AbstractLegacyRecordBatch` (Kafka 0.11-4.x). ``base_position`` is the byte position of ``buf[0]`` in
-    ``source`` (positions in headers and problems are file positions).
+    ``source`` (positions in headers and problems are file positions). The entries are taken as they come: a
+    segment file's order is `read_batches_from_file`'s to check.
     """
     data = buf if type(buf) is bytes else bytes(buf)
     decode_v2 = _decode_v2
@@ -204,10 +206,16 @@ def read_batches_from_file(
 
     Framed by `framing.frame_entries` (`FileLogInputStream.nextBatch`, Kafka 0.11-4.x). ``start_position``: the
     byte position of an entry boundary to start reading at (an incremental run resumes where the previous run
-    stopped); positions in headers and problems stay absolute file positions.
+    stopped); positions in headers and problems stay absolute file positions. A batch whose offsets are negative or
+    go back is one ReadProblem (`offset_order`).
     """
     if start_position < 0:
         raise ValueError(f"start_position must be >= 0, not {start_position}")
+    return ordered_items(_read_file_entries(path, offsets_partition, source, start_position, policy))
+
+
+def _read_file_entries(path, offsets_partition: int, source: str | None, start_position: int, policy: ReadPolicy
+                       ) -> Iterator[BatchItem | ReadProblem]:
     src = source if source is not None else os.fspath(path)
     with open(path, "rb") as f:
         if os.fstat(f.fileno()).st_size <= start_position:

@@ -53,6 +53,7 @@ from pipelines.decoding.batches import (
     v2_records,
 )
 from pipelines.decoding.framing import as_long, frame_entry, stop_problem
+from pipelines.decoding.offset_order import ordered_batches
 from pipelines.decoding.policy import DEFAULT_POLICY, ReadPolicy
 from pipelines.decoding.native import MEMBER_FIELDS, fastdecode
 from pipelines.decoding.messages import offset_commit_value_fields
@@ -458,8 +459,9 @@ def decode_segment_to_arrow(
         mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
         try:
             end = min(size, len(mm)) if end_position is None else min(size, len(mm), end_position)
-            yield from _without_gc(_decode_buffer(mm, end, src, offsets_partition,
-                                                  max(1, batch_rows), c_ext, start_position, policy, keys))
+            yield from ordered_batches(_without_gc(_decode_buffer(mm, end, src, offsets_partition,
+                                                                  max(1, batch_rows), c_ext, start_position, policy,
+                                                                  keys)))
         finally:
             mm.close()
 

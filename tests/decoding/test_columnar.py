@@ -288,7 +288,8 @@ def test_special_batches(tmp_path, walker):
 @pytest.mark.parametrize("walker", WALKERS)
 def test_offsets_and_times_past_a_long_wrap_as_javas(tmp_path, walker):
     # Kafka sums a batch's base and each record's delta in long arithmetic: a crafted batch at the end of the range
-    # wraps to negative offsets and times (which validation reports), in C, in Python and in the reference alike
+    # wraps to negative offsets, in C, in Python and in the reference alike; no log position is negative, so the
+    # batch is one `negative_offset` row standing for its three records (`offset_order`)
     import crc32c
 
     end = (1 << 63) - 1
@@ -296,11 +297,42 @@ def test_offsets_and_times_past_a_long_wrap_as_javas(tmp_path, walker):
     struct.pack_into(">q", late, 27, end - 1)  # baseTimestamp: the third record's is past a long too
     struct.pack_into(">I", late, 17, crc32c.crc32c(bytes(late[21:])))
     p = write_tmp(tmp_path, write_record_batch([oc()], 0) + bytes(late) + write_record_batch([oc()], 5))
-    assert assert_same(p, 7, walker) == 5
+    assert assert_same(p, 7, walker) == 3
     rows = fast(p, 7, walker)
-    assert [r["offset"] for r in rows] == [0, end - 1, end, -end - 1, 5]
-    assert [r["timestamp"] for r in rows[1:4]] == [end - 1, end, -end - 1]
-    assert {r["batch_last_offset"] for r in rows[1:4]} == {-end - 1}
+    assert [(r["offset"], r["error_kind"], r["error_records"]) for r in rows] == [
+        (0, None, None), (end - 1, "negative_offset", 3), (5, None, None)]
+    assert f"batch [{end - 1}, {-end - 1}] (its records' offsets {-end - 1} to {end})" in rows[1]["error"]
+
+
+@pytest.mark.parametrize("walker", WALKERS)
+@pytest.mark.parametrize("codec", ["none", "zstd"])
+def test_batches_whose_offsets_are_negative_or_go_back_are_one_row_each_not_records(tmp_path, walker, codec):
+    """Kafka's log only goes up: a batch at a negative offset, one that does not start above the batches before it
+    in its file, or one whose records lie outside its own [base, last] is one row at its byte position standing for
+    its records (C, Python and the reference alike), and the header walk's count still balances. Such batches were
+    records: a negative offset became state, and one that went back was sorted into place."""
+    import crc32c
+
+    from pipelines.frames.decode import count_segment
+
+    outside = bytearray(write_record_batch([oc(), oc()], 30, codec=codec))
+    struct.pack_into(">i", outside, 23, 0)  # lastOffsetDelta 0: its second record (offset 31) is past its last
+    struct.pack_into(">I", outside, 17, crc32c.crc32c(bytes(outside[21:])))
+    entries = [write_record_batch([oc()], 0, codec=codec), write_record_batch([oc(), oc()], -4, codec=codec),
+               write_record_batch([oc()], 10, codec=codec), write_record_batch([oc(), tomb()], 5, codec=codec),
+               write_empty_batch(7, 7), write_record_batch([oc()], 11, codec=codec), bytes(outside),
+               write_record_batch([oc()], 40, codec=codec)]
+    p = write_tmp(tmp_path, b"".join(entries))
+    assert assert_same(p, 7, walker) == 7
+    rows = fast(p, 7, walker)
+    at = [sum(map(len, entries[:i])) for i in range(len(entries))]
+    assert [(r["batch_position"], r["offset"], r["error_kind"], r["error_records"]) for r in rows] == [
+        (at[0], 0, None, None), (at[1], -4, "negative_offset", 2), (at[2], 10, None, None),
+        (at[3], 5, "offsets_out_of_order", 2), (at[5], 11, None, None), (at[6], 30, "offsets_out_of_order", 2),
+        (at[7], 40, None, None)]
+    assert "does not start above offset 10" in rows[3]["error"] and "not within its own range" in rows[5]["error"]
+    counted = count_segment(str(p), 7, use_c=walker == "c")[7]["records_in"]
+    assert counted == 4 + 6 == sum(r["error_records"] or 1 for r in rows)
 
 
 @pytest.mark.parametrize("walker", WALKERS)

@@ -4,7 +4,7 @@ Each case takes one real segment, applies one seeded mutation (byte flips, a tru
 range, or a corrupted length field: entry size, batch length, recordsCount, a record's length varint), then runs
 both readers the pipeline has:
 
-* the reference path, `batches.read_batches` + `rows.to_decoded_row` / `rows.problem_to_row`;
+* the reference path, `batches.read_batches_from_file` + `rows.to_decoded_row` / `rows.problem_to_row`;
 * the executor fast path, `columnar.decode_segment_to_arrow` (the C extension when built, every fourth case the
   pure-Python walker);
 * the accounting's header walk, `frames.decode.count_segment`, which must balance every case: records in =
@@ -28,7 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from pipelines.decoding.batches import read_batches
+from pipelines.decoding.batches import read_batches_from_file
 from pipelines.decoding.columnar import HAVE_C_EXTENSION, decode_segment_to_arrow
 from pipelines.decoding.errors import DecodeError
 from pipelines.decoding.rows import problem_to_row, to_decoded_row
@@ -112,7 +112,8 @@ def run_readers(buf: bytes, path: Path, *, use_c: bool | None) -> None:
     """Both readers over one buffer; returns only when neither raised and the accounting balances."""
     n_ref = 0
     ref_records = ref_unread = 0
-    for item in read_batches(buf, source="fuzz", offsets_partition=3):
+    path.write_bytes(buf)
+    for item in read_batches_from_file(path, source="fuzz", offsets_partition=3):
         if isinstance(item, ReadProblem):
             problem_to_row(item)
             n_ref += 1
@@ -124,7 +125,6 @@ def run_readers(buf: bytes, path: Path, *, use_c: bool | None) -> None:
                 to_decoded_row(rec)
                 n_ref += 1
                 ref_records += 1
-    path.write_bytes(buf)
     table = pa.Table.from_batches(list(decode_segment_to_arrow(path, offsets_partition=3, use_c=use_c,
                                                                 batch_rows=512)), schema=DECODED_RECORD_SCHEMA)
     n_col = table.num_rows
