@@ -144,6 +144,19 @@ def test_an_argument_that_is_not_utf8_is_one_line(good, tmp_path, story):
     assert not (tmp_path / "wh").exists()
 
 
+def test_a_dump_directory_holding_a_name_that_is_not_utf8_is_one_line(good, tmp_path):
+    # Arrow's listing of a directory decodes each name as it is asked for: a part file named with other bytes ended
+    # the run as a stack trace (UnicodeDecodeError) before anything was read
+    import json
+
+    dump = tmp_path / "dump"
+    dump.mkdir()
+    with open(os.fsencode(dump) + b"/part-\xff.json", "w") as f:
+        f.write(json.dumps({"key": "AAE=", "value": None, "partition": 0, "offset": 0}) + "\n")
+    p = offsetlake("rebuild", "--input", str(dump), "--warehouse", str(tmp_path / "wh"), "--env", "ci", "--quiet")
+    assert_one_error_line(p, "holds a name that is not UTF-8", "part-\\xff.json", "rename it")
+
+
 def test_sample_into_a_place_it_cannot_write(tmp_path):
     (tmp_path / "f").write_text("x")
     assert_one_error_line(offsetlake("sample", str(tmp_path / "f" / "dump")), f"cannot write {tmp_path / 'f' / 'dump'}",

@@ -234,7 +234,18 @@ def _iter_log(segments: list[SegmentFile], problems: list[ReadProblem]) -> Itera
 
 # ----------------------------------------------------------------------------------------------------------------
 def _problem(path: str, partition: int, kind: str, reason: str) -> ReadProblem:
-    return ReadProblem(source=path, offsets_partition=partition, position=-1, kind=kind, reason=reason)
+    return ReadProblem(source=as_text(path), offsets_partition=partition, position=-1, kind=kind,
+                       reason=as_text(reason))
+
+
+def as_text(s: str) -> str:
+    """`s` as UTF-8 text: a name that is not UTF-8 (Python's surrogate escapes of its bytes, as `os.scandir` gives
+    it) with those bytes as ``\\xNN``. A report names such a file; the tables, like Arrow, hold UTF-8 only."""
+    try:
+        s.encode("utf-8")
+        return s
+    except UnicodeEncodeError:
+        return s.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
 def _beyond(name: str, n: int, what: str, limit: int) -> str:

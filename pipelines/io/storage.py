@@ -268,10 +268,24 @@ class Location:
         return int(self.info().size)
 
     def listdir(self, recursive: bool = False) -> list[pafs.FileInfo]:
-        """The entries under this directory (empty when it does not exist), sorted by path."""
+        """The entries under this directory (empty when it does not exist), sorted by path. A local name that is not
+        UTF-8 is a `StorageError` naming it: Arrow's listing cannot hold it as text."""
         infos = self._retried("list", lambda: self.fs.get_file_info(
             pafs.FileSelector(self.path, allow_not_found=True, recursive=recursive)))
-        return sorted(infos, key=lambda i: i.path)
+        try:
+            return sorted(infos, key=lambda i: i.path)  # each entry's path is decoded as it is asked for
+        except UnicodeDecodeError:
+            raise StorageError(f"{self.uri} holds a name that is not UTF-8 ({self._undecodable_name()}): offsetlake "
+                               f"reads names as UTF-8; rename it") from None
+
+    def _undecodable_name(self) -> str:
+        for root, dirs, files in os.walk(os.fsencode(self.path)):
+            for name in dirs + files:
+                try:
+                    name.decode("utf-8")
+                except UnicodeDecodeError:
+                    return os.path.join(root, name).decode("utf-8", "backslashreplace")
+        return "?"
 
     def child_of(self, info: pafs.FileInfo) -> "Location":
         """The Location of an entry `listdir` returned."""

@@ -294,3 +294,21 @@ def test_a_log_file_not_named_by_a_base_offset_is_reported_not_skipped(tmp_path)
         ("-0000000000000000001.log", "not_offsets_data", 2), (".log", "not_offsets_data", 2),
         ("00000000000000000000 (copy).log", "not_offsets_data", 2)]
     assert all("not named by a base offset" in p.reason for p in problems)
+
+
+def test_a_name_that_is_not_utf8_is_reported_as_utf8_text(tmp_path):
+    # Linux names a file with any bytes; a report of one (a file beside the segments, another topic's directory)
+    # held Python's surrogate escapes, which no table takes: the run ended as a stack trace at the work table
+    from pipelines.decoding.rows import problem_to_row, rows_to_arrow
+
+    d = tmp_path / "__consumer_offsets-2"
+    _seg(d, 0, 1)
+    os.mkdir(os.fsencode(tmp_path) + b"/__tx\xff-0")
+    with open(os.fsencode(d) + b"/junk\xff.log", "wb") as f:
+        f.write(b"x")
+    segs, problems = discover_segments(tmp_path)
+    assert [s.base_offset for s in segs] == [0]
+    assert sorted((Path(p.source).name, p.kind) for p in problems) == [
+        ("__tx\\xff-0", "not_offsets_data"), ("junk\\xff.log", "not_offsets_data")]
+    assert "junk\\xff.log is not named by a base offset" in " ".join(p.reason for p in problems)
+    assert rows_to_arrow([problem_to_row(p) for p in problems]).num_rows == 2
