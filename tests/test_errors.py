@@ -116,6 +116,9 @@ def test_help_and_version_still_exit_0():
     (["--conf", "decode.load_buffer_bytes=-5"], ["decode.load_buffer_bytes must be 1 or more, not -5"]),
     (["--conf", "rebuild.retention_minutes=abc"], ["rebuild.retention_minutes must be a whole number, not 'abc'"]),
     (["--conf", "validation.max_unread_bytes=1.5"], ["validation.max_unread_bytes must be a whole number or null"]),
+    # offsets.retention.minutes is a Java int: past a long it was a stack trace once the snapshot had been built
+    (["--retention-minutes", "9999999999999999999"], ["--retention-minutes must be at most 2147483647", "an int"]),
+    (["--conf", "rebuild.retention_minutes=2147483648"], ["rebuild.retention_minutes must be at most 2147483647"]),
 ])
 def test_rebuild_mistakes_are_one_line_before_any_jvm(good, tmp_path, extra, needles):
     p = offsetlake("rebuild", "--input", str(good), "--warehouse", str(tmp_path / "wh"), "--env", "ci", "--quiet",

@@ -72,10 +72,18 @@ def resolve_settings(settings: Settings, req: RebuildRequest) -> RunSettings:
         retention = req.retention_minutes
         if retention < 1:
             raise UsageError("--retention-minutes must be at least 1")
+        what = "--retention-minutes"
     elif r.get("retention_minutes") is None:  # unset: the emulated broker's default
         retention = default_retention_minutes(major, minor)
+        what = "rebuild.retention_minutes"
     else:
         retention = _non_negative_int(r.get("retention_minutes"), "rebuild.retention_minutes", least=1)
+        what = "rebuild.retention_minutes"
+    if retention > RETENTION_MINUTES_MAX:
+        # Kafka's `offsets.retention.minutes` is an INT: a run of more is no broker's state, and its runs row (a
+        # long) failed to be written once the snapshot was built
+        raise UsageError(f"{what} must be at most {RETENTION_MINUTES_MAX} (offsets.retention.minutes is an int), "
+                         f"not {retention}")
     decode = settings.section("decode")
     return RunSettings(
         semantics=semantics,
@@ -95,6 +103,9 @@ def resolve_settings(settings: Settings, req: RebuildRequest) -> RunSettings:
         keep_snapshots=_non_negative_int(settings.section("warehouse").get("keep_snapshots"),
                                          "warehouse.keep_snapshots") or None,
     )
+
+
+RETENTION_MINUTES_MAX = (1 << 31) - 1
 
 
 def _non_negative_int(value, what: str, least: int = 0) -> int:
