@@ -7,6 +7,7 @@ Unreadable inputs cannot be made with chmod when the tests run as root (root rea
 """
 from __future__ import annotations
 
+import gzip
 import os
 import shutil
 import subprocess
@@ -129,6 +130,17 @@ def test_empty_dir_exits_2(tmp_path):
     (tmp_path / "in").mkdir()
     p, took = rebuild("--input", str(tmp_path / "in"), "--warehouse", str(tmp_path / "wh"))
     assert_usage_error(p, took, "no __consumer_offsets data found")
+
+
+@pytest.mark.parametrize("name, content", [("d.json", b""), ("d.csv", b"key,value,partition,offset\n"),
+                                           ("d.json.gz", gzip.compress(b""))])
+def test_a_dump_without_rows_exits_2(tmp_path, name, content):
+    """An export that wrote nothing (no line, a CSV header alone) gave a `succeeded` snapshot without a group, which
+    became the served one; as only empty segments do, it is now refused."""
+    f = tmp_path / name
+    f.write_bytes(content)
+    p, took = rebuild("--input", str(f), "--warehouse", str(tmp_path / "wh"))
+    assert_usage_error(p, took, "no __consumer_offsets data found", "the dump holds no rows")
 
 
 @pytest.mark.parametrize("name", ["notes.log", "00000000000000000000.log", "notes.txt"])

@@ -164,6 +164,7 @@ def plan_inputs(paths: Iterable[str | Path]) -> DecodePlan:
                           problem_kind=None, problem_reason=None))
         total += size
     without_facts = []
+    rows = 0
     if tab_inputs:
         for dump_path, _files in tab_inputs:
             try:
@@ -173,6 +174,11 @@ def plan_inputs(paths: Iterable[str | Path]) -> DecodePlan:
             if not dump.has_batch_facts:
                 without_facts.append(str(dump_path))
             max_partition = max(max_partition, getattr(dump, "max_partition", -1) or -1)
+            rows += dump.num_rows + len(dump.malformed)
+        if nseg == 0 and rows == 0:
+            # as only empty segments are: an export that wrote nothing would be served as a coordinator without groups
+            raise NoOffsetsDataError(f"no __consumer_offsets data found under {', '.join(map(str, paths))} (the "
+                                     f"dump holds no rows)")
     return DecodePlan(items, total, nseg, ntab, without_facts, max_partition)
 
 
