@@ -66,7 +66,7 @@ from pipelines.decoding.framing import (
     frame_entries,
     unread_range,
 )
-from pipelines.decoding.offset_order import ordered_items
+from pipelines.decoding.offset_order import ordered_items, resumed
 from pipelines.decoding.policy import DEFAULT_POLICY, ReadPolicy
 from schemas.records import (
     CODEC_NAMES,
@@ -211,7 +211,13 @@ def read_batches_from_file(
     """
     if start_position < 0:
         raise ValueError(f"start_position must be >= 0, not {start_position}")
-    return ordered_items(_read_file_entries(path, offsets_partition, source, start_position, policy))
+    order = None
+    if start_position:
+        with open(path, "rb") as f:
+            if os.fstat(f.fileno()).st_size > start_position:
+                with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+                    order = resumed(mm, start_position)
+    return ordered_items(_read_file_entries(path, offsets_partition, source, start_position, policy), order)
 
 
 def _read_file_entries(path, offsets_partition: int, source: str | None, start_position: int, policy: ReadPolicy

@@ -53,7 +53,7 @@ from pipelines.decoding.batches import (
     v2_records,
 )
 from pipelines.decoding.framing import as_long, frame_entry, stop_problem
-from pipelines.decoding.offset_order import ordered_batches
+from pipelines.decoding.offset_order import ordered_batches, resumed
 from pipelines.decoding.policy import DEFAULT_POLICY, ReadPolicy
 from pipelines.decoding.native import MEMBER_FIELDS, fastdecode
 from pipelines.decoding.messages import offset_commit_value_fields
@@ -461,7 +461,7 @@ def decode_segment_to_arrow(
             end = min(size, len(mm)) if end_position is None else min(size, len(mm), end_position)
             yield from ordered_batches(_without_gc(_decode_buffer(mm, end, src, offsets_partition,
                                                                   max(1, batch_rows), c_ext, start_position, policy,
-                                                                  keys)))
+                                                                  keys)), resumed(mm, start_position))
         finally:
             mm.close()
 

@@ -14,20 +14,24 @@ its records.
 One rule, two readers: `ordered_items` for the reference path's `(header, records)` items (`batches`), and
 `ordered_batches` for the decoded Arrow batches of the column path (`columnar`). A batch without records (an empty
 batch the cleaner left) holds no offset and is passed over; a file read from the middle (an incremental run's
-resume, a range of a split partition) is checked from there.
+resume, a range of a split partition) goes on from its batches before (`resumed`).
 """
 from __future__ import annotations
 
+import struct
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
+from pipelines.decoding.framing import MAGIC_OFFSET, V2_RECORDS_COUNT_AT, frame_entries, last_offset
 from schemas.quarantine import NEGATIVE_OFFSET, OFFSETS_OUT_OF_ORDER
 from schemas.records import ReadProblem
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
-__all__ = ["OffsetOrder", "ordered_batches", "ordered_items"]
+__all__ = ["OffsetOrder", "ordered_batches", "ordered_items", "resumed"]
+
+_INT32 = struct.Struct(">i").unpack_from
 
 
 class OffsetOrder:
@@ -51,6 +55,23 @@ class OffsetOrder:
                                           f"in its file: a log's offsets only go up")
         self.high = last
         return None
+
+
+def resumed(buf, start: int) -> OffsetOrder:
+    """The order of a file's bytes `buf` read from `start` (an entry boundary): its batches before `start`, from
+    their heads (`framing.frame_entries`: no record read), taken as a reading from the file's start takes them, so
+    an incremental run or a range sees a batch that goes back as the whole file's reading does."""
+    order = OffsetOrder()
+    for frame in frame_entries(buf, 0, start, source="", offsets_partition=-1) if start > 0 else ():
+        if type(frame) is not tuple:
+            break
+        pos, base, total = frame
+        v2 = buf[pos + MAGIC_OFFSET] == 2
+        if v2 and (total < V2_RECORDS_COUNT_AT + 4 or _INT32(buf, pos + V2_RECORDS_COUNT_AT)[0] <= 0):
+            continue  # no record, no offset
+        last = last_offset(buf, pos, base, total)
+        order.problem(base, last, base if v2 else min(base, last), last)
+    return order
 
 
 def _problem(found: tuple[str, str], *, source: str, partition: int, position: int, base: int, records: int

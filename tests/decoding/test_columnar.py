@@ -40,9 +40,9 @@ WALKERS = ["python"] + (["c"] if columnar.HAVE_C_EXTENSION else [])
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 
 
-def reference(path, partition: int) -> list[dict]:
+def reference(path, partition: int, start_position: int = 0) -> list[dict]:
     rows = []
-    for item in read_batches_from_file(path, offsets_partition=partition):
+    for item in read_batches_from_file(path, offsets_partition=partition, start_position=start_position):
         if isinstance(item, ReadProblem):
             rows.append(problem_to_row(item))
         else:
@@ -333,6 +333,12 @@ def test_batches_whose_offsets_are_negative_or_go_back_are_one_row_each_not_reco
     assert "does not start above offset 10" in rows[3]["error"] and "not within its own range" in rows[5]["error"]
     counted = count_segment(str(p), 7, use_c=walker == "c")[7]["records_in"]
     assert counted == 4 + 6 == sum(r["error_records"] or 1 for r in rows)
+    # read from the middle (an incremental run's resume, a range), a batch goes back as it does in the whole file
+    for start in at[2:]:
+        whole = [r for r in rows if r["batch_position"] >= start]
+        assert [r for b in columnar.decode_segment_to_arrow(p, offsets_partition=7, start_position=start,
+                                                            use_c=walker == "c") for r in b.to_pylist()] == whole
+        assert [r for r in reference(p, 7, start_position=start)] == whole
 
 
 @pytest.mark.parametrize("walker", WALKERS)
