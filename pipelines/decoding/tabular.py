@@ -21,6 +21,7 @@ dump (0-based, in part file order, malformed lines included); each stands for on
   `false` is false), a producer id, epoch or batch base offset that is no long, short or log position, a
   timestamp that is no time in a long of milliseconds, or a timestampType that names no `TimestampType` (its id
   -1/0/1, or its name, in any case): ``invalid_row``; a negative offset or partition: ``negative_offset``.
+* A JSON file that is one array of objects (an export as a JSON document) holds a row per element.
 * A JSON line that does not parse, a CSV row with the wrong number of fields, a partition/offset that is not a
   whole number: ``malformed_row``; the other rows are read (the file is parsed line by line when Arrow's reader
   refuses it).
@@ -294,17 +295,14 @@ def _read_lines(path: str, fmt: str) -> tuple[pa.Table, list[tuple[int, str]], i
     # Arrow's stream decompresses a file compressed whole, told by its name, as its readers do
     with io.TextIOWrapper(pa.input_stream(path), newline="", encoding="utf-8", errors="replace") as f:
         if fmt == "json":
-            lines = ((i, line) for i, line in enumerate(ln for ln in f if ln.strip()))
-            for i, line in lines:
-                try:
-                    obj = json.loads(line)
-                except ValueError as e:
-                    bad.append((i, f"line is not JSON: {e}"))
-                    continue
-                if not isinstance(obj, dict):
+            text = f.read()
+            for i, obj in _json_rows(text):
+                if isinstance(obj, ValueError):
+                    bad.append((i, f"line is not JSON: {obj}"))
+                elif not isinstance(obj, dict):
                     bad.append((i, "line is not a JSON object"))
-                    continue
-                rows.append((i, obj))
+                else:
+                    rows.append((i, obj))
             n = len(rows) + len(bad)
         else:
             reader = csv.reader(f)
@@ -340,6 +338,25 @@ def _read_lines(path: str, fmt: str) -> tuple[pa.Table, list[tuple[int, str]], i
         except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
             cols[name] = pa.array([None if v is None else str(v) for v in vals], pa.string())
     return pa.table(cols), bad, n
+
+
+def _json_rows(text: str) -> Iterator[tuple[int, object]]:
+    """(row number, its JSON value, or the ValueError it raised) of each line of a JSON-lines text; of each element
+    of a text that is one JSON array (an export as a JSON document, not lines), which was one row per line of it,
+    none of them a record."""
+    if text.lstrip().startswith("["):
+        try:
+            whole = json.loads(text)
+        except ValueError:
+            whole = None
+        if isinstance(whole, list):
+            yield from enumerate(whole)
+            return
+    for i, line in enumerate(ln for ln in io.StringIO(text, newline="") if ln.strip()):
+        try:
+            yield i, json.loads(line)
+        except ValueError as e:
+            yield i, e
 
 
 def _csv_value(v: str):

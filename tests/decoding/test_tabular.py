@@ -402,3 +402,20 @@ def test_a_text_dump_compressed_whole_is_read_as_the_same_rows(tmp_path, fmt):
     (tmp_path / "p.parquet.gz").write_bytes(gzip.compress((tmp_path / "p.parquet").read_bytes()))
     with pytest.raises(InvalidFieldError, match=r"p.parquet.gz is a parquet file compressed as \.gz"):
         read_tabular_dump(tmp_path / "p.parquet.gz")
+
+
+@pytest.mark.parametrize("indent", [None, 1])
+def test_a_json_dump_written_as_one_array_is_read_as_its_rows(tmp_path, indent):
+    """An export as one JSON document (`[{…}, {…}]`, on one line or indented) was read line by line: every line a
+    malformed row, no record replayed, and the run a succeeded snapshot without them. Its elements are its rows; an
+    element that is no object is one malformed row at its index."""
+    from pipelines.frames.decode import count_tabular
+
+    rows = _commit_rows(5)
+    doc = [*rows[:2], 7, *rows[2:]]
+    (tmp_path / "d.json").write_text(json.dumps(doc, indent=indent))
+    out = list(read_tabular_dump(tmp_path / "d.json"))
+    assert [(o.kind, o.position) for o in out if isinstance(o, ReadProblem)] == [("malformed_row", 2)]
+    assert [(r.offset, r.batch.position) for r in out if isinstance(r, LogRecord)] == [
+        (0, 0), (1, 1), (2, 3), (3, 4), (4, 5)]
+    assert {p: c["records_in"] for p, c in count_tabular(str(tmp_path / "d.json")).items()} == {-1: 1, 3: 5}
