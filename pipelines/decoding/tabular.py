@@ -109,7 +109,7 @@ def read_tabular_dump(path: str | os.PathLike, *, fmt: str | None = None, encodi
     files = _files(p)
     if not files:
         raise InputError(f"no data files in {p}")
-    fmt = fmt or _detect_format(files[0])
+    fmt = fmt or _one_format(p, files)
     if fmt not in ("parquet", "json", "csv"):
         raise InvalidFieldError(f"unknown dump format {fmt!r}", field="fmt")
     if encoding not in (None, "base64", "hex"):
@@ -200,6 +200,19 @@ def _files(p: str) -> list[str]:
                 continue  # _SUCCESS, .part-….crc
             out.append(os.path.join(root, n))
     return out
+
+
+def _one_format(p: str, files: list[str]) -> str:
+    """The format of a dump's part files, each told by its own name (or bytes): a directory that mixes them (a file
+    dropped beside Spark's parts) had every file read in the first one's, its rows each a malformed row."""
+    formats: dict[str, str] = {}
+    for f in files:
+        formats.setdefault(_detect_format(f), os.path.basename(f))
+    if len(formats) > 1:
+        mixed = ", ".join(f"{fmt}: {name}" for fmt, name in sorted(formats.items()))
+        raise InvalidFieldError(f"dump {p} holds part files of more than one format ({mixed}): give each format as "
+                                f"an --input of its own", field="fmt")
+    return next(iter(formats))
 
 
 def _detect_format(path: str) -> str:
