@@ -337,6 +337,8 @@ def _discover_log_dir(p: str, tree, segments: list[SegmentFile], problems: list[
                                      "unreadable", f"{e.name} is a file, not a partition directory; not read"))
         elif e.name.endswith(".log") or e.name.endswith(".log" + _SWAP_SUFFIX):
             bare_logs = True
+        elif _is_dump_name(e.name):
+            problems.append(_dump_beside_segments(e.path))
     if not found:
         if bare_logs:
             _discover_partition_dir(p, tree, -1, segments, problems)
@@ -366,8 +368,23 @@ def _discover_partition_dir(p: str, tree, partition: int, segments: list[Segment
             if name.endswith(".log"):  # a copy's name, a sign: no segment Kafka loads, and records all the same
                 problems.append(_problem(e.path, partition, "not_offsets_data",
                                          f"{name} is not named by a base offset; not read"))
+            elif _is_dump_name(name) and partition >= 0:  # a bare-.log directory's own were seen by its log dir walk
+                problems.append(_dump_beside_segments(e.path, partition))
             continue  # .index, .timeindex, .txnindex, .snapshot, checkpoints, partition.metadata, ...
         _add_segment(e.path, tree, partition, int(m.group(1)), segments, problems, name)
+
+
+def _is_dump_name(name: str) -> bool:
+    # imported here, not at module level: the reader of every input imports this module
+    from pipelines.decoding.reader import TABULAR_SUFFIXES, dump_suffix
+
+    return dump_suffix(name) in TABULAR_SUFFIXES
+
+
+def _dump_beside_segments(path: str, partition: int = -1) -> ReadProblem:
+    """A tabular dump among segment files: the directory is read as a log, so its rows would go unread."""
+    return _problem(path, partition, "not_offsets_data", f"{os.path.basename(path)} is a tabular dump among segment "
+                                                          f"files; not read (give it as an --input of its own)")
 
 
 def _swap_problem(path: str, partition: int) -> ReadProblem:

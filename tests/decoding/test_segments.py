@@ -312,3 +312,21 @@ def test_a_name_that_is_not_utf8_is_reported_as_utf8_text(tmp_path):
         ("__tx\\xff-0", "not_offsets_data"), ("junk\\xff.log", "not_offsets_data")]
     assert "junk\\xff.log is not named by a base offset" in " ".join(p.reason for p in problems)
     assert rows_to_arrow([problem_to_row(p) for p in problems]).num_rows == 2
+
+
+def test_a_tabular_dump_among_segment_files_is_reported_not_skipped(tmp_path):
+    # a directory holding .log files is read as a log: a dump beside them (a .json, a .csv.gz) went unread without
+    # a word, its records with it
+    bare = tmp_path / "bare"
+    _seg(bare, 0, 1)
+    (bare / "dump.json").write_text("{}\n")
+    part = tmp_path / "logs" / "__consumer_offsets-4"
+    _seg(part, 0, 1)
+    (part / "export.csv.gz").write_bytes(b"")
+    (part / "00000000000000000000.index").write_bytes(b"")  # Kafka's own files stay unmentioned
+    for where, name, partition in ((bare, "dump.json", -1), (tmp_path / "logs", "export.csv.gz", 4)):
+        segs, problems = discover_segments(where)
+        assert len(segs) == 1
+        assert [(Path(p.source).name, p.kind, p.offsets_partition) for p in problems] == [
+            (name, "not_offsets_data", partition)]
+        assert "is a tabular dump among segment files" in problems[0].reason
