@@ -188,8 +188,10 @@ def _spans(parts, offsets, times, after: dict[int, int], newest_before: dict[int
     ts = pc.fill_null(times, np.iinfo(np.int64).min).to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
     # every partition heads a run of its rows: the runs' heads are few (rows come partition by partition)
     parts_all = np.unique(p[np.r_[True, p[1:] != p[:-1]]]) if len(p) else p
+    valid = o >= 0  # no log position is negative: a batch quarantined for holding one has no place in the log
     if offsets.null_count:
-        valid = offsets.is_valid().to_numpy(zero_copy_only=False)
+        valid &= offsets.is_valid().to_numpy(zero_copy_only=False)
+    if not valid.all():
         p, o, ts = p[valid], o[valid], ts[valid]
     else:  # written below (a partition's first timestamp): a copy, not the column's own buffer
         ts = ts.copy()

@@ -161,6 +161,24 @@ def test_a_gaps_timestamp_is_the_newest_read_up_to_its_end_whatever_the_order():
         assert got == {0: (0, 9, 300), 1: (7, 12, 900)}
 
 
+def test_a_batch_quarantined_for_a_negative_offset_is_no_place_in_the_log(tmp_path):
+    """Its quarantine row carries the batch's offset (-5): taken for the first offset read, the summary said the log
+    began at -5 and lacked -4 to 0, as if the log cleaner had removed them."""
+    import pyarrow as pa
+
+    from pipelines.decoding.columnar import decode_segment_to_arrow
+    from pipelines.frames.tally import Tally, tally_rows
+
+    g = bi.group_in(0, "neg")
+    path = bi.write_segment(tmp_path, 0, bi.batch([bi.group_record(g, bi.T0)], 0)
+                            + bi.batch([bi.commit(g, 0, 1, bi.T0 + 1)], -5)
+                            + bi.batch([bi.commit(g, 1, 1, bi.T0 + 2)], 1))
+    table = pa.Table.from_batches(list(decode_segment_to_arrow(path, offsets_partition=0)))
+    assert "negative_offset" in table.column("error_kind").to_pylist()
+    assert Tally(tally_rows(table)).log_gaps() == {0: {"first_offset": 0, "compacted_below": None,
+                                                       "compacted_until": None}}
+
+
 def test_a_runs_times_past_year_9999_are_that_years_end():
     # the clock of a run as of its newest record, and the time a compacted log is dated by: a crafted record of year
     # 146 million made both past what a run record and the views hold (`changes` failed printing the compaction)
