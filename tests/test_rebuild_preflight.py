@@ -133,7 +133,8 @@ def test_empty_dir_exits_2(tmp_path):
 
 
 @pytest.mark.parametrize("name, content", [("d.json", b""), ("d.csv", b"key,value,partition,offset\n"),
-                                           ("d.json.gz", gzip.compress(b""))])
+                                           ("d.json.gz", gzip.compress(b"", mtime=0))],
+                         ids=["json", "csv-header", "json-gz"])
 def test_a_dump_without_rows_exits_2(tmp_path, name, content):
     """An export that wrote nothing (no line, a CSV header alone) gave a `succeeded` snapshot without a group, which
     became the served one; as only empty segments do, it is now refused."""
