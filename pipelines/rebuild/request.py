@@ -7,8 +7,8 @@ import uuid
 from dataclasses import dataclass
 
 from pipelines.config import Settings, not_whole
-from pipelines.coordinator.options import (DEFAULT_KAFKA_VERSION, DEFAULT_SEMANTICS, SEMANTICS, default_retention_minutes,
-                                          parse_kafka_version)
+from pipelines.coordinator.options import (DEFAULT_KAFKA_VERSION, DEFAULT_SEMANTICS, SEMANTICS,
+                                          default_retention_minutes, parse_kafka_version)
 from pipelines.decoding.policy import ReadPolicy
 from pipelines.rebuild.failures import UsageError
 
