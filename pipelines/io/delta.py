@@ -39,6 +39,7 @@ from deltalake.exceptions import CommitFailedError
 from deltalake.transaction import AddAction, CommitProperties, PostCommitHookProperties, RemoveAction
 
 from pipelines.io import retry, storage
+from pipelines.io.delta_log import ADDED_FILES
 from pipelines.io.storage import Location
 
 # What a Delta-compatible Parquet file needs: int64 microsecond UTC timestamps (not INT96), standard 3-level lists
@@ -699,6 +700,8 @@ def commit(dt: DeltaTable, table_schema, actions: list, *, mode: str = "append",
     the version it found taken is, under the writer lock, this commit's own lost answer (object_store retried its
     PUT, which then found the file there)."""
     token = uuid.uuid4().hex
+    # a reader checks the commit still holds them (`delta_log`): stripped of its adds it would read as no rows
+    added = sum(isinstance(a, AddAction) for a in actions)
     loc = storage.location(_table_location(dt.table_uri))
     started = dt.version()
     tries = 0
@@ -716,7 +719,8 @@ def commit(dt: DeltaTable, table_schema, actions: list, *, mode: str = "append",
                 schema=delta_schema(table_schema),
                 partition_by=partition_by or None,
                 partition_filters=partition_filters,
-                commit_properties=CommitProperties(custom_metadata={**(metadata or {}), _COMMIT_TOKEN: token},
+                commit_properties=CommitProperties(custom_metadata={**(metadata or {}), _COMMIT_TOKEN: token,
+                                                                    ADDED_FILES: str(added)},
                                                    max_commit_retries=0),
                 post_commithook_properties=_KEEP_LOG,
             )

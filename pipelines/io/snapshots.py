@@ -25,6 +25,7 @@ from typing import Any, Callable, Protocol, Sequence
 import pyarrow as pa
 
 from pipelines.io import retry, storage
+from pipelines.io.delta_log import LogChecker, LogDamage
 from pipelines.io.storage import Location
 
 # Filters in the DNF form delta-rs/pyarrow take: [("group_id", "=", "g"), ("partition", "in", [0, 1])].
@@ -77,6 +78,15 @@ def scanning(table: str):
 
 # delta-rs colours the parts of its error messages
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def _partition_files(dt, snapshot_id: str) -> list[str]:
+    """The files of partition `snapshot_id` of the Delta table `dt` at its version, relative to the table."""
+    t = pa.table(dt.get_add_actions(flatten=True))
+    if t.num_rows == 0 or "partition.snapshot_id" not in t.column_names:
+        return []
+    ids = t.column("partition.snapshot_id").cast(pa.string()).to_pylist()
+    return [p for p, i in zip(t.column("path").to_pylist(), ids) if i == snapshot_id]
 
 
 class SnapshotReader(Protocol):
@@ -226,6 +236,7 @@ class DeltaWarehouseReader:
         self.fast_path = fast_path
         self._duck = None
         self._duck_lock = threading.Lock()
+        self._log = LogChecker()
 
     def table_path(self, table: str) -> "Path | Location | None":
         p = self.root / table
@@ -314,8 +325,9 @@ class DeltaWarehouseReader:
                 arrays.append(pa.nulls(got.num_rows, f.type))
         return pa.Table.from_arrays(arrays, schema=target)
 
-    def _open(self, table: str, version: int | None = None):
-        """The Delta table at `version` (None: the latest), or None when it was never written."""
+    def _open(self, table: str, version: int | None = None, snapshot_id: str | None = None):
+        """The Delta table at `version` (None: the latest), or None when it was never written; `snapshot_id`: the
+        snapshot that pinned `version`, whose commit it must be."""
         # imported here, not at module level: deltalake ~0.2 s of import (python -X importtime)
         from deltalake import DeltaTable
         from deltalake.exceptions import DeltaError
@@ -329,20 +341,30 @@ class DeltaWarehouseReader:
         opened = functools.partial(DeltaTable, str(path), version=version,
                                    storage_options=storage.storage_options(str(path)))
         try:
-            return retry.call(opened, f"{path} (open)") if self.remote else opened()
+            dt = retry.call(opened, f"{path} (open)") if self.remote else opened()
         except DeltaError as e:  # a commit file truncated or garbled, or the pinned one gone
             # its first line: the rest is a Rust backtrace when RUST_BACKTRACE is set
             reason = _ANSI.sub("", str(e)).strip().split("\n", 1)[0].strip()
             raise DamagedTable(f"cannot read the warehouse's {table} table (its Delta log at {path}): {reason}") \
                 from None
+        pinned = snapshot_id if version is not None else None
+        check = functools.partial(self._log.check, path, dt.version(), snapshot_id=pinned,
+                                  partition_files=lambda: _partition_files(dt, pinned))
+        try:
+            retry.call(check, f"{path} (log)") if self.remote else check()
+        except LogDamage as e:
+            raise DamagedTable(f"cannot read the warehouse's {table} table (its Delta log at {path}): {e}") from None
+        return dt
 
-    def _read(self, table: str, partitions, filters, columns, version: int | None = None) -> pa.Table | None:
+    def _read(self, table: str, partitions, filters, columns, version: int | None = None,
+              snapshot_id: str | None = None) -> pa.Table | None:
         """The rows, read again whole when the store fails transiently mid-read (`io.retry`)."""
-        read = functools.partial(self._read_once, table, partitions, filters, columns, version)
+        read = functools.partial(self._read_once, table, partitions, filters, columns, version, snapshot_id)
         return retry.call(read, f"{self.root}/{table} (read)") if self.remote else read()
 
-    def _read_once(self, table: str, partitions, filters, columns, version: int | None = None) -> pa.Table | None:
-        dt = self._open(table, version)
+    def _read_once(self, table: str, partitions, filters, columns, version: int | None = None,
+                   snapshot_id: str | None = None) -> pa.Table | None:
+        dt = self._open(table, version, snapshot_id)
         if dt is None:
             return None
         present = dt.schema().to_arrow().names if columns is not None else None
@@ -383,13 +405,13 @@ class DeltaWarehouseReader:
     def snapshot_table(self, table, snapshot, *, filters=None, columns=None):
         snap = self.snapshot(snapshot)
         return self._read(table, [("snapshot_id", "=", snap.snapshot_id)], filters, columns,
-                          version=snap.version_of(table))
+                          version=snap.version_of(table), snapshot_id=snap.snapshot_id)
 
     def snapshot_dataset(self, table: str, snapshot: "Snapshot | str"):
         """A pyarrow dataset of one snapshot's partition of `table` at its pinned version (None if the table does
         not exist): `offsetlake sql` scans it lazily, DuckDB pushing its filters down."""
         snap = self.snapshot(snapshot)
-        dt = self._open(table, snap.version_of(table))
+        dt = self._open(table, snap.version_of(table), snap.snapshot_id)
         if dt is None:
             return None
         return dt.to_pyarrow_dataset(file_pruning_predicate=[("snapshot_id", "=", snap.snapshot_id)])
@@ -397,7 +419,7 @@ class DeltaWarehouseReader:
     def snapshot_file_uris(self, table: str, snapshot: "Snapshot | str") -> list[str] | None:
         """The Parquet files of one snapshot's partition of `table` at its pinned version (None: no table)."""
         snap = self.snapshot(snapshot)
-        dt = self._open(table, snap.version_of(table))
+        dt = self._open(table, snap.version_of(table), snap.snapshot_id)
         if dt is None:
             return None
         return dt.file_uris(file_pruning_predicate=[("snapshot_id", "=", snap.snapshot_id)])

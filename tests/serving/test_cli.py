@@ -422,6 +422,24 @@ def _delete_table(table):
     shutil.rmtree(table)
 
 
+def _empty_last_commit(table):
+    max((table / "_delta_log").glob("*.json")).write_bytes(b"")
+
+
+def _braces_last_commit(table):
+    max((table / "_delta_log").glob("*.json")).write_bytes(b"{}\n{}\n")
+
+
+def _bare_commit_info_last_commit(table):
+    max((table / "_delta_log").glob("*.json")).write_bytes(b'{"commitInfo":{}}\n')
+
+
+def _strip_last_commit(table):
+    """Its commitInfo alone: the adds and removes gone."""
+    last = max((table / "_delta_log").glob("*.json"))
+    last.write_text("".join(line for line in last.read_text().splitlines(True) if '"commitInfo"' in line))
+
+
 @pytest.fixture(scope="module")
 def rebuilt(no_spark, settings, tmp_path_factory):
     """A warehouse as `rebuild` writes it (each runs row pinning its tables' versions): `payments` committed on
@@ -441,15 +459,25 @@ def rebuilt(no_spark, settings, tmp_path_factory):
     return root / "wh"
 
 
-@pytest.mark.parametrize("damage", [_truncate_last_commit, _delete_last_commit, _delete_table],
+@pytest.mark.parametrize("damage", [_truncate_last_commit, _delete_last_commit, _delete_table, _empty_last_commit,
+                                    _braces_last_commit, _bare_commit_info_last_commit, _strip_last_commit],
                          ids=lambda f: f.__name__.strip("_"))
 @pytest.mark.parametrize("args", [["describe", "payments"], ["lookup", "--group", "payments"], ["diff", "s1", "s2"],
                                   ["reset-plan", "--group", "payments"], ["sql", "SELECT 1"]], ids=lambda a: a[0])
 def test_a_damaged_delta_log_is_one_line_naming_the_table(rebuilt, tmp_path, damage, args):
     """The Delta log of a table the snapshot's run committed, truncated or gone in part or whole: a truncated or
     missing commit was a stack trace from delta-rs, and a table whose directory was gone read as empty, so describe
-    said the group was not there and lookup answered no offsets."""
+    said the group was not there and lookup answered no offsets. A commit replaced by valid JSON that holds no
+    action (empty, `{}` lines), by a commitInfo alone, or stripped of its adds and removes read as an empty table
+    too (delta-rs replays it as a commit that changed nothing)."""
     _assert_one_line_naming(rebuilt, tmp_path, "loaded_offsets", damage, args)
+
+
+def test_a_legitimately_empty_table_still_reads_as_empty(rebuilt):
+    """The snapshot's quarantine has no rows: its commits hold a commitInfo and no add, and that is no damage."""
+    r = CliRunner().invoke(main, ["sql", "--warehouse", str(rebuilt), "--format", "csv",
+                                  "SELECT count(*) AS n FROM quarantine"], catch_exceptions=False)
+    assert r.exit_code == 0 and r.stdout.splitlines()[-1] == "0", r.output
 
 
 def _assert_one_line_naming(rebuilt, tmp_path, table: str, damage, args: list[str]):

@@ -1,0 +1,141 @@
+"""The commit files of a Delta table's log, as a reader checks them before it trusts what delta-rs made of them.
+
+delta-rs replays a commit file that holds no action (emptied, or `{}` lines) as a commit that changed nothing, and
+a commit stripped of its add and remove actions the same way: a table whose commits were replaced by valid but empty
+JSON read as an empty table, or as an older run's rows. Every commit a read replays (those after the newest
+checkpoint at or below its version) must therefore hold actions, each line one action, and as many adds and
+removes as its `commitInfo` counted (delta-rs' `operationMetrics`, `offsetlake.added_files`); the commit a snapshot
+pinned must be its run's write, whose adds are the snapshot's partition there (the write replaced the partition).
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote
+
+from pipelines.io import storage
+from pipelines.io.storage import Location
+
+# Delta protocol's action names ("Actions" in PROTOCOL.md)
+ACTIONS = frozenset({"add", "remove", "metaData", "protocol", "commitInfo", "txn", "cdc", "domainMetadata",
+                     "checkpointMetadata", "sidecar"})
+# What `pipelines/io/delta.py` `commit` writes in a commitInfo: how many add actions it committed
+ADDED_FILES = "offsetlake.added_files"
+# The operations whose commit a run pins (`runs.table_versions`): a snapshot's write, and a repair that re-adds its
+# files with new statistics (`stats_repair.repin`)
+_WRITE, _REPAIR = "write_snapshot", "repair_stats"
+_COMMIT = re.compile(r"^(\d{20})\.json$")
+_CHECKPOINT = re.compile(r"^(\d{20})\.checkpoint(\.\d+\.\d+)?\.parquet$")
+
+
+class LogDamage(Exception):
+    """A commit file the read replays is not what its writer wrote; the message names it and says why."""
+
+
+class Commit:
+    """One commit file's actions, read and checked (`LogDamage` otherwise)."""
+
+    def __init__(self, name: str, text: str) -> None:
+        self.name = name
+        self.actions: list[tuple[str, dict]] = []
+        for n, line in enumerate(text.splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except ValueError:
+                raise LogDamage(f"{name} line {n} is not JSON") from None
+            kind = next(iter(obj), None) if isinstance(obj, dict) and len(obj) == 1 else None
+            if kind not in ACTIONS or not isinstance(obj[kind], dict):
+                raise LogDamage(f"{name} line {n} is no Delta action: {line.strip()[:60]}")
+            self.actions.append((kind, obj[kind]))
+        if not self.actions:
+            raise LogDamage(f"{name} holds no action (emptied?)")
+        info = self.info
+        counted = {"add": info.get(ADDED_FILES)}
+        metrics = info.get("operationMetrics")
+        if isinstance(metrics, dict):
+            counted["add"] = metrics.get("num_added_files", counted["add"])
+            counted["remove"] = metrics.get("num_removed_files")
+        for kind, expected in counted.items():
+            held = sum(1 for k, _ in self.actions if k == kind)
+            if expected is not None and str(expected) != str(held):
+                raise LogDamage(f"{name} holds {held} {kind} action(s), its commitInfo counted {expected}")
+
+    @property
+    def info(self) -> dict[str, Any]:
+        return next((a for k, a in self.actions if k == "commitInfo"), {})
+
+    def paths(self, kind: str, partition: dict[str, str]) -> set[str]:
+        return {unquote(a.get("path", "")) for k, a in self.actions if k == kind
+                and all((a.get("partitionValues") or {}).get(c) == v for c, v in partition.items())}
+
+
+def _listing(path: "Path | Location") -> dict[str, tuple]:
+    """File name -> (size, mtime) of the table's `_delta_log`."""
+    if isinstance(path, Location):
+        return {os.path.basename(i.path): (i.size, i.mtime_ns) for i in (path / "_delta_log").listdir()}
+    out = {}
+    with os.scandir(Path(path) / "_delta_log") as it:
+        for entry in it:
+            st = entry.stat()
+            out[entry.name] = (st.st_size, st.st_mtime_ns)
+    return out
+
+
+def _read(path: "Path | Location", name: str) -> str:
+    where = path / "_delta_log" / name
+    raw = where.read_bytes() if isinstance(where, Location) else Path(where).read_bytes()
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise LogDamage(f"{name} is not UTF-8 text") from None
+
+
+class LogChecker:
+    """Checks the commits a read replays; a commit file once found sound (same name, size and time) is not read
+    again, so a long-running server pays for each commit once."""
+
+    def __init__(self) -> None:
+        self._sound: dict[tuple, Commit] = {}
+
+    def replayed(self, path: "Path | Location", version: int) -> dict[int, Commit]:
+        """Version -> commit, for each commit a read of `path` at `version` replays (after the newest checkpoint at
+        or below it); raises `LogDamage`."""
+        listing = _listing(path)
+        checkpoints = [int(m.group(1)) for m in map(_CHECKPOINT.match, listing) if m and int(m.group(1)) <= version]
+        since = max(checkpoints, default=-1)
+        out = {}
+        for name, stat in listing.items():
+            m = _COMMIT.match(name)
+            if m is None or not since < int(m.group(1)) <= version:
+                continue
+            key = (str(path), name, stat)
+            commit = self._sound.get(key)
+            if commit is None:
+                commit = self._sound[key] = Commit(name, _read(path, name))
+            out[int(m.group(1))] = commit
+        return out
+
+    def check(self, path: "Path | Location", version: int, *, snapshot_id: str | None = None,
+              partition_files=None) -> None:
+        """The commits a read of `path` at `version` replays are sound, and, when `version` is the one snapshot
+        `snapshot_id` pinned, its commit is that run's: `partition_files()` (the snapshot's files at `version`,
+        relative paths) are its adds. Raises `LogDamage`."""
+        commits = self.replayed(path, version)
+        pinned = commits.get(version)
+        if snapshot_id is None or pinned is None:  # a checkpoint holds the pinned version: its commit is not read
+            return
+        info = pinned.info
+        operation = info.get("offsetlake.operation")
+        if operation == _REPAIR:
+            return
+        if operation != _WRITE or info.get("offsetlake.snapshot_id") != snapshot_id:
+            raise LogDamage(f"{pinned.name}, the commit snapshot {snapshot_id!r} pinned, is not its run's write")
+        part = {"snapshot_id": snapshot_id}
+        if partition_files is not None and {unquote(p) for p in partition_files()} != pinned.paths("add", part):
+            raise LogDamage(f"{pinned.name}, the write of snapshot {snapshot_id!r}, does not hold the files its "
+                            "partition has there (actions lost?)")
