@@ -27,6 +27,7 @@ from pipelines.serving.describe import HISTORY_COLUMNS, OUT, Rendered, consumer_
 from pipelines.serving.describe import describe as render
 from pipelines.serving.diff import diff_snapshots, render_text
 from pipelines.serving.group_regex import BadGroupRegex, check as check_group_regex
+from pipelines.serving.history import group_events
 from pipelines.serving.index import close_group_ids, load_index
 from pipelines.serving.restore_plan import HistoryUnavailable, OutNotEmpty, counted, parse_instant, write_restore_plan
 from pipelines.serving.reset_plan import reset_plan as reset_offsets
@@ -177,8 +178,7 @@ def describe(warehouse, group, mode, all_groups, end_offsets, verbose, snapshot_
             raise click.UsageError("--history describes one GROUP")
         r = Rendered()
         # None for a warehouse written before group_history existed; a damaged one is a DamagedTable
-        table = reader.snapshot_table("group_history", snap.snapshot_id, filters=[("group_id", "=", group)],
-                                      columns=list(HISTORY_COLUMNS))
+        table = group_events(reader, snap, filters=[("group_id", "=", group)], columns=list(HISTORY_COLUMNS))
         events = [] if table is None else table.to_pylist()
         if not events:
             idx = _index(reader, snap, group_ids=[group])

@@ -34,7 +34,7 @@ from pipelines.io.snapshots import GroupNotFound, Snapshot, SnapshotReader
 from pipelines.serving.cells import cell
 from pipelines.serving.codes import string_codes
 from pipelines.serving.group_regex import BadGroupRegex, check, matching
-from pipelines.serving.history import applied_history, compaction_note, log_gaps
+from pipelines.serving.history import applied_history, compaction_note, group_events, log_gaps
 from pipelines.serving.index import unknown_group_message, unknown_groups
 from pipelines.times import EPOCH, TimeFormatError, parse_time_ms
 
@@ -179,7 +179,7 @@ class _Assignments:
 def _history(reader: SnapshotReader, snap: Snapshot, sel: Selection) -> pa.Table | None:
     """The selected groups' `group_history` events up to the window's end, in log order per group."""
     # None for a snapshot written before group_history existed; a damaged one is a DamagedTable, never "no events"
-    t = reader.snapshot_table("group_history", snap, filters=sel.filters(), columns=_HISTORY_COLUMNS)
+    t = group_events(reader, snap, filters=sel.filters(), columns=_HISTORY_COLUMNS)
     t = sel.keep(t)
     if t is None or not t.num_rows:
         return None

@@ -1,7 +1,7 @@
-"""The offset-commit history as every view reads it: what the engine recorded each record did (`offset_commits`'
+"""The histories as every view reads them: what the engine recorded each offset commit did (`offset_commits`'
 `applied_offset` and `applied_timestamp`: where and when it took effect, null when it never did;
 `pipelines/coordinator/offset_metadata.py` decides it, no view does), and the one refusal of a history written
-before it recorded that.
+before it recorded that; the group events (`group_history`), each with the event the engine named.
 """
 from __future__ import annotations
 
@@ -9,6 +9,8 @@ import json
 
 import pyarrow as pa
 import pyarrow.compute as pc
+
+from pipelines.io.snapshots import DamagedTable, Filters, Snapshot, SnapshotReader
 
 
 class HistoryUnavailable(ValueError):
@@ -40,6 +42,22 @@ def applied_history(commits: pa.Table | None, snapshot_id: str) -> pa.Table | No
     if why is not None:
         raise HistoryUnavailable(why)
     return commits
+
+
+def group_events(reader: SnapshotReader, snap: "Snapshot | str", *, columns: list[str],
+                 filters: Filters | None = None) -> pa.Table | None:
+    """The snapshot's `group_history` rows (None: a snapshot written before the table existed). Every version wrote
+    each row's `event` (the engine always names one): a row without it is a table whose files lost the column, a
+    `DamagedTable`, never an event shown as None or left out of the views."""
+    t = reader.snapshot_table("group_history", snap, filters=filters, columns=columns)
+    if t is None or "event" not in columns or not t.num_rows:
+        return t
+    lost = t.num_rows if "event" not in t.column_names else t.column("event").null_count
+    if lost:
+        sid = snap if isinstance(snap, str) else snap.snapshot_id
+        raise DamagedTable(f"cannot read the warehouse's group_history table: {lost:,} row(s) of snapshot {sid!r} "
+                           "have no event (its files lack the column every version writes)")
+    return t
 
 
 def log_gaps(run: dict | None) -> dict[int, dict]:

@@ -45,7 +45,7 @@ from pipelines.coordinator.options import (DEFAULT_KAFKA_VERSION, DEFAULT_RETENT
 from pipelines.heap import gc_paused
 from pipelines.io.snapshots import GroupNotFound, Snapshot, SnapshotReader
 from pipelines.serving.group_regex import check as check_group_regex, matching
-from pipelines.serving.history import HistoryUnavailable
+from pipelines.serving.history import HistoryUnavailable, group_events
 from pipelines.serving.index import unknown_group_message, unknown_groups
 from pipelines.serving.reset_plan import reset_refused
 from pipelines.times import EPOCH, parse_time_ms
@@ -159,11 +159,11 @@ def _history(reader: SnapshotReader, snap: Snapshot, groups: list[str] | None) -
             "(no transaction markers in it): rebuild it with this version, or make a what-if run up to the time to "
             "restore")
     history_flt = [("group_id", "in", groups)] if groups is not None else None
-    events = reader.snapshot_table("group_history", snap, filters=history_flt,
-                                   columns=["group_id", "record_json", "event", "record_timestamp"])
+    events = group_events(reader, snap, filters=history_flt,
+                          columns=["group_id", "record_json", "event", "record_timestamp"])
     if groups is not None:  # the records naming topic ids are the whole run's (consumer groups' partition metadata)
-        naming = reader.snapshot_table(
-            "group_history", snap, columns=["group_id", "record_json", "event", "record_timestamp"],
+        naming = group_events(
+            reader, snap, columns=["group_id", "record_json", "event", "record_timestamp"],
             filters=[("event", "in", ["partition_metadata", "partition_metadata_tombstone"]),
                      ("group_id", "not in", groups)])
         if naming is not None and events is not None:

@@ -10,6 +10,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipelines.io.snapshots import GroupNotFound, SnapshotReader, jsonable
+from pipelines.serving.history import group_events
 from pipelines.serving.index import (GROUP_STATES, GROUP_TYPES, LAG_FIELDS, OFFSET_FIELDS, SnapshotIndex,
                                      assignment_strategy, consumer_lag, json_rows)
 
@@ -317,8 +318,7 @@ def group_history(reader: SnapshotReader, idx: SnapshotIndex, gid: str, *, limit
     epochs, members joining and leaving, deletions), oldest first, at most `limit` newest."""
     limit = check_limit(limit, DEFAULT_COMMITS, MAX_COMMITS)
     # None for a snapshot written before group_history existed; a damaged one is a DamagedTable, never "no events"
-    t = reader.snapshot_table("group_history", idx.snapshot, filters=[("group_id", "=", gid)],
-                              columns=HISTORY_FIELDS)
+    t = group_events(reader, idx.snapshot, filters=[("group_id", "=", gid)], columns=HISTORY_FIELDS)
     if (t is None or t.num_rows == 0) and not idx.exists(gid):
         raise GroupNotFound(idx.absent_reason(gid))
     rows: list[dict] = []
