@@ -68,7 +68,7 @@ def test_the_server_answers_a_catastrophic_pattern_promptly(long_ids):
         assert httpx.get(base + "/health", timeout=PROMPT).status_code == 200
 
 
-@pytest.mark.parametrize("pattern", ["a(?=X)", r"(a)\1", "("])
+@pytest.mark.parametrize("pattern", ["a(?=X)", r"(a)\1", "(", r"\bpay", r"[\W]", "ments$\\n", r"\C"])
 def test_a_pattern_the_engine_refuses_is_one_line_and_exit_2(long_ids, tmp_path, pattern):
     for args in (["changes", "--warehouse", str(long_ids), *_window()],
                  ["restore-plan", "--warehouse", str(long_ids), "--as-of", ts(5).isoformat(), "--out",
@@ -100,3 +100,51 @@ def test_a_pattern_matches_anywhere_in_the_id_as_re_search(pattern):
 
     ids = ["payments", "pay-01", "repay", "orders.v2", "Zed", "ünïcode-42"]
     assert matching(ids, pattern) == [g for g in ids if re.search(pattern, g)]
+
+
+#: ids RE2 reads otherwise than Python's re: Unicode letters and digits, spaces that are not ASCII, a final newline
+UNICODE_IDS = ["analytics-ομάδα-44", "catalog-그룹-118", "pay-٣", "a{,3}", "aa", "foo\n", "café-x", "tab\x0bx",
+               "nb\xa0x", "x\u2028y", "A", "x]y", "a[b", ":", "", "a\nb\n", "Ab_9", "ǅ", "Ⅻ", "²"]
+
+
+@pytest.mark.parametrize("pattern", [r"-\w+-", r"[\w]+-44", r"^\w+$", r"-\W", r"[^\w]", r"\d", r"[\d]", r"\D", r"\s",
+                                     r"\S", r"[^\s\d]", "a{,3}", "^a{,3}$", "a{,}", "foo$", "^foo$", r"foo\Z", "(?m)a$",
+                                     r"\u03bc", r"\N{GREEK SMALL LETTER MU}", "[[:alpha:]]", "[]]", "(?#note)aa", "(?u)a",
+                                     r"(?i)ΟΜΆΔΑ", r"[\b]"])
+def test_what_re2_reads_otherwise_is_matched_as_re_search(pattern):
+    """RE2 took \\w, \\d and \\s for ASCII (`-\\w+-` selected no Greek or Korean id), `{,3}` for text and `$` for the
+    end of the text alone, and refused Python's \\u, \\N{…}, (?#…) and (?u): each selected other groups than
+    re.search does, or none, without a word."""
+    import warnings
+
+    from pipelines.serving.group_regex import matching
+
+    with warnings.catch_warnings():  # [[: Python's "possible nested set"
+        warnings.simplefilter("ignore", FutureWarning)
+        want = [g for g in UNICODE_IDS if re.search(pattern, g)]
+    assert matching(UNICODE_IDS, pattern) == want
+
+
+def test_random_patterns_match_as_re_search_or_are_refused():
+    """Patterns made of Python's syntax at random: whatever the translation accepts matches what re.search does."""
+    import random
+    import warnings
+
+    from pipelines.serving.group_regex import BadGroupRegex, matching
+
+    atoms = [r"\w", r"\W", r"\d", r"\D", r"\s", r"\S", "a", ".", "^", "$", r"\Z", r"\A", "-", "[", "]", "[^", "(", ")",
+             "(?:", "(?i)", "(?m)", "(?i:", "|", "*", "+", "?", "{,2}", "{1,}", "{,}", r"\n", "ο", r"\u03bf", r"[\w-]",
+             r"[^\d]", ":", r"\[", r"\$", "x", "_", "٣", "[]a]", "{", "ǆ", "[[:alpha:]]", "(?#c)"]
+    rng, tried = random.Random(7), 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        for _ in range(3000):
+            pattern = "".join(rng.choice(atoms) for _ in range(rng.randint(1, 6)))
+            try:
+                compiled = re.compile(pattern)
+                got = matching(UNICODE_IDS, pattern)
+            except (re.error, BadGroupRegex):
+                continue
+            tried += 1
+            assert got == [g for g in UNICODE_IDS if compiled.search(g)], pattern
+    assert tried > 1000
