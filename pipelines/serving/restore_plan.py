@@ -595,9 +595,11 @@ def plan_files(plan: RestorePlan) -> dict[str, str]:
 
 def _apply_sh(plan: RestorePlan) -> str:
     """The script that applies the plan: per group, its `--dry-run`, then (`--execute`) its `--execute`. A group
-    that fails does not stop the others; each group it applied is recorded in applied.txt (its file name), so a
-    rerun applies only the rest; a dry run records nothing. It ends with what it applied, what failed and what it
-    skipped, and exits 1 when a group failed."""
+    that fails (the tool exits non-zero, or prints an `Error:` line: kafka-consumer-groups.sh exits 0 when it
+    refuses a group with active members, `ConsumerGroupCommand.resetOffsets`, or its command failed) does not stop
+    the others; each group it applied is recorded in applied.txt (its file name), so a rerun applies only the rest;
+    a dry run records nothing. It ends with what it applied, what failed and what it skipped, and exits 1 when a
+    group failed."""
     lines = [
         "#!/bin/sh",
         f"# offsetlake restore-plan: groups of snapshot {plan.snapshot_id} back to their committed offsets at "
@@ -615,15 +617,22 @@ def _apply_sh(plan: RestorePlan) -> str:
         'APPLIED="$HERE/applied.txt"',
         "ok=0; failed=0; skipped=0; failures=''",
         "",
+        "# kcg ARG...: kafka-consumer-groups.sh, its output shown; it failed when it exits non-zero or prints an",
+        "# Error: line, as it does with exit 0 for a group it refuses (members still active) or a command that failed",
+        "kcg() {",
+        '  kcg_out="$("$KAFKA_CONSUMER_GROUPS" "$@")"; kcg_rc=$?',
+        '  if [ -n "$kcg_out" ]; then printf \'%s\\n\' "$kcg_out"; fi',
+        '  [ "$kcg_rc" -eq 0 ] && ! printf \'%s\\n\' "$kcg_out" | grep -q \'^Error:\'',
+        "}",
+        "",
         "# reset FILE GROUP: one group's reset; FILE names it in applied.txt",
         "reset() {",
         '  if [ "$MODE" = --execute ] && [ -f "$APPLIED" ] && grep -qxF -- "$1" "$APPLIED"; then',
         '    echo "skipped $1: applied before (applied.txt)"; skipped=$((skipped + 1)); return 0',
         "  fi",
-        '  if "$KAFKA_CONSUMER_GROUPS" --bootstrap-server "$BOOTSTRAP" --group "$2" --reset-offsets \\',
-        '       --from-file "$HERE/$1" --dry-run \\',
-        '     && { [ "$MODE" = --dry-run ] || "$KAFKA_CONSUMER_GROUPS" --bootstrap-server "$BOOTSTRAP" --group "$2" \\',
-        '            --reset-offsets --from-file "$HERE/$1" --execute; }; then',
+        '  if kcg --bootstrap-server "$BOOTSTRAP" --group "$2" --reset-offsets --from-file "$HERE/$1" --dry-run \\',
+        '     && { [ "$MODE" = --dry-run ] || kcg --bootstrap-server "$BOOTSTRAP" --group "$2" --reset-offsets \\',
+        '            --from-file "$HERE/$1" --execute; }; then',
         '    ok=$((ok + 1))',
         '    if [ "$MODE" = --execute ]; then echo "$1" >> "$APPLIED"; fi',
         "  else",

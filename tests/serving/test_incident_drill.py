@@ -181,3 +181,28 @@ if [ "$mode" = --execute ] && [ "$group" = billing-etl-5 ] && [ -e {broken} ]; t
     rerun = subprocess.run(["sh", str(out / "apply.sh"), "--execute"], env=env, capture_output=True, text=True)
     assert rerun.returncode == 0 and "1 applied, 0 failed, 2 skipped" in rerun.stdout
     assert [ln for ln in calls.read_text().splitlines() if ln.endswith("--execute")] == ["billing-etl-5 --execute"]
+
+
+def test_apply_sh_counts_a_group_the_tool_refuses_with_exit_0_as_failed(warehouse, tmp_path):
+    """kafka-consumer-groups.sh prints `Error: Assignments can only be reset if the group … is inactive` and exits
+    0 (`ConsumerGroupCommand.resetOffsets` puts an empty plan; `run` catches every failure the same way): apply.sh
+    counted the group applied and wrote it to applied.txt, so a rerun skipped a group that was never reset."""
+    out = tmp_path / "plan"
+    assert _cli("restore-plan", "--warehouse", str(warehouse), "--as-of", str(RESET_AT - 1), "--out",
+                str(out)).exit_code == 0
+    fake = tmp_path / "kcg"
+    fake.write_text('''#!/bin/sh
+group=""
+while [ $# -gt 0 ]; do case "$1" in --group) group="$2"; shift;; esac; shift; done
+if [ "$group" = billing-etl-5 ]; then
+  printf '\\nError: Assignments can only be reset if the group %s is inactive, but the current state is Stable.\\n' "$group"
+  printf '\\nGROUP                          TOPIC                          PARTITION  NEW-OFFSET\\n'
+fi
+exit 0
+''')
+    fake.chmod(0o755)
+    env = {**os.environ, "BOOTSTRAP": "b:9092", "KAFKA_CONSUMER_GROUPS": str(fake)}
+    r = subprocess.run(["sh", str(out / "apply.sh"), "--execute"], env=env, capture_output=True, text=True)
+    assert r.returncode == 1 and "2 applied, 1 failed, 0 skipped" in r.stdout, r
+    assert "Error: Assignments can only be reset" in r.stdout and "FAILED billing-etl-5.csv" in r.stderr
+    assert sorted((out / "applied.txt").read_text().split()) == ["audit-sink-18.csv", "payments-old.csv"]
