@@ -613,7 +613,8 @@ def _apply_sh(plan: RestorePlan) -> str:
         'KAFKA_CONSUMER_GROUPS="${KAFKA_CONSUMER_GROUPS:-' + _TOOL + '}"',
         'MODE="${1:---dry-run}"',
         'case "$MODE" in --dry-run|--execute) ;; *) echo "usage: apply.sh [--dry-run|--execute]" >&2; exit 2;; esac',
-        'HERE="$(cd "$(dirname "$0")" && pwd)"',
+        # CDPATH unset: with it, `cd plan` may go to another directory of that name, and prints where it went
+        'HERE="$(CDPATH= cd -- "$(dirname -- "$0")" && pwd)"',
         'APPLIED="$HERE/applied.txt"',
         "ok=0; failed=0; skipped=0; failures=''",
         "",

@@ -8,6 +8,7 @@ import datetime as dt
 import json
 import os
 import subprocess
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -206,3 +207,21 @@ exit 0
     assert r.returncode == 1 and "2 applied, 1 failed, 0 skipped" in r.stdout, r
     assert "Error: Assignments can only be reset" in r.stdout and "FAILED billing-etl-5.csv" in r.stderr
     assert sorted((out / "applied.txt").read_text().split()) == ["audit-sink-18.csv", "payments-old.csv"]
+
+
+def test_apply_sh_reads_its_own_directory_whatever_cdpath_says(warehouse, tmp_path):
+    """`sh plan/apply.sh` with CDPATH naming a directory that holds another `plan`: its `cd` went there (and printed
+    it), so every group's --from-file named a file of that other plan, or none."""
+    out = tmp_path / "plan"
+    assert _cli("restore-plan", "--warehouse", str(warehouse), "--as-of", str(RESET_AT - 1), "--out",
+                str(out)).exit_code == 0
+    (tmp_path / "decoy" / "plan").mkdir(parents=True)
+    calls, fake = tmp_path / "calls", tmp_path / "kcg"
+    fake.write_text(f'''#!/bin/sh
+while [ $# -gt 0 ]; do case "$1" in --from-file) echo "$2" >> {calls}; [ -f "$2" ] || exit 1; shift;; esac; shift; done
+''')
+    fake.chmod(0o755)
+    env = {**os.environ, "BOOTSTRAP": "b:9092", "KAFKA_CONSUMER_GROUPS": str(fake), "CDPATH": str(tmp_path / "decoy")}
+    r = subprocess.run(["sh", "plan/apply.sh"], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert r.returncode == 0 and "3 dry-run ok, 0 failed" in r.stdout, r
+    assert {Path(p).parent for p in calls.read_text().splitlines()} == {out}
