@@ -20,7 +20,7 @@ from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse
 
 from jobs.api import groups, incidents, meta, snapshots
-from jobs.api.params import first_error
+from jobs.api.params import first_error, known_query
 from jobs.api.responses import AUTH_ERRORS, json_response
 from jobs.api.server import Server, check_token
 from pipelines.io.snapshots import DamagedTable, GroupNotFound, SnapshotNotFound, SnapshotReader
@@ -48,6 +48,7 @@ def create_app(reader: SnapshotReader, *, token: str | None = None, refresh_inte
         version="1",
         docs_url=None,
         redoc_url=None,
+        dependencies=[Depends(known_query)],
     )
     app.state.server = server
     app.state.catalog = server.catalog

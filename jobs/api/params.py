@@ -1,14 +1,21 @@
 """What a request carries: the `?snapshot=` every route takes, the group id as a path parameter (any character
-Kafka allows, `/` and newlines included), the route that matches on the raw path, and a bad parameter's message.
+Kafka allows, `/` and newlines included), the route that matches on the raw path, the query parameters a route
+takes (no other), and a bad parameter's message.
 """
 from __future__ import annotations
 
-from fastapi import Query
+import difflib
+
+from fastapi import Query, Request
+from fastapi.dependencies.models import Dependant
+from fastapi.dependencies.utils import field_annotation_is_sequence
 from fastapi.exceptions import RequestValidationError
 from fastapi.routing import APIRoute
 from starlette.convertors import Convertor, register_url_convertor
 from starlette.routing import Match
 from starlette.types import Scope
+
+from pipelines.serving.views import BadParameter
 
 SnapshotQ = Query(None, min_length=1, max_length=512,
                   description="snapshot id (default: the latest succeeded scheduled one)")
@@ -57,3 +64,35 @@ def first_error(exc: RequestValidationError) -> str:
         loc = ".".join(str(p) for p in err.get("loc", ()) if p not in ("query", "path"))
         msgs.append(f"{loc}: {err.get('msg')}" if loc else str(err.get("msg")))
     return "; ".join(msgs) or "bad request"
+
+
+def _query_params(dependant: Dependant) -> dict[str, bool]:
+    """The query parameters a route takes (its own and its dependencies'): name -> whether it may repeat."""
+    out = {p.alias: field_annotation_is_sequence(p.field_info.annotation) for p in dependant.query_params}
+    for sub in dependant.dependencies:
+        out.update(_query_params(sub))
+    return out
+
+
+_TAKEN: dict[int, dict[str, bool]] = {}
+
+
+async def known_query(request: Request) -> None:
+    """A query parameter the route does not take is a 400 naming it, with the nearest it takes: a typo
+    (`?snaphot=s2`, `?limt=5`) was ignored, and the answer came from the served snapshot or the default limit as if
+    nothing had been asked. So is one that takes a single value given twice (the last one won, without a word)."""
+    route = request.scope.get("route")
+    if not isinstance(route, APIRoute) or not route.include_in_schema:  # the page: a browser's link may carry any
+        return
+    taken = _TAKEN.get(id(route))
+    if taken is None:
+        taken = _TAKEN[id(route)] = _query_params(route.dependant)
+    for name in dict.fromkeys(request.query_params.keys()):
+        if name not in taken:
+            near = difflib.get_close_matches(name, taken, n=1)
+            hint = f" (did you mean {near[0]!r}?)" if near else ""
+            takes = ", ".join(sorted(taken)) or "none"
+            raise BadParameter(f"unknown query parameter {name!r}{hint}; this route takes: {takes}")
+        if not taken[name] and len(request.query_params.getlist(name)) > 1:
+            raise BadParameter(f"query parameter {name!r} given {len(request.query_params.getlist(name))} times; "
+                               "it takes one value")

@@ -109,6 +109,27 @@ def test_bad_restore_plan_parameters_are_400_as_the_cli_refuses_them(server, par
     assert r.status_code == 400 and needle in r.json()["detail"], r.text
 
 
+@pytest.mark.parametrize("path, params, needle", [
+    ("/groups/payments", {"snaphot": "s1"}, "unknown query parameter 'snaphot' (did you mean 'snapshot'?)"),
+    ("/groups", {"limt": 1}, "unknown query parameter 'limt' (did you mean 'limit'?)"),
+    ("/groups/payments/offsets", {"topics": "orders"}, "unknown query parameter 'topics' (did you mean 'topic'?)"),
+    ("/health", {"verbose": 1}, "unknown query parameter 'verbose'; this route takes: snapshot"),
+    ("/groups/payments", [("snapshot", "s1"), ("snapshot", "s2")], "'snapshot' given 2 times; it takes one value"),
+])
+def test_a_query_parameter_the_route_does_not_take_is_a_400(server, path, params, needle):
+    """A mistyped parameter was ignored: `?snaphot=s1` answered from the served snapshot, s2, with a 200; a
+    parameter given twice answered with the last one."""
+    r = httpx.get(server + path, params=params, timeout=10)
+    assert r.status_code == 400 and needle in r.json()["detail"], r.text
+
+
+def test_repeatable_parameters_and_the_page_take_what_they_take(server):
+    r = httpx.get(server + "/changes", params=[("from", "2026-01-01"), ("to", "2026-01-02"), ("group", "payments"),
+                                                ("group", "txn")], timeout=10)
+    assert r.status_code == 200, r.text
+    assert httpx.get(server + "/", params={"utm_source": "mail"}, timeout=10).status_code == 200
+
+
 def test_bad_partition_is_400(server):
     r = get(server, "/groups/payments/offsets", partition=-1)
     assert r.status_code == 400 and "partition" in r.json()["detail"]
