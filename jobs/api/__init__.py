@@ -21,7 +21,7 @@ from fastapi.responses import JSONResponse
 
 from jobs.api import groups, incidents, meta, snapshots
 from jobs.api.params import first_error, known_query
-from jobs.api.responses import AUTH_ERRORS, json_response
+from jobs.api.responses import AUTH_ERRORS, HeadAsGet, json_response
 from jobs.api.server import Server, check_token
 from pipelines.io.snapshots import DamagedTable, GroupNotFound, SnapshotNotFound, SnapshotReader
 from pipelines.serving import metrics as prom, views
@@ -58,6 +58,7 @@ def create_app(reader: SnapshotReader, *, token: str | None = None, refresh_inte
     for router in GUARDED:
         app.include_router(router, dependencies=guarded, responses=AUTH_ERRORS if token is not None else None)
     app.openapi = lambda: _openapi(app)
+    app.add_middleware(HeadAsGet)
     return app
 
 

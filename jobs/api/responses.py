@@ -1,5 +1,5 @@
 """How the API answers: JSON naming its snapshot (in the body, and in the `X-Offsetlake-Snapshot` header when the
-id is ASCII), bytes kept serialized, and the error answers every route documents.
+id is ASCII), bytes kept serialized, the error answers every route documents, and HEAD as GET without the body.
 """
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from typing import Any
 
 import orjson
 from fastapi.responses import JSONResponse, Response
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from jobs.api.models import ErrorOut
 
@@ -40,3 +41,26 @@ def dumps(content: Any) -> bytes:
 
 def bytes_response(body: bytes, snapshot_id: str) -> Response:
     return Response(body, media_type="application/json", headers=snapshot_headers(snapshot_id))
+
+
+class HeadAsGet:
+    """HEAD answered as the GET of the same URL, headers only (RFC 9110 9.3.2: a server that answers GET answers
+    HEAD). FastAPI routes take the methods their decorator names, GET alone, so `HEAD /health`, what a load
+    balancer's probe or `curl -I` sends, was a 405."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] != "HEAD":
+            await self.app(scope, receive, send)
+            return
+
+        async def headers_only(message: Message) -> None:
+            if message["type"] == "http.response.body":
+                if message.get("more_body"):
+                    return
+                message = {"type": "http.response.body", "body": b"", "more_body": False}
+            await send(message)
+
+        await self.app({**scope, "method": "GET"}, receive, headers_only)

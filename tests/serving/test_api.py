@@ -130,6 +130,16 @@ def test_repeatable_parameters_and_the_page_take_what_they_take(server):
     assert httpx.get(server + "/", params={"utm_source": "mail"}, timeout=10).status_code == 200
 
 
+@pytest.mark.parametrize("path, status", [("/health", 200), ("/groups/payments", 200), ("/metrics", 200),
+                                          ("/groups/nope", 404), ("/groups?limit=0", 400)])
+def test_head_answers_as_get_without_the_body(server, path, status):
+    """HEAD, what a load balancer's probe and `curl -I` send, was a 405 on every route."""
+    head, got = httpx.head(server + path, timeout=10), httpx.get(server + path, timeout=10)
+    assert head.status_code == got.status_code == status and head.content == b""
+    assert head.headers["content-type"] == got.headers["content-type"]
+    assert head.headers.get("x-offsetlake-snapshot") == got.headers.get("x-offsetlake-snapshot")
+
+
 def test_bad_partition_is_400(server):
     r = get(server, "/groups/payments/offsets", partition=-1)
     assert r.status_code == 400 and "partition" in r.json()["detail"]
