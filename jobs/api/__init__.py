@@ -20,7 +20,7 @@ from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse
 
 from jobs.api import groups, incidents, meta, snapshots
-from jobs.api.params import first_error, known_query
+from jobs.api.params import Utf8Only, first_error, known_query
 from jobs.api.responses import AUTH_ERRORS, HeadAsGet, json_response
 from jobs.api.server import Server, check_token
 from pipelines.io.snapshots import DamagedTable, GroupNotFound, SnapshotNotFound, SnapshotReader
@@ -59,6 +59,7 @@ def create_app(reader: SnapshotReader, *, token: str | None = None, refresh_inte
         app.include_router(router, dependencies=guarded, responses=AUTH_ERRORS if token is not None else None)
     app.openapi = lambda: _openapi(app)
     app.add_middleware(HeadAsGet)
+    app.add_middleware(Utf8Only)
     return app
 
 

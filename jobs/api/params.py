@@ -1,10 +1,11 @@
 """What a request carries: the `?snapshot=` every route takes, the group id as a path parameter (any character
 Kafka allows, `/` and newlines included), the route that matches on the raw path, the query parameters a route
-takes (no other), and a bad parameter's message.
+takes (no other), a request whose percent-encoded bytes are not UTF-8, and a bad parameter's message.
 """
 from __future__ import annotations
 
 import difflib
+from urllib.parse import unquote_to_bytes
 
 from fastapi import Query, Request
 from fastapi.dependencies.models import Dependant
@@ -13,7 +14,8 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.routing import APIRoute
 from starlette.convertors import Convertor, register_url_convertor
 from starlette.routing import Match
-from starlette.types import Scope
+from starlette.responses import JSONResponse
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from pipelines.serving.views import BadParameter
 
@@ -96,3 +98,24 @@ async def known_query(request: Request) -> None:
         if not taken[name] and len(request.query_params.getlist(name)) > 1:
             raise BadParameter(f"query parameter {name!r} given {len(request.query_params.getlist(name))} times; "
                                "it takes one value")
+
+
+class Utf8Only:
+    """A request whose path or query, percent-decoded, is not UTF-8 is a 400. Starlette decodes such bytes as
+    U+FFFD: `/groups/%ff` answered for a group whose id holds that character (a client may send it), or said no
+    group '\ufffd' exists, for an id no Kafka client can send (group ids are strings, UTF-8 on the wire)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            parts = (("path", scope.get("raw_path") or scope["path"].encode()), ("query", scope.get("query_string")))
+            for what, raw in parts:
+                try:
+                    unquote_to_bytes(raw or b"").decode("utf-8")
+                except UnicodeDecodeError as e:
+                    detail = f"the request's {what} is not UTF-8 once percent-decoded ({e.reason} at byte {e.start})"
+                    await JSONResponse({"detail": detail}, status_code=400)(scope, receive, send)
+                    return
+        await self.app(scope, receive, send)

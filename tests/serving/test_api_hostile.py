@@ -43,3 +43,13 @@ def test_a_request_line_that_is_not_http_is_a_400(server, target):
     assert head.startswith(b"HTTP/1.1 400 "), head[:200]
     assert b"Invalid HTTP request received." in head
     assert httpx.get(server + "/health", timeout=20).status_code in (200, 503)
+
+
+@pytest.mark.parametrize("path", ["/groups/%ff", "/groups/pay%C3", "/groups/%ff/offsets", "/groups?prefix=%ff",
+                                  "/status/groups?group=%C3%28", "/changes?from=2026-01-01&to=2026-01-02&group=%ff"])
+def test_bytes_that_are_not_utf8_are_a_400(server, path):
+    """Percent-encoded bytes that are not UTF-8 were read as U+FFFD: `/groups/%ff` looked up the group '\ufffd' (a
+    404 naming an id nobody asked for, or the answer for a group whose id holds that character)."""
+    r = httpx.get(server + path, timeout=20)
+    assert r.status_code == 400 and "not UTF-8" in r.json()["detail"], r.text
+    assert httpx.get(server + "/groups/%EF%BF%BD", timeout=20).status_code == 404  # U+FFFD itself is an id
