@@ -82,7 +82,7 @@ def _index(reader, snap, **kw):
 @snapshot_opt
 @click.option("--group", "groups", multiple=True, help="a group id (repeatable)")
 @click.option("--group-regex", "group_regex", default=None,
-              help="groups whose id this regex matches anywhere in (RE2 syntax)")
+              help="groups whose id a regex matches anywhere in (re.search, run by RE2)")
 @click.option("--changed-since", "changed_since", default=None,
               help="groups with a commit or group record at or after this time (ISO-8601 or epoch ms)")
 @click.option("--damaged-since", "damaged_since", default=None,
@@ -351,7 +351,7 @@ def sql(warehouse, query, snapshot_id, fmt):
 @click.option("--to", "end", required=True, help="window end (included): ISO-8601 or epoch ms")
 @click.option("--group", "groups", multiple=True, help="only this group (repeatable)")
 @click.option("--group-regex", default=None,
-              help="only groups whose id this regex matches anywhere in (RE2 syntax)")
+              help="only groups whose id a regex matches anywhere in (re.search, run by RE2)")
 @click.option("--storm-threshold", type=click.IntRange(min=1), default=None,
               help="a rebalance storm is more than this many new generations / group epochs in one minute "
                    "[default: 10]")

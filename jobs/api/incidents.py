@@ -31,8 +31,8 @@ def changes(
     from_: str = Query(..., alias="from", max_length=64, description="window start: ISO-8601 or epoch ms"),
     to: str = Query(..., max_length=64, description="window end (included): ISO-8601 or epoch ms"),
     group: list[str] | None = Query(None, max_length=10_000, description="only these groups (repeatable)"),
-    group_regex: str | None = Query(None, max_length=1000,
-                                    description="only groups whose id this regex matches anywhere in (RE2 syntax)"),
+    group_regex: str | None = Query(None, max_length=1000, description="only groups whose id a regex matches "
+                                    "anywhere in (re.search, run by RE2)"),
     storm_threshold: int | None = Query(None, ge=1, le=100_000,
                                         description="rebalance storm: more new generations per minute than this"),
     snapshot: str | None = SnapshotQ,
@@ -70,7 +70,7 @@ def restore_plan_zip(
     as_of: str = Query(..., max_length=64, description="the time to restore: ISO-8601 (UTC when no zone) or epoch ms"),
     group: list[str] | None = Query(None, description="group ids (repeat the parameter)"),
     group_regex: str | None = Query(None, max_length=1000,
-                                    description="groups whose id this regex matches anywhere in (RE2 syntax)"),
+                                    description="groups whose id a regex matches anywhere in (re.search, run by RE2)"),
     changed_since: str | None = Query(None, max_length=64,
                                       description="groups with a commit or group record at or after this time"),
     damaged_since: str | None = Query(None, max_length=64, description="groups `changes` reports damaged from "

@@ -185,6 +185,6 @@ def _matches(ids: pa.Array, pattern: str) -> pa.Array:
         return pc.match_substring_regex(ids, re2_pattern(pattern))
     except pa.ArrowInvalid as e:
         reason = str(e).removeprefix(_ARROW_PREFIX)
-        raise BadGroupRegex(f"{reason} (RE2 syntax: no backreferences or lookarounds)") from None
+        raise BadGroupRegex(f"{reason} (RE2 takes no backreferences, lookarounds or possessive repeats)") from None
     except UnicodeEncodeError:  # a lone surrogate: no group id can hold one
         raise BadGroupRegex("not UTF-8") from None
