@@ -35,7 +35,7 @@ from pipelines.serving.cells import cell
 from pipelines.serving.codes import string_codes
 from pipelines.serving.group_regex import BadGroupRegex, check, matching
 from pipelines.serving.history import applied_history, compaction_note, group_events, log_gaps
-from pipelines.serving.index import unknown_group_message, unknown_groups
+from pipelines.serving.index import no_group_matches, unknown_group_message, unknown_groups
 from pipelines.times import EPOCH, TimeFormatError, parse_time_ms
 
 #: the changes that damage a group's position: what a restore plan puts back (`damaged_groups`)
@@ -599,6 +599,8 @@ def changes(reader: SnapshotReader, snap: Snapshot, sel: Selection) -> list[dict
     out += _group_changes(events, sel)
     if history is not None:
         partitions.update(p for p in pc.unique(history.column("offsets_partition")).to_pylist() if p is not None)
+    if sel.group_regex is not None and not out and (why := no_group_matches(reader, snap, sel.group_regex)):
+        raise GroupNotFound(why)  # a mistyped regex, as a mistyped --group: not "nothing changed"
     selected = bool(sel.groups) or sel.group_regex is not None
     out += _compaction(snap, sel, partitions if selected else None)
     out.sort(key=lambda c: (c["time"] or "", c["offsets_partition"] if c["offsets_partition"] is not None else -1,

@@ -510,6 +510,24 @@ def unknown_groups(reader: SnapshotReader, snapshot: Snapshot, group_ids) -> lis
     return [g for g in wanted if g not in found]
 
 
+def no_group_matches(reader: SnapshotReader, snapshot: Snapshot, pattern: str) -> str | None:
+    """Why a group regex selects nothing, as a mistyped id is refused: no group id the snapshot knows (the tables
+    `unknown_groups` reads, the history) matches it anywhere; None when one does. Read only for a selection that came
+    out empty; each table's ids until one matches."""
+    # imported here, not at module level: a regex is rare beside the point lookups this module serves
+    from pipelines.serving.group_regex import matching
+
+    for t in _NAMING_TABLES:
+        table = reader.snapshot_table(t, snapshot, columns=["group_id"])
+        if table is not None and table.num_rows and matching(pc.unique(table.column("group_id")).to_pylist(), pattern):
+            return None
+    history = reader.history_table("offset_commits", columns=["group_id"])
+    if history is not None and history.num_rows and matching(pc.unique(history.column("group_id")).to_pylist(),
+                                                             pattern):
+        return None
+    return f"no group id in snapshot {snapshot.snapshot_id!r} matches the group regex {pattern!r}"
+
+
 def unknown_group_message(reader: SnapshotReader, snapshot: Snapshot, group_id: str) -> str:
     """`group 'x' is not in snapshot 's' (did you mean 'y'?)`: one line, with the snapshot's nearest group ids."""
     near = close_group_ids(reader, snapshot, group_id)

@@ -46,7 +46,7 @@ from pipelines.heap import gc_paused
 from pipelines.io.snapshots import GroupNotFound, Snapshot, SnapshotReader
 from pipelines.serving.group_regex import check as check_group_regex, matching
 from pipelines.serving.history import HistoryUnavailable, group_events
-from pipelines.serving.index import unknown_group_message, unknown_groups
+from pipelines.serving.index import no_group_matches, unknown_group_message, unknown_groups
 from pipelines.serving.reset_plan import reset_refused
 from pipelines.times import EPOCH, parse_time_ms
 from schemas.decoded import DECODED_RECORD_SCHEMA
@@ -528,6 +528,8 @@ def restore_plan(reader: SnapshotReader, snap: Snapshot, as_of_ms: int, *, group
     for g in unknown_groups(reader, snap, groups or ()):
         raise GroupNotFound(unknown_group_message(reader, snap, g))
     ids, selection = _selected(reader, snap, groups, group_regex, changed_since_ms, damaged)
+    if group_regex is not None and not ids and (why := no_group_matches(reader, snap, group_regex)):
+        raise GroupNotFound(why)  # a mistyped regex, as a mistyped --group: not an empty plan
     at = offsets_at(reader, snap, as_of_ms, ids)
     ids = sorted(at) if ids is None else ids
     live, gone, ends, starts, start_times = _served_facts(reader, snap, ids)

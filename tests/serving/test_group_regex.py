@@ -148,3 +148,31 @@ def test_random_patterns_match_as_re_search_or_are_refused():
             tried += 1
             assert got == [g for g in UNICODE_IDS if compiled.search(g)], pattern
     assert tried > 1000
+
+
+@pytest.mark.parametrize("command", ["changes", "restore-plan"])
+def test_a_regex_that_matches_no_group_is_refused_as_a_mistyped_group(long_ids, tmp_path, command):
+    """A regex no group id of the snapshot matches (a typo, `aaaaX` for `aaaX`) answered no changes, exit 0, and
+    restore-plan wrote a plan of no groups, exit 0; a mistyped --group was already one line, exit 2 (HTTP 404)."""
+    from fastapi.testclient import TestClient
+
+    from jobs.api import create_app
+    from pipelines.io.snapshots import DeltaWarehouseReader
+
+    args = ([command, "--warehouse", str(long_ids), *_window()] if command == "changes" else
+            [command, "--warehouse", str(long_ids), "--as-of", ts(5).isoformat(), "--out", str(tmp_path / "plan")])
+    r = _cli(*args, "--group-regex", "^b?aaaaX")
+    assert r.returncode == 2 and r.stdout == "", r
+    assert r.stderr == "error: no group id in snapshot 's1' matches the group regex '^b?aaaaX'\n", r.stderr
+    assert not (tmp_path / "plan").exists()
+    route, params = (("/changes", {"from": ts(0).isoformat(), "to": ts(10).isoformat()}) if command == "changes"
+                     else ("/restore-plan.zip", {"as_of": ts(5).isoformat()}))
+    with TestClient(create_app(DeltaWarehouseReader(long_ids), refresh_interval=0)) as client:
+        got = client.get(route, params={**params, "group_regex": "^b?aaaaX"})
+    assert got.status_code == 404 and "matches the group regex" in got.json()["detail"], got.text
+
+
+def test_a_regex_that_matches_groups_without_changes_answers_none(long_ids):
+    r = _cli("changes", "--warehouse", str(long_ids), "--from", ts(20).isoformat(), "--to", ts(30).isoformat(),
+             "--group-regex", "X$", "--json")
+    assert r.returncode == 0 and json.loads(r.stdout) == [], r
