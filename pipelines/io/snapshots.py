@@ -32,6 +32,11 @@ from pipelines.io.storage import Location
 Filters = Sequence[tuple[str, str, Any]]
 
 READABLE_STATUS = "succeeded"
+# The history every run merges its records into before its snapshot's commits (`Warehouse.write_snapshot`), but a
+# run given --other-cluster, whose summary warns so
+HISTORY = "offset_commits"
+WROTE_HISTORY = ("succeeded", "validation_failed")
+OTHER_CLUSTER_WARNING = "--other-cluster:"
 # Runs of this kind are the default snapshot; `what-if` runs (--as-of/--until-*) are read by id only. A runs row
 # without a kind (written before the column existed) is scheduled.
 SCHEDULED = "scheduled"
@@ -337,6 +342,10 @@ class DeltaWarehouseReader:
             if version is not None:  # the run committed it: gone since, not a table of a later version's
                 raise DamagedTable(f"cannot read the warehouse's {table} table: the snapshot's run committed its "
                                    f"version {version}, but {self.root / table} holds no Delta log")
+            if table == HISTORY and (run := self._history_writer()) is not None:
+                # read as None it was no commit at all: `changes` left out every offset change, `sql` counted none
+                raise DamagedTable(f"cannot read the warehouse's {table} table: run {run!r} added its records to it, "
+                                   f"but {self.root / table} holds no Delta log")
             return None
         opened = functools.partial(DeltaTable, str(path), version=version,
                                    storage_options=storage.storage_options(str(path)))
@@ -355,6 +364,20 @@ class DeltaWarehouseReader:
         except LogDamage as e:
             raise DamagedTable(f"cannot read the warehouse's {table} table (its Delta log at {path}): {e}") from None
         return dt
+
+    def _history_writer(self) -> str | None:
+        """A run that wrote its records into the history (written, and its summary's warnings do not say
+        --other-cluster), None when none did; a row without the summary a rebuild writes says nothing."""
+        for snap in snapshots_from_runs(self.runs()):
+            if snap.status not in WROTE_HISTORY:
+                continue
+            try:
+                warnings = json.loads(snap.run.get("summary") or "{}").get("warnings")
+            except (TypeError, ValueError, AttributeError):
+                continue
+            if isinstance(warnings, list) and not any(str(w).startswith(OTHER_CLUSTER_WARNING) for w in warnings):
+                return snap.snapshot_id
+        return None
 
     def _read(self, table: str, partitions, filters, columns, version: int | None = None,
               snapshot_id: str | None = None) -> pa.Table | None:

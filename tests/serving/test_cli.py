@@ -538,6 +538,42 @@ def test_a_damaged_group_history_is_one_line_naming_the_table(rebuilt, tmp_path,
     assert r.status_code == 500 and r.json()["detail"].startswith("cannot read the warehouse's group_history"), r.text
 
 
+_HISTORY_READERS = [["changes", "--from", "2000-01-01", "--to", "2100-01-01"], ["sql", "SELECT count(*) FROM runs"],
+                    ["restore-plan", "--as-of", "2100-01-01", "--group", "payments", "--out", "{tmp}/plan"]]
+
+
+@pytest.mark.parametrize("args", _HISTORY_READERS, ids=lambda a: a[0])
+def test_a_deleted_offset_commits_table_is_one_line_naming_it(rebuilt, tmp_path, args):
+    """Every run merges its records into offset_commits; read as absent, the history had no record at all: `changes`
+    left out every offset change (exit 0) and `sql` counted no commits."""
+    from fastapi.testclient import TestClient
+
+    from jobs.api import create_app
+    from pipelines.io.snapshots import DeltaWarehouseReader
+
+    wh = _assert_one_line_naming(rebuilt, tmp_path, "offset_commits", _delete_table,
+                                 [a.replace("{tmp}", str(tmp_path)) for a in args])
+    with TestClient(create_app(DeltaWarehouseReader(wh), refresh_interval=0)) as client:
+        r = client.get("/groups/payments/commits")
+    assert r.status_code == 500 and r.json()["detail"].startswith("cannot read the warehouse's offset_commits"), r.text
+
+
+def test_a_warehouse_of_other_cluster_runs_alone_has_no_history(tmp_path):
+    """Runs given --other-cluster add nothing to the history: without one, there is no history to miss."""
+    import shutil
+
+    from tests.serving.warehouse_kit import T0, WarehouseKit, group, offset
+
+    kit = WarehouseKit(tmp_path / "wh")
+    kit.snapshot("a", groups=[group("g")], offsets=[offset("g", "t", 0, 5)], as_of=T0,
+                 summary=json.dumps({"warnings": ["--other-cluster: cluster.id x; this snapshot's records are not "
+                                                  "added to the history"]}))
+    shutil.rmtree(tmp_path / "wh" / "offset_commits")
+    r = CliRunner().invoke(main, ["changes", "--warehouse", str(tmp_path / "wh"), "--from", "2000-01-01", "--to",
+                                  "2100-01-01", "--json"], catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+
+
 def test_a_warehouse_written_before_group_history_existed_has_no_group_events(story, tmp_path):
     """No group_history table and a run that pinned none (the warehouse predates it): no events, as before."""
     import shutil
