@@ -255,6 +255,8 @@ def serve(warehouse, host, port, token, refresh_interval, log_level, metrics_max
         fail(str(e))
     if token is not None and not token.strip():
         raise click.UsageError("--token must not be empty")
+    if not host.strip():  # `--host "$HOST"` with HOST unset: the socket would bind every interface
+        raise click.UsageError("--host must not be empty (0.0.0.0 binds every interface, if that is what you mean)")
     if not _is_loopback(host) and token is None:
         warn(f"serving on {host} without --token: anyone who can reach it can read the snapshots.")
     sock = _listen(host, port)

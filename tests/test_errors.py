@@ -247,3 +247,10 @@ def test_serve_on_a_port_in_use_is_one_line(story):
     assert_one_error_line(p, f"cannot listen on 127.0.0.1:{port}", "another process is listening there")
     p = offsetlake("serve", "--warehouse", str(story), "--host", "192.0.2.1", "--token", "t")  # TEST-NET: not ours
     assert_one_error_line(p, "cannot listen on 192.0.2.1:8765")
+
+
+@pytest.mark.parametrize("host", ["", " "])
+def test_serve_on_an_empty_host_is_one_line(story, host):
+    """`--host "$HOST"` with HOST unset bound every interface (0.0.0.0), after a warning naming no address."""
+    p = offsetlake("serve", "--warehouse", str(story), "--host", host, "--port", "0")
+    assert_one_error_line(p, "--host must not be empty")
