@@ -9,6 +9,7 @@ from __future__ import annotations
 import errno
 import ipaddress
 import json
+import math
 import shlex
 import socket
 import sys
@@ -255,6 +256,8 @@ def serve(warehouse, host, port, token, refresh_interval, log_level, metrics_max
         fail(str(e))
     if token is not None and not token.strip():
         raise click.UsageError("--token must not be empty")
+    if math.isnan(refresh_interval):  # click's range lets nan through; each refresh loop then spun without a pause
+        raise click.UsageError("--refresh-interval must be a number of seconds, not nan")
     if not host.strip():  # `--host "$HOST"` with HOST unset: the socket would bind every interface
         raise click.UsageError("--host must not be empty (0.0.0.0 binds every interface, if that is what you mean)")
     if not _is_loopback(host) and token is None:

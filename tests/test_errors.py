@@ -254,3 +254,10 @@ def test_serve_on_an_empty_host_is_one_line(story, host):
     """`--host "$HOST"` with HOST unset bound every interface (0.0.0.0), after a warning naming no address."""
     p = offsetlake("serve", "--warehouse", str(story), "--host", host, "--port", "0")
     assert_one_error_line(p, "--host must not be empty")
+
+
+def test_serve_with_a_refresh_interval_of_nan_is_one_line(story):
+    """click's FloatRange lets nan through: the server's refresh loops waited nan seconds, no time at all, and
+    spun a core re-reading the runs table."""
+    p = offsetlake("serve", "--warehouse", str(story), "--refresh-interval", "nan", "--port", "0")
+    assert_one_error_line(p, "--refresh-interval must be a number of seconds, not nan")
