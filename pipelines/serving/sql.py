@@ -67,6 +67,10 @@ def connect(reader: DeltaWarehouseReader, snapshot: Snapshot) -> duckdb.DuckDBPy
 def run(con: duckdb.DuckDBPyConnection, query: str) -> tuple[list[str], list[tuple]]:
     """Run the query (raises duckdb.Error with DuckDB's message on a bad one): column names and rows of Arrow's
     Python values, a JSON column's values parsed and wrapped in JsonValue (so `render` tells them from strings)."""
+    # DuckDB runs every statement and answers the last: the others' rows were dropped without a word
+    count = len(con.extract_statements(query))
+    if count > 1:
+        raise duckdb.InvalidInputException(f"the query holds {count} SQL statements: run one at a time")
     cur = con.execute(query)
     if cur is None:  # DuckDB's answer to text without a statement ('', ';', a comment alone)
         raise duckdb.InvalidInputException(f"no SQL statement in {query!r}")

@@ -257,6 +257,15 @@ def test_sql_errors_and_no_file_access(run):
         assert r.exit_code == 2 and r.stderr == f"error: no SQL statement in {empty!r}\n", r.output
 
 
+def test_sql_of_several_statements_is_refused(run):
+    """DuckDB runs every statement and answers the last: `SELECT count(*) FROM loaded_groups; SELECT count(*) FROM
+    loaded_offsets` printed one count, the offsets', under a query that names the groups first."""
+    r = run("sql", "SELECT count(*) FROM loaded_groups; SELECT count(*) FROM loaded_offsets")
+    assert r.exit_code == 2 and r.stderr == "error: the query holds 2 SQL statements: run one at a time\n", r.output
+    r = run("sql", "--format", "csv", "SELECT 'a;b' AS x; -- a trailing ; and comment")
+    assert r.exit_code == 0 and r.stdout == "x\na;b\n", r.output
+
+
 @pytest.mark.parametrize("args", [
     ["changes", "--from", "0001-01-01T00:00:00+01:00", "--to", "2100-01-01"],
     ["changes", "--from", "2000-01-01", "--to", "9999-12-31T23:59:59-01:00"],
