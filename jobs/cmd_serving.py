@@ -13,6 +13,7 @@ import math
 import shlex
 import socket
 import sys
+from pathlib import Path
 
 import click
 import orjson
@@ -30,7 +31,8 @@ from pipelines.serving.diff import diff_snapshots, render_text
 from pipelines.serving.group_regex import BadGroupRegex, check as check_group_regex
 from pipelines.serving.history import group_events
 from pipelines.serving.index import close_group_ids, load_index
-from pipelines.serving.restore_plan import HistoryUnavailable, OutNotEmpty, counted, parse_instant, write_restore_plan
+from pipelines.serving.restore_plan import (HistoryUnavailable, OutNotAPlan, OutNotEmpty, counted, parse_instant,
+                                            write_restore_plan)
 from pipelines.serving.reset_plan import reset_plan as reset_offsets
 from pipelines.serving.restore_plan import restore_plan as plan
 
@@ -94,7 +96,7 @@ def _index(reader, snap, **kw):
 @click.option("--clamp", is_flag=True,
               help="write each target clamped into [log start, log end] where the snapshot knows them (README.txt "
                    "lists the ones moved)")
-@click.option("--force", is_flag=True, help="empty OUT first when it holds files (refused otherwise)")
+@click.option("--force", is_flag=True, help="empty OUT first when it holds an earlier plan (refused otherwise)")
 def restore_plan(warehouse, as_of, out, snapshot_id, groups, group_regex, changed_since, damaged_since,
                  damaged_until, clamp, force):
     """Every selected group's committed offsets at --as-of, as `kafka-consumer-groups --reset-offsets --from-file`
@@ -108,6 +110,9 @@ def restore_plan(warehouse, as_of, out, snapshot_id, groups, group_regex, change
         fail("--damaged-until needs --damaged-since")
     if not out:  # `--out "$OUT"` with OUT unset: the current directory, which --force would have emptied
         fail("--out is empty: name the directory to write the plan into")
+    if _inside(out, warehouse) or _inside(warehouse, out):  # --force emptied a table of it, or the whole warehouse
+        where = "is in" if _inside(out, warehouse) else "holds"
+        fail(f"--out {out} {where} the warehouse {warehouse}: write the plan outside it")
     try:
         as_of_ms = parse_instant(as_of, "--as-of")
         since_ms = None if changed_since is None else parse_instant(changed_since, "--changed-since")
@@ -128,6 +133,8 @@ def restore_plan(warehouse, as_of, out, snapshot_id, groups, group_regex, change
         fail(f"{e} (a what-if run: offsetlake rebuild --until-time {as_of})")
     except GroupNotFound as e:
         fail(str(e))
+    except OutNotAPlan as e:
+        fail(f"--out {e}")
     except OutNotEmpty:
         fail(f"--out {out}: not empty (an earlier plan's files would be applied with this one): choose an empty "
              "directory, or --force to empty it first")
@@ -222,6 +229,14 @@ def lookup(warehouse, group, topic, partition, snapshot_id):
     click.echo(_pretty_json(out))
     if not out["offsets"] and group is None:
         sys.exit(1)
+
+
+def _inside(path: str, root: str) -> bool:
+    """Whether local path `path` is `root` or under it (symlinks resolved); an object-store URI is never local."""
+    if "://" in str(path) or "://" in str(root):
+        return False
+    p, r = Path(path).resolve(), Path(root).resolve()
+    return p == r or r in p.parents
 
 
 def _is_loopback(host: str) -> bool:

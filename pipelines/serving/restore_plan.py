@@ -736,14 +736,27 @@ class OutNotEmpty(ValueError):
     """The directory a plan goes into holds files already: another plan's files would be applied with it."""
 
 
+class OutNotAPlan(OutNotEmpty):
+    """The directory holds files no restore plan writes: forcing would delete them, so it is refused."""
+
+
+# what `write_restore_plan` and apply.sh leave in a plan's directory: all that `force` may delete
+_PLAN_FILES = re.compile(r"(index\.json|apply\.sh|README\.txt|applied\.txt|[^/]+\.csv)")
+
+
 def write_restore_plan(plan: RestorePlan, out_dir, force: bool = False) -> Path:
     """The plan's files in `out_dir` (created), which must be empty: an earlier plan's group files left there would
-    be applied with this one's. `force`: empties it first. Returns the directory."""
+    be applied with this one's. `force`: empties it first, when it holds an earlier plan's files alone (a typo'd
+    --out naming the warehouse, a table or a home directory was emptied whole). Returns the directory."""
     out = Path(out_dir)
     if out.is_dir() and any(out.iterdir()):
         if not force:
             raise OutNotEmpty(f"{out} is not empty (an earlier plan's files would be applied with this one): "
                               "choose an empty directory, or force it to be emptied first")
+        other = sorted(e.name for e in out.iterdir() if e.is_dir() or not _PLAN_FILES.fullmatch(e.name))
+        if other:
+            raise OutNotAPlan(f"{out} holds what no restore plan writes ({', '.join(repr(n) for n in other[:3])}"
+                              f"{', …' if len(other) > 3 else ''}): it is emptied only when it holds an earlier plan")
         for entry in out.iterdir():
             if entry.is_dir() and not entry.is_symlink():
                 shutil.rmtree(entry)

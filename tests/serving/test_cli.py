@@ -611,6 +611,34 @@ def test_restore_plan_into_an_empty_out_is_refused_and_empties_nothing(rebuilt, 
     assert sorted(p.name for p in tmp_path.iterdir()) == ["precious"]
 
 
+@pytest.mark.parametrize("out", ["wh", "wh/loaded_groups", ".", "wh/new"])
+def test_restore_plan_never_writes_into_or_around_the_warehouse(rebuilt, tmp_path, monkeypatch, out):
+    """`--out wh --force` (a typo for wh-plan) emptied the whole warehouse, `--out wh/loaded_groups --force` one of
+    its tables, and `--out . --force` beside it everything around it, before writing the plan there."""
+    import shutil
+
+    shutil.copytree(rebuilt, tmp_path / "wh")
+    monkeypatch.chdir(tmp_path)
+    before = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*"))
+    r = CliRunner().invoke(main, ["restore-plan", "--warehouse", "wh", "--as-of", "2100-01-01", "--group", "payments",
+                                  "--out", out, "--force"], catch_exceptions=False)
+    assert r.exit_code == 2 and r.stderr.count("\n") == 1 and "the warehouse wh: write the plan outside it" in r.stderr
+    assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*")) == before
+
+
+def test_restore_plan_force_empties_an_earlier_plan_only(rebuilt, tmp_path):
+    """--force deleted whatever --out held; it now empties an earlier plan's directory, and nothing else."""
+    args = ["restore-plan", "--warehouse", str(rebuilt), "--as-of", "2100-01-01", "--group", "payments", "--out",
+            str(tmp_path / "plan"), "--force"]
+    assert CliRunner().invoke(main, args, catch_exceptions=False).exit_code == 0
+    (tmp_path / "plan" / "applied.txt").write_text("payments.csv\n")
+    assert CliRunner().invoke(main, args, catch_exceptions=False).exit_code == 0  # a plan, as apply.sh left it
+    (tmp_path / "plan" / "notes.md").write_text("mine")
+    r = CliRunner().invoke(main, args, catch_exceptions=False)
+    assert r.exit_code == 2 and "holds what no restore plan writes ('notes.md')" in r.stderr, r.output
+    assert (tmp_path / "plan" / "notes.md").read_text() == "mine"
+
+
 def test_a_deleted_table_file_never_aborts_the_program_after_its_error_line(story, tmp_path):
     """The scan's FileNotFoundError, still held by Arrow's I/O threads with the frames of the read, was freed on one
     of them after the interpreter had finalized: `diff` printed its error line, then aborted (exit 134) most times."""
