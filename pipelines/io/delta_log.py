@@ -101,6 +101,7 @@ class LogChecker:
 
     def __init__(self) -> None:
         self._sound: dict[tuple, Commit] = {}
+        self._pinned: set[tuple] = set()  # (table, version, snapshot, its commit) found to be the run's write
 
     def replayed(self, path: "Path | Location", version: int) -> dict[int, Commit]:
         """Version -> commit, for each commit a read of `path` at `version` replays (after the newest checkpoint at
@@ -129,6 +130,9 @@ class LogChecker:
         pinned = commits.get(version)
         if snapshot_id is None or pinned is None:  # a checkpoint holds the pinned version: its commit is not read
             return
+        key = (str(path), version, snapshot_id, id(pinned))
+        if key in self._pinned:
+            return
         info = pinned.info
         operation = info.get("offsetlake.operation")
         if operation == _REPAIR:
@@ -139,3 +143,4 @@ class LogChecker:
         if partition_files is not None and {unquote(p) for p in partition_files()} != pinned.paths("add", part):
             raise LogDamage(f"{pinned.name}, the write of snapshot {snapshot_id!r}, does not hold the files its "
                             "partition has there (actions lost?)")
+        self._pinned.add(key)
