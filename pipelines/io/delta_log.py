@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
@@ -27,6 +28,7 @@ ADDED_FILES = "offsetlake.added_files"
 # The operations whose commit a run pins (`runs.table_versions`): a snapshot's write, and a repair that re-adds its
 # files with new statistics (`stats_repair.repin`)
 _WRITE, _REPAIR = "write_snapshot", "repair_stats"
+_READERS = 8  # threads reading an object store's commit files
 _COMMIT = re.compile(r"^(\d{20})\.json$")
 _CHECKPOINT = re.compile(r"^(\d{20})\.checkpoint(\.\d+\.\d+)?\.parquet$")
 
@@ -109,16 +111,24 @@ class LogChecker:
         listing = _listing(path)
         checkpoints = [int(m.group(1)) for m in map(_CHECKPOINT.match, listing) if m and int(m.group(1)) <= version]
         since = max(checkpoints, default=-1)
-        out = {}
+        wanted = {}
         for name, stat in listing.items():
             m = _COMMIT.match(name)
-            if m is None or not since < int(m.group(1)) <= version:
-                continue
-            key = (str(path), name, stat)
+            if m is not None and since < int(m.group(1)) <= version:
+                wanted[int(m.group(1))] = (name, (str(path), name, stat))
+        unread = [name for name, key in wanted.values() if key not in self._sound]
+        if isinstance(path, Location) and path.remote and len(unread) > 1:
+            # up to a checkpoint interval (100) of commits: on an object store each is a GET's round trip
+            with ThreadPoolExecutor(_READERS, thread_name_prefix="offsetlake-delta-log") as pool:
+                texts = dict(zip(unread, pool.map(lambda n: _read(path, n), unread)))
+        else:
+            texts = {name: _read(path, name) for name in unread}
+        out = {}
+        for v, (name, key) in wanted.items():
             commit = self._sound.get(key)
             if commit is None:
-                commit = self._sound[key] = Commit(name, _read(path, name))
-            out[int(m.group(1))] = commit
+                commit = self._sound[key] = Commit(name, texts[name])
+            out[v] = commit
         return out
 
     def check(self, path: "Path | Location", version: int, *, snapshot_id: str | None = None,
