@@ -321,6 +321,30 @@ def test_chain_of_incremental_runs_equals_full(spark_on_demand, warn_settings, s
     assert 0 < entries < (full.records_in - full.records_quarantined) / 2
 
 
+def test_a_rerun_that_failed_after_its_checkpoint_is_not_resumed(spark_on_demand, warn_settings, sample, sample_full,
+                                                                  tmp_path):
+    """A rerun of the served snapshot saves its checkpoint, then fails writing (its report's path is a directory):
+    the old snapshot stays served, and the next run does not resume the failed rerun's shards onto it (the history
+    tables would lack every record the rerun read)."""
+    full_wh, _ = sample_full
+    wh = tmp_path / "wh"
+    cut_log_dir(sample, tmp_path / "cut0", fraction=0.3)
+    cut_log_dir(sample, tmp_path / "cut1", fraction=0.7)
+    rebuild(spark_on_demand, warn_settings, [tmp_path / "cut0"], wh, "d0", **SAMPLE_KW)
+    report = wh / "_reports" / "d0.html"
+    report.unlink()
+    report.mkdir()
+    with pytest.raises(Exception):
+        rebuild(spark_on_demand, warn_settings, [tmp_path / "cut1"], wh, "d0", **SAMPLE_KW)
+    report.rmdir()
+    s = rebuild(spark_on_demand, warn_settings, [sample], wh, "d1", incremental=True, **SAMPLE_KW)
+    assert s.incremental["mode"] == "full" and "not of the run that wrote d0" in s.incremental["reason"]
+    assert_same_snapshot(full_wh, "full", wh, "d1")
+    # the chain goes on from the run that did finish
+    s = rebuild(spark_on_demand, warn_settings, [sample], wh, "d2", incremental=True, **SAMPLE_KW)
+    assert s.incremental["mode"] == "incremental"
+
+
 def test_fallback_log_start_moved(spark_on_demand, warn_settings, sample, tmp_path):
     """The first segment of a partition is gone (retention / compaction): full rebuild, with the reason."""
     wh = tmp_path / "wh"

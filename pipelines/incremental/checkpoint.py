@@ -20,13 +20,14 @@ OLDER_FORMATS = (1,)  # 1: the state was decoded rows to replay again
 # saving the checkpoint of a run
 # ================================================================================================================
 def save_checkpoint(warehouse, snapshot_id: str, saved, plan, inc, *, conf, req, scans: dict[str, dict],
-                    max_timestamp: int | None, max_partition: int, log_gaps: dict | None = None) -> dict:
+                    started_ms: int | None = None, max_timestamp: int | None, max_partition: int, log_gaps: dict | None = None) -> dict:
     """Write this run's state and checkpoint (JSON) — see the module docstring.
 
     ``saved``: the shards to keep (offsets partition -> `coordinator.saved.SavedShard` bytes, written here) or a
     `SavedState` the tasks wrote. ``plan`` is the run's
     whole input plan (not only what was decoded); ``scans`` (path -> `segment_scan`) says how far the reader's count
-    framed every file this run decoded. The JSON, written last and atomically, names the state's directory and
+    framed every file this run decoded; ``started_ms``, the run's start as its `runs` row will say it, ties the
+    checkpoint to that row (`plan.start`). The JSON, written last and atomically, names the state's directory and
     files: it is what makes the state usable. Other state directories of the id go once it is written."""
     if not isinstance(saved, SavedState):
         saved = write_state(warehouse, snapshot_id, saved, sum(entries_of(b) for b in saved.values()))
@@ -67,7 +68,7 @@ def save_checkpoint(warehouse, snapshot_id: str, saved, plan, inc, *, conf, req,
     for p in partitions.values():
         p["segments"].sort(key=lambda s: s["base_offset"])
     checkpoint = dict(
-        format=CHECKPOINT_FORMAT, snapshot_id=snapshot_id, mode=inc.mode, previous_snapshot=inc.previous_snapshot,
+        format=CHECKPOINT_FORMAT, snapshot_id=snapshot_id, started_ms=started_ms, mode=inc.mode, previous_snapshot=inc.previous_snapshot,
         semantics=conf.semantics, num_partitions_setting=conf.num_partitions,
         until_offset=req.until_offset, until_time=req.until_time, tabular=bool(plan.num_tabular),
         max_timestamp=max_timestamp, max_partition=max_partition, group_history=True,

@@ -155,6 +155,9 @@ def start(warehouse, req, conf, plan, snapshot_id: str) -> IncrementalStart:
                      "shards)", plan, prev_id)
     if prev_id == snapshot_id:
         return _full(f"the previous snapshot is {snapshot_id} itself (a rerun replaces it)", plan, prev_id)
+    if not _of_served_run(warehouse, prev_id, prev):
+        return _full(f"the previous snapshot's checkpoint is not of the run that wrote {prev_id} (a later run of "
+                     f"that id saved it and did not finish)", plan, prev_id)
     if prev.get("state_format") != SAVED_FORMAT:
         return _full(f"the previous snapshot's state was saved in another format ({prev.get('state_format')}; "
                      f"this version reads {SAVED_FORMAT})", plan, prev_id)
@@ -201,6 +204,18 @@ def start(warehouse, req, conf, plan, snapshot_id: str) -> IncrementalStart:
                             previous_state=str(state), previous_files=prev.get("decoded_files"),
                             state_entries=int(prev.get("state_entries") or 0),
                             new_bytes=new_bytes, resume_at=resume)
+
+
+def _of_served_run(warehouse, snapshot_id: str, checkpoint: dict) -> bool:
+    """Whether `checkpoint` was saved by the run whose `runs` row serves `snapshot_id`. A rerun of a served id saves
+    its checkpoint before its commits; when it fails (or is killed) after that, the old row still serves the id, and
+    resuming that rerun's shards would lose the records it read from the history tables the old snapshot holds."""
+    started_ms = checkpoint.get("started_ms")
+    if started_ms is None:  # saved before checkpoints named their run
+        return True
+    row = next((r for r in warehouse.snapshots() if r["snapshot_id"] == snapshot_id), None)
+    started = None if row is None else row.get("started_at")
+    return started is not None and round(started.timestamp() * 1000) == int(started_ms)
 
 
 def _missing_files(state, files: list[str] | None, sizes: dict[str, int] | None) -> tuple[list[str], list[str]]:

@@ -572,7 +572,7 @@ def checkpoint(run: Run, planned: Planned, replayed: Replayed, validated: Valida
     run.progress.stage("checkpoint", f"state for --incremental -> {run.req.warehouse}/_state/{run.snapshot_id}")
     scans = {s["path"]: s for c in validated.read_counts.values() for s in c[SEGMENTS]}
     incremental.save_checkpoint(run.warehouse, run.snapshot_id, replayed.saved, planned.input_plan, planned.inc,
-                                conf=run.conf, req=run.req, scans=scans,
+                                conf=run.conf, req=run.req, scans=scans, started_ms=run.started_ms,
                                 max_timestamp=replayed.clock.max_timestamp,
                                 max_partition=replayed.clock.max_partition, log_gaps=replayed.clock.log_gaps)
 
