@@ -187,6 +187,16 @@ def test_warehouse_that_is_a_file_exits_2(good, tmp_path):
     assert_usage_error(p, took, "is a file")  # click's own check, one line like the run's
 
 
+@pytest.mark.parametrize("name", ["runs", "quarantine", "_reports", "_checkpoints", "_state"])
+def test_a_file_where_the_warehouse_has_a_directory_exits_2(good, tmp_path, name):
+    """A file in the place of one of the warehouse's directories: before, the run went on to fail at its write or
+    its checkpoint with a traceback (and, for `runs`, no record of the run)."""
+    (tmp_path / "wh").mkdir()
+    (tmp_path / "wh" / name).write_text("x")
+    p, took = rebuild("--input", str(good), "--warehouse", str(tmp_path / "wh"))
+    assert_usage_error(p, took, f"{tmp_path / 'wh' / name} is a file, not a directory")
+
+
 def _unshare_ok() -> bool:
     if not shutil.which("unshare") or os.geteuid() != 0:
         return False

@@ -18,9 +18,11 @@ from pipelines.frames.decode import DecodePlan, NoOffsetsDataError, plan_inputs
 from pipelines.incremental import is_what_if
 from pipelines.io import cluster as clusters
 from pipelines.io import delta, storage
+from pipelines.io.checkpoint import CHECKPOINT_DIR, STATE_DIR
 from pipelines.io.cluster import ClusterIdentity
 from pipelines.io.lock import LockHeldError, WriterLock
 from pipelines.io.retry import unavailable_cause
+from pipelines.io.scratch import SCRATCH_DIR
 from pipelines.io.warehouse import Warehouse
 from pipelines.rebuild.failures import RunFailed, UsageError, cause_of, first_line, recorded_after_all
 from pipelines.rebuild.request import RebuildRequest, RunSettings, new_snapshot_id, resolve_settings
@@ -28,6 +30,7 @@ from pipelines.session import spark_log_level
 from pipelines.times import TimeFormatError, ms_to_iso, parse_time_ms
 from pipelines.validation.settings import max_unread_bytes, pandas_max_rows, validation_settings
 from schemas.records import OFFSET_MAX, PARTITION_MAX
+from schemas.tables import TABLES
 
 
 @dataclass
@@ -252,6 +255,10 @@ def _starts_like_a_log(path: str, size: int) -> bool:
     return frame is not None and frame[0] >= 0 and head[MAGIC_OFFSET] in (0, 1, 2)
 
 
+# the directories a run writes into: a file in the place of one failed the run at its write, a traceback
+WAREHOUSE_DIRS = (*TABLES, CHECKPOINT_DIR, STATE_DIR, SCRATCH_DIR, "_reports", "_attempts")
+
+
 def probe_writable(warehouse: "storage.Location") -> None:
     """Create the warehouse if needed and write (then delete) a probe file: a read-only, full or foreign
     warehouse is reported now, in one line, not by a failed write after minutes of work."""
@@ -269,6 +276,10 @@ def probe_writable(warehouse: "storage.Location") -> None:
     warehouse = warehouse.local
     if warehouse.exists() and not warehouse.is_dir():
         raise UsageError(f"--warehouse {warehouse} is a file, not a directory")
+    for name in WAREHOUSE_DIRS:
+        if (warehouse / name).exists() and not (warehouse / name).is_dir():
+            raise UsageError(f"--warehouse {warehouse}: {warehouse / name} is a file, not a directory (the run "
+                             f"writes into it)")
     probe = warehouse / f".offsetlake-probe-{uuid.uuid4().hex[:8]}"
     try:
         warehouse.mkdir(parents=True, exist_ok=True)
