@@ -409,6 +409,40 @@ def test_fallback_log_start_moved(spark_on_demand, warn_settings, sample, tmp_pa
     assert other.mode == "full" and "saved in another format (0.x" in other.reason
 
 
+def test_a_damaged_checkpoint_is_a_full_rebuild_with_the_reason(spark_on_demand, warn_settings, sample, tmp_path):
+    """The previous snapshot's checkpoint edited or damaged (not JSON, not an object, a field gone or of another
+    type): before, a traceback (JSONDecodeError, KeyError, TypeError) and a failed run; now a full rebuild."""
+    from pipelines import incremental
+    from pipelines.frames.decode import plan_inputs
+    from pipelines.io.checkpoint import checkpoint_path, read_checkpoint
+    from pipelines.io.warehouse import Warehouse
+    from pipelines.rebuild import RebuildRequest, resolve_settings
+
+    wh = tmp_path / "wh"
+    rebuild(spark_on_demand, warn_settings, [sample], wh, "base", **SAMPLE_KW)
+    good = read_checkpoint(wh, "base")
+    segment = next(iter(good["partitions"]))
+    req = RebuildRequest(inputs=(str(sample),), warehouse=str(wh), incremental=True, **SAMPLE_KW)
+
+    def start(text: str):
+        checkpoint_path(wh, "base").write_text(text)
+        return incremental.start(Warehouse(wh), req, resolve_settings(warn_settings, req), plan_inputs([sample]), "x")
+
+    def edited(**kw):
+        return json.dumps({**good, **kw})
+
+    bad_segment = {**good["partitions"][segment], "segments": [{**good["partitions"][segment]["segments"][0],
+                                                                 "consumed": "12"}]}
+    for text, said in [('{"format": 2, "partitions": {', "Expecting"), ("[2]", "not a JSON object"),
+                       (json.dumps({k: v for k, v in good.items() if k != "partitions"}), "partitions: null"),
+                       (edited(partitions={**good["partitions"], segment: bad_segment}), "consumed: \"12\""),
+                       (edited(max_timestamp="x"), "max_timestamp"), (edited(decoded_files=[1]), "decoded_files")]:
+        s = start(text)
+        assert s.mode == "full" and s.reason.startswith("the previous snapshot's checkpoint is damaged"), s.reason
+        assert said in s.reason, s.reason
+    assert start(json.dumps(good)).mode == "incremental"
+
+
 def test_no_previous_checkpoint(warn_settings, sample, tmp_path):
     from pipelines import incremental
     from pipelines.frames.decode import plan_inputs

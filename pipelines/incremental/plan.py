@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -147,12 +148,20 @@ def start(warehouse, req, conf, plan, snapshot_id: str) -> IncrementalStart:
     if plan.num_tabular:
         return _full("tabular input: incremental runs need segment files (byte positions to resume at)", plan)
     prev_id = warehouse.latest_snapshot_id()  # the latest succeeded scheduled snapshot: what-if runs are skipped
-    prev = read_checkpoint(warehouse, prev_id) if prev_id else None
+    try:
+        prev = read_checkpoint(warehouse, prev_id) if prev_id else None
+    except ValueError as e:  # not JSON, not UTF-8: a damaged file is one full rebuild, not a failed run
+        return _full(f"the previous snapshot's checkpoint is damaged ({e})", plan, prev_id)
+    if prev is not None and not isinstance(prev, dict):
+        return _full("the previous snapshot's checkpoint is damaged (not a JSON object)", plan, prev_id)
     if prev is None or prev.get("format") not in (CHECKPOINT_FORMAT, *OLDER_FORMATS):
         return _full(NO_PREVIOUS, plan, prev_id)
     if prev.get("format") in OLDER_FORMATS:
         return _full("the previous snapshot's state was saved by an older version (decoded rows, not loaded "
                      "shards)", plan, prev_id)
+    damage = checkpoint_damage(prev)
+    if damage:
+        return _full(f"the previous snapshot's checkpoint is damaged ({damage})", plan, prev_id)
     if prev_id == snapshot_id:
         return _full(f"the previous snapshot is {snapshot_id} itself (a rerun replaces it)", plan, prev_id)
     if not _of_served_run(warehouse, prev_id, prev):
@@ -204,6 +213,48 @@ def start(warehouse, req, conf, plan, snapshot_id: str) -> IncrementalStart:
                             previous_state=str(state), previous_files=prev.get("decoded_files"),
                             state_entries=int(prev.get("state_entries") or 0),
                             new_bytes=new_bytes, resume_at=resume)
+
+
+_INT, _STR, _OPT_INT, _OPT_STR = (int,), (str,), (int, type(None)), (str, type(None))
+_TOP = {"max_timestamp": _OPT_INT, "max_partition": _OPT_INT, "state_entries": _OPT_INT, "started_ms": _OPT_INT,
+        "decoded_state": _OPT_STR, "decoded_files": (list, type(None)), "decoded_sizes": (dict, type(None)),
+        "log_gaps": (dict, type(None)), "partitions": (dict,)}
+_SEGMENT = {"name": _STR, "base_offset": _INT, "size": _INT, "consumed": _INT, "head_bytes": _INT,
+            "head_sha256": _STR, "last_batch_position": _OPT_INT, "last_batch_size": _OPT_INT,
+            "last_batch_sha256": _OPT_STR, "last_offset": _OPT_INT}
+
+
+def checkpoint_damage(cp: dict) -> str | None:
+    """What in a checkpoint of this format is not as `checkpoint.save_checkpoint` writes it (a field missing or of
+    another type: the file was edited or damaged), None when it is whole. The run reads every field it resumes
+    from; a damaged one is a full rebuild, not a traceback."""
+    def wrong(obj: dict, spec: dict, where: str) -> str | None:
+        for key, types in spec.items():
+            if not isinstance(obj.get(key), types) or isinstance(obj.get(key), bool):
+                return f"{where}{key}: {json.dumps(obj.get(key))[:40]}"
+        return None
+
+    why = wrong(cp, _TOP, "")
+    if why:
+        return why
+    if not all(isinstance(f, str) for f in cp.get("decoded_files") or ()) or \
+            not all(isinstance(n, int) for n in (cp.get("decoded_sizes") or {}).values()):
+        return "decoded_files / decoded_sizes"
+    if not all(isinstance(g, dict) and isinstance(g.get("first_offset"), _OPT_INT)
+               for g in (cp.get("log_gaps") or {}).values()) or not all(k.isdigit() for k in cp.get("log_gaps") or {}):
+        return "log_gaps"
+    for part, p in cp["partitions"].items():
+        if not part.isdigit() or not isinstance(p, dict) or not isinstance(p.get("segments"), list):
+            return f"partitions.{part}"
+        why = wrong(p, {"next_offset": _OPT_INT}, f"partitions.{part}.")
+        if why:
+            return why
+        for s in p["segments"]:
+            why = wrong(s, _SEGMENT, f"partitions.{part}.segments.") if isinstance(s, dict) else \
+                f"partitions.{part}.segments"
+            if why:
+                return why
+    return None
 
 
 def _of_served_run(warehouse, snapshot_id: str, checkpoint: dict) -> bool:
