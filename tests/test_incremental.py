@@ -345,6 +345,34 @@ def test_a_rerun_that_failed_after_its_checkpoint_is_not_resumed(spark_on_demand
     assert s.incremental["mode"] == "incremental"
 
 
+def test_a_torn_entry_read_again_is_no_gap_in_the_log(spark_on_demand, warn_settings, sample, tmp_path):
+    """A size field running past the end of a segment that is not the last (a torn entry: each run reads it again)
+    left the incremental run's `log_gaps` saying the log was whole only from its first new offset on, as if the
+    offsets the previous run read after that segment were missing; now they are the full run's."""
+    torn = tmp_path / "torn"
+    shutil.copytree(sample, torn)
+    part = sorted(p for p in torn.iterdir() if p.is_dir() and len(list(p.glob("*.log"))) > 2)[0]
+    victim = sorted(part.glob("*.log"))[0]
+    data = bytearray(victim.read_bytes())
+    pos = 0
+    for _ in range(3):  # the fourth entry's size field claims more than the file holds
+        pos += 12 + int.from_bytes(data[pos + 8:pos + 12], "big")
+    data[pos + 8:pos + 12] = (2 ** 31 - 256).to_bytes(4, "big")
+    victim.write_bytes(bytes(data))
+    cut = tmp_path / "cut"
+    shutil.copytree(torn, cut)
+    for d in cut.iterdir():
+        if d.is_dir() and len(list(d.glob("*.log"))) > 1:
+            sorted(d.glob("*.log"))[-1].unlink()
+    full = rebuild(spark_on_demand, warn_settings, [torn], tmp_path / "full", "full", **SAMPLE_KW)
+    assert {int(p): g for p, g in full.log_gaps.items()}[int(part.name.rsplit("-", 1)[1])]["compacted_below"]
+    rebuild(spark_on_demand, warn_settings, [cut], tmp_path / "wh", "base", **SAMPLE_KW)
+    inc = rebuild(spark_on_demand, warn_settings, [torn], tmp_path / "wh", "inc", incremental=True, **SAMPLE_KW)
+    assert inc.incremental["mode"] == "incremental"
+    assert inc.log_gaps == full.log_gaps
+    assert_same_snapshot(tmp_path / "full", "full", tmp_path / "wh", "inc")
+
+
 def test_fallback_log_start_moved(spark_on_demand, warn_settings, sample, tmp_path):
     """The first segment of a partition is gone (retention / compaction): full rebuild, with the reason."""
     wh = tmp_path / "wh"

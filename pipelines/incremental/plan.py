@@ -76,6 +76,10 @@ class IncrementalStart:
             first = g.get("first_offset")
             if end is None and p in resumed and first is not None and first > resumed[p]:
                 end = first
+            elif end is not None and p in resumed and end <= resumed[p]:
+                # a gap ending where the previous runs' reading stopped starts at rows read again (a torn tail's
+                # error row, reported by each run): the offsets between were read by those runs, nothing is missing
+                end = None
             if end is not None:
                 out[p] = {"first_offset": old.get(p, g).get("first_offset"), "compacted_below": end,
                           "compacted_until": until}
