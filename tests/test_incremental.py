@@ -469,6 +469,10 @@ def test_a_damaged_checkpoint_is_a_full_rebuild_with_the_reason(spark_on_demand,
         assert s.mode == "full" and s.reason.startswith("the previous snapshot's checkpoint is damaged"), s.reason
         assert said in s.reason, s.reason
     assert start(json.dumps(good)).mode == "incremental"
+    checkpoint_path(wh, "base").unlink()
+    checkpoint_path(wh, "base").mkdir()  # a directory in its place
+    s = incremental.start(Warehouse(wh), req, resolve_settings(warn_settings, req), plan_inputs([sample]), "x")
+    assert s.mode == "full" and s.reason.startswith("the previous snapshot's checkpoint cannot be read"), s.reason
 
 
 def test_no_previous_checkpoint(warn_settings, sample, tmp_path):

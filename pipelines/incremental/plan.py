@@ -156,6 +156,8 @@ def start(warehouse, req, conf, plan, snapshot_id: str) -> IncrementalStart:
         prev = read_checkpoint(warehouse, prev_id) if prev_id else None
     except ValueError as e:  # not JSON, not UTF-8: a damaged file is one full rebuild, not a failed run
         return _full(f"the previous snapshot's checkpoint is damaged ({e})", plan, prev_id)
+    except OSError as e:  # a directory or unreadable file in its place (an object store's failure stays the run's)
+        return _full(f"the previous snapshot's checkpoint cannot be read ({storage.error_text(e)})", plan, prev_id)
     if prev is not None and not isinstance(prev, dict):
         return _full("the previous snapshot's checkpoint is damaged (not a JSON object)", plan, prev_id)
     if prev is None or prev.get("format") not in (CHECKPOINT_FORMAT, *OLDER_FORMATS):
