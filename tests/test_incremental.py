@@ -373,6 +373,28 @@ def test_a_torn_entry_read_again_is_no_gap_in_the_log(spark_on_demand, warn_sett
     assert_same_snapshot(tmp_path / "full", "full", tmp_path / "wh", "inc")
 
 
+def test_a_changed_read_policy_is_a_full_rebuild(spark_on_demand, warn_settings, sample, tmp_path):
+    """Yesterday's run replayed a batch whose CRC fails (`--replay-corrupt-batches`), today's does not: resuming
+    yesterday's shards kept that batch's commits, a snapshot no full rebuild of today's settings gives; now the
+    run rebuilds in full and says why."""
+    bad = tmp_path / "bad"
+    shutil.copytree(sample, bad)
+    part = sorted(p for p in bad.iterdir() if p.is_dir() and len(list(p.glob("*.log"))) > 1)[0]
+    victim = sorted(part.glob("*.log"))[0]
+    data = bytearray(victim.read_bytes())
+    data[12 + 5] ^= 0x01  # the first batch's stored CRC: its records still parse
+    victim.write_bytes(bytes(data))
+    cut = tmp_path / "cut"
+    cut_log_dir(bad, cut, fraction=0.5)
+    full = rebuild(spark_on_demand, warn_settings, [bad], tmp_path / "full", "full", **SAMPLE_KW)
+    assert full.records_quarantined
+    rebuild(spark_on_demand, warn_settings, [cut], tmp_path / "wh", "base", replay_corrupt_batches=True, **SAMPLE_KW)
+    inc = rebuild(spark_on_demand, warn_settings, [bad], tmp_path / "wh", "inc", incremental=True, **SAMPLE_KW)
+    assert inc.incremental["mode"] == "full", inc.incremental
+    assert inc.incremental["reason"].startswith("the read policy changed (rebuild.replay_corrupt_batches true")
+    assert_same_snapshot(tmp_path / "full", "full", tmp_path / "wh", "inc")
+
+
 def test_fallback_log_start_moved(spark_on_demand, warn_settings, sample, tmp_path):
     """The first segment of a partition is gone (retention / compaction): full rebuild, with the reason."""
     wh = tmp_path / "wh"

@@ -20,7 +20,8 @@ OLDER_FORMATS = (1,)  # 1: the state was decoded rows to replay again
 # saving the checkpoint of a run
 # ================================================================================================================
 def save_checkpoint(warehouse, snapshot_id: str, saved, plan, inc, *, conf, req, scans: dict[str, dict],
-                    started_ms: int | None = None, max_timestamp: int | None, max_partition: int, log_gaps: dict | None = None) -> dict:
+                    started_ms: int | None = None, max_timestamp: int | None, max_partition: int,
+                    log_gaps: dict | None = None) -> dict:
     """Write this run's state and checkpoint (JSON) — see the module docstring.
 
     ``saved``: the shards to keep (offsets partition -> `coordinator.saved.SavedShard` bytes, written here) or a
@@ -68,8 +69,9 @@ def save_checkpoint(warehouse, snapshot_id: str, saved, plan, inc, *, conf, req,
     for p in partitions.values():
         p["segments"].sort(key=lambda s: s["base_offset"])
     checkpoint = dict(
-        format=CHECKPOINT_FORMAT, snapshot_id=snapshot_id, started_ms=started_ms, mode=inc.mode, previous_snapshot=inc.previous_snapshot,
-        semantics=conf.semantics, num_partitions_setting=conf.num_partitions,
+        format=CHECKPOINT_FORMAT, snapshot_id=snapshot_id, started_ms=started_ms, mode=inc.mode,
+        previous_snapshot=inc.previous_snapshot,
+        semantics=conf.semantics, num_partitions_setting=conf.num_partitions, read_policy=read_policy_of(conf),
         until_offset=req.until_offset, until_time=req.until_time, tabular=bool(plan.num_tabular),
         max_timestamp=max_timestamp, max_partition=max_partition, group_history=True,
         log_gaps={str(p): g for p, g in (log_gaps or {}).items()},
@@ -81,6 +83,13 @@ def save_checkpoint(warehouse, snapshot_id: str, saved, plan, inc, *, conf, req,
     saved.kept = True
     remove_other_states(warehouse, snapshot_id, keep=saved.stage.name)
     return checkpoint
+
+
+def read_policy_of(conf) -> dict:
+    """What of the run's settings decides which records are replayed (`decoding.policy.ReadPolicy`): a resumed shard
+    holds what its runs replayed under theirs."""
+    return {"replay_corrupt_batches": bool(conf.read_policy.replay_corrupt_batches),
+            "max_batch_bytes": int(conf.read_policy.max_batch_bytes)}
 
 
 def clean_state(warehouse, emit: Callable[[str], None] | None = None) -> list[str]:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from pipelines.frames.decode import DecodePlan
-from pipelines.incremental.checkpoint import CHECKPOINT_FORMAT, OLDER_FORMATS, SAVED_FORMAT
+from pipelines.incremental.checkpoint import CHECKPOINT_FORMAT, OLDER_FORMATS, SAVED_FORMAT, read_policy_of
 from pipelines.incremental.saved import SavedShards
 from pipelines.io import storage
 from pipelines.io.checkpoint import read_checkpoint, state_dir, state_file_partitions
@@ -195,6 +195,10 @@ def start(warehouse, req, conf, plan, snapshot_id: str) -> IncrementalStart:
         return _full("the previous snapshot was cut with --until-offset/--until-time", plan, prev_id)
     if prev.get("semantics") != conf.semantics:
         return _full(f"semantics changed ({prev.get('semantics')} -> {conf.semantics})", plan, prev_id)
+    if prev.get("read_policy") != read_policy_of(conf):
+        return _full(f"the read policy changed ({_policy_text(prev.get('read_policy'))} -> "
+                     f"{_policy_text(read_policy_of(conf))}): the saved shards hold what the earlier one replayed",
+                     plan, prev_id)
     if prev.get("num_partitions_setting") != conf.num_partitions:
         return _full(f"num_partitions setting changed ({prev.get('num_partitions_setting')} -> "
                      f"{conf.num_partitions})", plan, prev_id)
@@ -261,6 +265,13 @@ def checkpoint_damage(cp: dict) -> str | None:
             if why:
                 return why
     return None
+
+
+def _policy_text(policy) -> str:
+    if not isinstance(policy, dict):
+        return "not recorded"
+    return (f"rebuild.replay_corrupt_batches {str(policy.get('replay_corrupt_batches')).lower()}, "
+            f"decode.max_batch_bytes {policy.get('max_batch_bytes')}")
 
 
 def _of_served_run(warehouse, snapshot_id: str, checkpoint: dict) -> bool:
