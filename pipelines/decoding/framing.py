@@ -21,8 +21,14 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
+from pipelines.decoding.native import fastdecode
 from schemas.records import ReadProblem
+
+if TYPE_CHECKING:
+    import numpy as np
 
 LOG_OVERHEAD = 12  # offset + size
 HEADER_SIZE_UP_TO_MAGIC = 17  # LOG_OVERHEAD + partitionLeaderEpoch/crc + magic
@@ -135,3 +141,56 @@ def _all_zero(buf, pos: int, end: int) -> bool:
             return False
         pos += len(chunk)
     return True
+
+
+@dataclass(frozen=True)
+class EntryHeads:
+    """Where the entries of a segment file sit (a v2 batch, or a legacy message or compressed wrapper), as arrays in
+    file order: each entry's position, its last offset (v2: baseOffset + lastOffsetDelta; legacy: the entry's own
+    offset, a wrapper's being its last) and the records it holds, as its head tells (v2: recordsCount; legacy: the
+    offsets since the entry before it in the file, one for the first: a wrapper's inner count is not in its head);
+    at least one each. `end`: where the walk stopped (the file's end, or an entry it could not frame)."""
+
+    positions: np.ndarray  # int64
+    last_offsets: np.ndarray  # int64
+    records: np.ndarray  # int64
+    end: int
+
+    def __len__(self) -> int:
+        return len(self.positions)
+
+
+def walk_entry_heads(buf, start: int = 0) -> EntryHeads:
+    """`entry_heads` over bytes already in hand (a mapped segment, or a slice of one: the walk stops at its end, so
+    a slice bounds it). In C (`native`), else `_walk_entry_heads`."""
+    return (_walk_entry_heads if fastdecode is None else _walk_entry_heads_in_c)(buf, start)
+
+
+def _walk_entry_heads_in_c(buf, start: int) -> EntryHeads:
+    """`_fastdecode.entry_heads` over a segment file's bytes `buf`: the reference's walk, in C."""
+    # imported here, not at module level: numpy ~0.1-0.3 s of import (python -X importtime)
+    import numpy as np
+
+    positions, lasts, records, end = fastdecode.entry_heads(buf, start)
+    return EntryHeads(*(np.frombuffer(a, np.int64) for a in (positions, lasts, records)), end)
+
+
+def _walk_entry_heads(buf, start: int) -> EntryHeads:
+    """The reference walk of `entry_heads` over a segment file's bytes `buf`: `framing.frame_entry`'s entries,
+    up to one whose head can't be read (a magic other than 0-2, a negative offset, a v2 batch too short to hold
+    its lastOffsetDelta)."""
+    # imported here, not at module level: numpy ~0.1-0.3 s of import (python -X importtime)
+    import numpy as np
+
+    end, pos = len(buf), start
+    positions, lasts, records = [], [], []
+    while (frame := frame_entry(buf, pos, end)) is not None:
+        offset, total = frame
+        magic = buf[pos + MAGIC_OFFSET]
+        if offset < 0 or magic > 2 or (magic == 2 and total < V2_HEAD_BYTES):
+            break
+        records.append(records_held(buf, pos, offset, total, lasts[-1] if lasts else None))
+        positions.append(pos)
+        lasts.append(last_offset(buf, pos, offset, total))
+        pos += total
+    return EntryHeads(np.array(positions, np.int64), np.array(lasts, np.int64), np.array(records, np.int64), pos)

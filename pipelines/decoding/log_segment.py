@@ -7,7 +7,7 @@ The indexes are hints, checked before they are trusted: an offset entry is used 
 frame a batch whose checksum holds and that ends at or below the entry's offset (so every batch before it ends
 before the asked offset, whatever else the index says); a time entry only once the batch holding its offset has a
 largest timestamp at least the entry's. The time index is used only when it is whole (`indexes` found nothing
-torn). Whatever is not trusted is read from the batch headers instead (`segments.walk_entry_heads`, the framing
+torn). Whatever is not trusted is read from the batch headers instead (`framing.walk_entry_heads`, the framing
 walk, in C) with one `schemas.log_notes` note per file, so a bad index costs time, never a wrong timestamp.
 
 What is read per asked offset: an index lookup, the headers from the index point to the batch (the broker indexes
@@ -38,7 +38,7 @@ from pipelines.decoding.batches import decode_entry, v2_records
 from pipelines.decoding.framing import frame_entry
 from pipelines.decoding.indexes import OffsetIndex, TimeIndex, read_offset_index, read_time_index
 from pipelines.decoding.policy import DEFAULT_POLICY
-from pipelines.decoding.segments import walk_entry_heads
+from pipelines.decoding.framing import walk_entry_heads
 from schemas.log_notes import (BATCH_UNREADABLE, INDEX_MISMATCH, INDEX_MISSING, SEGMENT_TORN, SEGMENT_UNREADABLE,
                                LogNote)
 from schemas.records import CREATE_TIME, LOG_APPEND_TIME, NO_TIMESTAMP_TYPE

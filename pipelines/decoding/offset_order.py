@@ -61,14 +61,14 @@ def resumed(buf, start: int) -> OffsetOrder:
     """The order of a file's bytes `buf` read from `start` (an entry boundary): its batches before `start`, from
     their heads (no record read), taken as a reading from the file's start takes them, so an incremental run or a
     range sees a batch that goes back as the whole file's reading does. The heads are walked in C
-    (`segments.walk_entry_heads`) up to where it stops (a negative offset among them), then here."""
+    (`framing.walk_entry_heads`) up to where it stops (a negative offset among them), then here."""
     order = OffsetOrder()
     if start <= 0:
         return order
     # imported here, not at module level: segments imports the readers that import this module; numpy ~0.1-0.3 s
     import numpy as np
 
-    from pipelines.decoding.segments import walk_entry_heads
+    from pipelines.decoding.framing import walk_entry_heads
 
     heads = walk_entry_heads(memoryview(buf)[:start])
     if len(heads):

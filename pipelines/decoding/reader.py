@@ -1,25 +1,13 @@
 """Every input (segment files, tabular dumps) as decoded rows in log order: the pure-Python decoding pipeline."""
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Iterable, Iterator
 
 from pipelines.decoding.batches import read_batches_from_file
+from pipelines.decoding.dump_files import TABULAR_SUFFIXES, dump_suffix
 from pipelines.decoding.segments import discover_segments
 from schemas.records import LogRecord, ReadProblem
-
-TABULAR_SUFFIXES = (".parquet", ".json", ".jsonl", ".ndjson", ".csv")
-# a dump file compressed whole, as Spark's `compression` option names it (`part-0000.json.gz`); which of these the
-# dump reader reads is its business (`tabular.READ_COMPRESSIONS`): any other is refused by name, not taken for a segment
-COMPRESSION_SUFFIXES = (".gz", ".bz2", ".zst", ".lz4", ".snappy", ".deflate", ".xz", ".zip", ".br")
-
-
-def dump_suffix(name: str) -> str:
-    """A file name's format suffix, lowercased, past a compression suffix: `.json` for `part-0.json.gz`."""
-    stem, ext = os.path.splitext(name.lower())
-    return os.path.splitext(stem)[1] if ext in COMPRESSION_SUFFIXES else ext
-
 
 def is_tabular(path: str | Path) -> bool:
     # imported here, not at module level: pyarrow ~0.45 s, pyarrow.fs ~0.05 s of import (python -X importtime)

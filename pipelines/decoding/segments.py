@@ -20,16 +20,15 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from pipelines.decoding.batches import BatchItem, read_batches_from_file
-from pipelines.decoding.framing import MAGIC_OFFSET, V2_HEAD_BYTES, frame_entry, last_offset, records_held
-from pipelines.decoding.native import fastdecode
+from pipelines.decoding.dump_files import TABULAR_SUFFIXES, dump_suffix
+from pipelines.decoding.framing import EntryHeads, walk_entry_heads
 from pipelines.decoding.policy import DEFAULT_POLICY, ReadPolicy
 from schemas.records import OFFSET_MAX, PARTITION_MAX, LogRecord, ReadProblem
 
 if TYPE_CHECKING:
     import numpy as np
 
-__all__ = ["EntryHeads", "InputError", "SegmentFile", "discover_segments", "entry_heads", "read_log",
-           "read_segment_batches", "walk_entry_heads"]
+__all__ = ["InputError", "SegmentFile", "discover_segments", "entry_heads", "read_log", "read_segment_batches"]
 
 OFFSETS_TOPIC = "__consumer_offsets"
 _OFFSETS_DIR = re.compile(r"^__consumer_offsets-(\d+)$")
@@ -375,9 +374,6 @@ def _discover_partition_dir(p: str, tree, partition: int, segments: list[Segment
 
 
 def _is_dump_name(name: str) -> bool:
-    # imported here, not at module level: the reader of every input imports this module
-    from pipelines.decoding.reader import TABULAR_SUFFIXES, dump_suffix
-
     return dump_suffix(name) in TABULAR_SUFFIXES
 
 
@@ -436,28 +432,10 @@ def partition_count(paths: PathArg | Iterable[PathArg]) -> int | None:
     return best
 
 
-@dataclass(frozen=True)
-class EntryHeads:
-    """Where the entries of a segment file sit (a v2 batch, or a legacy message or compressed wrapper), as arrays in
-    file order: each entry's position, its last offset (v2: baseOffset + lastOffsetDelta; legacy: the entry's own
-    offset, a wrapper's being its last) and the records it holds, as its head tells (v2: recordsCount; legacy: the
-    offsets since the entry before it in the file, one for the first: a wrapper's inner count is not in its head);
-    at least one each. `end`: where the walk stopped (the file's end, or an entry it could not frame)."""
-
-    positions: np.ndarray  # int64
-    last_offsets: np.ndarray  # int64
-    records: np.ndarray  # int64
-    end: int
-
-    def __len__(self) -> int:
-        return len(self.positions)
-
-
 def entry_heads(path: PathArg, start_position: int = 0) -> EntryHeads:
     """The entries of a local segment file from `start_position` (an entry boundary), read from their heads only
     (`FileLogInputStream` framing, no record or CRC read). The walk stops at the first entry that can't be framed:
-    what follows is the decoder's to report (a torn tail, zeros, garbage). In C (`native`), else
-    `_walk_entry_heads`, its reference."""
+    what follows is the decoder's to report (a torn tail, zeros, garbage): `framing.walk_entry_heads`."""
     import numpy as np  # here: the serving commands read this module and start without numpy (`jobs/cli.py`)
 
     with open(path, "rb") as f:
@@ -465,40 +443,4 @@ def entry_heads(path: PathArg, start_position: int = 0) -> EntryHeads:
         if size_of_file <= start_position:
             return EntryHeads(np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.int64), start_position)
         with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-            return (_walk_entry_heads if fastdecode is None else _walk_entry_heads_in_c)(mm, start_position)
-
-
-def walk_entry_heads(buf, start: int = 0) -> EntryHeads:
-    """`entry_heads` over bytes already in hand (a mapped segment, or a slice of one: the walk stops at its end, so
-    a slice bounds it). In C (`native`), else `_walk_entry_heads`."""
-    return (_walk_entry_heads if fastdecode is None else _walk_entry_heads_in_c)(buf, start)
-
-
-def _walk_entry_heads_in_c(buf, start: int) -> EntryHeads:
-    """`_fastdecode.entry_heads` over a segment file's bytes `buf`: the reference's walk, in C."""
-    # imported here, not at module level: numpy ~0.1-0.3 s of import (python -X importtime)
-    import numpy as np
-
-    positions, lasts, records, end = fastdecode.entry_heads(buf, start)
-    return EntryHeads(*(np.frombuffer(a, np.int64) for a in (positions, lasts, records)), end)
-
-
-def _walk_entry_heads(buf, start: int) -> EntryHeads:
-    """The reference walk of `entry_heads` over a segment file's bytes `buf`: `framing.frame_entry`'s entries,
-    up to one whose head can't be read (a magic other than 0-2, a negative offset, a v2 batch too short to hold
-    its lastOffsetDelta)."""
-    # imported here, not at module level: numpy ~0.1-0.3 s of import (python -X importtime)
-    import numpy as np
-
-    end, pos = len(buf), start
-    positions, lasts, records = [], [], []
-    while (frame := frame_entry(buf, pos, end)) is not None:
-        offset, total = frame
-        magic = buf[pos + MAGIC_OFFSET]
-        if offset < 0 or magic > 2 or (magic == 2 and total < V2_HEAD_BYTES):
-            break
-        records.append(records_held(buf, pos, offset, total, lasts[-1] if lasts else None))
-        positions.append(pos)
-        lasts.append(last_offset(buf, pos, offset, total))
-        pos += total
-    return EntryHeads(np.array(positions, np.int64), np.array(lasts, np.int64), np.array(records, np.int64), pos)
+            return walk_entry_heads(mm, start_position)

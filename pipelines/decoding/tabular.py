@@ -46,7 +46,7 @@ import pyarrow.csv as pcsv
 import pyarrow.json as pj
 
 from pipelines.decoding.errors import InvalidFieldError
-from pipelines.decoding.reader import COMPRESSION_SUFFIXES, dump_suffix
+from pipelines.decoding.dump_files import COMPRESSION_SUFFIXES, dump_suffix
 from pipelines.decoding.segments import InputError
 from schemas.records import (CREATE_TIME, LOG_APPEND_TIME, NO_TIMESTAMP_TYPE, OFFSET_MAX, PARTITION_MAX, LogRecord,
                              ReadProblem, RecordBatchHeader)

@@ -206,12 +206,12 @@ def test_brokerdata_log_dirs_read_clean(brokerdata):
 
 def _walkers():
     """The entry-head walkers behind `segments.entry_heads`: the Python reference, and the C one when built."""
-    from pipelines.decoding import segments
+    from pipelines.decoding import framing
     from pipelines.decoding.native import fastdecode
 
-    walkers = {"python": segments._walk_entry_heads}
+    walkers = {"python": framing._walk_entry_heads}
     if fastdecode is not None:
-        walkers["c"] = segments._walk_entry_heads_in_c
+        walkers["c"] = framing._walk_entry_heads_in_c
     return {name: (lambda path, walk=walk: walk(Path(path).read_bytes(), 0)) for name, walk in walkers.items()}
 
 
