@@ -205,7 +205,17 @@ def start(warehouse, req, conf, plan, snapshot_id: str) -> IncrementalStart:
     problem, resume = check_extends(prev, plan)
     if problem:
         return _full(problem, plan, prev_id)
+    decode_plan, new_bytes = _new_bytes_plan(plan, resume)
+    return IncrementalStart(mode="incremental", reason="the input extends the previous snapshot's checkpoint",
+                            decode_plan=decode_plan, previous_snapshot=prev_id, previous=prev,
+                            previous_state=str(state), previous_files=prev.get("decoded_files"),
+                            state_entries=int(prev.get("state_entries") or 0),
+                            new_bytes=new_bytes, resume_at=resume)
 
+
+def _new_bytes_plan(plan, resume: dict[str, int]):
+    """`plan` with each segment read from where the previous run stopped in it (`resume`: path -> byte position),
+    the segments with nothing new left out; and the new bytes."""
     items, new_bytes = [], 0
     for item in plan.items:
         if item["kind"] != "segment":
@@ -216,13 +226,8 @@ def start(warehouse, req, conf, plan, snapshot_id: str) -> IncrementalStart:
             continue  # nothing new in this file
         items.append({**item, "start_position": at})
         new_bytes += item["size"] - at
-    decode_plan = replace(plan, items=items, total_bytes=new_bytes,
-                          num_segments=sum(1 for i in items if i["kind"] == "segment"))
-    return IncrementalStart(mode="incremental", reason="the input extends the previous snapshot's checkpoint",
-                            decode_plan=decode_plan, previous_snapshot=prev_id, previous=prev,
-                            previous_state=str(state), previous_files=prev.get("decoded_files"),
-                            state_entries=int(prev.get("state_entries") or 0),
-                            new_bytes=new_bytes, resume_at=resume)
+    return replace(plan, items=items, total_bytes=new_bytes,
+                   num_segments=sum(1 for i in items if i["kind"] == "segment")), new_bytes
 
 
 _INT, _STR, _OPT_INT, _OPT_STR = (int,), (str,), (int, type(None)), (str, type(None))
