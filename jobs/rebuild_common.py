@@ -29,7 +29,9 @@ def rebuild_options(f):
         click.option("--warehouse", required=True, type=click.Path(file_okay=False), help="Warehouse directory."),
         click.option("--snapshot-id", default=None, help="Snapshot id (default: a new time-based id)."),
         click.option("--as-of", default=None, help="TIME: ISO-8601 (UTC if no zone), epoch milliseconds or 'now'; default: newest record."),
-        click.option("--retention-minutes", type=int, default=None, help=f"offsets.retention.minutes (default {DEFAULT_RETENTION_MINUTES}; {PRE_KIP_186_RETENTION_MINUTES} with --kafka-version below 2.0)."),
+        click.option("--retention-minutes", type=int, default=None,
+                     help=f"offsets.retention.minutes (default {DEFAULT_RETENTION_MINUTES}; "
+                          f"{PRE_KIP_186_RETENTION_MINUTES} with --kafka-version below 2.0)."),
         click.option("--no-expiry", is_flag=True, help="Skip retention expiry."),
         click.option("--semantics", type=click.Choice(list(SEMANTICS)), default=None,
                      help=f"legacy: GroupMetadataManager (<=3.9); modern: the new coordinator (3.8+/4.x); default "
