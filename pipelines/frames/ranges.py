@@ -149,7 +149,7 @@ def _last_record_offset(item: dict, heads, before: int, fallback: int | None) ->
         end = int(heads.positions[j + 1]) if j + 1 < len(heads.positions) else int(heads.end)
         tops = [pc.max(b.column("offset")).as_py() for b in decode_segment_to_arrow(
             item["path"], offsets_partition=item["offsets_partition"], start_position=start, end_position=end,
-            source=item["path"]) if b.num_rows]
+            source=item["path"], resume_order=False) if b.num_rows]
         tops = [t for t in tops if t is not None]
         if tops:
             return max(tops)
