@@ -53,7 +53,7 @@ from pipelines.decoding.batches import (
     v2_records,
 )
 from pipelines.decoding.framing import as_long, frame_entry, stop_problem
-from pipelines.decoding.offset_order import ordered_batches, resumed
+from pipelines.decoding.offset_order import OffsetOrder, ordered_batches, resumed
 from pipelines.decoding.policy import DEFAULT_POLICY, ReadPolicy
 from pipelines.decoding.native import MEMBER_FIELDS, fastdecode
 from pipelines.decoding.messages import offset_commit_value_fields
@@ -433,7 +433,7 @@ def decode_segment_to_arrow(
     end_position: int | None = None,
     policy: ReadPolicy = DEFAULT_POLICY,
     keys: KeyTable | None = None,
-    resume_order: bool = True,
+    order: OffsetOrder | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """Decoded Arrow batches (`DECODED_RECORD_SCHEMA`) of one segment file: the rows of
     ``read_batches_from_file`` + ``to_decoded_row`` / ``problem_to_row``, in order, in Arrow batches of whole log
@@ -446,9 +446,9 @@ def decode_segment_to_arrow(
     ``end_position``: an entry boundary to stop at (a range of a split partition, `frames.ranges`); None: the
     file's end.
     ``keys``: the key table of the segments decoded before this one (`KeyTable`); None: one of its own.
-    ``resume_order``: a reading from ``start_position`` judges its batches' offsets after the file's batches before
-    it (`offset_order.resumed`, a walk of their heads); False: after none (a probe of one entry near a file's end,
-    whose walk would cost the whole file's heads).
+    ``order``: what the batches' offsets are judged after (`offset_order.OffsetOrder`); None: the file's batches
+    before ``start_position`` (`offset_order.resumed`, a walk of their heads). A probe of one entry near a file's end
+    gives a new `OffsetOrder`: the walk would cost the whole file's heads.
     """
     if start_position < 0:
         raise ValueError(f"start_position must be >= 0, not {start_position}")
@@ -466,7 +466,7 @@ def decode_segment_to_arrow(
             yield from ordered_batches(_without_gc(_decode_buffer(mm, end, src, offsets_partition,
                                                                   max(1, batch_rows), c_ext, start_position, policy,
                                                                   keys)),
-                                       resumed(mm, start_position) if resume_order else None)
+                                       resumed(mm, start_position) if order is None else order)
         finally:
             mm.close()
 

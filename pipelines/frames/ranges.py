@@ -34,6 +34,7 @@ import numpy as np
 import pyarrow.compute as pc
 
 from pipelines.decoding.columnar import decode_segment_to_arrow
+from pipelines.decoding.offset_order import OffsetOrder
 from pipelines.decoding.segments import entry_heads
 from pipelines.frames.decode import FILE_END, end_position, read_before
 from pipelines.io import storage
@@ -149,7 +150,7 @@ def _last_record_offset(item: dict, heads, before: int, fallback: int | None) ->
         end = int(heads.positions[j + 1]) if j + 1 < len(heads.positions) else int(heads.end)
         tops = [pc.max(b.column("offset")).as_py() for b in decode_segment_to_arrow(
             item["path"], offsets_partition=item["offsets_partition"], start_position=start, end_position=end,
-            source=item["path"], resume_order=False) if b.num_rows]
+            source=item["path"], order=OffsetOrder()) if b.num_rows]
         tops = [t for t in tops if t is not None]
         if tops:
             return max(tops)
