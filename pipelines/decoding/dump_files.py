@@ -15,3 +15,8 @@ def dump_suffix(name: str) -> str:
     """A file name's format suffix, lowercased, past a compression suffix: `.json` for `part-0.json.gz`."""
     stem, ext = os.path.splitext(name.lower())
     return os.path.splitext(stem)[1] if ext in COMPRESSION_SUFFIXES else ext
+
+
+def is_dump_name(name: str) -> bool:
+    """A file name a tabular dump's part file carries (`part-0.json.gz`, `dump.parquet`)."""
+    return dump_suffix(name) in TABULAR_SUFFIXES

@@ -5,7 +5,7 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 from pipelines.decoding.batches import read_batches_from_file
-from pipelines.decoding.dump_files import TABULAR_SUFFIXES, dump_suffix
+from pipelines.decoding.dump_files import is_dump_name
 from pipelines.decoding.segments import discover_segments
 from schemas.records import LogRecord, ReadProblem
 
@@ -19,16 +19,16 @@ def is_tabular(path: str | Path) -> bool:
 
         loc = storage.location(str(path))
         if not loc.is_dir():
-            return dump_suffix(loc.name) in TABULAR_SUFFIXES
+            return is_dump_name(loc.name)
         entries = [(Path(i.path).name, i.type == pafs.FileType.File) for i in loc.listdir()]
-        return any(is_file and dump_suffix(n) in TABULAR_SUFFIXES for n, is_file in entries) and not any(
+        return any(is_file and is_dump_name(n) for n, is_file in entries) and not any(
             n.endswith(".log") or n.startswith("__consumer_offsets-") for n, _ in entries)
     p = Path(path)
     if p.is_dir():
-        return any(dump_suffix(f.name) in TABULAR_SUFFIXES for f in p.iterdir() if f.is_file()) and not any(
+        return any(is_dump_name(f.name) for f in p.iterdir() if f.is_file()) and not any(
             f.suffix == ".log" or f.name.startswith("__consumer_offsets-") for f in p.iterdir()
         )
-    return dump_suffix(p.name) in TABULAR_SUFFIXES
+    return is_dump_name(p.name)
 
 
 def iter_segment_items(segment) -> Iterator[LogRecord | ReadProblem]:

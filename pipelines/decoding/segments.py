@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from pipelines.decoding.batches import BatchItem, read_batches_from_file
-from pipelines.decoding.dump_files import TABULAR_SUFFIXES, dump_suffix
+from pipelines.decoding.dump_files import is_dump_name
 from pipelines.decoding.framing import EntryHeads, walk_entry_heads
 from pipelines.decoding.policy import DEFAULT_POLICY, ReadPolicy
 from schemas.records import OFFSET_MAX, PARTITION_MAX, LogRecord, ReadProblem
@@ -336,7 +336,7 @@ def _discover_log_dir(p: str, tree, segments: list[SegmentFile], problems: list[
                                      "unreadable", f"{e.name} is a file, not a partition directory; not read"))
         elif e.name.endswith(".log") or e.name.endswith(".log" + _SWAP_SUFFIX):
             bare_logs = True
-        elif _is_dump_name(e.name):
+        elif is_dump_name(e.name):
             problems.append(_dump_beside_segments(e.path))
     if not found:
         if bare_logs:
@@ -367,14 +367,10 @@ def _discover_partition_dir(p: str, tree, partition: int, segments: list[Segment
             if name.endswith(".log"):  # a copy's name, a sign: no segment Kafka loads, and records all the same
                 problems.append(_problem(e.path, partition, "not_offsets_data",
                                          f"{name} is not named by a base offset; not read"))
-            elif _is_dump_name(name) and partition >= 0:  # a bare-.log directory's own were seen by its log dir walk
+            elif is_dump_name(name) and partition >= 0:  # a bare-.log directory's own were seen by its log dir walk
                 problems.append(_dump_beside_segments(e.path, partition))
             continue  # .index, .timeindex, .txnindex, .snapshot, checkpoints, partition.metadata, ...
         _add_segment(e.path, tree, partition, int(m.group(1)), segments, problems, name)
-
-
-def _is_dump_name(name: str) -> bool:
-    return dump_suffix(name) in TABULAR_SUFFIXES
 
 
 def _dump_beside_segments(path: str, partition: int = -1) -> ReadProblem:
