@@ -206,3 +206,17 @@ def test_the_cli_builds_the_gx_context_as_its_jvm_starts_and_a_validation_waits_
         assert started.wait(10)
     assert runner.default_context() is built[0]  # asked while the thread builds it
     assert len(built) == 1
+
+
+def test_gx_never_fingerprints_the_frames_it_validates(validator, rows, monkeypatch):
+    """GX hashes every cell of a pandas frame under its size threshold only to label the batch markers, which no
+    report reads; the context turns that off, so a table's checks cost only the checks."""
+    from great_expectations.execution_engine import pandas_execution_engine
+
+    def fingerprinted(df):
+        raise AssertionError("GX hashed a validated frame")
+
+    monkeypatch.setattr(pandas_execution_engine, "hash_pandas_dataframe", fingerprinted)
+    result = validator(rows, "pandas", suites={"loaded_offsets", "loaded_groups"})
+    assert [s.name for s in result.suites] == ["loaded_offsets", "loaded_groups"]
+    assert all(e.success and e.exception is None for s in result.suites for e in s.expectations)
