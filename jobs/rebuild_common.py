@@ -130,8 +130,9 @@ def _run(settings, kw: dict, log, *, quiet: bool, as_json: bool, textfile: str |
     log.name_after(prepared.snapshot_id)
     from pipelines.session import SessionOnDemand
 
+    # duckdb: the validation's relational checks (`validation.suites._sql_column`) run on it
     _import_in_background("pipelines.validation.runner", "pipelines.validation.report", "pipelines.coordinator.shard",
-                          "pipelines.io.warehouse")
+                          "pipelines.io.warehouse", "duckdb")
     # started by the first stage that needs it: a run whose shards execute in this process starts no JVM
     spark = SessionOnDemand(settings, app_name="offsetlake-rebuild", starting=functools.partial(_starting_spark, log))
     try:

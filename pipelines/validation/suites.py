@@ -279,7 +279,7 @@ def _sql_column(query: str, **tables: pa.Table) -> pa.ChunkedArray:
     con = duckdb.connect()
     try:
         for name, t in tables.items():
-            con.register(name, t.append_column("__row", pa.array(range(t.num_rows), pa.int64())))
+            con.register(name, t.append_column("__row", pa.array(np.arange(t.num_rows, dtype=np.int64))))
         return con.execute(query).fetch_arrow_table().column(0)
     finally:
         con.close()
