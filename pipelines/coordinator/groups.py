@@ -55,6 +55,20 @@ def classic_group_state(members: Sized) -> str:
     return "Stable" if len(members) else "Empty"
 
 
+def _slots_state(self) -> tuple:
+    """`__getstate__` of the mutable state types: their slots' values in order (a saved shard pickles them)."""
+    return tuple([getattr(self, name) for name in self.__slots__])
+
+
+def _set_slots(self, state: tuple) -> None:
+    """`__setstate__` of the mutable state types. Defined, not left to pickle's default, because a saved shard is read
+    back from the warehouse: pickle's BUILD on the class itself, not an instance, would set the class's attributes
+    for the rest of the process (a tampered file turning `ClassicGroup.state` into "Dead" for every group the run
+    writes); with one, that BUILD is a call without its state and fails (`coordinator.saved`)."""
+    for name, value in zip(self.__slots__, state, strict=True):
+        object.__setattr__(self, name, value)
+
+
 @dataclass(slots=True)
 class ClassicMember:
     """A member of a classic group as its GroupMetadataValue stores it, with the consumer protocol's view of its
@@ -69,6 +83,8 @@ class ClassicMember:
     subscribed_topics: list[str] | None
     assigned_partitions: list[TopicPartitions] | None
     rack_id: str | None
+
+    __getstate__, __setstate__ = _slots_state, _set_slots
 
     @staticmethod
     def of(m: Row) -> ClassicMember:
@@ -91,6 +107,8 @@ class ClassicGroup:
     value_version: int | None
     record_offset: int
     members: list[ClassicMember]
+
+    __getstate__, __setstate__ = _slots_state, _set_slots
 
     @staticmethod
     def of_record(row: Row) -> ClassicGroup:
@@ -206,6 +224,8 @@ class ConsumerGroup:
     stable_at: dict[int, int] = field(default_factory=dict)  # member epoch -> the Stable members at it
     assignors: dict[str, int] = field(default_factory=dict)  # server assignor -> the members naming it
 
+    __getstate__, __setstate__ = _slots_state, _set_slots
+
     def put_member(self, member_id: str, member: ConsumerGroupMember) -> None:
         old = self.members.get(member_id)
         if old is not None:
@@ -317,6 +337,7 @@ class GroupStore:
     tombstones."""
 
     __slots__ = ("groups", "last_group_record", "history")
+    __getstate__, __setstate__ = _slots_state, _set_slots
 
     def __init__(self, keep_history: bool = True) -> None:
         self.groups: dict[str, Group] = {}

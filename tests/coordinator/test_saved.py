@@ -288,3 +288,56 @@ def test_a_saved_shard_unpickles_the_engine_types_only():
         SavedShard.from_bytes(forged, "x")
     with pytest.raises(SavedShardError, match="not a saved shard"):
         SavedShard.from_bytes(b"PAR1....", "x")
+
+
+def _forged(data: bytes, state: bytes) -> bytes:
+    """`data` (a saved shard's bytes) with its pickled state replaced by `state`."""
+    from pipelines.coordinator.saved import MAGIC
+
+    body = data[data.index(b"\n") + 1:]
+    rest = body[8 + int.from_bytes(body[:8], "little"):]
+    return MAGIC + b" 1\n" + len(state).to_bytes(8, "little") + state + rest
+
+
+def _str(s: str) -> bytes:
+    return b"X" + len(s.encode()).to_bytes(4, "little") + s.encode()
+
+
+@pytest.mark.parametrize("module, name", [(m, n) for m, names in sorted(
+    __import__("pipelines.coordinator.saved", fromlist=["_StateUnpickler"])._StateUnpickler.ALLOWED.items())
+    for n in sorted(names)])
+def test_a_saved_shard_cannot_set_an_engine_types_attributes(module, name):
+    """A tampered state file whose pickle BUILDs on an allowed class itself (not an instance of it), before a valid
+    state, would set that class's attributes for the rest of the process (ClassicGroup.state = "Dead": every group
+    of the run's snapshot Dead); it fails to load, and the class is as it was."""
+    import importlib
+    import pickle
+
+    from pipelines.coordinator.saved import SavedShardError
+    from tests.coordinator.rowkit import Log
+
+    log = Log(partition=3)
+    log.commit("g", "t", 0, 1)
+    saved = replay_shards(to_table(log.rows), ReplayOptions(num_partitions=50), keep=True).saved[3]
+    data = saved.to_bytes()
+    state = pickle.dumps(saved.state, protocol=pickle.HIGHEST_PROTOCOL)
+    cls = getattr(importlib.import_module(module), name)
+    before = dict(vars(cls))
+    poison = (b"c" + module.encode() + b"\n" + name.encode() + b"\n"  # GLOBAL
+              + b"N}" + _str("state") + _str("Dead") + b"s\x86b0")  # BUILD (None, {"state": "Dead"}), POP
+    with pytest.raises(SavedShardError):
+        SavedShard.from_bytes(_forged(data, state[:2] + poison + state[2:]), "x")
+    assert dict(vars(cls)) == before
+
+
+def test_a_saved_shard_calls_no_builtin():
+    """A state file that calls a builtin (`list(bytes(10**12))`: terabytes) fails to load before calling it."""
+    from pipelines.coordinator.saved import SavedShardError
+    from tests.coordinator.rowkit import Log
+
+    log = Log(partition=3)
+    log.commit("g", "t", 0, 1)
+    data = replay_shards(to_table(log.rows), ReplayOptions(num_partitions=50), keep=True).saved[3].to_bytes()
+    huge = b"\x80\x05cbuiltins\nlist\ncbuiltins\nbytes\n\x8a\x06\x00\x10\xa5\xd4\xe8\x00\x85R\x85R."
+    with pytest.raises(SavedShardError, match="builtins.list is not part of a saved shard"):
+        SavedShard.from_bytes(_forged(data, huge), "x")
