@@ -246,6 +246,34 @@ def test_an_altered_saved_shard_fails_the_run_in_one_line(spark_on_demand, warn_
     assert again.incremental["mode"] == "full"
 
 
+
+def test_a_saved_shard_of_another_partition_fails_the_run_in_one_line(spark_on_demand, warn_settings, sample,
+                                                                      tmp_path):
+    """A saved shard holding another offsets partition's state (a file copied over another, its size in the
+    checkpoint edited to match) would resume that state under this partition; the run fails with one line saying
+    so instead."""
+    import json
+
+    from pipelines.io.checkpoint import read_checkpoint
+    from pipelines.rebuild import RunFailed
+
+    conf = engine_settings(warn_settings, "local")
+    cut = tmp_path / "cut"
+    cut_log_dir(sample, cut, fraction=0.5)
+    wh = tmp_path / "wh"
+    rebuild(spark_on_demand, conf, [cut], wh, "base", **SAMPLE_KW)
+    cp = read_checkpoint(wh, "base")
+    source, victim = (wh / cp["decoded_state"] / f for f in cp["decoded_files"][:2])
+    victim.write_bytes(source.read_bytes())
+    cp_file = wh / "_checkpoints" / "base.json"
+    edited = json.loads(cp_file.read_text())
+    edited["decoded_sizes"][victim.name] = victim.stat().st_size
+    cp_file.write_text(json.dumps(edited))
+    with pytest.raises(RunFailed) as failed:
+        rebuild(spark_on_demand, conf, [sample], wh, "inc", incremental=True, **SAMPLE_KW)
+    assert "unreadable saved shard: the state of offsets partition" in str(failed.value)
+    assert "\n" not in str(failed.value)
+
 def test_the_history_is_appended_past_each_partition_not_rescanned(spark_on_demand, warn_settings, sample,
                                                                     sample_full, tmp_path, monkeypatch):
     """The history's files hold one offsets partition each; an incremental run reads back only the files that may

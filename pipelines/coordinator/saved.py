@@ -26,12 +26,17 @@ import dataclasses
 import hashlib
 import io
 import pickle
+import types
+import typing
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any, Callable
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipelines.coordinator import committed, groups, loader
+from pipelines.coordinator.committed import CommittedOffsets
 from pipelines.coordinator.loader import ShardState
 from pipelines.heap import gc_paused
 
@@ -82,14 +87,19 @@ class SavedShard:
         return out.getvalue()
 
     @staticmethod
-    def from_bytes(data: bytes, source: str = "state") -> "SavedShard":
+    def from_bytes(data: bytes, source: str = "state", partition: int | None = None,
+                   modern: bool | None = None) -> "SavedShard":
+        """The saved shard of `data`; one of offsets `partition` (under `modern`'s semantics) holding what its types
+        declare (`check_state`) when `partition` is given, as a run resuming it asks."""
         with _reading(source):
             parts = _parts(data, source)
             with gc_paused():
                 state = _StateUnpickler(io.BytesIO(parts[0])).load()
             tables = [pa.ipc.open_stream(p).read_all() for p in parts[1:4]]
-        if not isinstance(state, ShardState) or len(tables) != 3:
-            raise SavedShardError(f"{source}: unreadable saved shard")
+            if not isinstance(state, ShardState) or len(tables) != 3:
+                raise SavedShardError(f"{source}: unreadable saved shard")
+            if partition is not None:
+                check_state(state, partition, modern, source)  # a slot never set raises AttributeError
         return SavedShard(state, *tables)
 
     @staticmethod
@@ -193,6 +203,106 @@ def _ipc(table: pa.Table) -> bytes:
     with pa.ipc.new_stream(sink, table.schema) as writer:
         writer.write_table(table)
     return sink.getvalue().to_pybytes()
+
+
+# A state file is read back from the warehouse: an unpickled state of the right classes may still hold a str where
+# the replay keeps an int, a group under another id, another partition's shard, which a resumed run would write
+# into its snapshot (or fail on with a traceback). What each field may hold is what the types declare; each type's
+# test is compiled from its annotations into one expression, as a walk of nested lambdas took 6x the unpickling.
+_INT64 = (-(1 << 63), 1 << 63)
+
+
+class _Tests:
+    """Per state type, a function telling whether a value is one (`of`), its fields as their annotations say."""
+
+    def __init__(self) -> None:
+        self.names: dict[str, Any] = {"_lo": _INT64[0], "_hi": _INT64[1]}
+        self.tests: dict[type, Callable[[Any], bool]] = {}
+
+    def of(self, cls: type) -> Callable[[Any], bool]:
+        if cls not in self.tests:
+            self.names[cls.__name__] = cls
+            body = " and ".join([f"type(v) is {cls.__name__}"] + [self.expr(h, f"v.{k}", 0)
+                                                                 for k, h in self.fields(cls).items()])
+            exec(f"def test(v):\n    return {body}\n", self.names)
+            self.tests[cls] = self.names[f"is_{cls.__name__}"] = self.names.pop("test")
+        return self.tests[cls]
+
+    @staticmethod
+    def fields(cls: type) -> dict[str, Any]:
+        hints = typing.get_type_hints(cls)
+        return {f.name: hints[f.name] for f in dataclasses.fields(cls)}
+
+    def expr(self, hint: Any, v: str, depth: int) -> str:
+        origin, args = typing.get_origin(hint), typing.get_args(hint)
+        x, k = f"x{depth}", f"k{depth}"
+        if origin in (typing.Union, types.UnionType):
+            none_first = sorted(args, key=lambda a: a is not type(None))
+            return "(" + " or ".join(self.expr(a, v, depth) for a in none_first) + ")"
+        if hint is None or hint is type(None):
+            return f"{v} is None"
+        if hint is int:
+            return f"(type({v}) is int and _lo <= {v} < _hi)"
+        if hint in (str, bool):
+            return f"type({v}) is {hint.__name__}"
+        if origin in (list, Sequence):
+            kinds = "type({v}) is list" if origin is list else "type({v}) in (list, tuple)"
+            return f"({kinds.format(v=v)} and all({self.expr(args[0], x, depth + 1)} for {x} in {v}))"
+        if origin is dict:
+            return (f"(type({v}) is dict and all({self.expr(args[0], k, depth + 1)} and "
+                    f"{self.expr(args[1], x, depth + 1)} for {k}, {x} in {v}.items()))")
+        if typing.is_typeddict(hint):
+            hints = typing.get_type_hints(hint)
+            self.names[f"keys_{hint.__name__}"] = hints.keys()
+            return (f"(type({v}) is dict and {v}.keys() == keys_{hint.__name__} and "
+                    + " and ".join(self.expr(h, f"{v}[{n!r}]", depth) for n, h in hints.items()) + ")")
+        if dataclasses.is_dataclass(hint):
+            self.of(hint)
+            return f"is_{hint.__name__}({v})"
+        raise TypeError(f"no test for {hint!r}")
+
+    def of_hint(self, hint: Any) -> Callable[[Any], bool]:
+        exec(f"def test(v):\n    return {self.expr(hint, 'v', 0)}\n", self.names)
+        return self.names.pop("test")
+
+
+_TESTS = _Tests()
+_IS_GROUP = _TESTS.of_hint(groups.Group)
+_IS_RECORD = _TESTS.of(groups.GroupRecord)
+_IS_OPEN_RECORDS = _TESTS.of_hint(dict[int, list[int]])
+
+
+def check_state(state: Any, partition: int, modern: bool | None, source: str) -> None:
+    """Raises `SavedShardError` unless `state` is a `ShardState` of offsets `partition` (under `modern`'s semantics
+    unless None) whose every field holds what its type declares."""
+    def wrong(what: str) -> SavedShardError:
+        return SavedShardError(f"{source}: unreadable saved shard: {what}")
+
+    if type(state) is not ShardState:
+        raise wrong(f"a {type(state).__name__}, not a shard's state")
+    if type(state.partition) is not int or state.partition != partition:
+        raise wrong(f"the state of offsets partition {state.partition!r:.80}, not {partition}")
+    if type(state.modern) is not bool:
+        raise wrong(f"modern = {state.modern!r:.80}")
+    if modern is not None and state.modern is not modern:
+        raise wrong(f"saved under {'modern' if state.modern else 'legacy'} semantics, not this run's")
+    store = state.groups
+    if type(store) is not groups.GroupStore or type(store.groups) is not dict \
+            or type(store.last_group_record) is not dict:
+        raise wrong("its groups are not a group store")
+    if type(state.offsets) is not CommittedOffsets or type(state.pending) is not pa.Table \
+            or state.pending.schema != committed.SCHEMA or not _IS_OPEN_RECORDS(state.open_records):
+        raise wrong("its offsets are not a shard's")
+    for gid, g in store.groups.items():
+        if not _IS_GROUP(g) or g.group_id != gid:
+            fields = _TESTS.fields(type(g)) if type(g) in typing.get_args(groups.Group) else {}
+            bad = [k for k, h in fields.items() if not _TESTS.of_hint(h)(getattr(g, k))] or ["group_id"] \
+                if fields else []
+            raise wrong(f"group {gid!r:.80}: " + (f"{bad[0]} = {getattr(g, bad[0])!r:.80}" if bad
+                                              else f"a {type(g).__name__}, not a group"))
+    for gid, r in store.last_group_record.items():
+        if type(gid) is not str or not _IS_RECORD(r):
+            raise wrong(f"the last record of group {gid!r:.80}: {r!r:.80}")
 
 
 class _StateUnpickler(pickle.Unpickler):

@@ -92,7 +92,8 @@ class IncrementalStart:
         files = tuple(self.previous_files or ())
         partitions = {int(p) for p in self.previous["partitions"]} | state_file_partitions(files)
         sizes = tuple(sorted((self.previous.get("decoded_sizes") or {}).items()))
-        return SavedShards(self.previous_state, files, tuple(sorted(partitions)), sizes)
+        return SavedShards(self.previous_state, files, tuple(sorted(partitions)), sizes,
+                           self.previous.get("semantics") == "modern")
 
     def next_offsets(self) -> dict[int, int] | None:
         """Offsets partition → the offset the previous run's reading stopped at (its checkpoint): every record

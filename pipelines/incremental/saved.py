@@ -14,6 +14,7 @@ class SavedShards:
     files: tuple[str, ...]  # the files the checkpoint names
     partitions: tuple[int, ...]  # every offsets partition the previous run read
     sizes: tuple[tuple[str, int], ...] = ()  # (file, its bytes) as the checkpoint recorded them
+    modern: bool | None = None  # the semantics the shards were loaded under (None: not known)
 
     def of_partition(self, partition: int):
         """The partition's saved shard (`coordinator.saved.SavedShard`; the buckets' of a split partition as one),
@@ -21,7 +22,8 @@ class SavedShards:
         # imported here, not at module level: numpy ~0.1-0.3 s, pyarrow ~0.45 s of import (python -X importtime)
         from pipelines.coordinator.saved import SavedShard
 
-        parts = [SavedShard.from_bytes(data, f"{self.path} partition {partition}") for data in self._bytes(partition)]
+        parts = [SavedShard.from_bytes(data, f"{self.path} partition {partition}", partition, self.modern)
+                 for data in self._bytes(partition)]
         return SavedShard.union(parts) if parts else None
 
     def naming(self) -> list:

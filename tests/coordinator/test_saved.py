@@ -10,6 +10,7 @@ multi-record batches, gaps, junk), every log cut at three batch boundaries, each
 from __future__ import annotations
 
 import random
+import re
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -35,7 +36,7 @@ def saved_shards(rows, opts: ReplayOptions) -> dict:
     if not rows:
         return {}
     saved = replay_shards(to_table(rows), opts, keep=True).saved
-    return {p: SavedShard.from_bytes(s.to_bytes()) for p, s in saved.items()}
+    return {p: SavedShard.from_bytes(s.to_bytes(), "state", p, opts.is_modern) for p, s in saved.items()}
 
 
 def resumed_rows(rows, saved: dict, opts: ReplayOptions) -> dict[str, list[dict]]:
@@ -341,3 +342,46 @@ def test_a_saved_shard_calls_no_builtin():
     huge = b"\x80\x05cbuiltins\nlist\ncbuiltins\nbytes\n\x8a\x06\x00\x10\xa5\xd4\xe8\x00\x85R\x85R."
     with pytest.raises(SavedShardError, match="builtins.list is not part of a saved shard"):
         SavedShard.from_bytes(_forged(data, huge), "x")
+
+
+def _one_of_each(state):
+    gs = state.groups.groups
+    return gs["classic"], gs["consumer"]
+
+
+@pytest.mark.parametrize("tamper, why", [
+    (lambda s: setattr(_one_of_each(s)[0], "generation", "3"), "group 'classic': generation = '3'"),
+    (lambda s: setattr(_one_of_each(s)[0], "generation", 1 << 63), "group 'classic': generation = 9223372036854775808"),
+    (lambda s: _one_of_each(s)[0].members.append(7), "group 'classic': members = "),
+    (lambda s: setattr(_one_of_each(s)[0].members[0], "assigned_partitions", [{"topic": "t", "partitions": ["0"]}]),
+     "group 'classic': members = "),
+    (lambda s: setattr(_one_of_each(s)[1], "group_epoch", None), "group 'consumer': group_epoch = None"),
+    (lambda s: _one_of_each(s)[1].members.update(x=_one_of_each(s)[0]), "group 'consumer': members = "),
+    (lambda s: s.groups.groups.update(other=_one_of_each(s)[0]), "group 'other': group_id = 'classic'"),
+    (lambda s: s.groups.last_group_record.update(classic=7), "the last record of group 'classic': 7"),
+    (lambda s: setattr(s, "partition", 4), "the state of offsets partition 4, not 3"),
+    (lambda s: setattr(s, "modern", True), "saved under modern semantics, not this run's"),
+    (lambda s: setattr(s, "modern", 1), "modern = 1"),
+    (lambda s: setattr(s, "open_records", {1: [[2]]}), "its offsets are not a shard's"),
+])
+def test_a_saved_shard_holds_what_its_types_declare(tamper, why):
+    """A state file edited into one of the right classes holding other values (a str where the replay keeps an
+    int, another partition's shard, a group under another id, another semantics') fails to load for the run that
+    would resume it, with what is wrong, instead of a snapshot holding it or a traceback at its write."""
+    import pickle
+
+    from pipelines.coordinator.saved import SavedShardError
+    from tests.coordinator.rowkit import Log, member
+
+    log = Log(partition=3)
+    log.group("classic", [member("m1")])
+    log.cg_member("consumer", "m2")
+    log.cg_current("consumer", "m2", 1, [("tid", [0])])
+    log.commit("classic", "t", 0, 1)
+    saved = replay_shards(to_table(log.rows), ReplayOptions(num_partitions=50), keep=True).saved[3]
+    data = saved.to_bytes()
+    assert SavedShard.from_bytes(data, "x", 3, False).state.groups.groups.keys() == {"classic", "consumer"}
+    tamper(saved.state)
+    forged = _forged(data, pickle.dumps(saved.state, protocol=pickle.HIGHEST_PROTOCOL))
+    with pytest.raises(SavedShardError, match="^x: unreadable saved shard: " + re.escape(why)):
+        SavedShard.from_bytes(forged, "x", 3, False)
