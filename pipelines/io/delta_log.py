@@ -56,6 +56,10 @@ class Commit:
             self.actions.append((kind, obj[kind]))
         if not self.actions:
             raise LogDamage(f"{name} holds no action (emptied?)")
+        for kind, action in self.actions:
+            if kind in ("add", "remove") and not _inside(action.get("path")):
+                raise LogDamage(f"{name}: an {kind} action's path is not a file inside the table: "
+                                f"{str(action.get('path'))[:80]!r}")
         info = self.info
         counted = {"add": info.get(ADDED_FILES)}
         metrics = info.get("operationMetrics")
@@ -74,6 +78,19 @@ class Commit:
     def paths(self, kind: str, partition: dict[str, str]) -> set[str]:
         return {unquote(a.get("path", "")) for k, a in self.actions if k == kind
                 and all((a.get("partitionValues") or {}).get(c) == v for c, v in partition.items())}
+
+
+_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*:")
+
+
+def _inside(path: Any) -> bool:
+    """A data file's path as a writer of the table writes it: relative to the table's root, within it. With an
+    absolute path, a URL or a `..` segment in an add, delta-rs' pruned read of the snapshot's partition listed no
+    file (`sql` answered the table empty), and a read joining the path to the table's root read outside it."""
+    if not isinstance(path, str) or not path:
+        return False
+    p = unquote(path)
+    return not (p.startswith(("/", "\\")) or _SCHEME.match(p) or ".." in re.split(r"[/\\]", p))
 
 
 def _listing(path: "Path | Location") -> dict[str, tuple]:

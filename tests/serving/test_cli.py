@@ -449,6 +449,39 @@ def _strip_last_commit(table):
     last.write_text("".join(line for line in last.read_text().splitlines(True) if '"commitInfo"' in line))
 
 
+
+def _add_path(path: str):
+    def damage(table):
+        """The last commit's adds pointing at `path` (outside the table), their files moved there."""
+        import json
+        import shutil
+
+        last = max((table / "_delta_log").glob("*.json"))
+        lines = []
+        for line in last.read_text().splitlines():
+            action = json.loads(line)
+            if "add" in action:
+                target = table.parent.parent / "outside" / "x.parquet"
+                target.parent.mkdir(exist_ok=True)
+                shutil.copy(table / action["add"]["path"], target)
+                action["add"]["path"] = path.format(part=action["add"]["path"].split("/")[0], file=target)
+            lines.append(json.dumps(action))
+        last.write_text("\n".join(lines) + "\n")
+    return damage
+
+
+_ADD_OUTSIDE = [_add_path("{part}/../../../outside/x.parquet"), _add_path("{file}"), _add_path("file://{file}")]
+
+
+@pytest.mark.parametrize("damage", _ADD_OUTSIDE, ids=["dotdot", "absolute", "url"])
+@pytest.mark.parametrize("args", [["lookup", "--group", "payments"], ["sql", "SELECT * FROM loaded_offsets"]],
+                         ids=lambda a: a[0])
+def test_an_add_outside_the_table_is_one_line_naming_the_table(rebuilt, tmp_path, damage, args):
+    """A commit whose add points outside the table (`..`, an absolute path, a URL): sql read the snapshot's
+    partition as empty, 0 rows and exit 0; it is damage, one line naming the table and the path."""
+    _assert_one_line_naming(rebuilt, tmp_path, "loaded_offsets", damage, args)
+
+
 @pytest.fixture(scope="module")
 def rebuilt(no_spark, settings, tmp_path_factory):
     """A warehouse as `rebuild` writes it (each runs row pinning its tables' versions): `payments` committed on
