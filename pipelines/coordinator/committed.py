@@ -14,6 +14,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pipelines.io.blobs import from_plain_blob
+
 
 class GroupTopicPartition(NamedTuple):
     group: str
@@ -75,7 +77,7 @@ class CommittedOffsets:
 
     @staticmethod
     def from_bytes(data: bytes) -> "CommittedOffsets":
-        return CommittedOffsets(pa.ipc.open_stream(data).read_all())
+        return CommittedOffsets(from_plain_blob(data))  # a saved shard's: read back from the warehouse
 
     def table(self) -> pa.Table:
         return self._table

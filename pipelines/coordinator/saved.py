@@ -39,6 +39,7 @@ from pipelines.coordinator import committed, groups, loader
 from pipelines.coordinator.committed import CommittedOffsets
 from pipelines.coordinator.loader import ShardState
 from pipelines.heap import gc_paused
+from pipelines.io.blobs import from_plain_blob
 
 
 def _layout() -> str:
@@ -95,7 +96,7 @@ class SavedShard:
             parts = _parts(data, source)
             with gc_paused():
                 state = _StateUnpickler(io.BytesIO(parts[0])).load()
-            tables = [pa.ipc.open_stream(p).read_all() for p in parts[1:4]]
+            tables = [from_plain_blob(p) for p in parts[1:4]]
             if not isinstance(state, ShardState) or len(tables) != 3:
                 raise SavedShardError(f"{source}: unreadable saved shard")
             if partition is not None:
@@ -125,7 +126,7 @@ def naming_of(data: bytes, source: str = "state") -> pa.Table:
         parts = _parts(data, source)
         if len(parts) != 4:
             raise ValueError(f"{len(parts)} parts, not 4")
-        return pa.ipc.open_stream(parts[2]).read_all()
+        return from_plain_blob(parts[2])
 
 
 def _parts(data: bytes, source: str) -> list[bytes]:

@@ -46,6 +46,45 @@ def from_blob(blob: bytes) -> pa.Table:
         return reader.read_all()
 
 
+def from_plain_blob(blob: bytes) -> pa.Table:
+    """The rows of a blob written uncompressed, read back from a store a reader does not trust (a saved shard's
+    tables: `coordinator.saved`): a compressed message is refused before it is decompressed, as a few KB of zstd
+    zeros are gigabytes once opened, and the rows are checked against their buffers' sizes (a batch claiming more
+    rows than its buffers hold is read past their end)."""
+    for message in pa.ipc.MessageReader.open_stream(blob):
+        if message.type in ("record batch", "dictionary") and _compressed(message.metadata.to_pybytes(),
+                                                                          message.type == "dictionary"):
+            raise ValueError("a compressed Arrow IPC message where the writer writes none")
+    table = from_blob(blob)
+    table.validate()
+    return table
+
+
+def _compressed(meta: bytes, dictionary: bool) -> bool:
+    """Whether an IPC message's metadata (`Message.fbs`, a flatbuffer) sets its record batch's `compression`."""
+    def u(pos: int, size: int, signed: bool = False) -> int:
+        if not 0 <= pos <= len(meta) - size:
+            raise ValueError("an Arrow IPC message whose metadata is cut short")
+        return int.from_bytes(meta[pos:pos + size], "little", signed=signed)
+
+    def field(table: int, i: int) -> int | None:  # where field `i` of the table at `table` is (None: absent)
+        vtable = table - u(table, 4, signed=True)
+        if 4 + 2 * i + 2 > u(vtable, 2):
+            return None
+        at = u(vtable + 4 + 2 * i, 2)
+        return table + at if at else None
+
+    def deref(pos: int | None) -> int:
+        if pos is None:
+            raise ValueError("an Arrow IPC message without its header")
+        return pos + u(pos, 4)
+
+    batch = deref(field(deref(0), 2))  # Message.header
+    if dictionary:
+        batch = deref(field(batch, 1))  # DictionaryBatch.data
+    return field(batch, 3) is not None  # RecordBatch.compression
+
+
 def opened(blobs) -> pa.Table | None:
     """The rows of `blobs` (an iterable of blobs) as one table; None when there are none."""
     tables = [from_blob(b) for b in blobs]

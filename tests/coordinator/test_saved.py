@@ -385,3 +385,50 @@ def test_a_saved_shard_holds_what_its_types_declare(tamper, why):
     forged = _forged(data, pickle.dumps(saved.state, protocol=pickle.HIGHEST_PROTOCOL))
     with pytest.raises(SavedShardError, match="^x: unreadable saved shard: " + re.escape(why)):
         SavedShard.from_bytes(forged, "x", 3, False)
+
+
+
+def _replaced(data: bytes, i: int, part: bytes) -> bytes:
+    """`data` (a saved shard's bytes) with its part `i` (0: the pickled state, 1-3: its tables) replaced by `part`."""
+    head, body = data.split(b"\n", 1)
+    parts, at = [], 0
+    while at < len(body):
+        n = int.from_bytes(body[at:at + 8], "little")
+        parts.append(body[at + 8:at + 8 + n])
+        at += 8 + n
+    parts[i] = part
+    return head + b"\n" + b"".join(len(p).to_bytes(8, "little") + p for p in parts)
+
+
+@pytest.mark.parametrize("part", ["offsets", "open_history"])
+def test_a_saved_shard_decompresses_no_table(part):
+    """A saved shard's tables are written uncompressed; one whose offsets (inside its state) or one of its tables
+    is a zstd-compressed Arrow stream (25 KB of it was 800 MB once read, a few MB of it any size) fails to load
+    before it is decompressed."""
+    import pickle
+
+    import numpy as np
+    import pyarrow as pa
+
+    from pipelines.coordinator.saved import SavedShardError
+    from tests.coordinator.rowkit import Log
+
+    log = Log(partition=3)
+    log.commit("g", "t", 0, 1)
+    saved = replay_shards(to_table(log.rows), ReplayOptions(num_partitions=50), keep=True).saved[3]
+    zeros = pa.table({"x": np.zeros(100_000, np.int64)})  # stands for rows enough to fill any memory
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, zeros.schema, options=pa.ipc.IpcWriteOptions(compression="zstd")) as w:
+        w.write_table(zeros)
+    bomb = sink.getvalue().to_pybytes()
+    assert len(bomb) < 2_000
+    if part == "offsets":
+        state = pickle.dumps(saved.state, protocol=3)  # no frames: the bytes' opcode is all that sizes them
+        offsets = saved.state.offsets.to_bytes()
+        old = b"B" + len(offsets).to_bytes(4, "little") + offsets
+        assert state.count(old) == 1
+        data = _replaced(saved.to_bytes(), 0, state.replace(old, b"B" + len(bomb).to_bytes(4, "little") + bomb))
+    else:
+        data = _replaced(saved.to_bytes(), 1, bomb)
+    with pytest.raises(SavedShardError, match="compressed Arrow IPC message"):
+        SavedShard.from_bytes(data, "x")
