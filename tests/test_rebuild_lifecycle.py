@@ -202,6 +202,38 @@ def test_a_run_failing_validation_keeps_its_row_and_names_the_failure(spark, tmp
     assert {sid: r["status"] for sid, r in runs(wh).items()} == {"bad1": "validation_failed", "s2": "succeeded"}
 
 
+def test_a_rerun_of_the_served_id_failing_validation_leaves_it_served_and_the_incremental_base(spark, tmp_path):
+    """A rerun of the served id on a log with unreadable bytes fails validation: its row replaced the served one, so
+    readers and the next --incremental run found no snapshot. Now the id stays served as it was, the attempt is
+    kept in `_attempts/`, and the next --incremental run resumes from the good run's checkpoint."""
+    from pipelines.config import load_settings
+    from pipelines.io.warehouse import Warehouse
+    from pipelines.rebuild import RebuildRequest, run_rebuild
+
+    prod = load_settings(env="ci", overrides={"validation": {"policy": "fail", "max_unread_bytes": 0}})
+    good, g = small_log(tmp_path / "good", 100)
+    bad, _ = small_log(tmp_path / "bad", 900)
+    seg = next((bad / "__consumer_offsets-0").glob("*.log"))
+    seg.write_bytes(seg.read_bytes() + b"\xff" * 64)  # bytes no batch frames
+    wh = tmp_path / "wh"
+    run_rebuild(spark, prod, RebuildRequest(inputs=(str(good),), warehouse=str(wh), snapshot_id="s1"))
+    before = lookup(wh, g)
+
+    summary = run_rebuild(spark, prod, RebuildRequest(inputs=(str(bad),), warehouse=str(wh), snapshot_id="s1"))
+    assert summary.status == "validation_failed"
+    assert runs(wh)["s1"]["status"] == "succeeded" and Warehouse(wh).latest_snapshot_id() == "s1"
+    assert lookup(wh, g) == before == (0, "s1", {i: 100 + i for i in range(5)})
+    [attempt] = (wh / "_attempts").glob("s1.*.json")
+    assert json.loads(attempt.read_text())["status"] == "validation_failed"
+    assert any("stays served" in w and str(attempt) in w for w in summary.after_commit), summary.after_commit
+
+    nxt = run_rebuild(spark, prod, RebuildRequest(inputs=(str(good),), warehouse=str(wh), snapshot_id="s2",
+                                                  incremental=True))
+    assert nxt.status == "succeeded"
+    assert (nxt.incremental["mode"], nxt.incremental["previous_snapshot"]) == ("incremental", "s1"), nxt.incremental
+    assert lookup(wh, g) == (0, "s2", {i: 100 + i for i in range(5)})
+
+
 # ------------------------------------------------------------------------------------------ kills
 def start_rebuild(src: Path, wh: Path, sid: str) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "PYSPARK_PYTHON": sys.executable,

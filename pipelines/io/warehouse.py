@@ -450,7 +450,7 @@ class Warehouse:
                        history: HistoryWrite | None = None, spark: SparkSession | None = None,
                        expected_rows: Mapping[str, int] | None = None,
                        staged: Mapping[str, tuple[str, list]] | None = None,
-                       before_commit: Callable[[], None] | None = None) -> None:
+                       before_commit: Callable[[], None] | None = None) -> str | None:
         """Write one snapshot: every snapshot table, the offset_commits merge, then the `runs` row.
 
         `tables` holds the rows of every `SNAPSHOT_TABLES` entry (`io.table_rows.TableRows`: in this process,
@@ -468,7 +468,9 @@ class Warehouse:
         propagates (`failure_recorded` then says so). `before_commit` is called once everything is staged,
         before the first commit (the run records the stage in its lock: a kill from here on may leave the id's
         tables partly replaced). `staged`: tables `stage_tables` already staged for this id (theirs in `tables`
-        are then not read); they are this call's to commit or delete.
+        are then not read); they are this call's to commit or delete. A `validation_failed` rerun of a served id
+        leaves the served row as it is and writes its own to `_attempts/` (as `record_failure` does): returns that
+        file's path, else None.
         """
         final_status = self._check_write(snapshot_id, tables, run_row, staged)
         row = dict(run_row)
@@ -496,8 +498,14 @@ class Warehouse:
                                  and not (stage == "commit" and delta.may_have_landed(exc))})
             self._record_write_failure(snapshot_id, row, exc, stage, partial=bool(committed))
             raise
-        self.mark_run(snapshot_id, {**row, "status": final_status, "table_versions": pinned,
-                                    "finished_at": _to_utc(row.get("finished_at")) or _utcnow()})
+        final = {**row, "status": final_status, "table_versions": pinned,
+                 "finished_at": _to_utc(row.get("finished_at")) or _utcnow()}
+        if final_status != "succeeded" and self.served_row(snapshot_id, partial=True) is not None:
+            # a rerun that failed validation must not take the last good snapshot away: readers and the next
+            # --incremental run stay on the served row's pinned versions; the attempt keeps the versions it committed
+            return self._write_attempt(snapshot_id, final)
+        self.mark_run(snapshot_id, final)
+        return None
 
     def _check_write(self, snapshot_id: str, tables: Mapping[str, TableRows], run_row: dict,
                      staged: Mapping[str, tuple[str, list]] | None) -> str:
@@ -602,17 +610,28 @@ class Warehouse:
         attempt file's path).
         """
         row = {**run_row, "status": "failed"}
-        current = {r["snapshot_id"]: r for r in self.snapshots()}.get(snapshot_id)
-        pinned = current is not None and set(SNAPSHOT_TABLES) <= set(current.get("table_versions") or {})
-        if current is not None and current["status"] == "succeeded" and (pinned or not partial):
-            stamp = _utcnow().strftime("%Y%m%dT%H%M%S%fZ")
-            out = self.root.join("_attempts", f"{snapshot_id}.{stamp}.json")
-            out.write_text(json.dumps({k: v for k, v in row.items()}, default=str, sort_keys=True))
-            return str(out)
+        if self.served_row(snapshot_id, partial=partial) is not None:
+            return self._write_attempt(snapshot_id, row)
         if partial and isinstance(row.get("summary"), dict):
             row["summary"] = {**row["summary"], "partial": "some tables of this id were replaced before the failure"}
         self.mark_run(snapshot_id, row)
         return "runs"
+
+    def served_row(self, snapshot_id: str, *, partial: bool) -> dict | None:
+        """The `succeeded` runs row of `snapshot_id` when a rerun's outcome can leave it served: always, when the rerun
+        replaced none of the id's tables (`partial` False); else only if the row pins its table versions."""
+        current = {r["snapshot_id"]: r for r in self.snapshots()}.get(snapshot_id)
+        if current is None or current["status"] != "succeeded":
+            return None
+        pinned = set(SNAPSHOT_TABLES) <= set(current.get("table_versions") or {})
+        return current if pinned or not partial else None
+
+    def _write_attempt(self, snapshot_id: str, row: dict) -> str:
+        """A rerun's `runs` row kept aside in `_attempts/<id>.<time>.json`; returns its path."""
+        stamp = _utcnow().strftime("%Y%m%dT%H%M%S%fZ")
+        out = self.root.join("_attempts", f"{snapshot_id}.{stamp}.json")
+        out.write_text(json.dumps(dict(row), default=str, sort_keys=True))
+        return str(out)
 
     def _stage_table(self, table: str, snapshot_id: str, rows: TableRows) -> tuple[str, list]:
         """`rows` written as the files of partition `snapshot_id` of `table` from where they are held,

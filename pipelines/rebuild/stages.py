@@ -569,6 +569,11 @@ def checkpoint(run: Run, planned: Planned, replayed: Replayed, validated: Valida
     no state for the chain to pick."""
     if not run.saves_shards:
         return
+    if validated.validation.should_fail_run and run.warehouse.served_row(run.snapshot_id, partial=True) is not None:
+        # the id stays served as it was (`write`): its checkpoint and state stay the base of the next --incremental run
+        if isinstance(replayed.saved, SavedState):
+            replayed.saved.discard()  # what the tasks saved: no checkpoint will name it
+        return
     run.progress.stage("checkpoint", f"state for --incremental -> {run.req.warehouse}/_state/{run.snapshot_id}")
     scans = {s["path"]: s for c in validated.read_counts.values() for s in c[SEGMENTS]}
     incremental.save_checkpoint(run.warehouse, run.snapshot_id, replayed.saved, planned.input_plan, planned.inc,
@@ -598,14 +603,16 @@ def write(run: Run, summary: RunSummary, planned: Planned, assembled: Assembled,
     history = tables.pop("offset_commits")
     marks = planned.inc.next_offsets() or {}
     mode = "what-if" if run.kind != SCHEDULED else "incremental" if marks else "full"
-    run.warehouse.write_snapshot(
+    attempt = run.warehouse.write_snapshot(
         run.snapshot_id, tables, run_row, spark=run.spark, expected_rows=dict(materialized.stats),
         # another cluster's history is not this warehouse's
         history=None if run.prepared.other_cluster else HistoryWrite(rows=history, mode=mode, known_below=marks,
                                                                      cluster=run.prepared.cluster),
         staged=materialized.staging.take(), before_commit=lambda: _committing(run.prepared, progress))
     progress.end()
-    late = []
+    late = [] if attempt is None else [
+        f"snapshot {run.snapshot_id} stays served as its previous run wrote it (and stays the base of --incremental "
+        f"runs); this run's {summary.status} row is in {attempt}"]
     keep = run.conf.keep_snapshots
     if keep:
         def retire():  # each step finds what is left to do: one that stopped half-way is run again
