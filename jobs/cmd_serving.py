@@ -31,8 +31,8 @@ from pipelines.serving.diff import diff_snapshots, render_text
 from pipelines.serving.group_regex import BadGroupRegex, check as check_group_regex
 from pipelines.serving.history import group_events
 from pipelines.serving.index import close_group_ids, load_index
-from pipelines.serving.restore_plan import (HistoryUnavailable, OutNotAPlan, OutNotEmpty, counted, parse_instant,
-                                            write_restore_plan)
+from pipelines.serving.restore_plan import (AfterSnapshot, HistoryUnavailable, OutNotAPlan, OutNotEmpty, counted,
+                                            parse_instant, write_restore_plan)
 from pipelines.serving.reset_plan import reset_plan as reset_offsets
 from pipelines.serving.restore_plan import restore_plan as plan
 
@@ -131,6 +131,8 @@ def restore_plan(warehouse, as_of, out, snapshot_id, groups, group_regex, change
         write_restore_plan(result, out, force=force)
     except HistoryUnavailable as e:
         fail(f"{e} (a what-if run: offsetlake rebuild --until-time {as_of})")
+    except AfterSnapshot as e:
+        fail(f"--as-of {e}")
     except GroupNotFound as e:
         fail(str(e))
     except OutNotAPlan as e:

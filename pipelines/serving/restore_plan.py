@@ -97,6 +97,11 @@ class RestorePlan:
                             "skipped": g.skipped} for g in self.groups]}
 
 
+class AfterSnapshot(ValueError):
+    """TIME is past the snapshot's as-of: its history ends there, and a plan from it would put groups back to where
+    they were then (and expire offsets at TIME that may have been committed again since)."""
+
+
 def counted(n: int, noun: str) -> str:
     """`1 group`, `2 groups`: a count with its noun (every noun here takes an s)."""
     return f"{n:,} {noun}{'' if n == 1 else 's'}"
@@ -522,7 +527,13 @@ def restore_plan(reader: SnapshotReader, snap: Snapshot, as_of_ms: int, *, group
     `damaged` (since, until): the groups `changes` reports damaged then; `clamp`: each target clamped into [log
     start, log end] where the snapshot knows them (a reset below the log start is one the consumer's
     auto.offset.reset decides, past the end one Kafka clamps to the end).
-    Raises HistoryUnavailable; BadGroupRegex for a bad `group_regex`."""
+    Raises HistoryUnavailable; BadGroupRegex for a bad `group_regex`; AfterSnapshot for a time past the snapshot's
+    as-of."""
+    if snap.as_of is not None and as_of_ms > _ms_of(snap.as_of):
+        end = _iso(_ms_of(snap.as_of))
+        raise AfterSnapshot(f"{_iso(as_of_ms)} is after snapshot {snap.snapshot_id}'s as-of {end}: its history ends "
+                            "there, and the offsets committed since are not in it; rebuild from a newer log (rebuild "
+                            "--incremental), or restore to a time at or before its as-of")
     if group_regex is not None:
         check_group_regex(group_regex)
     for g in unknown_groups(reader, snap, groups or ()):

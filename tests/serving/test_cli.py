@@ -371,7 +371,7 @@ def test_diff_says_where_the_later_log_was_compacted_since_the_earlier_snapshot(
 
 _DAMAGED = [
     (["changes", "--from", "1970-01-01T00:00:00Z", "--to", "2100-01-01T00:00:00Z"], ["offset_commits"]),
-    (["restore-plan", "--as-of", "2100-01-01T00:00:00Z", "--group", "payments"], ["offset_commits"]),
+    (["restore-plan", "--as-of", "2026-01-01T00:00:30Z", "--group", "payments"], ["offset_commits"]),
     (["describe", "payments", "--snapshot", "s1"], ["loaded_offsets", "loaded_groups", "group_members"]),
     (["lookup", "--group", "payments"], ["loaded_offsets"]),
     (["diff", "s1", "s2"], ["loaded_offsets"]),
@@ -449,7 +449,6 @@ def _strip_last_commit(table):
     last.write_text("".join(line for line in last.read_text().splitlines(True) if '"commitInfo"' in line))
 
 
-
 def _add_path(path: str):
     def damage(table):
         """The last commit's adds pointing at `path` (outside the table), their files moved there."""
@@ -480,6 +479,9 @@ def test_an_add_outside_the_table_is_one_line_naming_the_table(rebuilt, tmp_path
     """A commit whose add points outside the table (`..`, an absolute path, a URL): sql read the snapshot's
     partition as empty, 0 rows and exit 0; it is damage, one line naming the table and the path."""
     _assert_one_line_naming(rebuilt, tmp_path, "loaded_offsets", damage, args)
+
+
+REBUILT_AS_OF = "2026-11-01T00:00:00.001Z"  # `rebuilt`'s newest record: a restore plan's latest time
 
 
 @pytest.fixture(scope="module")
@@ -558,7 +560,7 @@ def _drop_event_column(table):
 
 
 _HISTORY_VIEWS = [["describe", "payments", "--history"], ["changes", "--from", "2000-01-01", "--to", "2100-01-01"],
-                  ["restore-plan", "--as-of", "2100-01-01", "--group", "payments", "--out", "{tmp}/plan"]]
+                  ["restore-plan", "--as-of", REBUILT_AS_OF, "--group", "payments", "--out", "{tmp}/plan"]]
 
 
 @pytest.mark.parametrize("damage", [_truncate_last_commit, _delete_last_commit, _delete_table, _delete_files,
@@ -581,7 +583,7 @@ def test_a_damaged_group_history_is_one_line_naming_the_table(rebuilt, tmp_path,
 
 
 _HISTORY_READERS = [["changes", "--from", "2000-01-01", "--to", "2100-01-01"], ["sql", "SELECT count(*) FROM runs"],
-                    ["restore-plan", "--as-of", "2100-01-01", "--group", "payments", "--out", "{tmp}/plan"]]
+                    ["restore-plan", "--as-of", REBUILT_AS_OF, "--group", "payments", "--out", "{tmp}/plan"]]
 
 
 @pytest.mark.parametrize("args", _HISTORY_READERS, ids=lambda a: a[0])
@@ -637,7 +639,7 @@ def test_restore_plan_into_an_empty_out_is_refused_and_empties_nothing(rebuilt, 
     everything in it before writing the plan there."""
     monkeypatch.chdir(tmp_path)
     (tmp_path / "precious").write_text("x")
-    r = CliRunner().invoke(main, ["restore-plan", "--warehouse", str(rebuilt), "--as-of", "2100-01-01",
+    r = CliRunner().invoke(main, ["restore-plan", "--warehouse", str(rebuilt), "--as-of", REBUILT_AS_OF,
                                   "--group", "payments", "--out", "", "--force"], catch_exceptions=False)
     assert r.exit_code == 2 and r.stderr == "error: --out is empty: name the directory to write the plan into\n", \
         r.output
@@ -653,7 +655,7 @@ def test_restore_plan_never_writes_into_or_around_the_warehouse(rebuilt, tmp_pat
     shutil.copytree(rebuilt, tmp_path / "wh")
     monkeypatch.chdir(tmp_path)
     before = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*"))
-    r = CliRunner().invoke(main, ["restore-plan", "--warehouse", "wh", "--as-of", "2100-01-01", "--group", "payments",
+    r = CliRunner().invoke(main, ["restore-plan", "--warehouse", "wh", "--as-of", REBUILT_AS_OF, "--group", "payments",
                                   "--out", out, "--force"], catch_exceptions=False)
     assert r.exit_code == 2 and r.stderr.count("\n") == 1 and "the warehouse wh: write the plan outside it" in r.stderr
     assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*")) == before
@@ -661,7 +663,7 @@ def test_restore_plan_never_writes_into_or_around_the_warehouse(rebuilt, tmp_pat
 
 def test_restore_plan_force_empties_an_earlier_plan_only(rebuilt, tmp_path):
     """--force deleted whatever --out held; it now empties an earlier plan's directory, and nothing else."""
-    args = ["restore-plan", "--warehouse", str(rebuilt), "--as-of", "2100-01-01", "--group", "payments", "--out",
+    args = ["restore-plan", "--warehouse", str(rebuilt), "--as-of", REBUILT_AS_OF, "--group", "payments", "--out",
             str(tmp_path / "plan"), "--force"]
     assert CliRunner().invoke(main, args, catch_exceptions=False).exit_code == 0
     (tmp_path / "plan" / "applied.txt").write_text("payments.csv\n")

@@ -68,6 +68,11 @@ def _cut_replay(rows, semantics: str, t: int, retention: int = 10080) -> dict[st
     return _offsets(replay_rows(rows, options, expiry))
 
 
+def _end(rows) -> int:
+    """The newest record's time: the as-of of a snapshot rebuilt from `rows`, the latest time a plan is made at."""
+    return max(r["timestamp"] for r in rows if r.get("timestamp") is not None)
+
+
 def _times(rows, n: int = 30) -> list[int]:
     """Moments across the log: `n` record timestamps and `n` transaction markers' times spread evenly (the first
     and the last record's among them), each also 1 ms before (a record and its marker on either side of the cut),
@@ -325,8 +330,14 @@ def _cli(*args):
 def test_cli_writes_the_files_and_apply_sh_runs_them(broker, tmp_path):
     from pipelines.serving.restore_plan import file_stem
 
+    from pipelines.serving.restore_plan import restore_plan
+
     b = broker["deletes"]
-    t = _times(b.rows)[-1]
+    reader = DeltaWarehouseReader(b.wh)
+    snap = reader.snapshot("base")
+    # the earliest moment at which a since-deleted group had offsets: the plan has a group of each kind
+    t = next(t for t in _times(b.rows) if t <= _end(b.rows)
+             and any(g.state_now is None and g.file for g in restore_plan(reader, snap, t).groups))
     out = tmp_path / "plan"
     r = _cli("--warehouse", str(b.wh), "--as-of", str(t), "--out", str(out))
     assert r.exit_code == 0, r.output
@@ -400,7 +411,7 @@ def test_zip_holds_the_same_files(broker, tmp_path):
 
     b = broker["kip848"]
     reader = DeltaWarehouseReader(b.wh)
-    plan = restore_plan(reader, reader.snapshot("base"), _times(b.rows)[-1])
+    plan = restore_plan(reader, reader.snapshot("base"), _end(b.rows))
     z = zipfile.ZipFile(io.BytesIO(restore_plan_zip(plan)))
     files = plan_files(plan)
     assert {n.removeprefix("restore-plan/") for n in z.namelist()} == set(files)
@@ -456,7 +467,7 @@ def test_bad_input_is_one_line_and_exit_2(broker, tmp_path):
 def test_api_route_serves_the_plan(broker):
     b = broker["transactions"]
     reader = DeltaWarehouseReader(b.wh)
-    t = _times(b.rows)[-1]
+    t = _end(b.rows)
     with TestClient(create_app(reader)) as client:
         r = client.get("/restore-plan.zip", params={"as_of": _iso(t), "group": ["tx-g1"], "snapshot": "base"})
         assert r.status_code == 200 and r.headers["content-type"] == "application/zip"
@@ -469,6 +480,25 @@ def test_api_route_serves_the_plan(broker):
         assert client.get("/restore-plan.zip", params={"as_of": "nope"}).status_code == 400
         assert client.get("/restore-plan.zip", params={"as_of": str(t), "group_regex": "("}).status_code == 400
         assert client.get("/restore-plan.zip", params={"as_of": str(t), "snapshot": "nope"}).status_code == 404
+
+
+@pytest.mark.slow
+def test_a_time_after_the_snapshot_s_as_of_is_refused(broker, tmp_path):
+    """--as-of past the snapshot's as-of planned from where its history ends (and expired offsets at TIME that may
+    have been committed again since) without a word: an on-call engineer applying it rewound groups to that end.
+    Now the CLI refuses it in one line (exit 2) naming both times, the API with a 400; at the as-of it plans."""
+    b = broker["deletes"]
+    end = _end(b.rows)
+    for t in (end + 1, end + 7 * 86_400_000):
+        r = _cli("--warehouse", str(b.wh), "--as-of", str(t), "--out", str(tmp_path / "late"))
+        assert r.exit_code == 2 and r.stderr.count("\n") == 1, r.output
+        assert r.stderr.startswith(f"error: --as-of {_iso(t)} is after snapshot base's as-of {_iso(end)}"), r.stderr
+        assert not (tmp_path / "late").exists()
+    with TestClient(create_app(DeltaWarehouseReader(b.wh), refresh_interval=0)) as client:
+        r = client.get("/restore-plan.zip", params={"as_of": str(end + 1)})
+        assert r.status_code == 400 and f"is after snapshot base's as-of {_iso(end)}" in r.json()["detail"], r.text
+        assert client.get("/restore-plan.zip", params={"as_of": str(end)}).status_code == 200
+    assert _cli("--warehouse", str(b.wh), "--as-of", str(end), "--out", str(tmp_path / "end")).exit_code == 0
 
 
 def test_a_history_written_before_restore_plans_is_refused_in_each_edge_s_words(tmp_path):
