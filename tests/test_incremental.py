@@ -374,9 +374,10 @@ def test_a_rerun_that_failed_after_its_checkpoint_is_not_resumed(spark_on_demand
 
 
 def test_a_torn_entry_read_again_is_no_gap_in_the_log(spark_on_demand, warn_settings, sample, tmp_path):
-    """A size field running past the end of a segment that is not the last (a torn entry: each run reads it again)
-    left the incremental run's `log_gaps` saying the log was whole only from its first new offset on, as if the
-    offsets the previous run read after that segment were missing; now they are the full run's."""
+    """A size field running past the end of a segment that is not the last (a torn entry) left the incremental run's
+    `log_gaps` saying the log was whole only from its first new offset on, as if the offsets the previous run read
+    after that segment were missing; now they are the full run's. Each run also read the entry again and
+    quarantined it again, so the chain's quarantine counts added up to more than the full run's."""
     torn = tmp_path / "torn"
     shutil.copytree(sample, torn)
     part = sorted(p for p in torn.iterdir() if p.is_dir() and len(list(p.glob("*.log"))) > 2)[0]
@@ -394,10 +395,15 @@ def test_a_torn_entry_read_again_is_no_gap_in_the_log(spark_on_demand, warn_sett
             sorted(d.glob("*.log"))[-1].unlink()
     full = rebuild(spark_on_demand, warn_settings, [torn], tmp_path / "full", "full", **SAMPLE_KW)
     assert {int(p): g for p, g in full.log_gaps.items()}[int(part.name.rsplit("-", 1)[1])]["compacted_below"]
-    rebuild(spark_on_demand, warn_settings, [cut], tmp_path / "wh", "base", **SAMPLE_KW)
+    base = rebuild(spark_on_demand, warn_settings, [cut], tmp_path / "wh", "base", **SAMPLE_KW)
     inc = rebuild(spark_on_demand, warn_settings, [torn], tmp_path / "wh", "inc", incremental=True, **SAMPLE_KW)
     assert inc.incremental["mode"] == "incremental"
     assert inc.log_gaps == full.log_gaps
+    # the torn entry is quarantined once in the chain (each run reported it again, and its unread bytes)
+    assert base.records_quarantined + inc.records_quarantined == full.records_quarantined > 0
+    assert base.bytes_unread + inc.bytes_unread == full.bytes_unread > 0
+    assert sorted(quarantine_keys(tmp_path / "wh", "base") + quarantine_keys(tmp_path / "wh", "inc")) == \
+        quarantine_keys(tmp_path / "full", "full")
     assert_same_snapshot(tmp_path / "full", "full", tmp_path / "wh", "inc")
 
 

@@ -68,6 +68,10 @@ def save_checkpoint(warehouse, snapshot_id: str, saved, plan, inc, *, conf, req,
     # is in this one.
     for p in partitions.values():
         p["segments"].sort(key=lambda s: s["base_offset"])
+        for seg in p["segments"][:-1]:
+            # Kafka never appends to a rolled segment: what this run could not frame in one (a torn entry) stays
+            # unframeable, reported once by the run that read it, so the next run does not read it again
+            seg["consumed"] = seg["size"]
     checkpoint = dict(
         format=CHECKPOINT_FORMAT, snapshot_id=snapshot_id, started_ms=started_ms, mode=inc.mode,
         previous_snapshot=inc.previous_snapshot,
