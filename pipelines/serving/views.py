@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipelines.io.snapshots import GroupNotFound, SnapshotReader, jsonable
-from pipelines.serving.history import group_events
+from pipelines.serving.history import group_events, outcome_as_of
 from pipelines.serving.index import (GROUP_STATES, GROUP_TYPES, LAG_FIELDS, OFFSET_FIELDS, SnapshotIndex,
                                      assignment_strategy, consumer_lag, json_rows)
 
@@ -289,7 +289,8 @@ def group_commits(
         flt.append(("topic", "=", topic))
     if partition is not None:
         flt.append(("partition", "=", partition))
-    t = reader.history_table("offset_commits", filters=flt, columns=COMMIT_FIELDS + ["group_id"])
+    t = reader.history_table("offset_commits", filters=flt,
+                             columns=COMMIT_FIELDS + ["group_id", "txn_marker_timestamp"])
     if (t is None or t.num_rows == 0) and not idx.exists(gid):
         raise GroupNotFound(idx.absent_reason(gid))
     rows: list[dict] = []
@@ -300,6 +301,7 @@ def group_commits(
             ts = t.column("record_timestamp") if "record_timestamp" in t.column_names else t.column("commit_timestamp")
             ts = pc.coalesce(ts, t.column("commit_timestamp"))
             t = t.filter(pc.fill_null(pc.less_equal(ts, pa.scalar(as_of, ts.type)), True))
+            t = outcome_as_of(t, as_of)
         order = [("commit_timestamp", "ascending"), ("offsets_partition", "ascending"), ("record_offset", "ascending")]
         t = t.sort_by(order)
         if t.num_rows > limit:

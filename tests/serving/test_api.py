@@ -190,6 +190,43 @@ def test_commits_history_bounded_by_as_of(server):
     assert get(server, "/groups/nope/commits").status_code == 404
 
 
+def test_commits_of_an_earlier_snapshot_keep_its_open_transaction_open(tmp_path, no_spark, settings):
+    """The history is one table for every snapshot, and the run that reads a transaction's COMMIT marker records it on
+    the records an earlier snapshot held open: that snapshot's commits still say `pending`, as its pending_offsets
+    do (they said `committed`, a marker its log did not have), and the later one's say `committed`."""
+    from fastapi.testclient import TestClient
+
+    from jobs.api import create_app
+    from pipelines.decoding import batch_writer as bw
+    from pipelines.decoding import message_writer as mw
+    from pipelines.io.snapshots import DeltaWarehouseReader
+    from pipelines.rebuild import RebuildRequest, run_rebuild
+
+    t0 = 1_793_491_200_000
+
+    def commit(offset, ts):
+        return (mw.write_offset_commit_key("txn", "orders", 0),
+                mw.write_offset_commit_value(3, offset=offset, metadata="", commit_timestamp=ts, leader_epoch=0), ts)
+
+    log = tmp_path / "log" / "__consumer_offsets-0"
+    log.mkdir(parents=True)
+    head = (bw.write_record_batch([commit(5, t0)], 0)
+            + bw.write_record_batch([commit(10, t0 + 1000)], 1, producer_id=7, producer_epoch=0, base_sequence=0,
+                                    is_transactional=True))
+    wh = tmp_path / "wh"
+    for sid, data in (("open", head), ("ended", head + bw.write_control_batch(bw.COMMIT, 0, 2, 7, 0, t0 + 2000))):
+        (log / f"{0:020d}.log").write_bytes(data)
+        res = run_rebuild(no_spark, settings, RebuildRequest(inputs=(str(log.parent),), warehouse=str(wh),
+                                                              snapshot_id=sid, num_partitions=1))
+        assert res.status == "succeeded", res
+    with TestClient(create_app(DeltaWarehouseReader(wh), refresh_interval=0)) as client:
+        for sid, outcome in (("open", "pending"), ("ended", "committed")):
+            d = client.get("/groups/txn/commits", params={"snapshot": sid}).json()
+            assert [(c["committed_offset"], c["txn_outcome"]) for c in d["commits"]] == [(5, None), (10, outcome)]
+        assert [p["committed_offset"] for p in client.get("/groups/txn", params={"snapshot": "open"}).json()["pending"]
+                ] == [10]
+
+
 def test_page_and_openapi(server):
     r = get(server, "/")
     assert r.status_code == 200 and "text/html" in r.headers["content-type"]
