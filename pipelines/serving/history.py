@@ -47,19 +47,25 @@ def applied_history(commits: pa.Table | None, snapshot_id: str) -> pa.Table | No
 def outcome_as_of(commits: pa.Table, as_of) -> pa.Table:
     """`commits` as the snapshot as of `as_of` knew them: the history is one table for every snapshot, and a later
     run records the marker that ended a transaction an earlier snapshot holds open (its `pending_offsets`), so a
-    record whose marker came after `as_of` is still `pending` there (`changes` likewise counts what took effect up
-    to as_of only)."""
-    if "txn_marker_timestamp" not in commits.column_names or "txn_outcome" not in commits.column_names:
+    record whose marker came after `as_of` is still `pending` there and has not taken effect (`changes` likewise
+    counts what took effect up to as_of only)."""
+    names = commits.column_names
+    if "txn_marker_timestamp" not in names or "txn_outcome" not in names:
         return commits
     marker = commits.column("txn_marker_timestamp")
     later = pc.fill_null(pc.greater(marker, pa.scalar(as_of, marker.type)), False)
     if not pc.any(later).as_py():
         return commits
-    at = commits.column_names.index("txn_outcome")
-    outcome = commits.column(at)
+    outcome = commits.column("txn_outcome")
     if pa.types.is_dictionary(outcome.type):
         outcome = outcome.cast(pa.string())
-    return commits.set_column(at, "txn_outcome", pc.if_else(later, pa.scalar("pending", pa.string()), outcome))
+    commits = commits.set_column(names.index("txn_outcome"), "txn_outcome",
+                                 pc.if_else(later, pa.scalar("pending", pa.string()), outcome))
+    for name in ("applied_offset", "applied_timestamp"):
+        if name in names:
+            c = commits.column(name)
+            commits = commits.set_column(names.index(name), name, pc.if_else(later, pa.scalar(None, c.type), c))
+    return commits
 
 
 def group_events(reader: SnapshotReader, snap: "Snapshot | str", *, columns: list[str],

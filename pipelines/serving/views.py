@@ -267,6 +267,9 @@ COMMIT_FIELDS = [
     "producer_id",
     "offsets_partition",
     "record_offset",
+    # where and when the record took effect as the engine recorded it (null: it never did, by the snapshot's as_of)
+    "applied_offset",
+    "applied_timestamp",
 ]
 
 

@@ -220,9 +220,10 @@ def test_commits_of_an_earlier_snapshot_keep_its_open_transaction_open(tmp_path,
                                                               snapshot_id=sid, num_partitions=1))
         assert res.status == "succeeded", res
     with TestClient(create_app(DeltaWarehouseReader(wh), refresh_interval=0)) as client:
-        for sid, outcome in (("open", "pending"), ("ended", "committed")):
+        for sid, outcome, applied in (("open", "pending", None), ("ended", "committed", 2)):
             d = client.get("/groups/txn/commits", params={"snapshot": sid}).json()
-            assert [(c["committed_offset"], c["txn_outcome"]) for c in d["commits"]] == [(5, None), (10, outcome)]
+            assert [(c["committed_offset"], c["txn_outcome"], c["applied_offset"]) for c in d["commits"]] == \
+                [(5, None, 0), (10, outcome, applied)]
         assert [p["committed_offset"] for p in client.get("/groups/txn", params={"snapshot": "open"}).json()["pending"]
                 ] == [10]
 

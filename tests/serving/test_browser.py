@@ -502,6 +502,42 @@ def test_page_on_a_broker_scenario(broker_warehouse, tmp_path):
         _save(tmp_path, "group-broker.png", b.screenshot())
 
 
+@pytest.mark.shared
+def test_commits_chart_plots_what_took_effect(brokerdata, no_spark, settings, tmp_path):
+    """The transactions scenario's group tx-g1 (Kafka 4.0): its commits chart steps through the offsets the group
+    had, the records that took effect at the time they did (a transaction's at its COMMIT marker), and ends at what
+    OffsetFetch answered; an aborted, overtaken or replaced transactional commit was never its offset and is not a
+    point (the chart drew the aborted 20s as the committed offset)."""
+    import json
+
+    from pipelines.rebuild import RebuildRequest, run_rebuild
+
+    _chromedriver()
+    scenario = brokerdata / "transactions"
+    if not (scenario / "expected_state.json").is_file():
+        pytest.skip(f"{scenario} not present")
+    fetched = json.loads((scenario / "expected_state.json").read_text())["summary"]["tx-g1"]["committed_offsets"]
+    wh = tmp_path / "wh"
+    res = run_rebuild(no_spark, settings, RebuildRequest(inputs=(str(scenario / "data"),), warehouse=str(wh),
+                                                      snapshot_id="tx", semantics="modern"))
+    assert res.status == "succeeded", res
+    with running_server(wh) as base, chromium(tmp_path) as b:
+        commits = httpx.get(base + "/groups/tx-g1/commits", timeout=10).json()["commits"]
+        never = {(c["partition"], c["committed_offset"]) for c in commits if c["applied_offset"] is None}
+        assert ("tx-in" in fetched) and never  # aborted, overtaken and replaced transactional commits
+        _open(b, base + "/#/groups/tx-g1", "group")
+        b.wait_for("return !!(window.olCharts && window.olCharts.commits)")
+        data = b.js("const u = window.olCharts.commits; return [u.series.slice(1).map(s => s.label), u.data]")
+        for label, values in zip(data[0], data[1][1:]):
+            partition = int(label.rsplit("-", 1)[1])
+            steps = [v for v in values if v is not None]
+            took = sorted((c for c in commits if c["partition"] == partition and c["applied_offset"] is not None),
+                          key=lambda c: c["applied_offset"])
+            assert steps == [c["committed_offset"] for c in took], label
+            assert steps[-1] == fetched["tx-in"][str(partition)]["offset"]
+            assert not set(steps) & {v for p, v in never if p == partition} - {c["committed_offset"] for c in took}
+
+
 @pytest.fixture(scope="module")
 def sample_warehouse(no_spark, settings, tmp_path_factory) -> Path:
     """The simulator's dump (what `make run` rebuilds, smaller) rebuilt once by the real pipeline."""
