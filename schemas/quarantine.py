@@ -53,7 +53,9 @@ NOT_OFFSETS_DATA = "not_offsets_data"
 """Another topic's partition directory or rows, a directory without segments, or a name past Kafka's numbers (a
 `__consumer_offsets-N` past 2^31 - 1, a segment's base offset past 2^63 - 1): not read."""
 SWAP_FILE = "swap_file"
-"""A `.swap` file (a cleaned segment awaiting rename): not read."""
+"""A segment Kafka's recovery of an interrupted swap deletes (`LogLoader.load`): a `.log` a `.log.swap` (a cleaned or
+split segment awaiting rename) replaces, read in its place, or a swap at or above the lowest `.cleaned` file's
+offset (an incomplete split's): not read."""
 DUPLICATE_SEGMENT = "duplicate_segment"
 """Two files claiming the same (partition, base offset): the second is not read."""
 

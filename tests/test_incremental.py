@@ -198,8 +198,8 @@ def test_sample_incremental_equals_full(spark_on_demand, warn_settings, sample, 
 @pytest.mark.spark
 def test_an_incremental_run_on_the_shards_reports_a_discovery_problem(spark_on_demand, warn_settings, sample,
                                                                      sample_full, tmp_path):
-    """A `.swap` file beside the segments (a cleaner's leftover, reported, not read) in an incremental run too big
-    for the driver: the shards' tasks take the run, the problem is a quarantined row of its partition, and the
+    """A `.swap` file beside the segments (an incomplete split's leftover, reported, not read) in an incremental run
+    too big for the driver: the shards' tasks take the run, the problem is a quarantined row of its partition, and the
     state is the full run's."""
     full_wh, full = sample_full
     conf = spark_replay_settings(warn_settings)
@@ -211,6 +211,7 @@ def test_an_incremental_run_on_the_shards_reports_a_discovery_problem(spark_on_d
     shutil.copytree(sample, grown)
     part = sorted(p for p in grown.iterdir() if p.is_dir())[0]
     (part / "00000000000000000000.log.swap").write_bytes(b"\0" * 64)
+    (part / "00000000000000000000.log.cleaned").write_bytes(b"")  # so the swap is an incomplete split's: not read
     inc = rebuild(spark_on_demand, conf, [grown], wh, "inc", incremental=True, **SAMPLE_KW)
     assert inc.incremental["mode"] == "incremental" and inc.incremental["replay"] == "spark", inc.incremental
     assert any(".swap" in k[0] for k in quarantine_keys(wh, "inc"))

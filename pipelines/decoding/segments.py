@@ -3,8 +3,9 @@
 Mirrors what `UnifiedLog`/`LogLoader` (Kafka 2.8-4.x) treat as a partition's data: the `<20-digit base>.log` files
 of a `__consumer_offsets-N` directory, in numeric base-offset order (spec §1.1). Index, time-index, txn-index,
 producer snapshots and checkpoints are not data; `.deleted`/`.cleaned` files and `-delete`/`-future`/`-stray`
-directories are skipped; a `.swap` file (a cleaned segment awaiting rename), a `.log` not named by a base offset
-and a file named like a partition directory are reported, not read.
+directories are skipped; a `.log.swap` file (a cleaned or split segment awaiting rename) is read in place of the
+segments Kafka's recovery deletes for it (`_InterruptedSwaps`), which are reported; a `.log` not named by a base
+offset and a file named like a partition directory are reported, not read.
 
 An input may also be an object-store URI (`s3://bucket/prefix`, `pipelines/io/storage.py`): its keys are listed
 once and walked as the same directory tree (key prefixes are the directories); the segments keep their URIs.
@@ -287,9 +288,8 @@ def _discover_path(p: str, tree, segments: list[SegmentFile], problems: list[Rea
         problems.append(_problem(p, -1, "not_offsets_data",
                                  f"{p} belongs to {parent}, not to {OFFSETS_TOPIC}; not read"))
         return
-    if name.endswith(_SWAP_SUFFIX):
-        problems.append(_swap_problem(p, partition))
-        return
+    if name.endswith(".log" + _SWAP_SUFFIX):  # the segment Kafka's recovery renames it to (`_InterruptedSwaps`)
+        name = name[: -len(_SWAP_SUFFIX)]
     if not name.endswith(".log"):
         problems.append(_problem(p, partition, "not_offsets_data", f"{name} is not a .log segment; not read"))
         return
@@ -348,19 +348,17 @@ def _discover_log_dir(p: str, tree, segments: list[SegmentFile], problems: list[
 
 def _discover_partition_dir(p: str, tree, partition: int, segments: list[SegmentFile],
                             problems: list[ReadProblem]) -> None:
-    """The `.log` files of one partition directory (`LogLoader.loadSegmentFiles`, data files only)."""
+    """The `.log` files of one partition directory (`LogLoader.loadSegmentFiles`, data files only), after
+    `LogLoader.load`'s recovery of an interrupted swap (`_InterruptedSwaps`)."""
     try:
         entries = list(tree.scandir(p))
     except OSError as e:
         problems.append(_problem(p, partition, "unreadable", f"cannot list directory: {e}"))
         return
+    swaps = _InterruptedSwaps(entries, tree, partition, problems)
     for e in entries:
         name = e.name
-        if name.endswith(_SKIPPED_SUFFIXES):
-            continue
-        if name.endswith(_SWAP_SUFFIX):
-            if name[: -len(_SWAP_SUFFIX)].endswith(".log"):
-                problems.append(_swap_problem(e.path, partition))
+        if name.endswith(_SKIPPED_SUFFIXES) or name.endswith(_SWAP_SUFFIX):
             continue
         m = _SEGMENT_NAME.match(name)
         if m is None:
@@ -370,19 +368,95 @@ def _discover_partition_dir(p: str, tree, partition: int, segments: list[Segment
             elif is_dump_name(name) and partition >= 0:  # a bare-.log directory's own were seen by its log dir walk
                 problems.append(_dump_beside_segments(e.path, partition))
             continue  # .index, .timeindex, .txnindex, .snapshot, checkpoints, partition.metadata, ...
+        if (by := swaps.replacing(int(m.group(1)))) is not None:
+            problems.append(_problem(e.path, partition, "swap_file",
+                                     f"replaced by {by}, an interrupted swap Kafka's recovery renames in its place "
+                                     f"(LogLoader deletes the segments from the swaps' first base offset up to their "
+                                     f"last next offset); not read"))
+            continue
         _add_segment(e.path, tree, partition, int(m.group(1)), segments, problems, name)
+    for e, base in swaps.segments:
+        _add_segment(e.path, tree, partition, base, segments, problems, e.name)
+
+
+def _offset_from_file(name: str) -> int | None:
+    """`LogFileUtils.offsetFromFile`: the number before a file name's first dot (None: the name holds none)."""
+    head = name.split(".", 1)[0]
+    return int(head) if "." in name and head.isdigit() else None
+
+
+class _InterruptedSwaps:
+    """What `LogLoader.load` (Kafka 3.0-4.x) makes of the `.swap` files of a partition directory: a log cleaning or
+    a segment split stopped after writing its result as `<base>.log.swap` and before renaming it. A swap at or
+    above the lowest `.cleaned` file's offset is an incomplete split's and is deleted; the others are renamed to
+    `.log`, after every segment from the lowest swap's base offset up to (not including) the highest swap's next
+    offset was deleted, and a `.log` of a swap's own name is replaced by the rename."""
+
+    def __init__(self, entries: list, tree, partition: int, problems: list[ReadProblem]):
+        self.segments: list[tuple[object, int]] = []  # (the swap's entry, its base offset)
+        self._bases: dict[int, str] = {}
+        self._first = self._end = 0
+        cleaned = [o for e in entries if e.name.endswith(".cleaned") and (o := _offset_from_file(e.name)) is not None]
+        min_cleaned = min(cleaned, default=OFFSET_MAX + 1)
+        for e in sorted(entries, key=lambda e: e.name):
+            if not e.name.endswith(_SWAP_SUFFIX) or _is_dir(e):
+                continue
+            sm = _SEGMENT_NAME.match(e.name[: -len(_SWAP_SUFFIX)])
+            if sm is None:
+                continue  # an index's swap: renamed too, and no data
+            base = int(sm.group(1))
+            if base >= min_cleaned:
+                problems.append(_problem(e.path, partition, "swap_file",
+                                         f"an incomplete split's swap (at or above the lowest .cleaned file's offset "
+                                         f"{min_cleaned}): Kafka's recovery deletes it; not read"))
+                continue
+            try:
+                end = _next_offset(e.path, base)
+            except (OSError, ValueError) as err:
+                problems.append(_problem(e.path, partition, "unreadable", f"cannot read swap segment: {err}"))
+                continue
+            if not self._bases:
+                self._first, self._end = base, end
+            self._first, self._end = min(self._first, base), max(self._end, end)
+            self._bases[base] = e.name
+            self.segments.append((e, base))
+
+    def replacing(self, base_offset: int) -> str | None:
+        """The swap file that replaces the `.log` segment of `base_offset`, if one does."""
+        if base_offset in self._bases:
+            return self._bases[base_offset]
+        if self._bases and self._first <= base_offset < self._end:
+            return ", ".join(sorted(self._bases.values()))
+        return None
+
+
+def _is_dir(e) -> bool:
+    try:
+        return e.is_dir()
+    except OSError:
+        return False
+
+
+def _next_offset(path: str, base_offset: int) -> int:
+    """`LogSegment.readNextOffset` of a segment file: after the last entry its heads frame (its base offset when it
+    holds none)."""
+    # imported here, not at module level: pyarrow ~0.45 s, pyarrow.fs ~0.05 s of import (python -X importtime)
+    from pipelines.io import storage
+
+    try:
+        with storage.location(path).as_local_file() as local:  # an object is fetched into a temp file first
+            if os.path.getsize(local) == 0:
+                return base_offset
+            heads = entry_heads(local)
+    except storage.StorageError as e:
+        raise OSError(str(e)) from None
+    return int(heads.last_offsets[-1]) + 1 if len(heads) else base_offset
 
 
 def _dump_beside_segments(path: str, partition: int = -1) -> ReadProblem:
     """A tabular dump among segment files: the directory is read as a log, so its rows would go unread."""
     return _problem(path, partition, "not_offsets_data", f"{os.path.basename(path)} is a tabular dump among segment "
                                                           f"files; not read (give it as an --input of its own)")
-
-
-def _swap_problem(path: str, partition: int) -> ReadProblem:
-    return _problem(path, partition, "swap_file",
-                    "a .swap file is a cleaned segment awaiting rename (interrupted log cleaning); Kafka's "
-                    "recovery would prefer it over the .log it replaces; not read")
 
 
 def _add_segment(path: str, tree, partition: int, base_offset: int, segments: list[SegmentFile],

@@ -48,11 +48,12 @@ def logdir(tmp_path: Path) -> Path:
 
 def test_discover_log_dir(logdir):
     segs, problems = discover_segments(logdir)
-    assert [(s.offsets_partition, s.base_offset) for s in segs] == [(3, 0), (3, 20), (3, 100), (12, 7)]
-    assert all(s.path.endswith(".log") and s.size > 0 for s in segs)
+    # the swap at 30 (below the .cleaned at 50: a finished cleaning's) is read as the segment Kafka renames it to
+    assert [(s.offsets_partition, s.base_offset) for s in segs] == [(3, 0), (3, 20), (3, 30), (3, 100), (12, 7)]
+    assert all(s.path.endswith((".log", ".log.swap")) and s.size > 0 for s in segs)
     kinds = sorted((p.kind, Path(p.source).name) for p in problems)
     # orders-0 is a data topic's: read for its log's bounds (`log_end_offsets`), not reported
-    assert kinds == [("not_offsets_data", "__transaction_state-0"), ("swap_file", "00000000000000000030.log.swap")]
+    assert kinds == [("not_offsets_data", "__transaction_state-0")]
     assert all(p.reason for p in problems)
 
 
@@ -77,12 +78,12 @@ def test_partition_dir_and_single_file_and_several_paths(logdir):
     assert [(s.offsets_partition, s.base_offset) for s in segs] == [(3, 20), (12, 7)]
     # the same file reached twice is read once
     segs, problems = discover_segments([logdir, one])
-    assert len(segs) == 4 and problems == [p for p in problems if p.kind != "duplicate_segment"]
+    assert len(segs) == 5 and problems == [p for p in problems if p.kind != "duplicate_segment"]
 
 
 def test_swap_and_foreign_files_given_directly(logdir):
-    _, problems = discover_segments(logdir / "__consumer_offsets-3" / "00000000000000000030.log.swap")
-    assert [p.kind for p in problems] == ["swap_file"]
+    segs, problems = discover_segments(logdir / "__consumer_offsets-3" / "00000000000000000030.log.swap")
+    assert [(s.offsets_partition, s.base_offset) for s in segs] == [(3, 30)] and problems == []
     _, problems = discover_segments(logdir / "__transaction_state-0")
     assert [p.kind for p in problems] == ["not_offsets_data"]
     _, problems = discover_segments(logdir / "__transaction_state-0" / "00000000000000000000.log")
@@ -167,7 +168,7 @@ def test_read_log_order_and_problems_first(logdir):
     records = [i for i in items if isinstance(i, LogRecord)]
     assert items[: len(problems)] == problems
     assert [(r.offsets_partition, r.offset) for r in records] == [
-        (3, 0), (3, 1), (3, 20), (3, 21), (3, 22), (3, 100), (12, 7), (12, 8)]
+        (3, 0), (3, 1), (3, 20), (3, 21), (3, 22), (3, 30), (3, 100), (12, 7), (12, 8)]
 
 
 def test_read_log_torn_tail_in_middle_segment(tmp_path):
@@ -330,3 +331,66 @@ def test_a_tabular_dump_among_segment_files_is_reported_not_skipped(tmp_path):
         assert [(Path(p.source).name, p.kind, p.offsets_partition) for p in problems] == [
             (name, "not_offsets_data", partition)]
         assert "is a tabular dump among segment files" in problems[0].reason
+
+
+def _offsets(d: Path) -> list[tuple[int, bytes]]:
+    return [(r.offset, r.key) for r in read_log(d) if isinstance(r, LogRecord)]
+
+
+def _swap(d: Path, base: int, offsets: list[int], key: bytes = b"cleaned") -> Path:
+    p = d / f"{base:020d}.log.swap"
+    p.write_bytes(b"".join(write_record_batch([(key, b"v", 1000 + o)], o) for o in offsets))
+    return p
+
+
+def test_an_interrupted_swap_replaces_the_segments_it_was_made_of(tmp_path):
+    """LogLoader.load: every segment from the swaps' lowest base offset up to their highest next offset is deleted
+    and each swap renamed to its .log; so a swap of one segment or of several, at a segment's base offset or not,
+    alone or beside .cleaned/.deleted leftovers, is what a broker loads."""
+    d = tmp_path / "__consumer_offsets-4"
+    for base, n in ((0, 3), (3, 2), (5, 5), (10, 2)):
+        _seg(d, base, n)
+    _swap(d, 0, [2, 4])  # a cleaning of 0 and 3 into one segment, killed before the rename
+    assert _offsets(d) == [(2, b"cleaned"), (4, b"cleaned")] + [(o, b"k%d" % (o - 5)) for o in range(5, 10)] + \
+        [(10, b"k0"), (11, b"k1")]
+    _, problems = discover_segments(d)
+    assert sorted((p.kind, Path(p.source).name) for p in problems) == [
+        ("swap_file", "00000000000000000000.log"), ("swap_file", "00000000000000000003.log")]
+
+    (d / "00000000000000000000.log.swap").unlink()
+    _swap(d, 6, [7, 9])  # a base offset no segment has: 5 stays (it starts below), 10 stays (at the swap's end)
+    assert [o for o, _ in _offsets(d)] == [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 7, 9, 10, 11]
+
+    _swap(d, 3, [3, 4])  # two swaps: everything from 3 up to 10 goes, the one at 5 too
+    _seg(d, 9, 1, suffix=".log.deleted")
+    assert [o for o, _ in _offsets(d)] == [0, 1, 2, 3, 4, 7, 9, 10, 11]
+
+
+def test_a_swap_above_the_lowest_cleaned_file_is_an_incomplete_split_and_not_read(tmp_path):
+    d = tmp_path / "__consumer_offsets-4"
+    _seg(d, 0, 4)
+    _swap(d, 0, [0, 1])  # a split of the overflowed 0 in progress: its swaps and .cleaned files
+    _swap(d, 2, [2, 3])
+    _seg(d, 2, 2, suffix=".log.cleaned")
+    # the swap at 0 is below the .cleaned: renamed in place of 0.log (the split's first half)
+    assert _offsets(d) == [(0, b"cleaned"), (1, b"cleaned")]
+    _, problems = discover_segments(d)
+    assert sorted((p.kind, Path(p.source).name) for p in problems) == [
+        ("swap_file", "00000000000000000000.log"), ("swap_file", "00000000000000000002.log.swap")]
+
+
+def test_an_empty_swap_still_replaces_its_own_segment_and_a_swap_alone_is_read(tmp_path):
+    d = tmp_path / "__consumer_offsets-4"
+    _seg(d, 0, 2)
+    _seg(d, 2, 2)
+    (d / "00000000000000000002.log.swap").write_bytes(b"")  # a cleaning that kept nothing of 2 and 3
+    (d / "00000000000000000002.index.swap").write_bytes(b"\0" * 8)  # an index's swap: no data
+    assert [o for o, _ in _offsets(d)] == [0, 1]
+    _, problems = discover_segments(d)
+    assert [(p.kind, Path(p.source).name) for p in problems] == [("swap_file", "00000000000000000002.log")]
+
+    alone = tmp_path / "__consumer_offsets-5"
+    alone.mkdir()
+    _swap(alone, 7, [7, 8])
+    assert [o for o, _ in _offsets(alone)] == [7, 8]
+    assert [o for o, _ in _offsets(tmp_path)] == [0, 1, 7, 8]
