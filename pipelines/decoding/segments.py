@@ -5,7 +5,8 @@ of a `__consumer_offsets-N` directory, in numeric base-offset order (spec §1.1)
 producer snapshots and checkpoints are not data; `.deleted`/`.cleaned` files and `-delete`/`-future`/`-stray`
 directories are skipped; a `.log.swap` file (a cleaned or split segment awaiting rename) is read in place of the
 segments Kafka's recovery deletes for it (`_InterruptedSwaps`), which are reported; a `.log` not named by a base
-offset and a file named like a partition directory are reported, not read.
+offset, a file named like a partition directory and a directory named like a copy of one
+(`__consumer_offsets-3.bak`) are reported, not read.
 
 An input may also be an object-store URI (`s3://bucket/prefix`, `pipelines/io/storage.py`): its keys are listed
 once and walked as the same directory tree (key prefixes are the directories); the segments keep their URIs.
@@ -330,6 +331,10 @@ def _discover_log_dir(p: str, tree, segments: list[SegmentFile], problems: list[
             elif (tp := _TOPIC_PARTITION_DIR.match(e.name)) and tp.group(1).startswith("__"):
                 problems.append(_problem(e.path, -1, "not_offsets_data",
                                          f"{e.name} is a partition directory of another topic; not read"))
+            elif e.name.startswith(OFFSETS_TOPIC):  # a copy (`-3.bak`): Kafka loads no such name, its records go unread
+                problems.append(_problem(e.path, -1, "not_offsets_data",
+                                         f"{e.name} is not named as a partition directory ({OFFSETS_TOPIC}-N); "
+                                         f"not read"))
         elif m := _OFFSETS_DIR.match(e.name):  # Kafka lists only directories: its records would go unread
             found = True
             problems.append(_problem(e.path, int(m.group(1)) if int(m.group(1)) <= PARTITION_MAX else -1,

@@ -394,3 +394,13 @@ def test_an_empty_swap_still_replaces_its_own_segment_and_a_swap_alone_is_read(t
     _swap(alone, 7, [7, 8])
     assert [o for o, _ in _offsets(alone)] == [7, 8]
     assert [o for o, _ in _offsets(tmp_path)] == [0, 1, 7, 8]
+
+
+def test_a_copy_of_a_partition_directory_under_another_name_is_reported_not_skipped(tmp_path):
+    """`__consumer_offsets-3.bak` beside `__consumer_offsets-3`: no directory Kafka loads, and records all the same."""
+    _seg(tmp_path / "__consumer_offsets-3", 0, 2)
+    _seg(tmp_path / "__consumer_offsets-3.bak", 0, 3)
+    _seg(tmp_path / "__consumer_offsets-3.0123456789abcdef0123456789abcdef-delete", 0, 1)  # Kafka's: deleted
+    segs, problems = discover_segments(tmp_path)
+    assert [(s.offsets_partition, s.base_offset) for s in segs] == [(3, 0)]
+    assert [(p.kind, Path(p.source).name) for p in problems] == [("not_offsets_data", "__consumer_offsets-3.bak")]
