@@ -10,7 +10,8 @@ def format_summary(s) -> str:
         f"  inputs            {', '.join(s.inputs)}",
         f"  read              {s.segments} segment file(s), {s.tabular_files} table file(s), {s.bytes_in / 1e6:.1f} MB",
         f"  records in        {s.records_in:,}  (used {s.records_out:,}, skipped {s.records_skipped:,}, "
-        f"quarantined {s.records_quarantined:,})",
+        f"quarantined {s.records_quarantined:,}"
+        + (f" in {s.quarantine_rows:,} quarantine row(s))" if getattr(s, "quarantine_rows", 0) else ")"),
     ]
     for label, n in sorted(s.record_type_counts.items()):
         lines.append(f"    {label:<28} {n:>12,}")

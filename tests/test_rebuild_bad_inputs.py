@@ -70,7 +70,8 @@ def test_combined_bad_input_exits_zero_with_balanced_accounting(combined):
     assert combined["result"].exit_code == 0, combined["result"].output[-3000:]
     assert s["status"] == "succeeded"
     assert s["validation"]["failed"] == 0, s["validation"]
-    assert s["records_quarantined"] == len(combined["quarantine"])
+    assert s["quarantine_rows"] == len(combined["quarantine"])
+    assert s["records_in"] == s["records_out"] + s["records_skipped"] + s["records_quarantined"]
 
 
 @pytest.mark.slow
@@ -400,4 +401,32 @@ def test_a_clean_log_is_not_read_again_for_its_empty_quarantine(no_spark, settin
     summary = run_rebuild(no_spark, settings, RebuildRequest(inputs=(str(src),), warehouse=str(tmp_path / "wh"),
                                                           snapshot_id="torn"))
     assert ("error",) in views
-    assert Warehouse(tmp_path / "wh").read_table("quarantine", "torn").num_rows == summary.records_quarantined > 0
+    assert Warehouse(tmp_path / "wh").read_table("quarantine", "torn").num_rows == summary.quarantine_rows > 0
+
+
+def test_the_summary_and_runs_count_records_not_quarantine_rows(no_spark, settings, tmp_path):
+    """A gzip batch of 3 records whose payload is garbage is one quarantine row standing for 3 records: the summary
+    and the `runs` row say 3 quarantined of the 5 records in (1 row), as `records_out` counts records too."""
+    import struct
+
+    import crc32c
+
+    from jobs.summary_text import format_summary
+    from pipelines.decoding import batch_writer as bw
+    from pipelines.io.warehouse import Warehouse
+    from pipelines.rebuild import RebuildRequest, run_rebuild
+
+    g = bi.group_in(0, "garbled")
+    gz = bytearray(bw.write_record_batch([bi.commit(g, p, 10, bi.T0) for p in (1, 2, 3)], 1, codec="gzip"))
+    gz[61:] = b"\x5a" * (len(gz) - 61)  # past the batch head: the compressed records
+    struct.pack_into(">I", gz, 17, crc32c.crc32c(bytes(gz[21:])))  # a CRC that holds: the head's count is verified
+    bi.write_segment(tmp_path / "in" / "__consumer_offsets-0", 0, bi.batch([bi.commit(g, 0, 10, bi.T0)], 0)
+                     + bytes(gz) + bi.batch([bi.commit(g, 0, 20, bi.T0 + 1)], 4))
+    summary = run_rebuild(no_spark, settings, RebuildRequest(inputs=(str(tmp_path / "in"),),
+                                                          warehouse=str(tmp_path / "wh"), snapshot_id="gz"))
+    assert summary.status == "succeeded"
+    assert (summary.records_in, summary.records_out, summary.records_quarantined, summary.quarantine_rows) == \
+        (5, 2, 3, 1)
+    (run,) = Warehouse(tmp_path / "wh").read_table("runs", "gz").to_pylist()
+    assert (run["records_in"], run["records_out"], run["records_quarantined"]) == (5, 2, 3)
+    assert "records in        5  (used 2, skipped 0, quarantined 3 in 1 quarantine row(s))" in format_summary(summary)

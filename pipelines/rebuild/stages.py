@@ -511,7 +511,10 @@ def summarize(run: Run, planned: Planned, decoded: Decoded, replayed: Replayed, 
     run.progress.stage("summarize")
     conf, stats, plan, inc = run.conf, materialized.stats, planned.input_plan, planned.inc
     accounting = validated.accounting
-    incremental = inc.summary(decoded.records_in)
+    # records, as `records_out` and `records_skipped` are: the reader's count, and what the quarantine rows stand for
+    # (a corrupt batch's row its records, a discovery problem's none), not the rows
+    totals = accounting.totals
+    incremental = inc.summary(totals.records_in)
     if inc.is_incremental:  # the replay of the shards' tasks reports as Spark's
         incremental["replay"] = str(Route.SPARK if replayed.route is Route.SHARDS else replayed.route)
     first_python_job = _first_python_job(run)
@@ -525,7 +528,8 @@ def summarize(run: Run, planned: Planned, decoded: Decoded, replayed: Replayed, 
         task_cpu_seconds=decoded.task_cpu_seconds, records_looped=decoded.records_looped,
         first_python_job_seconds=first_python_job,
         record_type_counts=decoded.facts.counts,
-        records_in=decoded.records_in, records_quarantined=decoded.records_quarantined, incremental=incremental,
+        records_in=totals.records_in, records_quarantined=totals.records_quarantined,
+        quarantine_rows=decoded.records_quarantined, incremental=incremental,
         as_of=ms_to_iso(replayed.clock.as_of_ms), log_end_offsets=assembled.in_hand["log_end_offsets"].num_rows,
         lag=_lag_summary(assembled.lag),
         validation=validated.validation.summary(), bytes_unread=accounting.totals.bytes_unread,

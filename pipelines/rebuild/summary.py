@@ -24,6 +24,7 @@ class RunSummary:
     records_out: int = 0
     records_quarantined: int = 0
     records_skipped: int = 0
+    quarantine_rows: int = 0  # rows of the `quarantine` table (`records_quarantined`: the records they stand for)
     record_type_counts: dict[str, int] = field(default_factory=dict)
     bytes_in: int = 0
     bytes_unread: int = 0  # bytes no record was read from (zero tails apart): see unread_ranges
