@@ -167,8 +167,9 @@ def discover_segments(paths: PathArg | Iterable[PathArg]) -> tuple[list[SegmentF
     Each path may be a broker log dir (holding `__consumer_offsets-N` dirs), one `__consumer_offsets-N` dir, a
     directory of bare `.log` files (partition -1), or a single `.log` file. Raises `InputError` if a path does not
     exist. Empty (0-byte) `.log` files are an empty partition's active segment and are skipped without a problem.
-    The same segment reached twice through different paths is read once; two different files claiming the same
-    (partition, base offset) keep the first and report `duplicate_segment`.
+    The same segment reached twice through different paths is read once (once per partition directory it is
+    linked into); two different files claiming the same (partition, base offset) keep the first and report
+    `duplicate_segment`.
     """
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
@@ -181,14 +182,16 @@ def discover_segments(paths: PathArg | Iterable[PathArg]) -> tuple[list[SegmentF
             raise InputError(f"input path does not exist: {p}")
         _discover_path(p, tree, segments, problems)
 
-    seen_real: set[str] = set()
+    seen_real: dict[str, set[int]] = {}  # a file -> the partitions it was read for
     seen_key: dict[tuple[int, int], str] = {}
     unique: list[SegmentFile] = []
     for seg in segments:
         real = seg.path if "://" in seg.path else os.path.realpath(seg.path)
-        if real in seen_real:
+        read_for = seen_real.setdefault(real, set())
+        # one file linked into two partition directories is each one's segment, as Kafka loads each directory
+        if seg.offsets_partition in read_for or (read_for and (seg.offsets_partition < 0 or min(read_for) < 0)):
             continue
-        seen_real.add(real)
+        read_for.add(seg.offsets_partition)
         key = (seg.offsets_partition, seg.base_offset)
         if seg.offsets_partition >= 0 and key in seen_key:
             problems.append(_problem(seg.path, seg.offsets_partition, "duplicate_segment",

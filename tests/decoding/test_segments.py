@@ -404,3 +404,13 @@ def test_a_copy_of_a_partition_directory_under_another_name_is_reported_not_skip
     segs, problems = discover_segments(tmp_path)
     assert [(s.offsets_partition, s.base_offset) for s in segs] == [(3, 0)]
     assert [(p.kind, Path(p.source).name) for p in problems] == [("not_offsets_data", "__consumer_offsets-3.bak")]
+
+
+def test_a_segment_linked_into_two_partition_directories_is_read_for_each(tmp_path):
+    """Kafka loads each partition directory's files, whatever they link to: the link in 3 does not hide 4's own."""
+    own = _seg(tmp_path / "__consumer_offsets-4", 0, 2)
+    (tmp_path / "__consumer_offsets-3").mkdir()
+    os.symlink(own, tmp_path / "__consumer_offsets-3" / own.name)
+    assert [(r.offsets_partition, r.offset) for r in read_log(tmp_path)] == [(3, 0), (3, 1), (4, 0), (4, 1)]
+    segs, problems = discover_segments([tmp_path, own, tmp_path / "__consumer_offsets-3"])  # each reached again
+    assert [(s.offsets_partition, s.base_offset) for s in segs] == [(3, 0), (4, 0)] and problems == []
