@@ -70,7 +70,8 @@ NEGATIVE_OFFSET = "negative_offset"
 """A row whose offset or partition is below 0, or a segment's batch holding a negative offset (no log position is
 negative): one record for a row; for a batch, one row standing for its records (`decoding.offset_order`)."""
 DUPLICATE_CONFLICT = "duplicate_conflict"
-"""The same (partition, offset) twice with different content: the first row is kept, this one is one record."""
+"""The same (partition, offset) twice with different content: the first row is kept, this one is one record. In
+overlapping segment files, a record left out as a copy that differs from the one loaded: evidence, no record."""
 
 QUARANTINE_KINDS: tuple[str, ...] = (
     CRC_MISMATCH, TORN_TAIL, ZERO_TAIL, UNFRAMEABLE, UNKNOWN_MAGIC, CORRUPT_BATCH, BAD_CODEC, DECOMPRESS_FAILED,

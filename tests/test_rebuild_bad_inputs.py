@@ -430,3 +430,25 @@ def test_the_summary_and_runs_count_records_not_quarantine_rows(no_spark, settin
     (run,) = Warehouse(tmp_path / "wh").read_table("runs", "gz").to_pylist()
     assert (run["records_in"], run["records_out"], run["records_quarantined"]) == (5, 2, 3)
     assert "records in        5  (used 2, skipped 0, quarantined 3 in 1 quarantine row(s))" in format_summary(summary)
+
+
+def test_an_overlapping_file_that_differs_from_the_loaded_records_is_quarantined_not_lost(no_spark, settings,
+                                                                                           tmp_path):
+    """Two files of one partition holding offset 1 with different commits: the first file's is loaded, as Kafka's
+    loader reads it, and the other is a `duplicate_conflict` row with its file, batch position and offset."""
+    from pipelines.io.warehouse import Warehouse
+    from pipelines.rebuild import RebuildRequest, run_rebuild
+
+    g = bi.group_in(0, "overlap")
+    part = tmp_path / "in" / "__consumer_offsets-0"
+    bi.write_segment(part, 0, bi.batch([bi.commit(g, 0, 10, bi.T0)], 0) + bi.batch([bi.commit(g, 0, 20, bi.T0 + 1)], 1))
+    copy = bi.write_segment(part, 1, bi.batch([bi.commit(g, 0, 77, bi.T0 + 1)], 1)
+                            + bi.batch([bi.commit(g, 1, 30, bi.T0 + 2)], 2))
+    summary = run_rebuild(no_spark, settings, RebuildRequest(inputs=(str(tmp_path / "in"),),
+                                                          warehouse=str(tmp_path / "wh"), snapshot_id="ovl"))
+    assert summary.status == "succeeded", summary.validation
+    wh = Warehouse(tmp_path / "wh")
+    (row,) = wh.read_table("quarantine", "ovl").to_pylist()
+    assert (row["kind"], row["source"], row["position"], row["offset"]) == ("duplicate_conflict", str(copy), 0, 1)
+    offsets = {r["partition"]: r["committed_offset"] for r in wh.read_table("empty_group_offsets", "ovl").to_pylist()}
+    assert offsets == {0: 20, 1: 30}

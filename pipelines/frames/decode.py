@@ -27,6 +27,7 @@ from pipelines.decoding.batches import RECORD_BATCH_OVERHEAD, decode_entry
 from pipelines.decoding.errors import DecodeError
 from pipelines.decoding.framing import MAGIC_OFFSET, frame_entries, last_offset, stop_problem
 from pipelines.decoding.native import fastdecode
+from pipelines.decoding.overlaps import copy_conflicts
 from pipelines.decoding.policy import DEFAULT_POLICY, ReadPolicy
 from pipelines.decoding.reader import is_tabular
 from pipelines.decoding.rows import problem_to_row, rows_to_arrow, to_decoded_row
@@ -54,6 +55,7 @@ WORK_SCHEMA = pa.schema(
         ("start_position", pa.int64()),
         # segment: the entry boundary to stop reading at (a range of a split partition); null or -1: the file's end
         ("end_position", pa.int64()),
+        ("problem_offset", pa.int64()),  # problem: the log offset it is at, when it has one
     ]
 )
 FILE_END = -1  # `end_position` of an item read to its file's end
@@ -144,6 +146,7 @@ def plan_inputs(paths: Iterable[str | Path]) -> DecodePlan:
     problems = []
     if seg_paths:
         segments, problems = discover_segments(seg_paths)
+        problems = [*problems, *copy_conflicts(segments)]  # records an overlapping file holds otherwise than the loaded
         for s in segments:
             items.append(dict(kind="segment", path=str(s.path), offsets_partition=s.offsets_partition,
                               base_offset=s.base_offset, size=s.size, problem_kind=None, problem_reason=None))
@@ -152,7 +155,8 @@ def plan_inputs(paths: Iterable[str | Path]) -> DecodePlan:
             max_partition = max(max_partition, s.offsets_partition)
         for pr in problems:
             items.append(dict(kind="problem", path=pr.source, offsets_partition=pr.offsets_partition,
-                              base_offset=pr.position, size=0, problem_kind=pr.kind, problem_reason=pr.reason))
+                              base_offset=pr.position, size=0, problem_kind=pr.kind, problem_reason=pr.reason,
+                              problem_offset=pr.offset))
     ntab = sum(len(files) for _, files in tab_inputs)
     if nseg == 0 and ntab == 0:
         found = f" ({len(problems)} path(s) not read: {problems[0].reason}{', ...' if len(problems) > 1 else ''})" \
@@ -229,7 +233,7 @@ def decode_items(batches: Iterator[pa.RecordBatch], policy: ReadPolicy = DEFAULT
             else:
                 source = iter([ReadProblem(source=item["path"], offsets_partition=item["offsets_partition"],
                                            position=item["base_offset"], kind=item["problem_kind"],
-                                           reason=item["problem_reason"])])
+                                           reason=item["problem_reason"], offset=item.get("problem_offset"))])
             for rec in source:
                 rows.append(problem_to_row(rec) if isinstance(rec, ReadProblem) else to_decoded_row(rec))
                 if len(rows) >= ARROW_BATCH_ROWS:
