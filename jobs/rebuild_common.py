@@ -44,7 +44,8 @@ def rebuild_options(f):
                      help="Replay batches whose CRC fails (quarantined by default; rebuild.replay_corrupt_batches)."),
         click.option("--num-partitions", type=int, default=None,
                      help="Partitions of __consumer_offsets (default: from the input, at least 50)."),
-        click.option("--kafka-version", default=None, help=f"Emulated broker version for expiry rules (default {DEFAULT_KAFKA_VERSION})."),
+        click.option("--kafka-version", default=None, help="Emulated broker version for expiry rules and the record "
+                     f"types its coordinator knows (default {DEFAULT_KAFKA_VERSION})."),
         click.option("--other-cluster", is_flag=True, default=False,
                      help="Write the snapshot of a dump whose cluster is not the one of the warehouse's history "
                           "(refused otherwise), without adding its records to that history."),

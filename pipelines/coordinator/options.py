@@ -5,6 +5,8 @@ import functools
 import re
 from dataclasses import dataclass
 
+from pipelines.decoding.messages import SHARE_GROUP_KEY_TYPES, STREAMS_GROUP_KEY_TYPES
+
 LEGACY = "legacy"
 MODERN = "modern"
 SEMANTICS = (LEGACY, MODERN)
@@ -34,6 +36,25 @@ def default_retention_minutes(major: int, minor: int) -> int:
     """`offsets.retention.minutes`' default in Kafka `major.minor`: what a broker of that version ran with where
     nothing set it."""
     return PRE_KIP_186_RETENTION_MINUTES if (major, minor) < (2, 0) else DEFAULT_RETENTION_MINUTES
+
+
+@functools.lru_cache(maxsize=16)
+def unknown_group_key_types(semantics: str, kafka_version: str) -> frozenset[int]:
+    """The share and streams key types the coordinator of `semantics` in Kafka `kafka_version` does not know: its
+    loader skips their records with a warning (spec §5.4; `UnknownKey` in the old coordinator since 3.4.1,
+    `UnknownRecordTypeException` in the new one). The old coordinator knows types 0-2 only; the new one's serde
+    maps 0-8 before 4.0 (3.9 defines share schemas it does not map), 0-16 in 4.0 (`CoordinatorRecordType`), and
+    0-8, 10-17, 19-23 from 4.1 (type 9 removed, streams added). KIP-848 types 3-8 and 16 are not among them: a
+    rebuild replays those under both semantics (`coordinator.groups`)."""
+    share_streams = SHARE_GROUP_KEY_TYPES | STREAMS_GROUP_KEY_TYPES
+    if semantics != MODERN:
+        return share_streams
+    version = parse_kafka_version(kafka_version)[:2]
+    if version < (4, 0):
+        return share_streams
+    if version < (4, 1):
+        return STREAMS_GROUP_KEY_TYPES
+    return frozenset({min(SHARE_GROUP_KEY_TYPES)})  # ShareGroupPartitionMetadata, gone in 4.1
 
 
 #: The collections a replay produces, in this order.

@@ -100,20 +100,31 @@ class Tally:
                 out[p] = {"first_offset": first, "compacted_below": end, "compacted_until": within_time_ms(ts)}
         return out
 
-    def by_partition(self) -> dict[int | None, dict[str, int]]:
-        """Per offsets partition: rows (`n`), `quarantined`, `error_rows`, `unknown`, `late_offset`, `late_time`."""
+    def by_partition(self, unknown_key_types: frozenset[int] = frozenset()) -> dict[int | None, dict[str, int]]:
+        """Per offsets partition: rows (`n`), `quarantined`, `error_rows`, `unknown`, `late_offset`, `late_time`.
+        `unknown` holds the records of a key type the decoder does not know, and those of `unknown_key_types`
+        (the run's coordinator does not know them: `coordinator.options.unknown_group_key_types`), wherever they
+        are: a loader skips them before any cut-off would."""
         out: dict[int | None, dict[str, int]] = {}
         for r in self.table.to_pylist():
             c = out.setdefault(r["offsets_partition"], dict.fromkeys(
                 ("n", "quarantined", "error_rows", "unknown", "late_offset", "late_time"), 0))
+            label = r["label"] or ""
+            if label != KIND_ERROR and (label.startswith(KIND_UNKNOWN + ":") or _key_type(label) in unknown_key_types):
+                c["n"] += r["n"]
+                c["unknown"] += r["n"]
+                continue
             for k in _SUMS:
                 c[k] += r[k]
-            label = r["label"] or ""
             if label == KIND_ERROR:
                 c["error_rows"] += r["n"]
-            elif label.startswith(KIND_UNKNOWN + ":"):
-                c["unknown"] += r["n"]
         return out
+
+
+def _key_type(label: str) -> int | None:
+    """The key type a record type label names (`share_group:11` -> 11); None for a control record's, an error's."""
+    _, _, key_type = label.partition(":")
+    return int(key_type) if key_type.isdigit() else None
 
 
 def record_type_label(table: pa.Table) -> pa.Array:

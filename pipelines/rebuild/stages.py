@@ -18,7 +18,7 @@ from pipelines.background import in_thread
 from pipelines.config import Settings
 from pipelines.coordinator.decoded import REPLAY_COLUMNS, conform_loaded
 from pipelines.coordinator.expiry import ExpiryOptions
-from pipelines.coordinator.options import ReplayOptions
+from pipelines.coordinator.options import ReplayOptions, unknown_group_key_types
 from pipelines.coordinator.shard import replay_shards
 from pipelines.coordinator.tables import misplaced_count, open_transactions
 from pipelines.decoding.log_end_offsets import DataLogs, data_logs, log_end_offsets_table
@@ -46,7 +46,7 @@ from pipelines.session import SessionOnDemand
 from pipelines.state.lag import LagFacts, lag_table
 from pipelines.state.served import with_served_offsets
 from pipelines.times import ms_to_iso
-from pipelines.validation.accounting import Accounting
+from pipelines.validation.accounting import SKIP_UNKNOWN_KEY, Accounting
 from pipelines.validation.report import render_report
 from pipelines.validation.runner import UNKNOWN_CLOCK_MS, ValidationResult, history_check, run_validation
 from schemas.decoded import KIND_CONSUMER_GROUP, KIND_ERROR, KIND_GROUP_METADATA
@@ -497,7 +497,8 @@ def validate(run: Run, planned: Planned, decoded: Decoded, replayed: Replayed,
     # records_in: the reader's own count from batch headers (frames.decode.reader_counts), independent of the
     # decoded rows, so `accounting.records_accounted` fails when records go missing in decoding.
     read_counts = decoded.read_counts.result()
-    accounting = Accounting.from_tally(decoded.tally, read_counts)
+    accounting = Accounting.from_tally(decoded.tally, read_counts,
+                                       unknown_group_key_types(run.conf.semantics, run.conf.kafka_version))
     validation = run_validation(run.spark, materialized.checked, as_of_ms=replayed.clock.as_of_ms,
                                 num_partitions=replayed.clock.num_partitions, settings=run.settings,
                                 markers=replayed.markers, accounting=accounting, snapshot_id=run.snapshot_id,
@@ -524,7 +525,7 @@ def summarize(run: Run, planned: Planned, decoded: Decoded, replayed: Replayed, 
         snapshot_id=run.snapshot_id, inputs=run.prepared.inputs, semantics=conf.semantics,
         retention_minutes=conf.retention_minutes, expiry=conf.expiry, kafka_version=conf.kafka_version, kind=run.kind,
         bytes_in=plan.total_bytes, segments=plan.num_segments, tabular_files=plan.num_tabular,
-        warnings=[*planned.warnings, *assembled.read_ahead.warnings],
+        warnings=[*planned.warnings, *assembled.read_ahead.warnings, *_unknown_key_warning(conf, accounting)],
         task_cpu_seconds=decoded.task_cpu_seconds, records_looped=decoded.records_looped,
         first_python_job_seconds=first_python_job,
         record_type_counts=decoded.facts.counts,
@@ -542,6 +543,17 @@ def summarize(run: Run, planned: Planned, decoded: Decoded, replayed: Replayed, 
         misplaced_groups=misplaced_count(assembled.in_hand["loaded_groups"]),
         log_gaps={str(p): g for p, g in sorted(replayed.clock.log_gaps.items())},
         status="validation_failed" if validated.validation.should_fail_run else "succeeded")
+
+
+def _unknown_key_warning(conf: RunSettings, accounting: Accounting) -> list[str]:
+    """Kafka's loaders warn of each record of a key type they do not know and skip it (spec §5.4); the run says how
+    many it skipped so, as their groups (a share or streams group's, or a newer kind's) are not in the snapshot."""
+    n = accounting.totals.records_skipped.get(SKIP_UNKNOWN_KEY)
+    if not n:
+        return []
+    return [f"{n:,} record(s) of key types the {conf.semantics} coordinator of Kafka {conf.kafka_version} does not "
+            f"know (share / streams groups or newer) skipped, as its loader skips them: their groups are not in "
+            f"this snapshot (accounting: {SKIP_UNKNOWN_KEY!r})"]
 
 
 def _first_python_job(run: Run) -> float | None:

@@ -45,3 +45,28 @@ def test_a_run_in_the_driver_starts_no_python_job(spark, settings, tmp_path):
         inputs=(str(_segment(tmp_path / "in")),), warehouse=str(tmp_path / "wh"), snapshot_id="here"))
     assert summary.first_python_job_seconds is None and summary.records_looped is None
     assert "first Python job" not in format_summary(summary)
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("semantics,version,skipped", [("legacy", "3.9", 2), ("modern", "4.0", 1), ("modern", "4.1", 0)])
+def test_a_run_says_how_many_records_of_unknown_key_types_it_skipped(spark, settings, tmp_path, semantics, version,
+                                                                     skipped):
+    """A share group's record (type 11) and a streams group's (type 17): the coordinator the run emulates skips those
+    of key types it does not know, with a warning (spec §5.4); the run skips them with that reason and says so."""
+    from pipelines.decoding.batch_writer import write_record_batch
+    from pipelines.decoding.message_writer import write_group_record_key, write_group_record_value
+    from pipelines.rebuild import RebuildRequest, run_rebuild
+
+    g = bi.group_in(0, "sg")
+    records = [(write_group_record_key(11, g), write_group_record_value(11, {"epoch": 3}, "4.0"), bi.T0),
+               (write_group_record_key(17, g), write_group_record_value(17, {"epoch": 1, "metadataHash": 2}), bi.T0)]
+    bi.write_segment(tmp_path / "in" / "__consumer_offsets-0", 0, bi.batch([bi.commit(g, 0, 100, bi.T0)], 0)
+                     + write_record_batch(records, 1))
+    summary = run_rebuild(spark, settings, RebuildRequest(
+        inputs=(str(tmp_path / "in"),), warehouse=str(tmp_path / "wh"), snapshot_id="kinds", semantics=semantics,
+        kafka_version=version))
+    assert (summary.records_in, summary.records_skipped, summary.records_out) == (3, skipped, 3 - skipped)
+    said = [w for w in summary.warnings if "does not know" in w]
+    assert len(said) == bool(skipped)
+    assert not said or said[0].startswith(f"{skipped} record(s) of key types the {semantics} coordinator of Kafka "
+                                          f"{version} does not know")

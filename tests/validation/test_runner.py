@@ -80,6 +80,50 @@ def test_accounting_from_the_tally_classifies_every_record():
                                                 records_skipped={SKIP_UNKNOWN_KEY: 2, "after --until-offset 2": 1})
 
 
+def _share_and_streams_log(tmp_path):
+    """The decoded rows of a segment holding an offset commit, a share group's metadata (type 11, 4.0's layout), a
+    streams group's (type 17) and a share group member's (type 10), written as a broker writes them."""
+    from pipelines.decoding import columnar
+    from pipelines.decoding.batch_writer import write_record_batch
+    from pipelines.decoding.message_writer import (write_group_record_key, write_group_record_value,
+                                                   write_offset_commit_key, write_offset_commit_value)
+
+    ts = 1_700_000_000_000
+    member = dict(rackId=None, clientId="c", clientHost="h", subscribedTopicNames=["t"])
+    records = [(write_offset_commit_key("sg", "t", 0), write_offset_commit_value(3, offset=5, commit_timestamp=ts), ts),
+               (write_group_record_key(11, "sg"), write_group_record_value(11, {"epoch": 3}, "4.0"), ts),
+               (write_group_record_key(17, "st"), write_group_record_value(17, {"epoch": 1, "metadataHash": 2}), ts),
+               (write_group_record_key(10, "sg", "m"), write_group_record_value(10, member), ts)]
+    log = tmp_path / "__consumer_offsets-0" / "00000000000000000000.log"
+    log.parent.mkdir()
+    log.write_bytes(write_record_batch(records, 0))
+    return pa.concat_tables([pa.Table.from_batches([b]) for b in columnar.decode_segment_to_arrow(
+        log, offsets_partition=0)])
+
+
+@pytest.mark.parametrize("semantics,version,skipped", [
+    ("legacy", "4.1", 3),  # the old coordinator knows types 0-2: `UnknownKey`, warn and skip
+    ("modern", "3.9", 3),  # the new coordinator's serde maps 0-8 before 4.0
+    ("modern", "4.0", 1),  # 4.0 knows share groups (9-15), not streams groups
+    ("modern", "4.1", 0)])
+def test_share_and_streams_records_a_coordinator_does_not_know_are_skipped_as_unknown_key_types(
+        tmp_path, semantics, version, skipped):
+    """Share / streams group records decode to their own record kinds; the coordinator a run emulates skips those
+    of key types it does not know with a warning (spec §5.4), so they are skipped with that reason, not used, and
+    a cut-off does not count them twice."""
+    from pipelines.coordinator.options import unknown_group_key_types
+
+    table = _share_and_streams_log(tmp_path)
+    unknown = unknown_group_key_types(semantics, version)
+    acc = Accounting.from_tally(Tally(tally_rows(table)), unknown_key_types=unknown)
+    assert acc.partitions[0] == PartitionCounts(records_in=4, records_used=4 - skipped,
+                                                records_skipped={SKIP_UNKNOWN_KEY: skipped} if skipped else {})
+    cut = Accounting.from_tally(Tally(tally_rows(table, until_offset=0), until_offset=0), unknown_key_types=unknown)
+    reasons = {SKIP_UNKNOWN_KEY: skipped, "after --until-offset 0": 3 - skipped}
+    assert cut.partitions[0].records_skipped == {k: n for k, n in reasons.items() if n}
+    assert cut.unbalanced() == []
+
+
 # (offsets_partition, offset, timestamp, producer_id, record_kind, control_type): markers of a log that a point-in-time
 # run cuts at offset 10 (per partition) or at time 1000
 CUT_ROWS = [(1, 9, 900, 7, "offset_commit", None), (1, 10, 950, 7, "control", "COMMIT"),
