@@ -6,11 +6,11 @@ segment whose base offset is the highest at or below the next offset it wants, o
 so a record at or below an offset the files before it already went past is never read again; the replay does the
 same (`coordinator.streamed`: a record at or below its partition's high water is a copy, not loaded). When the
 record left out has the same content as the one loaded that is no loss; when it differs, it is one
-`duplicate_conflict` row: its file, its batch's byte position, its offset (in the reason) and its key and value.
+`duplicate_conflict` row: its file, its batch's byte position and its offset.
 
 Not reported: a record at an offset no file before it holds while they hold offsets past it (a hole the log
-cleaner left in a file the copy overlaps). Kafka's loader never reads it; the replay leaves it out when a file
-before it was loaded in an earlier window, and loads it when both are in one window.
+cleaner left in a file the copy overlaps). Kafka's loader never reads it; the replay may load it (a window's rows
+are replayed in offset order), which this module does not change.
 
 Found in the driver before any record is decoded: each segment file's first and last offsets from its entry heads
 (`segments.entry_heads`), and only the files that overlap one before them are decoded here, to compare.
@@ -28,7 +28,7 @@ from schemas.records import LogRecord, ReadProblem
 __all__ = ["copy_conflicts"]
 
 _ENTRY_HEAD = struct.Struct(">qi")  # an entry's offset (a v2 batch's base offset) and the size after it
-_MAGIC = 16
+_MAGIC = 16  # where both layouts keep their magic byte
 _V2_CRC = 17  # a v2 batch's CRC-32C, after its partition leader epoch and magic
 _LEGACY_CRC = 12  # a magic 0/1 message's CRC-32, first after its size
 
