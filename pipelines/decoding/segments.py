@@ -274,7 +274,10 @@ def _discover_path(p: str, tree, segments: list[SegmentFile], problems: list[Rea
             if not _partition_past_max(p, name, m, problems):
                 _discover_partition_dir(p, tree, int(m.group(1)), segments, problems)
             return
-        if _SKIPPED_DIR.search(name):
+        if _SKIPPED_DIR.search(name):  # given by name: the user is told why nothing of it is read
+            problems.append(_problem(p, -1, "not_offsets_data",
+                                     f"{name} is a partition directory Kafka deletes or has not made the partition's "
+                                     f"log yet (-delete, -future, -stray); not read (give its files to read them)"))
             return
         if _TOPIC_PARTITION_DIR.match(name) and not _lists_partition_dirs(p, tree):
             problems.append(_problem(p, -1, "not_offsets_data",

@@ -414,3 +414,12 @@ def test_a_segment_linked_into_two_partition_directories_is_read_for_each(tmp_pa
     assert [(r.offsets_partition, r.offset) for r in read_log(tmp_path)] == [(3, 0), (3, 1), (4, 0), (4, 1)]
     segs, problems = discover_segments([tmp_path, own, tmp_path / "__consumer_offsets-3"])  # each reached again
     assert [(s.offsets_partition, s.base_offset) for s in segs] == [(3, 0), (4, 0)] and problems == []
+
+
+def test_a_directory_kafka_does_not_load_given_by_name_says_why_it_is_not_read(tmp_path):
+    d = tmp_path / "__consumer_offsets-5.0123456789abcdef0123456789abcdef-delete"
+    _seg(d, 0, 1)
+    segs, problems = discover_segments(d)
+    assert segs == [] and [(p.kind, Path(p.source).name) for p in problems] == [("not_offsets_data", d.name)]
+    assert "-delete" in problems[0].reason
+    assert [s.base_offset for s in discover_segments(d / "00000000000000000000.log")[0]] == [0]
