@@ -63,7 +63,9 @@ def _span(seg: SegmentFile) -> _Span | None:
             first = _ENTRY_HEAD.unpack(f.read(_ENTRY_HEAD.size))[0]
     except (OSError, ValueError, struct.error):
         return None  # reported where it is decoded
-    return _Span(first=min(first, int(heads.last_offsets[0])), last=int(heads.last_offsets.max()))
+    # a legacy compressed wrapper's head holds its last offset, not its first: a file's name bounds it (a segment
+    # holds no offset below its base offset, or Kafka's recovery refuses it)
+    return _Span(first=min(first, int(heads.last_offsets[0]), seg.base_offset), last=int(heads.last_offsets.max()))
 
 
 def _entries(seg: SegmentFile) -> list[tuple[int, int, int, int]]:
@@ -71,11 +73,16 @@ def _entries(seg: SegmentFile) -> list[tuple[int, int, int, int]]:
     records (read only for files that overlap)."""
     entries = []
     heads = entry_heads(seg.path)
+    after = seg.base_offset  # the lowest offset the next entry may start at
     with open(seg.path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as buf:
         for pos, last in zip(heads.positions.tolist(), heads.last_offsets.tolist()):
             base, size = _ENTRY_HEAD.unpack_from(buf, pos)
-            crc_at = pos + (_V2_CRC if buf[pos + _MAGIC] >= 2 else _LEGACY_CRC)
+            v2 = buf[pos + _MAGIC] >= 2
+            if not v2:  # a legacy wrapper's offset is its last record's: its first lies after the entry before it
+                base = min(base, after)
+            crc_at = pos + (_V2_CRC if v2 else _LEGACY_CRC)
             entries.append((base, last, size, int.from_bytes(buf[crc_at:crc_at + 4], "big")))
+            after = max(after, last + 1)
     return entries
 
 

@@ -58,3 +58,10 @@ def test_a_file_that_overlaps_none_is_not_decoded(tmp_path, monkeypatch):
     _file(d, 2, [[(2, b"c")]])
     monkeypatch.setattr(overlaps, "_records", lambda seg: (_ for _ in ()).throw(AssertionError(seg.path)))
     assert _conflicts(d) == []
+
+
+def test_a_legacy_compressed_copy_is_compared_though_its_head_holds_its_last_offset(tmp_path):
+    d = tmp_path / "__consumer_offsets-0"
+    _file(d, 0, [[(0, b"a"), (1, b"b"), (2, b"c")]], magic=1, codec="gzip")
+    _file(d, 1, [[(1, b"b"), (2, b"C"), (3, b"d")]], magic=1, codec="gzip")  # its wrapper's offset: 3
+    assert _conflicts(d) == [("00000000000000000001.log", 0, 2)]
