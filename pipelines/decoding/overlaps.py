@@ -13,15 +13,19 @@ cleaner left in a file the copy overlaps). Kafka's loader never reads it; the re
 are replayed in offset order), which this module does not change.
 
 Found in the driver before any record is decoded: each segment file's first and last offsets from its entry heads
-(`segments.entry_heads`), and only the files that overlap one before them are decoded here, to compare.
+(`framing.walk_entry_heads`; a partition's last file's first entry alone), and only the files that overlap one before
+them are decoded here, to compare.
 """
 from __future__ import annotations
 
 import mmap
+import os
 import struct
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+from pipelines.decoding.framing import walk_entry_heads
 from pipelines.decoding.segments import SegmentFile, entry_heads, read_segment_batches
 from schemas.records import LogRecord, ReadProblem
 
@@ -43,24 +47,34 @@ def copy_conflicts(segments: list[SegmentFile]) -> list[ReadProblem]:
     """A `duplicate_conflict` problem per record of `segments` (sorted by partition, then base offset, as
     `discover_segments` gives them) the replay leaves out as a copy of a loaded record whose content differs.
     Object-store segments are not compared (their bytes would be fetched into the driver)."""
-    problems: list[ReadProblem] = []
     by_partition: dict[int, list[SegmentFile]] = {}
     for seg in segments:
         by_partition.setdefault(seg.offsets_partition, []).append(seg)
-    for files in by_partition.values():
-        if len(files) > 1 and not any("://" in f.path for f in files):
-            problems.extend(_partition_conflicts(files))
+    compared = [files for files in by_partition.values()
+                if len(files) > 1 and not any("://" in f.path for f in files)]
+    # a partition's last file is asked only where it starts: no file after it asks how far it goes. The walks leave
+    # the interpreter (C), side by side: this runs in the driver before any task starts.
+    asked = [(seg, seg is not files[-1]) for files in compared for seg in files]
+    with ThreadPoolExecutor(min(4, os.cpu_count() or 1), thread_name_prefix="offsetlake-overlaps") as pool:
+        spans = dict(zip((id(seg) for seg, _ in asked), pool.map(lambda a: _span(*a), asked)))
+    problems: list[ReadProblem] = []
+    for files in compared:
+        problems.extend(_partition_conflicts(files, [spans[id(f)] for f in files]))
     return problems
 
 
-def _span(seg: SegmentFile) -> _Span | None:
+def _span(seg: SegmentFile, whole: bool = True) -> _Span | None:
+    """Where `seg`'s entries start, and (`whole`) the highest offset they reach; None: no entry frames."""
     try:
-        heads = entry_heads(seg.path)
-        if not len(heads):
-            return None
-        with open(seg.path, "rb") as f:
-            f.seek(int(heads.positions[0]))
-            first = _ENTRY_HEAD.unpack(f.read(_ENTRY_HEAD.size))[0]
+        with open(seg.path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as buf:
+            if whole:
+                heads = walk_entry_heads(buf)
+            else:  # the first entry alone
+                size = _ENTRY_HEAD.unpack_from(buf, 0)[1] if len(buf) >= _ENTRY_HEAD.size else 0
+                heads = walk_entry_heads(buf[:_ENTRY_HEAD.size + max(0, size)])
+            if not len(heads):
+                return None
+            first = _ENTRY_HEAD.unpack_from(buf, int(heads.positions[0]))[0]
     except (OSError, ValueError, struct.error):
         return None  # reported where it is decoded
     # a legacy compressed wrapper's head holds its last offset, not its first: a file's name bounds it (a segment
@@ -97,8 +111,7 @@ def _content(r: LogRecord) -> tuple:
     return r.key, r.value, r.timestamp, b.producer_id, b.producer_epoch, b.is_transactional, b.is_control
 
 
-def _partition_conflicts(files: list[SegmentFile]) -> list[ReadProblem]:
-    spans = [_span(f) for f in files]
+def _partition_conflicts(files: list[SegmentFile], spans: list[_Span | None]) -> list[ReadProblem]:
     high: list[int] = []  # per file: the highest offset of the files before it (-1: none)
     top = -1
     for s in spans:
