@@ -29,7 +29,7 @@ RULE_EMPTY_COMMIT_TS = "empty_group_commit_timestamp"  # same, GroupMetadata wit
 RULE_SIMPLE = "simple_group_commit_timestamp"  # no protocol type (simple / orphan offsets)
 RULE_STABLE_UNSUBSCRIBED = "stable_unsubscribed_topic"  # classic `consumer` group, Stable, topic not subscribed
 RULE_CONSUMER_UNSUBSCRIBED = "consumer_group_unsubscribed_topic"  # KIP-848 group, topic outside every subscription
-RULE_STREAMS_EMPTY = "streams_group_commit_timestamp"  # KIP-1071 streams group while Empty
+RULE_STREAMS_EMPTY = "streams_group_commit_timestamp"  # KIP-1071 streams group while Empty (or without topology)
 RULE_EXPLICIT = "explicit_expire_timestamp"  # OffsetCommitValue v1 expireTimestamp (2.1+: now >= expire)
 RULE_PRE_2_1 = "pre_2_1_expire_timestamp"  # 0.9–2.0: expireTimestamp (or commit + retention) < now
 
@@ -186,7 +186,10 @@ def _condition(group: Row, options: ExpiryOptions) -> tuple[str | None, bool]:
         return RULE_SIMPLE, False
     if options.modern and kind == KIND_CONSUMER:
         return RULE_CONSUMER_UNSUBSCRIBED, True
-    if options.modern and kind == KIND_STREAMS and state == "Empty":
+    # `StreamsGroup.isSubscribedToTopic`: no topic while Empty or without a topology (NotReady here: the state of
+    # a group with members and no StreamsGroupTopology record); with one, its source topics, which the decoder does
+    # not read: nothing expires then
+    if options.modern and kind == KIND_STREAMS and state in ("Empty", "NotReady"):
         return RULE_STREAMS_EMPTY, False
     return None, False
 

@@ -1,11 +1,15 @@
-"""The groups of one coordinator shard: classic, simple and consumer (KIP-848) groups as types, and the `groups` map
-that `GroupMetadataManager.replay` maintains record by record, one replay per record type (types 2, 3-8, 16),
-dispatched on the key type as `GroupCoordinatorShard.replay` does.
+"""The groups of one coordinator shard: classic, simple, consumer (KIP-848), share (KIP-932) and streams (KIP-1071)
+groups as types, and the `groups` map that `GroupMetadataManager.replay` maintains record by record, one replay per
+record type (types 2, 3-8, 16; share 9-15, streams 17, 19-23), dispatched on the key type as
+`GroupCoordinatorShard.replay` does.
 
 Decisions where Kafka would fail the load or never looked (spec §2.9, §5.3):
 
 * KIP-848 records are replayed with the new coordinator's rules under both semantics; the old coordinator skipped
-  them as unknown types (3.4.1+), but a rebuild of a mixed log should not lose those groups.
+  them as unknown types (3.4.1+), but a rebuild of a mixed log should not lose those groups. Share and streams
+  group records reach the store only where the emulated coordinator knows their key types
+  (`options.unknown_group_key_types`: the new one, share groups from 4.0, streams groups from 4.1); a share or
+  streams group is kept as a consumer group is (epochs, members, target assignments), its own state rule apart.
 * A KIP-848 record for a non-simple classic group (Kafka: IllegalStateException, the load fails) is skipped.
   Tombstones of types 3-8, 16 act on an existing consumer group, or on the empty consumer group that replaces a
   simple(-looking) classic group (Kafka's `getOrMaybeCreatePersistedConsumerGroup(id, false)`: a type-3 tombstone
@@ -15,7 +19,7 @@ Decisions where Kafka would fail the load or never looked (spec §2.9, §5.3):
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Final, NamedTuple, Sequence, Sized, TypedDict
+from typing import Any, Callable, ClassVar, Final, NamedTuple, Sequence, Sized, TypedDict
 
 import orjson
 
@@ -214,6 +218,8 @@ class ConsumerGroup:
     only: they keep the tallies its state and assignor are read from, so a record costs the same in a group of a
     thousand members as in one of three)."""
 
+    group_type: ClassVar[str] = "consumer"  # `group_history.group_type`, `loaded_groups.group_type`
+
     group_id: str
     group_epoch: int = 0
     assignment_epoch: int = 0
@@ -264,6 +270,39 @@ class ConsumerGroup:
         return min(counts, key=lambda a: (-counts[a], a)) if counts else None
 
 
+@dataclass(slots=True)
+class ShareGroup(ConsumerGroup):
+    """A KIP-932 share group (`ShareGroup`): a group epoch, members with their subscriptions and assignments, a
+    target assignment, kept as a consumer group's. `ShareGroup.maybeUpdateGroupState`: Empty without members, else
+    Stable (a share group has no reconciliation)."""
+
+    group_type: ClassVar[str] = "share"
+
+    @property
+    def state(self) -> str:
+        return "Stable" if self.members else "Empty"
+
+
+@dataclass(slots=True)
+class StreamsGroup(ConsumerGroup):
+    """A KIP-1071 streams group (`StreamsGroup`): epochs, members and their tasks' epochs as a consumer group's,
+    and whether a StreamsGroupTopology record (type 23) holds its topology."""
+
+    group_type: ClassVar[str] = "streams"
+    has_topology: bool = False
+
+    @property
+    def state(self) -> str:
+        """`StreamsGroup.maybeUpdateGroupState`: Empty without members, NotReady without a topology, then as a
+        consumer group: Assigning, Reconciling (a member not Stable at the assignment epoch: `isReconciledTo`) or
+        Stable. (4.2+ also waits for the topology's validated epoch, a field not decoded here.)"""
+        if not self.members:
+            return "Empty"
+        if not self.has_topology:
+            return "NotReady"
+        return ConsumerGroup.state.fget(self)
+
+
 def _add(counts: dict, key: Any, by: int) -> None:
     n = counts.get(key, 0) + by
     if n:
@@ -286,7 +325,7 @@ class GroupRecord:
         return GroupRecord(row["offset"], row.get("timestamp"), row["key_type"], bool(row["is_tombstone"]))
 
 
-Group = ClassicGroup | SimpleGroup | ConsumerGroup
+Group = ClassicGroup | SimpleGroup | ConsumerGroup | ShareGroup | StreamsGroup
 
 
 class GroupEvent(NamedTuple):
@@ -327,7 +366,9 @@ def member_ids(group: Group | None) -> set[str]:
 
 def group_type(key_type: int) -> str:
     """`group_history.group_type` / `removed_groups.group_type` of a group record."""
-    return "classic" if key_type == CoordinatorRecordType.GROUP_METADATA else "consumer"
+    if key_type == CoordinatorRecordType.GROUP_METADATA:
+        return "classic"
+    return _TYPED_GROUPS.get(key_type, ConsumerGroup).group_type
 
 
 class GroupStore:
@@ -370,6 +411,9 @@ class GroupStore:
         replay = _REPLAYS.get(key_type)
         if replay is None:
             return
+        if row.get("layout") == UNPARSED and not row["is_tombstone"]:
+            # a share / streams value no layout reads (its fields unknown): Kafka's load fails on it; skipped here
+            replay = _skipped
         if self.history is None:
             replay(self, row)
             return
@@ -422,32 +466,35 @@ class GroupStore:
         self.groups[gid] = ClassicGroup.of_record(row)
         return "generation"
 
-    def _consumer_group(self, gid: str, create: bool) -> ConsumerGroup | None:
-        """`getOrMaybeCreatePersistedConsumerGroup`: a simple classic group is silently replaced, whatever `create`
-        says (a tombstone's replay asks with False, and Kafka replaces it there too: only an absent id is "not
-        found")."""
+    def _consumer_group(self, gid: str, create: bool, kind: type[ConsumerGroup] = ConsumerGroup
+                        ) -> ConsumerGroup | None:
+        """`getOrMaybeCreatePersistedConsumerGroup` (`…ShareGroup`, `…StreamsGroup`: `kind`): a simple classic
+        group is silently replaced, whatever `create` says (a tombstone's replay asks with False, and Kafka replaces
+        it there too: only an absent id is "not found")."""
         g = self.groups.get(gid)
-        if isinstance(g, ConsumerGroup):
+        if type(g) is kind:
             return g
         if g is None and not create:
             return None
         if g is None or self._replaceable(g):
-            g = self.groups[gid] = ConsumerGroup(gid)
+            g = self.groups[gid] = kind(gid)
             return g
-        return None  # Kafka: IllegalStateException "not a consumer group" (load fails); skipped here
+        return None  # Kafka: IllegalStateException "not a <kind> group" (load fails); skipped here
 
     def replay_consumer_group_metadata(self, row: Row) -> str:
-        """`replay(ConsumerGroupMetadataKey, ConsumerGroupMetadataValue)` (type 3): the group epoch; a tombstone
-        removes a consumer group (or a simple-looking classic one) and is ignored otherwise."""
+        """`replay(ConsumerGroupMetadataKey, ConsumerGroupMetadataValue)` (type 3; ShareGroupMetadata, type 11, and
+        StreamsGroupMetadata, type 17, alike): the group epoch; a tombstone removes a group of its kind (or a
+        simple-looking classic one) and is ignored otherwise."""
         gid = row["group_id"]
+        kind = _TYPED_GROUPS.get(row["key_type"], ConsumerGroup)
         self.last_group_record[gid] = GroupRecord.of(row)
         if row["is_tombstone"]:
             g = self.groups.get(gid)
-            if isinstance(g, ConsumerGroup) or self._replaceable(g):
+            if type(g) is kind or self._replaceable(g):
                 del self.groups[gid]
                 return "deleted"
             return "tombstone"
-        g = self._consumer_group(gid, create=True)
+        g = self._consumer_group(gid, create=True, kind=kind)
         if g is None:
             return "skipped"  # Kafka: IllegalStateException, the id holds a classic group
         g.last_offset = row["offset"]
@@ -502,6 +549,12 @@ class GroupStore:
         g.put_member(mid, (m or _NEW_MEMBER).with_assignment(row))
         return "member_assignment"
 
+    def replay_streams_group_topology(self, g: ConsumerGroup, row: Row) -> str:
+        """`replay(StreamsGroupTopologyKey, …)` (type 23): the group's topology (a tombstone: none)."""
+        if isinstance(g, StreamsGroup):
+            g.has_topology = not row["is_tombstone"]
+        return "topology_tombstone" if row["is_tombstone"] else "topology"
+
     def replay_consumer_group_regular_expression(self, g: ConsumerGroup, row: Row) -> str:
         """`replay(ConsumerGroupRegularExpressionKey, …)` (type 16): a resolved regular expression's topics."""
         if row["is_tombstone"]:
@@ -512,19 +565,26 @@ class GroupStore:
 
 
 _NEW_MEMBER: Final = ConsumerGroupMember()
+#: `GroupRecordValue.layout` of a share / streams value no known layout reads (`decoding.messages`)
+UNPARSED: Final = "unparsed"
+
+
+def _skipped(store: GroupStore, row: Row) -> str:
+    return "skipped"
 
 ConsumerGroupReplay = Callable[[GroupStore, ConsumerGroup, Row], str]
 
 
-def _of_consumer_group(replay: ConsumerGroupReplay, event: str) -> Callable[[GroupStore, Row], str]:
-    """The replay of a type 4-8 or 16 record: on the id's consumer group (a value creates it in place of nothing,
-    a tombstone too in place of a simple group). Without one, a tombstone is ignored (`<event>_tombstone`) and a
-    value of a classic group's id is skipped."""
+def _of_consumer_group(replay: ConsumerGroupReplay, event: str, kind: type[ConsumerGroup] = ConsumerGroup
+                       ) -> Callable[[GroupStore, Row], str]:
+    """The replay of a type 4-8 or 16 record (of a share or streams group's record: `kind`): on the id's group of
+    that kind (a value creates it in place of nothing, a tombstone too in place of a simple group). Without one, a
+    tombstone is ignored (`<event>_tombstone`) and a value of another group's id is skipped."""
     unknown_tombstone = event + "_tombstone"
 
     def on_group(store: GroupStore, row: Row) -> str:
         tombstone = row["is_tombstone"]
-        g = store._consumer_group(row["group_id"], create=not tombstone)
+        g = store._consumer_group(row["group_id"], create=not tombstone, kind=kind)
         if g is None:
             return unknown_tombstone if tombstone else "skipped"
         g.last_offset = row["offset"]
@@ -550,6 +610,40 @@ _REPLAYS: Final[dict[int, Callable[[GroupStore, Row], str]]] = {int(t): r for t,
     _T.CONSUMER_GROUP_REGULAR_EXPRESSION:
         _of_consumer_group(GroupStore.replay_consumer_group_regular_expression, "regex"),
 }.items()}
+
+#: The share (KIP-932) and streams (KIP-1071) group records: their group's kind by key type
+_TYPED_GROUPS: Final[dict[int, type[ConsumerGroup]]] = {
+    **{int(t): ShareGroup for t in (_T.SHARE_GROUP_PARTITION_METADATA, _T.SHARE_GROUP_MEMBER_METADATA,
+                                   _T.SHARE_GROUP_METADATA, _T.SHARE_GROUP_TARGET_ASSIGNMENT_METADATA,
+                                   _T.SHARE_GROUP_TARGET_ASSIGNMENT_MEMBER, _T.SHARE_GROUP_CURRENT_MEMBER_ASSIGNMENT,
+                                   _T.SHARE_GROUP_STATE_PARTITION_METADATA)},
+    **{int(t): StreamsGroup for t in (_T.STREAMS_GROUP_METADATA, _T.STREAMS_GROUP_MEMBER_METADATA,
+                                     _T.STREAMS_GROUP_TARGET_ASSIGNMENT_METADATA,
+                                     _T.STREAMS_GROUP_TARGET_ASSIGNMENT_MEMBER,
+                                     _T.STREAMS_GROUP_CURRENT_MEMBER_ASSIGNMENT, _T.STREAMS_GROUP_TOPOLOGY)}}
+# `GroupMetadataManager.replay`'s share and streams overloads do to their group what the consumer group's do to
+# theirs; a streams member's tasks are not decoded (no partitions assigned), and a share group's partition and state
+# metadata (types 9, 15) only name topics
+_REPLAYS.update({int(t): r for t, r in {
+    _T.SHARE_GROUP_METADATA: GroupStore.replay_consumer_group_metadata,
+    _T.STREAMS_GROUP_METADATA: GroupStore.replay_consumer_group_metadata,
+    _T.SHARE_GROUP_PARTITION_METADATA: _of_consumer_group(
+        GroupStore.replay_consumer_group_partition_metadata, "partition_metadata", ShareGroup),
+    _T.SHARE_GROUP_STATE_PARTITION_METADATA: _of_consumer_group(
+        GroupStore.replay_consumer_group_partition_metadata, "partition_metadata", ShareGroup),
+    **{t: _of_consumer_group(GroupStore.replay_consumer_group_member_metadata, "member", kind)
+       for t, kind in ((_T.SHARE_GROUP_MEMBER_METADATA, ShareGroup), (_T.STREAMS_GROUP_MEMBER_METADATA, StreamsGroup))},
+    **{t: _of_consumer_group(GroupStore.replay_consumer_group_target_assignment_metadata, "assignment_epoch", kind)
+       for t, kind in ((_T.SHARE_GROUP_TARGET_ASSIGNMENT_METADATA, ShareGroup),
+                       (_T.STREAMS_GROUP_TARGET_ASSIGNMENT_METADATA, StreamsGroup))},
+    **{t: _of_consumer_group(GroupStore.replay_consumer_group_target_assignment_member, "target_assignment", kind)
+       for t, kind in ((_T.SHARE_GROUP_TARGET_ASSIGNMENT_MEMBER, ShareGroup),
+                       (_T.STREAMS_GROUP_TARGET_ASSIGNMENT_MEMBER, StreamsGroup))},
+    **{t: _of_consumer_group(GroupStore.replay_consumer_group_current_member_assignment, "member_assignment", kind)
+       for t, kind in ((_T.SHARE_GROUP_CURRENT_MEMBER_ASSIGNMENT, ShareGroup),
+                       (_T.STREAMS_GROUP_CURRENT_MEMBER_ASSIGNMENT, StreamsGroup))},
+    _T.STREAMS_GROUP_TOPOLOGY: _of_consumer_group(GroupStore.replay_streams_group_topology, "topology", StreamsGroup),
+}.items()})
 
 
 def flat_topic_partitions(tps: Sequence[TopicPartitions] | Sequence[TopicIdPartitions] | None, topic: str = "topic"
@@ -587,11 +681,16 @@ def member_assignments(g: Group | None, row: Row) -> list[Row] | None:
     return None
 
 
-#: The key types whose records change a consumer group in place (`_of_consumer_group`): types 4-8, 16
+#: The key types whose records change a consumer (share, streams) group in place (`_of_consumer_group`): types 4-8,
+#: 16 and the share and streams groups' but their metadata's
 _IN_PLACE: Final = frozenset({_T.CONSUMER_GROUP_PARTITION_METADATA, _T.CONSUMER_GROUP_MEMBER_METADATA,
                               _T.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA, _T.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER,
-                              _T.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT, _T.CONSUMER_GROUP_REGULAR_EXPRESSION})
-_MEMBER_RECORDS: Final = frozenset({_T.CONSUMER_GROUP_MEMBER_METADATA, _T.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT})
+                              _T.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT, _T.CONSUMER_GROUP_REGULAR_EXPRESSION,
+                              *(t for t in _TYPED_GROUPS if t not in (_T.SHARE_GROUP_METADATA,
+                                                                      _T.STREAMS_GROUP_METADATA))})
+_MEMBER_RECORDS: Final = frozenset({_T.CONSUMER_GROUP_MEMBER_METADATA, _T.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT,
+                                    _T.SHARE_GROUP_MEMBER_METADATA, _T.SHARE_GROUP_CURRENT_MEMBER_ASSIGNMENT,
+                                    _T.STREAMS_GROUP_MEMBER_METADATA, _T.STREAMS_GROUP_CURRENT_MEMBER_ASSIGNMENT})
 
 
 #: Decoded columns a group record's `record_json` leaves out: where it is (the history row says), raw bytes.

@@ -2,9 +2,10 @@
 
 * legacy: `GroupMetadataManager.doLoadGroupsAndOffsets` + `readGroupMessageValue` / `GroupMetadata.loadGroup`
   (old coordinator, Kafka 0.11 - 3.9; spec §5.1, §5.2);
-* modern: `CoordinatorLoaderImpl` + `GroupCoordinatorShard.replay`: `GroupMetadataManager.replay` for GroupMetadata
-  and the KIP-848 record types 3-8, 16 (new coordinator, Kafka 3.8 - 4.x; spec §5.3, §2.9), and the simple group an
-  offset value creates (`OffsetMetadataManager.replay`).
+* modern: `CoordinatorLoaderImpl` + `GroupCoordinatorShard.replay`: `GroupMetadataManager.replay` for GroupMetadata,
+  the KIP-848 record types 3-8, 16 and the share / streams group records the emulated version knows (new
+  coordinator, Kafka 3.8 - 4.x; spec §5.3, §2.9), and the simple group an offset value creates
+  (`OffsetMetadataManager.replay`).
 
 The offsets half of the replay (offset commits, transaction markers) is `offset_metadata`, column by column; the
 group records are replayed here, one by one (`GroupStore`). Both change the one `ShardState` of a partition, and
@@ -19,11 +20,13 @@ import pyarrow as pa
 
 from pipelines.coordinator.committed import SCHEMA, CommittedOffsets
 from pipelines.coordinator.groups import GroupStore
-from schemas.decoded import KIND_CONSUMER_GROUP, KIND_GROUP_METADATA, KIND_OFFSET_COMMIT
+from schemas.decoded import (KIND_CONSUMER_GROUP, KIND_GROUP_METADATA, KIND_OFFSET_COMMIT, KIND_SHARE_GROUP,
+                             KIND_STREAMS_GROUP)
 
 Row = dict[str, Any]
 SKIPPED_KINDS = ("error", "unknown")
-GROUP_RECORD_KINDS = frozenset({KIND_GROUP_METADATA, KIND_CONSUMER_GROUP})
+# share / streams group records of key types the run's coordinator does not know never reach it (`decoded.loadable`)
+GROUP_RECORD_KINDS = frozenset({KIND_GROUP_METADATA, KIND_CONSUMER_GROUP, KIND_SHARE_GROUP, KIND_STREAMS_GROUP})
 
 
 class SparseRow(dict):

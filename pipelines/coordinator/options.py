@@ -86,6 +86,8 @@ class ReplayOptions:
     * `snapshot_id`: written into every snapshot table.
     * `load_time_ms`: `currentStateTimestamp` Kafka gives groups it synthesizes for offsets (Kafka: the load time);
       null when not given, so a replay is reproducible.
+    * `kafka_version`: the broker whose coordinator the replay emulates: which share / streams group records it
+      knows (`unknown_group_key_types`; the others are skipped).
     """
 
     semantics: str = LEGACY
@@ -94,6 +96,7 @@ class ReplayOptions:
     num_partitions: int | None = None
     snapshot_id: str = "adhoc"
     load_time_ms: int | None = None
+    kafka_version: str = DEFAULT_KAFKA_VERSION
 
     def __post_init__(self) -> None:
         if self.semantics not in SEMANTICS:
@@ -104,3 +107,7 @@ class ReplayOptions:
     @property
     def is_modern(self) -> bool:
         return self.semantics == MODERN
+
+    @property
+    def unknown_key_types(self) -> frozenset[int]:
+        return unknown_group_key_types(self.semantics, self.kafka_version)

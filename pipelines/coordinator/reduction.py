@@ -36,7 +36,7 @@ from pipelines.coordinator.offset_metadata import (end_markers, group_codes, is_
 
 PART = "offsets_partition"
 KEY = [PART, "group_id", "topic", "partition"]
-GROUP_KINDS = ("group_metadata", "consumer_group")
+GROUP_KINDS = ("group_metadata", "consumer_group", "share_group", "streams_group")
 
 
 def _mark_last(keep: np.ndarray, rows: pa.Table, mask) -> None:

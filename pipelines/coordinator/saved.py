@@ -46,7 +46,8 @@ def _layout() -> str:
     """The saved shard's layout: a version for how `ShardState` pickles (bump it when `__getstate__` changes), and
     the fields of every type the state holds, so a field added or renamed makes a new format by itself."""
     types = (loader.ShardState, groups.GroupStore, groups.ClassicGroup, groups.ClassicMember, groups.SimpleGroup,
-             groups.ConsumerGroup, groups.ConsumerGroupMember, groups.MemberMetadata, groups.GroupRecord)
+             groups.ConsumerGroup, groups.ShareGroup, groups.StreamsGroup, groups.ConsumerGroupMember,
+             groups.MemberMetadata, groups.GroupRecord)
     fields = repr([(t.__name__, getattr(t, "__slots__", None), getattr(t, "_fields", None),
                     [f.name for f in dataclasses.fields(t)] if dataclasses.is_dataclass(t) else None) for t in types])
     fields += str(committed.SCHEMA)
@@ -316,7 +317,8 @@ class _StateUnpickler(pickle.Unpickler):
     ALLOWED = {
         "pipelines.coordinator.loader": {"ShardState"},
         "pipelines.coordinator.groups": {"GroupStore", "ClassicGroup", "ClassicMember", "SimpleGroup", "ConsumerGroup",
-                                         "ConsumerGroupMember", "MemberMetadata", "GroupRecord"},
+                                         "ShareGroup", "StreamsGroup", "ConsumerGroupMember", "MemberMetadata",
+                                         "GroupRecord"},
     }
 
     def find_class(self, module, name):

@@ -171,7 +171,8 @@ def _member_state(code: int | None) -> str | None:
 
 def _consumer_group_out(sid: str, part: int, n: int, g: ConsumerGroup,
                         names: dict[str, str]) -> tuple[Row, list[Row]]:
-    """A `ConsumerGroup` as `ConsumerGroupDescribe` shows it; state per `ConsumerGroup.maybeUpdateGroupState`."""
+    """A `ConsumerGroup` as `ConsumerGroupDescribe` shows it; state per `ConsumerGroup.maybeUpdateGroupState` (a
+    share or streams group as `ShareGroupDescribe` / `StreamsGroupDescribe` do: its type is its protocol type)."""
     unresolved: set[str] = set()
 
     def resolve(tps: Sequence[TopicIdPartitions]) -> list[tuple[str, int]]:
@@ -192,7 +193,7 @@ def _consumer_group_out(sid: str, part: int, n: int, g: ConsumerGroup,
             "group_instance_id": f.group_instance_id, "client_id": f.client_id, "client_host": f.client_host,
             "session_timeout_ms": f.session_timeout_ms, "rebalance_timeout_ms": f.rebalance_timeout_ms,
             "subscribed_topics": f.subscribed_topics,
-            "assigned_partitions": resolve(m.assigned), "group_type": "consumer", "offsets_partition": part,
+            "assigned_partitions": resolve(m.assigned), "group_type": g.group_type, "offsets_partition": part,
             "rack_id": f.rack_id, "subscribed_topic_regex": f.subscribed_topic_regex,
             "server_assignor": f.server_assignor, "member_epoch": m.member_epoch,
             "previous_member_epoch": m.previous_member_epoch, "member_state": _member_state(m.state),
@@ -203,7 +204,7 @@ def _consumer_group_out(sid: str, part: int, n: int, g: ConsumerGroup,
     subscribed = {t for m in g.members.values() if m.metadata for t in (m.metadata.subscribed_topics or [])}
     subscribed |= {t for topics in g.regexes.values() for t in topics}
     group = {
-        **_group_base(sid, g.group_id, part, n), "group_type": "consumer", "protocol_type": "consumer",
+        **_group_base(sid, g.group_id, part, n), "group_type": g.group_type, "protocol_type": g.group_type,
         "generation": g.group_epoch, "protocol": protocol, "leader": None, "state": state,
         "current_state_timestamp": None, "member_count": len(g.members), "record_offset": g.last_offset,
         "assignment_epoch": g.assignment_epoch, "subscribed_topics": sorted(subscribed), "is_simple": False,
@@ -312,11 +313,11 @@ def _sorted_pairs(owner: pa.Array, topic: pa.Array, partition: pa.Array, pair: p
 
 
 def named_group_history(table: pa.Table, names: dict[str, str]) -> pa.Table:
-    """`group_history_table`'s rows with each KIP-848 member's topic ids named by the run's map (the id itself
-    where the log never named it, as `group_members` does) and its partitions sorted by topic name again. Column
-    by column: a log's group history is a row per group record."""
+    """`group_history_table`'s rows with each KIP-848 (or share) member's topic ids named by the run's map (the id
+    itself where the log never named it, as `group_members` does) and its partitions sorted by topic name again.
+    Column by column: a log's group history is a row per group record."""
     column = table.column("member_assignments")
-    named = pc.and_(pc.equal(table.column("group_type"), "consumer"), pc.is_valid(column))
+    named = pc.and_(pc.is_in(table.column("group_type"), pa.array(["consumer", "share"])), pc.is_valid(column))
     if not names or not pc.any(named).as_py():
         return table
     lists = column.combine_chunks()

@@ -209,7 +209,8 @@ def decode(run: Run, planned: Planned) -> Decoded:
 def _load_options(run: Run):
     """What loading a shard needs of the run (`coordinator.shard.load_shards`): the semantics, the cut, the id."""
     return ReplayOptions(semantics=run.conf.semantics, until_offset=run.req.until_offset,
-                         until_time_ms=run.prepared.until_time_ms, snapshot_id=run.snapshot_id)
+                         until_time_ms=run.prepared.until_time_ms, snapshot_id=run.snapshot_id,
+                         kafka_version=run.conf.kafka_version)
 
 
 def _early_history_check(run: Run, plan):
@@ -268,7 +269,8 @@ def _clock(run: Run, planned: Planned, decoded: Decoded) -> Clock:
     max_part = inc.max_partition(facts.max_partition)
     num_partitions = _partition_count(run, max(planned.execution.decode_plan.max_partition, max_part))
     options = ReplayOptions(semantics=conf.semantics, until_offset=req.until_offset, until_time_ms=until_time_ms,
-                            num_partitions=num_partitions, snapshot_id=run.snapshot_id, load_time_ms=cut_ms)
+                            num_partitions=num_partitions, snapshot_id=run.snapshot_id, load_time_ms=cut_ms,
+                            kafka_version=conf.kafka_version)
     if run.prepared.as_of_ms is not None:
         as_of_ms = run.prepared.as_of_ms
     else:

@@ -422,7 +422,7 @@ def offsets_at(reader: SnapshotReader, snap: Snapshot, as_of_ms: int, groups: li
     facts = _run_facts(snap)
     commits, events = _history(reader, snap, groups)
     options = ReplayOptions(semantics=facts["semantics"], until_time_ms=as_of_ms, snapshot_id=snap.snapshot_id,
-                            load_time_ms=as_of_ms)
+                            load_time_ms=as_of_ms, kafka_version=facts["kafka_version"])
     log = decoded_log(commits, events, options)
     expiry = ExpiryOptions(as_of_ms=as_of_ms, retention_minutes=facts["retention_minutes"],
                            semantics=facts["semantics"], kafka_version=facts["kafka_version"]) \

@@ -20,6 +20,7 @@ from pipelines.coordinator.expiry import (
     RULE_PRE_2_1,
     RULE_SIMPLE,
     RULE_STABLE_UNSUBSCRIBED,
+    RULE_STREAMS_EMPTY,
     ExpiryOptions,
     cleanup_group_metadata,
     parse_kafka_version,
@@ -366,6 +367,18 @@ def test_share_group_never_expires():
                loaded=[offset("sh", "a", 0, T0)])
     res = run(t, opts(T0 + 1000 * RET, "modern"))
     assert res["expired_offsets"] == [] and res["expired_groups"] == []
+
+
+@pytest.mark.parametrize("state,expires", [("Empty", True), ("NotReady", True), ("Stable", False)])
+def test_streams_group_offsets_expire_by_commit_time_while_it_subscribes_to_no_topic(state, expires):
+    """`StreamsGroup.isSubscribedToTopic`: no topic while Empty, nor without a topology (NotReady: members and no
+    StreamsGroupTopology record), so its offsets expire on commitTimestamp + retention then; with a topology, its
+    source topics (not decoded here) keep them."""
+    t = tables(groups=[group("st", group_type="streams", protocol_type="streams", state=state, generation=4)],
+               loaded=[offset("st", "a", 0, T0)])
+    assert run(t, opts(T0 + RET - 1, "modern", "4.1"))["expired_offsets"] == []
+    res = run(t, opts(T0 + RET, "modern", "4.1"))
+    assert [r["expiry_rule"] for r in res["expired_offsets"]] == ([RULE_STREAMS_EMPTY] if expires else [])
 
 
 # -- transactions ----------------------------------------------------------------------------------------------

@@ -204,3 +204,140 @@ def test_a_member_in_the_3_7_layout_has_the_state_its_writer_derived(tmp_path, w
     tables = replay_shards(table, ReplayOptions(semantics="modern", snapshot_id="t", num_partitions=50)).tables
     assert tables["loaded_groups"].column("state").to_pylist() == [state]
     assert tables["group_members"].column("member_state").to_pylist() == [member_state]
+
+
+def _decoded(tmp_path, records):
+    """`records` (key, value, timestamp) as one batch of a segment, decoded as a run decodes it."""
+    import pyarrow as pa
+
+    from pipelines.decoding import columnar
+    from pipelines.decoding.batch_writer import write_record_batch
+
+    log = tmp_path / "__consumer_offsets-0" / "00000000000000000000.log"
+    log.parent.mkdir(exist_ok=True)
+    log.write_bytes(write_record_batch(records, 0))
+    return pa.concat_tables([pa.Table.from_batches([b]) for b in columnar.decode_segment_to_arrow(
+        log, offsets_partition=0)])
+
+
+_TS = 1_700_000_000_000
+_TID = "AAAAAAAAAAAAAAAAAAAAAQ"
+
+
+def _commit(group: str, offset: int):
+    from pipelines.decoding.message_writer import write_offset_commit_key, write_offset_commit_value
+
+    value = write_offset_commit_value(3, offset=offset, commit_timestamp=_TS)
+    return write_offset_commit_key(group, "t", 0), value, _TS
+
+
+def _record(key_type: int, group: str, value: dict | None, member: str | None = None, layout: str | None = None):
+    from pipelines.decoding.message_writer import write_group_record_key, write_group_record_value
+
+    return (write_group_record_key(key_type, group, member),
+            None if value is None else write_group_record_value(key_type, value, layout), _TS)
+
+
+def _share_group(group: str):
+    """A share group's records as 4.0 writes them: its epoch, a member, the assignment epoch, the member's
+    assignment."""
+    return [_record(11, group, dict(epoch=2), layout="4.0"),
+            _record(10, group, dict(rackId=None, clientId="c", clientHost="h", subscribedTopicNames=["t"]), "m"),
+            _record(12, group, dict(assignmentEpoch=2)),
+            _record(14, group, dict(memberEpoch=2, previousMemberEpoch=1, state=0,
+                                    assignedPartitions=[{"topicId": _TID, "partitions": [0]}]), "m")]
+
+
+def _streams_group(group: str, topology: bool):
+    """A streams group's records as 4.1 writes them: its epoch, a member, the assignment epoch, the member's
+    tasks' epochs and (`topology`) its topology."""
+    tasks = dict(activeTasks=[], standbyTasks=[], warmupTasks=[], activeTasksPendingRevocation=[],
+                 standbyTasksPendingRevocation=[], warmupTasksPendingRevocation=[])
+    records = [_record(17, group, dict(epoch=4, metadataHash=9)),
+               _record(19, group, dict(instanceId=None, rackId=None, clientId="c", clientHost="h",
+                                       rebalanceTimeoutMs=1000, topologyEpoch=1, processId="p", userEndpoint=None,
+                                       clientTags=[]), "m"),
+               _record(20, group, dict(assignmentEpoch=4)),
+               _record(22, group, dict(memberEpoch=4, previousMemberEpoch=3, state=0, **tasks), "m")]
+    if topology:
+        records.append(_record(23, group, dict(epoch=1, subtopologies=[])))
+    return records
+
+
+def _replayed(table, semantics: str, version: str):
+    from pipelines.coordinator.shard import replay_shards
+
+    tables = replay_shards(table, ReplayOptions(semantics=semantics, snapshot_id="t", num_partitions=50,
+                                                kafka_version=version)).tables
+    return {t: v.to_pylist() if hasattr(v, "to_pylist") else v for t, v in tables.items()}
+
+
+@pytest.mark.parametrize("semantics,version,typed", [
+    ("legacy", "4.1", set()), ("modern", "3.9", set()), ("modern", "4.0", {"sg"}), ("modern", "4.1", {"sg", "st"})])
+def test_a_share_or_streams_group_record_replaces_the_simple_group_of_its_offsets(tmp_path, semantics, version, typed):
+    """Offsets committed for an id, then its share (or streams) group's records: where the emulated coordinator
+    knows their key types (the new one: share groups from 4.0, streams groups from 4.1) the typed group replaces
+    the simple group the offsets made (`getOrMaybeCreatePersistedShareGroup`), so they are its group's offsets;
+    elsewhere the records are skipped and the id stays a simple group's."""
+    table = _decoded(tmp_path, [_commit("sg", 5), _commit("st", 7), *_share_group("sg"),
+                                *_streams_group("st", topology=True)])
+    tables = _replayed(table, semantics, version)
+    groups = {g["group_id"]: g for g in tables["loaded_groups"]}
+    expected = {"sg": ("share", "share", "Stable", 2, 2, 1, False), "st": ("streams", "streams", "Stable", 4, 4, 1,
+                                                                          False)}
+    for gid in ("sg", "st"):
+        g = groups[gid]
+        got = (g["group_type"], g["protocol_type"], g["state"], g["generation"], g["assignment_epoch"],
+               g["member_count"], g["is_simple"])
+        assert got == (expected[gid] if gid in typed else ("classic", None, "Empty", 0, None, 0, True))
+    assert {o["group_id"] for o in tables["loaded_offsets"]} == typed
+    assert {o["group_id"] for o in tables["empty_group_offsets"]} == {"sg", "st"} - typed
+    members = {(m["group_id"], m["member_id"], m["group_type"], m["member_state"]) for m in tables["group_members"]}
+    assert members == {(gid, "m", expected[gid][0], "STABLE") for gid in typed}
+    assert {(e["group_id"], e["group_type"]) for e in tables["group_history"]} == {
+        (gid, expected[gid][0]) for gid in typed}
+
+
+def test_a_streams_group_without_topology_is_not_ready_and_its_tombstones_delete_it(tmp_path):
+    """`StreamsGroup.maybeUpdateGroupState`: members and no topology is NotReady. The tombstones the coordinator
+    writes to delete the group (spec §2.9: 22, 21, 20, 19, 17, 23) leave no group, and its offsets are then a
+    removed group's (invisible), as a consumer group's are."""
+    records = [_commit("st", 7), *_streams_group("st", topology=False)]
+    [group] = _replayed(_decoded(tmp_path, records), "modern", "4.1")["loaded_groups"]
+    assert (group["group_type"], group["state"], group["member_count"]) == ("streams", "NotReady", 1)
+
+    deleting = [_record(22, "st", None, "m"), _record(21, "st", None, "m"), _record(20, "st", None),
+                _record(19, "st", None, "m"), _record(17, "st", None), _record(23, "st", None)]
+    tables = _replayed(_decoded(tmp_path, records + deleting), "modern", "4.1")
+    assert not tables["loaded_groups"] and not tables["loaded_offsets"] and not tables["empty_group_offsets"]
+    assert [(r["group_id"], r["group_type"]) for r in tables["removed_groups"]] == [("st", "streams")]
+
+
+def test_a_share_group_record_of_a_classic_groups_id_leaves_the_classic_group(tmp_path):
+    """A share group record for an id that holds a classic group with a protocol (Kafka: IllegalStateException,
+    the load fails) is skipped, as a consumer group record is: the classic group stays."""
+    from pipelines.decoding.message_writer import write_group_metadata_key, write_group_metadata_value
+
+    classic = (write_group_metadata_key("g"), write_group_metadata_value(
+        3, protocol_type="consumer", generation=1, protocol=None, leader=None, current_state_timestamp=_TS,
+        members=[]), _TS)
+    [group] = _replayed(_decoded(tmp_path, [classic, *_share_group("g")]), "modern", "4.0")["loaded_groups"]
+    assert (group["group_type"], group["protocol_type"], group["generation"]) == ("classic", "consumer", 1)
+
+
+def test_a_streams_or_share_value_no_layout_reads_changes_nothing(tmp_path):
+    """A share / streams value that no known layout reads is decoded by its key alone (layout "unparsed", no
+    fields): Kafka's load fails on it. It is skipped (an event that says so), never replayed as a value without
+    epochs: that read as a group epoch of None and the run failed with a TypeError."""
+    from pipelines.decoding.primitives import write_int16
+
+    def junk(key_type: int, member: str | None = None):
+        return _record(key_type, "st", None, member)[0], write_int16(0) + b"\x01\x02", _TS
+
+    records = [junk(17), *_streams_group("st", topology=True)[1:2], junk(20), junk(22, "m"), junk(23)]
+    tables = _replayed(_decoded(tmp_path, records), "modern", "4.1")
+    [group] = tables["loaded_groups"]
+    assert (group["group_type"], group["state"], group["generation"], group["member_count"]) == \
+        ("streams", "NotReady", 0, 1)
+    assert [e["event"] for e in tables["group_history"]] == ["skipped", "member_joined", "skipped", "skipped",
+                                                             "skipped"]
