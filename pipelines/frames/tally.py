@@ -100,6 +100,12 @@ class Tally:
                 out[p] = {"first_offset": first, "compacted_below": end, "compacted_until": within_time_ms(ts)}
         return out
 
+    def partitions_with_key_types_from(self, first: int) -> list[int]:
+        """The offsets partitions holding a record (not an error row) of key type `first` or above."""
+        out = {p for p, label in zip(*(self.table.column(c).to_pylist() for c in ("offsets_partition", "label")))
+               if p is not None and label and label != KIND_ERROR and (_key_type(label) or -1) >= first}
+        return sorted(out)
+
     def by_partition(self, unknown_key_types: frozenset[int] = frozenset()) -> dict[int | None, dict[str, int]]:
         """Per offsets partition: rows (`n`), `quarantined`, `error_rows`, `unknown`, `late_offset`, `late_time`.
         `unknown` holds the records of a key type the decoder does not know, and those of `unknown_key_types`

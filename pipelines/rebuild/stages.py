@@ -18,7 +18,7 @@ from pipelines.background import in_thread
 from pipelines.config import Settings
 from pipelines.coordinator.decoded import REPLAY_COLUMNS, conform_loaded
 from pipelines.coordinator.expiry import ExpiryOptions
-from pipelines.coordinator.options import ReplayOptions, unknown_group_key_types
+from pipelines.coordinator.options import LEGACY, ReplayOptions, parse_kafka_version, unknown_group_key_types
 from pipelines.coordinator.shard import replay_shards
 from pipelines.coordinator.tables import misplaced_count, open_transactions
 from pipelines.decoding.log_end_offsets import DataLogs, data_logs, log_end_offsets_table
@@ -527,7 +527,8 @@ def summarize(run: Run, planned: Planned, decoded: Decoded, replayed: Replayed, 
         snapshot_id=run.snapshot_id, inputs=run.prepared.inputs, semantics=conf.semantics,
         retention_minutes=conf.retention_minutes, expiry=conf.expiry, kafka_version=conf.kafka_version, kind=run.kind,
         bytes_in=plan.total_bytes, segments=plan.num_segments, tabular_files=plan.num_tabular,
-        warnings=[*planned.warnings, *assembled.read_ahead.warnings, *_unknown_key_warning(conf, accounting)],
+        warnings=[*planned.warnings, *assembled.read_ahead.warnings,
+                  *_unknown_key_warnings(conf, accounting, decoded.tally)],
         task_cpu_seconds=decoded.task_cpu_seconds, records_looped=decoded.records_looped,
         first_python_job_seconds=first_python_job,
         record_type_counts=decoded.facts.counts,
@@ -547,15 +548,25 @@ def summarize(run: Run, planned: Planned, decoded: Decoded, replayed: Replayed, 
         status="validation_failed" if validated.validation.should_fail_run else "succeeded")
 
 
-def _unknown_key_warning(conf: RunSettings, accounting: Accounting) -> list[str]:
+def _unknown_key_warnings(conf: RunSettings, accounting: Accounting, tally: Tally) -> list[str]:
     """Kafka's loaders warn of each record of a key type they do not know and skip it (spec §5.4); the run says how
-    many it skipped so, as their groups (a share or streams group's, or a newer kind's) are not in the snapshot."""
+    many it skipped so, as their groups (a share or streams group's, or a newer kind's) are not in the snapshot.
+    The old coordinator before 3.4.1 (KAFKA-14869) knows types 0-2 and aborts a partition's load at any other: its
+    broker serves that partition with no groups, which the run says rather than emulates."""
+    out = []
     n = accounting.totals.records_skipped.get(SKIP_UNKNOWN_KEY)
-    if not n:
-        return []
-    return [f"{n:,} record(s) of key types the {conf.semantics} coordinator of Kafka {conf.kafka_version} does not "
-            f"know (share / streams groups or newer) skipped, as its loader skips them: their groups are not in "
-            f"this snapshot (accounting: {SKIP_UNKNOWN_KEY!r})"]
+    if n:
+        out.append(f"{n:,} record(s) of key types the {conf.semantics} coordinator of Kafka {conf.kafka_version} does "
+                   f"not know (share / streams groups or newer) skipped, as its loader skips them: their groups are "
+                   f"not in this snapshot (accounting: {SKIP_UNKNOWN_KEY!r})")
+    if conf.semantics == LEGACY and parse_kafka_version(conf.kafka_version) < (3, 4, 1):
+        aborted = tally.partitions_with_key_types_from(3)
+        if aborted:
+            shown = ", ".join(map(str, aborted[:10])) + (f" and {len(aborted) - 10} more" if len(aborted) > 10 else "")
+            out.append(f"Kafka {conf.kafka_version}'s loader aborts the load of an offsets partition at a record of "
+                       f"key type 3 or above (it knows 0-2 only; 3.4.1+ skips them): its broker would serve "
+                       f"partition(s) {shown} with no groups; this snapshot holds what their records give")
+    return out
 
 
 def _first_python_job(run: Run) -> float | None:

@@ -70,3 +70,26 @@ def test_a_run_says_how_many_records_of_unknown_key_types_it_skipped(spark, sett
     assert len(said) == bool(skipped)
     assert not said or said[0].startswith(f"{skipped} record(s) of key types the {semantics} coordinator of Kafka "
                                           f"{version} does not know")
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("version,aborts", [("3.3", True), ("3.4.0", True), ("3.4.1", False)])
+def test_a_run_says_which_partitions_an_old_coordinator_before_3_4_1_would_not_load(spark, settings, tmp_path,
+                                                                                    version, aborts):
+    """The old coordinator before 3.4.1 (KAFKA-14869) aborts a partition's load at a record of a key type it does
+    not know (spec §5.4), and its broker serves the partition with no groups: a run emulating one says which
+    partitions that is."""
+    from pipelines.decoding.batch_writer import write_record_batch
+    from pipelines.decoding.message_writer import write_group_record_key, write_group_record_value
+    from pipelines.rebuild import RebuildRequest, run_rebuild
+
+    g, plain = bi.group_in(3, "sg"), bi.group_in(0, "plain")
+    record = (write_group_record_key(11, g), write_group_record_value(11, {"epoch": 3}, "4.0"), bi.T0)
+    bi.write_segment(tmp_path / "in" / "__consumer_offsets-3", 0, write_record_batch([record], 0))
+    bi.write_segment(tmp_path / "in" / "__consumer_offsets-0", 0, bi.batch([bi.commit(plain, 0, 100, bi.T0)], 0))
+    summary = run_rebuild(spark, settings, RebuildRequest(
+        inputs=(str(tmp_path / "in"),), warehouse=str(tmp_path / "wh"), snapshot_id="old", kafka_version=version))
+    said = [w for w in summary.warnings if "aborts the load" in w]
+    assert said == ([f"Kafka {version}'s loader aborts the load of an offsets partition at a record of key type 3 or "
+                     "above (it knows 0-2 only; 3.4.1+ skips them): its broker would serve partition(s) 3 with no "
+                     "groups; this snapshot holds what their records give"] if aborts else [])
