@@ -179,10 +179,12 @@ NAMING_COLUMNS = ("record_kind", "key_type", "is_tombstone", "offset", PART, "to
 
 
 def naming_rows(table: pa.Table, options: ReplayOptions | None = None) -> pa.Table:
-    """The decoded rows of `table` that name topics (ConsumerGroupPartitionMetadata, type 4), at the run's cut
-    (`until_cut`; all of them without `options`), in `NAMING_COLUMNS`: a few rows of any log."""
-    kind = table.column("record_kind")
-    mask = pc.fill_null(pc.and_(pc.equal(kind, "consumer_group"), pc.equal(table.column("key_type"), 4)), False)
+    """The decoded rows of `table` that name topics (ConsumerGroupPartitionMetadata, type 4; ShareGroupPartition-
+    Metadata, type 9), at the run's cut (`until_cut`; all of them without `options`), in `NAMING_COLUMNS`: a few
+    rows of any log."""
+    kind, key_type = table.column("record_kind"), table.column("key_type")
+    mask = pc.fill_null(pc.or_(pc.and_(pc.equal(kind, "consumer_group"), pc.equal(key_type, 4)),
+                               pc.and_(pc.equal(kind, "share_group"), pc.equal(key_type, 9))), False)
     if not pc.any(mask).as_py():
         return table.select(list(NAMING_COLUMNS)).slice(0, 0)
     named = table.select([*NAMING_COLUMNS, "timestamp"]).filter(mask)

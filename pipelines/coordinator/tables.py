@@ -35,12 +35,17 @@ def _none_if(v, sentinel=-1):
     return None if v is None or v == sentinel else v
 
 
+#: (record kind, key type) of the records naming topic ids: ConsumerGroupPartitionMetadata, ShareGroupPartitionMetadata
+NAMING_RECORDS = frozenset({("consumer_group", 4), ("share_group", 9)})
+
+
 def topic_names(rows: Iterable[Row]) -> dict[str, str]:
-    """topic id -> name from every ConsumerGroupPartitionMetadata (type 4) value, the latest by log position.
-    Topic ids are cluster-wide: a run gathers them over every shard before replaying any (`shards`)."""
+    """topic id -> name from every ConsumerGroupPartitionMetadata (type 4) and ShareGroupPartitionMetadata (type 9,
+    4.0) value, the latest by log position. Topic ids are cluster-wide: a run gathers them over every shard before
+    replaying any (`shards`)."""
     best: dict[str, tuple[tuple[int, int], str]] = {}
     for r in rows:
-        if r.get("record_kind") == "consumer_group" and r.get("key_type") == 4 and not r["is_tombstone"]:
+        if (r.get("record_kind"), r.get("key_type")) in NAMING_RECORDS and not r["is_tombstone"]:
             pos = (r["offset"], r["offsets_partition"])
             for t in r.get("topics_metadata") or []:
                 if t["topic_id"] not in best or best[t["topic_id"]][0] < pos:

@@ -341,3 +341,15 @@ def test_a_streams_or_share_value_no_layout_reads_changes_nothing(tmp_path):
         ("streams", "NotReady", 0, 1)
     assert [e["event"] for e in tables["group_history"]] == ["skipped", "member_joined", "skipped", "skipped",
                                                              "skipped"]
+
+
+def test_a_share_groups_partition_metadata_names_its_members_topics(tmp_path):
+    """4.0's ShareGroupPartitionMetadata (type 9) names the topic ids of its subscription, as a consumer group's
+    type 4 does: a share member's assignment shows the topic's name, not its id."""
+    named = _record(9, "sg", dict(topics=[{"topicId": _TID, "topicName": "t", "numPartitions": 1,
+                                          "partitionMetadata": []}]))
+    tables = _replayed(_decoded(tmp_path, [*_share_group("sg"), named]), "modern", "4.0")
+    [member] = tables["group_members"]
+    assert member["assigned_partitions"] == [{"topic": "t", "partition": 0}]
+    [group] = tables["loaded_groups"]
+    assert group["unresolved_topic_ids"] == 0
