@@ -430,6 +430,36 @@ def test_a_changed_read_policy_is_a_full_rebuild(spark_on_demand, warn_settings,
     assert_same_snapshot(tmp_path / "full", "full", tmp_path / "wh", "inc")
 
 
+def test_another_kafka_version_whose_coordinator_knows_other_key_types_is_a_full_rebuild(spark_on_demand,
+                                                                                         warn_settings, tmp_path):
+    """Yesterday's run emulated Kafka 3.9's new coordinator, which skips share group records; today's emulates
+    4.0's, which replays them: resuming yesterday's shards would keep the share group's id a simple group's (its
+    offsets in empty_group_offsets), a snapshot no full rebuild of today's settings gives; now the run rebuilds in
+    full and says why."""
+    from pipelines.decoding.batch_writer import write_record_batch
+    from pipelines.decoding.message_writer import (write_group_record_key, write_group_record_value,
+                                                   write_offset_commit_key, write_offset_commit_value)
+
+    ts = 1_700_000_000_000
+    part = tmp_path / "in" / "__consumer_offsets-0"
+    part.mkdir(parents=True)
+    first = [(write_offset_commit_key("sg", "t", 0), write_offset_commit_value(3, offset=5, commit_timestamp=ts), ts),
+             (write_group_record_key(11, "sg"), write_group_record_value(11, {"epoch": 2}, "4.0"), ts)]
+    (part / "00000000000000000000.log").write_bytes(write_record_batch(first, 0))
+    kw = dict(semantics="modern", num_partitions=1)
+    rebuild(spark_on_demand, warn_settings, [tmp_path / "in"], tmp_path / "wh", "base", kafka_version="3.9", **kw)
+    more = [(write_offset_commit_key("sg", "t", 0), write_offset_commit_value(3, offset=6, commit_timestamp=ts), ts)]
+    with open(part / "00000000000000000000.log", "ab") as f:
+        f.write(write_record_batch(more, 2))
+    inc = rebuild(spark_on_demand, warn_settings, [tmp_path / "in"], tmp_path / "wh", "inc", incremental=True,
+                  kafka_version="4.0", **kw)
+    assert inc.incremental["mode"] == "full", inc.incremental
+    assert inc.incremental["reason"].startswith("the read policy changed"), inc.incremental
+    rebuild(spark_on_demand, warn_settings, [tmp_path / "in"], tmp_path / "full", "full", kafka_version="4.0", **kw)
+    assert_same_snapshot(tmp_path / "full", "full", tmp_path / "wh", "inc")
+    assert (inc.offsets, inc.empty_group_offsets) == (1, 0)
+
+
 def test_fallback_log_start_moved(spark_on_demand, warn_settings, sample, tmp_path):
     """The first segment of a partition is gone (retention / compaction): full rebuild, with the reason."""
     wh = tmp_path / "wh"
