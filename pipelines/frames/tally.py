@@ -100,10 +100,13 @@ class Tally:
                 out[p] = {"first_offset": first, "compacted_below": end, "compacted_until": within_time_ms(ts)}
         return out
 
-    def partitions_with_key_types_from(self, first: int) -> list[int]:
-        """The offsets partitions holding a record (not an error row) of key type `first` or above."""
-        out = {p for p, label in zip(*(self.table.column(c).to_pylist() for c in ("offsets_partition", "label")))
-               if p is not None and label and label != KIND_ERROR and (_key_type(label) or -1) >= first}
+    def partitions_with_key_types_beyond(self, known: frozenset[int]) -> list[int]:
+        """The offsets partitions holding a record (not an error row, not a marker) of a key type not in `known`."""
+        out = set()
+        for p, label in zip(*(self.table.column(c).to_pylist() for c in ("offsets_partition", "label"))):
+            key_type = _key_type(label or "")
+            if p is not None and label != KIND_ERROR and key_type is not None and key_type not in known:
+                out.add(p)
         return sorted(out)
 
     def by_partition(self, unknown_key_types: frozenset[int] = frozenset()) -> dict[int | None, dict[str, int]]:
@@ -128,9 +131,10 @@ class Tally:
 
 
 def _key_type(label: str) -> int | None:
-    """The key type a record type label names (`share_group:11` -> 11); None for a control record's, an error's."""
+    """The key type a record type label names (`share_group:11` -> 11, `unknown:-3` -> -3); None for a control
+    record's, an error's."""
     _, _, key_type = label.partition(":")
-    return int(key_type) if key_type.isdigit() else None
+    return int(key_type) if key_type.removeprefix("-").isdigit() else None
 
 
 def record_type_label(table: pa.Table) -> pa.Array:

@@ -560,11 +560,11 @@ def _unknown_key_warnings(conf: RunSettings, accounting: Accounting, tally: Tall
                    f"not know (share / streams groups or newer) skipped, as its loader skips them: their groups are "
                    f"not in this snapshot (accounting: {SKIP_UNKNOWN_KEY!r})")
     if conf.semantics == LEGACY and parse_kafka_version(conf.kafka_version) < (3, 4, 1):
-        aborted = tally.partitions_with_key_types_from(3)
+        aborted = tally.partitions_with_key_types_beyond(frozenset({0, 1, 2}))
         if aborted:
             shown = ", ".join(map(str, aborted[:10])) + (f" and {len(aborted) - 10} more" if len(aborted) > 10 else "")
             out.append(f"Kafka {conf.kafka_version}'s loader aborts the load of an offsets partition at a record of "
-                       f"key type 3 or above (it knows 0-2 only; 3.4.1+ skips them): its broker would serve "
+                       f"a key type but 0-2 (it knows those only; 3.4.1+ skips the others): its broker would serve "
                        f"partition(s) {shown} with no groups; this snapshot holds what their records give")
     return out
 

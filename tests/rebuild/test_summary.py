@@ -83,13 +83,15 @@ def test_a_run_says_which_partitions_an_old_coordinator_before_3_4_1_would_not_l
     from pipelines.decoding.message_writer import write_group_record_key, write_group_record_value
     from pipelines.rebuild import RebuildRequest, run_rebuild
 
-    g, plain = bi.group_in(3, "sg"), bi.group_in(0, "plain")
+    g, plain, odd = bi.group_in(3, "sg"), bi.group_in(0, "plain"), bi.group_in(7, "odd")
     record = (write_group_record_key(11, g), write_group_record_value(11, {"epoch": 3}, "4.0"), bi.T0)
     bi.write_segment(tmp_path / "in" / "__consumer_offsets-3", 0, write_record_batch([record], 0))
+    negative = ((-3).to_bytes(2, "big", signed=True) + odd.encode(), b"\x00\x00", bi.T0)  # no key type Kafka knows
+    bi.write_segment(tmp_path / "in" / "__consumer_offsets-7", 0, write_record_batch([negative], 0))
     bi.write_segment(tmp_path / "in" / "__consumer_offsets-0", 0, bi.batch([bi.commit(plain, 0, 100, bi.T0)], 0))
     summary = run_rebuild(spark, settings, RebuildRequest(
         inputs=(str(tmp_path / "in"),), warehouse=str(tmp_path / "wh"), snapshot_id="old", kafka_version=version))
     said = [w for w in summary.warnings if "aborts the load" in w]
-    assert said == ([f"Kafka {version}'s loader aborts the load of an offsets partition at a record of key type 3 or "
-                     "above (it knows 0-2 only; 3.4.1+ skips them): its broker would serve partition(s) 3 with no "
-                     "groups; this snapshot holds what their records give"] if aborts else [])
+    assert said == ([f"Kafka {version}'s loader aborts the load of an offsets partition at a record of a key type but "
+                     "0-2 (it knows those only; 3.4.1+ skips the others): its broker would serve partition(s) 3, 7 "
+                     "with no groups; this snapshot holds what their records give"] if aborts else [])
