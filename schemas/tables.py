@@ -55,7 +55,8 @@ LOADED_GROUPS = pa.schema(
         _f("generation", INT),  # classic generation / consumer group epoch
         _f("protocol", STRING),  # classic protocol name / consumer server assignor
         _f("leader", STRING),
-        _f("state", STRING),  # Empty, Stable (classic); Empty, Assigning, Reconciling, Stable (consumer)
+        _f("state", STRING),  # Empty, Stable (classic, share); Empty, Assigning, Reconciling, Stable (consumer;
+        # streams also NotReady)
         _f("current_state_timestamp", TIMESTAMP),
         _f("member_count", INT),
         _f("record_offset", LONG),  # offset of the record that last defined the group
@@ -270,15 +271,16 @@ GROUP_HISTORY = pa.schema(
         _f("offsets_partition", INT),
         _f("record_offset", LONG),
         _f("record_timestamp", TIMESTAMP),
-        _f("group_type", STRING),  # classic, consumer
+        _f("group_type", STRING),  # classic, consumer, share, streams
         # generation, group_epoch, assignment_epoch, member_joined, member_updated, member_left, target_assignment,
-        # member_assignment, partition_metadata, regex, <one of those>_tombstone, deleted, tombstone, skipped
+        # member_assignment, partition_metadata, regex, topology, <one of those>_tombstone, deleted, tombstone, skipped
         _f("event", STRING),
         _f("generation", INT),  # after the record: classic generation / consumer group epoch
         _f("assignment_epoch", INT),  # consumer groups
         _f("protocol", STRING),  # classic protocol / the consumer group's server assignor
         _f("leader", STRING),  # classic
-        _f("state", STRING),  # Stable or Empty (classic); Empty, Assigning, Reconciling, Stable (consumer)
+        _f("state", STRING),  # Stable or Empty (classic, share); Empty, Assigning, Reconciling, Stable (consumer;
+        # streams also NotReady)
         _f("member_count", INT),  # after the record
         _f("members_joined", _list(STRING)),  # member ids the record added
         _f("members_left", _list(STRING)),  # member ids the record removed
