@@ -35,11 +35,13 @@ from typing import Any, Callable
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pipelines.coordinator import committed, groups, loader
+from pipelines.coordinator import committed, decoded, groups, loader
 from pipelines.coordinator.committed import CommittedOffsets
 from pipelines.coordinator.loader import ShardState
 from pipelines.heap import gc_paused
 from pipelines.io.blobs import from_plain_blob
+from schemas.decoded import DECODED_RECORD_SCHEMA
+from schemas.tables import OFFSET_COMMITS
 
 
 def _layout() -> str:
@@ -102,6 +104,10 @@ class SavedShard:
                 raise SavedShardError(f"{source}: unreadable saved shard")
             if partition is not None:
                 check_state(state, partition, modern, source)  # a slot never set raises AttributeError
+                for name, table, schema in zip(("open_history", "naming", "markers"), tables, _TABLE_SCHEMAS):
+                    if not table.schema.equals(schema):
+                        raise SavedShardError(f"{source}: unreadable saved shard: its {name} rows are of another "
+                                              "layout")
         return SavedShard(state, *tables)
 
     @staticmethod
@@ -268,6 +274,9 @@ class _Tests:
         return self.names.pop("test")
 
 
+# What `to_bytes` writes its tables as: a resumed run concatenates them with its own rows of these layouts
+_TABLE_SCHEMAS = (OFFSET_COMMITS, pa.schema([DECODED_RECORD_SCHEMA.field(c) for c in decoded.NAMING_COLUMNS]),
+                  pa.schema([DECODED_RECORD_SCHEMA.field(c) for c in decoded.MARKER_COLUMNS]))
 _TESTS = _Tests()
 _IS_GROUP = _TESTS.of_hint(groups.Group)
 _IS_RECORD = _TESTS.of(groups.GroupRecord)

@@ -432,3 +432,22 @@ def test_a_saved_shard_decompresses_no_table(part):
         data = _replaced(saved.to_bytes(), 1, bomb)
     with pytest.raises(SavedShardError, match="compressed Arrow IPC message"):
         SavedShard.from_bytes(data, "x")
+
+
+@pytest.mark.parametrize("part", [1, 2, 3], ids=["open_history", "naming", "markers"])
+def test_a_saved_shard_holds_its_tables_layouts(part):
+    """A saved shard whose table was replaced by rows of another layout fails to load for the run that would
+    resume it (it concatenated them with its own rows), saying which."""
+    import pyarrow as pa
+
+    from pipelines.coordinator.saved import SavedShardError, _ipc
+    from tests.coordinator.rowkit import Log
+
+    log = Log(partition=3)
+    log.commit("g", "t", 0, 1)
+    data = replay_shards(to_table(log.rows), ReplayOptions(num_partitions=50), keep=True).saved[3].to_bytes()
+    assert SavedShard.from_bytes(data, "x", 3, False).markers.num_rows == 0
+    forged = _replaced(data, part, _ipc(pa.table({"offsets_partition": pa.array(["3"])})))
+    name = ("open_history", "naming", "markers")[part - 1]
+    with pytest.raises(SavedShardError, match=f"^x: unreadable saved shard: its {name} rows are of another layout"):
+        SavedShard.from_bytes(forged, "x", 3, False)
