@@ -551,7 +551,13 @@ def test_a_damaged_checkpoint_is_a_full_rebuild_with_the_reason(spark_on_demand,
     for text, said in [('{"format": 2, "partitions": {', "Expecting"), ("[2]", "not a JSON object"),
                        (json.dumps({k: v for k, v in good.items() if k != "partitions"}), "partitions: null"),
                        (edited(partitions={**good["partitions"], segment: bad_segment}), "consumed: \"12\""),
-                       (edited(max_timestamp="x"), "max_timestamp"), (edited(decoded_files=[1]), "decoded_files")]:
+                       (edited(max_timestamp="x"), "max_timestamp"), (edited(decoded_files=[1]), "decoded_files"),
+                       # numbers past what they become (a long, a time, a partition): an OverflowError traceback
+                       (edited(partitions={**good["partitions"], segment: {**good["partitions"][segment],
+                                                                           "next_offset": 10 ** 30}}), "next_offset"),
+                       (edited(max_timestamp=10 ** 30), "max_timestamp: 1000"),
+                       (edited(max_partition=1 << 40), "max_partition"),
+                       (edited(log_gaps={"0": {"first_offset": 0, "compacted_below": "x"}}), "log_gaps")]:
         s = start(text)
         assert s.mode == "full" and s.reason.startswith("the previous snapshot's checkpoint is damaged"), s.reason
         assert said in s.reason, s.reason

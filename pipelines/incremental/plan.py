@@ -13,6 +13,7 @@ from pipelines.incremental.checkpoint import CHECKPOINT_FORMAT, OLDER_FORMATS, S
 from pipelines.incremental.saved import SavedShards
 from pipelines.io import storage
 from pipelines.io.checkpoint import read_checkpoint, state_dir, state_file_partitions
+from pipelines.times import MAX_TIME_MS, MIN_TIME_MS
 
 LOG_START_MOVED = "log start moved / segments deleted or compacted"
 NO_PREVIOUS = "no previous snapshot with a checkpoint"
@@ -238,6 +239,18 @@ _TOP = {"max_timestamp": _OPT_INT, "max_partition": _OPT_INT, "state_entries": _
 _SEGMENT = {"name": _STR, "base_offset": _INT, "size": _INT, "consumed": _INT, "head_bytes": _INT,
             "head_sha256": _STR, "last_batch_position": _OPT_INT, "last_batch_size": _OPT_INT,
             "last_batch_sha256": _OPT_STR, "last_offset": _OPT_INT}
+_GAP = {"first_offset": _OPT_INT, "compacted_below": _OPT_INT, "compacted_until": _OPT_INT}
+_TIMES = frozenset({"max_timestamp", "started_ms", "compacted_until"})
+
+
+def _in_range(key: str, v: int) -> bool:
+    """An edited number the run would carry into a long, a time or a partition count (10**30 was an OverflowError
+    where it became one, a traceback)."""
+    if key in _TIMES:
+        return MIN_TIME_MS <= v <= MAX_TIME_MS
+    if key == "max_partition":
+        return -1 <= v < 1 << 31
+    return -(1 << 63) <= v < 1 << 63
 
 
 def checkpoint_damage(cp: dict) -> str | None:
@@ -246,8 +259,9 @@ def checkpoint_damage(cp: dict) -> str | None:
     from; a damaged one is a full rebuild, not a traceback."""
     def wrong(obj: dict, spec: dict, where: str) -> str | None:
         for key, types in spec.items():
-            if not isinstance(obj.get(key), types) or isinstance(obj.get(key), bool):
-                return f"{where}{key}: {json.dumps(obj.get(key))[:40]}"
+            v = obj.get(key)
+            if not isinstance(v, types) or isinstance(v, bool) or isinstance(v, int) and not _in_range(key, v):
+                return f"{where}{key}: {json.dumps(v)[:40]}"
         return None
 
     why = wrong(cp, _TOP, "")
@@ -256,8 +270,8 @@ def checkpoint_damage(cp: dict) -> str | None:
     if not all(isinstance(f, str) for f in cp.get("decoded_files") or ()) or \
             not all(isinstance(n, int) for n in (cp.get("decoded_sizes") or {}).values()):
         return "decoded_files / decoded_sizes"
-    if not all(isinstance(g, dict) and isinstance(g.get("first_offset"), _OPT_INT)
-               for g in (cp.get("log_gaps") or {}).values()) or not all(k.isdigit() for k in cp.get("log_gaps") or {}):
+    if not all(isinstance(g, dict) and wrong(g, _GAP, "") is None for g in (cp.get("log_gaps") or {}).values()) \
+            or not all(k.isdigit() for k in cp.get("log_gaps") or {}):
         return "log_gaps"
     for part, p in cp["partitions"].items():
         if not part.isdigit() or not isinstance(p, dict) or not isinstance(p.get("segments"), list):
