@@ -347,6 +347,14 @@ class DeltaWarehouseReader:
                 raise DamagedTable(f"cannot read the warehouse's {table} table: run {run!r} added its records to it, "
                                    f"but {self.root / table} holds no Delta log")
             return None
+        if version is not None:
+            # delta-rs looks for a version past the log's last one commit by commit (10**8: 8 s; a pinned 2**62
+            # hung every read of the snapshot), and a negative one is its OverflowError
+            last = retry.call(lambda: _delta_log_version(path), f"{path} (list)") if self.remote \
+                else _delta_log_version(path)
+            if not 0 <= version <= (-1 if last is None else last):
+                raise DamagedTable(f"cannot read the warehouse's {table} table: the snapshot's run committed its "
+                                   f"version {version}, but its Delta log at {path} ends at version {last}")
         opened = functools.partial(DeltaTable, str(path), version=version,
                                    storage_options=storage.storage_options(str(path)))
         try:

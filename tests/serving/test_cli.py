@@ -481,6 +481,27 @@ def test_an_add_outside_the_table_is_one_line_naming_the_table(rebuilt, tmp_path
     _assert_one_line_naming(rebuilt, tmp_path, "loaded_offsets", damage, args)
 
 
+@pytest.mark.parametrize("version", [1 << 62, -5], ids=["past_the_log", "negative"])
+@pytest.mark.parametrize("args", [["lookup", "--group", "payments"], ["sql", "SELECT * FROM loaded_offsets"]],
+                         ids=lambda a: a[0])
+def test_a_pinned_version_the_log_lacks_is_one_line(rebuilt, tmp_path, version, args):
+    """A runs row pinning a table at a version its Delta log never reached (edited): delta-rs looked for it commit
+    by commit, so a read at 2**62 hung (10**8 took 8 s), and a negative one was an OverflowError traceback; it is
+    one line naming the table and both versions, exit 2."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    def damage(table):
+        for f in (table.parent / "runs").rglob("*.parquet"):
+            runs = pq.read_table(f)
+            at = runs.schema.get_field_index("table_versions")
+            pinned = [[(k, version if k == table.name else v) for k, v in r] if r else r
+                      for r in runs.column(at).to_pylist()]
+            pq.write_table(runs.set_column(at, runs.schema.field(at), pa.array(pinned, runs.schema.field(at).type)), f)
+
+    _assert_one_line_naming(rebuilt, tmp_path, "loaded_offsets", damage, args)
+
+
 REBUILT_AS_OF = "2026-11-01T00:00:00.001Z"  # `rebuilt`'s newest record: a restore plan's latest time
 
 
