@@ -704,3 +704,36 @@ def test_the_incident_view_leads_with_the_damage(tmp_path):
         _open(b, base + "/#/groups/payments-old", "group")
         assert "Deleted at 2026-11-21 00:05:04.000Z" in b.js("return document.getElementById('group-gone').textContent")
         assert b.js("return document.querySelectorAll('#history-table tbody tr').length") >= 2
+
+
+HOSTILE = ["payments", "pay\u200bments", "\u202eevil-gro", "<script>window.pwned=1</script>", "a\"b'c<img src=x "
+           "onerror=window.pwned=2>", "x" * 5000]
+
+
+def test_hostile_ids_are_shown_as_they_are_and_never_run(tmp_path):
+    """Group ids, member ids, client ids and commit metadata holding markup, quotes, zero-width and bidi control
+    characters or 5000 characters: nothing they hold runs or becomes an element, and an id with an invisible or
+    reordering character no longer looks like another id ("pay\\u200Bments" drew as "payments", U+202E drew the
+    text after it backwards): those characters are shown as \\u{…}, the links and data keeping the id itself."""
+    _chromedriver()
+    kit = WarehouseKit(tmp_path / "wh")
+    kit.snapshot("h1", groups=[group(g, members=1, leader="m\u200b1") for g in HOSTILE],
+                 members=[member(g, "m\u200b1", [("t", 0)], client_id="<b>c</b>\u202e") for g in HOSTILE],
+                 offsets=[offset(g, "t", 0, 5, t=10, metadata="<i>m</i>\u2066") for g in HOSTILE], as_of=ts(100))
+    with running_server(tmp_path / "wh") as base, chromium(tmp_path) as b:
+        _open(b, base + "/", "overview")
+        listed = b.js("return [...document.querySelectorAll('#group-list tbody tr')].map(tr => "
+                      "[tr.dataset.groupId, tr.querySelector('a.group').textContent])")
+        shown = {gid: text for gid, text in listed}
+        assert set(shown) == set(HOSTILE)
+        assert shown["payments"] == "payments" and shown["pay\u200bments"] == "pay\\u{200B}ments"
+        assert shown["\u202eevil-gro"] == "\\u{202E}evil-gro"
+        assert shown[HOSTILE[3]] == HOSTILE[3] and shown[HOSTILE[4]] == HOSTILE[4] and shown["x" * 5000] == "x" * 5000
+        b.get(base + "/#/groups/" + quote(HOSTILE[4], safe=""))
+        b.wait_for("return document.body.dataset.view === 'group' && document.body.dataset.ready === '1'")
+        assert b.js("return document.getElementById('group-title').textContent") == HOSTILE[4]
+        assert _rows(b, "#members-table tbody tr")[0][:3] == ["m\\u{200B}1", "-", "<b>c</b>\\u{202E}"]
+        assert "<i>m</i>\\u{2066}" in _rows(b, "#offsets-table tbody tr")[0]
+        assert b.js("return [window.pwned, document.querySelectorAll('[onerror], img[src=x]').length, "
+                    "[...document.scripts].filter(s => s.textContent.includes('pwned')).length]") == [None, 0, 0]
+        assert b.js("return document.getElementById('error').textContent") == ""
