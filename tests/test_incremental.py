@@ -754,13 +754,18 @@ def test_clean_state_removes_state_of_deleted_snapshots(tmp_path):
     wh = Warehouse(tmp_path / "wh")
     wh.mark_run("kept", {"status": "succeeded"})
     wh.mark_run("stopped", {"status": "failed"})  # killed after its tasks wrote a state, before its checkpoint
-    for sid in ("kept", "gone", "stopped"):
+    # killed while committing, after its checkpoint (recorded failed by the next run), or failed validation: the
+    # chain never resumes them, and their states stayed as long as their rows
+    wh.mark_run("killed", {"status": "failed"})
+    wh.mark_run("invalid", {"status": "validation_failed"})
+    for sid in ("kept", "gone", "stopped", "killed", "invalid"):
         (incremental.state_dir(wh, sid) / "decoded").mkdir(parents=True)
         if sid != "stopped":
             write_checkpoint(wh, sid, {"format": incremental.CHECKPOINT_FORMAT})
-    assert incremental.clean_state(wh) == ["gone", "stopped"]
+    assert incremental.clean_state(wh) == ["gone", "invalid", "killed", "stopped"]
     assert incremental.state_dir(wh, "kept").is_dir() and checkpoint_path(wh, "kept").is_file()
-    assert not incremental.state_dir(wh, "gone").exists() and not checkpoint_path(wh, "gone").exists()
+    for sid in ("gone", "invalid", "killed"):
+        assert not incremental.state_dir(wh, sid).exists() and not checkpoint_path(wh, sid).exists()
     assert not incremental.state_dir(wh, "stopped").exists()
 
 

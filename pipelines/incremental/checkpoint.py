@@ -100,8 +100,11 @@ def read_policy_of(conf) -> dict:
 
 
 def clean_state(warehouse, emit: Callable[[str], None] | None = None) -> list[str]:
-    """Remove `_state/<id>` and `_checkpoints/<id>.json` of snapshots that no longer exist (after `retain`)."""
-    removed = remove_orphaned_state(warehouse, (r["snapshot_id"] for r in warehouse.snapshots()))
+    """Remove `_state/<id>` and `_checkpoints/<id>.json` of snapshots that no longer exist (after `retain`), and of
+    runs that did not succeed: no --incremental run resumes them (`plan.start` takes the latest succeeded one), and a
+    state is sized by the coordinator's."""
+    removed = remove_orphaned_state(warehouse, (r["snapshot_id"] for r in warehouse.snapshots()
+                                                if r["status"] == "succeeded"))
     if removed and emit:
         emit(f"          removed the incremental state of {len(removed)} deleted snapshot(s)")
     return removed
