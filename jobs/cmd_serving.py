@@ -29,10 +29,10 @@ from pipelines.serving.describe import HISTORY_COLUMNS, OUT, Rendered, consumer_
 from pipelines.serving.describe import describe as render
 from pipelines.serving.diff import diff_snapshots, render_text
 from pipelines.serving.group_regex import BadGroupRegex, check as check_group_regex
-from pipelines.serving.history import group_events
+from pipelines.serving.history import AfterSnapshot, group_events
 from pipelines.serving.index import close_group_ids, load_index
-from pipelines.serving.restore_plan import (AfterSnapshot, HistoryUnavailable, OutNotAPlan, OutNotEmpty, counted,
-                                            parse_instant, write_restore_plan)
+from pipelines.serving.restore_plan import (HistoryUnavailable, OutNotAPlan, OutNotEmpty, counted, parse_instant,
+                                            write_restore_plan)
 from pipelines.serving.reset_plan import reset_plan as reset_offsets
 from pipelines.serving.restore_plan import restore_plan as plan
 
@@ -132,7 +132,7 @@ def restore_plan(warehouse, as_of, out, snapshot_id, groups, group_regex, change
     except HistoryUnavailable as e:
         fail(f"{e} (a what-if run: offsetlake rebuild --until-time {as_of})")
     except AfterSnapshot as e:
-        fail(f"--as-of {e}")
+        fail(f"--{e.option.replace('_', '-')} {e}")
     except GroupNotFound as e:
         fail(str(e))
     except OutNotAPlan as e:
@@ -397,6 +397,8 @@ def changes(warehouse, start, end, groups, group_regex, storm_threshold, as_json
         items = ch.changes(reader, snap, sel)
     except (HistoryUnavailable, GroupNotFound) as e:
         fail(str(e))
+    except AfterSnapshot as e:
+        fail(f"--{e.option} {e}")
     click.echo(_pretty_json(items) if as_json else view(ch.render_text(items)), nl=as_json)
 
 

@@ -26,7 +26,7 @@ from jobs.api.server import Server, check_token
 from pipelines.io.snapshots import DamagedTable, GroupNotFound, SnapshotNotFound, SnapshotReader
 from pipelines.serving import metrics as prom, views
 from pipelines.serving.catalog import SnapshotCatalog
-from pipelines.serving.history import HistoryUnavailable
+from pipelines.serving.history import AfterSnapshot, HistoryUnavailable
 
 # the routers behind the token, in the order their routes are matched
 GUARDED = (snapshots.router, groups.router, incidents.router, meta.router)
@@ -91,6 +91,11 @@ def _answer_errors(app: FastAPI) -> None:
     @app.exception_handler(views.NotFound)
     async def _not_found(request: Request, exc: Exception) -> JSONResponse:
         return json_response({"detail": str(exc.args[0]) if exc.args else "not found"}, status_code=404)
+
+    @app.exception_handler(AfterSnapshot)
+    async def _after_snapshot(request: Request, exc: AfterSnapshot) -> JSONResponse:
+        """A time past the snapshot's as-of: the parameter's mistake, said with both times."""
+        return json_response({"detail": f"{exc.option} {exc}"}, status_code=400)
 
     @app.exception_handler(HistoryUnavailable)
     async def _history_unavailable(request: Request, exc: HistoryUnavailable) -> JSONResponse:

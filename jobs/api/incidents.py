@@ -102,8 +102,6 @@ def restore_plan_zip(
                                changed_since_ms=since_ms, damaged=damaged, clamp=clamp)
     except HistoryUnavailable as e:
         raise views.NotFound(str(e)) from None
-    except rp.AfterSnapshot as e:
-        raise views.BadParameter(f"as_of {e}") from None
     headers = {"Content-Disposition": f'attachment; filename="restore-plan-{as_of_ms}.zip"',
                **(snapshot_headers(snap.snapshot_id) or {})}
     return Response(rp.restore_plan_zip(plan), media_type="application/zip", headers=headers)

@@ -34,7 +34,7 @@ from pipelines.io.snapshots import GroupNotFound, Snapshot, SnapshotReader
 from pipelines.serving.cells import cell
 from pipelines.serving.codes import string_codes
 from pipelines.serving.group_regex import BadGroupRegex, check, matching
-from pipelines.serving.history import applied_history, compaction_note, group_events, log_gaps
+from pipelines.serving.history import applied_history, check_within, compaction_note, group_events, log_gaps
 from pipelines.serving.index import no_group_matches, unknown_group_message, unknown_groups
 from pipelines.times import EPOCH, TimeFormatError, parse_time_ms
 
@@ -591,6 +591,9 @@ def changes(reader: SnapshotReader, snap: Snapshot, sel: Selection) -> list[dict
     log the snapshot was built from had been compacted within it."""
     for g in unknown_groups(reader, snap, sel.groups):
         raise GroupNotFound(unknown_group_message(reader, snap, g))
+    start = sel.start if sel.start.tzinfo is not None else sel.start.replace(tzinfo=dt.timezone.utc)
+    check_within(snap, "from", (start - EPOCH) // dt.timedelta(milliseconds=1),
+                 "so nothing in the window is known (an empty answer would say nothing changed)")
     history = _history(reader, snap, sel)
     events = _Events(history)
     partitions: set[int] = set()

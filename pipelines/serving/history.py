@@ -5,17 +5,43 @@ before it recorded that; the group events (`group_history`), each with the event
 """
 from __future__ import annotations
 
+import datetime as dt
 import json
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipelines.io.snapshots import DamagedTable, Filters, Snapshot, SnapshotReader
+from pipelines.times import EPOCH, ms_to_iso
 
 
 class HistoryUnavailable(ValueError):
     """The snapshot's history lacks what a view needs (written by an older version, or no history): one line that
     names the command that fills it."""
+
+
+class AfterSnapshot(ValueError):
+    """A time a view was asked about lies past the snapshot's as-of: its history ends there, so an answer would
+    be about what the snapshot cannot know (no change since, offsets as they were at its end). `option` names what
+    was given (`as_of`, `from`, ...), for each edge to say in its own words."""
+
+    def __init__(self, option: str, message: str):
+        super().__init__(message)
+        self.option = option
+
+
+def check_within(snap: Snapshot, option: str, ms: int, consequence: str) -> None:
+    """AfterSnapshot when `ms` (epoch ms) is after `snap`'s as-of (a snapshot without one: no check)."""
+    if snap.as_of is None:
+        return
+    as_of = snap.as_of if snap.as_of.tzinfo is not None else snap.as_of.replace(tzinfo=dt.timezone.utc)
+    end = (as_of - EPOCH) // dt.timedelta(milliseconds=1)  # integers: a float of seconds loses the millisecond
+    if ms > end:
+        def iso(at: int) -> str:
+            return ms_to_iso(at).replace("+00:00", "Z")
+
+        raise AfterSnapshot(option, f"{iso(ms)} is after snapshot {snap.snapshot_id}'s as-of {iso(end)}: its history "
+                                    f"ends there, {consequence}; rebuild from a newer log (rebuild --incremental)")
 
 
 def unrecorded(commits: pa.Table, snapshot_id: str) -> str | None:

@@ -45,7 +45,7 @@ from pipelines.coordinator.options import (DEFAULT_KAFKA_VERSION, DEFAULT_RETENT
 from pipelines.heap import gc_paused
 from pipelines.io.snapshots import GroupNotFound, Snapshot, SnapshotReader
 from pipelines.serving.group_regex import check as check_group_regex, matching
-from pipelines.serving.history import HistoryUnavailable, group_events
+from pipelines.serving.history import HistoryUnavailable, check_within, group_events
 from pipelines.serving.index import no_group_matches, unknown_group_message, unknown_groups
 from pipelines.serving.reset_plan import reset_refused
 from pipelines.times import EPOCH, parse_time_ms
@@ -95,11 +95,6 @@ class RestorePlan:
                             "offsets": [{"topic": t, "partition": p, "offset": o} for t, p, o in g.offsets],
                             "refused": g.refused, "state_now": g.state_now, "gone": g.gone_reason,
                             "skipped": g.skipped} for g in self.groups]}
-
-
-class AfterSnapshot(ValueError):
-    """TIME is past the snapshot's as-of: its history ends there, and a plan from it would put groups back to where
-    they were then (and expire offsets at TIME that may have been committed again since)."""
 
 
 def counted(n: int, noun: str) -> str:
@@ -529,11 +524,11 @@ def restore_plan(reader: SnapshotReader, snap: Snapshot, as_of_ms: int, *, group
     auto.offset.reset decides, past the end one Kafka clamps to the end).
     Raises HistoryUnavailable; BadGroupRegex for a bad `group_regex`; AfterSnapshot for a time past the snapshot's
     as-of."""
-    if snap.as_of is not None and as_of_ms > _ms_of(snap.as_of):
-        end = _iso(_ms_of(snap.as_of))
-        raise AfterSnapshot(f"{_iso(as_of_ms)} is after snapshot {snap.snapshot_id}'s as-of {end}: its history ends "
-                            "there, and the offsets committed since are not in it; rebuild from a newer log (rebuild "
-                            "--incremental), or restore to a time at or before its as-of")
+    check_within(snap, "as_of", as_of_ms, "and the offsets committed since are not in it (a plan from there would put "
+                 "groups back to where they were then)")
+    for option, since in (("changed_since", changed_since_ms), ("damaged_since", damaged and damaged[0])):
+        if since is not None:
+            check_within(snap, option, since, "so no group is known to have changed since")
     if group_regex is not None:
         check_group_regex(group_regex)
     for g in unknown_groups(reader, snap, groups or ()):

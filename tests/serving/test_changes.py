@@ -161,7 +161,11 @@ def test_expiry_tombstones(warehouses, brokerdata):
                 assert len(of(window, "group_deleted")) == 1, (gid, window)
     assert checked >= 8
     fresh = next(t for t, e in events if e.startswith("ex-fresh"))
-    assert not of(changes(wh, fresh, fresh + 60 * SECOND), "offset_tombstone")
+    from pipelines.io.snapshots import DeltaWarehouseReader
+
+    # the client logs its commit after the broker wrote it: the log (and the snapshot's as-of) may end before
+    end = DeltaWarehouseReader(str(wh)).snapshot("expiry").as_of.replace(tzinfo=dt.timezone.utc)
+    assert not of(changes(wh, min(fresh, end), fresh + 60 * SECOND), "offset_tombstone")
 
 
 @pytest.mark.shared
@@ -234,8 +238,13 @@ def test_a_compacted_log_says_where_commits_are_missing(warehouses, brokerdata):
                                      "--to", whole(events)[1].isoformat()]).output
     assert "intermediate commits are not in the log" in text
     last = max(g["compacted_until"] for g in want.values())
-    after = changes(wh, dt.datetime.fromtimestamp(last / 1000 + 1, dt.timezone.utc), whole(events)[1])
-    assert not of(after, "log_compacted")
+    from pipelines.io.snapshots import DeltaWarehouseReader
+
+    # from the first millisecond after it up to the snapshot's as-of (a window after that is refused)
+    as_of = DeltaWarehouseReader(str(wh)).snapshot("compacted").as_of.replace(tzinfo=dt.timezone.utc)
+    start = dt.datetime.fromtimestamp(last // 1000, dt.timezone.utc) + dt.timedelta(milliseconds=last % 1000 + 1)
+    assert start <= as_of
+    assert not of(changes(wh, start, whole(events)[1]), "log_compacted")
 
 
 def _reset_segment(partition_dir: Path, group: str, topic: str, partition: int, offset: int, ts_ms: int) -> None:
@@ -320,3 +329,24 @@ def test_bad_input_is_one_line_exit_2(tmp_path, args, message):
     r = CliRunner().invoke(main, ["changes", "--warehouse", str(tmp_path), *args])
     assert r.exit_code == 2 and message in r.output, r.output
     assert len(r.output.strip().splitlines()) == 1 and "Traceback" not in r.output
+
+
+def test_a_window_after_the_snapshot_s_as_of_is_refused(story):
+    """A window past the snapshot's as-of (a stale nightly, an incident after it) answered nothing, exit 0: "nothing
+    changed", when the snapshot cannot know. Now one line naming both times, exit 2 (the API: a 400)."""
+    from fastapi.testclient import TestClient
+
+    from jobs.api import create_app
+    from pipelines.io.snapshots import DeltaWarehouseReader
+
+    r = CliRunner().invoke(main, ["changes", "--warehouse", str(story), "--from", "2026-01-01T00:00:40.001Z",
+                                  "--to", "2026-01-02"])
+    assert r.exit_code == 2 and r.stderr.count("\n") == 1, r.output
+    assert r.stderr.startswith("error: --from 2026-01-01T00:00:40.001Z is after snapshot s2's as-of "
+                               "2026-01-01T00:00:40.000Z: its history ends there"), r.stderr
+    r = CliRunner().invoke(main, ["changes", "--warehouse", str(story), "--from", "2026-01-01T00:00:40Z",
+                                  "--to", "2026-01-02"])
+    assert r.exit_code != 2 or "is after snapshot" not in r.stderr, r.output
+    with TestClient(create_app(DeltaWarehouseReader(story), refresh_interval=0)) as client:
+        r = client.get("/changes", params={"from": "2026-01-01T00:00:41Z", "to": "2026-01-02"})
+        assert r.status_code == 400 and r.json()["detail"].startswith("from 2026-01-01T00:00:41.000Z is after"), r.text

@@ -432,7 +432,7 @@ def test_selection_and_flags(broker, tmp_path):
     snap = reader.snapshot("base")
     removed = {r["group_id"] for r in reader.snapshot_table("removed_groups", snap).to_pylist()}
     live = {r["group_id"]: r for r in reader.snapshot_table("loaded_groups", snap).to_pylist()}
-    times = _times(b.rows)
+    times = [t for t in _times(b.rows) if t <= _end(b.rows)]  # a time past the snapshot's as-of is refused
     # the earliest moment at which a since-deleted group had offsets
     plans = ((t, restore_plan(reader, snap, t)) for t in times)
     t, plan = next((t, p) for t, p in plans if any(g.state_now is None and g.file for g in p.groups))
@@ -494,6 +494,11 @@ def test_a_time_after_the_snapshot_s_as_of_is_refused(broker, tmp_path):
         assert r.exit_code == 2 and r.stderr.count("\n") == 1, r.output
         assert r.stderr.startswith(f"error: --as-of {_iso(t)} is after snapshot base's as-of {_iso(end)}"), r.stderr
         assert not (tmp_path / "late").exists()
+    # a selection of the groups changed or damaged since a time past it was an empty plan, exit 0
+    for option in ("--changed-since", "--damaged-since"):
+        r = _cli("--warehouse", str(b.wh), "--as-of", str(end), option, str(end + 1), "--out", str(tmp_path / "late"))
+        assert r.exit_code == 2 and r.stderr.count("\n") == 1, r.output
+        assert r.stderr.startswith(f"error: {option} {_iso(end + 1)} is after snapshot base's as-of"), r.stderr
     with TestClient(create_app(DeltaWarehouseReader(b.wh), refresh_interval=0)) as client:
         r = client.get("/restore-plan.zip", params={"as_of": str(end + 1)})
         assert r.status_code == 400 and f"is after snapshot base's as-of {_iso(end)}" in r.json()["detail"], r.text
