@@ -33,6 +33,16 @@ def small_log(root: Path, first_offset: int) -> tuple[Path, str]:
     return root, g
 
 
+def _good_and_unreadable(tmp_path: Path, bad_commit: int) -> tuple[Path, str, Path, Path]:
+    """A good log (and its group), one committing `bad_commit` whose segment ends in bytes no batch frames (a run
+    under `max_unread_bytes: 0` fails validation on it), and where the warehouse goes."""
+    good, g = small_log(tmp_path / "good", 100)
+    bad, _ = small_log(tmp_path / "bad", bad_commit)
+    seg = next((bad / "__consumer_offsets-0").glob("*.log"))
+    seg.write_bytes(seg.read_bytes() + b"\xff" * 64)  # bytes no batch frames
+    return good, g, bad, tmp_path / "wh"
+
+
 def lookup(wh: Path, group: str, snapshot: str | None = None):
     """`offsetlake lookup --group`: (exit code, snapshot id, committed offsets by partition)."""
     from jobs.cli import main
@@ -182,11 +192,7 @@ def test_a_run_failing_validation_keeps_its_row_and_names_the_failure(spark, tmp
 
     prod = load_settings(env="ci", overrides={"validation": {"policy": "fail", "max_unread_bytes": 0},
                                               "warehouse": {"keep_snapshots": 1}})
-    good, g = small_log(tmp_path / "good", 100)
-    bad, _ = small_log(tmp_path / "bad", 100)
-    seg = next((bad / "__consumer_offsets-0").glob("*.log"))
-    seg.write_bytes(seg.read_bytes() + b"\xff" * 64)  # bytes no batch frames
-    wh = tmp_path / "wh"
+    good, g, bad, wh = _good_and_unreadable(tmp_path, 100)
     run_rebuild(spark, prod, RebuildRequest(inputs=(str(good),), warehouse=str(wh), snapshot_id="s1"))
 
     summary = run_rebuild(spark, prod, RebuildRequest(inputs=(str(bad),), warehouse=str(wh), snapshot_id="bad1"))
@@ -211,11 +217,7 @@ def test_a_rerun_of_the_served_id_failing_validation_leaves_it_served_and_the_in
     from pipelines.rebuild import RebuildRequest, run_rebuild
 
     prod = load_settings(env="ci", overrides={"validation": {"policy": "fail", "max_unread_bytes": 0}})
-    good, g = small_log(tmp_path / "good", 100)
-    bad, _ = small_log(tmp_path / "bad", 900)
-    seg = next((bad / "__consumer_offsets-0").glob("*.log"))
-    seg.write_bytes(seg.read_bytes() + b"\xff" * 64)  # bytes no batch frames
-    wh = tmp_path / "wh"
+    good, g, bad, wh = _good_and_unreadable(tmp_path, 900)
     run_rebuild(spark, prod, RebuildRequest(inputs=(str(good),), warehouse=str(wh), snapshot_id="s1"))
     before = lookup(wh, g)
 
