@@ -88,6 +88,14 @@ def parse_duration_ms(text: str, *, what: str) -> int:
     raise TimeFormatError(f"{what}: {text!r} is not {DURATION_FORMS}")
 
 
+def datetime_to_ms(t: dt.datetime) -> int:
+    """Epoch milliseconds of `t` (naive: UTC, as the tables' timestamps are), in integers: past year 2106 a float of
+    seconds loses the millisecond (.999 read as .998)."""
+    if t.tzinfo is None:
+        t = t.replace(tzinfo=dt.timezone.utc)
+    return (t - EPOCH) // dt.timedelta(milliseconds=1)
+
+
 def ms_to_iso(ms: int | None) -> str | None:
     if ms is None:
         return None

@@ -25,16 +25,15 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from pipelines.decoding.framing import walk_entry_heads
+from pipelines.decoding.framing import (ENTRY_HEAD, HEADER_SIZE_UP_TO_MAGIC, LOG_OVERHEAD, MAGIC_OFFSET,
+                                         walk_entry_heads)
 from pipelines.decoding.segments import SegmentFile, entry_heads, read_segment_batches
 from schemas.records import LogRecord, ReadProblem
 
 __all__ = ["copy_conflicts"]
 
-_ENTRY_HEAD = struct.Struct(">qi")  # an entry's offset (a v2 batch's base offset) and the size after it
-_MAGIC = 16  # where both layouts keep their magic byte
-_V2_CRC = 17  # a v2 batch's CRC-32C, after its partition leader epoch and magic
-_LEGACY_CRC = 12  # a magic 0/1 message's CRC-32, first after its size
+_V2_CRC = HEADER_SIZE_UP_TO_MAGIC  # a v2 batch's CRC-32C, after its partition leader epoch and magic
+_LEGACY_CRC = LOG_OVERHEAD  # a magic 0/1 message's CRC-32, first after its size
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,11 +69,11 @@ def _span(seg: SegmentFile, whole: bool = True) -> _Span | None:
             if whole:
                 heads = walk_entry_heads(buf)
             else:  # the first entry alone
-                size = _ENTRY_HEAD.unpack_from(buf, 0)[1] if len(buf) >= _ENTRY_HEAD.size else 0
-                heads = walk_entry_heads(buf[:_ENTRY_HEAD.size + max(0, size)])
+                size = ENTRY_HEAD.unpack_from(buf, 0)[1] if len(buf) >= ENTRY_HEAD.size else 0
+                heads = walk_entry_heads(buf[:ENTRY_HEAD.size + max(0, size)])
             if not len(heads):
                 return None
-            first = _ENTRY_HEAD.unpack_from(buf, int(heads.positions[0]))[0]
+            first = ENTRY_HEAD.unpack_from(buf, int(heads.positions[0]))[0]
     except (OSError, ValueError, struct.error):
         return None  # reported where it is decoded
     # a legacy compressed wrapper's head holds its last offset, not its first: a file's name bounds it (a segment
@@ -90,8 +89,8 @@ def _entries(seg: SegmentFile) -> list[tuple[int, int, int, int]]:
     after = seg.base_offset  # the lowest offset the next entry may start at
     with open(seg.path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as buf:
         for pos, last in zip(heads.positions.tolist(), heads.last_offsets.tolist()):
-            base, size = _ENTRY_HEAD.unpack_from(buf, pos)
-            v2 = buf[pos + _MAGIC] >= 2
+            base, size = ENTRY_HEAD.unpack_from(buf, pos)
+            v2 = buf[pos + MAGIC_OFFSET] >= 2
             if not v2:  # a legacy wrapper's offset is its last record's: its first lies after the entry before it
                 base = min(base, after)
             crc_at = pos + (_V2_CRC if v2 else _LEGACY_CRC)

@@ -5,14 +5,13 @@ before it recorded that; the group events (`group_history`), each with the event
 """
 from __future__ import annotations
 
-import datetime as dt
 import json
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipelines.io.snapshots import DamagedTable, Filters, Snapshot, SnapshotReader
-from pipelines.times import EPOCH, ms_to_iso
+from pipelines.times import datetime_to_ms, ms_to_iso
 
 
 class HistoryUnavailable(ValueError):
@@ -34,8 +33,7 @@ def check_within(snap: Snapshot, option: str, ms: int, consequence: str) -> None
     """AfterSnapshot when `ms` (epoch ms) is after `snap`'s as-of (a snapshot without one: no check)."""
     if snap.as_of is None:
         return
-    as_of = snap.as_of if snap.as_of.tzinfo is not None else snap.as_of.replace(tzinfo=dt.timezone.utc)
-    end = (as_of - EPOCH) // dt.timedelta(milliseconds=1)  # integers: a float of seconds loses the millisecond
+    end = datetime_to_ms(snap.as_of)
     if ms > end:
         def iso(at: int) -> str:
             return ms_to_iso(at).replace("+00:00", "Z")

@@ -32,7 +32,7 @@ import shlex
 import shutil
 import zipfile
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from pathlib import Path
 from urllib.parse import quote
 
@@ -48,7 +48,7 @@ from pipelines.serving.group_regex import check as check_group_regex, matching
 from pipelines.serving.history import HistoryUnavailable, check_within, group_events
 from pipelines.serving.index import no_group_matches, unknown_group_message, unknown_groups
 from pipelines.serving.reset_plan import reset_refused
-from pipelines.times import EPOCH, parse_time_ms
+from pipelines.times import EPOCH, datetime_to_ms, parse_time_ms
 from schemas.decoded import DECODED_RECORD_SCHEMA
 
 _SAFE_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,199}")
@@ -448,7 +448,7 @@ def _selected(reader: SnapshotReader, snap: Snapshot, groups, group_regex, chang
         from pipelines.serving.changes import damaged_groups
 
         since, until = damaged
-        end = until if until is not None else max(since, _ms_of(snap.as_of) if snap.as_of else since)
+        end = until if until is not None else max(since, datetime_to_ms(snap.as_of) if snap.as_of else since)
         ids = damaged_groups(reader, snap, _datetime(since), _datetime(end))
         return ids, f"damaged from {_iso(since)} to {_iso(end)} (offsets rewound, deleted or expired; groups deleted)"
     if group_regex is None and changed_since_ms is None:
@@ -484,7 +484,7 @@ def _served_facts(reader: SnapshotReader, snap: Snapshot, ids: list[str]) -> tup
     t = reader.snapshot_table("removed_groups", snap, filters=flt, columns=["group_id", "tombstone_timestamp"])
     for r in (t.to_pylist() if t is not None else ()):
         at = r["tombstone_timestamp"]
-        gone[r["group_id"]] = "deleted" + (f" at {_iso(_ms_of(at))}" if at else "")
+        gone[r["group_id"]] = "deleted" + (f" at {_iso(datetime_to_ms(at))}" if at else "")
     t = reader.snapshot_table("expired_groups", snap, filters=flt, columns=["group_id", "reason"])
     for r in (t.to_pylist() if t is not None else ()):
         gone[r["group_id"]] = f"expired ({r['reason']})"
@@ -571,13 +571,7 @@ def restore_plan(reader: SnapshotReader, snap: Snapshot, as_of_ms: int, *, group
                        start_times)
 
 
-# integer arithmetic both ways: past year 2106 a float of seconds loses the millisecond (.999 read as .998)
-def _ms_of(t: datetime) -> int:
-    if t.tzinfo is None:  # the tables' timestamps are UTC
-        t = t.replace(tzinfo=timezone.utc)
-    return (t - EPOCH) // timedelta(milliseconds=1)
-
-
+# integer arithmetic: past year 2106 a float of seconds loses the millisecond (.999 read as .998)
 def _datetime(ms: int) -> datetime:
     return EPOCH + timedelta(milliseconds=ms)
 
