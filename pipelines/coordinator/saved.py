@@ -91,10 +91,9 @@ class SavedShard:
         return out.getvalue()
 
     @staticmethod
-    def from_bytes(data: bytes, source: str = "state", partition: int | None = None,
-                   modern: bool | None = None) -> "SavedShard":
-        """The saved shard of `data`; one of offsets `partition` (under `modern`'s semantics) holding what its types
-        declare (`check_state`) when `partition` is given, as a run resuming it asks."""
+    def from_bytes(data: bytes, source: str, partition: int, modern: bool) -> "SavedShard":
+        """The saved shard of `data`: one of offsets `partition`, saved under `modern`'s semantics, whose every field
+        holds what its type declares (`check_state`), as a run resuming it needs."""
         with _reading(source):
             parts = _parts(data, source)
             with gc_paused():
@@ -102,12 +101,10 @@ class SavedShard:
             tables = [from_plain_blob(p) for p in parts[1:4]]
             if not isinstance(state, ShardState) or len(tables) != 3:
                 raise SavedShardError(f"{source}: unreadable saved shard")
-            if partition is not None:
-                check_state(state, partition, modern, source)  # a slot never set raises AttributeError
-                for name, table, schema in zip(("open_history", "naming", "markers"), tables, _TABLE_SCHEMAS):
-                    if not table.schema.equals(schema):
-                        raise SavedShardError(f"{source}: unreadable saved shard: its {name} rows are of another "
-                                              "layout")
+            check_state(state, partition, modern, source)  # a slot never set raises AttributeError
+            for name, table, schema in zip(("open_history", "naming", "markers"), tables, _TABLE_SCHEMAS):
+                if not table.schema.equals(schema):
+                    raise SavedShardError(f"{source}: unreadable saved shard: its {name} rows are of another layout")
         return SavedShard(state, *tables)
 
     @staticmethod
@@ -283,9 +280,9 @@ _IS_RECORD = _TESTS.of(groups.GroupRecord)
 _IS_OPEN_RECORDS = _TESTS.of_hint(dict[int, list[int]])
 
 
-def check_state(state: Any, partition: int, modern: bool | None, source: str) -> None:
-    """Raises `SavedShardError` unless `state` is a `ShardState` of offsets `partition` (under `modern`'s semantics
-    unless None) whose every field holds what its type declares."""
+def check_state(state: Any, partition: int, modern: bool, source: str) -> None:
+    """Raises `SavedShardError` unless `state` is a `ShardState` of offsets `partition`, saved under `modern`'s
+    semantics, whose every field holds what its type declares."""
     def wrong(what: str) -> SavedShardError:
         return SavedShardError(f"{source}: unreadable saved shard: {what}")
 
@@ -295,7 +292,7 @@ def check_state(state: Any, partition: int, modern: bool | None, source: str) ->
         raise wrong(f"the state of offsets partition {state.partition!r:.80}, not {partition}")
     if type(state.modern) is not bool:
         raise wrong(f"modern = {state.modern!r:.80}")
-    if modern is not None and state.modern is not modern:
+    if state.modern is not modern:
         raise wrong(f"saved under {'modern' if state.modern else 'legacy'} semantics, not this run's")
     store = state.groups
     if type(store) is not groups.GroupStore or type(store.groups) is not dict \

@@ -281,14 +281,14 @@ def test_a_saved_shard_unpickles_the_engine_types_only():
     log.commit("g", "t", 0, 1)
     saved = replay_shards(to_table(log.rows), ReplayOptions(num_partitions=50), keep=True).saved[3]
     data = saved.to_bytes()
-    assert SavedShard.from_bytes(data).state.offsets.items() == saved.state.offsets.items()
+    assert SavedShard.from_bytes(data, "x", 3, False).state.offsets.items() == saved.state.offsets.items()
     evil = pickle.dumps(os.system)
     forged = MAGIC + b" 1\n" + len(evil).to_bytes(8, "little") + evil + data[data.index(b"\n") + 1 + 8 +
                                                                            int.from_bytes(data[data.index(b"\n") + 1:][:8], "little"):]
     with pytest.raises(SavedShardError, match="not part of a saved shard"):
-        SavedShard.from_bytes(forged, "x")
+        SavedShard.from_bytes(forged, "x", 3, False)
     with pytest.raises(SavedShardError, match="not a saved shard"):
-        SavedShard.from_bytes(b"PAR1....", "x")
+        SavedShard.from_bytes(b"PAR1....", "x", 3, False)
 
 
 def _forged(data: bytes, state: bytes) -> bytes:
@@ -327,7 +327,7 @@ def test_a_saved_shard_cannot_set_an_engine_types_attributes(module, name):
     poison = (b"c" + module.encode() + b"\n" + name.encode() + b"\n"  # GLOBAL
               + b"N}" + _str("state") + _str("Dead") + b"s\x86b0")  # BUILD (None, {"state": "Dead"}), POP
     with pytest.raises(SavedShardError):
-        SavedShard.from_bytes(_forged(data, state[:2] + poison + state[2:]), "x")
+        SavedShard.from_bytes(_forged(data, state[:2] + poison + state[2:]), "x", 3, False)
     assert dict(vars(cls)) == before
 
 
@@ -341,7 +341,7 @@ def test_a_saved_shard_calls_no_builtin():
     data = replay_shards(to_table(log.rows), ReplayOptions(num_partitions=50), keep=True).saved[3].to_bytes()
     huge = b"\x80\x05cbuiltins\nlist\ncbuiltins\nbytes\n\x8a\x06\x00\x10\xa5\xd4\xe8\x00\x85R\x85R."
     with pytest.raises(SavedShardError, match="builtins.list is not part of a saved shard"):
-        SavedShard.from_bytes(_forged(data, huge), "x")
+        SavedShard.from_bytes(_forged(data, huge), "x", 3, False)
 
 
 def _one_of_each(state):
@@ -431,7 +431,7 @@ def test_a_saved_shard_decompresses_no_table(part):
     else:
         data = _replaced(saved.to_bytes(), 1, bomb)
     with pytest.raises(SavedShardError, match="compressed Arrow IPC message"):
-        SavedShard.from_bytes(data, "x")
+        SavedShard.from_bytes(data, "x", 3, False)
 
 
 @pytest.mark.parametrize("part", [1, 2, 3], ids=["open_history", "naming", "markers"])
