@@ -350,28 +350,52 @@ def test_chain_of_incremental_runs_equals_full(spark_on_demand, warn_settings, s
     assert 0 < entries < (full.records_in - full.records_quarantined) / 2
 
 
-def test_a_rerun_that_failed_after_its_checkpoint_is_not_resumed(spark_on_demand, warn_settings, sample, sample_full,
-                                                                  tmp_path):
-    """A rerun of the served snapshot saves its checkpoint, then fails writing (its report's path is a directory):
-    the old snapshot stays served, and the next run does not resume the failed rerun's shards onto it (the history
-    tables would lack every record the rerun read)."""
+def test_a_rerun_that_failed_after_its_checkpoint_keeps_the_served_runs(spark_on_demand, warn_settings, sample,
+                                                                         sample_full, tmp_path):
+    """A rerun of the served snapshot saves its state, then fails writing (its report's path is a directory): the
+    old snapshot stays served, and so do its checkpoint and state, so the next run resumes them (it was a full
+    rebuild: the rerun's checkpoint had replaced the served run's and its state deleted the served run's)."""
+    from pipelines.io.checkpoint import read_checkpoint
+
     full_wh, _ = sample_full
     wh = tmp_path / "wh"
     cut_log_dir(sample, tmp_path / "cut0", fraction=0.3)
     cut_log_dir(sample, tmp_path / "cut1", fraction=0.7)
     rebuild(spark_on_demand, warn_settings, [tmp_path / "cut0"], wh, "d0", **SAMPLE_KW)
+    served = read_checkpoint(wh, "d0")
     report = wh / "_reports" / "d0.html"
     report.unlink()
     report.mkdir()
     with pytest.raises(Exception):
         rebuild(spark_on_demand, warn_settings, [tmp_path / "cut1"], wh, "d0", **SAMPLE_KW)
     report.rmdir()
+    assert read_checkpoint(wh, "d0") == served
+    assert [d.name for d in (wh / "_state" / "d0").iterdir()] == [served["decoded_state"].rsplit("/", 1)[1]]
     s = rebuild(spark_on_demand, warn_settings, [sample], wh, "d1", incremental=True, **SAMPLE_KW)
-    assert s.incremental["mode"] == "full" and "not of the run that wrote d0" in s.incremental["reason"]
+    assert s.incremental["mode"] == "incremental" and s.incremental["previous_snapshot"] == "d0"
     assert_same_snapshot(full_wh, "full", wh, "d1")
-    # the chain goes on from the run that did finish
-    s = rebuild(spark_on_demand, warn_settings, [sample], wh, "d2", incremental=True, **SAMPLE_KW)
-    assert s.incremental["mode"] == "incremental"
+
+
+def test_a_rerun_that_succeeds_is_the_base_of_the_next_run(spark_on_demand, warn_settings, sample, sample_full,
+                                                           tmp_path):
+    """A rerun of the served snapshot that succeeds publishes its checkpoint once its `runs` row is committed: the
+    next run resumes the rerun's shards, and the served run's state is gone."""
+    from pipelines.io.checkpoint import read_checkpoint
+    from pipelines.io.warehouse import Warehouse
+
+    full_wh, _ = sample_full
+    wh = tmp_path / "wh"
+    cut_log_dir(sample, tmp_path / "cut0", fraction=0.3)
+    cut_log_dir(sample, tmp_path / "cut1", fraction=0.7)
+    rebuild(spark_on_demand, warn_settings, [tmp_path / "cut0"], wh, "d0", **SAMPLE_KW)
+    rerun = rebuild(spark_on_demand, warn_settings, [tmp_path / "cut1"], wh, "d0", **SAMPLE_KW)
+    cp = read_checkpoint(wh, "d0")
+    assert cp["started_ms"] == round(Warehouse(wh).served_row("d0", partial=False)["started_at"].timestamp() * 1000)
+    assert [d.name for d in (wh / "_state" / "d0").iterdir()] == [cp["decoded_state"].rsplit("/", 1)[1]]
+    s = rebuild(spark_on_demand, warn_settings, [sample], wh, "d1", incremental=True, **SAMPLE_KW)
+    assert s.incremental["mode"] == "incremental" and s.incremental["previous_snapshot"] == "d0"
+    assert rerun.records_in + s.records_in == sample_full[1].records_in
+    assert_same_snapshot(full_wh, "full", wh, "d1")
 
 
 def test_a_torn_entry_read_again_is_no_gap_in_the_log(spark_on_demand, warn_settings, sample, tmp_path):

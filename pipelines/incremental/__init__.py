@@ -52,8 +52,9 @@ from __future__ import annotations
 
 from pipelines.incremental.checkpoint import (  # noqa: F401
     CHECKPOINT_FORMAT,
+    PendingCheckpoint,
     clean_state,
-    save_checkpoint,
+    prepare_checkpoint,
 )
 from pipelines.incremental.plan import IncrementalStart, check_extends, is_what_if, start  # noqa: F401
 from pipelines.io.checkpoint import state_dir  # noqa: F401

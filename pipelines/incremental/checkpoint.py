@@ -4,6 +4,7 @@ and each loaded shard (`coordinator.saved`), written a file per offsets partitio
 loaded the shards (`io.checkpoint.StateStage`)."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
@@ -20,17 +21,39 @@ OLDER_FORMATS = (1,)  # 1: the state was decoded rows to replay again
 # ================================================================================================================
 # saving the checkpoint of a run
 # ================================================================================================================
-def save_checkpoint(warehouse, snapshot_id: str, saved, plan, inc, *, conf, req, scans: dict[str, dict],
-                    started_ms: int | None = None, max_timestamp: int | None, max_partition: int,
-                    log_gaps: dict | None = None) -> dict:
-    """Write this run's state and checkpoint (JSON) — see the module docstring.
+@dataclass
+class PendingCheckpoint:
+    """A run's state, written, and its checkpoint, not yet: `publish` writes the JSON that makes the state usable
+    (the id's other states then go), `discard` deletes the state unless published. A rerun of a served id publishes
+    only once its `runs` row is committed: until then the served run's checkpoint and state are the base of the next
+    `--incremental` run, and a rerun that fails (or is killed) between the two leaves them as they were."""
+
+    warehouse: object
+    snapshot_id: str
+    checkpoint: dict
+    saved: SavedState
+
+    def publish(self) -> dict:
+        write_checkpoint(self.warehouse, self.snapshot_id, self.checkpoint)
+        self.saved.kept = True
+        remove_other_states(self.warehouse, self.snapshot_id, keep=self.saved.stage.name)
+        return self.checkpoint
+
+    def discard(self) -> None:
+        self.saved.discard()
+
+
+def prepare_checkpoint(warehouse, snapshot_id: str, saved, plan, inc, *, conf, req, scans: dict[str, dict],
+                       started_ms: int | None = None, max_timestamp: int | None, max_partition: int,
+                       log_gaps: dict | None = None) -> PendingCheckpoint:
+    """This run's state written, and its checkpoint (JSON) composed, to `publish`.
 
     ``saved``: the shards to keep (offsets partition -> `coordinator.saved.SavedShard` bytes, written here) or a
     `SavedState` the tasks wrote. ``plan`` is the run's
     whole input plan (not only what was decoded); ``scans`` (path -> `segment_scan`) says how far the reader's count
     framed every file this run decoded; ``started_ms``, the run's start as its `runs` row will say it, ties the
-    checkpoint to that row (`plan.start`). The JSON, written last and atomically, names the state's directory and
-    files: it is what makes the state usable. Other state directories of the id go once it is written."""
+    checkpoint to that row (`plan.start`). The JSON, written last and atomically (`PendingCheckpoint.publish`), names
+    the state's directory and files: it is what makes the state usable."""
     if not isinstance(saved, SavedState):
         saved = write_state(warehouse, snapshot_id, saved, sum(entries_of(b) for b in saved.values()))
 
@@ -84,10 +107,7 @@ def save_checkpoint(warehouse, snapshot_id: str, saved, plan, inc, *, conf, req,
         decoded_sizes=saved.sizes, state_entries=saved.entries, state_format=SAVED_FORMAT,
         partitions=partitions,
     )
-    write_checkpoint(warehouse, snapshot_id, checkpoint)
-    saved.kept = True
-    remove_other_states(warehouse, snapshot_id, keep=saved.stage.name)
-    return checkpoint
+    return PendingCheckpoint(warehouse, snapshot_id, checkpoint, saved)
 
 
 def read_policy_of(conf) -> dict:

@@ -254,7 +254,7 @@ def _in_range(key: str, v: int) -> bool:
 
 
 def checkpoint_damage(cp: dict) -> str | None:
-    """What in a checkpoint of this format is not as `checkpoint.save_checkpoint` writes it (a field missing or of
+    """What in a checkpoint of this format is not as `checkpoint.prepare_checkpoint` writes it (a field missing or of
     another type: the file was edited or damaged), None when it is whole. The run reads every field it resumes
     from; a damaged one is a full rebuild, not a traceback."""
     def wrong(obj: dict, spec: dict, where: str) -> str | None:

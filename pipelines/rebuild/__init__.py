@@ -115,8 +115,8 @@ def _run_locked(spark, settings: Settings, req: RebuildRequest, emit, prepared) 
             materialized = stages.materialize(run, replayed, assembled)
             validated = stages.validate(run, planned, decoded, replayed, materialized)
             summary = stages.summarize(run, planned, decoded, replayed, assembled, materialized, validated)
-            stages.checkpoint(run, planned, replayed, validated)
-            return stages.write(run, summary, planned, assembled, materialized, validated)
+            pending = stages.checkpoint(run, planned, replayed, validated)
+            return stages.write(run, summary, planned, assembled, materialized, validated, pending)
         except BaseException as e:
             if not is_failure(e):  # an interrupt: the next run records it as abandoned (its lock says the stage)
                 raise

@@ -593,28 +593,37 @@ _NOTES_SHOWN = 20
 # ================================================================================================================
 # checkpoint, write
 # ================================================================================================================
-def checkpoint(run: Run, planned: Planned, replayed: Replayed, validated: Validated) -> None:
+def checkpoint(run: Run, planned: Planned, replayed: Replayed,
+               validated: Validated) -> incremental.PendingCheckpoint | None:
     """What this run read, and the shards the next `--incremental` run resumes. A what-if run is never resumed from:
-    no state for the chain to pick."""
+    no state for the chain to pick. A rerun of a served id returns its checkpoint unpublished: `write` publishes it
+    once the `runs` row is committed (`incremental.PendingCheckpoint`)."""
     if not run.saves_shards:
-        return
-    if validated.validation.should_fail_run and run.warehouse.served_row(run.snapshot_id, partial=True) is not None:
+        return None
+    served = run.warehouse.served_row(run.snapshot_id, partial=True) is not None
+    if validated.validation.should_fail_run and served:
         # the id stays served as it was (`write`): its checkpoint and state stay the base of the next --incremental run
         if isinstance(replayed.saved, SavedState):
             replayed.saved.discard()  # what the tasks saved: no checkpoint will name it
-        return
+        return None
     run.progress.stage("checkpoint", f"state for --incremental -> {run.req.warehouse}/_state/{run.snapshot_id}")
     scans = {s["path"]: s for c in validated.read_counts.values() for s in c[SEGMENTS]}
-    incremental.save_checkpoint(run.warehouse, run.snapshot_id, replayed.saved, planned.input_plan, planned.inc,
-                                conf=run.conf, req=run.req, scans=scans, started_ms=run.started_ms,
-                                max_timestamp=replayed.clock.max_timestamp,
-                                max_partition=replayed.clock.max_partition, log_gaps=replayed.clock.log_gaps)
+    pending = incremental.prepare_checkpoint(
+        run.warehouse, run.snapshot_id, replayed.saved, planned.input_plan, planned.inc, conf=run.conf, req=run.req,
+        scans=scans, started_ms=run.started_ms, max_timestamp=replayed.clock.max_timestamp,
+        max_partition=replayed.clock.max_partition, log_gaps=replayed.clock.log_gaps)
+    if not served:  # saved before the commits: a run killed after its `runs` row still leaves its checkpoint
+        pending.publish()
+        return None
+    run.held.callback(pending.discard)  # a rerun that fails before its `runs` row: no checkpoint will name its state
+    return pending
 
 
 def write(run: Run, summary: RunSummary, planned: Planned, assembled: Assembled, materialized: Materialized,
-          validated: Validated) -> RunSummary:
-    """The validation report, then every table and the `runs` row committed as one snapshot; old snapshots
-    beyond `warehouse.keep_snapshots` retired. Returns the summary with the write's own time."""
+          validated: Validated, pending: incremental.PendingCheckpoint | None = None) -> RunSummary:
+    """The validation report, then every table and the `runs` row committed as one snapshot (then `pending`, a
+    rerun's checkpoint, published); old snapshots beyond `warehouse.keep_snapshots` retired. Returns the summary with
+    the write's own time."""
     req, progress = run.req, run.progress
     progress.stage("write", f"snapshot {run.snapshot_id} -> {req.warehouse}")
     run_row = dict(status=summary.status, started_at=ms_to_iso(run.started_ms), as_of=summary.as_of,
@@ -642,6 +651,14 @@ def write(run: Run, summary: RunSummary, planned: Planned, assembled: Assembled,
     late = [] if attempt is None else [
         f"snapshot {run.snapshot_id} stays served as its previous run wrote it (and stays the base of --incremental "
         f"runs); this run's {summary.status} row is in {attempt}"]
+    if pending is not None and attempt is None:
+        try:
+            storage.retried(run.warehouse.root, "save the checkpoint", pending.publish)
+        except BaseException as e:  # committed and recorded: the next --incremental run is a full one, and says why
+            if not is_failure(e):
+                raise
+            late.append(f"snapshot {run.snapshot_id} is committed ({summary.status}); its checkpoint for --incremental "
+                        f"was not saved: {cause_of(e)}")
     keep = run.conf.keep_snapshots
     if keep:
         def retire():  # each step finds what is left to do: one that stopped half-way is run again
