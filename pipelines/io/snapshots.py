@@ -103,6 +103,9 @@ class SnapshotReader(Protocol):
     def runs_version(self) -> int | None:
         """A cheap token that changes whenever `runs` gets a commit (a new snapshot may be readable)."""
 
+    def last_attempt(self) -> dict | None:
+        """The newest rerun of a served id that left it served (`_attempts/`), as its runs row; None without one."""
+
     def snapshot_table(
         self, table: str, snapshot: "Snapshot | str", *, filters: Filters | None = None,
         columns: list[str] | None = None,
@@ -117,6 +120,19 @@ class SnapshotReader(Protocol):
         """Rows of an unpartitioned table (`offset_commits`, `runs`) at `version` (None: the latest); None if it
         does not exist. The string columns named in `dictionary` may come dictionary-encoded (a log-sized scan
         then never builds their strings)."""
+
+
+ATTEMPTS_DIR = "_attempts"
+_ATTEMPT_NAME = re.compile(r"(?P<id>.+)\.(?P<stamp>\d{8}T\d{12}Z)\.json")  # `Warehouse._write_attempt`'s
+
+
+def _iso_or_none(text) -> datetime | None:
+    """An attempt row's ISO-8601 time as a UTC datetime; None when it holds none."""
+    try:
+        t = datetime.fromisoformat(text) if isinstance(text, str) else None
+    except ValueError:
+        return None
+    return t if t is None or t.tzinfo is not None else t.replace(tzinfo=timezone.utc)
 
 
 def _delta_log_version(path: "Path | Location") -> int | None:
@@ -422,6 +438,28 @@ class DeltaWarehouseReader:
 
     def table_version(self, table: str) -> int | None:
         return _delta_log_version(self.root / table)
+
+    def last_attempt(self) -> dict | None:
+        """The newest scheduled rerun of a served id kept aside in `_attempts/` (`io.warehouse.Warehouse.record_failure`:
+        failed, killed or validation failed, the served row staying as it was), or None. Its runs row, with
+        `snapshot_id`, `started_at` and `recorded_at` (when the attempt was written) as UTC datetimes. A file that
+        is no attempt's row (altered, not JSON) is passed over: the next one down is the newest readable."""
+        folder = storage.location(self.root).join(ATTEMPTS_DIR)
+        try:
+            names = [folder.child_of(info).name for info in folder.listdir()]
+        except (OSError, storage.StorageError):
+            return None
+        named = sorted(((m["stamp"], m["id"], n) for n in names if (m := _ATTEMPT_NAME.fullmatch(n))), reverse=True)
+        for stamp, snapshot_id, name in named:
+            try:
+                row = json.loads(folder.join(name).read_text())
+            except (OSError, storage.StorageError, ValueError):
+                continue
+            if isinstance(row, dict) and row.get("kind") in (None, "scheduled"):  # what `newest_run` counts
+                recorded = datetime.strptime(stamp, "%Y%m%dT%H%M%S%fZ").replace(tzinfo=timezone.utc)
+                return {**row, "snapshot_id": snapshot_id, "recorded_at": recorded,
+                        "started_at": _iso_or_none(row.get("started_at"))}
+        return None
 
     def snapshot(self, snapshot: "Snapshot | str") -> "Snapshot":
         """`snapshot` itself, or the snapshot of that id as its `runs` row describes it (any status: the warehouse

@@ -24,7 +24,7 @@ from pipelines.serving.diff import diff_snapshots
 from pipelines.serving.index import GROUP_STATES, GROUP_TYPES, SnapshotIndex, consumer_lag
 from pipelines.serving.overview import epoch_seconds, newest_run, previous_scheduled
 
-__all__ = ["CONTENT_TYPE", "DEFAULT_MAX_SERIES", "RUN_STATUSES", "render", "run_families",
+__all__ = ["CONTENT_TYPE", "DEFAULT_MAX_SERIES", "RUN_STATUSES", "attempt_families", "render", "run_families",
            "snapshot_families", "state_families"]
 
 DEFAULT_MAX_SERIES = 10_000
@@ -123,6 +123,35 @@ def run_families(run: dict | None) -> list:
             g = _gauge(name, doc)
             g.add_metric([], float(value))
             out.append(g)
+    return out
+
+
+def attempt_families(last: dict | None, attempt: dict | None) -> list:
+    """The newest scheduled run counting the reruns of a served id kept in `_attempts/` (`last`: the newest runs
+    row; `attempt`: `SnapshotReader.last_attempt`): a rerun that failed leaves the served row and `last_run_status`
+    as they were, so only these say the night's run of that id failed. Status one-hot, start, and when the newest
+    such rerun was recorded."""
+    def started(run: dict | None) -> float | None:
+        return None if run is None else epoch_seconds(run.get("started_at") or run.get("recorded_at"))
+
+    newest = last
+    if attempt is not None and (last is None or (started(attempt) or 0.0) > (started(last) or 0.0)):
+        newest = attempt
+    status = _gauge("last_attempt_status", "1 for the status of the newest scheduled run, reruns of a served "
+                                           "snapshot id that left it served included", ["status"])
+    for s in RUN_STATUSES:
+        status.add_metric([s], 1 if newest is not None and newest.get("status") == s else 0)
+    out = [status]
+    at = started(newest)
+    if at is not None:
+        g = _gauge("last_attempt_started_timestamp_seconds", "when the newest scheduled run (or rerun) started")
+        g.add_metric([], at)
+        out.append(g)
+    if attempt is not None:
+        g = _gauge("last_kept_attempt_timestamp_seconds", "when the newest rerun of a served snapshot id that did "
+                                                          "not replace it (failed, killed, validation failed) ended")
+        g.add_metric([], epoch_seconds(attempt["recorded_at"]))
+        out.append(g)
     return out
 
 
@@ -275,12 +304,14 @@ def catalog_families(catalog, max_series: int = DEFAULT_MAX_SERIES,
     the groups' statuses (default: evaluated here)."""
     snaps = catalog.snapshots()
     last = newest_run(snaps)
+    runs = run_families(last.run if last else None) + attempt_families(last.run if last else None,
+                                                                       catalog.reader.last_attempt())
     try:
         idx = catalog.resolve(None)
     except SnapshotNotFound:
         if snapshot_id is not None:
             raise
-        return snapshot_families(None, now) + run_families(last.run if last else None)
+        return snapshot_families(None, now) + runs
     if snapshot_id is not None:
         idx = catalog.resolve(snapshot_id)  # unknown or unreadable: SnapshotNotFound, a 404
     served = idx.snapshot
@@ -292,7 +323,7 @@ def catalog_families(catalog, max_series: int = DEFAULT_MAX_SERIES,
         return state_families(idx, catalog.index_for(prev) if prev else None, max_series, groups)
 
     state = build() if cache is None else cache.get(key, build)
-    return snapshot_families(served, now, prev) + run_families(last.run if last else None) + state
+    return snapshot_families(served, now, prev) + runs + state
 
 
 def rebuild_families(summary, *, status: str | None = None, finished: float | None = None) -> list:

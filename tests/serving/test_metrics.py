@@ -99,6 +99,7 @@ def firing(samples: dict, expr: str) -> list[dict]:
 
 RULES = readme_rules()
 LAST_RUN = RULES["OffsetlakeLastRunNotSucceeded"]
+LAST_ATTEMPT = RULES["OffsetlakeLastAttemptNotSucceeded"]
 STALE = RULES["OffsetlakeSnapshotStale"]
 GROUP_NOT_OK = RULES["OffsetlakeConsumerGroupNotOK"]
 REGRESSED = RULES["OffsetlakeOffsetsWentBackwards"]
@@ -169,6 +170,33 @@ def test_an_older_failed_run_does_not_fire(tmp_path):
     m = scrape_in_process(tmp_path / "wh")
     assert firing(m, LAST_RUN) == []
     assert series(m, "offsetlake_last_run_status")[(("status", "failed"),)] == 0
+
+
+@pytest.mark.parametrize("status", ["failed", "validation_failed"])
+def test_a_rerun_of_the_served_id_that_did_not_succeed_fires_the_attempt_rule(tmp_path, status):
+    """A rerun of the served id that failed (or failed validation) leaves the served row as it was and its own in
+    `_attempts/`: the newest runs row still says succeeded, so only `offsetlake_last_attempt_status` tells on-call
+    the night failed. A later run that succeeds quiets it."""
+    from pipelines.io.warehouse import Warehouse
+
+    kit = WarehouseKit(tmp_path / "wh")
+    healthy(kit, "n1", now_utc() - timedelta(hours=2))
+    row = dict(started_at=now_utc() - timedelta(minutes=20), summary={"error": "disk full", "stage": "write"},
+               kind="scheduled")
+    wh = Warehouse(tmp_path / "wh")
+    where = wh.record_failure("n1", row) if status == "failed" else wh._write_attempt("n1", {**row, "status": status})
+    assert "_attempts" in where
+    m = scrape_in_process(tmp_path / "wh")
+    assert firing(m, LAST_RUN) == []  # the runs row of n1 is the served run's
+    assert firing(m, LAST_ATTEMPT) == [{"status": "succeeded"}]
+    assert series(m, "offsetlake_last_attempt_status")[(("status", status),)] == 1
+    assert m[("offsetlake_last_attempt_started_timestamp_seconds", ())] == pytest.approx(
+        row["started_at"].timestamp(), abs=0.01)
+    assert time.time() - 120 < m[("offsetlake_last_kept_attempt_timestamp_seconds", ())] <= time.time()
+    healthy(kit, "n2", now_utc() - timedelta(minutes=5))
+    m = scrape_in_process(tmp_path / "wh")
+    assert firing(m, LAST_ATTEMPT) == [] and firing(m, LAST_RUN) == []
+    assert ("offsetlake_last_kept_attempt_timestamp_seconds", ()) in m  # when it happened stays said
 
 
 def test_a_stale_snapshot_fires_the_staleness_rule(server):
