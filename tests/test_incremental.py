@@ -583,6 +583,11 @@ def test_a_damaged_checkpoint_is_a_full_rebuild_with_the_reason(spark_on_demand,
                                                                            "next_offset": 10 ** 30}}), "next_offset"),
                        (edited(max_timestamp=10 ** 30), "max_timestamp: 1000"),
                        (edited(max_partition=1 << 40), "max_partition"),
+                       # a partition count no row of the input's directories gives (every group then fails its
+                       # `abs(hashCode) % count` check), or one below the partitions the checkpoint names
+                       (edited(max_partition=(1 << 31) - 1), "max_partition: 2147483647, where its partitions"),
+                       (edited(max_partition=good["max_partition"] + 1), "max_partition"),
+                       (edited(max_partition=-1), "max_partition: -1"),
                        (edited(log_gaps={"0": {"first_offset": 0, "compacted_below": "x"}}), "log_gaps")]:
         s = start(text)
         assert s.mode == "full" and s.reason.startswith("the previous snapshot's checkpoint is damaged"), s.reason

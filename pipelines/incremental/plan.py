@@ -167,7 +167,7 @@ def start(warehouse, req, conf, plan, snapshot_id: str) -> IncrementalStart:
     if prev.get("format") in OLDER_FORMATS:
         return _full("the previous snapshot's state was saved by an older version (decoded rows, not loaded "
                      "shards)", plan, prev_id)
-    damage = checkpoint_damage(prev)
+    damage = checkpoint_damage(prev) or _partition_damage(prev, plan)
     if damage:
         return _full(f"the previous snapshot's checkpoint is damaged ({damage})", plan, prev_id)
     if prev_id == snapshot_id:
@@ -284,6 +284,20 @@ def checkpoint_damage(cp: dict) -> str | None:
                 f"partitions.{part}.segments"
             if why:
                 return why
+    return None
+
+
+def _partition_damage(cp: dict, plan) -> str | None:
+    """A `max_partition` the checkpoint's own partitions or today's input contradict, else None. A resumed run's
+    rows are of the partition directories the input still holds (it extends the checkpoint: every file read is
+    still there), so no row seen before is of a higher partition than today's; a higher one was edited in, and
+    would size the partition count every group is checked against (`abs(hashCode) % count`)."""
+    recorded = cp.get("max_partition")
+    named = max((int(p) for p in cp["partitions"]), default=-1)
+    today = max([plan.max_partition, *(i["offsets_partition"] for i in plan.items
+                                       if i["kind"] == "problem" and i["offsets_partition"] is not None)])
+    if recorded is not None and not named <= recorded <= max(today, named):
+        return (f"max_partition: {recorded}, where its partitions go up to {named} and the input's to {today}")
     return None
 
 
