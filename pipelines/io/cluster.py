@@ -124,15 +124,31 @@ def of_inputs(plan) -> ClusterIdentity:
     return identity
 
 
+class ClusterRecordDamaged(ValueError):
+    """`_cluster.json` is there but holds no cluster identity as `record` writes it."""
+
+
 def of_warehouse(root: "storage.Location") -> ClusterIdentity | None:
-    """The cluster whose records the warehouse's history holds (None: not recorded)."""
-    text = _read_text(root / CLUSTER_FILE)
+    """The cluster whose records the warehouse's history holds (None: not recorded). A record that is there but
+    does not read as one raises `ClusterRecordDamaged`: taken for none, it switched the check off and was then
+    overwritten with whatever cluster the run read."""
+    loc = root / CLUSTER_FILE
+    text = _read_text(loc)
     if text is None:
+        if loc.exists():
+            raise ClusterRecordDamaged(f"{loc} cannot be read as a file")
         return None
     try:
-        return ClusterIdentity.from_json(json.loads(text))
-    except (ValueError, AttributeError, TypeError):
-        return None
+        data = json.loads(text)
+    except ValueError as e:
+        raise ClusterRecordDamaged(f"{loc} is not JSON ({e})") from None
+    topics = data.get("offsets_topic_ids") if isinstance(data, dict) else None
+    if not isinstance(data, dict) or not isinstance(data.get("cluster_id"), (str, type(None))) \
+            or not isinstance(topics, (dict, type(None))) \
+            or not all(k.isdigit() and isinstance(v, str) for k, v in (topics or {}).items()):
+        raise ClusterRecordDamaged(f"{loc} is not a cluster record (a cluster_id and the offsets_topic_ids by "
+                                   f"partition): {text[:60]!r}")
+    return ClusterIdentity.from_json(data)
 
 
 def record(root: "storage.Location", identity: ClusterIdentity) -> None:

@@ -111,7 +111,14 @@ def check_cluster(plan, warehouse: "storage.Location", allowed: bool):
     identity = clusters.of_inputs(plan)
     why = identity.mixed()
     if why is None and identity.known:
-        held = clusters.of_warehouse(warehouse)
+        try:
+            held = clusters.of_warehouse(warehouse)
+        except clusters.ClusterRecordDamaged as e:
+            if not allowed:
+                raise UsageError(f"{e}: the cluster of the warehouse's history cannot be checked against the "
+                                 f"input's ({identity.describe()}); restore the file, or delete it if the history "
+                                 "is this cluster's") from None
+            return identity, f"{e}: the warehouse's history cluster is unknown"
         history = delta.open_table(warehouse / "offset_commits") if held is not None else None
         if history is not None and delta.active_files(history):
             why = identity.differs_from(held)

@@ -49,6 +49,35 @@ def test_real_broker_dirs_name_their_cluster(brokerdata, tmp_path):
     assert check_cluster(_plan(deletes), wh, True)[1].startswith("the input is cluster.id LmT16m13QTuOfV70PdvoNw")
 
 
+def test_a_damaged_cluster_record_is_refused_not_taken_for_none(brokerdata, tmp_path):
+    """A `_cluster.json` that is no cluster record (not JSON, another shape, a directory) read as none: the check of
+    the input's cluster was switched off, and the run then wrote the input's cluster over it. Now one line naming the
+    file (exit 2); `--other-cluster` writes the snapshot with the history left alone, as for another cluster."""
+    from pipelines.io import cluster as clusters
+    from pipelines.rebuild import UsageError
+    from pipelines.rebuild.preflight import check_cluster
+
+    deletes = brokerdata / "deletes" / "data"
+    kit = WarehouseKit(tmp_path / "wh")
+    kit.snapshot("s", commits=[commit("g", "t", 0, 5)])
+    wh = clusters.storage.location(kit.root)
+    record = kit.root / "_cluster.json"
+    for damage, said in [('{"cluster_id": "7WtOTXkSSwyHv7weL_KELg"', "is not JSON"),
+                         ("[1]", "is not a cluster record"), ('{"cluster_id": 5}', "is not a cluster record"),
+                         ('{"offsets_topic_ids": {"x": "a"}}', "is not a cluster record"), ("", "is not JSON")]:
+        record.write_text(damage)
+        with pytest.raises(UsageError, match=f"_cluster.json {said}.*cannot be checked"):
+            check_cluster(_plan(deletes), wh, False)
+        assert check_cluster(_plan(deletes), wh, True)[1].endswith("the warehouse's history cluster is unknown")
+        assert record.read_text() == damage
+    record.unlink()
+    record.mkdir()
+    with pytest.raises(UsageError, match="_cluster.json cannot be read as a file"):
+        check_cluster(_plan(deletes), wh, False)
+    record.rmdir()
+    assert check_cluster(_plan(deletes), wh, False)[1] is None  # none recorded: this run records its own
+
+
 def rebuild(wh: Path, dump: Path, snapshot_id: str, *args: str):
     from jobs.cli import main
 
