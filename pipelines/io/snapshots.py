@@ -566,6 +566,27 @@ class Snapshot:
         """The version to read `table` at for this snapshot; None: the latest."""
         return self.table_versions.get(table)
 
+    @property
+    def log_until(self) -> datetime | None:
+        """How far the snapshot's history goes: the newest time its log speaks for (`RunSummary.log_until`: its
+        newest record's, or its --until-time cut), its as_of when the run did not record one. A what-if run's
+        `--as-of` is only the clock of its expiry and lag: one before the log's end leaves the records after it in
+        the state, so in its history too; one after it adds no commit the run did not read."""
+        raw = self.run.get("summary")
+        try:
+            summary = json.loads(raw) if isinstance(raw, str) else raw
+        except ValueError:
+            summary = None
+        until = _iso_or_none(summary.get("log_until")) if isinstance(summary, dict) else None
+        return until if until is not None else self.as_of
+
+    @property
+    def history_end(self) -> datetime | None:
+        """The latest time a view may be asked about: the log's end (`log_until`), or the as_of past it."""
+        ends = [t for t in (self.as_of, self.log_until) if t is not None]
+        return max(ends, key=lambda t: t if t.tzinfo is not None else t.replace(tzinfo=timezone.utc)) \
+            if ends else None
+
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 

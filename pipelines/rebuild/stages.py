@@ -282,6 +282,12 @@ def _clock(run: Run, planned: Planned, decoded: Decoded) -> Clock:
                  num_partitions=num_partitions)
 
 
+def _log_until(clock: Clock) -> str | None:
+    """`RunSummary.log_until`: the replay's cut (`_clock`), the time of the log a broker loading it would be at."""
+    cut = clock.options.load_time_ms
+    return None if cut is None else ms_to_iso(cut)
+
+
 @dataclass(frozen=True)
 class ReadAhead:
     previous_events: pa.Table | None  # the previous snapshot's group history an incremental run carries forward
@@ -534,7 +540,7 @@ def summarize(run: Run, planned: Planned, decoded: Decoded, replayed: Replayed, 
         record_type_counts=decoded.facts.counts,
         records_in=totals.records_in, records_quarantined=totals.records_quarantined,
         quarantine_rows=decoded.records_quarantined, incremental=incremental,
-        as_of=ms_to_iso(replayed.clock.as_of_ms), log_end_offsets=assembled.in_hand["log_end_offsets"].num_rows,
+        as_of=ms_to_iso(replayed.clock.as_of_ms), log_until=_log_until(replayed.clock), log_end_offsets=assembled.in_hand["log_end_offsets"].num_rows,
         lag=_lag_summary(assembled.lag),
         validation=validated.validation.summary(), bytes_unread=accounting.totals.bytes_unread,
         unread_ranges=[list(r) for r in accounting.totals.unread_ranges],

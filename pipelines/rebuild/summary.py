@@ -17,6 +17,10 @@ class RunSummary:
     inputs: list[str] = field(default_factory=list)
     semantics: str = DEFAULT_SEMANTICS
     as_of: str | None = None
+    # the newest time the snapshot's log speaks for: its newest record's, or the --until-time cut (None: no record
+    # had a time). `--as-of` is the clock of expiry and lag, never a cut: a snapshot holds every record up to this,
+    # and its history views (`Snapshot.log_until`) show them, whatever its as_of
+    log_until: str | None = None
     retention_minutes: int = DEFAULT_RETENTION_MINUTES
     expiry: bool = True
     kafka_version: str = DEFAULT_KAFKA_VERSION  # the broker version whose expiry rules the run applied

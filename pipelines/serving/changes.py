@@ -387,8 +387,8 @@ def _offset_changes(reader: SnapshotReader, snap: Snapshot, sel: Selection, even
     if leo is None:
         leo = pa.table({"topic": pa.array([], pa.string()), "partition": pa.array([], pa.int32()),
                         "log_end_offset": pa.array([], pa.int64())})
-    as_of = snap.as_of
-    rows = _candidates(commits, leo, sel.start, min(sel.end, as_of) if as_of is not None else sel.end)
+    until = snap.log_until  # what the state holds: a what-if --as-of before the log's end is no cut
+    rows = _candidates(commits, leo, sel.start, min(sel.end, until) if until is not None else sel.end)
     if not rows:
         return []
     out = []

@@ -210,7 +210,7 @@ def _recent_commits(reader: SnapshotReader, snap: Snapshot) -> dict[tuple, list[
     t = applied_history(reader.history_table("offset_commits", columns=cols), snap.snapshot_id)
     if t is None or t.num_rows == 0:
         return {}
-    as_of = snap.as_of
+    as_of = snap.log_until  # the commits the state holds: a what-if --as-of before the log's end is no cut
     con = duckdb.connect(":memory:")
     try:
         con.register("commits", t)

@@ -30,16 +30,19 @@ class AfterSnapshot(ValueError):
 
 
 def check_within(snap: Snapshot, option: str, ms: int, consequence: str) -> None:
-    """AfterSnapshot when `ms` (epoch ms) is after `snap`'s as-of (a snapshot without one: no check)."""
-    if snap.as_of is None:
+    """AfterSnapshot when `ms` (epoch ms) is after `snap`'s history (`Snapshot.history_end`: its as-of, or its log's
+    end past a what-if --as-of; a snapshot without one: no check)."""
+    if snap.history_end is None:
         return
-    end = datetime_to_ms(snap.as_of)
+    end = datetime_to_ms(snap.history_end)
     if ms > end:
         def iso(at: int) -> str:
             return ms_to_iso(at).replace("+00:00", "Z")
 
-        raise AfterSnapshot(option, f"{iso(ms)} is after snapshot {snap.snapshot_id}'s as-of {iso(end)}: its history "
-                                    f"ends there, {consequence}; rebuild from a newer log (rebuild --incremental)")
+        what = "as-of" if snap.as_of is not None and end == datetime_to_ms(snap.as_of) else "newest record"
+        raise AfterSnapshot(option, f"{iso(ms)} is after snapshot {snap.snapshot_id}'s {what} {iso(end)}: its "
+                                    f"history ends there, {consequence}; rebuild from a newer log (rebuild "
+                                    f"--incremental)")
 
 
 def unrecorded(commits: pa.Table, snapshot_id: str) -> str | None:

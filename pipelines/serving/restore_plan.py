@@ -448,7 +448,8 @@ def _selected(reader: SnapshotReader, snap: Snapshot, groups, group_regex, chang
         from pipelines.serving.changes import damaged_groups
 
         since, until = damaged
-        end = until if until is not None else max(since, datetime_to_ms(snap.as_of) if snap.as_of else since)
+        last = snap.history_end
+        end = until if until is not None else max(since, datetime_to_ms(last) if last else since)
         ids = damaged_groups(reader, snap, _datetime(since), _datetime(end))
         return ids, f"damaged from {_iso(since)} to {_iso(end)} (offsets rewound, deleted or expired; groups deleted)"
     if group_regex is None and changed_since_ms is None:

@@ -282,8 +282,9 @@ def group_commits(
     partition: int | None = None,
     limit: int | None = None,
 ) -> dict:
-    """`GET /groups/{id}/commits`: the group's offset-commit history from `offset_commits`, up to the snapshot's
-    `as_of` (a commit the snapshot could not have seen is left out), oldest first, at most `limit` newest."""
+    """`GET /groups/{id}/commits`: the group's offset-commit history from `offset_commits`, up to the end of the
+    snapshot's log (`Snapshot.log_until`: a commit the snapshot could not have seen is left out), oldest first, at
+    most `limit` newest."""
     limit = check_limit(limit, DEFAULT_COMMITS, MAX_COMMITS)
     if partition is not None and topic is None:
         raise BadParameter("partition needs topic")
@@ -299,7 +300,7 @@ def group_commits(
     rows: list[dict] = []
     truncated = False
     if t is not None and t.num_rows:
-        as_of = idx.snapshot.as_of
+        as_of = idx.snapshot.log_until  # the records the state holds: a what-if --as-of before them is no cut
         if as_of is not None:
             ts = t.column("record_timestamp") if "record_timestamp" in t.column_names else t.column("commit_timestamp")
             ts = pc.coalesce(ts, t.column("commit_timestamp"))

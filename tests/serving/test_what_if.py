@@ -3,6 +3,7 @@ reset-plan and the API default to the latest succeeded scheduled snapshot, whate
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 
 import pytest
 from click.testing import CliRunner
@@ -177,3 +178,43 @@ def test_the_page_of_a_what_if_snapshot(tmp_path):
                                   "(1 partition): 1 of 1 partitions known")
         assert "as of " + ts(10).isoformat().replace("+00:00", "Z") + " (what-if snapshot)" in note[0]
         assert "what-if" in note[1].split()
+
+
+def test_an_as_of_before_the_logs_end_leaves_every_view_on_the_state(brokerdata, tmp_path):
+    """`rebuild --as-of T` is the clock of expiry and lag, not a cut (`--until-time` cuts): every record of the log
+    is replayed, so the state holds commits made after T. `/groups/{id}/commits` and `changes` stopped at T all the
+    same (and `changes --from` after T was refused as past the snapshot's history): they now go as far as the
+    state's records, the full rebuild's answers."""
+    from jobs.api import create_app
+    from pipelines.io.snapshots import DeltaWarehouseReader
+
+    data, wh = brokerdata / "classic-basic" / "data", tmp_path / "wh"
+
+    def run(*args):
+        r = CliRunner().invoke(main, [*args, "--warehouse", str(wh)], catch_exceptions=False)
+        assert r.exit_code == 0, r.output
+        return r.stdout
+
+    run("rebuild", "--input", str(data), "--snapshot-id", "full", "--env", "ci", "--quiet", "--json")
+    q = "select group_id, max(commit_timestamp) as t from loaded_offsets group by group_id order by t desc limit 1"
+    newest = json.loads(run("sql", q, "--format", "json"))[0]
+    gid, end = newest["group_id"], dt_of(newest["t"])
+    as_of = (end - timedelta(seconds=5)).isoformat()
+    run("rebuild", "--input", str(data), "--snapshot-id", "early", "--as-of", as_of, "--env", "ci", "--quiet",
+        "--json")
+    later = f"select count(*) as n from loaded_offsets where commit_timestamp > '{as_of}'"
+    assert json.loads(run("sql", later, "--format", "json", "--snapshot", "early"))[0]["n"] > 0  # in the state
+    window = ["--from", as_of, "--to", (end + timedelta(minutes=1)).isoformat(), "--json"]
+    changed = json.loads(run("changes", *window))
+    assert changed and json.loads(run("changes", *window, "--snapshot", "early")) == changed
+    with TestClient(create_app(DeltaWarehouseReader(wh), refresh_interval=0)) as client:
+        full, early = (client.get(f"/groups/{gid}/commits", params={"snapshot": s, "limit": 1000}).json()["commits"]
+                       for s in ("full", "early"))
+    assert early == full and dt_of(full[-1]["commit_timestamp"]) > dt_of(as_of)
+
+
+def dt_of(text: str):
+    from datetime import datetime, timezone
+
+    t = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    return t if t.tzinfo else t.replace(tzinfo=timezone.utc)
