@@ -351,11 +351,12 @@ def test_chain_of_incremental_runs_equals_full(spark_on_demand, warn_settings, s
 
 
 def test_a_rerun_that_failed_after_its_checkpoint_keeps_the_served_runs(spark_on_demand, warn_settings, sample,
-                                                                         sample_full, tmp_path):
-    """A rerun of the served snapshot saves its state, then fails writing (its report's path is a directory): the
-    old snapshot stays served, and so do its checkpoint and state, so the next run resumes them (it was a full
-    rebuild: the rerun's checkpoint had replaced the served run's and its state deleted the served run's)."""
+                                                                         sample_full, tmp_path, monkeypatch):
+    """A rerun of the served snapshot saves its state, then fails committing its tables: the old snapshot stays
+    served, and so do its checkpoint and state, so the next run resumes them (it was a full rebuild: the rerun's
+    checkpoint had replaced the served run's and its state deleted the served run's)."""
     from pipelines.io.checkpoint import read_checkpoint
+    from pipelines.io.warehouse import Warehouse
 
     full_wh, _ = sample_full
     wh = tmp_path / "wh"
@@ -363,12 +364,15 @@ def test_a_rerun_that_failed_after_its_checkpoint_keeps_the_served_runs(spark_on
     cut_log_dir(sample, tmp_path / "cut1", fraction=0.7)
     rebuild(spark_on_demand, warn_settings, [tmp_path / "cut0"], wh, "d0", **SAMPLE_KW)
     served = read_checkpoint(wh, "d0")
-    report = wh / "_reports" / "d0.html"
-    report.unlink()
-    report.mkdir()
-    with pytest.raises(Exception):
-        rebuild(spark_on_demand, warn_settings, [tmp_path / "cut1"], wh, "d0", **SAMPLE_KW)
-    report.rmdir()
+
+    def dies(*args, **kwargs):
+        raise RuntimeError("killed while committing")
+
+    with monkeypatch.context() as m:
+        m.setattr(Warehouse, "_commit_tables", dies)
+        with pytest.raises(RuntimeError, match="killed while committing"):
+            rebuild(spark_on_demand, warn_settings, [tmp_path / "cut1"], wh, "d0", **SAMPLE_KW)
+    assert list((wh / "_attempts").iterdir())  # the rerun did get past its checkpoint stage
     assert read_checkpoint(wh, "d0") == served
     assert [d.name for d in (wh / "_state" / "d0").iterdir()] == [served["decoded_state"].rsplit("/", 1)[1]]
     s = rebuild(spark_on_demand, warn_settings, [sample], wh, "d1", incremental=True, **SAMPLE_KW)

@@ -197,6 +197,15 @@ def test_a_file_where_the_warehouse_has_a_directory_exits_2(good, tmp_path, name
     assert_usage_error(p, took, f"{tmp_path / 'wh' / name} is a file, not a directory")
 
 
+@pytest.mark.parametrize("name", ["_reports/s.html", "_reports/s.json", "_checkpoints/s.json", "_cluster.json"])
+def test_a_directory_where_the_run_writes_a_file_exits_2(good, tmp_path, name):
+    """A directory in the place of a file the run of that id writes (its report, its checkpoint, the cluster
+    record): before, the run went on to fail at its write with a traceback (IsADirectoryError)."""
+    (tmp_path / "wh" / name).mkdir(parents=True)
+    p, took = rebuild("--input", str(good), "--warehouse", str(tmp_path / "wh"), "--snapshot-id", "s")
+    assert_usage_error(p, took, f"{tmp_path / 'wh' / name} is a directory, not a file")
+
+
 def _unshare_ok() -> bool:
     if not shutil.which("unshare") or os.geteuid() != 0:
         return False

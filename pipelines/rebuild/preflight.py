@@ -97,7 +97,7 @@ def _prepare(settings: Settings, req: RebuildRequest, conf: RunSettings, snapsho
     check_validation_settings(settings)
     check_log_level(settings)
     lock_settings(settings)
-    probe_writable(warehouse)
+    probe_writable(warehouse, snapshot_id)
     lock, abandoned = take_lock(settings, warehouse, snapshot_id)
     return PreparedRun(conf=conf, inputs=inputs, snapshot_id=snapshot_id, until_time_ms=until_time_ms,
                        as_of_ms=as_of_ms, plan=plan, lock=lock, abandoned=abandoned, cluster=cluster,
@@ -266,9 +266,11 @@ def _starts_like_a_log(path: str, size: int) -> bool:
 WAREHOUSE_DIRS = (*TABLES, CHECKPOINT_DIR, STATE_DIR, SCRATCH_DIR, "_reports", "_attempts")
 
 
-def probe_writable(warehouse: "storage.Location") -> None:
+def probe_writable(warehouse: "storage.Location", snapshot_id: str | None = None) -> None:
     """Create the warehouse if needed and write (then delete) a probe file: a read-only, full or foreign
-    warehouse is reported now, in one line, not by a failed write after minutes of work."""
+    warehouse is reported now, in one line, not by a failed write after minutes of work. With `snapshot_id`, the
+    files its run replaces are checked too: a directory in the place of one failed the run at its write (a
+    traceback: IsADirectoryError)."""
     warehouse = storage.location(warehouse)
     if warehouse.remote:
         probe = warehouse / f".offsetlake-probe-{uuid.uuid4().hex[:8]}"
@@ -287,6 +289,13 @@ def probe_writable(warehouse: "storage.Location") -> None:
         if (warehouse / name).exists() and not (warehouse / name).is_dir():
             raise UsageError(f"--warehouse {warehouse}: {warehouse / name} is a file, not a directory (the run "
                              f"writes into it)")
+    replaced = [] if snapshot_id is None else [
+        f"_reports/{snapshot_id}.html", f"_reports/{snapshot_id}.json", f"{CHECKPOINT_DIR}/{snapshot_id}.json",
+        clusters.CLUSTER_FILE]
+    for name in replaced:
+        if (warehouse / name).is_dir():
+            raise UsageError(f"--warehouse {warehouse}: {warehouse / name} is a directory, not a file (the run "
+                             f"writes it)")
     probe = warehouse / f".offsetlake-probe-{uuid.uuid4().hex[:8]}"
     try:
         warehouse.mkdir(parents=True, exist_ok=True)
