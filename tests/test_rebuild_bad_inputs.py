@@ -452,3 +452,27 @@ def test_an_overlapping_file_that_differs_from_the_loaded_records_is_quarantined
     assert (row["kind"], row["source"], row["position"], row["offset"]) == ("duplicate_conflict", str(copy), 0, 1)
     offsets = {r["partition"]: r["committed_offset"] for r in wh.read_table("empty_group_offsets", "ovl").to_pylist()}
     assert offsets == {0: 20, 1: 30}
+
+
+def test_a_record_from_a_clock_ahead_is_said_not_silently_the_as_of(tmp_path):
+    """One record three years ahead (a broker's clock, or a time its writer set) made the run as of it, and the
+    expiry judged there removed the other groups' offsets without a word; the summary now says so, naming the
+    as_of, and `--as-of` judges at the time given."""
+    import json
+
+    year = 365 * 86_400_000
+    early, late = bi.group_in(3, "early"), bi.group_in(4, "late")
+    bi.write_segment(tmp_path / "in" / "__consumer_offsets-3", 0,
+                     bi.batch([bi.commit(early, 0, 5, bi.T0), bi.commit(early, 1, 7, bi.T0 + 1000)], 0))
+    bi.write_segment(tmp_path / "in" / "__consumer_offsets-4", 0,
+                     bi.batch([bi.commit(late, 0, 9, bi.T0 + 3 * year)], 0))
+    args = ["--input", str(tmp_path / "in"), "--warehouse", str(tmp_path / "wh"), "--json", "--quiet"]
+    r = invoke([*args, "--snapshot-id", "ahead"])
+    assert r.exit_code == 0, r.output[-2000:]
+    summary = json.loads(r.stdout.strip().splitlines()[-1])
+    assert summary["expired_offsets"] == 2
+    said = [w for w in summary["warnings"] if "is the log's newest record" in w]
+    assert len(said) == 1 and said[0].startswith(f"as_of {summary['as_of']} is the log's newest record, ")
+    assert "removed 2 offset(s); give --as-of" in said[0]
+    given = json.loads(invoke([*args, "--snapshot-id", "given", "--as-of", "now"]).stdout.strip().splitlines()[-1])
+    assert not [w for w in given["warnings"] if "is the log's newest record" in w]

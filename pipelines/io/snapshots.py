@@ -440,8 +440,8 @@ class DeltaWarehouseReader:
         return _delta_log_version(self.root / table)
 
     def last_attempt(self) -> dict | None:
-        """The newest scheduled rerun of a served id kept aside in `_attempts/` (`io.warehouse.Warehouse.record_failure`:
-        failed, killed or validation failed, the served row staying as it was), or None. Its runs row, with
+        """The newest scheduled rerun of a served id kept aside in `_attempts/` (`Warehouse.record_failure`: failed,
+        killed or validation failed, the served row staying as it was), or None. Its runs row, with
         `snapshot_id`, `started_at` and `recorded_at` (when the attempt was written) as UTC datetimes. A file that
         is no attempt's row (altered, not JSON) is passed over: the next one down is the newest readable."""
         folder = storage.location(self.root).join(ATTEMPTS_DIR)

@@ -49,6 +49,7 @@ from pipelines.times import ms_to_iso
 from pipelines.validation.accounting import SKIP_UNKNOWN_KEY, Accounting
 from pipelines.validation.report import render_report
 from pipelines.validation.runner import UNKNOWN_CLOCK_MS, ValidationResult, history_check, run_validation
+from pipelines.validation.settings import validation_settings
 from schemas.decoded import KIND_CONSUMER_GROUP, KIND_ERROR, KIND_GROUP_METADATA
 from schemas.tables import SNAPSHOT_TABLES
 
@@ -534,13 +535,15 @@ def summarize(run: Run, planned: Planned, decoded: Decoded, replayed: Replayed, 
         retention_minutes=conf.retention_minutes, expiry=conf.expiry, kafka_version=conf.kafka_version, kind=run.kind,
         bytes_in=plan.total_bytes, segments=plan.num_segments, tabular_files=plan.num_tabular,
         warnings=[*planned.warnings, *assembled.read_ahead.warnings,
-                  *_unknown_key_warnings(conf, accounting, decoded.tally)],
+                  *_unknown_key_warnings(conf, accounting, decoded.tally),
+                  *_as_of_ahead_of_the_run(run, replayed.clock, stats["expired_offsets"])],
         task_cpu_seconds=decoded.task_cpu_seconds, records_looped=decoded.records_looped,
         first_python_job_seconds=first_python_job,
         record_type_counts=decoded.facts.counts,
         records_in=totals.records_in, records_quarantined=totals.records_quarantined,
         quarantine_rows=decoded.records_quarantined, incremental=incremental,
-        as_of=ms_to_iso(replayed.clock.as_of_ms), log_until=_log_until(replayed.clock), log_end_offsets=assembled.in_hand["log_end_offsets"].num_rows,
+        as_of=ms_to_iso(replayed.clock.as_of_ms), log_until=_log_until(replayed.clock),
+        log_end_offsets=assembled.in_hand["log_end_offsets"].num_rows,
         lag=_lag_summary(assembled.lag),
         validation=validated.validation.summary(), bytes_unread=accounting.totals.bytes_unread,
         unread_ranges=[list(r) for r in accounting.totals.unread_ranges],
@@ -552,6 +555,21 @@ def summarize(run: Run, planned: Planned, decoded: Decoded, replayed: Replayed, 
         misplaced_groups=misplaced_count(assembled.in_hand["loaded_groups"]),
         log_gaps={str(p): g for p, g in sorted(replayed.clock.log_gaps.items())},
         status="validation_failed" if validated.validation.should_fail_run else "succeeded")
+
+
+def _as_of_ahead_of_the_run(run: Run, clock: Clock, expired: int) -> list[str]:
+    """A run as of its log's newest record (none given) whose record is after the run's own start, past the
+    validation's timestamp skew: no broker's clock had reached it, so a clock ran ahead (or a writer set the time:
+    an OffsetCommit v1's commit timestamp), and the expiry judged there removed what a broker would still serve."""
+    if run.prepared.as_of_ms is not None or run.prepared.until_time_ms is not None or clock.as_of_ms is None:
+        return []
+    skew_ms = validation_settings(run.settings)[1] * 60_000
+    if clock.as_of_ms <= run.started_ms + skew_ms:
+        return []
+    ahead = (clock.as_of_ms - run.started_ms) / 86_400_000
+    return [f"as_of {ms_to_iso(clock.as_of_ms)} is the log's newest record, {ahead:,.2f} day(s) after this run "
+            f"started: a broker's clock ran ahead or a writer set a record's time; retention expiry judged there "
+            f"removed {expired} offset(s); give --as-of (e.g. now) to judge at another time"]
 
 
 def _unknown_key_warnings(conf: RunSettings, accounting: Accounting, tally: Tally) -> list[str]:
