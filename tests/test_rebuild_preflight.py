@@ -206,6 +206,26 @@ def test_a_directory_where_the_run_writes_a_file_exits_2(good, tmp_path, name):
     assert_usage_error(p, took, f"{tmp_path / 'wh' / name} is a directory, not a file")
 
 
+def test_a_what_if_run_under_a_scheduled_snapshots_id_exits_2(good, tmp_path):
+    """`--as-of` (or `--until-*`) under the id of a scheduled snapshot replaced it with a what-if one: the page and
+    API went back to the scheduled snapshot before it, and the run said "the default snapshot and the incremental
+    chain stay on the scheduled runs". Now refused, the snapshot served as it was; a what-if id may be run again."""
+    from pipelines.io.warehouse import Warehouse
+
+    wh = tmp_path / "wh"
+    for sid in ("n1", "n2"):
+        p, _ = rebuild("--input", str(good), "--warehouse", str(wh), "--snapshot-id", sid)
+        assert p.returncode == 0, p.stderr[-2000:]
+    for cut in (["--as-of", "now"], ["--until-offset", "3"], ["--until-time", "2026-11-01T00:00:00Z"]):
+        p, took = rebuild("--input", str(good), "--warehouse", str(wh), "--snapshot-id", "n2", *cut)
+        assert_usage_error(p, took, "--snapshot-id n2 is a scheduled snapshot of this warehouse")
+    assert Warehouse(wh).latest_snapshot_id() == "n2"
+    for _ in range(2):
+        p, _ = rebuild("--input", str(good), "--warehouse", str(wh), "--snapshot-id", "then", "--as-of", "now")
+        assert p.returncode == 0, p.stderr[-2000:]
+    assert Warehouse(wh).latest_snapshot_id() == "n2"
+
+
 def _unshare_ok() -> bool:
     if not shutil.which("unshare") or os.geteuid() != 0:
         return False

@@ -98,10 +98,23 @@ def _prepare(settings: Settings, req: RebuildRequest, conf: RunSettings, snapsho
     check_log_level(settings)
     lock_settings(settings)
     probe_writable(warehouse, snapshot_id)
+    check_what_if_id(warehouse, req, snapshot_id)
     lock, abandoned = take_lock(settings, warehouse, snapshot_id)
     return PreparedRun(conf=conf, inputs=inputs, snapshot_id=snapshot_id, until_time_ms=until_time_ms,
                        as_of_ms=as_of_ms, plan=plan, lock=lock, abandoned=abandoned, cluster=cluster,
                        other_cluster=other_cluster)
+
+
+def check_what_if_id(warehouse: "storage.Location", req: RebuildRequest, snapshot_id: str) -> None:
+    """A what-if run (`--as-of`, `--until-*`) under the id of a succeeded scheduled snapshot is refused: its row
+    would replace the scheduled one, so the served snapshot went back to an older one (or to none) and the
+    `--incremental` chain lost its link, while the run said both stay on the scheduled runs."""
+    if not is_what_if(req):
+        return
+    row = next((r for r in Warehouse(warehouse).snapshots() if r["snapshot_id"] == snapshot_id), None)
+    if row is not None and row["status"] == "succeeded" and row["kind"] == "scheduled":
+        raise UsageError(f"--snapshot-id {snapshot_id} is a scheduled snapshot of this warehouse: a what-if run "
+                         "(--as-of/--until-time/--until-offset) would replace it; give the what-if run another id")
 
 
 def check_cluster(plan, warehouse: "storage.Location", allowed: bool):
