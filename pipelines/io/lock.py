@@ -290,10 +290,12 @@ class WriterLock:
         return None if got is None else got[0]
 
     def is_stale(self, holder: dict) -> bool:
-        if not holder.get("pid"):  # empty or damaged: a writer between create and write, unless it stays so
+        pid = holder.get("pid")
+        if not isinstance(pid, int) or isinstance(pid, bool) or not 0 < pid < 1 << 31:
+            # empty or damaged (no process has that pid: "x", 10**20, -1, which os.kill takes for every process):
+            # a writer between create and write, unless it stays so
             return holder["age_seconds"] > max(60.0, self.heartbeat_seconds)
         if holder.get("host") == socket.gethostname():
-            pid = int(holder["pid"])
             if not _pid_alive(pid):
                 return True
             start = _proc_start(pid)

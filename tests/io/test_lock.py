@@ -80,6 +80,21 @@ def test_a_reused_pid_does_not_keep_a_dead_runs_lock(tmp_path):
     lock.release()
 
 
+@pytest.mark.parametrize("pid", ["x", 10 ** 20, -1, 0, True, 1.5])
+def test_a_lock_naming_no_pid_a_process_can_have_is_damaged_not_a_traceback(tmp_path, pid):
+    """A lock file of this host whose pid is no process id (edited or damaged): before, a traceback (ValueError,
+    OverflowError) or, for -1, a lock held for ever (os.kill(-1, 0) asks every process). Now it is a damaged lock:
+    held while it may be being written, taken over once it stays so."""
+    _plant(tmp_path, host=socket.gethostname(), pid=pid, snapshot_id="edited")
+    with pytest.raises(LockHeldError, match="snapshot edited"):
+        WriterLock(tmp_path).acquire("mine")
+    old = time.time() - 61
+    os.utime(tmp_path / LOCK_NAME, (old, old))
+    lock = WriterLock(tmp_path)
+    assert lock.acquire("mine")["snapshot_id"] == "edited"
+    lock.release()
+
+
 def test_another_hosts_lock_is_stale_only_after_its_heartbeat_stops(tmp_path):
     _plant(tmp_path, host="elsewhere.example", pid=1, snapshot_id="remote")
     with pytest.raises(LockHeldError, match="host elsewhere.example pid 1 snapshot remote"):
