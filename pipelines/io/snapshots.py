@@ -106,6 +106,9 @@ class SnapshotReader(Protocol):
     def last_attempt(self) -> dict | None:
         """The newest rerun of a served id that left it served (`_attempts/`), as its runs row; None without one."""
 
+    def writer_lock(self) -> dict | None:
+        """The writer lock's record with `age_seconds` since its heartbeat; None when no run holds the warehouse."""
+
     def snapshot_table(
         self, table: str, snapshot: "Snapshot | str", *, filters: Filters | None = None,
         columns: list[str] | None = None,
@@ -438,6 +441,17 @@ class DeltaWarehouseReader:
 
     def table_version(self, table: str) -> int | None:
         return _delta_log_version(self.root / table)
+
+    def writer_lock(self) -> dict | None:
+        """The writer lock's record (`io.lock.WriterLock.holder`, with `age_seconds` since its heartbeat), None when
+        no run holds the warehouse (or the lock cannot be read)."""
+        # imported here, not at module level: the serving path reads the lock for /metrics alone
+        from pipelines.io.lock import WriterLock
+
+        try:
+            return WriterLock(self.root).holder()
+        except (OSError, storage.StorageError):
+            return None
 
     def last_attempt(self) -> dict | None:
         """The newest scheduled rerun of a served id kept aside in `_attempts/` (`Warehouse.record_failure`: failed,

@@ -24,8 +24,8 @@ from pipelines.serving.diff import diff_snapshots
 from pipelines.serving.index import GROUP_STATES, GROUP_TYPES, SnapshotIndex, consumer_lag
 from pipelines.serving.overview import epoch_seconds, newest_run, previous_scheduled
 
-__all__ = ["CONTENT_TYPE", "DEFAULT_MAX_SERIES", "RUN_STATUSES", "attempt_families", "render", "run_families",
-           "snapshot_families", "state_families"]
+__all__ = ["CONTENT_TYPE", "DEFAULT_MAX_SERIES", "RUN_STATUSES", "attempt_families", "lock_families", "render",
+           "run_families", "snapshot_families", "state_families"]
 
 DEFAULT_MAX_SERIES = 10_000
 # The classic text format (0.0.4): every Prometheus server and node_exporter reads it.
@@ -151,6 +151,21 @@ def attempt_families(last: dict | None, attempt: dict | None) -> list:
         g = _gauge("last_kept_attempt_timestamp_seconds", "when the newest rerun of a served snapshot id that did "
                                                           "not replace it (failed, killed, validation failed) ended")
         g.add_metric([], epoch_seconds(attempt["recorded_at"]))
+        out.append(g)
+    return out
+
+
+def lock_families(holder: dict | None) -> list:
+    """Whether a run holds the warehouse's writer lock, and how long ago its heartbeat (every 30 s) last touched it:
+    a run killed (out of memory, its node lost) leaves its lock and no `runs` row until the next run records it,
+    so only a heartbeat that stopped says it died."""
+    held = _gauge("run_in_progress", "1 while a run holds the warehouse's writer lock")
+    held.add_metric([], 0 if holder is None else 1)
+    out = [held]
+    if holder is not None and isinstance(holder.get("age_seconds"), (int, float)):
+        g = _gauge("writer_lock_heartbeat_age_seconds", "seconds since the writer lock's heartbeat (every 30 s "
+                                                        "while its run lives)")
+        g.add_metric([], float(holder["age_seconds"]))
         out.append(g)
     return out
 
@@ -304,8 +319,9 @@ def catalog_families(catalog, max_series: int = DEFAULT_MAX_SERIES,
     the groups' statuses (default: evaluated here)."""
     snaps = catalog.snapshots()
     last = newest_run(snaps)
-    runs = run_families(last.run if last else None) + attempt_families(last.run if last else None,
-                                                                       catalog.reader.last_attempt())
+    runs = [*run_families(last.run if last else None),
+            *attempt_families(last.run if last else None, catalog.reader.last_attempt()),
+            *lock_families(catalog.reader.writer_lock())]
     try:
         idx = catalog.resolve(None)
     except SnapshotNotFound:

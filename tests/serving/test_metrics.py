@@ -100,6 +100,7 @@ def firing(samples: dict, expr: str) -> list[dict]:
 RULES = readme_rules()
 LAST_RUN = RULES["OffsetlakeLastRunNotSucceeded"]
 LAST_ATTEMPT = RULES["OffsetlakeLastAttemptNotSucceeded"]
+RUN_STOPPED = RULES["OffsetlakeRunStopped"]
 STALE = RULES["OffsetlakeSnapshotStale"]
 GROUP_NOT_OK = RULES["OffsetlakeConsumerGroupNotOK"]
 REGRESSED = RULES["OffsetlakeOffsetsWentBackwards"]
@@ -197,6 +198,29 @@ def test_a_rerun_of_the_served_id_that_did_not_succeed_fires_the_attempt_rule(tm
     m = scrape_in_process(tmp_path / "wh")
     assert firing(m, LAST_ATTEMPT) == [] and firing(m, LAST_RUN) == []
     assert ("offsetlake_last_kept_attempt_timestamp_seconds", ()) in m  # when it happened stays said
+
+
+def test_a_run_killed_while_it_held_the_lock_fires_the_stopped_rule(tmp_path):
+    """A run killed (out of memory, its node lost) leaves its writer lock and no `runs` row until the next run
+    records it: /metrics said nothing. A live run's lock (its heartbeat fresh) is in progress, not stopped."""
+    import os
+
+    from pipelines.io.lock import WriterLock
+
+    kit = WarehouseKit(tmp_path / "wh")
+    healthy(kit, "n1", now_utc() - timedelta(hours=2))
+    m = scrape_in_process(tmp_path / "wh")
+    assert m[("offsetlake_run_in_progress", ())] == 0 and firing(m, RUN_STOPPED) == []
+    lock = WriterLock(tmp_path / "wh")
+    lock.acquire("n2")
+    m = scrape_in_process(tmp_path / "wh")
+    assert m[("offsetlake_run_in_progress", ())] == 1 and firing(m, RUN_STOPPED) == []
+    assert m[("offsetlake_writer_lock_heartbeat_age_seconds", ())] < 60
+    old = time.time() - 900  # the heartbeat stopped a quarter of an hour ago: the run was killed
+    os.utime(lock.path, (old, old))
+    m = scrape_in_process(tmp_path / "wh")
+    assert firing(m, RUN_STOPPED) == [{}] and firing(m, LAST_RUN) == []
+    lock.release()
 
 
 def test_a_stale_snapshot_fires_the_staleness_rule(server):
