@@ -40,11 +40,14 @@ def overview(server: Served, snapshot: str | None = SnapshotQ):
     except SnapshotNotFound:
         if snapshot is not None:
             raise
-        return json_response(ov.runs_overview(snaps))  # nothing served yet: the runs, so the failed one shows
+        body = ov.runs_overview(snaps)  # nothing served yet: the runs, so the failed one shows
+        body["last_attempt"] = ov.attempt_brief(catalog.reader.last_attempt())
+        return json_response(body)
     prev_snap = ov.previous_scheduled(snaps, idx.snapshot)
     key = (idx.snapshot.cache_key, prev_snap.cache_key if prev_snap else None)
     diff = server.cache.snapshot_diffs.get(
         key, lambda: diff_snapshots(catalog.index_for(prev_snap), idx) if prev_snap else None)
     body = ov.overview(snaps, idx, prev_snap, diff)
     body["group_status"] = group_status.summary(server.group_statuses(idx))
+    body["last_attempt"] = ov.attempt_brief(catalog.reader.last_attempt())
     return json_response(body, idx.snapshot.snapshot_id)

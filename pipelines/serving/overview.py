@@ -102,6 +102,18 @@ def run_brief(s: Snapshot) -> dict:
     }
 
 
+def attempt_brief(attempt: dict | None) -> dict | None:
+    """The newest rerun of a served id that left it served (`SnapshotReader.last_attempt`): its row is in
+    `_attempts/`, not `runs`, so `last_run` never shows it."""
+    if attempt is None:
+        return None
+    summary = _json_field(attempt, "summary")
+    return {"snapshot_id": attempt.get("snapshot_id"), "status": attempt.get("status"),
+            "started_at": jsonable(attempt.get("started_at")), "recorded_at": jsonable(attempt.get("recorded_at")),
+            "error": summary.get("error"), "stage": summary.get("stage"),
+            "failed_expectations": _failed_expectations(attempt)}
+
+
 def groups_by_type_and_state(idx: SnapshotIndex) -> list[dict]:
     counts: dict[tuple[str, str], int] = {}
     for gid in idx.group_ids:

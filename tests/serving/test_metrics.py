@@ -200,6 +200,28 @@ def test_a_rerun_of_the_served_id_that_did_not_succeed_fires_the_attempt_rule(tm
     assert ("offsetlake_last_kept_attempt_timestamp_seconds", ()) in m  # when it happened stays said
 
 
+
+def test_the_overview_names_the_last_rerun_of_the_served_id_that_did_not_succeed(tmp_path):
+    """`GET /overview` (the page's first answer) showed `last_run` alone, the served run's row: a rerun of that id
+    that failed is only in `_attempts/`. It now adds `last_attempt`, with its error and stage (null: none)."""
+    from pipelines.io.warehouse import Warehouse
+
+    kit = WarehouseKit(tmp_path / "wh")
+    healthy(kit, "n1", now_utc() - timedelta(hours=2))
+    with app_client(tmp_path / "wh") as client:
+        assert client.get("/overview").json()["last_attempt"] is None
+    started = now_utc() - timedelta(minutes=20)
+    Warehouse(tmp_path / "wh").record_failure("n1", dict(started_at=started, kind="scheduled",
+                                                         summary={"error": "disk full", "stage": "write"}))
+    with app_client(tmp_path / "wh") as client:
+        over = client.get("/overview").json()
+    assert over["last_run"]["snapshot_id"] == "n1" and over["last_run"]["status"] == "succeeded"
+    attempt = over["last_attempt"]
+    assert {k: attempt[k] for k in ("snapshot_id", "status", "error", "stage")} == {
+        "snapshot_id": "n1", "status": "failed", "error": "disk full", "stage": "write"}
+    assert attempt["started_at"].startswith(started.strftime("%Y-%m-%dT%H:%M:%S"))
+
+
 def test_a_run_killed_while_it_held_the_lock_fires_the_stopped_rule(tmp_path):
     """A run killed (out of memory, its node lost) leaves its writer lock and no `runs` row until the next run
     records it: /metrics said nothing. A live run's lock (its heartbeat fresh) is in progress, not stopped."""
