@@ -580,7 +580,7 @@ class Snapshot:
         """The version to read `table` at for this snapshot; None: the latest."""
         return self.table_versions.get(table)
 
-    @property
+    @functools.cached_property  # the summary's JSON parsed once per snapshot, not per request
     def log_until(self) -> datetime | None:
         """How far the snapshot's history goes: the newest time its log speaks for (`RunSummary.log_until`: its
         newest record's, or its --until-time cut), its as_of when the run did not record one. A what-if run's
