@@ -226,6 +226,18 @@ def test_a_what_if_run_under_a_scheduled_snapshots_id_exits_2(good, tmp_path):
     assert Warehouse(wh).latest_snapshot_id() == "n2"
 
 
+def test_a_damaged_runs_table_exits_2_before_any_work(good, tmp_path):
+    """The `runs` table's last commit damaged: the run decoded and replayed, failed, then failed to record its
+    failure in that table too, a traceback (DamagedTable). Now refused before Spark starts, naming the table."""
+    wh = tmp_path / "wh"
+    p, _ = rebuild("--input", str(good), "--warehouse", str(wh), "--snapshot-id", "n1")
+    assert p.returncode == 0, p.stderr[-2000:]
+    sorted((wh / "runs" / "_delta_log").glob("*.json"))[-1].write_text("garbage")
+    for extra in ([], ["--as-of", "now"]):
+        p, took = rebuild("--input", str(good), "--warehouse", str(wh), "--snapshot-id", "n2", *extra)
+        assert_usage_error(p, took, "cannot read the warehouse's runs table", "write to another --warehouse")
+
+
 def _unshare_ok() -> bool:
     if not shutil.which("unshare") or os.geteuid() != 0:
         return False

@@ -23,6 +23,7 @@ from pipelines.io.cluster import ClusterIdentity
 from pipelines.io.lock import LockHeldError, WriterLock
 from pipelines.io.retry import unavailable_cause
 from pipelines.io.scratch import SCRATCH_DIR
+from pipelines.io.snapshots import DamagedTable
 from pipelines.io.warehouse import Warehouse
 from pipelines.rebuild.failures import RunFailed, UsageError, cause_of, first_line, recorded_after_all
 from pipelines.rebuild.request import RebuildRequest, RunSettings, new_snapshot_id, resolve_settings
@@ -98,21 +99,26 @@ def _prepare(settings: Settings, req: RebuildRequest, conf: RunSettings, snapsho
     check_log_level(settings)
     lock_settings(settings)
     probe_writable(warehouse, snapshot_id)
-    check_what_if_id(warehouse, req, snapshot_id)
+    check_runs(warehouse, req, snapshot_id)
     lock, abandoned = take_lock(settings, warehouse, snapshot_id)
     return PreparedRun(conf=conf, inputs=inputs, snapshot_id=snapshot_id, until_time_ms=until_time_ms,
                        as_of_ms=as_of_ms, plan=plan, lock=lock, abandoned=abandoned, cluster=cluster,
                        other_cluster=other_cluster)
 
 
-def check_what_if_id(warehouse: "storage.Location", req: RebuildRequest, snapshot_id: str) -> None:
-    """A what-if run (`--as-of`, `--until-*`) under the id of a succeeded scheduled snapshot is refused: its row
-    would replace the scheduled one, so the served snapshot went back to an older one (or to none) and the
-    `--incremental` chain lost its link, while the run said both stay on the scheduled runs."""
-    if not is_what_if(req):
-        return
-    row = next((r for r in Warehouse(warehouse).snapshots() if r["snapshot_id"] == snapshot_id), None)
-    if row is not None and row["status"] == "succeeded" and row["kind"] == "scheduled":
+def check_runs(warehouse: "storage.Location", req: RebuildRequest, snapshot_id: str) -> None:
+    """The warehouse's `runs` table, read before Spark starts. A damaged one failed the run after all its work, and
+    its failure could not be recorded in it either: a traceback. A what-if run (`--as-of`, `--until-*`) under the
+    id of a succeeded scheduled snapshot is refused: its row would replace the scheduled one, so the served snapshot
+    went back to an older one (or to none) and the `--incremental` chain lost its link, while the run said both stay
+    on the scheduled runs."""
+    try:
+        rows = Warehouse(warehouse).snapshots()
+    except DamagedTable as e:
+        raise UsageError(f"--warehouse {warehouse}: {e}; no run can be recorded in it: restore the table's last "
+                         "commit, or write to another --warehouse") from None
+    row = next((r for r in rows if r["snapshot_id"] == snapshot_id), None)
+    if is_what_if(req) and row is not None and row["status"] == "succeeded" and row["kind"] == "scheduled":
         raise UsageError(f"--snapshot-id {snapshot_id} is a scheduled snapshot of this warehouse: a what-if run "
                          "(--as-of/--until-time/--until-offset) would replace it; give the what-if run another id")
 
