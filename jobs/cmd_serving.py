@@ -269,7 +269,9 @@ def serve(warehouse, host, port, token, refresh_interval, log_level, metrics_max
 
     try:
         reader = DeltaWarehouseReader(warehouse)
-    except NotAWarehouse as e:
+        # the server reads `runs` as it starts: a damaged one failed its startup in a traceback (uvicorn's, exit 3)
+        reader.runs()
+    except (NotAWarehouse, ReadError) as e:
         fail(str(e))
     if token is not None and not token.strip():
         raise click.UsageError("--token must not be empty")

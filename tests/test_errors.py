@@ -238,6 +238,19 @@ def test_serving_an_unreadable_warehouse(tmp_path):
     assert_one_error_line(offsetlake("repair-stats", "--warehouse", str(tmp_path / "none")))
 
 
+def test_serving_a_warehouse_whose_runs_table_is_damaged(story, tmp_path):
+    """The `runs` table's last commit damaged: `serve` failed its startup in uvicorn's traceback (exit 3), where
+    `describe` said it in one line; now `serve` says it the same way, before it listens."""
+    import shutil
+
+    wh = tmp_path / "wh"
+    shutil.copytree(story, wh)
+    sorted((wh / "runs" / "_delta_log").glob("*.json"))[-1].write_text("garbage")
+    for cmd in (["serve", "--port", "0"], ["describe", "g"]):
+        assert_one_error_line(offsetlake(cmd[0], "--warehouse", str(wh), *cmd[1:]),
+                              "cannot read the warehouse's runs table")
+
+
 def test_serve_on_a_port_in_use_is_one_line(story):
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
