@@ -122,6 +122,11 @@ DECODED_RECORD_SCHEMA = pa.schema(
         ("regex_topics", pa.list_(pa.string())),  # type 16
         ("regex_version", pa.int64()),
         ("regex_timestamp", pa.int64()),
+        # -- streams-group records: what `StreamsGroup.isSubscribedToTopic` and its NotReady state read -------
+        ("validated_topology_epoch", pa.int32()),  # type 17, 4.2+ tag 0 (absent: -1, no topology validated)
+        ("topology_epoch", pa.int32()),  # type 23
+        # type 23: its subtopologies' source and repartition source topics (`StreamsTopology.sourceTopicMap`)
+        ("topology_source_topics", pa.list_(pa.string())),
     ]
 )
 

@@ -61,7 +61,8 @@ LOADED_GROUPS = pa.schema(
         _f("member_count", INT),
         _f("record_offset", LONG),  # offset of the record that last defined the group
         _f("assignment_epoch", INT),  # consumer groups
-        _f("subscribed_topics", _list(STRING)),  # null = unknown (unparseable subscription)
+        # null = unknown (unparseable subscription); a streams group's: its topology's source topics (null: none)
+        _f("subscribed_topics", _list(STRING)),
         _f("is_simple", BOOLEAN),  # created for offsets only (no group record)
         _f("expected_offsets_partition", INT),  # abs(javaHashCode(group)) % n
         _f("unresolved_topic_ids", INT),  # consumer groups: topic ids with no name known

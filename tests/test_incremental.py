@@ -490,6 +490,23 @@ def test_another_kafka_version_whose_coordinator_knows_other_key_types_is_a_full
     assert (inc.offsets, inc.empty_group_offsets) == (1, 0)
 
 
+def test_a_kafka_version_whose_streams_records_lack_a_field_is_another_read_policy():
+    """4.1's StreamsGroupMetadataValue has no ValidatedTopologyEpoch, so a 4.1 replay leaves it out where a 4.2 one
+    reads it (a streams group's NotReady state): a checkpoint of either is no resume point of the other. The other
+    versions' policies name no fields, as before there were any."""
+    from types import SimpleNamespace
+
+    from pipelines.incremental.checkpoint import read_policy_of
+
+    def policy(semantics, version):
+        read = SimpleNamespace(replay_corrupt_batches=False, max_batch_bytes=1 << 20)
+        return read_policy_of(SimpleNamespace(read_policy=read, semantics=semantics, kafka_version=version))
+
+    assert policy("modern", "4.1")["unknown_fields"] == ["validated_topology_epoch"]
+    assert policy("modern", "4.1") != policy("modern", "4.2")
+    assert all("unknown_fields" not in policy(*c) for c in [("modern", "4.0"), ("modern", "4.2"), ("legacy", "4.1")])
+
+
 def test_fallback_log_start_moved(spark_on_demand, warn_settings, sample, tmp_path):
     """The first segment of a partition is gone (retention / compaction): full rebuild, with the reason."""
     wh = tmp_path / "wh"

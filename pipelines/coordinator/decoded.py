@@ -52,10 +52,16 @@ def conform_loaded(table: pa.Table) -> pa.Table:
     return conform_decoded(table, LOADED_SCHEMA)
 
 
-def loadable(table: pa.Table, unknown_key_types: frozenset[int] = frozenset()) -> pa.Table:
+def loadable(table: pa.Table, unknown_key_types: frozenset[int] = frozenset(),
+             unknown_fields: frozenset[str] = frozenset()) -> pa.Table:
     """The rows a shard loads (no error/unknown rows, but a marker's: `damaged_markers`; no share / streams group
     record of `unknown_key_types`, which the run's coordinator skips: `ReplayOptions.unknown_key_types`), in log
-    order within each offsets partition, their times within what the tables hold (`within_time`)."""
+    order within each offsets partition, their times within what the tables hold (`within_time`); the columns of
+    `unknown_fields` (fields the coordinator's value classes lack: `ReplayOptions.unknown_fields`) null."""
+    for name in unknown_fields:
+        at = table.schema.get_field_index(name)
+        if at >= 0 and table.column(name).null_count < table.num_rows:
+            table = table.set_column(at, table.schema.field(at), pa.nulls(table.num_rows, table.schema.field(at).type))
     kind = table.column("record_kind")
     skipped = pc.fill_null(pc.is_in(kind, pa.array(SKIPPED_KINDS)), False)
     if unknown_key_types:

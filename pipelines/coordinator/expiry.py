@@ -29,7 +29,8 @@ RULE_EMPTY_COMMIT_TS = "empty_group_commit_timestamp"  # same, GroupMetadata wit
 RULE_SIMPLE = "simple_group_commit_timestamp"  # no protocol type (simple / orphan offsets)
 RULE_STABLE_UNSUBSCRIBED = "stable_unsubscribed_topic"  # classic `consumer` group, Stable, topic not subscribed
 RULE_CONSUMER_UNSUBSCRIBED = "consumer_group_unsubscribed_topic"  # KIP-848 group, topic outside every subscription
-RULE_STREAMS_EMPTY = "streams_group_commit_timestamp"  # KIP-1071 streams group while Empty (or without topology)
+RULE_STREAMS_EMPTY = "streams_group_commit_timestamp"  # KIP-1071 streams group subscribing to no topic
+RULE_STREAMS_UNSUBSCRIBED = "streams_group_unsubscribed_topic"  # 4.2+ streams group, topic its topology never reads
 RULE_EXPLICIT = "explicit_expire_timestamp"  # OffsetCommitValue v1 expireTimestamp (2.1+: now >= expire)
 RULE_PRE_2_1 = "pre_2_1_expire_timestamp"  # 0.9–2.0: expireTimestamp (or commit + retention) < now
 
@@ -186,17 +187,19 @@ def _condition(group: Row, options: ExpiryOptions) -> tuple[str | None, bool]:
         return RULE_SIMPLE, False
     if options.modern and kind == KIND_CONSUMER:
         return RULE_CONSUMER_UNSUBSCRIBED, True
-    # `StreamsGroup.isSubscribedToTopic`: no topic while Empty or without a topology (NotReady here: the state of
-    # a group with members and no StreamsGroupTopology record); with one, its source topics, which the decoder does
-    # not read: nothing expires then
-    if options.modern and kind == KIND_STREAMS and state in ("Empty", "NotReady"):
-        return RULE_STREAMS_EMPTY, False
+    # `StreamsGroup.isSubscribedToTopic`: no topic while Empty, nor without a topology; with one, 4.2+ asks its
+    # source and repartition source topics (`sourceTopicMap`), 4.1 its configured topology, which only a member's
+    # heartbeat builds (no record holds it): none after a load, so every offset of a 4.1 group expires on time
+    if options.modern and kind == KIND_STREAMS:
+        if state == "Empty" or group.get("_subscribed") is None or options.version < (4, 2, 0):
+            return RULE_STREAMS_EMPTY, False
+        return RULE_STREAMS_UNSUBSCRIBED, True
     return None, False
 
 
 #: The rules a group's condition can name, then the two an offset's own timestamps name (`_RULE_NAMES` codes).
 _RULE_NAMES = (RULE_EMPTY_STATE_TS, RULE_EMPTY_COMMIT_TS, RULE_SIMPLE, RULE_STABLE_UNSUBSCRIBED,
-               RULE_CONSUMER_UNSUBSCRIBED, RULE_STREAMS_EMPTY, RULE_EXPLICIT, RULE_PRE_2_1)
+               RULE_CONSUMER_UNSUBSCRIBED, RULE_STREAMS_EMPTY, RULE_STREAMS_UNSUBSCRIBED, RULE_EXPLICIT, RULE_PRE_2_1)
 _CODE = {rule: code for code, rule in enumerate(_RULE_NAMES)}
 
 

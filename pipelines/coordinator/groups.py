@@ -286,19 +286,28 @@ class ShareGroup(ConsumerGroup):
 @dataclass(slots=True)
 class StreamsGroup(ConsumerGroup):
     """A KIP-1071 streams group (`StreamsGroup`): epochs, members and their tasks' epochs as a consumer group's,
-    and whether a StreamsGroupTopology record (type 23) holds its topology."""
+    and its topology as a StreamsGroupTopology record (type 23) holds it: its epoch and the topics its
+    subtopologies read (`StreamsTopology.sourceTopicMap`)."""
 
     group_type: ClassVar[str] = "streams"
-    has_topology: bool = False
+    topology_epoch: int | None = None  # None: no topology record
+    source_topics: Sequence[str] = ()
+    validated_topology_epoch: int = -1  # StreamsGroupMetadataValue's (4.2+; a 4.1 writer's: none, -1)
+
+    @property
+    def has_topology(self) -> bool:
+        return self.topology_epoch is not None
 
     @property
     def state(self) -> str:
-        """`StreamsGroup.maybeUpdateGroupState`: Empty without members, NotReady without a topology, then as a
-        consumer group: Assigning, Reconciling (a member not Stable at the assignment epoch: `isReconciledTo`) or
-        Stable. (4.2+ also waits for the topology's validated epoch, a field not decoded here.)"""
+        """`StreamsGroup.maybeUpdateGroupState`: Empty without members, NotReady unless the topology's epoch is the
+        validated one (4.2+; 4.1 waits for a configured topology, which no record holds: a loaded 4.1 group
+        with members is NotReady, as its records, which carry no validated epoch, say here), then as a consumer
+        group: Assigning, Reconciling (a member not Stable at the assignment epoch: `isReconciledTo`) or
+        Stable."""
         if not self.members:
             return "Empty"
-        if not self.has_topology:
+        if self.topology_epoch is None or self.topology_epoch != self.validated_topology_epoch:
             return "NotReady"
         return ConsumerGroup.state.fget(self)
 
@@ -499,6 +508,9 @@ class GroupStore:
             return "skipped"  # Kafka: IllegalStateException, the id holds a classic group
         g.last_offset = row["offset"]
         g.group_epoch = row["group_epoch"]
+        if isinstance(g, StreamsGroup):
+            validated = row.get("validated_topology_epoch")
+            g.validated_topology_epoch = -1 if validated is None else validated
         return "group_epoch"
 
     # Types 4-8, 16 act on the consumer group of the record's id (`_of_consumer_group`): they return the event
@@ -552,7 +564,9 @@ class GroupStore:
     def replay_streams_group_topology(self, g: ConsumerGroup, row: Row) -> str:
         """`replay(StreamsGroupTopologyKey, …)` (type 23): the group's topology (a tombstone: none)."""
         if isinstance(g, StreamsGroup):
-            g.has_topology = not row["is_tombstone"]
+            tombstone = row["is_tombstone"]
+            g.topology_epoch = None if tombstone else row["topology_epoch"]
+            g.source_topics = () if tombstone else tuple(row.get("topology_source_topics") or ())
         return "topology_tombstone" if row["is_tombstone"] else "topology"
 
     def replay_consumer_group_regular_expression(self, g: ConsumerGroup, row: Row) -> str:

@@ -57,6 +57,16 @@ def unknown_group_key_types(semantics: str, kafka_version: str) -> frozenset[int
     return frozenset({min(SHARE_GROUP_KEY_TYPES)})  # ShareGroupPartitionMetadata, gone in 4.1
 
 
+@functools.lru_cache(maxsize=16)
+def unknown_group_fields(semantics: str, kafka_version: str) -> frozenset[str]:
+    """The decoded columns of records the coordinator of `semantics` in Kafka `kafka_version` replays but whose
+    generated value class lacks the field: its reader skips the tag, so its replay never sees it. 4.1's
+    StreamsGroupMetadataValue has no ValidatedTopologyEpoch (4.2 tag 0)."""
+    if STREAMS_GROUP_KEY_TYPES <= unknown_group_key_types(semantics, kafka_version):
+        return frozenset()
+    return frozenset({"validated_topology_epoch"}) if parse_kafka_version(kafka_version)[:2] < (4, 2) else frozenset()
+
+
 #: The collections a replay produces, in this order.
 REPLAY_TABLES = (
     "loaded_offsets",
@@ -111,3 +121,7 @@ class ReplayOptions:
     @property
     def unknown_key_types(self) -> frozenset[int]:
         return unknown_group_key_types(self.semantics, self.kafka_version)
+
+    @property
+    def unknown_fields(self) -> frozenset[str]:
+        return unknown_group_fields(self.semantics, self.kafka_version)

@@ -17,8 +17,8 @@ import pyarrow.compute as pc
 
 from pipelines.coordinator.committed import groups_of
 from pipelines.coordinator.groups import (ClassicGroup, ConsumerGroup, GroupEvent, MemberMetadata, SimpleGroup,
-                                          TopicIdPartitions, classic_group_state, flat_topic_partitions, group_type,
-                                          is_live)
+                                          StreamsGroup, TopicIdPartitions, classic_group_state, flat_topic_partitions,
+                                          group_type, is_live)
 from pipelines.coordinator.loader import ShardState
 from pipelines.coordinator.offset_metadata import DECIDED_TYPES, is_offset_commit
 from pipelines.coordinator.options import REPLAY_TABLES, ReplayOptions
@@ -208,11 +208,14 @@ def _consumer_group_out(sid: str, part: int, n: int, g: ConsumerGroup,
     state, protocol = g.state, g.assignor
     subscribed = {t for m in g.members.values() if m.metadata for t in (m.metadata.subscribed_topics or [])}
     subscribed |= {t for topics in g.regexes.values() for t in topics}
+    if isinstance(g, StreamsGroup):  # its members name no topics: its topology does (`isSubscribedToTopic`)
+        subscribed = set(g.source_topics) if g.has_topology else None
     group = {
         **_group_base(sid, g.group_id, part, n), "group_type": g.group_type, "protocol_type": g.group_type,
         "generation": g.group_epoch, "protocol": protocol, "leader": None, "state": state,
         "current_state_timestamp": None, "member_count": len(g.members), "record_offset": g.last_offset,
-        "assignment_epoch": g.assignment_epoch, "subscribed_topics": sorted(subscribed), "is_simple": False,
+        "assignment_epoch": g.assignment_epoch, "subscribed_topics": None if subscribed is None else sorted(subscribed),
+        "is_simple": False,
         "unresolved_topic_ids": len(unresolved),
     }
     return group, members_out

@@ -288,6 +288,8 @@ def _fill_group_record(row: dict[str, Any], t: int, f: dict[str, Any]) -> None:
     if t in (3, 11, 17):
         row["group_epoch"] = f.get("epoch")
         row["metadata_hash"] = f.get("metadataHash", 0 if t == 3 else None)
+        if t == 17:
+            row["validated_topology_epoch"] = f.get("validatedTopologyEpoch", -1)
     elif t in (4, 9):
         row["topics_metadata"] = [{"topic_id": x["topicId"], "topic_name": x["topicName"],
                                    "num_partitions": x["numPartitions"]} for x in f["topics"]]
@@ -316,6 +318,12 @@ def _fill_group_record(row: dict[str, Any], t: int, f: dict[str, Any]) -> None:
         if t != 22:
             row["assigned_partitions"] = _tid_parts(f["assignedPartitions"])
             row["partitions_pending_revocation"] = _tid_parts(f.get("partitionsPendingRevocation"))
+    elif t == 23:
+        row["topology_epoch"] = f["epoch"]
+        # `StreamsTopology.sourceTopicMap`'s keys: a topic in two subtopologies is one key
+        row["topology_source_topics"] = list(dict.fromkeys(
+            [topic for sub in f["subtopologies"] for topic in sub["sourceTopics"]]
+            + [info["name"] for sub in f["subtopologies"] for info in sub["repartitionSourceTopics"]]))
     elif t == 16:
         row["regex_topics"] = f["topics"]
         row["regex_version"] = f["version"]

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from pipelines.coordinator.options import unknown_group_key_types
+from pipelines.coordinator.options import unknown_group_fields, unknown_group_key_types
 from pipelines.coordinator.saved import FORMAT as SAVED_FORMAT
 from pipelines.coordinator.saved import entries_of
 from pipelines.io.checkpoint import (STATE_DIR, SavedState, remove_orphaned_state, remove_other_states,
@@ -114,9 +114,13 @@ def read_policy_of(conf) -> dict:
     """What of the run's settings decides which records are replayed (`decoding.policy.ReadPolicy`, and the share /
     streams key types the emulated coordinator skips: `--kafka-version`): a resumed shard holds what its runs
     replayed under theirs."""
-    return {"replay_corrupt_batches": bool(conf.read_policy.replay_corrupt_batches),
-            "max_batch_bytes": int(conf.read_policy.max_batch_bytes),
-            "unknown_key_types": sorted(unknown_group_key_types(conf.semantics, conf.kafka_version))}
+    policy = {"replay_corrupt_batches": bool(conf.read_policy.replay_corrupt_batches),
+              "max_batch_bytes": int(conf.read_policy.max_batch_bytes),
+              "unknown_key_types": sorted(unknown_group_key_types(conf.semantics, conf.kafka_version))}
+    unknown_fields = unknown_group_fields(conf.semantics, conf.kafka_version)
+    if unknown_fields:  # named only where there are some: the policies of runs before they were are the same
+        policy["unknown_fields"] = sorted(unknown_fields)
+    return policy
 
 
 def clean_state(warehouse, emit: Callable[[str], None] | None = None) -> list[str]:

@@ -21,6 +21,7 @@ from pipelines.coordinator.expiry import (
     RULE_SIMPLE,
     RULE_STABLE_UNSUBSCRIBED,
     RULE_STREAMS_EMPTY,
+    RULE_STREAMS_UNSUBSCRIBED,
     ExpiryOptions,
     cleanup_group_metadata,
     parse_kafka_version,
@@ -369,16 +370,26 @@ def test_share_group_never_expires():
     assert res["expired_offsets"] == [] and res["expired_groups"] == []
 
 
-@pytest.mark.parametrize("state,expires", [("Empty", True), ("NotReady", True), ("Stable", False)])
-def test_streams_group_offsets_expire_by_commit_time_while_it_subscribes_to_no_topic(state, expires):
-    """`StreamsGroup.isSubscribedToTopic`: no topic while Empty, nor without a topology (NotReady: members and no
-    StreamsGroupTopology record), so its offsets expire on commitTimestamp + retention then; with a topology, its
-    source topics (not decoded here) keep them."""
-    t = tables(groups=[group("st", group_type="streams", protocol_type="streams", state=state, generation=4)],
-               loaded=[offset("st", "a", 0, T0)])
-    assert run(t, opts(T0 + RET - 1, "modern", "4.1"))["expired_offsets"] == []
-    res = run(t, opts(T0 + RET, "modern", "4.1"))
-    assert [r["expiry_rule"] for r in res["expired_offsets"]] == ([RULE_STREAMS_EMPTY] if expires else [])
+_BOTH = {"a": RULE_STREAMS_EMPTY, "b": RULE_STREAMS_EMPTY}
+
+
+@pytest.mark.parametrize("version,state,subscribed,expired", [
+    ("4.2", "Empty", ["a"], _BOTH), ("4.2", "NotReady", None, _BOTH),
+    ("4.2", "NotReady", ["a"], {"b": RULE_STREAMS_UNSUBSCRIBED}),
+    ("4.2", "Stable", ["a"], {"b": RULE_STREAMS_UNSUBSCRIBED}),
+    ("4.1", "Stable", ["a"], _BOTH), ("4.1", "NotReady", ["a"], _BOTH)])
+def test_streams_group_offsets_expire_by_commit_time_unless_its_topology_reads_their_topic(version, state, subscribed,
+                                                                                         expired):
+    """`StreamsGroup.isSubscribedToTopic`: no topic while Empty, nor without a topology; with one, 4.2+ keeps the
+    offsets of its source topics (`sourceTopicMap`: here `subscribed_topics`) in any other state, and 4.1 asks a
+    configured topology no record holds (none after a load), so all of a 4.1 group's offsets expire on
+    commitTimestamp + retention (`StreamsGroupTest.testIsSubscribedToTopic`)."""
+    t = tables(groups=[group("st", group_type="streams", protocol_type="streams", state=state, generation=4,
+                             subscribed=subscribed, member_count=0 if state == "Empty" else 1)],
+               loaded=[offset("st", "a", 0, T0), offset("st", "b", 0, T0)])
+    assert run(t, opts(T0 + RET - 1, "modern", version))["expired_offsets"] == []
+    res = run(t, opts(T0 + RET, "modern", version))
+    assert {r["topic"]: r["expiry_rule"] for r in res["expired_offsets"]} == expired
 
 
 # -- transactions ----------------------------------------------------------------------------------------------

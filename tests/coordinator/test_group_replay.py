@@ -283,7 +283,8 @@ def test_a_share_or_streams_group_record_replaces_the_simple_group_of_its_offset
                                 *_streams_group("st", topology=True)])
     tables = _replayed(table, semantics, version)
     groups = {g["group_id"]: g for g in tables["loaded_groups"]}
-    expected = {"sg": ("share", "share", "Stable", 2, 2, 1, False), "st": ("streams", "streams", "Stable", 4, 4, 1,
+    # a 4.1 writer's streams group loads NotReady: its metadata record names no validated topology epoch
+    expected = {"sg": ("share", "share", "Stable", 2, 2, 1, False), "st": ("streams", "streams", "NotReady", 4, 4, 1,
                                                                           False)}
     for gid in ("sg", "st"):
         g = groups[gid]
@@ -353,3 +354,42 @@ def test_a_share_groups_partition_metadata_names_its_members_topics(tmp_path):
     assert member["assigned_partitions"] == [{"topic": "t", "partition": 0}]
     [group] = tables["loaded_groups"]
     assert group["unresolved_topic_ids"] == 0
+
+
+def _topology(group: str):
+    """`StreamsGroupTest.testIsSubscribedToTopic`'s topology: a subtopology reading test-topic1 and the repartition
+    topic test-topic2 it also writes."""
+    info = dict(name="test-topic2", partitions=0, replicationFactor=0, topicConfigs=[])
+    return _record(23, group, dict(epoch=1, subtopologies=[dict(
+        subtopologyId="test-subtopology", sourceTopics=["test-topic1"], sourceTopicRegex=[], stateChangelogTopics=[],
+        repartitionSinkTopics=["test-topic2"], repartitionSourceTopics=[info], copartitionGroups=[])]))
+
+
+def _offset(group: str, topic: str):
+    from pipelines.decoding.message_writer import write_offset_commit_key, write_offset_commit_value
+
+    return write_offset_commit_key(group, topic, 0), write_offset_commit_value(3, offset=1, commit_timestamp=_TS), _TS
+
+
+@pytest.mark.parametrize("version,validated,state,kept", [
+    ("4.2", None, "NotReady", {"test-topic1", "test-topic2"}), ("4.2", 1, "Stable", {"test-topic1", "test-topic2"}),
+    ("4.2", 0, "NotReady", {"test-topic1", "test-topic2"}), ("4.1", 1, "NotReady", set())])
+def test_a_streams_groups_topology_keeps_the_offsets_of_the_topics_it_reads(tmp_path, version, validated, state, kept):
+    """A streams group's state waits for its topology's epoch to be the validated one its metadata record names
+    (4.2+ `StreamsGroup.maybeUpdateGroupState`; 4.1 for a configured topology no record holds: NotReady). Its offsets
+    then expire on commit time unless 4.2+'s `isSubscribedToTopic` finds their topic among its topology's source or
+    repartition source topics (`StreamsGroupTest.testIsSubscribedToTopic`), in any state but Empty."""
+    from pipelines.coordinator.expiry import ExpiryOptions, cleanup_group_metadata
+
+    metadata = dict(epoch=4, metadataHash=9) | ({} if validated is None else dict(validatedTopologyEpoch=validated))
+    records = [_record(17, "st", metadata), *_streams_group("st", topology=False)[1:], _topology("st"),
+               *(_offset("st", t) for t in ("test-topic1", "test-topic2", "non-existent-topic"))]
+    tables = _replayed(_decoded(tmp_path, records), "modern", version)
+    [group] = tables["loaded_groups"]
+    assert (group["state"], group["subscribed_topics"]) == (state, ["test-topic1", "test-topic2"])
+
+    retention = 7 * 24 * 60
+    cleaned = cleanup_group_metadata(tables, ExpiryOptions(as_of_ms=_TS + retention * 60_000, semantics="modern",
+                                                           kafka_version=version, retention_minutes=retention))
+    assert set(cleaned["loaded_offsets"].column("topic").to_pylist()) == kept
+    assert cleaned["expired_groups"] == []
