@@ -152,11 +152,16 @@ def _assignment_string(tps: list[tuple[str, int]]) -> str:
     return ";".join(sorted(f"{t}:" + ",".join(str(p) for p in sorted(ps)) for t, ps in by_topic.items()))
 
 
+#: The group types with a group epoch, a target assignment epoch and member epochs: the new coordinator's (KIP-848
+#: consumer, KIP-932 share and KIP-1071 streams groups), which their describe calls report
+EPOCH_GROUP_TYPES = frozenset({"consumer", "share", "streams"})
+
+
 def render_members(r: Rendered, idx: SnapshotIndex, gid: str, verbose: bool) -> None:
     g = idx.group(gid)
     exists = idx.exists(gid)
     members = idx.group_members(gid) if exists else []
-    consumer_type = (g or {}).get("group_type") == "consumer"
+    has_epochs = (g or {}).get("group_type") in EPOCH_GROUP_TYPES
     rows = []
     for m in members:
         cur = _assigned(m)
@@ -167,10 +172,10 @@ def render_members(r: Rendered, idx: SnapshotIndex, gid: str, verbose: bool) -> 
             "host": cell(m.get("client_host") or ""),
             "client_id": cell(m.get("client_id") or ""),
             "n": len(cur),
-            "cur_epoch": _s(m.get("member_epoch")) if consumer_type else MISSING,
+            "cur_epoch": _s(m.get("member_epoch")) if has_epochs else MISSING,
             "cur": cell(_assignment_string(cur)) if cur else MISSING,
-            "tgt_epoch": _s(g.get("assignment_epoch")) if consumer_type else MISSING,
-            "tgt": cell(_assignment_string(tgt)) if (tgt and consumer_type) else MISSING,
+            "tgt_epoch": _s(g.get("assignment_epoch")) if has_epochs else MISSING,
+            "tgt": cell(_assignment_string(tgt)) if (tgt and has_epochs) else MISSING,
         })
     wg, wc, wi, wh, wcl, wca, wta = 15, 15, 17, 15, 15, 20, 20
     with_instance = False
@@ -212,13 +217,13 @@ def render_state(r: Rendered, idx: SnapshotIndex, gid: str, verbose: bool) -> No
     wco, wg = max(25, len(coordinator)), max(15, len(cell(gid)))
     strategy = assignment_strategy(g) or MISSING
     n_members = len(idx.group_members(gid)) or (g.get("member_count") or 0)
-    consumer_type = g.get("group_type") == "consumer"
+    has_epochs = g.get("group_type") in EPOCH_GROUP_TYPES
     if verbose:
         fmt = f"\n{{:<{wg}}} {{:<{wco}}} {{:<20}} {{:<20}} {{:<15}} {{:<25}} {{}}"
         head = ("GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "GROUP-EPOCH", "TARGET-ASSIGNMENT-EPOCH", "#MEMBERS")
         vals = (gid, coordinator, strategy, g.get("state"),
-                _s(g.get("generation")) if consumer_type else MISSING,
-                _s(g.get("assignment_epoch")) if consumer_type else MISSING, n_members)
+                _s(g.get("generation")) if has_epochs else MISSING,
+                _s(g.get("assignment_epoch")) if has_epochs else MISSING, n_members)
     else:
         fmt = f"\n{{:<{wg}}} {{:<{wco}}} {{:<20}} {{:<20}} {{}}"
         head = ("GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS")
@@ -276,7 +281,7 @@ def render_history(r: Rendered, gid: str, events: list[dict]) -> None:
         ts = e.get("record_timestamp")
         when = ts.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z" if ts is not None else MISSING
         gen = _s(e.get("generation"))
-        if e.get("group_type") == "consumer" and e.get("assignment_epoch") is not None:
+        if e.get("group_type") in EPOCH_GROUP_TYPES and e.get("assignment_epoch") is not None:
             gen = f"{gen}/{e['assignment_epoch']}"
         rows.append((when, f"{e['offsets_partition']}:{e['record_offset']}", e["event"], gen,
                      _s(e.get("state")), str(e.get("member_count") or 0),

@@ -786,3 +786,27 @@ def test_a_newline_or_tab_from_the_log_is_shown_escaped_and_never_splits_a_row(n
     assert json.loads(r.stdout)["offsets"][0]["group_id"] == g
     r = CliRunner().invoke(main, ["sql", "--warehouse", str(wh), "select group_id from loaded_groups", "--format", "csv"])
     assert r.stdout == f'group_id\n"{g}"\n'
+
+
+@pytest.mark.parametrize("group_type", ["consumer", "share", "streams"])
+def test_describe_verbose_shows_the_epochs_of_every_group_with_them(tmp_path, group_type):
+    """A share (KIP-932) or streams (KIP-1071) group has a group epoch, a target assignment epoch and member epochs
+    as a consumer group does (`ShareGroupDescribe`, `StreamsGroupDescribe`): --verbose shows them, not `-`."""
+    from .warehouse_kit import WarehouseKit, group, member
+
+    kit = WarehouseKit(tmp_path)
+    kit.snapshot("s1", groups=[group("g", "Reconciling", members=1, generation=4, protocol=None, group_type=group_type,
+                                     protocol_type=group_type, assignment_epoch=3)],
+                 members=[member("g", "m", [("t", 0)], group_type=group_type, member_epoch=2)])
+
+    def describe(*args):
+        r = CliRunner().invoke(main, ["describe", "--warehouse", str(tmp_path), "--snapshot", "s1", "g", *args],
+                               catch_exceptions=False)
+        assert r.exit_code == 0, r.output
+        return r.stdout.splitlines()
+
+    state = describe("--state", "--verbose")
+    assert state[1].split()[5:7] == ["GROUP-EPOCH", "TARGET-ASSIGNMENT-EPOCH"]
+    assert state[2].split()[-3:] == ["4", "3", "1"]
+    members = describe("--members", "--verbose")
+    assert members[2].split()[-4:] == ["2", "t:0", "3", "-"]
