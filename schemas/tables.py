@@ -88,7 +88,7 @@ GROUP_MEMBERS = pa.schema(
         _f("server_assignor", STRING),
         _f("member_epoch", INT),
         _f("previous_member_epoch", INT),
-        _f("member_state", STRING),
+        _f("member_state", STRING),  # STABLE, UNREVOKED_PARTITIONS, ...; a streams member STABLE, UNREVOKED_TASKS, ...
         _f("target_partitions", _list(TOPIC_PARTITION)),
         _f("partitions_pending_revocation", _list(TOPIC_PARTITION)),
         _f("is_leader", BOOLEAN),

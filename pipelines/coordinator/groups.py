@@ -178,6 +178,9 @@ class MemberMetadata:
 
 #: `MemberState.STABLE`: what `ConsumerGroupMember.Builder` starts a member in
 MEMBER_STATE_STABLE: Final = 0
+#: A streams member's `streams.MemberState.STABLE`: its own codes (1 STABLE, 2 UNREVOKED_TASKS, 3 UNRELEASED_TASKS,
+#: 127 UNKNOWN; any other, 0 too, reads UNKNOWN), and `StreamsGroupMember.Builder` starts a member in none
+STREAMS_MEMBER_STATE_STABLE: Final = 1
 #: `ConsumerGroupHeartbeatRequest.LEAVE_GROUP_MEMBER_EPOCH`: a member whose assignment record was deleted
 LEAVE_GROUP_MEMBER_EPOCH: Final = -1
 
@@ -190,7 +193,7 @@ class ConsumerGroupMember:
     metadata: MemberMetadata | None = None  # the last ConsumerGroupMemberMetadataValue (type 5)
     member_epoch: int = 0
     previous_member_epoch: int = 0
-    state: int = MEMBER_STATE_STABLE
+    state: int | None = MEMBER_STATE_STABLE  # a streams member: None until its assignment record
     assigned: Sequence[TopicIdPartitions] = ()  # type 8
     pending_revocation: Sequence[TopicIdPartitions] = ()
 
@@ -219,6 +222,7 @@ class ConsumerGroup:
     thousand members as in one of three)."""
 
     group_type: ClassVar[str] = "consumer"  # `group_history.group_type`, `loaded_groups.group_type`
+    stable_member_state: ClassVar[int] = MEMBER_STATE_STABLE
 
     group_id: str
     group_epoch: int = 0
@@ -246,7 +250,7 @@ class ConsumerGroup:
         return old
 
     def _tally(self, m: ConsumerGroupMember, by: int) -> None:
-        if m.state == MEMBER_STATE_STABLE:
+        if m.state == self.stable_member_state:
             _add(self.stable_at, m.member_epoch, by)
         if m.metadata is not None and m.metadata.server_assignor is not None:
             _add(self.assignors, m.metadata.server_assignor, by)
@@ -290,6 +294,7 @@ class StreamsGroup(ConsumerGroup):
     subtopologies read (`StreamsTopology.sourceTopicMap`)."""
 
     group_type: ClassVar[str] = "streams"
+    stable_member_state: ClassVar[int] = STREAMS_MEMBER_STATE_STABLE
     topology_epoch: int | None = None  # None: no topology record
     source_topics: Sequence[str] = ()
     validated_topology_epoch: int = -1  # StreamsGroupMetadataValue's (4.2+; a 4.1 writer's: none, -1)
@@ -528,7 +533,7 @@ class GroupStore:
         if row["is_tombstone"]:
             return "member_left" if g.remove_member(mid) is not None else "member_tombstone"
         m = g.members.get(mid)
-        g.put_member(mid, (m or _NEW_MEMBER).with_metadata(MemberMetadata.of(row)))
+        g.put_member(mid, (m or _new_member(g)).with_metadata(MemberMetadata.of(row)))
         return "member_joined" if m is None else "member_updated"
 
     def replay_consumer_group_target_assignment_metadata(self, g: ConsumerGroup, row: Row) -> str:
@@ -558,7 +563,7 @@ class GroupStore:
             if m is not None:
                 g.put_member(mid, m.left())
             return "member_assignment_tombstone"
-        g.put_member(mid, (m or _NEW_MEMBER).with_assignment(row))
+        g.put_member(mid, (m or _new_member(g)).with_assignment(row))
         return "member_assignment"
 
     def replay_streams_group_topology(self, g: ConsumerGroup, row: Row) -> str:
@@ -579,6 +584,13 @@ class GroupStore:
 
 
 _NEW_MEMBER: Final = ConsumerGroupMember()
+_NEW_STREAMS_MEMBER: Final = ConsumerGroupMember(state=None)
+
+
+def _new_member(g: ConsumerGroup) -> ConsumerGroupMember:
+    """`getOrCreateUninitializedMember`'s member: a consumer (or share) member starts Stable, a streams member in
+    no state (`StreamsGroupMember.Builder`), so it is not reconciled until its assignment record says."""
+    return _NEW_STREAMS_MEMBER if isinstance(g, StreamsGroup) else _NEW_MEMBER
 #: `GroupRecordValue.layout` of a share / streams value no known layout reads (`decoding.messages`)
 UNPARSED: Final = "unparsed"
 

@@ -29,6 +29,8 @@ Row = dict[str, Any]
 #: The tables of committed offsets, built column by column (`offsets_table`): most of a shard's rows.
 OFFSET_TABLES = ("loaded_offsets", "empty_group_offsets")
 MEMBER_STATES = {0: "STABLE", 1: "UNREVOKED_PARTITIONS", 2: "UNRELEASED_PARTITIONS", 127: "UNKNOWN"}
+#: A streams member's (`streams.MemberState.fromValue`: a code it does not name is UNKNOWN)
+STREAMS_MEMBER_STATES = {1: "STABLE", 2: "UNREVOKED_TASKS", 3: "UNRELEASED_TASKS", 127: "UNKNOWN"}
 
 
 def _none_if(v, sentinel=-1):
@@ -168,9 +170,11 @@ def _classic_group_out(sid: str, part: int, n: int, g: ClassicGroup, modern: boo
     return group, out
 
 
-def _member_state(code: int | None) -> str | None:
+def _member_state(code: int | None, streams: bool = False) -> str | None:
     if code is None:
         return None
+    if streams:
+        return STREAMS_MEMBER_STATES.get(code, "UNKNOWN")
     return MEMBER_STATES.get(code, f"UNKNOWN({code})")
 
 
@@ -201,7 +205,8 @@ def _consumer_group_out(sid: str, part: int, n: int, g: ConsumerGroup,
             "assigned_partitions": resolve(m.assigned), "group_type": g.group_type, "offsets_partition": part,
             "rack_id": f.rack_id, "subscribed_topic_regex": f.subscribed_topic_regex,
             "server_assignor": f.server_assignor, "member_epoch": m.member_epoch,
-            "previous_member_epoch": m.previous_member_epoch, "member_state": _member_state(m.state),
+            "previous_member_epoch": m.previous_member_epoch,
+            "member_state": _member_state(m.state, isinstance(g, StreamsGroup)),
             "target_partitions": None if target is None else resolve(target),
             "partitions_pending_revocation": resolve(m.pending_revocation), "is_leader": None,
         })

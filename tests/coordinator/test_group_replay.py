@@ -248,9 +248,9 @@ def _share_group(group: str):
                                     assignedPartitions=[{"topicId": _TID, "partitions": [0]}]), "m")]
 
 
-def _streams_group(group: str, topology: bool):
+def _streams_group(group: str, topology: bool, member_state: int = 1):
     """A streams group's records as 4.1 writes them: its epoch, a member, the assignment epoch, the member's
-    tasks' epochs and (`topology`) its topology."""
+    tasks' epochs (Stable: `streams.MemberState.STABLE` is 1) and (`topology`) its topology."""
     tasks = dict(activeTasks=[], standbyTasks=[], warmupTasks=[], activeTasksPendingRevocation=[],
                  standbyTasksPendingRevocation=[], warmupTasksPendingRevocation=[])
     records = [_record(17, group, dict(epoch=4, metadataHash=9)),
@@ -258,7 +258,7 @@ def _streams_group(group: str, topology: bool):
                                        rebalanceTimeoutMs=1000, topologyEpoch=1, processId="p", userEndpoint=None,
                                        clientTags=[]), "m"),
                _record(20, group, dict(assignmentEpoch=4)),
-               _record(22, group, dict(memberEpoch=4, previousMemberEpoch=3, state=0, **tasks), "m")]
+               _record(22, group, dict(memberEpoch=4, previousMemberEpoch=3, state=member_state, **tasks), "m")]
     if topology:
         records.append(_record(23, group, dict(epoch=1, subtopologies=[])))
     return records
@@ -393,3 +393,20 @@ def test_a_streams_groups_topology_keeps_the_offsets_of_the_topics_it_reads(tmp_
                                                            kafka_version=version, retention_minutes=retention))
     assert set(cleaned["loaded_offsets"].column("topic").to_pylist()) == kept
     assert cleaned["expired_groups"] == []
+
+
+@pytest.mark.parametrize("member_state,named,state", [
+    (1, "STABLE", "Stable"), (2, "UNREVOKED_TASKS", "Reconciling"), (3, "UNRELEASED_TASKS", "Reconciling"),
+    (0, "UNKNOWN", "Reconciling"), (127, "UNKNOWN", "Reconciling"), (None, None, "Reconciling")])
+def test_a_streams_members_state_is_read_with_the_streams_codes(tmp_path, member_state, named, state):
+    """`streams.MemberState` numbers its states from 1 (STABLE 1, UNREVOKED_TASKS 2, UNRELEASED_TASKS 3, UNKNOWN
+    127; `fromValue` reads any other code as UNKNOWN), where a consumer member's STABLE is 0: a streams member is
+    reconciled (`isReconciledTo`) at state 1, and one with no assignment record yet is in no state
+    (`StreamsGroupMember.Builder`), so its group is Reconciling."""
+    metadata = _record(17, "st", dict(epoch=4, metadataHash=9, validatedTopologyEpoch=1))
+    records = [metadata, *_streams_group("st", topology=False, member_state=member_state or 0)[1:], _topology("st")]
+    if member_state is None:
+        records = [r for r in records if r[0][:2] != b"\x00\x16"]  # no StreamsGroupCurrentMemberAssignment
+    tables = _replayed(_decoded(tmp_path, records), "modern", "4.2")
+    [group], [member] = tables["loaded_groups"], tables["group_members"]
+    assert (group["state"], member["member_state"]) == (state, named)
