@@ -253,7 +253,10 @@ def _expired(offsets: pa.Table, ids: list[str], codes: np.ndarray, groups: dict[
 
 def _deletable(group: Row, options: ExpiryOptions) -> bool:
     if options.modern:
-        return group["_kind"] in (KIND_CLASSIC, KIND_CONSUMER, KIND_STREAMS) and group.get("state") == "Empty"
+        # a share group is never cleaned up from 4.1 (`ShareGroup.shouldExpire`); 4.0's cleanup asks it as any
+        # other, and `maybeDeleteGroup` deletes it when Empty (its offsets, which it cannot expire, aside)
+        kinds = (KIND_CLASSIC, KIND_CONSUMER, KIND_STREAMS) + ((KIND_SHARE,) if options.version < (4, 1, 0) else ())
+        return group["_kind"] in kinds and group.get("state") == "Empty"
     return group["_kind"] == KIND_CLASSIC and group.get("state") == "Empty"
 
 

@@ -363,6 +363,20 @@ def test_legacy_sees_consumer_group_offsets_as_group_less():
     assert res["expired_groups"] == [] and len(res["loaded_groups"]) == 1
 
 
+@pytest.mark.parametrize("version,deleted", [("4.0", True), ("4.1", False), ("4.2", False)])
+def test_an_empty_share_group_without_offsets_is_deleted_by_4_0_only(version, deleted):
+    """4.1 added `ShareGroup.shouldExpire` (false): its cleanup skips share groups. 4.0's asks every group, and a
+    share group with no offsets and no open transaction is all expired, so `maybeDeleteGroup` deletes it when
+    Empty (`isEmpty`); one with members stays."""
+    t = tables(groups=[group("sh", group_type="share", protocol_type="share", state="Empty", generation=3),
+                       group("busy", group_type="share", protocol_type="share", state="Stable", generation=3,
+                             member_count=1)])
+    res = run(t, opts(T0, "modern", version))
+    assert [(g["group_id"], g["reason"]) for g in res["expired_groups"]] == (
+        [("sh", REASON_NO_OFFSETS)] if deleted else [])
+    assert sorted(g["group_id"] for g in res["loaded_groups"]) == (["busy"] if deleted else ["busy", "sh"])
+
+
 def test_share_group_never_expires():
     t = tables(groups=[group("sh", group_type="share", protocol_type=None, state="Empty", generation=1)],
                loaded=[offset("sh", "a", 0, T0)])
