@@ -473,8 +473,8 @@ def test_another_kafka_version_whose_coordinator_knows_other_key_types_is_a_full
     ts = 1_700_000_000_000
     part = tmp_path / "in" / "__consumer_offsets-0"
     part.mkdir(parents=True)
-    first = [(write_offset_commit_key("sg", "t", 0), write_offset_commit_value(3, offset=5, commit_timestamp=ts), ts),
-             (write_group_record_key(11, "sg"), write_group_record_value(11, {"epoch": 2}, "4.0"), ts)]
+    first = [(write_group_record_key(11, "sg"), write_group_record_value(11, {"epoch": 2}, "4.0"), ts),
+             (write_offset_commit_key("sg", "t", 0), write_offset_commit_value(3, offset=5, commit_timestamp=ts), ts)]
     (part / "00000000000000000000.log").write_bytes(write_record_batch(first, 0))
     kw = dict(semantics="modern", num_partitions=1)
     rebuild(spark_on_demand, warn_settings, [tmp_path / "in"], tmp_path / "wh", "base", kafka_version="3.9", **kw)

@@ -10,7 +10,9 @@ Decisions where Kafka would fail the load or never looked (spec §2.9, §5.3):
   group records reach the store only where the emulated coordinator knows their key types
   (`options.unknown_group_key_types`: the new one, share groups from 4.0, streams groups from 4.1); a share or
   streams group is kept as a consumer group is (epochs, members, target assignments), its own state rule apart.
-* A KIP-848 record for a non-simple classic group (Kafka: IllegalStateException, the load fails) is skipped.
+* A KIP-848 record for a non-simple classic group (Kafka: IllegalStateException, the load fails) is skipped, and
+  so is a share group record for any group of another type, a simple one too (`getOrMaybeCreatePersistedShareGroup`
+  replaces none).
   Tombstones of types 3-8, 16 act on an existing consumer group, or on the empty consumer group that replaces a
   simple(-looking) classic group (Kafka's `getOrMaybeCreatePersistedConsumerGroup(id, false)`: a type-3 tombstone
   then removes it), and are ignored otherwise. Tombstone preconditions are not enforced.
@@ -223,6 +225,8 @@ class ConsumerGroup:
 
     group_type: ClassVar[str] = "consumer"  # `group_history.group_type`, `loaded_groups.group_type`
     stable_member_state: ClassVar[int] = MEMBER_STATE_STABLE
+    # whether `getOrMaybeCreatePersisted…Group` replaces a simple classic group with one of this kind
+    replaces_simple_group: ClassVar[bool] = True
 
     group_id: str
     group_epoch: int = 0
@@ -281,6 +285,8 @@ class ShareGroup(ConsumerGroup):
     Stable (a share group has no reconciliation)."""
 
     group_type: ClassVar[str] = "share"
+    # `getOrMaybeCreatePersistedShareGroup` (4.0 to trunk) takes any other group as another type's: the load fails
+    replaces_simple_group: ClassVar[bool] = False
 
     @property
     def state(self) -> str:
@@ -490,7 +496,7 @@ class GroupStore:
             return g
         if g is None and not create:
             return None
-        if g is None or self._replaceable(g):
+        if g is None or (kind.replaces_simple_group and self._replaceable(g)):
             g = self.groups[gid] = kind(gid)
             return g
         return None  # Kafka: IllegalStateException "not a <kind> group" (load fails); skipped here
@@ -504,7 +510,7 @@ class GroupStore:
         self.last_group_record[gid] = GroupRecord.of(row)
         if row["is_tombstone"]:
             g = self.groups.get(gid)
-            if type(g) is kind or self._replaceable(g):
+            if type(g) is kind or (kind.replaces_simple_group and self._replaceable(g)):
                 del self.groups[gid]
                 return "deleted"
             return "tombstone"

@@ -275,11 +275,12 @@ def _replayed(table, semantics: str, version: str):
 @pytest.mark.parametrize("semantics,version,typed", [
     ("legacy", "4.1", set()), ("modern", "3.9", set()), ("modern", "4.0", {"sg"}), ("modern", "4.1", {"sg", "st"})])
 def test_a_share_or_streams_group_record_replaces_the_simple_group_of_its_offsets(tmp_path, semantics, version, typed):
-    """Offsets committed for an id, then its share (or streams) group's records: where the emulated coordinator
-    knows their key types (the new one: share groups from 4.0, streams groups from 4.1) the typed group replaces
-    the simple group the offsets made (`getOrMaybeCreatePersistedShareGroup`), so they are its group's offsets;
-    elsewhere the records are skipped and the id stays a simple group's."""
-    table = _decoded(tmp_path, [_commit("sg", 5), _commit("st", 7), *_share_group("sg"),
+    """Offsets committed for an id, then its streams group's records (a share group's, then offsets for its id):
+    where the emulated coordinator knows their key types (the new one: share groups from 4.0, streams groups from
+    4.1) the typed group holds the id (the streams group replacing the simple group the offsets made:
+    `getOrMaybeCreatePersistedStreamsGroup`), so they are its group's offsets; elsewhere the records are skipped
+    and the id is a simple group's."""
+    table = _decoded(tmp_path, [_commit("st", 7), *_share_group("sg"), _commit("sg", 5),
                                 *_streams_group("st", topology=True)])
     tables = _replayed(table, semantics, version)
     groups = {g["group_id"]: g for g in tables["loaded_groups"]}
@@ -410,3 +411,17 @@ def test_a_streams_members_state_is_read_with_the_streams_codes(tmp_path, member
     tables = _replayed(_decoded(tmp_path, records), "modern", "4.2")
     [group], [member] = tables["loaded_groups"], tables["group_members"]
     assert (group["state"], member["member_state"]) == (state, named)
+
+
+def test_a_share_group_record_of_a_simple_groups_id_is_skipped(tmp_path):
+    """`getOrMaybeCreatePersistedShareGroup` (4.0 to trunk) replaces no group of another type, a simple group of
+    offsets included (Kafka: IllegalStateException, the load fails): a share group's records, values or tombstones,
+    for the id of offsets already committed are skipped as a consumer group record of a classic group's id is, and
+    the id stays the simple group of its offsets (which expire), not a share group's (which never do)."""
+    records = [_commit("sg", 5), *_share_group("sg"), _record(14, "sg", None, "m"), _record(11, "sg", None)]
+    tables = _replayed(_decoded(tmp_path, records), "modern", "4.1")
+    [group] = tables["loaded_groups"]
+    assert (group["group_type"], group["is_simple"]) == ("classic", True)
+    assert [o["group_id"] for o in tables["empty_group_offsets"]] == ["sg"] and not tables["loaded_offsets"]
+    assert [e["event"] for e in tables["group_history"]] == ["skipped"] * 4 + [
+        "member_assignment_tombstone", "tombstone"]
