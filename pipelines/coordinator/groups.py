@@ -12,7 +12,7 @@ Decisions where Kafka would fail the load or never looked (spec §2.9, §5.3):
   streams group is kept as a consumer group is (epochs, members, target assignments), its own state rule apart.
 * A KIP-848 record for a non-simple classic group (Kafka: IllegalStateException, the load fails) is skipped, and
   so is a share group record for any group of another type, a simple one too (`getOrMaybeCreatePersistedShareGroup`
-  replaces none).
+  replaces none), and a streams group record for a simple group's id before 4.2 (KAFKA-19862 made it replace it).
   Tombstones of types 3-8, 16 act on an existing consumer group, or on the empty consumer group that replaces a
   simple(-looking) classic group (Kafka's `getOrMaybeCreatePersistedConsumerGroup(id, false)`: a type-3 tombstone
   then removes it), and are ignored otherwise. Tombstone preconditions are not enforced.
@@ -225,8 +225,6 @@ class ConsumerGroup:
 
     group_type: ClassVar[str] = "consumer"  # `group_history.group_type`, `loaded_groups.group_type`
     stable_member_state: ClassVar[int] = MEMBER_STATE_STABLE
-    # whether `getOrMaybeCreatePersisted…Group` replaces a simple classic group with one of this kind
-    replaces_simple_group: ClassVar[bool] = True
 
     group_id: str
     group_epoch: int = 0
@@ -285,8 +283,6 @@ class ShareGroup(ConsumerGroup):
     Stable (a share group has no reconciliation)."""
 
     group_type: ClassVar[str] = "share"
-    # `getOrMaybeCreatePersistedShareGroup` (4.0 to trunk) takes any other group as another type's: the load fails
-    replaces_simple_group: ClassVar[bool] = False
 
     @property
     def state(self) -> str:
@@ -391,24 +387,32 @@ def group_type(key_type: int) -> str:
     return _TYPED_GROUPS.get(key_type, ConsumerGroup).group_type
 
 
+#: `getOrMaybeCreatePersisted…Group` of trunk: a consumer or streams group's record (4.2+, KAFKA-19862) replaces a
+#: simple group of offsets; a share group's never does (`options.simple_group_replaced_by`). A tuple: a saved shard
+#: pickles it, and reads back no frozenset (`coordinator.saved`)
+SIMPLE_REPLACED_BY: Final = ("consumer", "streams")
+
+
 class GroupStore:
     """The `groups` map of one coordinator shard, replayed record by record (`replay`). `history` (when kept)
     receives one event per group record (types 2-8, 16), with the group as it stands after it: a new classic
     generation, a consumer group's epochs, members joining, updated or leaving, assignments, deletions, ignored
     tombstones."""
 
-    __slots__ = ("groups", "last_group_record", "history")
+    __slots__ = ("groups", "last_group_record", "history", "simple_replaced_by")
     __getstate__, __setstate__ = _slots_state, _set_slots
 
-    def __init__(self, keep_history: bool = True) -> None:
+    def __init__(self, keep_history: bool = True, simple_replaced_by: tuple[str, ...] = SIMPLE_REPLACED_BY) -> None:
         self.groups: dict[str, Group] = {}
         self.last_group_record: dict[str, GroupRecord] = {}  # latest type-2 / type-3 record per group id
         self.history: list[GroupEvent] | None = [] if keep_history else None
+        # the group types whose records replace a simple group (`options.simple_group_replaced_by`)
+        self.simple_replaced_by = simple_replaced_by
 
     def resumed(self) -> GroupStore:
         """The store to go on loading from: the same groups (loading mutates them), the events of what is loaded
         from now on only."""
-        store = GroupStore(keep_history=self.history is not None)
+        store = GroupStore(self.history is not None, self.simple_replaced_by)
         store.groups, store.last_group_record = self.groups, self.last_group_record
         return store
 
@@ -416,7 +420,7 @@ class GroupStore:
     def union(stores: list[GroupStore]) -> GroupStore:
         """The groups of `stores`, which hold no id in common (the buckets of a split partition's groups,
         `coordinator.streamed.by_group`), with their events not yet taken."""
-        out = GroupStore(keep_history=stores[0].history is not None)
+        out = GroupStore(stores[0].history is not None, stores[0].simple_replaced_by)
         for s in stores:
             out.groups.update(s.groups)
             out.last_group_record.update(s.last_group_record)
@@ -496,7 +500,7 @@ class GroupStore:
             return g
         if g is None and not create:
             return None
-        if g is None or (kind.replaces_simple_group and self._replaceable(g)):
+        if g is None or (kind.group_type in self.simple_replaced_by and self._replaceable(g)):
             g = self.groups[gid] = kind(gid)
             return g
         return None  # Kafka: IllegalStateException "not a <kind> group" (load fails); skipped here
@@ -510,7 +514,7 @@ class GroupStore:
         self.last_group_record[gid] = GroupRecord.of(row)
         if row["is_tombstone"]:
             g = self.groups.get(gid)
-            if type(g) is kind or (kind.replaces_simple_group and self._replaceable(g)):
+            if type(g) is kind or (kind.group_type in self.simple_replaced_by and self._replaceable(g)):
                 del self.groups[gid]
                 return "deleted"
             return "tombstone"

@@ -19,7 +19,7 @@ from typing import Any, Iterable
 import pyarrow as pa
 
 from pipelines.coordinator.committed import SCHEMA, CommittedOffsets
-from pipelines.coordinator.groups import GroupStore
+from pipelines.coordinator.groups import SIMPLE_REPLACED_BY, GroupStore
 from schemas.decoded import (KIND_CONSUMER_GROUP, KIND_GROUP_METADATA, KIND_OFFSET_COMMIT, KIND_SHARE_GROUP,
                              KIND_STREAMS_GROUP)
 
@@ -55,8 +55,10 @@ class ShardState:
     open_records: dict[int, list[int]] = field(default_factory=dict)
 
     @staticmethod
-    def empty(partition: int, modern: bool, keep_history: bool = True) -> "ShardState":
-        return ShardState(partition, GroupStore(keep_history), CommittedOffsets(), SCHEMA.empty_table(), modern)
+    def empty(partition: int, modern: bool, keep_history: bool = True,
+              simple_replaced_by: tuple[str, ...] = SIMPLE_REPLACED_BY) -> "ShardState":
+        return ShardState(partition, GroupStore(keep_history, simple_replaced_by), CommittedOffsets(),
+                          SCHEMA.empty_table(), modern)
 
     @staticmethod
     def union(states: list["ShardState"]) -> "ShardState":

@@ -125,3 +125,11 @@ class ReplayOptions:
     @property
     def unknown_fields(self) -> frozenset[str]:
         return unknown_group_fields(self.semantics, self.kafka_version)
+
+    @property
+    def simple_group_replaced_by(self) -> tuple[str, ...]:
+        """The group types whose records replace a simple group of offsets (`getOrMaybeCreatePersisted…Group`):
+        a consumer group's; a streams group's from 4.2 (KAFKA-19862: 4.1 fails the load); a share group's never."""
+        if self.is_modern and parse_kafka_version(self.kafka_version)[:2] < (4, 2):
+            return ("consumer",)
+        return ("consumer", "streams")

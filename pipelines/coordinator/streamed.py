@@ -194,7 +194,8 @@ class StreamedShards:
                 rows = table.slice(a, b - a)
                 state = self.states.get(part)
                 if state is None:
-                    state = self.states[part] = ShardState.empty(part, modern, self.mode.group_events)
+                    state = self.states[part] = ShardState.empty(part, modern, self.mode.group_events,
+                                                                 self.options.simple_group_replaced_by)
                 decisions.append(replay_offsets(part, rows, state, modern))
                 looped = group_rows(rows, loader_mask(rows, modern))
                 replay_group_records(state.groups, looped)
