@@ -20,6 +20,7 @@ Decisions where Kafka would fail the load or never looked (spec §2.9, §5.3):
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar, Final, NamedTuple, Sequence, Sized, TypedDict
 
@@ -61,9 +62,16 @@ def classic_group_state(members: Sized) -> str:
     return "Stable" if len(members) else "Empty"
 
 
+@functools.cache
+def _all_slots(cls: type) -> tuple[str, ...]:
+    """The slots of `cls` and its bases, the bases' first: a subclass's `__slots__` names its own only (a share or
+    streams group's none of the consumer group's it extends)."""
+    return tuple(name for c in reversed(cls.__mro__) for name in c.__dict__.get("__slots__", ()))
+
+
 def _slots_state(self) -> tuple:
     """`__getstate__` of the mutable state types: their slots' values in order (a saved shard pickles them)."""
-    return tuple([getattr(self, name) for name in self.__slots__])
+    return tuple([getattr(self, name) for name in _all_slots(type(self))])
 
 
 def _set_slots(self, state: tuple) -> None:
@@ -71,7 +79,7 @@ def _set_slots(self, state: tuple) -> None:
     back from the warehouse: pickle's BUILD on the class itself, not an instance, would set the class's attributes
     for the rest of the process (a tampered file turning `ClassicGroup.state` into "Dead" for every group the run
     writes); with one, that BUILD is a call without its state and fails (`coordinator.saved`)."""
-    for name, value in zip(self.__slots__, state, strict=True):
+    for name, value in zip(_all_slots(type(self)), state, strict=True):
         object.__setattr__(self, name, value)
 
 

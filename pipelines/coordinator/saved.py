@@ -53,7 +53,7 @@ def _layout() -> str:
     fields = repr([(t.__name__, getattr(t, "__slots__", None), getattr(t, "_fields", None),
                     [f.name for f in dataclasses.fields(t)] if dataclasses.is_dataclass(t) else None) for t in types])
     fields += str(committed.SCHEMA)
-    return "5." + hashlib.sha256(fields.encode()).hexdigest()[:12]
+    return "6." + hashlib.sha256(fields.encode()).hexdigest()[:12]
 
 
 #: The format of the saved shards this version writes and reads (a checkpoint names it: another means a full run).

@@ -451,3 +451,19 @@ def test_a_saved_shard_holds_its_tables_layouts(part):
     name = ("open_history", "naming", "markers")[part - 1]
     with pytest.raises(SavedShardError, match=f"^x: unreadable saved shard: its {name} rows are of another layout"):
         SavedShard.from_bytes(forged, "x", 3, False)
+
+
+def test_a_saved_shard_keeps_its_share_and_streams_groups_whole(tmp_path):
+    """A share or streams group extends the consumer group's slotted type: its saved state is every slot of both
+    (a subclass's `__slots__` names its own only), so the --incremental run after one resumes the same groups
+    instead of failing ("'StreamsGroup' object has no attribute 'group_id'") on the share group's none."""
+    from tests.coordinator.test_group_replay import _decoded, _share_group, _streams_group, _topology
+
+    table = _decoded(tmp_path, [*_share_group("sg"), *_streams_group("st", topology=False), _topology("st")])
+    opts = ReplayOptions(semantics="modern", kafka_version="4.2", snapshot_id="t", num_partitions=50)
+    saved = replay_shards(table, opts, keep=True).saved[0]
+    groups = saved.state.groups.groups
+    assert {g: type(v).__name__ for g, v in groups.items()} == {"sg": "ShareGroup", "st": "StreamsGroup"}
+    restored = SavedShard.from_bytes(saved.to_bytes(), "state", 0, True)
+    assert restored.state.groups.groups == groups
+    assert restored.state.groups.groups["st"].source_topics == ("test-topic1", "test-topic2")
