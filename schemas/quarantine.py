@@ -56,6 +56,10 @@ SWAP_FILE = "swap_file"
 """A segment Kafka's recovery of an interrupted swap deletes (`LogLoader.load`): a `.log` a `.log.swap` (a cleaned or
 split segment awaiting rename) replaces, read in its place, or a swap at or above the lowest `.cleaned` file's
 offset (an incomplete split's): not read."""
+OVERLAPPING_SEGMENT = "overlapping_segment"
+"""Entries of a segment file Kafka's loader passes over as it reads its partition by offset (a file overlapping
+another: a copy, a restored or renamed file, or entries below the log start; `decoding.overlaps`): one row per run of
+them, at its byte position, standing for their records."""
 DUPLICATE_SEGMENT = "duplicate_segment"
 """Two files claiming the same (partition, base offset): the second is not read."""
 
@@ -76,7 +80,7 @@ overlapping segment files, a record left out as a copy that differs from the one
 QUARANTINE_KINDS: tuple[str, ...] = (
     CRC_MISMATCH, TORN_TAIL, ZERO_TAIL, UNFRAMEABLE, UNKNOWN_MAGIC, CORRUPT_BATCH, BAD_CODEC, DECOMPRESS_FAILED,
     DECOMPRESSION_TOO_LARGE, UNKNOWN_VERSION, UNDECODABLE_KEY, UNDECODABLE_VALUE, UNREADABLE, NOT_OFFSETS_DATA,
-    SWAP_FILE, DUPLICATE_SEGMENT, MALFORMED_ROW, INVALID_ROW, NEGATIVE_OFFSET, DUPLICATE_CONFLICT,
+    SWAP_FILE, DUPLICATE_SEGMENT, OVERLAPPING_SEGMENT, MALFORMED_ROW, INVALID_ROW, NEGATIVE_OFFSET, DUPLICATE_CONFLICT,
     OFFSETS_OUT_OF_ORDER,
 )
 

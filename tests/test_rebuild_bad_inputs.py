@@ -435,7 +435,8 @@ def test_the_summary_and_runs_count_records_not_quarantine_rows(no_spark, settin
 def test_an_overlapping_file_that_differs_from_the_loaded_records_is_quarantined_not_lost(no_spark, settings,
                                                                                            tmp_path):
     """Two files of one partition holding offset 1 with different commits: the first file's is loaded, as Kafka's
-    loader reads it, and the other is a `duplicate_conflict` row with its file, batch position and offset."""
+    loader reads it (on from offset 2, in the second file), and the other is a `duplicate_conflict` row with its file,
+    batch position and offset, beside the `overlapping_segment` row standing for the record passed over."""
     from pipelines.io.warehouse import Warehouse
     from pipelines.rebuild import RebuildRequest, run_rebuild
 
@@ -448,10 +449,12 @@ def test_an_overlapping_file_that_differs_from_the_loaded_records_is_quarantined
                                                           warehouse=str(tmp_path / "wh"), snapshot_id="ovl"))
     assert summary.status == "succeeded", summary.validation
     wh = Warehouse(tmp_path / "wh")
-    (row,) = wh.read_table("quarantine", "ovl").to_pylist()
-    assert (row["kind"], row["source"], row["position"], row["offset"]) == ("duplicate_conflict", str(copy), 0, 1)
+    rows = sorted(wh.read_table("quarantine", "ovl").to_pylist(), key=lambda r: r["kind"])
+    assert [(r["kind"], r["source"], r["position"], r["offset"]) for r in rows] == [
+        ("duplicate_conflict", str(copy), 0, 1), ("overlapping_segment", str(copy), 0, None)]
     offsets = {r["partition"]: r["committed_offset"] for r in wh.read_table("empty_group_offsets", "ovl").to_pylist()}
     assert offsets == {0: 20, 1: 30}
+    assert (summary.records_in, summary.records_out, summary.records_quarantined) == (4, 3, 1)
 
 
 def test_a_record_from_a_clock_ahead_is_said_not_silently_the_as_of(tmp_path):
@@ -476,3 +479,26 @@ def test_a_record_from_a_clock_ahead_is_said_not_silently_the_as_of(tmp_path):
     assert "removed 2 offset(s); give --as-of" in said[0]
     given = json.loads(invoke([*args, "--snapshot-id", "given", "--as-of", "now"]).stdout.strip().splitlines()[-1])
     assert not [w for w in given["warnings"] if "is the log's newest record" in w]
+
+
+def test_an_interleaved_file_is_read_as_kafka_reads_by_offset(no_spark, settings, tmp_path):
+    """A holds offsets 0 and 2, B (base 1) 1 and 3: Kafka's loader reads A, then asks for offset 3, whose floor
+    segment is B, and never reads B's 1. Its commit is not state: an `overlapping_segment` row at B's position 0
+    stands for it."""
+    from pipelines.io.warehouse import Warehouse
+    from pipelines.rebuild import RebuildRequest, run_rebuild
+
+    g = bi.group_in(0, "interleaved")
+    part = tmp_path / "in" / "__consumer_offsets-0"
+    bi.write_segment(part, 0, bi.batch([bi.commit(g, 0, 10, bi.T0)], 0) + bi.batch([bi.commit(g, 2, 20, bi.T0 + 2)], 2))
+    b = bi.write_segment(part, 1, bi.batch([bi.commit(g, 1, 11, bi.T0 + 1)], 1)
+                         + bi.batch([bi.commit(g, 3, 33, bi.T0 + 3)], 3))
+    summary = run_rebuild(no_spark, settings, RebuildRequest(inputs=(str(tmp_path / "in"),),
+                                                          warehouse=str(tmp_path / "wh"), snapshot_id="il"))
+    assert summary.status == "succeeded", summary.validation
+    wh = Warehouse(tmp_path / "wh")
+    (row,) = wh.read_table("quarantine", "il").to_pylist()
+    assert (row["kind"], row["source"], row["position"]) == ("overlapping_segment", str(b), 0)
+    offsets = {r["partition"]: r["committed_offset"] for r in wh.read_table("empty_group_offsets", "il").to_pylist()}
+    assert offsets == {0: 10, 2: 20, 3: 33}
+    assert (summary.records_in, summary.records_out, summary.records_quarantined) == (4, 3, 1)

@@ -1,69 +1,99 @@
-"""Overlapping segment files of one offsets partition: the records that are not loaded, and which of them differ.
+"""Overlapping segment files of one offsets partition: which entries Kafka's loader reads, and the records it does not.
 
 Kafka's log never holds an offset twice, but an input can: a copied or restored log directory, a replica whose
-segments rolled elsewhere, a file renamed. Kafka's loader reads a partition by offset (`LocalLog.read` from the
-segment whose base offset is the highest at or below the next offset it wants, on through the segments after it),
-so a record at or below an offset the files before it already went past is never read again; the replay does the
-same (`coordinator.streamed`: a record at or below its partition's high water is a copy, not loaded). When the
-record left out has the same content as the one loaded that is no loss; when it differs, it is one
-`duplicate_conflict` row: its file, its batch's byte position and its offset.
+segments rolled elsewhere, a file renamed. Kafka's loaders (`GroupMetadataManager.doLoadGroupsAndOffsets`,
+`CoordinatorLoaderImpl`) read a partition by offset: `log.read(currOffset, offsets.load.buffer.size)` from the
+log start while currOffset is below the log end offset (the last segment's next offset), and currOffset becomes the
+last batch's next offset. `LocalLog.read` reads from the floor segment of the offset (the highest base offset at or
+below it), or the segments after it while one holds nothing at or past it; `LogSegment.read` starts at the segment's
+first batch whose last offset is at or past it (`translateOffset`) and hands over the whole batches of the next
+`offsets.load.buffer.size` bytes (at least one). So an entry the reading passes over (a copy's records the files
+before it went past, an interleaved file's offsets below the next one asked for, a file's tail past the point where
+a later file became the floor segment, records past the log end offset) is never loaded, whatever it holds.
 
-Not reported: a record at an offset no file before it holds while they hold offsets past it (a hole the log
-cleaner left in a file the copy overlaps). Kafka's loader never reads it; the replay may load it (a window's rows
-are replayed in offset order), which this module does not change.
+`kafka_reading` replays that reading over the entries' heads in the driver, before any record is decoded, and gives
+each file's byte ranges it passes over: the decode reads each as one `overlapping_segment` row standing for its
+records (`frames.decode`). When a record passed over differs from the record loaded at its offset it is also one
+`duplicate_conflict` row: its file, its batch's byte position and its offset (evidence, no record).
 
-Found in the driver before any record is decoded: each segment file's first and last offsets from its entry heads
-(`framing.walk_entry_heads`; a partition's last file's first entry alone), and only the files that overlap one before
-them are decoded here, to compare.
+Cheap for a log whose files do not overlap (each file's entries above the files' before it and below the next
+file's base offset): its heads' first and last offsets say every entry is read (a partition's last file's first
+entry alone). Only a partition that overlaps is walked entry by entry, and only its files that pass over an entry
+are decoded here, to compare.
 """
 from __future__ import annotations
 
+import bisect
 import mmap
 import os
 import struct
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+import numpy as np
 
 from pipelines.decoding.framing import (ENTRY_HEAD, HEADER_SIZE_UP_TO_MAGIC, LOG_OVERHEAD, MAGIC_OFFSET,
                                          walk_entry_heads)
 from pipelines.decoding.segments import SegmentFile, entry_heads, read_segment_batches
+from schemas.quarantine import DUPLICATE_CONFLICT
 from schemas.records import LogRecord, ReadProblem
 
-__all__ = ["copy_conflicts"]
+__all__ = ["OFFSETS_LOAD_BUFFER_SIZE", "Reading", "copy_conflicts", "kafka_reading"]
 
+#: Kafka's `offsets.load.buffer.size` default: how many bytes of a segment one read of the loader hands over
+OFFSETS_LOAD_BUFFER_SIZE = 5 * 1024 * 1024
 _V2_CRC = HEADER_SIZE_UP_TO_MAGIC  # a v2 batch's CRC-32C, after its partition leader epoch and magic
 _LEGACY_CRC = LOG_OVERHEAD  # a magic 0/1 message's CRC-32, first after its size
 
 
 @dataclass(frozen=True, slots=True)
 class _Span:
-    first: int  # the first entry's base offset
+    first_last: int  # the first entry's last offset
     last: int  # the highest last offset of its entries
 
 
-def copy_conflicts(segments: list[SegmentFile]) -> list[ReadProblem]:
-    """A `duplicate_conflict` problem per record of `segments` (sorted by partition, then base offset, as
-    `discover_segments` gives them) the replay leaves out as a copy of a loaded record whose content differs.
-    Object-store segments are not compared (their bytes would be fetched into the driver)."""
+@dataclass
+class Reading:
+    """What Kafka's loader reads of the inputs' segment files: per file (its path) the byte ranges it passes over, as
+    (from, to, reason); and the `duplicate_conflict` problems of the records passed over."""
+
+    unread: dict[str, list[tuple[int, int, str]]] = field(default_factory=dict)
+    problems: list[ReadProblem] = field(default_factory=list)
+
+
+def copy_conflicts(segments: list[SegmentFile], log_start: dict[int, int] | None = None) -> list[ReadProblem]:
+    """`kafka_reading(segments).problems`."""
+    return kafka_reading(segments, log_start).problems
+
+
+def kafka_reading(segments: list[SegmentFile], log_start: dict[int, int] | None = None,
+                  load_buffer_size: int = OFFSETS_LOAD_BUFFER_SIZE) -> Reading:
+    """What Kafka's loader reads of `segments` (sorted by partition, then base offset, as `discover_segments` gives
+    them), each partition from `log_start` (partition -> logStartOffset; its first segment's base offset when absent
+    or lower). Object-store segments are read whole (their bytes would be fetched into the driver)."""
     by_partition: dict[int, list[SegmentFile]] = {}
     for seg in segments:
         by_partition.setdefault(seg.offsets_partition, []).append(seg)
-    compared = [files for files in by_partition.values()
-                if len(files) > 1 and not any("://" in f.path for f in files)]
-    # a partition's last file is asked only where it starts: no file after it asks how far it goes. The walks leave
-    # the interpreter (C), side by side: this runs in the driver before any task starts.
-    asked = [(seg, seg is not files[-1]) for files in compared for seg in files]
+    log_start = log_start or {}
+    walked = [(p, files) for p, files in by_partition.items() if not any("://" in f.path for f in files)]
+    # a partition's last file is asked only where it starts: it is read to its end once the reading reaches it. The
+    # walks leave the interpreter (C), side by side: this runs in the driver before any task starts.
+    asked = [(seg, seg is not files[-1]) for _, files in walked for seg in files]
     with ThreadPoolExecutor(min(4, os.cpu_count() or 1), thread_name_prefix="offsetlake-overlaps") as pool:
         spans = dict(zip((id(seg) for seg, _ in asked), pool.map(lambda a: _span(*a), asked)))
-    problems: list[ReadProblem] = []
-    for files in compared:
-        problems.extend(_partition_conflicts(files, [spans[id(f)] for f in files]))
-    return problems
+    reading = Reading()
+    for p, files in walked:
+        start = max(files[0].base_offset, log_start.get(p, files[0].base_offset))
+        if _read_whole(files, [spans[id(f)] for f in files], start):
+            continue
+        _partition_reading(files, start, load_buffer_size, reading)
+    return reading
 
 
 def _span(seg: SegmentFile, whole: bool = True) -> _Span | None:
-    """Where `seg`'s entries start, and (`whole`) the highest offset they reach; None: no entry frames."""
+    """The first entry's last offset of `seg` and (`whole`) the highest last offset of its entries; None: no entry
+    frames."""
     try:
         with open(seg.path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as buf:
             if whole:
@@ -71,19 +101,92 @@ def _span(seg: SegmentFile, whole: bool = True) -> _Span | None:
             else:  # the first entry alone
                 size = ENTRY_HEAD.unpack_from(buf, 0)[1] if len(buf) >= ENTRY_HEAD.size else 0
                 heads = walk_entry_heads(buf[:ENTRY_HEAD.size + max(0, size)])
-            if not len(heads):
-                return None
-            first = ENTRY_HEAD.unpack_from(buf, int(heads.positions[0]))[0]
     except (OSError, ValueError, struct.error):
         return None  # reported where it is decoded
-    # a legacy compressed wrapper's head holds its last offset, not its first: a file's name bounds it (a segment
-    # holds no offset below its base offset, or Kafka's recovery refuses it)
-    return _Span(first=min(first, int(heads.last_offsets[0]), seg.base_offset), last=int(heads.last_offsets.max()))
+    if not len(heads):
+        return None
+    return _Span(first_last=int(heads.last_offsets[0]), last=int(heads.last_offsets.max()))
+
+
+def _read_whole(files: list[SegmentFile], spans: list[_Span | None], start: int) -> bool:
+    """Whether Kafka's reading from `start` reads every entry of `files` (but those out of their file's order,
+    `offset_order`'s rows): each file's first entry is at or past where the reading stands when it gets there, and
+    its entries end below the next file's base offset (which the reading would turn to before its end)."""
+    at = start
+    for i, (seg, span) in enumerate(zip(files, spans)):
+        if span is None:
+            continue  # no entry: nothing to pass over (a file that frames none is reported where it is decoded)
+        if span.first_last < at:
+            return False
+        if i + 1 < len(files):
+            if span.last >= files[i + 1].base_offset:
+                return False
+            at = span.last + 1
+    return True
+
+
+def _partition_reading(files: list[SegmentFile], start: int, buffer: int, reading: Reading) -> None:
+    """Kafka's reading of one partition that overlaps, entry by entry (every file's heads walked)."""
+    heads = []
+    for seg in files:
+        try:
+            heads.append(entry_heads(seg.path))
+        except (OSError, ValueError):
+            heads.append(None)  # reported where it is decoded
+    pos = [np.empty(0, np.int64) if h is None else h.positions for h in heads]
+    lasts = [np.empty(0, np.int64) if h is None else h.last_offsets for h in heads]
+    ends = [np.empty(0, np.int64) if h is None else np.append(h.positions[1:], h.end) for h in heads]
+    # translateOffset looks for the first batch whose last offset is at or past the target: a running maximum makes
+    # that a binary search (a batch below the ones before it is `offset_order`'s row in any case)
+    tops = [np.maximum.accumulate(x) if len(x) else x for x in lasts]
+    read = [np.zeros(len(x), dtype=bool) for x in lasts]
+    bases = [s.base_offset for s in files]
+    # the log end offset: the active (last) segment's next offset, its base offset when it holds nothing past it
+    end_offset = max(bases[-1], int(lasts[-1][-1]) + 1) if len(lasts[-1]) else bases[-1]
+    cur = start
+    while cur < end_offset:
+        i = bisect.bisect_right(bases, cur) - 1  # LocalLog.read: the floor segment, then the ones after it
+        k = -1
+        while 0 <= i < len(files):
+            k = int(np.searchsorted(tops[i], cur, side="left"))
+            if k < len(tops[i]):
+                break
+            i += 1
+        if i < 0 or i >= len(files):
+            break
+        # LogSegment.read: the whole batches of `buffer` bytes from the first (at least that one)
+        p0 = int(pos[i][k])
+        j = max(k + 1, int(np.searchsorted(ends[i], p0 + max(buffer, int(ends[i][k]) - p0), side="right")))
+        read[i][k:j] = True
+        nxt = int(lasts[i][j - 1]) + 1  # currOffset = the last batch's nextOffset
+        cur = nxt if nxt > cur else int(lasts[i][k:j].max()) + 1  # a batch gone back would have Kafka read forever
+    for i, seg in enumerate(files):
+        runs = _runs(~read[i])
+        if not runs:
+            continue
+        ranges = reading.unread.setdefault(seg.path, [])
+        for a, b in runs:
+            lo, hi = int(lasts[i][a:b].min()), int(lasts[i][a:b].max())
+            ranges.append((int(pos[i][a]), int(ends[i][b - 1]),
+                           f"bytes [{int(pos[i][a])}, {int(ends[i][b - 1])}) not read (entries with last offsets "
+                           f"{lo}..{hi}): Kafka's loader reads partition {seg.offsets_partition} by offset "
+                           f"(from its log start {start} to its log end offset {end_offset}, each offset from the "
+                           f"segment whose base offset is the highest at or below it) and passes over them: this "
+                           f"file overlaps another of the partition"))
+    reading.problems.extend(_conflicts(files, read))
+
+
+def _runs(mask: np.ndarray) -> list[tuple[int, int]]:
+    """The [a, b) index runs where `mask` holds."""
+    if not mask.any():
+        return []
+    edges = np.flatnonzero(np.diff(np.r_[0, mask.view(np.int8), 0]))
+    return [(int(a), int(b)) for a, b in zip(edges[0::2], edges[1::2])]
 
 
 def _entries(seg: SegmentFile) -> list[tuple[int, int, int, int]]:
-    """Each entry of a file as (first offset, last offset, size, stored CRC): two entries alike hold the same
-    records (read only for files that overlap)."""
+    """Each entry of a file as (first offset, last offset, size, stored CRC), in its heads' order: two entries alike
+    hold the same records."""
     entries = []
     heads = entry_heads(seg.path)
     after = seg.base_offset  # the lowest offset the next entry may start at
@@ -99,9 +202,10 @@ def _entries(seg: SegmentFile) -> list[tuple[int, int, int, int]]:
     return entries
 
 
-def _records(seg: SegmentFile) -> Iterator[LogRecord]:
+def _records(seg: SegmentFile, positions: set[int]) -> Iterator[LogRecord]:
+    """The records of `seg`'s entries at `positions`."""
     for item in read_segment_batches(seg):
-        if type(item) is tuple:
+        if type(item) is tuple and item[0].position in positions:
             yield from item[1]
 
 
@@ -110,42 +214,44 @@ def _content(r: LogRecord) -> tuple:
     return r.key, r.value, r.timestamp, b.producer_id, b.producer_epoch, b.is_transactional, b.is_control
 
 
-def _partition_conflicts(files: list[SegmentFile], spans: list[_Span | None]) -> list[ReadProblem]:
-    high: list[int] = []  # per file: the highest offset of the files before it (-1: none)
-    top = -1
-    for s in spans:
-        high.append(top)
-        if s is not None:
-            top = max(top, s.last)
+def _conflicts(files: list[SegmentFile], read: list[np.ndarray]) -> list[ReadProblem]:
+    """A `duplicate_conflict` per record left out whose offset a record loaded holds with other content: a record
+    passed over, or one of a batch read again for its later records (which the replay loads once: the first)."""
+    try:
+        entries = [_entries(f) for f in files]
+        positions = [entry_heads(f.path).positions.tolist() for f in files]
+    except (OSError, ValueError, struct.error):
+        return []  # a file gone since its heads were walked: reported where it is decoded
+    loaded = {e for es, r in zip(entries, read) for e, was in zip(es, r) if was}
+    passed = [{p for p, e, was in zip(ps, es, r) if not was and e not in loaded}  # not byte copies of one read
+              for ps, es, r in zip(positions, entries, read)]
+    top, again = -1, []  # per file: the positions of its entries read that start at or below an offset read before
+    for ps, es, r in zip(positions, entries, read):
+        again.append({p for p, e, was in zip(ps, es, r) if was and e[0] <= top})
+        top = max([top, *(e[1] for e, was in zip(es, r) if was)])
+    if not any(passed) and not any(again):
+        return []
     problems: list[ReadProblem] = []
-    for i, (seg, span) in enumerate(zip(files, spans)):
-        if span is None or span.first > high[i]:
-            continue
-        lo, hi = span.first, high[i]
-        try:
-            before = {e for j in range(i) if spans[j] is not None and spans[j].last >= lo and spans[j].first <= hi
-                      for e in _entries(files[j]) if e[1] >= lo and e[0] <= hi and e[0] > high[j]}  # loaded
-            if all(e in before for e in _entries(seg) if e[0] <= hi):
-                continue  # each entry it repeats is one a file before it holds, alike: copies of what is loaded
-        except (OSError, ValueError, struct.error):
-            pass  # compared record by record
-        kept: dict[int, tuple[int, str, int]] = {}  # the loaded record at each offset repeated: content's hash, place
-        for j in range(i):
-            sj = spans[j]
-            if sj is None or sj.last < lo or sj.first > hi:
+    kept: dict[int, tuple[int, str, int]] = {}  # the loaded record at each offset: its content's hash, its place
+
+    def compare(seg: SegmentFile, rec: LogRecord) -> None:
+        other = kept.get(rec.offset)
+        if other is None or other[0] == hash(_content(rec)):
+            return  # a copy of the record loaded, or an offset none loaded: the file's unread range says it
+        why = (f"offset {rec.offset} of partition {seg.offsets_partition} is also in {other[1]} (batch at "
+               f"{other[2]}), with other content: that copy is loaded, this one is not")
+        problems.append(ReadProblem(source=seg.path, offsets_partition=seg.offsets_partition,
+                                    position=rec.batch.position, kind=DUPLICATE_CONFLICT, offset=rec.offset,
+                                    key=rec.key, value=rec.value, reason=why))
+
+    for seg, ps, r, seen in zip(files, positions, read, again):  # in the loader's order of reading
+        for rec in _records(seg, {p for p, was in zip(ps, r) if was}):
+            if rec.offset in kept:
+                if rec.batch.position in seen:
+                    compare(seg, rec)
                 continue
-            for r in _records(files[j]):
-                if lo <= r.offset <= hi and r.offset > high[j] and r.offset not in kept:
-                    kept[r.offset] = (hash(_content(r)), r.batch.source, r.batch.position)
-        for r in _records(seg):
-            if r.offset > hi:
-                continue
-            other = kept.get(r.offset)
-            if other is None or other[0] == hash(_content(r)):
-                continue  # a copy of the record loaded; or a hole in the files before it: see the module's note
-            why = (f"offset {r.offset} of partition {seg.offsets_partition} is also in {other[1]} (batch at "
-                   f"{other[2]}), with other content: that copy is loaded, this one is not")
-            problems.append(ReadProblem(source=seg.path, offsets_partition=seg.offsets_partition,
-                                        position=r.batch.position, kind="duplicate_conflict", offset=r.offset,
-                                        key=r.key, value=r.value, reason=why))
+            kept[rec.offset] = (hash(_content(rec)), rec.batch.source, rec.batch.position)
+    for seg, at in zip(files, passed):
+        for rec in _records(seg, at) if at else ():
+            compare(seg, rec)
     return problems

@@ -27,7 +27,7 @@ from pipelines.decoding.batches import RECORD_BATCH_OVERHEAD, decode_entry
 from pipelines.decoding.errors import DecodeError
 from pipelines.decoding.framing import MAGIC_OFFSET, frame_entries, last_offset, stop_problem
 from pipelines.decoding.native import fastdecode
-from pipelines.decoding.overlaps import copy_conflicts
+from pipelines.decoding.overlaps import kafka_reading
 from pipelines.decoding.policy import DEFAULT_POLICY, ReadPolicy
 from pipelines.decoding.reader import is_tabular
 from pipelines.decoding.rows import problem_to_row, rows_to_arrow, to_decoded_row
@@ -35,7 +35,8 @@ from pipelines.decoding.segments import discover_segments
 from pipelines.decoding.tabular import OFFSETS_TOPIC, read_tabular_dump, row_faults, value_decoder
 from pipelines.frames.decoded_log import LOG_DDL, DecodedLog, pack
 from pipelines.io import storage
-from schemas.decoded import DECODED_RECORD_SCHEMA
+from schemas.decoded import DECODED_RECORD_SCHEMA, KIND_ERROR
+from schemas.quarantine import OVERLAPPING_SEGMENT
 from schemas.records import OFFSET_MAX, PARTITION_MAX, ReadProblem
 
 ARROW_BATCH_ROWS = 20_000
@@ -56,6 +57,8 @@ WORK_SCHEMA = pa.schema(
         # segment: the entry boundary to stop reading at (a range of a split partition); null or -1: the file's end
         ("end_position", pa.int64()),
         ("problem_offset", pa.int64()),  # problem: the log offset it is at, when it has one
+        # segment: JSON [[from, to, reason], ...], the entries Kafka's loader passes over (`decoding.overlaps`)
+        ("unread", pa.string()),
     ]
 )
 FILE_END = -1  # `end_position` of an item read to its file's end
@@ -146,10 +149,13 @@ def plan_inputs(paths: Iterable[str | Path]) -> DecodePlan:
     problems = []
     if seg_paths:
         segments, problems = discover_segments(seg_paths)
-        problems = [*problems, *copy_conflicts(segments)]  # records an overlapping file holds otherwise than the loaded
+        reading = kafka_reading(segments)  # what Kafka's loader reads of overlapping files, and what it passes over
+        problems = [*problems, *reading.problems]
         for s in segments:
+            unread = reading.unread.get(s.path)
             items.append(dict(kind="segment", path=str(s.path), offsets_partition=s.offsets_partition,
-                              base_offset=s.base_offset, size=s.size, problem_kind=None, problem_reason=None))
+                              base_offset=s.base_offset, size=s.size, problem_kind=None, problem_reason=None,
+                              unread=json.dumps(unread) if unread else None))
             total += s.size
             nseg += 1
             max_partition = max(max_partition, s.offsets_partition)
@@ -219,10 +225,13 @@ def decode_items(batches: Iterator[pa.RecordBatch], policy: ReadPolicy = DEFAULT
                 try:
                     # an object-store segment is fetched into the task's temp dir (from `start` on) and read there
                     with storage.location(item["path"]).as_local_file(start=start) as local:
-                        yield from decode_segment_to_arrow(local, offsets_partition=item["offsets_partition"],
-                                                           batch_rows=ARROW_BATCH_ROWS, start_position=start,
-                                                           end_position=end_position(item),
-                                                           policy=policy, source=item["path"], keys=keys)
+                        for a, b, passed_over in read_pieces(item):
+                            batches = decode_segment_to_arrow(local, offsets_partition=item["offsets_partition"],
+                                                              batch_rows=ARROW_BATCH_ROWS, start_position=a,
+                                                              end_position=b, policy=policy, source=item["path"],
+                                                              keys=keys)
+                            yield from batches if passed_over is None else _passed_over(batches, item, a,
+                                                                                        passed_over)
                 except (OSError, storage.StorageError) as e:  # vanished, a directory, I/O: one row, not a failure
                     yield flush([problem_to_row(ReadProblem(
                         source=item["path"], offsets_partition=item["offsets_partition"], position=-1,
@@ -241,6 +250,40 @@ def decode_items(batches: Iterator[pa.RecordBatch], policy: ReadPolicy = DEFAULT
                     rows = []
             if rows:
                 yield flush(rows)
+
+
+def read_pieces(item: dict) -> list[tuple[int, int | None, str | None]]:
+    """A segment work item's bytes as pieces (from, to (None: the file's end), None for a piece read, else the reason
+    Kafka's loader passes over it: the item's `unread` ranges within its own)."""
+    start, end = item.get("start_position") or 0, end_position(item)
+    pieces: list[tuple[int, int | None, str | None]] = []
+    at = start
+    for a, b, why in json.loads(item.get("unread") or "[]"):
+        a, b = max(a, start), b if end is None else min(b, end)
+        if a >= b:
+            continue
+        if a > at:
+            pieces.append((at, a, None))
+        pieces.append((a, b, why))
+        at = b
+    if end is None or at < end:
+        pieces.append((at, end, None))
+    return pieces
+
+
+def _passed_over(batches: Iterator[pa.RecordBatch], item: dict, at: int, why: str) -> Iterator[pa.RecordBatch]:
+    """The rows of entries Kafka's loader passes over: their records as one `overlapping_segment` row standing for
+    them (never state), their quarantine rows as they are."""
+    records = 0
+    for batch in batches:
+        is_error = pc.fill_null(pc.equal(batch.column("record_kind"), KIND_ERROR), False)
+        records += batch.num_rows - pc.sum(is_error.cast(pa.int64())).as_py() if batch.num_rows else 0
+        if pc.any(is_error).as_py():
+            yield batch.filter(is_error)
+    if records:
+        yield rows_to_arrow([problem_to_row(ReadProblem(
+            source=item["path"], offsets_partition=item["offsets_partition"], position=at, kind=OVERLAPPING_SEGMENT,
+            reason=f"{why} ({records} record(s))", records=records))])
 
 
 def decoded_log(spark, plan: DecodePlan, counters=None, cut: tuple = (None, None)):

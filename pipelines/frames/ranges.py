@@ -26,6 +26,7 @@ driver, to find the cuts and the floors (`decoding.segments.entry_heads`: a few 
 """
 from __future__ import annotations
 
+import json
 import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -116,7 +117,7 @@ def _cut(partition: int, items: list[dict], count: int) -> list[LogRange] | None
         if taken >= per_range:
             close(last_record)
         piece_start = item.get("start_position") or 0
-        positions, lasts = heads.positions, heads.last_offsets
+        positions, lasts = heads.positions, _read_lasts(item, heads)
         held = np.concatenate(([0], np.cumsum(heads.records)))  # held[k]: the records of the entries before k
         done = 0  # the entries before `piece_start`
         while True:
@@ -139,6 +140,19 @@ def _cut(partition: int, items: list[dict], count: int) -> list[LogRange] | None
             place(item, heads)
     close(None)
     return ranges if len(ranges) > 1 else None
+
+
+def _read_lasts(item: dict, heads) -> np.ndarray:
+    """The entries' last offsets, `NO_FLOOR` for those Kafka's loader passes over (`decoding.overlaps`): a copy's
+    offsets are no floor of the ranges after it, which may read them from another file."""
+    lasts = heads.last_offsets
+    unread = json.loads(item.get("unread") or "[]")
+    if not unread:
+        return lasts
+    lasts = lasts.copy()
+    for a, b, _ in unread:
+        lasts[(heads.positions >= a) & (heads.positions < b)] = NO_FLOOR
+    return lasts
 
 
 def _last_record_offset(item: dict, heads, before: int, fallback: int | None) -> int | None:

@@ -1,11 +1,11 @@
-"""Overlapping segment files of one partition: a record left out as a copy is reported when it differs from the
-record loaded at its offset (`decoding.overlaps`)."""
+"""Overlapping segment files of one partition: what Kafka's loader reads of them by offset, and a record it passes
+over reported when it differs from the record loaded at its offset (`decoding.overlaps`)."""
 from __future__ import annotations
 
 from pathlib import Path
 
 from pipelines.decoding.batch_writer import write_record_batch
-from pipelines.decoding.overlaps import copy_conflicts
+from pipelines.decoding.overlaps import copy_conflicts, kafka_reading
 from pipelines.decoding.segments import discover_segments
 
 
@@ -35,8 +35,10 @@ def test_a_record_left_out_that_differs_from_the_loaded_one_is_reported_where_it
     d = tmp_path / "__consumer_offsets-0"
     _file(d, 0, [[(0, b"a")], [(1, b"b")], [(2, b"c")]])
     b = _file(d, 1, [[(1, b"B")], [(2, b"c")], [(3, b"d")], [(4, b"e")]])
-    _file(d, 3, [[(3, b"D"), (4, b"e")], [(5, b"f")]])  # 3 and 4 were loaded from the file at 1
-    assert _conflicts(d) == [(b.name, 0, 1), ("00000000000000000003.log", 0, 3)]
+    _file(d, 3, [[(3, b"D"), (4, b"e")], [(5, b"f")]])
+    # after the file at 0 the loader asks for offset 3: the file at 3 is its floor segment, so 3 and 4 are loaded
+    # from there, and the file at 1 is never read (its 1 and 3 differ from the records loaded)
+    assert _conflicts(d) == [(b.name, 0, 1), (b.name, 142, 3)]
     segs, _ = discover_segments(d)
     (first, _) = copy_conflicts(segs)
     assert "00000000000000000000.log" in first.reason and first.key == b"k1" and first.value == b"B"
@@ -65,3 +67,50 @@ def test_a_legacy_compressed_copy_is_compared_though_its_head_holds_its_last_off
     _file(d, 0, [[(0, b"a"), (1, b"b"), (2, b"c")]], magic=1, codec="gzip")
     _file(d, 1, [[(1, b"b"), (2, b"C"), (3, b"d")]], magic=1, codec="gzip")  # its wrapper's offset: 3
     assert _conflicts(d) == [("00000000000000000001.log", 0, 2)]
+
+
+def _unread(d: Path, **kw) -> dict[str, list[tuple[int, int]]]:
+    segs, _ = discover_segments(d)
+    return {Path(p).name: [(a, b) for a, b, _ in r] for p, r in kafka_reading(segs, **kw).unread.items()}
+
+
+def test_an_interleaved_file_is_read_from_the_offset_the_loader_asks_for(tmp_path):
+    """A holds 0 and 2, B (base 1) holds 1 and 3: after A the loader asks for 3, whose floor segment is B; B's 1 is
+    never read."""
+    d = tmp_path / "__consumer_offsets-0"
+    _file(d, 0, [[(0, b"a")], [(2, b"c")]])
+    b = _file(d, 1, [[(1, b"b")], [(3, b"d")]])
+    first = len(write_record_batch([(b"k1", b"b", 1001)], 1))
+    assert _unread(d) == {b.name: [(0, first)]}
+    assert _conflicts(d) == []  # no record read holds offset 1: the range stands for it
+
+
+def test_a_file_is_left_for_the_later_one_that_becomes_the_floor_segment_within_it(tmp_path):
+    """The loader reads `offsets.load.buffer.size` bytes at a time: once the next offset it asks for is past a later
+    file's base offset, it reads on from that file, and the rest of the earlier one is passed over."""
+    d = tmp_path / "__consumer_offsets-0"
+    a = _file(d, 0, [[(o, b"x")] for o in range(6)])
+    _file(d, 2, [[(o, b"x")] for o in range(2, 8)])
+    size = len(write_record_batch([(b"k0", b"x", 1000)], 0))
+    assert _unread(d) == {"00000000000000000002.log": [(0, 4 * size)]}  # one read of A: 0..5, then 6 from B
+    assert _unread(d, load_buffer_size=2 * size) == {a.name: [(2 * size, 6 * size)]}  # 0, 1; then B from 2 on
+
+
+def test_records_past_the_log_end_offset_or_below_the_log_start_are_passed_over(tmp_path):
+    d = tmp_path / "__consumer_offsets-0"
+    a = _file(d, 0, [[(o, b"x")] for o in range(6)])
+    _file(d, 2, [[(2, b"x")]])  # the active segment: the log ends at 3
+    size = len(write_record_batch([(b"k0", b"x", 1000)], 0))
+    assert _unread(d, load_buffer_size=size) == {a.name: [(2 * size, 6 * size)]}  # 0, 1 from A, 2 from B: the end
+    assert _unread(d) == {"00000000000000000002.log": [(0, size)]}  # one read of A went past the log end
+    e = tmp_path / "x" / "__consumer_offsets-0"
+    c = _file(e, 5, [[(o, b"x")] for o in range(3, 8)])  # batches below the file's base offset
+    assert _unread(e) == {c.name: [(0, 2 * size)]}
+
+
+def test_files_that_do_not_overlap_are_read_whole(tmp_path):
+    d = tmp_path / "__consumer_offsets-0"
+    _file(d, 0, [[(0, b"a"), (1, b"b")]])
+    _file(d, 2, [[(5, b"c")]])  # a cleaned segment: its first batch past its base offset
+    _file(d, 9, [[(9, b"c")], [(12, b"d")]])
+    assert _unread(d) == {}
