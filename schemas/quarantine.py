@@ -61,7 +61,9 @@ OVERLAPPING_SEGMENT = "overlapping_segment"
 another: a copy, a restored or renamed file, or entries below the log start; `decoding.overlaps`): one row per run of
 them, at its byte position, standing for their records."""
 DUPLICATE_SEGMENT = "duplicate_segment"
-"""Two files claiming the same (partition, base offset): the second is not read."""
+"""Two files claiming the same (partition, base offset), a partition's copies from two log dirs (a broker refuses to
+load both): the one whose entries reach less far is not read, one row per run of its entries standing for their
+records (`decoding.overlaps`)."""
 
 # -- rows of a tabular dump (position: the row number in the dump, 0-based) ---------------------------------------
 MALFORMED_ROW = "malformed_row"

@@ -502,3 +502,26 @@ def test_an_interleaved_file_is_read_as_kafka_reads_by_offset(no_spark, settings
     offsets = {r["partition"]: r["committed_offset"] for r in wh.read_table("empty_group_offsets", "il").to_pylist()}
     assert offsets == {0: 10, 2: 20, 3: 33}
     assert (summary.records_in, summary.records_out, summary.records_quarantined) == (4, 3, 1)
+
+
+def test_a_partition_copied_from_two_log_dirs_is_read_from_the_copy_that_reaches_further(no_spark, settings,
+                                                                                           tmp_path):
+    """Two log dirs holding partition 0's segment of base offset 0, the second a newer, longer copy: a log holds one
+    file per base offset, so one copy is the log read, the one reaching the higher offset; the other's records are a
+    `duplicate_segment` row standing for them."""
+    from pipelines.io.warehouse import Warehouse
+    from pipelines.rebuild import RebuildRequest, run_rebuild
+
+    g = bi.group_in(0, "two-dirs")
+    older = bi.batch([bi.commit(g, 0, 10, bi.T0)], 0)
+    short = bi.write_segment(tmp_path / "b1" / "__consumer_offsets-0", 0, older)
+    bi.write_segment(tmp_path / "b2" / "__consumer_offsets-0", 0, older + bi.batch([bi.commit(g, 0, 20, bi.T0 + 1)], 1))
+    summary = run_rebuild(no_spark, settings, RebuildRequest(inputs=(str(tmp_path / "b1"), str(tmp_path / "b2")),
+                                                          warehouse=str(tmp_path / "wh"), snapshot_id="dup"))
+    assert summary.status == "succeeded", summary.validation
+    wh = Warehouse(tmp_path / "wh")
+    (row,) = wh.read_table("quarantine", "dup").to_pylist()
+    assert (row["kind"], row["source"], row["position"]) == ("duplicate_segment", str(short), 0)
+    offsets = {r["partition"]: r["committed_offset"] for r in wh.read_table("empty_group_offsets", "dup").to_pylist()}
+    assert offsets == {0: 20}
+    assert (summary.records_in, summary.records_out, summary.records_quarantined) == (3, 2, 1)

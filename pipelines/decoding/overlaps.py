@@ -36,7 +36,7 @@ import numpy as np
 from pipelines.decoding.framing import (ENTRY_HEAD, HEADER_SIZE_UP_TO_MAGIC, LOG_OVERHEAD, MAGIC_OFFSET,
                                          walk_entry_heads)
 from pipelines.decoding.segments import SegmentFile, entry_heads, read_segment_batches
-from schemas.quarantine import DUPLICATE_CONFLICT
+from schemas.quarantine import DUPLICATE_CONFLICT, DUPLICATE_SEGMENT, OVERLAPPING_SEGMENT
 from schemas.records import LogRecord, ReadProblem
 
 __all__ = ["OFFSETS_LOAD_BUFFER_SIZE", "Reading", "copy_conflicts", "kafka_reading"]
@@ -56,9 +56,9 @@ class _Span:
 @dataclass
 class Reading:
     """What Kafka's loader reads of the inputs' segment files: per file (its path) the byte ranges it passes over, as
-    (from, to, reason); and the `duplicate_conflict` problems of the records passed over."""
+    (from, to, reason, quarantine kind); and the `duplicate_conflict` problems of the records passed over."""
 
-    unread: dict[str, list[tuple[int, int, str]]] = field(default_factory=dict)
+    unread: dict[str, list[tuple[int, int, str, str]]] = field(default_factory=dict)
     problems: list[ReadProblem] = field(default_factory=list)
 
 
@@ -76,19 +76,41 @@ def kafka_reading(segments: list[SegmentFile], log_start: dict[int, int] | None 
     for seg in segments:
         by_partition.setdefault(seg.offsets_partition, []).append(seg)
     log_start = log_start or {}
-    walked = [(p, files) for p, files in by_partition.items() if not any("://" in f.path for f in files)]
+    walked = [(p, *_one_per_base(files)) for p, files in by_partition.items()
+              if not any("://" in f.path for f in files)]
     # a partition's last file is asked only where it starts: it is read to its end once the reading reaches it. The
     # walks leave the interpreter (C), side by side: this runs in the driver before any task starts.
-    asked = [(seg, seg is not files[-1]) for _, files in walked for seg in files]
+    asked = [(seg, seg is not files[-1]) for _, files, _ in walked for seg in files]
     with ThreadPoolExecutor(min(4, os.cpu_count() or 1), thread_name_prefix="offsetlake-overlaps") as pool:
         spans = dict(zip((id(seg) for seg, _ in asked), pool.map(lambda a: _span(*a), asked)))
     reading = Reading()
-    for p, files in walked:
+    for p, files, copies in walked:
         start = max(files[0].base_offset, log_start.get(p, files[0].base_offset))
-        if _read_whole(files, [spans[id(f)] for f in files], start):
+        if not copies and _read_whole(files, [spans[id(f)] for f in files], start):
             continue
-        _partition_reading(files, start, load_buffer_size, reading)
+        _partition_reading(files, start, load_buffer_size, reading, copies)
     return reading
+
+
+def _one_per_base(files: list[SegmentFile]) -> tuple[list[SegmentFile], list[SegmentFile]]:
+    """`files` with one file per base offset, and the others. A partition's log holds one file per base offset (its
+    name), and a broker refuses to start with a partition in two log dirs (`LogManager.loadLog`: "Duplicate log
+    directories"), so two files of one base offset are copies of one log from two dirs (replicas, backups): the one
+    whose entries reach the highest offset is the log read (then the larger, then the first named); the others are
+    passed over whole, their records accounted for."""
+    by_base: dict[int, list[SegmentFile]] = {}
+    for f in files:
+        by_base.setdefault(f.base_offset, []).append(f)
+    if len(by_base) == len(files):
+        return files, []
+    kept, copies = [], []
+    for same in by_base.values():
+        if len(same) > 1:
+            reach = {id(f): (-1 if (s := _span(f)) is None else s.last, f.size) for f in same}
+            same = sorted(same, key=lambda f: reach[id(f)], reverse=True)  # stable: the first named among equals
+        kept.append(same[0])
+        copies.extend(same[1:])
+    return kept, copies
 
 
 def _span(seg: SegmentFile, whole: bool = True) -> _Span | None:
@@ -125,10 +147,12 @@ def _read_whole(files: list[SegmentFile], spans: list[_Span | None], start: int)
     return True
 
 
-def _partition_reading(files: list[SegmentFile], start: int, buffer: int, reading: Reading) -> None:
-    """Kafka's reading of one partition that overlaps, entry by entry (every file's heads walked)."""
+def _partition_reading(files: list[SegmentFile], start: int, buffer: int, reading: Reading,
+                       copies: list[SegmentFile]) -> None:
+    """Kafka's reading of one partition that overlaps, entry by entry (every file's heads walked); `copies`: files
+    of a base offset another of `files` has, passed over whole."""
     heads = []
-    for seg in files:
+    for seg in [*files, *copies]:
         try:
             heads.append(entry_heads(seg.path))
         except (OSError, ValueError):
@@ -141,18 +165,19 @@ def _partition_reading(files: list[SegmentFile], start: int, buffer: int, readin
     tops = [np.maximum.accumulate(x) if len(x) else x for x in lasts]
     read = [np.zeros(len(x), dtype=bool) for x in lasts]
     bases = [s.base_offset for s in files]
+    n = len(files)
     # the log end offset: the active (last) segment's next offset, its base offset when it holds nothing past it
-    end_offset = max(bases[-1], int(lasts[-1][-1]) + 1) if len(lasts[-1]) else bases[-1]
+    end_offset = max(bases[-1], int(lasts[n - 1][-1]) + 1) if len(lasts[n - 1]) else bases[-1]
     cur = start
     while cur < end_offset:
         i = bisect.bisect_right(bases, cur) - 1  # LocalLog.read: the floor segment, then the ones after it
         k = -1
-        while 0 <= i < len(files):
+        while 0 <= i < n:
             k = int(np.searchsorted(tops[i], cur, side="left"))
             if k < len(tops[i]):
                 break
             i += 1
-        if i < 0 or i >= len(files):
+        if i < 0 or i >= n:
             break
         # LogSegment.read: the whole batches of `buffer` bytes from the first (at least that one)
         p0 = int(pos[i][k])
@@ -160,20 +185,28 @@ def _partition_reading(files: list[SegmentFile], start: int, buffer: int, readin
         read[i][k:j] = True
         nxt = int(lasts[i][j - 1]) + 1  # currOffset = the last batch's nextOffset
         cur = nxt if nxt > cur else int(lasts[i][k:j].max()) + 1  # a batch gone back would have Kafka read forever
-    for i, seg in enumerate(files):
+    kept = {f.base_offset: f.path for f in files}
+    for i, seg in enumerate([*files, *copies]):
         runs = _runs(~read[i])
         if not runs:
             continue
         ranges = reading.unread.setdefault(seg.path, [])
         for a, b in runs:
             lo, hi = int(lasts[i][a:b].min()), int(lasts[i][a:b].max())
+            what = f"bytes [{int(pos[i][a])}, {int(ends[i][b - 1])}) not read (entries with last offsets {lo}..{hi})"
+            if i >= n:
+                ranges.append((int(pos[i][a]), int(ends[i][b - 1]),
+                               f"{what}: {kept[seg.base_offset]} is also partition {seg.offsets_partition}'s "
+                               f"segment of base offset {seg.base_offset} and reaches as far or further; a log holds "
+                               f"one file per base offset (a broker refuses a partition in two log dirs), so this "
+                               f"copy is not read", DUPLICATE_SEGMENT))
+                continue
             ranges.append((int(pos[i][a]), int(ends[i][b - 1]),
-                           f"bytes [{int(pos[i][a])}, {int(ends[i][b - 1])}) not read (entries with last offsets "
-                           f"{lo}..{hi}): Kafka's loader reads partition {seg.offsets_partition} by offset "
-                           f"(from its log start {start} to its log end offset {end_offset}, each offset from the "
-                           f"segment whose base offset is the highest at or below it) and passes over them: this "
-                           f"file overlaps another of the partition"))
-    reading.problems.extend(_conflicts(files, read))
+                           f"{what}: Kafka's loader reads partition {seg.offsets_partition} by offset (from its log "
+                           f"start {start} to its log end offset {end_offset}, each offset from the segment whose "
+                           f"base offset is the highest at or below it) and passes over them: this file overlaps "
+                           f"another of the partition", OVERLAPPING_SEGMENT))
+    reading.problems.extend(_conflicts([*files, *copies], read))
 
 
 def _runs(mask: np.ndarray) -> list[tuple[int, int]]:

@@ -168,8 +168,9 @@ def discover_segments(paths: PathArg | Iterable[PathArg]) -> tuple[list[SegmentF
     directory of bare `.log` files (partition -1), or a single `.log` file. Raises `InputError` if a path does not
     exist. Empty (0-byte) `.log` files are an empty partition's active segment and are skipped without a problem.
     The same segment reached twice through different paths is read once (once per partition directory it is
-    linked into); two different files claiming the same (partition, base offset) keep the first and report
-    `duplicate_segment`.
+    linked into); two different files claiming the same (partition, base offset) (a partition's copies from two log
+    dirs) are both given: which one Kafka's reading takes is `overlaps.kafka_reading`'s, the other's records a
+    `duplicate_segment` row.
     """
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
@@ -183,7 +184,6 @@ def discover_segments(paths: PathArg | Iterable[PathArg]) -> tuple[list[SegmentF
         _discover_path(p, tree, segments, problems)
 
     seen_real: dict[str, set[int]] = {}  # a file -> the partitions it was read for
-    seen_key: dict[tuple[int, int], str] = {}
     unique: list[SegmentFile] = []
     for seg in segments:
         real = seg.path if "://" in seg.path else os.path.realpath(seg.path)
@@ -192,13 +192,6 @@ def discover_segments(paths: PathArg | Iterable[PathArg]) -> tuple[list[SegmentF
         if seg.offsets_partition in read_for or (read_for and (seg.offsets_partition < 0 or min(read_for) < 0)):
             continue
         read_for.add(seg.offsets_partition)
-        key = (seg.offsets_partition, seg.base_offset)
-        if seg.offsets_partition >= 0 and key in seen_key:
-            problems.append(_problem(seg.path, seg.offsets_partition, "duplicate_segment",
-                                     f"segment with base offset {seg.base_offset} of partition "
-                                     f"{seg.offsets_partition} already read from {seen_key[key]}; not read"))
-            continue
-        seen_key[key] = seg.path
         unique.append(seg)
     unique.sort(key=lambda s: (s.offsets_partition, s.base_offset, s.path))
     return unique, problems

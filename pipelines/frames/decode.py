@@ -36,7 +36,6 @@ from pipelines.decoding.tabular import OFFSETS_TOPIC, read_tabular_dump, row_fau
 from pipelines.frames.decoded_log import LOG_DDL, DecodedLog, pack
 from pipelines.io import storage
 from schemas.decoded import DECODED_RECORD_SCHEMA, KIND_ERROR
-from schemas.quarantine import OVERLAPPING_SEGMENT
 from schemas.records import OFFSET_MAX, PARTITION_MAX, ReadProblem
 
 ARROW_BATCH_ROWS = 20_000
@@ -252,28 +251,30 @@ def decode_items(batches: Iterator[pa.RecordBatch], policy: ReadPolicy = DEFAULT
                 yield flush(rows)
 
 
-def read_pieces(item: dict) -> list[tuple[int, int | None, str | None]]:
-    """A segment work item's bytes as pieces (from, to (None: the file's end), None for a piece read, else the reason
-    Kafka's loader passes over it: the item's `unread` ranges within its own)."""
+def read_pieces(item: dict) -> list[tuple[int, int | None, tuple[str, str] | None]]:
+    """A segment work item's bytes as pieces (from, to (None: the file's end), None for a piece read, else the
+    quarantine kind and reason of a piece Kafka's loader passes over: the item's `unread` ranges within its own)."""
     start, end = item.get("start_position") or 0, end_position(item)
-    pieces: list[tuple[int, int | None, str | None]] = []
+    pieces: list[tuple[int, int | None, tuple[str, str] | None]] = []
     at = start
-    for a, b, why in json.loads(item.get("unread") or "[]"):
+    for a, b, why, kind in json.loads(item.get("unread") or "[]"):
         a, b = max(a, start), b if end is None else min(b, end)
         if a >= b:
             continue
         if a > at:
             pieces.append((at, a, None))
-        pieces.append((a, b, why))
+        pieces.append((a, b, (kind, why)))
         at = b
     if end is None or at < end:
         pieces.append((at, end, None))
     return pieces
 
 
-def _passed_over(batches: Iterator[pa.RecordBatch], item: dict, at: int, why: str) -> Iterator[pa.RecordBatch]:
-    """The rows of entries Kafka's loader passes over: their records as one `overlapping_segment` row standing for
-    them (never state), their quarantine rows as they are."""
+def _passed_over(batches: Iterator[pa.RecordBatch], item: dict, at: int, passed: tuple[str, str]
+                 ) -> Iterator[pa.RecordBatch]:
+    """The rows of entries Kafka's loader passes over: their records as one row of `passed`'s kind and reason
+    (`overlapping_segment`, `duplicate_segment`) standing for them (never state), their quarantine rows as they are."""
+    kind, why = passed
     records = 0
     for batch in batches:
         is_error = pc.fill_null(pc.equal(batch.column("record_kind"), KIND_ERROR), False)
@@ -282,7 +283,7 @@ def _passed_over(batches: Iterator[pa.RecordBatch], item: dict, at: int, why: st
             yield batch.filter(is_error)
     if records:
         yield rows_to_arrow([problem_to_row(ReadProblem(
-            source=item["path"], offsets_partition=item["offsets_partition"], position=at, kind=OVERLAPPING_SEGMENT,
+            source=item["path"], offsets_partition=item["offsets_partition"], position=at, kind=kind,
             reason=f"{why} ({records} record(s))", records=records))])
 
 

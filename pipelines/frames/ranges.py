@@ -150,7 +150,7 @@ def _read_lasts(item: dict, heads) -> np.ndarray:
     if not unread:
         return lasts
     lasts = lasts.copy()
-    for a, b, _ in unread:
+    for a, b, *_ in unread:
         lasts[(heads.positions >= a) & (heads.positions < b)] = NO_FLOOR
     return lasts
 

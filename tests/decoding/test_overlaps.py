@@ -71,7 +71,7 @@ def test_a_legacy_compressed_copy_is_compared_though_its_head_holds_its_last_off
 
 def _unread(d: Path, **kw) -> dict[str, list[tuple[int, int]]]:
     segs, _ = discover_segments(d)
-    return {Path(p).name: [(a, b) for a, b, _ in r] for p, r in kafka_reading(segs, **kw).unread.items()}
+    return {Path(p).name: [(a, b) for a, b, *_ in r] for p, r in kafka_reading(segs, **kw).unread.items()}
 
 
 def test_an_interleaved_file_is_read_from_the_offset_the_loader_asks_for(tmp_path):
@@ -114,3 +114,15 @@ def test_files_that_do_not_overlap_are_read_whole(tmp_path):
     _file(d, 2, [[(5, b"c")]])  # a cleaned segment: its first batch past its base offset
     _file(d, 9, [[(9, b"c")], [(12, b"d")]])
     assert _unread(d) == {}
+
+
+def test_of_two_files_of_one_base_offset_the_one_reaching_further_is_read(tmp_path):
+    """Two log dirs' copies of a partition's segment: a log holds one file per base offset; the other copy is passed
+    over whole (`duplicate_segment`), and a record of it that differs from the one read is a conflict."""
+    short = _file(tmp_path / "b1" / "__consumer_offsets-0", 0, [[(0, b"A")]])
+    _file(tmp_path / "b2" / "__consumer_offsets-0", 0, [[(0, b"a")], [(1, b"b")]])
+    segs, _ = discover_segments([tmp_path / "b1", tmp_path / "b2"])
+    reading = kafka_reading(segs)
+    assert [(a, b, kind) for a, b, _, kind in reading.unread[str(short)]] == \
+        [(0, short.stat().st_size, "duplicate_segment")] and list(reading.unread) == [str(short)]
+    assert [(p.kind, p.source, p.offset) for p in reading.problems] == [("duplicate_conflict", str(short), 0)]
