@@ -225,9 +225,11 @@ class Cluster:
     def run(self) -> SampleStats:
         rng = self.rng
         self.out.mkdir(parents=True, exist_ok=True)
+        topic_id = None  # one __consumer_offsets topic: every partition's partition.metadata names its one id
         for log in self.logs:
             log.dir.mkdir(exist_ok=True)
-            topic_id = random_uuid_str(rng)
+            drawn = random_uuid_str(rng)  # one draw a partition still: a seed's sample keeps its records
+            topic_id = topic_id or drawn
             (log.dir / "partition.metadata").write_text(f"version: 0\ntopic_id: {topic_id}\n")
             (log.dir / "leader-epoch-checkpoint").write_text("0\n1\n0 0\n")
         groups = self.groups = self.build()

@@ -100,9 +100,9 @@ def _pinned_digest(root: Path) -> str:
 # are measured on dumps the same arguments wrote. A codec library (pinned in setup.cfg) that compresses differently
 # moves them too.
 PINNED = [
-    (ARGS, "85165ce51ddf181d84e4aaa93de3b3815c2fa65241f2553a922e0ed43d44023a"),
+    (ARGS, "7cacaf1bff30f0446d703674229cacc8ec0c506a984b4f07ca4c11906725866f"),
     (dict(records=6_000, groups=10, partitions=3, seed=2, shape="cleaner-died", hot_share=1.0),
-     "7318845a738b1abce8c88067c9cfb03db04a399beb87dccd83b9bd09a7b01cbc"),
+     "25a37d2ba6cea253fca310667c425ca7c7bec9ab43150987ec84ec10540282b3"),
 ]
 
 
@@ -131,11 +131,15 @@ def test_every_partition_dir_exists_with_contiguous_offsets_and_rolled_segments(
     root, stats = sample
     logs = _logs(root)
     assert sorted(logs) == list(range(ARGS["partitions"]))
+    topic_ids = set()
     for part, files in logs.items():
         assert files, f"partition {part} has no .log file"
-        assert (root / f"__consumer_offsets-{part}" / "partition.metadata").read_text().startswith("version: 0\n")
+        meta = (root / f"__consumer_offsets-{part}" / "partition.metadata").read_text()
+        assert meta.startswith("version: 0\n")
+        topic_ids.add(meta.split("topic_id:", 1)[1].strip())
         for f in files:
             assert re.fullmatch(r"\d{20}\.log", f.name)
+    assert len(topic_ids) == 1, topic_ids  # one __consumer_offsets topic: its partitions share its topic id
     expected_next: dict[int, int] = defaultdict(int)
     first_in_file: dict[Path, int] = {}
     last_ts: dict[int, int] = defaultdict(int)

@@ -31,6 +31,8 @@ class ClusterIdentity:
     cluster_ids: dict[str, str] = field(default_factory=dict)  # cluster.id -> a meta.properties it was read from
     topic_ids: dict[int, str] = field(default_factory=dict)  # offsets partition -> __consumer_offsets topic id
     topic_id_sources: dict[int, str] = field(default_factory=dict)  # offsets partition -> its partition.metadata
+    # every __consumer_offsets topic id the inputs' partition dirs name -> a partition.metadata naming it
+    topic_id_files: dict[str, str] = field(default_factory=dict)
 
     @property
     def known(self) -> bool:
@@ -57,6 +59,9 @@ class ClusterIdentity:
         if len(self.cluster_ids) > 1:
             return "the inputs come from different clusters: " + ", ".join(
                 f"cluster.id {c} ({where})" for c, where in sorted(self.cluster_ids.items()))
+        if len(self.topic_id_files) > 1:  # a broker refuses a partition dir of another topic id (a stray)
+            return "the inputs hold different __consumer_offsets topics (recreated, or of another cluster): " + \
+                ", ".join(f"topic id {t} ({where})" for t, where in sorted(self.topic_id_files.items()))
         return None
 
     def differs_from(self, held: "ClusterIdentity") -> str | None:
@@ -116,6 +121,7 @@ def of_inputs(plan) -> ClusterIdentity:
         if topic_id:
             identity.topic_ids[p] = topic_id
             identity.topic_id_sources[p] = str(meta)
+            identity.topic_id_files.setdefault(topic_id, str(meta))
     for log_dir in log_dirs.values():
         meta = log_dir / "meta.properties"
         cid = _properties(_read_text(meta) or "").get("cluster.id")

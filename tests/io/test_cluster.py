@@ -136,3 +136,23 @@ def test_a_dump_of_another_cluster_is_refused_or_kept_out_of_the_history(spark, 
     after = w.read_table("offset_commits")
     assert sorted(map(str, after.to_pylist())) == sorted(map(str, history.to_pylist()))
     assert _latest(after, state_a) == state_a
+
+
+def test_partition_dirs_of_two_offsets_topics_are_refused_not_merged(tmp_path):
+    """A log dir whose `__consumer_offsets-N` dirs name two topic ids in their `partition.metadata` (a cluster whose
+    offsets topic was recreated, or a partition dir of another cluster copied in) holds two coordinators' logs: one
+    line, exit 2, naming both ids, before anything is read."""
+    from tests import badinputs as bi
+
+    data = tmp_path / "data"
+    for p, topic_id in ((0, "lEtGfS1_Si-I8Vl7ExUY6g"), (1, "jGxhuB3FQUWVdY1V5Sl7jg")):
+        g = bi.group_in(p, "recreated")
+        part = data / f"__consumer_offsets-{p}"
+        bi.write_segment(part, 0, bi.batch([bi.commit(g, 0, 10, bi.T0)], 0))
+        (part / "partition.metadata").write_text(f"version: 0\ntopic_id: {topic_id}\n")
+    r = rebuild(tmp_path / "wh", data, "s")
+    assert r.exit_code == 2, r.output
+    (line,) = r.output.strip().splitlines()
+    assert "different __consumer_offsets topics" in line and "lEtGfS1_Si-I8Vl7ExUY6g" in line \
+        and "jGxhuB3FQUWVdY1V5Sl7jg" in line
+    assert not (tmp_path / "wh" / "offset_commits").exists()
