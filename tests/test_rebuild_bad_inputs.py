@@ -525,3 +525,27 @@ def test_a_partition_copied_from_two_log_dirs_is_read_from_the_copy_that_reaches
     offsets = {r["partition"]: r["committed_offset"] for r in wh.read_table("empty_group_offsets", "dup").to_pylist()}
     assert offsets == {0: 20}
     assert (summary.records_in, summary.records_out, summary.records_quarantined) == (3, 2, 1)
+
+
+def test_records_below_the_log_start_offset_checkpoint_are_not_state(no_spark, settings, tmp_path):
+    """The log dir's `log-start-offset-checkpoint` puts partition 0's log start at 2, inside its first segment
+    (LogLoader starts the log at the larger of it and the first base offset): the loader reads from offset 2, so the
+    commits at 0 and 1 are an `overlapping_segment` row standing for them, not state."""
+    from pipelines.io.warehouse import Warehouse
+    from pipelines.rebuild import RebuildRequest, run_rebuild
+
+    g = bi.group_in(0, "log-start")
+    data = tmp_path / "data"
+    seg = bi.write_segment(data / "__consumer_offsets-0", 0, b"".join(
+        bi.batch([bi.commit(g, p, 10 * (o + 1), bi.T0 + o)], o) for o, p in enumerate((0, 1, 1, 2))))
+    (data / "log-start-offset-checkpoint").write_text("0\n2\n__consumer_offsets 0 2\nother 0 7\n")
+    summary = run_rebuild(no_spark, settings, RebuildRequest(inputs=(str(data),), warehouse=str(tmp_path / "wh"),
+                                                          snapshot_id="ls"))
+    assert summary.status == "succeeded", summary.validation
+    wh = Warehouse(tmp_path / "wh")
+    (row,) = wh.read_table("quarantine", "ls").to_pylist()
+    assert (row["kind"], row["source"], row["position"]) == ("overlapping_segment", str(seg), 0)
+    assert "log start offset 2" in row["reason"]
+    offsets = {r["partition"]: r["committed_offset"] for r in wh.read_table("empty_group_offsets", "ls").to_pylist()}
+    assert offsets == {1: 30, 2: 40}
+    assert (summary.records_in, summary.records_out, summary.records_quarantined) == (4, 2, 2)

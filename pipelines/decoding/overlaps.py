@@ -62,16 +62,17 @@ class Reading:
     problems: list[ReadProblem] = field(default_factory=list)
 
 
-def copy_conflicts(segments: list[SegmentFile], log_start: dict[int, int] | None = None) -> list[ReadProblem]:
+def copy_conflicts(segments: list[SegmentFile]) -> list[ReadProblem]:
     """`kafka_reading(segments).problems`."""
-    return kafka_reading(segments, log_start).problems
+    return kafka_reading(segments).problems
 
 
-def kafka_reading(segments: list[SegmentFile], log_start: dict[int, int] | None = None,
+def kafka_reading(segments: list[SegmentFile], log_start: dict[int, tuple[int, str]] | None = None,
                   load_buffer_size: int = OFFSETS_LOAD_BUFFER_SIZE) -> Reading:
     """What Kafka's loader reads of `segments` (sorted by partition, then base offset, as `discover_segments` gives
-    them), each partition from `log_start` (partition -> logStartOffset; its first segment's base offset when absent
-    or lower). Object-store segments are read whole (their bytes would be fetched into the driver)."""
+    them), each partition from its logStartOffset: the larger of its first segment's base offset and `log_start`'s
+    (partition -> (offset, the checkpoint naming it), `segments.log_start_offsets`). Object-store segments are read
+    whole (their bytes would be fetched into the driver)."""
     by_partition: dict[int, list[SegmentFile]] = {}
     for seg in segments:
         by_partition.setdefault(seg.offsets_partition, []).append(seg)
@@ -85,10 +86,12 @@ def kafka_reading(segments: list[SegmentFile], log_start: dict[int, int] | None 
         spans = dict(zip((id(seg) for seg, _ in asked), pool.map(lambda a: _span(*a), asked)))
     reading = Reading()
     for p, files, copies in walked:
-        start = max(files[0].base_offset, log_start.get(p, files[0].base_offset))
+        checkpoint, named_in = log_start.get(p, (-1, None))
+        start = max(files[0].base_offset, checkpoint)
         if not copies and _read_whole(files, [spans[id(f)] for f in files], start):
             continue
-        _partition_reading(files, start, load_buffer_size, reading, copies)
+        _partition_reading(files, (start, named_in if start == checkpoint else None), load_buffer_size, reading,
+                           copies)
     return reading
 
 
@@ -147,10 +150,12 @@ def _read_whole(files: list[SegmentFile], spans: list[_Span | None], start: int)
     return True
 
 
-def _partition_reading(files: list[SegmentFile], start: int, buffer: int, reading: Reading,
+def _partition_reading(files: list[SegmentFile], log_start: tuple[int, str | None], buffer: int, reading: Reading,
                        copies: list[SegmentFile]) -> None:
-    """Kafka's reading of one partition that overlaps, entry by entry (every file's heads walked); `copies`: files
+    """Kafka's reading of one partition that overlaps, entry by entry (every file's heads walked), from `log_start`
+    (its offset, and the checkpoint naming it: None when it is the first segment's base offset); `copies`: files
     of a base offset another of `files` has, passed over whole."""
+    start, named_in = log_start
     heads = []
     for seg in [*files, *copies]:
         try:
@@ -200,6 +205,12 @@ def _partition_reading(files: list[SegmentFile], start: int, buffer: int, readin
                                f"segment of base offset {seg.base_offset} and reaches as far or further; a log holds "
                                f"one file per base offset (a broker refuses a partition in two log dirs), so this "
                                f"copy is not read", DUPLICATE_SEGMENT))
+                continue
+            if hi < start:
+                ranges.append((int(pos[i][a]), int(ends[i][b - 1]),
+                               f"{what}: below partition {seg.offsets_partition}'s log start offset {start}"
+                               f"{f' ({named_in})' if named_in else ''}, where Kafka's loader starts reading",
+                               OVERLAPPING_SEGMENT))
                 continue
             ranges.append((int(pos[i][a]), int(ends[i][b - 1]),
                            f"{what}: Kafka's loader reads partition {seg.offsets_partition} by offset (from its log "

@@ -39,6 +39,7 @@ _SKIPPED_DIR = re.compile(r"-(delete|future|stray)$")  # `<tp>.<uuid>-delete`, `
 _SEGMENT_NAME = re.compile(r"^(\d+)\.log$")
 _SKIPPED_SUFFIXES = (".deleted", ".cleaned")
 _SWAP_SUFFIX = ".swap"
+LOG_START_CHECKPOINT = "log-start-offset-checkpoint"
 
 PathArg = str | os.PathLike
 
@@ -484,6 +485,32 @@ def _add_segment(path: str, tree, partition: int, base_offset: int, segments: li
         problems.append(_problem(path, partition, "unreadable", "segment is not readable (permission denied)"))
         return
     segments.append(SegmentFile(path=path, offsets_partition=partition, base_offset=base_offset, size=size))
+
+
+def log_start_offsets(segments: Iterable[SegmentFile]) -> dict[int, tuple[int, str]]:
+    """Per offsets partition, the logStartOffset its log dir's `log-start-offset-checkpoint` names, and that file:
+    `LogManager` writes it for a log whose start is past its first segment's base offset, and `LogLoader` starts the
+    log at the larger of the two, where the coordinator's loader starts reading. A checkpoint that does not parse is
+    passed over, as `LogManager` does (it starts the log at its first segment). Local log dirs only."""
+    from pipelines.decoding.log_end_offsets import CheckpointError, read_offset_checkpoint
+
+    held: dict[str, set[int]] = {}  # a log dir -> the offsets partitions whose segments it holds
+    for seg in segments:
+        part_dir = os.path.dirname(seg.path)
+        if seg.offsets_partition >= 0 and "://" not in seg.path and _OFFSETS_DIR.match(os.path.basename(part_dir)):
+            held.setdefault(os.path.dirname(part_dir), set()).add(seg.offsets_partition)
+    out: dict[int, tuple[int, str]] = {}
+    for log_dir, parts in held.items():
+        cp = os.path.join(log_dir, LOG_START_CHECKPOINT)
+        try:
+            entries = read_offset_checkpoint(cp) if os.path.isfile(cp) else {}
+        except (OSError, UnicodeDecodeError, CheckpointError):
+            continue
+        for p in parts:
+            start = entries.get((OFFSETS_TOPIC, p))
+            if start is not None and start > out.get(p, (-1, ""))[0]:  # a replica's start follows the leader's
+                out[p] = (start, cp)
+    return out
 
 
 def partition_count(paths: PathArg | Iterable[PathArg]) -> int | None:

@@ -31,7 +31,7 @@ from pipelines.decoding.overlaps import kafka_reading
 from pipelines.decoding.policy import DEFAULT_POLICY, ReadPolicy
 from pipelines.decoding.reader import is_tabular
 from pipelines.decoding.rows import problem_to_row, rows_to_arrow, to_decoded_row
-from pipelines.decoding.segments import discover_segments
+from pipelines.decoding.segments import discover_segments, log_start_offsets
 from pipelines.decoding.tabular import OFFSETS_TOPIC, read_tabular_dump, row_faults, value_decoder
 from pipelines.frames.decoded_log import LOG_DDL, DecodedLog, pack
 from pipelines.io import storage
@@ -148,7 +148,8 @@ def plan_inputs(paths: Iterable[str | Path]) -> DecodePlan:
     problems = []
     if seg_paths:
         segments, problems = discover_segments(seg_paths)
-        reading = kafka_reading(segments)  # what Kafka's loader reads of overlapping files, and what it passes over
+        # what Kafka's loader reads of overlapping files and from the log start, and what it passes over
+        reading = kafka_reading(segments, log_start_offsets(segments))
         problems = [*problems, *reading.problems]
         for s in segments:
             unread = reading.unread.get(s.path)
