@@ -35,7 +35,8 @@ import numpy as np
 
 from pipelines.decoding.framing import (ENTRY_HEAD, HEADER_SIZE_UP_TO_MAGIC, LOG_OVERHEAD, MAGIC_OFFSET,
                                          walk_entry_heads)
-from pipelines.decoding.segments import SegmentFile, entry_heads, read_segment_batches
+from pipelines.decoding.batches import decode_entry
+from pipelines.decoding.segments import SegmentFile, entry_heads
 from schemas.quarantine import DUPLICATE_CONFLICT, DUPLICATE_SEGMENT, OVERLAPPING_SEGMENT
 from schemas.records import LogRecord, ReadProblem
 
@@ -217,7 +218,7 @@ def _partition_reading(files: list[SegmentFile], log_start: tuple[int, str | Non
                            f"start {start} to its log end offset {end_offset}, each offset from the segment whose "
                            f"base offset is the highest at or below it) and passes over them: this file overlaps "
                            f"another of the partition", OVERLAPPING_SEGMENT))
-    reading.problems.extend(_conflicts([*files, *copies], read))
+    reading.problems.extend(_conflicts([*files, *copies], read, pos, ends))
 
 
 def _runs(mask: np.ndarray) -> list[tuple[int, int]]:
@@ -246,11 +247,14 @@ def _entries(seg: SegmentFile) -> list[tuple[int, int, int, int]]:
     return entries
 
 
-def _records(seg: SegmentFile, positions: set[int]) -> Iterator[LogRecord]:
-    """The records of `seg`'s entries at `positions`."""
-    for item in read_segment_batches(seg):
-        if type(item) is tuple and item[0].position in positions:
-            yield from item[1]
+def _records(seg: SegmentFile, entries: list[tuple[int, int]]) -> Iterator[LogRecord]:
+    """The records of `seg`'s entries at `entries` ((position, end) each, in file order), each decoded alone."""
+    with open(seg.path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as buf:
+        for at, end in entries:
+            for item in decode_entry(buf, at, end, source=seg.path, offsets_partition=seg.offsets_partition,
+                                     position=at):
+                if type(item) is tuple:
+                    yield from item[1]
 
 
 def _content(r: LogRecord) -> tuple:
@@ -258,23 +262,31 @@ def _content(r: LogRecord) -> tuple:
     return r.key, r.value, r.timestamp, b.producer_id, b.producer_epoch, b.is_transactional, b.is_control
 
 
-def _conflicts(files: list[SegmentFile], read: list[np.ndarray]) -> list[ReadProblem]:
+def _conflicts(files: list[SegmentFile], read: list[np.ndarray], pos: list[np.ndarray],
+               ends: list[np.ndarray]) -> list[ReadProblem]:
     """A `duplicate_conflict` per record left out whose offset a record loaded holds with other content: a record
-    passed over, or one of a batch read again for its later records (which the replay loads once: the first)."""
+    passed over, or one of a batch read again for its later records (which the replay loads once: the first). Only
+    the entries that may hold such an offset are decoded."""
     try:
         entries = [_entries(f) for f in files]
-        positions = [entry_heads(f.path).positions.tolist() for f in files]
     except (OSError, ValueError, struct.error):
         return []  # a file gone since its heads were walked: reported where it is decoded
     loaded = {e for es, r in zip(entries, read) for e, was in zip(es, r) if was}
-    passed = [{p for p, e, was in zip(ps, es, r) if not was and e not in loaded}  # not byte copies of one read
-              for ps, es, r in zip(positions, entries, read)]
-    top, again = -1, []  # per file: the positions of its entries read that start at or below an offset read before
-    for ps, es, r in zip(positions, entries, read):
-        again.append({p for p, e, was in zip(ps, es, r) if was and e[0] <= top})
+    asked = [np.zeros(len(r), dtype=bool) for r in read]  # the entries whose records are compared
+    top = -1  # the highest offset read before
+    for es, r, a in zip(entries, read, asked):
+        for k, (e, was) in enumerate(zip(es, r)):
+            a[k] = (not was and e not in loaded) or (was and e[0] <= top)  # not byte copies of one read
         top = max([top, *(e[1] for e, was in zip(es, r) if was)])
-    if not any(passed) and not any(again):
+    spans = sorted((e[0], e[1]) for es, a in zip(entries, asked) for e, x in zip(es, a) if x)
+    if not spans:
         return []
+    firsts, lasts = np.array([f for f, _ in spans]), np.maximum.accumulate(np.array([t for _, t in spans]))
+
+    def near(e) -> bool:  # whether an entry's offsets meet one asked: the records it holds may be compared
+        k = int(np.searchsorted(firsts, e[1], side="right"))
+        return k > 0 and lasts[k - 1] >= e[0]
+
     problems: list[ReadProblem] = []
     kept: dict[int, tuple[int, str, int]] = {}  # the loaded record at each offset: its content's hash, its place
 
@@ -288,14 +300,18 @@ def _conflicts(files: list[SegmentFile], read: list[np.ndarray]) -> list[ReadPro
                                     position=rec.batch.position, kind=DUPLICATE_CONFLICT, offset=rec.offset,
                                     key=rec.key, value=rec.value, reason=why))
 
-    for seg, ps, r, seen in zip(files, positions, read, again):  # in the loader's order of reading
-        for rec in _records(seg, {p for p, was in zip(ps, r) if was}):
-            if rec.offset in kept:
-                if rec.batch.position in seen:
+    try:
+        for i, seg in enumerate(files):  # the entries read, in the loader's order of reading
+            at = [(int(pos[i][k]), int(ends[i][k])) for k, e in enumerate(entries[i]) if read[i][k] and near(e)]
+            again = {int(pos[i][k]) for k in np.flatnonzero(read[i] & asked[i])}
+            for rec in _records(seg, at):
+                if rec.offset not in kept:
+                    kept[rec.offset] = (hash(_content(rec)), rec.batch.source, rec.batch.position)
+                elif rec.batch.position in again:
                     compare(seg, rec)
-                continue
-            kept[rec.offset] = (hash(_content(rec)), rec.batch.source, rec.batch.position)
-    for seg, at in zip(files, passed):
-        for rec in _records(seg, at) if at else ():
-            compare(seg, rec)
+        for i, seg in enumerate(files):
+            for rec in _records(seg, [(int(pos[i][k]), int(ends[i][k])) for k in np.flatnonzero(~read[i] & asked[i])]):
+                compare(seg, rec)
+    except (OSError, ValueError):
+        pass  # a file gone since its heads were walked: reported where it is decoded
     return problems
