@@ -298,3 +298,28 @@ def test_a_bucket_whose_only_naming_record_is_a_tombstone_saves_no_namer():
     table = to_table([r for r in build_log(ops, partition=0).rows if r["record_kind"] not in ("error", "unknown")])
     whole = _compared(table, "modern", [])
     assert _compared(table, "modern", [1], buckets=3) == whole
+
+
+def test_entries_the_loader_passes_over_are_no_floor_of_the_ranges_after_them(tmp_path):
+    """A (base 0) holds 0..5, B (base 2) holds 2..7, and the loader reads A's 0 and 1 before B becomes the floor
+    segment of the offset it asks for: A's 2..5 are passed over, so the range holding B reads on above offset 1 (not
+    above A's 5, which would leave B's 2..5 out as copies)."""
+    import json
+
+    from pipelines.decoding.batch_writer import write_record_batch
+    from pipelines.decoding.overlaps import kafka_reading
+    from pipelines.decoding.segments import discover_segments
+
+    d = tmp_path / "__consumer_offsets-0"
+    d.mkdir(parents=True)
+    size = len(write_record_batch([(b"k", b"v", 1000)], 0))
+    for base, offsets in ((0, range(6)), (2, range(2, 8))):
+        (d / f"{base:020d}.log").write_bytes(b"".join(write_record_batch([(b"k", b"v", 1000 + o)], o)
+                                                      for o in offsets))
+    segs, _ = discover_segments(d)
+    reading = kafka_reading(segs, load_buffer_size=2 * size)
+    items = [dict(kind="segment", path=s.path, offsets_partition=0, base_offset=s.base_offset, size=s.size,
+                  unread=json.dumps(reading.unread.get(s.path)) if s.path in reading.unread else None) for s in segs]
+    ranges = log_ranges(0, items, size)
+    b_first = next(r for r in ranges if r.items[0]["base_offset"] == 2)
+    assert b_first.floor == 1
