@@ -5,7 +5,8 @@ of a `__consumer_offsets-N` directory, in numeric base-offset order (spec §1.1)
 producer snapshots and checkpoints are not data; `.deleted`/`.cleaned` files and `-delete`/`-future`/`-stray`
 directories are skipped; a `.log.swap` file (a cleaned or split segment awaiting rename) is read in place of the
 segments Kafka's recovery deletes for it (`_InterruptedSwaps`), which are reported; a `.log` not named by a base
-offset, a file named like a partition directory and a directory named like a copy of one
+offset, or in a partition directory not by the 20 digits Kafka names it with (`9.log`: `LogSegment.open` opens
+`00000000000000000009.log`), a file named like a partition directory and a directory named like a copy of one
 (`__consumer_offsets-3.bak`) are reported, not read.
 
 An input may also be an object-store URI (`s3://bucket/prefix`, `pipelines/io/storage.py`): its keys are listed
@@ -373,6 +374,12 @@ def _discover_partition_dir(p: str, tree, partition: int, segments: list[Segment
             elif is_dump_name(name) and partition >= 0:  # a bare-.log directory's own were seen by its log dir walk
                 problems.append(_dump_beside_segments(e.path, partition))
             continue  # .index, .timeindex, .txnindex, .snapshot, checkpoints, partition.metadata, ...
+        if partition >= 0 and name != (named := f"{int(m.group(1)):020d}.log"):
+            # LogSegment.open opens the file its base offset names (LogFileUtils.logFile), whatever file gave it
+            problems.append(_problem(e.path, partition, "not_offsets_data",
+                                     f"{name} is not the name Kafka gives the segment of its base offset ({named}): "
+                                     f"a broker loading the directory opens {named}, never this file; not read"))
+            continue
         if (by := swaps.replacing(int(m.group(1)))) is not None:
             problems.append(_problem(e.path, partition, "swap_file",
                                      f"replaced by {by}, an interrupted swap Kafka's recovery renames in its place "

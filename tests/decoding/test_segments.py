@@ -58,14 +58,29 @@ def test_discover_log_dir(logdir):
 
 
 def test_numeric_not_lexical_order(tmp_path):
-    d = tmp_path / "__consumer_offsets-0"
+    d = tmp_path / "bare"
     _seg(d, 9, 1)
     _seg(d, 10, 1)
-    (d / "00000000000000000009.log").rename(d / "9.log")  # unpadded names still sort numerically
+    (d / "00000000000000000009.log").rename(d / "9.log")  # unpadded bare files still sort numerically
     (d / "00000000000000000010.log").rename(d / "10.log")
     segs, _ = discover_segments(d)
     assert [s.base_offset for s in segs] == [9, 10]
     assert [r.offset for r in read_log(d)] == [9, 10]
+
+
+def test_a_segment_not_named_as_kafka_names_it_is_not_read_in_a_partition_dir(tmp_path):
+    """LogLoader opens the file a `.log`'s base offset names (`LogFileUtils.logFile`: 20 digits), so a renamed copy
+    (`9.log`, `0.log` beside `00000000000000000000.log`) is never read by a broker: reported, not read."""
+    d = tmp_path / "__consumer_offsets-0"
+    _seg(d, 0, 2)
+    _seg(d, 9, 1)
+    (d / "00000000000000000009.log").rename(d / "9.log")
+    (d / "0.log").write_bytes((d / "00000000000000000000.log").read_bytes())
+    segs, problems = discover_segments(d)
+    assert [Path(s.path).name for s in segs] == ["00000000000000000000.log"]
+    assert sorted((Path(p.source).name, p.kind) for p in problems) == [("0.log", "not_offsets_data"),
+                                                                       ("9.log", "not_offsets_data")]
+    assert "00000000000000000009.log" in next(p.reason for p in problems if p.source.endswith("9.log"))
 
 
 def test_partition_dir_and_single_file_and_several_paths(logdir):
