@@ -56,7 +56,7 @@ WORK_SCHEMA = pa.schema(
         # segment: the entry boundary to stop reading at (a range of a split partition); null or -1: the file's end
         ("end_position", pa.int64()),
         ("problem_offset", pa.int64()),  # problem: the log offset it is at, when it has one
-        # segment: JSON [[from, to, reason], ...], the entries Kafka's loader passes over (`decoding.overlaps`)
+        # segment: JSON [[from, to, reason, kind], ...]: the entries Kafka's loader passes over (`decoding.overlaps`)
         ("unread", pa.string()),
     ]
 )
