@@ -55,7 +55,8 @@ NOT_OFFSETS_DATA = "not_offsets_data"
 SWAP_FILE = "swap_file"
 """A segment Kafka's recovery of an interrupted swap deletes (`LogLoader.load`): a `.log` a `.log.swap` (a cleaned or
 split segment awaiting rename) replaces, read in its place, or a swap at or above the lowest `.cleaned` file's
-offset (an incomplete split's): not read."""
+offset (an incomplete split's) or not named by Kafka's 20 digits (`0.log.swap`, renamed to a `.log` no broker
+reads): not read."""
 OVERLAPPING_SEGMENT = "overlapping_segment"
 """Entries of a segment file Kafka's loader passes over as it reads its partition by offset (a file overlapping
 another: a copy, a restored or renamed file, or entries below the log start; `decoding.overlaps`): one row per run of

@@ -417,6 +417,13 @@ class _InterruptedSwaps:
             if sm is None:
                 continue  # an index's swap: renamed too, and no data
             base = int(sm.group(1))
+            if partition >= 0 and e.name != f"{base:020d}.log{_SWAP_SUFFIX}":
+                # LogSegment.open reads the swap its base offset names: this one is renamed to a .log never read
+                problems.append(_problem(e.path, partition, "swap_file",
+                                         f"{e.name} is not the name Kafka gives the swap of its base offset "
+                                         f"({base:020d}.log{_SWAP_SUFFIX}): a broker's recovery renames it to a "
+                                         f".log it never reads, and replaces no segment with it; not read"))
+                continue
             if base >= min_cleaned:
                 problems.append(_problem(e.path, partition, "swap_file",
                                          f"an incomplete split's swap (at or above the lowest .cleaned file's offset "

@@ -381,6 +381,17 @@ def test_an_interrupted_swap_replaces_the_segments_it_was_made_of(tmp_path):
     assert [o for o, _ in _offsets(d)] == [0, 1, 2, 3, 4, 7, 9, 10, 11]
 
 
+def test_a_swap_not_named_as_kafka_names_it_replaces_nothing_and_is_not_read(tmp_path):
+    """LogLoader opens the swap its base offset names (`00000000000000000000.log.swap`): `0.log.swap` is renamed to
+    `0.log`, which no broker reads, and the segments it would have replaced stay."""
+    d = tmp_path / "__consumer_offsets-4"
+    _seg(d, 0, 3)
+    _swap(d, 0, [2]).rename(d / "0.log.swap")
+    assert _offsets(d) == [(0, b"k0"), (1, b"k1"), (2, b"k2")]
+    _, problems = discover_segments(d)
+    assert [(p.kind, Path(p.source).name) for p in problems] == [("swap_file", "0.log.swap")]
+
+
 def test_a_swap_above_the_lowest_cleaned_file_is_an_incomplete_split_and_not_read(tmp_path):
     d = tmp_path / "__consumer_offsets-4"
     _seg(d, 0, 4)
