@@ -18,8 +18,8 @@ records (`frames.decode`). When a record passed over differs from the record loa
 
 Cheap for a log whose files do not overlap (each file's entries above the files' before it and below the next
 file's base offset): its heads' first and last offsets say every entry is read (a partition's last file's first
-entry alone). Only a partition that overlaps is walked entry by entry, and only its files that pass over an entry
-are decoded here, to compare.
+entry alone). Only a partition that overlaps is walked entry by entry, and only its entries that may hold an offset
+left out are decoded here, each alone, to compare.
 """
 from __future__ import annotations
 
@@ -33,9 +33,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from pipelines.decoding.batches import decode_entry
 from pipelines.decoding.framing import (ENTRY_HEAD, HEADER_SIZE_UP_TO_MAGIC, LOG_OVERHEAD, MAGIC_OFFSET,
                                          walk_entry_heads)
-from pipelines.decoding.batches import decode_entry
 from pipelines.decoding.segments import SegmentFile, entry_heads
 from schemas.quarantine import DUPLICATE_CONFLICT, DUPLICATE_SEGMENT, OVERLAPPING_SEGMENT
 from schemas.records import LogRecord, ReadProblem
