@@ -249,13 +249,12 @@ def data_logs(paths: Iterable["str | os.PathLike | Location"]) -> DataLogs:
                 log.close()
                 continue
             offer(LogEndOffset(key[0], key[1], leo, SOURCE_SEGMENT, _mtime_ms(newest_info)))
+            # a mapped segment holds a file descriptor: a log kept mapped per partition ran a log dir of more
+            # partitions than `ulimit -n` out of them, and every log read after that ended at its newest base offset
+            log.close()
             held = logs.get(key)
             if held is None or leo > held.log_end_offset:
-                if held is not None:
-                    held.close()
                 logs[key] = log
-            else:
-                log.close()
         if unwalked:
             warnings.append(f"{log_dir}: {unwalked} data-topic partition(s) not in {REPLICATION_CHECKPOINT}: their "
                             "log end offsets are not read from object storage (LAG unknown there)")
@@ -265,6 +264,7 @@ def data_logs(paths: Iterable["str | os.PathLike | Location"]) -> DataLogs:
         if log is not None:
             start, source = log.log_start
             at = log.first_unconsumed(start) if start is not None else None
+            log.close()  # see above: mapped again when lag in time reads it
             row = replace(row, log_start_offset=start, log_start_source=source, timestamp_type=log.timestamp_type,
                           log_start_timestamp_ms=None if at is None else at.timestamp_ms)
         elif key in starts:

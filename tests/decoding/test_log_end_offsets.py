@@ -225,3 +225,31 @@ def test_log_start_from_the_first_retained_batch_or_the_checkpoint(tmp_path):
     rows, warnings = log_end_offsets([root])
     assert len(warnings) == 1 and "log start offsets not read" in warnings[0]
     assert {(r.topic, r.log_start_offset) for r in rows if r.partition == 0} == {("orders", 0)}
+
+
+def test_a_log_dir_of_more_partitions_than_open_files_is_read_whole(tmp_path):
+    """A mapped segment holds a file descriptor: logs kept mapped per partition ran a log dir of more partitions than
+    `ulimit -n` out of them, and each partition read after that silently ended at its newest segment's base offset
+    (LAG -1, lag in time 0)."""
+    import os
+    import resource
+
+    from pipelines.decoding.log_end_offsets import data_logs
+
+    n = 400
+    for p in range(n):
+        (tmp_path / f"orders-{p}").mkdir()
+        _segment(tmp_path / f"orders-{p}" / "00000000000000000000.log", [write_record_batch(_records(3), 0)])
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (len(os.listdir("/proc/self/fd")) + n // 2, hard))
+    try:
+        found = data_logs([tmp_path])
+        timed = []
+        for p in range(n):  # as lag_table asks them: a partition at a time, let go before the next
+            timed.append(found.logs[("orders", p)].first_unconsumed(1))
+            found.logs[("orders", p)].close()
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    assert found.warnings == [] and found.notes == []
+    assert {(r.log_start_offset, r.log_end_offset) for r in found.rows} == {(0, 3)} and len(found.rows) == n
+    assert {(t.offset, t.max_timestamp_ms) for t in timed} == {(1, 1_001)}
