@@ -215,7 +215,7 @@ LOG_END_OFFSETS = pa.schema(
         _f("log_end_offset", LONG, False),
         _f("source", STRING, False),  # replication-offset-checkpoint, segment, file
         _f("observed_at", TIMESTAMP),  # when that source was written (file mtime); null if unknown
-        # logStartOffset: the first segment's first retained batch, or log-start-offset-checkpoint when it says more;
+        # logStartOffset: the first segment's base offset, or log-start-offset-checkpoint when it says more (LogLoader);
         # null when the log dirs tell neither (or the snapshot was written before these columns existed)
         _f("log_start_offset", LONG),
         _f("log_start_source", STRING),  # log-start-offset-checkpoint, segment

@@ -1,19 +1,19 @@
 """One data-topic partition's log as a broker's log dir holds it (`<topic>-<N>/`, Kafka's `LocalLog`/`UnifiedLog`,
 0.10.1-4.x): its segments in base-offset order, its bounds, and the timestamp at any offset, with no live cluster.
 
-* logStartOffset: the first segment's first retained batch, or the log dir's `log-start-offset-checkpoint` when that
-  says more (`LogLoader`: the larger of the two: DeleteRecords moves the start inside a segment, retention deletes
-  whole segments after the checkpoint was written);
+* logStartOffset: the first segment's base offset, or the log dir's `log-start-offset-checkpoint` when that says
+  more (`LogLoader`: the larger of the two: DeleteRecords moves the start inside a segment, retention deletes whole
+  segments after the checkpoint was written);
 * logEndOffset: after the last whole batch of the newest segment (what recovery would keep), the newest segment's
   base offset when it is empty;
 * the first record a consumer is handed at or after an offset (`first_unconsumed`): its own timestamp, read from the
   one batch holding it, and the largest timestamp of the records the log dir holds up to it, which is what lag in
   time is measured to (a producer's clock going backwards never makes a later record look older than one before it).
 
-What is read: each segment's name, the first segment's first batch, the newest segment's tail from its last index
-entry; per asked offset, its segment's indexes, a few headers and one batch (`log_segment`); per segment below an
-asked one, its time index's last entry and the headers after its last offset-index entry. O(segments + asked
-offsets), never the whole log, unless an index is missing or torn (then that segment's headers, with a note).
+What is read: each segment's name, the newest segment's tail from its last index entry; per asked offset, its
+segment's indexes, a few headers and one batch (`log_segment`); per segment below an asked one, its time index's last
+entry and the headers after its last offset-index entry. O(segments + asked offsets), never the whole log, unless an
+index is missing or torn (then that segment's headers, with a note).
 """
 from __future__ import annotations
 
@@ -94,21 +94,13 @@ class LocalLog:
             return default
 
     # -- bounds --------------------------------------------------------------------------------------------------
-    def _first_batch_offset(self) -> int | None:
-        for s in self.segments:
-            first = self._safely(s, s.first_offset, None)
-            if first is not None:
-                return first
-        return None
-
     @cached_property
     def log_start(self) -> tuple[int | None, str | None]:
-        """(logStartOffset, where it came from: `log-start-offset-checkpoint` or `segment`); (None, None) when the
-        directory holds no batch and the checkpoint names no start. A log whose segments are all empty starts at
-        its newest segment's base offset (retention deleted everything it held)."""
-        first = self._first_batch_offset()
-        if first is None and self.segments:
-            first = self.log_end_offset
+        """(logStartOffset, where it came from: `log-start-offset-checkpoint` or `segment`) as `LogLoader.load` sets
+        it: the larger of the checkpoint and the first segment's base offset, its name and never its batches (the
+        cleaner keeps a cleaned segment's base offset though the records at its head are gone, so a compacted log
+        still starts there, as ListOffsets EARLIEST says); (None, None) without a segment or a checkpoint."""
+        first = self.segments[0].base_offset if self.segments else None
         cp = self.checkpoint_start
         if cp is not None and (first is None or cp > first):
             return cp, SOURCE_LOG_START_CHECKPOINT

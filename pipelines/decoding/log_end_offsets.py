@@ -7,10 +7,10 @@ Sources per log dir (spec §1.1 for the dir layout):
   shutdown). The high watermark is what `kafka-consumer-groups` shows as LOG-END-OFFSET (ListOffsets latest,
   read_uncommitted).
 - the partition's own segments (`<topic>-<N>/<base>.log`, `local_log.LocalLog`): the offset after the last whole
-  entry of the newest segment, i.e. the log end offset `LogLoader` would recover; the first retained batch, i.e.
-  the log start offset, with the newest batch's timestamp type.
+  entry of the newest segment, i.e. the log end offset `LogLoader` would recover; the first segment's base offset,
+  i.e. the log start offset, with the newest batch's timestamp type.
 - `log-start-offset-checkpoint`: each partition's logStartOffset as the broker last checkpointed it (DeleteRecords
-  moves it inside a segment); the log starts at the larger of it and the first retained batch.
+  moves it inside a segment); the log starts at the larger of it and the first segment's base offset.
 Several log dirs (one broker's JBOD dirs, or several brokers' copies) are combined per partition by taking the
 highest end offset; the row says which source gave it. The log start, its timestamp type and the timestamps lag in
 time is measured to come from the copy whose segments reach furthest (`DataLogs.logs`).

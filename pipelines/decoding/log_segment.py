@@ -434,22 +434,6 @@ class LogSegment:
                                       f"bytes [{end}, {self.size}) do not frame a batch: not part of the log"))
 
     # -- answers -------------------------------------------------------------------------------------------------
-    def first_offset(self) -> int | None:
-        """The first offset of the segment's first batch (a legacy compressed wrapper's first inner one), None when
-        the segment holds no batch that frames."""
-        if self.size == 0:
-            return None
-        head = next(self.heads(0), None)
-        if head is None:
-            self._note_tail(0)
-            return None
-        if head.magic == 2:
-            return head.offset
-        items = decode_entry(bytes(self.buf[0:head.total]), 0, head.total, source=self.path, offsets_partition=-1,
-                             position=0)
-        batch = next((x for x in items if type(x) is tuple), None)
-        return batch[0].base_offset if batch is not None else head.offset
-
     def tail(self) -> Head | None:
         """The head of the segment's last whole entry (the broker's recovery ends the log after it), walked from
         the last trusted offset-index entry."""

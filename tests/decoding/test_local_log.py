@@ -81,7 +81,7 @@ def _aiokafka_truth(partition_dir: Path) -> Truth:
     nothing with ours."""
     from aiokafka.record.memory_records import _MemoryRecordsPy
 
-    batches, first, end = [], None, None
+    batches, end = [], None
     for f in sorted(partition_dir.glob("*.log"), key=lambda p: int(p.stem)):
         data = f.read_bytes()
         if not data:
@@ -90,9 +90,14 @@ def _aiokafka_truth(partition_dir: Path) -> Truth:
         while (b := mr.next_batch()) is not None:
             records = [(r.offset, r.timestamp) for r in b]
             batches.append((b.max_timestamp, b.is_control_batch, records))
-            first = b.base_offset if first is None else first
             end = b.next_offset
-    return Truth(batches, first, end)
+    return Truth(batches, _kafka_log_start(partition_dir) if batches else None, end)
+
+
+def _kafka_log_start(d: Path) -> int:
+    """`LogLoader.load`'s logStartOffset without a checkpoint: the first segment's base offset, its name (a compacted
+    log's cleaner removes the records at its head and keeps the name)."""
+    return min(int(p.stem) for p in d.glob("*.log"))
 
 
 def _real_partition_dirs(*roots: Path) -> list[Path]:
@@ -278,16 +283,15 @@ def _damage(w: SegmentWriter, damage: str) -> None:
 
 def _project_truth(d: Path) -> Truth:
     """The project's own reader over every segment, whole (what the index path must agree with)."""
-    batches, first, end = [], None, None
+    batches, end = [], None
     for f in sorted(d.glob("*.log"), key=lambda p: int(p.stem)):
         for item in read_batches_from_file(f, offsets_partition=-1):
             if type(item) is not tuple:
                 continue  # the torn tail a damage appended: not part of the log
             header, records = item
             batches.append((header.max_timestamp, header.is_control, [(r.offset, r.timestamp) for r in records]))
-            first = header.base_offset if first is None else first
             end = header.last_offset + 1
-    return Truth(batches, first, end)
+    return Truth(batches, _kafka_log_start(d) if batches else None, end)
 
 
 @settings(max_examples=cases(400, 60), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
@@ -397,7 +401,7 @@ def test_an_index_pointing_wrong_is_caught_against_the_segment(tmp_path, indexes
 
 def test_the_log_start_honours_the_checkpoint_and_retention(tmp_path):
     """DeleteRecords moved the start inside the first segment: the checkpoint says so. Retention deleted the oldest
-    segment after the checkpoint was written: the first retained batch says more than the checkpoint."""
+    segment after the checkpoint was written: the first segment's base offset says more than the checkpoint."""
     d, truth = _segmented(tmp_path)
     log = LocalLog("orders", 1, str(d), checkpoint_start=130)
     assert log.log_start == (130, SOURCE_LOG_START_CHECKPOINT)
@@ -413,6 +417,23 @@ def test_the_log_start_honours_the_checkpoint_and_retention(tmp_path):
     # the largest timestamp counts only what the log dir still holds
     held = Truth([b for b in truth.batches if b[2] and b[2][0][0] >= second], second, truth.end)
     assert got.max_timestamp_ms == held.at(second)[2]
+
+
+def test_a_compacted_log_starts_at_its_first_segments_base_offset(tmp_path):
+    """The cleaner removed the records at the head of the first segment and kept its name: Kafka's log start is still
+    that base offset (`LogLoader`: the larger of the checkpoint and the first segment's base offset), which
+    ListOffsets EARLIEST answers; a commit in the gap is not below the log start, and it is handed the first record
+    kept after it."""
+    d = tmp_path / "orders-0"
+    d.mkdir()
+    (d / "00000000000000000000.log").write_bytes(
+        write_record_batch([(b"k5", b"v", 1_005), (b"k6", b"v", 1_006)], 5)
+        + write_record_batch([(b"k9", b"v", 1_009)], 9))
+    log = LocalLog("orders", 0, str(d))
+    assert (log.log_start, log.log_end_offset) == ((0, "segment"), 10)
+    got = log.first_unconsumed(2)
+    assert (got.offset, got.timestamp_ms) == (5, 1_005)
+    assert LocalLog("orders", 0, str(d), checkpoint_start=3).log_start == (3, SOURCE_LOG_START_CHECKPOINT)
 
 
 def test_an_empty_or_unframeable_log(tmp_path):
