@@ -114,11 +114,12 @@ class LocalLog:
     def _end(self) -> tuple[int | None, str | None]:
         """(logEndOffset, the newest batch's timestamp type): after the newest segment's last whole batch; its base
         offset when it holds none (recovery truncates what does not frame, and the segment stays, named after its
-        base offset); None without segments."""
+        base offset); None without segments. An OSError reading the newest segment is raised, never taken for an empty
+        segment: its base offset would be a silently wrong end."""
         if not self.segments:
             return None, None
         s = self.segments[-1]
-        tail = self._safely(s, s.tail, None)
+        tail = s.tail()
         return (s.base_offset, None) if tail is None else (max(s.base_offset, tail.last_offset + 1),
                                                            tail.timestamp_type)
 

@@ -253,3 +253,29 @@ def test_a_log_dir_of_more_partitions_than_open_files_is_read_whole(tmp_path):
     assert found.warnings == [] and found.notes == []
     assert {(r.log_start_offset, r.log_end_offset) for r in found.rows} == {(0, 3)} and len(found.rows) == n
     assert {(t.offset, t.max_timestamp_ms) for t in timed} == {(1, 1_001)}
+
+
+def test_a_newest_segment_that_cannot_be_read_gives_no_end_offset(tmp_path, monkeypatch):
+    """An OSError reading a partition's newest segment (permission denied, an I/O error) was taken for an empty
+    segment: the partition silently ended at that segment's base offset. It is now a warning naming the file, and
+    the end offset is the high watermark's alone."""
+    from pipelines.decoding.log_segment import LogSegment
+
+    d = tmp_path / "orders-0"
+    d.mkdir()
+    _segment(d / "00000000000000000000.log", [write_record_batch(_records(5), 0)])
+    _segment(d / "00000000000000000005.log", [write_record_batch(_records(4), 5)])
+    (tmp_path / "replication-offset-checkpoint").write_text("0\n1\norders 0 7\n")
+    real = LogSegment.buf
+
+    def buf(segment):
+        if segment.path.endswith("00000000000000000005.log"):
+            raise PermissionError(13, "Permission denied", segment.path)
+        return real.fget(segment)
+
+    monkeypatch.setattr(LogSegment, "buf", property(buf))
+    rows, warnings = log_end_offsets([tmp_path])
+    assert [(r.log_end_offset, r.source) for r in rows] == [(7, SOURCE_CHECKPOINT)]
+    assert len(warnings) == 1 and "00000000000000000005.log" in warnings[0] and "Permission denied" in warnings[0]
+    (tmp_path / "replication-offset-checkpoint").unlink()
+    assert log_end_offsets([tmp_path])[0] == []
