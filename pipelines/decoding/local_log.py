@@ -144,21 +144,25 @@ class LocalLog:
                 hi = mid
         return max(0, lo - 1)
 
-    def _largest_before_segment(self, k: int) -> int:
-        """The largest timestamp of the records of segments 0..k-1 (each read from its indexes: `largest_timestamp`)."""
+    def _largest_before_segment(self, k: int) -> int | None:
+        """The largest timestamp of the records of segments 0..k-1 (each read from its indexes: `largest_timestamp`);
+        None when one of them cannot be read (a note): leaving it out could only make a record look older."""
         done = max((i for i in self._largest_below if i <= k), default=0)
         best = self._largest_below.get(done, NO_TIMESTAMP)
         for i in range(done, k):
+            if best is None:
+                break
             s = self.segments[i]
-            best = max(best, self._safely(s, s.largest_timestamp, NO_TIMESTAMP))
+            got = self._safely(s, s.largest_timestamp, None)
+            best = None if got is None else max(best, got)
             self._largest_below[i + 1] = best
         return best
 
     def first_unconsumed(self, offset: int) -> Position | None:
         """Where a consumer whose next offset is `offset` stands: the first record at or after it (at or after the
         log start when it is below it) that a consumer is handed, its timestamp, and the largest timestamp up to it.
-        None when the answer is unknown (the batch holding it cannot be read). A Position with offset None: nothing
-        a consumer is handed lies between `offset` and the log end."""
+        None when the answer is unknown (the batch holding it, or a segment before it, cannot be read). A Position
+        with offset None: nothing a consumer is handed lies between `offset` and the log end."""
         start = self.log_start_offset
         if start is not None and offset < start:
             offset = start
@@ -172,7 +176,10 @@ class LocalLog:
             if found is UNREADABLE:
                 return None
             if isinstance(found, Found):
-                largest = max(found.max_timestamp, self._largest_before_segment(k))
+                before = self._largest_before_segment(k)
+                if before is None:
+                    return None
+                largest = max(found.max_timestamp, before)
                 return Position(found.offset, None if found.timestamp == NO_TIMESTAMP else found.timestamp,
                                 None if largest == NO_TIMESTAMP else largest,
                                 None if found.timestamp_type == NO_TIMESTAMP_TYPE else found.timestamp_type)

@@ -9,7 +9,8 @@ producer's CreateTime goes backwards, a record is as old as the newest before it
 one (`local_log.LocalLog.first_unconsumed`). It is 0 when the group is caught up (its commit at or past the log
 end, or only markers past it, or its next record written after as_of: a what-if snapshot answers for its own
 as_of), and null when the partition's segments are not in the input (a high watermark alone says how many records,
-not how old) or the batch holding the record cannot be read.
+not how old), the batch holding the record or a segment before it cannot be read, or no record up to it has a
+timestamp (magic 0).
 
 commit_age_seconds = as_of - the commit's own timestamp. Per group, its largest lag_seconds and the partition
 holding it (the first in topic, partition order on a tie) are on every row of the group, computed here once for

@@ -481,3 +481,26 @@ def test_a_small_segment_is_read_from_its_headers(tmp_path):
     log = LocalLog("orders", 1, str(d))
     _expect(log, truth, range(0, truth.end, 5))
     assert log.notes == [] and all("offset_index" not in s.__dict__ for s in log.segments)
+
+
+def test_a_segment_below_the_asked_one_that_cannot_be_read_leaves_the_time_unknown(tmp_path, monkeypatch):
+    """The largest timestamp up to a record counts every segment before it: one that could not be read (permission
+    denied, an I/O error) was left out, so a record after a producer's clock went back looked older than it is (a
+    lag in time too large, silently). The answer is now unknown, with the segment's note."""
+    d = tmp_path / "orders-0"
+    d.mkdir()
+    (d / "00000000000000000000.log").write_bytes(write_record_batch([(b"k", b"v", 9_000 + i) for i in range(5)], 0))
+    (d / "00000000000000000005.log").write_bytes(write_record_batch([(b"k", b"v", 1_000 + i) for i in range(5)], 5))
+    got = LocalLog("orders", 0, str(d)).first_unconsumed(6)
+    assert (got.offset, got.timestamp_ms, got.max_timestamp_ms) == (6, 1_001, 9_004)
+    real = log_segment.LogSegment.buf
+
+    def buf(segment):
+        if segment.path.endswith("00000000000000000000.log"):
+            raise PermissionError(13, "Permission denied", segment.path)
+        return real.fget(segment)
+
+    monkeypatch.setattr(log_segment.LogSegment, "buf", property(buf))
+    log = LocalLog("orders", 0, str(d))
+    assert log.first_unconsumed(6) is None
+    assert [n.kind for n in log.notes] == ["segment_unreadable"] and log.notes[0].source.endswith("000.log")
