@@ -85,6 +85,25 @@ def test_describe_shows_lag_time_after_client_id(crafted):
     assert got[(ld.TOPIC, 0)] == "PT1H21S"
 
 
+def test_describe_with_end_offsets_past_the_snapshots_knows_no_lag_time_there(crafted, tmp_path):
+    """--end-offsets past the end the snapshot measured a caught-up group to: the records between are not in the
+    snapshot's segments, so LAG-TIME is unknown (it said PT0S beside a LAG of 10 records behind); a file's end at or
+    below the commit is caught up; a lag the snapshot measured to a record it holds stands."""
+    _, wh, _ = crafted
+    f = tmp_path / "leo.txt"
+    f.write_text(f"{ld.TOPIC}:0:120\n{ld.TOPIC}:1:130\n{ld.TOPIC}:2:130\n")
+    ids = ld.group_ids()
+
+    def lag_times(stem):
+        r = _cli("describe", "--warehouse", str(wh), ids[stem], "--end-offsets", str(f))
+        assert r.exit_code == 0, r.output
+        return {int(row.split()[2]): (row.split()[5], row.split()[-1]) for row in r.stdout.splitlines()[2:]
+                if row.strip()}
+
+    assert lag_times("caught") == {0: ("0", "PT0S"), 1: ("10", "-"), 2: ("9", "-")}
+    assert lag_times("behind")[0] == ("60", "PT1H21S")
+
+
 def test_api_and_metrics_say_the_same_within_a_second(crafted):
     from fastapi.testclient import TestClient
     from prometheus_client.parser import text_string_to_metric_families

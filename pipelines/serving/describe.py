@@ -75,7 +75,8 @@ def offset_rows(idx: SnapshotIndex, gid: str, end_offsets: dict | None) -> list[
             "consumer_id": consumer,
             "host": host,
             "client_id": client,
-            "lag_seconds": (timed.get(tp) or {}).get("lag_seconds") if o else None,
+            "lag_seconds": _lag_seconds(timed.get(tp) or {}, off, leo) if end_offsets is not None
+            else (timed.get(tp) or {}).get("lag_seconds") if o else None,
         }
 
     for m in members:
@@ -85,6 +86,19 @@ def offset_rows(idx: SnapshotIndex, gid: str, end_offsets: dict | None) -> list[
     for tp in sorted(tp for tp in committed if tp not in seen):
         rows.append(row(tp, MISSING, MISSING, MISSING))
     return rows
+
+
+def _lag_seconds(timed: dict, committed: int | None, leo: int | None) -> float | None:
+    """The snapshot's lag in time against end offsets a file gives: caught up (0) at or past the file's end; unknown
+    where the snapshot called the group caught up to an end short of the file's, as the records between are not in
+    the snapshot's segments (else LAG-TIME said PT0S beside a LAG of records behind)."""
+    seconds = timed.get("lag_seconds")
+    if committed is None or committed == -1 or leo is None:
+        return seconds
+    if committed >= leo:
+        return 0.0
+    measured_to = timed.get("log_end_offset")
+    return None if seconds == 0 and (measured_to is None or leo > measured_to) else seconds
 
 
 def _s(v) -> str:
