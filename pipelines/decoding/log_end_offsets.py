@@ -13,7 +13,8 @@ Sources per log dir (spec §1.1 for the dir layout):
   moves it inside a segment); the log starts at the larger of it and the first segment's base offset.
 Several log dirs (one broker's JBOD dirs, or several brokers' copies) are combined per partition by taking the
 highest end offset; the row says which source gave it. The log start, its timestamp type and the timestamps lag in
-time is measured to come from the copy whose segments reach furthest (`DataLogs.logs`).
+time is measured to come from the copy whose segments reach furthest (`DataLogs.logs`). Partition dirs of one topic
+under different topic ids (`partition.metadata`) are two topics sharing a name: the topic gets no row, and a warning.
 """
 from __future__ import annotations
 
@@ -207,6 +208,7 @@ def data_logs(paths: Iterable["str | os.PathLike | Location"]) -> DataLogs:
     starts: dict[tuple[str, int], int] = {}  # log-start-offset-checkpoint, the largest over the log dirs
     logs: dict[tuple[str, int], LocalLog] = {}
     warnings: list[str] = []
+    topic_ids: dict[str, dict[str, str]] = {}  # topic -> its partition dirs' topic ids -> a dir naming it
 
     def offer(row: LogEndOffset) -> None:
         key = (row.topic, row.partition)
@@ -236,6 +238,9 @@ def data_logs(paths: Iterable["str | os.PathLike | Location"]) -> DataLogs:
             if log_dir.remote:
                 unwalked += key not in best
                 continue
+            topic_id = _topic_id(e.path)
+            if topic_id is not None:
+                topic_ids.setdefault(key[0], {}).setdefault(topic_id, e.path)
             log = LocalLog(key[0], key[1], e.path, (dir_starts or {}).get(key))
             try:
                 leo = log.log_end_offset
@@ -258,6 +263,16 @@ def data_logs(paths: Iterable["str | os.PathLike | Location"]) -> DataLogs:
         if unwalked:
             warnings.append(f"{log_dir}: {unwalked} data-topic partition(s) not in {REPLICATION_CHECKPOINT}: their "
                             "log end offsets are not read from object storage (LAG unknown there)")
+    for topic, ids in sorted(topic_ids.items()):
+        if len(ids) > 1:
+            # a deleted topic's copy left beside its successor's (a broker offline at the delete, a stray log):
+            # the two share a name and nothing else, so no end offset of either is the topic's
+            named = ", ".join(f"{i} in {path}" for i, path in sorted(ids.items()))
+            warnings.append(f"topic {topic!r}: partition dirs of different topic ids ({named}): its end offsets "
+                            "are not read (LAG unknown)")
+            for key in [k for k in best if k[0] == topic]:
+                del best[key]
+                logs.pop(key, None)
     rows = []
     for key, row in sorted(best.items()):
         log = logs.get(key)
@@ -271,6 +286,18 @@ def data_logs(paths: Iterable["str | os.PathLike | Location"]) -> DataLogs:
             row = replace(row, log_start_offset=starts[key], log_start_source=LOG_START_CHECKPOINT)
         rows.append(row)
     return DataLogs(rows, logs, warnings)
+
+
+def _topic_id(partition_dir: str) -> str | None:
+    """The topic id a partition dir's `partition.metadata` names (`PartitionMetadataFile`: `version: 0` then
+    `topic_id: <id>`), None without one that reads."""
+    try:
+        with open(os.path.join(partition_dir, "partition.metadata"), "rb") as f:
+            text = f.read(4096).decode("utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    fields = dict(line.split(": ", 1) for line in text.splitlines() if ": " in line)
+    return fields.get("topic_id", "").strip() or None
 
 
 def _data_partition(entry, warnings: list[str]) -> tuple[str, int] | None:

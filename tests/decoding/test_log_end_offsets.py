@@ -279,3 +279,22 @@ def test_a_newest_segment_that_cannot_be_read_gives_no_end_offset(tmp_path, monk
     assert len(warnings) == 1 and "00000000000000000005.log" in warnings[0] and "Permission denied" in warnings[0]
     (tmp_path / "replication-offset-checkpoint").unlink()
     assert log_end_offsets([tmp_path])[0] == []
+
+
+def test_copies_of_a_topic_under_different_topic_ids_give_no_end_offsets(tmp_path):
+    """Two log dirs hold `orders-0` under different topic ids (`partition.metadata`): a deleted topic's stale copy
+    beside its successor's. Their end offsets were combined as copies of one log (the stale one's 20 won); the topic
+    now has no end offset, with a warning naming both ids. Copies under one id still combine."""
+    a, b = tmp_path / "broker-1", tmp_path / "broker-2"
+    for root, n, topic_id in ((a, 9, "lEtGfS1_Si-I8Vl7ExUY6g"), (b, 20, "Zm9vYmFyYmF6cXV4cXV1eA")):
+        (root / "orders-0").mkdir(parents=True)
+        (root / "clicks-0").mkdir()
+        _segment(root / "orders-0" / "00000000000000000000.log", [write_record_batch(_records(n), 0)])
+        _segment(root / "clicks-0" / "00000000000000000000.log", [write_record_batch(_records(n), 0)])
+        (root / "orders-0" / "partition.metadata").write_text(f"version: 0\ntopic_id: {topic_id}")
+        (root / "clicks-0" / "partition.metadata").write_text("version: 0\ntopic_id: Y2xpY2tzY2xpY2tzY2xpYw")
+        (root / "replication-offset-checkpoint").write_text(f"0\n1\norders 0 {n}\n")
+    rows, warnings = log_end_offsets([a, b])
+    assert [(r.topic, r.partition, r.log_end_offset) for r in rows] == [("clicks", 0, 20)]
+    assert len(warnings) == 1 and "'orders'" in warnings[0]
+    assert "lEtGfS1_Si-I8Vl7ExUY6g" in warnings[0] and "Zm9vYmFyYmF6cXV4cXV1eA" in warnings[0]
