@@ -21,14 +21,16 @@ is `log_segment`'s to check before it trusts one.
 """
 from __future__ import annotations
 
+import errno
 import os
+import stat
 from dataclasses import dataclass
 
 import numpy as np
 
 from schemas.log_notes import INDEX_TORN, LogNote
 
-__all__ = ["OFFSET_ENTRY_BYTES", "TIME_ENTRY_BYTES", "OffsetIndex", "TimeIndex", "read_offset_index",
+__all__ = ["OFFSET_ENTRY_BYTES", "TIME_ENTRY_BYTES", "OffsetIndex", "TimeIndex", "open_index", "read_offset_index",
            "read_time_index"]
 
 OFFSET_ENTRY_BYTES = 8
@@ -116,6 +118,19 @@ def _grows(values: np.ndarray, before: int, strictly: bool = True) -> np.ndarray
     return out
 
 
+def open_index(path: str):
+    """An index file opened for reading, once it is a regular file: a FIFO (or a device) named like one would block
+    the read forever, so it is an OSError, as an unreadable index is."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", path)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
 def _read_prefix(path: str, dtype: np.dtype, valid, what: str, consequence: str):
     """The leading entries of an index file that pass `valid` (each chunk checked against the entry before it),
     read a chunk at a time up to the first that does not; then the note for what follows, if anything."""
@@ -123,7 +138,7 @@ def _read_prefix(path: str, dtype: np.dtype, valid, what: str, consequence: str)
     firsts, seconds = [], []
     last_a, last_b = np.int64(-1), np.int64(-1)  # before the first entry: anything valid follows
     bad_at = None  # byte position of the first entry not kept
-    with open(path, "rb") as f:
+    with open_index(path) as f:
         file_size = os.fstat(f.fileno()).st_size
         if file_size == 0:  # a segment under index.interval.bytes: no entry
             return np.empty(0, np.int64), np.empty(0, np.int64), None

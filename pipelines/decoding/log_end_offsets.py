@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
@@ -292,8 +293,11 @@ def _topic_id(partition_dir: str) -> str | None:
     """The topic id a partition dir's `partition.metadata` names (`PartitionMetadataFile`: `version: 0` then
     `topic_id: <id>`), None without one that reads."""
     try:
-        with open(os.path.join(partition_dir, "partition.metadata"), "rb") as f:
-            text = f.read(4096).decode("utf-8")
+        fd = os.open(os.path.join(partition_dir, "partition.metadata"), os.O_RDONLY | os.O_NONBLOCK)  # a FIFO: no hang
+        try:
+            text = os.read(fd, 4096).decode("utf-8") if stat.S_ISREG(os.fstat(fd).st_mode) else ""
+        finally:
+            os.close(fd)
     except (OSError, UnicodeDecodeError):
         return None
     fields = dict(line.split(": ", 1) for line in text.splitlines() if ": " in line)

@@ -36,7 +36,7 @@ import numpy as np
 from pipelines.decoding import codecs
 from pipelines.decoding.batches import decode_entry, v2_records
 from pipelines.decoding.framing import frame_entry
-from pipelines.decoding.indexes import OffsetIndex, TimeIndex, read_offset_index, read_time_index
+from pipelines.decoding.indexes import OffsetIndex, TimeIndex, open_index, read_offset_index, read_time_index
 from pipelines.decoding.policy import DEFAULT_POLICY
 from pipelines.decoding.framing import walk_entry_heads
 from schemas.log_notes import (BATCH_UNREADABLE, INDEX_MISMATCH, INDEX_MISSING, SEGMENT_TORN, SEGMENT_UNREADABLE,
@@ -156,7 +156,7 @@ def _last_entry(path: str, size: int, layout: str) -> tuple[int, int] | None:
     """An index file's last entry, read alone: None when the file is missing, empty, not a whole number of entries
     or ends in a zero entry (preallocated space)."""
     try:
-        with open(path, "rb") as f:
+        with open_index(path) as f:
             end = os.fstat(f.fileno()).st_size
             if end == 0 or end % size:
                 return None

@@ -504,3 +504,29 @@ def test_a_segment_below_the_asked_one_that_cannot_be_read_leaves_the_time_unkno
     log = LocalLog("orders", 0, str(d))
     assert log.first_unconsumed(6) is None
     assert [n.kind for n in log.notes] == ["segment_unreadable"] and log.notes[0].source.endswith("000.log")
+
+
+@pytest.mark.parametrize("name", [".index", ".timeindex"])
+def test_a_fifo_named_like_an_index_is_read_past_not_waited_on(tmp_path, indexes_always, name):
+    """A FIFO (a named pipe) beside a segment under an index's name: opening it to read waited for a writer forever,
+    and the rebuild hung. It is now an index not read (a note), the headers standing in for it."""
+    import threading
+
+    d, truth = _segmented(tmp_path)
+    index = sorted(d.glob("*" + name))[-1]
+    index.unlink()
+    os.mkfifo(index)
+    got = []
+    reader = threading.Thread(target=lambda: got.append(LocalLog("orders", 1, str(d))), daemon=True)
+    reader.start()
+    reader.join(30)
+    assert got, "hung on the FIFO"
+    log = got[0]
+    answers = []
+    reader = threading.Thread(target=lambda: answers.extend(log.first_unconsumed(o) for o in (0, truth.end - 2)),
+                              daemon=True)
+    reader.start()
+    reader.join(30)
+    assert len(answers) == 2, "hung on the FIFO"
+    assert [(a.offset, a.max_timestamp_ms) for a in answers] == [truth.at(0)[::2], truth.at(truth.end - 2)[::2]]
+    assert any(n.source == str(index) and "not a regular file" in n.reason for n in log.notes)
