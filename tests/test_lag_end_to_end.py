@@ -192,3 +192,22 @@ def test_a_what_if_snapshot_answers_for_its_as_of(crafted):
     assert got == pytest.approx({(t, p): ld.expected_lag_seconds(t, p, off, as_of)
                                  for t, p, off in ld.GROUPS["behind"]})
     assert got[(ld.TOPIC, 0)] == pytest.approx(40 * 60)  # record 60 was written 40 minutes before record 100
+
+
+def test_a_what_if_commit_below_todays_log_start_has_no_lag_in_time(crafted):
+    """At a past as_of, a commit now below the log start still had its records (retention deleted them since): its
+    lag in time was measured to today's log start, a later record, so it looked less behind than it was. It is now
+    unknown; a live snapshot's stays the log start's (a consumer resuming there is handed it)."""
+    log_dir, wh, _ = crafted
+    r = _cli("rebuild", "--env", "ci", "--input", str(log_dir), "--warehouse", str(wh), "--snapshot-id", "then-below",
+             "--as-of", str(ld.schedule(0, 100)), "--no-expiry", "--quiet")
+    assert r.exit_code == 0, r.output[-3000:]
+    gid = ld.group_ids()["below"]
+
+    def below(snapshot):
+        body = json.loads(_cli("lookup", "--warehouse", str(wh), "--snapshot", snapshot, "--group", gid).stdout)
+        (o,) = body["offsets"]
+        return o["committed_offset"], o["log_start_offset"], o["lag"], o["lag_seconds"]
+
+    assert below("then-below") == (10, ld.RETENTION_START, 110, None)
+    assert below("now") == (10, ld.RETENTION_START, 110, ld.expected_lag_seconds(ld.TOPIC, 1, 10))

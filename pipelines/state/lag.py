@@ -9,8 +9,9 @@ producer's CreateTime goes backwards, a record is as old as the newest before it
 one (`local_log.LocalLog.first_unconsumed`). It is 0 when the group is caught up (its commit at or past the log
 end, or only markers past it, or its next record written after as_of: a what-if snapshot answers for its own
 as_of), and null when the partition's segments are not in the input (a high watermark alone says how many records,
-not how old), the batch holding the record or a segment before it cannot be read, or no record up to it has a
-timestamp (magic 0).
+not how old), the batch holding the record or a segment before it cannot be read, no record up to it has a
+timestamp (magic 0), or, in a what-if snapshot, the commit is below the log start (at its as_of the records from
+the commit on were still there; the dump holds them no more).
 
 commit_age_seconds = as_of - the commit's own timestamp. Per group, its largest lag_seconds and the partition
 holding it (the first in topic, partition order on a tie) are on every row of the group, computed here once for
@@ -53,11 +54,14 @@ class LagFacts:
 
 
 def lag_table(offsets: pa.Table, log_ends: pa.Table, logs: dict, as_of_ms: int,
-              snapshot_id: str) -> tuple[pa.Table, LagFacts]:
+              snapshot_id: str, past: bool = False) -> tuple[pa.Table, LagFacts]:
     """The `consumer_lag` rows of a snapshot (Arrow, the contract's columns) and what was found.
 
     `offsets`: the snapshot's `loaded_offsets` (Arrow); `log_ends`: its `log_end_offsets` (Arrow); `logs`: (topic,
-    partition) -> `local_log.LocalLog` of the partitions whose segments the input holds. Each partition's log is read
+    partition) -> `local_log.LocalLog` of the partitions whose segments the input holds; `past`: as_of is a moment
+    before the dump (a what-if snapshot), when a commit now below the log start still had its records: the lag in
+    time of such a commit is unknown, not the log start's (the records it was behind are gone from the dump). Each
+    partition's log is read
     for its distinct asked offsets in offset order, then let go. Column-wise but for the records asked.
     """
     # not at import: `serving.index` imports `consumer_lag`, and the quick commands run without numpy (`jobs.cli.run`:
@@ -79,6 +83,8 @@ def lag_table(offsets: pa.Table, log_ends: pa.Table, logs: dict, as_of_ms: int,
     # the records asked: the first not consumed of each commit below the log end, per partition, each once
     caught_up = has_end & has_commit & (committed >= end)
     timed = has_commit & ~caught_up & pc.fill_null(joined.column("_read"), False).to_numpy(zero_copy_only=False)
+    if past:
+        timed &= ~(has_start & (committed < start))
     target = np.where(has_start, np.maximum(committed, start), committed)
     rows_timed = np.flatnonzero(timed)
     wanted = pa.table({"topic": offsets.column("topic").take(rows_timed),
