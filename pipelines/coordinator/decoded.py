@@ -15,8 +15,8 @@ from pipelines.coordinator.offset_metadata import END_MARKER_TYPES, is_control
 from pipelines.coordinator.options import ReplayOptions
 from pipelines.decoding.native import fastdecode
 from pipelines.times import MAX_TIME_MS, MIN_TIME_MS
-from schemas.decoded import (DECODED_RECORD_SCHEMA, KIND_CONTROL, KIND_ERROR, KIND_OFFSET_COMMIT, KIND_SHARE_GROUP,
-                             KIND_STREAMS_GROUP)
+from schemas.decoded import (DECODED_RECORD_SCHEMA, KIND_CONSUMER_GROUP, KIND_CONTROL, KIND_ERROR, KIND_OFFSET_COMMIT,
+                             KIND_SHARE_GROUP, KIND_STREAMS_GROUP)
 
 PART = "offsets_partition"
 #: Decoded columns no loader reads: not shipped to a shard.
@@ -54,9 +54,9 @@ def conform_loaded(table: pa.Table) -> pa.Table:
 
 def loadable(table: pa.Table, unknown_key_types: frozenset[int] = frozenset(),
              unknown_fields: frozenset[str] = frozenset()) -> pa.Table:
-    """The rows a shard loads (no error/unknown rows, but a marker's: `damaged_markers`; no share / streams group
-    record of `unknown_key_types`, which the run's coordinator skips: `ReplayOptions.unknown_key_types`), in log
-    order within each offsets partition, their times within what the tables hold (`within_time`); the columns of
+    """The rows a shard loads (no error/unknown rows, but a marker's: `damaged_markers`; no group record of
+    `unknown_key_types`, which the run's coordinator skips: `ReplayOptions.unknown_key_types`), in log order within
+    each offsets partition, their times within what the tables hold (`within_time`); the columns of
     `unknown_fields` (fields the coordinator's value classes lack: `ReplayOptions.unknown_fields`) null."""
     for name in unknown_fields:
         at = table.schema.get_field_index(name)
@@ -65,7 +65,7 @@ def loadable(table: pa.Table, unknown_key_types: frozenset[int] = frozenset(),
     kind = table.column("record_kind")
     skipped = pc.fill_null(pc.is_in(kind, pa.array(SKIPPED_KINDS)), False)
     if unknown_key_types:
-        unknown = pc.and_(pc.is_in(kind, pa.array([KIND_SHARE_GROUP, KIND_STREAMS_GROUP])),
+        unknown = pc.and_(pc.is_in(kind, pa.array([KIND_CONSUMER_GROUP, KIND_SHARE_GROUP, KIND_STREAMS_GROUP])),
                           pc.is_in(table.column("key_type"), pa.array(sorted(unknown_key_types), pa.int16())))
         skipped = pc.or_(skipped, pc.fill_null(unknown, False))
     if pc.any(skipped).as_py():  # a filter copies every column: only when there is something to drop

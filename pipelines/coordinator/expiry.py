@@ -43,7 +43,7 @@ KIND_CLASSIC = "classic"
 KIND_CONSUMER = "consumer"
 KIND_STREAMS = "streams"
 KIND_SHARE = "share"
-KIND_FOREIGN = "foreign"  # legacy: a KIP-848/share/streams group the old coordinator never built (it skips those keys)
+KIND_FOREIGN = "foreign"  # legacy: a KIP-848/share/streams group the old coordinator never builds (an older snapshot's)
 KIND_HIDDEN = "hidden"  # modern: offsets whose group was tombstoned — invisible, never expired (spec §5.5 #4)
 
 @dataclass(frozen=True)

@@ -5,11 +5,11 @@ record type (types 2, 3-8, 16; share 9-15, streams 17, 19-23), dispatched on the
 
 Decisions where Kafka would fail the load or never looked (spec §2.9, §5.3):
 
-* KIP-848 records are replayed with the new coordinator's rules under both semantics; the old coordinator skipped
-  them as unknown types (3.4.1+), but a rebuild of a mixed log should not lose those groups. Share and streams
-  group records reach the store only where the emulated coordinator knows their key types
-  (`options.unknown_group_key_types`: the new one, share groups from 4.0, streams groups from 4.1); a share or
-  streams group is kept as a consumer group is (epochs, members, target assignments), its own state rule apart.
+* Consumer (KIP-848), share and streams group records reach the store only where the emulated coordinator knows
+  their key types (`options.unknown_group_key_types`: never the old one, whose `readMessageKey` knows 0-2 and
+  skips the rest, so its ids are the groups its offsets and GroupMetadata build; the new one's by version); a
+  share or streams group is kept as a consumer group is (epochs, members, target assignments), its own state rule
+  apart.
 * A KIP-848 record for a non-simple classic group (Kafka: IllegalStateException, the load fails) is skipped, and
   so is a share group record for any group of another type, a simple one too (`getOrMaybeCreatePersistedShareGroup`
   replaces none), and a streams group record for a simple group's id before 4.2 (KAFKA-19862 made it replace it).

@@ -3,7 +3,7 @@
 * legacy: `GroupMetadataManager.doLoadGroupsAndOffsets` + `readGroupMessageValue` / `GroupMetadata.loadGroup`
   (old coordinator, Kafka 0.11 - 3.9; spec §5.1, §5.2);
 * modern: `CoordinatorLoaderImpl` + `GroupCoordinatorShard.replay`: `GroupMetadataManager.replay` for GroupMetadata,
-  the KIP-848 record types 3-8, 16 and the share / streams group records the emulated version knows (new
+  the consumer (KIP-848) / share / streams group records the emulated version knows (new
   coordinator, Kafka 3.8 - 4.x; spec §5.3, §2.9), and the simple group an offset value creates
   (`OffsetMetadataManager.replay`).
 
@@ -25,7 +25,7 @@ from schemas.decoded import (KIND_CONSUMER_GROUP, KIND_GROUP_METADATA, KIND_OFFS
 
 Row = dict[str, Any]
 SKIPPED_KINDS = ("error", "unknown")
-# share / streams group records of key types the run's coordinator does not know never reach it (`decoded.loadable`)
+# group records of key types the run's coordinator does not know never reach it (`decoded.loadable`)
 GROUP_RECORD_KINDS = frozenset({KIND_GROUP_METADATA, KIND_CONSUMER_GROUP, KIND_SHARE_GROUP, KIND_STREAMS_GROUP})
 
 

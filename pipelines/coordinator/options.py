@@ -5,7 +5,7 @@ import functools
 import re
 from dataclasses import dataclass
 
-from pipelines.decoding.messages import SHARE_GROUP_KEY_TYPES, STREAMS_GROUP_KEY_TYPES
+from pipelines.decoding.messages import CONSUMER_GROUP_KEY_TYPES, SHARE_GROUP_KEY_TYPES, STREAMS_GROUP_KEY_TYPES
 
 LEGACY = "legacy"
 MODERN = "modern"
@@ -40,15 +40,15 @@ def default_retention_minutes(major: int, minor: int) -> int:
 
 @functools.lru_cache(maxsize=16)
 def unknown_group_key_types(semantics: str, kafka_version: str) -> frozenset[int]:
-    """The share and streams key types the coordinator of `semantics` in Kafka `kafka_version` does not know: its
-    loader skips their records with a warning (spec §5.4; `UnknownKey` in the old coordinator since 3.4.1,
-    `UnknownRecordTypeException` in the new one). The old coordinator knows types 0-2 only; the new one's serde
-    maps 0-8 before 4.0 (3.9 defines share schemas it does not map), 0-16 in 4.0 (`CoordinatorRecordType`), and
-    0-8, 10-17, 19-23 from 4.1 (type 9 removed, streams added). KIP-848 types 3-8 and 16 are not among them: a
-    rebuild replays those under both semantics (`coordinator.groups`)."""
+    """The group record key types the coordinator of `semantics` in Kafka `kafka_version` does not know: its loader
+    skips their records with a warning (spec §5.4; `UnknownKey` in the old coordinator since 3.4.1,
+    `UnknownRecordTypeException` in the new one). The old coordinator's `readMessageKey` knows types 0-2 only, so
+    KIP-848 consumer groups (3-8, 16) are as unknown to it as share and streams groups; the new one's serde maps
+    0-8 before 4.0 (3.9 defines share schemas it does not map; the regex record, 16, came with 4.0), 0-16 in 4.0
+    (`CoordinatorRecordType`), and 0-8, 10-17, 19-23 from 4.1 (type 9 removed, streams added)."""
     share_streams = SHARE_GROUP_KEY_TYPES | STREAMS_GROUP_KEY_TYPES
     if semantics != MODERN:
-        return share_streams
+        return CONSUMER_GROUP_KEY_TYPES | share_streams
     version = parse_kafka_version(kafka_version)[:2]
     if version < (4, 0):
         return share_streams
@@ -96,8 +96,8 @@ class ReplayOptions:
     * `snapshot_id`: written into every snapshot table.
     * `load_time_ms`: `currentStateTimestamp` Kafka gives groups it synthesizes for offsets (Kafka: the load time);
       null when not given, so a replay is reproducible.
-    * `kafka_version`: the broker whose coordinator the replay emulates: which share / streams group records it
-      knows (`unknown_group_key_types`; the others are skipped).
+    * `kafka_version`: the broker whose coordinator the replay emulates: which consumer / share / streams group
+      records it knows (`unknown_group_key_types`; the others are skipped).
     """
 
     semantics: str = LEGACY

@@ -50,7 +50,7 @@ from pipelines.validation.accounting import SKIP_UNKNOWN_KEY, Accounting
 from pipelines.validation.report import render_report
 from pipelines.validation.runner import UNKNOWN_CLOCK_MS, ValidationResult, history_check, run_validation
 from pipelines.validation.settings import validation_settings
-from schemas.decoded import KIND_CONSUMER_GROUP, KIND_ERROR, KIND_GROUP_METADATA
+from schemas.decoded import KIND_CONSUMER_GROUP, KIND_ERROR, KIND_GROUP_METADATA, KIND_UNKNOWN
 from schemas.tables import SNAPSHOT_TABLES
 
 if TYPE_CHECKING:  # the fields' types only
@@ -535,7 +535,7 @@ def summarize(run: Run, planned: Planned, decoded: Decoded, replayed: Replayed, 
         retention_minutes=conf.retention_minutes, expiry=conf.expiry, kafka_version=conf.kafka_version, kind=run.kind,
         bytes_in=plan.total_bytes, segments=plan.num_segments, tabular_files=plan.num_tabular,
         warnings=[*planned.warnings, *assembled.read_ahead.warnings,
-                  *_unknown_key_warnings(conf, accounting, decoded.tally),
+                  *_unknown_key_warnings(conf, accounting, decoded.tally, decoded.facts),
                   *_as_of_ahead_of_the_run(run, replayed.clock, stats["expired_offsets"])],
         task_cpu_seconds=decoded.task_cpu_seconds, records_looped=decoded.records_looped,
         first_python_job_seconds=first_python_job,
@@ -572,17 +572,25 @@ def _as_of_ahead_of_the_run(run: Run, clock: Clock, expired: int) -> list[str]:
             f"removed {expired} offset(s); give --as-of (e.g. now) to judge at another time"]
 
 
-def _unknown_key_warnings(conf: RunSettings, accounting: Accounting, tally: Tally) -> list[str]:
+def _unknown_key_warnings(conf: RunSettings, accounting: Accounting, tally: Tally, facts: DecodedFacts) -> list[str]:
     """Kafka's loaders warn of each record of a key type they do not know and skip it (spec §5.4); the run says how
-    many it skipped so, as their groups (a share or streams group's, or a newer kind's) are not in the snapshot.
+    many it skipped so, by record kind, as their groups (a consumer, share or streams group's, or a newer kind's)
+    are not in the snapshot.
     The old coordinator before 3.4.1 (KAFKA-14869) knows types 0-2 and aborts a partition's load at any other: its
     broker serves that partition with no groups, which the run says rather than emulates."""
     out = []
     n = accounting.totals.records_skipped.get(SKIP_UNKNOWN_KEY)
     if n:
+        unknown = unknown_group_key_types(conf.semantics, conf.kafka_version)
+        kinds: dict[str, int] = {}
+        for label, count in facts.counts.items():
+            kind, _, key_type = (label or "").partition(":")
+            if kind == KIND_UNKNOWN or (key_type.isdigit() and int(key_type) in unknown):
+                kinds[kind] = kinds.get(kind, 0) + count
+        by_kind = ", ".join(f"{kind} {count:,}" for kind, count in sorted(kinds.items()))
         out.append(f"{n:,} record(s) of key types the {conf.semantics} coordinator of Kafka {conf.kafka_version} does "
-                   f"not know (share / streams groups or newer) skipped, as its loader skips them: their groups are "
-                   f"not in this snapshot (accounting: {SKIP_UNKNOWN_KEY!r})")
+                   f"not know skipped ({by_kind}), as its loader skips them: their groups are not in this snapshot "
+                   f"(accounting: {SKIP_UNKNOWN_KEY!r})")
     if conf.semantics == LEGACY and parse_kafka_version(conf.kafka_version) < (3, 4, 1):
         aborted = tally.partitions_with_key_types_beyond(frozenset({0, 1, 2}))
         if aborted:

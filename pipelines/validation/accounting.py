@@ -1,8 +1,8 @@
 """Record accounting per offsets partition: every record read is used, skipped with a reason, or quarantined.
 
-Built from the decoded log's tally (`frames.tally`): record_kind `error` → quarantined, `unknown` (and the share /
-streams group records of key types the run's coordinator does not know) → skipped with reason "unknown key type"
-(Kafka 3.4.1+/3.6+ skip those with a warning, spec §5.4), records past `--until-offset` /
+Built from the decoded log's tally (`frames.tally`): record_kind `error` → quarantined, `unknown` (and the
+consumer / share / streams group records of key types the run's coordinator does not know) → skipped with reason
+"unknown key type" (Kafka 3.4.1+/3.6+ skip those with a warning, spec §5.4), records past `--until-offset` /
 `--until-time` → skipped with that reason, everything else (control records included) → used.
 
 `records_in` comes from the reader's own count (`pipelines.frames.decode.reader_counts`: verified batch headers'
@@ -104,7 +104,7 @@ class Accounting:
         which also add the rows a tabular dump folded as skipped and the bytes that were not read.
         Records past the tally's cut-offs (its `until_offset` / `until_time_ms`, the replay's:
         `coordinator.loader.replayable`) are skipped with that reason instead of used; the records of
-        `unknown_key_types` (share / streams groups the run's coordinator does not know:
+        `unknown_key_types` (group records the run's coordinator does not know:
         `coordinator.options.unknown_group_key_types`) are skipped as of an unknown key type.
         """
         parts: dict[int | None, PartitionCounts] = {}

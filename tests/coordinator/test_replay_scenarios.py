@@ -484,9 +484,8 @@ def test_expected_offsets_partition(replayed, semantics):
     assert g["expected_offsets_partition"] != g["offsets_partition"]
 
 
-@BOTH
-def test_load_consumer_group_stable(replayed, semantics):
-    t = replayed[semantics]["consumer_group_stable"]
+def test_load_consumer_group_stable(replayed):
+    t = replayed["modern"]["consumer_group_stable"]
     g = groups(t)["cg"]
     assert (g["group_type"], g["state"], g["generation"], g["assignment_epoch"], g["protocol"], g["member_count"],
             g["unresolved_topic_ids"]) == ("consumer", "Stable", 3, 3, "uniform", 2, 0)
@@ -498,9 +497,8 @@ def test_load_consumer_group_stable(replayed, semantics):
     assert offsets(t) == {("cg", "a", 0): 99}
 
 
-@BOTH
-def test_load_consumer_group_reconciling_with_unresolved_topic(replayed, semantics):
-    t = replayed[semantics]["consumer_group_reconciling_and_unresolved"]
+def test_load_consumer_group_reconciling_with_unresolved_topic(replayed):
+    t = replayed["modern"]["consumer_group_reconciling_and_unresolved"]
     g = groups(t)["cg"]
     assert (g["state"], g["unresolved_topic_ids"], g["protocol"]) == ("Reconciling", 1, "range")
     [m] = t["group_members"]
@@ -509,51 +507,62 @@ def test_load_consumer_group_reconciling_with_unresolved_topic(replayed, semanti
     assert m["member_state"] == "UNREVOKED_PARTITIONS"
 
 
-@BOTH
-def test_load_consumer_group_assigning(replayed, semantics):
+def test_load_consumer_group_assigning(replayed):
+    semantics = "modern"
     assert groups(replayed[semantics]["consumer_group_assigning"])["cg"]["state"] == "Assigning"
 
 
-@BOTH
-def test_load_consumer_group_member_left(replayed, semantics):
-    t = replayed[semantics]["consumer_group_member_left"]
+def test_load_consumer_group_member_left(replayed):
+    t = replayed["modern"]["consumer_group_member_left"]
     assert [m["member_id"] for m in t["group_members"]] == ["m1"]
     assert groups(t)["cg"]["state"] == "Stable" and groups(t)["cg"]["generation"] == 3
 
 
-@BOTH
-def test_load_consumer_group_deleted(replayed, semantics):
-    t = replayed[semantics]["consumer_group_deleted"]
+def test_load_consumer_group_deleted(replayed):
+    t = replayed["modern"]["consumer_group_deleted"]
     assert t["group_members"] == []
     [r] = t["removed_groups"]
     assert r["group_type"] == "consumer"
-    if semantics == "modern":
-        assert t["loaded_groups"] == [] and offsets(t, "empty_group_offsets") == {}  # group gone, offsets hidden
-    else:
-        assert groups(t)["cg"]["is_simple"] and offsets(t, "empty_group_offsets") == {("cg", "a", 0): 5}
+    assert t["loaded_groups"] == [] and offsets(t, "empty_group_offsets") == {}  # group gone, offsets hidden
 
 
-@BOTH
-def test_consumer_records_replace_simple_group(replayed, semantics):
-    t = replayed[semantics]["consumer_replaces_simple_group"]
+def test_consumer_records_replace_simple_group(replayed):
+    t = replayed["modern"]["consumer_replaces_simple_group"]
     g = groups(t)["g"]
     assert (g["group_type"], g["is_simple"]) == ("consumer", False)
     assert offsets(t) == {("g", "a", 0): 1} and t["loaded_offsets"][0]["has_group_metadata"]
 
 
-@BOTH
-def test_classic_to_consumer_migration(replayed, semantics):
-    t = replayed[semantics]["classic_to_consumer_migration"]
+def test_classic_to_consumer_migration(replayed):
+    t = replayed["modern"]["classic_to_consumer_migration"]
     g = groups(t)["g"]
     assert (g["group_type"], g["state"], g["generation"]) == ("consumer", "Stable", 5)
     assert offsets(t) == {("g", "a", 0): 10}
     assert t["removed_groups"] == []
 
 
-@BOTH
-def test_consumer_group_empty_after_members_left(replayed, semantics):
+def test_consumer_group_empty_after_members_left(replayed):
+    semantics = "modern"
     g = groups(replayed[semantics]["empty_consumer_group_after_members_left"])["cg"]
     assert (g["state"], g["member_count"], g["generation"]) == ("Empty", 0, 2)
+
+
+@pytest.mark.parametrize("name, simple, removed", [
+    ("consumer_group_stable", {("cg", "a", 0): 99}, []),
+    ("consumer_group_assigning", {}, []),
+    ("consumer_group_deleted", {("cg", "a", 0): 5}, []),
+    ("consumer_replaces_simple_group", {("g", "a", 0): 1}, []),
+    ("classic_to_consumer_migration", {("g", "a", 0): 10}, ["g"]),
+])
+def test_the_old_coordinator_skips_consumer_group_records(replayed, name, simple, removed):
+    """`GroupMetadataManager.readMessageKey` knows key types 0-2 only: a KIP-848 record is an `UnknownKey`, skipped
+    (3.4.1+), so an id holds what its offset commits and GroupMetadata records build: a simple group where it has
+    offsets, no group where it has none, a migrated group's classic tombstone standing."""
+    t = replayed["legacy"][name]
+    assert {g: (r["group_type"], r["is_simple"]) for g, r in groups(t).items()} == {
+        g: ("classic", True) for g, _, _ in simple}
+    assert offsets(t, "empty_group_offsets") == simple and offsets(t) == {}
+    assert t["group_members"] == [] and [r["group_id"] for r in t["removed_groups"]] == removed
 
 
 @BOTH
