@@ -6,6 +6,7 @@ import re
 from dataclasses import dataclass
 
 from pipelines.decoding.messages import CONSUMER_GROUP_KEY_TYPES, SHARE_GROUP_KEY_TYPES, STREAMS_GROUP_KEY_TYPES
+from schemas.record_types import CoordinatorRecordType
 
 LEGACY = "legacy"
 MODERN = "modern"
@@ -51,7 +52,7 @@ def unknown_group_key_types(semantics: str, kafka_version: str) -> frozenset[int
         return CONSUMER_GROUP_KEY_TYPES | share_streams
     version = parse_kafka_version(kafka_version)[:2]
     if version < (4, 0):
-        return share_streams
+        return share_streams | {int(CoordinatorRecordType.CONSUMER_GROUP_REGULAR_EXPRESSION)}
     if version < (4, 1):
         return STREAMS_GROUP_KEY_TYPES
     return frozenset({min(SHARE_GROUP_KEY_TYPES)})  # ShareGroupPartitionMetadata, gone in 4.1

@@ -94,7 +94,8 @@ def histories(brokerdata):
     out = {}
     for s in SCENARIOS:
         rows = list(reader.iter_decoded_rows([brokerdata / s / "data"]))
-        tables = replay_rows(rows, ReplayOptions(semantics="modern", snapshot_id="h", num_partitions=50))
+        tables = replay_rows(rows, ReplayOptions(semantics="modern", snapshot_id="h", num_partitions=50,
+                                                 kafka_version="4.0"))
         out[s] = tables["group_history"]
     return out
 

@@ -148,14 +148,14 @@ def test_a_consumer_group_tombstone_replaces_a_simple_group(kind):
     log = Log()
     log.commit("g", "t", 0, 5)
     _TOMBSTONES[kind](log)
-    tables = replay_rows(log.rows, ReplayOptions(semantics="modern", snapshot_id="t", num_partitions=50))
+    tables = replay_rows(log.rows, ReplayOptions("modern", snapshot_id="t", num_partitions=50, kafka_version="4.0"))
     [group] = tables["loaded_groups"]
     assert (group["group_type"], group["state"], group["is_simple"]) == ("consumer", "Empty", False)
     assert [(o["group_id"], o["committed_offset"]) for o in tables["loaded_offsets"]] == [("g", 5)]
     assert not tables["empty_group_offsets"]
 
     log.cg_tombstone("g")  # and the group's own tombstone then deletes it, as it deletes a simple group
-    tables = replay_rows(log.rows, ReplayOptions(semantics="modern", snapshot_id="t", num_partitions=50))
+    tables = replay_rows(log.rows, ReplayOptions("modern", snapshot_id="t", num_partitions=50, kafka_version="4.0"))
     assert not tables["loaded_groups"] and not tables["loaded_offsets"] and not tables["empty_group_offsets"]
 
 

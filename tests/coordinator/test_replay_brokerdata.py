@@ -20,7 +20,7 @@ SCENARIOS = [
     "classic-basic", "compacted", "compression-gzip", "compression-lz4", "compression-snappy", "compression-zstd",
     "deletes", "expiry", "kip848", "many-groups", "simple-consumers", "transactions",
 ]
-OPTIONS = ReplayOptions(semantics="modern", snapshot_id="broker", num_partitions=50)
+OPTIONS = ReplayOptions(semantics="modern", snapshot_id="broker", num_partitions=50, kafka_version="4.0")  # its broker
 
 
 @pytest.fixture(scope="session")

@@ -279,8 +279,10 @@ def logs() -> dict[str, Log]:
     return {name: _build(name) for name in SCENARIOS}
 
 
-def _options(semantics: str) -> ReplayOptions:
-    return ReplayOptions(semantics=semantics, snapshot_id="s1", load_time_ms=1_800_000_000_000)
+def _options(semantics: str, kafka_version: str = "4.0") -> ReplayOptions:
+    """A 4.0 broker's coordinator: the new one knows every KIP-848 record type then (16 came with 4.0)."""
+    return ReplayOptions(semantics=semantics, snapshot_id="s1", load_time_ms=1_800_000_000_000,
+                         kafka_version=kafka_version)
 
 
 @pytest.fixture(scope="module")
@@ -495,6 +497,15 @@ def test_load_consumer_group_stable(replayed):
     assert m["m2"]["assigned_partitions"] == [("a", 2), ("b", 0)]
     assert (m["m2"]["group_instance_id"], m["m2"]["rack_id"], m["m2"]["member_state"]) == ("static-2", "r1", "STABLE")
     assert offsets(t) == {("cg", "a", 0): 99}
+
+
+def test_the_new_coordinator_before_4_0_skips_the_regex_record(logs):
+    """Kafka 3.9's new coordinator maps key types 0-8 only: a ConsumerGroupRegularExpression record (16, from 4.0)
+    is an unknown record type, skipped, so the regex's topics are not among the group's subscribed topics."""
+    t = replay_rows(logs["consumer_group_stable"].rows, _options("modern", "3.9"))
+    g = groups(t)["cg"]
+    assert (g["group_type"], g["state"], g["subscribed_topics"]) == ("consumer", "Stable", ["a", "b"])
+    assert "regex" not in [e["event"] for e in t["group_history"]]
 
 
 def test_load_consumer_group_reconciling_with_unresolved_topic(replayed):

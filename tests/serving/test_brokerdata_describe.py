@@ -35,7 +35,8 @@ def warehouse(brokerdata, summary, no_spark, settings, tmp_path_factory):
 
     wh = tmp_path_factory.mktemp("brokerdata-cb")
     res = run_rebuild(no_spark, settings, RebuildRequest(
-        inputs=(str(brokerdata / SCENARIO / "data"),), warehouse=str(wh), snapshot_id=SNAPSHOT, semantics="modern"))
+        inputs=(str(brokerdata / SCENARIO / "data"),), warehouse=str(wh), snapshot_id=SNAPSHOT, semantics="modern",
+        kafka_version="4.0"))
     assert res.status == "succeeded", res
     return wh
 
@@ -190,7 +191,8 @@ def kip848(brokerdata, no_spark, settings, tmp_path_factory):
         pytest.skip(f"{path} not present")
     wh = tmp_path_factory.mktemp("brokerdata-kip848")
     res = run_rebuild(no_spark, settings, RebuildRequest(
-        inputs=(str(brokerdata / "kip848" / "data"),), warehouse=str(wh), snapshot_id=SNAPSHOT, semantics="modern"))
+        inputs=(str(brokerdata / "kip848" / "data"),), warehouse=str(wh), snapshot_id=SNAPSHOT, semantics="modern",
+        kafka_version="4.0"))
     assert res.status == "succeeded", res
     return wh, json.loads(path.read_text())["summary"]
 

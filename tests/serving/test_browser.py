@@ -448,7 +448,8 @@ def broker_warehouse(brokerdata, no_spark, settings, tmp_path_factory) -> tuple[
         pytest.skip(f"{expected} not present")
     wh = tmp_path_factory.mktemp("browser-" + BROKER_SCENARIO)
     res = run_rebuild(no_spark, settings, RebuildRequest(inputs=(str(brokerdata / BROKER_SCENARIO / "data"),),
-                                                      warehouse=str(wh), snapshot_id="k1", semantics="modern"))
+                                                      warehouse=str(wh), snapshot_id="k1", semantics="modern",
+                                                      kafka_version="4.0"))
     assert res.status == "succeeded", res
     return wh, json.loads(expected.read_text())["summary"]
 
