@@ -18,7 +18,8 @@ from pipelines.background import in_thread
 from pipelines.config import Settings
 from pipelines.coordinator.decoded import REPLAY_COLUMNS, conform_loaded
 from pipelines.coordinator.expiry import ExpiryOptions
-from pipelines.coordinator.options import LEGACY, ReplayOptions, parse_kafka_version, unknown_group_key_types
+from pipelines.coordinator.options import (DEFAULT_KAFKA_VERSION, LEGACY, MODERN, ReplayOptions, parse_kafka_version,
+                                          unknown_group_key_types)
 from pipelines.coordinator.shard import replay_shards
 from pipelines.coordinator.tables import misplaced_count, open_transactions
 from pipelines.decoding.log_end_offsets import DataLogs, data_logs, log_end_offsets_table
@@ -590,7 +591,7 @@ def _unknown_key_warnings(conf: RunSettings, accounting: Accounting, tally: Tall
         by_kind = ", ".join(f"{kind} {count:,}" for kind, count in sorted(kinds.items()))
         out.append(f"{n:,} record(s) of key types the {conf.semantics} coordinator of Kafka {conf.kafka_version} does "
                    f"not know skipped ({by_kind}), as its loader skips them: their groups are not in this snapshot "
-                   f"(accounting: {SKIP_UNKNOWN_KEY!r})")
+                   f"(accounting: {SKIP_UNKNOWN_KEY!r}){_newer_coordinators_know(conf, facts, unknown)}")
     if conf.semantics == LEGACY and parse_kafka_version(conf.kafka_version) < (3, 4, 1):
         aborted = tally.partitions_with_key_types_beyond(frozenset({0, 1, 2}))
         if aborted:
@@ -599,6 +600,29 @@ def _unknown_key_warnings(conf: RunSettings, accounting: Accounting, tally: Tall
                        f"a key type but 0-2 (it knows those only; 3.4.1+ skips the others): its broker would serve "
                        f"partition(s) {shown} with no groups; this snapshot holds what their records give")
     return out
+
+
+#: the new coordinators a modern run on the default version is pointed to when they know records it skipped
+_NEWER_MODERN_VERSIONS = ("4.0", "4.1")
+
+
+def _newer_coordinators_know(conf: RunSettings, facts: DecodedFacts, unknown: frozenset[int]) -> str:
+    """A modern run on the default `--kafka-version` (a broker before 4.0, whose new coordinator knew neither regex
+    nor share records) says how many of the records it skipped a newer one would have replayed, and how to emulate
+    it: a 4.x log read as its own broker reads it is a flag away, where the default alone would hide its groups."""
+    if conf.semantics != MODERN or conf.kafka_version != DEFAULT_KAFKA_VERSION:
+        return ""
+    known = []
+    for version in _NEWER_MODERN_VERSIONS:
+        newer = unknown - unknown_group_key_types(MODERN, version)
+        n = sum(c for label, c in facts.counts.items()
+                if (t := (label or "").partition(":")[2]).isdigit() and int(t) in newer)
+        if n:
+            known.append(f"{version}'s {n:,}" if known else f"Kafka {version}'s coordinator would replay {n:,} of them")
+    if not known:
+        return ""
+    return (f"; {conf.kafka_version} is the default --kafka-version (rebuild.kafka_version): {', '.join(known)}; "
+            f"give --kafka-version {' or '.join(_NEWER_MODERN_VERSIONS)} to emulate that broker")
 
 
 def _first_python_job(run: Run) -> float | None:

@@ -50,7 +50,7 @@ def test_a_run_in_the_driver_starts_no_python_job(spark, settings, tmp_path):
 @pytest.mark.spark
 @pytest.mark.parametrize("semantics,version,kinds", [
     ("legacy", "3.9", "consumer_group 1, share_group 1, streams_group 1"),  # `readMessageKey` knows 0-2
-    ("modern", "4.0", "streams_group 1"), ("modern", "4.1", "")])
+    ("modern", "3.9", "share_group 1, streams_group 1"), ("modern", "4.0", "streams_group 1"), ("modern", "4.1", "")])
 def test_a_run_says_how_many_records_of_unknown_key_types_it_skipped(spark, settings, tmp_path, semantics, version,
                                                                      kinds):
     """A consumer group's record (type 3), a share group's (type 11) and a streams group's (type 17): the
@@ -75,6 +75,10 @@ def test_a_run_says_how_many_records_of_unknown_key_types_it_skipped(spark, sett
     assert len(said) == bool(skipped)
     assert not said or said[0].startswith(f"{skipped} record(s) of key types the {semantics} coordinator of Kafka "
                                           f"{version} does not know skipped ({kinds})")
+    # the default version's new coordinator knows neither: the run says which broker would replay them, and how
+    hint = ("; 3.9 is the default --kafka-version (rebuild.kafka_version): Kafka 4.0's coordinator would replay 1 of "
+            "them, 4.1's 2; give --kafka-version 4.0 or 4.1 to emulate that broker")
+    assert [w.endswith(hint) for w in said] == [(semantics, version) == ("modern", "3.9")] * len(said)
 
 
 @pytest.mark.spark
