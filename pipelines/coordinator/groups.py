@@ -13,6 +13,7 @@ Decisions where Kafka would fail the load or never looked (spec §2.9, §5.3):
 * A KIP-848 record for a non-simple classic group (Kafka: IllegalStateException, the load fails) is skipped, and
   so is a share group record for any group of another type, a simple one too (`getOrMaybeCreatePersistedShareGroup`
   replaces none), and a streams group record for a simple group's id before 4.2 (KAFKA-19862 made it replace it).
+  Its event is `skipped`, which the run's summary names as a partition the broker would not load.
   Tombstones of types 3-8, 16 act on an existing consumer group, or on the empty consumer group that replaces a
   simple(-looking) classic group (Kafka's `getOrMaybeCreatePersistedConsumerGroup(id, false)`: a type-3 tombstone
   then removes it), and are ignored otherwise. Tombstone preconditions are not enforced.

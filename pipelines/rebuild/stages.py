@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Callable
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from pipelines import incremental
 from pipelines.background import in_thread
@@ -537,7 +538,8 @@ def summarize(run: Run, planned: Planned, decoded: Decoded, replayed: Replayed, 
         bytes_in=plan.total_bytes, segments=plan.num_segments, tabular_files=plan.num_tabular,
         warnings=[*planned.warnings, *assembled.read_ahead.warnings,
                   *_unknown_key_warnings(conf, accounting, decoded.tally, decoded.facts),
-                  *_as_of_ahead_of_the_run(run, replayed.clock, stats["expired_offsets"])],
+                  *_as_of_ahead_of_the_run(run, replayed.clock, stats["expired_offsets"]),
+                  *_load_failure_warnings(assembled)],
         task_cpu_seconds=decoded.task_cpu_seconds, records_looped=decoded.records_looped,
         first_python_job_seconds=first_python_job,
         record_type_counts=decoded.facts.counts,
@@ -600,6 +602,34 @@ def _unknown_key_warnings(conf: RunSettings, accounting: Accounting, tally: Tall
                        f"a key type but 0-2 (it knows those only; 3.4.1+ skips the others): its broker would serve "
                        f"partition(s) {shown} with no groups; this snapshot holds what their records give")
     return out
+
+
+def _load_failure_warnings(assembled: Assembled) -> list[str]:
+    """A group record the new coordinator's replay throws on (a consumer, share or streams record for an id holding a
+    group of another type, not a simple one: `IllegalStateException`; a share / streams value no known layout reads)
+    fails its partition's load, and the broker serves that partition with no groups (spec §5.3, §8 item 15). The
+    replay skips the record (its `group_history` event `skipped`); the run says which partitions a broker would not
+    load, rather than a snapshot that only looks whole."""
+    events = assembled.in_hand.get("group_history")
+    if isinstance(events, pa.Table):
+        skipped = events.filter(pc.equal(events.column("event"), "skipped"))
+        rows = list(zip(*(skipped.column(c).to_pylist() for c in ("offsets_partition", "group_id"))))
+    else:
+        from pyspark.sql import functions as F  # imported here: pyspark's import is slow (python -X importtime)
+
+        frame = assembled.log_sized["group_history"]
+        frame = frame.frame() if hasattr(frame, "frame") else frame
+        rows = [(r[0], r[1]) for r in frame.filter(F.col("event") == "skipped")
+                .select("offsets_partition", "group_id").collect()]
+    if not rows:
+        return []
+    partitions = sorted({p for p, _ in rows if p is not None})
+    groups = sorted({g for _, g in rows})
+    shown = ", ".join(map(repr, groups[:5])) + (f" and {len(groups) - 5} more" if len(groups) > 5 else "")
+    return [f"{len(rows):,} group record(s) the new coordinator's load fails on (a record of a group type other than "
+            f"its id's non-simple group, or a value no layout reads: group(s) {shown}) were skipped; its "
+            f"broker would not load offsets partition(s) {', '.join(map(str, partitions))} and serve no group of "
+            f"them; this snapshot holds what their other records give (group_history event 'skipped')"]
 
 
 #: the new coordinators a modern run on the default version is pointed to when they know records it skipped

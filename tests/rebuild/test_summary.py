@@ -104,3 +104,33 @@ def test_a_run_says_which_partitions_an_old_coordinator_before_3_4_1_would_not_l
     assert said == ([f"Kafka {version}'s loader aborts the load of an offsets partition at a record of a key type but "
                      "0-2 (it knows those only; 3.4.1+ skips the others): its broker would serve partition(s) 3, 7 "
                      "with no groups; this snapshot holds what their records give"] if aborts else [])
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("on_spark", [False, True])
+def test_a_run_says_which_partitions_the_new_coordinator_would_fail_to_load(spark, settings, tmp_path, on_spark,
+                                                                            monkeypatch):
+    """A consumer group record for an id holding a classic group with members: the new coordinator's replay throws
+    (IllegalStateException), the partition's load fails and its broker serves none of its groups (spec §8 item 15).
+    The replay skips the record; the run says so, naming the partition and the group, not only in group_history."""
+    from pipelines.decoding.batch_writer import write_record_batch
+    from pipelines.decoding.message_writer import write_group_record_key, write_group_record_value
+    from pipelines.rebuild import RebuildRequest, run_rebuild
+    from pipelines.rebuild import stages
+    from tests.test_incremental import spark_replay_settings
+
+    if on_spark:  # the shards' group history left on Spark, as a long one is
+        monkeypatch.setattr(stages, "GROUP_EVENTS_IN_HAND", -1)
+    g, fine = bi.group_in(4, "classic"), bi.group_in(0, "fine")
+    bi.write_segment(tmp_path / "in" / "__consumer_offsets-4", 0, bi.batch([bi.group_record(g, bi.T0)], 0)
+                     + write_record_batch([(write_group_record_key(3, g), write_group_record_value(3, {"epoch": 2}),
+                                            bi.T0 + 1)], 1))
+    bi.write_segment(tmp_path / "in" / "__consumer_offsets-0", 0, bi.batch([bi.group_record(fine, bi.T0)], 0))
+    summary = run_rebuild(spark, spark_replay_settings(settings) if on_spark else settings, RebuildRequest(
+        inputs=(str(tmp_path / "in"),), warehouse=str(tmp_path / "wh"), snapshot_id="conflict", semantics="modern",
+        kafka_version="4.0"))
+    said = [w for w in summary.warnings if "load fails on" in w]
+    assert said == [f"1 group record(s) the new coordinator's load fails on (a record of a group type other than its "
+                    f"id's non-simple group, or a value no layout reads: group(s) {g!r}) were skipped; its broker "
+                    "would not load offsets partition(s) 4 and serve no group of them; this snapshot holds what their "
+                    "other records give (group_history event 'skipped')"]
