@@ -537,7 +537,7 @@ def summarize(run: Run, planned: Planned, decoded: Decoded, replayed: Replayed, 
         retention_minutes=conf.retention_minutes, expiry=conf.expiry, kafka_version=conf.kafka_version, kind=run.kind,
         bytes_in=plan.total_bytes, segments=plan.num_segments, tabular_files=plan.num_tabular,
         warnings=[*planned.warnings, *assembled.read_ahead.warnings,
-                  *_unknown_key_warnings(conf, accounting, decoded.tally, decoded.facts),
+                  *_coordinator_warnings(conf), *_unknown_key_warnings(conf, accounting, decoded.tally, decoded.facts),
                   *_as_of_ahead_of_the_run(run, replayed.clock, stats["expired_offsets"]),
                   *_load_failure_warnings(assembled)],
         task_cpu_seconds=decoded.task_cpu_seconds, records_looped=decoded.records_looped,
@@ -602,6 +602,26 @@ def _unknown_key_warnings(conf: RunSettings, accounting: Accounting, tally: Tall
                        f"a key type but 0-2 (it knows those only; 3.4.1+ skips the others): its broker would serve "
                        f"partition(s) {shown} with no groups; this snapshot holds what their records give")
     return out
+
+
+#: the first Kafka with the new group coordinator (its runtime, KIP-848) and the first without the old one (spec §5.3)
+NEW_COORDINATOR_SINCE = (3, 6, 0)
+OLD_COORDINATOR_UNTIL = (4, 1, 0)
+
+
+def _coordinator_warnings(conf: RunSettings) -> list[str]:
+    """A `--kafka-version` whose broker has no coordinator of the run's semantics: the replay emulates that
+    coordinator as the nearest version had it, which no broker of the version named would give; the run says so
+    and how to emulate that broker."""
+    version = parse_kafka_version(conf.kafka_version)
+    if conf.semantics == MODERN and version < NEW_COORDINATOR_SINCE:
+        return [f"Kafka {conf.kafka_version} has no new group coordinator (it came with 3.6): this modern run loads "
+                f"the log as the 3.x one does; give --semantics legacy to load it as that broker does"]
+    if conf.semantics == LEGACY and version >= OLD_COORDINATOR_UNTIL:
+        return [f"Kafka {conf.kafka_version} has no old group coordinator (the new one is its only one from 4.1): "
+                f"this legacy run loads the log as 3.x's old one does; give --semantics modern to load it as that "
+                f"broker does"]
+    return []
 
 
 def _load_failure_warnings(assembled: Assembled) -> list[str]:

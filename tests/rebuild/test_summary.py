@@ -134,3 +134,21 @@ def test_a_run_says_which_partitions_the_new_coordinator_would_fail_to_load(spar
                     f"id's non-simple group, or a value no layout reads: group(s) {g!r}) were skipped; its broker "
                     "would not load offsets partition(s) 4 and serve no group of them; this snapshot holds what their "
                     "other records give (group_history event 'skipped')"]
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("semantics,version,said", [
+    ("modern", "3.5", "Kafka 3.5 has no new group coordinator (it came with 3.6)"), ("modern", "3.6", None),
+    ("legacy", "4.1", "Kafka 4.1 has no old group coordinator (the new one is its only one from 4.1)"),
+    ("legacy", "4.0", None)])
+def test_a_run_says_when_its_kafka_version_has_no_coordinator_of_its_semantics(spark, settings, tmp_path, semantics,
+                                                                               version, said):
+    """The new coordinator came with 3.6 and the old one is gone from 4.1 (spec §5.3): a run emulating a broker
+    that has no coordinator of its semantics loads the log as another version would, and says so."""
+    from pipelines.rebuild import RebuildRequest, run_rebuild
+
+    summary = run_rebuild(spark, settings, RebuildRequest(
+        inputs=(str(_segment(tmp_path / "in")),), warehouse=str(tmp_path / "wh"), snapshot_id="v",
+        semantics=semantics, kafka_version=version))
+    got = [w for w in summary.warnings if "group coordinator (" in w]
+    assert [w.split(":")[0] for w in got] == ([said] if said else [])
