@@ -592,7 +592,7 @@ def _unknown_key_warnings(conf: RunSettings, accounting: Accounting, tally: Tall
                 kinds[kind] = kinds.get(kind, 0) + count
         by_kind = ", ".join(f"{kind} {count:,}" for kind, count in sorted(kinds.items()))
         out.append(f"{n:,} record(s) of key types the {conf.semantics} coordinator of Kafka {conf.kafka_version} does "
-                   f"not know skipped ({by_kind}), as its loader skips them: their groups are not in this snapshot "
+                   f"not know skipped ({by_kind}), as its loader skips them: what they build is not in this snapshot "
                    f"(accounting: {SKIP_UNKNOWN_KEY!r}){_newer_coordinators_know(conf, facts, unknown)}")
     if conf.semantics == LEGACY and parse_kafka_version(conf.kafka_version) < (3, 4, 1):
         aborted = tally.partitions_with_key_types_beyond(frozenset({0, 1, 2}))
