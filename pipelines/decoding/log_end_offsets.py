@@ -23,6 +23,7 @@ import re
 import stat
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -31,6 +32,9 @@ from pipelines.io import storage
 from pipelines.io.storage import Location
 from pipelines.times import within_time_ms
 from schemas.records import OFFSET_MAX, PARTITION_MAX
+
+if TYPE_CHECKING:  # numpy's import, for the annotations only
+    from pipelines.decoding.local_log import LocalLog
 
 __all__ = ["CheckpointError", "DataLogs", "LogEndOffset", "data_logs", "log_end_offsets", "log_end_offsets_table",
            "parse_end_offsets_file", "parse_end_offsets_text", "read_offset_checkpoint", "segment_log_end_offset"]
@@ -264,29 +268,36 @@ def data_logs(paths: Iterable["str | os.PathLike | Location"]) -> DataLogs:
         if unwalked:
             warnings.append(f"{log_dir}: {unwalked} data-topic partition(s) not in {REPLICATION_CHECKPOINT}: their "
                             "log end offsets are not read from object storage (LAG unknown there)")
+    _drop_topics_of_two_ids(topic_ids, best, logs, warnings)
+    rows = [_with_start(row, logs.get(key), starts.get(key)) for key, row in sorted(best.items())]
+    return DataLogs(rows, logs, warnings)
+
+
+def _drop_topics_of_two_ids(topic_ids: dict[str, dict[str, str]], best: dict, logs: dict, warnings: list[str]) -> None:
+    """A deleted topic's copy left beside its successor's (a broker offline at the delete, a stray log): the two
+    share a name and nothing else, so no end offset of either is the topic's."""
     for topic, ids in sorted(topic_ids.items()):
         if len(ids) > 1:
-            # a deleted topic's copy left beside its successor's (a broker offline at the delete, a stray log):
-            # the two share a name and nothing else, so no end offset of either is the topic's
             named = ", ".join(f"{i} in {path}" for i, path in sorted(ids.items()))
             warnings.append(f"topic {topic!r}: partition dirs of different topic ids ({named}): its end offsets "
                             "are not read (LAG unknown)")
             for key in [k for k in best if k[0] == topic]:
                 del best[key]
                 logs.pop(key, None)
-    rows = []
-    for key, row in sorted(best.items()):
-        log = logs.get(key)
-        if log is not None:
-            start, source = log.log_start
-            at = log.first_unconsumed(start) if start is not None else None
-            log.close()  # see above: mapped again when lag in time reads it
-            row = replace(row, log_start_offset=start, log_start_source=source, timestamp_type=log.timestamp_type,
-                          log_start_timestamp_ms=None if at is None else at.timestamp_ms)
-        elif key in starts:
-            row = replace(row, log_start_offset=starts[key], log_start_source=LOG_START_CHECKPOINT)
-        rows.append(row)
-    return DataLogs(rows, logs, warnings)
+
+
+def _with_start(row: LogEndOffset, log: LocalLog | None, checkpointed: int | None) -> LogEndOffset:
+    """`row` with its partition's log start: its local log's (and the first record's time there), else what the
+    log dir's checkpoint names."""
+    if log is not None:
+        start, source = log.log_start
+        at = log.first_unconsumed(start) if start is not None else None
+        log.close()  # mapped again when lag in time reads it
+        return replace(row, log_start_offset=start, log_start_source=source, timestamp_type=log.timestamp_type,
+                       log_start_timestamp_ms=None if at is None else at.timestamp_ms)
+    if checkpointed is not None:
+        return replace(row, log_start_offset=checkpointed, log_start_source=LOG_START_CHECKPOINT)
+    return row
 
 
 def _topic_id(partition_dir: str) -> str | None:

@@ -4,15 +4,19 @@ and each loaded shard (`coordinator.saved`), written a file per offsets partitio
 loaded the shards (`io.checkpoint.StateStage`)."""
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from pipelines.coordinator.options import unknown_group_fields, unknown_group_key_types
 from pipelines.coordinator.saved import FORMAT as SAVED_FORMAT
 from pipelines.coordinator.saved import entries_of
 from pipelines.io.checkpoint import (STATE_DIR, SavedState, remove_orphaned_state, remove_other_states,
                                      write_checkpoint, write_state)
+
+if TYPE_CHECKING:  # the field's type only
+    from pipelines.io.warehouse import Warehouse
 
 CHECKPOINT_FORMAT = 2
 OLDER_FORMATS = (1,)  # 1: the state was decoded rows to replay again
@@ -28,7 +32,7 @@ class PendingCheckpoint:
     only once its `runs` row is committed: until then the served run's checkpoint and state are the base of the next
     `--incremental` run, and a rerun that fails (or is killed) between the two leaves them as they were."""
 
-    warehouse: object
+    warehouse: Warehouse | str | os.PathLike  # what `io.checkpoint` takes: a Warehouse, a path or a URI
     snapshot_id: str
     checkpoint: dict
     saved: SavedState
