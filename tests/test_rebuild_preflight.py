@@ -235,7 +235,20 @@ def test_a_damaged_runs_table_exits_2_before_any_work(good, tmp_path):
     sorted((wh / "runs" / "_delta_log").glob("*.json"))[-1].write_text("garbage")
     for extra in ([], ["--as-of", "now"]):
         p, took = rebuild("--input", str(good), "--warehouse", str(wh), "--snapshot-id", "n2", *extra)
-        assert_usage_error(p, took, "cannot read the warehouse's runs table", "write to another --warehouse")
+        assert_usage_error(p, took, "cannot read its runs table", "write to another --warehouse")
+
+
+
+@pytest.mark.parametrize("table", ["offset_commits", "loaded_offsets"])
+def test_a_damaged_table_exits_2_before_any_work(good, tmp_path, table):
+    """Another table's last commit damaged: the run failed at its commit (or, for the history, while checking the
+    input's cluster) with a traceback (DeltaError). Now refused before Spark starts, naming the table."""
+    wh = tmp_path / "wh"
+    p, _ = rebuild("--input", str(good), "--warehouse", str(wh), "--snapshot-id", "n1")
+    assert p.returncode == 0, p.stderr[-2000:]
+    sorted((wh / table / "_delta_log").glob("*.json"))[-1].write_text("garbage")
+    p, took = rebuild("--input", str(good), "--warehouse", str(wh), "--snapshot-id", "n2")
+    assert_usage_error(p, took, f"cannot read its {table} table", "write to another --warehouse")
 
 
 def _unshare_ok() -> bool:

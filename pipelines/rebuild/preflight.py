@@ -94,6 +94,7 @@ def _prepare(settings: Settings, req: RebuildRequest, conf: RunSettings, snapsho
         raise UsageError(f"--warehouse {e}") from None
     check_not_nested(inputs, warehouse)
     plan = plan_and_check(inputs)
+    check_tables(warehouse)
     cluster, other_cluster = check_cluster(plan, warehouse, req.other_cluster)
     check_validation_settings(settings)
     check_log_level(settings)
@@ -106,9 +107,24 @@ def _prepare(settings: Settings, req: RebuildRequest, conf: RunSettings, snapsho
                        other_cluster=other_cluster)
 
 
+def check_tables(warehouse: "storage.Location") -> None:
+    """Each table of the warehouse opened: the run commits to every one at its end (and reads `offset_commits` to
+    check its cluster), so a damaged Delta log failed it there, after all its work, in a traceback (DeltaError)."""
+    # imported here, not at module level: deltalake ~0.2 s of import (python -X importtime)
+    from deltalake.exceptions import DeltaError
+
+    for table in TABLES:
+        try:
+            delta.open_table(warehouse / table)
+        except DeltaError as e:
+            raise UsageError(f"--warehouse {warehouse}: cannot read its {table} table (its Delta log at "
+                             f"{warehouse / table}): {first_line(e)}; restore the table's last commit, or write to "
+                             "another --warehouse") from None
+
+
 def check_runs(warehouse: "storage.Location", req: RebuildRequest, snapshot_id: str) -> None:
-    """The warehouse's `runs` table, read before Spark starts. A damaged one failed the run after all its work, and
-    its failure could not be recorded in it either: a traceback. A what-if run (`--as-of`, `--until-*`) under the
+    """The warehouse's `runs` read before Spark starts: one that cannot be read failed the run after all its work,
+    and its failure could not be recorded there either (a traceback). A what-if run (`--as-of`, `--until-*`) under the
     id of a succeeded scheduled snapshot is refused: its row would replace the scheduled one, so the served snapshot
     went back to an older one (or to none) and the `--incremental` chain lost its link, while the run said both stay
     on the scheduled runs."""
