@@ -94,12 +94,12 @@ def _prepare(settings: Settings, req: RebuildRequest, conf: RunSettings, snapsho
         raise UsageError(f"--warehouse {e}") from None
     check_not_nested(inputs, warehouse)
     plan = plan_and_check(inputs)
-    check_tables(warehouse)
     cluster, other_cluster = check_cluster(plan, warehouse, req.other_cluster)
     check_validation_settings(settings)
     check_log_level(settings)
     lock_settings(settings)
     probe_writable(warehouse, snapshot_id)
+    check_tables(warehouse)
     check_runs(warehouse, req, snapshot_id)
     lock, abandoned = take_lock(settings, warehouse, snapshot_id)
     return PreparedRun(conf=conf, inputs=inputs, snapshot_id=snapshot_id, until_time_ms=until_time_ms,
@@ -110,16 +110,21 @@ def _prepare(settings: Settings, req: RebuildRequest, conf: RunSettings, snapsho
 def check_tables(warehouse: "storage.Location") -> None:
     """Each table of the warehouse opened: the run commits to every one at its end (and reads `offset_commits` to
     check its cluster), so a damaged Delta log failed it there, after all its work, in a traceback (DeltaError)."""
+    for table in TABLES:
+        open_or_refuse(warehouse, table)
+
+
+def open_or_refuse(warehouse: "storage.Location", table: str):
+    """The warehouse's `table` (`delta.open_table`); a Delta log that cannot be read is one line (UsageError)."""
     # imported here, not at module level: deltalake ~0.2 s of import (python -X importtime)
     from deltalake.exceptions import DeltaError
 
-    for table in TABLES:
-        try:
-            delta.open_table(warehouse / table)
-        except DeltaError as e:
-            raise UsageError(f"--warehouse {warehouse}: cannot read its {table} table (its Delta log at "
-                             f"{warehouse / table}): {first_line(e)}; restore the table's last commit, or write to "
-                             "another --warehouse") from None
+    try:
+        return delta.open_table(warehouse / table)
+    except DeltaError as e:
+        raise UsageError(f"--warehouse {warehouse}: cannot read its {table} table (its Delta log at "
+                         f"{warehouse / table}): {first_line(e)}; restore the table's last commit, or write to "
+                         "another --warehouse") from None
 
 
 def check_runs(warehouse: "storage.Location", req: RebuildRequest, snapshot_id: str) -> None:
@@ -154,7 +159,7 @@ def check_cluster(plan, warehouse: "storage.Location", allowed: bool):
                                  f"input's ({identity.describe()}); restore the file, or delete it if the history "
                                  "is this cluster's") from None
             return identity, f"{e}: the warehouse's history cluster is unknown"
-        history = delta.open_table(warehouse / "offset_commits") if held is not None else None
+        history = open_or_refuse(warehouse, "offset_commits") if held is not None else None
         if history is not None and delta.active_files(history):
             why = identity.differs_from(held)
     if why is not None and not allowed:
