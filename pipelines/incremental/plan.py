@@ -292,6 +292,8 @@ def _partition_damage(cp: dict, plan) -> str | None:
     rows are of the partition directories the input still holds (it extends the checkpoint: every file read is
     still there), so no row seen before is of a higher partition than today's; a higher one was edited in, and
     would size the partition count every group is checked against (`abs(hashCode) % count`)."""
+    if cp.get("tabular"):  # a dump's rows name partitions of no directory: never resumed (`start` says so)
+        return None
     recorded = cp.get("max_partition")
     named = max((int(p) for p in cp["partitions"]), default=-1)
     today = max([plan.max_partition, *(i["offsets_partition"] for i in plan.items
