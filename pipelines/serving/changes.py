@@ -34,7 +34,8 @@ from pipelines.io.snapshots import GroupNotFound, Snapshot, SnapshotReader
 from pipelines.serving.cells import cell
 from pipelines.serving.codes import string_codes
 from pipelines.serving.group_regex import BadGroupRegex, check, matching
-from pipelines.serving.history import applied_history, check_within, compaction_note, group_events, log_gaps
+from pipelines.serving.history import (applied_history, applied_time, check_within, compaction_note, group_events,
+                                       log_gaps, took_effect_by)
 from pipelines.serving.index import no_group_matches, unknown_group_message, unknown_groups
 from pipelines.times import EPOCH, TimeFormatError, parse_time_ms
 
@@ -247,12 +248,8 @@ def _candidates(commits: pa.Table, leo: pa.Table, start: dt.datetime, upto: dt.d
     n = commits.num_rows
     if not n:
         return []
-    applied = commits.column("applied_offset")
-    ts = commits.column("applied_timestamp")
-    if ts.null_count > applied.null_count:  # a record without a timestamp (a tabular dump) counts at its commit time
-        ts = pc.coalesce(ts, commits.column("commit_timestamp"))
-    counted = applied.is_valid().to_numpy(zero_copy_only=False)
-    counted &= pc.fill_null(pc.less_equal(ts, pa.scalar(upto, ts.type)), False).to_numpy(zero_copy_only=False)
+    counted = took_effect_by(commits, upto).to_numpy(zero_copy_only=False)
+    ts = applied_time(commits)
     if not counted.any():
         return []
 

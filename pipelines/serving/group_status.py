@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
 from pipelines.io.snapshots import Snapshot, SnapshotReader, column_values
-from pipelines.serving.history import HistoryUnavailable, applied_history
+from pipelines.serving.history import HistoryUnavailable, applied_history, took_effect_by
 from pipelines.serving.index import SnapshotIndex, consumer_lag
 from pipelines.serving.overview import epoch_seconds
 
@@ -210,11 +210,12 @@ def _recent_commits(reader: SnapshotReader, snap: Snapshot) -> dict[tuple, list[
     t = applied_history(reader.history_table("offset_commits", columns=cols), snap.snapshot_id)
     if t is None or t.num_rows == 0:
         return {}
-    as_of = snap.log_until  # the commits the state holds: a what-if --as-of before the log's end is no cut
+    until = snap.log_until  # the commits the state holds: a what-if --as-of before the log's end is no cut
+    if until is not None:
+        t = t.filter(took_effect_by(t, until))
     con = duckdb.connect(":memory:")
     try:
         con.register("commits", t)
-        cut = "" if as_of is None else "AND coalesce(applied_timestamp, commit_timestamp) <= $as_of"
         # in the order the coordinator applied them: a group's commits live in one offsets partition, so the
         # positions they took effect at order them (timestamps may tie or go backwards). One row per partition,
         # its commits as two lists: built by DuckDB, not appended to one by one in Python
@@ -230,7 +231,6 @@ def _recent_commits(reader: SnapshotReader, snap: Snapshot) -> dict[tuple, list[
                                OVER (PARTITION BY group_id, topic, "partition", offsets_partition) AS deleted_at
                     FROM commits
                     WHERE applied_offset IS NOT NULL AND coalesce(applied_timestamp, commit_timestamp) IS NOT NULL
-                          {cut}
                 )
                 WHERE NOT coalesce(is_tombstone, false) AND committed_offset IS NOT NULL
                   AND applied_offset > coalesce(deleted_at, -1)
@@ -238,7 +238,7 @@ def _recent_commits(reader: SnapshotReader, snap: Snapshot) -> dict[tuple, list[
                                            ORDER BY offsets_partition DESC, applied_offset DESC) <= {_READ_PER_PARTITION}
             )
             GROUP BY group_id, topic, "partition"
-        """, {"as_of": as_of} if as_of is not None else {}).to_arrow_table()
+        """).to_arrow_table()
     finally:
         con.close()
     cols = [got.column(i).to_pylist() for i in range(5)]

@@ -71,6 +71,22 @@ def applied_history(commits: pa.Table | None, snapshot_id: str) -> pa.Table | No
     return commits
 
 
+def applied_time(commits: pa.Table) -> pa.ChunkedArray:
+    """When each of `commits` took effect, where it did: `applied_timestamp`, or a record's commit time where the
+    record has no timestamp (a tabular dump)."""
+    return pc.coalesce(commits.column("applied_timestamp"), commits.column("commit_timestamp"))
+
+
+def took_effect_by(commits: pa.Table, upto) -> pa.ChunkedArray:
+    """Which of `commits` (read through `applied_history`/`outcome_as_of`) had taken effect by `upto` (a datetime):
+    where the engine recorded one, at or before it, by `applied_timestamp` (the marker's for a transactional commit;
+    a record without a timestamp, from a tabular dump, counts at its commit time). Every view that stops at a
+    moment (`changes`, the group status' recent commits) asks this, so none decides it again."""
+    ts = applied_time(commits)
+    return pc.and_(commits.column("applied_offset").is_valid(),
+                   pc.fill_null(pc.less_equal(ts, pa.scalar(upto, ts.type)), False))
+
+
 def outcome_as_of(commits: pa.Table, as_of) -> pa.Table:
     """`commits` as the snapshot as of `as_of` knew them: the history is one table for every snapshot, and a later
     run records the marker that ended a transaction an earlier snapshot holds open (its `pending_offsets`), so a
