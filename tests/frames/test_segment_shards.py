@@ -62,11 +62,12 @@ def _on_spark(spark, plan, options, expiry=None, split_by=None, history_check=No
     return loaded, shards
 
 
-def _saved(saved) -> dict:
+def _saved(saved, modern: bool) -> dict:
     """The shards the tasks saved (`io.checkpoint.SavedState`), as the next run reads them."""
     from pipelines.coordinator.saved import SavedShard
 
-    return {p: SavedShard.union([SavedShard.from_bytes(b) for b in read_state_files(saved.stage.uri, saved.files, p)])
+    return {p: SavedShard.union([SavedShard.from_bytes(b, f"partition {p}", p, modern)
+                                 for b in read_state_files(saved.stage.uri, saved.files, p)])
             for p in state_file_partitions(saved.files)}
 
 
@@ -155,7 +156,7 @@ def test_segment_shards_give_what_the_engine_gives_on_broker_logs(spark, brokerd
         for t in ("offset_commits", "expired_offsets", "expired_groups", "group_history"):
             assert canon(got[t]) == canon(ref[t]), t
         assert len(got["offset_commits"]) > 100
-        got_saved = _saved(shards.saved)
+        got_saved = _saved(shards.saved, options.is_modern)
         assert {p: _shard_view(s) for p, s in got_saved.items()} == \
             {p: _shard_view(s) for p, s in want.saved.items()}
         files = shards.saved.files  # a file per offsets partition, or per bucket of a split one's groups

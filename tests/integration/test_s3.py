@@ -299,7 +299,8 @@ def test_the_shards_tasks_write_and_hand_on_their_files_in_a_bucket(story, tmp_p
     from pipelines.io import storage
 
     on_tasks = ("--conf", "decode.in_process_max_bytes=0", "--conf", "rebuild.local_replay_max_rows=0",
-                "--conf", "decode.split_bytes=20000")  # one partition at least read in ranges, loaded in buckets
+                "--conf", "decode.split_bytes=20000",  # one partition at least read in ranges, loaded in buckets
+                "--semantics", "modern", "--kafka-version", "4.0")  # the sample's KIP-848 groups replayed too
     remote_wh = f"s3://{story.bucket}/wh-shards"
     got = rebuild([story.remote.dump], remote_wh, "k1", *on_tasks)
     want = rebuild([story.local.dump], str(tmp_path / "wh-shards"), "k1", *on_tasks, here=True)
