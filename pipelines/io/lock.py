@@ -7,7 +7,10 @@ flight says what it is doing: the `runs` table is written only when a run ends.
 A lock is stale, and the next run takes it over, when its holder is gone:
 - same host: the pid no longer exists, or exists but started at another time (a reused pid);
 - another host: its heartbeat (the file's mtime, touched by the holder every `heartbeat_seconds`) is older than
-  `stale_seconds`.
+  `stale_seconds`; or, when the heartbeat is in the future (the holder's clock, or whoever set the mtime, is ahead of
+  ours, so its age says nothing), when it does not move while this run watches it for a few of the holder's
+  heartbeats: a live holder touches it, a dead one's stays put. Judged by age alone, a lock stamped a day ahead
+  would refuse every run for a day after its holder died.
 Taking over renames the stale file away first (an atomic rename: of two runs breaking the same stale lock, one
 wins), then creates a fresh one. The broken holder's record is returned so the new run can record that run as
 abandoned.
@@ -27,6 +30,7 @@ from __future__ import annotations
 import datetime as _dt
 import errno
 import json
+import math
 import os
 import socket
 import threading
@@ -37,6 +41,7 @@ from pathlib import Path
 from pipelines.io import retry, storage
 
 LOCK_NAME = "_lock"
+SKEW_SECONDS = 60  # a heartbeat further ahead of our clock than this is read as the holder's clock being ahead
 
 
 class LockHeldError(RuntimeError):
@@ -82,14 +87,14 @@ class _LocalLockFile:
         self.path = path
 
     def read(self) -> tuple[bytes, float, str | None] | None:
-        """(record bytes, seconds since the last heartbeat, version: the e-tag on object storage) or None when
-        there is no lock."""
+        """(record bytes, the last heartbeat's time, version: the e-tag on object storage) or None when there is
+        no lock."""
         try:
             data = self.path.read_bytes()
-            age = time.time() - self.path.stat().st_mtime
+            beat = self.path.stat().st_mtime
         except FileNotFoundError:
             return None
-        return data, age, None
+        return data, beat, None
 
     def create(self, data: bytes) -> bool:
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -190,7 +195,7 @@ class _ObjectLockFile:
             raise
         except Exception as e:
             raise self._failed(e) from e
-        return data, time.time() - meta["last_modified"].timestamp(), meta["e_tag"]
+        return data, meta["last_modified"].timestamp(), meta["e_tag"]
 
     def _put(self, data: bytes, mode) -> str | None:
         # imported here, not at module level: obstore ~0.05 s of import (python -X importtime)
@@ -274,7 +279,8 @@ class WriterLock:
         got = self.file.read()
         if got is None:
             return None
-        data, age, version = got
+        data, beat, version = got
+        age = time.time() - beat
         try:
             rec = json.loads(data.decode() or "{}")
         except ValueError:
@@ -282,12 +288,27 @@ class WriterLock:
         if not isinstance(rec, dict):
             rec = {}
         rec["age_seconds"] = round(age, 1)
-        return rec, version
+        return rec, version, (data, beat, version)
 
     def holder(self) -> dict | None:
         """The current lock's record (with `age_seconds`), None when the warehouse is not locked."""
         got = self._read()
         return None if got is None else got[0]
+
+    def _ahead(self, holder: dict) -> bool:
+        """Another host's lock whose heartbeat is in our future by more than clocks drift under NTP: its age says
+        nothing of whether its holder lives (see the module docstring)."""
+        pid = holder.get("pid")
+        return (isinstance(pid, int) and not isinstance(pid, bool) and holder.get("host") != socket.gethostname()
+                and holder["age_seconds"] < -SKEW_SECONDS)
+
+    def _watch_seconds(self, holder: dict) -> float:
+        """How long a heartbeat ahead of our clock must stay put to be a dead holder's: three of the holder's beats
+        (one may be lost to a blip of the store) and a margin."""
+        beat = holder.get("heartbeat_seconds")
+        if not isinstance(beat, (int, float)) or isinstance(beat, bool) or not 0 < beat < math.inf:
+            beat = self.heartbeat_seconds
+        return 3 * max(beat, self.heartbeat_seconds) + 5
 
     def is_stale(self, holder: dict) -> bool:
         pid = holder.get("pid")
@@ -307,6 +328,8 @@ class WriterLock:
         """Take the lock, waiting up to `wait_seconds` for a live holder; raises LockHeldError after that."""
         deadline = time.monotonic() + max(0.0, wait_seconds)
         broken = None
+        watched = None  # (what we read of a lock ahead of our clock, when we first read it so)
+        beat_seen = False  # that lock moved while we watched it: its holder lives (or another run took it over)
         while True:
             record = self._new_record(snapshot_id)
             if self.file.create(json.dumps(record).encode()):
@@ -315,13 +338,22 @@ class WriterLock:
             got = self._read()
             if got is None:
                 continue  # released between our attempt and the read
-            holder, version = got
+            holder, version, seen = got
             if holder.get("token") == record["token"]:  # our create landed, its answer was lost: a retry failed
                 self._own(record)
                 if isinstance(self.file, _ObjectLockFile):
                     self.file.etag = version
                 return broken
-            if self.is_stale(holder):
+            if self._ahead(holder):
+                if watched is None or watched[0] != seen:
+                    beat_seen = beat_seen or watched is not None
+                    watched = (seen, time.monotonic())
+                stale = time.monotonic() - watched[1] > self._watch_seconds(holder)
+                judged = beat_seen  # a lock only watched so far is waited on, past wait_seconds, until judged
+            else:
+                watched, judged = None, True
+                stale = self.is_stale(holder)
+            if stale:
                 if isinstance(self.file, _ObjectLockFile):
                     if self.file.replace_stale(json.dumps(record).encode(), version):
                         self._own(record)
@@ -335,16 +367,16 @@ class WriterLock:
                 except ValueError:
                     broken = {}
                 continue
-            if time.monotonic() >= deadline:
+            if time.monotonic() >= deadline and judged:
                 waited = f" after waiting {wait_seconds:g} s" if wait_seconds else ""
                 raise LockHeldError(f"warehouse {self.warehouse} is being written by another run{waited}: "
                                     f"{describe_holder(holder)}; lock file {self.file}", holder)
             time.sleep(poll_seconds)
 
-    @staticmethod
-    def _new_record(snapshot_id: str) -> dict:
+    def _new_record(self, snapshot_id: str) -> dict:
         return dict(host=socket.gethostname(), pid=os.getpid(), pid_start=_proc_start(os.getpid()),
-                    snapshot_id=snapshot_id, since=_utc_iso(time.time()), stage="start", token=uuid.uuid4().hex)
+                    snapshot_id=snapshot_id, since=_utc_iso(time.time()), stage="start", token=uuid.uuid4().hex,
+                    heartbeat_seconds=self.heartbeat_seconds)
 
     def _own(self, record: dict) -> None:
         self.record = record

@@ -106,6 +106,36 @@ def test_another_hosts_lock_is_stale_only_after_its_heartbeat_stops(tmp_path):
     lock.release()
 
 
+def test_another_hosts_lock_stamped_ahead_of_our_clock_is_judged_by_whether_its_heartbeat_moves(tmp_path):
+    """A lock whose mtime is a day ahead (its host's clock ahead): before, every run was refused until that day had
+    passed plus lock_stale_minutes. Now a heartbeat that stays put while watched for three beats is a dead
+    holder's, taken over; one that moves is a live holder's, refused once wait_seconds is over."""
+    _plant(tmp_path, host="elsewhere.example", pid=1, snapshot_id="ahead", heartbeat_seconds=0.2)
+    ahead = time.time() + 86_400
+    os.utime(tmp_path / LOCK_NAME, (ahead, ahead))
+    lock = WriterLock(tmp_path, stale_seconds=600, heartbeat_seconds=0.2)
+    t0 = time.monotonic()
+    assert lock.acquire("mine", poll_seconds=0.05)["snapshot_id"] == "ahead"
+    assert 0.6 < time.monotonic() - t0 < 30
+    lock.release()
+
+    _plant(tmp_path, host="elsewhere.example", pid=1, snapshot_id="live", heartbeat_seconds=0.2)
+    stop = threading.Event()
+
+    def beat():  # the live holder on the host ahead, touching its lock as a heartbeat does
+        while not stop.wait(0.1):
+            now = time.time() + 86_400
+            os.utime(tmp_path / LOCK_NAME, (now, now))
+
+    threading.Thread(target=beat, daemon=True).start()
+    try:
+        with pytest.raises(LockHeldError, match="snapshot live"):
+            WriterLock(tmp_path, stale_seconds=600, heartbeat_seconds=0.2).acquire("mine", poll_seconds=0.05)
+        assert json.loads((tmp_path / LOCK_NAME).read_text())["snapshot_id"] == "live"
+    finally:
+        stop.set()
+
+
 def test_heartbeat_keeps_a_long_run_fresh(tmp_path):
     lock = WriterLock(tmp_path, heartbeat_seconds=0.1)
     lock.acquire("long")
