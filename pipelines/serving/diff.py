@@ -118,10 +118,11 @@ def _group_changes(a: SnapshotIndex, b: SnapshotIndex) -> dict:
 
 
 def _compaction_notes(a: SnapshotIndex, b: SnapshotIndex) -> list[str]:
-    """Where the later snapshot's log had been compacted past the earlier one's as_of: commits between them are not
-    all in it (two states compared say nothing of what happened between them anyway, but an unchanged offset there
-    may hide a reset and its repair)."""
-    since = a.snapshot.as_of
+    """Where the later snapshot's log had been compacted past the end of the earlier one's log: commits between them
+    are not all in it (two states compared say nothing of what happened between them anyway, but an unchanged offset
+    there may hide a reset and its repair). The earlier state holds its log up to `log_until`, not its as_of: a
+    what-if's early --as-of keeps the records after it."""
+    since = a.snapshot.log_until
     out = []
     for p, gap in sorted(log_gaps(b.snapshot.run).items()):
         until = gap.get("compacted_until")

@@ -367,6 +367,11 @@ def test_diff_says_where_the_later_log_was_compacted_since_the_earlier_snapshot(
     assert json.loads(runner.invoke(main, ["diff", "--warehouse", str(tmp_path / "wh"), "a", "b", "--json"])
                       .stdout)["notes"]
     assert "compacted" not in runner.invoke(main, ["diff", "--warehouse", str(tmp_path / "wh"), "a", "c"]).stdout
+    # a what-if whose early --as-of (T0 - 2 h) is only its expiry's clock: its state holds its log up to T0 + 90 min,
+    # after b's compaction point, so nothing between the two states is missing from b's log
+    kit.snapshot("w", groups=[group("g")], offsets=[offset("g", "t", 0, 5)], as_of=T0 - timedelta(hours=2),
+                 summary=json.dumps({"log_until": (T0 + timedelta(minutes=90)).isoformat()}))
+    assert "compacted" not in runner.invoke(main, ["diff", "--warehouse", str(tmp_path / "wh"), "w", "b"]).stdout
 
 
 _DAMAGED = [
