@@ -41,8 +41,8 @@ from deltalake.transaction import CommitProperties
 from pipelines.io import cluster as clusters
 from pipelines.io import delta, retry, storage
 from pipelines.io.lock import WriterLock, describe_holder
-from pipelines.io.snapshots import (DeltaWarehouseReader, Snapshot, pick_snapshot, run_order, scanning,
-                                     snapshots_from_runs)
+from pipelines.io.snapshots import (ATTEMPT_STAMP, ATTEMPTS_DIR, DeltaWarehouseReader, Snapshot, attempt_files,
+                                     pick_snapshot, run_order, scanning, snapshots_from_runs)
 from pipelines.io.snapshots import SnapshotNotFound as _SnapshotNotFound
 from pipelines.io.table_rows import (Aside, ArrowRows, BatchMap, FrameRows, Held, StagedFiles, TableRows, Written, check_columns,
                                      with_snapshot_id)
@@ -628,8 +628,8 @@ class Warehouse:
 
     def _write_attempt(self, snapshot_id: str, row: dict) -> str:
         """A rerun's `runs` row kept aside in `_attempts/<id>.<time>.json`; returns its path."""
-        stamp = _utcnow().strftime("%Y%m%dT%H%M%S%fZ")
-        out = self.root.join("_attempts", f"{snapshot_id}.{stamp}.json")
+        stamp = _utcnow().strftime(ATTEMPT_STAMP)
+        out = self.root.join(ATTEMPTS_DIR, f"{snapshot_id}.{stamp}.json")
         out.write_text(json.dumps(dict(row), default=str, sort_keys=True))
         return str(out)
 
@@ -1170,8 +1170,25 @@ class Warehouse:
             still_kept = [r for r in kept if r["snapshot_id"] not in drop]
             counts = pool.map(lambda table: self._vacuum(table, still_kept, retention_hours), TABLES)
             vacuumed = {table: n for table, n in zip(TABLES, counts) if n is not None}
+        attempts = self._retire_attempts(kept)
         return {"kept": sorted(keep_ids), "deleted": drop, "rows_kept": sorted(row_only & set(drop)),
-                "vacuumed_files": vacuumed}
+                "vacuumed_files": vacuumed, "attempts_deleted": attempts}
+
+    def _retire_attempts(self, kept: list[dict]) -> int:
+        """The reruns kept aside in `_attempts/` recorded before the oldest kept snapshot started deleted, but the
+        newest (what the page and `/metrics` show, as the newest failure keeps its `runs` row): a failed rerun of a
+        served id adds one, and every /metrics and /overview request lists them. How many went."""
+        starts = [r.get("started_at") for r in kept]
+        starts = [t if t.tzinfo is not None else t.replace(tzinfo=_dt.timezone.utc)
+                  for t in starts if isinstance(t, _dt.datetime)]
+        if not starts:
+            return 0
+        since = min(starts).astimezone(_dt.timezone.utc).strftime(ATTEMPT_STAMP)
+        folder = self.root.join(ATTEMPTS_DIR)
+        old = [name for stamp, _, name in attempt_files(folder)[1:] if stamp < since]
+        for name in old:
+            folder.join(name).delete_file()
+        return len(old)
 
     def _drop_partitions(self, table: str, drop: list[str]) -> None:
         """The partitions of `drop` removed from `table` in one metadata-only commit."""

@@ -19,8 +19,8 @@ from pipelines.io.table_rows import ArrowRows, FrameRows
 from pipelines.io.warehouse import HistoryWrite, NoSnapshotError, StagedHistory, Warehouse, WarehouseError
 from schemas.tables import SNAPSHOT_TABLES, TABLES, columns
 
-from .io_warehouse_data import (contract_rows, duck_read, expected_rows, normalized, offset_commit_rows, run_row,
-                               write_snapshot)
+from .io_warehouse_data import (BASE_TIME, contract_rows, duck_read, expected_rows, normalized, offset_commit_rows,
+                               run_row, write_snapshot)
 
 pytestmark = pytest.mark.spark
 # the history's Spark schema, for the DataFrames these tests make (the contract is Arrow)
@@ -542,3 +542,28 @@ def test_an_incremental_history_in_hand_merges_by_the_rules_and_rewrites_only_up
             file_rows = pq_rows(wh.table_path("offset_commits") / f)
             assert len({r["offsets_partition"] for r in file_rows}) == 1 or f.startswith("pending-")
             assert ("pending" in {r["txn_outcome"] for r in file_rows}) == f.startswith("pending-"), f
+
+
+def test_retain_deletes_attempts_older_than_every_kept_snapshot_but_the_newest(make_arrow_snapshot, tmp_path):
+    """A failed rerun of a served id keeps its row in `_attempts/`; before, nothing ever deleted one, and every
+    /metrics and /overview request lists them all. retain now deletes those recorded before the oldest kept
+    snapshot started, but the newest (what the page and the alerts show)."""
+    from pipelines.io.snapshots import DeltaWarehouseReader
+
+    wh = Warehouse(tmp_path / "wh")
+    write_snapshot(wh, "s1", make_arrow_snapshot("s1", 0), run_row(0))
+    folder = wh.path / "_attempts"
+    folder.mkdir()
+    row = json.dumps({"status": "failed", "kind": "scheduled", "summary": "{}"})
+    old = [f"s1.2020010{d}T000000000000Z.json" for d in range(1, 6)]
+    later = (BASE_TIME + dt.timedelta(hours=1)).strftime("s1.%Y%m%dT%H%M%S%fZ.json")
+    for name in [*old, later, "notes.txt"]:
+        (folder / name).write_text(row)
+    assert wh.retain(keep=1)["attempts_deleted"] == 5
+    assert sorted(p.name for p in folder.iterdir()) == sorted([later, "notes.txt"])
+    (folder / later).unlink()
+    for name in old[:2]:
+        (folder / name).write_text(row)
+    assert wh.retain(keep=1)["attempts_deleted"] == 1
+    assert sorted(p.name for p in folder.iterdir()) == sorted([old[1], "notes.txt"])
+    assert DeltaWarehouseReader(wh.path).last_attempt()["recorded_at"].date() == dt.date(2020, 1, 2)

@@ -5,6 +5,7 @@ holds the route end to end), per-group status by Burrow's rules over commit hist
 built for each rule, and series dropped (never renamed) over the limit."""
 from __future__ import annotations
 
+import json
 import math
 import operator
 import re
@@ -220,6 +221,20 @@ def test_the_overview_names_the_last_rerun_of_the_served_id_that_did_not_succeed
     assert {k: attempt[k] for k in ("snapshot_id", "status", "error", "stage")} == {
         "snapshot_id": "n1", "status": "failed", "error": "disk full", "stage": "write"}
     assert attempt["started_at"].startswith(started.strftime("%Y-%m-%dT%H:%M:%S"))
+
+
+def test_an_attempt_file_whose_stamp_is_no_time_is_passed_over(tmp_path):
+    """A file in `_attempts/` named like an attempt but stamped with month 13 sorted newest and its stamp was parsed
+    unguarded: /metrics and /overview were a 500 (ValueError). It is passed over, as an unreadable one is."""
+    kit = WarehouseKit(tmp_path / "wh")
+    healthy(kit, "n1", now_utc() - timedelta(hours=2))
+    (tmp_path / "wh" / "_attempts").mkdir()
+    (tmp_path / "wh" / "_attempts" / "n1.20261301T000000000000Z.json").write_text(
+        json.dumps({"status": "failed", "kind": "scheduled"}))
+    m = scrape_in_process(tmp_path / "wh")
+    assert ("offsetlake_last_kept_attempt_timestamp_seconds", ()) not in m
+    with app_client(tmp_path / "wh") as client:
+        assert client.get("/overview").json()["last_attempt"] is None
 
 
 def test_a_run_killed_while_it_held_the_lock_fires_the_stopped_rule(tmp_path):
