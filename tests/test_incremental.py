@@ -402,6 +402,47 @@ def test_a_rerun_that_succeeds_is_the_base_of_the_next_run(spark_on_demand, warn
     assert_same_snapshot(full_wh, "full", wh, "d1")
 
 
+def test_a_rerun_killed_between_its_runs_row_and_its_checkpoint_is_resumed(spark_on_demand, warn_settings, sample,
+                                                                            sample_full, tmp_path, monkeypatch):
+    """A rerun of the served snapshot killed after committing its `runs` row, before publishing its checkpoint: the
+    next --incremental run was a full rebuild (the checkpoint left was the replaced run's), and the rerun's state
+    stayed in `_state/<id>/` until that id's next successful rerun. The next run now publishes the checkpoint the
+    rerun kept beside its state, resumes from it, and the replaced run's state goes."""
+    from pipelines import incremental
+    from pipelines.io.checkpoint import read_checkpoint
+    from pipelines.io.warehouse import Warehouse
+
+    full_wh, _ = sample_full
+    wh = tmp_path / "wh"
+    cut_log_dir(sample, tmp_path / "cut0", fraction=0.3)
+    cut_log_dir(sample, tmp_path / "cut1", fraction=0.7)
+    rebuild(spark_on_demand, warn_settings, [tmp_path / "cut0"], wh, "d0", **SAMPLE_KW)
+
+    def killed(self):
+        raise SystemExit("killed before publishing")
+
+    with monkeypatch.context() as m:
+        m.setattr(incremental.PendingCheckpoint, "publish", killed)
+        with pytest.raises(SystemExit):
+            rebuild(spark_on_demand, warn_settings, [tmp_path / "cut1"], wh, "d0", **SAMPLE_KW)
+    started = Warehouse(wh).served_row("d0", partial=False)["started_at"]
+    assert read_checkpoint(wh, "d0")["started_ms"] != round(started.timestamp() * 1000)  # the replaced run's
+    assert len(list((wh / "_state" / "d0").iterdir())) == 2
+    s = rebuild(spark_on_demand, warn_settings, [sample], wh, "d1", incremental=True, **SAMPLE_KW)
+    assert s.incremental["mode"] == "incremental" and s.incremental["previous_snapshot"] == "d0"
+    cp = read_checkpoint(wh, "d0")
+    assert cp["started_ms"] == round(started.timestamp() * 1000)
+    assert [d.name for d in (wh / "_state" / "d0").iterdir()] == [cp["decoded_state"].rsplit("/", 1)[1]]
+    assert_same_snapshot(full_wh, "full", wh, "d1")
+    # a rerun of d1 killed before its `runs` row (no clean-up ran: the state it saved stays) is cleaned by the next
+    stray = wh / "_state" / "d1" / "decoded-killed0000"
+    stray.mkdir()
+    (stray / "checkpoint.json").write_text(json.dumps({**read_checkpoint(wh, "d1"), "started_ms": 1}))
+    s = rebuild(spark_on_demand, warn_settings, [sample], wh, "d2", incremental=True, **SAMPLE_KW)
+    assert s.incremental["mode"] == "incremental" and s.incremental["previous_snapshot"] == "d1"
+    assert not stray.exists()
+
+
 def test_a_torn_entry_read_again_is_no_gap_in_the_log(spark_on_demand, warn_settings, sample, tmp_path):
     """A size field running past the end of a segment that is not the last (a torn entry) left the incremental run's
     `log_gaps` saying the log was whole only from its first new offset on, as if the offsets the previous run read

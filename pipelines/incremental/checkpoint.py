@@ -13,7 +13,7 @@ from pipelines.coordinator.options import unknown_group_fields, unknown_group_ke
 from pipelines.coordinator.saved import FORMAT as SAVED_FORMAT
 from pipelines.coordinator.saved import entries_of
 from pipelines.io.checkpoint import (STATE_DIR, SavedState, remove_orphaned_state, remove_other_states,
-                                     write_checkpoint, write_state)
+                                     stash_checkpoint, write_checkpoint, write_state)
 
 if TYPE_CHECKING:  # the field's type only
     from pipelines.io.warehouse import Warehouse
@@ -45,6 +45,17 @@ class PendingCheckpoint:
 
     def discard(self) -> None:
         self.saved.discard()
+
+    def stash(self) -> None:
+        """The checkpoint kept beside its state until `publish`: a rerun killed after its `runs` row committed
+        would otherwise leave its state unnamed, and the next --incremental run a full one (`plan.start` publishes
+        it then)."""
+        stash_checkpoint(self.saved.stage, self.checkpoint)
+
+    def committed(self) -> None:
+        """Its run's `runs` row is committed: the state is the served run's, named by the stashed checkpoint, and
+        stays even if `publish` does not happen (`discard` keeps it)."""
+        self.saved.kept = True
 
 
 def prepare_checkpoint(warehouse, snapshot_id: str, saved, plan, inc, *, conf, req, scans: dict[str, dict],

@@ -12,7 +12,8 @@ from pipelines.frames.decode import DecodePlan
 from pipelines.incremental.checkpoint import CHECKPOINT_FORMAT, OLDER_FORMATS, SAVED_FORMAT, read_policy_of
 from pipelines.incremental.saved import SavedShards
 from pipelines.io import storage
-from pipelines.io.checkpoint import read_checkpoint, state_dir, state_file_partitions
+from pipelines.io.checkpoint import (read_checkpoint, remove_other_states, state_dir, state_file_partitions,
+                                     stashed_checkpoints, write_checkpoint)
 from pipelines.times import MAX_TIME_MS, MIN_TIME_MS
 
 LOG_START_MOVED = "log start moved / segments deleted or compacted"
@@ -162,6 +163,8 @@ def start(warehouse, req, conf, plan, snapshot_id: str) -> IncrementalStart:
         return _full(f"the previous snapshot's checkpoint cannot be read ({storage.error_text(e)})", plan, prev_id)
     if prev is not None and not isinstance(prev, dict):
         return _full("the previous snapshot's checkpoint is damaged (not a JSON object)", plan, prev_id)
+    if prev_id and prev_id != snapshot_id:
+        prev = _publish_stashed(warehouse, prev_id, prev) or prev
     if prev is None or prev.get("format") not in (CHECKPOINT_FORMAT, *OLDER_FORMATS):
         return _full(NO_PREVIOUS, plan, prev_id)
     if prev.get("format") in OLDER_FORMATS:
@@ -322,6 +325,28 @@ def _of_served_run(warehouse, snapshot_id: str, checkpoint: dict) -> bool:
     row = next((r for r in warehouse.snapshots() if r["snapshot_id"] == snapshot_id), None)
     started = None if row is None else row.get("started_at")
     return started is not None and round(started.timestamp() * 1000) == int(started_ms)
+
+
+def _publish_stashed(warehouse, snapshot_id: str, checkpoint: dict | None) -> dict | None:
+    """The checkpoint a rerun of `snapshot_id` stashed beside its state (`PendingCheckpoint.stash`), published, when
+    that rerun's `runs` row serves the id and `checkpoint` (the published one) is not of it: the rerun was killed
+    between committing its row and publishing. Publishing it now is what that rerun would have done (this run holds
+    the writer lock); the id's other states go with it. None when there is none to publish; then the states of
+    reruns killed before their `runs` row (their checkpoint not of the served run) go."""
+    if isinstance(checkpoint, dict) and checkpoint_damage(checkpoint) is None \
+            and _of_served_run(warehouse, snapshot_id, checkpoint):
+        if checkpoint.get("started_ms") is not None:
+            keep = Path(str(checkpoint.get("decoded_state") or "decoded")).name
+            remove_other_states(warehouse, snapshot_id, keep=keep)
+        return None
+    for name, cp in stashed_checkpoints(warehouse, snapshot_id):
+        if isinstance(cp, dict) and cp.get("format") == CHECKPOINT_FORMAT and cp.get("snapshot_id") == snapshot_id \
+                and checkpoint_damage(cp) is None and cp.get("started_ms") is not None \
+                and _of_served_run(warehouse, snapshot_id, cp):
+            write_checkpoint(warehouse, snapshot_id, cp)
+            remove_other_states(warehouse, snapshot_id, keep=name)
+            return cp
+    return None
 
 
 def _missing_files(state, files: list[str] | None, sizes: dict[str, int] | None) -> tuple[list[str], list[str]]:

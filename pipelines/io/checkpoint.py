@@ -47,7 +47,7 @@ def write_checkpoint(warehouse, snapshot_id: str, checkpoint: dict) -> "Path | s
     if not isinstance(checkpoint, dict):
         raise TypeError(f"checkpoint must be a dict, got {type(checkpoint).__name__}")
     target = checkpoint_path(warehouse, snapshot_id)
-    text = json.dumps(checkpoint, sort_keys=True, indent=2, default=_default)
+    text = _checkpoint_text(checkpoint)
     if isinstance(target, storage.Location):
         target.write_text(text)
         return target
@@ -67,6 +67,10 @@ def write_checkpoint(warehouse, snapshot_id: str, checkpoint: dict) -> "Path | s
         raise
     _fsync_dir(target.parent)
     return target
+
+
+def _checkpoint_text(checkpoint: dict) -> str:
+    return json.dumps(checkpoint, sort_keys=True, indent=2, default=_default)
 
 
 def read_checkpoint(warehouse, snapshot_id: str) -> dict | None:
@@ -162,6 +166,32 @@ def write_state(warehouse, snapshot_id: str, shards: dict[int, bytes], entries: 
     stage = stage_state(warehouse, snapshot_id)
     names = [stage.write(data, p) for p, data in sorted(shards.items())]
     return SavedState(stage, names, entries, {n: len(shards[p]) for n, p in zip(names, sorted(shards))})
+
+
+STASHED_NAME = "checkpoint.json"  # never a shard's name (`StateStage.write`)
+
+
+def stash_checkpoint(stage: StateStage, checkpoint: dict) -> None:
+    """`checkpoint` kept in its state's directory until its run publishes it: a rerun of a served id publishes
+    after its `runs` row commits, and one killed between the two leaves it there for the next run to publish
+    (`stashed_checkpoints`)."""
+    storage.location(stage.uri).join(STASHED_NAME).write_text(_checkpoint_text(checkpoint))
+
+
+def stashed_checkpoints(warehouse, snapshot_id: str) -> list[tuple[str, object]]:
+    """(state directory name, its stashed checkpoint as read) of each state directory of `snapshot_id` holding one;
+    an unreadable one is passed over (nothing resumes from it)."""
+    root = _root(warehouse).join(STATE_DIR, check_partition_value(snapshot_id))
+    out = []
+    for info in root.listdir():
+        if info.type != pafs.FileType.Directory:
+            continue
+        d = root.child_of(info)
+        try:
+            out.append((d.name, json.loads(d.join(STASHED_NAME).read_text())))
+        except (OSError, storage.StorageError, ValueError):
+            continue
+    return out
 
 
 def remove_other_states(warehouse, snapshot_id: str, keep: str) -> None:

@@ -722,6 +722,7 @@ def checkpoint(run: Run, planned: Planned, replayed: Replayed,
         pending.publish()
         return None
     run.held.callback(pending.discard)  # a rerun that fails before its `runs` row: no checkpoint will name its state
+    pending.stash()
     return pending
 
 
@@ -758,13 +759,14 @@ def write(run: Run, summary: RunSummary, planned: Planned, assembled: Assembled,
         f"snapshot {run.snapshot_id} stays served as its previous run wrote it (and stays the base of --incremental "
         f"runs); this run's {summary.status} row is in {attempt}"]
     if pending is not None and attempt is None:
+        pending.committed()
         try:
             storage.retried(run.warehouse.root, "save the checkpoint", pending.publish)
         except BaseException as e:  # committed and recorded: the next --incremental run is a full one, and says why
             if not is_failure(e):
                 raise
             late.append(f"snapshot {run.snapshot_id} is committed ({summary.status}); its checkpoint for --incremental "
-                        f"was not saved: {cause_of(e)}")
+                        f"was not saved ({cause_of(e)}): the next --incremental run saves the copy kept with its state")
     keep = run.conf.keep_snapshots
     if keep:
         def retire():  # each step finds what is left to do: one that stopped half-way is run again
