@@ -352,3 +352,25 @@ def test_disk_full_mid_run_is_one_line_and_exit_1(tmp_path):
     assert "Traceback" not in err, err[-3000:]
     last = [ln for ln in err.splitlines() if ln.strip()][-1]
     assert last.startswith("error: run full failed in stage ") and "disk full" in last, last
+
+
+@pytest.mark.parametrize("since", ["2026-99-99", "yesterday", 5, None])
+@pytest.mark.parametrize("snapshot_id", ["new", ["x"], 7])
+def test_a_stale_lock_whose_fields_were_edited_is_recorded_without_a_traceback(tmp_path, since, snapshot_id):
+    """The lock a run took over names a `since` that is no time (an edited or damaged lock file): recording the
+    dead run was a traceback (ValueError: month must be in 1..12), the run that took the lock over failing. The
+    dead run is recorded with no start; a snapshot id that is no string is not recorded (it names no snapshot)."""
+    from pipelines.io.warehouse import Warehouse
+    from pipelines.rebuild.failures import record_abandoned
+
+    wh = Warehouse(tmp_path / "wh")
+    said: list[str] = []
+    record_abandoned(wh, {"snapshot_id": snapshot_id, "since": since, "stage": {"a": 1}, "pid": 9, "host": "h"},
+                     said.append)
+    assert "abandoned" in said[0]
+    rows = wh.snapshots()
+    if snapshot_id == "new":
+        (row,) = rows
+        assert row["status"] == "failed" and row["started_at"] is None and "abandoned" in row["summary"]
+    else:
+        assert rows == []

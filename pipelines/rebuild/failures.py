@@ -3,6 +3,7 @@ in `runs` (where the storage still allows it) and said in one line."""
 from __future__ import annotations
 
 import contextlib
+import datetime
 import errno
 import re
 
@@ -187,14 +188,28 @@ def recorded_after_all(warehouse, snapshot_id: str) -> bool:
         return False
 
 
+def _lock_time(since) -> str | None:
+    """A lock's `since` as its run's start, when it is an ISO-8601 time (it is, unless the file was edited or
+    damaged: then the run's start is unknown, not a traceback of the run that took the lock over)."""
+    if not isinstance(since, str):
+        return None
+    try:
+        datetime.datetime.fromisoformat(since.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return since
+
+
 def record_abandoned(warehouse, holder: dict, emit) -> None:
     """A run whose lock this run took over died (killed, crashed, host lost): record it as failed."""
     sid = holder.get("snapshot_id")
     stage = holder.get("stage") or "start"
+    if not isinstance(stage, str):
+        stage = str(stage)
     reason = (f"abandoned: process {holder.get('pid')} on {holder.get('host')} stopped during stage {stage} "
               f"(its lock, taken {holder.get('since')}, was stale)")
     emit(f"          took over a stale writer lock: run {sid} {reason}")
-    if not sid:
+    if not sid or not isinstance(sid, str):
         return
     # here, not at module level: deltalake ~0.2 s, pyarrow ~0.45 s of import (python -X importtime)
     from pipelines.io import delta
@@ -203,5 +218,6 @@ def record_abandoned(warehouse, holder: dict, emit) -> None:
         delta.check_partition_value(sid)
     except ValueError:
         return
-    warehouse.record_failure(sid, dict(started_at=holder.get("since"), summary={"error": reason, "stage": stage}),
+    warehouse.record_failure(sid, dict(started_at=_lock_time(holder.get("since")),
+                                       summary={"error": reason, "stage": stage}),
                              partial=stage == "commit")
