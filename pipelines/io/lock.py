@@ -296,11 +296,12 @@ class WriterLock:
         return None if got is None else got[0]
 
     def _ahead(self, holder: dict) -> bool:
-        """Another host's lock whose heartbeat is in our future by more than clocks drift under NTP: its age says
-        nothing of whether its holder lives (see the module docstring)."""
+        """A lock whose heartbeat is in our future by more than clocks drift under NTP, of another host or damaged
+        (no pid to ask): its age says nothing of whether its holder lives (see the module docstring)."""
         pid = holder.get("pid")
-        return (isinstance(pid, int) and not isinstance(pid, bool) and holder.get("host") != socket.gethostname()
-                and holder["age_seconds"] < -SKEW_SECONDS)
+        ours = (isinstance(pid, int) and not isinstance(pid, bool) and 0 < pid < 1 << 31
+                and holder.get("host") == socket.gethostname())
+        return not ours and holder["age_seconds"] < -SKEW_SECONDS
 
     def _watch_seconds(self, holder: dict) -> float:
         """How long a heartbeat ahead of our clock must stay put to be a dead holder's: three of the holder's beats
@@ -308,7 +309,8 @@ class WriterLock:
         beat = holder.get("heartbeat_seconds")
         if not isinstance(beat, (int, float)) or isinstance(beat, bool) or not 0 < beat < math.inf:
             beat = self.heartbeat_seconds
-        return 3 * max(beat, self.heartbeat_seconds) + 5
+        # an edited record's huge heartbeat (1e308) watched no longer than a heartbeat that stopped is stale
+        return min(3 * max(beat, self.heartbeat_seconds), max(self.stale_seconds, 3 * self.heartbeat_seconds)) + 5
 
     def is_stale(self, holder: dict) -> bool:
         pid = holder.get("pid")

@@ -136,6 +136,21 @@ def test_another_hosts_lock_stamped_ahead_of_our_clock_is_judged_by_whether_its_
         stop.set()
 
 
+@pytest.mark.parametrize("record", [dict(host="elsewhere.example", pid=1, heartbeat_seconds=1e308),
+                                    dict(host=socket.gethostname(), pid="x")])
+def test_a_lock_stamped_ahead_with_a_record_edited_is_watched_for_a_bounded_time(tmp_path, record):
+    """A damaged record (no pid to ask) a day ahead was never stale for a day (its age was judged); one naming a
+    heartbeat of 1e308 s was watched for ever. Both are watched as long as a heartbeat that stopped is stale."""
+    _plant(tmp_path, snapshot_id="edited", **record)
+    ahead = time.time() + 86_400
+    os.utime(tmp_path / LOCK_NAME, (ahead, ahead))
+    lock = WriterLock(tmp_path, stale_seconds=0.3, heartbeat_seconds=0.1)
+    t0 = time.monotonic()
+    assert lock.acquire("mine", poll_seconds=0.05)["snapshot_id"] == "edited"
+    assert time.monotonic() - t0 < 30
+    lock.release()
+
+
 def test_heartbeat_keeps_a_long_run_fresh(tmp_path):
     lock = WriterLock(tmp_path, heartbeat_seconds=0.1)
     lock.acquire("long")
