@@ -295,13 +295,24 @@ class WriterLock:
         got = self._read()
         return None if got is None else got[0]
 
+    def holder_and_beat(self) -> tuple[dict, tuple] | None:
+        """The current lock's record and what identifies its last heartbeat (it changes at each beat: a watcher's
+        way to tell a live holder from a dead one when the heartbeat's age says nothing, see `ahead`)."""
+        got = self._read()
+        return None if got is None else (got[0], got[2])
+
+    @staticmethod
+    def ahead(holder: dict) -> bool:
+        """The lock's heartbeat is further in our future than clocks drift under NTP."""
+        return holder["age_seconds"] < -SKEW_SECONDS
+
     def _ahead(self, holder: dict) -> bool:
         """A lock whose heartbeat is in our future by more than clocks drift under NTP, of another host or damaged
         (no pid to ask): its age says nothing of whether its holder lives (see the module docstring)."""
         pid = holder.get("pid")
         ours = (isinstance(pid, int) and not isinstance(pid, bool) and 0 < pid < 1 << 31
                 and holder.get("host") == socket.gethostname())
-        return not ours and holder["age_seconds"] < -SKEW_SECONDS
+        return not ours and self.ahead(holder)
 
     def _watch_seconds(self, holder: dict) -> float:
         """How long a heartbeat ahead of our clock must stay put to be a dead holder's: three of the holder's beats

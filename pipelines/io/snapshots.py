@@ -16,6 +16,7 @@ import json
 import os
 import re
 import threading
+import time
 import weakref
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
@@ -280,6 +281,7 @@ class DeltaWarehouseReader:
         self.fast_path = fast_path
         self._duck = None
         self._duck_lock = threading.Lock()
+        self._lock_beat: tuple[tuple, float] | None = None  # (a lock's heartbeat ahead of our clock, first seen)
         self._log = LogChecker()
 
     def table_path(self, table: str) -> "Path | Location | None":
@@ -469,9 +471,21 @@ class DeltaWarehouseReader:
         from pipelines.io.lock import WriterLock
 
         try:
-            return WriterLock(self.root).holder()
+            got = WriterLock(self.root).holder_and_beat()
         except (OSError, storage.StorageError):
             return None
+        if got is None:
+            return None
+        holder, beat = got
+        if not WriterLock.ahead(holder):
+            return holder
+        # stamped ahead of our clock (its host's clock is ahead): the age it says is negative while its run lives
+        # and after it died, so the stopped-run alert never fired; its age is how long this reader has seen it
+        # unchanged (0 when first seen: no more is known)
+        seen = self._lock_beat
+        if seen is None or seen[0] != beat:
+            seen = self._lock_beat = (beat, time.monotonic())
+        return {**holder, "age_seconds": round(time.monotonic() - seen[1], 1)}
 
     def last_attempt(self) -> dict | None:
         """The newest scheduled rerun of a served id kept aside in `_attempts/` (`Warehouse.record_failure`: failed,

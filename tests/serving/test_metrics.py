@@ -260,6 +260,32 @@ def test_a_run_killed_while_it_held_the_lock_fires_the_stopped_rule(tmp_path):
     lock.release()
 
 
+def test_a_lock_stamped_ahead_of_the_servers_clock_ages_while_it_stays_put(tmp_path):
+    """A lock whose heartbeat is ahead of the server's clock (its run's host's clock ahead) had a negative age for
+    as long as it was ahead: a run killed there never fired the stopped rule. Its age is now how long the server has
+    seen it unchanged, back to 0 at each heartbeat."""
+    import os
+
+    kit = WarehouseKit(tmp_path / "wh")
+    healthy(kit, "n1", now_utc() - timedelta(hours=2))
+    lock = tmp_path / "wh" / "_lock"
+    lock.write_text(json.dumps({"host": "elsewhere.example", "pid": 1, "snapshot_id": "n2"}))
+
+    def beat():
+        ahead = time.time() + 86_400
+        os.utime(lock, (ahead, ahead))
+
+    beat()
+    age = ("offsetlake_writer_lock_heartbeat_age_seconds", ())
+    with app_client(tmp_path / "wh") as client:
+        first = _samples_of_response(client.get("/metrics"))[age]
+        time.sleep(1.2)
+        later = _samples_of_response(client.get("/metrics"))[age]
+        beat()
+        after_beat = _samples_of_response(client.get("/metrics"))[age]
+    assert 0 <= first < later and later >= 1 and 0 <= after_beat < later
+
+
 def test_a_stale_snapshot_fires_the_staleness_rule(server):
     """The story's s2 finished on 2026-01-01, far more than 26 h ago."""
     m = scrape(server)
