@@ -335,9 +335,8 @@ def _publish_stashed(warehouse, snapshot_id: str, checkpoint: dict | None) -> di
     reruns killed before their `runs` row (their checkpoint not of the served run) go."""
     if isinstance(checkpoint, dict) and checkpoint_damage(checkpoint) is None \
             and _of_served_run(warehouse, snapshot_id, checkpoint):
-        if checkpoint.get("started_ms") is not None:
-            keep = Path(str(checkpoint.get("decoded_state") or "decoded")).name
-            remove_other_states(warehouse, snapshot_id, keep=keep)
+        if checkpoint.get("started_ms") is not None and checkpoint.get("decoded_state"):
+            remove_other_states(warehouse, snapshot_id, keep=Path(checkpoint["decoded_state"]).name)
         return None
     for name, cp in stashed_checkpoints(warehouse, snapshot_id):
         if isinstance(cp, dict) and cp.get("format") == CHECKPOINT_FORMAT and cp.get("snapshot_id") == snapshot_id \
