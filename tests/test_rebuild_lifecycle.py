@@ -374,3 +374,14 @@ def test_a_stale_lock_whose_fields_were_edited_is_recorded_without_a_traceback(t
         assert row["status"] == "failed" and row["started_at"] is None and "abandoned" in row["summary"]
     else:
         assert rows == []
+
+
+def test_a_stale_lock_with_an_empty_record_is_said_without_none(tmp_path):
+    """A lock taken over whose record was empty (damaged, or its run killed between create and write) was said as
+    'run None abandoned: process None on None ... taken None'; what the record does not say is now '?'."""
+    from pipelines.io.warehouse import Warehouse
+    from pipelines.rebuild.failures import record_abandoned
+
+    said: list[str] = []
+    record_abandoned(Warehouse(tmp_path / "wh"), {}, said.append)
+    assert "None" not in said[0] and "run ? abandoned: process ? on ? stopped during stage start" in said[0]

@@ -206,9 +206,10 @@ def record_abandoned(warehouse, holder: dict, emit) -> None:
     stage = holder.get("stage") or "start"
     if not isinstance(stage, str):
         stage = str(stage)
-    reason = (f"abandoned: process {holder.get('pid')} on {holder.get('host')} stopped during stage {stage} "
-              f"(its lock, taken {holder.get('since')}, was stale)")
-    emit(f"          took over a stale writer lock: run {sid} {reason}")
+    said = {k: "?" if holder.get(k) is None else holder[k] for k in ("snapshot_id", "pid", "host", "since")}
+    reason = (f"abandoned: process {said['pid']} on {said['host']} stopped during stage {stage} "
+              f"(its lock, taken {said['since']}, was stale)")
+    emit(f"          took over a stale writer lock: run {said['snapshot_id']} {reason}")
     if not sid or not isinstance(sid, str):
         return
     # here, not at module level: deltalake ~0.2 s, pyarrow ~0.45 s of import (python -X importtime)
