@@ -80,6 +80,13 @@ class ExpiryOptions:
         return self.semantics == "modern"
 
     @property
+    def share_offsets_fail_cleanup(self) -> bool:
+        """4.0's cleanup asks every group its `offsetExpirationCondition`, which a share group's throws
+        (`UnsupportedOperationException`): a partition holding a share group with offsets fails its whole pass, its
+        tombstones never written (the timer retries it, failing again). 4.1's `ShareGroup.shouldExpire` skips it."""
+        return self.modern and self.version < (4, 1, 0)
+
+    @property
     def pre_kip211(self) -> bool:
         """Old coordinator before 2.1: every offset expires at expireTimestamp (or commit + retention) < now."""
         return not self.modern and self.version < (2, 1, 0)
@@ -273,11 +280,14 @@ def cleanup_group_metadata(tables: Mapping[str, Any], options: ExpiryOptions) ->
     open_txn_groups = {p["group_id"] for p in pending_rows}
 
     out = dict(tables)
+    schema = table_schema("expired_offsets")
+    if share_groups_failing_cleanup(groups, coded, options):
+        out.update(offsets, expired_offsets=schema.empty_table(), expired_groups=[])
+        return out
     expired_offsets: list[pa.Table] = []
     before: dict[str, int] = {}
     left: dict[str, int] = {}
     conditions = {gid: _condition(g, options) for gid, g in groups.items()}  # a group's offsets share it
-    schema = table_schema("expired_offsets")
     for name in OFFSET_TABLES:
         table, (ids, codes, _) = offsets[name], coded[name]
         expired, rule, base = _expired(table, ids, codes, groups, conditions, pending_partitions, options)
@@ -314,6 +324,16 @@ def cleanup_group_metadata(tables: Mapping[str, Any], options: ExpiryOptions) ->
     out["expired_offsets"] = pa.concat_tables(expired_offsets) if expired_offsets else schema.empty_table()
     out["expired_groups"] = expired_groups
     return out
+
+
+def share_groups_failing_cleanup(groups: Mapping[str, Row], coded: Mapping[str, tuple], options: ExpiryOptions
+                                 ) -> list[str]:
+    """The share groups of a shard holding offsets where they fail its cleanup pass
+    (`ExpiryOptions.share_offsets_fail_cleanup`); `coded`: each offset table's `_group_codes`."""
+    if not options.share_offsets_fail_cleanup:
+        return []
+    held = {gid for ids, _, _ in coded.values() for gid in ids}
+    return sorted(gid for gid, g in groups.items() if g["_kind"] == KIND_SHARE and gid in held)
 
 
 def _rows_of(table) -> list:

@@ -539,7 +539,7 @@ def summarize(run: Run, planned: Planned, decoded: Decoded, replayed: Replayed, 
         warnings=[*planned.warnings, *assembled.read_ahead.warnings,
                   *_coordinator_warnings(conf), *_unknown_key_warnings(conf, accounting, decoded.tally, decoded.facts),
                   *_as_of_ahead_of_the_run(run, replayed.clock, stats["expired_offsets"]),
-                  *_load_failure_warnings(assembled)],
+                  *_load_failure_warnings(assembled), *_cleanup_failure_warnings(replayed.clock, assembled)],
         task_cpu_seconds=decoded.task_cpu_seconds, records_looped=decoded.records_looped,
         first_python_job_seconds=first_python_job,
         record_type_counts=decoded.facts.counts,
@@ -650,6 +650,31 @@ def _load_failure_warnings(assembled: Assembled) -> list[str]:
             f"its id's non-simple group, or a value no layout reads: group(s) {shown}) were skipped; its "
             f"broker would not load offsets partition(s) {', '.join(map(str, partitions))} and serve no group of "
             f"them; this snapshot holds what their other records give (group_history event 'skipped')"]
+
+
+def _cleanup_failure_warnings(clock: Clock, assembled: Assembled) -> list[str]:
+    """A share group holding offsets fails 4.0's cleanup pass of its partition (`ExpiryOptions
+    .share_offsets_fail_cleanup`): the replay expires nothing there, as the broker; the run says which partitions
+    and groups, as a snapshot whose offsets never expire would otherwise look like retention kept them."""
+    if clock.expiry is None or not clock.expiry.share_offsets_fail_cleanup:
+        return []
+    groups = assembled.in_hand["loaded_groups"]
+    share = groups.filter(pc.equal(groups.column("group_type"), "share"))
+    if not share.num_rows:
+        return []
+    held = set()
+    for name in ("loaded_offsets", "empty_group_offsets"):
+        held.update(pc.unique(assembled.in_hand[name].column("group_id")).to_pylist())
+    failing = sorted((p, g) for p, g in zip(share.column("offsets_partition").to_pylist(),
+                                            share.column("group_id").to_pylist()) if g in held)
+    if not failing:
+        return []
+    partitions = sorted({p for p, _ in failing})
+    groups_shown = ", ".join(repr(g) for _, g in failing[:5]) + (
+        f" and {len(failing) - 5} more" if len(failing) > 5 else "")
+    return [f"share group(s) {groups_shown} hold committed offsets, on which Kafka {clock.expiry.kafka_version}'s "
+            f"cleanup throws (ShareGroup.offsetExpirationCondition): its broker expires no offset and deletes no "
+            f"group in offsets partition(s) {', '.join(map(str, partitions))}, nor does this snapshot"]
 
 
 #: the new coordinators a modern run on the default version is pointed to when they know records it skipped

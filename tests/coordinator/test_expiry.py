@@ -384,6 +384,21 @@ def test_share_group_never_expires():
     assert res["expired_offsets"] == [] and res["expired_groups"] == []
 
 
+@pytest.mark.parametrize("version,fails", [("4.0", True), ("4.1", False)])
+def test_a_share_group_with_offsets_fails_4_0s_whole_cleanup_pass(version, fails):
+    """4.0's `ShareGroup.offsetExpirationCondition` throws, so the pass of a partition holding a share group with
+    offsets ends there and writes nothing: no other group's offsets expire and no group is deleted. 4.1's
+    `shouldExpire` skips the share group and the rest expire."""
+    t = tables(groups=[group("sh", group_type="share", protocol_type="share", state="Empty", generation=1),
+                       group("idle", group_type="share", protocol_type="share", state="Empty", generation=1),
+                       group("c", group_type="consumer", protocol_type="consumer", state="Empty", generation=1)],
+               loaded=[offset("sh", "a", 0, T0), offset("c", "a", 0, T0)], empty=[offset("simple", "a", 0, T0)])
+    res = run(t, opts(T0 + 1000 * RET, "modern", version))
+    assert expired_keys(res) == ([] if fails else [("c", "a", 0), ("simple", "a", 0)])
+    assert sorted(dead(res)) == ([] if fails else ["c", "simple"])
+    assert len(res["loaded_offsets"]) + len(res["empty_group_offsets"]) == (3 if fails else 1)
+
+
 _BOTH = {"a": RULE_STREAMS_EMPTY, "b": RULE_STREAMS_EMPTY}
 
 

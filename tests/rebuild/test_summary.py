@@ -137,6 +137,32 @@ def test_a_run_says_which_partitions_the_new_coordinator_would_fail_to_load(spar
 
 
 @pytest.mark.spark
+@pytest.mark.parametrize("version", ["4.0", "4.1"])
+def test_a_run_says_which_partitions_a_share_group_with_offsets_keeps_from_expiry(spark, settings, tmp_path, version):
+    """Offsets committed for a 4.0 share group's id: 4.0's cleanup throws on that group (its
+    `offsetExpirationCondition`), so nothing of its partition expires, an old simple group's offsets neither;
+    partition 4's pass goes on. The run says which partition and group; 4.1 skips the share group and says nothing."""
+    from pipelines.decoding.batch_writer import write_record_batch
+    from pipelines.decoding.message_writer import write_group_record_key, write_group_record_value
+    from pipelines.rebuild import RebuildRequest, run_rebuild
+
+    sg, old, other = bi.group_in(0, "sg"), bi.group_in(0, "old"), bi.group_in(4, "other")
+    share = [(write_group_record_key(11, sg), write_group_record_value(11, {"epoch": 2}, "4.0"), bi.T0),
+             (write_group_record_key(12, sg), write_group_record_value(12, {"assignmentEpoch": 2}), bi.T0)]
+    bi.write_segment(tmp_path / "in" / "__consumer_offsets-0", 0, bi.batch([bi.commit(old, 0, 100, bi.T0)], 0)
+                     + write_record_batch(share, 1) + bi.batch([bi.commit(sg, 0, 5, bi.T0)], 3))
+    bi.write_segment(tmp_path / "in" / "__consumer_offsets-4", 0, bi.batch([bi.commit(other, 0, 100, bi.T0)], 0))
+    summary = run_rebuild(spark, settings, RebuildRequest(
+        inputs=(str(tmp_path / "in"),), warehouse=str(tmp_path / "wh"), snapshot_id="share", semantics="modern",
+        kafka_version=version, as_of=str(bi.T0 + 365 * 86_400_000)))
+    assert (summary.expired_offsets, summary.expired_groups) == ((1, 1) if version == "4.0" else (2, 2))
+    said = [w for w in summary.warnings if "ShareGroup.offsetExpirationCondition" in w]
+    assert said == ([f"share group(s) {sg!r} hold committed offsets, on which Kafka 4.0's cleanup throws "
+                     "(ShareGroup.offsetExpirationCondition): its broker expires no offset and deletes no group in "
+                     "offsets partition(s) 0, nor does this snapshot"] if version == "4.0" else [])
+
+
+@pytest.mark.spark
 @pytest.mark.parametrize("semantics,version,said", [
     ("modern", "3.5", "Kafka 3.5 has no new group coordinator (it came with 3.6)"), ("modern", "3.6", None),
     ("legacy", "4.1", "Kafka 4.1 has no old group coordinator (the new one is its only one from 4.1)"),
