@@ -408,20 +408,26 @@ class GroupStore:
     generation, a consumer group's epochs, members joining, updated or leaving, assignments, deletions, ignored
     tombstones."""
 
-    __slots__ = ("groups", "last_group_record", "history", "simple_replaced_by")
+    __slots__ = ("groups", "last_group_record", "history", "simple_replaced_by", "early_share")
     __getstate__, __setstate__ = _slots_state, _set_slots
 
-    def __init__(self, keep_history: bool = True, simple_replaced_by: tuple[str, ...] = SIMPLE_REPLACED_BY) -> None:
+    def __init__(self, keep_history: bool = True, simple_replaced_by: tuple[str, ...] = SIMPLE_REPLACED_BY,
+                 early_share: bool = False) -> None:
         self.groups: dict[str, Group] = {}
         self.last_group_record: dict[str, GroupRecord] = {}  # latest type-2 / type-3 record per group id
         self.history: list[GroupEvent] | None = [] if keep_history else None
         # the group types whose records replace a simple group (`options.simple_group_replaced_by`)
         self.simple_replaced_by = simple_replaced_by
+        # 4.0's share replays (`options.early_share_replays`): all but a ShareGroupMetadata or ShareGroupMemberMetadata
+        # value ask `getOrMaybeCreatePersistedShareGroup(id, false)` and a member's (ShareGroupCurrentMemberAssignment,
+        # a ShareGroupMemberMetadata tombstone) `getOrMaybeCreateMember(id, false)`, catching nothing: a missing one
+        # fails the load, where 4.1 creates it for a value and ignores a tombstone; 4.0's shard replays no type 15
+        self.early_share = early_share
 
     def resumed(self) -> GroupStore:
         """The store to go on loading from: the same groups (loading mutates them), the events of what is loaded
         from now on only."""
-        store = GroupStore(self.history is not None, self.simple_replaced_by)
+        store = GroupStore(self.history is not None, self.simple_replaced_by, self.early_share)
         store.groups, store.last_group_record = self.groups, self.last_group_record
         return store
 
@@ -429,7 +435,7 @@ class GroupStore:
     def union(stores: list[GroupStore]) -> GroupStore:
         """The groups of `stores`, which hold no id in common (the buckets of a split partition's groups,
         `coordinator.streamed.by_group`), with their events not yet taken."""
-        out = GroupStore(stores[0].history is not None, stores[0].simple_replaced_by)
+        out = GroupStore(stores[0].history is not None, stores[0].simple_replaced_by, stores[0].early_share)
         for s in stores:
             out.groups.update(s.groups)
             out.last_group_record.update(s.last_group_record)
@@ -447,6 +453,8 @@ class GroupStore:
         if row.get("layout") == UNPARSED and not row["is_tombstone"]:
             # a share / streams value no layout reads (its fields unknown): Kafka's load fails on it; skipped here
             replay = _skipped
+        elif self.early_share and key_type == _T.SHARE_GROUP_STATE_PARTITION_METADATA:
+            replay = _skipped  # 4.0's `GroupCoordinatorShard.replay`: "unknown record type", the load fails
         if self.history is None:
             replay(self, row)
             return
@@ -526,7 +534,7 @@ class GroupStore:
             if type(g) is kind or (kind.group_type in self.simple_replaced_by and self._replaceable(g)):
                 del self.groups[gid]
                 return "deleted"
-            return "tombstone"
+            return "skipped" if g is None and self.early_share and kind is ShareGroup else "tombstone"
         g = self._consumer_group(gid, create=True, kind=kind)
         if g is None:
             return "skipped"  # Kafka: IllegalStateException, the id holds a classic group
@@ -629,9 +637,15 @@ def _of_consumer_group(replay: ConsumerGroupReplay, event: str, kind: type[Consu
 
     def on_group(store: GroupStore, row: Row) -> str:
         tombstone = row["is_tombstone"]
-        g = store._consumer_group(row["group_id"], create=not tombstone, kind=kind)
+        early = store.early_share and kind is ShareGroup
+        create = not tombstone and (not early or row["key_type"] == _T.SHARE_GROUP_MEMBER_METADATA)
+        g = store._consumer_group(row["group_id"], create=create, kind=kind)
         if g is None:
-            return unknown_tombstone if tombstone else "skipped"
+            return unknown_tombstone if tombstone and not early else "skipped"
+        if early and row.get("member_id") not in g.members and (
+                row["key_type"] == _T.SHARE_GROUP_CURRENT_MEMBER_ASSIGNMENT or tombstone and row["key_type"] ==
+                _T.SHARE_GROUP_MEMBER_METADATA):
+            return "skipped"
         g.last_offset = row["offset"]
         return replay(store, g, row)
 

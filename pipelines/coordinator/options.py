@@ -128,6 +128,11 @@ class ReplayOptions:
         return unknown_group_fields(self.semantics, self.kafka_version)
 
     @property
+    def early_share_replays(self) -> bool:
+        """4.0's share group replays (KIP-932 early access, `GroupStore.early_share`) rather than 4.1's."""
+        return self.is_modern and parse_kafka_version(self.kafka_version)[:2] < (4, 1)
+
+    @property
     def simple_group_replaced_by(self) -> tuple[str, ...]:
         """The group types whose records replace a simple group of offsets (`getOrMaybeCreatePersisted…Group`):
         a consumer group's; a streams group's from 4.2 (KAFKA-19862: 4.1 fails the load); a share group's never."""

@@ -195,7 +195,8 @@ class StreamedShards:
                 state = self.states.get(part)
                 if state is None:
                     state = self.states[part] = ShardState.empty(part, modern, self.mode.group_events,
-                                                                 self.options.simple_group_replaced_by)
+                                                                 self.options.simple_group_replaced_by,
+                                                                 self.options.early_share_replays)
                 decisions.append(replay_offsets(part, rows, state, modern))
                 looped = group_rows(rows, loader_mask(rows, modern))
                 replay_group_records(state.groups, looped)

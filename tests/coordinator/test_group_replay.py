@@ -426,3 +426,41 @@ def test_a_share_group_record_of_a_simple_groups_id_is_skipped(tmp_path):
     assert [o["group_id"] for o in tables["empty_group_offsets"]] == ["sg"] and not tables["loaded_offsets"]
     assert [e["event"] for e in tables["group_history"]] == ["skipped"] * 4 + [
         "member_assignment_tombstone", "tombstone"]
+
+
+_SHARE_RECORDS_OF_NO_GROUP = {
+    "partition metadata (9)": [_record(9, "sg", dict(topics=[]))],
+    "target assignment epoch (12)": [_record(12, "sg", dict(assignmentEpoch=2))],
+    "target assignment (13)": [_record(13, "sg", dict(topicPartitions=[{"topicId": _TID, "partitions": [0]}]), "m")],
+    "member assignment (14)": [_record(14, "sg", dict(memberEpoch=2, previousMemberEpoch=1, state=0,
+                                                      assignedPartitions=[]), "m")],
+    "member assignment of no member (14)": [_record(11, "sg", dict(epoch=1), layout="4.0"),
+                                            _record(14, "sg", dict(memberEpoch=2, previousMemberEpoch=1, state=0,
+                                                                   assignedPartitions=[]), "m")],
+    "member tombstone (10)": [_record(10, "sg", None, "m")],
+    "member tombstone of no member (10)": [_record(11, "sg", dict(epoch=1), layout="4.0"),
+                                           _record(10, "sg", None, "m")],
+    "group tombstone (11)": [_record(11, "sg", None)],
+    "state partition metadata (15)": [_record(11, "sg", dict(epoch=1), layout="4.0"),
+                                      _record(15, "sg", dict(initializedTopics=[], deletingTopics=[]), layout="4.0")],
+}
+
+
+@pytest.mark.parametrize("case", sorted(_SHARE_RECORDS_OF_NO_GROUP))
+def test_4_0s_share_records_of_no_group_or_member_fail_the_load(tmp_path, case):
+    """4.0's share replays (KIP-932 early access) find their group with `getOrMaybeCreatePersistedShareGroup(id,
+    false)` for all but a ShareGroupMetadata or ShareGroupMemberMetadata value, and their member with
+    `getOrMaybeCreateMember(id, false)` for a member's assignment or tombstone, catching nothing: a missing one fails
+    the load, as any type 15 record does (4.0's shard replays none). The record is skipped, its event `skipped` (the
+    run names its partition). 4.1 creates the group (and member) for a value and ignores a tombstone."""
+    records = _SHARE_RECORDS_OF_NO_GROUP[case]
+    tables = _replayed(_decoded(tmp_path, records), "modern", "4.0")
+    assert tables["group_history"][-1]["event"] == "skipped"
+    assert [(g["group_id"], g["member_count"]) for g in tables["loaded_groups"]] == (
+        [("sg", 0)] if len(records) == 2 else [])
+    if records[-1][0][:2] in (b"\x00\x09", b"\x00\x0f"):
+        return  # 4.1 knows no type 9, and writes type 15 in another layout
+    later = _replayed(_decoded(tmp_path, records), "modern", "4.1")
+    assert "skipped" not in [e["event"] for e in later["group_history"]]
+    assert [g["group_id"] for g in later["loaded_groups"]] == (
+        [] if case in ("member tombstone (10)", "group tombstone (11)") else ["sg"])
