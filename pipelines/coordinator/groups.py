@@ -532,6 +532,8 @@ class GroupStore:
         if row["is_tombstone"]:
             g = self.groups.get(gid)
             if type(g) is kind or (kind.group_type in self.simple_replaced_by and self._replaceable(g)):
+                if _holds_state(g if type(g) is kind else kind(gid)):
+                    return "skipped"  # Kafka: IllegalStateException "Received a tombstone record to delete group"
                 del self.groups[gid]
                 return "deleted"
             return "skipped" if g is None and self.early_share and kind is ShareGroup else "tombstone"
@@ -608,6 +610,13 @@ class GroupStore:
             return "regex_tombstone"
         g.regexes[row.get("regex")] = list(row.get("regex_topics") or [])
         return "regex"
+
+
+def _holds_state(g: ConsumerGroup) -> bool:
+    """What its group tombstone's replay refuses to delete (the load fails): members, a target assignment (not a
+    streams group's: its replay asks not) or an assignment epoch its tombstone did not set to -1. A simple group the
+    tombstone's kind replaces is a new group of that kind, whose epoch is 0."""
+    return bool(g.members) or (bool(g.targets) and not isinstance(g, StreamsGroup)) or g.assignment_epoch != -1
 
 
 _NEW_MEMBER: Final = ConsumerGroupMember()

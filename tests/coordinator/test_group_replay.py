@@ -154,9 +154,13 @@ def test_a_consumer_group_tombstone_replaces_a_simple_group(kind):
     assert [(o["group_id"], o["committed_offset"]) for o in tables["loaded_offsets"]] == [("g", 5)]
     assert not tables["empty_group_offsets"]
 
-    log.cg_tombstone("g")  # and the group's own tombstone then deletes it, as it deletes a simple group
+    # the group's own tombstone then deletes it once its assignment epoch's tombstone set -1; before, its replay
+    # throws (IllegalStateException, the load fails): skipped, the group staying
+    log.cg_tombstone("g")
     tables = replay_rows(log.rows, ReplayOptions("modern", snapshot_id="t", num_partitions=50, kafka_version="4.0"))
-    assert not tables["loaded_groups"] and not tables["loaded_offsets"] and not tables["empty_group_offsets"]
+    deleted = kind == "assignment_epoch"
+    assert len(tables["loaded_groups"]) == len(tables["loaded_offsets"]) == (0 if deleted else 1)
+    assert tables["offset_commits"] and tables["group_history"][-1]["event"] == ("deleted" if deleted else "skipped")
 
 
 @pytest.mark.parametrize("pending,state,member_state", [
@@ -464,3 +468,23 @@ def test_4_0s_share_records_of_no_group_or_member_fail_the_load(tmp_path, case):
     assert "skipped" not in [e["event"] for e in later["group_history"]]
     assert [g["group_id"] for g in later["loaded_groups"]] == (
         [] if case in ("member tombstone (10)", "group tombstone (11)") else ["sg"])
+
+
+@pytest.mark.parametrize("version", ["4.0", "4.1"])
+def test_a_share_group_tombstone_of_a_group_with_members_or_an_assignment_epoch_fails_the_load(tmp_path, version):
+    """`replay(ShareGroupMetadataKey, null)` (4.0 and 4.1, as the consumer and streams groups' do) throws while the
+    group has members, a target assignment or an assignment epoch its tombstone did not set to -1: the load fails.
+    The tombstone is skipped, the group staying whole, where it deleted the group with its members. After the
+    deletion the coordinator writes (14, 13, 12, 10 tombstones), it deletes the group."""
+    layout = "4.0" if version == "4.0" else "4.1+"
+    metadata = dict(epoch=2) | ({} if version == "4.0" else dict(metadataHash=0))
+    group = [_record(11, "sg", metadata, layout=layout), *_share_group("sg")[1:],
+             _record(13, "sg", dict(topicPartitions=[{"topicId": _TID, "partitions": [0]}]), "m")]
+    tables = _replayed(_decoded(tmp_path, [*group, _record(11, "sg", None)]), "modern", version)
+    assert [(g["group_id"], g["member_count"]) for g in tables["loaded_groups"]] == [("sg", 1)]
+    assert tables["group_history"][-1]["event"] == "skipped"
+
+    deletion = [_record(14, "sg", None, "m"), _record(13, "sg", None, "m"), _record(12, "sg", None),
+                _record(10, "sg", None, "m"), _record(11, "sg", None)]
+    tables = _replayed(_decoded(tmp_path, [*group, *deletion]), "modern", version)
+    assert not tables["loaded_groups"] and tables["group_history"][-1]["event"] == "deleted"
