@@ -40,6 +40,8 @@ GROUP_TYPES = ("classic", "consumer", "share", "streams")
 REBALANCING_STATES = frozenset({"PreparingRebalance", "CompletingRebalance", "Assigning", "Reconciling"})
 # The new coordinator's default server assignor: the first of `group.consumer.assignors` (default `uniform,range`).
 DEFAULT_CONSUMER_ASSIGNOR = "uniform"
+#: `ShareGroup.asDescribedGroup`'s AssignorName (4.0+): `group.share.assignors`' only one, `SimpleAssignor`
+DEFAULT_SHARE_ASSIGNOR = "simple"
 
 
 def assignment_strategy(group: dict) -> str | None:
@@ -48,9 +50,12 @@ def assignment_strategy(group: dict) -> str | None:
     Classic groups: the protocol the generation chose. Consumer (KIP-848) groups: the server assignor most of
     the members name (`loaded_groups.protocol`), else the coordinator's default, as
     `ConsumerGroup.asDescribedGroup` does with `preferredServerAssignor().orElse(defaultAssignor)` (Kafka 3.7+).
+    Share groups: the coordinator's share assignor, which `ShareGroupDescribe` names whatever the members do.
     """
     if group.get("group_type") == "consumer":
         return group.get("protocol") or DEFAULT_CONSUMER_ASSIGNOR
+    if group.get("group_type") == "share":
+        return DEFAULT_SHARE_ASSIGNOR
     return group.get("protocol") or None
 
 

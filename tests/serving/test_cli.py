@@ -813,5 +813,8 @@ def test_describe_verbose_shows_the_epochs_of_every_group_with_them(tmp_path, gr
     state = describe("--state", "--verbose")
     assert state[1].split()[5:7] == ["GROUP-EPOCH", "TARGET-ASSIGNMENT-EPOCH"]
     assert state[2].split()[-3:] == ["4", "3", "1"]
+    # ASSIGNMENT-STRATEGY: the assignor the group's describe call names (`ShareGroupDescribe`: the share assignor,
+    # `simple`; `StreamsGroupDescribe` names none)
+    assert state[2].split()[2] == {"consumer": "uniform", "share": "simple", "streams": "-"}[group_type]
     members = describe("--members", "--verbose")
     assert members[2].split()[-4:] == ["2", "t:0", "3", "-"]
