@@ -627,8 +627,8 @@ def _coordinator_warnings(conf: RunSettings) -> list[str]:
 def _load_failure_warnings(assembled: Assembled) -> list[str]:
     """A group record the new coordinator's replay throws on (a consumer, share or streams record for an id holding a
     group of another type, not a simple one: `IllegalStateException`; a share / streams value no known layout reads;
-    4.0's share records of no group or member, `GroupStore.early_share`; a group tombstone of a group still holding
-    members) fails its partition's load, and the broker serves that partition with no groups (spec §5.3, §8 item 15). The
+    4.0's share records of no group or member, `GroupStore.early_share`; a tombstone out of the order the coordinator
+    deletes in) fails its partition's load, and the broker serves that partition with no groups (spec §5.3, §8 item 15). The
     replay skips the record (its `group_history` event `skipped`); the run says which partitions a broker would not
     load, rather than a snapshot that only looks whole."""
     events = assembled.in_hand.get("group_history")
@@ -649,7 +649,7 @@ def _load_failure_warnings(assembled: Assembled) -> list[str]:
     shown = ", ".join(map(repr, groups[:5])) + (f" and {len(groups) - 5} more" if len(groups) > 5 else "")
     return [f"{len(rows):,} group record(s) the new coordinator's load fails on (a record of a group type other than "
             f"its id's non-simple group, a value no layout reads, a 4.0 share record of no group or member, or a "
-            f"group tombstone of a group still holding members: "
+            f"tombstone out of the coordinator's deletion order: "
             f"group(s) {shown}) were skipped; its "
             f"broker would not load offsets partition(s) {', '.join(map(str, partitions))} and serve no group of "
             f"them; this snapshot holds what their other records give (group_history event 'skipped')"]

@@ -488,3 +488,24 @@ def test_a_share_group_tombstone_of_a_group_with_members_or_an_assignment_epoch_
                 _record(10, "sg", None, "m"), _record(11, "sg", None)]
     tables = _replayed(_decoded(tmp_path, [*group, *deletion]), "modern", version)
     assert not tables["loaded_groups"] and tables["group_history"][-1]["event"] == "deleted"
+
+
+def test_a_member_or_assignment_epoch_tombstone_out_of_the_deletion_order_fails_the_load(tmp_path):
+    """`replay(…MemberMetadataKey, null)` throws unless the member's assignment tombstone set its epoch to
+    LEAVE_GROUP_MEMBER_EPOCH and its target assignment is gone, and `replay(…TargetAssignmentMetadataKey, null)`
+    unless no member has a target assignment (consumer, share and streams groups alike): the load fails. Such a
+    tombstone is skipped, the member (the epoch) staying, where it removed the member (set -1)."""
+    group = [_record(11, "sg", dict(epoch=2, metadataHash=0), layout="4.1+"), *_share_group("sg")[1:],
+             _record(13, "sg", dict(topicPartitions=[{"topicId": _TID, "partitions": [0]}]), "m")]
+    early = _replayed(_decoded(tmp_path, [*group, _record(10, "sg", None, "m"), _record(12, "sg", None)]),
+                      "modern", "4.1")
+    assert [e["event"] for e in early["group_history"][-2:]] == ["skipped", "skipped"]
+    [g] = early["loaded_groups"]
+    assert (g["member_count"], g["assignment_epoch"]) == (1, 2)
+
+    in_order = [_record(14, "sg", None, "m"), _record(13, "sg", None, "m"), _record(12, "sg", None),
+                _record(10, "sg", None, "m")]
+    tables = _replayed(_decoded(tmp_path, [*group, *in_order]), "modern", "4.1")
+    [g] = tables["loaded_groups"]
+    assert (g["member_count"], g["assignment_epoch"]) == (0, -1)
+    assert "skipped" not in [e["event"] for e in tables["group_history"]]

@@ -132,7 +132,7 @@ def test_a_run_says_which_partitions_the_new_coordinator_would_fail_to_load(spar
     said = [w for w in summary.warnings if "load fails on" in w]
     assert said == [f"1 group record(s) the new coordinator's load fails on (a record of a group type other than its "
                     f"id's non-simple group, a value no layout reads, a 4.0 share record of no group or member, or a "
-                    f"group tombstone of a group still holding members: "
+                    f"tombstone out of the coordinator's deletion order: "
                     f"group(s) {g!r}) were skipped; its broker "
                     "would not load offsets partition(s) 4 and serve no group of them; this snapshot holds what their "
                     "other records give (group_history event 'skipped')"]
