@@ -21,7 +21,8 @@ batch past the entry's offset, a time entry above its batch's largest timestamp)
 that entry on."""
 SEGMENT_TORN = "segment_torn"
 """A segment whose bytes stop framing before its end (not a zero-filled tail): what follows `position` is not part
-of the log, as the broker's recovery would truncate it."""
+of the log, as the broker's recovery would truncate it. After an unclean shutdown (no `.kafka_cleanshutdown`), also a
+batch from the recovery point on that fails its checksum: the log ends before it, and the later segments are gone."""
 BATCH_UNREADABLE = "batch_unreadable"
 """The batch holding an asked offset fails its checksum or cannot be decoded (`position`: the batch's): that
 record's timestamp is unknown, so is the lag in time measured to it (null, never a guess)."""

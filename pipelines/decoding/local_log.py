@@ -47,13 +47,17 @@ class Position:
 
 class LocalLog:
     """The segments of one `<topic>-<N>` directory. `checkpoint_start`: the log dir's `log-start-offset-checkpoint`
-    value for the partition, if it has one. Files are mapped as they are read; `close` lets them go."""
+    value for the partition, if it has one. `recovery_point`: None when the broker shut down cleanly, else where
+    its recovery starts (`recovery-point-offset-checkpoint`, 0 without one). Files are mapped as they are read;
+    `close` lets them go."""
 
-    def __init__(self, topic: str, partition: int, path: str, checkpoint_start: int | None = None):
+    def __init__(self, topic: str, partition: int, path: str, checkpoint_start: int | None = None,
+                 recovery_point: int | None = None):
         self.topic = topic
         self.partition = partition
         self.path = path
         self.checkpoint_start = checkpoint_start
+        self.recovery_point = recovery_point
         self.notes: list[LogNote] = []
         self.segments: list[LogSegment] = []
         try:
@@ -118,10 +122,28 @@ class LocalLog:
         segment: its base offset would be a silently wrong end."""
         if not self.segments:
             return None, None
+        if self.recovery_point is not None:
+            return self._recovered_end()
         s = self.segments[-1]
         tail = s.tail()
         return (s.base_offset, None) if tail is None else (max(s.base_offset, tail.last_offset + 1),
                                                            tail.timestamp_type)
+
+    def _recovered_end(self) -> tuple[int, str | None]:
+        """`LogLoader.recoverLog` after an unclean shutdown: each segment from the one holding the recovery point on
+        is recovered (`LogSegment.recover`), the first batch failing its checksum truncates the log, and the later
+        segments are deleted, so their records are no part of it."""
+        tail, base = None, self.segments[0].base_offset
+        for k in range(self._segment_of(self.recovery_point), len(self.segments)):
+            s = self.segments[k]
+            tail, truncated = s.recover()
+            base = s.base_offset
+            if truncated:
+                for gone in self.segments[k + 1:]:
+                    gone.close()
+                del self.segments[k + 1:]
+                break
+        return (base, None) if tail is None else (max(base, tail.last_offset + 1), tail.timestamp_type)
 
     @property
     def log_end_offset(self) -> int | None:

@@ -8,7 +8,9 @@ Sources per log dir (spec §1.1 for the dir layout):
   read_uncommitted).
 - the partition's own segments (`<topic>-<N>/<base>.log`, `local_log.LocalLog`): the offset after the last whole
   entry of the newest segment, i.e. the log end offset `LogLoader` would recover; the first segment's base offset,
-  i.e. the log start offset, with the newest batch's timestamp type.
+  i.e. the log start offset, with the newest batch's timestamp type. Without `.kafka_cleanshutdown` in the log dir
+  (an unclean shutdown) the segments from the partition's `recovery-point-offset-checkpoint` entry on are recovered
+  as the broker would: the log ends before the first batch failing its checksum.
 - `log-start-offset-checkpoint`: each partition's logStartOffset as the broker last checkpointed it (DeleteRecords
   moves it inside a segment); the log starts at the larger of it and the first segment's base offset.
 Several log dirs (one broker's JBOD dirs, or several brokers' copies) are combined per partition by taking the
@@ -41,6 +43,8 @@ __all__ = ["CheckpointError", "DataLogs", "LogEndOffset", "data_logs", "log_end_
 
 REPLICATION_CHECKPOINT = "replication-offset-checkpoint"
 LOG_START_CHECKPOINT = "log-start-offset-checkpoint"  # local_log.SOURCE_LOG_START_CHECKPOINT
+RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"  # LogLoader.CleanShutdownFileName
 SOURCE_CHECKPOINT = "replication-offset-checkpoint"
 SOURCE_SEGMENT = "segment"
 SOURCE_FILE = "file"
@@ -235,6 +239,7 @@ def data_logs(paths: Iterable["str | os.PathLike | Location"]) -> DataLogs:
         except (OSError, storage.StorageError) as e:
             warnings.append(f"{log_dir}: cannot list directory: {e}")
             continue
+        recovery_points = _recovery_points(log_dir, warnings)
         unwalked = 0
         for e in entries:
             key = _data_partition(e, warnings)
@@ -246,7 +251,8 @@ def data_logs(paths: Iterable["str | os.PathLike | Location"]) -> DataLogs:
             topic_id = _topic_id(e.path)
             if topic_id is not None:
                 topic_ids.setdefault(key[0], {}).setdefault(topic_id, e.path)
-            log = LocalLog(key[0], key[1], e.path, (dir_starts or {}).get(key))
+            log = LocalLog(key[0], key[1], e.path, (dir_starts or {}).get(key),
+                           None if recovery_points is None else recovery_points.get(key, 0))
             try:
                 leo = log.log_end_offset
                 newest = log.segments[-1].path if log.segments else None
@@ -271,6 +277,19 @@ def data_logs(paths: Iterable["str | os.PathLike | Location"]) -> DataLogs:
     _drop_topics_of_two_ids(topic_ids, best, logs, warnings)
     rows = [_with_start(row, logs.get(key), starts.get(key)) for key, row in sorted(best.items())]
     return DataLogs(rows, logs, warnings)
+
+
+def _recovery_points(log_dir: Location, warnings: list[str]) -> dict[tuple[str, int], int] | None:
+    """None when the broker shut down cleanly (`.kafka_cleanshutdown`: nothing is recovered), else each partition's
+    recovery point as `LogManager.loadLogs` takes it: from the checkpoint, 0 for a partition it does not name or
+    when it cannot be read (the broker then recovers every segment)."""
+    try:
+        if (log_dir / CLEAN_SHUTDOWN_FILE).is_file():
+            return None
+    except (OSError, storage.StorageError):
+        pass
+    points, _ = _checkpoint(log_dir / RECOVERY_POINT_CHECKPOINT, "recovery points", warnings)
+    return points or {}
 
 
 def _drop_topics_of_two_ids(topic_ids: dict[str, dict[str, str]], best: dict, logs: dict, warnings: list[str]) -> None:

@@ -447,6 +447,26 @@ class LogSegment:
         pos = int(heads.positions[-1])
         return read_head(self.buf, pos, heads.end - pos)
 
+    def recover(self) -> tuple[Head | None, bool]:
+        """`LogSegment.recover` after an unclean shutdown: every entry checked (`ensureValid`: its checksum), the
+        segment ending at the first that fails. (The head of the last valid entry, None when there is none; whether
+        an entry failed, after which the broker deletes the later segments too.) Reads the whole segment."""
+        if self.size == 0:
+            return None, False
+        last = None
+        for head in self.heads(0):
+            if not checksum_holds(self.buf, head.position, head.total):
+                self.notes.append(LogNote(SEGMENT_TORN, self.path, head.position,
+                                          "batch fails its checksum after an unclean shutdown: the broker's recovery "
+                                          "truncates the log here"))
+                return last, True
+            last = head
+        end = 0 if last is None else last.position + last.total
+        if end < self.size:
+            self._note_tail(end)
+        # bytes past the last whole entry (torn, or zeros) are truncated bytes too: the later segments go
+        return last, end < self.size
+
     def largest_timestamp(self) -> int:
         """The largest timestamp of the segment's records (NO_TIMESTAMP: none has one): the time index's last entry
         and the headers after the last offset-index entry (read alone, `_from_last_entries`, or from the whole

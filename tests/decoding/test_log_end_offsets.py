@@ -12,6 +12,7 @@ from pipelines.decoding.log_end_offsets import (
     SOURCE_CHECKPOINT,
     SOURCE_SEGMENT,
     CheckpointError,
+    data_logs,
     log_end_offsets,
     parse_end_offsets_text,
     read_offset_checkpoint,
@@ -96,6 +97,32 @@ def test_segment_tail_is_the_offset_after_the_last_whole_batch(tmp_path):
     assert segment_log_end_offset(d) == 11
     (d / "00000000000000000042.log").write_bytes(b"")
     assert segment_log_end_offset(d) == 42
+
+
+def test_after_an_unclean_shutdown_the_log_ends_before_the_first_batch_failing_its_checksum(tmp_path):
+    """`LogLoader.recoverLog`: without `.kafka_cleanshutdown`, the segments from the recovery point on are
+    recovered; the first batch failing its checksum truncates its segment and the later segments are deleted."""
+    d = tmp_path / "orders-0"
+    d.mkdir()
+    bad = bytearray(write_record_batch(_records(3), 3))
+    bad[-2] ^= 0xFF  # a value byte: the batch still frames and parses
+    _segment(d / "00000000000000000000.log", [write_record_batch(_records(3), 0), bytes(bad),
+                                              write_record_batch(_records(2), 6)])
+    _segment(d / "00000000000000000008.log", [write_record_batch(_records(4), 8)])
+
+    def end() -> tuple[int, list[str]]:
+        found = data_logs([tmp_path])
+        found.close()
+        (row,) = found.rows
+        return row.log_end_offset, [(n.kind, n.position) for n in found.notes]
+
+    assert end() == (3, [("segment_torn", len(write_record_batch(_records(3), 0)))])  # no recovery point: from 0
+    (tmp_path / "recovery-point-offset-checkpoint").write_text("0\n1\norders 0 8\n")
+    assert end() == (12, [])  # the damaged batch is below the recovery point: flushed, never recovered
+    (tmp_path / "recovery-point-offset-checkpoint").write_text("0\n1\norders 0 4\n")
+    assert end()[0] == 3  # the segment holding the recovery point is recovered whole
+    (tmp_path / ".kafka_cleanshutdown").write_text("")
+    assert end() == (12, [])  # a clean shutdown recovers nothing
 
 
 def test_log_dirs_combine_to_the_highest_end_offset(tmp_path):
