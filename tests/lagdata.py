@@ -99,3 +99,17 @@ def expected_lag_seconds(topic: str, partition: int, committed: int, as_of: int 
         return 0.0
     largest = max(schedule(partition, o) for o in range(start, first + 1))
     return max(0.0, (as_of - largest) / 1000)
+
+
+def expected_end(partition: int, as_of: int) -> int | None:
+    """The log end of `events-<partition>` at as_of by the schedule: the offset of the first record (or marker)
+    appended after it, a record appended after the newest stamped before it (CreateTime going backwards counts as
+    that newest's); None when that is the oldest record held and retention took some before it."""
+    start = RETENTION_START if partition == 1 else 0
+    stamps = [schedule(partition, o) for o in range(start, 120)] + ([schedule(0, 119) + 500] if partition == 0 else [])
+    newest = -1
+    for i, ts in enumerate(stamps):
+        newest = max(newest, ts)
+        if newest > as_of:
+            return None if i == 0 and start > 0 else start + i
+    return start + len(stamps)

@@ -192,6 +192,19 @@ def test_a_what_if_snapshot_answers_for_its_as_of(crafted):
     assert got == pytest.approx({(t, p): ld.expected_lag_seconds(t, p, off, as_of)
                                  for t, p, off in ld.GROUPS["behind"]})
     assert got[(ld.TOPIC, 0)] == pytest.approx(40 * 60)  # record 60 was written 40 minutes before record 100
+    # LOG-END-OFFSET and LAG at T too, not the dump's (121, 120, 120): what had been written by then
+    ends = {(o["topic"], o["partition"]): (o["log_end_offset"], o["lag"]) for o in body["offsets"]}
+    want = {(t, p): (ld.expected_end(p, as_of), ld.expected_end(p, as_of) - off) for t, p, off in ld.GROUPS["behind"]}
+    assert ends == want == {(ld.TOPIC, 0): (101, 41), (ld.TOPIC, 1): (100, 10), (ld.TOPIC, 2): (105, 3)}
+    r = _cli("describe", "--warehouse", str(wh), "--snapshot", "then", ids["behind"])
+    rows = [line.split()[2:6] for line in r.stdout.splitlines()[2:] if line.startswith(ids["behind"])]
+    assert rows == [[str(p), str(off), str(want[(t, p)][0]), str(want[(t, p)][1])] for t, p, off in ld.GROUPS["behind"]]
+    assert "LOG-END-OFFSET and CURRENT-OFFSET both as of" in r.stderr
+    # the commits, made after T, are past the ends at T by what was written since: no offset_past_end for that
+    r = _cli("changes", "--warehouse", str(wh), "--snapshot", "then", "--from", str(ld.DATA_T0), "--to",
+             str(ld.AS_OF), "--json")
+    assert r.exit_code in (0, 1), r.output[-3000:]
+    assert "offset_past_end" not in r.stdout
 
 
 def test_a_what_if_commit_below_todays_log_start_has_no_lag_in_time(crafted):
@@ -209,5 +222,5 @@ def test_a_what_if_commit_below_todays_log_start_has_no_lag_in_time(crafted):
         (o,) = body["offsets"]
         return o["committed_offset"], o["log_start_offset"], o["lag"], o["lag_seconds"]
 
-    assert below("then-below") == (10, ld.RETENTION_START, 110, None)
+    assert below("then-below") == (10, ld.RETENTION_START, ld.expected_end(1, ld.schedule(0, 100)) - 10, None)
     assert below("now") == (10, ld.RETENTION_START, 110, ld.expected_lag_seconds(ld.TOPIC, 1, 10))

@@ -207,3 +207,33 @@ class LocalLog:
                                 None if found.timestamp_type == NO_TIMESTAMP_TYPE else found.timestamp_type)
             k += 1
         return Position(None, None, None, None)
+
+    def end_at(self, time_ms: int) -> int | None:
+        """The log end offset as it stood at `time_ms`: the offset of the first record appended after it, which is
+        what `ListOffsets` for `time_ms + 1` gives (`UnifiedLog.fetchOffsetByTimestamp`: the first segment, then
+        batch, whose largest timestamp so far passes it, then its first record that does), the log end when none
+        does. "So far" because a producer's CreateTime may go backwards: a record stamped earlier but written after
+        a later-stamped one was appended after that one. None when unknown: a record up to it cannot be read, the
+        log has no timestamps (magic 0), or the first record after `time_ms` is the oldest the log dir holds and
+        records before it are gone (retention), whose times are not known."""
+        end = self.log_end_offset
+        if end is None or self.timestamp_type in (None, NO_TIMESTAMP_TYPE):
+            return None
+        k = 0
+        while k < len(self.segments):
+            largest = self._largest_before_segment(k + 1)
+            if largest is None:
+                return None
+            if largest > time_ms:
+                break
+            k += 1
+        else:
+            return end
+        s = self.segments[k]
+        found = self._safely(s, lambda: s.first_after(time_ms), UNREADABLE)
+        if found is UNREADABLE or found is None:
+            return None  # its batch cannot be read, or its index says a record passes the time its batches do not
+        offset, first_held = found
+        if k == 0 and first_held and offset > 0:
+            return None  # the records before the oldest held one were appended before it, at times not known
+        return min(offset, end)

@@ -38,7 +38,8 @@ from schemas.records import OFFSET_MAX, PARTITION_MAX
 if TYPE_CHECKING:  # numpy's import, for the annotations only
     from pipelines.decoding.local_log import LocalLog
 
-__all__ = ["CheckpointError", "DataLogs", "LogEndOffset", "data_logs", "log_end_offsets", "log_end_offsets_table",
+__all__ = ["CheckpointError", "DataLogs", "LogEndOffset", "data_logs", "ends_at", "log_end_offsets",
+           "log_end_offsets_table",
            "parse_end_offsets_file", "parse_end_offsets_text", "read_offset_checkpoint", "segment_log_end_offset"]
 
 REPLICATION_CHECKPOINT = "replication-offset-checkpoint"
@@ -290,6 +291,30 @@ def _recovery_points(log_dir: Location, warnings: list[str]) -> dict[tuple[str, 
         pass
     points, _ = _checkpoint(log_dir / RECOVERY_POINT_CHECKPOINT, "recovery points", warnings)
     return points or {}
+
+
+def ends_at(found: DataLogs, time_ms: int) -> list[LogEndOffset]:
+    """The rows of `found` as the log ends stood at `time_ms` (a what-if snapshot's as_of), for its LAG then: from
+    the partition's segments, the offset of the first record appended after it (`LocalLog.end_at`; `observed_at` is
+    `time_ms` where that is short of the dump's end); a high watermark alone only when its file was written by then.
+    A partition whose end then is not known gets no row (LAG unknown), never the dump's end."""
+    out = []
+    for row in found.rows:
+        log = found.logs.get((row.topic, row.partition))
+        if log is None:
+            if row.observed_at_ms is not None and row.observed_at_ms <= time_ms:
+                out.append(row)
+            continue
+        end = log.end_at(time_ms)
+        log.close()  # mapped again when lag in time reads it
+        held = log.log_end_offset
+        if end is not None and end < held:
+            out.append(replace(row, log_end_offset=end, source=SOURCE_SEGMENT, observed_at_ms=time_ms))
+        elif end is not None and row.log_end_offset <= held:
+            out.append(replace(row, observed_at_ms=time_ms))  # every record it holds was appended by then
+        elif end is not None and row.observed_at_ms is not None and row.observed_at_ms <= time_ms:
+            out.append(row)  # a high watermark past the segments, written by then
+    return out
 
 
 def _drop_topics_of_two_ids(topic_ids: dict[str, dict[str, str]], best: dict, logs: dict, warnings: list[str]) -> None:

@@ -467,6 +467,25 @@ class LogSegment:
         # bytes past the last whole entry (torn, or zeros) are truncated bytes too: the later segments go
         return last, end < self.size
 
+    def first_after(self, time_ms: int) -> tuple[int, bool] | _Unreadable | None:
+        """`LogSegment.findOffsetByTimestamp` for `time_ms + 1`: (the offset of the first record whose timestamp, or
+        that of a record before it in the segment, is past `time_ms`; whether it is the segment's first record).
+        None when no batch's largest timestamp passes it; UNREADABLE when that batch cannot be read (a note)."""
+        heads = self._all_heads
+        j = int(np.searchsorted(heads.running, time_ms, side="right"))
+        if j >= len(heads.positions):
+            return None
+        pos = int(heads.positions[j])
+        head = read_head(self.buf, pos, (int(heads.positions[j + 1]) if j + 1 < len(heads.positions) else heads.end)
+                         - pos)
+        records = None if head is None else self._records(head, head.offset)
+        if not records:
+            return UNREADABLE
+        k = next((i for i, (_o, ts) in enumerate(records) if ts > time_ms), None)
+        if k is None:
+            return UNREADABLE  # a batch whose header's largest timestamp none of its records has
+        return records[k][0], j == 0 and k == 0
+
     def largest_timestamp(self) -> int:
         """The largest timestamp of the segment's records (NO_TIMESTAMP: none has one): the time index's last entry
         and the headers after the last offset-index entry (read alone, `_from_last_entries`, or from the whole

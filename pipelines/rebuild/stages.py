@@ -23,7 +23,7 @@ from pipelines.coordinator.options import (DEFAULT_KAFKA_VERSION, LEGACY, MODERN
                                           unknown_group_key_types)
 from pipelines.coordinator.shard import replay_shards
 from pipelines.coordinator.tables import misplaced_count, open_transactions
-from pipelines.decoding.log_end_offsets import DataLogs, data_logs, log_end_offsets_table
+from pipelines.decoding.log_end_offsets import DataLogs, data_logs, ends_at, log_end_offsets_table
 from pipelines.decoding.segments import partition_count
 from pipelines.frames import segment_shards
 from pipelines.frames.decode import SEGMENTS, DecodePlan, decoded_log, reader_counts
@@ -294,7 +294,8 @@ def _log_until(clock: Clock) -> str | None:
 @dataclass(frozen=True)
 class ReadAhead:
     previous_events: pa.Table | None  # the previous snapshot's group history an incremental run carries forward
-    log_end_offsets: pa.Table  # the data topics' bounds the input's log dirs hold (LAG as of the dump)
+    log_end_offsets: pa.Table  # the data topics' bounds the input's log dirs hold (LAG as of the dump; a what-if
+    # run's are as of its as_of, `assemble`)
     data_logs: DataLogs  # the data partitions' logs, for the lag in time
     warnings: tuple[str, ...]
 
@@ -401,6 +402,9 @@ def assemble(run: Run, planned: Planned, decoded: Decoded, replayed: Replayed) -
             counted.pop("group_history", None)
     in_hand = with_served_offsets({t: a for t, a in tables.items() if t in SNAPSHOT_TABLES})
     in_hand["log_end_offsets"] = ahead.log_end_offsets
+    if run.kind != SCHEDULED:  # LAG at the what-if moment, against the ends then, not the dump's
+        in_hand["log_end_offsets"] = log_end_offsets_table(ends_at(ahead.data_logs, replayed.clock.as_of_ms),
+                                                           run.snapshot_id)
     in_hand["consumer_lag"], lag = _lag(run, replayed.clock, in_hand, ahead)
     history = tables["offset_commits"]
     # validated as it came: Arrow in-process (and written from the rows in hand); from Spark, the rows its shards

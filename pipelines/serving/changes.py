@@ -30,7 +30,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pipelines.io.snapshots import GroupNotFound, Snapshot, SnapshotReader
+from pipelines.io.snapshots import SCHEDULED, GroupNotFound, Snapshot, SnapshotReader
 from pipelines.serving.cells import cell
 from pipelines.serving.codes import string_codes
 from pipelines.serving.group_regex import BadGroupRegex, check, matching
@@ -238,7 +238,8 @@ class _Events:
         return _Assignments(self, lo, hi)
 
 
-def _candidates(commits: pa.Table, leo: pa.Table, start: dt.datetime, upto: dt.datetime) -> list[dict]:
+def _candidates(commits: pa.Table, leo: pa.Table, start: dt.datetime, upto: dt.datetime,
+                ends_at: dt.datetime | None = None) -> list[dict]:
     """The records that took effect in [start, upto] (at their `applied_timestamp`) and are a change: a tombstone
     that deleted, an offset below the one in place before it (the previous record of its key (group, topic,
     partition) to take effect, unless that one deleted it), or one above the partition's known end offset; each with
@@ -294,6 +295,8 @@ def _candidates(commits: pa.Table, leo: pa.Table, start: dt.datetime, upto: dt.d
     past_end = ~tomb & (end >= 0) & (co > end)
     lo = _us(start)
     when = pc.fill_null(ts.cast(pa.int64()), 0).to_numpy(zero_copy_only=False)[order]
+    if ends_at is not None:  # a commit made after the ends' moment may be past them by the records written since
+        past_end &= when <= _us(ends_at)
     pick = np.flatnonzero(valid & (when >= lo) & (tomb | regressed | past_end))
     pid = column("producer_id", -1)
     at = order[pick]
@@ -385,7 +388,9 @@ def _offset_changes(reader: SnapshotReader, snap: Snapshot, sel: Selection, even
         leo = pa.table({"topic": pa.array([], pa.string()), "partition": pa.array([], pa.int32()),
                         "log_end_offset": pa.array([], pa.int64())})
     until = snap.log_until  # what the state holds: a what-if --as-of before the log's end is no cut
-    rows = _candidates(commits, leo, sel.start, min(sel.end, until) if until is not None else sel.end)
+    # a what-if snapshot's end offsets are the ends at its as_of (`log_end_offsets.ends_at`), its commits the log's
+    rows = _candidates(commits, leo, sel.start, min(sel.end, until) if until is not None else sel.end,
+                       snap.as_of if snap.kind != SCHEDULED else None)
     if not rows:
         return []
     out = []

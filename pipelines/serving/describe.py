@@ -146,12 +146,17 @@ def render_offsets(r: Rendered, idx: SnapshotIndex, gid: str, end_offsets: dict 
 
 
 def _end_offsets_note(idx: SnapshotIndex, tps: list[tuple[str, int]]) -> str:
-    """A what-if snapshot's LAG is its committed offsets at a past moment against the end offsets its input's log
-    dirs held when they were copied: which ones, and when they were observed (stderr, below the table)."""
+    """A what-if snapshot's LAG is its committed offsets at a past moment against end offsets: the ends at that
+    moment (a rebuild since ends_at: from the segments' record timestamps, `observed_at` its as_of), or ones the log
+    dirs held at another time. Which ones, and when they were observed (stderr, below the table)."""
     as_of = iso(idx.snapshot.as_of) if idx.snapshot.as_of is not None else MISSING
     sources = idx.end_offset_sources(tps)
     if not sources:
-        return f"\nLOG-END-OFFSET unknown: the input of what-if snapshot {idx.snapshot.snapshot_id} left no end offsets.\n"
+        return (f"\nLOG-END-OFFSET unknown: the input of what-if snapshot {idx.snapshot.snapshot_id} left no end "
+                "offsets known at its as_of.\n")
+    if all(s["observed_at"] == as_of for s in sources):
+        return (f"\nLOG-END-OFFSET and CURRENT-OFFSET both as of {as_of} (what-if snapshot "
+                f"{idx.snapshot.snapshot_id}): the ends then, from the segments' record timestamps.\n")
     used = "; ".join(f"{s['source']} observed at {s['observed_at'] or MISSING} ({s['partitions']} partition"
                      f"{'' if s['partitions'] == 1 else 's'})" for s in sources)
     return (f"\nLOG-END-OFFSET from {used}; CURRENT-OFFSET as of {as_of} (what-if snapshot "

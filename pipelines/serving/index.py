@@ -375,7 +375,8 @@ class SnapshotIndex:
         """Where the end offsets of partitions `tps` ((topic, partition) pairs) come from: one entry per `source`
         and `observed_at` of the snapshot's `log_end_offsets` rows for them, `{source, observed_at, partitions}`,
         most partitions first. LAG is the end offset then minus the committed offset as of the snapshot: a
-        snapshot as of the past (a what-if one) measures it against end offsets observed later."""
+        snapshot as of the past (a what-if one) measures it against the ends at its as_of (`ends_at`; one written
+        before that, against end offsets observed later)."""
         t = self._log_end_offsets
         if t is None or t.num_rows == 0 or "source" not in t.column_names:
             return []

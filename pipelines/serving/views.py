@@ -77,7 +77,7 @@ def group_detail(idx: SnapshotIndex, gid: str) -> dict:
         "offsets": offsets,
         "lag": group_lag_summary(idx, gid),
         # which end offsets the LAG above is measured against (`SnapshotIndex.end_offset_sources`), beside the time
-        # the committed offsets are as of: a what-if snapshot's are of a past moment, its end offsets of the dump
+        # the committed offsets are as of: a what-if snapshot's ends are the ones at its as_of (`ends_at`)
         "log_end_offsets": {"sources": idx.end_offset_sources({(o["topic"], o["partition"]) for o in offsets}),
                             "as_of": jsonable(idx.snapshot.as_of), "kind": idx.snapshot.kind},
         "pending": idx.pending.json_rows(gid),

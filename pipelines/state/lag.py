@@ -8,7 +8,7 @@ first of another batch. "The timestamp" is the largest of the records the log di
 producer's CreateTime goes backwards, a record is as old as the newest before it, so lag never jumps below a later
 one (`local_log.LocalLog.first_unconsumed`). It is 0 when the group is caught up (its commit at or past the log
 end, or only markers past it, or its next record written after as_of: a what-if snapshot answers for its own
-as_of), and null when the partition's segments are not in the input (a high watermark alone says how many records,
+as_of, against the ends then, `log_end_offsets.ends_at`), and null when the partition's segments are not in the input (a high watermark alone says how many records,
 not how old), the batch holding the record or a segment before it cannot be read, no record up to it has a
 timestamp (magic 0), or, in a what-if snapshot, the commit is below the log start (at its as_of the records from
 the commit on were still there; the dump holds them no more).

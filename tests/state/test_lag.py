@@ -167,3 +167,30 @@ def test_a_records_time_past_year_9999_is_that_years_end(tmp_path):
         found.close()
     (row,) = t.to_pylist()
     assert (row["next_offset"], row["next_timestamp"], row["lag_seconds"]) == (1, last, 0.0)
+
+
+def test_a_what_if_snapshots_ends_are_the_ends_at_its_as_of(crafted):
+    """The log end at a past as_of is the first record appended after it (a record stamped back in time after a
+    newer one counts as that one's), never the dump's; before the oldest record a partition holds (retention took
+    those before), it is unknown: no row, so LAG is unknown, not today's."""
+    from pipelines.decoding.log_end_offsets import ends_at
+
+    log_dir, offsets = crafted
+    found = data_logs([log_dir])
+    try:
+        for as_of in (ld.DATA_T0 - 1, ld.schedule(1, ld.RETENTION_START) - 1, ld.schedule(2, 100), ld.schedule(0, 100),
+                      ld.schedule(0, 119), ld.schedule(0, 119) + 500, ld.AS_OF):
+            rows = ends_at(found, as_of)
+            got = {r.partition: r.log_end_offset for r in rows if r.topic == ld.TOPIC}
+            want = {p: ld.expected_end(p, as_of) for p in range(3)}
+            assert got == {p: e for p, e in want.items() if e is not None}, as_of
+            # audit-0's high watermark was written when the dump was, after every as_of here: unknown then too
+            assert [r for r in rows if r.topic == "audit"] == []
+            lag, _ = lag_table(offsets, log_end_offsets_table(rows, "s"), found.logs, as_of, "s", past=True)
+            for r in lag.to_pylist():
+                e = got.get(r["partition"]) if r["topic"] == ld.TOPIC else None
+                assert (r["log_end_offset"], r["lag"]) == (e, None if e is None else e - r["committed_offset"])
+        assert ld.expected_end(1, ld.schedule(1, ld.RETENTION_START) - 1) is None
+        assert ld.expected_end(2, ld.schedule(0, 100)) == 105  # 100-104 stamped half an hour back, written after 99
+    finally:
+        found.close()
