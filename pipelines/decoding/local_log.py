@@ -217,9 +217,9 @@ class LocalLog:
         log has no timestamps (magic 0), or the first record after `time_ms` is the oldest the log dir holds and
         records before it are gone (retention), whose times are not known."""
         end = self.log_end_offset
-        if end is None or self.timestamp_type in (None, NO_TIMESTAMP_TYPE):
+        if end is None:
             return None
-        k = 0
+        k, largest = 0, NO_TIMESTAMP
         while k < len(self.segments):
             largest = self._largest_before_segment(k + 1)
             if largest is None:
@@ -228,7 +228,8 @@ class LocalLog:
                 break
             k += 1
         else:
-            return end
+            # (an empty active segment, just rolled, says nothing of the records before it)
+            return None if largest == NO_TIMESTAMP and end > self.segments[0].base_offset else end
         s = self.segments[k]
         found = self._safely(s, lambda: s.first_after(time_ms), UNREADABLE)
         if found is UNREADABLE or found is None:

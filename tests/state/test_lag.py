@@ -194,3 +194,23 @@ def test_a_what_if_snapshots_ends_are_the_ends_at_its_as_of(crafted):
         assert ld.expected_end(2, ld.schedule(0, 100)) == 105  # 100-104 stamped half an hour back, written after 99
     finally:
         found.close()
+
+
+def test_the_end_at_a_past_as_of_reads_past_a_just_rolled_empty_segment(crafted, tmp_path):
+    """A broker's newest segment is often empty (just rolled): it has no batch to give the log's timestamp type,
+    which is no reason not to know the end then."""
+    import shutil
+
+    from pipelines.decoding.log_end_offsets import ends_at
+
+    log_dir, _ = crafted
+    copy = tmp_path / "logdir"
+    shutil.copytree(log_dir, copy)
+    (copy / f"{ld.TOPIC}-2" / f"{120:020d}.log").write_bytes(b"")
+    found = data_logs([copy])
+    try:
+        as_of = ld.schedule(0, 100)
+        got = {r.partition: r.log_end_offset for r in ends_at(found, as_of) if r.topic == ld.TOPIC}
+    finally:
+        found.close()
+    assert got == {p: ld.expected_end(p, as_of) for p in range(3)}
