@@ -58,6 +58,7 @@ class LocalLog:
         self.path = path
         self.checkpoint_start = checkpoint_start
         self.recovery_point = recovery_point
+        self.truncated_by_recovery = False  # a batch from the recovery point on failed: the log ends before it
         self.notes: list[LogNote] = []
         self.segments: list[LogSegment] = []
         try:
@@ -139,6 +140,7 @@ class LocalLog:
             tail, truncated = s.recover()
             base = s.base_offset
             if truncated:
+                self.truncated_by_recovery = True
                 for gone in self.segments[k + 1:]:
                     gone.close()
                 del self.segments[k + 1:]

@@ -228,9 +228,7 @@ def data_logs(paths: Iterable["str | os.PathLike | Location"]) -> DataLogs:
 
     for log_dir in _log_dirs(paths):
         hw, observed = _checkpoint(log_dir / REPLICATION_CHECKPOINT, "high watermarks", warnings)
-        for (topic, partition), offset in (hw or {}).items():
-            if _is_data_topic(topic):
-                offer(LogEndOffset(topic, partition, offset, SOURCE_CHECKPOINT, observed))
+        hw = {key: offset for key, offset in (hw or {}).items() if _is_data_topic(key[0])}
         dir_starts, _ = _checkpoint(log_dir / LOG_START_CHECKPOINT, "log start offsets", warnings)
         for key, offset in (dir_starts or {}).items():
             if _is_data_topic(key[0]):
@@ -239,15 +237,16 @@ def data_logs(paths: Iterable["str | os.PathLike | Location"]) -> DataLogs:
             entries = log_dir.listdir()
         except (OSError, storage.StorageError) as e:
             warnings.append(f"{log_dir}: cannot list directory: {e}")
-            continue
+            entries = []  # its high watermarks still count
         recovery_points = _recovery_points(log_dir, warnings)
         unwalked = 0
+        walked: list[LogEndOffset] = []
         for e in entries:
             key = _data_partition(e, warnings)
             if key is None:
                 continue
             if log_dir.remote:
-                unwalked += key not in best
+                unwalked += key not in best and key not in hw
                 continue
             topic_id = _topic_id(e.path)
             if topic_id is not None:
@@ -265,13 +264,19 @@ def data_logs(paths: Iterable["str | os.PathLike | Location"]) -> DataLogs:
             if leo is None:
                 log.close()
                 continue
-            offer(LogEndOffset(key[0], key[1], leo, SOURCE_SEGMENT, _mtime_ms(newest_info)))
+            walked.append(LogEndOffset(key[0], key[1], leo, SOURCE_SEGMENT, _mtime_ms(newest_info)))
+            if log.truncated_by_recovery and hw.get(key, -1) > leo:
+                hw[key] = leo  # UnifiedLog.updateHighWatermark: a replica's high watermark never passes its end
             # a mapped segment holds a file descriptor: a log kept mapped per partition ran a log dir of more
             # partitions than `ulimit -n` out of them, and every log read after that ended at its newest base offset
             log.close()
             held = logs.get(key)
             if held is None or leo > held.log_end_offset:
                 logs[key] = log
+        for (topic, partition), offset in hw.items():  # first: on a tie the high watermark is the row's source
+            offer(LogEndOffset(topic, partition, offset, SOURCE_CHECKPOINT, observed))
+        for row in walked:
+            offer(row)
         if unwalked:
             warnings.append(f"{log_dir}: {unwalked} data-topic partition(s) not in {REPLICATION_CHECKPOINT}: their "
                             "log end offsets are not read from object storage (LAG unknown there)")

@@ -123,6 +123,12 @@ def test_after_an_unclean_shutdown_the_log_ends_before_the_first_batch_failing_i
     assert end()[0] == 3  # the segment holding the recovery point is recovered whole
     (tmp_path / ".kafka_cleanshutdown").write_text("")
     assert end() == (12, [])  # a clean shutdown recovers nothing
+    # the broker's high watermark never passes its log's end (UnifiedLog.updateHighWatermark), recovered or not
+    (tmp_path / ".kafka_cleanshutdown").unlink()
+    (tmp_path / "replication-offset-checkpoint").write_text("0\n1\norders 0 12\n")
+    assert end()[0] == 3
+    (tmp_path / ".kafka_cleanshutdown").write_text("")
+    assert end()[0] == 12
 
 
 def test_log_dirs_combine_to_the_highest_end_offset(tmp_path):
