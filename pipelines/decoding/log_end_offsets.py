@@ -316,7 +316,10 @@ def ends_at(found: DataLogs, time_ms: int) -> list[LogEndOffset]:
         if end is not None and end < held:
             out.append(replace(row, log_end_offset=end, source=SOURCE_SEGMENT, observed_at_ms=time_ms))
         elif end is not None and row.log_end_offset <= held:
-            out.append(replace(row, observed_at_ms=time_ms))  # every record it holds was appended by then
+            # every record it holds was appended by then; an as_of past the dump's time is answered with the dump's
+            # end, observed when it was, not as if known then
+            seen = row.observed_at_ms
+            out.append(replace(row, observed_at_ms=time_ms if seen is None or seen > time_ms else seen))
         elif end is not None and row.observed_at_ms is not None and row.observed_at_ms <= time_ms:
             out.append(row)  # a high watermark past the segments, written by then
     return out

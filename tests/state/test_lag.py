@@ -214,3 +214,19 @@ def test_the_end_at_a_past_as_of_reads_past_a_just_rolled_empty_segment(crafted,
     finally:
         found.close()
     assert got == {p: ld.expected_end(p, as_of) for p in range(3)}
+
+
+def test_an_as_of_past_the_dump_keeps_the_dumps_end_as_observed_then(crafted):
+    """`--as-of` after the dump was taken: the ends then are not known past the dump's, which is kept with the
+    time it was observed (not claimed as the ends at as_of)."""
+    from pipelines.decoding.log_end_offsets import ends_at
+
+    log_dir, _ = crafted
+    found = data_logs([log_dir])
+    try:
+        later = max(r.observed_at_ms for r in found.rows) + 3_600_000
+        dump = {(r.topic, r.partition): (r.log_end_offset, r.observed_at_ms) for r in found.rows}
+        then = {(r.topic, r.partition): (r.log_end_offset, r.observed_at_ms) for r in ends_at(found, later)}
+    finally:
+        found.close()
+    assert then == dump and all(at < later for _, at in then.values())
