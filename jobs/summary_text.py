@@ -23,8 +23,7 @@ def format_summary(s) -> str:
         f"  offsets           {s.offsets:,} committed ({s.empty_group_offsets:,} of groups without a group record), "
         f"{s.expired_offsets:,} expired now",
         f"  transactions      {s.pending_transactions:,} open, {s.pending_offsets:,} pending offsets",
-        f"  end offsets       {s.log_end_offsets:,} data-topic partition(s) in the log dirs"
-        + ("" if s.log_end_offsets else " (LAG unknown: give describe --end-offsets)"),
+        _end_offsets_line(s),
         _lag_line(s.lag or {}),
         f"  validation        {'passed' if s.validation.get('success', True) else 'FAILED'}"
         + (f" ({s.validation.get('failed', 0)} expectation(s) failed)" if not s.validation.get('success', True) else ""),
@@ -51,3 +50,14 @@ def _lag_line(lag: dict) -> str:
             f"from {lag['partitions_read']:,} data-topic partition(s)' segments"
             + (f"; notes: {', '.join(f'{k} {v:,}' for k, v in notes.items())} (runs.summary lag.first_notes)"
                if notes else ""))
+
+
+def _end_offsets_line(s) -> str:
+    """How many data-topic partitions LAG is known for; a what-if run's are the ends at its as_of, which the log
+    dirs do not give for every partition they hold (`log_end_offsets.ends_at`)."""
+    unknown = getattr(s, "log_end_offsets_unknown_at_as_of", 0)
+    if unknown:
+        return (f"  end offsets       {s.log_end_offsets:,} data-topic partition(s) known at the as-of, {unknown:,} "
+                "more in the log dirs whose end then is not (LAG unknown there)")
+    return (f"  end offsets       {s.log_end_offsets:,} data-topic partition(s) in the log dirs"
+            + ("" if s.log_end_offsets else " (LAG unknown: give describe --end-offsets)"))

@@ -551,6 +551,8 @@ def summarize(run: Run, planned: Planned, decoded: Decoded, replayed: Replayed, 
         quarantine_rows=decoded.records_quarantined, incremental=incremental,
         as_of=ms_to_iso(replayed.clock.as_of_ms), log_until=_log_until(replayed.clock),
         log_end_offsets=assembled.in_hand["log_end_offsets"].num_rows,
+        log_end_offsets_unknown_at_as_of=assembled.read_ahead.log_end_offsets.num_rows
+        - assembled.in_hand["log_end_offsets"].num_rows,
         lag=_lag_summary(assembled.lag),
         validation=validated.validation.summary(), bytes_unread=accounting.totals.bytes_unread,
         unread_ranges=[list(r) for r in accounting.totals.unread_ranges],

@@ -45,6 +45,7 @@ class RunSummary:
     expired_groups: int = 0
     misplaced_groups: int = 0
     log_end_offsets: int = 0  # data-topic partitions whose end offset the input's log dirs gave (for LAG)
+    log_end_offsets_unknown_at_as_of: int = 0  # a what-if run's: partitions in the log dirs whose end then is unknown
     # offsets partition -> where its log lacks offsets (compacted): {first_offset, compacted_below, compacted_until}
     log_gaps: dict = field(default_factory=dict)
     # the lag in time (`consumer_lag`): data-topic partitions whose segments were read, committed offsets with a

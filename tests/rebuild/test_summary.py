@@ -180,3 +180,18 @@ def test_a_run_says_when_its_kafka_version_has_no_coordinator_of_its_semantics(s
         semantics=semantics, kafka_version=version))
     got = [w for w in summary.warnings if "group coordinator (" in w]
     assert [w.split(":")[0] for w in got] == ([said] if said else [])
+
+
+def test_a_what_if_run_says_how_many_partitions_end_unknown_at_its_as_of():
+    """A what-if run's end offsets are the ends at its as_of: partitions the log dirs hold whose end then is not
+    known are counted, not said to be absent."""
+    from jobs.summary_text import format_summary
+    from pipelines.rebuild.summary import RunSummary
+
+    line = next(ln for ln in format_summary(RunSummary(snapshot_id="then", kind="what-if", log_end_offsets=2,
+                                                       log_end_offsets_unknown_at_as_of=7)).splitlines()
+                if "end offsets" in ln)
+    assert line.split(None, 2)[2] == ("2 data-topic partition(s) known at the as-of, 7 more in the log dirs whose end "
+                                      "then is not (LAG unknown there)")
+    line = next(ln for ln in format_summary(RunSummary(snapshot_id="now")).splitlines() if "end offsets" in ln)
+    assert line.endswith("0 data-topic partition(s) in the log dirs (LAG unknown: give describe --end-offsets)")
