@@ -167,6 +167,9 @@ def test_the_page_of_a_what_if_snapshot(tmp_path):
     k.snapshot("sun", groups=[group("payments")], offsets=[offset("payments", "orders", 0, 150)], as_of=ts(10),
                kind="what-if", log_end_offsets=[{"topic": "orders", "partition": 0, "log_end_offset": 900,
                                                  "observed_at": seen}])
+    k.snapshot("sat", groups=[group("payments")], offsets=[offset("payments", "orders", 0, 100)], as_of=ts(5),
+               kind="what-if", log_end_offsets=[{"topic": "orders", "partition": 0, "log_end_offset": 130,
+                                                 "observed_at": ts(5), "source": "segment"}])
     with running_server(k.root) as base, chromium(tmp_path) as b:
         _open(b, base + "/?snapshot=sun#/groups/payments", "group")
         b.wait_for("return !!(window.olCharts && window.olCharts.snapshots)")
@@ -178,6 +181,11 @@ def test_the_page_of_a_what_if_snapshot(tmp_path):
                                   "(1 partition): 1 of 1 partitions known")
         assert "as of " + ts(10).isoformat().replace("+00:00", "Z") + " (what-if snapshot)" in note[0]
         assert "what-if" in note[1].split()
+        # a rebuild's what-if snapshot: its ends are the ones at its as_of (observed_at = as_of)
+        _open(b, base + "/?snapshot=sat#/groups/payments", "group")
+        b.wait_for("return document.getElementById('lag-source').textContent.length > 0")
+        note = b.js("return document.getElementById('lag-source').textContent")
+        assert note.endswith("(what-if snapshot) too: the ends then, from the segments' record timestamps."), note
 
 
 def test_an_as_of_before_the_logs_end_leaves_every_view_on_the_state(brokerdata, tmp_path):
