@@ -548,6 +548,28 @@ def test_a_kafka_version_whose_streams_records_lack_a_field_is_another_read_poli
     assert all("unknown_fields" not in policy(*c) for c in [("modern", "4.0"), ("modern", "4.2"), ("legacy", "4.1")])
 
 
+def test_a_kafka_version_that_reads_fewer_value_versions_is_another_read_policy():
+    """The old coordinator before 3.4.1 reads no v4 value (nor before 2.3 a GroupMetadata v3) and 4.1's reads only
+    v0 of a type-0 key: the replay skips the others, so a checkpoint of such a version is no resume point of a
+    version that reads them (the key types the legacy ones skip are the same). The versions that read every value
+    the decoder reads name none, as before there were any."""
+    from types import SimpleNamespace
+
+    from pipelines.incremental.checkpoint import read_policy_of
+
+    def policy(semantics, version):
+        read = SimpleNamespace(replay_corrupt_batches=False, max_batch_bytes=1 << 20)
+        return read_policy_of(SimpleNamespace(read_policy=read, semantics=semantics, kafka_version=version))
+
+    assert policy("legacy", "3.3")["value_versions"] == {"0": 3, "1": 3, "2": 3}
+    assert policy("legacy", "2.2")["value_versions"] == {"0": 3, "1": 3, "2": 2}
+    assert policy("modern", "4.1")["value_versions"] == {"0": 0, "1": 4, "2": 4}
+    assert policy("legacy", "3.3") != policy("legacy", "3.9") != policy("legacy", "2.2")
+    assert policy("modern", "4.1") != policy("modern", "4.0")
+    assert all("value_versions" not in policy(*c) for c in [("legacy", "3.4.1"), ("legacy", "3.9"),
+                                                            ("modern", "3.9"), ("modern", "4.0")])
+
+
 def test_fallback_log_start_moved(spark_on_demand, warn_settings, sample, tmp_path):
     """The first segment of a partition is gone (retention / compaction): full rebuild, with the reason."""
     wh = tmp_path / "wh"

@@ -15,8 +15,8 @@ from pipelines.coordinator.offset_metadata import END_MARKER_TYPES, is_control
 from pipelines.coordinator.options import ReplayOptions
 from pipelines.decoding.native import fastdecode
 from pipelines.times import MAX_TIME_MS, MIN_TIME_MS
-from schemas.decoded import (DECODED_RECORD_SCHEMA, KIND_CONSUMER_GROUP, KIND_CONTROL, KIND_ERROR, KIND_OFFSET_COMMIT,
-                             KIND_SHARE_GROUP, KIND_STREAMS_GROUP)
+from schemas.decoded import (DECODED_RECORD_SCHEMA, KIND_CONSUMER_GROUP, KIND_CONTROL, KIND_ERROR, KIND_GROUP_METADATA,
+                             KIND_OFFSET_COMMIT, KIND_SHARE_GROUP, KIND_STREAMS_GROUP)
 
 PART = "offsets_partition"
 #: Decoded columns no loader reads: not shipped to a shard.
@@ -53,11 +53,14 @@ def conform_loaded(table: pa.Table) -> pa.Table:
 
 
 def loadable(table: pa.Table, unknown_key_types: frozenset[int] = frozenset(),
-             unknown_fields: frozenset[str] = frozenset()) -> pa.Table:
+             unknown_fields: frozenset[str] = frozenset(), known_value_versions: tuple[tuple[int, int], ...] = ()
+             ) -> pa.Table:
     """The rows a shard loads (no error/unknown rows, but a marker's: `damaged_markers`; no group record of
-    `unknown_key_types`, which the run's coordinator skips: `ReplayOptions.unknown_key_types`), in log order within
-    each offsets partition, their times within what the tables hold (`within_time`); the columns of
-    `unknown_fields` (fields the coordinator's value classes lack: `ReplayOptions.unknown_fields`) null."""
+    `unknown_key_types`, which the run's coordinator skips: `ReplayOptions.unknown_key_types`; no offset commit or
+    group metadata value above `known_value_versions`' version of its key type, on which its load fails:
+    `ReplayOptions.known_value_versions`), in log order within each offsets partition, their times within what the
+    tables hold (`within_time`); the columns of `unknown_fields` (fields the coordinator's value classes lack:
+    `ReplayOptions.unknown_fields`) null."""
     for name in unknown_fields:
         at = table.schema.get_field_index(name)
         if at >= 0 and table.column(name).null_count < table.num_rows:
@@ -68,6 +71,8 @@ def loadable(table: pa.Table, unknown_key_types: frozenset[int] = frozenset(),
         unknown = pc.and_(pc.is_in(kind, pa.array([KIND_CONSUMER_GROUP, KIND_SHARE_GROUP, KIND_STREAMS_GROUP])),
                           pc.is_in(table.column("key_type"), pa.array(sorted(unknown_key_types), pa.int16())))
         skipped = pc.or_(skipped, pc.fill_null(unknown, False))
+    if known_value_versions:
+        skipped = pc.or_(skipped, beyond_value_versions(table, known_value_versions))
     if pc.any(skipped).as_py():  # a filter copies every column: only when there is something to drop
         marker = damaged_markers(table)
         if pc.any(marker).as_py():
@@ -79,6 +84,17 @@ def loadable(table: pa.Table, unknown_key_types: frozenset[int] = frozenset(),
     if _in_log_order(table):  # what a segment's decoder gives: a sort would only copy every column
         return table
     return table.sort_by([(PART, "ascending"), ("offset", "ascending")])
+
+
+def beyond_value_versions(table: pa.Table, known_value_versions: tuple[tuple[int, int], ...]) -> pa.ChunkedArray:
+    """Which rows are offset commit or group metadata values of a version above the one `known_value_versions`
+    gives their key type (a tombstone has none: every reader takes it)."""
+    kind, key_type, version = (table.column(c) for c in ("record_kind", "key_type", "value_version"))
+    beyond = pa.repeat(pa.scalar(False), table.num_rows)
+    for t, highest in known_value_versions:
+        beyond = pc.or_(beyond, pc.and_(pc.equal(key_type, t), pc.greater(version, highest)))
+    classic = pc.is_in(kind, pa.array([KIND_OFFSET_COMMIT, KIND_GROUP_METADATA]))
+    return pc.fill_null(pc.and_(classic, beyond), False)
 
 
 def damaged_markers(table: pa.Table) -> pa.ChunkedArray:

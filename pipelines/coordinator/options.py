@@ -58,6 +58,37 @@ def unknown_group_key_types(semantics: str, kafka_version: str) -> frozenset[int
     return frozenset({min(SHARE_GROUP_KEY_TYPES)})  # ShareGroupPartitionMetadata, gone in 4.1
 
 
+#: The highest value version of OffsetCommit (key types 0 and 1) and GroupMetadata (2) the old coordinator's reader
+#: knows, from the release on (`OFFSET_VALUE_SCHEMAS` / `GROUP_VALUE_SCHEMAS` in GroupMetadataManager.scala; the
+#: generated `OffsetCommitValue` / `GroupMetadataValue` from 3.0): v1 of GroupMetadata came with 0.10.1, v2 and v3 of
+#: OffsetCommit and v2 of GroupMetadata with 2.1 (KIP-211, KIP-320), v3 of GroupMetadata with 2.3 (KIP-345), v4 of
+#: both with 3.4.1 (KIP-915, KAFKA-14869; no 3.0-3.3 release has it).
+_OLD_VALUE_VERSIONS = (((3, 4, 1), (4, 4, 4)), ((2, 3, 0), (3, 3, 3)), ((2, 1, 0), (3, 3, 2)), ((0, 10, 1), (1, 1, 1)),
+                       ((0, 0, 0), (1, 1, 0)))
+#: What the decoder reads (`decoding.messages`): OffsetCommit and GroupMetadata v0-v4, whichever the key type
+DECODED_VALUE_VERSIONS = ((0, 4), (1, 4), (2, 4))
+
+
+@functools.lru_cache(maxsize=16)
+def known_value_versions(semantics: str, kafka_version: str) -> tuple[tuple[int, int], ...]:
+    """(key type, the highest value version the coordinator of `semantics` in Kafka `kafka_version` reads) for the
+    classic record types, 0-2. A value of a version above it fails that coordinator's load of the partition
+    (spec §5.4, §8 item 7: the old one's `IllegalStateException`, the new one's `UnknownRecordVersionException`).
+    The new coordinator reads v0-v4 of both (3.6+); from 4.1 type 0 is `LegacyOffsetCommitValue`, whose only
+    version is 0. (The decoder quarantines the versions no release defines: the group types' values but v0 too.)"""
+    version = parse_kafka_version(kafka_version)
+    if semantics == MODERN:
+        return ((0, 0), (1, 4), (2, 4)) if version[:2] >= (4, 1) else DECODED_VALUE_VERSIONS
+    highest = next(v for since, v in _OLD_VALUE_VERSIONS if version >= since)
+    return tuple(zip((0, 1, 2), highest))
+
+
+def limited_value_versions(semantics: str, kafka_version: str) -> tuple[tuple[int, int], ...]:
+    """`known_value_versions` where it reads less than the decoder does (none: every decoded value is known)."""
+    known = known_value_versions(semantics, kafka_version)
+    return () if known == DECODED_VALUE_VERSIONS else known
+
+
 @functools.lru_cache(maxsize=16)
 def unknown_group_fields(semantics: str, kafka_version: str) -> frozenset[str]:
     """The decoded columns of records the coordinator of `semantics` in Kafka `kafka_version` replays but whose
@@ -122,6 +153,10 @@ class ReplayOptions:
     @property
     def unknown_key_types(self) -> frozenset[int]:
         return unknown_group_key_types(self.semantics, self.kafka_version)
+
+    @property
+    def limited_value_versions(self) -> tuple[tuple[int, int], ...]:
+        return limited_value_versions(self.semantics, self.kafka_version)
 
     @property
     def unknown_fields(self) -> frozenset[str]:

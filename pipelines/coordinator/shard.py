@@ -92,7 +92,8 @@ def load_shards(table: pa.Table, options: ReplayOptions, *, keep: bool = False,
     if window_rows is None:
         settled.append(shards.load(table, last=True))
     elif table.num_rows:
-        table = loadable(conform_loaded(table), options.unknown_key_types, options.unknown_fields)
+        table = loadable(conform_loaded(table), options.unknown_key_types, options.unknown_fields,
+                         options.limited_value_versions)
         p = table.column(PART).to_numpy(zero_copy_only=False)
         starts = np.flatnonzero(np.r_[True, p[1:] != p[:-1]])  # `loadable`: sorted by partition
         for a, b in zip(starts, np.r_[starts[1:], len(p)]):

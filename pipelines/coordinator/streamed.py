@@ -149,7 +149,8 @@ class StreamedShards:
         `last`: no window follows, so nothing is held back (the rows still pending are returned with the others,
         as the whole log's load gives them)."""
         options, mode = self.options, self.mode
-        table = loadable(conform_loaded(window), options.unknown_key_types, options.unknown_fields)
+        table = loadable(conform_loaded(window), options.unknown_key_types, options.unknown_fields,
+                         options.limited_value_versions)
         table = self._once(until_cut(table, options) if mode.cut else table, last)
         self._markers.append(transaction_markers(table, options))
         self._naming.append(naming_rows(table))

@@ -18,14 +18,18 @@ import pyarrow.compute as pc
 from pipelines.coordinator.decoded import in_log_order
 from pipelines.io.blobs import from_blob
 from pipelines.times import within_time_ms
-from schemas.decoded import DECODED_RECORD_SCHEMA, KIND_CONTROL, KIND_ERROR, KIND_UNKNOWN
+from schemas.decoded import (DECODED_RECORD_SCHEMA, KIND_CONTROL, KIND_ERROR, KIND_GROUP_METADATA, KIND_OFFSET_COMMIT,
+                             KIND_UNKNOWN)
 
 #: the decoded columns a tally reads
-TALLY_COLUMNS = ("offsets_partition", "record_kind", "control_type", "key_type", "timestamp", "offset",
-                 "error_records")
+TALLY_COLUMNS = ("offsets_partition", "record_kind", "control_type", "key_type", "value_version", "timestamp",
+                 "offset", "error_records")
 TALLY_SCHEMA = pa.schema([
     ("offsets_partition", pa.int32()),
     ("label", pa.string()),  # `record_type_label`
+    # of an offset commit's or group metadata's value (null: a tombstone, another kind, a tally before it was kept):
+    # a coordinator's load fails on one above the versions it reads (`coordinator.options.known_value_versions`)
+    ("value_version", pa.int16()),
     ("n", pa.int64()),  # rows
     ("quarantined", pa.int64()),  # records the error rows stand for (`error_records`, 1 when absent)
     ("late_offset", pa.int64()),  # usable records past --until-offset
@@ -65,8 +69,8 @@ class DecodedFacts:
 
 @dataclass(frozen=True)
 class Tally:
-    """One row per (offsets partition, record type label) of a decoded log (`TALLY_SCHEMA`), with the cut-offs it
-    was taken with."""
+    """One row per (offsets partition, record type label, value version) of a decoded log (`TALLY_SCHEMA`), with
+    the cut-offs it was taken with."""
 
     table: pa.Table
     until_offset: int | None = None
@@ -109,19 +113,42 @@ class Tally:
                 out.add(p)
         return sorted(out)
 
-    def by_partition(self, unknown_key_types: frozenset[int] = frozenset()) -> dict[int | None, dict[str, int]]:
-        """Per offsets partition: rows (`n`), `quarantined`, `error_rows`, `unknown`, `late_offset`, `late_time`.
-        `unknown` holds the records of a key type the decoder does not know, and those of `unknown_key_types`
-        (the run's coordinator does not know them: `coordinator.options.unknown_group_key_types`), wherever they
-        are: a loader skips them before any cut-off would."""
+    def beyond_value_versions(self, known: tuple[tuple[int, int], ...]) -> dict[tuple[int | None, str, int], int]:
+        """(offsets partition, label, value version) -> the records of an offset commit or group metadata value
+        above the version `known` (`coordinator.options.known_value_versions`) gives its key type."""
+        highest = dict(known)
+        out: dict[tuple[int | None, str, int], int] = {}
+        if not highest or "value_version" not in self.table.column_names:
+            return out
+        for p, label, version, n in zip(*(self.table.column(c).to_pylist()
+                                          for c in ("offsets_partition", "label", "value_version", "n"))):
+            kind, key_type = (label or "").partition(":")[0], _key_type(label or "")
+            if (kind in (KIND_OFFSET_COMMIT, KIND_GROUP_METADATA) and version is not None
+                    and version > highest.get(key_type, version)):
+                out[(p, label, version)] = out.get((p, label, version), 0) + n
+        return out
+
+    def by_partition(self, unknown_key_types: frozenset[int] = frozenset(),
+                     known_value_versions: tuple[tuple[int, int], ...] = ()) -> dict[int | None, dict[str, int]]:
+        """Per offsets partition: rows (`n`), `quarantined`, `error_rows`, `unknown`, `unknown_version`,
+        `late_offset`, `late_time`. `unknown` holds the records of a key type the decoder does not know, and those
+        of `unknown_key_types` (the run's coordinator does not know them:
+        `coordinator.options.unknown_group_key_types`), `unknown_version` those of a value version above
+        `known_value_versions`' (`beyond_value_versions`), wherever they are: a loader skips them before any cut-off
+        would."""
         out: dict[int | None, dict[str, int]] = {}
+        beyond = self.beyond_value_versions(known_value_versions)
         for r in self.table.to_pylist():
             c = out.setdefault(r["offsets_partition"], dict.fromkeys(
-                ("n", "quarantined", "error_rows", "unknown", "late_offset", "late_time"), 0))
+                ("n", "quarantined", "error_rows", "unknown", "unknown_version", "late_offset", "late_time"), 0))
             label = r["label"] or ""
             if label != KIND_ERROR and (label.startswith(KIND_UNKNOWN + ":") or _key_type(label) in unknown_key_types):
                 c["n"] += r["n"]
                 c["unknown"] += r["n"]
+                continue
+            if beyond and (r["offsets_partition"], label, r.get("value_version")) in beyond:
+                c["n"] += r["n"]
+                c["unknown_version"] += r["n"]
                 continue
             for k in _SUMS:
                 c[k] += r[k]
@@ -152,14 +179,17 @@ def record_type_label(table: pa.Table) -> pa.Array:
 def tally_rows(table: pa.Table, until_offset: int | None = None, until_time_ms: int | None = None,
                after: dict[int, int] | None = None, newest: dict[int, int] | None = None) -> pa.Table:
     """The tally (`TALLY_SCHEMA`) of decoded rows: any table with the `TALLY_COLUMNS` (`error_records` may be
-    missing: each error row then stands for one record). `after`: offsets partition -> the highest offset read of
-    it before these rows (a run of missing offsets may begin there); `newest`: -> the newest timestamp read of it
-    before these rows (a run of missing offsets that ends among them is dated by it too)."""
+    missing: each error row then stands for one record; `value_version` too: none known). `after`: offsets
+    partition -> the highest offset read of it before these rows (a run of missing offsets may begin there);
+    `newest`: -> the newest timestamp read of it before these rows (a run of missing offsets that ends among them
+    is dated by it too)."""
     n = table.num_rows
     if n == 0:
         return TALLY_SCHEMA.empty_table()
     names = set(table.column_names)  # column_names builds a list on every access
-    table = pa.table({c: table.column(c).cast(DECODED_RECORD_SCHEMA.field(c).type) for c in TALLY_COLUMNS if c in names})
+    table = pa.table({c: table.column(c).cast(DECODED_RECORD_SCHEMA.field(c).type) if c in names
+                      else pa.nulls(n, DECODED_RECORD_SCHEMA.field(c).type)
+                      for c in TALLY_COLUMNS if c in names or c == "value_version"})
     kind = table.column("record_kind")
     ts = table.column("timestamp")
     offset = table.column("offset")
@@ -180,6 +210,7 @@ def tally_rows(table: pa.Table, until_offset: int | None = None, until_time_ms: 
     rows = pa.table({
         "offsets_partition": pc.cast(table.column("offsets_partition"), pa.int32()),
         "record_kind": kind, "key_type": table.column("key_type"), "control_type": table.column("control_type"),
+        "value_version": table.column("value_version"),
         "n": pa.repeat(pa.scalar(1, pa.int64()), n),
         "quarantined": pc.if_else(is_error, pc.cast(weight, pa.int64()), pa.scalar(0, pa.int64())),
         "late_offset": pc.cast(pc.and_(usable, late_offset), pa.int64()),
@@ -187,13 +218,13 @@ def tally_rows(table: pa.Table, until_offset: int | None = None, until_time_ms: 
         "ts": pc.if_else(timed, pc.cast(ts, pa.int64()), null_ts),
         "ts_until": pc.if_else(until, pc.cast(ts, pa.int64()), null_ts),
     })
-    by = ["offsets_partition", "record_kind", "key_type", "control_type"]
+    by = ["offsets_partition", "record_kind", "key_type", "control_type", "value_version"]
     kinds = rows.group_by(by, use_threads=False).aggregate([(c, "sum") for c in _SUMS]
                                                            + [(c, "max") for c in ("ts", "ts_until")])
     spans = _spans(rows.column("offsets_partition"), offset, rows.column("ts"), after or {}, newest or {})
     at = pc.index_in(kinds.column("offsets_partition"), value_set=spans.column("offsets_partition"))
     return _combine(pa.table({"offsets_partition": kinds.column("offsets_partition"),
-                              "label": record_type_label(kinds),
+                              "label": record_type_label(kinds), "value_version": kinds.column("value_version"),
                               **{c: kinds.column(f"{c}_sum") for c in _SUMS},
                               **{c: kinds.column(f"{c}_max") for c in ("ts", "ts_until")},
                               **{c: pc.take(spans.column(c), at)
@@ -296,18 +327,18 @@ class RunningTally:
 
 
 def _combine(rows: pa.Table) -> pa.Table:
-    """Tally rows added up by (offsets partition, label)."""
+    """Tally rows added up by (offsets partition, label, value version)."""
     if rows.num_rows == 0:
         return TALLY_SCHEMA.empty_table()
     rows = rows.select([f.name for f in TALLY_SCHEMA if f.name in rows.column_names])  # a tally of an older version
     for f in TALLY_SCHEMA:
         if f.name not in rows.column_names:
             rows = rows.append_column(f.name, pa.nulls(rows.num_rows, f.type))
-    out = rows.group_by(["offsets_partition", "label"], use_threads=False).aggregate(
+    out = rows.group_by(["offsets_partition", "label", "value_version"], use_threads=False).aggregate(
         [(c, "sum") for c in _SUMS] + [(c, "max") for c in _MAXES] + [(c, "min") for c in _MINS])
 
     def agg(name: str) -> str:
-        return name if name in ("offsets_partition", "label") else \
+        return name if name in ("offsets_partition", "label", "value_version") else \
             f"{name}_{'max' if name in _MAXES else 'min' if name in _MINS else 'sum'}"
 
     combined = pa.table({f.name: pc.cast(out.column(agg(f.name)), f.type) for f in TALLY_SCHEMA}, schema=TALLY_SCHEMA)

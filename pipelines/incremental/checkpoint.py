@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
-from pipelines.coordinator.options import unknown_group_fields, unknown_group_key_types
+from pipelines.coordinator.options import limited_value_versions, unknown_group_fields, unknown_group_key_types
 from pipelines.coordinator.saved import FORMAT as SAVED_FORMAT
 from pipelines.coordinator.saved import entries_of
 from pipelines.io.checkpoint import (STATE_DIR, SavedState, remove_orphaned_state, remove_other_states,
@@ -127,14 +127,17 @@ def prepare_checkpoint(warehouse, snapshot_id: str, saved, plan, inc, *, conf, r
 
 def read_policy_of(conf) -> dict:
     """What of the run's settings decides which records are replayed (`decoding.policy.ReadPolicy`, and the share /
-    streams key types the emulated coordinator skips: `--kafka-version`): a resumed shard holds what its runs
-    replayed under theirs."""
+    streams key types and the value versions the emulated coordinator skips: `--kafka-version`): a resumed shard
+    holds what its runs replayed under theirs."""
     policy = {"replay_corrupt_batches": bool(conf.read_policy.replay_corrupt_batches),
               "max_batch_bytes": int(conf.read_policy.max_batch_bytes),
               "unknown_key_types": sorted(unknown_group_key_types(conf.semantics, conf.kafka_version))}
     unknown_fields = unknown_group_fields(conf.semantics, conf.kafka_version)
     if unknown_fields:  # named only where there are some: the policies of runs before they were are the same
         policy["unknown_fields"] = sorted(unknown_fields)
+    value_versions = limited_value_versions(conf.semantics, conf.kafka_version)
+    if value_versions:  # likewise: key type -> the highest value version read
+        policy["value_versions"] = {str(t): v for t, v in value_versions}
     return policy
 
 

@@ -312,7 +312,8 @@ def _policy_text(policy) -> str:
     return (f"rebuild.replay_corrupt_batches {str(policy.get('replay_corrupt_batches')).lower()}, "
             f"decode.max_batch_bytes {policy.get('max_batch_bytes')}, "
             f"key types skipped {policy.get('unknown_key_types', 'not recorded')}"
-            + (f", fields skipped {policy['unknown_fields']}" if policy.get("unknown_fields") else ""))
+            + (f", fields skipped {policy['unknown_fields']}" if policy.get("unknown_fields") else "")
+            + (f", value versions read {policy['value_versions']}" if policy.get("value_versions") else ""))
 
 
 def _of_served_run(warehouse, snapshot_id: str, checkpoint: dict) -> bool:

@@ -19,8 +19,8 @@ from pipelines.background import in_thread
 from pipelines.config import Settings
 from pipelines.coordinator.decoded import REPLAY_COLUMNS, conform_loaded
 from pipelines.coordinator.expiry import ExpiryOptions
-from pipelines.coordinator.options import (DEFAULT_KAFKA_VERSION, LEGACY, MODERN, ReplayOptions, parse_kafka_version,
-                                          unknown_group_key_types)
+from pipelines.coordinator.options import (DEFAULT_KAFKA_VERSION, LEGACY, MODERN, ReplayOptions, limited_value_versions,
+                                          parse_kafka_version, unknown_group_key_types)
 from pipelines.coordinator.shard import replay_shards
 from pipelines.coordinator.tables import misplaced_count, open_transactions
 from pipelines.decoding.log_end_offsets import DataLogs, data_logs, ends_at, log_end_offsets_table
@@ -48,7 +48,7 @@ from pipelines.session import SessionOnDemand
 from pipelines.state.lag import LagFacts, lag_table
 from pipelines.state.served import with_served_offsets
 from pipelines.times import ms_to_iso
-from pipelines.validation.accounting import SKIP_UNKNOWN_KEY, Accounting
+from pipelines.validation.accounting import SKIP_UNKNOWN_KEY, SKIP_UNKNOWN_VERSION, Accounting
 from pipelines.validation.report import render_report
 from pipelines.validation.runner import UNKNOWN_CLOCK_MS, ValidationResult, history_check, run_validation
 from pipelines.validation.settings import validation_settings
@@ -513,7 +513,8 @@ def validate(run: Run, planned: Planned, decoded: Decoded, replayed: Replayed,
     # decoded rows, so `accounting.records_accounted` fails when records go missing in decoding.
     read_counts = decoded.read_counts.result()
     accounting = Accounting.from_tally(decoded.tally, read_counts,
-                                       unknown_group_key_types(run.conf.semantics, run.conf.kafka_version))
+                                       unknown_group_key_types(run.conf.semantics, run.conf.kafka_version),
+                                       limited_value_versions(run.conf.semantics, run.conf.kafka_version))
     validation = run_validation(run.spark, materialized.checked, as_of_ms=replayed.clock.as_of_ms,
                                 num_partitions=replayed.clock.num_partitions, settings=run.settings,
                                 markers=replayed.markers, accounting=accounting, snapshot_id=run.snapshot_id,
@@ -542,6 +543,7 @@ def summarize(run: Run, planned: Planned, decoded: Decoded, replayed: Replayed, 
         bytes_in=plan.total_bytes, segments=plan.num_segments, tabular_files=plan.num_tabular,
         warnings=[*planned.warnings, *assembled.read_ahead.warnings,
                   *_coordinator_warnings(conf), *_unknown_key_warnings(conf, accounting, decoded.tally, decoded.facts),
+                  *_unknown_version_warnings(conf, decoded.tally),
                   *_as_of_ahead_of_the_run(run, replayed.clock, stats["expired_offsets"]),
                   *_load_failure_warnings(assembled), *_cleanup_failure_warnings(replayed.clock, assembled)],
         task_cpu_seconds=decoded.task_cpu_seconds, records_looped=decoded.records_looped,
@@ -608,6 +610,30 @@ def _unknown_key_warnings(conf: RunSettings, accounting: Accounting, tally: Tall
                        f"a key type but 0-2 (it knows those only; 3.4.1+ skips the others): its broker would serve "
                        f"partition(s) {shown} with no groups; this snapshot holds what their records give")
     return out
+
+
+def _unknown_version_warnings(conf: RunSettings, tally: Tally) -> list[str]:
+    """An offset commit or group metadata value of a version the emulated coordinator does not read (v4 before
+    3.4.1, type 0's v1-v4 from 4.1, ...: `limited_value_versions`) fails its partition's load in Kafka (spec §5.4,
+    §8 item 7): the old coordinator's broker serves that partition with no groups, the new one's does not load it.
+    The replay skips the record rather than guess; the run says so, with the partitions a broker would not load."""
+    known = limited_value_versions(conf.semantics, conf.kafka_version)
+    beyond = tally.beyond_value_versions(known)
+    if not beyond:
+        return []
+    by_version: dict[tuple[str, int], int] = {}
+    for (_, label, version), n in beyond.items():
+        by_version[(label, version)] = by_version.get((label, version), 0) + n
+    found = ", ".join(f"{label} v{version} {n:,}" for (label, version), n in sorted(by_version.items()))
+    reads = ", ".join(f"type {t} v0" + (f"-v{v}" if v else "") for t, v in known)
+    parts = sorted({p for p, _, _ in beyond if p is not None})
+    shown = ", ".join(map(str, parts[:10])) + (f" and {len(parts) - 10} more" if len(parts) > 10 else "")
+    fate = (f"its broker would serve offsets partition(s) {shown} with no groups" if conf.semantics == LEGACY
+            else f"its broker would not load offsets partition(s) {shown} and serve no group of them")
+    return [f"{sum(by_version.values()):,} record(s) of value versions the {conf.semantics} coordinator of Kafka "
+            f"{conf.kafka_version} does not read ({found}; it reads {reads}) skipped: its load of a partition fails "
+            f"at such a record, so {fate}; this snapshot holds what their other records give (accounting: "
+            f"{SKIP_UNKNOWN_VERSION!r})"]
 
 
 #: the first Kafka with the new group coordinator (its runtime, KIP-848) and the first without the old one (spec §5.3)

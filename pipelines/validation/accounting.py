@@ -2,8 +2,10 @@
 
 Built from the decoded log's tally (`frames.tally`): record_kind `error` → quarantined, `unknown` (and the
 consumer / share / streams group records of key types the run's coordinator does not know) → skipped with reason
-"unknown key type" (Kafka 3.4.1+/3.6+ skip those with a warning, spec §5.4), records past `--until-offset` /
-`--until-time` → skipped with that reason, everything else (control records included) → used.
+"unknown key type" (Kafka 3.4.1+/3.6+ skip those with a warning, spec §5.4), offset commit and group metadata values
+of a version the run's coordinator does not read → skipped with reason "unknown value version" (Kafka fails the
+partition's load there: the run warns), records past `--until-offset` / `--until-time` → skipped with that reason,
+everything else (control records included) → used.
 
 `records_in` comes from the reader's own count (`pipelines.frames.decode.reader_counts`: verified batch headers'
 record counts, no record decoding), so the `accounting.records_accounted` check compares two independent numbers
@@ -26,6 +28,7 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 
 SKIP_UNKNOWN_KEY = "unknown key type"
+SKIP_UNKNOWN_VERSION = "unknown value version"
 SKIP_DUPLICATE_ROW = "identical duplicate row in a tabular dump"
 
 
@@ -95,7 +98,8 @@ class Accounting:
 
     @classmethod
     def from_tally(cls, tally, records_in: Mapping[int | None, int | Mapping[str, int]] | None = None,
-                   unknown_key_types: frozenset[int] = frozenset()) -> Accounting:
+                   unknown_key_types: frozenset[int] = frozenset(),
+                   known_value_versions: tuple[tuple[int, int], ...] = ()) -> Accounting:
         """Classify the decoded records from the log's tally (`frames.tally.Tally`).
 
         `records_in` (partition → records read, from the reader) replaces the decoded row count per partition;
@@ -105,13 +109,17 @@ class Accounting:
         Records past the tally's cut-offs (its `until_offset` / `until_time_ms`, the replay's:
         `coordinator.loader.replayable`) are skipped with that reason instead of used; the records of
         `unknown_key_types` (group records the run's coordinator does not know:
-        `coordinator.options.unknown_group_key_types`) are skipped as of an unknown key type.
+        `coordinator.options.unknown_group_key_types`) are skipped as of an unknown key type; the offset commit and
+        group metadata values above `known_value_versions`' version of their key type (the run's coordinator fails
+        the partition's load on them: `coordinator.options.limited_value_versions`) as of an unknown value version.
         """
         parts: dict[int | None, PartitionCounts] = {}
-        for p, r in tally.by_partition(unknown_key_types).items():
+        for p, r in tally.by_partition(unknown_key_types, known_value_versions).items():
             skipped = {}
             if r["unknown"]:
                 skipped[SKIP_UNKNOWN_KEY] = int(r["unknown"])
+            if r["unknown_version"]:
+                skipped[SKIP_UNKNOWN_VERSION] = int(r["unknown_version"])
             if r["late_offset"]:
                 skipped[skip_until_offset(tally.until_offset)] = int(r["late_offset"])
             if r["late_time"]:

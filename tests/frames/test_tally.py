@@ -204,7 +204,7 @@ def plain_tally(rows, until_offset, until_time, after):
         kind = r["record_kind"]
         lab = None if kind is None else label(r)
         empty = dict.fromkeys(("n", "quarantined", "late_offset", "late_time"), 0) | {"ts": None, "ts_until": None}
-        t = out.setdefault((r["offsets_partition"], lab), empty)
+        t = out.setdefault((r["offsets_partition"], lab, r["value_version"]), empty)
         t["n"] += 1
         if kind == "error":
             t["quarantined"] += 1 if r["error_records"] is None else r["error_records"]
@@ -240,6 +240,7 @@ def plain_tally(rows, until_offset, until_time, after):
                                     "unknown"]),
     "key_type": st.sampled_from([None, -1, 0, 1, 2, 8, 300]),
     "control_type": st.sampled_from([None, "COMMIT", "ABORT"]),
+    "value_version": st.sampled_from([None, 0, 3, 4]),
     "timestamp": st.one_of(st.none(), st.integers(-2, 1000)),
     "offset": st.one_of(st.none(), st.integers(0, 40)),
     "error_records": st.one_of(st.none(), st.integers(0, 5))}), max_size=60),
@@ -291,4 +292,5 @@ def test_the_tally_is_its_definitions_row_by_row(rows, until_offset, until_time,
     for got, expected in ((tally_rows(table, until_offset, until_time, after=after), want), (running.result(), want),
                           (_combine(pa.concat_tables(pieces)),
                            plain_tally([rows[i] for i in sorted(once)], until_offset, until_time, after))):
-        assert {(r.pop("offsets_partition"), r.pop("label")): r for r in got.to_pylist()} == expected
+        assert {(r.pop("offsets_partition"), r.pop("label"), r.pop("value_version")): r
+                for r in got.to_pylist()} == expected

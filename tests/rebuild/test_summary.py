@@ -195,3 +195,56 @@ def test_a_what_if_run_says_how_many_partitions_end_unknown_at_its_as_of():
                                       "then is not (LAG unknown there)")
     line = next(ln for ln in format_summary(RunSummary(snapshot_id="now")).splitlines() if "end offsets" in ln)
     assert line.endswith("0 data-topic partition(s) in the log dirs (LAG unknown: give describe --end-offsets)")
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("semantics,version,skipped,on_spark", [
+    ("legacy", "3.3", {"offset_commit:1 v4": 2, "group_metadata:2 v4": 5}, False),
+    ("legacy", "3.3", {"offset_commit:1 v4": 2, "group_metadata:2 v4": 5}, True),
+    ("legacy", "2.2", {"offset_commit:1 v4": 2, "group_metadata:2 v3": 0, "group_metadata:2 v4": 5}, False),
+    ("legacy", "3.4.1", {}, False), ("modern", "4.0", {}, False),
+    ("modern", "4.1", {"offset_commit:0 v3": 6}, False), ("modern", "4.1", {"offset_commit:0 v3": 6}, True)])
+def test_a_run_skips_and_names_the_value_versions_its_coordinator_does_not_read(spark, settings, tmp_path, semantics,
+                                                                                 version, skipped, on_spark):
+    """Kafka fails a partition's load at a value version its coordinator does not read (spec §5.4, §8 item 7): v4
+    of OffsetCommit and GroupMetadata before 3.4.1 (KIP-915), GroupMetadata v3 before 2.3, any but v0 of a type-0
+    key from 4.1 (LegacyOffsetCommitValue). The run replays none of them, counts them skipped with that reason and
+    names the partitions such a broker would not load."""
+    from pipelines.decoding import message_writer as mw
+    from pipelines.rebuild import RebuildRequest, run_rebuild
+    from tests.test_incremental import spark_replay_settings
+
+    def group(g, v):
+        return mw.write_group_metadata_key(g), mw.write_group_metadata_value(
+            v, protocol_type="consumer", generation=1, protocol=None, leader=None, current_state_timestamp=bi.T0,
+            members=[]), bi.T0
+
+    g0, g2, g5, g6 = (bi.group_in(p, "v") for p in (0, 2, 5, 6))
+    legacy_key = mw.write_offset_commit_key(g6, bi.TOPIC, 0, key_type=0)
+    parts = {0: [group(g0, 3), bi.commit(g0, 0, 10, bi.T0)],
+             2: [bi.commit(g2, 0, 20, bi.T0), bi.commit(g2, 1, 21, bi.T0, version=4)],
+             5: [group(g5, 4), bi.commit(g5, 0, 50, bi.T0)],
+             6: [(legacy_key, bi.commit(g6, 0, 60, bi.T0)[1], bi.T0), bi.commit(g6, 1, 61, bi.T0, version=1)]}
+    for p, records in parts.items():
+        bi.write_segment(tmp_path / "in" / f"__consumer_offsets-{p}", 0, bi.batch(records, 0))
+    summary = run_rebuild(spark, spark_replay_settings(settings) if on_spark else settings, RebuildRequest(
+        inputs=(str(tmp_path / "in"),), warehouse=str(tmp_path / "wh"), snapshot_id="versions", semantics=semantics,
+        kafka_version=version, num_partitions=50))
+    n = len(skipped)
+    assert (summary.records_in, summary.records_skipped, summary.records_out) == (8, n, 8 - n)
+    assert summary.status == "succeeded", summary.validation["failed_expectations"]
+    assert summary.offsets == 6 - sum(label.startswith("offset_commit") for label in skipped)
+    # a group whose group record is skipped is the simple group of its offsets
+    assert summary.empty_group_offsets == 4 + sum(label.startswith("group_metadata") for label in skipped) - (
+        "offset_commit:1 v4" in skipped) - ("offset_commit:0 v3" in skipped)
+    said = [w for w in summary.warnings if "value versions" in w]
+    if not skipped:
+        assert said == []
+        return
+    found = ", ".join(f"{label} 1" for label in sorted(skipped))
+    partitions = ", ".join(map(str, sorted(set(skipped.values()))))
+    fate = (f"its broker would serve offsets partition(s) {partitions} with no groups" if semantics == "legacy" else
+            f"its broker would not load offsets partition(s) {partitions} and serve no group of them")
+    assert len(said) == 1 and said[0].startswith(
+        f"{n} record(s) of value versions the {semantics} coordinator of Kafka {version} does not read ({found}; ")
+    assert f"skipped: its load of a partition fails at such a record, so {fate}; " in said[0]

@@ -124,6 +124,42 @@ def test_share_and_streams_records_a_coordinator_does_not_know_are_skipped_as_un
     assert cut.unbalanced() == []
 
 
+@pytest.mark.parametrize("semantics,version,skipped", [
+    ("legacy", "3.4.0", 2),  # v4 of both came with 3.4.1 (KIP-915)
+    ("legacy", "2.2", 3),  # and GroupMetadata v3 with 2.3
+    ("legacy", "3.4.1", 0), ("modern", "4.0", 0), ("modern", "4.1", 0)])
+def test_values_of_a_version_a_coordinator_does_not_read_are_skipped_as_unknown_value_versions(
+        tmp_path, semantics, version, skipped):
+    """The load of a partition fails at a value version the emulated coordinator does not read (spec §5.4): such a
+    record is skipped with that reason, not used, and a cut-off does not count it twice."""
+    from pipelines.coordinator.options import limited_value_versions
+    from pipelines.decoding import columnar
+    from pipelines.decoding.batch_writer import write_record_batch
+    from pipelines.decoding.message_writer import (write_group_metadata_key, write_group_metadata_value,
+                                                   write_offset_commit_key, write_offset_commit_value)
+    from pipelines.validation.accounting import SKIP_UNKNOWN_VERSION
+
+    def group(g, v):
+        return write_group_metadata_key(g), write_group_metadata_value(
+            v, protocol_type="", generation=1, protocol=None, leader=None, members=[]), 1
+
+    records = [(write_offset_commit_key("g", "t", 0), write_offset_commit_value(v, offset=5, commit_timestamp=1), 1)
+               for v in (3, 4)] + [group("g", 3), group("h", 4), (write_offset_commit_key("g", "t", 1), None, 1)]
+    log = tmp_path / "__consumer_offsets-0" / "00000000000000000000.log"
+    log.parent.mkdir()
+    log.write_bytes(write_record_batch(records, 0))
+    table = pa.concat_tables([pa.Table.from_batches([b]) for b in columnar.decode_segment_to_arrow(
+        log, offsets_partition=0)])
+    known = limited_value_versions(semantics, version)
+    acc = Accounting.from_tally(Tally(tally_rows(table)), known_value_versions=known)
+    assert acc.partitions[0] == PartitionCounts(records_in=5, records_used=5 - skipped,
+                                                records_skipped={SKIP_UNKNOWN_VERSION: skipped} if skipped else {})
+    cut = Accounting.from_tally(Tally(tally_rows(table, until_offset=0), until_offset=0), known_value_versions=known)
+    reasons = {SKIP_UNKNOWN_VERSION: skipped, "after --until-offset 0": 4 - skipped}
+    assert cut.partitions[0].records_skipped == {k: n for k, n in reasons.items() if n}
+    assert cut.unbalanced() == []
+
+
 # (offsets_partition, offset, timestamp, producer_id, record_kind, control_type): markers of a log that a point-in-time
 # run cuts at offset 10 (per partition) or at time 1000
 CUT_ROWS = [(1, 9, 900, 7, "offset_commit", None), (1, 10, 950, 7, "control", "COMMIT"),
