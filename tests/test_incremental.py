@@ -564,6 +564,8 @@ def test_a_kafka_version_that_reads_fewer_value_versions_is_another_read_policy(
     assert policy("legacy", "3.3")["value_versions"] == {"0": 3, "1": 3, "2": 3}
     assert policy("legacy", "2.2")["value_versions"] == {"0": 3, "1": 3, "2": 2}
     assert policy("modern", "4.1")["value_versions"] == {"0": 0, "1": 4, "2": 4}
+    assert policy("legacy", "0.9")["value_versions"] == {"0": 1, "1": 1, "2": 0}
+    assert policy("legacy", "0.8.2")["value_versions"] == {"0": 0, "1": 1, "2": 0}
     assert policy("legacy", "3.3") != policy("legacy", "3.9") != policy("legacy", "2.2")
     assert policy("modern", "4.1") != policy("modern", "4.0")
     assert all("value_versions" not in policy(*c) for c in [("legacy", "3.4.1"), ("legacy", "3.9"),

@@ -62,9 +62,10 @@ def unknown_group_key_types(semantics: str, kafka_version: str) -> frozenset[int
 #: knows, from the release on (`OFFSET_VALUE_SCHEMAS` / `GROUP_VALUE_SCHEMAS` in GroupMetadataManager.scala; the
 #: generated `OffsetCommitValue` / `GroupMetadataValue` from 3.0): v1 of GroupMetadata came with 0.10.1, v2 and v3 of
 #: OffsetCommit and v2 of GroupMetadata with 2.1 (KIP-211, KIP-320), v3 of GroupMetadata with 2.3 (KIP-345), v4 of
-#: both with 3.4.1 (KIP-915, KAFKA-14869; no 3.0-3.3 release has it).
+#: both with 3.4.1 (KIP-915, KAFKA-14869; no 3.0-3.3 release has it). 0.8.2's `OffsetManager` reads type 0's v0 alone
+#: (types 1 and 2 are keys it does not know: an unknown key type, not a version, fails its load).
 _OLD_VALUE_VERSIONS = (((3, 4, 1), (4, 4, 4)), ((2, 3, 0), (3, 3, 3)), ((2, 1, 0), (3, 3, 2)), ((0, 10, 1), (1, 1, 1)),
-                       ((0, 0, 0), (1, 1, 0)))
+                       ((0, 9, 0), (1, 1, 0)), ((0, 0, 0), (0, 1, 0)))
 #: What the decoder reads (`decoding.messages`): OffsetCommit and GroupMetadata v0-v4, whichever the key type
 DECODED_VALUE_VERSIONS = ((0, 4), (1, 4), (2, 4))
 
