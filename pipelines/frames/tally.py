@@ -108,7 +108,7 @@ class Tally:
         """The offsets partitions holding a record (not an error row, not a marker) of a key type not in `known`."""
         out = set()
         for p, label in zip(*(self.table.column(c).to_pylist() for c in ("offsets_partition", "label"))):
-            key_type = _key_type(label or "")
+            key_type = label_key_type(label or "")
             if p is not None and label != KIND_ERROR and key_type is not None and key_type not in known:
                 out.add(p)
         return sorted(out)
@@ -122,7 +122,7 @@ class Tally:
             return out
         for p, label, version, n in zip(*(self.table.column(c).to_pylist()
                                           for c in ("offsets_partition", "label", "value_version", "n"))):
-            kind, key_type = (label or "").partition(":")[0], _key_type(label or "")
+            kind, key_type = (label or "").partition(":")[0], label_key_type(label or "")
             if (kind in (KIND_OFFSET_COMMIT, KIND_GROUP_METADATA) and version is not None
                     and version > highest.get(key_type, version)):
                 out[(p, label, version)] = out.get((p, label, version), 0) + n
@@ -142,7 +142,8 @@ class Tally:
             c = out.setdefault(r["offsets_partition"], dict.fromkeys(
                 ("n", "quarantined", "error_rows", "unknown", "unknown_version", "late_offset", "late_time"), 0))
             label = r["label"] or ""
-            if label != KIND_ERROR and (label.startswith(KIND_UNKNOWN + ":") or _key_type(label) in unknown_key_types):
+            if label != KIND_ERROR and (label.startswith(KIND_UNKNOWN + ":")
+                                        or label_key_type(label) in unknown_key_types):
                 c["n"] += r["n"]
                 c["unknown"] += r["n"]
                 continue
@@ -157,7 +158,7 @@ class Tally:
         return out
 
 
-def _key_type(label: str) -> int | None:
+def label_key_type(label: str) -> int | None:
     """The key type a record type label names (`share_group:11` -> 11, `unknown:-3` -> -3); None for a control
     record's, an error's."""
     _, _, key_type = label.partition(":")

@@ -32,7 +32,7 @@ from pipelines.frames.python_jobs import first_python_job
 from pipelines.frames.resumed import resume_on_spark
 from pipelines.frames.segment_shards import GROUP_EVENTS_IN_HAND, LoadedOnSpark, tabulate_on_spark
 from pipelines.frames.shards import replay_on_spark, topic_names_of
-from pipelines.frames.tally import DecodedFacts, Tally, tally
+from pipelines.frames.tally import DecodedFacts, Tally, label_key_type, tally
 from pipelines.heap import gc_paused
 from pipelines.io import storage
 from pipelines.io.blobs import BlobRows
@@ -545,7 +545,8 @@ def summarize(run: Run, planned: Planned, decoded: Decoded, replayed: Replayed, 
                   *_coordinator_warnings(conf), *_unknown_key_warnings(conf, accounting, decoded.tally, decoded.facts),
                   *_unknown_version_warnings(conf, decoded.tally),
                   *_as_of_ahead_of_the_run(run, replayed.clock, stats["expired_offsets"]),
-                  *_load_failure_warnings(assembled), *_cleanup_failure_warnings(replayed.clock, assembled)],
+                  *_load_failure_warnings(conf, decoded.facts, assembled),
+                  *_cleanup_failure_warnings(replayed.clock, assembled)],
         task_cpu_seconds=decoded.task_cpu_seconds, records_looped=decoded.records_looped,
         first_python_job_seconds=first_python_job,
         record_type_counts=decoded.facts.counts,
@@ -656,13 +657,19 @@ def _coordinator_warnings(conf: RunSettings) -> list[str]:
     return []
 
 
-def _load_failure_warnings(assembled: Assembled) -> list[str]:
-    """A group record the new coordinator's replay throws on (a consumer, share or streams record for an id holding a
-    group of another type, not a simple one: `IllegalStateException`; a share / streams value no known layout reads;
-    4.0's share records of no group or member, `GroupStore.early_share`; a tombstone out of the order the coordinator
-    deletes in) fails its partition's load, and the broker serves that partition with no groups (spec §5.3, §8 item 15). The
-    replay skips the record (its `group_history` event `skipped`); the run says which partitions a broker would not
-    load, rather than a snapshot that only looks whole."""
+def _load_failure_warnings(conf: RunSettings, facts: DecodedFacts, assembled: Assembled) -> list[str]:
+    """A group record the new coordinator's replay throws on (a consumer, share or streams record for an id holding
+    a group of another type, not a simple one: `IllegalStateException`; a share / streams value no known layout
+    reads; 4.0's share records of no group or member, `GroupStore.early_share`; a tombstone out of the order the
+    coordinator deletes in) fails its partition's load, and the broker serves that partition with no groups (spec
+    §5.3, §8 item 15). The replay skips the record (its `group_history` event `skipped`); the run says which
+    partitions a broker would not load, rather than a snapshot that only looks whole. Only records of key types 3
+    and up that the coordinator replays can be skipped so: a log without them (every log of a legacy run) asks no
+    Spark job."""
+    unknown = unknown_group_key_types(conf.semantics, conf.kafka_version)
+    if not any(t is not None and t >= 3 and t not in unknown
+               for t in (label_key_type(label) for label in facts.counts if label)):
+        return []
     events = assembled.in_hand.get("group_history")
     if isinstance(events, pa.Table):
         skipped = events.filter(pc.equal(events.column("event"), "skipped"))
