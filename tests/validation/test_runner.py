@@ -113,14 +113,20 @@ def test_share_and_streams_records_a_coordinator_does_not_know_are_skipped_as_un
     a cut-off does not count them twice."""
     from pipelines.coordinator.options import unknown_group_key_types
 
-    table = _share_and_streams_log(tmp_path)
-    unknown = unknown_group_key_types(semantics, version)
-    acc = Accounting.from_tally(Tally(tally_rows(table)), unknown_key_types=unknown)
-    assert acc.partitions[0] == PartitionCounts(records_in=4, records_used=4 - skipped,
-                                                records_skipped={SKIP_UNKNOWN_KEY: skipped} if skipped else {})
-    cut = Accounting.from_tally(Tally(tally_rows(table, until_offset=0), until_offset=0), unknown_key_types=unknown)
-    reasons = {SKIP_UNKNOWN_KEY: skipped, "after --until-offset 0": 3 - skipped}
-    assert cut.partitions[0].records_skipped == {k: n for k, n in reasons.items() if n}
+    _check_skipped(_share_and_streams_log(tmp_path), SKIP_UNKNOWN_KEY, skipped,
+                   unknown_key_types=unknown_group_key_types(semantics, version))
+
+
+def _check_skipped(table: pa.Table, reason: str, skipped: int, **rules) -> None:
+    """The accounting of `table` (one offsets partition, its first record at offset 0) with `rules`: `skipped`
+    records skipped for `reason`, the rest used; cut after offset 0, each skipped record counted once."""
+    n = table.num_rows
+    acc = Accounting.from_tally(Tally(tally_rows(table)), **rules)
+    assert acc.partitions[0] == PartitionCounts(records_in=n, records_used=n - skipped,
+                                                records_skipped={reason: skipped} if skipped else {})
+    cut = Accounting.from_tally(Tally(tally_rows(table, until_offset=0), until_offset=0), **rules)
+    reasons = {reason: skipped, "after --until-offset 0": n - 1 - skipped}
+    assert cut.partitions[0].records_skipped == {k: v for k, v in reasons.items() if v}
     assert cut.unbalanced() == []
 
 
@@ -150,14 +156,8 @@ def test_values_of_a_version_a_coordinator_does_not_read_are_skipped_as_unknown_
     log.write_bytes(write_record_batch(records, 0))
     table = pa.concat_tables([pa.Table.from_batches([b]) for b in columnar.decode_segment_to_arrow(
         log, offsets_partition=0)])
-    known = limited_value_versions(semantics, version)
-    acc = Accounting.from_tally(Tally(tally_rows(table)), known_value_versions=known)
-    assert acc.partitions[0] == PartitionCounts(records_in=5, records_used=5 - skipped,
-                                                records_skipped={SKIP_UNKNOWN_VERSION: skipped} if skipped else {})
-    cut = Accounting.from_tally(Tally(tally_rows(table, until_offset=0), until_offset=0), known_value_versions=known)
-    reasons = {SKIP_UNKNOWN_VERSION: skipped, "after --until-offset 0": 4 - skipped}
-    assert cut.partitions[0].records_skipped == {k: n for k, n in reasons.items() if n}
-    assert cut.unbalanced() == []
+    _check_skipped(table, SKIP_UNKNOWN_VERSION, skipped,
+                   known_value_versions=limited_value_versions(semantics, version))
 
 
 # (offsets_partition, offset, timestamp, producer_id, record_kind, control_type): markers of a log that a point-in-time
