@@ -40,7 +40,6 @@ _SKIPPED_DIR = re.compile(r"-(delete|future|stray)$")  # `<tp>.<uuid>-delete`, `
 _SEGMENT_NAME = re.compile(r"^(\d+)\.log$")
 _SKIPPED_SUFFIXES = (".deleted", ".cleaned")
 _SWAP_SUFFIX = ".swap"
-LOG_START_CHECKPOINT = "log-start-offset-checkpoint"
 
 PathArg = str | os.PathLike
 
@@ -506,7 +505,7 @@ def log_start_offsets(segments: Iterable[SegmentFile]) -> dict[int, tuple[int, s
     `LogManager` writes it for a log whose start is past its first segment's base offset, and `LogLoader` starts the
     log at the larger of the two, where the coordinator's loader starts reading. A checkpoint that does not parse is
     passed over, as `LogManager` does (it starts the log at its first segment). Local log dirs only."""
-    from pipelines.decoding.log_end_offsets import CheckpointError, read_offset_checkpoint
+    from pipelines.decoding.log_end_offsets import LOG_START_CHECKPOINT, CheckpointError, read_offset_checkpoint
 
     held: dict[str, set[int]] = {}  # a log dir -> the offsets partitions whose segments it holds
     for seg in segments:
