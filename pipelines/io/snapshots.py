@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Callable, Protocol, Sequence
 
 import pyarrow as pa
+import pyarrow.fs as pafs
 
 from pipelines.io import retry, storage
 from pipelines.io.delta_log import LogChecker, LogDamage
@@ -414,6 +415,15 @@ class DeltaWarehouseReader:
             raise DamagedTable(f"cannot read the warehouse's {table} table (its Delta log at {path}): {e}") from None
         return dt
 
+    def _dataset(self, table: str, dt, **options):
+        """`dt`'s pyarrow dataset, its files read through pyarrow's own filesystem rather than delta-rs' Python one.
+        Arrow's reader threads drop a Python file's last reference by taking the GIL, and one still doing so while
+        the interpreter finalized aborted the process ("terminate called without an active exception", exit 134)
+        after the command had printed its answer. The log's check (`delta_log._inside`) has made sure that every
+        data file lies under the table's root."""
+        loc = storage.location(self.root / table)
+        return dt.to_pyarrow_dataset(filesystem=pafs.SubTreeFileSystem(loc.path, loc.fs), **options)
+
     def _history_writer(self) -> str | None:
         """A run that wrote its records into the history (written, and its summary's warnings do not say
         --other-cluster), None when none did; a row without the summary a rebuild writes says nothing."""
@@ -450,7 +460,7 @@ class DeltaWarehouseReader:
                 return self._read_fast(dt, partitions, filters, columns)
             except (_FastPathUnavailable, duckdb.Error, TypeError, ValueError, pa.ArrowException):
                 pass
-        dataset = dt.to_pyarrow_dataset(file_pruning_predicate=list(partitions) if partitions else None)
+        dataset = self._dataset(table, dt, file_pruning_predicate=list(partitions) if partitions else None)
         with scanning(table):
             return dataset.to_table(columns=columns, filter=_dataset_filter(
                 filters, pa.schema(dt.schema().to_arrow())) if filters else None)
@@ -532,7 +542,7 @@ class DeltaWarehouseReader:
         dt = self._open(table, snap.version_of(table), snap.snapshot_id)
         if dt is None:
             return None
-        return dt.to_pyarrow_dataset(file_pruning_predicate=[("snapshot_id", "=", snap.snapshot_id)])
+        return self._dataset(table, dt, file_pruning_predicate=[("snapshot_id", "=", snap.snapshot_id)])
 
     def snapshot_file_uris(self, table: str, snapshot: "Snapshot | str") -> list[str] | None:
         """The Parquet files of one snapshot's partition of `table` at its pinned version (None: no table)."""
@@ -545,7 +555,7 @@ class DeltaWarehouseReader:
     def history_dataset(self, table: str):
         """A pyarrow dataset of an unpartitioned table at its latest version (None if it does not exist)."""
         dt = self._open(table)
-        return None if dt is None else dt.to_pyarrow_dataset()
+        return None if dt is None else self._dataset(table, dt)
 
     def history_table(self, table, *, filters=None, columns=None, dictionary=(), version=None):
         if dictionary and not self.remote:
@@ -568,7 +578,7 @@ class DeltaWarehouseReader:
             columns = [c for c in columns if c in schema.names]
         options = ds.ParquetReadOptions(dictionary_columns={c for c in dictionary if c in schema.names})
         with scanning(table):
-            return dt.to_pyarrow_dataset(parquet_read_options=options).to_table(
+            return self._dataset(table, dt, parquet_read_options=options).to_table(
                 columns=columns, filter=_dataset_filter(filters, schema) if filters else None)
 
 
