@@ -390,3 +390,43 @@ def zstd_bomb_segment(uncompressed: int = 256 << 20) -> bytes:
     crc = crc32c.crc32c(after_crc)
     batch = struct.pack(">qiib", 0, 9 + len(after_crc), 0, 2) + struct.pack(">I", crc) + after_crc
     return batch
+
+
+# Odd log dirs a broker's loader reads by offset (`decoding.overlaps`): the local tests of that reading and the ones
+# that upload the same dirs to an object store (`tests/integration/test_s3_inputs.py`) build them here.
+def overlapping_files(root: Path) -> tuple[Path, Path]:
+    """Two files of partition 0 both holding offset 1, with different commits: the log dir and the second file."""
+    g = group_in(0, "overlap")
+    part = root / "__consumer_offsets-0"
+    write_segment(part, 0, batch([commit(g, 0, 10, T0)], 0) + batch([commit(g, 0, 20, T0 + 1)], 1))
+    copy = write_segment(part, 1, batch([commit(g, 0, 77, T0 + 1)], 1) + batch([commit(g, 1, 30, T0 + 2)], 2))
+    return root, copy
+
+
+def interleaved_files(root: Path) -> tuple[Path, Path]:
+    """A holds offsets 0 and 2, B (base 1) 1 and 3: the log dir and B."""
+    g = group_in(0, "interleaved")
+    part = root / "__consumer_offsets-0"
+    write_segment(part, 0, batch([commit(g, 0, 10, T0)], 0) + batch([commit(g, 2, 20, T0 + 2)], 2))
+    b = write_segment(part, 1, batch([commit(g, 1, 11, T0 + 1)], 1) + batch([commit(g, 3, 33, T0 + 3)], 3))
+    return root, b
+
+
+def copies_in_two_log_dirs(root: Path) -> tuple[list[Path], Path]:
+    """Partition 0's segment of base offset 0 in two log dirs, the second a longer copy: the log dirs and the
+    shorter copy."""
+    g = group_in(0, "two-dirs")
+    older = batch([commit(g, 0, 10, T0)], 0)
+    short = write_segment(root / "b1" / "__consumer_offsets-0", 0, older)
+    write_segment(root / "b2" / "__consumer_offsets-0", 0, older + batch([commit(g, 0, 20, T0 + 1)], 1))
+    return [root / "b1", root / "b2"], short
+
+
+def log_start_inside_first_segment(root: Path) -> tuple[Path, Path]:
+    """A log dir whose `log-start-offset-checkpoint` puts partition 0's log start at 2, inside its only segment of
+    commits at offsets 0-3: the log dir and the segment."""
+    g = group_in(0, "log-start")
+    seg = write_segment(root / "__consumer_offsets-0", 0, b"".join(
+        batch([commit(g, p, 10 * (o + 1), T0 + o)], o) for o, p in enumerate((0, 1, 1, 2))))
+    (root / "log-start-offset-checkpoint").write_text("0\n2\n__consumer_offsets 0 2\nother 0 7\n")
+    return root, seg

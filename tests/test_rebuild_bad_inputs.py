@@ -453,11 +453,7 @@ def test_an_overlapping_file_that_differs_from_the_loaded_records_is_quarantined
     """Two files of one partition holding offset 1 with different commits: the first file's is loaded, as Kafka's
     loader reads it (on from offset 2, in the second file), and the other is a `duplicate_conflict` row with its file,
     batch position and offset, beside the `overlapping_segment` row standing for the record passed over."""
-    g = bi.group_in(0, "overlap")
-    part = tmp_path / "in" / "__consumer_offsets-0"
-    bi.write_segment(part, 0, bi.batch([bi.commit(g, 0, 10, bi.T0)], 0) + bi.batch([bi.commit(g, 0, 20, bi.T0 + 1)], 1))
-    copy = bi.write_segment(part, 1, bi.batch([bi.commit(g, 0, 77, bi.T0 + 1)], 1)
-                            + bi.batch([bi.commit(g, 1, 30, bi.T0 + 2)], 2))
+    _, copy = bi.overlapping_files(tmp_path / "in")
     summary, rows, offsets = _rebuilt(no_spark, settings, tmp_path, "ovl")
     assert [(r["kind"], r["source"], r["position"], r["offset"]) for r in rows] == [
         ("duplicate_conflict", str(copy), 0, 1), ("overlapping_segment", str(copy), 0, None)]
@@ -493,11 +489,7 @@ def test_an_interleaved_file_is_read_as_kafka_reads_by_offset(no_spark, settings
     """A holds offsets 0 and 2, B (base 1) 1 and 3: Kafka's loader reads A, then asks for offset 3, whose floor
     segment is B, and never reads B's 1. Its commit is not state: an `overlapping_segment` row at B's position 0
     stands for it."""
-    g = bi.group_in(0, "interleaved")
-    part = tmp_path / "in" / "__consumer_offsets-0"
-    bi.write_segment(part, 0, bi.batch([bi.commit(g, 0, 10, bi.T0)], 0) + bi.batch([bi.commit(g, 2, 20, bi.T0 + 2)], 2))
-    b = bi.write_segment(part, 1, bi.batch([bi.commit(g, 1, 11, bi.T0 + 1)], 1)
-                         + bi.batch([bi.commit(g, 3, 33, bi.T0 + 3)], 3))
+    _, b = bi.interleaved_files(tmp_path / "in")
     summary, (row,), offsets = _rebuilt(no_spark, settings, tmp_path, "il")
     assert (row["kind"], row["source"], row["position"]) == ("overlapping_segment", str(b), 0)
     assert offsets == {0: 10, 2: 20, 3: 33}
@@ -509,11 +501,8 @@ def test_a_partition_copied_from_two_log_dirs_is_read_from_the_copy_that_reaches
     """Two log dirs holding partition 0's segment of base offset 0, the second a newer, longer copy: a log holds one
     file per base offset, so one copy is the log read, the one reaching the higher offset; the other's records are a
     `duplicate_segment` row standing for them."""
-    g = bi.group_in(0, "two-dirs")
-    older = bi.batch([bi.commit(g, 0, 10, bi.T0)], 0)
-    short = bi.write_segment(tmp_path / "b1" / "__consumer_offsets-0", 0, older)
-    bi.write_segment(tmp_path / "b2" / "__consumer_offsets-0", 0, older + bi.batch([bi.commit(g, 0, 20, bi.T0 + 1)], 1))
-    summary, (row,), offsets = _rebuilt(no_spark, settings, tmp_path, "dup", tmp_path / "b1", tmp_path / "b2")
+    dirs, short = bi.copies_in_two_log_dirs(tmp_path)
+    summary, (row,), offsets = _rebuilt(no_spark, settings, tmp_path, "dup", *dirs)
     assert (row["kind"], row["source"], row["position"]) == ("duplicate_segment", str(short), 0)
     assert offsets == {0: 20}
     assert (summary.records_in, summary.records_out, summary.records_quarantined) == (3, 2, 1)
@@ -523,11 +512,7 @@ def test_records_below_the_log_start_offset_checkpoint_are_not_state(no_spark, s
     """The log dir's `log-start-offset-checkpoint` puts partition 0's log start at 2, inside its first segment
     (LogLoader starts the log at the larger of it and the first base offset): the loader reads from offset 2, so the
     commits at 0 and 1 are an `overlapping_segment` row standing for them, not state."""
-    g = bi.group_in(0, "log-start")
-    data = tmp_path / "data"
-    seg = bi.write_segment(data / "__consumer_offsets-0", 0, b"".join(
-        bi.batch([bi.commit(g, p, 10 * (o + 1), bi.T0 + o)], o) for o, p in enumerate((0, 1, 1, 2))))
-    (data / "log-start-offset-checkpoint").write_text("0\n2\n__consumer_offsets 0 2\nother 0 7\n")
+    data, seg = bi.log_start_inside_first_segment(tmp_path / "data")
     summary, (row,), offsets = _rebuilt(no_spark, settings, tmp_path, "ls", data)
     assert (row["kind"], row["source"], row["position"]) == ("overlapping_segment", str(seg), 0)
     assert "log start offset 2" in row["reason"]

@@ -24,6 +24,7 @@ left out are decoded here, each alone, to compare.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import mmap
 import os
 import struct
@@ -72,14 +73,13 @@ def kafka_reading(segments: list[SegmentFile], log_start: dict[int, tuple[int, s
                   load_buffer_size: int = OFFSETS_LOAD_BUFFER_SIZE) -> Reading:
     """What Kafka's loader reads of `segments` (sorted by partition, then base offset, as `discover_segments` gives
     them), each partition from its logStartOffset: the larger of its first segment's base offset and `log_start`'s
-    (partition -> (offset, the checkpoint naming it), `segments.log_start_offsets`). Object-store segments are read
-    whole (their bytes would be fetched into the driver)."""
+    (partition -> (offset, the checkpoint naming it), `segments.log_start_offsets`). An object-store segment is read
+    as a local one (`_local`): a partition's last file by its first entry alone (a ranged GET), the others whole."""
     by_partition: dict[int, list[SegmentFile]] = {}
     for seg in segments:
         by_partition.setdefault(seg.offsets_partition, []).append(seg)
     log_start = log_start or {}
-    walked = [(p, *_one_per_base(files)) for p, files in by_partition.items()
-              if not any("://" in f.path for f in files)]
+    walked = [(p, *_one_per_base(files)) for p, files in by_partition.items()]
     # a partition's last file is asked only where it starts: it is read to its end once the reading reaches it. The
     # walks leave the interpreter (C), side by side: this runs in the driver before any task starts.
     asked = [(seg, seg is not files[-1]) for _, files, _ in walked for seg in files]
@@ -121,17 +121,62 @@ def _span(seg: SegmentFile, whole: bool = True) -> _Span | None:
     """The first entry's last offset of `seg` and (`whole`) the highest last offset of its entries; None: no entry
     frames."""
     try:
-        with open(seg.path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as buf:
-            if whole:
+        if not whole:
+            heads = walk_entry_heads(_first_entry(seg))
+        else:
+            with _local(seg) as path, open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as buf:
                 heads = walk_entry_heads(buf)
-            else:  # the first entry alone
-                size = ENTRY_HEAD.unpack_from(buf, 0)[1] if len(buf) >= ENTRY_HEAD.size else 0
-                heads = walk_entry_heads(buf[:ENTRY_HEAD.size + max(0, size)])
     except (OSError, ValueError, struct.error):
         return None  # reported where it is decoded
     if not len(heads):
         return None
     return _Span(first_last=int(heads.last_offsets[0]), last=int(heads.last_offsets.max()))
+
+
+@contextlib.contextmanager
+def _local(seg: SegmentFile) -> Iterator[str]:
+    """A local path holding `seg`'s bytes: the file, or an object-store segment fetched into a temp file for as long
+    as it is walked (entries are framed one after another from the file's start: no ranged read finds the last). A
+    store's refusal is an OSError here, as a local file's is: the decode reports it."""
+    if "://" not in seg.path:
+        yield seg.path
+        return
+    # imported here, not at module level: pyarrow ~0.45 s, pyarrow.fs ~0.05 s of import (python -X importtime)
+    from pipelines.io import storage
+
+    try:
+        with storage.location(seg.path).as_local_file() as path:
+            yield path
+    except storage.StorageError as e:
+        raise OSError(str(e)) from None
+
+
+#: what one ranged GET of an object-store segment's first entry asks for (most entries of the log are far smaller)
+_FIRST_ENTRY_READ = 64 * 1024
+
+
+def _first_entry(seg: SegmentFile) -> bytes:
+    """`seg`'s bytes up to the end of its first entry (fewer when the file ends before): one or two ranged reads of an
+    object-store segment, never the whole object."""
+    if "://" not in seg.path:
+        with open(seg.path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as buf:
+            size = ENTRY_HEAD.unpack_from(buf, 0)[1] if len(buf) >= ENTRY_HEAD.size else 0
+            return buf[:ENTRY_HEAD.size + max(0, size)]
+    from pipelines.io import storage
+
+    loc = storage.location(seg.path)
+
+    def read() -> bytes:
+        with loc.fs.open_input_file(loc.path) as f:
+            head = f.read_at(min(_FIRST_ENTRY_READ, seg.size), 0)
+            size = ENTRY_HEAD.unpack_from(head, 0)[1] if len(head) >= ENTRY_HEAD.size else 0
+            want = min(ENTRY_HEAD.size + max(0, size), seg.size)
+            return head[:want] if want <= len(head) else f.read_at(want, 0)
+
+    try:
+        return storage.retried(loc, "read", read)
+    except storage.StorageError as e:
+        raise OSError(str(e)) from None
 
 
 def _read_whole(files: list[SegmentFile], spans: list[_Span | None], start: int) -> bool:
@@ -156,11 +201,24 @@ def _partition_reading(files: list[SegmentFile], log_start: tuple[int, str | Non
     """Kafka's reading of one partition that overlaps, entry by entry (every file's heads walked), from `log_start`
     (its offset, and the checkpoint naming it: None when it is the first segment's base offset); `copies`: files
     of a base offset another of `files` has, passed over whole."""
+    with contextlib.ExitStack() as held:
+        paths = []
+        for seg in [*files, *copies]:
+            try:
+                paths.append(held.enter_context(_local(seg)))
+            except OSError:
+                paths.append(None)  # reported where it is decoded
+        _read_partition(files, log_start, buffer, reading, copies, paths)
+
+
+def _read_partition(files: list[SegmentFile], log_start: tuple[int, str | None], buffer: int, reading: Reading,
+                    copies: list[SegmentFile], paths: list[str | None]) -> None:
+    """`_partition_reading` over the files' local `paths` (None: one that cannot be read)."""
     start, named_in = log_start
     heads = []
-    for seg in [*files, *copies]:
+    for path in paths:
         try:
-            heads.append(entry_heads(seg.path))
+            heads.append(None if path is None else entry_heads(path))
         except (OSError, ValueError):
             heads.append(None)  # reported where it is decoded
     pos = [np.empty(0, np.int64) if h is None else h.positions for h in heads]
@@ -218,7 +276,7 @@ def _partition_reading(files: list[SegmentFile], log_start: tuple[int, str | Non
                            f"start {start} to its log end offset {end_offset}, each offset from the segment whose "
                            f"base offset is the highest at or below it) and passes over them: this file overlaps "
                            f"another of the partition", OVERLAPPING_SEGMENT))
-    reading.problems.extend(_conflicts([*files, *copies], read, pos, ends))
+    reading.problems.extend(_conflicts([*files, *copies], paths, read, pos, ends))
 
 
 def _runs(mask: np.ndarray) -> list[tuple[int, int]]:
@@ -229,13 +287,13 @@ def _runs(mask: np.ndarray) -> list[tuple[int, int]]:
     return [(int(a), int(b)) for a, b in zip(edges[0::2], edges[1::2])]
 
 
-def _entries(seg: SegmentFile) -> list[tuple[int, int, int, int]]:
-    """Each entry of a file as (first offset, last offset, size, stored CRC), in its heads' order: two entries alike
-    hold the same records."""
+def _entries(seg: SegmentFile, path: str) -> list[tuple[int, int, int, int]]:
+    """Each entry of a file (`path`: where its bytes are) as (first offset, last offset, size, stored CRC), in its
+    heads' order: two entries alike hold the same records."""
     entries = []
-    heads = entry_heads(seg.path)
+    heads = entry_heads(path)
     after = seg.base_offset  # the lowest offset the next entry may start at
-    with open(seg.path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as buf:
+    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as buf:
         for pos, last in zip(heads.positions.tolist(), heads.last_offsets.tolist()):
             base, size = ENTRY_HEAD.unpack_from(buf, pos)
             v2 = buf[pos + MAGIC_OFFSET] >= 2
@@ -247,9 +305,10 @@ def _entries(seg: SegmentFile) -> list[tuple[int, int, int, int]]:
     return entries
 
 
-def _records(seg: SegmentFile, entries: list[tuple[int, int]]) -> Iterator[LogRecord]:
-    """The records of `seg`'s entries at `entries` ((position, end) each, in file order), each decoded alone."""
-    with open(seg.path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as buf:
+def _records(seg: SegmentFile, path: str, entries: list[tuple[int, int]]) -> Iterator[LogRecord]:
+    """The records of `seg`'s entries at `entries` ((position, end) each, in file order; `path`: where its bytes
+    are), each decoded alone."""
+    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as buf:
         for at, end in entries:
             for item in decode_entry(buf, at, end, source=seg.path, offsets_partition=seg.offsets_partition,
                                      position=at):
@@ -262,13 +321,15 @@ def _content(r: LogRecord) -> tuple:
     return r.key, r.value, r.timestamp, b.producer_id, b.producer_epoch, b.is_transactional, b.is_control
 
 
-def _conflicts(files: list[SegmentFile], read: list[np.ndarray], pos: list[np.ndarray],
+def _conflicts(files: list[SegmentFile], paths: list[str | None], read: list[np.ndarray], pos: list[np.ndarray],
                ends: list[np.ndarray]) -> list[ReadProblem]:
     """A `duplicate_conflict` per record left out whose offset a record loaded holds with other content: a record
     passed over, or one of a batch read again for its later records (which the replay loads once: the first). Only
     the entries that may hold such an offset are decoded."""
     try:
-        entries = [_entries(f) for f in files]
+        if None in paths:
+            raise OSError("a file not read")
+        entries = [_entries(f, path) for f, path in zip(files, paths)]
     except (OSError, ValueError, struct.error):
         return []  # a file gone since its heads were walked: reported where it is decoded
     loaded = {e for es, r in zip(entries, read) for e, was in zip(es, r) if was}
@@ -304,13 +365,14 @@ def _conflicts(files: list[SegmentFile], read: list[np.ndarray], pos: list[np.nd
         for i, seg in enumerate(files):  # the entries read, in the loader's order of reading
             at = [(int(pos[i][k]), int(ends[i][k])) for k, e in enumerate(entries[i]) if read[i][k] and near(e)]
             again = {int(pos[i][k]) for k in np.flatnonzero(read[i] & asked[i])}
-            for rec in _records(seg, at):
+            for rec in _records(seg, paths[i], at):
                 if rec.offset not in kept:
                     kept[rec.offset] = (hash(_content(rec)), rec.batch.source, rec.batch.position)
                 elif rec.batch.position in again:
                     compare(seg, rec)
         for i, seg in enumerate(files):
-            for rec in _records(seg, [(int(pos[i][k]), int(ends[i][k])) for k in np.flatnonzero(~read[i] & asked[i])]):
+            left = [(int(pos[i][k]), int(ends[i][k])) for k in np.flatnonzero(~read[i] & asked[i])]
+            for rec in _records(seg, paths[i], left):
                 compare(seg, rec)
     except (OSError, ValueError):
         pass  # a file gone since its heads were walked: reported where it is decoded
