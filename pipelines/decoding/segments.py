@@ -504,20 +504,23 @@ def log_start_offsets(segments: Iterable[SegmentFile]) -> dict[int, tuple[int, s
     """Per offsets partition, the logStartOffset its log dir's `log-start-offset-checkpoint` names, and that file:
     `LogManager` writes it for a log whose start is past its first segment's base offset, and `LogLoader` starts the
     log at the larger of the two, where the coordinator's loader starts reading. A checkpoint that does not parse is
-    passed over, as `LogManager` does (it starts the log at its first segment). Local log dirs only."""
+    passed over, as `LogManager` does (it starts the log at its first segment). A log dir on an object store is read
+    as a local one: one GET of its checkpoint."""
     from pipelines.decoding.log_end_offsets import LOG_START_CHECKPOINT, CheckpointError, read_offset_checkpoint
+    from pipelines.io import storage
 
     held: dict[str, set[int]] = {}  # a log dir -> the offsets partitions whose segments it holds
     for seg in segments:
         part_dir = os.path.dirname(seg.path)
-        if seg.offsets_partition >= 0 and "://" not in seg.path and _OFFSETS_DIR.match(os.path.basename(part_dir)):
+        if seg.offsets_partition >= 0 and _OFFSETS_DIR.match(os.path.basename(part_dir)):
             held.setdefault(os.path.dirname(part_dir), set()).add(seg.offsets_partition)
     out: dict[int, tuple[int, str]] = {}
     for log_dir, parts in held.items():
-        cp = os.path.join(log_dir, LOG_START_CHECKPOINT)
-        try:
-            entries = read_offset_checkpoint(cp) if os.path.isfile(cp) else {}
-        except (OSError, UnicodeDecodeError, CheckpointError):
+        remote = "://" in log_dir
+        cp = f"{log_dir}/{LOG_START_CHECKPOINT}" if remote else os.path.join(log_dir, LOG_START_CHECKPOINT)
+        try:  # an object that is not there is a FileNotFoundError: no HEAD asked first
+            entries = read_offset_checkpoint(cp) if remote or os.path.isfile(cp) else {}
+        except (OSError, UnicodeDecodeError, CheckpointError, storage.StorageError):
             continue
         for p in parts:
             start = entries.get((OFFSETS_TOPIC, p))

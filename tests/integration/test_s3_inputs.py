@@ -73,6 +73,16 @@ def test_a_partition_copied_into_two_log_dirs_on_s3_is_read_once_as_on_disk(no_s
     assert counts == (3, 2, 1, 1)
 
 
+def test_records_below_the_log_start_of_a_log_dir_on_s3_are_not_state_as_on_disk(no_spark, settings, tmp_path,
+                                                                                 s3_bucket):
+    """The log dir's `log-start-offset-checkpoint` was read for local dirs only: on an object store the commits below
+    the log start were state; they are an `overlapping_segment` row naming the checkpoint's URI, as on disk."""
+    root, _ = bi.log_start_inside_first_segment(tmp_path / "in" / "data")
+    counts, tables = _same_as_local(no_spark, settings, tmp_path, s3_bucket, [root])
+    assert counts == (4, 2, 2, 1)
+    assert f"log start offset 2 ({s3_bucket}/in/data/log-start-offset-checkpoint)" in tables["quarantine"][0]
+
+
 def test_a_partitions_last_file_on_s3_is_read_by_its_first_entry_alone(tmp_path, s3_bucket, monkeypatch):
     """Kafka's reading of a partition of one file (the common one: the active segment) needs its first entry only:
     on an object store that is a ranged read, never the whole object fetched into the driver."""
