@@ -923,3 +923,35 @@ def test_readers_resume_at_a_batch_boundary(tmp_path):
     torn = tmp_path / "torn.log"
     torn.write_bytes(Path(seg.path).read_bytes()[: headers[-1].position + 30])
     assert scan_segment(str(torn))["consumed"] == headers[-1].position
+
+
+def test_a_log_start_moved_into_bytes_read_before_is_a_full_rebuild(no_spark, settings, tmp_path):
+    """The log dir's `log-start-offset-checkpoint` now puts partition 0's log start inside its segment, past records
+    the previous run loaded: Kafka's loader passes over them, so resuming the saved shards kept a commit below the log
+    start as state (a different answer than a full rebuild); the run is a full one, saying why."""
+    from pipelines.io.warehouse import Warehouse
+    from pipelines.rebuild import RebuildRequest, run_rebuild
+    from tests import badinputs as bi
+
+    data, seg = bi.log_start_inside_first_segment(tmp_path / "data")
+    checkpoint = data / "log-start-offset-checkpoint"
+    named = checkpoint.read_text()
+    checkpoint.unlink()
+
+    def run(warehouse: Path, snapshot_id: str, **kw):
+        summary = run_rebuild(no_spark, settings, RebuildRequest(inputs=(str(data),), warehouse=str(warehouse),
+                                                              snapshot_id=snapshot_id, **kw))
+        assert summary.status == "succeeded", summary.validation
+        rows = Warehouse(warehouse).read_table("loaded_offsets", snapshot_id).to_pylist()
+        return summary, sorted((r["partition"], r["committed_offset"]) for r in rows)
+
+    run(tmp_path / "wh", "base", incremental=True)
+    checkpoint.write_text(named)
+    with open(seg, "ab") as f:
+        f.write(bi.batch([bi.commit(bi.group_in(0, "log-start"), 3, 50, bi.T0 + 9)], 4))
+    after, offsets = run(tmp_path / "wh", "after", incremental=True)
+    assert after.incremental["mode"] == "full"
+    assert after.incremental["reason"].startswith("log start moved / segments deleted or compacted (partition 0: "
+                                                  "the log start Kafka's loader reads from is 2, the previous run's "
+                                                  "was 0)")
+    assert offsets == run(tmp_path / "full", "full")[1] == [(1, 30), (2, 40), (3, 50)]

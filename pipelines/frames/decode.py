@@ -83,6 +83,9 @@ class DecodePlan:
     # read in the driver process, by the same functions a task runs: no Python worker to start and no job to
     # schedule for a small dump (`rebuild.executor.choose` decides)
     in_process: bool = False
+    # offsets partition -> the logStartOffset its log dir's log-start-offset-checkpoint names (`segments.
+    # log_start_offsets`): an incremental run resumes only from a checkpoint whose reading started there too
+    log_start: dict[int, int] = field(default_factory=dict)
 
     def bytes_by_partition(self) -> dict[int, int]:
         """The segment bytes this plan reads per offsets partition (tabular dumps: not known per partition)."""
@@ -149,7 +152,8 @@ def plan_inputs(paths: Iterable[str | Path]) -> DecodePlan:
     if seg_paths:
         segments, problems = discover_segments(seg_paths)
         # what Kafka's loader reads of overlapping files and from the log start, and what it passes over
-        reading = kafka_reading(segments, log_start_offsets(segments))
+        starts = log_start_offsets(segments)
+        reading = kafka_reading(segments, starts)
         problems = [*problems, *reading.problems]
         for s in segments:
             unread = reading.unread.get(s.path)
@@ -189,7 +193,8 @@ def plan_inputs(paths: Iterable[str | Path]) -> DecodePlan:
             # as only empty segments are: an export that wrote nothing would be served as a coordinator without groups
             raise NoOffsetsDataError(f"no __consumer_offsets data found under {', '.join(map(str, paths))} (the "
                                      f"dump holds no rows)")
-    return DecodePlan(items, total, nseg, ntab, without_facts, max_partition)
+    return DecodePlan(items, total, nseg, ntab, without_facts, max_partition,
+                      log_start={p: start for p, (start, _) in starts.items()} if seg_paths else {})
 
 
 def _decoder_for(policy: ReadPolicy, counters=None):

@@ -19,7 +19,8 @@ Exact by construction. Every run (incremental or not) saves, next to its snapsho
 
 An incremental run checks that today's input EXTENDS that checkpoint — every checkpointed file still there, same
 head and last-entry bytes, at least ``consumed`` bytes long; no file before the checkpoint's log start and no new
-file overlapping offsets already read; same semantics, same read policy (``rebuild.replay_corrupt_batches``,
+file overlapping offsets already read; the same log start its log dir's `log-start-offset-checkpoint` names; same
+semantics, same read policy (``rebuild.replay_corrupt_batches``,
 ``decode.max_batch_bytes``: which records are replayed), same ``num_partitions`` setting, no until bounds now or
 then, no tabular dump now or then — and otherwise falls back to a full rebuild with the reason. It then decodes
 only the new bytes (a checkpointed file from its ``consumed`` position, a new file from 0: work items carry a

@@ -99,7 +99,8 @@ def prepare_checkpoint(warehouse, snapshot_id: str, saved, plan, inc, *, conf, r
         if seg["last_batch_sha256"] is None and old is not None:  # nothing new framed: keep what was read before
             for k in ("last_batch_position", "last_batch_size", "last_batch_sha256", "last_offset"):
                 seg[k] = old.get(k)
-        p = partitions.setdefault(part, {"segments": [], "next_offset": None})
+        p = partitions.setdefault(part, {"segments": [], "next_offset": None,
+                                         "log_start": plan.log_start.get(int(item["offsets_partition"]))})
         p["segments"].append(seg)
         if seg["last_offset"] is not None:
             p["next_offset"] = max(p["next_offset"] or 0, int(seg["last_offset"]) + 1)

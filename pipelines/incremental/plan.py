@@ -279,7 +279,7 @@ def checkpoint_damage(cp: dict) -> str | None:
     for part, p in cp["partitions"].items():
         if not part.isdigit() or not isinstance(p, dict) or not isinstance(p.get("segments"), list):
             return f"partitions.{part}"
-        why = wrong(p, {"next_offset": _OPT_INT}, f"partitions.{part}.")
+        why = wrong(p, {"next_offset": _OPT_INT, "log_start": _OPT_INT}, f"partitions.{part}.")
         if why:
             return why
         for s in p["segments"]:
@@ -384,6 +384,12 @@ def check_extends(prev: dict, plan) -> tuple[str | None, dict[str, int]]:
         if not files:
             return f"{LOG_START_MOVED} (partition {part}: no segment in the input; partition set changed)", {}
         first_base = segs[0]["base_offset"]
+        # the loader reads from the larger of the first base offset and the checkpoint's start (`overlaps`): a start
+        # moved into bytes read before leaves records in the saved shards that Kafka's loading now passes over
+        then, now = (max(first_base, -1 if x is None else x) for x in (cp.get("log_start"), plan.log_start.get(part)))
+        if then != now:
+            return (f"{LOG_START_MOVED} (partition {part}: the log start Kafka's loader reads from is {now}, the "
+                    f"previous run's was {then})"), {}
         for s in segs:
             cur = files.get(s["name"])
             if cur is None:
