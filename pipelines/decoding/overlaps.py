@@ -170,8 +170,9 @@ def _first_entry(seg: SegmentFile) -> bytes:
         with loc.fs.open_input_file(loc.path) as f:
             head = f.read_at(min(_FIRST_ENTRY_READ, seg.size), 0)
             size = ENTRY_HEAD.unpack_from(head, 0)[1] if len(head) >= ENTRY_HEAD.size else 0
-            want = min(ENTRY_HEAD.size + max(0, size), seg.size)
-            return head[:want] if want <= len(head) else f.read_at(want, 0)
+            want = ENTRY_HEAD.size + max(0, size)
+            # an entry past the object's end frames nothing: its size is not a reason to read the whole object
+            return head[:want] if want <= len(head) or want > seg.size else f.read_at(want, 0)
 
     try:
         return storage.retried(loc, "read", read)

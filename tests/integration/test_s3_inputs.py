@@ -101,3 +101,20 @@ def test_a_partitions_last_file_on_s3_is_read_by_its_first_entry_alone(tmp_path,
     monkeypatch.setattr(storage.Location, "as_local_file", fetched)
     reading = kafka_reading(segments, log_start_offsets(segments))
     assert (reading.unread, reading.problems, problems) == ({}, [], [])
+
+
+def test_a_first_entry_claiming_more_than_its_object_is_not_read_whole(tmp_path, s3_bucket):
+    """An object-store segment whose first entry's size says more than the object holds frames nothing (as on disk):
+    its head is read, not the object."""
+    import struct
+
+    from pipelines.decoding import overlaps
+    from pipelines.decoding.segments import SegmentFile
+
+    data = struct.pack(">qi", 0, 1 << 30) + bytes(200_000)
+    (tmp_path / "seg.log").write_bytes(data)
+    _upload(tmp_path / "seg.log", f"{s3_bucket}/seg.log")
+    remote = SegmentFile(f"{s3_bucket}/seg.log", 0, 0, len(data))
+    local = SegmentFile(str(tmp_path / "seg.log"), 0, 0, len(data))
+    assert overlaps._span(remote, whole=False) is overlaps._span(local, whole=False) is None
+    assert len(overlaps._first_entry(remote)) == overlaps._FIRST_ENTRY_READ
