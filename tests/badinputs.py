@@ -430,3 +430,14 @@ def log_start_inside_first_segment(root: Path) -> tuple[Path, Path]:
         batch([commit(g, p, 10 * (o + 1), T0 + o)], o) for o, p in enumerate((0, 1, 1, 2))))
     (root / "log-start-offset-checkpoint").write_text("0\n2\n__consumer_offsets 0 2\nother 0 7\n")
     return root, seg
+
+
+def offsets_topics_of_two_ids(root: Path) -> Path:
+    """A log dir whose `__consumer_offsets-0` and `-1` name two topic ids in their `partition.metadata` (a recreated
+    offsets topic, or another cluster's partition dir copied in)."""
+    for p, topic_id in ((0, "lEtGfS1_Si-I8Vl7ExUY6g"), (1, "jGxhuB3FQUWVdY1V5Sl7jg")):
+        g = group_in(p, "recreated")
+        part = root / f"__consumer_offsets-{p}"
+        write_segment(part, 0, batch([commit(g, 0, 10, T0)], 0))
+        (part / "partition.metadata").write_text(f"version: 0\ntopic_id: {topic_id}\n")
+    return root

@@ -118,3 +118,21 @@ def test_a_first_entry_claiming_more_than_its_object_is_not_read_whole(tmp_path,
     local = SegmentFile(str(tmp_path / "seg.log"), 0, 0, len(data))
     assert overlaps._span(remote, whole=False) is overlaps._span(local, whole=False) is None
     assert len(overlaps._first_entry(remote)) == overlaps._FIRST_ENTRY_READ
+
+
+def test_partition_dirs_of_two_offsets_topics_on_s3_are_refused_as_on_disk(tmp_path, s3_bucket):
+    """The topic-id check reads the partition dirs' `partition.metadata` on an object store too: one line, exit 2,
+    naming both ids and the objects."""
+    import subprocess
+    import sys
+
+    data = bi.offsets_topics_of_two_ids(tmp_path / "data")
+    _upload(data, f"{s3_bucket}/data")
+    r = subprocess.run([sys.executable, "-m", "jobs.cli", "rebuild", "--input", f"{s3_bucket}/data", "--warehouse",
+                        str(tmp_path / "wh"), "--env", "ci", "--quiet"], cwd=Path(__file__).resolve().parents[2],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 2, r.stdout + r.stderr
+    (line,) = r.stderr.strip().splitlines()
+    assert "different __consumer_offsets topics" in line
+    assert f"lEtGfS1_Si-I8Vl7ExUY6g ({s3_bucket}/data/__consumer_offsets-0/partition.metadata)" in line
+    assert f"jGxhuB3FQUWVdY1V5Sl7jg ({s3_bucket}/data/__consumer_offsets-1/partition.metadata)" in line

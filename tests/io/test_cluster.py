@@ -144,12 +144,7 @@ def test_partition_dirs_of_two_offsets_topics_are_refused_not_merged(tmp_path):
     line, exit 2, naming both ids, before anything is read."""
     from tests import badinputs as bi
 
-    data = tmp_path / "data"
-    for p, topic_id in ((0, "lEtGfS1_Si-I8Vl7ExUY6g"), (1, "jGxhuB3FQUWVdY1V5Sl7jg")):
-        g = bi.group_in(p, "recreated")
-        part = data / f"__consumer_offsets-{p}"
-        bi.write_segment(part, 0, bi.batch([bi.commit(g, 0, 10, bi.T0)], 0))
-        (part / "partition.metadata").write_text(f"version: 0\ntopic_id: {topic_id}\n")
+    data = bi.offsets_topics_of_two_ids(tmp_path / "data")
     r = rebuild(tmp_path / "wh", data, "s")
     assert r.exit_code == 2, r.output
     (line,) = r.output.strip().splitlines()
