@@ -86,9 +86,10 @@ class _LocalTree:
 
 
 class _ObjectTree:
-    """The same calls over one recursive listing of an object-store prefix (`s3://…`)."""
+    """The same calls over one recursive listing of an object-store prefix (`s3://…`); `recursive=False`: over its
+    children alone (a listing's requests follow the keys it lists, and a dump's keys are mostly segment files')."""
 
-    def __init__(self, uri: str):
+    def __init__(self, uri: str, recursive: bool = True):
         # imported here, not at module level: pyarrow ~0.45 s, pyarrow.fs ~0.05 s of import (python -X importtime)
         import pyarrow.fs as pafs
 
@@ -103,7 +104,7 @@ class _ObjectTree:
         if root_info.type == pafs.FileType.File:
             self._sizes[self._root.uri] = int(root_info.size)
             return
-        for info in self._root.listdir(recursive=True):
+        for info in self._root.listdir(recursive=recursive):
             uri = self._scheme + info.path
             parent, name = uri.rsplit("/", 1)
             is_dir = info.type == pafs.FileType.Directory
@@ -141,11 +142,11 @@ class _ObjectTree:
         return True  # a denied GET is reported by the reader, as an `unreadable` row
 
 
-def _tree(p: str):
+def _tree(p: str, recursive: bool = True):
     # imported here, not at module level: pyarrow ~0.45 s, pyarrow.fs ~0.05 s of import (python -X importtime)
     from pipelines.io import storage
 
-    return _ObjectTree(p) if storage.is_remote(p) else _LocalTree
+    return _ObjectTree(p, recursive) if storage.is_remote(p) else _LocalTree
 
 
 class InputError(FileNotFoundError):
@@ -538,7 +539,7 @@ def partition_count(paths: PathArg | Iterable[PathArg]) -> int | None:
     best = None
     for p in paths:
         p = os.fspath(p)
-        tree = _tree(p)
+        tree = _tree(p, recursive=False)  # the log dir's children alone: not every segment's key again
         if not tree.isdir(p) or _OFFSETS_DIR.match(os.path.basename(p.rstrip("/") if "://" in p
                                                                      else os.path.normpath(p))):
             continue

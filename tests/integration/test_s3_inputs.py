@@ -136,3 +136,23 @@ def test_partition_dirs_of_two_offsets_topics_on_s3_are_refused_as_on_disk(tmp_p
     assert "different __consumer_offsets topics" in line
     assert f"lEtGfS1_Si-I8Vl7ExUY6g ({s3_bucket}/data/__consumer_offsets-0/partition.metadata)" in line
     assert f"jGxhuB3FQUWVdY1V5Sl7jg ({s3_bucket}/data/__consumer_offsets-1/partition.metadata)" in line
+
+
+def test_the_partition_count_of_a_log_dir_on_s3_lists_its_children_alone(tmp_path, s3_bucket, monkeypatch):
+    """The partition count a log dir shows (its `__consumer_offsets-N` dirs) listed every key below it again, twice
+    a run (a request per 1000 keys, most of them segments'): it lists the log dir's children, and counts as on disk."""
+    from pipelines.decoding.segments import partition_count
+    from pipelines.io import storage
+
+    data = bi.offsets_topics_of_two_ids(tmp_path / "data")
+    (data / "__consumer_offsets-7").mkdir()
+    (data / "__consumer_offsets-7" / "00000000000000000000.log").write_bytes(b"")
+    _upload(data, f"{s3_bucket}/data")
+    listed = storage.Location.listdir
+
+    def children_only(self, recursive: bool = False):
+        assert not recursive, f"{self} listed recursively"
+        return listed(self, recursive)
+
+    monkeypatch.setattr(storage.Location, "listdir", children_only)
+    assert partition_count(f"{s3_bucket}/data") == partition_count(data) == 8
