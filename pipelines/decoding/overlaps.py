@@ -161,7 +161,8 @@ def _first_entry(seg: SegmentFile) -> bytes:
     if "://" not in seg.path:
         with open(seg.path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as buf:
             size = ENTRY_HEAD.unpack_from(buf, 0)[1] if len(buf) >= ENTRY_HEAD.size else 0
-            return buf[:ENTRY_HEAD.size + max(0, size)]
+            want = ENTRY_HEAD.size + max(0, size)
+            return buf[:want] if want <= len(buf) else buf[:ENTRY_HEAD.size]  # a slice of a map is a copy
     from pipelines.io import storage
 
     loc = storage.location(seg.path)

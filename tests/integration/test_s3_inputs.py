@@ -104,8 +104,8 @@ def test_a_partitions_last_file_on_s3_is_read_by_its_first_entry_alone(tmp_path,
 
 
 def test_a_first_entry_claiming_more_than_its_object_is_not_read_whole(tmp_path, s3_bucket):
-    """An object-store segment whose first entry's size says more than the object holds frames nothing (as on disk):
-    its head is read, not the object."""
+    """A segment whose first entry's size says more than the file holds frames nothing: on an object store its head
+    is read, not the object; on disk its map is not copied whole."""
     import struct
 
     from pipelines.decoding import overlaps
@@ -118,6 +118,7 @@ def test_a_first_entry_claiming_more_than_its_object_is_not_read_whole(tmp_path,
     local = SegmentFile(str(tmp_path / "seg.log"), 0, 0, len(data))
     assert overlaps._span(remote, whole=False) is overlaps._span(local, whole=False) is None
     assert len(overlaps._first_entry(remote)) == overlaps._FIRST_ENTRY_READ
+    assert len(overlaps._first_entry(local)) < overlaps._FIRST_ENTRY_READ  # nor a copy of the file's map
 
 
 def test_partition_dirs_of_two_offsets_topics_on_s3_are_refused_as_on_disk(tmp_path, s3_bucket):
