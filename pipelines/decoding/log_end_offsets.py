@@ -31,6 +31,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 
 from pipelines.io import storage
+from pipelines.io.cluster import partition_metadata_topic_id
 from pipelines.io.storage import Location
 from pipelines.times import within_time_ms
 from schemas.records import OFFSET_MAX, PARTITION_MAX
@@ -353,8 +354,7 @@ def _with_start(row: LogEndOffset, log: LocalLog | None, checkpointed: int | Non
 
 
 def _topic_id(partition_dir: str) -> str | None:
-    """The topic id a partition dir's `partition.metadata` names (`PartitionMetadataFile`: `version: 0` then
-    `topic_id: <id>`), None without one that reads."""
+    """`partition_metadata_topic_id` of a local partition dir, None without a file that reads."""
     try:
         fd = os.open(os.path.join(partition_dir, "partition.metadata"), os.O_RDONLY | os.O_NONBLOCK)  # a FIFO: no hang
         try:
@@ -363,8 +363,7 @@ def _topic_id(partition_dir: str) -> str | None:
             os.close(fd)
     except (OSError, UnicodeDecodeError):
         return None
-    fields = dict(line.split(": ", 1) for line in text.splitlines() if ": " in line)
-    return fields.get("topic_id", "").strip() or None
+    return partition_metadata_topic_id(text)
 
 
 def _data_partition(entry, warnings: list[str]) -> tuple[str, int] | None:

@@ -94,6 +94,13 @@ def _properties(text: str) -> dict[str, str]:
     return out
 
 
+def partition_metadata_topic_id(text: str) -> str | None:
+    """The topic id a partition dir's `partition.metadata` names (Kafka's `PartitionMetadataFile`: `version: 0`, then
+    `topic_id: <id>`), None without one."""
+    fields = {k.strip(): v.strip() for k, v in (line.split(":", 1) for line in text.splitlines() if ":" in line)}
+    return fields.get("topic_id") or None
+
+
 def _read_text(loc: "storage.Location") -> str | None:
     try:
         return loc.read_text() if loc.is_file() else None
@@ -117,7 +124,7 @@ def of_inputs(plan) -> ClusterIdentity:
     for part_dir, p in partition_dirs.values():
         log_dirs.setdefault(part_dir.parent.uri, part_dir.parent)
         meta = part_dir / "partition.metadata"
-        topic_id = _properties((_read_text(meta) or "").replace(":", "=")).get("topic_id")
+        topic_id = partition_metadata_topic_id(_read_text(meta) or "")
         if topic_id:
             identity.topic_ids[p] = topic_id
             identity.topic_id_sources[p] = str(meta)
