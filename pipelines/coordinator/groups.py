@@ -16,7 +16,9 @@ Decisions where Kafka would fail the load or never looked (spec §2.9, §5.3):
   Its event is `skipped`, which the run's summary names as a partition the broker would not load.
   Tombstones of types 3-8, 16 act on an existing consumer group, or on the empty consumer group that replaces a
   simple(-looking) classic group (Kafka's `getOrMaybeCreatePersistedConsumerGroup(id, false)`: a type-3 tombstone
-  then removes it), and are ignored otherwise. Tombstone preconditions are not enforced.
+  then removes it), and are ignored for an absent id only: for an id holding a group of another type that the
+  record's kind does not replace, `getOrMaybeCreatePersisted…Group(id, false)` throws as for a value (4.0+), so the
+  tombstone is skipped too, as is one out of the coordinator's deletion order (its replay's preconditions).
 * A duplicate `groupInstanceId` in one GroupMetadata value (Kafka: fatal) is loaded as is.
 """
 from __future__ import annotations
@@ -525,7 +527,7 @@ class GroupStore:
     def replay_consumer_group_metadata(self, row: Row) -> str:
         """`replay(ConsumerGroupMetadataKey, ConsumerGroupMetadataValue)` (type 3; ShareGroupMetadata, type 11, and
         StreamsGroupMetadata, type 17, alike): the group epoch; a tombstone removes a group of its kind (or a
-        simple-looking classic one) and is ignored otherwise."""
+        simple-looking classic one the kind replaces), is ignored for an absent id, and skipped for another's."""
         gid = row["group_id"]
         kind = _TYPED_GROUPS.get(row["key_type"], ConsumerGroup)
         self.last_group_record[gid] = GroupRecord.of(row)
@@ -536,7 +538,9 @@ class GroupStore:
                     return "skipped"  # Kafka: IllegalStateException "Received a tombstone record to delete group"
                 del self.groups[gid]
                 return "deleted"
-            return "skipped" if g is None and self.early_share and kind is ShareGroup else "tombstone"
+            if g is not None or (self.early_share and kind is ShareGroup):
+                return "skipped"  # Kafka: "Group … is not a <kind> group" (4.0's share: GroupIdNotFoundException)
+            return "tombstone"
         g = self._consumer_group(gid, create=True, kind=kind)
         if g is None:
             return "skipped"  # Kafka: IllegalStateException, the id holds a classic group
@@ -648,7 +652,7 @@ def _of_consumer_group(replay: ConsumerGroupReplay, event: str, kind: type[Consu
                        ) -> Callable[[GroupStore, Row], str]:
     """The replay of a type 4-8 or 16 record (of a share or streams group's record: `kind`): on the id's group of
     that kind (a value creates it in place of nothing, a tombstone too in place of a simple group). Without one, a
-    tombstone is ignored (`<event>_tombstone`) and a value of another group's id is skipped."""
+    tombstone is ignored (`<event>_tombstone`) where the id is absent; a record of another group's id is skipped."""
     unknown_tombstone = event + "_tombstone"
 
     def on_group(store: GroupStore, row: Row) -> str:
@@ -657,7 +661,9 @@ def _of_consumer_group(replay: ConsumerGroupReplay, event: str, kind: type[Consu
         create = not tombstone and (not early or row["key_type"] == _T.SHARE_GROUP_MEMBER_METADATA)
         g = store._consumer_group(row["group_id"], create=create, kind=kind)
         if g is None:
-            return unknown_tombstone if tombstone and not early else "skipped"
+            # only an absent id is "not found" (ignored); a tombstone for another type's group throws as a value does
+            absent = row["group_id"] not in store.groups
+            return unknown_tombstone if tombstone and absent and not early else "skipped"
         if early and row.get("member_id") not in g.members and (
                 row["key_type"] == _T.SHARE_GROUP_CURRENT_MEMBER_ASSIGNMENT or tombstone and row["key_type"] ==
                 _T.SHARE_GROUP_MEMBER_METADATA):

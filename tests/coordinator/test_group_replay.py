@@ -422,14 +422,14 @@ def test_a_share_group_record_of_a_simple_groups_id_is_skipped(tmp_path):
     """`getOrMaybeCreatePersistedShareGroup` (4.0 to trunk) replaces no group of another type, a simple group of
     offsets included (Kafka: IllegalStateException, the load fails): a share group's records, values or tombstones,
     for the id of offsets already committed are skipped as a consumer group record of a classic group's id is, and
-    the id stays the simple group of its offsets (which expire), not a share group's (which never do)."""
+    the id stays the simple group of its offsets (which expire), not a share group's (which never do). Its tombstones
+    throw there as well (only an absent id is "not found")."""
     records = [_commit("sg", 5), *_share_group("sg"), _record(14, "sg", None, "m"), _record(11, "sg", None)]
     tables = _replayed(_decoded(tmp_path, records), "modern", "4.1")
     [group] = tables["loaded_groups"]
     assert (group["group_type"], group["is_simple"]) == ("classic", True)
     assert [o["group_id"] for o in tables["empty_group_offsets"]] == ["sg"] and not tables["loaded_offsets"]
-    assert [e["event"] for e in tables["group_history"]] == ["skipped"] * 4 + [
-        "member_assignment_tombstone", "tombstone"]
+    assert [e["event"] for e in tables["group_history"]] == ["skipped"] * 6
 
 
 _SHARE_RECORDS_OF_NO_GROUP = {
@@ -509,3 +509,48 @@ def test_a_member_or_assignment_epoch_tombstone_out_of_the_deletion_order_fails_
     [g] = tables["loaded_groups"]
     assert (g["member_count"], g["assignment_epoch"]) == (0, -1)
     assert "skipped" not in [e["event"] for e in tables["group_history"]]
+
+
+def _classic_group(group: str):
+    """A classic group with a protocol type and no members, as a GroupMetadata value stores it: no simple group."""
+    from pipelines.decoding.message_writer import write_group_metadata_key, write_group_metadata_value
+
+    return write_group_metadata_key(group), write_group_metadata_value(
+        3, protocol_type="consumer", generation=1, protocol=None, leader=None, current_state_timestamp=_TS,
+        members=[]), _TS
+
+
+#: (key type, a version whose coordinator replays it): every consumer, share and streams record type
+_TOMBSTONE_OF_ANOTHER_TYPE = [*((t, v) for t in (3, 4, 5, 6, 7, 8, 16) for v in ("4.0", "4.1", "4.2")),
+                              (9, "4.0"), *((t, v) for t in (10, 11, 12, 13, 14) for v in ("4.0", "4.1")),
+                              (15, "4.1"), *((t, v) for t in (17, 19, 20, 21, 22, 23) for v in ("4.1", "4.2"))]
+
+
+@pytest.mark.parametrize("key_type,version", _TOMBSTONE_OF_ANOTHER_TYPE)
+def test_a_tombstone_of_another_group_types_id_fails_the_load(tmp_path, key_type, version):
+    """A tombstone's replay finds its group with `getOrMaybeCreatePersisted…Group(id, false)`, which ignores an
+    absent id (GroupIdNotFoundException) but throws for a group of another type as for a value (4.1+
+    IllegalStateException "Group g is not a … group"; 4.0's share groups GroupIdNotFoundException, which their
+    replays do not catch): the load fails. The tombstone is skipped, as a value is, where it was ignored; the
+    classic group stays. For an absent id it is still ignored."""
+    from pipelines.decoding.message_writer import GROUP_RECORD_TYPES
+
+    tombstone = _record(key_type, "g", None, "m" if GROUP_RECORD_TYPES[key_type][1] == "memberId" else None)
+    tables = _replayed(_decoded(tmp_path, [_classic_group("g"), tombstone]), "modern", version)
+    assert [e["event"] for e in tables["group_history"]] == ["generation", "skipped"]
+    assert [(g["group_id"], g["group_type"], g["protocol_type"]) for g in tables["loaded_groups"]] == [
+        ("g", "classic", "consumer")]
+    if version != "4.0" or key_type < 9:  # 4.0's share replays fail on an absent group too
+        absent = _replayed(_decoded(tmp_path, [_classic_group("other"), tombstone]), "modern", version)
+        assert absent["group_history"][-1]["event"] != "skipped"
+
+
+@pytest.mark.parametrize("version,replaced", [("4.1", False), ("4.2", True)])
+def test_a_streams_tombstone_of_a_simple_groups_id_replaces_it_from_4_2_only(tmp_path, version, replaced):
+    """A streams group's tombstone for the id of a simple group of offsets: 4.2's
+    `getOrMaybeCreatePersistedStreamsGroup(id, false)` replaces the simple group with an empty streams group
+    (KAFKA-19862), 4.1's throws "Group st is not a streams group" (the load fails: skipped, the simple group stays)."""
+    tables = _replayed(_decoded(tmp_path, [_commit("st", 7), _record(21, "st", None, "m")]), "modern", version)
+    assert tables["group_history"][-1]["event"] == ("target_assignment_tombstone" if replaced else "skipped")
+    [group] = tables["loaded_groups"]
+    assert group["group_type"] == ("streams" if replaced else "classic")
