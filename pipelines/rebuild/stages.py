@@ -512,9 +512,14 @@ def validate(run: Run, planned: Planned, decoded: Decoded, replayed: Replayed,
     # records_in: the reader's own count from batch headers (frames.decode.reader_counts), independent of the
     # decoded rows, so `accounting.records_accounted` fails when records go missing in decoding.
     read_counts = decoded.read_counts.result()
+    # the group records the replay skipped, of this run's records only (an incremental run's history adds the
+    # earlier runs' events later, in `assemble`)
+    load_failures = Counter(p for p, _ in skipped_group_records(run.conf, decoded.facts,
+                                                                replayed.tables.get("group_history")))
     accounting = Accounting.from_tally(decoded.tally, read_counts,
                                        unknown_group_key_types(run.conf.semantics, run.conf.kafka_version),
-                                       limited_value_versions(run.conf.semantics, run.conf.kafka_version))
+                                       limited_value_versions(run.conf.semantics, run.conf.kafka_version),
+                                       load_failures)
     validation = run_validation(run.spark, materialized.checked, as_of_ms=replayed.clock.as_of_ms,
                                 num_partitions=replayed.clock.num_partitions, settings=run.settings,
                                 markers=replayed.markers, accounting=accounting, snapshot_id=run.snapshot_id,
@@ -657,30 +662,35 @@ def _coordinator_warnings(conf: RunSettings) -> list[str]:
     return []
 
 
+def skipped_group_records(conf: RunSettings, facts: DecodedFacts, events) -> list[tuple[int | None, str]]:
+    """(offsets partition, group id) of each group record `events` (a `group_history`: Arrow, or rows on Spark) says
+    the replay skipped, as the new coordinator's load fails on it (event `skipped`). Only records of key types 3 and
+    up that the coordinator replays can be skipped so: a log without them (every log of a legacy run) asks no Spark
+    job."""
+    unknown = unknown_group_key_types(conf.semantics, conf.kafka_version)
+    if events is None or not any(t is not None and t >= 3 and t not in unknown
+                                 for t in (label_key_type(label) for label in facts.counts if label)):
+        return []
+    if isinstance(events, pa.Table):
+        skipped = events.filter(pc.equal(events.column("event"), "skipped"))
+        return list(zip(*(skipped.column(c).to_pylist() for c in ("offsets_partition", "group_id"))))
+    from pyspark.sql import functions as F  # imported here: pyspark's import is slow (python -X importtime)
+
+    frame = events.frame() if hasattr(events, "frame") else events
+    return [(r[0], r[1]) for r in frame.filter(F.col("event") == "skipped")
+            .select("offsets_partition", "group_id").collect()]
+
+
 def _load_failure_warnings(conf: RunSettings, facts: DecodedFacts, assembled: Assembled) -> list[str]:
     """A group record the new coordinator's replay throws on (a consumer, share or streams record for an id holding
     a group of another type, not a simple one: `IllegalStateException`; a share / streams value no known layout
     reads; 4.0's share records of no group or member, `GroupStore.early_share`; a tombstone out of the order the
     coordinator deletes in) fails its partition's load, and the broker serves that partition with no groups (spec
     §5.3, §8 item 15). The replay skips the record (its `group_history` event `skipped`); the run says which
-    partitions a broker would not load, rather than a snapshot that only looks whole. Only records of key types 3
-    and up that the coordinator replays can be skipped so: a log without them (every log of a legacy run) asks no
-    Spark job."""
-    unknown = unknown_group_key_types(conf.semantics, conf.kafka_version)
-    if not any(t is not None and t >= 3 and t not in unknown
-               for t in (label_key_type(label) for label in facts.counts if label)):
-        return []
+    partitions a broker would not load, rather than a snapshot that only looks whole (an incremental run's with
+    the earlier runs' records, which its log still holds)."""
     events = assembled.in_hand.get("group_history")
-    if isinstance(events, pa.Table):
-        skipped = events.filter(pc.equal(events.column("event"), "skipped"))
-        rows = list(zip(*(skipped.column(c).to_pylist() for c in ("offsets_partition", "group_id"))))
-    else:
-        from pyspark.sql import functions as F  # imported here: pyspark's import is slow (python -X importtime)
-
-        frame = assembled.log_sized["group_history"]
-        frame = frame.frame() if hasattr(frame, "frame") else frame
-        rows = [(r[0], r[1]) for r in frame.filter(F.col("event") == "skipped")
-                .select("offsets_partition", "group_id").collect()]
+    rows = skipped_group_records(conf, facts, assembled.log_sized["group_history"] if events is None else events)
     if not rows:
         return []
     partitions = sorted({p for p, _ in rows if p is not None})

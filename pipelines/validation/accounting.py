@@ -4,7 +4,9 @@ Built from the decoded log's tally (`frames.tally`): record_kind `error` → qua
 consumer / share / streams group records of key types the run's coordinator does not know) → skipped with reason
 "unknown key type" (Kafka 3.4.1+/3.6+ skip those with a warning, spec §5.4), offset commit and group metadata values
 of a version the run's coordinator does not read → skipped with reason "unknown value version" (Kafka fails the
-partition's load there: the run warns), records past `--until-offset` / `--until-time` → skipped with that reason,
+partition's load there: the run warns), group records the replay skipped as the new coordinator's load fails on them
+(a record of another group type's id, a tombstone out of the deletion order, …) → skipped with that reason, records
+past `--until-offset` / `--until-time` → skipped with that reason,
 everything else (control records included) → used.
 
 `records_in` comes from the reader's own count (`pipelines.frames.decode.reader_counts`: verified batch headers'
@@ -30,6 +32,8 @@ import pyarrow as pa
 SKIP_UNKNOWN_KEY = "unknown key type"
 SKIP_UNKNOWN_VERSION = "unknown value version"
 SKIP_DUPLICATE_ROW = "identical duplicate row in a tabular dump"
+#: a group record the new coordinator's replay throws on (its `group_history` event `skipped`): the load fails there
+SKIP_LOAD_FAILS = "group record the coordinator's load fails on"
 
 
 def skip_until_offset(n: int) -> str:
@@ -99,7 +103,8 @@ class Accounting:
     @classmethod
     def from_tally(cls, tally, records_in: Mapping[int | None, int | Mapping[str, int]] | None = None,
                    unknown_key_types: frozenset[int] = frozenset(),
-                   known_value_versions: tuple[tuple[int, int], ...] = ()) -> Accounting:
+                   known_value_versions: tuple[tuple[int, int], ...] = (),
+                   load_failures: Mapping[int | None, int] | None = None) -> Accounting:
         """Classify the decoded records from the log's tally (`frames.tally.Tally`).
 
         `records_in` (partition → records read, from the reader) replaces the decoded row count per partition;
@@ -112,6 +117,8 @@ class Accounting:
         `coordinator.options.unknown_group_key_types`) are skipped as of an unknown key type; the offset commit and
         group metadata values above `known_value_versions`' version of their key type (the run's coordinator fails
         the partition's load on them: `coordinator.options.limited_value_versions`) as of an unknown value version.
+        `load_failures` (partition -> records): the group records the replay skipped because the coordinator's load
+        fails on them (`rebuild.stages.skipped_group_records`), skipped with that reason rather than used.
         """
         parts: dict[int | None, PartitionCounts] = {}
         for p, r in tally.by_partition(unknown_key_types, known_value_versions).items():
@@ -124,6 +131,8 @@ class Accounting:
                 skipped[skip_until_offset(tally.until_offset)] = int(r["late_offset"])
             if r["late_time"]:
                 skipped[skip_until_time(tally.until_time_ms)] = int(r["late_time"])
+            if (load_failures or {}).get(p):
+                skipped[SKIP_LOAD_FAILS] = int(load_failures[p])
             used = r["n"] - r["error_rows"] - sum(skipped.values())
             parts[p] = PartitionCounts(
                 records_in=int(r["n"]), records_used=int(used), records_quarantined=int(r["quarantined"]),

@@ -48,14 +48,16 @@ def test_a_run_in_the_driver_starts_no_python_job(spark, settings, tmp_path):
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize("semantics,version,kinds", [
-    ("legacy", "3.9", "consumer_group 1, share_group 1, streams_group 1"),  # `readMessageKey` knows 0-2
-    ("modern", "3.9", "share_group 1, streams_group 1"), ("modern", "4.0", "streams_group 1"), ("modern", "4.1", "")])
+@pytest.mark.parametrize("semantics,version,kinds,failing", [
+    ("legacy", "3.9", "consumer_group 1, share_group 1, streams_group 1", 0),  # `readMessageKey` knows 0-2
+    ("modern", "3.9", "share_group 1, streams_group 1", 0), ("modern", "4.0", "streams_group 1", 1),
+    ("modern", "4.1", "", 2)])
 def test_a_run_says_how_many_records_of_unknown_key_types_it_skipped(spark, settings, tmp_path, semantics, version,
-                                                                     kinds):
+                                                                     kinds, failing):
     """A consumer group's record (type 3), a share group's (type 11) and a streams group's (type 17): the
     coordinator the run emulates skips those of key types it does not know, with a warning (spec §5.4); the run
-    skips them with that reason and says how many of each kind."""
+    skips them with that reason and says how many of each kind. Those it knows for the consumer group's id
+    (`failing`: its load fails there) are skipped too, not used."""
     from pipelines.decoding.batch_writer import write_record_batch
     from pipelines.decoding.message_writer import write_group_record_key, write_group_record_value
     from pipelines.rebuild import RebuildRequest, run_rebuild
@@ -70,7 +72,8 @@ def test_a_run_says_how_many_records_of_unknown_key_types_it_skipped(spark, sett
         inputs=(str(tmp_path / "in"),), warehouse=str(tmp_path / "wh"), snapshot_id="kinds", semantics=semantics,
         kafka_version=version))
     skipped = kinds.count(" 1")
-    assert (summary.records_in, summary.records_skipped, summary.records_out) == (4, skipped, 4 - skipped)
+    assert (summary.records_in, summary.records_skipped, summary.records_out) == (4, skipped + failing,
+                                                                                  4 - skipped - failing)
     said = [w for w in summary.warnings if "does not know" in w]
     assert len(said) == bool(skipped)
     assert not said or said[0].startswith(f"{skipped} record(s) of key types the {semantics} coordinator of Kafka "
@@ -136,6 +139,9 @@ def test_a_run_says_which_partitions_the_new_coordinator_would_fail_to_load(spar
                     f"group(s) {g!r}) were skipped; its broker "
                     "would not load offsets partition(s) 4 and serve no group of them; this snapshot holds what their "
                     "other records give (group_history event 'skipped')"]
+    # the skipped record is counted as skipped, not as used, and the counts still add up to every record read
+    assert (summary.records_in, summary.records_out, summary.records_skipped) == (3, 2, 1)
+    assert summary.status == "succeeded"
 
 
 @pytest.mark.spark

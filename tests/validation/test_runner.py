@@ -80,9 +80,9 @@ def test_accounting_from_the_tally_classifies_every_record():
                                                 records_skipped={SKIP_UNKNOWN_KEY: 2, "after --until-offset 2": 1})
 
 
-def _share_and_streams_log(tmp_path):
+def _share_and_streams_log(tmp_path, more=()):
     """The decoded rows of a segment holding an offset commit, a share group's metadata (type 11, 4.0's layout), a
-    streams group's (type 17) and a share group member's (type 10), written as a broker writes them."""
+    streams group's (type 17) and a share group member's (type 10), written as a broker writes them, then `more`."""
     from pipelines.decoding import columnar
     from pipelines.decoding.batch_writer import write_record_batch
     from pipelines.decoding.message_writer import (write_group_record_key, write_group_record_value,
@@ -93,7 +93,7 @@ def _share_and_streams_log(tmp_path):
     records = [(write_offset_commit_key("sg", "t", 0), write_offset_commit_value(3, offset=5, commit_timestamp=ts), ts),
                (write_group_record_key(11, "sg"), write_group_record_value(11, {"epoch": 3}, "4.0"), ts),
                (write_group_record_key(17, "st"), write_group_record_value(17, {"epoch": 1, "metadataHash": 2}), ts),
-               (write_group_record_key(10, "sg", "m"), write_group_record_value(10, member), ts)]
+               (write_group_record_key(10, "sg", "m"), write_group_record_value(10, member), ts), *more]
     log = tmp_path / "__consumer_offsets-0" / "00000000000000000000.log"
     log.parent.mkdir()
     log.write_bytes(write_record_batch(records, 0))
@@ -158,6 +158,37 @@ def test_values_of_a_version_a_coordinator_does_not_read_are_skipped_as_unknown_
         log, offsets_partition=0)])
     _check_skipped(table, SKIP_UNKNOWN_VERSION, skipped,
                    known_value_versions=limited_value_versions(semantics, version))
+
+
+@pytest.mark.parametrize("version", ["4.1", "4.0"])
+def test_group_records_the_coordinators_load_fails_on_are_skipped_not_used(tmp_path, version):
+    """The replay skips the group records the new coordinator's load fails on: the share group's two for the id of
+    the simple group its offset commit made (no share group replaces one), then 4.0's share member tombstone of no
+    group (4.1 ignores it) or 4.1's streams group record for that simple group's id (4.0 does not know streams
+    groups). The accounting counts each as skipped with that reason, from the run's own `group_history`, not as
+    used, beside 4.0's two streams records of an unknown key type."""
+    from collections import Counter
+    from types import SimpleNamespace
+
+    from pipelines.coordinator.options import ReplayOptions, unknown_group_key_types
+    from pipelines.coordinator.shard import replay_shards
+    from pipelines.decoding.message_writer import write_group_record_key, write_group_record_value
+    from pipelines.rebuild.stages import skipped_group_records
+    from pipelines.validation.accounting import SKIP_LOAD_FAILS
+
+    table = _share_and_streams_log(tmp_path, [
+        (write_group_record_key(10, "x", "m"), None, 1),  # a share member's tombstone of no share group
+        (write_group_record_key(17, "sg"), write_group_record_value(17, {"epoch": 1, "metadataHash": 2}), 1)])
+    options = ReplayOptions(semantics="modern", kafka_version=version, snapshot_id="t", num_partitions=50)
+    events = replay_shards(table, options).tables["group_history"]
+    facts = Tally(tally_rows(table)).facts()
+    failures = Counter(p for p, _ in skipped_group_records(SimpleNamespace(semantics="modern", kafka_version=version),
+                                                           facts, events))
+    acc = Accounting.from_tally(Tally(tally_rows(table)), unknown_key_types=unknown_group_key_types("modern", version),
+                                load_failures=failures)
+    unknown = {SKIP_UNKNOWN_KEY: 2} if version == "4.0" else {}
+    assert acc.partitions[0] == PartitionCounts(records_in=6, records_used=3 - sum(unknown.values()),
+                                                records_skipped={SKIP_LOAD_FAILS: 3, **unknown})
 
 
 # (offsets_partition, offset, timestamp, producer_id, record_kind, control_type): markers of a log that a point-in-time
