@@ -12,7 +12,10 @@ Decisions where Kafka would fail the load or never looked (spec §2.9, §5.3):
   apart.
 * A KIP-848 record for a non-simple classic group (Kafka: IllegalStateException, the load fails) is skipped, and
   so is a share group record for any group of another type, a simple one too (`getOrMaybeCreatePersistedShareGroup`
-  replaces none), and a streams group record for a simple group's id before 4.2 (KAFKA-19862 made it replace it).
+  replaces none), a streams group record for a simple group's id before 4.2 (KAFKA-19862 made it replace it), and
+  a consumer group record for one before 4.0. 3.6-3.9's consumer group replays, as 4.0's share group replays
+  (`GroupStore.early`), also fail on a record of no group (but a metadata or member metadata value) or of no member
+  (its assignment, its metadata's tombstone).
   Its event is `skipped`, which the run's summary names as a partition the broker would not load.
   Tombstones of types 3-8, 16 act on an existing consumer group, or on the empty consumer group that replaces a
   simple(-looking) classic group (Kafka's `getOrMaybeCreatePersistedConsumerGroup(id, false)`: a type-3 tombstone
@@ -410,26 +413,27 @@ class GroupStore:
     generation, a consumer group's epochs, members joining, updated or leaving, assignments, deletions, ignored
     tombstones."""
 
-    __slots__ = ("groups", "last_group_record", "history", "simple_replaced_by", "early_share")
+    __slots__ = ("groups", "last_group_record", "history", "simple_replaced_by", "early")
     __getstate__, __setstate__ = _slots_state, _set_slots
 
     def __init__(self, keep_history: bool = True, simple_replaced_by: tuple[str, ...] = SIMPLE_REPLACED_BY,
-                 early_share: bool = False) -> None:
+                 early: tuple[str, ...] = ()) -> None:
         self.groups: dict[str, Group] = {}
         self.last_group_record: dict[str, GroupRecord] = {}  # latest type-2 / type-3 record per group id
         self.history: list[GroupEvent] | None = [] if keep_history else None
         # the group types whose records replace a simple group (`options.simple_group_replaced_by`)
         self.simple_replaced_by = simple_replaced_by
-        # 4.0's share replays (`options.early_share_replays`): all but a ShareGroupMetadata or ShareGroupMemberMetadata
-        # value ask `getOrMaybeCreatePersistedShareGroup(id, false)` and a member's (ShareGroupCurrentMemberAssignment,
-        # a ShareGroupMemberMetadata tombstone) `getOrMaybeCreateMember(id, false)`, catching nothing: a missing one
-        # fails the load, where 4.1 creates it for a value and ignores a tombstone; 4.0's shard replays no type 15
-        self.early_share = early_share
+        # the group types replayed as their first releases did (`options.early_replays`): 4.0's share replays and
+        # 3.x's consumer group replays: all but a …GroupMetadata or …GroupMemberMetadata value ask
+        # `getOrMaybeCreatePersisted…Group(id, false)` and a member's (…CurrentMemberAssignment, a …MemberMetadata
+        # tombstone) `getOrMaybeCreateMember(id, false)`, catching nothing: a missing one fails the load, where the
+        # next release creates it for a value and ignores a tombstone; 4.0's shard replays no type 15
+        self.early = early
 
     def resumed(self) -> GroupStore:
         """The store to go on loading from: the same groups (loading mutates them), the events of what is loaded
         from now on only."""
-        store = GroupStore(self.history is not None, self.simple_replaced_by, self.early_share)
+        store = GroupStore(self.history is not None, self.simple_replaced_by, self.early)
         store.groups, store.last_group_record = self.groups, self.last_group_record
         return store
 
@@ -437,7 +441,7 @@ class GroupStore:
     def union(stores: list[GroupStore]) -> GroupStore:
         """The groups of `stores`, which hold no id in common (the buckets of a split partition's groups,
         `coordinator.streamed.by_group`), with their events not yet taken."""
-        out = GroupStore(stores[0].history is not None, stores[0].simple_replaced_by, stores[0].early_share)
+        out = GroupStore(stores[0].history is not None, stores[0].simple_replaced_by, stores[0].early)
         for s in stores:
             out.groups.update(s.groups)
             out.last_group_record.update(s.last_group_record)
@@ -455,7 +459,7 @@ class GroupStore:
         if row.get("layout") == UNPARSED and not row["is_tombstone"]:
             # a share / streams value no layout reads (its fields unknown): Kafka's load fails on it; skipped here
             replay = _skipped
-        elif self.early_share and key_type == _T.SHARE_GROUP_STATE_PARTITION_METADATA:
+        elif "share" in self.early and key_type == _T.SHARE_GROUP_STATE_PARTITION_METADATA:
             replay = _skipped  # 4.0's `GroupCoordinatorShard.replay`: "unknown record type", the load fails
         if self.history is None:
             replay(self, row)
@@ -538,8 +542,8 @@ class GroupStore:
                     return "skipped"  # Kafka: IllegalStateException "Received a tombstone record to delete group"
                 del self.groups[gid]
                 return "deleted"
-            if g is not None or (self.early_share and kind is ShareGroup):
-                return "skipped"  # Kafka: "Group … is not a <kind> group" (4.0's share: GroupIdNotFoundException)
+            if g is not None or kind.group_type in self.early:
+                return "skipped"  # Kafka: "Group … is not a <kind> group"; an early replay's "… group … not found"
             return "tombstone"
         g = self._consumer_group(gid, create=True, kind=kind)
         if g is None:
@@ -657,16 +661,15 @@ def _of_consumer_group(replay: ConsumerGroupReplay, event: str, kind: type[Consu
 
     def on_group(store: GroupStore, row: Row) -> str:
         tombstone = row["is_tombstone"]
-        early = store.early_share and kind is ShareGroup
-        create = not tombstone and (not early or row["key_type"] == _T.SHARE_GROUP_MEMBER_METADATA)
+        early = kind.group_type in store.early
+        create = not tombstone and (not early or row["key_type"] in _MEMBER_METADATA)
         g = store._consumer_group(row["group_id"], create=create, kind=kind)
         if g is None:
             # only an absent id is "not found" (ignored); a tombstone for another type's group throws as a value does
             absent = row["group_id"] not in store.groups
             return unknown_tombstone if tombstone and absent and not early else "skipped"
         if early and row.get("member_id") not in g.members and (
-                row["key_type"] == _T.SHARE_GROUP_CURRENT_MEMBER_ASSIGNMENT or tombstone and row["key_type"] ==
-                _T.SHARE_GROUP_MEMBER_METADATA):
+                row["key_type"] in _CURRENT_MEMBER_ASSIGNMENT or tombstone and row["key_type"] in _MEMBER_METADATA):
             return "skipped"
         g.last_offset = row["offset"]
         return replay(store, g, row)
@@ -675,6 +678,10 @@ def _of_consumer_group(replay: ConsumerGroupReplay, event: str, kind: type[Consu
 
 
 _T = CoordinatorRecordType
+#: the records whose value an early replay (`GroupStore.early`) creates its group for, and their member's assignment
+_MEMBER_METADATA: Final = frozenset({_T.CONSUMER_GROUP_MEMBER_METADATA, _T.SHARE_GROUP_MEMBER_METADATA})
+_CURRENT_MEMBER_ASSIGNMENT: Final = frozenset({_T.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT,
+                                               _T.SHARE_GROUP_CURRENT_MEMBER_ASSIGNMENT})
 #: `GroupCoordinatorShard.replay`'s switch, for the group records: key type -> the replay of its record type
 _REPLAYS: Final[dict[int, Callable[[GroupStore, Row], str]]] = {int(t): r for t, r in {
     _T.GROUP_METADATA: GroupStore.replay_group_metadata,

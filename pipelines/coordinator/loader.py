@@ -56,8 +56,8 @@ class ShardState:
 
     @staticmethod
     def empty(partition: int, modern: bool, keep_history: bool = True,
-              simple_replaced_by: tuple[str, ...] = SIMPLE_REPLACED_BY, early_share: bool = False) -> "ShardState":
-        return ShardState(partition, GroupStore(keep_history, simple_replaced_by, early_share), CommittedOffsets(),
+              simple_replaced_by: tuple[str, ...] = SIMPLE_REPLACED_BY, early: tuple[str, ...] = ()) -> "ShardState":
+        return ShardState(partition, GroupStore(keep_history, simple_replaced_by, early), CommittedOffsets(),
                           SCHEMA.empty_table(), modern)
 
     @staticmethod

@@ -164,14 +164,25 @@ class ReplayOptions:
         return unknown_group_fields(self.semantics, self.kafka_version)
 
     @property
-    def early_share_replays(self) -> bool:
-        """4.0's share group replays (KIP-932 early access, `GroupStore.early_share`) rather than 4.1's."""
-        return self.is_modern and parse_kafka_version(self.kafka_version)[:2] < (4, 1)
+    def early_replays(self) -> tuple[str, ...]:
+        """The group types whose records the emulated coordinator replays as their first releases did
+        (`GroupStore.early`): the consumer group's before 4.0 (3.6-3.9: a group or member only a metadata or member
+        metadata value creates, no tombstone of a missing one ignored), the share group's in 4.0 (KIP-932 early
+        access) rather than 4.1's."""
+        if not self.is_modern:
+            return ()
+        version = parse_kafka_version(self.kafka_version)[:2]
+        return ("consumer",) if version < (4, 0) else ("share",) if version < (4, 1) else ()
 
     @property
     def simple_group_replaced_by(self) -> tuple[str, ...]:
         """The group types whose records replace a simple group of offsets (`getOrMaybeCreatePersisted…Group`):
-        a consumer group's; a streams group's from 4.2 (KAFKA-19862: 4.1 fails the load); a share group's never."""
-        if self.is_modern and parse_kafka_version(self.kafka_version)[:2] < (4, 2):
-            return ("consumer",)
+        a consumer group's from 4.0 (3.x's load fails there); a streams group's from 4.2 (KAFKA-19862: 4.1 fails
+        the load); a share group's never."""
+        if self.is_modern:
+            version = parse_kafka_version(self.kafka_version)[:2]
+            if version < (4, 0):
+                return ()
+            if version < (4, 2):
+                return ("consumer",)
         return ("consumer", "streams")

@@ -197,7 +197,7 @@ class StreamedShards:
                 if state is None:
                     state = self.states[part] = ShardState.empty(part, modern, self.mode.group_events,
                                                                  self.options.simple_group_replaced_by,
-                                                                 self.options.early_share_replays)
+                                                                 self.options.early_replays)
                 decisions.append(replay_offsets(part, rows, state, modern))
                 looped = group_rows(rows, loader_mask(rows, modern))
                 replay_group_records(state.groups, looped)

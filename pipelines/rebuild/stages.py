@@ -684,7 +684,7 @@ def skipped_group_records(conf: RunSettings, facts: DecodedFacts, events) -> lis
 def _load_failure_warnings(conf: RunSettings, facts: DecodedFacts, assembled: Assembled) -> list[str]:
     """A group record the new coordinator's replay throws on (a consumer, share or streams record for an id holding
     a group of another type, not a simple one: `IllegalStateException`; a share / streams value no known layout
-    reads; 4.0's share records of no group or member, `GroupStore.early_share`; a tombstone out of the order the
+    reads; 4.0's share records (3.x's consumer group records) of no group or member, `GroupStore.early`; a tombstone out of the order the
     coordinator deletes in) fails its partition's load, and the broker serves that partition with no groups (spec
     §5.3, §8 item 15). The replay skips the record (its `group_history` event `skipped`); the run says which
     partitions a broker would not load, rather than a snapshot that only looks whole (an incremental run's with
@@ -697,7 +697,8 @@ def _load_failure_warnings(conf: RunSettings, facts: DecodedFacts, assembled: As
     groups = sorted({g for _, g in rows})
     shown = ", ".join(map(repr, groups[:5])) + (f" and {len(groups) - 5} more" if len(groups) > 5 else "")
     return [f"{len(rows):,} group record(s) the new coordinator's load fails on (a record of a group type other than "
-            f"its id's non-simple group, a value no layout reads, a 4.0 share record of no group or member, or a "
+            f"its id's group, a value no layout reads, a 4.0 share or 3.x consumer group record of no group or member, "
+            f"or a "
             f"tombstone out of the coordinator's deletion order: "
             f"group(s) {shown}) were skipped; its "
             f"broker would not load offsets partition(s) {', '.join(map(str, partitions))} and serve no group of "

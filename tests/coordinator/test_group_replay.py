@@ -554,3 +554,49 @@ def test_a_streams_tombstone_of_a_simple_groups_id_replaces_it_from_4_2_only(tmp
     assert tables["group_history"][-1]["event"] == ("target_assignment_tombstone" if replaced else "skipped")
     [group] = tables["loaded_groups"]
     assert group["group_type"] == ("streams" if replaced else "classic")
+
+
+def _consumer_group(group: str):
+    """A consumer group's records as 3.8+ writes them on a member's join: its epoch, the member's metadata, its
+    target assignment, the assignment epoch and the member's assignment."""
+    assigned = [{"topicId": _TID, "partitions": [0]}]
+    return [_record(3, group, dict(epoch=2), layout="3.8+"),
+            _record(5, group, dict(instanceId=None, rackId=None, clientId="c", clientHost="h", subscribedTopicNames=["t"],
+                                   subscribedTopicRegex=None, serverAssignor=None, rebalanceTimeoutMs=1000,
+                                   classicMemberMetadata=None), "m"),
+            _record(7, group, dict(topicPartitions=assigned), "m"),
+            _record(6, group, dict(assignmentEpoch=2), layout="3.8+"),
+            _record(8, group, dict(memberEpoch=2, previousMemberEpoch=1, state=0, assignedPartitions=assigned,
+                                   partitionsPendingRevocation=[]), "m")]
+
+
+_CONSUMER_RECORDS_3X_FAILS_ON = {
+    # the cleaner removed the first type 3 and 5 records: a later epoch's type 3 comes after the offsets
+    "after its offsets (a simple group)": ([_commit("cg", 5)], slice(None), 5),
+    # the cleaner left the member's assignment ahead of its group's later records
+    "its member's assignment first": ([], slice(4, 5), 1),
+    "its assignment epoch first": ([], slice(3, 4), 1),
+    "a tombstone of no group": ([_record(3, "cg", None)], slice(0, 0), 1),
+    "a member tombstone of no member": ([*_consumer_group("cg")[:1], _record(5, "cg", None, "m")], slice(0, 0), 1),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_CONSUMER_RECORDS_3X_FAILS_ON))
+def test_3_xs_consumer_group_records_of_no_group_or_member_fail_the_load(tmp_path, case):
+    """3.6-3.9's consumer group replays find their group with `getOrMaybeCreate(Persisted)ConsumerGroup(id, false)`
+    for all but a ConsumerGroupMetadata or ConsumerGroupMemberMetadata value, and their member with
+    `getOrMaybeCreateMember(id, false)` for its assignment or its metadata's tombstone, catching nothing; and they
+    replace no group of another type, the simple group of offsets included ("Group cg is not a consumer group"):
+    the load fails. Such a record is skipped (the run names its partition). 4.0 creates the group (and member) for
+    a value, ignores a tombstone of no group or member, and replaces a simple group."""
+    before, kept, skipped = _CONSUMER_RECORDS_3X_FAILS_ON[case]
+    records = [*before, *_consumer_group("cg")[kept]]
+    early = _replayed(_decoded(tmp_path, records), "modern", "3.9")
+    events = [e["event"] for e in early["group_history"]]
+    assert events.count("skipped") == skipped and events[-1] == "skipped"
+    later = _replayed(_decoded(tmp_path, records), "modern", "4.0")
+    assert "skipped" not in [e["event"] for e in later["group_history"]]
+    if case == "after its offsets (a simple group)":
+        [group] = early["loaded_groups"]
+        assert (group["group_type"], group["is_simple"]) == ("classic", True)
+        assert [g["group_type"] for g in later["loaded_groups"]] == ["consumer"]

@@ -237,9 +237,11 @@ def _state_for_compaction(tables) -> dict:
 @settings(max_examples=cases(deep=300, quick=100), deadline=None, database=None, derandomize=True)
 @given(ops=kafka_like_log)
 def test_compaction_invariance_modern(ops):
-    """The new coordinator's state is the same after the cleaner: last record per key, aborted data dropped."""
+    """The new coordinator's state is the same after the cleaner: last record per key, aborted data dropped. From
+    4.0 only: 3.x's load fails once the cleaner leaves a consumer group's offsets or member assignment ahead of the
+    records that create its group (`test_group_replay`)."""
     log = build_log(ops, partition=0)
-    opts = ReplayOptions(semantics="modern")
+    opts = ReplayOptions(semantics="modern", kafka_version="4.0")
     assert _state_for_compaction(replay_rows(compact(log.rows), opts)) == _state_for_compaction(
         replay_rows(log.rows, opts))
 

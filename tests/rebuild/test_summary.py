@@ -50,7 +50,8 @@ def test_a_run_in_the_driver_starts_no_python_job(spark, settings, tmp_path):
 @pytest.mark.spark
 @pytest.mark.parametrize("semantics,version,kinds,failing", [
     ("legacy", "3.9", "consumer_group 1, share_group 1, streams_group 1", 0),  # `readMessageKey` knows 0-2
-    ("modern", "3.9", "share_group 1, streams_group 1", 0), ("modern", "4.0", "streams_group 1", 1),
+    ("modern", "3.9", "share_group 1, streams_group 1", 1),  # 3.x's consumer group replaces no simple group
+    ("modern", "4.0", "streams_group 1", 1),
     ("modern", "4.1", "", 2)])
 def test_a_run_says_how_many_records_of_unknown_key_types_it_skipped(spark, settings, tmp_path, semantics, version,
                                                                      kinds, failing):
@@ -134,7 +135,8 @@ def test_a_run_says_which_partitions_the_new_coordinator_would_fail_to_load(spar
         kafka_version="4.0"))
     said = [w for w in summary.warnings if "load fails on" in w]
     assert said == [f"1 group record(s) the new coordinator's load fails on (a record of a group type other than its "
-                    f"id's non-simple group, a value no layout reads, a 4.0 share record of no group or member, or a "
+                    f"id's group, a value no layout reads, a 4.0 share or 3.x consumer group record of no group or "
+                    f"member, or a "
                     f"tombstone out of the coordinator's deletion order: "
                     f"group(s) {g!r}) were skipped; its broker "
                     "would not load offsets partition(s) 4 and serve no group of them; this snapshot holds what their "
