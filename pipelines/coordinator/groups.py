@@ -532,9 +532,14 @@ class GroupStore:
         """`replay(ConsumerGroupMetadataKey, ConsumerGroupMetadataValue)` (type 3; ShareGroupMetadata, type 11, and
         StreamsGroupMetadata, type 17, alike): the group epoch; a tombstone removes a group of its kind (or a
         simple-looking classic one the kind replaces), is ignored for an absent id, and skipped for another's."""
+        event = self._replay_group_epoch(row)
+        if event != "skipped":  # a record the load fails on is not the id's latest group record (`removed_groups`)
+            self.last_group_record[row["group_id"]] = GroupRecord.of(row)
+        return event
+
+    def _replay_group_epoch(self, row: Row) -> str:
         gid = row["group_id"]
         kind = _TYPED_GROUPS.get(row["key_type"], ConsumerGroup)
-        self.last_group_record[gid] = GroupRecord.of(row)
         if row["is_tombstone"]:
             g = self.groups.get(gid)
             if type(g) is kind or (kind.group_type in self.simple_replaced_by and self._replaceable(g)):

@@ -600,3 +600,18 @@ def test_3_xs_consumer_group_records_of_no_group_or_member_fail_the_load(tmp_pat
         [group] = early["loaded_groups"]
         assert (group["group_type"], group["is_simple"]) == ("classic", True)
         assert [g["group_type"] for g in later["loaded_groups"]] == ["consumer"]
+
+
+@pytest.mark.parametrize("version,records", [
+    ("4.1", [_commit("sg", 5), _record(11, "sg", None)]),  # no share group replaces a simple one
+    ("4.0", [_record(11, "sg", None)]),  # 4.0's share group tombstone of no group
+    ("4.1", [_classic_group("sg"), _record(3, "sg", None)]),  # a classic group's id
+    ("3.9", [_commit("sg", 5), _record(3, "sg", None)])])  # 3.x's consumer group replaces no simple group
+def test_a_group_tombstone_the_load_fails_on_removes_no_group(tmp_path, version, records):
+    """A group tombstone (type 3, 11, 17) the replay skips, as the coordinator's load fails on it, is no trace of a
+    removed group: the id is not in `removed_groups` (it was, as the id's latest group record, beside the simple or
+    classic group still loaded for it)."""
+    tables = _replayed(_decoded(tmp_path, records), "modern", version)
+    assert tables["group_history"][-1]["event"] == "skipped"
+    assert tables["removed_groups"] == []
+    assert [g["group_id"] for g in tables["loaded_groups"]] == (["sg"] if len(records) == 2 else [])
