@@ -461,6 +461,11 @@ class GroupStore:
             replay = _skipped
         elif "share" in self.early and key_type == _T.SHARE_GROUP_STATE_PARTITION_METADATA:
             replay = _skipped  # 4.0's `GroupCoordinatorShard.replay`: "unknown record type", the load fails
+        elif (key_type in _SHARE_LAYOUT_CHANGED and row.get("layout") == EARLY_SHARE_LAYOUT
+              and "share" not in self.early):
+            # a 4.0 writer's value, which 4.1's reader cannot read (MetadataHash, InitializingTopics came before the
+            # fields it has): deserializing it throws and the load fails
+            replay = _skipped
         if self.history is None:
             replay(self, row)
             return
@@ -649,6 +654,12 @@ def _new_member(g: ConsumerGroup) -> ConsumerGroupMember:
     return _NEW_STREAMS_MEMBER if isinstance(g, StreamsGroup) else _NEW_MEMBER
 #: `GroupRecordValue.layout` of a share / streams value no known layout reads (`decoding.messages`)
 UNPARSED: Final = "unparsed"
+#: `GroupRecordValue.layout` of a value as Kafka 4.0 (KIP-932 early access) wrote it, and the share record types whose
+#: value 4.1 changed incompatibly (ShareGroupMetadataValue's untagged MetadataHash, ShareGroupStatePartitionMetadata's
+#: leading InitializingTopics)
+EARLY_SHARE_LAYOUT: Final = "4.0"
+_SHARE_LAYOUT_CHANGED: Final = frozenset({int(CoordinatorRecordType.SHARE_GROUP_METADATA),
+                                          int(CoordinatorRecordType.SHARE_GROUP_STATE_PARTITION_METADATA)})
 
 
 def _skipped(store: GroupStore, row: Row) -> str:

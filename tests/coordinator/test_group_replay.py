@@ -242,10 +242,12 @@ def _record(key_type: int, group: str, value: dict | None, member: str | None = 
             None if value is None else write_group_record_value(key_type, value, layout), _TS)
 
 
-def _share_group(group: str):
-    """A share group's records as 4.0 writes them: its epoch, a member, the assignment epoch, the member's
-    assignment."""
-    return [_record(11, group, dict(epoch=2), layout="4.0"),
+def _share_group(group: str, version: str = "4.0"):
+    """A share group's records as 4.0 (`version`: 4.1+) writes them: its epoch, a member, the assignment epoch, the
+    member's assignment."""
+    metadata = _record(11, group, dict(epoch=2), layout="4.0") if version == "4.0" else _record(
+        11, group, dict(epoch=2, metadataHash=0), layout="4.1+")
+    return [metadata,
             _record(10, group, dict(rackId=None, clientId="c", clientHost="h", subscribedTopicNames=["t"]), "m"),
             _record(12, group, dict(assignmentEpoch=2)),
             _record(14, group, dict(memberEpoch=2, previousMemberEpoch=1, state=0,
@@ -285,7 +287,7 @@ def test_a_share_or_streams_group_record_replaces_the_simple_group_of_its_offset
     4.1) the typed group holds the id (the streams group replacing the simple group the offsets made from 4.2,
     KAFKA-19862's `getOrMaybeCreatePersistedStreamsGroup`: 4.1's load fails), so they are its group's offsets;
     elsewhere the records are skipped and the id is a simple group's."""
-    table = _decoded(tmp_path, [_commit("st", 7), *_share_group("sg"), _commit("sg", 5),
+    table = _decoded(tmp_path, [_commit("st", 7), *_share_group("sg", version), _commit("sg", 5),
                                 *_streams_group("st", topology=True)])
     tables = _replayed(table, semantics, version)
     groups = {g["group_id"]: g for g in tables["loaded_groups"]}
@@ -464,7 +466,9 @@ def test_4_0s_share_records_of_no_group_or_member_fail_the_load(tmp_path, case):
         [("sg", 0)] if len(records) == 2 else [])
     if records[-1][0][:2] in (b"\x00\x09", b"\x00\x0f"):
         return  # 4.1 knows no type 9, and writes type 15 in another layout
-    later = _replayed(_decoded(tmp_path, records), "modern", "4.1")
+    as_4_1 = [_record(11, "sg", dict(epoch=1, metadataHash=0), layout="4.1+") if r[0][:2] == b"\x00\x0b" and r[1]
+              else r for r in records]  # 4.1 cannot read 4.0's ShareGroupMetadataValue
+    later = _replayed(_decoded(tmp_path, as_4_1), "modern", "4.1")
     assert "skipped" not in [e["event"] for e in later["group_history"]]
     assert [g["group_id"] for g in later["loaded_groups"]] == (
         [] if case in ("member tombstone (10)", "group tombstone (11)") else ["sg"])
@@ -615,3 +619,21 @@ def test_a_group_tombstone_the_load_fails_on_removes_no_group(tmp_path, version,
     assert tables["group_history"][-1]["event"] == "skipped"
     assert tables["removed_groups"] == []
     assert [g["group_id"] for g in tables["loaded_groups"]] == (["sg"] if len(records) == 2 else [])
+
+
+@pytest.mark.parametrize("key_type", [11, 15])
+def test_a_share_value_4_0_wrote_fails_4_1s_load(tmp_path, key_type):
+    """4.1 made share groups' ShareGroupMetadataValue (an untagged MetadataHash after the Epoch) and
+    ShareGroupStatePartitionMetadataValue (InitializingTopics ahead) incompatible with 4.0's: a value a 4.0 broker
+    wrote (KIP-932 early access) fails 4.1's deserializer, so its load fails there. Such a value is skipped; 4.0
+    replays its ShareGroupMetadataValue (and skips any type 15, which its shard replays not)."""
+    values = {11: dict(epoch=3), 15: dict(initializedTopics=[], deletingTopics=[])}
+    records = [_record(11, "sg", dict(epoch=2, metadataHash=0), layout="4.1+"),
+               _record(key_type, "sg", values[key_type], layout="4.0")]
+    for version in ("4.1", "4.2"):
+        tables = _replayed(_decoded(tmp_path, records), "modern", version)
+        assert [e["event"] for e in tables["group_history"]] == ["group_epoch", "skipped"]
+        assert [g["generation"] for g in tables["loaded_groups"]] == [2]
+    if key_type == 11:
+        tables = _replayed(_decoded(tmp_path, [records[1]]), "modern", "4.0")
+        assert [(e["event"], e["generation"]) for e in tables["group_history"]] == [("group_epoch", 3)]
