@@ -39,7 +39,7 @@ setup: $(VENV)/.installed $(CLASS_ARCHIVE)
 # Sample -> rebuild -> what the snapshot holds, per group type and state -> one busy group, as Kafka shows it.
 run: setup
 	$(OFFSETLAKE) sample $(SAMPLE_DIR) --records 20000 --groups 200 --partitions 8 --seed 7 --force
-	$(OFFSETLAKE) rebuild --input $(SAMPLE_DIR) --warehouse $(WAREHOUSE) --snapshot-id sample --semantics modern --kafka-version 4.0
+	$(OFFSETLAKE) rebuild --input $(SAMPLE_DIR) --warehouse $(WAREHOUSE) --snapshot-id sample --semantics modern
 	$(OFFSETLAKE) sql --warehouse $(WAREHOUSE) "SELECT group_type, coalesce(protocol_type, '(simple)') AS protocol_type, state, count(*) AS groups FROM loaded_groups GROUP BY ALL ORDER BY ALL"
 	@G=$$($(OFFSETLAKE) sql --warehouse $(WAREHOUSE) --format csv "SELECT group_id FROM loaded_groups WHERE state = 'Stable' AND protocol_type = 'consumer' AND group_type = 'classic' ORDER BY member_count DESC, group_id LIMIT 1" | tail -n 1); \
 	  echo; echo "$$ offsetlake describe --warehouse $(WAREHOUSE) $$G --members"; $(OFFSETLAKE) describe --warehouse $(WAREHOUSE) "$$G" --members; \

@@ -12,8 +12,8 @@ import click
 from jobs.errors import PREFIX, one_line
 from jobs.run_log import RunLog
 from jobs.summary_text import format_summary
-from pipelines.coordinator.options import (DEFAULT_KAFKA_VERSION, DEFAULT_RETENTION_MINUTES, DEFAULT_SEMANTICS,
-                                          PRE_KIP_186_RETENTION_MINUTES, SEMANTICS)
+from pipelines.coordinator.options import (DEFAULT_KAFKA_VERSIONS, DEFAULT_RETENTION_MINUTES, DEFAULT_SEMANTICS,
+                                          LEGACY, MODERN, PRE_KIP_186_RETENTION_MINUTES, SEMANTICS)
 from pipelines.io.textfile import write_atomically
 
 # 1: the snapshot is not served (validation failed, --strict, or the run failed and was recorded as failed)
@@ -45,7 +45,8 @@ def rebuild_options(f):
         click.option("--num-partitions", type=int, default=None,
                      help="Partitions of __consumer_offsets (default: from the input, at least 50)."),
         click.option("--kafka-version", default=None, help="Emulated broker version for expiry rules and the record "
-                     f"types its coordinator knows (default {DEFAULT_KAFKA_VERSION})."),
+                     f"types its coordinator knows (default {DEFAULT_KAFKA_VERSIONS[LEGACY]} for legacy, "
+                     f"{DEFAULT_KAFKA_VERSIONS[MODERN]} for modern)."),
         click.option("--other-cluster", is_flag=True, default=False,
                      help="Write the snapshot of a dump whose cluster is not the one of the warehouse's history "
                           "(refused otherwise), without adding its records to that history."),

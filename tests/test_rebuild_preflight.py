@@ -111,6 +111,23 @@ def test_retention_defaults_to_the_emulated_brokers(version, conf, cli, minutes)
     assert resolve_settings(settings, req).retention_minutes == minutes
 
 
+@pytest.mark.parametrize("semantics, version, conf, emulated", [
+    (None, None, None, "3.9"), ("legacy", None, None, "3.9"), ("modern", None, None, "4.0"),
+    ("modern", "3.9", None, "3.9"), ("modern", None, "4.1", "4.1"), ("legacy", "2.8", "4.1", "2.8")])
+def test_a_modern_run_emulates_the_first_broker_whose_default_is_the_new_coordinator(semantics, version, conf,
+                                                                                      emulated):
+    """Nothing naming a broker, a legacy run emulates 3.9 (the classic coordinator's last default) and a modern one
+    4.0 (the new one's first): on 3.9, a modern run of a 4.x log skipped records its broker loads. A setting or
+    --kafka-version wins."""
+    from jobs.rebuild_common import parse_overrides
+    from pipelines.config import load_settings
+    from pipelines.rebuild import RebuildRequest, resolve_settings
+
+    settings = load_settings(env="ci", overrides=parse_overrides([f"rebuild.kafka_version={conf}"] if conf else []))
+    req = RebuildRequest(inputs=("x",), warehouse="wh", semantics=semantics, kafka_version=version)
+    assert resolve_settings(settings, req).kafka_version == emulated
+
+
 def test_unknown_key_in_an_env_overlay_exits_2(good, tmp_path):
     conf = tmp_path / "conf"
     shutil.copytree(ROOT / "conf", conf)

@@ -18,7 +18,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pipelines.coordinator.options import (DEFAULT_KAFKA_VERSION, DEFAULT_RETENTION_MINUTES, DEFAULT_SEMANTICS,
+from pipelines.coordinator.options import (DEFAULT_KAFKA_VERSIONS, DEFAULT_RETENTION_MINUTES, DEFAULT_SEMANTICS,
                                           SEMANTICS, parse_kafka_version)
 from pipelines.coordinator.tables import OFFSET_TABLES, contract_table, table_schema
 
@@ -58,11 +58,13 @@ class ExpiryOptions:
     as_of_ms: int
     retention_minutes: int = DEFAULT_RETENTION_MINUTES
     semantics: str = DEFAULT_SEMANTICS
-    kafka_version: str = DEFAULT_KAFKA_VERSION
+    kafka_version: str | None = None  # None: the semantics' DEFAULT_KAFKA_VERSIONS
 
     def __post_init__(self) -> None:
         if self.semantics not in SEMANTICS:
             raise ValueError(f"semantics must be one of {SEMANTICS}, not {self.semantics!r}")
+        if self.kafka_version is None:
+            object.__setattr__(self, "kafka_version", DEFAULT_KAFKA_VERSIONS[self.semantics])
         if int(self.retention_minutes) < 1:
             raise ValueError("retention_minutes must be at least 1 (offsets.retention.minutes atLeast(1))")
         parse_kafka_version(self.kafka_version)

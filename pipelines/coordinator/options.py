@@ -15,7 +15,12 @@ SEMANTICS = (LEGACY, MODERN)
 #: `offsets.retention.minutes`' default since Kafka 2.0 (KIP-186), and that broker version's expiry rules.
 DEFAULT_SEMANTICS = LEGACY
 DEFAULT_RETENTION_MINUTES = 10080
-DEFAULT_KAFKA_VERSION = "3.9"
+#: The broker a run emulates when nothing names one, by semantics: the last release whose default coordinator is the
+#: classic one (3.9), the first whose default is the new one (4.0; 3.7-3.9 ran it only when a cluster asked). A
+#: `modern` run of a 4.x log on 3.9 skipped records its broker loads (the regex record, consumer records 3.x's load
+#: fails on) and lost their groups.
+DEFAULT_KAFKA_VERSIONS = {LEGACY: "3.9", MODERN: "4.0"}
+DEFAULT_KAFKA_VERSION = DEFAULT_KAFKA_VERSIONS[DEFAULT_SEMANTICS]
 
 _VERSION_RE = re.compile(r"^\s*(\d+)\.(\d+)(?:\.(\d+))?")
 
@@ -139,11 +144,13 @@ class ReplayOptions:
     num_partitions: int | None = None
     snapshot_id: str = "adhoc"
     load_time_ms: int | None = None
-    kafka_version: str = DEFAULT_KAFKA_VERSION
+    kafka_version: str | None = None  # None: the semantics' DEFAULT_KAFKA_VERSIONS
 
     def __post_init__(self) -> None:
         if self.semantics not in SEMANTICS:
             raise ValueError(f"semantics must be one of {SEMANTICS}, not {self.semantics!r}")
+        if self.kafka_version is None:
+            object.__setattr__(self, "kafka_version", DEFAULT_KAFKA_VERSIONS[self.semantics])
         if self.num_partitions is not None and self.num_partitions <= 0:
             raise ValueError("num_partitions must be positive")
 

@@ -7,7 +7,7 @@ import uuid
 from dataclasses import dataclass
 
 from pipelines.config import Settings, not_whole
-from pipelines.coordinator.options import (DEFAULT_KAFKA_VERSION, DEFAULT_SEMANTICS, SEMANTICS,
+from pipelines.coordinator.options import (DEFAULT_KAFKA_VERSIONS, DEFAULT_SEMANTICS, SEMANTICS,
                                           default_retention_minutes, parse_kafka_version)
 from pipelines.decoding.policy import ReadPolicy
 from pipelines.rebuild.failures import UsageError
@@ -63,7 +63,7 @@ def resolve_settings(settings: Settings, req: RebuildRequest) -> RunSettings:
             max_batch_bytes=settings.section("decode").get("max_batch_bytes", ReadPolicy().max_batch_bytes))
     except ValueError as e:
         raise UsageError(str(e)) from None
-    kafka_version = str(req.kafka_version or r.get("kafka_version") or DEFAULT_KAFKA_VERSION)
+    kafka_version = str(req.kafka_version or r.get("kafka_version") or DEFAULT_KAFKA_VERSIONS[semantics])
     try:
         major, minor, _ = parse_kafka_version(kafka_version)
     except ValueError as e:

@@ -19,7 +19,7 @@ from pipelines.background import in_thread
 from pipelines.config import Settings
 from pipelines.coordinator.decoded import REPLAY_COLUMNS, conform_loaded
 from pipelines.coordinator.expiry import ExpiryOptions
-from pipelines.coordinator.options import (DEFAULT_KAFKA_VERSION, LEGACY, MODERN, ReplayOptions, limited_value_versions,
+from pipelines.coordinator.options import (DEFAULT_KAFKA_VERSIONS, LEGACY, MODERN, ReplayOptions, limited_value_versions,
                                           parse_kafka_version, unknown_group_key_types)
 from pipelines.coordinator.shard import replay_shards
 from pipelines.coordinator.tables import misplaced_count, open_transactions
@@ -730,18 +730,20 @@ def _cleanup_failure_warnings(clock: Clock, assembled: Assembled) -> list[str]:
             f"group in offsets partition(s) {', '.join(map(str, partitions))}, nor does this snapshot"]
 
 
-#: the new coordinators a modern run on the default version is pointed to when they know records it skipped
+#: the new coordinators a modern run on the default version is pointed to when they are newer and know records it
+#: skipped
 _NEWER_MODERN_VERSIONS = ("4.0", "4.1")
 
 
 def _newer_coordinators_know(conf: RunSettings, facts: DecodedFacts, unknown: frozenset[int]) -> str:
-    """A modern run on the default `--kafka-version` (a broker before 4.0, whose new coordinator knew neither regex
-    nor share records) says how many of the records it skipped a newer one would have replayed, and how to emulate
-    it: a 4.x log read as its own broker reads it is a flag away, where the default alone would hide its groups."""
-    if conf.semantics != MODERN or conf.kafka_version != DEFAULT_KAFKA_VERSION:
+    """A modern run on the default `--kafka-version` (4.0, whose coordinator knows no streams group) says how many
+    of the records it skipped a newer one would have replayed, and how to emulate it: a newer log read as its own
+    broker reads it is a flag away, where the default alone would hide its groups."""
+    if conf.semantics != MODERN or conf.kafka_version != DEFAULT_KAFKA_VERSIONS[MODERN]:
         return ""
-    known = []
-    for version in _NEWER_MODERN_VERSIONS:
+    known, newer_versions = [], [v for v in _NEWER_MODERN_VERSIONS
+                                 if parse_kafka_version(v) > parse_kafka_version(conf.kafka_version)]
+    for version in newer_versions:
         newer = unknown - unknown_group_key_types(MODERN, version)
         n = sum(c for label, c in facts.counts.items()
                 if (t := (label or "").partition(":")[2]).isdigit() and int(t) in newer)
@@ -750,7 +752,7 @@ def _newer_coordinators_know(conf: RunSettings, facts: DecodedFacts, unknown: fr
     if not known:
         return ""
     return (f"; {conf.kafka_version} is the default --kafka-version (rebuild.kafka_version): {', '.join(known)}; "
-            f"give --kafka-version {' or '.join(_NEWER_MODERN_VERSIONS)} to emulate that broker")
+            f"give --kafka-version {' or '.join(newer_versions)} to emulate that broker")
 
 
 def _first_python_job(run: Run) -> float | None:

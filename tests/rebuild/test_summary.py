@@ -79,10 +79,10 @@ def test_a_run_says_how_many_records_of_unknown_key_types_it_skipped(spark, sett
     assert len(said) == bool(skipped)
     assert not said or said[0].startswith(f"{skipped} record(s) of key types the {semantics} coordinator of Kafka "
                                           f"{version} does not know skipped ({kinds})")
-    # the default version's new coordinator knows neither: the run says which broker would replay them, and how
-    hint = ("; 3.9 is the default --kafka-version (rebuild.kafka_version): Kafka 4.0's coordinator would replay 1 of "
-            "them, 4.1's 2; give --kafka-version 4.0 or 4.1 to emulate that broker")
-    assert [w.endswith(hint) for w in said] == [(semantics, version) == ("modern", "3.9")] * len(said)
+    # a modern run's default version (4.0) knows no streams group: the run says which broker would replay it, and how
+    hint = ("; 4.0 is the default --kafka-version (rebuild.kafka_version): Kafka 4.1's coordinator would replay 1 of "
+            "them; give --kafka-version 4.1 to emulate that broker")
+    assert [w.endswith(hint) for w in said] == [(semantics, version) == ("modern", "4.0")] * len(said)
 
 
 @pytest.mark.spark
