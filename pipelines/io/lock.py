@@ -232,7 +232,13 @@ class _ObjectLockFile:
             return False
         etag = self._put(data, {"e_tag": self.etag})
         if etag is None:
-            return False  # replaced by a run that took the lock over
+            # replaced by a run that took the lock over, or by this very write: it landed, its answer was lost and
+            # the store's retry of it was refused, as the ETag had moved. Taken for a takeover, every later beat
+            # was refused too and the live run's lock went stale
+            got = self.read()
+            if got is None or got[0] != data:
+                return False
+            etag = got[2]
         self.etag = etag
         return True
 

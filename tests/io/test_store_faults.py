@@ -5,6 +5,7 @@ without faults; a fault that outlasts the retries is `StoreUnavailable` naming t
 No JVM: the reads and writes a Spark task makes are made here, by the same functions."""
 from __future__ import annotations
 
+import json
 import os
 
 import pyarrow as pa
@@ -95,6 +96,24 @@ def test_a_lock_whose_create_answer_was_lost_is_ours(proxy):
     assert lock.acquire("run", wait_seconds=0) is None and lock.owned()
     lock.release()
     assert proxy.counts["lost"] == 1
+
+
+def test_a_lock_whose_update_answer_was_lost_is_still_ours(proxy):
+    """An update (or heartbeat) lands and its answer is lost: the store's retry of the conditional PUT is refused
+    (the ETag moved), and the holder took its own write for a takeover: every later update and heartbeat was refused
+    too, so a live run's lock went stale and another run could take it over. The holder now finds its own record."""
+    from pipelines.io.lock import WriterLock
+
+    lock = WriterLock(proxy.bucket + "/wh", heartbeat_seconds=3600)
+    assert lock.acquire("run") is None
+    proxy.fail_next(1, method="PUT", path_contains="/wh/_lock", fault="lost")
+    lock.update(stage="decode")
+    assert proxy.counts["lost"] == 1 and lock.holder()["stage"] == "decode"
+    lock.update(stage="write")
+    assert lock.holder()["stage"] == "write" and lock.owned()
+    assert lock.file.heartbeat(json.dumps(lock.record).encode())  # the heartbeat's own call: still alive
+    lock.release()
+    assert WriterLock(proxy.bucket + "/wh").holder() is None
 
 
 def _runs_table(n: int) -> pa.Table:
