@@ -9,8 +9,8 @@ JVM starts (the JVM and the workers inherit it), Python's `sys.stderr` writes th
 and `say` writes offsetlake's lines (progress, the summary's warnings, the one `error:` line) to the terminal and
 the log. With `verbose`, fd 2 goes through a pipe whose reader copies it to both.
 
-The file is `<dir>/<UTC start>-<pid>.log`, renamed `<UTC start>-<snapshot id>.log` once the id is known; `<dir>` is
-`log.run_dir`, by default `$XDG_STATE_HOME/offsetlake/runs` (`~/.local/state/offsetlake/runs`); the newest
+The file is `<dir>/<UTC start>-<pid>.log`, renamed `<UTC start>-<snapshot id>[-<pid>].log` once the id is known;
+`<dir>` is `log.run_dir`, by default `$XDG_STATE_HOME/offsetlake/runs` (`~/.local/state/offsetlake/runs`); the newest
 `KEEP` logs are kept. A directory that cannot be written falls back to the system's temp directory, then to no
 file (the chatter is dropped, the terminal stays clean).
 """
@@ -95,15 +95,32 @@ class RunLog:
         self._file = open(os.devnull, "ab", buffering=0)
 
     def name_after(self, snapshot_id: str) -> None:
-        """Rename the log after the run's snapshot id (the open file keeps being written)."""
+        """Rename the log after the run's snapshot id (the open file keeps being written). Two runs of one id that
+        start within a second (two warehouses, one log dir) are two logs: the second gets its pid too; a rename over
+        the first's replaced it, and that run's log was gone."""
         if self.path is None:
             return
-        target = self.path.with_name(f"{self.path.name.split('-', 1)[0]}-{snapshot_id}.log")
-        try:
-            os.replace(self.path, target)
-        except OSError:
+        stamp = self.path.name.split("-", 1)[0]
+        for name in (f"{stamp}-{snapshot_id}.log", f"{stamp}-{snapshot_id}-{os.getpid()}.log"):
+            target = self.path.with_name(name)
+            try:
+                os.link(self.path, target)  # refused where the name is taken, as a rename is not
+            except FileExistsError:
+                continue
+            except OSError:  # a file system without hard links: a rename, where the name is free
+                if target.exists():
+                    continue
+                try:
+                    os.replace(self.path, target)
+                except OSError:
+                    return
+            else:
+                try:
+                    os.unlink(self.path)
+                except OSError:
+                    pass
+            self.path = target
             return
-        self.path = target
 
     # ------------------------------------------------------------------ in and out
     def __enter__(self) -> "RunLog":

@@ -74,3 +74,28 @@ def test_only_the_newest_logs_are_kept(tmp_path, monkeypatch):
         (d / f"20260101T00000{i}Z-s{i}.log").write_text("x")
     run_log._prune(d)
     assert sorted(p.name for p in d.iterdir()) == [f"20260101T00000{i}Z-s{i}.log" for i in (3, 4, 5)]
+
+
+def test_two_runs_of_one_id_in_one_second_keep_both_logs(tmp_path, monkeypatch):
+    """Two runs of one snapshot id (two warehouses) starting in one second with one log dir: the second run's
+    rename replaced the first's log, still being written."""
+    from jobs import run_log
+
+    class Second(run_log._dt.datetime):
+        @classmethod
+        def now(cls, tz=None):
+            return run_log._dt.datetime(2026, 12, 5, 3, 0, 0, tzinfo=tz)
+
+    monkeypatch.setattr(run_log._dt, "datetime", Second)
+    logs = [run_log.RunLog(tmp_path / "runs"), run_log.RunLog(tmp_path / "runs")]
+    for pid, log in zip((1001, 1002), logs):  # each run's own process
+        monkeypatch.setattr(run_log.os, "getpid", lambda pid=pid: pid)
+        log._open()
+        log._file.write(f"run {pid}\n".encode())
+    for pid, log in zip((1001, 1002), logs):
+        monkeypatch.setattr(run_log.os, "getpid", lambda pid=pid: pid)
+        log.name_after("nightly")
+        log._file.close()
+    assert [log.path.name for log in logs] == ["20261205T030000Z-nightly.log", "20261205T030000Z-nightly-1002.log"]
+    assert [log.path.read_text() for log in logs] == ["run 1001\n", "run 1002\n"]
+    assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == sorted(log.path.name for log in logs)
