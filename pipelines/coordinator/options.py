@@ -22,6 +22,10 @@ DEFAULT_RETENTION_MINUTES = 10080
 DEFAULT_KAFKA_VERSIONS = {LEGACY: "3.9", MODERN: "4.0"}
 DEFAULT_KAFKA_VERSION = DEFAULT_KAFKA_VERSIONS[DEFAULT_SEMANTICS]
 
+#: the first Kafka with the new group coordinator (its runtime, KIP-848) and the first without the old one (spec §5.3)
+NEW_COORDINATOR_SINCE = (3, 6, 0)
+OLD_COORDINATOR_UNTIL = (4, 1, 0)
+
 _VERSION_RE = re.compile(r"^\s*(\d+)\.(\d+)(?:\.(\d+))?")
 
 

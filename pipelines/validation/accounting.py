@@ -118,7 +118,7 @@ class Accounting:
         group metadata values above `known_value_versions`' version of their key type (the run's coordinator fails
         the partition's load on them: `coordinator.options.limited_value_versions`) as of an unknown value version.
         `load_failures` (partition -> records): the group records the replay skipped because the coordinator's load
-        fails on them (`rebuild.stages.skipped_group_records`), skipped with that reason rather than used.
+        fails on them (`rebuild.coordinator_warnings.skipped_group_records`), skipped with that reason rather than used.
         """
         parts: dict[int | None, PartitionCounts] = {}
         for p, r in tally.by_partition(unknown_key_types, known_value_versions).items():

@@ -173,7 +173,7 @@ def test_group_records_the_coordinators_load_fails_on_are_skipped_not_used(tmp_p
     from pipelines.coordinator.options import ReplayOptions, unknown_group_key_types
     from pipelines.coordinator.shard import replay_shards
     from pipelines.decoding.message_writer import write_group_record_key, write_group_record_value
-    from pipelines.rebuild.stages import skipped_group_records
+    from pipelines.rebuild.coordinator_warnings import skipped_group_records
     from pipelines.validation.accounting import SKIP_LOAD_FAILS
 
     table = _share_and_streams_log(tmp_path, [
