@@ -108,7 +108,7 @@ class Tally:
         """The offsets partitions holding a record (not an error row, not a marker) of a key type not in `known`."""
         out = set()
         for p, label in zip(*(self.table.column(c).to_pylist() for c in ("offsets_partition", "label"))):
-            key_type = label_key_type(label or "")
+            key_type = label_key_type(label)
             if p is not None and label != KIND_ERROR and key_type is not None and key_type not in known:
                 out.add(p)
         return sorted(out)
@@ -122,7 +122,7 @@ class Tally:
             return out
         for p, label, version, n in zip(*(self.table.column(c).to_pylist()
                                           for c in ("offsets_partition", "label", "value_version", "n"))):
-            kind, key_type = (label or "").partition(":")[0], label_key_type(label or "")
+            kind, key_type = (label or "").partition(":")[0], label_key_type(label)
             if (kind in (KIND_OFFSET_COMMIT, KIND_GROUP_METADATA) and version is not None
                     and version > highest.get(key_type, version)):
                 out[(p, label, version)] = out.get((p, label, version), 0) + n
@@ -158,10 +158,10 @@ class Tally:
         return out
 
 
-def label_key_type(label: str) -> int | None:
+def label_key_type(label: str | None) -> int | None:
     """The key type a record type label names (`share_group:11` -> 11, `unknown:-3` -> -3); None for a control
-    record's, an error's."""
-    _, _, key_type = label.partition(":")
+    record's, an error's, no label."""
+    _, _, key_type = (label or "").partition(":")
     return int(key_type) if key_type.removeprefix("-").isdigit() else None
 
 

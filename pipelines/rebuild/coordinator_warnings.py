@@ -34,7 +34,7 @@ def unknown_key_warnings(conf: RunSettings, accounting: Accounting, tally: Tally
         kinds: dict[str, int] = {}
         for label, count in facts.counts.items():
             kind = (label or "").partition(":")[0]
-            if kind == KIND_UNKNOWN or label_key_type(label or "") in unknown:
+            if kind == KIND_UNKNOWN or label_key_type(label) in unknown:
                 kinds[kind] = kinds.get(kind, 0) + count
         by_kind = ", ".join(f"{kind} {count:,}" for kind, count in sorted(kinds.items()))
         out.append(f"{n:,} record(s) of key types the {conf.semantics} coordinator of Kafka {conf.kafka_version} does "
@@ -169,7 +169,7 @@ def _newer_coordinators_know(conf: RunSettings, facts: DecodedFacts, unknown: fr
                                  if parse_kafka_version(v) > parse_kafka_version(conf.kafka_version)]
     for version in newer_versions:
         newer = unknown - unknown_group_key_types(MODERN, version)
-        n = sum(c for label, c in facts.counts.items() if label_key_type(label or "") in newer)
+        n = sum(c for label, c in facts.counts.items() if label_key_type(label) in newer)
         if n:
             known.append(f"{version}'s {n:,}" if known else f"Kafka {version}'s coordinator would replay {n:,} of them")
     if not known:
