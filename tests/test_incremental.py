@@ -664,6 +664,7 @@ def test_a_damaged_checkpoint_is_a_full_rebuild_with_the_reason(spark_on_demand,
                        (json.dumps({k: v for k, v in good.items() if k != "partitions"}), "partitions: null"),
                        (edited(partitions={**good["partitions"], segment: bad_segment}), "consumed: \"12\""),
                        (edited(max_timestamp="x"), "max_timestamp"), (edited(decoded_files=[1]), "decoded_files"),
+                       (edited(load_failures="1"), "load_failures"),
                        # numbers past what they become (a long, a time, a partition): an OverflowError traceback
                        (edited(partitions={**good["partitions"], segment: {**good["partitions"][segment],
                                                                            "next_offset": 10 ** 30}}), "next_offset"),
@@ -683,6 +684,46 @@ def test_a_damaged_checkpoint_is_a_full_rebuild_with_the_reason(spark_on_demand,
     checkpoint_path(wh, "base").mkdir()  # a directory in its place
     s = incremental.start(Warehouse(wh), req, resolve_settings(warn_settings, req), plan_inputs([sample]), "x")
     assert s.mode == "full" and s.reason.startswith("the previous snapshot's checkpoint cannot be read"), s.reason
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("counted", [True, False])
+def test_an_incremental_run_names_the_load_failures_the_earlier_runs_read(spark, warn_settings, tmp_path, counted,
+                                                                          monkeypatch):
+    """A GroupMetadata value the coordinator's load fails on (one static member listed twice), read by the base run:
+    its partition still fails to load after an incremental run that read nothing of it, so that run names it too,
+    with its group history on Spark. The base run's checkpoint counts the records (its tasks named them), so the
+    next run knows to read the history it carries forward for them, as it does after a checkpoint written before
+    the count (`counted` False). Before, an incremental run of no KIP-848 records said nothing of them."""
+    from pipelines.decoding import message_writer as mw
+    from pipelines.io.checkpoint import checkpoint_path, read_checkpoint
+    from pipelines.rebuild import stages
+    from tests import badinputs as bi
+
+    monkeypatch.setattr(stages, "GROUP_EVENTS_IN_HAND", -1)  # the shards' group history left on Spark
+    settings = spark_replay_settings(warn_settings)
+    g, fine = bi.group_in(4, "static"), bi.group_in(0, "fine")
+    members = [{"member_id": m, "group_instance_id": "instance-1"} for m in ("m1", "m2")]
+    twice = (mw.write_group_metadata_key(g), mw.write_group_metadata_value(
+        3, protocol_type="consumer", generation=2, protocol="range", leader="m1", members=members), bi.T0 + 1)
+    bi.write_segment(tmp_path / "in" / "__consumer_offsets-4", 0, bi.batch([bi.group_record(g, bi.T0), twice], 0))
+    zero = bi.write_segment(tmp_path / "in" / "__consumer_offsets-0", 0, bi.batch([bi.group_record(fine, bi.T0)], 0))
+    kw = dict(semantics="legacy", kafka_version="3.9", num_partitions=50)
+    base = rebuild(spark, settings, [tmp_path / "in"], tmp_path / "wh", "base", **kw)
+    said = [w for w in base.warnings if "load fails on" in w]
+    assert len(said) == 1 and "offsets partition(s) 4 " in said[0] and repr(g) in said[0]
+    assert read_checkpoint(tmp_path / "wh", "base")["load_failures"] == 1
+    if not counted:
+        cp = read_checkpoint(tmp_path / "wh", "base")
+        del cp["load_failures"]
+        checkpoint_path(tmp_path / "wh", "base").write_text(json.dumps(cp))
+    with zero.open("ab") as f:
+        f.write(bi.batch([bi.commit(fine, 0, 7, bi.T0 + 2)], 1))
+    inc = rebuild(spark, settings, [tmp_path / "in"], tmp_path / "wh", "inc", incremental=True, **kw)
+    assert inc.incremental["mode"] == "incremental"
+    assert [w for w in inc.warnings if "load fails on" in w] == said
+    assert (inc.records_in, inc.records_skipped) == (1, 0)  # this run's records: none of them skipped
+    assert read_checkpoint(tmp_path / "wh", "inc")["load_failures"] == 1
 
 
 def test_no_previous_checkpoint(warn_settings, sample, tmp_path):

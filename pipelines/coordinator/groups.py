@@ -22,7 +22,8 @@ Decisions where Kafka would fail the load or never looked (spec §2.9, §5.3):
   then removes it), and are ignored for an absent id only: for an id holding a group of another type that the
   record's kind does not replace, `getOrMaybeCreatePersisted…Group(id, false)` throws as for a value (4.0+), so the
   tombstone is skipped too, as is one out of the coordinator's deletion order (its replay's preconditions).
-* A duplicate `groupInstanceId` in one GroupMetadata value (Kafka: fatal) is loaded as is.
+* A GroupMetadata value the load cannot add every member of is skipped alike (`refused_member`): one listing a
+  member after a repeated member id (every version), or a static member id twice (3.0+).
 """
 from __future__ import annotations
 
@@ -413,11 +414,11 @@ class GroupStore:
     generation, a consumer group's epochs, members joining, updated or leaving, assignments, deletions, ignored
     tombstones."""
 
-    __slots__ = ("groups", "last_group_record", "history", "simple_replaced_by", "early")
+    __slots__ = ("groups", "last_group_record", "history", "simple_replaced_by", "early", "unique_static_members")
     __getstate__, __setstate__ = _slots_state, _set_slots
 
     def __init__(self, keep_history: bool = True, simple_replaced_by: tuple[str, ...] = SIMPLE_REPLACED_BY,
-                 early: tuple[str, ...] = ()) -> None:
+                 early: tuple[str, ...] = (), unique_static_members: bool = True) -> None:
         self.groups: dict[str, Group] = {}
         self.last_group_record: dict[str, GroupRecord] = {}  # latest type-2 / type-3 record per group id
         self.history: list[GroupEvent] | None = [] if keep_history else None
@@ -429,11 +430,13 @@ class GroupStore:
         # tombstone) `getOrMaybeCreateMember(id, false)`, catching nothing: a missing one fails the load, where the
         # next release creates it for a value and ignores a tombstone; 4.0's shard replays no type 15
         self.early = early
+        # `GroupMetadata.add` refuses a static member id already in the group (`options.unique_static_members`)
+        self.unique_static_members = unique_static_members
 
     def resumed(self) -> GroupStore:
         """The store to go on loading from: the same groups (loading mutates them), the events of what is loaded
         from now on only."""
-        store = GroupStore(self.history is not None, self.simple_replaced_by, self.early)
+        store = GroupStore(self.history is not None, self.simple_replaced_by, self.early, self.unique_static_members)
         store.groups, store.last_group_record = self.groups, self.last_group_record
         return store
 
@@ -441,7 +444,8 @@ class GroupStore:
     def union(stores: list[GroupStore]) -> GroupStore:
         """The groups of `stores`, which hold no id in common (the buckets of a split partition's groups,
         `coordinator.streamed.by_group`), with their events not yet taken."""
-        out = GroupStore(stores[0].history is not None, stores[0].simple_replaced_by, stores[0].early)
+        first = stores[0]
+        out = GroupStore(first.history is not None, first.simple_replaced_by, first.early, first.unique_static_members)
         for s in stores:
             out.groups.update(s.groups)
             out.last_group_record.update(s.last_group_record)
@@ -510,12 +514,19 @@ class GroupStore:
 
     def replay_group_metadata(self, row: Row) -> str:
         """`replay(GroupMetadataKey, GroupMetadataValue)` (type 2): a tombstone removes any group with the id, a
-        value replaces it (old loader, `doLoadGroupsAndOffsets`: `loadedGroups` / `removedGroups`, same outcome)."""
+        value replaces it (old loader, `doLoadGroupsAndOffsets`: `loadedGroups` / `removedGroups`, same outcome),
+        unless adding its members throws (`refused_member`): the load fails, and the record is skipped."""
         gid = row["group_id"]
-        self.last_group_record[gid] = GroupRecord.of(row)
         if row["is_tombstone"]:
+            self.last_group_record[gid] = GroupRecord.of(row)
             return "deleted" if self.groups.pop(gid, None) is not None else "tombstone"
-        self.groups[gid] = ClassicGroup.of_record(row)
+        group = ClassicGroup.of_record(row)
+        members = row.get("members") or ()
+        if len(group.members) < len(members) or (self.unique_static_members and _repeats_instance_id(members)):
+            if refused_member(members, self.unique_static_members):
+                return "skipped"  # not the id's latest group record either (`removed_groups`)
+        self.last_group_record[gid] = GroupRecord.of(row)
+        self.groups[gid] = group
         return "generation"
 
     def _consumer_group(self, gid: str, create: bool, kind: type[ConsumerGroup] = ConsumerGroup
@@ -635,6 +646,32 @@ class GroupStore:
             return "regex_tombstone"
         g.regexes[row.get("regex")] = list(row.get("regex_topics") or [])
         return "regex"
+
+
+def refused_member(members: Sequence[Row], unique_static_members: bool) -> bool:
+    """Whether loading a GroupMetadata value throws as it adds `members` one by one (`GroupMetadata.loadGroup`, the
+    new coordinator's `replay(GroupMetadataKey, GroupMetadataValue)`, each calling the group's `add`):
+    `supportsProtocols` asks every protocol of the member to be supported by as many members as the group holds, and
+    a loaded member supports the value's one protocol, so after an id listed twice (one member in the map, two in the
+    protocol's count) any further member fails it; with `unique_static_members` (3.0+), so does a
+    `groupInstanceId` already in the group. The last entry may repeat an id: nothing is added after it."""
+    ids: set[str] = set()
+    static: set[str] = set()
+    for added, m in enumerate(members):
+        instance = m["group_instance_id"]
+        if unique_static_members and instance is not None:
+            if instance in static:
+                return True
+            static.add(instance)
+        if len(ids) != added:
+            return True
+        ids.add(m["member_id"])
+    return False
+
+
+def _repeats_instance_id(members: Sequence[Row]) -> bool:
+    static = [i for m in members if (i := m["group_instance_id"]) is not None]
+    return len(set(static)) < len(static)
 
 
 def _holds_state(g: ConsumerGroup) -> bool:

@@ -19,7 +19,8 @@ from typing import Any, Iterable
 import pyarrow as pa
 
 from pipelines.coordinator.committed import SCHEMA, CommittedOffsets
-from pipelines.coordinator.groups import SIMPLE_REPLACED_BY, GroupStore
+from pipelines.coordinator.groups import GroupStore
+from pipelines.coordinator.options import ReplayOptions
 from schemas.decoded import (KIND_CONSUMER_GROUP, KIND_GROUP_METADATA, KIND_OFFSET_COMMIT, KIND_SHARE_GROUP,
                              KIND_STREAMS_GROUP)
 
@@ -55,10 +56,11 @@ class ShardState:
     open_records: dict[int, list[int]] = field(default_factory=dict)
 
     @staticmethod
-    def empty(partition: int, modern: bool, keep_history: bool = True,
-              simple_replaced_by: tuple[str, ...] = SIMPLE_REPLACED_BY, early: tuple[str, ...] = ()) -> "ShardState":
-        return ShardState(partition, GroupStore(keep_history, simple_replaced_by, early), CommittedOffsets(),
-                          SCHEMA.empty_table(), modern)
+    def empty(partition: int, options: ReplayOptions, keep_history: bool = True) -> "ShardState":
+        """The shard before its first record, its group rules those of `options`' coordinator."""
+        groups = GroupStore(keep_history, options.simple_group_replaced_by, options.early_replays,
+                            options.unique_static_members)
+        return ShardState(partition, groups, CommittedOffsets(), SCHEMA.empty_table(), options.is_modern)
 
     @staticmethod
     def union(states: list["ShardState"]) -> "ShardState":

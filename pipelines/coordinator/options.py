@@ -186,6 +186,13 @@ class ReplayOptions:
         return ("consumer",) if version < (4, 0) else ("share",) if version < (4, 1) else ()
 
     @property
+    def unique_static_members(self) -> bool:
+        """Whether loading a GroupMetadata value fails at a `groupInstanceId` it lists twice (`GroupStore
+        .unique_static_members`): `GroupMetadata.add` refuses a static member already in the group from 3.0, and so
+        does the new coordinator's `ClassicGroup.add`; 2.x's `loadGroup` mapped the id to the later member."""
+        return self.is_modern or parse_kafka_version(self.kafka_version)[:2] >= (3, 0)
+
+    @property
     def simple_group_replaced_by(self) -> tuple[str, ...]:
         """The group types whose records replace a simple group of offsets (`getOrMaybeCreatePersisted…Group`):
         a consumer group's from 4.0 (3.x's load fails there); a streams group's from 4.2 (KAFKA-19862: 4.1 fails

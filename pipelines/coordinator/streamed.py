@@ -195,9 +195,7 @@ class StreamedShards:
                 rows = table.slice(a, b - a)
                 state = self.states.get(part)
                 if state is None:
-                    state = self.states[part] = ShardState.empty(part, modern, self.mode.group_events,
-                                                                 self.options.simple_group_replaced_by,
-                                                                 self.options.early_replays)
+                    state = self.states[part] = ShardState.empty(part, self.options, self.mode.group_events)
                 decisions.append(replay_offsets(part, rows, state, modern))
                 looped = group_rows(rows, loader_mask(rows, modern))
                 replay_group_records(state.groups, looped)

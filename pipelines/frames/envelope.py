@@ -3,8 +3,8 @@ fields, and the one encoder between them and the envelope's rows (`encode` / `de
 
 The envelope is one Spark frame (`FUSED_DDL`) of every kind, so that one job's output can be kept, filtered and
 collected as one. Its columns are physical: `table` says the kind, `payload` holds the kind's main bytes,
-`tally` / `named` a decoded log's sides, `seq` / `bucket` a range's place in its partition's log and its bucket of
-groups (or a group events file's row count). Only this module reads or writes them by position or tag; the Spark
+`tally` / `named` a decoded log's sides (or the groups of a group events file's skipped events), `seq` / `bucket` a
+range's place in its partition's log and its bucket of groups (or a group events file's row count). Only this module reads or writes them by position or tag; the Spark
 side selects a kind's rows with `of_kind` and the views below, the Python side sees the classes.
 """
 from __future__ import annotations
@@ -126,12 +126,14 @@ class GroupEventsFile:
     """A file of the run's scratch (`io.scratch.Scratch`) a task wrote: `group_history` rows of the group events a
     load took (`coordinator.tables.group_history_table`), a blob of `count` rows whose KIP-848 members' topic ids
     are named once the run's topic names are known. The envelope carries its name, not its rows: the write opens
-    it where it writes, and Spark never holds its bytes."""
+    it where it writes, and Spark never holds its bytes; and the group ids of its events `skipped` (a record the
+    coordinator's load fails on: `rebuild.coordinator_warnings`), which the run names without reading the rows."""
 
     TAG: ClassVar[str] = "_group_events_file"
     shard: int
     file: str
     count: int
+    skipped: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -185,7 +187,7 @@ def _columns(p: Payload) -> tuple:
     if isinstance(p, DecodedTally):  # the decoded log's row: its quarantine is empty
         return p.TAG, _no_quarantine(), p.tally, p.named, None, None
     if isinstance(p, GroupEventsFile):
-        return p.TAG, p.file.encode(), None, None, p.count, None
+        return p.TAG, p.file.encode(), None, json.dumps(p.skipped).encode() if p.skipped else None, p.count, None
     if isinstance(p, KeptRowsFile):
         return p.TAG, p.file.encode(), None, None, p.range_index, p.bucket
     if isinstance(p, WrittenHistory):
@@ -229,7 +231,8 @@ def _payload(table: str, shard: int, payload: bytes | None, tally: bytes | None,
         records, nbytes = map(int, payload.decode().split(","))
         return ShardProgress(shard=shard, records=records, input_bytes=nbytes)
     if table == GroupEventsFile.TAG:
-        return GroupEventsFile(shard=shard, file=payload.decode(), count=seq)
+        return GroupEventsFile(shard=shard, file=payload.decode(), count=seq,
+                               skipped=tuple(json.loads(named)) if named is not None else ())
     if table == KeptRowsFile.TAG:
         return KeptRowsFile(shard=shard, file=payload.decode(), range_index=seq, bucket=bucket)
     if table == ShardStates.TAG:

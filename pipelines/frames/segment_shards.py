@@ -453,7 +453,9 @@ def _group_events(taken: list[tuple[int, list]], load: ShardLoad) -> list[GroupE
     for part, events in taken:
         for i in range(0, len(events), EVENTS_PER_FILE):
             rows = group_history_table(events[i:i + EVENTS_PER_FILE], load.options.snapshot_id, part)
-            out.append(GroupEventsFile(shard=part, file=load.scratch.write_rows(rows, part), count=rows.num_rows))
+            skipped = rows.filter(pc.equal(rows.column("event"), "skipped")).column("group_id").to_pylist()
+            out.append(GroupEventsFile(shard=part, file=load.scratch.write_rows(rows, part), count=rows.num_rows,
+                                       skipped=tuple(skipped)))
     return out
 
 
@@ -507,6 +509,11 @@ class LoadedOnSpark:
     def group_events(self) -> int:
         """The `group_history` rows the tasks wrote."""
         return sum(f.count for f in self.events)
+
+    @property
+    def skipped_groups(self) -> list[tuple[int, str]]:
+        """(offsets partition, group id) of each group record the tasks' loads skipped (`GroupEventsFile.skipped`)."""
+        return [(f.shard, gid) for f in self.events for gid in f.skipped]
 
     def release(self) -> None:
         """The kept envelope dropped, the history's and the saved shards' files deleted unless they were committed

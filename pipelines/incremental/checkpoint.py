@@ -60,14 +60,15 @@ class PendingCheckpoint:
 
 def prepare_checkpoint(warehouse, snapshot_id: str, saved, plan, inc, *, conf, req, scans: dict[str, dict],
                        started_ms: int | None = None, max_timestamp: int | None, max_partition: int,
-                       log_gaps: dict | None = None) -> PendingCheckpoint:
+                       log_gaps: dict | None = None, load_failures: int | None = None) -> PendingCheckpoint:
     """This run's state written, and its checkpoint (JSON) composed, to `publish`.
 
     ``saved``: the shards to keep (offsets partition -> `coordinator.saved.SavedShard` bytes, written here) or a
     `SavedState` the tasks wrote. ``plan`` is the run's
     whole input plan (not only what was decoded); ``scans`` (path -> `segment_scan`) says how far the reader's count
-    framed every file this run decoded; ``started_ms``, the run's start as its `runs` row will say it, ties the
-    checkpoint to that row (`plan.start`). The JSON, written last and atomically (`PendingCheckpoint.publish`), names
+    framed every file this run decoded; ``load_failures``, how many group records of the log the snapshot holds its
+    coordinator's load fails on (`IncrementalStart.earlier_load_failures`); ``started_ms``, the run's start as its
+    `runs` row will say it, ties the checkpoint to that row (`plan.start`). The JSON, written last and atomically (`PendingCheckpoint.publish`), names
     the state's directory and files: it is what makes the state usable."""
     if not isinstance(saved, SavedState):
         saved = write_state(warehouse, snapshot_id, saved, sum(entries_of(b) for b in saved.values()))
@@ -118,7 +119,7 @@ def prepare_checkpoint(warehouse, snapshot_id: str, saved, plan, inc, *, conf, r
         semantics=conf.semantics, num_partitions_setting=conf.num_partitions, read_policy=read_policy_of(conf),
         until_offset=req.until_offset, until_time=req.until_time, tabular=bool(plan.num_tabular),
         max_timestamp=max_timestamp, max_partition=max_partition, group_history=True,
-        log_gaps={str(p): g for p, g in (log_gaps or {}).items()},
+        log_gaps={str(p): g for p, g in (log_gaps or {}).items()}, load_failures=load_failures,
         decoded_state=f"{STATE_DIR}/{snapshot_id}/{saved.stage.name}", decoded_files=sorted(saved.files),
         decoded_sizes=saved.sizes, state_entries=saved.entries, state_format=SAVED_FORMAT,
         partitions=partitions,

@@ -87,6 +87,15 @@ class IncrementalStart:
                           "compacted_until": until}
         return out
 
+    @property
+    def earlier_load_failures(self) -> bool:
+        """Whether the earlier runs' records may hold a group record the coordinator's load fails on: their
+        checkpoint counts them (`checkpoint.prepare_checkpoint`), one written before it did says nothing of them."""
+        if not self.is_incremental:
+            return False
+        counted = self.previous.get("load_failures")
+        return counted is None or counted > 0
+
     def saved_shards(self):
         """The previous run's saved shards (`saved.SavedShards`), None for a full run."""
         if not self.is_incremental:
@@ -238,7 +247,7 @@ def _new_bytes_plan(plan, resume: dict[str, int]):
 _INT, _STR, _OPT_INT, _OPT_STR = (int,), (str,), (int, type(None)), (str, type(None))
 _TOP = {"max_timestamp": _OPT_INT, "max_partition": _OPT_INT, "state_entries": _OPT_INT, "started_ms": _OPT_INT,
         "decoded_state": _OPT_STR, "decoded_files": (list, type(None)), "decoded_sizes": (dict, type(None)),
-        "log_gaps": (dict, type(None)), "partitions": (dict,)}
+        "log_gaps": (dict, type(None)), "load_failures": _OPT_INT, "partitions": (dict,)}
 _SEGMENT = {"name": _STR, "base_offset": _INT, "size": _INT, "consumed": _INT, "head_bytes": _INT,
             "head_sha256": _STR, "last_batch_position": _OPT_INT, "last_batch_size": _OPT_INT,
             "last_batch_sha256": _OPT_STR, "last_offset": _OPT_INT}

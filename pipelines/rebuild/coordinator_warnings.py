@@ -89,18 +89,19 @@ def semantics_warnings(conf: RunSettings) -> list[str]:
     return []
 
 
-def skipped_group_records(conf: RunSettings, facts: DecodedFacts, events) -> list[tuple[int | None, str]]:
-    """(offsets partition, group id) of each group record `events` (a `group_history`: Arrow, or rows on Spark) says
-    the replay skipped, as the new coordinator's load fails on it (event `skipped`). Only records of key types 3 and
-    up that the coordinator replays can be skipped so: a log without them (every log of a legacy run) asks no Spark
-    job."""
-    unknown = unknown_group_key_types(conf.semantics, conf.kafka_version)
-    if events is None or not any(t is not None and t >= 3 and t not in unknown
-                                 for t in (label_key_type(label) for label in facts.counts if label)):
+def skipped_group_records(events, loaded=None, earlier: bool = False) -> list[tuple[int | None, str]]:
+    """(offsets partition, group id) of each group record `events` (a `group_history`) says the replay skipped, as
+    the coordinator's load fails on it (event `skipped`). Arrow is read here; the shards' history on Spark is not:
+    their tasks named what they skipped (`loaded`, `frames.segment_shards.LoadedOnSpark.skipped_groups`), so a run
+    asks no Spark job for it, but where the earlier runs' events an incremental run carries forward may hold such
+    records too (`earlier`: `incremental.plan.IncrementalStart.earlier_load_failures`)."""
+    if events is None:
         return []
     if isinstance(events, pa.Table):
         skipped = events.filter(pc.equal(events.column("event"), "skipped"))
         return list(zip(*(skipped.column(c).to_pylist() for c in ("offsets_partition", "group_id"))))
+    if not earlier and loaded is not None:
+        return loaded.skipped_groups
     from pyspark.sql import functions as F  # imported here: pyspark's import is slow (python -X importtime)
 
     frame = events.frame() if hasattr(events, "frame") else events
@@ -109,11 +110,12 @@ def skipped_group_records(conf: RunSettings, facts: DecodedFacts, events) -> lis
 
 
 def load_failure_warnings(rows: list[tuple[int | None, str]]) -> list[str]:
-    """A group record the new coordinator's replay throws on (a consumer, share or streams record for an id holding
-    a group of another type, not a simple one: `IllegalStateException`; a share / streams value no known layout
-    reads; 4.0's share records (3.x's consumer group records) of no group or member, `GroupStore.early`; a tombstone
-    out of the order the coordinator deletes in) fails its partition's load, and the broker serves that partition
-    with no groups (spec §5.3, §8 item 15). The replay skips the record (its `group_history` event `skipped`); the
+    """A group record the coordinator's replay throws on (a GroupMetadata value whose members it cannot all add,
+    `groups.refused_member`; the new coordinator's: a consumer, share or streams record for an id holding a group of
+    another type, not a simple one: `IllegalStateException`; a share / streams value no known layout reads; 4.0's
+    share records (3.x's consumer group records) of no group or member, `GroupStore.early`; a tombstone out of the
+    order the coordinator deletes in) fails its partition's load, and the broker serves that partition with no groups
+    (spec §5.3, §8 item 15). The replay skips the record (its `group_history` event `skipped`); the
     run says which partitions a broker would not load, rather than a snapshot that only looks whole. `rows`: the
     records skipped so (`skipped_group_records`), an incremental run's with the earlier runs', which its log still
     holds."""
@@ -122,7 +124,8 @@ def load_failure_warnings(rows: list[tuple[int | None, str]]) -> list[str]:
     partitions = sorted({p for p, _ in rows if p is not None})
     groups = sorted({g for _, g in rows})
     shown = ", ".join(map(repr, groups[:5])) + (f" and {len(groups) - 5} more" if len(groups) > 5 else "")
-    return [f"{len(rows):,} group record(s) the new coordinator's load fails on (a record of a group type other than "
+    return [f"{len(rows):,} group record(s) the coordinator's load fails on (a GroupMetadata value repeating a "
+            f"member id before another member or a static member's instance id, a record of a group type other than "
             f"its id's group, a value no layout reads, a 4.0 share or 3.x consumer group record of no group or member, "
             f"or a tombstone out of the coordinator's deletion order: group(s) {shown}) were skipped; its broker would "
             f"not load offsets partition(s) {', '.join(map(str, partitions))} and serve no group of them; this "

@@ -504,10 +504,14 @@ class Validated:
     read_counts: dict  # frames.decode.reader_counts of what this run decoded
     accounting: Accounting
     validation: ValidationResult
-    skipped_groups: list[tuple[int | None, str]]  # (offsets partition, group id) of this run's records skipped so
+    # (offsets partition, group id) of each group record skipped as the coordinator's load fails on it
+    # (`coordinator_warnings.skipped_group_records`): this run's, and those of the log the snapshot holds (an
+    # incremental run's with the earlier runs')
+    skipped_groups: list[tuple[int | None, str]]
+    load_failures: list[tuple[int | None, str]]
 
 
-def validate(run: Run, planned: Planned, decoded: Decoded, replayed: Replayed,
+def validate(run: Run, planned: Planned, decoded: Decoded, replayed: Replayed, assembled: Assembled,
              materialized: Materialized) -> Validated:
     """The great-expectations suites over the snapshot, with the record accounting."""
     run.progress.stage("validate")
@@ -516,7 +520,11 @@ def validate(run: Run, planned: Planned, decoded: Decoded, replayed: Replayed,
     read_counts = decoded.read_counts.result()
     # the group records the replay skipped, of this run's records only (an incremental run's history adds the
     # earlier runs' events later, in `assemble`)
-    skipped = skipped_group_records(run.conf, decoded.facts, replayed.tables.get("group_history"))
+    skipped = skipped_group_records(replayed.tables.get("group_history"), decoded.loaded)
+    in_log = skipped
+    if planned.inc.is_incremental:
+        in_log = skipped_group_records(_group_history(assembled), decoded.loaded,
+                                       earlier=planned.inc.earlier_load_failures)
     accounting = Accounting.from_tally(decoded.tally, read_counts,
                                        unknown_group_key_types(run.conf.semantics, run.conf.kafka_version),
                                        limited_value_versions(run.conf.semantics, run.conf.kafka_version),
@@ -525,7 +533,8 @@ def validate(run: Run, planned: Planned, decoded: Decoded, replayed: Replayed,
                                 num_partitions=replayed.clock.num_partitions, settings=run.settings,
                                 markers=replayed.markers, accounting=accounting, snapshot_id=run.snapshot_id,
                                 row_counts=materialized.stats, semantics=run.conf.semantics)
-    return Validated(read_counts=read_counts, accounting=accounting, validation=validation, skipped_groups=skipped)
+    return Validated(read_counts=read_counts, accounting=accounting, validation=validation, skipped_groups=skipped,
+                     load_failures=in_log)
 
 
 def summarize(run: Run, planned: Planned, decoded: Decoded, replayed: Replayed, assembled: Assembled,
@@ -551,8 +560,7 @@ def summarize(run: Run, planned: Planned, decoded: Decoded, replayed: Replayed, 
                   *semantics_warnings(conf), *unknown_key_warnings(conf, accounting, decoded.tally, decoded.facts),
                   *unknown_version_warnings(conf, decoded.tally),
                   *_as_of_ahead_of_the_run(run, replayed.clock, stats["expired_offsets"]),
-                  *load_failure_warnings(validated.skipped_groups if not inc.is_incremental else
-                                         skipped_group_records(conf, decoded.facts, _group_history(assembled))),
+                  *load_failure_warnings(validated.load_failures),
                   *cleanup_failure_warnings(replayed.clock.expiry, assembled.in_hand)],
         task_cpu_seconds=decoded.task_cpu_seconds, records_looped=decoded.records_looped,
         first_python_job_seconds=first_python_job,
@@ -640,7 +648,8 @@ def checkpoint(run: Run, planned: Planned, replayed: Replayed,
     pending = incremental.prepare_checkpoint(
         run.warehouse, run.snapshot_id, replayed.saved, planned.input_plan, planned.inc, conf=run.conf, req=run.req,
         scans=scans, started_ms=run.started_ms, max_timestamp=replayed.clock.max_timestamp,
-        max_partition=replayed.clock.max_partition, log_gaps=replayed.clock.log_gaps)
+        max_partition=replayed.clock.max_partition, log_gaps=replayed.clock.log_gaps,
+        load_failures=len(validated.load_failures))
     if not served:  # saved before the commits: a run killed after its `runs` row still leaves its checkpoint
         pending.publish()
         return None

@@ -131,6 +131,60 @@ def test_a_member_id_a_group_record_repeats_is_one_member_the_last(semantics):
         ("m1", "second"), ("m2", "client")]
 
 
+def _generations(semantics: str, kafka_version: str, members) -> tuple[list, list, list]:
+    """(loaded group's generation and member ids, group_history events, removed_groups) of generation 1 with one
+    member, then generation 2 listing `members`."""
+    from tests.coordinator.rowkit import member
+
+    log = Log()
+    rows = [log.group("g", [member("m0")]), log.group("g", [member(*m[:1], instance_id=m[1]) for m in members],
+                                                     generation=2)]
+    tables = replay_rows(rows, ReplayOptions(semantics=semantics, snapshot_id="t", num_partitions=50,
+                                             kafka_version=kafka_version))
+    loaded = [(g["generation"], sorted(m["member_id"] for m in tables["group_members"])) for g in
+              tables["loaded_groups"]]
+    return loaded, [e["event"] for e in tables["group_history"]], tables["removed_groups"]
+
+
+@pytest.mark.parametrize("semantics,kafka_version", [("legacy", "2.8"), ("legacy", "3.9"), ("modern", "4.0")])
+def test_a_member_after_a_repeated_member_id_fails_the_load(semantics, kafka_version):
+    """`GroupMetadata.add` / `ClassicGroup.add` ask `supportsProtocols`: the value's protocol must be supported by as
+    many members as the group holds. An id listed twice is one member in the map but two in the protocol's count, so
+    the next member added fails it (Scala's `assert`, Java's IllegalStateException) and the partition's load fails:
+    the record is skipped and the run says its broker would not load the partition. It loaded two members."""
+    loaded, events, _ = _generations(semantics, kafka_version, [("m1", None), ("m1", None), ("m2", None)])
+    assert loaded == [(1, ["m0"])] and events == ["generation", "skipped"]
+    # the repeated id last: nothing is added after it, the group loads with the later entry
+    loaded, events, _ = _generations(semantics, kafka_version, [("m1", None), ("m2", None), ("m1", None)])
+    assert loaded == [(2, ["m1", "m2"])] and events == ["generation", "generation"]
+
+
+@pytest.mark.parametrize("semantics,kafka_version,fails", [
+    ("legacy", "2.8", False), ("legacy", "3.0", True), ("legacy", "3.9", True), ("modern", "3.7", True),
+    ("modern", "4.0", True)])
+def test_a_static_member_listed_twice_fails_the_load_from_3_0(semantics, kafka_version, fails):
+    """3.0's `GroupMetadata.add` (and the new coordinator's `ClassicGroup.add`) throws "Static member with
+    groupInstanceId=… cannot be added to group … since it is already a member" at a second member of one instance id,
+    the last listed too; 2.x's `loadGroup` only mapped the id to the later member. It loaded both members."""
+    loaded, events, _ = _generations(semantics, kafka_version, [("m1", "i"), ("m2", None), ("m3", "i")])
+    if fails:
+        assert loaded == [(1, ["m0"])] and events == ["generation", "skipped"]
+    else:
+        assert loaded == [(2, ["m1", "m2", "m3"])] and events == ["generation", "generation"]
+
+
+def test_a_group_whose_load_fails_keeps_its_latest_tombstone():
+    """A skipped value is not the group's latest record: a tombstone before it still names the group removed."""
+    from tests.coordinator.rowkit import member
+
+    log = Log()
+    rows = [log.group("g", [member("m0")]), log.group_tombstone("g"),
+            log.group("g", [member("m1", instance_id="i"), member("m2", instance_id="i")], generation=2)]
+    tables = replay_rows(rows, ReplayOptions(semantics="modern", snapshot_id="t", num_partitions=50))
+    assert not tables["loaded_groups"]
+    assert [g["group_id"] for g in tables["removed_groups"]] == ["g"]
+
+
 _TOMBSTONES = {"partition_metadata": lambda log: log.cg_topics_tombstone("g"),
                "member": lambda log: log.cg_member_tombstone("g", "m"),
                "assignment_epoch": lambda log: log.cg_assignment_epoch_tombstone("g"),

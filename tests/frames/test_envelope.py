@@ -26,6 +26,7 @@ EVERY_KIND = [
     SavedFile(shard=3, file="state-3", entries=7, size=3_000_000_000),
     SavedShardBytes(shard=-1, data=b"saved"),
     GroupEventsFile(shard=3, file="part-00003-0a1b.arrow", count=2_000),
+    GroupEventsFile(shard=4, file="part-00004-0a1c.arrow", count=3, skipped=("g", "g", "h\u00e9")),
     KeptRowsFile(shard=3, file="part-00003-9f.arrow", range_index=5, bucket=1),
     ShardProgress(shard=3, records=12, input_bytes=5_000_000_000),
     StateTable(shard=3, table="group_members", rows=b"gm"),

@@ -112,13 +112,17 @@ def test_a_run_says_which_partitions_an_old_coordinator_before_3_4_1_would_not_l
 
 @pytest.mark.spark
 @pytest.mark.parametrize("on_spark", [False, True])
-def test_a_run_says_which_partitions_the_new_coordinator_would_fail_to_load(spark, settings, tmp_path, on_spark,
-                                                                            monkeypatch):
-    """A consumer group record for an id holding a classic group with members: the new coordinator's replay throws
-    (IllegalStateException), the partition's load fails and its broker serves none of its groups (spec §8 item 15).
-    The replay skips the record; the run says so, naming the partition and the group, not only in group_history."""
+@pytest.mark.parametrize("semantics,failing", [("modern", "consumer group record"),
+                                               ("legacy", "static member listed twice")])
+def test_a_run_says_which_partitions_the_coordinator_would_fail_to_load(spark, settings, tmp_path, on_spark,
+                                                                        semantics, failing, monkeypatch):
+    """A consumer group record for an id holding a classic group with members (the new coordinator's replay throws
+    IllegalStateException), or a GroupMetadata value listing one static member's instance id twice (3.0+'s
+    `GroupMetadata.add` throws): the partition's load fails and its broker serves none of its groups (spec §8 item
+    15). The replay skips the record; the run says so, naming the partition and the group, not only in group_history,
+    and counts it skipped, with the group history on Spark too (its tasks name what they skipped)."""
+    from pipelines.decoding import message_writer as mw
     from pipelines.decoding.batch_writer import write_record_batch
-    from pipelines.decoding.message_writer import write_group_record_key, write_group_record_value
     from pipelines.rebuild import RebuildRequest, run_rebuild
     from pipelines.rebuild import stages
     from tests.test_incremental import spark_replay_settings
@@ -126,21 +130,25 @@ def test_a_run_says_which_partitions_the_new_coordinator_would_fail_to_load(spar
     if on_spark:  # the shards' group history left on Spark, as a long one is
         monkeypatch.setattr(stages, "GROUP_EVENTS_IN_HAND", -1)
     g, fine = bi.group_in(4, "classic"), bi.group_in(0, "fine")
+    if failing == "consumer group record":
+        second = (mw.write_group_record_key(3, g), mw.write_group_record_value(3, {"epoch": 2}), bi.T0 + 1)
+    else:
+        members = [{"member_id": m, "group_instance_id": "instance-1"} for m in ("m1", "m2")]
+        second = (mw.write_group_metadata_key(g), mw.write_group_metadata_value(
+            3, protocol_type="consumer", generation=2, protocol="range", leader="m1", members=members), bi.T0 + 1)
     bi.write_segment(tmp_path / "in" / "__consumer_offsets-4", 0, bi.batch([bi.group_record(g, bi.T0)], 0)
-                     + write_record_batch([(write_group_record_key(3, g), write_group_record_value(3, {"epoch": 2}),
-                                            bi.T0 + 1)], 1))
+                     + write_record_batch([second], 1))
     bi.write_segment(tmp_path / "in" / "__consumer_offsets-0", 0, bi.batch([bi.group_record(fine, bi.T0)], 0))
     summary = run_rebuild(spark, spark_replay_settings(settings) if on_spark else settings, RebuildRequest(
-        inputs=(str(tmp_path / "in"),), warehouse=str(tmp_path / "wh"), snapshot_id="conflict", semantics="modern",
-        kafka_version="4.0"))
+        inputs=(str(tmp_path / "in"),), warehouse=str(tmp_path / "wh"), snapshot_id="conflict", semantics=semantics,
+        kafka_version="4.0" if semantics == "modern" else "3.9"))
     said = [w for w in summary.warnings if "load fails on" in w]
-    assert said == [f"1 group record(s) the new coordinator's load fails on (a record of a group type other than its "
-                    f"id's group, a value no layout reads, a 4.0 share or 3.x consumer group record of no group or "
-                    f"member, or a "
-                    f"tombstone out of the coordinator's deletion order: "
-                    f"group(s) {g!r}) were skipped; its broker "
-                    "would not load offsets partition(s) 4 and serve no group of them; this snapshot holds what their "
-                    "other records give (group_history event 'skipped')"]
+    assert said == [f"1 group record(s) the coordinator's load fails on (a GroupMetadata value repeating a member id "
+                    f"before another member or a static member's instance id, a record of a group type other than "
+                    f"its id's group, a value no layout reads, a 4.0 share or 3.x consumer group record of no group or "
+                    f"member, or a tombstone out of the coordinator's deletion order: group(s) {g!r}) were skipped; "
+                    "its broker would not load offsets partition(s) 4 and serve no group of them; this snapshot holds "
+                    "what their other records give (group_history event 'skipped')"]
     # the skipped record is counted as skipped, not as used, and the counts still add up to every record read
     assert (summary.records_in, summary.records_out, summary.records_skipped) == (3, 2, 1)
     assert summary.status == "succeeded"

@@ -168,7 +168,6 @@ def test_group_records_the_coordinators_load_fails_on_are_skipped_not_used(tmp_p
     groups). The accounting counts each as skipped with that reason, from the run's own `group_history`, not as
     used, beside 4.0's two streams records of an unknown key type."""
     from collections import Counter
-    from types import SimpleNamespace
 
     from pipelines.coordinator.options import ReplayOptions, unknown_group_key_types
     from pipelines.coordinator.shard import replay_shards
@@ -181,9 +180,7 @@ def test_group_records_the_coordinators_load_fails_on_are_skipped_not_used(tmp_p
         (write_group_record_key(17, "sg"), write_group_record_value(17, {"epoch": 1, "metadataHash": 2}), 1)])
     options = ReplayOptions(semantics="modern", kafka_version=version, snapshot_id="t", num_partitions=50)
     events = replay_shards(table, options).tables["group_history"]
-    facts = Tally(tally_rows(table)).facts()
-    failures = Counter(p for p, _ in skipped_group_records(SimpleNamespace(semantics="modern", kafka_version=version),
-                                                           facts, events))
+    failures = Counter(p for p, _ in skipped_group_records(events))
     acc = Accounting.from_tally(Tally(tally_rows(table)), unknown_key_types=unknown_group_key_types("modern", version),
                                 load_failures=failures)
     unknown = {SKIP_UNKNOWN_KEY: 2} if version == "4.0" else {}
