@@ -68,7 +68,8 @@ def loadable(table: pa.Table, unknown_key_types: frozenset[int] = frozenset(),
     kind = table.column("record_kind")
     skipped = pc.fill_null(pc.is_in(kind, pa.array(SKIPPED_KINDS)), False)
     if unknown_key_types:
-        unknown = pc.and_(pc.is_in(kind, pa.array([KIND_CONSUMER_GROUP, KIND_SHARE_GROUP, KIND_STREAMS_GROUP])),
+        unknown = pc.and_(pc.is_in(kind, pa.array([KIND_OFFSET_COMMIT, KIND_GROUP_METADATA, KIND_CONSUMER_GROUP,
+                                                   KIND_SHARE_GROUP, KIND_STREAMS_GROUP])),
                           pc.is_in(table.column("key_type"), pa.array(sorted(unknown_key_types), pa.int16())))
         skipped = pc.or_(skipped, pc.fill_null(unknown, False))
     if known_value_versions:

@@ -11,8 +11,8 @@ import pyarrow.compute as pc
 
 from pipelines.coordinator.expiry import ExpiryOptions
 from pipelines.coordinator.options import (DEFAULT_KAFKA_VERSIONS, LEGACY, MODERN, NEW_COORDINATOR_SINCE,
-                                          OLD_COORDINATOR_UNTIL, limited_value_versions, parse_kafka_version,
-                                          unknown_group_key_types)
+                                          OLD_COORDINATOR_UNTIL, limited_value_versions, old_coordinator_key_types,
+                                          parse_kafka_version, unknown_group_key_types)
 from pipelines.frames.tally import DecodedFacts, Tally, label_key_type
 from pipelines.validation.accounting import SKIP_UNKNOWN_KEY, SKIP_UNKNOWN_VERSION, Accounting
 from schemas.decoded import KIND_UNKNOWN
@@ -25,8 +25,9 @@ def unknown_key_warnings(conf: RunSettings, accounting: Accounting, tally: Tally
     """Kafka's loaders warn of each record of a key type they do not know and skip it (spec §5.4); the run says how
     many it skipped so, by record kind, as their groups (a consumer, share or streams group's, or a newer kind's)
     are not in the snapshot.
-    The old coordinator before 3.4.1 (KAFKA-14869) knows types 0-2 and aborts a partition's load at any other: its
-    broker serves that partition with no groups, which the run says rather than emulates."""
+    The old coordinator before 3.4.1 (KAFKA-14869) knows types 0-2 (0.8, type 0) and aborts a partition's load at
+    any other: its broker serves that partition with no groups (0.8's, with the offsets read before the record),
+    which the run says rather than emulates."""
     out = []
     n = accounting.totals.records_skipped.get(SKIP_UNKNOWN_KEY)
     if n:
@@ -41,12 +42,16 @@ def unknown_key_warnings(conf: RunSettings, accounting: Accounting, tally: Tally
                    f"not know skipped ({by_kind}), as its loader skips them: what they build is not in this snapshot "
                    f"(accounting: {SKIP_UNKNOWN_KEY!r}){_newer_coordinators_know(conf, facts, unknown)}")
     if conf.semantics == LEGACY and parse_kafka_version(conf.kafka_version) < (3, 4, 1):
-        aborted = tally.partitions_with_key_types_beyond(frozenset({0, 1, 2}))
+        known = old_coordinator_key_types(conf.kafka_version)
+        aborted = tally.partitions_with_key_types_beyond(known)
         if aborted:
             shown = ", ".join(map(str, aborted[:10])) + (f" and {len(aborted) - 10} more" if len(aborted) > 10 else "")
+            # 0.8's `OffsetManager` put each offset in its cache as it read it: what came before the record stays
+            fate = ("with only the offsets read before that record" if known == {0} else "with no groups")
             out.append(f"Kafka {conf.kafka_version}'s loader aborts the load of an offsets partition at a record of "
-                       f"a key type but 0-2 (it knows those only; 3.4.1+ skips the others): its broker would serve "
-                       f"partition(s) {shown} with no groups; this snapshot holds what their records give")
+                       f"a key type but {'0-2' if len(known) > 1 else '0'} (it knows "
+                       f"{'those' if len(known) > 1 else 'that'} only; 3.4.1+ skips the others): its broker would "
+                       f"serve partition(s) {shown} {fate}; this snapshot holds what their records give")
     return out
 
 

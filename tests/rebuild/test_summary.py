@@ -111,6 +111,37 @@ def test_a_run_says_which_partitions_an_old_coordinator_before_3_4_1_would_not_l
 
 
 @pytest.mark.spark
+def test_a_run_emulating_0_8_skips_the_key_types_0_9_added_and_says_its_load_aborts(spark, settings, tmp_path):
+    """0.8's `OffsetManager.readMessageKey` knows key type 0 alone (`schemaFor` throws KafkaException "Unknown offset
+    schema version" at 1 or 2: the group coordinator and its keys came with 0.9), and its load of the partition stops
+    there, the offsets read before it kept (it put each in its cache as it read it). A run emulating 0.8.2 replayed a
+    type-1 commit and a GroupMetadata record as 0.9+ does; they are skipped as of an unknown key type now, and the
+    run names the partitions."""
+    from pipelines.decoding import message_writer as mw
+    from pipelines.rebuild import RebuildRequest, run_rebuild
+
+    g0, g5, g6 = bi.group_in(0, "new"), bi.group_in(5, "group"), bi.group_in(6, "old")
+    v0 = mw.write_offset_commit_value(0, offset=60, metadata="", commit_timestamp=bi.T0)
+    group = (mw.write_group_metadata_key(g5), mw.write_group_metadata_value(
+        0, protocol_type="consumer", generation=1, protocol=None, leader=None, members=[]), bi.T0)
+    # values of versions 0.8's reader reads (a type-1 key's v1 is its own value's): only their keys are unknown to it
+    bi.write_segment(tmp_path / "in" / "__consumer_offsets-0", 0, bi.batch([bi.commit(g0, 0, 10, bi.T0, version=1)],
+                                                                          0))
+    bi.write_segment(tmp_path / "in" / "__consumer_offsets-5", 0, bi.batch([group], 0))
+    bi.write_segment(tmp_path / "in" / "__consumer_offsets-6", 0, bi.batch(
+        [(mw.write_offset_commit_key(g6, bi.TOPIC, 0, key_type=0), v0, bi.T0)], 0))
+    summary = run_rebuild(spark, settings, RebuildRequest(
+        inputs=(str(tmp_path / "in"),), warehouse=str(tmp_path / "wh"), snapshot_id="old", kafka_version="0.8.2",
+        num_partitions=50))
+    assert (summary.records_in, summary.records_skipped, summary.records_out, summary.offsets) == (3, 2, 1, 1)
+    assert not [w for w in summary.warnings if "value versions" in w]
+    assert [w for w in summary.warnings if "aborts the load" in w] == [
+        "Kafka 0.8.2's loader aborts the load of an offsets partition at a record of a key type but 0 (it knows that "
+        "only; 3.4.1+ skips the others): its broker would serve partition(s) 0, 5 with only the offsets read before "
+        "that record; this snapshot holds what their records give"]
+
+
+@pytest.mark.spark
 @pytest.mark.parametrize("on_spark", [False, True])
 @pytest.mark.parametrize("semantics,failing", [("modern", "consumer group record"),
                                                ("legacy", "static member listed twice")])
