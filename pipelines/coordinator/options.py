@@ -48,13 +48,14 @@ def default_retention_minutes(major: int, minor: int) -> int:
     return PRE_KIP_186_RETENTION_MINUTES if (major, minor) < (2, 0) else DEFAULT_RETENTION_MINUTES
 
 
-#: the key types 0.9's `GroupMetadataManager` added to 0.8's one (an OffsetCommit key of version 1, GroupMetadata)
-OLD_KEY_TYPES_SINCE_0_9 = frozenset({1, 2})
+#: the key types the old coordinator's `readMessageKey` reads (OffsetCommit v0 and v1 keys, GroupMetadata)
+OLD_COORDINATOR_KEY_TYPES = frozenset({0, 1, 2})
 
 
 def old_coordinator_key_types(kafka_version: str) -> frozenset[int]:
-    """The key types the old coordinator of Kafka `kafka_version` reads: 0-2, 0 before 0.9."""
-    return frozenset({0}) if parse_kafka_version(kafka_version)[:2] < (0, 9) else frozenset({0, 1, 2})
+    """The key types the old coordinator of Kafka `kafka_version` reads: 0-2; before 0.9 (the group coordinator, and
+    key types 1 and 2, came with it) `OffsetManager.readMessageKey` knew type 0 alone."""
+    return frozenset({0}) if parse_kafka_version(kafka_version)[:2] < (0, 9) else OLD_COORDINATOR_KEY_TYPES
 
 
 @functools.lru_cache(maxsize=16)
@@ -64,13 +65,12 @@ def unknown_group_key_types(semantics: str, kafka_version: str) -> frozenset[int
     `UnknownRecordTypeException` in the new one). The old coordinator's `readMessageKey` knows types 0-2 only, so
     KIP-848 consumer groups (3-8, 16) are as unknown to it as share and streams groups; the new one's serde maps
     0-8 before 4.0 (3.9 defines share schemas it does not map; the regex record, 16, came with 4.0), 0-16 in 4.0
-    (`CoordinatorRecordType`), and 0-8, 10-17, 19-23 from 4.1 (type 9 removed, streams added). Before 0.9 (the
-    group coordinator, and key types 1 and 2, came with it) `OffsetManager.readMessageKey` knew type 0 alone."""
+    (`CoordinatorRecordType`), and 0-8, 10-17, 19-23 from 4.1 (type 9 removed, streams added); 0.8's knew 0 alone
+    (`old_coordinator_key_types`)."""
     share_streams = SHARE_GROUP_KEY_TYPES | STREAMS_GROUP_KEY_TYPES
     if semantics != MODERN:
-        if parse_kafka_version(kafka_version)[:2] < (0, 9):
-            return CONSUMER_GROUP_KEY_TYPES | share_streams | OLD_KEY_TYPES_SINCE_0_9
-        return CONSUMER_GROUP_KEY_TYPES | share_streams
+        return CONSUMER_GROUP_KEY_TYPES | share_streams | (OLD_COORDINATOR_KEY_TYPES
+                                                           - old_coordinator_key_types(kafka_version))
     version = parse_kafka_version(kafka_version)[:2]
     if version < (4, 0):
         return share_streams | {int(CoordinatorRecordType.CONSUMER_GROUP_REGULAR_EXPRESSION)}

@@ -4,8 +4,9 @@ fields, and the one encoder between them and the envelope's rows (`encode` / `de
 The envelope is one Spark frame (`FUSED_DDL`) of every kind, so that one job's output can be kept, filtered and
 collected as one. Its columns are physical: `table` says the kind, `payload` holds the kind's main bytes,
 `tally` / `named` a decoded log's sides (or the groups of a group events file's skipped events), `seq` / `bucket` a
-range's place in its partition's log and its bucket of groups (or a group events file's row count). Only this module reads or writes them by position or tag; the Spark
-side selects a kind's rows with `of_kind` and the views below, the Python side sees the classes.
+range's place in its partition's log and its bucket of groups (or a group events file's row count). Only this module
+reads or writes them by position or tag; the Spark side selects a kind's rows with `of_kind` and the views below, the
+Python side sees the classes.
 """
 from __future__ import annotations
 

@@ -68,8 +68,8 @@ def prepare_checkpoint(warehouse, snapshot_id: str, saved, plan, inc, *, conf, r
     whole input plan (not only what was decoded); ``scans`` (path -> `segment_scan`) says how far the reader's count
     framed every file this run decoded; ``load_failures``, how many group records of the log the snapshot holds its
     coordinator's load fails on (`IncrementalStart.earlier_load_failures`); ``started_ms``, the run's start as its
-    `runs` row will say it, ties the checkpoint to that row (`plan.start`). The JSON, written last and atomically (`PendingCheckpoint.publish`), names
-    the state's directory and files: it is what makes the state usable."""
+    `runs` row will say it, ties the checkpoint to that row (`plan.start`). The JSON, written last and atomically
+    (`PendingCheckpoint.publish`), names the state's directory and files: it is what makes the state usable."""
     if not isinstance(saved, SavedState):
         saved = write_state(warehouse, snapshot_id, saved, sum(entries_of(b) for b in saved.values()))
 

@@ -98,8 +98,8 @@ def skipped_group_records(events, loaded=None, earlier: bool = False) -> list[tu
     """(offsets partition, group id) of each group record `events` (a `group_history`) says the replay skipped, as
     the coordinator's load fails on it (event `skipped`). Arrow is read here; the shards' history on Spark is not:
     their tasks named what they skipped (`loaded`, `frames.segment_shards.LoadedOnSpark.skipped_groups`), so a run
-    asks no Spark job for it, but where the earlier runs' events an incremental run carries forward may hold such
-    records too (`earlier`: `incremental.plan.IncrementalStart.earlier_load_failures`)."""
+    asks no Spark job for them. Only where the earlier runs' events an incremental run carries forward may hold some
+    too (`earlier`: `incremental.plan.IncrementalStart.earlier_load_failures`) is the history read on Spark."""
     if events is None:
         return []
     if isinstance(events, pa.Table):
