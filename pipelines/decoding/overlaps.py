@@ -13,8 +13,9 @@ a later file became the floor segment, records past the log end offset) is never
 
 `kafka_reading` replays that reading over the entries' heads in the driver, before any record is decoded, and gives
 each file's byte ranges it passes over: the decode reads each as one `overlapping_segment` row standing for its
-records (`frames.decode`). When a record passed over differs from the record loaded at its offset it is also one
-`duplicate_conflict` row: its file, its batch's byte position and its offset (evidence, no record).
+records (`frames.decode`). When a record passed over, or a record of a batch read again for its later offsets,
+differs from the record loaded at its offset it is also one `duplicate_conflict` row: its file, its batch's byte
+position and its offset (evidence, no record).
 
 Cheap for a log whose files do not overlap (each file's entries above the files' before it and below the next
 file's base offset): its heads' first and last offsets say every entry is read (a partition's last file's first
@@ -326,8 +327,10 @@ def _content(r: LogRecord) -> tuple:
 def _conflicts(files: list[SegmentFile], paths: list[str | None], read: list[np.ndarray], pos: list[np.ndarray],
                ends: list[np.ndarray]) -> list[ReadProblem]:
     """A `duplicate_conflict` per record left out whose offset a record loaded holds with other content: a record
-    passed over, or one of a batch read again for its later records (which the replay loads once: the first). Only
-    the entries that may hold such an offset are decoded."""
+    passed over, or one of a batch read again for its later records. Kafka's loaders replay every record of every
+    batch a read hands over (`GroupMetadataManager.doLoadGroupsAndOffsets`, 2.8 / 3.9; `CoordinatorLoaderImpl`,
+    3.6-4.2), so such a copy is replayed after the one read first; the replay here loads each offset once, the
+    first, and the row says where the two differ. Only the entries that may hold such an offset are decoded."""
     try:
         if None in paths:
             raise OSError("a file not read")
@@ -353,12 +356,15 @@ def _conflicts(files: list[SegmentFile], paths: list[str | None], read: list[np.
     problems: list[ReadProblem] = []
     kept: dict[int, tuple[int, str, int]] = {}  # the loaded record at each offset: its content's hash, its place
 
-    def compare(seg: SegmentFile, rec: LogRecord) -> None:
+    def compare(seg: SegmentFile, rec: LogRecord, again: bool = False) -> None:
         other = kept.get(rec.offset)
         if other is None or other[0] == hash(_content(rec)):
             return  # a copy of the record loaded, or an offset none loaded: the file's unread range says it
         why = (f"offset {rec.offset} of partition {seg.offsets_partition} is also in {other[1]} (batch at "
-               f"{other[2]}), with other content: that copy is loaded, this one is not")
+               f"{other[2]}), with other content: " + (
+                   "Kafka's loader reads this batch again for its later offsets and replays this copy after that "
+                   "one, so the broker's state follows this copy where they differ; this run loaded that copy only"
+                   if again else "that copy is loaded, this one is not"))
         problems.append(ReadProblem(source=seg.path, offsets_partition=seg.offsets_partition,
                                     position=rec.batch.position, kind=DUPLICATE_CONFLICT, offset=rec.offset,
                                     key=rec.key, value=rec.value, reason=why))
@@ -371,7 +377,7 @@ def _conflicts(files: list[SegmentFile], paths: list[str | None], read: list[np.
                 if rec.offset not in kept:
                     kept[rec.offset] = (hash(_content(rec)), rec.batch.source, rec.batch.position)
                 elif rec.batch.position in again:
-                    compare(seg, rec)
+                    compare(seg, rec, again=True)
         for i, seg in enumerate(files):
             left = [(int(pos[i][k]), int(ends[i][k])) for k in np.flatnonzero(~read[i] & asked[i])]
             for rec in _records(seg, paths[i], left):

@@ -126,3 +126,18 @@ def test_of_two_files_of_one_base_offset_the_one_reaching_further_is_read(tmp_pa
     assert [(a, b, kind) for a, b, _, kind in reading.unread[str(short)]] == \
         [(0, short.stat().st_size, "duplicate_segment")] and list(reading.unread) == [str(short)]
     assert [(p.kind, p.source, p.offset) for p in reading.problems] == [("duplicate_conflict", str(short), 0)]
+
+
+def test_a_batch_read_again_for_its_later_offsets_is_replayed_after_the_copy_read_first(tmp_path):
+    """A holds one batch of offsets 0..3, B (base 2) one batch of 2..5 whose 2 differs: after A the loader asks for
+    4, whose floor segment is B, and `LogSegment.read` hands over B's batch from its start (its last offset reaches
+    4). Both loaders replay every record of a batch handed over, so B's 2 is replayed after A's: its row must not
+    say the broker skips it."""
+    d = tmp_path / "__consumer_offsets-0"
+    _file(d, 0, [[(o, b"x") for o in range(4)]])
+    b = _file(d, 2, [[(2, b"B"), (3, b"x"), (4, b"x"), (5, b"x")]])
+    assert _unread(d) == {}  # every entry is read: none passed over
+    segs, _ = discover_segments(d)
+    (row,) = copy_conflicts(segs)
+    assert (row.kind, row.source, row.position, row.offset, row.value) == ("duplicate_conflict", str(b), 0, 2, b"B")
+    assert "replays this copy after that one" in row.reason and "this one is not" not in row.reason
