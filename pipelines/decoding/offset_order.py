@@ -139,15 +139,22 @@ def _ordered(b: pa.RecordBatch, order: OffsetOrder) -> pa.RecordBatch:
     # imported here, not at module level: the reference path's readers (`batches`) need neither (pyarrow ~0.45 s)
     import numpy as np
     import pyarrow as pa
+    import pyarrow.compute as pc
 
     rows = np.flatnonzero(b.column("batch_base_offset").is_valid().to_numpy(zero_copy_only=False))
     if not len(rows):
         return b
-    pos = b.column("batch_position").to_numpy(zero_copy_only=False)[rows]
+
+    def ints(name: str) -> np.ndarray:
+        # the nulls (a file's own problems) filled first: numpy reads an int64 column with nulls as float64, and an
+        # offset past 2**53 then comes back as another (a crafted batch at 2**62 + 105 was taken for one at 2**62)
+        return pc.fill_null(b.column(name), 0).to_numpy(zero_copy_only=False)[rows]
+
+    pos = ints("batch_position")
     starts = np.flatnonzero(np.r_[True, pos[1:] != pos[:-1]])
-    base = b.column("batch_base_offset").to_numpy(zero_copy_only=False)[rows][starts]
-    last = b.column("batch_last_offset").to_numpy(zero_copy_only=False)[rows][starts]
-    offsets = b.column("offset").to_numpy(zero_copy_only=False)[rows]
+    base = ints("batch_base_offset")[starts]
+    last = ints("batch_last_offset")[starts]
+    offsets = ints("offset")
     low, top = np.minimum.reduceat(offsets, starts), np.maximum.reduceat(offsets, starts)
     before = np.maximum.accumulate(np.r_[np.iinfo(np.int64).min if order.high is None else order.high, last[:-1]])
     if (base >= 0).all() and (low >= base).all() and (top <= last).all() and (base > before).all():
