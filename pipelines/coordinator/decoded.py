@@ -27,6 +27,9 @@ ERROR_COLUMNS = ("error_kind", "error_records", "unread_bytes")
 #: every filter, concatenation and blob copies each column it holds, null or not.
 LOADED_SCHEMA = pa.schema([f for f in DECODED_RECORD_SCHEMA if f.name not in UNREAD_COLUMNS + ERROR_COLUMNS])
 REPLAY_COLUMNS = tuple(LOADED_SCHEMA.names)
+#: The `record_kind` `loadable` gives a record the run's coordinator skips (a key type or value version it does not
+#: read): every loader picks its rows by kind, so none reads it, and no filter copies every column to drop it.
+KIND_NOT_LOADED = "not_loaded"
 
 
 def without_unread(table: pa.Table) -> pa.Table:
@@ -55,25 +58,31 @@ def conform_loaded(table: pa.Table) -> pa.Table:
 def loadable(table: pa.Table, unknown_key_types: frozenset[int] = frozenset(),
              unknown_fields: frozenset[str] = frozenset(), known_value_versions: tuple[tuple[int, int], ...] = ()
              ) -> pa.Table:
-    """The rows a shard loads (no error/unknown rows, but a marker's: `damaged_markers`; no group record of
-    `unknown_key_types`, which the run's coordinator skips: `ReplayOptions.unknown_key_types`; no offset commit or
-    group metadata value above `known_value_versions`' version of its key type, on which its load fails:
-    `ReplayOptions.known_value_versions`), in log order within each offsets partition, their times within what the
-    tables hold (`within_time`); the columns of `unknown_fields` (fields the coordinator's value classes lack:
-    `ReplayOptions.unknown_fields`) null."""
+    """The rows a shard loads (no error/unknown rows, but a marker's: `damaged_markers`), in log order within each
+    offsets partition, their times within what the tables hold (`within_time`); the columns of `unknown_fields`
+    (fields the coordinator's value classes lack: `ReplayOptions.unknown_fields`) null. A group record of
+    `unknown_key_types`, which the run's coordinator skips (`ReplayOptions.unknown_key_types`), and an offset commit
+    or group metadata value above `known_value_versions`' version of its key type, on which its load fails
+    (`ReplayOptions.known_value_versions`), stay as rows of kind `KIND_NOT_LOADED`: a legacy run of a log with
+    KIP-848 groups has some in every window, and filtering them out copied every column of each."""
     for name in unknown_fields:
         at = table.schema.get_field_index(name)
         if at >= 0 and table.column(name).null_count < table.num_rows:
             table = table.set_column(at, table.schema.field(at), pa.nulls(table.num_rows, table.schema.field(at).type))
     kind = table.column("record_kind")
-    skipped = pc.fill_null(pc.is_in(kind, pa.array(SKIPPED_KINDS)), False)
+    not_loaded = None
     if unknown_key_types:
         unknown = pc.and_(pc.is_in(kind, pa.array([KIND_OFFSET_COMMIT, KIND_GROUP_METADATA, KIND_CONSUMER_GROUP,
                                                    KIND_SHARE_GROUP, KIND_STREAMS_GROUP])),
                           pc.is_in(table.column("key_type"), pa.array(sorted(unknown_key_types), pa.int16())))
-        skipped = pc.or_(skipped, pc.fill_null(unknown, False))
+        not_loaded = pc.fill_null(unknown, False)
     if known_value_versions:
-        skipped = pc.or_(skipped, beyond_value_versions(table, known_value_versions))
+        beyond = beyond_value_versions(table, known_value_versions)
+        not_loaded = beyond if not_loaded is None else pc.or_(not_loaded, beyond)
+    if not_loaded is not None and pc.any(not_loaded).as_py():
+        kind = pc.if_else(not_loaded, pa.scalar(KIND_NOT_LOADED), kind)
+        table = table.set_column(table.schema.get_field_index("record_kind"), "record_kind", kind)
+    skipped = pc.fill_null(pc.is_in(kind, pa.array(SKIPPED_KINDS)), False)
     if pc.any(skipped).as_py():  # a filter copies every column: only when there is something to drop
         marker = damaged_markers(table)
         if pc.any(marker).as_py():

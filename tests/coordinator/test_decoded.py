@@ -82,3 +82,34 @@ def test_a_marker_whose_value_does_not_decode_ends_its_transaction_as_its_key_sa
     _, open_ = _replayed(tmp_path, "open", False, semantics, walker)
     assert damaged == whole
     assert not whole["pending_offsets"] and [r["committed_offset"] for r in open_["pending_offsets"]] == [42]
+
+
+@pytest.mark.parametrize("semantics,kafka_version,skipped", [
+    ("legacy", "3.9", {1, 2}), ("legacy", "3.3", {1, 2, 3}), ("modern", "4.0", {2})])
+def test_records_the_coordinator_skips_stay_rows_no_loader_reads(semantics, kafka_version, skipped):
+    """A record of a key type the run's coordinator does not know, or a value of a version it does not read, is
+    left in the loader's table as a `KIND_NOT_LOADED` row (dropping it copied every column of every window): every
+    table the replay gives is the one the log without those records gives, as Kafka's loader skips them (a KIP-848
+    or streams group record under 3.9's old coordinator, and a v4 OffsetCommit under 3.3's; a streams group record
+    under 4.0's new one)."""
+    from pipelines.coordinator.decoded import KIND_NOT_LOADED
+    from pipelines.coordinator.shard import replay_rows
+    from schemas.decoded import DECODED_RECORD_SCHEMA
+    from tests.coordinator.rowkit import Log
+
+    log = Log()
+    log.commit("g", "t", 0, 5)
+    log.cg_epoch("c", 3)  # offset 1, type 3
+    log._append("streams_group", key_type=17, value_version=0, group_id="s", group_epoch=2)  # offset 2
+    log.commit("g", "t", 1, 6)["value_version"] = 4  # offset 3
+    log.commit("g", "t", 0, 7)
+    options = ReplayOptions(semantics=semantics, kafka_version=kafka_version, snapshot_id="t", num_partitions=50)
+    full = replay_rows(log.rows, options)
+    without = replay_rows([r for r in log.rows if r["offset"] not in skipped], options)
+    for name in ("loaded_offsets", "empty_group_offsets", "loaded_groups", "group_members", "removed_groups",
+                 "group_history", "offset_commits"):
+        assert full[name] == without[name], name
+    table = pa.Table.from_pylist(log.rows, schema=DECODED_RECORD_SCHEMA)
+    kinds = loadable(conform_loaded(table), options.unknown_key_types, options.unknown_fields,
+                     options.limited_value_versions).select(["offset", "record_kind"]).to_pylist()
+    assert {r["offset"] for r in kinds if r["record_kind"] == KIND_NOT_LOADED} == skipped
