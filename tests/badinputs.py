@@ -441,3 +441,19 @@ def offsets_topics_of_two_ids(root: Path) -> Path:
         write_segment(part, 0, batch([commit(g, 0, 10, T0)], 0))
         (part / "partition.metadata").write_text(f"version: 0\ntopic_id: {topic_id}\n")
     return root
+
+
+def data_topic_of_two_ids(root: Path) -> list[Path]:
+    """Two log dirs holding `orders-0` under different topic ids (`partition.metadata`: a deleted topic's stray copy
+    beside its successor's) and `clicks-0` under one, with their high watermarks (orders 9 and 20) and no data
+    segments, as a broker's log dir copied for its offsets: the log dirs, the first holding a commit on each."""
+    dirs = [root / "broker-1", root / "broker-2"]
+    g = group_in(0, "two-topic-ids")
+    commits = [commit(g, 0, 5, T0), commit(g, 0, 7, T0, topic="clicks")]
+    write_segment(dirs[0] / "__consumer_offsets-0", 0, batch(commits, 0))
+    for log_dir, end, topic_id in zip(dirs, (9, 20), ("lEtGfS1_Si-I8Vl7ExUY6g", "Zm9vYmFyYmF6cXV4cXV1eA")):
+        for topic, tid in (("orders", topic_id), ("clicks", "Y2xpY2tzY2xpY2tzY2xpYw")):
+            (log_dir / f"{topic}-0").mkdir(parents=True)
+            (log_dir / f"{topic}-0" / "partition.metadata").write_text(f"version: 0\ntopic_id: {tid}\n")
+        (log_dir / "replication-offset-checkpoint").write_text(f"0\n2\norders 0 {end}\nclicks 0 {end}\n")
+    return dirs

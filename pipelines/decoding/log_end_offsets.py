@@ -24,6 +24,7 @@ import os
 import re
 import stat
 from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -54,6 +55,8 @@ SOURCE_FILE = "file"
 _CHECKPOINT_VERSION = 0  # OffsetCheckpointFile.CurrentVersion (Kafka 0.9-4.x)
 _PARTITION_DIR = re.compile(r"^(.+)-(\d+)$")
 _SKIPPED_DIR = re.compile(r"-(delete|future|stray)$")
+# `partition.metadata` GETs in flight at once on an object store (a request waits on the network, not this process)
+_METADATA_READERS = 32
 
 
 def _is_data_topic(topic: str) -> bool:
@@ -210,8 +213,9 @@ def data_logs(paths: Iterable["str | os.PathLike | Location"]) -> DataLogs:
     gives), its start, and its log where its segments are on a local disk. What cannot be read never fails a
     rebuild: it is a warning, and LAG (or lag in time) goes unknown.
 
-    On object storage only the checkpoints are read: walking a data topic's segments there would take a ranged GET
-    per batch, so partitions the replication checkpoint leaves out are counted in a warning instead.
+    On object storage only the checkpoints and each partition dir's `partition.metadata` (its topic id) are read:
+    walking a data topic's segments there would take a ranged GET per batch, so partitions the replication checkpoint
+    leaves out are counted in a warning instead.
     """
     from pipelines.decoding.local_log import LocalLog  # here: it imports numpy (~0.1-0.3 s, -X importtime)
 
@@ -242,16 +246,13 @@ def data_logs(paths: Iterable["str | os.PathLike | Location"]) -> DataLogs:
         recovery_points = _recovery_points(log_dir, warnings)
         unwalked = 0
         walked: list[LogEndOffset] = []
-        for e in entries:
-            key = _data_partition(e, warnings)
-            if key is None:
-                continue
+        partitions = [(e, key) for e in entries if (key := _data_partition(e, warnings)) is not None]
+        for (e, key), (named_in, topic_id) in zip(partitions, _topic_ids(log_dir, [e for e, _ in partitions])):
+            if topic_id is not None:
+                topic_ids.setdefault(key[0], {}).setdefault(topic_id, named_in)
             if log_dir.remote:
                 unwalked += key not in best and key not in hw
                 continue
-            topic_id = _topic_id(e.path)
-            if topic_id is not None:
-                topic_ids.setdefault(key[0], {}).setdefault(topic_id, e.path)
             log = LocalLog(key[0], key[1], e.path, (dir_starts or {}).get(key),
                            None if recovery_points is None else recovery_points.get(key, 0))
             try:
@@ -351,6 +352,27 @@ def _with_start(row: LogEndOffset, log: LocalLog | None, checkpointed: int | Non
     if checkpointed is not None:
         return replace(row, log_start_offset=checkpointed, log_start_source=LOG_START_CHECKPOINT)
     return row
+
+
+def _topic_ids(log_dir: Location, partition_dirs: list) -> list[tuple[str, str | None]]:
+    """Each partition dir's name (its path, or its URI on an object store) and the topic id its `partition.metadata`
+    names (None without one that reads: brokers write it from 2.8, `PartitionMetadataFile`). On an object store that
+    is a GET each, retried as `Location` retries, `_METADATA_READERS` at a time: a log dir of hundreds of partitions
+    waits a few round trips, not one per partition."""
+    if not log_dir.remote:
+        return [(e.path, _topic_id(e.path)) for e in partition_dirs]
+    dirs = [log_dir.child_of(e) for e in partition_dirs]
+    if not dirs:
+        return []
+    with ThreadPoolExecutor(min(_METADATA_READERS, len(dirs)), thread_name_prefix="offsetlake-topic-ids") as pool:
+        return [(d.uri, topic_id) for d, topic_id in zip(dirs, pool.map(_remote_topic_id, dirs))]
+
+
+def _remote_topic_id(partition_dir: Location) -> str | None:
+    try:
+        return partition_metadata_topic_id((partition_dir / "partition.metadata").read_text())
+    except (OSError, UnicodeDecodeError, storage.StorageError):  # none (a broker before 2.8), or denied
+        return None
 
 
 def _topic_id(partition_dir: str) -> str | None:
