@@ -437,10 +437,43 @@ def location(where: "str | os.PathLike | Location") -> Location:
             if scheme == "file":
                 return Location(str(Path(rest).expanduser().absolute()))
             raise StorageError(f"{s}: unsupported scheme {scheme}:// (use a local path or s3://bucket/prefix)")
-        if not rest.split("/", 1)[0]:
-            raise StorageError(f"{s}: no bucket in the URI (use s3://bucket/prefix)")
-        return Location(f"{scheme}://{rest.rstrip('/')}")
+        bucket, key = _bucket_and_key(s, rest)
+        return Location(f"{scheme}://" + "/".join([bucket, *_key_parts(s, key)]))
     return Location(str(Path(s).expanduser().absolute()))
+
+
+def _bucket_and_key(uri: str, rest: str) -> tuple[str, str]:
+    bucket, _, key = rest.partition("/")
+    if not bucket:
+        raise StorageError(f"{uri}: no bucket in the URI (use s3://bucket/prefix)")
+    return bucket, key
+
+
+def _key_parts(uri: str, key: str) -> list[str]:
+    """The key's names as a local path's spelling would resolve them: `dir/.`, `dir/`, `./dir` and `dir//sub` are
+    the dir (pathlib drops empty and `.` names; Arrow refused an empty one and read a `.` as a name, so a `dir/.` that
+    works on disk found nothing), and `dir/sub/..` is `dir` (as the OS resolves it; `climbed_dirs` lets a caller
+    ask, as the OS does, that `sub` be there)."""
+    parts: list[str] = []
+    for part in key.split("/"):
+        if part == "..":
+            if not parts:
+                raise StorageError(f"{uri}: '..' climbs above the bucket (use s3://bucket/prefix)")
+            parts.pop()
+        elif part not in ("", "."):
+            parts.append(part)
+    return parts
+
+
+def climbed_dirs(where: str) -> list[Location]:
+    """The prefixes a `..` of an object-store URI climbs out of (`s3://b/dir/sub/..`: `s3://b/dir/sub`), which a
+    local path's must be directories for the OS to resolve it; none for a local path."""
+    if not is_remote(where):
+        return []
+    scheme, rest = where.split("://", 1)
+    bucket, key = _bucket_and_key(where, rest)
+    names = key.split("/")
+    return [location(f"{scheme}://{bucket}/" + "/".join(names[:i])) for i, name in enumerate(names) if name == ".."]
 
 
 def retried(where: "Location | str", operation: str, fn):

@@ -208,7 +208,8 @@ def _check_remote_input(uri: str) -> str:
     """An object-store input: a URI this project reads, naming an object or a prefix with objects under it."""
     try:
         loc = storage.location(uri)
-        if not loc.exists():
+        # a local `dir/missing/..` is no such directory: the OS resolves each name before the `..`
+        if not loc.exists() or not all(d.is_dir() for d in storage.climbed_dirs(uri)):
             raise UsageError(f"input {uri}: no such object or prefix")
     except storage.StorageError as e:
         raise UsageError(f"input {e}") from None

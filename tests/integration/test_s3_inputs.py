@@ -39,15 +39,17 @@ def _rebuilt(no_spark, settings, inputs: list[str], warehouse: Path) -> tuple[tu
     return (summary.records_in, summary.records_out, summary.records_quarantined, summary.quarantine_rows), tables
 
 
-def _same_as_local(no_spark, settings, tmp_path: Path, bucket: str, inputs: list[Path]) -> tuple[tuple, dict]:
+def _same_as_local(no_spark, settings, tmp_path: Path, bucket: str, inputs: list[Path],
+                   spelled: str = "") -> tuple[tuple, dict]:
     """`inputs` (log dirs under `tmp_path/in`) rebuilt from the disk and from the bucket: the two must agree, the
-    bucket's rows naming each file by its URI where the disk's name its path."""
+    bucket's rows naming each file by its URI where the disk's name its path. `spelled`: what both spellings of
+    each input end with (`/.`)."""
     here = tmp_path / "in"
     uris = [f"{bucket}/in/{p.relative_to(here).as_posix()}" for p in inputs]
     for p, uri in zip(inputs, uris):
         _upload(p, uri)
-    local = _rebuilt(no_spark, settings, list(map(str, inputs)), tmp_path / "wh-local")
-    remote = _rebuilt(no_spark, settings, uris, tmp_path / "wh-remote")
+    local = _rebuilt(no_spark, settings, [str(p) + spelled for p in inputs], tmp_path / "wh-local")
+    remote = _rebuilt(no_spark, settings, [uri + spelled for uri in uris], tmp_path / "wh-remote")
     named = {t: sorted(r.replace(str(here), f"{bucket}/in") for r in rows) for t, rows in local[1].items()}
     assert remote == (local[0], named)
     return remote
@@ -170,3 +172,28 @@ def test_a_data_topic_of_two_topic_ids_on_s3_has_no_end_offsets_as_on_disk(no_sp
     assert [(r.count("'clicks'"), r.count("'orders'")) for r in tables["log_end_offsets"]] == [(1, 0)]
     assert sorted(("'log_end_offset': None" in r, "'clicks'" in r) for r in tables["consumer_lag"]) == [
         (False, True), (True, False)]
+
+
+@pytest.mark.parametrize("spelled", ["/.", "/./__consumer_offsets-0//..", "/"])
+def test_a_log_dir_on_s3_spelled_as_on_disk_reads_as_on_disk(no_spark, settings, tmp_path, s3_bucket, spelled):
+    """`--input s3://bucket/dir/.` was refused (no such object or prefix: a `.` was read as a key's name, an empty
+    name was a traceback) where the disk's `dir/.` reads `dir`: every spelling of a dir reads it, as on disk."""
+    root, _ = bi.overlapping_files(tmp_path / "in" / "data")
+    counts, _ = _same_as_local(no_spark, settings, tmp_path, s3_bucket, [root], spelled)
+    assert counts == (4, 3, 1, 2)
+
+
+@pytest.mark.parametrize("spelled", ["/missing/..", "/__consumer_offsets-0/00000000000000000000.log/.."])
+def test_a_log_dir_on_s3_spelled_through_what_is_not_a_dir_is_refused_as_on_disk(tmp_path, s3_bucket, spelled):
+    """The OS resolves `dir/missing/..` (or `dir/file/..`) to no directory: the disk's input is refused, one line, and
+    the object store's is refused alike, not read as `dir`."""
+    from pipelines.rebuild.failures import UsageError
+    from pipelines.rebuild.preflight import check_inputs
+
+    root, _ = bi.overlapping_files(tmp_path / "data")
+    _upload(root, f"{s3_bucket}/data")
+    with pytest.raises(UsageError, match="no such file or directory"):
+        check_inputs([str(root) + spelled])
+    with pytest.raises(UsageError, match="no such object or prefix"):
+        check_inputs([f"{s3_bucket}/data{spelled}"])
+    assert check_inputs([f"{s3_bucket}/data/__consumer_offsets-0/.."]) == [f"{s3_bucket}/data"]

@@ -1,6 +1,8 @@
 """Locations on a local S3-compatible server (moto) behave as local paths do, and their failures name the URI."""
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from pipelines.io import retry, storage
@@ -30,7 +32,20 @@ def test_local_location_is_a_path(tmp_path):
     assert storage.location("file://" + str(tmp_path)).uri == str(tmp_path)
 
 
-@pytest.mark.parametrize("uri,cause", [("s3:///nobucket", "no bucket"), ("gs://b/x", "unsupported scheme")])
+@pytest.mark.parametrize("spelled", ["s3://b/dir/.", "s3://b/./dir/", "s3://b//dir", "s3a://b/dir/sub/..",
+                                     "s3://b/dir/sub/./.."])
+def test_a_uri_names_its_key_as_a_local_path_would(spelled, tmp_path):
+    """A key is spelled as a path on disk is (pathlib drops `.` and empty names, the OS resolves `..`): `dir/.` was
+    read as a key with a `.` name and found nothing, `//` failed in Arrow with a traceback."""
+    (tmp_path / "dir" / "sub").mkdir(parents=True)
+    on_disk = str(tmp_path) + spelled.split("://b", 1)[1]
+    assert os.path.realpath(on_disk) == str(tmp_path / "dir")
+    assert storage.location(spelled).uri == "s3://b/dir"
+    assert storage.climbed_dirs(spelled) == ([storage.location("s3://b/dir/sub")] if "sub" in spelled else [])
+
+
+@pytest.mark.parametrize("uri,cause", [("s3:///nobucket", "no bucket"), ("gs://b/x", "unsupported scheme"),
+                                       ("s3://b/dir/../..", "climbs above the bucket")])
 def test_bad_uris_are_named(uri, cause):
     with pytest.raises(storage.StorageError, match=cause):
         storage.location(uri)
