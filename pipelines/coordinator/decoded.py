@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipelines.coordinator.groups import MEMBER_BYTES
-from pipelines.coordinator.loader import SKIPPED_KINDS, SparseRow
+from pipelines.coordinator.loader import KIND_NOT_LOADED, SKIPPED_KINDS, SparseRow
 from pipelines.coordinator.offset_metadata import END_MARKER_TYPES, is_control
 from pipelines.coordinator.options import ReplayOptions
 from pipelines.decoding.native import fastdecode
@@ -27,9 +27,6 @@ ERROR_COLUMNS = ("error_kind", "error_records", "unread_bytes")
 #: every filter, concatenation and blob copies each column it holds, null or not.
 LOADED_SCHEMA = pa.schema([f for f in DECODED_RECORD_SCHEMA if f.name not in UNREAD_COLUMNS + ERROR_COLUMNS])
 REPLAY_COLUMNS = tuple(LOADED_SCHEMA.names)
-#: The `record_kind` `loadable` gives a record the run's coordinator skips (a key type or value version it does not
-#: read): every loader picks its rows by kind, so none reads it, and no filter copies every column to drop it.
-KIND_NOT_LOADED = "not_loaded"
 
 
 def without_unread(table: pa.Table) -> pa.Table:

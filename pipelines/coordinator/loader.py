@@ -26,6 +26,9 @@ from schemas.decoded import (KIND_CONSUMER_GROUP, KIND_GROUP_METADATA, KIND_OFFS
 
 Row = dict[str, Any]
 SKIPPED_KINDS = ("error", "unknown")
+#: The `record_kind` `decoded.loadable` gives a record the run's coordinator skips (a key type or value version it
+#: does not read): every loader picks its rows by kind, so none reads it, and no filter copies every column to drop it.
+KIND_NOT_LOADED = "not_loaded"
 # group records of key types the run's coordinator does not know never reach it (`decoded.loadable`)
 GROUP_RECORD_KINDS = frozenset({KIND_GROUP_METADATA, KIND_CONSUMER_GROUP, KIND_SHARE_GROUP, KIND_STREAMS_GROUP})
 

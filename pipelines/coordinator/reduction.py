@@ -31,6 +31,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pipelines.coordinator.loader import KIND_NOT_LOADED
 from pipelines.coordinator.offset_metadata import (end_markers, group_codes, is_offset_commit, is_transactional,
                                                    key_codes, plain_values, stable_order)
 
@@ -165,6 +166,11 @@ def loader_mask(table: pa.Table, modern: bool, groups: np.ndarray | None = None)
     return keep
 
 
+def _not_loaded(table: pa.Table) -> np.ndarray:
+    """The rows no loader reads (`loader.KIND_NOT_LOADED`): a reduction keeps none of them."""
+    return pc.fill_null(pc.equal(table.column("record_kind"), KIND_NOT_LOADED), False).to_numpy(zero_copy_only=False)
+
+
 def split_mask(table: pa.Table, modern: bool) -> np.ndarray | None:
     """What a range of a split partition hands on to its partition's load (see the module's docstring), as a mask
     over `table` (None: every row)."""
@@ -173,7 +179,7 @@ def split_mask(table: pa.Table, modern: bool) -> np.ndarray | None:
         return None
     is_commit, _, plain, tombstone = _commit_masks(table, modern)
     value = plain_values(table, modern).to_numpy(zero_copy_only=False)
-    keep = ~value
+    keep = ~(value | _not_loaded(table))
     if keep.all():
         return None
     commit_at = np.flatnonzero(is_commit.to_numpy(zero_copy_only=False))
@@ -213,7 +219,7 @@ def state_only_mask(table: pa.Table, modern: bool,
     if n == 0:
         return None
     is_commit, is_txn, plain, tombstone = _commit_masks(table, modern)
-    keep = np.asarray(pc.invert(plain).to_numpy(zero_copy_only=False), dtype=bool).copy()
+    keep = ~(plain.to_numpy(zero_copy_only=False) | _not_loaded(table))
     if keep.all():
         return None
     rows = table.select(KEY).append_column("__row", pa.array(np.arange(n, dtype=np.int64)))
