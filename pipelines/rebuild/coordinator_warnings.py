@@ -18,6 +18,7 @@ from pipelines.validation.accounting import SKIP_UNKNOWN_KEY, SKIP_UNKNOWN_VERSI
 from schemas.decoded import KIND_UNKNOWN
 
 if TYPE_CHECKING:  # the fields' types only
+    from pipelines.frames.segment_shards import LoadedOnSpark
     from pipelines.rebuild.request import RunSettings
 
 
@@ -94,7 +95,8 @@ def semantics_warnings(conf: RunSettings) -> list[str]:
     return []
 
 
-def skipped_group_records(events, loaded=None, earlier: bool = False) -> list[tuple[int | None, str]]:
+def skipped_group_records(events, loaded: LoadedOnSpark | None = None, earlier: bool = False
+                          ) -> list[tuple[int | None, str]]:
     """(offsets partition, group id) of each group record `events` (a `group_history`) says the replay skipped, as
     the coordinator's load fails on it (event `skipped`). Arrow is read here; the shards' history on Spark is not:
     their tasks named what they skipped (`loaded`, `frames.segment_shards.LoadedOnSpark.skipped_groups`), so a run

@@ -110,8 +110,7 @@ def test_a_run_says_which_partitions_an_old_coordinator_before_3_4_1_would_not_l
                      "with no groups; this snapshot holds what their records give"] if aborts else [])
 
 
-@pytest.mark.spark
-def test_a_run_emulating_0_8_skips_the_key_types_0_9_added_and_says_its_load_aborts(spark, settings, tmp_path):
+def test_a_run_emulating_0_8_skips_the_key_types_0_9_added_and_says_its_load_aborts(no_spark, settings, tmp_path):
     """0.8's `OffsetManager.readMessageKey` knows key type 0 alone (`schemaFor` throws KafkaException "Unknown offset
     schema version" at 1 or 2: the group coordinator and its keys came with 0.9), and its load of the partition stops
     there, the offsets read before it kept (it put each in its cache as it read it). A run emulating 0.8.2 replayed a
@@ -130,7 +129,7 @@ def test_a_run_emulating_0_8_skips_the_key_types_0_9_added_and_says_its_load_abo
     bi.write_segment(tmp_path / "in" / "__consumer_offsets-5", 0, bi.batch([group], 0))
     bi.write_segment(tmp_path / "in" / "__consumer_offsets-6", 0, bi.batch(
         [(mw.write_offset_commit_key(g6, bi.TOPIC, 0, key_type=0), v0, bi.T0)], 0))
-    summary = run_rebuild(spark, settings, RebuildRequest(
+    summary = run_rebuild(no_spark, settings, RebuildRequest(
         inputs=(str(tmp_path / "in"),), warehouse=str(tmp_path / "wh"), snapshot_id="old", kafka_version="0.8.2",
         num_partitions=50))
     assert (summary.records_in, summary.records_skipped, summary.records_out, summary.offsets) == (3, 2, 1, 1)
