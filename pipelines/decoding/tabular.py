@@ -261,7 +261,7 @@ def _read_file(path: str, fmt: str) -> tuple[pa.Table, list[tuple[int, str]], in
             schema = pa.schema([("key", pa.string()), ("value", pa.string()), ("topic", pa.string())])
             t = pj.read_json(path, parse_options=pj.ParseOptions(explicit_schema=schema,
                                                                  unexpected_field_behavior="infer"))
-            if _whole_positions(t):
+            if _whole_positions(t) and not _facts_as_doubles(t):
                 return t, [], t.num_rows
             return _read_lines(path, fmt)
         refused = []
@@ -270,7 +270,7 @@ def _read_file(path: str, fmt: str) -> tuple[pa.Table, list[tuple[int, str]], in
             invalid_row_handler=lambda row: refused.append(row) or "skip"), convert_options=pcsv.ConvertOptions(
             column_types=types, strings_can_be_null=True, quoted_strings_can_be_null=False, null_values=[""]))
         _refuse_repeated_columns(t.column_names, path)
-        if not refused and _whole_positions(t):
+        if not refused and _whole_positions(t) and not _facts_as_doubles(t):
             return t, [], t.num_rows
     except OSError as e:
         raise InvalidFieldError(f"cannot read {fmt} dump {path}: {e}", field="file") from None
@@ -299,6 +299,17 @@ def _whole_positions(table: pa.Table) -> bool:
     and one past a long (or with a fraction) makes it a column of doubles; the rows are then read one at a time."""
     return all(pa.types.is_integer(t) or pa.types.is_null(t)
                for t in (table.schema.field(c).type for c in _INT_COLUMNS if c in table.column_names))
+
+
+# a text dump's columns of whole numbers a row may hold past its type (`row_faults` finds that row)
+_FACT_COLUMNS = ("producer_id", "producer_epoch", "batch_base_offset", "timestampType", "timestamp")
+
+
+def _facts_as_doubles(table: pa.Table) -> bool:
+    """Whether Arrow's reader typed a text dump's batch facts or timestamps as doubles: one value past a long (or
+    with a fraction) does that to its whole column, and every other row's value, read as a double, is no whole
+    number to `row_faults` (a long past 2**53 comes back as another): the rows are then read one at a time."""
+    return any(pa.types.is_floating(table.schema.field(c).type) for c in _FACT_COLUMNS if c in table.column_names)
 
 
 def _read_lines(path: str, fmt: str) -> tuple[pa.Table, list[tuple[int, str]], int]:
@@ -347,9 +358,12 @@ def _read_lines(path: str, fmt: str) -> tuple[pa.Table, list[tuple[int, str]], i
         typ = {"key": pa.string(), "value": pa.string(), "topic": pa.string(), "timestamp": pa.string(),
                "partition": pa.int32(), "offset": pa.int64(), ROW_COLUMN: pa.int64()}.get(name)
         try:
-            cols[name] = pa.array(vals, typ)
+            col = pa.array(vals, typ)
         except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
-            cols[name] = pa.array([None if v is None else str(v) for v in vals], pa.string())
+            col = None
+        if col is None or (name in _FACT_COLUMNS and pa.types.is_floating(col.type)):  # `_facts_as_doubles`
+            col = pa.array([None if v is None else str(v) for v in vals], pa.string())
+        cols[name] = col
     return pa.table(cols), bad, n
 
 

@@ -289,6 +289,38 @@ def test_batch_facts_and_timestamps_past_kafkas_types_are_invalid_rows(tmp_path)
             str(tmp_path / name)).items()} == {3: (7, 0)}, name
 
 
+def test_one_fact_past_a_long_in_a_text_dump_is_one_invalid_row(tmp_path):
+    """A batch's producer id is a long (DefaultRecordBatch, 4.0: PRODUCER_ID_LENGTH 8), read exactly. One row's
+    producer id past a long (or with a fraction) made Arrow's JSON and CSV readers type the whole column as doubles:
+    every row's producer id was then read as a double, no whole number to the row check, and every row of the dump
+    was an invalid row, named with its producer id rounded (2**62 + 1 as 4.611686018427388e+18). That row alone is
+    invalid now; the others are read, their producer ids exact."""
+    from pipelines.frames.decode import count_tabular
+
+    pid = (1 << 62) + 1
+    rows = _commit_rows(4, producer_id=pid, producer_epoch=0, is_transactional=False, is_control=False)
+    rows[2]["producer_id"] = 1 << 64
+    (tmp_path / "d.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    with open(tmp_path / "d.csv", "w") as f:
+        f.write(",".join(rows[0]) + "\n")
+        f.writelines(",".join(str(v).lower() if isinstance(v, bool) else str(v) for v in r.values()) + "\n"
+                     for r in rows)
+    # a timestamp is a long of milliseconds too: one with a fraction read every row's as a double, the long's top
+    # as 2**63 (past it) and the fraction as a whole number
+    rows[2].update(producer_id=1.5, timestamp=1.5)
+    rows[1]["timestamp"] = (1 << 63) - 1
+    (tmp_path / "f.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    for name in ("d.jsonl", "d.csv", "f.jsonl"):
+        out = list(read_tabular_dump(tmp_path / name))
+        assert [(o.kind, o.position) for o in out if isinstance(o, ReadProblem)] == [("invalid_row", 2)], (name, out)
+        assert [(r.offset, r.batch.producer_id) for r in out if isinstance(r, LogRecord)] == [
+            (0, pid), (1, pid), (3, pid)], name
+        if name == "f.jsonl":
+            assert [r.timestamp for r in out if isinstance(r, LogRecord)] == [10, (1 << 63) - 1, 10]
+        assert {p: (c["records_in"], c["collapsed_duplicates"]) for p, c in count_tabular(
+            str(tmp_path / name)).items()} == {3: (4, 0)}, name
+
+
 @pytest.mark.parametrize("key, value, message", [
     (pa.array([1], pa.int64()), pa.array([b"v"]), "key column holds int64, not bytes or text"),
     (pa.array([[1]]), pa.array([b"v"]), "key column holds list<element: int64>, not bytes or text"),
