@@ -20,7 +20,6 @@ Run: ``.venv/bin/python benchmarks/bench_decode.py [--mb 100] [--keep DIR]``.
 from __future__ import annotations
 
 import argparse
-import os
 import random
 import struct
 import sys

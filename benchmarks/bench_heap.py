@@ -14,7 +14,6 @@ largest Python worker, and all of them together. Every run's snapshot is compare
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import subprocess
 import sys

@@ -20,16 +20,12 @@ import re
 import stat
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from pipelines.decoding.batches import BatchItem, read_batches_from_file
 from pipelines.decoding.dump_files import is_dump_name
 from pipelines.decoding.framing import EntryHeads, walk_entry_heads
 from pipelines.decoding.policy import DEFAULT_POLICY, ReadPolicy
 from schemas.records import OFFSET_MAX, PARTITION_MAX, LogRecord, ReadProblem
-
-if TYPE_CHECKING:
-    import numpy as np
 
 __all__ = ["InputError", "SegmentFile", "discover_segments", "entry_heads", "read_log", "read_segment_batches"]
 

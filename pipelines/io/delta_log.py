@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
-from pipelines.io import storage
 from pipelines.io.storage import Location
 
 # Delta protocol's action names ("Actions" in PROTOCOL.md)

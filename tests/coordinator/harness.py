@@ -9,7 +9,6 @@ from collections import defaultdict
 import pyarrow as pa
 
 from pipelines.coordinator.options import REPLAY_TABLES, ReplayOptions
-from pipelines.coordinator.shard import replay_rows
 from tests.coordinator.rowkit import to_log
 
 

@@ -2,8 +2,7 @@
 a partition of the input offsets."""
 from __future__ import annotations
 
-import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pipelines.coordinator.expiry import REASON_NO_OFFSETS, ExpiryOptions, cleanup_group_metadata, to_ms

@@ -7,7 +7,6 @@ import pytest
 from pipelines.coordinator.options import ReplayOptions
 from pipelines.coordinator.shard import replay_rows
 from pipelines.coordinator.tables import once_per_record
-from pipelines.io.delta import arrow_schema
 from schemas.tables import TABLES
 from tests.coordinator.test_replay_scenarios import SCENARIOS, _build
 

@@ -23,7 +23,6 @@ from pipelines.decoding.consumer_protocol import write_assignment, write_subscri
 from pipelines.decoding.batch_writer import write_control_batch, write_empty_batch, write_record_batch
 from pipelines.decoding.batches import read_batches_from_file
 from pipelines.decoding.message_writer import (
-    write_control_record,
     write_group_metadata_key,
     write_group_metadata_value,
     write_group_record_key,

@@ -217,7 +217,6 @@ def test_suspects_split_before_the_clock_hold_or_are_picked_again(settings):
     run's bounds; a commit timestamp past as_of + skew makes them not hold (the shard is picked again)."""
     import datetime as dt
 
-    from pipelines.io.delta import arrow_schema
     from pipelines.validation.runner import UNKNOWN_CLOCK_MS, history_check
     from schemas.tables import TABLES
 

@@ -8,7 +8,6 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
-from pipelines.io import delta
 from pipelines.io.warehouse import Warehouse, WarehouseError
 from schemas.tables import TABLES
 

@@ -478,7 +478,6 @@ def test_a_staged_history_meeting_a_written_one_is_merged_and_an_uncommitted_one
 
 
 def wh_arrow_schema():
-    from pipelines.io.delta import arrow_schema
 
     return pa.schema([f.with_nullable(True) for f in TABLES["offset_commits"]])
 

@@ -45,7 +45,6 @@ def as_suspects(tables: dict, as_of_ms: int, num_partitions: int, settings) -> d
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from pipelines.io.delta import arrow_schema
     from pipelines.validation.runner import _suites
     from pipelines.validation.suspects import Suspects, suspect_filter
     from schemas.tables import TABLES

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from pipelines.config import ConfigError, load_settings
-from pipelines.coordinator.partitioner import java_string_hash, partition_for
+from pipelines.coordinator.partitioner import java_string_hash
 import pyarrow as pa
 
 from pipelines.frames.tally import Tally, tally_rows

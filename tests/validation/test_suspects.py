@@ -16,7 +16,6 @@ COLUMNS = ("offsets_partition", "record_offset", "committed_offset", "commit_tim
 
 
 def _history(rows: list[tuple]) -> pa.Table:
-    from pipelines.io.delta import arrow_schema
     from schemas.tables import TABLES
 
     schema = TABLES["offset_commits"]
