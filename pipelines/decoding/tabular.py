@@ -33,7 +33,6 @@ import binascii
 import csv
 import io
 import json
-import math
 import os
 import re
 from collections.abc import Iterator
@@ -346,7 +345,7 @@ def _read_lines(path: str, fmt: str) -> tuple[pa.Table, list[tuple[int, str]], i
         if why:
             bad.append((i, why))
             continue
-        obj = {k: (str(v) if k in ("key", "value", "topic", "timestamp") and v is not None else v)
+        obj = {k: (_as_text(v) if k in ("key", "value", "topic", "timestamp") and v is not None else v)
                for k, v in obj.items()}
         obj[ROW_COLUMN] = i
         good.append(obj)
@@ -362,7 +361,7 @@ def _read_lines(path: str, fmt: str) -> tuple[pa.Table, list[tuple[int, str]], i
         except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
             col = None
         if col is None or (name in _FACT_COLUMNS and pa.types.is_floating(col.type)):  # `_facts_as_doubles`
-            col = pa.array([None if v is None else str(v) for v in vals], pa.string())
+            col = pa.array([None if v is None else _as_text(v) for v in vals], pa.string())
         cols[name] = col
     return pa.table(cols), bad, n
 
@@ -446,10 +445,10 @@ def _ts_millis(col: pa.ChunkedArray) -> list[int | None]:
 
 
 def _parse_ts(v) -> int | None:
-    if isinstance(v, float) and not math.isfinite(v):
-        return None
-    if isinstance(v, (int, float)):
-        return int(v)
+    if isinstance(v, float):
+        return _whole(v)  # a fraction of a millisecond, or a double past 2**53, is no long Kafka wrote
+    if isinstance(v, int):
+        return v
     s = str(v).strip()
     if re.fullmatch(r"-?\d+", s):
         return int(s)
@@ -475,6 +474,8 @@ def _ts_type(v) -> str | None:
     where a guess gave the batch a clock it never had."""
     if v is None:
         return CREATE_TIME
+    if isinstance(v, float):  # a whole double: pandas writes an integer column holding a null as doubles
+        v = _whole(v)
     if isinstance(v, bool) or not isinstance(v, (int, str)):
         return None
     return _TIMESTAMP_TYPES.get(str(v).strip().lower())
@@ -485,6 +486,8 @@ def _flag(v) -> bool | None:
     none of these. Python's truth would take the text `false` for true."""
     if v is None or isinstance(v, bool):
         return bool(v)
+    if isinstance(v, float):
+        v = _whole(v)
     if isinstance(v, int):
         return {0: False, 1: True}.get(v)
     if isinstance(v, str):
@@ -499,9 +502,16 @@ _WHOLE_FACTS = (("producer_id", _LONG), ("producer_epoch", (-(1 << 15), (1 << 15
                 ("batch_base_offset", (0, OFFSET_MAX)))
 
 
+#: A double holds every whole number up to this exactly; past it, the long a writer stored as one may have been
+#: rounded (pandas writes an integer column holding a null as doubles)
+_EXACT_IN_A_DOUBLE = 1 << 53
+
+
 def _whole(v) -> int | None:
     if isinstance(v, int) and not isinstance(v, bool):
         return v
+    if isinstance(v, float):
+        return int(v) if v.is_integer() and abs(v) <= _EXACT_IN_A_DOUBLE else None
     if isinstance(v, str) and re.fullmatch(r"\s*-?\d+\s*", v):
         return int(v)
     return None
@@ -534,7 +544,7 @@ def row_faults(table: pa.Table) -> list[str | None]:
         for i, v in enumerate(table.column(name).to_pylist()):
             n = lo if v is None else _whole(v)
             if faults[i] is None and (n is None or not lo <= n <= hi):
-                faults[i] = f"{name} {v!r} is not a whole number from {lo} to {hi}"
+                faults[i] = _inexact(name, v) or f"{name} {v!r} is not a whole number from {lo} to {hi}"
     if "timestampType" in table.column_names and not _within(table.column("timestampType"), -1, 1):
         for i, v in enumerate(table.column("timestampType").to_pylist()):
             if faults[i] is None and _ts_type(v) is None:
@@ -543,8 +553,28 @@ def row_faults(table: pa.Table) -> list[str | None]:
     if col is not None and not pa.types.is_timestamp(col.type) and not _within(col, *_LONG):
         for i, (v, ms) in enumerate(zip(col.to_pylist(), _ts_millis(col))):
             if faults[i] is None and v is not None and (ms is None or not _LONG[0] <= ms <= _LONG[1]):
-                faults[i] = f"timestamp {v!r} is no time a long of milliseconds holds"
+                faults[i] = _inexact("timestamp", v) or f"timestamp {v!r} is no time a long of milliseconds holds"
     return faults
+
+
+def _as_text(v) -> str:
+    """A text dump's cell as the text `row_faults` reads: a whole double that holds its long exactly (a writer that
+    writes an integer column holding a null as doubles, pandas' `to_json`) as that long."""
+    w = _whole(v) if isinstance(v, float) else None
+    return str(v if w is None else w)
+
+
+def _inexact(name: str, v) -> str | None:
+    """Why a whole double is no value of `name` taken as it is: past 2**53 the long it was written from may have been
+    rounded to it (None: another fault, or none). A text dump's cell holds the double as text (`_as_text`)."""
+    if isinstance(v, str) and not re.fullmatch(r"\s*-?\d+\s*", v):
+        try:
+            v = float(v)
+        except ValueError:
+            return None
+    if isinstance(v, float) and v.is_integer() and abs(v) > _EXACT_IN_A_DOUBLE:
+        return f"{name} {v!r} is a double past 2**53, where the long it stood for may have been rounded"
+    return None
 
 
 def _col(table: pa.Table, name: str, n: int, default):

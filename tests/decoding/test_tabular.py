@@ -321,6 +321,44 @@ def test_one_fact_past_a_long_in_a_text_dump_is_one_invalid_row(tmp_path):
             str(tmp_path / name)).items()} == {3: (4, 0)}, name
 
 
+def test_batch_facts_a_writer_stored_as_doubles_are_read_where_a_double_holds_them_exactly(tmp_path):
+    """pandas writes an integer column that holds a null (a legacy record's producer id, a row without a base
+    offset) as doubles, in Parquet and in `to_json`. Every row of such a dump was an invalid row ("producer_id 7.0 is
+    not a whole number"), and a timestamp of 10.5 was read as 10. A whole double up to 2**53 holds its long exactly
+    and is read as that long; past 2**53 the long it was written from may have been rounded, and a fraction is no
+    long Kafka wrote: those rows alone are invalid rows, each saying why."""
+    from pipelines.frames.decode import count_tabular
+
+    rows = _commit_rows(6, producer_id=7.0, producer_epoch=1.0, is_transactional=0.0, is_control=0.0,
+                        batch_base_offset=None)
+    for r in rows:
+        r.update(timestamp=float(r["timestamp"]), timestampType=0.0, batch_base_offset=float(r["offset"]))
+    rows[1]["producer_id"] = None  # the null that made the column doubles
+    rows[2]["producer_id"] = float(1 << 60)  # a double past 2**53
+    rows[3]["timestamp"] = 10.5
+    rows[4]["timestampType"] = 1.0  # LogAppendTime
+    wide = [dict(r, key=bytes.fromhex(r["key"]), value=bytes.fromhex(r["value"])) for r in rows]
+    pq.write_table(pa.Table.from_pylist(wide, schema=pa.schema([
+        ("key", pa.binary()), ("value", pa.binary()), ("topic", pa.string()), ("partition", pa.int32()),
+        ("offset", pa.int64()), ("timestamp", pa.float64()), ("timestampType", pa.float64()),
+        ("producer_id", pa.float64()), ("producer_epoch", pa.float64()), ("is_transactional", pa.float64()),
+        ("is_control", pa.float64()), ("batch_base_offset", pa.float64())])), tmp_path / "d.parquet")
+    (tmp_path / "d.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    for name in ("d.parquet", "d.jsonl"):
+        out = list(read_tabular_dump(tmp_path / name))
+        problems = [(o.kind, o.position) for o in out if isinstance(o, ReadProblem)]
+        assert problems == [("invalid_row", 2), ("invalid_row", 3)], (name, out)
+        reasons = [o.reason for o in out if isinstance(o, ReadProblem)]
+        assert "past 2**53" in reasons[0] and "10.5" in reasons[1], reasons
+        got = [(r.offset, r.batch.producer_id, r.batch.producer_epoch, r.timestamp, r.batch.timestamp_type,
+                r.batch.is_transactional) for r in out if isinstance(r, LogRecord)]
+        assert got == [(0, 7, 1, 10, "CreateTime", False), (1, -1, 1, 10, "CreateTime", False),
+                       (4, 7, 1, 10, "LogAppendTime", False), (5, 7, 1, 10, "CreateTime", False)], (name, got)
+        assert all(type(r.batch.producer_id) is int for r in out if isinstance(r, LogRecord))
+        assert {p: (c["records_in"], c["collapsed_duplicates"]) for p, c in count_tabular(
+            str(tmp_path / name)).items()} == {3: (6, 0)}, name
+
+
 @pytest.mark.parametrize("key, value, message", [
     (pa.array([1], pa.int64()), pa.array([b"v"]), "key column holds int64, not bytes or text"),
     (pa.array([[1]]), pa.array([b"v"]), "key column holds list<element: int64>, not bytes or text"),
