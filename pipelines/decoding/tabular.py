@@ -129,7 +129,8 @@ def read_tabular_dump(path: str | os.PathLike, *, fmt: str | None = None, encodi
         malformed.extend((first_row + i, f"{os.path.basename(f)}: {why}") for i, why in bad)
         first_row += n_rows
     try:
-        table = pa.concat_tables(tables, promote_options="permissive") if len(tables) > 1 else tables[0]
+        table = pa.concat_tables(_facts_alike(tables), promote_options="permissive") if len(tables) > 1 \
+            else tables[0]
     except (pa.ArrowInvalid, pa.ArrowTypeError) as e:
         raise InvalidFieldError(f"part files of {p} have incompatible schemas: {e}", field="schema") from None
     missing = [c for c in _REQUIRED if c not in table.column_names]
@@ -309,6 +310,27 @@ def _facts_as_doubles(table: pa.Table) -> bool:
     with a fraction) does that to its whole column, and every other row's value, read as a double, is no whole
     number to `row_faults` (a long past 2**53 comes back as another): the rows are then read one at a time."""
     return any(pa.types.is_floating(table.schema.field(c).type) for c in _FACT_COLUMNS if c in table.column_names)
+
+
+#: the batch facts and timestamps `row_faults` reads row by row, whatever a part file typed them as
+_ROW_CHECKED = (*_FACT_COLUMNS, "is_transactional", "is_control")
+
+
+def _facts_alike(tables: list[pa.Table]) -> list[pa.Table]:
+    """The part files of one dump with each batch fact typed alike: where the parts type one differently (a part
+    holding one value past a long or with a fraction keeps it as text, `_read_lines`, or as doubles, beside a part of
+    longs), every part's as the text `row_faults` reads, each value exact. Joined as they were, the parts were one
+    `incompatible schemas` refusal of the whole dump, or longs rounded to doubles, for the one row that is
+    invalid."""
+    for name in _ROW_CHECKED:
+        types = {t.schema.field(name).type for t in tables if name in t.column_names}
+        if len(types) < 2 or all(pa.types.is_integer(x) or pa.types.is_null(x) for x in types):
+            continue
+        for i, t in enumerate(tables):
+            if name in t.column_names and not pa.types.is_string(t.schema.field(name).type):
+                values = [None if v is None else _as_text(v) for v in t.column(name).to_pylist()]
+                tables[i] = t.set_column(t.column_names.index(name), name, pa.array(values, pa.string()))
+    return tables
 
 
 def _read_lines(path: str, fmt: str) -> tuple[pa.Table, list[tuple[int, str]], int]:

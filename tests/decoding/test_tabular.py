@@ -359,6 +359,35 @@ def test_batch_facts_a_writer_stored_as_doubles_are_read_where_a_double_holds_th
             str(tmp_path / name)).items()} == {3: (6, 0)}, name
 
 
+@pytest.mark.parametrize("fmt", ["jsonl", "parquet"])
+def test_one_part_file_typing_a_fact_otherwise_is_its_invalid_row_not_the_dump_refused(tmp_path, fmt):
+    """A dump of part files, one of them holding a producer id past a long (kept as text) or a fraction (doubles)
+    beside parts of longs: the parts were joined by their types, and the whole dump was refused ("incompatible
+    schemas"), or its producer ids past 2**53 rounded to doubles. That row alone is invalid; every other row is
+    read with its exact producer id."""
+    from pipelines.frames.decode import count_tabular
+
+    pid = (1 << 62) + 1
+    rows = _commit_rows(6, producer_id=pid, producer_epoch=0, is_transactional=False, is_control=False)
+    # the second part: a producer id past a long (JSON), or a part of doubles (Parquet) with one fraction
+    small = pid if fmt == "jsonl" else 7.0
+    parts = [rows[:3], [dict(rows[3], producer_id=small), dict(rows[4], producer_id=1 << 64 if fmt == "jsonl" else 2.5),
+                        dict(rows[5], producer_id=small)]]
+    (tmp_path / "d").mkdir()
+    for i, part in enumerate(parts):
+        if fmt == "jsonl":
+            (tmp_path / "d" / f"part-{i}.jsonl").write_text("\n".join(json.dumps(r) for r in part) + "\n")
+        else:
+            wide = [dict(r, key=bytes.fromhex(r["key"]), value=bytes.fromhex(r["value"])) for r in part]
+            pq.write_table(pa.Table.from_pylist(wide), tmp_path / "d" / f"part-{i}.parquet")
+    out = list(read_tabular_dump(tmp_path / "d"))
+    assert [(o.kind, o.position) for o in out if isinstance(o, ReadProblem)] == [("invalid_row", 4)], out
+    assert [(r.offset, r.batch.producer_id) for r in out if isinstance(r, LogRecord)] == [
+        (0, pid), (1, pid), (2, pid), (3, int(small)), (5, int(small))]
+    assert {p: (c["records_in"], c["collapsed_duplicates"]) for p, c in count_tabular(
+        str(tmp_path / "d")).items()} == {3: (6, 0)}
+
+
 @pytest.mark.parametrize("key, value, message", [
     (pa.array([1], pa.int64()), pa.array([b"v"]), "key column holds int64, not bytes or text"),
     (pa.array([[1]]), pa.array([b"v"]), "key column holds list<element: int64>, not bytes or text"),
