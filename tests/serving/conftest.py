@@ -6,6 +6,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -111,12 +112,18 @@ def running_server(warehouse: Path, *extra: str, timeout: float = 60.0):
     cmd = [sys.executable, "-m", "jobs.cli", "serve", "--warehouse", str(warehouse), "--port", str(port),
            "--log-level", "warning", *extra]
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    # drained as it comes: a server that logs more than a pipe holds (64 KB) would block on its next line, and every
+    # request after it with it
+    output: list[str] = []
+    drain = threading.Thread(target=lambda: output.extend(proc.stdout), daemon=True)
+    drain.start()
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + timeout
         while True:
             if proc.poll() is not None:
-                raise RuntimeError(f"server exited with {proc.returncode}: {proc.stdout.read()}")
+                drain.join(5)
+                raise RuntimeError(f"server exited with {proc.returncode}: {''.join(output)}")
             try:
                 r = httpx.get(base + "/health", timeout=2)
                 if r.status_code == 200 and r.json()["status"] in ("ok", "empty"):
