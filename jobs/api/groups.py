@@ -67,7 +67,7 @@ async def group_offsets(
     """The group's committed offsets: `{topic, partition, committed_offset, leader_epoch, metadata,
     commit_timestamp, log_start_offset, log_end_offset, lag, lag_seconds, commit_age_seconds}` in topic, partition
     order (the lag at the snapshot's as_of; null when unknown). The snapshot is in the X-Offsetlake-Snapshot
-    header."""
+    header (for an id of printable ASCII; `/groups/{id}` names any in its body)."""
     return await _point(server, snapshot, ("offsets", group_id, topic, partition),
                         lambda idx: views.group_offsets(idx, group_id, topic, partition))
 

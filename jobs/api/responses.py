@@ -1,5 +1,6 @@
 """How the API answers: JSON naming its snapshot (in the body, and in the `X-Offsetlake-Snapshot` header when the
-id is ASCII), bytes kept serialized, the error answers every route documents, and HEAD as GET without the body.
+id is one an HTTP header can carry as it is), bytes kept serialized, the error answers every route documents, and
+HEAD as GET without the body.
 """
 from __future__ import annotations
 
@@ -20,8 +21,13 @@ AUTH_ERRORS = {401: {"model": ErrorOut, "description": "missing or wrong bearer 
 
 
 def snapshot_headers(snapshot_id: str | None) -> dict[str, str] | None:
-    # an HTTP header holds latin-1 at most; a snapshot id beyond ASCII is named in the body alone
-    return {SNAPSHOT_HEADER: snapshot_id} if snapshot_id and snapshot_id.isascii() else None
+    """The header naming the snapshot, for an id a header value holds as it is: printable ASCII without a space at
+    either end (RFC 9110 5.5). Any other id is named in the body alone: a control character (a warehouse's run may
+    have been given one) made uvicorn refuse the whole answer, the client's connection closed with no response, and
+    a client strips the spaces at the ends, so the header would name another id."""
+    if snapshot_id and snapshot_id == snapshot_id.strip(" ") and all(" " <= c <= "~" for c in snapshot_id):
+        return {SNAPSHOT_HEADER: snapshot_id}
+    return None
 
 
 def json_response(content: Any, snapshot_id: str | None = None, status_code: int = 200) -> JSONResponse:

@@ -53,3 +53,33 @@ def test_bytes_that_are_not_utf8_are_a_400(server, path):
     r = httpx.get(server + path, timeout=20)
     assert r.status_code == 400 and "not UTF-8" in r.json()["detail"], r.text
     assert httpx.get(server + "/groups/%EF%BF%BD", timeout=20).status_code == 404  # U+FFFD itself is an id
+
+
+ODD_SNAPSHOT_IDS = ["s\x01", "a\r\nX-Injected: 1", " padded ", "tab\there", "del\x7f"]
+
+
+@pytest.fixture(scope="module")
+def odd_snapshots(tmp_path_factory):
+    """A warehouse whose snapshot ids hold what an HTTP header cannot carry as it is (a run may be given any id)."""
+    from .conftest import running_server
+    from .warehouse_kit import WarehouseKit, group, offset, ts
+
+    k = WarehouseKit(tmp_path_factory.mktemp("odd-ids"))
+    for i, sid in enumerate(ODD_SNAPSHOT_IDS + ["plain"]):
+        k.snapshot(sid, groups=[group("g")], offsets=[offset("g", "t", 0, 10 + i)], as_of=ts(10 * (i + 1)))
+    with running_server(k.root) as base:
+        yield base
+
+
+@pytest.mark.parametrize("sid", ODD_SNAPSHOT_IDS, ids=repr)
+def test_a_snapshot_id_no_header_can_carry_is_named_in_the_body(odd_snapshots, sid):
+    """A snapshot id holding a control character was put in the X-Offsetlake-Snapshot header as it is: uvicorn
+    refused the answer and closed the connection without a response (a 500 in its log) on every route of it."""
+    i = ODD_SNAPSHOT_IDS.index(sid)
+    r = httpx.get(odd_snapshots + "/groups/g/offsets", params={"snapshot": sid}, timeout=20)
+    assert r.status_code == 200 and r.json()[0]["committed_offset"] == 10 + i, r.text
+    assert "X-Offsetlake-Snapshot" not in r.headers  # the id, as a header, would be another one or none
+    r = httpx.get(odd_snapshots + "/groups/g", params={"snapshot": sid}, timeout=20)
+    assert r.status_code == 200 and r.json()["snapshot_id"] == sid
+    r = httpx.get(odd_snapshots + "/groups/g", timeout=20)  # a plain id keeps its header
+    assert r.headers["X-Offsetlake-Snapshot"] == "plain"
