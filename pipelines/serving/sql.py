@@ -82,8 +82,84 @@ def run(con: duckdb.DuckDBPyConnection, query: str) -> tuple[list[str], list[tup
     t = cur.to_arrow_table()
     if not t.num_columns:
         return cols, []
-    columns = [[_parsed(v) for v in c.to_pylist()] if j else c.to_pylist() for c, j in zip(t.columns, is_json)]
+    columns = [[_parsed(v) for v in c.to_pylist()] if j else _values(c, name) for c, j, name in
+               zip(t.columns, is_json, cols)]
     return cols, [tuple(r) for r in zip(*columns)]
+
+
+# DuckDB's infinite instants as its Arrow export holds them: the largest value of the type and its negation
+_INFINITE = {2**63 - 1: "infinity", -(2**63 - 1): "-infinity"}
+_INFINITE_DAYS = {2**31 - 1: "infinity", -(2**31 - 1): "-infinity"}
+
+
+def _values(col: pa.ChunkedArray, name: str) -> list:
+    """A column's Python values. A timestamp or date past Python's years 1-9999 (`'infinity'::TIMESTAMP`,
+    `to_timestamp(1e12)`, a date BC) was a traceback: it prints as DuckDB's `infinity` / `-infinity` or as an
+    ISO-8601 instant with an expanded year (`+33658-09-27T01:46:40Z`); `'infinity'::TIMESTAMP_NS`, which Python
+    holds, printed as 2262-04-11T23:47:16.854775807Z."""
+    if pa.types.is_timestamp(col.type) or pa.types.is_date32(col.type):
+        return _instants(col)
+    try:
+        return col.to_pylist()
+    except (OverflowError, ValueError) as e:  # such an instant nested in a list, struct or map
+        raise duckdb.InvalidInputException(
+            f"column {name!r} holds a value Python cannot hold ({e}): cast it to VARCHAR") from None
+
+
+def _instants(col: pa.ChunkedArray) -> list:
+    is_date = pa.types.is_date32(col.type)
+    raw = col.cast(pa.int32() if is_date else pa.int64()).to_pylist()
+    infinite = _INFINITE_DAYS if is_date else _INFINITE
+    if not any(v in infinite for v in raw):
+        try:
+            return col.to_pylist()
+        except (OverflowError, ValueError):
+            pass
+    unit = "D" if is_date else col.type.unit
+    out = []
+    for v, scalar in zip(raw, (s for chunk in col.chunks for s in chunk)):
+        if v is None or v in infinite:
+            out.append(None if v is None else infinite[v])
+            continue
+        try:
+            out.append(scalar.as_py())
+        except (OverflowError, ValueError):
+            out.append(_far_instant(v, unit))
+    return out
+
+
+_PER_SECOND = {"s": 1, "ms": 1_000, "us": 1_000_000, "ns": 1_000_000_000}
+
+
+def _far_instant(v: int, unit: str) -> str:
+    """An instant past Python's years 1-9999 in ISO-8601's expanded form (a signed year, year 0 = 1 BC): a date
+    when the unit is days, else UTC with a Z and the fraction of a second when there is one."""
+    if unit == "D":
+        days, secs, frac = v, 0, 0
+    else:
+        secs, frac = divmod(v, _PER_SECOND[unit])
+        days, secs = divmod(secs, 86400)
+    y, m, d = _civil(days)
+    date = f"{y:04d}-{m:02d}-{d:02d}" if 0 <= y <= 9999 else f"{y:+05d}-{m:02d}-{d:02d}"
+    if unit == "D":
+        return date
+    hh, rest = divmod(secs, 3600)
+    fraction = ""
+    if frac:  # as datetime.isoformat prints one: six digits (nine for nanoseconds)
+        fraction = f".{frac:09d}" if unit == "ns" else f".{frac * 1_000_000 // _PER_SECOND[unit]:06d}"
+    return f"{date}T{hh:02d}:{rest // 60:02d}:{rest % 60:02d}{fraction}Z"
+
+
+def _civil(days: int) -> tuple[int, int, int]:
+    """Days since 1970-01-01 -> proleptic Gregorian (year, month, day), any year (H. Hinnant's civil_from_days)."""
+    z = days + 719468
+    era = z // 146097
+    doe = z - era * 146097
+    yoe = (doe - doe // 1460 + doe // 36524 - doe // 146096) // 365
+    doy = doe - (365 * yoe + yoe // 4 - yoe // 100)
+    mp = (5 * doy + 2) // 153
+    m = mp + 3 if mp < 10 else mp - 9
+    return yoe + era * 400 + (m <= 2), m, doy - (153 * mp + 2) // 5 + 1
 
 
 def _parsed(v: str | None) -> Any:

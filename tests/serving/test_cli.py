@@ -257,6 +257,27 @@ def test_sql_errors_and_no_file_access(run):
         assert r.exit_code == 2 and r.stderr == f"error: no SQL statement in {empty!r}\n", r.output
 
 
+def test_sql_prints_instants_past_pythons_years_as_duckdb_holds_them(run):
+    """A timestamp or date outside Python's years 1-9999 was a traceback (exit 1) in every format: DuckDB's
+    infinities, `to_timestamp(1e12)`, a date BC; and `'infinity'::TIMESTAMP_NS` printed as a day of 2262."""
+    q = ("SELECT 'infinity'::TIMESTAMP AS a, '-infinity'::TIMESTAMPTZ AS b, '-infinity'::DATE AS c, "
+         "'infinity'::TIMESTAMP_NS AS d, to_timestamp(1e12) AS e, '0001-01-01'::TIMESTAMP - INTERVAL 1 DAY AS f, "
+         "'5877642-06-25 (BC)'::DATE AS g, '294247-01-10 04:00:54.775806'::TIMESTAMP AS h, "
+         "'2026-01-01 00:00:00.5'::TIMESTAMP_MS AS i, DATE '2026-01-02' AS j")
+    want = ["infinity", "-infinity", "-infinity", "infinity", "+33658-09-27T01:46:40Z", "0000-12-31T00:00:00Z",
+            "-5877641-06-25", "+294247-01-10T04:00:54.775806Z", "2026-01-01T00:00:00.500000Z", "2026-01-02"]
+    r = run("sql", q, "--format", "json")
+    assert r.exit_code == 0, r.output
+    assert list(json.loads(r.stdout)[0].values()) == want
+    r = run("sql", q, "--format", "csv")
+    assert r.exit_code == 0 and r.stdout.splitlines()[1] == ",".join(want), r.output
+    r = run("sql", q)
+    assert r.exit_code == 0 and [c.strip() for c in r.stdout.splitlines()[3].split("|")[1:-1]] == want
+    # one nested in a list: one line, and how to read it
+    r = run("sql", "SELECT [to_timestamp(1e12)] AS x")
+    assert r.exit_code == 2 and r.stderr.startswith("error: column 'x' holds a value Python cannot hold"), r.output
+
+
 def test_sql_of_several_statements_is_refused(run):
     """DuckDB runs every statement and answers the last: `SELECT count(*) FROM loaded_groups; SELECT count(*) FROM
     loaded_offsets` printed one count, the offsets', under a query that names the groups first."""
