@@ -16,6 +16,7 @@ import csv
 import datetime as dt
 import io
 import json
+import math
 from typing import Any
 
 import duckdb
@@ -188,6 +189,8 @@ def _sql_leaf(v: Any) -> Any:
         return iso_duration(v.months, v.days, v.nanoseconds)
     if isinstance(v, dt.timedelta):  # Arrow duration columns
         return iso_duration(0, v.days, (v.seconds * 1_000_000 + v.microseconds) * 1000)
+    if isinstance(v, float) and not math.isfinite(v):  # JSON has no NaN or infinity: printed as in the table
+        return str(v)
     return NotImplemented
 
 

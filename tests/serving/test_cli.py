@@ -278,6 +278,16 @@ def test_sql_prints_instants_past_pythons_years_as_duckdb_holds_them(run):
     assert r.exit_code == 2 and r.stderr.startswith("error: column 'x' holds a value Python cannot hold"), r.output
 
 
+def test_sql_json_is_json_for_nan_and_infinity(run):
+    """`--format json` printed NaN and Infinity, which no JSON parser reads (the table and CSV print nan, inf)."""
+    r = run("sql", "SELECT 'nan'::DOUBLE AS n, '-inf'::FLOAT AS i, ['inf'::DOUBLE] AS l, 1.5::DOUBLE AS x", "--format", "json")
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout, parse_constant=lambda c: pytest.fail(f"not JSON: {c}")) == [
+        {"n": "nan", "i": "-inf", "l": ["inf"], "x": 1.5}]
+    r = run("sql", "SELECT 'nan'::DOUBLE AS n, '-inf'::FLOAT AS i", "--format", "csv")
+    assert r.stdout == "n,i\nnan,-inf\n"
+
+
 def test_sql_of_several_statements_is_refused(run):
     """DuckDB runs every statement and answers the last: `SELECT count(*) FROM loaded_groups; SELECT count(*) FROM
     loaded_offsets` printed one count, the offsets', under a query that names the groups first."""
