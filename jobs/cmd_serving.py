@@ -363,9 +363,9 @@ def sql(warehouse, query, snapshot_id, fmt):
     con = sqlmod.connect(reader, snap)
     try:
         cols, rows = sqlmod.run(con, query)
+        out = sqlmod.render(cols, rows, fmt)
     except duckdb.Error as e:
         fail(str(e))
-    out = sqlmod.render(cols, rows, fmt)
     click.echo(view(out) if fmt == "table" else out, nl=False)
 
 

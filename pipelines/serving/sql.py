@@ -17,6 +17,7 @@ import datetime as dt
 import io
 import json
 import math
+from collections import Counter
 from typing import Any
 
 import duckdb
@@ -206,6 +207,12 @@ def _cell(v: Any) -> str:
 
 def render(cols: list[str], rows: list[tuple], fmt: str) -> str:
     if fmt == "json":
+        # an object holds a name once: `SELECT * FROM a JOIN b ON …` kept b's snapshot_id, record_offset, … alone
+        twice = [f"{n} columns named {c!r}" for c, n in Counter(cols).items() if n > 1]
+        if twice:
+            raise duckdb.InvalidInputException(
+                f"the result has {', '.join(twice)}, and a JSON object holds one value per name: name them apart "
+                "(AS), or use --format csv or table")
         return json.dumps([{c: _plain(v) for c, v in zip(cols, r)} for r in rows], default=str, ensure_ascii=False) + "\n"
     if fmt == "csv":
         buf = io.StringIO()

@@ -288,6 +288,19 @@ def test_sql_json_is_json_for_nan_and_infinity(run):
     assert r.stdout == "n,i\nnan,-inf\n"
 
 
+def test_sql_json_refuses_two_columns_of_one_name(run):
+    """A JSON object holds a name once: `SELECT * FROM loaded_offsets JOIN loaded_groups USING (group_id)` printed
+    one `record_offset` per row, the group's, where the table and CSV print both."""
+    q = "SELECT * FROM loaded_offsets o JOIN loaded_groups g USING (group_id) WHERE group_id = 'payments'"
+    r = run("sql", q, "--format", "json")
+    assert r.exit_code == 2 and r.stderr.startswith("error: the result has 2 columns named 'snapshot_id'"), r.output
+    assert "2 columns named 'record_offset'" in r.stderr and r.stdout == ""
+    r = run("sql", q, "--format", "csv")
+    assert r.exit_code == 0 and r.stdout.splitlines()[0].split(",").count("record_offset") == 2
+    r = run("sql", "SELECT o.record_offset, g.record_offset AS group_record_offset " + q[8:], "--format", "json")
+    assert r.exit_code == 0 and len(json.loads(r.stdout)) == 3
+
+
 def test_sql_of_several_statements_is_refused(run):
     """DuckDB runs every statement and answers the last: `SELECT count(*) FROM loaded_groups; SELECT count(*) FROM
     loaded_offsets` printed one count, the offsets', under a query that names the groups first."""
