@@ -157,10 +157,10 @@ def restore_plan(warehouse, as_of, out, snapshot_id, groups, group_regex, change
 @click.command()
 @warehouse_opt
 @click.argument("group", required=False)
-@click.option("--members", "mode", flag_value="members", help="members: consumer id, host, client id, #partitions")
-@click.option("--state", "mode", flag_value="state", help="state, assignment strategy, #members")
-@click.option("--offsets", "mode", flag_value="offsets", default=True, help="offsets per partition (the default)")
-@click.option("--history", "mode", flag_value="history",
+@click.option("--members", is_flag=True, help="members: consumer id, host, client id, #partitions")
+@click.option("--state", is_flag=True, help="state, assignment strategy, #members")
+@click.option("--offsets", is_flag=True, help="offsets per partition (the default)")
+@click.option("--history", is_flag=True,
               help="the group's rebalances from the log: generations/epochs, members joining and leaving, deletions")
 @click.option("--all-groups", is_flag=True, help="every consumer group of the snapshot")
 @click.option("--end-offsets", "end_offsets", type=click.File("rb"), default=None,
@@ -168,8 +168,16 @@ def restore_plan(warehouse, as_of, out, snapshot_id, groups, group_regex, change
                    "output (topic:partition:offset) or CSV topic,partition,end_offset")
 @click.option("--verbose", is_flag=True, help="Kafka 4.0's --verbose columns")
 @snapshot_opt
-def describe(warehouse, group, mode, all_groups, end_offsets, verbose, snapshot_id):
+def describe(warehouse, group, members, state, offsets, history, all_groups, end_offsets, verbose, snapshot_id):
     """A group as `kafka-consumer-groups --describe` shows it (offsets, --members or --state)."""
+    # one view a run, as kafka-consumer-groups --describe takes at most one of --members, --offsets, --state
+    # (ConsumerGroupCommandOptions.checkArgs, 4.0): two were the last one given, the other dropped without a word
+    views_asked = [f"--{n}" for n, on in (("members", members), ("state", state), ("offsets", offsets),
+                                          ("history", history)) if on]
+    if len(views_asked) > 1:
+        raise click.UsageError(f"give at most one of --members, --state, --offsets, --history, not "
+                               f"{' and '.join(views_asked)}")
+    mode = views_asked[0][2:] if views_asked else "offsets"
     if all_groups and group:
         raise click.UsageError("give either GROUP or --all-groups, not both")
     if not all_groups and group is None:

@@ -257,6 +257,21 @@ def test_sql_errors_and_no_file_access(run):
         assert r.exit_code == 2 and r.stderr == f"error: no SQL statement in {empty!r}\n", r.output
 
 
+@pytest.mark.parametrize("views", [["--members", "--state"], ["--state", "--offsets"], ["--offsets", "--history"],
+                                   ["--history", "--members"]], ids=" ".join)
+def test_describe_takes_one_view(run, views):
+    """`describe G --members --state` printed the view named last alone, as if the other had not been asked for;
+    kafka-consumer-groups --describe takes at most one of --members, --offsets, --state (ConsumerGroupCommandOptions,
+    4.0)."""
+    r = run("describe", "payments", *views)
+    assert r.exit_code == 2 and r.stdout == "", r.output
+    assert r.stderr.startswith("error: give at most one of --members, --state, --offsets, --history, not "), r.stderr
+    assert all(v in r.stderr.split(", not ")[1] for v in views) and r.stderr.count("\n") == 1
+    alone = run("describe", "payments", views[0])
+    assert alone.exit_code in (0, 1) and alone.output and "error:" not in alone.output  # each alone answers
+    assert run("describe", "payments").stdout == run("describe", "payments", "--offsets").stdout
+
+
 def test_sql_prints_instants_past_pythons_years_as_duckdb_holds_them(run):
     """A timestamp or date outside Python's years 1-9999 was a traceback (exit 1) in every format: DuckDB's
     infinities, `to_timestamp(1e12)`, a date BC; and `'infinity'::TIMESTAMP_NS` printed as a day of 2262."""
