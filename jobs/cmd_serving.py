@@ -221,7 +221,7 @@ def describe(warehouse, group, members, state, offsets, history, all_groups, end
 @warehouse_opt
 @click.option("--group", default=None, help="group id")
 @click.option("--topic", default=None, help="topic")
-@click.option("--partition", type=click.IntRange(min=0), default=None, help="partition (needs --topic)")
+@click.option("--partition", type=click.IntRange(0, 2**31 - 1), default=None, help="partition (needs --topic)")
 @snapshot_opt
 def lookup(warehouse, group, topic, partition, snapshot_id):
     """Committed offsets by group / topic / partition, as JSON (the API's answers)."""

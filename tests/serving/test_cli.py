@@ -272,6 +272,16 @@ def test_describe_takes_one_view(run, views):
     assert run("describe", "payments").stdout == run("describe", "payments", "--offsets").stdout
 
 
+def test_lookup_partition_past_an_int_is_refused(run):
+    """A partition is an int32 (OffsetCommitKey.json, 4.0): `--partition 2147483648` answered an empty list
+    (exit 1) as if the topic had no such partition, where the API refuses it (`/groups/{id}/offsets?partition=`,
+    400)."""
+    r = run("lookup", "--topic", "orders", "--partition", str(2**31))
+    assert r.exit_code == 2 and "2147483648 is not in the range 0<=x<=2147483647" in r.stderr, r.output
+    r = run("lookup", "--topic", "orders", "--partition", str(2**31 - 1))
+    assert r.exit_code == 1 and json.loads(r.stdout)["offsets"] == []
+
+
 def test_sql_prints_instants_past_pythons_years_as_duckdb_holds_them(run):
     """A timestamp or date outside Python's years 1-9999 was a traceback (exit 1) in every format: DuckDB's
     infinities, `to_timestamp(1e12)`, a date BC; and `'infinity'::TIMESTAMP_NS` printed as a day of 2262."""
