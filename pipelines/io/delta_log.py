@@ -42,7 +42,9 @@ class Commit:
     def __init__(self, name: str, text: str) -> None:
         self.name = name
         self.actions: list[tuple[str, dict]] = []
-        for n, line in enumerate(text.splitlines(), start=1):
+        # one action a line, lines ended by \n (PROTOCOL.md "Delta Log Entries"): str.splitlines also ends one at
+        # U+2028, U+2029 and U+0085, which JSON writers leave raw inside strings (a group id in an add's stats)
+        for n, line in enumerate(text.split("\n"), start=1):
             if not line.strip():
                 continue
             try:

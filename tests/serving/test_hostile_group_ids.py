@@ -145,3 +145,25 @@ def test_the_page_opens_every_group_by_its_link(server, tmp_path):
             assert [[r[0], r[1], r[3]] for r in _rows(b, "#offsets-table tbody tr")] == [["orders", str(i), str(100 + i)]]
             link = b.js("return document.getElementById('group-permalink').href")
             assert link.endswith("?snapshot=h1#/groups/" + quote(gid, safe="")), link
+
+
+@pytest.mark.parametrize("sep", ["\u2028", "\u2029", "\x85"], ids=["U+2028", "U+2029", "U+0085"])
+def test_a_line_separator_in_an_id_keeps_the_warehouse_readable(tmp_path, sep):
+    """delta-rs writes a group id's U+2028, U+2029 or U+0085 raw in a commit's JSON (an add's min/max stats, a
+    snapshot id's partition value); the Delta log check split the commit file's lines at them, as str.splitlines
+    does, and every read of the warehouse failed on 'line 4 is not JSON': serve, describe, lookup, sql. A Delta
+    log's lines end at a newline alone."""
+    from jobs.cli import main
+
+    from .warehouse_kit import WarehouseKit, group, offset, ts
+
+    gid, sid = f"g{sep}x", f"s{sep}1"
+    WarehouseKit(tmp_path).snapshot(sid, groups=[group(gid)], offsets=[offset(gid, f"t{sep}", 0, 42)], as_of=ts(10))
+    r = CliRunner().invoke(main, ["lookup", "--warehouse", str(tmp_path), "--group", gid], catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.stdout)
+    assert out["snapshot_id"] == sid and [(o["topic"], o["committed_offset"]) for o in out["offsets"]] == [
+        (f"t{sep}", 42)]
+    r = CliRunner().invoke(main, ["sql", "--warehouse", str(tmp_path), "--format", "json",
+                                  "SELECT group_id, committed_offset FROM loaded_offsets"], catch_exceptions=False)
+    assert r.exit_code == 0 and json.loads(r.stdout) == [{"group_id": gid, "committed_offset": 42}], r.output
