@@ -65,5 +65,7 @@ async def check_token(server: Served, creds: HTTPAuthorizationCredentials | None
     """The routes' guard when the server has a token (`/health` and the page stay open)."""
     if server.token is None:
         return
-    if creds is None or not secrets.compare_digest(creds.credentials.encode(), server.token.encode()):
+    # the header as its bytes: Starlette decodes a header as latin-1, so a token beyond ASCII, sent as UTF-8 (curl,
+    # httpx, a browser), was read as other characters and refused, every client locked out
+    if creds is None or not secrets.compare_digest(creds.credentials.encode("latin-1"), server.token.encode()):
         raise StarletteHTTPException(401, "missing or wrong bearer token", headers={"WWW-Authenticate": "Bearer"})

@@ -377,6 +377,16 @@ def test_new_snapshot_while_requests_are_in_flight_never_mixes(tmp_path):
         assert len(seen) >= 2 and 4 in seen
 
 
+def test_a_bearer_token_beyond_ascii_is_matched_as_sent(story):
+    """`serve --token 's3cr€t'` refused every request, the right token too: the client sends the header's UTF-8
+    bytes, and the server read them as latin-1, another string than the token."""
+    with running_server(story, "--token", "s3cr€t") as base:
+        ok = httpx.get(base + "/groups/payments", headers={"Authorization": "Bearer s3cr€t".encode()})
+        assert ok.status_code == 200 and ok.json()["group"]["group_id"] == "payments", ok.text
+        for wrong in (b"Bearer s3cr\xe9t", b"Bearer s3cr?t", b"Bearer s3cr"):
+            assert httpx.get(base + "/groups/payments", headers={"Authorization": wrong}).status_code == 401
+
+
 def test_cached_point_lookups_keep_auth_and_parameters(story):
     """The response cache in front of the app never bypasses the token, the snapshot or the other parameters."""
     with running_server(story, "--token", "s3cret") as base:
