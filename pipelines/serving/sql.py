@@ -102,10 +102,37 @@ def _values(col: pa.ChunkedArray, name: str) -> list:
     if pa.types.is_timestamp(col.type) or pa.types.is_date32(col.type):
         return _instants(col)
     try:
+        if _holds_map(col.type):  # Arrow gives a map as a list of pairs, an empty one as [], printed as a list
+            return [_as_json_maps(v, col.type) for v in col.to_pylist()]
         return col.to_pylist()
     except (OverflowError, ValueError) as e:  # such an instant nested in a list, struct or map
         raise duckdb.InvalidInputException(
             f"column {name!r} holds a value Python cannot hold ({e}): cast it to VARCHAR") from None
+
+
+def _is_list(t: pa.DataType) -> bool:
+    return pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t)
+
+
+def _holds_map(t: pa.DataType) -> bool:
+    if pa.types.is_map(t):
+        return True
+    if pa.types.is_struct(t):
+        return any(_holds_map(f.type) for f in t)
+    return _is_list(t) and _holds_map(t.value_type)
+
+
+def _as_json_maps(v: Any, t: pa.DataType) -> Any:
+    """A value with each map in it as a dict (keys as text), by its type: an empty map is `{}`, not `[]`."""
+    if v is None:
+        return None
+    if pa.types.is_map(t):
+        return {str(k): _as_json_maps(x, t.item_type) for k, x in v}
+    if pa.types.is_struct(t):
+        return {f.name: _as_json_maps(v.get(f.name), f.type) for f in t}
+    if _is_list(t):
+        return [_as_json_maps(x, t.value_type) for x in v]
+    return v
 
 
 def _instants(col: pa.ChunkedArray) -> list:

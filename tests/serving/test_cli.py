@@ -313,6 +313,18 @@ def test_sql_json_is_json_for_nan_and_infinity(run):
     assert r.stdout == "n,i\nnan,-inf\n"
 
 
+def test_sql_prints_an_empty_map_as_an_object(run):
+    """A map prints as a JSON object, but an empty one printed as `[]` (Arrow gives a map as its list of pairs), at
+    the top or nested: a run's record_type_counts of an empty input was a list beside every other run's object."""
+    q = ("SELECT MAP {} AS m, MAP {'a': 1} AS n, [MAP {}] AS l, {'s': MAP {}} AS st, MAP {1: MAP {}} AS y, "
+         "NULL::MAP(VARCHAR, INT) AS z")
+    r = run("sql", q, "--format", "json")
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout) == [{"m": {}, "n": {"a": 1}, "l": [{}], "st": {"s": {}}, "y": {"1": {}}, "z": None}]
+    r = run("sql", q, "--format", "csv")
+    assert r.stdout.splitlines()[1] == '{},"{""a"": 1}",[{}],"{""s"": {}}","{""1"": {}}",'
+
+
 def test_sql_json_refuses_two_columns_of_one_name(run):
     """A JSON object holds a name once: `SELECT * FROM loaded_offsets JOIN loaded_groups USING (group_id)` printed
     one `record_offset` per row, the group's, where the table and CSV print both."""
