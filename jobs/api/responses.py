@@ -1,6 +1,6 @@
 """How the API answers: JSON naming its snapshot (in the body, and in the `X-Offsetlake-Snapshot` header when the
 id is one an HTTP header can carry as it is), bytes kept serialized, the error answers every route documents, and
-HEAD as GET without the body.
+HEAD as GET without the body (a 405's Allow names both).
 """
 from __future__ import annotations
 
@@ -58,8 +58,11 @@ class HeadAsGet:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["method"] != "HEAD":
+        if scope["type"] != "http":
             await self.app(scope, receive, send)
+            return
+        if scope["method"] != "HEAD":
+            await self.app(scope, receive, _allow_head(send))
             return
 
         async def headers_only(message: Message) -> None:
@@ -70,3 +73,21 @@ class HeadAsGet:
             await send(message)
 
         await self.app({**scope, "method": "GET"}, receive, headers_only)
+
+
+def _allow_head(send: Send) -> Send:
+    """A 405's Allow names HEAD beside GET (RFC 9110 15.5.6: the methods the resource supports); it said `GET`
+    alone, so a client asking with OPTIONS or POST was told HEAD is refused."""
+
+    async def sender(message: Message) -> None:
+        if message["type"] == "http.response.start" and message["status"] == 405:
+            headers = []
+            for k, v in message.get("headers", []):
+                methods = [m.strip() for m in v.decode("latin-1").split(",")]
+                if k.lower() == b"allow" and "GET" in methods and "HEAD" not in methods:
+                    v = ", ".join(methods + ["HEAD"]).encode("latin-1")
+                headers.append((k, v))
+            message = {**message, "headers": headers}
+        await send(message)
+
+    return sender

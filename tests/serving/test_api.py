@@ -140,6 +140,16 @@ def test_head_answers_as_get_without_the_body(server, path, status):
     assert head.headers.get("x-offsetlake-snapshot") == got.headers.get("x-offsetlake-snapshot")
 
 
+@pytest.mark.parametrize("method", ["OPTIONS", "POST", "PUT", "DELETE", "PATCH"])
+@pytest.mark.parametrize("path", ["/health", "/groups/payments", "/groups/payments/offsets", "/", "/metrics"])
+def test_a_method_a_route_refuses_is_a_405_allowing_get_and_head(server, method, path):
+    """The API is read-only: any other method is a 405 (JSON, nothing read or written) whose Allow header names
+    what the route answers; it said `GET` alone, though every route answers HEAD as its GET."""
+    r = httpx.request(method, server + path, timeout=10)
+    assert r.status_code == 405 and r.json() == {"detail": "Method Not Allowed"}
+    assert r.headers["allow"] == "GET, HEAD"
+
+
 def test_bad_partition_is_400(server):
     r = get(server, "/groups/payments/offsets", partition=-1)
     assert r.status_code == 400 and "partition" in r.json()["detail"]
