@@ -829,6 +829,30 @@ def test_control_characters_from_the_log_are_shown_escaped_in_the_text_views(no_
     assert json.loads(r.stdout)["offsets"][0]["group_id"] == g
 
 
+def test_a_character_that_draws_nothing_is_shown_escaped_in_the_text_views(tmp_path):
+    """`pay\u200bments` printed as `payments` in describe and sql's table, one id looking like another, and U+202E
+    reversed what followed it on a terminal that lays out bidi text (and a zero-width character shifted the
+    columns after it): the text views show Unicode's format characters and the line and paragraph separators as
+    their escapes, as the page does; CJK and emoji as they are; JSON keeps each id as it is."""
+    from .warehouse_kit import WarehouseKit, group, offset
+
+    ids = ["payments", "pay\u200bments", "\u202eevil", "u\u2028x", "\ufeffbom", "日本😀"]
+    WarehouseKit(tmp_path).snapshot("s1", groups=[group(g) for g in ids],
+                                    offsets=[offset(g, "t", 0, i) for i, g in enumerate(ids)])
+    shown = ["payments", "pay\\u200bments", "\\u202eevil", "u\\u2028x", "\\ufeffbom", "日本😀"]
+    r = CliRunner().invoke(main, ["describe", "--warehouse", str(tmp_path), "--all-groups", "--state"])
+    assert r.exit_code == 0, r.output
+    rows = [line.split()[0] for line in r.stdout.splitlines() if line and not line.startswith("GROUP")]
+    assert sorted(rows) == sorted(shown), rows
+    r = CliRunner().invoke(main, ["sql", "--warehouse", str(tmp_path), "SELECT group_id, committed_offset AS o FROM "
+                                  "loaded_offsets ORDER BY o"])
+    lines = r.stdout.splitlines()[3:-2]
+    assert [line.split("|")[1].strip() for line in lines] == shown
+    assert len({len(line) for line in lines}) == 1  # one column width: nothing drawn narrower than counted
+    r = CliRunner().invoke(main, ["lookup", "--warehouse", str(tmp_path), "--group", ids[1]])
+    assert json.loads(r.stdout)["offsets"][0]["group_id"] == ids[1]
+
+
 def test_a_newline_or_tab_from_the_log_is_shown_escaped_and_never_splits_a_row(no_spark, settings, tmp_path):
     """The text views lay their rows out with newlines and tabs, so those were left alone: a group id, member id,
     client id or host holding one split its row in two (or shifted its columns), and the half-row after it read as
