@@ -572,6 +572,77 @@ def test_a_kafka_version_that_reads_fewer_value_versions_is_another_read_policy(
                                                             ("modern", "3.9"), ("modern", "4.0")])
 
 
+KAFKA_VERSIONS = ("0.8.0", "0.8.2", "0.9", "0.10.0", "0.10.1", "0.11", "1.0", "1.1", "2.0", "2.1", "2.2", "2.3", "2.4",
+                  "2.8", "3.0", "3.3", "3.4", "3.4.1", "3.5", "3.6", "3.8", "3.9", "4.0", "4.1", "4.2")
+
+
+def test_versions_of_one_read_policy_load_alike():
+    """A resumed shard holds what its runs loaded: two Kafka versions whose coordinators load a record differently
+    must be two read policies (a checkpoint of one no resume point of the other). Every rule the loader takes from
+    the version (`ReplayOptions`) is compared over the versions of each policy. Before, legacy 2.3-2.8 and 3.0-3.4
+    were one policy though 3.0's load fails at a GroupMetadata value listing a static instance id twice."""
+    from types import SimpleNamespace
+
+    from pipelines.coordinator.options import ReplayOptions
+    from pipelines.incremental.checkpoint import read_policy_of
+
+    rules = ("unknown_key_types", "limited_value_versions", "unknown_fields", "early_replays",
+             "unique_static_members", "simple_group_replaced_by")
+    loads: dict[str, set] = {}
+    for semantics in ("legacy", "modern"):
+        for version in KAFKA_VERSIONS:
+            read = SimpleNamespace(replay_corrupt_batches=False, max_batch_bytes=1 << 20)
+            policy = read_policy_of(SimpleNamespace(read_policy=read, semantics=semantics, kafka_version=version))
+            options = ReplayOptions(semantics=semantics, kafka_version=version)
+            loads.setdefault(json.dumps([semantics, policy], sort_keys=True), set()).add(
+                tuple(getattr(options, r) for r in rules))
+    assert all(len(v) == 1 for v in loads.values()), [v for v in loads.values() if len(v) > 1]
+    # the versions whose loads are those of the versions before the rule was recorded name nothing new
+    read = SimpleNamespace(replay_corrupt_batches=False, max_batch_bytes=1 << 20)
+    assert all("repeated_instance_ids" not in read_policy_of(SimpleNamespace(read_policy=read, semantics=s,
+                                                                            kafka_version=v))
+               for s, v in [("legacy", "3.0"), ("legacy", "3.9"), ("modern", "3.9"), ("modern", "4.0")])
+
+
+def test_a_kafka_version_whose_load_takes_a_repeated_static_member_is_a_full_rebuild(no_spark, settings, tmp_path):
+    """A GroupMetadata value listing one static instance id twice, loaded by a base run emulating 2.8 (its
+    `GroupMetadata.add` takes it), then an --incremental run emulating 3.0 (whose `add` throws: the load skips the
+    record). Before, the run resumed the 2.8 shard: its snapshot served the group Stable with two members where a
+    full 3.0 rebuild has it Empty and expired; now it is a full rebuild saying the read policy changed."""
+    from pipelines.rebuild import RebuildRequest, run_rebuild
+
+    from pipelines.decoding import message_writer as mw
+    from tests import badinputs as bi
+
+    g, fine = bi.group_in(4, "static"), bi.group_in(0, "fine")
+    members = [{"member_id": m, "group_instance_id": "instance-1"} for m in ("m1", "m2")]
+    twice = (mw.write_group_metadata_key(g), mw.write_group_metadata_value(
+        3, protocol_type="consumer", generation=2, protocol="range", leader="m1", members=members), bi.T0 + 1)
+    bi.write_segment(tmp_path / "in" / "__consumer_offsets-4", 0, bi.batch([bi.group_record(g, bi.T0), twice], 0))
+    zero = bi.write_segment(tmp_path / "in" / "__consumer_offsets-0", 0, bi.batch([bi.group_record(fine, bi.T0)], 0))
+
+    def run(warehouse: Path, snapshot_id: str, version: str, **kw):
+        summary = run_rebuild(no_spark, settings, RebuildRequest(
+            inputs=(str(tmp_path / "in"),), warehouse=str(warehouse), snapshot_id=snapshot_id, semantics="legacy",
+            kafka_version=version, **kw))
+        assert summary.status == "succeeded", summary.validation
+        return summary
+
+    run(tmp_path / "wh", "base", "2.8")
+    with zero.open("ab") as f:
+        f.write(bi.batch([bi.commit(fine, 0, 7, bi.T0 + 2)], 1))
+    after = run(tmp_path / "wh", "after", "3.0", incremental=True)
+    assert after.incremental["mode"] == "full", after.incremental
+    assert after.incremental["reason"].startswith("the read policy changed (") and \
+        "repeated static instance ids loaded -> " in after.incremental["reason"], after.incremental["reason"]
+    run(tmp_path / "full", "full", "3.0")
+    assert snapshot_rows(tmp_path / "wh", "after") == snapshot_rows(tmp_path / "full", "full")
+    from pipelines.io.warehouse import Warehouse
+
+    groups = Warehouse(tmp_path / "wh").read_table("loaded_groups", "after").to_pylist()
+    assert [(r["group_id"], r["state"]) for r in groups] == [(fine, "Empty")]
+
+
 def test_fallback_log_start_moved(spark_on_demand, warn_settings, sample, tmp_path):
     """The first segment of a partition is gone (retention / compaction): full rebuild, with the reason."""
     wh = tmp_path / "wh"

@@ -9,7 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
-from pipelines.coordinator.options import limited_value_versions, unknown_group_fields, unknown_group_key_types
+from pipelines.coordinator.options import (ReplayOptions, limited_value_versions, unknown_group_fields,
+                                          unknown_group_key_types)
 from pipelines.coordinator.saved import FORMAT as SAVED_FORMAT
 from pipelines.coordinator.saved import entries_of
 from pipelines.io.checkpoint import (STATE_DIR, SavedState, remove_orphaned_state, remove_other_states,
@@ -140,6 +141,10 @@ def read_policy_of(conf) -> dict:
     value_versions = limited_value_versions(conf.semantics, conf.kafka_version)
     if value_versions:  # likewise: key type -> the highest value version read
         policy["value_versions"] = {str(t): v for t, v in value_versions}
+    if not ReplayOptions(semantics=conf.semantics, kafka_version=conf.kafka_version).unique_static_members:
+        # likewise: before 3.0 `GroupMetadata.add` took a static member's instance id listed twice (2.8's `add` has
+        # no `staticMembers` check, 3.0's throws: core/.../GroupMetadata.scala), so such a value loads, not fails
+        policy["repeated_instance_ids"] = "loaded"
     return policy
 
 

@@ -322,7 +322,9 @@ def _policy_text(policy) -> str:
             f"decode.max_batch_bytes {policy.get('max_batch_bytes')}, "
             f"key types skipped {policy.get('unknown_key_types', 'not recorded')}"
             + (f", fields skipped {policy['unknown_fields']}" if policy.get("unknown_fields") else "")
-            + (f", value versions read {policy['value_versions']}" if policy.get("value_versions") else ""))
+            + (f", value versions read {policy['value_versions']}" if policy.get("value_versions") else "")
+            + (f", repeated static instance ids {policy['repeated_instance_ids']}"
+               if policy.get("repeated_instance_ids") else ""))
 
 
 def _of_served_run(warehouse, snapshot_id: str, checkpoint: dict) -> bool:
