@@ -253,9 +253,7 @@ def test_a_saved_shard_of_another_partition_fails_the_run_in_one_line(spark_on_d
     """A saved shard holding another offsets partition's state (a file copied over another, its size in the
     checkpoint edited to match) would resume that state under this partition; the run fails with one line saying
     so instead."""
-    import json
-
-    from pipelines.io.checkpoint import read_checkpoint
+    from pipelines.io.checkpoint import read_checkpoint, write_checkpoint
     from pipelines.rebuild import RunFailed
 
     conf = engine_settings(warn_settings, "local")
@@ -266,10 +264,8 @@ def test_a_saved_shard_of_another_partition_fails_the_run_in_one_line(spark_on_d
     cp = read_checkpoint(wh, "base")
     source, victim = (wh / cp["decoded_state"] / f for f in cp["decoded_files"][:2])
     victim.write_bytes(source.read_bytes())
-    cp_file = wh / "_checkpoints" / "base.json"
-    edited = json.loads(cp_file.read_text())
-    edited["decoded_sizes"][victim.name] = victim.stat().st_size
-    cp_file.write_text(json.dumps(edited))
+    # the checkpoint rewritten as its writer would (sealed) to name the copy's size: the shard's own check refuses it
+    write_checkpoint(wh, "base", {**cp, "decoded_sizes": {**cp["decoded_sizes"], victim.name: victim.stat().st_size}})
     with pytest.raises(RunFailed) as failed:
         rebuild(spark_on_demand, conf, [sample], wh, "inc", incremental=True, **SAMPLE_KW)
     assert "unreadable saved shard: the state of offsets partition" in str(failed.value)
@@ -755,6 +751,51 @@ def test_a_damaged_checkpoint_is_a_full_rebuild_with_the_reason(spark_on_demand,
     checkpoint_path(wh, "base").mkdir()  # a directory in its place
     s = incremental.start(Warehouse(wh), req, resolve_settings(warn_settings, req), plan_inputs([sample]), "x")
     assert s.mode == "full" and s.reason.startswith("the previous snapshot's checkpoint cannot be read"), s.reason
+
+
+@pytest.mark.parametrize("edit", ["consumed", "max_timestamp"])
+def test_a_checkpoint_edited_into_other_valid_values_is_a_full_rebuild(no_spark, settings, tmp_path, edit):
+    """The previous snapshot's checkpoint edited by hand (or damaged) into values of the right types: a segment's
+    `consumed` moved back into its last batch, the newest record time moved 30 days on. Before, the run trusted
+    them: it resumed inside a batch and lost the new commit, or expired every offset by the moved clock, where a
+    full rebuild of the same input keeps them; the checkpoint's seal no longer matches, so it is a full rebuild
+    saying the checkpoint is damaged, and the snapshot is the full rebuild's."""
+    from pipelines.io.checkpoint import checkpoint_path
+    from pipelines.rebuild import RebuildRequest, run_rebuild
+    from tests import badinputs as bi
+
+    g = bi.group_in(0, "edited")
+    seg = bi.write_segment(tmp_path / "in" / "__consumer_offsets-0", 0, bi.batch([bi.commit(g, 0, 5, bi.T0)], 0)
+                           + bi.batch([bi.commit(g, 1, 6, bi.T0 + 1)], 1))
+
+    def run(warehouse: Path, snapshot_id: str, **kw):
+        summary = run_rebuild(no_spark, settings, RebuildRequest(inputs=(str(tmp_path / "in"),),
+                                                              warehouse=str(warehouse), snapshot_id=snapshot_id, **kw))
+        assert summary.status == "succeeded", summary.validation
+        return summary
+
+    run(tmp_path / "wh", "base")
+    path = checkpoint_path(tmp_path / "wh", "base")
+    cp = json.loads(path.read_text())
+    if edit == "consumed":
+        cp["partitions"]["0"]["segments"][0]["consumed"] -= 20
+    else:
+        cp["max_timestamp"] += 30 * 86_400_000
+    path.write_text(json.dumps(cp))
+    with seg.open("ab") as f:
+        f.write(bi.batch([bi.commit(g, 2, 7, bi.T0 + 10)], 2))
+    after = run(tmp_path / "wh", "after", incremental=True)
+    run(tmp_path / "full", "full")
+    assert snapshot_rows(tmp_path / "wh", "after") == snapshot_rows(tmp_path / "full", "full")
+    assert after.incremental["mode"] == "full", after.incremental
+    assert after.incremental["reason"] == ("the previous snapshot's checkpoint is damaged (its content does not "
+                                           "match its sha256: edited or damaged)")
+    # a checkpoint without a seal (written before checkpoints had one) is read as it is
+    from pipelines.io.checkpoint import read_checkpoint
+
+    sealed = json.loads(checkpoint_path(tmp_path / "wh", "after").read_text())
+    path.write_text(json.dumps({k: v for k, v in sealed.items() if k != "sha256"}))
+    assert read_checkpoint(tmp_path / "wh", "base") == {k: v for k, v in sealed.items() if k != "sha256"}
 
 
 @pytest.mark.spark

@@ -9,6 +9,7 @@ of vacuum's reach. Paths come back as `Path`s for a local warehouse, `storage.Lo
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import re
@@ -23,6 +24,9 @@ from pipelines.io import storage
 from pipelines.io.delta import check_partition_value
 
 CHECKPOINT_DIR = "_checkpoints"
+#: the field a checkpoint's own digest is kept in: a checkpoint edited by hand or damaged into other valid JSON of
+#: the right types (a `consumed` moved into a batch, a `max_timestamp` moved on) no longer matches it
+SEAL = "sha256"
 
 
 def _root(warehouse) -> storage.Location:
@@ -70,14 +74,36 @@ def write_checkpoint(warehouse, snapshot_id: str, checkpoint: dict) -> "Path | s
 
 
 def _checkpoint_text(checkpoint: dict) -> str:
-    return json.dumps(checkpoint, sort_keys=True, indent=2, default=_default)
+    """The checkpoint's JSON with its seal (`SEAL`): the digest of its fields as they read back."""
+    body = json.loads(json.dumps({k: v for k, v in checkpoint.items() if k != SEAL}, default=_default))
+    return json.dumps({**body, SEAL: _digest(body)}, sort_keys=True, indent=2)
+
+
+def _digest(body: dict) -> str:
+    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def _unsealed(text: str) -> dict:
+    """A checkpoint's JSON as its writer gave it, without its seal. ValueError when it is not a JSON object or its
+    seal does not match (edited or damaged); one without a seal was written before checkpoints had one, and is read
+    as it is."""
+    checkpoint = json.loads(text)
+    if not isinstance(checkpoint, dict):
+        raise ValueError("not a JSON object")
+    if SEAL not in checkpoint:
+        return checkpoint
+    body = {k: v for k, v in checkpoint.items() if k != SEAL}
+    if checkpoint[SEAL] != _digest(body):
+        raise ValueError(f"its content does not match its {SEAL}: edited or damaged")
+    return body
 
 
 def read_checkpoint(warehouse, snapshot_id: str) -> dict | None:
-    """The checkpoint stored for `snapshot_id`, or None if there is none."""
+    """The checkpoint stored for `snapshot_id`, or None if there is none. ValueError when it is not JSON or not as
+    its writer sealed it."""
     target = storage.location(checkpoint_path(warehouse, snapshot_id))
     try:
-        return json.loads(target.read_text())
+        return _unsealed(target.read_text())
     except FileNotFoundError:
         return None
 
@@ -188,7 +214,7 @@ def stashed_checkpoints(warehouse, snapshot_id: str) -> list[tuple[str, object]]
             continue
         d = root.child_of(info)
         try:
-            out.append((d.name, json.loads(d.join(STASHED_NAME).read_text())))
+            out.append((d.name, _unsealed(d.join(STASHED_NAME).read_text())))
         except (OSError, storage.StorageError, ValueError):
             continue
     return out
