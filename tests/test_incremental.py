@@ -186,6 +186,9 @@ def test_sample_incremental_equals_full(spark_on_demand, warn_settings, sample, 
     # a file per offsets partition, whoever wrote it (the driver or the shards' tasks)
     base_files = read_checkpoint(wh, "base")["decoded_files"]
     assert len(base_files) == 3 and state_file_partitions(base_files) == {0, 1, 2}, base_files
+    # and names each file's sha256, whoever wrote it (an incremental run refuses another file's bytes)
+    assert sorted(read_checkpoint(wh, "base")["decoded_sha256"]) == base_files
+    assert sorted(cp["decoded_sha256"]) == cp["decoded_files"]
     # the checkpoint of an incremental run covers the whole input, as a full run's would
     full_cp = read_checkpoint(full_wh, "full")
     assert {p: v["segments"] for p, v in cp["partitions"].items()} == \
@@ -253,6 +256,8 @@ def test_a_saved_shard_of_another_partition_fails_the_run_in_one_line(spark_on_d
     """A saved shard holding another offsets partition's state (a file copied over another, its size in the
     checkpoint edited to match) would resume that state under this partition; the run fails with one line saying
     so instead."""
+    import hashlib
+
     from pipelines.io.checkpoint import read_checkpoint, write_checkpoint
     from pipelines.rebuild import RunFailed
 
@@ -264,8 +269,11 @@ def test_a_saved_shard_of_another_partition_fails_the_run_in_one_line(spark_on_d
     cp = read_checkpoint(wh, "base")
     source, victim = (wh / cp["decoded_state"] / f for f in cp["decoded_files"][:2])
     victim.write_bytes(source.read_bytes())
-    # the checkpoint rewritten as its writer would (sealed) to name the copy's size: the shard's own check refuses it
-    write_checkpoint(wh, "base", {**cp, "decoded_sizes": {**cp["decoded_sizes"], victim.name: victim.stat().st_size}})
+    # the checkpoint rewritten as its writer would (sealed) to name the copy's size and sha256: the shard's own
+    # check refuses it
+    write_checkpoint(wh, "base", {**cp, "decoded_sizes": {**cp["decoded_sizes"], victim.name: victim.stat().st_size},
+                                  "decoded_sha256": {**cp["decoded_sha256"],
+                                                     victim.name: hashlib.sha256(victim.read_bytes()).hexdigest()}})
     with pytest.raises(RunFailed) as failed:
         rebuild(spark_on_demand, conf, [sample], wh, "inc", incremental=True, **SAMPLE_KW)
     assert "unreadable saved shard: the state of offsets partition" in str(failed.value)
@@ -751,6 +759,41 @@ def test_a_damaged_checkpoint_is_a_full_rebuild_with_the_reason(spark_on_demand,
     checkpoint_path(wh, "base").mkdir()  # a directory in its place
     s = incremental.start(Warehouse(wh), req, resolve_settings(warn_settings, req), plan_inputs([sample]), "x")
     assert s.mode == "full" and s.reason.startswith("the previous snapshot's checkpoint cannot be read"), s.reason
+
+
+def test_a_saved_shard_replaced_by_an_older_one_of_its_size_fails_the_run_in_one_line(no_spark, settings, tmp_path):
+    """Partition 0's saved shard replaced by the one an earlier run saved of it: the same size (a committed offset
+    5 where it is 7 now: Arrow's int64 either way) and a whole shard of the right partition, so neither the
+    checkpoint's sizes nor the shard's own checks tell. Before, the next --incremental run resumed it and served
+    offset 5 where a full rebuild serves 7; the checkpoint now names each file's sha256, and the run fails in one
+    line naming the file."""
+    from pipelines.io.checkpoint import read_checkpoint
+    from pipelines.rebuild import RebuildRequest, RunFailed, run_rebuild
+    from tests import badinputs as bi
+
+    g, h = bi.group_in(0, "replaced"), bi.group_in(1, "kept")
+    zero = bi.write_segment(tmp_path / "in" / "__consumer_offsets-0", 0, bi.batch([bi.commit(g, 0, 5, bi.T0)], 0))
+    one = bi.write_segment(tmp_path / "in" / "__consumer_offsets-1", 0, bi.batch([bi.commit(h, 0, 5, bi.T0)], 0))
+
+    def run(snapshot_id: str):
+        return run_rebuild(no_spark, settings, RebuildRequest(inputs=(str(tmp_path / "in"),),
+                                                           warehouse=str(tmp_path / "wh"), snapshot_id=snapshot_id,
+                                                           incremental=True))
+
+    run("base")
+    with zero.open("ab") as f:
+        f.write(bi.batch([bi.commit(g, 0, 7, bi.T0 + 1)], 1))
+    run("next")
+    older, newer = (read_checkpoint(tmp_path / "wh", s) for s in ("base", "next"))
+    older, newer = (tmp_path / "wh" / cp["decoded_state"] / cp["decoded_files"][0] for cp in (older, newer))
+    assert older.name.startswith("part-00000-") and older.stat().st_size == newer.stat().st_size
+    newer.write_bytes(older.read_bytes())
+    with one.open("ab") as f:
+        f.write(bi.batch([bi.commit(h, 0, 9, bi.T0 + 2)], 1))
+    with pytest.raises(RunFailed) as failed:
+        run("after")
+    assert f"partition 0: unreadable saved shard: {newer.name} is not the file its run wrote" in str(failed.value)
+    assert "\n" not in str(failed.value)
 
 
 @pytest.mark.parametrize("edit", ["consumed", "max_timestamp"])

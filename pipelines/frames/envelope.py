@@ -111,6 +111,7 @@ class SavedFile:
     file: str
     entries: int
     size: int
+    sha256: str | None = None  # of its bytes, for the checkpoint (`io.checkpoint.read_state_files` checks it)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -194,7 +195,8 @@ def _columns(p: Payload) -> tuple:
     if isinstance(p, WrittenHistory):
         return p.TAG, json.dumps([asdict(p.file), p.aside]).encode(), None, None, None, None
     if isinstance(p, SavedFile):
-        return p.TAG, json.dumps({"file": p.file, "entries": p.entries, "bytes": p.size}).encode(), None, None, \
+        return p.TAG, json.dumps({"file": p.file, "entries": p.entries, "bytes": p.size,
+                                         "sha256": p.sha256}).encode(), None, None, \
             None, None
     if isinstance(p, ShardProgress):
         return p.TAG, f"{p.records},{p.input_bytes}".encode(), None, None, None, None
@@ -227,7 +229,7 @@ def _payload(table: str, shard: int, payload: bytes | None, tally: bytes | None,
         return WrittenHistory(shard=shard, file=WrittenFile(**file), aside=aside)
     if table == SavedFile.TAG:
         f = json.loads(payload)
-        return SavedFile(shard=shard, file=f["file"], entries=f["entries"], size=f["bytes"])
+        return SavedFile(shard=shard, file=f["file"], entries=f["entries"], size=f["bytes"], sha256=f.get("sha256"))
     if table == ShardProgress.TAG:
         records, nbytes = map(int, payload.decode().split(","))
         return ShardProgress(shard=shard, records=records, input_bytes=nbytes)

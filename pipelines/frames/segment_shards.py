@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import hashlib
 import json
 import pickle
 import resource
@@ -190,7 +191,7 @@ def balanced(weights: dict[int, int], tasks: int) -> list[list[int]]:
 def saved_state(state_stage: StateStage, files: list[SavedFile]) -> SavedState:
     """`io.checkpoint.SavedState` of the files the tasks saved."""
     return SavedState(state_stage, [f.file for f in files], sum(f.entries for f in files),
-                      {f.file: f.size for f in files})
+                      {f.file: f.size for f in files}, digests={f.file: f.sha256 for f in files if f.sha256})
 
 
 def decoded_windows(batches: Iterator[pa.RecordBatch], window_bytes: int) -> Iterator[pa.Table]:
@@ -364,7 +365,7 @@ def _shard_payloads(shard: int, done: FinishedShards, state_stage: StateStage | 
         for p, saved in saved_shards(states, done.pending, done.naming, done.markers).items():
             data = saved.to_bytes()
             out.append(SavedFile(shard=shard, file=state_stage.write(data, p), entries=saved.entries,
-                                 size=len(data)))
+                                 size=len(data), sha256=hashlib.sha256(data).hexdigest()))
     return out
 
 

@@ -15,7 +15,8 @@ Exact by construction. Every run (incremental or not) saves, next to its snapsho
   partition of ALL rows seen so far (error/unknown rows included, as a full run counts them), and per offsets
   partition every segment file read: name, base offset, size, bytes consumed (up to the end of the last entry
   that could be framed; what follows — a torn or zero tail — is read again next time), sha256 of its first
-  ``min(64 KiB, consumed)`` bytes and of the last consumed entry's bytes, plus the partition's next offset; sealed
+  ``min(64 KiB, consumed)`` bytes and of the last consumed entry's bytes, plus the partition's next offset; the
+  sha256 of each saved shard's file (another file's bytes of the same size fail the run that reads them); sealed
   with the sha256 of its own fields (`io.checkpoint.SEAL`): one edited into other valid values is damaged.
 
 An incremental run checks that today's input EXTENDS that checkpoint — every checkpointed file still there, same

@@ -122,7 +122,7 @@ def prepare_checkpoint(warehouse, snapshot_id: str, saved, plan, inc, *, conf, r
         max_timestamp=max_timestamp, max_partition=max_partition, group_history=True,
         log_gaps={str(p): g for p, g in (log_gaps or {}).items()}, load_failures=load_failures,
         decoded_state=f"{STATE_DIR}/{snapshot_id}/{saved.stage.name}", decoded_files=sorted(saved.files),
-        decoded_sizes=saved.sizes, state_entries=saved.entries, state_format=SAVED_FORMAT,
+        decoded_sizes=saved.sizes, decoded_sha256=saved.digests, state_entries=saved.entries, state_format=SAVED_FORMAT,
         partitions=partitions,
     )
     return PendingCheckpoint(warehouse, snapshot_id, checkpoint, saved)

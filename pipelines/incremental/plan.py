@@ -104,7 +104,8 @@ class IncrementalStart:
         partitions = {int(p) for p in self.previous["partitions"]} | state_file_partitions(files)
         sizes = tuple(sorted((self.previous.get("decoded_sizes") or {}).items()))
         return SavedShards(self.previous_state, files, tuple(sorted(partitions)), sizes,
-                           self.previous.get("semantics") == "modern")
+                           self.previous.get("semantics") == "modern",
+                           tuple(sorted((self.previous.get("decoded_sha256") or {}).items())))
 
     def next_offsets(self) -> dict[int, int] | None:
         """Offsets partition → the offset the previous run's reading stopped at (its checkpoint): every record
@@ -247,6 +248,7 @@ def _new_bytes_plan(plan, resume: dict[str, int]):
 _INT, _STR, _OPT_INT, _OPT_STR = (int,), (str,), (int, type(None)), (str, type(None))
 _TOP = {"max_timestamp": _OPT_INT, "max_partition": _OPT_INT, "state_entries": _OPT_INT, "started_ms": _OPT_INT,
         "decoded_state": _OPT_STR, "decoded_files": (list, type(None)), "decoded_sizes": (dict, type(None)),
+        "decoded_sha256": (dict, type(None)),
         "log_gaps": (dict, type(None)), "load_failures": _OPT_INT, "partitions": (dict,)}
 _SEGMENT = {"name": _STR, "base_offset": _INT, "size": _INT, "consumed": _INT, "head_bytes": _INT,
             "head_sha256": _STR, "last_batch_position": _OPT_INT, "last_batch_size": _OPT_INT,
@@ -280,8 +282,9 @@ def checkpoint_damage(cp: dict) -> str | None:
     if why:
         return why
     if not all(isinstance(f, str) for f in cp.get("decoded_files") or ()) or \
-            not all(isinstance(n, int) for n in (cp.get("decoded_sizes") or {}).values()):
-        return "decoded_files / decoded_sizes"
+            not all(isinstance(n, int) for n in (cp.get("decoded_sizes") or {}).values()) or \
+            not all(isinstance(d, str) for d in (cp.get("decoded_sha256") or {}).values()):
+        return "decoded_files / decoded_sizes / decoded_sha256"
     if not all(isinstance(g, dict) and wrong(g, _GAP, "") is None for g in (cp.get("log_gaps") or {}).values()) \
             or not all(k.isdigit() for k in cp.get("log_gaps") or {}):
         return "log_gaps"

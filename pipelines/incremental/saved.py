@@ -15,6 +15,7 @@ class SavedShards:
     partitions: tuple[int, ...]  # every offsets partition the previous run read
     sizes: tuple[tuple[str, int], ...] = ()  # (file, its bytes) as the checkpoint recorded them
     modern: bool | None = None  # the semantics the shards were loaded under (None: not known)
+    digests: tuple[tuple[str, str], ...] = ()  # (file, the sha256 of its bytes) as the checkpoint recorded them
 
     def of_partition(self, partition: int):
         """The partition's saved shard (`coordinator.saved.SavedShard`; the buckets' of a split partition as one),
@@ -44,9 +45,13 @@ class SavedShards:
     def _bytes(self, partition: int) -> list[bytes]:
         # imported here, not at module level: deltalake ~0.2 s, pyarrow ~0.45 s, pyarrow.fs ~0.05 s, pyarrow.parquet
         # ~0.05 s of import (python -X importtime)
+        from pipelines.coordinator.saved import SavedShardError
         from pipelines.io.checkpoint import read_state_files
 
-        return read_state_files(self.path, list(self.files), partition)
+        try:
+            return read_state_files(self.path, list(self.files), partition, dict(self.digests))
+        except ValueError as e:  # bytes of another file (an older state's of the same size, damaged in place)
+            raise SavedShardError(f"{self.path} partition {partition}: unreadable saved shard: {e}") from None
 
     def all(self) -> dict:
         """Offsets partition -> saved shard, of every partition with one."""

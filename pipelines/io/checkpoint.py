@@ -173,6 +173,7 @@ class SavedState:
     entries: int = 0
     sizes: dict[str, int] | None = None  # file -> its bytes
     kept: bool = False
+    digests: dict[str, str] | None = None  # file -> the sha256 of its bytes
 
     def discard(self) -> None:
         if not self.kept:
@@ -191,7 +192,8 @@ def write_state(warehouse, snapshot_id: str, shards: dict[int, bytes], entries: 
     partition as the shards' tasks write them."""
     stage = stage_state(warehouse, snapshot_id)
     names = [stage.write(data, p) for p, data in sorted(shards.items())]
-    return SavedState(stage, names, entries, {n: len(shards[p]) for n, p in zip(names, sorted(shards))})
+    return SavedState(stage, names, entries, {n: len(shards[p]) for n, p in zip(names, sorted(shards))},
+                      digests={n: hashlib.sha256(shards[p]).hexdigest() for n, p in zip(names, sorted(shards))})
 
 
 STASHED_NAME = "checkpoint.json"  # never a shard's name (`StateStage.write`)
@@ -238,12 +240,17 @@ def state_file_partitions(files) -> set[int]:
     return {int(m.group(1)) for f in files if (m := _PARTITION_FILE.match(f))}
 
 
-def read_state_files(path, files: list[str], partition: int) -> list[bytes]:
+def read_state_files(path, files: list[str], partition: int, digests: dict[str, str] | None = None) -> list[bytes]:
     """The saved shards of `partition` among `files` (those the checkpoint names) of the state directory `path`:
-    one, or one per bucket of a split partition's groups; none when the run saved none of it."""
+    one, or one per bucket of a split partition's groups; none when the run saved none of it. ValueError when a
+    file's bytes are not those its run wrote (`digests`, the checkpoint's: file -> sha256; a file it names none of,
+    written before checkpoints named them, is not checked)."""
     out = []
     for name in sorted(f for f in files if (m := _PARTITION_FILE.match(f)) and int(m.group(1)) == partition):
-        out.append(storage.location(path).join(name).read_bytes())
+        data = storage.location(path).join(name).read_bytes()
+        if (digests or {}).get(name) not in (None, hashlib.sha256(data).hexdigest()):
+            raise ValueError(f"{name} is not the file its run wrote (its sha256 is not the checkpoint's)")
+        out.append(data)
     return out
 
 
