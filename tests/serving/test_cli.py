@@ -305,7 +305,8 @@ def test_sql_prints_instants_past_pythons_years_as_duckdb_holds_them(run):
 
 def test_sql_json_is_json_for_nan_and_infinity(run):
     """`--format json` printed NaN and Infinity, which no JSON parser reads (the table and CSV print nan, inf)."""
-    r = run("sql", "SELECT 'nan'::DOUBLE AS n, '-inf'::FLOAT AS i, ['inf'::DOUBLE] AS l, 1.5::DOUBLE AS x", "--format", "json")
+    r = run("sql", "SELECT 'nan'::DOUBLE AS n, '-inf'::FLOAT AS i, ['inf'::DOUBLE] AS l, 1.5::DOUBLE AS x",
+            "--format", "json")
     assert r.exit_code == 0, r.output
     assert json.loads(r.stdout, parse_constant=lambda c: pytest.fail(f"not JSON: {c}")) == [
         {"n": "nan", "i": "-inf", "l": ["inf"], "x": 1.5}]
