@@ -297,7 +297,7 @@ def _discover_path(p: str, tree, segments: list[SegmentFile], problems: list[Rea
 
 def _lists_partition_dirs(p: str, tree) -> bool:
     try:
-        return any(_OFFSETS_DIR.match(e.name) and e.is_dir() for e in tree.scandir(p))
+        return any(_OFFSETS_DIR.match(e.name) and _is_dir(e) for e in tree.scandir(p))
     except OSError:
         return False
 
@@ -313,11 +313,7 @@ def _discover_log_dir(p: str, tree, segments: list[SegmentFile], problems: list[
     found = False
     bare_logs = False
     for e in entries:
-        try:
-            is_dir = e.is_dir()
-        except OSError:
-            is_dir = False
-        if is_dir:
+        if _is_dir(e):
             m = _OFFSETS_DIR.match(e.name)
             if m:
                 found = True
@@ -334,8 +330,9 @@ def _discover_log_dir(p: str, tree, segments: list[SegmentFile], problems: list[
                                          f"not read"))
         elif m := _OFFSETS_DIR.match(e.name):  # Kafka lists only directories: its records would go unread
             found = True
+            what = "a symbolic link to nothing (dangling, or a loop)" if _leads_nowhere(e) else "a file"
             problems.append(_problem(e.path, int(m.group(1)) if int(m.group(1)) <= PARTITION_MAX else -1,
-                                     "unreadable", f"{e.name} is a file, not a partition directory; not read"))
+                                     "unreadable", f"{e.name} is {what}, not a partition directory; not read"))
         elif e.name.endswith(".log") or e.name.endswith(".log" + _SWAP_SUFFIX):
             bare_logs = True
         elif is_dump_name(e.name):
@@ -446,8 +443,20 @@ class _InterruptedSwaps:
 
 
 def _is_dir(e) -> bool:
+    """Whether a listed entry is a directory or a link to one; a link that loops is neither (`DirEntry.is_dir`
+    raises ELOOP for it, where `File.isDirectory`, which Kafka's `LogManager` lists partition dirs by, says false)."""
     try:
         return e.is_dir()
+    except OSError:
+        return False
+
+
+def _leads_nowhere(e) -> bool:
+    """Whether a listed entry is a symbolic link that resolves to no file (dangling, or a loop)."""
+    if isinstance(e, _Entry):  # an object store's key is no link
+        return False
+    try:
+        return e.is_symlink() and not os.path.exists(e.path)
     except OSError:
         return False
 
@@ -541,7 +550,7 @@ def partition_count(paths: PathArg | Iterable[PathArg]) -> int | None:
             continue
         for e in tree.scandir(p):
             m = _OFFSETS_DIR.match(e.name)
-            if m and int(m.group(1)) <= PARTITION_MAX and e.is_dir():
+            if m and int(m.group(1)) <= PARTITION_MAX and _is_dir(e):
                 best = max(best or 0, int(m.group(1)) + 1)
     return best
 

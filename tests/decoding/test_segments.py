@@ -449,3 +449,20 @@ def test_a_directory_kafka_does_not_load_given_by_name_says_why_it_is_not_read(t
     assert segs == [] and [(p.kind, Path(p.source).name) for p in problems] == [("not_offsets_data", d.name)]
     assert "-delete" in problems[0].reason
     assert [s.base_offset for s in discover_segments(d / "00000000000000000000.log")[0]] == [0]
+
+
+@pytest.mark.parametrize("link", ["loop", "dangling"])
+def test_a_partition_directory_that_is_a_link_to_nothing_is_reported_and_counts_no_partition(tmp_path, link):
+    # a looping link named like a partition directory made the partition count (`DirEntry.is_dir` raises ELOOP)
+    # a stack trace after the whole decode; Kafka's LogManager lists partition dirs by File.isDirectory, false for
+    # both, so neither is loaded and neither counts
+    root = tmp_path / "logs"
+    _seg(root / "__consumer_offsets-1", 0, 1)
+    gone = root / "__consumer_offsets-7"
+    os.symlink(gone if link == "loop" else tmp_path / "nowhere", gone)
+    segs, problems = discover_segments(root)
+    assert [(s.offsets_partition, s.base_offset) for s in segs] == [(1, 0)]
+    assert [(Path(p.source).name, p.kind, p.offsets_partition) for p in problems] == [
+        ("__consumer_offsets-7", "unreadable", 7)]
+    assert "is a symbolic link to nothing (dangling, or a loop), not a partition directory" in problems[0].reason
+    assert partition_count(root) == 2
