@@ -6,6 +6,7 @@ import json
 import click
 
 from jobs.errors import fail
+from jobs.params import GivenPath
 from pipelines.decoding.dumplog import dump_lines, to_json_record
 from pipelines.decoding.policy import ReadPolicy
 from pipelines.decoding.segments import discover_segments, read_segment_batches
@@ -13,7 +14,7 @@ from schemas.records import ReadProblem
 
 
 @click.command("decode")
-@click.argument("paths", nargs=-1, required=True, type=click.Path())
+@click.argument("paths", nargs=-1, required=True, type=GivenPath())
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per record, with kafka-dump-log --offsets-decoder's field names.")
 @click.option("--replay-corrupt-batches", is_flag=True, help="Print the records of batches whose CRC fails too.")
 def decode(paths: tuple[str, ...], as_json: bool, replay_corrupt_batches: bool) -> None:

@@ -8,10 +8,11 @@ from __future__ import annotations
 import click
 
 from jobs.errors import delta_error, fail
+from jobs.params import GivenPath
 
 
 @click.command("repair-stats")
-@click.option("--warehouse", "warehouse", required=True, type=click.Path(file_okay=False), help="warehouse directory")
+@click.option("--warehouse", "warehouse", required=True, type=GivenPath(file_okay=False), help="warehouse directory")
 def repair_stats(warehouse):
     """Recompute every active file's Delta statistics from its Parquet footer and commit, per table whose
     statistics were wrong, one transaction that re-adds those files with the right ones. Rows are unchanged;

@@ -19,6 +19,7 @@ import click
 import orjson
 
 from jobs.errors import WRITE_ERRNOS, delta_error, did_you_mean, fail, warn
+from jobs.params import GivenPath
 from pipelines.serving.cells import view
 from pipelines.decoding.log_end_offsets import parse_end_offsets_file
 from pipelines.io.snapshots import (DeltaWarehouseReader, GroupNotFound, NotAWarehouse, ReadError, SnapshotNotFound,
@@ -37,7 +38,7 @@ from pipelines.serving.reset_plan import reset_plan as reset_offsets
 from pipelines.serving.restore_plan import restore_plan as plan
 
 warehouse_opt = click.option(
-    "--warehouse", "warehouse", required=True, type=click.Path(file_okay=False), help="warehouse directory"
+    "--warehouse", "warehouse", required=True, type=GivenPath(file_okay=False), help="warehouse directory"
 )
 snapshot_opt = click.option("--snapshot", "snapshot_id", default=None, help="snapshot id (default: the latest succeeded scheduled one; what-if runs by id)")
 

@@ -10,6 +10,7 @@ import threading
 import click
 
 from jobs.errors import PREFIX, one_line
+from jobs.params import GivenPath
 from jobs.run_log import RunLog
 from jobs.summary_text import format_summary
 from pipelines.coordinator.options import (DEFAULT_KAFKA_VERSIONS, DEFAULT_RETENTION_MINUTES, DEFAULT_SEMANTICS,
@@ -23,10 +24,10 @@ EXIT_OK, EXIT_VALIDATION, EXIT_USAGE = 0, 1, 2
 def rebuild_options(f):
     """The rebuild flags (CONTRACT.md), shared by the CLI and the spark-submit job."""
     opts = [
-        click.option("--input", "inputs", multiple=True, required=True, type=click.Path(),
+        click.option("--input", "inputs", multiple=True, required=True, type=GivenPath(),
                      help="Broker log dir, __consumer_offsets-N dir, .log file, or a Parquet/JSON/CSV dump (JSON and CSV "
                           "also .gz, .bz2, .zst, .lz4). Repeatable."),
-        click.option("--warehouse", required=True, type=click.Path(file_okay=False), help="Warehouse directory."),
+        click.option("--warehouse", required=True, type=GivenPath(file_okay=False), help="Warehouse directory."),
         click.option("--snapshot-id", default=None, help="Snapshot id (default: a new time-based id)."),
         click.option("--as-of", default=None, help="TIME: ISO-8601 (UTC if no zone), epoch milliseconds or 'now'; default: newest record."),
         click.option("--retention-minutes", type=int, default=None,
@@ -56,7 +57,7 @@ def rebuild_options(f):
         click.option("--quiet", is_flag=True, help="No progress lines (the run's log still has them)."),
         click.option("--verbose", is_flag=True,
                      help="Also show what Spark, Arrow and delta-rs write to stderr (always in the run's log)."),
-        click.option("--metrics-textfile", default=None, type=click.Path(dir_okay=False),
+        click.option("--metrics-textfile", default=None, type=GivenPath(dir_okay=False),
                      help="Also write the run's metrics here (Prometheus text, for node_exporter's textfile "
                           "collector; written atomically)."),
     ]

@@ -133,6 +133,32 @@ def test_rebuild_of_a_warehouse_that_is_a_file(good, tmp_path):
     assert_one_error_line(p, "'--warehouse'", "is a file")
 
 
+@pytest.mark.parametrize("args", [
+    ["rebuild", "--env", "ci", "--quiet", "--input", "", "--warehouse", "{wh}"],
+    ["rebuild", "--env", "ci", "--quiet", "--input", ".", "--warehouse", ""],
+    ["rebuild", "--env", "ci", "--quiet", "--input", ".", "--warehouse", "{wh}", "--metrics-textfile", ""],
+    ["sample", "", "--records", "50", "--groups", "2", "--partitions", "2", "--data-segments", "0"],
+    ["decode", ""],
+    ["repair-stats", "--warehouse", ""],
+    ["sql", "--warehouse", "", "select 1"],
+])
+def test_an_empty_path_is_one_line_and_never_the_current_directory(good, tmp_path, monkeypatch, args):
+    """`--warehouse "$WH"` with WH unset: the OS reads '' as the current directory, so a rebuild read it as its input
+    or wrote its tables there, `sample` wrote its log dir there, `decode` and `repair-stats` went over it."""
+    from click.testing import CliRunner
+
+    from jobs.cli import main
+
+    here = tmp_path / "cwd"
+    shutil.copytree(good, here)  # a log dir: what a rebuild or decode of '' would have read
+    before = sorted(p.name for p in here.iterdir())
+    monkeypatch.chdir(here)
+    r = CliRunner().invoke(main, [a.format(wh=tmp_path / "wh") for a in args])
+    lines = r.stderr.splitlines()
+    assert r.exit_code == 2 and len(lines) == 1 and "the path is empty (an unset variable?)" in lines[0], r.output
+    assert sorted(p.name for p in here.iterdir()) == before and not (tmp_path / "wh").exists()
+
+
 def test_an_argument_that_is_not_utf8_is_one_line(good, tmp_path, story):
     # Linux names a file with any bytes; Arrow, Delta and DuckDB take UTF-8 only, so such a path failed deep in the
     # run as a stack trace
