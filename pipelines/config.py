@@ -111,8 +111,10 @@ def load_settings(env: str | None = None, overrides: dict[str, Any] | None = Non
                   conf_dir: str | Path | None = None) -> Settings:
     """Base file, then the environment overlay, then command-line overrides (nested dicts). The folder is
     `conf_dir`, else $OFFSETLAKE_CONF_DIR, else the checkout's conf/ (or the installed wheel's copy of it)."""
-    env = env or os.environ.get(ENV_VAR) or "local"
     root = Path(conf_dir or os.environ.get(CONF_DIR_VAR) or CONF_DIR)
+    if env is not None and not env.strip():  # `--env "$ENV"` with ENV unset: never another environment's settings
+        raise ConfigError(f"the environment is empty (an unset variable?): name one, a folder of {root}")
+    env = env or os.environ.get(ENV_VAR) or "local"
     merged = _read_yaml(root / "base" / "offsetlake.yml")
     if not merged:
         raise ConfigError(f"no base settings at {root / 'base' / 'offsetlake.yml'}")

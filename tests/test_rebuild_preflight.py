@@ -64,6 +64,12 @@ def good(tmp_path) -> Path:
     (["--snapshot-id", "a" * 200], ["invalid snapshot id"]),
     # an unset variable (`--snapshot-id "$ID"`): each rerun wrote a new snapshot instead of replacing its own
     (["--snapshot-id", ""], ["--snapshot-id", "invalid snapshot id ''"]),
+    # the same of a TIME, a version and an environment: read as not given, a run of the whole log (`--until-time`),
+    # as of its newest record, as the default version, or with another environment's settings (`--env`)
+    (["--until-time", ""], ["--until-time: '' is not an ISO-8601 time"]),
+    (["--as-of", ""], ["--as-of: '' is not an ISO-8601 time"]),
+    (["--kafka-version", ""], ["--kafka-version: kafka_version '' is not of the form MAJOR.MINOR[.PATCH]"]),
+    (["--env", ""], ["the environment is empty (an unset variable?)"]),
     (["--conf", "rebuild.semantix=modern"], ["unknown setting rebuild.semantix", "did you mean rebuild.semantics?"]),
     (["--conf", "warehouse.keep_snapshot=3"], ["did you mean warehouse.keep_snapshots?"]),
     # read before the run: a typo here failed every run's retirement of old snapshots, once its own was committed

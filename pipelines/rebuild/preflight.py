@@ -74,8 +74,9 @@ def _prepare(settings: Settings, req: RebuildRequest, conf: RunSettings, snapsho
     except ValueError as e:
         raise UsageError(f"--snapshot-id: {e}") from None
     try:
-        until_time_ms = parse_time_ms(req.until_time, what="--until-time") if req.until_time else None
-        as_of_ms = parse_time_ms(req.as_of, what="--as-of") if req.as_of else None
+        # an empty TIME given (`--until-time "$UNSET"`) is refused, not read as no cut: a run of the whole log
+        until_time_ms = parse_time_ms(req.until_time, what="--until-time") if req.until_time is not None else None
+        as_of_ms = parse_time_ms(req.as_of, what="--as-of") if req.as_of is not None else None
     except TimeFormatError as e:
         raise UsageError(str(e)) from None
     if req.until_offset is not None and req.until_offset < 0:

@@ -63,11 +63,12 @@ def resolve_settings(settings: Settings, req: RebuildRequest) -> RunSettings:
             max_batch_bytes=settings.section("decode").get("max_batch_bytes", ReadPolicy().max_batch_bytes))
     except ValueError as e:
         raise UsageError(str(e)) from None
-    kafka_version = str(req.kafka_version or r.get("kafka_version") or DEFAULT_KAFKA_VERSIONS[semantics])
+    given = req.kafka_version is not None  # an empty one given is refused, not read as the default
+    kafka_version = str(req.kafka_version if given else r.get("kafka_version") or DEFAULT_KAFKA_VERSIONS[semantics])
     try:
         major, minor, _ = parse_kafka_version(kafka_version)
     except ValueError as e:
-        raise UsageError(f"{'--kafka-version' if req.kafka_version else 'rebuild.kafka_version'}: {e}") from None
+        raise UsageError(f"{'--kafka-version' if given else 'rebuild.kafka_version'}: {e}") from None
     if req.retention_minutes is not None:
         retention = req.retention_minutes
         if retention < 1:
