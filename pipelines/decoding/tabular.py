@@ -22,6 +22,8 @@ dump (0-based, in part file order, malformed lines included); each stands for on
   timestamp that is no time in a long of milliseconds, or a timestampType that names no `TimestampType` (its id
   -1/0/1, or its name, in any case): ``invalid_row``; a negative offset or partition: ``negative_offset``.
 * A JSON file that is one array of objects (an export as a JSON document) holds a row per element.
+* Text that is not UTF-8 (a key, a value, a topic) is read with U+FFFD for each byte that is not, in every format:
+  such a key or value is undecodable text, such a topic another topic's.
 * A JSON line that does not parse, a CSV row with the wrong number of fields, a partition/offset that is not a
   whole number: ``malformed_row``; the other rows are read (the file is parsed line by line when Arrow's reader
   refuses it).
@@ -255,13 +257,13 @@ def _read_file(path: str, fmt: str) -> tuple[pa.Table, list[tuple[int, str]], in
             # imported here, not at module level: pyarrow.parquet ~0.012 s of import (python -X importtime)
             import pyarrow.parquet as pq
 
-            t = pq.read_table(path)
+            t = _text_as_utf8(pq.read_table(path))
             return t, [], t.num_rows
         if fmt == "json":
             schema = pa.schema([("key", pa.string()), ("value", pa.string()), ("topic", pa.string())])
             t = pj.read_json(path, parse_options=pj.ParseOptions(explicit_schema=schema,
                                                                  unexpected_field_behavior="infer"))
-            if _whole_positions(t) and not _facts_as_doubles(t):
+            if _whole_positions(t) and not _facts_as_doubles(t) and not _not_utf8(t):
                 return t, [], t.num_rows
             return _read_lines(path, fmt)
         refused = []
@@ -284,6 +286,32 @@ def _read_file(path: str, fmt: str) -> tuple[pa.Table, list[tuple[int, str]], in
 
 
 _INT_COLUMNS = ("partition", "offset")
+
+
+def _not_utf8(table: pa.Table) -> list[str]:
+    """The text columns holding a value that is not UTF-8: Arrow's JSON and Parquet readers take a string's bytes
+    as they are (its CSV reader checks them), and the first such value read into Python raised UnicodeDecodeError,
+    a stack trace, wherever the rows were read."""
+    bad = []
+    for name in table.column_names:
+        typ = table.schema.field(name).type
+        if pa.types.is_string(typ) or pa.types.is_large_string(typ):
+            try:
+                table.column(name).validate(full=True)
+            except pa.ArrowInvalid:
+                bad.append(name)
+    return bad
+
+
+def _text_as_utf8(table: pa.Table) -> pa.Table:
+    """`table` with each byte of its text columns that is not UTF-8 as U+FFFD, as the line reader reads a text
+    file: such a key or value is no hex or base64 (an invalid row), such a topic another topic's."""
+    for name in _not_utf8(table):
+        typ = table.schema.field(name).type
+        raw = table.column(name).cast(pa.large_binary() if pa.types.is_large_string(typ) else pa.binary())
+        text = pa.array([None if b is None else b.decode("utf-8", "replace") for b in raw.to_pylist()], typ)
+        table = table.set_column(table.column_names.index(name), name, text)
+    return table
 
 
 def _refuse_repeated_columns(names: list[str], path: str) -> None:

@@ -535,3 +535,30 @@ def test_a_dump_directory_mixing_formats_is_refused(tmp_path):
     out = list(read_tabular_dump(tmp_path))
     assert len([o for o in out if isinstance(o, LogRecord)]) == 3  # the rows of c repeat a's: collapsed
     assert not [o for o in out if isinstance(o, ReadProblem)]
+
+
+@pytest.mark.parametrize("fmt", ["json", "parquet"])
+@pytest.mark.parametrize("column", ["key", "topic"])
+def test_text_that_is_not_utf8_is_one_row_quarantined_not_a_stack_trace(tmp_path, fmt, column):
+    """Arrow's JSON and Parquet readers take a string's bytes as they are (its CSV reader checks them): a key or a
+    topic holding a byte that is no UTF-8 stopped the run in a UnicodeDecodeError where the rows were read. Its row
+    is now read as the line reader reads a text file (the byte as U+FFFD): a key that is no hex, an invalid row; a
+    topic that is not __consumer_offsets, not read; the other rows are the dump's."""
+    rows = _commit_rows(4)
+    bad = {"key": b"\xff" + rows[2]["key"][2:].encode(), "topic": b"__consumer_offsets\xff"}[column]
+    if fmt == "json":
+        path = tmp_path / "d.json"
+        lines = [json.dumps({**r, column: "@"}).encode().replace(b'"@"', b'"' + bad + b'"') if i == 2
+                 else json.dumps(r).encode() for i, r in enumerate(rows)]
+        path.write_bytes(b"\n".join(lines) + b"\n")
+    else:
+        path = tmp_path / "d.parquet"
+        table = pa.Table.from_pylist(rows)
+        cells = [bad if i == 2 else r[column].encode() for i, r in enumerate(rows)]
+        table = table.set_column(table.column_names.index(column), column,
+                                 pa.array(cells, pa.binary()).view(pa.string()))
+        pq.write_table(table, path)
+    out = list(read_tabular_dump(path))
+    kind = {"key": "invalid_row", "topic": "not_offsets_data"}[column]
+    assert [(o.kind, o.position) for o in out if isinstance(o, ReadProblem)] == [(kind, 2)]
+    assert [r.offset for r in out if isinstance(r, LogRecord)] == [0, 1, 3]
