@@ -62,6 +62,9 @@ def good(tmp_path) -> Path:
     (["--num-partitions", "2147483648"], ["--num-partitions must be 1 to 2147483647, not 2147483648"]),
     (["--snapshot-id", "../evil"], ["--snapshot-id", "invalid snapshot id '../evil'"]),
     (["--snapshot-id", "a" * 200], ["invalid snapshot id"]),
+    # a trailing newline passed the check (`$` matches before it): the run wrote partition dirs whose paths delta-rs
+    # refuses to read, so retiring old snapshots failed in every later run on that warehouse
+    (["--snapshot-id", "snap\n"], ["--snapshot-id", "invalid snapshot id 'snap\\n'"]),
     # an unset variable (`--snapshot-id "$ID"`): each rerun wrote a new snapshot instead of replacing its own
     (["--snapshot-id", ""], ["--snapshot-id", "invalid snapshot id ''"]),
     # the same of a TIME, a version and an environment: read as not given, a run of the whole log (`--until-time`),

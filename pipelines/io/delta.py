@@ -824,12 +824,13 @@ def _relative(root: Location, name: str) -> str:
     return str(p.relative_to(root.uri)) if p.is_absolute() else s
 
 
-_SAFE_VALUE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}$")
+_SAFE_VALUE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}")
 
 
 def check_partition_value(value: str) -> str:
-    """Partition values become directory names and SQL literals: allow a safe alphabet only."""
-    if not isinstance(value, str) or not _SAFE_VALUE.match(value):
+    """Partition values become directory names and SQL literals: allow a safe alphabet only (the whole value: a
+    `$` would let a trailing newline through, and delta-rs reads no path holding one)."""
+    if not isinstance(value, str) or not _SAFE_VALUE.fullmatch(value):
         raise ValueError(
             f"invalid snapshot id {value!r}: use 1-128 characters from A-Z a-z 0-9 _ . - "
             "(starting with a letter or digit)")
