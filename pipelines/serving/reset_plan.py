@@ -13,7 +13,13 @@ import re
 from pipelines.io.snapshots import GroupNotFound
 from pipelines.serving.index import SnapshotIndex
 
-_LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")  # Kafka's Topic.validate
+_LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]{1,249}")  # Kafka's Topic.validate
+
+
+def legal_topic(topic: str | None) -> bool:
+    """Whether Kafka's `Topic.validate` takes `topic` (4.0 `Topic.detectInvalidTopic`; a commit's key holds whatever
+    a client sent): the whole name, where a `$` let a trailing newline through, which split its plan's CSV row."""
+    return topic is not None and topic not in (".", "..") and _LEGAL_TOPIC.fullmatch(topic) is not None
 
 
 def reset_refused(state: str | None) -> bool:
@@ -28,7 +34,7 @@ def reset_plan(idx: SnapshotIndex, group_id: str) -> tuple[str, list[str]]:
     lines, warnings = [], []
     for o in idx.group_offsets(group_id, ["topic", "partition", "committed_offset"]):
         topic, part, off = o["topic"], o["partition"], o["committed_offset"]
-        if not _LEGAL_TOPIC.match(topic or ""):
+        if not legal_topic(topic):
             warnings.append(f"skipped {topic!r}-{part}: not a legal Kafka topic name")
             continue
         if off is None or off < 0:

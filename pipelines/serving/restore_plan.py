@@ -47,12 +47,11 @@ from pipelines.io.snapshots import GroupNotFound, Snapshot, SnapshotReader
 from pipelines.serving.group_regex import check as check_group_regex, matching
 from pipelines.serving.history import HistoryUnavailable, check_within, group_events
 from pipelines.serving.index import no_group_matches, unknown_group_message, unknown_groups
-from pipelines.serving.reset_plan import reset_refused
+from pipelines.serving.reset_plan import legal_topic, reset_refused
 from pipelines.times import EPOCH, datetime_to_ms, parse_time_ms
 from schemas.decoded import DECODED_RECORD_SCHEMA
 
 _SAFE_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,199}")
-_LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")  # Kafka's Topic.validate
 _MAX_STEM = 200
 _TOOL = "kafka-consumer-groups.sh"
 
@@ -545,7 +544,7 @@ def restore_plan(reader: SnapshotReader, snap: Snapshot, as_of_ms: int, *, group
     for gid in ids:
         p = GroupPlan(gid, None, [], current=current.get(gid, {}))
         for topic, part, off in at.get(gid, ()):
-            if not _LEGAL_TOPIC.match(topic or ""):
+            if not legal_topic(topic):
                 p.skipped.append(f"{topic!r}-{part}: not a legal Kafka topic name")
             elif off is None or off < 0:
                 p.skipped.append(f"{topic}-{part}: committed offset {off} cannot be reset to")

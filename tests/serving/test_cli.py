@@ -924,3 +924,22 @@ def test_describe_verbose_shows_the_epochs_of_every_group_with_them(tmp_path, gr
     assert state[2].split()[2] == {"consumer": "uniform", "share": "simple", "streams": "-"}[group_type]
     members = describe("--members", "--verbose")
     assert members[2].split()[-4:] == ["2", "t:0", "3", "-"]
+
+
+def test_a_topic_kafka_would_refuse_is_left_out_of_the_plans_not_written_into_them(tmp_path):
+    """A commit's key holds whatever a client sent: a topic `orders` + newline passed the legal-name check (its `$`
+    matches before a trailing newline), and its plan row split in two (`orders` alone, then `,0,5`), a CSV
+    `kafka-consumer-groups --from-file` cannot read; `.` and `..` (Topic.detectInvalidTopic, 4.0) were written too.
+    Each is left out with a warning, and the legal topic's row is the plan (restore-plan's CSVs take the same
+    `reset_plan.legal_topic`)."""
+    from .warehouse_kit import WarehouseKit, group, offset, ts
+
+    bad = ["orders\n", ".", ".."]
+    wh = tmp_path / "wh"
+    k = WarehouseKit(wh)
+    k.snapshot("s1", groups=[group("g", members=0, state="Empty")],
+               offsets=[offset("g", t, 0, 5) for t in bad] + [offset("g", "orders", 1, 7)],
+               as_of=ts(2.0))
+    r = CliRunner().invoke(main, ["reset-plan", "--warehouse", str(wh), "--group", "g"])
+    assert r.exit_code == 0 and r.stdout == "orders,1,7\n", r.output
+    assert all(repr(t) in r.stderr for t in bad), r.stderr
