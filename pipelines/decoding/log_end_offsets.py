@@ -53,8 +53,8 @@ SOURCE_SEGMENT = "segment"
 SOURCE_FILE = "file"
 
 _CHECKPOINT_VERSION = 0  # OffsetCheckpointFile.CurrentVersion (Kafka 0.9-4.x)
-_PARTITION_DIR = re.compile(r"^(.+)-(\d+)$")
-_SKIPPED_DIR = re.compile(r"-(delete|future|stray)$")
+_PARTITION_DIR = re.compile(r"^(.+)-(\d+)\Z")
+_SKIPPED_DIR = re.compile(r"-(delete|future|stray)\Z")
 # `partition.metadata` GETs in flight at once on an object store (a request waits on the network, not this process)
 _METADATA_READERS = 32
 

@@ -30,9 +30,9 @@ from schemas.records import OFFSET_MAX, PARTITION_MAX, LogRecord, ReadProblem
 __all__ = ["InputError", "SegmentFile", "discover_segments", "entry_heads", "read_log", "read_segment_batches"]
 
 OFFSETS_TOPIC = "__consumer_offsets"
-_OFFSETS_DIR = re.compile(r"^__consumer_offsets-(\d+)$")
-_TOPIC_PARTITION_DIR = re.compile(r"^(.+)-(\d+)$")
-_SKIPPED_DIR = re.compile(r"-(delete|future|stray)$")  # `<tp>.<uuid>-delete`, `<tp>.<uuid>-future`, `<tp>-stray`
+_OFFSETS_DIR = re.compile(r"^__consumer_offsets-(\d+)\Z")
+_TOPIC_PARTITION_DIR = re.compile(r"^(.+)-(\d+)\Z")
+_SKIPPED_DIR = re.compile(r"-(delete|future|stray)\Z")  # `<tp>.<uuid>-delete`, `<tp>.<uuid>-future`, `<tp>-stray`
 _SEGMENT_NAME = re.compile(r"^(\d+)\.log$")
 _SKIPPED_SUFFIXES = (".deleted", ".cleaned")
 _SWAP_SUFFIX = ".swap"

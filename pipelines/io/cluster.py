@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pipelines.io import storage
 
 CLUSTER_FILE = "_cluster.json"
-_PARTITION_DIR = re.compile(r"^__consumer_offsets-(\d+)$")
+_PARTITION_DIR = re.compile(r"^__consumer_offsets-(\d+)\Z")
 
 
 @dataclass

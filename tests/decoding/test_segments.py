@@ -466,3 +466,16 @@ def test_a_partition_directory_that_is_a_link_to_nothing_is_reported_and_counts_
         ("__consumer_offsets-7", "unreadable", 7)]
     assert "is a symbolic link to nothing (dangling, or a loop), not a partition directory" in problems[0].reason
     assert partition_count(root) == 2
+
+
+def test_a_partition_directory_name_ending_in_a_newline_is_reported_not_read_as_the_partition(tmp_path):
+    # `$` matches before a trailing newline: `__consumer_offsets-1\n` was read as partition 1 (beside or instead of
+    # `__consumer_offsets-1`), where Kafka's LocalLog.parseTopicPartitionName (4.0; Integer.parseInt("1\n") throws)
+    # loads no such directory
+    root = tmp_path / "logs"
+    _seg(root / "__consumer_offsets-0", 0, 1)
+    _seg(root / "__consumer_offsets-1\n", 0, 2)
+    segs, problems = discover_segments(root)
+    assert [(s.offsets_partition, s.base_offset) for s in segs] == [(0, 0)]
+    assert [(Path(p.source).name, p.kind) for p in problems] == [("__consumer_offsets-1\n", "not_offsets_data")]
+    assert partition_count(root) == 1
