@@ -12,6 +12,9 @@ from simulator.log import DEFAULT_SEGMENT_BYTES
 from simulator.stats import SampleStats
 
 MIN_DURATION_MS = 60_000  # a paced timeline of less is as dense as an unpaced one
+# the groups' paces run a timeline about a third past its duration: a millennium keeps its end in the years a
+# timestamp prints in (to 9999), where a longer one failed in a stack trace after writing the whole sample
+MAX_DURATION_MS = 365_000 * 86_400_000
 MIN_RECORDS_PER_GROUP = 8  # creating a group alone takes 2-7 records; the record budget must leave room for life
 SHAPES = ("mixed", "cleaner-died")
 _DATA_PARTITION = re.compile(r"^[^_].*-\d+$")  # a data topic's partition dir an earlier sample wrote
@@ -49,6 +52,8 @@ def generate_sample(out_dir: str | Path, *, records: int = 100_000, groups: int 
         raise ValueError(f"{groups} groups need at least {groups * MIN_RECORDS_PER_GROUP} records (got {records})")
     if duration_ms is not None and duration_ms < MIN_DURATION_MS:
         raise ValueError(f"the duration must be at least {MIN_DURATION_MS // 1000} s")
+    if duration_ms is not None and duration_ms > MAX_DURATION_MS:
+        raise ValueError(f"the duration must be at most {MAX_DURATION_MS // 86_400_000} days (a millennium)")
     if incidents and duration_ms is None:
         raise IncidentError("--incident needs --duration: without it the whole timeline spans a few seconds")
     out = Path(out_dir)

@@ -781,6 +781,9 @@ def test_cli_names_every_incident_with_its_group_and_millisecond(tmp_path):
     (["--duration", "1h", "--incident", "reset@now"], "'now' is not on the sample's timeline"),
     (["--duration", "two hours"], "--duration: 'two hours' is not a duration"),
     (["--duration", "30s"], "the duration must be at least 60 s"),
+    # a timeline past year 9999 failed in a stack trace (OverflowError, struct.error) after writing the sample
+    (["--duration", "99999999999h"], "the duration must be at most 365000 days"),
+    (["--duration", "9999999999999999999999h"], "the duration must be at most 365000 days"),
     (["--duration", "1h", "--incident", "reset@+61s"], "no Stable classic group with committed offsets"),
 ])
 def test_cli_bad_incidents_and_durations_are_one_error_line_and_leave_the_sample_there(tmp_path, argv, message):
