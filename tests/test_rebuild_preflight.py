@@ -23,11 +23,11 @@ ROOT = Path(__file__).resolve().parent.parent
 LIMIT_S = 15.0
 
 
-def rebuild(*args: str, env_extra: dict | None = None, wrap: list[str] | None = None):
+def rebuild(*args: str, env_extra: dict | None = None, wrap: list[str] | None = None, timeout: float = 300):
     env = {**os.environ, "PYTHONPATH": str(ROOT), **(env_extra or {})}
     cmd = [*(wrap or []), sys.executable, "-m", "jobs.cli", "rebuild", "--env", "ci", "--quiet", *args]
     t0 = time.monotonic()
-    p = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    p = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
     took = time.monotonic() - t0
     print(f"\n{took:5.2f} s  exit {p.returncode}  {p.stderr.strip()[:160]}")
     return p, took
@@ -384,3 +384,24 @@ def test_unreadable_segment_as_a_plain_user_is_refused_by_the_check_itself(tmp_p
     seg.chmod(0)
     p, took = rebuild("--input", str(src), "--warehouse", str(tmp_path / "wh"))
     assert_usage_error(p, took, "cannot read input")
+
+
+def test_a_pipe_among_a_dumps_part_files_exits_2_not_waits_for_a_writer(tmp_path):
+    """A FIFO named like a part file (`part-0001.json`) beside a dump's real part: the reader opened it and waited
+    for a writer that never came, a run hung with nothing said (a Parquet one failed, as a file of 0 bytes).
+    Refused in one line, before it is opened."""
+    import base64
+    import json
+
+    dump = tmp_path / "dump"
+    dump.mkdir()
+    key, value, ts = bi.commit(bi.group_in(0, "pipe"), 0, 5, bi.T0)
+    (dump / "part-0000.json").write_text(json.dumps({
+        "key": base64.b64encode(key).decode(), "value": base64.b64encode(value).decode(),
+        "topic": "__consumer_offsets", "partition": 0, "offset": 0, "timestamp": ts, "timestampType": 0}) + "\n")
+    os.mkfifo(dump / "part-0001.json")
+    try:
+        p, took = rebuild("--input", str(dump), "--warehouse", str(tmp_path / "wh"), timeout=60)
+    except subprocess.TimeoutExpired:
+        pytest.fail("the run waited on the pipe")
+    assert_usage_error(p, took, "dump file", "part-0001.json is not a regular file")

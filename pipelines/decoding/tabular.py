@@ -24,6 +24,7 @@ dump (0-based, in part file order, malformed lines included); each stands for on
 * A JSON file that is one array of objects (an export as a JSON document) holds a row per element.
 * Text that is not UTF-8 (a key, a value, a topic) is read with U+FFFD for each byte that is not, in every format:
   such a key or value is undecodable text, such a topic another topic's.
+* A part file that is no regular file (a pipe, a socket, a device) is refused by name before it is opened.
 * A JSON line that does not parse, a CSV row with the wrong number of fields, a partition/offset that is not a
   whole number: ``malformed_row``; the other rows are read (the file is parsed line by line when Arrow's reader
   refuses it).
@@ -37,6 +38,7 @@ import io
 import json
 import os
 import re
+import stat
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
@@ -200,8 +202,21 @@ def _files(p: str) -> list[str]:
         for n in sorted(names):
             if n.startswith((".", "_")) or n.endswith(".crc"):
                 continue  # _SUCCESS, .part-….crc
+            _refuse_special(os.path.join(root, n))
             out.append(os.path.join(root, n))
     return out
+
+
+def _refuse_special(path: str) -> None:
+    """A pipe, socket or device among a dump's part files is refused before it is opened: opening a pipe to read
+    waits for a writer, so a run hung there without a line said (a dangling link is the reader's to report)."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return
+    if not stat.S_ISREG(mode):
+        raise InvalidFieldError(f"dump file {path} is not a regular file (a pipe, socket or device); move it out of "
+                                f"the dump", field="file")
 
 
 def _one_format(p: str, files: list[str]) -> str:
