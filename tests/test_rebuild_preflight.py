@@ -405,3 +405,13 @@ def test_a_pipe_among_a_dumps_part_files_exits_2_not_waits_for_a_writer(tmp_path
     except subprocess.TimeoutExpired:
         pytest.fail("the run waited on the pipe")
     assert_usage_error(p, took, "dump file", "part-0001.json is not a regular file")
+
+
+@pytest.mark.parametrize("option", [["--num-partitions", "1"], ["--conf", "rebuild.num_offsets_partitions=1"]])
+def test_a_partition_count_below_the_inputs_partitions_exits_2_before_any_work(tmp_path, option):
+    """`--num-partitions 1` for a log dir holding __consumer_offsets-1: Kafka's partitioner places no group there,
+    and the run failed its validation (exit 1, a `validation_failed` snapshot) after all its work."""
+    src = two_partitions(tmp_path / "in")
+    p, took = rebuild("--input", str(src), "--warehouse", str(tmp_path / "wh"), *option)
+    assert_usage_error(p, took, "1: the input holds offsets partition 1, which a topic of 1 partition(s) cannot have")
+    assert not (tmp_path / "wh").exists()

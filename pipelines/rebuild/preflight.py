@@ -95,6 +95,12 @@ def _prepare(settings: Settings, req: RebuildRequest, conf: RunSettings, snapsho
         raise UsageError(f"--warehouse {e}") from None
     check_not_nested(inputs, warehouse)
     plan = plan_and_check(inputs)
+    if conf.num_partitions is not None and plan.max_partition >= conf.num_partitions:
+        # every group of that partition would be placed in another by Kafka's partitioner: the run failed its
+        # validation after all its work
+        what = "--num-partitions" if req.num_partitions is not None else "rebuild.num_offsets_partitions"
+        raise UsageError(f"{what} {conf.num_partitions}: the input holds offsets partition {plan.max_partition}, "
+                         f"which a topic of {conf.num_partitions} partition(s) cannot have")
     cluster, other_cluster = check_cluster(plan, warehouse, req.other_cluster)
     check_validation_settings(settings)
     check_log_level(settings)
