@@ -608,13 +608,10 @@ def test_versions_of_one_read_policy_load_alike():
                for s, v in [("legacy", "3.0"), ("legacy", "3.9"), ("modern", "3.9"), ("modern", "4.0")])
 
 
-def test_a_kafka_version_whose_load_takes_a_repeated_static_member_is_a_full_rebuild(no_spark, settings, tmp_path):
-    """A GroupMetadata value listing one static instance id twice, loaded by a base run emulating 2.8 (its
-    `GroupMetadata.add` takes it), then an --incremental run emulating 3.0 (whose `add` throws: the load skips the
-    record). Before, the run resumed the 2.8 shard: its snapshot served the group Stable with two members where a
-    full 3.0 rebuild has it Empty and expired; now it is a full rebuild saying the read policy changed."""
-    from pipelines.rebuild import RebuildRequest, run_rebuild
-
+def _static_instance_listed_twice(root: Path) -> tuple[str, str, Path]:
+    """A log dir whose partition 4 holds a group's GroupMetadata value listing one static instance id twice (loaded
+    before Kafka 3.0, a load failure from 3.0), after a plain one; partition 0 a fine group's. (the group, the fine
+    group, partition 0's segment)"""
     from pipelines.decoding import message_writer as mw
     from tests import badinputs as bi
 
@@ -622,8 +619,21 @@ def test_a_kafka_version_whose_load_takes_a_repeated_static_member_is_a_full_reb
     members = [{"member_id": m, "group_instance_id": "instance-1"} for m in ("m1", "m2")]
     twice = (mw.write_group_metadata_key(g), mw.write_group_metadata_value(
         3, protocol_type="consumer", generation=2, protocol="range", leader="m1", members=members), bi.T0 + 1)
-    bi.write_segment(tmp_path / "in" / "__consumer_offsets-4", 0, bi.batch([bi.group_record(g, bi.T0), twice], 0))
-    zero = bi.write_segment(tmp_path / "in" / "__consumer_offsets-0", 0, bi.batch([bi.group_record(fine, bi.T0)], 0))
+    bi.write_segment(root / "__consumer_offsets-4", 0, bi.batch([bi.group_record(g, bi.T0), twice], 0))
+    zero = bi.write_segment(root / "__consumer_offsets-0", 0, bi.batch([bi.group_record(fine, bi.T0)], 0))
+    return g, fine, zero
+
+
+def test_a_kafka_version_whose_load_takes_a_repeated_static_member_is_a_full_rebuild(no_spark, settings, tmp_path):
+    """A GroupMetadata value listing one static instance id twice, loaded by a base run emulating 2.8 (its
+    `GroupMetadata.add` takes it), then an --incremental run emulating 3.0 (whose `add` throws: the load skips the
+    record). Before, the run resumed the 2.8 shard: its snapshot served the group Stable with two members where a
+    full 3.0 rebuild has it Empty and expired; now it is a full rebuild saying the read policy changed."""
+    from pipelines.rebuild import RebuildRequest, run_rebuild
+
+    from tests import badinputs as bi
+
+    g, fine, zero = _static_instance_listed_twice(tmp_path / "in")
 
     def run(warehouse: Path, snapshot_id: str, version: str, **kw):
         summary = run_rebuild(no_spark, settings, RebuildRequest(
@@ -850,19 +860,13 @@ def test_an_incremental_run_names_the_load_failures_the_earlier_runs_read(spark,
     with its group history on Spark. The base run's checkpoint counts the records (its tasks named them), so the
     next run knows to read the history it carries forward for them, as it does after a checkpoint written before
     the count (`counted` False). Before, an incremental run of no KIP-848 records said nothing of them."""
-    from pipelines.decoding import message_writer as mw
     from pipelines.io.checkpoint import checkpoint_path, read_checkpoint
     from pipelines.rebuild import stages
     from tests import badinputs as bi
 
     monkeypatch.setattr(stages, "GROUP_EVENTS_IN_HAND", -1)  # the shards' group history left on Spark
     settings = spark_replay_settings(warn_settings)
-    g, fine = bi.group_in(4, "static"), bi.group_in(0, "fine")
-    members = [{"member_id": m, "group_instance_id": "instance-1"} for m in ("m1", "m2")]
-    twice = (mw.write_group_metadata_key(g), mw.write_group_metadata_value(
-        3, protocol_type="consumer", generation=2, protocol="range", leader="m1", members=members), bi.T0 + 1)
-    bi.write_segment(tmp_path / "in" / "__consumer_offsets-4", 0, bi.batch([bi.group_record(g, bi.T0), twice], 0))
-    zero = bi.write_segment(tmp_path / "in" / "__consumer_offsets-0", 0, bi.batch([bi.group_record(fine, bi.T0)], 0))
+    g, fine, zero = _static_instance_listed_twice(tmp_path / "in")
     kw = dict(semantics="legacy", kafka_version="3.9", num_partitions=50)
     base = rebuild(spark, settings, [tmp_path / "in"], tmp_path / "wh", "base", **kw)
     said = [w for w in base.warnings if "load fails on" in w]
