@@ -18,10 +18,10 @@ index is missing or torn (then that segment's headers, with a note).
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import dataclass
 from functools import cached_property
 
+from pipelines.decoding.log_names import SEGMENT_NAME
 from pipelines.decoding.log_segment import NO_TIMESTAMP, UNREADABLE, Found, LogSegment
 from schemas.log_notes import SEGMENT_UNREADABLE, LogNote
 from schemas.records import NO_TIMESTAMP_TYPE, OFFSET_MAX
@@ -30,7 +30,6 @@ __all__ = ["LocalLog", "Position", "SOURCE_LOG_START_CHECKPOINT", "SOURCE_SEGMEN
 
 SOURCE_LOG_START_CHECKPOINT = "log-start-offset-checkpoint"
 SOURCE_SEGMENT_START = "segment"
-_SEGMENT_NAME = re.compile(r"^(\d+)\.log$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,7 +67,7 @@ class LocalLog:
             entries = []
         found = []
         for e in entries:
-            m = _SEGMENT_NAME.match(e.name)
+            m = SEGMENT_NAME.match(e.name)
             if m is None:
                 continue  # .index, .timeindex, .txnindex, .snapshot, .deleted, .cleaned, .swap, checkpoints
             if int(m.group(1)) > OFFSET_MAX:

@@ -21,7 +21,6 @@ under different topic ids (`partition.metadata`) are two topics sharing a name: 
 from __future__ import annotations
 
 import os
-import re
 import stat
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
@@ -31,6 +30,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 import pyarrow.fs as pafs
 
+from pipelines.decoding.log_names import PARTITION_DIR, SKIPPED_DIR
 from pipelines.io import storage
 from pipelines.io.cluster import partition_metadata_topic_id
 from pipelines.io.storage import Location
@@ -53,8 +53,6 @@ SOURCE_SEGMENT = "segment"
 SOURCE_FILE = "file"
 
 _CHECKPOINT_VERSION = 0  # OffsetCheckpointFile.CurrentVersion (Kafka 0.9-4.x)
-_PARTITION_DIR = re.compile(r"^(.+)-(\d+)\Z")
-_SKIPPED_DIR = re.compile(r"-(delete|future|stray)\Z")
 # `partition.metadata` GETs in flight at once on an object store (a request waits on the network, not this process)
 _METADATA_READERS = 32
 
@@ -171,7 +169,7 @@ def _log_dirs(paths: Iterable["str | os.PathLike | Location"]) -> list[Location]
             loc = storage.location(p)
             if not loc.is_dir():
                 continue
-            if _PARTITION_DIR.match(loc.name) and not (loc / REPLICATION_CHECKPOINT).is_file():
+            if PARTITION_DIR.match(loc.name) and not (loc / REPLICATION_CHECKPOINT).is_file():
                 if (loc.parent / REPLICATION_CHECKPOINT).is_file():
                     loc = loc.parent
                 else:
@@ -392,8 +390,8 @@ def _data_partition(entry, warnings: list[str]) -> tuple[str, int] | None:
     """(topic, partition) of a log dir's entry that is a data topic's partition directory; None for any other (one
     naming a partition past Kafka's ints is a warning)."""
     name = os.path.basename(entry.path)
-    m = _PARTITION_DIR.match(name)
-    if not m or _SKIPPED_DIR.search(name) or not _is_data_topic(m.group(1)) or entry.type != pafs.FileType.Directory:
+    m = PARTITION_DIR.match(name)
+    if not m or SKIPPED_DIR.search(name) or not _is_data_topic(m.group(1)) or entry.type != pafs.FileType.Directory:
         return None
     if int(m.group(2)) > PARTITION_MAX:
         warnings.append(f"{entry.path}: names partition {m.group(2)}, past Kafka's {PARTITION_MAX}; not read")

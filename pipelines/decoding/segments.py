@@ -24,16 +24,13 @@ from dataclasses import dataclass
 from pipelines.decoding.batches import BatchItem, read_batches_from_file
 from pipelines.decoding.dump_files import is_dump_name
 from pipelines.decoding.framing import EntryHeads, walk_entry_heads
+from pipelines.decoding.log_names import OFFSETS_PARTITION_DIR, PARTITION_DIR, SEGMENT_NAME, SKIPPED_DIR
 from pipelines.decoding.policy import DEFAULT_POLICY, ReadPolicy
 from schemas.records import OFFSET_MAX, PARTITION_MAX, LogRecord, ReadProblem
 
 __all__ = ["InputError", "SegmentFile", "discover_segments", "entry_heads", "read_log", "read_segment_batches"]
 
 OFFSETS_TOPIC = "__consumer_offsets"
-_OFFSETS_DIR = re.compile(r"^__consumer_offsets-(\d+)\Z")
-_TOPIC_PARTITION_DIR = re.compile(r"^(.+)-(\d+)\Z")
-_SKIPPED_DIR = re.compile(r"-(delete|future|stray)\Z")  # `<tp>.<uuid>-delete`, `<tp>.<uuid>-future`, `<tp>-stray`
-_SEGMENT_NAME = re.compile(r"^(\d+)\.log$")
 _SKIPPED_SUFFIXES = (".deleted", ".cleaned")
 _SWAP_SUFFIX = ".swap"
 
@@ -260,17 +257,17 @@ def _partition_past_max(path: str, name: str, m: re.Match, problems: list[ReadPr
 def _discover_path(p: str, tree, segments: list[SegmentFile], problems: list[ReadProblem]) -> None:
     name = os.path.basename(p.rstrip("/") if "://" in p else os.path.normpath(p))
     if tree.isdir(p):
-        m = _OFFSETS_DIR.match(name)
+        m = OFFSETS_PARTITION_DIR.match(name)
         if m:
             if not _partition_past_max(p, name, m, problems):
                 _discover_partition_dir(p, tree, int(m.group(1)), segments, problems)
             return
-        if _SKIPPED_DIR.search(name):  # given by name: the user is told why nothing of it is read
+        if SKIPPED_DIR.search(name):  # given by name: the user is told why nothing of it is read
             problems.append(_problem(p, -1, "not_offsets_data",
                                      f"{name} is a partition directory Kafka deletes or has not made the partition's "
                                      f"log yet (-delete, -future, -stray); not read (give its files to read them)"))
             return
-        if _TOPIC_PARTITION_DIR.match(name) and not _lists_partition_dirs(p, tree):
+        if PARTITION_DIR.match(name) and not _lists_partition_dirs(p, tree):
             problems.append(_problem(p, -1, "not_offsets_data",
                                      f"{name} is a partition directory of another topic; not read"))
             return
@@ -278,11 +275,11 @@ def _discover_path(p: str, tree, segments: list[SegmentFile], problems: list[Rea
         return
     # a single file
     parent = os.path.basename(os.path.dirname(tree.abspath(p)))
-    m = _OFFSETS_DIR.match(parent)
+    m = OFFSETS_PARTITION_DIR.match(parent)
     if m and _partition_past_max(p, parent, m, problems):
         return
     partition = int(m.group(1)) if m else -1
-    if m is None and _TOPIC_PARTITION_DIR.match(parent):
+    if m is None and PARTITION_DIR.match(parent):
         problems.append(_problem(p, -1, "not_offsets_data",
                                  f"{p} belongs to {parent}, not to {OFFSETS_TOPIC}; not read"))
         return
@@ -291,13 +288,13 @@ def _discover_path(p: str, tree, segments: list[SegmentFile], problems: list[Rea
     if not name.endswith(".log"):
         problems.append(_problem(p, partition, "not_offsets_data", f"{name} is not a .log segment; not read"))
         return
-    sm = _SEGMENT_NAME.match(name)
+    sm = SEGMENT_NAME.match(name)
     _add_segment(p, tree, partition, int(sm.group(1)) if sm else 0, segments, problems, name)
 
 
 def _lists_partition_dirs(p: str, tree) -> bool:
     try:
-        return any(_OFFSETS_DIR.match(e.name) and _is_dir(e) for e in tree.scandir(p))
+        return any(OFFSETS_PARTITION_DIR.match(e.name) and _is_dir(e) for e in tree.scandir(p))
     except OSError:
         return False
 
@@ -314,21 +311,21 @@ def _discover_log_dir(p: str, tree, segments: list[SegmentFile], problems: list[
     bare_logs = False
     for e in entries:
         if _is_dir(e):
-            m = _OFFSETS_DIR.match(e.name)
+            m = OFFSETS_PARTITION_DIR.match(e.name)
             if m:
                 found = True
                 if not _partition_past_max(e.path, e.name, m, problems):
                     _discover_partition_dir(e.path, tree, int(m.group(1)), segments, problems)
-            elif _SKIPPED_DIR.search(e.name):
+            elif SKIPPED_DIR.search(e.name):
                 continue
-            elif (tp := _TOPIC_PARTITION_DIR.match(e.name)) and tp.group(1).startswith("__"):
+            elif (tp := PARTITION_DIR.match(e.name)) and tp.group(1).startswith("__"):
                 problems.append(_problem(e.path, -1, "not_offsets_data",
                                          f"{e.name} is a partition directory of another topic; not read"))
             elif e.name.startswith(OFFSETS_TOPIC):  # a copy (`-3.bak`): Kafka loads no such name, its records go unread
                 problems.append(_problem(e.path, -1, "not_offsets_data",
                                          f"{e.name} is not named as a partition directory ({OFFSETS_TOPIC}-N); "
                                          f"not read"))
-        elif m := _OFFSETS_DIR.match(e.name):  # Kafka lists only directories: its records would go unread
+        elif m := OFFSETS_PARTITION_DIR.match(e.name):  # Kafka lists only directories: its records would go unread
             found = True
             what = "a symbolic link to nothing (dangling, or a loop)" if _leads_nowhere(e) else "a file"
             problems.append(_problem(e.path, int(m.group(1)) if int(m.group(1)) <= PARTITION_MAX else -1,
@@ -359,7 +356,7 @@ def _discover_partition_dir(p: str, tree, partition: int, segments: list[Segment
         name = e.name
         if name.endswith(_SKIPPED_SUFFIXES) or name.endswith(_SWAP_SUFFIX):
             continue
-        m = _SEGMENT_NAME.match(name)
+        m = SEGMENT_NAME.match(name)
         if m is None:
             if name.endswith(".log"):  # a copy's name, a sign: no segment Kafka loads, and records all the same
                 problems.append(_problem(e.path, partition, "not_offsets_data",
@@ -406,7 +403,7 @@ class _InterruptedSwaps:
         for e in sorted(entries, key=lambda e: e.name):
             if not e.name.endswith(_SWAP_SUFFIX) or _is_dir(e):
                 continue
-            sm = _SEGMENT_NAME.match(e.name[: -len(_SWAP_SUFFIX)])
+            sm = SEGMENT_NAME.match(e.name[: -len(_SWAP_SUFFIX)])
             if sm is None:
                 continue  # an index's swap: renamed too, and no data
             base = int(sm.group(1))
@@ -518,7 +515,7 @@ def log_start_offsets(segments: Iterable[SegmentFile]) -> dict[int, tuple[int, s
     held: dict[str, set[int]] = {}  # a log dir -> the offsets partitions whose segments it holds
     for seg in segments:
         part_dir = os.path.dirname(seg.path)
-        if seg.offsets_partition >= 0 and _OFFSETS_DIR.match(os.path.basename(part_dir)):
+        if seg.offsets_partition >= 0 and OFFSETS_PARTITION_DIR.match(os.path.basename(part_dir)):
             held.setdefault(os.path.dirname(part_dir), set()).add(seg.offsets_partition)
     out: dict[int, tuple[int, str]] = {}
     for log_dir, parts in held.items():
@@ -545,11 +542,11 @@ def partition_count(paths: PathArg | Iterable[PathArg]) -> int | None:
     for p in paths:
         p = os.fspath(p)
         tree = _tree(p, recursive=False)  # the log dir's children alone: not every segment's key again
-        if not tree.isdir(p) or _OFFSETS_DIR.match(os.path.basename(p.rstrip("/") if "://" in p
+        if not tree.isdir(p) or OFFSETS_PARTITION_DIR.match(os.path.basename(p.rstrip("/") if "://" in p
                                                                      else os.path.normpath(p))):
             continue
         for e in tree.scandir(p):
-            m = _OFFSETS_DIR.match(e.name)
+            m = OFFSETS_PARTITION_DIR.match(e.name)
             if m and int(m.group(1)) <= PARTITION_MAX and _is_dir(e):
                 best = max(best or 0, int(m.group(1)) + 1)
     return best
