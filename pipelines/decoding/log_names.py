@@ -14,4 +14,4 @@ __all__ = ["OFFSETS_PARTITION_DIR", "PARTITION_DIR", "SEGMENT_NAME", "SKIPPED_DI
 OFFSETS_PARTITION_DIR = re.compile(r"^__consumer_offsets-(\d+)\Z")
 PARTITION_DIR = re.compile(r"^(.+)-(\d+)\Z")
 SKIPPED_DIR = re.compile(r"-(delete|future|stray)\Z")
-SEGMENT_NAME = re.compile(r"^(\d+)\.log$")
+SEGMENT_NAME = re.compile(r"^(\d+)\.log\Z")

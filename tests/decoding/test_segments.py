@@ -479,3 +479,14 @@ def test_a_partition_directory_name_ending_in_a_newline_is_reported_not_read_as_
     assert [(s.offsets_partition, s.base_offset) for s in segs] == [(0, 0)]
     assert [(Path(p.source).name, p.kind) for p in problems] == [("__consumer_offsets-1\n", "not_offsets_data")]
     assert partition_count(root) == 1
+
+
+def test_a_segment_name_ending_in_a_newline_is_not_a_segment(tmp_path):
+    # `$` matches before a trailing newline: `00000000000000000005.log\n` was read as the segment of base offset 5,
+    # where Kafka's LocalLog.isLogFile (4.0: endsWith(".log")) takes no such file, and its log loads none of it
+    root = tmp_path / "logs"
+    _seg(root / "__consumer_offsets-0", 0, 2)
+    _seg(root / "__consumer_offsets-0", 5, 3, suffix=".log\n")
+    segs, _ = discover_segments(root)
+    assert [(s.offsets_partition, s.base_offset) for s in segs] == [(0, 0)]
+    assert sum(1 for _ in read_log(root)) == 2
