@@ -14,13 +14,12 @@ records go into the history, and completed by later ones (a dump of another brok
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, field
 
+from pipelines.decoding.log_names import OFFSETS_PARTITION_DIR
 from pipelines.io import storage
 
 CLUSTER_FILE = "_cluster.json"
-_PARTITION_DIR = re.compile(r"^__consumer_offsets-(\d+)\Z")
 
 
 @dataclass
@@ -117,7 +116,7 @@ def of_inputs(plan) -> ClusterIdentity:
         if item.get("kind") != "segment" or not item.get("path"):
             continue
         part_dir = storage.location(item["path"]).parent
-        found = _PARTITION_DIR.match(part_dir.name)
+        found = OFFSETS_PARTITION_DIR.match(part_dir.name)
         if found:
             partition_dirs.setdefault(part_dir.uri, (part_dir, int(found.group(1))))
     log_dirs = {}
