@@ -7,10 +7,11 @@ flight says what it is doing: the `runs` table is written only when a run ends.
 A lock is stale, and the next run takes it over, when its holder is gone:
 - same host: the pid no longer exists, or exists but started at another time (a reused pid);
 - another host: its heartbeat (the file's mtime, touched by the holder every `heartbeat_seconds`) is older than
-  `stale_seconds`; or, when the heartbeat is in the future (the holder's clock, or whoever set the mtime, is ahead of
-  ours, so its age says nothing), when it does not move while this run watches it for a few of the holder's
-  heartbeats: a live holder touches it, a dead one's stays put. Judged by age alone, a lock stamped a day ahead
-  would refuse every run for a day after its holder died.
+  `stale_seconds`, or in the future (the holder's clock, or whoever set the mtime, is ahead of ours), and it does
+  not move while this run watches it for a few of the holder's heartbeats: a live holder touches it, a dead one's
+  stays put. The age alone compares two clocks: judged by it, a lock stamped a day ahead would refuse every run for
+  a day after its holder died, and a run on a host whose clock is ahead of the holder's by more than
+  `stale_seconds` would take over a live run's lock, two runs then writing (and vacuuming) one warehouse.
 Taking over renames the stale file away first (an atomic rename: of two runs breaking the same stale lock, one
 wins), then creates a fresh one. The broken holder's record is returned so the new run can record that run as
 abandoned.
@@ -22,8 +23,8 @@ ETag (which also moves `Last-Modified`, the heartbeat), and a takeover replaces 
 `If-Match` on the ETag it read, so of two runs breaking one stale lock exactly one wins. AWS S3 has had both
 conditions since 2024, as have MinIO and moto; a store without them refuses the request and the run exits 2
 naming it. Release deletes the record after checking it is still ours (S3 has no conditional DELETE here, so a
-takeover landing between the check and the delete is the one window left). Staleness across hosts compares
-`Last-Modified` (the store's clock) with this host's clock.
+takeover landing between the check and the delete is the one window left). The heartbeat there is
+`Last-Modified`, the store's clock, watched as above.
 """
 from __future__ import annotations
 
@@ -312,16 +313,24 @@ class WriterLock:
         """The lock's heartbeat is further in our future than clocks drift under NTP."""
         return holder["age_seconds"] < -SKEW_SECONDS
 
-    def _ahead(self, holder: dict) -> bool:
-        """A lock whose heartbeat is in our future by more than clocks drift under NTP, of another host or damaged
-        (no pid to ask): its age says nothing of whether its holder lives (see the module docstring)."""
+    @staticmethod
+    def _asked(holder: dict) -> bool:
+        """A lock of this host naming a process id: whether its holder lives is asked of the process table, no clock
+        involved."""
         pid = holder.get("pid")
-        ours = (isinstance(pid, int) and not isinstance(pid, bool) and 0 < pid < 1 << 31
+        return (isinstance(pid, int) and not isinstance(pid, bool) and 0 < pid < 1 << 31
                 and holder.get("host") == socket.gethostname())
-        return not ours and self.ahead(holder)
+
+    def _watched(self, holder: dict) -> bool:
+        """A lock of another host or damaged (no pid to ask) whose heartbeat says its holder may be gone: older than
+        `stale_seconds`, or in our future by more than clocks drift under NTP. Either may be our clock against the
+        holder's (or the store's, whose clock stamps `Last-Modified`): a clock ahead of theirs makes a live holder's
+        heartbeat look old, one behind makes it look young for ever. So such a lock is stale only when its
+        heartbeat also stays put while this run watches it (see the module docstring)."""
+        return not self._asked(holder) and (self.ahead(holder) or self.is_stale(holder))
 
     def _watch_seconds(self, holder: dict) -> float:
-        """How long a heartbeat ahead of our clock must stay put to be a dead holder's: three of the holder's beats
+        """How long a heartbeat must stay put to be a dead holder's: three of the holder's beats
         (one may be lost to a blip of the store) and a margin."""
         beat = holder.get("heartbeat_seconds")
         if not isinstance(beat, (int, float)) or isinstance(beat, bool) or not 0 < beat < math.inf:
@@ -347,7 +356,7 @@ class WriterLock:
         """Take the lock, waiting up to `wait_seconds` for a live holder; raises LockHeldError after that."""
         deadline = time.monotonic() + max(0.0, wait_seconds)
         broken = None
-        watched = None  # (what we read of a lock ahead of our clock, when we first read it so)
+        watched = None  # (what we read of a lock judged by its heartbeat, when we first read it so)
         beat_seen = False  # that lock moved while we watched it: its holder lives (or another run took it over)
         while True:
             record = self._new_record(snapshot_id)
@@ -363,7 +372,7 @@ class WriterLock:
                 if isinstance(self.file, _ObjectLockFile):
                     self.file.etag = version
                 return broken
-            if self._ahead(holder):
+            if self._watched(holder):
                 if watched is None or watched[0] != seen:
                     beat_seen = beat_seen or watched is not None
                     watched = (seen, time.monotonic())

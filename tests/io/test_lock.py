@@ -90,20 +90,44 @@ def test_a_lock_naming_no_pid_a_process_can_have_is_damaged_not_a_traceback(tmp_
         WriterLock(tmp_path).acquire("mine")
     old = time.time() - 61
     os.utime(tmp_path / LOCK_NAME, (old, old))
-    lock = WriterLock(tmp_path)
-    assert lock.acquire("mine")["snapshot_id"] == "edited"
+    lock = WriterLock(tmp_path, heartbeat_seconds=0.1)
+    assert lock.acquire("mine", poll_seconds=0.05)["snapshot_id"] == "edited"
     lock.release()
 
 
 def test_another_hosts_lock_is_stale_only_after_its_heartbeat_stops(tmp_path):
-    _plant(tmp_path, host="elsewhere.example", pid=1, snapshot_id="remote")
+    _plant(tmp_path, host="elsewhere.example", pid=1, snapshot_id="remote", heartbeat_seconds=0.2)
     with pytest.raises(LockHeldError, match="host elsewhere.example pid 1 snapshot remote"):
-        WriterLock(tmp_path, stale_seconds=600).acquire("mine")
+        WriterLock(tmp_path, stale_seconds=600, heartbeat_seconds=0.2).acquire("mine")
     old = time.time() - 601
     os.utime(tmp_path / LOCK_NAME, (old, old))
-    lock = WriterLock(tmp_path, stale_seconds=600)
-    assert lock.acquire("mine")["snapshot_id"] == "remote"
+    lock = WriterLock(tmp_path, stale_seconds=600, heartbeat_seconds=0.2)
+    t0 = time.monotonic()
+    assert lock.acquire("mine", poll_seconds=0.05)["snapshot_id"] == "remote"
+    assert time.monotonic() - t0 > 0.6  # watched for three of its heartbeats first
     lock.release()
+
+
+def test_a_live_lock_of_a_host_whose_clock_is_behind_ours_is_not_taken_over(tmp_path):
+    """Our clock a day ahead of the holder's (or of the store's, whose clock stamps the heartbeat): its heartbeat
+    looks a day old while its holder beats. Before, the lock was judged stale by that age and taken over at once,
+    and two runs wrote (and vacuumed) one warehouse. Now a heartbeat that moves while watched is a live holder's."""
+    _plant(tmp_path, host="elsewhere.example", pid=1, snapshot_id="live", heartbeat_seconds=0.2)
+    stop = threading.Event()
+
+    def beat():  # the live holder on the host behind, touching its lock as a heartbeat does
+        while not stop.wait(0.1):
+            then = time.time() - 86_400
+            os.utime(tmp_path / LOCK_NAME, (then, then))
+
+    threading.Thread(target=beat, daemon=True).start()
+    try:
+        with pytest.raises(LockHeldError, match="snapshot live"):
+            WriterLock(tmp_path, stale_seconds=600, heartbeat_seconds=0.2).acquire("mine", wait_seconds=1.5,
+                                                                                   poll_seconds=0.05)
+        assert json.loads((tmp_path / LOCK_NAME).read_text())["snapshot_id"] == "live"
+    finally:
+        stop.set()
 
 
 def test_another_hosts_lock_stamped_ahead_of_our_clock_is_judged_by_whether_its_heartbeat_moves(tmp_path):

@@ -41,14 +41,14 @@ def test_a_stale_lock_from_another_host_is_taken_over_once(s3_bucket):
     """Eight runs race for one lock whose holder stopped beating: exactly one takes it, and it reports the dead
     run; the others are refused naming the winner."""
     wh = f"{s3_bucket}/wh"
-    _plant(wh, host="gone-host", pid=4242, snapshot_id="dead", stage="replay", token="t0")
+    _plant(wh, host="gone-host", pid=4242, snapshot_id="dead", stage="replay", token="t0", heartbeat_seconds=0.2)
     time.sleep(1.2)
     results: list = []
 
     def contend(i: int) -> None:
-        lock = WriterLock(wh, stale_seconds=1)
+        lock = WriterLock(wh, stale_seconds=1, heartbeat_seconds=0.2)
         try:
-            results.append(("won", lock.acquire(f"s{i}"), lock))
+            results.append(("won", lock.acquire(f"s{i}", poll_seconds=0.2), lock))
         except LockHeldError as e:
             results.append(("refused", e.holder, lock))
 
