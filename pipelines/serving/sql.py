@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import csv
 import datetime as dt
+import decimal
 import io
 import json
 import math
@@ -84,8 +85,8 @@ def run(con: duckdb.DuckDBPyConnection, query: str) -> tuple[list[str], list[tup
     t = cur.to_arrow_table()
     if not t.num_columns:
         return cols, []
-    columns = [[_parsed(v) for v in c.to_pylist()] if j else _values(c, name) for c, j, name in
-               zip(t.columns, is_json, cols)]
+    columns = [[_parsed(v) for v in c.to_pylist()] if j else _values(c, name, d[1]) for c, j, name, d in
+               zip(t.columns, is_json, cols, cur.description)]
     return cols, [tuple(r) for r in zip(*columns)]
 
 
@@ -94,7 +95,7 @@ _INFINITE = {2**63 - 1: "infinity", -(2**63 - 1): "-infinity"}
 _INFINITE_DAYS = {2**31 - 1: "infinity", -(2**31 - 1): "-infinity"}
 
 
-def _values(col: pa.ChunkedArray, name: str) -> list:
+def _values(col: pa.ChunkedArray, name: str, duck_type: Any) -> list:
     """A column's Python values. A timestamp or date past Python's years 1-9999 (`'infinity'::TIMESTAMP`,
     `to_timestamp(1e12)`, a date BC) was a traceback: it prints as DuckDB's `infinity` / `-infinity` or as an
     ISO-8601 instant with an expanded year (`+33658-09-27T01:46:40Z`); `'infinity'::TIMESTAMP_NS`, which Python
@@ -102,12 +103,57 @@ def _values(col: pa.ChunkedArray, name: str) -> list:
     if pa.types.is_timestamp(col.type) or pa.types.is_date32(col.type):
         return _instants(col)
     try:
+        if _WIDE_INTEGERS & set(_type_ids(duck_type)):
+            values = [_wide_integers(v, duck_type) for v in col.to_pylist()]
+            return [_as_json_maps(v, col.type) for v in values] if _holds_map(col.type) else values
         if _holds_map(col.type):  # Arrow gives a map as a list of pairs, an empty one as [], printed as a list
             return [_as_json_maps(v, col.type) for v in col.to_pylist()]
         return col.to_pylist()
     except (OverflowError, ValueError) as e:  # such an instant nested in a list, struct or map
         raise duckdb.InvalidInputException(
             f"column {name!r} holds a value Python cannot hold ({e}): cast it to VARCHAR") from None
+
+
+# DuckDB's integer types that Arrow does not carry as integers: a VARINT (BIGNUM) is exported as its own bytes, an
+# UHUGEINT as a decimal128 whose top bit is read as a sign (2**128 - 1 read back as -1)
+_WIDE_INTEGERS = frozenset({"bignum", "varint", "uhugeint"})
+
+
+def _type_ids(t: Any) -> list[str]:
+    """The ids of a DuckDB type and of every type nested in it."""
+    ids = [t.id]
+    if t.id in ("list", "array", "struct", "map"):
+        for _, child in t.children:
+            ids += _type_ids(child)
+    return ids
+
+
+def _wide_integers(v: Any, t: Any) -> Any:
+    """A value with each VARINT and UHUGEINT in it as its number, by its DuckDB type: a VARINT printed as the hex
+    of DuckDB's encoding (`12345::VARINT` as 8000023039), an UHUGEINT from 2**127 on as a negative number."""
+    if v is None:
+        return None
+    if t.id in ("bignum", "varint"):
+        return bignum(v)
+    if t.id == "uhugeint":
+        return v if v >= 0 else decimal.Decimal(int(v) + 2**128)
+    if t.id in ("list", "array"):
+        child = t.children[0][1]
+        return [_wide_integers(x, child) for x in v]
+    if t.id == "struct":
+        return {name: _wide_integers(v.get(name), child) for name, child in t.children}
+    if t.id == "map":  # Arrow's list of (key, value) pairs
+        (_, key_t), (_, value_t) = t.children
+        return [(_wide_integers(k, key_t), _wide_integers(x, value_t)) for k, x in v]
+    return v
+
+
+def bignum(b: bytes) -> int:
+    """DuckDB's VARINT (BIGNUM) bytes as the integer: a 3-byte header (top bit set for a number >= 0, then the
+    count of bytes that follow), the magnitude big-endian; a negative number is the same with every bit flipped."""
+    if not b[0] & 0x80:
+        return -int.from_bytes(bytes(x ^ 0xFF for x in b[3:]), "big")
+    return int.from_bytes(b[3:], "big")
 
 
 def _is_list(t: pa.DataType) -> bool:
@@ -218,6 +264,10 @@ def _sql_leaf(v: Any) -> Any:
     if isinstance(v, dt.timedelta):  # Arrow duration columns
         return iso_duration(0, v.days, (v.seconds * 1_000_000 + v.microseconds) * 1000)
     if isinstance(v, float) and not math.isfinite(v):  # JSON has no NaN or infinity: printed as in the table
+        return str(v)
+    if isinstance(v, int) and not isinstance(v, bool) and not -2**63 <= v < 2**64:
+        # a VARINT past 64 bits: its digits as a string, as a HUGEINT's (a decimal) are; a BIGINT's or UBIGINT's,
+        # which every reader of an offset holds, stay numbers
         return str(v)
     return NotImplemented
 

@@ -943,3 +943,34 @@ def test_a_topic_kafka_would_refuse_is_left_out_of_the_plans_not_written_into_th
     r = CliRunner().invoke(main, ["reset-plan", "--warehouse", str(wh), "--group", "g"])
     assert r.exit_code == 0 and r.stdout == "orders,1,7\n", r.output
     assert all(repr(t) in r.stderr for t in bad), r.stderr
+
+
+def test_sql_prints_a_varint_and_an_uhugeint_as_their_numbers(run):
+    """A VARINT printed as the hex of DuckDB's encoding of it (`12345::VARINT` as 8000023039) in every format, and
+    an UHUGEINT from 2**127 on as a negative number (2**128 - 1 as -1): each is now its number, as DuckDB's own
+    text of it (`::VARCHAR`) says, at the top or nested; in JSON a number within 64 bits, its digits as a string
+    past them (as a HUGEINT's, a decimal's)."""
+    values = ["0", "1", "-1", "255", "-256", "12345", "-12345", str(2**63 - 1), str(-2**63), str(2**64 - 1),
+              str(2**64), str(-2**64 - 1), "9" * 44, "-" + "9" * 44]
+    varints = ", ".join(f"'{v}'::VARINT AS v{i}" for i, v in enumerate(values))
+    q = (f"SELECT {varints}, 340282366920938463463374607431768211455::UHUGEINT AS u, "
+         "170141183460469231731687303715884105728::UHUGEINT AS u2, 5::UHUGEINT AS u3, "
+         "[12345::VARINT, NULL] AS l, {'a': -5::VARINT} AS s, MAP {7::VARINT: 340282366920938463463374607431768211455"
+         "::UHUGEINT} AS m, NULL::VARINT AS n")
+    r = run("sql", f"SELECT {', '.join(f'v{i}::VARCHAR' for i in range(len(values)))} FROM ({q})", "--format", "csv")
+    assert r.exit_code == 0 and r.stdout.splitlines()[1].split(",") == values, r.output  # DuckDB's own text of them
+    r = run("sql", q, "--format", "json")
+    assert r.exit_code == 0, r.output
+    row = json.loads(r.stdout)[0]
+    assert [row[f"v{i}"] for i in range(len(values))] == [
+        int(v) if -2**63 <= int(v) < 2**64 else v for v in values]
+    assert (row["u"], row["u2"], row["u3"]) == (str(2**128 - 1), str(2**127), "5")
+    assert (row["l"], row["s"], row["m"], row["n"]) == ([12345, None], {"a": -5}, {"7": str(2**128 - 1)}, None)
+    r = run("sql", q, "--format", "csv")
+    assert r.exit_code == 0, r.output
+    assert r.stdout.splitlines()[1].split(",")[:len(values) + 3] == values + [str(2**128 - 1), str(2**127), "5"]
+    r = run("sql", q)
+    assert r.exit_code == 0, r.output
+    cells = [c.strip() for c in r.stdout.splitlines()[3].split("|")[1:-1]]
+    assert cells[:len(values) + 3] == values + [str(2**128 - 1), str(2**127), "5"]
+    assert cells[len(values) + 3:] == ["[12345, null]", '{"a": -5}', '{"7": "%d"}' % (2**128 - 1), "NULL"]
