@@ -19,7 +19,7 @@ import click
 import orjson
 
 from jobs.errors import WRITE_ERRNOS, delta_error, did_you_mean, fail, warn
-from jobs.params import GivenPath
+from jobs.params import GivenPath, OneValueEach
 from pipelines.serving.cells import view
 from pipelines.decoding.log_end_offsets import parse_end_offsets_file
 from pipelines.io.snapshots import (DeltaWarehouseReader, GroupNotFound, NotAWarehouse, ReadError, SnapshotNotFound,
@@ -79,7 +79,7 @@ def _index(reader, snap, **kw):
     return load_index(reader, snap, **kw)
 
 
-@click.command("restore-plan")
+@click.command("restore-plan", cls=OneValueEach)
 @warehouse_opt
 @click.option("--as-of", "as_of", required=True, help="the time to restore: ISO-8601 (UTC when no zone) or epoch ms")
 @click.option("--out", "out", required=True, type=click.Path(file_okay=False), help="directory to write the plan into")
@@ -155,7 +155,7 @@ def restore_plan(warehouse, as_of, out, snapshot_id, groups, group_regex, change
                f"BOOTSTRAP=host:9092 sh {out}/apply.sh --dry-run", err=True)
 
 
-@click.command()
+@click.command(cls=OneValueEach)
 @warehouse_opt
 @click.argument("group", required=False)
 @click.option("--members", is_flag=True, help="members: consumer id, host, client id, #partitions")
@@ -218,7 +218,7 @@ def describe(warehouse, group, members, state, offsets, history, all_groups, end
         sys.exit(1)
 
 
-@click.command()
+@click.command(cls=OneValueEach)
 @warehouse_opt
 @click.option("--group", default=None, help="group id")
 @click.option("--topic", default=None, help="topic")
@@ -259,7 +259,7 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
-@click.command()
+@click.command(cls=OneValueEach)
 @warehouse_opt
 @click.option("--host", default="127.0.0.1", show_default=True, help="address to bind (loopback unless told)")
 @click.option("--port", type=click.IntRange(0, 65535), default=8765, show_default=True)
@@ -313,7 +313,7 @@ def _listen(host: str, port: int) -> socket.socket:
     return sock
 
 
-@click.command()
+@click.command(cls=OneValueEach)
 @warehouse_opt
 @click.argument("snap_a")
 @click.argument("snap_b")
@@ -330,7 +330,7 @@ def diff(warehouse, snap_a, snap_b, as_json, fail_on_regression):
         sys.exit(1)
 
 
-@click.command("reset-plan")
+@click.command("reset-plan", cls=OneValueEach)
 @warehouse_opt
 @click.option("--group", required=True, help="group id")
 @snapshot_opt
@@ -356,7 +356,7 @@ def reset_plan(warehouse, group, snapshot_id):
     )
 
 
-@click.command()
+@click.command(cls=OneValueEach)
 @warehouse_opt
 @click.argument("query")
 @snapshot_opt
@@ -378,7 +378,7 @@ def sql(warehouse, query, snapshot_id, fmt):
     click.echo(view(out) if fmt == "table" else out, nl=False)
 
 
-@click.command()
+@click.command(cls=OneValueEach)
 @warehouse_opt
 @click.option("--from", "start", required=True, help="window start: ISO-8601 (UTC when no zone) or epoch ms")
 @click.option("--to", "end", required=True, help="window end (included): ISO-8601 or epoch ms")

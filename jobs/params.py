@@ -1,5 +1,7 @@
-"""The click parameter types the commands share."""
+"""The click parameter types the commands share, and the command class refusing a one-value option given twice."""
 from __future__ import annotations
+
+from collections import Counter
 
 import click
 
@@ -14,3 +16,19 @@ class GivenPath(click.Path):
             here = " ('.' for the current directory)" if self.dir_okay else ""
             self.fail(f"the path is empty (an unset variable?): name it{here}", param, ctx)
         return super().convert(value, param, ctx)
+
+
+class OneValueEach(click.Command):
+    """A command whose options that take one value (click's `store`, not `multiple`) refuse being given twice:
+    click keeps the last, so `lookup --group A --group B` answered for B alone, without a word of A. A flag given
+    twice says the same thing twice and stays allowed."""
+
+    def parse_args(self, ctx, args):
+        if not ctx.resilient_parsing:
+            _, _, order = self.make_parser(ctx).parse_args(args=list(args))
+            given = Counter(p for p in order if isinstance(p, click.Option) and not (p.multiple or p.count or p.is_flag))
+            for option, times in given.items():
+                if times > 1:
+                    raise click.UsageError(f"option {max(option.opts, key=len)} given {times} times: it takes one value "
+                                           f"(run the command once per value)", ctx)
+        return super().parse_args(ctx, args)

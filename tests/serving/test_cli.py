@@ -974,3 +974,33 @@ def test_sql_prints_a_varint_and_an_uhugeint_as_their_numbers(run):
     cells = [c.strip() for c in r.stdout.splitlines()[3].split("|")[1:-1]]
     assert cells[:len(values) + 3] == values + [str(2**128 - 1), str(2**127), "5"]
     assert cells[len(values) + 3:] == ["[12345, null]", '{"a": -5}', '{"7": "%d"}' % (2**128 - 1), "NULL"]
+
+
+@pytest.mark.parametrize("args, option", [
+    (("lookup", "--group", "payments", "--group", "txn"), "--group"),
+    (("lookup", "--topic", "orders", "--partition", "0", "--partition=1"), "--partition"),
+    (("describe", "payments", "--snapshot", "s1", "--snapshot", "s2"), "--snapshot"),
+    (("reset-plan", "--group", "payments", "--group", "txn"), "--group"),
+    (("sql", "SELECT 1 AS x", "--format", "json", "--format", "csv"), "--format"),
+    (("changes", "--from", "2026-01-01", "--from", "2026-01-02", "--to", "2026-01-03"), "--from"),
+    (("restore-plan", "--as-of", "2026-01-01", "--out", "a", "--out", "b"), "--out"),
+    (("diff", "s1", "s2", "--warehouse", "elsewhere"), "--warehouse"),
+    (("serve", "--port", "1", "--port", "70000"), "--port"),  # the last out of range: never served
+])
+def test_a_one_value_option_given_twice_is_refused(run, args, option, tmp_path, monkeypatch):
+    """click keeps the last of a one-value option given twice: `lookup --group payments --group txn` answered for
+    txn alone, without a word of payments, and so did every read command for each of its options. Such a run is
+    now one line naming the option, exit 2, before anything is read or written."""
+    monkeypatch.chdir(tmp_path)
+    r = run(*args)
+    assert r.exit_code == 2, r.output
+    assert r.stderr == f"error: option {option} given 2 times: it takes one value (run the command once per value) " \
+                       f"— see 'offsetlake {args[0]} --help'\n"
+    assert r.stdout == "" and not any(tmp_path.iterdir())
+
+
+def test_a_flag_or_a_repeatable_option_given_twice_still_runs(run):
+    r = run("describe", "payments", "--snapshot", "s1", "--members", "--members")
+    assert r.exit_code == 0 and "c-1" in r.stdout, r.output
+    r = run("changes", "--from", "2026-01-01", "--to", "2026-01-03", "--group", "payments", "--group", "txn")
+    assert "given 2 times" not in r.stderr, r.output
