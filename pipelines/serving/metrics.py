@@ -8,8 +8,10 @@ and drops its least urgent series (smallest lag; healthiest groups), counted in 
 """
 from __future__ import annotations
 
+import copy
 import json
 import math
+import re
 import time
 from collections.abc import Callable, Iterable
 from datetime import datetime
@@ -38,12 +40,47 @@ def _gauge(name: str, doc: str, labels: Iterable[str] = ()) -> GaugeMetricFamily
     return GaugeMetricFamily(_P + name, doc, labels=list(labels))
 
 
+# Characters the text format has no escape for (it has `\\`, `\"` and `\n`) that end a line for a reader that
+# splits lines as Python's text files and str.splitlines do (`\r`, `\x0b`, `\x0c`, `\x1c`-`\x1e`, `\x85`, U+2028,
+# U+2029: prometheus_client's text_fd_to_metric_families over a file opened as text failed on a raw `\r`), or act on
+# a terminal showing the scrape (`\x1b`): every C0 control but the newline, DEL, the C1 controls, the two separators.
+_UNSPEAKABLE = re.compile(r"[\x00-\x09\x0b-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def _spoken(value: str) -> str:
+    r"""A label value with each such character as the text views print it (`\r`, `\x1b`, `\u2028`): a parser reads
+    the escape back as its text, a backslash and `r`, never as the character itself, which no escape can say."""
+    return _UNSPEAKABLE.sub(lambda m: repr(m.group())[1:-1], value)
+
+
+def _speakable(family):
+    r"""The family with its label values `_spoken`. A value whose spoken form is another series' own labels (a group
+    whose id is the text `a\rb` beside one holding `a`, a carriage return and `b`) keeps its raw characters: two
+    series of one label set fail the whole scrape, and the format allows any character but the newline raw."""
+    if not any(_UNSPEAKABLE.search(v) for s in family.samples for v in s.labels.values()):
+        return family
+    taken = {(s.name, tuple(sorted(s.labels.items()))) for s in family.samples}
+    samples = []
+    for s in family.samples:
+        labels = {k: _spoken(v) for k, v in s.labels.items()}
+        if labels != s.labels:
+            key = (s.name, tuple(sorted(labels.items())))
+            if key in taken:
+                labels = s.labels
+            else:
+                taken.add(key)
+        samples.append(s._replace(labels=labels))
+    spoken = copy.copy(family)
+    spoken.samples = samples
+    return spoken
+
+
 def render(families: Iterable) -> bytes:
-    """Families -> Prometheus text exposition, through prometheus_client's own writer."""
+    """Families -> Prometheus text exposition, through prometheus_client's own writer, label values `_spoken`."""
 
     class _Once:
         def collect(self):
-            return iter(families)
+            return (_speakable(f) for f in families)
 
     registry = CollectorRegistry(auto_describe=False)
     registry.register(_Once())

@@ -520,3 +520,40 @@ def test_group_metrics_are_what_the_broker_answered(broker_metrics):
     assert all(statuses[g] == ("OK", 1) for g, n in lag.items() if n == 0)
     assert {dict(k)["status"]: v for k, v in series(m, "offsetlake_groups_with_status").items()} == {
         s: sum(1 for st, _ in statuses.values() if st == s) for s in ("OK", "WARN", "STOP", "STALL", "REWIND")}
+
+
+def _scrape_groups(kit: WarehouseKit, gids: list[str]) -> str:
+    kit.snapshot("m1", groups=[group(g, members=0) for g in gids], offsets=[offset(g, "t", 0, 10, t=5) for g in gids],
+                 as_of=ts(10))
+    with app_client(kit.root) as client:
+        r = client.get("/metrics")
+    assert r.status_code == 200, r.text
+    return r.text
+
+
+def test_a_control_character_in_a_label_is_written_as_its_escape(tmp_path):
+    r"""A group id holding a carriage return (or another control character, or U+2028) was written raw inside its
+    label value: a reader splitting lines as Python's text files do (text_fd_to_metric_families over the scrape
+    saved to a file) failed on the whole scrape. Each is now its escape's text, as the text views print it (`\r`:
+    a backslash and an r, read back as that)."""
+    import io
+
+    from prometheus_client.parser import text_fd_to_metric_families
+
+    gids = ["pay\rments", "esc\x1b[2J", "sep\u2028x", "tab\tx", "nul\x00", "c1\x85", "new\nline", "back\\slash"]
+    text = _scrape_groups(WarehouseKit(tmp_path / "wh"), gids)
+    assert not re.search(r"[\x00-\x09\x0b-\x1f\x7f-\x9f\u2028\u2029]", text)
+    read = {s.labels["group"] for f in text_fd_to_metric_families(io.StringIO(text, newline=None)) for s in f.samples
+            if s.name == "offsetlake_consumer_group_committed_offset"}
+    assert read == {"pay\\rments", "esc\\x1b[2J", "sep\\u2028x", "tab\\tx", "nul\\x00", "c1\\x85", "new\nline",
+                    "back\\slash"}
+
+
+def test_an_escape_that_would_name_another_groups_series_stays_raw(tmp_path):
+    """Two series of one label set fail a whole scrape: a group whose id is the escape's text (a backslash and an r)
+    keeps its series, and the group holding the carriage return itself keeps the character raw, which the format
+    allows (prometheus_client reads it back from the text)."""
+    text = _scrape_groups(WarehouseKit(tmp_path / "wh"), ["a\rb", "a\\rb"])
+    read = [s.labels["group"] for f in text_string_to_metric_families(text) for s in f.samples
+            if s.name == "offsetlake_consumer_group_committed_offset"]
+    assert sorted(read) == ["a\rb", "a\\rb"]
