@@ -1,4 +1,5 @@
-"""`/groups…`, `/topics/{topic}/groups`, `/status/groups`, `/history/offsets`: what the snapshot says of its groups.
+"""`/groups…`, `/group…?id=`, `/topics/{topic}/groups`, `/status/groups`, `/history/offsets`: what the snapshot says of
+its groups.
 
 Point lookups (`/groups/{id}`, `/groups/{id}/offsets`) are kept serialized in the snapshot index's LRU. A route
 whose path ends after `{group_id}` comes after every route that continues it: the group id matches any character.
@@ -106,6 +107,41 @@ async def group(server: Served, group_id: str = PathParam(..., description="grou
                 snapshot: str | None = SnapshotQ):
     """The group: metadata, members, committed offsets, open transactional offsets, what expired at as_of."""
     return await _point(server, snapshot, ("group", group_id), lambda idx: views.group_detail(idx, group_id))
+
+
+# The same four answers for a group id given as a query parameter. A client normalises the dot segments of a path
+# (RFC 3986 5.2.4, the WHATWG URL standard, `%2e` too): `/groups/..` is sent as `/`, `/groups/./history` as
+# `/groups/history`, so the path routes never see the group ids `.` and `..`, which Kafka takes (4.0
+# GroupCoordinatorService.isGroupIdNotEmpty: any id but an empty one). A query holds any id as it is.
+GroupIdQ = Query(..., max_length=10_000, description="group id (any: `.` and `..` too)")
+
+
+@router.get("/group", response_model=GroupDetailOut)
+async def group_by_query(server: Served, id: str = GroupIdQ, snapshot: str | None = SnapshotQ):
+    """`/groups/{group_id}` of the group `id`."""
+    return await group(server, id, snapshot)
+
+
+@router.get("/group/offsets", response_model=list[OffsetOut])
+async def group_offsets_by_query(server: Served, id: str = GroupIdQ, snapshot: str | None = SnapshotQ,
+                                 topic: str | None = Query(None, max_length=249), partition: int | None = PartitionQ):
+    """`/groups/{group_id}/offsets` of the group `id`."""
+    return await group_offsets(server, id, snapshot, topic, partition)
+
+
+@router.get("/group/commits", response_model=CommitsOut)
+def group_commits_by_query(server: Served, id: str = GroupIdQ, snapshot: str | None = SnapshotQ,
+                           topic: str | None = Query(None, max_length=249), partition: int | None = PartitionQ,
+                           limit: int = Query(views.DEFAULT_COMMITS, ge=1, le=views.MAX_COMMITS)):
+    """`/groups/{group_id}/commits` of the group `id`."""
+    return group_commits(server, id, snapshot, topic, partition, limit)
+
+
+@router.get("/group/history")
+def group_history_by_query(server: Served, id: str = GroupIdQ, snapshot: str | None = SnapshotQ,
+                           limit: int = Query(views.DEFAULT_COMMITS, ge=1, le=views.MAX_COMMITS)):
+    """`/groups/{group_id}/history` of the group `id`."""
+    return group_history(server, id, snapshot, limit)
 
 
 @router.get("/topics/{topic}/groups", response_model=TopicGroupsOut)

@@ -22,6 +22,9 @@ pytestmark = [pytest.mark.integration]
 
 IDS = ["line\nbreak", "trailing\n", "\nleading", "tab\there", "cr\r\nlf", "bell\x07", "nul\x00byte", "esc\x1b[31m",
        "del\x7f", "x\n/offsets", "plain"]
+# Ids a URL's path cannot hold: a client removes its dot segments (`%2e` too) before it sends it (RFC 3986 5.2.4)
+DOTS = [".", ".."]
+ALL = IDS + DOTS
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +37,7 @@ def warehouse(tmp_path_factory):
 
     root = tmp_path_factory.mktemp("hostile-ids")
     records = defaultdict(list)
-    for i, g in enumerate(IDS):
+    for i, g in enumerate(ALL):
         records[partition_for(g, bi.NUM_PARTITIONS)] += [bi.group_record(g, bi.T0), bi.commit(g, i, 50 + i, bi.T0 + 1),
                                                          bi.commit(g, i, 100 + i, bi.T0 + 2)]
     for p, rs in records.items():
@@ -76,6 +79,28 @@ def test_every_route_of_a_group_answers_for_it(server, gid):
     assert gid in [g["group_id"] for g in listed["groups"]]
 
 
+@pytest.mark.parametrize("gid", ALL, ids=repr)
+def test_every_route_of_a_group_answers_for_it_by_query(server, gid):
+    """`/group?id=`, `/group/offsets?id=`, `/group/commits?id=`, `/group/history?id=`: the answers of the path routes,
+    for every id, `.` and `..` too (`/groups/..` reaches the server as `/`)."""
+    i = ALL.index(gid)
+    detail = httpx.get(f"{server}/group", params={"id": gid}, timeout=20)
+    assert detail.status_code == 200, (gid, detail.text[:300])
+    assert detail.json()["group"]["group_id"] == gid
+    assert [(o["partition"], o["committed_offset"]) for o in detail.json()["offsets"]] == [(i, 100 + i)]
+    offsets = httpx.get(f"{server}/group/offsets", params={"id": gid, "partition": i}, timeout=20)
+    assert offsets.status_code == 200 and [o["committed_offset"] for o in offsets.json()] == [100 + i]
+    commits = httpx.get(f"{server}/group/commits", params={"id": gid}, timeout=20)
+    assert commits.status_code == 200 and commits.json()["group_id"] == gid, commits.text[:300]
+    assert [c["committed_offset"] for c in commits.json()["commits"]] == [50 + i, 100 + i]
+    history = httpx.get(f"{server}/group/history", params={"id": gid}, timeout=20)
+    assert history.status_code == 200 and [e["event"] for e in history.json()["events"]], history.text[:300]
+    if gid not in DOTS:
+        assert detail.json() == httpx.get(f"{server}/groups/{quote(gid, safe='')}", timeout=20).json()
+    missing = httpx.get(f"{server}/group", params={"id": gid + "?"}, timeout=20)
+    assert missing.status_code == 404 and "detail" in missing.json()
+
+
 def test_an_id_ending_in_a_newline_is_not_its_prefix(server):
     """Python's `$` matches before a trailing newline: `/groups/trailing%0A` must be "trailing\\n" (held), and
     `/groups/trailing` (not held) a 404, not the other way round."""
@@ -109,14 +134,14 @@ def test_the_restore_plan_holds_every_group(server, warehouse, tmp_path):
     assert {gid: (out / f).read_text() for f, gid in files.items()} == plans
 
 
-@pytest.mark.parametrize("gid", IDS, ids=repr)
+@pytest.mark.parametrize("gid", ALL, ids=repr)
 def test_the_cli_finds_every_group(warehouse, gid):
     from jobs.cli import main
 
     r = CliRunner().invoke(main, ["lookup", "--warehouse", str(warehouse), "--group", gid])
     assert r.exit_code == 0, r.output
     assert [(o["partition"], o["committed_offset"]) for o in json.loads(r.stdout)["offsets"]] == [
-        (IDS.index(gid), 100 + IDS.index(gid))]
+        (ALL.index(gid), 100 + ALL.index(gid))]
     r = CliRunner().invoke(main, ["describe", "--warehouse", str(warehouse), gid])
     assert r.exit_code == 0, r.output
 
@@ -130,13 +155,14 @@ def _shown(gid: str) -> str:
 
 @pytest.mark.browser
 def test_the_page_opens_every_group_by_its_link(server, tmp_path):
-    """`/#/groups/<percent-encoded id>`: the group page of that id (its title, its offsets), pasted or followed,
-    and the page's own link to the view carries the same id."""
+    """`/#/groups/<percent-encoded id>`: the group page of that id (its title, its offsets, its commits and
+    rebalances), pasted or followed, and the page's own link to the view carries the same id; `.` and `..` too (the
+    page asked `/groups/..`, which the browser fetched as `/`)."""
     from .test_browser import _chromedriver, _open, _rows, chromium
 
     _chromedriver()  # skip before starting anything
     with chromium(tmp_path) as b:
-        for i, gid in enumerate(IDS):
+        for i, gid in enumerate(ALL):
             url = f"{server}/#/groups/{quote(gid, safe='')}"
             _open(b, url, "group")
             assert b.js("return document.getElementById('group-title').textContent") == _shown(gid)
@@ -145,6 +171,8 @@ def test_the_page_opens_every_group_by_its_link(server, tmp_path):
             assert [[r[0], r[1], r[3]] for r in _rows(b, "#offsets-table tbody tr")] == [["orders", str(i), str(100 + i)]]
             link = b.js("return document.getElementById('group-permalink').href")
             assert link.endswith("?snapshot=h1#/groups/" + quote(gid, safe="")), link
+            b.wait_for("return window.olCharts.commits && document.querySelectorAll('#history-table tbody tr').length")
+            assert b.js("return window.olCharts.commits.data[1]") == [50 + i, 100 + i]
 
 
 @pytest.mark.parametrize("sep", ["\u2028", "\u2029", "\x85"], ids=["U+2028", "U+2029", "U+0085"])
