@@ -26,9 +26,10 @@ class OneValueEach(click.Command):
     def parse_args(self, ctx, args):
         if not ctx.resilient_parsing:
             _, _, order = self.make_parser(ctx).parse_args(args=list(args))
-            given = Counter(p for p in order if isinstance(p, click.Option) and not (p.multiple or p.count or p.is_flag))
+            given = Counter(p for p in order
+                            if isinstance(p, click.Option) and not (p.multiple or p.count or p.is_flag))
             for option, times in given.items():
                 if times > 1:
-                    raise click.UsageError(f"option {max(option.opts, key=len)} given {times} times: it takes one value "
-                                           f"(run the command once per value)", ctx)
+                    raise click.UsageError(f"option {max(option.opts, key=len)} given {times} times: it takes one "
+                                           "value (run the command once per value)", ctx)
         return super().parse_args(ctx, args)

@@ -1,5 +1,5 @@
-"""`/groups…`, `/group…?id=`, `/topics/{topic}/groups`, `/status/groups`, `/history/offsets`: what the snapshot says of
-its groups.
+"""`/groups…`, `/group…?id=`, `/topics/{topic}/groups`, `/status/groups`, `/history/offsets`: what the snapshot
+says of its groups.
 
 Point lookups (`/groups/{id}`, `/groups/{id}/offsets`) are kept serialized in the snapshot index's LRU. A route
 whose path ends after `{group_id}` comes after every route that continues it: the group id matches any character.
