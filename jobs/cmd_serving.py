@@ -275,6 +275,7 @@ def serve(warehouse, host, port, token, refresh_interval, log_level, metrics_max
     import uvicorn
 
     from jobs.api import create_app
+    from jobs.api.responses import JsonErrorsProtocol
 
     try:
         reader = DeltaWarehouseReader(warehouse)
@@ -292,7 +293,8 @@ def serve(warehouse, host, port, token, refresh_interval, log_level, metrics_max
         warn(f"serving on {host} without --token: anyone who can reach it can read the snapshots.")
     sock = _listen(host, port)
     app = create_app(reader, token=token, refresh_interval=refresh_interval, metrics_max_series=metrics_max_series)
-    config = uvicorn.Config(app, host=host, port=port, log_level=log_level, workers=1, access_log=log_level == "debug")
+    config = uvicorn.Config(app, host=host, port=port, log_level=log_level, workers=1, access_log=log_level == "debug",
+                            http=JsonErrorsProtocol)
     uvicorn.Server(config).run(sockets=[sock])
 
 

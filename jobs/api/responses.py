@@ -1,15 +1,17 @@
 """How the API answers: JSON naming its snapshot (in the body, and in the `X-Offsetlake-Snapshot` header when the
 id is one an HTTP header can carry as it is), bytes kept serialized, the error answers every route documents, and
-HEAD as GET without the body (a 405's Allow names both).
+HEAD as GET without the body (a 405's Allow names both), and a request uvicorn's parser refuses answered as JSON too.
 """
 from __future__ import annotations
 
 import json
+from http import HTTPStatus
 from typing import Any
 
 import orjson
 from fastapi.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from jobs.api.models import ErrorOut
 
@@ -91,3 +93,31 @@ def _allow_head(send: Send) -> Send:
         await send(message)
 
     return sender
+
+
+# httptools' url_parser.pyx (0.9: MAX_URL_LENGTH, (1 << 16) - 1): a longer request target is no URL it parses
+MAX_TARGET_BYTES = (1 << 16) - 1
+
+
+class JsonErrorsProtocol(HttpToolsProtocol):
+    """uvicorn's HTTP/1.1 protocol (httptools, what its `auto` picks with httptools installed), whose answer to a
+    request its parser refuses is the API's error shape, `{"detail": ...}` as JSON, where uvicorn wrote a plain-text
+    400 ("Invalid HTTP request received."): a request target over 64 KiB (a long `?group=` list, a long id) is a 414
+    that says so, any other request the parser cannot read a 400. The request never reached the app, which answers
+    every other error."""
+
+    def send_400_response(self, msg: str) -> None:
+        target = len(getattr(self, "url", b""))
+        if target > MAX_TARGET_BYTES:
+            status = 414
+            detail = (f"the request target is {target} bytes, over the {MAX_TARGET_BYTES} the server reads: ask for "
+                      "fewer or shorter values")
+        else:
+            status, detail = 400, "not an HTTP/1.1 request the server can read"
+        body = orjson.dumps({"detail": detail})
+        head = [f"HTTP/1.1 {status} {HTTPStatus(status).phrase}\r\n".encode("ascii")]
+        head += [name + b": " + value + b"\r\n" for name, value in self.server_state.default_headers]
+        head += [b"content-type: application/json\r\n", b"content-length: %d\r\n" % len(body),
+                 b"connection: close\r\n", b"\r\n"]
+        self.transport.write(b"".join(head) + body)
+        self.transport.close()

@@ -14,9 +14,10 @@ schemathesis = pytest.importorskip("schemathesis")
 pytestmark = pytest.mark.integration
 
 EXAMPLES = cases(deep=100, quick=25)  # per operation and mode
-# uvicorn's own plain-text answer to a request line that is not HTTP (negative cases may put raw non-ASCII bytes in
-# the request target); tests/serving/test_api_hostile.py sends such bytes on purpose and checks this 400
-UVICORN_BAD_REQUEST = "Invalid HTTP request received."
+# the server's answer to a request line uvicorn's parser cannot read (negative cases may put raw non-ASCII bytes in
+# the request target; jobs/api/responses.py JsonErrorsProtocol); tests/serving/test_api_hostile.py sends such bytes on
+# purpose and checks this 400
+UVICORN_BAD_REQUEST = '{"detail":"not an HTTP/1.1 request the server can read"}'
 
 
 def _excluded():
@@ -45,8 +46,10 @@ def test_api_conforms_and_never_5xx(server, mode):
         def run(case):
             response = case.call(base_url=server, timeout=20)
             assert response.status_code < 500, (case.path, case.path_parameters, case.query, response.text)
-            if response.status_code == 400 and response.text == UVICORN_BAD_REQUEST:
-                return  # the HTTP server refused the request line itself: no route saw it, so the spec has no say
+            if response.status_code == 414 or (response.status_code == 400 and response.text == UVICORN_BAD_REQUEST):
+                # the HTTP server refused the request line itself (a query over 64 KiB, its parser's limit): no route
+                # saw it, so the spec has no say
+                return
             case.validate_response(response, excluded_checks=_excluded())
             if mode == "negative":
                 assert response.status_code in (200, 400, 404), (case.path, case.query, response.status_code)

@@ -2,6 +2,8 @@
 (the attack that found `/static/%00` and names over 255 bytes answering 500)."""
 from __future__ import annotations
 
+import json
+
 import httpx
 import pytest
 
@@ -32,16 +34,44 @@ def test_the_shipped_page_is_still_served(server):
                                     b"/groups/\xff/history", b"/overview?snapshot=a b"])
 def test_a_request_line_that_is_not_http_is_a_400(server, target):
     """Raw non-ASCII bytes (or a space) in the request target are not HTTP: the server refuses the request line with
-    a plain 400 before any route sees it, and keeps serving."""
+    a 400 before any route sees it, in the API's error shape, and keeps serving."""
+    status, headers, body = _raw_request(server, b"GET " + target + CLOSE)
+    assert status == 400 and headers["content-type"] == "application/json", (status, headers, body[:200])
+    assert json.loads(body) == {"detail": "not an HTTP/1.1 request the server can read"}
+    assert httpx.get(server + "/health", timeout=20).status_code in (200, 503)
+
+
+CLOSE = b" HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+
+
+def _raw_request(server: str, request: bytes) -> tuple[int, dict[str, str], bytes]:
+    """Send bytes no HTTP client would; the answer's status, headers and body (the server closes the connection)."""
     import socket
     from urllib.parse import urlparse
 
     u = urlparse(server)
+    answer = b""
     with socket.create_connection((u.hostname, u.port), timeout=20) as s:
-        s.sendall(b"GET " + target + b" HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-        head = s.recv(4096)
-    assert head.startswith(b"HTTP/1.1 400 "), head[:200]
-    assert b"Invalid HTTP request received." in head
+        s.sendall(request)
+        while chunk := s.recv(65536):
+            answer += chunk
+    head, _, body = answer.partition(b"\r\n\r\n")
+    status_line, *lines = head.decode("latin-1").split("\r\n")
+    return int(status_line.split()[1]), {k.lower(): v.strip() for k, v in (ln.split(":", 1) for ln in lines)}, body
+
+
+def test_a_request_target_over_64_kib_is_a_414_in_the_apis_shape(server):
+    """uvicorn's parser (httptools) reads a request target of at most 65535 bytes: a longer one (a `/restore-plan.zip`
+    of many `&group=`, a very long id) was a plain-text 400, "Invalid HTTP request received.", where every other
+    error of the API is JSON; it is now a 414 with a `detail`, and the server keeps serving."""
+    target = b"/groups?prefix=" + b"a" * 70_000
+    status, headers, body = _raw_request(server, b"GET " + target + CLOSE)
+    assert status == 414 and headers["content-type"] == "application/json", (status, headers, body[:200])
+    assert json.loads(body) == {"detail": f"the request target is {len(target)} bytes, over the 65535 the server "
+                                          "reads: ask for fewer or shorter values"}
+    # just under the limit the app answers (here, its own 400 for a prefix over 1000 characters)
+    r = httpx.get(server + "/groups", params={"prefix": "a" * 65_000}, timeout=20)
+    assert r.status_code == 400 and "prefix" in r.json()["detail"], r.text[:200]
     assert httpx.get(server + "/health", timeout=20).status_code in (200, 503)
 
 
