@@ -4,6 +4,7 @@ HEAD as GET without the body (a 405's Allow names both), and a request uvicorn's
 """
 from __future__ import annotations
 
+import asyncio
 import json
 from http import HTTPStatus
 from typing import Any
@@ -99,12 +100,47 @@ def _allow_head(send: Send) -> Send:
 MAX_TARGET_BYTES = (1 << 16) - 1
 
 
+# A request's head (its request line and headers) read at most: a target of up to MAX_TARGET_BYTES and as much
+# again of headers. httptools sets no limit of its own: it gathers a header however long in memory before uvicorn
+# sees it, so a client sending megabytes of headers grew the server by hundreds of megabytes, and kept it busy.
+MAX_HEAD_BYTES = 2 << 16
+LINGER_SECONDS = 10
+
+
 class JsonErrorsProtocol(HttpToolsProtocol):
     """uvicorn's HTTP/1.1 protocol (httptools, what its `auto` picks with httptools installed), whose answer to a
     request its parser refuses is the API's error shape, `{"detail": ...}` as JSON, where uvicorn wrote a plain-text
     400 ("Invalid HTTP request received."): a request target over 64 KiB (a long `?group=` list, a long id) is a 414
-    that says so, any other request the parser cannot read a 400. The request never reached the app, which answers
-    every other error."""
+    that says so, a head over `MAX_HEAD_BYTES` a 431, any other request the parser cannot read a 400. The request
+    never reached the app, which answers every other error."""
+
+    def connection_made(self, transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._head_bytes: int | None = 0  # of the request whose head is being read; None while its body is
+        self._dropping = False
+
+    def data_received(self, data: bytes) -> None:
+        if self._dropping:
+            return
+        if self._head_bytes is not None:
+            self._head_bytes += len(data)
+            if self._head_bytes > MAX_HEAD_BYTES:
+                if len(getattr(self, "url", b"")) > MAX_TARGET_BYTES:  # the target is what is too long
+                    self._answer(414, f"the request target is over the {MAX_TARGET_BYTES} bytes the server reads: "
+                                      "ask for fewer or shorter values", linger=True)
+                else:
+                    self._answer(431, f"the request line and headers are over the {MAX_HEAD_BYTES} bytes the "
+                                      "server reads", linger=True)
+                return
+        super().data_received(data)
+
+    def on_headers_complete(self) -> None:
+        self._head_bytes = None
+        super().on_headers_complete()
+
+    def on_message_complete(self) -> None:
+        self._head_bytes = 0  # a pipelined request's head may follow
+        super().on_message_complete()
 
     def send_400_response(self, msg: str) -> None:
         target = len(getattr(self, "url", b""))
@@ -114,10 +150,21 @@ class JsonErrorsProtocol(HttpToolsProtocol):
                       "fewer or shorter values")
         else:
             status, detail = 400, "not an HTTP/1.1 request the server can read"
+        self._answer(status, detail)
+
+    def _answer(self, status: int, detail: str, *, linger: bool = False) -> None:
         body = orjson.dumps({"detail": detail})
         head = [f"HTTP/1.1 {status} {HTTPStatus(status).phrase}\r\n".encode("ascii")]
         head += [name + b": " + value + b"\r\n" for name, value in self.server_state.default_headers]
         head += [b"content-type: application/json\r\n", b"content-length: %d\r\n" % len(body),
                  b"connection: close\r\n", b"\r\n"]
         self.transport.write(b"".join(head) + body)
-        self.transport.close()
+        if not linger:
+            self.transport.close()
+            return
+        # the client is still sending the rest of its request: closing with it unread would reset the connection,
+        # and the client would see the reset, not the answer. So the answer is followed by the end of what the
+        # server sends, the rest is read and dropped until the client closes, or LINGER_SECONDS have passed.
+        self._dropping = True
+        self.transport.write_eof()
+        asyncio.get_running_loop().call_later(LINGER_SECONDS, self.transport.close)

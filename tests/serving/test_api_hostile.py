@@ -75,6 +75,24 @@ def test_a_request_target_over_64_kib_is_a_414_in_the_apis_shape(server):
     assert httpx.get(server + "/health", timeout=20).status_code in (200, 503)
 
 
+@pytest.mark.parametrize("headers", [[b"X-Big: " + b"a" * (4 << 20)], [b"X-%d: " % i + b"b" * 4000 for i in range(50)]])
+def test_a_request_head_over_128_kib_is_a_431_in_the_apis_shape(server, headers):
+    """httptools sets no limit on a request's headers: a client sending megabytes of them had them gathered in the
+    server's memory (a 16 MiB header grew it by about 300 MB) and answered. Past 128 KiB of request line and headers
+    the request is now a 431 with a `detail`, the rest unread, and the server keeps serving; a head under it is
+    answered."""
+    request = (b"GET /health HTTP/1.1\r\nHost: x\r\n" + b"".join(h + b"\r\n" for h in headers)
+               + b"Connection: close\r\n\r\n")
+    status, got, body = _raw_request(server, request)
+    assert status == 431 and got["content-type"] == "application/json", (status, got, body[:200])
+    assert json.loads(body) == {"detail": "the request line and headers are over the 131072 bytes the server reads"}
+    target = b"/groups?prefix=" + b"a" * 200_000  # the target itself past both limits: a 414, as under 128 KiB
+    status, got, body = _raw_request(server, b"GET " + target + CLOSE)
+    assert status == 414 and json.loads(body)["detail"].startswith("the request target is over the 65535 bytes")
+    fine = {f"X-{i}": "c" * 4000 for i in range(25)}
+    assert httpx.get(server + "/health", headers=fine, timeout=20).status_code in (200, 503)
+
+
 @pytest.mark.parametrize("path", ["/groups/%ff", "/groups/pay%C3", "/groups/%ff/offsets", "/groups?prefix=%ff",
                                   "/status/groups?group=%C3%28", "/changes?from=2026-01-01&to=2026-01-02&group=%ff"])
 def test_bytes_that_are_not_utf8_are_a_400(server, path):
