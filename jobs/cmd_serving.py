@@ -147,12 +147,14 @@ def restore_plan(warehouse, as_of, out, snapshot_id, groups, group_regex, change
     refused = sum(g.refused for g in with_file)
     gone = sum(g.state_now is None for g in with_file)
     outside = sum(len(g.below_log_start) + len(g.above_log_end) for g in with_file)
+    unpassable = sum(g.unpassable for g in with_file)
     partitions = counted(sum(len(g.offsets) for g in with_file), "partition")
     click.echo(f"{counted(len(with_file), 'group')}, {partitions} as of "
                f"{as_of} (snapshot {snap.snapshot_id}) written to {out}: {refused} refused while active, {gone} gone, "
                f"{len(result.groups) - len(with_file)} with nothing to restore, {outside} target(s) outside the log"
-               + (" (clamped)" if clamp and outside else "") + f". Read {out}/README.txt, then "
-               f"BOOTSTRAP=host:9092 sh {out}/apply.sh --dry-run", err=True)
+               + (" (clamped)" if clamp and outside else "")
+               + (f", {unpassable} not in apply.sh (a NUL in the id)" if unpassable else "")
+               + f". Read {out}/README.txt, then BOOTSTRAP=host:9092 sh {out}/apply.sh --dry-run", err=True)
 
 
 @click.command(cls=OneValueEach)

@@ -74,6 +74,13 @@ class GroupPlan:
     def refused(self) -> bool:
         return reset_refused(self.state_now)
 
+    @property
+    def unpassable(self) -> bool:
+        """No command line can carry the id: an argument is a C string, and the shell (dash, bash) drops a NUL
+        character from a script's text, so kafka-consumer-groups.sh would be handed another group's id (`a<NUL>b`
+        as `ab`) and reset that group to this one's offsets."""
+        return "\0" in self.group_id
+
 
 @dataclass
 class RestorePlan:
@@ -93,6 +100,7 @@ class RestorePlan:
                 "groups": [{"group_id": g.group_id, "file": g.file,
                             "offsets": [{"topic": t, "partition": p, "offset": o} for t, p, o in g.offsets],
                             "refused": g.refused, "state_now": g.state_now, "gone": g.gone_reason,
+                            "in_apply_sh": g.file is not None and not g.unpassable,
                             "skipped": g.skipped} for g in self.groups]}
 
 
@@ -652,6 +660,9 @@ def _apply_sh(plan: RestorePlan) -> str:
             continue
         note = " (refused while it has members: see README.txt)" if g.refused else ""
         lines.append(f"# {json.dumps(g.group_id, ensure_ascii=False)}: {counted(len(g.offsets), 'partition')}{note}")
+        if g.unpassable:
+            lines.append("#   not run: its id holds a NUL character, which no command line carries (see README.txt)")
+            continue
         lines.append(f"reset {shlex.quote(g.file)} {shlex.quote(g.group_id)}")
     lines += [
         "",
@@ -711,6 +722,11 @@ def _readme(plan: RestorePlan) -> str:
     section("NOTHING TO RESTORE: selected groups with no committed offset at that time (no file)",
             [name(g) for g in plan.groups if not g.file])
     section("LEFT OUT of the files", [f"{name(g)} {s}" for g in plan.groups for s in g.skipped])
+    unpassable = [name(g) for g in with_file if g.unpassable]
+    if unpassable:
+        section("NOT IN apply.sh: ids holding a NUL character, which no command line carries (the shell drops it and "
+                "kafka-consumer-groups.sh would reset another group): reset each through the Admin API "
+                "(alterConsumerGroupOffsets) with its file", unpassable)
     out.append("TARGETS: per partition, the offset committed in the served snapshot -> the target (difference)")
     for g in with_file:
         out.append(f"  {name(g)}")

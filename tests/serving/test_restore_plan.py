@@ -404,6 +404,48 @@ def test_hostile_group_ids_reach_kafka_as_they_are(tmp_path):
     assert not (tmp_path / "pwned").exists()
 
 
+def test_a_group_id_holding_a_nul_is_never_handed_to_the_tool_as_another_group(tmp_path):
+    """A group id may hold U+0000 (a client's bytes), but no command line carries it: the shell drops a NUL from
+    a script's text, so `--group 'a<NUL>b'` reached kafka-consumer-groups.sh as `--group ab` and reset group `ab`
+    to a<NUL>b's offsets. apply.sh leaves that group out, and README.txt says how to reset it."""
+    import datetime as dt
+
+    from jobs.cli import main
+    from pipelines.coordinator.options import ReplayOptions
+    from pipelines.coordinator.shard import replay_shards
+    from schemas.tables import SNAPSHOT_TABLES
+    from tests.coordinator.rowkit import Log, to_table
+
+    log = Log()
+    log.commit("a\0b", "t", 0, 900)
+    log.commit("ab", "t", 0, 7)
+    res = replay_shards(to_table(log.rows), ReplayOptions(semantics="modern", snapshot_id="s"))
+    kit = WarehouseKit(tmp_path / "wh")
+    kit.snapshot("s", tables={t: res.tables[t] for t in SNAPSHOT_TABLES if t in res.tables},
+                 as_of=dt.datetime.fromtimestamp(log.ts / 1000, dt.timezone.utc))
+    kit.append("offset_commits", res.tables["offset_commits"])
+    out = tmp_path / "plan"
+    r = CliRunner().invoke(main, ["restore-plan", "--warehouse", str(tmp_path / "wh"), "--as-of", str(log.ts),
+                                  "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    index = json.loads((out / "index.json").read_text())
+    assert sorted(index.values()) == ["a\0b", "ab"]
+    fake = tmp_path / "kcg"
+    fake.write_text('#!/bin/sh\nfor a in "$@"; do printf "%s\\0" "$a"; done\nprintf "\\n\\0"\n')
+    fake.chmod(0o755)
+    env = {**os.environ, "BOOTSTRAP": "b:1", "KAFKA_CONSUMER_GROUPS": str(fake)}
+    got = subprocess.run(["sh", str(out / "apply.sh"), "--execute"], env=env, capture_output=True, cwd=tmp_path,
+                         check=True).stdout
+    calls = [c.strip("\0").split("\0") for c in got.decode().split("\n\0") if c.strip("\0")]
+    calls = [c for c in calls if "--group" in c]
+    # group ab is reset to its own offsets alone (a dry run, then the execute), never to a<NUL>b's 900
+    assert [(c[c.index("--group") + 1], index[Path(c[c.index("--from-file") + 1]).name]) for c in calls] \
+        == [("ab", "ab")] * 2
+    readme = (out / "README.txt").read_text()
+    assert "NOT IN apply.sh" in readme and '"a\\u0000b"' in readme
+    assert "1 not in apply.sh (a NUL in the id)" in r.output
+
+
 @pytest.mark.slow
 def test_zip_holds_the_same_files(broker, tmp_path):
     from pipelines.io.snapshots import DeltaWarehouseReader
