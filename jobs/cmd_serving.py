@@ -88,7 +88,8 @@ def _index(reader, snap, **kw):
 @click.option("--group-regex", "group_regex", default=None,
               help="groups whose id a regex matches anywhere in (re.search, run by RE2)")
 @click.option("--changed-since", "changed_since", default=None,
-              help="groups with a commit or group record at or after this time (ISO-8601 or epoch ms)")
+              help="groups with a commit or group record at or after this time, or a commit that took effect then "
+                   "(a transactional one at its COMMIT marker; ISO-8601 or epoch ms)")
 @click.option("--damaged-since", "damaged_since", default=None,
               help="groups `changes` reports damaged from this time on: an offset rewound, deleted or expired, or "
                    "the group deleted (ISO-8601 or epoch ms)")

@@ -72,7 +72,8 @@ def restore_plan_zip(
     group_regex: str | None = Query(None, max_length=1000,
                                     description="groups whose id a regex matches anywhere in (re.search, run by RE2)"),
     changed_since: str | None = Query(None, max_length=64,
-                                      description="groups with a commit or group record at or after this time"),
+                                      description="groups with a commit or group record at or after this time, "
+                                      "or a commit that took effect then (a transactional one at its COMMIT marker)"),
     damaged_since: str | None = Query(None, max_length=64, description="groups `changes` reports damaged from "
                                       "this time on: an offset rewound, deleted or expired, or the group deleted"),
     damaged_until: str | None = Query(None, max_length=64,

@@ -462,13 +462,17 @@ def _selected(reader: SnapshotReader, snap: Snapshot, groups, group_regex, chang
     if group_regex is None and changed_since_ms is None:
         return None, "every group with committed offsets at TIME"
     ids: set[str] = set()
-    commits = _history_at(reader, snap, None, ["group_id", "record_timestamp"])
+    # a commit changed its group when it was written and when it took effect: a transactional one at its COMMIT
+    # marker (`applied_timestamp`, as the engine recorded it), which may come after T when the record came before
+    commits = _history_at(reader, snap, None, ["group_id", "record_timestamp", "applied_timestamp"])
     events = reader.snapshot_table("group_history", snap, columns=["group_id", "record_timestamp"])
-    for t, ts in ((commits, "record_timestamp"), (events, "record_timestamp")):
+    for t, times in ((commits, ("record_timestamp", "applied_timestamp")), (events, ("record_timestamp",))):
         if t is None or not t.num_rows:
             continue
         if changed_since_ms is not None:
-            t = t.filter(pc.fill_null(pc.greater_equal(_ms(t.column(ts)), changed_since_ms), False))
+            since = [pc.fill_null(pc.greater_equal(_ms(t.column(ts)), changed_since_ms), False) for ts in times
+                     if ts in t.column_names]
+            t = t.filter(since[0] if len(since) == 1 else pc.or_(*since))
         ids.update(g for g in pc.unique(t.column("group_id")).to_pylist() if g is not None)
     if group_regex is not None:
         ids = set(matching(ids, group_regex))

@@ -408,25 +408,15 @@ def test_a_group_id_holding_a_nul_is_never_handed_to_the_tool_as_another_group(t
     """A group id may hold U+0000 (a client's bytes), but no command line carries it: the shell drops a NUL from
     a script's text, so `--group 'a<NUL>b'` reached kafka-consumer-groups.sh as `--group ab` and reset group `ab`
     to a<NUL>b's offsets. apply.sh leaves that group out, and README.txt says how to reset it."""
-    import datetime as dt
-
     from jobs.cli import main
-    from pipelines.coordinator.options import ReplayOptions
-    from pipelines.coordinator.shard import replay_shards
-    from schemas.tables import SNAPSHOT_TABLES
-    from tests.coordinator.rowkit import Log, to_table
+    from tests.coordinator.rowkit import Log
 
     log = Log()
     log.commit("a\0b", "t", 0, 900)
     log.commit("ab", "t", 0, 7)
-    res = replay_shards(to_table(log.rows), ReplayOptions(semantics="modern", snapshot_id="s"))
-    kit = WarehouseKit(tmp_path / "wh")
-    kit.snapshot("s", tables={t: res.tables[t] for t in SNAPSHOT_TABLES if t in res.tables},
-                 as_of=dt.datetime.fromtimestamp(log.ts / 1000, dt.timezone.utc))
-    kit.append("offset_commits", res.tables["offset_commits"])
+    wh = _engine_warehouse(tmp_path / "wh", log, "modern")
     out = tmp_path / "plan"
-    r = CliRunner().invoke(main, ["restore-plan", "--warehouse", str(tmp_path / "wh"), "--as-of", str(log.ts),
-                                  "--out", str(out)])
+    r = CliRunner().invoke(main, ["restore-plan", "--warehouse", str(wh), "--as-of", str(log.ts), "--out", str(out)])
     assert r.exit_code == 0, r.output
     index = json.loads((out / "index.json").read_text())
     assert sorted(index.values()) == ["a\0b", "ab"]
@@ -444,6 +434,52 @@ def test_a_group_id_holding_a_nul_is_never_handed_to_the_tool_as_another_group(t
     readme = (out / "README.txt").read_text()
     assert "NOT IN apply.sh" in readme and '"a\\u0000b"' in readme
     assert "1 not in apply.sh (a NUL in the id)" in r.output
+
+
+def _engine_warehouse(root: Path, log, semantics: str) -> Path:
+    """The engine's snapshot `s` of `log` (rowkit rows), as a rebuild writes it: its tables and its history."""
+    import datetime as dt
+
+    from pipelines.coordinator.options import ReplayOptions
+    from pipelines.coordinator.shard import replay_shards
+    from schemas.tables import SNAPSHOT_TABLES
+    from tests.coordinator.rowkit import to_table
+
+    res = replay_shards(to_table(log.rows), ReplayOptions(semantics=semantics, snapshot_id="s"))
+    kit = WarehouseKit(root)
+    kit.snapshot("s", tables={t: res.tables[t] for t in SNAPSHOT_TABLES if t in res.tables},
+                 as_of=dt.datetime.fromtimestamp(log.ts / 1000, dt.timezone.utc),
+                 summary=json.dumps({"semantics": semantics}))
+    kit.append("offset_commits", res.tables["offset_commits"])
+    return root
+
+
+@pytest.mark.parametrize("semantics", ["legacy", "modern"])
+def test_changed_since_picks_a_group_whose_transactional_commit_took_effect_since(semantics, tmp_path):
+    """A transactional commit changes its group's offsets at its COMMIT marker (Kafka 4.0 OffsetMetadataManager
+    .replayEndTransactionMarker; 3.9 GroupMetadataManager.doLoadGroupsAndOffsets at the control batch), not at its
+    record: g's offset
+    went from 100 to 50 at the marker, after T, though its record came before T. --changed-since T picks g, as
+    `changes` from T reports its regression."""
+    from jobs.cli import main
+    from tests.coordinator.rowkit import Log
+
+    log = Log()
+    log.commit("g", "t", 0, 100)
+    log.commit("g", "t", 0, 50, pid=5, epoch=0)
+    since = log.commit("other", "t", 0, 1)["timestamp"]
+    log.marker(5, "COMMIT")
+    log.commit("other", "t", 0, 2)
+    wh = _engine_warehouse(tmp_path / "wh", log, semantics)
+    r = CliRunner().invoke(main, ["changes", "--warehouse", str(wh), "--from", str(since), "--to", str(log.ts),
+                                  "--json"])
+    assert [(c["kind"], c["group_id"]) for c in json.loads(r.output)] == [("offset_regressed", "g")]
+    out = tmp_path / "plan"
+    r = CliRunner().invoke(main, ["restore-plan", "--warehouse", str(wh), "--as-of", str(since - 1),
+                                  "--changed-since", str(since), "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    assert json.loads((out / "index.json").read_text()) == {"g.csv": "g"}  # other had no offset yet
+    assert (out / "g.csv").read_text() == "t,0,100\n"
 
 
 @pytest.mark.slow
