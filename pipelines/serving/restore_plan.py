@@ -14,6 +14,8 @@ What is written (`write_restore_plan`, `restore_plan_zip`):
   then `[A-Za-z0-9._-]`, at most 200 characters); any other id is `%` followed by its UTF-8 bytes percent-encoded
   (every byte outside `[A-Za-z0-9_-]`, the dot included), so `urllib.parse.unquote(name[1:])` gives it back, and
   an id whose encoding would be longer than 200 characters is `~` and the first 32 hex digits of its SHA-256.
+  Groups whose names would differ only in case (one file on a case-insensitive file system) have their capital
+  letters percent-encoded too (`file_stems`).
   `index.json` maps every file name to its group id either way.
 * `apply.sh`: per group a `--dry-run` command, then the `--execute` one (run only with `apply.sh --execute`).
 * `README.txt`: what the plan is, and the groups the reset will refuse (members in the served snapshot), the
@@ -116,14 +118,33 @@ def parse_instant(text: str, what: str = "time") -> int:
 
 
 # ------------------------------------------------------------------------------------------------ file names
-def file_stem(group_id: str) -> str:
-    """The group's file name without `.csv` (see the module's docstring for the encoding)."""
-    if _SAFE_NAME.fullmatch(group_id):
+def file_stem(group_id: str, *, capitals: bool = False) -> str:
+    """The group's file name without `.csv` (see the module's docstring for the encoding). `capitals`: the id's
+    capital letters percent-encoded too, for a plan where two groups' names would differ only in case."""
+    if not capitals and _SAFE_NAME.fullmatch(group_id):
         return group_id
-    encoded = "%" + quote(group_id.encode("utf-8"), safe="").replace(".", "%2E").replace("~", "%7E")
+    if capitals:
+        encoded = "%" + "".join(chr(b) if chr(b) in _LOWER_SAFE else f"%{b:02X}" for b in group_id.encode("utf-8"))
+    else:
+        encoded = "%" + quote(group_id.encode("utf-8"), safe="").replace(".", "%2E").replace("~", "%7E")
     if len(encoded) <= _MAX_STEM:
         return encoded
     return "~" + hashlib.sha256(group_id.encode("utf-8")).hexdigest()[:32]
+
+
+_LOWER_SAFE = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_-")
+
+
+def file_stems(group_ids) -> dict[str, str]:
+    """Group id -> its file name without `.csv`, no two of them the same but for case: on a case-insensitive file
+    system (macOS', Windows') `Orders.csv` and `orders.csv` are one file, so the plan's second group would overwrite
+    the first's targets and apply.sh reset both groups from it. The groups whose names would collide so are named
+    with their capital letters percent-encoded as well (`%%4Frders`), which `unquote` still reverses."""
+    stems = {g: file_stem(g) for g in group_ids}
+    seen: dict[str, int] = {}
+    for stem in stems.values():
+        seen[stem.lower()] = seen.get(stem.lower(), 0) + 1
+    return {g: file_stem(g, capitals=True) if seen[stem.lower()] > 1 else stem for g, stem in stems.items()}
 
 
 # ------------------------------------------------------------------------------------------------ the replay
@@ -571,13 +592,15 @@ def restore_plan(reader: SnapshotReader, snap: Snapshot, as_of_ms: int, *, group
                 if clamp and target != off:
                     p.clamped.append((topic, part, off, target))
                 p.offsets.append((topic, part, target if clamp else off))
-        if p.offsets:
-            p.file = file_stem(gid) + ".csv"
         if gid in live:
             p.state_now, p.members_now = live[gid]
         else:
             p.gone_reason = gone.get(gid, "not in the snapshot")
         plans.append(p)
+    stems = file_stems(p.group_id for p in plans if p.offsets)
+    for p in plans:
+        if p.offsets:
+            p.file = stems[p.group_id] + ".csv"
     facts = _run_facts(snap)
     return RestorePlan(snap.snapshot_id, facts["semantics"], as_of_ms, plans, selection, bool(starts), clamp,
                        start_times)

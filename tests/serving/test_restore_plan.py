@@ -482,6 +482,32 @@ def test_changed_since_picks_a_group_whose_transactional_commit_took_effect_sinc
     assert (out / "g.csv").read_text() == "t,0,100\n"
 
 
+def test_groups_whose_names_differ_only_in_case_get_files_apart_on_a_case_insensitive_file_system(tmp_path):
+    """`Orders.csv` and `orders.csv` are one file on macOS' and Windows' file systems (the plan's zip opened there):
+    the second group written overwrote the first's targets, and apply.sh reset both groups from it. Every file
+    name of a plan differs from the others beyond case, and still gives its group id back."""
+    from jobs.cli import main
+    from tests.coordinator.rowkit import Log
+
+    log = Log()
+    targets = {"Orders": 11, "orders": 22, "ORDERS.v2": 33, "orders.v2": 44, "Payments": 55}
+    for gid, offset in targets.items():
+        log.commit(gid, "t", 0, offset)
+    wh = _engine_warehouse(tmp_path / "wh", log, "legacy")
+    out = tmp_path / "plan"
+    r = CliRunner().invoke(main, ["restore-plan", "--warehouse", str(wh), "--as-of", str(log.ts), "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    index = json.loads((out / "index.json").read_text())
+    on_insensitive_fs: dict[str, str] = {}
+    for name in sorted(index):  # a case-insensitive file system keeps one file per name folded to lower case
+        on_insensitive_fs[name.lower()] = (out / name).read_text()
+    assert {index[n]: on_insensitive_fs[n.lower()] for n in index} == {g: f"t,0,{o}\n" for g, o in targets.items()}
+    for name, gid in index.items():
+        stem = name.removesuffix(".csv")
+        assert stem == gid or unquote(stem[1:]) == gid
+    assert index["Payments.csv"] == "Payments"  # no other group near it: named as before
+
+
 @pytest.mark.slow
 def test_zip_holds_the_same_files(broker, tmp_path):
     from pipelines.io.snapshots import DeltaWarehouseReader
