@@ -21,7 +21,8 @@ What is written (`write_restore_plan`, `restore_plan_zip`):
 * `README.txt`: what the plan is, and the groups the reset will refuse (members in the served snapshot), the
   groups gone since, the partitions whose target is below the log start offset the snapshot knows (the reset would
   skip records: how many, and how much time of data, up to the first record still held) or above the log end offset
-  it knows, the groups with nothing to restore at TIME. `clamp`: targets clamped into [log start, log end] in the
+  it knows, the groups with nothing to restore at TIME, the partitions committed now that held no offset at TIME
+  (the reset leaves them). `clamp`: targets clamped into [log start, log end] in the
   files, and README.txt lists each one moved.
 """
 from __future__ import annotations
@@ -71,6 +72,8 @@ class GroupPlan:
     below_log_start: list[tuple[str, int, int, int]] = field(default_factory=list)  # topic, partition, target, start
     above_log_end: list[tuple[str, int, int, int]] = field(default_factory=list)  # topic, partition, target, end
     clamped: list[tuple[str, int, int, int]] = field(default_factory=list)  # topic, partition, target, written
+    # committed in the served snapshot, no offset at TIME: the reset leaves them as they are
+    not_reset: list[tuple[str, int, int]] = field(default_factory=list)  # topic, partition, offset now
 
     @property
     def refused(self) -> bool:
@@ -103,6 +106,7 @@ class RestorePlan:
                             "offsets": [{"topic": t, "partition": p, "offset": o} for t, p, o in g.offsets],
                             "refused": g.refused, "state_now": g.state_now, "gone": g.gone_reason,
                             "in_apply_sh": g.file is not None and not g.unpassable,
+                            "not_reset": [{"topic": t, "partition": p, "offset": o} for t, p, o in g.not_reset],
                             "skipped": g.skipped} for g in self.groups]}
 
 
@@ -576,6 +580,8 @@ def restore_plan(reader: SnapshotReader, snap: Snapshot, as_of_ms: int, *, group
     plans = []
     for gid in ids:
         p = GroupPlan(gid, None, [], current=current.get(gid, {}))
+        then = {(topic, part) for topic, part, _ in at.get(gid, ())}
+        p.not_reset = sorted((t, part, off) for (t, part), off in p.current.items() if (t, part) not in then)
         for topic, part, off in at.get(gid, ()):
             if not legal_topic(topic):
                 p.skipped.append(f"{topic!r}-{part}: not a legal Kafka topic name")
@@ -749,6 +755,10 @@ def _readme(plan: RestorePlan) -> str:
     section("NOTHING TO RESTORE: selected groups with no committed offset at that time (no file)",
             [name(g) for g in plan.groups if not g.file])
     section("LEFT OUT of the files", [f"{name(g)} {s}" for g in plan.groups for s in g.skipped])
+    section("NOT RESET: partitions committed in the served snapshot that held no offset at that time (the reset leaves "
+            "them as they are; with the group inactive, kafka-consumer-groups.sh --delete-offsets --group G --topic "
+            "T:P removes one, and the consumer then starts per auto.offset.reset)",
+            [f"{name(g)} {t}-{p}: {o}" for g in plan.groups for t, p, o in g.not_reset])
     unpassable = [name(g) for g in with_file if g.unpassable]
     if unpassable:
         section("NOT IN apply.sh: ids holding a NUL character, which no command line carries (the shell drops it and "

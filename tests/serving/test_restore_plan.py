@@ -508,6 +508,31 @@ def test_groups_whose_names_differ_only_in_case_get_files_apart_on_a_case_insens
     assert index["Payments.csv"] == "Payments"  # no other group near it: named as before
 
 
+@pytest.mark.parametrize("semantics", ["legacy", "modern"])
+def test_a_partition_committed_since_that_held_no_offset_then_is_named_as_not_reset(semantics, tmp_path):
+    """A reset that committed every partition, t-1 for the first time: put back at TIME, the group held t-0 alone,
+    and `--reset-offsets --from-file` touches only the file's partitions (4.0 ConsumerGroupCommand
+    .resetOffsetsForInactiveGroup), so t-1 stays at the reset's 0. README.txt names it, with what it holds now,
+    rather than leave the group looking restored; a partition the group held then and now is not named."""
+    from jobs.cli import main
+    from tests.coordinator.rowkit import Log
+
+    log = Log()
+    log.commit("g", "t", 0, 100)
+    log.commit("h", "t", 1, 5)
+    as_of = log.ts
+    log.commit("g", "t", 0, 0)
+    log.commit("g", "t", 1, 0)
+    wh = _engine_warehouse(tmp_path / "wh", log, semantics)
+    out = tmp_path / "plan"
+    r = CliRunner().invoke(main, ["restore-plan", "--warehouse", str(wh), "--as-of", str(as_of), "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    assert (out / "g.csv").read_text() == "t,0,100\n"
+    readme = (out / "README.txt").read_text()
+    section = readme.split("NOT RESET")[1].split("\n\n")[0]
+    assert section.splitlines()[1:] == ['  "g" (g.csv) t-1: 0']
+
+
 @pytest.mark.slow
 def test_zip_holds_the_same_files(broker, tmp_path):
     from pipelines.io.snapshots import DeltaWarehouseReader
