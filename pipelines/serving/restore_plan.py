@@ -557,8 +557,9 @@ def restore_plan(reader: SnapshotReader, snap: Snapshot, as_of_ms: int, *, group
                  damaged: tuple[int, int | None] | None = None, clamp: bool = False) -> RestorePlan:
     """The plan that puts every selected group back to its committed offsets at `as_of_ms` (see the module);
     `damaged` (since, until): the groups `changes` reports damaged then; `clamp`: each target clamped into [log
-    start, log end] where the snapshot knows them (a reset below the log start is one the consumer's
-    auto.offset.reset decides, past the end one Kafka clamps to the end).
+    start, log end] where the snapshot knows them (kafka-consumer-groups.sh moves a target below the log start to
+    the log start, and one past the end to the end, as it finds them when it runs: 4.0 ConsumerGroupCommand
+    .checkOffsetsRange, 2.8 alike; clamped, the files say what it will write).
     Raises HistoryUnavailable; BadGroupRegex for a bad `group_regex`; AfterSnapshot for a time past the snapshot's
     as-of."""
     check_within(snap, "as_of", as_of_ms, "and the offsets committed since are not in it (a plan from there would put "
@@ -740,7 +741,8 @@ def _readme(plan: RestorePlan) -> str:
     below = [f"{name(g)} {t}-{p}: target {o} < log start {s}: the reset skips {s - o:,} records"
              + _skipped_time(plan, (t, p)) for g in plan.groups for t, p, o, s in g.below_log_start]
     if plan.log_start_known:
-        section("BELOW LOG START: targets the broker no longer holds (the consumer resets per auto.offset.reset"
+        section("BELOW LOG START: targets the broker no longer holds (the reset moves each to the log start it finds "
+                "then, and the consumer resumes at the first record still held"
                 + ("; clamped to the log start below" if plan.clamp else "") + ")", below)
     else:
         out += ["BELOW LOG START: not checked: the snapshot knows no data-topic log start offsets (its input held no",

@@ -436,8 +436,9 @@ def test_a_group_id_holding_a_nul_is_never_handed_to_the_tool_as_another_group(t
     assert "1 not in apply.sh (a NUL in the id)" in r.output
 
 
-def _engine_warehouse(root: Path, log, semantics: str) -> Path:
-    """The engine's snapshot `s` of `log` (rowkit rows), as a rebuild writes it: its tables and its history."""
+def _engine_warehouse(root: Path, log, semantics: str, log_ends=()) -> Path:
+    """The engine's snapshot `s` of `log` (rowkit rows), as a rebuild writes it: its tables and its history;
+    `log_ends`: its `log_end_offsets` rows (the data topics' log start and end offsets)."""
     import datetime as dt
 
     from pipelines.coordinator.options import ReplayOptions
@@ -447,9 +448,10 @@ def _engine_warehouse(root: Path, log, semantics: str) -> Path:
 
     res = replay_shards(to_table(log.rows), ReplayOptions(semantics=semantics, snapshot_id="s"))
     kit = WarehouseKit(root)
-    kit.snapshot("s", tables={t: res.tables[t] for t in SNAPSHOT_TABLES if t in res.tables},
+    kit.snapshot("s", tables={t: res.tables[t] for t in SNAPSHOT_TABLES if t in res.tables
+                              and not (log_ends and t == "log_end_offsets")},
                  as_of=dt.datetime.fromtimestamp(log.ts / 1000, dt.timezone.utc),
-                 summary=json.dumps({"semantics": semantics}))
+                 summary=json.dumps({"semantics": semantics}), log_end_offsets=log_ends)
     kit.append("offset_commits", res.tables["offset_commits"])
     return root
 
@@ -531,6 +533,29 @@ def test_a_partition_committed_since_that_held_no_offset_then_is_named_as_not_re
     readme = (out / "README.txt").read_text()
     section = readme.split("NOT RESET")[1].split("\n\n")[0]
     assert section.splitlines()[1:] == ['  "g" (g.csv) t-1: 0']
+
+
+def test_a_target_below_the_log_start_is_said_to_go_to_the_log_start_as_the_tool_moves_it(tmp_path):
+    """kafka-consumer-groups.sh --reset-offsets --from-file moves a target below the partition's log start to the
+    log start (4.0 ConsumerGroupCommand.checkOffsetsRange; 2.8's Scala command alike): the consumer resumes at the
+    first record still held, not wherever its auto.offset.reset (`latest`: the log end) would put it. README.txt
+    says so."""
+    from jobs.cli import main
+    from tests.coordinator.rowkit import Log
+
+    log = Log()
+    log.commit("g", "t", 0, 100)
+    log.commit("g", "t", 0, 900)
+    wh = _engine_warehouse(tmp_path / "wh", log, "legacy", log_ends=[
+        {"topic": "t", "partition": 0, "log_end_offset": 1000, "log_start_offset": 400}])
+    out = tmp_path / "plan"
+    r = CliRunner().invoke(main, ["restore-plan", "--warehouse", str(wh), "--as-of", str(log.ts - 1), "--out",
+                                  str(out)])
+    assert r.exit_code == 0, r.output
+    assert (out / "g.csv").read_text() == "t,0,100\n"
+    below = (out / "README.txt").read_text().split("BELOW LOG START")[1].split("\n\n")[0]
+    assert "the reset moves each to the log start" in below and "auto.offset.reset" not in below
+    assert below.splitlines()[1:] == ['  "g" (g.csv) t-0: target 100 < log start 400: the reset skips 300 records']
 
 
 @pytest.mark.slow
