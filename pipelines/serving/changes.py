@@ -374,12 +374,13 @@ def _late_rows(group: np.ndarray, op: np.ndarray, ro: np.ndarray) -> np.ndarray 
 
 
 def _offset_changes(reader: SnapshotReader, snap: Snapshot, sel: Selection, events: _Events,
-                    partitions: set[int]) -> list[dict]:
+                    partitions: set[int], read: dict) -> list[dict]:
     """The offset changes of the window; `partitions` receives the offsets partitions of the selected groups'
-    commits."""
+    commits, `read["commits"]` the history rows read."""
     commits = reader.history_table("offset_commits", filters=sel.filters(), columns=_COMMIT_COLUMNS,
                                    dictionary=("group_id", "topic", "txn_outcome"))
     commits = applied_history(sel.keep(commits), snap.snapshot_id)
+    read["commits"] = commits
     if commits is None or not commits.num_rows:
         return []
     partitions.update(p for p in pc.unique(commits.column("offsets_partition")).to_pylist() if p is not None)
@@ -443,13 +444,13 @@ def _expiry_changes(reader: SnapshotReader, snap: Snapshot, sel: Selection) -> l
     return out
 
 
-def _group_changes(events: _Events, sel: Selection) -> list[dict]:
+def _group_changes(events: _Events, sel: Selection, commits: pa.Table | None = None) -> list[dict]:
     """Group lifecycle changes and rebalance storms. A group's state after an event is the event's own (`state`
     null: the group does not exist), so every change compares an event with the one before it in its group:
     columns shifted by one, whatever the window, and Python values only for the changes found."""
     if not events.n:
         return []
-    steps = _GroupSteps.of(events, sel)
+    steps = _GroupSteps.of(events, sel, commits)
     return _lifecycle_changes(events, steps) + _rebalance_storms(events, steps, sel)
 
 
@@ -472,7 +473,7 @@ class _GroupSteps:
     was_type: np.ndarray
 
     @staticmethod
-    def of(events: _Events, sel: Selection) -> "_GroupSteps":
+    def of(events: _Events, sel: Selection, commits: pa.Table | None = None) -> "_GroupSteps":
         h = events.history
         ts = events.time_us
         state = h.column("state")
@@ -496,12 +497,36 @@ class _GroupSteps:
             return b
 
         was_removed = before(deleted | tombstone)
-        deleted |= tombstone & (events.first | ~was_removed)  # the first tombstone of a group no record held
+        again = np.flatnonzero(tombstone & ~events.first & was_removed)
+        recommitted = np.zeros(events.n, dtype=bool)
+        recommitted[[k for k in again.tolist() if _committed_between(commits, events, k)]] = True
+        # the first tombstone of a group no record held, or one after offsets were committed since its last removal
+        deleted |= tombstone & (events.first | ~was_removed | recommitted)
         return _GroupSteps(
             inside=events.timed & (ts >= _us(sel.start)) & (ts <= _us(sel.end)), exists=exists, empty=empty,
             deleted=deleted, gtype=gtype, gen_known=gen_known, gen=gen, was=before(exists),
             was_empty=before(empty), was_gen_known=before(exists & gen_known), was_gen=before(gen),
             was_type=before(gtype))
+
+
+def _committed_between(commits: pa.Table | None, events: _Events, k: int) -> bool:
+    """Whether an offset value of event k's group was written between the group's previous event (its removal)
+    and event k, in its offsets partition: a commit re-creates the group Kafka's coordinator had removed, plain or
+    transactional, whatever its transaction's outcome (3.9 GroupCoordinator.handleCommitOffsets and
+    handleTxnCommitOffsets add an Empty group; 4.0 OffsetMetadataManager.replay a simple classic group, as the
+    engine does for the new coordinator), so a tombstone after it removed a group again, where one right after
+    another removes nothing."""
+    if commits is None or not commits.num_rows:
+        return False
+    h = events.history
+    gid, part = h.column("group_id")[k].as_py(), h.column("offsets_partition")[k].as_py()
+    lo, hi = events.record_offset[k - 1], events.record_offset[k]
+    at = commits.column("record_offset")
+    mine = pc.and_(pc.equal(commits.column("group_id").cast(pa.string()), gid),
+                   pc.equal(commits.column("offsets_partition"), part))
+    between = pc.and_(pc.greater(at, lo), pc.less(at, hi))
+    value = pc.invert(pc.fill_null(commits.column("is_tombstone"), False))
+    return bool(pc.any(pc.fill_null(pc.and_(pc.and_(mine, between), value), False)).as_py())
 
 
 def _change(events: _Events, k: int, kind: str) -> dict:
@@ -599,9 +624,10 @@ def changes(reader: SnapshotReader, snap: Snapshot, sel: Selection) -> list[dict
     history = _history(reader, snap, sel)
     events = _Events(history)
     partitions: set[int] = set()
-    out = _offset_changes(reader, snap, sel, events, partitions)
+    read: dict = {}
+    out = _offset_changes(reader, snap, sel, events, partitions, read)
     out += _expiry_changes(reader, snap, sel)
-    out += _group_changes(events, sel)
+    out += _group_changes(events, sel, read.get("commits"))
     if history is not None:
         partitions.update(p for p in pc.unique(history.column("offsets_partition")).to_pylist() if p is not None)
     if sel.group_regex is not None and not out and (why := no_group_matches(reader, snap, sel.group_regex)):

@@ -163,3 +163,23 @@ def _nulls(table, name):
     import pyarrow as pa
 
     return pa.nulls(table.num_rows, table.schema.field(name).type)
+
+
+@pytest.mark.parametrize("semantics", ["legacy", "modern"])
+def test_a_simple_group_deleted_again_after_new_commits_is_deleted_twice(semantics, tmp_path):
+    """A simple consumer's commit re-creates the group the coordinator had removed (3.9 GroupCoordinator
+    .handleCommitOffsets and handleTxnCommitOffsets add an Empty group, 4.0 OffsetMetadataManager.replay a simple
+    classic group), so DeleteGroups' second tombstone removed a group again, as the first did: both are
+    group_deleted, in either semantics (the old loader holds no group for such an id, the new one does). A tombstone
+    right after another, nothing committed between, removes nothing."""
+    log = Log()
+    log.commit("s", "t", 0, 10)  # 0
+    log.offset_tombstone("s", "t", 0)  # 1
+    log.group_tombstone("s")  # 2: deletes the group the commit made
+    log.commit("s", "t", 0, 20, pid=7, epoch=0)  # 3: transactional: re-creates it whatever the outcome
+    log.marker(7, "ABORT")  # 4
+    log.group_tombstone("s")  # 5: deletes it again
+    log.group_tombstone("s")  # 6: nothing left to delete
+    rows = _timed(log.rows)
+    items = _changes(_warehouse(tmp_path, rows, semantics))
+    assert [c["record_offset"] for c in items if c["kind"] == "group_deleted"] == [2, 5]
