@@ -499,7 +499,7 @@ class _GroupSteps:
         was_removed = before(deleted | tombstone)
         again = np.flatnonzero(tombstone & ~events.first & was_removed)
         recommitted = np.zeros(events.n, dtype=bool)
-        recommitted[[k for k in again.tolist() if _committed_between(commits, events, k)]] = True
+        recommitted[again[_committed_between(commits, events, again)]] = True
         # the first tombstone of a group no record held, or one after offsets were committed since its last removal
         deleted |= tombstone & (events.first | ~was_removed | recommitted)
         return _GroupSteps(
@@ -509,24 +509,52 @@ class _GroupSteps:
             was_type=before(gtype))
 
 
-def _committed_between(commits: pa.Table | None, events: _Events, k: int) -> bool:
-    """Whether an offset value of event k's group was written between the group's previous event (its removal)
-    and event k, in its offsets partition: a commit re-creates the group Kafka's coordinator had removed, plain or
-    transactional, whatever its transaction's outcome (3.9 GroupCoordinator.handleCommitOffsets and
-    handleTxnCommitOffsets add an Empty group; 4.0 OffsetMetadataManager.replay a simple classic group, as the
-    engine does for the new coordinator), so a tombstone after it removed a group again, where one right after
-    another removes nothing."""
-    if commits is None or not commits.num_rows:
-        return False
+def _committed_between(commits: pa.Table | None, events: _Events, ks: np.ndarray) -> np.ndarray:
+    """For each event k of `ks` (a tombstone after its group's removal), whether an offset value of its group was
+    written between the group's previous event (that removal) and k, in its offsets partition: a commit re-creates
+    the group Kafka's coordinator had removed, plain or transactional, whatever its transaction's outcome (3.9
+    GroupCoordinator.handleCommitOffsets and handleTxnCommitOffsets add an Empty group; 4.0
+    OffsetMetadataManager.replay a simple classic group, as the engine does for the new coordinator), so a tombstone
+    after it removed a group again, where one right after another removes nothing. The commits of those groups alone
+    are read, by their ids' codes: a log's history is millions of commits."""
+    hit = np.zeros(len(ks), dtype=bool)
+    if commits is None or not commits.num_rows or not len(ks):
+        return hit
     h = events.history
-    gid, part = h.column("group_id")[k].as_py(), h.column("offsets_partition")[k].as_py()
-    lo, hi = events.record_offset[k - 1], events.record_offset[k]
-    at = commits.column("record_offset")
-    mine = pc.and_(pc.equal(commits.column("group_id").cast(pa.string()), gid),
-                   pc.equal(commits.column("offsets_partition"), part))
-    between = pc.and_(pc.greater(at, lo), pc.less(at, hi))
-    value = pc.invert(pc.fill_null(commits.column("is_tombstone"), False))
-    return bool(pc.any(pc.fill_null(pc.and_(pc.and_(mine, between), value), False)).as_py())
+    at_k = pa.array(ks, pa.int64())
+    gids = h.column("group_id").take(at_k).to_pylist()
+    parts = pc.fill_null(h.column("offsets_partition").take(at_k), -1).to_pylist()
+    names = sorted(set(gids) - {None})
+    code = _codes(commits.column("group_id"), pa.array(names, pa.string()))
+    mine = pc.and_(code.is_valid(), pc.invert(pc.fill_null(commits.column("is_tombstone"), False)))
+    code = pc.filter(code, mine).to_numpy(zero_copy_only=False).astype(np.int64)
+    part = pc.fill_null(pc.filter(commits.column("offsets_partition"), mine), -1).to_numpy(zero_copy_only=False)
+    at = pc.filter(commits.column("record_offset"), mine).to_numpy(zero_copy_only=False)
+    key = (code << 33) + (part.astype(np.int64) + (1 << 31))
+    order = np.lexsort((at, key))
+    key, at = key[order], at[order]
+    index = {g: i for i, g in enumerate(names)}
+    for i, (k, g, p) in enumerate(zip(ks.tolist(), gids, parts)):
+        if g is None:
+            continue
+        want = (index[g] << 33) + (p + (1 << 31))
+        lo, hi = events.record_offset[k - 1], events.record_offset[k]
+        s, e = np.searchsorted(key, want, "left"), np.searchsorted(key, want, "right")
+        j = s + int(np.searchsorted(at[s:e], lo, "right"))
+        hit[i] = j < e and at[j] < hi
+    return hit
+
+
+def _codes(ids: pa.ChunkedArray, names: pa.Array) -> pa.ChunkedArray:
+    """Each row's id's index in `names` (null: another id), a dictionary column by its dictionary: no row's id is
+    made a string."""
+    out = []
+    for chunk in ids.chunks:
+        if pa.types.is_dictionary(chunk.type):
+            out.append(pc.take(pc.index_in(chunk.dictionary.cast(pa.string()), value_set=names), chunk.indices))
+        else:
+            out.append(pc.index_in(chunk.cast(pa.string()), value_set=names))
+    return pa.chunked_array(out, pa.int32())
 
 
 def _change(events: _Events, k: int, kind: str) -> dict:
