@@ -28,8 +28,9 @@ ADDED_FILES = "offsetlake.added_files"
 # files with new statistics (`stats_repair.repin`)
 _WRITE, _REPAIR = "write_snapshot", "repair_stats"
 _READERS = 8  # threads reading an object store's commit files
-_COMMIT = re.compile(r"^(\d{20})\.json$")
-_CHECKPOINT = re.compile(r"^(\d{20})\.checkpoint(\.\d+\.\d+)?\.parquet$")
+# a name matched whole: `$` would take `<v>.json` and a newline, a file delta-rs never reads as a commit or checkpoint
+_COMMIT = re.compile(r"(\d{20})\.json\Z")
+_CHECKPOINT = re.compile(r"(\d{20})\.checkpoint(\.\d+\.\d+)?\.parquet\Z")
 
 
 class LogDamage(Exception):
