@@ -63,7 +63,8 @@ _REQUIRED = ("key", "value", "partition", "offset")
 _FORMATS = {".parquet": "parquet", ".pq": "parquet", ".json": "json", ".jsonl": "json", ".ndjson": "json",
             ".csv": "csv"}
 READ_COMPRESSIONS = (".gz", ".bz2", ".zst", ".lz4")  # what Arrow's readers decompress, told by the file's name
-_HEX_RE = re.compile(r"^(?:[0-9a-fA-F]{2})*$")
+# what the hex decoder (`bytes.fromhex`) reads, matched whole: pairs of hex digits, ASCII whitespace around them
+_HEX_RE = re.compile(r"[ \t\n\r\x0b\x0c]*(?:[0-9a-fA-F]{2}[ \t\n\r\x0b\x0c]*)*\Z")
 _DETECT_SAMPLE = 1000
 
 

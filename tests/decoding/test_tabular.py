@@ -431,6 +431,23 @@ def test_one_damaged_hex_key_is_one_invalid_row_not_a_dump_read_as_base64(tmp_pa
         (r["offset"], bytes.fromhex(r["key"])) for r in rows if r["offset"] != 2]
 
 
+@pytest.mark.parametrize("end", ["\n", "\r\n", " "])
+def test_hex_keys_the_hex_decoder_reads_are_told_hex_whatever_their_line_end(tmp_path, end):
+    """The encoding vote counted a key as hex by a `$`-anchored pattern: `<hex>\\n` passed (`$` matches before a
+    trailing newline) but `<hex>\\r\\n` and `<hex> ` did not, so a dump whose keys end in a CRLF was read as base64
+    and every row was an invalid row, where the hex decoder (`bytes.fromhex`, ASCII whitespace skipped) reads each
+    key whole. The vote now asks the decoder's own grammar of the whole key."""
+    rows = _commit_rows(3)
+    with open(tmp_path / "d.json", "w") as f:
+        f.writelines(json.dumps(dict(r, key=r["key"] + end)) + "\n" for r in rows)
+    dump = read_tabular_dump(tmp_path / "d.json")
+    assert dump.encoding == "hex"
+    out = list(dump)
+    assert [(r.offset, r.key) for r in out if isinstance(r, LogRecord)] == [
+        (r["offset"], bytes.fromhex(r["key"])) for r in rows]
+    assert not [o for o in out if isinstance(o, ReadProblem)]
+
+
 def test_a_timestamp_type_that_names_no_kafka_type_is_an_invalid_row(tmp_path):
     """A dump's timestampType is Kafka's `TimestampType`: its id or its name. Any other cell was read as CreateTime,
     so the batch took a clock it never had; now it is an invalid row, in every format, and the reader's count agrees."""
