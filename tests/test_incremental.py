@@ -843,12 +843,43 @@ def test_a_checkpoint_edited_into_other_valid_values_is_a_full_rebuild(no_spark,
     assert after.incremental["mode"] == "full", after.incremental
     assert after.incremental["reason"] == ("the previous snapshot's checkpoint is damaged (its content does not "
                                            "match its sha256: edited or damaged)")
-    # a checkpoint without a seal (written before checkpoints had one) is read as it is
-    from pipelines.io.checkpoint import read_checkpoint
 
-    sealed = json.loads(checkpoint_path(tmp_path / "wh", "after").read_text())
-    path.write_text(json.dumps({k: v for k, v in sealed.items() if k != "sha256"}))
-    assert read_checkpoint(tmp_path / "wh", "base") == {k: v for k, v in sealed.items() if k != "sha256"}
+
+@pytest.mark.parametrize("edit", [None, "consumed"])
+def test_a_checkpoint_without_its_seal_is_a_full_rebuild(no_spark, settings, tmp_path, edit):
+    """A checkpoint without the sha256 of its fields (written before checkpoints were sealed, or stripped of it) was
+    read as it is: one edited too (a segment's `consumed` moved back into its last batch) resumed inside the batch
+    and lost the new commit, where a full rebuild keeps it. Nothing tells such a checkpoint's fields from edited ones,
+    so it is a full rebuild saying so, and the snapshot is the full rebuild's."""
+    from pipelines.io.checkpoint import checkpoint_path
+    from pipelines.rebuild import RebuildRequest, run_rebuild
+    from tests import badinputs as bi
+
+    g = bi.group_in(0, "unsealed")
+    seg = bi.write_segment(tmp_path / "in" / "__consumer_offsets-0", 0, bi.batch([bi.commit(g, 0, 5, bi.T0)], 0)
+                           + bi.batch([bi.commit(g, 1, 6, bi.T0 + 1)], 1))
+
+    def run(warehouse: Path, snapshot_id: str, **kw):
+        summary = run_rebuild(no_spark, settings, RebuildRequest(inputs=(str(tmp_path / "in"),),
+                                                              warehouse=str(warehouse), snapshot_id=snapshot_id, **kw))
+        assert summary.status == "succeeded", summary.validation
+        return summary
+
+    run(tmp_path / "wh", "base")
+    path = checkpoint_path(tmp_path / "wh", "base")
+    cp = json.loads(path.read_text())
+    del cp["sha256"]
+    if edit == "consumed":
+        cp["partitions"]["0"]["segments"][0]["consumed"] -= 20
+    path.write_text(json.dumps(cp))
+    with seg.open("ab") as f:
+        f.write(bi.batch([bi.commit(g, 2, 7, bi.T0 + 10)], 2))
+    after = run(tmp_path / "wh", "after", incremental=True)
+    run(tmp_path / "full", "full")
+    assert snapshot_rows(tmp_path / "wh", "after") == snapshot_rows(tmp_path / "full", "full")
+    assert after.incremental["mode"] == "full", after.incremental
+    assert after.incremental["reason"] == ("the previous snapshot's checkpoint is not sealed (no sha256 of its "
+                                           "fields: written before checkpoints were sealed)")
 
 
 @pytest.mark.spark
@@ -860,7 +891,7 @@ def test_an_incremental_run_names_the_load_failures_the_earlier_runs_read(spark,
     with its group history on Spark. The base run's checkpoint counts the records (its tasks named them), so the
     next run knows to read the history it carries forward for them, as it does after a checkpoint written before
     the count (`counted` False). Before, an incremental run of no KIP-848 records said nothing of them."""
-    from pipelines.io.checkpoint import checkpoint_path, read_checkpoint
+    from pipelines.io.checkpoint import read_checkpoint, write_checkpoint
     from pipelines.rebuild import stages
     from tests import badinputs as bi
 
@@ -875,7 +906,7 @@ def test_an_incremental_run_names_the_load_failures_the_earlier_runs_read(spark,
     if not counted:
         cp = read_checkpoint(tmp_path / "wh", "base")
         del cp["load_failures"]
-        checkpoint_path(tmp_path / "wh", "base").write_text(json.dumps(cp))
+        write_checkpoint(tmp_path / "wh", "base", cp)  # as a run before the field was written sealed it
     with zero.open("ab") as f:
         f.write(bi.batch([bi.commit(fine, 0, 7, bi.T0 + 2)], 1))
     inc = rebuild(spark, settings, [tmp_path / "in"], tmp_path / "wh", "inc", incremental=True, **kw)

@@ -17,7 +17,8 @@ Exact by construction. Every run (incremental or not) saves, next to its snapsho
   that could be framed; what follows — a torn or zero tail — is read again next time), sha256 of its first
   ``min(64 KiB, consumed)`` bytes and of the last consumed entry's bytes, plus the partition's next offset; the
   sha256 of each saved shard's file (another file's bytes of the same size fail the run that reads them); sealed
-  with the sha256 of its own fields (`io.checkpoint.SEAL`): one edited into other valid values is damaged.
+  with the sha256 of its own fields (`io.checkpoint.SEAL`): one edited into other valid values is damaged, and one
+  without it (written before checkpoints were sealed) is a full rebuild too: nothing tells its fields from edited ones.
 
 An incremental run checks that today's input EXTENDS that checkpoint — every checkpointed file still there, same
 head and last-entry bytes, at least ``consumed`` bytes long; no file before the checkpoint's log start and no new

@@ -12,8 +12,8 @@ from pipelines.frames.decode import DecodePlan
 from pipelines.incremental.checkpoint import CHECKPOINT_FORMAT, OLDER_FORMATS, SAVED_FORMAT, read_policy_of
 from pipelines.incremental.saved import SavedShards
 from pipelines.io import storage
-from pipelines.io.checkpoint import (read_checkpoint, remove_other_states, state_dir, state_file_partitions,
-                                     stashed_checkpoints, write_checkpoint)
+from pipelines.io.checkpoint import (UnsealedCheckpoint, read_checkpoint, remove_other_states, state_dir,
+                                     state_file_partitions, stashed_checkpoints, write_checkpoint)
 from pipelines.times import MAX_TIME_MS, MIN_TIME_MS
 
 LOG_START_MOVED = "log start moved / segments deleted or compacted"
@@ -167,6 +167,8 @@ def start(warehouse, req, conf, plan, snapshot_id: str) -> IncrementalStart:
     prev_id = warehouse.latest_snapshot_id()  # the latest succeeded scheduled snapshot: what-if runs are skipped
     try:
         prev = read_checkpoint(warehouse, prev_id) if prev_id else None
+    except UnsealedCheckpoint as e:  # its fields may have been edited: resuming from them could lose records
+        return _full(f"the previous snapshot's checkpoint is not sealed ({e})", plan, prev_id)
     except ValueError as e:  # not JSON, not UTF-8: a damaged file is one full rebuild, not a failed run
         return _full(f"the previous snapshot's checkpoint is damaged ({e})", plan, prev_id)
     except OSError as e:  # a directory or unreadable file in its place (an object store's failure stays the run's)

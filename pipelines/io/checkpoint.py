@@ -83,15 +83,19 @@ def _digest(body: dict) -> str:
     return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
+class UnsealedCheckpoint(ValueError):
+    """A checkpoint without its seal: written before checkpoints had one, or stripped of it. Nothing tells its
+    fields from ones edited or damaged into other valid values, so nothing resumes from it."""
+
+
 def _unsealed(text: str) -> dict:
     """A checkpoint's JSON as its writer gave it, without its seal. ValueError when it is not a JSON object or its
-    seal does not match (edited or damaged); one without a seal was written before checkpoints had one, and is read
-    as it is."""
+    seal does not match (edited or damaged); `UnsealedCheckpoint` when it has none."""
     checkpoint = json.loads(text)
     if not isinstance(checkpoint, dict):
         raise ValueError("not a JSON object")
     if SEAL not in checkpoint:
-        return checkpoint
+        raise UnsealedCheckpoint(f"no {SEAL} of its fields: written before checkpoints were sealed")
     body = {k: v for k, v in checkpoint.items() if k != SEAL}
     if checkpoint[SEAL] != _digest(body):
         raise ValueError(f"its content does not match its {SEAL}: edited or damaged")
@@ -100,7 +104,7 @@ def _unsealed(text: str) -> dict:
 
 def read_checkpoint(warehouse, snapshot_id: str) -> dict | None:
     """The checkpoint stored for `snapshot_id`, or None if there is none. ValueError when it is not JSON or not as
-    its writer sealed it."""
+    its writer sealed it (`UnsealedCheckpoint`: not sealed at all)."""
     target = storage.location(checkpoint_path(warehouse, snapshot_id))
     try:
         return _unsealed(target.read_text())
