@@ -24,11 +24,13 @@ from dataclasses import dataclass
 from pipelines.decoding.batches import BatchItem, read_batches_from_file
 from pipelines.decoding.dump_files import is_dump_name
 from pipelines.decoding.framing import EntryHeads, walk_entry_heads
-from pipelines.decoding.log_names import OFFSETS_PARTITION_DIR, PARTITION_DIR, SEGMENT_NAME, SKIPPED_DIR
+from pipelines.decoding.log_names import (OFFSETS_PARTITION_DIR, PARTITION_DIR, SEGMENT_NAME, SKIPPED_DIR,
+                                          duplicate_partition_dirs)
 from pipelines.decoding.policy import DEFAULT_POLICY, ReadPolicy
 from schemas.records import OFFSET_MAX, PARTITION_MAX, LogRecord, ReadProblem
 
-__all__ = ["InputError", "SegmentFile", "discover_segments", "entry_heads", "read_log", "read_segment_batches"]
+__all__ = ["DuplicateLogDirError", "InputError", "SegmentFile", "discover_segments", "entry_heads", "read_log",
+           "read_segment_batches"]
 
 OFFSETS_TOPIC = "__consumer_offsets"
 _SKIPPED_SUFFIXES = (".deleted", ".cleaned")
@@ -146,6 +148,11 @@ class InputError(FileNotFoundError):
     """An input path given by the user does not exist (the CLI maps this to exit code 2)."""
 
 
+class DuplicateLogDirError(InputError):
+    """Two directories of one log dir name one partition (`log_names.duplicate_partition_dirs`): Kafka's broker does
+    not start on it, so no log of that partition is the one Kafka would read (exit code 2)."""
+
+
 @dataclass(frozen=True, slots=True)
 class SegmentFile:
     """One `.log` segment: its path, the N of `__consumer_offsets-N` (-1 if unknown), base offset and size."""
@@ -161,11 +168,11 @@ def discover_segments(paths: PathArg | Iterable[PathArg]) -> tuple[list[SegmentF
 
     Each path may be a broker log dir (holding `__consumer_offsets-N` dirs), one `__consumer_offsets-N` dir, a
     directory of bare `.log` files (partition -1), or a single `.log` file. Raises `InputError` if a path does not
-    exist. Empty (0-byte) `.log` files are an empty partition's active segment and are skipped without a problem.
-    The same segment reached twice through different paths is read once (once per partition directory it is
-    linked into); two different files claiming the same (partition, base offset) (a partition's copies from two log
-    dirs) are both given: which one Kafka's reading takes is `overlaps.kafka_reading`'s, the other's records a
-    `duplicate_segment` row.
+    exist, `DuplicateLogDirError` if a log dir holds two directories of one partition. Empty (0-byte) `.log` files
+    are an empty partition's active segment and are skipped without a problem. The same segment reached twice
+    through different paths is read once (once per partition directory it is linked into); two different files
+    claiming the same (partition, base offset) (a partition's copies from two log dirs) are both given: which one
+    Kafka's reading takes is `overlaps.kafka_reading`'s, the other's records a `duplicate_segment` row.
     """
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
@@ -307,6 +314,12 @@ def _discover_log_dir(p: str, tree, segments: list[SegmentFile], problems: list[
     except OSError as e:
         problems.append(_problem(p, -1, "unreadable", f"cannot list directory: {e}"))
         return
+    if twice := duplicate_partition_dirs(e.name for e in entries if _is_dir(e)):
+        topic, partition, one, other = twice
+        raise DuplicateLogDirError(f"{p} holds two directories of partition {partition} of {as_text(topic)}: "
+                                   f"{as_text(one)!r} and {as_text(other)!r} (Kafka reads the number after the last "
+                                   f"dash as an int; its LogManager refuses to start with both: 'Duplicate log "
+                                   f"directories'); keep one")
     found = False
     bare_logs = False
     for e in entries:

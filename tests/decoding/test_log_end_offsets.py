@@ -157,6 +157,18 @@ def test_names_past_kafkas_numbers_are_not_read(tmp_path):
     assert len(warnings) == 1 and "orders-2147483648: names partition 2147483648" in warnings[0]
 
 
+def test_a_data_partition_number_kafka_parses_is_that_partition(tmp_path):
+    # Integer.parseInt of what follows the last dash (4.0 LocalLog.parseTopicPartitionName): `orders-+1` is orders'
+    # partition 1 and `orders-02` its partition 2, whose end offsets LAG needs; `orders-+1` was not read, and a digit
+    # past the BMP (two surrogates to Java, no digit) was read as a partition Kafka never loads
+    for d, n in (("orders-+1", 3), ("orders-02", 4), ("orders-\U0001d7d1", 5)):
+        (tmp_path / d).mkdir()
+        _segment(tmp_path / d / "00000000000000000000.log", [write_record_batch(_records(n), 0)])
+    rows, warnings = log_end_offsets([tmp_path])
+    assert sorted((r.topic, r.partition, r.log_end_offset) for r in rows) == [("orders", 1, 3), ("orders", 2, 4)]
+    assert warnings == []
+
+
 @pytest.mark.parametrize("text, why", [
     ("", "empty file"),
     ("1\n0\n", "unrecognized version"),

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -490,3 +491,66 @@ def test_a_segment_name_ending_in_a_newline_is_not_a_segment(tmp_path):
     segs, _ = discover_segments(root)
     assert [(s.offsets_partition, s.base_offset) for s in segs] == [(0, 0)]
     assert sum(1 for _ in read_log(root)) == 2
+
+
+@pytest.mark.parametrize("name", ["__consumer_offsets-+1", "__consumer_offsets-01", "__consumer_offsets-\u0661"])
+def test_a_partition_number_kafka_parses_is_read_as_that_partition(tmp_path, name):
+    # Kafka reads the number after a partition directory's last dash with Integer.parseInt (4.0
+    # LocalLog.parseTopicPartitionName; 2.8-3.x Log/LocalLog.parseTopicPartitionName, Scala's toInt): a '+', leading
+    # zeros and any decimal digit of the BMP are partition 1; `__consumer_offsets-+1` was reported and not read
+    root = tmp_path / "logs"
+    _seg(root / "__consumer_offsets-0", 0, 1)
+    _seg(root / name, 0, 2)
+    segs, problems = discover_segments(root)
+    assert [(s.offsets_partition, s.base_offset) for s in segs] == [(0, 0), (1, 0)] and problems == []
+    assert [(r.offsets_partition, r.offset) for r in read_log(root)] == [(0, 0), (1, 0), (1, 1)]
+    assert partition_count(root) == 2
+    assert [s.offsets_partition for s in discover_segments(root / name)[0]] == [1]  # given by itself
+
+
+@pytest.mark.parametrize("name", ["__consumer_offsets-\U0001d7cf", "__consumer_offsets-+", "__consumer_offsets-++1"])
+def test_a_partition_number_kafka_cannot_parse_is_reported_not_read(tmp_path, name):
+    # Integer.parseInt reads a string's chars: a digit past the BMP (MATHEMATICAL BOLD DIGIT ONE) is two surrogates,
+    # no digit, and Kafka loads no such directory; it was read as partition 1, where `\d` takes it
+    root = tmp_path / "logs"
+    _seg(root / "__consumer_offsets-0", 0, 1)
+    _seg(root / name, 0, 2)
+    segs, problems = discover_segments(root)
+    assert [(s.offsets_partition, s.base_offset) for s in segs] == [(0, 0)]
+    assert [(Path(p.source).name, p.kind) for p in problems] == [(name, "not_offsets_data")]
+    assert partition_count(root) == 1
+
+
+def test_a_dash_after_the_last_dash_names_another_topic(tmp_path):
+    # parseTopicPartitionName splits at the last dash: `__consumer_offsets--0` is partition 0 of `__consumer_offsets-`
+    root = tmp_path / "logs"
+    _seg(root / "__consumer_offsets-0", 0, 1)
+    _seg(root / "__consumer_offsets--0", 0, 2)
+    segs, problems = discover_segments(root)
+    assert [(s.offsets_partition, s.base_offset) for s in segs] == [(0, 0)]
+    assert [(Path(p.source).name, p.kind) for p in problems] == [("__consumer_offsets--0", "not_offsets_data")]
+    assert "another topic" in problems[0].reason
+
+
+@pytest.mark.parametrize("one, other", [("__consumer_offsets-1", "__consumer_offsets-01"),
+                                        ("__consumer_offsets-1", "__consumer_offsets-+1"),
+                                        ("orders-3", "orders-+03")])
+def test_two_directories_of_one_partition_in_a_log_dir_are_refused(tmp_path, one, other):
+    # LogManager.loadLog (2.8-4.x) throws "Duplicate log directories for <tp> are found in both ..." when a second
+    # directory parses to a partition it loaded: the broker does not start, so neither is the log Kafka reads. Both
+    # were read as copies of one partition (`-01`), or one of them alone (`-+1`)
+    from pipelines.decoding.segments import DuplicateLogDirError
+    from pipelines.rebuild.failures import UsageError
+    from pipelines.rebuild.preflight import plan_and_check
+
+    root = tmp_path / "logs"
+    _seg(root / "__consumer_offsets-0", 0, 1)
+    _seg(root / one, 0, 1)
+    _seg(root / other, 0, 2)
+    with pytest.raises(DuplicateLogDirError, match=f"two directories of partition .* {re.escape(repr(other))}"):
+        discover_segments(root)
+    with pytest.raises(UsageError) as refused:
+        plan_and_check([str(root)])
+    assert "Duplicate log directories" in str(refused.value) and "\n" not in str(refused.value)
+    (root / other).rename(root / f"{other}.0123456789abcdef0123456789abcdef-delete")  # Kafka deletes it: no twin
+    assert [s.offsets_partition for s in discover_segments(root)[0]] == [0, 1] if one.startswith("__") else [0]
