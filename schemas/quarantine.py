@@ -77,14 +77,19 @@ NEGATIVE_OFFSET = "negative_offset"
 """A row whose offset or partition is below 0, or a segment's batch holding a negative offset (no log position is
 negative): one record for a row; for a batch, one row standing for its records (`decoding.offset_order`)."""
 DUPLICATE_CONFLICT = "duplicate_conflict"
-"""The same (partition, offset) twice with different content: the first row is kept, this one is one record. In
-overlapping segment files, a record left out as a copy that differs from the one loaded: evidence, no record."""
+"""The same (partition, offset) twice with different content: the first row is kept, this one is one record (in one
+dump, or a later tabular input's row). In overlapping segment files, a record left out as a copy that differs from
+the one loaded: evidence, no record."""
+DUPLICATE_ROW = "duplicate_row"
+"""Rows of a tabular input repeating records an earlier tabular input holds at their (partition, offset) (a dump
+given twice, exports that overlap; `decoding.dump_copies`): the earlier input's are loaded; one row per run of them,
+at its first row number, standing for their records."""
 
 QUARANTINE_KINDS: tuple[str, ...] = (
     CRC_MISMATCH, TORN_TAIL, ZERO_TAIL, UNFRAMEABLE, UNKNOWN_MAGIC, CORRUPT_BATCH, BAD_CODEC, DECOMPRESS_FAILED,
     DECOMPRESSION_TOO_LARGE, UNKNOWN_VERSION, UNDECODABLE_KEY, UNDECODABLE_VALUE, UNREADABLE, NOT_OFFSETS_DATA,
     SWAP_FILE, DUPLICATE_SEGMENT, OVERLAPPING_SEGMENT, MALFORMED_ROW, INVALID_ROW, NEGATIVE_OFFSET, DUPLICATE_CONFLICT,
-    OFFSETS_OUT_OF_ORDER,
+    OFFSETS_OUT_OF_ORDER, DUPLICATE_ROW,
 )
 
 #: kinds whose unread range holds data that was lost (a zero tail holds none): these fail a run under `fail`

@@ -518,3 +518,36 @@ def test_records_below_the_log_start_offset_checkpoint_are_not_state(no_spark, s
     assert "log start offset 2" in row["reason"]
     assert offsets == {1: 30, 2: 40}
     assert (summary.records_in, summary.records_out, summary.records_quarantined) == (4, 2, 2)
+
+
+def test_a_dump_given_twice_counts_its_copies_as_duplicate_rows_not_as_used(no_spark, settings, tmp_path):
+    """The same records in two tabular inputs (one dump given twice, a second export that overlaps the first): the
+    replay loads each record once, but both copies were counted used, so the summary said 8 records used of the 4
+    the snapshot holds. The first input's records are loaded, a later input's copies are `duplicate_row` rows (its
+    dump, its first row) standing for them, and a copy with other content a `duplicate_conflict` row, as within one
+    dump."""
+    g = bi.group_in(9, "twice")
+    rows = [bi.group_record(g, bi.T0), bi.commit(g, 0, 901, bi.T0 + 1), bi.commit(g, 1, 902, bi.T0 + 2),
+            bi.commit(g, 2, 903, bi.T0 + 3)]
+    first, again = tmp_path / "a" / "dump.parquet", tmp_path / "b" / "dump.parquet"
+    for p in (first, again):
+        p.parent.mkdir()
+    bi.write_kafka_source_parquet(first, 9, [0, 1, 2, 3], rows)
+    bi.write_kafka_source_parquet(again, 9, [1, 2, 3, 4], [rows[1], bi.commit(g, 1, 9999, bi.T0 + 2), rows[3],
+                                                           bi.commit(g, 0, 904, bi.T0 + 4)])
+    summary, quarantined, _ = _rebuilt(no_spark, settings, tmp_path, "twice", first, again, first)
+    assert (summary.records_in, summary.records_out, summary.records_skipped, summary.records_quarantined) == \
+        (12, 5, 0, 7)
+    quarantined.sort(key=lambda r: (r["kind"], r["source"] != str(again), r["position"]))
+    assert [(r["kind"], r["source"], r["offsets_partition"], r["position"], r["offset"]) for r in quarantined] == [
+        ("duplicate_conflict", str(again), 9, 1, 2),
+        ("duplicate_row", str(again), 9, 0, None), ("duplicate_row", str(again), 9, 2, None),
+        ("duplicate_row", str(first), 9, 0, None)]
+    assert all(r["reason"].endswith(n) for r, n in zip(quarantined[1:], ("(1 record(s))", "(1 record(s))",
+                                                                         "(4 record(s))")))
+    assert "given before as an input too" in quarantined[3]["reason"]
+    from pipelines.io.warehouse import Warehouse
+
+    offsets = Warehouse(tmp_path / "wh").read_table("loaded_offsets", "twice").to_pylist()
+    # the first input's commits, and the later input's own record (log offset 4)
+    assert {r["partition"]: r["committed_offset"] for r in offsets} == {0: 904, 1: 902, 2: 903}

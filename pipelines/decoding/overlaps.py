@@ -42,7 +42,7 @@ from pipelines.decoding.segments import SegmentFile, entry_heads
 from schemas.quarantine import DUPLICATE_CONFLICT, DUPLICATE_SEGMENT, OVERLAPPING_SEGMENT
 from schemas.records import LogRecord, ReadProblem
 
-__all__ = ["OFFSETS_LOAD_BUFFER_SIZE", "Reading", "copy_conflicts", "kafka_reading"]
+__all__ = ["OFFSETS_LOAD_BUFFER_SIZE", "Reading", "copy_conflicts", "kafka_reading", "record_content"]
 
 #: Kafka's `offsets.load.buffer.size` default: how many bytes of a segment one read of the loader hands over
 OFFSETS_LOAD_BUFFER_SIZE = 5 * 1024 * 1024
@@ -319,7 +319,8 @@ def _records(seg: SegmentFile, path: str, entries: list[tuple[int, int]]) -> Ite
                     yield from item[1]
 
 
-def _content(r: LogRecord) -> tuple:
+def record_content(r: LogRecord) -> tuple:
+    """What two copies of a record at one offset must share to be one record (`duplicate_conflict` otherwise)."""
     b = r.batch
     return r.key, r.value, r.timestamp, b.producer_id, b.producer_epoch, b.is_transactional, b.is_control
 
@@ -358,7 +359,7 @@ def _conflicts(files: list[SegmentFile], paths: list[str | None], read: list[np.
 
     def compare(seg: SegmentFile, rec: LogRecord, again: bool = False) -> None:
         other = kept.get(rec.offset)
-        if other is None or other[0] == hash(_content(rec)):
+        if other is None or other[0] == hash(record_content(rec)):
             return  # a copy of the record loaded, or an offset none loaded: the file's unread range says it
         why = (f"offset {rec.offset} of partition {seg.offsets_partition} is also in {other[1]} (batch at "
                f"{other[2]}), with other content: " + (
@@ -375,7 +376,7 @@ def _conflicts(files: list[SegmentFile], paths: list[str | None], read: list[np.
             again = {int(pos[i][k]) for k in np.flatnonzero(read[i] & asked[i])}
             for rec in _records(seg, paths[i], at):
                 if rec.offset not in kept:
-                    kept[rec.offset] = (hash(_content(rec)), rec.batch.source, rec.batch.position)
+                    kept[rec.offset] = (hash(record_content(rec)), rec.batch.source, rec.batch.position)
                 elif rec.batch.position in again:
                     compare(seg, rec, again=True)
         for i, seg in enumerate(files):

@@ -25,6 +25,7 @@ import pyarrow.compute as pc
 
 from pipelines.decoding.batches import RECORD_BATCH_OVERHEAD, decode_entry
 from pipelines.decoding.errors import DecodeError
+from pipelines.decoding.dump_copies import dump_copies, without_copies
 from pipelines.decoding.framing import MAGIC_OFFSET, frame_entries, last_offset, stop_problem
 from pipelines.decoding.native import fastdecode
 from pipelines.decoding.overlaps import kafka_reading
@@ -56,7 +57,8 @@ WORK_SCHEMA = pa.schema(
         # segment: the entry boundary to stop reading at (a range of a split partition); null or -1: the file's end
         ("end_position", pa.int64()),
         ("problem_offset", pa.int64()),  # problem: the log offset it is at, when it has one
-        # segment: JSON [[from, to, reason, kind], ...]: the entries Kafka's loader passes over (`decoding.overlaps`)
+        # segment: JSON [[from, to, reason, kind], ...]: the entries Kafka's loader passes over (`decoding.overlaps`);
+        # tabular: the same of rows, the records an earlier tabular input holds (`decoding.dump_copies`)
         ("unread", pa.string()),
     ]
 )
@@ -129,7 +131,8 @@ def plan_inputs(paths: Iterable[str | Path]) -> DecodePlan:
     """Discover segment files and tabular dumps; discovery problems become work items too (never dropped).
 
     A tabular input that is a directory is ONE dump (`read_tabular_dump` reads its part files together), so two
-    part files holding the same (partition, offset) with different bytes give a `duplicate_conflict` row. A
+    part files holding the same (partition, offset) with different bytes give a `duplicate_conflict` row; a later
+    tabular input's records at offsets an earlier one holds are its item's `unread` rows (`dump_copies`). A
     "segment" that is not a regular file (a directory named `00000000000000000000.log`, a pipe) becomes an
     `unreadable` problem item (`segments.discover_segments`). Raises `NoOffsetsDataError` when there is no segment
     and no dump at all (an empty directory, only 0-byte segments, only other topics' directories): there is nothing
@@ -172,10 +175,12 @@ def plan_inputs(paths: Iterable[str | Path]) -> DecodePlan:
         found = f" ({len(problems)} path(s) not read: {problems[0].reason}{', ...' if len(problems) > 1 else ''})" \
             if problems else ""
         raise NoOffsetsDataError(f"no __consumer_offsets data found under {', '.join(map(str, paths))}{found}")
-    for dump_path, sizes in tab_inputs:
+    # the records a later tabular input repeats: the first input's are loaded, the copies quarantined
+    copies = dump_copies([p for p, _ in tab_inputs]) if len(tab_inputs) > 1 else [[] for _ in tab_inputs]
+    for (dump_path, sizes), copied in zip(tab_inputs, copies):
         size = sum(sizes)
         items.append(dict(kind="tabular", path=str(dump_path), offsets_partition=-1, base_offset=0, size=size,
-                          problem_kind=None, problem_reason=None))
+                          problem_kind=None, problem_reason=None, unread=json.dumps(copied) if copied else None))
         total += size
     without_facts = []
     rows = 0
@@ -244,6 +249,8 @@ def decode_items(batches: Iterator[pa.RecordBatch], policy: ReadPolicy = DEFAULT
                 continue
             elif item["kind"] == "tabular":
                 source = read_tabular_dump(item["path"]).records()
+                if item.get("unread"):
+                    source = without_copies(source, [tuple(c) for c in json.loads(item["unread"])], item["path"])
             else:
                 source = iter([ReadProblem(source=item["path"], offsets_partition=item["offsets_partition"],
                                            position=item["base_offset"], kind=item["problem_kind"],
