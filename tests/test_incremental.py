@@ -726,7 +726,7 @@ def test_a_damaged_checkpoint_is_a_full_rebuild_with_the_reason(spark_on_demand,
     type): before, a traceback (JSONDecodeError, KeyError, TypeError) and a failed run; now a full rebuild."""
     from pipelines import incremental
     from pipelines.frames.decode import plan_inputs
-    from pipelines.io.checkpoint import checkpoint_path, read_checkpoint
+    from pipelines.io.checkpoint import checkpoint_path, read_checkpoint, write_checkpoint
     from pipelines.io.warehouse import Warehouse
     from pipelines.rebuild import RebuildRequest, resolve_settings
 
@@ -736,17 +736,22 @@ def test_a_damaged_checkpoint_is_a_full_rebuild_with_the_reason(spark_on_demand,
     segment = next(iter(good["partitions"]))
     req = RebuildRequest(inputs=(str(sample),), warehouse=str(wh), incremental=True, **SAMPLE_KW)
 
-    def start(text: str):
-        checkpoint_path(wh, "base").write_text(text)
+    def start(checkpoint: str | dict):
+        """An incremental start over `checkpoint`: text as it is, or fields sealed as a run seals them (edited with
+        the seal made again: what the fields' own checks are for)."""
+        if isinstance(checkpoint, dict):
+            write_checkpoint(wh, "base", checkpoint)
+        else:
+            checkpoint_path(wh, "base").write_text(checkpoint)
         return incremental.start(Warehouse(wh), req, resolve_settings(warn_settings, req), plan_inputs([sample]), "x")
 
     def edited(**kw):
-        return json.dumps({**good, **kw})
+        return {**good, **kw}
 
     bad_segment = {**good["partitions"][segment], "segments": [{**good["partitions"][segment]["segments"][0],
                                                                  "consumed": "12"}]}
     for text, said in [('{"format": 2, "partitions": {', "Expecting"), ("[2]", "not a JSON object"),
-                       (json.dumps({k: v for k, v in good.items() if k != "partitions"}), "partitions: null"),
+                       ({k: v for k, v in good.items() if k != "partitions"}, "partitions: null"),
                        (edited(partitions={**good["partitions"], segment: bad_segment}), "consumed: \"12\""),
                        (edited(max_timestamp="x"), "max_timestamp"), (edited(decoded_files=[1]), "decoded_files"),
                        (edited(load_failures="1"), "load_failures"),
@@ -764,7 +769,7 @@ def test_a_damaged_checkpoint_is_a_full_rebuild_with_the_reason(spark_on_demand,
         s = start(text)
         assert s.mode == "full" and s.reason.startswith("the previous snapshot's checkpoint is damaged"), s.reason
         assert said in s.reason, s.reason
-    assert start(json.dumps(good)).mode == "incremental"
+    assert start(good).mode == "incremental"
     checkpoint_path(wh, "base").unlink()
     checkpoint_path(wh, "base").mkdir()  # a directory in its place
     s = incremental.start(Warehouse(wh), req, resolve_settings(warn_settings, req), plan_inputs([sample]), "x")
