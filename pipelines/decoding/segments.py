@@ -178,12 +178,18 @@ def discover_segments(paths: PathArg | Iterable[PathArg]) -> tuple[list[SegmentF
         paths = [paths]
     segments: list[SegmentFile] = []
     problems: list[ReadProblem] = []
+    given: dict[str, set[str]] = {}  # a log dir -> its `__consumer_offsets-N` directories given as inputs themselves
     for p in paths:
         p = os.fspath(p)
         tree = _tree(p)
         if not tree.lexists(p):
             raise InputError(f"input path does not exist: {p}")
+        log_dir, name = os.path.split(tree.abspath(p).rstrip("/") if "://" in p else os.path.abspath(p))
+        if OFFSETS_PARTITION_DIR.match(name) and tree.isdir(p):
+            given.setdefault(log_dir, set()).add(name)
         _discover_path(p, tree, segments, problems)
+    for log_dir, names in given.items():  # as a log dir's own listing is (`_discover_log_dir`)
+        _refuse_duplicates(log_dir, names)
 
     seen_real: dict[str, set[int]] = {}  # a file -> the partitions it was read for
     unique: list[SegmentFile] = []
@@ -306,6 +312,16 @@ def _lists_partition_dirs(p: str, tree) -> bool:
         return False
 
 
+def _refuse_duplicates(log_dir: str, names: Iterable[str]) -> None:
+    """`DuplicateLogDirError` when two of `names`, directories of `log_dir`, name one partition."""
+    if twice := duplicate_partition_dirs(names):
+        topic, partition, one, other = twice
+        raise DuplicateLogDirError(f"{log_dir} holds two directories of partition {partition} of {as_text(topic)}: "
+                                   f"{as_text(one)!r} and {as_text(other)!r} (Kafka reads the number after the last "
+                                   f"dash as an int; its LogManager refuses to start with both: 'Duplicate log "
+                                   f"directories'); keep one")
+
+
 def _discover_log_dir(p: str, tree, segments: list[SegmentFile], problems: list[ReadProblem]) -> None:
     """A broker log dir: every `__consumer_offsets-N` child. A data topic's partition dir is left to
     `log_end_offsets` (its bounds and timestamps, for LAG); another internal topic's is reported."""
@@ -314,12 +330,7 @@ def _discover_log_dir(p: str, tree, segments: list[SegmentFile], problems: list[
     except OSError as e:
         problems.append(_problem(p, -1, "unreadable", f"cannot list directory: {e}"))
         return
-    if twice := duplicate_partition_dirs(e.name for e in entries if _is_dir(e)):
-        topic, partition, one, other = twice
-        raise DuplicateLogDirError(f"{p} holds two directories of partition {partition} of {as_text(topic)}: "
-                                   f"{as_text(one)!r} and {as_text(other)!r} (Kafka reads the number after the last "
-                                   f"dash as an int; its LogManager refuses to start with both: 'Duplicate log "
-                                   f"directories'); keep one")
+    _refuse_duplicates(p, (e.name for e in entries if _is_dir(e)))
     found = False
     bare_logs = False
     for e in entries:

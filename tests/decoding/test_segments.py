@@ -552,5 +552,9 @@ def test_two_directories_of_one_partition_in_a_log_dir_are_refused(tmp_path, one
     with pytest.raises(UsageError) as refused:
         plan_and_check([str(root)])
     assert "Duplicate log directories" in str(refused.value) and "\n" not in str(refused.value)
+    if one.startswith("__"):  # the two given as inputs themselves: one log dir's still
+        with pytest.raises(DuplicateLogDirError, match=re.escape(repr(other))):
+            discover_segments([root / one, root / other])
+        assert [s.offsets_partition for s in discover_segments([root / one, root / one])[0]] == [1]
     (root / other).rename(root / f"{other}.0123456789abcdef0123456789abcdef-delete")  # Kafka deletes it: no twin
     assert [s.offsets_partition for s in discover_segments(root)[0]] == [0, 1] if one.startswith("__") else [0]
