@@ -19,13 +19,14 @@ def repair_stats(warehouse):
     running it again changes nothing. Run it while no rebuild writes to the warehouse."""
     # imported here, not at module level: deltalake ~0.2 s, pyarrow ~0.45 s, pyarrow.fs ~0.05 s, pyarrow.parquet ~0.05 s
     # of import (python -X importtime)
+    from pipelines.io.retry import plain
     from pipelines.io.stats_repair import StatsRepairError, repair_warehouse
     from pipelines.io.storage import StorageError
 
     try:
         reports = repair_warehouse(warehouse)
     except (StatsRepairError, OSError, StorageError) as e:
-        fail(str(e))
+        fail(plain(str(e)))  # delta-rs raises some of its errors as OSErrors, coloured
     except Exception as e:  # delta-rs errors on a damaged table
         reason = delta_error(e)
         if reason is not None:

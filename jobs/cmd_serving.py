@@ -20,6 +20,7 @@ import orjson
 
 from jobs.errors import WRITE_ERRNOS, delta_error, did_you_mean, fail, warn
 from jobs.params import GivenPath, OneValueEach
+from pipelines.io.retry import plain
 from pipelines.serving.cells import view
 from pipelines.decoding.log_end_offsets import parse_end_offsets_file
 from pipelines.io.snapshots import (DeltaWarehouseReader, GroupNotFound, NotAWarehouse, ReadError, SnapshotNotFound,
@@ -434,7 +435,7 @@ for _cmd in (describe, lookup, diff, reset_plan, sql, changes, restore_plan):
         except OSError as e:
             if e.errno in WRITE_ERRNOS:  # stdout's reader left (`… | head`) or its disk is full: OneLineErrors
                 raise
-            fail(f"cannot read the warehouse: {e}")
+            fail(f"cannot read the warehouse: {plain(str(e))}")  # delta-rs raises some of its errors as OSErrors
         except Exception as e:  # delta-rs errors on a damaged table
             reason = delta_error(e)
             if reason is not None:

@@ -53,7 +53,9 @@ def delta_error(e: BaseException) -> str | None:
     exceptions = sys.modules.get("deltalake.exceptions")
     if exceptions is None or not isinstance(e, exceptions.DeltaError):
         return None
-    return str(e).strip().split("\n", 1)[0].strip()
+    from pipelines.io.retry import plain
+
+    return plain(str(e)).strip().split("\n", 1)[0].strip()
 
 
 def warn(message: str) -> None:

@@ -272,9 +272,17 @@ def test_a_damaged_table_exits_2_before_any_work(good, tmp_path, table):
     wh = tmp_path / "wh"
     p, _ = rebuild("--input", str(good), "--warehouse", str(wh), "--snapshot-id", "n1")
     assert p.returncode == 0, p.stderr[-2000:]
-    sorted((wh / table / "_delta_log").glob("*.json"))[-1].write_text("garbage")
+    last = sorted((wh / table / "_delta_log").glob("*.json"))[-1]
+    commit = last.read_bytes()
+    last.write_text("garbage")
     p, took = rebuild("--input", str(good), "--warehouse", str(wh), "--snapshot-id", "n2")
     assert_usage_error(p, took, f"cannot read its {table} table", "write to another --warehouse")
+    # a file in the log whose name delta-rs' path parser refuses: before, a traceback of its OSError, coloured
+    last.write_bytes(commit)
+    (last.parent / "00000000000000000099.json\n").write_text("{}")
+    p, took = rebuild("--input", str(good), "--warehouse", str(wh), "--snapshot-id", "n2")
+    assert_usage_error(p, took, f"cannot read its {table} table", "invalid path: Error parsing Path")
+    assert "\x1b" not in p.stderr
 
 
 def _unshare_ok() -> bool:

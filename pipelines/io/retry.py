@@ -185,9 +185,23 @@ def transient(exc: BaseException) -> bool:
 
 def one_line(exc: BaseException) -> str:
     """The cause on one line, at most 300 characters (the SDKs' messages span several, delta-rs' nest)."""
-    # delta-rs nests its causes on lines marked with a colored arrow: the colors go first, then the arrows
-    text = " ".join(re.sub(r"\x1b\[[0-9;]*m", "", str(exc)).replace("↳", " ").split())
+    text = " ".join(plain(str(exc)).split())
     return text[:300] + ("…" if len(text) > 300 else "")
+
+
+# delta-rs colours the parts of its messages (ANSI escapes) and marks each nested cause with a coloured arrow
+_COLOUR = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def plain(text: str) -> str:
+    """A dependency's message without its colours and its causes' arrows: words for a log line or a terminal. A
+    message without colours (Python's own, a path that holds an arrow) is left as it is."""
+    if "\x1b[" not in text:
+        return text
+    return _CAUSE.sub(": ", _COLOUR.sub("", text))
+
+
+_CAUSE = re.compile(r"\s*↳\s*")
 
 
 # ---------------------------------------------------------------------------------------------------------------

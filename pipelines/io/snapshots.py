@@ -78,13 +78,9 @@ def scanning(table: str):
         # and its DuckDB connection): freed on one of those threads after the interpreter has finalized, they
         # aborted the process ("terminate called without an active exception", exit 134) after its error line
         e.__traceback__ = None
-        reason = " ".join(_ANSI.sub("", str(e)).split())
+        reason = " ".join(retry.plain(str(e)).split())
         raise DamagedTable(f"cannot read the warehouse's {table} table: a file its Delta log lists is missing: "
                            f"{reason}") from None
-
-
-# delta-rs colours the parts of its error messages
-_ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
 def _partition_files(dt, snapshot_id: str) -> list[str]:
@@ -403,7 +399,7 @@ class DeltaWarehouseReader:
             dt = retry.call(opened, f"{path} (open)") if self.remote else opened()
         except DeltaError as e:  # a commit file truncated or garbled, or the pinned one gone
             # its first line: the rest is a Rust backtrace when RUST_BACKTRACE is set
-            reason = _ANSI.sub("", str(e)).strip().split("\n", 1)[0].strip()
+            reason = retry.plain(str(e)).strip().split("\n", 1)[0].strip()
             raise DamagedTable(f"cannot read the warehouse's {table} table (its Delta log at {path}): {reason}") \
                 from None
         pinned = snapshot_id if version is not None else None

@@ -7,7 +7,7 @@ import datetime
 import errno
 import re
 
-from pipelines.io.retry import causes, unavailable_cause
+from pipelines.io.retry import causes, plain, unavailable_cause
 
 
 class UsageError(Exception):
@@ -99,7 +99,7 @@ def first_line(exc: BaseException) -> str:
         raised = _RAISED.search(text.rsplit(_TRACEBACK, 1)[1])
         if raised is not None:
             return raised.group(1).strip()[:300]
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    lines = [ln.strip() for ln in plain(text).splitlines() if ln.strip()]
     return f"{type(exc).__name__}: {lines[0][:300] if lines else ''}"
 
 

@@ -128,7 +128,10 @@ def open_or_refuse(warehouse: "storage.Location", table: str):
 
     try:
         return delta.open_table(warehouse / table)
-    except DeltaError as e:
+    except (DeltaError, OSError) as e:
+        if isinstance(e, OSError) and e.errno is not None:
+            raise  # the disk's or the system's, not the log's: the run reports it as such
+        # delta-rs raises a log it cannot list (a file name its object_store path parser refuses) as an OSError
         raise UsageError(f"--warehouse {warehouse}: cannot read its {table} table (its Delta log at "
                          f"{warehouse / table}): {first_line(e)}; restore the table's last commit, or write to "
                          "another --warehouse") from None

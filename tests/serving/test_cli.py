@@ -503,6 +503,24 @@ def test_a_deleted_table_file_is_one_line_saying_it_is_missing(story, tmp_path, 
         assert "\\x1b" not in r.stderr  # delta-rs' colours
 
 
+@pytest.mark.parametrize("args", [["describe", "payments"], ["lookup", "--group", "payments"], ["repair-stats"]],
+                         ids=lambda a: a[0])
+def test_a_delta_log_file_name_delta_rs_cannot_parse_is_one_plain_line(story, tmp_path, args):
+    """A file in a table's `_delta_log` whose name ends in a newline (copied by a broken script): delta-rs refuses
+    the table with an OSError whose text is coloured (`\x1b[31m`) and whose nested causes are arrows on lines of
+    their own; the line printed them as escapes (`\x1b[31m↳\x1b[0m`). It is now words: the table's path and why."""
+    import shutil
+
+    wh = tmp_path / "wh"
+    shutil.copytree(story, wh)
+    (wh / "loaded_offsets" / "_delta_log" / "00000000000000000009.json\n").write_text("{}")
+    r = CliRunner().invoke(main, [args[0], "--warehouse", str(wh), *args[1:]], catch_exceptions=False)
+    assert r.exit_code == 2, r.output
+    assert r.stdout == "" and r.stderr.count("\n") == 1, r.stderr
+    assert "loaded_offsets/_delta_log/00000000000000000009.json" in r.stderr, r.stderr
+    assert "\\x1b" not in r.stderr and "↳" not in r.stderr, r.stderr
+
+
 def _truncate_last_commit(table):
     last = max((table / "_delta_log").glob("*.json"))
     last.write_bytes(last.read_bytes()[:100])
