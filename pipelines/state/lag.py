@@ -84,7 +84,9 @@ def lag_table(offsets: pa.Table, log_ends: pa.Table, logs: dict, as_of_ms: int,
     caught_up = has_end & has_commit & (committed >= end)
     timed = has_commit & ~caught_up & pc.fill_null(joined.column("_read"), False).to_numpy(zero_copy_only=False)
     if past:
-        timed &= ~(has_start & (committed < start))
+        # the start the segments hold: a partition whose end at as_of is not known has no row, and so no `_start`
+        held_start = ints("_held_start")
+        timed &= ~((held_start >= 0) & (committed < held_start))
     target = np.where(has_start, np.maximum(committed, start), committed)
     rows_timed = np.flatnonzero(timed)
     wanted = pa.table({"topic": offsets.column("topic").take(rows_timed),
@@ -127,8 +129,9 @@ def lag_table(offsets: pa.Table, log_ends: pa.Table, logs: dict, as_of_ms: int,
 
 
 def _with_bounds(offsets: pa.Table, log_ends: pa.Table, logs: dict) -> pa.Table:
-    """Per committed offset, in its order: its partition's log start (`_start`) and end (`_end`) where known, and
-    whether the input holds the partition's segments (`_read`)."""
+    """Per committed offset, in its order: its partition's log start (`_start`) and end (`_end`) where its row
+    gives them, and whether the input holds the partition's segments (`_read`) and where they start
+    (`_held_start`)."""
     import numpy as np  # see lag_table
 
     rows = pa.table({"topic": offsets.column("topic"), "partition": offsets.column("partition").cast(pa.int32()),
@@ -139,7 +142,8 @@ def _with_bounds(offsets: pa.Table, log_ends: pa.Table, logs: dict) -> pa.Table:
                        "_start": starts.cast(pa.int64()), "_end": log_ends.column("log_end_offset").cast(pa.int64())})
     read = pa.table({"topic": pa.array([k[0] for k in logs], pa.string()),
                      "partition": pa.array([k[1] for k in logs], pa.int32()),
-                     "_read": pa.array([True] * len(logs), pa.bool_())})
+                     "_read": pa.array([True] * len(logs), pa.bool_()),
+                     "_held_start": pa.array([log.log_start_offset for log in logs.values()], pa.int64())})
     return (rows.join(bounds, ["topic", "partition"], join_type="left outer")
             .join(read, ["topic", "partition"], join_type="left outer").sort_by("_row"))
 

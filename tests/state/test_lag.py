@@ -230,3 +230,24 @@ def test_an_as_of_past_the_dump_keeps_the_dumps_end_as_observed_then(crafted):
     finally:
         found.close()
     assert then == dump and all(at < later for _, at in then.values())
+
+
+def test_a_commit_below_the_log_start_has_no_lag_in_time_where_the_end_then_is_not_known(crafted):
+    """A what-if snapshot as of a moment before the oldest record events-1 holds (retention took records 0-29 after
+    it): its end then is not known (no row), and a commit below the log start had records 10-29 behind it then, at
+    times the dump no longer holds. Its lag in time was 0.0 (caught up: measured to record 30, written after as_of),
+    where a commit below the log start has none in a what-if snapshot; one at or past the start is still 0."""
+    from pipelines.decoding.log_end_offsets import ends_at
+
+    log_dir, _ = crafted
+    as_of = ld.schedule(1, ld.RETENTION_START) - 1
+    offsets = _offsets([("g", ld.TOPIC, 1, 10, as_of - 5_000), ("g", ld.TOPIC, 1, 35, as_of - 5_000)])
+    found = data_logs([log_dir])
+    try:
+        rows = ends_at(found, as_of)
+        assert [r for r in rows if (r.topic, r.partition) == (ld.TOPIC, 1)] == []  # the end then is not known
+        lag, _ = lag_table(offsets, log_end_offsets_table(rows, "s"), found.logs, as_of, "s", past=True)
+    finally:
+        found.close()
+    got = {r["committed_offset"]: (r["lag"], r["lag_seconds"], r["next_offset"]) for r in lag.to_pylist()}
+    assert got == {10: (None, None, None), 35: (None, 0.0, 35)}
