@@ -212,9 +212,10 @@ class LocalLog:
     def end_at(self, time_ms: int) -> int | None:
         """The log end offset as it stood at `time_ms`: the offset of the first record appended after it, which is
         what `ListOffsets` for `time_ms + 1` gives (`UnifiedLog.fetchOffsetByTimestamp`: the first segment, then
-        batch, whose largest timestamp so far passes it, then its first record that does), the log end when none
-        does. "So far" because a producer's CreateTime may go backwards: a record stamped earlier but written after
-        a later-stamped one was appended after that one. None when unknown: a record up to it cannot be read, the
+        batch, whose largest timestamp so far passes it, then its first record that does; a batch the cleaner
+        emptied, its base offset: `log_segment.LogSegment.first_after`), the log end when none does. "So far"
+        because a producer's CreateTime may go backwards: a record stamped earlier but written after a later-stamped
+        one was appended after that one. None when unknown: a record up to it cannot be read, the
         log has no timestamps (magic 0), or the first record after `time_ms` is the oldest the log dir holds and
         records before it are gone (retention), whose times are not known."""
         end = self.log_end_offset

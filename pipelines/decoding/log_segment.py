@@ -469,7 +469,10 @@ class LogSegment:
 
     def first_after(self, time_ms: int) -> tuple[int, bool] | _Unreadable | None:
         """`LogSegment.findOffsetByTimestamp` for `time_ms + 1`: (the offset of the first record whose timestamp, or
-        that of a record before it in the segment, is past `time_ms`; whether it is the segment's first record).
+        that of a record before it in the segment, is past `time_ms`; whether it is the segment's first entry).
+        A batch the cleaner emptied whose largest timestamp passes it (`MemoryRecords.filterTo` keeps the batch's
+        base and last offsets and its maxTimestamp, 4.0) gives its base offset: its records were appended after
+        `time_ms`, where `FileRecords.searchForTimestamp` steps over it to a record appended later still.
         None when no batch's largest timestamp passes it; UNREADABLE when that batch cannot be read (a note)."""
         heads = self._all_heads
         j = int(np.searchsorted(heads.running, time_ms, side="right"))
@@ -478,6 +481,8 @@ class LogSegment:
         pos = int(heads.positions[j])
         head = read_head(self.buf, pos, (int(heads.positions[j + 1]) if j + 1 < len(heads.positions) else heads.end)
                          - pos)
+        if head is not None and head.magic == 2 and head.records <= 0:
+            return head.offset, j == 0
         records = None if head is None else self._records(head, head.offset)
         if not records:
             return UNREADABLE

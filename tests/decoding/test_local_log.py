@@ -530,3 +530,24 @@ def test_a_fifo_named_like_an_index_is_read_past_not_waited_on(tmp_path, indexes
     assert len(answers) == 2, "hung on the FIFO"
     assert [(a.offset, a.max_timestamp_ms) for a in answers] == [truth.at(0)[::2], truth.at(truth.end - 2)[::2]]
     assert any(n.source == str(index) and "not a regular file" in n.reason for n in log.notes)
+
+
+def test_the_end_at_a_time_counts_a_batch_the_cleaner_emptied_as_appended_when_its_timestamp_says(tmp_path):
+    """A compacted topic's batch whose records the cleaner all removed is kept empty, with its base and last offsets
+    and its maxTimestamp (`MemoryRecords.filterTo`, 4.0: the producer's last batch). Its records were appended when
+    that timestamp says, after an as_of it passes: the log end then was at most its base offset. The end was
+    unknown (its batch read as unreadable); Kafka's `FileRecords.searchForTimestamp` steps over it to a record
+    appended later still (6 here), which would count records appended after as_of as written by then."""
+    d = tmp_path / "orders-0"
+    d.mkdir()
+    w = SegmentWriter(d, 0)
+    w.append(write_record_batch([(b"a", b"v", 1_000), (b"b", b"v", 1_001), (b"c", b"v", 1_002)], 0))
+    w.append(write_empty_batch(3, 5, producer_id=7, producer_epoch=0, base_sequence=0, max_timestamp=2_000))
+    w.append(write_record_batch([(b"d", b"v", 3_000), (b"e", b"v", 3_001), (b"f", b"v", 3_002)], 6))
+    w.close(roll=False)
+    log = LocalLog("orders", 0, str(d))
+    try:
+        assert [log.end_at(t) for t in (1_001, 1_500, 1_999, 2_000, 3_000, 3_002)] == [2, 3, 3, 6, 7, 9]
+        assert log.notes == []
+    finally:
+        log.close()
