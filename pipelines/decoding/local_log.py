@@ -217,7 +217,7 @@ class LocalLog:
         because a producer's CreateTime may go backwards: a record stamped earlier but written after a later-stamped
         one was appended after that one. None when unknown: a record up to it cannot be read, the
         log has no timestamps (magic 0), or the first record after `time_ms` is the oldest the log dir holds and
-        records before it are gone (retention), whose times are not known."""
+        records before it are gone (retention, the cleaner), whose times are not known."""
         end = self.log_end_offset
         if end is None:
             return None
@@ -237,6 +237,7 @@ class LocalLog:
         if found is UNREADABLE or found is None:
             return None  # its batch cannot be read, or its index says a record passes the time its batches do not
         offset, first_held = found
-        if k == 0 and first_held and offset > 0:
+        # (a segment before it may be empty: the cleaner keeps the segment it cleaned every record out of)
+        if first_held and offset > 0 and all(held.size == 0 for held in self.segments[:k]):
             return None  # the records before the oldest held one were appended before it, at times not known
         return min(offset, end)

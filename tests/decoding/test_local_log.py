@@ -551,3 +551,29 @@ def test_the_end_at_a_time_counts_a_batch_the_cleaner_emptied_as_appended_when_i
         assert log.notes == []
     finally:
         log.close()
+
+
+def test_the_end_at_a_time_before_every_record_held_is_unknown_behind_an_emptied_segment(tmp_path):
+    """The cleaner removed every record of the oldest segment and kept it, empty, under its name (`Cleaner.
+    cleanSegments` replaces the segments it cleaned with the one it wrote, whatever it holds; 4.0): records 0-9
+    were appended before record 10 at times the log dir no longer holds, so the end at a time before record 10's
+    is not known, as it is not where the cleaner emptied the head of a segment holding records after it. It was
+    answered 10, the empty segment's records taken as appended by then."""
+    d = tmp_path / "orders-0"
+    d.mkdir()
+    (d / f"{0:020d}.log").write_bytes(b"")
+    w = SegmentWriter(d, 10)
+    w.append(write_record_batch([(b"a", b"v", 1_000), (b"b", b"v", 1_001), (b"c", b"v", 1_002)], 10))
+    w.close(roll=False)
+    log = LocalLog("orders", 0, str(d))
+    try:
+        assert (log.log_start_offset, log.log_end_offset) == (0, 13)
+        assert [log.end_at(t) for t in (500, 999, 1_000, 1_002)] == [None, None, 11, 13]
+    finally:
+        log.close()
+    (d / f"{0:020d}.log").unlink()  # retention, not the cleaner: the same
+    log = LocalLog("orders", 0, str(d))
+    try:
+        assert [log.end_at(t) for t in (500, 1_000)] == [None, 11]
+    finally:
+        log.close()
