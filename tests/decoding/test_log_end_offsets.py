@@ -343,3 +343,20 @@ def test_copies_of_a_topic_under_different_topic_ids_give_no_end_offsets(tmp_pat
     assert [(r.topic, r.partition, r.log_end_offset) for r in rows] == [("clicks", 0, 20)]
     assert len(warnings) == 1 and "'orders'" in warnings[0]
     assert "lEtGfS1_Si-I8Vl7ExUY6g" in warnings[0] and "Zm9vYmFyYmF6cXV4cXV1eA" in warnings[0]
+
+
+def test_a_users_topic_named_with_a_leading_double_underscore_has_end_offsets(tmp_path):
+    """Kafka's internal topics (`Topic.INTERNAL_TOPICS`, 4.0: `__consumer_offsets`, `__transaction_state`,
+    `__share_group_state`) and the KRaft metadata log are left out; a topic a user named `__audit` is none of them
+    (`kafka-consumer-groups` shows a group's LAG on it), where every `__` name was left out and its LAG was '-'."""
+    (tmp_path / "__audit-0").mkdir()
+    (tmp_path / "__transaction_state-0").mkdir()
+    _segment(tmp_path / "__audit-0" / "00000000000000000000.log", [write_record_batch(_records(9), 0)])
+    _segment(tmp_path / "__transaction_state-0" / "00000000000000000000.log", [write_record_batch(_records(3), 0)])
+    (tmp_path / "replication-offset-checkpoint").write_text(
+        "0\n5\n__audit 1 4\n__consumer_offsets 0 99\n__transaction_state 0 3\n__share_group_state 0 2\n"
+        "__cluster_metadata 0 50\n")
+    rows, warnings = log_end_offsets([tmp_path])
+    assert warnings == []
+    assert [(r.topic, r.partition, r.log_end_offset, r.source, r.log_start_offset) for r in rows] == [
+        ("__audit", 0, 9, SOURCE_SEGMENT, 0), ("__audit", 1, 4, SOURCE_CHECKPOINT, None)]
