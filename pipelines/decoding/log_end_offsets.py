@@ -15,8 +15,10 @@ Sources per log dir (spec §1.1 for the dir layout):
   moves it inside a segment); the log starts at the larger of it and the first segment's base offset.
 Several log dirs (one broker's JBOD dirs, or several brokers' copies) are combined per partition by taking the
 highest end offset; the row says which source gave it. The log start, its timestamp type and the timestamps lag in
-time is measured to come from the copy whose segments reach furthest (`DataLogs.logs`). Partition dirs of one topic
-under different topic ids (`partition.metadata`) are two topics sharing a name: the topic gets no row, and a warning.
+time is measured to come from the copy whose segments reach furthest (`DataLogs.logs`); a former leader's copy on an
+older leader epoch (`leader-epoch-checkpoint`) reaching past the copies on the newest is set aside, as its replica
+truncates it. Partition dirs of one topic under different topic ids (`partition.metadata`) are two topics sharing a
+name: the topic gets no row, and a warning.
 """
 from __future__ import annotations
 
@@ -47,6 +49,7 @@ __all__ = ["CheckpointError", "DataLogs", "LogEndOffset", "data_logs", "ends_at"
 REPLICATION_CHECKPOINT = "replication-offset-checkpoint"
 LOG_START_CHECKPOINT = "log-start-offset-checkpoint"  # local_log.SOURCE_LOG_START_CHECKPOINT
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
+LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"  # in each partition dir (LeaderEpochCheckpointFile)
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"  # LogLoader.CleanShutdownFileName
 SOURCE_CHECKPOINT = "replication-offset-checkpoint"
 SOURCE_SEGMENT = "segment"
@@ -213,12 +216,9 @@ def _checkpoint(cp: Location, what: str, warnings: list[str]):
 def data_logs(paths: Iterable["str | os.PathLike | Location"]) -> DataLogs:
     """Every data-topic partition found in the inputs' broker log dirs: its end offset (the highest any source
     gives), its start, and its log where its segments are on a local disk. What cannot be read never fails a
-    rebuild: it is a warning, and LAG (or lag in time) goes unknown.
-
-    On object storage only the checkpoints and each partition dir's `partition.metadata` (its topic id) are read:
-    walking a data topic's segments there would take a ranged GET per batch, so partitions the replication checkpoint
-    leaves out are counted in a warning instead.
-    """
+    rebuild: it is a warning, and LAG (or lag in time) goes unknown. On object storage only the checkpoints and each
+    partition dir's `partition.metadata` (its topic id) are read: walking a data topic's segments there would take a
+    ranged GET per batch, so partitions the replication checkpoint leaves out are counted in a warning instead."""
     from pipelines.decoding.local_log import LocalLog  # here: it imports numpy (~0.1-0.3 s, -X importtime)
 
     best: dict[tuple[str, int], LogEndOffset] = {}
@@ -226,6 +226,8 @@ def data_logs(paths: Iterable["str | os.PathLike | Location"]) -> DataLogs:
     logs: dict[tuple[str, int], LocalLog] = {}
     warnings: list[str] = []
     topic_ids: dict[str, dict[str, str]] = {}  # topic -> its partition dirs' topic ids -> a dir naming it
+    copies: dict[tuple[str, int], list] = {}  # (latest leader epoch, segment row, log, dir) of each local copy
+    high_watermarks: dict[tuple[str, int], list[LogEndOffset]] = {}  # in the order offered
 
     def offer(row: LogEndOffset) -> None:
         key = (row.topic, row.partition)
@@ -269,6 +271,7 @@ def data_logs(paths: Iterable["str | os.PathLike | Location"]) -> DataLogs:
                 log.close()
                 continue
             walked.append(LogEndOffset(key[0], key[1], leo, SOURCE_SEGMENT, _mtime_ms(newest_info)))
+            copies.setdefault(key, []).append((_latest_leader_epoch(e.path), walked[-1], log, e.path))
             if log.truncated_by_recovery and hw.get(key, -1) > leo:
                 hw[key] = leo  # UnifiedLog.updateHighWatermark: a replica's high watermark never passes its end
             # a mapped segment holds a file descriptor: a log kept mapped per partition ran a log dir of more
@@ -278,15 +281,60 @@ def data_logs(paths: Iterable["str | os.PathLike | Location"]) -> DataLogs:
             if held is None or leo > held.log_end_offset:
                 logs[key] = log
         for (topic, partition), offset in hw.items():  # first: on a tie the high watermark is the row's source
-            offer(LogEndOffset(topic, partition, offset, SOURCE_CHECKPOINT, observed))
+            offer(row := LogEndOffset(topic, partition, offset, SOURCE_CHECKPOINT, observed))
+            high_watermarks.setdefault((topic, partition), []).append(row)
         for row in walked:
             offer(row)
         if unwalked:
             warnings.append(f"{log_dir}: {unwalked} data-topic partition(s) not in {REPLICATION_CHECKPOINT}: their "
                             "log end offsets are not read from object storage (LAG unknown there)")
+    _set_aside_diverged_copies(copies, high_watermarks, best, logs, warnings)
     _drop_topics_of_two_ids(topic_ids, best, logs, warnings)
     rows = [_with_start(row, logs.get(key), starts.get(key)) for key, row in sorted(best.items())]
     return DataLogs(rows, logs, warnings)
+
+
+def _latest_leader_epoch(partition_dir: str) -> int:
+    """The latest leader epoch a copy of a partition holds records or leadership of: the last entry of its
+    `leader-epoch-checkpoint` (`LeaderEpochCheckpointFile`, 0.11-4.x: a version line 0, a count, then `epoch
+    startOffset` per line; a leader's entry is written when it is elected, `Partition.makeLeader`). -1 without a
+    file that reads."""
+    try:
+        fd = os.open(os.path.join(partition_dir, LEADER_EPOCH_CHECKPOINT), os.O_RDONLY | os.O_NONBLOCK)  # a FIFO
+        try:
+            text = os.read(fd, 1 << 20).decode("utf-8") if stat.S_ISREG(os.fstat(fd).st_mode) else ""
+        finally:
+            os.close(fd)
+        lines = [ln.split() for ln in text.splitlines() if ln.strip()]
+        if len(lines) < 3 or lines[0] != ["0"] or len(lines) - 2 != int(lines[1][0]) or len(lines[-1]) != 2:
+            return -1
+        return max(-1, int(lines[-1][0]))
+    except (OSError, UnicodeDecodeError, ValueError, IndexError):
+        return -1
+
+
+def _set_aside_diverged_copies(copies: dict, high_watermarks: dict, best: dict, logs: dict,
+                               warnings: list[str]) -> None:
+    """Copies of one partition (several brokers' log dirs) on different leader epochs: a copy on an older epoch
+    reaching past every copy on the newest is a former leader's log past where the new leader's began (records
+    appended on the old epoch and never replicated, an unclean election), which it truncates when it follows again
+    (`OffsetsForLeaderEpoch`, `AbstractFetcherThread.truncateToEpochEndOffsets`): no end offset, start nor
+    timestamp is read from it, with a warning. A copy without an epoch checkpoint is never set aside."""
+    for key, seen in copies.items():
+        newest = max(epoch for epoch, *_ in seen)
+        reach = max(row.log_end_offset for epoch, row, *_ in seen if epoch == newest)
+        stale = [c for c in seen if 0 <= c[0] < newest and c[1].log_end_offset > reach]
+        if not stale:
+            continue
+        kept = [c for c in seen if all(c is not s for s in stale)]
+        _, row, log, _ = max(kept, key=lambda c: c[1].log_end_offset)  # the first of the furthest, as the walk
+        logs[key] = log
+        if key in best:
+            best[key] = max(high_watermarks.get(key, []) + [row], key=lambda r: r.log_end_offset)
+        for epoch, gone, _, path in stale:
+            warnings.append(f"{path}: a copy on leader epoch {epoch} ending at {gone.log_end_offset}, past the copies "
+                            f"on epoch {newest} (ending at {reach}): a former leader's records its replica "
+                            "truncates; not read")
 
 
 def _recovery_points(log_dir: Location, warnings: list[str]) -> dict[tuple[str, int], int] | None:

@@ -360,3 +360,36 @@ def test_a_users_topic_named_with_a_leading_double_underscore_has_end_offsets(tm
     assert warnings == []
     assert [(r.topic, r.partition, r.log_end_offset, r.source, r.log_start_offset) for r in rows] == [
         ("__audit", 0, 9, SOURCE_SEGMENT, 0), ("__audit", 1, 4, SOURCE_CHECKPOINT, None)]
+
+
+def test_a_former_leaders_copy_past_the_new_leaders_is_set_aside(tmp_path):
+    """Two brokers' copies of orders-0 that disagree: broker 1 led epoch 1 and appended 0-119, of which broker 2
+    replicated 0-99 before broker 1 died; broker 2, elected for epoch 2 at offset 100 (its leader-epoch-checkpoint
+    says so), appended 100-109 of its own. Broker 1's 100-119 are no part of the partition: when it follows again it
+    truncates them (OffsetsForLeaderEpoch: epoch 1 ends at 100 in the leader's log). The end was broker 1's 120 (the
+    highest), and the lag in time was read from its records; it is broker 2's 110, its records' times, and a
+    warning names the copy set aside."""
+    a, b = tmp_path / "broker-1", tmp_path / "broker-2"
+    for root in (a, b):
+        (root / "orders-0").mkdir(parents=True)
+    _segment(a / "orders-0" / "00000000000000000000.log", [write_record_batch(_records(120), 0)])
+    (a / "orders-0" / "leader-epoch-checkpoint").write_text("0\n1\n1 0\n")
+    (a / "replication-offset-checkpoint").write_text("0\n1\norders 0 100\n")
+    _segment(b / "orders-0" / "00000000000000000000.log",
+             [write_record_batch(_records(100), 0), write_record_batch(_records(10, ts=50_000), 100)])
+    (b / "orders-0" / "leader-epoch-checkpoint").write_text("0\n2\n1 0\n2 100\n")
+    (b / "replication-offset-checkpoint").write_text("0\n1\norders 0 105\n")
+    for order in ([a, b], [b, a]):
+        found = data_logs(order)
+        try:
+            (row,) = found.rows
+            assert (row.log_end_offset, row.source) == (110, SOURCE_SEGMENT)
+            assert found.logs[("orders", 0)].first_unconsumed(105).timestamp_ms == 50_005
+        finally:
+            found.close()
+        (warning,) = found.warnings
+        assert str(a / "orders-0") in warning and "epoch 1 ending at 120" in warning
+    # without the new leader's epoch checkpoint nothing tells the copies apart: the furthest is read, as before
+    (b / "orders-0" / "leader-epoch-checkpoint").unlink()
+    rows, warnings = log_end_offsets([a, b])
+    assert [(r.log_end_offset, r.source) for r in rows] == [(120, SOURCE_SEGMENT)] and warnings == []
