@@ -118,16 +118,26 @@ class LocalLog:
     def _end(self) -> tuple[int | None, str | None]:
         """(logEndOffset, the newest batch's timestamp type): after the newest segment's last whole batch; its base
         offset when it holds none (recovery truncates what does not frame, and the segment stays, named after its
-        base offset); None without segments. An OSError reading the newest segment is raised, never taken for an empty
-        segment: its base offset would be a silently wrong end."""
+        base offset; a follower's truncation to its base offset empties it, `LocalLog.truncateTo`), the type then
+        the newest batch's of a segment before it; None without segments. An OSError reading the newest segment is
+        raised, never taken for an empty segment: its base offset would be a silently wrong end."""
         if not self.segments:
             return None, None
         if self.recovery_point is not None:
             return self._recovered_end()
         s = self.segments[-1]
         tail = s.tail()
-        return (s.base_offset, None) if tail is None else (max(s.base_offset, tail.last_offset + 1),
-                                                           tail.timestamp_type)
+        return (s.base_offset, self._newest_type_before(len(self.segments) - 1)) if tail is None else (
+            max(s.base_offset, tail.last_offset + 1), tail.timestamp_type)
+
+    def _newest_type_before(self, k: int) -> str | None:
+        """The timestamp type of the newest batch of the segments before segment `k` (None: they hold none, or the
+        one holding it cannot be read: a note)."""
+        for s in reversed(self.segments[:k]):
+            tail = self._safely(s, s.tail, None)
+            if tail is not None:
+                return tail.timestamp_type
+        return None
 
     def _recovered_end(self) -> tuple[int, str | None]:
         """`LogLoader.recoverLog` after an unclean shutdown: each segment from the one holding the recovery point on
@@ -144,7 +154,9 @@ class LocalLog:
                     gone.close()
                 del self.segments[k + 1:]
                 break
-        return (base, None) if tail is None else (max(base, tail.last_offset + 1), tail.timestamp_type)
+        if tail is None:
+            return base, self._newest_type_before(k)
+        return max(base, tail.last_offset + 1), tail.timestamp_type
 
     @property
     def log_end_offset(self) -> int | None:

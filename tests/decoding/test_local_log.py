@@ -577,3 +577,22 @@ def test_the_end_at_a_time_before_every_record_held_is_unknown_behind_an_emptied
         assert [log.end_at(t) for t in (500, 1_000)] == [None, 11]
     finally:
         log.close()
+
+
+@pytest.mark.parametrize("clean", [True, False], ids=["clean-shutdown", "recovered"])
+def test_the_timestamp_type_is_the_newest_batchs_behind_an_empty_newest_segment(tmp_path, clean):
+    """A newest segment left empty (a follower truncated to its base offset, `LocalLog.truncateTo` keeping the
+    segment it truncates, 4.0) ends the log at its base offset, and the log's timestamp type is still its newest
+    batch's, in the segment before it: it was none, where the README says the newest batch's."""
+    d = tmp_path / "orders-0"
+    d.mkdir()
+    w = SegmentWriter(d, 0)
+    w.append(write_record_batch([(b"a", b"v", 1_000), (b"b", b"v", 1_001)], 0, timestamp_type="LogAppendTime",
+                                log_append_time=5_000))
+    w.close()
+    (d / f"{2:020d}.log").write_bytes(b"")
+    log = LocalLog("orders", 0, str(d), recovery_point=None if clean else 0)
+    try:
+        assert (log.log_end_offset, log.timestamp_type) == (2, "LogAppendTime")
+    finally:
+        log.close()
