@@ -472,7 +472,9 @@ class LogSegment:
         that of a record before it in the segment, is past `time_ms`; whether it is the segment's first entry).
         A batch the cleaner emptied whose largest timestamp passes it (`MemoryRecords.filterTo` keeps the batch's
         base and last offsets and its maxTimestamp, 4.0) gives its base offset: its records were appended after
-        `time_ms`, where `FileRecords.searchForTimestamp` steps over it to a record appended later still.
+        `time_ms`, where `FileRecords.searchForTimestamp` steps over it to a record appended later still. So does a
+        v2 LogAppendTime batch (its maxTimestamp is when it was appended): the cleaner may have removed the records
+        at its head and kept its base offset (`buildRetainedRecordsInto`), where Kafka gives the first one kept.
         None when no batch's largest timestamp passes it; UNREADABLE when that batch cannot be read (a note)."""
         heads = self._all_heads
         j = int(np.searchsorted(heads.running, time_ms, side="right"))
@@ -481,8 +483,9 @@ class LogSegment:
         pos = int(heads.positions[j])
         head = read_head(self.buf, pos, (int(heads.positions[j + 1]) if j + 1 < len(heads.positions) else heads.end)
                          - pos)
-        if head is not None and head.magic == 2 and head.records <= 0:
-            return head.offset, j == 0
+        if head is not None and head.magic == 2 and (head.records <= 0 or head.timestamp_type == LOG_APPEND_TIME) \
+                and checksum_holds(self.buf, pos, head.total):
+            return head.offset, j == 0  # the whole batch was appended at once, after `time_ms`
         records = None if head is None else self._records(head, head.offset)
         if not records:
             return UNREADABLE

@@ -596,3 +596,24 @@ def test_the_timestamp_type_is_the_newest_batchs_behind_an_empty_newest_segment(
         assert (log.log_end_offset, log.timestamp_type) == (2, "LogAppendTime")
     finally:
         log.close()
+
+
+def test_the_end_at_a_time_is_a_log_append_time_batchs_base_offset_whatever_the_cleaner_kept(tmp_path):
+    """A LogAppendTime batch was appended whole at its maxTimestamp. The cleaner removed the records at its head
+    (10 and 11) and kept its base offset (`MemoryRecords.buildRetainedRecordsInto`, 4.0): the log ended at 10 until
+    that batch came, so the end at a moment before it is 10, exact as the README says of LogAppendTime. It was 12,
+    the first record kept, as Kafka's ListOffsets finds it."""
+    d = tmp_path / "orders-0"
+    d.mkdir()
+    w = SegmentWriter(d, 0)
+    lat = dict(timestamp_type="LogAppendTime")
+    w.append(write_record_batch([(b"k%d" % i, b"v", 900) for i in range(10)], 0, log_append_time=1_000, **lat))
+    w.append(write_record_batch([(b"a", b"v", 1_900), (b"b", b"v", 1_900)], 10, offset_deltas=[2, 3],
+                                log_append_time=2_000, **lat))
+    w.close(roll=False)
+    log = LocalLog("orders", 0, str(d))
+    try:
+        assert [log.end_at(t) for t in (999, 1_000, 1_999, 2_000)] == [0, 10, 10, 14]
+        assert log.notes == []
+    finally:
+        log.close()
