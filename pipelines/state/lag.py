@@ -4,8 +4,10 @@ time, exactly, from the data topics' own segments in the input's log dirs (the `
 lag_seconds = as_of - the timestamp of the first record the group has not consumed: the one at its committed offset,
 or at the log start when the commit is below it (the records between are gone; a consumer resuming there is handed
 the log start). Control batches (transaction markers) are never handed to a consumer, so the first record is the
-first of another batch. "The timestamp" is the largest of the records the log dir holds up to that record: where a
-producer's CreateTime goes backwards, a record is as old as the newest before it, so lag never jumps below a later
+first of another batch; an aborted transaction's record is handed to one of the default `isolation.level`,
+read_uncommitted (ConsumerConfig, 4.0), so it counts. "The timestamp" is the largest of the records the log dir
+holds up to that record: where a producer's
+CreateTime goes backwards, a record is as old as the newest before it, so lag never jumps below a later
 one (`local_log.LocalLog.first_unconsumed`). It is 0 when the group is caught up (its commit at or past the log
 end, or only markers past it, or its next record written after as_of: a what-if snapshot answers for its own
 as_of, against the ends then, `log_end_offsets.ends_at`), and null when the partition's segments are not in the input (a high watermark alone says how many records,

@@ -617,3 +617,23 @@ def test_the_end_at_a_time_is_a_log_append_time_batchs_base_offset_whatever_the_
         assert log.notes == []
     finally:
         log.close()
+
+
+def test_an_aborted_transactions_record_is_handed_to_a_consumer_its_marker_is_not(tmp_path):
+    """The README's promise: a consumer of the default isolation.level (read_uncommitted, ConsumerConfig 4.0) is
+    handed an aborted transaction's records, so the first record a group at 0 has not consumed is record 0; a
+    group at the ABORT marker is handed the record after it."""
+    d = tmp_path / "orders-0"
+    d.mkdir()
+    w = SegmentWriter(d, 0)
+    w.append(write_record_batch([(b"a", b"v", 1_000), (b"b", b"v", 1_001)], 0, producer_id=7, producer_epoch=0,
+                                base_sequence=0, is_transactional=True))
+    w.append(write_control_batch(0, 0, 2, 7, 0, 1_500))
+    w.append(write_record_batch([(b"c", b"v", 1_200)], 3))
+    w.close(roll=False)
+    log = LocalLog("orders", 0, str(d))
+    try:
+        assert [(p.offset, p.timestamp_ms, p.max_timestamp_ms) for p in map(log.first_unconsumed, (0, 2))] == [
+            (0, 1_000, 1_000), (3, 1_200, 1_500)]
+    finally:
+        log.close()
