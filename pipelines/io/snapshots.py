@@ -397,7 +397,10 @@ class DeltaWarehouseReader:
                                    storage_options=storage.storage_options(str(path)))
         try:
             dt = retry.call(opened, f"{path} (open)") if self.remote else opened()
-        except DeltaError as e:  # a commit file truncated or garbled, or the pinned one gone
+        except (DeltaError, OSError) as e:  # a commit file truncated or garbled, or the pinned one gone
+            if isinstance(e, OSError) and e.errno is not None:
+                raise  # the disk's or the system's: not the log's damage
+            # delta-rs raises a log it cannot list (a file name its object_store path parser refuses) as an OSError;
             # its first line: the rest is a Rust backtrace when RUST_BACKTRACE is set
             reason = retry.plain(str(e)).strip().split("\n", 1)[0].strip()
             raise DamagedTable(f"cannot read the warehouse's {table} table (its Delta log at {path}): {reason}") \

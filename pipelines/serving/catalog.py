@@ -12,7 +12,8 @@ import threading
 import time
 from collections import OrderedDict
 
-from pipelines.io.snapshots import Snapshot, SnapshotNotFound, SnapshotReader, pick_snapshot, snapshots_from_runs
+from pipelines.io.snapshots import (DamagedTable, Snapshot, SnapshotNotFound, SnapshotReader, pick_snapshot,
+                                    snapshots_from_runs)
 from pipelines.serving.index import SnapshotIndex, load_index
 
 log = logging.getLogger(__name__)
@@ -33,6 +34,7 @@ class SnapshotCatalog:
         self._latest: Snapshot | None = None
         self._by_id: dict[str, Snapshot] = {}
         self.last_error: str | None = None
+        self._last_damage = False  # the last build failed on a damaged table (`DamagedTable`), not on a bug
         self._refresher: threading.Thread | None = None
         self._stop = threading.Event()
 
@@ -127,9 +129,14 @@ class SnapshotCatalog:
                 self._evict()
                 self.last_error = None
         except Exception as e:  # keep serving the previous snapshot; the request that waits sees the error
-            log.exception("indexing snapshot %s failed", snap.snapshot_id)
+            damaged = isinstance(e, DamagedTable)
+            if damaged:  # the warehouse's damage, said in one line: a traceback would say nothing more
+                log.error("indexing snapshot %s failed: %s", snap.snapshot_id, e)
+            else:
+                log.exception("indexing snapshot %s failed", snap.snapshot_id)
             with self._lock:
                 self.last_error = f"indexing snapshot {snap.snapshot_id!r} failed: {e}"
+                self._last_damage = damaged
         finally:
             with self._lock:
                 self._building.pop(snap.cache_key, None)
@@ -157,7 +164,8 @@ class SnapshotCatalog:
                 raise TimeoutError(f"indexing snapshot {snap.snapshot_id!r} takes longer than {timeout}s")
             with self._lock:
                 if snap.cache_key not in self._indexes and self.last_error:
-                    raise RuntimeError(self.last_error)
+                    # a damaged table is the API's JSON 500 naming it (as a history read's is), not a bare one
+                    raise (DamagedTable if self._last_damage else RuntimeError)(self.last_error)
 
     def resolve(self, snapshot_id: str | None = None) -> SnapshotIndex:
         """The index that answers a request: the named snapshot, or the default (latest ready) one."""

@@ -521,6 +521,27 @@ def test_a_delta_log_file_name_delta_rs_cannot_parse_is_one_plain_line(story, tm
     assert "\\x1b" not in r.stderr and "↳" not in r.stderr, r.stderr
 
 
+def test_a_table_the_api_cannot_index_is_its_json_500_naming_the_table(story, tmp_path):
+    """A snapshot whose index cannot be built for a damaged table (here a Delta log delta-rs cannot list): the API
+    answered a bare `Internal Server Error` (its catalog raised a RuntimeError of the failure) and logged a
+    traceback per request. It is now the JSON 500 naming the table, as a damaged history's is."""
+    import shutil
+
+    from fastapi.testclient import TestClient
+
+    from jobs.api import create_app
+    from pipelines.io.snapshots import DeltaWarehouseReader
+
+    wh = tmp_path / "wh"
+    shutil.copytree(story, wh)
+    (wh / "loaded_offsets" / "_delta_log" / "00000000000000000009.json\n").write_text("{}")
+    with TestClient(create_app(DeltaWarehouseReader(wh), refresh_interval=0), raise_server_exceptions=False) as client:
+        r = client.get("/groups/payments")
+    assert r.status_code == 500, r.text
+    detail = r.json()["detail"]
+    assert "cannot read the warehouse's loaded_offsets table" in detail and "\x1b" not in detail, detail
+
+
 def _truncate_last_commit(table):
     last = max((table / "_delta_log").glob("*.json"))
     last.write_bytes(last.read_bytes()[:100])
