@@ -818,6 +818,36 @@ def test_a_checkpoint_edited_into_other_valid_values_is_a_full_rebuild(no_spark,
     them: it resumed inside a batch and lost the new commit, or expired every offset by the moved clock, where a
     full rebuild of the same input keeps them; the checkpoint's seal no longer matches, so it is a full rebuild
     saying the checkpoint is damaged, and the snapshot is the full rebuild's."""
+    def moved(cp: dict) -> None:
+        if edit == "consumed":
+            cp["partitions"]["0"]["segments"][0]["consumed"] -= 20
+        else:
+            cp["max_timestamp"] += 30 * 86_400_000
+
+    reason = _resumed_over_an_edited_checkpoint(no_spark, settings, tmp_path, moved)
+    assert reason == "the previous snapshot's checkpoint is damaged (its content does not match its sha256: edited or " \
+                     "damaged)"
+
+
+@pytest.mark.parametrize("edit", [None, "consumed"])
+def test_a_checkpoint_without_its_seal_is_a_full_rebuild(no_spark, settings, tmp_path, edit):
+    """A checkpoint without the sha256 of its fields (written before checkpoints were sealed, or stripped of it) was
+    read as it is: one edited too (a segment's `consumed` moved back into its last batch) resumed inside the batch
+    and lost the new commit, where a full rebuild keeps it. Nothing tells such a checkpoint's fields from edited ones,
+    so it is a full rebuild saying so, and the snapshot is the full rebuild's."""
+    def unsealed(cp: dict) -> None:
+        del cp["sha256"]
+        if edit == "consumed":
+            cp["partitions"]["0"]["segments"][0]["consumed"] -= 20
+
+    reason = _resumed_over_an_edited_checkpoint(no_spark, settings, tmp_path, unsealed)
+    assert reason == "the previous snapshot's checkpoint is not sealed (no sha256 of its fields: written before " \
+                     "checkpoints were sealed)"
+
+
+def _resumed_over_an_edited_checkpoint(no_spark, settings, tmp_path, edit) -> str:
+    """A base run of two commits, its checkpoint's JSON changed by `edit`, a third commit appended, then an
+    `--incremental` run: asserts it is the full rebuild of the same input, and returns the reason it gives."""
     from pipelines.io.checkpoint import checkpoint_path
     from pipelines.rebuild import RebuildRequest, run_rebuild
     from tests import badinputs as bi
@@ -835,10 +865,7 @@ def test_a_checkpoint_edited_into_other_valid_values_is_a_full_rebuild(no_spark,
     run(tmp_path / "wh", "base")
     path = checkpoint_path(tmp_path / "wh", "base")
     cp = json.loads(path.read_text())
-    if edit == "consumed":
-        cp["partitions"]["0"]["segments"][0]["consumed"] -= 20
-    else:
-        cp["max_timestamp"] += 30 * 86_400_000
+    edit(cp)
     path.write_text(json.dumps(cp))
     with seg.open("ab") as f:
         f.write(bi.batch([bi.commit(g, 2, 7, bi.T0 + 10)], 2))
@@ -846,45 +873,7 @@ def test_a_checkpoint_edited_into_other_valid_values_is_a_full_rebuild(no_spark,
     run(tmp_path / "full", "full")
     assert snapshot_rows(tmp_path / "wh", "after") == snapshot_rows(tmp_path / "full", "full")
     assert after.incremental["mode"] == "full", after.incremental
-    assert after.incremental["reason"] == ("the previous snapshot's checkpoint is damaged (its content does not "
-                                           "match its sha256: edited or damaged)")
-
-
-@pytest.mark.parametrize("edit", [None, "consumed"])
-def test_a_checkpoint_without_its_seal_is_a_full_rebuild(no_spark, settings, tmp_path, edit):
-    """A checkpoint without the sha256 of its fields (written before checkpoints were sealed, or stripped of it) was
-    read as it is: one edited too (a segment's `consumed` moved back into its last batch) resumed inside the batch
-    and lost the new commit, where a full rebuild keeps it. Nothing tells such a checkpoint's fields from edited ones,
-    so it is a full rebuild saying so, and the snapshot is the full rebuild's."""
-    from pipelines.io.checkpoint import checkpoint_path
-    from pipelines.rebuild import RebuildRequest, run_rebuild
-    from tests import badinputs as bi
-
-    g = bi.group_in(0, "unsealed")
-    seg = bi.write_segment(tmp_path / "in" / "__consumer_offsets-0", 0, bi.batch([bi.commit(g, 0, 5, bi.T0)], 0)
-                           + bi.batch([bi.commit(g, 1, 6, bi.T0 + 1)], 1))
-
-    def run(warehouse: Path, snapshot_id: str, **kw):
-        summary = run_rebuild(no_spark, settings, RebuildRequest(inputs=(str(tmp_path / "in"),),
-                                                              warehouse=str(warehouse), snapshot_id=snapshot_id, **kw))
-        assert summary.status == "succeeded", summary.validation
-        return summary
-
-    run(tmp_path / "wh", "base")
-    path = checkpoint_path(tmp_path / "wh", "base")
-    cp = json.loads(path.read_text())
-    del cp["sha256"]
-    if edit == "consumed":
-        cp["partitions"]["0"]["segments"][0]["consumed"] -= 20
-    path.write_text(json.dumps(cp))
-    with seg.open("ab") as f:
-        f.write(bi.batch([bi.commit(g, 2, 7, bi.T0 + 10)], 2))
-    after = run(tmp_path / "wh", "after", incremental=True)
-    run(tmp_path / "full", "full")
-    assert snapshot_rows(tmp_path / "wh", "after") == snapshot_rows(tmp_path / "full", "full")
-    assert after.incremental["mode"] == "full", after.incremental
-    assert after.incremental["reason"] == ("the previous snapshot's checkpoint is not sealed (no sha256 of its "
-                                           "fields: written before checkpoints were sealed)")
+    return after.incremental["reason"]
 
 
 @pytest.mark.spark

@@ -469,19 +469,6 @@ def test_a_partition_directory_that_is_a_link_to_nothing_is_reported_and_counts_
     assert partition_count(root) == 2
 
 
-def test_a_partition_directory_name_ending_in_a_newline_is_reported_not_read_as_the_partition(tmp_path):
-    # `$` matches before a trailing newline: `__consumer_offsets-1\n` was read as partition 1 (beside or instead of
-    # `__consumer_offsets-1`), where Kafka's LocalLog.parseTopicPartitionName (4.0; Integer.parseInt("1\n") throws)
-    # loads no such directory
-    root = tmp_path / "logs"
-    _seg(root / "__consumer_offsets-0", 0, 1)
-    _seg(root / "__consumer_offsets-1\n", 0, 2)
-    segs, problems = discover_segments(root)
-    assert [(s.offsets_partition, s.base_offset) for s in segs] == [(0, 0)]
-    assert [(Path(p.source).name, p.kind) for p in problems] == [("__consumer_offsets-1\n", "not_offsets_data")]
-    assert partition_count(root) == 1
-
-
 def test_a_segment_name_ending_in_a_newline_is_not_a_segment(tmp_path):
     # `$` matches before a trailing newline: `00000000000000000005.log\n` was read as the segment of base offset 5,
     # where Kafka's LocalLog.isLogFile (4.0: endsWith(".log")) takes no such file, and its log loads none of it
@@ -508,10 +495,13 @@ def test_a_partition_number_kafka_parses_is_read_as_that_partition(tmp_path, nam
     assert [s.offsets_partition for s in discover_segments(root / name)[0]] == [1]  # given by itself
 
 
-@pytest.mark.parametrize("name", ["__consumer_offsets-\U0001d7cf", "__consumer_offsets-+", "__consumer_offsets-++1"])
+@pytest.mark.parametrize("name", ["__consumer_offsets-\U0001d7cf", "__consumer_offsets-+", "__consumer_offsets-++1",
+                                  "__consumer_offsets-1\n"])
 def test_a_partition_number_kafka_cannot_parse_is_reported_not_read(tmp_path, name):
     # Integer.parseInt reads a string's chars: a digit past the BMP (MATHEMATICAL BOLD DIGIT ONE) is two surrogates,
-    # no digit, and Kafka loads no such directory; it was read as partition 1, where `\d` takes it
+    # no digit, and Kafka loads no such directory; it was read as partition 1, where `\d` takes it. So was
+    # `__consumer_offsets-1\n` (a `$` matches before a trailing newline), beside or instead of `__consumer_offsets-1`,
+    # where Integer.parseInt("1\n") throws (4.0 LocalLog.parseTopicPartitionName)
     root = tmp_path / "logs"
     _seg(root / "__consumer_offsets-0", 0, 1)
     _seg(root / name, 0, 2)
