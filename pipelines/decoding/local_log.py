@@ -3,7 +3,8 @@
 
 * logStartOffset: the first segment's base offset, or the log dir's `log-start-offset-checkpoint` when that says
   more (`LogLoader`: the larger of the two: DeleteRecords moves the start inside a segment, retention deletes whole
-  segments after the checkpoint was written);
+  segments after the checkpoint was written); a checkpoint past the segments' end empties the log there
+  (`LogLoader.deleteSegmentsIfLogStartGreaterThanLogEnd`, 4.0: start = end = the checkpoint);
 * logEndOffset: after the last whole batch of the newest segment (what recovery would keep), the newest segment's
   base offset when it is empty;
 * the first record a consumer is handed at or after an offset (`first_unconsumed`): its own timestamp, read from the
@@ -58,6 +59,10 @@ class LocalLog:
         self.checkpoint_start = checkpoint_start
         self.recovery_point = recovery_point
         self.truncated_by_recovery = False  # a batch from the recovery point on failed: the log ends before it
+        # the end its segments reached when the log-start-offset-checkpoint names an offset past it: the loader
+        # deleted them (None: it did not)
+        self.deleted_below_start: int | None = None
+        self.deleted_newest: str | None = None  # the newest of those segments' path
         self.notes: list[LogNote] = []
         self.segments: list[LogSegment] = []
         try:
@@ -124,11 +129,22 @@ class LocalLog:
         if not self.segments:
             return None, None
         if self.recovery_point is not None:
-            return self._recovered_end()
-        s = self.segments[-1]
-        tail = s.tail()
-        return (s.base_offset, self._newest_type_before(len(self.segments) - 1)) if tail is None else (
-            max(s.base_offset, tail.last_offset + 1), tail.timestamp_type)
+            end = self._recovered_end()
+        else:
+            s = self.segments[-1]
+            tail = s.tail()
+            end = (s.base_offset, self._newest_type_before(len(self.segments) - 1)) if tail is None else (
+                max(s.base_offset, tail.last_offset + 1), tail.timestamp_type)
+        cp = self.checkpoint_start
+        if cp is not None and end[0] < cp:
+            # LogLoader.deleteSegmentsIfLogStartGreaterThanLogEnd (4.0; after recovery, clean shutdown or not):
+            # segments ending before the checkpointed start (a crash, files deleted by hand) are deleted and an
+            # empty segment is opened at the start, so the log starts and ends there and holds no batch
+            self.deleted_below_start, self.deleted_newest = end[0], self.segments[-1].path
+            self.close()
+            self.segments = []
+            return cp, None
+        return end
 
     def _newest_type_before(self, k: int) -> str | None:
         """The timestamp type of the newest batch of the segments before segment `k` (None: they hold none, or the
@@ -233,6 +249,8 @@ class LocalLog:
         end = self.log_end_offset
         if end is None:
             return None
+        if not self.segments:
+            return None  # the loader deleted every segment below its start: those records' times are not known
         k, largest = 0, NO_TIMESTAMP
         while k < len(self.segments):
             largest = self._largest_before_segment(k + 1)

@@ -261,7 +261,7 @@ def data_logs(paths: Iterable["str | os.PathLike | Location"]) -> DataLogs:
                            None if recovery_points is None else recovery_points.get(key, 0))
             try:
                 leo = log.log_end_offset
-                newest = log.segments[-1].path if log.segments else None
+                newest = log.segments[-1].path if log.segments else log.deleted_newest
                 newest_info = None if newest is None else log_dir.fs.get_file_info(newest)
             except OSError as err:
                 warnings.append(f"{e.path}: log end offset not read: {err}")
@@ -272,8 +272,7 @@ def data_logs(paths: Iterable["str | os.PathLike | Location"]) -> DataLogs:
                 continue
             walked.append(LogEndOffset(key[0], key[1], leo, SOURCE_SEGMENT, _mtime_ms(newest_info)))
             copies.setdefault(key, []).append((_latest_leader_epoch(e.path), walked[-1], log, e.path))
-            if log.truncated_by_recovery and hw.get(key, -1) > leo:
-                hw[key] = leo  # UnifiedLog.updateHighWatermark: a replica's high watermark never passes its end
+            _bound_high_watermark(log, e.path, hw, warnings)
             # a mapped segment holds a file descriptor: a log kept mapped per partition ran a log dir of more
             # partitions than `ulimit -n` out of them, and every log read after that ended at its newest base offset
             log.close()
@@ -292,6 +291,20 @@ def data_logs(paths: Iterable["str | os.PathLike | Location"]) -> DataLogs:
     _drop_topics_of_two_ids(topic_ids, best, logs, warnings)
     rows = [_with_start(row, logs.get(key), starts.get(key)) for key, row in sorted(best.items())]
     return DataLogs(rows, logs, warnings)
+
+
+def _bound_high_watermark(log: LocalLog, path: str, hw: dict, warnings: list[str]) -> None:
+    """A log dir's high watermark of `log` where the broker's load moves it (`UnifiedLog.updateHighWatermark`, 4.0:
+    kept in [log start, log end]): down to the end recovery truncated the log to, or to the checkpointed start the
+    loader emptied the log at (a warning: segments the dump holds are no part of the log)."""
+    key, end = (log.topic, log.partition), log.log_end_offset
+    if log.truncated_by_recovery and hw.get(key, -1) > end:
+        hw[key] = end
+    if log.deleted_below_start is not None:
+        warnings.append(f"{path}: its segments end at {log.deleted_below_start}, before the log start {end} of "
+                        f"{LOG_START_CHECKPOINT}: Kafka's loader deletes them and starts the log empty at {end}")
+        if key in hw:
+            hw[key] = end
 
 
 def _latest_leader_epoch(partition_dir: str) -> int:

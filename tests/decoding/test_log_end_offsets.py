@@ -393,3 +393,40 @@ def test_a_former_leaders_copy_past_the_new_leaders_is_set_aside(tmp_path):
     (b / "orders-0" / "leader-epoch-checkpoint").unlink()
     rows, warnings = log_end_offsets([a, b])
     assert [(r.log_end_offset, r.source) for r in rows] == [(120, SOURCE_SEGMENT)] and warnings == []
+
+
+def _deleted_past_the_checkpointed_start(root, unclean=False):
+    """orders-0 holds offsets 0-9 (then 10-14 torn when `unclean`), its log-start-offset-checkpoint says 25 and its
+    high watermark 30: segments 10-29 were deleted by hand, or the broker died before they reached the disk."""
+    (root / "orders-0").mkdir(parents=True)
+    batches = [write_record_batch(_records(10), 0)]
+    if unclean:
+        batches.append(write_record_batch(_records(5, ts=2_000), 10)[:-3])  # whole batches only: recovery cuts it
+    _segment(root / "orders-0" / "00000000000000000000.log", batches)
+    (root / "log-start-offset-checkpoint").write_text("0\n1\norders 0 25\n")
+    (root / "replication-offset-checkpoint").write_text("0\n1\norders 0 30\n")
+    if not unclean:
+        (root / ".kafka_cleanshutdown").write_text("")
+
+
+@pytest.mark.parametrize("unclean", [False, True])
+def test_segments_ending_before_the_checkpointed_start_are_deleted_as_the_loader_does(tmp_path, unclean):
+    """Kafka's LogLoader (deleteSegmentsIfLogStartGreaterThanLogEnd, 4.0, after recovery) deletes every segment of a
+    log that ends before its log-start-offset-checkpoint and opens an empty one there: log start = log end = 25, the
+    high watermark kept in [start, end] (UnifiedLog.updateHighWatermark), and no batch of the deleted segments
+    gives a timestamp type or a time. The log started at 25 and ended at 10 (or at 30, the high watermark)."""
+    root = tmp_path / "broker"
+    _deleted_past_the_checkpointed_start(root, unclean)
+    found = data_logs([root])
+    try:
+        (row,) = found.rows
+        assert (row.log_start_offset, row.log_start_source, row.log_end_offset) == (
+            25, "log-start-offset-checkpoint", 25)
+        assert (row.timestamp_type, row.log_start_timestamp_ms) == (None, None)
+        assert row.observed_at_ms is not None
+        log = found.logs[("orders", 0)]
+        assert (log.log_start_offset, log.log_end_offset, log.first_unconsumed(3).offset) == (25, 25, None)
+        assert log.end_at(1_003) is None  # the records before 25 were appended at times the log no longer holds
+        assert len(found.warnings) == 1 and "deletes them" in found.warnings[0], found.warnings
+    finally:
+        found.close()

@@ -251,3 +251,29 @@ def test_a_commit_below_the_log_start_has_no_lag_in_time_where_the_end_then_is_n
         found.close()
     got = {r["committed_offset"]: (r["lag"], r["lag_seconds"], r["next_offset"]) for r in lag.to_pylist()}
     assert got == {10: (None, None, None), 35: (None, 0.0, 35)}
+
+
+def test_a_log_its_loader_empties_at_the_checkpointed_start_lags_against_that_start(tmp_path):
+    """orders-0's segments end at 10 and its log-start-offset-checkpoint says 25 (segments deleted by hand): Kafka's
+    loader deletes them and starts the log empty at 25 (LogLoader, 4.0), with the high watermark 30 brought down to
+    it. LAG counts from 25, as kafka-consumer-groups would, and a consumer at 5 or 15 is handed nothing: caught up
+    in time, whatever the deleted records' times were. At an as_of before the dump the end then is not known (the
+    records before 25 were appended at times the log dir no longer holds). The log started at 25 and ended at 30
+    (LAG 25 and 15, lag in time unknown), and at the past as_of at 4: a start past its end."""
+    from pipelines.decoding.log_end_offsets import ends_at
+    from tests.decoding.test_log_end_offsets import _deleted_past_the_checkpointed_start
+
+    _deleted_past_the_checkpointed_start(tmp_path)
+    offsets = _offsets([("g", "orders", 0, 5, ld.AS_OF - 5_000), ("g", "orders", 0, 15, ld.AS_OF - 5_000)])
+    found = data_logs([tmp_path])
+    try:
+        now, _ = lag_table(offsets, log_end_offsets_table(found.rows, "s"), found.logs, ld.AS_OF, "s")
+        rows_then = ends_at(found, 1_003)
+        then, _ = lag_table(offsets, log_end_offsets_table(rows_then, "s"), found.logs, 1_003, "s", past=True)
+    finally:
+        found.close()
+    got = {r["committed_offset"]: (r["log_start_offset"], r["log_end_offset"], r["lag"], r["lag_seconds"])
+           for r in now.to_pylist()}
+    assert got == {5: (25, 25, 20, 0.0), 15: (25, 25, 10, 0.0)}
+    assert rows_then == []
+    assert [(r["log_end_offset"], r["lag"], r["lag_seconds"]) for r in then.to_pylist()] == [(None, None, None)] * 2
