@@ -432,7 +432,8 @@ def _lag(run: Run, clock: Clock, in_hand: dict, ahead: ReadAhead):
                               f"{len(logs):,} data-topic partition(s) with segments")
     try:
         return lag_table(in_hand["loaded_offsets"], in_hand["log_end_offsets"], logs, clock.as_of_ms,
-                         run.snapshot_id, past=run.kind != SCHEDULED)
+                         run.snapshot_id, past=run.kind != SCHEDULED,
+                         seen={(r.topic, r.partition): r.observed_at_ms for r in ahead.data_logs.rows})
     finally:
         ahead.data_logs.close()
 

@@ -12,8 +12,8 @@ one (`local_log.LocalLog.first_unconsumed`). It is 0 when the group is caught up
 end, or only markers past it, or its next record written after as_of: a what-if snapshot answers for its own
 as_of, against the ends then, `log_end_offsets.ends_at`), and null when the partition's segments are not in the input (a high watermark alone says how many records,
 not how old), the batch holding the record or a segment before it cannot be read, no record up to it has a
-timestamp (magic 0), or, in a what-if snapshot, the commit is below the log start (at its as_of the records from
-the commit on were still there; the dump holds them no more).
+timestamp (magic 0), or, in a what-if snapshot as of a moment before the dump saw the partition, the commit is below
+the log start (at its as_of the records from the commit on may still have been there; the dump holds them no more).
 
 commit_age_seconds = as_of - the commit's own timestamp. Per group, its largest lag_seconds and the partition
 holding it (the first in topic, partition order on a tie) are on every row of the group, computed here once for
@@ -56,13 +56,15 @@ class LagFacts:
 
 
 def lag_table(offsets: pa.Table, log_ends: pa.Table, logs: dict, as_of_ms: int,
-              snapshot_id: str, past: bool = False) -> tuple[pa.Table, LagFacts]:
+              snapshot_id: str, past: bool = False, seen: dict | None = None) -> tuple[pa.Table, LagFacts]:
     """The `consumer_lag` rows of a snapshot (Arrow, the contract's columns) and what was found.
 
     `offsets`: the snapshot's `loaded_offsets` (Arrow); `log_ends`: its `log_end_offsets` (Arrow); `logs`: (topic,
-    partition) -> `local_log.LocalLog` of the partitions whose segments the input holds; `past`: as_of is a moment
-    before the dump (a what-if snapshot), when a commit now below the log start still had its records: the lag in
-    time of such a commit is unknown, not the log start's (the records it was behind are gone from the dump). Each
+    partition) -> `local_log.LocalLog` of the partitions whose segments the input holds; `past`: a what-if snapshot,
+    whose as_of may be before the dump, when a commit now below the log start still had its records: the lag in
+    time of such a commit is unknown, not the log start's (the records it was behind are gone from the dump), but
+    where `seen` ((topic, partition) -> when the dump saw it, ms: its row's observed_at) says the dump was taken by
+    as_of: those records were gone then already, and a consumer there is handed the log start. Each
     partition's log is read
     for its distinct asked offsets in offset order, then let go. Column-wise but for the records asked.
     """
@@ -71,7 +73,7 @@ def lag_table(offsets: pa.Table, log_ends: pa.Table, logs: dict, as_of_ms: int,
     import numpy as np
 
     n = offsets.num_rows
-    joined = _with_bounds(offsets, log_ends, logs)
+    joined = _with_bounds(offsets, log_ends, logs, seen or {})
 
     def ints(col, missing=-1):
         return pc.fill_null(joined.column(col), missing).to_numpy()
@@ -87,8 +89,8 @@ def lag_table(offsets: pa.Table, log_ends: pa.Table, logs: dict, as_of_ms: int,
     timed = has_commit & ~caught_up & pc.fill_null(joined.column("_read"), False).to_numpy(zero_copy_only=False)
     if past:
         # the start the segments hold: a partition whose end at as_of is not known has no row, and so no `_start`
-        held_start = ints("_held_start")
-        timed &= ~((held_start >= 0) & (committed < held_start))
+        held_start, seen_at = ints("_held_start"), ints("_seen", as_of_ms + 1)
+        timed &= ~((held_start >= 0) & (committed < held_start) & (seen_at > as_of_ms))
     target = np.where(has_start, np.maximum(committed, start), committed)
     rows_timed = np.flatnonzero(timed)
     wanted = pa.table({"topic": offsets.column("topic").take(rows_timed),
@@ -130,10 +132,10 @@ def lag_table(offsets: pa.Table, log_ends: pa.Table, logs: dict, as_of_ms: int,
     return out.cast(TABLES["consumer_lag"]), facts
 
 
-def _with_bounds(offsets: pa.Table, log_ends: pa.Table, logs: dict) -> pa.Table:
+def _with_bounds(offsets: pa.Table, log_ends: pa.Table, logs: dict, seen: dict) -> pa.Table:
     """Per committed offset, in its order: its partition's log start (`_start`) and end (`_end`) where its row
-    gives them, and whether the input holds the partition's segments (`_read`) and where they start
-    (`_held_start`)."""
+    gives them, and whether the input holds the partition's segments (`_read`), where they start (`_held_start`)
+    and when the dump saw them (`_seen`, ms; null: not known)."""
     import numpy as np  # see lag_table
 
     rows = pa.table({"topic": offsets.column("topic"), "partition": offsets.column("partition").cast(pa.int32()),
@@ -145,7 +147,8 @@ def _with_bounds(offsets: pa.Table, log_ends: pa.Table, logs: dict) -> pa.Table:
     read = pa.table({"topic": pa.array([k[0] for k in logs], pa.string()),
                      "partition": pa.array([k[1] for k in logs], pa.int32()),
                      "_read": pa.array([True] * len(logs), pa.bool_()),
-                     "_held_start": pa.array([log.log_start_offset for log in logs.values()], pa.int64())})
+                     "_held_start": pa.array([log.log_start_offset for log in logs.values()], pa.int64()),
+                     "_seen": pa.array([seen.get(key) for key in logs], pa.int64())})
     return (rows.join(bounds, ["topic", "partition"], join_type="left outer")
             .join(read, ["topic", "partition"], join_type="left outer").sort_by("_row"))
 

@@ -277,3 +277,28 @@ def test_a_log_its_loader_empties_at_the_checkpointed_start_lags_against_that_st
     assert got == {5: (25, 25, 20, 0.0), 15: (25, 25, 10, 0.0)}
     assert rows_then == []
     assert [(r["log_end_offset"], r["lag"], r["lag_seconds"]) for r in then.to_pylist()] == [(None, None, None)] * 2
+
+
+def test_a_commit_below_the_log_start_at_an_as_of_after_the_dump_is_handed_the_log_start(crafted):
+    """A what-if snapshot as of an hour after the dump was taken: records 0-29 of events-1 were gone from the log
+    already when the dump saw it, so at as_of a consumer at 10 is handed record 30, the log start, and lags by as_of
+    minus its time, as a scheduled snapshot measures it. It was null, as if as_of were before the dump (when those
+    records might still have been there); a partition the dump saw after as_of keeps it null."""
+    from pipelines.decoding.log_end_offsets import ends_at
+
+    log_dir, _ = crafted
+    offsets = _offsets([("g", ld.TOPIC, 1, 10, ld.AS_OF - 5_000), ("g", ld.TOPIC, 1, 35, ld.AS_OF - 5_000)])
+    found = data_logs([log_dir])
+    try:
+        seen = {(r.topic, r.partition): r.observed_at_ms for r in found.rows}
+        later = max(seen.values()) + 3_600_000
+        rows = ends_at(found, later)
+        lag, _ = lag_table(offsets, log_end_offsets_table(rows, "s"), found.logs, later, "s", past=True, seen=seen)
+        unseen, _ = lag_table(offsets, log_end_offsets_table(rows, "s"), found.logs, later, "s", past=True,
+                              seen={**seen, (ld.TOPIC, 1): later + 1})
+    finally:
+        found.close()
+    got = {r["committed_offset"]: (r["lag"], r["lag_seconds"], r["next_offset"]) for r in lag.to_pylist()}
+    assert got == {10: (110, pytest.approx(ld.expected_lag_seconds(ld.TOPIC, 1, 10, later)), ld.RETENTION_START),
+                   35: (85, pytest.approx(ld.expected_lag_seconds(ld.TOPIC, 1, 35, later)), 35)}
+    assert [r["lag_seconds"] is None for r in unseen.to_pylist()] == [True, False]
