@@ -302,3 +302,27 @@ def test_a_commit_below_the_log_start_at_an_as_of_after_the_dump_is_handed_the_l
     assert got == {10: (110, pytest.approx(ld.expected_lag_seconds(ld.TOPIC, 1, 10, later)), ld.RETENTION_START),
                    35: (85, pytest.approx(ld.expected_lag_seconds(ld.TOPIC, 1, 35, later)), 35)}
     assert [r["lag_seconds"] is None for r in unseen.to_pylist()] == [True, False]
+
+
+def test_a_timestamp_below_minus_one_counts_as_none(tmp_path):
+    """A producer other than Java's (whose ProducerRecord refuses it) may stamp a record before 1970, and a 4.0
+    broker stores it under the default message.timestamp.before.max.ms (Long.MAX_VALUE: LogValidator). The broker's
+    largest timestamp so far starts at -1 and only a larger one moves it (LogSegment, TimestampOffset.UNKNOWN, 4.0),
+    so such a record has no time there: the lag in time up to it is unknown, like magic 0's, never as_of minus 1969
+    (56 years); a later record with a time is measured as any."""
+    from pipelines.decoding.batch_writer import write_record_batch
+
+    (tmp_path / "orders-0").mkdir()
+    (tmp_path / "orders-0" / "00000000000000000000.log").write_bytes(
+        write_record_batch([(b"k", b"v", -5_000), (b"k", b"v", -4_000)], 0)
+        + write_record_batch([(b"k", b"v", ld.AS_OF - 60_000)], 2))
+    found = data_logs([tmp_path])
+    try:
+        t, facts = lag_table(_offsets([("g", "orders", 0, 0, ld.AS_OF - 5000), ("g", "orders", 0, 2, ld.AS_OF)]),
+                             log_end_offsets_table(found.rows, "s"), found.logs, ld.AS_OF, "s")
+    finally:
+        found.close()
+    got = [(r["next_offset"], r["next_timestamp"], r["lag_seconds"]) for r in t.to_pylist()]
+    assert got[0] == (0, None, None)
+    assert got[1][0] == 2 and got[1][2] == pytest.approx(60.0)
+    assert facts.offsets_timed == 1
