@@ -551,3 +551,34 @@ def test_a_dump_given_twice_counts_its_copies_as_duplicate_rows_not_as_used(no_s
     offsets = Warehouse(tmp_path / "wh").read_table("loaded_offsets", "twice").to_pylist()
     # the first input's commits, and the later input's own record (log offset 4)
     assert {r["partition"]: r["committed_offset"] for r in offsets} == {0: 904, 1: 902, 2: 903}
+
+
+def test_a_dump_beside_the_log_it_was_exported_from_counts_its_copies_as_duplicate_rows(no_spark, settings,
+                                                                                        tmp_path):
+    """A log dir and a tabular dump of the same records (an export of that log): the replay loaded each record once,
+    but both copies were counted used (8 used of the 4 the snapshot holds). The segments' records are loaded, the
+    broker's own bytes, whatever the order the inputs are given in; the dump's copies are `duplicate_row` rows (its
+    dump, its first row) standing for them, a copy with other content a `duplicate_conflict` row, and the dump's own
+    record (offset 4) is loaded."""
+    g = bi.group_in(9, "beside")
+    rows = [bi.group_record(g, bi.T0), bi.commit(g, 0, 901, bi.T0 + 1), bi.commit(g, 1, 902, bi.T0 + 2),
+            bi.commit(g, 2, 903, bi.T0 + 3)]
+    seg = bi.write_segment(tmp_path / "logs" / "__consumer_offsets-9", 0, bi.batch(rows, 0))
+    dump = tmp_path / "dump" / "dump.parquet"
+    dump.parent.mkdir()
+    bi.write_kafka_source_parquet(dump, 9, [0, 1, 2, 3, 4], [*rows[:2], bi.commit(g, 1, 9999, bi.T0 + 2), rows[3],
+                                                             bi.commit(g, 0, 904, bi.T0 + 4)])
+    summary, quarantined, _ = _rebuilt(no_spark, settings, tmp_path, "beside", dump, tmp_path / "logs")
+    assert (summary.records_in, summary.records_out, summary.records_skipped, summary.records_quarantined) == \
+        (9, 5, 0, 4)
+    quarantined.sort(key=lambda r: (r["kind"], r["position"]))
+    assert [(r["kind"], r["source"], r["offsets_partition"], r["position"], r["offset"]) for r in quarantined] == [
+        ("duplicate_conflict", str(dump), 9, 2, 2),
+        ("duplicate_row", str(dump), 9, 0, None), ("duplicate_row", str(dump), 9, 3, None)]
+    assert [r["reason"].rsplit(" (", 1)[1] for r in quarantined[1:]] == ["2 record(s))", "1 record(s))"]
+    assert all(f"the segment file {seg}" in r["reason"] for r in quarantined)
+    from pipelines.io.warehouse import Warehouse
+
+    offsets = Warehouse(tmp_path / "wh").read_table("loaded_offsets", "beside").to_pylist()
+    # the segment's commits (902 at offset 2, not the dump's 9999), and the dump's own record (log offset 4)
+    assert {r["partition"]: r["committed_offset"] for r in offsets} == {0: 904, 1: 902, 2: 903}

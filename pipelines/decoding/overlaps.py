@@ -42,7 +42,8 @@ from pipelines.decoding.segments import SegmentFile, entry_heads
 from schemas.quarantine import DUPLICATE_CONFLICT, DUPLICATE_SEGMENT, OVERLAPPING_SEGMENT
 from schemas.records import LogRecord, ReadProblem
 
-__all__ = ["OFFSETS_LOAD_BUFFER_SIZE", "Reading", "copy_conflicts", "kafka_reading", "record_content"]
+__all__ = ["OFFSETS_LOAD_BUFFER_SIZE", "Reading", "copy_conflicts", "entry_records", "kafka_reading", "local_copy",
+           "record_content"]
 
 #: Kafka's `offsets.load.buffer.size` default: how many bytes of a segment one read of the loader hands over
 OFFSETS_LOAD_BUFFER_SIZE = 5 * 1024 * 1024
@@ -75,7 +76,7 @@ def kafka_reading(segments: list[SegmentFile], log_start: dict[int, tuple[int, s
     """What Kafka's loader reads of `segments` (sorted by partition, then base offset, as `discover_segments` gives
     them), each partition from its logStartOffset: the larger of its first segment's base offset and `log_start`'s
     (partition -> (offset, the checkpoint naming it), `segments.log_start_offsets`). An object-store segment is read
-    as a local one (`_local`): a partition's last file by its first entry alone (a ranged GET), the others whole."""
+    as a local one (`local_copy`): a partition's last file by its first entry alone (a ranged GET), the others whole."""
     by_partition: dict[int, list[SegmentFile]] = {}
     for seg in segments:
         by_partition.setdefault(seg.offsets_partition, []).append(seg)
@@ -125,7 +126,8 @@ def _span(seg: SegmentFile, whole: bool = True) -> _Span | None:
         if not whole:
             heads = walk_entry_heads(_first_entry(seg))
         else:
-            with _local(seg) as path, open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as buf:
+            with (local_copy(seg) as path, open(path, "rb") as f,
+                  mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as buf):
                 heads = walk_entry_heads(buf)
     except (OSError, ValueError, struct.error):
         return None  # reported where it is decoded
@@ -135,7 +137,7 @@ def _span(seg: SegmentFile, whole: bool = True) -> _Span | None:
 
 
 @contextlib.contextmanager
-def _local(seg: SegmentFile) -> Iterator[str]:
+def local_copy(seg: SegmentFile) -> Iterator[str]:
     """A local path holding `seg`'s bytes: the file, or an object-store segment fetched into a temp file for as long
     as it is walked (entries are framed one after another from the file's start: no ranged read finds the last). A
     store's refusal is an OSError here, as a local file's is: the decode reports it."""
@@ -208,7 +210,7 @@ def _partition_reading(files: list[SegmentFile], log_start: tuple[int, str | Non
         paths = []
         for seg in [*files, *copies]:
             try:
-                paths.append(held.enter_context(_local(seg)))
+                paths.append(held.enter_context(local_copy(seg)))
             except OSError:
                 paths.append(None)  # reported where it is decoded
         _read_partition(files, log_start, buffer, reading, copies, paths)
@@ -308,7 +310,7 @@ def _entries(seg: SegmentFile, path: str) -> list[tuple[int, int, int, int]]:
     return entries
 
 
-def _records(seg: SegmentFile, path: str, entries: list[tuple[int, int]]) -> Iterator[LogRecord]:
+def entry_records(seg: SegmentFile, path: str, entries: list[tuple[int, int]]) -> Iterator[LogRecord]:
     """The records of `seg`'s entries at `entries` ((position, end) each, in file order; `path`: where its bytes
     are), each decoded alone."""
     with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as buf:
@@ -374,14 +376,14 @@ def _conflicts(files: list[SegmentFile], paths: list[str | None], read: list[np.
         for i, seg in enumerate(files):  # the entries read, in the loader's order of reading
             at = [(int(pos[i][k]), int(ends[i][k])) for k, e in enumerate(entries[i]) if read[i][k] and near(e)]
             again = {int(pos[i][k]) for k in np.flatnonzero(read[i] & asked[i])}
-            for rec in _records(seg, paths[i], at):
+            for rec in entry_records(seg, paths[i], at):
                 if rec.offset not in kept:
                     kept[rec.offset] = (hash(record_content(rec)), rec.batch.source, rec.batch.position)
                 elif rec.batch.position in again:
                     compare(seg, rec, again=True)
         for i, seg in enumerate(files):
             left = [(int(pos[i][k]), int(ends[i][k])) for k in np.flatnonzero(~read[i] & asked[i])]
-            for rec in _records(seg, paths[i], left):
+            for rec in entry_records(seg, paths[i], left):
                 compare(seg, rec)
     except (OSError, ValueError):
         pass  # a file gone since its heads were walked: reported where it is decoded

@@ -131,12 +131,12 @@ def plan_inputs(paths: Iterable[str | Path]) -> DecodePlan:
     """Discover segment files and tabular dumps; discovery problems become work items too (never dropped).
 
     A tabular input that is a directory is ONE dump (`read_tabular_dump` reads its part files together), so two
-    part files holding the same (partition, offset) with different bytes give a `duplicate_conflict` row; a later
-    tabular input's records at offsets an earlier one holds are its item's `unread` rows (`dump_copies`). A
-    "segment" that is not a regular file (a directory named `00000000000000000000.log`, a pipe) becomes an
-    `unreadable` problem item (`segments.discover_segments`). Raises `NoOffsetsDataError` when there is no segment
-    and no dump at all (an empty directory, only 0-byte segments, only other topics' directories): there is nothing
-    to rebuild from."""
+    part files holding the same (partition, offset) with different bytes give a `duplicate_conflict` row; a
+    tabular input's records at offsets a segment or an earlier tabular input holds are its item's `unread` rows
+    (`dump_copies`). A "segment" that is not a regular file (a directory named `00000000000000000000.log`, a pipe)
+    becomes an `unreadable` problem item (`segments.discover_segments`). Raises `NoOffsetsDataError` when there is no
+    segment and no dump at all (an empty directory, only 0-byte segments, only other topics' directories): there is
+    nothing to rebuild from."""
     paths = [p if storage.is_remote(p) else Path(p) for p in map(str, paths)]
     items: list[dict] = []
     tabular = {str(p): is_tabular(p) for p in paths}
@@ -175,8 +175,10 @@ def plan_inputs(paths: Iterable[str | Path]) -> DecodePlan:
         found = f" ({len(problems)} path(s) not read: {problems[0].reason}{', ...' if len(problems) > 1 else ''})" \
             if problems else ""
         raise NoOffsetsDataError(f"no __consumer_offsets data found under {', '.join(map(str, paths))}{found}")
-    # the records a later tabular input repeats: the first input's are loaded, the copies quarantined
-    copies = dump_copies([p for p, _ in tab_inputs]) if len(tab_inputs) > 1 else [[] for _ in tab_inputs]
+    # the records a tabular input repeats: the segments' are loaded, then the first dump's; the copies quarantined
+    copies = [[] for _ in tab_inputs]
+    if len(tab_inputs) > 1 or (tab_inputs and nseg):
+        copies = dump_copies([p for p, _ in tab_inputs], segments if nseg else [], reading.unread if nseg else None)
     for (dump_path, sizes), copied in zip(tab_inputs, copies):
         size = sum(sizes)
         items.append(dict(kind="tabular", path=str(dump_path), offsets_partition=-1, base_offset=0, size=size,

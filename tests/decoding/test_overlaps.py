@@ -58,7 +58,7 @@ def test_a_file_that_overlaps_none_is_not_decoded(tmp_path, monkeypatch):
     d = tmp_path / "__consumer_offsets-0"
     _file(d, 0, [[(0, b"a"), (1, b"b")]])
     _file(d, 2, [[(2, b"c")]])
-    monkeypatch.setattr(overlaps, "_records", lambda seg: (_ for _ in ()).throw(AssertionError(seg.path)))
+    monkeypatch.setattr(overlaps, "entry_records", lambda seg: (_ for _ in ()).throw(AssertionError(seg.path)))
     assert _conflicts(d) == []
 
 
