@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from pipelines.decoding.log_names import PARTITION_DIR, SKIPPED_DIR
+from pipelines.decoding.log_names import PARTITION_DIR, SKIPPED_DIR, is_internal_topic
 from pipelines.io import storage
 from pipelines.io.cluster import partition_metadata_topic_id
 from pipelines.io.storage import Location
@@ -60,14 +60,10 @@ _CHECKPOINT_VERSION = 0  # OffsetCheckpointFile.CurrentVersion (Kafka 0.9-4.x)
 _METADATA_READERS = 32
 
 
-# Kafka's internal topics (`Topic.INTERNAL_TOPICS`, 4.0) and the KRaft metadata log (`CLUSTER_METADATA_TOPIC_NAME`)
-_INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state", "__cluster_metadata"})
-
-
 def _is_data_topic(topic: str) -> bool:
     """Kafka's internal topics are not what consumer groups lag on. A topic a user named with a leading `__` is
     not one (`Topic.isInternal` names them, 4.0): a group's LAG on it is `kafka-consumer-groups`' like any other."""
-    return topic not in _INTERNAL_TOPICS
+    return not is_internal_topic(topic)
 
 
 

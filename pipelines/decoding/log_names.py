@@ -18,8 +18,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-__all__ = ["METADATA_TOPIC", "OFFSETS_PARTITION_DIR", "PARTITION_DIR", "SEGMENT_NAME", "SKIPPED_DIR",
-           "duplicate_partition_dirs"]
+__all__ = ["INTERNAL_TOPICS", "METADATA_TOPIC", "OFFSETS_PARTITION_DIR", "PARTITION_DIR", "SEGMENT_NAME",
+           "SKIPPED_DIR", "duplicate_partition_dirs", "is_internal_topic"]
 
 # `Integer.parseInt`'s grammar past the last dash: `+`, then decimal digits of the BMP (`int()` reads them alike)
 _PARTITION = r"(\+?(?:(?![\U00010000-\U0010FFFF])\d)+)"
@@ -29,6 +29,14 @@ SKIPPED_DIR = re.compile(r"-(delete|future|stray)\Z")
 SEGMENT_NAME = re.compile(r"^(\d+)\.log\Z")
 #: KRaft's own log (`KafkaRaftServer.MetadataTopic`): `LogManager.loadLogs` leaves its directory to the raft manager
 METADATA_TOPIC = "__cluster_metadata"
+#: Kafka's internal topics (`Topic.INTERNAL_TOPICS`, 3.9 and 4.0: `Topic.isInternal`) and the metadata log. A topic a
+#: user named with a leading `__` (`__audit`) is none of them: a data topic, whose partitions consumer groups lag on
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state", METADATA_TOPIC})
+
+
+def is_internal_topic(topic: str) -> bool:
+    """Whether `topic` is one of Kafka's own (`INTERNAL_TOPICS`), not a data topic."""
+    return topic in INTERNAL_TOPICS
 
 
 def duplicate_partition_dirs(names: Iterable[str]) -> tuple[str, int, str, str] | None:

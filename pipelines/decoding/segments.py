@@ -25,7 +25,7 @@ from pipelines.decoding.batches import BatchItem, read_batches_from_file
 from pipelines.decoding.dump_files import is_dump_name
 from pipelines.decoding.framing import EntryHeads, walk_entry_heads
 from pipelines.decoding.log_names import (OFFSETS_PARTITION_DIR, PARTITION_DIR, SEGMENT_NAME, SKIPPED_DIR,
-                                          duplicate_partition_dirs)
+                                          duplicate_partition_dirs, is_internal_topic)
 from pipelines.decoding.policy import DEFAULT_POLICY, ReadPolicy
 from schemas.records import OFFSET_MAX, PARTITION_MAX, LogRecord, ReadProblem
 
@@ -342,9 +342,11 @@ def _discover_log_dir(p: str, tree, segments: list[SegmentFile], problems: list[
                     _discover_partition_dir(e.path, tree, int(m.group(1)), segments, problems)
             elif SKIPPED_DIR.search(e.name):
                 continue
-            elif (tp := PARTITION_DIR.match(e.name)) and tp.group(1).startswith("__"):
-                problems.append(_problem(e.path, -1, "not_offsets_data",
-                                         f"{e.name} is a partition directory of another topic; not read"))
+            elif tp := PARTITION_DIR.match(e.name):
+                if is_internal_topic(tp.group(1)):  # a data topic's (`__audit-0` too) is `log_end_offsets`'
+                    problems.append(_problem(e.path, -1, "not_offsets_data",
+                                             f"{e.name} is a partition directory of another topic (one of "
+                                             f"Kafka's internal topics); not read"))
             elif e.name.startswith(OFFSETS_TOPIC):  # a copy (`-3.bak`): Kafka loads no such name, its records go unread
                 problems.append(_problem(e.path, -1, "not_offsets_data",
                                          f"{e.name} is not named as a partition directory ({OFFSETS_TOPIC}-N); "

@@ -314,19 +314,20 @@ def test_a_log_file_not_named_by_a_base_offset_is_reported_not_skipped(tmp_path)
 
 
 def test_a_name_that_is_not_utf8_is_reported_as_utf8_text(tmp_path):
-    # Linux names a file with any bytes; a report of one (a file beside the segments, another topic's directory)
-    # held Python's surrogate escapes, which no table takes: the run ended as a stack trace at the work table
+    # Linux names a file with any bytes; a report of one (a file beside the segments, a directory named as the offsets
+    # topic's but no partition of it) held Python's surrogate escapes, which no table takes: the run ended as a stack
+    # trace at the work table
     from pipelines.decoding.rows import problem_to_row, rows_to_arrow
 
     d = tmp_path / "__consumer_offsets-2"
     _seg(d, 0, 1)
-    os.mkdir(os.fsencode(tmp_path) + b"/__tx\xff-0")
+    os.mkdir(os.fsencode(tmp_path) + b"/__consumer_offsets-\xff")
     with open(os.fsencode(d) + b"/junk\xff.log", "wb") as f:
         f.write(b"x")
     segs, problems = discover_segments(tmp_path)
     assert [s.base_offset for s in segs] == [0]
     assert sorted((Path(p.source).name, p.kind) for p in problems) == [
-        ("__tx\\xff-0", "not_offsets_data"), ("junk\\xff.log", "not_offsets_data")]
+        ("__consumer_offsets-\\xff", "not_offsets_data"), ("junk\\xff.log", "not_offsets_data")]
     assert "junk\\xff.log is not named by a base offset" in " ".join(p.reason for p in problems)
     assert rows_to_arrow([problem_to_row(p) for p in problems]).num_rows == 2
 
@@ -512,14 +513,38 @@ def test_a_partition_number_kafka_cannot_parse_is_reported_not_read(tmp_path, na
 
 
 def test_a_dash_after_the_last_dash_names_another_topic(tmp_path):
-    # parseTopicPartitionName splits at the last dash: `__consumer_offsets--0` is partition 0 of `__consumer_offsets-`
+    # parseTopicPartitionName splits at the last dash: `__consumer_offsets--0` is partition 0 of `__consumer_offsets-`,
+    # no internal topic of Kafka's (Topic.INTERNAL_TOPICS, 4.0): a data topic, whose end offsets LAG reads
+    from pipelines.decoding.log_end_offsets import log_end_offsets
+
     root = tmp_path / "logs"
     _seg(root / "__consumer_offsets-0", 0, 1)
     _seg(root / "__consumer_offsets--0", 0, 2)
     segs, problems = discover_segments(root)
     assert [(s.offsets_partition, s.base_offset) for s in segs] == [(0, 0)]
-    assert [(Path(p.source).name, p.kind) for p in problems] == [("__consumer_offsets--0", "not_offsets_data")]
-    assert "another topic" in problems[0].reason
+    assert problems == []
+    assert [(r.topic, r.partition, r.log_end_offset) for r in log_end_offsets([root])[0]] == [
+        ("__consumer_offsets-", 0, 2)]
+
+
+def test_the_offsets_reader_and_lag_agree_on_which_topics_are_kafkas_own(tmp_path):
+    """A log dir's partition directories of a data topic are LAG's (`log_end_offsets`), not offsets data left unread,
+    whether or not its name starts with `__` (`__audit`: Kafka's internal topics are `Topic.INTERNAL_TOPICS`, 4.0);
+    those of Kafka's internal topics are not LAG's, and the offsets reader says it does not read them. `__audit-0`
+    was a `not_offsets_data` problem, where `orders-0` is not, while LAG read its end offsets."""
+    from pipelines.decoding.log_end_offsets import log_end_offsets
+
+    root = tmp_path / "logs"
+    _seg(root / "__consumer_offsets-0", 0, 1)
+    for name in ("orders-0", "__audit-0", "__transaction_state-0", "__share_group_state-0", "__cluster_metadata-0"):
+        _seg(root / name, 0, 2)
+    segs, problems = discover_segments(root)
+    assert [(s.offsets_partition, s.base_offset) for s in segs] == [(0, 0)]
+    reported = sorted(Path(p.source).name for p in problems if p.kind == "not_offsets_data")
+    lag = sorted(f"{r.topic}-{r.partition}" for r in log_end_offsets([root])[0])
+    assert lag == ["__audit-0", "orders-0"]
+    assert reported == ["__cluster_metadata-0", "__share_group_state-0", "__transaction_state-0"]
+    assert not set(reported) & set(lag)
 
 
 @pytest.mark.parametrize("one, other", [("__consumer_offsets-1", "__consumer_offsets-01"),
