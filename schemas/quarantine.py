@@ -78,12 +78,13 @@ NEGATIVE_OFFSET = "negative_offset"
 negative): one record for a row; for a batch, one row standing for its records (`decoding.offset_order`)."""
 DUPLICATE_CONFLICT = "duplicate_conflict"
 """The same (partition, offset) twice with different content: the first row is kept, this one is one record (in one
-dump, or a later tabular input's row). In overlapping segment files, a record left out as a copy that differs from
-the one loaded: evidence, no record."""
+dump, or a tabular input's row at an offset a segment or an earlier tabular input holds). In overlapping segment
+files, a record left out as a copy that differs from the one loaded: evidence, no record."""
 DUPLICATE_ROW = "duplicate_row"
-"""Rows of a tabular input repeating records an earlier tabular input holds at their (partition, offset) (a dump
-given twice, exports that overlap; `decoding.dump_copies`): the earlier input's are loaded; one row per run of them,
-at its first row number, standing for their records."""
+"""Rows of a tabular input repeating records the segments, an earlier tabular input or rows before them in its own
+dump hold at their (partition, offset) (a dump given twice, exports that overlap, a part file written twice, a dump
+beside the log it was exported from; `decoding.dump_copies`, `decoding.tabular`): those are loaded; one row per run
+of them, at its first row number, standing for their records."""
 
 QUARANTINE_KINDS: tuple[str, ...] = (
     CRC_MISMATCH, TORN_TAIL, ZERO_TAIL, UNFRAMEABLE, UNKNOWN_MAGIC, CORRUPT_BATCH, BAD_CODEC, DECOMPRESS_FAILED,

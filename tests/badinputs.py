@@ -217,9 +217,11 @@ def build_combined(root: Path) -> tuple[list[str], dict[str, Expect]]:
     rows_b = [commit(g, 1, 9999, T0 + 2), commit(g, 2, 903, T0 + 3)]
     write_kafka_source_parquet(dumps / "part-0000.parquet", 9, [0, 1, 2, 3], rows_a)
     write_kafka_source_parquet(dumps / "part-0001.parquet", 9, [2, 3], rows_b)
-    # the conflicting row is row 4 of the dump (the first of part-0001, after part-0000's four rows)
-    ex["duplicate_conflict"] = Expect("duplicate_conflict", 9, g, str(dumps), ["appears twice with different content"],
-                                      [4], {0: 901, 1: 902, 2: 903}, kinds=["duplicate_conflict"])
+    # the conflicting row is row 4 of the dump (the first of part-0001, after part-0000's four rows); row 5, repeating
+    # row 3, is a duplicate_row
+    ex["duplicate_conflict"] = Expect("duplicate_conflict", 9, g, str(dumps), ["appears twice with different content",
+                                                                              "rows 5-5: the records of partition 9"],
+                                      [4, 5], {0: 901, 1: 902, 2: 903}, kinds=["duplicate_conflict", "duplicate_row"])
     return [str(logdir), str(dumps)], ex
 
 

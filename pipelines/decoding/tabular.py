@@ -13,8 +13,8 @@ sharing (partition, batch_base_offset) form one batch, otherwise each row is its
 name, as Spark's ``compression`` option writes ``part-0000.json.gz``). ReadProblem positions are row numbers of the
 dump (0-based, in part file order, malformed lines included); each stands for one record (`ReadProblem.records`).
 
-* Same (partition, offset) twice: collapsed when identical; otherwise the first row is kept and
-  ``duplicate_conflict`` reports the other one.
+* Same (partition, offset) twice: the first row is kept; the other is a ``duplicate_row`` (one per run of such rows)
+  when identical, else a ``duplicate_conflict``.
 * Rows of another topic: one ``not_offsets_data`` problem per topic (with the row count), not read.
 * Rows with a null partition/offset, one past Kafka's (a partition past 2^31 - 1, an offset past 2^63 - 1),
   undecodable key/value text, a batch flag that is no boolean (`true`/`false` in any case, 1/0: the text
@@ -716,7 +716,7 @@ def _positioned_rows(table: pa.Table, src: str) -> tuple[pa.Table, list[ReadProb
 
 def _records_in_log_order(table: pa.Table, src: str, encoding: str | None) -> Iterator[LogRecord | ReadProblem]:
     """The rows (sorted by partition and offset) as records, grouped into their batches; a row repeating an offset
-    is skipped, and reported when its content differs from the first."""
+    is not read: a `duplicate_conflict` when its content differs from the first, else a `duplicate_row`."""
     n = table.num_rows
     parts = table.column("partition").to_pylist()
     offs = table.column("offset").to_pylist()
@@ -735,6 +735,7 @@ def _records_in_log_order(table: pa.Table, src: str, encoding: str | None) -> It
 
     rows: list[tuple] = []  # decoded rows of the batch being built
     prev: tuple | None = None  # (partition, offset, key, value, ts) of the last kept row
+    repeats: list[tuple[int, int]] = []  # (row, partition) of each row repeating the kept row of its offset
     for i in range(n):
         part, off = int(parts[i]), int(offs[i])
         try:
@@ -755,6 +756,8 @@ def _records_in_log_order(table: pa.Table, src: str, encoding: str | None) -> It
                                   value=value, kind="duplicate_conflict", records=1,
                                   reason=f"offset {off} of partition {part} appears twice with different "
                                          f"content; the first row is kept")
+            else:
+                repeats.append((row_numbers[i], part))
             continue
         prev = (part, off, key, value, ts)
         base = bases[i]
@@ -765,6 +768,23 @@ def _records_in_log_order(table: pa.Table, src: str, encoding: str | None) -> It
         rows.append((batch_key, off, ts, key, value, _ts_type(tts[i]), peps[i], row_numbers[i]))
     if rows:
         yield from _emit(rows, src)
+    yield from _repeated(repeats, src)
+
+
+def _repeated(repeats: list[tuple[int, int]], src: str) -> Iterator[ReadProblem]:
+    """One `duplicate_row` problem per run of consecutive rows of one partition that repeat rows before them (a part
+    file written twice, a dump appended to itself), standing for their records: the record is loaded once, from the
+    first row, and each copy is accounted for where it lies, as a later dump's copies are (`dump_copies`)."""
+    runs: list[list[int]] = []  # [from row, to row, partition]
+    for row, part in sorted(repeats):
+        if runs and runs[-1][1] == row and runs[-1][2] == part:
+            runs[-1][1] = row + 1
+        else:
+            runs.append([row, row + 1, part])
+    for a, b, part in runs:
+        yield ReadProblem(source=src, offsets_partition=part, position=a, kind="duplicate_row", records=b - a,
+                          reason=f"rows {a}-{b - 1}: the records of partition {part} at their offsets are in rows "
+                                 f"before them, identical: loaded from those; not read ({b - a} record(s))")
 
 
 def _emit(rows: list[tuple], src: str) -> Iterator[LogRecord]:

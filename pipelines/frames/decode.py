@@ -33,7 +33,7 @@ from pipelines.decoding.policy import DEFAULT_POLICY, ReadPolicy
 from pipelines.decoding.reader import is_tabular
 from pipelines.decoding.rows import problem_to_row, rows_to_arrow, to_decoded_row
 from pipelines.decoding.segments import discover_segments, log_start_offsets
-from pipelines.decoding.tabular import OFFSETS_TOPIC, read_tabular_dump, row_faults, value_decoder
+from pipelines.decoding.tabular import OFFSETS_TOPIC, read_tabular_dump
 from pipelines.frames.decoded_log import LOG_DDL, DecodedLog, pack
 from pipelines.io import storage
 from schemas.decoded import DECODED_RECORD_SCHEMA, KIND_ERROR
@@ -370,7 +370,7 @@ def _over_items(spark, plan: DecodePlan, task, ddl: str, per_core: int = 4):
 # ================================================================================================================
 # the reader's own record count (accounting `records_in`)
 # ================================================================================================================
-READ_COUNT_FIELDS = ("records_in", "bytes_unread", "bytes_zero_tail", "collapsed_duplicates")
+READ_COUNT_FIELDS = ("records_in", "bytes_unread", "bytes_zero_tail")
 READ_COUNT_DDL = ("offsets_partition int, " + ", ".join(f"{f} long" for f in READ_COUNT_FIELDS)
                   + ", unread_ranges string, segments string")
 UNREAD_RANGES = "unread_ranges"  # per partition: [(source, from, to, kind)] of the bytes not read into records
@@ -394,8 +394,6 @@ def reader_counts(spark, plan: DecodePlan) -> dict[int | None, dict]:
     * ``bytes_unread`` / ``bytes_zero_tail`` and ``unread_ranges`` — the byte ranges no record was read from:
       unframeable sizes, torn tails, batches that fail their CRC and do not parse (zero tails apart: they hold
       no data).
-    * ``collapsed_duplicates`` — tabular rows identical to an earlier row at the same (partition, offset), which
-      the dump reader drops silently: skipped with a reason.
     * ``segments`` — per segment file, how far the walk framed it (`segment_scan`): what the checkpoint of an
       `--incremental` chain records, from this same walk.
 
@@ -579,7 +577,7 @@ def _count_suspicious(entry: bytes, path: str, partition: int, pos: int, acc: di
 
 
 def count_tabular(path: str, acc: dict | None = None) -> dict:
-    """`reader_counts` for one tabular dump: its rows per partition, mirroring `tabular._iter_records`' folds."""
+    """`reader_counts` for one tabular dump: its rows per partition, as `tabular._iter_records` reads them."""
     acc = {} if acc is None else acc
     dump = read_tabular_dump(path)
     table = dump._table
@@ -596,30 +594,15 @@ def count_tabular(path: str, acc: dict | None = None) -> dict:
         table = table.filter(is_offsets)
     parts = table.column("partition").to_pylist()
     offs = table.column("offset").to_pylist()
-    keys = table.column("key").to_pylist()
-    vals = table.column("value").to_pylist()
-    tss = table.column("timestamp").to_pylist() if "timestamp" in table.column_names else [None] * len(parts)
-    decode = value_decoder(dump.encoding)
-    faults = row_faults(table)
-    first: dict[tuple, tuple] = {}
-    for part, off, k, v, ts, fault in zip(parts, offs, keys, vals, tss, faults):
+    for part, off in zip(parts, offs):
         if part is None or off is None:
             _bump(acc, -1 if part is None else part, records_in=1)
             continue
-        if part < 0 or off < 0:  # a `negative_offset` row: one record, no fold
+        if part < 0 or off < 0:  # a `negative_offset` row: one record
             _bump(acc, max(part, -1), records_in=1)
             continue
-        if part > PARTITION_MAX or off > OFFSET_MAX:  # an `invalid_row` of no partition: one record, no fold
+        if part > PARTITION_MAX or off > OFFSET_MAX:  # an `invalid_row` of no partition: one record
             _bump(acc, -1, records_in=1)
             continue
-        _bump(acc, part, records_in=1)
-        try:
-            content = (decode(k) if k is not None else None, decode(v) if v is not None else None, ts)
-        except Exception:  # noqa: BLE001 - an `invalid_row` problem on the decode side: one row, no fold
-            continue
-        if fault is not None:  # an `invalid_row` too
-            continue
-        kept = first.setdefault((part, off), content)
-        if kept is not content and kept == content:
-            _bump(acc, part, collapsed_duplicates=1)
+        _bump(acc, part, records_in=1)  # a row repeating another's offset too: a `duplicate_*` row stands for it
     return acc

@@ -31,7 +31,6 @@ import pyarrow as pa
 
 SKIP_UNKNOWN_KEY = "unknown key type"
 SKIP_UNKNOWN_VERSION = "unknown value version"
-SKIP_DUPLICATE_ROW = "identical duplicate row in a tabular dump"
 #: a group record the new coordinator's replay throws on (its `group_history` event `skipped`): the load fails there
 SKIP_LOAD_FAILS = "group record the coordinator's load fails on"
 
@@ -109,8 +108,8 @@ class Accounting:
 
         `records_in` (partition → records read, from the reader) replaces the decoded row count per partition;
         a partition the reader saw but that decoded to nothing shows up with zero used records. A value may be
-        the reader's counters (`reader_counts`: records_in, bytes_unread, unread_ranges, collapsed_duplicates),
-        which also add the rows a tabular dump folded as skipped and the bytes that were not read.
+        the reader's counters (`reader_counts`: records_in, bytes_unread, unread_ranges), which also add the bytes
+        that were not read.
         Records past the tally's cut-offs (its `until_offset` / `until_time_ms`, the replay's:
         `coordinator.loader.replayable`) are skipped with that reason instead of used; the records of
         `unknown_key_types` (group records the run's coordinator does not know:
@@ -144,8 +143,6 @@ class Accounting:
                 skipped = dict(base.records_skipped)
                 unread, ranges = 0, ()
                 if isinstance(n, Mapping):
-                    if n.get("collapsed_duplicates"):
-                        skipped[SKIP_DUPLICATE_ROW] = int(n["collapsed_duplicates"])
                     unread = int(n.get("bytes_unread", 0))
                     ranges = tuple(tuple(r) for r in n.get("unread_ranges", ()))
                     n = n.get("records_in", 0)

@@ -127,7 +127,7 @@ def test_explicit_encoding_and_bad_text(tmp_path):
 def test_duplicates_and_other_topics(tmp_path):
     base = {"topic": "__consumer_offsets", "partition": 4, "timestamp": 10, "timestampType": 0}
     rows = [dict(base, key=b"\x00\x01a", value=b"v1", offset=7),
-            dict(base, key=b"\x00\x01a", value=b"v1", offset=7),  # identical: collapsed
+            dict(base, key=b"\x00\x01a", value=b"v1", offset=7),  # identical: a duplicate_row
             dict(base, key=b"\x00\x01a", value=b"v2", offset=8),
             dict(base, key=b"\x00\x01a", value=b"XX", offset=8),  # conflict
             dict(base, key=b"k", value=b"v", offset=3, topic="orders"),
@@ -138,11 +138,35 @@ def test_duplicates_and_other_topics(tmp_path):
     probs = [(o.kind, o.position) for o in out if isinstance(o, ReadProblem)]
     # positions are row numbers of the dump
     assert ("not_offsets_data", 4) in probs and ("invalid_row", 6) in probs and ("duplicate_conflict", 3) in probs
-    assert len(probs) == 3
+    assert ("duplicate_row", 1) in probs
+    assert len(probs) == 4
     recs = [o for o in out if isinstance(o, LogRecord)]
     assert [(r.offset, r.value) for r in recs] == [(7, b"v1"), (8, b"v2")]
     conflict = next(o for o in out if isinstance(o, ReadProblem) and o.kind == "duplicate_conflict")
     assert conflict.value == b"XX"
+
+
+def test_a_part_file_written_twice_is_duplicate_rows_with_their_dump_and_row(tmp_path):
+    """Two part files of one dump holding the same rows (a part written again): each record is loaded once and its
+    copies were skipped with a reason but without a file or a row to look at; they are `duplicate_row` problems now,
+    one per run of rows (its dump, its first row), standing for their records, as a later dump's copies are, so the
+    reader's count (every row) is the records read plus the records the problems stand for."""
+    from pipelines.frames.decode import count_tabular
+
+    base = {"topic": "__consumer_offsets", "partition": 4, "timestamp": 10, "timestampType": 0}
+    rows = [dict(base, key=b"\x00\x01a", value=b"v%d" % i, offset=i) for i in range(3)]
+    (tmp_path / "d").mkdir()
+    for name in ("part-0000.parquet", "part-0001.parquet"):
+        pq.write_table(pa.Table.from_pylist(rows), tmp_path / "d" / name)
+    pq.write_table(pa.Table.from_pylist([dict(base, key=b"\x00\x01a", value=b"v3", offset=3), rows[1]]),
+                   tmp_path / "d" / "part-0002.parquet")
+    out = list(read_tabular_dump(tmp_path / "d"))
+    assert [r.offset for r in out if isinstance(r, LogRecord)] == [0, 1, 2, 3]
+    problems = [(o.kind, o.source, o.offsets_partition, o.position, o.records) for o in out
+                if isinstance(o, ReadProblem)]
+    d = str(tmp_path / "d")
+    assert problems == [("duplicate_row", d, 4, 3, 3), ("duplicate_row", d, 4, 7, 1)]
+    assert count_tabular(d)[4]["records_in"] == 4 + 3 + 1
 
 
 def test_missing_columns_and_paths(tmp_path):
@@ -239,9 +263,9 @@ def test_batch_flags_written_as_text_are_read_as_booleans(tmp_path):
     assert "is_transactional 'no'" in next(o for o in out if isinstance(o, ReadProblem)).reason
     assert [(r.offset, r.batch.is_transactional) for r in out if isinstance(r, LogRecord)] == [
         (0, False), (2, False), (3, True)]
-    # the reader's own count: four rows in, none folded
-    assert {p: (c["records_in"], c["collapsed_duplicates"]) for p, c in count_tabular(
-        str(tmp_path / "d.csv")).items()} == {3: (4, 0)}
+    # the reader's own count: four rows in
+    assert {p: c["records_in"] for p, c in count_tabular(
+        str(tmp_path / "d.csv")).items()} == {3: 4}
 
 
 def test_batch_facts_and_timestamps_past_kafkas_types_are_invalid_rows(tmp_path):
@@ -285,8 +309,8 @@ def test_batch_facts_and_timestamps_past_kafkas_types_are_invalid_rows(tmp_path)
         assert [r.offset for r in out if isinstance(r, LogRecord)] == [0, 6], name
         # the rows the run decodes fit their columns
         assert rows_to_arrow(list(iter_decoded_rows([tmp_path / name]))).num_rows == 7, name
-        assert {p: (c["records_in"], c["collapsed_duplicates"]) for p, c in count_tabular(
-            str(tmp_path / name)).items()} == {3: (7, 0)}, name
+        assert {p: c["records_in"] for p, c in count_tabular(
+            str(tmp_path / name)).items()} == {3: 7}, name
 
 
 def test_one_fact_past_a_long_in_a_text_dump_is_one_invalid_row(tmp_path):
@@ -317,8 +341,8 @@ def test_one_fact_past_a_long_in_a_text_dump_is_one_invalid_row(tmp_path):
             (0, pid), (1, pid), (3, pid)], name
         if name == "f.jsonl":
             assert [r.timestamp for r in out if isinstance(r, LogRecord)] == [10, (1 << 63) - 1, 10]
-        assert {p: (c["records_in"], c["collapsed_duplicates"]) for p, c in count_tabular(
-            str(tmp_path / name)).items()} == {3: (4, 0)}, name
+        assert {p: c["records_in"] for p, c in count_tabular(
+            str(tmp_path / name)).items()} == {3: 4}, name
 
 
 def test_batch_facts_a_writer_stored_as_doubles_are_read_where_a_double_holds_them_exactly(tmp_path):
@@ -355,8 +379,8 @@ def test_batch_facts_a_writer_stored_as_doubles_are_read_where_a_double_holds_th
         assert got == [(0, 7, 1, 10, "CreateTime", False), (1, -1, 1, 10, "CreateTime", False),
                        (4, 7, 1, 10, "LogAppendTime", False), (5, 7, 1, 10, "CreateTime", False)], (name, got)
         assert all(type(r.batch.producer_id) is int for r in out if isinstance(r, LogRecord))
-        assert {p: (c["records_in"], c["collapsed_duplicates"]) for p, c in count_tabular(
-            str(tmp_path / name)).items()} == {3: (6, 0)}, name
+        assert {p: c["records_in"] for p, c in count_tabular(
+            str(tmp_path / name)).items()} == {3: 6}, name
 
 
 @pytest.mark.parametrize("fmt", ["jsonl", "parquet"])
@@ -384,8 +408,8 @@ def test_one_part_file_typing_a_fact_otherwise_is_its_invalid_row_not_the_dump_r
     assert [(o.kind, o.position) for o in out if isinstance(o, ReadProblem)] == [("invalid_row", 4)], out
     assert [(r.offset, r.batch.producer_id) for r in out if isinstance(r, LogRecord)] == [
         (0, pid), (1, pid), (2, pid), (3, int(small)), (5, int(small))]
-    assert {p: (c["records_in"], c["collapsed_duplicates"]) for p, c in count_tabular(
-        str(tmp_path / "d")).items()} == {3: (6, 0)}
+    assert {p: c["records_in"] for p, c in count_tabular(
+        str(tmp_path / "d")).items()} == {3: 6}
 
 
 @pytest.mark.parametrize("key, value, message", [
@@ -550,8 +574,8 @@ def test_a_dump_directory_mixing_formats_is_refused(tmp_path):
 
     (tmp_path / "c.csv.gz").write_bytes(gzip.compress((tmp_path / "a.csv").read_bytes()))  # one format, packed or not
     out = list(read_tabular_dump(tmp_path))
-    assert len([o for o in out if isinstance(o, LogRecord)]) == 3  # the rows of c repeat a's: collapsed
-    assert not [o for o in out if isinstance(o, ReadProblem)]
+    assert len([o for o in out if isinstance(o, LogRecord)]) == 3  # the rows of c repeat a's: not read again
+    assert [(o.kind, o.position, o.records) for o in out if isinstance(o, ReadProblem)] == [("duplicate_row", 3, 3)]
 
 
 @pytest.mark.parametrize("fmt", ["json", "parquet"])
