@@ -1,11 +1,12 @@
 """The one snapshot reader: which snapshot is served (the `runs` table, CONTRACT.md "Snapshots") and its tables
 read at the Delta versions its run committed, without Spark.
 
-A run records in its `runs` row (`table_versions`) the version each snapshot table's commit produced; every read
-of that snapshot opens the table AT that version. A rerun of the id killed between its table commits and its
-`runs` row therefore leaves readers on the previous, complete versions. A row without `table_versions` (written
-before the column existed) reads the latest version. Every command, the HTTP API, `offsetlake sql` and the
-warehouse's own reads (`Warehouse.read_table`, `latest_snapshot_id`) go through here.
+A run records in its `runs` row (`table_versions`) the version each snapshot table's commit produced, and the
+`offset_commits` history's version it left; every read of that snapshot opens the table AT that version. A rerun
+of the id killed between its table commits and its `runs` row therefore leaves readers on the previous, complete
+versions. A row without `table_versions` (written before the column existed) reads the latest version. Every
+command, the HTTP API, `offsetlake sql` and the warehouse's own reads (`Warehouse.read_table`,
+`latest_snapshot_id`) go through here.
 """
 from __future__ import annotations
 
@@ -551,9 +552,9 @@ class DeltaWarehouseReader:
             return None
         return dt.file_uris(file_pruning_predicate=[("snapshot_id", "=", snap.snapshot_id)])
 
-    def history_dataset(self, table: str):
-        """A pyarrow dataset of an unpartitioned table at its latest version (None if it does not exist)."""
-        dt = self._open(table)
+    def history_dataset(self, table: str, version: int | None = None):
+        """A pyarrow dataset of an unpartitioned table at `version` (None: the latest; None if it does not exist)."""
+        dt = self._open(table, version)
         return None if dt is None else self._dataset(table, dt)
 
     def history_table(self, table, *, filters=None, columns=None, dictionary=(), version=None):
@@ -612,8 +613,8 @@ class Snapshot:
 
     @property
     def table_versions(self) -> dict[str, int]:
-        """Table -> the Delta version this snapshot's commit produced (empty for a run written before
-        `runs.table_versions` existed: those read the latest versions)."""
+        """Table -> the Delta version this snapshot's commit produced, `offset_commits` -> the history's as its run
+        left it (empty for a run written before `runs.table_versions` existed: those read the latest versions)."""
         pinned = self.run.get("table_versions")
         if not pinned:
             return {}

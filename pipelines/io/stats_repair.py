@@ -132,8 +132,11 @@ def _repair_named(path, table: str) -> TableRepair:
 
 
 def _partition_files(path, version: int, snapshot_id: str) -> set[str]:
+    """The files a snapshot reads of the table at `version`: its partition's, or every file of the history (which
+    a later run's records make another history than the one the snapshot pinned)."""
     dt = delta.open_table(path, version)
-    return {f["path"] for f in delta.active_files(dt) if f["partition_values"].get("snapshot_id") == snapshot_id}
+    return {f["path"] for f in delta.active_files(dt)
+            if "snapshot_id" not in f["partition_values"] or f["partition_values"]["snapshot_id"] == snapshot_id}
 
 
 def repin(warehouse, repaired: dict[str, int]) -> None:

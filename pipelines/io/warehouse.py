@@ -484,14 +484,20 @@ class Warehouse:
             staged.update(self.stage_tables(snapshot_id, {t: tables[t] for t in SNAPSHOT_TABLES if t not in staged}))
             for table, (_rel, adds) in staged.items():
                 self._check_rows(table, snapshot_id, expected, _add_rows(adds), "staged")
+            merged = None
             if history is not None:
-                self._merge_offset_commits(snapshot_id, history, spark=spark)
+                merged = self._merge_offset_commits(snapshot_id, history, spark=spark)
                 if history.cluster is not None:
                     clusters.record(self.root, history.cluster)
+            history_version = merged if merged is not None else self._history_version()
             if before_commit is not None:
                 before_commit()
             stage = "commit"
             self._commit_tables(snapshot_id, staged, expected, pinned, committed)
+            if history_version is not None:
+                # the history is every run's (a later one adds its records, rewrites a file whose transaction it
+                # saw end): this snapshot's views read it as this run left it, not with the records it never read
+                pinned["offset_commits"] = history_version
         except BaseException as exc:
             # a commit that failed on the store may have landed: its table's files stay (a vacuum judges them)
             self.discard_staged({t: files for t, files in staged.items() if t not in committed
@@ -528,6 +534,11 @@ class Warehouse:
         if final_status not in _FINAL_WRITE_STATUSES:
             raise WarehouseError(f"write_snapshot ends a run as one of {_FINAL_WRITE_STATUSES}, not {final_status!r}")
         return final_status
+
+    def _history_version(self) -> int | None:
+        """The `offset_commits` version in place (None: no history yet), for a run whose merge changed nothing."""
+        dt = delta.open_table(self._table("offset_commits"))
+        return None if dt is None else dt.version()
 
     def _commit_tables(self, snapshot_id: str, staged: Mapping[str, tuple[str, list]], expected: dict[str, int],
                        pinned: dict[str, int], committed: list[str]) -> None:
@@ -1100,8 +1111,9 @@ class Warehouse:
                              f"({describe_holder(holder)})")
 
     def _pinned_files(self, table: str, runs: list[dict]) -> set[str]:
-        """Files (relative to the table) that `runs`' snapshots read of `table` at their pinned versions."""
-        if table not in SNAPSHOT_TABLES:
+        """Files (relative to the table) that `runs`' snapshots read of `table` at their pinned versions: their own
+        partition's of a snapshot table, every file of the history at the version they pinned."""
+        if table not in SNAPSHOT_TABLES and table != "offset_commits":
             return set()
         out: set[str] = set()
         for r in runs:
@@ -1110,7 +1122,7 @@ class Warehouse:
             if dt is None:
                 continue
             out |= {unquote(f["path"]) for f in delta.active_files(dt)
-                    if f["partition_values"].get("snapshot_id") == r["snapshot_id"]}
+                    if table not in SNAPSHOT_TABLES or f["partition_values"].get("snapshot_id") == r["snapshot_id"]}
         return out
 
     def retain(self, keep: int, retention_hours: int = 0, lock=None, current: str | None = None) -> dict:

@@ -35,7 +35,7 @@ from pipelines.serving.cells import cell
 from pipelines.serving.codes import string_codes
 from pipelines.serving.group_regex import BadGroupRegex, check, matching
 from pipelines.serving.history import (applied_history, applied_time, check_within, compaction_note, group_events,
-                                       log_gaps, took_effect_by)
+                                       log_gaps, snapshot_commits, took_effect_by)
 from pipelines.serving.index import no_group_matches, unknown_group_message, unknown_groups
 from pipelines.times import EPOCH, TimeFormatError, parse_time_ms
 
@@ -377,8 +377,8 @@ def _offset_changes(reader: SnapshotReader, snap: Snapshot, sel: Selection, even
                     partitions: set[int], read: dict) -> list[dict]:
     """The offset changes of the window; `partitions` receives the offsets partitions of the selected groups'
     commits, `read["commits"]` the history rows read."""
-    commits = reader.history_table("offset_commits", filters=sel.filters(), columns=_COMMIT_COLUMNS,
-                                   dictionary=("group_id", "topic", "txn_outcome"))
+    commits = snapshot_commits(reader, snap, filters=sel.filters(), columns=_COMMIT_COLUMNS,
+                               dictionary=("group_id", "topic", "txn_outcome"))
     commits = applied_history(sel.keep(commits), snap.snapshot_id)
     read["commits"] = commits
     if commits is None or not commits.num_rows:

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
 from pipelines.io.snapshots import Snapshot, SnapshotReader, column_values
-from pipelines.serving.history import HistoryUnavailable, applied_history, took_effect_by
+from pipelines.serving.history import HistoryUnavailable, applied_history, snapshot_commits, took_effect_by
 from pipelines.serving.index import SnapshotIndex, consumer_lag
 from pipelines.serving.overview import epoch_seconds
 
@@ -207,7 +207,7 @@ def _recent_commits(reader: SnapshotReader, snap: Snapshot) -> dict[tuple, list[
 
     cols = ["offsets_partition", "group_id", "topic", "partition", "committed_offset", "commit_timestamp",
             "is_tombstone", "txn_outcome", "applied_offset", "applied_timestamp"]
-    t = applied_history(reader.history_table("offset_commits", columns=cols), snap.snapshot_id)
+    t = applied_history(snapshot_commits(reader, snap, columns=cols), snap.snapshot_id)
     if t is None or t.num_rows == 0:
         return {}
     until = snap.log_until  # the commits the state holds: a what-if --as-of before the log's end is no cut

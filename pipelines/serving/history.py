@@ -63,6 +63,16 @@ def unrecorded(commits: pa.Table, snapshot_id: str) -> str | None:
             "took effect: rebuild it with this version (offsetlake rebuild) to fill it")
 
 
+def snapshot_commits(reader: SnapshotReader, snap: Snapshot, *, columns: list[str], filters: Filters | None = None,
+                     dictionary: tuple[str, ...] = ()) -> pa.Table | None:
+    """The `offset_commits` history as `snap`'s run left it: at the version its run pinned (`runs.table_versions`;
+    the latest for a run written before versions were pinned). The table is every run's, so its latest version
+    holds the records later runs (or a rerun) added, which the snapshot never read: every view of one snapshot
+    reads this one version, and they tell one story."""
+    return reader.history_table("offset_commits", filters=filters, columns=columns, dictionary=dictionary,
+                                version=snap.version_of("offset_commits"))
+
+
 def applied_history(commits: pa.Table | None, snapshot_id: str) -> pa.Table | None:
     """`commits`, checked to say what took effect (`HistoryUnavailable` otherwise)."""
     why = None if commits is None else unrecorded(commits, snapshot_id)

@@ -16,6 +16,7 @@ import pyarrow.compute as pc
 
 from pipelines.io.snapshots import Snapshot, SnapshotReader, column_values, iso, jsonable, table_rows
 from pipelines.serving.cache import ResponseCache
+from pipelines.serving.history import snapshot_commits
 from pipelines.state.lag import consumer_lag  # noqa: F401 - LAG's one rule, which the serving modules import here
 
 # The contract's shape of one committed offset (`GET /groups/{id}/offsets`).
@@ -510,7 +511,7 @@ def unknown_groups(reader: SnapshotReader, snapshot: Snapshot, group_ids) -> lis
             found.update(pc.unique(table.column("group_id")).to_pylist())
         if found.issuperset(wanted):
             return []
-    history = reader.history_table("offset_commits", filters=flt, columns=["group_id"])
+    history = snapshot_commits(reader, snapshot, filters=flt, columns=["group_id"])
     if history is not None and history.num_rows:
         found.update(pc.unique(history.column("group_id")).to_pylist())
     return [g for g in wanted if g not in found]
@@ -527,7 +528,7 @@ def no_group_matches(reader: SnapshotReader, snapshot: Snapshot, pattern: str) -
         table = reader.snapshot_table(t, snapshot, columns=["group_id"])
         if table is not None and table.num_rows and matching(pc.unique(table.column("group_id")).to_pylist(), pattern):
             return None
-    history = reader.history_table("offset_commits", columns=["group_id"])
+    history = snapshot_commits(reader, snapshot, columns=["group_id"])
     if history is not None and history.num_rows and matching(pc.unique(history.column("group_id")).to_pylist(),
                                                              pattern):
         return None

@@ -48,7 +48,7 @@ from pipelines.coordinator.options import (DEFAULT_KAFKA_VERSION, DEFAULT_RETENT
 from pipelines.heap import gc_paused
 from pipelines.io.snapshots import GroupNotFound, Snapshot, SnapshotReader
 from pipelines.serving.group_regex import check as check_group_regex, matching
-from pipelines.serving.history import HistoryUnavailable, check_within, group_events
+from pipelines.serving.history import HistoryUnavailable, check_within, group_events, snapshot_commits
 from pipelines.serving.index import no_group_matches, unknown_group_message, unknown_groups
 from pipelines.serving.reset_plan import legal_topic, reset_refused
 from pipelines.times import EPOCH, datetime_to_ms, parse_time_ms
@@ -216,10 +216,8 @@ _DICTIONARY = ("group_id", "topic", "txn_outcome", "metadata", "topic_id")
 
 
 def _history_at(reader: SnapshotReader, snap: Snapshot, filters, columns=_COMMIT_COLUMNS) -> pa.Table | None:
-    """The `offset_commits` history as the snapshot's run left it (its pinned version; the latest for a run
-    written before versions were pinned)."""
-    return reader.history_table("offset_commits", filters=filters, columns=columns,
-                                version=snap.version_of("offset_commits"), dictionary=_DICTIONARY)
+    """The `offset_commits` rows the plan reads, as the snapshot's run left them (`history.snapshot_commits`)."""
+    return snapshot_commits(reader, snap, filters=filters, columns=columns, dictionary=_DICTIONARY)
 
 
 def decoded_log(commits: pa.Table, events: pa.Table, options) -> pa.Table:

@@ -48,8 +48,8 @@ def connect(reader: DeltaWarehouseReader, snapshot: Snapshot) -> duckdb.DuckDBPy
     for name, schema in TABLES.items():
         if name in SNAPSHOT_TABLES:  # the snapshot's partition at the version its run pinned
             source = reader.snapshot_dataset(name, snapshot)
-        else:
-            source = reader.history_dataset(name)
+        else:  # the history as the snapshot's run left it (`runs`: the latest, every run's)
+            source = reader.history_dataset(name, snapshot.version_of(name))
         if source is None:  # a table the pipeline has not written yet: an empty view with the contract's columns
             source = schema.empty_table()
         con.register(f"__delta_{name}", source)

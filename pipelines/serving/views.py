@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipelines.io.snapshots import GroupNotFound, SnapshotReader, jsonable
-from pipelines.serving.history import group_events, outcome_as_of
+from pipelines.serving.history import group_events, outcome_as_of, snapshot_commits
 from pipelines.serving.index import (GROUP_STATES, GROUP_TYPES, LAG_FIELDS, OFFSET_FIELDS, SnapshotIndex,
                                      assignment_strategy, consumer_lag, json_rows)
 
@@ -293,8 +293,8 @@ def group_commits(
         flt.append(("topic", "=", topic))
     if partition is not None:
         flt.append(("partition", "=", partition))
-    t = reader.history_table("offset_commits", filters=flt,
-                             columns=COMMIT_FIELDS + ["group_id", "txn_marker_timestamp"])
+    t = snapshot_commits(reader, idx.snapshot, filters=flt,
+                         columns=COMMIT_FIELDS + ["group_id", "txn_marker_timestamp"])
     if (t is None or t.num_rows == 0) and not idx.exists(gid):
         raise GroupNotFound(idx.absent_reason(gid))
     rows: list[dict] = []

@@ -208,3 +208,35 @@ def test_table_versions_are_in_the_runs_row_as_a_map(tmp_path):
                                     "SELECT table_versions['loaded_offsets'] AS v FROM runs"]).stdout
     assert json.loads(out) == [{"v": versions["loaded_offsets"]}]
     assert pa.types.is_map(TABLES["runs"].field("table_versions").type)
+
+
+def test_retain_keeps_the_history_a_kept_snapshot_pinned(no_spark, settings, tmp_path):
+    """A later run rewrites the history file holding a record whose transaction it saw end (pending -> committed,
+    copy-on-write). Each snapshot reads the history at the version its run pinned (`runs.table_versions`), so
+    `retain`'s vacuum keeps the files of those versions: the older snapshot still reads its history (the
+    transaction still pending there, as its `pending_offsets` say) where it lost its file."""
+    from pipelines.decoding.batch_writer import write_control_batch, write_record_batch
+    from pipelines.io.snapshots import DeltaWarehouseReader
+    from pipelines.rebuild import RebuildRequest, run_rebuild
+    from tests import badinputs as bi
+
+    g = bi.group_in(1, "g")
+    log = [bi.batch([bi.commit(g, 0, 200, bi.T0 + 1000)], 0),
+           write_record_batch([bi.commit(g, 0, 150, bi.T0 + 2000)], 1, producer_id=5, producer_epoch=0,
+                              base_sequence=0, is_transactional=True),
+           write_control_batch(1, 0, 2, 5, 0, bi.T0 + 3000)]  # COMMIT (ControlRecordType, 4.0)
+    wh = tmp_path / "wh"
+    for sid, batches in (("first", log[:2]), ("second", log)):
+        bi.write_segment(tmp_path / sid / "__consumer_offsets-1", 0, b"".join(batches))
+        res = run_rebuild(no_spark, settings, RebuildRequest(inputs=(str(tmp_path / sid),), warehouse=str(wh),
+                                                             snapshot_id=sid, num_partitions=50))
+        assert res.status == "succeeded", res
+    Warehouse(str(wh)).retain(keep=2)
+    reader = DeltaWarehouseReader(str(wh))
+    outcomes = {}
+    for sid in ("first", "second"):
+        snap = reader.snapshot(sid)
+        t = reader.history_table("offset_commits", columns=["committed_offset", "txn_outcome"],
+                                 version=snap.version_of("offset_commits"))
+        outcomes[sid] = sorted(zip(*(t.column(c).to_pylist() for c in ("committed_offset", "txn_outcome"))))
+    assert outcomes == {"first": [(150, "pending"), (200, None)], "second": [(150, "committed"), (200, None)]}

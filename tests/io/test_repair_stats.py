@@ -180,3 +180,31 @@ def test_repair_stats_of_a_truncated_delta_log_is_one_line_naming_the_table(tmp_
     assert res.exit_code == 2, res.output
     assert res.stderr.startswith(f"error: {table}: cannot read its Delta log at ") and res.stderr.count("\n") == 1, \
         res.stderr
+
+
+def test_repinning_after_a_repair_keeps_a_snapshot_off_the_history_a_later_run_added(no_spark, settings, tmp_path):
+    """`repin` moves a snapshot's pin to a repair's commit only where the files it reads are the same there. A
+    snapshot reads all of the `offset_commits` history at its pin (no partition of its own): after a later run
+    added a record, a repair of the history (its commit, here the newest version) must leave the older snapshot's
+    pin where it was, or its views would show the record it never read."""
+    from pipelines.io.snapshots import DeltaWarehouseReader
+    from pipelines.io.stats_repair import repin
+    from pipelines.rebuild import RebuildRequest, run_rebuild
+    from tests import badinputs as bi
+
+    g = bi.group_in(1, "g")
+    log = [bi.batch([bi.commit(g, 0, o, bi.T0 + 1000 * (i + 1))], i) for i, o in enumerate((200, 150))]
+    wh = tmp_path / "wh"
+    for n, sid in enumerate(("first", "second"), 1):
+        bi.write_segment(tmp_path / sid / "__consumer_offsets-1", 0, b"".join(log[:n]))
+        res = run_rebuild(no_spark, settings, RebuildRequest(inputs=(str(tmp_path / sid),), warehouse=str(wh),
+                                                             snapshot_id=sid, num_partitions=50))
+        assert res.status == "succeeded", res
+    repin(wh, {"offset_commits": Warehouse(wh).table_version("offset_commits")})
+    reader = DeltaWarehouseReader(str(wh))
+    seen = {}
+    for sid in ("first", "second"):
+        t = reader.history_table("offset_commits", columns=["committed_offset"],
+                                 version=reader.snapshot(sid).version_of("offset_commits"))
+        seen[sid] = sorted(t.column("committed_offset").to_pylist())
+    assert seen == {"first": [200], "second": [150, 200]}

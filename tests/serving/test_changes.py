@@ -350,3 +350,68 @@ def test_a_window_after_the_snapshot_s_as_of_is_refused(story):
     with TestClient(create_app(DeltaWarehouseReader(story), refresh_interval=0)) as client:
         r = client.get("/changes", params={"from": "2026-01-01T00:00:41Z", "to": "2026-01-02"})
         assert r.status_code == 400 and r.json()["detail"].startswith("from 2026-01-01T00:00:41.000Z is after"), r.text
+
+
+def test_an_older_snapshot_s_views_are_its_own_run_s_history(no_spark, settings, tmp_path):
+    """`offset_commits` is one table for every run. Snapshot `first` read broker 1's offsets partition as copied at
+    T0+2 s (g rewound from 200 to 150) and broker 2's as copied at T0+8 s (h rewound from 300 to 100), so its log
+    ends at T0+8 s; `second` read broker 1's copied later, holding g's rewind to 50 at T0+5 s, inside first's
+    window. Every view of first reads the history at the version first's run pinned (`runs.table_versions`), as
+    its restore plan does: `changes`, `GET /changes`, `restore-plan --damaged-since`, the group's commits and its
+    status windows show first's offset of g (150, as describe does), never the rewind first did not read."""
+    from fastapi.testclient import TestClient
+
+    from jobs.api import create_app
+    from pipelines.io.snapshots import DeltaWarehouseReader
+    from pipelines.rebuild import RebuildRequest, run_rebuild
+    from tests import badinputs as bi
+
+    g, h, k = bi.group_in(1, "g"), bi.group_in(2, "h"), bi.group_in(1, "k")
+    g_log = [bi.batch([bi.commit(gid, 0, o, bi.T0 + t)], i)
+             for i, (gid, o, t) in enumerate(((g, 200, 1000), (g, 150, 2000), (g, 50, 5000), (k, 7, 6000)))]
+    bi.write_segment(tmp_path / "broker-1-early" / "__consumer_offsets-1", 0, b"".join(g_log[:2]))
+    bi.write_segment(tmp_path / "broker-1-late" / "__consumer_offsets-1", 0, b"".join(g_log))
+    h_log = [bi.batch([bi.commit(h, 0, o, bi.T0 + t)], i) for i, (o, t) in enumerate(((300, 3000), (100, 8000)))]
+    bi.write_segment(tmp_path / "broker-2" / "__consumer_offsets-2", 0, b"".join(h_log))
+    wh = tmp_path / "wh"
+    for sid, broker_1 in (("first", "broker-1-early"), ("second", "broker-1-late")):
+        res = run_rebuild(no_spark, settings, RebuildRequest(
+            inputs=(str(tmp_path / broker_1), str(tmp_path / "broker-2")), warehouse=str(wh), snapshot_id=sid,
+            num_partitions=50))
+        assert res.status == "succeeded", res
+
+    def regressed(snapshot: str) -> list[tuple]:
+        return [(c["kind"], c["group_id"], c["previous_offset"], c["committed_offset"])
+                for c in changes(wh, str(bi.T0), str(bi.T0 + 8000), "--snapshot", snapshot)]
+
+    assert regressed("second") == [("offset_regressed", g, 200, 150), ("offset_regressed", g, 150, 50),
+                                   ("offset_regressed", h, 300, 100)]
+    assert regressed("first") == [("offset_regressed", g, 200, 150), ("offset_regressed", h, 300, 100)]
+    for selection in (["--group", k], ["--group-regex", "^k-"]):  # k committed in second's log alone
+        r = CliRunner().invoke(main, ["changes", "--warehouse", str(wh), "--snapshot", "first", "--from",
+                                      str(bi.T0), "--to", str(bi.T0 + 8000), *selection])
+        assert r.exit_code == 2 and "snapshot 'first'" in r.output, r.output
+    out = tmp_path / "plan"
+    r = CliRunner().invoke(main, ["restore-plan", "--warehouse", str(wh), "--snapshot", "first", "--as-of",
+                                  str(bi.T0 + 3000), "--damaged-since", str(bi.T0 + 3000), "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    assert json.loads((out / "index.json").read_text()) == {f"{h}.csv": h}  # g's one damage was at T0+2 s
+    assert (out / f"{h}.csv").read_text() == f"{bi.TOPIC},0,300\n"
+    r = CliRunner().invoke(main, ["sql", "--warehouse", str(wh), "--snapshot", "first", "--format", "csv",
+                                  f"SELECT committed_offset FROM offset_commits WHERE group_id = '{g}' "
+                                  "ORDER BY record_offset"])
+    assert r.exit_code == 0, r.output
+    assert r.output.split() == ["committed_offset", "200", "150"]
+
+    with TestClient(create_app(DeltaWarehouseReader(str(wh)))) as client:
+        def get(route: str, **params) -> dict:
+            r = client.get(route, params={"snapshot": "first", **params})
+            assert r.status_code == 200, r.text
+            return r.json()
+
+        body = get("/changes", **{"from": str(bi.T0 + 3000), "to": str(bi.T0 + 8000)})
+        assert [(c["kind"], c["group_id"]) for c in body["changes"]] == [("offset_regressed", h)]
+        assert [o["committed_offset"] for o in get(f"/groups/{g}/offsets")] == [150]
+        assert [c["committed_offset"] for c in get(f"/groups/{g}/commits")["commits"]] == [200, 150]
+        status = get("/status/groups", group=g)
+        assert [w["offset"] for w in status["partition_status"][0]["window"]] == [200, 150]
