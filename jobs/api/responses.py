@@ -18,8 +18,21 @@ from jobs.api.models import ErrorOut
 
 SNAPSHOT_HEADER = "X-Offsetlake-Snapshot"
 
+# httptools' url_parser.pyx (0.9: MAX_URL_LENGTH, (1 << 16) - 1): a longer request target is no URL it parses
+MAX_TARGET_BYTES = (1 << 16) - 1
+
+
+# A request's head (its request line and headers) read at most: a target of up to MAX_TARGET_BYTES and as much
+# again of headers. httptools sets no limit of its own: it gathers a header however long in memory before uvicorn
+# sees it, so a client sending megabytes of headers grew the server by hundreds of megabytes, and kept it busy.
+MAX_HEAD_BYTES = 2 << 16
+
+
 ERRORS = {400: {"model": ErrorOut, "description": "bad parameter"},
-          404: {"model": ErrorOut, "description": "not found"}}
+          404: {"model": ErrorOut, "description": "not found"},
+          # answered by the HTTP server before any route sees the request (`JsonErrorsProtocol`), to any of them
+          414: {"model": ErrorOut, "description": f"request target over {MAX_TARGET_BYTES:,} bytes"},
+          431: {"model": ErrorOut, "description": f"request line and headers over {MAX_HEAD_BYTES:,} bytes"}}
 AUTH_ERRORS = {401: {"model": ErrorOut, "description": "missing or wrong bearer token"}}
 
 
@@ -96,14 +109,6 @@ def _allow_head(send: Send) -> Send:
     return sender
 
 
-# httptools' url_parser.pyx (0.9: MAX_URL_LENGTH, (1 << 16) - 1): a longer request target is no URL it parses
-MAX_TARGET_BYTES = (1 << 16) - 1
-
-
-# A request's head (its request line and headers) read at most: a target of up to MAX_TARGET_BYTES and as much
-# again of headers. httptools sets no limit of its own: it gathers a header however long in memory before uvicorn
-# sees it, so a client sending megabytes of headers grew the server by hundreds of megabytes, and kept it busy.
-MAX_HEAD_BYTES = 2 << 16
 LINGER_SECONDS = 10
 
 

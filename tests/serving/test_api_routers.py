@@ -65,3 +65,14 @@ def test_one_tag_per_router_and_per_operation(spec):
         for method, op in item.items():
             assert len(op.get("tags", [])) == 1 and op["tags"][0] in TAGS, (method, route, op.get("tags"))
     assert {op["tags"][0] for item in spec["paths"].values() for op in item.values()} == TAGS
+
+
+def test_every_operation_documents_the_answers_the_server_gives_before_any_route(spec):
+    """`offsetlake serve` answers a request target over 65,535 bytes with a 414 and a head over 128 KiB with a 431,
+    JSON with a `detail` (jobs/api/responses.py JsonErrorsProtocol), whatever the route: a client generated from
+    the description knows them as it knows the 400 and 404, with the same error body."""
+    error = spec["paths"]["/groups"]["get"]["responses"]["400"]["content"]
+    for route, item in spec["paths"].items():
+        for method, op in item.items():
+            for status in ("414", "431"):
+                assert op["responses"].get(status, {}).get("content") == error, (method, route, status)
