@@ -14,7 +14,7 @@ from starlette.concurrency import run_in_threadpool
 
 from jobs.api.models import CommitsOut, GroupDetailOut, GroupsPageOut, OffsetOut, TopicGroupsOut
 from jobs.api.params import RawPathRoute, SnapshotQ
-from jobs.api.responses import ERRORS, bytes_response, dumps, json_response
+from jobs.api.responses import ERRORS, HISTORY_ERRORS, bytes_response, dumps, json_response
 from jobs.api.server import Served
 from pipelines.io.snapshots import GroupNotFound
 from pipelines.serving import group_status, overview, views
@@ -157,7 +157,7 @@ def topic_groups(
     return json_response(views.topic_groups(idx, topic, limit=limit, cursor=cursor), idx.snapshot.snapshot_id)
 
 
-@router.get("/status/groups")
+@router.get("/status/groups", responses=HISTORY_ERRORS)
 def group_status_route(
     server: Served,
     group: str = Query(..., max_length=10_000, description="group id"),

@@ -7,7 +7,7 @@ from fastapi import APIRouter, Query
 from fastapi.responses import Response
 
 from jobs.api.params import SnapshotQ
-from jobs.api.responses import ERRORS, bytes_response, dumps, snapshot_headers
+from jobs.api.responses import ERRORS, HISTORY_ERRORS, bytes_response, dumps, snapshot_headers
 from jobs.api.server import Served
 from pipelines.serving import changes as ch, restore_plan as rp, views
 from pipelines.serving.group_regex import BadGroupRegex, check as check_group_regex
@@ -25,7 +25,7 @@ def _group_regex(pattern: str | None) -> None:
             raise views.BadParameter(f"group_regex {pattern!r}: {e}") from None
 
 
-@router.get("/changes")
+@router.get("/changes", responses=HISTORY_ERRORS)
 def changes(
     server: Served,
     from_: str = Query(..., alias="from", max_length=64, description="window start: ISO-8601 or epoch ms"),
@@ -64,7 +64,7 @@ def _damaged_window(damaged_since: str | None, damaged_until: str | None) -> tup
 
 @router.get("/restore-plan.zip", response_class=Response,
             responses={200: {"content": {"application/zip": {}},
-                             "description": "the plan's files under restore-plan/"}})
+                             "description": "the plan's files under restore-plan/"}, **HISTORY_ERRORS})
 def restore_plan_zip(
     server: Served,
     as_of: str = Query(..., max_length=64, description="the time to restore: ISO-8601 (UTC when no zone) or epoch ms"),

@@ -32,7 +32,13 @@ ERRORS = {400: {"model": ErrorOut, "description": "bad parameter"},
           404: {"model": ErrorOut, "description": "not found"},
           # answered by the HTTP server before any route sees the request (`JsonErrorsProtocol`), to any of them
           414: {"model": ErrorOut, "description": f"request target over {MAX_TARGET_BYTES:,} bytes"},
-          431: {"model": ErrorOut, "description": f"request line and headers over {MAX_HEAD_BYTES:,} bytes"}}
+          431: {"model": ErrorOut, "description": f"request line and headers over {MAX_HEAD_BYTES:,} bytes"},
+          500: {"model": ErrorOut, "description": "a table of the warehouse cannot be read (damaged): the detail "
+                                                  "names it"}}
+# the answers that read the history's record of what took effect (`serving.history.HistoryUnavailable`)
+HISTORY_ERRORS = {409: {"model": ErrorOut, "description": "the snapshot's history was written before what this "
+                                                          "answer reads was recorded: the detail names the rebuild "
+                                                          "that fills it"}}
 AUTH_ERRORS = {401: {"model": ErrorOut, "description": "missing or wrong bearer token"}}
 
 

@@ -67,12 +67,17 @@ def test_one_tag_per_router_and_per_operation(spec):
     assert {op["tags"][0] for item in spec["paths"].values() for op in item.values()} == TAGS
 
 
-def test_every_operation_documents_the_answers_the_server_gives_before_any_route(spec):
+def test_every_operation_documents_the_error_answers_the_server_gives(spec):
     """`offsetlake serve` answers a request target over 65,535 bytes with a 414 and a head over 128 KiB with a 431,
-    JSON with a `detail` (jobs/api/responses.py JsonErrorsProtocol), whatever the route: a client generated from
-    the description knows them as it knows the 400 and 404, with the same error body."""
+    JSON with a `detail` (jobs/api/responses.py JsonErrorsProtocol), whatever the route, and a damaged table with a
+    500 (`DamagedTable`); the answers reading what took effect a 409 for a history written before it was recorded
+    (`HistoryUnavailable`): a client generated from the description knows them as it knows the 400 and 404, with
+    the same error body."""
     error = spec["paths"]["/groups"]["get"]["responses"]["400"]["content"]
     for route, item in spec["paths"].items():
         for method, op in item.items():
-            for status in ("414", "431"):
+            for status in ("414", "431", "500"):
                 assert op["responses"].get(status, {}).get("content") == error, (method, route, status)
+            # the answers that read what took effect say when a snapshot's history predates it (HistoryUnavailable)
+            history = route in ("/changes", "/restore-plan.zip", "/status/groups")
+            assert (op["responses"].get("409", {}).get("content") == error) == history, (method, route)
