@@ -524,18 +524,18 @@ def _committed_between(commits: pa.Table | None, events: _Events, ks: np.ndarray
     at_k = pa.array(ks, pa.int64())
     gids = h.column("group_id").take(at_k).to_pylist()
     parts = pc.fill_null(h.column("offsets_partition").take(at_k), -1).to_pylist()
-    names = sorted(set(gids) - {None})
-    code = _codes(commits.column("group_id"), pa.array(names, pa.string()))
-    mine = pc.and_(code.is_valid(), pc.invert(pc.fill_null(commits.column("is_tombstone"), False)))
-    code = pc.filter(code, mine).to_numpy(zero_copy_only=False).astype(np.int64)
-    part = pc.fill_null(pc.filter(commits.column("offsets_partition"), mine), -1).to_numpy(zero_copy_only=False)
-    at = pc.filter(commits.column("record_offset"), mine).to_numpy(zero_copy_only=False)
+    codes, ids = string_codes(commits.column("group_id"))
+    index = dict(zip(ids.to_pylist(), range(len(ids))))  # a group id -> its code in `codes`
+    wanted = np.array(sorted({index[g] for g in gids if g in index}), dtype=np.int32)
+    mine = np.isin(codes, wanted) & ~pc.fill_null(commits.column("is_tombstone"), False).to_numpy(zero_copy_only=False)
+    code = codes[mine].astype(np.int64)
+    part = pc.fill_null(commits.column("offsets_partition"), -1).to_numpy(zero_copy_only=False)[mine]
+    at = commits.column("record_offset").to_numpy()[mine]
     key = (code << 33) + (part.astype(np.int64) + (1 << 31))
     order = np.lexsort((at, key))
     key, at = key[order], at[order]
-    index = {g: i for i, g in enumerate(names)}
     for i, (k, g, p) in enumerate(zip(ks.tolist(), gids, parts)):
-        if g is None:
+        if g not in index:
             continue
         want = (index[g] << 33) + (p + (1 << 31))
         lo, hi = events.record_offset[k - 1], events.record_offset[k]
@@ -543,18 +543,6 @@ def _committed_between(commits: pa.Table | None, events: _Events, ks: np.ndarray
         j = s + int(np.searchsorted(at[s:e], lo, "right"))
         hit[i] = j < e and at[j] < hi
     return hit
-
-
-def _codes(ids: pa.ChunkedArray, names: pa.Array) -> pa.ChunkedArray:
-    """Each row's id's index in `names` (null: another id), a dictionary column by its dictionary: no row's id is
-    made a string."""
-    out = []
-    for chunk in ids.chunks:
-        if pa.types.is_dictionary(chunk.type):
-            out.append(pc.take(pc.index_in(chunk.dictionary.cast(pa.string()), value_set=names), chunk.indices))
-        else:
-            out.append(pc.index_in(chunk.cast(pa.string()), value_set=names))
-    return pa.chunked_array(out, pa.int32())
 
 
 def _change(events: _Events, k: int, kind: str) -> dict:
