@@ -75,8 +75,8 @@ def main() -> None:
     from pipelines.frames.envelope import DecodedTally, decode
     from pipelines.frames.envelope import KeptRowsFile
     from pipelines.frames.ranges import SPLIT_BYTES
-    from pipelines.frames.segment_shards import (ShardLoad, WorkUnit, decode_and_load_task, split_load_task,
-                                                 split_loads, work_units)
+    from pipelines.frames.segment_shards import (ShardLoad, WorkUnit, counted_items, decode_and_load_task,
+                                                 split_load_task, split_loads, work_units)
     from pipelines.io.blobs import from_blob
     from pipelines.io.scratch import Scratch
     from pipelines.io.warehouse import HistoryStage
@@ -103,7 +103,8 @@ def main() -> None:
             stage = HistoryStage(out.as_uri(), "settled", "pending-settled", options.snapshot_id)
             load = ShardLoad(options=options, scratch=Scratch(str(out / "scratch")), split_by=check, stage=stage,
                              split_bytes=SPLIT_BYTES, buckets=2 if args.split else 1)
-            task = decode_and_load_task([units], policy=plan.policy, load=load)
+            task = decode_and_load_task([units], policy=plan.policy, load=load,
+                                        counted=counted_items(pa.concat_tables([u.items for u in units]), [units]))
             envelope = pa.Table.from_batches(list(task(iter([pa.record_batch([pa.array([0])], names=["id"])]))))
             payloads = list(decode(envelope))
             ranged = time.process_time()

@@ -4,8 +4,8 @@ The driver only lists files; each task opens its own files and decodes them into
 by offsets partition (`mapInArrow`). Nothing is collected to the driver.
 
 `reader_counts` is the run's independent record count (the `records_in` of the accounting): a second, cheap
-`mapInArrow` over the same work items that walks entry heads only (framing + CRC, no record decoding) and returns a
-few numbers per offsets partition — see its docstring for exactly what is counted.
+walk over the same work items (`count_items`) that reads entry heads only (framing + CRC, no record decoding) and
+returns a few numbers per offsets partition — see its docstring for exactly what is counted.
 """
 from __future__ import annotations
 
@@ -382,7 +382,8 @@ def reader_counts(spark, plan: DecodePlan) -> dict[int | None, dict]:
     """Records per offsets partition as the reader's framing sees them, independently of record decoding.
 
     One small `mapInArrow` over the plan's work items (the same files the decode reads); its few rows per task
-    are collected to the driver and summed there. Per partition:
+    are collected to the driver and summed there. (A run whose tasks decode and load the shards walks the same way
+    in those tasks, once each has decoded its own: `frames.segment_shards.load_on_spark`.) Per partition:
 
     * ``records_in`` — only what can be verified: a magic 2 batch whose CRC verifies counts its header's
       ``recordsCount`` (its record section is never walked); a legacy entry whose CRC verifies counts 1. An entry
@@ -402,11 +403,16 @@ def reader_counts(spark, plan: DecodePlan) -> dict[int | None, dict]:
     """
     policy = plan.policy
 
-    def count_items(batches):
-        return _count_items(batches, policy)
+    def counted(batches):
+        return count_items(batches, policy)
 
+    return summed_counts(collect_items(spark, plan, counted, READ_COUNT_DDL))
+
+
+def summed_counts(rows: Iterable[dict]) -> dict[int | None, dict]:
+    """`reader_counts` from the rows `count_items` gave, wherever it ran."""
     out: dict[int | None, dict] = {}
-    for r in collect_items(spark, plan, count_items, READ_COUNT_DDL):
+    for r in rows:
         c = out.setdefault(r["offsets_partition"], _counters())
         for f in READ_COUNT_FIELDS:
             c[f] += int(r[f] or 0)
@@ -422,8 +428,7 @@ def _counters() -> dict:
     return {**dict.fromkeys(READ_COUNT_FIELDS, 0), UNREAD_RANGES: [], SEGMENTS: []}
 
 
-def _count_items(batches: Iterator[pa.RecordBatch], policy: ReadPolicy = DEFAULT_POLICY
-                 ) -> Iterator[pa.RecordBatch]:
+def count_items(batches: Iterator[pa.RecordBatch], policy: ReadPolicy = DEFAULT_POLICY) -> Iterator[pa.RecordBatch]:
     """Executor side of `reader_counts`: one output row per (work batch, offsets partition)."""
     schema = pa.schema([("offsets_partition", pa.int32())] + [(f, pa.int64()) for f in READ_COUNT_FIELDS]
                        + [(UNREAD_RANGES, pa.string()), (SEGMENTS, pa.string())])

@@ -163,6 +163,16 @@ class ShardProgress:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ReaderCounts:
+    """The reader's own count of a task's work items (`frames.decode.count_items`'s rows, a blob), for the
+    accounting: it walks entry heads, never the decoded rows."""
+
+    TAG: ClassVar[str] = "_reader_counts"
+    shard: int
+    rows: bytes
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class StateTable:
     """Rows of one of a shard's state tables (`coordinator.shard.SHARD_TABLES` but the history), a blob."""
 
@@ -172,7 +182,7 @@ class StateTable:
 
 
 Payload = Union[QuarantinedRows, DecodedTally, Markers, ShardStates, HistoryRows, HistorySuspects, WrittenHistory,
-                SavedFile, SavedShardBytes, GroupEventsFile, KeptRowsFile, ShardProgress, StateTable]
+                SavedFile, SavedShardBytes, GroupEventsFile, KeptRowsFile, ShardProgress, ReaderCounts, StateTable]
 
 
 @functools.cache
@@ -242,7 +252,7 @@ def _payload(table: str, shard: int, payload: bytes | None, tally: bytes | None,
         return ShardStates(shard=shard, states=payload)
     if table == SavedShardBytes.TAG:
         return SavedShardBytes(shard=shard, data=payload)
-    for kind in (Markers, HistoryRows, HistorySuspects):
+    for kind in (Markers, HistoryRows, HistorySuspects, ReaderCounts):
         if table == kind.TAG:
             return kind(shard=shard, rows=payload)
     return StateTable(shard=shard, table=table, rows=payload)

@@ -52,8 +52,8 @@ from pipelines.frames import decode as decoding
 from pipelines.frames.decode import WORK_SCHEMA, DecodePlan, end_position, read_before, work_table
 from pipelines.frames.decoded_log import DecodedLog
 from pipelines.frames.envelope import (FUSED_DDL, DecodedTally, GroupEventsFile, HistoryRows, HistorySuspects,
-                                       KeptRowsFile, Markers, Payload, QuarantinedRows, SavedFile, ShardStates,
-                                       StateTable, WrittenHistory, blob_column, collected_rows, decode, encode,
+                                       KeptRowsFile, Markers, Payload, QuarantinedRows, ReaderCounts, SavedFile,
+                                       ShardStates, StateTable, WrittenHistory, blob_column, collected_rows, decode, encode,
                                        log_blobs, not_of_kind, of_kind)
 from pipelines.frames.progress import TaskCounters, reporting
 from pipelines.frames.ranges import NO_FLOOR, LogRange, log_ranges
@@ -230,7 +230,8 @@ def decoded_windows(batches: Iterator[pa.RecordBatch], window_bytes: int) -> Ite
 
 
 def decode_and_load_task(slices: list[list[WorkUnit]], *, policy: ReadPolicy, load: ShardLoad,
-                         counters: TaskCounters | None = None, cpu: TaskCpu | None = None):
+                         counters: TaskCounters | None = None, cpu: TaskCpu | None = None,
+                         counted: list[pa.Table] | None = None):
     """The executor function: a slice's number in (`slices[i]`: the units of work of a task, each an offsets
     partition with its work items, or a range of a split partition with that range's), the envelope rows of its
     shards out. Each shard is read, decoded and loaded window by window (`decoded_windows` of `load.window_bytes`,
@@ -239,7 +240,8 @@ def decode_and_load_task(slices: list[list[WorkUnit]], *, policy: ReadPolicy, lo
     rows loaded onto it (the tally, the quarantine and the progress counts are of the decoded rows). A range hands
     on its rows in `load.split_buckets` buckets of its partition's groups (`coordinator.streamed.by_group`), each
     loaded by a task. `counters` and `cpu` receive each shard's records and input bytes, and its CPU-seconds
-    decoding and loading, as it ends."""
+    decoding and loading, as it ends. `counted[i]`: the work items task `i` counts for the accounting once its
+    units are loaded (`counted_items`), from the page cache its decode just filled."""
     def task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
             for i in batch.column(0).to_pylist():
@@ -247,7 +249,25 @@ def decode_and_load_task(slices: list[list[WorkUnit]], *, policy: ReadPolicy, lo
                     with memory_of(unit.shard, unit.doing):
                         for payloads in _loaded_unit(unit, policy=policy, load=load, counters=counters, cpu=cpu):
                             yield encode(payloads)
+                if counted is not None and counted[i].num_rows:
+                    rows = list(decoding.count_items(iter(counted[i].to_batches()), policy))
+                    yield encode([ReaderCounts(shard=-1, rows=to_blob(pa.Table.from_batches(rows)))])
     return task
+
+
+def counted_items(work: pa.Table, slices: list[list[WorkUnit]]) -> list[pa.Table]:
+    """The work items of `work` (the plan's) each task of `slices` counts for the accounting
+    (`frames.decode.count_items`): each item once and whole, in the task that decodes its first bytes. A split
+    partition's tasks decode ranges of its files, but the count walks a file from its start to its end."""
+    task_of: dict[tuple, int] = {}
+    for i, units in enumerate(slices):
+        for unit in units:
+            for key in zip(unit.items.column("path").to_pylist(), unit.items.column("start_position").to_pylist()):
+                task_of.setdefault(key, i)
+    rows: list[list[int]] = [[] for _ in slices]
+    for r, key in enumerate(zip(work.column("path").to_pylist(), work.column("start_position").to_pylist())):
+        rows[task_of.get(key, 0)].append(r)  # every item is some unit's: the first task takes any other
+    return [work.take(pa.array(r, pa.int64())) for r in rows]
 
 
 class _Spent:
@@ -504,6 +524,7 @@ class LoadedOnSpark:
     history: BlobRows | StagedHistory
     events: list[GroupEventsFile]  # the shards' group history, in the files of `scratch` the tasks wrote
     scratch: Scratch
+    read_counts: dict  # the reader's own count of the plan's items (`frames.decode.reader_counts`), the tasks'
     saved: SavedState | None = None  # the shards the tasks saved
     persisted: tuple[DataFrame, ...] = ()  # the DataFrames the envelope is made of
 
@@ -542,7 +563,8 @@ def load_on_spark(spark: SparkSession, plan: DecodePlan, load: ShardLoad, *, cou
     split = sorted({unit.shard for unit in units.values() if unit.piece is not None})
     sc = spark.sparkContext
     cpu = TaskCpu(sc.accumulator(0.0), sc.accumulator(0.0), sc.accumulator(0))
-    task = decode_and_load_task(slices, policy=plan.policy, load=load, counters=counters, cpu=cpu)
+    task = decode_and_load_task(slices, policy=plan.policy, load=load, counters=counters, cpu=cpu,
+                                counted=counted_items(work_table(plan), slices))
     envelope = (spark.range(0, len(slices), 1, numPartitions=len(slices)).mapInArrow(task, FUSED_DDL)
                 .persist(StorageLevel.DISK_ONLY))
     persisted = [envelope]
@@ -573,9 +595,11 @@ def load_on_spark(spark: SparkSession, plan: DecodePlan, load: ShardLoad, *, cou
         history = BlobRows(blob_column(envelope, HistoryRows), spark_schema(TABLES["offset_commits"]))
     collected = [p for p in payloads if isinstance(p, (Markers, HistorySuspects))]
     events = [p for p in payloads if isinstance(p, GroupEventsFile)]
+    read_counts = decoding.summed_counts(r for p in payloads if isinstance(p, ReaderCounts)
+                                         for r in from_blob(p.rows).to_pylist())
     return LoadedOnSpark(envelope, log, {"decode": cpu.decode.value, "load": cpu.load.value}, cpu.looped.value,
-                         max(shards, default=-1), load.split_by, collected, history, events, load.scratch, saved,
-                         tuple(persisted))
+                         max(shards, default=-1), load.split_by, collected, history, events, load.scratch,
+                         read_counts, saved, tuple(persisted))
 
 
 def _work_units(plan: DecodePlan, load: ShardLoad, cores: int) -> tuple[dict[tuple[int, int], WorkUnit], list[int]]:
@@ -594,7 +618,7 @@ def _collected(envelope) -> pa.Table:
     """What a job's envelope holds that is sized by the state (or by the partitions), collected."""
     # of the decoded log, its tally and naming only: its quarantined rows stay in Spark
     return collected_rows(envelope, QuarantinedRows, Markers, HistorySuspects, WrittenHistory, SavedFile,
-                          GroupEventsFile, KeptRowsFile, blobs_left=(QuarantinedRows,)).toArrow()
+                          GroupEventsFile, KeptRowsFile, ReaderCounts, blobs_left=(QuarantinedRows,)).toArrow()
 
 
 def work_units(work: pa.Table, by_shard: dict[int, list[int]], split_bytes: int, cores: int = 1

@@ -195,10 +195,14 @@ def decode(run: Run, planned: Planned) -> Decoded:
         else:
             with reporting(run.spark, run.progress.emit, "decode", counters):
                 counted = tally(log, plan.read_before())
-    # the reader's own count from batch headers, independent of the decoded rows (`validate`): a small job of its
-    # own, mostly waiting on Spark, so it runs beside the replay
-    read_counts = in_thread("reader-counts", reader_counts, run.spark, plan)
-    run.held.callback(read_counts.exception)  # a run that fails first leaves no job running
+    # the reader's own count from batch headers, independent of the decoded rows (`validate`): counted by the tasks
+    # that loaded the shards, or a small job of its own, mostly waiting on Spark, so it runs beside the replay
+    if loaded is not None:
+        read_counts = Future()
+        read_counts.set_result(loaded.read_counts)
+    else:
+        read_counts = in_thread("reader-counts", reader_counts, run.spark, plan)
+        run.held.callback(read_counts.exception)  # a run that fails first leaves no job running
     decoded = Decoded(log=log, loaded=loaded, tally=counted, facts=counted.facts(), task_cpu_seconds=cpu_seconds,
                       records_looped=looped, read_counts=read_counts)
     run.progress.emit(f"          decoded {decoded.records_in:,} records "

@@ -9,8 +9,8 @@ import pytest
 
 from pipelines.frames.decoded_log import from_blobs
 from pipelines.frames.envelope import (FUSED_DDL, DecodedTally, GroupEventsFile, HistoryRows, HistorySuspects,
-                                       KeptRowsFile, Markers, QuarantinedRows, SavedFile, SavedShardBytes, ShardProgress,
-                                       ShardStates, StateTable, WrittenHistory, decode, encode, taken)
+                                       KeptRowsFile, Markers, QuarantinedRows, ReaderCounts, SavedFile, SavedShardBytes,
+                                       ShardProgress, ShardStates, StateTable, WrittenHistory, decode, encode, taken)
 from pipelines.io.delta import WrittenFile
 from schemas.decoded import DECODED_RECORD_SCHEMA
 
@@ -29,6 +29,7 @@ EVERY_KIND = [
     GroupEventsFile(shard=4, file="part-00004-0a1c.arrow", count=3, skipped=("g", "g", "h\u00e9")),
     KeptRowsFile(shard=3, file="part-00003-9f.arrow", range_index=5, bucket=1),
     ShardProgress(shard=3, records=12, input_bytes=5_000_000_000),
+    ReaderCounts(shard=-1, rows=b"c"),
     StateTable(shard=3, table="group_members", rows=b"gm"),
 ]
 

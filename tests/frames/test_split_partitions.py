@@ -23,11 +23,11 @@ from pipelines.coordinator.streamed import RANGE, StreamedShards, load_split
 from pipelines.coordinator.tables import group_history_table, named_group_history, topic_names
 from pipelines.decoding.reader import iter_decoded_rows
 from pipelines.decoding.segments import entry_heads
-from pipelines.frames.decode import work_batches, plan_inputs
+from pipelines.frames.decode import count_items, plan_inputs, summed_counts, work_batches, work_table
 from pipelines.frames.ranges import NO_FLOOR, log_ranges
 from pipelines.frames.envelope import KeptRowsFile, decode, encode
-from pipelines.frames.segment_shards import (ShardLoad, decode_and_load_task, split_load_task, split_loads,
-                                             work_units)
+from pipelines.frames.segment_shards import (ShardLoad, balanced, counted_items, decode_and_load_task,
+                                             split_load_task, split_loads, work_units)
 from pipelines.frames.tally import Tally, tally_rows
 from pipelines.io.scratch import Scratch
 from schemas.decoded import DECODED_RECORD_SCHEMA
@@ -148,6 +148,29 @@ def test_ranges_cut_at_entries_and_cover_every_byte(brokerdata):
         assert held == sum(map(_records, ranges))
         largest = max(int(entry_heads(i["path"]).records.max()) for i in items if i["size"])
         assert max(map(_records, even)) <= -(-held // 4) + largest
+
+
+def test_the_accounting_counts_each_file_once_whole_in_the_task_that_decodes_its_first_bytes(brokerdata):
+    """A split partition's tasks decode ranges of its files; the reader's own count (`ReaderCounts`) walks each file
+    whole, once, in the task that decodes its first bytes: over every task, the records of the log."""
+    data = brokerdata / "many-groups" / "data"
+    plan = plan_inputs([data])
+    work = work_table(plan)
+    by_shard: dict[int, list[int]] = {}
+    for i, p in enumerate(work.column("offsets_partition").to_pylist()):
+        by_shard.setdefault(p, []).append(i)
+    units = work_units(work, by_shard, split_bytes=1)
+    assert _ranges(units) > 1
+    slices = [[units[u] for u in us] for us in balanced({u: units[u].size for u in units}, 4)]
+    counted = counted_items(work, slices)
+    assert sorted(work.column("path").to_pylist()) == sorted(p for t in counted for p in t.column("path").to_pylist())
+    for items, units_of_task in zip(counted, slices):
+        firsts = {(i["path"], i["start_position"]) for u in units_of_task for i in u.items.to_pylist()}
+        assert all((i["path"], i["start_position"]) in firsts for i in items.to_pylist())
+    counts = summed_counts(r for items in counted for b in count_items(iter(items.to_batches()), plan.policy)
+                           for r in b.to_pylist())
+    assert sum(c["records_in"] for c in counts.values()) == sum(1 for _ in iter_decoded_rows([data]))
+    assert all(c["bytes_unread"] == 0 for c in counts.values())
 
 
 def _records(piece) -> int:
