@@ -9,6 +9,7 @@ returns a few numbers per offsets partition — see its docstring for exactly wh
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import mmap
@@ -17,7 +18,7 @@ import struct
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 
 import crc32c
 import pyarrow as pa
@@ -215,9 +216,11 @@ def _decoder_for(policy: ReadPolicy, counters=None):
     return decoded
 
 
-def decode_items(batches: Iterator[pa.RecordBatch], policy: ReadPolicy = DEFAULT_POLICY, counters=None
-                  ) -> Iterator[pa.RecordBatch]:
-    """Executor side: decode every work item in the incoming batches, streaming Arrow batches out."""
+def decode_items(batches: Iterator[pa.RecordBatch], policy: ReadPolicy = DEFAULT_POLICY, counters=None,
+                 read: Callable[[dict, str], None] | None = None) -> Iterator[pa.RecordBatch]:
+    """Executor side: decode every work item in the incoming batches, streaming Arrow batches out. `read(item,
+    local)`: called with the local copy of each segment once it is decoded (an object-store segment's is fetched
+    once for both), which holds its bytes from its start on and its first `HEAD_BYTES`."""
     def flush(rows):
         return rows_to_arrow(rows)
 
@@ -236,7 +239,7 @@ def decode_items(batches: Iterator[pa.RecordBatch], policy: ReadPolicy = DEFAULT
                 start = item.get("start_position") or 0
                 try:
                     # an object-store segment is fetched into the task's temp dir (from `start` on) and read there
-                    with storage.location(item["path"]).as_local_file(start=start) as local:
+                    with storage.location(item["path"]).as_local_file(start=start, head=HEAD_BYTES) as local:
                         for a, b, passed_over in read_pieces(item):
                             batches = decode_segment_to_arrow(local, offsets_partition=item["offsets_partition"],
                                                               batch_rows=ARROW_BATCH_ROWS, start_position=a,
@@ -244,6 +247,8 @@ def decode_items(batches: Iterator[pa.RecordBatch], policy: ReadPolicy = DEFAULT
                                                               keys=keys)
                             yield from batches if passed_over is None else _passed_over(batches, item, a,
                                                                                         passed_over)
+                        if read is not None:
+                            read(item, local)
                 except (OSError, storage.StorageError) as e:  # vanished, a directory, I/O: one row, not a failure
                     yield flush([problem_to_row(ReadProblem(
                         source=item["path"], offsets_partition=item["offsets_partition"], position=-1,
@@ -430,31 +435,46 @@ def _counters() -> dict:
 
 def count_items(batches: Iterator[pa.RecordBatch], policy: ReadPolicy = DEFAULT_POLICY) -> Iterator[pa.RecordBatch]:
     """Executor side of `reader_counts`: one output row per (work batch, offsets partition)."""
-    schema = pa.schema([("offsets_partition", pa.int32())] + [(f, pa.int64()) for f in READ_COUNT_FIELDS]
-                       + [(UNREAD_RANGES, pa.string()), (SEGMENTS, pa.string())])
     for batch in batches:
         acc: dict[int | None, dict] = {}
         for item in batch.to_pylist():
-            if item["kind"] == "segment":
-                start = item.get("start_position") or 0
-                try:
-                    with storage.location(item["path"]).as_local_file(start=start, head=HEAD_BYTES) as local:
-                        count_segment(local, item["offsets_partition"], acc, start_position=start, policy=policy,
-                                      source=item["path"])
-                except (OSError, storage.StorageError):
-                    _bump(acc, item["offsets_partition"])  # the decode makes the same error one `unreadable` row
-            elif item["kind"] == "tabular":
-                count_tabular(item["path"], acc)
-            else:
-                _bump(acc, item["offsets_partition"])  # a discovery problem: one row, no records
+            count_item(item, acc, policy)
         if acc:
-            parts = list(acc)
-            yield pa.RecordBatch.from_arrays(
-                [pa.array(parts, pa.int32())]
-                + [pa.array([acc[p][f] for p in parts], pa.int64()) for f in READ_COUNT_FIELDS]
-                + [pa.array([json.dumps(acc[p].get(UNREAD_RANGES, [])) for p in parts], pa.string())]
-                + [pa.array([json.dumps(acc[p].get(SEGMENTS, [])) for p in parts], pa.string())],
-                schema=schema)
+            yield counted_rows(acc)
+
+
+def count_item(item: dict, acc: dict, policy: ReadPolicy = DEFAULT_POLICY, local: str | None = None) -> None:
+    """One work item counted into `acc` (`reader_counts`); `local`: a local copy of its segment from its start on,
+    with its first `HEAD_BYTES` (else it is read where it is)."""
+    if item["kind"] == "segment":
+        start = item.get("start_position") or 0
+        copy = (contextlib.nullcontext(local) if local is not None
+                else storage.location(item["path"]).as_local_file(start=start, head=HEAD_BYTES))
+        try:
+            with copy as path:
+                count_segment(path, item["offsets_partition"], acc, start_position=start, policy=policy,
+                              source=item["path"])
+        except (OSError, storage.StorageError):
+            _bump(acc, item["offsets_partition"])  # the decode makes the same error one `unreadable` row
+    elif item["kind"] == "tabular":
+        count_tabular(item["path"], acc)
+    else:
+        _bump(acc, item["offsets_partition"])  # a discovery problem: one row, no records
+
+
+def counted_rows(acc: dict) -> pa.RecordBatch:
+    """`acc`'s counters as rows `summed_counts` reads, one per offsets partition."""
+    parts = list(acc)
+    return pa.RecordBatch.from_arrays(
+        [pa.array(parts, pa.int32())]
+        + [pa.array([acc[p][f] for p in parts], pa.int64()) for f in READ_COUNT_FIELDS]
+        + [pa.array([json.dumps(acc[p].get(UNREAD_RANGES, [])) for p in parts], pa.string())]
+        + [pa.array([json.dumps(acc[p].get(SEGMENTS, [])) for p in parts], pa.string())],
+        schema=_COUNTED_SCHEMA)
+
+
+_COUNTED_SCHEMA = pa.schema([("offsets_partition", pa.int32())] + [(f, pa.int64()) for f in READ_COUNT_FIELDS]
+                            + [(UNREAD_RANGES, pa.string()), (SEGMENTS, pa.string())])
 
 
 def _bump(acc: dict, partition: int | None, **deltas: int) -> dict:

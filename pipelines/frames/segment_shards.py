@@ -33,7 +33,7 @@ import pickle
 import resource
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -240,19 +240,47 @@ def decode_and_load_task(slices: list[list[WorkUnit]], *, policy: ReadPolicy, lo
     rows loaded onto it (the tally, the quarantine and the progress counts are of the decoded rows). A range hands
     on its rows in `load.split_buckets` buckets of its partition's groups (`coordinator.streamed.by_group`), each
     loaded by a task. `counters` and `cpu` receive each shard's records and input bytes, and its CPU-seconds
-    decoding and loading, as it ends. `counted[i]`: the work items task `i` counts for the accounting once its
-    units are loaded (`counted_items`), from the page cache its decode just filled."""
+    decoding and loading, as it ends. `counted[i]`: the work items task `i` counts for the accounting (`counted_items`,
+    `_Count`), each from the copy its decode read where it has one."""
     def task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
             for i in batch.column(0).to_pylist():
+                count = _Count(counted[i], policy) if counted is not None else None
                 for unit in slices[i]:
                     with memory_of(unit.shard, unit.doing):
-                        for payloads in _loaded_unit(unit, policy=policy, load=load, counters=counters, cpu=cpu):
+                        for payloads in _loaded_unit(unit, policy=policy, load=load, counters=counters, cpu=cpu,
+                                                     read=None if count is None else count.read):
                             yield encode(payloads)
-                if counted is not None and counted[i].num_rows:
-                    rows = list(decoding.count_items(iter(counted[i].to_batches()), policy))
-                    yield encode([ReaderCounts(shard=-1, rows=to_blob(pa.Table.from_batches(rows)))])
+                if count is not None:
+                    yield encode(count.payloads())
     return task
+
+
+class _Count:
+    """A task's reader count of its work items (`counted_items`): an item whose first bytes the task decodes is
+    walked from the local copy the decode read (an object-store segment is fetched once for both), the others at the
+    task's end."""
+
+    def __init__(self, items: pa.Table, policy: ReadPolicy):
+        self.policy = policy
+        self.acc: dict = {}
+        self.left: dict[tuple, list[dict]] = {}
+        for item in items.to_pylist():
+            self.left.setdefault((item["path"], item["start_position"]), []).append(item)
+
+    def read(self, item: dict, local: str) -> None:
+        waiting = self.left.get((item["path"], item.get("start_position") or 0))
+        if waiting:
+            decoding.count_item(waiting.pop(), self.acc, self.policy, local)
+
+    def payloads(self) -> list[ReaderCounts]:
+        for items in self.left.values():
+            for item in items:
+                decoding.count_item(item, self.acc, self.policy)
+        self.left.clear()
+        if not self.acc:
+            return []
+        return [ReaderCounts(shard=-1, rows=to_blob(pa.Table.from_batches([decoding.counted_rows(self.acc)])))]
 
 
 def counted_items(work: pa.Table, slices: list[list[WorkUnit]]) -> list[pa.Table]:
@@ -315,9 +343,9 @@ def _input_bytes(items: pa.Table) -> int:
 
 
 def _loaded_unit(unit: WorkUnit, *, policy: ReadPolicy, load: ShardLoad, counters: TaskCounters | None,
-                 cpu: TaskCpu | None) -> Iterator[list[Payload]]:
+                 cpu: TaskCpu | None, read: Callable[[dict, str], None] | None = None) -> Iterator[list[Payload]]:
     """One unit's payloads, window by window, then its end: its tally and naming rows, and its shard's (a range's:
-    its kept rows)."""
+    its kept rows). `read`: given each segment's local copy once it is decoded (`frames.decode.decode_items`)."""
     shard, piece = unit.shard, unit.piece
     items = unit.items.sort_by([("base_offset", "ascending"), ("path", "ascending"), ("start_position", "ascending")])
     loader = _loader(unit, load)
@@ -325,7 +353,7 @@ def _loaded_unit(unit: WorkUnit, *, policy: ReadPolicy, load: ShardLoad, counter
     tally, spent = RunningTally(*load.cut, after=_read_from(unit, items)), _Spent()
     try:
         yield from _windows(shard, items, policy=policy, load=load, loader=loader, writer=writer, tally=tally,
-                            spent=spent)
+                            spent=spent, read=read)
         done = loader.finish()
         out = _closed(shard, done.pending, load.split_by, writer)
         out.extend(_group_events(loader.take_group_events(), load))
@@ -353,10 +381,11 @@ def _loaded_unit(unit: WorkUnit, *, policy: ReadPolicy, load: ShardLoad, counter
 
 
 def _windows(shard: int, items: pa.Table, *, policy: ReadPolicy, load: ShardLoad, loader: StreamedShards,
-             writer: HistoryWriter | None, tally: RunningTally, spent: _Spent) -> Iterator[list[Payload]]:
+             writer: HistoryWriter | None, tally: RunningTally, spent: _Spent,
+             read: Callable[[dict, str], None] | None = None) -> Iterator[list[Payload]]:
     """The payloads of each window of a unit's items as it is decoded and loaded: its quarantined rows, the history
     it settles and the group events it took."""
-    decoded = decoding.decode_items(iter(items.to_batches(max_chunksize=1)), policy)
+    decoded = decoding.decode_items(iter(items.to_batches(max_chunksize=1)), policy, read=read)
     for window in decoded_windows(decoded, load.window_bytes):
         spent.decoded(window.num_rows)
         tally.add(window)

@@ -197,3 +197,45 @@ def test_a_log_dir_on_s3_spelled_through_what_is_not_a_dir_is_refused_as_on_disk
     with pytest.raises(UsageError, match="no such object or prefix"):
         check_inputs([f"{s3_bucket}/data{spelled}"])
     assert check_inputs([f"{s3_bucket}/data/__consumer_offsets-0/.."]) == [f"{s3_bucket}/data"]
+
+
+def test_a_shards_task_fetches_each_segment_once_for_its_decode_and_its_count(tmp_path, s3_bucket, monkeypatch):
+    """The reader's own count (the accounting's `records_in`) walks each file the task decoded: on an object store,
+    from the copy the decode fetched, not a second download of every segment; and it counts what the reader's
+    count over the plan counts."""
+    import pyarrow as pa
+
+    from pipelines.coordinator.options import ReplayOptions
+    from pipelines.frames.decode import count_items, plan_inputs, summed_counts, work_batches, work_table
+    from pipelines.frames.envelope import ReaderCounts, decode
+    from pipelines.io import storage
+    from pipelines.io.blobs import from_blob
+    from pipelines.io.scratch import Scratch
+    from pipelines.frames.segment_shards import ShardLoad, WorkUnit, counted_items, decode_and_load_task
+
+    g = bi.group_in(0, "fetched")
+    part = tmp_path / "data" / "__consumer_offsets-0"
+    for base in (0, 3, 6):  # three segments, the last the active one
+        bi.write_segment(part, base, b"".join(bi.batch([bi.commit(g, 0, 100 + o, bi.T0 + o)], o)
+                                              for o in range(base, base + 3)))
+    _upload(tmp_path / "data", f"{s3_bucket}/data")
+    plan = plan_inputs([f"{s3_bucket}/data"])
+    work = work_table(plan)
+    want = summed_counts(r for b in count_items(iter(work_batches(plan)), plan.policy) for r in b.to_pylist())
+    assert want[0]["records_in"] == 9 and len(want[0]["segments"]) == 3
+
+    fetched: list[str] = []
+    as_local_file = storage.Location.as_local_file
+
+    def counting(self, *a, **k):
+        fetched.append(self.uri)
+        return as_local_file(self, *a, **k)
+
+    monkeypatch.setattr(storage.Location, "as_local_file", counting)
+    slices = [[WorkUnit(0, work)]]
+    task = decode_and_load_task(slices, policy=plan.policy, counted=counted_items(work, slices), load=ShardLoad(
+        options=ReplayOptions(snapshot_id="s"), scratch=Scratch(str(tmp_path / "scratch"))))
+    out = pa.Table.from_batches(list(task(iter([pa.record_batch([pa.array([0])], names=["id"])]))))
+    got = summed_counts(r for p in decode(out) if isinstance(p, ReaderCounts) for r in from_blob(p.rows).to_pylist())
+    assert got == want
+    assert sorted(fetched) == sorted(work.column("path").to_pylist())  # each once
