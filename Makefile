@@ -64,7 +64,7 @@ test-deep: setup
 # Benchmarks print figures; they are never part of `make test`.
 bench: setup
 	$(PY) benchmarks/bench_decode.py --mb 100
-	$(PY) benchmarks/bench_rebuild.py
+	$(PY) benchmarks/bench_rebuild.py --repeat 3
 	$(PY) benchmarks/bench_task.py --profile
 	$(PY) benchmarks/bench_task.py --split --profile
 	$(PY) benchmarks/bench_skew.py --compare-unsplit --compare-balanced --pairs 3

@@ -1,7 +1,7 @@
 """End-to-end rebuild benchmark: records/s, time per stage, peak memory of the driver and the workers.
 
     python benchmarks/bench_rebuild.py [--records 10000000] [--groups 10000] [--partitions 50] [--dir /tmp/ol-bench]
-                                       [--incremental-percent 1]
+                                       [--incremental-percent 1] [--repeat 1]
 
 Generates (or reuses) a sample dump with mixed codecs, measures the decode floor on its bytes (aiokafka's C
 record reader, records/s per core), warms the JVM and Spark's Python workers (a first Python job of a session costs
@@ -27,6 +27,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import sys
 import threading
 import time
@@ -178,6 +179,9 @@ def main():
     ap.add_argument("--env", default="local")
     ap.add_argument("--incremental-percent", type=float, default=1.0,
                     help="also time --incremental over this %% of new records (0: full run only)")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="time the full rebuild this many times, each into a fresh warehouse: this VM's speed drifts "
+                         "by 10-20 %% between identical runs, so a figure is the median of several")
     args = ap.parse_args()
 
     from pipelines.config import load_settings
@@ -254,6 +258,18 @@ def main():
         print(f"{name}: {json.dumps(out)}", file=sys.stderr)
         return out
 
+    def repeated(full: dict) -> None:
+        """The full rebuild timed `--repeat` times in all: each run's `of_floor`, their median, and the floor
+        measured again after them (the drift the runs met)."""
+        runs = [full]
+        for k in range(2, args.repeat + 1):
+            shutil.rmtree(wh_full, ignore_errors=True)
+            runs.append(timed(f"full_{k}", dump, "full", wh=wh_full))
+        if args.repeat > 1:
+            result["full_of_floor_runs"] = [r["of_floor"] for r in runs]
+            result["full_of_floor_median"] = statistics.median(r["of_floor"] for r in runs if r["of_floor"])
+            result["decode_floor_aiokafka_after"] = decode_floor(dump)
+
     if args.incremental_percent:
         sys.path.insert(0, str(ROOT / "tests"))
         from logtools import cut_log_dir
@@ -262,13 +278,14 @@ def main():
         if not base.exists():
             cut_log_dir(dump, base, fraction=1 - args.incremental_percent / 100)
         full = timed("full", dump, "full", wh=wh_full)
+        repeated(full)
         timed("previous_full", base, "previous")
         inc = timed("incremental", dump, "incremental", incremental=True)
         state = wh_full / "_state" / "full"
         result["state_mb"] = round(sum(f.stat().st_size for f in state.rglob("*") if f.is_file()) / 1e6, 1)
         result["incremental_fraction_of_full"] = round(inc["wall_s"] / full["wall_s"], 3)
     else:
-        timed("full", dump, "full", wh=wh_full)
+        repeated(timed("full", dump, "full", wh=wh_full))
     print(json.dumps(result, indent=1))
 
 
