@@ -388,7 +388,7 @@ def reader_counts(spark, plan: DecodePlan) -> dict[int | None, dict]:
 
     One small `mapInArrow` over the plan's work items (the same files the decode reads); its few rows per task
     are collected to the driver and summed there. (A run whose tasks decode and load the shards walks the same way
-    in those tasks, once each has decoded its own: `frames.segment_shards.load_on_spark`.) Per partition:
+    in those tasks, each file from the copy its decode read: `frames.segment_shards.load_on_spark`.) Per partition:
 
     * ``records_in`` — only what can be verified: a magic 2 batch whose CRC verifies counts its header's
       ``recordsCount`` (its record section is never walked); a legacy entry whose CRC verifies counts 1. An entry

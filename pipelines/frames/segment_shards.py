@@ -53,8 +53,8 @@ from pipelines.frames.decode import WORK_SCHEMA, DecodePlan, end_position, read_
 from pipelines.frames.decoded_log import DecodedLog
 from pipelines.frames.envelope import (FUSED_DDL, DecodedTally, GroupEventsFile, HistoryRows, HistorySuspects,
                                        KeptRowsFile, Markers, Payload, QuarantinedRows, ReaderCounts, SavedFile,
-                                       ShardStates, StateTable, WrittenHistory, blob_column, collected_rows, decode, encode,
-                                       log_blobs, not_of_kind, of_kind)
+                                       ShardStates, StateTable, WrittenHistory, blob_column, collected_rows, decode,
+                                       encode, log_blobs, not_of_kind, of_kind)
 from pipelines.frames.progress import TaskCounters, reporting
 from pipelines.frames.ranges import NO_FLOOR, LogRange, log_ranges
 from pipelines.frames.shards import CHUNK_ROWS, SparkShards, shards_from_payloads, table_chunks
