@@ -65,7 +65,8 @@ def metrics(server: Served, snapshot: str | None = SnapshotQ):
     """Prometheus metrics: the served snapshot's age and as-of, the newest run's status, duration and counts,
     groups by type and state, per group its state, members, status (Burrow's rules) and lag, committed offsets
     and lag per group/topic/partition (bounded: see the README), offset regressions against the previous
-    snapshot. `?snapshot=` describes that snapshot instead."""
+    snapshot. `?snapshot=` describes that snapshot instead. A damaged table is no 500 here: the series read from
+    it are left out, the runs table's kept, and `offsetlake_table_unreadable{table="..."}` is 1."""
     body = prom.render(prom.catalog_families(server.catalog, server.metrics_max_series, server.cache.metric_families,
                                              snapshot_id=snapshot, statuses=server.group_statuses))
     return Response(body, media_type=prom.CONTENT_TYPE)

@@ -63,7 +63,12 @@ class GroupNotFound(ReadError):
 
 class DamagedTable(ReadError):
     """A table's file cannot be read as Parquet (truncated, overwritten): the table, and Arrow's reason, which names
-    the file."""
+    the file. `table` is the table's name (None where the raiser did not say), for what must name it alone (a
+    Prometheus label)."""
+
+    def __init__(self, message: str, table: str | None = None):
+        super().__init__(message)
+        self.table = table
 
 
 @contextlib.contextmanager
@@ -73,7 +78,7 @@ def scanning(table: str):
     try:
         yield
     except pa.ArrowInvalid as e:
-        raise DamagedTable(f"cannot read the warehouse's {table} table: {' '.join(str(e).split())}") from e
+        raise DamagedTable(f"cannot read the warehouse's {table} table: {' '.join(str(e).split())}", table) from e
     except FileNotFoundError as e:
         # Arrow's I/O threads still hold this exception, and with its traceback the frames of the read (the reader
         # and its DuckDB connection): freed on one of those threads after the interpreter has finalized, they
@@ -81,7 +86,7 @@ def scanning(table: str):
         e.__traceback__ = None
         reason = " ".join(retry.plain(str(e)).split())
         raise DamagedTable(f"cannot read the warehouse's {table} table: a file its Delta log lists is missing: "
-                           f"{reason}") from None
+                           f"{reason}", table) from None
 
 
 def _partition_files(dt, snapshot_id: str) -> list[str]:
@@ -380,11 +385,11 @@ class DeltaWarehouseReader:
         if path is None:
             if version is not None:  # the run committed it: gone since, not a table of a later version's
                 raise DamagedTable(f"cannot read the warehouse's {table} table: the snapshot's run committed its "
-                                   f"version {version}, but {self.root / table} holds no Delta log")
+                                   f"version {version}, but {self.root / table} holds no Delta log", table)
             if table == HISTORY and (run := self._history_writer()) is not None:
                 # read as None it was no commit at all: `changes` left out every offset change, `sql` counted none
                 raise DamagedTable(f"cannot read the warehouse's {table} table: run {run!r} added its records to it, "
-                                   f"but {self.root / table} holds no Delta log")
+                                   f"but {self.root / table} holds no Delta log", table)
             return None
         if version is not None:
             # delta-rs looks for a version past the log's last one commit by commit (10**8: 8 s; a pinned 2**62
@@ -393,7 +398,7 @@ class DeltaWarehouseReader:
                 else _delta_log_version(path)
             if not 0 <= version <= (-1 if last is None else last):
                 raise DamagedTable(f"cannot read the warehouse's {table} table: the snapshot's run committed its "
-                                   f"version {version}, but its Delta log at {path} ends at version {last}")
+                                   f"version {version}, but its Delta log at {path} ends at version {last}", table)
         opened = functools.partial(DeltaTable, str(path), version=version,
                                    storage_options=storage.storage_options(str(path)))
         try:
@@ -404,15 +409,16 @@ class DeltaWarehouseReader:
             # delta-rs raises a log it cannot list (a file name its object_store path parser refuses) as an OSError;
             # its first line: the rest is a Rust backtrace when RUST_BACKTRACE is set
             reason = retry.plain(str(e)).strip().split("\n", 1)[0].strip()
-            raise DamagedTable(f"cannot read the warehouse's {table} table (its Delta log at {path}): {reason}") \
-                from None
+            raise DamagedTable(f"cannot read the warehouse's {table} table (its Delta log at {path}): {reason}",
+                               table) from None
         pinned = snapshot_id if version is not None else None
         check = functools.partial(self._log.check, path, dt.version(), snapshot_id=pinned,
                                   partition_files=lambda: _partition_files(dt, pinned))
         try:
             retry.call(check, f"{path} (log)") if self.remote else check()
         except LogDamage as e:
-            raise DamagedTable(f"cannot read the warehouse's {table} table (its Delta log at {path}): {e}") from None
+            raise DamagedTable(f"cannot read the warehouse's {table} table (its Delta log at {path}): {e}",
+                               table) from None
         return dt
 
     def _dataset(self, table: str, dt, **options):

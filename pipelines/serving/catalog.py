@@ -35,6 +35,7 @@ class SnapshotCatalog:
         self._by_id: dict[str, Snapshot] = {}
         self.last_error: str | None = None
         self._last_damage = False  # the last build failed on a damaged table (`DamagedTable`), not on a bug
+        self._damaged_table: str | None = None  # its name (the exception is not kept: its frames hold the read)
         self._refresher: threading.Thread | None = None
         self._stop = threading.Event()
 
@@ -137,6 +138,7 @@ class SnapshotCatalog:
             with self._lock:
                 self.last_error = f"indexing snapshot {snap.snapshot_id!r} failed: {e}"
                 self._last_damage = damaged
+                self._damaged_table = e.table if damaged else None
         finally:
             with self._lock:
                 self._building.pop(snap.cache_key, None)
@@ -165,7 +167,9 @@ class SnapshotCatalog:
             with self._lock:
                 if snap.cache_key not in self._indexes and self.last_error:
                     # a damaged table is the API's JSON 500 naming it (as a history read's is), not a bare one
-                    raise (DamagedTable if self._last_damage else RuntimeError)(self.last_error)
+                    if self._last_damage:
+                        raise DamagedTable(self.last_error, self._damaged_table)
+                    raise RuntimeError(self.last_error)
 
     def resolve(self, snapshot_id: str | None = None) -> SnapshotIndex:
         """The index that answers a request: the named snapshot, or the default (latest ready) one."""

@@ -133,7 +133,7 @@ def group_events(reader: SnapshotReader, snap: "Snapshot | str", *, columns: lis
     if lost:
         sid = snap if isinstance(snap, str) else snap.snapshot_id
         raise DamagedTable(f"cannot read the warehouse's group_history table: {lost:,} row(s) of snapshot {sid!r} "
-                           "have no event (its files lack the column every version writes)")
+                           "have no event (its files lack the column every version writes)", "group_history")
     return t
 
 

@@ -10,16 +10,18 @@ from __future__ import annotations
 
 import copy
 import json
+import logging
 import math
 import re
 import time
 from collections.abc import Callable, Iterable
 from datetime import datetime
+from typing import TypeVar
 
 from prometheus_client.core import CollectorRegistry, GaugeMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, generate_latest
 
-from pipelines.io.snapshots import Snapshot, SnapshotNotFound
+from pipelines.io.snapshots import DamagedTable, Snapshot, SnapshotNotFound, pick_snapshot
 from pipelines.serving import group_status as gs
 from pipelines.serving.cache import Kept
 from pipelines.serving.diff import diff_snapshots
@@ -34,6 +36,8 @@ DEFAULT_MAX_SERIES = 10_000
 CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4
 RUN_STATUSES = ("running", "succeeded", "validation_failed", "failed")
 _P = "offsetlake_"
+T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 
 def _gauge(name: str, doc: str, labels: Iterable[str] = ()) -> GaugeMetricFamily:
@@ -249,9 +253,11 @@ def _group_series(row: dict, st: gs.GroupStatus | None, timed: bool) -> int:
     return n
 
 
-def _group_families(idx: SnapshotIndex, statuses: dict[str, gs.GroupStatus], max_series: int) -> tuple[list, int]:
+def _group_families(idx: SnapshotIndex, statuses: dict[str, gs.GroupStatus] | None,
+                    max_series: int) -> tuple[list, int]:
     """Per group: state, members, Burrow status, partitions, total and max lag; over `max_series` groups, the
-    worst are kept (status, then total lag). The status counts cover every group whatever the limit."""
+    worst are kept (status, then total lag). The status counts cover every group whatever the limit; with
+    `statuses` None (not judged) there are none."""
     state = _gauge("consumer_group_state", "1 for the group's state (Kafka's name)", ["group", "state"])
     members = _gauge("consumer_group_members", "members of the group", ["group"])
     status = _gauge("consumer_group_status", "1 for the group's status over its commit windows (Burrow's rules: "
@@ -269,8 +275,10 @@ def _group_families(idx: SnapshotIndex, statuses: dict[str, gs.GroupStatus], max
                         ["group"])
     counts = _gauge("groups_with_status", "groups with committed offsets by status (Burrow's rules)", ["status"])
     timed = idx.group_max_lag
-    for s, n in gs.status_counts(statuses).items():
-        counts.add_metric([s], n)
+    if statuses is not None:
+        for s, n in gs.status_counts(statuses).items():
+            counts.add_metric([s], n)
+    statuses = statuses or {}
     ok = gs.GroupStatus("", "OK", [])
     ids = sorted(idx.group_ids, key=lambda g: (-gs.SEVERITY[statuses.get(g, ok).status],
                                                -(statuses.get(g, ok).total_lag or 0), g))
@@ -301,9 +309,11 @@ def _group_families(idx: SnapshotIndex, statuses: dict[str, gs.GroupStatus], max
 
 
 def state_families(idx: SnapshotIndex, previous: SnapshotIndex | None, max_series: int = DEFAULT_MAX_SERIES,
-                   statuses: dict[str, gs.GroupStatus] | None = None) -> list:
+                   statuses: dict[str, gs.GroupStatus] | None = None, *, compared: bool = True) -> list:
     """Groups by type and state; per group its state, members, status and lag; committed offsets and lag per
-    partition; offset regressions against `previous`."""
+    partition; offset regressions against `previous`. `statuses` None: the groups could not be judged (their
+    status families stay empty, never all OK); `compared` False: `previous` could not be read (no regression
+    series, never 0)."""
     groups = _gauge("groups", "live groups of the served snapshot by type and state", ["type", "state"])
     counts: dict[tuple[str, str], int] = {}
     for gid in idx.group_ids:
@@ -314,7 +324,7 @@ def state_families(idx: SnapshotIndex, previous: SnapshotIndex | None, max_serie
     for (t, s), n in sorted(counts.items()):
         groups.add_metric([t, s], n)
     out = [groups]
-    fams, omitted = _group_families(idx, statuses or {}, max_series)
+    fams, omitted = _group_families(idx, statuses, max_series)
     out += fams
     fams, dropped = _partition_families(idx, max_series)
     out += fams
@@ -332,7 +342,8 @@ def state_families(idx: SnapshotIndex, previous: SnapshotIndex | None, max_serie
         omitted += max(0, len(top) - max_series)
         for g, n in top[:max_series]:
             regressions.add_metric([g], n)
-    regressed.add_metric([], n_total)
+    if compared:
+        regressed.add_metric([], n_total)
     left_out = _gauge("metrics_series_omitted", "series left out to keep label cardinality under the limit")
     left_out.add_metric([], omitted)
     return out + [regressions, regressed, left_out]
@@ -346,6 +357,15 @@ def _regressions(before: SnapshotIndex, after: SnapshotIndex) -> dict[str, int]:
     return out
 
 
+def unreadable_family(damaged: Iterable[DamagedTable]) -> GaugeMetricFamily:
+    """1 per table a scrape could not read (the family stays, without series, when every table read)."""
+    g = _gauge("table_unreadable", "1 for a warehouse table /metrics could not read (damaged): the series read "
+                                   "from it are left out, the runs table's are there", ["table"])
+    for table in sorted({e.table or "unknown" for e in damaged}):
+        g.add_metric([table], 1)
+    return g
+
+
 def catalog_families(catalog, max_series: int = DEFAULT_MAX_SERIES,
                      cache: Kept[list[GaugeMetricFamily]] | None = None, now: float | None = None,
                      snapshot_id: str | None = None,
@@ -353,30 +373,60 @@ def catalog_families(catalog, max_series: int = DEFAULT_MAX_SERIES,
     """Every family for `GET /metrics` from the server's catalog: the served snapshot (the one the API answers
     with by default), the newest scheduled run, and the state families against the scheduled snapshot before it.
     The state families are computed once per (served, previous) pair and kept in `cache`; `statuses(idx)` gives
-    the groups' statuses (default: evaluated here)."""
+    the groups' statuses (default: evaluated here).
+
+    A damaged table (`DamagedTable`) leaves out the families read from it, never the scrape: the run-level
+    families come from the `runs` table alone, and a 500 would be Prometheus' `up == 0`, every rule on them quiet
+    while the night's run failed or the snapshot went stale. `offsetlake_table_unreadable` names the table."""
     snaps = catalog.snapshots()
     last = newest_run(snaps)
     runs = [*run_families(last.run if last else None),
             *attempt_families(last.run if last else None, catalog.reader.last_attempt()),
             *lock_families(catalog.reader.writer_lock())]
+    damaged: list[DamagedTable] = []
+
+    def readable(read: Callable[[], T]) -> T | None:
+        try:
+            return read()
+        except DamagedTable as e:
+            damaged.append(e)
+            return None
+
     try:
         idx = catalog.resolve(None)
     except SnapshotNotFound:
         if snapshot_id is not None:
             raise
-        return snapshot_families(None, now) + runs
+        return snapshot_families(None, now) + runs + [unreadable_family(())]
+    except DamagedTable as e:
+        idx = None
+        if snapshot_id is None:
+            damaged.append(e)
     if snapshot_id is not None:
-        idx = catalog.resolve(snapshot_id)  # unknown or unreadable: SnapshotNotFound, a 404
+        idx = readable(lambda: catalog.resolve(snapshot_id))  # unknown or unreadable: SnapshotNotFound, a 404
+    if idx is None:  # its runs row says what it is, when it finished; its tables say nothing more
+        served = (catalog.status()["serving"] if snapshot_id is None else None) or pick_snapshot(snaps, snapshot_id)
+        return (snapshot_families(served, now, previous_scheduled(snaps, served)) + runs
+                + [unreadable_family(damaged)])
     served = idx.snapshot
     prev = previous_scheduled(snaps, served)
     key = (served.cache_key, prev.cache_key if prev else None, max_series)
+    judge = statuses if statuses is not None else (lambda i: gs.evaluate_groups(catalog.reader, i, snaps))
 
     def build() -> list[GaugeMetricFamily]:
-        groups = statuses(idx) if statuses is not None else gs.evaluate_groups(catalog.reader, idx, snaps)
-        return state_families(idx, catalog.index_for(prev) if prev else None, max_series, groups)
+        return state_families(idx, catalog.index_for(prev) if prev else None, max_series, judge(idx))
 
-    state = build() if cache is None else cache.get(key, build)
-    return snapshot_families(served, now, prev) + runs + state
+    try:
+        state = build() if cache is None else cache.get(key, build)
+    except DamagedTable:
+        # read again one by one, so that what did read is there; never kept: a repaired table is read next time.
+        # An index that failed was logged by its build (the catalog's one line); the groups' judgement is not
+        before = readable(lambda: catalog.index_for(prev)) if prev else None
+        judged = readable(lambda: judge(idx))
+        if judged is None:
+            log.error("/metrics of snapshot %s has no group status: %s", served.snapshot_id, damaged[-1])
+        state = state_families(idx, before, max_series, judged, compared=prev is None or before is not None)
+    return snapshot_families(served, now, prev) + runs + state + [unreadable_family(damaged)]
 
 
 def rebuild_families(summary, *, status: str | None = None, finished: float | None = None) -> list:

@@ -105,6 +105,7 @@ RUN_STOPPED = RULES["OffsetlakeRunStopped"]
 STALE = RULES["OffsetlakeSnapshotStale"]
 GROUP_NOT_OK = RULES["OffsetlakeConsumerGroupNotOK"]
 REGRESSED = RULES["OffsetlakeOffsetsWentBackwards"]
+UNREADABLE = RULES["OffsetlakeTableUnreadable"]
 
 
 def test_the_readme_lists_the_run_rules():
@@ -386,6 +387,67 @@ def test_metrics_of_a_named_snapshot(server):
     assert series(m, "offsetlake_snapshot_info") == {
         (("kind", "scheduled"), ("previous_snapshot_id", ""), ("snapshot_id", "s1")): 1}  # nothing before s1
     assert httpx.get(server + "/metrics", params={"snapshot": "s3"}).status_code == 404  # failed: not readable
+
+
+# --- a damaged table ---------------------------------------------------------------------------------------------
+def _unlistable_loaded_offsets(wh: Path) -> None:
+    """A Delta log file name delta-rs cannot parse: no snapshot's loaded_offsets can be read, nor indexed."""
+    (wh / "loaded_offsets" / "_delta_log" / "00000000000000000009.json\n").write_text("{}")
+
+
+def _torn_history(wh: Path) -> None:
+    """The offset_commits history's files torn: the index reads, the groups cannot be judged."""
+    for f in (wh / "offset_commits").glob("*.parquet"):
+        f.write_bytes(f.read_bytes()[:64] + bytes(f.stat().st_size - 64))
+
+
+def _torn_previous_offsets(wh: Path) -> None:
+    """s1's loaded_offsets files torn: s2 is indexed and judged, the snapshot it is compared with cannot be read."""
+    for f in (wh / "loaded_offsets" / "snapshot_id=s1").glob("*.parquet"):
+        f.write_bytes(f.read_bytes()[:64] + bytes(f.stat().st_size - 64))
+
+
+# the families each damage leaves out (a name ending in `_`: every family it begins), every other the healthy scrape's
+_REGRESSIONS = ("offsetlake_offset_regressions", "offsetlake_offset_regressed_partitions")
+_STATE = ("offsetlake_groups", "offsetlake_groups_with_status", "offsetlake_consumer_group_", *_REGRESSIONS,
+          "offsetlake_metrics_series_omitted")
+_STATUS = ("offsetlake_groups_with_status", "offsetlake_consumer_group_status", "offsetlake_consumer_group_partitions",
+           "offsetlake_consumer_group_lag_known_partitions", "offsetlake_consumer_group_total_lag",
+           "offsetlake_consumer_group_max_lag", "offsetlake_consumer_group_max_lag_info")
+
+
+@pytest.mark.parametrize("damage, table, left_out", [
+    (_unlistable_loaded_offsets, "loaded_offsets", _STATE),
+    (_torn_history, "offset_commits", _STATUS),
+    (_torn_previous_offsets, "loaded_offsets", _REGRESSIONS),
+])
+def test_a_damaged_table_leaves_out_its_series_never_the_scrape(story, tmp_path, caplog, damage, table, left_out):
+    """A snapshot table the server could not read made `/metrics` a JSON 500: Prometheus saw `up == 0` and the
+    rules on the runs table (the story's newest run failed; s2 is days old) went quiet. The scrape is now the
+    healthy one less the series read from the damaged table, `offsetlake_table_unreadable` naming it (the README's
+    rule fires), and the server logs one line for it, no traceback."""
+    import logging
+    import shutil
+
+    healthy_scrape = scrape_in_process(story)
+    wh = tmp_path / "wh"
+    shutil.copytree(story, wh)
+    damage(wh)
+    with caplog.at_level(logging.ERROR), app_client(wh) as client:
+        m = _samples_of_response(client.get("/metrics"))
+    assert series(m, "offsetlake_table_unreadable") == {(("table", table),): 1}
+    assert firing(m, UNREADABLE) == [{"table": table}]
+    assert firing(m, LAST_RUN) == [{"status": "succeeded"}] and firing(m, STALE) == [{}]
+    age = ("offsetlake_snapshot_age_seconds", ())
+    assert abs(m.pop(age) - healthy_scrape.pop(age)) < 60
+    def gone(name: str) -> bool:
+        return any(name == f or f.endswith("_") and name.startswith(f) for f in left_out)
+
+    assert any(gone(n) for n, _ in healthy_scrape)
+    kept = {k: v for k, v in healthy_scrape.items() if not gone(k[0])}
+    assert {k: v for k, v in m.items() if k[0] != "offsetlake_table_unreadable"} == kept
+    lines = [r for r in caplog.records if table in r.getMessage()]
+    assert lines and not any(r.exc_info for r in caplog.records), caplog.text
 
 
 # --- Burrow's rules on commit histories built for each -------------------------------------------------------------
