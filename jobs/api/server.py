@@ -13,7 +13,7 @@ from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from pipelines.io.snapshots import SnapshotReader
+from pipelines.io.snapshots import DamagedTable, SnapshotReader
 from pipelines.serving import group_status
 from pipelines.serving.answers import ServingCache
 from pipelines.serving.catalog import SnapshotCatalog
@@ -41,12 +41,16 @@ class Server:
     def warm_statuses(self, stop: threading.Event) -> None:
         """Judge the served snapshot's groups as soon as its index is ready (reading the commit history takes
         seconds on a large warehouse: the first scrape should not wait for it, nor time out)."""
+        damaged = None  # the snapshot whose table is damaged: said once, not again every tick with a traceback
         while not stop.wait(max(self.refresh_interval, 0.2)):
             idx = self.catalog.ready_index(None)
-            if idx is None or idx.snapshot.cache_key in self.cache.group_statuses:
+            if idx is None or idx.snapshot.cache_key == damaged or idx.snapshot.cache_key in self.cache.group_statuses:
                 continue
             try:
                 self.group_statuses(idx)
+            except DamagedTable as e:  # a request judges it again (and /metrics names the table)
+                damaged = idx.snapshot.cache_key
+                log.error("judging the groups of %s failed: %s", idx.snapshot.snapshot_id, e)
             except Exception:  # a snapshot retired meanwhile, a transient read error: a request will try again
                 log.exception("judging the groups of %s failed", idx.snapshot.snapshot_id)
 

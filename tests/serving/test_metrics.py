@@ -450,6 +450,36 @@ def test_a_damaged_table_leaves_out_its_series_never_the_scrape(story, tmp_path,
     assert lines and not any(r.exc_info for r in caplog.records), caplog.text
 
 
+def test_a_damaged_history_is_one_line_of_the_thread_that_judges_the_served_groups(story, tmp_path, caplog):
+    """The thread that judges the served snapshot's groups in the background logged a traceback on every tick
+    (each second by default) while the commit history was damaged; it now says so in one line, once."""
+    import logging
+    import shutil
+    import threading
+
+    class Ticks(threading.Event):
+        """A stop event that lets the loop run `n` ticks, untimed."""
+
+        def __init__(self, n: int):
+            super().__init__()
+            self.n = n
+
+        def wait(self, timeout=None) -> bool:
+            self.n -= 1
+            return self.n < 0
+
+    wh = tmp_path / "wh"
+    shutil.copytree(story, wh)
+    _torn_history(wh)
+    with app_client(wh) as client:
+        assert client.get("/groups/payments").status_code == 200  # s2 indexed and served
+        with caplog.at_level(logging.ERROR):
+            client.app.state.server.warm_statuses(Ticks(5))
+    mine = [r for r in caplog.records if r.thread == threading.get_ident()]
+    assert len(mine) == 1 and not mine[0].exc_info, caplog.text
+    assert "cannot read the warehouse's offset_commits table" in mine[0].getMessage()
+
+
 # --- Burrow's rules on commit histories built for each -------------------------------------------------------------
 def build_burrow(root: Path) -> WarehouseKit:
     """b1 (as of 1000 s) then b2 (as of 2000 s), end offsets observed at each as-of. In b2's windows:
