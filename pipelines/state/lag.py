@@ -15,9 +15,9 @@ not how old), the batch holding the record or a segment before it cannot be read
 timestamp (magic 0), or, in a what-if snapshot as of a moment before the dump saw the partition, the commit is below
 the log start (at its as_of the records from the commit on may still have been there; the dump holds them no more).
 
-commit_age_seconds = as_of - the commit's own timestamp. Per group, its largest lag_seconds and the partition
-holding it (the first in topic, partition order on a tie) are on every row of the group, computed here once for
-the API, /metrics, the page and SQL alike.
+commit_age_seconds = as_of - the commit's own timestamp (null for a commit stamped -1 or below). Per group, its
+largest lag_seconds and the partition holding it (the first in topic, partition order on a tie) are on every row of
+the group, computed here once for the API, /metrics, the page and SQL alike.
 """
 from __future__ import annotations
 
@@ -102,9 +102,14 @@ def lag_table(offsets: pa.Table, log_ends: pa.Table, logs: dict, as_of_ms: int,
                      offsets_timed=int((~np.isnan(timing.lag_seconds)).sum()),
                      notes=[note for log in logs.values() for note in log.notes])
 
-    commit_us = offsets.column("commit_timestamp").cast(pa.timestamp("us", tz="UTC")).cast(pa.int64())
-    commit_age = (as_of_ms * 1000.0 - pc.fill_null(commit_us, 0).to_numpy().astype(np.float64)) / 1e6
-    commit_age[pc.is_null(commit_us).to_numpy(zero_copy_only=False)] = np.nan
+    commit_us = pc.fill_null(
+        offsets.column("commit_timestamp").cast(pa.timestamp("us", tz="UTC")).cast(pa.int64()), -1).to_numpy()
+    commit_age = (as_of_ms * 1000.0 - commit_us.astype(np.float64)) / 1e6
+    # a commit stamped -1 or below has no time to be as old as: no broker stamps one (4.0 its own clock,
+    # OffsetAndMetadata.fromRequest; 2.8 a v0/v1 client's own, -1 its DEFAULT_TIMESTAMP for the broker's clock,
+    # KafkaApis), only a client's bad clock or a corrupt record, whose age would be as_of - 1969, or some 2,000
+    # years for one read as year 1 (`decoded.within_time`): unknown, as a record's timestamp below -1 is
+    commit_age[commit_us < 0] = np.nan
 
     group = offsets.column("group_id")
     group_max, is_max = _group_max(group, offsets.column("topic"), offsets.column("partition"), timing.lag_seconds)

@@ -326,3 +326,25 @@ def test_a_timestamp_below_minus_one_counts_as_none(tmp_path):
     assert got[0] == (0, None, None)
     assert got[1][0] == 2 and got[1][2] == pytest.approx(60.0)
     assert facts.offsets_timed == 1
+
+
+@pytest.mark.parametrize("stamp", [-1, -2, -86_400_000, -(2 ** 63)])
+def test_a_commit_stamped_before_1970_has_no_commit_age(crafted, stamp):
+    """A commit's own timestamp below 0 (a v1 OffsetCommit's client clock, which a 2.8 broker stored as sent, or a
+    corrupt record; -2**63 is read as year 1) gave an age of some 56 or 2,000 years; it is now null (unknown), as
+    a record's timestamp below -1 is, while a commit at the epoch itself keeps its age, and the lag in time its
+    own figure."""
+    from pipelines.coordinator.decoded import within_time
+    from pipelines.decoding.message_writer import write_offset_commit_value
+    from pipelines.decoding.messages import read_offset_message_value
+
+    log_dir, offsets = crafted
+    value = read_offset_message_value(write_offset_commit_value(1, offset=60, commit_timestamp=stamp))
+    held = within_time(pa.table({"commit_timestamp": pa.array([value.commit_timestamp, 0], pa.int64())}))
+    stamps = held.column("commit_timestamp").cast(pa.timestamp("ms", tz="UTC")).cast(pa.timestamp("us", tz="UTC"))
+    behind = ld.group_ids()["behind"]
+    odd = _offsets([(behind, ld.TOPIC, 0, value.offset, 0), (behind, ld.TOPIC, 1, value.offset, 0)])
+    odd = odd.set_column(odd.schema.get_field_index("commit_timestamp"), "commit_timestamp", stamps)
+    rows = _table(log_dir, odd)[0].to_pylist()
+    assert [r["commit_age_seconds"] for r in rows] == [None, ld.AS_OF / 1000]
+    assert rows[0]["lag_seconds"] == pytest.approx(ld.AS_OF / 1000 - ld.schedule(0, 60) / 1000)
