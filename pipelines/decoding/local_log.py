@@ -82,7 +82,8 @@ class LocalLog:
             try:
                 if not e.is_file():
                     continue
-                found.append(LogSegment(e.path, int(m.group(1)), e.stat().st_size, self.notes))
+                st = e.stat()
+                found.append(LogSegment(e.path, int(m.group(1)), st.st_size, self.notes, st.st_mtime_ns // 1_000_000))
             except OSError as err:
                 self.notes.append(LogNote(SEGMENT_UNREADABLE, e.path, -1, f"segment not read: {err}"))
         self.segments = sorted(found, key=lambda s: s.base_offset)
@@ -237,6 +238,15 @@ class LocalLog:
             k += 1
         return Position(None, None, None, None)
 
+    def _held_nothing_by(self, time_ms: int) -> bool:
+        """Whether a log that holds no record (its one segment empty: a new partition, retention's roll, a follower's
+        truncation) was already so at `time_ms`. Kafka counts such a segment's largest timestamp as its file's last
+        modification (`LogSegment.largestTimestamp`, 4.0: `lastModified()` without a record's), so ListOffsets for
+        a time up to it finds that segment after the time, and none there: the segment was created (or emptied)
+        later, and what the log held before it, the records below its base offset, is not known."""
+        modified = self.segments[-1].last_modified_ms
+        return modified is not None and modified <= time_ms
+
     def end_at(self, time_ms: int) -> int | None:
         """The log end offset as it stood at `time_ms`: the offset of the first record appended after it, which is
         what `ListOffsets` for `time_ms + 1` gives (`UnifiedLog.fetchOffsetByTimestamp`: the first segment, then
@@ -244,8 +254,9 @@ class LocalLog:
         emptied, its base offset: `log_segment.LogSegment.first_after`), the log end when none does. "So far"
         because a producer's CreateTime may go backwards: a record stamped earlier but written after a later-stamped
         one was appended after that one. None when unknown: a record up to it cannot be read, the
-        log has no timestamps (magic 0), or the first record after `time_ms` is the oldest the log dir holds and
-        records before it are gone (retention, the cleaner), whose times are not known."""
+        log has no timestamps (magic 0), the first record after `time_ms` is the oldest the log dir holds and
+        records before it are gone (retention, the cleaner), whose times are not known, or the log holds no record
+        and its segment was modified after `time_ms` (`_held_nothing_by`)."""
         end = self.log_end_offset
         if end is None:
             return None
@@ -261,7 +272,11 @@ class LocalLog:
             k += 1
         else:
             # (an empty active segment, just rolled, says nothing of the records before it)
-            return None if largest == NO_TIMESTAMP and end > self.segments[0].base_offset else end
+            if largest == NO_TIMESTAMP and end > self.segments[0].base_offset:
+                return None
+            if largest == NO_TIMESTAMP and not self._held_nothing_by(time_ms):
+                return None
+            return end
         s = self.segments[k]
         found = self._safely(s, lambda: s.first_after(time_ms), UNREADABLE)
         if found is UNREADABLE or found is None:

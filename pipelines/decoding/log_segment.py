@@ -171,10 +171,13 @@ class LogSegment:
     """`<base>.log` of a data-topic partition, `.index` and `.timeindex` beside it. Notes go to `notes` (the
     partition's list). Holds the file mapped until `close`."""
 
-    def __init__(self, path: str, base_offset: int, size: int, notes: list[LogNote]):
+    def __init__(self, path: str, base_offset: int, size: int, notes: list[LogNote],
+                 last_modified_ms: int | None = None):
         self.path = path
         self.base_offset = base_offset
         self.size = size
+        # the file's modification time (ms), Kafka's `LogSegment.lastModified`: None when not known
+        self.last_modified_ms = last_modified_ms
         self.notes = notes
         self._mm: mmap.mmap | None = None
         self._verified: set[int] = set()  # offset-index entries checked against the segment

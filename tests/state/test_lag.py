@@ -348,3 +348,30 @@ def test_a_commit_stamped_before_1970_has_no_commit_age(crafted, stamp):
     rows = _table(log_dir, odd)[0].to_pylist()
     assert [r["commit_age_seconds"] for r in rows] == [None, ld.AS_OF / 1000]
     assert rows[0]["lag_seconds"] == pytest.approx(ld.AS_OF / 1000 - ld.schedule(0, 60) / 1000)
+
+
+def test_a_log_holding_no_record_has_no_end_at_a_time_before_its_segment_was_made(tmp_path):
+    """orders-0 holds one empty segment at 50 (retention deleted records 0-49 and rolled it, a follower truncated
+    to it): its end at any past as_of was taken to be 50, before the segment existed too, so a group at 40 was 10
+    behind then. Kafka counts the empty segment's largest timestamp as its file's last modification
+    (LogSegment.largestTimestamp, 4.0): before then the log held records 0-49, or some of them, appended at times
+    the log dir does not hold, and the end then is unknown (no row, LAG unknown); from then on it is 50."""
+    import os
+
+    from pipelines.decoding.log_end_offsets import ends_at
+
+    segment = tmp_path / "orders-0" / f"{50:020d}.log"
+    segment.parent.mkdir()
+    segment.write_bytes(b"")
+    made = ld.AS_OF - 60_000
+    os.utime(segment, ns=(made * 1_000_000, made * 1_000_000))
+    offsets = _offsets([("g", "orders", 0, 40, made - 120_000)])
+    found = data_logs([tmp_path])
+    try:
+        assert [(r.log_end_offset, r.observed_at_ms) for r in found.rows] == [(50, made)]
+        before, since = ends_at(found, made - 1), ends_at(found, made)
+        then, _ = lag_table(offsets, log_end_offsets_table(before, "s"), found.logs, made - 1, "s", past=True)
+    finally:
+        found.close()
+    assert before == [] and [(r.log_end_offset, r.observed_at_ms) for r in since] == [(50, made)]
+    assert [(r["log_end_offset"], r["lag"], r["lag_seconds"]) for r in then.to_pylist()] == [(None, None, None)]
