@@ -363,7 +363,8 @@ def ends_at(found: DataLogs, time_ms: int) -> list[LogEndOffset]:
     """The rows of `found` as the log ends stood at `time_ms` (a what-if snapshot's as_of), for its LAG then: from
     the partition's segments, the offset of the first record appended after it (`LocalLog.end_at`; `observed_at` is
     `time_ms` where that is short of the dump's end); a high watermark alone only when its file was written by then.
-    A partition whose end then is not known gets no row (LAG unknown), never the dump's end."""
+    A partition whose end then is not known gets no row (LAG unknown), never the dump's end; at or after the time
+    the dump saw it, its end is the dump's, observed then, whether its records' times are known or not."""
     out = []
     for row in found.rows:
         log = found.logs.get((row.topic, row.partition))
@@ -374,7 +375,11 @@ def ends_at(found: DataLogs, time_ms: int) -> list[LogEndOffset]:
         end = log.end_at(time_ms)
         log.close()  # mapped again when lag in time reads it
         held = log.log_end_offset
-        if end is not None and end < held:
+        if end is None and log.segments and row.observed_at_ms is not None and row.observed_at_ms <= time_ms:
+            # its records' times do not say when they came (none has one, one cannot be read), but the dump saw
+            # them all by as_of: its end, observed when it was, as a log whose times are known has it past the dump
+            out.append(row)
+        elif end is not None and end < held:
             out.append(replace(row, log_end_offset=end, source=SOURCE_SEGMENT, observed_at_ms=time_ms))
         elif end is not None and row.log_end_offset <= held:
             # every record it holds was appended by then; an as_of past the dump's time is answered with the dump's

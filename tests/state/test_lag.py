@@ -375,3 +375,32 @@ def test_a_log_holding_no_record_has_no_end_at_a_time_before_its_segment_was_mad
         found.close()
     assert before == [] and [(r.log_end_offset, r.observed_at_ms) for r in since] == [(50, made)]
     assert [(r["log_end_offset"], r["lag"], r["lag_seconds"]) for r in then.to_pylist()] == [(None, None, None)]
+
+
+def test_a_log_without_times_keeps_the_dumps_end_at_an_as_of_after_the_dump(tmp_path):
+    """A what-if snapshot as of an hour after the dump saw orders-0, whose records carry no time (a producer other
+    than Java's stamped them before 1970, which counts as none: LogSegment, 4.0): the dump had seen its end, 2, by
+    then, as for a log whose times are known, yet the partition had no row (LAG unknown). It now keeps the dump's
+    end observed when the dump saw it (LAG 1 for a group at 1); its lag in time stays unknown, and before the dump
+    saw it the end is still unknown."""
+    import os
+
+    from pipelines.decoding.batch_writer import write_record_batch
+    from pipelines.decoding.log_end_offsets import ends_at
+
+    segment = tmp_path / "orders-0" / f"{0:020d}.log"
+    segment.parent.mkdir()
+    segment.write_bytes(write_record_batch([(b"k", b"v", -5_000), (b"k", b"v", -4_000)], 0))
+    seen = ld.AS_OF - 60_000
+    os.utime(segment, ns=(seen * 1_000_000, seen * 1_000_000))
+    offsets = _offsets([("g", "orders", 0, 1, seen - 120_000)])
+    later = seen + 3_600_000
+    found = data_logs([tmp_path])
+    try:
+        after, before = ends_at(found, later), ends_at(found, seen - 1)
+        lag, _ = lag_table(offsets, log_end_offsets_table(after, "s"), found.logs, later, "s", past=True,
+                           seen={("orders", 0): seen})
+    finally:
+        found.close()
+    assert [(r.log_end_offset, r.observed_at_ms) for r in after] == [(2, seen)] and before == []
+    assert [(r["log_end_offset"], r["lag"], r["lag_seconds"]) for r in lag.to_pylist()] == [(2, 1, None)]
