@@ -508,7 +508,15 @@ class GroupStore:
         return isinstance(g, SimpleGroup) or (isinstance(g, ClassicGroup) and g.is_simple_group)
 
     def maybe_create_simple_group(self, gid: str) -> None:
-        """`OffsetMetadataManager.replay`: an offset value for an unknown group creates a simple classic group."""
+        """An offset value for an unknown group creates a simple classic group: the new coordinator's replay does
+        (`OffsetMetadataManager.replay`, 4.0), and the old coordinator did when it wrote the commit, plain or
+        transactional, whatever the transaction's outcome (`GroupCoordinator.handleCommitOffsets` /
+        `handleTxnCommitOffsets`: `addGroup(new GroupMetadata(groupId, Empty, time))`, 0.11 - 3.9), so a group
+        tombstone after it deleted a group in either semantics (event `deleted`); the old coordinator writes none
+        for a group of generation 0 (`cleanupGroupMetadata`, 0.11 - 3.9), so a log holds one there where the new
+        coordinator wrote it (a 4.0 broker's DeleteGroups or expiry). The old loader builds no group while it reads
+        (`doLoadGroupsAndOffsets` makes one for `emptyGroupOffsets` at its end only): a legacy replay's simple
+        groups name the history's deletions, and its snapshot's are its offsets' (`tables.shard_rows`)."""
         if gid not in self.groups:
             self.groups[gid] = SimpleGroup(gid)
 

@@ -1,7 +1,8 @@
 """One coordinator shard's state, and the replay of its group records in log order.
 
 * legacy: `GroupMetadataManager.doLoadGroupsAndOffsets` + `readGroupMessageValue` / `GroupMetadata.loadGroup`
-  (old coordinator, Kafka 0.11 - 3.9; spec §5.1, §5.2);
+  (old coordinator, Kafka 0.11 - 3.9; spec §5.1, §5.2), and the simple group the coordinator made when it wrote an
+  offset commit, which names the group history's deletions only (`GroupStore.maybe_create_simple_group`);
 * modern: `CoordinatorLoaderImpl` + `GroupCoordinatorShard.replay`: `GroupMetadataManager.replay` for GroupMetadata,
   the consumer (KIP-848) / share / streams group records the emulated version knows (new
   coordinator, Kafka 3.8 - 4.x; spec §5.3, §2.9), and the simple group an offset value creates
@@ -96,7 +97,8 @@ class ShardState:
 
 def replay_group_records(groups: GroupStore, rows: Iterable[Row]) -> None:
     """The group records of `rows` (log order) replayed onto `groups` (`GroupStore.replay`: one replay per record
-    type); an offset value among them (new coordinator) creates the simple group of an id that holds none."""
+    type); an offset value among them creates the simple group of an id that holds none, in either semantics
+    (`GroupStore.maybe_create_simple_group`)."""
     for row in rows:
         kind = row["record_kind"]
         if kind == KIND_OFFSET_COMMIT:  # `decoded.group_rows` keeps only its kind and group id: no key type

@@ -3,10 +3,10 @@
 The offsets half of a replay runs column by column over whole windows (`offset_metadata`), and only the group
 records go through the Python loaders (`loader`), one at a time. Three reductions, each a mask over decoded rows:
 
-* `loader_mask`: what the Python loaders read: every group record and, for the new coordinator, per group the first
-  offset value after each of the group's records (and before the first) and the last one. An offset value creates a
-  simple group only where the id holds no group (`GroupStore.maybe_create_simple_group`), and only the group's own
-  records change that in between.
+* `loader_mask`: what the Python loaders read: every group record and, per group, the first offset value after each
+  of the group's records (and before the first) and the last one. An offset value creates a simple group only where
+  the id holds no group (`GroupStore.maybe_create_simple_group`), and only the group's own records change that in
+  between.
 * `split_mask`: what a range of a split partition hands on to its partition's load (`frames.ranges`), which replays
   the offsets of every range one after another without the rows of a plain value most of them hold: the loader's
   rows, every control record, every transactional offset commit and every tombstone, and per GroupTopicPartition the
@@ -19,7 +19,9 @@ records go through the Python loaders (`loader`), one at a time. Three reduction
   history that holds the decisions): per key, the last plain record and the last tombstone; every transactional
   record but a value whose transaction ended before a later plain record of its key (that record overwrites whatever
   the marker installed; a value touches no other key and no other transaction, tombstones do: they are all kept);
-  the end markers of the transactional records kept; the loader's rows.
+  the end markers of the transactional records kept; the group records, and for the new coordinator the offset
+  values `loader_mask` reads (its simple groups are state; the old loader's come from the offsets it ends with,
+  `tables.shard_rows`, and the ones a legacy replay tracks only name the group history's deletions).
 
 `tests/coordinator/test_reduction.py` checks each defining property on generated logs, both semantics.
 """
@@ -49,8 +51,8 @@ def _mark_last(keep: np.ndarray, rows: pa.Table, mask) -> None:
 
 
 def _mark_group_values(keep: np.ndarray, table: pa.Table, is_value, groups: np.ndarray | None = None) -> None:
-    """modern: per group, the first offset value after each of its group records (and before the first), and the
-    last one. Over the values and group records in (group, table) order: a value whose predecessor in its group is
+    """Per group, the first offset value after each of its group records (and before the first), and the last
+    one. Over the values and group records in (group, table) order: a value whose predecessor in its group is
     a group record (or that has none) is a first one. `groups`: the rows' `group_codes`, when found already."""
     is_group = pc.fill_null(pc.is_in(table.column("record_kind"), pa.array(GROUP_KINDS)), False)
     relevant = pc.or_(is_value, is_group)
@@ -155,14 +157,15 @@ def _commit_masks(table: pa.Table, modern: bool):
     return is_commit, is_txn, plain, tombstone
 
 
-def loader_mask(table: pa.Table, modern: bool, groups: np.ndarray | None = None) -> np.ndarray:
+def loader_mask(table: pa.Table, groups: np.ndarray | None = None) -> np.ndarray:
     """The rows the Python loaders read (`loader.replay_group_records`), as a mask over `table` (decoded rows of one
-    or more offsets partitions, each in log order; `groups`: their `group_codes`, when found already)."""
+    or more offsets partitions, each in log order; `groups`: their `group_codes`, when found already). The same in
+    either semantics: an offset value creates a simple group in both (`GroupStore.maybe_create_simple_group`)."""
     keep = pc.fill_null(pc.is_in(table.column("record_kind"), pa.array(GROUP_KINDS)), False) \
         .to_numpy(zero_copy_only=False).copy()
-    if modern and table.num_rows:
-        is_commit, _, _, tombstone = _commit_masks(table, modern)
-        _mark_group_values(keep, table, pc.and_(is_commit, pc.invert(tombstone)), groups)
+    if table.num_rows:
+        values = pc.and_(is_offset_commit(table), pc.invert(pc.fill_null(table.column("is_tombstone"), False)))
+        _mark_group_values(keep, table, values, groups)
     return keep
 
 
@@ -198,7 +201,7 @@ def split_mask(table: pa.Table, modern: bool) -> np.ndarray | None:
         ends[:-1] = k[at][1:] != k[at][:-1]
         last[at[ends]] = True
     keep[commit_at[order[v & (after_other | last)]]] = True
-    keep |= loader_mask(table, modern, groups)
+    keep |= loader_mask(table, groups)
     return None if keep.all() else keep
 
 

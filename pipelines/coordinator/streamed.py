@@ -197,7 +197,7 @@ class StreamedShards:
                 if state is None:
                     state = self.states[part] = ShardState.empty(part, self.options, self.mode.group_events)
                 decisions.append(replay_offsets(part, rows, state, modern))
-                looped = group_rows(rows, loader_mask(rows, modern))
+                looped = group_rows(rows, loader_mask(rows))
                 replay_group_records(state.groups, looped)
                 self.looped += len(looped)
         if not decisions:

@@ -257,7 +257,7 @@ def shard_rows(st: ShardState, options: ReplayOptions, n: int, names: dict[str, 
     # old loader: a new Empty group for every id in emptyGroupOffsets ∪ pendingEmptyGroupOffsets;
     # new coordinator: the simple groups created while replaying offset values
     simple = ({gid for gid, g in live.items() if isinstance(g, SimpleGroup)} if st.modern
-              else {gid for gid in offsets_groups if gid not in live})
+              else {gid for gid in offsets_groups if not is_live(live.get(gid))})
     for gid in sorted(simple):
         out["loaded_groups"].append(simple_group_row(sid, gid, part, n, options.load_time_ms))
     for gid, r in st.groups.last_group_record.items():

@@ -56,9 +56,9 @@ class RunSummary:
     stage_seconds: dict[str, float] = field(default_factory=dict)
     incremental: dict = field(default_factory=dict)
     task_cpu_seconds: dict[str, float] = field(default_factory=dict)  # summed over the tasks, per kind of work
-    # the records the shards' tasks handed their Python loaders one at a time (group records, and for the new
-    # coordinator the offset values that may create a simple group); the rest were replayed column by column. None:
-    # the run did not load its shards in Spark's tasks
+    # the records the shards' tasks handed their Python loaders one at a time (group records, and the offset values
+    # that may create a simple group); the rest were replayed column by column. None: the run did not load its
+    # shards in Spark's tasks
     records_looped: int | None = None
     # the wall time of the run's first Spark job that ran Python (`frames.python_jobs`; None: it ran none): a new
     # session's pays for starting the Python workers, which later jobs do not

@@ -17,6 +17,7 @@ from pipelines.coordinator.groups import GroupEvent
 from pipelines.coordinator.options import ReplayOptions
 from pipelines.coordinator.shard import replay_rows
 from pipelines.coordinator.tables import group_history_table, named_group_history
+from tests.coordinator.rowkit import Log
 from tests.depth import cases
 
 SCENARIOS = ["classic-basic", "deletes", "expiry", "kip848", "many-groups", "simple-consumers", "transactions"]
@@ -119,6 +120,71 @@ def test_group_history_is_the_dump_logs_group_events(brokerdata, histories, scen
         generation = r["generation"] if r["event"] in ("generation", "group_epoch") else None
         got[(r["offsets_partition"], r["record_offset"])] = (r["group_id"], r["event"], generation, after)
     assert got == want
+
+
+@pytest.fixture(scope="module")
+def legacy_histories(brokerdata):
+    reader = pytest.importorskip("pipelines.decoding.reader")
+    out = {}
+    for s in SCENARIOS:
+        rows = list(reader.iter_decoded_rows([brokerdata / s / "data"]))
+        out[s] = replay_rows(rows, ReplayOptions(semantics="legacy", snapshot_id="h", num_partitions=50,
+                                                 kafka_version="3.9"))["group_history"]
+    return out
+
+
+@pytest.mark.shared
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_a_legacy_history_deletes_the_groups_the_broker_deleted(brokerdata, histories, legacy_histories, scenario):
+    """Replayed as the old coordinator, a GroupMetadata record's event is the one Kafka's dump shows: a new
+    generation, and a tombstone `deleted` where the id held a group, the simple group its offset commits made too
+    (the broker's DeleteGroups of `dl-del-simple`, its expiry of `ex-simple` and `ex-simple-late`). The old
+    coordinator made that group when it wrote the commit, as the new one does (3.9
+    GroupCoordinator.handleCommitOffsets / handleTxnCommitOffsets: addGroup), though its load builds one only for
+    the offsets it ends with. Ids of KIP-848 records apart: the old coordinator skips those records."""
+    kip848 = {r["group_id"] for r in histories[scenario] if r["group_type"] != "classic"}
+    want, _ = dump_log_events(brokerdata / scenario)
+    want = {at: (gid, event) for at, (gid, event, _, _) in want.items()
+            if event in ("generation", "deleted") and gid not in kip848}
+    got = {(r["offsets_partition"], r["record_offset"]): (r["group_id"], r["event"])
+           for r in legacy_histories[scenario] if r["group_id"] not in kip848 and r["event"] != "tombstone"}
+    assert got == want
+
+
+@pytest.mark.parametrize("semantics", ["legacy", "modern"])
+def test_a_simple_group_a_commit_made_again_is_deleted_again(semantics):
+    """DeleteGroups of a simple consumer group (its offset tombstones and the group tombstone, one batch at one
+    time), a commit of the id after it, plain or transactional, and DeleteGroups again: the commit made the group
+    again (3.9 GroupCoordinator.handleCommitOffsets / handleTxnCommitOffsets add an Empty group; 4.0
+    OffsetMetadataManager.replay a simple classic group), so each tombstone after a commit is `deleted` in the
+    group history, in either semantics, and one right after another is a tombstone that found nothing. Each agrees
+    with the replay of the log cut just before its batch (`rebuild --until-time`): the group is loaded there, and
+    removed at the tombstone's time; nothing is loaded before the last one."""
+    log = Log()
+    log.commit("s", "t", 0, 10)  # 0: makes the group
+    deletions = [log.offset_tombstone("s", "t", 0), log.group_tombstone("s")]  # 1, 2
+    log.commit("s", "t", 0, 20)  # 3: makes it again
+    deletions += [log.offset_tombstone("s", "t", 0), log.group_tombstone("s")]  # 4, 5
+    log.commit("s", "t", 0, 30, pid=7, epoch=0)  # 6: a transactional commit makes it again
+    log.marker(7, "COMMIT")  # 7
+    deletions += [log.offset_tombstone("s", "t", 0), log.group_tombstone("s")]  # 8, 9
+    deletions += [log.group_tombstone("s")]  # 10: nothing left to delete
+    for tombstone, group_tombstone in zip(deletions[0:6:2], deletions[1:6:2]):
+        group_tombstone["timestamp"] = tombstone["timestamp"]  # one batch, one append time
+    history = replay_rows(log.rows, ReplayOptions(semantics=semantics, snapshot_id="h"))["group_history"]
+    events = [(r["record_offset"], r["event"]) for r in history]
+    assert events == [(2, "deleted"), (5, "deleted"), (9, "deleted"), (10, "tombstone")]
+
+    def cut(t: int) -> dict:
+        tables = replay_rows(log.rows, ReplayOptions(semantics=semantics, until_time_ms=t, snapshot_id="cut",
+                                                     load_time_ms=t))
+        return {"loaded": {r["group_id"] for r in tables["loaded_groups"]},
+                "removed": {r["group_id"] for r in tables["removed_groups"]}}
+
+    for at, event in events:
+        batch_time = log.rows[at - 1 if event == "deleted" else at]["timestamp"]
+        assert ("s" in cut(batch_time - 1)["loaded"]) == (event == "deleted"), at
+        assert cut(log.rows[at]["timestamp"]) == {"loaded": set(), "removed": {"s"}}, at
 
 
 @pytest.mark.shared
