@@ -374,13 +374,12 @@ def _late_rows(group: np.ndarray, op: np.ndarray, ro: np.ndarray) -> np.ndarray 
 
 
 def _offset_changes(reader: SnapshotReader, snap: Snapshot, sel: Selection, events: _Events,
-                    partitions: set[int], read: dict) -> list[dict]:
+                    partitions: set[int]) -> list[dict]:
     """The offset changes of the window; `partitions` receives the offsets partitions of the selected groups'
-    commits, `read["commits"]` the history rows read."""
+    commits."""
     commits = snapshot_commits(reader, snap, filters=sel.filters(), columns=_COMMIT_COLUMNS,
                                dictionary=("group_id", "topic", "txn_outcome"))
     commits = applied_history(sel.keep(commits), snap.snapshot_id)
-    read["commits"] = commits
     if commits is None or not commits.num_rows:
         return []
     partitions.update(p for p in pc.unique(commits.column("offsets_partition")).to_pylist() if p is not None)
@@ -444,13 +443,13 @@ def _expiry_changes(reader: SnapshotReader, snap: Snapshot, sel: Selection) -> l
     return out
 
 
-def _group_changes(events: _Events, sel: Selection, commits: pa.Table | None = None) -> list[dict]:
+def _group_changes(events: _Events, sel: Selection) -> list[dict]:
     """Group lifecycle changes and rebalance storms. A group's state after an event is the event's own (`state`
     null: the group does not exist), so every change compares an event with the one before it in its group:
     columns shifted by one, whatever the window, and Python values only for the changes found."""
     if not events.n:
         return []
-    steps = _GroupSteps.of(events, sel, commits)
+    steps = _GroupSteps.of(events, sel)
     return _lifecycle_changes(events, steps) + _rebalance_storms(events, steps, sel)
 
 
@@ -473,16 +472,16 @@ class _GroupSteps:
     was_type: np.ndarray
 
     @staticmethod
-    def of(events: _Events, sel: Selection, commits: pa.Table | None = None) -> "_GroupSteps":
+    def of(events: _Events, sel: Selection) -> "_GroupSteps":
         h = events.history
         ts = events.time_us
         state = h.column("state")
         exists = state.is_valid().to_numpy(zero_copy_only=False)
         empty = pc.fill_null(pc.equal(state, "Empty"), False).to_numpy(zero_copy_only=False)
         event = h.column("event")
-        # a group tombstone deletes the group: one that held a group record ("deleted"), or an id whose only group
-        # record is its tombstone (a simple consumer group's offsets, a group compacted away): `removed_groups`
-        # holds it
+        # a group tombstone deletes the group: one the engine found a group to delete at ("deleted": a group record
+        # or an offset commit made it, `GroupStore.maybe_create_simple_group`), or an id whose only group record is
+        # its tombstone (a group compacted away): `removed_groups` holds it
         deleted = pc.fill_null(pc.equal(event, "deleted"), False).to_numpy(zero_copy_only=False)
         tombstone = pc.fill_null(pc.equal(event, "tombstone"), False).to_numpy(zero_copy_only=False)
         gtype = pc.dictionary_encode(pc.fill_null(h.column("group_type").combine_chunks(), "")).indices \
@@ -497,52 +496,12 @@ class _GroupSteps:
             return b
 
         was_removed = before(deleted | tombstone)
-        again = np.flatnonzero(tombstone & ~events.first & was_removed)
-        recommitted = np.zeros(events.n, dtype=bool)
-        recommitted[again[_committed_between(commits, events, again)]] = True
-        # the first tombstone of a group no record held, or one after offsets were committed since its last removal
-        deleted |= tombstone & (events.first | ~was_removed | recommitted)
+        deleted |= tombstone & (events.first | ~was_removed)  # the first tombstone of a group no record held
         return _GroupSteps(
             inside=events.timed & (ts >= _us(sel.start)) & (ts <= _us(sel.end)), exists=exists, empty=empty,
             deleted=deleted, gtype=gtype, gen_known=gen_known, gen=gen, was=before(exists),
             was_empty=before(empty), was_gen_known=before(exists & gen_known), was_gen=before(gen),
             was_type=before(gtype))
-
-
-def _committed_between(commits: pa.Table | None, events: _Events, ks: np.ndarray) -> np.ndarray:
-    """For each event k of `ks` (a tombstone after its group's removal), whether an offset value of its group was
-    written between the group's previous event (that removal) and k, in its offsets partition: a commit re-creates
-    the group Kafka's coordinator had removed, plain or transactional, whatever its transaction's outcome (3.9
-    GroupCoordinator.handleCommitOffsets and handleTxnCommitOffsets add an Empty group; 4.0
-    OffsetMetadataManager.replay a simple classic group, as the engine does for the new coordinator), so a tombstone
-    after it removed a group again, where one right after another removes nothing. The commits of those groups alone
-    are read, by their ids' codes: a log's history is millions of commits."""
-    hit = np.zeros(len(ks), dtype=bool)
-    if commits is None or not commits.num_rows or not len(ks):
-        return hit
-    h = events.history
-    at_k = pa.array(ks, pa.int64())
-    gids = h.column("group_id").take(at_k).to_pylist()
-    parts = pc.fill_null(h.column("offsets_partition").take(at_k), -1).to_pylist()
-    codes, ids = string_codes(commits.column("group_id"))
-    index = dict(zip(ids.to_pylist(), range(len(ids))))  # a group id -> its code in `codes`
-    wanted = np.array(sorted({index[g] for g in gids if g in index}), dtype=np.int32)
-    mine = np.isin(codes, wanted) & ~pc.fill_null(commits.column("is_tombstone"), False).to_numpy(zero_copy_only=False)
-    code = codes[mine].astype(np.int64)
-    part = pc.fill_null(commits.column("offsets_partition"), -1).to_numpy(zero_copy_only=False)[mine]
-    at = commits.column("record_offset").to_numpy()[mine]
-    key = (code << 33) + (part.astype(np.int64) + (1 << 31))
-    order = np.lexsort((at, key))
-    key, at = key[order], at[order]
-    for i, (k, g, p) in enumerate(zip(ks.tolist(), gids, parts)):
-        if g not in index:
-            continue
-        want = (index[g] << 33) + (p + (1 << 31))
-        lo, hi = events.record_offset[k - 1], events.record_offset[k]
-        s, e = np.searchsorted(key, want, "left"), np.searchsorted(key, want, "right")
-        j = s + int(np.searchsorted(at[s:e], lo, "right"))
-        hit[i] = j < e and at[j] < hi
-    return hit
 
 
 def _change(events: _Events, k: int, kind: str) -> dict:
@@ -640,10 +599,9 @@ def changes(reader: SnapshotReader, snap: Snapshot, sel: Selection) -> list[dict
     history = _history(reader, snap, sel)
     events = _Events(history)
     partitions: set[int] = set()
-    read: dict = {}
-    out = _offset_changes(reader, snap, sel, events, partitions, read)
+    out = _offset_changes(reader, snap, sel, events, partitions)
     out += _expiry_changes(reader, snap, sel)
-    out += _group_changes(events, sel, read.get("commits"))
+    out += _group_changes(events, sel)
     if history is not None:
         partitions.update(p for p in pc.unique(history.column("offsets_partition")).to_pylist() if p is not None)
     if sel.group_regex is not None and not out and (why := no_group_matches(reader, snap, sel.group_regex)):

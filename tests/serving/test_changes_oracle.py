@@ -170,8 +170,9 @@ def test_a_simple_group_deleted_again_after_new_commits_is_deleted_twice(semanti
     """A simple consumer's commit re-creates the group the coordinator had removed (3.9 GroupCoordinator
     .handleCommitOffsets and handleTxnCommitOffsets add an Empty group, 4.0 OffsetMetadataManager.replay a simple
     classic group), so DeleteGroups' second tombstone removed a group again, as the first did: both are
-    group_deleted, in either semantics (the old loader holds no group for such an id, the new one does). A tombstone
-    right after another, nothing committed between, removes nothing."""
+    group_deleted, in either semantics, as the engine's group history records it (`deleted`: the old loader builds no
+    group while it reads, but the coordinator that wrote the commit held one). A tombstone right after another,
+    nothing committed between, removes nothing."""
     log = Log()
     log.commit("s", "t", 0, 10)  # 0
     log.offset_tombstone("s", "t", 0)  # 1
