@@ -45,15 +45,17 @@ from schemas.tables import OFFSET_COMMITS
 
 
 def _layout() -> str:
-    """The saved shard's layout: a version for how `ShardState` pickles (bump it when `__getstate__` changes), and
-    the fields of every type the state holds, so a field added or renamed makes a new format by itself."""
+    """The saved shard's layout: a version for how `ShardState` pickles and what it holds (bump it when
+    `__getstate__` changes, or when a state saved before would resume wrong: 7, a legacy shard holds the simple
+    groups its offset values made), and the fields of every type the state holds, so a field added or renamed makes
+    a new format by itself."""
     types = (loader.ShardState, groups.GroupStore, groups.ClassicGroup, groups.ClassicMember, groups.SimpleGroup,
              groups.ConsumerGroup, groups.ShareGroup, groups.StreamsGroup, groups.ConsumerGroupMember,
              groups.MemberMetadata, groups.GroupRecord)
     fields = repr([(t.__name__, getattr(t, "__slots__", None), getattr(t, "_fields", None),
                     [f.name for f in dataclasses.fields(t)] if dataclasses.is_dataclass(t) else None) for t in types])
     fields += str(committed.SCHEMA)
-    return "6." + hashlib.sha256(fields.encode()).hexdigest()[:12]
+    return "7." + hashlib.sha256(fields.encode()).hexdigest()[:12]
 
 
 #: The format of the saved shards this version writes and reads (a checkpoint names it: another means a full run).
