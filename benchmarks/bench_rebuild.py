@@ -5,8 +5,8 @@
 
 Generates (or reuses) a sample dump with mixed codecs, measures the decode floor on its bytes (aiokafka's C
 record reader, records/s per core), warms the JVM and Spark's Python workers (a first Python job of a session costs
-seconds whatever it does: timed as `first_python_job_s`) and runs a small rebuild, then times a full rebuild in
-this process.
+seconds whatever it does: timed as `first_python_job_s`) and runs a small rebuild along the route the timed runs take
+(its tasks decode and load the shards), then times a full rebuild in this process.
 Each timed run's wall time is accounted for (`accounting.py`): per driver stage, the Spark jobs in it (their tasks'
 time, of it the JVM's CPU and garbage collection, and the cores left idle) and the driver's own time, summed back
 against the wall time. Each run gives its records/s as a share of the floor on every core (`of_floor`) and the share
@@ -206,8 +206,11 @@ def main():
         shutil.rmtree(d, ignore_errors=True)
     result = {"cores": os.cpu_count(), "load_avg_start": [round(x, 2) for x in os.getloadavg()],
               "first_python_job_s": first_python_job(spark)}
-    run_rebuild(spark, settings, RebuildRequest(inputs=(str(warm),), warehouse=str(args.dir / "warehouse-warm"),
-                                                snapshot_id="warm", semantics=args.semantics))
+    # the small rebuild along the timed runs' route (its tasks decode and load the shards), not decoded in this
+    # process as its size alone would have it: the JVM has then run each of that route's jobs once
+    run_rebuild(spark, load_settings(env=args.env, overrides={"decode": {"in_process_max_bytes": 0}}),
+                RebuildRequest(inputs=(str(warm),), warehouse=str(args.dir / "warehouse-warm"), snapshot_id="warm",
+                               semantics=args.semantics))
     result["decode_floor_aiokafka"] = decode_floor(dump)
     print(f"decode floor (aiokafka C reader, same bytes): {json.dumps(result['decode_floor_aiokafka'])}",
           file=sys.stderr)
