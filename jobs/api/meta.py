@@ -37,15 +37,25 @@ def static_file(name: str):
     return FileResponse(STATIC_DIR / name)
 
 
-@open_router.get("/health", response_model=HealthOut)
+@open_router.get("/health", response_model=HealthOut,
+                 responses={503: {"model": HealthOut, "description": "status `error`: no snapshot is served and the "
+                                  "latest one cannot be indexed (`error` says why, `damaged_table` names the table)"}})
 def health(server: Served, snapshot: str | None = SnapshotQ):
-    """Status and the snapshot being served (`loading` while the first index is built)."""
+    """Status and the snapshot being served: `ok`; `empty` before any run succeeded; `loading` while the first
+    index is built; `error` (a 503, what a health check takes for an unhealthy server) when none is served and the
+    latest snapshot's index could not be built, which waiting does not mend: a damaged table (named in
+    `damaged_table`) is repaired, or a run adds a snapshot that indexes."""
     st = server.catalog.status()
-    serving, latest = st["serving"], st["latest"]
+    serving, latest, failed = st["serving"], st["latest"], st["latest_failed"]
     sid = serving.snapshot_id if serving else None
     if snapshot is not None:
         sid = server.catalog.resolve(snapshot).snapshot.snapshot_id
-    status = "ok" if serving is not None else ("empty" if latest is None else "loading")
+    if serving is not None:
+        status = "ok"
+    elif latest is None:
+        status = "empty"
+    else:
+        status = "error" if failed is not None else "loading"
     body = {
         "status": status,
         "snapshot_id": sid,
@@ -53,9 +63,11 @@ def health(server: Served, snapshot: str | None = SnapshotQ):
         "indexing": st["indexing"],
         "cached": st["cached"],
     }
-    if st["error"]:
+    if failed is not None:  # the latest's own failure, whatever was indexed since (an older snapshot, by id)
+        body["error"], body["damaged_table"] = failed
+    elif st["error"]:
         body["error"] = st["error"]
-    return json_response(body, sid)
+    return json_response(body, sid, status_code=503 if status == "error" else 200)
 
 
 @router.get("/metrics", response_class=Response,

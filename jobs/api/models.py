@@ -21,6 +21,8 @@ class HealthOut(_Open):
     snapshot_id: str | None
     latest_snapshot_id: str | None
     indexing: list[str]
+    error: str | None = None  # the last index build's failure (the latest's, when status is `error`)
+    damaged_table: str | None = None  # the table whose damage failed the latest snapshot's index
 
 
 class SnapshotOut(_Open):

@@ -20,9 +20,13 @@ log = logging.getLogger(__name__)
 
 
 class SnapshotCatalog:
-    def __init__(self, reader: SnapshotReader, *, refresh_interval: float = 1.0, max_indexes: int = 3):
+    def __init__(self, reader: SnapshotReader, *, refresh_interval: float = 1.0, max_indexes: int = 3,
+                 retry_interval: float = 30.0):
         self.reader = reader
         self.refresh_interval = refresh_interval
+        # while nothing is served, how often the refresher builds the latest snapshot's failed index again: a table
+        # repaired in place adds no run, and a load balancer sends no request to a server whose /health is a 503
+        self.retry_interval = retry_interval
         self.max_indexes = max(2, max_indexes)
         self._lock = threading.Lock()  # guards the fields below
         self._runs_version: int | None = -1  # never read: a Delta version is >= 0, None a missing `runs`
@@ -36,6 +40,9 @@ class SnapshotCatalog:
         self.last_error: str | None = None
         self._last_damage = False  # the last build failed on a damaged table (`DamagedTable`), not on a bug
         self._damaged_table: str | None = None  # its name (the exception is not kept: its frames hold the read)
+        # per snapshot whose last index build failed, until one succeeds: its error, damaged table (or None), and
+        # when it failed (time.monotonic())
+        self._failed: dict[tuple, tuple[str, str | None, float]] = {}
         self._refresher: threading.Thread | None = None
         self._stop = threading.Event()
 
@@ -58,12 +65,17 @@ class SnapshotCatalog:
                 latest = pick_snapshot(snaps, None)
             except SnapshotNotFound:
                 latest = None
-            self._latest = latest
+            previous, self._latest = self._latest, latest
             if latest is not None and self._serving is not None and latest.cache_key != self._serving.cache_key:
                 if latest.cache_key in self._indexes:
                     self._serving = latest
                 else:
                     self._start_build(latest)
+            elif (latest is not None and self._serving is None and self._refresher is not None
+                  and (previous is None or latest.cache_key != previous.cache_key)):
+                # nothing served yet (the first latest could not be indexed): a new run's snapshot is indexed as it
+                # comes, as it would replace a served one, rather than when a request happens to ask for it
+                self._start_build(latest)
 
     def _maybe_refresh(self) -> None:
         """Requests do not look at the Delta log while the background refresher runs (warm() starts it)."""
@@ -76,6 +88,14 @@ class SnapshotCatalog:
                 self.refresh(force=False)
             except Exception:  # a half-written runs commit, a transient I/O error: try again next tick
                 log.exception("checking the runs table failed")
+            self._retry_latest()
+
+    def _retry_latest(self) -> None:
+        with self._lock:
+            latest, failed = self._latest, self._failed.get(self._latest.cache_key) if self._latest else None
+            if (self._serving is None and failed is not None and latest.cache_key not in self._building
+                    and time.monotonic() - failed[2] >= self.retry_interval):
+                self._start_build(latest)
 
     def start_refresher(self) -> None:
         with self._lock:
@@ -129,16 +149,22 @@ class SnapshotCatalog:
                     self._serving = snap
                 self._evict()
                 self.last_error = None
+                self._failed.pop(snap.cache_key, None)
         except Exception as e:  # keep serving the previous snapshot; the request that waits sees the error
             damaged = isinstance(e, DamagedTable)
-            if damaged:  # the warehouse's damage, said in one line: a traceback would say nothing more
+            error = f"indexing snapshot {snap.snapshot_id!r} failed: {e}"
+            with self._lock:
+                again = self._failed.get(snap.cache_key, (None,))[0] == error
+                self.last_error = error
+                self._last_damage = damaged
+                self._damaged_table = e.table if damaged else None
+                self._failed[snap.cache_key] = (error, self._damaged_table, time.monotonic())
+            if again:  # a retry (a request's, the refresher's) failing as the last one did: said once already
+                log.debug("%s", error)
+            elif damaged:  # the warehouse's damage, said in one line: a traceback would say nothing more
                 log.error("indexing snapshot %s failed: %s", snap.snapshot_id, e)
             else:
                 log.exception("indexing snapshot %s failed", snap.snapshot_id)
-            with self._lock:
-                self.last_error = f"indexing snapshot {snap.snapshot_id!r} failed: {e}"
-                self._last_damage = damaged
-                self._damaged_table = e.table if damaged else None
         finally:
             with self._lock:
                 self._building.pop(snap.cache_key, None)
@@ -188,14 +214,23 @@ class SnapshotCatalog:
         return self.index_for(serving)
 
     def status(self) -> dict:
+        """What `/health` says. `latest_failed`: the latest snapshot's last index build failed and none has
+        succeeded since, as (error, damaged table or None); with nothing served the server cannot answer by
+        default until its table is repaired (a request or the refresher, every `retry_interval`, builds it again)
+        or a run adds a snapshot that indexes."""
         self._maybe_refresh()
         with self._lock:
+            latest = self._latest
+            failed = None
+            if latest is not None and latest.cache_key in self._failed:  # a retry under way has not mended it yet
+                failed = self._failed[latest.cache_key][:2]
             return {
                 "serving": self._serving,
-                "latest": self._latest,
+                "latest": latest,
                 "indexing": [k[0] for k in self._building],
                 "cached": [k[0] for k in self._indexes],
                 "error": self.last_error,
+                "latest_failed": failed,
             }
 
     def warm(self) -> None:

@@ -106,8 +106,9 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def running_server(warehouse: Path, *extra: str, timeout: float = 60.0):
-    """`offsetlake serve` in a subprocess on a free loopback port; yields its base URL once /health says ok."""
+def running_server(warehouse: Path, *extra: str, timeout: float = 60.0, until: tuple[str, ...] = ("ok", "empty")):
+    """`offsetlake serve` in a subprocess on a free loopback port; yields its base URL once /health's status is one
+    of `until` (a server that cannot index its snapshot says `error`, a 503)."""
     port = free_port()
     cmd = [sys.executable, "-m", "jobs.cli", "serve", "--warehouse", str(warehouse), "--port", str(port),
            "--log-level", "warning", *extra]
@@ -126,7 +127,7 @@ def running_server(warehouse: Path, *extra: str, timeout: float = 60.0):
                 raise RuntimeError(f"server exited with {proc.returncode}: {''.join(output)}")
             try:
                 r = httpx.get(base + "/health", timeout=2)
-                if r.status_code == 200 and r.json()["status"] in ("ok", "empty"):
+                if r.status_code in (200, 503) and r.json()["status"] in until:
                     break
             except httpx.TransportError:
                 pass

@@ -428,3 +428,29 @@ def test_a_damaged_table_file_is_a_500_naming_it(story, tmp_path):
     assert r.status_code == 500
     detail = r.json()["detail"]
     assert detail.startswith("cannot read the warehouse's offset_commits table:") and ".parquet" in detail
+
+
+def test_health_says_error_while_no_snapshot_can_be_indexed_and_ok_once_a_run_adds_one(tmp_path):
+    """A warehouse whose only snapshot cannot be indexed (its loaded_offsets files torn): `/health` said `loading`,
+    a 200, for as long as the server ran, which a load balancer and an on-call engineer read as "wait". It is now
+    `error`, a 503, naming the damaged table; the next run's snapshot is indexed as it comes (nothing asked for it:
+    the balancer sends no request to a 503), and `/health` is `ok` again."""
+    k = WarehouseKit(tmp_path)
+    k.snapshot("a", groups=[group("g", members=0, state="Empty")], offsets=[offset("g", "t", 0, 1)])
+    for f in (tmp_path / "loaded_offsets").rglob("*.parquet"):
+        f.write_bytes(f.read_bytes()[:64] + bytes(f.stat().st_size - 64))
+    with running_server(tmp_path, "--refresh-interval", "0.05", until=("error",)) as base:
+        r = get(base, "/health")
+        h = r.json()
+        assert r.status_code == 503 and h["status"] == "error", r.text
+        assert (h["snapshot_id"], h["latest_snapshot_id"], h["damaged_table"]) == (None, "a", "loaded_offsets")
+        assert "cannot read the warehouse's loaded_offsets table" in h["error"], h
+        assert httpx.head(base + "/health", timeout=10).status_code == 503  # a load balancer's probe
+        spec = get(base, "/openapi.json").json()["paths"]["/health"]["get"]["responses"]
+        assert spec["503"]["content"]["application/json"]["schema"] == {"$ref": "#/components/schemas/HealthOut"}
+        k.snapshot("b", groups=[group("g", members=0, state="Empty")], offsets=[offset("g", "t", 0, 2)])
+        deadline = time.monotonic() + 30
+        while (h := get(base, "/health").json())["status"] != "ok" and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert (h["status"], h["snapshot_id"], "damaged_table" in h) == ("ok", "b", False), h
+        assert get(base, "/groups/g/offsets").json()[0]["committed_offset"] == 2

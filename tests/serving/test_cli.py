@@ -542,6 +542,46 @@ def test_a_table_the_api_cannot_index_is_its_json_500_naming_the_table(story, tm
     assert "cannot read the warehouse's loaded_offsets table" in detail and "\x1b" not in detail, detail
 
 
+
+def test_a_table_repaired_in_place_is_indexed_again_with_no_request(story, tmp_path, caplog):
+    """A server that could index no snapshot (a Delta log file delta-rs cannot list) built the index again only for
+    a request, and a load balancer sends none to a server whose `/health` is a 503: repaired in place (no run
+    adds a snapshot), it said `error` for as long as it ran. The refresher now builds the latest again (every
+    `retry_interval`; 0 here) while nothing is served, saying a failure it already said once only once."""
+    import logging
+    import shutil
+    import time
+
+    from fastapi.testclient import TestClient
+
+    from jobs.api import create_app
+    from pipelines.io.snapshots import DeltaWarehouseReader
+
+    wh = tmp_path / "wh"
+    shutil.copytree(story, wh)
+    bad = wh / "loaded_offsets" / "_delta_log" / "00000000000000000009.json\n"
+    bad.write_text("{}")
+    app = create_app(DeltaWarehouseReader(wh), refresh_interval=0.05)
+    app.state.catalog.retry_interval = 0.0
+    with caplog.at_level(logging.DEBUG, logger="pipelines.serving.catalog"), TestClient(app) as client:
+        def health_until(status):
+            deadline = time.monotonic() + 60
+            while (r := client.get("/health")).json()["status"] != status and time.monotonic() < deadline:
+                time.sleep(0.05)
+            return r
+
+        r = health_until("error")
+        assert r.status_code == 503 and r.json()["damaged_table"] == "loaded_offsets", r.text
+        deadline = time.monotonic() + 60
+        while caplog.text.count("indexing snapshot") < 3 and time.monotonic() < deadline:  # the refresher retries
+            time.sleep(0.05)
+        assert caplog.text.count("indexing snapshot") >= 3, caplog.text
+        failed = [x for x in caplog.records if x.levelno >= logging.ERROR]
+        bad.unlink()
+        r = health_until("ok")
+    assert r.status_code == 200 and r.json()["snapshot_id"] == "s2" and "error" not in r.json(), r.text
+    assert len(failed) == 1 and "loaded_offsets" in failed[0].getMessage() and not failed[0].exc_info, caplog.text
+
 def _truncate_last_commit(table):
     last = max((table / "_delta_log").glob("*.json"))
     last.write_bytes(last.read_bytes()[:100])
