@@ -15,9 +15,11 @@ Offline, from one snapshot (what the evaluation can and cannot know):
 * the commits are the `offset_commits` history's records that took effect up to the snapshot's as_of, in the order
   and at the time they did (`applied_offset`, `applied_timestamp`: the engine's record; an aborted, overtaken or
   still-pending transactional commit never did, a committed one did at its marker), since the partition's offset
-  was last deleted (a commit after a deletion starts anew: it rewinds nothing); "now" is the snapshot's as_of, the
-  newest moment the log speaks for (a wall clock would call every consumer stopped as the snapshot ages); a history
-  written before the engine recorded that is judged on lag alone (`GroupStatuses.unavailable` says why);
+  was last deleted (a commit after a deletion starts anew: it rewinds nothing), less those whose time is unknown
+  (no record time, and a commit timestamp of -1 or below: Burrow drops a commit that old); "now" is the snapshot's
+  as_of, the newest moment the log speaks for (a wall clock would call every consumer stopped as the snapshot
+  ages); a history written before the engine recorded that is judged on lag alone (`GroupStatuses.unavailable`
+  says why);
 * the current lag is the snapshot's log end offset minus its committed offset, known only where `log_end_offsets`
   has the partition; Burrow's "recent zero lag" look at its last few broker offsets has one end offset to look at
   here, which the lag gate already covers;
@@ -55,6 +57,13 @@ MIN_DISTANCE_SECONDS = 1.0
 ALLOWED_LAG = 0
 # Raw commits read per partition to fill the window: commits merged by min-distance need more than `intervals`.
 _READ_PER_PARTITION = 8 * INTERVALS
+# A commit's time (epoch ms) from here on is known. One stamped -1 or below, where its record has no time (magic 0),
+# has none, as `consumer_lag.commit_age_seconds` reads it: a client's clock a broker stored as sent (KafkaApis
+# handleOffsetCommitRequest, 2.8: only -1 becomes the broker's own time), a corrupt record; -2**63 is stored as year
+# 1. Such a commit stays out of the window, as Burrow's storage drops a commit stamped older than its `expire-group`
+# horizon (storage/inmemory.go addConsumerOffset, "old offset"): placed in 1969 it made its window span decades,
+# which hid a STOP, or judged one from 1969.
+_KNOWN_FROM_MS = 0
 
 
 @dataclass
@@ -230,7 +239,8 @@ def _recent_commits(reader: SnapshotReader, snap: Snapshot) -> dict[tuple, list[
                            max(CASE WHEN coalesce(is_tombstone, false) THEN applied_offset END)
                                OVER (PARTITION BY group_id, topic, "partition", offsets_partition) AS deleted_at
                     FROM commits
-                    WHERE applied_offset IS NOT NULL AND coalesce(applied_timestamp, commit_timestamp) IS NOT NULL
+                    WHERE applied_offset IS NOT NULL
+                      AND epoch_ms(coalesce(applied_timestamp, commit_timestamp)) >= {_KNOWN_FROM_MS}
                 )
                 WHERE NOT coalesce(is_tombstone, false) AND committed_offset IS NOT NULL
                   AND applied_offset > coalesce(deleted_at, -1)

@@ -81,3 +81,48 @@ def test_lag_at_a_commit_comes_from_the_end_offset_observed_while_it_was_the_lat
     slots = commits([100, 200, 300], every=100.0)  # at 0, 100, 200
     _attach_lags(slots, [(-50.0, 90), (150.0, 260), (400.0, 330)])
     assert [c.lag for c in slots] == [None, 60, 30]  # before the window: nobody's; 150 s: the commit at 100
+
+
+def test_a_commit_stamped_before_1970_with_no_record_time_stays_out_of_the_window(tmp_path):
+    """A commit whose record has no time (magic 0) and whose commit timestamp is -1 or below (a client's clock a 2.8
+    broker stored as sent, KafkaApis; a corrupt record; -2**63, which the history holds as year 1) was placed in
+    the window in 1969 (or year 1): the window then spanned decades, so a consumer silent for 210 s after a window
+    of 80 s was not STOP, and such a commit between two slots moved the earlier one's offset. Its time is unknown
+    (as `commit_age_seconds` reads it), and Burrow's storage drops a commit stamped older than its `expire-group`
+    horizon: each group is judged on its normal commits alone."""
+    from datetime import datetime, timedelta, timezone
+
+    from pipelines.io.snapshots import DeltaWarehouseReader, pick_snapshot, snapshots_from_runs
+    from pipelines.serving.group_status import evaluate_groups
+    from pipelines.serving.index import load_index
+    from pipelines.times import EPOCH, within_time_ms
+
+    from .warehouse_kit import WarehouseKit, commit, group, offset, ts
+
+    def unknown_time(g, topic, committed, stamped: datetime) -> dict:
+        return {**commit(g, topic, 0, committed), "commit_timestamp": stamped, "record_timestamp": None,
+                "applied_timestamp": None}
+
+    def normal(g, topic) -> list[dict]:
+        return [commit(g, topic, 0, 100 + 10 * i, t=1000 + 10 * i) for i in range(1, 10)]  # 110..190, 1010..1090 s
+
+    minus_one = datetime(1969, 12, 31, 23, 59, 59, 999000, tzinfo=timezone.utc)
+    year_one = EPOCH + timedelta(milliseconds=within_time_ms(-2**63))  # how the engine stores -2**63 (decoded.py)
+    assert year_one.year == 1
+    history = (normal("normal", "a")
+               + [unknown_time("minus-one", "b", 100, minus_one)] + normal("minus-one", "b")
+               + [unknown_time("year-one", "c", 100, year_one)] + normal("year-one", "c")[:4]
+               + [unknown_time("year-one", "c", 145, year_one)] + normal("year-one", "c")[4:])
+    k = WarehouseKit(tmp_path)
+    groups = ("normal", "minus-one", "year-one")
+    k.snapshot("s", groups=[group(g, members=1) for g in groups],
+               offsets=[offset(g, tp, 0, 190, t=1090) for g, tp in zip(groups, "abc")], commits=history,
+               log_end_offsets=[{"topic": tp, "partition": 0, "log_end_offset": 300, "observed_at": ts(1300)}
+                                for tp in "abc"],
+               as_of=ts(1300))
+    reader = DeltaWarehouseReader(tmp_path)
+    snaps = snapshots_from_runs(reader.runs())
+    statuses = evaluate_groups(reader, load_index(reader, pick_snapshot(snaps, "s")), snaps)
+    judged = {g: (s.status, [(c.offset, c.timestamp) for c in s.partitions[0].window]) for g, s in statuses.items()}
+    assert judged["normal"][0] == "STOP" and len(judged["normal"][1]) == 9
+    assert judged["minus-one"] == judged["year-one"] == judged["normal"], judged
