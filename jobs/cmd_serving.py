@@ -411,11 +411,13 @@ def changes(warehouse, start, end, groups, group_regex, storm_threshold, as_json
         fail(str(e))
     reader, snap = _open(warehouse, snapshot_id)
     try:
-        items = ch.changes(reader, snap, sel)
+        items, warnings = ch.changes_and_warnings(reader, snap, sel)
     except (HistoryUnavailable, GroupNotFound) as e:
         fail(str(e))
     except AfterSnapshot as e:
         fail(f"--{e.option} {e}")
+    for w in warnings:  # on stderr: the answer (--json's list) keeps its shape
+        warn(w)
     click.echo(_pretty_json(items) if as_json else view(ch.render_text(items)), nl=as_json)
 
 

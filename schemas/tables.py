@@ -295,6 +295,13 @@ GROUP_HISTORY = pa.schema(
     ]
 )
 
+# What a `group_history`'s events mean, as the run that wrote them recorded it (`runs.summary`'s
+# `group_history_version`; a summary without it: a run before this version was recorded). 2: a group tombstone after
+# a simple consumer group's offset commit is `deleted` in the legacy semantics too (an offset commit makes that group:
+# `GroupStore.maybe_create_simple_group`), where a history before it says `tombstone`, one that found nothing, for a
+# tombstone after the id's removal and a commit of it again.
+GROUP_HISTORY_VERSION = 2
+
 RUNS = pa.schema(
     [
         _f("snapshot_id", STRING, False),

@@ -39,7 +39,8 @@ def changes(
 ):
     """What changed in the window, from the snapshot's history (`offsetlake changes --json`), oldest first:
     `{snapshot_id, from, to, changes: [{kind, time, group_id, offsets_partition, record_offset, generation,
-    ...}]}`; the kinds and their fields are in the README."""
+    ...}]}`, and `warnings` (a list of lines) when the history may lack a change; the kinds and their fields are in
+    the README."""
     _group_regex(group_regex)
     try:
         sel = ch.Selection(ch.parse_time(from_, "from"), ch.parse_time(to, "to"), tuple(group or ()),
@@ -47,9 +48,12 @@ def changes(
     except ch.BadWindow as e:
         raise views.BadParameter(str(e)) from None
     idx = server.catalog.resolve(snapshot)
-    items = ch.changes(server.reader, idx.snapshot, sel)
-    return bytes_response(dumps({"snapshot_id": idx.snapshot.snapshot_id, "from": ch.iso_time(sel.start),
-                                 "to": ch.iso_time(sel.end), "changes": items}), idx.snapshot.snapshot_id)
+    items, warnings = ch.changes_and_warnings(server.reader, idx.snapshot, sel)
+    body = {"snapshot_id": idx.snapshot.snapshot_id, "from": ch.iso_time(sel.start), "to": ch.iso_time(sel.end),
+            "changes": items}
+    if warnings:  # what the answer may lack for the history it read (`changes.history_warnings`)
+        body["warnings"] = warnings
+    return bytes_response(dumps(body), idx.snapshot.snapshot_id)
 
 
 def _damaged_window(damaged_since: str | None, damaged_until: str | None) -> tuple[int, int | None] | None:

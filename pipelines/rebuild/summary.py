@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Callable
 
 from pipelines.coordinator.options import DEFAULT_KAFKA_VERSION, DEFAULT_RETENTION_MINUTES, DEFAULT_SEMANTICS
+from schemas.tables import GROUP_HISTORY_VERSION
 
 
 @dataclass
@@ -64,6 +65,9 @@ class RunSummary:
     # session's pays for starting the Python workers, which later jobs do not
     first_python_job_seconds: float | None = None
     kind: str = "scheduled"  # or what-if: --as-of/--until-* (runs.kind)
+    # what the run's group_history events mean (`schemas.tables.GROUP_HISTORY_VERSION`); an incremental run carries
+    # its base's events forward only from a state saved by a version that wrote them so (an older one: a full run)
+    group_history_version: int = GROUP_HISTORY_VERSION
     # what failed after the snapshot and its runs row were committed (retiring old snapshots, giving the writer
     # lock back): the snapshot stands as recorded; the CLI prints each as a `warning:` line
     after_commit: list[str] = field(default_factory=list)

@@ -24,6 +24,7 @@ record one).
 from __future__ import annotations
 
 import datetime as dt
+import json
 from dataclasses import dataclass
 
 import numpy as np
@@ -38,6 +39,7 @@ from pipelines.serving.history import (applied_history, applied_time, check_with
                                        log_gaps, snapshot_commits, took_effect_by)
 from pipelines.serving.index import no_group_matches, unknown_group_message, unknown_groups
 from pipelines.times import EPOCH, TimeFormatError, parse_time_ms
+from schemas.tables import GROUP_HISTORY_VERSION
 
 #: the changes that damage a group's position: what a restore plan puts back (`damaged_groups`)
 DAMAGE = ("offset_regressed", "offset_tombstone", "offset_expired", "group_deleted")
@@ -443,13 +445,12 @@ def _expiry_changes(reader: SnapshotReader, snap: Snapshot, sel: Selection) -> l
     return out
 
 
-def _group_changes(events: _Events, sel: Selection) -> list[dict]:
+def _group_changes(events: _Events, sel: Selection, steps: "_GroupSteps | None") -> list[dict]:
     """Group lifecycle changes and rebalance storms. A group's state after an event is the event's own (`state`
     null: the group does not exist), so every change compares an event with the one before it in its group:
     columns shifted by one, whatever the window, and Python values only for the changes found."""
-    if not events.n:
+    if steps is None:
         return []
-    steps = _GroupSteps.of(events, sel)
     return _lifecycle_changes(events, steps) + _rebalance_storms(events, steps, sel)
 
 
@@ -462,6 +463,9 @@ class _GroupSteps:
     exists: np.ndarray
     empty: np.ndarray
     deleted: np.ndarray  # it deleted the group
+    # a tombstone (one that found nothing) right after the group's removal: before GROUP_HISTORY_VERSION 2 a legacy
+    # history's too where an offset commit had made the group again, and it deleted that (`history_warnings`)
+    tombstone_again: np.ndarray
     gtype: np.ndarray  # the group type, as codes
     gen_known: np.ndarray
     gen: np.ndarray
@@ -499,7 +503,8 @@ class _GroupSteps:
         deleted |= tombstone & (events.first | ~was_removed)  # the first tombstone of a group no record held
         return _GroupSteps(
             inside=events.timed & (ts >= _us(sel.start)) & (ts <= _us(sel.end)), exists=exists, empty=empty,
-            deleted=deleted, gtype=gtype, gen_known=gen_known, gen=gen, was=before(exists),
+            deleted=deleted, tombstone_again=tombstone & ~deleted, gtype=gtype, gen_known=gen_known, gen=gen,
+            was=before(exists),
             was_empty=before(empty), was_gen_known=before(exists & gen_known), was_gen=before(gen),
             was_type=before(gtype))
 
@@ -591,6 +596,37 @@ def _compaction(snap: Snapshot, sel: Selection, partitions: set[int] | None) -> 
 def changes(reader: SnapshotReader, snap: Snapshot, sel: Selection) -> list[dict]:
     """Every change of the selected groups in the window, oldest first (time, then log position), and where the
     log the snapshot was built from had been compacted within it."""
+    return changes_and_warnings(reader, snap, sel)[0]
+
+
+def history_warnings(snap: Snapshot, steps: "_GroupSteps | None") -> list[str]:
+    """What the answer may lack for the history it read: a legacy `group_history` whose run recorded no
+    `group_history_version` (written before it was, by a version that may predate version 2) holds, in the window,
+    a group tombstone right after the group's removal, which deleted a group again if an offset commit of the id
+    came between (its `group_deleted` is then missing). Told from the run's summary, never from the data."""
+    if steps is None or not (steps.tombstone_again & steps.inside).any():
+        return []
+    summary = _summary(snap)
+    semantics = snap.run.get("semantics") or summary.get("semantics")
+    if summary.get("group_history_version") is not None or semantics == "modern":  # modern's always said `deleted`
+        return []
+    return [f"snapshot {snap.snapshot_id!r}'s group history was written before offsetlake recorded its version, "
+            f"maybe before version {GROUP_HISTORY_VERSION} (a group tombstone after an offset commit of a removed "
+            f"simple consumer group is a deletion): a group_deleted may be missing where a tombstone followed a "
+            f"removal; rebuild it with this version (offsetlake rebuild) to have every one"]
+
+
+def _summary(snap: Snapshot) -> dict:
+    raw = snap.run.get("summary")
+    try:
+        summary = json.loads(raw) if isinstance(raw, str) else raw
+    except ValueError:
+        summary = None
+    return summary if isinstance(summary, dict) else {}
+
+
+def changes_and_warnings(reader: SnapshotReader, snap: Snapshot, sel: Selection) -> tuple[list[dict], list[str]]:
+    """`changes`, and what the answer may lack for the history it read (`history_warnings`)."""
     for g in unknown_groups(reader, snap, sel.groups):
         raise GroupNotFound(unknown_group_message(reader, snap, g))
     start = sel.start if sel.start.tzinfo is not None else sel.start.replace(tzinfo=dt.timezone.utc)
@@ -601,7 +637,8 @@ def changes(reader: SnapshotReader, snap: Snapshot, sel: Selection) -> list[dict
     partitions: set[int] = set()
     out = _offset_changes(reader, snap, sel, events, partitions)
     out += _expiry_changes(reader, snap, sel)
-    out += _group_changes(events, sel)
+    steps = _GroupSteps.of(events, sel) if events.n else None
+    out += _group_changes(events, sel, steps)
     if history is not None:
         partitions.update(p for p in pc.unique(history.column("offsets_partition")).to_pylist() if p is not None)
     if sel.group_regex is not None and not out and (why := no_group_matches(reader, snap, sel.group_regex)):
@@ -610,7 +647,7 @@ def changes(reader: SnapshotReader, snap: Snapshot, sel: Selection) -> list[dict
     out += _compaction(snap, sel, partitions if selected else None)
     out.sort(key=lambda c: (c["time"] or "", c["offsets_partition"] if c["offsets_partition"] is not None else -1,
                             _position(c), KINDS.index(c["kind"])))
-    return out
+    return out, history_warnings(snap, steps)
 
 
 def _position(c: dict) -> int:

@@ -295,3 +295,34 @@ def test_a_run_skips_and_names_the_value_versions_its_coordinator_does_not_read(
     assert len(said) == 1 and said[0].startswith(
         f"{n} record(s) of value versions the {semantics} coordinator of Kafka {version} does not read ({found}; ")
     assert f"skipped: its load of a partition fails at such a record, so {fate}; " in said[0]
+
+
+def test_a_run_records_its_group_history_version_and_changes_then_warns_of_nothing(no_spark, settings, tmp_path):
+    """`changes` tells a legacy group history written before a tombstone after a simple group's re-creation by an
+    offset commit was a deletion only from its run's summary: a run records `group_history_version`, and over its
+    own history changes gives both deletions of DeleteGroups run twice around a commit, with no warning."""
+    import json
+
+    from click.testing import CliRunner
+
+    from jobs.cli import main
+    from pipelines.decoding import message_writer as mw
+    from pipelines.io.snapshots import DeltaWarehouseReader
+    from pipelines.rebuild import RebuildRequest, run_rebuild
+    from schemas.tables import GROUP_HISTORY_VERSION
+
+    g = bi.group_in(0, "simple")
+    offset_gone, group_gone = mw.write_offset_commit_key(g, bi.TOPIC, 0), mw.write_group_metadata_key(g)
+    records = [bi.commit(g, 0, 10, bi.T0 + 1), (offset_gone, None, bi.T0 + 2), (group_gone, None, bi.T0 + 2),
+               bi.commit(g, 0, 20, bi.T0 + 3), (offset_gone, None, bi.T0 + 4), (group_gone, None, bi.T0 + 4)]
+    bi.write_segment(tmp_path / "in" / "__consumer_offsets-0", 0,
+                     b"".join(bi.batch([r], i) for i, r in enumerate(records)))
+    wh = tmp_path / "wh"
+    run_rebuild(no_spark, settings, RebuildRequest(inputs=(str(tmp_path / "in"),), warehouse=str(wh),
+                                                   snapshot_id="s", semantics="legacy", num_partitions=50))
+    (row,) = [r for r in DeltaWarehouseReader(wh).runs().to_pylist() if r["snapshot_id"] == "s"]
+    assert json.loads(row["summary"])["group_history_version"] == GROUP_HISTORY_VERSION
+    r = CliRunner().invoke(main, ["changes", "--warehouse", str(wh), "--from", str(bi.T0), "--to",
+                                  str(bi.T0 + 10_000), "--json"], catch_exceptions=False)
+    assert r.exit_code == 0 and r.stderr == "", r.output
+    assert [c["record_offset"] for c in json.loads(r.stdout) if c["kind"] == "group_deleted"] == [2, 5]
