@@ -326,3 +326,31 @@ def test_a_run_records_its_group_history_version_and_changes_then_warns_of_nothi
                                   str(bi.T0 + 10_000), "--json"], catch_exceptions=False)
     assert r.exit_code == 0 and r.stderr == "", r.output
     assert [c["record_offset"] for c in json.loads(r.stdout) if c["kind"] == "group_deleted"] == [2, 5]
+
+
+@pytest.mark.parametrize("semantics", ["legacy", "modern"])
+def test_a_group_removed_then_used_for_offsets_alone_is_removed_loaded_and_valid(no_spark, settings, tmp_path,
+                                                                                 semantics):
+    """A group's tombstone with its offsets left (no offset tombstones before it), then a commit: Kafka's old loader
+    has the id in removedGroups and loads an Empty group for its offsets (emptyGroupOffsets), and says so is no
+    error ("possible (however unlikely) for a consumer group to be removed, and then to be used only for offset
+    storage", GroupMetadataManager.doLoadGroupsAndOffsets, 3.9); the new coordinator's replay makes the simple
+    group again (OffsetMetadataManager.replay, 4.0). The run is valid, the group in both tables."""
+    from pipelines.decoding import message_writer as mw
+    from pipelines.io.warehouse import Warehouse
+    from pipelines.rebuild import RebuildRequest, run_rebuild
+
+    g = bi.group_in(0, "reused")
+    records = [bi.group_record(g, bi.T0), bi.commit(g, 0, 10, bi.T0 + 1),
+               (mw.write_group_metadata_key(g), None, bi.T0 + 2), bi.commit(g, 1, 20, bi.T0 + 3)]
+    bi.write_segment(tmp_path / "in" / "__consumer_offsets-0", 0,
+                     b"".join(bi.batch([r], i) for i, r in enumerate(records)))
+    summary = run_rebuild(no_spark, settings, RebuildRequest(
+        inputs=(str(tmp_path / "in"),), warehouse=str(tmp_path / "wh"), snapshot_id="s", semantics=semantics,
+        num_partitions=50))
+    assert summary.status == "succeeded", summary.validation["failed_ids"]
+    wh = Warehouse(tmp_path / "wh")
+    (loaded,) = wh.read_table("loaded_groups", "s").to_pylist()
+    assert (loaded["group_id"], loaded["state"], loaded["is_simple"]) == (g, "Empty", True)
+    assert [r["group_id"] for r in wh.read_table("removed_groups", "s").to_pylist()] == [g]
+    assert sorted(r["partition"] for r in wh.read_table("loaded_offsets", "s").to_pylist()) == [0, 1]
