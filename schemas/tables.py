@@ -292,6 +292,10 @@ GROUP_HISTORY = pa.schema(
         # the group record itself (its decoded columns as JSON, raw subscription/assignment bytes left out), so a
         # restore plan replays the groups at any time; null in a history written before it existed
         _f("record_json", STRING),
+        # the last offset of the record's batch (its lastOffset): a reader sees a group only as a whole batch left
+        # it, so of a group's events in one batch only the last one's state was ever observable (`changes`); null
+        # in a history written before it existed, or of an input that does not say (each event then observable)
+        _f("batch_last_offset", LONG),
     ]
 )
 

@@ -380,6 +380,7 @@ class GroupEvent(NamedTuple):
     members_left: list[str]
     member_assignments: list[Row] | None
     record_json: str
+    batch_last_offset: int | None = None  # None: the input does not say where the record's batch ends
 
 
 def is_live(group: Group | None) -> bool:
@@ -501,7 +502,7 @@ class GroupStore:
         self.history.append(GroupEvent(
             row["group_id"], row["offset"], None if ts is None or ts < 0 else ts, group_type(row["key_type"]), event,
             generation, epoch, protocol, leader, state, member_count, joined, left, member_assignments(g, row),
-            record_json(row)))
+            record_json(row), row.get("batch_last_offset")))
 
     @staticmethod
     def _replaceable(g: Group | None) -> bool:

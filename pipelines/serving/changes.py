@@ -13,9 +13,13 @@ snapshot's own tables, as the engine wrote them; nothing here replays the log ag
   recorded it is refused (`HistoryUnavailable`).
 * `expired_offsets` / `expired_groups`: what retention expiry removed at the snapshot's `as_of`, when `as_of` lies
   in the window (`offset_expired`, `group_expired`).
-* `group_history`: `group_created`, `group_emptied`, `group_deleted`, `group_converted` (a group deleted and
-  re-created as the other type at the same record time: Kafka's online classic <-> consumer migration), and
-  `rebalance_storm` (more than `storm_per_minute` new generations / group epochs in one minute).
+* `group_history`: `group_created`, `group_emptied`, `group_deleted`, `group_converted` (the group as the other
+  type: Kafka's online classic <-> consumer migration, whose deletion and re-creation are one batch; in a history
+  without batch ends, a deletion and a re-creation as the other type at the same record time), and
+  `rebalance_storm` (more than `storm_per_minute` new generations / group epochs in one minute). Each is judged
+  only where a reader could have seen the group, at the last of its events in a batch (`history.observable`),
+  against the group as the batch before it left it: a member's tombstones that empty a group for a moment inside
+  the batch that converts it are no `group_emptied`.
 
 An offset change names the member assigned that partition at that moment: `group_history.member_assignments`
 folded in log order up to the position it took effect at (a classic generation sets every member, a KIP-848 member
@@ -36,7 +40,7 @@ from pipelines.serving.cells import cell
 from pipelines.serving.codes import string_codes
 from pipelines.serving.group_regex import BadGroupRegex, check, matching
 from pipelines.serving.history import (applied_history, applied_time, check_within, compaction_note, group_events,
-                                       log_gaps, snapshot_commits, took_effect_by)
+                                       log_gaps, observable, snapshot_commits, took_effect_by)
 from pipelines.serving.index import no_group_matches, unknown_group_message, unknown_groups
 from pipelines.times import EPOCH, TimeFormatError, parse_time_ms
 from schemas.tables import GROUP_HISTORY_VERSION
@@ -54,7 +58,8 @@ _COMMIT_COLUMNS = ["offsets_partition", "record_offset", "group_id", "topic", "p
                    "commit_timestamp", "is_tombstone", "producer_id", "txn_outcome", "applied_offset",
                    "applied_timestamp"]
 _HISTORY_COLUMNS = ["group_id", "offsets_partition", "record_offset", "record_timestamp", "group_type", "event",
-                    "generation", "assignment_epoch", "state", "members_joined", "members_left", "member_assignments"]
+                    "generation", "assignment_epoch", "state", "members_joined", "members_left", "member_assignments",
+                    "batch_last_offset"]
 
 
 class BadWindow(ValueError):
@@ -456,10 +461,12 @@ def _group_changes(events: _Events, sel: Selection, steps: "_GroupSteps | None")
 
 @dataclass(frozen=True)
 class _GroupSteps:
-    """Per event (in group, then log order): whether it is in the window, what the group was after it, and the
-    same of the group's previous event (`was_*`: False / 0 for a group's first)."""
+    """Per event (in group, then log order): whether it is in the window, whether a reader could see the group as it
+    left it (`observed`: the last of its group's events in its batch), what the group was after it, and the same of
+    the group as last observed before it (`was_*`: False / 0 when it never was; `prev`: that event, -1 for none)."""
 
     inside: np.ndarray
+    observed: np.ndarray
     exists: np.ndarray
     empty: np.ndarray
     deleted: np.ndarray  # it deleted the group
@@ -469,10 +476,9 @@ class _GroupSteps:
     gtype: np.ndarray  # the group type, as codes
     gen_known: np.ndarray
     gen: np.ndarray
-    was: np.ndarray  # the group existed before this event
+    prev: np.ndarray
+    was: np.ndarray  # the group existed as last observed before this event
     was_empty: np.ndarray
-    was_gen_known: np.ndarray
-    was_gen: np.ndarray
     was_type: np.ndarray
 
     @staticmethod
@@ -492,21 +498,27 @@ class _GroupSteps:
             .to_numpy(zero_copy_only=False)
         gen_known = h.column("generation").is_valid().to_numpy(zero_copy_only=False)
         gen = pc.fill_null(h.column("generation"), 0).to_numpy(zero_copy_only=False)
+        was_removed = np.zeros(events.n, dtype=bool)
+        was_removed[1:] = (deleted | tombstone)[:-1]
+        was_removed[events.first] = False
+        deleted |= tombstone & (events.first | ~was_removed)  # the first tombstone of a group no record held
+        observed = observable(h).to_numpy(zero_copy_only=False)
+        # the group's last observed event before each one: the running last observed index, cut at the group's start
+        n = events.n
+        at = np.arange(n)
+        last_seen = np.maximum.accumulate(np.where(observed, at, -1))
+        prev = np.full(n, -1)
+        prev[1:] = last_seen[:-1]
+        prev[prev < np.maximum.accumulate(np.where(events.first, at, 0))] = -1
+        seen = prev >= 0
 
         def before(a: np.ndarray) -> np.ndarray:
-            b = np.zeros_like(a)
-            b[1:] = a[:-1]
-            b[events.first] = 0
-            return b
+            return np.where(seen, a[np.maximum(prev, 0)], np.zeros_like(a))
 
-        was_removed = before(deleted | tombstone)
-        deleted |= tombstone & (events.first | ~was_removed)  # the first tombstone of a group no record held
         return _GroupSteps(
-            inside=events.timed & (ts >= _us(sel.start)) & (ts <= _us(sel.end)), exists=exists, empty=empty,
-            deleted=deleted, tombstone_again=tombstone & ~deleted, gtype=gtype, gen_known=gen_known, gen=gen,
-            was=before(exists),
-            was_empty=before(empty), was_gen_known=before(exists & gen_known), was_gen=before(gen),
-            was_type=before(gtype))
+            inside=events.timed & (ts >= _us(sel.start)) & (ts <= _us(sel.end)), observed=observed, exists=exists,
+            empty=empty, deleted=deleted, tombstone_again=tombstone & ~deleted, gtype=gtype, gen_known=gen_known,
+            gen=gen, prev=prev, was=before(exists), was_empty=before(empty), was_type=before(gtype))
 
 
 def _change(events: _Events, k: int, kind: str) -> dict:
@@ -519,46 +531,64 @@ def _change(events: _Events, k: int, kind: str) -> dict:
 
 
 def _lifecycle_changes(events: _Events, s: _GroupSteps) -> list[dict]:
-    """Groups converted, deleted, created and emptied in the window. A deletion followed, at the same record
-    time, by the group re-created as the other type is a conversion (KIP-848's online upgrade and downgrade)."""
+    """Groups converted, deleted, created and emptied in the window, each at an observed event against the group as
+    last observed before it. A group observed as the other type than it was is converted (KIP-848's online upgrade
+    and downgrade write the old type's tombstones and the new type's records in one batch); so is, in a history
+    without batch ends, a deletion followed at the same record time by the group re-created as the other type."""
     n, ts = events.n, events.time_us
-    nxt_same_group = np.zeros(n, dtype=bool)
-    nxt_same_group[:-1] = ~events.first[1:]
-    converts = np.zeros(n, dtype=bool)
-    converts[:-1] = (nxt_same_group[:-1] & s.exists[1:] & (s.gtype[1:] != s.gtype[:-1]) & events.timed[1:]
-                     & (ts[1:] == ts[:-1]))
-    converts &= s.inside & s.deleted
-    conversion_creates = np.zeros(n, dtype=bool)
-    conversion_creates[1:] = converts[:-1]
-    lives = s.inside & ~s.deleted & s.exists
+    prev = s.prev
+    p = np.maximum(prev, 0)
+    lives = s.inside & s.observed & ~s.deleted & s.exists
+    # the group was seen as one type, and is now seen as the other
+    converted = lives & s.was & (s.gtype != s.was_type)
+    # one history's deletion, seen, and the other type's creation right after it at the same time
+    after_deletion = (lives & (prev >= 0) & ~s.was & s.deleted[p] & s.inside[p] & (s.gtype != s.was_type)
+                      & events.timed & events.timed[p] & (ts == ts[p]))
+    converted |= after_deletion
+    deletion_converted = np.zeros(n, dtype=bool)
+    deletion_converted[p[after_deletion]] = True
 
     def previous(k: int) -> tuple:
-        """The group's generation and state before event k."""
-        if events.first[k]:
+        """The group's generation and state as last observed before event k."""
+        j = int(prev[k])
+        if j < 0:
             return None, None
-        return (events.generation[k - 1] if s.exists[k - 1] else None), events.state[k - 1]
+        return (events.generation[j] if s.exists[j] else None), events.state[j]
 
     out: list[dict] = []
-    for k in np.flatnonzero(converts).tolist():
-        out.append({**_change(events, k + 1, "group_converted"), "from_type": events.group_type[k],
-                    "to_type": events.group_type[k + 1], "state": events.state[k + 1]})
-    for k in np.flatnonzero(s.inside & s.deleted & ~converts).tolist():
+    for k in np.flatnonzero(converted).tolist():
+        out.append({**_change(events, k, "group_converted"), "from_type": events.group_type[int(prev[k])],
+                    "to_type": events.group_type[k], "state": events.state[k]})
+    for k in np.flatnonzero(s.inside & s.observed & s.deleted & ~deletion_converted).tolist():
         generation, state_before = previous(k)
         out.append({**_change(events, k, "group_deleted"), "generation": generation, "state_before": state_before})
-    for k in np.flatnonzero(lives & ~s.was & ~conversion_creates).tolist():
+    for k in np.flatnonzero(lives & ~s.was & ~converted).tolist():
         out.append({**_change(events, k, "group_created"), "state": events.state[k]})
-    for k in np.flatnonzero(lives & s.was & s.empty & ~s.was_empty).tolist():
-        out.append({**_change(events, k, "group_emptied"), "state_before": events.state[k - 1],
-                    "members_left": list(events.members_left(k) or [])})
+    for k in np.flatnonzero(lives & s.was & s.empty & ~s.was_empty & ~converted).tolist():
+        left: list[str] = []
+        for j in range(int(prev[k]) + 1, k + 1):  # the members that left in the batch
+            left += [m for m in events.members_left(j) or () if m not in left]
+        out.append({**_change(events, k, "group_emptied"), "state_before": events.state[int(prev[k])],
+                    "members_left": left})
     return out
 
 
 def _rebalance_storms(events: _Events, s: _GroupSteps, sel: Selection) -> list[dict]:
     """Per (group, minute), the distinct new generations (a generation or epoch above the one before, same group
-    type) among the events that leave the group existing: more than `sel.storm_per_minute` is a storm."""
+    type) among the events that leave the group existing: more than `sel.storm_per_minute` is a storm. Every event
+    counts, seen or not: a generation a batch passed through was a rebalance all the same."""
     ts = events.time_us
     counted = s.inside & s.exists
-    bump = counted & s.was & s.gen_known & s.was_gen_known & (s.gtype == s.was_type) & (s.gen > s.was_gen)
+
+    def before(a: np.ndarray) -> np.ndarray:
+        b = np.zeros_like(a)
+        b[1:] = a[:-1]
+        b[events.first] = 0
+        return b
+
+    was_gen = before(s.gen)
+    bump = (counted & before(s.exists) & s.gen_known & before(s.exists & s.gen_known) & (s.gtype == before(s.gtype))
+            & (s.gen > was_gen))
     minute = ts - ts % 60_000_000
     storms: dict[tuple[int, int], list[int]] = {}
     group_of = np.cumsum(events.first) - 1
@@ -573,7 +603,7 @@ def _rebalance_storms(events: _Events, s: _GroupSteps, sel: Selection) -> list[d
         joined = sorted({x for k in seen for x in (events.members_joined(k) or [])})
         left = sorted({x for k in seen for x in (events.members_left(k) or [])})
         out.append({**_change(events, bumps[0], "rebalance_storm"), "minute": _iso_us(m), "rebalances": len(gens),
-                    "generation_from": int(s.was_gen[bumps[0]]), "generation": gens[-1],
+                    "generation_from": int(was_gen[bumps[0]]), "generation": gens[-1],
                     "members_joined": joined, "members_left": left})
     return out
 

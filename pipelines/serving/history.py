@@ -137,6 +137,27 @@ def group_events(reader: SnapshotReader, snap: "Snapshot | str", *, columns: lis
     return t
 
 
+def observable(history: pa.Table) -> pa.Array:
+    """Which of `history`'s events (`group_history` rows sorted by group, offsets partition and record offset) left
+    a state of their group that anyone could see: the last of their group in their batch. The new coordinator writes
+    a result (one write operation, or several lingering together) as one batch (`CoordinatorRuntime.append`,
+    coordinator-common 4.0; an atomic one, such as a classic <-> consumer conversion, is never split), takes a
+    snapshot of its state only at a batch's end (`SnapshottableCoordinator.updateLastWrittenOffset`) and answers
+    every read at the last committed offset (`CoordinatorReadEvent.run`), a batch's end: a state between two records
+    of a batch is never seen. An event without `batch_last_offset` (a history written before it existed) is
+    observable."""
+    n = history.num_rows
+    if n < 2 or "batch_last_offset" not in history.column_names:
+        return pa.repeat(pa.scalar(True), n)
+    column = history.column
+    same_group = pc.and_(pc.equal(column("group_id").slice(1), column("group_id").slice(0, n - 1)),
+                         pc.equal(column("offsets_partition").slice(1), column("offsets_partition").slice(0, n - 1)))
+    # the group's next event is a record of the same batch: at or below the batch's last offset
+    in_batch = pc.less_equal(column("record_offset").slice(1), column("batch_last_offset").slice(0, n - 1))
+    hidden = pc.fill_null(pc.and_(same_group, in_batch), False).combine_chunks()
+    return pa.concat_arrays([pc.invert(hidden), pa.array([True])])
+
+
 def log_gaps(run: dict | None) -> dict[int, dict]:
     """Offsets partition -> where the snapshot's input log lacked offsets (its run's summary: `first_offset`,
     `compacted_below`: the log is whole from that offset on, `compacted_until`: the newest record time up to it,

@@ -45,9 +45,10 @@ class Log:
 
     # -- batches ---------------------------------------------------------------------------------------------
     @contextmanager
-    def batch(self, *, pid: int = -1, epoch: int = -1, txn: bool = False):
-        """Records appended inside share one batch (appendedBatchOffset = its first record)."""
-        self._batch = {"pid": pid, "epoch": epoch, "txn": txn, "rows": []}
+    def batch(self, *, pid: int = -1, epoch: int = -1, txn: bool = False, one_time: bool = False):
+        """Records appended inside share one batch (appendedBatchOffset = its first record); `one_time`: and one
+        timestamp, as the new coordinator stamps a write's records (`CoordinatorRuntime.append`, 4.0)."""
+        self._batch = {"pid": pid, "epoch": epoch, "txn": txn, "rows": [], "one_time": one_time}
         try:
             yield self
         finally:
@@ -62,9 +63,10 @@ class Log:
         return self
 
     def _append(self, kind: str, *, pid=-1, epoch=-1, txn=False, control=False, **fields) -> Row:
-        self.ts += 1
-        row = dict.fromkeys(DECODED_COLUMNS)
         b = self._batch
+        if b is None or not b["one_time"] or not b["rows"]:
+            self.ts += 1
+        row = dict.fromkeys(DECODED_COLUMNS)
         if b is not None and not control:
             pid, epoch, txn = b["pid"], b["epoch"], b["txn"]
         off = self.next_offset
@@ -256,3 +258,34 @@ def compact(rows: list[Row]) -> list[Row]:
             r["batch_first_offset"] = first[(r["batch_base_offset"],)]
         out.extend(kept)
     return out
+
+
+def to_segment(rows: list[Row]) -> bytes:
+    """The bytes of a segment holding `rows` (group records: key types 2-8 and 16) batch by batch, as the broker
+    wrote them (`pipelines.decoding.message_writer`, `batch_writer`): a classic member's subscription and assignment
+    are encoded from its topics and partitions."""
+    from pipelines.decoding import batch_writer as bw
+    from pipelines.decoding import message_writer as mw
+
+    out, batch = [], []
+    for i, r in enumerate(rows):
+        if r["key_type"] == 2:
+            key = mw.write_group_metadata_key(r["group_id"])
+            value = None if r["is_tombstone"] else mw.write_group_metadata_value(
+                r["value_version"], protocol_type=r["protocol_type"], generation=r["generation"],
+                protocol=r["protocol"], leader=r["leader"], current_state_timestamp=r["current_state_timestamp"],
+                members=[{**m, "subscription": mw.write_consumer_subscription(0, m["subscribed_topics"] or []),
+                          "assignment": mw.write_consumer_assignment(0, {a["topic"]: a["partitions"]
+                                                                         for a in m["assigned_partitions"]})}
+                         for m in r["members"]])
+        elif r["record_kind"] == "consumer_group":
+            key, value = mw.write_consumer_group_record(r["key_type"], r["group_id"],
+                                                        None if r["is_tombstone"] else r,
+                                                        member_id=r.get("member_id"), regex=r.get("regex"))
+        else:
+            raise ValueError(f"to_segment writes group records, not {r['record_kind']}")
+        batch.append((key, value, r["timestamp"]))
+        if i + 1 == len(rows) or rows[i + 1]["batch_base_offset"] != r["batch_base_offset"]:
+            out.append(bw.write_record_batch(batch, r["batch_base_offset"]))
+            batch = []
+    return b"".join(out)

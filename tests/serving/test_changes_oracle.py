@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from jobs.cli import main
+from pipelines.coordinator.groups import ClassicGroup, is_live
 from pipelines.coordinator.options import ReplayOptions
 from pipelines.coordinator.shard import load_shards, replay_shards
 from pipelines.coordinator.streamed import WHOLE_STATE
@@ -22,7 +23,7 @@ from pipelines.io.snapshots import DeltaWarehouseReader, resolve_snapshot
 from pipelines.serving.group_status import evaluate_groups, partition_status, window
 from pipelines.serving.index import load_index
 from schemas.tables import GROUP_HISTORY_VERSION, SNAPSHOT_TABLES
-from tests.coordinator.rowkit import BASE_TS, Log, to_table
+from tests.coordinator.rowkit import BASE_TS, Log, member, to_table
 from tests.coordinator.test_replay_differential import build_log, kafka_like_log, log_ops
 from tests.depth import cases
 from tests.serving.warehouse_kit import WarehouseKit
@@ -231,3 +232,87 @@ def test_a_simple_group_deleted_again_after_new_commits_is_deleted_twice(semanti
     rows = _timed(log.rows)
     items = _changes(_warehouse(tmp_path, rows, semantics))
     assert [c["record_offset"] for c in items if c["kind"] == "group_deleted"] == [2, 5]
+
+
+TOPIC_ID = "7fVt0cQCQnW0Wg4lUw4rYQ"  # topic t's
+
+
+def _conversions_log(group: str = "g") -> Log:
+    """A classic group upgraded to a consumer group and downgraded back as a 4.0 coordinator writes it: each
+    conversion one batch of one time (`GroupMetadataManager.convertToConsumerGroup`: the classic tombstone, then
+    `ConsumerGroup.createConsumerGroupRecords`, then the joining member's records of the same heartbeat;
+    `convertToClassicGroup`: `ConsumerGroup.createGroupTombstoneRecords`, the member's first, then
+    `ClassicGroup.createClassicGroupRecords`), then the classic group emptied and deleted."""
+    log = Log()
+    log.group(group, [member("m1")], generation=1)
+    with log.batch(one_time=True):  # upgrade: m2 joins with the consumer protocol
+        log.group_tombstone(group)
+        log.cg_member(group, "m1")
+        log.cg_topics(group, [(TOPIC_ID, "t", 2)])
+        log.cg_epoch(group, 1)
+        log.cg_target(group, "m1", [(TOPIC_ID, (0, 1))])
+        log.cg_assignment_epoch(group, 1)
+        log.cg_current(group, "m1", 1, [(TOPIC_ID, (0, 1))])
+        log.cg_member(group, "m2")
+        log.cg_epoch(group, 2)
+    with log.batch(one_time=True):  # m2 leaves again
+        log.cg_current_tombstone(group, "m2")
+        log.cg_target_tombstone(group, "m2")
+        log.cg_member_tombstone(group, "m2")
+        log.cg_epoch(group, 3)
+    with log.batch(one_time=True):  # downgrade: the last consumer-protocol member has left
+        log.cg_current_tombstone(group, "m1")
+        log.cg_target_tombstone(group, "m1")
+        log.cg_assignment_epoch_tombstone(group)
+        log.cg_member_tombstone(group, "m1")
+        log.cg_topics_tombstone(group)
+        log.cg_tombstone(group)
+        log.group(group, [member("m1")], generation=2)
+    log.group(group, [], generation=3)
+    log.group_tombstone(group)
+    return log
+
+
+def _observed_lifecycle(rows: list[dict]) -> set[tuple[str, int]]:
+    """(kind, batch end) of every change of a group's type or state the engine shows between one batch end and the
+    next: its state replayed to each batch end (`--until-offset`), the only moments a reader is answered at."""
+    table = to_table(rows)
+    seen: dict = {}
+    out = set()
+    for cut in sorted({r["batch_last_offset"] for r in rows}):
+        loaded = load_shards(table, ReplayOptions(semantics="modern", until_offset=cut), mode=WHOLE_STATE)
+        now = {gid: ("classic" if isinstance(g, ClassicGroup) else g.group_type, g.state)
+               for s in loaded.states for gid, g in s.groups.groups.items() if is_live(g)}
+        for gid in now.keys() | seen.keys():
+            was, it = seen.get(gid), now.get(gid)
+            if was is None and it is not None:
+                out.add(("group_created", cut))
+            elif was is not None and it is None:
+                out.add(("group_deleted", cut))
+            elif was is not None and was[0] != it[0]:
+                out.add(("group_converted", cut))
+            elif was is not None and was[1] != "Empty" and it[1] == "Empty":
+                out.add(("group_emptied", cut))
+        seen = now
+    return out
+
+
+def test_a_conversion_s_batch_is_one_group_converted_and_no_group_emptied(tmp_path):
+    """The member tombstones that open a downgrade's batch leave the consumer group Empty, and its tombstone
+    deletes it, before the classic value re-creates it; no reader ever saw either (the coordinator answers at a
+    batch's end). `changes` reports what the engine's state shows from one batch end to the next: each conversion
+    once, at the batch's last record of the group, and the group emptied only when the classic group went Empty."""
+    rows = _conversions_log().rows
+    ends = {r["offset"]: r["batch_last_offset"] for r in rows}
+    res = replay_shards(to_table(rows), ReplayOptions(semantics="modern", snapshot_id="s"))
+    kit = WarehouseKit(tmp_path)
+    as_of = dt.datetime.fromtimestamp(max(r["timestamp"] for r in rows) / 1000 + 1, dt.timezone.utc)
+    kit.snapshot("s", tables={t: res.tables[t] for t in SNAPSHOT_TABLES if t in res.tables}, as_of=as_of)
+    kit.append("offset_commits", res.tables["offset_commits"])
+    lifecycle = [c for c in _changes(tmp_path) if c["kind"].startswith("group_")]
+    assert {(c["kind"], ends[c["record_offset"]]) for c in lifecycle} == _observed_lifecycle(rows)
+    assert [(c["kind"], c.get("from_type"), c.get("to_type")) for c in lifecycle] == [
+        ("group_created", None, None), ("group_converted", "classic", "consumer"),
+        ("group_converted", "consumer", "classic"), ("group_emptied", None, None), ("group_deleted", None, None)]
+    emptied = next(c for c in lifecycle if c["kind"] == "group_emptied")
+    assert (emptied["group_type"], emptied["state_before"], emptied["members_left"]) == ("classic", "Stable", ["m1"])
