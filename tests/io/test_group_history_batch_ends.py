@@ -59,6 +59,14 @@ def test_a_conversion_read_from_its_bytes_is_converted_not_emptied(no_spark, set
     assert _lifecycle(tmp_path / "wh", "s", rows) == [
         ("group_created", 0), ("group_converted", 9), ("group_converted", 20), ("group_emptied", 21),
         ("group_deleted", 22)]
+    # the engine's group cut at the downgrade's time (its records share it) and a millisecond before: what changes
+    # says the batch did, from the consumer group (Assigning: group epoch 3, assignment epoch 1) to the classic group
+    # Stable, with no Empty between
+    at = rows[20]["timestamp"]
+    for sid, until, want in (("before", at - 1, ("consumer", "Assigning")), ("at", at, ("classic", "Stable"))):
+        _rebuild(no_spark, settings, inputs, tmp_path / "wh", sid, until_time=str(until))
+        groups = Warehouse(tmp_path / "wh").read_table("loaded_groups", sid).to_pylist()
+        assert [(g["group_type"], g["state"]) for g in groups] == [want]
 
 
 def test_an_old_warehouse_takes_the_column_and_its_old_snapshot_still_reads(no_spark, settings, conversions,
