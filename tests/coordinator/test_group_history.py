@@ -89,16 +89,20 @@ def dump_log_events(scenario_dir):
     return events, positions
 
 
-@pytest.fixture(scope="module")
-def histories(brokerdata):
+def _histories(brokerdata, semantics: str, kafka_version: str) -> dict:
+    """Each broker scenario's group history as the engine replays its log under `semantics`."""
     reader = pytest.importorskip("pipelines.decoding.reader")
     out = {}
     for s in SCENARIOS:
         rows = list(reader.iter_decoded_rows([brokerdata / s / "data"]))
-        tables = replay_rows(rows, ReplayOptions(semantics="modern", snapshot_id="h", num_partitions=50,
-                                                 kafka_version="4.0"))
-        out[s] = tables["group_history"]
+        out[s] = replay_rows(rows, ReplayOptions(semantics=semantics, snapshot_id="h", num_partitions=50,
+                                                 kafka_version=kafka_version))["group_history"]
     return out
+
+
+@pytest.fixture(scope="module")
+def histories(brokerdata):
+    return _histories(brokerdata, "modern", "4.0")
 
 
 @pytest.mark.shared
@@ -124,13 +128,7 @@ def test_group_history_is_the_dump_logs_group_events(brokerdata, histories, scen
 
 @pytest.fixture(scope="module")
 def legacy_histories(brokerdata):
-    reader = pytest.importorskip("pipelines.decoding.reader")
-    out = {}
-    for s in SCENARIOS:
-        rows = list(reader.iter_decoded_rows([brokerdata / s / "data"]))
-        out[s] = replay_rows(rows, ReplayOptions(semantics="legacy", snapshot_id="h", num_partitions=50,
-                                                 kafka_version="3.9"))["group_history"]
-    return out
+    return _histories(brokerdata, "legacy", "3.9")
 
 
 @pytest.mark.shared
