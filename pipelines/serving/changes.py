@@ -227,6 +227,13 @@ class _Events:
         self.timed = ts.is_valid().to_numpy(zero_copy_only=False)
         self.time_us = pc.fill_null(ts, 0).to_numpy(zero_copy_only=False)
 
+    def before(self, a: np.ndarray) -> np.ndarray:
+        """`a`'s value at each event's previous event of its group (False / 0 at a group's first)."""
+        b = np.zeros_like(a)
+        b[1:] = a[:-1]
+        b[self.first] = 0
+        return b
+
     def removes(self, k: int) -> bool:
         """The k-th event deletes the group (its members go with it)."""
         return self.event[k] in ("deleted", "tombstone") and self.state[k] is None
@@ -498,9 +505,7 @@ class _GroupSteps:
             .to_numpy(zero_copy_only=False)
         gen_known = h.column("generation").is_valid().to_numpy(zero_copy_only=False)
         gen = pc.fill_null(h.column("generation"), 0).to_numpy(zero_copy_only=False)
-        was_removed = np.zeros(events.n, dtype=bool)
-        was_removed[1:] = (deleted | tombstone)[:-1]
-        was_removed[events.first] = False
+        was_removed = events.before(deleted | tombstone)
         deleted |= tombstone & (events.first | ~was_removed)  # the first tombstone of a group no record held
         observed = observable(h).to_numpy(zero_copy_only=False)
         # the group's last observed event before each one: the running last observed index, cut at the group's start
@@ -579,13 +584,7 @@ def _rebalance_storms(events: _Events, s: _GroupSteps, sel: Selection) -> list[d
     counts, seen or not: a generation a batch passed through was a rebalance all the same."""
     ts = events.time_us
     counted = s.inside & s.exists
-
-    def before(a: np.ndarray) -> np.ndarray:
-        b = np.zeros_like(a)
-        b[1:] = a[:-1]
-        b[events.first] = 0
-        return b
-
+    before = events.before
     was_gen = before(s.gen)
     bump = (counted & before(s.exists) & s.gen_known & before(s.exists & s.gen_known) & (s.gtype == before(s.gtype))
             & (s.gen > was_gen))
