@@ -235,10 +235,19 @@ def until_cut_mask(table: pa.Table, options: ReplayOptions) -> pa.ChunkedArray |
     if options.until_offset is not None:
         keep = pc.less_equal(table.column("offset"), options.until_offset)
     if options.until_time_ms is not None:
-        ts = table.column("timestamp")
-        in_time = pc.or_kleene(pc.is_null(ts), pc.less_equal(ts, options.until_time_ms))
+        in_time = kept_at(table.column("timestamp"), options.until_time_ms)
         keep = in_time if keep is None else pc.and_kleene(keep, in_time)
     return None if keep is None else pc.fill_null(keep, False)
+
+
+def kept_at(timestamps: pa.Array | pa.ChunkedArray, until) -> pa.ChunkedArray | pa.Array:
+    """Which records a cut at time `until` holds, by their record timestamps (`timestamps`: epoch ms with `until`
+    an int, or a timestamp column with `until` a datetime): those at or before it, and every record with no
+    timestamp (null, or Kafka's -1: a magic 0 message has none), at any cut: such a record has a position in the log
+    but no time to leave it out by. `rebuild --until-time` cuts so (`until_cut_mask`), and every view that stops at a
+    moment asks this of the history (`serving.history.took_effect_by`), so the engine and the views hold one state."""
+    stamped = pc.less_equal(timestamps, pa.scalar(until, timestamps.type))
+    return pc.fill_null(pc.or_kleene(pc.is_null(timestamps), stamped), False)
 
 
 MARKER_COLUMNS = (PART, "producer_id", "offset", "control_type")

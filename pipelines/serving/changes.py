@@ -56,7 +56,7 @@ KINDS = ("offset_regressed", "offset_past_end", "offset_tombstone", "offset_expi
 
 _COMMIT_COLUMNS = ["offsets_partition", "record_offset", "group_id", "topic", "partition", "committed_offset",
                    "commit_timestamp", "is_tombstone", "producer_id", "txn_outcome", "applied_offset",
-                   "applied_timestamp"]
+                   "applied_timestamp", "record_timestamp", "txn_marker_timestamp"]
 _HISTORY_COLUMNS = ["group_id", "offsets_partition", "record_offset", "record_timestamp", "group_type", "event",
                     "generation", "assignment_epoch", "state", "members_joined", "members_left", "member_assignments",
                     "batch_last_offset"]
@@ -254,7 +254,9 @@ class _Events:
 
 def _candidates(commits: pa.Table, leo: pa.Table, start: dt.datetime, upto: dt.datetime,
                 ends_at: dt.datetime | None = None) -> list[dict]:
-    """The records that took effect in [start, upto] (at their `applied_timestamp`) and are a change: a tombstone
+    """The records that took effect by `upto` (`took_effect_by`: what `rebuild --until-time upto` holds), less
+    those placed before `start` (`applied_time`: a magic 0 record at its value's commit time, which may be past
+    `upto`; one with no time at all is in every window), that are a change: a tombstone
     that deleted, an offset below the one in place before it (the previous record of its key (group, topic,
     partition) to take effect, unless that one deleted it), or one above the partition's known end offset; each with
     the offset before it. Vectorized (a key per row as integers, one sort in the order they took effect): the history
@@ -308,10 +310,14 @@ def _candidates(commits: pa.Table, leo: pa.Table, start: dt.datetime, upto: dt.d
     del tp_key
     past_end = ~tomb & (end >= 0) & (co > end)
     lo = _us(start)
+    timed = ts.is_valid().to_numpy(zero_copy_only=False)[order]
     when = pc.fill_null(ts.cast(pa.int64()), 0).to_numpy(zero_copy_only=False)[order]
     if ends_at is not None:  # a commit made after the ends' moment may be past them by the records written since
-        past_end &= when <= _us(ends_at)
-    pick = np.flatnonzero(valid & (when >= lo) & (tomb | regressed | past_end))
+        past_end &= ~timed | (when <= _us(ends_at))
+    # counted, it is held at the window's end (a record with no time of its own, magic 0, at every end): the start
+    # leaves out one placed before it; one with no time at all (a tombstone) is in every window where it deleted
+    inside = np.where(timed, when >= lo, ~tomb | has_prev)
+    pick = np.flatnonzero(valid & inside & (tomb | regressed | past_end))
     pid = column("producer_id", -1)
     at = order[pick]
     prev_at = order[np.maximum(pick - 1, 0)]

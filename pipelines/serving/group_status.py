@@ -12,11 +12,14 @@ each with the lag the broker's end offset gave at that commit, and judges it aga
 * otherwise OK. A group is its worst partition, in Burrow's order OK < WARN < STOP < STALL < REWIND.
 
 Offline, from one snapshot (what the evaluation can and cannot know):
-* the commits are the `offset_commits` history's records that took effect up to the snapshot's as_of, in the order
+* the commits are the `offset_commits` history's records that took effect by the snapshot's log end as `rebuild
+  --until-time` holds them (`history.took_effect_by`: a record with no time, magic 0, at every cut), in the order
   and at the time they did (`applied_offset`, `applied_timestamp`: the engine's record; an aborted, overtaken or
   still-pending transactional commit never did, a committed one did at its marker), since the partition's offset
-  was last deleted (a commit after a deletion starts anew: it rewinds nothing), less those whose time is unknown
-  (no record time, and a commit timestamp of -1 or below: Burrow drops a commit that old); "now" is the snapshot's
+  was last deleted (a commit after a deletion starts anew: it rewinds nothing; a deletion counts at its position,
+  with a time or without), less those whose time is unknown (`history.applied_time`: no record time, and no commit
+  timestamp at or after 1970: Burrow drops a commit that old): such a commit has a position, not a time, and takes
+  no slot, so it neither stretches the window nor moves a slot's offset; "now" is the snapshot's
   as_of, the newest moment the log speaks for (a wall clock would call every consumer stopped as the snapshot
   ages); a history written before the engine recorded that is judged on lag alone (`GroupStatuses.unavailable`
   says why);
@@ -41,7 +44,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
 from pipelines.io.snapshots import Snapshot, SnapshotReader, column_values
-from pipelines.serving.history import HistoryUnavailable, applied_history, snapshot_commits, took_effect_by
+from pipelines.serving.history import (HistoryUnavailable, applied_history, applied_time, snapshot_commits,
+                                       took_effect_by)
 from pipelines.serving.index import SnapshotIndex, consumer_lag
 from pipelines.serving.overview import epoch_seconds
 
@@ -57,13 +61,6 @@ MIN_DISTANCE_SECONDS = 1.0
 ALLOWED_LAG = 0
 # Raw commits read per partition to fill the window: commits merged by min-distance need more than `intervals`.
 _READ_PER_PARTITION = 8 * INTERVALS
-# A commit's time (epoch ms) from here on is known. One stamped -1 or below, where its record has no time (magic 0),
-# has none, as `consumer_lag.commit_age_seconds` reads it: a client's clock a broker stored as sent (KafkaApis
-# handleOffsetCommitRequest, 2.8: only -1 becomes the broker's own time), a corrupt record; -2**63 is stored as year
-# 1. Such a commit stays out of the window, as Burrow's storage drops a commit stamped older than its `expire-group`
-# horizon (storage/inmemory.go addConsumerOffset, "old offset"): placed in 1969 it made its window span decades,
-# which hid a STOP, or judged one from 1969.
-_KNOWN_FROM_MS = 0
 
 
 @dataclass
@@ -215,13 +212,20 @@ def _recent_commits(reader: SnapshotReader, snap: Snapshot) -> dict[tuple, list[
 
 
     cols = ["offsets_partition", "group_id", "topic", "partition", "committed_offset", "commit_timestamp",
-            "is_tombstone", "txn_outcome", "applied_offset", "applied_timestamp"]
+            "is_tombstone", "txn_outcome", "applied_offset", "applied_timestamp", "record_timestamp",
+            "txn_marker_timestamp"]
     t = applied_history(snapshot_commits(reader, snap, columns=cols), snap.snapshot_id)
     if t is None or t.num_rows == 0:
         return {}
     until = snap.log_until  # the commits the state holds: a what-if --as-of before the log's end is no cut
     if until is not None:
         t = t.filter(took_effect_by(t, until))
+    # its time in the window: null where unknown (a client's clock a broker stored as sent, KafkaApis
+    # handleOffsetCommitRequest, 2.8: only -1 becomes the broker's own time; a corrupt record; -2**63, stored as year
+    # 1), as Burrow's storage drops a commit stamped older than its `expire-group` horizon (storage/inmemory.go
+    # addConsumerOffset, "old offset"): placed in 1969 it made its window span decades, which hid a STOP. Such a
+    # commit, and a tombstone with no time (magic 0), still orders and deletes at its position
+    t = t.append_column("window_time", applied_time(t))
     con = duckdb.connect(":memory:")
     try:
         con.register("commits", t)
@@ -235,15 +239,14 @@ def _recent_commits(reader: SnapshotReader, snap: Snapshot) -> dict[tuple, list[
             FROM (
                 SELECT * FROM (
                     SELECT group_id, topic, "partition", committed_offset, offsets_partition, applied_offset,
-                           is_tombstone, epoch_ms(coalesce(applied_timestamp, commit_timestamp)) / 1000.0 AS ts,
+                           is_tombstone, window_time, epoch_ms(window_time) / 1000.0 AS ts,
                            max(CASE WHEN coalesce(is_tombstone, false) THEN applied_offset END)
                                OVER (PARTITION BY group_id, topic, "partition", offsets_partition) AS deleted_at
                     FROM commits
                     WHERE applied_offset IS NOT NULL
-                      AND epoch_ms(coalesce(applied_timestamp, commit_timestamp)) >= {_KNOWN_FROM_MS}
                 )
                 WHERE NOT coalesce(is_tombstone, false) AND committed_offset IS NOT NULL
-                  AND applied_offset > coalesce(deleted_at, -1)
+                  AND applied_offset > coalesce(deleted_at, -1) AND window_time IS NOT NULL
                 QUALIFY row_number() OVER (PARTITION BY group_id, topic, "partition"
                                            ORDER BY offsets_partition DESC, applied_offset DESC) <= {_READ_PER_PARTITION}
             )

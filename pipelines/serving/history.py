@@ -82,19 +82,33 @@ def applied_history(commits: pa.Table | None, snapshot_id: str) -> pa.Table | No
 
 
 def applied_time(commits: pa.Table) -> pa.ChunkedArray:
-    """When each of `commits` took effect, where it did: `applied_timestamp`, or a record's commit time where the
-    record has no timestamp (a tabular dump)."""
-    return pc.coalesce(commits.column("applied_timestamp"), commits.column("commit_timestamp"))
+    """When each of `commits` took effect, where it did and its time is known: `applied_timestamp` (its record's
+    time, or its marker's); for a record with no time (magic 0), the commit time its value holds, the broker's own
+    clock when it wrote it (KafkaApis.handleOffsetCommitRequest, 0.9.0: "commit timestamp is always set to now"), when
+    at or after 1970; null otherwise (a tombstone carries no value; -1 or below is a client's clock a later broker
+    stored as sent, or a corrupt record, as `consumer_lag.commit_age_seconds` reads it). It places a change in a
+    window; it never decides whether the record took effect by a moment (`took_effect_by` does)."""
+    commit_time = commits.column("commit_timestamp")
+    known = pc.greater_equal(commit_time.cast(pa.int64()), 0)
+    return pc.coalesce(commits.column("applied_timestamp"),
+                       pc.if_else(known, commit_time, pa.scalar(None, commit_time.type)))
 
 
 def took_effect_by(commits: pa.Table, upto) -> pa.ChunkedArray:
-    """Which of `commits` (read through `applied_history`/`outcome_as_of`) had taken effect by `upto` (a datetime):
-    where the engine recorded one, at or before it, by `applied_timestamp` (the marker's for a transactional commit;
-    a record without a timestamp, from a tabular dump, counts at its commit time). Every view that stops at a
-    moment (`changes`, the group status' recent commits) asks this, so none decides it again."""
-    ts = applied_time(commits)
-    return pc.and_(commits.column("applied_offset").is_valid(),
-                   pc.fill_null(pc.less_equal(ts, pa.scalar(upto, ts.type)), False))
+    """Which of `commits` (read through `applied_history`/`outcome_as_of`, with `record_timestamp` and, where the
+    history has it, `txn_marker_timestamp`) had taken effect by `upto` (a datetime), as `rebuild --until-time upto`
+    replays them: where the engine recorded one, its record and, for a transactional one, its marker held at that
+    cut (`coordinator.decoded.kept_at`: at or before it, or with no time at all, as a magic 0 record: every cut holds
+    it). Every view that stops at a moment (`changes`, the group status' recent commits) asks this, so none decides
+    it again; the commit time inside a value (`applied_time`'s fallback) is the client's or the broker's word, never
+    the log's, and no cut reads it."""
+    # imported here: the coordinator's modules are ~0.3 s of import (python -X importtime) no other view needs
+    from pipelines.coordinator.decoded import kept_at
+
+    took = pc.and_(commits.column("applied_offset").is_valid(), kept_at(commits.column("record_timestamp"), upto))
+    if "txn_marker_timestamp" in commits.column_names:
+        took = pc.and_(took, kept_at(commits.column("txn_marker_timestamp"), upto))
+    return took
 
 
 def outcome_as_of(commits: pa.Table, as_of) -> pa.Table:

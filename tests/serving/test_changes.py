@@ -70,7 +70,8 @@ def changes(wh: Path, start, end, *args: str) -> list[dict]:
                                   *args], catch_exceptions=False)
     assert r.exit_code == 0, r.output
     items = json.loads(r.output)
-    keys = [(c["time"], c["offsets_partition"] or -1, c.get("applied_offset", c["record_offset"]) or -1) for c in items]
+    keys = [(c["time"] or "", c["offsets_partition"] or -1, c.get("applied_offset", c["record_offset"]) or -1)
+            for c in items]  # a change with no time first
     assert keys == sorted(keys), "oldest first"
     return items
 
@@ -415,3 +416,44 @@ def test_an_older_snapshot_s_views_are_its_own_run_s_history(no_spark, settings,
         assert [c["committed_offset"] for c in get(f"/groups/{g}/commits")["commits"]] == [200, 150]
         status = get("/status/groups", group=g)
         assert [w["offset"] for w in status["partition_status"][0]["window"]] == [200, 150]
+
+
+@pytest.fixture(scope="module")
+def timeless(tmp_path_factory, no_spark, settings):
+    """`test_group_status.timeless_log`: records of no time (magic 0) among timed ones, rebuilt in full (`full`) and
+    cut by `--until-time` (`cut`)."""
+    from tests.serving.test_group_status import timeless_warehouse
+
+    root = tmp_path_factory.mktemp("timeless")
+    groups, cut = timeless_warehouse(root, no_spark, settings)
+    return root / "wh", groups, cut
+
+
+def test_an_offset_tombstone_with_no_time_is_a_change(timeless):
+    """An offset tombstone with no time (magic 0: no record time, and no value to give a commit time) that deleted
+    300 took effect in the engine, at its position, and every `rebuild --until-time` holds it: `changes` left it out
+    of every window. It is in each window whose end holds the offset it deleted, with no time."""
+    from tests.badinputs import T0
+
+    wh, groups, _ = timeless
+    g = groups["tombstone"]
+    items = changes(wh, str(T0), str(T0 + 60_000), "--snapshot", "full", "--group", g)
+    assert [(c["kind"], c["time"], c["previous_offset"], c["record_offset"]) for c in items] == \
+        [("offset_tombstone", None, 300, 3)], items  # and 50 after it starts anew: no regression
+
+
+def test_a_what_if_cut_lists_the_commits_the_engine_holds(timeless):
+    """`changes` of a snapshot cut by `--until-time` at 10 s counted a commit out by the commit time its value gives
+    (100 s) where its record has none (magic 0), though the engine's cut holds it: 150 after 200 was no change, and
+    the engine's offset then is 150. It is the regression the engine's state shows, at the time its value gives."""
+    from pipelines.io.snapshots import DeltaWarehouseReader
+    from tests.badinputs import T0
+
+    wh, groups, cut = timeless
+    g = groups["stamped"]
+    held = {o["group_id"]: o["committed_offset"]
+            for o in DeltaWarehouseReader(wh).snapshot_table("loaded_offsets", "cut").to_pylist()}
+    items = changes(wh, str(T0), str(cut), "--snapshot", "cut", "--group", g)
+    assert [(c["kind"], c["previous_offset"], c["committed_offset"]) for c in items] == \
+        [("offset_regressed", 200, held[g])], items
+    assert items[0]["time"] == "2026-11-01T00:01:40.000Z"  # T0 + 100 s: the value's commit time

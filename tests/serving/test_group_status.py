@@ -2,6 +2,8 @@
 that makes a rule fire is judged OK once that rule is gone, so every test here fails if its rule is removed."""
 from __future__ import annotations
 
+import pytest
+
 from pipelines.serving.group_status import (Commit, GroupStatus, PartitionStatus, _attach_lags, group_status,
                                             partition_status, window)
 
@@ -126,3 +128,93 @@ def test_a_commit_stamped_before_1970_with_no_record_time_stays_out_of_the_windo
     judged = {g: (s.status, [(c.offset, c.timestamp) for c in s.partitions[0].window]) for g, s in statuses.items()}
     assert judged["normal"][0] == "STOP" and len(judged["normal"][1]) == 9
     assert judged["minus-one"] == judged["year-one"] == judged["normal"], judged
+
+
+#: a log of offsets partition 0 (`timeless_log`), every record a second apart from T0 unless it has no time
+_CUT_S = 10  # `rebuild --until-time`: after every record with a time but the last (at 50 s)
+
+
+def timeless_log(root) -> dict[str, str]:
+    """A log with records of no time (magic 0 messages, as a pre-0.10 broker wrote them) among magic 2 batches:
+    `tombstone`'s offsets 100, 200, 300, then an offset tombstone with no time (a magic 0 message has none, and a
+    tombstone no value to carry a commit time), then 50, 60, 70; `stamped`'s 100 and 200, then 150 in a magic 0
+    message whose value says it was committed at 100 s, then 300 at 50 s. Group name -> id."""
+    from pipelines.decoding import batch_writer as bw
+    from pipelines.decoding import message_writer as mw
+    from tests.badinputs import T0, TOPIC, batch, commit, group_in, write_segment
+
+    tomb, stamped = group_in(0, "timeless-tombstone"), group_in(0, "timeless-stamped")
+    value_of_150 = mw.write_offset_commit_value(1, offset=150, metadata="", commit_timestamp=T0 + 100_000,
+                                                expire_timestamp=T0 + 200_000)
+    records = [batch([commit(tomb, 0, 100, T0 + 1000)], 0), batch([commit(tomb, 0, 200, T0 + 2000)], 1),
+               batch([commit(tomb, 0, 300, T0 + 3000)], 2),
+               bw.write_record_batch([(mw.write_offset_commit_key(tomb, TOPIC, 0), None, -1)], 3, magic=0),
+               batch([commit(tomb, 0, 50, T0 + 4000)], 4), batch([commit(tomb, 0, 60, T0 + 5000)], 5),
+               batch([commit(tomb, 0, 70, T0 + 6000)], 6),
+               batch([commit(stamped, 0, 100, T0 + 1000)], 7), batch([commit(stamped, 0, 200, T0 + 2000)], 8),
+               bw.write_record_batch([(mw.write_offset_commit_key(stamped, TOPIC, 0), value_of_150, -1)], 9, magic=0),
+               batch([commit(stamped, 0, 300, T0 + 50_000)], 10)]
+    write_segment(root / "__consumer_offsets-0", 0, b"".join(records))
+    return {"tombstone": tomb, "stamped": stamped}
+
+
+def timeless_warehouse(root, no_spark, settings) -> tuple[dict[str, str], int]:
+    """`timeless_log` rebuilt in full (snapshot `full`), then cut at `_CUT_S` (`cut`); (groups, the cut in ms)."""
+    from pipelines.rebuild import RebuildRequest, run_rebuild
+    from tests.badinputs import T0
+
+    groups = timeless_log(root / "data")
+    cut = T0 + _CUT_S * 1000
+    for sid, until in (("full", None), ("cut", str(cut))):
+        res = run_rebuild(no_spark, settings, RebuildRequest(inputs=(str(root / "data"),), warehouse=str(root / "wh"),
+                                                              snapshot_id=sid, until_time=until))
+        assert res.status == "succeeded", res
+    return groups, cut
+
+
+@pytest.fixture(scope="module")
+def timeless(tmp_path_factory, no_spark, settings):
+    root = tmp_path_factory.mktemp("timeless")
+    groups, cut = timeless_warehouse(root, no_spark, settings)
+    return root / "wh", groups, cut
+
+
+def _statuses(wh, snapshot_id: str):
+    from pipelines.io.snapshots import DeltaWarehouseReader, pick_snapshot, snapshots_from_runs
+    from pipelines.serving.group_status import evaluate_groups
+    from pipelines.serving.index import load_index
+
+    reader = DeltaWarehouseReader(wh)
+    snaps = snapshots_from_runs(reader.runs())
+    return evaluate_groups(reader, load_index(reader, pick_snapshot(snaps, snapshot_id)), snaps)
+
+
+def test_an_offset_tombstone_with_no_time_deletes_at_its_position(timeless):
+    """An offset tombstone whose record has no time (magic 0) deleted the partition's offset in the engine
+    (`applied_offset`), and every `rebuild --until-time` holds it; the group status left it out of the history with
+    the commits whose time is unknown, so the commits before it stayed in the window and the first commit after it,
+    below them, was a REWIND: a false alarm. A deletion counts at its position, time or none, and the commits after
+    it start anew."""
+    wh, groups, _ = timeless
+    st = _statuses(wh, "full")[groups["tombstone"]]
+    assert [c.offset for c in st.partitions[0].window] == [50, 60, 70]
+    assert st.status == "OK"
+
+
+def test_a_commit_with_no_record_time_is_in_the_window_of_every_cut(timeless):
+    """A commit in a magic 0 message has no record time, so `rebuild --until-time` holds it at any cut, here 150
+    after 200 (a rewind), whatever commit time its value gives (100 s, past the 10 s cut). The group status of the cut
+    snapshot counted it out by that commit time: it judged a window without it, OK, where the engine holds 150. The
+    window now ends at the offset the engine holds, and the rewind is one."""
+    from pipelines.io.snapshots import DeltaWarehouseReader
+
+    wh, groups, _ = timeless
+    g = groups["stamped"]
+    held = {o["group_id"]: o["committed_offset"]
+            for o in DeltaWarehouseReader(wh).snapshot_table("loaded_offsets", "cut").to_pylist()}
+    assert held[g] == 150  # the engine's own cut
+    st = _statuses(wh, "cut")[g]
+    assert [c.offset for c in st.partitions[0].window] == [100, 200, 150]
+    assert st.status == "REWIND"
+    full = _statuses(wh, "full")[g]  # past the cut 300 follows, and the rewind is recovered
+    assert full.partitions[0].window[-1].offset == 300 and full.status == "OK"
