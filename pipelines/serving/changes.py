@@ -193,8 +193,9 @@ def _history(reader: SnapshotReader, snap: Snapshot, sel: Selection) -> pa.Table
         return None
     if "member_assignments" not in t.column_names:  # written before the column existed: nobody is named
         t = t.append_column("member_assignments", pa.nulls(t.num_rows, pa.list_(pa.struct([]))))
-    ts = t.column("record_timestamp")
-    t = t.filter(pc.fill_null(pc.less_equal(ts, pa.scalar(sel.end, ts.type)), True))
+    from pipelines.coordinator.decoded import kept_at  # ~0.3 s of import the rest of the module does not need
+
+    t = t.filter(kept_at(t.column("record_timestamp"), sel.end))  # as `--until-time` cuts: no time, every window
     return t.sort_by([("group_id", "ascending"), ("offsets_partition", "ascending"), ("record_offset", "ascending")])
 
 

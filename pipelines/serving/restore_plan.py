@@ -229,8 +229,9 @@ def decoded_log(commits: pa.Table, events: pa.Table, options) -> pa.Table:
     markers = _markers(commits)
     if options.until_time_ms is not None and "record_timestamp" in events.column_names:
         # the cut before the JSON is parsed (records with no time are kept, as `shard.until_cut` keeps them)
-        ts = _ms(events.column("record_timestamp"))
-        events = events.filter(pc.fill_null(pc.less_equal(ts, options.until_time_ms), True))
+        from pipelines.coordinator.decoded import kept_at
+
+        events = events.filter(kept_at(_ms(events.column("record_timestamp")), options.until_time_ms))
     records = events.column("record_json").drop_null()
     group_records = _read_records(records, DECODED_RECORD_SCHEMA) if len(records) else None
     commits, markers, group_records, order = _state_relevant(commits, markers, group_records, options)

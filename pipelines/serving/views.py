@@ -302,9 +302,11 @@ def group_commits(
     if t is not None and t.num_rows:
         as_of = idx.snapshot.log_until  # the records the state holds: a what-if --as-of before them is no cut
         if as_of is not None:
-            ts = t.column("record_timestamp") if "record_timestamp" in t.column_names else t.column("commit_timestamp")
-            ts = pc.coalesce(ts, t.column("commit_timestamp"))
-            t = t.filter(pc.fill_null(pc.less_equal(ts, pa.scalar(as_of, ts.type)), True))
+            # the records `rebuild --until-time` holds there: one with no record time (magic 0) at every cut, whatever
+            # commit time its value gives
+            from pipelines.coordinator.decoded import kept_at  # ~0.3 s of import no other route needs
+
+            t = t.filter(kept_at(t.column("record_timestamp"), as_of))
             t = outcome_as_of(t, as_of)
         order = [("commit_timestamp", "ascending"), ("offsets_partition", "ascending"), ("record_offset", "ascending")]
         t = t.sort_by(order)

@@ -226,3 +226,23 @@ def dt_of(text: str):
 
     t = datetime.fromisoformat(text.replace("Z", "+00:00"))
     return t if t.tzinfo else t.replace(tzinfo=timezone.utc)
+
+
+def test_a_cut_snapshot_s_commits_are_the_records_its_cut_holds(tmp_path, no_spark, settings):
+    """`/groups/{id}/commits` of a snapshot cut by `--until-time` at 10 s left out a commit whose record has no time
+    (magic 0) by the commit time its value gives (100 s), though the engine's cut holds it, as every cut holds a
+    record without a timestamp: the commit the group's offset stands at there (150) was missing from its history.
+    The route now lists the records that cut holds, that one with them, and not the commit at 50 s."""
+    from jobs.api import create_app
+    from pipelines.io.snapshots import DeltaWarehouseReader
+    from tests.serving.test_group_status import timeless_warehouse
+
+    groups, _ = timeless_warehouse(tmp_path, no_spark, settings)
+    reader = DeltaWarehouseReader(tmp_path / "wh")
+    g = groups["stamped"]
+    held = {o["group_id"]: o["committed_offset"] for o in reader.snapshot_table("loaded_offsets", "cut").to_pylist()}
+    with TestClient(create_app(reader, refresh_interval=0)) as client:
+        commits = client.get(f"/groups/{g}/commits", params={"snapshot": "cut"}).json()["commits"]
+    assert sorted(c["committed_offset"] for c in commits) == [100, 150, 200]
+    last = max(commits, key=lambda c: c["applied_offset"])
+    assert last["committed_offset"] == held[g] == 150 and last["record_timestamp"] is None
