@@ -31,7 +31,7 @@ from pipelines.serving.describe import HISTORY_COLUMNS, OUT, Rendered, consumer_
 from pipelines.serving.describe import describe as render
 from pipelines.serving.diff import diff_snapshots, render_text
 from pipelines.serving.group_regex import BadGroupRegex, check as check_group_regex
-from pipelines.serving.history import AfterSnapshot, group_events
+from pipelines.serving.history import AfterSnapshot, group_events, observed_events
 from pipelines.serving.index import close_group_ids, load_index
 from pipelines.serving.restore_plan import (HistoryUnavailable, OutNotAPlan, OutNotEmpty, counted, parse_instant,
                                             write_restore_plan)
@@ -202,7 +202,7 @@ def describe(warehouse, group, members, state, offsets, history, all_groups, end
         r = Rendered()
         # None for a warehouse written before group_history existed; a damaged one is a DamagedTable
         table = group_events(reader, snap, filters=[("group_id", "=", group)], columns=list(HISTORY_COLUMNS))
-        events = [] if table is None else table.to_pylist()
+        events = [] if table is None or not table.num_rows else observed_events(table).to_pylist()
         if not events:
             idx = _index(reader, snap, group_ids=[group])
             if not (group in idx.groups or group in idx.expired_groups or group in idx.removed_groups):

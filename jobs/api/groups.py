@@ -97,7 +97,8 @@ def group_history(
 ):
     """The group's rebalances from the snapshot's log (`group_history`), oldest first: `{events: [{record_timestamp,
     offsets_partition, record_offset, event, generation, assignment_epoch, state, member_count, members_joined,
-    members_left, ...}], truncated}`."""
+    members_left, observable, ...}], truncated}`: `observable` false for an event inside a batch, where no reader saw
+    the group (`changes` judges it so)."""
     idx = server.catalog.resolve(snapshot)
     return json_response(views.group_history(server.reader, idx, group_id, limit=limit), idx.snapshot.snapshot_id)
 

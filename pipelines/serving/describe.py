@@ -282,12 +282,17 @@ def describe(
 
 
 HISTORY_COLUMNS = ("record_timestamp", "offsets_partition", "record_offset", "group_type", "event", "generation",
-                   "assignment_epoch", "state", "leader", "member_count", "members_joined", "members_left")
+                   "assignment_epoch", "state", "leader", "member_count", "members_joined", "members_left", "group_id",
+                   "batch_last_offset")
+#: after the STATE of an event no reader could have seen the group at (`history.observable`)
+UNOBSERVED = "*"
 
 
 def render_history(r: Rendered, gid: str, events: list[dict]) -> None:
     """`describe --history`: the group's rebalances from the log, oldest first (`group_history`): every new
-    generation or epoch, each member joining or leaving, deletions. Not a kafka-consumer-groups view."""
+    generation or epoch, each member joining or leaving, deletions. Not a kafka-consumer-groups view. An event no
+    reader could have seen the group at (`observable` False: not its last in its batch) has its STATE marked
+    `UNOBSERVED`: every record is listed for an audit of the log, and the marks tell the story `changes` tells."""
     gid_shown = cell(gid)
     if not events:
         r.err(f"\nNo group events for group {gid_shown} in the log of this snapshot.\n")
@@ -302,12 +307,15 @@ def render_history(r: Rendered, gid: str, events: list[dict]) -> None:
         gen = _s(e.get("generation"))
         if e.get("group_type") in EPOCH_GROUP_TYPES and e.get("assignment_epoch") is not None:
             gen = f"{gen}/{e['assignment_epoch']}"
+        seen = e.get("observable", True)
         rows.append((when, f"{e['offsets_partition']}:{e['record_offset']}", e["event"], gen,
-                     _s(e.get("state")), str(e.get("member_count") or 0),
+                     _s(e.get("state")) + ("" if seen else UNOBSERVED), str(e.get("member_count") or 0),
                      cell(",".join(e.get("members_joined") or [])) or MISSING,
                      cell(",".join(e.get("members_left") or [])) or MISSING))
     widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(head[:-1])]
     fmt = " ".join(f"{{:<{w}}}" for w in widths) + " {}"
-    lines = [f"\nGROUP {gid_shown} (generation: classic generation, or consumer group epoch/assignment epoch)",
+    legend = "" if all(e.get("observable", True) for e in events) else (
+        f"; STATE{UNOBSERVED}: a state inside a batch, never seen: the coordinator answers at a batch's end")
+    lines = [f"\nGROUP {gid_shown} (generation: classic generation, or consumer group epoch/assignment epoch{legend})",
              fmt.format(*head)] + [fmt.format(*row) for row in rows]
     r.out("\n".join(lines) + "\n")

@@ -172,6 +172,15 @@ def observable(history: pa.Table) -> pa.Array:
     return pa.concat_arrays([pc.invert(hidden), pa.array([True])])
 
 
+def observed_events(events: pa.Table) -> pa.Table:
+    """`events` (`group_history` rows with `group_id`, `offsets_partition`, `record_offset` and, where the history
+    has it, `batch_last_offset`) in log order per group, each with `observable` (`observable`: whether a reader of
+    the coordinator could have seen the group as it left it). Every view that lists a group's events marks them by
+    this, as `changes` judges them by it, so none tells another story of a batch."""
+    t = events.sort_by([("group_id", "ascending"), ("offsets_partition", "ascending"), ("record_offset", "ascending")])
+    return t.append_column("observable", observable(t))
+
+
 def log_gaps(run: dict | None) -> dict[int, dict]:
     """Offsets partition -> where the snapshot's input log lacked offsets (its run's summary: `first_offset`,
     `compacted_below`: the log is whole from that offset on, `compacted_until`: the newest record time up to it,

@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipelines.io.snapshots import GroupNotFound, SnapshotReader, jsonable
-from pipelines.serving.history import group_events, outcome_as_of, snapshot_commits
+from pipelines.serving.history import group_events, observed_events, outcome_as_of, snapshot_commits
 from pipelines.serving.index import (GROUP_STATES, GROUP_TYPES, LAG_FIELDS, OFFSET_FIELDS, SnapshotIndex,
                                      assignment_strategy, consumer_lag, json_rows)
 
@@ -318,22 +318,26 @@ def group_commits(
 
 
 HISTORY_FIELDS = ["offsets_partition", "record_offset", "record_timestamp", "group_type", "event", "generation",
-                  "assignment_epoch", "protocol", "leader", "state", "member_count", "members_joined", "members_left"]
+                  "assignment_epoch", "protocol", "leader", "state", "member_count", "members_joined", "members_left",
+                  # whether a reader could have seen the group as the event left it (`history.observable`)
+                  "observable"]
 
 
 def group_history(reader: SnapshotReader, idx: SnapshotIndex, gid: str, *, limit: int | None = None) -> dict:
     """`GET /groups/{id}/history`: the group's events from the snapshot's log (`group_history`: new generations or
-    epochs, members joining and leaving, deletions), oldest first, at most `limit` newest."""
+    epochs, members joining and leaving, deletions), oldest first, at most `limit` newest, each with whether a
+    reader could have seen the group as it left it (`observable`, as `changes` judges the group's changes)."""
     limit = check_limit(limit, DEFAULT_COMMITS, MAX_COMMITS)
     # None for a snapshot written before group_history existed; a damaged one is a DamagedTable, never "no events"
-    t = group_events(reader, idx.snapshot, filters=[("group_id", "=", gid)], columns=HISTORY_FIELDS)
+    t = group_events(reader, idx.snapshot, filters=[("group_id", "=", gid)],
+                     columns=[*HISTORY_FIELDS[:-1], "group_id", "batch_last_offset"])
     if (t is None or t.num_rows == 0) and not idx.exists(gid):
         raise GroupNotFound(idx.absent_reason(gid))
     rows: list[dict] = []
     truncated = False
     if t is not None and t.num_rows:
-        t = t.sort_by([("record_timestamp", "ascending"), ("offsets_partition", "ascending"),
-                       ("record_offset", "ascending")])
+        t = observed_events(t).sort_by([("record_timestamp", "ascending"), ("offsets_partition", "ascending"),
+                                        ("record_offset", "ascending")])
         if t.num_rows > limit:
             truncated = True
             t = t.slice(t.num_rows - limit)

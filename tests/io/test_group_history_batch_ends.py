@@ -107,3 +107,51 @@ def test_an_old_warehouse_takes_the_column_and_its_old_snapshot_still_reads(no_s
         ("group_created", 0), ("group_converted", 9), ("group_converted", 20), ("group_emptied", 21),
         ("group_deleted", 22)]
     assert ("group_emptied", 17) in _lifecycle(wh, "old", rows)
+
+
+def test_the_group_s_history_marks_what_no_reader_saw_as_changes_does(no_spark, settings, conversions, tmp_path):
+    """`describe --history` and `GET /groups/{id}/history` listed every event of the conversions' batches with the
+    state it left the group in, the consumer group Empty (17) and then deleted (19) inside the downgrade's batch
+    among them, where `changes` says the batch converted the group and no reader saw either: the new coordinator
+    answers at a batch's end (`CoordinatorRuntime`, 4.0). Every event is still listed (an audit of the log), and
+    each says whether a reader could have seen the group as it left it: the last of its group in its batch, the
+    state the engine's replay holds at that batch's end (`--until-offset`), and only there does `changes` report."""
+    from fastapi.testclient import TestClient
+
+    from jobs.api import create_app
+    from pipelines.coordinator.groups import ClassicGroup, is_live
+    from pipelines.coordinator.options import ReplayOptions
+    from pipelines.coordinator.shard import load_shards
+    from pipelines.coordinator.streamed import WHOLE_STATE
+    from tests.coordinator.rowkit import to_table
+
+    inputs, rows = conversions
+    wh = tmp_path / "wh"
+    _rebuild(no_spark, settings, inputs, wh, "s")
+    gid = rows[0]["group_id"]
+    with TestClient(create_app(DeltaWarehouseReader(str(wh)), refresh_interval=0)) as client:
+        events = client.get(f"/groups/{gid}/history", params={"snapshot": "s"}).json()["events"]
+    assert [e["record_offset"] for e in events] == [r["offset"] for r in rows]  # every record, in log order
+    ends = {r["offset"]: r["batch_last_offset"] for r in rows}
+    # the batch ends of the log: where a reader is answered
+    assert {e["record_offset"] for e in events if e["observable"]} == set(ends.values())
+    table = to_table(rows)
+    for e in events:
+        if not e["observable"]:
+            continue
+        state = load_shards(table, ReplayOptions(semantics="modern", until_offset=e["record_offset"]),
+                            mode=WHOLE_STATE).states
+        live = {g: ("classic" if isinstance(v, ClassicGroup) else v.group_type, v.state)
+                for s in state for g, v in s.groups.groups.items() if is_live(v)}
+        assert live.get(gid) == (None if e["state"] is None else (e["group_type"], e["state"])), e
+    hidden = [(e["record_offset"], e["state"]) for e in events if not e["observable"]]
+    assert (17, "Empty") in hidden and (19, None) in hidden  # the downgrade's momentary states
+    assert {offset for _, offset in _lifecycle(wh, "s", rows)} <= {e["record_offset"] for e in events
+                                                                   if e["observable"]}
+
+    r = CliRunner().invoke(main, ["describe", "--warehouse", str(wh), "--snapshot", "s", gid, "--history"])
+    assert r.exit_code == 0, r.output
+    lines = [ln for ln in r.stdout.splitlines() if ln.strip()]
+    assert "STATE*" in lines[0]  # the mark is said once, on the group's line
+    marked = {int(ln.split()[1].split(":")[1]): ln.split()[4].endswith("*") for ln in lines[2:]}
+    assert marked == {e["record_offset"]: not e["observable"] for e in events}
