@@ -539,6 +539,36 @@ def test_commits_chart_plots_what_took_effect(brokerdata, no_spark, settings, tm
             assert not set(steps) & {v for p, v in never if p == partition} - {c["committed_offset"] for c in took}
 
 
+def test_the_rebalance_timeline_marks_the_states_no_reader_saw(no_spark, settings, tmp_path):
+    """A classic group upgraded to a consumer group and downgraded back (`_conversions_log`, a 4.0 coordinator's
+    batches as real segment bytes): the group page's timeline listed the downgrade's batch with the consumer group
+    Empty and then deleted, states no reader saw (the coordinator answers at a batch's end), where `changes` reports
+    one group_converted. Every record is still a row; the state of each event the API calls not observable is
+    marked `*`, and the note says what the mark means."""
+    from pipelines.rebuild import RebuildRequest, run_rebuild
+    from tests import badinputs as bi
+    from tests.coordinator.rowkit import to_segment
+    from tests.serving.test_changes_oracle import _conversions_log
+
+    _chromedriver()
+    gid = bi.group_in(7, "g")
+    bi.write_segment(tmp_path / "in" / "__consumer_offsets-7", 0, to_segment(_conversions_log(gid).rows))
+    wh = tmp_path / "wh"
+    res = run_rebuild(no_spark, settings, RebuildRequest(inputs=(str(tmp_path / "in"),), warehouse=str(wh),
+                                                      snapshot_id="s", semantics="modern", num_partitions=50))
+    assert res.status == "succeeded", res
+    with running_server(wh) as base, chromium(tmp_path) as b:
+        events = httpx.get(base + "/groups/" + gid + "/history", params={"limit": 1000}, timeout=10).json()["events"]
+        assert any(not e["observable"] for e in events) and any(e["observable"] for e in events)
+        _open(b, base + "/#/groups/" + gid, "group")
+        b.wait_for("return document.querySelectorAll('#history-table tbody tr').length === arguments[0]", len(events))
+        rows = _rows(b, "#history-table tbody tr")
+        assert [r[1] for r in rows] == [f"{e['offsets_partition']}:{e['record_offset']}" for e in events]
+        assert [r[4] for r in rows] == [(e["state"] or "-") + ("" if e["observable"] else "*") for e in events]
+        assert b.js("return document.getElementById('history-note').textContent").endswith(
+            "state*: inside a batch, never seen by a reader")
+
+
 @pytest.fixture(scope="module")
 def sample_warehouse(no_spark, settings, tmp_path_factory) -> Path:
     """The simulator's dump (what `make run` rebuilds, smaller) rebuilt once by the real pipeline."""
