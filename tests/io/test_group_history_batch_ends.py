@@ -107,6 +107,16 @@ def test_an_old_warehouse_takes_the_column_and_its_old_snapshot_still_reads(no_s
         ("group_created", 0), ("group_converted", 9), ("group_converted", 20), ("group_emptied", 21),
         ("group_deleted", 22)]
     assert ("group_emptied", 17) in _lifecycle(wh, "old", rows)
+    # and the group's history says the same of each: every event of the old snapshot observable, as changes judged it
+    from fastapi.testclient import TestClient
+
+    from jobs.api import create_app
+
+    with TestClient(create_app(DeltaWarehouseReader(str(wh)), refresh_interval=0)) as client:
+        seen = {sid: [e["observable"] for e in client.get(f"/groups/{rows[0]['group_id']}/history",
+                                                          params={"snapshot": sid}).json()["events"]]
+                for sid in ("old", "new")}
+    assert seen["old"] == [True] * n and seen["new"].count(True) == len({r["batch_last_offset"] for r in rows})
 
 
 def test_the_group_s_history_marks_what_no_reader_saw_as_changes_does(no_spark, settings, conversions, tmp_path):
