@@ -449,15 +449,26 @@ def _expiry_changes(reader: SnapshotReader, snap: Snapshot, sel: Selection) -> l
     if as_of is None or not (sel.start <= as_of <= sel.end):
         return []
     out = []
-    t = sel.keep(reader.snapshot_table("expired_offsets", snap, filters=sel.filters()))
-    for r in (t.to_pylist() if t is not None else []):
+    expired = sel.keep(reader.snapshot_table("expired_offsets", snap, filters=sel.filters()))
+    dead = sel.keep(reader.snapshot_table("expired_groups", snap, filters=sel.filters()))
+    dead_rows = dead.to_pylist() if dead is not None else []
+    # the generation the expiry judged each group at: the engine's state at as_of, the group that expiry then made
+    # Dead too (expired_groups) or the one it left (loaded_groups); the offset changes' fold of the history stops at
+    # the window's end, which a what-if --as-of before the log's end may precede
+    generation = {r["group_id"]: r.get("generation") for r in dead_rows}
+    if expired is not None and expired.num_rows:
+        ids = pc.unique(expired.column("group_id")).to_pylist()
+        live = reader.snapshot_table("loaded_groups", snap, filters=[("group_id", "in", ids)],
+                                     columns=["group_id", "generation"])
+        for r in (live.to_pylist() if live is not None else []):
+            generation.setdefault(r["group_id"], r["generation"])
+    for r in (expired.to_pylist() if expired is not None else []):
         out.append({"kind": "offset_expired", "time": iso_time(as_of), "group_id": r["group_id"],
                     "offsets_partition": r.get("offsets_partition"), "record_offset": r.get("record_offset"),
-                    "generation": None, "topic": r["topic"], "partition": r["partition"],
+                    "generation": generation.get(r["group_id"]), "topic": r["topic"], "partition": r["partition"],
                     "committed_offset": r.get("committed_offset"), "expiry_rule": r.get("expiry_rule"),
                     "expiry_base_timestamp": iso_time(r.get("expiry_base_timestamp"))})
-    t = sel.keep(reader.snapshot_table("expired_groups", snap, filters=sel.filters()))
-    for r in (t.to_pylist() if t is not None else []):
+    for r in dead_rows:
         out.append({"kind": "group_expired", "time": iso_time(as_of), "group_id": r["group_id"],
                     "offsets_partition": r.get("offsets_partition"), "record_offset": None,
                     "generation": r.get("generation"), "group_type": r.get("group_type"), "reason": r.get("reason")})

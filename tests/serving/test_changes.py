@@ -170,6 +170,36 @@ def test_expiry_tombstones(warehouses, brokerdata):
 
 
 @pytest.mark.shared
+def test_expired_offsets_carry_their_groups_generation(warehouses, brokerdata, no_spark, settings):
+    """Cut just before the broker's first expiry tombstone, with the broker's own retention: each offset the
+    snapshot's expiry removes is reported at the generation (classic) or group epoch (KIP-848) its group's history
+    holds at the cut, as every other change of the group is; a simple group's is 0 (Kafka 4.0 makes it a
+    ClassicGroup of generation 0: OffsetMetadataManager.replay, getOrMaybeCreateClassicGroup)."""
+    from pipelines.io.snapshots import DeltaWarehouseReader
+    from pipelines.rebuild import RebuildRequest, run_rebuild
+
+    wh, events = warehouses["expiry"], timeline(brokerdata, "expiry")
+    first = min(_utc(c["time"]) for c in of(changes(wh, *whole(events)), "offset_tombstone"))
+    cut = first - dt.timedelta(milliseconds=1)
+    props = dict(line.split("=", 1) for line in (brokerdata / "expiry" / "broker.properties").read_text().splitlines()
+                 if "=" in line and not line.startswith("#"))
+    res = run_rebuild(no_spark, settings, RebuildRequest(
+        inputs=(str(brokerdata / "expiry" / "data"),), warehouse=str(wh), snapshot_id="expiry-cut",
+        semantics="modern", until_time=cut.isoformat(), retention_minutes=int(props["offsets.retention.minutes"])))
+    assert res.status == "succeeded", res
+    expired = of(changes(wh, cut - 60 * SECOND, cut, "--snapshot", "expiry-cut"), "offset_expired")
+    history = DeltaWarehouseReader(str(wh)).snapshot_table(
+        "group_history", DeltaWarehouseReader(str(wh)).snapshot("expiry-cut"),
+        columns=["group_id", "offsets_partition", "record_offset", "generation"]).to_pylist()
+    at_cut = {}
+    for r in sorted(history, key=lambda r: (r["offsets_partition"], r["record_offset"])):
+        at_cut[r["group_id"]] = r["generation"]
+    assert {c["group_id"] for c in expired} & set(at_cut), expired  # groups with group records among them
+    for c in expired:
+        assert c["generation"] == at_cut.get(c["group_id"], 0), c
+
+
+@pytest.mark.shared
 @pytest.mark.parametrize("scenario", ["kip848", "classic-basic"])
 def test_rebalances_name_the_members(warehouses, brokerdata, scenario):
     """With a storm threshold of one rebalance a minute, every group's rebalances name every member id its clients
