@@ -216,38 +216,72 @@ def naming_rows(table: pa.Table, options: ReplayOptions | None = None) -> pa.Tab
                                pc.and_(pc.equal(kind, "share_group"), pc.equal(key_type, 9))), False)
     if not pc.any(mask).as_py():
         return table.select(list(NAMING_COLUMNS)).slice(0, 0)
-    named = table.select([*NAMING_COLUMNS, "timestamp"]).filter(mask)
-    if options is not None:
-        named = until_cut(named, options)
-    return named.select(list(NAMING_COLUMNS))
+    if options is not None and (keep := until_cut_mask(table, options)) is not None:  # a batch's rows cut together
+        mask = pc.and_(mask, keep)
+    return table.select(list(NAMING_COLUMNS)).filter(mask)
 
 
 def until_cut(table: pa.Table, options: ReplayOptions) -> pa.Table:
     """The rows a shard loads at the run's point in time: offsets at or before `--until-offset`, records with no
-    timestamp or one at or before `--until-time`."""
+    timestamp or whose batch's newest record is at or before `--until-time` (`batch_times`)."""
     keep = until_cut_mask(table, options)
     return table if keep is None else table.filter(keep)
 
 
 def until_cut_mask(table: pa.Table, options: ReplayOptions) -> pa.ChunkedArray | None:
-    """`until_cut`'s rows as a mask over `table` (which needs only `offset` and `timestamp`); None: no cut."""
+    """`until_cut`'s rows as a mask over `table` (which needs only `offset` and `timestamp`, and `offsets_partition`
+    and `batch_first_offset` to cut by batch: `batch_times`); None: no cut."""
     keep = None
     if options.until_offset is not None:
         keep = pc.less_equal(table.column("offset"), options.until_offset)
     if options.until_time_ms is not None:
-        in_time = kept_at(table.column("timestamp"), options.until_time_ms)
+        in_time = kept_at(batch_times(table), options.until_time_ms)
         keep = in_time if keep is None else pc.and_kleene(keep, in_time)
     return None if keep is None else pc.fill_null(keep, False)
 
 
 def kept_at(timestamps: pa.Array | pa.ChunkedArray, until) -> pa.ChunkedArray | pa.Array:
-    """Which records a cut at time `until` holds, by their record timestamps (`timestamps`: epoch ms with `until`
-    an int, or a timestamp column with `until` a datetime): those at or before it, and every record with no
-    timestamp (null, or Kafka's -1: a magic 0 message has none), at any cut: such a record has a position in the log
-    but no time to leave it out by. `rebuild --until-time` cuts so (`until_cut_mask`), and every view that stops at a
-    moment asks this of the history (`serving.history.took_effect_by`), so the engine and the views hold one state."""
+    """Which records a cut at time `until` holds, by their times (`timestamps`: epoch ms with `until` an int, or a
+    timestamp column with `until` a datetime; the engine's cut passes each record's batch's newest, `batch_times`):
+    those at or before it, and every record with no timestamp (null, or Kafka's -1: a magic 0 message has none), at
+    any cut: such a record has a position in the log but no time to leave it out by. `rebuild --until-time` cuts so
+    (`until_cut_mask`), and every view that stops at a moment asks this of the history
+    (`serving.history.took_effect_by`), so the engine and the views hold one state."""
     stamped = pc.less_equal(timestamps, pa.scalar(until, timestamps.type))
     return pc.fill_null(pc.or_kleene(pc.is_null(timestamps), stamped), False)
+
+
+def batch_times(table: pa.Table) -> pa.Array | pa.ChunkedArray:
+    """Each row's time as a reader of the coordinator could first have seen it: the newest record time of its batch
+    (rows of one offsets partition and `batch_first_offset`; a row without one is a batch of its own). Kafka 4.0's
+    coordinator gathers the records of several writes into one batch for `group.coordinator.append.linger.ms`
+    (CoordinatorRuntime.maybeFlushCurrentBatch: each record stamped at its write, the batch appended whole) and
+    answers every read at the last committed offset, a batch end (CoordinatorReadEvent.run, SnapshottableCoordinator
+    .updateLastWrittenOffset), so a point in time between a batch's records saw none of them. The old coordinator
+    appends each write as a batch of one time (GroupMetadataManager.storeGroup / storeOffsets, 0.11-3.9): there this
+    is the record's own time. Null where no record of the batch has a time."""
+    ts = table.column("timestamp")
+    n = table.num_rows
+    if n == 0 or "batch_first_offset" not in table.column_names or PART not in table.column_names:
+        return ts
+    first = table.column("batch_first_offset")
+    if first.null_count == n:
+        return ts
+    rows = np.arange(n, dtype=np.int64)
+    batch = np.where(first.is_valid().to_numpy(zero_copy_only=False),
+                     pc.fill_null(first, 0).to_numpy(zero_copy_only=False).astype(np.int64), -1 - rows)
+    part = pc.fill_null(table.column(PART), -1).to_numpy(zero_copy_only=False).astype(np.int64)
+    none = np.iinfo(np.int64).min
+    t = np.where(ts.is_valid().to_numpy(zero_copy_only=False),
+                 pc.fill_null(ts, 0).to_numpy(zero_copy_only=False).astype(np.int64), none)
+    order = np.lexsort((batch, part))
+    p, b = part[order], batch[order]
+    new = np.ones(n, dtype=bool)
+    new[1:] = (p[1:] != p[:-1]) | (b[1:] != b[:-1])
+    newest = np.maximum.reduceat(t[order], np.flatnonzero(new))
+    out = np.empty(n, dtype=np.int64)
+    out[order] = newest[np.cumsum(new) - 1]
+    return pa.array(out, pa.int64(), mask=out == none)
 
 
 MARKER_COLUMNS = (PART, "producer_id", "offset", "control_type")

@@ -144,7 +144,8 @@ class ReplayOptions:
     * `semantics`: ``legacy`` = the old `GroupMetadataManager.doLoadGroupsAndOffsets` (Kafka <= 3.9);
       ``modern`` = the new coordinator's `OffsetMetadataManager` / `GroupMetadataManager.replay` (3.8+/4.x). Spec §5.5.
     * `until_offset`: replay only records with `offset <= until_offset` (in every offsets partition).
-    * `until_time_ms`: replay only records with `timestamp <= until_time_ms` (record timestamp, ms).
+    * `until_time_ms`: replay only the batches whose newest record time is `<= until_time_ms` (ms;
+      `decoded.batch_times`: a reader of the coordinator sees a batch whole or not at all).
     * `num_partitions`: the offsets topic's partition count for the placement check; default: highest partition
       seen + 1, at least 50.
     * `snapshot_id`: written into every snapshot table.

@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pipelines.coordinator.decoded import in_log_order
+from pipelines.coordinator.decoded import batch_times, in_log_order
 from pipelines.io.blobs import from_blob
 from pipelines.times import within_time_ms
 from schemas.decoded import (DECODED_RECORD_SCHEMA, KIND_CONTROL, KIND_ERROR, KIND_GROUP_METADATA, KIND_OFFSET_COMMIT,
@@ -23,7 +23,7 @@ from schemas.decoded import (DECODED_RECORD_SCHEMA, KIND_CONTROL, KIND_ERROR, KI
 
 #: the decoded columns a tally reads
 TALLY_COLUMNS = ("offsets_partition", "record_kind", "control_type", "key_type", "value_version", "timestamp",
-                 "offset", "error_records")
+                 "offset", "error_records", "batch_first_offset")
 TALLY_SCHEMA = pa.schema([
     ("offsets_partition", pa.int32()),
     ("label", pa.string()),  # `record_type_label`
@@ -177,6 +177,19 @@ def record_type_label(table: pa.Table) -> pa.Array:
                                  pc.binary_join_element_wise(kind, key_type, ":")))
 
 
+def _batch_times(table: pa.Table, usable) -> pa.Array:
+    """`decoded.batch_times` over the rows a shard loads (neither error nor unknown rows: `loadable`), as the
+    engine's cut reads them; null for the other rows."""
+    rows = pc.fill_null(usable, False)
+    if pc.all(rows).as_py():
+        return batch_times(table)
+    if not pc.any(rows).as_py():
+        return pa.nulls(table.num_rows, pa.int64())
+    times = batch_times(table.filter(rows))
+    at = np.cumsum(rows.to_numpy(zero_copy_only=False)) - 1
+    return pc.if_else(rows, pc.take(times, pa.array(np.maximum(at, 0))), pa.scalar(None, pa.int64()))
+
+
 def tally_rows(table: pa.Table, until_offset: int | None = None, until_time_ms: int | None = None,
                after: dict[int, int] | None = None, newest: dict[int, int] | None = None) -> pa.Table:
     """The tally (`TALLY_SCHEMA`) of decoded rows: any table with the `TALLY_COLUMNS` (`error_records` may be
@@ -190,7 +203,7 @@ def tally_rows(table: pa.Table, until_offset: int | None = None, until_time_ms: 
     names = set(table.column_names)  # column_names builds a list on every access
     table = pa.table({c: table.column(c).cast(DECODED_RECORD_SCHEMA.field(c).type) if c in names
                       else pa.nulls(n, DECODED_RECORD_SCHEMA.field(c).type)
-                      for c in TALLY_COLUMNS if c in names or c == "value_version"})
+                      for c in TALLY_COLUMNS if c in names or c in ("value_version", "batch_first_offset")})
     kind = table.column("record_kind")
     ts = table.column("timestamp")
     offset = table.column("offset")
@@ -202,7 +215,8 @@ def tally_rows(table: pa.Table, until_offset: int | None = None, until_time_ms: 
     no = pa.scalar(False)
     late_offset = (pc.fill_null(pc.greater(offset, until_offset), False) if until_offset is not None
                    else pa.repeat(no, n))
-    late_time = (pc.and_(pc.fill_null(pc.greater(ts, until_time_ms), False), pc.invert(late_offset))
+    late_time = (pc.and_(pc.fill_null(pc.greater(_batch_times(table, usable), until_time_ms), False),
+                         pc.invert(late_offset))
                  if until_time_ms is not None else pa.repeat(no, n))
     null_ts = pa.scalar(None, pa.int64())
     until = (pc.and_(timed, pc.fill_null(pc.less_equal(offset, until_offset), False)) if until_offset is not None

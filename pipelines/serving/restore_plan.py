@@ -220,12 +220,39 @@ def _history_at(reader: SnapshotReader, snap: Snapshot, filters, columns=_COMMIT
     return snapshot_commits(reader, snap, filters=filters, columns=columns, dictionary=_DICTIONARY)
 
 
-def decoded_log(commits: pa.Table, events: pa.Table, options) -> pa.Table:
+#: Where a group record's `record_json` says its batch began (its keys are written before any value: a quote in a
+#: value is escaped, so the first match is the key's)
+_BATCH_FIRST = r'"batch_first_offset":(?P<first>\d+)'
+
+
+def late_batches(reader: SnapshotReader, snap: Snapshot, as_of_ms: int) -> pa.Table:
+    """(offsets_partition, batch_first_offset) of every batch of the snapshot's history holding a record after
+    `as_of_ms`, of any group: the engine's cut leaves such a batch out whole (`decoded.batch_times`), its records at or
+    before the time too, and a plan for some groups reads only theirs."""
+    after = [("record_timestamp", ">", EPOCH + timedelta(milliseconds=as_of_ms))]
+    parts = []
+    commits = snapshot_commits(reader, snap, columns=["offsets_partition", "batch_first_offset"], filters=after)
+    if commits is not None and commits.num_rows:
+        parts.append(commits.select(["offsets_partition", "batch_first_offset"]))
+    events = group_events(reader, snap, columns=["offsets_partition", "record_json"], filters=after)
+    if events is not None and events.num_rows:
+        first = pc.struct_field(pc.extract_regex(events.column("record_json"), _BATCH_FIRST), "first")
+        parts.append(pa.table({"offsets_partition": events.column("offsets_partition"),
+                               "batch_first_offset": pc.cast(first, pa.int64())}))
+    late = pa.table({"offsets_partition": pa.array([], pa.int32()), "batch_first_offset": pa.array([], pa.int64())})
+    for t in parts:
+        late = pa.concat_tables([late, t.cast(late.schema)])
+    return late.filter(pc.is_valid(late.column("batch_first_offset"))).group_by(
+        ["offsets_partition", "batch_first_offset"]).aggregate([])
+
+
+def decoded_log(commits: pa.Table, events: pa.Table, options, late: pa.Table | None = None) -> pa.Table:
     """The history rows back as the decoded records the loaders read (`schemas/decoded.py`): the offset commits,
     one end-transaction marker per marker that decided a transaction, and the group records; only those the
     loaders read at `options`' cut (`ReplayOptions`): the history is log-sized and the decoded schema wide, so the
     cut (`shard.until_cut`) and the engine's reduction (`reduction.state_only_rows`) run first on the few
-    columns they read, and the wide rows are built for the records they keep."""
+    columns they read, and the wide rows are built for the records they keep. `late`: the batches the cut leaves
+    out whole (`late_batches`), whatever records of them the rows hold."""
     markers = _markers(commits)
     if options.until_time_ms is not None and "record_timestamp" in events.column_names:
         # the cut before the JSON is parsed (records with no time are kept, as `shard.until_cut` keeps them)
@@ -234,7 +261,7 @@ def decoded_log(commits: pa.Table, events: pa.Table, options) -> pa.Table:
         events = events.filter(kept_at(_ms(events.column("record_timestamp")), options.until_time_ms))
     records = events.column("record_json").drop_null()
     group_records = _read_records(records, DECODED_RECORD_SCHEMA) if len(records) else None
-    commits, markers, group_records, order = _state_relevant(commits, markers, group_records, options)
+    commits, markers, group_records, order = _state_relevant(commits, markers, group_records, options, late)
     parts = [_decoded(_commit_columns(commits), commits.num_rows, DECODED_RECORD_SCHEMA),
              _decoded(_marker_columns(markers), markers.num_rows, DECODED_RECORD_SCHEMA)]
     if group_records is not None:
@@ -295,7 +322,8 @@ _NARROW = ("offsets_partition", "offset", "batch_first_offset", "timestamp", "re
            "producer_id", "is_transactional", "is_tombstone", "group_id", "topic", "partition")
 
 
-def _state_relevant(commits: pa.Table, markers: pa.Table, group_records: pa.Table | None, options):
+def _state_relevant(commits: pa.Table, markers: pa.Table, group_records: pa.Table | None, options,
+                    late: pa.Table | None = None):
     """(commits, markers, group records) cut to the rows the loaders read at `options`' cut, and the order that
     puts the three, concatenated, in log order: `shard.until_cut` and `reduction.state_only_rows` over a narrow
     table of all three, in log order, each row tagged with its source and row number."""
@@ -332,6 +360,8 @@ def _state_relevant(commits: pa.Table, markers: pa.Table, group_records: pa.Tabl
         table = table.set_column(table.schema.get_field_index(name), name, pa.array(codes, mask=codes == -1))
     # the cut and the log order as one take: each copy of a log-sized table costs more than the kernels on it
     keep = until_cut_mask(table, options)
+    if keep is not None and late is not None and late.num_rows:
+        keep = pc.and_(keep, pc.invert(_in_batches(table, late)))
     part, offset = table.column("offsets_partition").to_numpy(), table.column("offset").to_numpy()
     if keep is None:
         order = _log_order(part, offset)
@@ -358,6 +388,20 @@ def _state_relevant(commits: pa.Table, markers: pa.Table, group_records: pa.Tabl
         base += len(mine)
     return (picked[0], picked[1], picked[2] if group_records is not None else None,
             pa.array(order))
+
+
+def _in_batches(table: pa.Table, batches: pa.Table) -> pa.Array:
+    """Which of `table`'s rows lie in one of `batches` (offsets_partition, batch_first_offset); a row without a
+    batch in none."""
+    import numpy as np
+
+    keys = table.select(["offsets_partition", "batch_first_offset"]).append_column(
+        "__i", pa.array(np.arange(table.num_rows, dtype=np.int64)))
+    hit = keys.join(batches.append_column("__hit", pa.repeat(pa.scalar(True), batches.num_rows)),
+                    ["offsets_partition", "batch_first_offset"], join_type="inner")
+    out = np.zeros(table.num_rows, dtype=bool)
+    out[hit.column("__i").to_numpy()] = True
+    return pa.array(out)
 
 
 def _kinds(kinds: pa.Array, indices) -> pa.ChunkedArray:
@@ -449,7 +493,7 @@ def offsets_at(reader: SnapshotReader, snap: Snapshot, as_of_ms: int, groups: li
     commits, events = _history(reader, snap, groups)
     options = ReplayOptions(semantics=facts["semantics"], until_time_ms=as_of_ms, snapshot_id=snap.snapshot_id,
                             load_time_ms=as_of_ms, kafka_version=facts["kafka_version"])
-    log = decoded_log(commits, events, options)
+    log = decoded_log(commits, events, options, late_batches(reader, snap, as_of_ms))
     expiry = ExpiryOptions(as_of_ms=as_of_ms, retention_minutes=facts["retention_minutes"],
                            semantics=facts["semantics"], kafka_version=facts["kafka_version"]) \
         if facts["expiry"] else None

@@ -151,6 +151,39 @@ def test_removed_groups_are_not_listed(brokerdata, broker_state):
                     g["group_id"] for g in broker_state[scenario]["loaded_groups"]}
 
 
+def _partition_state(tables, partition: int) -> dict:
+    """A replay's groups (type, state, generation, members) and offsets of one offsets partition."""
+    return {"groups": sorted((g["group_id"], g["group_type"], g["state"], g["generation"], g["member_count"])
+                             for g in tables["loaded_groups"] if g["offsets_partition"] == partition),
+            "offsets": sorted((o["group_id"], o["topic"], o["partition"], o["committed_offset"])
+                              for t in ("loaded_offsets", "empty_group_offsets") for o in tables[t]
+                              if o["offsets_partition"] == partition)}
+
+
+def test_a_point_in_time_inside_a_batch_sees_none_of_it(broker_rows):
+    """Kafka 4.0's coordinator gathers the records of the writes made within `group.coordinator.append.linger.ms`
+    into one batch, each stamped at its write (CoordinatorRuntime.maybeFlushCurrentBatch), and answers reads at the
+    last committed offset, a batch end (CoordinatorReadEvent.run): the brokers' classic groups' first batch holds
+    the JoinGroup's generation 0 and, milliseconds later, the SyncGroup's generation 1. A --until-time between two of
+    a batch's records sees its partition as the batch before left it, and at its newest record the whole batch."""
+    checked = 0
+    for scenario, rows in broker_rows.items():
+        batches = defaultdict(list)
+        for r in rows:
+            if r.get("batch_first_offset") is not None and r.get("timestamp") is not None:
+                batches[(r["offsets_partition"], r["batch_first_offset"])].append(r["timestamp"])
+        for (partition, _), times in sorted(batches.items()):
+            if min(times) == max(times):
+                continue
+            cut = lambda t: _partition_state(replay_rows(  # noqa: E731
+                rows, ReplayOptions(semantics="modern", snapshot_id="cut", num_partitions=50, kafka_version="4.0",
+                                    until_time_ms=t)), partition)
+            before, inside, newest = cut(min(times) - 1), cut(max(times) - 1), cut(max(times))
+            assert inside == before and newest != before, (scenario, partition, times)
+            checked += 1
+    assert checked >= 10
+
+
 @pytest.mark.spark
 def test_spark_shards_equal_in_process_on_brokerdata(spark, broker_rows):
     """All twelve scenarios in one Spark job: scenario i's partition p becomes partition 50*i + p."""

@@ -589,6 +589,29 @@ def test_point_in_time_until_offset(spark, semantics):
     assert_same(spark_tables(spark, log.rows, opts), ref, "until_offset")
 
 
+@BOTH
+def test_until_time_takes_a_batch_whole(semantics):
+    """A batch of several writes, each record stamped at its write (the new coordinator's append linger,
+    CoordinatorRuntime.maybeFlushCurrentBatch, 4.0): no reader saw any of it before its newest record, so a
+    --until-time between its records replays none of it; the old coordinator's batches are one write of one time
+    (GroupMetadataManager.storeGroup / storeOffsets, 0.11-3.9), which the same rule cuts as before."""
+    log = Log(partition=0)
+    log.commit("g", "a", 0, 1)
+    with log.batch():
+        log.commit("g", "a", 0, 2)
+        log.group("h", [member("m1")])
+        log.commit("h", "a", 0, 5)
+    first, newest = log.rows[1]["timestamp"], log.rows[-1]["timestamp"]
+    assert log.rows[0]["timestamp"] < first < newest
+    for t in (first, newest - 1):
+        inside = replay_rows(log.rows, ReplayOptions(semantics=semantics, until_time_ms=t))
+        assert offsets(inside, "empty_group_offsets") == {("g", "a", 0): 1} and "h" not in groups(inside)
+        assert offsets(inside) == {}
+    whole = replay_rows(log.rows, ReplayOptions(semantics=semantics, until_time_ms=newest))
+    assert offsets(whole, "empty_group_offsets") == {("g", "a", 0): 2} and offsets(whole) == {("h", "a", 0): 5}
+    assert groups(whole)["h"]["state"] == "Stable"
+
+
 def test_misplaced_groups():
     log = Log(partition=partition_for("here", 50))
     log.group("here", [member("m1")])

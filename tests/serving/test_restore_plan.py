@@ -457,6 +457,31 @@ def _engine_warehouse(root: Path, log, semantics: str, log_ends=()) -> Path:
 
 
 @pytest.mark.parametrize("semantics", ["legacy", "modern"])
+def test_a_plan_inside_a_batch_sees_none_of_it_for_any_selection(semantics, tmp_path):
+    """A batch of several writes (Kafka 4.0's append linger: CoordinatorRuntime.maybeFlushCurrentBatch; each record
+    stamped at its write) was seen whole at its end or not at all (CoordinatorReadEvent.run reads at the last
+    committed offset): a plan for a time between its records, for every group or for g alone, whose record in it
+    comes before h's, gives g's offset before the batch, as `rebuild --until-time` then does."""
+    from pipelines.io.snapshots import DeltaWarehouseReader
+    from pipelines.serving.restore_plan import offsets_at
+    from tests.coordinator.rowkit import Log
+
+    log = Log()
+    log.commit("g", "t", 0, 1)
+    with log.batch():
+        t = log.commit("g", "t", 0, 2)["timestamp"]
+        log.commit("h", "t", 0, 5)
+    log.commit("x", "t", 0, 9)
+    wh = _engine_warehouse(tmp_path / "wh", log, semantics)
+    reader = DeltaWarehouseReader(str(wh))
+    snap = reader.snapshot("s")
+    engine = _cut_replay(log.rows, semantics, t)
+    assert engine == {"g": {("t", 0, 1)}}
+    assert _plan_offsets(offsets_at(reader, snap, t)) == engine
+    assert _plan_offsets(offsets_at(reader, snap, t, groups=["g"])) == engine
+
+
+@pytest.mark.parametrize("semantics", ["legacy", "modern"])
 def test_changed_since_picks_a_group_whose_transactional_commit_took_effect_since(semantics, tmp_path):
     """A transactional commit changes its group's offsets at its COMMIT marker (Kafka 4.0 OffsetMetadataManager
     .replayEndTransactionMarker; 3.9 GroupMetadataManager.doLoadGroupsAndOffsets at the control batch), not at its
