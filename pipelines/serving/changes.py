@@ -39,8 +39,9 @@ from pipelines.io.snapshots import SCHEDULED, GroupNotFound, Snapshot, SnapshotR
 from pipelines.serving.cells import cell
 from pipelines.serving.codes import string_codes
 from pipelines.serving.group_regex import BadGroupRegex, check, matching
-from pipelines.serving.history import (applied_history, applied_time, check_within, compaction_note, group_events,
-                                       log_gaps, observable, snapshot_commits, took_effect_by)
+from pipelines.serving.history import (applied_history, applied_time, check_within, compaction_note, event_batches,
+                                       group_events, held_at, late_batches, log_gaps, observable, snapshot_commits,
+                                       took_effect_by)
 from pipelines.serving.index import no_group_matches, unknown_group_message, unknown_groups
 from pipelines.times import EPOCH, TimeFormatError, parse_time_ms
 from schemas.tables import GROUP_HISTORY_VERSION
@@ -56,7 +57,7 @@ KINDS = ("offset_regressed", "offset_past_end", "offset_tombstone", "offset_expi
 
 _COMMIT_COLUMNS = ["offsets_partition", "record_offset", "group_id", "topic", "partition", "committed_offset",
                    "commit_timestamp", "is_tombstone", "producer_id", "txn_outcome", "applied_offset",
-                   "applied_timestamp", "record_timestamp", "txn_marker_timestamp"]
+                   "applied_timestamp", "record_timestamp", "txn_marker_timestamp", "batch_first_offset"]
 _HISTORY_COLUMNS = ["group_id", "offsets_partition", "record_offset", "record_timestamp", "group_type", "event",
                     "generation", "assignment_epoch", "state", "members_joined", "members_left", "member_assignments",
                     "batch_last_offset"]
@@ -186,16 +187,20 @@ class _Assignments:
 
 def _history(reader: SnapshotReader, snap: Snapshot, sel: Selection) -> pa.Table | None:
     """The selected groups' `group_history` events up to the window's end, in log order per group."""
+    # as `--until-time` cuts: no time, every window; a batch that ends past the window's end, in none of it (where
+    # each event's batch began, its record's JSON says)
+    late = late_batches(reader, snap, sel.end)
     # None for a snapshot written before group_history existed; a damaged one is a DamagedTable, never "no events"
-    t = group_events(reader, snap, filters=sel.filters(), columns=_HISTORY_COLUMNS)
+    t = group_events(reader, snap, filters=sel.filters(),
+                     columns=_HISTORY_COLUMNS + (["record_json"] if late.num_rows else []))
     t = sel.keep(t)
     if t is None or not t.num_rows:
         return None
     if "member_assignments" not in t.column_names:  # written before the column existed: nobody is named
         t = t.append_column("member_assignments", pa.nulls(t.num_rows, pa.list_(pa.struct([]))))
-    from pipelines.coordinator.decoded import kept_at  # ~0.3 s of import the rest of the module does not need
-
-    t = t.filter(kept_at(t.column("record_timestamp"), sel.end))  # as `--until-time` cuts: no time, every window
+    if "record_json" in t.column_names:
+        t = t.append_column("batch_first_offset", event_batches(t)).drop_columns(["record_json"])
+    t = t.filter(held_at(t, sel.end, late))
     return t.sort_by([("group_id", "ascending"), ("offsets_partition", "ascending"), ("record_offset", "ascending")])
 
 
@@ -254,7 +259,7 @@ class _Events:
 
 
 def _candidates(commits: pa.Table, leo: pa.Table, start: dt.datetime, upto: dt.datetime,
-                ends_at: dt.datetime | None = None) -> list[dict]:
+                ends_at: dt.datetime | None = None, late: pa.Table | None = None) -> list[dict]:
     """The records that took effect by `upto` (`took_effect_by`: what `rebuild --until-time upto` holds), less
     those placed before `start` (`applied_time`: a magic 0 record at its value's commit time, which may be past
     `upto`; one with no time at all is in every window), that are a change: a tombstone
@@ -266,7 +271,7 @@ def _candidates(commits: pa.Table, leo: pa.Table, start: dt.datetime, upto: dt.d
     n = commits.num_rows
     if not n:
         return []
-    counted = took_effect_by(commits, upto).to_numpy(zero_copy_only=False)
+    counted = took_effect_by(commits, upto, late).to_numpy(zero_copy_only=False)
     ts = applied_time(commits)
     if not counted.any():
         return []
@@ -410,8 +415,9 @@ def _offset_changes(reader: SnapshotReader, snap: Snapshot, sel: Selection, even
                         "log_end_offset": pa.array([], pa.int64())})
     until = snap.log_until  # what the state holds: a what-if --as-of before the log's end is no cut
     # a what-if snapshot's end offsets are the ends at its as_of (`log_end_offsets.ends_at`), its commits the log's
-    rows = _candidates(commits, leo, sel.start, min(sel.end, until) if until is not None else sel.end,
-                       snap.as_of if snap.kind != SCHEDULED else None)
+    upto = min(sel.end, until) if until is not None else sel.end
+    rows = _candidates(commits, leo, sel.start, upto, snap.as_of if snap.kind != SCHEDULED else None,
+                       late_batches(reader, snap, upto))
     if not rows:
         return []
     out = []

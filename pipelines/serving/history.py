@@ -6,12 +6,14 @@ before it recorded that; the group events (`group_history`), each with the event
 from __future__ import annotations
 
 import json
+from datetime import datetime, timedelta
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipelines.io.snapshots import DamagedTable, Filters, Snapshot, SnapshotReader
-from pipelines.times import datetime_to_ms, ms_to_iso
+from pipelines.times import EPOCH, datetime_to_ms, ms_to_iso
 
 
 class HistoryUnavailable(ValueError):
@@ -94,21 +96,79 @@ def applied_time(commits: pa.Table) -> pa.ChunkedArray:
                        pc.if_else(known, commit_time, pa.scalar(None, commit_time.type)))
 
 
-def took_effect_by(commits: pa.Table, upto) -> pa.ChunkedArray:
+def took_effect_by(commits: pa.Table, upto, late: pa.Table | None = None) -> pa.ChunkedArray:
     """Which of `commits` (read through `applied_history`/`outcome_as_of`, with `record_timestamp` and, where the
     history has it, `txn_marker_timestamp`) had taken effect by `upto` (a datetime), as `rebuild --until-time upto`
     replays them: where the engine recorded one, its record and, for a transactional one, its marker held at that
     cut (`coordinator.decoded.kept_at`: at or before it, or with no time at all, as a magic 0 record: every cut holds
-    it). Every view that stops at a moment (`changes`, the group status' recent commits) asks this, so none decides
-    it again; the commit time inside a value (`applied_time`'s fallback) is the client's or the broker's word, never
-    the log's, and no cut reads it."""
+    it), and its batch not one the cut leaves out whole (`late`: `late_batches` at `upto`). Every view that stops at
+    a moment (`changes`, the group status' recent commits) asks this, so none decides it again; the commit time
+    inside a value (`applied_time`'s fallback) is the client's or the broker's word, never the log's, and no cut
+    reads it."""
+    took = pc.and_(commits.column("applied_offset").is_valid(), held_at(commits, upto, late))
+    if "txn_marker_timestamp" in commits.column_names:
+        from pipelines.coordinator.decoded import kept_at
+
+        took = pc.and_(took, kept_at(commits.column("txn_marker_timestamp"), upto))
+    return took
+
+
+def held_at(rows: pa.Table, upto, late: pa.Table | None = None) -> pa.ChunkedArray:
+    """Which of `rows` (history rows with `record_timestamp` and, to be cut by batch, `batch_first_offset`)
+    `rebuild --until-time upto` reads: at or before `upto`, or with no time (`coordinator.decoded.kept_at`), and not
+    of a batch it leaves out whole (`late`: `late_batches` at `upto`)."""
     # imported here: the coordinator's modules are ~0.3 s of import (python -X importtime) no other view needs
     from pipelines.coordinator.decoded import kept_at
 
-    took = pc.and_(commits.column("applied_offset").is_valid(), kept_at(commits.column("record_timestamp"), upto))
-    if "txn_marker_timestamp" in commits.column_names:
-        took = pc.and_(took, kept_at(commits.column("txn_marker_timestamp"), upto))
-    return took
+    held = kept_at(rows.column("record_timestamp"), upto)
+    if late is not None and late.num_rows and "batch_first_offset" in rows.column_names:
+        held = pc.and_(held, pc.invert(in_batches(rows, late)))
+    return held
+
+
+#: Where a group record's `record_json` says its batch began (its keys are written before any value: a quote in a
+#: value is escaped, so the first match is the key's)
+_BATCH_FIRST = r'"batch_first_offset":(?P<first>\d+)'
+_BATCHES = pa.schema([("offsets_partition", pa.int32()), ("batch_first_offset", pa.int64())])
+
+
+def late_batches(reader: SnapshotReader, snap: Snapshot, upto) -> pa.Table:
+    """(offsets_partition, batch_first_offset) of every batch of the snapshot's histories holding a record after
+    `upto` (a datetime, or epoch ms), of any group: `rebuild --until-time upto` leaves such a batch out whole, its
+    records at or before the time too (`coordinator.decoded.batch_times`: a 4.0 coordinator's batch gathers the
+    writes of its linger time, and a reader sees none of it before its end), and a view reads some groups' rows
+    only, where the batch's later record may be another group's."""
+    if not isinstance(upto, datetime):
+        upto = EPOCH + timedelta(milliseconds=upto)
+    after = [("record_timestamp", ">", upto)]
+    parts = []
+    commits = snapshot_commits(reader, snap, columns=list(_BATCHES.names), filters=after)
+    if commits is not None and commits.num_rows and "batch_first_offset" in commits.column_names:
+        parts.append(commits.select(_BATCHES.names).cast(_BATCHES))
+    events = group_events(reader, snap, columns=["offsets_partition", "record_json"], filters=after)
+    if events is not None and events.num_rows:
+        parts.append(pa.table({"offsets_partition": events.column("offsets_partition"),
+                               "batch_first_offset": event_batches(events)}).cast(_BATCHES))
+    late = pa.concat_tables([_BATCHES.empty_table(), *parts])
+    return late.filter(pc.is_valid(late.column("batch_first_offset"))).group_by(list(_BATCHES.names)).aggregate([])
+
+
+def event_batches(events: pa.Table) -> pa.ChunkedArray:
+    """Each `group_history` row's `batch_first_offset`, as its `record_json` keeps it (null where it does not)."""
+    first = pc.struct_field(pc.extract_regex(events.column("record_json"), _BATCH_FIRST), "first")
+    return pc.cast(first, pa.int64())
+
+
+def in_batches(table: pa.Table, batches: pa.Table) -> pa.Array:
+    """Which of `table`'s rows (with `offsets_partition` and `batch_first_offset`) lie in one of `batches`
+    (`late_batches`); a row without a batch in none."""
+    keys = table.select(list(_BATCHES.names)).cast(_BATCHES).append_column(
+        "__i", pa.array(np.arange(table.num_rows, dtype=np.int64)))
+    hit = keys.join(batches.append_column("__hit", pa.repeat(pa.scalar(True), batches.num_rows)),
+                    list(_BATCHES.names), join_type="inner")
+    out = np.zeros(table.num_rows, dtype=bool)
+    out[hit.column("__i").to_numpy()] = True
+    return pa.array(out)
 
 
 def outcome_as_of(commits: pa.Table, as_of) -> pa.Table:

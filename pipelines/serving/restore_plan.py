@@ -48,7 +48,8 @@ from pipelines.coordinator.options import (DEFAULT_KAFKA_VERSION, DEFAULT_RETENT
 from pipelines.heap import gc_paused
 from pipelines.io.snapshots import GroupNotFound, Snapshot, SnapshotReader
 from pipelines.serving.group_regex import check as check_group_regex, matching
-from pipelines.serving.history import HistoryUnavailable, check_within, group_events, snapshot_commits
+from pipelines.serving.history import (HistoryUnavailable, check_within, group_events, in_batches, late_batches,
+                                       snapshot_commits)
 from pipelines.serving.index import no_group_matches, unknown_group_message, unknown_groups
 from pipelines.serving.reset_plan import legal_topic, reset_refused
 from pipelines.times import EPOCH, datetime_to_ms, parse_time_ms
@@ -220,32 +221,6 @@ def _history_at(reader: SnapshotReader, snap: Snapshot, filters, columns=_COMMIT
     return snapshot_commits(reader, snap, filters=filters, columns=columns, dictionary=_DICTIONARY)
 
 
-#: Where a group record's `record_json` says its batch began (its keys are written before any value: a quote in a
-#: value is escaped, so the first match is the key's)
-_BATCH_FIRST = r'"batch_first_offset":(?P<first>\d+)'
-
-
-def late_batches(reader: SnapshotReader, snap: Snapshot, as_of_ms: int) -> pa.Table:
-    """(offsets_partition, batch_first_offset) of every batch of the snapshot's history holding a record after
-    `as_of_ms`, of any group: the engine's cut leaves such a batch out whole (`decoded.batch_times`), its records at or
-    before the time too, and a plan for some groups reads only theirs."""
-    after = [("record_timestamp", ">", EPOCH + timedelta(milliseconds=as_of_ms))]
-    parts = []
-    commits = snapshot_commits(reader, snap, columns=["offsets_partition", "batch_first_offset"], filters=after)
-    if commits is not None and commits.num_rows:
-        parts.append(commits.select(["offsets_partition", "batch_first_offset"]))
-    events = group_events(reader, snap, columns=["offsets_partition", "record_json"], filters=after)
-    if events is not None and events.num_rows:
-        first = pc.struct_field(pc.extract_regex(events.column("record_json"), _BATCH_FIRST), "first")
-        parts.append(pa.table({"offsets_partition": events.column("offsets_partition"),
-                               "batch_first_offset": pc.cast(first, pa.int64())}))
-    late = pa.table({"offsets_partition": pa.array([], pa.int32()), "batch_first_offset": pa.array([], pa.int64())})
-    for t in parts:
-        late = pa.concat_tables([late, t.cast(late.schema)])
-    return late.filter(pc.is_valid(late.column("batch_first_offset"))).group_by(
-        ["offsets_partition", "batch_first_offset"]).aggregate([])
-
-
 def decoded_log(commits: pa.Table, events: pa.Table, options, late: pa.Table | None = None) -> pa.Table:
     """The history rows back as the decoded records the loaders read (`schemas/decoded.py`): the offset commits,
     one end-transaction marker per marker that decided a transaction, and the group records; only those the
@@ -361,7 +336,7 @@ def _state_relevant(commits: pa.Table, markers: pa.Table, group_records: pa.Tabl
     # the cut and the log order as one take: each copy of a log-sized table costs more than the kernels on it
     keep = until_cut_mask(table, options)
     if keep is not None and late is not None and late.num_rows:
-        keep = pc.and_(keep, pc.invert(_in_batches(table, late)))
+        keep = pc.and_(keep, pc.invert(in_batches(table, late)))
     part, offset = table.column("offsets_partition").to_numpy(), table.column("offset").to_numpy()
     if keep is None:
         order = _log_order(part, offset)
@@ -388,20 +363,6 @@ def _state_relevant(commits: pa.Table, markers: pa.Table, group_records: pa.Tabl
         base += len(mine)
     return (picked[0], picked[1], picked[2] if group_records is not None else None,
             pa.array(order))
-
-
-def _in_batches(table: pa.Table, batches: pa.Table) -> pa.Array:
-    """Which of `table`'s rows lie in one of `batches` (offsets_partition, batch_first_offset); a row without a
-    batch in none."""
-    import numpy as np
-
-    keys = table.select(["offsets_partition", "batch_first_offset"]).append_column(
-        "__i", pa.array(np.arange(table.num_rows, dtype=np.int64)))
-    hit = keys.join(batches.append_column("__hit", pa.repeat(pa.scalar(True), batches.num_rows)),
-                    ["offsets_partition", "batch_first_offset"], join_type="inner")
-    out = np.zeros(table.num_rows, dtype=bool)
-    out[hit.column("__i").to_numpy()] = True
-    return pa.array(out)
 
 
 def _kinds(kinds: pa.Array, indices) -> pa.ChunkedArray:

@@ -10,7 +10,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipelines.io.snapshots import GroupNotFound, SnapshotReader, jsonable
-from pipelines.serving.history import group_events, observed_events, outcome_as_of, snapshot_commits
+from pipelines.serving.history import (group_events, held_at, late_batches, observed_events, outcome_as_of,
+                                       snapshot_commits)
 from pipelines.serving.index import (GROUP_STATES, GROUP_TYPES, LAG_FIELDS, OFFSET_FIELDS, SnapshotIndex,
                                      assignment_strategy, consumer_lag, json_rows)
 
@@ -294,7 +295,7 @@ def group_commits(
     if partition is not None:
         flt.append(("partition", "=", partition))
     t = snapshot_commits(reader, idx.snapshot, filters=flt,
-                         columns=COMMIT_FIELDS + ["group_id", "txn_marker_timestamp"])
+                         columns=COMMIT_FIELDS + ["group_id", "txn_marker_timestamp", "batch_first_offset"])
     if (t is None or t.num_rows == 0) and not idx.exists(gid):
         raise GroupNotFound(idx.absent_reason(gid))
     rows: list[dict] = []
@@ -303,10 +304,8 @@ def group_commits(
         as_of = idx.snapshot.log_until  # the records the state holds: a what-if --as-of before them is no cut
         if as_of is not None:
             # the records `rebuild --until-time` holds there: one with no record time (magic 0) at every cut, whatever
-            # commit time its value gives
-            from pipelines.coordinator.decoded import kept_at  # ~0.3 s of import no other route needs
-
-            t = t.filter(kept_at(t.column("record_timestamp"), as_of))
+            # commit time its value gives; none of a batch that ends past it
+            t = t.filter(held_at(t, as_of, late_batches(reader, idx.snapshot, as_of)))
             t = outcome_as_of(t, as_of)
         order = [("commit_timestamp", "ascending"), ("offsets_partition", "ascending"), ("record_offset", "ascending")]
         t = t.sort_by(order)

@@ -487,3 +487,32 @@ def test_a_what_if_cut_lists_the_commits_the_engine_holds(timeless):
     assert [(c["kind"], c["previous_offset"], c["committed_offset"]) for c in items] == \
         [("offset_regressed", 200, held[g])], items
     assert items[0]["time"] == "2026-11-01T00:01:40.000Z"  # T0 + 100 s: the value's commit time
+
+
+@pytest.mark.parametrize("semantics", ["legacy", "modern"])
+def test_a_window_that_ends_inside_a_batch_sees_none_of_it(semantics, tmp_path):
+    """A batch of several writes (Kafka 4.0's append linger: CoordinatorRuntime.maybeFlushCurrentBatch, each record
+    stamped at its write) was seen whole at its end or not at all (CoordinatorReadEvent.run reads at the last
+    committed offset), and `rebuild --until-time` cuts so (`decoded.batch_times`). g's regression, in a batch with h's
+    later commit (h's group and g's share the batch, not the selection), is no change of a window that ends at g's
+    record: the engine's state there still holds g's earlier offset. At the batch's end it is."""
+    from tests.coordinator.rowkit import Log
+    from tests.serving.test_restore_plan import _cut_replay, _engine_warehouse
+
+    log = Log()
+    log.commit("g", "t", 0, 7)
+    with log.batch():
+        inside = log.commit("g", "t", 0, 2)["timestamp"]
+        end = log.commit("h", "t", 0, 5)["timestamp"]
+    wh = _engine_warehouse(tmp_path / "wh", log, semantics)
+    start = dt.datetime.fromtimestamp(log.rows[0]["timestamp"] / 1000, dt.timezone.utc)
+
+    def at(ms: int) -> dt.datetime:
+        return dt.datetime.fromtimestamp(ms / 1000, dt.timezone.utc)
+
+    assert inside < end and _cut_replay(log.rows, semantics, inside)["g"] == {("t", 0, 7)}
+    assert not of(changes(wh, start, at(inside), "--group", "g"), "offset_regressed")
+    assert not of(changes(wh, start, at(inside)), "offset_regressed")
+    assert _cut_replay(log.rows, semantics, end)["g"] == {("t", 0, 2)}
+    assert [(c["previous_offset"], c["committed_offset"])
+            for c in of(changes(wh, start, at(end), "--group", "g"), "offset_regressed")] == [(7, 2)]
