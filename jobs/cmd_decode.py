@@ -6,14 +6,14 @@ import json
 import click
 
 from jobs.errors import fail
-from jobs.params import GivenPath
+from jobs.params import GivenPath, OneValueEach
 from pipelines.decoding.dumplog import dump_lines, to_json_record
 from pipelines.decoding.policy import ReadPolicy
 from pipelines.decoding.segments import discover_segments, read_segment_batches
 from schemas.records import ReadProblem
 
 
-@click.command("decode")
+@click.command("decode", cls=OneValueEach)
 @click.argument("paths", nargs=-1, required=True, type=GivenPath())
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per record, with kafka-dump-log --offsets-decoder's field names.")
 @click.option("--replay-corrupt-batches", is_flag=True, help="Print the records of batches whose CRC fails too.")

@@ -3,10 +3,11 @@ from __future__ import annotations
 
 import click
 
+from jobs.params import OneValueEach
 from jobs.rebuild_common import exit_with, rebuild_options, run_from_cli
 
 
-@click.command()
+@click.command(cls=OneValueEach)
 @rebuild_options
 def rebuild(**kw):
     """Rebuild the coordinator state from __consumer_offsets dumps into a Delta snapshot.

@@ -8,10 +8,10 @@ from __future__ import annotations
 import click
 
 from jobs.errors import delta_error, fail
-from jobs.params import GivenPath
+from jobs.params import GivenPath, OneValueEach
 
 
-@click.command("repair-stats")
+@click.command("repair-stats", cls=OneValueEach)
 @click.option("--warehouse", "warehouse", required=True, type=GivenPath(file_okay=False), help="warehouse directory")
 def repair_stats(warehouse):
     """Recompute every active file's Delta statistics from its Parquet footer and commit, per table whose

@@ -6,11 +6,11 @@ import time
 import click
 
 from jobs.errors import fail
-from jobs.params import GivenPath
+from jobs.params import GivenPath, OneValueEach
 from pipelines.times import TimeFormatError, parse_duration_ms
 
 
-@click.command("sample")
+@click.command("sample", cls=OneValueEach)
 @click.argument("out_dir", metavar="DIR", type=GivenPath(file_okay=False, writable=True))
 @click.option("--records", type=click.IntRange(min=1), default=100_000, show_default=True,
               help="Approximate total number of records (data and control).")

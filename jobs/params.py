@@ -20,8 +20,9 @@ class GivenPath(click.Path):
 
 class OneValueEach(click.Command):
     """A command whose options that take one value (click's `store`, not `multiple`) refuse being given twice:
-    click keeps the last, so `lookup --group A --group B` answered for B alone, without a word of A. A flag given
-    twice says the same thing twice and stays allowed."""
+    click keeps the last, so `lookup --group A --group B` answered for B alone, without a word of A, and
+    `rebuild --until-time A --until-time B` replayed up to B. A flag given twice says the same thing twice and stays
+    allowed. Every command of `offsetlake`, and the spark-submit job's, is one (tests/test_cli_options.py)."""
 
     def parse_args(self, ctx, args):
         if not ctx.resilient_parsing:

@@ -14,10 +14,11 @@ if os.path.dirname(_here) not in sys.path:
 import click  # noqa: E402
 
 from jobs.errors import OneLineErrors  # noqa: E402
+from jobs.params import OneValueEach  # noqa: E402
 from jobs.rebuild_common import exit_with, rebuild_options, run_from_cli  # noqa: E402
 
 
-class RebuildJob(OneLineErrors, click.Command):
+class RebuildJob(OneLineErrors, OneValueEach):
     """The job's command: usage errors as one line, as `offsetlake rebuild` gives them."""
 
 
