@@ -2,7 +2,8 @@
 
 Exit codes: 0 ok; 1 the answer is empty (`lookup --topic` with no offsets, a group with nothing to reset to, a
 group without group records for `--history`, a regression with `diff --fail-on-regression`); 2 bad usage or
-unreadable input (warehouse, snapshot id, a group the snapshot does not hold, option values, SQL, a port in use).
+unreadable input (warehouse, snapshot id, a group or topic the snapshot does not hold, option values, SQL, a port in
+use).
 """
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ from pipelines.serving.describe import describe as render
 from pipelines.serving.diff import diff_snapshots, render_text
 from pipelines.serving.group_regex import BadGroupRegex, check as check_group_regex
 from pipelines.serving.history import AfterSnapshot, group_events, observed_events
-from pipelines.serving.index import close_group_ids, load_index
+from pipelines.serving.index import close_group_ids, close_topics, committed_partitions, load_index, topic_known
 from pipelines.serving.restore_plan import (HistoryUnavailable, OutNotAPlan, OutNotEmpty, counted, parse_instant,
                                             write_restore_plan)
 from pipelines.serving.reset_plan import reset_plan as reset_offsets
@@ -241,9 +242,46 @@ def lookup(warehouse, group, topic, partition, snapshot_id):
         out = views.lookup(idx, group=group, topic=topic, partition=partition)
     except GroupNotFound as e:
         _unknown_group(reader, snap, str(e), group)
+    if not out["offsets"] and topic is not None:
+        # an empty list for a topic or partition the snapshot holds no offset on: a typo answered "nothing
+        # committed" (exit 0 with --group) without a word
+        why = _no_offsets(reader, snap, idx, group, topic, partition)
+        click.echo(_pretty_json(out))
+        fail(why, 1)
     click.echo(_pretty_json(out))
     if not out["offsets"] and group is None:
         sys.exit(1)
+
+
+def _no_offsets(reader, snap, idx, group: str | None, topic: str, partition: int | None) -> str:
+    """Why `lookup` holds no offset on `topic` (`partition`), in words; a topic the snapshot knows nothing of is a
+    usage error (exit 2, with its nearest topics), as a group it does not hold is."""
+    sid = snap.snapshot_id
+    if not topic_known(reader, snap, topic):
+        fail(f"topic {topic!r} does not exist in snapshot {sid!r}: no offset was committed on it and the dump's log "
+             "dirs hold none of its partitions" + did_you_mean(close_topics(reader, snap, topic), quote=True))
+    where = f"topic {topic!r}" if partition is None else f"partition {partition} of topic {topic!r}"
+    if group is not None:
+        held = idx.group_offsets(group, ["topic", "partition"])
+        if partition is not None and any(r["topic"] == topic for r in held):
+            theirs = f" (its partitions of {topic!r}: {_spans(r['partition'] for r in held if r['topic'] == topic)})"
+        else:
+            theirs = f" (its topics: {', '.join(map(repr, sorted({r['topic'] for r in held})))})" if held else ""
+        return f"group {group!r} has no committed offset on {where} in snapshot {sid!r}{theirs}"
+    committed = committed_partitions(reader, snap, topic) if partition is not None else []
+    on = f" (committed on partitions {_spans(committed)})" if committed else ""
+    return f"no group has a committed offset on {where} in snapshot {sid!r}{on}"
+
+
+def _spans(numbers) -> str:
+    """`0-2, 5` for 0, 1, 2, 5."""
+    spans: list[list[int]] = []
+    for n in sorted(set(numbers)):
+        if spans and n == spans[-1][1] + 1:
+            spans[-1][1] = n
+        else:
+            spans.append([n, n])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in spans)
 
 
 def _inside(path: str, root: str) -> bool:

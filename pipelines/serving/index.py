@@ -490,6 +490,48 @@ def close_group_ids(reader: SnapshotReader, snapshot: Snapshot, group_id: str, n
     return difflib.get_close_matches(group_id, known, n=n)
 
 
+#: the snapshot tables that name the data topics a snapshot knows of: offsets committed, expired or pending on them,
+#: and the partitions of the dump's log dirs
+_TOPIC_TABLES = ("loaded_offsets", "empty_group_offsets", "expired_offsets", "pending_offsets", "log_end_offsets")
+
+
+def topic_known(reader: SnapshotReader, snapshot: Snapshot, topic: str) -> bool:
+    """Whether the snapshot knows anything of `topic`: an offset on it in its tables or a commit in the history, or
+    a partition of it in the dump's log dirs. One it does not is a typo or the wrong snapshot, not a topic no group
+    reads. Reads the topic column of each table, pushed down to the files."""
+    flt = [("topic", "=", topic)]
+    for t in _TOPIC_TABLES:
+        table = reader.snapshot_table(t, snapshot, filters=flt, columns=["topic"])
+        if table is not None and table.num_rows:
+            return True
+    history = snapshot_commits(reader, snapshot, filters=flt, columns=["topic"])
+    return history is not None and history.num_rows > 0
+
+
+def close_topics(reader: SnapshotReader, snapshot: Snapshot, topic: str, n: int = 3) -> list[str]:
+    """The snapshot's topics nearest to `topic` (difflib's ratio, best first), for a "did you mean", on the error
+    path alone."""
+    known: set[str] = set()
+    for t in _TOPIC_TABLES:
+        table = reader.snapshot_table(t, snapshot, columns=["topic"])
+        if table is not None and table.num_rows:
+            known.update(pc.unique(table.column("topic")).to_pylist())
+    known.discard(topic)
+    known.discard(None)
+    return difflib.get_close_matches(topic, known, n=n)
+
+
+def committed_partitions(reader: SnapshotReader, snapshot: Snapshot, topic: str) -> list[int]:
+    """The partitions of `topic` some group holds a committed offset on, sorted."""
+    out: set[int] = set()
+    for t in ("loaded_offsets", "empty_group_offsets"):
+        table = reader.snapshot_table(t, snapshot, filters=[("topic", "=", topic)], columns=["partition"])
+        if table is not None and table.num_rows:
+            out.update(pc.unique(table.column("partition")).to_pylist())
+    out.discard(None)
+    return sorted(out)
+
+
 #: the snapshot tables that name the groups a snapshot knows of, whatever became of them
 _NAMING_TABLES = ("loaded_groups", "loaded_offsets", "empty_group_offsets", "pending_offsets", "removed_groups",
                   "expired_groups", "group_history")

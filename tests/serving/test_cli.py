@@ -165,6 +165,32 @@ def test_lookup_by_group_topic_partition(run):
     assert run("lookup", "--group", "payments", "--partition", "0").exit_code == 2
 
 
+@pytest.mark.parametrize("args, code, line", [
+    (("--topic", "ordrs"), 2, "error: topic 'ordrs' does not exist in snapshot 's2': no offset was committed on it "
+                              "and the dump's log dirs hold none of its partitions (did you mean 'orders'?)"),
+    (("--group", "payments", "--topic", "order"), 2, "error: topic 'order' does not exist in snapshot 's2': no offset "
+     "was committed on it and the dump's log dirs hold none of its partitions (did you mean 'orders'?)"),
+    (("--group", "fresh", "--topic", "refunds"), 1,
+     "error: group 'fresh' has no committed offset on topic 'refunds' in snapshot 's2' (its topics: 'orders')"),
+    (("--group", "payments", "--topic", "orders", "--partition", "7"), 1, "error: group 'payments' has no committed "
+     "offset on partition 7 of topic 'orders' in snapshot 's2' (its partitions of 'orders': 0-1)"),
+    (("--topic", "orders", "--partition", "7"), 1, "error: no group has a committed offset on partition 7 of topic "
+                                                  "'orders' in snapshot 's2' (committed on partitions 0-2)"),
+    (("--topic", "audit"), 1, "error: no group has a committed offset on topic 'audit' in snapshot 's2'"),  # expired
+])
+def test_lookup_of_a_topic_or_partition_without_offsets_says_so(run, args, code, line):
+    """`lookup --group payments --topic ordrs` printed the group with no offsets and exit 0, and `lookup --topic
+    ordrs` an empty list (exit 1), without a word: a typo read as "nothing committed there". A topic the snapshot
+    knows nothing of is now a usage error with its nearest topics, as a group is; one it knows, where none of the
+    offsets asked for is committed, keeps its answer on stdout, says why on stderr and exits 1 (an empty answer)."""
+    r = run("lookup", *args)
+    assert (r.exit_code, r.stderr) == (code, line + "\n"), r.output
+    if code == 1:
+        assert json.loads(r.stdout)["offsets"] == []
+    else:
+        assert r.stdout == ""
+
+
 def test_diff_finds_the_rewound_group(run):
     r = run("diff", "s1", "s2", "--json")
     assert r.exit_code == 0
