@@ -352,8 +352,11 @@ class WriterLock:
         return holder["age_seconds"] > self.stale_seconds
 
     # ------------------------------------------------------------------ taking and leaving
-    def acquire(self, snapshot_id: str, *, wait_seconds: float = 0, poll_seconds: float = 1.0) -> dict | None:
-        """Take the lock, waiting up to `wait_seconds` for a live holder; raises LockHeldError after that."""
+    def acquire(self, snapshot_id: str, *, wait_seconds: float = 0, poll_seconds: float = 1.0,
+                take_over: bool = True) -> dict | None:
+        """Take the lock, waiting up to `wait_seconds` for a live holder; raises LockHeldError after that.
+        `take_over=False`: any holder, stale or not, is refused at once (LockHeldError), and a stale lock is left to
+        the next run, which records the run it names as abandoned."""
         deadline = time.monotonic() + max(0.0, wait_seconds)
         broken = None
         watched = None  # (what we read of a lock judged by its heartbeat, when we first read it so)
@@ -372,6 +375,10 @@ class WriterLock:
                 if isinstance(self.file, _ObjectLockFile):
                     self.file.etag = version
                 return broken
+            if not take_over:
+                raise LockHeldError(f"warehouse {self.warehouse} is locked by {describe_holder(holder)} (lock file "
+                                    f"{self.file}; a lock its run left when it died is taken over, and the run "
+                                    "recorded, by the next rebuild)", holder)
             if self._watched(holder):
                 if watched is None or watched[0] != seen:
                     beat_seen = beat_seen or watched is not None

@@ -18,10 +18,11 @@ those versions, so a reader taking the latest succeeded (scheduled) snapshot nev
 a rerun of a served id leaves it served, at its previous versions, until the rerun's `runs` row is written, even
 when the rerun dies between its table commits. Single writer per warehouse: the run holds `_lock`, and `retain`
 (whose vacuum deletes every file no commit references, except those a kept snapshot's pinned versions still
-read) refuses to run while another live run holds it.
+read) runs under it, a run's own or one it takes for its clean-up.
 """
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import functools
 import json
@@ -40,7 +41,7 @@ from deltalake.transaction import CommitProperties
 
 from pipelines.io import cluster as clusters
 from pipelines.io import delta, retry, storage
-from pipelines.io.lock import WriterLock, describe_holder
+from pipelines.io.lock import LockHeldError, WriterLock, describe_holder
 from pipelines.io.snapshots import (ATTEMPT_STAMP, ATTEMPTS_DIR, DeltaWarehouseReader, Snapshot, attempt_files,
                                      pick_snapshot, run_order, scanning, snapshots_from_runs)
 from pipelines.io.snapshots import SnapshotNotFound as _SnapshotNotFound
@@ -1100,15 +1101,30 @@ class Warehouse:
         return {f["partition_values"].get("snapshot_id") for f in delta.active_files(dt)}
 
     # ------------------------------------------------------------------ retention
-    def _check_no_other_writer(self, lock) -> None:
-        """A vacuum deletes every file no commit references, so it must never run while another run has files
-        staged: refused while a live writer lock (`pipelines/io/lock.py`) other than `lock` is held."""
-        probe = WriterLock(self.root.uri)
-        holder = probe.holder()
-        if holder is None or (lock is not None and holder.get("token") == lock.token) or probe.is_stale(holder):
+    @contextlib.contextmanager
+    def _sole_writer(self, lock) -> Iterator[None]:
+        """Held while `retain` deletes and vacuums: a vacuum deletes every file no commit references, so it must
+        never run while another run has files staged, nor drop the partitions of a snapshot a run is committing.
+        `lock`, the run's own writer lock (`pipelines/io/lock.py`), when it holds the warehouse; otherwise the lock is
+        taken here for the whole clean-up and released after, and any holder refuses it, a stale one too: the next
+        run takes that over and records the run it names as abandoned, which a clean-up breaking it would lose. A
+        check of the holder alone, before deleting, let a run that started just after it stage its files for the
+        vacuum to delete and commit the snapshot whose partitions the clean-up then dropped."""
+        if lock is not None and lock.owned():
+            yield
             return
-        raise WarehouseError(f"{self.root}: not deleting or vacuuming while another run writes it "
-                             f"({describe_holder(holder)})")
+        own = WriterLock(self.root.uri)
+        try:
+            own.acquire("(retain)", take_over=False)
+        except LockHeldError as e:
+            raise WarehouseError(f"{self.root}: not deleting or vacuuming while another run writes it "
+                                 f"({describe_holder(e.holder)}; a lock left by a run that died is taken over, and "
+                                 "the run recorded, by the next rebuild)") from None
+        try:
+            own.update(stage="retain")
+            yield
+        finally:
+            own.release()
 
     def _pinned_files(self, table: str, runs: list[dict]) -> set[str]:
         """Files (relative to the table) that `runs`' snapshots read of `table` at their pinned versions: their own
@@ -1146,7 +1162,10 @@ class Warehouse:
         """
         if keep < 1:
             raise WarehouseError(f"retain(keep={keep}): keep at least one snapshot")
-        self._check_no_other_writer(lock)
+        with self._sole_writer(lock):
+            return self._retain(keep, retention_hours, current)
+
+    def _retain(self, keep: int, retention_hours: int, current: str | None) -> dict:
         runs = self.snapshots()
         succeeded = [r for r in runs if r["status"] == "succeeded"]
         kept = succeeded[-keep:]

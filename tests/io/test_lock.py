@@ -211,3 +211,71 @@ def test_vacuum_refuses_to_run_under_another_writer(tmp_path):
     mine.acquire("x")
     assert wh.retain(keep=1, lock=mine)["deleted"] == []  # its own lock: allowed
     mine.release()
+
+
+def test_a_run_starting_while_retain_deletes_is_refused_and_loses_nothing(tmp_path, monkeypatch):
+    """`retain` without a run's lock looked at the lock once, before deleting: a run that took the lock just after
+    it staged its files, and the vacuum (every file no commit references) deleted them, then dropped the partitions
+    of the snapshot it committed. Paused past its guard (deterministically: `snapshots` is its first read), the
+    clean-up now holds the lock, so the run is refused; once it is done the lock is free again."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from deltalake import write_deltalake
+
+    from pipelines.io.warehouse import Warehouse
+
+    table = tmp_path / "loaded_offsets"
+    write_deltalake(str(table), pa.table({"snapshot_id": ["s1"], "x": [1]}), partition_by=["snapshot_id"])
+    wh = Warehouse(tmp_path)
+    past_guard, resume = threading.Event(), threading.Event()
+    real = Warehouse.snapshots
+
+    def paused(self):
+        past_guard.set()
+        assert resume.wait(60)
+        return real(self)
+
+    monkeypatch.setattr(Warehouse, "snapshots", paused)
+    done: dict = {}
+
+    def clean_up():
+        try:
+            done["report"] = wh.retain(keep=1)
+        except BaseException as e:  # noqa: BLE001 - handed to the test's thread
+            done["error"] = e
+
+    worker = threading.Thread(target=clean_up)
+    worker.start()
+    assert past_guard.wait(60)
+    run = WriterLock(tmp_path)
+    staged = table / "snapshot_id=s2" / "part-00000-staged.parquet"
+    try:
+        run.acquire("s2")
+    except LockHeldError as e:
+        refused = str(e)
+    else:  # the run goes on: Spark stages its files before the commit
+        refused = None
+        staged.parent.mkdir(parents=True)
+        pq.write_table(pa.table({"x": [2]}), staged)
+    resume.set()
+    worker.join(60)
+    assert "error" not in done, done
+    fate = "survived" if staged.exists() else "was deleted"
+    assert refused is not None, f"a run started under retain; its staged file {fate}"
+    assert "snapshot (retain)" in refused and "stage retain" in refused
+    assert run.acquire("s2") is None  # the clean-up gave the lock back
+    run.release()
+
+
+def test_retain_leaves_a_stale_lock_to_the_next_run(tmp_path):
+    """A lock whose run died is refused, not broken: the next run takes it over and records that run as
+    abandoned, which a clean-up breaking it would have lost."""
+    from pipelines.io.warehouse import Warehouse, WarehouseError
+
+    _plant(tmp_path, host=socket.gethostname(), pid=_dead_pid(), snapshot_id="died", token="t-died")
+    with pytest.raises(WarehouseError, match="snapshot died .*taken over, and the run recorded, by the next rebuild"):
+        Warehouse(tmp_path).retain(keep=1)
+    assert json.loads((tmp_path / LOCK_NAME).read_text())["token"] == "t-died"
+    nxt = WriterLock(tmp_path)
+    assert nxt.acquire("next")["snapshot_id"] == "died"
+    nxt.release()
