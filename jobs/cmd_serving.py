@@ -32,7 +32,7 @@ from pipelines.serving.describe import HISTORY_COLUMNS, OUT, Rendered, consumer_
 from pipelines.serving.describe import describe as render
 from pipelines.serving.diff import diff_snapshots, render_text
 from pipelines.serving.group_regex import BadGroupRegex, check as check_group_regex
-from pipelines.serving.history import AfterSnapshot, group_events, observed_events
+from pipelines.serving.history import OutsideHistory, group_events, observed_events
 from pipelines.serving.index import close_group_ids, close_topics, committed_partitions, load_index, topic_known
 from pipelines.serving.restore_plan import (HistoryUnavailable, OutNotAPlan, OutNotEmpty, counted, parse_instant,
                                             write_restore_plan)
@@ -135,7 +135,7 @@ def restore_plan(warehouse, as_of, out, snapshot_id, groups, group_regex, change
         write_restore_plan(result, out, force=force)
     except HistoryUnavailable as e:
         fail(f"{e} (a what-if run: offsetlake rebuild --until-time {as_of})")
-    except AfterSnapshot as e:
+    except OutsideHistory as e:
         fail(f"--{e.option.replace('_', '-')} {e}")
     except GroupNotFound as e:
         fail(str(e))
@@ -452,7 +452,7 @@ def changes(warehouse, start, end, groups, group_regex, storm_threshold, as_json
         items, warnings = ch.changes_and_warnings(reader, snap, sel)
     except (HistoryUnavailable, GroupNotFound) as e:
         fail(str(e))
-    except AfterSnapshot as e:
+    except OutsideHistory as e:
         fail(f"--{e.option} {e}")
     for w in warnings:  # on stderr: the answer (--json's list) keeps its shape
         warn(w)

@@ -26,7 +26,7 @@ from jobs.api.server import Server, check_token
 from pipelines.io.snapshots import DamagedTable, GroupNotFound, SnapshotNotFound, SnapshotReader
 from pipelines.serving import metrics as prom, views
 from pipelines.serving.catalog import SnapshotCatalog
-from pipelines.serving.history import AfterSnapshot, HistoryUnavailable
+from pipelines.serving.history import HistoryUnavailable, OutsideHistory
 
 # the routers behind the token, in the order their routes are matched
 GUARDED = (snapshots.router, groups.router, incidents.router, meta.router)
@@ -92,9 +92,10 @@ def _answer_errors(app: FastAPI) -> None:
     async def _not_found(request: Request, exc: Exception) -> JSONResponse:
         return json_response({"detail": str(exc.args[0]) if exc.args else "not found"}, status_code=404)
 
-    @app.exception_handler(AfterSnapshot)
-    async def _after_snapshot(request: Request, exc: AfterSnapshot) -> JSONResponse:
-        """A time past the snapshot's as-of: the parameter's mistake, said with both times."""
+    @app.exception_handler(OutsideHistory)
+    async def _outside_history(request: Request, exc: OutsideHistory) -> JSONResponse:
+        """A time past the snapshot's as-of, or before its history where the answer was empty: the parameter's
+        mistake, said with both times."""
         return json_response({"detail": f"{exc.option} {exc}"}, status_code=400)
 
     @app.exception_handler(HistoryUnavailable)

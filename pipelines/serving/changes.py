@@ -39,9 +39,9 @@ from pipelines.io.snapshots import SCHEDULED, GroupNotFound, Snapshot, SnapshotR
 from pipelines.serving.cells import cell
 from pipelines.serving.codes import string_codes
 from pipelines.serving.group_regex import BadGroupRegex, check, matching
-from pipelines.serving.history import (applied_history, applied_time, check_within, compaction_note, event_batches,
-                                       group_events, held_at, late_batches, log_gaps, observable, snapshot_commits,
-                                       took_effect_by)
+from pipelines.serving.history import (applied_history, applied_time, check_not_before, check_within, compaction_note,
+                                       event_batches, group_events, held_at, late_batches, log_gaps, observable,
+                                       snapshot_commits, took_effect_by)
 from pipelines.serving.index import no_group_matches, unknown_group_message, unknown_groups
 from pipelines.times import EPOCH, TimeFormatError, parse_time_ms
 from schemas.tables import GROUP_HISTORY_VERSION
@@ -696,6 +696,10 @@ def changes_and_warnings(reader: SnapshotReader, snap: Snapshot, sel: Selection)
         partitions.update(p for p in pc.unique(history.column("offsets_partition")).to_pylist() if p is not None)
     if sel.group_regex is not None and not out and (why := no_group_matches(reader, snap, sel.group_regex)):
         raise GroupNotFound(why)  # a mistyped regex, as a mistyped --group: not "nothing changed"
+    if not out:
+        end = sel.end if sel.end.tzinfo is not None else sel.end.replace(tzinfo=dt.timezone.utc)
+        check_not_before(reader, snap, "to", (end - EPOCH) // dt.timedelta(milliseconds=1),
+                         "so nothing in the window is known (an empty answer would say nothing changed)")
     selected = bool(sel.groups) or sel.group_regex is not None
     out += _compaction(snap, sel, partitions if selected else None)
     out.sort(key=lambda c: (c["time"] or "", c["offsets_partition"] if c["offsets_partition"] is not None else -1,

@@ -21,14 +21,25 @@ class HistoryUnavailable(ValueError):
     names the command that fills it."""
 
 
-class AfterSnapshot(ValueError):
-    """A time a view was asked about lies past the snapshot's as-of: its history ends there, so an answer would
-    be about what the snapshot cannot know (no change since, offsets as they were at its end). `option` names what
-    was given (`as_of`, `from`, ...), for each edge to say in its own words."""
+class OutsideHistory(ValueError):
+    """A time a view was asked about lies outside the snapshot's history, so an answer would be about what the
+    snapshot cannot know. `option` names what was given (`as_of`, `from`, ...), for each edge to say in its own
+    words."""
 
     def __init__(self, option: str, message: str):
         super().__init__(message)
         self.option = option
+
+
+class AfterSnapshot(OutsideHistory):
+    """A time past the snapshot's as-of: its history ends there (no change since, offsets as they were at its
+    end)."""
+
+
+class BeforeHistory(OutsideHistory):
+    """A time before the first record of the snapshot's history, asked for an answer that came out empty: the log
+    says nothing of that time (a group's offsets then, what changed then), which an empty answer would read as
+    "no offsets", "nothing changed"."""
 
 
 def check_within(snap: Snapshot, option: str, ms: int, consequence: str) -> None:
@@ -45,6 +56,36 @@ def check_within(snap: Snapshot, option: str, ms: int, consequence: str) -> None
         raise AfterSnapshot(option, f"{iso(ms)} is after snapshot {snap.snapshot_id}'s {what} {iso(end)}: its "
                                     f"history ends there, {consequence}; rebuild from a newer log (rebuild "
                                     f"--incremental)")
+
+
+def history_start_ms(reader: SnapshotReader, snap: Snapshot) -> int | None:
+    """Epoch ms of the first record of `snap`'s history (its offset commits and group records); None when it holds
+    none, or one without a time (a magic 0 record, whose time may be any), as nothing then is known to lie before
+    it. Reads the time columns whole: for the error path of an empty answer only."""
+    firsts = []
+    commits = snapshot_commits(reader, snap, columns=["record_timestamp"])
+    events = reader.snapshot_table("group_history", snap, columns=["record_timestamp"])
+    for t in (commits, events):
+        if t is None or not t.num_rows:
+            continue
+        times = t.column("record_timestamp")
+        if times.null_count:
+            return None
+        first = pc.min(times).value  # in the column's unit: no datetime (pyarrow's would import pandas)
+        per_ms = {"s": 0.001, "ms": 1, "us": 1000, "ns": 1_000_000}[times.type.unit]
+        firsts.append(first * 1000 if per_ms < 1 else first // per_ms)
+    return min(firsts) if firsts else None
+
+
+def check_not_before(reader: SnapshotReader, snap: Snapshot, option: str, ms: int, consequence: str) -> None:
+    """BeforeHistory when `ms` (epoch ms) is before the first record of `snap`'s history (`history_start_ms`)."""
+    start = history_start_ms(reader, snap)
+    if start is not None and ms < start:
+        def iso(at: int) -> str:
+            return ms_to_iso(at).replace("+00:00", "Z")
+
+        raise BeforeHistory(option, f"{iso(ms)} is before the first record of snapshot {snap.snapshot_id}'s history, "
+                                    f"at {iso(start)}: the log says nothing of that time, {consequence}")
 
 
 def unrecorded(commits: pa.Table, snapshot_id: str) -> str | None:

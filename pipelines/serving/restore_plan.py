@@ -48,7 +48,8 @@ from pipelines.coordinator.options import (DEFAULT_KAFKA_VERSION, DEFAULT_RETENT
 from pipelines.heap import gc_paused
 from pipelines.io.snapshots import GroupNotFound, Snapshot, SnapshotReader
 from pipelines.serving.group_regex import check as check_group_regex, matching
-from pipelines.serving.history import (HistoryUnavailable, check_within, group_events, in_batches, late_batches,
+from pipelines.serving.history import (HistoryUnavailable, check_not_before, check_within, group_events, in_batches,
+                                       late_batches,
                                        snapshot_commits)
 from pipelines.serving.index import no_group_matches, unknown_group_message, unknown_groups
 from pipelines.serving.reset_plan import legal_topic, reset_refused
@@ -565,7 +566,7 @@ def restore_plan(reader: SnapshotReader, snap: Snapshot, as_of_ms: int, *, group
     the log start, and one past the end to the end, as it finds them when it runs: 4.0 ConsumerGroupCommand
     .checkOffsetsRange, 2.8 alike; clamped, the files say what it will write).
     Raises HistoryUnavailable; BadGroupRegex for a bad `group_regex`; AfterSnapshot for a time past the snapshot's
-    as-of."""
+    as-of; BeforeHistory for an --as-of before its history, where no group had an offset."""
     check_within(snap, "as_of", as_of_ms, "and the offsets committed since are not in it (a plan from there would put "
                  "groups back to where they were then)")
     for option, since in (("changed_since", changed_since_ms), ("damaged_since", damaged and damaged[0])):
@@ -579,6 +580,9 @@ def restore_plan(reader: SnapshotReader, snap: Snapshot, as_of_ms: int, *, group
     if group_regex is not None and not ids and (why := no_group_matches(reader, snap, group_regex)):
         raise GroupNotFound(why)  # a mistyped regex, as a mistyped --group: not an empty plan
     at = offsets_at(reader, snap, as_of_ms, ids)
+    if not any(at.values()):
+        check_not_before(reader, snap, "as_of", as_of_ms, "so no offset is known to restore (an empty plan would "
+                         "say there is none)")
     ids = sorted(at) if ids is None else ids
     live, gone, ends, starts, start_times = _served_facts(reader, snap, ids)
     current = _served_offsets(reader, snap, ids)

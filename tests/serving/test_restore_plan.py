@@ -73,6 +73,13 @@ def _end(rows) -> int:
     return max(r["timestamp"] for r in rows if r.get("timestamp") is not None)
 
 
+def _start(reader, snap) -> int:
+    """The first record's time of the snapshot's history, the earliest time a plan without offsets is made at."""
+    from pipelines.serving.history import history_start_ms
+
+    return history_start_ms(reader, snap)
+
+
 def _times(rows, n: int = 30) -> list[int]:
     """Moments across the log: `n` record timestamps and `n` transaction markers' times spread evenly (the first
     and the last record's among them), each also 1 ms before (a record and its marker on either side of the cut),
@@ -335,8 +342,9 @@ def test_cli_writes_the_files_and_apply_sh_runs_them(broker, tmp_path):
     b = broker["deletes"]
     reader = DeltaWarehouseReader(b.wh)
     snap = reader.snapshot("base")
-    # the earliest moment at which a since-deleted group had offsets: the plan has a group of each kind
-    t = next(t for t in _times(b.rows) if t <= _end(b.rows)
+    # the earliest moment at which a since-deleted group had offsets: the plan has a group of each kind (a time
+    # before the history, where no group had one, is refused)
+    t = next(t for t in _times(b.rows) if _start(reader, snap) <= t <= _end(b.rows)
              and any(g.state_now is None and g.file for g in restore_plan(reader, snap, t).groups))
     out = tmp_path / "plan"
     r = _cli("--warehouse", str(b.wh), "--as-of", str(t), "--out", str(out))
@@ -509,6 +517,43 @@ def test_changed_since_picks_a_group_whose_transactional_commit_took_effect_sinc
     assert (out / "g.csv").read_text() == "t,0,100\n"
 
 
+@pytest.mark.parametrize("semantics", ["legacy", "modern"])
+def test_a_time_before_the_history_is_refused_where_the_answer_is_empty(semantics, tmp_path):
+    """`restore-plan --as-of` a year early (2025 for 2026), before the log's first record, wrote an empty plan, exit
+    0, and `changes` over a window before it answered nothing, exit 0: "no offset to restore", "nothing changed",
+    where the log says nothing of that time (a compacted log's first record is not the first ever written). Each
+    is now one line naming the history's first record (exit 2), the API a 400; from the first record on they
+    answer as before, and a window that starts before it and ends after does too."""
+    from jobs.cli import main
+    from tests.coordinator.rowkit import Log
+
+    log = Log()
+    first = log.commit("g", "t", 0, 100)["timestamp"]
+    log.commit("g", "t", 0, 150)
+    wh = _engine_warehouse(tmp_path / "wh", log, semantics)
+    early = first - 365 * 86_400_000
+    out = tmp_path / "plan"
+    r = CliRunner().invoke(main, ["restore-plan", "--warehouse", str(wh), "--as-of", str(early), "--out", str(out)])
+    assert (r.exit_code, r.stderr) == (2, f"error: --as-of {_iso(early)} is before the first record of snapshot s's "
+                                          f"history, at {_iso(first)}: the log says nothing of that time, so no "
+                                          "offset is known to restore (an empty plan would say there is none)\n")
+    assert not out.exists()
+    r = CliRunner().invoke(main, ["restore-plan", "--warehouse", str(wh), "--as-of", str(first), "--out", str(out)])
+    assert r.exit_code == 0 and (out / "g.csv").read_text() == "t,0,100\n", r.output
+    r = CliRunner().invoke(main, ["changes", "--warehouse", str(wh), "--from", str(early), "--to", str(first - 1)])
+    assert (r.exit_code, r.stdout) == (2, ""), r.output
+    assert r.stderr == (f"error: --to {_iso(first - 1)} is before the first record of snapshot s's history, at "
+                        f"{_iso(first)}: the log says nothing of that time, so nothing in the window is known (an "
+                        "empty answer would say nothing changed)\n")
+    r = CliRunner().invoke(main, ["changes", "--warehouse", str(wh), "--from", str(early), "--to", str(log.ts)])
+    assert r.exit_code == 0, r.output
+    with TestClient(create_app(DeltaWarehouseReader(wh), refresh_interval=0)) as client:
+        r = client.get("/changes", params={"from": str(early), "to": str(first - 1)})
+        assert r.status_code == 400 and "is before the first record of snapshot s's history" in r.json()["detail"]
+        assert client.get("/restore-plan.zip", params={"as_of": str(early)}).status_code == 400
+        assert client.get("/restore-plan.zip", params={"as_of": str(first)}).status_code == 200
+
+
 def test_groups_whose_names_differ_only_in_case_get_files_apart_on_a_case_insensitive_file_system(tmp_path):
     """`Orders.csv` and `orders.csv` are one file on macOS' and Windows' file systems (the plan's zip opened there):
     the second group written overwrote the first's targets, and apply.sh reset both groups from it. Every file
@@ -611,7 +656,8 @@ def test_selection_and_flags(broker, tmp_path):
     snap = reader.snapshot("base")
     removed = {r["group_id"] for r in reader.snapshot_table("removed_groups", snap).to_pylist()}
     live = {r["group_id"]: r for r in reader.snapshot_table("loaded_groups", snap).to_pylist()}
-    times = [t for t in _times(b.rows) if t <= _end(b.rows)]  # a time past the snapshot's as-of is refused
+    # a time past the snapshot's as-of is refused, and one before its history where no group had an offset
+    times = [t for t in _times(b.rows) if _start(reader, snap) <= t <= _end(b.rows)]
     # the earliest moment at which a since-deleted group had offsets
     plans = ((t, restore_plan(reader, snap, t)) for t in times)
     t, plan = next((t, p) for t, p in plans if any(g.state_now is None and g.file for g in p.groups))
