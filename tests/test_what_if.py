@@ -140,6 +140,20 @@ def test_until_time_in_epoch_milliseconds_is_the_same_cut(runs, tmp_path):
     assert summary["records_in"] == runs.cut["records_in"] and summary["offsets"] == runs.cut["offsets"]
 
 
+def test_an_until_time_before_every_record_is_said_in_the_summary(runs, tmp_path):
+    """`--until-time` a year early (2025 for 2026) cut every record of the broker's log: the run wrote a what-if
+    snapshot with no group and no offset, exit 0, and nothing in its summary told it from a log without records.
+    Its summary now says the cut took every record, with how many; a cut inside the log says nothing of the kind."""
+    early = (CUT_DT - dt.timedelta(days=365)).isoformat()
+    rc, summary = cli_rebuild(tmp_path / "wh", [runs.data], "early", "--until-time", early)
+    assert rc == 0 and summary["groups"] == 0 and summary["offsets"] == 0 and summary["records_out"] == 0
+    said = [w for w in summary["warnings"] if "cut every record" in w]
+    assert said == [f"--until-time {early} cut every record of the input ({summary['records_skipped']:,} past it, "
+                    "none replayed): this snapshot holds no group and no offset, which says nothing of that time (a "
+                    "mistyped time or offset?)"], summary["warnings"]
+    assert not [w for w in runs.cut["warnings"] if "cut every record" in w]
+
+
 def test_readers_stay_on_the_scheduled_snapshot(runs):
     from fastapi.testclient import TestClient
 

@@ -49,7 +49,7 @@ from pipelines.session import SessionOnDemand
 from pipelines.state.lag import LagFacts, lag_table
 from pipelines.state.served import with_served_offsets
 from pipelines.times import ms_to_iso
-from pipelines.validation.accounting import Accounting
+from pipelines.validation.accounting import Accounting, skip_until_offset, skip_until_time
 from pipelines.validation.report import render_report
 from pipelines.validation.runner import UNKNOWN_CLOCK_MS, ValidationResult, history_check, run_validation
 from pipelines.validation.settings import validation_settings
@@ -565,6 +565,7 @@ def summarize(run: Run, planned: Planned, decoded: Decoded, replayed: Replayed, 
                   *semantics_warnings(conf), *unknown_key_warnings(conf, accounting, decoded.tally, decoded.facts),
                   *unknown_version_warnings(conf, decoded.tally),
                   *_as_of_ahead_of_the_run(run, replayed.clock, stats["expired_offsets"]),
+                  *_cut_before_every_record(run, accounting),
                   *load_failure_warnings(validated.load_failures),
                   *cleanup_failure_warnings(replayed.clock.expiry, assembled.in_hand)],
         task_cpu_seconds=decoded.task_cpu_seconds, records_looped=decoded.records_looped,
@@ -587,6 +588,25 @@ def summarize(run: Run, planned: Planned, decoded: Decoded, replayed: Replayed, 
         misplaced_groups=misplaced_count(assembled.in_hand["loaded_groups"]),
         log_gaps={str(p): g for p, g in sorted(replayed.clock.log_gaps.items())},
         status="validation_failed" if validated.validation.should_fail_run else "succeeded")
+
+
+def _cut_before_every_record(run: Run, accounting: Accounting) -> list[str]:
+    """A --until-time or --until-offset before every record the run read (a year mistyped, 2025 for 2026): the
+    replay used none, and the snapshot is as empty as a log without records would leave it, exit 0, where the log
+    says nothing of that time. Said in the summary, with how many records lie past the cut."""
+    totals = accounting.totals
+    if totals.records_used:
+        return []
+    given = [(f"--until-time {run.req.until_time}", skip_until_time(run.prepared.until_time_ms))
+             if run.prepared.until_time_ms is not None else None,
+             (f"--until-offset {run.req.until_offset}", skip_until_offset(run.req.until_offset))
+             if run.req.until_offset is not None else None]
+    cut = {option: totals.records_skipped.get(reason, 0) for option, reason in filter(None, given)}
+    if not any(cut.values()):
+        return []
+    return [f"{' and '.join(cut)} cut every record of the input ({sum(cut.values()):,} past it, none replayed): "
+            "this snapshot holds no group and no offset, which says nothing of that time (a mistyped time or "
+            "offset?)"]
 
 
 def _as_of_ahead_of_the_run(run: Run, clock: Clock, expired: int) -> list[str]:
