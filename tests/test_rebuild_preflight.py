@@ -48,6 +48,25 @@ def good(tmp_path) -> Path:
     return bi.clean_small(tmp_path / "in")[0]
 
 
+@pytest.fixture(scope="module")
+def scheduled_run(tmp_path_factory) -> tuple[Path, Path]:
+    """`clean_small`'s log and a warehouse holding its scheduled run `n1`, made once: the tests that damage such a
+    warehouse or run over it take a copy each (`served_copy`) instead of a rebuild each."""
+    root = tmp_path_factory.mktemp("scheduled")
+    good = bi.clean_small(root / "in")[0]
+    p, _ = rebuild("--input", str(good), "--warehouse", str(root / "wh"), "--snapshot-id", "n1")
+    assert p.returncode == 0, p.stderr[-2000:]
+    return good, root / "wh"
+
+
+@pytest.fixture
+def served_copy(scheduled_run, tmp_path) -> tuple[Path, Path]:
+    """(the log, this test's own copy of the warehouse serving its run `n1`)."""
+    good, wh = scheduled_run
+    shutil.copytree(wh, tmp_path / "wh", symlinks=True)
+    return good, tmp_path / "wh"
+
+
 @pytest.mark.parametrize("extra, needles", [
     (["--as-of", "garbage"], ["--as-of", "'garbage' is not an ISO-8601 time"]),
     (["--until-time", "yesterday"], ["--until-time", "'yesterday'"]),
@@ -232,16 +251,15 @@ def test_a_directory_where_the_run_writes_a_file_exits_2(good, tmp_path, name):
     assert_usage_error(p, took, f"{tmp_path / 'wh' / name} is a directory, not a file")
 
 
-def test_a_what_if_run_under_a_scheduled_snapshots_id_exits_2(good, tmp_path):
+def test_a_what_if_run_under_a_scheduled_snapshots_id_exits_2(served_copy):
     """`--as-of` (or `--until-*`) under the id of a scheduled snapshot replaced it with a what-if one: the page and
     API went back to the scheduled snapshot before it, and the run said "the default snapshot and the incremental
     chain stay on the scheduled runs". Now refused, the snapshot served as it was; a what-if id may be run again."""
     from pipelines.io.warehouse import Warehouse
 
-    wh = tmp_path / "wh"
-    for sid in ("n1", "n2"):
-        p, _ = rebuild("--input", str(good), "--warehouse", str(wh), "--snapshot-id", sid)
-        assert p.returncode == 0, p.stderr[-2000:]
+    good, wh = served_copy
+    p, _ = rebuild("--input", str(good), "--warehouse", str(wh), "--snapshot-id", "n2")
+    assert p.returncode == 0, p.stderr[-2000:]
     for cut in (["--as-of", "now"], ["--until-offset", "3"], ["--until-time", "2026-11-01T00:00:00Z"]):
         p, took = rebuild("--input", str(good), "--warehouse", str(wh), "--snapshot-id", "n2", *cut)
         assert_usage_error(p, took, "--snapshot-id n2 is a scheduled snapshot of this warehouse")
@@ -252,12 +270,10 @@ def test_a_what_if_run_under_a_scheduled_snapshots_id_exits_2(good, tmp_path):
     assert Warehouse(wh).latest_snapshot_id() == "n2"
 
 
-def test_a_damaged_runs_table_exits_2_before_any_work(good, tmp_path):
+def test_a_damaged_runs_table_exits_2_before_any_work(served_copy):
     """The `runs` table's last commit damaged: the run decoded and replayed, failed, then failed to record its
     failure in that table too, a traceback (DamagedTable). Now refused before Spark starts, naming the table."""
-    wh = tmp_path / "wh"
-    p, _ = rebuild("--input", str(good), "--warehouse", str(wh), "--snapshot-id", "n1")
-    assert p.returncode == 0, p.stderr[-2000:]
+    good, wh = served_copy
     sorted((wh / "runs" / "_delta_log").glob("*.json"))[-1].write_text("garbage")
     for extra in ([], ["--as-of", "now"]):
         p, took = rebuild("--input", str(good), "--warehouse", str(wh), "--snapshot-id", "n2", *extra)
@@ -266,12 +282,10 @@ def test_a_damaged_runs_table_exits_2_before_any_work(good, tmp_path):
 
 
 @pytest.mark.parametrize("table", ["offset_commits", "loaded_offsets"])
-def test_a_damaged_table_exits_2_before_any_work(good, tmp_path, table):
+def test_a_damaged_table_exits_2_before_any_work(served_copy, table):
     """Another table's last commit damaged: the run failed at its commit (or, for the history, while checking the
     input's cluster) with a traceback (DeltaError). Now refused before Spark starts, naming the table."""
-    wh = tmp_path / "wh"
-    p, _ = rebuild("--input", str(good), "--warehouse", str(wh), "--snapshot-id", "n1")
-    assert p.returncode == 0, p.stderr[-2000:]
+    good, wh = served_copy
     last = sorted((wh / table / "_delta_log").glob("*.json"))[-1]
     commit = last.read_bytes()
     last.write_text("garbage")
