@@ -40,8 +40,8 @@ from pipelines.serving.cells import cell
 from pipelines.serving.codes import string_codes
 from pipelines.serving.group_regex import BadGroupRegex, check, matching
 from pipelines.serving.history import (applied_history, applied_time, check_not_before, check_within, compaction_note,
-                                       event_batches, group_events, held_at, late_batches, log_gaps, observable,
-                                       snapshot_commits, took_effect_by)
+                                       event_batches, group_events, held_at, in_batches, late_batches, log_gaps,
+                                       observable, snapshot_commits, took_effect_by)
 from pipelines.serving.index import no_group_matches, unknown_group_message, unknown_groups
 from pipelines.times import EPOCH, TimeFormatError, parse_time_ms
 from schemas.tables import GROUP_HISTORY_VERSION
@@ -258,11 +258,27 @@ class _Events:
         return _Assignments(self, lo, hi)
 
 
+def _end_offsets(leo: pa.Table, topics: pa.Array, width: int) -> np.ndarray:
+    """Each partition's end offset (-1: unknown) at its (topic code * `width` + partition), the code `_candidates`
+    keys a commit's partition by."""
+    end_by_tp = np.full(len(topics) * width, -1, dtype=np.int64)
+    if leo.num_rows:
+        lt = pc.index_in(leo.column("topic"), value_set=topics).to_numpy(zero_copy_only=False)
+        lp = leo.column("partition").to_numpy(zero_copy_only=False)
+        known = ~np.isnan(lt.astype(float)) & (lp >= 0) & (lp < width)
+        end_by_tp[np.nan_to_num(lt.astype(float)).astype(np.int64)[known] * width + lp.astype(np.int64)[known]] = \
+            leo.column("log_end_offset").to_numpy(zero_copy_only=False)[known]
+    return end_by_tp
+
+
 def _candidates(commits: pa.Table, leo: pa.Table, start: dt.datetime, upto: dt.datetime,
-                ends_at: dt.datetime | None = None, late: pa.Table | None = None) -> list[dict]:
-    """The records that took effect by `upto` (`took_effect_by`: what `rebuild --until-time upto` holds), less
-    those placed before `start` (`applied_time`: a magic 0 record at its value's commit time, which may be past
-    `upto`; one with no time at all is in every window), that are a change: a tombstone
+                ends_at: dt.datetime | None = None, late: pa.Table | None = None,
+                unseen: pa.Table | None = None) -> list[dict]:
+    """The records that took effect by `upto` (`took_effect_by`: what `rebuild --until-time upto` holds; `late`:
+    the batches it leaves out whole), less those placed before `start` (`applied_time`: a magic 0 record at its
+    value's commit time, which may be past `upto`; one with no time at all is in every window) but for those of a
+    batch no reader saw before `start` (`unseen`: the batches with a record from `start` on), that are a change: a
+    tombstone
     that deleted, an offset below the one in place before it (the previous record of its key (group, topic,
     partition) to take effect, unless that one deleted it), or one above the partition's known end offset; each with
     the offset before it. Vectorized (a key per row as integers, one sort in the order they took effect): the history
@@ -304,15 +320,7 @@ def _candidates(commits: pa.Table, leo: pa.Table, start: dt.datetime, upto: dt.d
     has_prev[1:] &= ~tomb[:-1]  # after a deletion the key starts anew
     regressed = np.zeros(n, dtype=bool)
     regressed[1:] = ~tomb[1:] & has_prev[1:] & (co[1:] < co[:-1])
-    # the partition's end offset, looked up by the same (topic, partition) code
-    end_by_tp = np.full(len(topics) * width, -1, dtype=np.int64)
-    if leo.num_rows:
-        lt = pc.index_in(leo.column("topic"), value_set=topics).to_numpy(zero_copy_only=False)
-        lp = leo.column("partition").to_numpy(zero_copy_only=False)
-        known = ~np.isnan(lt.astype(float)) & (lp >= 0) & (lp < width)
-        end_by_tp[np.nan_to_num(lt.astype(float)).astype(np.int64)[known] * width + lp.astype(np.int64)[known]] = \
-            leo.column("log_end_offset").to_numpy(zero_copy_only=False)[known]
-    end = end_by_tp[tp_key[order]]
+    end = _end_offsets(leo, topics, width)[tp_key[order]]
     del tp_key
     past_end = ~tomb & (end >= 0) & (co > end)
     lo = _us(start)
@@ -323,6 +331,8 @@ def _candidates(commits: pa.Table, leo: pa.Table, start: dt.datetime, upto: dt.d
     # counted, it is held at the window's end (a record with no time of its own, magic 0, at every end): the start
     # leaves out one placed before it; one with no time at all (a tombstone) is in every window where it deleted
     inside = np.where(timed, when >= lo, ~tomb | has_prev)
+    if unseen is not None and unseen.num_rows and "batch_first_offset" in commits.column_names:
+        inside |= in_batches(commits, unseen).to_numpy(zero_copy_only=False)[order]
     pick = np.flatnonzero(valid & inside & (tomb | regressed | past_end))
     pid = column("producer_id", -1)
     at = order[pick]
@@ -417,7 +427,8 @@ def _offset_changes(reader: SnapshotReader, snap: Snapshot, sel: Selection, even
     # a what-if snapshot's end offsets are the ends at its as_of (`log_end_offsets.ends_at`), its commits the log's
     upto = min(sel.end, until) if until is not None else sel.end
     rows = _candidates(commits, leo, sel.start, upto, snap.as_of if snap.kind != SCHEDULED else None,
-                       late_batches(reader, snap, upto))
+                       late_batches(reader, snap, upto),
+                       late_batches(reader, snap, sel.start - dt.timedelta(milliseconds=1)))
     if not rows:
         return []
     out = []

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 from datetime import datetime, timedelta
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -203,6 +202,8 @@ def event_batches(events: pa.Table) -> pa.ChunkedArray:
 def in_batches(table: pa.Table, batches: pa.Table) -> pa.Array:
     """Which of `table`'s rows (with `offsets_partition` and `batch_first_offset`) lie in one of `batches`
     (`late_batches`); a row without a batch in none."""
+    import numpy as np  # not at module level: the quick commands that import this module never load numpy
+
     keys = table.select(list(_BATCHES.names)).cast(_BATCHES).append_column(
         "__i", pa.array(np.arange(table.num_rows, dtype=np.int64)))
     hit = keys.join(batches.append_column("__hit", pa.repeat(pa.scalar(True), batches.num_rows)),

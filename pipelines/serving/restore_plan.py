@@ -49,8 +49,7 @@ from pipelines.heap import gc_paused
 from pipelines.io.snapshots import GroupNotFound, Snapshot, SnapshotReader
 from pipelines.serving.group_regex import check as check_group_regex, matching
 from pipelines.serving.history import (HistoryUnavailable, check_not_before, check_within, group_events, in_batches,
-                                       late_batches,
-                                       snapshot_commits)
+                                       late_batches, snapshot_commits)
 from pipelines.serving.index import no_group_matches, unknown_group_message, unknown_groups
 from pipelines.serving.reset_plan import legal_topic, reset_refused
 from pipelines.times import EPOCH, datetime_to_ms, parse_time_ms
