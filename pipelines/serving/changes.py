@@ -185,11 +185,11 @@ class _Assignments:
         return None
 
 
-def _history(reader: SnapshotReader, snap: Snapshot, sel: Selection) -> pa.Table | None:
-    """The selected groups' `group_history` events up to the window's end, in log order per group."""
+def _history(reader: SnapshotReader, snap: Snapshot, sel: Selection, late: pa.Table) -> pa.Table | None:
+    """The selected groups' `group_history` events up to the window's end, in log order per group (`late`: the
+    batches `late_batches` finds past the window's end)."""
     # as `--until-time` cuts: no time, every window; a batch that ends past the window's end, in none of it (where
     # each event's batch began, its record's JSON says)
-    late = late_batches(reader, snap, sel.end)
     # None for a snapshot written before group_history existed; a damaged one is a DamagedTable, never "no events"
     t = group_events(reader, snap, filters=sel.filters(),
                      columns=_HISTORY_COLUMNS + (["record_json"] if late.num_rows else []))
@@ -410,7 +410,7 @@ def _late_rows(group: np.ndarray, op: np.ndarray, ro: np.ndarray) -> np.ndarray 
 
 
 def _offset_changes(reader: SnapshotReader, snap: Snapshot, sel: Selection, events: _Events,
-                    partitions: set[int]) -> list[dict]:
+                    partitions: set[int], late: pa.Table) -> list[dict]:
     """The offset changes of the window; `partitions` receives the offsets partitions of the selected groups'
     commits."""
     commits = snapshot_commits(reader, snap, filters=sel.filters(), columns=_COMMIT_COLUMNS,
@@ -427,7 +427,7 @@ def _offset_changes(reader: SnapshotReader, snap: Snapshot, sel: Selection, even
     # a what-if snapshot's end offsets are the ends at its as_of (`log_end_offsets.ends_at`), its commits the log's
     upto = min(sel.end, until) if until is not None else sel.end
     rows = _candidates(commits, leo, sel.start, upto, snap.as_of if snap.kind != SCHEDULED else None,
-                       late_batches(reader, snap, upto),
+                       late if upto == sel.end else late_batches(reader, snap, upto),
                        late_batches(reader, snap, sel.start - dt.timedelta(milliseconds=1)))
     if not rows:
         return []
@@ -696,10 +696,11 @@ def changes_and_warnings(reader: SnapshotReader, snap: Snapshot, sel: Selection)
     start = sel.start if sel.start.tzinfo is not None else sel.start.replace(tzinfo=dt.timezone.utc)
     check_within(snap, "from", (start - EPOCH) // dt.timedelta(milliseconds=1),
                  "so nothing in the window is known (an empty answer would say nothing changed)")
-    history = _history(reader, snap, sel)
+    late = late_batches(reader, snap, sel.end)  # the batches the window's end leaves out, read once
+    history = _history(reader, snap, sel, late)
     events = _Events(history)
     partitions: set[int] = set()
-    out = _offset_changes(reader, snap, sel, events, partitions)
+    out = _offset_changes(reader, snap, sel, events, partitions, late)
     out += _expiry_changes(reader, snap, sel)
     steps = _GroupSteps.of(events, sel) if events.n else None
     out += _group_changes(events, sel, steps)

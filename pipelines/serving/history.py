@@ -6,7 +6,7 @@ before it recorded that; the group events (`group_history`), each with the event
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -169,6 +169,12 @@ def held_at(rows: pa.Table, upto, late: pa.Table | None = None) -> pa.ChunkedArr
 #: Where a group record's `record_json` says its batch began (its keys are written before any value: a quote in a
 #: value is escaped, so the first match is the key's)
 _BATCH_FIRST = r'"batch_first_offset":(?P<first>\d+)'
+#: How long after its first record a coordinator's batch may still take one: 4.0 flushes a batch once its append
+#: linger has passed since its first write (`CoordinatorRuntime.maybeFlushCurrentBatch`, and a timer at the linger;
+#: `group.coordinator.append.linger.ms`, 5 ms by default), the old coordinator writes each write's records as a batch
+#: of one time. A minute is far past any linger a coordinator answers reads with; it bounds what a view reads to find
+#: the batches a cut leaves out (`late_batches`), which the engine's own cut finds from the batch's rows.
+BATCH_SPAN = timedelta(minutes=1)
 _BATCHES = pa.schema([("offsets_partition", pa.int32()), ("batch_first_offset", pa.int64())])
 
 
@@ -177,10 +183,14 @@ def late_batches(reader: SnapshotReader, snap: Snapshot, upto) -> pa.Table:
     `upto` (a datetime, or epoch ms), of any group: `rebuild --until-time upto` leaves such a batch out whole, its
     records at or before the time too (`coordinator.decoded.batch_times`: a 4.0 coordinator's batch gathers the
     writes of its linger time, and a reader sees none of it before its end), and a view reads some groups' rows
-    only, where the batch's later record may be another group's."""
+    only, where the batch's later record may be another group's. Only the records of `BATCH_SPAN` after `upto` are
+    read: a batch holding one before it ends within that."""
     if not isinstance(upto, datetime):
         upto = EPOCH + timedelta(milliseconds=upto)
-    after = [("record_timestamp", ">", upto)]
+    end = snap.history_end
+    if end is not None and upto >= (end if end.tzinfo is not None else end.replace(tzinfo=timezone.utc)):
+        return _BATCHES.empty_table()  # no record after it: no table read
+    after = [("record_timestamp", ">", upto), ("record_timestamp", "<=", upto + BATCH_SPAN)]
     parts = []
     commits = snapshot_commits(reader, snap, columns=list(_BATCHES.names), filters=after)
     if commits is not None and commits.num_rows and "batch_first_offset" in commits.column_names:
@@ -201,16 +211,28 @@ def event_batches(events: pa.Table) -> pa.ChunkedArray:
 
 def in_batches(table: pa.Table, batches: pa.Table) -> pa.Array:
     """Which of `table`'s rows (with `offsets_partition` and `batch_first_offset`) lie in one of `batches`
-    (`late_batches`); a row without a batch in none."""
+    (`late_batches`); a row without a batch in none. The rows are log-sized and the batches few: the rows whose
+    batch begins at one of the batches' offsets, in any partition, are picked by a hash lookup, and only they are
+    matched by (partition, offset)."""
     import numpy as np  # not at module level: the quick commands that import this module never load numpy
 
-    keys = table.select(list(_BATCHES.names)).cast(_BATCHES).append_column(
-        "__i", pa.array(np.arange(table.num_rows, dtype=np.int64)))
-    hit = keys.join(batches.append_column("__hit", pa.repeat(pa.scalar(True), batches.num_rows)),
-                    list(_BATCHES.names), join_type="inner")
     out = np.zeros(table.num_rows, dtype=bool)
-    out[hit.column("__i").to_numpy()] = True
+    first = table.column("batch_first_offset")
+    near = np.flatnonzero(pc.fill_null(pc.is_in(first, value_set=batches.column("batch_first_offset")
+                                                .combine_chunks().cast(first.type)), False)
+                          .to_numpy(zero_copy_only=False))
+    if len(near):
+        keys = table.select(list(_BATCHES.names)).take(near).cast(_BATCHES).append_column("__i", pa.array(near))
+        hit = keys.join(batches.cast(_BATCHES), list(_BATCHES.names), join_type="left semi")
+        out[hit.column("__i").to_numpy()] = True
     return pa.array(out)
+
+
+def _batch_keys(table: pa.Table) -> pa.ChunkedArray:
+    """(offsets partition, batch first offset) as one int64: the partition in the top 20 bits (Kafka caps a topic's
+    partitions far below 2**20), the offset below (an offset is under 2**43 in any log this side of centuries)."""
+    part = pc.cast(table.column("offsets_partition"), pa.int64())
+    return pc.add(pc.shift_left(part, 43), pc.cast(table.column("batch_first_offset"), pa.int64()))
 
 
 def outcome_as_of(commits: pa.Table, as_of) -> pa.Table:
