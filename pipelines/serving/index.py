@@ -480,14 +480,21 @@ def close_group_ids(reader: SnapshotReader, snapshot: Snapshot, group_id: str, n
     """The snapshot's group ids nearest to `group_id` (difflib's ratio, best first), for a "did you mean" when it
     names no group there. Reads only the group id column of the tables that name groups, on this error path alone
     (a `describe` or `lookup` index holds just the group asked for)."""
+    return _closest(reader, snapshot, ("loaded_groups", "loaded_offsets", "empty_group_offsets", "pending_offsets",
+                                       "removed_groups"), "group_id", group_id, n)
+
+
+def _closest(reader: SnapshotReader, snapshot: Snapshot, tables: tuple[str, ...], column: str, name: str,
+             n: int) -> list[str]:
+    """The values of `column` in the snapshot's `tables` nearest to `name`, best first, `name` itself left out."""
     known: set[str] = set()
-    for t in ("loaded_groups", "loaded_offsets", "empty_group_offsets", "pending_offsets", "removed_groups"):
-        table = reader.snapshot_table(t, snapshot, columns=["group_id"])
+    for t in tables:
+        table = reader.snapshot_table(t, snapshot, columns=[column])
         if table is not None and table.num_rows:
-            known.update(pc.unique(table.column("group_id")).to_pylist())
-    known.discard(group_id)
+            known.update(pc.unique(table.column(column)).to_pylist())
+    known.discard(name)
     known.discard(None)
-    return difflib.get_close_matches(group_id, known, n=n)
+    return difflib.get_close_matches(name, known, n=n)
 
 
 #: the snapshot tables that name the data topics a snapshot knows of: offsets committed, expired or pending on them,
@@ -511,14 +518,7 @@ def topic_known(reader: SnapshotReader, snapshot: Snapshot, topic: str) -> bool:
 def close_topics(reader: SnapshotReader, snapshot: Snapshot, topic: str, n: int = 3) -> list[str]:
     """The snapshot's topics nearest to `topic` (difflib's ratio, best first), for a "did you mean", on the error
     path alone."""
-    known: set[str] = set()
-    for t in _TOPIC_TABLES:
-        table = reader.snapshot_table(t, snapshot, columns=["topic"])
-        if table is not None and table.num_rows:
-            known.update(pc.unique(table.column("topic")).to_pylist())
-    known.discard(topic)
-    known.discard(None)
-    return difflib.get_close_matches(topic, known, n=n)
+    return _closest(reader, snapshot, _TOPIC_TABLES, "topic", topic, n)
 
 
 def committed_partitions(reader: SnapshotReader, snapshot: Snapshot, topic: str) -> list[int]:
