@@ -6,7 +6,7 @@ before it recorded that; the group events (`group_history`), each with the event
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -187,9 +187,6 @@ def late_batches(reader: SnapshotReader, snap: Snapshot, upto) -> pa.Table:
     read: a batch holding one before it ends within that."""
     if not isinstance(upto, datetime):
         upto = EPOCH + timedelta(milliseconds=upto)
-    end = snap.history_end
-    if end is not None and upto >= (end if end.tzinfo is not None else end.replace(tzinfo=timezone.utc)):
-        return _BATCHES.empty_table()  # no record after it: no table read
     after = [("record_timestamp", ">", upto), ("record_timestamp", "<=", upto + BATCH_SPAN)]
     parts = []
     commits = snapshot_commits(reader, snap, columns=list(_BATCHES.names), filters=after)

@@ -218,3 +218,33 @@ def test_a_commit_with_no_record_time_is_in_the_window_of_every_cut(timeless):
     assert st.status == "REWIND"
     full = _statuses(wh, "full")[g]  # past the cut 300 follows, and the rewind is recovered
     assert full.partitions[0].window[-1].offset == 300 and full.status == "OK"
+
+
+def test_a_cut_inside_a_batch_holds_none_of_it_in_every_view(tmp_path, no_spark, settings):
+    """`rebuild --until-time` between two records of one batch (4.0's append linger gathers writes of several
+    groups, each record stamped at its write; a reader sees the batch whole at its end) holds none of the batch: g's
+    offset in the cut snapshot is 7, not the 2 its record in the batch committed. The warehouse's history holds the
+    whole log (the full run's), so the views of the cut snapshot must find the batch's later record (h's) there:
+    the group status' window and the group's commits stop at 7, as the state does."""
+    from pipelines.io.snapshots import DeltaWarehouseReader, pick_snapshot, snapshots_from_runs
+    from pipelines.rebuild import RebuildRequest, run_rebuild
+    from pipelines.serving.index import load_index
+    from pipelines.serving.views import group_commits
+    from tests.badinputs import T0, batch, commit, group_in, write_segment
+
+    g, h, x = group_in(0, "cut-g"), group_in(0, "cut-h"), group_in(0, "cut-x")
+    write_segment(tmp_path / "data" / "__consumer_offsets-0", 0, b"".join([
+        batch([commit(g, 0, 7, T0 + 1000)], 0),
+        batch([commit(g, 0, 2, T0 + 2000), commit(h, 0, 5, T0 + 2004)], 1),
+        batch([commit(x, 0, 9, T0 + 3000)], 3)]))
+    wh = tmp_path / "wh"
+    for sid, until in (("full", None), ("cut", str(T0 + 2000))):
+        res = run_rebuild(no_spark, settings, RebuildRequest(inputs=(str(tmp_path / "data"),), warehouse=str(wh),
+                                                              snapshot_id=sid, until_time=until))
+        assert res.status == "succeeded", res
+    reader = DeltaWarehouseReader(wh)
+    held = {o["group_id"]: o["committed_offset"] for o in reader.snapshot_table("loaded_offsets", "cut").to_pylist()}
+    assert held == {g: 7}
+    assert [c.offset for c in _statuses(wh, "cut")[g].partitions[0].window] == [7]
+    idx = load_index(reader, pick_snapshot(snapshots_from_runs(reader.runs()), "cut"))
+    assert [c["committed_offset"] for c in group_commits(reader, idx, g)["commits"]] == [7]
