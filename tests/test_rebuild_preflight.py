@@ -25,7 +25,9 @@ LIMIT_S = 15.0
 
 def rebuild(*args: str, env_extra: dict | None = None, wrap: list[str] | None = None, timeout: float = 300):
     env = {**os.environ, "PYTHONPATH": str(ROOT), **(env_extra or {})}
-    cmd = [*(wrap or []), sys.executable, "-m", "jobs.cli", "rebuild", "--env", "ci", "--quiet", *args]
+    # the test's own --env, where it gives one: a second would be refused as given twice (jobs/params.OneValueEach)
+    env_option = [] if "--env" in args else ["--env", "ci"]
+    cmd = [*(wrap or []), sys.executable, "-m", "jobs.cli", "rebuild", *env_option, "--quiet", *args]
     t0 = time.monotonic()
     p = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
     took = time.monotonic() - t0
