@@ -172,6 +172,11 @@ OFFSET_COMMITS = pa.schema(
         # history written before they existed
         _f("applied_offset", LONG),
         _f("applied_timestamp", TIMESTAMP),
+        # when a reader of the coordinator first saw the record: the newest record time of its batch (a 4.0
+        # coordinator's batch gathers several writes, and a read sees a batch whole or none of it), what
+        # `rebuild --until-time` cuts by; null for a record whose batch has no time (magic 0), and in a history
+        # written before it existed (a view then reads `record_timestamp`)
+        _f("batch_timestamp", TIMESTAMP),
     ]
 )
 
@@ -296,6 +301,8 @@ GROUP_HISTORY = pa.schema(
         # it, so of a group's events in one batch only the last one's state was ever observable (`changes`); null
         # in a history written before it existed, or of an input that does not say (each event then observable)
         _f("batch_last_offset", LONG),
+        # when a reader first saw the record, as `offset_commits.batch_timestamp`
+        _f("batch_timestamp", TIMESTAMP),
     ]
 )
 

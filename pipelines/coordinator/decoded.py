@@ -19,6 +19,8 @@ from schemas.decoded import (DECODED_RECORD_SCHEMA, KIND_CONSUMER_GROUP, KIND_CO
                              KIND_OFFSET_COMMIT, KIND_SHARE_GROUP, KIND_STREAMS_GROUP)
 
 PART = "offsets_partition"
+#: The column a shard's rows carry their `batch_times` in (`with_batch_times`), as the histories record it
+BATCH_TIME = "batch_timestamp"
 #: Decoded columns no loader reads: not shipped to a shard.
 UNREAD_COLUMNS = ("key", "value", "source", "error", "batch_position", "codec", "magic", "timestamp_type")
 #: Decoded columns only an error row sets: a loader drops error rows (`loadable`), so it would hold them all null.
@@ -235,7 +237,8 @@ def until_cut_mask(table: pa.Table, options: ReplayOptions) -> pa.ChunkedArray |
     if options.until_offset is not None:
         keep = pc.less_equal(table.column("offset"), options.until_offset)
     if options.until_time_ms is not None:
-        in_time = kept_at(batch_times(table), options.until_time_ms)
+        times = table.column(BATCH_TIME) if BATCH_TIME in table.column_names else batch_times(table)
+        in_time = kept_at(times, options.until_time_ms)
         keep = in_time if keep is None else pc.and_kleene(keep, in_time)
     return None if keep is None else pc.fill_null(keep, False)
 
@@ -267,21 +270,33 @@ def batch_times(table: pa.Table) -> pa.Array | pa.ChunkedArray:
     first = table.column("batch_first_offset")
     if first.null_count == n:
         return ts
-    rows = np.arange(n, dtype=np.int64)
-    batch = np.where(first.is_valid().to_numpy(zero_copy_only=False),
-                     pc.fill_null(first, 0).to_numpy(zero_copy_only=False).astype(np.int64), -1 - rows)
-    part = pc.fill_null(table.column(PART), -1).to_numpy(zero_copy_only=False).astype(np.int64)
+    # a row without a batch keeps its own time; the others take their batch's newest
+    at = np.flatnonzero(first.is_valid().to_numpy(zero_copy_only=False))
+    key = pc.fill_null(table.column(PART), -1).to_numpy(zero_copy_only=False).astype(np.int64)[at] << 43
+    key += first.to_numpy(zero_copy_only=False)[at] if not first.null_count else \
+        pc.fill_null(first, 0).to_numpy(zero_copy_only=False)[at]
     none = np.iinfo(np.int64).min
     t = np.where(ts.is_valid().to_numpy(zero_copy_only=False),
                  pc.fill_null(ts, 0).to_numpy(zero_copy_only=False).astype(np.int64), none)
-    order = np.lexsort((batch, part))
-    p, b = part[order], batch[order]
-    new = np.ones(n, dtype=bool)
-    new[1:] = (p[1:] != p[:-1]) | (b[1:] != b[:-1])
-    newest = np.maximum.reduceat(t[order], np.flatnonzero(new))
-    out = np.empty(n, dtype=np.int64)
-    out[order] = newest[np.cumsum(new) - 1]
-    return pa.array(out, pa.int64(), mask=out == none)
+    if not np.all(key[1:] >= key[:-1]):  # rows in log order (`loadable`) hold each batch's rows together already
+        order = np.argsort(key, kind="stable")
+        at, key = at[order], key[order]
+    new = np.ones(len(at), dtype=bool)
+    new[1:] = key[1:] != key[:-1]
+    starts = np.flatnonzero(new)
+    newest = np.maximum.reduceat(t[at], starts)
+    t[at] = np.repeat(newest, np.diff(np.append(starts, len(at))))
+    return pa.array(t, pa.int64(), mask=t == none)
+
+
+def with_batch_times(table: pa.Table) -> pa.Table:
+    """`table` (a shard's loadable rows) with `batch_timestamp`: each row's `batch_times`, the moment a reader of the
+    coordinator first saw its record. The engine cuts by it (`until_cut`) and records it in both histories, so every
+    view that stops at a moment reads the engine's answer (`kept_at` on that column) instead of finding the batches
+    again."""
+    if BATCH_TIME in table.column_names:
+        return table
+    return table.append_column(BATCH_TIME, batch_times(table))
 
 
 MARKER_COLUMNS = (PART, "producer_id", "offset", "control_type")

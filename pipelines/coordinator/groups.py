@@ -381,6 +381,12 @@ class GroupEvent(NamedTuple):
     member_assignments: list[Row] | None
     record_json: str
     batch_last_offset: int | None = None  # None: the input does not say where the record's batch ends
+    batch_timestamp: int | None = None  # epoch ms (`decoded.with_batch_times`); None: its batch has no time
+
+
+def _time(ms: int | None) -> int | None:
+    """A record's time as the history holds it: none for Kafka's -1 (a magic 0 record has no time)."""
+    return None if ms is None or ms < 0 else ms
 
 
 def is_live(group: Group | None) -> bool:
@@ -500,9 +506,9 @@ class GroupStore:
         else:
             generation = epoch = protocol = leader = state = None
         self.history.append(GroupEvent(
-            row["group_id"], row["offset"], None if ts is None or ts < 0 else ts, group_type(row["key_type"]), event,
+            row["group_id"], row["offset"], _time(ts), group_type(row["key_type"]), event,
             generation, epoch, protocol, leader, state, member_count, joined, left, member_assignments(g, row),
-            record_json(row), row.get("batch_last_offset")))
+            record_json(row), row.get("batch_last_offset"), _time(row.get("batch_timestamp"))))
 
     @staticmethod
     def _replaceable(g: Group | None) -> bool:
@@ -844,7 +850,8 @@ _MEMBER_RECORDS: Final = frozenset({_T.CONSUMER_GROUP_MEMBER_METADATA, _T.CONSUM
 
 
 #: Decoded columns a group record's `record_json` leaves out: where it is (the history row says), raw bytes.
-_NOT_IN_RECORD = frozenset({"source", "key", "value", "batch_position", "codec", "magic", "timestamp_type"})
+_NOT_IN_RECORD = frozenset({"source", "key", "value", "batch_position", "codec", "magic", "timestamp_type",
+                            "batch_timestamp"})
 #: A classic member's raw consumer-protocol bytes: no loader reads them (their topics are decoded beside them), and
 #: `record_json` leaves them out (`decoded.group_rows` gives the loaders members without them).
 MEMBER_BYTES = ("subscription", "assignment")

@@ -51,7 +51,8 @@ DECIDED_TYPES = {"txn_outcome": pa.string(), "txn_marker_offset": pa.int64(), "t
 #: the decoded columns a window's offset commits are read in: the replay's, and the history's (`tables.HISTORY_READS`)
 READ_COLUMNS = ("record_kind", "offsets_partition", "offset", "group_id", "topic", "partition", "is_tombstone",
                 "producer_id", "producer_epoch", "is_transactional", "batch_first_offset", "control_type", "timestamp",
-                "committed_offset", "leader_epoch", "metadata", "commit_timestamp", "expire_timestamp", "topic_id")
+                "committed_offset", "leader_epoch", "metadata", "commit_timestamp", "expire_timestamp", "topic_id",
+                "batch_timestamp")
 
 _SEED, _VALUE, _TOMBSTONE, _INSTALL = 0, 1, 2, 3  # a key's events, in this order at one position
 _NONE = -1

@@ -41,7 +41,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipelines.coordinator.decoded import (MARKER_COLUMNS, NAMING_COLUMNS, PART, conform_loaded, group_rows, loadable,
-                                           naming_rows, transaction_markers, until_cut)
+                                           naming_rows, transaction_markers, until_cut, with_batch_times)
 from pipelines.coordinator.loader import ShardState, replay_group_records
 from pipelines.coordinator.offset_metadata import (DECIDED_COLUMNS, DECIDED_TYPES, READ_COLUMNS, Decisions,
                                                    is_offset_commit, no_carried, plain_value_decisions, plain_values,
@@ -149,8 +149,8 @@ class StreamedShards:
         `last`: no window follows, so nothing is held back (the rows still pending are returned with the others,
         as the whole log's load gives them)."""
         options, mode = self.options, self.mode
-        table = loadable(conform_loaded(window), options.unknown_key_types, options.unknown_fields,
-                         options.limited_value_versions)
+        table = with_batch_times(loadable(conform_loaded(window), options.unknown_key_types, options.unknown_fields,
+                                          options.limited_value_versions))
         table = self._once(until_cut(table, options) if mode.cut else table, last)
         self._markers.append(transaction_markers(table, options))
         self._naming.append(naming_rows(table))
@@ -429,6 +429,6 @@ _NO_HISTORY: list[pa.Table] = []
 def _no_history() -> pa.Table:
     """An empty history (`offset_commits` rows), built once: its schema takes milliseconds to derive."""
     if not _NO_HISTORY:
-        empty = _empty_decoded()
+        empty = with_batch_times(_empty_decoded())
         _NO_HISTORY.append(offset_commits_table(empty, plain_value_decisions(empty), ""))
     return _NO_HISTORY[0]

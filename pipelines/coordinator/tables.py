@@ -363,7 +363,8 @@ def _rebuilt_list(lists: pa.ListArray, values: pa.Array, type: pa.DataType | Non
 #: The decoded columns `offset_commits_table` reads.
 HISTORY_READS = ("record_kind", "offsets_partition", "offset", "group_id", "topic", "partition", "committed_offset",
                  "commit_timestamp", "is_tombstone", "producer_id", "leader_epoch", "metadata", "timestamp",
-                 "expire_timestamp", "topic_id", "producer_epoch", "is_transactional", "batch_first_offset")
+                 "expire_timestamp", "topic_id", "producer_epoch", "is_transactional", "batch_first_offset",
+                 "batch_timestamp")
 
 
 def offset_commits_table(rows: pa.Table, decided: dict[str, pa.Array], snapshot_id: str) -> pa.Table:
@@ -404,6 +405,7 @@ def offset_commits_table(rows: pa.Table, decided: dict[str, pa.Array], snapshot_
         "txn_marker_timestamp": timestamp(decided["txn_marker_timestamp"]),
         "applied_offset": decided["applied_offset"],
         "applied_timestamp": timestamp(decided["applied_timestamp"]),
+        "batch_timestamp": timestamp(without("batch_timestamp")),
     }
     schema = table_schema("offset_commits")
     return once_per_record(pa.Table.from_arrays([columns[f.name].cast(f.type) for f in schema], schema=schema))

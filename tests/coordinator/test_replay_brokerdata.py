@@ -7,6 +7,7 @@ same tables as in-process.
 from __future__ import annotations
 
 import json
+import re
 from collections import defaultdict
 from pathlib import Path
 
@@ -182,6 +183,39 @@ def test_a_point_in_time_inside_a_batch_sees_none_of_it(broker_rows):
             assert inside == before and newest != before, (scenario, partition, times)
             checked += 1
     assert checked >= 10
+
+
+#: a batch's header as kafka-dump-log prints it: its offsets and its maxTimestamp (the batch's newest record time)
+_BATCH_LINE = re.compile(r"^baseOffset: (\d+) lastOffset: (\d+) .* (?:CreateTime|LogAppendTime|NoTimestampType): (-?\d+)")
+
+
+def _dump_log_batch_times(scenario_dir: Path) -> dict[tuple[int, int], int | None]:
+    """(offsets partition, offset) -> its batch header's maxTimestamp, as the broker wrote it (None: -1)."""
+    out = {}
+    for f in sorted((scenario_dir / "dump_log").glob("__consumer_offsets-*.txt")):
+        part = int(f.stem.rsplit("-", 1)[1])
+        for line in f.read_text(encoding="utf-8").splitlines():
+            if m := _BATCH_LINE.search(line):
+                first, last, newest = (int(g) for g in m.groups())
+                out.update({(part, o): None if newest < 0 else newest for o in range(first, last + 1)})
+    return out
+
+
+def test_every_history_row_is_stamped_with_its_batch_s_newest_time(brokerdata, broker_state):
+    """The engine records when a reader of the coordinator first saw each record: its batch's newest record time,
+    which Kafka's own batch header holds as its maxTimestamp (DefaultRecordBatch, MemoryRecordsBuilder). The
+    views cut by it (`history.held_at`), so it is checked against the broker's bytes, for both histories."""
+    checked = differ = 0
+    for scenario, tables in broker_state.items():
+        header = _dump_log_batch_times(brokerdata / scenario)
+        rows = [*tables["offset_commits"], *tables["group_history"]]
+        assert rows, scenario
+        for r in rows:
+            at = (r["offsets_partition"], r["record_offset"])
+            assert r["batch_timestamp"] == header[at], (scenario, at)
+            checked += 1
+            differ += r["batch_timestamp"] != r["record_timestamp"]
+    assert checked > 100 and differ >= 10  # the broker data holds batches of several times
 
 
 @pytest.mark.spark
