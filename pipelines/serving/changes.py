@@ -39,9 +39,9 @@ from pipelines.io.snapshots import SCHEDULED, GroupNotFound, Snapshot, SnapshotR
 from pipelines.serving.cells import cell
 from pipelines.serving.codes import string_codes
 from pipelines.serving.group_regex import BadGroupRegex, check, matching
-from pipelines.serving.history import (applied_history, applied_time, check_not_before, check_within, compaction_note,
-                                       event_batches, group_events, held_at, in_batches, late_batches, log_gaps,
-                                       observable, snapshot_commits, took_effect_by)
+from pipelines.serving.history import (applied_history, applied_time, batch_time, check_not_before, check_within,
+                                       compaction_note, group_events, held_at, log_gaps, observable, seen_time,
+                                       snapshot_commits, took_effect_by)
 from pipelines.serving.index import no_group_matches, unknown_group_message, unknown_groups
 from pipelines.times import EPOCH, TimeFormatError, parse_time_ms
 from schemas.tables import GROUP_HISTORY_VERSION
@@ -57,10 +57,10 @@ KINDS = ("offset_regressed", "offset_past_end", "offset_tombstone", "offset_expi
 
 _COMMIT_COLUMNS = ["offsets_partition", "record_offset", "group_id", "topic", "partition", "committed_offset",
                    "commit_timestamp", "is_tombstone", "producer_id", "txn_outcome", "applied_offset",
-                   "applied_timestamp", "record_timestamp", "txn_marker_timestamp", "batch_first_offset"]
+                   "applied_timestamp", "record_timestamp", "txn_marker_timestamp", "batch_timestamp"]
 _HISTORY_COLUMNS = ["group_id", "offsets_partition", "record_offset", "record_timestamp", "group_type", "event",
                     "generation", "assignment_epoch", "state", "members_joined", "members_left", "member_assignments",
-                    "batch_last_offset"]
+                    "batch_last_offset", "batch_timestamp"]
 
 
 class BadWindow(ValueError):
@@ -185,22 +185,16 @@ class _Assignments:
         return None
 
 
-def _history(reader: SnapshotReader, snap: Snapshot, sel: Selection, late: pa.Table) -> pa.Table | None:
-    """The selected groups' `group_history` events up to the window's end, in log order per group (`late`: the
-    batches `late_batches` finds past the window's end)."""
-    # as `--until-time` cuts: no time, every window; a batch that ends past the window's end, in none of it (where
-    # each event's batch began, its record's JSON says)
+def _history(reader: SnapshotReader, snap: Snapshot, sel: Selection) -> pa.Table | None:
+    """The selected groups' `group_history` events up to the window's end, in log order per group."""
     # None for a snapshot written before group_history existed; a damaged one is a DamagedTable, never "no events"
-    t = group_events(reader, snap, filters=sel.filters(),
-                     columns=_HISTORY_COLUMNS + (["record_json"] if late.num_rows else []))
+    t = group_events(reader, snap, filters=sel.filters(), columns=_HISTORY_COLUMNS)
     t = sel.keep(t)
     if t is None or not t.num_rows:
         return None
     if "member_assignments" not in t.column_names:  # written before the column existed: nobody is named
         t = t.append_column("member_assignments", pa.nulls(t.num_rows, pa.list_(pa.struct([]))))
-    if "record_json" in t.column_names:
-        t = t.append_column("batch_first_offset", event_batches(t)).drop_columns(["record_json"])
-    t = t.filter(held_at(t, sel.end, late))
+    t = t.filter(held_at(t, sel.end))  # as `--until-time` cuts: no time, every window
     return t.sort_by([("group_id", "ascending"), ("offsets_partition", "ascending"), ("record_offset", "ascending")])
 
 
@@ -232,6 +226,10 @@ class _Events:
         ts = column("record_timestamp").cast(pa.timestamp("us", tz="UTC")).cast(pa.int64())
         self.timed = ts.is_valid().to_numpy(zero_copy_only=False)
         self.time_us = pc.fill_null(ts, 0).to_numpy(zero_copy_only=False)
+        # when a reader first saw each event (`history.batch_time`): it is in the window that holds that moment
+        seen = batch_time(history).cast(pa.timestamp("us", tz="UTC")).cast(pa.int64())
+        self.seen = seen.is_valid().to_numpy(zero_copy_only=False)
+        self.seen_us = pc.fill_null(seen, 0).to_numpy(zero_copy_only=False)
 
     def before(self, a: np.ndarray) -> np.ndarray:
         """`a`'s value at each event's previous event of its group (False / 0 at a group's first)."""
@@ -272,12 +270,10 @@ def _end_offsets(leo: pa.Table, topics: pa.Array, width: int) -> np.ndarray:
 
 
 def _candidates(commits: pa.Table, leo: pa.Table, start: dt.datetime, upto: dt.datetime,
-                ends_at: dt.datetime | None = None, late: pa.Table | None = None,
-                unseen: pa.Table | None = None) -> list[dict]:
-    """The records that took effect by `upto` (`took_effect_by`: what `rebuild --until-time upto` holds; `late`:
-    the batches it leaves out whole), less those placed before `start` (`applied_time`: a magic 0 record at its
-    value's commit time, which may be past `upto`; one with no time at all is in every window) but for those of a
-    batch no reader saw before `start` (`unseen`: the batches with a record from `start` on), that are a change: a
+                ends_at: dt.datetime | None = None) -> list[dict]:
+    """The records that took effect by `upto` (`took_effect_by`: what `rebuild --until-time upto` holds), less
+    those a reader saw before `start` (`seen_time`; a magic 0 record, which has none, at its value's commit time,
+    `applied_time`, which may be past `upto`; one with no time at all is in every window), that are a change: a
     tombstone
     that deleted, an offset below the one in place before it (the previous record of its key (group, topic,
     partition) to take effect, unless that one deleted it), or one above the partition's known end offset; each with
@@ -287,7 +283,7 @@ def _candidates(commits: pa.Table, leo: pa.Table, start: dt.datetime, upto: dt.d
     n = commits.num_rows
     if not n:
         return []
-    counted = took_effect_by(commits, upto, late).to_numpy(zero_copy_only=False)
+    counted = took_effect_by(commits, upto).to_numpy(zero_copy_only=False)
     ts = applied_time(commits)
     if not counted.any():
         return []
@@ -329,10 +325,13 @@ def _candidates(commits: pa.Table, leo: pa.Table, start: dt.datetime, upto: dt.d
     if ends_at is not None:  # a commit made after the ends' moment may be past them by the records written since
         past_end &= ~timed | (when <= _us(ends_at))
     # counted, it is held at the window's end (a record with no time of its own, magic 0, at every end): the start
-    # leaves out one placed before it; one with no time at all (a tombstone) is in every window where it deleted
-    inside = np.where(timed, when >= lo, ~tomb | has_prev)
-    if unseen is not None and unseen.num_rows and "batch_first_offset" in commits.column_names:
-        inside |= in_batches(commits, unseen).to_numpy(zero_copy_only=False)[order]
+    # leaves out one a reader saw before it (a record of a batch that ends from it on, earlier itself, is in), one
+    # with no time of its own placed before it; one with no time at all (a tombstone) is in every window where it
+    # deleted
+    seen = seen_time(commits)
+    seen_known = seen.is_valid().to_numpy(zero_copy_only=False)[order]
+    seen_us = pc.fill_null(seen.cast(pa.int64()), 0).to_numpy(zero_copy_only=False)[order]
+    inside = np.where(seen_known, seen_us >= lo, np.where(timed, when >= lo, ~tomb | has_prev))
     pick = np.flatnonzero(valid & inside & (tomb | regressed | past_end))
     pid = column("producer_id", -1)
     at = order[pick]
@@ -410,7 +409,7 @@ def _late_rows(group: np.ndarray, op: np.ndarray, ro: np.ndarray) -> np.ndarray 
 
 
 def _offset_changes(reader: SnapshotReader, snap: Snapshot, sel: Selection, events: _Events,
-                    partitions: set[int], late: pa.Table) -> list[dict]:
+                    partitions: set[int]) -> list[dict]:
     """The offset changes of the window; `partitions` receives the offsets partitions of the selected groups'
     commits."""
     commits = snapshot_commits(reader, snap, filters=sel.filters(), columns=_COMMIT_COLUMNS,
@@ -426,9 +425,7 @@ def _offset_changes(reader: SnapshotReader, snap: Snapshot, sel: Selection, even
     until = snap.log_until  # what the state holds: a what-if --as-of before the log's end is no cut
     # a what-if snapshot's end offsets are the ends at its as_of (`log_end_offsets.ends_at`), its commits the log's
     upto = min(sel.end, until) if until is not None else sel.end
-    rows = _candidates(commits, leo, sel.start, upto, snap.as_of if snap.kind != SCHEDULED else None,
-                       late if upto == sel.end else late_batches(reader, snap, upto),
-                       late_batches(reader, snap, sel.start - dt.timedelta(milliseconds=1)))
+    rows = _candidates(commits, leo, sel.start, upto, snap.as_of if snap.kind != SCHEDULED else None)
     if not rows:
         return []
     out = []
@@ -526,7 +523,6 @@ class _GroupSteps:
     @staticmethod
     def of(events: _Events, sel: Selection) -> "_GroupSteps":
         h = events.history
-        ts = events.time_us
         state = h.column("state")
         exists = state.is_valid().to_numpy(zero_copy_only=False)
         empty = pc.fill_null(pc.equal(state, "Empty"), False).to_numpy(zero_copy_only=False)
@@ -556,7 +552,8 @@ class _GroupSteps:
             return np.where(seen, a[np.maximum(prev, 0)], np.zeros_like(a))
 
         return _GroupSteps(
-            inside=events.timed & (ts >= _us(sel.start)) & (ts <= _us(sel.end)), observed=observed, exists=exists,
+            inside=events.seen & (events.seen_us >= _us(sel.start)) & (events.seen_us <= _us(sel.end)),
+            observed=observed, exists=exists,
             empty=empty, deleted=deleted, tombstone_again=tombstone & ~deleted, gtype=gtype, gen_known=gen_known,
             gen=gen, prev=prev, was=before(exists), was_empty=before(empty), was_type=before(gtype))
 
@@ -696,11 +693,10 @@ def changes_and_warnings(reader: SnapshotReader, snap: Snapshot, sel: Selection)
     start = sel.start if sel.start.tzinfo is not None else sel.start.replace(tzinfo=dt.timezone.utc)
     check_within(snap, "from", (start - EPOCH) // dt.timedelta(milliseconds=1),
                  "so nothing in the window is known (an empty answer would say nothing changed)")
-    late = late_batches(reader, snap, sel.end)  # the batches the window's end leaves out, read once
-    history = _history(reader, snap, sel, late)
+    history = _history(reader, snap, sel)
     events = _Events(history)
     partitions: set[int] = set()
-    out = _offset_changes(reader, snap, sel, events, partitions, late)
+    out = _offset_changes(reader, snap, sel, events, partitions)
     out += _expiry_changes(reader, snap, sel)
     steps = _GroupSteps.of(events, sel) if events.n else None
     out += _group_changes(events, sel, steps)

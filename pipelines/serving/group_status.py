@@ -44,8 +44,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
 from pipelines.io.snapshots import Snapshot, SnapshotReader, column_values
-from pipelines.serving.history import (HistoryUnavailable, applied_history, applied_time, late_batches,
-                                       snapshot_commits, took_effect_by)
+from pipelines.serving.history import (HistoryUnavailable, applied_history, applied_time, snapshot_commits,
+                                       took_effect_by)
 from pipelines.serving.index import SnapshotIndex, consumer_lag
 from pipelines.serving.overview import epoch_seconds
 
@@ -213,13 +213,13 @@ def _recent_commits(reader: SnapshotReader, snap: Snapshot) -> dict[tuple, list[
 
     cols = ["offsets_partition", "group_id", "topic", "partition", "committed_offset", "commit_timestamp",
             "is_tombstone", "txn_outcome", "applied_offset", "applied_timestamp", "record_timestamp",
-            "txn_marker_timestamp", "batch_first_offset"]
+            "txn_marker_timestamp", "batch_timestamp"]
     t = applied_history(snapshot_commits(reader, snap, columns=cols), snap.snapshot_id)
     if t is None or t.num_rows == 0:
         return {}
     until = snap.log_until  # the commits the state holds: a what-if --as-of before the log's end is no cut
     if until is not None:
-        t = t.filter(took_effect_by(t, until, late_batches(reader, snap, until)))
+        t = t.filter(took_effect_by(t, until))
     # its time in the window: null where unknown (a client's clock a broker stored as sent, KafkaApis
     # handleOffsetCommitRequest, 2.8: only -1 becomes the broker's own time; a corrupt record; -2**63, stored as year
     # 1), as Burrow's storage drops a commit stamped older than its `expire-group` horizon (storage/inmemory.go

@@ -6,13 +6,12 @@ before it recorded that; the group events (`group_history`), each with the event
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipelines.io.snapshots import DamagedTable, Filters, Snapshot, SnapshotReader
-from pipelines.times import EPOCH, datetime_to_ms, ms_to_iso
+from pipelines.times import datetime_to_ms, ms_to_iso
 
 
 class HistoryUnavailable(ValueError):
@@ -136,100 +135,52 @@ def applied_time(commits: pa.Table) -> pa.ChunkedArray:
                        pc.if_else(known, commit_time, pa.scalar(None, commit_time.type)))
 
 
-def took_effect_by(commits: pa.Table, upto, late: pa.Table | None = None) -> pa.ChunkedArray:
-    """Which of `commits` (read through `applied_history`/`outcome_as_of`, with `record_timestamp` and, where the
-    history has it, `txn_marker_timestamp`) had taken effect by `upto` (a datetime), as `rebuild --until-time upto`
-    replays them: where the engine recorded one, its record and, for a transactional one, its marker held at that
-    cut (`coordinator.decoded.kept_at`: at or before it, or with no time at all, as a magic 0 record: every cut holds
-    it), and its batch not one the cut leaves out whole (`late`: `late_batches` at `upto`). Every view that stops at
-    a moment (`changes`, the group status' recent commits) asks this, so none decides it again; the commit time
-    inside a value (`applied_time`'s fallback) is the client's or the broker's word, never the log's, and no cut
-    reads it."""
-    took = pc.and_(commits.column("applied_offset").is_valid(), held_at(commits, upto, late))
-    if "txn_marker_timestamp" in commits.column_names:
-        from pipelines.coordinator.decoded import kept_at
-
-        took = pc.and_(took, kept_at(commits.column("txn_marker_timestamp"), upto))
-    return took
+def took_effect_by(commits: pa.Table, upto) -> pa.ChunkedArray:
+    """Which of `commits` (read through `applied_history`/`outcome_as_of`, with `record_timestamp`,
+    `batch_timestamp` and, where the history has it, `txn_marker_timestamp`) had taken effect by `upto` (a
+    datetime), as `rebuild --until-time upto` replays them: where the engine recorded one, its record held at that
+    cut (`held_at`) and, for a transactional one, its marker too. Every view that stops at a moment (`changes`, the
+    group status' recent commits) asks this, so none decides it again; the commit time inside a value
+    (`applied_time`'s fallback) is the client's or the broker's word, never the log's, and no cut reads it."""
+    return pc.and_(commits.column("applied_offset").is_valid(), kept_at(seen_time(commits), upto))
 
 
-def held_at(rows: pa.Table, upto, late: pa.Table | None = None) -> pa.ChunkedArray:
-    """Which of `rows` (history rows with `record_timestamp` and, to be cut by batch, `batch_first_offset`)
-    `rebuild --until-time upto` reads: at or before `upto`, or with no time (`coordinator.decoded.kept_at`), and not
-    of a batch it leaves out whole (`late`: `late_batches` at `upto`)."""
+def seen_time(commits: pa.Table) -> pa.ChunkedArray:
+    """When a reader of the coordinator first saw what each of `commits` did: its batch's time (`batch_time`) or,
+    for a transactional record, its marker's if later (a marker is a batch of its own). Null for a record with no
+    time at all (magic 0: every cut holds it)."""
+    seen = batch_time(commits)
+    if "txn_marker_timestamp" not in commits.column_names:
+        return seen
+    marker = commits.column("txn_marker_timestamp").cast(seen.type)
+    # compared as integers: Arrow's element-wise max has no timestamp kernel
+    return pc.max_element_wise(seen.cast(pa.int64()), marker.cast(pa.int64()), skip_nulls=True).cast(seen.type)
+
+
+def batch_time(rows: pa.Table) -> pa.ChunkedArray:
+    """Each history row's `batch_timestamp`: when a reader of the coordinator first saw its record, as the engine
+    recorded it (`coordinator.decoded.with_batch_times`: a 4.0 coordinator's batch gathers the writes of its linger
+    and a read sees it whole or not at all). A history written before the column existed says only the record's own
+    time (`record_timestamp`), and is read by it."""
+    own = rows.column("record_timestamp")
+    if "batch_timestamp" not in rows.column_names:
+        return own
+    return pc.coalesce(rows.column("batch_timestamp").cast(own.type), own)
+
+
+def held_at(rows: pa.Table, upto) -> pa.ChunkedArray:
+    """Which of `rows` (history rows with `record_timestamp` and, where the history has it, `batch_timestamp`)
+    `rebuild --until-time upto` (a datetime) reads: those whose batch a reader saw by then (`batch_time`), and those
+    with no time (`kept_at`)."""
+    return kept_at(batch_time(rows), upto)
+
+
+def kept_at(times: pa.ChunkedArray, upto) -> pa.ChunkedArray:
+    """`coordinator.decoded.kept_at`: the engine's cut, one rule."""
     # imported here: the coordinator's modules are ~0.3 s of import (python -X importtime) no other view needs
-    from pipelines.coordinator.decoded import kept_at
+    from pipelines.coordinator.decoded import kept_at as engine_kept_at
 
-    held = kept_at(rows.column("record_timestamp"), upto)
-    if late is not None and late.num_rows and "batch_first_offset" in rows.column_names:
-        held = pc.and_(held, pc.invert(in_batches(rows, late)))
-    return held
-
-
-#: Where a group record's `record_json` says its batch began (its keys are written before any value: a quote in a
-#: value is escaped, so the first match is the key's)
-_BATCH_FIRST = r'"batch_first_offset":(?P<first>\d+)'
-#: How long after its first record a coordinator's batch may still take one: 4.0 flushes a batch once its append
-#: linger has passed since its first write (`CoordinatorRuntime.maybeFlushCurrentBatch`, and a timer at the linger;
-#: `group.coordinator.append.linger.ms`, 5 ms by default), the old coordinator writes each write's records as a batch
-#: of one time. A minute is far past any linger a coordinator answers reads with; it bounds what a view reads to find
-#: the batches a cut leaves out (`late_batches`), which the engine's own cut finds from the batch's rows.
-BATCH_SPAN = timedelta(minutes=1)
-_BATCHES = pa.schema([("offsets_partition", pa.int32()), ("batch_first_offset", pa.int64())])
-
-
-def late_batches(reader: SnapshotReader, snap: Snapshot, upto) -> pa.Table:
-    """(offsets_partition, batch_first_offset) of every batch of the snapshot's histories holding a record after
-    `upto` (a datetime, or epoch ms), of any group: `rebuild --until-time upto` leaves such a batch out whole, its
-    records at or before the time too (`coordinator.decoded.batch_times`: a 4.0 coordinator's batch gathers the
-    writes of its linger time, and a reader sees none of it before its end), and a view reads some groups' rows
-    only, where the batch's later record may be another group's. Only the records of `BATCH_SPAN` after `upto` are
-    read: a batch holding one before it ends within that."""
-    if not isinstance(upto, datetime):
-        upto = EPOCH + timedelta(milliseconds=upto)
-    after = [("record_timestamp", ">", upto), ("record_timestamp", "<=", upto + BATCH_SPAN)]
-    parts = []
-    commits = snapshot_commits(reader, snap, columns=list(_BATCHES.names), filters=after)
-    if commits is not None and commits.num_rows and "batch_first_offset" in commits.column_names:
-        parts.append(commits.select(_BATCHES.names).cast(_BATCHES))
-    events = group_events(reader, snap, columns=["offsets_partition", "record_json"], filters=after)
-    if events is not None and events.num_rows:
-        parts.append(pa.table({"offsets_partition": events.column("offsets_partition"),
-                               "batch_first_offset": event_batches(events)}).cast(_BATCHES))
-    late = pa.concat_tables([_BATCHES.empty_table(), *parts])
-    return late.filter(pc.is_valid(late.column("batch_first_offset"))).group_by(list(_BATCHES.names)).aggregate([])
-
-
-def event_batches(events: pa.Table) -> pa.ChunkedArray:
-    """Each `group_history` row's `batch_first_offset`, as its `record_json` keeps it (null where it does not)."""
-    first = pc.struct_field(pc.extract_regex(events.column("record_json"), _BATCH_FIRST), "first")
-    return pc.cast(first, pa.int64())
-
-
-def in_batches(table: pa.Table, batches: pa.Table) -> pa.Array:
-    """Which of `table`'s rows (with `offsets_partition` and `batch_first_offset`) lie in one of `batches`
-    (`late_batches`); a row without a batch in none. The rows are log-sized and the batches few: the rows whose
-    batch begins at one of the batches' offsets, in any partition, are picked by a hash lookup, and only they are
-    matched by (partition, offset)."""
-    import numpy as np  # not at module level: the quick commands that import this module never load numpy
-
-    out = np.zeros(table.num_rows, dtype=bool)
-    first = table.column("batch_first_offset")
-    near = np.flatnonzero(pc.fill_null(pc.is_in(first, value_set=batches.column("batch_first_offset")
-                                                .combine_chunks().cast(first.type)), False)
-                          .to_numpy(zero_copy_only=False))
-    if len(near):
-        keys = table.select(list(_BATCHES.names)).take(near).cast(_BATCHES).append_column("__i", pa.array(near))
-        hit = keys.join(batches.cast(_BATCHES), list(_BATCHES.names), join_type="left semi")
-        out[hit.column("__i").to_numpy()] = True
-    return pa.array(out)
-
-
-def _batch_keys(table: pa.Table) -> pa.ChunkedArray:
-    """(offsets partition, batch first offset) as one int64: the partition in the top 20 bits (Kafka caps a topic's
-    partitions far below 2**20), the offset below (an offset is under 2**43 in any log this side of centuries)."""
-    part = pc.cast(table.column("offsets_partition"), pa.int64())
-    return pc.add(pc.shift_left(part, 43), pc.cast(table.column("batch_first_offset"), pa.int64()))
+    return engine_kept_at(times, upto)
 
 
 def outcome_as_of(commits: pa.Table, as_of) -> pa.Table:

@@ -48,8 +48,8 @@ from pipelines.coordinator.options import (DEFAULT_KAFKA_VERSION, DEFAULT_RETENT
 from pipelines.heap import gc_paused
 from pipelines.io.snapshots import GroupNotFound, Snapshot, SnapshotReader
 from pipelines.serving.group_regex import check as check_group_regex, matching
-from pipelines.serving.history import (HistoryUnavailable, check_not_before, check_within, group_events, in_batches,
-                                       late_batches, snapshot_commits)
+from pipelines.serving.history import (HistoryUnavailable, check_not_before, check_within, group_events, held_at,
+                                       snapshot_commits)
 from pipelines.serving.index import no_group_matches, unknown_group_message, unknown_groups
 from pipelines.serving.reset_plan import legal_topic, reset_refused
 from pipelines.times import EPOCH, datetime_to_ms, parse_time_ms
@@ -171,7 +171,11 @@ def _run_facts(snap: Snapshot) -> dict:
 _COMMIT_COLUMNS = ["offsets_partition", "record_offset", "group_id", "topic", "partition", "committed_offset",
                    "commit_timestamp", "is_tombstone", "producer_id", "txn_outcome", "leader_epoch", "metadata",
                    "record_timestamp", "expire_timestamp", "topic_id", "producer_epoch", "is_transactional",
-                   "batch_first_offset", "txn_marker_offset", "txn_marker_timestamp"]
+                   "batch_first_offset", "txn_marker_offset", "txn_marker_timestamp", "batch_timestamp"]
+
+
+#: the `group_history` columns a plan reads (`batch_timestamp`: none in a history written before it)
+_EVENT_COLUMNS = ["group_id", "record_json", "event", "record_timestamp", "batch_timestamp"]
 
 
 def _ms(column) -> pa.ChunkedArray:
@@ -185,7 +189,7 @@ def _history(reader: SnapshotReader, snap: Snapshot, groups: list[str] | None) -
     commits = _history_at(reader, snap, flt)
     if commits is None:
         raise HistoryUnavailable(f"snapshot {snap.snapshot_id!r} has no offset_commits history")
-    missing = [c for c in _COMMIT_COLUMNS if c not in commits.column_names]
+    missing = [c for c in _COMMIT_COLUMNS if c not in commits.column_names and c != "batch_timestamp"]
     if missing or (commits.num_rows and commits.column("batch_first_offset").null_count == commits.num_rows):
         raise HistoryUnavailable(
             f"snapshot {snap.snapshot_id!r}'s offset_commits history was written before restore plans "
@@ -193,10 +197,10 @@ def _history(reader: SnapshotReader, snap: Snapshot, groups: list[str] | None) -
             "restore")
     history_flt = [("group_id", "in", groups)] if groups is not None else None
     events = group_events(reader, snap, filters=history_flt,
-                          columns=["group_id", "record_json", "event", "record_timestamp"])
+                          columns=_EVENT_COLUMNS)
     if groups is not None:  # the records naming topic ids are the whole run's (consumer groups' partition metadata)
         naming = group_events(
-            reader, snap, columns=["group_id", "record_json", "event", "record_timestamp"],
+            reader, snap, columns=_EVENT_COLUMNS,
             filters=[("event", "in", ["partition_metadata", "partition_metadata_tombstone"]),
                      ("group_id", "not in", groups)])
         if naming is not None and events is not None:
@@ -221,22 +225,23 @@ def _history_at(reader: SnapshotReader, snap: Snapshot, filters, columns=_COMMIT
     return snapshot_commits(reader, snap, filters=filters, columns=columns, dictionary=_DICTIONARY)
 
 
-def decoded_log(commits: pa.Table, events: pa.Table, options, late: pa.Table | None = None) -> pa.Table:
+def decoded_log(commits: pa.Table, events: pa.Table, options) -> pa.Table:
     """The history rows back as the decoded records the loaders read (`schemas/decoded.py`): the offset commits,
     one end-transaction marker per marker that decided a transaction, and the group records; only those the
     loaders read at `options`' cut (`ReplayOptions`): the history is log-sized and the decoded schema wide, so the
     cut (`shard.until_cut`) and the engine's reduction (`reduction.state_only_rows`) run first on the few
-    columns they read, and the wide rows are built for the records they keep. `late`: the batches the cut leaves
-    out whole (`late_batches`), whatever records of them the rows hold."""
+    columns they read, and the wide rows are built for the records they keep. A record is cut by when a reader
+    first saw it, as the engine recorded it (`history.held_at`): its batch may hold other groups' later records."""
     markers = _markers(commits)
-    if options.until_time_ms is not None and "record_timestamp" in events.column_names:
-        # the cut before the JSON is parsed (records with no time are kept, as `shard.until_cut` keeps them)
-        from pipelines.coordinator.decoded import kept_at
-
-        events = events.filter(kept_at(_ms(events.column("record_timestamp")), options.until_time_ms))
+    held = None
+    if options.until_time_ms is not None:
+        upto = EPOCH + timedelta(milliseconds=options.until_time_ms)
+        held = held_at(commits, upto)
+        if "record_timestamp" in events.column_names:  # the cut before the JSON is parsed
+            events = events.filter(held_at(events, upto))
     records = events.column("record_json").drop_null()
     group_records = _read_records(records, DECODED_RECORD_SCHEMA) if len(records) else None
-    commits, markers, group_records, order = _state_relevant(commits, markers, group_records, options, late)
+    commits, markers, group_records, order = _state_relevant(commits, markers, group_records, options, held)
     parts = [_decoded(_commit_columns(commits), commits.num_rows, DECODED_RECORD_SCHEMA),
              _decoded(_marker_columns(markers), markers.num_rows, DECODED_RECORD_SCHEMA)]
     if group_records is not None:
@@ -298,10 +303,11 @@ _NARROW = ("offsets_partition", "offset", "batch_first_offset", "timestamp", "re
 
 
 def _state_relevant(commits: pa.Table, markers: pa.Table, group_records: pa.Table | None, options,
-                    late: pa.Table | None = None):
+                    held: pa.ChunkedArray | None = None):
     """(commits, markers, group records) cut to the rows the loaders read at `options`' cut, and the order that
     puts the three, concatenated, in log order: `shard.until_cut` and `reduction.state_only_rows` over a narrow
-    table of all three, in log order, each row tagged with its source and row number."""
+    table of all three, in log order, each row tagged with its source and row number. `held`: which commits a
+    reader had seen by the cut (`history.held_at`)."""
     # imported here, not at module level: numpy ~0.1-0.3 s of import (python -X importtime)
     import numpy as np
 
@@ -335,8 +341,9 @@ def _state_relevant(commits: pa.Table, markers: pa.Table, group_records: pa.Tabl
         table = table.set_column(table.schema.get_field_index(name), name, pa.array(codes, mask=codes == -1))
     # the cut and the log order as one take: each copy of a log-sized table costs more than the kernels on it
     keep = until_cut_mask(table, options)
-    if keep is not None and late is not None and late.num_rows:
-        keep = pc.and_(keep, pc.invert(in_batches(table, late)))
+    if keep is not None and held is not None:  # the commits a reader had not seen by the cut: their batch is later
+        held = pa.chunked_array([*held.chunks, pa.repeat(pa.scalar(True), table.num_rows - c.num_rows)], pa.bool_())
+        keep = pc.and_(keep, held)
     part, offset = table.column("offsets_partition").to_numpy(), table.column("offset").to_numpy()
     if keep is None:
         order = _log_order(part, offset)
@@ -454,7 +461,7 @@ def offsets_at(reader: SnapshotReader, snap: Snapshot, as_of_ms: int, groups: li
     commits, events = _history(reader, snap, groups)
     options = ReplayOptions(semantics=facts["semantics"], until_time_ms=as_of_ms, snapshot_id=snap.snapshot_id,
                             load_time_ms=as_of_ms, kafka_version=facts["kafka_version"])
-    log = decoded_log(commits, events, options, late_batches(reader, snap, as_of_ms))
+    log = decoded_log(commits, events, options)
     expiry = ExpiryOptions(as_of_ms=as_of_ms, retention_minutes=facts["retention_minutes"],
                            semantics=facts["semantics"], kafka_version=facts["kafka_version"]) \
         if facts["expiry"] else None

@@ -10,8 +10,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipelines.io.snapshots import GroupNotFound, SnapshotReader, jsonable
-from pipelines.serving.history import (group_events, held_at, late_batches, observed_events, outcome_as_of,
-                                       snapshot_commits)
+from pipelines.serving.history import group_events, held_at, observed_events, outcome_as_of, snapshot_commits
 from pipelines.serving.index import (GROUP_STATES, GROUP_TYPES, LAG_FIELDS, OFFSET_FIELDS, SnapshotIndex,
                                      assignment_strategy, consumer_lag, json_rows)
 
@@ -295,7 +294,7 @@ def group_commits(
     if partition is not None:
         flt.append(("partition", "=", partition))
     t = snapshot_commits(reader, idx.snapshot, filters=flt,
-                         columns=COMMIT_FIELDS + ["group_id", "txn_marker_timestamp", "batch_first_offset"])
+                         columns=COMMIT_FIELDS + ["group_id", "txn_marker_timestamp", "batch_timestamp"])
     if (t is None or t.num_rows == 0) and not idx.exists(gid):
         raise GroupNotFound(idx.absent_reason(gid))
     rows: list[dict] = []
@@ -305,7 +304,7 @@ def group_commits(
         if as_of is not None:
             # the records `rebuild --until-time` holds there: one with no record time (magic 0) at every cut, whatever
             # commit time its value gives; none of a batch that ends past it
-            t = t.filter(held_at(t, as_of, late_batches(reader, idx.snapshot, as_of)))
+            t = t.filter(held_at(t, as_of))
             t = outcome_as_of(t, as_of)
         order = [("commit_timestamp", "ascending"), ("offsets_partition", "ascending"), ("record_offset", "ascending")]
         t = t.sort_by(order)

@@ -261,7 +261,8 @@ def compact(rows: list[Row]) -> list[Row]:
 
 
 def to_segment(rows: list[Row]) -> bytes:
-    """The bytes of a segment holding `rows` (group records: key types 2-8 and 16) batch by batch, as the broker
+    """The bytes of a segment holding `rows` (group records: key types 2-8 and 16; offset commits of no producer)
+    batch by batch, as the broker
     wrote them (`pipelines.decoding.message_writer`, `batch_writer`): a classic member's subscription and assignment
     are encoded from its topics and partitions."""
     from pipelines.decoding import batch_writer as bw
@@ -282,8 +283,15 @@ def to_segment(rows: list[Row]) -> bytes:
             key, value = mw.write_consumer_group_record(r["key_type"], r["group_id"],
                                                         None if r["is_tombstone"] else r,
                                                         member_id=r.get("member_id"), regex=r.get("regex"))
+        elif r["record_kind"] == "offset_commit" and r["producer_id"] == -1:
+            key = mw.write_offset_commit_key(r["group_id"], r["topic"], r["partition"], r["key_type"])
+            value = None if r["is_tombstone"] else mw.write_offset_commit_value(
+                r["value_version"], offset=r["committed_offset"], metadata=r["metadata"],
+                commit_timestamp=r["commit_timestamp"], leader_epoch=r["leader_epoch"],
+                expire_timestamp=-1 if r["expire_timestamp"] is None else r["expire_timestamp"],
+                topic_id=r["topic_id"])
         else:
-            raise ValueError(f"to_segment writes group records, not {r['record_kind']}")
+            raise ValueError(f"to_segment writes group records and plain offset commits, not {r['record_kind']}")
         batch.append((key, value, r["timestamp"]))
         if i + 1 == len(rows) or rows[i + 1]["batch_base_offset"] != r["batch_base_offset"]:
             out.append(bw.write_record_batch(batch, r["batch_base_offset"]))

@@ -519,6 +519,34 @@ def test_a_window_that_ends_inside_a_batch_sees_none_of_it(semantics, tmp_path):
 
 
 @pytest.mark.parametrize("semantics", ["legacy", "modern"])
+def test_a_group_change_inside_a_batch_is_in_the_window_that_starts_before_the_batch_ends(semantics, tmp_path):
+    """g's deletion, in a batch with h's later commit, was seen at the batch's end (the engine's `batch_timestamp`,
+    as `rebuild --until-time` cuts): a window that ends inside the batch does not list it, and the window that
+    starts inside it does, at its own record's time. Placed by that time alone it was in neither window."""
+    from tests.coordinator.rowkit import Log
+    from tests.serving.test_restore_plan import _engine_warehouse
+
+    log = Log()
+    log.group("g", [])
+    log.commit("g", "t", 0, 7)
+    log.ts += 1000
+    with log.batch():
+        gone = log.group_tombstone("g")["timestamp"]
+        log.ts += 4  # the linger's later write
+        end = log.commit("h", "t", 0, 5)["timestamp"]
+    wh = _engine_warehouse(tmp_path / "wh", log, semantics)
+
+    def at(ms: int) -> dt.datetime:
+        return dt.datetime.fromtimestamp(ms / 1000, dt.timezone.utc)
+
+    first = at(log.rows[0]["timestamp"])
+    windows = [changes(wh, first, at(gone), "--group", "g"), changes(wh, at(gone + 1), at(end), "--group", "g")]
+    assert [[c["time"] for c in of(w, "group_deleted")] for w in windows] == [[], [at(gone).isoformat(
+        timespec="milliseconds").replace("+00:00", "Z")]]
+    assert [c["kind"] for c in of(changes(wh, first, at(end)), "group_deleted")] == ["group_deleted"]
+
+
+@pytest.mark.parametrize("semantics", ["legacy", "modern"])
 def test_a_change_inside_a_batch_is_in_the_window_that_starts_before_the_batch_ends(semantics, tmp_path):
     """Two windows that meet inside a batch, [first record, g's record] and [g's record + 1 ms, the batch's end]: g's
     regression, seen at the batch's end (as `rebuild --until-time` cuts), is in the second, not lost between the
