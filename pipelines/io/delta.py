@@ -35,6 +35,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from deltalake import DeltaTable
 from deltalake import Schema as DeltaSchema
+from deltalake import Field as DeltaField
 from deltalake.exceptions import CommitFailedError
 from deltalake.transaction import AddAction, CommitProperties, PostCommitHookProperties, RemoveAction
 
@@ -128,6 +129,30 @@ def ensure_table(path: Where, table_schema, partition_by: list[str] | None = Non
     return storage.retried(loc, "create", lambda: DeltaTable.create(
         loc.uri, delta_schema(table_schema), mode="ignore", partition_by=partition_by or None,
         storage_options=storage.storage_options(loc.uri)))
+
+
+def with_columns(dt: DeltaTable, table_schema: pa.Schema) -> DeltaTable:
+    """`dt` with every column of `table_schema` it lacks added (nullable: the rows written before read null), in a
+    commit of its own. A table that is only appended to (the history) keeps the schema it was created with: an
+    append's files may hold a column its schema lacks, but every reader reads the table's schema, so the column would
+    never be seen. A try whose commit landed before its answer was lost finds the columns there."""
+    missing = [f for f in table_schema if f.name not in _column_names(dt)]
+    if not missing:
+        return dt
+
+    def once() -> None:
+        dt.update_incremental()
+        have = _column_names(dt)
+        todo = [DeltaField.from_arrow(f.with_nullable(True)) for f in missing if f.name not in have]
+        if todo:
+            dt.alter.add_columns(todo, post_commithook_properties=_KEEP_LOG)
+
+    storage.retried(storage.location(_table_location(dt.table_uri)), "add columns", once)
+    return dt
+
+
+def _column_names(dt: DeltaTable) -> set[str]:
+    return {f.name for f in dt.schema().fields}
 
 
 def new_write_dir(prefix: str = "") -> str:

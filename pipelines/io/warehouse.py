@@ -695,7 +695,7 @@ class Warehouse:
         rows = history.rows
         _check_columns(rows.column_names, table, snapshot_id)
         path = self._table(table)
-        dt = delta.ensure_table(path, TABLES[table])
+        dt = delta.with_columns(delta.ensure_table(path, TABLES[table]), TABLES[table])
         current = delta.active_files(dt)
         if history.mode == "what-if" and current:
             return self._add_history(dt, snapshot_id, rows, seen=HistoryKeys.of(dt, path.uri), spark=spark)
