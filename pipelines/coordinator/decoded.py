@@ -5,6 +5,8 @@ streamed loader (`streamed`) read them through here.
 """
 from __future__ import annotations
 
+from typing import Iterator
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -50,8 +52,13 @@ def conform_decoded(table: pa.Table, schema: pa.Schema = DECODED_RECORD_SCHEMA) 
 
 
 def conform_loaded(table: pa.Table) -> pa.Table:
-    """`table` (decoded rows) as a loader holds it: `conform_decoded` to `LOADED_SCHEMA`."""
-    return conform_decoded(table, LOADED_SCHEMA)
+    """`table` (decoded rows) as a loader holds it: `conform_decoded` to `LOADED_SCHEMA`, and the `batch_timestamp`
+    a load gave its rows (`with_batch_times`) kept where they carry it: a range hands on rows it reduced, whose
+    batch's newest record may be gone."""
+    if BATCH_TIME not in table.column_names:
+        return conform_decoded(table, LOADED_SCHEMA)
+    times = table.column(BATCH_TIME)
+    return conform_decoded(table.drop_columns([BATCH_TIME]), LOADED_SCHEMA).append_column(BATCH_TIME, times)
 
 
 def loadable(table: pa.Table, unknown_key_types: frozenset[int] = frozenset(),
@@ -287,6 +294,32 @@ def batch_times(table: pa.Table) -> pa.Array | pa.ChunkedArray:
     newest = np.maximum.reduceat(t[at], starts)
     t[at] = np.repeat(newest, np.diff(np.append(starts, len(at))))
     return pa.array(t, pa.int64(), mask=t == none)
+
+
+def batch_starts(table: pa.Table) -> np.ndarray:
+    """The rows of `table` (in log order per offsets partition) that begin a log batch or a partition (a row without
+    a batch is a batch of its own), and `table.num_rows` after them: where a window of whole batches may end."""
+    n = table.num_rows
+    p = pc.fill_null(table.column(PART), -1).to_numpy(zero_copy_only=False)
+    first = table.column("batch_first_offset")
+    b = np.where(first.is_valid().to_numpy(zero_copy_only=False),
+                 pc.fill_null(first, -1).to_numpy(zero_copy_only=False), -2 - np.arange(n))
+    return np.flatnonzero(np.r_[True, (p[1:] != p[:-1]) | (b[1:] != b[:-1]), True])
+
+
+def batch_windows(table: pa.Table, rows: int) -> Iterator[tuple[int, int]]:
+    """(start, end) of `table`'s windows (`loadable` rows: by partition, in log order) of `rows` rows or more, each
+    within one partition and ending with a whole batch, as a task's windows do (`frames.segment_shards
+    .decoded_windows`): `batch_times` and the cut read a batch in one window."""
+    begins = batch_starts(table)
+    p = table.column(PART).to_numpy(zero_copy_only=False)
+    parts = np.flatnonzero(np.r_[True, p[1:] != p[:-1]]) if len(p) else np.empty(0, np.int64)
+    for a, end in zip(parts.tolist(), np.r_[parts[1:], len(p)].tolist()):
+        at = a
+        while at < end:
+            cut = min(int(begins[np.searchsorted(begins, min(at + max(1, rows), end))]), end)
+            yield at, cut
+            at = cut
 
 
 def with_batch_times(table: pa.Table) -> pa.Table:

@@ -9,13 +9,12 @@ partition (`pipelines/frames/shards.py`); a small run, the tests and the benchma
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any, Iterable, Mapping
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
-from pipelines.coordinator.decoded import PART, conform_loaded, loadable
+from pipelines.coordinator.decoded import PART, batch_windows, conform_loaded, loadable
 from pipelines.coordinator.expiry import ExpiryOptions, cleanup_group_metadata
 from pipelines.coordinator.options import DEFAULT_NUM_OFFSETS_PARTITIONS, REPLAY_TABLES, ReplayOptions
 from pipelines.coordinator.saved import SavedShard, saved_shards
@@ -96,7 +95,7 @@ def load_shards(table: pa.Table, options: ReplayOptions, *, keep: bool = False,
     elif table.num_rows:
         table = loadable(conform_loaded(table), options.unknown_key_types, options.unknown_fields,
                          options.limited_value_versions)
-        for at, end in _windows(table, window_rows):
+        for at, end in batch_windows(table, window_rows):
             settled.append(shards.load(table.slice(at, end - at)))
     done = shards.finish()
     if mode.history == "none":
@@ -108,24 +107,6 @@ def load_shards(table: pa.Table, options: ReplayOptions, *, keep: bool = False,
             history_rows = _in_record_order(history_rows)
     saved = saved_shards(done.states, history_rows, done.naming, done.markers) if keep else None
     return LoadedShards(done.states, history_rows, done.markers, done.naming, saved)
-
-
-def _windows(table: pa.Table, rows: int) -> Iterator[tuple[int, int]]:
-    """(start, end) of `table`'s windows (`loadable` rows: by partition, in log order) of `rows` rows or more: each
-    within one partition, ending with a whole batch (a row without a batch is a batch of its own)."""
-    p = table.column(PART).to_numpy(zero_copy_only=False)
-    first = table.column("batch_first_offset")
-    b = pc.fill_null(first, -1).to_numpy(zero_copy_only=False)
-    b = np.where(first.is_valid().to_numpy(zero_copy_only=False), b, -2 - np.arange(len(b)))
-    # a row that begins a batch (or a partition): a window may end before it
-    begins = np.flatnonzero(np.r_[True, (p[1:] != p[:-1]) | (b[1:] != b[:-1]), True])
-    parts = np.flatnonzero(np.r_[True, p[1:] != p[:-1]])  # `loadable`: sorted by partition
-    for a, end in zip(parts.tolist(), np.r_[parts[1:], len(p)].tolist()):
-        at = a
-        while at < end:
-            cut = int(begins[np.searchsorted(begins, min(at + max(1, rows), end))])
-            yield at, min(cut, end)
-            at = min(cut, end)
 
 
 def _in_record_order(history: pa.Table) -> pa.Table:

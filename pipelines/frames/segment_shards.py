@@ -40,7 +40,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipelines.background import in_thread
-from pipelines.coordinator.decoded import PART, conform_loaded, loadable
+from pipelines.coordinator.decoded import PART, conform_loaded, loadable, with_batch_times
 from pipelines.coordinator.expiry import ExpiryOptions
 from pipelines.coordinator.options import ReplayOptions
 from pipelines.coordinator.saved import saved_shards
@@ -419,7 +419,7 @@ def _shard_payloads(shard: int, done: FinishedShards, state_stage: StateStage | 
 
 
 def _empty_kept() -> pa.Table:
-    return loadable(conform_loaded(DECODED_RECORD_SCHEMA.empty_table()))
+    return with_batch_times(loadable(conform_loaded(DECODED_RECORD_SCHEMA.empty_table())))
 
 
 def split_load_task(load: ShardLoad, loads: list[list[list[KeptRowsFile]]], *, cpu: TaskCpu | None = None):

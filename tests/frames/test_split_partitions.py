@@ -9,12 +9,14 @@ from __future__ import annotations
 import tempfile
 from unittest import mock
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from pipelines.coordinator.decoded import batch_starts, batch_windows
 from pipelines.coordinator.options import ReplayOptions
 from pipelines.coordinator import streamed
 from pipelines.coordinator.shard import replay_rows, tabulate_shards
@@ -214,8 +216,9 @@ def test_a_copied_segment_across_ranges_is_loaded_once(brokerdata, tmp_path):
 # ------------------------------------------------------------------------------------------ generated logs, any cut
 def _streamed(table: pa.Table, options: ReplayOptions, cuts: list[int], buckets: int = 1, range_window: int = 0):
     """The states, history rows (as settled, then pending), markers, group events taken as they were loaded
-    (None: left in the states) and saved shard of `table` (one partition) loaded whole, or cut at `cuts` into ranges
-    loaded as the split tasks load them (each in windows of `range_window` rows; 0: one): the ranges' kept rows in
+    (None: left in the states) and saved shard of `table` (one partition) loaded whole, or cut at `cuts` (each moved
+    on to the end of its log batch: a range holds whole entries, `frames.ranges`) into ranges loaded as the split
+    tasks load them (each in windows of `range_window` rows, to the end of a batch; 0: one): the ranges' kept rows in
     `buckets` by group, each loaded on its own into a shard of its groups, bucket 0's alone with the markers; their
     saved shards resumed as one."""
     if not cuts:
@@ -223,15 +226,15 @@ def _streamed(table: pa.Table, options: ReplayOptions, cuts: list[int], buckets:
         history = whole.load(table, last=False)
         done = whole.finish()
         return done.states, [history], done.pending, done.markers, None, _saved(done)
-    bounds = [0, *cuts, table.num_rows]
+    starts = batch_starts(table)
+    bounds = sorted({0, *(int(starts[np.searchsorted(starts, c)]) for c in cuts), table.num_rows})
     passed, history = [], []
     top = NO_FLOOR
     for a, b in zip(bounds, bounds[1:]):
         piece = table.slice(a, b - a)
         loader = StreamedShards(options, floor={} if top == NO_FLOOR else {0: top}, mode=RANGE)
-        step = range_window or max(piece.num_rows, 1)
-        for at in range(0, max(piece.num_rows, 1), step):
-            history.append(loader.load(piece.slice(at, step)))
+        for at, end in batch_windows(piece, range_window or max(piece.num_rows, 1)):
+            history.append(loader.load(piece.slice(at, end - at)))
         done = loader.finish()
         assert not done.pending.num_rows  # a range writes its plain values only
         passed.append(loader.passed_on(buckets))
