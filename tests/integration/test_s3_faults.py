@@ -44,17 +44,23 @@ def rebuild(env: dict, *args: str) -> subprocess.CompletedProcess:
 
 
 def answer(warehouse: str, snapshot_id: str | None = None) -> tuple[str, dict]:
-    """(the snapshot served, or `snapshot_id`; its tables' rows, sorted), read around the proxy."""
+    """(the snapshot served, or `snapshot_id`; its tables' rows, sorted), read around the proxy by one snapshot
+    reader, which reads `runs` once: Warehouse.read_table opens a reader of its own and reads `runs` again for each
+    table, and from the bucket those reads were most of an answer's time."""
+    from pipelines.io.snapshots import pick_snapshot, snapshots_from_runs
     from pipelines.io.warehouse import Warehouse
 
-    wh = Warehouse(warehouse)
-    sid = snapshot_id or wh.latest_snapshot_id()
-    out = {}
-    for table, skipped in COMPARED.items():
-        t = wh.read_table(table, sid)
-        rows = [{k: v for k, v in r.items() if k not in ("snapshot_id", *skipped)} for r in t.to_pylist()]
-        out[table] = sorted(rows, key=repr)
-    return sid, out
+    reader = Warehouse(warehouse).reader()
+    try:
+        snap = pick_snapshot(snapshots_from_runs(reader.runs()), snapshot_id)
+        out = {}
+        for table, skipped in COMPARED.items():
+            t = reader.snapshot_table(table, snap)
+            rows = [{k: v for k, v in r.items() if k not in ("snapshot_id", *skipped)} for r in t.to_pylist()]
+            out[table] = sorted(rows, key=repr)
+    finally:
+        reader.close()
+    return snap.snapshot_id, out
 
 
 def assert_answer(got: tuple[str, dict], want: tuple[str, dict]) -> None:
