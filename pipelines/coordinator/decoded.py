@@ -170,7 +170,17 @@ def group_rows(table: pa.Table, keep: np.ndarray, use_c: bool | None = None) -> 
     if use_c and fastdecode is None:
         raise RuntimeError("the _fastdecode C extension is not built")
     table = without_unread(table)
+    if BATCH_TIME in table.column_names:  # not a decoded column: the loaders take it beside the rows
+        table = table.drop_columns([BATCH_TIME])
     return (_c_rows if use_c is not False and fastdecode is not None else _reference_rows)(table, at)
+
+
+def looped_batch_times(table: pa.Table, keep: np.ndarray) -> list[int | None]:
+    """The `batch_timestamp` of each row `group_rows(table, keep)` gives, in its order (none where `table` has no
+    such column)."""
+    if BATCH_TIME not in table.column_names:
+        return []
+    return table.column(BATCH_TIME).take(pa.array(np.flatnonzero(keep))).to_pylist()
 
 
 #: The columns an offset commit's row holds for the loaders (`loader.replay_group_records`)

@@ -421,14 +421,27 @@ class GroupStore:
     generation, a consumer group's epochs, members joining, updated or leaving, assignments, deletions, ignored
     tombstones."""
 
-    __slots__ = ("groups", "last_group_record", "history", "simple_replaced_by", "early", "unique_static_members")
-    __getstate__, __setstate__ = _slots_state, _set_slots
+    __slots__ = ("groups", "last_group_record", "history", "simple_replaced_by", "early", "unique_static_members",
+                 "batch_time")
+    #: what a saved shard pickles: every slot but `batch_time`, the record being replayed's (so a shard saved before
+    #: it existed reads back as one saved now)
+    _SAVED = __slots__[:-1]
+
+    def __getstate__(self) -> tuple:
+        return tuple([getattr(self, name) for name in self._SAVED])
+
+    def __setstate__(self, state: tuple) -> None:  # see `_set_slots`
+        for name, value in zip(self._SAVED, state, strict=True):
+            object.__setattr__(self, name, value)
+        self.batch_time = None
 
     def __init__(self, keep_history: bool = True, simple_replaced_by: tuple[str, ...] = SIMPLE_REPLACED_BY,
                  early: tuple[str, ...] = (), unique_static_members: bool = True) -> None:
         self.groups: dict[str, Group] = {}
         self.last_group_record: dict[str, GroupRecord] = {}  # latest type-2 / type-3 record per group id
         self.history: list[GroupEvent] | None = [] if keep_history else None
+        #: when a reader first saw the record being replayed (`decoded.with_batch_times`), for its event
+        self.batch_time: int | None = None
         # the group types whose records replace a simple group (`options.simple_group_replaced_by`)
         self.simple_replaced_by = simple_replaced_by
         # the group types replayed as their first releases did (`options.early_replays`): 4.0's share replays and
@@ -508,7 +521,7 @@ class GroupStore:
         self.history.append(GroupEvent(
             row["group_id"], row["offset"], _time(ts), group_type(row["key_type"]), event,
             generation, epoch, protocol, leader, state, member_count, joined, left, member_assignments(g, row),
-            record_json(row), row.get("batch_last_offset"), _time(row.get("batch_timestamp"))))
+            record_json(row), row.get("batch_last_offset"), _time(self.batch_time)))
 
     @staticmethod
     def _replaceable(g: Group | None) -> bool:
@@ -850,8 +863,7 @@ _MEMBER_RECORDS: Final = frozenset({_T.CONSUMER_GROUP_MEMBER_METADATA, _T.CONSUM
 
 
 #: Decoded columns a group record's `record_json` leaves out: where it is (the history row says), raw bytes.
-_NOT_IN_RECORD = frozenset({"source", "key", "value", "batch_position", "codec", "magic", "timestamp_type",
-                            "batch_timestamp"})
+_NOT_IN_RECORD = frozenset({"source", "key", "value", "batch_position", "codec", "magic", "timestamp_type"})
 #: A classic member's raw consumer-protocol bytes: no loader reads them (their topics are decoded beside them), and
 #: `record_json` leaves them out (`decoded.group_rows` gives the loaders members without them).
 MEMBER_BYTES = ("subscription", "assignment")

@@ -95,11 +95,14 @@ class ShardState:
         self.pending = CommittedOffsets.from_bytes(pending).table()
 
 
-def replay_group_records(groups: GroupStore, rows: Iterable[Row]) -> None:
+def replay_group_records(groups: GroupStore, rows: Iterable[Row], batch_times: Iterable[int | None] = ()) -> None:
     """The group records of `rows` (log order) replayed onto `groups` (`GroupStore.replay`: one replay per record
     type); an offset value among them creates the simple group of an id that holds none, in either semantics
-    (`GroupStore.maybe_create_simple_group`)."""
+    (`GroupStore.maybe_create_simple_group`). `batch_times`: each row's `decoded.with_batch_times`, for its event
+    (beside the rows, not in them: a group record's row is its `record_json`)."""
+    times = iter(batch_times)
     for row in rows:
+        groups.batch_time = next(times, None)
         kind = row["record_kind"]
         if kind == KIND_OFFSET_COMMIT:  # `decoded.group_rows` keeps only its kind and group id: no key type
             groups.maybe_create_simple_group(row["group_id"])

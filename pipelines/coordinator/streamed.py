@@ -41,7 +41,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipelines.coordinator.decoded import (MARKER_COLUMNS, NAMING_COLUMNS, PART, conform_loaded, group_rows, loadable,
-                                           naming_rows, transaction_markers, until_cut, with_batch_times)
+                                           looped_batch_times, naming_rows, transaction_markers, until_cut,
+                                           with_batch_times)
 from pipelines.coordinator.loader import ShardState, replay_group_records
 from pipelines.coordinator.offset_metadata import (DECIDED_COLUMNS, DECIDED_TYPES, READ_COLUMNS, Decisions,
                                                    is_offset_commit, no_carried, plain_value_decisions, plain_values,
@@ -197,8 +198,9 @@ class StreamedShards:
                 if state is None:
                     state = self.states[part] = ShardState.empty(part, self.options, self.mode.group_events)
                 decisions.append(replay_offsets(part, rows, state, modern))
-                looped = group_rows(rows, loader_mask(rows))
-                replay_group_records(state.groups, looped)
+                keep = loader_mask(rows)
+                looped = group_rows(rows, keep)
+                replay_group_records(state.groups, looped, looped_batch_times(rows, keep))
                 self.looped += len(looped)
         if not decisions:
             return Decisions({c: pa.array([], DECIDED_TYPES[c]) for c in DECIDED_COLUMNS}, no_carried(),
