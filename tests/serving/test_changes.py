@@ -534,16 +534,21 @@ def test_a_group_change_inside_a_batch_is_in_the_window_that_starts_before_the_b
         gone = log.group_tombstone("g")["timestamp"]
         log.ts += 4  # the linger's later write
         end = log.commit("h", "t", 0, 5)["timestamp"]
-    wh = _engine_warehouse(tmp_path / "wh", log, semantics)
-
-    def at(ms: int) -> dt.datetime:
-        return dt.datetime.fromtimestamp(ms / 1000, dt.timezone.utc)
-
-    first = at(log.rows[0]["timestamp"])
-    windows = [changes(wh, first, at(gone), "--group", "g"), changes(wh, at(gone + 1), at(end), "--group", "g")]
-    assert [[c["time"] for c in of(w, "group_deleted")] for w in windows] == [[], [at(gone).isoformat(
+    windows = _meeting_at(_engine_warehouse(tmp_path / "wh", log, semantics), log, gone, end)
+    assert [[c["time"] for c in of(w, "group_deleted")] for w in windows] == [[], [_at(gone).isoformat(
         timespec="milliseconds").replace("+00:00", "Z")]]
-    assert [c["kind"] for c in of(changes(wh, first, at(end)), "group_deleted")] == ["group_deleted"]
+
+
+def _at(ms: int) -> dt.datetime:
+    return dt.datetime.fromtimestamp(ms / 1000, dt.timezone.utc)
+
+
+def _meeting_at(wh: Path, log, split: int, end: int) -> list[list[dict]]:
+    """g's changes in two windows that meet inside a batch: [the log's first record, `split`] and
+    [`split` + 1 ms, `end`]."""
+    first = _at(log.rows[0]["timestamp"])
+    assert end > split + 1
+    return [changes(wh, first, _at(split), "--group", "g"), changes(wh, _at(split + 1), _at(end), "--group", "g")]
 
 
 @pytest.mark.parametrize("semantics", ["legacy", "modern"])
@@ -560,13 +565,6 @@ def test_a_change_inside_a_batch_is_in_the_window_that_starts_before_the_batch_e
         inside = log.commit("g", "t", 0, 2)["timestamp"]
         log.ts += 4  # the linger's later write
         end = log.commit("h", "t", 0, 5)["timestamp"]
-    wh = _engine_warehouse(tmp_path / "wh", log, semantics)
-
-    def at(ms: int) -> dt.datetime:
-        return dt.datetime.fromtimestamp(ms / 1000, dt.timezone.utc)
-
-    first = at(log.rows[0]["timestamp"])
-    assert end > inside + 1
-    windows = [changes(wh, first, at(inside), "--group", "g"), changes(wh, at(inside + 1), at(end), "--group", "g")]
+    windows = _meeting_at(_engine_warehouse(tmp_path / "wh", log, semantics), log, inside, end)
     assert [[(c["previous_offset"], c["committed_offset"]) for c in of(w, "offset_regressed")] for w in windows] == \
         [[], [(7, 2)]]
