@@ -283,7 +283,7 @@ def group_commits(
     limit: int | None = None,
 ) -> dict:
     """`GET /groups/{id}/commits`: the group's offset-commit history from `offset_commits`, up to the end of the
-    snapshot's log (`Snapshot.log_until`: a commit the snapshot could not have seen is left out), oldest first, at
+    snapshot's log (`Snapshot.log_until`: a commit the snapshot could not have seen is left out), in log order, at
     most `limit` newest."""
     limit = check_limit(limit, DEFAULT_COMMITS, MAX_COMMITS)
     if partition is not None and topic is None:
@@ -306,8 +306,11 @@ def group_commits(
             # commit time its value gives; none of a batch that ends past it
             t = t.filter(held_at(t, as_of))
             t = outcome_as_of(t, as_of)
-        order = [("commit_timestamp", "ascending"), ("offsets_partition", "ascending"), ("record_offset", "ascending")]
-        t = t.sort_by(order)
+        # in log order, as the coordinator read them (`changes` and the group status order them so): the commit
+        # time inside a value is the client's clock where an OffsetCommit v1 request gave one (only -1 becomes the
+        # broker's: KafkaApis.handleOffsetCommitRequest 0.10-3.0, OffsetAndMetadata.fromRequest 3.9), so it may go
+        # backwards
+        t = t.sort_by([("offsets_partition", "ascending"), ("record_offset", "ascending")])
         if t.num_rows > limit:
             truncated = True
             t = t.slice(t.num_rows - limit)
@@ -323,7 +326,7 @@ HISTORY_FIELDS = ["offsets_partition", "record_offset", "record_timestamp", "gro
 
 def group_history(reader: SnapshotReader, idx: SnapshotIndex, gid: str, *, limit: int | None = None) -> dict:
     """`GET /groups/{id}/history`: the group's events from the snapshot's log (`group_history`: new generations or
-    epochs, members joining and leaving, deletions), oldest first, at most `limit` newest, each with whether a
+    epochs, members joining and leaving, deletions), in log order, at most `limit` newest, each with whether a
     reader could have seen the group as it left it (`observable`, as `changes` judges the group's changes)."""
     limit = check_limit(limit, DEFAULT_COMMITS, MAX_COMMITS)
     # None for a snapshot written before group_history existed; a damaged one is a DamagedTable, never "no events"
@@ -334,8 +337,7 @@ def group_history(reader: SnapshotReader, idx: SnapshotIndex, gid: str, *, limit
     rows: list[dict] = []
     truncated = False
     if t is not None and t.num_rows:
-        t = observed_events(t).sort_by([("record_timestamp", "ascending"), ("offsets_partition", "ascending"),
-                                        ("record_offset", "ascending")])
+        t = observed_events(t)  # in log order, as `describe --history` and `changes` read them
         if t.num_rows > limit:
             truncated = True
             t = t.slice(t.num_rows - limit)

@@ -238,6 +238,56 @@ def test_commits_of_an_earlier_snapshot_keep_its_open_transaction_open(tmp_path,
                 ] == [10]
 
 
+def test_a_group_s_commits_and_events_list_in_log_order_whatever_their_times_say(tmp_path, no_spark, settings):
+    """An OffsetCommit v1 request's commit time is the client's clock, stored as sent (only -1 becomes the broker's:
+    KafkaApis.handleOffsetCommitRequest 0.10-3.0, OffsetAndMetadata.fromRequest 3.9), and a broker whose clock was set
+    back stamps a later record earlier. `/groups/{id}/commits` and `/history` list in log order, as the coordinator
+    read them and as `describe --history` lists them: the newest is the log's last, whatever its time says."""
+    from click.testing import CliRunner
+    from fastapi.testclient import TestClient
+
+    from jobs.api import create_app
+    from jobs.cli import main
+    from pipelines.decoding import batch_writer as bw
+    from pipelines.decoding import message_writer as mw
+    from pipelines.io.snapshots import DeltaWarehouseReader
+    from pipelines.rebuild import RebuildRequest, run_rebuild
+
+    t0 = 1_793_491_200_000
+
+    def commit(offset, client_time, ts):
+        return (mw.write_offset_commit_key("g", "orders", 0),
+                mw.write_offset_commit_value(1, offset=offset, commit_timestamp=client_time,
+                                             expire_timestamp=client_time + 86_400_000), ts)
+
+    def generation(gen, ts):
+        return (mw.write_group_metadata_key("g"),
+                mw.write_group_metadata_value(3, protocol_type="consumer", generation=gen, protocol="range",
+                                              leader=None, current_state_timestamp=ts, members=[]), ts)
+
+    log = tmp_path / "log" / "__consumer_offsets-0"
+    log.mkdir(parents=True)
+    # the client's clock runs 5 s ahead, then 5 s behind; the broker's is set back 10 s before generation 2
+    records = [generation(1, t0), commit(10, t0 + 6000, t0 + 1000), commit(20, t0 - 3000, t0 + 2000),
+               generation(2, t0 - 7000), commit(30, t0 + 1000, t0 - 6000)]
+    (log / f"{0:020d}.log").write_bytes(b"".join(bw.write_record_batch([r], i) for i, r in enumerate(records)))
+    wh = tmp_path / "wh"
+    res = run_rebuild(no_spark, settings, RebuildRequest(inputs=(str(log.parent),), warehouse=str(wh),
+                                                          snapshot_id="s", num_partitions=1))
+    assert res.status == "succeeded", res
+    with TestClient(create_app(DeltaWarehouseReader(wh), refresh_interval=0)) as client:
+        commits = client.get("/groups/g/commits").json()["commits"]
+        assert [(c["record_offset"], c["committed_offset"]) for c in commits] == [(1, 10), (2, 20), (4, 30)]
+        newest = client.get("/groups/g/commits", params={"limit": 1}).json()
+        assert newest["truncated"] and [c["committed_offset"] for c in newest["commits"]] == [30]
+        events = client.get("/groups/g/history").json()["events"]
+    assert [e["generation"] for e in events] == [1, 2]
+    described = CliRunner().invoke(main, ["describe", "g", "--warehouse", str(wh), "--history"])
+    assert described.exit_code == 0, described.output
+    listed = [line.split() for line in described.output.splitlines() if line[:4].isdigit()]
+    assert [(r[1], int(r[3])) for r in listed] == [(f"0:{e['record_offset']}", e["generation"]) for e in events]
+
+
 def test_page_and_openapi(server):
     r = get(server, "/")
     assert r.status_code == 200 and "text/html" in r.headers["content-type"]
