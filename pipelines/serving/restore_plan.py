@@ -669,8 +669,12 @@ def _apply_sh(plan: RestorePlan) -> str:
         "set -u",
         ': "${BOOTSTRAP:?set BOOTSTRAP to the bootstrap servers of the cluster}"',
         'KAFKA_CONSUMER_GROUPS="${KAFKA_CONSUMER_GROUPS:-' + _TOOL + '}"',
-        'MODE="${1:---dry-run}"',
-        'case "$MODE" in --dry-run|--execute) ;; *) echo "usage: apply.sh [--dry-run|--execute]" >&2; exit 2;; esac',
+        # one argument at most, and not an empty one: `apply.sh --execute GROUP` would reset every group of the
+        # plan, and `apply.sh "$UNSET"` would run a dry run the caller did not ask for
+        'if [ $# -eq 0 ]; then MODE=--dry-run; elif [ $# -eq 1 ]; then MODE="$1"; else MODE=; fi',
+        'case "$MODE" in --dry-run|--execute) ;; *) echo "usage: apply.sh [--dry-run|--execute] (one of them, and'
+        ' nothing else: it applies every group of this plan, make a plan of fewer with restore-plan --group; given:'
+        ' $*)" >&2; exit 2;; esac',
         # CDPATH unset: with it, `cd plan` may go to another directory of that name, and prints where it went
         'HERE="$(CDPATH= cd -- "$(dirname -- "$0")" && pwd)"',
         'APPLIED="$HERE/applied.txt"',

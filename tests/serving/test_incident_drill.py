@@ -225,3 +225,24 @@ while [ $# -gt 0 ]; do case "$1" in --from-file) echo "$2" >> {calls}; [ -f "$2"
     r = subprocess.run(["sh", "plan/apply.sh"], cwd=tmp_path, env=env, capture_output=True, text=True)
     assert r.returncode == 0 and "3 dry-run ok, 0 failed" in r.stdout, r
     assert {Path(p).parent for p in calls.read_text().splitlines()} == {out}
+
+
+@pytest.mark.parametrize("args", [["--execute", "billing-etl-5"], ["--execute", "--group", "billing-etl-5"],
+                                  ["--dry-run", "--execute"], [""], ["--exeucte"]])
+def test_apply_sh_refuses_any_argument_but_one_mode(warehouse, tmp_path, args):
+    """`sh apply.sh --execute billing-etl-5`, meant for one group, read its first argument alone and reset every group
+    of the plan; `sh apply.sh "$MODE"` with MODE unset ran a dry run. Anything but no argument or one mode is now a
+    usage line, exit 2, before the tool runs for any group."""
+    out = tmp_path / "plan"
+    assert _cli("restore-plan", "--warehouse", str(warehouse), "--as-of", str(RESET_AT - 1), "--out",
+                str(out)).exit_code == 0
+    calls, fake = tmp_path / "calls", tmp_path / "kcg"
+    fake.write_text(f'#!/bin/sh\necho "$@" >> {calls}\n')
+    fake.chmod(0o755)
+    env = {**os.environ, "BOOTSTRAP": "b:9092", "KAFKA_CONSUMER_GROUPS": str(fake)}
+    r = subprocess.run(["sh", str(out / "apply.sh"), *args], env=env, capture_output=True, text=True)
+    assert r.returncode == 2 and r.stderr.startswith("usage: apply.sh") and r.stderr.count("\n") == 1, r
+    assert not calls.exists() and not (out / "applied.txt").exists()
+    # no argument is the dry run its usage line says
+    r = subprocess.run(["sh", str(out / "apply.sh")], env=env, capture_output=True, text=True)
+    assert r.returncode == 0 and "3 dry-run ok" in r.stdout and not (out / "applied.txt").exists()
