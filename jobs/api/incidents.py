@@ -17,8 +17,9 @@ router = APIRouter(tags=["incidents"], responses=ERRORS)
 
 
 def _group_regex(pattern: str | None) -> None:
-    """A pattern RE2 cannot compile is a 400 before anything is read (`pipelines.serving.group_regex`)."""
-    if pattern:
+    """A pattern RE2 cannot compile, or an empty one, is a 400 before anything is read
+    (`pipelines.serving.group_regex`)."""
+    if pattern is not None:
         try:
             check_group_regex(pattern)
         except BadGroupRegex as e:

@@ -170,7 +170,11 @@ def _escape(pattern: str, i: int, in_set: bool) -> tuple[str, int]:
 
 
 def check(pattern: str) -> None:
-    """Raise BadGroupRegex unless RE2 compiles `pattern`."""
+    """Raise BadGroupRegex unless RE2 compiles `pattern`, and for an empty one: it matches every id, so
+    `--group-regex "$UNSET"` would select every group (a restore plan of the whole cluster) as if the option were
+    left out, which the commands refuse for every empty value."""
+    if pattern == "":
+        raise BadGroupRegex("an empty regex matches every group id (leave the option out to select every group)")
     _matches(_PROBE, pattern)
 
 

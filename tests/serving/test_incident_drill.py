@@ -246,3 +246,25 @@ def test_apply_sh_refuses_any_argument_but_one_mode(warehouse, tmp_path, args):
     # no argument is the dry run its usage line says
     r = subprocess.run(["sh", str(out / "apply.sh")], env=env, capture_output=True, text=True)
     assert r.returncode == 0 and "3 dry-run ok" in r.stdout and not (out / "applied.txt").exists()
+
+
+def test_an_empty_group_regex_is_refused_not_taken_for_every_group(warehouse, tmp_path):
+    """`restore-plan --group-regex "$UNSET"` matched every group id: a plan of every group of the cluster (here all
+    three, the healthy billing-etl-5 too), exit 0, where `--group ""` is refused. An empty regex is now refused in
+    one line (exit 2), by `changes` too, and the API answers 400 for an empty `group_regex` on both routes."""
+    out = tmp_path / "plan"
+    r = _cli("restore-plan", "--warehouse", str(warehouse), "--as-of", str(RESET_AT - 1), "--out", str(out),
+             "--group-regex", "")
+    assert r.exit_code == 2 and r.output.startswith("error: --group-regex '': an empty regex"), r.output
+    assert r.output.count("\n") == 1 and not out.exists()
+    r = _cli("changes", "--warehouse", str(warehouse), "--from", str(T0), "--to", str(RESET_AT), "--group-regex", "")
+    assert r.exit_code == 2 and r.output.count("\n") == 1 and "an empty regex" in r.output, r.output
+    from jobs.api import create_app
+    from pipelines.io.snapshots import DeltaWarehouseReader
+
+    with TestClient(create_app(DeltaWarehouseReader(str(warehouse)))) as client:
+        for route, params in (("/changes", {"from": str(T0), "to": str(RESET_AT)}),
+                              ("/restore-plan.zip", {"as_of": str(RESET_AT - 1)}),
+                              ("/restore-plan.zip", {"as_of": str(RESET_AT - 1), "damaged_since": str(RESET_AT)})):
+            r = client.get(route, params={**params, "group_regex": ""})
+            assert r.status_code == 400 and r.json()["detail"].startswith("group_regex '': an empty regex"), r.text
