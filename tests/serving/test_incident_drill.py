@@ -268,3 +268,31 @@ def test_an_empty_group_regex_is_refused_not_taken_for_every_group(warehouse, tm
                               ("/restore-plan.zip", {"as_of": str(RESET_AT - 1), "damaged_since": str(RESET_AT)})):
             r = client.get(route, params={**params, "group_regex": ""})
             assert r.status_code == 400 and r.json()["detail"].startswith("group_regex '': an empty regex"), r.text
+
+
+def test_changed_since_on_a_what_if_snapshot_stops_at_its_end(tmp_path):
+    """The history is every run's: a what-if snapshot cut at 00:04:01.500 reads a version holding the nightly run's
+    later records, and `restore-plan --snapshot before --changed-since 00:04:00.500` picked billing-etl-5 and
+    payments-old for their commits from 00:04:02 on, which that snapshot never read (`changes` on it, and its
+    state, know of none of them). The selection now stops at the snapshot's end, as `changes` does."""
+    root = drill_warehouse(tmp_path / "wh")
+    cut = T0 + 4 * 60_000 + 1500
+    rows = [r for r in _log() if r["timestamp"] <= cut]
+    res = replay_shards(to_table(rows), ReplayOptions(semantics="legacy", snapshot_id="before"))
+    at = dt.datetime.fromtimestamp(cut / 1000, dt.timezone.utc)
+    WarehouseKit(root).snapshot("before", tables={t: res.tables[t] for t in SNAPSHOT_TABLES if t in res.tables},
+                                as_of=at, kind="what-if", summary=json.dumps({"log_until": at.isoformat()}))
+    since = str(cut - 1000)
+    out = tmp_path / "plan"
+    r = _cli("restore-plan", "--warehouse", str(root), "--snapshot", "before", "--as-of", str(cut), "--out", str(out),
+             "--changed-since", since)
+    assert r.exit_code == 0, r.output
+    ch = _cli("changes", "--warehouse", str(root), "--snapshot", "before", "--from", since, "--to", str(cut), "--json")
+    assert {c["group_id"] for c in json.loads(ch.output)} <= {"audit-sink-18"}
+    assert set(json.loads((out / "index.json").read_text()).values()) == {"audit-sink-18"}
+    # the nightly snapshot, whose end is the log's, still sees the three change from then on
+    out = tmp_path / "nightly"
+    assert _cli("restore-plan", "--warehouse", str(root), "--as-of", str(cut), "--out", str(out),
+                "--changed-since", since).exit_code == 0
+    assert set(json.loads((out / "index.json").read_text()).values()) == {"audit-sink-18", "billing-etl-5",
+                                                                         "payments-old"}
