@@ -349,6 +349,11 @@ class Cluster:
                 m.producer.open_tps = tps
                 self.stats.transactions_open += 1
         self.transactions.finish()  # every other transaction gets its marker
+        if self.incidents is not None and self.incidents.quiet(self.clock.now):
+            # the incidents' quiet window reaches the end: the groups the sample deletes there are kept, so every
+            # group damaged around the incidents is still an incident's (what restore-plan --damaged-since picks)
+            for g in groups:
+                g.deleted_at_end = False
         for g in groups:
             self.clock.now += rng.randint(0, 3)
             g.finish()

@@ -22,7 +22,8 @@ one of the groups the sample deletes at its end, nor an earlier incident's), wit
 seeded from the sample's: the same arguments give the same victims, and the same sample without its incidents is the
 same up to them. Every other group goes on as it would, but from `QUIET_MS` before the first incident to `QUIET_MS`
 after the last no other group's offsets are deleted, so every group `changes` reports damaged in that window is an
-incident's: the drill's answer is exact. (The groups the sample deletes at its end are deleted at its end.)
+incident's: the drill's answer is exact. (The groups the sample deletes at its end are deleted at its end, or kept
+when that end is in the window.)
 """
 from __future__ import annotations
 

@@ -756,6 +756,21 @@ def test_no_other_group_is_damaged_around_the_incidents(drill):
     assert len(healthy) > 10
 
 
+def test_an_incident_near_the_end_keeps_the_groups_the_sample_deletes_there(tmp_path):
+    """An incident less than five minutes before the timeline's end: the groups the sample deletes at its end were
+    deleted inside the quiet window, so `restore-plan --damaged-since` around the incidents picked them beside the
+    victim (README: what it picks there is the incidents' groups). They are now kept when the end is in it."""
+    stats = generate_sample(tmp_path, records=6000, groups=40, partitions=8, seed=5, duration_ms=5 * 60_000,
+                            incidents=_incidents("rewind@+1m", "delete@+4m59s"))
+    victims = {i["group_id"] for i in stats.incidents}
+    first = min(i["time_ms"] for i in stats.incidents)
+    rows = list(iter_decoded_rows([tmp_path]))
+    gone = [r for r in rows if r["timestamp"] >= first - 5 * 60_000 and r["is_tombstone"]
+            and r["key_type"] in (1, 2, 3) and r["group_id"] not in victims]
+    assert not gone, sorted({r["group_id"] for r in gone})
+    assert set(stats.deleted_groups) == {i["group_id"] for i in stats.incidents if i["kind"] == "delete"}
+
+
 def test_cli_names_every_incident_with_its_group_and_millisecond(tmp_path):
     res = CliRunner().invoke(main, ["sample", str(tmp_path / "d"), "--records", "3000", "--groups", "30",
                                     "--partitions", "3", "--duration", "90m", "--incident", "reset@+30m",
