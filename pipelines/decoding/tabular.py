@@ -39,6 +39,7 @@ import json
 import os
 import re
 import stat
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
@@ -295,6 +296,10 @@ def _read_file(path: str, fmt: str) -> tuple[pa.Table, list[tuple[int, str]], in
     except pa.ArrowInvalid as e:
         if fmt == "parquet":
             raise InvalidFieldError(f"cannot read {fmt} dump {path}: {e}", field="file") from None
+    except UnicodeDecodeError as e:  # a column's name that is not UTF-8 (Arrow checks the values, not the names)
+        if fmt == "parquet":
+            raise InvalidFieldError(f"cannot read {fmt} dump {path}: a column name is not UTF-8: {e}",
+                                    field="file") from None
     try:
         return _read_lines(path, fmt)
     except OSError as e:  # a compressed file that is damaged past where Arrow's reader gave up on its text
@@ -394,6 +399,9 @@ def _read_lines(path: str, fmt: str) -> tuple[pa.Table, list[tuple[int, str]], i
                     rows.append((i, obj))
             n = len(rows) + len(bad)
         else:
+            # a field as long as the file: Python's reader refuses one past 128 KiB (a stack trace), where a big
+            # GroupMetadata value in hex is megabytes; Arrow's reader, tried first, has no such limit
+            csv.field_size_limit(sys.maxsize)
             reader = csv.reader(f)
             header = next(reader, None) or []
             _refuse_repeated_columns(header, path)
@@ -439,7 +447,7 @@ def _json_rows(text: str) -> Iterator[tuple[int, object]]:
     if text.lstrip().startswith("["):
         try:
             whole = json.loads(text)
-        except ValueError:
+        except (ValueError, RecursionError):
             whole = None
         if isinstance(whole, list):
             yield from enumerate(whole)
@@ -449,6 +457,8 @@ def _json_rows(text: str) -> Iterator[tuple[int, object]]:
             yield i, json.loads(line)
         except ValueError as e:
             yield i, e
+        except RecursionError:  # Python's parser recurses per level: a line of 1000 `[` was a stack trace
+            yield i, ValueError(f"nested deeper than {sys.getrecursionlimit()} levels")
 
 
 def _csv_value(v: str):
@@ -695,7 +705,8 @@ def _positioned_rows(table: pa.Table, src: str) -> tuple[pa.Table, list[ReadProb
                 for off, part, row in zip(bad.column("offset").to_pylist(), bad.column("partition").to_pylist(),
                                           bad.column(ROW_COLUMN).to_pylist())]
     table = table.filter(valid)
-    negative = pc.or_(pc.less(table.column("offset"), 0), pc.less(table.column("partition"), 0))
+    negative = pc.or_(_compared(pc.less, table.column("offset"), 0),
+                      _compared(pc.less, table.column("partition"), 0))
     neg = table.filter(negative)
     problems += [ReadProblem(source=src, offsets_partition=max(part, -1), position=row, offset=off,
                              kind="negative_offset", records=1,
@@ -703,8 +714,8 @@ def _positioned_rows(table: pa.Table, src: str) -> tuple[pa.Table, list[ReadProb
                  for off, part, row in zip(neg.column("offset").to_pylist(), neg.column("partition").to_pylist(),
                                            neg.column(ROW_COLUMN).to_pylist())]
     table = table.filter(pc.invert(negative))
-    beyond = pc.or_(pc.greater(table.column("offset"), OFFSET_MAX),
-                    pc.greater(table.column("partition"), PARTITION_MAX))
+    beyond = pc.or_(_compared(pc.greater, table.column("offset"), OFFSET_MAX),
+                    _compared(pc.greater, table.column("partition"), PARTITION_MAX))
     past = table.filter(beyond)
     problems += [ReadProblem(source=src, offsets_partition=-1, position=row, kind="invalid_row", records=1,
                              reason=f"row {row}: offset {off} of partition {part}: past Kafka's partitions "
@@ -712,6 +723,13 @@ def _positioned_rows(table: pa.Table, src: str) -> tuple[pa.Table, list[ReadProb
                  for off, part, row in zip(past.column("offset").to_pylist(), past.column("partition").to_pylist(),
                                            past.column(ROW_COLUMN).to_pylist())]
     return table.filter(pc.invert(beyond)), problems
+
+
+def _compared(op, column: pa.ChunkedArray, bound: int) -> pa.ChunkedArray:
+    """`op(column, bound)` for any integer column: a bound given as a Python int is taken as a long, and Arrow casts
+    a column of unsigned longs (a Parquet writer's `uint64` offset) to longs to compare it, failing on a value past
+    2**63 - 1, which is no log position and was a stack trace instead of that row's `invalid_row`."""
+    return op(column, pa.scalar(bound, pa.uint64()) if pa.types.is_uint64(column.type) else bound)
 
 
 def _records_in_log_order(table: pa.Table, src: str, encoding: str | None) -> Iterator[LogRecord | ReadProblem]:

@@ -603,3 +603,71 @@ def test_text_that_is_not_utf8_is_one_row_quarantined_not_a_stack_trace(tmp_path
     kind = {"key": "invalid_row", "topic": "not_offsets_data"}[column]
     assert [(o.kind, o.position) for o in out if isinstance(o, ReadProblem)] == [(kind, 2)]
     assert [r.offset for r in out if isinstance(r, LogRecord)] == [0, 1, 3]
+
+
+@pytest.mark.parametrize("nested", ["[" * 5000 + "]" * 5000, '{"key": ' + "[" * 5000 + "]" * 5000 + "}"])
+def test_a_json_row_nested_past_pythons_recursion_is_one_malformed_row(tmp_path, nested):
+    """Python's JSON parser recurses once per level: a line nested 5000 deep raised RecursionError, a stack trace
+    where the dump was planned. It is one malformed row at its row, and the others are read; in a dump written as
+    one array, which then does not parse, each of its lines is one, as in any such array."""
+    rows = [json.dumps(r) for r in _commit_rows(3)]
+    rows.insert(1, nested)
+    (tmp_path / "d.json").write_text("\n".join(rows) + "\n")
+    out = list(read_tabular_dump(tmp_path / "d.json"))
+    (problem,) = [o for o in out if isinstance(o, ReadProblem)]
+    assert (problem.kind, problem.position) == ("malformed_row", 1) and "nested deeper than" in problem.reason
+    assert [r.offset for r in out if isinstance(r, LogRecord)] == [0, 1, 2]
+
+    (tmp_path / "d.json").write_text("[" + ",\n".join(rows) + "]\n")
+    out = list(read_tabular_dump(tmp_path / "d.json"))
+    assert [(o.kind, o.position) for o in out] == [("malformed_row", i) for i in range(4)]
+
+
+def test_a_csv_field_past_pythons_field_limit_is_read_when_the_file_is_read_line_by_line(tmp_path):
+    """A CSV dump read line by line (Arrow's reader refused a row: here one of two fields) holding a value past 128 KiB
+    of hex (a GroupMetadata of many members): Python's CSV reader stopped at it with `field larger than field limit`,
+    a stack trace. The record is read whole, and the short row is its malformed row."""
+    from pipelines.decoding import message_writer as mw
+
+    members = [dict(member_id=f"consumer-{i:05d}-" + "x" * 36, group_instance_id=None, client_id="c",
+                    client_host="/10.0.0.1", rebalance_timeout=300000, session_timeout=45000,
+                    subscription=mw.write_consumer_subscription(1, ["orders"]),
+                    assignment=mw.write_consumer_assignment(1, {"orders": [i]})) for i in range(1500)]
+    value = mw.write_group_metadata_value(3, protocol_type="consumer", generation=4, protocol="range",
+                                          leader=members[0]["member_id"], current_state_timestamp=10, members=members)
+    assert len(value.hex()) > 131072
+    rows = _commit_rows(2)
+    rows.append(dict(rows[0], key=mw.write_group_metadata_key("g").hex(), value=value.hex(), offset=2))
+    with open(tmp_path / "d.csv", "w") as f:
+        f.write(",".join(rows[0]) + "\n")
+        f.writelines(",".join(str(v) for v in r.values()) + "\n" for r in rows)
+        f.write("0001,0002\n")
+    out = list(read_tabular_dump(tmp_path / "d.csv"))
+    assert [(o.kind, o.position) for o in out if isinstance(o, ReadProblem)] == [("malformed_row", 3)]
+    assert [(r.offset, r.value) for r in out if isinstance(r, LogRecord)][2] == (2, value)
+
+
+def test_a_csv_header_that_is_not_utf8_is_the_dumps_missing_column_not_a_stack_trace(tmp_path):
+    """Arrow's CSV reader checks the values, not the header: a column name holding a byte that is no UTF-8 raised
+    UnicodeDecodeError where the dump was planned. The header is read as a text file is (the byte as U+FFFD): the
+    dump lacks its `key` column, one error line."""
+    rows = _commit_rows(2)
+    (tmp_path / "d.csv").write_bytes(b"\xffkey," + ",".join(list(rows[0])[1:]).encode() + b"\n" + "".join(
+        ",".join(str(v) for v in r.values()) + "\n" for r in rows).encode())
+    with pytest.raises(InvalidFieldError, match="lacks column"):
+        read_tabular_dump(tmp_path / "d.csv")
+
+
+def test_a_parquet_offset_column_of_unsigned_longs_is_read_and_one_past_a_long_is_an_invalid_row(tmp_path):
+    """A Parquet writer's `uint64` offset column (what `pandas` writes for unsigned numbers): comparing it with 0
+    cast it to longs, and one value past 2**63 - 1 failed the run in an ArrowInvalid stack trace. That row is an
+    invalid row (no Kafka offset is past a long); the others are read."""
+    rows = _commit_rows(3)
+    table = pa.Table.from_pylist(rows)
+    table = table.set_column(table.column_names.index("offset"), "offset",
+                             pa.array([0, 2**64 - 1, 2], pa.uint64()))
+    table = table.set_column(table.column_names.index("partition"), "partition", pa.array([3, 3, 3], pa.uint32()))
+    pq.write_table(table, tmp_path / "d.parquet")
+    out = list(read_tabular_dump(tmp_path / "d.parquet"))
+    assert [(o.kind, o.position) for o in out if isinstance(o, ReadProblem)] == [("invalid_row", 1)]
+    assert [(r.offsets_partition, r.offset) for r in out if isinstance(r, LogRecord)] == [(3, 0), (3, 2)]
