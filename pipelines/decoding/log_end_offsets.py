@@ -112,10 +112,15 @@ def read_offset_checkpoint(path: "str | os.PathLike | Location") -> dict[tuple[s
     offset` per line. Raises `CheckpointError` on any other shape, as Kafka does."""
     loc = storage.location(path)
     name = loc.uri
-    lines = loc.read_bytes().decode("utf-8").splitlines()
+    data = loc.read_bytes()
 
     def bad(line_no: int, why: str) -> CheckpointError:
         return CheckpointError(f"{name}: line {line_no}: {why}")
+
+    try:
+        lines = data.decode("utf-8").splitlines()
+    except UnicodeDecodeError as e:  # the broker's reader throws too (CheckpointFile.java, 4.0: UTF_8 reader)
+        raise bad(data.count(b"\n", 0, e.start) + 1, f"byte {e.start} is not UTF-8 text") from None
 
     if not lines:
         raise bad(1, "empty file (expected the version line)")

@@ -179,9 +179,10 @@ def test_a_data_partition_number_kafka_parses_is_that_partition(tmp_path):
     ("0\n1\norders 2147483648 5\n", "partition past 2147483647"),
     ("0\n1\norders 0 9223372036854775808\n", "offset past 9223372036854775807"),
     ("0\n1\norders 0\n", "expected 'topic partition offset'"),
+    (b"0\n1\norders\xff 0 5\n", "line 3: byte 10 is not UTF-8"),  # the warning named no file
 ])
 def test_a_bad_checkpoint_is_named_and_never_fails_the_run(tmp_path, text, why):
-    (tmp_path / "replication-offset-checkpoint").write_text(text)
+    (tmp_path / "replication-offset-checkpoint").write_bytes(text if isinstance(text, bytes) else text.encode())
     with pytest.raises(CheckpointError, match=why):
         read_offset_checkpoint(tmp_path / "replication-offset-checkpoint")
     rows, warnings = log_end_offsets([tmp_path])
