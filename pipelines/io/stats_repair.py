@@ -93,8 +93,11 @@ def repair_table(path: str | Path, name: str | None = None) -> TableRepair:
         f = path / rel
         if not f.is_file():
             raise StatsRepairError(f"{report.table}: active file {rel} is missing from {path}")
-        with storage.errors(f), f.fs.open_input_file(f.path) as src:
-            footer = pq.read_metadata(src)
+        try:
+            with storage.errors(f), f.fs.open_input_file(f.path) as src:
+                footer = pq.read_metadata(src)
+        except pa.ArrowInvalid as e:  # no footer to read (a file cut short or overwritten): nothing to repair from
+            raise StatsRepairError(f"{report.table}: active file {rel} is no Parquet file: {e}") from None
         if not _wrong_file(row, *delta.footer_bounds(footer, schema, parts), kinds):
             continue
         stats, _ = delta.file_stats(footer, schema, parts)

@@ -168,6 +168,24 @@ def test_repair_stats_rejects_what_is_not_a_warehouse(tmp_path):
     assert res.exit_code == 2 and "is missing" in res.output and "Traceback" not in res.output
 
 
+@pytest.mark.parametrize("damage", [lambda b: b[:7], lambda b: b[: len(b) // 2], lambda b: b"x" * len(b)],
+                         ids=["7-bytes", "half", "overwritten"])
+def test_repair_stats_of_a_data_file_that_is_no_parquet_is_one_line_naming_it(tmp_path, damage):
+    """An active data file cut short or overwritten: reading its footer raised ArrowInvalid, a stack trace and exit
+    1. It is one line naming the table and the file, and nothing is committed."""
+    wh = Warehouse(tmp_path / "wh")
+    write_snapshot(wh, "s1", {t: arrow_table(t, contract_rows(t, 3, 0, "s1")) for t in SNAPSHOT_TABLES}, run_row(0))
+    victim = sorted(active_stats(wh.table_path("loaded_groups")))[0]
+    f = wh.table_path("loaded_groups") / victim
+    f.write_bytes(damage(f.read_bytes()))
+    versions = {t: wh.table_version(t) for t in TABLES}
+    res = CliRunner().invoke(main, ["repair-stats", "--warehouse", str(wh.path)])
+    assert res.exit_code == 2, res.output
+    assert res.stderr.startswith(f"error: loaded_groups: active file {victim} is no Parquet file: ") and \
+        res.stderr.count("\n") == 1, res.stderr
+    assert {t: wh.table_version(t) for t in TABLES} == versions
+
+
 @pytest.mark.parametrize("table", ["loaded_groups", "runs"])
 def test_repair_stats_of_a_truncated_delta_log_is_one_line_naming_the_table(tmp_path, table):
     """A commit file cut short (a torn copy): delta-rs' error was a stack trace (its class's module is deltalake's
