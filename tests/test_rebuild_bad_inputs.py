@@ -586,3 +586,34 @@ def test_a_dump_beside_the_log_it_was_exported_from_counts_its_copies_as_duplica
     offsets = Warehouse(tmp_path / "wh").read_table("loaded_offsets", "beside").to_pylist()
     # the segment's commits (902 at offset 2, not the dump's 9999), and the dump's own record (log offset 4)
     assert {r["partition"]: r["committed_offset"] for r in offsets} == {0: 904, 1: 902, 2: 903}
+
+
+@pytest.mark.parametrize("cut", [{"until_time": "2010-12-31"}, {"until_time": "0001-01-01"},
+                                 {"until_time": "2010-12-31T23:30:00Z", "as_of": "2010-12-31T23:30:00Z"}])
+def test_a_run_as_of_before_2011_that_cuts_every_record_succeeds_saying_so(no_spark, settings, tmp_path, cut):
+    """`--until-time 2010-12-31` (a mistyped year): the run cut every record and said so, but failed its validation,
+    exit 1: each timestamp check's range (2011-01-01 to as_of + skew) had its min past its max, which the check
+    engine refuses, on empty tables too. It succeeds with its warning, as a cut in 2011 or later does; a record in
+    such a run is still past its plausible times (`test_a_run_as_of_before_2011_still_finds_the_records_past_it`)."""
+    from pipelines.rebuild import RebuildRequest, run_rebuild
+
+    src, _g = bi.clean_small(tmp_path / "in")
+    summary = run_rebuild(no_spark, settings, RebuildRequest(inputs=(str(src),), warehouse=str(tmp_path / "wh"),
+                                                          snapshot_id="early", **cut))
+    assert summary.status == "succeeded", summary.validation["failed_ids"]
+    assert (summary.records_in, summary.records_out) == (6, 0)
+    assert [w for w in summary.warnings if "cut every record of the input (6 past it" in w]
+
+
+def test_a_run_as_of_before_2011_still_finds_the_records_past_it(no_spark, settings, tmp_path):
+    """`--as-of 2005-01-01` over records of 2026: each of them is past as_of + skew, one unexpected row each in the
+    three checks of the tables they made, as for any as-of before the log (the empty ones pass)."""
+    from pipelines.rebuild import RebuildRequest, run_rebuild
+
+    src, _g = bi.clean_small(tmp_path / "in")
+    summary = run_rebuild(no_spark, settings, RebuildRequest(inputs=(str(src),), warehouse=str(tmp_path / "wh"),
+                                                          snapshot_id="early", as_of="2005-01-01"))
+    assert summary.status == "validation_failed"
+    assert {e["expectation"]: e["unexpected_count"] for e in summary.validation["failed_expectations"]} == {
+        "loaded_offsets.commit_timestamp_plausible": 5, "loaded_groups.current_state_timestamp_plausible": 1,
+        "offset_commits.commit_timestamp_plausible": 5}
