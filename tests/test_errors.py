@@ -277,6 +277,26 @@ def test_serving_a_warehouse_whose_runs_table_is_damaged(story, tmp_path):
                               "cannot read the warehouse's runs table")
 
 
+@pytest.mark.parametrize("table", ["runs", "loaded_groups"])
+def test_a_delta_commit_nested_past_any_action_is_one_line_not_a_crash(story, good, tmp_path, table):
+    """A commit line of 60,000 `[` (a damaged or hostile `_delta_log`): delta-rs' JSON reader recursed once a level
+    and overflowed its stack, a SIGSEGV (exit -11) with not a word, in every command opening the table. It is one
+    line naming the commit, before delta-rs reads it."""
+    import shutil
+
+    wh = tmp_path / "wh"
+    shutil.copytree(story, wh)
+    last = sorted((wh / table / "_delta_log").glob("*.json"))[-1]
+    last.write_bytes(last.read_bytes() + b"\n" + b"[" * 60_000 + b"]" * 60_000 + b"\n")
+    said = f"{last.name} line "
+    for cmd in (["describe", "g"], ["sql", "select count(*) from loaded_groups"], ["repair-stats"],
+                ["rebuild", "--env", "ci", "--quiet", "--input", str(good)], ["serve", "--port", "0"]):
+        if table != "runs" and cmd[0] == "serve":
+            continue  # it starts, and says it of the snapshot it cannot index (tests/serving)
+        assert_one_error_line(offsetlake(cmd[0], "--warehouse", str(wh), *cmd[1:]), said,
+                              "is nested deeper than any Delta action")
+
+
 def test_serve_on_a_port_in_use_is_one_line(story):
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))

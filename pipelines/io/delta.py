@@ -40,7 +40,7 @@ from deltalake.exceptions import CommitFailedError
 from deltalake.transaction import AddAction, CommitProperties, PostCommitHookProperties, RemoveAction
 
 from pipelines.io import retry, storage
-from pipelines.io.delta_log import ADDED_FILES
+from pipelines.io.delta_log import ADDED_FILES, refuse_deep_commits
 from pipelines.io.storage import Location
 
 # What a Delta-compatible Parquet file needs: int64 microsecond UTC timestamps (not INT96), standard 3-level lists
@@ -114,6 +114,7 @@ def open_table(path: Where, version: int | None = None) -> DeltaTable | None:
     loc = storage.location(path)
     if not is_table(loc):
         return None
+    refuse_deep_commits(loc)
     return storage.retried(loc, "open", lambda: DeltaTable(loc.uri, version=version,
                                                       storage_options=storage.storage_options(loc.uri)))
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
-from pipelines.io.storage import Location
+from pipelines.io.storage import Location, StorageError, retried
 
 # Delta protocol's action names ("Actions" in PROTOCOL.md)
 ACTIONS = frozenset({"add", "remove", "metaData", "protocol", "commitInfo", "txn", "cdc", "domainMetadata",
@@ -31,6 +31,44 @@ _READERS = 8  # threads reading an object store's commit files
 # a name matched whole: `$` would take `<v>.json` and a newline, a file delta-rs never reads as a commit or checkpoint
 _COMMIT = re.compile(r"(\d{20})\.json\Z")
 _CHECKPOINT = re.compile(r"(\d{20})\.checkpoint(\.\d+\.\d+)?\.parquet\Z")
+
+
+# delta-rs' JSON reader recurses once per level of an array: a commit line nested some 30,000 deep (a damaged or
+# hostile `_delta_log`) overflowed its stack, a SIGSEGV that ended the process without a word (deltalake 1.x). Such
+# a line takes two bytes a level, so only a commit file past this size can hold one, and is read first.
+_DEEP_COMMIT_BYTES = 16 << 10
+_MAX_NESTING = 1000  # a Delta action nests a few levels
+_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"')
+_NOT_BRACKETS = bytes(sorted(set(range(256)) - set(b"[]{}")))
+
+
+def _nesting(line: bytes) -> int:
+    """How deep the brackets of a JSON line go (those inside its strings aside), valid JSON or not."""
+    depth = top = 0
+    for c in _STRING.sub(b"", line).translate(None, _NOT_BRACKETS):
+        depth += 1 if c in b"[{" else -1
+        top = max(top, depth)
+    return top
+
+
+def refuse_deep_commits(loc: Location) -> None:
+    """Raise delta-rs' own DeltaError (what every reader and writer already says in one line) for a commit file
+    holding a line nested deeper than any Delta action."""
+    log = loc / "_delta_log"
+    try:
+        entries = retried(log, "list", log.listdir)
+    except (OSError, StorageError):
+        return  # delta-rs says it
+    for info in entries:
+        name = os.path.basename(info.path)
+        if not _COMMIT.match(name) or (info.size or 0) < _DEEP_COMMIT_BYTES:
+            continue
+        for n, line in enumerate(retried(log, "read", (log / name).read_bytes).split(b"\n"), start=1):
+            if line.count(b"[") + line.count(b"{") > _MAX_NESTING and _nesting(line) > _MAX_NESTING:
+                from deltalake.exceptions import DeltaError
+
+                raise DeltaError(f"{name} line {n} is nested deeper than any Delta action ({_MAX_NESTING} levels): "
+                                 "not read")
 
 
 class LogDamage(Exception):

@@ -28,7 +28,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 
 from pipelines.io import retry, storage
-from pipelines.io.delta_log import LogChecker, LogDamage
+from pipelines.io.delta_log import LogChecker, LogDamage, refuse_deep_commits
 from pipelines.io.storage import Location
 
 # Filters in the DNF form delta-rs/pyarrow take: [("group_id", "=", "g"), ("partition", "in", [0, 1])].
@@ -402,6 +402,7 @@ class DeltaWarehouseReader:
         opened = functools.partial(DeltaTable, str(path), version=version,
                                    storage_options=storage.storage_options(str(path)))
         try:
+            refuse_deep_commits(storage.location(path))  # before delta-rs overflows its stack on one
             dt = retry.call(opened, f"{path} (open)") if self.remote else opened()
         except (DeltaError, OSError) as e:  # a commit file truncated or garbled, or the pinned one gone
             if isinstance(e, OSError) and e.errno is not None:
