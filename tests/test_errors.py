@@ -297,6 +297,23 @@ def test_a_delta_commit_nested_past_any_action_is_one_line_not_a_crash(story, go
                               "is nested deeper than any Delta action")
 
 
+@pytest.mark.parametrize("ahead", [1, 3])
+def test_a_directory_named_as_a_commit_to_come_is_refused_before_the_run(story, good, tmp_path, ahead):
+    """A directory in `runs/_delta_log` named as a version past the table's last: delta-rs reads past it, but the
+    run's commit at that version found it taken 15 times over, after all the run's work, and recording the failure
+    failed the same way: a traceback, exit 1. It is one line before any work, exit 2, naming the directory."""
+    import shutil
+
+    wh = tmp_path / "wh"
+    shutil.copytree(story, wh)
+    last = max(int(p.name[:20]) for p in (wh / "runs" / "_delta_log").glob("*.json"))
+    (wh / "runs" / "_delta_log" / f"{last + ahead:020d}.json").mkdir()
+    versions = sorted(p.name for p in (wh / "runs" / "_delta_log").iterdir())
+    assert_one_error_line(offsetlake("rebuild", "--env", "ci", "--quiet", "--input", str(good), "--warehouse",
+                                     str(wh)), f"{last + ahead:020d}.json is a directory where the run commits")
+    assert sorted(p.name for p in (wh / "runs" / "_delta_log").iterdir()) == versions
+
+
 def test_serve_on_a_port_in_use_is_one_line(story):
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))

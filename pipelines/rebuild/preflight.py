@@ -6,10 +6,13 @@ from __future__ import annotations
 import errno
 import math
 import os
+import re
 import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+
+import pyarrow.fs as pafs
 
 from pipelines.config import ConfigError, Settings
 from pipelines.decoding.errors import DecodeError
@@ -127,7 +130,7 @@ def open_or_refuse(warehouse: "storage.Location", table: str):
     from deltalake.exceptions import DeltaError
 
     try:
-        return delta.open_table(warehouse / table)
+        dt = delta.open_table(warehouse / table)
     except (DeltaError, OSError) as e:
         if isinstance(e, OSError) and e.errno is not None:
             raise  # the disk's or the system's, not the log's: the run reports it as such
@@ -135,6 +138,17 @@ def open_or_refuse(warehouse: "storage.Location", table: str):
         raise UsageError(f"--warehouse {warehouse}: cannot read its {table} table (its Delta log at "
                          f"{warehouse / table}): {first_line(e)}; restore the table's last commit, or write to "
                          "another --warehouse") from None
+    # a directory named as a commit past the table's version: delta-rs reads past it, but each try of the run's commit
+    # at that version finds it taken (CommitFailedError after 15), at the end of the run, and the run's failure could
+    # not be recorded either (a traceback)
+    log = warehouse / table / "_delta_log"
+    for info in [] if dt is None else storage.retried(log, "list", log.listdir):
+        name = os.path.basename(info.path)
+        if info.type == pafs.FileType.Directory and re.fullmatch(r"\d{20}\.json", name) \
+                and int(name[:20]) > dt.version():
+            raise UsageError(f"--warehouse {warehouse}: {info.path} is a directory where the run commits a version "
+                             f"of the {table} table; remove it, or write to another --warehouse")
+    return dt
 
 
 def check_runs(warehouse: "storage.Location", req: RebuildRequest, snapshot_id: str) -> None:
