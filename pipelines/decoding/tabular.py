@@ -280,7 +280,10 @@ def _read_file(path: str, fmt: str) -> tuple[pa.Table, list[tuple[int, str]], in
             schema = pa.schema([("key", pa.string()), ("value", pa.string()), ("topic", pa.string())])
             t = pj.read_json(path, parse_options=pj.ParseOptions(explicit_schema=schema,
                                                                  unexpected_field_behavior="infer"))
-            if _whole_positions(t) and not _facts_as_doubles(t) and not _not_utf8(t):
+            # the explicit schema gives a key or value column no line may name (a dump of `k`/`v`): all null, each
+            # row was quarantined and the run succeeded, where the line reader, as a CSV dump's header, finds it absent
+            unnamed = t.num_rows and any(t.column(c).null_count == t.num_rows for c in ("key", "value"))
+            if _whole_positions(t) and not _facts_as_doubles(t) and not _not_utf8(t) and not unnamed:
                 return t, [], t.num_rows
             return _read_lines(path, fmt)
         refused = []
