@@ -15,7 +15,7 @@ from jobs.run_log import RunLog
 from jobs.summary_text import format_summary
 from pipelines.coordinator.options import (DEFAULT_KAFKA_VERSIONS, DEFAULT_RETENTION_MINUTES, DEFAULT_SEMANTICS,
                                           LEGACY, MODERN, PRE_KIP_186_RETENTION_MINUTES, SEMANTICS)
-from pipelines.io.textfile import write_atomically
+from pipelines.io.textfile import refuse_special, write_atomically
 
 # 1: the snapshot is not served (validation failed, --strict, or the run failed and was recorded as failed)
 EXIT_OK, EXIT_VALIDATION, EXIT_USAGE = 0, 1, 2
@@ -91,6 +91,11 @@ def run_from_cli(**kw) -> int:
 
     as_json, quiet, verbose = kw.pop("as_json"), kw.pop("quiet"), kw.pop("verbose")
     textfile = kw.pop("metrics_textfile")
+    try:
+        refuse_special(textfile or "")
+    except OSError as e:  # refused before any work, not a warning once the snapshot is written
+        click.echo(PREFIX + one_line(f"--metrics-textfile {textfile}: {e.strerror}"), err=True)
+        return EXIT_USAGE
     try:
         settings = load_settings(env=kw.pop("env"), overrides=parse_overrides(kw.pop("conf_overrides")))
         # imported here, not at module level: pyarrow ~0.18 s of import (python -X importtime)

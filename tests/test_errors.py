@@ -314,6 +314,20 @@ def test_a_directory_named_as_a_commit_to_come_is_refused_before_the_run(story, 
     assert sorted(p.name for p in (wh / "runs" / "_delta_log").iterdir()) == versions
 
 
+def test_a_metrics_textfile_that_is_no_regular_file_is_refused_not_replaced(good, tmp_path):
+    """`--metrics-textfile` names a pipe (or a device: `/dev/full`, run as root): the metrics were written beside it
+    and renamed over it, so the run replaced the device or pipe with a regular file. It is one line before any work,
+    and the pipe is left as it was."""
+    import stat
+
+    fifo = tmp_path / "metrics.prom"
+    os.mkfifo(fifo)
+    assert_one_error_line(offsetlake("rebuild", "--env", "ci", "--quiet", "--input", str(good), "--warehouse",
+                                     str(tmp_path / "wh"), "--metrics-textfile", str(fifo)),
+                          f"--metrics-textfile {fifo}: not a regular file")
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode) and not (tmp_path / "wh").exists()
+
+
 def test_serve_on_a_port_in_use_is_one_line(story):
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
