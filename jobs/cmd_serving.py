@@ -160,6 +160,28 @@ def restore_plan(warehouse, as_of, out, snapshot_id, groups, group_regex, change
                + f". Read {out}/README.txt, then BOOTSTRAP=host:9092 sh {out}/apply.sh --dry-run", err=True)
 
 
+# what an end-offsets file may hold: a line is a topic (249 characters at most) and two numbers, and a cluster has a
+# few million partitions; `--end-offsets /dev/zero` was read whole, until the kernel killed the process
+END_OFFSETS_MAX_BYTES = 128 << 20
+END_OFFSETS_MAX_LINE = 64 << 10
+
+
+def _read_bounded(f) -> bytes:
+    """`f`'s bytes (a file, or a pipe: `--end-offsets <(kafka-get-offsets.sh …)`), a ValueError past the bounds."""
+    name = getattr(f, "name", "end offsets")
+    chunks, size, line = [], 0, 0
+    while chunk := f.read(1 << 20):
+        chunks.append(chunk)
+        size += len(chunk)
+        last = chunk.rfind(b"\n")
+        line = line + len(chunk) if last < 0 else len(chunk) - last - 1
+        if line > END_OFFSETS_MAX_LINE:
+            raise ValueError(f"{name}: a line longer than {END_OFFSETS_MAX_LINE:,} bytes: not end offsets")
+        if size > END_OFFSETS_MAX_BYTES:
+            raise ValueError(f"{name}: more than {END_OFFSETS_MAX_BYTES:,} bytes: not end offsets")
+    return b"".join(chunks)
+
+
 @click.command(cls=OneValueEach)
 @warehouse_opt
 @click.argument("group", required=False)
@@ -193,7 +215,7 @@ def describe(warehouse, group, members, state, offsets, history, all_groups, end
         if mode != "offsets":
             raise click.UsageError("--end-offsets goes with the offsets view only")
         try:
-            leo = parse_end_offsets_file(end_offsets.read(), getattr(end_offsets, "name", "end offsets"))
+            leo = parse_end_offsets_file(_read_bounded(end_offsets), getattr(end_offsets, "name", "end offsets"))
         except ValueError as e:
             raise click.UsageError(str(e)) from None
     reader, snap = _open(warehouse, snapshot_id)

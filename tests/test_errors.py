@@ -328,6 +328,29 @@ def test_a_metrics_textfile_that_is_no_regular_file_is_refused_not_replaced(good
     assert stat.S_ISFIFO(os.stat(fifo).st_mode) and not (tmp_path / "wh").exists()
 
 
+def test_end_offsets_past_what_such_a_file_holds_are_one_line_not_read_whole(story, tmp_path, monkeypatch):
+    """`describe --end-offsets /dev/zero` read the stream whole, until the kernel killed the process (its memory):
+    a line longer than any (a topic is 249 characters) or a file past the cap is one line, read no further. The
+    bounds' own values are set small here: /dev/zero itself would, without them, take the machine's memory."""
+    from click.testing import CliRunner
+
+    from jobs import cmd_serving
+    from jobs.cli import main
+
+    def describe(path):
+        r = CliRunner().invoke(main, ["describe", "--warehouse", str(story), "g", "--end-offsets", str(path)])
+        lines = r.stderr.splitlines()
+        assert r.exit_code == 2 and len(lines) == 1 and lines[0].startswith("error: "), r.output
+        return lines[0]
+
+    monkeypatch.setattr(cmd_serving, "END_OFFSETS_MAX_LINE", 100)
+    monkeypatch.setattr(cmd_serving, "END_OFFSETS_MAX_BYTES", 3000)
+    (tmp_path / "long").write_bytes(b"\x00" * 5000)
+    assert f"{tmp_path / 'long'}: a line longer than 100 bytes: not end offsets" in describe(tmp_path / "long")
+    (tmp_path / "big").write_text("orders:0:100\n" * 400)
+    assert f"{tmp_path / 'big'}: more than 3,000 bytes: not end offsets" in describe(tmp_path / "big")
+
+
 def test_serve_on_a_port_in_use_is_one_line(story):
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
