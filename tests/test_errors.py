@@ -351,6 +351,48 @@ def test_end_offsets_past_what_such_a_file_holds_are_one_line_not_read_whole(sto
     assert f"{tmp_path / 'big'}: more than 3,000 bytes: not end offsets" in describe(tmp_path / "big")
 
 
+def test_a_commit_line_nested_past_python_s_parser_is_one_line(story, tmp_path):
+    """An action nesting 3,000 levels fits a commit file too small to be read before delta-rs opens the table, and
+    delta-rs reads it: the log's own check (`delta_log.Commit`) parsed it with Python's JSON reader, which recurses a
+    level at a time to about 1,000, and its RecursionError was a stack trace. It is the log's damage, in one line."""
+    import shutil
+
+    wh = tmp_path / "wh"
+    shutil.copytree(story, wh)
+    last = sorted((wh / "loaded_groups" / "_delta_log").glob("*.json"))[-1]
+    # an action delta-rs takes (a commitInfo's fields are the writer's own), so the log's check reads it after
+    last.write_bytes(last.read_bytes().rstrip(b"\n") + b'\n{"commitInfo":{"x":' + b"[" * 3_000 + b"]" * 3_000
+                     + b"}}\n")
+    assert_one_error_line(offsetlake("describe", "--warehouse", str(wh), "g"), f"{last.name} line ",
+                          "is nested deeper than any Delta action")
+
+
+def test_a_deep_line_in_a_commit_below_the_newest_checkpoint_is_not_read(tmp_path, monkeypatch):
+    """An open replays the commits after the newest checkpoint at or below the version it reads: a commit below it is
+    never read, by delta-rs or by the check before it, which reads each commit it does check once a process."""
+    import pyarrow as pa
+    from deltalake import DeltaTable, write_deltalake
+
+    from pipelines.io import delta_log
+    from pipelines.io.delta import open_table
+
+    table = tmp_path / "t"
+    for i in range(3):
+        write_deltalake(str(table), pa.table({"x": [i]}), mode="append")
+    DeltaTable(str(table)).create_checkpoint()
+    first = table / "_delta_log" / f"{0:020d}.json"
+    first.write_bytes(first.read_bytes() + b"[" * 20_000 + b"]" * 20_000 + b"\n")
+    read = []
+    monkeypatch.setattr(delta_log, "_nesting", lambda line: read.append(line) or 0)
+    assert open_table(table).version() == 2 and not read
+    deep = table / "_delta_log" / f"{3:020d}.json"
+    write_deltalake(str(table), pa.table({"x": [3]}), mode="append")
+    deep.write_bytes(deep.read_bytes() + b"[" * 20_000 + b"]" * 20_000 + b"\n")
+    monkeypatch.undo()
+    with pytest.raises(Exception, match=f"{deep.name} line 2 is nested deeper"):
+        open_table(table)
+
+
 def test_serve_on_a_port_in_use_is_one_line(story):
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))

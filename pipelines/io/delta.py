@@ -114,7 +114,7 @@ def open_table(path: Where, version: int | None = None) -> DeltaTable | None:
     loc = storage.location(path)
     if not is_table(loc):
         return None
-    refuse_deep_commits(loc)
+    refuse_deep_commits(loc, version)
     return storage.retried(loc, "open", lambda: DeltaTable(loc.uri, version=version,
                                                       storage_options=storage.storage_options(loc.uri)))
 

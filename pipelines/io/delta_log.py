@@ -40,6 +40,9 @@ _DEEP_COMMIT_BYTES = 16 << 10
 _MAX_NESTING = 1000  # a Delta action nests a few levels
 _STRING = re.compile(rb'"(?:[^"\\]|\\.)*"')
 _NOT_BRACKETS = bytes(sorted(set(range(256)) - set(b"[]{}")))
+#: (log, commit file, size, mtime) of the commit files found shallow: each is read once in a process (a server
+#: opens its tables again and again, and a history's commit of many files is past the size above)
+_SHALLOW: set[tuple] = set()
 
 
 def _nesting(line: bytes) -> int:
@@ -51,17 +54,23 @@ def _nesting(line: bytes) -> int:
     return top
 
 
-def refuse_deep_commits(loc: Location) -> None:
-    """Raise delta-rs' own DeltaError (what every reader and writer already says in one line) for a commit file
-    holding a line nested deeper than any Delta action."""
+def refuse_deep_commits(loc: Location, version: int | None = None) -> None:
+    """Raise delta-rs' own DeltaError (what every reader and writer already says in one line) for a commit file that
+    an open of the table at `version` (None: its latest) replays, the commits after the newest checkpoint at or
+    below it, holding a line nested deeper than any Delta action."""
     log = loc / "_delta_log"
     try:
-        entries = retried(log, "list", log.listdir)
+        listing = retried(log, "list", lambda: _listing(loc))
     except (OSError, StorageError):
         return  # delta-rs says it
-    for info in entries:
-        name = os.path.basename(info.path)
-        if not _COMMIT.match(name) or (info.size or 0) < _DEEP_COMMIT_BYTES:
+    commits = {int(m.group(1)): name for name in listing if (m := _COMMIT.match(name))}
+    top = max(commits, default=-1) if version is None else version
+    since = max((int(m.group(1)) for m in map(_CHECKPOINT.match, listing) if m and int(m.group(1)) <= top),
+                default=-1)
+    for v, name in sorted(commits.items()):
+        size, mtime = listing[name]
+        key = (str(log), name, size, mtime)
+        if not since < v <= top or (size or 0) < _DEEP_COMMIT_BYTES or key in _SHALLOW:
             continue
         for n, line in enumerate(retried(log, "read", (log / name).read_bytes).split(b"\n"), start=1):
             if line.count(b"[") + line.count(b"{") > _MAX_NESTING and _nesting(line) > _MAX_NESTING:
@@ -69,6 +78,7 @@ def refuse_deep_commits(loc: Location) -> None:
 
                 raise DeltaError(f"{name} line {n} is nested deeper than any Delta action ({_MAX_NESTING} levels): "
                                  "not read")
+        _SHALLOW.add(key)
 
 
 class LogDamage(Exception):
@@ -90,6 +100,8 @@ class Commit:
                 obj = json.loads(line)
             except ValueError:
                 raise LogDamage(f"{name} line {n} is not JSON") from None
+            except RecursionError:  # Python's parser recurses a level at a time, to about 1000
+                raise LogDamage(f"{name} line {n} is nested deeper than any Delta action") from None
             kind = next(iter(obj), None) if isinstance(obj, dict) and len(obj) == 1 else None
             if kind not in ACTIONS or not isinstance(obj[kind], dict):
                 raise LogDamage(f"{name} line {n} is no Delta action: {line.strip()[:60]}")

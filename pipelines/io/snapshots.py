@@ -402,7 +402,7 @@ class DeltaWarehouseReader:
         opened = functools.partial(DeltaTable, str(path), version=version,
                                    storage_options=storage.storage_options(str(path)))
         try:
-            refuse_deep_commits(storage.location(path))  # before delta-rs overflows its stack on one
+            refuse_deep_commits(storage.location(path), version)  # before delta-rs overflows its stack on one
             dt = retry.call(opened, f"{path} (open)") if self.remote else opened()
         except (DeltaError, OSError) as e:  # a commit file truncated or garbled, or the pinned one gone
             if isinstance(e, OSError) and e.errno is not None:
