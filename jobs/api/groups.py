@@ -82,7 +82,8 @@ def group_commits(
     partition: int | None = PartitionQ,
     limit: int = Query(views.DEFAULT_COMMITS, ge=1, le=views.MAX_COMMITS),
 ):
-    """The group's offset-commit history (`offset_commits`) up to the snapshot's as_of, oldest first."""
+    """The group's offset-commit history (`offset_commits`) up to the snapshot's as_of, in log order (the commit time
+    inside a value may be the client's clock), `limit` the newest."""
     idx = server.catalog.resolve(snapshot)
     body = views.group_commits(server.reader, idx, group_id, topic=topic, partition=partition, limit=limit)
     return json_response(body, idx.snapshot.snapshot_id)
@@ -95,7 +96,7 @@ def group_history(
     snapshot: str | None = SnapshotQ,
     limit: int = Query(views.DEFAULT_COMMITS, ge=1, le=views.MAX_COMMITS),
 ):
-    """The group's rebalances from the snapshot's log (`group_history`), oldest first: `{events: [{record_timestamp,
+    """The group's rebalances from the snapshot's log (`group_history`), in log order: `{events: [{record_timestamp,
     offsets_partition, record_offset, event, generation, assignment_epoch, state, member_count, members_joined,
     members_left, observable, ...}], truncated}`: `observable` false for an event inside a batch, where no reader saw
     the group (`changes` judges it so)."""
