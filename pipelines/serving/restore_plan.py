@@ -49,7 +49,7 @@ from pipelines.heap import gc_paused
 from pipelines.io.snapshots import GroupNotFound, Snapshot, SnapshotReader
 from pipelines.serving.group_regex import check as check_group_regex, matching
 from pipelines.serving.history import (HistoryUnavailable, check_not_before, check_within, group_events, held_at,
-                                       snapshot_commits)
+                                       outcome_as_of, snapshot_commits)
 from pipelines.serving.index import no_group_matches, unknown_group_message, unknown_groups
 from pipelines.serving.reset_plan import legal_topic, reset_refused
 from pipelines.times import EPOCH, datetime_to_ms, parse_time_ms
@@ -501,17 +501,13 @@ def _selected(reader: SnapshotReader, snap: Snapshot, groups, group_regex, chang
     # a commit changed its group when it was written and when it took effect: a transactional one at its COMMIT
     # marker (`applied_timestamp`, as the engine recorded it), which may come after T when the record came before
     commits = _history_at(reader, snap, None, ["group_id", "record_timestamp", "batch_timestamp",
-                                               "applied_timestamp"])
+                                               "applied_timestamp", "txn_marker_timestamp", "txn_outcome"])
     end = snap.history_end
     if commits is not None and end is not None:
         # the history is every run's: the version a what-if snapshot pinned holds a later run's records past its
-        # end, which it never read (changes and the group views stop there too), and a marker past it took effect
-        # in no state of this snapshot
-        commits = commits.filter(held_at(commits, end))
-        applied = _ms(commits.column("applied_timestamp"))
-        commits = commits.set_column(commits.column_names.index("applied_timestamp"), "applied_timestamp",
-                                     pc.if_else(pc.fill_null(pc.greater(applied, datetime_to_ms(end)), False),
-                                                pa.scalar(None, applied.type), applied))
+        # end, which it never read, and a marker past it took effect in no state of this snapshot (as
+        # `/groups/{id}/commits` reads it)
+        commits = outcome_as_of(commits.filter(held_at(commits, end)), end)
     events = reader.snapshot_table("group_history", snap, columns=["group_id", "record_timestamp"])
     for t, times in ((commits, ("record_timestamp", "applied_timestamp")), (events, ("record_timestamp",))):
         if t is None or not t.num_rows:
