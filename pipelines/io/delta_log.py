@@ -63,14 +63,10 @@ def refuse_deep_commits(loc: Location, version: int | None = None) -> None:
         listing = retried(log, "list", lambda: _listing(loc))
     except (OSError, StorageError):
         return  # delta-rs says it
-    commits = {int(m.group(1)): name for name in listing if (m := _COMMIT.match(name))}
-    top = max(commits, default=-1) if version is None else version
-    since = max((int(m.group(1)) for m in map(_CHECKPOINT.match, listing) if m and int(m.group(1)) <= top),
-                default=-1)
-    for v, name in sorted(commits.items()):
+    for name in _replayed_names(listing, version).values():
         size, mtime = listing[name]
         key = (str(log), name, size, mtime)
-        if not since < v <= top or (size or 0) < _DEEP_COMMIT_BYTES or key in _SHALLOW:
+        if (size or 0) < _DEEP_COMMIT_BYTES or key in _SHALLOW:
             continue
         for n, line in enumerate(retried(log, "read", (log / name).read_bytes).split(b"\n"), start=1):
             if line.count(b"[") + line.count(b"{") > _MAX_NESTING and _nesting(line) > _MAX_NESTING:
@@ -157,6 +153,16 @@ def _listing(path: "Path | Location") -> dict[str, tuple]:
     return out
 
 
+def _replayed_names(listing: dict[str, tuple], version: int | None) -> dict[int, str]:
+    """Version -> commit file name, for each commit an open at `version` (None: the log's last) replays, as delta-rs
+    does: those after the newest checkpoint at or below it, in version order."""
+    commits = {int(m.group(1)): name for name in listing if (m := _COMMIT.match(name))}
+    top = max(commits, default=-1) if version is None else version
+    since = max((int(m.group(1)) for m in map(_CHECKPOINT.match, listing) if m and int(m.group(1)) <= top),
+                default=-1)
+    return {v: commits[v] for v in sorted(commits) if since < v <= top}
+
+
 def _read(path: "Path | Location", name: str) -> str:
     where = path / "_delta_log" / name
     raw = where.read_bytes() if isinstance(where, Location) else Path(where).read_bytes()
@@ -178,13 +184,7 @@ class LogChecker:
         """Version -> commit, for each commit a read of `path` at `version` replays (after the newest checkpoint at
         or below it); raises `LogDamage`."""
         listing = _listing(path)
-        checkpoints = [int(m.group(1)) for m in map(_CHECKPOINT.match, listing) if m and int(m.group(1)) <= version]
-        since = max(checkpoints, default=-1)
-        wanted = {}
-        for name, stat in listing.items():
-            m = _COMMIT.match(name)
-            if m is not None and since < int(m.group(1)) <= version:
-                wanted[int(m.group(1))] = (name, (str(path), name, stat))
+        wanted = {v: (name, (str(path), name, listing[name])) for v, name in _replayed_names(listing, version).items()}
         unread = [name for name, key in wanted.values() if key not in self._sound]
         if isinstance(path, Location) and path.remote and len(unread) > 1:
             # up to a checkpoint interval (100) of commits: on an object store each is a GET's round trip
