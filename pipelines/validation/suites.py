@@ -206,7 +206,9 @@ def _timestamp(suite: str, column: str, upper: datetime | None, why: str) -> Che
             column=column, min_value=EARLIEST_PLAUSIBLE, description=desc, meta=_meta(f"{suite}.{name}", why)
         )
         return Check(name=name, kind="ts_min", column=column, minimum=EARLIEST_PLAUSIBLE, why=why, expectation=exp)
-    desc = f"`{column}` is between {EARLIEST_PLAUSIBLE:%Y-%m-%d} and {upper:%Y-%m-%dT%H:%M:%SZ} (as_of + skew)"
+    desc = f"`{column}` is between {EARLIEST_PLAUSIBLE:%Y-%m-%d} and {upper:%Y-%m-%dT%H:%M:%SZ} (as_of + skew)" \
+        if upper >= EARLIEST_PLAUSIBLE else \
+        f"`{column}` holds no time: as_of + skew ({upper:%Y-%m-%dT%H:%M:%SZ}) is before {EARLIEST_PLAUSIBLE:%Y-%m-%d}"
     # a run as of before 2011 (`--until-time 2010-12-31`, which cuts every record): no time is in both bounds, and a
     # range whose min is past its max is no expectation GX evaluates: each such check failed, on empty tables too,
     # and the run with them. (upper, upper] holds no time: every row is unexpected, an empty table is not.
