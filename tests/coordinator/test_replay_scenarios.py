@@ -258,6 +258,75 @@ def empty_consumer_group_after_members_left(log: Log):
 
 
 @scenario
+def pending_commits_only(log: Log):
+    with log.batch(pid=1000, epoch=2, txn=True):
+        log.commit("g", "foo", 0, 23)
+        log.commit("g", "foo", 1, 455)
+        log.commit("g", "bar", 0, 8992)
+
+
+@scenario
+def committed_aborted_pending_one_producer(log: Log):
+    with log.batch(pid=1000, epoch=2, txn=True):  # 0-2
+        log.commit("g", "foo", 0, 23)
+        log.commit("g", "foo", 1, 455)
+        log.commit("g", "bar", 0, 8992)
+    log.marker(1000, "COMMIT", epoch=2)  # 3
+    with log.batch(pid=1000, epoch=2, txn=True):  # 4-6
+        log.commit("g", "foo", 2, 231)
+        log.commit("g", "foo", 3, 4551)
+        log.commit("g", "bar", 1, 89921)
+    log.marker(1000, "ABORT", epoch=2)  # 7
+    with log.batch(pid=1000, epoch=2, txn=True):  # 8-10, never ended
+        log.commit("g", "foo", 3, 2312)
+        log.commit("g", "foo", 4, 45512)
+        log.commit("g", "bar", 2, 899212)
+
+
+@scenario
+def offset_write_after_group_removed(log: Log):
+    log.group("g", [member("98098230493")], generation=293)
+    log.group_tombstone("g")
+    log.commit("g", "foo", 0, 23)
+    log.commit("g", "foo", 1, 455)
+    log.commit("g", "bar", 0, 8992)
+
+
+@scenario
+def offsets_of_a_removed_group_then_a_commit(log: Log):
+    log.group("g", [member("m1")], generation=4)
+    log.commit("g", "foo", 0, 5)
+    log.group_tombstone("g")
+    log.commit("g", "foo", 1, 7)
+
+
+@scenario
+def tombstones_with_pending_transactional_offsets(log: Log):
+    log.commit("foo", "bar", 0, 100)  # 0
+    log.commit("foo", "bar", 0, 100, pid=10, epoch=0)  # 1
+    log.commit("foo", "bar", 1, 100, pid=10, epoch=0)  # 2
+    log.offset_tombstone("foo", "bar", 0)  # 3
+    log.offset_tombstone("foo", "bar", 1)  # 4
+
+
+@scenario
+def group_deleted_with_pending_transaction(log: Log):
+    log.group("foo", [], generation=3, protocol_type="consumer")  # 0: Empty, so DeleteGroups may delete it
+    log.commit("foo", "bar-0", 0, 100)  # 1
+    log.commit("foo", "bar-0", 1, 100)  # 2
+    log.commit("foo", "bar-1", 0, 100)  # 3
+    log.commit("foo", "bar-1", 0, 101, pid=10, epoch=0)  # 4
+    log.commit("foo", "bar-2", 0, 100, pid=10, epoch=0)  # 5
+    with log.batch(one_time=True):  # 6-10: DeleteGroups, one write
+        log.offset_tombstone("foo", "bar-1", 0)
+        log.offset_tombstone("foo", "bar-0", 0)
+        log.offset_tombstone("foo", "bar-0", 1)
+        log.offset_tombstone("foo", "bar-2", 0)
+        log.group_tombstone("foo")
+    log.marker(10, "COMMIT")  # 11
+
+
+@scenario
 def point_in_time(log: Log):
     log.commit("g", "a", 0, 1)                       # offset 0
     log.commit("g", "a", 0, 2, pid=5, epoch=0)       # offset 1
@@ -577,6 +646,102 @@ def test_the_old_coordinator_skips_consumer_group_records(replayed, name, simple
 
 
 @BOTH
+def test_group_loaded_with_pending_commits(replayed, semantics):
+    """3.9 `testGroupLoadedWithPendingCommits`: a transaction never ended loads its group, Empty, with the offsets
+    pending and none committed (`doLoadGroupsAndOffsets`: a group for every id of `pendingEmptyGroupOffsets`; 4.0
+    `OffsetMetadataManager.replay` creates the simple group at the transactional value)."""
+    t = replayed[semantics]["pending_commits_only"]
+    assert offsets(t) == {} and offsets(t, "empty_group_offsets") == {}
+    assert [(g["group_id"], g["is_simple"], g["state"]) for g in t["loaded_groups"]] == [("g", True, "Empty")]
+    assert {(r["producer_id"], r["producer_epoch"], r["topic"], r["partition"], r["committed_offset"])
+            for r in t["pending_offsets"]} == {(1000, 2, "foo", 0, 23), (1000, 2, "foo", 1, 455),
+                                               (1000, 2, "bar", 0, 8992)}
+
+
+@BOTH
+def test_load_with_committed_and_aborted_and_pending_transactional_offset_commits(replayed, semantics):
+    """3.9 `testLoadWithCommittedAndAbortedAndPendingTransactionalOffsetCommits`: one producer commits a
+    transaction, aborts the next and leaves a third open: only the first is committed (at the records of its batch),
+    foo-3's aborted offset is gone and its later one pending with the rest of the open transaction."""
+    t = replayed[semantics]["committed_aborted_pending_one_producer"]
+    assert {k: (o["committed_offset"], o["record_offset"], o["producer_id"])
+            for o in t["empty_group_offsets"] for k in [(o["topic"], o["partition"])]} == {
+        ("foo", 0): (23, 0, 1000), ("foo", 1): (455, 1, 1000), ("bar", 0): (8992, 2, 1000)}
+    assert {(r["topic"], r["partition"], r["committed_offset"], r["record_offset"]) for r in t["pending_offsets"]} \
+        == {("foo", 3, 2312, 8), ("foo", 4, 45512, 9), ("bar", 2, 899212, 10)}
+    assert [r["txn_outcome"] for r in t["offset_commits"]] == ["committed"] * 3 + ["aborted"] * 3 + ["pending"] * 3
+    assert [(g["group_id"], g["is_simple"]) for g in t["loaded_groups"]] == [("g", True)]
+
+
+@BOTH
+def test_offset_write_after_group_removed(replayed, semantics):
+    """3.9 `testOffsetWriteAfterGroupRemoved`: a group removed (its GroupMetadata tombstone), then offsets committed
+    for its id by a simple consumer: the id loads as an Empty simple group holding them (`doLoadGroupsAndOffsets`:
+    `emptyGroupOffsets` makes a new group, so `removedGroups` raises nothing; 4.0: the first value creates the
+    simple group again, `OffsetMetadataManager.replay`)."""
+    t = replayed[semantics]["offset_write_after_group_removed"]
+    assert offsets(t) == {}
+    assert offsets(t, "empty_group_offsets") == {("g", "foo", 0): 23, ("g", "foo", 1): 455, ("g", "bar", 0): 8992}
+    [g] = t["loaded_groups"]
+    assert (g["group_id"], g["is_simple"], g["state"], g["generation"], g["member_count"]) == ("g", True, "Empty", 0, 0)
+    assert t["group_members"] == [] and [r["group_id"] for r in t["removed_groups"]] == ["g"]
+
+
+@BOTH
+def test_offsets_a_group_tombstone_hid_come_back_with_the_next_commit(replayed, semantics):
+    """modern: the tombstone removes the group only (4.0 `GroupMetadataManager.removeGroup`: `groups.remove`); its
+    offsets stay in `OffsetMetadataManager.offsets`, unseen while no group has the id, and the next value's simple
+    group (`OffsetMetadataManager.replay`) serves them all again (`fetchAllOffsets` reads the offsets map). legacy:
+    the loader never hid them (3.9 `doLoadGroupsAndOffsets`: `emptyGroupOffsets`)."""
+    t = replayed[semantics]["offsets_of_a_removed_group_then_a_commit"]
+    assert offsets(t) == {} and offsets(t, "empty_group_offsets") == {("g", "foo", 0): 5, ("g", "foo", 1): 7}
+    assert [(g["group_id"], g["is_simple"]) for g in t["loaded_groups"]] == [("g", True)]
+
+
+def test_tombstones_drop_pending_transactional_offsets_modern(replayed):
+    """4.0 `testReplayWithTombstoneAndPendingTransactionalOffsets`: plain tombstones of two partitions, one committed
+    and pending in an open transaction, the other pending only: neither is committed, and the tombstones dropped
+    both from the transaction (`OffsetMetadataManager.replay`: `openTransactions.forEach(...)`.remove)."""
+    t = replayed["modern"]["tombstones_with_pending_transactional_offsets"]
+    assert offsets(t) == {} and offsets(t, "empty_group_offsets") == {} and t["pending_offsets"] == []
+    assert [(g["group_id"], g["is_simple"]) for g in t["loaded_groups"]] == [("foo", True)]
+
+
+def test_tombstones_leave_pending_transactional_offsets_legacy(replayed):
+    """The old loader removes a plain tombstone's key from `loadedOffsets` only (3.9 `doLoadGroupsAndOffsets`): the
+    open transaction still holds both offsets, so the group loads with them pending."""
+    t = replayed["legacy"]["tombstones_with_pending_transactional_offsets"]
+    assert offsets(t) == {} and offsets(t, "empty_group_offsets") == {}
+    assert {(r["producer_id"], r["topic"], r["partition"], r["committed_offset"]) for r in t["pending_offsets"]} == {
+        (10, "bar", 0, 100), (10, "bar", 1, 100)}
+    assert [(g["group_id"], g["is_simple"]) for g in t["loaded_groups"]] == [("foo", True)]
+
+
+def test_deleted_group_stays_deleted_after_its_open_transaction_commits_modern(replayed):
+    """4.0 `testDeleteGroupAllOffsetsWithPendingTransactionalOffsets`: DeleteGroups writes a tombstone for every
+    partition with a committed or a pending offset, then the group's; replayed, they drop the open transaction's
+    offsets, so its later COMMIT installs nothing and no group comes back (`replayEndTransactionMarker` creates
+    none)."""
+    t = replayed["modern"]["group_deleted_with_pending_transaction"]
+    assert offsets(t) == {} and offsets(t, "empty_group_offsets") == {} and t["pending_offsets"] == []
+    assert t["loaded_groups"] == [] and [r["group_id"] for r in t["removed_groups"]] == ["foo"]
+    txn = [r for r in t["offset_commits"] if r["producer_id"] == 10]
+    assert [(r["txn_outcome"], r["applied_offset"]) for r in txn] == [("committed", None)] * 2
+
+
+def test_deleted_group_comes_back_with_its_open_transaction_legacy(replayed):
+    """The old loader: the plain tombstones leave the transaction's `pendingOffsets`, its COMMIT installs both on
+    the emptied keys, and the id loads as a simple group holding them (3.9 `doLoadGroupsAndOffsets`;
+    spec §5.5 #1)."""
+    t = replayed["legacy"]["group_deleted_with_pending_transaction"]
+    assert offsets(t) == {}
+    assert offsets(t, "empty_group_offsets") == {("foo", "bar-1", 0): 101, ("foo", "bar-2", 0): 100}
+    assert [(g["group_id"], g["is_simple"]) for g in t["loaded_groups"]] == [("foo", True)]
+    txn = [r for r in t["offset_commits"] if r["producer_id"] == 10]
+    assert [(r["txn_outcome"], r["applied_offset"]) for r in txn] == [("committed", 11)] * 2
+
+
+@BOTH
 def test_point_in_time_until_offset(spark, semantics):
     log = Log(partition=0)
     SCENARIOS["point_in_time"](log)
@@ -619,3 +784,52 @@ def test_misplaced_groups():
     res = replay_rows(log.rows, ReplayOptions(num_partitions=50))
     assert [g["group_id"] for g in res["loaded_groups"]
             if g["expected_offsets_partition"] != g["offsets_partition"]] == ["elsewhere"]
+
+
+@BOTH
+def test_load_offsets_with_empty_control_batch(tmp_path, semantics):
+    """3.9 `testLoadOffsetsWithEmptyControlBatch` (and `testLoadEmptyGroupWithOffsets`'s group): a control batch
+    without records (the cleaner keeps one empty, `DefaultRecordBatch.writeEmptyHeader`) ends no transaction: the
+    old loader reads a control batch's first record only if it has one, the new one every record it has (4.0
+    `CoordinatorLoaderImpl`), so the transaction before it stays open until its real marker. Its bytes, decoded as a
+    run decodes them."""
+    import pyarrow as pa
+
+    from pipelines.coordinator.shard import replay_shards
+    from pipelines.decoding import columnar
+    from pipelines.decoding.batch_writer import write_control_batch, write_empty_batch, write_record_batch
+    from pipelines.decoding import message_writer as mw
+
+    ts = 1_700_000_000_000
+
+    def commit(topic: str, partition: int, offset: int):
+        return (mw.write_offset_commit_key("g", topic, partition),
+                mw.write_offset_commit_value(3, offset=offset, commit_timestamp=ts), ts)
+
+    empty_group = (mw.write_group_metadata_key("g"), mw.write_group_metadata_value(
+        3, protocol_type="consumer", generation=15, protocol=None, leader=None, members=[]), ts)
+    txn = dict(producer_id=7, producer_epoch=0, is_transactional=True)
+    segment = b"".join([
+        write_empty_batch(0, 0, **txn, is_control=True, max_timestamp=ts),
+        write_record_batch([commit("foo", 0, 23), commit("foo", 1, 455), commit("bar", 0, 8992), empty_group], 1),
+        write_record_batch([commit("baz", 0, 42)], 5, base_sequence=0, **txn),
+        write_empty_batch(6, 6, **txn, is_control=True, max_timestamp=ts),
+    ])
+    log = tmp_path / "__consumer_offsets-0" / "00000000000000000000.log"
+    log.parent.mkdir()
+    options = ReplayOptions(semantics=semantics, snapshot_id="t", num_partitions=50)
+
+    def replayed(data: bytes) -> dict:
+        log.write_bytes(data)
+        table = pa.concat_tables([pa.Table.from_batches([b]) for b in columnar.decode_segment_to_arrow(
+            log, offsets_partition=0)])
+        return {t: v.to_pylist() for t, v in replay_shards(table, options).tables.items()}
+
+    t = replayed(segment)
+    [g] = t["loaded_groups"]
+    assert (g["state"], g["generation"], g["protocol_type"], g["leader"], g["protocol"], g["is_simple"]) == (
+        "Empty", 15, "consumer", None, None, False)
+    assert offsets(t) == {("g", "foo", 0): 23, ("g", "foo", 1): 455, ("g", "bar", 0): 8992}
+    assert [(r["producer_id"], r["committed_offset"]) for r in t["pending_offsets"]] == [(7, 42)]
+    t = replayed(segment + write_control_batch(1, 0, 7, 7, 0, ts))  # ControlRecordType.COMMIT
+    assert offsets(t)[("g", "baz", 0)] == 42 and t["pending_offsets"] == []
