@@ -247,6 +247,30 @@ def classic_to_consumer_migration(log: Log):
 
 
 @scenario
+def consumer_to_classic_downgrade(log: Log):
+    log.cg_topics("g", [("FOO", "foo", 6), ("BAR", "bar", 3)])
+    for m, parts in (("m1", [("FOO", [0, 1, 2]), ("BAR", [0, 1])]), ("m2", [("FOO", [3, 4, 5]), ("BAR", [2])])):
+        log.cg_member("g", m, topics=["foo", "bar"], assignor="range")
+        log.cg_target("g", m, parts)
+    log.cg_epoch("g", 10)
+    log.cg_assignment_epoch("g", 10)
+    log.cg_current("g", "m1", 10, [("FOO", [0, 1, 2]), ("BAR", [0, 1])])
+    log.cg_current("g", "m2", 10, [("FOO", [3, 4, 5]), ("BAR", [2])])
+    log.commit("g", "foo", 0, 42)
+    with log.batch(one_time=True):  # m2 leaves: the group's tombstones, then the classic group (one write)
+        for write in (log.cg_current_tombstone, log.cg_target_tombstone):
+            write("g", "m1")
+            write("g", "m2")
+        log.cg_assignment_epoch_tombstone("g")
+        log.cg_member_tombstone("g", "m1")
+        log.cg_member_tombstone("g", "m2")
+        log.cg_topics_tombstone("g")
+        log.cg_tombstone("g")
+        log.group("g", [member("m1", topics=["foo", "bar"], assigned=[("foo", [0, 1, 2]), ("bar", [0, 1])])],
+                  generation=10, protocol="range")
+
+
+@scenario
 def empty_consumer_group_after_members_left(log: Log):
     log.cg_member("cg", "m1")
     log.cg_epoch("cg", 1)
@@ -619,6 +643,25 @@ def test_classic_to_consumer_migration(replayed):
     assert (g["group_type"], g["state"], g["generation"]) == ("consumer", "Stable", 5)
     assert offsets(t) == {("g", "a", 0): 10}
     assert t["removed_groups"] == []
+
+
+@BOTH
+def test_last_consumer_protocol_member_leaving_consumer_group(replayed, semantics):
+    """4.0 `testLastConsumerProtocolMemberLeavingConsumerGroup`: the last member of the consumer protocol leaves a
+    group whose other member uses the classic one, and the coordinator converts it (`convertToClassicGroup`): the
+    consumer group's tombstones (`ConsumerGroup.createGroupTombstoneRecords`) then its GroupMetadata record. Loaded,
+    it is that classic group, Stable at generation 10 with member 1, holding the group's offsets; the old
+    coordinator skips the consumer records and reads the same GroupMetadata record."""
+    t = replayed[semantics]["consumer_to_classic_downgrade"]
+    g = groups(t)["g"]
+    assert (g["group_type"], g["state"], g["generation"], g["protocol_type"], g["protocol"], g["leader"],
+            g["member_count"], g["is_simple"]) == ("classic", "Stable", 10, "consumer", "range", "m1", 1, False)
+    [m] = t["group_members"]
+    assert (m["member_id"], m["assigned_partitions"]) == ("m1", [("bar", 0), ("bar", 1), ("foo", 0), ("foo", 1),
+                                                                 ("foo", 2)])
+    assert offsets(t) == {("g", "foo", 0): 42} and t["removed_groups"] == []
+    if semantics == "modern":
+        assert "skipped" not in [e["event"] for e in t["group_history"]]
 
 
 def test_consumer_group_empty_after_members_left(replayed):
