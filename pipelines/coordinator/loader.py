@@ -5,7 +5,7 @@
   offset commit, which names the group history's deletions only (`GroupStore.maybe_create_simple_group`);
 * modern: `CoordinatorLoaderImpl` + `GroupCoordinatorShard.replay`: `GroupMetadataManager.replay` for GroupMetadata,
   the consumer (KIP-848) / share / streams group records the emulated version knows (new
-  coordinator, Kafka 3.8 - 4.x; spec §5.3, §2.9), and the simple group an offset value creates
+  coordinator, Kafka 3.7 - 4.x; spec §5.3, §2.9), and the simple group an offset value creates
   (`OffsetMetadataManager.replay`).
 
 The offsets half of the replay (offset commits, transaction markers) is `offset_metadata`, column by column; the

@@ -1,5 +1,5 @@
 """The offsets half of a shard's replay, column by column: `OffsetMetadataManager.replay` and
-`replayEndTransactionMarker` (new coordinator, Kafka 3.8 - 4.x; spec §5.3) and the `loadedOffsets` /
+`replayEndTransactionMarker` (new coordinator, Kafka 3.7 - 4.x; spec §5.3) and the `loadedOffsets` /
 `pendingOffsets` maps of `GroupMetadataManager.doLoadGroupsAndOffsets` (old coordinator, 0.11 - 3.9; spec §5.1),
 one window of a partition's records at a time, onto what the records before it left (`loader.ShardState`: the
 committed offsets, the open transactions' pending offsets and the records of those transactions).
@@ -15,20 +15,21 @@ Kafka's rules, per record:
   its own position, whatever the key held;
 * a tombstone deletes the key at its own position, and took effect when the key held an offset. The old loader
   reads only plain tombstones so; a transactional one only drops the key from its producer's pending map. The new
-  coordinator deletes on every tombstone, and drops the key from every open transaction too (spec §5.5 #1);
+  coordinator deletes on every tombstone, and from 3.8 drops the key from every open transaction too (spec §5.5 #1;
+  3.7's left its pending maps alone);
 * a transactional value waits in its producer's pending map (a later record of the key in the same transaction
   replaces it) until an end marker of the producer: old loader, the first record of any control batch; new
   coordinator, a COMMIT or ABORT record. A COMMIT installs it at the marker's position unless the key's committed
   offset is as new: its `appendedBatchOffset` (old loader: the offset of the first record iterated in its batch)
-  or record offset (new) is not below the pending one's. It never takes effect otherwise (aborted, overtaken,
-  replaced, dropped, or still open at the end of the log).
+  or record offset (new, 3.8+; 3.7's installed it whatever the key held) is not below the pending one's. It never
+  takes effect otherwise (aborted, overtaken, replaced, dropped, or still open at the end of the log).
 
 Why it can be done column by column, exactly: per key, a decision reads only whether the key holds an offset and
 the version (appendedBatchOffset / record offset) of the one it holds. Both are a fold over the key's events in
 log order (a value or a seed at a plain value's or the state's version, absence at a tombstone, and at each
 installed value its version, which is above the one in place): so per key, after sorting its events by position,
 the version in place before each event is the running maximum since the last plain value, tombstone or seed, and
-it holds an offset when that maximum exists. A transaction's end marker per record, the last record of a key in a
+it holds an offset when that maximum exists (3.7's installs read no version: whether one exists is all). A transaction's end marker per record, the last record of a key in a
 transaction, and the first tombstone after a pending value are searches in sorted arrays.
 """
 from __future__ import annotations
@@ -313,10 +314,11 @@ class _Transactions:
 
 
 def _transactions(c: _Commits, c_key: np.ndarray, pending: pa.Table, p_key: np.ndarray, m: _Markers,
-                  modern: bool) -> _Transactions:
+                  modern: bool, clears: bool) -> _Transactions:
     """Each transaction's records matched to the marker that ends them: what its pending map holds at that marker
-    is the last record of each key (a tombstone holds nothing; modern: a tombstone of the key after it and before
-    the marker drops it), installed when the marker is a COMMIT."""
+    is the last record of each key (old loader: a tombstone holds nothing; 3.7's new coordinator: a tombstone leaves
+    the pending map alone, so its last value; `clears`, the new coordinator from 3.8: a tombstone of the key after it
+    and before the marker drops it), installed when the marker is a COMMIT."""
     p_pid = _ints(pending.column("producer_id"), -1)
     p_off = _ints(pending.column("record_offset"), -1)
     p_version = p_off if modern else _ints(pc.coalesce(pending.column("appended_batch_offset"),
@@ -329,7 +331,9 @@ def _transactions(c: _Commits, c_key: np.ndarray, pending: pa.Table, p_key: np.n
     t_tomb = np.concatenate([np.zeros(np_, bool), c.tomb[t_rows]])
     t_marker = _next_event(t_pid, t_off, m.pid, m.off)
 
-    order = np.lexsort((t_off, t_marker, t_pid, t_key))
+    # the new coordinator's tombstones never enter a pending map: a key's last value is what its map holds
+    is_value = ~t_tomb if modern else np.ones(len(t_key), bool)
+    order = np.lexsort((t_off, is_value, t_marker, t_pid, t_key))
     last = np.ones(len(order), bool)
     if len(order) > 1:
         k, p, mk = t_key[order], t_pid[order], t_marker[order]
@@ -337,7 +341,7 @@ def _transactions(c: _Commits, c_key: np.ndarray, pending: pa.Table, p_key: np.n
     held = np.zeros(len(t_key), bool)
     held[order[last]] = True
     held &= ~t_tomb
-    if modern and len(t_key):
+    if clears and len(t_key):
         tomb_rows = np.flatnonzero(c.tomb)
         nt = _next_event(t_key, t_off, c_key[tomb_rows], c.off[tomb_rows])
         dropped = nt >= 0
@@ -365,7 +369,7 @@ class _KeyEvents:
 
 
 def _key_events(c: _Commits, key: np.ndarray, keys: pa.Table, t: _Transactions, m: _Markers, state,
-                modern: bool) -> _KeyEvents:
+                modern: bool, most_recent: bool) -> _KeyEvents:
     n = c.table.num_rows
     c_key = key[:n]
     firsts = _firsts(key)
@@ -387,7 +391,8 @@ def _key_events(c: _Commits, key: np.ndarray, keys: pa.Table, t: _Transactions, 
     e_ref = np.concatenate([np.full(len(s_key), _NONE), values, tomb_rows, install_at])
     order = np.lexsort((e_kind, e_pos, e_key))
     e_key, e_kind, e_version, e_ref = e_key[order], e_kind[order], e_version[order], e_ref[order]
-    return _KeyEvents(e_key, e_kind, e_ref, _took_effect(e_key, e_kind, e_version), value_rows, bool(len(s_key)))
+    took = _took_effect(e_key, e_kind, e_version, most_recent)
+    return _KeyEvents(e_key, e_kind, e_ref, took, value_rows, bool(len(s_key)))
 
 
 def _applied(c: _Commits, t: _Transactions, m: _Markers, ev: _KeyEvents
@@ -428,10 +433,15 @@ def _carry_transactions(part: int, state, c: _Commits, pending: pa.Table, t: _Tr
     return carried
 
 
-def replay_offsets(part: int, rows: pa.Table, state, modern: bool) -> Decisions:
+def replay_offsets(part: int, rows: pa.Table, state, modern: bool, *, most_recent: bool = True,
+                   clears: bool | None = None) -> Decisions:
     """Replays the offset commits and end markers of `rows` (one offsets partition's decoded records, in log order)
     onto `state` (`loader.ShardState`: its `offsets`, `pending` and `open_records` are replaced), and returns what
-    every offset-commit record of `rows` did, and every record of a transaction open before them that they ended."""
+    every offset-commit record of `rows` did, and every record of a transaction open before them that they ended.
+    `most_recent`: a COMMIT installs a pending offset only over an older one (`ReplayOptions.commit_keeps_most_recent`);
+    `clears`: a tombstone drops its key from every open transaction (`ReplayOptions.tombstone_clears_transactions`;
+    None: the new coordinator's, 3.8+)."""
+    clears = modern if clears is None else clears
     c = _Commits.of(rows, modern)
     m = _Markers.of(rows, modern)
     n = c.table.num_rows
@@ -440,8 +450,8 @@ def replay_offsets(part: int, rows: pa.Table, state, modern: bool) -> Decisions:
     keys = pa.concat_tables([c.table.select(KEY).cast(pa.schema(SCHEMA.field(k) for k in KEY)),
                              pending.select(KEY)])
     key = key_codes(keys)
-    t = _transactions(c, key[:n], pending, key[n:], m, modern)
-    ev = _key_events(c, key, keys, t, m, state, modern)
+    t = _transactions(c, key[:n], pending, key[n:], m, modern, clears)
+    ev = _key_events(c, key, keys, t, m, state, modern, most_recent)
     applied_row, at_marker, t_applied = _applied(c, t, m, ev)
     _apply_last(state, c.table, pending, c.batch, modern, ev.key, ev.kind, ev.ref, ev.took, t.rows, t.carried,
                 touched=ev.seeded)
@@ -480,10 +490,12 @@ def _deciding_values(codes: np.ndarray, v_key: np.ndarray, value_rows: np.ndarra
     return value_rows[touched[v_key] | (last[v_key] == value_rows)]
 
 
-def _took_effect(e_key: np.ndarray, e_kind: np.ndarray, e_version: np.ndarray) -> np.ndarray:
+def _took_effect(e_key: np.ndarray, e_kind: np.ndarray, e_version: np.ndarray, most_recent: bool = True
+                 ) -> np.ndarray:
     """Which of a window's key events (sorted by key, then position) took effect: a plain value always; a tombstone
-    when the key held an offset; an install when the key held none, or one of a lower version. The version in place
-    is the running maximum since the last seed, value or tombstone (an install raises it), as ranks (0: none)."""
+    when the key held an offset; an install when the key held none, or one of a lower version (`most_recent`; else
+    always: 3.7's new coordinator). The version in place is the running maximum since the last seed, value or
+    tombstone (an install raises it), as ranks (0: none)."""
     n = len(e_key)
     if not n:
         return np.zeros(0, bool)
@@ -500,7 +512,7 @@ def _took_effect(e_key: np.ndarray, e_kind: np.ndarray, e_version: np.ndarray) -
     before = np.zeros(n, np.int64)
     before[1:] = np.where(key_start[1:], 0, held[:-1])
     return ((e_kind == _VALUE) | ((e_kind == _TOMBSTONE) & (before > 0))
-            | ((e_kind == _INSTALL) & (ranks > before)))
+            | ((e_kind == _INSTALL) & ((ranks > before) | (not most_recent))))
 
 
 def _offsets_of(commits: pa.Table, rows: np.ndarray, batch: np.ndarray, modern: bool) -> pa.Table:

@@ -142,7 +142,8 @@ class ReplayOptions:
     """How to replay `__consumer_offsets`.
 
     * `semantics`: ``legacy`` = the old `GroupMetadataManager.doLoadGroupsAndOffsets` (Kafka <= 3.9);
-      ``modern`` = the new coordinator's `OffsetMetadataManager` / `GroupMetadataManager.replay` (3.8+/4.x). Spec §5.5.
+      ``modern`` = the new coordinator's `OffsetMetadataManager` / `GroupMetadataManager.replay` (3.7+/4.x; each
+      version's rules: `kafka_version`). Spec §5.5.
     * `until_offset`: replay only records with `offset <= until_offset` (in every offsets partition).
     * `until_time_ms`: replay only the batches whose newest record time is `<= until_time_ms` (ms;
       `decoded.batch_times`: a reader of the coordinator sees a batch whole or not at all).
@@ -152,7 +153,8 @@ class ReplayOptions:
     * `load_time_ms`: `currentStateTimestamp` Kafka gives groups it synthesizes for offsets (Kafka: the load time);
       null when not given, so a replay is reproducible.
     * `kafka_version`: the broker whose coordinator the replay emulates: which consumer / share / streams group
-      records it knows (`unknown_group_key_types`; the others are skipped).
+      records it knows (`unknown_group_key_types`; the others are skipped), how its transactions' markers and
+      offset tombstones act (`commit_keeps_most_recent`, `tombstone_clears_transactions`).
     """
 
     semantics: str = LEGACY
@@ -174,6 +176,21 @@ class ReplayOptions:
     @property
     def is_modern(self) -> bool:
         return self.semantics == MODERN
+
+    @property
+    def commit_keeps_most_recent(self) -> bool:
+        """Whether a transaction's COMMIT installs a pending offset only over an older committed one: the old
+        loader's `olderThan` (by `appendedBatchOffset`), the new coordinator's `replayEndTransactionMarker` from 3.8
+        (by record offset, KAFKA-14505 [7/N]); 3.7's installed every pending offset, whatever was committed since."""
+        return not self.is_modern or parse_kafka_version(self.kafka_version)[:2] >= (3, 8)
+
+    @property
+    def tombstone_clears_transactions(self) -> bool:
+        """Whether an offset tombstone drops its partition from every open transaction (the new coordinator's
+        `OffsetMetadataManager.replay` from 3.8: `openTransactions.clear`, KAFKA-14505 [8/8]). 3.7's removed the
+        committed offset only; the old loader removes a transactional tombstone's key from its own transaction's
+        `pendingOffsets` only."""
+        return self.is_modern and parse_kafka_version(self.kafka_version)[:2] >= (3, 8)
 
     @property
     def unknown_key_types(self) -> frozenset[int]:

@@ -197,7 +197,9 @@ class StreamedShards:
                 state = self.states.get(part)
                 if state is None:
                     state = self.states[part] = ShardState.empty(part, self.options, self.mode.group_events)
-                decisions.append(replay_offsets(part, rows, state, modern))
+                decisions.append(replay_offsets(part, rows, state, modern,
+                                                most_recent=self.options.commit_keeps_most_recent,
+                                                clears=self.options.tombstone_clears_transactions))
                 keep = loader_mask(rows)
                 looped = group_rows(rows, keep)
                 replay_group_records(state.groups, looped, looped_batch_times(rows, keep))

@@ -876,3 +876,36 @@ def test_load_offsets_with_empty_control_batch(tmp_path, semantics):
     assert [(r["producer_id"], r["committed_offset"]) for r in t["pending_offsets"]] == [(7, 42)]
     t = replayed(segment + write_control_batch(1, 0, 7, 7, 0, ts))  # ControlRecordType.COMMIT
     assert offsets(t)[("g", "baz", 0)] == 42 and t["pending_offsets"] == []
+
+
+@pytest.mark.parametrize("version, installed", [("3.7", True), ("3.8", False), ("4.0", False)])
+def test_the_new_coordinator_of_3_7_installs_a_committed_offset_over_a_newer_one(version, installed):
+    """4.0 `testReplayTransactionEndMarkerKeepsTheMostRecentCommittedOffset` (3.9's `...ConsumerWins`): a plain
+    commit after the transactional one, then the COMMIT: from 3.8 `replayEndTransactionMarker` keeps the newer plain
+    offset (KAFKA-14505 [7/N]); 3.7's installed every pending offset at the marker, whatever was committed since."""
+    log = Log()
+    log.commit("g", "foo", 0, 23, pid=1000, epoch=2)  # 0
+    log.commit("g", "foo", 0, 24)  # 1
+    log.marker(1000, "COMMIT", epoch=2)  # 2
+    t = replay_rows(log.rows, _options("modern", version))
+    assert offsets(t, "empty_group_offsets") == {("g", "foo", 0): 23 if installed else 24}
+    assert [r["applied_offset"] for r in t["offset_commits"]] == [2 if installed else None, 1]
+
+
+@pytest.mark.parametrize("version, kept", [("3.7", True), ("3.8", False), ("4.0", False)])
+def test_the_new_coordinator_of_3_7_keeps_open_transactions_through_a_tombstone(version, kept):
+    """4.0 `testReplayWithTombstoneAndPendingTransactionalOffsets`: from 3.8 an offset tombstone, plain or
+    transactional, also drops its partition from every open transaction (KAFKA-14505 [8/8]), so their COMMIT
+    installs nothing there; 3.7's `OffsetMetadataManager.replay` removed the committed offset only, and the COMMIT
+    installed the pending one on the emptied key."""
+    log = Log()
+    log.commit("g", "foo", 0, 5)  # 0
+    log.commit("g", "foo", 0, 10, pid=7, epoch=0)  # 1
+    log.offset_tombstone("g", "foo", 0)  # 2: plain
+    log.commit("g", "foo", 1, 1, pid=8, epoch=0)  # 3
+    log.offset_tombstone("g", "foo", 1, pid=8, epoch=0)  # 4: in the same transaction
+    log.marker(7, "COMMIT")  # 5
+    log.marker(8, "COMMIT")  # 6
+    t = replay_rows(log.rows, _options("modern", version))
+    assert offsets(t, "empty_group_offsets") == ({("g", "foo", 0): 10, ("g", "foo", 1): 1} if kept else {})
+    assert [r["applied_offset"] for r in t["offset_commits"]] == [0, 5 if kept else None, 2, 6 if kept else None, None]
