@@ -89,6 +89,25 @@ class ExpiryOptions:
         return self.modern and self.version < (4, 1, 0)
 
     @property
+    def pending_keeps_offset(self) -> bool:
+        """An offset with a pending transactional offset on its partition does not expire: the new coordinator's
+        `cleanupExpiredOffsets` from 3.8 (`hasPendingTransactionalOffsets`, KAFKA-14505 [8/8]); 3.7's and the old
+        coordinator's expire it."""
+        return self.modern and self.version >= (3, 8, 0)
+
+    def open_transaction_keeps_group(self, had_offsets: bool) -> bool:
+        """Whether an open transaction of a group keeps it from deletion when its committed offsets are gone
+        (`had_offsets`: it had some before the pass, all expired in it). The old coordinator: always (`hasOffsets`
+        counts pending ones); the new one: never in 3.7, only where it had committed offsets in 3.8 - 4.0.0
+        (`cleanupExpiredOffsets` answered true for a group with none, open transactions or not, and
+        `maybeDeleteGroup` deleted it), always from 4.0.1 (KAFKA-19163; 4.1.0 too)."""
+        if not self.modern:
+            return True
+        if self.version < (3, 8, 0):
+            return False
+        return had_offsets or self.version >= (4, 0, 1)
+
+    @property
     def pre_kip211(self) -> bool:
         """Old coordinator before 2.1: every offset expires at expireTimestamp (or commit + retention) < now."""
         return not self.modern and self.version < (2, 1, 0)
@@ -253,7 +272,7 @@ def _expired(offsets: pa.Table, ids: list[str], codes: np.ndarray, groups: dict[
     # commit timestamp, as the rule says (a dated offset without expireTimestamp has a commit timestamp)
     base = np.where(has_expire, expire, np.where(rule == _CODE[RULE_EMPTY_STATE_TS], state_ms, commit))
     expired = candidate & np.where(has_expire, expire <= now, base <= now - retention)
-    if options.modern and pending and expired.any():  # an offset with a pending transactional commit stays
+    if options.pending_keeps_offset and pending and expired.any():  # a pending transactional commit keeps it
         at = np.flatnonzero(expired)
         keys = offsets.select(["group_id", "topic", "partition"]).take(pa.array(at))
         expired[at] = [k not in pending for k in zip(*(c.to_pylist() for c in keys.columns))]
@@ -309,7 +328,8 @@ def cleanup_group_metadata(tables: Mapping[str, Any], options: ExpiryOptions) ->
 
     expired_groups: list[Row] = []
     for gid, g in groups.items():
-        if not _deletable(g, options) or left.get(gid, 0) > 0 or gid in open_txn_groups:
+        if not _deletable(g, options) or left.get(gid, 0) > 0 or (
+                gid in open_txn_groups and options.open_transaction_keeps_group(before.get(gid, 0) > 0)):
             continue
         expired_groups.append({
             "snapshot_id": g["snapshot_id"],

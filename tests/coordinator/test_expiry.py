@@ -430,6 +430,17 @@ def test_modern_pending_transactional_offset_blocks_partition_and_group():
     assert expired_keys(res) == [("s", "a", 1)] and res["expired_groups"] == []
 
 
+def test_modern_3_7_expires_offsets_and_groups_whatever_is_pending():
+    """3.7's `OffsetMetadataManager.cleanupExpiredOffsets` (branch 3.7) reads no pending transactional offset: the
+    partition's offset expires and the group, all its offsets gone, is deleted; the checks came with 3.8
+    (KAFKA-14505 [8/8])."""
+    t = tables(groups=[group("s", protocol_type=None, state="Empty", generation=0, is_simple=True, cst_ms=T0)],
+               empty=[offset("s", "a", 0, T0, has_group_metadata=False), offset("s", "a", 1, T0, has_group_metadata=False)],
+               pending_=[pending("s", "a", 0)])
+    res = run(t, opts(T0 + 100 * RET, "modern", "3.7"))
+    assert expired_keys(res) == [("s", "a", 0), ("s", "a", 1)] and list(dead(res)) == ["s"]
+
+
 def test_legacy_pending_transactional_offset_blocks_only_the_group():
     t = tables(empty=[offset("s", "a", 0, T0, has_group_metadata=False), offset("s", "a", 1, T0, has_group_metadata=False)],
                pending_=[pending("s", "a", 0)])
@@ -437,10 +448,22 @@ def test_legacy_pending_transactional_offset_blocks_only_the_group():
     assert expired_keys(res) == [("s", "a", 0), ("s", "a", 1)] and res["expired_groups"] == []
 
 
-@BOTH
-def test_group_with_open_transaction_only_is_not_deleted(semantics):
+@pytest.mark.parametrize("semantics,version,deleted", [
+    ("legacy", "3.9", False), ("modern", "3.7", True), ("modern", "3.8", True), ("modern", "3.9", True),
+    ("modern", "4.0", True), ("modern", "4.0.1", False), ("modern", "4.1", False)])
+def test_group_with_open_transaction_only(semantics, version, deleted):
+    """An Empty group whose only offsets are pending in an open transaction. The old coordinator keeps it
+    (`GroupMetadata.hasOffsets` counts pending ones). The new one's `cleanupExpiredOffsets` answered "all expired"
+    for a group without committed offsets, open transactions or not, so `maybeDeleteGroup` deleted it, until
+    KAFKA-19163 (4.0.1, 4.1.0; 3.8, 3.9 and 4.0.0 lack it: `return true`); a group that had committed offsets was
+    kept for its open transactions from 3.8 (`!openTransactionsByGroup.containsKey(groupId)`)."""
     t = tables(groups=[group("g", state="Empty", generation=3, cst_ms=T0)], pending_=[pending("g", "a", 0)])
-    assert run(t, opts(T0 + 100 * RET, semantics))["expired_groups"] == []
+    assert list(dead(run(t, opts(T0 + 100 * RET, semantics, version)))) == (["g"] if deleted else [])
+    t = tables(groups=[group("g", state="Empty", generation=3, cst_ms=T0)], loaded=[offset("g", "b", 0, T0)],
+               pending_=[pending("g", "a", 0)])
+    res = run(t, opts(T0 + 100 * RET, semantics, version))
+    assert expired_keys(res) == [("g", "b", 0)]
+    assert list(dead(res)) == (["g"] if version == "3.7" else [])
 
 
 # -- cleanup of groups with no offsets -----------------------------------------------------------------------
