@@ -29,8 +29,9 @@ the version (appendedBatchOffset / record offset) of the one it holds. Both are 
 log order (a value or a seed at a plain value's or the state's version, absence at a tombstone, and at each
 installed value its version, which is above the one in place): so per key, after sorting its events by position,
 the version in place before each event is the running maximum since the last plain value, tombstone or seed, and
-it holds an offset when that maximum exists (3.7's installs read no version: whether one exists is all). A transaction's end marker per record, the last record of a key in a
-transaction, and the first tombstone after a pending value are searches in sorted arrays.
+it holds an offset when that maximum exists (3.7's installs read no version: whether one exists is all). A
+transaction's end marker per record, the last record of a key in a transaction, and the first tombstone after a
+pending value are searches in sorted arrays.
 """
 from __future__ import annotations
 

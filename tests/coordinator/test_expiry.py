@@ -434,8 +434,8 @@ def test_modern_3_7_expires_offsets_and_groups_whatever_is_pending():
     """3.7's `OffsetMetadataManager.cleanupExpiredOffsets` (branch 3.7) reads no pending transactional offset: the
     partition's offset expires and the group, all its offsets gone, is deleted; the checks came with 3.8
     (KAFKA-14505 [8/8])."""
-    t = tables(groups=[group("s", protocol_type=None, state="Empty", generation=0, is_simple=True, cst_ms=T0)],
-               empty=[offset("s", "a", 0, T0, has_group_metadata=False), offset("s", "a", 1, T0, has_group_metadata=False)],
+    simple = group("s", protocol_type=None, state="Empty", generation=0, is_simple=True, cst_ms=T0)
+    t = tables(groups=[simple], empty=[offset("s", "a", p, T0, has_group_metadata=False) for p in (0, 1)],
                pending_=[pending("s", "a", 0)])
     res = run(t, opts(T0 + 100 * RET, "modern", "3.7"))
     assert expired_keys(res) == [("s", "a", 0), ("s", "a", 1)] and list(dead(res)) == ["s"]
