@@ -437,11 +437,16 @@ def sql(warehouse, query, snapshot_id, fmt):
     reader, snap = _open(warehouse, snapshot_id)
     con = sqlmod.connect(reader, snap)
     try:
-        cols, rows = sqlmod.run(con, query)
-        out = sqlmod.render(cols, rows, fmt)
+        result = sqlmod.stream(con, query)
+        # printed as fetched (a result of any size); Ctrl-C and `| head` end it as they end every command here
+        for text in sqlmod.printed(result.columns, result.batches, fmt):
+            click.echo(view(text) if fmt == "table" else text, nl=False)
     except duckdb.Error as e:
         fail(str(e))
-    click.echo(view(out) if fmt == "table" else out, nl=False)
+    except BaseException:
+        # Ctrl-C, `| head`: DuckDB's threads would run the query on, and the interpreter's exit wait for them
+        con.interrupt()
+        raise
 
 
 @click.command(cls=OneValueEach)

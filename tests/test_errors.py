@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -233,6 +236,96 @@ def test_output_onto_a_full_disk_is_one_line(cmd, good, story):
                            env={**os.environ, "PYTHONPATH": str(ROOT)}, text=True, timeout=120)
     assert p.returncode == 1, p.stderr[-2000:]
     assert p.stderr.splitlines() == ["error: cannot write: No space left on device"], p.stderr[-2000:]
+
+_ENDLESS = "SELECT range AS n, 'group-' || range AS g FROM range(100000000000)"
+
+
+def _rss(pid: int) -> int:
+    """The process's resident memory in bytes (0 once it has ended)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return 0
+    # a zombie has no VmRSS line
+    return next((int(ln.split()[1]) * 1024 for ln in status.splitlines() if ln.startswith("VmRSS:")), 0)
+
+
+def _endless_sql(story: Path, fmt: str, *, interruptible: bool = False) -> subprocess.Popen:
+    """`offsetlake sql` of 10^11 rows, killed past 1.5 GiB of memory (what holding the rows would reach; the
+    machine is left alone)."""
+    p = subprocess.Popen([sys.executable, "-m", "jobs.cli", "sql", "--warehouse", str(story), "--format", fmt,
+                          _ENDLESS], cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE,
+                         preexec_fn=(lambda: signal.signal(signal.SIGINT, signal.SIG_DFL)) if interruptible else None)
+
+    def guard():
+        while p.poll() is None:
+            if _rss(p.pid) > 1.5 * 2**30:
+                p.kill()
+            time.sleep(0.05)
+
+    threading.Thread(target=guard, daemon=True).start()
+    return p
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="no /proc to read a process's memory from")
+@pytest.mark.parametrize("fmt", ["table", "csv", "json"])
+def test_sql_prints_a_result_too_large_to_hold_as_it_fetches_it(story, fmt):
+    """sql fetched every row before it printed one: a result of 10^11 rows (a join mistyped into a cross product)
+    printed nothing and grew until the machine killed it. It prints from the first rows on, in bounded memory, and
+    the reader leaving (`| head`) ends it as it ends every command: exit 1, nothing on stderr."""
+    p = _endless_sql(story, fmt)
+    first = p.stdout.read(2**20)  # past the rows the table holds back for its widths
+    assert len(first) == 2**20, p.stderr.read().decode()[-2000:]
+    before = _rss(p.pid)
+    for _ in range(8):  # about 700,000 rows more
+        assert len(p.stdout.read(2**20)) == 2**20
+    grown = _rss(p.pid) - before
+    p.stdout.close()
+    assert p.wait(timeout=120) == 1
+    assert p.stderr.read() == b""
+    assert grown < 64 * 2**20, grown
+    text = first.decode()
+    if fmt == "table":
+        assert [ln.split() for ln in text.splitlines()[1:5:2]] == [["|", "n", "|", "g", "|"],
+                                                                   ["|", "0", "|", "group-0", "|"]]
+    else:
+        assert text.startswith({"csv": "n,g\n0,group-0\n1,group-1\n",
+                                "json": '[{"n": 0, "g": "group-0"}, {"n": 1, "g": "group-1"}, '}[fmt])
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="no /proc to read a process's memory from")
+def test_sql_ctrl_c_while_printing_is_one_line(story):
+    """Ctrl-C while sql prints a long result: `error: aborted`, exit 1, as at any prompt of offsetlake's."""
+    p = _endless_sql(story, "csv", interruptible=True)
+    assert len(p.stdout.read(2**20)) == 2**20, p.stderr.read().decode()[-2000:]
+    p.send_signal(signal.SIGINT)
+    p.stdout.read()  # what it printed before the signal reached it
+    assert p.wait(timeout=120) == 1
+    assert p.stderr.read().decode().split() == ["error:", "aborted"]
+
+
+def test_sql_ctrl_c_while_duckdb_runs_the_query_is_one_line(story):
+    """Ctrl-C while DuckDB ran a query (an aggregate over 10^11 rows) was a RuntimeError stack trace, and the
+    process then ran on until DuckDB's threads had finished the query (minutes). It is `error: aborted`, exit 1,
+    and the process ends."""
+    script = ("import os, signal, threading\n"
+              "import pipelines.serving.sql as s\n"
+              "streamed = s.stream\n"
+              "def stream(con, query, *args):\n"  # Ctrl-C once DuckDB runs the query, not before
+              "    threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT)).start()\n"
+              "    return streamed(con, query, *args)\n"
+              "s.stream = stream\n"
+              "from jobs.cli import run\n"
+              "run()\n")
+    p = subprocess.run([sys.executable, "-c", script, "sql", "--warehouse", str(story),
+                        "SELECT sum(hash(range)) FROM range(100000000000)"], cwd=ROOT,
+                       env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=120,
+                       preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    assert p.returncode == 1, p.stderr[-2000:]
+    assert p.stderr.split() == ["error:", "aborted"], p.stderr[-2000:]
+    assert p.stdout == ""
+
 
 # --- the serving commands --------------------------------------------------------------------------------------
 @pytest.mark.parametrize("args, line", [

@@ -9,6 +9,8 @@ configuration locked: a query can read the warehouse, nothing else, and cannot w
 `runs.validation` and `runs.summary`, stored as JSON text, are DuckDB JSON in the views, so `->`/`->>` work on them
 and every column of type JSON is printed as JSON (`--format json`: nested in the row). Intervals and durations are
 printed as ISO-8601 durations (`PT2H15M55S`), timestamps as ISO-8601 instants, booleans as true/false.
+A result is fetched from DuckDB and printed a batch at a time (`stream`, `printed`): memory holds a batch, whatever
+the result's size.
 """
 from __future__ import annotations
 
@@ -19,6 +21,8 @@ import io
 import json
 import math
 from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import duckdb
@@ -67,27 +71,64 @@ def connect(reader: DeltaWarehouseReader, snapshot: Snapshot) -> duckdb.DuckDBPy
     return con
 
 
-def run(con: duckdb.DuckDBPyConnection, query: str) -> tuple[list[str], list[tuple]]:
-    """Run the query (raises duckdb.Error with DuckDB's message on a bad one): column names and rows of Arrow's
-    Python values, a JSON column's values parsed and wrapped in JsonValue (so `render` tells them from strings)."""
+#: The rows DuckDB hands over at a time (its vector size): a result is fetched, converted and printed a batch at a
+#: time, so memory holds a batch and what `printed` holds back, however many rows the query answers
+BATCH_ROWS = 2048
+#: A table of up to this many rows and characters of text is printed once it is whole, each column as wide as its
+#: widest value; past either bound its rows are printed as they are fetched (`printed`)
+HELD_ROWS = 10_000
+HELD_CHARS = 16 * 2**20
+
+
+@dataclass(frozen=True)
+class Result:
+    """A query's column names and its rows, fetched from DuckDB as `batches` is iterated: lists of rows of Arrow's
+    Python values, a JSON column's values parsed and wrapped in JsonValue (so `printed` tells them from strings)."""
+
+    columns: list[str]
+    batches: Iterator[list[tuple]]
+
+
+def stream(con: duckdb.DuckDBPyConnection, query: str, batch_rows: int = BATCH_ROWS) -> Result:
+    """Run the query (raises duckdb.Error with DuckDB's message on a bad one, KeyboardInterrupt on Ctrl-C while
+    DuckDB runs it). Its rows are fetched as the result's batches are read: `select * from range(1e11)`, or a join
+    mistyped into a cross product, starts printing at once instead of filling memory before its first line."""
     # DuckDB runs every statement and answers the last: the others' rows were dropped without a word
     count = len(con.extract_statements(query))
     if count > 1:
         raise duckdb.InvalidInputException(f"the query holds {count} SQL statements: run one at a time")
-    cur = con.execute(query)
+    try:
+        cur = con.execute(query)
+    except RuntimeError as e:
+        # DuckDB's Python client checks for a signal while it executes and answers one with this RuntimeError
+        # (DuckDBPyConnection::CompletePendingQuery): Ctrl-C, as the command reports it, not a stack trace
+        if str(e) == "Query interrupted":
+            raise KeyboardInterrupt from None
+        raise
     if cur is None:  # DuckDB's answer to text without a statement ('', ';', a comment alone)
         raise duckdb.InvalidInputException(f"no SQL statement in {query!r}")
     if cur.description is None:
-        return [], []
+        return Result([], iter(()))
     cols = [d[0] for d in cur.description]
-    is_json = [str(d[1]) == "JSON" for d in cur.description]
     # Through Arrow: DuckDB's own Python conversion of timestamptz needs pytz.
-    t = cur.to_arrow_table()
-    if not t.num_columns:
-        return cols, []
-    columns = [[_parsed(v) for v in c.to_pylist()] if j else _values(c, name, d[1]) for c, j, name, d in
-               zip(t.columns, is_json, cols, cur.description)]
-    return cols, [tuple(r) for r in zip(*columns)]
+    return Result(cols, _batches(cur.to_arrow_reader(batch_rows), cols, cur.description))
+
+
+def run(con: duckdb.DuckDBPyConnection, query: str) -> tuple[list[str], list[tuple]]:
+    """`stream`'s column names and all its rows, fetched at once."""
+    result = stream(con, query)
+    return result.columns, [r for batch in result.batches for r in batch]
+
+
+def _batches(reader: pa.RecordBatchReader, cols: list[str], description: list) -> Iterator[list[tuple]]:
+    is_json = [str(d[1]) == "JSON" for d in description]
+    for batch in reader:
+        if not batch.num_columns or not batch.num_rows:
+            continue
+        t = pa.Table.from_batches([batch])
+        columns = [[_parsed(v) for v in c.to_pylist()] if j else _values(c, name, d[1]) for c, j, name, d in
+                   zip(t.columns, is_json, cols, description)]
+        yield list(zip(*columns))
 
 
 # DuckDB's infinite instants as its Arrow export holds them: the largest value of the type and its negation
@@ -283,6 +324,16 @@ def _cell(v: Any) -> str:
 
 
 def render(cols: list[str], rows: list[tuple], fmt: str) -> str:
+    """A whole result's text in the format."""
+    return "".join(printed(cols, iter([rows] if rows else []), fmt))
+
+
+def printed(cols: list[str], batches: Iterator[list[tuple]], fmt: str) -> Iterator[str]:
+    """A result's text in the format, in pieces as its batches are fetched: CSV and JSON a piece a batch (the same
+    text as whole). The table is one piece up to HELD_ROWS rows and HELD_CHARS characters, its columns as wide as
+    their widest value; past them, the rows held back, then a piece a batch: the columns as wide as their widest
+    value among the rows held back, and a later value wider than its column widens the column from its row on,
+    below a separator line at the new widths (each row lines up with the separator above it)."""
     if fmt == "json":
         # an object holds a name once: `SELECT * FROM a JOIN b ON …` kept b's snapshot_id, record_offset, … alone
         twice = [f"{n} columns named {c!r}" for c, n in Counter(cols).items() if n > 1]
@@ -290,17 +341,72 @@ def render(cols: list[str], rows: list[tuple], fmt: str) -> str:
             raise duckdb.InvalidInputException(
                 f"the result has {', '.join(twice)}, and a JSON object holds one value per name: name them apart "
                 "(AS), or use --format csv or table")
-        return json.dumps([{c: _plain(v) for c, v in zip(cols, r)} for r in rows], default=str, ensure_ascii=False) + "\n"
-    if fmt == "csv":
-        buf = io.StringIO()
-        w = csv.writer(buf, lineterminator="\n")
-        w.writerow(cols)
-        for r in rows:
-            w.writerow(["" if v is None else _cell(v) for v in r])
-        return buf.getvalue()
-    cells = [[cell(_cell(v)) for v in r] for r in rows]
-    widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(cols)]
-    sep = "+" + "+".join("-" * (w + 2) for w in widths) + "+"
-    line = lambda vals: "| " + " | ".join(v.ljust(w) for v, w in zip(vals, widths)) + " |"  # noqa: E731
-    out = [sep, line(cols), sep] + [line(r) for r in cells] + [sep, f"({len(rows)} row{'s' if len(rows) != 1 else ''})"]
-    return "\n".join(out) + "\n"
+        # json.dumps of the list, written an object at a time: `[`, the objects joined by ", ", `]`
+        texts = (", ".join(json.dumps({c: _plain(v) for c, v in zip(cols, r)}, default=str, ensure_ascii=False)
+                           for r in b) for b in batches)
+        yield from _joined(texts, "[", ", ", "]\n")
+    elif fmt == "csv":
+        yield from _joined((_csv_lines(b) for b in batches), _csv_lines([cols], raw=True), "", "")
+    else:
+        yield from _table(cols, batches)
+
+
+def _held(pieces: Iterator[tuple[Any, int, int]]) -> tuple[list, Iterator[tuple[Any, int, int]] | None]:
+    """The pieces (each with its rows and characters) up to HELD_ROWS rows and HELD_CHARS characters, and the
+    iterator of the pieces after them: None when the result ended within the bounds."""
+    held, rows, chars = [], 0, 0
+    for piece, n, size in pieces:
+        held.append(piece)
+        rows, chars = rows + n, chars + size
+        if rows > HELD_ROWS or chars > HELD_CHARS:
+            return held, pieces
+    return held, None
+
+
+def _joined(texts: Iterator[str], head: str, between: str, tail: str) -> Iterator[str]:
+    """head, the batches' texts joined by `between`, tail; a piece a batch, the head with the first."""
+    before, empty = head, True
+    for text in texts:
+        yield before + text
+        before, empty = between, False
+    if empty or tail:
+        yield (head if empty else "") + tail
+
+
+def _csv_lines(rows: list, raw: bool = False) -> str:
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    for r in rows:
+        w.writerow(r if raw else ["" if v is None else _cell(v) for v in r])
+    return buf.getvalue()
+
+
+def _table(cols: list[str], batches: Iterator[list[tuple]]) -> Iterator[str]:
+    cells = ([[cell(_cell(v)) for v in r] for r in b] for b in batches)
+    held, rest = _held((c, len(c), sum(len(v) for r in c for v in r)) for c in cells)
+    rows = [r for c in held for r in c]
+    widths = [max([len(c)] + [len(r[i]) for r in rows]) for i, c in enumerate(cols)]
+    out = [_separator(widths), _line(cols, widths), _separator(widths)] + [_line(r, widths) for r in rows]
+    count = len(rows)
+    if rest is not None:
+        yield "\n".join(out) + "\n"
+        for c, _, _ in rest:
+            out = []
+            for r in c:
+                wider = [max(w, len(v)) for w, v in zip(widths, r)]
+                if wider != widths:
+                    widths = wider
+                    out.append(_separator(widths))
+                out.append(_line(r, widths))
+            count += len(c)
+            yield "\n".join(out) + "\n"
+        out = []
+    yield "\n".join(out + [_separator(widths), f"({count} row{'s' if count != 1 else ''})"]) + "\n"
+
+
+def _separator(widths: list[int]) -> str:
+    return "+" + "+".join("-" * (w + 2) for w in widths) + "+"
+
+
+def _line(values: list[str], widths: list[int]) -> str:
+    return "| " + " | ".join(v.ljust(w) for v, w in zip(values, widths)) + " |"

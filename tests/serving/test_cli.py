@@ -374,6 +374,44 @@ def test_sql_of_several_statements_is_refused(run):
     assert r.exit_code == 0 and r.stdout == "x\na;b\n", r.output
 
 
+def test_sql_prints_a_result_fetched_in_batches_as_a_whole_one(run):
+    """sql fetches and prints a batch of rows at a time: a result of several batches prints as it printed whole,
+    CSV as Python's csv writes its rows, JSON as json.dumps writes the list, the table with each column as wide as
+    its widest value over all its rows."""
+    from pipelines.serving.sql import BATCH_ROWS
+
+    n = 2 * BATCH_ROWS + 5
+    q = f"SELECT range AS n, repeat('x', (range % 7)::INT) AS s, [range] AS l FROM range({n}) ORDER BY range"
+    rows = [(i, "x" * (i % 7), [i]) for i in range(n)]
+    r = run("sql", q, "--format", "csv")
+    assert r.exit_code == 0 and r.stdout == "n,s,l\n" + "".join(f"{i},{s},[{i}]\n" for i, s, _ in rows), r.output
+    r = run("sql", q, "--format", "json")
+    assert r.exit_code == 0 and r.stdout == json.dumps([dict(zip("nsl", v)) for v in rows]) + "\n", r.output
+    r = run("sql", q)
+    lines = r.stdout.splitlines()
+    assert lines[:3] == ["+------+--------+--------+", "| n    | s      | l      |", "+------+--------+--------+"]
+    assert lines[3:-2] == [f"| {i:<4} | {s:<6} | {f'[{i}]':<6} |" for i, s, _ in rows]
+    assert lines[-2:] == [lines[0], f"({n} rows)"]
+
+
+def test_sql_table_past_the_rows_it_holds_widens_a_column_below_a_separator(run):
+    """A table past HELD_ROWS rows is printed as it is fetched: its columns as wide as among the rows held back,
+    and a wider value later widens its column from its row on, under a separator at the new widths."""
+    from pipelines.serving.sql import HELD_ROWS
+
+    wide = HELD_ROWS + 3000  # the first row with a value wider than any held back
+    q = f"SELECT range AS n, CASE WHEN range < {wide} THEN 'a' ELSE 'bbb' END AS s FROM range({wide + 10})"
+    r = run("sql", q)
+    assert r.exit_code == 0, r.output
+    lines = r.stdout.splitlines()
+    w = len(str(wide))
+    narrow, widened = "+-" + "-" * w + "-+---+", "+-" + "-" * w + "-+-----+"
+    assert lines[:3] == [narrow, f"| {'n':<{w}} | s |", narrow]
+    assert lines[3 + wide - 1:3 + wide + 2] == [f"| {wide - 1:<{w}} | a |", widened, f"| {wide:<{w}} | bbb |"]
+    assert lines[-2:] == [widened, f"({wide + 10} rows)"]
+    assert [ln for ln in lines if ln.startswith("+")] == [narrow, narrow, widened, widened]
+
+
 @pytest.mark.parametrize("args", [
     ["changes", "--from", "0001-01-01T00:00:00+01:00", "--to", "2100-01-01"],
     ["changes", "--from", "2000-01-01", "--to", "9999-12-31T23:59:59-01:00"],
