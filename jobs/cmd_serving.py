@@ -33,7 +33,8 @@ from pipelines.serving.describe import describe as render
 from pipelines.serving.diff import diff_snapshots, render_text
 from pipelines.serving.group_regex import BadGroupRegex, check as check_group_regex
 from pipelines.serving.history import OutsideHistory, group_events, observed_events
-from pipelines.serving.index import close_group_ids, close_topics, committed_partitions, load_index, topic_known
+from pipelines.serving.index import (close_topics, committed_partitions, load_index, topic_known,
+                                     unknown_group_message)
 from pipelines.serving.restore_plan import (HistoryUnavailable, OutNotAPlan, OutNotEmpty, counted, parse_instant,
                                             write_restore_plan)
 from pipelines.serving.reset_plan import reset_plan as reset_offsets
@@ -48,7 +49,7 @@ snapshot_opt = click.option("--snapshot", "snapshot_id", default=None, help="sna
 def _unknown_group(reader, snap, reason: str, group: str):
     """A group the snapshot does not hold is a usage error (a typo, the wrong snapshot): one line, with the
     snapshot's nearest group ids."""
-    fail(reason + did_you_mean(close_group_ids(reader, snap, group), quote=True))
+    fail(unknown_group_message(reader, snap, group, reason))
 
 
 def _pretty_json(value) -> str:

@@ -15,7 +15,7 @@ from typing import NoReturn
 
 import click
 
-from pipelines.serving.cells import view
+from pipelines.serving.cells import did_you_mean, view  # noqa: F401 - did_you_mean: the commands' too
 
 PREFIX = "error: "
 EXIT_USAGE = 2
@@ -68,15 +68,6 @@ def _lower_first(text: str) -> str:
     if len(text) > 1 and text[0].isupper() and text[1].islower():
         return text[0].lower() + text[1:]
     return text
-
-
-def did_you_mean(possibilities, quote: bool = False) -> str:
-    """` (did you mean a or b?)`, or nothing when there is no close match; `quote` for names that may hold
-    spaces (group ids)."""
-    if not possibilities:
-        return ""
-    names = [repr(p) if quote else p for p in possibilities]
-    return f" (did you mean {' or '.join(names)}?)"
 
 
 def _closest(name: str, possibilities) -> list[str]:

@@ -18,6 +18,7 @@ from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse
+from starlette.concurrency import run_in_threadpool
 
 from jobs.api import groups, incidents, meta, snapshots
 from jobs.api.params import Utf8Only, first_error, known_query
@@ -27,6 +28,7 @@ from pipelines.io.snapshots import DamagedTable, GroupNotFound, SnapshotNotFound
 from pipelines.serving import metrics as prom, views
 from pipelines.serving.catalog import SnapshotCatalog
 from pipelines.serving.history import HistoryUnavailable, OutsideHistory
+from pipelines.serving.index import unknown_group_message
 
 # the routers behind the token, in the order their routes are matched
 GUARDED = (snapshots.router, groups.router, incidents.router, meta.router)
@@ -90,7 +92,12 @@ def _answer_errors(app: FastAPI) -> None:
     @app.exception_handler(SnapshotNotFound)
     @app.exception_handler(views.NotFound)
     async def _not_found(request: Request, exc: Exception) -> JSONResponse:
-        return json_response({"detail": str(exc.args[0]) if exc.args else "not found"}, status_code=404)
+        detail = str(exc.args[0]) if exc.args else "not found"
+        if isinstance(exc, GroupNotFound) and exc.group_id is not None:
+            # the snapshot's nearest group ids, as the CLI and /changes name them: read off the event loop
+            detail = await run_in_threadpool(unknown_group_message, request.app.state.server.reader, exc.snapshot,
+                                             exc.group_id, detail)
+        return json_response({"detail": detail}, status_code=404)
 
     @app.exception_handler(OutsideHistory)
     async def _outside_history(request: Request, exc: OutsideHistory) -> JSONResponse:

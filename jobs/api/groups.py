@@ -16,7 +16,6 @@ from jobs.api.models import CommitsOut, GroupDetailOut, GroupsPageOut, OffsetOut
 from jobs.api.params import RawPathRoute, SnapshotQ
 from jobs.api.responses import ERRORS, HISTORY_ERRORS, bytes_response, dumps, json_response
 from jobs.api.server import Served
-from pipelines.io.snapshots import GroupNotFound
 from pipelines.serving import group_status, overview, views
 from pipelines.serving.index import SnapshotIndex
 
@@ -172,7 +171,7 @@ def group_status_route(
     st = server.group_statuses(idx).get(group)
     if st is None:
         if not idx.exists(group):
-            raise GroupNotFound(idx.absent_reason(group))
+            raise idx.not_found(group)
         st = group_status.GroupStatus(group, "OK", [])  # a group without committed offsets: nothing to judge
     return json_response({"snapshot_id": idx.snapshot.snapshot_id, **st.as_json()}, idx.snapshot.snapshot_id)
 
@@ -189,5 +188,5 @@ def offsets_history(
     idx = server.catalog.resolve(snapshot)
     body = overview.offsets_over_snapshots(server.reader, server.catalog.snapshots(), group, idx.snapshot)
     if not body["partitions"] and not idx.exists(group):
-        raise GroupNotFound(idx.absent_reason(group))
+        raise idx.not_found(group)
     return json_response(body, idx.snapshot.snapshot_id)

@@ -17,6 +17,7 @@ from starlette.routing import Match
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from pipelines.serving.cells import did_you_mean
 from pipelines.serving.views import BadParameter
 
 SnapshotQ = Query(None, min_length=1, max_length=512,
@@ -92,7 +93,7 @@ async def known_query(request: Request) -> None:
     for name in dict.fromkeys(request.query_params.keys()):
         if name not in taken:
             near = difflib.get_close_matches(name, taken, n=1)
-            hint = f" (did you mean {near[0]!r}?)" if near else ""
+            hint = did_you_mean(near, quote=True)
             takes = ", ".join(sorted(taken)) or "none"
             raise BadParameter(f"unknown query parameter {name!r}{hint}; this route takes: {takes}")
         if not taken[name] and len(request.query_params.getlist(name)) > 1:

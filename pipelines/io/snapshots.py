@@ -58,7 +58,12 @@ class SnapshotNotFound(ReadError):
 
 
 class GroupNotFound(ReadError):
-    """The group does not exist in the chosen snapshot."""
+    """The group does not exist in the chosen snapshot. With `group_id` and `snapshot` when the message is the reason
+    alone, for whoever reports it to add the snapshot's nearest group ids (`index.unknown_group_message`)."""
+
+    def __init__(self, message: str, group_id: str | None = None, snapshot: "Snapshot | None" = None):
+        super().__init__(message)
+        self.group_id, self.snapshot = group_id, snapshot
 
 
 class DamagedTable(ReadError):

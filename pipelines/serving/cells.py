@@ -3,7 +3,8 @@ A control character in it would act on the reader's terminal (an escape sequence
 carriage return writes over its line), and a newline or a tab inside a value would split the view's row or shift
 its columns. Both are written as their escapes (`\\x1b`, `\\n`); JSON and CSV keep the value as their formats say.
 So is a character that draws nothing or reorders the text after it (Unicode's format characters: zero-width, bidi
-controls; the line and paragraph separators), as the page shows them: `pay\\u200bments` is not `payments`."""
+controls; the line and paragraph separators), as the page shows them: `pay\\u200bments` is not `payments`.
+The error lines' ` (did you mean 'payments'?)`, naming the ids nearest a mistyped one, is written here once too."""
 from __future__ import annotations
 
 import re
@@ -30,6 +31,15 @@ def cell(value):
     if not isinstance(value, str):
         return value
     return _CONTROL.sub(_escape, value)
+
+
+def did_you_mean(possibilities, quote: bool = False) -> str:
+    """` (did you mean a or b?)`, or nothing when there is no close match; `quote` for names that may hold
+    spaces (group ids)."""
+    if not possibilities:
+        return ""
+    names = [repr(p) if quote else p for p in possibilities]
+    return f" (did you mean {' or '.join(names)}?)"
 
 
 def view(text: str) -> str:

@@ -14,8 +14,10 @@ from typing import Callable, Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pipelines.io.snapshots import Snapshot, SnapshotReader, column_values, iso, jsonable, table_rows
+from pipelines.io.snapshots import (GroupNotFound, Snapshot, SnapshotReader, column_values, iso, jsonable,
+                                    table_rows)
 from pipelines.serving.cache import ResponseCache
+from pipelines.serving.cells import did_you_mean
 from pipelines.serving.history import snapshot_commits
 from pipelines.state.lag import consumer_lag  # noqa: F401 - LAG's one rule, which the serving modules import here
 
@@ -412,10 +414,14 @@ class SnapshotIndex:
         if group_id in self.groups:  # kept as Dead
             return f"group {group_id!r} is Dead in snapshot {sid!r}"
         if group_id in self.expired_groups:
-            return f"group {group_id!r} does not exist in snapshot {sid!r} (expired: {self.expired_groups[group_id].get('reason')})"
+            return f"{_absent(group_id, sid)} (expired: {self.expired_groups[group_id].get('reason')})"
         if group_id in self.removed_groups:
-            return f"group {group_id!r} does not exist in snapshot {sid!r} (deleted by a group tombstone)"
-        return f"group {group_id!r} does not exist in snapshot {sid!r}"
+            return f"{_absent(group_id, sid)} (deleted by a group tombstone)"
+        return _absent(group_id, sid)
+
+    def not_found(self, group_id: str) -> GroupNotFound:
+        """The error for a group that is not live: its reason, for the reporter to add the nearest ids to."""
+        return GroupNotFound(self.absent_reason(group_id), group_id, self.snapshot)
 
     def groups_after(self, candidates: list[str], after: str | None, prefix: str | None):
         """Iterate candidate group ids (sorted) strictly after `after`, restricted to `prefix`."""
@@ -577,8 +583,13 @@ def no_group_matches(reader: SnapshotReader, snapshot: Snapshot, pattern: str) -
     return f"no group id in snapshot {snapshot.snapshot_id!r} matches the group regex {pattern!r}"
 
 
-def unknown_group_message(reader: SnapshotReader, snapshot: Snapshot, group_id: str) -> str:
-    """`group 'x' is not in snapshot 's' (did you mean 'y'?)`: one line, with the snapshot's nearest group ids."""
+def _absent(group_id: str, snapshot_id: str) -> str:
+    return f"group {group_id!r} does not exist in snapshot {snapshot_id!r}"
+
+
+def unknown_group_message(reader: SnapshotReader, snapshot: Snapshot, group_id: str, reason: str | None = None) -> str:
+    """`group 'x' does not exist in snapshot 's' (did you mean 'y'?)`: the one line every command and API route
+    gives for a group id the snapshot does not hold: `reason` (`SnapshotIndex.absent_reason`: Dead, expired,
+    deleted) or that it does not exist, then the snapshot's nearest group ids."""
     near = close_group_ids(reader, snapshot, group_id)
-    hint = f" (did you mean {' or '.join(repr(g) for g in near)}?)" if near else ""
-    return f"group {group_id!r} is not in snapshot {snapshot.snapshot_id!r}{hint}"
+    return (reason or _absent(group_id, snapshot.snapshot_id)) + did_you_mean(near, quote=True)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 
-from pipelines.io.snapshots import GroupNotFound
 from pipelines.serving.index import SnapshotIndex
 
 _LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]{1,249}")  # Kafka's Topic.validate
@@ -30,7 +29,7 @@ def reset_refused(state: str | None) -> bool:
 def reset_plan(idx: SnapshotIndex, group_id: str) -> tuple[str, list[str]]:
     """The CSV text and warnings (partitions left out and why). Raises GroupNotFound, ValueError (no offsets)."""
     if not idx.exists(group_id):
-        raise GroupNotFound(idx.absent_reason(group_id))
+        raise idx.not_found(group_id)
     lines, warnings = [], []
     for o in idx.group_offsets(group_id, ["topic", "partition", "committed_offset"]):
         topic, part, off = o["topic"], o["partition"], o["committed_offset"]

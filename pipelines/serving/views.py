@@ -9,7 +9,7 @@ import binascii
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pipelines.io.snapshots import GroupNotFound, SnapshotReader, jsonable
+from pipelines.io.snapshots import SnapshotReader, jsonable
 from pipelines.serving.history import group_events, held_at, observed_events, outcome_as_of, snapshot_commits
 from pipelines.serving.index import (GROUP_STATES, GROUP_TYPES, LAG_FIELDS, OFFSET_FIELDS, SnapshotIndex,
                                      assignment_strategy, consumer_lag, json_rows)
@@ -63,7 +63,7 @@ def group_metadata(idx: SnapshotIndex, gid: str) -> dict:
 
 def _require(idx: SnapshotIndex, gid: str) -> None:
     if not idx.exists(gid):
-        raise GroupNotFound(idx.absent_reason(gid))
+        raise idx.not_found(gid)
 
 
 def group_detail(idx: SnapshotIndex, gid: str) -> dict:
@@ -296,7 +296,7 @@ def group_commits(
     t = snapshot_commits(reader, idx.snapshot, filters=flt,
                          columns=COMMIT_FIELDS + ["group_id", "txn_marker_timestamp", "batch_timestamp"])
     if (t is None or t.num_rows == 0) and not idx.exists(gid):
-        raise GroupNotFound(idx.absent_reason(gid))
+        raise idx.not_found(gid)
     rows: list[dict] = []
     truncated = False
     if t is not None and t.num_rows:
@@ -333,7 +333,7 @@ def group_history(reader: SnapshotReader, idx: SnapshotIndex, gid: str, *, limit
     t = group_events(reader, idx.snapshot, filters=[("group_id", "=", gid)],
                      columns=[*HISTORY_FIELDS[:-1], "group_id", "batch_last_offset"])
     if (t is None or t.num_rows == 0) and not idx.exists(gid):
-        raise GroupNotFound(idx.absent_reason(gid))
+        raise idx.not_found(gid)
     rows: list[dict] = []
     truncated = False
     if t is not None and t.num_rows:

@@ -81,3 +81,40 @@ def test_every_operation_documents_the_error_answers_the_server_gives(spec):
             # the answers that read what took effect say when a snapshot's history predates it (HistoryUnavailable)
             history = route in ("/changes", "/restore-plan.zip", "/status/groups")
             assert (op["responses"].get("409", {}).get("content") == error) == history, (method, route)
+
+
+# every route that takes one group id, by path and by query
+_GROUP_ROUTES = ["/groups/{g}", "/groups/{g}/offsets", "/groups/{g}/commits", "/groups/{g}/history", "/group?id={g}",
+                 "/group/offsets?id={g}", "/group/commits?id={g}", "/group/history?id={g}", "/status/groups?group={g}",
+                 "/history/offsets?group={g}", "/changes?from=2000-01-01&to=2100-01-01&group={g}",
+                 "/restore-plan.zip?as_of=2026-01-01T00:00:30Z&group={g}"]
+
+
+@pytest.fixture(scope="module")
+def story_client(tmp_path_factory):
+    from .conftest import build_story
+
+    kit = build_story(tmp_path_factory.mktemp("story"))
+    with TestClient(create_app(DeltaWarehouseReader(kit.root), refresh_interval=0)) as client:
+        yield client, kit.root
+
+
+@pytest.mark.parametrize("route", _GROUP_ROUTES)
+def test_an_unknown_group_is_a_404_naming_the_nearest_ids_on_every_route(story_client, route):
+    """/groups/{id}/commits, /history, /offsets, /groups/{id} itself and the rest answered a mistyped group id with
+    a bare 404 ("does not exist"), where /changes and /restore-plan.zip named the snapshot's nearest ids in other
+    words ("is not in"); every route now says what the CLI says, through one function
+    (`index.unknown_group_message`), and a group that is gone says why (deleted, expired) the same way."""
+    from click.testing import CliRunner
+
+    from jobs.cli import main
+
+    client, root = story_client
+    r = client.get(route.format(g="paymnts"))
+    assert (r.status_code, r.json()) == (404, {"detail": "group 'paymnts' does not exist in snapshot 's2' "
+                                                         "(did you mean 'payments'?)"})
+    cli = CliRunner().invoke(main, ["describe", "--warehouse", str(root), "paymnts"])
+    assert cli.stderr == f"error: {r.json()['detail']}\n"
+    if route.startswith("/group"):  # the routes of one live group: a deleted one says so
+        r = client.get(route.format(g="simple"))
+        assert r.json() == {"detail": "group 'simple' does not exist in snapshot 's2' (deleted by a group tombstone)"}
