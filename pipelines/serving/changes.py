@@ -42,7 +42,7 @@ from pipelines.serving.group_regex import BadGroupRegex, check, matching
 from pipelines.serving.history import (applied_history, applied_time, batch_time, check_not_before, check_within,
                                        compaction_note, group_events, held_at, log_gaps, observable, seen_time,
                                        snapshot_commits, took_effect_by)
-from pipelines.serving.index import no_group_matches, unknown_group_message, unknown_groups
+from pipelines.serving.index import check_groups_known, no_group_matches
 from pipelines.times import EPOCH, TimeFormatError, parse_time_ms
 from schemas.tables import GROUP_HISTORY_VERSION
 
@@ -688,8 +688,7 @@ def _summary(snap: Snapshot) -> dict:
 
 def changes_and_warnings(reader: SnapshotReader, snap: Snapshot, sel: Selection) -> tuple[list[dict], list[str]]:
     """`changes`, and what the answer may lack for the history it read (`history_warnings`)."""
-    for g in unknown_groups(reader, snap, sel.groups):
-        raise GroupNotFound(unknown_group_message(reader, snap, g))
+    check_groups_known(reader, snap, sel.groups)
     start = sel.start if sel.start.tzinfo is not None else sel.start.replace(tzinfo=dt.timezone.utc)
     check_within(snap, "from", (start - EPOCH) // dt.timedelta(milliseconds=1),
                  "so nothing in the window is known (an empty answer would say nothing changed)")

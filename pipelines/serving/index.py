@@ -18,7 +18,7 @@ from pipelines.io.snapshots import (GroupNotFound, Snapshot, SnapshotReader, col
                                     table_rows)
 from pipelines.serving.cache import ResponseCache
 from pipelines.serving.cells import did_you_mean
-from pipelines.serving.history import snapshot_commits
+from pipelines.serving.history import batch_time, held_at, snapshot_commits
 from pipelines.state.lag import consumer_lag  # noqa: F401 - LAG's one rule, which the serving modules import here
 
 # The contract's shape of one committed offset (`GET /groups/{id}/offsets`).
@@ -543,13 +543,23 @@ _NAMING_TABLES = ("loaded_groups", "loaded_offsets", "empty_group_offsets", "pen
                   "expired_groups", "group_history")
 
 
-def unknown_groups(reader: SnapshotReader, snapshot: Snapshot, group_ids) -> list[str]:
-    """Of `group_ids`, those the snapshot knows nothing of: no group, offset, removal, expiry or group record in its
-    tables and no commit in the history (a typo, or the wrong snapshot). A deleted group is known: its deletion is
-    what an incident asks about. Reads the group id column of each table, pushed down to the files."""
+def check_groups_known(reader: SnapshotReader, snapshot: Snapshot, group_ids) -> None:
+    """Refuses the first of `group_ids` the snapshot knows nothing of (`unknown_groups`), as every command and
+    route refuses a group id the snapshot does not hold: GroupNotFound, `unknown_group_message`'s line."""
+    for g, why in unknown_groups(reader, snapshot, group_ids).items():
+        raise GroupNotFound(unknown_group_message(reader, snapshot, g, why))
+
+
+def unknown_groups(reader: SnapshotReader, snapshot: Snapshot, group_ids) -> dict[str, str]:
+    """Of `group_ids`, those the snapshot knows nothing of, each with why: no group, offset, removal, expiry or group
+    record in its tables and no commit in the history it read (a typo, or the wrong snapshot). A deleted group is
+    known: its deletion is what an incident asks about. The history's version a what-if snapshot pinned also holds
+    the records past its cut, which it never read: a group whose records all come after the cut did not exist at
+    the snapshot's end, and its reason says when its first offset commit came (when a reader first saw it,
+    `history.batch_time`). Reads the group id column of each table, pushed down to the files."""
     wanted = sorted(set(group_ids))
     if not wanted:
-        return []
+        return {}
     flt = [("group_id", "in", wanted)]
     found: set[str] = set()
     for t in _NAMING_TABLES:
@@ -558,11 +568,35 @@ def unknown_groups(reader: SnapshotReader, snapshot: Snapshot, group_ids) -> lis
         if table is not None and table.num_rows:
             found.update(pc.unique(table.column("group_id")).to_pylist())
         if found.issuperset(wanted):
-            return []
-    history = snapshot_commits(reader, snapshot, filters=flt, columns=["group_id"])
-    if history is not None and history.num_rows:
-        found.update(pc.unique(history.column("group_id")).to_pylist())
-    return [g for g in wanted if g not in found]
+            return {}
+    read, later = _history_read(reader, snapshot, flt)
+    found.update(read)
+    sid, end = snapshot.snapshot_id, snapshot.log_until
+    return {g: _absent(g, sid) + (f": its first offset commit came at {iso(later[g])}, after the snapshot's log "
+                                  f"ends at {iso(end)}" if g in later else "")
+            for g in wanted if g not in found}
+
+
+def _history_read(reader: SnapshotReader, snapshot: Snapshot, filters=None) -> tuple[set[str], dict[str, object]]:
+    """The group ids of the history records the snapshot read (up to its log's end, `Snapshot.log_until`, cut as
+    `rebuild --until-time` cuts and as `/groups/{id}/commits` lists them), and of those it did not read, each with
+    the time a reader first saw its first one."""
+    history = snapshot_commits(reader, snapshot, filters=filters,
+                               columns=["group_id", "record_timestamp", "batch_timestamp"])
+    if history is None or not history.num_rows:
+        return set(), {}
+    end = snapshot.log_until
+    held = held_at(history, end) if end is not None else None
+    read = history if held is None else history.filter(held)
+    ids = set(pc.unique(read.column("group_id")).to_pylist())
+    ids.discard(None)
+    if held is None or read.num_rows == history.num_rows:
+        return ids, {}
+    after = history.filter(pc.invert(held))
+    firsts = pa.table({"group_id": after.column("group_id"), "t": batch_time(after)}).group_by("group_id").aggregate(
+        [("t", "min")])
+    return ids, {g: t for g, t in zip(firsts.column("group_id").to_pylist(), column_values(firsts.column("t_min")))
+                 if g not in ids}
 
 
 def no_group_matches(reader: SnapshotReader, snapshot: Snapshot, pattern: str) -> str | None:
@@ -576,9 +610,7 @@ def no_group_matches(reader: SnapshotReader, snapshot: Snapshot, pattern: str) -
         table = reader.snapshot_table(t, snapshot, columns=["group_id"])
         if table is not None and table.num_rows and matching(pc.unique(table.column("group_id")).to_pylist(), pattern):
             return None
-    history = snapshot_commits(reader, snapshot, columns=["group_id"])
-    if history is not None and history.num_rows and matching(pc.unique(history.column("group_id")).to_pylist(),
-                                                             pattern):
+    if matching(sorted(_history_read(reader, snapshot)[0]), pattern):
         return None
     return f"no group id in snapshot {snapshot.snapshot_id!r} matches the group regex {pattern!r}"
 

@@ -50,7 +50,7 @@ from pipelines.io.snapshots import GroupNotFound, Snapshot, SnapshotReader
 from pipelines.serving.group_regex import check as check_group_regex, matching
 from pipelines.serving.history import (HistoryUnavailable, check_not_before, check_within, group_events, held_at,
                                        outcome_as_of, snapshot_commits)
-from pipelines.serving.index import no_group_matches, unknown_group_message, unknown_groups
+from pipelines.serving.index import check_groups_known, no_group_matches
 from pipelines.serving.reset_plan import legal_topic, reset_refused
 from pipelines.times import EPOCH, datetime_to_ms, parse_time_ms
 from schemas.decoded import DECODED_RECORD_SCHEMA
@@ -587,8 +587,7 @@ def restore_plan(reader: SnapshotReader, snap: Snapshot, as_of_ms: int, *, group
             check_within(snap, option, since, "so no group is known to have changed since")
     if group_regex is not None:
         check_group_regex(group_regex)
-    for g in unknown_groups(reader, snap, groups or ()):
-        raise GroupNotFound(unknown_group_message(reader, snap, g))
+    check_groups_known(reader, snap, groups or ())
     ids, selection = _selected(reader, snap, groups, group_regex, changed_since_ms, damaged)
     if group_regex is not None and not ids and (why := no_group_matches(reader, snap, group_regex)):
         raise GroupNotFound(why)  # a mistyped regex, as a mistyped --group: not an empty plan

@@ -746,3 +746,74 @@ def test_a_history_written_before_restore_plans_is_refused_in_each_edge_s_words(
     res = _cli("--warehouse", str(kit.root), "--as-of", as_of, "--out", str(tmp_path / "out"))
     assert res.exit_code == 2 and "written before restore plans" in res.output, res.output
     assert f"rebuild --until-time {as_of}" in res.output
+
+
+# ------------------------------------------------------------------------------------------ a what-if snapshot's end
+@pytest.fixture(scope="module")
+def cut_before_a_group(tmp_path_factory):
+    """A generated log rebuilt whole (`base`) and cut by `--until-time` 1 ms before the first record of the group
+    whose records start last (`cut`): the history's version `cut` pinned holds that group's records, past its end."""
+    from jobs.cli import main
+    from pipelines.decoding.reader import iter_decoded_rows
+
+    tmp = tmp_path_factory.mktemp("cut-before-a-group")
+    dump = tmp / "dump"
+    r = CliRunner().invoke(main, ["sample", str(dump), "--records", "4000", "--groups", "40", "--partitions", "5",
+                                  "--seed", "7"], catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    first: dict[str, int] = {}
+    for row in iter_decoded_rows([dump]):
+        if row["group_id"] is not None:
+            first[row["group_id"]] = min(row["timestamp"], first.get(row["group_id"], row["timestamp"]))
+    late = max(first, key=first.get)
+    early = min(first, key=first.get)
+    cut = first[late] - 1
+    assert first[early] <= cut, "a group seen before the cut"
+    wh = tmp / "wh"
+    for sid, args in (("base", ()), ("cut", ("--until-time", _iso(cut)))):
+        rc, summary = cli_rebuild(wh, [dump], sid, *args)
+        assert rc == 0, summary
+    return SimpleNamespace(wh=wh, late=late, early=early, cut=cut)
+
+
+@pytest.mark.slow
+def test_a_what_if_snapshot_refuses_a_group_first_seen_after_its_cut(cut_before_a_group, tmp_path):
+    """restore-plan of a what-if snapshot took a --group whose records all came after its cut (the history's
+    version it pinned holds them: it is every run's) and listed it under NOTHING TO RESTORE, as if the snapshot knew
+    the group and it had no offset then; `describe` of the same snapshot says the group does not exist. It is
+    refused as an id the snapshot does not know is (exit 2, HTTP 404, `changes` too), saying when the group's first
+    offset commit came, and a --group-regex matching it alone as one matching nothing; the scheduled snapshot,
+    which read those records, still plans it (nothing to restore then)."""
+    from jobs.cli import main
+    from pipelines.times import parse_time_ms
+
+    c = cut_before_a_group
+    as_of = _iso(c.cut)
+    r = CliRunner().invoke(main, ["restore-plan", "--warehouse", str(c.wh), "--snapshot", "cut", "--as-of", as_of,
+                                  "--group", c.late, "--group", c.early, "--out", str(tmp_path / "plan")])
+    said = re.fullmatch(rf"error: (group {re.escape(repr(c.late))} does not exist in snapshot 'cut': its first offset "
+                        rf"commit came at (\S+), after the snapshot's log ends at {re.escape(_iso(c.cut)[:-1])}000Z)"
+                        r"( \(did you mean .*\?\))?\n", r.stderr)
+    assert r.exit_code == 2 and said, r.output
+    assert parse_time_ms(said.group(2), what="its first commit") > c.cut  # a reader saw it after the cut
+    said = said.group(1)
+    assert not (tmp_path / "plan").exists()
+    # a regex that matches that group alone matches no group of the snapshot's, as a mistyped one
+    r = CliRunner().invoke(main, ["restore-plan", "--warehouse", str(c.wh), "--snapshot", "cut", "--as-of", as_of,
+                                  "--group-regex", f"^{re.escape(c.late)}$", "--out", str(tmp_path / "plan")])
+    assert (r.exit_code, r.stderr) == (2, f"error: no group id in snapshot 'cut' matches the group regex "
+                                          f"{'^' + re.escape(c.late) + '$'!r}\n"), r.output
+    r = CliRunner().invoke(main, ["changes", "--warehouse", str(c.wh), "--snapshot", "cut", "--from", _iso(0),
+                                  "--to", as_of, "--group", c.late])
+    assert r.exit_code == 2 and r.stderr.startswith(f"error: {said}"), r.output
+    with TestClient(create_app(DeltaWarehouseReader(c.wh), refresh_interval=0)) as client:
+        h = client.get("/restore-plan.zip", params={"snapshot": "cut", "as_of": as_of, "group": c.late})
+        assert h.status_code == 404 and h.json()["detail"] == r.stderr[len("error: "):].rstrip("\n")
+        assert client.get("/restore-plan.zip", params={"snapshot": "cut", "as_of": as_of,
+                                                       "group": c.early}).status_code == 200
+    r = CliRunner().invoke(main, ["restore-plan", "--warehouse", str(c.wh), "--snapshot", "base", "--as-of",
+                                  as_of, "--group", c.late, "--out", str(tmp_path / "base")])
+    assert r.exit_code == 0, r.output
+    text = (tmp_path / "base" / "README.txt").read_text()
+    assert f'NOTHING TO RESTORE: selected groups with no committed offset at that time (no file): 1\n  "{c.late}"' \
+        in text
