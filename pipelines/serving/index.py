@@ -16,7 +16,7 @@ import pyarrow.compute as pc
 
 from pipelines.io.snapshots import (GroupNotFound, Snapshot, SnapshotReader, column_values, iso, jsonable,
                                     table_rows)
-from pipelines.serving.cache import ResponseCache
+from pipelines.serving.cache import Kept, ResponseCache
 from pipelines.serving.cells import did_you_mean
 from pipelines.serving.history import batch_time, held_at, snapshot_commits
 from pipelines.state.lag import consumer_lag  # noqa: F401 - LAG's one rule, which the serving modules import here
@@ -490,17 +490,31 @@ def close_group_ids(reader: SnapshotReader, snapshot: Snapshot, group_id: str, n
                                        "removed_groups"), "group_id", group_id, n)
 
 
+#: The nearest names of the unknown names asked for lately, and the names of the snapshots they were sought in: an
+#: API client polling a deleted or mistyped group (a dashboard tile, a retry loop) gets its 404 without the tables
+#: read and difflib's pass over every id again (seconds of a core for 100 k near-alike ids). A `Kept` builds one
+#: answer at a time, so a flood of distinct typos holds one core, not every thread of the server.
+_NEAREST: Kept[list[str]] = Kept(1024)
+_NAMES: Kept[frozenset[str]] = Kept(2)
+
+
 def _closest(reader: SnapshotReader, snapshot: Snapshot, tables: tuple[str, ...], column: str, name: str,
              n: int) -> list[str]:
     """The values of `column` in the snapshot's `tables` nearest to `name`, best first, `name` itself left out."""
-    known: set[str] = set()
-    for t in tables:
-        table = reader.snapshot_table(t, snapshot, columns=[column])
-        if table is not None and table.num_rows:
-            known.update(pc.unique(table.column(column)).to_pylist())
-    known.discard(name)
-    known.discard(None)
-    return difflib.get_close_matches(name, known, n=n)
+    def names() -> frozenset[str]:
+        known: set[str] = set()
+        for t in tables:
+            table = reader.snapshot_table(t, snapshot, columns=[column])
+            if table is not None and table.num_rows:
+                known.update(pc.unique(table.column(column)).to_pylist())
+        known.discard(None)
+        return frozenset(known)
+
+    def nearest() -> list[str]:
+        known = _NAMES.get((snapshot.cache_key, tables, column), names)
+        return difflib.get_close_matches(name, known - {name}, n=n)
+
+    return list(_NEAREST.get((snapshot.cache_key, tables, column, name, n), nearest))
 
 
 #: the snapshot tables that name the data topics a snapshot knows of: offsets committed, expired or pending on them,
