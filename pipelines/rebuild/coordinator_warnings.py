@@ -1,7 +1,7 @@
 """What a run says of the coordinator it emulated: the records it skipped as that coordinator's loader skips them (a
 key type or value version it does not know), the partitions whose load that coordinator would fail (a record its
-replay throws on, a share group's offsets its cleanup throws on), and a `--kafka-version` with no coordinator of the
-run's semantics. The replay and the tally record what happened; these read it and say it, once, in the summary."""
+replay throws on, a share group's offsets its cleanup throws on, a transaction marker 3.6's new coordinator fails
+at), and a `--kafka-version` with no coordinator of the run's semantics. The replay and the tally record what happened; these read it and say it, once, in the summary."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
@@ -15,7 +15,7 @@ from pipelines.coordinator.options import (DEFAULT_KAFKA_VERSIONS, LEGACY, MODER
                                           parse_kafka_version, unknown_group_key_types)
 from pipelines.frames.tally import DecodedFacts, Tally, label_key_type
 from pipelines.validation.accounting import SKIP_UNKNOWN_KEY, SKIP_UNKNOWN_VERSION, Accounting
-from schemas.decoded import KIND_UNKNOWN
+from schemas.decoded import KIND_CONTROL, KIND_UNKNOWN
 
 if TYPE_CHECKING:  # the fields' types only
     from pipelines.frames.segment_shards import LoadedOnSpark
@@ -93,6 +93,28 @@ def semantics_warnings(conf: RunSettings) -> list[str]:
                 f"this legacy run loads the log as 3.x's old one does; give --semantics modern to load it as that "
                 f"broker does"]
     return []
+
+
+def transaction_warnings(conf: RunSettings, tally: Tally) -> list[str]:
+    """Kafka 3.6's new coordinator has no transactions: its loader throws at a control batch ("Control batches are
+    not supported yet", `CoordinatorLoaderImpl` 3.6), so its broker does not load a partition holding a transaction
+    marker, and its replay reads a transactional offset commit as a plain one (`OffsetMetadataManager.replay` 3.6).
+    A modern run emulating 3.6 replays their transactions as 3.7's new coordinator does, the first with them; the
+    run names the partitions such a broker would not load."""
+    if conf.semantics != MODERN or parse_kafka_version(conf.kafka_version)[:2] != (3, 6):
+        return []
+    markers: dict[int, int] = {}
+    for p, label, n in zip(*(tally.table.column(c).to_pylist() for c in ("offsets_partition", "label", "n"))):
+        if p is not None and (label or "").partition(":")[0] == KIND_CONTROL:
+            markers[p] = markers.get(p, 0) + n
+    if not markers:
+        return []
+    parts = sorted(markers)
+    shown = ", ".join(map(str, parts[:10])) + (f" and {len(parts) - 10} more" if len(parts) > 10 else "")
+    return [f"{sum(markers.values()):,} transaction marker(s) in offsets partition(s) {shown}: Kafka "
+            f"{conf.kafka_version}'s new coordinator has no transactions (its load fails at a control batch, and it "
+            f"reads a transactional offset commit as a plain one), so its broker would not load those partitions; "
+            f"this snapshot replays their transactions as 3.7's new coordinator does"]
 
 
 def skipped_group_records(events, loaded: LoadedOnSpark | None = None, earlier: bool = False

@@ -39,8 +39,8 @@ from pipelines.io.scratch import new_scratch
 from pipelines.io.table_rows import ArrowRows, FrameRows, TableRows
 from pipelines.io.warehouse import SCHEDULED, HistoryWrite, StagedHistory
 from pipelines.rebuild.coordinator_warnings import (cleanup_failure_warnings, load_failure_warnings,
-                                                    semantics_warnings, skipped_group_records, unknown_key_warnings,
-                                                    unknown_version_warnings)
+                                                    semantics_warnings, skipped_group_records, transaction_warnings,
+                                                    unknown_key_warnings, unknown_version_warnings)
 from pipelines.rebuild.executor import Execution, Route, choose
 from pipelines.rebuild.failures import StrictModeError, cause_of, is_failure, shard_errors
 from pipelines.rebuild.request import RebuildRequest, RunSettings
@@ -563,7 +563,7 @@ def summarize(run: Run, planned: Planned, decoded: Decoded, replayed: Replayed, 
         bytes_in=plan.total_bytes, segments=plan.num_segments, tabular_files=plan.num_tabular,
         warnings=[*planned.warnings, *assembled.read_ahead.warnings,
                   *semantics_warnings(conf), *unknown_key_warnings(conf, accounting, decoded.tally, decoded.facts),
-                  *unknown_version_warnings(conf, decoded.tally),
+                  *unknown_version_warnings(conf, decoded.tally), *transaction_warnings(conf, decoded.tally),
                   *_as_of_ahead_of_the_run(run, replayed.clock, stats["expired_offsets"]),
                   *_cut_before_every_record(run, accounting),
                   *load_failure_warnings(validated.load_failures),

@@ -222,11 +222,22 @@ def test_a_run_says_when_its_kafka_version_has_no_coordinator_of_its_semantics(s
     that has no coordinator of its semantics loads the log as another version would, and says so."""
     from pipelines.rebuild import RebuildRequest, run_rebuild
 
+    from pipelines.decoding.batch_writer import write_control_batch, write_record_batch
+
+    root = _segment(tmp_path / "in")
+    g = bi.group_in(0, "timed")
+    with (root / "__consumer_offsets-0" / "00000000000000000000.log").open("ab") as f:  # a transaction, committed
+        f.write(write_record_batch([bi.commit(g, 0, 200, bi.T0 + 10)], 4, producer_id=7, producer_epoch=0,
+                                   base_sequence=0, is_transactional=True)
+                + write_control_batch(1, 0, 5, 7, 0, bi.T0 + 11))
     summary = run_rebuild(spark, settings, RebuildRequest(
-        inputs=(str(_segment(tmp_path / "in")),), warehouse=str(tmp_path / "wh"), snapshot_id="v",
+        inputs=(str(root),), warehouse=str(tmp_path / "wh"), snapshot_id="v",
         semantics=semantics, kafka_version=version))
     got = [w for w in summary.warnings if "group coordinator (" in w]
     assert [w.split(":")[0] for w in got] == ([said] if said else [])
+    # 3.6's new coordinator has no transactions (`coordinator_warnings.transaction_warnings`)
+    assert [w.split(":")[0] for w in summary.warnings if "has no transactions" in w] == (
+        ["1 transaction marker(s) in offsets partition(s) 0"] if (semantics, version) == ("modern", "3.6") else [])
 
 
 def test_a_what_if_run_says_how_many_partitions_end_unknown_at_its_as_of():
