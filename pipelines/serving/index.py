@@ -495,6 +495,7 @@ def close_group_ids(reader: SnapshotReader, snapshot: Snapshot, group_id: str, n
 #: read and difflib's pass over every id again (seconds of a core for 100 k near-alike ids). A `Kept` builds one
 #: answer at a time, so a flood of distinct typos holds one core, not every thread of the server.
 _NEAREST: Kept[list[str]] = Kept(1024)
+_UNKNOWN: Kept[str] = Kept(1024)  # `unknown_group_message`'s lines
 _NAMES: Kept[frozenset[str]] = Kept(2)
 
 
@@ -637,5 +638,11 @@ def unknown_group_message(reader: SnapshotReader, snapshot: Snapshot, group_id: 
     """`group 'x' does not exist in snapshot 's' (did you mean 'y'?)`: the one line every command and API route
     gives for a group id the snapshot does not hold: `reason` (`SnapshotIndex.absent_reason`: Dead, expired,
     deleted) or that it does not exist, then the snapshot's nearest group ids."""
-    near = close_group_ids(reader, snapshot, group_id)
-    return (reason or _absent(group_id, snapshot.snapshot_id)) + did_you_mean(near, quote=True)
+    def line() -> str:
+        absent = _absent(group_id, snapshot.snapshot_id)
+        why = reason or absent
+        if why == absent:  # and when it came, for a group only past a what-if snapshot's end (`unknown_groups`)
+            why = unknown_groups(reader, snapshot, [group_id]).get(group_id, why)
+        return why + did_you_mean(close_group_ids(reader, snapshot, group_id), quote=True)
+
+    return _UNKNOWN.get((snapshot.cache_key, group_id, reason), line)

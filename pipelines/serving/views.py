@@ -295,17 +295,19 @@ def group_commits(
         flt.append(("partition", "=", partition))
     t = snapshot_commits(reader, idx.snapshot, filters=flt,
                          columns=COMMIT_FIELDS + ["group_id", "txn_marker_timestamp", "batch_timestamp"])
+    as_of = idx.snapshot.log_until  # the records the state holds: a what-if --as-of before them is no cut
+    if t is not None and t.num_rows and as_of is not None:
+        # the records `rebuild --until-time` holds there: one with no record time (magic 0) at every cut, whatever
+        # commit time its value gives; none of a batch that ends past it
+        t = t.filter(held_at(t, as_of))
+        t = outcome_as_of(t, as_of)
+    # cut first: a what-if snapshot's pinned history is every run's, and a group whose commits all came past its end
+    # is one the snapshot does not know (`index.unknown_groups`), as restore-plan and changes say
     if (t is None or t.num_rows == 0) and not idx.exists(gid):
         raise idx.not_found(gid)
     rows: list[dict] = []
     truncated = False
     if t is not None and t.num_rows:
-        as_of = idx.snapshot.log_until  # the records the state holds: a what-if --as-of before them is no cut
-        if as_of is not None:
-            # the records `rebuild --until-time` holds there: one with no record time (magic 0) at every cut, whatever
-            # commit time its value gives; none of a batch that ends past it
-            t = t.filter(held_at(t, as_of))
-            t = outcome_as_of(t, as_of)
         # in log order, as the coordinator read them (`changes` and the group status order them so): the commit
         # time inside a value is the client's clock where an OffsetCommit v1 request gave one (only -1 becomes the
         # broker's: KafkaApis.handleOffsetCommitRequest 0.10-3.0, OffsetAndMetadata.fromRequest 3.9), so it may go

@@ -811,6 +811,11 @@ def test_a_what_if_snapshot_refuses_a_group_first_seen_after_its_cut(cut_before_
         assert h.status_code == 404 and h.json()["detail"] == r.stderr[len("error: "):].rstrip("\n")
         assert client.get("/restore-plan.zip", params={"snapshot": "cut", "as_of": as_of,
                                                        "group": c.early}).status_code == 200
+        # the group's own routes tell the same story: its commits and events are past the snapshot's end
+        for route in (f"/groups/{c.late}/commits", f"/groups/{c.late}/history"):
+            h = client.get(route, params={"snapshot": "cut"})
+            assert (h.status_code, h.json()["detail"]) == (404, r.stderr[len("error: "):].rstrip("\n")), route
+        assert client.get(f"/groups/{c.early}/commits", params={"snapshot": "cut"}).status_code == 200
     r = CliRunner().invoke(main, ["restore-plan", "--warehouse", str(c.wh), "--snapshot", "base", "--as-of",
                                   as_of, "--group", c.late, "--out", str(tmp_path / "base")])
     assert r.exit_code == 0, r.output
