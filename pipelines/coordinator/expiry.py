@@ -19,7 +19,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipelines.coordinator.options import (DEFAULT_KAFKA_VERSIONS, DEFAULT_RETENTION_MINUTES, DEFAULT_SEMANTICS,
-                                          SEMANTICS, parse_kafka_version)
+                                          OPEN_TRANSACTION_KEEPS_GROUP_SINCE, PENDING_OFFSET_RULES_SINCE, SEMANTICS,
+                                          parse_kafka_version)
 from pipelines.coordinator.tables import OFFSET_TABLES, contract_table, table_schema
 
 
@@ -93,7 +94,7 @@ class ExpiryOptions:
         """An offset with a pending transactional offset on its partition does not expire: the new coordinator's
         `cleanupExpiredOffsets` from 3.8 (`hasPendingTransactionalOffsets`, KAFKA-14505 [8/8]); 3.7's and the old
         coordinator's expire it."""
-        return self.modern and self.version >= (3, 8, 0)
+        return self.modern and self.version >= PENDING_OFFSET_RULES_SINCE
 
     def open_transaction_keeps_group(self, had_offsets: bool) -> bool:
         """Whether an open transaction of a group keeps it from deletion when its committed offsets are gone
@@ -103,9 +104,9 @@ class ExpiryOptions:
         `maybeDeleteGroup` deleted it), always from 4.0.1 (KAFKA-19163; 4.1.0 too)."""
         if not self.modern:
             return True
-        if self.version < (3, 8, 0):
+        if self.version < PENDING_OFFSET_RULES_SINCE:
             return False
-        return had_offsets or self.version >= (4, 0, 1)
+        return had_offsets or self.version >= OPEN_TRANSACTION_KEEPS_GROUP_SINCE
 
     @property
     def pre_kip211(self) -> bool:

@@ -36,6 +36,7 @@ pending value are searches in sorted arrays.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
@@ -43,6 +44,9 @@ import pyarrow.compute as pc
 
 from pipelines.coordinator.committed import KEY, SCHEMA
 from schemas.tables import DECISION_COLUMNS
+
+if TYPE_CHECKING:  # the parameter's type only
+    from pipelines.coordinator.options import ReplayOptions
 
 #: the control types that end a transaction in the new coordinator (`replayEndTransactionMarker`)
 END_MARKER_TYPES = ("COMMIT", "ABORT")
@@ -434,15 +438,13 @@ def _carry_transactions(part: int, state, c: _Commits, pending: pa.Table, t: _Tr
     return carried
 
 
-def replay_offsets(part: int, rows: pa.Table, state, modern: bool, *, most_recent: bool = True,
-                   clears: bool | None = None) -> Decisions:
+def replay_offsets(part: int, rows: pa.Table, state, options: ReplayOptions) -> Decisions:
     """Replays the offset commits and end markers of `rows` (one offsets partition's decoded records, in log order)
-    onto `state` (`loader.ShardState`: its `offsets`, `pending` and `open_records` are replaced), and returns what
-    every offset-commit record of `rows` did, and every record of a transaction open before them that they ended.
-    `most_recent`: a COMMIT installs a pending offset only over an older one (`ReplayOptions.commit_keeps_most_recent`);
-    `clears`: a tombstone drops its key from every open transaction (`ReplayOptions.tombstone_clears_transactions`;
-    None: the new coordinator's, 3.8+)."""
-    clears = modern if clears is None else clears
+    onto `state` (`loader.ShardState`: its `offsets`, `pending` and `open_records` are replaced) with the rules of
+    `options`' coordinator and version (`commit_keeps_most_recent`, `tombstone_clears_transactions`), and returns what
+    every offset-commit record of `rows` did, and every record of a transaction open before them that they ended."""
+    modern, clears = options.is_modern, options.tombstone_clears_transactions
+    most_recent = options.commit_keeps_most_recent
     c = _Commits.of(rows, modern)
     m = _Markers.of(rows, modern)
     n = c.table.num_rows

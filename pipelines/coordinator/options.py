@@ -25,6 +25,13 @@ DEFAULT_KAFKA_VERSION = DEFAULT_KAFKA_VERSIONS[DEFAULT_SEMANTICS]
 #: the first Kafka with the new group coordinator (its runtime, KIP-848) and the first without the old one (spec §5.3)
 NEW_COORDINATOR_SINCE = (3, 6, 0)
 OLD_COORDINATOR_UNTIL = (4, 1, 0)
+#: the new coordinator's transactional offsets: none in 3.6 (its loader throws at a control batch); from 3.8 its
+#: COMMIT installs only over an older offset, a tombstone clears the key from open transactions, and cleanup keeps an
+#: offset with a pending one (KAFKA-14505); from 4.0.1 cleanup also keeps a group holding no committed offset while
+#: a transaction of it is open (KAFKA-19163)
+NEW_COORDINATOR_TRANSACTIONS_SINCE = (3, 7, 0)
+PENDING_OFFSET_RULES_SINCE = (3, 8, 0)
+OPEN_TRANSACTION_KEEPS_GROUP_SINCE = (4, 0, 1)
 
 _VERSION_RE = re.compile(r"^\s*(\d+)\.(\d+)(?:\.(\d+))?")
 
@@ -182,7 +189,7 @@ class ReplayOptions:
         """Whether a transaction's COMMIT installs a pending offset only over an older committed one: the old
         loader's `olderThan` (by `appendedBatchOffset`), the new coordinator's `replayEndTransactionMarker` from 3.8
         (by record offset, KAFKA-14505 [7/N]); 3.7's installed every pending offset, whatever was committed since."""
-        return not self.is_modern or parse_kafka_version(self.kafka_version)[:2] >= (3, 8)
+        return not self.is_modern or parse_kafka_version(self.kafka_version) >= PENDING_OFFSET_RULES_SINCE
 
     @property
     def tombstone_clears_transactions(self) -> bool:
@@ -190,7 +197,7 @@ class ReplayOptions:
         `OffsetMetadataManager.replay` from 3.8: `openTransactions.clear`, KAFKA-14505 [8/8]). 3.7's removed the
         committed offset only; the old loader removes a transactional tombstone's key from its own transaction's
         `pendingOffsets` only."""
-        return self.is_modern and parse_kafka_version(self.kafka_version)[:2] >= (3, 8)
+        return self.is_modern and parse_kafka_version(self.kafka_version) >= PENDING_OFFSET_RULES_SINCE
 
     @property
     def unknown_key_types(self) -> frozenset[int]:

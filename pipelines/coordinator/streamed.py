@@ -186,7 +186,6 @@ class StreamedShards:
         """`table`'s offsets (`offset_metadata.replay_offsets`) and group records (`loader.replay_group_records`)
         replayed onto the states, partition by partition (each partition's rows are a run: `loadable`); what its
         offset commits did, in its order, and the records of open transactions its markers ended."""
-        modern = self.options.is_modern
         parts = table.column(PART).to_numpy(zero_copy_only=False)
         starts = np.flatnonzero(np.r_[True, parts[1:] != parts[:-1]]) if len(parts) else np.empty(0, np.int64)
         ends = [*starts[1:].tolist(), len(parts)]
@@ -197,9 +196,7 @@ class StreamedShards:
                 state = self.states.get(part)
                 if state is None:
                     state = self.states[part] = ShardState.empty(part, self.options, self.mode.group_events)
-                decisions.append(replay_offsets(part, rows, state, modern,
-                                                most_recent=self.options.commit_keeps_most_recent,
-                                                clears=self.options.tombstone_clears_transactions))
+                decisions.append(replay_offsets(part, rows, state, self.options))
                 keep = loader_mask(rows)
                 looped = group_rows(rows, keep)
                 replay_group_records(state.groups, looped, looped_batch_times(rows, keep))

@@ -1,7 +1,8 @@
 """What a run says of the coordinator it emulated: the records it skipped as that coordinator's loader skips them (a
 key type or value version it does not know), the partitions whose load that coordinator would fail (a record its
 replay throws on, a share group's offsets its cleanup throws on, a transaction marker 3.6's new coordinator fails
-at), and a `--kafka-version` with no coordinator of the run's semantics. The replay and the tally record what happened; these read it and say it, once, in the summary."""
+at), and a `--kafka-version` with no coordinator of the run's semantics. The replay and the tally record what
+happened; these read it and say it, once, in the summary."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
@@ -11,8 +12,9 @@ import pyarrow.compute as pc
 
 from pipelines.coordinator.expiry import ExpiryOptions
 from pipelines.coordinator.options import (DEFAULT_KAFKA_VERSIONS, LEGACY, MODERN, NEW_COORDINATOR_SINCE,
-                                          OLD_COORDINATOR_UNTIL, limited_value_versions, old_coordinator_key_types,
-                                          parse_kafka_version, unknown_group_key_types)
+                                          NEW_COORDINATOR_TRANSACTIONS_SINCE, OLD_COORDINATOR_UNTIL,
+                                          limited_value_versions, old_coordinator_key_types, parse_kafka_version,
+                                          unknown_group_key_types)
 from pipelines.frames.tally import DecodedFacts, Tally, label_key_type
 from pipelines.validation.accounting import SKIP_UNKNOWN_KEY, SKIP_UNKNOWN_VERSION, Accounting
 from schemas.decoded import KIND_CONTROL, KIND_UNKNOWN
@@ -20,6 +22,11 @@ from schemas.decoded import KIND_CONTROL, KIND_UNKNOWN
 if TYPE_CHECKING:  # the fields' types only
     from pipelines.frames.segment_shards import LoadedOnSpark
     from pipelines.rebuild.request import RunSettings
+
+
+def _first(items: list, n: int, name=str) -> str:
+    """The first `n` of `items` named, and how many more: a warning names a few and counts the rest."""
+    return ", ".join(map(name, items[:n])) + (f" and {len(items) - n} more" if len(items) > n else "")
 
 
 def unknown_key_warnings(conf: RunSettings, accounting: Accounting, tally: Tally, facts: DecodedFacts) -> list[str]:
@@ -46,7 +53,7 @@ def unknown_key_warnings(conf: RunSettings, accounting: Accounting, tally: Tally
         known = old_coordinator_key_types(conf.kafka_version)
         aborted = tally.partitions_with_key_types_beyond(known)
         if aborted:
-            shown = ", ".join(map(str, aborted[:10])) + (f" and {len(aborted) - 10} more" if len(aborted) > 10 else "")
+            shown = _first(aborted, 10)
             # 0.8's `OffsetManager` put each offset in its cache as it read it: what came before the record stays
             fate = ("with only the offsets read before that record" if known == {0} else "with no groups")
             out.append(f"Kafka {conf.kafka_version}'s loader aborts the load of an offsets partition at a record of "
@@ -71,7 +78,7 @@ def unknown_version_warnings(conf: RunSettings, tally: Tally) -> list[str]:
     found = ", ".join(f"{label} v{version} {n:,}" for (label, version), n in sorted(by_version.items()))
     reads = ", ".join(f"type {t} v0" + (f"-v{v}" if v else "") for t, v in known)
     parts = sorted({p for p, _, _ in beyond if p is not None})
-    shown = ", ".join(map(str, parts[:10])) + (f" and {len(parts) - 10} more" if len(parts) > 10 else "")
+    shown = _first(parts, 10)
     fate = (f"its broker would serve offsets partition(s) {shown} with no groups" if conf.semantics == LEGACY
             else f"its broker would not load offsets partition(s) {shown} and serve no group of them")
     return [f"{sum(by_version.values()):,} record(s) of value versions the {conf.semantics} coordinator of Kafka "
@@ -101,7 +108,8 @@ def transaction_warnings(conf: RunSettings, tally: Tally) -> list[str]:
     marker, and its replay reads a transactional offset commit as a plain one (`OffsetMetadataManager.replay` 3.6).
     A modern run emulating 3.6 replays their transactions as 3.7's new coordinator does, the first with them; the
     run names the partitions such a broker would not load."""
-    if conf.semantics != MODERN or parse_kafka_version(conf.kafka_version)[:2] != (3, 6):
+    version = parse_kafka_version(conf.kafka_version)
+    if conf.semantics != MODERN or not NEW_COORDINATOR_SINCE <= version < NEW_COORDINATOR_TRANSACTIONS_SINCE:
         return []
     markers: dict[int, int] = {}
     for p, label, n in zip(*(tally.table.column(c).to_pylist() for c in ("offsets_partition", "label", "n"))):
@@ -110,7 +118,7 @@ def transaction_warnings(conf: RunSettings, tally: Tally) -> list[str]:
     if not markers:
         return []
     parts = sorted(markers)
-    shown = ", ".join(map(str, parts[:10])) + (f" and {len(parts) - 10} more" if len(parts) > 10 else "")
+    shown = _first(parts, 10)
     return [f"{sum(markers.values()):,} transaction marker(s) in offsets partition(s) {shown}: Kafka "
             f"{conf.kafka_version}'s new coordinator has no transactions (its load fails at a control batch, and it "
             f"reads a transactional offset commit as a plain one), so its broker would not load those partitions; "
@@ -152,7 +160,7 @@ def load_failure_warnings(rows: list[tuple[int | None, str]]) -> list[str]:
         return []
     partitions = sorted({p for p, _ in rows if p is not None})
     groups = sorted({g for _, g in rows})
-    shown = ", ".join(map(repr, groups[:5])) + (f" and {len(groups) - 5} more" if len(groups) > 5 else "")
+    shown = _first(groups, 5, repr)
     return [f"{len(rows):,} group record(s) the coordinator's load fails on (a GroupMetadata value repeating a "
             f"member id before another member or a static member's instance id, a record of a group type other than "
             f"its id's group, a value no layout reads, a 4.0 share or 3.x consumer group record of no group or member, "
@@ -179,8 +187,7 @@ def cleanup_failure_warnings(expiry: ExpiryOptions | None, in_hand: dict[str, pa
     if not failing:
         return []
     partitions = sorted({p for p, _ in failing})
-    groups_shown = ", ".join(repr(g) for _, g in failing[:5]) + (
-        f" and {len(failing) - 5} more" if len(failing) > 5 else "")
+    groups_shown = _first([g for _, g in failing], 5, repr)
     return [f"share group(s) {groups_shown} hold committed offsets, on which Kafka {expiry.kafka_version}'s "
             f"cleanup throws (ShareGroup.offsetExpirationCondition): its broker expires no offset and deletes no "
             f"group in offsets partition(s) {', '.join(map(str, partitions))}, nor does this snapshot"]
