@@ -19,10 +19,10 @@ from pathlib import Path
 import click
 import orjson
 
-from jobs.errors import WRITE_ERRNOS, delta_error, did_you_mean, fail, warn
+from jobs.errors import WRITE_ERRNOS, delta_error, fail, warn
 from jobs.params import GivenPath, OneValueEach
 from pipelines.io.retry import plain
-from pipelines.serving.cells import view
+from pipelines.serving.cells import did_you_mean, view
 from pipelines.decoding.log_end_offsets import parse_end_offsets_file
 from pipelines.io.snapshots import (DeltaWarehouseReader, GroupNotFound, NotAWarehouse, ReadError, SnapshotNotFound,
                                     resolve_snapshot)

@@ -15,7 +15,7 @@ from typing import NoReturn
 
 import click
 
-from pipelines.serving.cells import did_you_mean, view  # noqa: F401 - did_you_mean: the commands' too
+from pipelines.serving.cells import did_you_mean, view
 
 PREFIX = "error: "
 EXIT_USAGE = 2

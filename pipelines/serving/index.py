@@ -490,12 +490,11 @@ def close_group_ids(reader: SnapshotReader, snapshot: Snapshot, group_id: str, n
                                        "removed_groups"), "group_id", group_id, n)
 
 
-#: The nearest names of the unknown names asked for lately, and the names of the snapshots they were sought in: an
-#: API client polling a deleted or mistyped group (a dashboard tile, a retry loop) gets its 404 without the tables
-#: read and difflib's pass over every id again (seconds of a core for 100 k near-alike ids). A `Kept` builds one
-#: answer at a time, so a flood of distinct typos holds one core, not every thread of the server.
-_NEAREST: Kept[list[str]] = Kept(1024)
-_UNKNOWN: Kept[str] = Kept(1024)  # `unknown_group_message`'s lines
+#: The lines of the unknown group ids asked for lately (`unknown_group_message`), and the names of the snapshots
+#: they were sought in: an API client polling a deleted or mistyped group (a dashboard tile, a retry loop) gets its
+#: 404 without the tables read and difflib's pass over every id again (seconds of a core for 100 k near-alike ids).
+#: A `Kept` builds one answer at a time, so a flood of distinct typos holds one core, not every thread of the server.
+_UNKNOWN: Kept[str] = Kept(1024)
 _NAMES: Kept[frozenset[str]] = Kept(2)
 
 
@@ -511,11 +510,8 @@ def _closest(reader: SnapshotReader, snapshot: Snapshot, tables: tuple[str, ...]
         known.discard(None)
         return frozenset(known)
 
-    def nearest() -> list[str]:
-        known = _NAMES.get((snapshot.cache_key, tables, column), names)
-        return difflib.get_close_matches(name, known - {name}, n=n)
-
-    return list(_NEAREST.get((snapshot.cache_key, tables, column, name, n), nearest))
+    known = _NAMES.get((snapshot.cache_key, tables, column), names)
+    return difflib.get_close_matches(name, known - {name}, n=n)
 
 
 #: the snapshot tables that name the data topics a snapshot knows of: offsets committed, expired or pending on them,

@@ -131,7 +131,7 @@ def test_a_polled_unknown_group_s_404_searches_the_snapshot_once(story_client, m
 
     client, _ = story_client
     # the other tests' searches left aside: this one counts its own from the start
-    for name, keep in (("_UNKNOWN", 1024), ("_NEAREST", 1024), ("_NAMES", 2)):
+    for name, keep in (("_UNKNOWN", 1024), ("_NAMES", 2)):
         monkeypatch.setattr(index, name, Kept(keep))
     reader = client.app.state.server.reader
     reads, searches = [], []
