@@ -5,7 +5,7 @@
 `coordinator.committed.CommittedOffsets` holds a shard's offsets as one Arrow table; each window of a load looks up
 the keys it commits (`lookup`) and puts its new offsets in place (`apply`). Prints the CPU-seconds of each per
 window (the median of 4, after one that warms the allocator up), for a window of `--window` keys (all held but one,
-the same every window) at each store size: a big partition's load runs a window per 5 MiB of its log, so what a
+the same every window) at each store size: a big partition's load runs a window per 16 MiB of its log, so what a
 window costs with the whole store behind it is paid hundreds of times.
 """
 from __future__ import annotations
