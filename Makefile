@@ -76,7 +76,7 @@ bench: setup
 	$(PY) benchmarks/bench_replay.py
 	$(PY) benchmarks/bench_groups.py
 	$(PY) benchmarks/bench_committed.py
-	$(PY) benchmarks/bench_cold.py --records 1000000 2000000 10000000
+	$(PY) benchmarks/bench_cold.py --records 300000 2000000 3000000 10000000
 	$(PY) benchmarks/bench_validation.py
 	$(PY) benchmarks/bench_serving.py
 	$(PY) benchmarks/bench_lag.py
