@@ -78,8 +78,8 @@ if TYPE_CHECKING:
 
 TASKS_PER_CORE = 2
 #: How much of a partition's segments a task decodes and loads at a time (`decode.load_buffer_bytes`), as Kafka's
-#: `offsets.load.buffer.size` (5 MiB there): a window pays a hundred-odd Arrow calls whatever its size, about 7 ms,
-#: a third of a 5 MiB window's CPU besides its records; at 16 MiB a task holds ~100 MB more.
+#: `offsets.load.buffer.size` (5 MiB there): a window pays ~8 ms for its Arrow calls and Python steps whatever its
+#: size, a seventh of a 5 MiB window's CPU; at 16 MiB a task holds ~100 MB more.
 LOAD_BUFFER_BYTES = 16 * 1024 * 1024
 EVENTS_PER_FILE = 2_000  # group events in a `GroupEventsFile`: the write's tasks share the files out
 # A full run of at most this many group records makes its group history in the driver (`group_history_in_hand`),
