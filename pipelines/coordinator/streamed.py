@@ -60,16 +60,11 @@ ACROSS_RANGES_ROWS = 200_000
 WINDOW_ROWS = 50_000
 #: The share of its rows a reduction across ranges may keep for the next to be worth it (`across_ranges`).
 ACROSS_RANGES_KEEP = 0.75
-#: A range reduces the rows it hands on again, with those kept before them (`_pass_on`), once they are this many more
-#: than twice what the last reduction left: what it holds rolls with its state, not its log, window after window.
+#: A range reduces the rows it hands on (`_pass_on`), its windows whole and what its last reduction kept, once they
+#: are this many more than twice what that reduction left: what it holds rolls with its state, not its log. A window
+#: is not cut on its own: asking codes every row's key and a cut copies every column, more than the rows it drops
+#: cost the range's next reduction, and a range of `decode.split_bytes` holds at most its rows either way.
 PASS_ON_SLACK_ROWS = 1_000_000
-#: A range's window is cut to the rows it hands on at once only if that leaves at most this share of them; else it is
-#: handed on whole and `_pass_on`'s next reduction cuts it with the rows around it. A cut copies every column, and
-#: most windows of a busy range keep most of their rows: their keys recur across windows, not within one.
-RANGE_WINDOW_KEEP = 0.5
-#: After a window not worth cutting, a range hands on the next ones whole without asking (each ask codes every
-#: row's key), the first, then two, four... up to this many, until a window it asks about is worth cutting again.
-RANGE_WINDOW_ASK_GAP_MAX = 8
 #: A table loses up to this many rows by slicing around them (`_without`): each slice is a chunk of every column.
 WITHOUT_SLICES_MAX = 16
 
@@ -129,7 +124,6 @@ class StreamedShards:
         self.mode = mode
         self._passed: list[pa.Table] = []
         self._passed_rows, self._reduced_rows = 0, 0
-        self._ask_gap, self._unasked = 0, 0  # `RANGE_WINDOW_ASK_GAP_MAX`
         #: the records the Python loaders read one at a time (the rest are replayed column by column)
         self.looped = 0
         self.states: dict[int, ShardState] = {p: s.state for p, s in resume.items()}
@@ -156,9 +150,8 @@ class StreamedShards:
         self._markers.append(transaction_markers(table, options))
         self._naming.append(naming_rows(table))
         if not mode.state:
-            loaded = self._range_window(table)
-            if loaded.num_rows:
-                self._pass_on(loaded)
+            if table.num_rows:
+                self._pass_on(table)
             # the history's columns alone: a filter copies every column it is given
             plain = table.select(list(HISTORY_READS)).filter(plain_values(table, options.is_modern))
             return offset_commits_table(plain, plain_value_decisions(plain), options.snapshot_id)
@@ -166,21 +159,6 @@ class StreamedShards:
         if mode.history == "none":
             return None
         return self._settled(table, decisions, last)
-
-    def _range_window(self, table: pa.Table) -> pa.Table:
-        """What a range hands on of a window (`RANGE_WINDOW_KEEP`): cut, or whole, without asking if the windows
-        asked about last were not worth cutting (`RANGE_WINDOW_ASK_GAP_MAX`). Whole, it is only less reduced:
-        `_pass_on` cuts it later, and every row it keeps gives the same state."""
-        if self._unasked > 0:
-            self._unasked -= 1
-            return table
-        kept = split_mask(table, self.options.is_modern)
-        if kept is not None and np.count_nonzero(kept) <= RANGE_WINDOW_KEEP * len(kept):
-            self._ask_gap = 0
-            return table.filter(pa.array(kept))
-        self._ask_gap = min(max(1, 2 * self._ask_gap), RANGE_WINDOW_ASK_GAP_MAX)
-        self._unasked = self._ask_gap
-        return table
 
     def _replay(self, table: pa.Table) -> Decisions:
         """`table`'s offsets (`offset_metadata.replay_offsets`) and group records (`loader.replay_group_records`)
@@ -246,8 +224,8 @@ class StreamedShards:
         return out
 
     def _pass_on(self, loaded: pa.Table) -> None:
-        """`loaded` (a window's rows, cut or whole: `RANGE_WINDOW_KEEP`) kept for `passed_on`, reduced again with the
-        rows kept before it once they have doubled: the rows a range hands on stay about the size of its state, not
+        """`loaded` (a window's rows, whole: `PASS_ON_SLACK_ROWS`) kept for `passed_on`, reduced with the rows kept
+        before it once they have doubled: the rows a range hands on stay about the size of its state, not
         of its log."""
         self._passed.append(loaded)
         self._passed_rows += loaded.num_rows

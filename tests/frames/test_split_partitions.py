@@ -300,21 +300,14 @@ def test_ranges_load_like_the_whole_log(semantics, ops, data):
     # them again (`StreamedShards._pass_on`: 0, at every window)
     range_window = data.draw(st.sampled_from([0, 1, 3]), label="range_window")
     slack = data.draw(st.sampled_from([0, 2, streamed.PASS_ON_SLACK_ROWS]), label="pass_on_slack_rows")
-    # the share of a window's rows a range may keep and still cut it at once (0: hands on every window whole)
-    window_keep = data.draw(st.sampled_from([0.0, streamed.RANGE_WINDOW_KEEP, 1.0]), label="range_window_keep")
-    # how many windows a range may hand on whole without asking after one not worth cutting (0: asks at every one)
-    ask_gap = data.draw(st.sampled_from([0, 1, streamed.RANGE_WINDOW_ASK_GAP_MAX]), label="range_window_ask_gap")
     whole = _compared(table, semantics, [])
     with mock.patch.object(streamed, "ACROSS_RANGES_ROWS", held), mock.patch.object(streamed, "WINDOW_ROWS", window), \
             mock.patch.object(streamed, "PASS_ON_SLACK_ROWS", slack), \
-            mock.patch.object(streamed, "ACROSS_RANGES_KEEP", keep), \
-            mock.patch.object(streamed, "RANGE_WINDOW_KEEP", window_keep), \
-            mock.patch.object(streamed, "RANGE_WINDOW_ASK_GAP_MAX", ask_gap):
+            mock.patch.object(streamed, "ACROSS_RANGES_KEEP", keep):
         split = _compared(table, semantics, cuts, buckets, range_window)
     for t in whole:
         assert split[t] == whole[t], (f"{semantics} {t} cut at {cuts}, groups in {buckets} buckets, held {held}, "
-                                      f"keep {keep}, ranges in windows of {range_window}, slack {slack}, "
-                                      f"windows cut at {window_keep}, asked after {ask_gap}")
+                                      f"keep {keep}, ranges in windows of {range_window}, slack {slack}")
 
 
 def test_a_bucket_whose_only_naming_record_is_a_tombstone_saves_no_namer():
